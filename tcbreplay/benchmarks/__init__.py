@@ -1,0 +1,119 @@
+"""Built-in benchmarks: a tool universe, a dataset and a system prompt, one folder each."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tcbreplay.dataset import Dataset, check_against_tools, load_dataset
+from tcbreplay.errors import InputError
+from tcbreplay.toolspec import Toolset, load_toolset
+
+_HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """Where a benchmark's three parts live."""
+
+    name: str
+    title: str
+    dataset: Path
+    tools: str
+    system_prompt: Path
+
+
+BENCHMARKS = {
+    "tool-call": Benchmark(
+        name="tool-call",
+        title="Tool Call Benchmark",
+        dataset=_HERE / "tool_call" / "dataset.json",
+        tools="tcbreplay.benchmarks.tool_call.tools:TOOLS",
+        system_prompt=_HERE / "tool_call" / "system_prompt.txt",
+    ),
+}
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """Look up a built-in benchmark by name."""
+    try:
+        return BENCHMARKS[name]
+    except KeyError:
+        known = ", ".join(sorted(BENCHMARKS))
+        raise InputError(f"unknown benchmark {name!r} (built in: {known})") from None
+
+
+@dataclass
+class BenchmarkInputs:
+    """A benchmark ready to record or import: validated dataset, tools and system prompt."""
+
+    name: str
+    title: str
+    dataset: Dataset
+    toolset: Toolset
+    system_prompt: str
+    system_prompt_source: str | None
+    system_prompt_sha256: str | None
+
+    def manifest_fields(self) -> dict[str, Any]:
+        """What a run manifest records about its inputs (everything scoring needs)."""
+        return {
+            "benchmark": {"name": self.name, "title": self.title},
+            "dataset": {
+                "source": self.dataset.source,
+                "sha256": self.dataset.sha256,
+                "entries": self.dataset.entries(),
+            },
+            "tools": {
+                "source": self.toolset.source,
+                "sha256": self.toolset.sha256,
+                "specs": self.toolset.to_list(),
+            },
+            "system_prompt": {
+                "source": self.system_prompt_source,
+                "sha256": self.system_prompt_sha256,
+                "text": self.system_prompt,
+            },
+        }
+
+
+def load_inputs(
+    benchmark: str | None = None,
+    dataset: str | Path | None = None,
+    tools: str | None = None,
+    system_prompt: str | Path | None = None,
+    *,
+    need_prompt: bool = True,
+) -> BenchmarkInputs:
+    """Load a built-in benchmark, or a custom one from files; each given file overrides."""
+    if benchmark is None and (dataset is None or tools is None):
+        benchmark = "tool-call"
+    base = get_benchmark(benchmark) if benchmark else None
+    dataset_path = Path(dataset) if dataset else base.dataset  # type: ignore[union-attr]
+    tools_spec = tools or base.tools  # type: ignore[union-attr]
+    prompt_path = Path(system_prompt) if system_prompt else (base.system_prompt if base else None)
+    ds = load_dataset(dataset_path)
+    toolset = load_toolset(tools_spec)
+    check_against_tools(ds, toolset.params(), dataset_path.name)
+    text, sha = "", None
+    if prompt_path is not None:
+        try:
+            raw = prompt_path.read_bytes()
+            text = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{prompt_path}: cannot read system prompt: {exc}") from exc
+        sha = hashlib.sha256(raw).hexdigest()
+    elif need_prompt:
+        raise InputError("--system-prompt FILE is needed with a custom --dataset and --tools")
+    custom = base is None or dataset or tools
+    return BenchmarkInputs(
+        name="custom" if custom else base.name,  # type: ignore[union-attr]
+        title=base.title if base and not custom else "Tool Call Benchmark",
+        dataset=ds,
+        toolset=toolset,
+        system_prompt=text,
+        system_prompt_source=str(prompt_path) if prompt_path else None,
+        system_prompt_sha256=sha,
+    )

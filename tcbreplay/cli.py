@@ -1,0 +1,214 @@
+"""The ``tcbreplay`` command line: parse options, call one library function, render the result.
+
+Library modules are imported inside each command so that ``score`` and ``sql``
+never load LangChain.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tcbreplay import __version__
+from tcbreplay.errors import InputError, TcbReplayError
+
+STORE_OPTION = click.option(
+    "--store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="traces",
+    show_default=True,
+    envvar="TCBREPLAY_STORE",
+    help="Trace store directory.",
+)
+
+
+class _Cli(click.Group):
+    """Turn typed errors into one ``Error:`` line (plus a hint) and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TcbReplayError as exc:
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                click.echo(f"Error: {line}", err=True)
+            if exc.hint:
+                click.echo(f"Hint: {exc.hint}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tcbreplay")
+def main() -> None:
+    """Record tool-calling agent traces once; score them offline as often as you like."""
+
+
+def _options(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"{flag} {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+@main.command()
+@click.option("--benchmark", help="Built-in benchmark (default tool-call).")
+@click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), help="Dataset file.")
+@click.option("--tools", help="Tools as module:attr.")
+@click.option("--system-prompt", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--model", default="google_genai:gemini-2.5-flash", show_default=True,
+              help="PROVIDER:NAME, or sim[:seed=N,error_rate=P,...] to record offline.")
+@click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
+              help="Non-secret model setting (temperature=0, base_url=...); repeatable.")
+@click.option("--workers", default=4, show_default=True, help="Samples run at once.")
+@click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
+@click.option("--run-id", help="Run id (default: <benchmark>-<model>-<UTC time>).")
+@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet",
+              show_default=True, help="jsonl also exports the run as JSONL beside the Parquet.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+@STORE_OPTION
+def record(benchmark, dataset, tools, system_prompt, model, model_options, workers, retries,
+           timeout, run_id, fmt, quiet, store) -> None:
+    """Run the agent over a dataset and store its raw message traces."""
+    from tcbreplay.benchmarks import load_inputs
+    from tcbreplay.models import parse_model
+    from tcbreplay.record import RecordInterrupted, RecordOptions, record_run
+    from tcbreplay.render import Progress
+    from tcbreplay.store import Store, export_jsonl
+
+    inputs = load_inputs(benchmark, dataset, tools, system_prompt)
+    spec = parse_model(model, _options(model_options, "--model-option"))
+    options = RecordOptions(workers=workers, retries=retries, timeout=timeout)
+    label = f"recording {spec.id}" + (" (simulated)" if spec.simulated else "")
+    progress = Progress(len(inputs.dataset), label, quiet=quiet)
+    try:
+        summary = record_run(inputs, spec, Store(store), run_id=run_id, options=options,
+                             progress=progress)
+    except RecordInterrupted as stop:
+        progress.close()
+        s = stop.summary
+        click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
+        click.echo(f"Hint: continue with: tcbreplay record --resume {s.run_id}", err=True)
+        sys.exit(130)
+    progress.close()
+    if fmt == "jsonl":
+        from tcbreplay.store import Run
+
+        export_jsonl(Run(Path(summary.run_dir)), Path(summary.run_dir) / "jsonl")
+    sim = " (simulated model)" if summary.simulated else ""
+    click.echo(f"run {summary.run_id}{sim}: {summary.ok} ok, {summary.errors} errors, "
+               f"{summary.retries} retries in {summary.duration_s:.1f} s -> {summary.run_dir}")
+    if summary.errors:
+        kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
+        click.echo(f"errors: {kinds}")
+    click.echo(f"next: tcbreplay score {summary.run_id}" +
+               (f" --store {store}" if str(store) != "traces" else ""))
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+@click.option("--rel-tol", type=float, default=1e-9, show_default=True,
+              help="Relative tolerance for numbers when one is a float.")
+@click.option("--abs-tol", type=float, default=1e-9, show_default=True,
+              help="Absolute tolerance for numbers when one is a float.")
+@click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
+@click.option("--dashboard", type=click.Choice(["mismatches", "all", "none"]),
+              default="mismatches", show_default=True,
+              help="Samples written to the dashboard file.")
+@STORE_OPTION
+def score(run_id, fmt, rel_tol, abs_tol, allow_incomplete, dashboard, store) -> None:
+    """Score a stored run from its raw traces (no model, tools or network)."""
+    from tcbreplay.render import metrics_table, print_table, to_json
+    from tcbreplay.score import ScoreOptions, score_run
+    from tcbreplay.store import Store
+
+    result = score_run(Store(store), run_id, ScoreOptions(rel_tol=rel_tol, abs_tol=abs_tol),
+                       allow_incomplete=allow_incomplete, dashboard=dashboard)
+    if fmt == "json":
+        click.echo(to_json({**result.summary, "scores_file": str(result.scores_path),
+                            "dashboard_file": str(result.dashboard_path)}))
+        return
+    print_table(metrics_table(result.summary))
+    if result.dashboard_path:
+        click.echo(f"dashboard: {result.dashboard_path}")
+
+
+@main.command("sql")
+@click.argument("query")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True)
+@STORE_OPTION
+def sql_command(query, fmt, store) -> None:
+    """Run a read-only SQL query over every run in the store.
+
+    Views: runs, samples, messages, tool_calls, gold_calls, scores.
+    """
+    from tcbreplay.render import print_table, rows_csv, rows_table, to_json
+    from tcbreplay.sql import run_sql
+    from tcbreplay.store import Store
+
+    result = run_sql(Store(store), query)
+    if fmt == "json":
+        click.echo(to_json(result.records()))
+    elif fmt == "csv":
+        click.echo(rows_csv(result.columns, result.rows), nl=False)
+    else:
+        print_table(rows_table(result.columns, result.rows))
+
+
+@main.command("import")
+@click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--tools", required=True, help="module:attr or a JSON file of function schemas.")
+@click.option("--traces", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help='JSONL: {"sample_id": ..., "messages": [...]} per line.')
+@click.option("--run-id", required=True)
+@click.option("--model", "model_label", help="Label of the model that produced the traces.")
+@STORE_OPTION
+def import_command(dataset, tools, traces, run_id, model_label, store) -> None:
+    """Store traces recorded elsewhere as a run that score treats like a recorded one."""
+    from tcbreplay.benchmarks import load_inputs
+    from tcbreplay.importer import import_traces
+    from tcbreplay.store import Store, validate_run_id
+
+    validate_run_id(run_id)
+    inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
+    summary = import_traces(inputs, traces, Store(store), run_id, model=model_label)
+    click.echo(f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported"
+               + (f", {summary.missing} without a trace (status missing)" if summary.missing else "")
+               + f" -> {summary.run_dir}")
+
+
+@main.command()
+@STORE_OPTION
+def runs(store) -> None:
+    """List the runs in the store."""
+    from tcbreplay.render import print_table, rows_table
+    from tcbreplay.sql import run_sql
+    from tcbreplay.store import Store
+
+    result = run_sql(Store(store), "select run_id, status, model, simulated, n_samples, ok, "
+                     "errors, created_at from runs order by created_at")
+    print_table(rows_table(result.columns, result.rows))
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Directory for samples.jsonl, messages.jsonl and manifest.json.")
+@STORE_OPTION
+def export(run_id, output, store) -> None:
+    """Export a run as JSONL files."""
+    from tcbreplay.store import Store, export_jsonl
+
+    for path in export_jsonl(Store(store).open_run(run_id), output):
+        click.echo(str(path))

@@ -1,0 +1,55 @@
+"""Typed errors: the library raises them, the CLI turns them into one line."""
+
+from __future__ import annotations
+
+
+class TcbReplayError(Exception):
+    """Base of every error tcbreplay reports to a user without a traceback."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(TcbReplayError):
+    """Bad input from the user: a file, an option, a query (exit code 2)."""
+
+    exit_code = 2
+
+
+class DatasetError(InputError):
+    """A dataset file that cannot be loaded or does not fit its tools."""
+
+
+class ToolSpecError(InputError):
+    """A tools module or JSON schema file that cannot be loaded."""
+
+
+class TraceError(InputError):
+    """Imported traces that cannot be read."""
+
+
+class ModelError(InputError):
+    """A model string that cannot be resolved, or a missing credential."""
+
+
+class QueryError(InputError):
+    """SQL that fails, or is not allowed on the store."""
+
+
+class RunNotFoundError(InputError):
+    """A run id that is not in the store."""
+
+
+class StoreError(TcbReplayError):
+    """A store or run directory that is unreadable or inconsistent."""
+
+
+class RunLockedError(TcbReplayError):
+    """Another live process is writing the run."""

@@ -1,0 +1,172 @@
+"""Turn traces recorded elsewhere into a run that scoring treats like a recorded one.
+
+Each line of the traces file is ``{"sample_id": ..., "messages": [...]}`` with
+messages as ``langchain_core.messages.messages_to_dict`` writes them. Calls to
+tools that do not exist, or with arguments a tool does not take, are agent
+behaviour to be scored; only traces that cannot be read are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tcbreplay import __version__
+from tcbreplay.benchmarks import BenchmarkInputs
+from tcbreplay.errors import TraceError
+from tcbreplay.store import Store, utcnow
+
+
+@dataclass
+class ImportSummary:
+    """What an import stored."""
+
+    run_id: str
+    run_dir: str
+    samples: int
+    imported: int
+    missing: int
+
+
+def import_traces(
+    inputs: BenchmarkInputs,
+    traces: str | Path,
+    store: Store,
+    run_id: str,
+    *,
+    model: str | None = None,
+) -> ImportSummary:
+    """Validate every trace line, then store the run; nothing is written if a line is bad."""
+    path = Path(traces)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read traces: {exc.strerror or exc}") from exc
+    by_id = inputs.dataset.by_id
+    lines = _parse_lines(data, path.name, by_id)
+    records = []
+    now = utcnow().isoformat()
+    for sample in inputs.dataset.samples:
+        line = lines.get(sample.sample_id)
+        records.append(
+            {
+                "run_id": run_id,
+                "sample_id": sample.sample_id,
+                "sample_index": sample.index,
+                "input": sample.input,
+                "gold": [c.to_dict() for c in sample.target],
+                "category": sample.category,
+                "status": "missing" if line is None else line["status"],
+                "attempts": 0 if line is None else 1,
+                "error_type": None if line is None else line.get("error_type"),
+                "error": "no trace in the imported file" if line is None else line.get("error"),
+                "started_at": now,
+                "finished_at": now,
+                "duration_s": None,
+                "messages": [] if line is None else line["messages"],
+            }
+        )
+    manifest = {
+        "run_id": run_id,
+        "created_at": now,
+        "source": "import",
+        "toolkit": {"name": "tcbreplay", "version": __version__},
+        **inputs.manifest_fields(),
+        "model": {
+            "id": model or "unknown",
+            "provider": "import",
+            "name": model or "unknown",
+            "settings": {},
+            "simulated": False,
+        },
+        "traces": {"source": str(path), "sha256": hashlib.sha256(data).hexdigest()},
+    }
+    writer = store.create_run(manifest)
+    try:
+        for record in records:
+            writer.append(record)
+        writer.fold()
+        imported = sum(1 for r in records if r["status"] != "missing")
+        writer.update_manifest(
+            status="imported",
+            finished_at=utcnow().isoformat(),
+            totals={
+                "samples": len(records),
+                "recorded": len(records),
+                "ok": sum(1 for r in records if r["status"] == "ok"),
+                "errors": sum(1 for r in records if r["status"] != "ok"),
+                "missing": len(records) - imported,
+            },
+        )
+    finally:
+        writer.close()
+    return ImportSummary(
+        run_id=run_id,
+        run_dir=str(writer.dir),
+        samples=len(records),
+        imported=imported,
+        missing=len(records) - imported,
+    )
+
+
+def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    from langchain_core.messages import message_to_dict, messages_from_dict
+
+    from tcbreplay.record import serialize_messages
+
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{label}: not UTF-8 text") from exc
+    out: dict[str, dict[str, Any]] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        place = f"{label}: line {lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
+        if not isinstance(obj, dict):
+            raise TraceError(f"{place}: expected an object with sample_id and messages")
+        if "sample_id" not in obj:
+            raise TraceError(f"{place}: missing sample_id")
+        sid = obj["sample_id"]
+        if isinstance(sid, bool) or not isinstance(sid, (str, int)):
+            raise TraceError(f"{place}: sample_id must be a string or an integer")
+        sid = str(sid)
+        if sid not in by_id:
+            raise TraceError(f"{place}: sample_id {obj['sample_id']!r} is not in the dataset")
+        if sid in out:
+            raise TraceError(f"{place}: sample_id {obj['sample_id']!r} appears twice")
+        raw = obj.get("messages")
+        if not isinstance(raw, list):
+            raise TraceError(f"{place}: messages must be a list")
+        messages = []
+        for k, item in enumerate(raw):
+            try:
+                (message,) = messages_from_dict([item])
+                message_to_dict(message)
+            except Exception as exc:  # any shape LangChain cannot load is bad input
+                detail = " ".join(str(exc).split())[:200]
+                raise TraceError(
+                    f"{place}: message {k}: not a LangChain message dict "
+                    f"({type(exc).__name__}: {detail})",
+                    hint="write messages with langchain_core.messages.messages_to_dict",
+                ) from exc
+            messages.append(message)
+        status = obj.get("status", "ok")
+        if status not in ("ok", "error"):
+            raise TraceError(f"{place}: status must be 'ok' or 'error'")
+        out[sid] = {
+            "status": status,
+            "error": obj.get("error"),
+            "error_type": obj.get("error_type"),
+            "messages": serialize_messages(messages, {}),
+        }
+    if not out:
+        raise TraceError(f"{label}: no traces in the file")
+    return out

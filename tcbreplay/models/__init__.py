@@ -1,0 +1,133 @@
+"""Model strings: ``PROVIDER:NAME`` through LangChain's ``init_chat_model``, or ``sim``.
+
+A :class:`ModelSpec` is what a run records about its model: the id as given, the
+provider, the name and every non-secret setting. Secrets come from the
+environment only and are never part of a spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcbreplay.errors import ModelError
+
+DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
+# Run metadata key carrying the sample id to the model (the sim plays that sample's plan).
+SAMPLE_ID_KEY = "tcbreplay_sample_id"
+
+# Environment variables that hold each provider's key, in the order LangChain reads them.
+_KEY_VARS = {
+    "google_genai": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+}
+_SECRET_WORDS = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved model string and its recorded, non-secret settings."""
+
+    id: str
+    provider: str
+    name: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        return self.provider == "sim"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "provider": self.provider,
+            "name": self.name,
+            "settings": self.settings,
+            "simulated": self.simulated,
+        }
+
+
+def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSpec:
+    """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings."""
+    options = dict(options or {})
+    for key in options:
+        if _SECRET_WORDS.search(key):
+            raise ModelError(
+                f"--model-option {key}: secrets are not accepted as options",
+                hint="set the provider's API key in the environment; it is never recorded",
+            )
+    settings = {k: _parse_value(v) for k, v in options.items()}
+    if model == "sim" or model.startswith("sim:"):
+        from tcbreplay.models.sim import parse_sim_options
+
+        sim_settings = parse_sim_options(model.partition(":")[2])
+        return ModelSpec(id=model, provider="sim", name="sim", settings={**sim_settings, **settings})
+    provider, sep, name = model.partition(":")
+    if not sep or not provider or not name:
+        raise ModelError(
+            f"--model {model!r}: expected PROVIDER:NAME (for example {DEFAULT_MODEL}) or sim"
+        )
+    return ModelSpec(id=model, provider=provider, name=name, settings=settings)
+
+
+def check_credentials(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Fail early, in one line, when the provider's API key is not in the environment."""
+    environ = os.environ if environ is None else environ
+    names = _KEY_VARS.get(spec.provider)
+    if not names or any(environ.get(n) for n in names):
+        return
+    raise ModelError(
+        f"{names[0]} is not set: --model {spec.id} needs an API key",
+        hint=f"export {names[0]}=... (it is never recorded), or use --model sim to record offline",
+    )
+
+
+def build_chat_model(spec: ModelSpec, samples: Mapping[str, Any] | None = None) -> Any:
+    """Return a LangChain chat model for the spec (``samples`` feeds the sim its gold plans)."""
+    if spec.simulated:
+        from tcbreplay.models.sim import SimChatModel
+
+        return SimChatModel.from_settings(spec.settings, samples or {})
+    from langchain.chat_models import init_chat_model
+
+    kwargs = dict(spec.settings)
+    if spec.provider == "google_genai":
+        # The record runner retries with backoff itself; SDK retries would hide attempts.
+        kwargs.setdefault("max_retries", 0)
+    try:
+        return init_chat_model(spec.name, model_provider=spec.provider, **kwargs)
+    except ImportError as exc:
+        raise ModelError(f"--model {spec.id}: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ModelError(f"--model {spec.id}: {first}") from exc
+
+
+def effective_settings(spec: ModelSpec, chat_model: Any) -> dict[str, Any]:
+    """Settings as recorded: what was given plus the model's own non-secret defaults."""
+    out = dict(spec.settings)
+    for attr in ("temperature", "top_p", "top_k", "max_output_tokens", "max_tokens", "seed"):
+        value = getattr(chat_model, attr, None)
+        if value is not None and attr not in out and _json_safe(value):
+            out[attr] = value
+    return out
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,243 @@
+"""The store as DuckDB views on a locked-down connection, and the SQL files that query it.
+
+Views (names are stable; queries use them, never file paths):
+``runs``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
+Once the views exist, the connection may read files under the store root only,
+cannot load extensions, and its configuration is locked; :func:`run_sql` also
+refuses every statement that is not a query.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from tcbreplay.errors import QueryError
+from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA, SCORES, Run, Store
+
+_PACKAGE_QUERIES = Path(__file__).parent / "queries"  # inside a built wheel
+_SOURCE_QUERIES = Path(__file__).parent.parent / "queries"  # in a source checkout
+
+SCORES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scoring", pa.string()),
+        ("sample_id", pa.string()),
+        ("sample_index", pa.int32()),
+        ("category", pa.string()),
+        ("status", pa.string()),
+        ("n_gold", pa.int32()),
+        ("n_agent", pa.int32()),
+        ("tsa", pa.float64()),
+        ("tp", pa.float64()),
+        ("ahr", pa.float64()),
+        ("args_invalid", pa.int64()),
+        ("args_total", pa.int64()),
+        ("args_missing", pa.int64()),
+        ("pairs", pa.int32()),
+    ]
+)
+_ALLOWED_STATEMENTS = {"SELECT", "EXPLAIN"}
+
+
+def queries_dir() -> Path:
+    """Where the SQL files are: inside the package when installed from a wheel."""
+    return _PACKAGE_QUERIES if _PACKAGE_QUERIES.is_dir() else _SOURCE_QUERIES
+
+
+@cache
+def query_text(name: str) -> str:
+    """The text of ``queries/<name>.sql``."""
+    path = queries_dir() / f"{name}.sql"
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise QueryError(f"no query named {name!r} ({path})") from exc
+
+
+def connect(
+    store: Store | None = None,
+    runs: Iterable[Run] | None = None,
+    *,
+    with_scores: bool = True,
+    lock: bool = True,
+) -> duckdb.DuckDBPyConnection:
+    """Open an in-memory DuckDB connection with the store's runs bound to the views."""
+    run_list = list(runs) if runs is not None else (store.runs() if store else [])
+    con = duckdb.connect(config={"threads": _threads()})
+    con.execute(query_text("macros"))
+    _bind_files(con, "samples", [r.samples_path for r in run_list if r.has_data()], SAMPLES_SCHEMA)
+    _bind_files(
+        con, "messages", [r.messages_path for r in run_list if r.has_data()], MESSAGES_SCHEMA
+    )
+    con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
+    con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
+    score_files = [p for r in run_list if (p := latest_scores_file(r)) is not None]
+    _bind_files(con, "scores", score_files if with_scores else [], SCORES_SCHEMA)
+    con.register("_runs_table", _runs_table(run_list))
+    con.execute("create or replace view runs as select * from _runs_table")
+    if lock:
+        roots = sorted({str(r.dir.parent.resolve()) + "/" for r in run_list})
+        if store is not None:
+            roots.append(str(store.root.resolve()) + "/")
+        con.execute("set allowed_directories = $dirs", {"dirs": sorted(set(roots))})
+        con.execute("set enable_external_access = false")
+        con.execute("set autoinstall_known_extensions = false")
+        con.execute("set autoload_known_extensions = false")
+        con.execute("set lock_configuration = true")
+    return con
+
+
+def _threads() -> int:
+    import os
+
+    return max(1, os.cpu_count() or 1)
+
+
+def _bind_files(
+    con: duckdb.DuckDBPyConnection, view: str, files: list[Path], schema: pa.Schema
+) -> None:
+    if files:
+        listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
+        con.execute(
+            f"create or replace view {view} as select * from read_parquet([{listing}])"
+        )
+    else:
+        con.register(f"_empty_{view}", schema.empty_table())
+        con.execute(f"create or replace view {view} as select * from _empty_{view}")
+
+
+def _sql_string(text: str) -> str:
+    """Quote a path we built ourselves as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def latest_scores_file(run: Run) -> Path | None:
+    """The per-sample scores of the run's most recent scoring, if it was scored."""
+    best: tuple[str, Path] | None = None
+    for summary in (run.dir / SCORES).glob("*/summary.json"):
+        try:
+            scored_at = json.loads(summary.read_text()).get("scored_at", "")
+        except (OSError, json.JSONDecodeError):
+            continue
+        path = summary.parent / "scores.parquet"
+        if path.exists() and (best is None or scored_at > best[0]):
+            best = (scored_at, path)
+    return best[1] if best else None
+
+
+def _runs_table(runs: list[Run]) -> pa.Table:
+    rows = []
+    for run in runs:
+        m = run.manifest
+        model = m.get("model", {})
+        totals = m.get("totals") or {}
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "status": m.get("status"),
+                "created_at": m.get("created_at"),
+                "finished_at": m.get("finished_at"),
+                "benchmark": (m.get("benchmark") or {}).get("name"),
+                "model": model.get("id"),
+                "provider": model.get("provider"),
+                "simulated": bool(model.get("simulated")),
+                "n_samples": len((m.get("dataset") or {}).get("entries", [])),
+                "recorded": totals.get("recorded"),
+                "ok": totals.get("ok"),
+                "errors": totals.get("errors"),
+                "input_tokens": totals.get("input_tokens"),
+                "output_tokens": totals.get("output_tokens"),
+                "toolkit_version": (m.get("toolkit") or {}).get("version"),
+                "dataset_sha256": (m.get("dataset") or {}).get("sha256"),
+                "source": m.get("source", "record"),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)
+
+
+_RUNS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("status", pa.string()),
+        ("created_at", pa.string()),
+        ("finished_at", pa.string()),
+        ("benchmark", pa.string()),
+        ("model", pa.string()),
+        ("provider", pa.string()),
+        ("simulated", pa.bool_()),
+        ("n_samples", pa.int64()),
+        ("recorded", pa.int64()),
+        ("ok", pa.int64()),
+        ("errors", pa.int64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("toolkit_version", pa.string()),
+        ("dataset_sha256", pa.string()),
+        ("source", pa.string()),
+    ]
+)
+
+
+@dataclass
+class QueryResult:
+    """Column names and rows of a query."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+def check_read_only(sql: str) -> list[str]:
+    """Split SQL into statements and refuse any that is not a query."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(f"SQL does not parse: {_first_line(exc)}") from exc
+    if not statements:
+        raise QueryError("no SQL statement given")
+    out = []
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in _ALLOWED_STATEMENTS:
+            raise QueryError(
+                f"{kind} statements are not allowed: the store is read-only to SQL",
+                hint="only queries (SELECT, WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN) run here",
+            )
+        out.append(statement.query)
+    return out
+
+
+def run_sql(
+    store: Store, sql: str, params: Mapping[str, Any] | None = None
+) -> QueryResult:
+    """Run read-only SQL over every run in the store; the last statement's rows are returned."""
+    statements = check_read_only(sql)
+    con = connect(store)
+    try:
+        result: QueryResult | None = None
+        for text in statements:
+            try:
+                cursor = con.execute(text, dict(params) if params else None)
+            except duckdb.Error as exc:
+                raise QueryError(f"query failed: {_first_line(exc)}") from exc
+            columns = [d[0] for d in cursor.description or []]
+            result = QueryResult(columns=columns, rows=cursor.fetchall())
+        assert result is not None
+        return result
+    finally:
+        con.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:2]) if lines else type(exc).__name__

@@ -1,0 +1,429 @@
+"""The trace store: one directory per run, a versioned manifest, Parquet at rest.
+
+Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README):
+
+- ``manifest.json``: everything needed to score the run without its inputs.
+- ``samples.parquet``: one row per sample (``SAMPLES_SCHEMA``).
+- ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``).
+- ``journal.jsonl``: while recording, one line per finished sample; folded into the
+  Parquet files when the run finishes, so a crash loses only samples in flight.
+- ``writer.lock``: held (``flock``) by the one process writing the run.
+- ``scores/<scoring>/``: per-sample scores and a summary, one folder per scoring options.
+- ``evaluations/``: the dashboard file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tcbreplay.errors import InputError, RunLockedError, RunNotFoundError, StoreError
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+SAMPLES = "samples.parquet"
+MESSAGES = "messages.parquet"
+JOURNAL = "journal.jsonl"
+LOCK = "writer.lock"
+SCORES = "scores"
+EVALUATIONS = "evaluations"
+DEFAULT_STORE = "traces"
+PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 6}
+
+_TS = pa.timestamp("us", tz="UTC")
+SAMPLES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("sample_id", pa.string()),
+        ("sample_index", pa.int32()),
+        ("input", pa.string()),
+        ("gold", pa.string()),  # JSON: [{"name", "args"}, ...]
+        ("category", pa.string()),
+        ("status", pa.string()),  # ok | error | missing
+        ("attempts", pa.int32()),
+        ("error_type", pa.string()),
+        ("error", pa.string()),
+        ("started_at", _TS),
+        ("finished_at", _TS),
+        ("duration_s", pa.float64()),
+        ("n_messages", pa.int32()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+    ]
+)
+MESSAGES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("sample_id", pa.string()),
+        ("position", pa.int32()),
+        ("type", pa.string()),  # human | ai | tool | system | ...
+        ("message", pa.string()),  # JSON, as langchain_core.messages.message_to_dict writes it
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("total_tokens", pa.int64()),
+        ("latency_s", pa.float64()),
+    ]
+)
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def validate_run_id(run_id: str) -> str:
+    """Run ids name directories: letters, digits, ``.``, ``_`` and ``-`` only."""
+    if not _RUN_ID.match(run_id or ""):
+        raise InputError(
+            f"run id {run_id!r}: use letters, digits, '.', '_' and '-' (at most 128, "
+            "starting with a letter or digit)"
+        )
+    return run_id
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON to a temporary file and rename it over ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+class Run:
+    """A run directory in the store, read-only."""
+
+    def __init__(self, path: Path) -> None:
+        self.dir = path
+        self.run_id = path.name
+        self._manifest: dict[str, Any] | None = None
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        if self._manifest is None:
+            self._manifest = read_manifest(self.dir)
+        return self._manifest
+
+    @property
+    def samples_path(self) -> Path:
+        return self.dir / SAMPLES
+
+    @property
+    def messages_path(self) -> Path:
+        return self.dir / MESSAGES
+
+    @property
+    def status(self) -> str:
+        return str(self.manifest.get("status", "unknown"))
+
+    def has_data(self) -> bool:
+        return self.samples_path.exists() and self.messages_path.exists()
+
+    def journal_count(self) -> int:
+        return sum(1 for _ in read_journal(self.dir / JOURNAL))
+
+    def recorded_ids(self) -> dict[str, str]:
+        """Map every stored sample id to its status (journal entries override Parquet)."""
+        out: dict[str, str] = {}
+        if self.samples_path.exists():
+            table = pq.read_table(self.samples_path, columns=["sample_id", "status"])
+            out.update(zip(table["sample_id"].to_pylist(), table["status"].to_pylist(), strict=True))
+        for record in read_journal(self.dir / JOURNAL):
+            out[record["sample_id"]] = record["status"]
+        return out
+
+    def scores_dir(self, scoring: str) -> Path:
+        return self.dir / SCORES / scoring
+
+
+class Store:
+    """A folder of run directories."""
+
+    def __init__(self, root: str | Path = DEFAULT_STORE) -> None:
+        self.root = Path(root)
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.root / validate_run_id(run_id)
+
+    def exists(self, run_id: str) -> bool:
+        return (self.run_dir(run_id) / MANIFEST).exists()
+
+    def runs(self) -> list[Run]:
+        """Every run in the store, by run id."""
+        if not self.root.is_dir():
+            return []
+        return [Run(p) for p in sorted(self.root.iterdir()) if (p / MANIFEST).is_file()]
+
+    def open_run(self, run_id: str) -> Run:
+        path = self.run_dir(run_id)
+        if not (path / MANIFEST).is_file():
+            known = [r.run_id for r in self.runs()]
+            hint = f"runs in {self.root}: {', '.join(known[-5:])}" if known else None
+            raise RunNotFoundError(f"run {run_id!r} not found in store {self.root}", hint=hint)
+        return Run(path)
+
+    def create_run(self, manifest: dict[str, Any]) -> RunWriter:
+        """Create a new run directory and return its locked writer."""
+        run_id = validate_run_id(manifest["run_id"])
+        path = self.root / run_id
+        if (path / MANIFEST).exists():
+            raise InputError(
+                f"run {run_id!r} already exists in {self.root}",
+                hint="choose another --run-id, or --resume it",
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        writer = RunWriter(path)
+        writer.write_manifest({**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"})
+        return writer
+
+    def resume_run(self, run_id: str) -> RunWriter:
+        """Lock an existing run for more writing (resume or retry)."""
+        run = self.open_run(run_id)
+        return RunWriter(run.dir)
+
+
+class RunWriter:
+    """The one writer of a run: appends finished samples to the journal, then folds it in."""
+
+    def __init__(self, path: Path) -> None:
+        self.dir = path
+        self.run_id = path.name
+        self._lock_fd = _acquire_lock(path / LOCK)
+        self._journal = (path / JOURNAL).open("a", encoding="utf-8")
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return read_manifest(self.dir)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.dir / MANIFEST, manifest)
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        manifest = {**self.manifest, **fields}
+        self.write_manifest(manifest)
+        return manifest
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one finished sample; it survives a crash of this process from now on."""
+        self._journal.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._journal.flush()
+
+    def fold(self) -> None:
+        """Fold the journal into the Parquet files; no more appends after this."""
+        self._journal.close()
+        fold_journal(self.dir)
+
+    def close(self) -> None:
+        if not self._journal.closed:
+            self._journal.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _acquire_lock(path: Path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise RunLockedError(
+            f"run {path.parent.name!r} is being written by {holder}",
+            hint="wait for it to finish; a writer that died releases the run by itself",
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}".encode())
+    return fd
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{path / MANIFEST}: unreadable manifest: {exc}") from exc
+    version = manifest.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"{path / MANIFEST}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
+        )
+    return manifest
+
+
+def read_journal(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield complete journal lines; a torn last line (a crash mid-write) is skipped."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def fold_journal(run_dir: Path) -> None:
+    """Merge journal records into the Parquet files (latest record per sample wins).
+
+    Both files are rewritten through temporary names and renamed, messages first;
+    the journal is removed last, so a crash at any point can be folded again.
+    """
+    journal_path = run_dir / JOURNAL
+    records: dict[str, dict[str, Any]] = {}
+    for record in read_journal(journal_path):
+        records[record["sample_id"]] = record
+    if not records and (run_dir / SAMPLES).exists():
+        journal_path.unlink(missing_ok=True)
+        return
+    keep = set(records)
+    samples = [_old_rows(run_dir / SAMPLES, SAMPLES_SCHEMA, keep)]
+    messages = [_old_rows(run_dir / MESSAGES, MESSAGES_SCHEMA, keep)]
+    samples.append(_table(sample_rows(records.values()), SAMPLES_SCHEMA))
+    messages.append(_table(message_rows(records.values()), MESSAGES_SCHEMA))
+    sample_table = pa.concat_tables(samples).sort_by("sample_index")
+    order = {sid: i for i, sid in enumerate(sample_table["sample_id"].to_pylist())}
+    message_table = pa.concat_tables(messages)
+    keys = [order[s] for s in message_table["sample_id"].to_pylist()]
+    message_table = message_table.append_column("_k", pa.array(keys, pa.int64()))
+    message_table = message_table.sort_by([("_k", "ascending"), ("position", "ascending")])
+    message_table = message_table.drop_columns(["_k"])
+    _write_parquet(message_table, run_dir / MESSAGES)
+    _write_parquet(sample_table, run_dir / SAMPLES)
+    journal_path.unlink(missing_ok=True)
+
+
+def _old_rows(path: Path, schema: pa.Schema, drop: set[str]) -> pa.Table:
+    if not path.exists():
+        return schema.empty_table()
+    table = pq.read_table(path, schema=schema)
+    if drop:
+        mask = [s not in drop for s in table["sample_id"].to_pylist()]
+        table = table.filter(pa.array(mask, pa.bool_()))
+    return table
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, **PARQUET_OPTIONS)
+    os.replace(tmp, path)
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write a Parquet file atomically with the store's compression."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_parquet(table, path)
+
+
+def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``samples.parquet`` from journal records."""
+    rows = []
+    for r in records:
+        msgs = r.get("messages", [])
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "sample_id": r["sample_id"],
+                "sample_index": r["sample_index"],
+                "input": r["input"],
+                "gold": json.dumps(r["gold"], ensure_ascii=False),
+                "category": r.get("category"),
+                "status": r["status"],
+                "attempts": r.get("attempts", 0),
+                "error_type": r.get("error_type"),
+                "error": r.get("error"),
+                "started_at": _ts(r.get("started_at")),
+                "finished_at": _ts(r.get("finished_at")),
+                "duration_s": r.get("duration_s"),
+                "n_messages": len(msgs),
+                "input_tokens": _sum(m.get("input_tokens") for m in msgs),
+                "output_tokens": _sum(m.get("output_tokens") for m in msgs),
+            }
+        )
+    return rows
+
+
+def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``messages.parquet`` from journal records."""
+    rows = []
+    for r in records:
+        for position, m in enumerate(r.get("messages", [])):
+            rows.append(
+                {
+                    "run_id": r["run_id"],
+                    "sample_id": r["sample_id"],
+                    "position": position,
+                    "type": m["type"],
+                    "message": m["message"],
+                    "input_tokens": m.get("input_tokens"),
+                    "output_tokens": m.get("output_tokens"),
+                    "total_tokens": m.get("total_tokens"),
+                    "latency_s": m.get("latency_s"),
+                }
+            )
+    return rows
+
+
+def _ts(value: Any) -> dt.datetime | None:
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    return dt.datetime.fromisoformat(value)
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
+    """Write the run's samples and messages as JSONL files beside a copy of the manifest."""
+    import jsonlines
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in (SAMPLES, MESSAGES):
+        table = pq.read_table(run.dir / name)
+        target = out_dir / name.replace(".parquet", ".jsonl")
+        with jsonlines.open(target, mode="w") as writer:
+            for batch in table.to_batches(max_chunksize=10_000):
+                writer.write_all(_jsonable(row) for row in batch.to_pylist())
+        written.append(target)
+    manifest = out_dir / MANIFEST
+    write_json_atomic(manifest, run.manifest)
+    written.append(manifest)
+    return written
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
+
+
+@contextlib.contextmanager
+def removing_on_error(path: Path) -> Iterator[None]:
+    """Remove a run directory this process created if building it fails."""
+    try:
+        yield
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        raise
