@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from tcbreplay import __version__, translate
 from tcbreplay.errors import InputError, StoreError
@@ -24,7 +25,7 @@ from tcbreplay.metrics import (
     name_metrics,
     summarize,
 )
-from tcbreplay.sql import SCORES_SCHEMA, connect
+from tcbreplay.sql import SCORES_SCHEMA, connect, connect_tables
 from tcbreplay.store import EVALUATIONS, Run, Store, utcnow, write_json_atomic, write_table
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
@@ -97,6 +98,22 @@ def score_run(
         if dashboard != "none":
             result.dashboard_path = _write_dashboard(run, scores, calls, summary, dashboard)
     return result
+
+
+def score_tables(
+    samples: pa.Table,
+    messages: pa.Table,
+    tool_specs: list[dict[str, Any]],
+    options: ScoreOptions | None = None,
+) -> pl.DataFrame:
+    """Per-sample scores of in-memory ``samples`` and ``messages`` tables (store schemas)."""
+    con = connect_tables(samples, messages)
+    try:
+        translate.bind_tool_params(con, tool_specs)
+        scores, _ = compute_scores(con, options or ScoreOptions())
+    finally:
+        con.close()
+    return scores
 
 
 def _check_scorable(run: Run, allow_incomplete: bool) -> None:

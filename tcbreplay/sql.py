@@ -95,6 +95,19 @@ def connect(
     return con
 
 
+def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
+    """A connection whose ``samples`` and ``messages`` views are in-memory Arrow tables."""
+    con = duckdb.connect(config={"threads": _threads()})
+    con.execute(query_text("macros"))
+    con.register("_samples", samples.cast(SAMPLES_SCHEMA))
+    con.register("_messages", messages.cast(MESSAGES_SCHEMA))
+    con.execute("create or replace view samples as select * from _samples")
+    con.execute("create or replace view messages as select * from _messages")
+    con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
+    con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
+    return con
+
+
 def _threads() -> int:
     import os
 

@@ -1,0 +1,46 @@
+"""Shared fixtures: a temporary store and a small recorded run of the built-in benchmark."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+DATA = TESTS / "data"
+REFERENCE = TESTS.parent.parent / "shared" / "reference" / "abet"
+sys.path.insert(0, str(TESTS))
+
+
+@pytest.fixture
+def store(tmp_path):
+    from tcbreplay.store import Store
+
+    return Store(tmp_path / "traces")
+
+
+@pytest.fixture(scope="session")
+def sim_run(tmp_path_factory):
+    """The built-in benchmark recorded once with ``sim:seed=7``: (store, run_id)."""
+    from tcbreplay.benchmarks import load_inputs
+    from tcbreplay.models import parse_model
+    from tcbreplay.record import RecordOptions, record_run
+    from tcbreplay.store import Store
+
+    store = Store(tmp_path_factory.mktemp("sim") / "traces")
+    summary = record_run(
+        load_inputs("tool-call"),
+        parse_model("sim:seed=7,error_rate=0.3"),
+        store,
+        run_id="sim-seed7",
+        options=RecordOptions(workers=8),
+    )
+    return store, summary.run_id
+
+
+@pytest.fixture
+def reference_dir():
+    if not REFERENCE.is_dir():
+        pytest.skip(f"reference data not found at {REFERENCE}")
+    return REFERENCE

@@ -1,0 +1,78 @@
+"""Build trace tables in the store's schemas by hand, without LangChain, for metric tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA
+
+Call = tuple[str, dict[str, Any]]
+
+
+def ai_message(calls: Sequence[Call], content: str = "", msg_id: str = "ai") -> str:
+    """An AI message as ``message_to_dict`` serializes it, with these tool calls."""
+    return json.dumps(
+        {
+            "type": "ai",
+            "data": {
+                "content": content,
+                "additional_kwargs": {},
+                "response_metadata": {},
+                "type": "ai",
+                "name": None,
+                "id": msg_id,
+                "tool_calls": [
+                    {"name": n, "args": a, "id": f"{msg_id}-{k}", "type": "tool_call"}
+                    for k, (n, a) in enumerate(calls)
+                ],
+                "invalid_tool_calls": [],
+                "usage_metadata": None,
+            },
+        }
+    )
+
+
+def human_message(text: str) -> str:
+    return json.dumps(
+        {
+            "type": "human",
+            "data": {"content": text, "additional_kwargs": {}, "response_metadata": {},
+                     "type": "human", "name": None, "id": None},
+        }
+    )
+
+
+def build_tables(
+    cases: Sequence[dict[str, Any]], run_id: str = "test"
+) -> tuple[pa.Table, pa.Table]:
+    """``cases``: dicts with ``gold`` (list of calls) and ``turns`` (list of AI turns, each a list
+    of calls); optional ``sample_id`` and ``status``. Returns (samples, messages) tables."""
+    samples, messages = [], []
+    for index, case in enumerate(cases):
+        sid = str(case.get("sample_id", index))
+        samples.append(
+            {
+                "run_id": run_id,
+                "sample_id": sid,
+                "sample_index": index,
+                "input": f"question {index}",
+                "gold": json.dumps([{"name": n, "args": a} for n, a in case["gold"]]),
+                "category": None,
+                "status": case.get("status", "ok"),
+                "attempts": 1,
+                "n_messages": len(case["turns"]) + 1,
+            }
+        )
+        messages.append({"run_id": run_id, "sample_id": sid, "position": 0, "type": "human",
+                         "message": human_message(f"question {index}")})
+        for k, turn in enumerate(case["turns"], start=1):
+            messages.append({"run_id": run_id, "sample_id": sid, "position": k, "type": "ai",
+                             "message": ai_message(turn, msg_id=f"{sid}-{k}")})
+    return (
+        pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
+        pa.Table.from_pylist(messages, schema=MESSAGES_SCHEMA),
+    )
