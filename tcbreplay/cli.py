@@ -63,52 +63,74 @@ def _options(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), help="Dataset file.")
 @click.option("--tools", help="Tools as module:attr.")
 @click.option("--system-prompt", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", default="google_genai:gemini-2.5-flash", show_default=True,
-              help="PROVIDER:NAME, or sim[:seed=N,error_rate=P,...] to record offline.")
+@click.option("--model", default=None, help="PROVIDER:NAME (default google_genai:gemini-2.5-flash), "
+              "or sim[:seed=N,error_rate=P,...] to record offline.")
 @click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
               help="Non-secret model setting (temperature=0, base_url=...); repeatable.")
 @click.option("--workers", default=4, show_default=True, help="Samples run at once.")
 @click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
-@click.option("--run-id", help="Run id (default: <benchmark>-<model>-<UTC time>).")
+@click.option("--run-id", help="Run id (default: <benchmark>-<model>-<inputs hash>). "
+              "An existing run with the same inputs is resumed.")
+@click.option("--resume", "resume_id", metavar="RUN_ID",
+              help="Record what RUN_ID is missing, with the inputs in its manifest.")
+@click.option("--retry-errors", "retry_id", metavar="RUN_ID",
+              help="Like --resume, and re-run the samples stored with status error.")
+@click.option("--overwrite", is_flag=True, help="Delete an existing run of that id first.")
 @click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet",
               show_default=True, help="jsonl also exports the run as JSONL beside the Parquet.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @STORE_OPTION
 def record(benchmark, dataset, tools, system_prompt, model, model_options, workers, retries,
-           timeout, run_id, fmt, quiet, store) -> None:
+           timeout, run_id, resume_id, retry_id, overwrite, fmt, quiet, store) -> None:
     """Run the agent over a dataset and store its raw message traces."""
-    from tcbreplay.benchmarks import load_inputs
-    from tcbreplay.models import parse_model
+    from tcbreplay.benchmarks import inputs_from_manifest, load_inputs
+    from tcbreplay.models import DEFAULT_MODEL, parse_model, spec_from_manifest
     from tcbreplay.record import RecordInterrupted, RecordOptions, record_run
     from tcbreplay.render import Progress
-    from tcbreplay.store import Store, export_jsonl
+    from tcbreplay.store import Run, Store, export_jsonl
 
-    inputs = load_inputs(benchmark, dataset, tools, system_prompt)
-    spec = parse_model(model, _options(model_options, "--model-option"))
+    store_ = Store(store)
+    existing = resume_id or retry_id
+    if existing:
+        if any((benchmark, dataset, tools, system_prompt, model, model_options, run_id)):
+            raise InputError("--resume/--retry-errors take the run's inputs from its manifest",
+                             hint="drop --benchmark, --dataset, --tools, --system-prompt, "
+                                  "--model, --model-option and --run-id")
+        manifest = store_.open_run(existing).manifest
+        inputs = inputs_from_manifest(manifest)
+        spec = spec_from_manifest(manifest["model"])
+        run_id = existing
+    else:
+        inputs = load_inputs(benchmark, dataset, tools, system_prompt)
+        spec = parse_model(model or DEFAULT_MODEL, _options(model_options, "--model-option"))
     options = RecordOptions(workers=workers, retries=retries, timeout=timeout)
     label = f"recording {spec.id}" + (" (simulated)" if spec.simulated else "")
-    progress = Progress(len(inputs.dataset), label, quiet=quiet)
+    progress = Progress(label, quiet=quiet)
     try:
-        summary = record_run(inputs, spec, Store(store), run_id=run_id, options=options,
-                             progress=progress)
+        summary = record_run(inputs, spec, store_, run_id=run_id, options=options,
+                             progress=progress, retry_errors=bool(retry_id), overwrite=overwrite)
     except RecordInterrupted as stop:
         progress.close()
         s = stop.summary
         click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
         click.echo(f"Hint: continue with: tcbreplay record --resume {s.run_id}", err=True)
         sys.exit(130)
-    progress.close()
+    finally:
+        progress.close()
     if fmt == "jsonl":
-        from tcbreplay.store import Run
-
         export_jsonl(Run(Path(summary.run_dir)), Path(summary.run_dir) / "jsonl")
     sim = " (simulated model)" if summary.simulated else ""
-    click.echo(f"run {summary.run_id}{sim}: {summary.ok} ok, {summary.errors} errors, "
-               f"{summary.retries} retries in {summary.duration_s:.1f} s -> {summary.run_dir}")
+    if not summary.attempted:
+        click.echo(f"run {summary.run_id}{sim} already holds all {summary.total} samples; "
+                   "nothing to record (--overwrite records it again)")
+    else:
+        click.echo(f"run {summary.run_id}{sim}: {summary.ok}/{summary.total} ok, "
+                   f"{summary.errors} errors, {summary.retries} retries; recorded "
+                   f"{summary.attempted} in {summary.duration_s:.1f} s -> {summary.run_dir}")
     if summary.errors:
         kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
-        click.echo(f"errors: {kinds}")
+        click.echo(f"errors: {kinds} (re-run them with --retry-errors {summary.run_id})")
     click.echo(f"next: tcbreplay score {summary.run_id}" +
                (f" --store {store}" if str(store) != "traces" else ""))
 

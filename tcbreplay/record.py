@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import json
 import random
 import re
@@ -28,7 +29,7 @@ from tcbreplay.models import (
     check_credentials,
     effective_settings,
 )
-from tcbreplay.store import RunWriter, Store, utcnow
+from tcbreplay.store import Run, RunWriter, Store, utcnow, validate_run_id
 
 # Per-sample latencies, keyed by AI message id or tool call id; set in each sample's task.
 _timings: contextvars.ContextVar[dict[str, float]] = contextvars.ContextVar("tcbreplay_timings")
@@ -79,15 +80,30 @@ class RecordSummary:
     output_tokens: int | None = None
     simulated: bool = False
     error_types: dict[str, int] = field(default_factory=dict)
+    attempted: int = 0
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
+def fingerprint(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
+    """sha256 of everything that decides what a recording should contain."""
+    fields = inputs.manifest_fields()
+    basis = {
+        "dataset": fields["dataset"]["entries"],
+        "tools": fields["tools"]["specs"],
+        "system_prompt": fields["system_prompt"]["text"],
+        "model": spec.id,
+        "settings": spec.settings,
+    }
+    text = json.dumps(basis, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def default_run_id(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
-    """``<benchmark>-<model>-<UTC time>``, safe as a directory name."""
+    """``<benchmark>-<model>-<fingerprint>``: the same command names the same run."""
     model = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name if not spec.simulated else "sim")
-    return f"{inputs.name}-{model}-{utcnow().strftime('%Y%m%dT%H%M%S')}"
+    return f"{inputs.name}-{model}-{fingerprint(inputs, spec)[:10]}"
 
 
 def record_run(
@@ -98,8 +114,15 @@ def record_run(
     run_id: str | None = None,
     options: RecordOptions | None = None,
     progress: ProgressFn | None = None,
+    retry_errors: bool = False,
+    overwrite: bool = False,
 ) -> RecordSummary:
-    """Record every sample of ``inputs`` with the model into a new run; return its summary."""
+    """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
+
+    A new run id starts a run. An existing run with the same inputs is resumed:
+    only samples not yet stored are recorded (with ``retry_errors``, also those
+    stored with status error). ``overwrite`` deletes the existing run first.
+    """
     options = options or RecordOptions()
     if inputs.toolset.tools is None:
         raise InputError(
@@ -109,19 +132,56 @@ def record_run(
     check_credentials(spec)
     gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
     chat_model = build_chat_model(spec, gold)
+    run_id = validate_run_id(run_id or default_run_id(inputs, spec))
+    print_ = fingerprint(inputs, spec)
+    if overwrite and store.exists(run_id):
+        store.delete_run(run_id)
+    if store.exists(run_id):
+        writer = store.resume_run(run_id)
+        try:
+            recorded = _check_resumable(writer, print_, store.open_run(run_id))
+        except BaseException:
+            writer.close()
+            raise
+        redo = {"error", "missing"} if retry_errors else set()
+        samples = [
+            s
+            for s in inputs.dataset.samples
+            if s.sample_id not in recorded or recorded[s.sample_id] in redo
+        ]
+        writer.update_manifest(status="recording")
+    else:
+        manifest = {
+            "run_id": run_id,
+            "created_at": utcnow().isoformat(),
+            "fingerprint": print_,
+            "toolkit": {"name": "tcbreplay", "version": __version__},
+            "libraries": _library_versions(),
+            **inputs.manifest_fields(),
+            "model": {
+                **spec.to_dict(),
+                "effective_settings": effective_settings(spec, chat_model),
+            },
+            "runner": options.to_dict(),
+        }
+        writer = store.create_run(manifest)
+        samples = inputs.dataset.samples
+    if hasattr(progress, "start"):
+        progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
     agent = build_agent(chat_model, inputs)
-    run_id = run_id or default_run_id(inputs, spec)
-    manifest = {
-        "run_id": run_id,
-        "created_at": utcnow().isoformat(),
-        "toolkit": {"name": "tcbreplay", "version": __version__},
-        "libraries": _library_versions(),
-        **inputs.manifest_fields(),
-        "model": {**spec.to_dict(), "settings": effective_settings(spec, chat_model)},
-        "runner": options.to_dict(),
-    }
-    writer = store.create_run(manifest)
-    return _record(agent, inputs.dataset.samples, writer, options, progress, spec.simulated)
+    return _record(agent, samples, writer, options, progress, spec.simulated, len(inputs.dataset))
+
+
+def _check_resumable(writer: RunWriter, expected: str, run: Run) -> dict[str, str]:
+    manifest = writer.manifest
+    if manifest.get("source") == "import":
+        raise InputError(f"run {run.run_id!r} was imported, not recorded: it cannot be resumed")
+    if manifest.get("fingerprint") != expected:
+        raise InputError(
+            f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",
+            hint="use another --run-id, or --overwrite to replace it",
+        )
+    return run.recorded_ids()
 
 
 def build_agent(chat_model: Any, inputs: BenchmarkInputs) -> Any:
@@ -151,19 +211,22 @@ def _record(
     options: RecordOptions,
     progress: ProgressFn | None,
     simulated: bool,
+    total: int,
 ) -> RecordSummary:
     started = time.perf_counter()
     try:
-        asyncio.run(_run_all(agent, samples, writer, options, progress))
+        if samples:
+            asyncio.run(_run_all(agent, samples, writer, options, progress))
     except KeyboardInterrupt:
-        summary = _finish(writer, "interrupted", time.perf_counter() - started, len(samples))
+        summary = _finish(writer, "interrupted", time.perf_counter() - started, total)
         summary.simulated = simulated
         raise RecordInterrupted(summary) from None
     except BaseException:
-        _finish(writer, "failed", time.perf_counter() - started, len(samples))
+        _finish(writer, "failed", time.perf_counter() - started, total)
         raise
-    summary = _finish(writer, "complete", time.perf_counter() - started, len(samples))
+    summary = _finish(writer, "complete", time.perf_counter() - started, total)
     summary.simulated = simulated
+    summary.attempted = len(samples)
     return summary
 
 

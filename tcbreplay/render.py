@@ -87,15 +87,23 @@ def to_json(obj: Any) -> str:
 class Progress:
     """Live progress of a recording: a rich bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, label: str, quiet: bool = False, file: TextIO | None = None):
-        self.total = total
+    def __init__(self, label: str, quiet: bool = False, file: TextIO | None = None):
+        self.label = label
+        self.total = 0
         self.done = self.errors = self.retries = 0
         self.quiet = quiet
         self.file = file or sys.stderr
         self.started = time.monotonic()
         self._last_line = 0.0
-        self._bar = None
-        if not quiet and self.file.isatty():
+        self._bar: Any = None
+
+    def start(self, total: int, already: int = 0) -> None:
+        """Called once the runner knows how many samples it will record."""
+        self.total = total
+        self.started = time.monotonic()
+        if already and total and not self.quiet:
+            print(f"{already} samples already recorded; recording {total} more", file=self.file)
+        if total and not self.quiet and self.file.isatty():
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -115,7 +123,7 @@ class Progress:
                 console=Console(file=self.file),
                 transient=False,
             )
-            self._task = self._bar.add_task(label, total=total, stats="")
+            self._task = self._bar.add_task(self.label, total=total, stats="")
             self._bar.start()
 
     def __call__(self, record: dict[str, Any]) -> None:
@@ -137,3 +145,4 @@ class Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.stop()
+            self._bar = None

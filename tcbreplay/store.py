@@ -184,6 +184,17 @@ class Store:
         writer.write_manifest({**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"})
         return writer
 
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run directory (refused while another process writes it)."""
+        import shutil
+
+        path = self.open_run(run_id).dir
+        writer = RunWriter(path)
+        try:
+            shutil.rmtree(path)
+        finally:
+            writer.close()
+
     def resume_run(self, run_id: str) -> RunWriter:
         """Lock an existing run for more writing (resume or retry)."""
         run = self.open_run(run_id)
@@ -197,6 +208,7 @@ class RunWriter:
         self.dir = path
         self.run_id = path.name
         self._lock_fd = _acquire_lock(path / LOCK)
+        _drop_torn_tail(path / JOURNAL)
         self._journal = (path / JOURNAL).open("a", encoding="utf-8")
 
     @property
@@ -249,6 +261,28 @@ def _acquire_lock(path: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}".encode())
     return fd
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a half-written last line (a crash mid-append) so new lines start clean."""
+    if not path.exists():
+        return
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        chunk = min(size, 1 << 20)
+        while True:
+            f.seek(size - chunk)
+            data = f.read(chunk)
+            cut = data.rfind(b"\n")
+            if cut >= 0 or chunk == size:
+                f.truncate(size - chunk + cut + 1 if cut >= 0 else 0)
+                return
+            chunk = min(size, chunk * 2)
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

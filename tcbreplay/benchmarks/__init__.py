@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcbreplay.dataset import Dataset, check_against_tools, load_dataset
+from tcbreplay.dataset import Dataset, check_against_tools, dataset_from_entries, load_dataset
 from tcbreplay.errors import InputError
 from tcbreplay.toolspec import Toolset, load_toolset
 
@@ -116,4 +116,30 @@ def load_inputs(
         system_prompt=text,
         system_prompt_source=str(prompt_path) if prompt_path else None,
         system_prompt_sha256=sha,
+    )
+
+
+def inputs_from_manifest(manifest: dict[str, Any]) -> BenchmarkInputs:
+    """Rebuild a run's inputs from its manifest, reloading its tools to run them again."""
+    run_id = manifest.get("run_id", "run")
+    tools_source = manifest["tools"]["source"]
+    toolset = load_toolset(tools_source)
+    if toolset.to_list() != manifest["tools"]["specs"]:
+        raise InputError(
+            f"run {run_id!r}: the tools in {tools_source} changed since the run was recorded",
+            hint="restore them, or record a new run",
+        )
+    dataset = dataset_from_entries(manifest["dataset"]["entries"], f"{run_id} manifest")
+    dataset.source = manifest["dataset"].get("source") or dataset.source
+    dataset.sha256 = manifest["dataset"].get("sha256")
+    benchmark = manifest.get("benchmark") or {}
+    prompt = manifest.get("system_prompt") or {}
+    return BenchmarkInputs(
+        name=benchmark.get("name", "custom"),
+        title=benchmark.get("title", "Tool Call Benchmark"),
+        dataset=dataset,
+        toolset=toolset,
+        system_prompt=prompt.get("text", ""),
+        system_prompt_source=prompt.get("source"),
+        system_prompt_sha256=prompt.get("sha256"),
     )

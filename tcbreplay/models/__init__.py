@@ -75,6 +75,14 @@ def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSp
     return ModelSpec(id=model, provider=provider, name=name, settings=settings)
 
 
+def spec_from_manifest(model: Mapping[str, Any]) -> ModelSpec:
+    """The model spec a run was recorded with."""
+    return ModelSpec(
+        id=model["id"], provider=model["provider"], name=model["name"],
+        settings=dict(model.get("settings") or {}),
+    )
+
+
 def check_credentials(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> None:
     """Fail early, in one line, when the provider's API key is not in the environment."""
     environ = os.environ if environ is None else environ
