@@ -63,26 +63,68 @@ def _options(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), help="Dataset file.")
 @click.option("--tools", help="Tools as module:attr.")
 @click.option("--system-prompt", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--model", default=None, help="PROVIDER:NAME (default google_genai:gemini-2.5-flash), "
-              "or sim[:seed=N,error_rate=P,...] to record offline.")
-@click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
-              help="Non-secret model setting (temperature=0, base_url=...); repeatable.")
+@click.option(
+    "--model",
+    default=None,
+    help="PROVIDER:NAME (default google_genai:gemini-2.5-flash), "
+    "or sim[:seed=N,error_rate=P,...] to record offline.",
+)
+@click.option(
+    "--model-option",
+    "model_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Non-secret model setting (temperature=0, base_url=...); repeatable.",
+)
 @click.option("--workers", default=4, show_default=True, help="Samples run at once.")
 @click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
-@click.option("--run-id", help="Run id (default: <benchmark>-<model>-<inputs hash>). "
-              "An existing run with the same inputs is resumed.")
-@click.option("--resume", "resume_id", metavar="RUN_ID",
-              help="Record what RUN_ID is missing, with the inputs in its manifest.")
-@click.option("--retry-errors", "retry_id", metavar="RUN_ID",
-              help="Like --resume, and re-run the samples stored with status error.")
+@click.option(
+    "--run-id",
+    help="Run id (default: <benchmark>-<model>-<inputs hash>). "
+    "An existing run with the same inputs is resumed.",
+)
+@click.option(
+    "--resume",
+    "resume_id",
+    metavar="RUN_ID",
+    help="Record what RUN_ID is missing, with the inputs in its manifest.",
+)
+@click.option(
+    "--retry-errors",
+    "retry_id",
+    metavar="RUN_ID",
+    help="Like --resume, and re-run the samples stored with status error.",
+)
 @click.option("--overwrite", is_flag=True, help="Delete an existing run of that id first.")
-@click.option("--format", "fmt", type=click.Choice(["parquet", "jsonl"]), default="parquet",
-              show_default=True, help="jsonl also exports the run as JSONL beside the Parquet.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "jsonl"]),
+    default="parquet",
+    show_default=True,
+    help="jsonl also exports the run as JSONL beside the Parquet.",
+)
 @click.option("--quiet", is_flag=True, help="No progress output.")
 @STORE_OPTION
-def record(benchmark, dataset, tools, system_prompt, model, model_options, workers, retries,
-           timeout, run_id, resume_id, retry_id, overwrite, fmt, quiet, store) -> None:
+def record(
+    benchmark,
+    dataset,
+    tools,
+    system_prompt,
+    model,
+    model_options,
+    workers,
+    retries,
+    timeout,
+    run_id,
+    resume_id,
+    retry_id,
+    overwrite,
+    fmt,
+    quiet,
+    store,
+) -> None:
     """Run the agent over a dataset and store its raw message traces."""
     from tcbreplay.benchmarks import inputs_from_manifest, load_inputs
     from tcbreplay.models import DEFAULT_MODEL, parse_model, spec_from_manifest
@@ -94,9 +136,11 @@ def record(benchmark, dataset, tools, system_prompt, model, model_options, worke
     existing = resume_id or retry_id
     if existing:
         if any((benchmark, dataset, tools, system_prompt, model, model_options, run_id)):
-            raise InputError("--resume/--retry-errors take the run's inputs from its manifest",
-                             hint="drop --benchmark, --dataset, --tools, --system-prompt, "
-                                  "--model, --model-option and --run-id")
+            raise InputError(
+                "--resume/--retry-errors take the run's inputs from its manifest",
+                hint="drop --benchmark, --dataset, --tools, --system-prompt, "
+                "--model, --model-option and --run-id",
+            )
         manifest = store_.open_run(existing).manifest
         inputs = inputs_from_manifest(manifest)
         spec = spec_from_manifest(manifest["model"])
@@ -108,8 +152,16 @@ def record(benchmark, dataset, tools, system_prompt, model, model_options, worke
     label = f"recording {spec.id}" + (" (simulated)" if spec.simulated else "")
     progress = Progress(label, quiet=quiet)
     try:
-        summary = record_run(inputs, spec, store_, run_id=run_id, options=options,
-                             progress=progress, retry_errors=bool(retry_id), overwrite=overwrite)
+        summary = record_run(
+            inputs,
+            spec,
+            store_,
+            run_id=run_id,
+            options=options,
+            progress=progress,
+            retry_errors=bool(retry_id),
+            overwrite=overwrite,
+        )
     except RecordInterrupted as stop:
         progress.close()
         s = stop.summary
@@ -122,31 +174,52 @@ def record(benchmark, dataset, tools, system_prompt, model, model_options, worke
         export_jsonl(Run(Path(summary.run_dir)), Path(summary.run_dir) / "jsonl")
     sim = " (simulated model)" if summary.simulated else ""
     if not summary.attempted:
-        click.echo(f"run {summary.run_id}{sim} already holds all {summary.total} samples; "
-                   "nothing to record (--overwrite records it again)")
+        click.echo(
+            f"run {summary.run_id}{sim} already holds all {summary.total} samples; "
+            "nothing to record (--overwrite records it again)"
+        )
     else:
-        click.echo(f"run {summary.run_id}{sim}: {summary.ok}/{summary.total} ok, "
-                   f"{summary.errors} errors, {summary.retries} retries; recorded "
-                   f"{summary.attempted} in {summary.duration_s:.1f} s -> {summary.run_dir}")
+        click.echo(
+            f"run {summary.run_id}{sim}: {summary.ok}/{summary.total} ok, "
+            f"{summary.errors} errors, {summary.retries} retries; recorded "
+            f"{summary.attempted} in {summary.duration_s:.1f} s -> {summary.run_dir}"
+        )
     if summary.errors:
         kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
         click.echo(f"errors: {kinds} (re-run them with --retry-errors {summary.run_id})")
-    click.echo(f"next: tcbreplay score {summary.run_id}" +
-               (f" --store {store}" if str(store) != "traces" else ""))
+    click.echo(
+        f"next: tcbreplay score {summary.run_id}"
+        + (f" --store {store}" if str(store) != "traces" else "")
+    )
 
 
 @main.command()
 @click.argument("run_id")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
-@click.option("--rel-tol", type=float, default=1e-9, show_default=True,
-              help="Relative tolerance for numbers when one is a float.")
-@click.option("--abs-tol", type=float, default=1e-9, show_default=True,
-              help="Absolute tolerance for numbers when one is a float.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option(
+    "--rel-tol",
+    type=float,
+    default=1e-9,
+    show_default=True,
+    help="Relative tolerance for numbers when one is a float.",
+)
+@click.option(
+    "--abs-tol",
+    type=float,
+    default=1e-9,
+    show_default=True,
+    help="Absolute tolerance for numbers when one is a float.",
+)
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
-@click.option("--dashboard", type=click.Choice(["mismatches", "all", "none"]),
-              default="mismatches", show_default=True,
-              help="Samples written to the dashboard file.")
+@click.option(
+    "--dashboard",
+    type=click.Choice(["mismatches", "all", "none"]),
+    default="mismatches",
+    show_default=True,
+    help="Samples written to the dashboard file.",
+)
 @STORE_OPTION
 def score(run_id, fmt, rel_tol, abs_tol, allow_incomplete, dashboard, store) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
@@ -154,11 +227,23 @@ def score(run_id, fmt, rel_tol, abs_tol, allow_incomplete, dashboard, store) -> 
     from tcbreplay.score import ScoreOptions, score_run
     from tcbreplay.store import Store
 
-    result = score_run(Store(store), run_id, ScoreOptions(rel_tol=rel_tol, abs_tol=abs_tol),
-                       allow_incomplete=allow_incomplete, dashboard=dashboard)
+    result = score_run(
+        Store(store),
+        run_id,
+        ScoreOptions(rel_tol=rel_tol, abs_tol=abs_tol),
+        allow_incomplete=allow_incomplete,
+        dashboard=dashboard,
+    )
     if fmt == "json":
-        click.echo(to_json({**result.summary, "scores_file": str(result.scores_path),
-                            "dashboard_file": str(result.dashboard_path)}))
+        click.echo(
+            to_json(
+                {
+                    **result.summary,
+                    "scores_file": str(result.scores_path),
+                    "dashboard_file": str(result.dashboard_path),
+                }
+            )
+        )
         return
     print_table(metrics_table(result.summary))
     if result.dashboard_path:
@@ -167,8 +252,13 @@ def score(run_id, fmt, rel_tol, abs_tol, allow_incomplete, dashboard, store) -> 
 
 @main.command("sql")
 @click.argument("query")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
 @STORE_OPTION
 def sql_command(query, fmt, store) -> None:
     """Run a read-only SQL query over every run in the store.
@@ -191,8 +281,12 @@ def sql_command(query, fmt, store) -> None:
 @main.command("import")
 @click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option("--tools", required=True, help="module:attr or a JSON file of function schemas.")
-@click.option("--traces", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help='JSONL: {"sample_id": ..., "messages": [...]} per line.')
+@click.option(
+    "--traces",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help='JSONL: {"sample_id": ..., "messages": [...]} per line.',
+)
 @click.option("--run-id", required=True)
 @click.option("--model", "model_label", help="Label of the model that produced the traces.")
 @STORE_OPTION
@@ -205,9 +299,11 @@ def import_command(dataset, tools, traces, run_id, model_label, store) -> None:
     validate_run_id(run_id)
     inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
     summary = import_traces(inputs, traces, Store(store), run_id, model=model_label)
-    click.echo(f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported"
-               + (f", {summary.missing} without a trace (status missing)" if summary.missing else "")
-               + f" -> {summary.run_dir}")
+    click.echo(
+        f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported"
+        + (f", {summary.missing} without a trace (status missing)" if summary.missing else "")
+        + f" -> {summary.run_dir}"
+    )
 
 
 @main.command()
@@ -218,15 +314,23 @@ def runs(store) -> None:
     from tcbreplay.sql import run_sql
     from tcbreplay.store import Store
 
-    result = run_sql(Store(store), "select run_id, status, model, simulated, n_samples, ok, "
-                     "errors, created_at from runs order by created_at")
+    result = run_sql(
+        Store(store),
+        "select run_id, status, model, simulated, n_samples, ok, "
+        "errors, created_at from runs order by created_at",
+    )
     print_table(rows_table(result.columns, result.rows))
 
 
 @main.command()
 @click.argument("run_id")
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Directory for samples.jsonl, messages.jsonl and manifest.json.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for samples.jsonl, messages.jsonl and manifest.json.",
+)
 @STORE_OPTION
 def export(run_id, output, store) -> None:
     """Export a run as JSONL files."""

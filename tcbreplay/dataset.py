@@ -98,7 +98,9 @@ def load_dataset(path: str | Path) -> Dataset:
     return Dataset(samples=samples, source=str(path), sha256=hashlib.sha256(data).hexdigest())
 
 
-def dataset_from_entries(entries: Iterable[Mapping[str, Any]], source: str = "<entries>") -> Dataset:
+def dataset_from_entries(
+    entries: Iterable[Mapping[str, Any]], source: str = "<entries>"
+) -> Dataset:
     """Build a dataset from entries already in memory (for example a run manifest)."""
     raw = list(entries)
     samples = parse_entries(raw, source, [f"entry {i}" for i in range(len(raw))])
@@ -219,7 +221,8 @@ def _calls_from_lists(obj: dict[str, Any], prefix: str) -> tuple[GoldCall, ...]:
         raise _EntryProblem(f"{prefix}tool_call_args must be a list, got {_kind(args)}")
     if len(names) != len(args):
         raise _EntryProblem(
-            f"{prefix}tool_call_args has {len(args)} items, {prefix}tool_call_names has {len(names)}"
+            f"{prefix}tool_call_args has {len(args)} items, "
+            f"{prefix}tool_call_names has {len(names)}"
         )
     calls = []
     for i, (name, arg) in enumerate(zip(names, args, strict=True)):

@@ -30,7 +30,9 @@ _MAX_BASE = 55_000
 _BUCKET_ROWS = 100_000
 
 
-def values_equal(a: Any, b: Any, rel_tol: float = DEFAULT_REL_TOL, abs_tol: float = DEFAULT_ABS_TOL) -> bool:
+def values_equal(
+    a: Any, b: Any, rel_tol: float = DEFAULT_REL_TOL, abs_tol: float = DEFAULT_ABS_TOL
+) -> bool:
     """The spec's equality of argument values (JSON values as Python objects)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
@@ -126,7 +128,9 @@ def align(
     )
 
 
-def _align_dp(pairs: pl.DataFrame, n_agent: np.ndarray, n_gold: np.ndarray, out: np.ndarray) -> None:
+def _align_dp(
+    pairs: pl.DataFrame, n_agent: np.ndarray, n_gold: np.ndarray, out: np.ndarray
+) -> None:
     pairs = pairs.with_columns(
         pl.Series("a", n_agent[pairs["s"].to_numpy()]),
         pl.Series("g", n_gold[pairs["s"].to_numpy()]),
@@ -175,7 +179,9 @@ def _align_bucket(part: pl.DataFrame, samples: np.ndarray, a: int, g: int, out: 
     out[samples, 3] = p * c - d4
 
 
-def align_one(cands: Sequence[tuple[int, int, int, int, int]], a: int, g: int) -> tuple[int, int, int, int]:
+def align_one(
+    cands: Sequence[tuple[int, int, int, int, int]], a: int, g: int
+) -> tuple[int, int, int, int]:
     """The same choice for one sample, on tuples: ``(pairs, invalid, valid, missing)``."""
     table = {(i, j): (1, -inv, val, -mis) for i, j, inv, val, mis in cands}
     best = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]

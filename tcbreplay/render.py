@@ -30,7 +30,9 @@ def metrics_table(summary: dict[str, Any]) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("over", justify="right")
-    table.add_row("tsa  tool selection accuracy", _fmt(summary["tsa"]), f"{summary['n_tsa']} samples")
+    table.add_row(
+        "tsa  tool selection accuracy", _fmt(summary["tsa"]), f"{summary['n_tsa']} samples"
+    )
     table.add_row("tp   trajectory precision", _fmt(summary["tp"]), f"{summary['n_tp']} samples")
     table.add_row(
         "ahr  argument hallucination rate",

@@ -220,8 +220,12 @@ def _write_dashboard(
     """The original dashboard format; by default only samples with a mismatch, as it did."""
     title = (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
     samples = pl.read_parquet(run.samples_path, columns=["sample_id", "input", "gold"])
-    table = samples.join(scores.select("sample_id", "sample_index", "n_gold", "n_agent", "tp",
-                                       "args_invalid", "args_missing"), on="sample_id")
+    table = samples.join(
+        scores.select(
+            "sample_id", "sample_index", "n_gold", "n_agent", "tp", "args_invalid", "args_missing"
+        ),
+        on="sample_id",
+    )
     if mode == "mismatches":
         table = table.filter(
             (pl.col("tp") < 1.0) | (pl.col("args_invalid") > 0) | (pl.col("args_missing") > 0)

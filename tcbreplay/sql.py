@@ -119,9 +119,7 @@ def _bind_files(
 ) -> None:
     if files:
         listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
-        con.execute(
-            f"create or replace view {view} as select * from read_parquet([{listing}])"
-        )
+        con.execute(f"create or replace view {view} as select * from read_parquet([{listing}])")
     else:
         con.register(f"_empty_{view}", schema.empty_table())
         con.execute(f"create or replace view {view} as select * from _empty_{view}")
@@ -230,9 +228,7 @@ def check_read_only(sql: str) -> list[str]:
     return out
 
 
-def run_sql(
-    store: Store, sql: str, params: Mapping[str, Any] | None = None
-) -> QueryResult:
+def run_sql(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:
     """Run read-only SQL over every run in the store; the last statement's rows are returned."""
     statements = check_read_only(sql)
     con = connect(store)

@@ -78,7 +78,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def validate_run_id(run_id: str) -> str:
@@ -135,7 +135,9 @@ class Run:
         out: dict[str, str] = {}
         if self.samples_path.exists():
             table = pq.read_table(self.samples_path, columns=["sample_id", "status"])
-            out.update(zip(table["sample_id"].to_pylist(), table["status"].to_pylist(), strict=True))
+            out.update(
+                zip(table["sample_id"].to_pylist(), table["status"].to_pylist(), strict=True)
+            )
         for record in read_journal(self.dir / JOURNAL):
             out[record["sample_id"]] = record["status"]
         return out

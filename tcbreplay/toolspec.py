@@ -57,7 +57,9 @@ class ToolSpec:
         if not isinstance(params, Mapping):
             raise ToolSpecError(f"{place} ({name}): parameters must be a JSON-schema object")
         props = params.get("properties", {})
-        if not isinstance(props, Mapping) or not all(isinstance(v, Mapping) for v in props.values()):
+        if not isinstance(props, Mapping) or not all(
+            isinstance(v, Mapping) for v in props.values()
+        ):
             raise ToolSpecError(
                 f"{place} ({name}): parameters.properties must map names to JSON schemas"
             )

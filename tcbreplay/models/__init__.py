@@ -66,7 +66,9 @@ def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSp
         from tcbreplay.models.sim import parse_sim_options
 
         sim_settings = parse_sim_options(model.partition(":")[2])
-        return ModelSpec(id=model, provider="sim", name="sim", settings={**sim_settings, **settings})
+        return ModelSpec(
+            id=model, provider="sim", name="sim", settings={**sim_settings, **settings}
+        )
     provider, sep, name = model.partition(":")
     if not sep or not provider or not name:
         raise ModelError(
@@ -78,7 +80,9 @@ def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSp
 def spec_from_manifest(model: Mapping[str, Any]) -> ModelSpec:
     """The model spec a run was recorded with."""
     return ModelSpec(
-        id=model["id"], provider=model["provider"], name=model["name"],
+        id=model["id"],
+        provider=model["provider"],
+        name=model["name"],
         settings=dict(model.get("settings") or {}),
     )
 

@@ -27,9 +27,11 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 from tcbreplay.errors import ModelError
 from tcbreplay.models import SAMPLE_ID_KEY
+
 MISTAKES = ("skip", "extra", "swap", "wrong_value", "invented_arg")
 MODEL_NAME = "tcbreplay-sim (simulated)"
 _DEFAULTS: dict[str, Any] = {
@@ -173,7 +175,7 @@ class SimChatModel(BaseChatModel):
 
     settings: dict[str, Any]
     samples: dict[str, list[tuple[str, dict[str, Any]]]]
-    tool_specs: list[dict[str, Any]] = []
+    tool_specs: list[dict[str, Any]] = Field(default_factory=list)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], samples: Mapping[str, Any]) -> SimChatModel:
