@@ -214,3 +214,76 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
         "args_missing": int(scores["args_missing"].sum()),
         "n_errors": int((scores["status"] != "ok").sum()),
     }
+
+
+def arg_verdicts(
+    agent_args: dict[str, Any],
+    gold_args: dict[str, Any],
+    params: dict[str, Any] | None,
+    rel_tol: float = DEFAULT_REL_TOL,
+    abs_tol: float = DEFAULT_ABS_TOL,
+) -> dict[str, str]:
+    """Judge each argument of one paired call: ``ok``, ``unknown`` (a), ``wrong`` (b),
+    ``not_default`` (c, differs from the default) or ``no_default`` (c, gold lacks it and the
+    parameter has none). ``params`` maps parameter names to their JSON schemas."""
+    params = params or {}
+    out = {}
+    for key, value in agent_args.items():
+        if key not in params:
+            out[key] = "unknown"
+        elif key in gold_args:
+            out[key] = "ok" if values_equal(value, gold_args[key], rel_tol, abs_tol) else "wrong"
+        elif "default" in (params[key] or {}):
+            same = values_equal(value, params[key]["default"], rel_tol, abs_tol)
+            out[key] = "ok" if same else "not_default"
+        else:
+            out[key] = "no_default"
+    return out
+
+
+def explain_sample(
+    agent: Sequence[tuple[str, dict[str, Any]]],
+    gold: Sequence[tuple[str, dict[str, Any]]],
+    tools: Sequence[dict[str, Any]],
+    rel_tol: float = DEFAULT_REL_TOL,
+    abs_tol: float = DEFAULT_ABS_TOL,
+) -> dict[str, Any]:
+    """The AHR pairing of one sample and every argument's verdict, for people to read.
+
+    Returns ``{"pairs": [{"agent": i, "gold": j, "args": {key: verdict}, "missing": [...]}],
+    "unpaired_agent": [...], "unpaired_gold": [...]}``; the same choice ``align`` makes.
+    """
+    props = {t["name"]: (t.get("parameters") or {}).get("properties") or {} for t in tools}
+    cands: dict[tuple[int, int], tuple[int, int, int, dict[str, str], list[str]]] = {}
+    for i, (name, args) in enumerate(agent):
+        for j, (gname, gargs) in enumerate(gold):
+            if name != gname:
+                continue
+            verdicts = arg_verdicts(args, gargs, props.get(name), rel_tol, abs_tol)
+            invalid = sum(v != "ok" for v in verdicts.values())
+            missing = [k for k in gargs if k not in args]
+            cands[(i, j)] = (invalid, len(verdicts) - invalid, len(missing), verdicts, missing)
+    a, g = len(agent), len(gold)
+    best: list[list[tuple[tuple[int, int, int, int], list[tuple[int, int]]]]] = [
+        [((0, 0, 0, 0), [])] * (g + 1) for _ in range(a + 1)
+    ]
+    for x in range(1, a + 1):
+        for y in range(1, g + 1):
+            options = [best[x - 1][y], best[x][y - 1]]
+            cand = cands.get((x - 1, y - 1))
+            if cand is not None:
+                (p, ni, v, nm), chosen = best[x - 1][y - 1]
+                key = (p + 1, ni - cand[0], v + cand[1], nm - cand[2])
+                options.append((key, [*chosen, (x - 1, y - 1)]))
+            best[x][y] = max(options, key=lambda o: o[0])
+    chosen = best[a][g][1]
+    paired_a = {i for i, _ in chosen}
+    paired_g = {j for _, j in chosen}
+    return {
+        "pairs": [
+            {"agent": i, "gold": j, "args": cands[(i, j)][3], "missing": cands[(i, j)][4]}
+            for i, j in chosen
+        ],
+        "unpaired_agent": [i for i in range(a) if i not in paired_a],
+        "unpaired_gold": [j for j in range(g) if j not in paired_g],
+    }
