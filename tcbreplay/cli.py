@@ -212,6 +212,13 @@ def record(
     show_default=True,
     help="Absolute tolerance for numbers when one is a float.",
 )
+@click.option(
+    "--scorer",
+    type=click.Choice(["spec", "abet"]),
+    default="spec",
+    show_default=True,
+    help="spec: the metric spec; abet: the original benchmark's evaluator.",
+)
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
     "--dashboard",
@@ -221,16 +228,16 @@ def record(
     help="Samples written to the dashboard file.",
 )
 @STORE_OPTION
-def score(run_id, fmt, rel_tol, abs_tol, allow_incomplete, dashboard, store) -> None:
+def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
-    from tcbreplay.render import metrics_table, print_table, to_json
+    from tcbreplay.render import breakdown_tables, metrics_table, print_table, to_json
     from tcbreplay.score import ScoreOptions, score_run
     from tcbreplay.store import Store
 
     result = score_run(
         Store(store),
         run_id,
-        ScoreOptions(rel_tol=rel_tol, abs_tol=abs_tol),
+        ScoreOptions(scorer=scorer, rel_tol=rel_tol, abs_tol=abs_tol),
         allow_incomplete=allow_incomplete,
         dashboard=dashboard,
     )
@@ -246,6 +253,8 @@ def score(run_id, fmt, rel_tol, abs_tol, allow_incomplete, dashboard, store) -> 
         )
         return
     print_table(metrics_table(result.summary))
+    for table in breakdown_tables(result.summary):
+        print_table(table)
     if result.dashboard_path:
         click.echo(f"dashboard: {result.dashboard_path}")
 
@@ -280,30 +289,84 @@ def sql_command(query, fmt, store) -> None:
 
 @main.command("import")
 @click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--tools", required=True, help="module:attr or a JSON file of function schemas.")
+@click.option(
+    "--tools",
+    help="module:attr or a JSON file of function schemas "
+    "(default with abet-evaluation: the built-in tool-call tools).",
+)
 @click.option(
     "--traces",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help='JSONL: {"sample_id": ..., "messages": [...]} per line.',
+    help='JSONL: {"sample_id": ..., "messages": [...]} per line, or a dashboard file.',
 )
 @click.option("--run-id", required=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "abet-evaluation"]),
+    default="jsonl",
+    show_default=True,
+    help="abet-evaluation: a dashboard file of the original benchmark.",
+)
 @click.option("--model", "model_label", help="Label of the model that produced the traces.")
 @STORE_OPTION
-def import_command(dataset, tools, traces, run_id, model_label, store) -> None:
+def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> None:
     """Store traces recorded elsewhere as a run that score treats like a recorded one."""
-    from tcbreplay.benchmarks import load_inputs
+    from tcbreplay.benchmarks import get_benchmark, load_inputs
     from tcbreplay.importer import import_traces
     from tcbreplay.store import Store, validate_run_id
 
     validate_run_id(run_id)
+    if tools is None:
+        if fmt != "abet-evaluation":
+            raise InputError("--tools is required", hint="give module:attr or a tools.json file")
+        tools = get_benchmark("tool-call").tools
     inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
-    summary = import_traces(inputs, traces, Store(store), run_id, model=model_label)
+    summary = import_traces(inputs, traces, Store(store), run_id, model=model_label, fmt=fmt)
+    missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     click.echo(
-        f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported"
-        + (f", {summary.missing} without a trace (status missing)" if summary.missing else "")
-        + f" -> {summary.run_dir}"
+        f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported{missing}"
+        f" -> {summary.run_dir}"
     )
+
+
+@main.group()
+def audit() -> None:
+    """Prove that stored scores follow from the raw traces."""
+
+
+@audit.command("verify")
+@click.argument("run_id")
+@click.option("--scoring", help="Only this scoring (a folder under scores/).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@STORE_OPTION
+def audit_verify(run_id, scoring, fmt, store) -> None:
+    """Re-score RUN_ID from its raw traces and compare with its stored scores (exit 1 if not)."""
+    from tcbreplay.audit import verify_run
+    from tcbreplay.render import to_json
+    from tcbreplay.store import Store
+
+    report = verify_run(Store(store), run_id, scoring)
+    if fmt == "json":
+        click.echo(to_json(report.to_dict()))
+    else:
+        for name in report.changed_files:
+            click.echo(f"changed since scoring: {name} (sha256 differs from the audit record)")
+        for d in report.differences[:200]:
+            where = f"sample {d.sample_id}" if d.sample_id is not None else "run"
+            click.echo(
+                f"{d.scoring}: {where}: {d.field}: stored {d.stored!r}, recomputed {d.recomputed!r}"
+            )
+        if len(report.differences) > 200:
+            click.echo(f"... and {len(report.differences) - 200} more differences")
+        if report.ok:
+            click.echo(
+                f"verified: {', '.join(report.scorings)} of {run_id}: "
+                f"{report.samples_checked} samples identical to a re-score from raw traces"
+            )
+    if not report.ok:
+        sys.exit(1)
 
 
 @main.command()

@@ -38,15 +38,25 @@ def import_traces(
     run_id: str,
     *,
     model: str | None = None,
+    fmt: str = "jsonl",
 ) -> ImportSummary:
-    """Validate every trace line, then store the run; nothing is written if a line is bad."""
+    """Validate every trace, then store the run; nothing is written if a trace is bad.
+
+    ``fmt`` is ``jsonl`` (one sample's messages per line) or ``abet-evaluation`` (a
+    dashboard file of the original benchmark: samples it left out are taken to have
+    output equal to their target, as the original saved only mismatches).
+    """
     path = Path(traces)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read traces: {exc.strerror or exc}") from exc
-    by_id = inputs.dataset.by_id
-    lines = _parse_lines(data, path.name, by_id)
+    if fmt == "jsonl":
+        lines = _parse_lines(data, path.name, inputs.dataset.by_id)
+    elif fmt == "abet-evaluation":
+        lines = _abet_lines(path, inputs)
+    else:
+        raise TraceError(f"--format {fmt!r}: choose jsonl or abet-evaluation")
     records = []
     now = utcnow().isoformat()
     for sample in inputs.dataset.samples:
@@ -82,7 +92,11 @@ def import_traces(
             "settings": {},
             "simulated": False,
         },
-        "traces": {"source": str(path), "sha256": hashlib.sha256(data).hexdigest()},
+        "traces": {
+            "source": str(path),
+            "format": fmt,
+            "sha256": hashlib.sha256(data).hexdigest(),
+        },
     }
     writer = store.create_run(manifest)
     try:
@@ -169,4 +183,31 @@ def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, di
         }
     if not out:
         raise TraceError(f"{label}: no traces in the file")
+    return out
+
+
+def _abet_lines(path: Path, inputs: BenchmarkInputs) -> dict[str, dict[str, Any]]:
+    """One synthesized trace per sample from a dashboard file: the input and one AI message
+    holding the agent's calls in order (the file keeps no other messages)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from tcbreplay.abet import read_evaluation
+    from tcbreplay.record import serialize_messages
+
+    calls = read_evaluation(path, inputs.dataset)
+    out = {}
+    for sample in inputs.dataset.samples:
+        tool_calls = [
+            {"name": name, "args": args, "id": f"{sample.sample_id}-{k}", "type": "tool_call"}
+            for k, (name, args) in enumerate(calls[sample.sample_id])
+        ]
+        messages = [
+            HumanMessage(content=sample.input),
+            AIMessage(
+                content="",
+                tool_calls=tool_calls,
+                response_metadata={"synthesized_from": "abet-evaluation"},
+            ),
+        ]
+        out[sample.sample_id] = {"status": "ok", "messages": serialize_messages(messages, {})}
     return out

@@ -97,93 +97,116 @@ def align(
     """Choose the AHR pairing per sample and total its argument counts.
 
     ``pairs`` holds the candidate pairs: ``s`` (sample position), ``i`` (agent call
-    index), ``j`` (gold call index), ``invalid``, ``valid``, ``missing``. Samples whose
-    name sequences are equal (``same_names``) have only their diagonal as candidates,
-    which is then the unique best pairing. The others are aligned by dynamic
-    programming, vectorised over every sample with the same (|A|, |G|) shape, on
-    a packed score whose integer order is the spec's order of preference.
-    Returns one row per sample: ``pairs``, ``args_invalid``, ``args_valid``, ``args_missing``.
+    index), ``j`` (gold call index), ``invalid``, ``valid``, ``missing``. Returns one
+    row per sample: ``pairs``, ``args_invalid``, ``args_valid``, ``args_missing``.
     """
+    chosen = choose_pairs(pairs, n_agent, n_gold, same_names)
     n = len(n_agent)
-    out = np.zeros((n, 4), dtype=np.int64)
-    if pairs.height:
-        s = pairs["s"].to_numpy()
-        cols = [pairs[c].to_numpy().astype(np.int64) for c in ("invalid", "valid", "missing")]
-        direct = same_names[s]
-        if direct.any():
-            idx = s[direct]
-            np.add.at(out[:, 0], idx, 1)
-            for k, col in enumerate(cols, start=1):
-                np.add.at(out[:, k], idx, col[direct])
-        rest = pairs.filter(pl.Series(~direct))
-        if rest.height:
-            _align_dp(rest, n_agent, n_gold, out)
+    s = pairs["s"].to_numpy()[chosen] if pairs.height else np.zeros(0, dtype=np.int64)
+
+    def total(column: str | None) -> np.ndarray:
+        weights = None if column is None else pairs[column].to_numpy()[chosen].astype(np.int64)
+        return np.bincount(s, weights=weights, minlength=n).astype(np.int64)
+
     return pl.DataFrame(
         {
-            "pairs": out[:, 0],
-            "args_invalid": out[:, 1],
-            "args_valid": out[:, 2],
-            "args_missing": out[:, 3],
+            "pairs": total(None),
+            "args_invalid": total("invalid"),
+            "args_valid": total("valid"),
+            "args_missing": total("missing"),
         }
     )
 
 
-def _align_dp(
-    pairs: pl.DataFrame, n_agent: np.ndarray, n_gold: np.ndarray, out: np.ndarray
+def choose_pairs(
+    pairs: pl.DataFrame, n_agent: np.ndarray, n_gold: np.ndarray, same_names: np.ndarray
+) -> np.ndarray:
+    """Mark the candidate pairs (rows of ``pairs``) that the spec's pairing chooses.
+
+    Samples whose name sequences are equal (``same_names``) have only their diagonal
+    as candidates, which is then the unique best pairing. The others are aligned by
+    dynamic programming, vectorised over every sample with the same (|A|, |G|) shape,
+    on a packed integer score whose order is the spec's order of preference (most
+    pairs, fewest invalid, most valid, fewest missing). Among equally good pairings
+    the walk back from the last calls prefers a pair, then skipping an agent call.
+    """
+    chosen = np.zeros(pairs.height, dtype=bool)
+    if not pairs.height:
+        return chosen
+    s = pairs["s"].to_numpy()
+    direct = same_names[s]
+    chosen[direct] = True
+    rest = np.flatnonzero(~direct)
+    if len(rest):
+        a_of = n_agent[s[rest]]
+        g_of = n_gold[s[rest]]
+        frame = pl.DataFrame({"row": rest, "a": a_of, "g": g_of, "s": s[rest]})
+        for (a, g), group in frame.group_by(["a", "g"], maintain_order=True):
+            rows = group["row"].to_numpy()
+            samples = np.unique(group["s"].to_numpy())
+            for start in range(0, len(samples), _BUCKET_ROWS):
+                chunk = samples[start : start + _BUCKET_ROWS]
+                part = rows if len(samples) <= _BUCKET_ROWS else rows[np.isin(s[rows], chunk)]
+                _choose_bucket(pairs, part, chunk, int(a), int(g), chosen)
+    return chosen
+
+
+def _choose_bucket(
+    pairs: pl.DataFrame, rows: np.ndarray, samples: np.ndarray, a: int, g: int, chosen: np.ndarray
 ) -> None:
-    pairs = pairs.with_columns(
-        pl.Series("a", n_agent[pairs["s"].to_numpy()]),
-        pl.Series("g", n_gold[pairs["s"].to_numpy()]),
-    )
-    for (a, g), group in pairs.group_by(["a", "g"], maintain_order=True):
-        samples = np.unique(group["s"].to_numpy())
-        for start in range(0, len(samples), _BUCKET_ROWS):
-            chunk = samples[start : start + _BUCKET_ROWS]
-            part = group.filter(pl.col("s").is_in(chunk)) if len(samples) > _BUCKET_ROWS else group
-            _align_bucket(part, chunk, int(a), int(g), out)
-
-
-def _align_bucket(part: pl.DataFrame, samples: np.ndarray, a: int, g: int, out: np.ndarray) -> None:
-    s = part["s"].to_numpy()
-    i = part["i"].to_numpy()
-    j = part["j"].to_numpy()
-    inv = part["invalid"].to_numpy().astype(np.int64)
-    val = part["valid"].to_numpy().astype(np.int64)
-    mis = part["missing"].to_numpy().astype(np.int64)
+    s = pairs["s"].to_numpy()[rows]
+    i = pairs["i"].to_numpy()[rows]
+    j = pairs["j"].to_numpy()[rows]
+    inv = pairs["invalid"].to_numpy()[rows].astype(np.int64)
+    val = pairs["valid"].to_numpy()[rows].astype(np.int64)
+    mis = pairs["missing"].to_numpy()[rows].astype(np.int64)
     c = int(max(inv.max(), mis.max()))
     base = min(a, g) * max(c, int(val.max()), 1) + 1
     if base > _MAX_BASE:
         for sample in samples:
             mask = s == sample
-            out[sample] = align_one(
-                list(zip(i[mask], j[mask], inv[mask], val[mask], mis[mask], strict=True)), a, g
-            )
+            cands = list(zip(i[mask], j[mask], inv[mask], val[mask], mis[mask], strict=True))
+            picked = set(align_one_pairs(cands, a, g))
+            for row, x, y in zip(rows[mask], i[mask], j[mask], strict=True):
+                chosen[row] = (int(x), int(y)) in picked
         return
+    m = len(samples)
     local = np.searchsorted(samples, s)
-    weight = np.full((len(samples), a, g), -1, dtype=np.int64)
+    weight = np.full((m, a, g), -1, dtype=np.int64)
     weight[local, i, j] = base**3 + (c - inv) * base**2 + val * base + (c - mis)
-    best = np.zeros((len(samples), a + 1, g + 1), dtype=np.int64)
+    where = np.full((m, a, g), -1, dtype=np.int64)
+    where[local, i, j] = rows
+    best = np.zeros((m, a + 1, g + 1), dtype=np.int64)
     for x in range(1, a + 1):
         for y in range(1, g + 1):
             keep = np.maximum(best[:, x - 1, y], best[:, x, y - 1])
             w = weight[:, x - 1, y - 1]
             take = np.where(w >= 0, best[:, x - 1, y - 1] + w, -1)
             best[:, x, y] = np.maximum(keep, take)
-    total = best[:, a, g]
-    p, rem = np.divmod(total, base**3)
-    d2, rem = np.divmod(rem, base**2)
-    d3, d4 = np.divmod(rem, base)
-    out[samples, 0] = p
-    out[samples, 1] = p * c - d2
-    out[samples, 2] = d3
-    out[samples, 3] = p * c - d4
+    # Walk back from (a, g) in every sample at once.
+    k = np.arange(m)
+    x = np.full(m, a)
+    y = np.full(m, g)
+    while True:
+        live = (x > 0) & (y > 0)
+        if not live.any():
+            break
+        k, x, y = k[live], x[live], y[live]
+        here = best[k, x, y]
+        w = weight[k, x - 1, y - 1]
+        diag = (w >= 0) & (here == best[k, x - 1, y - 1] + w)
+        up = ~diag & (here == best[k, x - 1, y])
+        chosen[where[k[diag], x[diag] - 1, y[diag] - 1]] = True
+        x = x - (diag | up)
+        y = y - ~up
 
 
-def align_one(
+def align_one_pairs(
     cands: Sequence[tuple[int, int, int, int, int]], a: int, g: int
-) -> tuple[int, int, int, int]:
-    """The same choice for one sample, on tuples: ``(pairs, invalid, valid, missing)``."""
-    table = {(i, j): (1, -inv, val, -mis) for i, j, inv, val, mis in cands}
+) -> list[tuple[int, int]]:
+    """The chosen pairs ``(i, j)`` of one sample from ``(i, j, invalid, valid, missing)``
+    candidates: the same choice as :func:`choose_pairs`, on Python tuples."""
+    table = {(int(i), int(j)): (1, -int(inv), int(val), -int(mis)) for i, j, inv, val, mis in cands}
     best = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
     for x in range(1, a + 1):
         for y in range(1, g + 1):
@@ -193,8 +216,33 @@ def align_one(
                 prev = best[x - 1][y - 1]
                 options.append(tuple(p + q for p, q in zip(prev, w, strict=True)))
             best[x][y] = max(options)
-    p, neg_inv, val, neg_mis = best[a][g]
-    return p, -neg_inv, val, -neg_mis
+    picked = []
+    x, y = a, g
+    while x > 0 and y > 0:
+        w = table.get((x - 1, y - 1))
+        prev = best[x - 1][y - 1]
+        if w is not None and best[x][y] == tuple(p + q for p, q in zip(prev, w, strict=True)):
+            picked.append((x - 1, y - 1))
+            x, y = x - 1, y - 1
+        elif best[x][y] == best[x - 1][y]:
+            x -= 1
+        else:
+            y -= 1
+    return picked[::-1]
+
+
+def align_one(
+    cands: Sequence[tuple[int, int, int, int, int]], a: int, g: int
+) -> tuple[int, int, int, int]:
+    """Totals of one sample's chosen pairing: ``(pairs, invalid, valid, missing)``."""
+    stats = {(int(i), int(j)): (inv, val, mis) for i, j, inv, val, mis in cands}
+    picked = [stats[p] for p in align_one_pairs(cands, a, g)]
+    return (
+        len(picked),
+        int(sum(p[0] for p in picked)),
+        int(sum(p[1] for p in picked)),
+        int(sum(p[2] for p in picked)),
+    )
 
 
 def summarize(scores: pl.DataFrame) -> dict[str, Any]:
@@ -264,19 +312,9 @@ def explain_sample(
             missing = [k for k in gargs if k not in args]
             cands[(i, j)] = (invalid, len(verdicts) - invalid, len(missing), verdicts, missing)
     a, g = len(agent), len(gold)
-    best: list[list[tuple[tuple[int, int, int, int], list[tuple[int, int]]]]] = [
-        [((0, 0, 0, 0), [])] * (g + 1) for _ in range(a + 1)
-    ]
-    for x in range(1, a + 1):
-        for y in range(1, g + 1):
-            options = [best[x - 1][y], best[x][y - 1]]
-            cand = cands.get((x - 1, y - 1))
-            if cand is not None:
-                (p, ni, v, nm), chosen = best[x - 1][y - 1]
-                key = (p + 1, ni - cand[0], v + cand[1], nm - cand[2])
-                options.append((key, [*chosen, (x - 1, y - 1)]))
-            best[x][y] = max(options, key=lambda o: o[0])
-    chosen = best[a][g][1]
+    chosen = align_one_pairs(
+        [(i, j, inv, val, len(miss)) for (i, j), (inv, val, _, _, miss) in cands.items()], a, g
+    )
     paired_a = {i for i, _ in chosen}
     paired_g = {j for _, j in chosen}
     return {

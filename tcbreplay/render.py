@@ -13,37 +13,66 @@ from rich.console import Console
 from rich.table import Table
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
+def _fmt(value: Any) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return f"{value:.4f}"
     return str(value)
 
 
 def metrics_table(summary: dict[str, Any]) -> Table:
-    """The run-level metrics with the n behind each."""
+    """The run-level metrics with the n behind each, exact values beside rounded ones."""
     title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
     if summary.get("simulated"):
         title += "  [simulated model]"
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
+    table.add_column("exact", justify="right", style="dim")
     table.add_column("over", justify="right")
-    table.add_row(
-        "tsa  tool selection accuracy", _fmt(summary["tsa"]), f"{summary['n_tsa']} samples"
-    )
-    table.add_row("tp   trajectory precision", _fmt(summary["tp"]), f"{summary['n_tp']} samples")
-    table.add_row(
-        "ahr  argument hallucination rate",
-        _fmt(summary["ahr"]),
-        f"{summary['args_invalid']}/{summary['args_total']} args",
-    )
+    abet = (summary.get("options") or {}).get("scorer") == "abet"
+    tsa_n = f"{summary['n_tsa']} gold calls" if abet else f"{summary['n_tsa']} samples"
+    rows = [
+        ("tsa  tool selection accuracy", summary["tsa"], tsa_n),
+        ("tp   trajectory precision", summary["tp"], f"{summary['n_tp']} samples"),
+        (
+            "ahr  argument hallucination rate",
+            summary["ahr"],
+            f"{summary['args_invalid']}/{summary['args_total']} args",
+        ),
+    ]
+    for label, value, over in rows:
+        table.add_row(label, _fmt(value), repr(value) if value is not None else "", over)
+    missing = "" if abet else f", {summary['args_missing']} gold args left out"
     table.caption = (
-        f"{summary['n_samples']} samples, {summary['n_errors']} with recording errors, "
-        f"{summary['args_missing']} gold args left out; scoring {summary['scoring']}"
+        f"{summary['n_samples']} samples, {summary['n_errors']} with recording errors{missing}; "
+        f"scoring: {summary['scoring']}"
     )
     return table
+
+
+def breakdown_tables(summary: dict[str, Any]) -> list[Table]:
+    """Per-tool and per-category tables, where the scorer gives them."""
+    tables = []
+    if summary.get("by_tool"):
+        table = Table(title="per tool", title_justify="left")
+        columns = ("tool", "gold_calls", "agent_calls", "paired", "recall", "args_invalid",
+                   "args_total", "ahr")  # fmt: skip
+        for column in columns:
+            table.add_column(column, justify="left" if column == "tool" else "right")
+        for row in summary["by_tool"]:
+            table.add_row(*(_fmt(row.get(c)) for c in columns))
+        tables.append(table)
+    if summary.get("by_category"):
+        table = Table(title="per category", title_justify="left")
+        columns = ("category", "n_samples", "tsa", "tp", "ahr")
+        for column in columns:
+            table.add_column(column, justify="left" if column == "category" else "right")
+        for row in summary["by_category"]:
+            table.add_row(*(_fmt(row.get(c)) for c in columns))
+        tables.append(table)
+    return tables
 
 
 def print_table(table: Table, file: TextIO | None = None) -> None:

@@ -1,13 +1,15 @@
 """Score a stored run: translate its raw messages, compute the metrics, write the results.
 
 Scoring reads the run directory only (no LLM, tools module, dataset file or
-network) and imports neither LangChain nor LangGraph.
+network) and imports neither LangChain nor LangGraph. Two scorers exist:
+``spec`` (the metric spec in the README) and ``abet`` (the original benchmark's
+evaluator, see :mod:`tcbreplay.abet`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,42 +17,71 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay import __version__, translate
+from tcbreplay import __version__, abet, translate
+from tcbreplay.audit import audit_record
+from tcbreplay.dashboard import write_dashboard
 from tcbreplay.errors import InputError, StoreError
 from tcbreplay.metrics import (
     DEFAULT_ABS_TOL,
     DEFAULT_REL_TOL,
-    align,
+    choose_pairs,
     json_values_equal,
     name_metrics,
     summarize,
 )
 from tcbreplay.sql import SCORES_SCHEMA, connect, connect_tables
-from tcbreplay.store import EVALUATIONS, Run, Store, utcnow, write_json_atomic, write_table
+from tcbreplay.store import Run, Store, utcnow, write_json_atomic, write_table
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
+SCORERS = ("spec", "abet")
 
 
 @dataclass(frozen=True)
 class ScoreOptions:
     """Scoring options; each combination gets its own results folder."""
 
+    scorer: str = "spec"
     rel_tol: float = DEFAULT_REL_TOL
     abs_tol: float = DEFAULT_ABS_TOL
 
     def __post_init__(self) -> None:
+        if self.scorer not in SCORERS:
+            raise InputError(f"--scorer {self.scorer!r}: choose one of {', '.join(SCORERS)}")
         if self.rel_tol < 0 or self.abs_tol < 0:
             raise InputError("--rel-tol and --abs-tol must not be negative")
 
     @property
     def scoring(self) -> str:
-        """The results folder name: ``spec``, or ``spec_rel-<r>_abs-<a>`` for other tolerances."""
+        """The results folder: ``spec``, ``abet``, or ``spec_rel-<r>_abs-<a>``."""
+        if self.scorer == "abet":
+            return "abet"
         if (self.rel_tol, self.abs_tol) == (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
             return "spec"
         return f"spec_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
 
     def to_dict(self) -> dict[str, Any]:
+        if self.scorer == "abet":
+            return {"scorer": "abet"}
         return {"scorer": "spec", "rel_tol": self.rel_tol, "abs_tol": self.abs_tol}
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any]) -> ScoreOptions:
+        return cls(
+            scorer=obj.get("scorer", "spec"),
+            rel_tol=obj.get("rel_tol", DEFAULT_REL_TOL),
+            abs_tol=obj.get("abs_tol", DEFAULT_ABS_TOL),
+        )
+
+
+@dataclass
+class Scored:
+    """What a scorer computes: per-sample scores, run-level numbers, breakdowns, agent calls."""
+
+    scores: pl.DataFrame
+    metrics: dict[str, Any]
+    calls: pl.DataFrame
+    by_tool: list[dict[str, Any]] | None = None
+    by_category: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -78,17 +109,31 @@ def score_run(
     if dashboard not in DASHBOARD_MODES:
         raise InputError(f"--dashboard {dashboard!r}: choose one of {', '.join(DASHBOARD_MODES)}")
     run = store.open_run(run_id)
-    _check_scorable(run, allow_incomplete)
+    check_scorable(run, allow_incomplete)
+    audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
     con = connect(runs=[run], with_scores=False)
     try:
         translate.bind_tool_params(con, run.manifest["tools"]["specs"])
-        scores, calls = compute_scores(con, options)
+        scored = compute_scores(con, options)
     finally:
         con.close()
-    scores = scores.with_columns(
+    scores = scored.scores.with_columns(
         pl.lit(run.run_id).alias("run_id"), pl.lit(options.scoring).alias("scoring")
     ).select(SCORES_SCHEMA.names)
-    summary = _summary(run, options, scores)
+    summary = {
+        "run_id": run.run_id,
+        **scored.metrics,
+        "scoring": options.scoring,
+        "options": options.to_dict(),
+        "model": (run.manifest.get("model") or {}).get("id"),
+        "simulated": bool((run.manifest.get("model") or {}).get("simulated")),
+        "run_status": run.status,
+        "scored_at": utcnow().isoformat(),
+        "toolkit_version": __version__,
+        "by_tool": scored.by_tool,
+        "by_category": scored.by_category,
+        "audit": audit.finish(scores),
+    }
     result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores)
     if write:
         folder = run.scores_dir(options.scoring)
@@ -96,7 +141,7 @@ def score_run(
         write_table(scores.to_arrow().cast(SCORES_SCHEMA), result.scores_path)
         write_json_atomic(folder / "summary.json", summary)
         if dashboard != "none":
-            result.dashboard_path = _write_dashboard(run, scores, calls, summary, dashboard)
+            result.dashboard_path = write_dashboard(run, scores, scored.calls, summary, dashboard)
     return result
 
 
@@ -110,17 +155,17 @@ def score_tables(
     con = connect_tables(samples, messages)
     try:
         translate.bind_tool_params(con, tool_specs)
-        scores, _ = compute_scores(con, options or ScoreOptions())
+        return compute_scores(con, options or ScoreOptions()).scores
     finally:
         con.close()
-    return scores
 
 
-def _check_scorable(run: Run, allow_incomplete: bool) -> None:
+def check_scorable(run: Run, allow_incomplete: bool) -> None:
+    """Refuse runs with nothing stored, and unfinished runs unless allowed."""
     status = run.status
     if not run.has_data():
         raise StoreError(
-            f"run {run.run_id!r} has no stored samples (status {status})",
+            f"run {run.run_id!r} has no stored samples yet (status {status})",
             hint=f"finish it with: tcbreplay record --resume {run.run_id}",
         )
     if status not in ("complete", "imported") and not allow_incomplete:
@@ -131,13 +176,21 @@ def _check_scorable(run: Run, allow_incomplete: bool) -> None:
         )
 
 
-def compute_scores(con: Any, options: ScoreOptions) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per-sample scores of the run bound to ``con``, and its agent calls."""
+def compute_scores(con: Any, options: ScoreOptions) -> Scored:
+    """Score the run bound to ``con`` with the chosen scorer."""
     samples = con.sql(
         "select sample_id, sample_index, category, status from samples order by sample_index"
     ).pl()
     calls = translate.agent_calls(con)
     gold = translate.gold_calls(con)
+    if options.scorer == "abet":
+        return _abet_scores(samples, calls, gold)
+    return _spec_scores(con, samples, calls, gold, options)
+
+
+def _spec_scores(
+    con: Any, samples: pl.DataFrame, calls: pl.DataFrame, gold: pl.DataFrame, options: ScoreOptions
+) -> Scored:
     frame = samples.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("s"))
     frame = frame.join(_name_lists(calls, "a"), on="sample_id", how="left")
     frame = frame.join(_name_lists(gold, "g"), on="sample_id", how="left")
@@ -151,9 +204,17 @@ def compute_scores(con: Any, options: ScoreOptions) -> tuple[pl.DataFrame, pl.Da
     pairs = pairs.join(frame.select("sample_id", "s"), on="sample_id").rename(
         {"call_index": "i", "gold_index": "j"}
     )
-    aligned = align(pairs, n_agent, n_gold, same)
-    total = aligned["args_invalid"] + aligned["args_valid"]
-    ahr = np.where(total.to_numpy() > 0, aligned["args_invalid"] / np.maximum(total, 1), np.nan)
+    pairs = pairs.filter(pl.Series(choose_pairs(pairs, n_agent, n_gold, same)))
+    n = frame.height
+    s = pairs["s"].to_numpy()
+
+    def per_sample(column: str | None) -> np.ndarray:
+        weights = None if column is None else pairs[column].to_numpy().astype(np.int64)
+        return np.bincount(s, weights=weights, minlength=n).astype(np.int64)
+
+    invalid, valid = per_sample("invalid"), per_sample("valid")
+    total = invalid + valid
+    ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
     scores = pl.DataFrame(
         {
             "sample_id": frame["sample_id"],
@@ -165,13 +226,19 @@ def compute_scores(con: Any, options: ScoreOptions) -> tuple[pl.DataFrame, pl.Da
             "tsa": named["tsa"],
             "tp": named["tp"],
             "ahr": pl.Series(ahr, dtype=pl.Float64).fill_nan(None),
-            "args_invalid": aligned["args_invalid"],
+            "args_invalid": invalid,
             "args_total": total,
-            "args_missing": aligned["args_missing"],
-            "pairs": aligned["pairs"].cast(pl.Int32),
+            "args_missing": per_sample("missing"),
+            "pairs": pl.Series(per_sample(None), dtype=pl.Int32),
         }
     )
-    return scores, calls
+    return Scored(
+        scores=scores,
+        metrics=summarize(scores),
+        calls=calls,
+        by_tool=_by_tool(calls, gold, pairs),
+        by_category=_by_category(scores),
+    )
 
 
 def _name_lists(calls: pl.DataFrame, column: str) -> pl.DataFrame:
@@ -199,66 +266,90 @@ def _pair_stats(checks: pl.DataFrame, options: ScoreOptions) -> pl.DataFrame:
     )
 
 
-def _summary(run: Run, options: ScoreOptions, scores: pl.DataFrame) -> dict[str, Any]:
-    model = run.manifest.get("model", {})
-    return {
-        "run_id": run.run_id,
-        **summarize(scores),
-        "scoring": options.scoring,
-        "options": options.to_dict(),
-        "model": model.get("id"),
-        "simulated": bool(model.get("simulated")),
-        "run_status": run.status,
-        "scored_at": utcnow().isoformat(),
-        "toolkit_version": __version__,
-    }
-
-
-def _write_dashboard(
-    run: Run, scores: pl.DataFrame, calls: pl.DataFrame, summary: dict[str, Any], mode: str
-) -> Path:
-    """The original dashboard format; by default only samples with a mismatch, as it did."""
-    title = (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
-    samples = pl.read_parquet(run.samples_path, columns=["sample_id", "input", "gold"])
-    table = samples.join(
-        scores.select(
-            "sample_id", "sample_index", "n_gold", "n_agent", "tp", "args_invalid", "args_missing"
-        ),
-        on="sample_id",
+def _by_tool(calls: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per tool name: gold and agent calls, chosen pairs and their argument counts."""
+    gold_n = gold.group_by("name").agg(pl.len().alias("gold_calls"))
+    agent_n = calls.group_by("name").agg(pl.len().alias("agent_calls"))
+    named = pairs.join(
+        calls.select("sample_id", "call_index", "name"),
+        left_on=["sample_id", "i"],
+        right_on=["sample_id", "call_index"],
     )
-    if mode == "mismatches":
-        table = table.filter(
-            (pl.col("tp") < 1.0) | (pl.col("args_invalid") > 0) | (pl.col("args_missing") > 0)
+    paired = named.group_by("name").agg(
+        pl.len().alias("paired"),
+        pl.col("invalid").sum().alias("args_invalid"),
+        (pl.col("invalid") + pl.col("valid")).sum().alias("args_total"),
+        pl.col("missing").sum().alias("args_missing"),
+    )
+    table = (
+        gold_n.join(agent_n, on="name", how="full", coalesce=True)
+        .join(paired, on="name", how="left")
+        .fill_null(0)
+        .with_columns(
+            (pl.col("args_invalid") / pl.col("args_total")).alias("ahr"),
+            (pl.col("paired") / pl.col("gold_calls")).alias("recall"),
         )
-    table = table.sort("sample_index")
-    by_sample: dict[str, tuple[list[str], list[Any]]] = {}
-    wanted = set(table["sample_id"].to_list())
+        .with_columns(pl.col("ahr", "recall").fill_nan(None))
+        .sort("name")
+    )
+    return _records(table.rename({"name": "tool"}))
+
+
+def _by_category(scores: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per dataset category: the run-level numbers of its samples."""
+    if scores["category"].null_count() == scores.height:
+        return []
+    table = (
+        scores.group_by("category")
+        .agg(
+            pl.len().alias("n_samples"),
+            pl.col("tsa").mean().alias("tsa"),
+            pl.col("tp").mean().alias("tp"),
+            (pl.col("args_invalid").sum() / pl.col("args_total").sum()).alias("ahr"),
+        )
+        .with_columns(pl.col("ahr").fill_nan(None))
+        .sort("category", nulls_last=True)
+    )
+    return _records(table)
+
+
+def _records(table: pl.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for row in table.to_dicts():
+        out.append(
+            {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
+        )
+    return out
+
+
+def _abet_scores(samples: pl.DataFrame, calls: pl.DataFrame, gold: pl.DataFrame) -> Scored:
+    """The original evaluator, sample by sample over ``json.loads``-ed arguments."""
+    agent_by: dict[str, list[tuple[str, Any]]] = {}
     for sid, name, args in calls.select("sample_id", "name", "args").iter_rows():
-        if sid in wanted:
-            names, arglist = by_sample.setdefault(sid, ([], []))
-            names.append(name)
-            arglist.append(json.loads(args))
-    out_samples = []
-    for sid, text, gold in table.select("sample_id", "input", "gold").iter_rows():
-        names, arglist = by_sample.get(sid, ([], []))
-        target = json.loads(gold)
-        out_samples.append(
-            {
-                "input": text,
-                "output": {"tool_call_names": names, "tool_call_args": arglist},
-                "target": {
-                    "tool_call_names": [c["name"] for c in target],
-                    "tool_call_args": [c["args"] for c in target],
-                },
-            }
-        )
-    doc = {
-        "benchmark_name": title,
-        "run_id": run.run_id,
-        "results": {"tsa": summary["tsa"], "ahr": summary["ahr"], "tp": summary["tp"]},
-        "samples": out_samples,
-    }
-    path = run.dir / EVALUATIONS / f"{title}_{run.run_id}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, doc)
-    return path
+        agent_by.setdefault(sid, []).append((name, json.loads(args)))
+    gold_by: dict[str, list[tuple[str, Any]]] = {}
+    for sid, name, args in gold.select("sample_id", "name", "args").iter_rows():
+        gold_by.setdefault(sid, []).append((name, json.loads(args)))
+    counts = [
+        abet.sample_counts(agent_by.get(sid, []), gold_by.get(sid, []))
+        for sid in samples["sample_id"]
+    ]
+    scores = samples.with_columns(
+        pl.Series("n_gold", [c["n_gold"] for c in counts], dtype=pl.Int32),
+        pl.Series("n_agent", [c["n_agent"] for c in counts], dtype=pl.Int32),
+        pl.Series(
+            "tsa", [c["hits"] / c["n_gold"] if c["n_gold"] else None for c in counts], pl.Float64
+        ),
+        pl.Series("tp", [c["tp"] for c in counts], dtype=pl.Float64),
+        pl.Series(
+            "ahr",
+            [c["args_invalid"] / c["args_total"] if c["args_total"] else None for c in counts],
+            pl.Float64,
+        ),
+        pl.Series("args_invalid", [c["args_invalid"] for c in counts], dtype=pl.Int64),
+        pl.Series("args_total", [c["args_total"] for c in counts], dtype=pl.Int64),
+        pl.Series("args_missing", [None] * len(counts), dtype=pl.Int64),
+        pl.Series("pairs", [c["pairs"] for c in counts], dtype=pl.Int32),
+    )
+    metrics = {**abet.summarize(counts), "n_errors": int((scores["status"] != "ok").sum())}
+    return Scored(scores=scores, metrics=metrics, calls=calls, by_category=_by_category(scores))
