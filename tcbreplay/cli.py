@@ -331,6 +331,38 @@ def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> N
     )
 
 
+@main.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--scoring", default="spec", show_default=True, help="Which scoring to compare.")
+@click.option("--bootstrap", "n_boot", default=2000, show_default=True, help="Resamples.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--confidence", default=0.95, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--limit", default=10, show_default=True, help="Samples listed per direction.")
+@STORE_OPTION
+def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> None:
+    """Compare RUN_B with RUN_A: paired deltas (B − A) with bootstrap intervals."""
+    from tcbreplay.compare import diff_runs
+    from tcbreplay.render import diff_tables, print_table, to_json
+    from tcbreplay.store import Store
+
+    result = diff_runs(
+        Store(store),
+        run_a,
+        run_b,
+        scoring=scoring,
+        n_boot=n_boot,
+        seed=seed,
+        confidence=confidence,
+    )
+    if fmt == "json":
+        click.echo(to_json(result.to_dict()))
+        return
+    for table in diff_tables(result, limit):
+        print_table(table)
+
+
 @main.group()
 def audit() -> None:
     """Prove that stored scores follow from the raw traces."""

@@ -75,6 +75,56 @@ def breakdown_tables(summary: dict[str, Any]) -> list[Table]:
     return tables
 
 
+def _signed(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.4f}"
+
+
+def diff_tables(result: Any, limit: int = 10) -> list[Table]:
+    """Run-level deltas with intervals, per-tool ahr deltas, and the samples that moved most."""
+    pct = f"{result.confidence:.0%}"
+    head = Table(
+        title=f"{result.run_b} vs {result.run_a}  ({result.n_common} common samples, "
+        f"scoring {result.scoring})",
+        title_justify="left",
+    )
+    for column in ("metric", "A", "B", "B − A", f"{pct} interval"):
+        head.add_column(column, justify="left" if column == "metric" else "right")
+    for metric, d in result.runs.items():
+        head.add_row(
+            metric, _fmt(d["a"]), _fmt(d["b"]), _signed(d["delta"]),
+            f"[{_signed(d['ci_low'])}, {_signed(d['ci_high'])}]",
+        )  # fmt: skip
+    head.caption = (
+        f"paired bootstrap, {result.n_boot} resamples, seed {result.seed}; "
+        f"{len(result.regressed)} samples regressed, {len(result.improved)} improved"
+    )
+    tables = [head]
+    if result.tools:
+        tools = Table(title="ahr per tool", title_justify="left")
+        for column in ("tool", "paired A", "paired B", "A", "B", "B − A", f"{pct} interval"):
+            tools.add_column(column, justify="left" if column == "tool" else "right")
+        for t in result.tools:
+            tools.add_row(
+                t["tool"], str(t["paired_a"]), str(t["paired_b"]), _fmt(t["ahr_a"]),
+                _fmt(t["ahr_b"]), _signed(t["ahr_delta"]),
+                f"[{_signed(t['ahr_ci_low'])}, {_signed(t['ahr_ci_high'])}]",
+            )  # fmt: skip
+        tables.append(tools)
+    for change, order in (("regressed", "d_tp"), ("improved", "d_tp")):
+        rows = result.samples.filter(result.samples["change"] == change)
+        if not rows.height:
+            continue
+        rows = rows.sort(order, descending=change == "improved").head(limit)
+        table = Table(title=f"{change} (first {rows.height})", title_justify="left")
+        for column in ("sample_id", "d_tsa", "d_tp", "d_ahr"):
+            table.add_column(column, justify="left" if column == "sample_id" else "right")
+        for row in rows.iter_rows(named=True):
+            table.add_row(row["sample_id"], _signed(row["d_tsa"]), _signed(row["d_tp"]),
+                          _signed(row["d_ahr"]))  # fmt: skip
+        tables.append(table)
+    return tables
+
+
 def print_table(table: Table, file: TextIO | None = None) -> None:
     console = Console(file=file or sys.stdout, soft_wrap=False, width=_width(file))
     console.print(table)

@@ -82,6 +82,7 @@ class Scored:
     calls: pl.DataFrame
     by_tool: list[dict[str, Any]] | None = None
     by_category: list[dict[str, Any]] = field(default_factory=list)
+    pairs: pl.DataFrame | None = None
 
 
 @dataclass
@@ -93,6 +94,7 @@ class ScoreResult:
     scores: pl.DataFrame
     scores_path: Path | None = None
     dashboard_path: Path | None = None
+    pairs: pl.DataFrame | None = None
 
 
 def score_run(
@@ -134,11 +136,13 @@ def score_run(
         "by_category": scored.by_category,
         "audit": audit.finish(scores),
     }
-    result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores)
+    result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores, pairs=scored.pairs)
     if write:
         folder = run.scores_dir(options.scoring)
         result.scores_path = folder / "scores.parquet"
         write_table(scores.to_arrow().cast(SCORES_SCHEMA), result.scores_path)
+        if scored.pairs is not None:
+            write_table(scored.pairs.to_arrow(), folder / "pairs.parquet")
         write_json_atomic(folder / "summary.json", summary)
         if dashboard != "none":
             result.dashboard_path = write_dashboard(run, scores, scored.calls, summary, dashboard)
@@ -232,12 +236,26 @@ def _spec_scores(
             "pairs": pl.Series(per_sample(None), dtype=pl.Int32),
         }
     )
+    named = pairs.join(
+        calls.select("sample_id", "call_index", "name"),
+        left_on=["sample_id", "i"],
+        right_on=["sample_id", "call_index"],
+    ).select(
+        "sample_id",
+        pl.col("i").alias("agent_index"),
+        pl.col("j").alias("gold_index"),
+        pl.col("name").alias("tool"),
+        pl.col("invalid").alias("args_invalid"),
+        pl.col("valid").alias("args_valid"),
+        pl.col("missing").alias("args_missing"),
+    )
     return Scored(
         scores=scores,
         metrics=summarize(scores),
         calls=calls,
-        by_tool=_by_tool(calls, gold, pairs),
+        by_tool=_by_tool(calls, gold, named),
         by_category=_by_category(scores),
+        pairs=named,
     )
 
 
@@ -270,16 +288,11 @@ def _by_tool(calls: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame) -> li
     """Per tool name: gold and agent calls, chosen pairs and their argument counts."""
     gold_n = gold.group_by("name").agg(pl.len().alias("gold_calls"))
     agent_n = calls.group_by("name").agg(pl.len().alias("agent_calls"))
-    named = pairs.join(
-        calls.select("sample_id", "call_index", "name"),
-        left_on=["sample_id", "i"],
-        right_on=["sample_id", "call_index"],
-    )
-    paired = named.group_by("name").agg(
+    paired = pairs.group_by(pl.col("tool").alias("name")).agg(
         pl.len().alias("paired"),
-        pl.col("invalid").sum().alias("args_invalid"),
-        (pl.col("invalid") + pl.col("valid")).sum().alias("args_total"),
-        pl.col("missing").sum().alias("args_missing"),
+        pl.col("args_invalid").sum(),
+        (pl.col("args_invalid") + pl.col("args_valid")).sum().alias("args_total"),
+        pl.col("args_missing").sum(),
     )
     table = (
         gold_n.join(agent_n, on="name", how="full", coalesce=True)

@@ -1,0 +1,258 @@
+"""Compare two scored runs: paired per-sample deltas and bootstrap confidence intervals.
+
+Both runs are scored with the same scoring (``spec`` by default; a run never scored
+that way is scored in memory, without writing). Samples are paired by sample id;
+deltas are always B − A. A sample *regressed* when any of its tsa, tp or ahr got
+worse (tsa or tp lower, ahr higher) and *improved* when none got worse and one got
+better. Confidence intervals come from a paired bootstrap over the common samples
+(``n_boot`` resamples with replacement, percentile interval, seeded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tcbreplay.errors import InputError
+from tcbreplay.store import Run, Store
+
+METRICS = ("tsa", "tp", "ahr")
+_CHUNK_CELLS = 20_000_000  # resample indices held in memory at once
+
+
+@dataclass
+class DiffResult:
+    """Everything ``tcbreplay diff`` reports."""
+
+    run_a: str
+    run_b: str
+    scoring: str
+    n_common: int
+    only_a: list[str]
+    only_b: list[str]
+    runs: dict[str, dict[str, Any]]
+    tools: list[dict[str, Any]]
+    samples: pl.DataFrame
+    n_boot: int
+    seed: int
+    confidence: float
+    regressed: list[str] = field(default_factory=list)
+    improved: list[str] = field(default_factory=list)
+
+    def to_dict(self, samples: bool = True) -> dict[str, Any]:
+        out = {
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "scoring": self.scoring,
+            "n_common": self.n_common,
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "bootstrap": {"n_boot": self.n_boot, "seed": self.seed, "confidence": self.confidence},
+            "metrics": self.runs,
+            "tools": self.tools,
+            "regressed": self.regressed,
+            "improved": self.improved,
+        }
+        if samples:
+            out["samples"] = self.samples.to_dicts()
+        return out
+
+
+def load_scores(store: Store, run: Run, scoring: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Stored per-sample scores and chosen pairs of a scoring, or computed in memory."""
+    folder = run.scores_dir(scoring)
+    if (folder / "scores.parquet").exists():
+        pairs_path = folder / "pairs.parquet"
+        pairs = pl.read_parquet(pairs_path) if pairs_path.exists() else None
+        return pl.read_parquet(folder / "scores.parquet"), pairs
+    if scoring not in ("spec", "abet"):
+        raise InputError(f"run {run.run_id!r} has no scoring {scoring!r}")
+    from tcbreplay.score import ScoreOptions, score_run
+
+    result = score_run(store, run.run_id, ScoreOptions(scorer=scoring), write=False)
+    return result.scores, result.pairs
+
+
+def diff_runs(
+    store: Store,
+    run_a: str,
+    run_b: str,
+    *,
+    scoring: str = "spec",
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> DiffResult:
+    """Paired comparison of two runs on their common samples."""
+    if n_boot < 1:
+        raise InputError("--bootstrap must be at least 1")
+    if not 0 < confidence < 1:
+        raise InputError("--confidence must be between 0 and 1")
+    a_run, b_run = store.open_run(run_a), store.open_run(run_b)
+    a, pairs_a = load_scores(store, a_run, scoring)
+    b, pairs_b = load_scores(store, b_run, scoring)
+    cols = ["sample_id", "sample_index", *METRICS, "args_invalid", "args_total"]
+    joined = a.select(cols).join(b.select(cols), on="sample_id", suffix="_b").sort("sample_index")
+    ids_a, ids_b = set(a["sample_id"]), set(b["sample_id"])
+    if joined.height == 0:
+        raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
+    rng = np.random.default_rng(seed)
+    index_batches = list(_resamples(rng, joined.height, n_boot))
+    alpha = (1 - confidence) / 2
+    runs = {m: _metric_delta(joined, m, index_batches, alpha) for m in METRICS}
+    deltas = joined.select(
+        "sample_id",
+        *(pl.col(m).alias(f"{m}_a") for m in METRICS),
+        *(pl.col(f"{m}_b") for m in METRICS),
+        *((pl.col(f"{m}_b") - pl.col(m)).alias(f"d_{m}") for m in METRICS),
+    )
+    worse = (
+        (pl.col("d_tsa") < 0).fill_null(False)
+        | (pl.col("d_tp") < 0).fill_null(False)
+        | (pl.col("d_ahr") > 0).fill_null(False)
+    )
+    better = (
+        (pl.col("d_tsa") > 0).fill_null(False)
+        | (pl.col("d_tp") > 0).fill_null(False)
+        | (pl.col("d_ahr") < 0).fill_null(False)
+    )
+    deltas = deltas.with_columns(
+        pl.when(worse)
+        .then(pl.lit("regressed"))
+        .when(better)
+        .then(pl.lit("improved"))
+        .otherwise(pl.lit("same"))
+        .alias("change")
+    )
+    tools = _tool_deltas(joined, pairs_a, pairs_b, index_batches, alpha)
+    return DiffResult(
+        run_a=a_run.run_id,
+        run_b=b_run.run_id,
+        scoring=scoring,
+        n_common=joined.height,
+        only_a=sorted(ids_a - ids_b),
+        only_b=sorted(ids_b - ids_a),
+        runs=runs,
+        tools=tools,
+        samples=deltas,
+        n_boot=n_boot,
+        seed=seed,
+        confidence=confidence,
+        regressed=deltas.filter(pl.col("change") == "regressed")["sample_id"].to_list(),
+        improved=deltas.filter(pl.col("change") == "improved")["sample_id"].to_list(),
+    )
+
+
+def _resamples(rng: np.random.Generator, n: int, n_boot: int):
+    """Batches of bootstrap index arrays, shape (batch, n)."""
+    batch = max(1, min(n_boot, _CHUNK_CELLS // max(n, 1)))
+    done = 0
+    while done < n_boot:
+        size = min(batch, n_boot - done)
+        yield rng.integers(0, n, size=(size, n))
+        done += size
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
+
+
+def _metric_delta(
+    joined: pl.DataFrame, metric: str, batches: list[np.ndarray], alpha: float
+) -> dict[str, Any]:
+    """Run-level values of both runs, their delta and its bootstrap interval."""
+    if metric == "ahr":
+        inv_a = joined["args_invalid"].to_numpy().astype(float)
+        tot_a = joined["args_total"].to_numpy().astype(float)
+        inv_b = joined["args_invalid_b"].to_numpy().astype(float)
+        tot_b = joined["args_total_b"].to_numpy().astype(float)
+
+        def stat(idx: np.ndarray) -> np.ndarray:
+            return _ratio(inv_b[idx].sum(-1), tot_b[idx].sum(-1)) - _ratio(
+                inv_a[idx].sum(-1), tot_a[idx].sum(-1)
+            )
+
+        value_a = _ratio(inv_a.sum(), tot_a.sum())
+        value_b = _ratio(inv_b.sum(), tot_b.sum())
+    else:
+        va = joined[metric].to_numpy().astype(float)
+        vb = joined[f"{metric}_b"].to_numpy().astype(float)
+        defined_a, defined_b = ~np.isnan(va), ~np.isnan(vb)
+        za, zb = np.nan_to_num(va), np.nan_to_num(vb)
+
+        def stat(idx: np.ndarray) -> np.ndarray:
+            mean_b = _ratio(zb[idx].sum(-1), defined_b[idx].sum(-1))
+            mean_a = _ratio(za[idx].sum(-1), defined_a[idx].sum(-1))
+            return mean_b - mean_a
+
+        value_a = _ratio(za.sum(), defined_a.sum())
+        value_b = _ratio(zb.sum(), defined_b.sum())
+    draws = np.concatenate([stat(idx) for idx in batches])
+    draws = draws[~np.isnan(draws)]
+    low, high = np.quantile(draws, [alpha, 1 - alpha]) if len(draws) else (np.nan, np.nan)
+    return {
+        "a": _num(value_a),
+        "b": _num(value_b),
+        "delta": _num(value_b - value_a),
+        "ci_low": _num(low),
+        "ci_high": _num(high),
+    }
+
+
+def _tool_deltas(
+    joined: pl.DataFrame,
+    pairs_a: pl.DataFrame | None,
+    pairs_b: pl.DataFrame | None,
+    batches: list[np.ndarray],
+    alpha: float,
+) -> list[dict[str, Any]]:
+    """Per tool: ahr over its paired calls in each run, the delta and its interval."""
+    if pairs_a is None or pairs_b is None:
+        return []
+    order = joined.select("sample_id").with_row_index("k")
+    tools = sorted(set(pairs_a["tool"]) | set(pairs_b["tool"]))
+    out = []
+    for tool in tools:
+        arrays = []
+        for pairs in (pairs_a, pairs_b):
+            per = (
+                pairs.filter(pl.col("tool") == tool)
+                .group_by("sample_id")
+                .agg(
+                    pl.col("args_invalid").sum().alias("inv"),
+                    (pl.col("args_invalid") + pl.col("args_valid")).sum().alias("tot"),
+                    pl.len().alias("paired"),
+                )
+            )
+            full = order.join(per, on="sample_id", how="left").fill_null(0).sort("k")
+            arrays.append((full["inv"].to_numpy(), full["tot"].to_numpy(), full["paired"]))
+        (ia, ta, pa_), (ib, tb, pb_) = arrays
+        frame = pl.DataFrame(
+            {
+                "ahr": _ratio(ia.astype(float), ta.astype(float)),
+                "ahr_b": _ratio(ib.astype(float), tb.astype(float)),
+                "args_invalid": ia,
+                "args_total": ta,
+                "args_invalid_b": ib,
+                "args_total_b": tb,
+            }
+        )
+        delta = _metric_delta(frame, "ahr", batches, alpha)
+        out.append(
+            {
+                "tool": tool,
+                "paired_a": int(pa_.sum()),
+                "paired_b": int(pb_.sum()),
+                **{f"ahr_{k}": v for k, v in delta.items()},
+            }
+        )
+    return out
+
+
+def _num(value: Any) -> float | None:
+    value = float(value)
+    return None if np.isnan(value) else value
