@@ -1,7 +1,7 @@
 -- Macros every connection gets: the value-equality rule of the metric spec on JSON values.
 
 -- The kind of a JSON value as the spec sees it: int, float, bool, str, null or nested.
-create or replace temp macro json_kind(v) as (
+create or replace macro json_kind(v) as (
     case json_type(v)
         when 'BIGINT' then 'int'
         when 'UBIGINT' then 'int'
@@ -15,7 +15,7 @@ create or replace temp macro json_kind(v) as (
 );
 
 -- Equal per the spec; null when both values are lists or objects (decided in Python).
-create or replace temp macro json_equal(a, b, rel_tol, abs_tol) as (
+create or replace macro json_equal(a, b, rel_tol, abs_tol) as (
     case
         when json_kind(a) = 'nested' and json_kind(b) = 'nested' then null
         when json_kind(a) = 'int' and json_kind(b) = 'int' then a::varchar = b::varchar

@@ -274,17 +274,80 @@ def sql_command(query, fmt, store) -> None:
 
     Views: runs, samples, messages, tool_calls, gold_calls, scores.
     """
-    from tcbreplay.render import print_table, rows_csv, rows_table, to_json
     from tcbreplay.sql import run_sql
     from tcbreplay.store import Store
 
-    result = run_sql(Store(store), query)
+    _render_rows(run_sql(Store(store), query), fmt)
+
+
+def _render_rows(result: Any, fmt: str) -> None:
+    from tcbreplay.render import print_table, rows_csv, rows_table, to_json
+
     if fmt == "json":
         click.echo(to_json(result.records()))
     elif fmt == "csv":
         click.echo(rows_csv(result.columns, result.rows), nl=False)
     else:
         print_table(rows_table(result.columns, result.rows))
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parameter of the query (JSON values parse as JSON); repeatable.",
+)
+@click.option("--list", "list_", is_flag=True, help="List the named queries.")
+@click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@STORE_OPTION
+def query(name, params, list_, show, fmt, store) -> None:
+    """Run a named query from queries/named/ (see --list)."""
+    from tcbreplay.named_queries import list_named, load_named, run_named
+    from tcbreplay.store import Store
+
+    if list_ or name is None:
+        for q in list_named():
+            click.echo(f"{q.name:<18} {q.description}")
+            if q.params:
+                click.echo(f"{'':<18} params: {q.usage()}")
+        return
+    if show:
+        click.echo(load_named(name).sql, nl=False)
+        return
+    result = run_named(Store(store), name, _options(params, "-p"))
+    _render_rows(result, fmt)
+
+
+@main.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="tcbreplay.duckdb",
+    show_default=True,
+)
+@STORE_OPTION
+def catalog(output, store) -> None:
+    """Write a DuckDB file with the store's views, to open in any DuckDB client."""
+    from tcbreplay.sql import write_catalog
+    from tcbreplay.store import Store
+
+    runs = write_catalog(Store(store), output)
+    click.echo(
+        f"{output}: views runs, tools, samples, messages, tool_calls, gold_calls, scores "
+        f"over {len(runs)} runs"
+    )
 
 
 @main.command("import")

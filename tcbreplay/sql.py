@@ -1,7 +1,7 @@
 """The store as DuckDB views on a locked-down connection, and the SQL files that query it.
 
 Views (names are stable; queries use them, never file paths):
-``runs``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
+``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
 Once the views exist, the connection may read files under the store root only,
 cannot load extensions, and its configuration is locked; :func:`run_sql` also
 refuses every statement that is not a query.
@@ -72,17 +72,7 @@ def connect(
     """Open an in-memory DuckDB connection with the store's runs bound to the views."""
     run_list = list(runs) if runs is not None else (store.runs() if store else [])
     con = duckdb.connect(config={"threads": _threads()})
-    con.execute(query_text("macros"))
-    _bind_files(con, "samples", [r.samples_path for r in run_list if r.has_data()], SAMPLES_SCHEMA)
-    _bind_files(
-        con, "messages", [r.messages_path for r in run_list if r.has_data()], MESSAGES_SCHEMA
-    )
-    con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
-    con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
-    score_files = [p for r in run_list if (p := latest_scores_file(r)) is not None]
-    _bind_files(con, "scores", score_files if with_scores else [], SCORES_SCHEMA)
-    con.register("_runs_table", _runs_table(run_list))
-    con.execute("create or replace view runs as select * from _runs_table")
+    _create_views(con, run_list, with_scores=with_scores, materialize=False)
     if lock:
         roots = sorted({str(r.dir.parent.resolve()) + "/" for r in run_list})
         if store is not None:
@@ -93,6 +83,53 @@ def connect(
         con.execute("set autoload_known_extensions = false")
         con.execute("set lock_configuration = true")
     return con
+
+
+def _create_views(
+    con: duckdb.DuckDBPyConnection, run_list: list[Run], *, with_scores: bool, materialize: bool
+) -> None:
+    """Create the views (``materialize``: the manifest tables are stored, for a catalog file)."""
+    con.execute(query_text("macros"))
+    _bind_files(con, "samples", [r.samples_path for r in run_list if r.has_data()], SAMPLES_SCHEMA)
+    _bind_files(
+        con, "messages", [r.messages_path for r in run_list if r.has_data()], MESSAGES_SCHEMA
+    )
+    con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
+    con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
+    score_files = [p for r in run_list if (p := latest_scores_file(r)) is not None]
+    _bind_files(con, "scores", score_files if with_scores else [], SCORES_SCHEMA)
+    kind = "table" if materialize else "view"
+    con.register("_runs_table", _runs_table(run_list))
+    con.execute(f"create or replace {kind} runs as select * from _runs_table")
+    con.register("_tools_table", _tools_table(run_list))
+    con.execute(
+        f"create or replace {kind} tools as select run_id, tool, description, param, has_default,"
+        " default_value::json as default_value from _tools_table"
+    )
+    if materialize:
+        con.unregister("_runs_table")
+        con.unregister("_tools_table")
+
+
+def write_catalog(store: Store, path: Path) -> list[str]:
+    """Write a DuckDB database file holding the store's views, for any DuckDB client.
+
+    Views point at the run files by absolute path; ``runs`` and ``tools`` are tables.
+    Re-run it after recording or scoring to include new runs. Returns the run ids.
+    """
+    runs = store.runs()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        _create_views(con, runs, with_scores=True, materialize=True)
+        con.execute("checkpoint")
+    except duckdb.Error as exc:
+        raise QueryError(f"{path}: cannot write the catalog: {_first_line(exc)}") from exc
+    finally:
+        con.close()
+    tmp.replace(path)
+    return [r.run_id for r in runs]
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
@@ -121,8 +158,24 @@ def _bind_files(
         listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
         con.execute(f"create or replace view {view} as select * from read_parquet([{listing}])")
     else:
-        con.register(f"_empty_{view}", schema.empty_table())
-        con.execute(f"create or replace view {view} as select * from _empty_{view}")
+        columns = ", ".join(f"null::{_duck_type(f.type)} as {f.name}" for f in schema)
+        con.execute(f"create or replace view {view} as select {columns} where false")
+
+
+def _duck_type(arrow_type: pa.DataType) -> str:
+    if pa.types.is_string(arrow_type):
+        return "varchar"
+    if pa.types.is_int32(arrow_type):
+        return "integer"
+    if pa.types.is_int64(arrow_type):
+        return "bigint"
+    if pa.types.is_floating(arrow_type):
+        return "double"
+    if pa.types.is_boolean(arrow_type):
+        return "boolean"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamptz"
+    raise TypeError(f"no DuckDB type for {arrow_type}")
 
 
 def _sql_string(text: str) -> str:
@@ -173,6 +226,39 @@ def _runs_table(runs: list[Run]) -> pa.Table:
         )
     return pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)
 
+
+def _tools_table(runs: list[Run]) -> pa.Table:
+    rows = []
+    for run in runs:
+        for spec in (run.manifest.get("tools") or {}).get("specs", []):
+            props = (spec.get("parameters") or {}).get("properties") or {}
+            base = {"run_id": run.run_id, "tool": spec["name"],
+                    "description": spec.get("description")}  # fmt: skip
+            if not props:
+                rows.append({**base, "param": None, "has_default": None, "default_value": None})
+            for param, schema in props.items():
+                has_default = isinstance(schema, dict) and "default" in schema
+                rows.append(
+                    {
+                        **base,
+                        "param": param,
+                        "has_default": has_default,
+                        "default_value": json.dumps(schema["default"]) if has_default else None,
+                    }
+                )
+    return pa.Table.from_pylist(rows, schema=_TOOLS_SCHEMA)
+
+
+_TOOLS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("tool", pa.string()),
+        ("description", pa.string()),
+        ("param", pa.string()),
+        ("has_default", pa.bool_()),
+        ("default_value", pa.string()),
+    ]
+)
 
 _RUNS_SCHEMA = pa.schema(
     [

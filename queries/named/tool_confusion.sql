@@ -1,0 +1,40 @@
+-- Which tool the agent called where gold had which, position by position (null: no call there).
+-- params: run_id = null
+with gold as (
+    select
+        run_id,
+        sample_id,
+        call_index,
+        name
+    from gold_calls
+    where $run_id is null or run_id = $run_id
+),
+
+agent as (
+    select
+        run_id,
+        sample_id,
+        call_index,
+        name
+    from tool_calls
+    where $run_id is null or run_id = $run_id
+),
+
+aligned as (
+    select
+        g.name as gold_tool,
+        a.name as agent_tool
+    from gold as g
+    full outer join agent as a
+        on g.run_id = a.run_id
+        and g.sample_id = a.sample_id
+        and g.call_index = a.call_index
+)
+
+select
+    gold_tool,
+    agent_tool,
+    count(*) as calls
+from aligned
+group by gold_tool, agent_tool
+order by gold_tool nulls last, calls desc, agent_tool nulls last
