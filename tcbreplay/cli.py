@@ -80,6 +80,18 @@ def _options(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
 @click.option(
+    "--backoff",
+    default=1.0,
+    show_default=True,
+    help="Base seconds of the exponential backoff between retries.",
+)
+@click.option("--max-rpm", type=float, help="At most this many model calls per minute, run-wide.")
+@click.option(
+    "--max-tpm",
+    type=float,
+    help="At most this many tokens per minute, run-wide (as the model reports usage).",
+)
+@click.option(
     "--run-id",
     help="Run id (default: <benchmark>-<model>-<inputs hash>). "
     "An existing run with the same inputs is resumed.",
@@ -117,6 +129,9 @@ def record(
     workers,
     retries,
     timeout,
+    backoff,
+    max_rpm,
+    max_tpm,
     run_id,
     resume_id,
     retry_id,
@@ -148,7 +163,14 @@ def record(
     else:
         inputs = load_inputs(benchmark, dataset, tools, system_prompt)
         spec = parse_model(model or DEFAULT_MODEL, _options(model_options, "--model-option"))
-    options = RecordOptions(workers=workers, retries=retries, timeout=timeout)
+    options = RecordOptions(
+        workers=workers,
+        retries=retries,
+        timeout=timeout,
+        backoff=backoff,
+        max_rpm=max_rpm,
+        max_tpm=max_tpm,
+    )
     label = f"recording {spec.id}" + (" (simulated)" if spec.simulated else "")
     progress = Progress(label, quiet=quiet)
     try:

@@ -7,10 +7,8 @@ whatever messages it produced) is appended to the run's journal at once.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 import json
-import random
 import re
 import time
 from collections.abc import Callable
@@ -19,6 +17,7 @@ from importlib import metadata
 from typing import Any
 
 from tcbreplay import __version__
+from tcbreplay.agent import CallPolicy, SampleState, build_agent, current_sample, serialize_messages
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.dataset import Sample
 from tcbreplay.errors import InputError
@@ -29,10 +28,10 @@ from tcbreplay.models import (
     check_credentials,
     effective_settings,
 )
+from tcbreplay.retry import RateLimiter
 from tcbreplay.store import Run, RunWriter, Store, utcnow, validate_run_id
 
-# Per-sample latencies, keyed by AI message id or tool call id; set in each sample's task.
-_timings: contextvars.ContextVar[dict[str, float]] = contextvars.ContextVar("tcbreplay_timings")
+__all__ = ["RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "serialize_messages"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,8 @@ class RecordOptions:
     timeout: float | None = 300.0
     backoff: float = 1.0
     recursion_limit: int = 50
+    max_rpm: float | None = None
+    max_tpm: float | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -52,6 +53,10 @@ class RecordOptions:
             raise InputError("--retries must not be negative")
         if self.timeout is not None and self.timeout <= 0:
             raise InputError("--timeout must be positive")
+        for name in ("max_rpm", "max_tpm"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise InputError(f"--{name.replace('_', '-')} must be positive")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +65,8 @@ class RecordOptions:
             "timeout": self.timeout,
             "backoff": self.backoff,
             "recursion_limit": self.recursion_limit,
+            "max_rpm": self.max_rpm,
+            "max_tpm": self.max_tpm,
         }
 
 
@@ -168,7 +175,13 @@ def record_run(
         samples = inputs.dataset.samples
     if hasattr(progress, "start"):
         progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
-    agent = build_agent(chat_model, inputs)
+    policy = CallPolicy(
+        retries=options.retries,
+        backoff=options.backoff,
+        limiter=RateLimiter(options.max_rpm, options.max_tpm),
+        on_retry=getattr(progress, "retry", None),
+    )
+    agent = build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
     return _record(agent, samples, writer, options, progress, spec.simulated, len(inputs.dataset))
 
 
@@ -182,18 +195,6 @@ def _check_resumable(writer: RunWriter, expected: str, run: Run) -> dict[str, st
             hint="use another --run-id, or --overwrite to replace it",
         )
     return run.recorded_ids()
-
-
-def build_agent(chat_model: Any, inputs: BenchmarkInputs) -> Any:
-    """A LangGraph agent from LangChain's ``create_agent`` with the timing middleware."""
-    from langchain.agents import create_agent
-
-    return create_agent(
-        chat_model,
-        tools=inputs.toolset.tools,
-        system_prompt=inputs.system_prompt or None,
-        middleware=[_timing_middleware()],
-    )
 
 
 class RecordInterrupted(Exception):
@@ -302,34 +303,32 @@ async def _run_all(
 
 
 async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:
-    """Run one sample with retries; return its journal record (never raises for agent errors)."""
+    """Run one sample; return its journal record (agent and provider failures become data).
+
+    Transient model-call failures are retried inside the agent (see :mod:`tcbreplay.agent`);
+    ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
+    """
     started_at = utcnow()
     t0 = time.perf_counter()
+    state = SampleState()
+    current_sample.set(state)
     messages: list[Any] = []
     error: BaseException | None = None
-    attempt = 0
-    for attempt in range(1, options.retries + 2):
-        timings: dict[str, float] = {}
-        _timings.set(timings)
-        messages = []
-        try:
-            async with asyncio.timeout(options.timeout):
-                async for state in agent.astream(
-                    {"messages": [{"role": "user", "content": sample.input}]},
-                    config={
-                        "metadata": {SAMPLE_ID_KEY: sample.sample_id},
-                        "recursion_limit": options.recursion_limit,
-                    },
-                    stream_mode="values",
-                ):
-                    messages = state["messages"]
-            error = None
-            break
-        except Exception as exc:  # agent behaviour and provider failures are data
-            error = exc if not isinstance(exc, TimeoutError) else _timeout_error(options.timeout)
-            if attempt > options.retries or not is_transient(exc):
-                break
-            await asyncio.sleep(_backoff(options.backoff, attempt))
+    try:
+        async with asyncio.timeout(options.timeout):
+            async for value in agent.astream(
+                {"messages": [{"role": "user", "content": sample.input}]},
+                config={
+                    "metadata": {SAMPLE_ID_KEY: sample.sample_id},
+                    "recursion_limit": options.recursion_limit,
+                },
+                stream_mode="values",
+            ):
+                messages = value["messages"]
+    except TimeoutError:
+        error = SampleTimeout(f"sample did not finish within {options.timeout:g} s")
+    except Exception as exc:  # agent behaviour and provider failures are data
+        error = exc
     return {
         "run_id": run_id,
         "sample_id": sample.sample_id,
@@ -338,13 +337,13 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
         "gold": [c.to_dict() for c in sample.target],
         "category": sample.category,
         "status": "ok" if error is None else "error",
-        "attempts": attempt,
+        "attempts": 1 + state.retries,
         "error_type": None if error is None else type(error).__name__,
         "error": None if error is None else _one_line(error),
         "started_at": started_at.isoformat(),
         "finished_at": utcnow().isoformat(),
         "duration_s": time.perf_counter() - t0,
-        "messages": serialize_messages(messages, timings),
+        "messages": serialize_messages(messages, state.timings),
     }
 
 
@@ -352,85 +351,9 @@ class SampleTimeout(TimeoutError):
     """A sample ran past ``--timeout``."""
 
 
-def _timeout_error(timeout: float | None) -> SampleTimeout:
-    return SampleTimeout(f"sample did not finish within {timeout:g} s")
-
-
-def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[dict[str, Any]]:
-    """Messages as LangChain serializes them, with usage and latency beside each."""
-    from langchain_core.messages import message_to_dict
-
-    out = []
-    for m in messages:
-        usage = getattr(m, "usage_metadata", None) or {}
-        key = m.id if m.type == "ai" else getattr(m, "tool_call_id", None)
-        out.append(
-            {
-                "type": m.type,
-                "message": json.dumps(message_to_dict(m), ensure_ascii=False, default=str),
-                "input_tokens": usage.get("input_tokens"),
-                "output_tokens": usage.get("output_tokens"),
-                "total_tokens": usage.get("total_tokens"),
-                "latency_s": timings.get(key) if key else None,
-            }
-        )
-    return out
-
-
-_TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
-    if getattr(exc, "transient", False) or isinstance(exc, (TimeoutError, ConnectionError)):
-        return True
-    for attr in ("code", "status_code", "status"):
-        value = getattr(exc, attr, None)
-        if isinstance(value, int) and value in _TRANSIENT_STATUS:
-            return True
-    name = type(exc).__name__
-    if name in {"ConnectError", "ReadTimeout", "RemoteProtocolError", "ReadError", "ServerError"}:
-        return True
-    cause = exc.__cause__ or exc.__context__
-    return cause is not None and cause is not exc and is_transient(cause)
-
-
-def _backoff(base: float, attempt: int) -> float:
-    return base * (2 ** (attempt - 1)) * (0.5 + random.random())
-
-
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:2000]
-
-
-def _timing_middleware() -> Any:
-    from langchain.agents.middleware import AgentMiddleware
-
-    class Timing(AgentMiddleware):
-        """Measure each model call and tool call of a sample."""
-
-        async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
-            t0 = time.perf_counter()
-            response = await handler(request)
-            elapsed = time.perf_counter() - t0
-            timings = _timings.get(None)
-            if timings is not None:
-                for message in getattr(response, "result", []) or []:
-                    if getattr(message, "id", None):
-                        timings[message.id] = elapsed
-            return response
-
-        async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
-            t0 = time.perf_counter()
-            result = await handler(request)
-            timings = _timings.get(None)
-            call_id = request.tool_call.get("id")
-            if timings is not None and call_id:
-                timings[call_id] = time.perf_counter() - t0
-            return result
-
-    return Timing()
 
 
 def _library_versions() -> dict[str, str]:

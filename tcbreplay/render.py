@@ -207,21 +207,30 @@ class Progress:
             self._task = self._bar.add_task(self.label, total=total, stats="")
             self._bar.start()
 
+    def retry(self, exc: BaseException) -> None:
+        """A model call is being retried (counted live)."""
+        self.retries += 1
+
     def __call__(self, record: dict[str, Any]) -> None:
         self.done += 1
         self.errors += record["status"] != "ok"
-        self.retries += max(0, record.get("attempts", 1) - 1)
         if self.quiet:
             return
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        stats = f"errors {self.errors}  retries {self.retries}  {self.done / elapsed:.1f}/s"
+        rate = self.done / elapsed
+        stats = f"errors {self.errors}  retries {self.retries}  {rate:.1f}/s"
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, stats=stats)
             return
         now = time.monotonic()
         if self.done == self.total or now - self._last_line >= 2.0:
             self._last_line = now
-            print(f"recorded {self.done}/{self.total}  {stats}", file=self.file, flush=True)
+            left = (self.total - self.done) / rate if rate > 0 else 0.0
+            print(
+                f"recorded {self.done}/{self.total}  {stats}  eta {left:.0f} s",
+                file=self.file,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self._bar is not None:

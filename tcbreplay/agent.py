@@ -1,0 +1,123 @@
+"""The agent a run records: LangChain's ``create_agent`` with tcbreplay's middleware.
+
+The middleware times every model and tool call, retries transient model-call
+failures (so a rate limit on turn 3 does not redo turns 1 and 2), and applies the
+run-wide rate limit. Per-sample state lives in a context variable set by each
+sample's task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcbreplay.retry import RateLimiter, backoff_delay, is_transient
+
+
+@dataclass
+class SampleState:
+    """What the middleware learns while one sample runs."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+    retries: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """Retries, backoff and rate limit of model calls; ``on_retry`` sees each retry."""
+
+    retries: int = 2
+    backoff: float = 1.0
+    limiter: RateLimiter = field(default_factory=RateLimiter)
+    on_retry: Callable[[BaseException], None] | None = None
+
+
+current_sample: contextvars.ContextVar[SampleState] = contextvars.ContextVar("tcbreplay_sample")
+
+
+def build_agent(chat_model: Any, tools: list[Any], system_prompt: str, policy: CallPolicy) -> Any:
+    """A LangGraph agent: the chat model, the tools, the system prompt, the middleware."""
+    from langchain.agents import create_agent
+
+    return create_agent(
+        chat_model,
+        tools=tools,
+        system_prompt=system_prompt or None,
+        middleware=[_middleware(policy)],
+    )
+
+
+def _middleware(policy: CallPolicy) -> Any:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Recording(AgentMiddleware):
+        """Time calls, retry transient model failures, keep to the rate limit."""
+
+        async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+            state = current_sample.get(None)
+            attempt = 0
+            while True:
+                attempt += 1
+                await policy.limiter.acquire()
+                t0 = time.perf_counter()
+                try:
+                    response = await handler(request)
+                except Exception as exc:
+                    if attempt > policy.retries or not is_transient(exc):
+                        raise
+                    if state is not None:
+                        state.retries += 1
+                        state.errors.append(f"{type(exc).__name__}: {_short(exc)}")
+                    if policy.on_retry is not None:
+                        policy.on_retry(exc)
+                    await asyncio.sleep(backoff_delay(policy.backoff, attempt, exc))
+                    continue
+                elapsed = time.perf_counter() - t0
+                for message in getattr(response, "result", None) or []:
+                    usage = getattr(message, "usage_metadata", None) or {}
+                    policy.limiter.record_tokens(usage.get("total_tokens"))
+                    if state is not None and getattr(message, "id", None):
+                        state.timings[message.id] = elapsed
+                return response
+
+        async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+            t0 = time.perf_counter()
+            result = await handler(request)
+            state = current_sample.get(None)
+            call_id = request.tool_call.get("id")
+            if state is not None and call_id:
+                state.timings[call_id] = time.perf_counter() - t0
+            return result
+
+    return Recording()
+
+
+def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[dict[str, Any]]:
+    """Messages as LangChain serializes them, with usage and latency beside each."""
+    from langchain_core.messages import message_to_dict
+
+    out = []
+    for m in messages:
+        usage = getattr(m, "usage_metadata", None) or {}
+        key = m.id if m.type == "ai" else getattr(m, "tool_call_id", None)
+        out.append(
+            {
+                "type": m.type,
+                "message": json.dumps(message_to_dict(m), ensure_ascii=False, default=str),
+                "input_tokens": usage.get("input_tokens"),
+                "output_tokens": usage.get("output_tokens"),
+                "total_tokens": usage.get("total_tokens"),
+                "latency_s": timings.get(key) if key else None,
+            }
+        )
+    return out
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

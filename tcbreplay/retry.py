@@ -1,0 +1,164 @@
+"""When to retry a model call, how long to wait, and the run-wide rate limit.
+
+Transient failures (rate limits, 5xx, timeouts, dropped connections) are retried
+with exponential backoff and jitter, waiting at least as long as the provider's
+``Retry-After`` (or Google's ``RetryInfo.retryDelay``) asks; anything else (400,
+authentication, a bug) fails at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import re
+import time
+from typing import Any
+
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_TRANSIENT_NAMES = frozenset(
+    {"ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
+     "RemoteProtocolError", "ReadError", "WriteError", "ServerError", "ServerDisconnectedError"}
+)  # fmt: skip
+MAX_DELAY = 120.0
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status an exception (or its cause) carries, if any."""
+    for e in _chain(exc):
+        for attr in ("status_code", "code", "status"):
+            value = getattr(e, attr, None)
+            if isinstance(value, int) and 100 <= value < 600:
+                return value
+        response = getattr(e, "response", None)
+        value = getattr(response, "status_code", None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    code = status_code(exc)
+    if code is not None:
+        return code in TRANSIENT_STATUS
+    for e in _chain(exc):
+        if getattr(e, "transient", False) or isinstance(e, (TimeoutError, ConnectionError)):
+            return True
+        if type(e).__name__ in _TRANSIENT_NAMES:
+            return True
+    return False
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the provider asked to wait: a Retry-After header or a RetryInfo retryDelay."""
+    for e in _chain(exc):
+        headers = getattr(getattr(e, "response", None), "headers", None)
+        if headers is not None:
+            value = headers.get("retry-after") or headers.get("Retry-After")
+            seconds = _seconds(value)
+            if seconds is not None:
+                return seconds
+        details = getattr(e, "details", None)
+        delay = _retry_info(details)
+        if delay is not None:
+            return delay
+    return None
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(str(value))
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _retry_info(details: Any) -> float | None:
+    if isinstance(details, dict):
+        details = (details.get("error") or {}).get("details", details.get("details"))
+    if not isinstance(details, list):
+        return None
+    for item in details:
+        if isinstance(item, dict) and str(item.get("@type", "")).endswith("RetryInfo"):
+            match = re.fullmatch(r"\s*([0-9.]+)s\s*", str(item.get("retryDelay", "")))
+            if match:
+                return float(match.group(1))
+    return None
+
+
+def backoff_delay(base: float, attempt: int, exc: BaseException | None = None) -> float:
+    """Exponential backoff with jitter for retry ``attempt`` (1-based), never below Retry-After."""
+    delay = base * (2 ** (attempt - 1)) * (0.5 + random.random())
+    asked = retry_after(exc) if exc is not None else None
+    if asked is not None:
+        delay = max(delay, asked)
+    return min(delay, MAX_DELAY)
+
+
+class RateLimiter:
+    """Run-wide limits on model calls per minute and tokens per minute (sliding 60 s windows).
+
+    Tokens are counted after each call from the usage the model reports; a call
+    waits while the last minute's tokens already reach the limit.
+    """
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, window: float = 60.0):
+        self.rpm = rpm
+        self.tpm = tpm
+        self.window = window
+        self._calls: collections.deque[float] = collections.deque()
+        self._tokens: collections.deque[tuple[float, int]] = collections.deque()
+        self._token_sum = 0
+        self._lock = asyncio.Lock()
+        self.waited = 0.0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.rpm or self.tpm)
+
+    async def acquire(self) -> None:
+        """Wait until one more call fits in both windows."""
+        if not self.active:
+            return
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                self._expire(now)
+                wait = 0.0
+                if self.rpm and len(self._calls) >= self.rpm:
+                    wait = self._calls[0] + self.window - now
+                if self.tpm and self._token_sum >= self.tpm and self._tokens:
+                    wait = max(wait, self._tokens[0][0] + self.window - now)
+                if wait <= 0:
+                    self._calls.append(now)
+                    return
+                self.waited += wait
+                await asyncio.sleep(wait)
+
+    def record_tokens(self, tokens: int | None) -> None:
+        if self.tpm and tokens:
+            self._tokens.append((time.monotonic(), tokens))
+            self._token_sum += tokens
+
+    def _expire(self, now: float) -> None:
+        while self._calls and self._calls[0] <= now - self.window:
+            self._calls.popleft()
+        while self._tokens and self._tokens[0][0] <= now - self.window:
+            self._token_sum -= self._tokens.popleft()[1]
