@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class Sample:
     input: str
     target: tuple[GoldCall, ...]
     category: str | None = None
+    where: str = field(default="", compare=False, repr=False)
 
     @property
     def sample_id(self) -> str:
@@ -81,8 +82,12 @@ class Dataset:
         return {c.name for s in self.samples for c in s.target}
 
 
-def load_dataset(path: str | Path) -> Dataset:
-    """Read a dataset file (JSON array or JSONL) and validate its structure."""
+def load_dataset(path: str | Path, params: Mapping[str, set[str]] | None = None) -> Dataset:
+    """Read a dataset file (JSON array or JSONL) and validate it.
+
+    With ``params`` (tool name -> parameter names) gold calls are checked against the
+    tools too, and every problem of the file is reported in one error.
+    """
     path = Path(path)
     label = path.name
     try:
@@ -94,7 +99,7 @@ def load_dataset(path: str | Path) -> Dataset:
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     raw, where = _parse_entries(text, label)
-    samples = parse_entries(raw, label, where)
+    samples = parse_entries(raw, label, where, params)
     return Dataset(samples=samples, source=str(path), sha256=hashlib.sha256(data).hexdigest())
 
 
@@ -132,22 +137,31 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
     return raw, where
 
 
-def parse_entries(raw: list[Any], label: str, where: list[str]) -> list[Sample]:
+def parse_entries(
+    raw: list[Any],
+    label: str,
+    where: list[str],
+    params: Mapping[str, set[str]] | None = None,
+) -> list[Sample]:
     """Normalise raw entries into samples; raise one DatasetError listing every problem."""
     problems: list[str] = []
     samples: list[Sample] = []
     seen: dict[str, str] = {}
     for index, entry in enumerate(raw):
         place = f"{label}: {where[index]}"
+        raw_id = entry.get("id", index) if isinstance(entry, dict) else index
+        if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool):
+            if str(raw_id) in seen:
+                problems.append(f"{place}: duplicate id {raw_id!r} (also {seen[str(raw_id)]})")
+            seen.setdefault(str(raw_id), where[index])
         try:
             sample = _parse_entry(entry, index)
         except _EntryProblem as exc:
             problems.append(f"{place}: {exc}")
             continue
-        if sample.sample_id in seen:
-            problems.append(f"{place}: duplicate id {sample.id!r} (also {seen[sample.sample_id]})")
-            continue
-        seen[sample.sample_id] = where[index]
+        sample = replace(sample, where=where[index])
+        if params is not None:
+            problems += _tool_problems(sample, params, label)
         samples.append(sample)
     if problems:
         raise DatasetError("\n".join(problems))
@@ -239,24 +253,29 @@ def check_against_tools(dataset: Dataset, params: Mapping[str, set[str]], label:
 
     ``params`` maps each tool name to the names of its parameters.
     """
-    problems = []
-    for sample in dataset.samples:
-        for i, call in enumerate(sample.target):
-            if call.name not in params:
-                known = ", ".join(sorted(params)) or "none"
-                problems.append(
-                    f"{label}: entry {sample.index}: gold call {i} uses tool {call.name!r}, "
-                    f"which the tool set lacks (tools: {known})"
-                )
-                continue
-            extra = sorted(set(call.args) - params[call.name])
-            if extra:
-                problems.append(
-                    f"{label}: entry {sample.index}: gold call {i} ({call.name}) passes "
-                    f"{', '.join(map(repr, extra))}, which {call.name} does not take"
-                )
+    problems = [p for sample in dataset.samples for p in _tool_problems(sample, params, label)]
     if problems:
         raise DatasetError("\n".join(problems))
+
+
+def _tool_problems(sample: Sample, params: Mapping[str, set[str]], label: str) -> list[str]:
+    place = f"{label}: {sample.where or f'entry {sample.index}'}"
+    problems = []
+    for i, call in enumerate(sample.target):
+        if call.name not in params:
+            known = ", ".join(sorted(params)) or "none"
+            problems.append(
+                f"{place}: gold call {i} uses tool {call.name!r}, "
+                f"which the tool set lacks (tools: {known})"
+            )
+            continue
+        extra = sorted(set(call.args) - params[call.name])
+        if extra:
+            problems.append(
+                f"{place}: gold call {i} ({call.name}) passes "
+                f"{', '.join(map(repr, extra))}, which {call.name} does not take"
+            )
+    return problems
 
 
 def _kind(value: Any) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
 import time
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -18,7 +20,7 @@ def _fmt(value: Any) -> str:
         return "—"
     if isinstance(value, float):
         return f"{value:.4f}"
-    return str(value)
+    return escape(str(value))
 
 
 def metrics_table(summary: dict[str, Any]) -> Table:
@@ -26,7 +28,7 @@ def metrics_table(summary: dict[str, Any]) -> Table:
     title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
     if summary.get("simulated"):
         title += "  [simulated model]"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("exact", justify="right", style="dim")
@@ -83,8 +85,10 @@ def diff_tables(result: Any, limit: int = 10) -> list[Table]:
     """Run-level deltas with intervals, per-tool ahr deltas, and the samples that moved most."""
     pct = f"{result.confidence:.0%}"
     head = Table(
-        title=f"{result.run_b} vs {result.run_a}  ({result.n_common} common samples, "
-        f"scoring {result.scoring})",
+        title=escape(
+            f"{result.run_b} vs {result.run_a}  ({result.n_common} common samples, "
+            f"scoring {result.scoring})"
+        ),
         title_justify="left",
     )
     for column in ("metric", "A", "B", "B − A", f"{pct} interval"):
@@ -105,7 +109,7 @@ def diff_tables(result: Any, limit: int = 10) -> list[Table]:
             tools.add_column(column, justify="left" if column == "tool" else "right")
         for t in result.tools:
             tools.add_row(
-                t["tool"], str(t["paired_a"]), str(t["paired_b"]), _fmt(t["ahr_a"]),
+                escape(t["tool"]), str(t["paired_a"]), str(t["paired_b"]), _fmt(t["ahr_a"]),
                 _fmt(t["ahr_b"]), _signed(t["ahr_delta"]),
                 f"[{_signed(t['ahr_ci_low'])}, {_signed(t['ahr_ci_high'])}]",
             )  # fmt: skip
@@ -119,7 +123,7 @@ def diff_tables(result: Any, limit: int = 10) -> list[Table]:
         for column in ("sample_id", "d_tsa", "d_tp", "d_ahr"):
             table.add_column(column, justify="left" if column == "sample_id" else "right")
         for row in rows.iter_rows(named=True):
-            table.add_row(row["sample_id"], _signed(row["d_tsa"]), _signed(row["d_tp"]),
+            table.add_row(escape(row["sample_id"]), _signed(row["d_tsa"]), _signed(row["d_tp"]),
                           _signed(row["d_ahr"]))  # fmt: skip
         tables.append(table)
     return tables
@@ -150,7 +154,7 @@ def _cell(value: Any) -> str:
         return "NULL"
     if isinstance(value, float):
         return f"{value:.6g}"
-    return str(value)
+    return escape(str(value))
 
 
 def rows_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
@@ -162,7 +166,18 @@ def rows_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
 
 
 def to_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)
+    """Strict JSON: NaN and infinities become null."""
+    return json.dumps(_finite(obj), indent=2, default=str, ensure_ascii=False, allow_nan=False)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 class Progress:

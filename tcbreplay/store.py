@@ -83,7 +83,7 @@ def utcnow() -> dt.datetime:
 
 def validate_run_id(run_id: str) -> str:
     """Run ids name directories: letters, digits, ``.``, ``_`` and ``-`` only."""
-    if not _RUN_ID.match(run_id or ""):
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise InputError(
             f"run id {run_id!r}: use letters, digits, '.', '_' and '-' (at most 128, "
             "starting with a letter or digit)"
@@ -168,7 +168,10 @@ class Store:
         path = self.run_dir(run_id)
         if not (path / MANIFEST).is_file():
             known = [r.run_id for r in self.runs()]
-            hint = f"runs in {self.root}: {', '.join(known[-5:])}" if known else None
+            if known:
+                hint = f"runs in {self.root}: {', '.join(known[-5:])}"
+            else:
+                hint = f"the store {self.root} holds no runs: is --store right?"
             raise RunNotFoundError(f"run {run_id!r} not found in store {self.root}", hint=hint)
         return Run(path)
 

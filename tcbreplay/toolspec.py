@@ -130,7 +130,7 @@ def _from_module(spec: str) -> Toolset:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ToolSpecError(f"{spec}: cannot import module {module_name!r}: {exc}") from exc
-    except Exception as exc:  # the user's module raised while importing
+    except (Exception, SystemExit) as exc:  # the user's module raised while importing
         raise ToolSpecError(
             f"{spec}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcbreplay.dataset import Dataset, check_against_tools, dataset_from_entries, load_dataset
+from tcbreplay.dataset import Dataset, dataset_from_entries, load_dataset
 from tcbreplay.errors import InputError
 from tcbreplay.toolspec import Toolset, load_toolset
 
@@ -94,9 +94,8 @@ def load_inputs(
     dataset_path = Path(dataset) if dataset else base.dataset  # type: ignore[union-attr]
     tools_spec = tools or base.tools  # type: ignore[union-attr]
     prompt_path = Path(system_prompt) if system_prompt else (base.system_prompt if base else None)
-    ds = load_dataset(dataset_path)
     toolset = load_toolset(tools_spec)
-    check_against_tools(ds, toolset.params(), dataset_path.name)
+    ds = load_dataset(dataset_path, toolset.params())
     text, sha = "", None
     if prompt_path is not None:
         try:

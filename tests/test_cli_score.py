@@ -1,0 +1,354 @@
+"""`tcbreplay score`: reads only the run directory, is repeatable, and writes the dashboard file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from tcbreplay.cli import main
+from tcbreplay.store import Store
+
+DATA = Path(__file__).parent / "data"
+SUMMARY_KEYS = {
+    "tsa", "ahr", "tp", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
+    "args_missing", "n_errors",
+}  # fmt: skip
+TOOLS_SOURCE = '''
+CATALOG = [{"item_id": 1, "name": "Notebook", "price": 2.5}]
+
+
+def list_items() -> dict:
+    """List the catalog."""
+    return {"items": CATALOG}
+
+
+def add_numbers(a: float, b: float) -> dict:
+    """Add two numbers."""
+    return {"result": a + b}
+
+
+def multiply_numbers(a: float, b: float) -> dict:
+    """Multiply two numbers."""
+    return {"result": a * b}
+
+
+TOOLS = [list_items, add_numbers, multiply_numbers]
+'''
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    if not root.exists():
+        return {}
+    return {
+        str(p.relative_to(root)): "<dir>"
+        if p.is_dir()
+        else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def score(store_root: Path, run_id: str, *extra: str):
+    result = cli("score", run_id, "--store", str(store_root), *extra)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def score_json(store_root: Path, run_id: str, *extra: str) -> dict:
+    return json.loads(score(store_root, run_id, "--format", "json", *extra).stdout)
+
+
+def scores_frame(store_root: Path, run_id: str, scoring: str = "spec") -> pl.DataFrame:
+    return pl.read_parquet(store_root / run_id / "scores" / scoring / "scores.parquet")
+
+
+def without_time(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if k != "scored_at"}
+
+
+def record_custom(workdir: Path, monkeypatch, run_id: str = "custom") -> dict:
+    """Record ds_shapes.json with a tools module and a prompt that live in ``workdir`` only."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    module = f"tools_{uuid.uuid4().hex[:12]}"
+    files = {
+        "dataset": workdir / "dataset.json",
+        "tools": workdir / f"{module}.py",
+        "prompt": workdir / "prompt.txt",
+    }
+    shutil.copy(DATA / "ds_shapes.json", files["dataset"])
+    files["tools"].write_text(textwrap.dedent(TOOLS_SOURCE))
+    files["prompt"].write_text("Use the tools.")
+    monkeypatch.syspath_prepend(str(workdir))
+    store_root = workdir / "traces"
+    result = cli(
+        "record", "--dataset", str(files["dataset"]), "--tools", f"{module}:TOOLS",
+        "--system-prompt", str(files["prompt"]), "--model", "sim:seed=3,error_rate=0.6",
+        "--run-id", run_id, "--store", str(store_root), "--quiet",
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.exception)
+    return {"store": store_root, "run_id": run_id, "module": module, **files}
+
+
+@pytest.fixture
+def sim_copy(sim_run, tmp_path) -> tuple[Path, str]:
+    """A private copy of the session's sim run, without its scores."""
+    sim_store, run_id = sim_run
+    root = tmp_path / "traces"
+    shutil.copytree(sim_store.run_dir(run_id), root / run_id)
+    for name in ("scores", "evaluations"):
+        shutil.rmtree(root / run_id / name, ignore_errors=True)
+    return root, run_id
+
+
+# ---------------------------------------------------------------- offline and repeatable
+
+
+def test_score_needs_no_dataset_tools_module_or_api_key(tmp_path, monkeypatch):
+    rec = record_custom(tmp_path / "work", monkeypatch)
+    store_root, run_id = rec["store"], rec["run_id"]
+    first_json = score_json(store_root, run_id)
+    first_table = score(store_root, run_id).stdout
+    first_scores = scores_frame(store_root, run_id)
+
+    # Take every input away: dataset, tools module (file and import cache), prompt, API key.
+    for key in ("dataset", "tools", "prompt"):
+        rec[key].unlink()
+    shutil.rmtree(tmp_path / "work" / "__pycache__", ignore_errors=True)
+    sys.modules.pop(rec["module"], None)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path / "work")])
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    renamed = tmp_path / "elsewhere"
+    (tmp_path / "work").rename(renamed)  # the store itself moves too
+    store_root = renamed / "traces"
+
+    assert without_time(score_json(store_root, run_id)) == without_time(first_json) | {
+        "scores_file": str(store_root / run_id / "scores/spec/scores.parquet"),
+        "dashboard_file": str(
+            store_root / run_id / "evaluations" / f"Tool Call Benchmark_{run_id}.json"
+        ),
+    }
+    assert score(store_root, run_id).stdout == first_table.replace(
+        str(tmp_path / "work"), str(renamed)
+    )
+    assert scores_frame(store_root, run_id).equals(first_scores)
+    assert rec["module"] not in sys.modules
+
+
+def test_scoring_twice_gives_identical_scores(sim_copy):
+    root, run_id = sim_copy
+    first = score_json(root, run_id)
+    frame = scores_frame(root, run_id)
+    dashboard = (root / run_id / "evaluations" / f"Tool Call Benchmark_{run_id}.json").read_bytes()
+    second = score_json(root, run_id)
+    assert scores_frame(root, run_id).equals(frame)
+    assert frame.height == 94
+    assert without_time(second) == without_time(first)
+    assert (root / run_id / "evaluations" / f"Tool Call Benchmark_{run_id}.json").read_bytes() == (
+        dashboard
+    )
+
+
+def test_score_does_not_import_langchain_or_langgraph(sim_copy):
+    root, run_id = sim_copy
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from tcbreplay.cli import main
+        main(["score", {run_id!r}, "--store", {str(root)!r}, "--format", "json"],
+             standalone_mode=False)
+        loaded = [m for m in sys.modules if m.startswith(("langchain", "langgraph"))]
+        assert not loaded, loaded
+        print("clean")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("clean")
+    assert '"tsa"' in done.stdout
+
+
+# ---------------------------------------------------------------- what score prints and writes
+
+
+def test_json_format_has_the_metrics_and_their_counts(sim_copy):
+    root, run_id = sim_copy
+    summary = score_json(root, run_id)
+    assert set(summary) >= SUMMARY_KEYS
+    for key in ("tsa", "ahr", "tp"):
+        assert isinstance(summary[key], float)
+        assert 0.0 <= summary[key] <= 1.0
+    assert summary["n_samples"] == summary["n_tp"] == 94
+    assert summary["n_tsa"] == 88  # six greetings have no gold calls
+    assert 0 < summary["args_invalid"] < summary["args_total"]
+    assert summary["ahr"] == pytest.approx(summary["args_invalid"] / summary["args_total"])
+    assert summary["n_errors"] == 0
+    assert summary["run_id"] == run_id
+    stored = json.loads((root / run_id / "scores/spec/summary.json").read_text())
+    assert {k: stored[k] for k in SUMMARY_KEYS} == {k: summary[k] for k in SUMMARY_KEYS}
+    frame = scores_frame(root, run_id)
+    assert summary["tp"] == pytest.approx(frame["tp"].mean())
+    assert summary["tsa"] == pytest.approx(frame["tsa"].drop_nulls().mean())
+    assert summary["args_total"] == frame["args_total"].sum()
+    assert summary["args_missing"] == frame["args_missing"].sum()
+
+
+def test_table_format(sim_copy):
+    root, run_id = sim_copy
+    summary = score_json(root, run_id)
+    out = score(root, run_id).stdout
+    assert f"{summary['tsa']:.4f}" in out
+    assert f"{summary['tp']:.4f}" in out
+    assert f"{summary['ahr']:.4f}" in out
+    assert f"{summary['args_invalid']}/{summary['args_total']} args" in out
+    assert f"dashboard: {root / run_id / 'evaluations'}" in out
+
+
+def test_table_marks_a_simulated_run(sim_copy):
+    root, run_id = sim_copy
+    assert score_json(root, run_id)["simulated"] is True
+    out = score(root, run_id).stdout.replace(str(root), "<store>")  # tmp path names the test
+    assert "simulated" in out
+
+
+@pytest.mark.parametrize("mode", ["mismatches", "all"])
+def test_dashboard_file(sim_copy, mode):
+    root, run_id = sim_copy
+    summary = score_json(root, run_id, "--dashboard", mode)
+    path = root / run_id / "evaluations" / f"Tool Call Benchmark_{run_id}.json"
+    assert summary["dashboard_file"] == str(path)
+    doc = json.loads(path.read_text())
+    assert set(doc) == {"benchmark_name", "run_id", "results", "samples"}
+    assert doc["benchmark_name"] == "Tool Call Benchmark"
+    assert doc["run_id"] == run_id
+    assert doc["results"] == {k: summary[k] for k in ("tsa", "ahr", "tp")}
+    entries = {e["input"]: e for e in json.loads((root / run_id / "manifest.json").read_text())[
+        "dataset"]["entries"]}  # fmt: skip
+    frame = scores_frame(root, run_id)
+    mismatched = frame.filter(
+        (pl.col("tp") < 1) | (pl.col("args_invalid") > 0) | (pl.col("args_missing") > 0)
+    ).height
+    assert len(doc["samples"]) == (94 if mode == "all" else mismatched)
+    assert 0 < mismatched < 94
+    for sample in doc["samples"]:
+        assert set(sample) == {"input", "output", "target"}
+        assert set(sample["output"]) == {"tool_call_names", "tool_call_args"}
+        assert set(sample["target"]) == {"tool_call_names", "tool_call_args"}
+        gold = entries[sample["input"]]["target"]
+        assert sample["target"]["tool_call_names"] == [c["name"] for c in gold]
+        assert sample["target"]["tool_call_args"] == [c["args"] for c in gold]
+        assert len(sample["output"]["tool_call_names"]) == len(sample["output"]["tool_call_args"])
+        assert all(isinstance(a, dict) for a in sample["output"]["tool_call_args"])
+
+
+def test_dashboard_none_writes_no_file(sim_copy):
+    root, run_id = sim_copy
+    summary = score_json(root, run_id, "--dashboard", "none")
+    assert summary["dashboard_file"] == "None"
+    assert not (root / run_id / "evaluations").exists()
+
+
+def test_other_tolerances_get_their_own_folder(sim_copy):
+    root, run_id = sim_copy
+    default = score_json(root, run_id)
+    loose = score_json(root, run_id, "--rel-tol", "0.5")
+    assert loose["scoring"] != default["scoring"] == "spec"
+    assert (root / run_id / "scores" / loose["scoring"] / "scores.parquet").exists()
+    assert loose["args_invalid"] <= default["args_invalid"]
+    assert scores_frame(root, run_id).equals(scores_frame(root, run_id))
+
+
+def test_score_output_agrees_with_the_sql_scores_view(sim_copy):
+    root, run_id = sim_copy
+    summary = score_json(root, run_id)
+    result = cli(
+        "sql",
+        "select avg(tp) as tp, avg(tsa) as tsa, sum(args_invalid) as inv, sum(args_total) as tot "
+        "from scores",
+        "--store", str(root), "--format", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["tp"] == pytest.approx(summary["tp"])
+    assert row["tsa"] == pytest.approx(summary["tsa"])
+    assert (row["inv"], row["tot"]) == (summary["args_invalid"], summary["args_total"])
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_unknown_run_id_exits_2_with_a_hint(sim_copy):
+    root, run_id = sim_copy
+    before = snapshot(root)
+    result = cli("score", "no-such-run", "--store", str(root))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"Error: run 'no-such-run' not found in store {root}"
+    assert lines[1].startswith("Hint: ")
+    assert run_id in lines[1]
+    assert snapshot(root) == before
+
+
+def test_unknown_run_id_in_an_empty_store_has_a_hint(tmp_path):
+    result = cli("score", "no-such-run", "--store", str(tmp_path / "traces"))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0].startswith("Error: run 'no-such-run' not found")
+    assert any(line.startswith("Hint: ") for line in result.stderr.splitlines())
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "a b"])
+def test_invalid_run_id(tmp_path, run_id):
+    result = cli("score", run_id, "--store", str(tmp_path / "traces"))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: run id")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_negative_tolerance_is_refused(sim_copy):
+    root, run_id = sim_copy
+    before = snapshot(root)
+    result = cli("score", run_id, "--store", str(root), "--rel-tol", "-1")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --rel-tol and --abs-tol must not be negative")
+    assert snapshot(root) == before
+
+
+def test_incomplete_run_is_refused_unless_allowed(sim_copy):
+    root, run_id = sim_copy
+    manifest_path = root / run_id / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["status"] = "interrupted"
+    manifest_path.write_text(json.dumps(manifest))
+    before = snapshot(root)
+    result = cli("score", run_id, "--store", str(root))
+    assert result.exit_code != 0
+    assert result.stderr.startswith(f"Error: run {run_id!r} is interrupted")
+    assert "--allow-incomplete" in result.stderr
+    assert snapshot(root) == before
+    summary = score_json(root, run_id, "--allow-incomplete")
+    assert summary["run_status"] == "interrupted"
+    assert summary["n_samples"] == 94
+
+
+def test_score_from_another_store_location_via_env(sim_copy, monkeypatch):
+    root, run_id = sim_copy
+    monkeypatch.setenv("TCBREPLAY_STORE", str(root))
+    result = cli("score", run_id, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["n_samples"] == 94
+    assert Store(root).open_run(run_id).run_id == run_id

@@ -1,0 +1,298 @@
+"""`tcbreplay sql`: read-only queries over every run in the store, as a table, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tcbreplay.cli import main
+
+DATA = Path(__file__).parent / "data"
+IMPORTED = "imported-shapes"
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    if not root.exists():
+        return {}
+    return {
+        str(p.relative_to(root)): "<dir>"
+        if p.is_dir()
+        else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def sql(root: Path, query: str, fmt: str = "json"):
+    return cli("sql", query, "--store", str(root), "--format", fmt)
+
+
+def sql_rows(root: Path, query: str) -> list[dict]:
+    result = sql(root, query)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def template(sim_run, tmp_path_factory) -> tuple[Path, str]:
+    """A store with the session's sim run (scored) and an imported run (not scored)."""
+    sim_store, run_id = sim_run
+    root = tmp_path_factory.mktemp("sqlstore") / "traces"
+    shutil.copytree(sim_store.run_dir(run_id), root / run_id)
+    assert cli("score", run_id, "--store", str(root), "--format", "json").exit_code == 0
+    result = cli(
+        "import", "--dataset", str(DATA / "ds_shapes.json"),
+        "--tools", str(DATA / "tools_shop.json"),
+        "--traces", str(DATA / "import" / "traces_shapes.jsonl"),
+        "--run-id", IMPORTED, "--store", str(root),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return root, run_id
+
+
+@pytest.fixture
+def populated(template, tmp_path) -> tuple[Path, str]:
+    """A private copy of the template store, for tests that try to change it."""
+    root, run_id = template
+    copy = tmp_path / "traces"
+    shutil.copytree(root, copy)
+    return copy, run_id
+
+
+def assert_refused(result, *fragments: str) -> None:
+    """Exit 2, one `Error:` line (maybe a `Hint:`), nothing on stdout, no traceback."""
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit)
+    assert result.stdout == ""
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Error: ")
+    assert len([line for line in lines if line.startswith("Error: ")]) == 1
+    assert all(line.startswith(("Error: ", "Hint: ")) for line in lines), lines
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+# ---------------------------------------------------------------- formats
+
+
+def test_json_format_is_an_array_of_row_objects(template):
+    root, run_id = template
+    rows = sql_rows(
+        root,
+        "select run_id, source, simulated, n_samples from runs order by run_id",
+    )
+    assert rows == [
+        {"run_id": IMPORTED, "source": "import", "simulated": False, "n_samples": 4},
+        {"run_id": run_id, "source": "record", "simulated": True, "n_samples": 94},
+    ]
+
+
+def test_csv_format(template):
+    root, _ = template
+    result = sql(
+        root,
+        "select run_id, count(*) as n from samples group by run_id order by run_id",
+        "csv",
+    )
+    assert result.exit_code == 0, result.output
+    assert list(csv.reader(io.StringIO(result.stdout))) == [
+        ["run_id", "n"],
+        [IMPORTED, "4"],
+        ["sim-seed7", "94"],
+    ]
+
+
+def test_table_format(template):
+    root, _ = template
+    result = sql(root, "select name, count(*) as n from tool_calls group by name order by name",
+                 "table")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    for word in ("name", "add_numbers", "list_items", "multiply_numbers", "subtract_numbers"):
+        assert word in result.stdout
+    assert "4 rows" in result.stdout
+
+
+def test_views_span_every_run(template):
+    root, run_id = template
+    counts = {
+        r["run_id"]: r["n"]
+        for r in sql_rows(root, "select run_id, count(*) as n from tool_calls group by run_id")
+    }
+    assert counts[IMPORTED] == 5
+    n_agent = sql_rows(root, "select sum(n_agent) as n from scores")
+    assert n_agent == [{"n": counts[run_id]}]  # only the recorded run was scored
+    gold = sql_rows(root, "select run_id, count(*) as n from gold_calls group by 1 order by 1")
+    assert gold[0] == {"run_id": IMPORTED, "n": 4}
+    messages = sql_rows(root, "select count(*) as n from messages where run_id = 'imported-shapes'")
+    assert messages == [{"n": 5 + 7 + 2}]
+
+
+def test_tool_calls_columns_and_json_args(template):
+    root, _ = template
+    rows = sql_rows(
+        root,
+        "select run_id, sample_id, call_index, name, args, position from tool_calls "
+        f"where run_id = '{IMPORTED}' order by sample_id, call_index",
+    )
+    assert [(r["sample_id"], r["call_index"], r["name"], json.loads(r["args"]), r["position"])
+            for r in rows] == [
+        ("0", 0, "add_numbers", {"a": 3, "b": 2, "c": 1}, 2),
+        ("7", 0, "add_numbers", {"a": 1.5, "b": 2}, 1),
+        ("catalog-then-multiply", 0, "list_items", {}, 1),
+        ("catalog-then-multiply", 1, "subtract_numbers", {"a": 3, "b": 1}, 3),
+        ("catalog-then-multiply", 2, "multiply_numbers", {"a": 3, "b": 2.5}, 3),
+    ]  # fmt: skip
+
+
+def test_scores_view_columns(template):
+    root, run_id = template
+    rows = sql_rows(
+        root,
+        "select run_id, sample_id, tsa, tp, ahr, args_invalid, args_total, args_missing, status "
+        "from scores order by sample_id limit 3",
+    )
+    assert len(rows) == 3
+    assert {r["run_id"] for r in rows} == {run_id}
+    assert all(r["status"] == "ok" for r in rows)
+
+
+def test_empty_store(tmp_path):
+    root = tmp_path / "traces"
+    for view in ("runs", "samples", "messages", "tool_calls", "gold_calls", "scores"):
+        result = sql(root, f"select * from {view}")
+        assert result.exit_code == 0, (view, result.output)
+        assert json.loads(result.stdout) == []
+        csv_out = sql(root, f"select * from {view}", "csv")
+        assert csv_out.exit_code == 0
+        assert len(csv_out.stdout.splitlines()) == 1  # the header only
+    assert not root.exists()
+    assert "0 rows" in sql(root, "select * from scores", "table").stdout
+
+
+def test_select_star_from_samples(template):
+    root, _ = template
+    result = sql(root, "select * from samples")
+    assert result.exit_code == 0, result.exception
+    assert len(json.loads(result.stdout)) == 98
+
+
+def test_json_format_is_strict_json_for_non_finite_numbers(tmp_path):
+    result = sql(tmp_path / "traces", "select 0.0 / 0.0 as z, 'inf'::double as i")
+    assert result.exit_code == 0
+
+    def refuse(name):
+        raise ValueError(f"{name} is not JSON")
+
+    json.loads(result.stdout, parse_constant=refuse)
+
+
+# ---------------------------------------------------------------- refused statements
+
+REFUSED = {
+    "COPY": "copy (select * from tool_calls) to 'out.csv'",
+    "COPY into the store": "copy (select 1) to '{root}/sim-seed7/samples.parquet' (format parquet)",
+    "ATTACH": "attach '{root}/new.duckdb' as db",
+    "INSTALL": "install httpfs",
+    "LOAD": "load httpfs",
+    "CREATE": "create table t as select * from samples",
+    "INSERT": "insert into samples select * from samples",
+    "UPDATE": "update samples set status = 'ok'",
+    "DELETE": "delete from scores",
+    "DROP": "drop view scores",
+    "SET": "set allowed_directories = ['/']",
+    "PRAGMA": "pragma disable_checkpoint_on_shutdown",
+    "after a query": "select 1; delete from samples",
+}
+
+
+@pytest.mark.parametrize("query", REFUSED.values(), ids=REFUSED.keys())
+def test_statements_other_than_queries_leave_the_store_unchanged(populated, query):
+    root, _ = populated
+    before = snapshot(root)
+    result = sql(root, query.format(root=root), "table")
+    assert_refused(result, "statements are not allowed", "read-only")
+    assert snapshot(root) == before
+
+
+def test_explain_analyze_copy_is_refused(populated):
+    root, _ = populated
+    before = snapshot(root)
+    result = sql(root, f"explain analyze copy (select 1 as a) to '{root}/leak.csv'", "csv")
+    after = snapshot(root)
+    (root / "leak.csv").unlink(missing_ok=True)
+    assert result.exit_code == 2
+    assert after == before
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select * from read_csv('/etc/passwd')",
+        "select * from read_text('/etc/hostname')",
+        "select * from glob('/etc/*')",
+        "select * from read_text('{root}/../outside.txt')",
+        "select * from glob('{root}/../*')",
+        "select * from read_parquet('{outside}/samples.parquet')",
+    ],
+)
+def test_reading_outside_the_store_fails(populated, tmp_path, query):
+    root, run_id = populated
+    (tmp_path / "outside.txt").write_text("TOPSECRET-CONTENT")
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(root / run_id, outside)
+    before = snapshot(root)
+    result = sql(root, query.format(root=root, outside=outside))
+    assert_refused(result, "query failed")
+    assert "TOPSECRET" not in result.output
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["selec * from samples", "select * from", "select count(* from samples", "select 'x"],
+)
+def test_syntax_errors_are_one_line(populated, query):
+    root, _ = populated
+    before = snapshot(root)
+    result = sql(root, query)
+    assert_refused(result)
+    assert len(result.stderr.splitlines()) == 1
+    assert snapshot(root) == before
+
+
+def test_unknown_view_is_one_line(template):
+    root, _ = template
+    result = sql(root, "select * from no_such_view")
+    assert_refused(result, "query failed", "no_such_view")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_sql_does_not_import_langchain(template):
+    root, _ = template
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from tcbreplay.cli import main
+        main(["sql", "select count(*) as n from tool_calls", "--store", {str(root)!r},
+              "--format", "json"], standalone_mode=False)
+        loaded = [m for m in sys.modules if m.startswith(("langchain", "langgraph"))]
+        assert not loaded, loaded
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["n"] > 0

@@ -1,0 +1,408 @@
+"""Loading and validating datasets: three gold shapes, JSON or JSONL, every problem at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tcbreplay.benchmarks import load_inputs
+from tcbreplay.dataset import (
+    GoldCall,
+    check_against_tools,
+    dataset_from_entries,
+    load_dataset,
+)
+from tcbreplay.errors import DatasetError, InputError
+
+DATA = Path(__file__).parent / "data"
+SHOP_PARAMS = {"list_items": set(), "add_numbers": {"a", "b"}, "multiply_numbers": {"a", "b"}}
+
+SHAPES_EXPECTED = [
+    (0, None, "What is 2 plus 3?", [("add_numbers", {"a": 3, "b": 2})]),
+    (
+        "catalog-then-multiply",
+        "catalog",
+        "How much are 3 notebooks?",
+        [("list_items", {}), ("multiply_numbers", {"a": 3, "b": 2.5})],
+    ),
+    (7, None, "Add 1.5 and 2", [("add_numbers", {"a": 2, "b": 1.5})]),
+    (3, None, "Hello!", []),
+]
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def summary(dataset) -> list[tuple]:
+    return [
+        (s.id, s.category, s.input, [(c.name, c.args) for c in s.target]) for s in dataset.samples
+    ]
+
+
+def problems(exc: pytest.ExceptionInfo) -> list[str]:
+    return str(exc.value).splitlines()
+
+
+# ---------------------------------------------------------------- the three shapes
+
+
+@pytest.mark.parametrize("name", ["ds_shapes.json", "ds_shapes.jsonl"])
+def test_three_gold_shapes_load_to_the_same_calls(name):
+    dataset = load_dataset(DATA / name)
+    assert summary(dataset) == SHAPES_EXPECTED
+    assert [s.index for s in dataset.samples] == [0, 1, 2, 3]
+    assert [s.sample_id for s in dataset.samples] == ["0", "catalog-then-multiply", "7", "3"]
+    assert dataset.by_id["7"].target == (GoldCall("add_numbers", {"a": 2, "b": 1.5}),)
+    assert dataset.source == str(DATA / name)
+    assert len(dataset.sha256) == 64
+    assert dataset.tool_names() == {"add_numbers", "list_items", "multiply_numbers"}
+    check_against_tools(dataset, SHOP_PARAMS, name)
+
+
+def test_json_and_jsonl_give_identical_entries():
+    assert (
+        load_dataset(DATA / "ds_shapes.json").entries()
+        == load_dataset(DATA / "ds_shapes.jsonl").entries()
+    )
+
+
+def test_entries_are_normalised_and_round_trip_through_a_manifest():
+    dataset = load_dataset(DATA / "ds_shapes.json")
+    entries = dataset.entries()
+    assert entries[1] == {
+        "id": "catalog-then-multiply",
+        "input": "How much are 3 notebooks?",
+        "target": [
+            {"name": "list_items", "args": {}},
+            {"name": "multiply_numbers", "args": {"a": 3, "b": 2.5}},
+        ],
+        "category": "catalog",
+    }
+    again = dataset_from_entries(json.loads(json.dumps(entries)), "manifest")
+    assert summary(again) == summary(dataset)
+    assert again.entries() == entries
+
+
+def test_numbers_keep_their_json_type(tmp_path):
+    path = write(
+        tmp_path,
+        "ds.json",
+        '[{"input": "x", "tool_call_names": ["add_numbers"], "tool_call_args": '
+        '[{"a": 3, "b": 3.0}]}]',
+    )
+    args = load_dataset(path).samples[0].target[0].args
+    assert type(args["a"]) is int
+    assert type(args["b"]) is float
+
+
+def test_a_utf8_bom_and_blank_lines_are_accepted(tmp_path):
+    text = '\n{"input": "héllo", "target": []}\n\n{"input": "b", "target": []}\n\n'
+    path = tmp_path / "ds.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    dataset = load_dataset(path)
+    assert [(s.id, s.input) for s in dataset.samples] == [(0, "héllo"), (1, "b")]
+
+
+def test_default_id_is_the_zero_based_position_among_entries(tmp_path):
+    path = write(
+        tmp_path, "ds.jsonl", '{"input": "a", "target": []}\n\n\n{"input": "b", "target": []}\n'
+    )
+    assert [s.id for s in load_dataset(path).samples] == [0, 1]
+
+
+# ---------------------------------------------------------------- the reference dataset
+
+
+def test_reference_dataset_loads_unchanged(reference_dir):
+    path = reference_dir / "dataset.json"
+    raw = json.loads(path.read_text())
+    dataset = load_dataset(path)
+    assert len(dataset) == 13
+    assert sum(len(s.target) for s in dataset.samples) == 45
+    assert [s.id for s in dataset.samples] == list(range(13))
+    for sample, entry in zip(dataset.samples, raw, strict=True):
+        assert sample.input == entry["input"]
+        assert [c.name for c in sample.target] == entry["tool_call_names"]
+        assert [c.args for c in sample.target] == entry["tool_call_args"]
+        for call, args in zip(sample.target, entry["tool_call_args"], strict=True):
+            assert {k: type(v) for k, v in call.args.items()} == {
+                k: type(v) for k, v in args.items()
+            }
+        assert sample.target[0].name == "list_items"
+        assert sample.category is None
+    check_against_tools(dataset, SHOP_PARAMS, path.name)
+
+
+def test_reference_dataset_validates_against_the_built_in_tools(reference_dir):
+    inputs = load_inputs(
+        None,
+        reference_dir / "dataset.json",
+        "tcbreplay.benchmarks.tool_call.tools:TOOLS",
+        None,
+        need_prompt=False,
+    )
+    assert len(inputs.dataset) == 13
+    assert inputs.manifest_fields()["dataset"]["entries"] == inputs.dataset.entries()
+
+
+def test_built_in_dataset_validates_against_its_tools():
+    inputs = load_inputs("tool-call")
+    assert len(inputs.dataset) == 94
+    assert len({s.sample_id for s in inputs.dataset.samples}) == 94
+
+
+# ---------------------------------------------------------------- structural problems
+
+
+def test_every_structural_problem_is_reported_with_its_entry():
+    with pytest.raises(DatasetError) as info:
+        load_dataset(DATA / "ds_problems.json")
+    assert problems(info) == [
+        "ds_problems.json: entry 0: missing input",
+        "ds_problems.json: entry 1: tool_call_args has 1 items, tool_call_names has 2",
+        "ds_problems.json: entry 2: tool_call_args[0] is not an object (a list)",
+        "ds_problems.json: entry 3: target[0].args is not an object (a string)",
+        "ds_problems.json: entry 5: duplicate id 'ok' (also entry 4)",
+    ]
+    assert isinstance(info.value, InputError)
+    assert info.value.exit_code == 2
+
+
+def test_jsonl_problems_name_the_line():
+    with pytest.raises(DatasetError) as info:
+        load_dataset(DATA / "ds_problems.jsonl")
+    assert problems(info) == [
+        "ds_problems.jsonl: line 3: missing input",
+        "ds_problems.jsonl: line 4: target.tool_call_args has 0 items, "
+        "target.tool_call_names has 1",
+        "ds_problems.jsonl: line 5: duplicate id 'ok' (also line 1)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"target": []}, "missing input"),
+        ({"input": 5, "target": []}, "input must be a string"),
+        ({"input": "x"}, "missing gold calls"),
+        ({"input": "x", "tool_call_names": ["f"]}, "missing tool_call_args"),
+        ({"input": "x", "tool_call_args": [{}]}, "missing tool_call_names"),
+        ({"input": "x", "tool_call_names": ["f", "g"], "tool_call_args": [{}]}, "has 1 items"),
+        ({"input": "x", "tool_call_names": ["f"], "tool_call_args": [None]}, "is not an object"),
+        ({"input": "x", "tool_call_names": ["f"], "tool_call_args": ["{}"]}, "is not an object"),
+        ({"input": "x", "target": [{"name": "f", "args": []}]}, "target[0].args is not an object"),
+        ({"input": "x", "target": [{"args": {}}]}, "target[0].name"),
+        ({"input": "x", "target": ["f"]}, "target[0] must be an object"),
+        (
+            {"input": "x", "target": {"tool_call_names": ["f"], "tool_call_args": [{}, {}]}},
+            "target.tool_call_args has 2 items, target.tool_call_names has 1",
+        ),
+        (
+            {"input": "x", "target": {"tool_call_names": ["f"], "tool_call_args": [3]}},
+            "target.tool_call_args[0] is not an object",
+        ),
+        ({"input": "x", "target": "f"}, "target must be a list of calls or an object"),
+        ({"input": "x", "target": [], "id": 1.5}, "id must be a string or an integer"),
+        ({"input": "x", "target": [], "id": True}, "id must be a string or an integer"),
+        ({"input": "x", "target": [], "category": 3}, "category must be a string"),
+    ],
+)
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+def test_each_problem_names_its_place(tmp_path, entry, message, fmt):
+    good = {"input": "fine", "target": []}
+    if fmt == "json":
+        path = write(tmp_path, "ds.json", json.dumps([good, entry]))
+        place = "ds.json: entry 1: "
+    else:
+        path = write(tmp_path, "ds.jsonl", json.dumps(good) + "\n" + json.dumps(entry) + "\n")
+        place = "ds.jsonl: line 2: "
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    (line,) = problems(info)
+    assert line.startswith(place)
+    assert message in line
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        ([{"id": 1}, {"id": "1"}], "entry 1: duplicate id '1' (also entry 0)"),
+        ([{}, {"id": 0}], "entry 1: duplicate id 0 (also entry 0)"),
+        ([{"id": 1}, {}], "entry 1: duplicate id 1 (also entry 0)"),
+        ([{"id": "a"}, {"id": "b"}, {"id": "a"}], "entry 2: duplicate id 'a' (also entry 0)"),
+    ],
+)
+def test_duplicate_ids_compare_as_strings(tmp_path, entries, expected):
+    data = [{**e, "input": "x", "target": []} for e in entries]
+    path = write(tmp_path, "ds.json", json.dumps(data))
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    assert problems(info) == [f"ds.json: {expected}"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("ds.json", "", "ds.json: the file is empty"),
+        ("ds.json", "  \n\t\n", "ds.json: the file is empty"),
+        ("ds.jsonl", "\n\n", "ds.jsonl: the file is empty"),
+        ("ds.json", "[]", "ds.json: the dataset has no entries"),
+        ("ds.json", '[{"input": "x", "target": []},', "ds.json: line 1: not valid JSON"),
+        ("ds.json", '[\n  {"input": "x",\n   "target": [}\n]', "ds.json: line 3: not valid JSON"),
+        (
+            "ds.jsonl",
+            '{"input": "x", "target": []}\n{"input": "y", target: []}\n',
+            "ds.jsonl: line 2: not valid JSON",
+        ),
+        ("ds.json", '[1, "x"]', "ds.json: entry 0: expected an object, got a number"),
+    ],
+)
+def test_malformed_and_empty_files(tmp_path, name, text, message):
+    path = write(tmp_path, name, text)
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    assert problems(info)[0].startswith(message)
+
+
+def test_missing_or_binary_file(tmp_path):
+    with pytest.raises(DatasetError, match="cannot read dataset"):
+        load_dataset(tmp_path / "absent.json")
+    path = tmp_path / "ds.json"
+    path.write_bytes(b"\xff\xfe[]")
+    with pytest.raises(DatasetError, match=r"ds\.json: not UTF-8"):
+        load_dataset(path)
+
+
+# ---------------------------------------------------------------- against the tool set
+
+
+def test_gold_tool_the_tool_set_lacks_and_argument_a_tool_does_not_take():
+    dataset = dataset_from_entries(
+        [
+            {"input": "a", "target": [{"name": "list_items", "args": {}}]},
+            {"input": "b", "target": [{"name": "subtract", "args": {"a": 1}}]},
+            {
+                "input": "c",
+                "target": [
+                    {"name": "add_numbers", "args": {"a": 1, "b": 2}},
+                    {"name": "add_numbers", "args": {"a": 1, "c": 2, "d": 0}},
+                ],
+            },
+        ]
+    )
+    with pytest.raises(DatasetError) as info:
+        check_against_tools(dataset, SHOP_PARAMS, "ds.json")
+    assert problems(info) == [
+        "ds.json: entry 1: gold call 0 uses tool 'subtract', which the tool set lacks "
+        "(tools: add_numbers, list_items, multiply_numbers)",
+        "ds.json: entry 2: gold call 1 (add_numbers) passes 'c', 'd', which add_numbers "
+        "does not take",
+    ]
+
+
+def test_tool_problems_are_found_when_loading_inputs(tmp_path):
+    path = write(
+        tmp_path,
+        "ds.json",
+        json.dumps(
+            [
+                {"input": "a", "tool_call_names": ["divide"], "tool_call_args": [{}]},
+                {"input": "b", "tool_call_names": ["list_items"], "tool_call_args": [{"page": 2}]},
+            ]
+        ),
+    )
+    with pytest.raises(DatasetError) as info:
+        load_inputs(None, path, str(DATA / "tools_shop.json"), None, need_prompt=False)
+    lines = problems(info)
+    assert len(lines) == 2
+    assert lines[0].startswith("ds.json: entry 0: gold call 0 uses tool 'divide'")
+    assert lines[1].startswith("ds.json: entry 1: gold call 0 (list_items) passes 'page'")
+
+
+def test_tool_problems_in_jsonl_name_the_line(tmp_path):
+    path = write(
+        tmp_path,
+        "ds.jsonl",
+        '{"input": "a", "target": []}\n\n'
+        '{"input": "b", "target": [{"name": "divide", "args": {}}]}\n',
+    )
+    with pytest.raises(DatasetError) as info:
+        load_inputs(None, path, str(DATA / "tools_shop.json"), None, need_prompt=False)
+    (line,) = problems(info)
+    assert line.startswith("ds.jsonl: line 3: gold call 0 uses tool 'divide'")
+
+
+def test_structural_and_tool_problems_are_reported_together(tmp_path):
+    path = write(
+        tmp_path,
+        "ds.json",
+        json.dumps(
+            [
+                {"target": []},
+                {"input": "b", "target": [{"name": "divide", "args": {}}]},
+            ]
+        ),
+    )
+    with pytest.raises(DatasetError) as info:
+        load_inputs(None, path, str(DATA / "tools_shop.json"), None, need_prompt=False)
+    lines = problems(info)
+    assert lines[0] == "ds.json: entry 0: missing input"
+    assert lines[1].startswith("ds.json: entry 1: gold call 0 uses tool 'divide'")
+
+
+def test_duplicate_of_an_invalid_entry_is_reported(tmp_path):
+    path = write(
+        tmp_path,
+        "ds.json",
+        json.dumps([{"id": "a", "target": []}, {"id": "a", "input": "x", "target": []}]),
+    )
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    assert problems(info) == [
+        "ds.json: entry 0: missing input",
+        "ds.json: entry 1: duplicate id 'a' (also entry 0)",
+    ]
+
+
+# ---------------------------------------------------------------- property: shapes agree
+
+names = st.sampled_from(["list_items", "add_numbers", "multiply_numbers", "f"])
+values = st.one_of(
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=3),
+    st.booleans(),
+    st.none(),
+)
+calls = st.lists(
+    st.tuples(names, st.dictionaries(st.sampled_from("abc"), values, max_size=3)), max_size=4
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(calls, min_size=1, max_size=5), st.integers(0, 2))
+def test_any_shape_gives_the_same_normalised_entries(tmp_path, golds, shape):
+    def entry(i, gold):
+        names_, args_ = [n for n, _ in gold], [a for _, a in gold]
+        if shape == 0:
+            return {"input": f"q{i}", "tool_call_names": names_, "tool_call_args": args_}
+        if shape == 1:
+            return {"input": f"q{i}", "target": [{"name": n, "args": a} for n, a in gold]}
+        return {"input": f"q{i}", "target": {"tool_call_names": names_, "tool_call_args": args_}}
+
+    path = tmp_path / f"ds{shape}.json"
+    path.write_text(json.dumps([entry(i, g) for i, g in enumerate(golds)]))
+    dataset = load_dataset(path)
+    assert dataset.entries() == [
+        {"id": i, "input": f"q{i}", "target": [{"name": n, "args": a} for n, a in g]}
+        for i, g in enumerate(golds)
+    ]

@@ -1,0 +1,441 @@
+"""`tcbreplay import`: traces recorded elsewhere become a run that `score` treats like a recorded
+one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+
+from tcbreplay.benchmarks import load_inputs
+from tcbreplay.cli import main
+from tcbreplay.errors import TraceError
+from tcbreplay.importer import import_traces
+from tcbreplay.store import Store
+
+DATA = Path(__file__).parent / "data"
+DATASET = DATA / "ds_shapes.json"
+TOOLS_JSON = str(DATA / "tools_shop.json")
+STATIC_TRACES = DATA / "import" / "traces_shapes.jsonl"
+BUILT_IN_DATASET = Path(__file__).parent.parent / "tcbreplay/benchmarks/tool_call/dataset.json"
+BUILT_IN_TOOLS = "tcbreplay.benchmarks.tool_call.tools:TOOLS"
+
+
+# ---------------------------------------------------------------- fixtures built with LangChain
+
+
+def ai(calls, content="", msg_id=None, **kwargs):
+    return AIMessage(
+        content,
+        id=msg_id,
+        tool_calls=[{"name": n, "args": a, "id": cid} for cid, n, a in calls],
+        **kwargs,
+    )
+
+
+def shapes_traces() -> list[dict]:
+    """Traces for ds_shapes.json: unknown argument, unknown tool, parallel calls, an error;
+    sample 3 has no trace."""
+    return [
+        {
+            "sample_id": 0,
+            "messages": messages_to_dict(
+                [
+                    SystemMessage("You are a shop assistant."),
+                    HumanMessage("What is 2 plus 3?"),
+                    ai([("c1", "add_numbers", {"a": 3, "b": 2, "c": 1})], msg_id="m1"),
+                    ToolMessage('{"result": 5}', tool_call_id="c1", name="add_numbers"),
+                    AIMessage("5", id="m2"),
+                ]
+            ),
+        },
+        {
+            "sample_id": "catalog-then-multiply",
+            "messages": messages_to_dict(
+                [
+                    HumanMessage("How much are 3 notebooks?"),
+                    ai([("c1", "list_items", {})]),
+                    ToolMessage('{"items": []}', tool_call_id="c1", name="list_items"),
+                    ai(
+                        [
+                            ("c2", "subtract_numbers", {"a": 3, "b": 1}),
+                            ("c3", "multiply_numbers", {"a": 3, "b": 2.5}),
+                        ]
+                    ),
+                    ToolMessage(
+                        "Error: subtract_numbers is not a valid tool",
+                        tool_call_id="c2",
+                        status="error",
+                    ),
+                    ToolMessage('{"result": 7.5}', tool_call_id="c3", name="multiply_numbers"),
+                    AIMessage("7.5"),
+                ]
+            ),
+        },
+        {
+            "sample_id": "7",
+            "status": "error",
+            "error": "429 rate limited",
+            "error_type": "ResourceExhausted",
+            "messages": messages_to_dict(
+                [
+                    HumanMessage("Add 1.5 and 2"),
+                    ai([("c1", "add_numbers", {"a": 1.5, "b": 2})]),
+                ]
+            ),
+        },
+    ]
+
+
+# sample_id -> (status, tsa, tp, ahr, args_invalid, args_total, args_missing, n_agent)
+SHAPES_EXPECTED = {
+    "0": ("ok", 1.0, 1.0, 1 / 3, 1, 3, 0, 1),
+    "catalog-then-multiply": ("ok", 1.0, 2 / 3, 0.0, 0, 2, 0, 3),
+    "7": ("error", 1.0, 1.0, 1.0, 2, 2, 0, 1),
+    "3": ("missing", None, 1.0, None, 0, 0, 0, 0),
+}
+
+
+def write_jsonl(path: Path, lines: list) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    if not root.exists():
+        return {}
+    return {
+        str(p.relative_to(root)): "<dir>"
+        if p.is_dir()
+        else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def do_import(store: Store, traces: Path, run_id: str = "imp", dataset=DATASET, tools=TOOLS_JSON):
+    return cli(
+        "import", "--dataset", str(dataset), "--tools", tools, "--traces", str(traces),
+        "--run-id", run_id, "--store", str(store.root),
+    )  # fmt: skip
+
+
+def score_rows(store: Store, run_id: str) -> dict[str, tuple]:
+    result = cli("score", run_id, "--store", str(store.root), "--format", "json")
+    assert result.exit_code == 0, result.output
+    frame = pl.read_parquet(store.run_dir(run_id) / "scores" / "spec" / "scores.parquet")
+    return {
+        r["sample_id"]: (
+            r["status"], r["tsa"], r["tp"], r["ahr"], r["args_invalid"], r["args_total"],
+            r["args_missing"], r["n_agent"],
+        )
+        for r in frame.iter_rows(named=True)
+    }  # fmt: skip
+
+
+def assert_rows_close(actual: dict, expected: dict) -> None:
+    assert actual.keys() == expected.keys()
+    for sid, row in expected.items():
+        for got, want in zip(actual[sid], row, strict=True):
+            if isinstance(want, float):
+                assert got == pytest.approx(want), (sid, actual[sid], row)
+            else:
+                assert got == want, (sid, actual[sid], row)
+
+
+# ---------------------------------------------------------------- a successful import
+
+
+def test_import_stores_every_sample_and_scores_agent_mistakes(tmp_path, store):
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    result = do_import(store, traces)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == (
+        f"run imp: 3/4 samples imported, 1 without a trace (status missing) -> {store.root}/imp"
+    )
+    run = store.open_run("imp")
+    manifest = run.manifest
+    assert manifest["source"] == "import"
+    assert manifest["status"] == "imported"
+    assert manifest["traces"]["sha256"] == hashlib.sha256(traces.read_bytes()).hexdigest()
+    assert (
+        manifest["dataset"]["entries"]
+        == load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False).dataset.entries()
+    )
+    assert [s["name"] for s in manifest["tools"]["specs"]] == [
+        "list_items", "add_numbers", "multiply_numbers",
+    ]  # fmt: skip
+    assert manifest["totals"]["missing"] == 1
+
+    samples = pq.read_table(run.samples_path).to_pylist()
+    assert [(s["sample_id"], s["status"], s["n_messages"]) for s in samples] == [
+        ("0", "ok", 5),
+        ("catalog-then-multiply", "ok", 7),
+        ("7", "error", 2),
+        ("3", "missing", 0),
+    ]
+    assert samples[2]["error"] == "429 rate limited"
+    assert samples[2]["error_type"] == "ResourceExhausted"
+
+    assert_rows_close(score_rows(store, "imp"), SHAPES_EXPECTED)
+    summary = json.loads((run.dir / "scores" / "spec" / "summary.json").read_text())
+    assert summary["tsa"] == pytest.approx(1.0)
+    assert summary["tp"] == pytest.approx((1 + 2 / 3 + 1 + 1) / 4)
+    assert summary["ahr"] == pytest.approx(3 / 7)
+    assert (summary["n_samples"], summary["n_tsa"], summary["n_errors"]) == (4, 3, 2)
+
+
+def test_stored_messages_load_back_into_equal_langchain_messages(tmp_path, store):
+    lines = shapes_traces()
+    traces = write_jsonl(tmp_path / "traces.jsonl", lines)
+    assert do_import(store, traces).exit_code == 0
+    rows = pq.read_table(store.run_dir("imp") / "messages.parquet").to_pylist()
+    stored = defaultdict(list)
+    for row in rows:
+        stored[row["sample_id"]].append(row)
+    for line in lines:
+        got = stored[str(line["sample_id"])]
+        assert [r["position"] for r in got] == list(range(len(line["messages"])))
+        assert [r["type"] for r in got] == [m["type"] for m in line["messages"]]
+        loaded = messages_from_dict([json.loads(r["message"]) for r in got])
+        assert loaded == messages_from_dict(line["messages"])
+
+
+def test_tool_calls_view_of_an_imported_run(tmp_path, store):
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    assert do_import(store, traces).exit_code == 0
+    result = cli(
+        "sql",
+        "select sample_id, call_index, name, args, position from tool_calls "
+        "where sample_id = 'catalog-then-multiply' order by call_index",
+        "--store", str(store.root), "--format", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["call_index"], r["name"], json.loads(r["args"]), r["position"]) for r in rows] == [
+        (0, "list_items", {}, 1),
+        (1, "subtract_numbers", {"a": 3, "b": 1}, 3),
+        (2, "multiply_numbers", {"a": 3, "b": 2.5}, 3),
+    ]
+
+
+def test_static_traces_file_imports_like_freshly_built_messages(tmp_path, tmp_path_factory):
+    """tests/data/import/traces_shapes.jsonl was written once with messages_to_dict; it must keep
+    importing and score exactly like the same traces built with today's LangChain."""
+    fresh_store = Store(tmp_path_factory.mktemp("fresh") / "traces")
+    static_store = Store(tmp_path_factory.mktemp("static") / "traces")
+    fresh = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    assert do_import(fresh_store, fresh).exit_code == 0
+    assert do_import(static_store, STATIC_TRACES).exit_code == 0
+    assert score_rows(static_store, "imp") == score_rows(fresh_store, "imp")
+
+
+def test_import_with_python_tools_scores_like_json_tools(tmp_path, tmp_path_factory):
+    a = Store(tmp_path_factory.mktemp("json") / "traces")
+    b = Store(tmp_path_factory.mktemp("module") / "traces")
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    assert do_import(a, traces).exit_code == 0
+    assert do_import(b, traces, tools=BUILT_IN_TOOLS).exit_code == 0
+    assert score_rows(a, "imp") == score_rows(b, "imp")
+
+
+def test_import_library_call_and_model_label(tmp_path, store):
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces()[:1])
+    inputs = load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False)
+    summary = import_traces(inputs, traces, store, "lib", model="openai:gpt-4o")
+    assert (summary.samples, summary.imported, summary.missing) == (4, 1, 3)
+    model = store.open_run("lib").manifest["model"]
+    assert model["id"] == "openai:gpt-4o"
+    assert model["simulated"] is False
+    # samples without a trace are scored as making no calls
+    rows = score_rows(store, "lib")
+    assert rows["catalog-then-multiply"] == ("missing", 0.0, 0.0, None, 0, 0, 0, 0)
+    assert rows["7"] == ("missing", 0.0, 0.0, None, 0, 0, 0, 0)
+    assert rows["3"] == ("missing", None, 1.0, None, 0, 0, 0, 0)
+
+
+def test_blank_lines_and_a_bom_are_accepted(tmp_path, store):
+    lines = shapes_traces()
+    text = "\n" + json.dumps(lines[0]) + "\n\n   \n" + json.dumps(lines[1]) + "\n"
+    traces = tmp_path / "traces.jsonl"
+    traces.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    result = do_import(store, traces)
+    assert result.exit_code == 0, result.output
+    assert "2/4 samples imported, 2 without a trace" in result.stdout
+
+
+# ---------------------------------------------------------------- bad lines
+
+
+def msgs_ok() -> list:
+    return messages_to_dict([HumanMessage("hi"), AIMessage("hello")])
+
+
+BAD_LINES = {
+    "not-json": (["{not json"], "line 1: not valid JSON"),
+    "not-an-object": ([[1, 2]], "line 1: expected an object with sample_id and messages"),
+    "no-sample-id": ([{"messages": []}], "line 1: missing sample_id"),
+    "sample-id-null": ([{"sample_id": None, "messages": []}], "line 1: sample_id must be"),
+    "sample-id-float": ([{"sample_id": 0.0, "messages": []}], "line 1: sample_id must be"),
+    "unknown-sample-id": (
+        [{"sample_id": "0", "messages": []}, {"sample_id": "nope", "messages": []}],
+        "line 2: sample_id 'nope' is not in the dataset",
+    ),
+    "duplicate-sample-id": (
+        [{"sample_id": 7, "messages": []}, "", {"sample_id": "7", "messages": msgs_ok()}],
+        "line 3: sample_id '7' appears twice",
+    ),
+    "messages-missing": ([{"sample_id": "0"}], "line 1: messages must be a list"),
+    "messages-object": ([{"sample_id": "0", "messages": {"type": "human"}}], "messages must be"),
+    "messages-string": ([{"sample_id": "0", "messages": "hi"}], "line 1: messages must be a list"),
+    "unknown-message-type": (
+        [{"sample_id": "0", "messages": [*msgs_ok(), {"type": "robot", "data": {"content": ""}}]}],
+        "line 1: message 2: not a LangChain message dict",
+    ),
+    "message-without-type": (
+        [{"sample_id": "0", "messages": [{"data": {"content": "hi"}}]}],
+        "line 1: message 0: not a LangChain message dict",
+    ),
+    "message-a-string": (
+        [{"sample_id": "0", "messages": ["hi"]}],
+        "line 1: message 0: not a LangChain message dict",
+    ),
+    "tool-call-args-not-object": (
+        [
+            {
+                "sample_id": "0",
+                "messages": [
+                    {
+                        "type": "ai",
+                        "data": {
+                            "content": "",
+                            "tool_calls": [{"name": "add_numbers", "args": "a=1", "id": "c"}],
+                        },
+                    }
+                ],
+            }
+        ],
+        "line 1: message 0: not a LangChain message dict",
+    ),
+    "bad-status": (
+        [{"sample_id": "0", "messages": [], "status": "done"}],
+        "line 1: status must be 'ok' or 'error'",
+    ),
+    "empty-file": ([], "no traces in the file"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_LINES)
+def test_bad_lines_are_refused_and_nothing_is_stored(tmp_path, store, case):
+    lines, fragment = BAD_LINES[case]
+    traces = write_jsonl(tmp_path / "traces_bad.jsonl", lines)
+    # a run already in the store must be left alone
+    good = write_jsonl(tmp_path / "good.jsonl", shapes_traces())
+    assert do_import(store, good, run_id="before").exit_code == 0
+    before = snapshot(store.root)
+    result = do_import(store, traces)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    assert all(line.startswith(("Error: ", "Hint: ")) for line in result.stderr.splitlines())
+    assert errors[0].startswith("Error: traces_bad.jsonl: ")
+    assert fragment in errors[0]
+    assert snapshot(store.root) == before
+    assert [p.name for p in store.root.iterdir()] == ["before"]
+
+
+def test_missing_traces_file(tmp_path, store):
+    result = do_import(store, tmp_path / "absent.jsonl")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: ")
+    assert "absent.jsonl" in result.stderr
+    assert not store.root.exists()
+
+
+def test_library_refuses_bad_lines_with_trace_error(tmp_path, store):
+    traces = write_jsonl(tmp_path / "t.jsonl", [{"sample_id": "0", "messages": []}, "oops"])
+    inputs = load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False)
+    with pytest.raises(TraceError, match=r"^t\.jsonl: line 2: not valid JSON"):
+        import_traces(inputs, traces, store, "lib")
+    assert not store.root.exists()
+
+
+# ---------------------------------------------------------------- a recorded run, re-imported
+
+
+def export_as_traces(run_dir: Path, path: Path) -> Path:
+    """Group a run's messages.parquet per sample into import lines (sample order kept)."""
+    samples = pq.read_table(run_dir / "samples.parquet").to_pylist()
+    grouped = defaultdict(list)
+    for row in pq.read_table(run_dir / "messages.parquet").to_pylist():
+        grouped[row["sample_id"]].append((row["position"], json.loads(row["message"])))
+    lines = []
+    for s in samples:
+        line = {
+            "sample_id": s["sample_id"],
+            "messages": [m for _, m in sorted(grouped[s["sample_id"]], key=lambda x: x[0])],
+        }
+        if s["status"] == "error":
+            line.update(status="error", error=s["error"], error_type=s["error_type"])
+        lines.append(line)
+    return write_jsonl(path, lines)
+
+
+def test_importing_a_recorded_run_scores_identically(sim_run, tmp_path):
+    sim_store, run_id = sim_run
+    store = Store(tmp_path / "traces")
+    shutil.copytree(sim_store.run_dir(run_id), store.root / run_id)  # never score the shared run
+    for name in ("scores", "evaluations"):
+        shutil.rmtree(store.root / run_id / name, ignore_errors=True)
+    traces = export_as_traces(store.run_dir(run_id), tmp_path / "traces_sim.jsonl")
+    tools_json = tmp_path / "tools_from_manifest.json"
+    tools_json.write_text(json.dumps(store.open_run(run_id).manifest["tools"]["specs"]))
+    for imported, tools in (("re-imported", BUILT_IN_TOOLS), ("re-imported-json", str(tools_json))):
+        result = do_import(store, traces, imported, dataset=BUILT_IN_DATASET, tools=tools)
+        assert result.exit_code == 0, result.output
+        assert "94/94 samples imported" in result.stdout
+
+    recorded = score_rows(store, run_id)
+    assert len(recorded) == 94
+    assert any(row[3] not in (None, 0.0) for row in recorded.values())  # the sim made mistakes
+    for imported in ("re-imported", "re-imported-json"):
+        assert score_rows(store, imported) == recorded
+        scores = {
+            name: pl.read_parquet(store.run_dir(name) / "scores/spec/scores.parquet").drop("run_id")
+            for name in (run_id, imported)
+        }
+        assert scores[imported].equals(scores[run_id])
+        summaries = {
+            name: json.loads((store.run_dir(name) / "scores/spec/summary.json").read_text())
+            for name in (run_id, imported)
+        }
+        for key in ("tsa", "tp", "ahr", "n_samples", "n_tsa", "args_invalid", "args_total"):
+            assert summaries[imported][key] == summaries[run_id][key]
+        dashboards = [
+            json.loads(next((store.run_dir(name) / "evaluations").glob("*.json")).read_text())
+            for name in (run_id, imported)
+        ]
+        assert dashboards[0]["samples"] == dashboards[1]["samples"]
+        assert dashboards[0]["results"] == dashboards[1]["results"]
+        assert not math.isnan(dashboards[1]["results"]["tp"])

@@ -1,0 +1,364 @@
+"""The SQL layer: views over every run in the store, read-only and confined to the store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tcbreplay.errors import QueryError
+from tcbreplay.score import score_run
+from tcbreplay.sql import check_read_only, run_sql
+from tcbreplay.store import Store
+from traces import ai_message, human_message
+
+SHOP_SPECS = json.loads((Path(__file__).parent / "data" / "tools_shop.json").read_text())
+VIEW_COLUMNS = {
+    "runs": {"run_id", "status", "model", "simulated", "n_samples", "source"},
+    "samples": {"run_id", "sample_id", "sample_index", "input", "gold", "category", "status"},
+    "messages": {"run_id", "sample_id", "position", "type", "message"},
+    "tool_calls": {"run_id", "sample_id", "call_index", "name", "args", "position"},
+    "gold_calls": {"run_id", "sample_id", "call_index", "name", "args"},
+    "scores": {
+        "run_id", "sample_id", "tsa", "tp", "ahr", "args_invalid", "args_total",
+        "args_missing", "status",
+    },
+}  # fmt: skip
+
+ALPHA = [
+    {
+        "sample_id": "s0",
+        "gold": [("list_items", {}), ("add_numbers", {"a": 2, "b": 1})],
+        "turns": [
+            [("list_items", {})],
+            [("add_numbers", {"a": 2, "b": 1}), ("multiply_numbers", {"a": 1, "b": 1})],
+        ],
+    },
+    {"sample_id": "s1", "gold": [], "turns": []},
+]
+BETA = [
+    {
+        "sample_id": "s0",
+        "gold": [("add_numbers", {"a": 1, "b": 2})],
+        "turns": [[("add_numbers", {"a": 1, "b": 3})]],
+    },
+]
+
+
+def make_run(store: Store, run_id: str, cases: list[dict], status: str = "complete") -> None:
+    """A run written through the store's own writer, with messages serialized by hand."""
+    entries = [
+        {"id": c["sample_id"], "input": f"q {c['sample_id']}",
+         "target": [{"name": n, "args": a} for n, a in c["gold"]]}
+        for c in cases
+    ]  # fmt: skip
+    writer = store.create_run(
+        {
+            "run_id": run_id,
+            "created_at": "2024-01-01T00:00:00+00:00",
+            "benchmark": {"name": "custom", "title": "Tool Call Benchmark"},
+            "dataset": {"source": "mem", "sha256": None, "entries": entries},
+            "tools": {"source": "tools_shop.json", "sha256": None, "specs": SHOP_SPECS},
+            "model": {"id": "hand", "provider": "test", "name": "hand", "simulated": False},
+        }
+    )
+    for index, case in enumerate(cases):
+        sid = case["sample_id"]
+        messages = [{"type": "human", "message": human_message(f"q {sid}")}]
+        for k, turn in enumerate(case["turns"], start=1):
+            messages.append({"type": "ai", "message": ai_message(turn, msg_id=f"{sid}-{k}")})
+        writer.append(
+            {
+                "run_id": run_id,
+                "sample_id": sid,
+                "sample_index": index,
+                "input": f"q {sid}",
+                "gold": [{"name": n, "args": a} for n, a in case["gold"]],
+                "category": None,
+                "status": "ok",
+                "attempts": 1,
+                "started_at": "2024-01-01T00:00:00+00:00",
+                "finished_at": "2024-01-01T00:00:01+00:00",
+                "messages": messages,
+            }
+        )
+    writer.fold()
+    writer.update_manifest(status=status, totals={"recorded": len(cases), "ok": len(cases)})
+    writer.close()
+
+
+@pytest.fixture
+def two_runs(store) -> Store:
+    make_run(store, "alpha", ALPHA)
+    make_run(store, "beta", BETA)
+    return store
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): "<dir>"
+        if p.is_dir()
+        else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def rows(store: Store, sql: str) -> list[dict]:
+    return run_sql(store, sql).records()
+
+
+# ---------------------------------------------------------------- the views
+
+
+def test_views_cover_every_run(two_runs):
+    assert rows(two_runs, "select run_id, status, n_samples, simulated from runs order by 1") == [
+        {"run_id": "alpha", "status": "complete", "n_samples": 2, "simulated": False},
+        {"run_id": "beta", "status": "complete", "n_samples": 1, "simulated": False},
+    ]
+    assert rows(
+        two_runs, "select run_id, count(*) as n from samples group by run_id order by run_id"
+    ) == [{"run_id": "alpha", "n": 2}, {"run_id": "beta", "n": 1}]
+    assert rows(two_runs, "select count(*) as n from messages") == [{"n": 3 + 1 + 2}]
+
+
+def test_tool_calls_view(two_runs):
+    got = rows(
+        two_runs,
+        "select run_id, sample_id, call_index, name, args::varchar as args, position, "
+        "typeof(args) as t from tool_calls order by run_id, sample_id, call_index",
+    )
+    assert [
+        (r["run_id"], r["sample_id"], r["call_index"], r["name"], json.loads(r["args"]),
+         r["position"])
+        for r in got
+    ] == [
+        ("alpha", "s0", 0, "list_items", {}, 1),
+        ("alpha", "s0", 1, "add_numbers", {"a": 2, "b": 1}, 2),
+        ("alpha", "s0", 2, "multiply_numbers", {"a": 1, "b": 1}, 2),
+        ("beta", "s0", 0, "add_numbers", {"a": 1, "b": 3}, 1),
+    ]  # fmt: skip
+    assert {r["t"] for r in got} == {"JSON"}
+
+
+def test_gold_calls_view(two_runs):
+    got = rows(
+        two_runs,
+        "select run_id, sample_id, call_index, name, args::varchar as args "
+        "from gold_calls order by run_id, sample_id, call_index",
+    )
+    assert [(r["run_id"], r["sample_id"], r["call_index"], r["name"], json.loads(r["args"]))
+            for r in got] == [
+        ("alpha", "s0", 0, "list_items", {}),
+        ("alpha", "s0", 1, "add_numbers", {"a": 2, "b": 1}),
+        ("beta", "s0", 0, "add_numbers", {"a": 1, "b": 2}),
+    ]  # fmt: skip
+
+
+def test_scores_view_holds_each_runs_latest_scoring(two_runs):
+    assert rows(two_runs, "select count(*) as n from scores") == [{"n": 0}]
+    score_run(two_runs, "alpha")
+    got = rows(
+        two_runs,
+        "select run_id, sample_id, status, tsa, tp, ahr, args_invalid, args_total, args_missing "
+        "from scores order by run_id, sample_id",
+    )
+    counts = {"args_invalid": 0, "args_missing": 0}
+    assert got == [
+        {"run_id": "alpha", "sample_id": "s0", "status": "ok", "tsa": 1.0,
+         "tp": pytest.approx(2 / 3), "ahr": 0.0, "args_total": 2, **counts},
+        {"run_id": "alpha", "sample_id": "s1", "status": "ok", "tsa": None, "tp": 1.0,
+         "ahr": None, "args_total": 0, **counts},
+    ]  # fmt: skip
+    score_run(two_runs, "beta")
+    score_run(two_runs, "beta", options=_loose())
+    got = rows(two_runs, "select run_id, scoring, ahr from scores order by run_id, sample_id")
+    assert [r["run_id"] for r in got] == ["alpha", "alpha", "beta"]
+    assert got[2]["scoring"] != "spec"  # the later scoring of beta
+    assert got[2]["ahr"] == 0.5  # b=3 against gold b=2 is still wrong at rel_tol 0.2
+
+
+def _loose():
+    from tcbreplay.score import ScoreOptions
+
+    return ScoreOptions(rel_tol=0.2)
+
+
+@pytest.mark.parametrize("make_root", [False, True])
+def test_empty_store_has_every_view_with_zero_rows(store, make_root):
+    if make_root:
+        store.root.mkdir(parents=True)
+    for view, columns in VIEW_COLUMNS.items():
+        result = run_sql(store, f"select * from {view}")
+        assert result.rows == []
+        assert columns <= set(result.columns), (view, result.columns)
+    assert not store.root.exists() or list(store.root.iterdir()) == []
+
+
+def test_view_columns_in_a_populated_store(two_runs):
+    score_run(two_runs, "alpha")
+    for view, columns in VIEW_COLUMNS.items():
+        result = run_sql(two_runs, f"select * from {view} limit 0")
+        assert columns <= set(result.columns), (view, result.columns)
+
+
+def test_query_parameters_and_several_statements(two_runs):
+    assert run_sql(two_runs, "select $x::int + 1 as y", {"x": 41}).records() == [{"y": 42}]
+    result = run_sql(two_runs, "select 1 as a; select count(*) as n from samples;")
+    assert result.records() == [{"n": 3}]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [("1", "1.0", True), ("1", "2", False), ('"x"', '"x"', True), ("true", "1", False),
+     ("null", "null", True), ("0.1", "0.1000000000001", True), ("3", '"3"', False)],
+)  # fmt: skip
+def test_json_equal_macro(store, a, b, equal):
+    sql = f"select json_equal('{a}'::json, '{b}'::json, 1e-9, 1e-9) as eq"
+    assert run_sql(store, sql).records() == [{"eq": equal}]
+
+
+def test_select_star_from_samples(two_runs):
+    got = rows(two_runs, "select * from samples order by run_id, sample_index")
+    assert len(got) == 3
+    assert got[0]["started_at"] is not None
+
+
+def test_timestamps_can_be_read_as_text(two_runs):
+    got = rows(two_runs, "select started_at::varchar as t from samples order by run_id limit 1")
+    assert got[0]["t"].startswith("2024-01-01 00:00:00")
+
+
+# ---------------------------------------------------------------- read-only
+
+
+REFUSED = {
+    "COPY": "copy (select 1) to 'out.csv'",
+    "ATTACH": "attach 'x.duckdb' as x",
+    "INSTALL": "install httpfs",
+    "LOAD": "load httpfs",
+    "CREATE": "create table t as select 1",
+    "CREATE VIEW": "create or replace view samples as select 1",
+    "INSERT": "insert into t values (1)",
+    "UPDATE": "update samples set status = 'ok'",
+    "DELETE": "delete from samples",
+    "DROP": "drop view samples",
+    "SET": "set enable_external_access = true",
+    "RESET": "reset allowed_directories",
+    "PRAGMA": "pragma enable_profiling",
+    "CALL": "call pragma_version()",
+    "EXPORT": "export database 'dump'",
+    "DETACH": "detach memory",
+    "USE": "use memory",
+    "BEGIN": "begin transaction",
+    "CHECKPOINT": "checkpoint",
+    "VACUUM": "vacuum",
+    "second statement": "select 1; drop view samples",
+    "hidden after comment": "select 1 -- comment\n; copy (select 1) to 'out.csv'",
+}
+
+
+@pytest.mark.parametrize("sql", REFUSED.values(), ids=REFUSED.keys())
+def test_statements_other_than_queries_are_refused(two_runs, sql):
+    before = snapshot(two_runs.root)
+    with pytest.raises(QueryError, match="statements are not allowed") as info:
+        run_sql(two_runs, sql)
+    assert info.value.exit_code == 2
+    assert info.value.hint
+    with pytest.raises(QueryError):
+        check_read_only(sql)
+    assert snapshot(two_runs.root) == before
+
+
+ALLOWED = [
+    "select 1",
+    "with x as (select 1 as a) select a from x",
+    "from samples",
+    "describe tool_calls",
+    "summarize scores",
+    "explain select * from tool_calls",
+    "SELECT name FROM tool_calls; SELECT 2",
+]
+
+
+@pytest.mark.parametrize("sql", ALLOWED)
+def test_queries_are_allowed(two_runs, sql):
+    assert check_read_only(sql)
+    if sql != "from samples":  # see test_select_star_from_samples
+        run_sql(two_runs, sql)
+
+
+def test_empty_sql_is_refused(store):
+    for sql in ("", "   ", ";", "-- only a comment"):
+        with pytest.raises(QueryError, match="no SQL statement"):
+            run_sql(store, sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["selec 1", "select * from", "select (1", "select 'unterminated"],
+)
+def test_syntax_errors(store, sql):
+    with pytest.raises(QueryError) as info:
+        run_sql(store, sql)
+    assert "\n" not in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_unknown_table_and_bad_column(two_runs):
+    with pytest.raises(QueryError, match="query failed"):
+        run_sql(two_runs, "select * from no_such_view")
+    with pytest.raises(QueryError, match="query failed"):
+        run_sql(two_runs, "select no_such_column from samples")
+
+
+def test_explain_analyze_cannot_write_into_the_store(two_runs):
+    before = snapshot(two_runs.root)
+    target = two_runs.root.resolve() / "written.csv"
+    try:
+        with pytest.raises(QueryError):
+            run_sql(two_runs, f"explain analyze copy (select 1 as a) to '{target}'")
+    finally:
+        after = snapshot(two_runs.root)
+        target.unlink(missing_ok=True)
+    assert after == before
+
+
+# ---------------------------------------------------------------- confined to the store
+
+
+def outside_queries(root: Path) -> dict[str, str]:
+    parent = root.resolve().parent
+    return {
+        "read_csv /etc/passwd": "select * from read_csv('/etc/passwd')",
+        "read_text /etc/hostname": "select * from read_text('/etc/hostname')",
+        "glob /etc": "select * from glob('/etc/*')",
+        "read_blob /etc/hostname": "select * from read_blob('/etc/hostname')",
+        "dot-dot out of the store": f"select * from read_text('{root.resolve()}/../outside.txt')",
+        "sibling with the same prefix": (
+            f"select * from read_text('{parent}/{root.name}-other/secret.txt')"
+        ),
+        "symlink out of the store": f"select * from read_text('{root.resolve()}/link/outside.txt')",
+        "parent glob": f"select * from glob('{parent}/*')",
+        "http": "select * from read_csv('http://127.0.0.1:9/x.csv')",
+    }
+
+
+def test_reading_files_outside_the_store_fails(two_runs):
+    root = two_runs.root
+    parent = root.resolve().parent
+    (parent / "outside.txt").write_text("TOPSECRET-CONTENT")
+    (parent / f"{root.name}-other").mkdir()
+    (parent / f"{root.name}-other" / "secret.txt").write_text("TOPSECRET-CONTENT")
+    os.symlink(parent, root / "link")
+    for name, sql in outside_queries(root).items():
+        with pytest.raises(QueryError, match="query failed") as info:
+            run_sql(two_runs, sql)
+        assert "TOPSECRET" not in str(info.value), name
+    # files inside the store stay readable
+    manifest = root.resolve() / "alpha" / "manifest.json"
+    assert run_sql(two_runs, f"select count(*) as n from read_text('{manifest}')").records() == [
+        {"n": 1}
+    ]

@@ -1,0 +1,402 @@
+"""The trace store: journal folding, run locks, run ids, manifests and JSONL export."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonlines
+import pyarrow.parquet as pq
+import pytest
+
+from tcbreplay import store as store_mod
+from tcbreplay.errors import InputError, RunLockedError, RunNotFoundError, StoreError
+from tcbreplay.store import (
+    JOURNAL,
+    MANIFEST,
+    MESSAGES,
+    SAMPLES,
+    SCHEMA_VERSION,
+    Run,
+    RunWriter,
+    Store,
+    export_jsonl,
+    fold_journal,
+    read_journal,
+    read_manifest,
+    validate_run_id,
+)
+from traces import ai_message, human_message
+
+RUN = "run-1"
+
+
+def record(sample_id: str, index: int, status: str = "ok", n_ai: int = 1, run_id: str = RUN):
+    """A journal record as the recorder writes it: a human message and ``n_ai`` AI messages."""
+    messages = [{"type": "human", "message": human_message(f"question {index}")}]
+    for k in range(n_ai):
+        messages.append(
+            {
+                "type": "ai",
+                "message": ai_message(
+                    [("add_numbers", {"a": k, "b": 1})], msg_id=f"{sample_id}-{k}"
+                ),
+                "input_tokens": 10,
+                "output_tokens": 2,
+                "total_tokens": 12,
+                "latency_s": 0.01,
+            }
+        )
+    return {
+        "run_id": run_id,
+        "sample_id": sample_id,
+        "sample_index": index,
+        "input": f"question {index}",
+        "gold": [{"name": "add_numbers", "args": {"a": 0, "b": 1}}],
+        "category": None,
+        "status": status,
+        "attempts": 1,
+        "error_type": None if status == "ok" else "RuntimeError",
+        "error": None if status == "ok" else "boom",
+        "started_at": "2024-01-01T00:00:00+00:00",
+        "finished_at": "2024-01-01T00:00:01+00:00",
+        "duration_s": 1.0,
+        "messages": messages,
+    }
+
+
+def new_run(store: Store, run_id: str = RUN) -> RunWriter:
+    return store.create_run({"run_id": run_id, "created_at": "2024-01-01T00:00:00+00:00"})
+
+
+def journal_line(rec: dict) -> str:
+    return json.dumps(rec) + "\n"
+
+
+def samples_of(run_dir: Path) -> list[dict]:
+    return pq.read_table(run_dir / SAMPLES).to_pylist()
+
+
+def messages_of(run_dir: Path) -> list[dict]:
+    return pq.read_table(run_dir / MESSAGES).to_pylist()
+
+
+# ---------------------------------------------------------------- folding the journal
+
+
+def test_fold_writes_samples_in_dataset_order_and_messages_grouped(store):
+    writer = new_run(store)
+    for sid, index in [("c", 2), ("a", 0), ("b", 1)]:
+        writer.append(record(sid, index, n_ai=index + 1))
+    writer.fold()
+    writer.close()
+    run_dir = store.run_dir(RUN)
+    assert not (run_dir / JOURNAL).exists()
+    rows = samples_of(run_dir)
+    assert [r["sample_id"] for r in rows] == ["a", "b", "c"]
+    assert [r["n_messages"] for r in rows] == [2, 3, 4]
+    assert [r["input_tokens"] for r in rows] == [10, 20, 30]
+    assert rows[0]["started_at"].isoformat() == "2024-01-01T00:00:00+00:00"
+    msgs = messages_of(run_dir)
+    assert [(m["sample_id"], m["position"]) for m in msgs] == [
+        ("a", 0), ("a", 1),
+        ("b", 0), ("b", 1), ("b", 2),
+        ("c", 0), ("c", 1), ("c", 2), ("c", 3),
+    ]  # fmt: skip
+    assert {m["type"] for m in msgs} == {"human", "ai"}
+
+
+def test_torn_last_journal_line_is_ignored(store):
+    run_dir = store.run_dir(RUN)
+    new_run(store).close()
+    torn = journal_line(record("c", 2))[:57]  # a crash in the middle of an append
+    (run_dir / JOURNAL).write_text(
+        journal_line(record("a", 0)) + journal_line(record("b", 1)) + torn
+    )
+    assert [r["sample_id"] for r in read_journal(run_dir / JOURNAL)] == ["a", "b"]
+    fold_journal(run_dir)
+    assert [r["sample_id"] for r in samples_of(run_dir)] == ["a", "b"]
+    assert {m["sample_id"] for m in messages_of(run_dir)} == {"a", "b"}
+    assert not (run_dir / JOURNAL).exists()
+
+
+def test_torn_line_is_complete_json_without_newline_still_ignored(store):
+    run_dir = store.run_dir(RUN)
+    new_run(store).close()
+    # The whole object made it to disk but not its newline: the append did not finish.
+    (run_dir / JOURNAL).write_text(journal_line(record("a", 0)) + json.dumps(record("b", 1)))
+    fold_journal(run_dir)
+    assert [r["sample_id"] for r in samples_of(run_dir)] == ["a"]
+
+
+def test_appends_after_a_torn_line_survive_the_fold(store):
+    """A crash leaves a torn line; the writer that resumes the run must not glue onto it."""
+    run_dir = store.run_dir(RUN)
+    new_run(store).close()
+    torn = journal_line(record("b", 1))[:40]
+    (run_dir / JOURNAL).write_text(journal_line(record("a", 0)) + torn)
+    writer = store.resume_run(RUN)
+    writer.append(record("b", 1))
+    writer.append(record("c", 2))
+    writer.fold()
+    writer.close()
+    assert [r["sample_id"] for r in samples_of(run_dir)] == ["a", "b", "c"]
+
+
+def test_folding_twice_is_idempotent(store):
+    writer = new_run(store)
+    for sid, index in [("a", 0), ("b", 1)]:
+        writer.append(record(sid, index))
+    writer.fold()
+    writer.close()
+    run_dir = store.run_dir(RUN)
+    first = (pq.read_table(run_dir / SAMPLES), pq.read_table(run_dir / MESSAGES))
+    fold_journal(run_dir)  # no journal left
+    (run_dir / JOURNAL).write_text("")  # an empty journal, as a writer that appended nothing leaves
+    fold_journal(run_dir)
+    assert pq.read_table(run_dir / SAMPLES).equals(first[0])
+    assert pq.read_table(run_dir / MESSAGES).equals(first[1])
+    assert not (run_dir / JOURNAL).exists()
+
+
+def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monkeypatch):
+    run_dir = store.run_dir(RUN)
+    writer = new_run(store)
+    writer.append(record("a", 0))
+    writer.fold()
+    writer.close()
+    writer = store.resume_run(RUN)
+    writer.append(record("b", 1, n_ai=2))
+    writer.append(record("a", 0, status="error", n_ai=0))
+    writer.close()
+    real = store_mod._write_parquet
+
+    def crash_on_samples(table, path):
+        if path.name == SAMPLES:
+            raise OSError("disk full")
+        real(table, path)
+
+    monkeypatch.setattr(store_mod, "_write_parquet", crash_on_samples)
+    with pytest.raises(OSError):
+        fold_journal(run_dir)
+    assert (run_dir / JOURNAL).exists()  # the journal is removed only after both files
+    monkeypatch.setattr(store_mod, "_write_parquet", real)
+    fold_journal(run_dir)
+    rows = samples_of(run_dir)
+    assert [(r["sample_id"], r["status"], r["n_messages"]) for r in rows] == [
+        ("a", "error", 1),
+        ("b", "ok", 3),
+    ]
+    msgs = messages_of(run_dir)
+    assert [(m["sample_id"], m["position"]) for m in msgs] == [
+        ("a", 0), ("b", 0), ("b", 1), ("b", 2),
+    ]  # fmt: skip
+
+
+def test_later_journal_record_replaces_earlier_one(store):
+    writer = new_run(store)
+    writer.append(record("a", 0, status="error", n_ai=0))
+    writer.append(record("b", 1))
+    writer.append(record("a", 0, status="ok", n_ai=3))
+    writer.fold()
+    writer.close()
+    run_dir = store.run_dir(RUN)
+    rows = samples_of(run_dir)
+    assert [(r["sample_id"], r["status"], r["n_messages"]) for r in rows] == [
+        ("a", "ok", 4),
+        ("b", "ok", 2),
+    ]
+    assert [m["position"] for m in messages_of(run_dir) if m["sample_id"] == "a"] == [0, 1, 2, 3]
+    assert Run(run_dir).recorded_ids() == {"a": "ok", "b": "ok"}
+
+
+def test_later_journal_record_replaces_a_folded_sample(store):
+    writer = new_run(store)
+    writer.append(record("a", 0, status="error", n_ai=2))
+    writer.append(record("b", 1))
+    writer.fold()
+    writer.close()
+    run_dir = store.run_dir(RUN)
+    writer = store.resume_run(RUN)
+    writer.append(record("a", 0, status="ok", n_ai=1))
+    assert Run(run_dir).recorded_ids() == {"a": "ok", "b": "ok"}  # the journal overrides Parquet
+    writer.fold()
+    writer.close()
+    rows = samples_of(run_dir)
+    assert [(r["sample_id"], r["status"], r["n_messages"]) for r in rows] == [
+        ("a", "ok", 2),
+        ("b", "ok", 2),
+    ]
+    assert len(messages_of(run_dir)) == 4
+
+
+# ---------------------------------------------------------------- the writer lock
+
+
+def test_second_writer_is_refused_while_the_first_is_open(store):
+    first = new_run(store)
+    with pytest.raises(RunLockedError) as info:
+        RunWriter(store.run_dir(RUN))
+    assert RUN in str(info.value)
+    assert info.value.hint
+    with pytest.raises(RunLockedError):
+        store.resume_run(RUN)
+    first.append(record("a", 0))  # the refused writer did not disturb the first one
+    first.fold()
+    first.close()
+    with RunWriter(store.run_dir(RUN)) as second:
+        second.append(record("b", 1))
+        second.fold()
+    assert [r["sample_id"] for r in samples_of(store.run_dir(RUN))] == ["a", "b"]
+    store.resume_run(RUN).close()  # and the context manager released it
+
+
+def test_a_writer_that_died_releases_the_run(store):
+    new_run(store).close()
+    code = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from tcbreplay.store import RunWriter\n"
+        "w = RunWriter(Path(sys.argv[1]))\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(store.run_dir(RUN))], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(RunLockedError, match=f"pid {proc.pid}"):
+            store.resume_run(RUN)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            store.resume_run(RUN).close()
+            break
+        except RunLockedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_creating_an_existing_run_is_refused(store):
+    new_run(store).close()
+    with pytest.raises(InputError, match="already exists"):
+        new_run(store)
+
+
+# ---------------------------------------------------------------- run ids
+
+
+BAD_RUN_IDS = [
+    "a/b",
+    "../evil",
+    "..",
+    ".",
+    "a/../b",
+    "/abs",
+    "run 1",
+    " run",
+    "run\t1",
+    "",
+    ".hidden",
+    "a\\b",
+    "x" * 129,
+]
+
+
+@pytest.mark.parametrize("run_id", BAD_RUN_IDS)
+def test_bad_run_ids_are_refused(store, tmp_path, run_id):
+    with pytest.raises(InputError, match="run id"):
+        validate_run_id(run_id)
+    with pytest.raises(InputError, match="run id"):
+        store.create_run({"run_id": run_id})
+    with pytest.raises(InputError, match="run id"):
+        store.open_run(run_id)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing created anywhere
+
+
+def test_run_id_with_trailing_newline_is_refused():
+    with pytest.raises(InputError):
+        validate_run_id("run\n")
+
+
+@pytest.mark.parametrize("run_id", ["a", "run-1", "gemini-2.5-flash_2024.01", "A" * 128])
+def test_good_run_ids_are_accepted(store, run_id):
+    assert validate_run_id(run_id) == run_id
+    new_run(store, run_id).close()
+    assert store.exists(run_id)
+    assert [r.run_id for r in store.runs()] == [run_id]
+
+
+# ---------------------------------------------------------------- manifests
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", None])
+def test_manifest_with_another_schema_version_raises(store, version):
+    new_run(store).close()
+    path = store.run_dir(RUN) / MANIFEST
+    manifest = json.loads(path.read_text())
+    assert manifest["schema_version"] == SCHEMA_VERSION
+    if version is None:
+        del manifest["schema_version"]
+    else:
+        manifest["schema_version"] = version
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(StoreError, match="schema_version"):
+        read_manifest(store.run_dir(RUN))
+    with pytest.raises(StoreError, match="schema_version"):
+        _ = store.open_run(RUN).manifest
+
+
+def test_unreadable_manifest_raises_store_error(store):
+    new_run(store).close()
+    (store.run_dir(RUN) / MANIFEST).write_text("{not json")
+    with pytest.raises(StoreError, match="unreadable manifest"):
+        _ = store.open_run(RUN).manifest
+
+
+def test_unknown_run_lists_the_runs_in_a_hint(store):
+    new_run(store).close()
+    with pytest.raises(RunNotFoundError) as info:
+        store.open_run("nope")
+    assert "nope" in str(info.value)
+    assert RUN in info.value.hint
+
+
+def test_runs_skips_directories_without_a_manifest(store):
+    new_run(store).close()
+    (store.root / "stray").mkdir()
+    (store.root / "notes.txt").write_text("x")
+    assert [r.run_id for r in store.runs()] == [RUN]
+
+
+# ---------------------------------------------------------------- JSONL export
+
+
+def test_export_jsonl_matches_the_parquet_files(sim_run, tmp_path):
+    sim_store, run_id = sim_run
+    run = sim_store.open_run(run_id)
+    written = export_jsonl(run, tmp_path / "out")
+    assert [p.name for p in written] == ["samples.jsonl", "messages.jsonl", MANIFEST]
+    for name, parquet in (
+        ("samples.jsonl", run.samples_path),
+        ("messages.jsonl", run.messages_path),
+    ):
+        with jsonlines.open(tmp_path / "out" / name) as reader:
+            rows = list(reader)
+        table = pq.read_table(parquet)
+        assert len(rows) == table.num_rows > 0
+        assert set(rows[0]) == set(table.column_names)
+        assert [r["sample_id"] for r in rows] == table["sample_id"].to_pylist()
+    samples = list(jsonlines.open(tmp_path / "out" / "samples.jsonl"))
+    assert isinstance(samples[0]["started_at"], str)
+    assert json.loads((tmp_path / "out" / MANIFEST).read_text()) == run.manifest
+    messages = list(jsonlines.open(tmp_path / "out" / "messages.jsonl"))
+    assert json.loads(messages[0]["message"])["type"] == messages[0]["type"]

@@ -1,0 +1,348 @@
+"""Tool specs from a Python module:attr or a JSON file of function schemas."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tcbreplay.errors import InputError, ToolSpecError
+from tcbreplay.toolspec import ToolSpec, load_toolset, toolset_from_dicts
+
+DATA = Path(__file__).parent / "data"
+
+GOOD_MODULE = '''
+from langchain_core.tools import StructuredTool, tool
+
+
+def add(a: float, b: float = 2.0) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+def lookup(item_id: int, verbose: bool = False) -> dict:
+    """Look an item up by id."""
+    return {"item_id": item_id}
+
+
+@tool
+def shout(text: str) -> str:
+    """Shout the text."""
+    return text.upper()
+
+
+def _hidden(x: int) -> int:
+    """Times two."""
+    return 2 * x
+
+
+doubler = StructuredTool.from_function(_hidden, name="double", description="Double x.")
+
+TOOLS = [add, lookup]
+MIXED = (add, shout, doubler)
+BY_NAME = {"one": add, "two": shout}
+
+
+class Holder:
+    tools = [lookup]
+'''
+
+
+@pytest.fixture
+def tool_module(tmp_path, monkeypatch):
+    """Write a uniquely named tools module into tmp_path and make it importable."""
+    names = []
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def make(source: str) -> str:
+        name = f"tools_{uuid.uuid4().hex[:12]}"
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        names.append(name)
+        return name
+
+    yield make
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def one_line_error(spec: str) -> ToolSpecError:
+    with pytest.raises(ToolSpecError) as info:
+        load_toolset(spec)
+    message = str(info.value)
+    assert "\n" not in message
+    assert isinstance(info.value, InputError)
+    assert info.value.exit_code == 2
+    return info.value
+
+
+# ---------------------------------------------------------------- Python tools
+
+
+def test_module_list_of_functions(tool_module):
+    name = tool_module(GOOD_MODULE)
+    toolset = load_toolset(f"{name}:TOOLS")
+    assert [s.name for s in toolset.specs] == ["add", "lookup"]
+    add, lookup = toolset.specs
+    assert add.description == "Add two numbers."
+    assert add.param_names == {"a", "b"}
+    assert add.parameters["properties"]["a"]["type"] == "number"
+    assert add.defaults() == {"b": 2.0}
+    assert lookup.defaults() == {"verbose": False}
+    assert lookup.parameters["properties"]["item_id"]["type"] == "integer"
+    assert toolset.params() == {"add": {"a", "b"}, "lookup": {"item_id", "verbose"}}
+    assert toolset.source == f"{name}:TOOLS"
+    assert len(toolset.sha256) == 64
+    assert [t.name for t in toolset.tools] == ["add", "lookup"]
+    assert toolset.tools[0].invoke({"a": 1, "b": 2}) == 3
+
+
+def test_module_tuple_of_langchain_tools_and_functions(tool_module):
+    name = tool_module(GOOD_MODULE)
+    toolset = load_toolset(f"{name}:MIXED")
+    assert [s.name for s in toolset.specs] == ["add", "shout", "double"]
+    assert toolset.specs[1].description == "Shout the text."
+    assert toolset.specs[2].param_names == {"x"}
+
+
+def test_module_mapping_and_dotted_attribute(tool_module):
+    name = tool_module(GOOD_MODULE)
+    assert [s.name for s in load_toolset(f"{name}:BY_NAME").specs] == ["add", "shout"]
+    assert [s.name for s in load_toolset(f"{name}:Holder.tools").specs] == ["lookup"]
+
+
+def test_built_in_tools():
+    toolset = load_toolset("tcbreplay.benchmarks.tool_call.tools:TOOLS")
+    assert toolset.params() == {
+        "list_items": set(),
+        "add_numbers": {"a", "b"},
+        "multiply_numbers": {"a", "b"},
+    }
+
+
+def test_json_schemas_equal_the_module_specs_they_were_written_from():
+    from_module = load_toolset("tcbreplay.benchmarks.tool_call.tools:TOOLS")
+    from_json = load_toolset(str(DATA / "tools_shop.json"))
+    assert from_json.params() == from_module.params()
+    assert [s.description for s in from_json.specs] == [s.description for s in from_module.specs]
+
+
+def test_current_directory_is_importable(tmp_path, monkeypatch):
+    name = f"tools_{uuid.uuid4().hex[:12]}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(GOOD_MODULE))
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.chdir(tmp_path)
+    try:
+        assert [s.name for s in load_toolset(f"{name}:TOOLS").specs] == ["add", "lookup"]
+    finally:
+        sys.modules.pop(name, None)
+
+
+# ---------------------------------------------------------------- bad Python specs
+
+
+def test_missing_module():
+    error = one_line_error("no_such_tools_module_xyz:TOOLS")
+    assert str(error).startswith("no_such_tools_module_xyz:TOOLS: cannot import module")
+    assert "no_such_tools_module_xyz" in str(error)
+
+
+def test_missing_attribute(tool_module):
+    name = tool_module(GOOD_MODULE)
+    error = one_line_error(f"{name}:NOPE")
+    assert str(error) == f"{name}:NOPE: module {name!r} has no attribute 'NOPE'"
+
+
+@pytest.mark.parametrize(
+    ("attr", "kind"),
+    [
+        ("NUMBER", "int"),
+        ("FUNC", "function"),
+        ("TEXT", "str"),
+        ("EMPTY", "list"),
+        ("NONE", "NoneType"),
+    ],
+)
+def test_attribute_that_is_not_a_list_of_tools(tool_module, attr, kind):
+    name = tool_module(
+        """
+        def f(x: int) -> int:
+            "F."
+            return x
+        NUMBER = 3
+        FUNC = f
+        TEXT = "f"
+        EMPTY = []
+        NONE = None
+        """
+    )
+    error = one_line_error(f"{name}:{attr}")
+    assert str(error).startswith(f"{name}:{attr}: expected a non-empty list")
+    assert f"got {kind}" in str(error)
+
+
+def test_list_item_that_is_not_a_tool(tool_module):
+    name = tool_module(
+        """
+        def f(x: int) -> int:
+            "F."
+            return x
+        TOOLS = [f, 42]
+        """
+    )
+    error = one_line_error(f"{name}:TOOLS")
+    assert str(error).startswith(f"{name}:TOOLS[1]: not a function or LangChain tool")
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("raise RuntimeError('no config file')", "RuntimeError: no config file"),
+        ("x = 1 / 0", "ZeroDivisionError"),
+        ("def broken(:\n    pass", "SyntaxError"),
+        ("import no_such_dependency_xyz", "no_such_dependency_xyz"),
+    ],
+)
+def test_module_raising_at_import(tool_module, source, expected):
+    name = tool_module(source)
+    error = one_line_error(f"{name}:TOOLS")
+    assert str(error).startswith(f"{name}:TOOLS: ")
+    assert expected in str(error)
+    assert name not in sys.modules
+
+
+def test_module_exiting_at_import(tool_module):
+    name = tool_module("import sys\nsys.exit(3)\n")
+    one_line_error(f"{name}:TOOLS")
+
+
+def test_duplicate_tool_names_in_a_module(tool_module):
+    name = tool_module(
+        """
+        from langchain_core.tools import tool
+
+        def add(a: int, b: int) -> int:
+            "Add."
+            return a + b
+
+        @tool("add")
+        def other(x: int) -> int:
+            "Also called add."
+            return x
+
+        TOOLS = [add, other]
+        """
+    )
+    error = one_line_error(f"{name}:TOOLS")
+    assert str(error) == f"{name}:TOOLS: two tools are named 'add'"
+
+
+@pytest.mark.parametrize("spec", ["just_a_name", "mod:", ":attr"])
+def test_spec_that_is_neither_a_file_nor_module_attr(spec):
+    error = one_line_error(spec)
+    assert str(error).startswith(f"{spec}: ")
+
+
+# ---------------------------------------------------------------- JSON schemas
+
+
+def write_json(tmp_path: Path, obj, name: str = "tools.json") -> str:
+    path = tmp_path / name
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return str(path)
+
+
+def test_json_schemas_with_defaults(tmp_path):
+    spec = write_json(
+        tmp_path,
+        [
+            {
+                "name": "convert",
+                "description": "Convert an amount.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "amount": {"type": "number"},
+                        "currency": {"type": "string", "default": "USD"},
+                        "round_to": {"type": "integer", "default": 2},
+                    },
+                    "required": ["amount"],
+                },
+            },
+            {"name": "now"},
+        ],
+    )
+    toolset = load_toolset(spec)
+    convert, now = toolset.specs
+    assert convert.defaults() == {"currency": "USD", "round_to": 2}
+    assert convert.param_names == {"amount", "currency", "round_to"}
+    assert now == ToolSpec(
+        name="now", description="", parameters={"type": "object", "properties": {}}
+    )
+    assert toolset.tools is None
+    assert toolset.source == spec
+    assert len(toolset.sha256) == 64
+    assert toolset_from_dicts(toolset.to_list(), "manifest").to_list() == toolset.to_list()
+
+
+def test_json_object_with_a_tools_key(tmp_path):
+    spec = write_json(tmp_path, {"tools": [{"name": "a"}, {"name": "b"}]})
+    assert [s.name for s in load_toolset(spec).specs] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ({"name": "a"}, "tools.json: expected a JSON array of function schemas"),
+        ('"a"', "tools.json: expected a JSON array of function schemas"),
+        ("[{", "tools.json: not valid JSON"),
+        ("", "tools.json: not valid JSON"),
+        ([3], "tools.json: tool 0: expected an object with name and parameters"),
+        ([{"description": "x"}], "tools.json: tool 0: name must be a non-empty string"),
+        ([{"name": ""}], "tools.json: tool 0: name must be a non-empty string"),
+        ([{"name": "a", "description": 5}], "tools.json: tool 0 (a): description must be a string"),
+        (
+            [{"name": "a"}, {"name": "b", "parameters": []}],
+            "tools.json: tool 1 (b): parameters must be a JSON-schema object",
+        ),
+        (
+            [{"name": "a", "parameters": "object"}],
+            "tools.json: tool 0 (a): parameters must be a JSON-schema object",
+        ),
+        (
+            [{"name": "a", "parameters": {"properties": []}}],
+            "tools.json: tool 0 (a): parameters.properties must map names to JSON schemas",
+        ),
+        (
+            [{"name": "a", "parameters": {"properties": {"x": "number"}}}],
+            "tools.json: tool 0 (a): parameters.properties must map names to JSON schemas",
+        ),
+        ([{"name": "a"}, {"name": "a"}], "tools.json: two tools are named 'a'"),
+    ],
+)
+def test_bad_json_schemas(tmp_path, content, expected):
+    spec = write_json(tmp_path, content)
+    error = one_line_error(spec)
+    assert str(error).startswith(expected)
+
+
+def test_missing_json_file(tmp_path):
+    error = one_line_error(str(tmp_path / "absent.json"))
+    assert "absent.json: cannot read tools file" in str(error)
+
+
+def test_loading_json_tools_does_not_import_langchain():
+    code = (
+        "import sys\n"
+        "from tcbreplay.toolspec import load_toolset\n"
+        f"ts = load_toolset({str(DATA / 'tools_shop.json')!r})\n"
+        "assert [s.name for s in ts.specs] == ['list_items', 'add_numbers', 'multiply_numbers']\n"
+        "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]\n"
+        "assert not bad, bad\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
