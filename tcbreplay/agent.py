@@ -9,10 +9,11 @@ sample's task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +118,36 @@ def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[d
             }
         )
     return out
+
+
+@contextlib.contextmanager
+def inline_tracing_hooks() -> Iterator[None]:
+    """Run LangSmith's per-call bookkeeping inline while LangSmith tracing is off.
+
+    LangChain's middleware and tool calls are wrapped by LangSmith's ``traceable``,
+    which hands two small functions per call to a thread pool even when nothing is
+    traced; with tracing off they only touch context variables, so running them in
+    the event loop's thread saves two thread hops per call. With tracing on, the
+    defaults stay (they may do network I/O).
+    """
+    try:
+        import langsmith
+        from langsmith.utils import tracing_is_enabled
+    except ImportError:
+        yield
+        return
+    if tracing_is_enabled():
+        yield
+        return
+
+    async def inline(default, ctx, func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return ctx.run(func, *args, **kwargs)
+
+    langsmith.set_runtime_overrides(aio_to_thread=inline)
+    try:
+        yield
+    finally:
+        langsmith.set_runtime_overrides()
 
 
 def _short(exc: BaseException) -> str:

@@ -17,7 +17,14 @@ from importlib import metadata
 from typing import Any
 
 from tcbreplay import __version__
-from tcbreplay.agent import CallPolicy, SampleState, build_agent, current_sample, serialize_messages
+from tcbreplay.agent import (
+    CallPolicy,
+    SampleState,
+    build_agent,
+    current_sample,
+    inline_tracing_hooks,
+    serialize_messages,
+)
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.dataset import Sample
 from tcbreplay.errors import InputError
@@ -217,7 +224,8 @@ def _record(
     started = time.perf_counter()
     try:
         if samples:
-            asyncio.run(_run_all(agent, samples, writer, options, progress))
+            with inline_tracing_hooks():
+                asyncio.run(_run_all(agent, samples, writer, options, progress))
     except KeyboardInterrupt:
         summary = _finish(writer, "interrupted", time.perf_counter() - started, total)
         summary.simulated = simulated

@@ -174,8 +174,9 @@ class SimChatModel(BaseChatModel):
     """A chat model that replays gold plans with seeded mistakes; see the module docstring."""
 
     settings: dict[str, Any]
-    samples: dict[str, list[tuple[str, dict[str, Any]]]]
-    tool_specs: list[dict[str, Any]] = Field(default_factory=list)
+    # Kept out of repr: LangChain serializes the model's repr on every call for its callbacks.
+    samples: dict[str, list[tuple[str, dict[str, Any]]]] = Field(repr=False)
+    tool_specs: list[dict[str, Any]] = Field(default_factory=list, repr=False)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], samples: Mapping[str, Any]) -> SimChatModel:

@@ -1,0 +1,48 @@
+"""``tcbreplay report``: one self-contained HTML file that shows one or more scored runs.
+
+The page needs no network: plotly.js (from the installed ``plotly`` package), the
+styles, the table script and every datum are inline. Nothing is written to the
+store: runs never scored, or scored before their traces last changed, are scored
+in memory (see :mod:`tcbreplay.report.data`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tcbreplay.errors import InputError
+from tcbreplay.report.charts import figures
+from tcbreplay.report.data import ReportData, collect
+from tcbreplay.report.page import render_page
+from tcbreplay.store import Store
+
+__all__ = ["ReportData", "build_report", "collect", "write_report"]
+
+
+def build_report(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> str:
+    """The report of ``run_ids`` (the first is the baseline of "regressed") as HTML text."""
+    from plotly.offline import get_plotlyjs
+
+    report = collect(store, list(run_ids), allow_incomplete=allow_incomplete)
+    return render_page(report, figures(report), get_plotlyjs())
+
+
+def write_report(
+    store: Store, run_ids: list[str], output: str | Path, *, allow_incomplete: bool = False
+) -> Path:
+    """Build the report and write it to ``output`` atomically; return the path written."""
+    path = Path(output)
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory", hint="give a file name, e.g. -o report.html")
+    if not path.parent.is_dir():
+        raise InputError(f"{path}: directory {path.parent} does not exist", hint="create it first")
+    text = build_report(store, run_ids, allow_incomplete=allow_incomplete)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
+    return path

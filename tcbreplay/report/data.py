@@ -1,0 +1,279 @@
+"""Collect what the report shows: scores, calls, aligned pairs and transcripts of each run.
+
+Reads the run directories only and imports neither LangChain nor LangGraph: stored
+messages are read as JSON. Scores come from the run's stored default scoring
+(``scores/spec``) when it is newer than the traces, otherwise the run is scored in
+memory; nothing is written to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tcbreplay import translate
+from tcbreplay.errors import InputError
+from tcbreplay.metrics import explain_sample
+from tcbreplay.score import ScoreOptions, score_run
+from tcbreplay.sql import connect
+from tcbreplay.store import Run, Store
+
+Call = tuple[str, dict[str, Any]]
+# Values differing by less than this are the same score (tp is a ratio of small integers).
+_EPS = 1e-9
+_SAMPLE_COLUMNS = [
+    "sample_id",
+    "sample_index",
+    "input",
+    "gold",
+    "category",
+    "status",
+    "error",
+    "input_tokens",
+    "output_tokens",
+    "duration_s",
+]
+
+
+@dataclass
+class RunData:
+    """One run as the report needs it, every per-sample frame in the run's sample order."""
+
+    run: Run
+    summary: dict[str, Any]
+    scores: pl.DataFrame
+    samples: pl.DataFrame
+    agent: dict[str, list[Call]]
+    gold: dict[str, list[Call]]
+    explanations: dict[str, dict[str, Any]]
+    scored_in_memory: bool
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        return list((self.run.manifest.get("tools") or {}).get("specs") or [])
+
+    def failed(self) -> dict[str, bool]:
+        """Per sample: not a perfect match (see :func:`is_failed`)."""
+        cols = ("sample_id", "status", "tp", "args_invalid", "args_missing")
+        return {row[0]: is_failed(*row[1:]) for row in self.scores.select(cols).iter_rows()}
+
+
+@dataclass
+class ToolRow:
+    """The per-tool breakdown of one run (definitions in the README)."""
+
+    run_id: str
+    tool: str
+    gold_calls: int = 0
+    agent_calls: int = 0
+    paired_calls: int = 0
+    args: int = 0
+    invalid_args: int = 0
+    invented_args: int = 0
+
+
+@dataclass
+class ReportData:
+    """Every run of a report, their union of samples and the flags the table filters on."""
+
+    runs: list[RunData]
+    sample_ids: list[str]
+    failed: list[bool]
+    regressed: list[bool]
+    tools: list[str]
+    tool_rows: list[ToolRow] = field(default_factory=list)
+
+
+def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> bool:
+    """A sample failed unless it recorded fine and matched gold: same names, every argument
+    valid, no gold argument left out."""
+    return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
+
+
+def is_regressed(first: dict[str, Any], later: dict[str, Any]) -> bool:
+    """Worse in a later run than in the first: lower tp, or higher ahr where both are defined."""
+    if later["tp"] < first["tp"] - _EPS:
+        return True
+    a, b = first.get("ahr"), later.get("ahr")
+    return a is not None and b is not None and b > a + _EPS
+
+
+def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> ReportData:
+    """Load every run and compute the table flags and the per-tool breakdown."""
+    if not run_ids:
+        raise InputError("name at least one run id")
+    duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
+    if duplicates:
+        raise InputError(f"run {duplicates[0]!r} is named twice")
+    runs = [load_run(store, run_id, allow_incomplete=allow_incomplete) for run_id in run_ids]
+    sample_ids: list[str] = []
+    seen: set[str] = set()
+    for run in runs:
+        for sid in run.samples["sample_id"]:
+            if sid not in seen:
+                seen.add(sid)
+                sample_ids.append(sid)
+    failed_by_run = [run.failed() for run in runs]
+    failed = [any(f.get(sid, False) for f in failed_by_run) for sid in sample_ids]
+    rows_by_run = [{r["sample_id"]: r for r in run.scores.iter_rows(named=True)} for run in runs]
+    regressed = []
+    for sid in sample_ids:
+        first = rows_by_run[0].get(sid)
+        later = [rows[sid] for rows in rows_by_run[1:] if sid in rows]
+        regressed.append(first is not None and any(is_regressed(first, r) for r in later))
+    tools = _tool_names(runs)
+    return ReportData(
+        runs=runs,
+        sample_ids=sample_ids,
+        failed=failed,
+        regressed=regressed,
+        tools=tools,
+        tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
+    )
+
+
+def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> RunData:
+    """A run's scores, samples, agent and gold calls, and the AHR pairing of every sample."""
+    run = store.open_run(run_id)
+    summary, scores, in_memory = _scores(store, run, allow_incomplete)
+    samples = pl.read_parquet(run.samples_path, columns=_SAMPLE_COLUMNS).sort("sample_index")
+    gold = {
+        sid: [(c["name"], c.get("args") or {}) for c in json.loads(text or "[]")]
+        for sid, text in samples.select("sample_id", "gold").iter_rows()
+    }
+    con = connect(runs=[run], with_scores=False)
+    try:
+        calls = translate.agent_calls(con)
+    finally:
+        con.close()
+    agent: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
+    for sid, name, args in calls.select("sample_id", "name", "args").iter_rows():
+        agent.setdefault(sid, []).append((name, json.loads(args) if args else {}))
+    specs = list((run.manifest.get("tools") or {}).get("specs") or [])
+    explanations = {sid: explain_sample(agent[sid], gold.get(sid, []), specs) for sid in agent}
+    return RunData(
+        run=run,
+        summary=summary,
+        scores=scores,
+        samples=samples,
+        agent=agent,
+        gold=gold,
+        explanations=explanations,
+        scored_in_memory=in_memory,
+    )
+
+
+def _scores(
+    store: Store, run: Run, allow_incomplete: bool
+) -> tuple[dict[str, Any], pl.DataFrame, bool]:
+    """Stored default scores if newer than the traces; else score in memory (writes nothing)."""
+    folder = run.scores_dir(ScoreOptions().scoring)
+    path, summary_path = folder / "scores.parquet", folder / "summary.json"
+    if run.has_data() and path.exists() and summary_path.exists():
+        traces = max(run.samples_path.stat().st_mtime, run.messages_path.stat().st_mtime)
+        if path.stat().st_mtime >= traces:
+            try:
+                summary = json.loads(summary_path.read_text())
+                return summary, pl.read_parquet(path).sort("sample_index"), False
+            except (OSError, json.JSONDecodeError, pl.exceptions.PolarsError):
+                pass  # unreadable stored scores: score again below
+    result = score_run(store, run.run_id, allow_incomplete=allow_incomplete, write=False)
+    return result.summary, result.scores.sort("sample_index"), True
+
+
+def _tool_names(runs: list[RunData]) -> list[str]:
+    """Tools of every manifest in order, then any other name a gold or agent call used."""
+    names: dict[str, None] = {}
+    for run in runs:
+        for spec in run.tool_specs:
+            names.setdefault(spec["name"], None)
+    for run in runs:
+        for calls in (*run.gold.values(), *run.agent.values()):
+            for name, _ in calls:
+                names.setdefault(name, None)
+    return list(names)
+
+
+def tool_breakdown(run: RunData, tools: list[str]) -> list[ToolRow]:
+    """Per tool: gold calls, agent calls, paired calls and the paired calls' arguments."""
+    rows = {tool: ToolRow(run.run_id, tool) for tool in tools}
+    for calls in run.gold.values():
+        for name, _ in calls:
+            rows[name].gold_calls += 1
+    for sid, calls in run.agent.items():
+        for name, _ in calls:
+            rows[name].agent_calls += 1
+        for pair in run.explanations[sid]["pairs"]:
+            row = rows[calls[pair["agent"]][0]]
+            row.paired_calls += 1
+            row.args += len(pair["args"])
+            row.invalid_args += sum(v != "ok" for v in pair["args"].values())
+            row.invented_args += sum(v == "unknown" for v in pair["args"].values())
+    return [rows[tool] for tool in tools]
+
+
+def message_text(content: Any) -> str:
+    """A message's content as text: strings as they are, content blocks by their text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            else:
+                parts.append(json.dumps(block, ensure_ascii=False))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
+    """Every sample's stored messages, read as JSON: type, text, calls, tokens, latency."""
+    frame = pl.read_parquet(
+        run.run.messages_path,
+        columns=[
+            "sample_id",
+            "position",
+            "type",
+            "message",
+            "input_tokens",
+            "output_tokens",
+            "latency_s",
+        ],
+    ).sort("sample_id", "position")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for sid, _, kind, text, tin, tout, latency in frame.iter_rows():
+        data = (json.loads(text) or {}).get("data") or {}
+        message: dict[str, Any] = {
+            "type": kind,
+            "text": message_text(data.get("content")),
+            "input_tokens": tin,
+            "output_tokens": tout,
+            "latency_s": None if latency is None or math.isnan(latency) else latency,
+        }
+        if kind == "ai":
+            message["tool_calls"] = [
+                (c.get("name"), c.get("args") or {}) for c in data.get("tool_calls") or []
+            ]
+            message["invalid_tool_calls"] = [
+                (c.get("name"), c.get("args"), c.get("error"))
+                for c in data.get("invalid_tool_calls") or []
+            ]
+        elif kind == "tool":
+            message["name"] = data.get("name")
+            message["status"] = data.get("status")
+        out.setdefault(sid, []).append(message)
+    return out

@@ -1,0 +1,342 @@
+"""Assemble the self-contained page: static tables, compact data payloads, the template.
+
+The samples table and the sample detail are drawn by ``report.js`` from two JSON
+payloads: ``report-data`` (one array per column, parsed on load) and
+``report-details`` (trajectories and transcripts, parsed at the first click).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from importlib import resources
+from typing import Any
+
+from tcbreplay import __version__
+from tcbreplay.report.charts import run_color
+from tcbreplay.report.data import ReportData, RunData, transcripts
+from tcbreplay.store import utcnow
+
+_MARKER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> str:
+    """The whole HTML document, every script, style and datum inline."""
+    package = resources.files("tcbreplay.report")
+    parts = {
+        "title": html.escape(_title(report)),
+        "meta": _meta(report),
+        "css": package.joinpath("report.css").read_text(encoding="utf-8"),
+        "cards": "\n".join(_card(k, run, report) for k, run in enumerate(report.runs)),
+        "leaderboard": _leaderboard(report),
+        "tool_table": _tool_table(report),
+        "tool_options": "".join(_option(t, t) for t in report.tools),
+        "category_options": "".join(_option(c, c) for c in _categories(report)),
+        "regressed_option": (
+            '<option value="regressed">regressed (vs first run)</option>'
+            if len(report.runs) > 1
+            else ""
+        ),
+        "plotly_js": plotly_js,
+        "data": script_json({**table_payload(report), "charts": charts}),
+        "details": script_json(details_payload(report)),
+        "report_js": package.joinpath("report.js").read_text(encoding="utf-8"),
+    }
+    template = package.joinpath("template.html").read_text(encoding="utf-8")
+    # One pass, so inserted text (plotly.js, data) is never scanned for markers.
+    return _MARKER.sub(lambda m: parts[m.group(1)], template)
+
+
+def script_json(obj: Any) -> str:
+    """JSON safe inside a ``<script>`` element: every ``<`` escaped, no NaN."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.replace("<", "\\u003c")
+
+
+def _num(value: Any, digits: int = 4) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), digits)
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _title(report: ReportData) -> str:
+    titles = {(r.run.manifest.get("benchmark") or {}).get("title") for r in report.runs}
+    titles.discard(None)
+    return f"tcbreplay report: {' / '.join(sorted(titles)) or 'runs'}"
+
+
+def _meta(report: ReportData) -> str:
+    n_runs = len(report.runs)
+    when = utcnow().strftime("%Y-%m-%d %H:%M UTC")
+    return html.escape(
+        f"{n_runs} run{'s' if n_runs > 1 else ''} · {len(report.sample_ids)} samples · "
+        f"generated {when} by tcbreplay {__version__}"
+    )
+
+
+def _option(value: str, label: str) -> str:
+    return f'<option value="{html.escape(value)}">{html.escape(label)}</option>'
+
+
+def _categories(report: ReportData) -> list[str]:
+    cats = {c for run in report.runs for c in run.samples["category"].to_list() if c}
+    return sorted(cats)
+
+
+def _card(k: int, run: RunData, report: ReportData) -> str:
+    s = run.summary
+    model = run.run.manifest.get("model") or {}
+    failed = sum(run.failed().values())
+    badges = '<span class="badge">simulated</span>' if model.get("simulated") else ""
+    source = "scored in memory" if run.scored_in_memory else "stored scores"
+    totals = run.run.manifest.get("totals") or {}
+    metrics = [
+        ("TSA", s.get("tsa"), f"n = {s.get('n_tsa', 0)}", "tsa"),
+        ("TP", s.get("tp"), f"n = {s.get('n_tp', 0)}", "tp"),
+        ("AHR", s.get("ahr"), f"{s.get('args_invalid', 0)} / {s.get('args_total', 0)} args", "ahr"),
+    ]
+    cells = []
+    for label, value, n, key in metrics:
+        ci = s.get(f"{key}_ci")
+        ci_text = f'<div class="ci">95% CI {ci[0]:.3f}–{ci[1]:.3f}</div>' if ci else ""
+        cells.append(
+            f'<div class="metric" data-metric="{key}"><div class="label">{label}</div>'
+            f'<div class="value">{_fmt(value)}</div>{ci_text}<div class="n">{n}</div></div>'
+        )
+    foot = (
+        f"{s.get('n_samples', 0)} samples · {failed} failed · {s.get('n_errors', 0)} errors · "
+        f"{s.get('args_missing', 0)} gold args missing · tokens "
+        f"{totals.get('input_tokens') or 0:,} in / {totals.get('output_tokens') or 0:,} out"
+    )
+    return (
+        f'<article class="card" style="--run: {run_color(k)}" data-run="{html.escape(run.run_id)}">'
+        f'<header><span class="swatch"></span><h3>{html.escape(run.run_id)}</h3>{badges}</header>'
+        f'<div class="sub">{html.escape(str(model.get("id") or "unknown model"))} · '
+        f"{html.escape(run.run.status)} · {source}</div>"
+        f'<div class="metrics">{"".join(cells)}</div>'
+        f'<div class="foot">{html.escape(foot)}</div></article>'
+    )
+
+
+def _leaderboard(report: ReportData) -> str:
+    def key(run: RunData) -> tuple[float, float, float]:
+        s = run.summary
+        ahr = s.get("ahr")
+        return (-(s.get("tp") or 0), -(s.get("tsa") or 0), ahr if ahr is not None else 2.0)
+
+    order = sorted(range(len(report.runs)), key=lambda k: key(report.runs[k]))
+    rows = []
+    for rank, k in enumerate(order, start=1):
+        run = report.runs[k]
+        s = run.summary
+        model = (run.run.manifest.get("model") or {}).get("id") or ""
+        rows.append(
+            f'<tr style="--run: {run_color(k)}"><td>{rank}</td>'
+            f'<td><span class="swatch"></span>{html.escape(run.run_id)}</td>'
+            f"<td>{html.escape(str(model))}</td>"
+            f'<td class="num">{_fmt(s.get("tp"))}</td><td class="num">{_fmt(s.get("tsa"))}</td>'
+            f'<td class="num">{_fmt(s.get("ahr"))}</td>'
+            f'<td class="num">{s.get("n_samples", 0)}</td>'
+            f'<td class="num">{sum(run.failed().values())}</td>'
+            f'<td class="num">{s.get("n_errors", 0)}</td></tr>'
+        )
+    head = (
+        "<tr><th>#</th><th>run</th><th>model</th><th>TP ↑</th><th>TSA ↑</th><th>AHR ↓</th>"
+        "<th>samples</th><th>failed</th><th>errors</th></tr>"
+    )
+    return f'<table class="static" id="leaderboard"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _tool_table(report: ReportData) -> str:
+    many = len(report.runs) > 1
+    descriptions = {
+        spec["name"]: spec.get("description") or ""
+        for run in report.runs
+        for spec in run.tool_specs
+    }
+    colors = {run.run_id: run_color(k) for k, run in enumerate(report.runs)}
+    rows = []
+    for r in sorted(report.tool_rows, key=lambda r: report.tools.index(r.tool)):
+        known = r.tool in descriptions
+        name = html.escape(r.tool) + (
+            "" if known else ' <span class="tag unknown">no such tool</span>'
+        )
+        run_cell = (
+            f'<td style="--run: {colors[r.run_id]}"><span class="swatch"></span>'
+            f"{html.escape(r.run_id)}</td>"
+            if many
+            else ""
+        )
+        rows.append(
+            f'<tr><td title="{html.escape(descriptions.get(r.tool, ""))}">{name}</td>{run_cell}'
+            f'<td class="num">{r.gold_calls}</td><td class="num">{r.agent_calls}</td>'
+            f'<td class="num">{r.paired_calls}</td><td class="num">{r.args}</td>'
+            f'<td class="num">{r.invalid_args}</td><td class="num">{r.invented_args}</td></tr>'
+        )
+    head = (
+        "<tr><th>tool</th>"
+        + ("<th>run</th>" if many else "")
+        + "<th>gold calls</th><th>agent calls</th><th>paired calls</th><th>args</th>"
+        "<th>invalid args</th><th>invented args</th></tr>"
+    )
+    return f'<table class="static" id="tool-table"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def table_payload(report: ReportData) -> dict[str, Any]:
+    """One array per column of the samples table, aligned with ``report.sample_ids``."""
+    first: dict[str, dict[str, Any]] = {}
+    for run in report.runs:
+        for row in run.samples.iter_rows(named=True):
+            first.setdefault(row["sample_id"], row)
+    tool_index = {t: k for k, t in enumerate(report.tools)}
+    used: list[set[int]] = []
+    for sid in report.sample_ids:
+        names = {n for run in report.runs for n, _ in run.gold.get(sid, [])}
+        names |= {n for run in report.runs for n, _ in run.agent.get(sid, [])}
+        used.append({tool_index[n] for n in names})
+    runs = [
+        {
+            "id": run.run_id,
+            "color": run_color(k),
+            "model": (run.run.manifest.get("model") or {}).get("id"),
+        }
+        for k, run in enumerate(report.runs)
+    ]
+    return {
+        "runs": runs,
+        "tools": report.tools,
+        "samples": {
+            "id": report.sample_ids,
+            "cat": [first[s]["category"] for s in report.sample_ids],
+            "input": [first[s]["input"] for s in report.sample_ids],
+            "ngold": [len(json.loads(first[s]["gold"] or "[]")) for s in report.sample_ids],
+            "tools": [sorted(u) for u in used],
+            "failed": [int(f) for f in report.failed],
+            "regressed": [int(r) for r in report.regressed],
+        },
+        "cols": [_run_columns(run, report.sample_ids) for run in report.runs],
+    }
+
+
+def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
+    scores = {r["sample_id"]: r for r in run.scores.iter_rows(named=True)}
+    samples = {r["sample_id"]: r for r in run.samples.iter_rows(named=True)}
+    failed = run.failed()
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in ("tsa", "tp", "ahr", "calls", "inv", "tot", "mis", "status", "failed")
+        + ("tin", "tout", "dur")
+    }
+    for sid in sample_ids:
+        s, m = scores.get(sid), samples.get(sid)
+        present = s is not None and m is not None
+        values = (
+            [
+                _num(s["tsa"]),
+                _num(s["tp"]),
+                _num(s["ahr"]),
+                s["n_agent"],
+                s["args_invalid"],
+                s["args_total"],
+                s["args_missing"],
+                s["status"],
+                int(failed[sid]),
+                m["input_tokens"],
+                m["output_tokens"],
+                _num(m["duration_s"], 3),
+            ]
+            if present
+            else [None] * len(cols)
+        )
+        for key, value in zip(cols, values, strict=True):
+            cols[key].append(value)
+    return cols
+
+
+class _Strings:
+    """Intern message texts: tool results and canned answers repeat across samples."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.values: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        k = self.index.get(text)
+        if k is None:
+            k = self.index[text] = len(self.values)
+            self.values.append(text)
+        return k
+
+
+def details_payload(report: ReportData) -> dict[str, Any]:
+    """Per run and sample: agent calls, the AHR pairing, non-ok verdicts, the transcript."""
+    strings = _Strings()
+    first_gold: dict[str, list[Any]] = {}
+    for run in report.runs:
+        for sid, calls in run.gold.items():
+            first_gold.setdefault(sid, [[n, a] for n, a in calls])
+    runs = []
+    for run in report.runs:
+        messages = transcripts(run)
+        errors = dict(run.samples.select("sample_id", "error").iter_rows())
+        per_sample: list[Any] = []
+        for sid in report.sample_ids:
+            if sid not in run.agent:
+                per_sample.append(None)
+                continue
+            explained = run.explanations[sid]
+            entry: dict[str, Any] = {
+                "a": [[n, a] for n, a in run.agent[sid]],
+                "p": [
+                    [p["agent"], p["gold"], {k: v for k, v in p["args"].items() if v != "ok"}]
+                    + ([p["missing"]] if p["missing"] else [])
+                    for p in explained["pairs"]
+                ],
+                "t": [_message(m, strings) for m in messages.get(sid, [])],
+            }
+            gold = [[n, a] for n, a in run.gold.get(sid, [])]
+            if gold != first_gold.get(sid):
+                entry["g"] = gold
+            if errors.get(sid):
+                entry["e"] = errors[sid]
+            per_sample.append(entry)
+        runs.append(
+            {
+                "system": (run.run.manifest.get("system_prompt") or {}).get("text") or "",
+                "tools": run.tool_specs,
+                "samples": per_sample,
+            }
+        )
+    return {
+        "gold": [first_gold.get(sid, []) for sid in report.sample_ids],
+        "runs": runs,
+        "strings": strings.values,
+    }
+
+
+def _message(m: dict[str, Any], strings: _Strings) -> list[Any]:
+    """``[type, text index, extra, input tokens, output tokens, latency]``, plus the unparseable
+    tool calls of an AI message when it has any; extra is an AI message's tool calls or a tool
+    message's ``[name, status]``."""
+    extra: Any = None
+    if m["type"] == "ai":
+        extra = [[n, a] for n, a in m["tool_calls"]]
+    elif m["type"] == "tool":
+        extra = [m.get("name"), m.get("status")]
+    row = [
+        m["type"],
+        strings(m["text"]),
+        extra,
+        m["input_tokens"],
+        m["output_tokens"],
+        _num(m["latency_s"]),
+    ]
+    if m.get("invalid_tool_calls"):
+        row.append([list(c) for c in m["invalid_tool_calls"]])
+    return row

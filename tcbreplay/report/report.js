@@ -1,0 +1,242 @@
+/* tcbreplay report: the samples table (sort, filter, pages) and the sample detail.
+   Charts are Plotly figures built in Python; this only hands them to Plotly.newPlot. */
+(function () {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const D = JSON.parse($("report-data").textContent);
+  let X = null; // trajectories and transcripts: parsed at the first click
+  const details = () => X || (X = JSON.parse($("report-details").textContent));
+  const S = D.samples, R = D.runs, N = S.id.length;
+  const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+  const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
+  const fmt = (v, d = 3) => (v == null ? "—" : Number(v).toFixed(d));
+  const json = (v) => esc(JSON.stringify(v));
+
+  const charts = Object.entries(D.charts).map(([id, fig]) =>
+    Plotly.newPlot(id, fig.data, fig.layout, { displaylogo: false, responsive: true }));
+
+  /* ---- table ---- */
+  const worse = (r, s) => r > 0 && D.cols[r].tp[s] != null && D.cols[0].tp[s] != null &&
+    D.cols[r].tp[s] < D.cols[0].tp[s] - 1e-9;
+  const pill = (v, lowerBetter) => {
+    if (v == null) return '<span class="pill none">—</span>';
+    const best = lowerBetter ? v <= 0 : v >= 1;
+    const cls = best ? "good" : (lowerBetter ? v <= 0.5 : v >= 0.5) ? "mid" : "bad";
+    return `<span class="pill ${cls}">${fmt(v, 2)}</span>`;
+  };
+  const cols = [
+    { key: "idx", label: "#", num: true, get: (s) => s, cell: (s) => s + 1 },
+    { key: "id", label: "sample", get: (s) => S.id[s], cell: (s) => `<code>${esc(S.id[s])}</code>` },
+    { key: "cat", label: "category", get: (s) => S.cat[s] || "", cell: (s) => esc(S.cat[s]) },
+    { key: "input", label: "input", cls: "input", get: (s) => S.input[s],
+      cell: (s) => esc(S.input[s]) },
+    { key: "ngold", label: "gold calls", num: true, get: (s) => S.ngold[s], cell: (s) => S.ngold[s] },
+  ];
+  R.forEach((run, r) => {
+    const C = D.cols[r];
+    cols.push(
+      { key: `calls${r}`, run: r, label: "calls", num: true, get: (s) => C.calls[s],
+        cell: (s) => C.calls[s] ?? "—" },
+      { key: `tp${r}`, run: r, label: "TP", num: true, get: (s) => C.tp[s],
+        cell: (s) => pill(C.tp[s], false) +
+          (worse(r, s) ? '<span class="down" title="lower than in the first run">▼</span>' : "") },
+      { key: `ahr${r}`, run: r, label: "AHR", num: true, get: (s) => C.ahr[s],
+        cell: (s) => pill(C.ahr[s], true) });
+  });
+
+  const state = { sort: "idx", desc: false, page: 0, size: 100, rows: [] };
+  const lower = { id: null, input: null };
+
+  function header() {
+    const th = (c, span) => `<th data-sort="${c.key}"${span}${c.num ? ' class="num"' : ""}>` +
+      `${esc(c.label)}</th>`;
+    const base = cols.filter((c) => c.run === undefined);
+    if (R.length === 1) return `<tr>${cols.map((c) => th(c, "")).join("")}</tr>`;
+    const groups = R.map((run) => `<th class="group" colspan="3" style="--run:${run.color}">` +
+      `<span class="swatch"></span>${esc(run.id)}</th>`).join("");
+    return `<tr>${base.map((c) => th(c, ' rowspan="2"')).join("")}${groups}</tr>` +
+      `<tr>${cols.filter((c) => c.run !== undefined).map((c) => th(c, "")).join("")}</tr>`;
+  }
+
+  function apply() {
+    const show = $("f-show").value, tool = $("f-tool").value, cat = $("f-cat").value;
+    const text = $("f-text").value.trim().toLowerCase();
+    const ti = tool ? D.tools.indexOf(tool) : -1;
+    if (text && !lower.id) {
+      lower.id = S.id.map((v) => v.toLowerCase());
+      lower.input = S.input.map((v) => (v || "").toLowerCase());
+    }
+    const rows = [];
+    for (let s = 0; s < N; s++) {
+      if (show === "failed" && !S.failed[s]) continue;
+      if (show === "regressed" && !S.regressed[s]) continue;
+      if (ti >= 0 && !S.tools[s].includes(ti)) continue;
+      if (cat && S.cat[s] !== cat) continue;
+      if (text && !lower.id[s].includes(text) && !lower.input[s].includes(text)) continue;
+      rows.push(s);
+    }
+    state.rows = rows;
+    state.page = 0;
+    sort();
+  }
+
+  function sort() {
+    const get = cols.find((c) => c.key === state.sort).get, sign = state.desc ? -1 : 1;
+    state.rows.sort((a, b) => {
+      const x = get(a), y = get(b);
+      if (x == null || y == null) return x == null ? (y == null ? a - b : 1) : -1;
+      return x < y ? -sign : x > y ? sign : a - b;
+    });
+    document.querySelectorAll("#samples-table th[data-sort]").forEach((th) => {
+      th.classList.toggle("sorted", th.dataset.sort === state.sort);
+      th.classList.toggle("desc", th.dataset.sort === state.sort && state.desc);
+    });
+    draw();
+  }
+
+  function draw() {
+    const { rows, size } = state;
+    const pages = Math.max(1, Math.ceil(rows.length / size));
+    state.page = Math.min(state.page, pages - 1);
+    const start = state.page * size, shown = rows.slice(start, start + size);
+    $("samples-table").tBodies[0].innerHTML = shown.map((s) =>
+      `<tr data-s="${s}"${S.failed[s] ? ' class="failed"' : ""}>` + cols.map((c) =>
+        `<td class="${c.num ? "num" : ""} ${c.cls || ""}"${c.key === "input" ?
+          ` title="${esc(S.input[s])}"` : ""}>${c.cell(s)}</td>`).join("") + "</tr>").join("");
+    const count = $("row-count");
+    count.dataset.count = rows.length;
+    count.textContent = rows.length === N ? `${N} samples` : `${rows.length} of ${N} samples`;
+    $("p-info").textContent = rows.length ?
+      `${start + 1}–${start + shown.length} of ${rows.length}, page ${state.page + 1} of ${pages}` :
+      "no sample matches";
+    $("p-prev").disabled = state.page === 0;
+    $("p-next").disabled = state.page >= pages - 1;
+  }
+
+  $("samples-table").tHead.innerHTML = header();
+  $("samples-table").tHead.addEventListener("click", (ev) => {
+    const th = ev.target.closest("th[data-sort]");
+    if (!th) return;
+    state.desc = state.sort === th.dataset.sort ? !state.desc : false;
+    state.sort = th.dataset.sort;
+    sort();
+  });
+  ["f-show", "f-tool", "f-cat", "f-text"].forEach((id) => $(id).addEventListener("input", apply));
+  $("p-prev").addEventListener("click", () => { state.page--; draw(); });
+  $("p-next").addEventListener("click", () => { state.page++; draw(); });
+  $("p-size").addEventListener("change", (ev) => { state.size = +ev.target.value; draw(); });
+  $("samples-table").tBodies[0].addEventListener("click", (ev) => {
+    const tr = ev.target.closest("tr[data-s]");
+    if (tr) open(+tr.dataset.s);
+  });
+  apply();
+
+  /* ---- sample detail ---- */
+  const detail = { s: null, run: 0 };
+  const TAGS = { wrong: "wrong", unknown: "invented", not_default: "≠ default",
+    no_default: "no default", missing: "left out" };
+
+  function call(c, marks, missing) {
+    const [name, args] = c;
+    const parts = Object.entries(args || {}).map(([k, v]) => {
+      const m = (marks && marks[k]) || (missing && missing.includes(k) ? "missing" : "");
+      const tag = m ? `<span class="tag ${m}">${TAGS[m]}</span>` : "";
+      return `<span class="arg ${m}">${esc(k)}=${json(v)}${tag}</span>`;
+    });
+    return `<span class="call mono"><span class="name">${esc(name)}</span>(${parts.join(", ")})</span>`;
+  }
+
+  function trajectories(gold, agent, pairs) {
+    let h = '<div class="traj"><div class="h">gold</div><div class="h mid">alignment</div>' +
+      '<div class="h">agent</div>';
+    const row = (g, mid, cls, a) => { h += `<div>${g}</div><div class="mid ${cls}">${mid}</div><div>${a}</div>`; };
+    let i = 0, j = 0;
+    for (const p of [...pairs, [agent.length, gold.length, null]]) {
+      for (; j < p[1]; j++) row(call(gold[j]), "missed ←", "missed", '<span class="empty">not called</span>');
+      for (; i < p[0]; i++) row('<span class="empty">not in gold</span>', "→ extra", "extra", call(agent[i]));
+      if (p[2] === null) break;
+      const bad = Object.keys(p[2]).length;
+      row(call(gold[j], null, p[3]), bad ? `paired · ${bad} invalid` : "paired", "paired",
+        call(agent[i], p[2]));
+      i++; j++;
+    }
+    return h + "</div>";
+  }
+
+  function transcript(run, e) {
+    const strs = details().strings;
+    const tools = run.tools.map((t) => `<div><code>${esc(t.name)}(${Object.keys(
+      (t.parameters || {}).properties || {}).map(esc).join(", ")})</code> — ${esc(t.description)}</div>`);
+    let h = '<div class="msgs"><div class="msg system"><details><summary class="who">system prompt' +
+      `</summary><div class="text">${esc(run.system)}</div></details><details><summary class="who">` +
+      `tools (${run.tools.length})</summary>${tools.join("")}</details></div>`;
+    for (const [type, t, extra, tin, tout, lat, bad] of e.t) {
+      const who = { human: "user", ai: "AI", tool: `tool · ${esc(extra && extra[0])}` }[type] || esc(type);
+      const stats = [tin != null ? `${tin} in` : "", tout != null ? `${tout} out` : "",
+        lat != null ? `${(lat * 1000).toFixed(lat < 0.01 ? 1 : 0)} ms` : ""].filter(Boolean).join(" · ");
+      const status = type === "tool" && extra && extra[1] === "error" ? ' <span class="tag wrong">error</span>' : "";
+      h += `<div class="msg ${esc(type)}"><div class="who"><span>${who}${status}</span>` +
+        `<span class="stats">${stats}</span></div>`;
+      if (strs[t]) h += `<div class="text">${esc(strs[t])}</div>`;
+      if (type === "ai" && extra && extra.length) {
+        h += `<div class="calls">${extra.map((c) => `<div>→ ${call(c)}</div>`).join("")}</div>`;
+      }
+      if (bad) h += `<div class="error">unparseable tool calls: ${json(bad)}</div>`;
+      h += "</div>";
+    }
+    return h + "</div>";
+  }
+
+  function render() {
+    const s = detail.s, r = detail.run, x = details(), run = x.runs[r], e = run.samples[s];
+    const C = D.cols[r];
+    let h = `<div class="facts"><span>category <b>${esc(S.cat[s] || "—")}</b></span>` +
+      `<span>gold calls <b>${S.ngold[s]}</b></span>` +
+      `<span>${S.failed[s] ? "<b>failed</b> in a run" : "matched gold in every run"}</span>` +
+      (S.regressed[s] ? "<span><b>regressed</b> vs the first run</span>" : "") + "</div>" +
+      `<h3>Input</h3><div class="input-text">${esc(S.input[s])}</div>`;
+    if (R.length > 1) {
+      h += '<div class="tabs">' + R.map((run2, k) => `<button type="button" data-run="${k}" ` +
+        `style="--run:${run2.color}" class="${k === r ? "active" : ""}">${esc(run2.id)}</button>`)
+        .join("") + "</div>";
+    }
+    if (!e) {
+      h += "<p>This run has no such sample.</p>";
+    } else {
+      h += `<div class="facts" style="margin-top:10px"><span>run <b>${esc(R[r].id)}</b></span>` +
+        `<span>status <b>${esc(C.status[s])}</b></span><span>TSA <b>${fmt(C.tsa[s])}</b></span>` +
+        `<span>TP <b>${fmt(C.tp[s])}</b></span><span>AHR <b>${fmt(C.ahr[s])}</b></span>` +
+        `<span>invalid args <b>${C.inv[s]} / ${C.tot[s]}</b></span>` +
+        `<span>gold args left out <b>${C.mis[s]}</b></span>` +
+        `<span>tokens <b>${C.tin[s] ?? "—"} in / ${C.tout[s] ?? "—"} out</b></span>` +
+        `<span>duration <b>${C.dur[s] == null ? "—" : C.dur[s] + " s"}</b></span></div>`;
+      if (e.e) h += `<div class="error">${esc(e.e)}</div>`;
+      h += "<h3>Trajectories</h3><div class=\"legend\">" + Object.entries(TAGS).map(([k, v]) =>
+        `<span class="arg ${k}">${v}</span>`).join("") + "</div>" +
+        trajectories(e.g || x.gold[s], e.a, e.p) + "<h3>Transcript</h3>" + transcript(run, e);
+    }
+    $("d-body").innerHTML = h;
+  }
+
+  function open(s) {
+    detail.s = s;
+    if (D.cols[detail.run].tp[s] == null) detail.run = Math.max(0, D.cols.findIndex((c) => c.tp[s] != null));
+    $("d-title").textContent = S.id[s];
+    render();
+    $("detail").hidden = $("backdrop").hidden = false;
+    $("d-body").scrollTop = 0;
+  }
+  const close = () => { $("detail").hidden = $("backdrop").hidden = true; };
+  $("d-body").addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-run]");
+    if (b) { detail.run = +b.dataset.run; render(); }
+  });
+  $("d-close").addEventListener("click", close);
+  $("backdrop").addEventListener("click", close);
+  document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") close(); });
+
+  Promise.all(charts).then(() => {
+    window.tcbReportReadyMs = performance.now();
+    document.body.dataset.ready = "1";
+  });
+})();
