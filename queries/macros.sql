@@ -20,8 +20,18 @@ create or replace macro json_equal(a, b, rel_tol, abs_tol) as (
         when json_kind(a) = 'nested' and json_kind(b) = 'nested' then null
         when json_kind(a) = 'int' and json_kind(b) = 'int' then a::varchar = b::varchar
         when json_kind(a) in ('int', 'float') and json_kind(b) in ('int', 'float') then
-            abs(a::double - b::double)
-            <= greatest(rel_tol * greatest(abs(a::double), abs(b::double)), abs_tol)
+            -- try_cast: constant folding may evaluate this branch for values of other kinds
+            case
+                -- as math.isclose: NaN equals nothing, an infinity only itself
+                when isnan(try_cast(a as double)) or isnan(try_cast(b as double)) then false
+                when isinf(try_cast(a as double)) or isinf(try_cast(b as double))
+                    then try_cast(a as double) = try_cast(b as double)
+                else abs(try_cast(a as double) - try_cast(b as double))
+                    <= greatest(
+                        rel_tol * greatest(abs(try_cast(a as double)), abs(try_cast(b as double))),
+                        abs_tol
+                    )
+            end
         when json_kind(a) = 'str' and json_kind(b) = 'str' then (a ->> '$') = (b ->> '$')
         when json_kind(a) = 'bool' and json_kind(b) = 'bool' then a::varchar = b::varchar
         when json_kind(a) = 'null' and json_kind(b) = 'null' then true

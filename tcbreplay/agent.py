@@ -35,6 +35,7 @@ class CallPolicy:
 
     retries: int = 2
     backoff: float = 1.0
+    call_timeout: float | None = None
     limiter: RateLimiter = field(default_factory=RateLimiter)
     on_retry: Callable[[BaseException], None] | None = None
 
@@ -68,8 +69,14 @@ def _middleware(policy: CallPolicy) -> Any:
                 await policy.limiter.acquire()
                 t0 = time.perf_counter()
                 try:
-                    response = await handler(request)
+                    async with asyncio.timeout(policy.call_timeout):
+                        response = await handler(request)
+                    _check_not_empty(response)
                 except Exception as exc:
+                    if isinstance(exc, TimeoutError) and not isinstance(exc, CallTimeout):
+                        exc = CallTimeout(
+                            f"model call did not answer within {policy.call_timeout:g} s"
+                        )
                     if attempt > policy.retries or not is_transient(exc):
                         raise
                     if state is not None:
@@ -97,6 +104,36 @@ def _middleware(policy: CallPolicy) -> Any:
             return result
 
     return Recording()
+
+
+async def aclose_model(chat_model: Any) -> None:
+    """Close the provider's async HTTP client inside the loop that opened it."""
+    client = getattr(getattr(chat_model, "client", None), "aio", None)
+    aclose = getattr(client, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+class CallTimeout(TimeoutError):
+    """A model call ran past ``--call-timeout`` (retried like any transient failure)."""
+
+
+class EmptyModelResponse(RuntimeError):
+    """The provider answered with no content and no tool calls (retried: it may be passing)."""
+
+    transient = True
+
+
+def _check_not_empty(response: Any) -> None:
+    for message in getattr(response, "result", None) or []:
+        if getattr(message, "type", None) != "ai":
+            continue
+        if message.content or getattr(message, "tool_calls", None):
+            continue
+        if getattr(message, "invalid_tool_calls", None):
+            continue
+        raise EmptyModelResponse("the model answered with no content and no tool calls")
 
 
 def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[dict[str, Any]]:

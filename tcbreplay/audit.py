@@ -29,6 +29,7 @@ SUMMARY_FIELDS = (
     "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
     "args_missing", "n_errors",
 )  # fmt: skip
+BREAKDOWN_FIELDS = ("by_tool", "by_category")
 
 
 def sha256_file(path: Path) -> str:
@@ -123,20 +124,25 @@ def verify_run(store: Store, run_id: str, scoring: str | None = None) -> AuditRe
     if scoring is not None:
         folders = [f for f in folders if f.name == scoring]
     if not folders:
-        what = f"a scoring named {scoring!r}" if scoring else "stored scores"
+        what = f"scoring named {scoring!r}" if scoring else "stored scores"
         raise InputError(
             f"run {run_id!r} has no {what} to verify", hint=f"score it: tcbreplay score {run_id}"
         )
     report = AuditReport(run_id=run.run_id, scorings=[f.name for f in folders])
     for folder in folders:
         stored_summary = json.loads((folder / "summary.json").read_text())
-        audit = stored_summary.get("audit") or {}
+        audit = stored_summary.get("audit")
+        if not audit:
+            report.differences.append(
+                Difference(folder.name, None, "audit", None, "the summary has no audit record")
+            )
+            audit = {}
         for name, digest in (audit.get("inputs_sha256") or {}).items():
             if sha256_file(run.dir / name) != digest and name not in report.changed_files:
                 report.changed_files.append(name)
         options = ScoreOptions.from_dict(stored_summary.get("options") or {})
         fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
-        for key in SUMMARY_FIELDS:
+        for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS:
             if stored_summary.get(key) != fresh.summary.get(key):
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])

@@ -109,15 +109,18 @@ def diff_runs(
         *(pl.col(f"{m}_b") for m in METRICS),
         *((pl.col(f"{m}_b") - pl.col(m)).alias(f"d_{m}") for m in METRICS),
     )
+    # ahr from undefined (no paired arguments) to above 0 is worse, and the reverse better.
+    ahr_up = (pl.col("d_ahr") > 0) | (pl.col("ahr_a").is_null() & (pl.col("ahr_b") > 0))
+    ahr_down = (pl.col("d_ahr") < 0) | ((pl.col("ahr_a") > 0) & pl.col("ahr_b").is_null())
     worse = (
         (pl.col("d_tsa") < 0).fill_null(False)
         | (pl.col("d_tp") < 0).fill_null(False)
-        | (pl.col("d_ahr") > 0).fill_null(False)
+        | ahr_up.fill_null(False)
     )
     better = (
         (pl.col("d_tsa") > 0).fill_null(False)
         | (pl.col("d_tp") > 0).fill_null(False)
-        | (pl.col("d_ahr") < 0).fill_null(False)
+        | ahr_down.fill_null(False)
     )
     deltas = deltas.with_columns(
         pl.when(worse)
@@ -176,8 +179,8 @@ def _metric_delta(
                 inv_a[idx].sum(-1), tot_a[idx].sum(-1)
             )
 
-        value_a = _ratio(inv_a.sum(), tot_a.sum())
-        value_b = _ratio(inv_b.sum(), tot_b.sum())
+        value_a = _ratio(joined["args_invalid"].sum(), joined["args_total"].sum())
+        value_b = _ratio(joined["args_invalid_b"].sum(), joined["args_total_b"].sum())
     else:
         va = joined[metric].to_numpy().astype(float)
         vb = joined[f"{metric}_b"].to_numpy().astype(float)
@@ -189,8 +192,9 @@ def _metric_delta(
             mean_a = _ratio(za[idx].sum(-1), defined_a[idx].sum(-1))
             return mean_b - mean_a
 
-        value_a = _ratio(za.sum(), defined_a.sum())
-        value_b = _ratio(zb.sum(), defined_b.sum())
+        # the point values the way score computes them (polars mean), to the last bit
+        value_a = _mean(joined[metric])
+        value_b = _mean(joined[f"{metric}_b"])
     draws = np.concatenate([stat(idx) for idx in batches])
     draws = draws[~np.isnan(draws)]
     low, high = np.quantile(draws, [alpha, 1 - alpha]) if len(draws) else (np.nan, np.nan)
@@ -251,6 +255,11 @@ def _tool_deltas(
             }
         )
     return out
+
+
+def _mean(series: pl.Series) -> float:
+    defined = series.drop_nulls()
+    return float(defined.mean()) if defined.len() else float("nan")
 
 
 def _num(value: Any) -> float | None:

@@ -25,7 +25,7 @@ import polars as pl
 
 DEFAULT_REL_TOL = 1e-9
 DEFAULT_ABS_TOL = 1e-9
-# Above this base the packed alignment score could overflow int64 (base**4 < 2**62).
+# Above this base the packed alignment score could overflow int64 (base**4 < 2**63 - 1).
 _MAX_BASE = 55_000
 _BUCKET_ROWS = 100_000
 

@@ -39,7 +39,12 @@ class NamedQuery:
         values = {}
         for key, default in self.params.items():
             if key in given:
-                values[key] = _parse(given[key])
+                value = _parse(given[key])
+                # A bare number for a text parameter (a run id such as 123) stays text.
+                textual = default is None or isinstance(default, str)
+                if textual and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    value = given[key]
+                values[key] = value
             elif default is _REQUIRED:
                 raise QueryError(f"query {self.name}: parameter {key!r} is required (-p {key}=...)")
             else:

@@ -20,6 +20,7 @@ from tcbreplay import __version__
 from tcbreplay.agent import (
     CallPolicy,
     SampleState,
+    aclose_model,
     build_agent,
     current_sample,
     inline_tracing_hooks,
@@ -48,6 +49,7 @@ class RecordOptions:
     workers: int = 4
     retries: int = 2
     timeout: float | None = 300.0
+    call_timeout: float | None = 120.0
     backoff: float = 1.0
     recursion_limit: int = 50
     max_rpm: float | None = None
@@ -60,6 +62,8 @@ class RecordOptions:
             raise InputError("--retries must not be negative")
         if self.timeout is not None and self.timeout <= 0:
             raise InputError("--timeout must be positive")
+        if self.call_timeout is not None and self.call_timeout <= 0:
+            raise InputError("--call-timeout must be positive")
         for name in ("max_rpm", "max_tpm"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -70,6 +74,7 @@ class RecordOptions:
             "workers": self.workers,
             "retries": self.retries,
             "timeout": self.timeout,
+            "call_timeout": self.call_timeout,
             "backoff": self.backoff,
             "recursion_limit": self.recursion_limit,
             "max_rpm": self.max_rpm,
@@ -100,6 +105,12 @@ class RecordSummary:
 ProgressFn = Callable[[dict[str, Any]], None]
 
 
+# Model settings that change how requests travel, not what the model answers.
+TRANSPORT_SETTINGS = frozenset(
+    {"base_url", "timeout", "request_timeout", "max_retries", "client_args", "additional_headers"}
+)
+
+
 def fingerprint(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
     """sha256 of everything that decides what a recording should contain."""
     fields = inputs.manifest_fields()
@@ -108,7 +119,7 @@ def fingerprint(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
         "tools": fields["tools"]["specs"],
         "system_prompt": fields["system_prompt"]["text"],
         "model": spec.id,
-        "settings": spec.settings,
+        "settings": {k: v for k, v in spec.settings.items() if k not in TRANSPORT_SETTINGS},
     }
     text = json.dumps(basis, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -185,11 +196,19 @@ def record_run(
     policy = CallPolicy(
         retries=options.retries,
         backoff=options.backoff,
+        call_timeout=options.call_timeout,
         limiter=RateLimiter(options.max_rpm, options.max_tpm),
         on_retry=getattr(progress, "retry", None),
     )
     agent = build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
-    return _record(agent, samples, writer, options, progress, spec.simulated, len(inputs.dataset))
+
+    async def run() -> None:
+        try:
+            await _run_all(agent, samples, writer, options, progress)
+        finally:
+            await aclose_model(chat_model)
+
+    return _record(run, samples, writer, progress, spec.simulated, len(inputs.dataset))
 
 
 def _check_resumable(writer: RunWriter, expected: str, run: Run) -> dict[str, str]:
@@ -213,10 +232,9 @@ class RecordInterrupted(Exception):
 
 
 def _record(
-    agent: Any,
+    run: Callable[[], Any],
     samples: list[Sample],
     writer: RunWriter,
-    options: RecordOptions,
     progress: ProgressFn | None,
     simulated: bool,
     total: int,
@@ -225,7 +243,7 @@ def _record(
     try:
         if samples:
             with inline_tracing_hooks():
-                asyncio.run(_run_all(agent, samples, writer, options, progress))
+                asyncio.run(run())
     except KeyboardInterrupt:
         summary = _finish(writer, "interrupted", time.perf_counter() - started, total)
         summary.simulated = simulated

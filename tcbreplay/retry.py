@@ -18,7 +18,9 @@ from typing import Any
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _TRANSIENT_NAMES = frozenset(
     {"ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
-     "RemoteProtocolError", "ReadError", "WriteError", "ServerError", "ServerDisconnectedError"}
+     "RemoteProtocolError", "ReadError", "WriteError", "ServerError", "ServerDisconnectedError",
+     # a 200 whose body is not JSON: typically a proxy's error page
+     "JSONDecodeError"}
 )  # fmt: skip
 MAX_DELAY = 120.0
 

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tcbreplay.errors import QueryError
+from tcbreplay.errors import InputError, QueryError
 from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA, SCORES, Run, Store
 
 _PACKAGE_QUERIES = Path(__file__).parent / "queries"  # inside a built wheel
@@ -120,8 +120,11 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     """
     runs = store.runs()
     tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
+    try:
+        tmp.unlink(missing_ok=True)
+        con = duckdb.connect(str(tmp))
+    except (OSError, duckdb.Error) as exc:
+        raise InputError(f"{path}: cannot write the catalog: {_first_line(exc)}") from exc
     try:
         _create_views(con, runs, with_scores=True, materialize=True)
         con.execute("checkpoint")
@@ -152,12 +155,27 @@ def _threads() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+# Where the run directory sits in each view's file paths: the run id is its name.
+_RUN_DIR_PATTERN = {
+    "samples": r"([^/]+)/[^/]+$",
+    "messages": r"([^/]+)/[^/]+$",
+    "scores": r"([^/]+)/scores/[^/]+/[^/]+$",
+}
+
+
 def _bind_files(
     con: duckdb.DuckDBPyConnection, view: str, files: list[Path], schema: pa.Schema
 ) -> None:
+    """Bind a view to Parquet files; ``run_id`` is the name of each file's run directory, so a
+    run directory copied or renamed is seen under its new name."""
     if files:
         listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
-        con.execute(f"create or replace view {view} as select * from read_parquet([{listing}])")
+        pattern = _sql_string(_RUN_DIR_PATTERN[view])
+        con.execute(
+            f"create or replace view {view} as select * exclude (filename) "
+            f"replace (regexp_extract(filename, {pattern}, 1) as run_id) "
+            f"from read_parquet([{listing}], filename = true)"
+        )
     else:
         columns = ", ".join(f"null::{_duck_type(f.type)} as {f.name}" for f in schema)
         con.execute(f"create or replace view {view} as select {columns} where false")

@@ -40,8 +40,14 @@ def human_message(text: str) -> str:
     return json.dumps(
         {
             "type": "human",
-            "data": {"content": text, "additional_kwargs": {}, "response_metadata": {},
-                     "type": "human", "name": None, "id": None},
+            "data": {
+                "content": text,
+                "additional_kwargs": {},
+                "response_metadata": {},
+                "type": "human",
+                "name": None,
+                "id": None,
+            },
         }
     )
 
@@ -67,11 +73,25 @@ def build_tables(
                 "n_messages": len(case["turns"]) + 1,
             }
         )
-        messages.append({"run_id": run_id, "sample_id": sid, "position": 0, "type": "human",
-                         "message": human_message(f"question {index}")})
+        messages.append(
+            {
+                "run_id": run_id,
+                "sample_id": sid,
+                "position": 0,
+                "type": "human",
+                "message": human_message(f"question {index}"),
+            }
+        )
         for k, turn in enumerate(case["turns"], start=1):
-            messages.append({"run_id": run_id, "sample_id": sid, "position": k, "type": "ai",
-                             "message": ai_message(turn, msg_id=f"{sid}-{k}")})
+            messages.append(
+                {
+                    "run_id": run_id,
+                    "sample_id": sid,
+                    "position": k,
+                    "type": "ai",
+                    "message": ai_message(turn, msg_id=f"{sid}-{k}"),
+                }
+            )
     return (
         pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
         pa.Table.from_pylist(messages, schema=MESSAGES_SCHEMA),

@@ -27,7 +27,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from tcbreplay.errors import ModelError
 from tcbreplay.models import SAMPLE_ID_KEY
@@ -177,6 +177,7 @@ class SimChatModel(BaseChatModel):
     # Kept out of repr: LangChain serializes the model's repr on every call for its callbacks.
     samples: dict[str, list[tuple[str, dict[str, Any]]]] = Field(repr=False)
     tool_specs: list[dict[str, Any]] = Field(default_factory=list, repr=False)
+    _calls: _CallCounts = PrivateAttr(default_factory=lambda: _CallCounts())
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], samples: Mapping[str, Any]) -> SimChatModel:
@@ -203,11 +204,16 @@ class SimChatModel(BaseChatModel):
         sample_id = metadata.get(SAMPLE_ID_KEY)
         if sample_id is None or sample_id not in self.samples:
             raise ModelError(f"sim: no gold plan for sample {sample_id!r}")
-        fault_rate = float(self.settings.get("fault_rate", 0.0))
-        if fault_rate and _fault_rng.random() < fault_rate:
-            raise SimTransientError("sim: injected transient fault (503 Service Unavailable)")
-        plan = plan_turns(sample_id, self.samples[sample_id], self.tool_specs, self.settings)
         turn = sum(1 for m in messages if isinstance(m, AIMessage))
+        fault_rate = float(self.settings.get("fault_rate", 0.0))
+        if fault_rate:
+            # The k-th call for this (sample, turn) faults or not by (seed, sample, turn, k)
+            # alone, so faults are transient yet reproducible whatever the scheduling.
+            k = self._calls.next((sample_id, turn))
+            draw = random.Random(_seed(self.settings["seed"], sample_id, f"fault:{turn}:{k}"))
+            if draw.random() < fault_rate:
+                raise SimTransientError("sim: injected transient fault (503 Service Unavailable)")
+        plan = plan_turns(sample_id, self.samples[sample_id], self.tool_specs, self.settings)
         metadata_out = {"model_name": MODEL_NAME, "simulated": True, "finish_reason": "STOP"}
         usage_in = sum(len(str(m.content).split()) for m in messages) + 1
         if turn < len(plan):
@@ -247,19 +253,18 @@ class SimChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=self._turn(messages, run_manager))])
 
 
-class _FaultRng:
-    """Faults must be transient, so they are drawn from a stream that retries advance."""
+class _CallCounts:
+    """How many times each (sample, turn) has been asked for in this process."""
 
     def __init__(self) -> None:
-        self._rng = random.Random(0)
+        self._counts: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
 
-    def random(self) -> float:
+    def next(self, key: tuple[str, int]) -> int:
         with self._lock:
-            return self._rng.random()
-
-
-_fault_rng = _FaultRng()
+            k = self._counts.get(key, 0)
+            self._counts[key] = k + 1
+            return k
 
 
 def _final_answer(messages: list[BaseMessage]) -> str:

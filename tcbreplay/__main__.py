@@ -1,0 +1,5 @@
+"""``python -m tcbreplay`` runs the command line."""
+
+from tcbreplay.cli import main
+
+main()

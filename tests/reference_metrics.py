@@ -1,0 +1,181 @@
+"""A brute-force reference of the per-sample metric spec, independent of ``tcbreplay.metrics``.
+
+Written to be obviously right rather than fast: plain-Python value equality, a textbook
+Levenshtein table over whole names, set-based TSA, and an AHR that enumerates every
+order-preserving one-to-one same-name pairing and picks one by the spec's tie-break order.
+
+Inputs: ``gold`` and ``agent`` are sequences of ``(name, args)``; ``tools`` is a list of
+``{"name": ..., "parameters": {"properties": {param: {"default": ...}?}}}``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+REL_TOL = 1e-9
+ABS_TOL = 1e-9
+
+Call = tuple[str, Mapping[str, Any]]
+# (pairs, invalid, valid, missing) of one pairing
+Counts = tuple[int, int, int, int]
+
+_NO_DEFAULT = object()
+
+
+def values_equal(a: Any, b: Any, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL) -> bool:
+    """Equality of two JSON values (as Python objects) per the spec."""
+    a_bool, b_bool = type(a) is bool, type(b) is bool
+    if a_bool or b_bool:
+        return a_bool and b_bool and a is b
+    a_num = type(a) in (int, float)
+    b_num = type(b) in (int, float)
+    if a_num and b_num:
+        if type(a) is int and type(b) is int:
+            return a == b
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+    if type(a) is str and type(b) is str:
+        return a == b
+    if a is None and b is None:
+        return True
+    if type(a) is list and type(b) is list:
+        if len(a) != len(b):
+            return False
+        return all(values_equal(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True))
+    if type(a) is dict and type(b) is dict:
+        if set(a) != set(b):
+            return False
+        return all(values_equal(a[k], b[k], rel_tol, abs_tol) for k in a)
+    return False
+
+
+def levenshtein(x: Sequence[str], y: Sequence[str]) -> int:
+    """Edit distance between two sequences of whole names (unit insert, delete, substitute)."""
+    rows, cols = len(x) + 1, len(y) + 1
+    d = [[0] * cols for _ in range(rows)]
+    for r in range(rows):
+        d[r][0] = r
+    for c in range(cols):
+        d[0][c] = c
+    for r in range(1, rows):
+        for c in range(1, cols):
+            substitute = 0 if x[r - 1] == y[c - 1] else 1
+            d[r][c] = min(d[r - 1][c] + 1, d[r][c - 1] + 1, d[r - 1][c - 1] + substitute)
+    return d[rows - 1][cols - 1]
+
+
+def tsa(agent_names: Sequence[str], gold_names: Sequence[str]) -> float | None:
+    gold_set = set(gold_names)
+    if not gold_set:
+        return None
+    return len(set(agent_names) & gold_set) / len(gold_set)
+
+
+def tp(agent_names: Sequence[str], gold_names: Sequence[str]) -> float:
+    longest = max(len(agent_names), len(gold_names))
+    if longest == 0:
+        return 1.0
+    return 1.0 - levenshtein(agent_names, gold_names) / longest
+
+
+def tool_params(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """tool name -> {param: declared default, or _NO_DEFAULT}."""
+    out: dict[str, dict[str, Any]] = {}
+    for spec in tools:
+        props = (spec.get("parameters") or {}).get("properties") or {}
+        params = out.setdefault(spec["name"], {})
+        for param, schema in props.items():
+            has_default = isinstance(schema, dict) and "default" in schema
+            params[param] = schema["default"] if has_default else _NO_DEFAULT
+    return out
+
+
+def pair_counts(
+    name: str,
+    agent_args: Mapping[str, Any],
+    gold_args: Mapping[str, Any],
+    params: Mapping[str, Mapping[str, Any]],
+    rel_tol: float,
+    abs_tol: float,
+) -> tuple[int, int, int]:
+    """(invalid, valid, missing) of one agent call paired with one gold call of tool ``name``."""
+    declared = params.get(name, {})
+    invalid = valid = 0
+    for key, value in agent_args.items():
+        if key not in declared:
+            bad = True  # (a) no such parameter
+        elif key in gold_args:
+            bad = not values_equal(value, gold_args[key], rel_tol, abs_tol)  # (b)
+        elif declared[key] is _NO_DEFAULT:
+            bad = True  # (c) gold lacks the key and there is no default
+        else:
+            bad = not values_equal(value, declared[key], rel_tol, abs_tol)  # (c)
+        if bad:
+            invalid += 1
+        else:
+            valid += 1
+    missing = sum(1 for key in gold_args if key not in agent_args)
+    return invalid, valid, missing
+
+
+def candidate_pairings(
+    allowed: set[tuple[int, int]], n_agent: int, n_gold: int
+) -> Iterator[list[tuple[int, int]]]:
+    """Every strictly increasing matching of agent indices to gold indices using ``allowed``."""
+    for k in range(min(n_agent, n_gold) + 1):
+        for agent_idx in itertools.combinations(range(n_agent), k):
+            for gold_idx in itertools.combinations(range(n_gold), k):
+                chosen = list(zip(agent_idx, gold_idx, strict=True))
+                if all(p in allowed for p in chosen):
+                    yield chosen
+
+
+def best_counts(
+    stats: Mapping[tuple[int, int], tuple[int, int, int]], n_agent: int, n_gold: int
+) -> Counts:
+    """Brute-force choice over candidate pairs ``(i, j) -> (invalid, valid, missing)``:
+    most pairs, then fewest invalid, then most valid, then fewest missing."""
+    best: Counts | None = None
+    best_key: tuple[int, int, int, int] | None = None
+    for chosen in candidate_pairings(set(stats), n_agent, n_gold):
+        invalid = sum(stats[p][0] for p in chosen)
+        valid = sum(stats[p][1] for p in chosen)
+        missing = sum(stats[p][2] for p in chosen)
+        key = (len(chosen), -invalid, valid, -missing)
+        if best_key is None or key > best_key:
+            best_key = key
+            best = (len(chosen), invalid, valid, missing)
+    assert best is not None
+    return best
+
+
+def score_sample(
+    gold: Sequence[Call],
+    agent: Sequence[Call],
+    tools: Sequence[Mapping[str, Any]],
+    rel_tol: float = REL_TOL,
+    abs_tol: float = ABS_TOL,
+) -> dict[str, Any]:
+    """Per-sample tsa, tp, ahr and the AHR counts of the chosen pairing."""
+    gold_names = [name for name, _ in gold]
+    agent_names = [name for name, _ in agent]
+    params = tool_params(tools)
+    stats = {
+        (i, j): pair_counts(agent[i][0], agent[i][1], gold[j][1], params, rel_tol, abs_tol)
+        for i in range(len(agent))
+        for j in range(len(gold))
+        if agent_names[i] == gold_names[j]
+    }
+    pairs, invalid, valid, missing = best_counts(stats, len(agent), len(gold))
+    total = invalid + valid
+    return {
+        "tsa": tsa(agent_names, gold_names),
+        "tp": tp(agent_names, gold_names),
+        "ahr": invalid / total if total else None,
+        "args_invalid": invalid,
+        "args_total": total,
+        "args_missing": missing,
+        "pairs": pairs,
+    }

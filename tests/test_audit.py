@@ -1,0 +1,341 @@
+"""`tcbreplay audit verify`: stored scores follow from the raw traces, and tampering is caught."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from tcbreplay import __version__, audit
+from tcbreplay.audit import verify_run
+from tcbreplay.cli import main
+from tcbreplay.errors import InputError, RunNotFoundError
+from tcbreplay.score import ScoreOptions, score_run
+from tcbreplay.sql import SCORES_SCHEMA
+from tcbreplay.store import MESSAGES_SCHEMA, Store
+
+REL_FOLDER = "spec_rel-0.001_abs-1e-09"
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def verify(root: Path, run_id: str, *extra: str):
+    return cli("audit", "verify", run_id, "--store", root, *extra)
+
+
+def score(root: Path, run_id: str, *extra: str) -> dict:
+    result = cli("score", run_id, "--store", root, "--format", "json", *extra)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return json.loads(result.stdout)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def run_copy(sim_run, tmp_path) -> tuple[Path, str]:
+    """A private copy of the session's sim run, never scored."""
+    sim_store, run_id = sim_run
+    root = tmp_path / "traces"
+    shutil.copytree(sim_store.run_dir(run_id), root / run_id)
+    for name in ("scores", "evaluations"):
+        shutil.rmtree(root / run_id / name, ignore_errors=True)
+    return root, run_id
+
+
+@pytest.fixture(scope="module")
+def scored_template(sim_run, tmp_path_factory) -> tuple[Path, str]:
+    """The sim run scored once with the defaults, through the CLI; copied by ``scored``."""
+    sim_store, run_id = sim_run
+    root = tmp_path_factory.mktemp("audit") / "traces"
+    shutil.copytree(sim_store.run_dir(run_id), root / run_id)
+    for name in ("scores", "evaluations"):
+        shutil.rmtree(root / run_id / name, ignore_errors=True)
+    score(root, run_id)
+    return root, run_id
+
+
+@pytest.fixture
+def scored(scored_template, tmp_path) -> tuple[Path, str]:
+    """A private copy of the scored run, to tamper with."""
+    template, run_id = scored_template
+    root = tmp_path / "traces"
+    shutil.copytree(template / run_id, root / run_id)
+    return root, run_id
+
+
+def rewrite_scores(path: Path, sample_id: str, **changes) -> None:
+    frame = pl.read_parquet(path)
+    frame = frame.with_columns(
+        pl.when(pl.col("sample_id") == sample_id)
+        .then(pl.lit(value, dtype=frame.schema[column]))
+        .otherwise(pl.col(column))
+        .alias(column)
+        for column, value in changes.items()
+    )
+    pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), path)
+
+
+# ---------------------------------------------------------------- the audit record
+
+
+def test_scored_run_verifies(scored):
+    root, run_id = scored
+    result = verify(root, run_id)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.strip() == (
+        f"verified: spec of {run_id}: 94 samples identical to a re-score from raw traces"
+    )
+    report = verify_run(Store(root), run_id)
+    assert report.ok and report.scorings == ["spec"] and report.samples_checked == 94
+
+
+def test_summary_holds_an_audit_record(scored):
+    root, run_id = scored
+    run_dir = root / run_id
+    summary = json.loads((run_dir / "scores" / "spec" / "summary.json").read_text())
+    record = summary["audit"]
+    assert record["inputs_sha256"] == {
+        name: sha256(run_dir / name)
+        for name in ("manifest.json", "samples.parquet", "messages.parquet")
+    }
+    assert re.fullmatch(r"[0-9a-f]{64}", record["sql_sha256"])
+    assert record["sql_sha256"] == audit.sql_sha256()
+    assert record["options"] == {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 1e-9}
+    assert record["options"] == summary["options"]
+    assert re.fullmatch(r"[0-9a-f]{64}", record["options_sha256"])
+    assert record["toolkit_version"] == __version__
+
+
+def test_audit_record_is_the_same_when_scoring_again(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    first = json.loads(path.read_text())["audit"]
+    score(root, run_id)
+    assert json.loads(path.read_text())["audit"] == first
+
+
+def test_other_tolerances_get_their_own_folder_and_both_verify(scored):
+    root, run_id = scored
+    spec_summary = json.loads((root / run_id / "scores" / "spec" / "summary.json").read_text())
+    got = score(root, run_id, "--rel-tol", "1e-3")
+    assert got["scoring"] == REL_FOLDER
+    folders = sorted(p.name for p in (root / run_id / "scores").iterdir())
+    assert folders == ["spec", REL_FOLDER]
+    rel = json.loads((root / run_id / "scores" / REL_FOLDER / "summary.json").read_text())
+    assert rel["audit"]["options"] == {"scorer": "spec", "rel_tol": 1e-3, "abs_tol": 1e-9}
+    assert rel["audit"]["options_sha256"] != spec_summary["audit"]["options_sha256"]
+    assert rel["audit"]["inputs_sha256"] == spec_summary["audit"]["inputs_sha256"]
+    assert rel["audit"]["sql_sha256"] == spec_summary["audit"]["sql_sha256"]
+
+    result = verify(root, run_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"verified: spec, {REL_FOLDER} of {run_id}: 94 samples")
+    only = verify(root, run_id, "--scoring", REL_FOLDER)
+    assert only.exit_code == 0
+    assert only.stdout.startswith(f"verified: {REL_FOLDER} of {run_id}")
+
+
+def test_abet_scoring_verifies_too(scored):
+    root, run_id = scored
+    score(root, run_id, "--scorer", "abet")
+    result = verify(root, run_id, "--format", "json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["scorings"] == ["abet", "spec"]
+
+
+# ---------------------------------------------------------------- tampering
+
+
+def test_edited_per_sample_score_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    victim = frame.filter(pl.col("tp") < 1).sort("sample_index").row(0, named=True)
+    rewrite_scores(path, victim["sample_id"], tp=1.0)
+
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        f"spec: sample {victim['sample_id']}: tp: stored 1.0, recomputed {victim['tp']!r}"
+    ]
+    assert "verified" not in result.stdout
+
+    report = verify_run(Store(root), run_id)
+    assert not report.ok and report.changed_files == []
+    assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
+        (victim["sample_id"], "tp", 1.0, victim["tp"])
+    ]
+
+
+def test_edited_run_level_number_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    true_tsa = summary["tsa"]
+    path.write_text(json.dumps({**summary, "tsa": 0.99}))
+    result = verify(root, run_id)
+    assert result.exit_code == 1
+    assert f"spec: run: tsa: stored 0.99, recomputed {true_tsa!r}" in result.stdout.splitlines()
+
+
+def test_removed_sample_row_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    gone = frame["sample_id"][5]
+    pq.write_table(frame.filter(pl.col("sample_id") != gone).to_arrow().cast(SCORES_SCHEMA), path)
+    report = verify_run(Store(root), run_id)
+    assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
+        (gone, "sample", None, "present")
+    ]
+
+
+def test_changed_raw_message_is_caught(scored):
+    root, run_id = scored
+    scores = pl.read_parquet(root / run_id / "scores" / "spec" / "scores.parquet")
+    # A sample with one correct add/multiply call: changing one value makes 1 of 2 args invalid.
+    victim = (
+        scores.filter(
+            (pl.col("n_gold") == 1)
+            & (pl.col("n_agent") == 1)
+            & (pl.col("args_total") == 2)
+            & (pl.col("args_invalid") == 0)
+            & (pl.col("tsa") == 1)
+        )
+        .sort("sample_index")
+        .row(0, named=True)
+    )
+    sid = victim["sample_id"]
+    path = root / run_id / "messages.parquet"
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    for row in rows:
+        if row["sample_id"] == sid and row["type"] == "ai":
+            message = json.loads(row["message"])
+            calls = message["data"]["tool_calls"]
+            if calls:
+                calls[0]["args"]["a"] = 12345.678
+                row["message"] = json.dumps(message)
+                break
+    else:
+        pytest.fail(f"no AI message with a call in sample {sid}")
+    pq.write_table(pa.Table.from_pylist(rows, schema=MESSAGES_SCHEMA), path)
+
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    lines = result.stdout.splitlines()
+    assert (
+        lines[0] == "changed since scoring: messages.parquet (sha256 differs from the audit record)"
+    )
+    assert f"spec: sample {sid}: args_invalid: stored 0, recomputed 1" in lines
+    assert f"spec: sample {sid}: ahr: stored 0.0, recomputed 0.5" in lines
+    assert "verified" not in result.stdout
+
+    report = json.loads(verify(root, run_id, "--format", "json").stdout)
+    assert set(report) == {
+        "run_id", "ok", "scorings", "samples_checked", "changed_files", "differences"
+    }  # fmt: skip
+    assert report["ok"] is False
+    assert report["run_id"] == run_id and report["scorings"] == ["spec"]
+    assert report["samples_checked"] == 94
+    assert report["changed_files"] == ["messages.parquet"]
+    for d in report["differences"]:
+        assert set(d) == {"scoring", "sample_id", "field", "stored", "recomputed"}
+        assert d["scoring"] == "spec"
+    per_sample = {(d["sample_id"], d["field"]) for d in report["differences"] if d["sample_id"]}
+    assert per_sample == {(sid, "args_invalid"), (sid, "ahr")}
+    run_level = {d["field"]: d for d in report["differences"] if d["sample_id"] is None}
+    assert set(run_level) == {"args_invalid", "ahr", "by_tool", "by_category"}
+    assert run_level["args_invalid"]["recomputed"] == run_level["args_invalid"]["stored"] + 1
+
+
+def test_changed_message_text_that_moves_no_score_is_still_reported(scored):
+    root, run_id = scored
+    path = root / run_id / "messages.parquet"
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[0]["message"] = rows[0]["message"].replace('"content": "', '"content": "edited ', 1)
+    assert rows[0]["message"] != table["message"][0].as_py()
+    pq.write_table(pa.Table.from_pylist(rows, schema=MESSAGES_SCHEMA), path)
+    report = verify_run(Store(root), run_id)
+    assert report.changed_files == ["messages.parquet"]
+    assert report.differences == []
+    assert verify(root, run_id).exit_code == 1
+
+
+def test_edited_per_tool_number_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["by_tool"][0]["ahr"] = 0.99
+    path.write_text(json.dumps(summary))
+    assert verify(root, run_id).exit_code == 1
+
+
+def test_missing_audit_record_is_not_verified(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    del summary["audit"]
+    path.write_text(json.dumps(summary))
+    assert verify(root, run_id).exit_code == 1
+
+
+# ---------------------------------------------------------------- nothing to verify
+
+
+def test_never_scored_run_exits_2_with_a_hint(run_copy):
+    root, run_id = run_copy
+    result = verify(root, run_id)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stderr.splitlines() == [
+        f"Error: run {run_id!r} has no stored scores to verify",
+        f"Hint: score it: tcbreplay score {run_id}",
+    ]
+    with pytest.raises(InputError):
+        verify_run(Store(root), run_id)
+
+
+def test_unknown_scoring_and_unknown_run_exit_2(scored):
+    root, run_id = scored
+    result = verify(root, run_id, "--scoring", "abet")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: run {run_id!r} has no ")
+    assert "scoring named 'abet'" in result.stderr.splitlines()[0]
+    missing = verify(root, "no-such-run")
+    assert missing.exit_code == 2
+    assert missing.stderr.startswith("Error: run 'no-such-run' not found")
+    with pytest.raises(RunNotFoundError):
+        verify_run(Store(root), "no-such-run")
+
+
+def test_verify_writes_nothing(scored):
+    root, run_id = scored
+    before = {p: sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+    assert verify(root, run_id).exit_code == 0
+    assert {p: sha256(p) for p in sorted(root.rglob("*")) if p.is_file()} == before
+
+
+def test_library_score_then_verify(run_copy):
+    root, run_id = run_copy
+    store = Store(root)
+    score_run(store, run_id, ScoreOptions(rel_tol=1e-3))
+    report = verify_run(store, run_id)
+    assert report.ok and report.scorings == [REL_FOLDER]
+    assert report.to_dict() == {
+        "run_id": run_id, "ok": True, "scorings": [REL_FOLDER], "samples_checked": 94,
+        "changed_files": [], "differences": [],
+    }  # fmt: skip

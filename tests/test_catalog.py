@@ -1,0 +1,212 @@
+"""`tcbreplay catalog`: a DuckDB file with the store's views that any DuckDB client can open."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from tcbreplay.cli import main
+from tcbreplay.sql import run_sql, write_catalog
+from tcbreplay.store import Store
+
+DATA = Path(__file__).parent / "data"
+VIEWS = ["runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores"]
+TABLES = {"runs", "tools"}  # stored in the file; the rest are views over the run files
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def columns(con: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
+    return [(row[0], row[1]) for row in con.execute(f"describe {view}").fetchall()]
+
+
+@pytest.fixture(scope="module")
+def two_runs(sim_run, tmp_path_factory) -> Path:
+    """A store with the sim run and an imported run, both scored."""
+    sim_store, sim_id = sim_run
+    root = tmp_path_factory.mktemp("catalog") / "traces"
+    shutil.copytree(sim_store.run_dir(sim_id), root / sim_id)
+    for name in ("scores", "evaluations"):
+        shutil.rmtree(root / sim_id / name, ignore_errors=True)
+    imported = cli(
+        "import", "--dataset", DATA / "ds_shapes.json", "--tools", DATA / "tools_shop.json",
+        "--traces", DATA / "import" / "traces_shapes.jsonl", "--run-id", "shapes", "--store", root,
+    )  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    for run_id in (sim_id, "shapes"):
+        result = cli("score", run_id, "--store", root, "--dashboard", "none")
+        assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.fixture(scope="module")
+def catalog(two_runs, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("catalog-file") / "x.duckdb"
+    result = cli("catalog", "-o", path, "--store", two_runs)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.strip() == (
+        f"{path}: views runs, tools, samples, messages, tool_calls, gold_calls, scores over 2 runs"
+    )
+    return path
+
+
+def test_every_view_exists(catalog):
+    assert not catalog.with_name(catalog.name + ".tmp").exists()
+    con = duckdb.connect(str(catalog), read_only=True)
+    try:
+        kinds = dict(
+            con.execute("select table_name, table_type from information_schema.tables").fetchall()
+        )
+    finally:
+        con.close()
+    assert set(kinds) == set(VIEWS)
+    for name in VIEWS:
+        assert kinds[name] == ("BASE TABLE" if name in TABLES else "VIEW"), name
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_row_counts_match_sql_on_the_store(two_runs, catalog, view):
+    result = cli(
+        "sql", f"select count(*) as n from {view}", "--store", two_runs, "--format", "json"
+    )
+    assert result.exit_code == 0, result.output
+    expected = json.loads(result.stdout)[0]["n"]
+    assert expected > 0
+    con = duckdb.connect(str(catalog), read_only=True)
+    try:
+        assert con.execute(f"select count(*) from {view}").fetchone()[0] == expected
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_rows_match_the_store(two_runs, catalog, view):
+    query = f"select * from {view} order by all"
+    expected = run_sql(Store(two_runs), query)
+    con = duckdb.connect(str(catalog), read_only=True)
+    try:
+        cursor = con.execute(query)
+        assert [d[0] for d in cursor.description] == expected.columns
+        assert cursor.fetchall() == expected.rows
+    finally:
+        con.close()
+
+
+def test_scores_are_the_latest_scoring_of_each_run(two_runs, catalog):
+    con = duckdb.connect(str(catalog), read_only=True)
+    try:
+        per_run = dict(
+            con.execute("select run_id, count(*) from scores group by run_id").fetchall()
+        )
+        scorings = {r[0] for r in con.execute("select distinct scoring from scores").fetchall()}
+        sim = con.execute(
+            "select n_samples, simulated from runs where run_id = 'sim-seed7'"
+        ).fetchone()
+    finally:
+        con.close()
+    assert per_run == {"sim-seed7": 94, "shapes": 4}
+    assert scorings == {"spec"}
+    assert sim == (94, True)
+
+
+JSON_EQUAL_CASES = [
+    ("1", "1.0", 1e-9, 1e-9, True),
+    ("1", "2", 1e-9, 1e-9, False),
+    ("3.5999999999999996", "3.6", 1e-9, 1e-9, True),
+    ("1.0", "1.001", 1e-9, 1e-9, False),
+    ("1.0", "1.001", 1e-2, 0, True),
+    ('"a"', '"a"', 0, 0, True),
+    ('"1"', "1", 1e-9, 1e-9, False),
+    ("true", "1", 1e-9, 1e-9, False),
+    ("true", "true", 0, 0, True),
+    ("null", "null", 0, 0, True),
+    ("null", "0", 0, 0, False),
+    ("[1, 2]", "[1, 2]", 0, 0, None),  # lists and objects are decided in Python
+]
+
+
+def test_json_equal_macro(catalog):
+    con = duckdb.connect(str(catalog), read_only=True)
+    try:
+        for a, b, rel, abs_, expected in JSON_EQUAL_CASES:
+            got = con.execute(
+                "select json_equal($a::json, $b::json, $rel, $abs)",
+                {"a": a, "b": b, "rel": rel, "abs": abs_},
+            ).fetchone()[0]
+            assert got is expected, (a, b, rel, abs_)
+        tool_args = con.execute(
+            "select count(*) from tool_calls as c join gold_calls as g using (run_id, sample_id,"
+            " call_index) where json_equal(c.args -> '$.a', g.args -> '$.a', 1e-9, 1e-9)"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    assert tool_args > 0
+
+
+def test_a_separate_duckdb_process_can_read_it(two_runs, catalog, tmp_path):
+    code = (
+        "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); "
+        "print(con.execute('select count(*) from messages').fetchone()[0])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(catalog)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = run_sql(Store(two_runs), "select count(*) from messages").rows[0][0]
+    assert int(done.stdout) == expected
+
+
+def test_empty_store_gives_empty_views_with_the_same_columns(catalog, tmp_path):
+    empty = tmp_path / "empty.duckdb"
+    result = cli("catalog", "-o", empty, "--store", tmp_path / "no-traces")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.strip().endswith("over 0 runs")
+    full_con = duckdb.connect(str(catalog), read_only=True)
+    con = duckdb.connect(str(empty), read_only=True)
+    try:
+        for view in VIEWS:
+            assert con.execute(f"select count(*) from {view}").fetchone()[0] == 0, view
+            assert columns(con, view) == columns(full_con, view), view
+        assert con.execute("select json_equal('2'::json, '2.0'::json, 0, 0)").fetchone()[0] is True
+    finally:
+        con.close()
+        full_con.close()
+
+
+def test_catalog_again_includes_new_runs_and_scorings(two_runs, tmp_path):
+    root = tmp_path / "traces"
+    shutil.copytree(two_runs / "shapes", root / "shapes")
+    path = tmp_path / "c.duckdb"
+    assert write_catalog(Store(root), path) == ["shapes"]
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("select distinct scoring from scores").fetchall() == [("spec",)]
+    con.close()
+
+    shutil.copytree(two_runs / "sim-seed7", root / "sim-seed7")
+    assert cli("score", "shapes", "--store", root, "--scorer", "abet").exit_code == 0
+    assert write_catalog(Store(root), path) == ["shapes", "sim-seed7"]
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        runs = [r[0] for r in con.execute("select run_id from runs order by run_id").fetchall()]
+        scorings = dict(con.execute("select distinct run_id, scoring from scores").fetchall())
+    finally:
+        con.close()
+    assert runs == ["shapes", "sim-seed7"]
+    assert scorings == {"shapes": "abet", "sim-seed7": "spec"}
+
+
+def test_output_in_a_missing_directory_is_one_error_line(two_runs, tmp_path):
+    result = cli("catalog", "-o", tmp_path / "no" / "such" / "x.duckdb", "--store", two_runs)
+    assert result.exit_code in (1, 2)
+    assert not isinstance(result.exception, duckdb.Error)
+    assert result.stderr.startswith("Error: ")

@@ -1,0 +1,775 @@
+"""The metric spec, tested three ways against the real scoring path (``score_tables``):
+
+1. a table of hand-computed cases (``tests/data/metric_cases.json``), which also checks the
+   brute-force reference in ``tests/reference_metrics.py``;
+2. unit tests of ``values_equal``, ``align_one``, ``align`` and ``summarize``;
+3. hypothesis properties: random runs scored by ``score_tables`` equal the reference, sample by
+   sample and field by field, plus bounds, symmetry and determinism.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+import reference_metrics as ref
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from tcbreplay import metrics
+from tcbreplay.metrics import (
+    _MAX_BASE,
+    DEFAULT_ABS_TOL,
+    DEFAULT_REL_TOL,
+    align,
+    align_one,
+    summarize,
+    values_equal,
+)
+from tcbreplay.score import ScoreOptions, score_tables
+from traces import build_tables
+
+CASES_FILE = Path(__file__).parent / "data" / "metric_cases.json"
+
+# The tool universe of every case that does not name its own "tools": parameters with and without
+# declared defaults (int, str, bool, float, null, object), unicode tool names, a tool without
+# parameters.
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "search",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "limit": {"type": "integer", "default": 10},
+                "lang": {"type": "string", "default": "en"},
+                "exact": {"type": "boolean", "default": False},
+            },
+        },
+    },
+    {
+        "name": "convert",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "amount": {"type": "number"},
+                "to": {"type": "string"},
+                "rate": {"type": "number", "default": 1.5},
+                "note": {"type": ["string", "null"], "default": None},
+            },
+        },
+    },
+    {
+        "name": "schedule",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "when": {"type": "string"},
+                "people": {"type": "array"},
+                "options": {"type": "object", "default": {"remind": True, "offsets": [0.5, 1]}},
+            },
+        },
+    },
+    {
+        "name": "météo",
+        "parameters": {
+            "type": "object",
+            "properties": {"ville": {"type": "string"}, "jours": {"default": 1}},
+        },
+    },
+    {"name": "計算", "parameters": {"type": "object", "properties": {"式": {"type": "string"}}}},
+    {"name": "ping", "parameters": {"type": "object", "properties": {}}},
+]
+
+EXPECT_FIELDS = ("tsa", "tp", "ahr", "args_invalid", "args_total", "args_missing")
+FLOAT_FIELDS = ("tsa", "tp", "ahr")
+COUNT_FIELDS = ("args_invalid", "args_total", "args_missing", "pairs")
+
+
+def load_cases() -> list[dict[str, Any]]:
+    return json.loads(CASES_FILE.read_text(encoding="utf-8"))["cases"]
+
+
+CASES = load_cases()
+
+
+def agent_calls(case: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A: AI messages in order, each message's tool calls in order."""
+    return [(name, args) for turn in case["turns"] for name, args in turn]
+
+
+def gold_calls(case: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(name, args) for name, args in case["gold"]]
+
+
+def options_of(case: dict[str, Any]) -> ScoreOptions:
+    return ScoreOptions(
+        rel_tol=case.get("rel_tol", DEFAULT_REL_TOL), abs_tol=case.get("abs_tol", DEFAULT_ABS_TOL)
+    )
+
+
+def score(
+    cases: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, options=None
+) -> pl.DataFrame:
+    """The real scoring path on in-memory traces; rows in the order of ``cases``."""
+    samples, messages = build_tables(cases)
+    scores = score_tables(samples, messages, TOOLS if tools is None else tools, options)
+    order = pl.DataFrame({"sample_id": [str(c.get("sample_id", k)) for k, c in enumerate(cases)]})
+    assert scores.height == len(cases)
+    return order.join(scores, on="sample_id", how="left", maintain_order="left")
+
+
+def reference(case: dict[str, Any], tools=None, rel_tol=None, abs_tol=None) -> dict[str, Any]:
+    return ref.score_sample(
+        gold_calls(case),
+        agent_calls(case),
+        case.get("tools", TOOLS) if tools is None else tools,
+        rel_tol=case.get("rel_tol", DEFAULT_REL_TOL) if rel_tol is None else rel_tol,
+        abs_tol=case.get("abs_tol", DEFAULT_ABS_TOL) if abs_tol is None else abs_tol,
+    )
+
+
+def assert_metrics(actual: dict[str, Any], expected: dict[str, Any], fields, where: str) -> None:
+    for field in fields:
+        if field not in expected:
+            continue
+        got, want = actual[field], expected[field]
+        if field in FLOAT_FIELDS:
+            if want is None:
+                assert got is None, f"{where}: {field} = {got!r}, expected null"
+            else:
+                assert got is not None, f"{where}: {field} is null, expected {want!r}"
+                assert got == pytest.approx(want, rel=1e-9, abs=1e-12), f"{where}: {field}"
+        else:
+            assert got == want, f"{where}: {field} = {got!r}, expected {want!r}"
+
+
+# --- the hand-computed table ------------------------------------------------------------------
+
+
+def test_case_table_is_well_formed():
+    allowed = {"name", "why", "tools", "gold", "turns", "status", "rel_tol", "abs_tol", "expect"}
+    names = [case["name"] for case in CASES]
+    assert len(CASES) >= 35
+    assert len(set(names)) == len(names), "case names must be unique"
+    for case in CASES:
+        assert set(case) <= allowed, f"{case['name']}: unknown fields {set(case) - allowed}"
+        assert case["why"].strip(), f"{case['name']}: say which rule it shows"
+        assert set(EXPECT_FIELDS) <= set(case["expect"]), f"{case['name']}: incomplete expect"
+        assert all(isinstance(turn, list) for turn in case["turns"])
+        assert case.get("status", "ok") in ("ok", "error")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_case_scored(case):
+    """The real scoring path reproduces the hand-computed numbers."""
+    row = score([case], case.get("tools"), options_of(case)).row(0, named=True)
+    assert_metrics(row, case["expect"], (*EXPECT_FIELDS, "pairs"), "score_tables")
+    assert row["status"] == case.get("status", "ok")
+    assert row["n_gold"] == len(case["gold"])
+    assert row["n_agent"] == len(agent_calls(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
+def test_case_reference(case):
+    """The brute-force reference reproduces the hand-computed numbers too."""
+    assert_metrics(reference(case), case["expect"], (*EXPECT_FIELDS, "pairs"), "reference")
+
+
+def default_cases() -> list[dict[str, Any]]:
+    return [c for c in CASES if "tools" not in c and "rel_tol" not in c and "abs_tol" not in c]
+
+
+def test_whole_table_as_one_run():
+    """All default-universe cases scored together: no sample leaks into another, and the run
+    summary is the aggregate of the hand-computed expectations."""
+    cases = default_cases()
+    scores = score(cases)
+    for case, row in zip(cases, scores.iter_rows(named=True), strict=True):
+        assert_metrics(row, case["expect"], (*EXPECT_FIELDS, "pairs"), case["name"])
+    expects = [c["expect"] for c in cases]
+    tsas = [e["tsa"] for e in expects if e["tsa"] is not None]
+    invalid = sum(e["args_invalid"] for e in expects)
+    total = sum(e["args_total"] for e in expects)
+    summary = summarize(scores)
+    assert summary["tsa"] == pytest.approx(sum(tsas) / len(tsas))
+    assert summary["tp"] == pytest.approx(sum(e["tp"] for e in expects) / len(expects))
+    assert summary["ahr"] == pytest.approx(invalid / total)
+    assert summary["n_samples"] == summary["n_tp"] == len(cases)
+    assert summary["n_tsa"] == len(tsas) < len(cases)
+    assert summary["args_invalid"] == invalid
+    assert summary["args_total"] == total
+    assert summary["args_missing"] == sum(e["args_missing"] for e in expects)
+    assert summary["n_errors"] == sum(c.get("status") == "error" for c in cases) >= 1
+
+
+# --- run-level aggregation --------------------------------------------------------------------
+
+
+def cases_named(*names: str) -> list[dict[str, Any]]:
+    by_name = {c["name"]: c for c in CASES}
+    return [by_name[n] for n in names]
+
+
+def test_summarize_hand_computed_run():
+    run = cases_named(
+        "exact_match",  # tsa 1, tp 1, 0/3
+        "empty_gold_with_agent_calls",  # tsa null, tp 0, 0/0
+        "wrong_value_vs_gold",  # tsa 1, tp 1, 1/2
+        "error_status_scored",  # tsa 0.5, tp 0.5, 1/2, status error
+        "tiebreak_fewest_invalid",  # tsa 1, tp 0.5, 0/1, 2 missing
+    )
+    summary = summarize(score(run))
+    assert summary["tsa"] == pytest.approx((1 + 1 + 0.5 + 1) / 4)  # 0.875, null left out
+    assert summary["n_tsa"] == 4
+    assert summary["tp"] == pytest.approx((1 + 0 + 1 + 0.5 + 0.5) / 5)  # 0.6 over all samples
+    assert summary["n_tp"] == summary["n_samples"] == 5
+    assert summary["ahr"] == pytest.approx(2 / 8)  # ratio of sums, not mean of ratios (0.25)
+    assert (summary["args_invalid"], summary["args_total"], summary["args_missing"]) == (2, 8, 2)
+    assert summary["n_errors"] == 1
+
+
+def test_summarize_ratio_of_sums_differs_from_mean_of_ratios():
+    run = cases_named("invented_key", "default_value_valid", "abs_tol_near_zero")  # 1/2, 0/4, 1/4
+    summary = summarize(score(run))
+    assert summary["ahr"] == pytest.approx(2 / 10)
+    assert summary["ahr"] != pytest.approx((0.5 + 0 + 0.25) / 3)
+
+
+def test_summarize_undefined_metrics():
+    run = cases_named("empty_gold_no_calls", "empty_gold_with_agent_calls", "no_agent_calls")
+    summary = summarize(score(run))
+    assert summary["tsa"] == 0.0 and summary["n_tsa"] == 1
+    assert summary["tp"] == pytest.approx(1 / 3)
+    assert summary["ahr"] is None and summary["args_total"] == 0
+    only_empty_gold = summarize(score(run[:2]))
+    assert only_empty_gold["tsa"] is None and only_empty_gold["n_tsa"] == 0
+
+
+def test_summarize_synthetic_frame():
+    frame = pl.DataFrame(
+        {
+            "status": ["ok", "error", "ok", "error"],
+            "tsa": [None, 0.25, 1.0, 0.5],
+            "tp": [1.0, 0.0, 0.5, 0.5],
+            "args_invalid": [0, 3, 1, 0],
+            "args_total": [0, 4, 5, 3],
+            "args_missing": [1, 0, 2, 0],
+        },
+        schema_overrides={"tsa": pl.Float64},
+    )
+    summary = summarize(frame)
+    assert summary["tsa"] == pytest.approx(1.75 / 3)
+    assert summary["tp"] == pytest.approx(0.5)
+    assert summary["ahr"] == pytest.approx(4 / 12)
+    assert (summary["n_samples"], summary["n_tsa"], summary["n_tp"]) == (4, 3, 4)
+    assert (summary["args_invalid"], summary["args_total"], summary["args_missing"]) == (4, 12, 3)
+    assert summary["n_errors"] == 2
+    empty = summarize(frame.clear())
+    assert (empty["tsa"], empty["tp"], empty["ahr"], empty["n_samples"]) == (None, None, None, 0)
+
+
+def test_error_samples_are_never_dropped():
+    case = cases_named("exact_match")[0]
+    run = [dict(case, sample_id="ok"), dict(case, sample_id="err", status="error")]
+    scores = score(run)
+    assert scores["status"].to_list() == ["ok", "error"]
+    ok, err = scores.row(0, named=True), scores.row(1, named=True)
+    for field in (*EXPECT_FIELDS, "pairs"):
+        assert ok[field] == err[field]
+    assert summarize(scores)["n_errors"] == 1
+
+
+# --- values_equal -----------------------------------------------------------------------------
+
+EQUALITY = [
+    (1, 1, True),
+    (10**17, 10**17 + 1, False),
+    (10**17, 1e17, True),
+    (2**70, 2**70 + 1, False),
+    (1, 1.0, True),
+    (100, 100.00000001, True),
+    (100, 100.000001, False),
+    (0, 5e-10, True),
+    (0, 2e-9, False),
+    (0.1 + 0.2, 0.3, True),
+    (True, 1, False),
+    (1, True, False),
+    (False, 0, False),
+    (False, 0.0, False),
+    (True, True, True),
+    (False, True, False),
+    ("a", "a", True),
+    ("Café", "Cafe\u0301", False),
+    ("1", 1, False),
+    ("", None, False),
+    (None, None, True),
+    (None, 0, False),
+    (None, "null", False),
+    (None, False, False),
+    ([], [], True),
+    ([], {}, False),
+    ([1, 2], [2, 1], False),
+    ([1, 2], [1, 2, 2], False),
+    ([1, [0.1, "x"]], [1.0, [0.1000000000001, "x"]], True),
+    ([True], [1], False),
+    ({"a": 1, "b": [0.5]}, {"b": [0.5], "a": 1}, True),
+    ({"a": 1}, {"a": 1, "b": None}, False),
+    ({"a": {"b": 0.1}}, {"a": {"b": 0.1001}}, False),
+    ({"a": None}, {}, False),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "equal"), EQUALITY)
+def test_values_equal(a, b, equal):
+    assert values_equal(a, b) is equal
+    assert values_equal(b, a) is equal
+    assert ref.values_equal(a, b) is equal
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "rel_tol", "abs_tol", "equal"),
+    [
+        (100, 100.05, 1e-3, 0.0, True),
+        (100, 100.05, 1e-4, 0.0, False),
+        (0.1, 0.1000000000000001, 0.0, 0.0, False),
+        (3, 3.0, 0.0, 0.0, True),
+        (0, 0.005, 0.0, 0.01, True),
+        (0, 0.02, 0.0, 0.01, False),
+        ([0.5], [0.509], 0.0, 0.01, True),
+        ({"x": [1.0]}, {"x": [1.5]}, 0.5, 0.0, True),
+        (10**17, 10**17 + 1, 1.0, 1.0, False),  # ints never use the tolerances
+    ],
+)
+def test_values_equal_tolerances(a, b, rel_tol, abs_tol, equal):
+    assert values_equal(a, b, rel_tol, abs_tol) is equal
+    assert ref.values_equal(a, b, rel_tol, abs_tol) is equal
+
+
+# --- align_one and align ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cands", "a", "g", "expected"),
+    [
+        ([], 0, 0, (0, 0, 0, 0)),
+        ([], 2, 3, (0, 0, 0, 0)),
+        # most pairs beats fewer invalid
+        ([(0, 0, 5, 0, 0), (1, 1, 5, 0, 0), (0, 1, 0, 3, 0)], 2, 2, (2, 10, 0, 0)),
+        # crossing pairs are not order-preserving: one pair only, fewest invalid
+        ([(0, 1, 1, 4, 0), (1, 0, 0, 1, 3)], 2, 2, (1, 0, 1, 3)),
+        # fewest invalid beats most valid and fewest missing
+        ([(0, 0, 1, 3, 0), (1, 0, 0, 1, 2)], 2, 1, (1, 0, 1, 2)),
+        # most valid beats fewest missing
+        ([(0, 0, 0, 2, 0), (1, 0, 0, 3, 1)], 2, 1, (1, 0, 3, 1)),
+        # fewest missing decides the rest
+        ([(0, 0, 0, 1, 1), (0, 1, 0, 1, 0)], 1, 2, (1, 0, 1, 0)),
+        # one-to-one: a gold call is used once
+        ([(0, 0, 0, 1, 0), (1, 0, 0, 1, 0)], 2, 1, (1, 0, 1, 0)),
+    ],
+)
+def test_align_one(cands, a, g, expected):
+    assert align_one(cands, a, g) == expected
+    stats = {(i, j): (inv, val, mis) for i, j, inv, val, mis in cands}
+    assert ref.best_counts(stats, a, g) == expected
+
+
+def align_frame(rows: list[tuple[int, int, int, int, int, int]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        rows,
+        schema={
+            "s": pl.Int64,
+            "i": pl.Int32,
+            "j": pl.Int32,
+            "invalid": pl.UInt32,
+            "valid": pl.UInt32,
+            "missing": pl.Int64,
+        },
+        orient="row",
+    )
+
+
+def test_align_large_counts_fall_back(monkeypatch):
+    """Counts that would overflow the packed score take the per-sample path; same choices."""
+    calls = []
+
+    original = metrics.align_one_pairs
+
+    def spy(cands, a, g):
+        calls.append((a, g))
+        return original(cands, a, g)
+
+    monkeypatch.setattr(metrics, "align_one_pairs", spy)
+    big = 10**6
+    rows = [
+        (0, 0, 0, big, 0, 0),
+        (0, 1, 1, big, 0, 0),
+        (0, 0, 1, 0, 0, 0),  # 1 pair with 0 invalid loses to 2 pairs
+        (1, 0, 0, big, 1, 0),
+        (1, 1, 0, big - 1, 0, 0),  # fewest invalid
+        (2, 0, 0, 1, 2, big),
+        (2, 0, 1, 1, 2, big - 1),  # fewest missing
+    ]
+    out = align(align_frame(rows), np.array([2, 2, 1]), np.array([2, 1, 2]), np.zeros(3, bool))
+    assert out.rows() == [(2, 2 * big, 0, 0), (1, big - 1, 0, 0), (1, 1, 2, big - 1)]
+    assert sorted(calls) == [(1, 2), (2, 1), (2, 2)]  # every sample took the fallback
+
+
+def test_align_packed_score_near_its_limit(monkeypatch):
+    """Just under ``_MAX_BASE`` the packed score is used and must not overflow."""
+    monkeypatch.setattr(metrics, "align_one_pairs", None)  # no fallback here
+    a = g = 5
+    c = (_MAX_BASE - 1) // min(a, g)  # base = 5 * c + 1 <= _MAX_BASE
+    rows = [(0, i, j, c if (i + j) % 2 else 0, c, c) for i in range(a) for j in range(g)]
+    rows += [(1, i, i, c, c - i, 0) for i in range(a)] + [(1, 4, 0, 0, 0, 0)]
+    out = align(align_frame(rows), np.array([a, a]), np.array([g, g]), np.zeros(2, bool))
+    stats0 = {(i, j): (inv, val, mis) for s, i, j, inv, val, mis in rows if s == 0}
+    stats1 = {(i, j): (inv, val, mis) for s, i, j, inv, val, mis in rows if s == 1}
+    assert out.row(0) == ref.best_counts(stats0, a, g) == (5, 0, 5 * c, 5 * c)
+    assert out.row(1) == ref.best_counts(stats1, a, g) == (5, 5 * c, 5 * c - 10, 0)
+
+
+def test_align_buckets_larger_than_one_chunk():
+    """More samples of one shape than ``_BUCKET_ROWS``: chunked, rows in any order, same choice."""
+    rng = np.random.default_rng(7)
+    n = metrics._BUCKET_ROWS + 11
+    cells = [(0, 0), (0, 1), (1, 1), (1, 0)]
+    s = np.repeat(np.arange(n), len(cells))
+    i = np.tile([c[0] for c in cells], n)
+    j = np.tile([c[1] for c in cells], n)
+    counts = rng.integers(0, 4, size=(3, len(s)))
+    frame = pl.DataFrame(
+        {"s": s, "i": i, "j": j, "invalid": counts[0], "valid": counts[1], "missing": counts[2]}
+    )
+    order = rng.permutation(len(s))
+    out = align(frame[order], np.full(n, 2), np.full(n, 2), np.zeros(n, bool)).rows()
+    check = {*range(50), *range(n - 50, n), *rng.integers(0, n, 500).tolist()}
+    check |= set(range(metrics._BUCKET_ROWS - 5, metrics._BUCKET_ROWS + 5))
+    for sample in sorted(check):
+        rows = range(sample * len(cells), (sample + 1) * len(cells))
+        stats = {(int(i[r]), int(j[r])): tuple(int(c) for c in counts[:, r]) for r in rows}
+        assert out[sample] == ref.best_counts(stats, 2, 2), f"sample {sample}"
+
+
+@st.composite
+def candidate_tables(draw):
+    """Random candidate-pair tables for ``align``: several samples, shared shapes (buckets),
+    counts from tiny to far above ``_MAX_BASE``; some samples with equal name sequences, whose
+    candidates are then exactly the diagonal."""
+    scale = draw(st.sampled_from([2, 6, 9_000, 10_999, 60_000, 10**6]))
+    counts = st.integers(0, scale)
+    n = draw(st.integers(1, 8))
+    rows, n_agent, n_gold, same = [], [], [], []
+    for s in range(n):
+        if draw(st.integers(0, 4)) == 0:
+            a = g = draw(st.integers(0, 4))
+            cells = [(k, k) for k in range(a)]
+            same.append(True)
+        else:
+            a, g = draw(st.integers(0, 5)), draw(st.integers(0, 5))
+            every = [(i, j) for i in range(a) for j in range(g)]
+            cells = draw(st.lists(st.sampled_from(every), unique=True)) if every else []
+            same.append(False)
+        n_agent.append(a)
+        n_gold.append(g)
+        for i, j in cells:
+            rows.append((s, i, j, draw(counts), draw(counts), draw(counts)))
+    order = draw(st.permutations(range(len(rows))))
+    return [rows[k] for k in order], np.array(n_agent), np.array(n_gold), np.array(same)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(candidate_tables())
+def test_align_matches_align_one_and_brute_force(table):
+    rows, n_agent, n_gold, same = table
+    frame = align_frame(rows)
+    out = align(frame, n_agent, n_gold, same).rows()
+    chosen = metrics.choose_pairs(frame, n_agent, n_gold, same)
+    for s in range(len(n_agent)):
+        cands = [r[1:] for r in rows if r[0] == s]
+        one = align_one(cands, int(n_agent[s]), int(n_gold[s]))
+        stats = {(i, j): (inv, val, mis) for i, j, inv, val, mis in cands}
+        best = ref.best_counts(stats, int(n_agent[s]), int(n_gold[s]))
+        assert tuple(out[s]) == one == best, f"sample {s}"
+        # the chosen rows form an order-preserving one-to-one pairing with those totals
+        picked = sorted(r[1:] for r, c in zip(rows, chosen, strict=True) if c and r[0] == s)
+        assert all(p[0] < q[0] and p[1] < q[1] for p, q in itertools.pairwise(picked))
+        assert (len(picked), *(sum(p[k] for p in picked) for k in (2, 3, 4))) == best
+
+
+# --- property tests: random runs against the reference ----------------------------------------
+
+NAMES = ["search", "convert", "schedule", "météo", "計算", "ping", "pingpong", "teleport", 'q"x']
+PARAMS = ref.tool_params(TOOLS)
+EXTRA_KEYS = ["zz", "ключ"]
+NESTED_KEYS = ["a", "b", "ключ"]
+SPECIAL = [10, "en", False, 1.5, None, {"remind": True, "offsets": [0.5, 1]}, 1, 0.1, 1e17]
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.integers(-(2**70), 2**70),
+    st.floats(min_value=-1e300, max_value=1e300, allow_nan=False, allow_infinity=False),
+    st.text(alphabet='ab é計\u0301"\\', max_size=3),
+    st.sampled_from(SPECIAL),
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(NESTED_KEYS), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def keys_of(name: str) -> list[str]:
+    return [*PARAMS.get(name, {}), *EXTRA_KEYS]
+
+
+@st.composite
+def fresh_call(draw):
+    name = draw(st.sampled_from(NAMES))
+    keys = draw(st.lists(st.sampled_from(keys_of(name)), unique=True, max_size=4))
+    return name, {key: draw(json_values) for key in keys}
+
+
+@st.composite
+def near(draw, value):
+    """A value equal to ``value`` or close to it: floats within ~1e-12, an int as a float,
+    nested values nudged element-wise and objects with their keys reordered."""
+    kind = type(value)
+    if kind in (int, float):
+        how = draw(st.sampled_from(["same", "float", "abs", "rel", "far"]))
+        if how == "float":
+            return float(value)
+        if how == "abs":
+            return float(value) + draw(st.floats(-1e-12, 1e-12))
+        if how == "rel":
+            return float(value) * (1 + draw(st.floats(-1e-12, 1e-12)))
+        if how == "far":
+            return float(value) + draw(st.sampled_from([1e-8, -1e-6, 0.5]))
+        return value
+    if kind is list:
+        return [draw(near(v)) for v in value]
+    if kind is dict:
+        keys = draw(st.permutations(list(value)))
+        return {k: draw(near(value[k])) for k in keys}
+    return value
+
+
+@st.composite
+def agent_call_like(draw, gold):
+    """An agent call derived from a gold call: values kept, nudged or replaced, keys dropped or
+    added (declared defaults included), the key order shuffled."""
+    name, args = gold
+    out = {}
+    for key in draw(st.permutations(list(args))):
+        action = draw(st.sampled_from(["keep", "near", "near", "new", "drop"]))
+        if action == "keep":
+            out[key] = args[key]
+        elif action == "near":
+            out[key] = draw(near(args[key]))
+        elif action == "new":
+            out[key] = draw(json_values)
+    for key in draw(st.lists(st.sampled_from(keys_of(name)), unique=True, max_size=2)):
+        if key not in out:
+            declared = PARAMS.get(name, {})
+            if key in declared and declared[key] is not ref._NO_DEFAULT and draw(st.booleans()):
+                out[key] = draw(near(declared[key]))
+            else:
+                out[key] = draw(json_values)
+    return name, out
+
+
+@st.composite
+def samples(draw):
+    gold = draw(st.lists(fresh_call(), max_size=6))
+    turns = []
+    for _ in range(draw(st.integers(0, 4))):
+        turn = []
+        for _ in range(draw(st.integers(0, 3))):
+            if gold and draw(st.integers(0, 2)) > 0:
+                turn.append(draw(agent_call_like(draw(st.sampled_from(gold)))))
+            else:
+                turn.append(draw(fresh_call()))
+        turns.append(turn)
+    status = draw(st.sampled_from(["ok", "ok", "ok", "error"]))
+    return {"gold": gold, "turns": turns, "status": status}
+
+
+TOLERANCES = [(DEFAULT_REL_TOL, DEFAULT_ABS_TOL), (0.0, 0.0), (1e-6, 0.0), (0.0, 1e-3)]
+runs = st.lists(samples(), min_size=1, max_size=5)
+
+
+def as_dict(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in (*FLOAT_FIELDS, *COUNT_FIELDS)}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=runs, tolerance=st.sampled_from(TOLERANCES))
+def test_score_tables_equals_reference(run, tolerance):
+    rel_tol, abs_tol = tolerance
+    scores = score(run, options=ScoreOptions(rel_tol=rel_tol, abs_tol=abs_tol))
+    for k, (case, row) in enumerate(zip(run, scores.iter_rows(named=True), strict=True)):
+        expected = reference(case, TOOLS, rel_tol, abs_tol)
+        assert_metrics(row, expected, (*FLOAT_FIELDS, *COUNT_FIELDS), f"sample {k}")
+        # bounds
+        for field in FLOAT_FIELDS:
+            assert row[field] is None or 0.0 <= row[field] <= 1.0
+        assert 0 <= row["args_invalid"] <= row["args_total"]
+        assert row["pairs"] <= min(row["n_gold"], row["n_agent"])
+        assert row["status"] == case["status"]
+        names_a = [n for n, _ in agent_calls(case)]
+        names_g = [n for n, _ in case["gold"]]
+        assert (row["tp"] == 1.0) == (names_a == names_g)
+    summary = summarize(scores)
+    assert summary["n_samples"] == len(run)
+    assert summary["n_errors"] == sum(c["status"] == "error" for c in run)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=runs)
+def test_tp_symmetric_under_swap(run):
+    swapped = [{"gold": agent_calls(c), "turns": [c["gold"]]} for c in run]
+    tp = score(run + swapped)["tp"].to_list()  # one run: the originals, then the swapped ones
+    forward, backward = tp[: len(run)], tp[len(run) :]
+    assert forward == pytest.approx(backward, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=runs)
+def test_scoring_is_deterministic(run):
+    assert_frame_equal(score(run), score(run))
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=json_values, b=json_values, tolerance=st.sampled_from(TOLERANCES))
+def test_values_equal_matches_reference(a, b, tolerance):
+    assert values_equal(a, b, *tolerance) == ref.values_equal(a, b, *tolerance)
+    assert values_equal(a, b, *tolerance) == values_equal(b, a, *tolerance)
+    assert values_equal(a, a, *tolerance)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    a=st.lists(st.sampled_from(["x", "xy", "é", "e\u0301", "計", ""]), max_size=7),
+    g=st.lists(st.sampled_from(["x", "xy", "é", "e\u0301", "計", ""]), max_size=7),
+)
+def test_reference_levenshtein_is_a_metric(a, g):
+    d = ref.levenshtein(a, g)
+    assert d == ref.levenshtein(g, a)
+    assert (d == 0) == (a == g)
+    assert abs(len(a) - len(g)) <= d <= max(len(a), len(g))
+
+
+def test_large_run_equals_reference():
+    """A few thousand samples in one run, sample ids in no particular order: every row is
+    scored as its own sample (joins and buckets do not mix samples up)."""
+    rnd = random.Random(11)
+    pool = [1, 1.0, 10, "en", "a", None, True, False, [1, 2.5], {"a": 0.1}, 1.5, 1e17]
+
+    def call():
+        name = rnd.choice(NAMES)
+        keys = rnd.sample(keys_of(name), k=min(len(keys_of(name)), rnd.randint(0, 3)))
+        return name, {k: rnd.choice(pool) for k in keys}
+
+    run = []
+    for k in range(3000):
+        gold = [call() for _ in range(rnd.randint(0, 4))]
+        turns = [
+            [rnd.choice(gold) if gold and rnd.random() < 0.6 else call() for _ in range(2)]
+            for _ in range(rnd.randint(0, 3))
+        ]
+        status = "error" if rnd.random() < 0.1 else "ok"
+        run.append(
+            {
+                "gold": gold,
+                "turns": turns,
+                "status": status,
+                "sample_id": f"{k * 7919 % 3001:x}-{k}",
+            }
+        )
+    scores = score(run)
+    for case, row in zip(run, scores.iter_rows(named=True), strict=True):
+        assert_metrics(
+            row, reference(case, TOOLS), (*FLOAT_FIELDS, *COUNT_FIELDS), case["sample_id"]
+        )
+    summary = summarize(scores)
+    assert summary["n_errors"] == sum(c["status"] == "error" for c in run)
+
+
+# --- non-finite floats (Python's json writes them as Infinity / NaN) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("gold", "agent"),
+    [
+        (math.inf, math.inf),  # isclose: equal
+        (-math.inf, math.inf),  # isclose: different
+        (math.inf, 1e308),  # isclose: different
+        (math.nan, math.nan),  # isclose: different
+    ],
+    ids=["inf-inf", "-inf-inf", "inf-1e308", "nan-nan"],
+)
+def test_non_finite_top_level_values(gold, agent):
+    case = {"gold": [["convert", {"amount": gold}]], "turns": [[["convert", {"amount": agent}]]]}
+    nested = {
+        "gold": [["convert", {"amount": [gold]}]],
+        "turns": [[["convert", {"amount": [agent]}]]],
+    }
+    expected = 0 if math.isclose(gold, agent, rel_tol=1e-9, abs_tol=1e-9) else 1
+    assert values_equal(gold, agent) is (expected == 0)
+    rows = score([case, nested]).rows(named=True)
+    assert rows[1]["args_invalid"] == expected  # nested: decided by values_equal
+    assert rows[0]["args_invalid"] == expected  # top level: decided by the SQL macro
+
+
+# --- the name metrics at scale ----------------------------------------------------------------
+
+
+def test_tp_with_more_than_60k_distinct_names():
+    """Each name is one symbol however many distinct names a run has (past the UTF-16
+    surrogate range of code points) and whatever their script or prefixes."""
+    filler = {"gold": [(f"tool_{k}", {}) for k in range(70_000)], "turns": []}
+    run = [
+        filler,
+        {
+            "gold": [("tool_60000", {}), ("tool_6", {})],
+            "turns": [[("tool_6", {})], [("tool_60000", {})]],
+        },
+        {"gold": [("tool_69999", {})], "turns": [[("tool_6999", {})]]},
+        {
+            "gold": [("tool_55296", {}), ("tool_1", {})],
+            "turns": [[("tool_55296", {}), ("tool_1", {})]],
+        },
+        {"gold": [("計算", {}), ("tool_1", {})], "turns": [[("計算", {}), ("計算機", {})]]},
+    ]
+    scores = score(run, tools=[])
+    for k, case in enumerate(run):
+        expected = reference(case, tools=[])
+        assert_metrics(scores.row(k, named=True), expected, FLOAT_FIELDS, f"sample {k}")
+    assert scores["tp"].to_list() == pytest.approx([0.0, 0.0, 0.0, 1.0, 0.5])
+    assert scores["tsa"].to_list() == pytest.approx([0.0, 1.0, 0.0, 1.0, 0.5])
+
+
+def test_reference_guards():
+    """The reference itself: the generated pairings are exactly the order-preserving,
+    one-to-one, same-name ones (checked by counting on a small example)."""
+    names_a, names_g = ["s", "s", "p"], ["s", "p", "s"]
+    allowed = {(i, j) for i, x in enumerate(names_a) for j, y in enumerate(names_g) if x == y}
+    found = list(ref.candidate_pairings(allowed, 3, 3))
+    # {} ; 5 singles ; pairs: (0,0)(1,2) (0,0)(2,1) (1,0)(2,1) ; none of size 3
+    assert len(found) == 1 + 5 + 3
+    for chosen in found:
+        assert all(a < b for (a, _), (b, _) in itertools.pairwise(chosen))
+        assert all(a < b for (_, a), (_, b) in itertools.pairwise(chosen))

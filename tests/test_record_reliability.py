@@ -1,0 +1,342 @@
+"""Recording that survives crashes, rate limits and Ctrl-C: resume, retries, one writer.
+
+Subprocess tests run ``python -m tcbreplay record`` and kill it for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from gemini_server import Fault, GeminiServer
+
+from tcbreplay.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay.cli import main
+from tcbreplay.models import parse_model
+from tcbreplay.record import RecordOptions, record_run
+from tcbreplay.retry import RateLimiter, backoff_delay, is_transient, retry_after
+from tcbreplay.score import score_run
+from tcbreplay.store import Store
+
+ROOT = Path(__file__).parent.parent
+BUILTIN = BENCHMARKS["tool-call"]
+N_SAMPLES = len(json.loads(BUILTIN.dataset.read_text()))
+
+
+def _cli(*args: str, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("GOOGLE_API_KEY", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tcbreplay", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def _journal_lines(run_dir: Path) -> int:
+    path = run_dir / "journal.jsonl"
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def _wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def _samples(run_dir: Path) -> list[dict]:
+    return pq.read_table(run_dir / "samples.parquet").to_pylist()
+
+
+def _scores(store: Store, run_id: str) -> list[tuple]:
+    scores = score_run(store, run_id, write=False).scores
+    return sorted(scores.drop("run_id", "scoring").rows())
+
+
+# -- crash safety -------------------------------------------------------------------------
+
+
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
+    store_dir = tmp_path / "traces"
+    args = ["record", "--model", "sim:seed=5,latency=0.02", "--run-id", "k", "--store",
+            str(store_dir), "--workers", "4", "--quiet"]  # fmt: skip
+    first = _cli(*args)
+    run_dir = store_dir / "k"
+    _wait_for(lambda: _journal_lines(run_dir) >= 10)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    kept = _journal_lines(run_dir)
+    assert 10 <= kept < N_SAMPLES
+    assert not (run_dir / "samples.parquet").exists()
+
+    second = _cli(*args)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert f"{N_SAMPLES}/{N_SAMPLES} ok" in out
+    assert f"recorded {N_SAMPLES - kept} in" in out
+    rows = _samples(run_dir)
+    ids = [r["sample_id"] for r in rows]
+    assert len(ids) == len(set(ids)) == N_SAMPLES
+    assert not (run_dir / "journal.jsonl").exists()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+
+    # the same scores as an uninterrupted run with the same seed
+    clean = Store(tmp_path / "clean")
+    record_run(load_inputs("tool-call"), parse_model("sim:seed=5,latency=0.02"), clean,
+               run_id="k", options=RecordOptions(workers=8))  # fmt: skip
+    assert _scores(Store(store_dir), "k") == _scores(clean, "k")
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
+    store_dir = tmp_path / "traces"
+    proc = _cli("record", "--model", "sim:latency=0.05", "--run-id", "c", "--store",
+                str(store_dir), "--workers", "2")  # fmt: skip
+    run_dir = store_dir / "c"
+    _wait_for(lambda: _journal_lines(run_dir) >= 5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Interrupted: kept" in err
+    assert "--resume c" in err
+    assert "Traceback" not in err
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    kept = _samples(run_dir)
+    assert 5 <= len(kept) < N_SAMPLES
+    assert {r["status"] for r in kept} == {"ok"}
+
+    result = CliRunner().invoke(main, ["record", "--resume", "c", "--store", str(store_dir),
+                                       "--quiet"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert len(_samples(run_dir)) == N_SAMPLES
+
+
+def test_one_writer_per_run_and_takeover_after_death(tmp_path):
+    store_dir = tmp_path / "traces"
+    args = ["record", "--model", "sim:latency=0.2", "--run-id", "w", "--store", str(store_dir),
+            "--workers", "1", "--quiet"]  # fmt: skip
+    first = _cli(*args)
+    run_dir = store_dir / "w"
+    _wait_for(lambda: _journal_lines(run_dir) >= 1)
+    second = _cli(*args)
+    _, err = second.communicate(timeout=60)
+    assert second.returncode == 1
+    assert "is being written by pid" in err
+    assert "Traceback" not in err
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    # the dead writer's lock is gone: the next record takes the run over
+    third = Store(store_dir).resume_run("w")
+    third.close()
+
+
+def test_retry_errors_reruns_only_failed_samples(tmp_path):
+    store = Store(tmp_path / "traces")
+    inputs = load_inputs("tool-call")
+    summary = record_run(inputs, parse_model("sim:fault_rate=0.5"), store, run_id="r",
+                         options=RecordOptions(workers=4, retries=0))  # fmt: skip
+    before = {r["sample_id"]: r for r in _samples(Path(summary.run_dir))}
+    failed = {sid for sid, r in before.items() if r["status"] == "error"}
+    assert 0 < len(failed) < N_SAMPLES
+    assert summary.errors == len(failed)
+    for sid in failed:  # errors are data: type, message, attempts kept
+        assert before[sid]["error_type"] == "SimTransientError"
+        assert "503" in before[sid]["error"]
+        assert before[sid]["attempts"] == 1
+
+    result = CliRunner().invoke(main, ["record", "--retry-errors", "r", "--store",
+                                       str(store.root), "--retries", "30", "--backoff", "0",
+                                       "--quiet"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    after = {r["sample_id"]: r for r in _samples(Path(summary.run_dir))}
+    assert {r["status"] for r in after.values()} == {"ok"}
+    assert len(after) == N_SAMPLES
+    for sid, row in before.items():
+        if sid not in failed:  # untouched
+            assert after[sid]["finished_at"] == row["finished_at"]
+        else:
+            assert after[sid]["finished_at"] > row["finished_at"]
+
+
+def test_resume_refuses_other_inputs(tmp_path):
+    store = tmp_path / "traces"
+    runner = CliRunner()
+    first = runner.invoke(main, ["record", "--model", "sim:seed=1", "--run-id", "x", "--store",
+                                 str(store), "--quiet"])  # fmt: skip
+    assert first.exit_code == 0
+    again = runner.invoke(main, ["record", "--model", "sim:seed=1", "--run-id", "x", "--store",
+                                 str(store), "--quiet"])  # fmt: skip
+    assert again.exit_code == 0
+    assert "nothing to record" in again.output
+    other = runner.invoke(main, ["record", "--model", "sim:seed=2", "--run-id", "x", "--store",
+                                 str(store), "--quiet"])  # fmt: skip
+    assert other.exit_code == 2
+    assert "exists with other inputs" in other.output
+
+
+# -- retries against the Gemini wire protocol -----------------------------------------------
+
+
+@pytest.fixture
+def gemini(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOOGLE_API_KEY", "fake-key-for-loopback")
+    entries = [{"id": "mul", "input": "What is 2 times 3?",
+                "target": [{"name": "multiply_numbers", "args": {"a": 3, "b": 2}}]}]  # fmt: skip
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(entries))
+    inputs = load_inputs(None, path, BUILTIN.tools, BUILTIN.system_prompt)
+    script = {"What is 2 times 3?": [[("multiply_numbers", {"a": 3, "b": 2})]]}
+    with GeminiServer(script) as server:
+        yield server, inputs, Store(tmp_path / "traces")
+
+
+def _gemini_record(server, inputs, store, **options):
+    spec = parse_model("google_genai:gemini-2.5-flash", {"base_url": server.url})
+    return record_run(inputs, spec, store, run_id="g", options=RecordOptions(**options))
+
+
+def test_retry_after_is_honoured(gemini):
+    server, inputs, store = gemini
+    server.inject(Fault.rate_limit(retry_after=1), requests=[1])
+    summary = _gemini_record(server, inputs, store, retries=2, backoff=0.01)
+    assert summary.ok == 1 and summary.retries == 1
+    first, second = server.requests[0], server.requests[1]
+    assert first.status == 429
+    assert second.at - first.at >= 0.95  # backoff alone would be ~0.01 s
+
+
+def test_hung_model_call_is_retried_after_call_timeout(gemini):
+    server, inputs, store = gemini
+    server.inject(Fault.hang(20), requests=[1])
+    t0 = time.monotonic()
+    summary = _gemini_record(server, inputs, store, retries=2, backoff=0.01, call_timeout=1)
+    assert time.monotonic() - t0 < 15
+    (row,) = _samples(Path(summary.run_dir))
+    assert row["status"] == "ok"
+    assert row["attempts"] == 2
+
+
+def test_auth_failure_fails_fast(gemini):
+    server, inputs, store = gemini
+    server.inject(Fault.error(403, "API key not valid"), input="What is 2 times 3?")
+    summary = _gemini_record(server, inputs, store, retries=5, backoff=0.01)
+    (row,) = _samples(Path(summary.run_dir))
+    assert row["status"] == "error" and row["attempts"] == 1
+    assert len(server.requests) == 1
+
+
+def test_rate_limited_run_records_tokens_in_manifest(gemini):
+    server, inputs, store = gemini
+    summary = _gemini_record(server, inputs, store, max_rpm=600)
+    manifest = json.loads((Path(summary.run_dir) / "manifest.json").read_text())
+    messages = pq.read_table(Path(summary.run_dir) / "messages.parquet").to_pylist()
+    assert manifest["totals"]["input_tokens"] == sum(m["input_tokens"] or 0 for m in messages) > 0
+    assert manifest["totals"]["output_tokens"] == sum(m["output_tokens"] or 0 for m in messages)
+    assert manifest["runner"]["max_rpm"] == 600
+
+
+# -- the retry policy and the limiter -------------------------------------------------------
+
+
+class _Status(Exception):
+    def __init__(self, code: int, headers: dict | None = None):
+        super().__init__(f"HTTP {code}")
+        self.code = code
+        self.response = type("R", (), {"headers": headers or {}, "status_code": code})()
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (_Status(429), True),
+        (_Status(500), True),
+        (_Status(503), True),
+        (_Status(400), False),
+        (_Status(401), False),
+        (_Status(403), False),
+        (TimeoutError(), True),
+        (ConnectionResetError(), True),
+        (ValueError("bug"), False),
+    ],
+)
+def test_is_transient(exc, transient):
+    assert is_transient(exc) is transient
+
+
+def test_is_transient_follows_the_cause_chain():
+    try:
+        try:
+            raise _Status(503)
+        except _Status as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert is_transient(outer)
+
+
+def test_retry_after_header_and_retry_info():
+    assert retry_after(_Status(429, {"retry-after": "7"})) == 7.0
+    exc = RuntimeError("x")
+    exc.details = {"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                                          "retryDelay": "12s"}]}}  # fmt: skip
+    assert retry_after(exc) == 12.0
+    assert retry_after(ValueError()) is None
+    assert backoff_delay(0.01, 1, _Status(429, {"retry-after": "3"})) >= 3.0
+    delays = [backoff_delay(1.0, attempt) for attempt in (1, 2, 3, 4)]
+    assert all(0.5 * 2**k <= d <= 1.5 * 2**k for k, d in enumerate(delays))
+
+
+def test_rate_limiter_keeps_calls_per_window():
+    async def run() -> float:
+        limiter = RateLimiter(rpm=4, window=0.3)
+        t0 = time.monotonic()
+        for _ in range(10):  # 4 + 4 + 2: two full windows of waiting
+            await limiter.acquire()
+        return time.monotonic() - t0
+
+    elapsed = asyncio.run(run())
+    assert 0.55 <= elapsed < 2.0
+
+
+def test_rate_limiter_waits_for_tokens():
+    async def run() -> float:
+        limiter = RateLimiter(tpm=100, window=0.3)
+        t0 = time.monotonic()
+        await limiter.acquire()
+        limiter.record_tokens(150)  # over the limit: the next call waits for the window
+        await limiter.acquire()
+        return time.monotonic() - t0
+
+    assert asyncio.run(run()) >= 0.28
+
+
+# -- progress -------------------------------------------------------------------------------
+
+
+def test_progress_lines_when_not_a_terminal_and_quiet(tmp_path):
+    runner = CliRunner()
+    loud = runner.invoke(main, ["record", "--model", "sim", "--run-id", "p", "--store",
+                                str(tmp_path / "a")])  # fmt: skip
+    assert loud.exit_code == 0
+    assert f"recorded {N_SAMPLES}/{N_SAMPLES}" in loud.output
+    assert "errors 0" in loud.output and "retries 0" in loud.output
+    quiet = runner.invoke(main, ["record", "--model", "sim", "--run-id", "p", "--store",
+                                 str(tmp_path / "b"), "--quiet"])  # fmt: skip
+    assert quiet.exit_code == 0
+    assert "recorded 1/" not in quiet.output
+    assert "(simulated model)" in quiet.output
