@@ -178,6 +178,7 @@ class SimChatModel(BaseChatModel):
     samples: dict[str, list[tuple[str, dict[str, Any]]]] = Field(repr=False)
     tool_specs: list[dict[str, Any]] = Field(default_factory=list, repr=False)
     _calls: _CallCounts = PrivateAttr(default_factory=lambda: _CallCounts())
+    _bound: dict[tuple[int, ...], SimChatModel] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], samples: Mapping[str, Any]) -> SimChatModel:
@@ -193,11 +194,19 @@ class SimChatModel(BaseChatModel):
         return {"settings": self.settings}
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> SimChatModel:
-        """Keep the tools' schemas: wrong calls are drawn from them."""
+        """Keep the tools' schemas: wrong calls are drawn from them.
+
+        The agent binds its tools before every model call; the bound copy is reused for
+        the same tools, so its schemas and LangChain's serialized form are computed once.
+        """
         from langchain_core.utils.function_calling import convert_to_openai_function
 
-        specs = [convert_to_openai_function(t) for t in tools]
-        return self.model_copy(update={"tool_specs": specs})
+        key = tuple(id(t) for t in tools)
+        bound = self._bound.get(key)
+        if bound is None:
+            specs = [convert_to_openai_function(t) for t in tools]
+            bound = self._bound[key] = self.model_copy(update={"tool_specs": specs})
+        return bound
 
     def _turn(self, messages: list[BaseMessage], run_manager: Any) -> AIMessage:
         metadata = getattr(run_manager, "metadata", None) or {}
