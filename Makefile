@@ -32,3 +32,19 @@ format: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+
+# Scoring at scale (not part of `make test`): synthetic runs of 10k, 100k and 1M samples under
+# bench/out/, `tcbreplay score` timed against a bare read pass and the reference loop; the table
+# goes to BENCHMARKS.md with the hotspots of score. `bench-score` is the quicker 10k + 100k run.
+.PHONY: bench-score
+bench: $(STAMP)
+	$(BIN)/python -m bench.run --sizes 10k,100k,1m --profile
+
+bench-score: $(STAMP)
+	$(BIN)/python -m bench.run --sizes 10k,100k
+
+# The HTML report of a 10,000-sample run in headless Chromium (not part of `make test`): its size
+# and time to interactive, printed and appended to BENCHMARKS.md under "Report".
+.PHONY: bench-report
+bench-report: $(STAMP)
+	$(BIN)/python -m bench.report_bench --samples 10000

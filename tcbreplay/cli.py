@@ -518,3 +518,24 @@ def export(run_id, output, store) -> None:
 
     for path in export_jsonl(Store(store).open_run(run_id), output):
         click.echo(str(path))
+
+
+@main.command()
+@click.argument("run_ids", nargs=-1, required=True, metavar="RUN_ID [RUN_ID ...]")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default="report.html",
+    show_default=True,
+    help="The HTML file to write.",
+)
+@click.option("--allow-incomplete", is_flag=True, help="Report runs that did not finish.")
+@STORE_OPTION
+def report(run_ids, output, allow_incomplete, store) -> None:
+    """Write one self-contained HTML report of the runs (the first is the baseline)."""
+    from tcbreplay.report import write_report
+    from tcbreplay.store import Store
+
+    path = write_report(Store(store), list(run_ids), output, allow_incomplete=allow_incomplete)
+    click.echo(str(path))

@@ -44,3 +44,27 @@ def reference_dir():
     if not REFERENCE.is_dir():
         pytest.skip(f"reference data not found at {REFERENCE}")
     return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def sim_runs_pair(sim_run, tmp_path_factory):
+    """A store holding a copy of ``sim_run`` and the same benchmark recorded with ``sim:seed=11``:
+    (store, [first_run_id, second_run_id])."""
+    import shutil
+
+    from tcbreplay.benchmarks import load_inputs
+    from tcbreplay.models import parse_model
+    from tcbreplay.record import RecordOptions, record_run
+    from tcbreplay.store import Store
+
+    source, first = sim_run
+    store = Store(tmp_path_factory.mktemp("pair") / "traces")
+    shutil.copytree(source.run_dir(first), store.run_dir(first))
+    summary = record_run(
+        load_inputs("tool-call"),
+        parse_model("sim:seed=11,error_rate=0.3"),
+        store,
+        run_id="sim-seed11",
+        options=RecordOptions(workers=8),
+    )
+    return store, [first, summary.run_id]

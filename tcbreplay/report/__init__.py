@@ -8,6 +8,7 @@ in memory (see :mod:`tcbreplay.report.data`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -21,7 +22,7 @@ __all__ = ["ReportData", "build_report", "collect", "write_report"]
 
 
 def build_report(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> str:
-    """The report of ``run_ids`` (the first is the baseline of "regressed") as HTML text."""
+    """Build the report of ``run_ids`` as HTML text; the first run is the baseline."""
     from plotly.offline import get_plotlyjs
 
     report = collect(store, list(run_ids), allow_incomplete=allow_incomplete)
@@ -43,6 +44,7 @@ def write_report(
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
     return path

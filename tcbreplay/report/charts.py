@@ -53,33 +53,38 @@ def _layout(fig: go.Figure, height: int, **kwargs: Any) -> go.Figure:
 
 
 def metrics_figure(report: ReportData) -> go.Figure:
-    """Grouped bars: the three run-level metrics, one bar per run (error bars once the summary
-    carries ``<metric>_ci`` as ``[low, high]``)."""
+    """Grouped bars: the three run-level metrics, one bar per run, with bootstrap intervals."""
     fig = go.Figure()
     labels = [label for _, label in METRICS]
     for k, run in enumerate(report.runs):
         values = [run.summary.get(m) for m, _ in METRICS]
-        bar: dict[str, Any] = {
-            "name": run.run_id,
-            "x": labels,
-            "y": values,
-            "marker_color": run_color(k),
-            "text": ["n/a" if v is None else f"{v:.3f}" for v in values],
-            "textposition": "outside",
-            "cliponaxis": False,
-            "hovertemplate": "%{x}<br>" + run.run_id + ": %{y:.4f}<extra></extra>",
-        }
-        cis = [run.summary.get(f"{m}_ci") for m, _ in METRICS]
-        if any(cis):
-            known = [(ci, v) if ci and v is not None else ((0, 0), 0) for ci, v in zip(cis, values)]
-            bar["error_y"] = {
-                "type": "data",
-                "symmetric": False,
-                "array": [ci[1] - v for ci, v in known],
-                "arrayminus": [v - ci[0] for ci, v in known],
-            }
-        fig.add_trace(go.Bar(**bar))
-    return _layout(fig, 340, barmode="group", yaxis={"range": [0, 1.12], "title": "score"})
+        known = [
+            (run.intervals.get(m), v) if run.intervals.get(m) and v is not None else ((0, 0), 0)
+            for (m, _), v in zip(METRICS, values, strict=True)
+        ]
+        fig.add_trace(
+            go.Bar(
+                name=run.run_id,
+                x=labels,
+                y=values,
+                marker_color=run_color(k),
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [ci[1] - v for ci, v in known],
+                    "arrayminus": [v - ci[0] for ci, v in known],
+                    "color": "#52606d",
+                    "thickness": 1.2,
+                },
+                hovertemplate="%{x}<br>" + run.run_id + ": %{y:.3f}<extra></extra>",
+            )
+        )
+    return _layout(
+        fig,
+        340,
+        barmode="group",
+        yaxis={"range": [0, 1.05], "title": "score"},
+    )
 
 
 def tools_figure(report: ReportData) -> go.Figure:
@@ -108,7 +113,10 @@ def tools_figure(report: ReportData) -> go.Figure:
                 row=1,
                 col=k + 1,
             )
-    return _layout(fig, 340, barmode="group", yaxis={"title": "count"})
+    fig = _layout(fig, 360, barmode="group", yaxis={"title": "count"})
+    if n > 1:  # room for the legend above the panel titles
+        fig.update_layout(margin={"t": 72}, legend={"y": 1.16})
+    return fig
 
 
 def tp_figure(report: ReportData) -> go.Figure:
@@ -126,7 +134,7 @@ def tp_figure(report: ReportData) -> go.Figure:
         )
     return _layout(
         fig,
-        320,
+        340,
         barmode="group",
         bargap=0.08,
         xaxis={"title": "per-sample TP", "range": [-0.03, 1.03], "dtick": 0.1},

@@ -2,8 +2,9 @@
 
 Reads the run directories only and imports neither LangChain nor LangGraph: stored
 messages are read as JSON. Scores come from the run's stored default scoring
-(``scores/spec``) when it is newer than the traces, otherwise the run is scored in
-memory; nothing is written to the store.
+(``scores/spec``) when its audit record matches the run's current files, otherwise
+the run is scored in memory; nothing is written to the store. Later runs are
+compared with the first by :func:`tcbreplay.compare.diff_runs`.
 """
 
 from __future__ import annotations
@@ -14,16 +15,22 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from tcbreplay import translate
-from tcbreplay.errors import InputError
+from tcbreplay.audit import sha256_file, sql_sha256
+from tcbreplay.compare import diff_runs
+from tcbreplay.errors import InputError, TcbReplayError
 from tcbreplay.metrics import explain_sample
 from tcbreplay.score import ScoreOptions, score_run
 from tcbreplay.sql import connect
 from tcbreplay.store import Run, Store
 
 Call = tuple[str, dict[str, Any]]
+METRICS = ("tsa", "tp", "ahr")
+N_BOOT = 1000
+CONFIDENCE = 0.95
 # Values differing by less than this are the same score (tp is a ratio of small integers).
 _EPS = 1e-9
 _SAMPLE_COLUMNS = [
@@ -52,6 +59,9 @@ class RunData:
     gold: dict[str, list[Call]]
     explanations: dict[str, dict[str, Any]]
     scored_in_memory: bool
+    intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    diff: dict[str, dict[str, Any]] | None = None
+    diff_error: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -79,6 +89,7 @@ class ToolRow:
     args: int = 0
     invalid_args: int = 0
     invented_args: int = 0
+    missing_args: int = 0
 
 
 @dataclass
@@ -99,14 +110,6 @@ def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> b
     return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
 
 
-def is_regressed(first: dict[str, Any], later: dict[str, Any]) -> bool:
-    """Worse in a later run than in the first: lower tp, or higher ahr where both are defined."""
-    if later["tp"] < first["tp"] - _EPS:
-        return True
-    a, b = first.get("ahr"), later.get("ahr")
-    return a is not None and b is not None and b > a + _EPS
-
-
 def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> ReportData:
     """Load every run and compute the table flags and the per-tool breakdown."""
     if not run_ids:
@@ -124,18 +127,21 @@ def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False)
                 sample_ids.append(sid)
     failed_by_run = [run.failed() for run in runs]
     failed = [any(f.get(sid, False) for f in failed_by_run) for sid in sample_ids]
-    rows_by_run = [{r["sample_id"]: r for r in run.scores.iter_rows(named=True)} for run in runs]
-    regressed = []
-    for sid in sample_ids:
-        first = rows_by_run[0].get(sid)
-        later = [rows[sid] for rows in rows_by_run[1:] if sid in rows]
-        regressed.append(first is not None and any(is_regressed(first, r) for r in later))
+    regressed_ids: set[str] = set()
+    for run in runs[1:]:
+        try:
+            diff = diff_runs(store, runs[0].run_id, run.run_id)
+        except TcbReplayError as exc:  # e.g. no common samples, or an unfinished run
+            run.diff_error = str(exc)
+            continue
+        run.diff = diff.runs
+        regressed_ids.update(diff.regressed)
     tools = _tool_names(runs)
     return ReportData(
         runs=runs,
         sample_ids=sample_ids,
         failed=failed,
-        regressed=regressed,
+        regressed=[sid in regressed_ids for sid in sample_ids],
         tools=tools,
         tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
     )
@@ -169,25 +175,72 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
         gold=gold,
         explanations=explanations,
         scored_in_memory=in_memory,
+        intervals=metric_intervals(scores),
     )
 
 
 def _scores(
     store: Store, run: Run, allow_incomplete: bool
 ) -> tuple[dict[str, Any], pl.DataFrame, bool]:
-    """Stored default scores if newer than the traces; else score in memory (writes nothing)."""
+    """The stored default scoring if its audit record matches the run's files and the scoring
+    SQL; otherwise score in memory (writes nothing)."""
     folder = run.scores_dir(ScoreOptions().scoring)
-    path, summary_path = folder / "scores.parquet", folder / "summary.json"
-    if run.has_data() and path.exists() and summary_path.exists():
-        traces = max(run.samples_path.stat().st_mtime, run.messages_path.stat().st_mtime)
-        if path.stat().st_mtime >= traces:
-            try:
-                summary = json.loads(summary_path.read_text())
-                return summary, pl.read_parquet(path).sort("sample_index"), False
-            except (OSError, json.JSONDecodeError, pl.exceptions.PolarsError):
-                pass  # unreadable stored scores: score again below
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+        audit = summary.get("audit") or {}
+        hashes = audit.get("inputs_sha256") or {}
+        current = (
+            run.has_data()
+            and "by_tool" in summary
+            and audit.get("sql_sha256") == sql_sha256()
+            and all(
+                hashes.get(path.name) == sha256_file(path)
+                for path in (run.samples_path, run.messages_path)
+            )
+        )
+        if current:
+            return summary, pl.read_parquet(folder / "scores.parquet").sort("sample_index"), False
+    except (OSError, json.JSONDecodeError, pl.exceptions.PolarsError):
+        pass  # never scored, or unreadable: score below
     result = score_run(store, run.run_id, allow_incomplete=allow_incomplete, write=False)
     return result.summary, result.scores.sort("sample_index"), True
+
+
+def metric_intervals(
+    scores: pl.DataFrame, n_boot: int = N_BOOT, seed: int = 0, confidence: float = CONFIDENCE
+) -> dict[str, tuple[float, float] | None]:
+    """Percentile bootstrap intervals of the run-level tsa, tp and ahr: the run's samples
+    resampled with replacement ``n_boot`` times (seeded, so a report is reproducible)."""
+    n = scores.height
+    if n == 0:
+        return dict.fromkeys(METRICS)
+    rng = np.random.default_rng(seed)
+    tsa = scores["tsa"].to_numpy().astype(float)
+    defined = ~np.isnan(tsa)
+    columns = {
+        "tsa": (np.nan_to_num(tsa), defined.astype(float)),
+        "tp": (scores["tp"].to_numpy().astype(float), np.ones(n)),
+        "ahr": (
+            scores["args_invalid"].to_numpy().astype(float),
+            scores["args_total"].to_numpy().astype(float),
+        ),
+    }
+    draws: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
+    batch = max(1, min(n_boot, 2_000_000 // n))
+    for start in range(0, n_boot, batch):
+        idx = rng.integers(0, n, size=(min(batch, n_boot - start), n))
+        for metric, (num, den) in columns.items():
+            total = den[idx].sum(-1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                draws[metric].append(np.where(total > 0, num[idx].sum(-1) / total, np.nan))
+    alpha = (1 - confidence) / 2
+    out: dict[str, tuple[float, float] | None] = {}
+    for metric in METRICS:
+        values = np.concatenate(draws[metric])
+        values = values[~np.isnan(values)]
+        low, high = np.quantile(values, [alpha, 1 - alpha]) if len(values) else (None, None)
+        out[metric] = None if low is None else (float(low), float(high))
+    return out
 
 
 def _tool_names(runs: list[RunData]) -> list[str]:
@@ -204,20 +257,20 @@ def _tool_names(runs: list[RunData]) -> list[str]:
 
 
 def tool_breakdown(run: RunData, tools: list[str]) -> list[ToolRow]:
-    """Per tool: gold calls, agent calls, paired calls and the paired calls' arguments."""
+    """Per tool: the scorer's ``by_tool`` counts, plus the invented keys among paired calls."""
     rows = {tool: ToolRow(run.run_id, tool) for tool in tools}
-    for calls in run.gold.values():
-        for name, _ in calls:
-            rows[name].gold_calls += 1
+    for item in run.summary.get("by_tool") or []:
+        row = rows[item["tool"]]
+        row.gold_calls = int(item.get("gold_calls") or 0)
+        row.agent_calls = int(item.get("agent_calls") or 0)
+        row.paired_calls = int(item.get("paired") or 0)
+        row.args = int(item.get("args_total") or 0)
+        row.invalid_args = int(item.get("args_invalid") or 0)
+        row.missing_args = int(item.get("args_missing") or 0)
     for sid, calls in run.agent.items():
-        for name, _ in calls:
-            rows[name].agent_calls += 1
         for pair in run.explanations[sid]["pairs"]:
-            row = rows[calls[pair["agent"]][0]]
-            row.paired_calls += 1
-            row.args += len(pair["args"])
-            row.invalid_args += sum(v != "ok" for v in pair["args"].values())
-            row.invented_args += sum(v == "unknown" for v in pair["args"].values())
+            verdicts = pair["args"].values()
+            rows[calls[pair["agent"]][0]].invented_args += sum(v == "unknown" for v in verdicts)
     return [rows[tool] for tool in tools]
 
 

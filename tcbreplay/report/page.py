@@ -75,7 +75,7 @@ def _meta(report: ReportData) -> str:
     n_runs = len(report.runs)
     when = utcnow().strftime("%Y-%m-%d %H:%M UTC")
     return html.escape(
-        f"{n_runs} run{'s' if n_runs > 1 else ''} · {len(report.sample_ids)} samples · "
+        f"{n_runs} run{'s' if n_runs > 1 else ''} · {len(report.sample_ids):,} samples · "
         f"generated {when} by tcbreplay {__version__}"
     )
 
@@ -94,25 +94,53 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
     model = run.run.manifest.get("model") or {}
     failed = sum(run.failed().values())
     badges = '<span class="badge">simulated</span>' if model.get("simulated") else ""
+    if k == 0 and len(report.runs) > 1:
+        badges += '<span class="badge base">baseline</span>'
     source = "scored in memory" if run.scored_in_memory else "stored scores"
     totals = run.run.manifest.get("totals") or {}
     metrics = [
-        ("TSA", s.get("tsa"), f"n = {s.get('n_tsa', 0)}", "tsa"),
-        ("TP", s.get("tp"), f"n = {s.get('n_tp', 0)}", "tp"),
-        ("AHR", s.get("ahr"), f"{s.get('args_invalid', 0)} / {s.get('args_total', 0)} args", "ahr"),
+        ("TSA", s.get("tsa"), f"n = {s.get('n_tsa', 0):,}", "tsa"),
+        ("TP", s.get("tp"), f"n = {s.get('n_tp', 0):,}", "tp"),
+        (
+            "AHR",
+            s.get("ahr"),
+            f"{s.get('args_invalid', 0):,} / {s.get('args_total', 0):,} args",
+            "ahr",
+        ),
     ]
     cells = []
     for label, value, n, key in metrics:
-        ci = s.get(f"{key}_ci")
-        ci_text = f'<div class="ci">95% CI {ci[0]:.3f}–{ci[1]:.3f}</div>' if ci else ""
+        ci = run.intervals.get(key)
+        ci_text = (
+            f'<div class="ci" title="95% bootstrap interval over the run\'s samples">'
+            f"CI {ci[0]:.3f}–{ci[1]:.3f}</div>"
+            if ci
+            else ""
+        )
+        delta = (run.diff or {}).get(key)
+        if delta and delta.get("delta") is not None:
+            interval = (
+                f" ({delta['ci_low']:+.3f}, {delta['ci_high']:+.3f})"
+                if delta.get("ci_low") is not None
+                else ""
+            )
+            ci_text += (
+                f'<div class="delta" title="vs {html.escape(report.runs[0].run_id)}, paired '
+                f'bootstrap 95% CI">Δ {delta["delta"]:+.3f}<br>{interval}</div>'
+            )
         cells.append(
             f'<div class="metric" data-metric="{key}"><div class="label">{label}</div>'
             f'<div class="value">{_fmt(value)}</div>{ci_text}<div class="n">{n}</div></div>'
         )
+    if run.diff_error:
+        cells.append(
+            f'<div class="note">No comparison with {html.escape(report.runs[0].run_id)}: '
+            f"{html.escape(run.diff_error)}</div>"
+        )
     foot = (
-        f"{s.get('n_samples', 0)} samples · {failed} failed · {s.get('n_errors', 0)} errors · "
-        f"{s.get('args_missing', 0)} gold args missing · tokens "
-        f"{totals.get('input_tokens') or 0:,} in / {totals.get('output_tokens') or 0:,} out"
+        f"{s.get('n_samples', 0):,} samples · {failed:,} failed · "
+        f"{s.get('n_errors', 0):,} errors · {s.get('args_missing', 0):,} gold args left out · "
+        f"tokens {totals.get('input_tokens') or 0:,} in / {totals.get('output_tokens') or 0:,} out"
     )
     return (
         f'<article class="card" style="--run: {run_color(k)}" data-run="{html.escape(run.run_id)}">'
@@ -142,15 +170,16 @@ def _leaderboard(report: ReportData) -> str:
             f"<td>{html.escape(str(model))}</td>"
             f'<td class="num">{_fmt(s.get("tp"))}</td><td class="num">{_fmt(s.get("tsa"))}</td>'
             f'<td class="num">{_fmt(s.get("ahr"))}</td>'
-            f'<td class="num">{s.get("n_samples", 0)}</td>'
-            f'<td class="num">{sum(run.failed().values())}</td>'
-            f'<td class="num">{s.get("n_errors", 0)}</td></tr>'
+            f'<td class="num">{s.get("n_samples", 0):,}</td>'
+            f'<td class="num">{sum(run.failed().values()):,}</td>'
+            f'<td class="num">{s.get("n_errors", 0):,}</td></tr>'
         )
     head = (
-        "<tr><th>#</th><th>run</th><th>model</th><th>TP ↑</th><th>TSA ↑</th><th>AHR ↓</th>"
-        "<th>samples</th><th>failed</th><th>errors</th></tr>"
+        "<tr><th>#</th><th>run</th><th>model</th><th class=num>TP ↑</th><th class=num>TSA ↑</th>"
+        "<th class=num>AHR ↓</th><th class=num>samples</th><th class=num>failed</th>"
+        "<th class=num>errors</th></tr>"
     )
-    return f'<table class="static" id="leaderboard"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+    return _table("leaderboard", head, rows)
 
 
 def _tool_table(report: ReportData) -> str:
@@ -177,15 +206,34 @@ def _tool_table(report: ReportData) -> str:
             f'<tr><td title="{html.escape(descriptions.get(r.tool, ""))}">{name}</td>{run_cell}'
             f'<td class="num">{r.gold_calls}</td><td class="num">{r.agent_calls}</td>'
             f'<td class="num">{r.paired_calls}</td><td class="num">{r.args}</td>'
-            f'<td class="num">{r.invalid_args}</td><td class="num">{r.invented_args}</td></tr>'
+            f'<td class="num">{r.invalid_args}</td><td class="num">{r.invented_args}</td>'
+            f'<td class="num">{r.missing_args}</td></tr>'
         )
     head = (
         "<tr><th>tool</th>"
         + ("<th>run</th>" if many else "")
-        + "<th>gold calls</th><th>agent calls</th><th>paired calls</th><th>args</th>"
-        "<th>invalid args</th><th>invented args</th></tr>"
+        + "".join(
+            f'<th class="num">{label}</th>'
+            for label in (
+                "gold calls",
+                "agent calls",
+                "paired calls",
+                "args",
+                "invalid args",
+                "invented args",
+                "gold args left out",
+            )
+        )
+        + "</tr>"
     )
-    return f'<table class="static" id="tool-table"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+    return _table("tool-table", head, rows)
+
+
+def _table(element_id: str, head: str, rows: list[str]) -> str:
+    return (
+        f'<table class="static" id="{element_id}"><thead>{head}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def table_payload(report: ReportData) -> dict[str, Any]:
@@ -228,11 +276,8 @@ def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
     scores = {r["sample_id"]: r for r in run.scores.iter_rows(named=True)}
     samples = {r["sample_id"]: r for r in run.samples.iter_rows(named=True)}
     failed = run.failed()
-    cols: dict[str, list[Any]] = {
-        k: []
-        for k in ("tsa", "tp", "ahr", "calls", "inv", "tot", "mis", "status", "failed")
-        + ("tin", "tout", "dur")
-    }
+    names = ("tsa", "tp", "ahr", "calls", "inv", "tot", "mis", "status", "failed", "tin", "tout")
+    cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur")}
     for sid in sample_ids:
         s, m = scores.get(sid), samples.get(sid)
         present = s is not None and m is not None

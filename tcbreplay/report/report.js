@@ -16,8 +16,12 @@
     Plotly.newPlot(id, fig.data, fig.layout, { displaylogo: false, responsive: true }));
 
   /* ---- table ---- */
-  const worse = (r, s) => r > 0 && D.cols[r].tp[s] != null && D.cols[0].tp[s] != null &&
+  // Markers beside a later run's value that is worse than the first run's (see "regressed").
+  const lowerTp = (r, s) => r > 0 && D.cols[r].tp[s] != null && D.cols[0].tp[s] != null &&
     D.cols[r].tp[s] < D.cols[0].tp[s] - 1e-9;
+  const higherAhr = (r, s) => r > 0 && D.cols[r].ahr[s] != null && D.cols[0].tp[s] != null &&
+    D.cols[r].ahr[s] > (D.cols[0].ahr[s] ?? 0) + 1e-9;
+  const mark = (sign, what) => `<span class="down" title="${what} than in the first run">${sign}</span>`;
   const pill = (v, lowerBetter) => {
     if (v == null) return '<span class="pill none">—</span>';
     const best = lowerBetter ? v <= 0 : v >= 1;
@@ -38,10 +42,9 @@
       { key: `calls${r}`, run: r, label: "calls", num: true, get: (s) => C.calls[s],
         cell: (s) => C.calls[s] ?? "—" },
       { key: `tp${r}`, run: r, label: "TP", num: true, get: (s) => C.tp[s],
-        cell: (s) => pill(C.tp[s], false) +
-          (worse(r, s) ? '<span class="down" title="lower than in the first run">▼</span>' : "") },
+        cell: (s) => pill(C.tp[s], false) + (lowerTp(r, s) ? mark("▼", "lower") : "") },
       { key: `ahr${r}`, run: r, label: "AHR", num: true, get: (s) => C.ahr[s],
-        cell: (s) => pill(C.ahr[s], true) });
+        cell: (s) => pill(C.ahr[s], true) + (higherAhr(r, s) ? mark("▲", "higher") : "") });
   });
 
   const state = { sort: "idx", desc: false, page: 0, size: 100, rows: [] };
@@ -105,7 +108,8 @@
           ` title="${esc(S.input[s])}"` : ""}>${c.cell(s)}</td>`).join("") + "</tr>").join("");
     const count = $("row-count");
     count.dataset.count = rows.length;
-    count.textContent = rows.length === N ? `${N} samples` : `${rows.length} of ${N} samples`;
+    const n = (v) => v.toLocaleString("en-US");
+    count.textContent = rows.length === N ? `${n(N)} samples` : `${n(rows.length)} of ${n(N)} samples`;
     $("p-info").textContent = rows.length ?
       `${start + 1}–${start + shown.length} of ${rows.length}, page ${state.page + 1} of ${pages}` :
       "no sample matches";
@@ -141,7 +145,7 @@
     const parts = Object.entries(args || {}).map(([k, v]) => {
       const m = (marks && marks[k]) || (missing && missing.includes(k) ? "missing" : "");
       const tag = m ? `<span class="tag ${m}">${TAGS[m]}</span>` : "";
-      return `<span class="arg ${m}">${esc(k)}=${json(v)}${tag}</span>`;
+      return `<span class="arg${m ? " " + m : ""}">${esc(k)}=${json(v)}${tag}</span>`;
     });
     return `<span class="call mono"><span class="name">${esc(name)}</span>(${parts.join(", ")})</span>`;
   }
@@ -156,7 +160,8 @@
       for (; i < p[0]; i++) row('<span class="empty">not in gold</span>', "→ extra", "extra", call(agent[i]));
       if (p[2] === null) break;
       const bad = Object.keys(p[2]).length;
-      row(call(gold[j], null, p[3]), bad ? `paired · ${bad} invalid` : "paired", "paired",
+      row(call(gold[j], null, p[3]), bad ? `paired · ${bad} invalid` : "paired",
+        bad ? "paired bad" : "paired",
         call(agent[i], p[2]));
       i++; j++;
     }
@@ -167,9 +172,14 @@
     const strs = details().strings;
     const tools = run.tools.map((t) => `<div><code>${esc(t.name)}(${Object.keys(
       (t.parameters || {}).properties || {}).map(esc).join(", ")})</code> — ${esc(t.description)}</div>`);
-    let h = '<div class="msgs"><div class="msg system"><details><summary class="who">system prompt' +
-      `</summary><div class="text">${esc(run.system)}</div></details><details><summary class="who">` +
-      `tools (${run.tools.length})</summary>${tools.join("")}</details></div>`;
+    const from = '<span class="stats">from the run manifest</span>';
+    let h = '<div class="msgs">' + (run.system ?
+      `<details class="msg system"><summary class="who">system prompt ${from}</summary>` +
+      `<div class="text">${esc(run.system)}</div></details>` :
+      '<div class="msg system"><div class="who"><span>system prompt <span class="stats">' +
+      "none in the run manifest</span></span></div></div>") +
+      `<details class="msg system"><summary class="who">tools (${run.tools.length}) ${from}` +
+      `</summary>${tools.join("")}</details>`;
     for (const [type, t, extra, tin, tout, lat, bad] of e.t) {
       const who = { human: "user", ai: "AI", tool: `tool · ${esc(extra && extra[0])}` }[type] || esc(type);
       const stats = [tin != null ? `${tin} in` : "", tout != null ? `${tout} out` : "",
@@ -181,10 +191,20 @@
       if (type === "ai" && extra && extra.length) {
         h += `<div class="calls">${extra.map((c) => `<div>→ ${call(c)}</div>`).join("")}</div>`;
       }
-      if (bad) h += `<div class="error">unparseable tool calls: ${json(bad)}</div>`;
+      if (bad) {
+        h += '<div class="error">unparseable tool calls (not agent calls here): ' +
+          bad.map(([n, a, err]) => `${esc(n)} ${esc(a)}${err ? ` (${esc(err)})` : ""}`).join("; ") +
+          "</div>";
+      }
       h += "</div>";
     }
     return h + "</div>";
+  }
+
+  function failedIn(s) {
+    const runs = R.filter((run, r) => D.cols[r].failed[s]).map((run) => esc(run.id));
+    if (!runs.length) return R.length > 1 ? "matched gold in every run" : "matched gold";
+    return `<b>failed</b>${R.length > 1 ? " in " + runs.join(", ") : ""}`;
   }
 
   function render() {
@@ -192,7 +212,7 @@
     const C = D.cols[r];
     let h = `<div class="facts"><span>category <b>${esc(S.cat[s] || "—")}</b></span>` +
       `<span>gold calls <b>${S.ngold[s]}</b></span>` +
-      `<span>${S.failed[s] ? "<b>failed</b> in a run" : "matched gold in every run"}</span>` +
+      `<span>${failedIn(s)}</span>` +
       (S.regressed[s] ? "<span><b>regressed</b> vs the first run</span>" : "") + "</div>" +
       `<h3>Input</h3><div class="input-text">${esc(S.input[s])}</div>`;
     if (R.length > 1) {

@@ -1,0 +1,29 @@
+"""Helpers shared by the report tests: hand-written runs and the page's JSON payloads."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from tcbreplay.benchmarks import load_inputs
+from tcbreplay.importer import import_traces
+from tcbreplay.store import Store
+
+DATA = Path(__file__).parent / "data" / "report"
+TOOLS_JSON = Path(__file__).parent / "data" / "tools_shop.json"
+
+
+def import_hand_run(store: Store, run_id: str, traces: str) -> str:
+    """Import ``tests/data/report/<traces>``: six hand-written samples with known scores."""
+    inputs = load_inputs(None, DATA / "dataset.json", str(TOOLS_JSON), None, need_prompt=False)
+    return import_traces(inputs, DATA / traces, store, run_id).run_id
+
+
+def payload(html_text: str, element_id: str) -> dict:
+    """The JSON of one ``<script type="application/json">`` element of the page."""
+    match = re.search(
+        rf'<script type="application/json" id="{element_id}">(.*?)</script>', html_text, re.S
+    )
+    assert match, element_id
+    return json.loads(match.group(1))

@@ -1,0 +1,307 @@
+"""tcbreplay.report: a self-contained HTML page of one or more runs, built from the store."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import polars as pl
+import pytest
+from report_helpers import import_hand_run, payload
+
+from tcbreplay.errors import InputError, RunNotFoundError
+from tcbreplay.metrics import explain_sample
+from tcbreplay.report import build_report, collect, write_report
+from tcbreplay.report.page import script_json
+from tcbreplay.score import score_run
+from tcbreplay.store import Store
+
+HAND_FAILED = ["wrong-and-invented", "missed-call", "extra-call", "crashed"]
+# Per tool of run hand-a: gold, agent, paired calls, args, invalid args, invented args.
+HAND_TOOLS = {
+    "list_items": (2, 2, 1, 0, 0, 0),
+    "add_numbers": (2, 1, 1, 3, 2, 1),
+    "multiply_numbers": (2, 2, 2, 4, 0, 0),
+}
+
+
+class _Refs(HTMLParser):
+    """Every URL-valued attribute, every script and every stylesheet of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.styles: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        for key, value in attrs:
+            if key in ("src", "href", "srcset", "action", "poster", "data") and value:
+                self.refs.append((tag, key, value))
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.styles.append(data)
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    """Two imported runs of six hand-written samples with known scores: (store, [a, b])."""
+    store = Store(tmp_path_factory.mktemp("hand") / "traces")
+    return store, [
+        import_hand_run(store, "hand-a", "traces_a.jsonl"),
+        import_hand_run(store, "hand-b", "traces_b.jsonl"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def one_run_html(sim_run):
+    store, run_id = sim_run
+    return build_report(store, [run_id])
+
+
+@pytest.fixture(scope="module")
+def two_run_html(sim_runs_pair):
+    store, run_ids = sim_runs_pair
+    return build_report(store, run_ids)
+
+
+@pytest.mark.parametrize("which", ["one_run_html", "two_run_html"])
+def test_page_is_self_contained(which, request):
+    page = request.getfixturevalue(which)
+    parser = _Refs()
+    parser.feed(page)
+    assert parser.refs, "expected at least the inline favicon"
+    for tag, key, value in parser.refs:
+        assert value.startswith(("#", "data:")), f"<{tag} {key}={value!r}> leaves the file"
+    assert not re.search(r"<script[^>]*\ssrc=", page)
+    assert not re.search(r"<link[^>]*stylesheet", page)
+    css = "\n".join(parser.styles)
+    assert "@import" not in css
+    assert not re.search(r"url\((?![\"']?(data:|#))", css)
+    from plotly.offline import get_plotlyjs
+
+    plotly_js = get_plotlyjs()
+    assert plotly_js in page  # embedded whole from the installed package
+    # plotly.js itself holds attribution links for map tiles it never draws here
+    ours = page.replace(plotly_js, "")
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", ours)
+    assert not re.search(r"https?://", ours)
+
+
+def test_one_run_page_holds_the_run_and_its_samples(one_run_html, sim_run):
+    store, run_id = sim_run
+    scores = score_run(store, run_id, write=False).scores.sort("sample_index")
+    data = payload(one_run_html, "report-data")
+    assert [r["id"] for r in data["runs"]] == [run_id]
+    assert run_id in one_run_html
+    assert data["samples"]["id"] == scores["sample_id"].to_list()
+    assert data["cols"][0]["tp"] == [round(v, 4) for v in scores["tp"]]
+    assert set(data["charts"]) == {"chart-metrics", "chart-tools", "chart-tp"}
+    assert not any(data["samples"]["regressed"])
+    assert 'value="regressed"' not in one_run_html  # the filter needs two runs
+
+
+def test_known_sample_data_and_verdicts(one_run_html, sim_run):
+    """A sample with an invalid argument: its scores, verdicts, input and tool results."""
+    store, run_id = sim_run
+    run = store.open_run(run_id)
+    scores = score_run(store, run_id, write=False).scores
+    sid = scores.filter(pl.col("args_invalid") > 0).sort("sample_index")["sample_id"][0]
+    row = scores.filter(pl.col("sample_id") == sid).row(0, named=True)
+    samples = pl.read_parquet(run.samples_path).filter(pl.col("sample_id") == sid)
+    messages = pl.read_parquet(run.messages_path).filter(pl.col("sample_id") == sid)
+    data = payload(one_run_html, "report-data")
+    details = payload(one_run_html, "report-details")
+    s = data["samples"]["id"].index(sid)
+    assert data["samples"]["input"][s] == samples["input"][0]
+    assert data["cols"][0]["inv"][s] == row["args_invalid"]
+    assert data["cols"][0]["tot"][s] == row["args_total"]
+    assert data["samples"]["failed"][s] == 1
+    entry = details["runs"][0]["samples"][s]
+    gold = [(c["name"], c["args"]) for c in json.loads(samples["gold"][0])]
+    agent = [(n, a) for n, a in entry["a"]]
+    explained = explain_sample(agent, gold, run.manifest["tools"]["specs"])
+    bad = [{k: v for k, v in p["args"].items() if v != "ok"} for p in explained["pairs"]]
+    assert [p[2] for p in entry["p"]] == bad
+    assert sum(len(b) for b in bad) == row["args_invalid"]
+    texts = [details["strings"][m[1]] for m in entry["t"]]
+    tool_messages = messages.filter(pl.col("type") == "tool")["message"]
+    tool_texts = [json.loads(m)["data"]["content"] for m in tool_messages]
+    assert samples["input"][0] in texts
+    assert tool_texts and all(t in texts for t in tool_texts)
+    assert [m[0] for m in entry["t"]] == messages.sort("position")["type"].to_list()
+
+
+def test_hand_runs_failed_tools_and_regressed(hand):
+    store, run_ids = hand
+    report = collect(store, run_ids[:1])
+    failed = [sid for sid, f in zip(report.sample_ids, report.failed, strict=True) if f]
+    assert failed == HAND_FAILED
+    rows = {r.tool: r for r in report.tool_rows}
+    for tool, expected in HAND_TOOLS.items():
+        r = rows[tool]
+        got = (r.gold_calls, r.agent_calls, r.paired_calls, r.args, r.invalid_args)
+        assert (*got, r.invented_args) == expected, tool
+    both = collect(store, run_ids)
+    regressed = [s for s, r in zip(both.sample_ids, both.regressed, strict=True) if r]
+    assert regressed == ["perfect"]  # missed-call improved in hand-b, perfect made no call
+    assert sum(both.failed) == len(HAND_FAILED) + 1
+    assert both.runs[1].diff["tp"]["delta"] == pytest.approx(-1 / 12)
+
+
+def test_hand_page_escapes_markup_and_shows_errors(hand):
+    store, run_ids = hand
+    page = build_report(store, run_ids)
+    assert "</script><!-- not markup" not in page  # the input text of one sample
+    data = payload(page, "report-data")
+    details = payload(page, "report-details")
+    s = data["samples"]["id"].index("wrong-and-invented")
+    assert data["samples"]["input"][s] == "What is 3 plus 2? </script><!-- not markup -->"
+    assert details["runs"][0]["samples"][s]["p"] == [[0, 0, {"b": "wrong", "unit": "unknown"}]]
+    crashed = details["runs"][0]["samples"][data["samples"]["id"].index("crashed")]
+    assert crashed["e"] == "RateLimitError: 429 Too Many Requests"
+    perfect_b = details["runs"][1]["samples"][data["samples"]["id"].index("perfect")]
+    assert perfect_b["t"][-1][6] == [["list_items", "{oops", "Invalid JSON"]]  # unparseable call
+    assert [m[0] for m in perfect_b["t"]] == ["system", "human", "ai"]
+
+
+def test_script_json_cannot_close_its_element():
+    text = script_json({"a": "</script><!-- <b>"})
+    assert "<" not in text
+    assert json.loads(text) == {"a": "</script><!-- <b>"}
+
+
+def test_two_run_page_has_both_runs_and_their_comparison(two_run_html, sim_runs_pair):
+    store, run_ids = sim_runs_pair
+    data = payload(two_run_html, "report-data")
+    assert [r["id"] for r in data["runs"]] == run_ids
+    for run_id in run_ids:
+        assert run_id in two_run_html
+    a, b = (score_run(store, r, write=False).scores for r in run_ids)
+    joined = a.join(b, on="sample_id", suffix="_b").sort("sample_index")
+    # as `tcbreplay diff` defines it: tsa or tp down, ahr up (also from undefined to above 0)
+    worse = joined.filter(
+        (pl.col("tp_b") < pl.col("tp")).fill_null(False)
+        | (pl.col("tsa_b") < pl.col("tsa")).fill_null(False)
+        | (pl.col("ahr_b") > pl.col("ahr")).fill_null(False)
+        | (pl.col("ahr").is_null() & (pl.col("ahr_b") > 0)).fill_null(False)
+    )["sample_id"]
+    got = [s for s, r in zip(data["samples"]["id"], data["samples"]["regressed"], strict=True) if r]
+    assert got == worse.to_list() and got
+    assert 'value="regressed"' in two_run_html
+    assert "Δ " in two_run_html  # the second run's card shows its delta from the first
+
+
+def snapshot(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
+
+
+def test_unscored_runs_are_scored_in_memory_without_writing(tmp_path):
+    store = Store(tmp_path / "traces")
+    for run_id, traces in (("a", "traces_a.jsonl"), ("b", "traces_b.jsonl")):
+        import_hand_run(store, run_id, traces)
+    before = snapshot(store.root)
+    report = collect(store, ["a", "b"])
+    write_report(store, ["a", "b"], tmp_path / "r.html")
+    assert [run.scored_in_memory for run in report.runs] == [True, True]
+    assert snapshot(store.root) == before
+    score_run(store, "a")
+    assert [run.scored_in_memory for run in collect(store, ["a", "b"]).runs] == [False, True]
+
+
+def test_stale_stored_scores_are_not_used(tmp_path):
+    store = Store(tmp_path / "traces")
+    run_id = import_hand_run(store, "a", "traces_a.jsonl")
+    score_run(store, run_id)
+    assert not collect(store, [run_id]).runs[0].scored_in_memory
+    summary = store.open_run(run_id).scores_dir("spec") / "summary.json"
+    doc = json.loads(summary.read_text())
+    doc["audit"]["inputs_sha256"]["messages.parquet"] = "0" * 64  # traces changed since
+    summary.write_text(json.dumps(doc))
+    assert collect(store, [run_id]).runs[0].scored_in_memory
+
+
+def test_intervals_contain_the_value(one_run_html, sim_run):
+    store, run_id = sim_run
+    run = collect(store, [run_id]).runs[0]
+    for metric in ("tsa", "tp", "ahr"):
+        low, high = run.intervals[metric]
+        assert low <= run.summary[metric] <= high
+        assert low < high
+
+
+def test_write_report_writes_the_page(hand, tmp_path):
+    store, run_ids = hand
+    out = write_report(store, run_ids, tmp_path / "r.html")
+    assert out == tmp_path / "r.html"
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("<!doctype html>") and text.rstrip().endswith("</html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temporary file left
+
+
+def test_unknown_run_is_refused(hand, tmp_path):
+    store, run_ids = hand
+    with pytest.raises(RunNotFoundError, match="no-such-run"):
+        write_report(store, [run_ids[0], "no-such-run"], tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("run_ids", "message"), [([], "at least one run"), (["hand-a", "hand-a"], "named twice")]
+)
+def test_bad_run_lists_are_refused(hand, run_ids, message):
+    with pytest.raises(InputError, match=message):
+        collect(hand[0], run_ids)
+
+
+def test_unwritable_outputs_are_refused(hand, tmp_path):
+    store, run_ids = hand
+    with pytest.raises(InputError, match="does not exist"):
+        write_report(store, run_ids, tmp_path / "missing" / "r.html")
+    with pytest.raises(InputError, match="is a directory"):
+        write_report(store, run_ids, tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(InputError, match="does not exist"):
+        write_report(store, run_ids, blocker / "r.html")
+    if Path("/proc/self").is_dir():  # a directory no file can be created in, even by root
+        with pytest.raises(InputError, match=r"/proc/r\.html: cannot write the report"):
+            write_report(store, run_ids, "/proc/r.html")
+
+
+def test_report_does_not_import_langchain(hand):
+    store, run_ids = hand
+    code = (
+        "import sys\n"
+        "from tcbreplay.report import build_report\n"
+        "from tcbreplay.store import Store\n"
+        f"build_report(Store({str(store.root)!r}), {run_ids!r})\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph')))\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_runs_without_common_samples_are_reported_without_comparison(sim_run, tmp_path):
+    import shutil
+
+    sim_store, sim_id = sim_run
+    store = Store(tmp_path / "traces")
+    shutil.copytree(sim_store.run_dir(sim_id), store.run_dir(sim_id))
+    import_hand_run(store, "hand-a", "traces_a.jsonl")
+    report = collect(store, [sim_id, "hand-a"])
+    assert report.runs[1].diff is None
+    assert "in common" in report.runs[1].diff_error
+    assert len(report.sample_ids) == 94 + 6 and not any(report.regressed)
+    page = build_report(store, [sim_id, "hand-a"])
+    assert "No comparison with" in page
+    assert payload(page, "report-data")["cols"][1]["tp"][0] is None  # hand-a lacks sim samples

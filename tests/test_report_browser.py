@@ -1,0 +1,255 @@
+"""The report as a person sees it: opened in headless Chromium, charts drawn, table used.
+
+Needs Debian's ``chromium`` at /usr/bin/chromium and the ``playwright`` package (the
+``test`` extra); skipped otherwise. ``.ci/run`` installs Chromium, so CI runs these.
+Screenshots go to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from report_helpers import import_hand_run
+
+from tcbreplay.compare import diff_runs
+from tcbreplay.report import write_report
+from tcbreplay.score import score_run
+from tcbreplay.sql import run_sql
+from tcbreplay.store import Store
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+CHARTS = ("chart-metrics", "chart-tools", "chart-tp")
+
+
+def _skip_reason() -> str | None:
+    if not CHROMIUM.exists():
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run installs it)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is missing (pip install -e '.[test]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser(sim_run, sim_runs_pair):
+    """Chromium for this module. The sim runs are recorded first: recording runs an asyncio
+    loop, which cannot start while Playwright's own loop runs in this thread."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Opened:
+    """A report loaded in a fresh page; what it logged and every request it tried."""
+
+    def __init__(self, browser, path: Path) -> None:
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page = browser.new_page(viewport={"width": 1400, "height": 900})
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", self._request)
+        self.page.goto(path.as_uri())
+        self.page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+
+    def _request(self, request) -> None:
+        if not request.url.startswith(("file:", "data:")):
+            self.requests.append(request.url)
+
+    def reset(self) -> None:
+        """Close the detail and set every filter back to its default."""
+        self.page.keyboard.press("Escape")
+        for select, value in (("#f-show", "all"), ("#f-tool", ""), ("#f-cat", "")):
+            self.page.select_option(select, value)
+        self.page.fill("#f-text", "")
+
+    def count(self) -> int:
+        return int(self.page.get_attribute("#row-count", "data-count"))
+
+    def visible_rows(self) -> int:
+        return self.page.locator("#samples-table tbody tr").count()
+
+    def open_sample(self, sample_id: str) -> str:
+        """Search for the sample, click its row, return the detail's text."""
+        self.page.fill("#f-text", sample_id)
+        assert self.count() >= 1
+        self.page.locator("#samples-table tbody tr", has_text=sample_id).first.click()
+        self.page.wait_for_selector("#detail:not([hidden])")
+        assert self.page.inner_text("#d-title") == sample_id
+        return self.page.inner_text("#d-body")
+
+
+@pytest.fixture(scope="module")
+def one_run_page(browser, sim_run, tmp_path_factory):
+    store, run_id = sim_run
+    path = write_report(store, [run_id], tmp_path_factory.mktemp("page") / "one.html")
+    opened = Opened(browser, path)
+    yield opened
+    opened.page.close()
+
+
+@pytest.fixture(scope="module")
+def two_run_page(browser, sim_runs_pair, tmp_path_factory):
+    store, run_ids = sim_runs_pair
+    path = write_report(store, run_ids, tmp_path_factory.mktemp("page") / "two.html")
+    opened = Opened(browser, path)
+    yield opened
+    opened.page.close()
+
+
+@pytest.mark.parametrize("which", ["one_run_page", "two_run_page"])
+def test_page_loads_without_errors_or_network_and_draws_every_chart(which, request):
+    opened = request.getfixturevalue(which)
+    assert opened.errors == []
+    assert opened.requests == []
+    for chart in CHARTS:
+        drawn = opened.page.evaluate(
+            """id => {
+                const svg = document.querySelector(`#${id} svg.main-svg`);
+                const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+                const marks = [...document.querySelectorAll(`#${id} .trace .point path`)]
+                    .filter(p => (p.getAttribute('d') || '').length > 2).length;
+                return {width: box.width, height: box.height, marks};
+            }""",
+            chart,
+        )
+        assert drawn["width"] > 200 and drawn["height"] > 200, (chart, drawn)
+        assert drawn["marks"] > 0, (chart, drawn)
+    ARTIFACTS.mkdir(exist_ok=True)
+    name = "report.png" if which == "two_run_page" else "report-one-run.png"
+    opened.page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+    assert (ARTIFACTS / name).stat().st_size > 10_000
+
+
+def test_failed_filter_shows_the_failed_samples(one_run_page, sim_run):
+    store, run_id = sim_run
+    scores = score_run(store, run_id, write=False).scores
+    failed = scores.filter(
+        (pl.col("status") != "ok")
+        | (pl.col("tp") < 1)
+        | (pl.col("args_invalid") > 0)
+        | (pl.col("args_missing") > 0)
+    ).height
+    opened = one_run_page
+    opened.reset()
+    assert opened.count() == opened.visible_rows() == scores.height
+    opened.page.select_option("#f-show", "failed")
+    assert 0 < failed < scores.height
+    assert opened.count() == opened.visible_rows() == failed
+    assert opened.page.locator("#samples-table tbody tr.failed").count() == failed
+
+
+def test_tool_and_text_filters(two_run_page, sim_runs_pair):
+    store, _ = sim_runs_pair
+    rows = run_sql(
+        store,
+        "select sample_id from gold_calls where name = $tool "
+        "union select sample_id from tool_calls where name = $tool",
+        {"tool": "list_items"},
+    ).rows
+    opened = two_run_page
+    opened.reset()
+    opened.page.select_option("#f-tool", "list_items")
+    assert 0 < len(rows) < 94
+    assert opened.count() == opened.visible_rows() == len(rows)
+    opened.page.fill("#f-text", "HEADPHONES")
+    shown = opened.page.locator("#samples-table tbody tr td:nth-child(2)").all_inner_texts()
+    expected = {sid for (sid,) in rows if "headphones" in sid}
+    assert expected and expected <= set(shown)
+
+
+def test_regressed_filter_and_sorting(two_run_page, sim_runs_pair):
+    store, (first, second) = sim_runs_pair
+    regressed = diff_runs(store, first, second).regressed
+    opened = two_run_page
+    opened.reset()
+    opened.page.select_option("#f-show", "regressed")
+    assert 0 < len(regressed) < 94
+    assert opened.count() == opened.visible_rows() == len(regressed)
+    shown = opened.page.locator("#samples-table tbody tr td:nth-child(2)").all_inner_texts()
+    assert sorted(shown) == sorted(regressed)
+    opened.page.select_option("#f-show", "all")
+    opened.page.click("th[data-sort='tp1']")  # the second run's TP (10th column), ascending
+    cells = opened.page.locator("#samples-table tbody tr td:nth-child(10)").all_inner_texts()
+    values = [float(c.strip(" ▼")) for c in cells if c.strip(" ▼") not in ("—", "")]
+    assert values == sorted(values) and values[0] < values[-1]
+
+
+def test_clicking_a_sample_shows_its_transcript(two_run_page, sim_runs_pair):
+    store, run_ids = sim_runs_pair
+    run = store.open_run(run_ids[0])
+    messages = pl.read_parquet(run.messages_path)
+    sid = messages.filter(pl.col("type") == "tool")["sample_id"][0]
+    own = messages.filter(pl.col("sample_id") == sid)
+    text_in = json.loads(own.filter(pl.col("type") == "human")["message"][0])["data"]["content"]
+    results = [
+        json.loads(m)["data"]["content"] for m in own.filter(pl.col("type") == "tool")["message"]
+    ]
+    opened = two_run_page
+    opened.reset()
+    body = opened.open_sample(sid)
+    assert text_in in body
+    assert all(r in body for r in results)
+    assert "Trajectories" in body and "Transcript" in body
+    assert opened.page.locator("#d-body .traj .mid").count() >= 1
+    ARTIFACTS.mkdir(exist_ok=True)
+    opened.page.screenshot(path=str(ARTIFACTS / "report-sample.png"))
+    opened.page.keyboard.press("Escape")
+    assert opened.page.is_hidden("#detail")
+    assert opened.errors == []
+
+
+def test_detail_highlights_wrong_and_invented_arguments(browser, tmp_path):
+    """Hand-written runs: known verdicts, markup in the input shown as text, run tabs."""
+    store = Store(tmp_path / "traces")
+    for run_id, traces in (("hand-a", "traces_a.jsonl"), ("hand-b", "traces_b.jsonl")):
+        import_hand_run(store, run_id, traces)
+    opened = Opened(browser, write_report(store, ["hand-a", "hand-b"], tmp_path / "r.html"))
+    try:
+        body = opened.open_sample("wrong-and-invented")
+        assert "What is 3 plus 2? </script><!-- not markup -->" in body
+        args = opened.page.locator("#d-body .traj .arg")
+        verdicts = {
+            args.nth(k).inner_text(): args.nth(k).get_attribute("class")
+            for k in range(args.count())
+        }
+        assert verdicts["b=4wrong"] == "arg wrong"
+        assert verdicts['unit="usd"invented'] == "arg unknown"
+        assert verdicts["a=3"] == "arg"
+        assert '{"result": 7}' in body
+        opened.page.click("#d-body .tabs button[data-run='1']")
+        opened.page.keyboard.press("Escape")
+        body = opened.open_sample("perfect")
+        opened.page.click("#d-body .tabs button[data-run='1']")
+        body = opened.page.inner_text("#d-body")
+        assert "missed" in body and "unparseable tool calls" in body
+        opened.page.keyboard.press("Escape")
+        opened.page.fill("#f-text", "")
+        opened.page.select_option("#f-show", "regressed")
+        assert opened.count() == 1
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()
