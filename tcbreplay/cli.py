@@ -156,8 +156,9 @@ def record(
                 hint="drop --benchmark, --dataset, --tools, --system-prompt, "
                 "--model, --model-option and --run-id",
             )
-        manifest = store_.open_run(existing).manifest
-        inputs = inputs_from_manifest(manifest)
+        run = store_.open_run(existing)
+        manifest = run.manifest
+        inputs = inputs_from_manifest(manifest, run.dir)
         spec = spec_from_manifest(manifest["model"])
         run_id = existing
     else:

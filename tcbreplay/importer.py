@@ -98,7 +98,7 @@ def import_traces(
             "sha256": hashlib.sha256(data).hexdigest(),
         },
     }
-    writer = store.create_run(manifest)
+    writer = store.create_run(manifest, inputs.dataset.entries())
     try:
         for record in records:
             writer.append(record)

@@ -115,7 +115,7 @@ def fingerprint(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
     """sha256 of everything that decides what a recording should contain."""
     fields = inputs.manifest_fields()
     basis = {
-        "dataset": fields["dataset"]["entries"],
+        "dataset": inputs.dataset.entries(),
         "tools": fields["tools"]["specs"],
         "system_prompt": fields["system_prompt"]["text"],
         "model": spec.id,
@@ -189,7 +189,7 @@ def record_run(
             },
             "runner": options.to_dict(),
         }
-        writer = store.create_run(manifest)
+        writer = store.create_run(manifest, inputs.dataset.entries())
         samples = inputs.dataset.samples
     if hasattr(progress, "start"):
         progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]

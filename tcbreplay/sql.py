@@ -232,7 +232,7 @@ def _runs_table(runs: list[Run]) -> pa.Table:
                 "model": model.get("id"),
                 "provider": model.get("provider"),
                 "simulated": bool(model.get("simulated")),
-                "n_samples": len((m.get("dataset") or {}).get("entries", [])),
+                "n_samples": (m.get("dataset") or {}).get("n_entries"),
                 "recorded": totals.get("recorded"),
                 "ok": totals.get("ok"),
                 "errors": totals.get("errors"),

@@ -3,6 +3,7 @@
 Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README):
 
 - ``manifest.json``: everything needed to score the run without its inputs.
+- ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
 - ``samples.parquet``: one row per sample (``SAMPLES_SCHEMA``).
 - ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``).
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
@@ -31,6 +32,7 @@ from tcbreplay.errors import InputError, RunLockedError, RunNotFoundError, Store
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+DATASET = "dataset.jsonl"
 SAMPLES = "samples.parquet"
 MESSAGES = "messages.parquet"
 JOURNAL = "journal.jsonl"
@@ -89,6 +91,15 @@ def validate_run_id(run_id: str) -> str:
             "starting with a letter or digit)"
         )
     return run_id
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+    """Write one JSON value per line to a temporary file and rename it over ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -175,8 +186,13 @@ class Store:
             raise RunNotFoundError(f"run {run_id!r} not found in store {self.root}", hint=hint)
         return Run(path)
 
-    def create_run(self, manifest: dict[str, Any]) -> RunWriter:
-        """Create a new run directory and return its locked writer."""
+    def create_run(
+        self, manifest: dict[str, Any], dataset: list[dict[str, Any]] | None = None
+    ) -> RunWriter:
+        """Create a new run directory and return its locked writer.
+
+        ``dataset`` (normalised entries) is written to ``dataset.jsonl`` first.
+        """
         run_id = validate_run_id(manifest["run_id"])
         path = self.root / run_id
         if (path / MANIFEST).exists():
@@ -186,6 +202,8 @@ class Store:
             )
         path.mkdir(parents=True, exist_ok=True)
         writer = RunWriter(path)
+        if dataset is not None:
+            write_jsonl_atomic(path / DATASET, dataset)
         writer.write_manifest({**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"})
         return writer
 

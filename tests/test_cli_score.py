@@ -235,8 +235,8 @@ def test_dashboard_file(sim_copy, mode):
     assert doc["benchmark_name"] == "Tool Call Benchmark"
     assert doc["run_id"] == run_id
     assert doc["results"] == {k: summary[k] for k in ("tsa", "ahr", "tp")}
-    entries = {e["input"]: e for e in json.loads((root / run_id / "manifest.json").read_text())[
-        "dataset"]["entries"]}  # fmt: skip
+    lines = (root / run_id / "dataset.jsonl").read_text().splitlines()
+    entries = {e["input"]: e for e in map(json.loads, lines)}
     frame = scores_frame(root, run_id)
     mismatched = frame.filter(
         (pl.col("tp") < 1) | (pl.col("args_invalid") > 0) | (pl.col("args_missing") > 0)

@@ -177,10 +177,11 @@ def test_import_stores_every_sample_and_scores_agent_mistakes(tmp_path, store):
     assert manifest["source"] == "import"
     assert manifest["status"] == "imported"
     assert manifest["traces"]["sha256"] == hashlib.sha256(traces.read_bytes()).hexdigest()
+    stored = [json.loads(line) for line in (run.dir / "dataset.jsonl").read_text().splitlines()]
     assert (
-        manifest["dataset"]["entries"]
-        == load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False).dataset.entries()
+        stored == load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False).dataset.entries()
     )
+    assert manifest["dataset"]["n_entries"] == len(stored)
     assert [s["name"] for s in manifest["tools"]["specs"]] == [
         "list_items", "add_numbers", "multiply_numbers",
     ]  # fmt: skip

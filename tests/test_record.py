@@ -121,7 +121,11 @@ def test_manifest_describes_the_inputs(sim_run):
     assert manifest["schema_version"] == SCHEMA_VERSION
     assert manifest["run_id"] == run_id
     inputs = load_inputs("tool-call")
-    assert manifest["dataset"]["entries"] == inputs.dataset.entries()
+    stored = store.open_run(run_id).dir / manifest["dataset"]["file"]
+    assert [
+        json.loads(line) for line in stored.read_text().splitlines()
+    ] == inputs.dataset.entries()
+    assert manifest["dataset"]["n_entries"] == len(inputs.dataset)
     assert manifest["dataset"]["sha256"] == hashlib.sha256(BUILTIN.dataset.read_bytes()).hexdigest()
     specs = {s["name"]: s for s in manifest["tools"]["specs"]}
     assert sorted(specs) == ["add_numbers", "list_items", "multiply_numbers"]

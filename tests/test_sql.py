@@ -60,7 +60,7 @@ def make_run(store: Store, run_id: str, cases: list[dict], status: str = "comple
             "run_id": run_id,
             "created_at": "2024-01-01T00:00:00+00:00",
             "benchmark": {"name": "custom", "title": "Tool Call Benchmark"},
-            "dataset": {"source": "mem", "sha256": None, "entries": entries},
+            "dataset": {"source": "mem", "sha256": None, "n_entries": len(entries)},
             "tools": {"source": "tools_shop.json", "sha256": None, "specs": SHOP_SPECS},
             "model": {"id": "hand", "provider": "test", "name": "hand", "simulated": False},
         }

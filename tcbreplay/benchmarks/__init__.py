@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay.dataset import Dataset, dataset_from_entries, load_dataset
-from tcbreplay.errors import InputError
+from tcbreplay.errors import InputError, StoreError
 from tcbreplay.toolspec import Toolset, load_toolset
 
 _HERE = Path(__file__).parent
+DATASET_FILE = "dataset.jsonl"  # a run's dataset, in the normalised shape, beside its manifest
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ class BenchmarkInputs:
             "dataset": {
                 "source": self.dataset.source,
                 "sha256": self.dataset.sha256,
-                "entries": self.dataset.entries(),
+                "file": DATASET_FILE,
+                "n_entries": len(self.dataset),
             },
             "tools": {
                 "source": self.toolset.source,
@@ -118,8 +120,8 @@ def load_inputs(
     )
 
 
-def inputs_from_manifest(manifest: dict[str, Any]) -> BenchmarkInputs:
-    """Rebuild a run's inputs from its manifest, reloading its tools to run them again."""
+def inputs_from_manifest(manifest: dict[str, Any], run_dir: Path) -> BenchmarkInputs:
+    """Rebuild a run's inputs from its manifest and dataset file, reloading its tools."""
     run_id = manifest.get("run_id", "run")
     tools_source = manifest["tools"]["source"]
     toolset = load_toolset(tools_source)
@@ -128,7 +130,8 @@ def inputs_from_manifest(manifest: dict[str, Any]) -> BenchmarkInputs:
             f"run {run_id!r}: the tools in {tools_source} changed since the run was recorded",
             hint="restore them, or record a new run",
         )
-    dataset = dataset_from_entries(manifest["dataset"]["entries"], f"{run_id} manifest")
+    entries = read_dataset_file(run_dir / manifest["dataset"].get("file", DATASET_FILE))
+    dataset = dataset_from_entries(entries, f"{run_id}/{DATASET_FILE}")
     dataset.source = manifest["dataset"].get("source") or dataset.source
     dataset.sha256 = manifest["dataset"].get("sha256")
     benchmark = manifest.get("benchmark") or {}
@@ -142,3 +145,14 @@ def inputs_from_manifest(manifest: dict[str, Any]) -> BenchmarkInputs:
         system_prompt_source=prompt.get("source"),
         system_prompt_sha256=prompt.get("sha256"),
     )
+
+
+def read_dataset_file(path: Path) -> list[dict[str, Any]]:
+    """The normalised entries a run stored at its start."""
+    import json
+
+    try:
+        with path.open(encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: unreadable dataset file: {exc}") from exc
