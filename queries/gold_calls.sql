@@ -3,24 +3,15 @@ with gold as (
     select
         run_id,
         sample_id,
-        json_extract(gold, '$[*]') as calls
+        json_transform(gold, '[{"name": "VARCHAR", "args": "JSON"}]') as calls
     from samples
-),
-
-exploded as (
-    select
-        run_id,
-        sample_id,
-        unnest(calls) as call,
-        unnest(range(len(calls))) as call_index
-    from gold
-    where len(calls) > 0
 )
 
 select
     run_id,
     sample_id,
-    call_index::integer as call_index,
-    call ->> '$.name' as name,
-    coalesce(call -> '$.args', '{}'::json) as args
-from exploded
+    unnest(range(len(calls)))::integer as call_index,
+    unnest(calls).name as name,
+    coalesce(unnest(calls).args, '{}'::json) as args
+from gold
+where len(calls) > 0

@@ -4,18 +4,28 @@ with ai_messages as (
         run_id,
         sample_id,
         position,
-        json_extract(message, '$.data.tool_calls[*]') as calls
+        json_transform(
+            message,
+            '{"data": {"tool_calls": [{"name": "VARCHAR", "args": "JSON", "id": "VARCHAR"}]}}'
+        ).data.tool_calls as calls
     from messages
     where type = 'ai'
 ),
 
-exploded as (
+numbered as (
     select
         run_id,
         sample_id,
         position,
-        unnest(calls) as call,
-        unnest(range(len(calls))) as call_in_message
+        calls,
+        coalesce(
+            sum(len(calls)) over (
+                partition by run_id, sample_id
+                order by position
+                rows between unbounded preceding and 1 preceding
+            ),
+            0
+        ) as first_index
     from ai_messages
     where len(calls) > 0
 )
@@ -23,12 +33,9 @@ exploded as (
 select
     run_id,
     sample_id,
-    (row_number() over (
-        partition by run_id, sample_id
-        order by position, call_in_message
-    ) - 1)::integer as call_index,
-    call ->> '$.name' as name,
-    coalesce(call -> '$.args', '{}'::json) as args,
-    call ->> '$.id' as call_id,
+    (first_index + unnest(range(len(calls))))::integer as call_index,
+    unnest(calls).name as name,
+    coalesce(unnest(calls).args, '{}'::json) as args,
+    unnest(calls).id as call_id,
     position
-from exploded
+from numbered

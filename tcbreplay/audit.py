@@ -49,7 +49,12 @@ def sql_sha256() -> str:
 
 
 class PendingAudit:
-    """File hashes computed in a thread while scoring runs (hashlib releases the GIL)."""
+    """File hashes for the audit record, computed in a thread while scoring runs.
+
+    The data files' sha256 recorded in the manifest when they were written is reused
+    while a file's size and modification time are unchanged; ``audit verify`` always
+    hashes the files anew.
+    """
 
     def __init__(self, run: Run, options: dict[str, Any]) -> None:
         self.run = run
@@ -59,8 +64,15 @@ class PendingAudit:
         self._thread.start()
 
     def _hash(self) -> None:
+        recorded = self.run.manifest.get("files") or {}
         for name in AUDITED_FILES:
-            self.hashes[name] = sha256_file(self.run.dir / name)
+            path = self.run.dir / name
+            known = recorded.get(name) or {}
+            stat = path.stat()
+            if known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
+                self.hashes[name] = known["sha256"]
+            else:
+                self.hashes[name] = sha256_file(path)
 
     def finish(self, scores: pl.DataFrame | None = None) -> dict[str, Any]:
         self._thread.join()

@@ -9,10 +9,11 @@ from typing import Any
 import polars as pl
 
 from tcbreplay.store import EVALUATIONS, Run, write_json_atomic
+from tcbreplay.translate import CallTables
 
 
 def write_dashboard(
-    run: Run, scores: pl.DataFrame, calls: pl.DataFrame, summary: dict[str, Any], mode: str
+    run: Run, scores: pl.DataFrame, tables: CallTables, summary: dict[str, Any], mode: str
 ) -> Path:
     """Write ``evaluations/<title>_<run_id>.json``; ``mode`` ``mismatches`` lists only samples
     whose names differ from gold or with an invalid or missing argument, as the original did."""
@@ -29,9 +30,9 @@ def write_dashboard(
             | (pl.col("args_missing").fill_null(0) > 0)
         )
     table = table.sort("sample_index")
-    wanted = set(table["sample_id"].to_list())
+    wanted = tables.samples.filter(pl.col("sample_id").is_in(table["sample_id"].implode()))
+    listed = tables.agent.join(wanted.select("s", "sample_id"), on="s").sort("s", "i")
     by_sample: dict[str, tuple[list[str], list[Any]]] = {}
-    listed = calls.filter(pl.col("sample_id").is_in(wanted)).sort("sample_id", "call_index")
     for sid, name, args in listed.select("sample_id", "name", "args").iter_rows():
         names, arglist = by_sample.setdefault(sid, ([], []))
         names.append(name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,94 @@ def name_metrics(agent_names: pl.Series, gold_names: pl.Series) -> pl.DataFrame:
     return pl.DataFrame(
         {"tsa": pl.Series(tsa, dtype=pl.Float64).fill_nan(None), "tp": tp.astype(float)}
     )
+
+
+@dataclass
+class NameScores:
+    """Per-sample results of the name metrics, as arrays indexed by sample position."""
+
+    n_agent: np.ndarray
+    n_gold: np.ndarray
+    same: np.ndarray  # name sequences equal
+    tsa: np.ndarray  # NaN where there is no gold call
+    tp: np.ndarray
+
+
+def name_scores(
+    n: int, a_s: np.ndarray, a_code: np.ndarray, g_s: np.ndarray, g_code: np.ndarray
+) -> NameScores:
+    """TSA and TP of ``n`` samples from their calls' sample positions and name codes.
+
+    Calls come sorted by sample and then by call order. Names are integer codes, so
+    any number of distinct names in any script is one symbol each.
+    """
+    n_agent = np.bincount(a_s, minlength=n)
+    n_gold = np.bincount(g_s, minlength=n)
+    same = n_agent == n_gold
+    # where the counts agree, the two sorted call lists line up call by call
+    a_sel, g_sel = same[a_s], same[g_s]
+    differs = a_code[a_sel] != g_code[g_sel]
+    same[a_s[a_sel][differs]] = False
+    hits, distinct_gold = _set_overlap(n, a_s, a_code, g_s, g_code)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tsa = np.where(distinct_gold > 0, hits / np.maximum(distinct_gold, 1), np.nan)
+    distance = np.zeros(n, dtype=np.int64)
+    todo = np.flatnonzero(~same)
+    if len(todo):
+        distance[todo] = _levenshtein(todo, a_s, a_code, g_s, g_code, n)
+    longest = np.maximum(n_agent, n_gold)
+    tp = np.where(longest == 0, 1.0, 1.0 - distance / np.maximum(longest, 1))
+    return NameScores(n_agent=n_agent, n_gold=n_gold, same=same, tsa=tsa, tp=tp)
+
+
+def _set_overlap(
+    n: int, a_s: np.ndarray, a_code: np.ndarray, g_s: np.ndarray, g_code: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample: |N(A) ∩ N(G)| and |N(G)| for the sets of name codes."""
+    width = int(max(a_code.max(initial=0), g_code.max(initial=0))) + 1
+    if width <= 64:  # one bit per name
+        bits_a = np.zeros(n, dtype=np.uint64)
+        bits_g = np.zeros(n, dtype=np.uint64)
+        np.bitwise_or.at(bits_a, a_s, np.left_shift(np.uint64(1), a_code.astype(np.uint64)))
+        np.bitwise_or.at(bits_g, g_s, np.left_shift(np.uint64(1), g_code.astype(np.uint64)))
+        return np.bitwise_count(bits_a & bits_g), np.bitwise_count(bits_g)
+    agent_sets = np.unique(a_s.astype(np.int64) * width + a_code)
+    gold_sets = np.unique(g_s.astype(np.int64) * width + g_code)
+    common = np.intersect1d(agent_sets, gold_sets, assume_unique=True)
+    return np.bincount(common // width, minlength=n), np.bincount(gold_sets // width, minlength=n)
+
+
+def _levenshtein(
+    todo: np.ndarray, a_s: np.ndarray, a_code: np.ndarray, g_s: np.ndarray, g_code: np.ndarray,
+    n: int,
+) -> np.ndarray:  # fmt: skip
+    """Edit distances of the samples in ``todo``, each name sequence as a string of code points."""
+    from rapidfuzz.distance import Levenshtein
+    from rapidfuzz.process import cpdist
+
+    wanted = np.zeros(n, dtype=bool)
+    wanted[todo] = True
+    width = int(max(a_code.max(initial=0), g_code.max(initial=0))) + 1
+    symbols = pl.Series([_symbol(c) for c in range(width)], dtype=pl.String)
+
+    def strings(s: np.ndarray, code: np.ndarray) -> list[str]:
+        keep = wanted[s]
+        frame = (
+            pl.DataFrame({"s": s[keep], "c": symbols.gather(code[keep])})
+            .group_by("s", maintain_order=True)
+            .agg(pl.col("c").str.join(""))
+        )
+        joined = dict(zip(frame["s"].to_list(), frame["c"].to_list(), strict=True))
+        return [joined.get(int(k), "") for k in todo]
+
+    return cpdist(
+        strings(a_s, a_code), strings(g_s, g_code), scorer=Levenshtein.distance, workers=-1
+    )
+
+
+def _symbol(code: int) -> str:
+    """One code point per name code, skipping the surrogate range."""
+    return chr(code if code < 0xD800 else code + 0x800)
 
 
 def _encode_sequences(a: pl.Series, g: pl.Series) -> tuple[list[str], list[str]]:

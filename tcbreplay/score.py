@@ -18,6 +18,7 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay import __version__, abet, translate
+from tcbreplay.arguments import decide_nested, defaults_table, judge_pairs, typed_values
 from tcbreplay.audit import audit_record
 from tcbreplay.dashboard import write_dashboard
 from tcbreplay.errors import InputError, StoreError
@@ -25,8 +26,7 @@ from tcbreplay.metrics import (
     DEFAULT_ABS_TOL,
     DEFAULT_REL_TOL,
     choose_pairs,
-    json_values_equal,
-    name_metrics,
+    name_scores,
     summarize,
 )
 from tcbreplay.sql import SCORES_SCHEMA, connect, connect_tables
@@ -79,7 +79,7 @@ class Scored:
 
     scores: pl.DataFrame
     metrics: dict[str, Any]
-    calls: pl.DataFrame
+    tables: translate.CallTables
     by_tool: list[dict[str, Any]] | None = None
     by_category: list[dict[str, Any]] = field(default_factory=list)
     pairs: pl.DataFrame | None = None
@@ -115,8 +115,7 @@ def score_run(
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
     con = connect(runs=[run], with_scores=False)
     try:
-        translate.bind_tool_params(con, run.manifest["tools"]["specs"])
-        scored = compute_scores(con, options)
+        scored = compute_scores(con, run.manifest["tools"]["specs"], options)
     finally:
         con.close()
     scores = scored.scores.with_columns(
@@ -140,12 +139,13 @@ def score_run(
     if write:
         folder = run.scores_dir(options.scoring)
         result.scores_path = folder / "scores.parquet"
-        write_table(scores.to_arrow().cast(SCORES_SCHEMA), result.scores_path)
+        # derived results, rewritten by every scoring: fast compression over small files
+        write_table(scores.to_arrow().cast(SCORES_SCHEMA), result.scores_path, level=1)
         if scored.pairs is not None:
-            write_table(scored.pairs.to_arrow(), folder / "pairs.parquet")
+            write_table(scored.pairs.to_arrow(), folder / "pairs.parquet", level=1)
         write_json_atomic(folder / "summary.json", summary)
         if dashboard != "none":
-            result.dashboard_path = write_dashboard(run, scores, scored.calls, summary, dashboard)
+            result.dashboard_path = write_dashboard(run, scores, scored.tables, summary, dashboard)
     return result
 
 
@@ -158,8 +158,7 @@ def score_tables(
     """Per-sample scores of in-memory ``samples`` and ``messages`` tables (store schemas)."""
     con = connect_tables(samples, messages)
     try:
-        translate.bind_tool_params(con, tool_specs)
-        return compute_scores(con, options or ScoreOptions()).scores
+        return compute_scores(con, tool_specs, options or ScoreOptions()).scores
     finally:
         con.close()
 
@@ -180,36 +179,38 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
         )
 
 
-def compute_scores(con: Any, options: ScoreOptions) -> Scored:
-    """Score the run bound to ``con`` with the chosen scorer."""
-    samples = con.sql(
-        "select sample_id, sample_index, category, status from samples order by sample_index"
-    ).pl()
-    calls = translate.agent_calls(con)
-    gold = translate.gold_calls(con)
+def compute_scores(con: Any, specs: list[dict[str, Any]], options: ScoreOptions) -> Scored:
+    """Score the run bound to ``con`` (with ``specs``, its tools) with the chosen scorer."""
+    tables = translate.load_calls(con)
     if options.scorer == "abet":
-        return _abet_scores(samples, calls, gold)
-    return _spec_scores(con, samples, calls, gold, options)
+        return _abet_scores(tables)
+    return _spec_scores(con, tables, specs, options)
 
 
 def _spec_scores(
-    con: Any, samples: pl.DataFrame, calls: pl.DataFrame, gold: pl.DataFrame, options: ScoreOptions
+    con: Any, tables: translate.CallTables, specs: list[dict[str, Any]], options: ScoreOptions
 ) -> Scored:
-    frame = samples.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).alias("s"))
-    frame = frame.join(_name_lists(calls, "a"), on="sample_id", how="left")
-    frame = frame.join(_name_lists(gold, "g"), on="sample_id", how="left")
-    empty = pl.lit([], dtype=pl.List(pl.String))
-    frame = frame.with_columns(pl.col("a").fill_null(empty), pl.col("g").fill_null(empty))
-    named = name_metrics(frame["a"], frame["g"])
-    n_agent = frame["a"].list.len().to_numpy()
-    n_gold = frame["g"].list.len().to_numpy()
-    same = (frame["a"] == frame["g"]).to_numpy()
-    pairs = _pair_stats(translate.arg_checks(con, options.rel_tol, options.abs_tol), options)
-    pairs = pairs.join(frame.select("sample_id", "s"), on="sample_id").rename(
-        {"call_index": "i", "gold_index": "j"}
+    samples, agent, gold = tables.samples, tables.agent, tables.gold
+    n = samples.height
+    names = pl.Enum(pl.concat([agent["name"], gold["name"]]).unique().sort())
+    # one id per distinct arguments text, shared by agent and gold calls
+    texts = pl.concat([agent["args"], gold["args"]]).cast(pl.Categorical)
+    ids = texts.to_physical()
+    distinct = texts.unique()
+    args = pl.DataFrame({"id": distinct.to_physical(), "args": distinct.cast(pl.String)})
+    agent = agent.with_columns(
+        pl.col("name").cast(names).to_physical().alias("code"),
+        ids.slice(0, agent.height).alias("args_id"),
     )
-    pairs = pairs.filter(pl.Series(choose_pairs(pairs, n_agent, n_gold, same)))
-    n = frame.height
+    gold = gold.with_columns(
+        pl.col("name").cast(names).to_physical().alias("code"),
+        ids.slice(agent.height).alias("args_id"),
+    )
+    a_s, g_s = agent["s"].to_numpy(), gold["s"].to_numpy()
+    named = name_scores(n, a_s, agent["code"].to_numpy(), g_s, gold["code"].to_numpy())
+    pairs = _candidate_pairs(agent, gold, named.same)
+    pairs = _pair_stats(con, pairs, args, specs, options)
+    pairs = pairs.filter(pl.Series(choose_pairs(pairs, named.n_agent, named.n_gold, named.same)))
     s = pairs["s"].to_numpy()
 
     def per_sample(column: str | None) -> np.ndarray:
@@ -218,17 +219,18 @@ def _spec_scores(
 
     invalid, valid = per_sample("invalid"), per_sample("valid")
     total = invalid + valid
-    ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
     scores = pl.DataFrame(
         {
-            "sample_id": frame["sample_id"],
-            "sample_index": frame["sample_index"],
-            "category": frame["category"],
-            "status": frame["status"],
-            "n_gold": pl.Series(n_gold, dtype=pl.Int32),
-            "n_agent": pl.Series(n_agent, dtype=pl.Int32),
-            "tsa": named["tsa"],
-            "tp": named["tp"],
+            "sample_id": samples["sample_id"],
+            "sample_index": samples["sample_index"],
+            "category": samples["category"],
+            "status": samples["status"],
+            "n_gold": pl.Series(named.n_gold, dtype=pl.Int32),
+            "n_agent": pl.Series(named.n_agent, dtype=pl.Int32),
+            "tsa": pl.Series(named.tsa, dtype=pl.Float64).fill_nan(None),
+            "tp": pl.Series(named.tp, dtype=pl.Float64),
             "ahr": pl.Series(ahr, dtype=pl.Float64).fill_nan(None),
             "args_invalid": invalid,
             "args_total": total,
@@ -236,12 +238,8 @@ def _spec_scores(
             "pairs": pl.Series(per_sample(None), dtype=pl.Int32),
         }
     )
-    named = pairs.join(
-        calls.select("sample_id", "call_index", "name"),
-        left_on=["sample_id", "i"],
-        right_on=["sample_id", "call_index"],
-    ).select(
-        "sample_id",
+    chosen = pairs.select(
+        samples["sample_id"].gather(pairs["s"]).alias("sample_id"),
         pl.col("i").alias("agent_index"),
         pl.col("j").alias("gold_index"),
         pl.col("name").alias("tool"),
@@ -252,42 +250,65 @@ def _spec_scores(
     return Scored(
         scores=scores,
         metrics=summarize(scores),
-        calls=calls,
-        by_tool=_by_tool(calls, gold, named),
+        tables=tables,
+        by_tool=_by_tool(agent, gold, chosen),
         by_category=_by_category(scores),
-        pairs=named,
+        pairs=chosen,
     )
 
 
-def _name_lists(calls: pl.DataFrame, column: str) -> pl.DataFrame:
-    return calls.group_by("sample_id").agg(pl.col("name").sort_by("call_index").alias(column))
+def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, same: np.ndarray) -> pl.DataFrame:
+    """Agent and gold calls of the same sample and name that the pairing may choose.
 
-
-def _pair_stats(checks: pl.DataFrame, options: ScoreOptions) -> pl.DataFrame:
-    """Per candidate pair: invalid and valid agent arguments, gold keys left out."""
-    undecided = checks["key"].is_not_null() & checks["invalid"].is_null()
-    if undecided.any():
-        rows = checks.filter(undecided)
-        decided = [
-            not json_values_equal(v, e, options.rel_tol, options.abs_tol)
-            for v, e in zip(rows["value"], rows["expected"], strict=True)
-        ]
-        fill = checks["invalid"].to_list()
-        for k, value in zip(np.flatnonzero(undecided.to_numpy()), decided, strict=True):
-            fill[k] = value
-        checks = checks.with_columns(pl.Series("invalid", fill, dtype=pl.Boolean))
-    has_key = pl.col("key").is_not_null()
-    return checks.group_by(["sample_id", "call_index", "gold_index"]).agg(
-        pl.col("invalid").fill_null(False).sum().alias("invalid"),
-        (has_key & ~pl.col("invalid").fill_null(False)).sum().alias("valid"),
-        (pl.col("gold_keys").first() - pl.col("in_gold").fill_null(False).sum()).alias("missing"),
+    Where a sample's name sequences are equal, the only pairing with the most pairs
+    is call by call, so only those pairs are candidates; elsewhere, every same-name pair.
+    """
+    columns = ["s", "i", "j", "name", "a_id", "g_id"]
+    a_same = pl.Series(same[agent["s"].to_numpy()])
+    g_same = pl.Series(same[gold["s"].to_numpy()])
+    # the calls of equal-sequence samples line up row by row (both sorted by sample, index)
+    a_diag, g_diag = agent.filter(a_same), gold.filter(g_same)
+    diagonal = pl.DataFrame(
+        {
+            "s": a_diag["s"],
+            "i": a_diag["i"],
+            "j": g_diag["j"],
+            "name": a_diag["name"],
+            "a_id": a_diag["args_id"],
+            "g_id": g_diag["args_id"],
+        }
     )
+    rest = (
+        agent.filter(~a_same)
+        .join(gold.filter(~g_same), on=["s", "code"], suffix="_g")
+        .select(
+            "s",
+            "i",
+            "j",
+            "name",
+            pl.col("args_id").alias("a_id"),
+            pl.col("args_id_g").alias("g_id"),
+        )
+    )
+    return pl.concat([diagonal.select(columns), rest.select(columns)])
 
 
-def _by_tool(calls: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame) -> list[dict[str, Any]]:
+def _pair_stats(
+    con: Any, pairs: pl.DataFrame, args: pl.DataFrame, specs: list[dict[str, Any]],
+    options: ScoreOptions,
+) -> pl.DataFrame:  # fmt: skip
+    """Per candidate pair: the agent's invalid and valid arguments, gold keys left out."""
+    kv = typed_values(translate.arg_values(con, args))
+    judged = judge_pairs(pairs, kv, defaults_table(specs), options.rel_tol, options.abs_tol)
+    if (judged["undecided"] > 0).any():
+        judged = decide_nested(judged, args, specs, options.rel_tol, options.abs_tol)
+    return judged.drop("undecided")
+
+
+def _by_tool(agent: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame) -> list[dict[str, Any]]:
     """Per tool name: gold and agent calls, chosen pairs and their argument counts."""
     gold_n = gold.group_by("name").agg(pl.len().alias("gold_calls"))
-    agent_n = calls.group_by("name").agg(pl.len().alias("agent_calls"))
+    agent_n = agent.group_by("name").agg(pl.len().alias("agent_calls"))
     paired = pairs.group_by(pl.col("tool").alias("name")).agg(
         pl.len().alias("paired"),
         pl.col("args_invalid").sum(),
@@ -335,19 +356,17 @@ def _records(table: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _abet_scores(samples: pl.DataFrame, calls: pl.DataFrame, gold: pl.DataFrame) -> Scored:
+def _abet_scores(tables: translate.CallTables) -> Scored:
     """The original evaluator, sample by sample over ``json.loads``-ed arguments."""
-    agent_by: dict[str, list[tuple[str, Any]]] = {}
-    for sid, name, args in calls.select("sample_id", "name", "args").iter_rows():
-        agent_by.setdefault(sid, []).append((name, json.loads(args)))
-    gold_by: dict[str, list[tuple[str, Any]]] = {}
-    for sid, name, args in gold.select("sample_id", "name", "args").iter_rows():
-        gold_by.setdefault(sid, []).append((name, json.loads(args)))
-    counts = [
-        abet.sample_counts(agent_by.get(sid, []), gold_by.get(sid, []))
-        for sid in samples["sample_id"]
-    ]
-    scores = samples.with_columns(
+    samples = tables.samples
+    agent_by: dict[int, list[tuple[str, Any]]] = {}
+    for s, name, args in tables.agent.select("s", "name", "args").iter_rows():
+        agent_by.setdefault(s, []).append((name, json.loads(args)))
+    gold_by: dict[int, list[tuple[str, Any]]] = {}
+    for s, name, args in tables.gold.select("s", "name", "args").iter_rows():
+        gold_by.setdefault(s, []).append((name, json.loads(args)))
+    counts = [abet.sample_counts(agent_by.get(s, []), gold_by.get(s, [])) for s in samples["s"]]
+    scores = samples.select("sample_id", "sample_index", "category", "status").with_columns(
         pl.Series("n_gold", [c["n_gold"] for c in counts], dtype=pl.Int32),
         pl.Series("n_agent", [c["n_agent"] for c in counts], dtype=pl.Int32),
         pl.Series(
@@ -365,4 +384,4 @@ def _abet_scores(samples: pl.DataFrame, calls: pl.DataFrame, gold: pl.DataFrame)
         pl.Series("pairs", [c["pairs"] for c in counts], dtype=pl.Int32),
     )
     metrics = {**abet.summarize(counts), "n_errors": int((scores["status"] != "ok").sum())}
-    return Scored(scores=scores, metrics=metrics, calls=calls, by_category=_by_category(scores))
+    return Scored(scores=scores, metrics=metrics, tables=tables, by_category=_by_category(scores))

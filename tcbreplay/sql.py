@@ -72,7 +72,7 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with the store's runs bound to the views."""
     run_list = list(runs) if runs is not None else (store.runs() if store else [])
-    con = duckdb.connect(config={"threads": _threads()})
+    con = _new_connection()
     _create_views(con, run_list, with_scores=with_scores, materialize=False)
     if lock:
         roots = sorted({str(r.dir.parent.resolve()) + "/" for r in run_list})
@@ -138,7 +138,7 @@ def write_catalog(store: Store, path: Path) -> list[str]:
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
     """A connection whose ``samples`` and ``messages`` views are in-memory Arrow tables."""
-    con = duckdb.connect(config={"threads": _threads()})
+    con = _new_connection()
     con.execute(query_text("macros"))
     con.register("_samples", samples.cast(SAMPLES_SCHEMA))
     con.register("_messages", messages.cast(MESSAGES_SCHEMA))
@@ -146,6 +146,12 @@ def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConn
     con.execute("create or replace view messages as select * from _messages")
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
+    return con
+
+
+def _new_connection() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(config={"threads": _threads()})
+    con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
     return con
 
 

@@ -37,6 +37,7 @@ SAMPLES = "samples.parquet"
 MESSAGES = "messages.parquet"
 JOURNAL = "journal.jsonl"
 LOCK = "writer.lock"
+DATA_FILES = (SAMPLES, MESSAGES)
 SCORES = "scores"
 EVALUATIONS = "evaluations"
 DEFAULT_STORE = "traces"
@@ -67,6 +68,7 @@ MESSAGES_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("sample_id", pa.string()),
+        ("sample_index", pa.int32()),  # the sample's, so scoring needs no join on ids
         ("position", pa.int32()),
         ("type", pa.string()),  # human | ai | tool | system | ...
         ("message", pa.string()),  # JSON, as langchain_core.messages.message_to_dict writes it
@@ -91,6 +93,18 @@ def validate_run_id(run_id: str) -> str:
             "starting with a letter or digit)"
         )
     return run_id
+
+
+def file_record(path: Path) -> dict[str, Any]:
+    """sha256, size and modification time of a file, as the manifest keeps them."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    stat = path.stat()
+    return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
@@ -252,9 +266,10 @@ class RunWriter:
         self._journal.flush()
 
     def fold(self) -> None:
-        """Fold the journal into the Parquet files; no more appends after this."""
+        """Fold the journal into the Parquet files and record their sha256 in the manifest."""
         self._journal.close()
         fold_journal(self.dir)
+        self.update_manifest(files={name: file_record(self.dir / name) for name in DATA_FILES})
 
     def close(self) -> None:
         if not self._journal.closed:
@@ -379,16 +394,19 @@ def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _write_parquet(table: pa.Table, path: Path) -> None:
+def _write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, **PARQUET_OPTIONS)
+    options = (
+        dict(PARQUET_OPTIONS) if level is None else {**PARQUET_OPTIONS, "compression_level": level}
+    )
+    pq.write_table(table, tmp, **options)
     os.replace(tmp, path)
 
 
-def write_table(table: pa.Table, path: Path) -> None:
-    """Write a Parquet file atomically with the store's compression."""
+def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
+    """Write a Parquet file atomically with zstd (``level``: the store's unless given)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_parquet(table, path)
+    _write_parquet(table, path, level)
 
 
 def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -428,6 +446,7 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 {
                     "run_id": r["run_id"],
                     "sample_id": r["sample_id"],
+                    "sample_index": r["sample_index"],
                     "position": position,
                     "type": m["type"],
                     "message": m["message"],

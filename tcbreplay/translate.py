@@ -1,54 +1,100 @@
 """Raw messages to tool-call rows, by the SQL in ``queries/`` over the store's views.
 
-Nothing here imports LangChain: the serialized messages are read as JSON.
+Nothing here imports LangChain: the serialized messages are read as JSON. Scoring
+reads every AI message once (``score_agent_calls.sql``), flattens the calls in
+Polars, and numbers them by sample with ``s`` (the sample's position in sample
+order), ``i`` (agent call) and ``j`` (gold call).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
 
 import duckdb
+import numpy as np
 import polars as pl
-import pyarrow as pa
 
+from tcbreplay.errors import StoreError
 from tcbreplay.sql import query_text
 
 
-def tool_params_table(specs: Iterable[dict[str, Any]]) -> pa.Table:
-    """One row per (tool, parameter) with its declared default as JSON, from manifest specs."""
-    rows = []
-    for spec in specs:
-        props = (spec.get("parameters") or {}).get("properties") or {}
-        for param, schema in props.items():
-            has_default = isinstance(schema, dict) and "default" in schema
-            rows.append(
-                {
-                    "name": spec["name"],
-                    "param": param,
-                    "has_default": has_default,
-                    "default_value": json.dumps(schema["default"]) if has_default else None,
-                }
-            )
-    schema = pa.schema(
-        [
-            ("name", pa.string()),
-            ("param", pa.string()),
-            ("has_default", pa.bool_()),
-            ("default_value", pa.string()),
-        ]
-    )
-    return pa.Table.from_pylist(rows, schema=schema)
+@dataclass
+class CallTables:
+    """The calls of one run, flat: samples (``s``), agent calls (``s``, ``i``), gold calls
+    (``s``, ``j``); each call with ``name`` and ``args`` (canonical JSON text)."""
+
+    samples: pl.DataFrame
+    agent: pl.DataFrame
+    gold: pl.DataFrame
 
 
-def bind_tool_params(con: duckdb.DuckDBPyConnection, specs: Iterable[dict[str, Any]]) -> None:
-    """Make ``tool_params`` (name, param, has_default, default_value JSON) visible to SQL."""
-    con.register("_tool_params", tool_params_table(specs))
-    con.execute(
-        "create or replace temp view tool_params as "
-        "select name, param, has_default, default_value::json as default_value from _tool_params"
+def load_calls(con: duckdb.DuckDBPyConnection) -> CallTables:
+    """Parse every sample's gold calls and every AI message's tool calls, once."""
+    try:
+        gold_lists = con.sql(query_text("score_gold_calls")).pl()
+        ai = con.sql(query_text("score_agent_calls")).pl()
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read the run's traces: {_first_line(exc)}") from exc
+    order = gold_lists["sample_index"].to_numpy()
+    if len(order) and np.any(np.diff(order) <= 0):
+        gold_lists = gold_lists.sort("sample_index")
+        order = gold_lists["sample_index"].to_numpy()
+        if np.any(np.diff(order) == 0):
+            raise StoreError("samples.parquet: sample_index values are not unique")
+    samples = gold_lists.select("sample_id", "sample_index", "category", "status").with_row_index(
+        "s"
     )
+    gold = _flatten(
+        gold_lists.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("s"), "calls"), "j"
+    )
+    index = ai["sample_index"].to_numpy()
+    s = np.searchsorted(order, index)
+    known = (s < len(order)) & (order[np.minimum(s, max(len(order) - 1, 0))] == index)
+    ai = ai.with_columns(pl.Series("s", s, dtype=pl.Int64)).filter(pl.Series(known))
+    if not _is_sorted(ai["s"].to_numpy(), ai["position"].to_numpy()):
+        ai = ai.sort("s", "position")
+    agent = _flatten(ai.select("s", "calls"), "i")
+    return CallTables(samples=samples, agent=agent, gold=gold)
+
+
+def _flatten(lists: pl.DataFrame, index: str) -> pl.DataFrame:
+    """One row per call, in order, numbered within its sample."""
+    flat = (
+        lists.filter(pl.col("calls").list.len() > 0)
+        .explode("calls")
+        .unnest("calls")
+        .select("s", "name", "args")
+    )
+    return flat.with_columns(pl.Series(index, rank_within(flat["s"].to_numpy()), dtype=pl.Int64))
+
+
+def rank_within(groups: np.ndarray) -> np.ndarray:
+    """0, 1, 2, ... within each run of equal values of ``groups`` (which must be contiguous)."""
+    n = len(groups)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    idx = np.arange(n)
+    starts = np.empty(n, dtype=bool)
+    starts[0] = True
+    starts[1:] = groups[1:] != groups[:-1]
+    return idx - np.maximum.accumulate(np.where(starts, idx, 0))
+
+
+def _is_sorted(s: np.ndarray, position: np.ndarray) -> bool:
+    if len(s) < 2:
+        return True
+    ds = np.diff(s)
+    return bool(np.all(ds >= 0) and np.all(np.diff(position)[ds == 0] > 0))
+
+
+def arg_values(con: duckdb.DuckDBPyConnection, args: pl.DataFrame) -> pl.DataFrame:
+    """Members of distinct arguments objects (``id``, ``args``): ``id``, ``key``, ``value``
+    (canonical JSON text) and ``text`` (a string's decoded value)."""
+    con.register("distinct_args", args.to_arrow())
+    try:
+        return con.sql(query_text("arg_values")).pl()
+    finally:
+        con.unregister("distinct_args")
 
 
 def agent_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
@@ -67,7 +113,6 @@ def gold_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     ).pl()
 
 
-def arg_checks(con: duckdb.DuckDBPyConnection, rel_tol: float, abs_tol: float) -> pl.DataFrame:
-    """Candidate AHR pairs with one row per agent argument (see ``queries/arg_checks.sql``)."""
-    params = {"rel_tol": rel_tol, "abs_tol": abs_tol}
-    return con.sql(query_text("arg_checks"), params=params).pl()
+def _first_line(exc: BaseException) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:2]) if lines else type(exc).__name__

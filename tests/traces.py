@@ -77,6 +77,7 @@ def build_tables(
             {
                 "run_id": run_id,
                 "sample_id": sid,
+                "sample_index": index,
                 "position": 0,
                 "type": "human",
                 "message": human_message(f"question {index}"),
@@ -87,6 +88,7 @@ def build_tables(
                 {
                     "run_id": run_id,
                     "sample_id": sid,
+                    "sample_index": index,
                     "position": k,
                     "type": "ai",
                     "message": ai_message(turn, msg_id=f"{sid}-{k}"),
