@@ -137,16 +137,39 @@ def score_run(
     }
     result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores, pairs=scored.pairs)
     if write:
-        folder = run.scores_dir(options.scoring)
-        result.scores_path = folder / "scores.parquet"
-        # derived results, rewritten by every scoring: fast compression over small files
-        write_table(scores.to_arrow().cast(SCORES_SCHEMA), result.scores_path, level=1)
-        if scored.pairs is not None:
-            write_table(scored.pairs.to_arrow(), folder / "pairs.parquet", level=1)
-        write_json_atomic(folder / "summary.json", summary)
-        if dashboard != "none":
-            result.dashboard_path = write_dashboard(run, scores, scored.tables, summary, dashboard)
+        _write_results(run, options, scored, scores, summary, dashboard, result)
     return result
+
+
+def _write_results(
+    run: Run, options: ScoreOptions, scored: Scored, scores: pl.DataFrame,
+    summary: dict[str, Any], dashboard: str, result: ScoreResult,
+) -> None:  # fmt: skip
+    """Write the result files side by side (Arrow, Polars and DuckDB release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folder = run.scores_dir(options.scoring)
+    result.scores_path = folder / "scores.parquet"
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        # derived results, rewritten by every scoring: fast compression
+        jobs = [
+            pool.submit(
+                write_table, scores.to_arrow().cast(SCORES_SCHEMA), result.scores_path, level=1
+            )
+        ]
+        if scored.pairs is not None:
+            jobs.append(
+                pool.submit(write_table, scored.pairs.to_arrow(), folder / "pairs.parquet", 1)
+            )
+        board = None
+        if dashboard != "none":
+            board = pool.submit(write_dashboard, run, scores, scored.tables, summary, dashboard)
+        for job in jobs:
+            job.result()
+        if board is not None:
+            result.dashboard_path = board.result()
+    # the summary last: its presence marks a complete scoring
+    write_json_atomic(folder / "summary.json", summary)
 
 
 def score_tables(
