@@ -192,6 +192,7 @@ class Bench:
     manifest_bytes: int = 0
     dataset_bytes: int = 0
     score: Timing | None = None
+    score_dashboard: Timing | None = None  # the default command, dashboard file included
     summary: dict[str, Any] = field(default_factory=dict)
     floor: Timing | None = None
     duckdb_floor: Timing | None = None
@@ -288,6 +289,12 @@ def time_score(bench: Bench, repeats: int) -> None:
     cmd = [bin_path("tcbreplay"), "score", bench.run_id, "--store", str(bench.store)]
     bench.score = best_of([*cmd, "--format", "json", "--dashboard", "none"], repeats)
     bench.summary = json.loads(bench.score.best.stdout)
+    bench.score_dashboard = best_of([*cmd, "--format", "json"], repeats)
+
+
+def _dashboard(b: Bench) -> str:
+    t = b.score_dashboard
+    return f"{t.wall:.2f} ({t.rss_mb:,.0f} MB)" if t else "—"
 
 
 def time_floor(bench: Bench, repeats: int) -> None:
@@ -736,12 +743,14 @@ def render(
         f"Command: `{info['command']}`. Traces: `bench/generate.py` (seed {info['seed']}), "
         "Gemini-shaped LangChain messages written straight into the store; times are wall "
         "seconds of a fresh process, start included (best of 3; of 2 at 1M); peak RSS is the "
-        "highest of those runs.",
+        "highest of those runs. `tcbreplay score` is timed with `--format json --dashboard "
+        "none`, and beside it as users run it by default, writing the dashboard file too.",
         "",
         "| samples | messages | load | `tcbreplay score` s | samples/s | CPU s | peak RSS | "
+        "with the dashboard file (default) s | "
         "bare read pass s (`sql`; plain DuckDB) | score / read pass | reference s | speed-up | "
         "store bytes/sample | manifest | generated in |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for b in benches:
         if not b.score:
@@ -758,7 +767,7 @@ def render(
         lines.append(
             f"| {_n(b.samples)} | {_n(b.messages)} | {b.load_before:.1f} | {b.score.wall:.2f} | "
             f"{_n(b.samples / b.score.wall)} | {b.score.cpu:.2f} | {b.score.rss_mb:,.0f} MB | "
-            f"{floor} | {ratio} | {ref} | {_s(b.speedup, 1)}× | "
+            f"{_dashboard(b)} | {floor} | {ratio} | {ref} | {_s(b.speedup, 1)}× | "
             f"{b.store_bytes / b.samples:,.0f} | {b.manifest_bytes / 1e3:,.1f} kB | "
             f"{_generated(b)} |"
         )
@@ -939,6 +948,7 @@ def main(argv: list[str] | None = None) -> int:
                 },
                 "store": str(b.store),
                 "score": b.score.to_dict() if b.score else None,
+                "score_with_dashboard": b.score_dashboard.to_dict() if b.score_dashboard else None,
                 "floor": b.floor.to_dict() if b.floor else None,
                 "duckdb_floor": b.duckdb_floor.to_dict() if b.duckdb_floor else None,
                 "reference": {
