@@ -80,6 +80,12 @@ def _options(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 @click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
 @click.option(
+    "--call-timeout",
+    default=120.0,
+    show_default=True,
+    help="Seconds one model call may take before it is retried.",
+)
+@click.option(
     "--backoff",
     default=1.0,
     show_default=True,
@@ -129,6 +135,7 @@ def record(
     workers,
     retries,
     timeout,
+    call_timeout,
     backoff,
     max_rpm,
     max_tpm,
@@ -168,6 +175,7 @@ def record(
         workers=workers,
         retries=retries,
         timeout=timeout,
+        call_timeout=call_timeout,
         backoff=backoff,
         max_rpm=max_rpm,
         max_tpm=max_tpm,
