@@ -49,12 +49,18 @@ TABLE_HEAD = (
 
 
 def ensure_run(samples: int) -> tuple[Path, str]:
-    """The synthetic run of ``samples`` samples, generated once and reused."""
-    from bench.generate import generate_run
+    """The synthetic run of ``samples`` samples, generated once and reused while the generator
+    is the same version."""
+    import json
+
+    from bench.generate import GENERATOR_VERSION, generate_run
 
     store, run_id = OUT / "traces", f"report-{samples}"
     manifest = store / run_id / "manifest.json"
-    if not manifest.exists():
+    version = None
+    if manifest.exists():
+        version = (json.loads(manifest.read_text()).get("generator") or {}).get("version")
+    if version != GENERATOR_VERSION:
         print(f"generating {samples} samples into {store / run_id} ...", flush=True)
         generate_run(store, run_id, samples, seed=0)
     return store, run_id
