@@ -15,7 +15,6 @@ all samples, AHR = Σ args_invalid / Σ args_total.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,31 +51,6 @@ def values_equal(
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(values_equal(a[k], b[k], rel_tol, abs_tol) for k in a)
     return False
-
-
-def json_values_equal(a: str, b: str, rel_tol: float, abs_tol: float) -> bool:
-    """``values_equal`` on two JSON texts."""
-    return values_equal(json.loads(a), json.loads(b), rel_tol, abs_tol)
-
-
-def name_metrics(agent_names: pl.Series, gold_names: pl.Series) -> pl.DataFrame:
-    """Per-sample ``tsa`` and ``tp`` from two list[str] series of the same length."""
-    from rapidfuzz.distance import Levenshtein
-    from rapidfuzz.process import cpdist
-
-    frame = pl.DataFrame({"a": agent_names, "g": gold_names})
-    n_gold_set = frame["g"].list.unique().list.len()
-    common = frame.select(pl.col("a").list.set_intersection(pl.col("g")).list.len())["a"]
-    tsa = (common / n_gold_set).to_numpy().astype(float)
-    tsa[n_gold_set.to_numpy() == 0] = np.nan
-    a_str, g_str = _encode_sequences(frame["a"], frame["g"])
-    dist = cpdist(a_str, g_str, scorer=Levenshtein.distance, workers=-1)
-    longest = np.maximum(frame["a"].list.len().to_numpy(), frame["g"].list.len().to_numpy())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tp = np.where(longest == 0, 1.0, 1.0 - dist / np.maximum(longest, 1))
-    return pl.DataFrame(
-        {"tsa": pl.Series(tsa, dtype=pl.Float64).fill_nan(None), "tp": tp.astype(float)}
-    )
 
 
 @dataclass
@@ -165,19 +139,6 @@ def _levenshtein(
 def _symbol(code: int) -> str:
     """One code point per name code, skipping the surrogate range."""
     return chr(code if code < 0xD800 else code + 0x800)
-
-
-def _encode_sequences(a: pl.Series, g: pl.Series) -> tuple[list[str], list[str]]:
-    """Map each distinct name to one code point, so a name sequence becomes a string."""
-    names = pl.concat([a.explode(), g.explode()]).drop_nulls().unique().sort()
-    codes = [chr(k if k < 0xD800 else k + 0x800) for k in range(len(names))]
-    mapping = dict(zip(names.to_list(), codes, strict=True))
-
-    def encode(series: pl.Series) -> list[str]:
-        joined = series.list.eval(pl.element().replace_strict(mapping, return_dtype=pl.String))
-        return joined.list.join("").fill_null("").to_list()
-
-    return encode(a), encode(g)
 
 
 def align(

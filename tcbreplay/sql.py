@@ -124,12 +124,12 @@ def write_catalog(store: Store, path: Path) -> list[str]:
         tmp.unlink(missing_ok=True)
         con = duckdb.connect(str(tmp))
     except (OSError, duckdb.Error) as exc:
-        raise InputError(f"{path}: cannot write the catalog: {_first_line(exc)}") from exc
+        raise InputError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
     try:
         _create_views(con, runs, with_scores=True, materialize=True)
         con.execute("checkpoint")
     except duckdb.Error as exc:
-        raise QueryError(f"{path}: cannot write the catalog: {_first_line(exc)}") from exc
+        raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
     finally:
         con.close()
     tmp.replace(path)
@@ -324,7 +324,7 @@ def check_read_only(sql: str) -> list[str]:
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
-        raise QueryError(f"SQL does not parse: {_first_line(exc)}") from exc
+        raise QueryError(f"SQL does not parse: {first_line(exc)}") from exc
     if not statements:
         raise QueryError("no SQL statement given")
     out = []
@@ -365,13 +365,13 @@ def run_sql(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> 
                 columns = [d[0] for d in cursor.description or []]
                 result = QueryResult(columns=columns, rows=cursor.fetchall())
             except duckdb.Error as exc:
-                raise QueryError(f"query failed: {_first_line(exc)}") from exc
+                raise QueryError(f"query failed: {first_line(exc)}") from exc
         assert result is not None
         return result
     finally:
         con.close()
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return " ".join(lines[:2]) if lines else type(exc).__name__

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from tcbreplay.errors import StoreError
-from tcbreplay.sql import query_text
+from tcbreplay.sql import first_line, query_text
 
 
 @dataclass
@@ -34,7 +34,7 @@ def load_calls(con: duckdb.DuckDBPyConnection) -> CallTables:
         gold_lists = con.sql(query_text("score_gold_calls")).pl()
         ai = con.sql(query_text("score_agent_calls")).pl()
     except duckdb.Error as exc:
-        raise StoreError(f"cannot read the run's traces: {_first_line(exc)}") from exc
+        raise StoreError(f"cannot read the run's traces: {first_line(exc)}") from exc
     order = gold_lists["sample_index"].to_numpy()
     if len(order) and np.any(np.diff(order) <= 0):
         gold_lists = gold_lists.sort("sample_index")
@@ -111,8 +111,3 @@ def gold_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         "select sample_id, call_index, name, args::varchar as args "
         "from gold_calls order by sample_id, call_index"
     ).pl()
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return " ".join(lines[:2]) if lines else type(exc).__name__
