@@ -49,7 +49,10 @@ def load_calls(con: duckdb.DuckDBPyConnection) -> CallTables:
     )
     index = ai["sample_index"].to_numpy()
     s = np.searchsorted(order, index)
-    known = (s < len(order)) & (order[np.minimum(s, max(len(order) - 1, 0))] == index)
+    if len(order):  # messages of samples the run does not hold are left out
+        known = (s < len(order)) & (order[np.minimum(s, len(order) - 1)] == index)
+    else:
+        known = np.zeros(len(index), dtype=bool)
     ai = ai.with_columns(pl.Series("s", s, dtype=pl.Int64)).filter(pl.Series(known))
     if not _is_sorted(ai["s"].to_numpy(), ai["position"].to_numpy()):
         ai = ai.sort("s", "position")
