@@ -7,7 +7,8 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README)
 - ``samples.parquet``: one row per sample (``SAMPLES_SCHEMA``).
 - ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``).
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
-  Parquet files when the run finishes, so a crash loses only samples in flight.
+  Parquet files when the run finishes, so a crash loses only samples in flight
+  (:mod:`tcbreplay.journal`).
 - ``writer.lock``: held (``flock``) by the one process writing the run.
 - ``scores/<scoring>/``: per-sample scores and a summary, one folder per scoring options.
 - ``evaluations/``: the dashboard file.
@@ -15,13 +16,12 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README)
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import fcntl
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,8 @@ class Run:
         return self.samples_path.exists() and self.messages_path.exists()
 
     def journal_count(self) -> int:
+        from tcbreplay.journal import read_journal
+
         return sum(1 for _ in read_journal(self.dir / JOURNAL))
 
     def recorded_ids(self) -> dict[str, str]:
@@ -163,6 +165,8 @@ class Run:
             out.update(
                 zip(table["sample_id"].to_pylist(), table["status"].to_pylist(), strict=True)
             )
+        from tcbreplay.journal import read_journal
+
         for record in read_journal(self.dir / JOURNAL):
             out[record["sample_id"]] = record["status"]
         return out
@@ -244,8 +248,10 @@ class RunWriter:
     def __init__(self, path: Path) -> None:
         self.dir = path
         self.run_id = path.name
+        from tcbreplay.journal import drop_torn_tail
+
         self._lock_fd = _acquire_lock(path / LOCK)
-        _drop_torn_tail(path / JOURNAL)
+        drop_torn_tail(path / JOURNAL)
         self._journal = (path / JOURNAL).open("a", encoding="utf-8")
 
     @property
@@ -267,6 +273,8 @@ class RunWriter:
 
     def fold(self) -> None:
         """Fold the journal into the Parquet files and record their sha256 in the manifest."""
+        from tcbreplay.journal import fold_journal
+
         self._journal.close()
         fold_journal(self.dir)
         self.update_manifest(files={name: file_record(self.dir / name) for name in DATA_FILES})
@@ -301,28 +309,6 @@ def _acquire_lock(path: Path) -> int:
     return fd
 
 
-def _drop_torn_tail(path: Path) -> None:
-    """Cut a half-written last line (a crash mid-append) so new lines start clean."""
-    if not path.exists():
-        return
-    with path.open("rb+") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return
-        chunk = min(size, 1 << 20)
-        while True:
-            f.seek(size - chunk)
-            data = f.read(chunk)
-            cut = data.rfind(b"\n")
-            if cut >= 0 or chunk == size:
-                f.truncate(size - chunk + cut + 1 if cut >= 0 else 0)
-                return
-            chunk = min(size, chunk * 2)
-
-
 def read_manifest(path: Path) -> dict[str, Any]:
     try:
         manifest = json.loads((path / MANIFEST).read_text())
@@ -334,64 +320,6 @@ def read_manifest(path: Path) -> dict[str, Any]:
             f"{path / MANIFEST}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
         )
     return manifest
-
-
-def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield complete journal lines; a torn last line (a crash mid-write) is skipped."""
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
-
-
-def fold_journal(run_dir: Path) -> None:
-    """Merge journal records into the Parquet files (latest record per sample wins).
-
-    Both files are rewritten through temporary names and renamed, messages first;
-    the journal is removed last, so a crash at any point can be folded again.
-    """
-    journal_path = run_dir / JOURNAL
-    records: dict[str, dict[str, Any]] = {}
-    for record in read_journal(journal_path):
-        records[record["sample_id"]] = record
-    if not records and (run_dir / SAMPLES).exists():
-        journal_path.unlink(missing_ok=True)
-        return
-    keep = set(records)
-    samples = [_old_rows(run_dir / SAMPLES, SAMPLES_SCHEMA, keep)]
-    messages = [_old_rows(run_dir / MESSAGES, MESSAGES_SCHEMA, keep)]
-    samples.append(_table(sample_rows(records.values()), SAMPLES_SCHEMA))
-    messages.append(_table(message_rows(records.values()), MESSAGES_SCHEMA))
-    sample_table = pa.concat_tables(samples).sort_by("sample_index")
-    order = {sid: i for i, sid in enumerate(sample_table["sample_id"].to_pylist())}
-    message_table = pa.concat_tables(messages)
-    keys = [order[s] for s in message_table["sample_id"].to_pylist()]
-    message_table = message_table.append_column("_k", pa.array(keys, pa.int64()))
-    message_table = message_table.sort_by([("_k", "ascending"), ("position", "ascending")])
-    message_table = message_table.drop_columns(["_k"])
-    _write_parquet(message_table, run_dir / MESSAGES)
-    _write_parquet(sample_table, run_dir / SAMPLES)
-    journal_path.unlink(missing_ok=True)
-
-
-def _old_rows(path: Path, schema: pa.Schema, drop: set[str]) -> pa.Table:
-    if not path.exists():
-        return schema.empty_table()
-    table = pq.read_table(path, schema=schema)
-    if drop:
-        mask = [s not in drop for s in table["sample_id"].to_pylist()]
-        table = table.filter(pa.array(mask, pa.bool_()))
-    return table
-
-
-def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def _write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:
@@ -407,67 +335,6 @@ def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
     """Write a Parquet file atomically with zstd (``level``: the store's unless given)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_parquet(table, path, level)
-
-
-def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of ``samples.parquet`` from journal records."""
-    rows = []
-    for r in records:
-        msgs = r.get("messages", [])
-        rows.append(
-            {
-                "run_id": r["run_id"],
-                "sample_id": r["sample_id"],
-                "sample_index": r["sample_index"],
-                "input": r["input"],
-                "gold": json.dumps(r["gold"], ensure_ascii=False),
-                "category": r.get("category"),
-                "status": r["status"],
-                "attempts": r.get("attempts", 0),
-                "error_type": r.get("error_type"),
-                "error": r.get("error"),
-                "started_at": _ts(r.get("started_at")),
-                "finished_at": _ts(r.get("finished_at")),
-                "duration_s": r.get("duration_s"),
-                "n_messages": len(msgs),
-                "input_tokens": _sum(m.get("input_tokens") for m in msgs),
-                "output_tokens": _sum(m.get("output_tokens") for m in msgs),
-            }
-        )
-    return rows
-
-
-def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of ``messages.parquet`` from journal records."""
-    rows = []
-    for r in records:
-        for position, m in enumerate(r.get("messages", [])):
-            rows.append(
-                {
-                    "run_id": r["run_id"],
-                    "sample_id": r["sample_id"],
-                    "sample_index": r["sample_index"],
-                    "position": position,
-                    "type": m["type"],
-                    "message": m["message"],
-                    "input_tokens": m.get("input_tokens"),
-                    "output_tokens": m.get("output_tokens"),
-                    "total_tokens": m.get("total_tokens"),
-                    "latency_s": m.get("latency_s"),
-                }
-            )
-    return rows
-
-
-def _ts(value: Any) -> dt.datetime | None:
-    if value is None or isinstance(value, dt.datetime):
-        return value
-    return dt.datetime.fromisoformat(value)
-
-
-def _sum(values: Iterable[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None
 
 
 def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
@@ -491,15 +358,3 @@ def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
-
-
-@contextlib.contextmanager
-def removing_on_error(path: Path) -> Iterator[None]:
-    """Remove a run directory this process created if building it fails."""
-    try:
-        yield
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
-        raise

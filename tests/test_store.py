@@ -12,8 +12,9 @@ import jsonlines
 import pyarrow.parquet as pq
 import pytest
 
-from tcbreplay import store as store_mod
+from tcbreplay import journal as journal_mod
 from tcbreplay.errors import InputError, RunLockedError, RunNotFoundError, StoreError
+from tcbreplay.journal import fold_journal, read_journal
 from tcbreplay.store import (
     JOURNAL,
     MANIFEST,
@@ -24,8 +25,6 @@ from tcbreplay.store import (
     RunWriter,
     Store,
     export_jsonl,
-    fold_journal,
-    read_journal,
     read_manifest,
     validate_run_id,
 )
@@ -172,18 +171,18 @@ def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monke
     writer.append(record("b", 1, n_ai=2))
     writer.append(record("a", 0, status="error", n_ai=0))
     writer.close()
-    real = store_mod._write_parquet
+    real = journal_mod._write_parquet
 
     def crash_on_samples(table, path):
         if path.name == SAMPLES:
             raise OSError("disk full")
         real(table, path)
 
-    monkeypatch.setattr(store_mod, "_write_parquet", crash_on_samples)
+    monkeypatch.setattr(journal_mod, "_write_parquet", crash_on_samples)
     with pytest.raises(OSError):
         fold_journal(run_dir)
     assert (run_dir / JOURNAL).exists()  # the journal is removed only after both files
-    monkeypatch.setattr(store_mod, "_write_parquet", real)
+    monkeypatch.setattr(journal_mod, "_write_parquet", real)
     fold_journal(run_dir)
     rows = samples_of(run_dir)
     assert [(r["sample_id"], r["status"], r["n_messages"]) for r in rows] == [

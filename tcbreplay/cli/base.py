@@ -1,0 +1,65 @@
+"""The command group: typed errors become one ``Error:`` line, and helpers the commands share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tcbreplay import __version__
+from tcbreplay.errors import InputError, TcbReplayError
+
+STORE_OPTION = click.option(
+    "--store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="traces",
+    show_default=True,
+    envvar="TCBREPLAY_STORE",
+    help="Trace store directory.",
+)
+
+
+class _Cli(click.Group):
+    """Turn typed errors into one ``Error:`` line (plus a hint) and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TcbReplayError as exc:
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                click.echo(f"Error: {line}", err=True)
+            if exc.hint:
+                click.echo(f"Hint: {exc.hint}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tcbreplay")
+def main() -> None:
+    """Record tool-calling agent traces once; score them offline as often as you like."""
+
+
+def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"{flag} {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def render_rows(result: Any, fmt: str) -> None:
+    """Print query rows as a table, CSV or a JSON array."""
+    from tcbreplay.render import print_table, rows_csv, rows_table, to_json
+
+    if fmt == "json":
+        click.echo(to_json(result.records()))
+    elif fmt == "csv":
+        click.echo(rows_csv(result.columns, result.rows), nl=False)
+    else:
+        print_table(rows_table(result.columns, result.rows))

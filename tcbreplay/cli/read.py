@@ -1,0 +1,123 @@
+"""Commands that read the store: ``sql``, ``query``, ``runs``, ``export`` and ``catalog``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tcbreplay.cli.base import STORE_OPTION, main, options_dict, render_rows
+
+
+@main.command("sql")
+@click.argument("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@STORE_OPTION
+def sql_command(query, fmt, store) -> None:
+    """Run a read-only SQL query over every run in the store.
+
+    Views: runs, samples, messages, tool_calls, gold_calls, scores.
+    """
+    from tcbreplay.sql import run_sql
+    from tcbreplay.store import Store
+
+    render_rows(run_sql(Store(store), query), fmt)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parameter of the query (JSON values parse as JSON); repeatable.",
+)
+@click.option("--list", "list_", is_flag=True, help="List the named queries.")
+@click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+@STORE_OPTION
+def query(name, params, list_, show, fmt, store) -> None:
+    """Run a named query from queries/named/ (see --list)."""
+    from tcbreplay.named_queries import list_named, load_named, run_named
+    from tcbreplay.store import Store
+
+    if list_ or name is None:
+        for q in list_named():
+            click.echo(f"{q.name:<18} {q.description}")
+            if q.params:
+                click.echo(f"{'':<18} params: {q.usage()}")
+        return
+    if show:
+        click.echo(load_named(name).sql, nl=False)
+        return
+    result = run_named(Store(store), name, options_dict(params, "-p"))
+    render_rows(result, fmt)
+
+
+@main.command()
+@STORE_OPTION
+def runs(store) -> None:
+    """List the runs in the store."""
+    from tcbreplay.render import print_table, rows_table
+    from tcbreplay.sql import run_sql
+    from tcbreplay.store import Store
+
+    result = run_sql(
+        Store(store),
+        "select run_id, status, model, simulated, n_samples, ok, "
+        "errors, created_at from runs order by created_at",
+    )
+    print_table(rows_table(result.columns, result.rows))
+
+
+@main.command()
+@click.argument("run_id")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for samples.jsonl, messages.jsonl and manifest.json.",
+)
+@STORE_OPTION
+def export(run_id, output, store) -> None:
+    """Export a run as JSONL files."""
+    from tcbreplay.store import Store, export_jsonl
+
+    for path in export_jsonl(Store(store).open_run(run_id), output):
+        click.echo(str(path))
+
+
+@main.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="tcbreplay.duckdb",
+    show_default=True,
+)
+@STORE_OPTION
+def catalog(output, store) -> None:
+    """Write a DuckDB file with the store's views, to open in any DuckDB client."""
+    from tcbreplay.sql import write_catalog
+    from tcbreplay.store import Store
+
+    runs = write_catalog(Store(store), output)
+    click.echo(
+        f"{output}: views runs, tools, samples, messages, tool_calls, gold_calls, scores "
+        f"over {len(runs)} runs"
+    )
