@@ -7,11 +7,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
+from helpers import cli
 
 from tcbreplay import abet
 from tcbreplay.benchmarks import get_benchmark, load_inputs
-from tcbreplay.cli import main
 from tcbreplay.errors import TraceError
 from tcbreplay.importer import import_traces
 from tcbreplay.score import ScoreOptions, score_run, score_tables
@@ -47,10 +46,6 @@ PUBLISHED = {
         "spec_counts": {"n_tsa": 13, "args_invalid": 8, "args_total": 62},
     },
 }
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def import_file(root: Path, dataset: Path, traces: Path, run_id: str):

@@ -12,21 +12,16 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
+from helpers import cli
 
 from tcbreplay import __version__, audit
 from tcbreplay.audit import verify_run
-from tcbreplay.cli import main
 from tcbreplay.errors import InputError, RunNotFoundError
 from tcbreplay.score import ScoreOptions, score_run
 from tcbreplay.sql import SCORES_SCHEMA
 from tcbreplay.store import MESSAGES_SCHEMA, Store
 
 REL_FOLDER = "spec_rel-0.001_abs-1e-09"
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def verify(root: Path, run_id: str, *extra: str):

@@ -10,19 +10,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from click.testing import CliRunner
+from helpers import cli
 
-from tcbreplay.cli import main
 from tcbreplay.sql import run_sql, write_catalog
 from tcbreplay.store import Store
 
 DATA = Path(__file__).parent / "data"
 VIEWS = ["runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores"]
 TABLES = {"runs", "tools"}  # stored in the file; the rest are views over the run files
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def columns(con: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:

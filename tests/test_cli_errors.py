@@ -3,7 +3,6 @@ and nothing written to the store."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import textwrap
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import snapshot
 
 from tcbreplay.cli import main
 from tcbreplay.store import Store
@@ -19,17 +19,6 @@ from tcbreplay.store import Store
 DATA = Path(__file__).parent / "data"
 SHOP_JSON = str(DATA / "tools_shop.json")
 EXISTING = "existing-run"
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """sha256 of every file under ``root``, by relative path (directories too, as '<dir>')."""
-    if not root.exists():
-        return {}
-    out = {}
-    for path in sorted(root.rglob("*")):
-        key = str(path.relative_to(root))
-        out[key] = "<dir>" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 @pytest.fixture

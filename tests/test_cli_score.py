@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -13,9 +12,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
+from helpers import cli, snapshot
 
-from tcbreplay.cli import main
 from tcbreplay.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -44,21 +42,6 @@ def multiply_numbers(a: float, b: float) -> dict:
 
 TOOLS = [list_items, add_numbers, multiply_numbers]
 '''
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    if not root.exists():
-        return {}
-    return {
-        str(p.relative_to(root)): "<dir>"
-        if p.is_dir()
-        else hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-    }
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 def score(store_root: Path, run_id: str, *extra: str):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import shutil
@@ -13,27 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from tcbreplay.cli import main
+from helpers import cli, snapshot
 
 DATA = Path(__file__).parent / "data"
 IMPORTED = "imported-shapes"
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    if not root.exists():
-        return {}
-    return {
-        str(p.relative_to(root)): "<dir>"
-        if p.is_dir()
-        else hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-    }
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 def sql(root: Path, query: str, fmt: str = "json"):

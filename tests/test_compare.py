@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from click.testing import CliRunner
+from helpers import cli
 
 from tcbreplay.benchmarks import load_inputs
-from tcbreplay.cli import main
 from tcbreplay.compare import diff_runs
 from tcbreplay.errors import InputError
 from tcbreplay.models import parse_model
@@ -28,10 +27,6 @@ DATA = Path(__file__).parent / "data"
 METRICS = ("tsa", "tp", "ahr")
 TOOLS = {"list_items", "add_numbers", "multiply_numbers"}
 L, M, A = "list_items", "multiply_numbers", "add_numbers"
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def diff_json(root: Path, a: str, b: str, *extra: str) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner
+from helpers import cli, snapshot
 from langchain_core.messages import (
     AIMessage,
     HumanMessage,
@@ -24,7 +24,6 @@ from langchain_core.messages import (
 )
 
 from tcbreplay.benchmarks import load_inputs
-from tcbreplay.cli import main
 from tcbreplay.errors import TraceError
 from tcbreplay.importer import import_traces
 from tcbreplay.store import Store
@@ -35,7 +34,6 @@ TOOLS_JSON = str(DATA / "tools_shop.json")
 STATIC_TRACES = DATA / "import" / "traces_shapes.jsonl"
 BUILT_IN_DATASET = Path(__file__).parent.parent / "tcbreplay/benchmarks/tool_call/dataset.json"
 BUILT_IN_TOOLS = "tcbreplay.benchmarks.tool_call.tools:TOOLS"
-
 
 # ---------------------------------------------------------------- fixtures built with LangChain
 
@@ -115,21 +113,6 @@ SHAPES_EXPECTED = {
 def write_jsonl(path: Path, lines: list) -> Path:
     path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
     return path
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    if not root.exists():
-        return {}
-    return {
-        str(p.relative_to(root)): "<dir>"
-        if p.is_dir()
-        else hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-    }
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 def do_import(store: Store, traces: Path, run_id: str = "imp", dataset=DATASET, tools=TOOLS_JSON):

@@ -13,10 +13,9 @@ from typing import Any
 
 import polars as pl
 import pytest
-from click.testing import CliRunner
+from helpers import cli
 
 from tcbreplay.benchmarks import load_inputs
-from tcbreplay.cli import main
 from tcbreplay.errors import QueryError
 from tcbreplay.models import parse_model
 from tcbreplay.named_queries import _parse_file, list_named, load_named, run_named
@@ -33,10 +32,6 @@ PARAMS = {
     "tool_confusion": "run_id=null",
     "worst_samples": "run_id=null, limit=20",
 }
-
-
-def cli(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def query_json(root: Path, name: str, *params: str) -> list[dict[str, Any]]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pytest
+from helpers import snapshot
 
 from tcbreplay.errors import QueryError
 from tcbreplay.score import score_run
@@ -95,15 +95,6 @@ def two_runs(store) -> Store:
     make_run(store, "alpha", ALPHA)
     make_run(store, "beta", BETA)
     return store
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): "<dir>"
-        if p.is_dir()
-        else hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-    }
 
 
 def rows(store: Store, sql: str) -> list[dict]:
