@@ -152,11 +152,6 @@ class Run:
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
 
-    def journal_count(self) -> int:
-        from tcbreplay.journal import read_journal
-
-        return sum(1 for _ in read_journal(self.dir / JOURNAL))
-
     def recorded_ids(self) -> dict[str, str]:
         """Map every stored sample id to its status (journal entries override Parquet)."""
         out: dict[str, str] = {}
