@@ -55,6 +55,7 @@ from tcbreplay.store import (
     MESSAGES,
     MESSAGES_SCHEMA,
     PARQUET_OPTIONS,
+    ROW_GROUP_ROWS,
     SAMPLES,
     SAMPLES_SCHEMA,
     SCHEMA_VERSION,
@@ -62,11 +63,9 @@ from tcbreplay.store import (
     write_json_atomic,
 )
 
-GENERATOR_VERSION = 4  # 2: dataset.jsonl; 3: sample_index in messages; 4: file hashes
+# 2: dataset.jsonl; 3: sample_index in messages; 4: file hashes; 5: row groups of 128Ki rows
+GENERATOR_VERSION = 5
 CHUNK_SAMPLES = 20_000
-# pq.write_table's row group size: recorded runs are written in one call, so their row
-# groups hold 1Mi rows, and DuckDB parallelises a scan by row group.
-ROW_GROUP_ROWS = 1024 * 1024
 MODEL_NAME = "gemini-2.5-flash"
 ERROR_RATE = 0.15  # probability of a mistake at each gold call (the sim's default)
 PARALLEL = 0.3  # probability that a call joins the previous AI message
@@ -613,7 +612,7 @@ def generate_chunk(run_id: str, seed: int, k: int, start: int, count: int) -> _C
 
 
 class _RowGroupWriter:
-    """A Parquet file with the store's options and ``pq.write_table``'s row groups."""
+    """A Parquet file with the store's options and row groups."""
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self._writer = pq.ParquetWriter(path, schema, **PARQUET_OPTIONS)

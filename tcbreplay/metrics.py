@@ -55,13 +55,20 @@ def values_equal(
 
 @dataclass
 class NameScores:
-    """Per-sample results of the name metrics, as arrays indexed by sample position."""
+    """Per-sample results of the name metrics, as arrays indexed by sample position, and the
+    candidate pairs of the samples whose name sequences differ."""
 
     n_agent: np.ndarray
     n_gold: np.ndarray
     same: np.ndarray  # name sequences equal
     tsa: np.ndarray  # NaN where there is no gold call
     tp: np.ndarray
+    # (sample, agent call, gold call) of every same-name pair on some longest common
+    # subsequence of a sample whose sequences differ: the only pairs a pairing with the
+    # most pairs can use
+    pair_s: np.ndarray
+    pair_i: np.ndarray
+    pair_j: np.ndarray
 
 
 def name_scores(
@@ -82,13 +89,19 @@ def name_scores(
     hits, distinct_gold = _set_overlap(n, a_s, a_code, g_s, g_code)
     with np.errstate(divide="ignore", invalid="ignore"):
         tsa = np.where(distinct_gold > 0, hits / np.maximum(distinct_gold, 1), np.nan)
-    distance = np.zeros(n, dtype=np.int64)
-    todo = np.flatnonzero(~same)
-    if len(todo):
-        distance[todo] = _levenshtein(todo, a_s, a_code, g_s, g_code, n)
+    tables = _SequenceTables(n_agent, n_gold, a_code, g_code, np.flatnonzero(~same))
     longest = np.maximum(n_agent, n_gold)
-    tp = np.where(longest == 0, 1.0, 1.0 - distance / np.maximum(longest, 1))
-    return NameScores(n_agent=n_agent, n_gold=n_gold, same=same, tsa=tsa, tp=tp)
+    tp = np.where(longest == 0, 1.0, 1.0 - tables.distance / np.maximum(longest, 1))
+    return NameScores(
+        n_agent=n_agent,
+        n_gold=n_gold,
+        same=same,
+        tsa=tsa,
+        tp=tp,
+        pair_s=tables.pair_s,
+        pair_i=tables.pair_i,
+        pair_j=tables.pair_j,
+    )
 
 
 def _set_overlap(
@@ -108,37 +121,87 @@ def _set_overlap(
     return np.bincount(common // width, minlength=n), np.bincount(gold_sets // width, minlength=n)
 
 
-def _levenshtein(
-    todo: np.ndarray, a_s: np.ndarray, a_code: np.ndarray, g_s: np.ndarray, g_code: np.ndarray,
-    n: int,
-) -> np.ndarray:  # fmt: skip
-    """Edit distances of the samples in ``todo``, each name sequence as a string of code points."""
-    from rapidfuzz.distance import Levenshtein
-    from rapidfuzz.process import cpdist
+class _SequenceTables:
+    """Edit distances and longest-common-subsequence pairs of the samples in ``todo``.
 
-    wanted = np.zeros(n, dtype=bool)
-    wanted[todo] = True
-    width = int(max(a_code.max(initial=0), g_code.max(initial=0))) + 1
-    symbols = pl.Series([_symbol(c) for c in range(width)], dtype=pl.String)
+    Samples of the same shape (|A|, |G|) are computed together, a table row at a time:
+    within a row both recurrences are running extremes (``np.maximum.accumulate`` for
+    the LCS, ``np.minimum.accumulate`` for Levenshtein), so the Python loop runs
+    min(|A|, |G|) times per shape, whatever the number of samples.
+    """
 
-    def strings(s: np.ndarray, code: np.ndarray) -> list[str]:
-        keep = wanted[s]
-        frame = (
-            pl.DataFrame({"s": s[keep], "c": symbols.gather(code[keep])})
-            .group_by("s", maintain_order=True)
-            .agg(pl.col("c").str.join(""))
-        )
-        joined = dict(zip(frame["s"].to_list(), frame["c"].to_list(), strict=True))
-        return [joined.get(int(k), "") for k in todo]
+    def __init__(
+        self, n_agent: np.ndarray, n_gold: np.ndarray, a_code: np.ndarray, g_code: np.ndarray,
+        todo: np.ndarray,
+    ) -> None:  # fmt: skip
+        self.distance = np.zeros(len(n_agent), dtype=np.int64)
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        a_start = np.cumsum(n_agent) - n_agent
+        g_start = np.cumsum(n_gold) - n_gold
+        shapes = n_agent[todo].astype(np.int64) * (int(n_gold.max(initial=0)) + 1) + n_gold[todo]
+        order = np.argsort(shapes, kind="stable")
+        bounds = np.flatnonzero(np.diff(shapes[order])) + 1
+        for group in np.split(todo[order], bounds) if len(todo) else []:
+            a, g = int(n_agent[group[0]]), int(n_gold[group[0]])
+            if a == 0 or g == 0:
+                self.distance[group] = max(a, g)
+                continue
+            step = max(1, _CELLS // ((a + 1) * (g + 1)))
+            for start in range(0, len(group), step):
+                chunk = group[start : start + step]
+                agent = a_code[a_start[chunk][:, None] + np.arange(a)]
+                gold = g_code[g_start[chunk][:, None] + np.arange(g)]
+                self.distance[chunk] = _edit_distance(agent, gold)
+                k, i, j = np.nonzero(_on_longest(agent, gold))
+                found.append((chunk[k], i, j))
+        parts = list(zip(*found, strict=True)) or [[np.zeros(0, dtype=np.int64)]] * 3
+        self.pair_s, self.pair_i, self.pair_j = (np.concatenate(p).astype(np.int64) for p in parts)
 
-    return cpdist(
-        strings(a_s, a_code), strings(g_s, g_code), scorer=Levenshtein.distance, workers=-1
-    )
+
+# Cells of DP tables computed at once (a chunk of samples of one shape).
+_CELLS = 2_000_000
 
 
-def _symbol(code: int) -> str:
-    """One code point per name code, skipping the surrogate range."""
-    return chr(code if code < 0xD800 else code + 0x800)
+def _edit_distance(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Levenshtein distance of each row of ``x`` (m × a) to the same row of ``y`` (m × g)."""
+    if x.shape[1] > y.shape[1]:
+        x, y = y, x
+    m, g = y.shape
+    cols = np.arange(g + 1)
+    row = np.broadcast_to(cols, (m, g + 1)).copy()
+    for r in range(x.shape[1]):
+        # D[r+1][c] = min over c' <= c of (best way into column c' from row r) + (c - c')
+        into = np.empty_like(row)
+        into[:, 0] = r + 1
+        into[:, 1:] = np.minimum(row[:, 1:] + 1, row[:, :-1] + (x[:, r, None] != y))
+        row = np.minimum.accumulate(into - cols, axis=1) + cols
+    return row[:, g]
+
+
+def _lcs_table(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """P[k, r, c] = length of the longest common subsequence of x[k, :r] and y[k, :c]."""
+    m, a = x.shape
+    g = y.shape[1]
+    table = np.zeros((m, a + 1, g + 1), dtype=np.int32)
+    for r in range(a):
+        prev = table[:, r]
+        # P[r+1][c] = running max over c' <= c of max(P[r][c'], P[r][c'-1] + 1 on a match)
+        into = prev.copy()
+        into[:, 1:] = np.maximum(prev[:, 1:], np.where(x[:, r, None] == y, prev[:, :-1] + 1, 0))
+        table[:, r + 1] = np.maximum.accumulate(into, axis=1)
+    return table
+
+
+def _on_longest(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Boolean (m × a × g): x[k, i] == y[k, j] and the pair lies on a longest common
+    subsequence of the two rows (prefix LCS + 1 + suffix LCS = LCS)."""
+    if x.shape[1] > y.shape[1]:
+        return _on_longest(y, x).transpose(0, 2, 1)
+    before = _lcs_table(x, y)
+    after = _lcs_table(x[:, ::-1], y[:, ::-1])[:, ::-1, ::-1]  # after[r, c]: of x[r:], y[c:]
+    total = before[:, -1, -1, None, None]
+    match = x[:, :, None] == y[:, None, :]
+    return match & (before[:, :-1, :-1] + 1 + after[:, 1:, 1:] == total)
 
 
 def align(
@@ -228,11 +291,13 @@ def _choose_bucket(
     where[local, i, j] = rows
     best = np.zeros((m, a + 1, g + 1), dtype=np.int64)
     for x in range(1, a + 1):
-        for y in range(1, g + 1):
-            keep = np.maximum(best[:, x - 1, y], best[:, x, y - 1])
-            w = weight[:, x - 1, y - 1]
-            take = np.where(w >= 0, best[:, x - 1, y - 1] + w, -1)
-            best[:, x, y] = np.maximum(keep, take)
+        # best[x][y] = max(best[x-1][y], best[x-1][y-1] + w, best[x][y-1]): the last term
+        # makes a row a running maximum, so each row is computed at once
+        prev = best[:, x - 1]
+        w = weight[:, x - 1]
+        into = prev.copy()
+        into[:, 1:] = np.maximum(prev[:, 1:], np.where(w >= 0, prev[:, :-1] + w, -1))
+        best[:, x] = np.maximum.accumulate(into, axis=1)
     # Walk back from (a, g) in every sample at once.
     k = np.arange(m)
     x = np.full(m, a)

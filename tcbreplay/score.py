@@ -25,6 +25,7 @@ from tcbreplay.errors import InputError, StoreError
 from tcbreplay.metrics import (
     DEFAULT_ABS_TOL,
     DEFAULT_REL_TOL,
+    NameScores,
     choose_pairs,
     name_scores,
     summarize,
@@ -231,7 +232,7 @@ def _spec_scores(
     )
     a_s, g_s = agent["s"].to_numpy(), gold["s"].to_numpy()
     named = name_scores(n, a_s, agent["code"].to_numpy(), g_s, gold["code"].to_numpy())
-    pairs = _candidate_pairs(agent, gold, named.same)
+    pairs = _candidate_pairs(agent, gold, named)
     pairs = _pair_stats(con, pairs, args, specs, options)
     pairs = pairs.filter(pl.Series(choose_pairs(pairs, named.n_agent, named.n_gold, named.same)))
     s = pairs["s"].to_numpy()
@@ -280,40 +281,45 @@ def _spec_scores(
     )
 
 
-def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, same: np.ndarray) -> pl.DataFrame:
+def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, named: NameScores) -> pl.DataFrame:
     """Agent and gold calls of the same sample and name that the pairing may choose.
 
     Where a sample's name sequences are equal, the only pairing with the most pairs
-    is call by call, so only those pairs are candidates; elsewhere, every same-name pair.
+    is call by call, so only those pairs are candidates; elsewhere, the same-name pairs
+    that lie on a longest common subsequence of the two name sequences
+    (``named.pair_*``), since a pairing with the most pairs is such a subsequence.
     """
-    columns = ["s", "i", "j", "name", "a_id", "g_id"]
-    a_same = pl.Series(same[agent["s"].to_numpy()])
-    g_same = pl.Series(same[gold["s"].to_numpy()])
+    a_same = pl.Series(named.same[agent["s"].to_numpy()])
+    g_same = pl.Series(named.same[gold["s"].to_numpy()])
     # the calls of equal-sequence samples line up row by row (both sorted by sample, index)
     a_diag, g_diag = agent.filter(a_same), gold.filter(g_same)
-    diagonal = pl.DataFrame(
-        {
-            "s": a_diag["s"],
-            "i": a_diag["i"],
-            "j": g_diag["j"],
-            "name": a_diag["name"],
-            "a_id": a_diag["args_id"],
-            "g_id": g_diag["args_id"],
-        }
+    # calls are sorted by (sample, index): a call's row is its sample's first row + index
+    a_row = (np.cumsum(named.n_agent) - named.n_agent)[named.pair_s] + named.pair_i
+    g_row = (np.cumsum(named.n_gold) - named.n_gold)[named.pair_s] + named.pair_j
+    return pl.concat(
+        [
+            pl.DataFrame(
+                {
+                    "s": a_diag["s"],
+                    "i": a_diag["i"],
+                    "j": g_diag["j"],
+                    "name": a_diag["name"],
+                    "a_id": a_diag["args_id"],
+                    "g_id": g_diag["args_id"],
+                }
+            ),
+            pl.DataFrame(
+                {
+                    "s": named.pair_s,
+                    "i": named.pair_i,
+                    "j": named.pair_j,
+                    "name": agent["name"].gather(a_row),
+                    "a_id": agent["args_id"].gather(a_row),
+                    "g_id": gold["args_id"].gather(g_row),
+                }
+            ),
+        ]
     )
-    rest = (
-        agent.filter(~a_same)
-        .join(gold.filter(~g_same), on=["s", "code"], suffix="_g")
-        .select(
-            "s",
-            "i",
-            "j",
-            "name",
-            pl.col("args_id").alias("a_id"),
-            pl.col("args_id_g").alias("g_id"),
-        )
-    )
-    return pl.concat([diagonal.select(columns), rest.select(columns)])
 
 
 def _pair_stats(

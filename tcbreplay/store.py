@@ -41,6 +41,9 @@ DATA_FILES = (SAMPLES, MESSAGES)
 SCORES = "scores"
 EVALUATIONS = "evaluations"
 DEFAULT_STORE = "traces"
+# Row groups of 128Ki rows: DuckDB scans a file one row group per thread, so a run's
+# million rows in one group would be read by one core.
+ROW_GROUP_ROWS = 128 * 1024
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 6}
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -322,7 +325,7 @@ def _write_parquet(table: pa.Table, path: Path, level: int | None = None) -> Non
     options = (
         dict(PARQUET_OPTIONS) if level is None else {**PARQUET_OPTIONS, "compression_level": level}
     )
-    pq.write_table(table, tmp, **options)
+    pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, **options)
     os.replace(tmp, path)
 
 

@@ -505,6 +505,36 @@ def test_align_matches_align_one_and_brute_force(table):
         assert (len(picked), *(sum(p[k] for p in picked) for k in (2, 3, 4))) == best
 
 
+@st.composite
+def name_sequences(draw):
+    """Several samples of one shape (|A|, |G|): name codes from a small alphabet."""
+    a, g = draw(st.integers(1, 6)), draw(st.integers(1, 6))
+    m = draw(st.integers(1, 4))
+    codes = st.integers(0, draw(st.integers(0, 3)))
+    return (
+        np.array(draw(st.lists(st.lists(codes, min_size=a, max_size=a), min_size=m, max_size=m))),
+        np.array(draw(st.lists(st.lists(codes, min_size=g, max_size=g), min_size=m, max_size=m))),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(name_sequences())
+def test_sequence_tables_match_brute_force(sequences):
+    """Row-at-a-time edit distance and longest-common-subsequence pairs, checked against the
+    reference Levenshtein and against every maximum same-name pairing, enumerated."""
+    agent, gold = sequences
+    distance = metrics._edit_distance(agent, gold)
+    on_longest = metrics._on_longest(agent, gold)
+    for k in range(len(agent)):
+        x, y = [str(c) for c in agent[k]], [str(c) for c in gold[k]]
+        assert distance[k] == ref.levenshtein(x, y)
+        allowed = {(i, j) for i in range(len(x)) for j in range(len(y)) if x[i] == y[j]}
+        pairings = list(ref.candidate_pairings(allowed, len(x), len(y)))
+        most = max(len(p) for p in pairings)
+        used = {pair for p in pairings if len(p) == most for pair in p}
+        assert set(zip(*np.nonzero(on_longest[k]), strict=True)) == used
+
+
 # --- property tests: random runs against the reference ----------------------------------------
 
 NAMES = ["search", "convert", "schedule", "météo", "計算", "ping", "pingpong", "teleport", 'q"x']
