@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from tcbreplay.metrics import arg_verdicts
@@ -137,50 +138,18 @@ def judge_pairs(
         pl.col("name").cast(tools).to_physical().alias("tool"),
         pl.col("key").cast(keys).to_physical(),
     ).drop("name")
+    quick, key_counts = _quick_pairs(pairs, kv, defaults)
+    # identical argument texts with every key a parameter and no NaN: all valid
+    fast = pairs.filter(quick).with_columns(
+        pl.lit(0, pl.Int64).alias("invalid"),
+        pl.Series("valid", key_counts[pairs["a_id"].to_numpy()][quick.to_numpy()]),
+        pl.lit(0, pl.Int64).alias("missing"),
+        pl.lit(0, pl.Int64).alias("undecided"),
+    )
+    slow = pairs.filter(~quick)
+    slow = slow.with_columns(pl.Series("n", key_counts[slow["g_id"].to_numpy()])).lazy()
     kv = kv.lazy()
     defaults = defaults.lazy()
-    pairs = pairs.lazy()
-    n_keys = kv.group_by("id").agg(pl.len().cast(pl.Int64).alias("n"))
-    known = defaults.select("tool", "key", pl.lit(True).alias("known"))
-    # identical argument texts are all valid, unless a key is not a parameter, or a NaN
-    same_text = pairs.filter(pl.col("a_id") == pl.col("g_id"))
-    with_nan = (
-        kv.filter(pl.col("value").str.contains("NaN", literal=True))
-        .select(pl.col("id").alias("a_id"), pl.lit(True).alias("bad"))
-        .unique()
-    )
-    undeclared = (
-        same_text.select("tool", "a_id")
-        .unique()
-        .join(kv.select("id", "key"), left_on="a_id", right_on="id")
-        .join(known, on=["tool", "key"], how="anti")
-        .select("tool", "a_id", pl.lit(True).alias("bad"))
-        .unique()
-    )
-    same_text = (
-        same_text.join(with_nan, on="a_id", how="left")
-        .join(undeclared, on=["tool", "a_id"], how="left", suffix="_key")
-        .with_columns((pl.col("bad").is_null() & pl.col("bad_key").is_null()).alias("quick"))
-        .drop("bad", "bad_key")
-    )
-    fast = (
-        same_text.filter(pl.col("quick"))
-        .join(n_keys, left_on="a_id", right_on="id", how="left")
-        .with_columns(
-            pl.lit(0, pl.Int64).alias("invalid"),
-            pl.col("n").fill_null(0).alias("valid"),
-            pl.lit(0, pl.Int64).alias("missing"),
-            pl.lit(0, pl.Int64).alias("undecided"),
-        )
-        .drop("n", "quick")
-    )
-    slow = pl.concat(
-        [
-            pairs.filter(pl.col("a_id") != pl.col("g_id")),
-            same_text.filter(~pl.col("quick")).drop("quick"),
-        ]
-    )
-
     slow = slow.with_row_index("pid")
     agent_side = kv.rename({c: f"a_{c}" for c in _VALUE_COLUMNS})
     gold_side = kv.rename({c: f"g_{c}" for c in _VALUE_COLUMNS})
@@ -219,16 +188,50 @@ def judge_pairs(
     )
     slow = (
         slow.join(counts, on="pid", how="left")
-        .join(n_keys, left_on="g_id", right_on="id", how="left")
         .with_columns(
             pl.col("invalid").fill_null(0),
             pl.col("valid").fill_null(0),
-            (pl.col("n").fill_null(0) - pl.col("matched").fill_null(0)).alias("missing"),
+            (pl.col("n") - pl.col("matched").fill_null(0)).alias("missing"),
             pl.col("undecided").fill_null(0),
         )
         .drop("pid", "n", "matched")
     )
-    return pl.concat([fast, slow], how="diagonal").drop("tool").collect()
+    return pl.concat([fast.lazy(), slow], how="diagonal").drop("tool").collect()
+
+
+def _quick_pairs(
+    pairs: pl.DataFrame, kv: pl.DataFrame, defaults: pl.DataFrame
+) -> tuple[pl.Series, np.ndarray]:
+    """The pairs whose two argument texts are identical, with no NaN and every key a
+    parameter of the tool (all their arguments are valid), and the number of keys of each
+    arguments id. Array lookups by id, no joins."""
+    ids = kv["id"].to_numpy()
+    a_id, g_id = pairs["a_id"].to_numpy(), pairs["g_id"].to_numpy()
+    size = int(max(ids.max(initial=0), a_id.max(initial=0), g_id.max(initial=0))) + 1
+    order = np.argsort(ids, kind="stable")
+    n_keys = np.bincount(ids, minlength=size)
+    first = np.cumsum(n_keys) - n_keys  # each id's first row in ``order``
+    has_nan = np.zeros(size, dtype=bool)
+    has_nan[ids[kv["value"].str.contains("NaN", literal=True).to_numpy()]] = True
+    idx = np.flatnonzero((a_id == g_id) & ~has_nan[a_id])
+    # every key of each such pair's arguments, checked against the tool's parameters
+    counts = n_keys[a_id[idx]]
+    owner = np.repeat(np.arange(len(idx)), counts)
+    rows = order[np.repeat(first[a_id[idx]] - (np.cumsum(counts) - counts), counts)
+                 + np.arange(counts.sum())]  # fmt: skip
+    tool, key = defaults["tool"].to_numpy(), defaults["key"].to_numpy()
+    known = np.zeros(
+        (int(max(tool.max(initial=0), pairs["tool"].max() or 0)) + 1,
+         int(max(key.max(initial=0), kv["key"].max() or 0)) + 1),
+        dtype=bool,
+    )  # fmt: skip
+    known[tool, key] = True
+    pair_tool = pairs["tool"].to_numpy()
+    unknown = ~known[pair_tool[idx][owner], kv["key"].to_numpy()[rows]]
+    undeclared = np.bincount(owner, weights=unknown, minlength=len(idx)) > 0
+    quick = np.zeros(pairs.height, dtype=bool)
+    quick[idx[~undeclared]] = True
+    return pl.Series(quick), n_keys.astype(np.int64)
 
 
 def decide_nested(

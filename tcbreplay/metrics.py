@@ -250,29 +250,40 @@ def choose_pairs(
     direct = same_names[s]
     chosen[direct] = True
     rest = np.flatnonzero(~direct)
-    if len(rest):
-        a_of = n_agent[s[rest]]
-        g_of = n_gold[s[rest]]
-        frame = pl.DataFrame({"row": rest, "a": a_of, "g": g_of, "s": s[rest]})
-        for (a, g), group in frame.group_by(["a", "g"], maintain_order=True):
-            rows = group["row"].to_numpy()
-            samples = np.unique(group["s"].to_numpy())
-            for start in range(0, len(samples), _BUCKET_ROWS):
-                chunk = samples[start : start + _BUCKET_ROWS]
-                part = rows if len(samples) <= _BUCKET_ROWS else rows[np.isin(s[rows], chunk)]
-                _choose_bucket(pairs, part, chunk, int(a), int(g), chosen)
+    if not len(rest):
+        return chosen
+    # the rows to align, as arrays once, grouped by shape (|A|, |G|) and sample
+    cols = {c: pairs[c].to_numpy()[rest] for c in ("s", "i", "j", "invalid", "valid", "missing")}
+    a_of, g_of = n_agent[cols["s"]], n_gold[cols["s"]]
+    order = np.lexsort((cols["s"], g_of, a_of))
+    cols = {c: v[order] for c, v in cols.items()}
+    rest, a_of, g_of = rest[order], a_of[order], g_of[order]
+    shape_starts = np.flatnonzero(np.r_[True, (np.diff(a_of) != 0) | (np.diff(g_of) != 0)])
+    for lo, hi in zip(shape_starts, np.r_[shape_starts[1:], len(rest)], strict=True):
+        samples = np.unique(cols["s"][lo:hi])
+        for start in range(0, len(samples), _BUCKET_ROWS):
+            chunk = samples[start : start + _BUCKET_ROWS]
+            # rows are sorted by sample within a shape: a chunk of samples is a slice
+            within = cols["s"][lo:hi]
+            part = slice(
+                lo + int(np.searchsorted(within, chunk[0], side="left")),
+                lo + int(np.searchsorted(within, chunk[-1], side="right")),
+            )
+            _choose_bucket(
+                {c: v[part] for c, v in cols.items()}, rest[part], chunk,
+                int(a_of[lo]), int(g_of[lo]), chosen,
+            )  # fmt: skip
     return chosen
 
 
 def _choose_bucket(
-    pairs: pl.DataFrame, rows: np.ndarray, samples: np.ndarray, a: int, g: int, chosen: np.ndarray
-) -> None:
-    s = pairs["s"].to_numpy()[rows]
-    i = pairs["i"].to_numpy()[rows]
-    j = pairs["j"].to_numpy()[rows]
-    inv = pairs["invalid"].to_numpy()[rows].astype(np.int64)
-    val = pairs["valid"].to_numpy()[rows].astype(np.int64)
-    mis = pairs["missing"].to_numpy()[rows].astype(np.int64)
+    cols: dict[str, np.ndarray], rows: np.ndarray, samples: np.ndarray, a: int, g: int,
+    chosen: np.ndarray,
+) -> None:  # fmt: skip
+    s, i, j = cols["s"], cols["i"], cols["j"]
+    inv = cols["invalid"].astype(np.int64)
+    val = cols["valid"].astype(np.int64)
+    mis = cols["missing"].astype(np.int64)
     c = int(max(inv.max(), mis.max()))
     base = min(a, g) * max(c, int(val.max()), 1) + 1
     if base > _MAX_BASE:
