@@ -9,6 +9,7 @@ evaluator, see :mod:`tcbreplay.abet`).
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,6 @@ def _write_results(
     summary: dict[str, Any], dashboard: str, result: ScoreResult,
 ) -> None:  # fmt: skip
     """Write the result files side by side (Arrow, Polars and DuckDB release the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     folder = run.scores_dir(options.scoring)
     result.scores_path = folder / "scores.parquet"
     with ThreadPoolExecutor(max_workers=3) as pool:
@@ -217,21 +216,15 @@ def _spec_scores(
     samples, agent, gold = tables.samples, tables.agent, tables.gold
     n = samples.height
     names = pl.Enum(pl.concat([agent["name"], gold["name"]]).unique().sort())
-    # one id per distinct arguments text, shared by agent and gold calls
-    texts = pl.concat([agent["args"], gold["args"]]).cast(pl.Categorical)
-    ids = texts.to_physical()
-    distinct = texts.unique()
-    args = pl.DataFrame({"id": distinct.to_physical(), "args": distinct.cast(pl.String)})
-    agent = agent.with_columns(
-        pl.col("name").cast(names).to_physical().alias("code"),
-        ids.slice(0, agent.height).alias("args_id"),
-    )
-    gold = gold.with_columns(
-        pl.col("name").cast(names).to_physical().alias("code"),
-        ids.slice(agent.height).alias("args_id"),
-    )
-    a_s, g_s = agent["s"].to_numpy(), gold["s"].to_numpy()
-    named = name_scores(n, a_s, agent["code"].to_numpy(), g_s, gold["code"].to_numpy())
+    agent = agent.with_columns(pl.col("name").cast(names).to_physical().alias("code"))
+    gold = gold.with_columns(pl.col("name").cast(names).to_physical().alias("code"))
+    with ThreadPoolExecutor(max_workers=1) as pool:  # Polars and numpy release the GIL
+        pending = pool.submit(_args_ids, agent["args"], gold["args"])
+        a_s, g_s = agent["s"].to_numpy(), gold["s"].to_numpy()
+        named = name_scores(n, a_s, agent["code"].to_numpy(), g_s, gold["code"].to_numpy())
+        ids, args = pending.result()
+    agent = agent.with_columns(ids.slice(0, agent.height).alias("args_id"))
+    gold = gold.with_columns(ids.slice(agent.height).alias("args_id"))
     pairs = _candidate_pairs(agent, gold, named)
     pairs = _pair_stats(con, pairs, args, specs, options)
     pairs = pairs.filter(pl.Series(choose_pairs(pairs, named.n_agent, named.n_gold, named.same)))
@@ -278,6 +271,16 @@ def _spec_scores(
         by_tool=_by_tool(agent, gold, chosen),
         by_category=_by_category(scores),
         pairs=chosen,
+    )
+
+
+def _args_ids(agent_args: pl.Series, gold_args: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
+    """One id per distinct arguments text, shared by agent and gold calls: the ids of
+    ``agent_args`` then ``gold_args``, and the distinct texts (``id``, ``args``)."""
+    texts = pl.concat([agent_args, gold_args]).cast(pl.Categorical)
+    distinct = texts.unique()
+    return texts.to_physical(), pl.DataFrame(
+        {"id": distinct.to_physical(), "args": distinct.cast(pl.String)}
     )
 
 
