@@ -124,20 +124,16 @@ def judge_pairs(
 ) -> pl.DataFrame:
     """Argument counts of candidate pairs.
 
-    ``pairs``: ``name``, ``a_id``, ``g_id`` (ids of the agent's and gold's arguments);
-    ``kv``: typed (``id``, ``key``) rows of every arguments object; ``defaults``: from
-    :func:`defaults_table`. Returns ``pairs`` with ``invalid``, ``valid``, ``missing``
-    and ``undecided`` (pairs whose list or object values are left to Python).
+    ``pairs``: ``tool`` (code of the tool's name), ``a_id``, ``g_id`` (ids of the agent's
+    and gold's arguments); ``kv``: typed (``id``, ``key``) rows of every arguments object;
+    ``defaults``: from :func:`defaults_table`, its names as ``tool`` codes. Returns ``pairs``
+    with ``invalid``, ``valid``, ``missing`` and ``undecided`` (pairs whose list or object
+    values are left to Python).
     """
     # joins run on small integer codes of tool names and keys
-    tools = pl.Enum(pl.concat([pairs["name"], defaults["name"]]).unique().sort())
     keys = pl.Enum(pl.concat([kv["key"], defaults["key"]]).unique().sort())
-    pairs = pairs.with_columns(pl.col("name").cast(tools).to_physical().alias("tool"))
     kv = kv.with_columns(pl.col("key").cast(keys).to_physical())
-    defaults = defaults.with_columns(
-        pl.col("name").cast(tools).to_physical().alias("tool"),
-        pl.col("key").cast(keys).to_physical(),
-    ).drop("name")
+    defaults = defaults.with_columns(pl.col("key").cast(keys).to_physical())
     quick, key_counts = _quick_pairs(pairs, kv, defaults)
     # identical argument texts with every key a parameter and no NaN: all valid
     fast = pairs.filter(quick).with_columns(
@@ -196,7 +192,7 @@ def judge_pairs(
         )
         .drop("pid", "n", "matched")
     )
-    return pl.concat([fast.lazy(), slow], how="diagonal").drop("tool").collect()
+    return pl.concat([fast.lazy(), slow], how="diagonal").collect()
 
 
 def _quick_pairs(
@@ -238,26 +234,30 @@ def decide_nested(
     judged: pl.DataFrame,
     args: pl.DataFrame,
     specs: Iterable[dict[str, Any]],
+    names: pl.Enum,
     rel_tol: float,
     abs_tol: float,
 ) -> pl.DataFrame:
-    """Recount, with Python's ``values_equal``, the pairs where lists or objects met."""
-    todo = judged.filter(pl.col("undecided") > 0).select("name", "a_id", "g_id").unique()
+    """Recount, with Python's ``values_equal``, the pairs where lists or objects met
+    (``names``: the tool names behind the ``tool`` codes)."""
+    todo = judged.filter(pl.col("undecided") > 0).select("tool", "a_id", "g_id").unique()
     if not todo.height:
         return judged
     props = {s["name"]: (s.get("parameters") or {}).get("properties") or {} for s in specs}
     text = dict(zip(args["id"].to_list(), args["args"].to_list(), strict=True))
+    tool_names = names.categories.to_list()
     fixed = []
-    for name, a_id, g_id in todo.iter_rows():
+    for tool, a_id, g_id in todo.iter_rows():
         verdicts = arg_verdicts(
-            json.loads(text[a_id]), json.loads(text[g_id]), props.get(name), rel_tol, abs_tol
-        )
+            json.loads(text[a_id]), json.loads(text[g_id]), props.get(tool_names[tool]),
+            rel_tol, abs_tol,
+        )  # fmt: skip
         invalid = sum(v != "ok" for v in verdicts.values())
-        fixed.append((name, a_id, g_id, invalid, len(verdicts) - invalid))
+        fixed.append((tool, a_id, g_id, invalid, len(verdicts) - invalid))
     fixed_frame = pl.DataFrame(
         fixed,
         schema={
-            "name": pl.String,
+            "tool": judged.schema["tool"],
             "a_id": judged.schema["a_id"],
             "g_id": judged.schema["g_id"],
             "invalid_fixed": pl.Int64,
@@ -266,7 +266,7 @@ def decide_nested(
         orient="row",
     )
     return (
-        judged.join(fixed_frame, on=["name", "a_id", "g_id"], how="left")
+        judged.join(fixed_frame, on=["tool", "a_id", "g_id"], how="left")
         .with_columns(
             pl.coalesce("invalid_fixed", "invalid").alias("invalid"),
             pl.coalesce("valid_fixed", "valid").alias("valid"),

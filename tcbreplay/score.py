@@ -32,7 +32,7 @@ from tcbreplay.metrics import (
     summarize,
 )
 from tcbreplay.sql import SCORES_SCHEMA, connect, connect_tables
-from tcbreplay.store import Run, Store, utcnow, write_json_atomic, write_table
+from tcbreplay.store import Run, Store, utcnow, write_frame, write_json_atomic, write_table
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
 SCORERS = ("spec", "abet")
@@ -158,9 +158,7 @@ def _write_results(
             )
         ]
         if scored.pairs is not None:
-            jobs.append(
-                pool.submit(write_table, scored.pairs.to_arrow(), folder / "pairs.parquet", 1)
-            )
+            jobs.append(pool.submit(write_frame, scored.pairs, folder / "pairs.parquet"))
         board = None
         if dashboard != "none":
             board = pool.submit(write_dashboard, run, scores, scored.tables, summary, dashboard)
@@ -215,7 +213,9 @@ def _spec_scores(
 ) -> Scored:
     samples, agent, gold = tables.samples, tables.agent, tables.gold
     n = samples.height
-    names = pl.Enum(pl.concat([agent["name"], gold["name"]]).unique().sort())
+    # tool names as integer codes (the tools' own names included, for their parameters)
+    declared = pl.Series([spec["name"] for spec in specs], dtype=pl.String)
+    names = pl.Enum(pl.concat([agent["name"], gold["name"], declared]).unique().sort())
     agent = agent.with_columns(pl.col("name").cast(names).to_physical().alias("code"))
     gold = gold.with_columns(pl.col("name").cast(names).to_physical().alias("code"))
     with ThreadPoolExecutor(max_workers=1) as pool:  # Polars and numpy release the GIL
@@ -226,7 +226,7 @@ def _spec_scores(
     agent = agent.with_columns(ids.slice(0, agent.height).alias("args_id"))
     gold = gold.with_columns(ids.slice(agent.height).alias("args_id"))
     pairs = _candidate_pairs(agent, gold, named)
-    pairs = _pair_stats(con, pairs, args, specs, options)
+    pairs = _pair_stats(con, pairs, args, specs, names, options)
     pairs = pairs.filter(pl.Series(choose_pairs(pairs, named.n_agent, named.n_gold, named.same)))
     s = pairs["s"].to_numpy()
 
@@ -259,7 +259,7 @@ def _spec_scores(
         samples["sample_id"].gather(pairs["s"]).alias("sample_id"),
         pl.col("i").alias("agent_index"),
         pl.col("j").alias("gold_index"),
-        pl.col("name").alias("tool"),
+        names.categories.gather(pairs["tool"]).alias("tool"),
         pl.col("invalid").alias("args_invalid"),
         pl.col("valid").alias("args_valid"),
         pl.col("missing").alias("args_missing"),
@@ -268,7 +268,7 @@ def _spec_scores(
         scores=scores,
         metrics=summarize(scores),
         tables=tables,
-        by_tool=_by_tool(agent, gold, chosen),
+        by_tool=_by_tool(agent, gold, pairs, names),
         by_category=_by_category(scores),
         pairs=chosen,
     )
@@ -306,7 +306,7 @@ def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, named: NameScores)
                     "s": a_diag["s"],
                     "i": a_diag["i"],
                     "j": g_diag["j"],
-                    "name": a_diag["name"],
+                    "tool": a_diag["code"],
                     "a_id": a_diag["args_id"],
                     "g_id": g_diag["args_id"],
                 }
@@ -316,7 +316,7 @@ def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, named: NameScores)
                     "s": named.pair_s,
                     "i": named.pair_i,
                     "j": named.pair_j,
-                    "name": agent["name"].gather(a_row),
+                    "tool": agent["code"].gather(a_row),
                     "a_id": agent["args_id"].gather(a_row),
                     "g_id": gold["args_id"].gather(g_row),
                 }
@@ -327,38 +327,44 @@ def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, named: NameScores)
 
 def _pair_stats(
     con: Any, pairs: pl.DataFrame, args: pl.DataFrame, specs: list[dict[str, Any]],
-    options: ScoreOptions,
+    names: pl.Enum, options: ScoreOptions,
 ) -> pl.DataFrame:  # fmt: skip
     """Per candidate pair: the agent's invalid and valid arguments, gold keys left out."""
     kv = typed_values(translate.arg_values(con, args))
-    judged = judge_pairs(pairs, kv, defaults_table(specs), options.rel_tol, options.abs_tol)
+    defaults = defaults_table(specs).with_columns(
+        pl.col("name").cast(names).to_physical().alias("tool")
+    )
+    judged = judge_pairs(pairs, kv, defaults.drop("name"), options.rel_tol, options.abs_tol)
     if (judged["undecided"] > 0).any():
-        judged = decide_nested(judged, args, specs, options.rel_tol, options.abs_tol)
+        judged = decide_nested(judged, args, specs, names, options.rel_tol, options.abs_tol)
     return judged.drop("undecided")
 
 
-def _by_tool(agent: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per tool name: gold and agent calls, chosen pairs and their argument counts."""
-    gold_n = gold.group_by("name").agg(pl.len().alias("gold_calls"))
-    agent_n = agent.group_by("name").agg(pl.len().alias("agent_calls"))
-    paired = pairs.group_by(pl.col("tool").alias("name")).agg(
+def _by_tool(
+    agent: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame, names: pl.Enum
+) -> list[dict[str, Any]]:
+    """Per tool name: gold and agent calls, chosen pairs and their argument counts (calls
+    and ``pairs`` with ``code``/``tool``: codes of ``names``)."""
+    gold_n = gold.group_by("code").agg(pl.len().alias("gold_calls"))
+    agent_n = agent.group_by("code").agg(pl.len().alias("agent_calls"))
+    paired = pairs.group_by(pl.col("tool").alias("code")).agg(
         pl.len().alias("paired"),
-        pl.col("args_invalid").sum(),
-        (pl.col("args_invalid") + pl.col("args_valid")).sum().alias("args_total"),
-        pl.col("args_missing").sum(),
+        pl.col("invalid").sum().alias("args_invalid"),
+        (pl.col("invalid") + pl.col("valid")).sum().alias("args_total"),
+        pl.col("missing").sum().alias("args_missing"),
     )
     table = (
-        gold_n.join(agent_n, on="name", how="full", coalesce=True)
-        .join(paired, on="name", how="left")
+        gold_n.join(agent_n, on="code", how="full", coalesce=True)
+        .join(paired, on="code", how="left")
         .fill_null(0)
         .with_columns(
             (pl.col("args_invalid") / pl.col("args_total")).alias("ahr"),
             (pl.col("paired") / pl.col("gold_calls")).alias("recall"),
         )
         .with_columns(pl.col("ahr", "recall").fill_nan(None))
-        .sort("name")
     )
-    return _records(table.rename({"name": "tool"}))
+    table = table.select(names.categories.gather(table["code"]).alias("tool"), pl.exclude("code"))
+    return _records(table.sort("tool"))
 
 
 def _by_category(scores: pl.DataFrame) -> list[dict[str, Any]]:

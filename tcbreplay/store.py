@@ -335,6 +335,15 @@ def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
     _write_parquet(table, path, level)
 
 
+def write_frame(frame: Any, path: Path, level: int = 1) -> None:
+    """Write a Polars frame as Parquet atomically with zstd at ``level``, by Polars'
+    writer (which encodes columns in parallel)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    frame.write_parquet(tmp, compression="zstd", compression_level=level)
+    os.replace(tmp, path)
+
+
 def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
     """Write the run's samples and messages as JSONL files beside a copy of the manifest."""
     import jsonlines
