@@ -1,36 +1,38 @@
 """The original benchmark's dashboard file, written from a scored run.
 
-Each listed sample is assembled as JSON by DuckDB from the calls scoring already
-parsed (arguments stay the exact JSON the agent sent), so a run of a million samples
-writes its file without building a Python object per call.
+The listed samples are written as a JSON array by DuckDB, from the calls scoring
+already parsed (arguments stay the exact JSON the agent sent), so a run of a million
+samples writes its file without building a Python object per call.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import polars as pl
 
 from tcbreplay.store import EVALUATIONS, Run
 from tcbreplay.translate import CallTables
 
-_SAMPLE_JSON = """
-select to_json(struct_pack(
-    input := input,
-    output := struct_pack(
+_SAMPLES = """
+select
+    input,
+    struct_pack(
         tool_call_names := coalesce(agent_names, []::varchar[]),
         tool_call_args := coalesce(list_transform(agent_args, lambda a: a::json), []::json[])
-    ),
-    target := struct_pack(
+    ) as output,
+    struct_pack(
         tool_call_names := coalesce(gold_names, []::varchar[]),
         tool_call_args := coalesce(list_transform(gold_args, lambda a: a::json), []::json[])
-    )
-))::varchar as doc
+    ) as target
 from listed
+order by s
 """
 
 
@@ -50,21 +52,15 @@ def write_dashboard(
             | (pl.col("args_missing").fill_null(0) > 0)
         )
     listed = listed.select("s")
+    keep = np.zeros(scores.height, dtype=bool)
+    keep[listed["s"].to_numpy()] = True
     inputs = pl.read_parquet(run.samples_path, columns=["sample_index", "input"]).sort(
         "sample_index"
     )
-    frame = (
-        listed.join(_lists(tables.agent, "agent"), on="s", how="left")
-        .join(_lists(tables.gold, "gold"), on="s", how="left")
-        .sort("s")
+    frame = listed.join(_lists(tables.agent, "agent", keep), on="s", how="left").join(
+        _lists(tables.gold, "gold", keep), on="s", how="left"
     )
     frame = frame.with_columns(inputs["input"].gather(frame["s"]).alias("input"))
-    con = duckdb.connect()
-    try:
-        con.register("listed", frame.to_arrow())
-        docs = con.sql(_SAMPLE_JSON).pl()["doc"]
-    finally:
-        con.close()
     head = {
         "benchmark_name": title,
         "run_id": run.run_id,
@@ -72,17 +68,30 @@ def write_dashboard(
     }
     path = run.dir / EVALUATIONS / f"{title}_{run.run_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    samples = path.with_name(path.name + ".samples.tmp")
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": [\n')
-        f.write(",\n".join(docs.to_list()))
-        f.write("\n]}\n")
+    con = duckdb.connect()
+    try:
+        con.register("listed", frame.to_arrow())
+        target = "'" + str(samples).replace("'", "''") + "'"
+        con.execute(f"copy ({_SAMPLES}) to {target} (format json, array true)")
+    finally:
+        con.close()
+    try:
+        with tmp.open("wb") as out, samples.open("rb") as array:
+            out.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": ').encode())
+            shutil.copyfileobj(array, out, 1 << 22)
+            out.write(b"}\n")
+    finally:
+        samples.unlink(missing_ok=True)
     os.replace(tmp, path)
     return path
 
 
-def _lists(calls: pl.DataFrame, side: str) -> pl.DataFrame:
-    """Per sample position: the call names and argument texts, in order."""
-    return calls.group_by("s", maintain_order=True).agg(
-        pl.col("name").alias(f"{side}_names"), pl.col("args").alias(f"{side}_args")
+def _lists(calls: pl.DataFrame, side: str, keep: np.ndarray) -> pl.DataFrame:
+    """Per listed sample position (``keep``): the call names and argument texts, in order."""
+    return (
+        calls.filter(pl.Series(keep[calls["s"].to_numpy()]))
+        .group_by("s", maintain_order=True)
+        .agg(pl.col("name").alias(f"{side}_names"), pl.col("args").alias(f"{side}_args"))
     )
