@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,9 +95,15 @@ class RecordOptions:
         }
 
     def process_count(self) -> int:
-        """Processes that run the agents: as given, or one per 32 workers up to the cores."""
+        """Processes that run the agents: as given, or one per 32 workers up to the cores.
+
+        The default is one process except on Linux: children are forked, and on macOS a
+        forked child can crash in system frameworks its parent has touched.
+        """
         if self.processes is not None:
             return self.processes
+        if not sys.platform.startswith("linux"):
+            return 1
         return max(1, min(_cores(), self.workers // WORKERS_PER_PROCESS))
 
     def rate_limiter(self, processes: int = 1) -> RateLimiter:
@@ -121,10 +128,7 @@ STAGGER = 0.005
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0))
 
 
 @dataclass

@@ -145,11 +145,14 @@ def test_run_loop_uses_uvloop_when_installed():
 # -- options ---------------------------------------------------------------------------------
 
 
-def test_process_count_and_worker_split():
+def test_process_count_and_worker_split(monkeypatch):
     cores = len(os.sched_getaffinity(0))
     assert RecordOptions(workers=4).process_count() == 1
     assert RecordOptions(workers=64).process_count() == min(cores, 2)
     assert RecordOptions(workers=2, processes=2).process_count() == 2
+    monkeypatch.setattr(sys, "platform", "darwin")  # forked children only by default on Linux
+    assert RecordOptions(workers=64).process_count() == 1
+    assert RecordOptions(workers=64, processes=2).process_count() == 2
     assert split_workers(64, 2) == [32, 32]
     assert split_workers(7, 3) == [3, 2, 2]
     assert sum(split_workers(5, 5)) == 5

@@ -33,8 +33,8 @@ from tcbreplay.errors import InputError
 @click.option(
     "--processes",
     type=int,
-    help="Processes the workers are spread over (default: one per 32 workers, "
-    "at most one per core).",
+    help="Processes the workers are spread over (default on Linux: one per 32 workers, "
+    "at most one per core; elsewhere 1).",
 )
 @click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
