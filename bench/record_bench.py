@@ -75,10 +75,13 @@ def throughput(tmp: Path, n: int, workers: int = 64, latency: float = 0.2) -> di
 
     inputs = _inputs(_dataset(tmp / "tp.json", n, calls=2))
     spec = parse_model(f"sim:latency={latency},error_rate=0,parallel=0")
+    busy0, own0 = _busy_cpu_s(), _own_cpu_s()
     t0 = time.perf_counter()
     summary = record_run(inputs, spec, Store(tmp / "tp"), run_id="tp",
                          options=RecordOptions(workers=workers))  # fmt: skip
     wall = time.perf_counter() - t0
+    own = _own_cpu_s() - own0
+    busy = None if busy0 is None else _busy_cpu_s() - busy0  # type: ignore[operator]
     messages = pq.read_table(Path(summary.run_dir) / "messages.parquet", columns=["type"])
     turns = sum(1 for t in messages["type"].to_pylist() if t == "ai")
     ideal = turns * latency / workers
@@ -91,7 +94,29 @@ def throughput(tmp: Path, n: int, workers: int = 64, latency: float = 0.2) -> di
         "ideal_s": ideal,
         "samples_per_s": n / wall,
         "fraction": ideal / wall,
+        "own_cpu_s": own,
+        # CPU the rest of the machine used meanwhile (the machine is shared)
+        "others_cpu_s": None if busy is None else max(0.0, busy - own),
     }
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the recording's processes)."""
+    import resource
+
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _busy_cpu_s() -> float | None:
+    """CPU seconds the whole machine has spent busy since boot (``/proc/stat``), if known."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def overhead(tmp: Path, n: int) -> dict[str, Any]:
@@ -235,20 +260,22 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def render(results: dict[str, Any], quick: bool) -> str:
+def render(results: dict[str, Any], quick: bool, load_start: float) -> str:
     tp, oh, mem, kill = (results[k] for k in ("throughput", "overhead", "memory", "kill"))
     # every kill must hit a running recording, or the measurement tested fewer moments
     kill_ok = (
         kill["lost"] == kill["duplicated"] == 0 and kill["kills_while_running"] == kill["kills"]
     )
     load = os.getloadavg()[0]
+    others = "" if tp["others_cpu_s"] is None else f", other processes {tp['others_cpu_s']:.1f}"
     lines = [
         SECTION,
         "",
         "`make bench-record` (`python -m bench.record_bench`"
         + (" --quick" if quick else "")
         + f"), {dt.date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, load average {load:.1f} at the end.",
+        f"Python {platform.python_version()}, load average {load_start:.1f} at the start, "
+        f"{load:.1f} at the end.",
         "",
         "| measurement | target | measured | verdict |",
         "|---|---|---|---|",
@@ -256,7 +283,8 @@ def render(results: dict[str, Any], quick: bool) -> str:
         f"the default here), {tp['samples']} samples ({tp['model_turns']} model turns) "
         f"| ≥ 0.85 of ideal | {tp['fraction']:.3f} of ideal "
         f"({tp['samples_per_s']:.1f} samples/s; ideal {tp['ideal_s']:.1f} s, took "
-        f"{tp['wall_s']:.1f} s) | {_verdict(tp['fraction'] >= 0.85)} |",
+        f"{tp['wall_s']:.1f} s; {tp['own_cpu_s']:.1f} CPU s{others}) "
+        f"| {_verdict(tp['fraction'] >= 0.85)} |",
         f"| record-path cost per 3-turn sample, zero latency, {oh['samples']} samples | ≤ 10 ms "
         f"| {oh['ms_per_sample_w1']:.1f} ms (1 worker), {oh['ms_per_sample_w8']:.1f} ms "
         f"(8 workers) | {_verdict(min(oh['ms_per_sample_w1'], oh['ms_per_sample_w8']) <= 10)} |",
@@ -295,6 +323,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller runs, for a smoke test")
     args = parser.parse_args()
     quick = args.quick
+    load_start = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="tcb-record-bench-"))
     try:
         results = {}
@@ -308,7 +337,7 @@ def main() -> None:
         results["kill"] = kill_resume(tmp, 300 if quick else 2000, 3 if quick else 20)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    text = render(results, quick)
+    text = render(results, quick, load_start)
     print(text)
     print(json.dumps(results, indent=2))
     if not quick:
