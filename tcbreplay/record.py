@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from tcbreplay.agent import (
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.dataset import Sample
 from tcbreplay.errors import InputError
+from tcbreplay.loop import lean_gc, run_loop
 from tcbreplay.models import (
     SAMPLE_ID_KEY,
     ModelSpec,
@@ -54,10 +57,19 @@ class RecordOptions:
     recursion_limit: int = 50
     max_rpm: float | None = None
     max_tpm: float | None = None
+    processes: int | None = None  # None: one per WORKERS_PER_PROCESS workers, at most one per core
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise InputError("--workers must be at least 1")
+        if self.processes is not None:
+            if self.processes < 1:
+                raise InputError("--processes must be at least 1")
+            if self.processes > self.workers:
+                raise InputError(
+                    f"--processes {self.processes} is more than --workers {self.workers}: "
+                    "each process runs at least one worker"
+                )
         if self.retries < 0:
             raise InputError("--retries must not be negative")
         if self.timeout is not None and self.timeout <= 0:
@@ -79,7 +91,44 @@ class RecordOptions:
             "recursion_limit": self.recursion_limit,
             "max_rpm": self.max_rpm,
             "max_tpm": self.max_tpm,
+            "processes": self.process_count(),
         }
+
+    def process_count(self) -> int:
+        """Processes that run the agents: as given, or one per 32 workers up to the cores.
+
+        The default is one process except on Linux: children are forked, and on macOS a
+        forked child can crash in system frameworks its parent has touched.
+        """
+        if self.processes is not None:
+            return self.processes
+        if not sys.platform.startswith("linux"):
+            return 1
+        return max(1, min(_cores(), self.workers // WORKERS_PER_PROCESS))
+
+    def rate_limiter(self, processes: int = 1) -> RateLimiter:
+        """One process's limiter: an equal share of the run-wide ``--max-rpm``/``--max-tpm``.
+
+        Each of N processes keeps to 1/N of each limit in its own sliding window, so the
+        run as a whole never exceeds it (a process with little left to do does not hand
+        its share to the others).
+        """
+        rpm, tpm = (None if v is None else v / processes for v in (self.max_rpm, self.max_tpm))
+        return RateLimiter(rpm, tpm)
+
+
+# With ``--processes`` left out: a process for every this many workers (at most one per core).
+# One event loop keeps up with about this many workers waiting on fast model turns.
+WORKERS_PER_PROCESS = 32
+
+
+# Seconds between the starts of a process's workers, so that their model calls do not all
+# start (and come back) at once: one event loop serves such a burst one worker after another.
+STAGGER = 0.005
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0))
 
 
 @dataclass
@@ -100,6 +149,7 @@ class RecordSummary:
     simulated: bool = False
     error_types: dict[str, int] = field(default_factory=dict)
     attempted: int = 0
+    processes: int = 1
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -191,24 +241,36 @@ def record_run(
         }
         writer = store.create_run(manifest, inputs.dataset.entries())
         samples = inputs.dataset.samples
+    processes = min(options.process_count(), max(1, len(samples)))
+    on_retry = getattr(progress, "retry", None)
+
+    def agent_for(on_retry: Callable[[BaseException], None] | None) -> Any:
+        """The agent of one process, with that process's share of the rate limits."""
+        policy = CallPolicy(
+            retries=options.retries,
+            backoff=options.backoff,
+            call_timeout=options.call_timeout,
+            limiter=options.rate_limiter(processes),
+            on_retry=on_retry,
+        )
+        return build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
+
+    def run() -> None:
+        if processes == 1:
+            agent = agent_for(on_retry)
+            run_loop(_in_process(agent, chat_model, samples, writer, options, progress))
+        else:
+            from tcbreplay.processes import record_in_processes
+
+            record_in_processes(
+                processes, agent_for, chat_model, samples, writer, options, progress
+            )
+
     if hasattr(progress, "start"):
         progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
-    policy = CallPolicy(
-        retries=options.retries,
-        backoff=options.backoff,
-        call_timeout=options.call_timeout,
-        limiter=RateLimiter(options.max_rpm, options.max_tpm),
-        on_retry=getattr(progress, "retry", None),
-    )
-    agent = build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
-
-    async def run() -> None:
-        try:
-            await _run_all(agent, samples, writer, options, progress)
-        finally:
-            await aclose_model(chat_model)
-
-    return _record(run, samples, writer, progress, spec.simulated, len(inputs.dataset))
+    summary = _record(run, samples, writer, spec.simulated, len(inputs.dataset))
+    summary.processes = processes
+    return summary
 
 
 def _check_resumable(writer: RunWriter, expected: str, run: Run) -> dict[str, str]:
@@ -232,18 +294,17 @@ class RecordInterrupted(Exception):
 
 
 def _record(
-    run: Callable[[], Any],
+    run: Callable[[], None],
     samples: list[Sample],
     writer: RunWriter,
-    progress: ProgressFn | None,
     simulated: bool,
     total: int,
 ) -> RecordSummary:
     started = time.perf_counter()
     try:
         if samples:
-            with inline_tracing_hooks():
-                asyncio.run(run())
+            with inline_tracing_hooks(), lean_gc():
+                run()
     except KeyboardInterrupt:
         summary = _finish(writer, "interrupted", time.perf_counter() - started, total)
         summary.simulated = simulated
@@ -303,8 +364,9 @@ def _finish(writer: RunWriter, status: str, duration: float, total: int) -> Reco
     )
 
 
-async def _run_all(
+async def _in_process(
     agent: Any,
+    chat_model: Any,
     samples: list[Sample],
     writer: RunWriter,
     options: RecordOptions,
@@ -314,7 +376,8 @@ async def _run_all(
     for sample in samples:
         queue.put_nowait(sample)
 
-    async def worker() -> None:
+    async def worker(k: int) -> None:
+        await asyncio.sleep(k * STAGGER)
         while True:
             try:
                 sample = queue.get_nowait()
@@ -325,7 +388,10 @@ async def _run_all(
             if progress is not None:
                 progress(record)
 
-    await asyncio.gather(*(worker() for _ in range(min(options.workers, len(samples)))))
+    try:
+        await asyncio.gather(*(worker(k) for k in range(min(options.workers, len(samples)))))
+    finally:
+        await aclose_model(chat_model)
 
 
 async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:

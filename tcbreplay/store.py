@@ -266,8 +266,19 @@ class RunWriter:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one finished sample; it survives a crash of this process from now on."""
-        self._journal.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self.append_line(journal_line(record))
+
+    def append_line(self, line: str) -> None:
+        """Append one finished sample already encoded by :func:`journal_line`."""
+        self._journal.write(line + "\n")
         self._journal.flush()
+
+    def forget(self) -> None:
+        """In a forked child: close this writer's files unflushed; the parent keeps the lock."""
+        os.close(self._journal.fileno())
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_fd = None
 
     def fold(self) -> None:
         """Fold the journal into the Parquet files and record their sha256 in the manifest."""
@@ -289,6 +300,11 @@ class RunWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def journal_line(record: dict[str, Any]) -> str:
+    """A finished sample as one line of the journal (without the newline)."""
+    return json.dumps(record, ensure_ascii=False, default=str)
 
 
 def _acquire_lock(path: Path) -> int:

@@ -485,3 +485,25 @@ def test_response_without_candidates_is_not_an_ok_sample(dataset, server, store,
     summary = _record(dataset, server, store, retries=0)
 
     assert _samples(summary.run_dir)["mul"]["status"] == "error"
+
+
+def test_two_processes_record_what_one_records_against_gemini_server(dataset, server, store, key):
+    """The provider's client is built before the fork and used by each child process."""
+
+    def calls_and_texts(run_dir) -> dict[str, list]:
+        out = {}
+        for sid, rows in _messages(run_dir).items():
+            data = [json.loads(r["message"])["data"] for r in rows]
+            out[sid] = [
+                (r["type"], d["content"], [(c["name"], c["args"]) for c in d.get("tool_calls", [])])
+                for r, d in zip(rows, data, strict=True)
+            ]
+        return out
+
+    one = _record(dataset, server, store, run_id="one", processes=1)
+    requests = len(server.requests)
+    two = _record(dataset, server, store, run_id="two", processes=2)
+    assert (two.processes, two.status, two.ok) == (2, "complete", 5)
+    assert len(server.requests) == 2 * requests
+    assert calls_and_texts(two.run_dir) == calls_and_texts(one.run_dir)
+    _assert_no_key(two.run_dir)

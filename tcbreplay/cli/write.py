@@ -30,6 +30,12 @@ from tcbreplay.errors import InputError
     help="Non-secret model setting (temperature=0, base_url=...); repeatable.",
 )
 @click.option("--workers", default=4, show_default=True, help="Samples run at once.")
+@click.option(
+    "--processes",
+    type=int,
+    help="Processes the workers are spread over (default on Linux: one per 32 workers, "
+    "at most one per core; elsewhere 1).",
+)
 @click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
 @click.option(
@@ -86,6 +92,7 @@ def record(
     model,
     model_options,
     workers,
+    processes,
     retries,
     timeout,
     call_timeout,
@@ -126,6 +133,7 @@ def record(
         spec = parse_model(model or DEFAULT_MODEL, options_dict(model_options, "--model-option"))
     options = RecordOptions(
         workers=workers,
+        processes=processes,
         retries=retries,
         timeout=timeout,
         call_timeout=call_timeout,
