@@ -48,6 +48,17 @@ def sql_sha256() -> str:
     return digest.hexdigest()
 
 
+def current_sha256(run: Run, name: str) -> str:
+    """sha256 of one of the run's files: the one the manifest recorded when the file was
+    written, while its size and modification time are unchanged; else hashed now."""
+    path = run.dir / name
+    known = (run.manifest.get("files") or {}).get(name) or {}
+    stat = path.stat()
+    if known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
+        return known["sha256"]
+    return sha256_file(path)
+
+
 class PendingAudit:
     """File hashes for the audit record, computed in a thread while scoring runs.
 
@@ -64,15 +75,8 @@ class PendingAudit:
         self._thread.start()
 
     def _hash(self) -> None:
-        recorded = self.run.manifest.get("files") or {}
         for name in AUDITED_FILES:
-            path = self.run.dir / name
-            known = recorded.get(name) or {}
-            stat = path.stat()
-            if known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
-                self.hashes[name] = known["sha256"]
-            else:
-                self.hashes[name] = sha256_file(path)
+            self.hashes[name] = current_sha256(self.run, name)
 
     def finish(self, scores: pl.DataFrame | None = None) -> dict[str, Any]:
         self._thread.join()

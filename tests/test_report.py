@@ -10,6 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from report_helpers import import_hand_run, payload
 
@@ -227,6 +228,16 @@ def test_stale_stored_scores_are_not_used(tmp_path):
     doc = json.loads(summary.read_text())
     doc["audit"]["inputs_sha256"]["messages.parquet"] = "0" * 64  # traces changed since
     summary.write_text(json.dumps(doc))
+    assert collect(store, [run_id]).runs[0].scored_in_memory
+
+
+def test_rewritten_traces_are_hashed_again(tmp_path):
+    """The manifest's recorded sha256 stands only while size and mtime are unchanged."""
+    store = Store(tmp_path / "traces")
+    run_id = import_hand_run(store, "a", "traces_a.jsonl")
+    score_run(store, run_id)
+    messages = store.open_run(run_id).messages_path
+    pq.write_table(pq.read_table(messages), messages, compression="gzip")  # new bytes
     assert collect(store, [run_id]).runs[0].scored_in_memory
 
 

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from tcbreplay import translate
-from tcbreplay.audit import sha256_file, sql_sha256
+from tcbreplay.audit import current_sha256, sql_sha256
 from tcbreplay.compare import diff_runs
 from tcbreplay.errors import InputError, TcbReplayError
 from tcbreplay.metrics import explain_sample
@@ -194,7 +194,7 @@ def _scores(
             and "by_tool" in summary
             and audit.get("sql_sha256") == sql_sha256()
             and all(
-                hashes.get(path.name) == sha256_file(path)
+                hashes.get(path.name) == current_sha256(run, path.name)
                 for path in (run.samples_path, run.messages_path)
             )
         )
