@@ -8,6 +8,7 @@ order), ``i`` (agent call) and ``j`` (gold call).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import duckdb
@@ -96,8 +97,29 @@ def arg_values(con: duckdb.DuckDBPyConnection, args: pl.DataFrame) -> pl.DataFra
     con.register("distinct_args", args.to_arrow())
     try:
         return con.sql(query_text("arg_values")).pl()
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"cannot split tool-call arguments into keys: {_repeated_key(args) or first_line(exc)}"
+        ) from exc
     finally:
         con.unregister("distinct_args")
+
+
+def _repeated_key(args: pl.DataFrame) -> str | None:
+    """Which arguments object repeats a key, if one does (JSON objects must not)."""
+
+    def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        keys = [k for k, _ in pairs]
+        if len(keys) != len(set(keys)):
+            raise ValueError
+        return dict(pairs)
+
+    for text in args["args"]:
+        try:
+            json.loads(text, object_pairs_hook=unique_keys)
+        except ValueError:
+            return f"an arguments object repeats a key: {text[:200]}"
+    return None
 
 
 def agent_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

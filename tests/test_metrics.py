@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from tcbreplay import metrics
+from tcbreplay.errors import StoreError
 from tcbreplay.metrics import (
     _MAX_BASE,
     DEFAULT_ABS_TOL,
@@ -762,6 +764,22 @@ def test_non_finite_top_level_values(gold, agent):
     rows = score([case, nested]).rows(named=True)
     assert rows[1]["args_invalid"] == expected  # nested: decided by values_equal
     assert rows[0]["args_invalid"] == expected  # top level: decided by the SQL macro
+
+
+def test_repeated_argument_key_is_a_clear_error():
+    """An arguments object repeating a key (no writer of tcbreplay stores one) is refused with
+    the object named, not a database error."""
+    samples, messages = build_tables(
+        [{"gold": [("search", {"q": "x"})], "turns": [[("search", {"q": "x"})]]}]
+    )
+    edited = [
+        m.replace('{"q": "x"}', '{"q": "x", "q": "y"}') for m in messages["message"].to_pylist()
+    ]
+    messages = messages.set_column(
+        messages.schema.get_field_index("message"), "message", pa.array(edited)
+    )
+    with pytest.raises(StoreError, match=r'repeats a key: \{"q":"x","q":"y"\}'):
+        score_tables(samples, messages, TOOLS)
 
 
 # --- the name metrics at scale ----------------------------------------------------------------
