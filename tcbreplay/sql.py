@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from tcbreplay.errors import InputError, QueryError
+from tcbreplay.errors import InputError, QueryError, StoreError
 from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA, SCORES, Run, Store
 
 _PACKAGE_QUERIES = Path(__file__).parent / "queries"  # inside a built wheel
@@ -175,6 +175,8 @@ def _bind_files(
     """Bind a view to Parquet files; ``run_id`` is the name of each file's run directory, so a
     run directory copied or renamed is seen under its new name."""
     if files:
+        for path in files:
+            _check_columns(path, schema)
         listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
         pattern = _sql_string(_RUN_DIR_PATTERN[view])
         con.execute(
@@ -185,6 +187,22 @@ def _bind_files(
     else:
         columns = ", ".join(f"null::{_duck_type(f.type)} as {f.name}" for f in schema)
         con.execute(f"create or replace view {view} as select {columns} where false")
+
+
+def _check_columns(path: Path, schema: pa.Schema) -> None:
+    """Refuse a run file without the store's columns (read from its footer only)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
+    missing = [name for name in schema.names if name not in names]
+    if missing:
+        raise StoreError(
+            f"{path}: no column {', '.join(missing)}; the file is not in this tcbreplay's "
+            "store format (written by another tool or an older version?)"
+        )
 
 
 def _duck_type(arrow_type: pa.DataType) -> str:

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
@@ -94,6 +95,25 @@ def sim_copy(sim_run, tmp_path) -> tuple[Path, str]:
     for name in ("scores", "evaluations"):
         shutil.rmtree(root / run_id / name, ignore_errors=True)
     return root, run_id
+
+
+@pytest.mark.parametrize("damage", ["drop sample_index", "not parquet"])
+def test_a_run_file_not_in_the_store_format_is_one_line(sim_copy, damage):
+    root, run_id = sim_copy
+    path = root / run_id / "messages.parquet"
+    if damage == "drop sample_index":
+        pq.write_table(pq.read_table(path).drop_columns(["sample_index"]), path)
+        expected = f"{path}: no column sample_index"
+    else:
+        path.write_text("not parquet")
+        expected = f"{path}: not a readable Parquet file"
+    before = snapshot(root)
+    result = cli("score", run_id, "--store", str(root))
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"Error: {expected}")
+    assert len(lines) <= 2 and "Traceback" not in result.output
+    assert snapshot(root) == before
 
 
 # ---------------------------------------------------------------- offline and repeatable
