@@ -537,6 +537,30 @@ def test_sequence_tables_match_brute_force(sequences):
         assert set(zip(*np.nonzero(on_longest[k]), strict=True)) == used
 
 
+def test_sequence_tables_in_chunks_equal_one_pass(monkeypatch):
+    """Shape groups larger than ``_CELLS`` are computed in chunks of samples, same results."""
+    rng = np.random.default_rng(3)
+    n = 400
+    n_agent, n_gold = rng.integers(0, 5, n), rng.integers(0, 5, n)
+    a_s, g_s = np.repeat(np.arange(n), n_agent), np.repeat(np.arange(n), n_gold)
+    a_code, g_code = rng.integers(0, 3, len(a_s)), rng.integers(0, 3, len(g_s))
+    whole = metrics.name_scores(n, a_s, a_code, g_s, g_code)
+    monkeypatch.setattr(metrics, "_CELLS", 40)  # a few samples per chunk
+    chunked = metrics.name_scores(n, a_s, a_code, g_s, g_code)
+    assert np.array_equal(whole.tp, chunked.tp)
+    assert not whole.same.all() and np.count_nonzero(whole.tp < 1) > 100
+
+    def pairs(named):
+        columns = (named.pair_s.tolist(), named.pair_i.tolist(), named.pair_j.tolist())
+        return sorted(zip(*columns, strict=True))
+
+    assert pairs(whole) == pairs(chunked) and len(pairs(whole)) > 100
+    for k in np.flatnonzero(~whole.same)[:50]:
+        x = [str(c) for c in a_code[a_s == k]]
+        y = [str(c) for c in g_code[g_s == k]]
+        assert whole.tp[k] == pytest.approx(ref.tp(x, y))
+
+
 # --- property tests: random runs against the reference ----------------------------------------
 
 NAMES = ["search", "convert", "schedule", "météo", "計算", "ping", "pingpong", "teleport", 'q"x']
