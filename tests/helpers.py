@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -26,3 +30,33 @@ def snapshot(root: Path) -> dict[str, str]:
         else hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
     }
+
+
+def cli_process(*args: str, **kwargs) -> subprocess.Popen:
+    """``python -m tcbreplay ARGS`` in a subprocess (unbuffered, without an API key), for
+    tests that kill it or interrupt it."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("GOOGLE_API_KEY", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tcbreplay", *args],
+        cwd=Path(__file__).parent.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def journal_lines(run_dir: Path) -> int:
+    """Samples a recording has finished so far (lines of its journal)."""
+    path = run_dir / "journal.jsonl"
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def wait_for(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)

@@ -10,14 +10,12 @@ import gc
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli
+from helpers import cli, cli_process, journal_lines, wait_for
 
 from tcbreplay.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay.errors import InputError
@@ -28,7 +26,6 @@ from tcbreplay.record import RecordOptions, record_run
 from tcbreplay.score import score_run
 from tcbreplay.store import Store
 
-ROOT = Path(__file__).parent.parent
 N_SAMPLES = len(json.loads(BENCHMARKS["tool-call"].dataset.read_text()))
 MODEL = "sim:seed=7,error_rate=0.3,parallel=0.3,fault_rate=0.2"
 
@@ -210,26 +207,6 @@ def test_a_child_that_dies_fails_the_run_and_keeps_what_was_finished(tmp_path, m
     store.resume_run("r").close()  # the run is not left locked
 
 
-def _cli(*args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("GOOGLE_API_KEY", None)
-    return subprocess.Popen([sys.executable, "-m", "tcbreplay", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def _journal_lines(run_dir: Path) -> int:
-    path = run_dir / "journal.jsonl"
-    return path.read_text().count("\n") if path.exists() else 0
-
-
-def _wait_for(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
-
-
 def _children(pid: int) -> list[int]:
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -258,18 +235,18 @@ def test_kill_9_of_the_parent_kills_the_children_and_resume_loses_nothing(tmp_pa
     store_dir = tmp_path / "traces"
     args = ["record", "--model", "sim:seed=5,latency=0.02", "--run-id", "k", "--store",
             str(store_dir), "--workers", "4", "--processes", "2", "--quiet"]  # fmt: skip
-    first = _cli(*args)
+    first = cli_process(*args)
     run_dir = store_dir / "k"
-    _wait_for(lambda: _journal_lines(run_dir) >= 10)
+    wait_for(lambda: journal_lines(run_dir) >= 10)
     children = _children(first.pid)
     assert len(children) == 2
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
-    _wait_for(lambda: not any(_alive(pid) for pid in children), timeout=10)
-    kept = _journal_lines(run_dir)
+    wait_for(lambda: not any(_alive(pid) for pid in children), timeout=10)
+    kept = journal_lines(run_dir)
     assert 10 <= kept < N_SAMPLES
 
-    second = _cli(*args)  # takes the run over at once: no child kept the lock
+    second = cli_process(*args)  # takes the run over at once: no child kept the lock
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     assert f"{N_SAMPLES}/{N_SAMPLES} ok" in out
@@ -286,10 +263,10 @@ def test_kill_9_of_the_parent_kills_the_children_and_resume_loses_nothing(tmp_pa
 @needs_proc
 def test_ctrl_c_stops_the_children_and_keeps_what_they_finished(tmp_path):
     store_dir = tmp_path / "traces"
-    proc = _cli("record", "--model", "sim:latency=0.05", "--run-id", "c", "--store",
+    proc = cli_process("record", "--model", "sim:latency=0.05", "--run-id", "c", "--store",
                 str(store_dir), "--workers", "4", "--processes", "2")  # fmt: skip
     run_dir = store_dir / "c"
-    _wait_for(lambda: _journal_lines(run_dir) >= 5)
+    wait_for(lambda: journal_lines(run_dir) >= 5)
     children = _children(proc.pid)
     assert len(children) == 2
     proc.send_signal(signal.SIGINT)

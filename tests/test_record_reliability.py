@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from gemini_server import Fault, GeminiServer
+from helpers import cli_process, journal_lines, wait_for
 
 from tcbreplay.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay.cli import main
@@ -27,36 +25,8 @@ from tcbreplay.retry import RateLimiter, backoff_delay, is_transient, retry_afte
 from tcbreplay.score import score_run
 from tcbreplay.store import Store
 
-ROOT = Path(__file__).parent.parent
 BUILTIN = BENCHMARKS["tool-call"]
 N_SAMPLES = len(json.loads(BUILTIN.dataset.read_text()))
-
-
-def _cli(*args: str, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("GOOGLE_API_KEY", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "tcbreplay", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kwargs,
-    )
-
-
-def _journal_lines(run_dir: Path) -> int:
-    path = run_dir / "journal.jsonl"
-    return path.read_text().count("\n") if path.exists() else 0
-
-
-def _wait_for(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
 
 
 def _samples(run_dir: Path) -> list[dict]:
@@ -75,16 +45,16 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     store_dir = tmp_path / "traces"
     args = ["record", "--model", "sim:seed=5,latency=0.02", "--run-id", "k", "--store",
             str(store_dir), "--workers", "4", "--quiet"]  # fmt: skip
-    first = _cli(*args)
+    first = cli_process(*args)
     run_dir = store_dir / "k"
-    _wait_for(lambda: _journal_lines(run_dir) >= 10)
+    wait_for(lambda: journal_lines(run_dir) >= 10)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
-    kept = _journal_lines(run_dir)
+    kept = journal_lines(run_dir)
     assert 10 <= kept < N_SAMPLES
     assert not (run_dir / "samples.parquet").exists()
 
-    second = _cli(*args)
+    second = cli_process(*args)
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     assert f"{N_SAMPLES}/{N_SAMPLES} ok" in out
@@ -105,10 +75,10 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
 
 def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
     store_dir = tmp_path / "traces"
-    proc = _cli("record", "--model", "sim:latency=0.05", "--run-id", "c", "--store",
+    proc = cli_process("record", "--model", "sim:latency=0.05", "--run-id", "c", "--store",
                 str(store_dir), "--workers", "2")  # fmt: skip
     run_dir = store_dir / "c"
-    _wait_for(lambda: _journal_lines(run_dir) >= 5)
+    wait_for(lambda: journal_lines(run_dir) >= 5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
@@ -131,10 +101,10 @@ def test_one_writer_per_run_and_takeover_after_death(tmp_path):
     store_dir = tmp_path / "traces"
     args = ["record", "--model", "sim:latency=0.2", "--run-id", "w", "--store", str(store_dir),
             "--workers", "1", "--quiet"]  # fmt: skip
-    first = _cli(*args)
+    first = cli_process(*args)
     run_dir = store_dir / "w"
-    _wait_for(lambda: _journal_lines(run_dir) >= 1)
-    second = _cli(*args)
+    wait_for(lambda: journal_lines(run_dir) >= 1)
+    second = cli_process(*args)
     _, err = second.communicate(timeout=60)
     assert second.returncode == 1
     assert "is being written by pid" in err
