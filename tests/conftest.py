@@ -40,6 +40,14 @@ def sim_run(tmp_path_factory):
 
 
 @pytest.fixture
+def sim_copy(sim_run, tmp_path):
+    """A private copy of ``sim_run``, without its scores: (store root, run_id)."""
+    from helpers import unscored_copy
+
+    return unscored_copy(*sim_run, tmp_path / "traces")
+
+
+@pytest.fixture
 def reference_dir():
     if not REFERENCE.is_dir():
         pytest.skip(f"reference data not found at {REFERENCE}")

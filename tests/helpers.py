@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -60,3 +61,12 @@ def wait_for(predicate, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.05)
+
+
+def unscored_copy(store, run_id: str, root: Path) -> tuple[Path, str]:
+    """Copy run ``run_id`` of ``store`` into the store at ``root``, without its scores and
+    dashboard file: (root, run_id)."""
+    shutil.copytree(store.run_dir(run_id), root / run_id)
+    for name in ("scores", "evaluations"):
+        shutil.rmtree(root / run_id / name, ignore_errors=True)
+    return root, run_id

@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli
+from helpers import cli, unscored_copy
 
 from tcbreplay import __version__, audit
 from tcbreplay.audit import verify_run
@@ -38,25 +38,10 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def run_copy(sim_run, tmp_path) -> tuple[Path, str]:
-    """A private copy of the session's sim run, never scored."""
-    sim_store, run_id = sim_run
-    root = tmp_path / "traces"
-    shutil.copytree(sim_store.run_dir(run_id), root / run_id)
-    for name in ("scores", "evaluations"):
-        shutil.rmtree(root / run_id / name, ignore_errors=True)
-    return root, run_id
-
-
 @pytest.fixture(scope="module")
 def scored_template(sim_run, tmp_path_factory) -> tuple[Path, str]:
     """The sim run scored once with the defaults, through the CLI; copied by ``scored``."""
-    sim_store, run_id = sim_run
-    root = tmp_path_factory.mktemp("audit") / "traces"
-    shutil.copytree(sim_store.run_dir(run_id), root / run_id)
-    for name in ("scores", "evaluations"):
-        shutil.rmtree(root / run_id / name, ignore_errors=True)
+    root, run_id = unscored_copy(*sim_run, tmp_path_factory.mktemp("audit") / "traces")
     score(root, run_id)
     return root, run_id
 
@@ -292,8 +277,8 @@ def test_missing_audit_record_is_not_verified(scored):
 # ---------------------------------------------------------------- nothing to verify
 
 
-def test_never_scored_run_exits_2_with_a_hint(run_copy):
-    root, run_id = run_copy
+def test_never_scored_run_exits_2_with_a_hint(sim_copy):
+    root, run_id = sim_copy
     result = verify(root, run_id)
     assert result.exit_code == 2, (result.output, result.exception)
     assert result.stderr.splitlines() == [
@@ -324,8 +309,8 @@ def test_verify_writes_nothing(scored):
     assert {p: sha256(p) for p in sorted(root.rglob("*")) if p.is_file()} == before
 
 
-def test_library_score_then_verify(run_copy):
-    root, run_id = run_copy
+def test_library_score_then_verify(sim_copy):
+    root, run_id = sim_copy
     store = Store(root)
     score_run(store, run_id, ScoreOptions(rel_tol=1e-3))
     report = verify_run(store, run_id)

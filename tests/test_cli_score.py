@@ -86,17 +86,6 @@ def record_custom(workdir: Path, monkeypatch, run_id: str = "custom") -> dict:
     return {"store": store_root, "run_id": run_id, "module": module, **files}
 
 
-@pytest.fixture
-def sim_copy(sim_run, tmp_path) -> tuple[Path, str]:
-    """A private copy of the session's sim run, without its scores."""
-    sim_store, run_id = sim_run
-    root = tmp_path / "traces"
-    shutil.copytree(sim_store.run_dir(run_id), root / run_id)
-    for name in ("scores", "evaluations"):
-        shutil.rmtree(root / run_id / name, ignore_errors=True)
-    return root, run_id
-
-
 @pytest.mark.parametrize("damage", ["drop sample_index", "not parquet"])
 def test_a_run_file_not_in_the_store_format_is_one_line(sim_copy, damage):
     root, run_id = sim_copy
