@@ -1,11 +1,9 @@
--- Every sample with its status, category and gold calls (name, args as canonical JSON text).
+-- Every sample with its status, category and gold calls (name, args as canonical JSON text;
+-- arguments left out are null here, read as {}).
 select
     sample_id,
     sample_index,
     category,
     status,
-    list_transform(
-        json_transform(gold, '[{"name": "VARCHAR", "args": "JSON"}]'),
-        lambda c: struct_pack(name := c.name, args := coalesce(c.args, '{}')::varchar)
-    ) as calls
+    json_transform(gold, '[{"name": "VARCHAR", "args": "JSON"}]') as calls
 from samples

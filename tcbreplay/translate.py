@@ -45,43 +45,49 @@ def load_calls(con: duckdb.DuckDBPyConnection) -> CallTables:
     samples = gold_lists.select("sample_id", "sample_index", "category", "status").with_row_index(
         "s"
     )
-    gold = _flatten(
-        gold_lists.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("s"), "calls"), "j"
-    )
+    gold = _flatten(np.arange(len(order)), gold_lists["calls"], "j")
     index = ai["sample_index"].to_numpy()
-    s = np.searchsorted(order, index)
-    if len(order):  # messages of samples the run does not hold are left out
-        known = (s < len(order)) & (order[np.minimum(s, len(order) - 1)] == index)
-    else:
-        known = np.zeros(len(index), dtype=bool)
-    ai = ai.with_columns(pl.Series("s", s, dtype=pl.Int64)).filter(pl.Series(known))
-    if not _is_sorted(ai["s"].to_numpy(), ai["position"].to_numpy()):
-        ai = ai.sort("s", "position")
-    agent = _flatten(ai.select("s", "calls"), "i")
+    s, known = _positions(order, index)
+    if not known.all():  # messages of samples the run does not hold are left out
+        ai = ai.filter(pl.Series(known))
+        s = s[known]
+    position = ai["position"].to_numpy()
+    if not _is_sorted(s, position):
+        by = np.lexsort((position, s))
+        ai, s = ai[by], s[by]
+    agent = _flatten(s, ai["calls"], "i")
     return CallTables(samples=samples, agent=agent, gold=gold)
 
 
-def _flatten(lists: pl.DataFrame, index: str) -> pl.DataFrame:
-    """One row per call, in order, numbered within its sample."""
-    flat = (
-        lists.filter(pl.col("calls").list.len() > 0)
-        .explode("calls")
-        .unnest("calls")
-        .select("s", "name", "args")
-    )
-    return flat.with_columns(pl.Series(index, rank_within(flat["s"].to_numpy()), dtype=pl.Int64))
-
-
-def rank_within(groups: np.ndarray) -> np.ndarray:
-    """0, 1, 2, ... within each run of equal values of ``groups`` (which must be contiguous)."""
-    n = len(groups)
+def _positions(order: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each ``index``'s position in the sorted, unique ``order``, and whether it is there."""
+    n = len(order)
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    idx = np.arange(n)
-    starts = np.empty(n, dtype=bool)
-    starts[0] = True
-    starts[1:] = groups[1:] != groups[:-1]
-    return idx - np.maximum.accumulate(np.where(starts, idx, 0))
+        return np.zeros(len(index), dtype=np.int64), np.zeros(len(index), dtype=bool)
+    if order[0] == 0 and order[-1] == n - 1:  # sample indexes 0 .. n-1: a position is its index
+        s = index.astype(np.int64)
+        return s, (s >= 0) & (s < n)
+    s = np.searchsorted(order, index)
+    return s, (s < n) & (order[np.minimum(s, n - 1)] == index)
+
+
+def _flatten(s: np.ndarray, calls: pl.Series, index: str) -> pl.DataFrame:
+    """One row per call, in order: ``s`` (the list's sample; ``s`` ascending), the call's
+    number within its sample (``index``), ``name`` ('' if missing) and ``args`` (``{}`` if
+    missing)."""
+    lengths = calls.list.len().fill_null(0).to_numpy().astype(np.int64)
+    flat = calls.explode(empty_as_null=False, keep_nulls=False).struct.unnest()
+    flat_s = np.repeat(s.astype(np.int64), lengths)
+    per_sample = np.bincount(flat_s, minlength=int(s.max(initial=-1)) + 1)
+    first = np.cumsum(per_sample) - per_sample  # each sample's first row
+    return pl.DataFrame(
+        {
+            "s": flat_s,
+            index: np.arange(len(flat_s), dtype=np.int64) - first[flat_s],
+            "name": flat["name"].fill_null(""),
+            "args": flat["args"].fill_null("{}"),
+        }
+    )
 
 
 def _is_sorted(s: np.ndarray, position: np.ndarray) -> bool:

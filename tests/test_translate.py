@@ -1,0 +1,139 @@
+"""``translate.load_calls`` against a plain-Python reading of the same tables: messages out of
+order, messages of samples the run does not hold, sample indexes with gaps, and calls or
+lists that are empty, null or lack a name or arguments."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tcbreplay import translate
+from tcbreplay.sql import connect_tables
+from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA
+
+
+def ai(tool_calls: Any, *, drop_key: bool = False) -> str:
+    data: dict[str, Any] = {"content": "", "type": "ai", "tool_calls": tool_calls}
+    if drop_key:
+        del data["tool_calls"]
+    return json.dumps({"type": "ai", "data": data})
+
+
+def human() -> str:
+    return json.dumps({"type": "human", "data": {"content": "q", "type": "human"}})
+
+
+def sample(index: int, gold: Any) -> dict[str, Any]:
+    return {
+        "run_id": "t", "sample_id": f"s{index}", "sample_index": index, "input": "q",
+        "gold": json.dumps(gold), "category": None, "status": "ok", "attempts": 1,
+        "n_messages": 0,
+    }  # fmt: skip
+
+
+def message(index: int, position: int, kind: str, text: str) -> dict[str, Any]:
+    return {
+        "run_id": "t", "sample_id": f"s{index}", "sample_index": index,
+        "position": position, "type": kind, "message": text,
+    }  # fmt: skip
+
+
+def canonical(args: Any) -> str | None:
+    return None if args is None else json.dumps(args, separators=(",", ":"))
+
+
+def expected(samples: list[dict[str, Any]], messages: list[dict[str, Any]]):
+    """What the calls are, read the obvious way: (s, index, name, args) rows."""
+    indexes = sorted(row["sample_index"] for row in samples)
+    s_of = {index: s for s, index in enumerate(indexes)}
+    gold, agent = [], []
+    for row in samples:
+        for j, call in enumerate(json.loads(row["gold"])):
+            gold.append((s_of[row["sample_index"]], j, call["name"], canonical(call.get("args"))))
+    counter: dict[int, int] = {}
+    for row in sorted(messages, key=lambda r: (r["sample_index"], r["position"])):
+        if row["type"] != "ai" or row["sample_index"] not in s_of:
+            continue
+        s = s_of[row["sample_index"]]
+        for call in json.loads(row["message"])["data"].get("tool_calls") or []:
+            call = call or {}
+            i = counter.get(s, 0)
+            counter[s] = i + 1
+            agent.append((s, i, call.get("name") or "", canonical(call.get("args")) or "{}"))
+    return sorted(gold), agent
+
+
+def loaded(samples: list[dict[str, Any]], messages: list[dict[str, Any]]):
+    con = connect_tables(
+        pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
+        pa.Table.from_pylist(messages, schema=MESSAGES_SCHEMA),
+    )
+    try:
+        tables = translate.load_calls(con)
+    finally:
+        con.close()
+    gold = [
+        (s, j, n, None if a == "{}" else json.dumps(json.loads(a), separators=(",", ":")))
+        for s, j, n, a in tables.gold.select("s", "j", "name", "args").iter_rows()
+    ]
+    agent = [
+        (s, i, n, json.dumps(json.loads(a), separators=(",", ":")))
+        for s, i, n, a in tables.agent.select("s", "i", "name", "args").iter_rows()
+    ]
+    return tables, sorted(gold), agent
+
+
+def edge_case_run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    samples = [
+        sample(20, [{"name": "add", "args": {"a": 1}}, {"name": "mul"}]),
+        sample(5, []),
+        sample(9, [{"name": "add", "args": {"a": 2.5, "b": [1, {"c": None}]}}]),
+    ]
+    messages = [
+        message(20, 2, "ai", ai([{"name": "mul", "args": {}}, None])),
+        message(9, 0, "human", human()),
+        message(20, 1, "ai", ai([{"name": "add", "args": {"a": 1}}, {"args": {"x": "y"}}])),
+        message(5, 1, "ai", ai([])),
+        message(5, 2, "ai", ai(None)),
+        message(5, 3, "ai", ai(None, drop_key=True)),
+        message(7, 1, "ai", ai([{"name": "ghost", "args": {}}])),  # no such sample
+        message(9, 1, "ai", ai([{"name": "add"}, {"name": "add", "args": {"b": "x"}}])),
+        message(20, 0, "human", human()),
+    ]
+    return samples, messages
+
+
+def test_edge_cases_read_as_plain_python_reads_them():
+    samples, messages = edge_case_run()
+    tables, gold, agent = loaded(samples, messages)
+    want_gold, want_agent = expected(samples, messages)
+    assert gold == want_gold
+    assert agent == want_agent
+    assert tables.samples["sample_index"].to_list() == [5, 9, 20]
+    # the call without a name reads as '', the ones without arguments as {}
+    assert (2, 1, "", '{"x":"y"}') in agent
+    assert (1, 0, "add", "{}") in agent
+    assert "ghost" not in tables.agent["name"].to_list()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_row_order_of_the_files_does_not_matter(seed):
+    rng = random.Random(seed)
+    samples, messages = edge_case_run()
+    rng.shuffle(samples)
+    rng.shuffle(messages)
+    _, gold, agent = loaded(samples, messages)
+    assert (gold, agent) == expected(samples, messages)
+
+
+def test_dense_indexes_and_a_message_past_the_last_sample():
+    samples = [sample(k, [{"name": "f", "args": {"k": k}}]) for k in range(3)]
+    messages = [message(k, 1, "ai", ai([{"name": "f", "args": {"k": k}}])) for k in range(4)]
+    tables, gold, agent = loaded(samples, messages)
+    assert agent == [(k, 0, "f", json.dumps({"k": k}, separators=(",", ":"))) for k in range(3)]
+    assert (gold, agent) == expected(samples, messages)
+    assert tables.agent["s"].dtype == tables.gold["s"].dtype
