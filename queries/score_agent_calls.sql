@@ -1,5 +1,6 @@
--- Every AI message's tool calls, parsed once: name and args (canonical JSON text), in message
--- order. A call without a name or arguments has them null here (read as '' and {}).
+-- Every AI message's tool calls in samples $lo <= sample_index < $hi, parsed once: name and
+-- args (canonical JSON text), in message order. A call without a name or arguments has them
+-- null here (read as '' and {}).
 select
     sample_index,
     position,
@@ -8,4 +9,4 @@ select
         '{"data": {"tool_calls": [{"name": "VARCHAR", "args": "JSON"}]}}'
     ).data.tool_calls as calls
 from messages
-where type = 'ai'
+where type = 'ai' and sample_index >= $lo and sample_index < $hi

@@ -1,5 +1,5 @@
--- Every sample with its status, category and gold calls (name, args as canonical JSON text;
--- arguments left out are null here, read as {}).
+-- Every sample in $lo <= sample_index < $hi with its status, category and gold calls (name,
+-- args as canonical JSON text; arguments left out are null here, read as {}).
 select
     sample_id,
     sample_index,
@@ -7,3 +7,4 @@ select
     status,
     json_transform(gold, '[{"name": "VARCHAR", "args": "JSON"}]') as calls
 from samples
+where sample_index >= $lo and sample_index < $hi

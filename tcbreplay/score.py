@@ -9,6 +9,7 @@ evaluator, see :mod:`tcbreplay.abet`).
 from __future__ import annotations
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,9 +116,11 @@ def score_run(
     run = store.open_run(run_id)
     check_scorable(run, allow_incomplete)
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
-    con = connect(runs=[run], with_scores=False)
+    parts = _parts(run, options)
+    # parts run side by side, so each gets its share of the cores
+    con = connect(runs=[run], with_scores=False, threads=max(1, _cores() // parts))
     try:
-        scored = compute_scores(con, run.manifest["tools"]["specs"], options)
+        scored = compute_scores(con, run.manifest["tools"]["specs"], options, parts)
     finally:
         con.close()
     scores = scored.scores.with_columns(
@@ -175,11 +178,14 @@ def score_tables(
     messages: pa.Table,
     tool_specs: list[dict[str, Any]],
     options: ScoreOptions | None = None,
+    *,
+    parts: int | None = None,
 ) -> pl.DataFrame:
-    """Per-sample scores of in-memory ``samples`` and ``messages`` tables (store schemas)."""
+    """Per-sample scores of in-memory ``samples`` and ``messages`` tables (store schemas);
+    ``parts``: see :func:`compute_scores`."""
     con = connect_tables(samples, messages)
     try:
-        return compute_scores(con, tool_specs, options or ScoreOptions()).scores
+        return compute_scores(con, tool_specs, options or ScoreOptions(), parts).scores
     finally:
         con.close()
 
@@ -200,17 +206,105 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
         )
 
 
-def compute_scores(con: Any, specs: list[dict[str, Any]], options: ScoreOptions) -> Scored:
-    """Score the run bound to ``con`` (with ``specs``, its tools) with the chosen scorer."""
-    tables = translate.load_calls(con)
+# runs smaller than this are scored in one part
+SPLIT_MIN_SAMPLES = 50_000
+
+
+def compute_scores(
+    con: Any, specs: list[dict[str, Any]], options: ScoreOptions, parts: int | None = None
+) -> Scored:
+    """Score the run bound to ``con`` (with ``specs``, its tools) with the chosen scorer.
+
+    The spec scorer cuts a large run into ``parts`` ranges of samples (by default one per
+    core) scored side by side, each on its own cursor: every number is per sample, so the
+    parts join into exactly the one-part result.
+    """
     if options.scorer == "abet":
-        return _abet_scores(tables)
-    return _spec_scores(con, tables, specs, options)
+        return _abet_scores(translate.load_calls(con))
+    if parts is None:
+        samples = con.execute("select count(*) from samples").fetchone()[0]
+        parts = _cores() if samples >= SPLIT_MIN_SAMPLES else 1
+    ranges = translate.split_samples(con, parts)
+    if len(ranges) == 1:
+        return _joined([_spec_part(con, ranges[0], specs, options)])
+    cursors = [con.cursor() for _ in ranges]
+    try:
+        with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
+            done = pool.map(lambda c, r: _spec_part(c, r, specs, options), cursors, ranges)
+            return _joined(list(done))
+    finally:
+        for cursor in cursors:
+            cursor.close()
+
+
+def _parts(run: Run, options: ScoreOptions) -> int:
+    """How many parts the run is scored in: one per core for a large run (spec scorer)."""
+    if options.scorer != "spec":
+        return 1
+    import pyarrow.parquet as pq
+
+    samples = pq.read_metadata(run.samples_path).num_rows
+    return _cores() if samples >= SPLIT_MIN_SAMPLES else 1
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class _Part:
+    """The spec scorer's results for one range of samples (``s`` local to it)."""
+
+    scores: pl.DataFrame
+    tables: translate.CallTables
+    tool_counts: pl.DataFrame
+    pairs: pl.DataFrame
+
+
+def _spec_part(
+    con: Any, samples: tuple[int, int], specs: list[dict[str, Any]], options: ScoreOptions
+) -> _Part:
+    return _spec_scores(con, translate.load_calls(con, samples), specs, options)
+
+
+def _joined(parts: list[_Part]) -> Scored:
+    """The parts (in sample order) as one run's results."""
+    scores = pl.concat([p.scores for p in parts], rechunk=True)  # sums as over one part
+    return Scored(
+        scores=scores,
+        metrics=summarize(scores),
+        tables=_joined_tables([p.tables for p in parts]),
+        by_tool=_by_tool(pl.concat([p.tool_counts for p in parts])),
+        by_category=_by_category(scores),
+        pairs=pl.concat([p.pairs for p in parts]),
+    )
+
+
+def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:
+    """Call tables of consecutive ranges of samples, their ``s`` numbered run-wide."""
+    if len(tables) == 1:
+        return tables[0]
+    offsets = np.cumsum([0] + [t.samples.height for t in tables])[:-1].tolist()
+
+    def shifted(side: str) -> pl.DataFrame:
+        frames = [getattr(t, side) for t in tables]
+        return pl.concat(
+            [f.with_columns(pl.col("s") + k) for f, k in zip(frames, offsets, strict=True)]
+        )
+
+    return translate.CallTables(
+        samples=pl.concat([t.samples.drop("s") for t in tables]).with_row_index("s"),
+        agent=shifted("agent"),
+        gold=shifted("gold"),
+    )
 
 
 def _spec_scores(
     con: Any, tables: translate.CallTables, specs: list[dict[str, Any]], options: ScoreOptions
-) -> Scored:
+) -> _Part:
     samples, agent, gold = tables.samples, tables.agent, tables.gold
     n = samples.height
     # tool names as integer codes (the tools' own names included, for their parameters)
@@ -228,6 +322,7 @@ def _spec_scores(
     pairs = _candidate_pairs(agent, gold, named)
     pairs = _pair_stats(con, pairs, args, specs, names, options)
     pairs = pairs.filter(pl.Series(choose_pairs(pairs, named.n_agent, named.n_gold, named.same)))
+    pairs = pairs.sort("s", "i")  # in call order, however the part was cut
     s = pairs["s"].to_numpy()
 
     def per_sample(column: str | None) -> np.ndarray:
@@ -264,12 +359,10 @@ def _spec_scores(
         pl.col("valid").alias("args_valid"),
         pl.col("missing").alias("args_missing"),
     )
-    return Scored(
+    return _Part(
         scores=scores,
-        metrics=summarize(scores),
         tables=tables,
-        by_tool=_by_tool(agent, gold, pairs, names),
-        by_category=_by_category(scores),
+        tool_counts=_tool_counts(agent, gold, pairs, names),
         pairs=chosen,
     )
 
@@ -340,9 +433,9 @@ def _pair_stats(
     return judged.drop("undecided")
 
 
-def _by_tool(
+def _tool_counts(
     agent: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame, names: pl.Enum
-) -> list[dict[str, Any]]:
+) -> pl.DataFrame:
     """Per tool name: gold and agent calls, chosen pairs and their argument counts (calls
     and ``pairs`` with ``code``/``tool``: codes of ``names``)."""
     gold_n = gold.group_by("code").agg(pl.len().alias("gold_calls"))
@@ -357,13 +450,25 @@ def _by_tool(
         gold_n.join(agent_n, on="code", how="full", coalesce=True)
         .join(paired, on="code", how="left")
         .fill_null(0)
+    )
+    return table.select(
+        names.categories.gather(table["code"]).alias("tool"),
+        pl.exclude("code").cast(pl.Int64),
+    )
+
+
+def _by_tool(counts: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per tool name, the counts of :func:`_tool_counts` (of one or more parts), with AHR
+    and recall."""
+    table = (
+        counts.group_by("tool")
+        .agg(pl.exclude("tool").sum())
         .with_columns(
             (pl.col("args_invalid") / pl.col("args_total")).alias("ahr"),
             (pl.col("paired") / pl.col("gold_calls")).alias("recall"),
         )
         .with_columns(pl.col("ahr", "recall").fill_nan(None))
     )
-    table = table.select(names.categories.gather(table["code"]).alias("tool"), pl.exclude("code"))
     return _records(table.sort("tool"))
 
 

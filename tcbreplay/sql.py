@@ -69,10 +69,12 @@ def connect(
     *,
     with_scores: bool = True,
     lock: bool = True,
+    threads: int | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Open an in-memory DuckDB connection with the store's runs bound to the views."""
+    """Open an in-memory DuckDB connection with the store's runs bound to the views
+    (``threads``: DuckDB's threads, by default one per core)."""
     run_list = list(runs) if runs is not None else (store.runs() if store else [])
-    con = _new_connection()
+    con = _new_connection(threads)
     _create_views(con, run_list, with_scores=with_scores, materialize=False)
     if lock:
         roots = sorted({str(r.dir.parent.resolve()) + "/" for r in run_list})
@@ -137,20 +139,24 @@ def write_catalog(store: Store, path: Path) -> list[str]:
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
-    """A connection whose ``samples`` and ``messages`` views are in-memory Arrow tables."""
+    """A connection whose ``samples`` and ``messages`` tables are copies of Arrow tables."""
     con = _new_connection()
     con.execute(query_text("macros"))
-    con.register("_samples", samples.cast(SAMPLES_SCHEMA))
-    con.register("_messages", messages.cast(MESSAGES_SCHEMA))
-    con.execute("create or replace view samples as select * from _samples")
-    con.execute("create or replace view messages as select * from _messages")
+    # tables, not registered views: a cursor of the connection (another thread) sees them
+    for name, table, schema in (
+        ("samples", samples, SAMPLES_SCHEMA),
+        ("messages", messages, MESSAGES_SCHEMA),
+    ):
+        con.register("_input", table.cast(schema))
+        con.execute(f"create table {name} as select * from _input")
+        con.unregister("_input")
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
     return con
 
 
-def _new_connection() -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(config={"threads": _threads()})
+def _new_connection(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(config={"threads": threads or _threads()})
     con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
     return con
 

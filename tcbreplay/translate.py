@@ -29,11 +29,28 @@ class CallTables:
     gold: pl.DataFrame
 
 
-def load_calls(con: duckdb.DuckDBPyConnection) -> CallTables:
-    """Parse every sample's gold calls and every AI message's tool calls, once."""
+# every sample index (the store's sample_index is a 32-bit integer)
+ALL_SAMPLES = (-(2**31), 2**31)
+
+
+def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int, int]]:
+    """The run's sample indexes cut into at most ``parts`` ranges ``(lo, hi)``, ascending."""
     try:
-        gold_lists = con.sql(query_text("score_gold_calls")).pl()
-        ai = con.sql(query_text("score_agent_calls")).pl()
+        rows = con.execute(query_text("score_split"), {"parts": max(1, parts)}).fetchall()
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read the run's samples: {first_line(exc)}") from exc
+    return [(int(lo), int(hi)) for lo, hi in rows] or [ALL_SAMPLES]
+
+
+def load_calls(
+    con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES
+) -> CallTables:
+    """Parse the gold calls and every AI message's tool calls of the samples whose
+    ``sample_index`` is in ``samples`` (``lo <= index < hi``), once."""
+    bounds = {"lo": samples[0], "hi": samples[1]}
+    try:
+        gold_lists = con.sql(query_text("score_gold_calls"), params=bounds).pl()
+        ai = con.sql(query_text("score_agent_calls"), params=bounds).pl()
     except duckdb.Error as exc:
         raise StoreError(f"cannot read the run's traces: {first_line(exc)}") from exc
     order = gold_lists["sample_index"].to_numpy()

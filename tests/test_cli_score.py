@@ -344,3 +344,35 @@ def test_score_from_another_store_location_via_env(sim_copy, monkeypatch):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["n_samples"] == 94
     assert Store(root).open_run(run_id).run_id == run_id
+
+
+def test_a_run_scored_in_parts_writes_what_one_part_writes(sim_copy, monkeypatch):
+    """Large runs are scored in one part per core, side by side: forced on the small sim run
+    (three parts), every file holds what one part writes."""
+    from tcbreplay import score, translate
+
+    root, run_id = sim_copy
+    cut = []
+    split = translate.split_samples
+    monkeypatch.setattr(translate, "split_samples", lambda *a: cut.append(split(*a)) or cut[-1])
+    monkeypatch.setattr(score, "SPLIT_MIN_SAMPLES", 1)
+    outputs = []
+    for parts in (1, 3):
+        monkeypatch.setattr(score, "_cores", lambda parts=parts: parts)
+        result = score.score_run(Store(root), run_id, dashboard="all")
+        summary = json.loads((result.scores_path.parent / "summary.json").read_text())
+        del summary["scored_at"]
+        outputs.append(
+            (
+                pl.read_parquet(result.scores_path),
+                pl.read_parquet(result.scores_path.parent / "pairs.parquet"),
+                summary,
+                json.loads(result.dashboard_path.read_text()),
+            )
+        )
+    assert [len(ranges) for ranges in cut] == [1, 3]
+    (scores1, pairs1, summary1, board1), (scores3, pairs3, summary3, board3) = outputs
+    assert scores1.equals(scores3)
+    assert pairs1.equals(pairs3)
+    assert summary1 == summary3
+    assert board1 == board3

@@ -36,7 +36,8 @@ from tcbreplay.metrics import (
     summarize,
     values_equal,
 )
-from tcbreplay.score import ScoreOptions, score_tables
+from tcbreplay.score import ScoreOptions, compute_scores, score_tables
+from tcbreplay.sql import connect_tables
 from traces import build_tables
 
 CASES_FILE = Path(__file__).parent / "data" / "metric_cases.json"
@@ -845,3 +846,25 @@ def test_reference_guards():
     for chosen in found:
         assert all(a < b for (a, _), (b, _) in itertools.pairwise(chosen))
         assert all(a < b for (_, a), (_, b) in itertools.pairwise(chosen))
+
+
+def scored_in_parts(run: list[dict[str, Any]], parts: int):
+    samples, messages = build_tables(run)
+    con = connect_tables(samples, messages)
+    try:
+        return compute_scores(con, TOOLS, ScoreOptions(), parts)
+    finally:
+        con.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=st.lists(samples(), min_size=1, max_size=12), parts=st.integers(2, 5))
+def test_scoring_in_parts_equals_one_part(run, parts):
+    whole, split = scored_in_parts(run, 1), scored_in_parts(run, parts)
+    assert_frame_equal(whole.scores, split.scores)
+    assert_frame_equal(whole.pairs, split.pairs)
+    assert whole.metrics == split.metrics
+    assert whole.by_tool == split.by_tool
+    assert whole.by_category == split.by_category
+    for side in ("samples", "agent", "gold"):
+        assert_frame_equal(getattr(whole.tables, side), getattr(split.tables, side))
