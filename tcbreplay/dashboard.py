@@ -32,7 +32,6 @@ select
         tool_call_args := coalesce(list_transform(gold_args, lambda a: a::json), []::json[])
     ) as target
 from listed
-order by s
 """
 
 
@@ -57,9 +56,10 @@ def write_dashboard(
     inputs = pl.read_parquet(run.samples_path, columns=["sample_index", "input"]).sort(
         "sample_index"
     )
-    frame = listed.join(_lists(tables.agent, "agent", keep), on="s", how="left").join(
-        _lists(tables.gold, "gold", keep), on="s", how="left"
-    )
+    # in sample order: DuckDB writes the rows as they come (no sort of the payloads)
+    frame = listed.join(
+        _lists(tables.agent, "agent", keep), on="s", how="left", maintain_order="left"
+    ).join(_lists(tables.gold, "gold", keep), on="s", how="left", maintain_order="left")
     frame = frame.with_columns(inputs["input"].gather(frame["s"]).alias("input"))
     head = {
         "benchmark_name": title,
