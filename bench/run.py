@@ -468,12 +468,16 @@ def format_check(bench: Bench) -> dict[str, Any]:
 
 
 def profile(bench: Bench, top: int = 8) -> list[dict[str, Any]]:
-    """cProfile of ``tcbreplay score`` in one process: the functions taking the most time."""
+    """cProfile of ``tcbreplay score`` in one process, scoring the run in one part (the
+    timed runs score large runs in parts, in threads cProfile does not see): the
+    functions taking the most time."""
     with tempfile.TemporaryDirectory() as tmp:
         stats_path = Path(tmp) / "score.prof"
         code = (
             "import cProfile\n"
+            "from tcbreplay import score\n"
             "from tcbreplay.cli import main\n"
+            "score.SPLIT_MIN_SAMPLES = 10**12  # one part: cProfile sees only this thread\n"
             f"args = ['score', {bench.run_id!r}, '--store', {str(bench.store)!r},"
             " '--format', 'json', '--dashboard', 'none']\n"
             f"cProfile.run('main(args, standalone_mode=False)', {str(stats_path)!r})\n"
@@ -854,8 +858,8 @@ def render(
         total = rows[0]["total_s"]
         notes.append(
             f"Hotspots of `tcbreplay score` at {label(samples)} (cProfile in one process, "
-            f"{total:.1f} s profiled; time of each tcbreplay function outside other tcbreplay "
-            "functions, and the call inside it that took most): "
+            f"the run scored in one part, {total:.1f} s profiled; time of each tcbreplay "
+            "function outside other tcbreplay functions, and the call inside it that took most): "
             + "; ".join(
                 f"`{r['function']}` {r['seconds']:.2f} s ({r['share']:.0%}; "
                 f"`{r['mostly_in']}` {r['mostly_in_s']:.2f} s)"

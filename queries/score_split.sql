@@ -1,13 +1,16 @@
 -- The run's sample indexes cut into $parts ranges of about equal width: lo (inclusive), hi
--- (exclusive), ascending; none when the run has no samples.
+-- (exclusive), in order; each row also says how many samples have no sample_index at all.
 with bounds as (
-    select min(sample_index)::bigint as first, max(sample_index)::bigint + 1 as stop
+    select
+        min(sample_index)::bigint as first,
+        max(sample_index)::bigint + 1 as stop,
+        count(*) - count(sample_index) as unnumbered
     from samples
 )
 
 select
+    unnumbered,
     first + (stop - first) * k // $parts as lo,
     first + (stop - first) * (k + 1) // $parts as hi
 from bounds, range($parts) as r(k)
-where first is not null and lo < hi
-order by lo
+order by k

@@ -39,7 +39,9 @@ def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int,
         rows = con.execute(query_text("score_split"), {"parts": max(1, parts)}).fetchall()
     except duckdb.Error as exc:
         raise StoreError(f"cannot read the run's samples: {first_line(exc)}") from exc
-    return [(int(lo), int(hi)) for lo, hi in rows] or [ALL_SAMPLES]
+    if rows and rows[0][0]:
+        raise StoreError(f"samples.parquet: {rows[0][0]} samples have no sample_index")
+    return [(lo, hi) for _, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
 
 
 def load_calls(

@@ -137,3 +137,38 @@ def test_dense_indexes_and_a_message_past_the_last_sample():
     assert agent == [(k, 0, "f", json.dumps({"k": k}, separators=(",", ":"))) for k in range(3)]
     assert (gold, agent) == expected(samples, messages)
     assert tables.agent["s"].dtype == tables.gold["s"].dtype
+
+
+def test_a_sample_without_sample_index_is_a_clear_error():
+    from tcbreplay.errors import StoreError
+
+    rows = [sample(0, []), {**sample(1, []), "sample_index": None}]
+    con = connect_tables(
+        pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA),
+        pa.Table.from_pylist([], schema=MESSAGES_SCHEMA),
+    )
+    try:
+        with pytest.raises(StoreError, match="1 samples have no sample_index"):
+            translate.split_samples(con, 2)
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    ("indexes", "parts", "expected"),
+    [
+        ([], 2, [translate.ALL_SAMPLES]),
+        ([4], 3, [(4, 5)]),
+        (list(range(10)), 2, [(0, 5), (5, 10)]),
+        ([0, 1, 2, 100], 3, [(0, 33), (33, 67), (67, 101)]),
+    ],
+)
+def test_samples_are_cut_into_ranges_that_cover_them(indexes, parts, expected):
+    con = connect_tables(
+        pa.Table.from_pylist([sample(k, []) for k in indexes], schema=SAMPLES_SCHEMA),
+        pa.Table.from_pylist([], schema=MESSAGES_SCHEMA),
+    )
+    try:
+        assert translate.split_samples(con, parts) == expected
+    finally:
+        con.close()
