@@ -791,11 +791,13 @@ def test_non_finite_top_level_values(gold, agent):
     assert rows[0]["args_invalid"] == expected  # top level: decided by the SQL macro
 
 
-def test_repeated_argument_key_is_a_clear_error():
+@pytest.mark.parametrize("parts", [1, 2])
+def test_repeated_argument_key_is_a_clear_error(parts):
     """An arguments object repeating a key (no writer of tcbreplay stores one) is refused with
-    the object named, not a database error."""
+    the object named, not a database error, also when the run is scored in parts."""
+    fine = {"gold": [("ping", {})], "turns": [[("ping", {})]]}
     samples, messages = build_tables(
-        [{"gold": [("search", {"q": "x"})], "turns": [[("search", {"q": "x"})]]}]
+        [fine, {"gold": [("search", {"q": "x"})], "turns": [[("search", {"q": "x"})]]}]
     )
     edited = [
         m.replace('{"q": "x"}', '{"q": "x", "q": "y"}') for m in messages["message"].to_pylist()
@@ -804,7 +806,7 @@ def test_repeated_argument_key_is_a_clear_error():
         messages.schema.get_field_index("message"), "message", pa.array(edited)
     )
     with pytest.raises(StoreError, match=r'repeats a key: \{"q":"x","q":"y"\}'):
-        score_tables(samples, messages, TOOLS)
+        score_tables(samples, messages, TOOLS, parts=parts)
 
 
 # --- the name metrics at scale ----------------------------------------------------------------
