@@ -8,6 +8,8 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -178,6 +180,18 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+@contextmanager
+def working(message: str, file: TextIO | None = None) -> Iterator[None]:
+    """A spinner with ``message`` while a step runs, on a terminal only (logs stay clean);
+    it leaves nothing on the screen."""
+    file = file or sys.stderr
+    if not file.isatty():
+        yield
+        return
+    with Console(file=file).status(escape(message)):
+        yield
 
 
 class Progress:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -376,3 +377,28 @@ def test_a_run_scored_in_parts_writes_what_one_part_writes(sim_copy, monkeypatch
     assert pairs1.equals(pairs3)
     assert summary1 == summary3
     assert board1 == board3
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_spinner_shows_on_a_terminal_only():
+    from tcbreplay.render import working
+
+    terminal, log = _Terminal(), io.StringIO()
+    with working("scoring run-1 …", file=terminal):
+        pass
+    with working("scoring run-1 …", file=log):
+        pass
+    assert "scoring run-1 …" in terminal.getvalue()
+    assert log.getvalue() == ""
+
+
+def test_score_writes_nothing_but_results_off_a_terminal(sim_copy):
+    root, run_id = sim_copy
+    result = cli("score", run_id, "--store", root, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert json.loads(result.stdout)["run_id"] == run_id

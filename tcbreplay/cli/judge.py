@@ -47,17 +47,18 @@ from tcbreplay.cli.base import STORE_OPTION, main
 @STORE_OPTION
 def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
-    from tcbreplay.render import breakdown_tables, metrics_table, print_table, to_json
+    from tcbreplay.render import breakdown_tables, metrics_table, print_table, to_json, working
     from tcbreplay.score import ScoreOptions, score_run
     from tcbreplay.store import Store
 
-    result = score_run(
-        Store(store),
-        run_id,
-        ScoreOptions(scorer=scorer, rel_tol=rel_tol, abs_tol=abs_tol),
-        allow_incomplete=allow_incomplete,
-        dashboard=dashboard,
-    )
+    with working(f"scoring {run_id} …"):
+        result = score_run(
+            Store(store),
+            run_id,
+            ScoreOptions(scorer=scorer, rel_tol=rel_tol, abs_tol=abs_tol),
+            allow_incomplete=allow_incomplete,
+            dashboard=dashboard,
+        )
     if fmt == "json":
         click.echo(
             to_json(
