@@ -9,8 +9,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The editable install leaves tcbreplay's bytecode to be written on first import; write it now,
+# since where PYTHONDONTWRITEBYTECODE is set every command would compile the sources again.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m compileall -q tcbreplay
 	touch $(STAMP)
 
 install: $(STAMP)
