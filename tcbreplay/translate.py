@@ -83,8 +83,8 @@ def _positions(order: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.nda
     n = len(order)
     if n == 0:
         return np.zeros(len(index), dtype=np.int64), np.zeros(len(index), dtype=bool)
-    if order[0] == 0 and order[-1] == n - 1:  # sample indexes 0 .. n-1: a position is its index
-        s = index.astype(np.int64)
+    if order[-1] - order[0] == n - 1:  # consecutive indexes: a position is an offset
+        s = index.astype(np.int64) - int(order[0])
         return s, (s >= 0) & (s < n)
     s = np.searchsorted(order, index)
     return s, (s < n) & (order[np.minimum(s, n - 1)] == index)

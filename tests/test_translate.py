@@ -172,3 +172,11 @@ def test_samples_are_cut_into_ranges_that_cover_them(indexes, parts, expected):
         assert translate.split_samples(con, parts) == expected
     finally:
         con.close()
+
+
+def test_consecutive_indexes_not_from_zero_with_messages_either_side():
+    samples = [sample(k, [{"name": "f", "args": {"k": k}}]) for k in (3, 4, 5)]
+    messages = [message(k, 1, "ai", ai([{"name": "f", "args": {"k": k}}])) for k in (1, 3, 5, 7)]
+    _, gold, agent = loaded(samples, messages)
+    assert [row[:2] for row in agent] == [(0, 0), (2, 0)]
+    assert (gold, agent) == expected(samples, messages)
