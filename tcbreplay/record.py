@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import re
 import sys
 import time
@@ -29,6 +28,7 @@ from tcbreplay.agent import (
     serialize_messages,
 )
 from tcbreplay.benchmarks import BenchmarkInputs
+from tcbreplay.cores import usable_cores
 from tcbreplay.dataset import Sample
 from tcbreplay.errors import InputError
 from tcbreplay.loop import lean_gc, run_loop
@@ -104,7 +104,7 @@ class RecordOptions:
             return self.processes
         if not sys.platform.startswith("linux"):
             return 1
-        return max(1, min(_cores(), self.workers // WORKERS_PER_PROCESS))
+        return max(1, min(usable_cores(), self.workers // WORKERS_PER_PROCESS))
 
     def rate_limiter(self, processes: int = 1) -> RateLimiter:
         """One process's limiter: an equal share of the run-wide ``--max-rpm``/``--max-tpm``.
@@ -125,10 +125,6 @@ WORKERS_PER_PROCESS = 32
 # Seconds between the starts of a process's workers, so that their model calls do not all
 # start (and come back) at once: one event loop serves such a burst one worker after another.
 STAGGER = 0.005
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 @dataclass

@@ -9,7 +9,6 @@ evaluator, see :mod:`tcbreplay.abet`).
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ import pyarrow as pa
 from tcbreplay import __version__, abet, translate
 from tcbreplay.arguments import decide_nested, defaults_table, judge_pairs, typed_values
 from tcbreplay.audit import audit_record
+from tcbreplay.cores import usable_cores
 from tcbreplay.dashboard import write_dashboard
 from tcbreplay.errors import InputError, StoreError
 from tcbreplay.metrics import (
@@ -118,7 +118,7 @@ def score_run(
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
     parts = _parts(run, options)
     # parts run side by side, so each gets its share of the cores
-    con = connect(runs=[run], with_scores=False, threads=max(1, _cores() // parts))
+    con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // parts))
     try:
         scored = compute_scores(con, run.manifest["tools"]["specs"], options, parts)
     finally:
@@ -223,7 +223,7 @@ def compute_scores(
         return _abet_scores(translate.load_calls(con))
     if parts is None:
         samples = con.execute("select count(*) from samples").fetchone()[0]
-        parts = _cores() if samples >= SPLIT_MIN_SAMPLES else 1
+        parts = usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
     ranges = translate.split_samples(con, parts)
     if len(ranges) == 1:
         return _joined([_spec_part(con, ranges[0], specs, options)])
@@ -244,14 +244,7 @@ def _parts(run: Run, options: ScoreOptions) -> int:
     import pyarrow.parquet as pq
 
     samples = pq.read_metadata(run.samples_path).num_rows
-    return _cores() if samples >= SPLIT_MIN_SAMPLES else 1
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from tcbreplay.cores import usable_cores
 from tcbreplay.errors import InputError, QueryError, StoreError
 from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA, SCORES, Run, Store
 
@@ -156,15 +157,9 @@ def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConn
 
 
 def _new_connection(threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(config={"threads": threads or _threads()})
+    con = duckdb.connect(config={"threads": threads or usable_cores()})
     con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
     return con
-
-
-def _threads() -> int:
-    import os
-
-    return max(1, os.cpu_count() or 1)
 
 
 # Where the run directory sits in each view's file paths: the run id is its name.

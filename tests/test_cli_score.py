@@ -359,7 +359,7 @@ def test_a_run_scored_in_parts_writes_what_one_part_writes(sim_copy, monkeypatch
     monkeypatch.setattr(score, "SPLIT_MIN_SAMPLES", 1)
     outputs = []
     for parts in (1, 3):
-        monkeypatch.setattr(score, "_cores", lambda parts=parts: parts)
+        monkeypatch.setattr(score, "usable_cores", lambda parts=parts: parts)
         result = score.score_run(Store(root), run_id, dashboard="all")
         summary = json.loads((result.scores_path.parent / "summary.json").read_text())
         del summary["scored_at"]
