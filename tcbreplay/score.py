@@ -222,8 +222,7 @@ def compute_scores(
     if options.scorer == "abet":
         return _abet_scores(translate.load_calls(con))
     if parts is None:
-        samples = con.execute("select count(*) from samples").fetchone()[0]
-        parts = usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
+        parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
     if len(ranges) == 1:
         return _joined([_spec_part(con, ranges[0], specs, options)])
@@ -243,7 +242,10 @@ def _parts(run: Run, options: ScoreOptions) -> int:
         return 1
     import pyarrow.parquet as pq
 
-    samples = pq.read_metadata(run.samples_path).num_rows
+    return _parts_for(pq.read_metadata(run.samples_path).num_rows)
+
+
+def _parts_for(samples: int) -> int:
     return usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
 
 
