@@ -1,5 +1,6 @@
 -- Every sample in $lo <= sample_index < $hi with its status, category and gold calls (name,
--- args as canonical JSON text; arguments left out are null here, read as {}).
+-- args as canonical JSON text; arguments left out are null here, read as {}; a name left out
+-- is an error of the store).
 select
     sample_id,
     sample_index,

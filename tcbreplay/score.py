@@ -220,7 +220,7 @@ def compute_scores(
     parts join into exactly the one-part result.
     """
     if options.scorer == "abet":
-        return _abet_scores(translate.load_calls(con))
+        return _abet_scores(translate.load_calls(con, translate.split_samples(con, 1)[0]))
     if parts is None:
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
@@ -242,7 +242,11 @@ def _parts(run: Run, options: ScoreOptions) -> int:
         return 1
     import pyarrow.parquet as pq
 
-    return _parts_for(pq.read_metadata(run.samples_path).num_rows)
+    try:
+        samples = pq.read_metadata(run.samples_path).num_rows
+    except (OSError, pa.ArrowInvalid):
+        return 1  # opening the run's views reports what is wrong with the file
+    return _parts_for(samples)
 
 
 def _parts_for(samples: int) -> int:

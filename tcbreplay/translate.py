@@ -55,26 +55,28 @@ def load_calls(
         ai = con.sql(query_text("score_agent_calls"), params=bounds).pl()
     except duckdb.Error as exc:
         raise StoreError(f"cannot read the run's traces: {first_line(exc)}") from exc
-    order = gold_lists["sample_index"].to_numpy()
+    order = gold_lists["sample_index"].to_numpy().astype(np.int64)
     if len(order) and np.any(np.diff(order) <= 0):
         gold_lists = gold_lists.sort("sample_index")
-        order = gold_lists["sample_index"].to_numpy()
+        order = gold_lists["sample_index"].to_numpy().astype(np.int64)
         if np.any(np.diff(order) == 0):
             raise StoreError("samples.parquet: sample_index values are not unique")
     samples = gold_lists.select("sample_id", "sample_index", "category", "status").with_row_index(
         "s"
     )
     gold = _flatten(np.arange(len(order)), gold_lists["calls"], "j")
-    index = ai["sample_index"].to_numpy()
-    s, known = _positions(order, index)
+    unnamed = gold.filter(pl.col("name").is_null())
+    if unnamed.height:
+        sample_id = samples["sample_id"][int(unnamed["s"][0])]
+        raise StoreError(f"samples.parquet: sample {sample_id!r} has a gold call without a name")
+    s, known = _positions(order, ai["sample_index"].to_numpy())
     if not known.all():  # messages of samples the run does not hold are left out
         ai = ai.filter(pl.Series(known))
         s = s[known]
-    position = ai["position"].to_numpy()
-    if not _is_sorted(s, position):
-        by = np.lexsort((position, s))
-        ai, s = ai[by], s[by]
-    agent = _flatten(s, ai["calls"], "i")
+    if not _is_sorted(s, ai["position"].to_numpy()):  # (a null position sorts first)
+        ai = ai.with_columns(pl.Series("s", s)).sort("s", "position")
+        s = ai["s"].to_numpy()
+    agent = _flatten(s, ai["calls"], "i").with_columns(pl.col("name").fill_null(""))
     return CallTables(samples=samples, agent=agent, gold=gold)
 
 
@@ -92,8 +94,7 @@ def _positions(order: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _flatten(s: np.ndarray, calls: pl.Series, index: str) -> pl.DataFrame:
     """One row per call, in order: ``s`` (the list's sample; ``s`` ascending), the call's
-    number within its sample (``index``), ``name`` ('' if missing) and ``args`` (``{}`` if
-    missing)."""
+    number within its sample (``index``), ``name`` and ``args`` (``{}`` if missing)."""
     lengths = calls.list.len().fill_null(0).to_numpy().astype(np.int64)
     flat = calls.explode(empty_as_null=False, keep_nulls=False).struct.unnest()
     flat_s = np.repeat(s.astype(np.int64), lengths)
@@ -103,7 +104,7 @@ def _flatten(s: np.ndarray, calls: pl.Series, index: str) -> pl.DataFrame:
         {
             "s": flat_s,
             index: np.arange(len(flat_s), dtype=np.int64) - first[flat_s],
-            "name": flat["name"].fill_null(""),
+            "name": flat["name"],
             "args": flat["args"].fill_null("{}"),
         }
     )

@@ -402,3 +402,15 @@ def test_score_writes_nothing_but_results_off_a_terminal(sim_copy):
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     assert json.loads(result.stdout)["run_id"] == run_id
+
+
+def test_an_unreadable_samples_file_is_a_one_line_error(sim_copy):
+    root, run_id = sim_copy
+    (root / run_id / "samples.parquet").write_bytes(b"not parquet")
+    before = snapshot(root)
+    result = cli("score", run_id, "--store", root)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0].startswith("Error: ")
+    assert "samples.parquet: not a readable Parquet file" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(root) == before

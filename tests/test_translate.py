@@ -180,3 +180,32 @@ def test_consecutive_indexes_not_from_zero_with_messages_either_side():
     _, gold, agent = loaded(samples, messages)
     assert [row[:2] for row in agent] == [(0, 0), (2, 0)]
     assert (gold, agent) == expected(samples, messages)
+
+
+def test_a_gold_call_without_a_name_is_a_clear_error():
+    from tcbreplay.errors import StoreError
+
+    with pytest.raises(StoreError, match="sample 's1' has a gold call without a name"):
+        loaded([sample(0, []), sample(1, [{"args": {"a": 1}}])], [])
+
+
+def test_a_message_without_a_position_comes_first_in_its_sample():
+    samples = [sample(0, [])]
+    messages = [
+        message(0, 1, "ai", ai([{"name": "f", "args": {}}])),
+        {**message(0, 0, "ai", ai([{"name": "g", "args": {}}])), "position": None},
+    ]
+    _, _, agent = loaded(samples, messages)
+    assert [name for _, _, name, _ in agent] == ["g", "f"]
+
+
+def test_both_scorers_refuse_samples_without_sample_index():
+    from tcbreplay.errors import StoreError
+    from tcbreplay.score import ScoreOptions, score_tables
+
+    rows = [sample(0, []), {**sample(1, []), "sample_index": None}]
+    samples = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)
+    messages = pa.Table.from_pylist([], schema=MESSAGES_SCHEMA)
+    for scorer in ("spec", "abet"):
+        with pytest.raises(StoreError, match="have no sample_index"):
+            score_tables(samples, messages, [], ScoreOptions(scorer=scorer))
