@@ -8,16 +8,19 @@ import click
 
 from tcbreplay.cli.base import STORE_OPTION, main, options_dict, render_rows
 
-
-@main.command("sql")
-@click.argument("query")
-@click.option(
+# the output of query results: a table on the terminal, or CSV or JSON for other programs
+_FORMAT_OPTION = click.option(
     "--format",
     "fmt",
     type=click.Choice(["table", "csv", "json"]),
     default="table",
     show_default=True,
 )
+
+
+@main.command("sql")
+@click.argument("query")
+@_FORMAT_OPTION
 @STORE_OPTION
 def sql_command(query, fmt, store) -> None:
     """Run a read-only SQL query over every run in the store.
@@ -42,13 +45,7 @@ def sql_command(query, fmt, store) -> None:
 )
 @click.option("--list", "list_", is_flag=True, help="List the named queries.")
 @click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-)
+@_FORMAT_OPTION
 @STORE_OPTION
 def query(name, params, list_, show, fmt, store) -> None:
     """Run a named query from queries/named/ (see --list)."""
