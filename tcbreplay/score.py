@@ -9,7 +9,8 @@ evaluator, see :mod:`tcbreplay.abet`).
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -227,11 +228,33 @@ def compute_scores(
     if len(ranges) == 1:
         return _joined([_spec_part(con, ranges[0], specs, options)])
     cursors = [con.cursor() for _ in ranges]
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=len(ranges))
+    jobs = []
     try:
-        with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
-            done = pool.map(lambda c, r: _spec_part(c, r, specs, options), cursors, ranges)
-            return _joined(list(done))
+        jobs = [
+            pool.submit(_spec_part, cursor, samples, specs, options, stop)
+            for cursor, samples in zip(cursors, ranges, strict=True)
+        ]
+        # waited for in steps: a Ctrl-C signal the kernel hands to a worker thread does not
+        # wake the main thread, which alone raises KeyboardInterrupt
+        while not _settled(jobs):
+            wait(jobs, timeout=0.1, return_when=FIRST_EXCEPTION)
+        for job in jobs:  # a failed part raises before the others are waited for
+            if job.done() and job.exception() is not None:
+                job.result()
+        return _joined([job.result() for job in jobs])
+    except BaseException:
+        # Ctrl-C or a failed part: the other parts stop at their next step, and whatever
+        # query a part runs (or starts next) is interrupted
+        stop.set()
+        while not all(job.done() for job in jobs):
+            for cursor in cursors:
+                cursor.interrupt()
+            wait(jobs, timeout=0.05)
+        raise
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         for cursor in cursors:
             cursor.close()
 
@@ -264,9 +287,27 @@ class _Part:
 
 
 def _spec_part(
-    con: Any, samples: tuple[int, int], specs: list[dict[str, Any]], options: ScoreOptions
-) -> _Part:
-    return _spec_scores(con, translate.load_calls(con, samples), specs, options)
+    con: Any, samples: tuple[int, int], specs: list[dict[str, Any]], options: ScoreOptions,
+    stop: threading.Event | None = None,
+) -> _Part:  # fmt: skip
+    tables = translate.load_calls(con, samples)
+    _go_on(stop)
+    return _spec_scores(con, tables, specs, options, stop)
+
+
+def _settled(jobs: list[Future]) -> bool:
+    """Every part is done, or one has failed."""
+    done = [job for job in jobs if job.done()]
+    return len(done) == len(jobs) or any(job.exception() is not None for job in done)
+
+
+class _Stopped(Exception):
+    """A part given up because another part failed or scoring was interrupted."""
+
+
+def _go_on(stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise _Stopped
 
 
 def _joined(parts: list[_Part]) -> Scored:
@@ -302,8 +343,9 @@ def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:
 
 
 def _spec_scores(
-    con: Any, tables: translate.CallTables, specs: list[dict[str, Any]], options: ScoreOptions
-) -> _Part:
+    con: Any, tables: translate.CallTables, specs: list[dict[str, Any]], options: ScoreOptions,
+    stop: threading.Event | None = None,
+) -> _Part:  # fmt: skip
     samples, agent, gold = tables.samples, tables.agent, tables.gold
     n = samples.height
     # tool names as integer codes (the tools' own names included, for their parameters)
@@ -318,8 +360,10 @@ def _spec_scores(
         ids, args = pending.result()
     agent = agent.with_columns(ids.slice(0, agent.height).alias("args_id"))
     gold = gold.with_columns(ids.slice(agent.height).alias("args_id"))
+    _go_on(stop)
     pairs = _candidate_pairs(agent, gold, named)
     pairs = _pair_stats(con, pairs, args, specs, names, options)
+    _go_on(stop)
     pairs = pairs.filter(pl.Series(choose_pairs(pairs, named.n_agent, named.n_gold, named.same)))
     pairs = pairs.sort("s", "i")  # in call order, however the part was cut
     s = pairs["s"].to_numpy()
@@ -368,12 +412,21 @@ def _spec_scores(
 
 def _args_ids(agent_args: pl.Series, gold_args: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
     """One id per distinct arguments text, shared by agent and gold calls: the ids of
-    ``agent_args`` then ``gold_args``, and the distinct texts (``id``, ``args``)."""
-    texts = pl.concat([agent_args, gold_args]).cast(pl.Categorical)
-    distinct = texts.unique()
-    return texts.to_physical(), pl.DataFrame(
-        {"id": distinct.to_physical(), "args": distinct.cast(pl.String)}
-    )
+    ``agent_args`` then ``gold_args`` (0, 1, ... with no gaps), and the distinct texts
+    (``id``, ``args``, in id order)."""
+    texts = pl.concat([agent_args, gold_args], rechunk=True)
+    return dense_ids(texts, texts.hash(seed=0))
+
+
+def dense_ids(texts: pl.Series, keys: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
+    """Ids of ``texts`` numbered densely by ``keys`` (one key per text, such as its hash),
+    checked: where two different texts share a key, the texts themselves are numbered."""
+    ids = keys.rank("dense").cast(pl.UInt32) - 1
+    first = ids.arg_unique()
+    distinct = pl.DataFrame({"id": ids.gather(first), "args": texts.gather(first)}).sort("id")
+    if keys is not texts and not (distinct["args"].gather(ids) == texts).all():
+        return dense_ids(texts, texts)  # two texts share a key: number the texts themselves
+    return ids, distinct
 
 
 def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, named: NameScores) -> pl.DataFrame:

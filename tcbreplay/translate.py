@@ -122,17 +122,18 @@ def arg_values(con: duckdb.DuckDBPyConnection, args: pl.DataFrame) -> pl.DataFra
     (canonical JSON text) and ``text`` (a string's decoded value)."""
     con.register("distinct_args", args.to_arrow())
     try:
-        return con.sql(query_text("arg_values")).pl()
+        kv = con.sql(query_text("arg_values")).pl()
     except duckdb.Error as exc:
-        raise StoreError(
-            f"cannot split tool-call arguments into keys: {_repeated_key(args) or first_line(exc)}"
-        ) from exc
+        raise StoreError(f"cannot split tool-call arguments into keys: {first_line(exc)}") from exc
     finally:
         con.unregister("distinct_args")
+    if kv.select(pl.struct("id", "key").is_duplicated().any()).item():
+        raise StoreError(f"cannot split tool-call arguments into keys: {_repeated_key(args)}")
+    return kv
 
 
-def _repeated_key(args: pl.DataFrame) -> str | None:
-    """Which arguments object repeats a key, if one does (JSON objects must not)."""
+def _repeated_key(args: pl.DataFrame) -> str:
+    """Which arguments object repeats a key (JSON objects must not)."""
 
     def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
         keys = [k for k, _ in pairs]
@@ -145,7 +146,7 @@ def _repeated_key(args: pl.DataFrame) -> str | None:
             json.loads(text, object_pairs_hook=unique_keys)
         except ValueError:
             return f"an arguments object repeats a key: {text[:200]}"
-    return None
+    return "an arguments object repeats a key"
 
 
 def agent_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:

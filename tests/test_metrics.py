@@ -13,6 +13,9 @@ import itertools
 import json
 import math
 import random
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from tcbreplay import metrics
+from tcbreplay import score as score_module
 from tcbreplay.errors import StoreError
 from tcbreplay.metrics import (
     _MAX_BASE,
@@ -90,6 +94,20 @@ TOOLS: list[dict[str, Any]] = [
     },
     {"name": "計算", "parameters": {"type": "object", "properties": {"式": {"type": "string"}}}},
     {"name": "ping", "parameters": {"type": "object", "properties": {}}},
+    {
+        # parameter names that are not identifiers: JSON pointer and JSONPath characters
+        "name": "paths",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "a/b": {"type": "integer", "default": 1},
+                "~0": {"type": "string"},
+                'k"q': {"default": "x"},
+                "": {"type": "number"},
+                "$.x[0]": {},
+            },
+        },
+    },
 ]
 
 EXPECT_FIELDS = ("tsa", "tp", "ahr", "args_invalid", "args_total", "args_missing")
@@ -564,9 +582,11 @@ def test_sequence_tables_in_chunks_equal_one_pass(monkeypatch):
 
 # --- property tests: random runs against the reference ----------------------------------------
 
-NAMES = ["search", "convert", "schedule", "météo", "計算", "ping", "pingpong", "teleport", 'q"x']
+NAMES = [
+    "search", "convert", "schedule", "météo", "計算", "ping", "pingpong", "teleport", 'q"x', "paths"
+]  # fmt: skip
 PARAMS = ref.tool_params(TOOLS)
-EXTRA_KEYS = ["zz", "ключ"]
+EXTRA_KEYS = ["zz", "ключ", "~1/"]
 NESTED_KEYS = ["a", "b", "ключ"]
 SPECIAL = [10, "en", False, 1.5, None, {"remind": True, "offsets": [0.5, 1]}, 1, 0.1, 1e17]
 
@@ -765,6 +785,30 @@ def test_large_run_equals_reference():
     assert summary["n_errors"] == sum(c["status"] == "error" for c in run)
 
 
+def test_argument_ids_when_hashes_collide(monkeypatch):
+    """Arguments texts are numbered by their hash, checked: were two texts to share a hash,
+    they would be numbered by the texts themselves, and scoring is unchanged."""
+    texts = pl.Series(['{"a":1}', "{}", '{"a":1}', '{"b":2}', "{}", '{"a":1.0}'])
+    for keys in (texts.hash(seed=0), pl.Series([7] * len(texts), dtype=pl.UInt64)):
+        ids, distinct = score_module.dense_ids(texts, keys)
+        assert distinct["id"].to_list() == [0, 1, 2, 3]
+        assert distinct["args"].gather(ids).to_list() == texts.to_list()
+    rnd = random.Random(5)
+    pool = [1, 1.0, "en", None, [1, 2.5], {"a": 0.1}]
+    run = []
+    for _ in range(200):
+        gold = [(n, {k: rnd.choice(pool) for k in keys_of(n)[:2]}) for n in rnd.sample(NAMES, 2)]
+        run.append({"gold": gold, "turns": [[rnd.choice(gold), (rnd.choice(NAMES), {})]]})
+    expected = score(run)
+
+    def colliding(agent_args: pl.Series, gold_args: pl.Series):
+        texts = pl.concat([agent_args, gold_args])
+        return score_module.dense_ids(texts, pl.Series([0] * len(texts), dtype=pl.UInt64))
+
+    monkeypatch.setattr(score_module, "_args_ids", colliding)
+    assert_frame_equal(score(run), expected)
+
+
 # --- non-finite floats (Python's json writes them as Infinity / NaN) ---------------------------
 
 
@@ -870,3 +914,61 @@ def test_scoring_in_parts_equals_one_part(run, parts):
     assert whole.by_category == split.by_category
     for side in ("samples", "agent", "gold"):
         assert_frame_equal(getattr(whole.tables, side), getattr(split.tables, side))
+
+
+@pytest.mark.parametrize("failure", [StoreError, KeyboardInterrupt])
+def test_a_failed_or_interrupted_part_stops_the_others(monkeypatch, failure):
+    """Scoring in parts: when one part fails (or Ctrl-C reaches it), the other parts are
+    interrupted instead of run to the end, and the failure is what the caller sees."""
+    run = [{"gold": [("ping", {})], "turns": [[("ping", {})]]} for _ in range(4)]
+    samples, messages = build_tables(run)
+    load_calls = score_module.translate.load_calls
+    seen = []
+
+    def load(cursor, samples_range):
+        seen.append(samples_range)
+        if samples_range[0] > 0:
+            time.sleep(0.3)  # the first part is in its long query by now
+            raise failure("part failed")
+        # a query of a minute or more unless interrupted
+        cursor.execute("select sum(i) from range(60_000_000_000) t(i)").fetchall()
+        return load_calls(cursor, samples_range)
+
+    monkeypatch.setattr(score_module.translate, "load_calls", load)
+    con = connect_tables(samples, messages)
+    started = time.perf_counter()
+    try:
+        with pytest.raises(failure, match="part failed"):
+            compute_scores(con, TOOLS, ScoreOptions(), parts=2)
+    finally:
+        con.close()
+    assert len(seen) == 2
+    assert time.perf_counter() - started < 10
+
+
+def test_ctrl_c_that_reaches_a_part_thread_stops_scoring(monkeypatch):
+    """The kernel may hand Ctrl-C to any thread: one that reaches a part's thread still stops
+    scoring in parts within moments (the main thread, which alone raises KeyboardInterrupt,
+    does not sleep through it)."""
+    run = [{"gold": [("ping", {})], "turns": [[("ping", {})]]} for _ in range(4)]
+    samples, messages = build_tables(run)
+    load_calls = score_module.translate.load_calls
+    threads = []
+
+    def load(cursor, samples_range):
+        threads.append(threading.get_ident())
+        cursor.execute("select sum(i) from range(60_000_000_000) t(i)").fetchall()
+        return load_calls(cursor, samples_range)
+
+    monkeypatch.setattr(score_module.translate, "load_calls", load)
+    timer = threading.Timer(0.5, lambda: signal.pthread_kill(threads[0], signal.SIGINT))
+    con = connect_tables(samples, messages)
+    started = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            compute_scores(con, TOOLS, ScoreOptions(), parts=2)
+    finally:
+        timer.cancel()
+        con.close()
+    assert time.perf_counter() - started < 10
