@@ -412,21 +412,13 @@ def _spec_scores(
 
 def _args_ids(agent_args: pl.Series, gold_args: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
     """One id per distinct arguments text, shared by agent and gold calls: the ids of
-    ``agent_args`` then ``gold_args`` (0, 1, ... with no gaps), and the distinct texts
-    (``id``, ``args``, in id order)."""
-    texts = pl.concat([agent_args, gold_args], rechunk=True)
-    return dense_ids(texts, texts.hash(seed=0))
-
-
-def dense_ids(texts: pl.Series, keys: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
-    """Ids of ``texts`` numbered densely by ``keys`` (one key per text, such as its hash),
-    checked: where two different texts share a key, the texts themselves are numbered."""
-    ids = keys.rank("dense").cast(pl.UInt32) - 1
-    first = ids.arg_unique()
-    distinct = pl.DataFrame({"id": ids.gather(first), "args": texts.gather(first)}).sort("id")
-    if keys is not texts and not (distinct["args"].gather(ids) == texts).all():
-        return dense_ids(texts, texts)  # two texts share a key: number the texts themselves
-    return ids, distinct
+    ``agent_args`` then ``gold_args``, and the distinct texts (``id``, ``args``)."""
+    # categories of this call's own (parts scored side by side share no string table)
+    texts = pl.concat([agent_args, gold_args]).cast(pl.Categorical(pl.Categories.random()))
+    distinct = texts.unique()
+    return texts.to_physical(), pl.DataFrame(
+        {"id": distinct.to_physical(), "args": distinct.cast(pl.String)}
+    )
 
 
 def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, named: NameScores) -> pl.DataFrame:

@@ -785,30 +785,6 @@ def test_large_run_equals_reference():
     assert summary["n_errors"] == sum(c["status"] == "error" for c in run)
 
 
-def test_argument_ids_when_hashes_collide(monkeypatch):
-    """Arguments texts are numbered by their hash, checked: were two texts to share a hash,
-    they would be numbered by the texts themselves, and scoring is unchanged."""
-    texts = pl.Series(['{"a":1}', "{}", '{"a":1}', '{"b":2}', "{}", '{"a":1.0}'])
-    for keys in (texts.hash(seed=0), pl.Series([7] * len(texts), dtype=pl.UInt64)):
-        ids, distinct = score_module.dense_ids(texts, keys)
-        assert distinct["id"].to_list() == [0, 1, 2, 3]
-        assert distinct["args"].gather(ids).to_list() == texts.to_list()
-    rnd = random.Random(5)
-    pool = [1, 1.0, "en", None, [1, 2.5], {"a": 0.1}]
-    run = []
-    for _ in range(200):
-        gold = [(n, {k: rnd.choice(pool) for k in keys_of(n)[:2]}) for n in rnd.sample(NAMES, 2)]
-        run.append({"gold": gold, "turns": [[rnd.choice(gold), (rnd.choice(NAMES), {})]]})
-    expected = score(run)
-
-    def colliding(agent_args: pl.Series, gold_args: pl.Series):
-        texts = pl.concat([agent_args, gold_args])
-        return score_module.dense_ids(texts, pl.Series([0] * len(texts), dtype=pl.UInt64))
-
-    monkeypatch.setattr(score_module, "_args_ids", colliding)
-    assert_frame_equal(score(run), expected)
-
-
 # --- non-finite floats (Python's json writes them as Infinity / NaN) ---------------------------
 
 
