@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,29 @@ STORE_OPTION = click.option(
 
 
 class _Cli(click.Group):
-    """Turn typed errors into one ``Error:`` line (plus a hint) and an exit code."""
+    """Turn typed errors, and usage errors, into one ``Error:`` line (plus a hint) and an
+    exit code."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `tcbreplay`: the help
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # an unknown option, a missing argument, a bad value
+            click.echo(f"Error: {exc.format_message()}", err=True)
+            if exc.ctx is not None:
+                click.echo(f"Hint: see {exc.ctx.command_path} --help", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
