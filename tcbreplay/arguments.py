@@ -143,15 +143,17 @@ def judge_pairs(
         pl.lit(0, pl.Int64).alias("undecided"),
     )
     slow = pairs.filter(~quick)
-    slow = slow.with_columns(pl.Series("n", key_counts[slow["g_id"].to_numpy()])).lazy()
+    # the verdicts depend on the tool and the two arguments objects only: judged once each
+    triples = slow.select("tool", "a_id", "g_id").unique().with_row_index("pid")
+    triples = triples.with_columns(pl.Series("n", key_counts[triples["g_id"].to_numpy()]))
     kv = kv.lazy()
     defaults = defaults.lazy()
-    slow = slow.with_row_index("pid")
     agent_side = kv.rename({c: f"a_{c}" for c in _VALUE_COLUMNS})
     gold_side = kv.rename({c: f"g_{c}" for c in _VALUE_COLUMNS})
     param_side = defaults.rename({c: f"d_{c}" for c in _VALUE_COLUMNS})
     rows = (
-        slow.select("pid", "tool", "a_id", "g_id")
+        triples.lazy()
+        .select("pid", "tool", "a_id", "g_id")
         .join(agent_side, left_on="a_id", right_on="id")
         .join(gold_side, left_on=["g_id", "key"], right_on=["id", "key"], how="left")
         .join(param_side, on=["tool", "key"], how="left")
@@ -182,8 +184,9 @@ def judge_pairs(
         pl.col("invalid").is_null().sum().cast(pl.Int64).alias("undecided"),
         pl.col("in_gold").sum().cast(pl.Int64).alias("matched"),
     )
-    slow = (
-        slow.join(counts, on="pid", how="left")
+    verdicts = (
+        triples.lazy()
+        .join(counts, on="pid", how="left")
         .with_columns(
             pl.col("invalid").fill_null(0),
             pl.col("valid").fill_null(0),
@@ -192,6 +195,7 @@ def judge_pairs(
         )
         .drop("pid", "n", "matched")
     )
+    slow = slow.lazy().join(verdicts, on=["tool", "a_id", "g_id"], how="left")
     return pl.concat([fast.lazy(), slow], how="diagonal").collect()
 
 
