@@ -888,7 +888,8 @@ def write_section(text: str, path: Path = BENCHMARKS_MD) -> None:
         new = old.rstrip("\n") + "\n\n" + text
     else:
         nxt = old.find("\n## ", start + len(SECTION))
-        new = old[:start] + text + (old[nxt + 1 :] if nxt >= 0 else "")
+        rest = "\n" + old[nxt + 1 :] if nxt >= 0 else ""  # a blank line before the next one
+        new = old[:start] + text.rstrip("\n") + "\n" + rest
     path.write_text(new.rstrip("\n") + "\n")
 
 
