@@ -123,8 +123,10 @@ def arg_values(con: duckdb.DuckDBPyConnection, args: pl.DataFrame) -> pl.DataFra
     con.register("distinct_args", args.to_arrow())
     try:
         kv = con.sql(query_text("arg_values")).pl()
-    except duckdb.Error as exc:
-        raise StoreError(f"cannot split tool-call arguments into keys: {first_line(exc)}") from exc
+    except duckdb.Error as exc:  # a large object with a repeated key fails its cast
+        raise StoreError(
+            f"cannot split tool-call arguments into keys: {_repeated_key(args) or first_line(exc)}"
+        ) from exc
     finally:
         con.unregister("distinct_args")
     if kv.select(pl.struct("id", "key").is_duplicated().any()).item():
@@ -132,21 +134,23 @@ def arg_values(con: duckdb.DuckDBPyConnection, args: pl.DataFrame) -> pl.DataFra
     return kv
 
 
-def _repeated_key(args: pl.DataFrame) -> str:
-    """Which arguments object repeats a key (JSON objects must not)."""
+class _Members(list):
+    """A JSON object read as its (key, value) pairs, repeats kept."""
 
-    def unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        keys = [k for k, _ in pairs]
-        if len(keys) != len(set(keys)):
-            raise ValueError
-        return dict(pairs)
 
+def _repeated_key(args: pl.DataFrame) -> str | None:
+    """Which arguments object repeats one of its own keys, if one does (JSON objects must
+    not; a repeat inside a nested value is the value's business)."""
     for text in args["args"]:
         try:
-            json.loads(text, object_pairs_hook=unique_keys)
+            members = json.loads(text, object_pairs_hook=_Members)
         except ValueError:
-            return f"an arguments object repeats a key: {text[:200]}"
-    return "an arguments object repeats a key"
+            continue
+        if isinstance(members, _Members):
+            keys = [key for key, _ in members]
+            if len(keys) != len(set(keys)):
+                return f"an arguments object repeats a key: {text[:200]}"
+    return None
 
 
 def agent_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
