@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,33 +231,39 @@ def compute_scores(
     cursors = [con.cursor() for _ in ranges]
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=len(ranges))
-    jobs = []
+    jobs: list[Future] = []
     try:
-        jobs = [
-            pool.submit(_spec_part, cursor, samples, specs, options, stop)
-            for cursor, samples in zip(cursors, ranges, strict=True)
-        ]
-        # waited for in steps: a Ctrl-C signal the kernel hands to a worker thread does not
-        # wake the main thread, which alone raises KeyboardInterrupt
+        for cursor, samples in zip(cursors, ranges, strict=True):
+            jobs.append(pool.submit(_spec_part, cursor, samples, specs, options, stop))
+        # polled, not waited on: Ctrl-C reaches the main thread (the only one to raise
+        # KeyboardInterrupt) within moments even when the kernel hands the signal to a
+        # part's thread, and no lock of the futures is ever held by this thread
         while not _settled(jobs):
-            wait(jobs, timeout=0.1, return_when=FIRST_EXCEPTION)
+            time.sleep(0.02)
         for job in jobs:  # a failed part raises before the others are waited for
             if job.done() and job.exception() is not None:
                 job.result()
         return _joined([job.result() for job in jobs])
     except BaseException:
         # Ctrl-C or a failed part: the other parts stop at their next step, and whatever
-        # query a part runs (or starts next) is interrupted
+        # query a part runs (or starts next) is interrupted, until every part has stopped
         stop.set()
-        while not all(job.done() for job in jobs):
-            for cursor in cursors:
-                cursor.interrupt()
-            wait(jobs, timeout=0.05)
+        _stop_parts(jobs, cursors)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for cursor in cursors:
             cursor.close()
+
+
+def _stop_parts(jobs: list[Future], cursors: list[Any]) -> None:
+    while not all(job.done() for job in jobs):
+        try:
+            for cursor in cursors:  # an interrupt only stops a query already running
+                cursor.interrupt()
+            time.sleep(0.05)
+        except KeyboardInterrupt:  # Ctrl-C again: the parts are being stopped already
+            continue
 
 
 def _parts(run: Run, options: ScoreOptions) -> int:
