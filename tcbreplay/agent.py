@@ -72,13 +72,16 @@ def _middleware(policy: CallPolicy) -> Any:
                     async with asyncio.timeout(policy.call_timeout):
                         response = await handler(request)
                     _check_not_empty(response)
-                except Exception as exc:
-                    if isinstance(exc, TimeoutError) and not isinstance(exc, CallTimeout):
+                except Exception as caught:
+                    exc = caught
+                    if isinstance(caught, TimeoutError) and not isinstance(caught, CallTimeout):
                         exc = CallTimeout(
                             f"model call did not answer within {policy.call_timeout:g} s"
                         )
                     if attempt > policy.retries or not is_transient(exc):
-                        raise
+                        if exc is caught:
+                            raise
+                        raise exc from caught
                     if state is not None:
                         state.retries += 1
                         state.errors.append(f"{type(exc).__name__}: {_short(exc)}")

@@ -53,3 +53,9 @@ class StoreError(TcbReplayError):
 
 class RunLockedError(TcbReplayError):
     """Another live process is writing the run."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message in one line (its first two non-empty lines joined)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:2]) if lines else type(exc).__name__

@@ -402,8 +402,9 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
     current_sample.set(state)
     messages: list[Any] = []
     error: BaseException | None = None
+    deadline = asyncio.timeout(options.timeout)
     try:
-        async with asyncio.timeout(options.timeout):
+        async with deadline:
             async for value in agent.astream(
                 {"messages": [{"role": "user", "content": sample.input}]},
                 config={
@@ -413,8 +414,11 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
                 stream_mode="values",
             ):
                 messages = value["messages"]
-    except TimeoutError:
-        error = SampleTimeout(f"sample did not finish within {options.timeout:g} s")
+    except TimeoutError as exc:  # the sample's deadline, or a model call's (CallTimeout)
+        expired = deadline.expired()
+        error = (
+            SampleTimeout(f"sample did not finish within {options.timeout:g} s") if expired else exc
+        )
     except Exception as exc:  # agent behaviour and provider failures are data
         error = exc
     return {

@@ -198,12 +198,12 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
     if not run.has_data():
         raise StoreError(
             f"run {run.run_id!r} has no stored samples yet (status {status})",
-            hint=f"finish it with: tcbreplay record --resume {run.run_id}",
+            hint=f"finish it with: {run.resume_command()}",
         )
     if status not in ("complete", "imported") and not allow_incomplete:
         raise StoreError(
             f"run {run.run_id!r} is {status}: not every sample was recorded",
-            hint=f"finish it with: tcbreplay record --resume {run.run_id}, "
+            hint=f"finish it with: {run.resume_command()}, "
             "or score what is there with --allow-incomplete",
         )
 

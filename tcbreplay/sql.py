@@ -21,7 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from tcbreplay.cores import usable_cores
-from tcbreplay.errors import InputError, QueryError, StoreError
+from tcbreplay.errors import InputError, QueryError, StoreError, first_line
 from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA, SCORES, Run, Store
 
 _PACKAGE_QUERIES = Path(__file__).parent / "queries"  # inside a built wheel
@@ -389,8 +389,3 @@ def run_sql(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> 
         return result
     finally:
         con.close()
-
-
-def first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return " ".join(lines[:2]) if lines else type(exc).__name__

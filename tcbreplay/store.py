@@ -21,6 +21,7 @@ import fcntl
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay.errors import InputError, RunLockedError, RunNotFoundError, StoreError
+from tcbreplay.errors import (
+    InputError,
+    RunLockedError,
+    RunNotFoundError,
+    StoreError,
+    first_line,
+)
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -152,6 +159,12 @@ class Run:
     def status(self) -> str:
         return str(self.manifest.get("status", "unknown"))
 
+    def resume_command(self) -> str:
+        """The command that finishes recording this run (naming its store unless default)."""
+        store = self.dir.parent
+        where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
+        return f"tcbreplay record --resume {shlex.quote(self.run_id)}{where}"
+
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
 
@@ -195,8 +208,13 @@ class Store:
         path = self.run_dir(run_id)
         if not (path / MANIFEST).is_file():
             known = [r.run_id for r in self.runs()]
-            if known:
-                hint = f"runs in {self.root}: {', '.join(known[-5:])}"
+            if len(known) > 5:
+                hint = (
+                    f"runs in {self.root} include {', '.join(known[:5])} and {len(known) - 5} "
+                    "more (tcbreplay runs lists them)"
+                )
+            elif known:
+                hint = f"runs in {self.root}: {', '.join(known)}"
             else:
                 hint = f"the store {self.root} holds no runs: is --store right?"
             raise RunNotFoundError(f"run {run_id!r} not found in store {self.root}", hint=hint)
@@ -214,7 +232,7 @@ class Store:
         if (path / MANIFEST).exists():
             raise InputError(
                 f"run {run_id!r} already exists in {self.root}",
-                hint="choose another --run-id, or --resume it",
+                hint="choose another --run-id",
             )
         path.mkdir(parents=True, exist_ok=True)
         writer = RunWriter(path)
@@ -364,10 +382,21 @@ def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
     """Write the run's samples and messages as JSONL files beside a copy of the manifest."""
     import jsonlines
 
+    tables = {}
+    for name in (SAMPLES, MESSAGES):  # both read before anything is written
+        try:
+            tables[name] = pq.read_table(run.dir / name)
+        except (OSError, pa.ArrowException) as exc:
+            unfinished = run.status not in ("complete", "imported")
+            raise StoreError(
+                f"{run.dir / name}: cannot read it: {first_line(exc)}",
+                hint=f"the run is {run.status}; finish it with: {run.resume_command()}"
+                if unfinished
+                else None,
+            ) from exc
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in (SAMPLES, MESSAGES):
-        table = pq.read_table(run.dir / name)
+    for name, table in tables.items():
         target = out_dir / name.replace(".parquet", ".jsonl")
         with jsonlines.open(target, mode="w") as writer:
             for batch in table.to_batches(max_chunksize=10_000):

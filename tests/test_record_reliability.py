@@ -202,6 +202,18 @@ def test_hung_model_call_is_retried_after_call_timeout(gemini):
     assert row["attempts"] == 2
 
 
+def test_model_call_past_call_timeout_every_time_is_stored_as_such(gemini):
+    """A call that hangs at every attempt is an error of its own kind (CallTimeout), not the
+    sample's --timeout, which it did not reach."""
+    server, inputs, store = gemini
+    server.inject(Fault.hang(20), input="What is 2 times 3?")
+    summary = _gemini_record(server, inputs, store, retries=1, backoff=0.01, call_timeout=0.5)
+    (row,) = _samples(Path(summary.run_dir))
+    assert row["status"] == "error" and row["attempts"] == 2
+    assert row["error_type"] == "CallTimeout"
+    assert "within 300" not in row["error"]
+
+
 def test_auth_failure_fails_fast(gemini):
     server, inputs, store = gemini
     server.inject(Fault.error(403, "API key not valid"), input="What is 2 times 3?")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -399,3 +400,38 @@ def test_export_jsonl_matches_the_parquet_files(sim_run, tmp_path):
     assert json.loads((tmp_path / "out" / MANIFEST).read_text()) == run.manifest
     messages = list(jsonlines.open(tmp_path / "out" / "messages.jsonl"))
     assert json.loads(messages[0]["message"])["type"] == messages[0]["type"]
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_export_of_unreadable_parquet_is_a_one_line_error(sim_run, tmp_path, damage):
+    """A run whose messages.parquet is gone or cut short is refused with the file named, and
+    nothing is written (from the CLI: one Error line, exit 1, no traceback)."""
+    from click.testing import CliRunner
+
+    from tcbreplay.cli import main
+
+    sim_store, run_id = sim_run
+    store = tmp_path / "traces"
+    shutil.copytree(sim_store.run_dir(run_id), store / run_id)
+    path = store / run_id / "messages.parquet"
+    if damage == "missing":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[:1000])
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["export", run_id, "-o", str(out), "--store", str(store)])
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ")
+    assert str(path) in lines[0]
+    assert not out.exists()
+
+
+def test_resume_hints_name_a_store_that_is_not_the_default(tmp_path):
+    assert Run(Path("traces") / "r1").resume_command() == "tcbreplay record --resume r1"
+    assert (
+        Run(tmp_path / "my store" / "r1").resume_command()
+        == f"tcbreplay record --resume r1 --store '{tmp_path / 'my store'}'"
+    )

@@ -158,7 +158,7 @@ def record(
         progress.close()
         s = stop.summary
         click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
-        click.echo(f"Hint: continue with: tcbreplay record --resume {s.run_id}", err=True)
+        click.echo(f"Hint: continue with: {Run(Path(s.run_dir)).resume_command()}", err=True)
         sys.exit(130)
     finally:
         progress.close()
