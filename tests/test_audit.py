@@ -81,6 +81,16 @@ def test_scored_run_verifies(scored):
     assert report.ok and report.scorings == ["spec"] and report.samples_checked == 94
 
 
+def test_a_renamed_run_still_verifies(scored):
+    """A run directory copied under another name (which the views show under its new name)
+    verifies: its stored scores still say the old name, which is no difference in a number."""
+    root, run_id = scored
+    (root / run_id).rename(root / "renamed")
+    report = verify_run(Store(root), "renamed")
+    assert report.ok, report.differences[:3]
+    assert report.samples_checked == 94
+
+
 def test_summary_holds_an_audit_record(scored):
     root, run_id = scored
     run_dir = root / run_id

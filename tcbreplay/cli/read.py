@@ -25,7 +25,7 @@ _FORMAT_OPTION = click.option(
 def sql_command(query, fmt, store) -> None:
     """Run a read-only SQL query over every run in the store.
 
-    Views: runs, samples, messages, tool_calls, gold_calls, scores.
+    Views: runs, samples, messages, tool_calls, gold_calls, scores, tools.
     """
     from tcbreplay.sql import run_sql
     from tcbreplay.store import Store
