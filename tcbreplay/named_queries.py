@@ -97,4 +97,7 @@ def _parse_file(name: str, text: str) -> NamedQuery:
 def run_named(store: Store, name: str, given: Mapping[str, str] | None = None) -> QueryResult:
     """Run a named query over the store with its parameters bound."""
     query = load_named(name)
-    return run_sql(store, query.sql, query.bind(given or {}))
+    params = query.bind(given or {})
+    if isinstance(params.get("run_id"), str):  # a run the store lacks: say so, not 0 rows
+        store.open_run(params["run_id"])
+    return run_sql(store, query.sql, params)

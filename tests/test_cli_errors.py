@@ -373,18 +373,21 @@ def test_tools_module_in_the_current_directory(tmp_path, monkeypatch, store_dir,
         (["score", "some-run", "--bogus"], "No such option '--bogus'", "tcbreplay score"),
         (["score", "r", "--rel-tol", "abc"], "'abc' is not a valid float", "tcbreplay score"),
         (["score"], "Missing argument 'RUN_ID'", "tcbreplay score"),
+        (["score", "r", "--rel-tol"], "'--rel-tol' requires an argument", "tcbreplay score"),
+        (["score", "r", "--allow-incomplete=1"], "does not take a value", "tcbreplay score"),
         (["sql", "select 1", "--format", "xml"], "'xml' is not one of", "tcbreplay sql"),
         (["nosuch"], "No such command 'nosuch'", "tcbreplay"),
         (["--bogus"], "No such option '--bogus'", "tcbreplay"),
     ],
-    ids=["unknown-option", "bad-value", "missing-argument", "bad-choice", "unknown-command",
-         "unknown-group-option"],
+    ids=["unknown-option", "bad-value", "missing-argument", "missing-value", "flag-value",
+         "bad-choice", "unknown-command", "unknown-group-option"],
 )  # fmt: skip
 def test_usage_errors_are_one_line(store_dir, args, fragment, command):
     """A mistyped command line is an `Error:` line naming what is wrong and a `Hint:` line
     naming the help to read, exit code 2, like every other input error."""
     before = snapshot(store_dir)
-    result = CliRunner().invoke(main, [*args, "--store", str(store_dir)], prog_name="tcbreplay")
+    args = [args[0], "--store", str(store_dir), *args[1:]]  # an option left last stays last
+    result = CliRunner().invoke(main, args, prog_name="tcbreplay")
     assert snapshot(store_dir) == before
     errors = assert_input_error(result, fragment)
     assert len(errors) == 1

@@ -410,3 +410,11 @@ def test_run_named_refuses_unknown_and_badly_named(traces):
         run_named(store, "Worst_Samples")
     with pytest.raises(QueryError, match="unknown parameter"):
         run_named(store, "tool_confusion", {"limit": "3"})
+
+
+@pytest.mark.parametrize("name", ["worst_samples", "error_breakdown"])
+def test_a_run_id_the_store_lacks_is_an_error_not_an_empty_table(traces, name):
+    result = cli("query", name, "-p", "run_id=no-such-run", "--store", traces.root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: run 'no-such-run' not found in store")
+    assert result.stdout == ""

@@ -21,9 +21,29 @@ STORE_OPTION = click.option(
 )
 
 
+class _Command(click.Command):
+    """A command whose usage errors know it (Click's parser raises some without it)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            exc.ctx = exc.ctx or ctx
+            raise
+
+
 class _Cli(click.Group):
     """Turn typed errors, and usage errors, into one ``Error:`` line (plus a hint) and an
     exit code."""
+
+    command_class = _Command
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            exc.ctx = exc.ctx or ctx
+            raise
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
