@@ -203,7 +203,7 @@ def record_run(
     check_credentials(spec)
     gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
     chat_model = build_chat_model(spec, gold)
-    run_id = validate_run_id(run_id or default_run_id(inputs, spec))
+    run_id = validate_run_id(default_run_id(inputs, spec) if run_id is None else run_id)
     print_ = fingerprint(inputs, spec)
     if overwrite and store.exists(run_id):
         store.delete_run(run_id)

@@ -353,7 +353,8 @@ def check_read_only(sql: str) -> list[str]:
             kind = "SELECT"
         if kind not in _ALLOWED_STATEMENTS:
             raise QueryError(
-                f"{kind} statements are not allowed: the store is read-only to SQL",
+                f"{'INSTALL or LOAD' if kind == 'LOAD' else kind} statements are not allowed: "
+                "the store is read-only to SQL",
                 hint="only queries (SELECT, WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN) run here",
             )
         out.append(statement.query)

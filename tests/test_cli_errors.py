@@ -326,12 +326,22 @@ def test_record_refuses_other_bad_options(store_dir, extra, fragment):
     assert_input_error(run_cli(record_args(*extra), store_dir), fragment)
 
 
-def test_record_refuses_a_bad_sim_option(store_dir):
-    args = ["record", "--model", "sim:seed=x", "--run-id", "r", "--quiet"]
-    assert_input_error(run_cli(args, store_dir), "sim option")
+@pytest.mark.parametrize(
+    ("model", "fragment"),
+    [
+        ("sim:seed=x", "sim option seed='x': must be an integer"),
+        ("sim:latency=slow", "sim option latency='slow': must be a number"),
+        ("sim:error_rate=2", "must be between 0 and 1"),
+        ("sim:mistakes=skip+oops", "unknown mistake 'oops'"),
+        ("sim:colour=red", "sim option 'colour=red': expected one of"),
+    ],
+)
+def test_record_refuses_a_bad_sim_option(store_dir, model, fragment):
+    args = ["record", "--model", model, "--run-id", "r", "--quiet"]
+    assert_input_error(run_cli(args, store_dir), fragment)
 
 
-@pytest.mark.parametrize("run_id", ["../escape", "a/b", "has space", ".."])
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "has space", "..", ""])
 def test_bad_run_ids_write_nothing_anywhere(tmp_path, store_dir, traces_file, run_id):
     outside = snapshot(tmp_path)
     args = import_args(DATA / "ds_shapes.json", SHOP_JSON, traces_file)

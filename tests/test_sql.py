@@ -263,6 +263,11 @@ def test_statements_other_than_queries_are_refused(two_runs, sql):
     assert snapshot(two_runs.root) == before
 
 
+def test_refused_install_is_named_as_such():
+    with pytest.raises(QueryError, match=r"^INSTALL or LOAD statements are not allowed"):
+        check_read_only("install httpfs")
+
+
 ALLOWED = [
     "select 1",
     "with x as (select 1 as a) select a from x",

@@ -66,18 +66,22 @@ def parse_sim_options(text: str) -> dict[str, Any]:
 
 
 def _coerce(key: str, value: str) -> Any:
+    if key == "mistakes":
+        kinds = [k for k in value.split("+") if k]
+        bad = [k for k in kinds if k not in MISTAKES]
+        if bad:
+            raise ModelError(
+                f"sim option {key}={value!r}: unknown mistake {bad[0]!r} "
+                f"(kinds: {', '.join(MISTAKES)})"
+            )
+        return "+".join(kinds)
     try:
         if key == "seed":
             return int(value)
-        if key == "mistakes":
-            kinds = [k for k in value.split("+") if k]
-            bad = [k for k in kinds if k not in MISTAKES]
-            if bad:
-                raise ValueError(f"unknown mistake {bad[0]!r} (kinds: {', '.join(MISTAKES)})")
-            return "+".join(kinds)
         number = float(value)
     except ValueError as exc:
-        raise ModelError(f"sim option {key}={value!r}: {exc}") from exc
+        kind = "an integer" if key == "seed" else "a number"
+        raise ModelError(f"sim option {key}={value!r}: must be {kind}") from exc
     if key in ("error_rate", "parallel", "fault_rate") and not 0.0 <= number <= 1.0:
         raise ModelError(f"sim option {key}={value}: must be between 0 and 1")
     if number < 0:
