@@ -239,7 +239,7 @@ def compute_scores(
         # KeyboardInterrupt) within moments even when the kernel hands the signal to a
         # part's thread, and no lock of the futures is ever held by this thread
         while not _settled(jobs):
-            time.sleep(0.02)
+            time.sleep(0.1)
         for job in jobs:  # a failed part raises before the others are waited for
             if job.done() and job.exception() is not None:
                 job.result()
