@@ -21,8 +21,9 @@ STORE_OPTION = click.option(
 )
 
 
-class _Command(click.Command):
-    """A command whose usage errors know it (Click's parser raises some without it)."""
+class _KnownContext(click.Command):
+    """Usage errors that name the command they belong to (Click's parser raises some
+    without it, and the hint names the command's help)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -32,18 +33,11 @@ class _Command(click.Command):
             raise
 
 
-class _Cli(click.Group):
+class _Cli(_KnownContext, click.Group):
     """Turn typed errors, and usage errors, into one ``Error:`` line (plus a hint) and an
     exit code."""
 
-    command_class = _Command
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as exc:
-            exc.ctx = exc.ctx or ctx
-            raise
+    command_class = _KnownContext
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
