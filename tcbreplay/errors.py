@@ -55,6 +55,15 @@ class RunLockedError(TcbReplayError):
     """Another live process is writing the run."""
 
 
+class TcbReplayWarning(UserWarning):
+    """Something the user should know that does not stop the command (the CLI prints it as
+    one ``Warning:`` line)."""
+
+
+class SkippedRunWarning(TcbReplayWarning):
+    """A run left out of a store-wide view because it cannot be read."""
+
+
 def first_line(exc: BaseException) -> str:
     """An exception's message in one line (its first two non-empty lines joined)."""
     lines = [line for line in str(exc).splitlines() if line.strip()]

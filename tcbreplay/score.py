@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from tcbreplay.arguments import decide_nested, defaults_table, judge_pairs, type
 from tcbreplay.audit import audit_record
 from tcbreplay.cores import usable_cores
 from tcbreplay.dashboard import write_dashboard
-from tcbreplay.errors import InputError, StoreError
+from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
 from tcbreplay.metrics import (
     DEFAULT_ABS_TOL,
     DEFAULT_REL_TOL,
@@ -35,7 +36,15 @@ from tcbreplay.metrics import (
     summarize,
 )
 from tcbreplay.sql import SCORES_SCHEMA, connect, connect_tables
-from tcbreplay.store import Run, Store, utcnow, write_frame, write_json_atomic, write_table
+from tcbreplay.store import (
+    JOURNAL,
+    Run,
+    Store,
+    utcnow,
+    write_frame,
+    write_json_atomic,
+    write_table,
+)
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
 SCORERS = ("spec", "abet")
@@ -193,11 +202,20 @@ def score_tables(
 
 
 def check_scorable(run: Run, allow_incomplete: bool) -> None:
-    """Refuse runs with nothing stored, and unfinished runs unless allowed."""
+    """Refuse runs with nothing stored, and unfinished runs unless allowed; say so when
+    finished samples wait in the journal, where scoring does not read."""
     status = run.status
+    waiting = run.unfolded_records()
+    journal = (
+        f"{waiting} finished samples wait in {JOURNAL}, which `record --resume` folds into "
+        "the Parquet files that scoring reads"
+        if waiting
+        else ""
+    )
     if not run.has_data():
         raise StoreError(
-            f"run {run.run_id!r} has no stored samples yet (status {status})",
+            f"run {run.run_id!r} has no stored samples yet (status {status})"
+            + (f": {journal}" if journal else ""),
             hint=f"finish it with: {run.resume_command()}",
         )
     if status not in ("complete", "imported") and not allow_incomplete:
@@ -205,6 +223,11 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
             f"run {run.run_id!r} is {status}: not every sample was recorded",
             hint=f"finish it with: {run.resume_command()}, "
             "or score what is there with --allow-incomplete",
+        )
+    if journal:
+        warnings.warn(
+            TcbReplayWarning(f"{journal}; run {run.run_id!r} is scored without them"),
+            stacklevel=2,
         )
 
 

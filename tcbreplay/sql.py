@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -21,7 +22,14 @@ import duckdb
 import pyarrow as pa
 
 from tcbreplay.cores import usable_cores
-from tcbreplay.errors import InputError, QueryError, StoreError, first_line
+from tcbreplay.errors import (
+    InputError,
+    QueryError,
+    SkippedRunWarning,
+    StoreError,
+    TcbReplayWarning,
+    first_line,
+)
 from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA, SCORES, Run, Store
 
 _PACKAGE_QUERIES = Path(__file__).parent / "queries"  # inside a built wheel
@@ -74,7 +82,7 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with the store's runs bound to the views
     (``threads``: DuckDB's threads, by default one per core)."""
-    run_list = list(runs) if runs is not None else (store.runs() if store else [])
+    run_list = list(runs) if runs is not None else (readable_runs(store) if store else [])
     con = _new_connection(threads)
     _create_views(con, run_list, with_scores=with_scores, materialize=False)
     if lock:
@@ -87,6 +95,32 @@ def connect(
         con.execute("set autoload_known_extensions = false")
         con.execute("set lock_configuration = true")
     return con
+
+
+def readable_runs(store: Store) -> list[Run]:
+    """The store's runs whose manifest and files can be read. Each other run is left out
+    with a :class:`SkippedRunWarning` that says what is wrong, so that one broken run does
+    not hide the others from store-wide views."""
+    if not store.root.is_dir():
+        warnings.warn(
+            TcbReplayWarning(f"{store.root}: no such store folder, so there are no runs"),
+            stacklevel=2,
+        )
+        return []
+    readable = []
+    for run in store.runs():
+        try:
+            run.manifest  # noqa: B018 (read and checked on first use)
+            if run.has_data():
+                _check_columns(run.samples_path, SAMPLES_SCHEMA)
+                _check_columns(run.messages_path, MESSAGES_SCHEMA)
+            if (scores := latest_scores_file(run)) is not None:
+                _check_columns(scores, SCORES_SCHEMA)
+        except StoreError as exc:
+            warnings.warn(SkippedRunWarning(f"left out run {run.run_id!r}: {exc}"), stacklevel=2)
+            continue
+        readable.append(run)
+    return readable
 
 
 def _create_views(
@@ -121,7 +155,7 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     Views point at the run files by absolute path; ``runs`` and ``tools`` are tables.
     Re-run it after recording or scoring to include new runs. Returns the run ids.
     """
-    runs = store.runs()
+    runs = readable_runs(store)
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.unlink(missing_ok=True)

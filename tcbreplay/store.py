@@ -168,6 +168,15 @@ class Run:
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
 
+    def unfolded_records(self) -> int:
+        """How many finished samples wait in the journal, not yet in the Parquet files (a
+        recording still going, or one that was killed)."""
+        try:
+            with (self.dir / JOURNAL).open("rb") as f:
+                return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
+        except FileNotFoundError:
+            return 0
+
     def recorded_ids(self) -> dict[str, str]:
         """Map every stored sample id to its status (journal entries override Parquet)."""
         out: dict[str, str] = {}

@@ -408,3 +408,23 @@ def test_bare_command_prints_its_help():
     result = CliRunner().invoke(main, [])
     assert result.exit_code == 2
     assert "Commands:" in result.output
+
+
+@pytest.mark.parametrize("from_env", [True, False])
+def test_a_bad_store_is_blamed_on_where_it_came_from(tmp_path, from_env):
+    """A store path that is a file is blamed on TCBREPLAY_STORE when the variable gave it,
+    and on --store otherwise; the help names the variable."""
+    not_a_dir = tmp_path / "traces"
+    not_a_dir.write_text("a file, not a store")
+    args = ["runs"] if from_env else ["runs", "--store", str(not_a_dir)]
+    env = {"TCBREPLAY_STORE": str(not_a_dir)} if from_env else {}
+    result = CliRunner().invoke(main, args, env=env, prog_name="tcbreplay")
+    assert result.exit_code == 2
+    where = "TCBREPLAY_STORE" if from_env else "'--store'"
+    assert result.stderr.splitlines() == [
+        f"Error: Invalid value for {where}: Directory '{not_a_dir}' is a file.",
+        "Hint: see tcbreplay runs --help",
+    ]
+    assert not_a_dir.read_text() == "a file, not a store"
+    helped = CliRunner().invoke(main, ["runs", "--help"], terminal_width=200)
+    assert "[env var: TCBREPLAY_STORE; default: traces]" in helped.stdout

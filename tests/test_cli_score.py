@@ -338,6 +338,27 @@ def test_incomplete_run_is_refused_unless_allowed(sim_copy):
     assert summary["n_samples"] == 94
 
 
+def test_samples_waiting_in_the_journal_are_named(sim_copy):
+    """A killed recording leaves finished samples in the journal, which scoring does not
+    read: --allow-incomplete scores the Parquet files and warns of the rest."""
+    root, run_id = sim_copy
+    run_dir = root / run_id
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "recording"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    rows = pq.read_table(run_dir / "samples.parquet").slice(0, 3).to_pylist()
+    (run_dir / "journal.jsonl").write_text(
+        "".join(json.dumps({"sample": r}, default=str) + "\n" for r in rows)
+    )
+    result = cli("score", run_id, "--store", str(root), "--allow-incomplete", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["n_samples"] == 94
+    assert result.stderr.splitlines() == [
+        "Warning: 3 finished samples wait in journal.jsonl, which `record --resume` folds into "
+        f"the Parquet files that scoring reads; run {run_id!r} is scored without them"
+    ]
+
+
 def test_score_from_another_store_location_via_env(sim_copy, monkeypatch):
     root, run_id = sim_copy
     monkeypatch.setenv("TCBREPLAY_STORE", str(root))

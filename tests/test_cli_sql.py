@@ -161,8 +161,44 @@ def test_empty_store(tmp_path):
         csv_out = sql(root, f"select * from {view}", "csv")
         assert csv_out.exit_code == 0
         assert len(csv_out.stdout.splitlines()) == 1  # the header only
+        assert csv_out.stderr == f"Warning: {root}: no such store folder, so there are no runs\n"
     assert not root.exists()
     assert "0 rows" in sql(root, "select * from scores", "table").stdout
+
+
+@pytest.mark.parametrize(
+    ("damage", "complaint"),
+    [
+        (lambda run: (run / "manifest.json").write_text("{not json"), "unreadable manifest"),
+        (lambda run: (run / "manifest.json").write_text('{"schema_version": 99}'),
+         "schema_version 99"),
+        (lambda run: (run / "messages.parquet").write_bytes(b"PAR1 cut short"),
+         "messages.parquet: not a readable Parquet file"),
+    ],
+)  # fmt: skip
+def test_a_broken_run_is_left_out_with_a_warning(populated, damage, complaint):
+    root, run_id = populated
+    damage(root / IMPORTED)
+    before = snapshot(root)
+    for command in (["runs"], ["sql", "select distinct run_id from messages", "--format", "csv"],
+                    ["query", "cost_latency", "--format", "csv"]):  # fmt: skip
+        result = cli(*command, "--store", root)
+        assert result.exit_code == 0, (command, result.output)
+        assert run_id in result.stdout
+        assert IMPORTED not in result.stdout
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"Warning: left out run {IMPORTED!r}: {root / IMPORTED}/")
+        assert complaint in line
+    assert snapshot(root) == before
+    catalog = root.parent / "catalog.duckdb"
+    result = cli("catalog", "-o", catalog, "--store", root)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("over 1 runs\n")
+    assert result.stderr.startswith(f"Warning: left out run {IMPORTED!r}: ")
+    # the broken run itself is still an error when named
+    result = cli("score", IMPORTED, "--store", root)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: ")
 
 
 def test_select_star_from_samples(template):

@@ -53,6 +53,16 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     kept = journal_lines(run_dir)
     assert 10 <= kept < N_SAMPLES
     assert not (run_dir / "samples.parquet").exists()
+    # scoring reads Parquet only, and says where the finished samples wait
+    for extra in ([], ["--allow-incomplete"]):
+        result = CliRunner().invoke(main, ["score", "k", "--store", str(store_dir), *extra])
+        assert result.exit_code == 1
+        assert result.stderr.splitlines() == [
+            f"Error: run 'k' has no stored samples yet (status recording): {kept} finished "
+            "samples wait in journal.jsonl, which `record --resume` folds into the Parquet "
+            "files that scoring reads",
+            f"Hint: finish it with: tcbreplay record --resume k --store {store_dir}",
+        ]
 
     second = cli_process(*args)
     out, err = second.communicate(timeout=120)

@@ -3,20 +3,36 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import click
 
 from tcbreplay import __version__
-from tcbreplay.errors import InputError, TcbReplayError
+from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
+
+STORE_ENVVAR = "TCBREPLAY_STORE"
+
+
+class _StorePath(click.Path):
+    """A store directory: a bad one is blamed on the variable when it came from there, and
+    on the option otherwise."""
+
+    def fail(self, message: str, param: Any = None, ctx: Any = None) -> Any:
+        source = ctx.get_parameter_source(param.name) if ctx and param else None
+        env = source is click.core.ParameterSource.ENVIRONMENT
+        hint = STORE_ENVVAR if env else "'--store'"
+        raise click.BadParameter(message, ctx=ctx, param=param, param_hint=hint)
+
 
 STORE_OPTION = click.option(
     "--store",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=_StorePath(file_okay=False, path_type=Path),
     default="traces",
     show_default=True,
-    envvar="TCBREPLAY_STORE",
+    envvar=STORE_ENVVAR,
+    show_envvar=True,
     help="Trace store directory.",
 )
 
@@ -62,7 +78,9 @@ class _Cli(_KnownContext, click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                _show_warnings_as_lines()
+                return super().invoke(ctx)
         except TcbReplayError as exc:
             for line in str(exc).splitlines() or [type(exc).__name__]:
                 click.echo(f"Error: {line}", err=True)
@@ -72,6 +90,20 @@ class _Cli(_KnownContext, click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+
+
+def _show_warnings_as_lines() -> None:
+    """Print tcbreplay's warnings as one ``Warning:`` line each on stderr (others as usual)."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, TcbReplayWarning):
+            click.echo(f"Warning: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.simplefilter("always", TcbReplayWarning)
+    warnings.showwarning = show
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
