@@ -1,38 +1,28 @@
 """The original benchmark's dashboard file, written from a scored run.
 
-The listed samples are written as a JSON array by DuckDB, from the calls scoring
-already parsed (arguments stay the exact JSON the agent sent), so a run of a million
-samples writes its file without building a Python object per call.
+DuckDB writes each listed sample's JSON object as text, from the calls scoring already
+parsed: argument texts are canonical JSON, so they are spliced in as they are, not parsed
+again, and a run of a million samples writes its file without a Python object per call.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
+from tcbreplay.sql import query_text
 from tcbreplay.store import EVALUATIONS, Run
 from tcbreplay.translate import CallTables
 
-_SAMPLES = """
-select
-    input,
-    struct_pack(
-        tool_call_names := coalesce(agent_names, []::varchar[]),
-        tool_call_args := coalesce(list_transform(agent_args, lambda a: a::json), []::json[])
-    ) as output,
-    struct_pack(
-        tool_call_names := coalesce(gold_names, []::varchar[]),
-        tool_call_args := coalesce(list_transform(gold_args, lambda a: a::json), []::json[])
-    ) as target
-from listed
-"""
+# samples joined into one text per write, so that a large file is not built whole in memory
+_SAMPLES_PER_WRITE = 50_000
 
 
 def write_dashboard(
@@ -50,17 +40,21 @@ def write_dashboard(
             | (pl.col("args_invalid") > 0)
             | (pl.col("args_missing").fill_null(0) > 0)
         )
-    listed = listed.select("s")
-    keep = np.zeros(scores.height, dtype=bool)
-    keep[listed["s"].to_numpy()] = True
+    # the listed samples in sample order (DuckDB writes the rows as they come), and each
+    # sample's row among them (-1: not listed)
+    listed_s = listed["s"].to_numpy()
+    row = np.full(scores.height, -1, dtype=np.int64)
+    row[listed_s] = np.arange(len(listed_s))
     inputs = pl.read_parquet(run.samples_path, columns=["sample_index", "input"]).sort(
         "sample_index"
     )
-    # in sample order: DuckDB writes the rows as they come (no sort of the payloads)
-    frame = listed.join(
-        _lists(tables.agent, "agent", keep), on="s", how="left", maintain_order="left"
-    ).join(_lists(tables.gold, "gold", keep), on="s", how="left", maintain_order="left")
-    frame = frame.with_columns(inputs["input"].gather(frame["s"]).alias("input"))
+    frame = pa.table(
+        {
+            "input": inputs["input"].gather(listed_s).to_arrow(),
+            **_lists(tables.agent, "agent", row, len(listed_s)),
+            **_lists(tables.gold, "gold", row, len(listed_s)),
+        }
+    )
     head = {
         "benchmark_name": title,
         "run_id": run.run_id,
@@ -68,30 +62,38 @@ def write_dashboard(
     }
     path = run.dir / EVALUATIONS / f"{title}_{run.run_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    samples = path.with_name(path.name + ".samples.tmp")
     tmp = path.with_name(path.name + ".tmp")
     con = duckdb.connect()
     try:
-        con.register("listed", frame.to_arrow())
-        target = "'" + str(samples).replace("'", "''") + "'"
-        con.execute(f"copy ({_SAMPLES}) to {target} (format json, array true)")
+        con.register("listed", frame)
+        samples = con.sql(query_text("dashboard_samples")).pl()["sample"]
     finally:
         con.close()
     try:
-        with tmp.open("wb") as out, samples.open("rb") as array:
-            out.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": ').encode())
-            shutil.copyfileobj(array, out, 1 << 22)
-            out.write(b"}\n")
-    finally:
-        samples.unlink(missing_ok=True)
+        with tmp.open("w", encoding="utf-8") as out:
+            # laid out as DuckDB writes a JSON array: a sample per line, each after a tab
+            out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": [\n\t')
+            for start in range(0, samples.len(), _SAMPLES_PER_WRITE):
+                chunk = samples.slice(start, _SAMPLES_PER_WRITE).str.join(",\n\t").item()
+                out.write((",\n\t" if start else "") + chunk)
+            out.write("\n]\n}\n")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     return path
 
 
-def _lists(calls: pl.DataFrame, side: str, keep: np.ndarray) -> pl.DataFrame:
-    """Per listed sample position (``keep``): the call names and argument texts, in order."""
-    return (
-        calls.filter(pl.Series(keep[calls["s"].to_numpy()]))
-        .group_by("s", maintain_order=True)
-        .agg(pl.col("name").alias(f"{side}_names"), pl.col("args").alias(f"{side}_args"))
-    )
+def _lists(calls: pl.DataFrame, side: str, row: np.ndarray, n: int) -> dict[str, pa.Array]:
+    """The call names and argument texts of each of ``n`` listed samples, in order, as Arrow
+    lists (``row``: each sample's row among them, -1 if not listed). Calls come sorted by
+    sample and call order, so a list is a slice of them: no grouping."""
+    at = row[calls["s"].to_numpy()]
+    listed = at >= 0
+    kept = calls.filter(pl.Series(listed))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(at[listed], minlength=n), out=offsets[1:])
+    return {
+        f"{side}_{column}": pa.LargeListArray.from_arrays(offsets, kept[name].to_arrow())
+        for column, name in (("names", "name"), ("args", "args"))
+    }
