@@ -225,19 +225,43 @@ def _bind_files(
 
 
 def _check_columns(path: Path, schema: pa.Schema) -> None:
-    """Refuse a run file without the store's columns (read from its footer only)."""
+    """Refuse a run file without the store's columns, or with a column of another kind of
+    type (text, integers, numbers, times; a column of nulls only fits any), read from its
+    footer only."""
     import pyarrow.parquet as pq
 
     try:
-        names = set(pq.read_schema(path).names)
+        found = pq.read_schema(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
-    missing = [name for name in schema.names if name not in names]
+    missing = [name for name in schema.names if name not in found.names]
     if missing:
         raise StoreError(
             f"{path}: no column {', '.join(missing)}; the file is not in this tcbreplay's "
             "store format (written by another tool or an older version?)"
         )
+    for field in schema:
+        actual = found.field(field.name).type
+        if not pa.types.is_null(actual) and _kind(actual) != _kind(field.type):
+            raise StoreError(
+                f"{path}: column {field.name} holds {actual}, where the store format has "
+                f"{_kind(field.type)} ({field.type})"
+            )
+
+
+def _kind(arrow_type: pa.DataType) -> str:
+    """The kind of values a column holds, as far as the views and scoring care."""
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "text"
+    if pa.types.is_string_view(arrow_type):
+        return "text"
+    if pa.types.is_integer(arrow_type):
+        return "integers"
+    if pa.types.is_floating(arrow_type):
+        return "numbers"
+    if pa.types.is_timestamp(arrow_type):
+        return "times"
+    return str(arrow_type)
 
 
 def _duck_type(arrow_type: pa.DataType) -> str:

@@ -39,9 +39,11 @@ def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int,
         rows = con.execute(query_text("score_split"), {"parts": max(1, parts)}).fetchall()
     except duckdb.Error as exc:
         raise StoreError(f"cannot read the run's samples: {first_line(exc)}") from exc
-    if rows and rows[0][0]:
-        raise StoreError(f"samples.parquet: {rows[0][0]} samples have no sample_index")
-    return [(lo, hi) for _, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
+    if rows:
+        for count, column in zip(rows[0][:2], ("sample_index", "sample_id"), strict=True):
+            if count:
+                raise StoreError(f"samples.parquet: {count} samples have no {column}")
+    return [(lo, hi) for *_, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
 
 
 def load_calls(
@@ -54,7 +56,9 @@ def load_calls(
         gold_lists = con.sql(query_text("score_gold_calls"), params=bounds).pl()
         ai = con.sql(query_text("score_agent_calls"), params=bounds).pl()
     except duckdb.Error as exc:
-        raise StoreError(f"cannot read the run's traces: {first_line(exc)}") from exc
+        raise StoreError(
+            f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}"
+        ) from exc
     order = gold_lists["sample_index"].to_numpy().astype(np.int64)
     if len(order) and np.any(np.diff(order) <= 0):
         gold_lists = gold_lists.sort("sample_index")
@@ -78,6 +82,22 @@ def load_calls(
         s = ai["s"].to_numpy()
     agent = _flatten(s, ai["calls"], "i").with_columns(pl.col("name").fill_null(""))
     return CallTables(samples=samples, agent=agent, gold=gold)
+
+
+def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, int]) -> str | None:
+    """Which stored text is not valid JSON, named by file, sample and message position."""
+    try:
+        rows = con.execute(query_text("score_malformed"), bounds).fetchall()
+    except duckdb.Error:
+        return None
+    for file, sample_id, position in rows:
+        what = (
+            "its gold calls are"
+            if position is None
+            else f"its AI message at position {position} is"
+        )
+        return f"{file}: sample {sample_id!r}: {what} not valid JSON"
+    return None
 
 
 def _positions(order: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

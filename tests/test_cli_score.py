@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
@@ -87,22 +88,48 @@ def record_custom(workdir: Path, monkeypatch, run_id: str = "custom") -> dict:
     return {"store": store_root, "run_id": run_id, "module": module, **files}
 
 
-@pytest.mark.parametrize("damage", ["drop sample_index", "not parquet"])
+def _message_json(table: pa.Table, row: int, text: str) -> pa.Table:
+    """``table`` with the message text of ``row`` replaced."""
+    messages = table["message"].to_pylist()
+    messages[row] = text
+    return table.set_column(table.schema.get_field_index("message"), "message", [messages])
+
+
+@pytest.mark.parametrize(
+    "damage", ["drop sample_index", "not parquet", "sample_index as text", "malformed message"]
+)
 def test_a_run_file_not_in_the_store_format_is_one_line(sim_copy, damage):
     root, run_id = sim_copy
+    assert cli("score", run_id, "--store", str(root)).exit_code == 0  # for audit verify
     path = root / run_id / "messages.parquet"
+    table = pq.read_table(path)
     if damage == "drop sample_index":
-        pq.write_table(pq.read_table(path).drop_columns(["sample_index"]), path)
+        pq.write_table(table.drop_columns(["sample_index"]), path)
         expected = f"{path}: no column sample_index"
-    else:
+    elif damage == "not parquet":
         path.write_text("not parquet")
         expected = f"{path}: not a readable Parquet file"
+    elif damage == "sample_index as text":
+        column = table.schema.get_field_index("sample_index")
+        pq.write_table(
+            table.set_column(column, "sample_index", table[column].cast(pa.string())), path
+        )
+        expected = f"{path}: column sample_index holds string, where the store format has integers"
+    else:
+        row = table["type"].to_pylist().index("ai", 5)
+        pq.write_table(_message_json(table, row, '{"type": "ai", "data": {'), path)
+        sample_id, position = table["sample_id"][row].as_py(), table["position"][row].as_py()
+        expected = (
+            f"cannot read the run's traces: messages.parquet: sample {sample_id!r}: its AI "
+            f"message at position {position} is not valid JSON"
+        )
     before = snapshot(root)
-    result = cli("score", run_id, "--store", str(root))
-    assert result.exit_code == 1
-    lines = result.stderr.splitlines()
-    assert lines[0].startswith(f"Error: {expected}")
-    assert len(lines) <= 2 and "Traceback" not in result.output
+    for command in (["score", run_id], ["audit", "verify", run_id]):
+        result = cli(*command, "--store", str(root))
+        assert result.exit_code == 1, (command, result.output)
+        lines = result.stderr.splitlines()
+        assert lines[0].startswith(f"Error: {expected}"), (command, lines)
+        assert len(lines) <= 2 and "Traceback" not in result.output
     assert snapshot(root) == before
 
 

@@ -316,3 +316,24 @@ def test_runs_without_common_samples_are_reported_without_comparison(sim_run, tm
     page = build_report(store, [sim_id, "hand-a"])
     assert "No comparison with" in page
     assert payload(page, "report-data")["cols"][1]["tp"][0] is None  # hand-a lacks sim samples
+
+
+def test_a_call_without_a_name_is_reported_as_scoring_reads_it(tmp_path):
+    """A stored tool call with a null name is the tool '' to scoring and to the report."""
+    store = Store(tmp_path / "traces")
+    run_id = import_hand_run(store, "a", "traces_a.jsonl")
+    path = store.open_run(run_id).messages_path
+    table = pq.read_table(path)
+    messages = table["message"].to_pylist()
+    row = next(i for i, m in enumerate(messages) if json.loads(m)["data"].get("tool_calls"))
+    message = json.loads(messages[row])
+    message["data"]["tool_calls"][0]["name"] = None
+    messages[row] = json.dumps(message)
+    column = table.schema.get_field_index("message")
+    pq.write_table(table.set_column(column, "message", [messages]), path)
+    sample_id = table["sample_id"][row].as_py()
+    report = collect(store, [run_id])
+    (run,) = report.runs
+    assert run.agent[sample_id][0][0] == ""
+    assert "" in [item["tool"] for item in run.summary["by_tool"]]
+    assert "" in [row.tool for row in report.tool_rows]

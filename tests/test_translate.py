@@ -142,16 +142,17 @@ def test_dense_indexes_and_a_message_past_the_last_sample():
     assert tables.agent["s"].dtype == tables.gold["s"].dtype
 
 
-def test_a_sample_without_sample_index_is_a_clear_error():
+@pytest.mark.parametrize("column", ["sample_index", "sample_id"])
+def test_a_sample_without_sample_index_or_id_is_a_clear_error(column):
     from tcbreplay.errors import StoreError
 
-    rows = [sample(0, []), {**sample(1, []), "sample_index": None}]
+    rows = [sample(0, []), {**sample(1, []), column: None}, {**sample(2, []), column: None}]
     con = connect_tables(
         pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA),
         pa.Table.from_pylist([], schema=MESSAGES_SCHEMA),
     )
     try:
-        with pytest.raises(StoreError, match="1 samples have no sample_index"):
+        with pytest.raises(StoreError, match=f"^samples.parquet: 2 samples have no {column}$"):
             translate.split_samples(con, 2)
     finally:
         con.close()

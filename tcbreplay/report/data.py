@@ -163,7 +163,8 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
         con.close()
     agent: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
     for sid, name, args in calls.select("sample_id", "name", "args").iter_rows():
-        agent.setdefault(sid, []).append((name, json.loads(args) if args else {}))
+        # a call without a name is read as '' (as scoring reads it)
+        agent.setdefault(sid, []).append((name or "", json.loads(args) if args else {}))
     specs = list((run.manifest.get("tools") or {}).get("specs") or [])
     explanations = {sid: explain_sample(agent[sid], gold.get(sid, []), specs) for sid in agent}
     return RunData(
