@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tcbreplay.errors import StoreError
 from tcbreplay.store import (
     JOURNAL,
     MESSAGES,
@@ -50,18 +51,28 @@ def drop_torn_tail(path: Path) -> None:
             chunk = min(size, chunk * 2)
 
 
+# what every journal record holds (see sample_rows and message_rows)
+_RECORD_KEYS = ("run_id", "sample_id", "sample_index", "input", "gold", "status")
+
+
 def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield complete journal lines; a torn last line (a crash mid-write) is skipped."""
+    """Yield complete journal lines; a torn last line (a crash mid-write) is skipped, and
+    any other line that is not a sample record is an error naming it."""
     if not path.exists():
         return
     with path.open(encoding="utf-8") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             if not line.endswith("\n"):
                 break
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise StoreError(f"{path}: line {number}: not valid JSON: {exc}") from exc
+            if not isinstance(record, dict) or any(key not in record for key in _RECORD_KEYS):
+                raise StoreError(
+                    f"{path}: line {number}: not a sample record (needs {', '.join(_RECORD_KEYS)})"
+                )
+            yield record
 
 
 def fold_journal(run_dir: Path) -> None:

@@ -131,7 +131,7 @@ def score_run(
     # parts run side by side, so each gets its share of the cores
     con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // parts))
     try:
-        scored = compute_scores(con, run.manifest["tools"]["specs"], options, parts)
+        scored = compute_scores(con, tool_specs(run), options, parts)
     finally:
         con.close()
     scores = scored.scores.with_columns(
@@ -199,6 +199,14 @@ def score_tables(
         return compute_scores(con, tool_specs, options or ScoreOptions(), parts).scores
     finally:
         con.close()
+
+
+def tool_specs(run: Run) -> list[dict[str, Any]]:
+    """The run's tool specs from its manifest (scoring needs their parameters)."""
+    specs = (run.manifest.get("tools") or {}).get("specs")
+    if specs is None:
+        raise StoreError(f"{run.dir / 'manifest.json'}: no tools.specs, which scoring needs")
+    return specs
 
 
 def check_scorable(run: Run, allow_incomplete: bool) -> None:

@@ -114,13 +114,31 @@ def readable_runs(store: Store) -> list[Run]:
             if run.has_data():
                 _check_columns(run.samples_path, SAMPLES_SCHEMA)
                 _check_columns(run.messages_path, MESSAGES_SCHEMA)
-            if (scores := latest_scores_file(run)) is not None:
-                _check_columns(scores, SCORES_SCHEMA)
         except StoreError as exc:
             warnings.warn(SkippedRunWarning(f"left out run {run.run_id!r}: {exc}"), stacklevel=2)
             continue
         readable.append(run)
     return readable
+
+
+def _readable_scores(run_list: list[Run]) -> list[Path]:
+    """The latest scores file of each run that has a readable one; an unreadable one is left
+    out of the ``scores`` view with a warning (the run's traces stay in the other views)."""
+    files = []
+    for run in run_list:
+        path = latest_scores_file(run)
+        if path is None:
+            continue
+        try:
+            _check_columns(path, SCORES_SCHEMA)
+        except StoreError as exc:
+            warnings.warn(
+                SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
+                stacklevel=3,
+            )
+            continue
+        files.append(path)
+    return files
 
 
 def _create_views(
@@ -134,8 +152,7 @@ def _create_views(
     )
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
-    score_files = [p for r in run_list if (p := latest_scores_file(r)) is not None]
-    _bind_files(con, "scores", score_files if with_scores else [], SCORES_SCHEMA)
+    _bind_files(con, "scores", _readable_scores(run_list) if with_scores else [], SCORES_SCHEMA)
     kind = "table" if materialize else "view"
     con.register("_runs_table", _runs_table(run_list))
     con.execute(f"create or replace {kind} runs as select * from _runs_table")

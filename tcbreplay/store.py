@@ -350,17 +350,58 @@ def _acquire_lock(path: Path) -> int:
     return fd
 
 
+# the manifest's fields that readers rely on, and the JSON type each must have when present
+_MANIFEST_FIELDS: dict[str, type] = {
+    "run_id": str,
+    "status": str,
+    "created_at": str,
+    "finished_at": str,
+    "benchmark": dict,
+    "dataset": dict,
+    "tools": dict,
+    "system_prompt": dict,
+    "model": dict,
+    "runner": dict,
+    "files": dict,
+    "totals": dict,
+}
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string"}
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
+    """A run's manifest, checked for the shape its readers rely on."""
+    where = path / MANIFEST
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        manifest = json.loads(where.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise StoreError(f"{path / MANIFEST}: unreadable manifest: {exc}") from exc
+        raise StoreError(f"{where}: unreadable manifest: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise StoreError(f"{where}: not a manifest: {_json_type(manifest)}, not an object")
     version = manifest.get("schema_version")
     if version != SCHEMA_VERSION:
         raise StoreError(
-            f"{path / MANIFEST}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
+            f"{where}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
         )
+    for key, kind in _MANIFEST_FIELDS.items():
+        value = manifest.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise StoreError(f"{where}: {key} is {_json_type(value)}, not {_JSON_TYPES[kind]}")
+    specs = (manifest.get("tools") or {}).get("specs", [])
+    if not isinstance(specs, list) or not all(
+        isinstance(spec, dict) and isinstance(spec.get("name"), str) for spec in specs
+    ):
+        raise StoreError(f"{where}: tools.specs is not a list of tool specs, each with a name")
     return manifest
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def _write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:

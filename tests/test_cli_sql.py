@@ -201,6 +201,17 @@ def test_a_broken_run_is_left_out_with_a_warning(populated, damage, complaint):
     assert result.stderr.startswith("Error: ")
 
 
+def test_an_unreadable_scores_file_leaves_out_the_scores_only(populated):
+    root, run_id = populated
+    (root / run_id / "scores" / "spec" / "scores.parquet").write_bytes(b"PAR1 cut short")
+    result = sql(root, "select (select count(*) from scores) as s, "
+                       "(select count(distinct run_id) from samples) as r")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [{"s": 0, "r": 2}]
+    assert result.stderr.startswith(f"Warning: left out the scores of run {run_id!r}: ")
+    assert "scores.parquet: not a readable Parquet file" in result.stderr
+
+
 def test_select_star_from_samples(template):
     root, _ = template
     result = sql(root, "select * from samples")

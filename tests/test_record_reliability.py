@@ -170,6 +170,30 @@ def test_resume_refuses_other_inputs(tmp_path):
     assert "exists with other inputs" in other.output
 
 
+@pytest.mark.parametrize(
+    ("drop", "missing"), [("dataset", "dataset"), ("tools", "tools.source, tools.specs")]
+)
+def test_resume_names_what_its_manifest_lacks(tmp_path, drop, missing):
+    """--resume rebuilds the inputs from the manifest: a manifest without them is one error
+    naming what is missing, and the run's data files stay as they were."""
+    store = tmp_path / "traces"
+    args = ["record", "--model", "sim", "--run-id", "x", "--store", str(store), "--quiet"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    path = store / "x" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest[drop]
+    manifest["status"] = "interrupted"
+    path.write_text(json.dumps(manifest))
+    before = {p.name: p.read_bytes() for p in (store / "x").glob("*.*") if p.name != "writer.lock"}
+    result = CliRunner().invoke(main, ["record", "--resume", "x", "--store", str(store)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"Error: {path}: no {missing}, from which the run's inputs are rebuilt"
+    ]
+    after = {p.name: p.read_bytes() for p in (store / "x").glob("*.*") if p.name != "writer.lock"}
+    assert after == before
+
+
 # -- retries against the Gemini wire protocol -----------------------------------------------
 
 

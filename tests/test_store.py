@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -130,6 +131,24 @@ def test_torn_line_is_complete_json_without_newline_still_ignored(store):
     (run_dir / JOURNAL).write_text(journal_line(record("a", 0)) + json.dumps(record("b", 1)))
     fold_journal(run_dir)
     assert [r["sample_id"] for r in samples_of(run_dir)] == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("line", "complaint"),
+    [("garbage\n", "line 2: not valid JSON"),
+     ('{"sample_id": "x"}\n', "line 2: not a sample record (needs run_id, sample_id, "),
+     ("[1, 2]\n", "line 2: not a sample record")],
+)  # fmt: skip
+def test_a_damaged_journal_line_is_named_and_nothing_is_folded(store, line, complaint):
+    """Only the last line may be torn (a crash mid-append); any other line that is not a
+    sample record is damage, named by its line, and the fold leaves every file as it was."""
+    run_dir = store.run_dir(RUN)
+    new_run(store).close()
+    (run_dir / JOURNAL).write_text(journal_line(record("a", 0)) + line)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    with pytest.raises(StoreError, match=re.escape(f"{run_dir / JOURNAL}: {complaint}")):
+        fold_journal(run_dir)
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
 
 
 def test_appends_after_a_torn_line_survive_the_fold(store):
@@ -359,6 +378,28 @@ def test_unreadable_manifest_raises_store_error(store):
     new_run(store).close()
     (store.run_dir(RUN) / MANIFEST).write_text("{not json")
     with pytest.raises(StoreError, match="unreadable manifest"):
+        _ = store.open_run(RUN).manifest
+
+
+@pytest.mark.parametrize(
+    ("change", "complaint"),
+    [
+        (lambda m: [m], "not a manifest: a list, not an object"),
+        (lambda m: {**m, "status": 5}, "status is a number, not a string"),
+        (lambda m: {**m, "model": "sim"}, "model is a string, not an object"),
+        (lambda m: {**m, "totals": [1]}, "totals is a list, not an object"),
+        (lambda m: {**m, "tools": {"specs": {"a": 1}}}, "tools.specs is not a list of tool specs"),
+        (lambda m: {**m, "tools": {"specs": [{"description": "no name"}]}},
+         "tools.specs is not a list of tool specs, each with a name"),
+    ],
+)  # fmt: skip
+def test_a_manifest_of_the_wrong_shape_is_named(store, change, complaint):
+    """Readers rely on the manifest's fields having their JSON types: a manifest that does
+    not is one error naming the field, not an AttributeError somewhere later."""
+    new_run(store).close()
+    path = store.run_dir(RUN) / MANIFEST
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+    with pytest.raises(StoreError, match=f"^{re.escape(str(path))}: {re.escape(complaint)}"):
         _ = store.open_run(RUN).manifest
 
 

@@ -123,9 +123,20 @@ def load_inputs(
 def inputs_from_manifest(manifest: dict[str, Any], run_dir: Path) -> BenchmarkInputs:
     """Rebuild a run's inputs from its manifest and dataset file, reloading its tools."""
     run_id = manifest.get("run_id", "run")
-    tools_source = manifest["tools"]["source"]
+    tools = manifest.get("tools") or {}
+    recorded = {
+        "tools.source": isinstance(tools.get("source"), str),
+        "tools.specs": "specs" in tools,
+        "dataset": isinstance(manifest.get("dataset"), dict),
+    }
+    if not all(recorded.values()):
+        missing = ", ".join(key for key, ok in recorded.items() if not ok)
+        raise StoreError(
+            f"{run_dir / 'manifest.json'}: no {missing}, from which the run's inputs are rebuilt"
+        )
+    tools_source = tools["source"]
     toolset = load_toolset(tools_source)
-    if toolset.to_list() != manifest["tools"]["specs"]:
+    if toolset.to_list() != tools["specs"]:
         raise InputError(
             f"run {run_id!r}: the tools in {tools_source} changed since the run was recorded",
             hint="restore them, or record a new run",
