@@ -30,7 +30,14 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     first_line,
 )
-from tcbreplay.store import MESSAGES_SCHEMA, SAMPLES_SCHEMA, SCORES, Run, Store
+from tcbreplay.store import (
+    MESSAGES_SCHEMA,
+    SAMPLES_SCHEMA,
+    SCORES,
+    Run,
+    Store,
+    validate_run_id,
+)
 
 _PACKAGE_QUERIES = Path(__file__).parent / "queries"  # inside a built wheel
 _SOURCE_QUERIES = Path(__file__).parent.parent / "queries"  # in a source checkout
@@ -110,6 +117,10 @@ def readable_runs(store: Store) -> list[Run]:
     readable = []
     for run in store.runs():
         try:
+            try:
+                validate_run_id(run.run_id)
+            except InputError as exc:  # a folder renamed by hand: no command could name it
+                raise StoreError(f"{run.dir}: {exc}; rename the folder") from exc
             run.manifest  # noqa: B018 (read and checked on first use)
             if run.has_data():
                 _check_columns(run.samples_path, SAMPLES_SCHEMA)

@@ -201,6 +201,18 @@ def test_a_broken_run_is_left_out_with_a_warning(populated, damage, complaint):
     assert result.stderr.startswith("Error: ")
 
 
+def test_a_run_folder_renamed_to_an_invalid_run_id_is_left_out(populated):
+    """No command could name such a run, so the views leave it out and say how to fix it."""
+    root, run_id = populated
+    shutil.copytree(root / run_id, root / "copy of run")
+    result = sql(root, "select distinct run_id from samples order by 1")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [{"run_id": IMPORTED}, {"run_id": run_id}]
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"Warning: left out run 'copy of run': {root / 'copy of run'}: run id")
+    assert line.endswith("; rename the folder")
+
+
 def test_an_unreadable_scores_file_leaves_out_the_scores_only(populated):
     root, run_id = populated
     (root / run_id / "scores" / "spec" / "scores.parquet").write_bytes(b"PAR1 cut short")
