@@ -89,7 +89,12 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with the store's runs bound to the views
     (``threads``: DuckDB's threads, by default one per core)."""
-    run_list = list(runs) if runs is not None else (readable_runs(store) if store else [])
+    if runs is not None:  # runs named by the caller: a file they cannot read is an error
+        run_list = list(runs)
+        for run in run_list:
+            _check_run_files(run)
+    else:
+        run_list = readable_runs(store) if store else []
     con = _new_connection(threads)
     _create_views(con, run_list, with_scores=with_scores, materialize=False)
     if lock:
@@ -122,14 +127,19 @@ def readable_runs(store: Store) -> list[Run]:
             except InputError as exc:  # a folder renamed by hand: no command could name it
                 raise StoreError(f"{run.dir}: {exc}; rename the folder") from exc
             run.manifest  # noqa: B018 (read and checked on first use)
-            if run.has_data():
-                _check_columns(run.samples_path, SAMPLES_SCHEMA)
-                _check_columns(run.messages_path, MESSAGES_SCHEMA)
+            _check_run_files(run)
         except StoreError as exc:
             warnings.warn(SkippedRunWarning(f"left out run {run.run_id!r}: {exc}"), stacklevel=2)
             continue
         readable.append(run)
     return readable
+
+
+def _check_run_files(run: Run) -> None:
+    """Refuse a run whose Parquet files are not in the store format (footers only)."""
+    if run.has_data():
+        _check_columns(run.samples_path, SAMPLES_SCHEMA)
+        _check_columns(run.messages_path, MESSAGES_SCHEMA)
 
 
 def _readable_scores(run_list: list[Run]) -> list[Path]:
@@ -237,9 +247,7 @@ def _bind_files(
 ) -> None:
     """Bind a view to Parquet files; ``run_id`` is the name of each file's run directory, so a
     run directory copied or renamed is seen under its new name."""
-    if files:
-        for path in files:
-            _check_columns(path, schema)
+    if files:  # checked by the caller (_check_run_files, _readable_scores)
         listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
         pattern = _sql_string(_RUN_DIR_PATTERN[view])
         con.execute(
