@@ -285,11 +285,12 @@ def _check_columns(path: Path, schema: pa.Schema) -> None:
             )
 
 
+_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+
+
 def _kind(arrow_type: pa.DataType) -> str:
     """The kind of values a column holds, as far as the views and scoring care."""
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "text"
-    if pa.types.is_string_view(arrow_type):
+    if any(check(arrow_type) for check in _TEXT_TYPES):
         return "text"
     if pa.types.is_integer(arrow_type):
         return "integers"
