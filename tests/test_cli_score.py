@@ -462,3 +462,17 @@ def test_an_unreadable_samples_file_is_a_one_line_error(sim_copy):
     assert "samples.parquet: not a readable Parquet file" in result.stderr
     assert "Traceback" not in result.stderr
     assert snapshot(root) == before
+
+
+def test_files_rewritten_by_polars_score_the_same(sim_copy):
+    """Parquet files rewritten by another tool (Polars writes large strings) are still in the
+    store format: the same kinds of columns, the same scores."""
+    root, run_id = sim_copy
+    before = score_json(root, run_id, "--dashboard", "none")
+    for name in ("samples.parquet", "messages.parquet"):
+        path = root / run_id / name
+        pl.read_parquet(path).write_parquet(path)
+        assert pa.types.is_large_string(pq.read_schema(path).field("sample_id").type)
+    after = score_json(root, run_id, "--dashboard", "none")
+    keep = ("tsa", "tp", "ahr", "n_samples", "args_invalid", "args_total", "by_tool")
+    assert {k: after[k] for k in keep} == {k: before[k] for k in keep}
