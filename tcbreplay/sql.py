@@ -201,12 +201,17 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     except (OSError, duckdb.Error) as exc:
         raise InputError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
     try:
-        _create_views(con, runs, with_scores=True, materialize=True)
-        con.execute("checkpoint")
-    except duckdb.Error as exc:
-        raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
-    finally:
-        con.close()
+        try:
+            _create_views(con, runs, with_scores=True, materialize=True)
+            con.execute("checkpoint")
+        finally:
+            con.close()
+    except BaseException as exc:
+        # a failed or interrupted write leaves no half-written database beside the target
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, duckdb.Error):
+            raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
+        raise
     tmp.replace(path)
     return [r.run_id for r in runs]
 

@@ -12,6 +12,7 @@ import duckdb
 import pytest
 from helpers import cli
 
+from tcbreplay.errors import QueryError
 from tcbreplay.sql import run_sql, write_catalog
 from tcbreplay.store import Store
 
@@ -205,3 +206,17 @@ def test_output_in_a_missing_directory_is_one_error_line(two_runs, tmp_path):
     assert result.exit_code in (1, 2)
     assert not isinstance(result.exception, duckdb.Error)
     assert result.stderr.startswith("Error: ")
+
+
+def test_a_failed_write_leaves_no_partial_file(two_runs, tmp_path, monkeypatch):
+    import tcbreplay.sql as sql_module
+
+    def broken(con, *args, **kwargs):
+        con.execute("create view x as select 1")
+        raise duckdb.BinderException("the views could not be made")
+
+    monkeypatch.setattr(sql_module, "_create_views", broken)
+    path = tmp_path / "c.duckdb"
+    with pytest.raises(QueryError, match="cannot write the catalog"):
+        write_catalog(Store(two_runs), path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
