@@ -11,9 +11,11 @@ $(BIN)/python:
 
 # The editable install leaves tcbreplay's bytecode to be written on first import; write it now,
 # since where PYTHONDONTWRITEBYTECODE is set every command would compile the sources again.
+# Likewise compile the scoring kernel once (numba caches it beside the sources; about 30 s).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m compileall -q tcbreplay
+	$(BIN)/python -c 'from tcbreplay import spec; spec.warm()'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -14,27 +14,20 @@ import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from tcbreplay import __version__, abet, translate
-from tcbreplay.arguments import decide_nested, defaults_table, judge_pairs, typed_values
 from tcbreplay.audit import audit_record
 from tcbreplay.cores import usable_cores
 from tcbreplay.dashboard import write_dashboard
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
-from tcbreplay.metrics import (
-    DEFAULT_ABS_TOL,
-    DEFAULT_REL_TOL,
-    NameScores,
-    choose_pairs,
-    name_scores,
-    summarize,
-)
+from tcbreplay.metrics import DEFAULT_ABS_TOL, DEFAULT_REL_TOL, summarize
 from tcbreplay.sql import SCORES_SCHEMA, connect, connect_tables
 from tcbreplay.store import (
     JOURNAL,
@@ -43,8 +36,10 @@ from tcbreplay.store import (
     utcnow,
     write_frame,
     write_json_atomic,
-    write_table,
 )
+
+if TYPE_CHECKING:  # imported when scoring starts (it loads numba): see _load_kernels
+    from tcbreplay import spec
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
 SCORERS = ("spec", "abet")
@@ -89,14 +84,22 @@ class ScoreOptions:
 
 @dataclass
 class Scored:
-    """What a scorer computes: per-sample scores, run-level numbers, breakdowns, agent calls."""
+    """What a scorer computes: per-sample scores, run-level numbers, breakdowns, agent calls
+    (``tables``: built from the parts' flat calls when first asked for)."""
 
     scores: pl.DataFrame
     metrics: dict[str, Any]
-    tables: translate.CallTables
+    flat: list[translate.FlatCalls] = field(default_factory=list)
     by_tool: list[dict[str, Any]] | None = None
     by_category: list[dict[str, Any]] = field(default_factory=list)
     pairs: pl.DataFrame | None = None
+    _tables: translate.CallTables | None = None
+
+    @property
+    def tables(self) -> translate.CallTables:
+        if self._tables is None:
+            self._tables = _joined_tables([flat.tables() for flat in self.flat])
+        return self._tables
 
 
 @dataclass
@@ -166,11 +169,7 @@ def _write_results(
     result.scores_path = folder / "scores.parquet"
     with ThreadPoolExecutor(max_workers=3) as pool:
         # derived results, rewritten by every scoring: fast compression
-        jobs = [
-            pool.submit(
-                write_table, scores.to_arrow().cast(SCORES_SCHEMA), result.scores_path, level=1
-            )
-        ]
+        jobs = [pool.submit(write_frame, scores.cast(_scores_dtypes()), result.scores_path)]
         if scored.pairs is not None:
             jobs.append(pool.submit(write_frame, scored.pairs, folder / "pairs.parquet"))
         board = None
@@ -182,6 +181,14 @@ def _write_results(
             result.dashboard_path = board.result()
     # the summary last: its presence marks a complete scoring
     write_json_atomic(folder / "summary.json", summary)
+
+
+@cache
+def _scores_dtypes() -> dict[str, pl.DataType]:
+    """The Polars types of the store's scores columns."""
+    frame = pl.from_arrow(SCORES_SCHEMA.empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    return dict(frame.schema)
 
 
 def score_tables(
@@ -254,18 +261,20 @@ def compute_scores(
     """
     if options.scorer == "abet":
         return _abet_scores(translate.load_calls(con, translate.split_samples(con, 1)[0]))
+    _load_kernels()
     if parts is None:
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
+    tools = translate.tools_table(con, specs)
     if len(ranges) == 1:
-        return _joined([_spec_part(con, ranges[0], specs, options)])
+        return _joined([_spec_part(con, ranges[0], tools, options)])
     cursors = [con.cursor() for _ in ranges]
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=len(ranges))
     jobs: list[Future] = []
     try:
         for cursor, samples in zip(cursors, ranges, strict=True):
-            jobs.append(pool.submit(_spec_part, cursor, samples, specs, options, stop))
+            jobs.append(pool.submit(_spec_part, cursor, samples, tools, options, stop))
         # polled, not waited on: Ctrl-C reaches the main thread (the only one to raise
         # KeyboardInterrupt) within moments even when the kernel hands the signal to a
         # part's thread, and no lock of the futures is ever held by this thread
@@ -314,23 +323,31 @@ def _parts_for(samples: int) -> int:
     return usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
 
 
-@dataclass
-class _Part:
-    """The spec scorer's results for one range of samples (``s`` local to it)."""
-
-    scores: pl.DataFrame
-    tables: translate.CallTables
-    tool_counts: pl.DataFrame
-    pairs: pl.DataFrame
-
-
 def _spec_part(
-    con: Any, samples: tuple[int, int], specs: list[dict[str, Any]], options: ScoreOptions,
+    con: Any, samples: tuple[int, int], tools: translate.Tools, options: ScoreOptions,
     stop: threading.Event | None = None,
-) -> _Part:  # fmt: skip
-    tables = translate.load_calls(con, samples)
+) -> spec.SpecPart:  # fmt: skip
+    flat = translate.load_flat(con, samples)
     _go_on(stop)
-    return _spec_scores(con, tables, specs, options, stop)
+    from tcbreplay import spec
+
+    return spec.score_part(flat, tools, options.rel_tol, options.abs_tol)
+
+
+def _load_kernels() -> None:
+    """Load the compiled kernels in a background thread: numba's import and first call
+    take about 0.3 s of Python, which then runs while DuckDB parses the run (with the GIL
+    released) instead of before or after it. A failure here is left for scoring to meet."""
+
+    def load() -> None:
+        try:
+            from tcbreplay import spec
+
+            spec.warm()
+        except Exception:
+            pass
+
+    threading.Thread(target=load, name="tcbreplay-kernels", daemon=True).start()
 
 
 def _settled(jobs: list[Future]) -> bool:
@@ -348,13 +365,13 @@ def _go_on(stop: threading.Event | None) -> None:
         raise _Stopped
 
 
-def _joined(parts: list[_Part]) -> Scored:
+def _joined(parts: list[spec.SpecPart]) -> Scored:
     """The parts (in sample order) as one run's results."""
     scores = pl.concat([p.scores for p in parts], rechunk=True)  # sums as over one part
     return Scored(
         scores=scores,
         metrics=summarize(scores),
-        tables=_joined_tables([p.tables for p in parts]),
+        flat=[p.flat for p in parts],
         by_tool=_by_tool(pl.concat([p.tool_counts for p in parts])),
         by_category=_by_category(scores),
         pairs=pl.concat([p.pairs for p in parts]),
@@ -377,165 +394,6 @@ def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:
         samples=pl.concat([t.samples.drop("s") for t in tables]).with_row_index("s"),
         agent=shifted("agent"),
         gold=shifted("gold"),
-    )
-
-
-def _spec_scores(
-    con: Any, tables: translate.CallTables, specs: list[dict[str, Any]], options: ScoreOptions,
-    stop: threading.Event | None = None,
-) -> _Part:  # fmt: skip
-    samples, agent, gold = tables.samples, tables.agent, tables.gold
-    n = samples.height
-    # tool names as integer codes (the tools' own names included, for their parameters)
-    declared = pl.Series([spec["name"] for spec in specs], dtype=pl.String)
-    names = pl.Enum(pl.concat([agent["name"], gold["name"], declared]).unique().sort())
-    agent = agent.with_columns(pl.col("name").cast(names).to_physical().alias("code"))
-    gold = gold.with_columns(pl.col("name").cast(names).to_physical().alias("code"))
-    with ThreadPoolExecutor(max_workers=1) as pool:  # Polars and numpy release the GIL
-        pending = pool.submit(_args_ids, agent["args"], gold["args"])
-        a_s, g_s = agent["s"].to_numpy(), gold["s"].to_numpy()
-        named = name_scores(n, a_s, agent["code"].to_numpy(), g_s, gold["code"].to_numpy())
-        ids, args = pending.result()
-    agent = agent.with_columns(ids.slice(0, agent.height).alias("args_id"))
-    gold = gold.with_columns(ids.slice(agent.height).alias("args_id"))
-    _go_on(stop)
-    pairs = _candidate_pairs(agent, gold, named)
-    pairs = _pair_stats(con, pairs, args, specs, names, options)
-    _go_on(stop)
-    pairs = pairs.filter(pl.Series(choose_pairs(pairs, named.n_agent, named.n_gold, named.same)))
-    pairs = pairs.sort("s", "i")  # in call order, however the part was cut
-    s = pairs["s"].to_numpy()
-
-    def per_sample(column: str | None) -> np.ndarray:
-        weights = None if column is None else pairs[column].to_numpy().astype(np.int64)
-        return np.bincount(s, weights=weights, minlength=n).astype(np.int64)
-
-    invalid, valid = per_sample("invalid"), per_sample("valid")
-    total = invalid + valid
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
-    scores = pl.DataFrame(
-        {
-            "sample_id": samples["sample_id"],
-            "sample_index": samples["sample_index"],
-            "category": samples["category"],
-            "status": samples["status"],
-            "n_gold": pl.Series(named.n_gold, dtype=pl.Int32),
-            "n_agent": pl.Series(named.n_agent, dtype=pl.Int32),
-            "tsa": pl.Series(named.tsa, dtype=pl.Float64).fill_nan(None),
-            "tp": pl.Series(named.tp, dtype=pl.Float64),
-            "ahr": pl.Series(ahr, dtype=pl.Float64).fill_nan(None),
-            "args_invalid": invalid,
-            "args_total": total,
-            "args_missing": per_sample("missing"),
-            "pairs": pl.Series(per_sample(None), dtype=pl.Int32),
-        }
-    )
-    chosen = pairs.select(
-        samples["sample_id"].gather(pairs["s"]).alias("sample_id"),
-        pl.col("i").alias("agent_index"),
-        pl.col("j").alias("gold_index"),
-        names.categories.gather(pairs["tool"]).alias("tool"),
-        pl.col("invalid").alias("args_invalid"),
-        pl.col("valid").alias("args_valid"),
-        pl.col("missing").alias("args_missing"),
-    )
-    return _Part(
-        scores=scores,
-        tables=tables,
-        tool_counts=_tool_counts(agent, gold, pairs, names),
-        pairs=chosen,
-    )
-
-
-def _args_ids(agent_args: pl.Series, gold_args: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
-    """One id per distinct arguments text, shared by agent and gold calls: the ids of
-    ``agent_args`` then ``gold_args``, and the distinct texts (``id``, ``args``)."""
-    # categories of this call's own (parts scored side by side share no string table)
-    texts = pl.concat([agent_args, gold_args]).cast(pl.Categorical(pl.Categories.random()))
-    distinct = texts.unique()
-    return texts.to_physical(), pl.DataFrame(
-        {"id": distinct.to_physical(), "args": distinct.cast(pl.String)}
-    )
-
-
-def _candidate_pairs(agent: pl.DataFrame, gold: pl.DataFrame, named: NameScores) -> pl.DataFrame:
-    """Agent and gold calls of the same sample and name that the pairing may choose.
-
-    Where a sample's name sequences are equal, the only pairing with the most pairs
-    is call by call, so only those pairs are candidates; elsewhere, the same-name pairs
-    that lie on a longest common subsequence of the two name sequences
-    (``named.pair_*``), since a pairing with the most pairs is such a subsequence.
-    """
-    a_same = pl.Series(named.same[agent["s"].to_numpy()])
-    g_same = pl.Series(named.same[gold["s"].to_numpy()])
-    # the calls of equal-sequence samples line up row by row (both sorted by sample, index)
-    a_diag, g_diag = agent.filter(a_same), gold.filter(g_same)
-    # calls are sorted by (sample, index): a call's row is its sample's first row + index
-    a_row = (np.cumsum(named.n_agent) - named.n_agent)[named.pair_s] + named.pair_i
-    g_row = (np.cumsum(named.n_gold) - named.n_gold)[named.pair_s] + named.pair_j
-    return pl.concat(
-        [
-            pl.DataFrame(
-                {
-                    "s": a_diag["s"],
-                    "i": a_diag["i"],
-                    "j": g_diag["j"],
-                    "tool": a_diag["code"],
-                    "a_id": a_diag["args_id"],
-                    "g_id": g_diag["args_id"],
-                }
-            ),
-            pl.DataFrame(
-                {
-                    "s": named.pair_s,
-                    "i": named.pair_i,
-                    "j": named.pair_j,
-                    "tool": agent["code"].gather(a_row),
-                    "a_id": agent["args_id"].gather(a_row),
-                    "g_id": gold["args_id"].gather(g_row),
-                }
-            ),
-        ]
-    )
-
-
-def _pair_stats(
-    con: Any, pairs: pl.DataFrame, args: pl.DataFrame, specs: list[dict[str, Any]],
-    names: pl.Enum, options: ScoreOptions,
-) -> pl.DataFrame:  # fmt: skip
-    """Per candidate pair: the agent's invalid and valid arguments, gold keys left out."""
-    kv = typed_values(translate.arg_values(con, args))
-    defaults = defaults_table(specs).with_columns(
-        pl.col("name").cast(names).to_physical().alias("tool")
-    )
-    judged = judge_pairs(pairs, kv, defaults.drop("name"), options.rel_tol, options.abs_tol)
-    if (judged["undecided"] > 0).any():
-        judged = decide_nested(judged, args, specs, names, options.rel_tol, options.abs_tol)
-    return judged.drop("undecided")
-
-
-def _tool_counts(
-    agent: pl.DataFrame, gold: pl.DataFrame, pairs: pl.DataFrame, names: pl.Enum
-) -> pl.DataFrame:
-    """Per tool name: gold and agent calls, chosen pairs and their argument counts (calls
-    and ``pairs`` with ``code``/``tool``: codes of ``names``)."""
-    gold_n = gold.group_by("code").agg(pl.len().alias("gold_calls"))
-    agent_n = agent.group_by("code").agg(pl.len().alias("agent_calls"))
-    paired = pairs.group_by(pl.col("tool").alias("code")).agg(
-        pl.len().alias("paired"),
-        pl.col("invalid").sum().alias("args_invalid"),
-        (pl.col("invalid") + pl.col("valid")).sum().alias("args_total"),
-        pl.col("missing").sum().alias("args_missing"),
-    )
-    table = (
-        gold_n.join(agent_n, on="code", how="full", coalesce=True)
-        .join(paired, on="code", how="left")
-        .fill_null(0)
-    )
-    return table.select(
-        names.categories.gather(table["code"]).alias("tool"),
-        pl.exclude("code").cast(pl.Int64),
     )
 
 
@@ -609,4 +467,4 @@ def _abet_scores(tables: translate.CallTables) -> Scored:
         pl.Series("pairs", [c["pairs"] for c in counts], dtype=pl.Int32),
     )
     metrics = {**abet.summarize(counts), "n_errors": int((scores["status"] != "ok").sum())}
-    return Scored(scores=scores, metrics=metrics, tables=tables, by_category=_by_category(scores))
+    return Scored(scores=scores, metrics=metrics, by_category=_by_category(scores), _tables=tables)

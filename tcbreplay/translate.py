@@ -9,11 +9,14 @@ order), ``i`` (agent call) and ``j`` (gold call).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tcbreplay.errors import StoreError
 from tcbreplay.sql import first_line, query_text
@@ -29,6 +32,8 @@ class CallTables:
     gold: pl.DataFrame
 
 
+# rows per Arrow batch of a query's result: all of them
+_ONE_BATCH = 1 << 40
 # every sample index (the store's sample_index is a 32-bit integer)
 ALL_SAMPLES = (-(2**31), 2**31)
 
@@ -46,42 +51,183 @@ def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int,
     return [(lo, hi) for *_, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
 
 
+@dataclass
+class FlatSide:
+    """One side's calls of a range of samples, flat, sorted by sample and call order: each
+    call's sample position ``s``, its ``name`` and ``args`` (canonical JSON text), and each
+    sample's first call (``first``, one entry more than samples)."""
+
+    s: np.ndarray
+    name: pa.Array
+    args: pa.Array
+    first: np.ndarray
+
+    def index(self) -> np.ndarray:
+        """Each call's number within its sample."""
+        return np.arange(len(self.s), dtype=np.int64) - self.first[self.s]
+
+    def frame(self, index: str) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "s": self.s,
+                index: self.index(),
+                "name": pl.from_arrow(self.name),
+                "args": pl.from_arrow(self.args),
+            }
+        )
+
+
+@dataclass
+class FlatCalls:
+    """The samples of a range (``s``: position in sample order) and their calls, flat."""
+
+    samples: pl.DataFrame
+    agent: FlatSide
+    gold: FlatSide
+
+    def tables(self) -> CallTables:
+        return CallTables(
+            samples=self.samples, agent=self.agent.frame("i"), gold=self.gold.frame("j")
+        )
+
+
 def load_calls(
     con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES
 ) -> CallTables:
+    """:func:`load_flat` as Polars tables."""
+    return load_flat(con, samples).tables()
+
+
+def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES) -> FlatCalls:
     """Parse the gold calls and every AI message's tool calls of the samples whose
     ``sample_index`` is in ``samples`` (``lo <= index < hi``), once."""
     bounds = {"lo": samples[0], "hi": samples[1]}
     try:
-        gold_lists = con.sql(query_text("score_gold_calls"), params=bounds).pl()
-        ai = con.sql(query_text("score_agent_calls"), params=bounds).pl()
+        # in one batch each: no chunks to put together afterwards
+        gold_lists = con.sql(query_text("score_gold_calls"), params=bounds).to_arrow_table(
+            _ONE_BATCH
+        )
+        ai = con.sql(query_text("score_agent_calls"), params=bounds).to_arrow_table(_ONE_BATCH)
     except duckdb.Error as exc:
         raise StoreError(
             f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}"
         ) from exc
-    order = gold_lists["sample_index"].to_numpy().astype(np.int64)
+    order = _int64(gold_lists["sample_index"])
     if len(order) and np.any(np.diff(order) <= 0):
-        gold_lists = gold_lists.sort("sample_index")
-        order = gold_lists["sample_index"].to_numpy().astype(np.int64)
+        gold_lists = gold_lists.take(np.argsort(order, kind="stable"))
+        order = _int64(gold_lists["sample_index"])
         if np.any(np.diff(order) == 0):
             raise StoreError("samples.parquet: sample_index values are not unique")
-    samples = gold_lists.select("sample_id", "sample_index", "category", "status").with_row_index(
-        "s"
-    )
-    gold = _flatten(np.arange(len(order)), gold_lists["calls"], "j")
-    unnamed = gold.filter(pl.col("name").is_null())
-    if unnamed.height:
-        sample_id = samples["sample_id"][int(unnamed["s"][0])]
+    n = len(order)
+    frame = pl.from_arrow(gold_lists.select(["sample_id", "sample_index", "category", "status"]))
+    assert isinstance(frame, pl.DataFrame)
+    gold = _flat_side(np.arange(n), gold_lists["calls"], n)
+    if gold.name.null_count:
+        first_unnamed = int(np.flatnonzero(gold.name.is_null().to_numpy(zero_copy_only=False))[0])
+        sample_id = frame["sample_id"][int(gold.s[first_unnamed])]
         raise StoreError(f"samples.parquet: sample {sample_id!r} has a gold call without a name")
-    s, known = _positions(order, ai["sample_index"].to_numpy())
+    # compiled helpers, loaded on first use: numba's import and start take ~0.3 s, which
+    # scoring spends while DuckDB parses (see tcbreplay.score)
+    from tcbreplay import kernel
+
+    s, known = kernel.positions(order, _int64(ai["sample_index"]))
     if not known.all():  # messages of samples the run does not hold are left out
-        ai = ai.filter(pl.Series(known))
+        ai = ai.filter(pa.array(known))
         s = s[known]
-    if not _is_sorted(s, ai["position"].to_numpy()):  # (a null position sorts first)
-        ai = ai.with_columns(pl.Series("s", s)).sort("s", "position")
-        s = ai["s"].to_numpy()
-    agent = _flatten(s, ai["calls"], "i").with_columns(pl.col("name").fill_null(""))
-    return CallTables(samples=samples, agent=agent, gold=gold)
+    position = ai["position"]
+    if position.null_count or not kernel.in_call_order(s, _int64(position)):
+        # in sample and message order (a message without a position first); the calls
+        # of one message keep their order (the sort is stable)
+        keys = pa.table({"s": s, "position": position})
+        at = pc.sort_indices(
+            keys, sort_keys=[("s", "ascending", "at_start"), ("position", "ascending", "at_start")]
+        )
+        ai = ai.take(at)
+        s = s[at.to_numpy()]
+    agent = FlatSide(
+        s=s, name=_filled(ai["name"], ""), args=_filled(ai["args"], "{}"), first=_firsts(s, n)
+    )
+    return FlatCalls(samples=frame.with_row_index("s"), agent=agent, gold=gold)
+
+
+@dataclass
+class Tools:
+    """The run's tools as scoring needs them: names, and each tool's parameters with their
+    names escaped and defaults written as DuckDB writes JSON (so bytes compare as values)."""
+
+    names: list[str]
+    # per tool: (escaped parameter name, canonical default text or None)
+    params: list[list[tuple[bytes, bytes | None]]]
+    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def tools_table(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]]) -> Tools:
+    """:class:`Tools` of tool specs (a name declared twice: its last spec)."""
+    by_name = {spec["name"]: spec for spec in specs}
+    properties = {
+        name: (spec.get("parameters") or {}).get("properties") or {}
+        for name, spec in by_name.items()
+    }
+    rows = [
+        (t, key, json.dumps(schema["default"]) if _has_default(schema) else None)
+        for t, props in enumerate(properties.values())
+        for key, schema in props.items()
+    ]
+    texts: list[tuple[Any, ...]] = []
+    if rows:
+        frame = pa.table(
+            {
+                "t": [r[0] for r in rows],
+                "k": [r[1] for r in rows],
+                "d": pa.array([r[2] for r in rows], pa.string()),
+            }
+        )
+        cur = con.cursor()
+        try:
+            cur.register("_params", frame)
+            texts = cur.sql(
+                "select t, to_json(k)::varchar, json(d)::varchar from _params"
+            ).fetchall()
+        finally:
+            cur.close()
+    params: list[list[tuple[bytes, bytes | None]]] = [[] for _ in properties]
+    for t, key, default in texts:
+        params[t].append((key.encode()[1:-1], None if default is None else default.encode()))
+    return Tools(names=list(properties), params=params, properties=properties)
+
+
+def _has_default(schema: Any) -> bool:
+    return isinstance(schema, dict) and "default" in schema
+
+
+def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(column.to_numpy(), dtype=np.int64)
+
+
+def _flat_side(s: np.ndarray, lists: pa.ChunkedArray, n: int) -> FlatSide:
+    """The calls of lists ``lists`` (the list at row k belongs to sample ``s[k]``, ``s``
+    ascending), flat: arguments left out read as ``{}``."""
+    calls = _combined(lists)
+    lengths = pc.fill_null(pc.list_value_length(calls), 0).to_numpy()
+    name, args = calls.flatten().flatten()  # (list nulls and struct nulls respected)
+    flat_s = np.repeat(s, lengths)
+    return FlatSide(s=flat_s, name=name, args=_filled(args, "{}"), first=_firsts(flat_s, n))
+
+
+def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(column, pa.Array):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _filled(column: pa.ChunkedArray | pa.Array, value: str) -> pa.Array:
+    column = _combined(column)
+    return pc.fill_null(column, value) if column.null_count else column
+
+
+def _firsts(s: np.ndarray, n: int) -> np.ndarray:
+    """Each of ``n`` samples' first row among rows of samples ``s`` (ascending), and the end."""
+    return np.searchsorted(s, np.arange(n + 1))
 
 
 def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, int]) -> str | None:
@@ -97,79 +243,6 @@ def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, int]) -> str | 
             else f"its AI message at position {position} is"
         )
         return f"{file}: sample {sample_id!r}: {what} not valid JSON"
-    return None
-
-
-def _positions(order: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each ``index``'s position in the sorted, unique ``order``, and whether it is there."""
-    n = len(order)
-    if n == 0:
-        return np.zeros(len(index), dtype=np.int64), np.zeros(len(index), dtype=bool)
-    if order[-1] - order[0] == n - 1:  # consecutive indexes: a position is an offset
-        s = index.astype(np.int64) - int(order[0])
-        return s, (s >= 0) & (s < n)
-    s = np.searchsorted(order, index)
-    return s, (s < n) & (order[np.minimum(s, n - 1)] == index)
-
-
-def _flatten(s: np.ndarray, calls: pl.Series, index: str) -> pl.DataFrame:
-    """One row per call, in order: ``s`` (the list's sample; ``s`` ascending), the call's
-    number within its sample (``index``), ``name`` and ``args`` (``{}`` if missing)."""
-    lengths = calls.list.len().fill_null(0).to_numpy().astype(np.int64)
-    flat = calls.explode(empty_as_null=False, keep_nulls=False).struct.unnest()
-    flat_s = np.repeat(s.astype(np.int64), lengths)
-    per_sample = np.bincount(flat_s, minlength=int(s.max(initial=-1)) + 1)
-    first = np.cumsum(per_sample) - per_sample  # each sample's first row
-    return pl.DataFrame(
-        {
-            "s": flat_s,
-            index: np.arange(len(flat_s), dtype=np.int64) - first[flat_s],
-            "name": flat["name"],
-            "args": flat["args"].fill_null("{}"),
-        }
-    )
-
-
-def _is_sorted(s: np.ndarray, position: np.ndarray) -> bool:
-    if len(s) < 2:
-        return True
-    ds = np.diff(s)
-    return bool(np.all(ds >= 0) and np.all(np.diff(position)[ds == 0] > 0))
-
-
-def arg_values(con: duckdb.DuckDBPyConnection, args: pl.DataFrame) -> pl.DataFrame:
-    """Members of distinct arguments objects (``id``, ``args``): ``id``, ``key``, ``value``
-    (canonical JSON text) and ``text`` (a string's decoded value)."""
-    con.register("distinct_args", args.to_arrow())
-    try:
-        kv = con.sql(query_text("arg_values")).pl()
-    except duckdb.Error as exc:  # a large object with a repeated key fails its cast
-        raise StoreError(
-            f"cannot split tool-call arguments into keys: {_repeated_key(args) or first_line(exc)}"
-        ) from exc
-    finally:
-        con.unregister("distinct_args")
-    if kv.select(pl.struct("id", "key").is_duplicated().any()).item():
-        raise StoreError(f"cannot split tool-call arguments into keys: {_repeated_key(args)}")
-    return kv
-
-
-class _Members(list):
-    """A JSON object read as its (key, value) pairs, repeats kept."""
-
-
-def _repeated_key(args: pl.DataFrame) -> str | None:
-    """Which arguments object repeats one of its own keys, if one does (JSON objects must
-    not; a repeat inside a nested value is the value's business)."""
-    for text in args["args"]:
-        try:
-            members = json.loads(text, object_pairs_hook=_Members)
-        except ValueError:
-            continue
-        if isinstance(members, _Members):
-            keys = [key for key, _ in members]
-            if len(keys) != len(set(keys)):
-                return f"an arguments object repeats a key: {text[:200]}"
     return None
 
 

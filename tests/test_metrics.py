@@ -2,7 +2,8 @@
 
 1. a table of hand-computed cases (``tests/data/metric_cases.json``), which also checks the
    brute-force reference in ``tests/reference_metrics.py``;
-2. unit tests of ``values_equal``, ``align_one``, ``align`` and ``summarize``;
+2. unit tests of ``values_equal``, ``align_one`` and ``summarize`` (the compiled pairing and
+   sequence tables: ``tests/test_kernel.py``);
 3. hypothesis properties: random runs scored by ``score_tables`` equal the reference, sample by
    sample and field by field, plus bounds, symmetry and determinism.
 """
@@ -19,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -28,14 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from tcbreplay import metrics
 from tcbreplay import score as score_module
 from tcbreplay.errors import StoreError
 from tcbreplay.metrics import (
-    _MAX_BASE,
     DEFAULT_ABS_TOL,
     DEFAULT_REL_TOL,
-    align,
     align_one,
     summarize,
     values_equal,
@@ -375,7 +372,7 @@ def test_values_equal_tolerances(a, b, rel_tol, abs_tol, equal):
     assert ref.values_equal(a, b, rel_tol, abs_tol) is equal
 
 
-# --- align_one and align ----------------------------------------------------------------------
+# --- align_one ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -401,183 +398,6 @@ def test_align_one(cands, a, g, expected):
     assert align_one(cands, a, g) == expected
     stats = {(i, j): (inv, val, mis) for i, j, inv, val, mis in cands}
     assert ref.best_counts(stats, a, g) == expected
-
-
-def align_frame(rows: list[tuple[int, int, int, int, int, int]]) -> pl.DataFrame:
-    return pl.DataFrame(
-        rows,
-        schema={
-            "s": pl.Int64,
-            "i": pl.Int32,
-            "j": pl.Int32,
-            "invalid": pl.UInt32,
-            "valid": pl.UInt32,
-            "missing": pl.Int64,
-        },
-        orient="row",
-    )
-
-
-def test_align_large_counts_fall_back(monkeypatch):
-    """Counts that would overflow the packed score take the per-sample path; same choices."""
-    calls = []
-
-    original = metrics.align_one_pairs
-
-    def spy(cands, a, g):
-        calls.append((a, g))
-        return original(cands, a, g)
-
-    monkeypatch.setattr(metrics, "align_one_pairs", spy)
-    big = 10**6
-    rows = [
-        (0, 0, 0, big, 0, 0),
-        (0, 1, 1, big, 0, 0),
-        (0, 0, 1, 0, 0, 0),  # 1 pair with 0 invalid loses to 2 pairs
-        (1, 0, 0, big, 1, 0),
-        (1, 1, 0, big - 1, 0, 0),  # fewest invalid
-        (2, 0, 0, 1, 2, big),
-        (2, 0, 1, 1, 2, big - 1),  # fewest missing
-    ]
-    out = align(align_frame(rows), np.array([2, 2, 1]), np.array([2, 1, 2]), np.zeros(3, bool))
-    assert out.rows() == [(2, 2 * big, 0, 0), (1, big - 1, 0, 0), (1, 1, 2, big - 1)]
-    assert sorted(calls) == [(1, 2), (2, 1), (2, 2)]  # every sample took the fallback
-
-
-def test_align_packed_score_near_its_limit(monkeypatch):
-    """Just under ``_MAX_BASE`` the packed score is used and must not overflow."""
-    monkeypatch.setattr(metrics, "align_one_pairs", None)  # no fallback here
-    a = g = 5
-    c = (_MAX_BASE - 1) // min(a, g)  # base = 5 * c + 1 <= _MAX_BASE
-    rows = [(0, i, j, c if (i + j) % 2 else 0, c, c) for i in range(a) for j in range(g)]
-    rows += [(1, i, i, c, c - i, 0) for i in range(a)] + [(1, 4, 0, 0, 0, 0)]
-    out = align(align_frame(rows), np.array([a, a]), np.array([g, g]), np.zeros(2, bool))
-    stats0 = {(i, j): (inv, val, mis) for s, i, j, inv, val, mis in rows if s == 0}
-    stats1 = {(i, j): (inv, val, mis) for s, i, j, inv, val, mis in rows if s == 1}
-    assert out.row(0) == ref.best_counts(stats0, a, g) == (5, 0, 5 * c, 5 * c)
-    assert out.row(1) == ref.best_counts(stats1, a, g) == (5, 5 * c, 5 * c - 10, 0)
-
-
-def test_align_buckets_larger_than_one_chunk():
-    """More samples of one shape than ``_BUCKET_ROWS``: chunked, rows in any order, same choice."""
-    rng = np.random.default_rng(7)
-    n = metrics._BUCKET_ROWS + 11
-    cells = [(0, 0), (0, 1), (1, 1), (1, 0)]
-    s = np.repeat(np.arange(n), len(cells))
-    i = np.tile([c[0] for c in cells], n)
-    j = np.tile([c[1] for c in cells], n)
-    counts = rng.integers(0, 4, size=(3, len(s)))
-    frame = pl.DataFrame(
-        {"s": s, "i": i, "j": j, "invalid": counts[0], "valid": counts[1], "missing": counts[2]}
-    )
-    order = rng.permutation(len(s))
-    out = align(frame[order], np.full(n, 2), np.full(n, 2), np.zeros(n, bool)).rows()
-    check = {*range(50), *range(n - 50, n), *rng.integers(0, n, 500).tolist()}
-    check |= set(range(metrics._BUCKET_ROWS - 5, metrics._BUCKET_ROWS + 5))
-    for sample in sorted(check):
-        rows = range(sample * len(cells), (sample + 1) * len(cells))
-        stats = {(int(i[r]), int(j[r])): tuple(int(c) for c in counts[:, r]) for r in rows}
-        assert out[sample] == ref.best_counts(stats, 2, 2), f"sample {sample}"
-
-
-@st.composite
-def candidate_tables(draw):
-    """Random candidate-pair tables for ``align``: several samples, shared shapes (buckets),
-    counts from tiny to far above ``_MAX_BASE``; some samples with equal name sequences, whose
-    candidates are then exactly the diagonal."""
-    scale = draw(st.sampled_from([2, 6, 9_000, 10_999, 60_000, 10**6]))
-    counts = st.integers(0, scale)
-    n = draw(st.integers(1, 8))
-    rows, n_agent, n_gold, same = [], [], [], []
-    for s in range(n):
-        if draw(st.integers(0, 4)) == 0:
-            a = g = draw(st.integers(0, 4))
-            cells = [(k, k) for k in range(a)]
-            same.append(True)
-        else:
-            a, g = draw(st.integers(0, 5)), draw(st.integers(0, 5))
-            every = [(i, j) for i in range(a) for j in range(g)]
-            cells = draw(st.lists(st.sampled_from(every), unique=True)) if every else []
-            same.append(False)
-        n_agent.append(a)
-        n_gold.append(g)
-        for i, j in cells:
-            rows.append((s, i, j, draw(counts), draw(counts), draw(counts)))
-    order = draw(st.permutations(range(len(rows))))
-    return [rows[k] for k in order], np.array(n_agent), np.array(n_gold), np.array(same)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(candidate_tables())
-def test_align_matches_align_one_and_brute_force(table):
-    rows, n_agent, n_gold, same = table
-    frame = align_frame(rows)
-    out = align(frame, n_agent, n_gold, same).rows()
-    chosen = metrics.choose_pairs(frame, n_agent, n_gold, same)
-    for s in range(len(n_agent)):
-        cands = [r[1:] for r in rows if r[0] == s]
-        one = align_one(cands, int(n_agent[s]), int(n_gold[s]))
-        stats = {(i, j): (inv, val, mis) for i, j, inv, val, mis in cands}
-        best = ref.best_counts(stats, int(n_agent[s]), int(n_gold[s]))
-        assert tuple(out[s]) == one == best, f"sample {s}"
-        # the chosen rows form an order-preserving one-to-one pairing with those totals
-        picked = sorted(r[1:] for r, c in zip(rows, chosen, strict=True) if c and r[0] == s)
-        assert all(p[0] < q[0] and p[1] < q[1] for p, q in itertools.pairwise(picked))
-        assert (len(picked), *(sum(p[k] for p in picked) for k in (2, 3, 4))) == best
-
-
-@st.composite
-def name_sequences(draw):
-    """Several samples of one shape (|A|, |G|): name codes from a small alphabet."""
-    a, g = draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    m = draw(st.integers(1, 4))
-    codes = st.integers(0, draw(st.integers(0, 3)))
-    return (
-        np.array(draw(st.lists(st.lists(codes, min_size=a, max_size=a), min_size=m, max_size=m))),
-        np.array(draw(st.lists(st.lists(codes, min_size=g, max_size=g), min_size=m, max_size=m))),
-    )
-
-
-@settings(max_examples=300, deadline=None)
-@given(name_sequences())
-def test_sequence_tables_match_brute_force(sequences):
-    """Row-at-a-time edit distance and longest-common-subsequence pairs, checked against the
-    reference Levenshtein and against every maximum same-name pairing, enumerated."""
-    agent, gold = sequences
-    distance = metrics._edit_distance(agent, gold)
-    on_longest = metrics._on_longest(agent, gold)
-    for k in range(len(agent)):
-        x, y = [str(c) for c in agent[k]], [str(c) for c in gold[k]]
-        assert distance[k] == ref.levenshtein(x, y)
-        allowed = {(i, j) for i in range(len(x)) for j in range(len(y)) if x[i] == y[j]}
-        pairings = list(ref.candidate_pairings(allowed, len(x), len(y)))
-        most = max(len(p) for p in pairings)
-        used = {pair for p in pairings if len(p) == most for pair in p}
-        assert set(zip(*np.nonzero(on_longest[k]), strict=True)) == used
-
-
-def test_sequence_tables_in_chunks_equal_one_pass(monkeypatch):
-    """Shape groups larger than ``_CELLS`` are computed in chunks of samples, same results."""
-    rng = np.random.default_rng(3)
-    n = 400
-    n_agent, n_gold = rng.integers(0, 5, n), rng.integers(0, 5, n)
-    a_s, g_s = np.repeat(np.arange(n), n_agent), np.repeat(np.arange(n), n_gold)
-    a_code, g_code = rng.integers(0, 3, len(a_s)), rng.integers(0, 3, len(g_s))
-    whole = metrics.name_scores(n, a_s, a_code, g_s, g_code)
-    monkeypatch.setattr(metrics, "_CELLS", 40)  # a few samples per chunk
-    chunked = metrics.name_scores(n, a_s, a_code, g_s, g_code)
-    assert np.array_equal(whole.tp, chunked.tp)
-    assert not whole.same.all() and np.count_nonzero(whole.tp < 1) > 100
-
-    def pairs(named):
-        columns = (named.pair_s.tolist(), named.pair_i.tolist(), named.pair_j.tolist())
-        return sorted(zip(*columns, strict=True))
-
-    assert pairs(whole) == pairs(chunked) and len(pairs(whole)) > 100
-    for k in np.flatnonzero(~whole.same)[:50]:
-        x = [str(c) for c in a_code[a_s == k]]
-        y = [str(c) for c in g_code[g_s == k]]
-        assert whole.tp[k] == pytest.approx(ref.tp(x, y))
 
 
 # --- property tests: random runs against the reference ----------------------------------------
@@ -829,6 +649,38 @@ def test_repeated_argument_key_is_a_clear_error(parts):
         score_tables(samples, messages, TOOLS, parts=parts)
 
 
+def test_what_the_kernel_leaves_to_python_equals_reference():
+    """Arguments objects of more than 64 keys, and lists or objects compared (equal ones in
+    another order or with an int for a float, different ones, with a NaN inside), are judged
+    in Python; the numbers equal the reference's."""
+    wide_gold = {f"k{i}": i for i in range(70)} | {"query": "x", "limit": 10}
+    wide_agent = {**{f"k{i}": i for i in range(0, 70, 2)}, "query": "x", "limit": 10.0, "zz": 1}
+    options = {"remind": True, "offsets": [0.5, 1]}
+    run = [
+        {"gold": [("search", wide_gold)], "turns": [[("search", wide_agent)]]},
+        {"gold": [("search", {"query": "x"})], "turns": [[("search", wide_gold)]]},
+        {"gold": [("search", wide_agent)], "turns": [[("search", {"query": "x", "lang": "en"})]]},
+        {
+            "gold": [("schedule", {"people": [1, 2.0], "options": {"offsets": [0.5, 1]}})],
+            "turns": [[("schedule", {"people": [1.0, 2], "options": {"offsets": [0.5, 1.0]}})]],
+        },
+        {
+            "gold": [("schedule", {"people": [1, 2]}), ("schedule", {"people": [[math.nan]]})],
+            "turns": [
+                [
+                    ("schedule", {"people": [2, 1], "options": dict(reversed(options.items()))}),
+                    ("schedule", {"people": [[math.nan]]}),
+                ]
+            ],
+        },
+    ]
+    scores = score(run)
+    for k, case in enumerate(run):
+        expected = reference(case)
+        assert_metrics(scores.row(k, named=True), expected, EXPECT_FIELDS, f"sample {k}")
+    assert scores["args_total"].to_list() == [38, 72, 2, 2, 3]
+
+
 # --- the name metrics at scale ----------------------------------------------------------------
 
 
@@ -898,7 +750,7 @@ def test_a_failed_or_interrupted_part_stops_the_others(monkeypatch, failure):
     interrupted instead of run to the end, and the failure is what the caller sees."""
     run = [{"gold": [("ping", {})], "turns": [[("ping", {})]]} for _ in range(4)]
     samples, messages = build_tables(run)
-    load_calls = score_module.translate.load_calls
+    load_flat = score_module.translate.load_flat
     seen = []
 
     def load(cursor, samples_range):
@@ -908,9 +760,9 @@ def test_a_failed_or_interrupted_part_stops_the_others(monkeypatch, failure):
             raise failure("part failed")
         # a query of a minute or more unless interrupted
         cursor.execute("select sum(i) from range(60_000_000_000) t(i)").fetchall()
-        return load_calls(cursor, samples_range)
+        return load_flat(cursor, samples_range)
 
-    monkeypatch.setattr(score_module.translate, "load_calls", load)
+    monkeypatch.setattr(score_module.translate, "load_flat", load)
     con = connect_tables(samples, messages)
     started = time.perf_counter()
     try:
@@ -928,15 +780,15 @@ def test_ctrl_c_that_reaches_a_part_thread_stops_scoring(monkeypatch):
     does not sleep through it)."""
     run = [{"gold": [("ping", {})], "turns": [[("ping", {})]]} for _ in range(4)]
     samples, messages = build_tables(run)
-    load_calls = score_module.translate.load_calls
+    load_flat = score_module.translate.load_flat
     threads = []
 
     def load(cursor, samples_range):
         threads.append(threading.get_ident())
         cursor.execute("select sum(i) from range(60_000_000_000) t(i)").fetchall()
-        return load_calls(cursor, samples_range)
+        return load_flat(cursor, samples_range)
 
-    monkeypatch.setattr(score_module.translate, "load_calls", load)
+    monkeypatch.setattr(score_module.translate, "load_flat", load)
     timer = threading.Timer(0.5, lambda: signal.pthread_kill(threads[0], signal.SIGINT))
     con = connect_tables(samples, messages)
     started = time.perf_counter()

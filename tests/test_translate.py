@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from typing import Any
 
-import polars as pl
 import pyarrow as pa
 import pytest
 
@@ -144,7 +142,6 @@ def test_dense_indexes_and_a_message_past_the_last_sample():
 
 @pytest.mark.parametrize("column", ["sample_index", "sample_id"])
 def test_a_sample_without_sample_index_or_id_is_a_clear_error(column):
-    from tcbreplay.errors import StoreError
 
     rows = [sample(0, []), {**sample(1, []), column: None}, {**sample(2, []), column: None}]
     con = connect_tables(
@@ -187,7 +184,6 @@ def test_consecutive_indexes_not_from_zero_with_messages_either_side():
 
 
 def test_a_gold_call_without_a_name_is_a_clear_error():
-    from tcbreplay.errors import StoreError
 
     with pytest.raises(StoreError, match="sample 's1' has a gold call without a name"):
         loaded([sample(0, []), sample(1, [{"args": {"a": 1}}])], [])
@@ -204,7 +200,6 @@ def test_a_message_without_a_position_comes_first_in_its_sample():
 
 
 def test_both_scorers_refuse_samples_without_sample_index():
-    from tcbreplay.errors import StoreError
     from tcbreplay.score import ScoreOptions, score_tables
 
     rows = [sample(0, []), {**sample(1, []), "sample_index": None}]
@@ -213,69 +208,3 @@ def test_both_scorers_refuse_samples_without_sample_index():
     for scorer in ("spec", "abet"):
         with pytest.raises(StoreError, match="have no sample_index"):
             score_tables(samples, messages, [], ScoreOptions(scorer=scorer))
-
-
-# -------------------------------------------------------------- arguments split into members
-
-NASTY_KEYS = ["", "/", "~", "~0", "~1", "a/b~c", 'q"k', "back\\slash", "$.x[0]", "0", "ключ"]
-
-
-def members(texts: list[str]) -> dict[int, list[tuple[str, str, str | None]]]:
-    """translate.arg_values of the texts (ids 0, 1, ...), as each id's sorted members."""
-    con = connect_tables(
-        pa.Table.from_pylist([], schema=SAMPLES_SCHEMA),
-        pa.Table.from_pylist([], schema=MESSAGES_SCHEMA),
-    )
-    try:
-        canonical_texts = [
-            con.execute("select ?::json::varchar", [t]).fetchall()[0][0] for t in texts
-        ]
-        args = pl.DataFrame(
-            {"id": pl.Series(range(len(texts)), dtype=pl.UInt32), "args": canonical_texts}
-        )
-        kv = translate.arg_values(con, args)
-    finally:
-        con.close()
-    out: dict[int, list[tuple[str, str, str | None]]] = {}
-    for row in kv.sort("id", "key").iter_rows(named=True):
-        out.setdefault(row["id"], []).append((row["key"], row["value"], row["text"]))
-    return out
-
-
-def test_small_and_large_objects_split_alike():
-    """Objects of up to 64 keys and larger ones are split two ways: the same members either
-    way, whatever the keys (JSON pointer characters, quotes, empty) and values."""
-    rnd = random.Random(3)
-    values = [None, 1, -0.0, 1e300, 2**70, 'x"y\\z\u00e9', [1, {"a": None}], {"b": [True]}, ""]
-    keys = NASTY_KEYS + [f"k{i}" for i in range(90)]
-    whole = {key: rnd.choice(values) for key in keys}  # 101 keys: split by a cast
-    halves = [dict(list(whole.items())[:50]), dict(list(whole.items())[50:])]  # by lookups
-    split = members([json.dumps(whole), *map(json.dumps, halves), "[1, 2]", '"s"', "null"])
-    assert sorted(split[0]) == sorted(split[1] + split[2])
-    assert len(split[0]) == len(keys)
-    assert {3, 4, 5}.isdisjoint(split)  # not objects: no members
-    by_key = {key: (value, text) for key, value, text in split[0]}
-    for key, value in whole.items():
-        assert json.loads(by_key[key][0]) == value
-        assert by_key[key][1] == (value if isinstance(value, str) else None)
-
-
-def test_an_object_with_many_keys_is_split_in_one_pass():
-    """20,000 keys in one arguments object (a garbled call) is one parse, not one per key."""
-    text = json.dumps({f"key{i}": i for i in range(20_000)})
-    started = time.perf_counter()
-    split = members([text])
-    assert len(split[0]) == 20_000
-    assert time.perf_counter() - started < 5
-
-
-@pytest.mark.parametrize("n_keys", [3, 100], ids=["small", "large"])
-def test_a_repeated_key_names_its_object(n_keys):
-    """A repeated key of an arguments object is refused with that object named; a repeat
-    inside a nested value (listed first) is not the object's own."""
-    fill = ", ".join(f'"k{i}": {i}' for i in range(n_keys - 2))
-    nested = '{"a": {"b": 1, "b": 2}}'
-    repeated = '{"q": "x", ' + fill + ', "q": "y"}'
-    with pytest.raises(StoreError, match=r'repeats a key: \{"q": ?"x",'):
-        members([nested, repeated])
-    assert members([nested])[0] == [("a", '{"b":1,"b":2}', None)]

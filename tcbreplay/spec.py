@@ -1,0 +1,248 @@
+"""The spec scorer over one range of samples: flat calls through the compiled kernel.
+
+Names become integer codes (one dictionary of the range's names, the tools' own names
+first), arguments texts stay Arrow byte buffers, and :mod:`tcbreplay.kernel` computes
+every per-sample number. What the kernel leaves undecided (lists or objects compared,
+objects of more than 64 keys) is judged here with :func:`tcbreplay.metrics.arg_verdicts`
+on ``json.loads``-ed arguments, before the pairing is chosen.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from tcbreplay import kernel
+from tcbreplay.errors import StoreError
+from tcbreplay.jsontext import first_repeated_key, scratch_for
+from tcbreplay.metrics import arg_verdicts
+from tcbreplay.translate import FlatCalls, FlatSide, Tools
+
+
+@dataclass
+class SpecPart:
+    """The spec scorer's results for one range of samples (``s`` local to it)."""
+
+    scores: pl.DataFrame
+    flat: FlatCalls
+    tool_counts: pl.DataFrame
+    pairs: pl.DataFrame
+
+
+def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) -> SpecPart:
+    """Per-sample scores, the chosen pairs and per-tool counts of one range's calls."""
+    samples, agent, gold = flat.samples, flat.agent, flat.gold
+    n = samples.height
+    names, a_code, g_code = _name_codes(tools.names, agent.name, gold.name)
+    params = _params(tools, len(names))
+    a_offsets, a_data = _text_buffers(agent.args)
+    g_offsets, g_data = _text_buffers(gold.args)
+    a_checked = np.zeros(len(agent.s), dtype=np.bool_)
+    g_checked = np.zeros(len(gold.s), dtype=np.bool_)
+    scratch = scratch_for(a_offsets, g_offsets, params.default_offsets)
+    # most runs have fewer candidates than calls; more where sequences differ a lot
+    rows = len(agent.s) + len(gold.s) + 16
+    while True:
+        pairs = np.empty((rows, 8), dtype=np.int32)
+        tsa, tp, same, found, side, call = kernel.score_samples(
+            agent.first, a_code, a_offsets, a_data, gold.first, g_code, g_offsets, g_data,
+            len(names), params.first, params.key_offsets, params.key_data, params.has_default,
+            params.default_offsets, params.default_data, rel_tol, abs_tol, a_checked,
+            g_checked, scratch, pairs,
+        )  # fmt: skip
+        if found >= 0:
+            break
+        rows *= 4
+    pairs = pairs[:found]
+    if side == 0:  # the arguments the pairing did not split, checked for repeated keys too
+        for side_, offsets, data, checked in ((1, a_offsets, a_data, a_checked),
+                                              (2, g_offsets, g_data, g_checked)):  # fmt: skip
+            call = first_repeated_key(offsets, data, checked)
+            if call >= 0:
+                side = side_
+                break
+    if side:
+        text = (agent if side == 1 else gold).args[int(call)].as_py()
+        raise StoreError(
+            "cannot split tool-call arguments into keys: "
+            f"an arguments object repeats a key: {text[:200]}"
+        )
+    _decide_pending(pairs, agent, gold, names, tools, rel_tol, abs_tol)
+    chosen = kernel.choose_pairs(agent.first, gold.first, same, pairs)
+    totals = kernel.sample_totals(n, pairs, chosen)
+    n_pairs, invalid, valid, missing = totals.T
+    total = invalid + valid
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
+    scores = pl.DataFrame(
+        {
+            "sample_id": samples["sample_id"],
+            "sample_index": samples["sample_index"],
+            "category": samples["category"],
+            "status": samples["status"],
+            "n_gold": pl.Series(np.diff(gold.first), dtype=pl.Int32),
+            "n_agent": pl.Series(np.diff(agent.first), dtype=pl.Int32),
+            "tsa": pl.Series(tsa, dtype=pl.Float64).fill_nan(None),
+            "tp": pl.Series(tp, dtype=pl.Float64),
+            "ahr": pl.Series(ahr, dtype=pl.Float64).fill_nan(None),
+            "args_invalid": invalid,
+            "args_total": total,
+            "args_missing": missing,
+            "pairs": pl.Series(n_pairs, dtype=pl.Int32),
+        }
+    )
+    picked = kernel.picked(pairs, chosen)
+    chosen_frame = pl.DataFrame(
+        {
+            "sample_id": samples["sample_id"].gather(picked[:, kernel.SAMPLE]),
+            "agent_index": picked[:, kernel.AGENT].astype(np.int64),
+            "gold_index": picked[:, kernel.GOLD].astype(np.int64),
+            "tool": names.gather(picked[:, kernel.TOOL]),
+            "args_invalid": picked[:, kernel.INVALID].astype(np.int64),
+            "args_valid": picked[:, kernel.VALID].astype(np.int64),
+            "args_missing": picked[:, kernel.MISSING].astype(np.int64),
+        }
+    )
+    return SpecPart(
+        scores=scores,
+        flat=flat,
+        tool_counts=_tool_counts(names, a_code, g_code, picked),
+        pairs=chosen_frame,
+    )
+
+
+def _name_codes(
+    declared: list[str], agent: pa.Array, gold: pa.Array
+) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+    """The distinct names (declared tools first, in order) and each call's name code."""
+    sides = [_byte_table([name.encode() for name in declared])]
+    sides += [_text_buffers(names) for names in (agent, gold)]
+    size = 1024
+    while True:  # a table too small for the run's distinct names is started again larger
+        slots = np.full(size, -1, dtype=np.int64)
+        dict_offsets = np.zeros(size // 2 + 1, dtype=np.int64)
+        dict_data = np.empty(size * 64, dtype=np.uint8)
+        state = np.zeros(2, dtype=np.int64)
+        codes = [np.empty(len(offsets) - 1, dtype=np.int32) for offsets, _ in sides]
+        if all(
+            kernel.encode_texts(offsets, data, slots, dict_offsets, dict_data, state, out)
+            for (offsets, data), out in zip(sides, codes, strict=True)
+        ):
+            break
+        size *= 8
+    count = int(state[0])
+    texts = dict_data[: int(state[1])].tobytes()
+    names = [texts[dict_offsets[k] : dict_offsets[k + 1]].decode() for k in range(count)]
+    return pl.Series(names, dtype=pl.String), codes[1], codes[2]
+
+
+def _params(tools: Tools, codes: int) -> kernel.Params:
+    """The tools' parameters by name code (code t < len(tools.names) is tool t)."""
+    counts = np.zeros(codes, dtype=np.int64)
+    counts[: len(tools.params)] = [len(p) for p in tools.params]
+    first = np.zeros(codes + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    rows = [row for tool in tools.params for row in tool]
+    key_offsets, key_data = _byte_table([key for key, _ in rows])
+    default_offsets, default_data = _byte_table([d or b"" for _, d in rows])
+    return kernel.Params(
+        first=first,
+        key_offsets=key_offsets,
+        key_data=key_data,
+        has_default=np.array([d is not None for _, d in rows], dtype=np.bool_),
+        default_offsets=default_offsets,
+        default_data=default_data,
+    )
+
+
+def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in texts], out=offsets[1:])
+    data = np.frombuffer(b"".join(texts) + b"\0", dtype=np.uint8)
+    return offsets, data
+
+
+def _text_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's first byte (one entry more than texts) and the bytes, without copying
+    the bytes where the array allows."""
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+        texts = texts.cast(pa.large_string())
+    _, offsets_buffer, data_buffer = texts.buffers()
+    width = 4 if pa.types.is_string(texts.type) else 8
+    offsets = np.frombuffer(
+        offsets_buffer, dtype=np.int32 if width == 4 else np.int64,
+        count=len(texts) + 1, offset=texts.offset * width,
+    ).astype(np.int64)  # fmt: skip
+    if data_buffer is None or data_buffer.size == 0:
+        data_buffer = b"\0"  # compiled code needs an address, even for no bytes
+    return offsets, np.frombuffer(data_buffer, dtype=np.uint8)
+
+
+def _decide_pending(
+    pairs: np.ndarray, agent: FlatSide, gold: FlatSide, names: pl.Series, tools: Tools,
+    rel_tol: float, abs_tol: float,
+) -> None:  # fmt: skip
+    """Judge in Python the candidate pairs the kernel left pending (in place)."""
+    for k in np.flatnonzero(pairs[:, kernel.PENDING]):
+        s, i, j, tool = (
+            int(x) for x in pairs[k, [kernel.SAMPLE, kernel.AGENT, kernel.GOLD, kernel.TOOL]]
+        )
+        agent_args = _object(agent.args[int(agent.first[s]) + i].as_py())
+        gold_args = _object(gold.args[int(gold.first[s]) + j].as_py())
+        name = names[tool]
+        verdicts = arg_verdicts(agent_args, gold_args, tools.properties.get(name), rel_tol, abs_tol)
+        invalid = sum(v != "ok" for v in verdicts.values())
+        pairs[k, kernel.INVALID] = invalid
+        pairs[k, kernel.VALID] = len(verdicts) - invalid
+        pairs[k, kernel.MISSING] = sum(key not in agent_args for key in gold_args)
+        pairs[k, kernel.PENDING] = 0
+
+
+def _object(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+def _tool_counts(
+    names: pl.Series, a_code: np.ndarray, g_code: np.ndarray, chosen: np.ndarray
+) -> pl.DataFrame:
+    """Per tool name called by the agent or gold: gold and agent calls, chosen pairs and
+    their argument counts."""
+    totals = kernel.tool_totals(len(names), a_code, g_code, chosen)
+    columns = ("gold_calls", "agent_calls", "paired", "args_invalid", "args_total", "args_missing")
+    table = pl.DataFrame(
+        {"tool": names, **{column: totals[:, k] for k, column in enumerate(columns)}}
+    )
+    return table.filter((pl.col("gold_calls") > 0) | (pl.col("agent_calls") > 0))
+
+
+def warm() -> None:
+    """Load every kernel scoring runs (numba compiles each the first time on a machine and
+    caches it beside the sources), by scoring two tiny samples."""
+
+    def side(s: list[int], names: list[str], args: list[str]) -> FlatSide:
+        at = np.array(s, dtype=np.int64)
+        return FlatSide(
+            s=at, name=pa.array(names), args=pa.array(args), first=np.searchsorted(at, [0, 1, 2])
+        )
+
+    samples = pl.DataFrame(
+        {"sample_id": ["a", "b"], "sample_index": [0, 1], "category": [None, None],
+         "status": ["ok", "ok"]},
+        schema_overrides={"sample_index": pl.Int32, "category": pl.String},
+    ).with_row_index("s")  # fmt: skip
+    flat = FlatCalls(
+        samples=samples,
+        agent=side([0, 0, 1], ["f", "g", "f"], ['{"x":1.5}', '{"y":[1]}', "{}"]),
+        gold=side([0, 1, 1], ["f", "g", "f"], ['{"x":1}', "{}", '{"z":true}']),
+    )
+    tools = Tools(names=["f"], params=[[(b"x", b"1")]], properties={"f": {"x": {"default": 1}}})
+    score_part(flat, tools, 1e-9, 1e-9)
+    order = np.arange(2, dtype=np.int64)
+    kernel.positions(order, order)
+    kernel.in_call_order(order, order)
