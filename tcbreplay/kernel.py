@@ -189,29 +189,48 @@ def score_samples(
     side 1 agent, 2 gold, 0 none. Marks in ``a_checked`` and ``g_checked`` the calls whose
     arguments were split (and so checked for repeated keys). ``scratch``: see
     :func:`tcbreplay.jsontext.scratch_for`."""
-    a_data, g_data, scratch = borrowed(a_data), borrowed(g_data), borrowed(scratch)
-    key_offsets, key_data = borrowed(key_offsets), borrowed(key_data)
-    default_offsets, default_data = borrowed(default_offsets), borrowed(default_data)
-    has_default = borrowed(has_default)
     n = a_first.shape[0] - 1
-    tsa = np.empty(n)
-    tp = np.empty(n)
-    same = np.zeros(n, dtype=np.bool_)
     longest_g, cells = 0, 1
     for s in range(n):
         a = a_first[s + 1] - a_first[s]
         g = g_first[s + 1] - g_first[s]
         longest_g = max(longest_g, g)
         cells = max(cells, (a + 1) * (g + 1))
-    gold_seen = np.full(codes, -1, dtype=np.int64)
-    agent_seen = np.full(codes, -1, dtype=np.int64)
+    tsa = np.empty(n)
+    tp = np.empty(n)
+    same = np.zeros(n, dtype=np.bool_)
+    # work space, held here for the whole call: _score_samples borrows it
+    seen = np.full((2, codes), -1, dtype=np.int64)
     rows = np.empty((2, longest_g + 1), dtype=np.int64)
     tables = np.empty((2, cells), dtype=np.int32)
+    spans = np.empty((2, MAX_KEYS + 1, 4), dtype=np.int64)
+    found, side, call = _score_samples(
+        a_first, a_code, a_offsets, a_data, g_first, g_code, g_offsets, g_data,
+        p_first, key_offsets, key_data, has_default, default_offsets, default_data,
+        rel_tol, abs_tol, a_checked, g_checked, scratch, pairs, tsa, tp, same,
+        seen, rows, tables, spans,
+    )  # fmt: skip
+    return tsa, tp, same, found, side, call
+
+
+@jit
+def _score_samples(
+    a_first, a_code, a_offsets, a_data, g_first, g_code, g_offsets, g_data,
+    p_first, key_offsets, key_data, has_default, default_offsets, default_data,
+    rel_tol, abs_tol, a_checked, g_checked, scratch, pairs, tsa, tp, same,
+    seen, rows, tables, spans,
+):  # fmt: skip
+    """:func:`score_samples` into its outputs, with its work space; every array is its
+    caller's, alive for the whole call, so all are borrowed (no reference counting)."""
+    a_data, g_data, scratch = borrowed(a_data), borrowed(g_data), borrowed(scratch)
+    key_offsets, key_data = borrowed(key_offsets), borrowed(key_data)
+    default_offsets, default_data = borrowed(default_offsets), borrowed(default_data)
+    has_default, a_code, g_code = borrowed(has_default), borrowed(a_code), borrowed(g_code)
+    gold_seen, agent_seen = borrowed(seen[0]), borrowed(seen[1])
     row, prev = borrowed(rows[0]), borrowed(rows[1])
     before, after = borrowed(tables[0]), borrowed(tables[1])
-    a_code, g_code = borrowed(a_code), borrowed(g_code)
-    spans = np.empty((2, MAX_KEYS + 1, 4), dtype=np.int64)
     a_spans, g_spans = borrowed(spans[0]), borrowed(spans[1])
+    n = a_first.shape[0] - 1
     m = 0
     for s in range(n):
         a0, g0 = a_first[s], g_first[s]
@@ -265,12 +284,12 @@ def score_samples(
                     default_offsets, default_data, rel_tol, abs_tol, a_spans, g_spans, scratch,
                 )  # fmt: skip
                 if repeated:
-                    return tsa, tp, same, m, repeated, x if repeated == 1 else y
+                    return m, repeated, x if repeated == 1 else y
                 if not pending:
                     a_checked[x] = True
                     g_checked[y] = True
                 if m == pairs.shape[0]:
-                    return tsa, tp, same, -1, 0, -1
+                    return -1, 0, -1
                 pairs[m, SAMPLE] = s
                 pairs[m, AGENT] = i
                 pairs[m, GOLD] = j
@@ -280,7 +299,7 @@ def score_samples(
                 pairs[m, MISSING] = missing
                 pairs[m, PENDING] = pending
                 m += 1
-    return tsa, tp, same, m, 0, -1
+    return m, 0, -1
 
 
 @jit

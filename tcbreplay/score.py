@@ -131,8 +131,8 @@ def score_run(
     check_scorable(run, allow_incomplete)
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
     parts = _parts(run, options)
-    # parts run side by side, so each gets its share of the cores
-    con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // parts))
+    # parts run side by side, a worker per core, so each gets its share of the cores
+    con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // _workers(parts)))
     try:
         scored = compute_scores(con, tool_specs(run), options, parts)
     finally:
@@ -255,9 +255,9 @@ def compute_scores(
 ) -> Scored:
     """Score the run bound to ``con`` (with ``specs``, its tools) with the chosen scorer.
 
-    The spec scorer cuts a large run into ``parts`` ranges of samples (by default one per
-    core) scored side by side, each on its own cursor: every number is per sample, so the
-    parts join into exactly the one-part result.
+    The spec scorer cuts a large run into ``parts`` ranges of samples (by default two per
+    core), scored a worker per core, each on its own cursor: every number is per sample, so
+    the parts join into exactly the one-part result.
     """
     if options.scorer == "abet":
         return _abet_scores(translate.load_calls(con, translate.split_samples(con, 1)[0]))
@@ -270,7 +270,7 @@ def compute_scores(
         return _joined([_spec_part(con, ranges[0], tools, options)])
     cursors = [con.cursor() for _ in ranges]
     stop = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=len(ranges))
+    pool = ThreadPoolExecutor(max_workers=_workers(len(ranges)))
     jobs: list[Future] = []
     try:
         for cursor, samples in zip(cursors, ranges, strict=True):
@@ -307,7 +307,7 @@ def _stop_parts(jobs: list[Future], cursors: list[Any]) -> None:
 
 
 def _parts(run: Run, options: ScoreOptions) -> int:
-    """How many parts the run is scored in: one per core for a large run (spec scorer)."""
+    """How many parts the run is scored in: two per core for a large run (spec scorer)."""
     if options.scorer != "spec":
         return 1
     import pyarrow.parquet as pq
@@ -320,7 +320,15 @@ def _parts(run: Run, options: ScoreOptions) -> int:
 
 
 def _parts_for(samples: int) -> int:
-    return usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
+    # two per core: a worker whose first part is done while another's still runs goes on
+    # with a second, so the cores stay busy to the end (4 parts on 2 cores: 0.1-0.2 s
+    # faster at 1M than 2, in interleaved runs)
+    return 2 * usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
+
+
+def _workers(parts: int) -> int:
+    """Parts scored at once: one per core."""
+    return min(parts, usable_cores())
 
 
 def _spec_part(
