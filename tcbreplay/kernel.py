@@ -394,50 +394,51 @@ def _diagonal(best, cell, pairs, k, step):
 
 @jit
 def sample_totals(n, pairs, chosen):
-    """Per sample, over its chosen pairs: pairs, invalid, valid, missing (n × 4)."""
-    totals = np.zeros((n, 4), dtype=np.int64)
+    """Per sample, over its chosen pairs: pairs, invalid, valid, missing (4 × n, a row
+    each)."""
+    totals = np.zeros((4, n), dtype=np.int64)
     for k in range(pairs.shape[0]):
         if chosen[k]:
             s = pairs[k, SAMPLE]
-            totals[s, 0] += 1
-            totals[s, 1] += pairs[k, INVALID]
-            totals[s, 2] += pairs[k, VALID]
-            totals[s, 3] += pairs[k, MISSING]
+            totals[0, s] += 1
+            totals[1, s] += pairs[k, INVALID]
+            totals[2, s] += pairs[k, VALID]
+            totals[3, s] += pairs[k, MISSING]
     return totals
 
 
 @jit
 def picked(pairs, chosen):
-    """The rows of ``pairs`` that ``chosen`` marks."""
+    """The columns of the rows of ``pairs`` that ``chosen`` marks (a row per column)."""
     count = 0
     for k in range(chosen.shape[0]):
         if chosen[k]:
             count += 1
-    out = np.empty((count, pairs.shape[1]), dtype=pairs.dtype)
+    out = np.empty((pairs.shape[1], count), dtype=np.int64)
     m = 0
     for k in range(chosen.shape[0]):
         if chosen[k]:
             for c in range(pairs.shape[1]):
-                out[m, c] = pairs[k, c]
+                out[c, m] = pairs[k, c]
             m += 1
     return out
 
 
 @jit
 def tool_totals(codes, a_code, g_code, chosen_pairs):
-    """Per name code: gold calls, agent calls, chosen pairs, and their invalid, total and
-    missing arguments (codes × 6)."""
+    """Per name code: gold calls, agent calls, chosen pairs (columns of :func:`picked`), and
+    their invalid, total and missing arguments (codes × 6)."""
     totals = np.zeros((codes, 6), dtype=np.int64)
     for k in range(g_code.shape[0]):
         totals[g_code[k], 0] += 1
     for k in range(a_code.shape[0]):
         totals[a_code[k], 1] += 1
-    for k in range(chosen_pairs.shape[0]):
-        t = chosen_pairs[k, TOOL]
+    for k in range(chosen_pairs.shape[1]):
+        t = chosen_pairs[TOOL, k]
         totals[t, 2] += 1
-        totals[t, 3] += chosen_pairs[k, INVALID]
-        totals[t, 4] += chosen_pairs[k, INVALID] + chosen_pairs[k, VALID]
-        totals[t, 5] += chosen_pairs[k, MISSING]
+        totals[t, 3] += chosen_pairs[INVALID, k]
+        totals[t, 4] += chosen_pairs[INVALID, k] + chosen_pairs[VALID, k]
+        totals[t, 5] += chosen_pairs[MISSING, k]
     return totals
 
 

@@ -75,7 +75,7 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
     _decide_pending(pairs, agent, gold, names, tools, rel_tol, abs_tol)
     chosen = kernel.choose_pairs(agent.first, gold.first, same, pairs)
     totals = kernel.sample_totals(n, pairs, chosen)
-    n_pairs, invalid, valid, missing = totals.T
+    n_pairs, invalid, valid, missing = totals
     total = invalid + valid
     with np.errstate(divide="ignore", invalid="ignore"):
         ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
@@ -99,13 +99,13 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
     picked = kernel.picked(pairs, chosen)
     chosen_frame = pl.DataFrame(
         {
-            "sample_id": samples["sample_id"].gather(picked[:, kernel.SAMPLE]),
-            "agent_index": picked[:, kernel.AGENT].astype(np.int64),
-            "gold_index": picked[:, kernel.GOLD].astype(np.int64),
-            "tool": names.gather(picked[:, kernel.TOOL]),
-            "args_invalid": picked[:, kernel.INVALID].astype(np.int64),
-            "args_valid": picked[:, kernel.VALID].astype(np.int64),
-            "args_missing": picked[:, kernel.MISSING].astype(np.int64),
+            "sample_id": samples["sample_id"].gather(picked[kernel.SAMPLE]),
+            "agent_index": picked[kernel.AGENT],
+            "gold_index": picked[kernel.GOLD],
+            "tool": names.gather(picked[kernel.TOOL]),
+            "args_invalid": picked[kernel.INVALID],
+            "args_valid": picked[kernel.VALID],
+            "args_missing": picked[kernel.MISSING],
         }
     )
     return SpecPart(
