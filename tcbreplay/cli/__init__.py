@@ -7,6 +7,7 @@ never load LangChain. The commands live in one module per kind of work.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 
@@ -35,8 +36,7 @@ def run() -> None:
         code = 1
     atexit._run_exitfuncs()  # logging, thread pools, temporary files, child processes
     for stream in (sys.stdout, sys.stderr):
-        try:
+        # a closed pipe: nothing more can be said on it
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said on it
-            pass
     os._exit(code or 0)
