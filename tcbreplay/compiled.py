@@ -34,5 +34,8 @@ def _pointer(typingctx, address, dtype):  # type: ignore[no-untyped-def]
 
 @jit
 def borrowed(array: np.ndarray) -> np.ndarray:
-    """The same memory as an array that compiled code does not reference-count."""
+    """The same memory as an array that compiled code does not reference-count (``array``
+    must be C-contiguous: the view has no strides of its own)."""
+    if not array.flags.c_contiguous:
+        raise ValueError("borrowed() needs a C-contiguous array")
     return numba.carray(_pointer(array.ctypes.data, array.dtype), array.shape)

@@ -6,10 +6,15 @@ strings (or keys) are equal exactly when their escaped bytes are, and two intege
 their texts are. The functions here split an object into its members and apply the
 spec's equality to two member values, over ``data[lo:hi]`` byte ranges, compiled with
 numba (no Python object per value). Numbers that are not both integers are read with the
-C library's ``strtod``, which rounds correctly, as Python's ``float()`` does.
+C library's ``strtod_l`` in the C locale, which rounds correctly, as Python's ``float()``
+does.
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
+import locale
 
 import numpy as np
 from llvmlite import ir
@@ -30,21 +35,37 @@ _MINUS, _ZERO, _NINE = 45, 48, 57
 
 
 @intrinsic
-def _strtod(typingctx, address):  # type: ignore[no-untyped-def]
-    """``strtod(address, NULL)``: the C library's reading of the number text at ``address``."""
-    signature = types.float64(types.intp)
+def _strtod_l(typingctx, address, locale):  # type: ignore[no-untyped-def]
+    """``strtod_l(address, NULL, locale)``: the C library's reading of the number text at
+    ``address`` in ``locale`` (see :func:`number_locale`)."""
+    signature = types.float64(types.intp, types.intp)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
         char_p = ir.IntType(8).as_pointer()
         function = cgutils.get_or_insert_function(
             builder.module,
-            ir.FunctionType(ir.DoubleType(), [char_p, char_p.as_pointer()]),
-            "strtod",
+            ir.FunctionType(ir.DoubleType(), [char_p, char_p.as_pointer(), char_p]),
+            "strtod_l",
         )
         text = builder.inttoptr(args[0], char_p)
-        return builder.call(function, [text, ir.Constant(char_p.as_pointer(), None)])
+        handle = builder.inttoptr(args[1], char_p)
+        return builder.call(function, [text, ir.Constant(char_p.as_pointer(), None), handle])
 
     return signature, codegen
+
+
+@functools.cache
+def number_locale() -> int:
+    """A handle of the C locale's number format, for reading numbers with ``strtod_l``:
+    ``strtod`` would follow the process's locale, where a program that embeds tcbreplay may
+    have set one that writes 1.5 as "1,5"."""
+    libc = ctypes.CDLL(None)
+    libc.newlocale.restype = ctypes.c_void_p
+    libc.newlocale.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p]
+    handle = libc.newlocale(1 << locale.LC_NUMERIC, b"C", None)
+    if not handle:
+        raise OSError(ctypes.get_errno(), "newlocale() could not make the C locale")
+    return int(handle)
 
 
 @jit
@@ -147,16 +168,18 @@ def same_bytes(x: np.ndarray, x_lo: int, x_hi: int, y: np.ndarray, y_lo: int, y_
 @jit
 def kind_of(data: np.ndarray, lo: int, hi: int) -> int:
     """The kind of the value text ``data[lo:hi]``: an integer is ``-?[0-9]+``, any other
-    number (``NaN`` and the infinities included) a float."""
+    number (``NaN`` and the infinities, in any spelling DuckDB keeps) a float."""
     c = data[lo]
     if c == _QUOTE:
         return STR
     if c == _OPEN_OBJECT or c == _OPEN_LIST:
         return NESTED
-    if c == 116 or c == 102:  # true, false
-        return BOOL
-    if c == 110:  # null
-        return NULL
+    if hi - lo >= 2:
+        second = data[lo + 1]
+        if (c == 116 and second == 114) or (c == 102 and second == 97):  # true, false
+            return BOOL
+        if c == 110 and second == 117:  # null (not nan)
+            return NULL
     p = lo + 1 if c == _MINUS else lo
     if p >= hi:
         return FLOAT
@@ -169,21 +192,24 @@ def kind_of(data: np.ndarray, lo: int, hi: int) -> int:
 
 @jit
 def _has_nan(data: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether ``data[lo:hi]`` may hold a NaN: the letters n, a, n in any case (which a NaN
+    in any spelling has, and no other number word)."""
     for p in range(lo, hi - 2):
-        if data[p] == 78 and data[p + 1] == 97 and data[p + 2] == 78:  # NaN
+        if data[p] | 32 == 110 and data[p + 1] | 32 == 97 and data[p + 2] | 32 == 110:
             return True
     return False
 
 
 @inline
-def number_of(data: np.ndarray, lo: int, hi: int, scratch: np.ndarray) -> float:
+def number_of(data: np.ndarray, lo: int, hi: int, scratch: np.ndarray, c_locale: int) -> float:
     """The number text ``data[lo:hi]`` as a double (``scratch``: room for the text and a
-    terminating zero byte, which :func:`scratch_for` sizes)."""
+    terminating zero byte, which :func:`scratch_for` sizes; ``c_locale``:
+    :func:`number_locale`)."""
     size = hi - lo
     for k in range(size):
         scratch[k] = data[lo + k]
     scratch[size] = 0
-    return _strtod(scratch.ctypes.data)
+    return _strtod_l(scratch.ctypes.data, c_locale)
 
 
 def scratch_for(*offsets: np.ndarray) -> np.ndarray:
@@ -194,9 +220,10 @@ def scratch_for(*offsets: np.ndarray) -> np.ndarray:
 
 @jit
 def _is_nan_text(data: np.ndarray, lo: int, hi: int) -> bool:
-    """Whether the number text ``data[lo:hi]`` is a NaN (the only number text with an N)."""
+    """Whether the number text ``data[lo:hi]`` is a NaN (of the number words, only a NaN
+    has an a, in either case)."""
     for p in range(lo, hi):
-        if data[p] == 78:
+        if data[p] | 32 == 97:
             return True
     return False
 
@@ -204,10 +231,11 @@ def _is_nan_text(data: np.ndarray, lo: int, hi: int) -> bool:
 @inline
 def value_equal(
     x: np.ndarray, x_lo: int, x_hi: int, y: np.ndarray, y_lo: int, y_hi: int,
-    rel_tol: float, abs_tol: float, scratch: np.ndarray,
+    rel_tol: float, abs_tol: float, scratch: np.ndarray, c_locale: int,
 ) -> int:  # fmt: skip
     """The spec's equality of two value texts: 1 equal, 0 not, ``UNDECIDED`` when both are
-    lists or objects and their texts differ (or hold a NaN)."""
+    lists or objects and their texts differ (or may hold a NaN). ``scratch`` and
+    ``c_locale``: see :func:`number_of`."""
     xk = kind_of(x, x_lo, x_hi)
     if same_bytes(x, x_lo, x_hi, y, y_lo, y_hi):
         # the same text is the same value, which equals itself unless it is or holds a NaN
@@ -220,8 +248,8 @@ def value_equal(
     if xk == NESTED and yk == NESTED:
         return UNDECIDED
     if (xk == INT or xk == FLOAT) and (yk == INT or yk == FLOAT) and not (xk == INT and yk == INT):
-        a = number_of(x, x_lo, x_hi, scratch)
-        b = number_of(y, y_lo, y_hi, scratch)
+        a = number_of(x, x_lo, x_hi, scratch, c_locale)
+        b = number_of(y, y_lo, y_hi, scratch, c_locale)
         if np.isnan(a) or np.isnan(b):
             return 0
         if np.isinf(a) or np.isinf(b):

@@ -64,7 +64,7 @@ def _param_of(data, lo, hi, p_lo, p_hi, key_offsets, key_data):
 @inline
 def _judge(
     a_data, a_lo, a_hi, g_data, g_lo, g_hi, p_lo, p_hi, key_offsets, key_data, has_default,
-    default_offsets, default_data, rel_tol, abs_tol, a_spans, g_spans, scratch,
+    default_offsets, default_data, rel_tol, abs_tol, a_spans, g_spans, scratch, c_locale,
 ):  # fmt: skip
     """(invalid, valid, missing, pending, repeated) of one pair's arguments: the agent's
     object ``a_data[a_lo:a_hi]``, gold's ``g_data[g_lo:g_hi]``, the tool's parameter rows
@@ -84,7 +84,7 @@ def _judge(
                 invalid += 1
                 continue
             lo, hi = a_spans[k, 2], a_spans[k, 3]
-            equal = value_equal(a_data, lo, hi, a_data, lo, hi, rel_tol, abs_tol, scratch)
+            equal = value_equal(a_data, lo, hi, a_data, lo, hi, rel_tol, abs_tol, scratch, c_locale)
             if equal == UNDECIDED:
                 pending = 1
             elif equal == 1:
@@ -117,12 +117,12 @@ def _judge(
         if other >= 0:  # (b) held against gold's value
             equal = value_equal(
                 a_data, a_spans[k, 2], a_spans[k, 3], g_data, g_spans[other, 2],
-                g_spans[other, 3], rel_tol, abs_tol, scratch,
+                g_spans[other, 3], rel_tol, abs_tol, scratch, c_locale,
             )  # fmt: skip
         elif has_default[param]:  # (c) held against the declared default
             equal = value_equal(
                 a_data, a_spans[k, 2], a_spans[k, 3], default_data, default_offsets[param],
-                default_offsets[param + 1], rel_tol, abs_tol, scratch,
+                default_offsets[param + 1], rel_tol, abs_tol, scratch, c_locale,
             )  # fmt: skip
         else:  # (c) gold lacks it and there is no default
             invalid += 1
@@ -176,26 +176,38 @@ def _lcs_tables(a_code, a0, a, g_code, g0, g, before, after):
     return before[a * w + g]
 
 
+@inline
+def _same_names(a_code, a0, a, g_code, g0, g):
+    """Whether a sample's agent and gold name sequences are equal."""
+    if a != g:
+        return False
+    for k in range(a):
+        if a_code[a0 + k] != g_code[g0 + k]:
+            return False
+    return True
+
+
 @jit
 def score_samples(
     a_first, a_code, a_offsets, a_data, g_first, g_code, g_offsets, g_data, codes,
     p_first, key_offsets, key_data, has_default, default_offsets, default_data,
-    rel_tol, abs_tol, a_checked, g_checked, scratch, pairs,
+    rel_tol, abs_tol, a_checked, g_checked, scratch, c_locale, pairs,
 ):  # fmt: skip
     """Per sample: tsa (NaN without gold calls), tp, and whether the name sequences are
     equal; the candidate pairs, written into ``pairs`` (columns ``SAMPLE`` .. ``PENDING``) in
     sample, agent call and gold call order, and how many there are (-1: ``pairs`` has too
     few rows); and the first call found whose arguments repeat a key, as (side, call):
     side 1 agent, 2 gold, 0 none. Marks in ``a_checked`` and ``g_checked`` the calls whose
-    arguments were split (and so checked for repeated keys). ``scratch``: see
-    :func:`tcbreplay.jsontext.scratch_for`."""
+    arguments were split (and so checked for repeated keys). ``scratch`` and ``c_locale``:
+    see :func:`tcbreplay.jsontext.number_of`."""
     n = a_first.shape[0] - 1
     longest_g, cells = 0, 1
     for s in range(n):
         a = a_first[s + 1] - a_first[s]
         g = g_first[s + 1] - g_first[s]
         longest_g = max(longest_g, g)
-        cells = max(cells, (a + 1) * (g + 1))
+        if not _same_names(a_code, a_first[s], a, g_code, g_first[s], g):
+            cells = max(cells, (a + 1) * (g + 1))  # only these need the sequence tables
     tsa = np.empty(n)
     tp = np.empty(n)
     same = np.zeros(n, dtype=np.bool_)
@@ -207,7 +219,7 @@ def score_samples(
     found, side, call = _score_samples(
         a_first, a_code, a_offsets, a_data, g_first, g_code, g_offsets, g_data,
         p_first, key_offsets, key_data, has_default, default_offsets, default_data,
-        rel_tol, abs_tol, a_checked, g_checked, scratch, pairs, tsa, tp, same,
+        rel_tol, abs_tol, a_checked, g_checked, scratch, c_locale, pairs, tsa, tp, same,
         seen, rows, tables, spans,
     )  # fmt: skip
     return tsa, tp, same, found, side, call
@@ -217,7 +229,7 @@ def score_samples(
 def _score_samples(
     a_first, a_code, a_offsets, a_data, g_first, g_code, g_offsets, g_data,
     p_first, key_offsets, key_data, has_default, default_offsets, default_data,
-    rel_tol, abs_tol, a_checked, g_checked, scratch, pairs, tsa, tp, same,
+    rel_tol, abs_tol, a_checked, g_checked, scratch, c_locale, pairs, tsa, tp, same,
     seen, rows, tables, spans,
 ):  # fmt: skip
     """:func:`score_samples` into its outputs, with its work space; every array is its
@@ -247,12 +259,7 @@ def _score_samples(
                 agent_seen[c] = s
                 hits += 1
         tsa[s] = hits / distinct if distinct > 0 else np.nan
-        equal = a == g
-        if equal:
-            for k in range(a):
-                if a_code[a0 + k] != g_code[g0 + k]:
-                    equal = False
-                    break
+        equal = _same_names(a_code, a0, a, g_code, g0, g)
         same[s] = equal
         if a == 0 and g == 0:
             tp[s] = 1.0
@@ -282,6 +289,7 @@ def _score_samples(
                     a_data, a_offsets[x], a_offsets[x + 1], g_data, g_offsets[y],
                     g_offsets[y + 1], p_lo, p_hi, key_offsets, key_data, has_default,
                     default_offsets, default_data, rel_tol, abs_tol, a_spans, g_spans, scratch,
+                    c_locale,
                 )  # fmt: skip
                 if repeated:
                     return m, repeated, x if repeated == 1 else y
@@ -323,7 +331,8 @@ def choose_pairs(a_first, g_first, same, pairs):
     while r < m:
         s = pairs[r, SAMPLE]
         a, g = a_first[s + 1] - a_first[s], g_first[s + 1] - g_first[s]
-        cells = max(cells, (a + 1) * (g + 1))
+        if not same[s]:  # only these are aligned
+            cells = max(cells, (a + 1) * (g + 1))
         while r < m and pairs[r, SAMPLE] == s:
             r += 1
     best = np.empty((cells, 4), dtype=np.int64)

@@ -132,11 +132,21 @@ def arg_verdicts(
             out[key] = "unknown"
         elif key in gold_args:
             out[key] = "ok" if values_equal(value, gold_args[key], rel_tol, abs_tol) else "wrong"
-        elif "default" in (params[key] or {}):
+        elif isinstance(params[key], dict) and "default" in params[key]:
             same = values_equal(value, params[key]["default"], rel_tol, abs_tol)
             out[key] = "ok" if same else "not_default"
         else:
             out[key] = "no_default"
+    return out
+
+
+def tool_properties(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool name's parameters (name -> JSON schema); a tool declared more than once has
+    the parameters of all its declarations, a parameter declared again its last schema."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        props = (tool.get("parameters") or {}).get("properties") or {}
+        out.setdefault(tool["name"], {}).update(props)
     return out
 
 
@@ -152,7 +162,7 @@ def explain_sample(
     Returns ``{"pairs": [{"agent": i, "gold": j, "args": {key: verdict}, "missing": [...]}],
     "unpaired_agent": [...], "unpaired_gold": [...]}``; the same choice ``align`` makes.
     """
-    props = {t["name"]: (t.get("parameters") or {}).get("properties") or {} for t in tools}
+    props = tool_properties(tools)
     cands: dict[tuple[int, int], tuple[int, int, int, dict[str, str], list[str]]] = {}
     for i, (name, args) in enumerate(agent):
         for j, (gname, gargs) in enumerate(gold):

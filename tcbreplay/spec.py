@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from tcbreplay import kernel
 from tcbreplay.errors import StoreError
-from tcbreplay.jsontext import first_repeated_key, scratch_for
+from tcbreplay.jsontext import first_repeated_key, number_locale, scratch_for
 from tcbreplay.metrics import arg_verdicts
 from tcbreplay.translate import FlatCalls, FlatSide, Tools
 
@@ -53,7 +53,7 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
             agent.first, a_code, a_offsets, a_data, gold.first, g_code, g_offsets, g_data,
             len(names), params.first, params.key_offsets, params.key_data, params.has_default,
             params.default_offsets, params.default_data, rel_tol, abs_tol, a_checked,
-            g_checked, scratch, pairs,
+            g_checked, scratch, number_locale(), pairs,
         )  # fmt: skip
         if found >= 0:
             break
@@ -204,7 +204,13 @@ def _decide_pending(
 
 
 def _object(text: str) -> dict[str, Any]:
-    value = json.loads(text)
+    """The arguments text as the spec reads it (anything but an object has no keys)."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:  # DuckDB reads number words Python's JSON reader refuses
+        raise StoreError(
+            f"tool-call arguments are not JSON that Python reads: {text[:200]}"
+        ) from exc
     return value if isinstance(value, dict) else {}
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tcbreplay.errors import StoreError
+from tcbreplay.metrics import tool_properties
 from tcbreplay.sql import first_line, query_text
 
 
@@ -162,12 +163,9 @@ class Tools:
 
 
 def tools_table(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]]) -> Tools:
-    """:class:`Tools` of tool specs (a name declared twice: its last spec)."""
-    by_name = {spec["name"]: spec for spec in specs}
-    properties = {
-        name: (spec.get("parameters") or {}).get("properties") or {}
-        for name, spec in by_name.items()
-    }
+    """:class:`Tools` of tool specs (see :func:`tcbreplay.metrics.tool_properties` for a name
+    declared twice)."""
+    properties = tool_properties(specs)
     rows = [
         (t, key, json.dumps(schema["default"]) if _has_default(schema) else None)
         for t, props in enumerate(properties.values())

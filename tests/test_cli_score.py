@@ -396,18 +396,17 @@ def test_score_from_another_store_location_via_env(sim_copy, monkeypatch):
 
 
 def test_a_run_scored_in_parts_writes_what_one_part_writes(sim_copy, monkeypatch):
-    """Large runs are scored in one part per core, side by side: forced on the small sim run
-    (three parts), every file holds what one part writes."""
+    """Large runs are scored in parts (two per core), side by side: forced on the small sim
+    run (three parts), every file holds what one part writes."""
     from tcbreplay import score, translate
 
     root, run_id = sim_copy
     cut = []
     split = translate.split_samples
     monkeypatch.setattr(translate, "split_samples", lambda *a: cut.append(split(*a)) or cut[-1])
-    monkeypatch.setattr(score, "SPLIT_MIN_SAMPLES", 1)
     outputs = []
     for parts in (1, 3):
-        monkeypatch.setattr(score, "usable_cores", lambda parts=parts: parts)
+        monkeypatch.setattr(score, "_parts_for", lambda samples, parts=parts: parts)
         result = score.score_run(Store(root), run_id, dashboard="all")
         summary = json.loads((result.scores_path.parent / "summary.json").read_text())
         del summary["scored_at"]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 from tcbreplay.jsontext import (
     UNDECIDED,
     first_repeated_key,
+    number_locale,
     scratch_for,
     split_object,
     value_equal,
@@ -56,6 +59,15 @@ def buffer(*texts: str) -> tuple[np.ndarray, np.ndarray]:
     raw = [t.encode() for t in texts]
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in raw])]).astype(np.int64)
     return offsets, np.frombuffer(b"".join(raw) + b"\0", dtype=np.uint8)
+
+
+def equal_texts(x: str, y: str, rel_tol: float = 1e-9, abs_tol: float = 1e-9) -> int:
+    """value_equal of two value texts."""
+    offsets, text = buffer(x, y)
+    lo, mid, hi = (int(o) for o in offsets)
+    return value_equal(
+        text, lo, mid, text, mid, hi, rel_tol, abs_tol, scratch_for(offsets), number_locale()
+    )
 
 
 def members(text: str, rows: int = 200) -> list[tuple[str, object]] | int:
@@ -148,13 +160,60 @@ def test_value_equal_is_the_spec_on_the_parsed_values(con, data, tolerance):
     a = data.draw(json_values)
     b = data.draw(st.one_of(json_values, near(a)))
     x, y = canonical(con, a), canonical(con, b)
-    offsets, text = buffer(x, y)
-    scratch = scratch_for(offsets)
-    got = value_equal(text, 0, int(offsets[1]), text, int(offsets[1]), int(offsets[2]), *tolerance,
-                      scratch)  # fmt: skip
+    got = equal_texts(x, y, *tolerance)
     want = values_equal(json.loads(x), json.loads(y), *tolerance)
     if got == UNDECIDED:
         assert x[0] in "[{" and y[0] in "[{"
         assert x != y or "NaN" in x
     else:
         assert bool(got) == want, (x, y)
+
+
+@pytest.mark.parametrize("word", ["NaN", "-NaN", "nan", "-nan", "NAN", "Nan"])
+def test_a_nan_in_any_spelling_is_unequal_to_itself(word):
+    """DuckDB keeps the number words it reads as written; a NaN equals nothing (math.isclose),
+    however it is spelled, and one inside a list leaves the comparison to Python."""
+    assert equal_texts(word, word) == 0
+    assert equal_texts(f"[{word}]", f"[{word}]") == UNDECIDED
+    assert equal_texts("Infinity", "Infinity") == 1 and equal_texts("inf", "Infinity") == 1
+    assert equal_texts("null", "null") == 1 and equal_texts("null", "nan") == 0
+
+
+LOCALE_SCRIPT = """
+import locale, sys
+from tests_jsontext_probe import equal_texts
+locale.setlocale(locale.LC_NUMERIC, "de_DE.UTF-8")
+assert locale.localeconv()["decimal_point"] == ","
+print(equal_texts("1.5", "1"), equal_texts("1.0", "1.4"), equal_texts("2.5", "2.50000000001"))
+"""
+
+
+def test_numbers_read_the_same_in_a_comma_locale(tmp_path):
+    """A program that embeds tcbreplay may set a locale that writes 1.5 as "1,5"; numbers in
+    arguments are still read in the C locale (strtod alone would read "1.5" as 1)."""
+    import shutil
+    import subprocess
+    import sys
+
+    source = Path("/usr/share/i18n/locales/de_DE")
+    if not shutil.which("localedef") or not source.exists():
+        pytest.skip("no localedef or no de_DE locale source on this machine")
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    made = subprocess.run(
+        ["localedef", "-i", "de_DE", "-f", "UTF-8", str(locales / "de_DE.UTF-8")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if not (locales / "de_DE.UTF-8").exists():
+        pytest.skip(f"localedef could not build de_DE.UTF-8: {made.stderr[:200]}")
+    (tmp_path / "tests_jsontext_probe.py").write_text("from test_jsontext import equal_texts\n")
+    env = {
+        **os.environ,
+        "LOCPATH": str(locales),
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent)]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", LOCALE_SCRIPT], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0", "1"]

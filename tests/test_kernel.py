@@ -8,12 +8,13 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tcbreplay import kernel
-from tcbreplay.jsontext import scratch_for
+from tcbreplay.jsontext import number_locale, scratch_for
 from tcbreplay.metrics import align_one, align_one_pairs
 
 
@@ -120,7 +121,8 @@ def score_names(run: list[tuple[list[int], list[int]]]):
             firsts([len(g) for _, g in run]), g_code, g_offsets, g_data, codes,
             np.zeros(codes + 1, dtype=np.int64), empty, nothing, np.zeros(0, dtype=np.bool_),
             empty, nothing, 1e-9, 1e-9, np.zeros(len(a_code), dtype=np.bool_),
-            np.zeros(len(g_code), dtype=np.bool_), scratch_for(a_offsets, g_offsets), pairs,
+            np.zeros(len(g_code), dtype=np.bool_), scratch_for(a_offsets, g_offsets),
+            number_locale(), pairs,
         )  # fmt: skip
         if found >= 0:
             break
@@ -176,3 +178,13 @@ def test_encode_texts_gives_one_code_per_distinct_text():
             assert not done
     assert done and list(codes) == [0, 1, 0, 2, 3, 1, 2] and state[0] == 4
     assert dict_data[: state[1]].tobytes() == b"abb\xc3\xa9"
+
+
+def test_borrowed_refuses_an_array_with_strides():
+    """A borrowed view has no strides of its own: a strided array is refused, not misread."""
+    from tcbreplay.compiled import borrowed
+
+    whole = np.arange(9, dtype=np.int64)
+    assert list(borrowed(whole[2:5])) == [2, 3, 4]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        borrowed(whole[::3])

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from tcbreplay import metrics
 from tcbreplay import score as score_module
 from tcbreplay.errors import StoreError
 from tcbreplay.metrics import (
@@ -679,6 +680,36 @@ def test_what_the_kernel_leaves_to_python_equals_reference():
         expected = reference(case)
         assert_metrics(scores.row(k, named=True), expected, EXPECT_FIELDS, f"sample {k}")
     assert scores["args_total"].to_list() == [38, 72, 2, 2, 3]
+
+
+def test_a_tool_declared_twice_has_the_parameters_of_both():
+    """Parameters of every declaration of a name count (a parameter declared again: its last
+    schema), in the kernel, in the Python fallback and in explain_sample alike."""
+    tools = [
+        {"name": "f", "parameters": {"properties": {"x": {}, "z": {"default": 1}}}},
+        {"name": "f", "parameters": {"properties": {"y": {}, "z": {"default": 2}}}},
+        {"name": "g", "parameters": {"properties": {"x": True}}},  # a schema may be a bool
+    ]
+    wide = {f"k{i}": i for i in range(70)}  # more than 64 keys: judged in Python
+    run = [
+        {"gold": [("f", {"x": 1, "y": 2})], "turns": [[("f", {"x": 1, "y": 2, "z": 2})]]},
+        {"gold": [("f", {"x": 1, **wide})], "turns": [[("f", {"y": 3, "z": 1, **wide})]]},
+        {"gold": [("g", {"y": 1})], "turns": [[("g", {"x": [1], "y": [1]})]]},
+    ]
+    scores = score(run, tools=tools)
+    for k, case in enumerate(run):
+        assert_metrics(scores.row(k, named=True), reference(case, tools), EXPECT_FIELDS, f"{k}")
+    assert scores["args_invalid"].to_list() == [0, 72, 2]
+    explained = metrics.explain_sample(agent_calls(run[0]), gold_calls(run[0]), tools)
+    assert explained["pairs"][0]["args"] == {"x": "ok", "y": "ok", "z": "ok"}
+
+
+def test_a_long_sample_with_equal_sequences_needs_no_table():
+    """Sequence tables are only made for samples whose name sequences differ: 30,000 equal
+    calls on each side would need 3.6 GB of them."""
+    calls = [("ping", {})] * 30_000
+    scores = score([{"gold": calls, "turns": [calls]}], tools=TOOLS)
+    assert scores.row(0, named=True)["pairs"] == 30_000
 
 
 # --- the name metrics at scale ----------------------------------------------------------------
