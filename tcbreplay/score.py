@@ -8,7 +8,6 @@ evaluator, see :mod:`tcbreplay.abet`).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import warnings
@@ -452,10 +451,10 @@ def _abet_scores(tables: translate.CallTables) -> Scored:
     samples = tables.samples
     agent_by: dict[int, list[tuple[str, Any]]] = {}
     for s, name, args in tables.agent.select("s", "name", "args").iter_rows():
-        agent_by.setdefault(s, []).append((name, json.loads(args)))
+        agent_by.setdefault(s, []).append((name, translate.read_args(args)))
     gold_by: dict[int, list[tuple[str, Any]]] = {}
     for s, name, args in tables.gold.select("s", "name", "args").iter_rows():
-        gold_by.setdefault(s, []).append((name, json.loads(args)))
+        gold_by.setdefault(s, []).append((name, translate.read_args(args)))
     counts = [abet.sample_counts(agent_by.get(s, []), gold_by.get(s, [])) for s in samples["s"]]
     scores = samples.select("sample_id", "sample_index", "category", "status").with_columns(
         pl.Series("n_gold", [c["n_gold"] for c in counts], dtype=pl.Int32),

@@ -9,7 +9,6 @@ on ``json.loads``-ed arguments, before the pairing is chosen.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from tcbreplay import kernel
 from tcbreplay.errors import StoreError
 from tcbreplay.jsontext import first_repeated_key, number_locale, scratch_for
 from tcbreplay.metrics import arg_verdicts
-from tcbreplay.translate import FlatCalls, FlatSide, Tools
+from tcbreplay.translate import FlatCalls, FlatSide, Tools, read_args
 
 
 @dataclass
@@ -205,12 +204,7 @@ def _decide_pending(
 
 def _object(text: str) -> dict[str, Any]:
     """The arguments text as the spec reads it (anything but an object has no keys)."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:  # DuckDB reads number words Python's JSON reader refuses
-        raise StoreError(
-            f"tool-call arguments are not JSON that Python reads: {text[:200]}"
-        ) from exc
+    value = read_args(text)
     return value if isinstance(value, dict) else {}
 
 

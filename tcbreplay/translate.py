@@ -244,6 +244,16 @@ def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, int]) -> str | 
     return None
 
 
+def read_args(text: str) -> Any:
+    """An arguments text (canonical JSON from DuckDB) as a Python value."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:  # DuckDB reads number words (nan, inf) Python's reader refuses
+        raise StoreError(
+            f"tool-call arguments are not JSON that Python reads: {text[:200]}"
+        ) from exc
+
+
 def agent_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Every agent tool call: sample_id, call_index, name, args (JSON text), position."""
     return con.sql(

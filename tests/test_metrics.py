@@ -704,6 +704,23 @@ def test_a_tool_declared_twice_has_the_parameters_of_both():
     assert explained["pairs"][0]["args"] == {"x": "ok", "y": "ok", "z": "ok"}
 
 
+@pytest.mark.parametrize("scorer", ["spec", "abet"])
+def test_number_words_python_cannot_read_are_a_clear_error(scorer):
+    """DuckDB reads `nan` (no writer of tcbreplay stores it): where the arguments must be read
+    by Python (a list compared, or the abet scorer) that is an error naming them."""
+    samples, messages = build_tables(
+        [{"gold": [("schedule", {"people": [1]})], "turns": [[("schedule", {"people": [2]})]]}]
+    )
+    edited = [
+        m.replace('"people": [2]', '"people": [nan]') for m in messages["message"].to_pylist()
+    ]
+    messages = messages.set_column(
+        messages.schema.get_field_index("message"), "message", pa.array(edited)
+    )
+    with pytest.raises(StoreError, match=r"not JSON that Python reads: \{\"people\":\[nan\]\}"):
+        score_tables(samples, messages, TOOLS, ScoreOptions(scorer=scorer))
+
+
 def test_a_long_sample_with_equal_sequences_needs_no_table():
     """Sequence tables are only made for samples whose name sequences differ: 30,000 equal
     calls on each side would need 3.6 GB of them."""
