@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,19 @@ import pyarrow as pa
 
 from tcbreplay.sql import query_text
 from tcbreplay.store import EVALUATIONS, Run
-from tcbreplay.translate import CallTables
+from tcbreplay.translate import SideCalls
 
 # samples joined into one text per write, so that a large file is not built whole in memory
 _SAMPLES_PER_WRITE = 50_000
 
 
 def write_dashboard(
-    run: Run, scores: pl.DataFrame, tables: CallTables, summary: dict[str, Any], mode: str
-) -> Path:
+    run: Run, scores: pl.DataFrame, calls: Callable[[str], SideCalls], summary: dict[str, Any],
+    mode: str,
+) -> Path:  # fmt: skip
     """Write ``evaluations/<title>_<run_id>.json``; ``mode`` ``mismatches`` lists only samples
-    whose names differ from gold or with an invalid or missing argument, as the original did."""
+    whose names differ from gold or with an invalid or missing argument, as the original did.
+    ``calls(side)``: the run's ``agent`` or ``gold`` calls."""
     title = (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
     listed = scores.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("s"), "tp", "args_invalid", "args_missing"
@@ -51,8 +54,8 @@ def write_dashboard(
     frame = pa.table(
         {
             "input": inputs["input"].gather(listed_s).to_arrow(),
-            **_lists(tables.agent, "agent", row, len(listed_s)),
-            **_lists(tables.gold, "gold", row, len(listed_s)),
+            **_lists(calls("agent"), "agent", row, len(listed_s)),
+            **_lists(calls("gold"), "gold", row, len(listed_s)),
         }
     )
     head = {
@@ -84,16 +87,18 @@ def write_dashboard(
     return path
 
 
-def _lists(calls: pl.DataFrame, side: str, row: np.ndarray, n: int) -> dict[str, pa.Array]:
+def _lists(calls: SideCalls, side: str, row: np.ndarray, n: int) -> dict[str, pa.Array]:
     """The call names and argument texts of each of ``n`` listed samples, in order, as Arrow
     lists (``row``: each sample's row among them, -1 if not listed). Calls come sorted by
     sample and call order, so a list is a slice of them: no grouping."""
-    at = row[calls["s"].to_numpy()]
+    at = row[calls.s]
     listed = at >= 0
-    kept = calls.filter(pl.Series(listed))
+    keep = pa.array(listed)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(at[listed], minlength=n), out=offsets[1:])
     return {
-        f"{side}_{column}": pa.LargeListArray.from_arrays(offsets, kept[name].to_arrow())
-        for column, name in (("names", "name"), ("args", "args"))
+        f"{side}_{column}": pa.LargeListArray.from_arrays(
+            offsets, values.filter(keep).combine_chunks()
+        )
+        for column, values in (("names", calls.name), ("args", calls.args))
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import numpy as np
@@ -50,6 +50,15 @@ def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int,
             if count:
                 raise StoreError(f"samples.parquet: {count} samples have no {column}")
     return [(lo, hi) for *_, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
+
+
+class SideCalls(NamedTuple):
+    """One side's calls of a whole run in sample and call order: each call's sample
+    position ``s``, its ``name`` and ``args`` (canonical JSON text)."""
+
+    s: np.ndarray
+    name: pa.ChunkedArray
+    args: pa.ChunkedArray
 
 
 @dataclass
