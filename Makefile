@@ -11,20 +11,26 @@ $(BIN)/python:
 
 # The editable install leaves tcbreplay's bytecode to be written on first import; write it now,
 # since where PYTHONDONTWRITEBYTECODE is set every command would compile the sources again.
-# Likewise compile the scoring kernel once (numba caches it beside the sources; about 30 s).
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m compileall -q tcbreplay
-	$(BIN)/python -c 'from tcbreplay import spec; spec.warm()'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The scoring kernels compiled ahead of time (tcbreplay/kernels/_aot*.so, about 20 s), again
+# whenever their sources change; without a C compiler scoring compiles them just in time.
+KERNELS_STAMP := $(VENV)/.kernels
+$(KERNELS_STAMP): $(STAMP) $(wildcard tcbreplay/kernels/*.py)
+	$(BIN)/python -m tcbreplay.kernels.build || echo "kernels not built ahead of time: scoring compiles them on first use"
+	$(BIN)/python -c 'from tcbreplay import spec; spec.warm()'
+	touch $(KERNELS_STAMP)
 
-demo: $(STAMP)
+install: $(STAMP) $(KERNELS_STAMP)
+
+demo: install
 	$(BIN)/tcbreplay record --model sim:seed=7 --run-id demo-sim --workers 8 --store traces/demo --quiet
 	$(BIN)/tcbreplay score demo-sim --store traces/demo
 
-test: $(STAMP)
+test: install
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -42,10 +48,10 @@ clean:
 # bench/out/, `tcbreplay score` timed against a bare read pass and the reference loop; the table
 # goes to BENCHMARKS.md with the hotspots of score. `bench-score` is the quicker 10k + 100k run.
 .PHONY: bench-score
-bench: $(STAMP)
+bench: install
 	$(BIN)/python -m bench.run --sizes 10k,100k,1m --profile
 
-bench-score: $(STAMP)
+bench-score: install
 	$(BIN)/python -m bench.run --sizes 10k,100k
 
 # The HTML report of a 10,000-sample run in headless Chromium (not part of `make test`): its size

@@ -1,7 +1,7 @@
 """The spec scorer over one range of samples: flat calls through the compiled kernel.
 
 Names become integer codes (one dictionary of the range's names, the tools' own names
-first), arguments texts stay Arrow byte buffers, and :mod:`tcbreplay.kernel` computes
+first), arguments texts stay Arrow byte buffers, and :mod:`tcbreplay.kernels` computes
 every per-sample number. What the kernel leaves undecided (lists or objects compared,
 objects of more than 64 keys) is judged here with :func:`tcbreplay.metrics.arg_verdicts`
 on ``json.loads``-ed arguments, before the pairing is chosen.
@@ -16,9 +16,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay import kernel
+from tcbreplay import kernels
 from tcbreplay.errors import StoreError
-from tcbreplay.jsontext import first_repeated_key, number_locale, scratch_for
+from tcbreplay.kernels import number_locale, scratch_for
 from tcbreplay.metrics import arg_verdicts
 from tcbreplay.translate import FlatCalls, FlatSide, Tools, read_args
 
@@ -48,7 +48,7 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
     rows = len(agent.s) + len(gold.s) + 16
     while True:
         pairs = np.empty((rows, 8), dtype=np.int32)
-        tsa, tp, same, found, side, call = kernel.score_samples(
+        tsa, tp, same, found, side, call = kernels.functions().score_samples(
             agent.first, a_code, a_offsets, a_data, gold.first, g_code, g_offsets, g_data,
             len(names), params.first, params.key_offsets, params.key_data, params.has_default,
             params.default_offsets, params.default_data, rel_tol, abs_tol, a_checked,
@@ -61,7 +61,7 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
     if side == 0:  # the arguments the pairing did not split, checked for repeated keys too
         for side_, offsets, data, checked in ((1, a_offsets, a_data, a_checked),
                                               (2, g_offsets, g_data, g_checked)):  # fmt: skip
-            call = first_repeated_key(offsets, data, checked)
+            call = kernels.functions().first_repeated_key(offsets, data, checked)
             if call >= 0:
                 side = side_
                 break
@@ -72,8 +72,8 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
             f"an arguments object repeats a key: {text[:200]}"
         )
     _decide_pending(pairs, agent, gold, names, tools, rel_tol, abs_tol)
-    chosen = kernel.choose_pairs(agent.first, gold.first, same, pairs)
-    totals = kernel.sample_totals(n, pairs, chosen)
+    chosen = kernels.functions().choose_pairs(agent.first, gold.first, same, pairs)
+    totals = kernels.functions().sample_totals(n, pairs, chosen)
     n_pairs, invalid, valid, missing = totals
     total = invalid + valid
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -95,16 +95,16 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
             "pairs": pl.Series(n_pairs, dtype=pl.Int32),
         }
     )
-    picked = kernel.picked(pairs, chosen)
+    picked = kernels.functions().picked(pairs, chosen)
     chosen_frame = pl.DataFrame(
         {
-            "sample_id": samples["sample_id"].gather(picked[kernel.SAMPLE]),
-            "agent_index": picked[kernel.AGENT],
-            "gold_index": picked[kernel.GOLD],
-            "tool": names.gather(picked[kernel.TOOL]),
-            "args_invalid": picked[kernel.INVALID],
-            "args_valid": picked[kernel.VALID],
-            "args_missing": picked[kernel.MISSING],
+            "sample_id": samples["sample_id"].gather(picked[kernels.SAMPLE]),
+            "agent_index": picked[kernels.AGENT],
+            "gold_index": picked[kernels.GOLD],
+            "tool": names.gather(picked[kernels.TOOL]),
+            "args_invalid": picked[kernels.INVALID],
+            "args_valid": picked[kernels.VALID],
+            "args_missing": picked[kernels.MISSING],
         }
     )
     return SpecPart(
@@ -129,7 +129,9 @@ def _name_codes(
         state = np.zeros(2, dtype=np.int64)
         codes = [np.empty(len(offsets) - 1, dtype=np.int32) for offsets, _ in sides]
         if all(
-            kernel.encode_texts(offsets, data, slots, dict_offsets, dict_data, state, out)
+            kernels.functions().encode_texts(
+                offsets, data, slots, dict_offsets, dict_data, state, out
+            )
             for (offsets, data), out in zip(sides, codes, strict=True)
         ):
             break
@@ -140,7 +142,7 @@ def _name_codes(
     return pl.Series(names, dtype=pl.String), codes[1], codes[2]
 
 
-def _params(tools: Tools, codes: int) -> kernel.Params:
+def _params(tools: Tools, codes: int) -> kernels.Params:
     """The tools' parameters by name code (code t < len(tools.names) is tool t)."""
     counts = np.zeros(codes, dtype=np.int64)
     counts[: len(tools.params)] = [len(p) for p in tools.params]
@@ -149,7 +151,7 @@ def _params(tools: Tools, codes: int) -> kernel.Params:
     rows = [row for tool in tools.params for row in tool]
     key_offsets, key_data = _byte_table([key for key, _ in rows])
     default_offsets, default_data = _byte_table([d or b"" for _, d in rows])
-    return kernel.Params(
+    return kernels.Params(
         first=first,
         key_offsets=key_offsets,
         key_data=key_data,
@@ -187,19 +189,19 @@ def _decide_pending(
     rel_tol: float, abs_tol: float,
 ) -> None:  # fmt: skip
     """Judge in Python the candidate pairs the kernel left pending (in place)."""
-    for k in np.flatnonzero(pairs[:, kernel.PENDING]):
+    for k in np.flatnonzero(pairs[:, kernels.PENDING]):
         s, i, j, tool = (
-            int(x) for x in pairs[k, [kernel.SAMPLE, kernel.AGENT, kernel.GOLD, kernel.TOOL]]
+            int(x) for x in pairs[k, [kernels.SAMPLE, kernels.AGENT, kernels.GOLD, kernels.TOOL]]
         )
         agent_args = _object(agent.args[int(agent.first[s]) + i].as_py())
         gold_args = _object(gold.args[int(gold.first[s]) + j].as_py())
         name = names[tool]
         verdicts = arg_verdicts(agent_args, gold_args, tools.properties.get(name), rel_tol, abs_tol)
         invalid = sum(v != "ok" for v in verdicts.values())
-        pairs[k, kernel.INVALID] = invalid
-        pairs[k, kernel.VALID] = len(verdicts) - invalid
-        pairs[k, kernel.MISSING] = sum(key not in agent_args for key in gold_args)
-        pairs[k, kernel.PENDING] = 0
+        pairs[k, kernels.INVALID] = invalid
+        pairs[k, kernels.VALID] = len(verdicts) - invalid
+        pairs[k, kernels.MISSING] = sum(key not in agent_args for key in gold_args)
+        pairs[k, kernels.PENDING] = 0
 
 
 def _object(text: str) -> dict[str, Any]:
@@ -213,7 +215,7 @@ def _tool_counts(
 ) -> pl.DataFrame:
     """Per tool name called by the agent or gold: gold and agent calls, chosen pairs and
     their argument counts."""
-    totals = kernel.tool_totals(len(names), a_code, g_code, chosen)
+    totals = kernels.functions().tool_totals(len(names), a_code, g_code, chosen)
     columns = ("gold_calls", "agent_calls", "paired", "args_invalid", "args_total", "args_missing")
     table = pl.DataFrame(
         {"tool": names, **{column: totals[:, k] for k, column in enumerate(columns)}}
@@ -222,8 +224,9 @@ def _tool_counts(
 
 
 def warm() -> None:
-    """Load every kernel scoring runs (numba compiles each the first time on a machine and
-    caches it beside the sources), by scoring two tiny samples."""
+    """Load every kernel scoring runs, by scoring two tiny samples: just-in-time kernels are
+    compiled the first time on a machine (numba caches them beside the sources) and loaded
+    from that cache later; ahead-of-time ones are only imported (a few milliseconds)."""
 
     def side(s: list[int], names: list[str], args: list[str]) -> FlatSide:
         at = np.array(s, dtype=np.int64)
@@ -244,5 +247,5 @@ def warm() -> None:
     tools = Tools(names=["f"], params=[[(b"x", b"1")]], properties={"f": {"x": {"default": 1}}})
     score_part(flat, tools, 1e-9, 1e-9)
     order = np.arange(2, dtype=np.int64)
-    kernel.positions(order, order)
-    kernel.in_call_order(order, order)
+    kernels.functions().positions(order, order)
+    kernels.functions().in_call_order(order, order)

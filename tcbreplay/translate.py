@@ -18,6 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tcbreplay import kernels
 from tcbreplay.errors import StoreError
 from tcbreplay.metrics import tool_properties
 from tcbreplay.sql import first_line, query_text
@@ -136,10 +137,7 @@ def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAM
         first_unnamed = int(np.flatnonzero(gold.name.is_null().to_numpy(zero_copy_only=False))[0])
         sample_id = frame["sample_id"][int(gold.s[first_unnamed])]
         raise StoreError(f"samples.parquet: sample {sample_id!r} has a gold call without a name")
-    # compiled helpers, loaded on first use: numba's import and start take ~0.3 s, which
-    # scoring spends while DuckDB parses (see tcbreplay.score)
-    from tcbreplay import kernel
-
+    kernel = kernels.functions()
     s, known = kernel.positions(order, _int64(ai["sample_index"]))
     if not known.all():  # messages of samples the run does not hold are left out
         ai = ai.filter(pa.array(known))
@@ -208,7 +206,8 @@ def _has_default(schema: Any) -> bool:
 
 
 def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return np.asarray(column.to_numpy(), dtype=np.int64)
+    # a writable copy, always: the compiled kernels are built for writable arrays
+    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C", "W"])
 
 
 def _flat_side(s: np.ndarray, lists: pa.ChunkedArray, n: int) -> FlatSide:

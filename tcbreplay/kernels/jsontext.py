@@ -12,17 +12,13 @@ does.
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import locale
-
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from tcbreplay.compiled import inline, jit
+from tcbreplay.kernels.compiled import inline, jit
 
 # kinds of values as the spec sees them
 INT, FLOAT, BOOL, STR, NULL, NESTED = range(6)
@@ -37,7 +33,7 @@ _MINUS, _ZERO, _NINE = 45, 48, 57
 @intrinsic
 def _strtod_l(typingctx, address, locale):  # type: ignore[no-untyped-def]
     """``strtod_l(address, NULL, locale)``: the C library's reading of the number text at
-    ``address`` in ``locale`` (see :func:`number_locale`)."""
+    ``address`` in ``locale`` (see :func:`tcbreplay.kernels.number_locale`)."""
     signature = types.float64(types.intp, types.intp)
 
     def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
@@ -52,20 +48,6 @@ def _strtod_l(typingctx, address, locale):  # type: ignore[no-untyped-def]
         return builder.call(function, [text, ir.Constant(char_p.as_pointer(), None), handle])
 
     return signature, codegen
-
-
-@functools.cache
-def number_locale() -> int:
-    """A handle of the C locale's number format, for reading numbers with ``strtod_l``:
-    ``strtod`` would follow the process's locale, where a program that embeds tcbreplay may
-    have set one that writes 1.5 as "1,5"."""
-    libc = ctypes.CDLL(None)
-    libc.newlocale.restype = ctypes.c_void_p
-    libc.newlocale.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p]
-    handle = libc.newlocale(1 << locale.LC_NUMERIC, b"C", None)
-    if not handle:
-        raise OSError(ctypes.get_errno(), "newlocale() could not make the C locale")
-    return int(handle)
 
 
 @jit
@@ -203,19 +185,13 @@ def _has_nan(data: np.ndarray, lo: int, hi: int) -> bool:
 @inline
 def number_of(data: np.ndarray, lo: int, hi: int, scratch: np.ndarray, c_locale: int) -> float:
     """The number text ``data[lo:hi]`` as a double (``scratch``: room for the text and a
-    terminating zero byte, which :func:`scratch_for` sizes; ``c_locale``:
-    :func:`number_locale`)."""
+    terminating zero byte, which :func:`tcbreplay.kernels.scratch_for` sizes; ``c_locale``:
+    :func:`tcbreplay.kernels.number_locale`)."""
     size = hi - lo
     for k in range(size):
         scratch[k] = data[lo + k]
     scratch[size] = 0
     return _strtod_l(scratch.ctypes.data, c_locale)
-
-
-def scratch_for(*offsets: np.ndarray) -> np.ndarray:
-    """A buffer for :func:`number_of` that holds any text of these offset tables."""
-    longest = max((int(np.diff(o).max(initial=0)) for o in offsets), default=0)
-    return np.empty(longest + 1, dtype=np.uint8)
 
 
 @jit

@@ -4,8 +4,8 @@ argument verdicts, and the AHR pairing, in passes over flat call arrays.
 The calls of a range of samples come flat, sorted by sample and call order: each
 sample's first call (``a_first``/``g_first``, one entry more than samples), each call's
 name as an integer code (:func:`encode_texts`), and its arguments text as a byte range
-(canonical JSON, see :mod:`tcbreplay.jsontext`). Tools' parameters come as
-:class:`Params`, by name code.
+(canonical JSON, see :mod:`tcbreplay.kernels.jsontext`). Tools' parameters come as
+:class:`tcbreplay.kernels.Params`, by name code.
 
 :func:`score_samples` computes TSA and TP and judges every candidate pair: where a
 sample's name sequences are equal, the call-by-call pairs (the only pairing with the
@@ -19,37 +19,28 @@ same walk back as :func:`tcbreplay.metrics.align_one_pairs`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from tcbreplay.compiled import borrowed, inline, jit
-from tcbreplay.jsontext import (
+from tcbreplay.kernels import (
+    AGENT,
+    GOLD,
+    INVALID,
+    MAX_KEYS,
+    MISSING,
+    PENDING,
+    SAMPLE,
+    TOOL,
+    VALID,
+)
+from tcbreplay.kernels.compiled import borrowed, inline, jit
+from tcbreplay.kernels.jsontext import (
     UNDECIDED,
+    first_repeated_key,  # noqa: F401  (one of the kernels scoring calls, named here with the rest)
     repeats_a_key,
     same_bytes,
     split_object,
     value_equal,
 )
-
-# columns of the candidate table
-SAMPLE, AGENT, GOLD, TOOL, INVALID, VALID, MISSING, PENDING = range(8)
-# objects with more keys than this are judged in Python (keys are matched pairwise here)
-MAX_KEYS = 64
-
-
-@dataclass
-class Params:
-    """Every tool's parameters by name code: code ``t`` has rows ``first[t]:first[t + 1]``,
-    each a parameter name (escaped JSON string text, without quotes) and its default
-    (canonical JSON text) where ``has_default``."""
-
-    first: np.ndarray  # int64, codes + 1
-    key_offsets: np.ndarray
-    key_data: np.ndarray
-    has_default: np.ndarray  # bool
-    default_offsets: np.ndarray
-    default_data: np.ndarray
 
 
 @jit
@@ -199,7 +190,7 @@ def score_samples(
     few rows); and the first call found whose arguments repeat a key, as (side, call):
     side 1 agent, 2 gold, 0 none. Marks in ``a_checked`` and ``g_checked`` the calls whose
     arguments were split (and so checked for repeated keys). ``scratch`` and ``c_locale``:
-    see :func:`tcbreplay.jsontext.number_of`."""
+    see :func:`tcbreplay.kernels.jsontext.number_of`."""
     n = a_first.shape[0] - 1
     longest_g, cells = 0, 1
     for s in range(n):

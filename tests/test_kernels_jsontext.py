@@ -16,11 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcbreplay.jsontext import (
+from tcbreplay.kernels import number_locale, scratch_for
+from tcbreplay.kernels.jsontext import (
     UNDECIDED,
     first_repeated_key,
-    number_locale,
-    scratch_for,
     split_object,
     value_equal,
 )
@@ -206,7 +205,9 @@ def test_numbers_read_the_same_in_a_comma_locale(tmp_path):
     )  # fmt: skip
     if not (locales / "de_DE.UTF-8").exists():
         pytest.skip(f"localedef could not build de_DE.UTF-8: {made.stderr[:200]}")
-    (tmp_path / "tests_jsontext_probe.py").write_text("from test_jsontext import equal_texts\n")
+    (tmp_path / "tests_jsontext_probe.py").write_text(
+        "from test_kernels_jsontext import equal_texts\n"
+    )
     env = {
         **os.environ,
         "LOCPATH": str(locales),

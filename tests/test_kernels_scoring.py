@@ -1,7 +1,8 @@
-"""The compiled kernel against brute force: the AHR pairing (``choose_pairs``) against
-``align_one`` and an enumeration of every pairing, and the name tables of ``score_samples``
-(tsa, tp, candidate pairs) against the reference Levenshtein, TSA and every maximum
-same-name pairing. Whole runs against the reference: ``tests/test_metrics.py``."""
+"""The compiled kernels, just in time (``tcbreplay.kernels.scoring``), against brute force:
+the AHR pairing (``choose_pairs``) against ``align_one`` and an enumeration of every pairing,
+and the name tables of ``score_samples`` (tsa, tp, candidate pairs) against the reference
+Levenshtein, TSA and every maximum same-name pairing. Whole runs against the reference, through
+whichever kernels scoring loads: ``tests/test_metrics.py``."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tcbreplay import kernel
-from tcbreplay.jsontext import number_locale, scratch_for
+from tcbreplay import kernels
+from tcbreplay.kernels import number_locale, scratch_for
+from tcbreplay.kernels import scoring as kernel
 from tcbreplay.metrics import align_one, align_one_pairs
 
 
@@ -22,8 +24,8 @@ def pairs_table(rows: list[tuple[int, int, int, int, int, int]]) -> np.ndarray:
     """Candidate rows (s, i, j, invalid, valid, missing) as the kernel's table, in its order."""
     table = np.zeros((len(rows), 8), dtype=np.int32)
     for k, (s, i, j, inv, val, mis) in enumerate(sorted(rows)):
-        table[k, [kernel.SAMPLE, kernel.AGENT, kernel.GOLD]] = s, i, j
-        table[k, [kernel.INVALID, kernel.VALID, kernel.MISSING]] = inv, val, mis
+        table[k, [kernels.SAMPLE, kernels.AGENT, kernels.GOLD]] = s, i, j
+        table[k, [kernels.INVALID, kernels.VALID, kernels.MISSING]] = inv, val, mis
     return table
 
 
@@ -34,9 +36,9 @@ def firsts(counts: list[int]) -> np.ndarray:
 def chosen_by_sample(table: np.ndarray, chosen: np.ndarray) -> dict[int, list[tuple[int, ...]]]:
     out: dict[int, list[tuple[int, ...]]] = {}
     for row in table[chosen]:
-        out.setdefault(int(row[kernel.SAMPLE]), []).append(
-            tuple(int(row[c]) for c in (kernel.AGENT, kernel.GOLD, kernel.INVALID, kernel.VALID,
-                                       kernel.MISSING))
+        out.setdefault(int(row[kernels.SAMPLE]), []).append(
+            tuple(int(row[c]) for c in (kernels.AGENT, kernels.GOLD, kernels.INVALID, kernels.VALID,
+                                       kernels.MISSING))
         )  # fmt: skip
     return out
 
@@ -147,9 +149,11 @@ def test_name_tables_match_brute_force(run):
         pairings = list(ref.candidate_pairings(allowed, len(x), len(y)))
         most = max(len(p) for p in pairings)
         used = {pair for p in pairings if len(p) == most for pair in p}
-        mine = pairs[pairs[:, kernel.SAMPLE] == s]
-        assert {(int(r[kernel.AGENT]), int(r[kernel.GOLD])) for r in mine} == used
-        assert (mine[:, [kernel.INVALID, kernel.VALID, kernel.MISSING, kernel.PENDING]] == 0).all()
+        mine = pairs[pairs[:, kernels.SAMPLE] == s]
+        assert {(int(r[kernels.AGENT]), int(r[kernels.GOLD])) for r in mine} == used
+        assert (
+            mine[:, [kernels.INVALID, kernels.VALID, kernels.MISSING, kernels.PENDING]] == 0
+        ).all()
 
 
 def test_a_full_candidate_table_is_grown():
@@ -158,7 +162,7 @@ def test_a_full_candidate_table_is_grown():
     it: each agent call pairs with 11 gold calls on some longest common subsequence."""
     _, _, _, pairs = score_names([([0] * 10, [0] * 20)])
     assert len(pairs) == 110 > 10 + 20 + 16
-    assert {(int(r[kernel.AGENT]), int(r[kernel.GOLD])) for r in pairs} == {
+    assert {(int(r[kernels.AGENT]), int(r[kernels.GOLD])) for r in pairs} == {
         (i, j) for i in range(10) for j in range(i, i + 11)
     }
 
@@ -182,7 +186,7 @@ def test_encode_texts_gives_one_code_per_distinct_text():
 
 def test_borrowed_refuses_an_array_with_strides():
     """A borrowed view has no strides of its own: a strided array is refused, not misread."""
-    from tcbreplay.compiled import borrowed
+    from tcbreplay.kernels.compiled import borrowed
 
     whole = np.arange(9, dtype=np.int64)
     assert list(borrowed(whole[2:5])) == [2, 3, 4]
