@@ -56,8 +56,7 @@ def build(output_dir: Path | None = None) -> Path:
     """Compile every kernel into ``_aot``; returns the module's path."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numba.pycc is marked pending deprecation
-        from numba.pycc import CC
-        from numba.pycc import compiler
+        from numba.pycc import CC, compiler
 
     class Flags(compiler.Flags):
         """Compile flags with the GIL released around each call, as ``nogil=True`` does just
