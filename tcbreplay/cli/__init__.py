@@ -26,6 +26,9 @@ def run() -> None:
     kernel (numba's compiler leaves hundreds of thousands of objects) that is about 0.15 s
     of the command's time. A crash in tcbreplay still ends the usual way, traceback included.
     """
+    # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would
+    # only spin (about 0.1 CPU s of a large score)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
         code: object = 0
