@@ -8,6 +8,7 @@ evaluator, see :mod:`tcbreplay.abet`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
@@ -15,13 +16,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay import __version__, abet, translate
+from tcbreplay import __version__, abet, spec, translate
 from tcbreplay.audit import audit_record
 from tcbreplay.cores import usable_cores
 from tcbreplay.dashboard import write_dashboard
@@ -36,9 +37,6 @@ from tcbreplay.store import (
     write_frame,
     write_json_atomic,
 )
-
-if TYPE_CHECKING:  # imported when scoring starts (it loads numba): see _load_kernels
-    from tcbreplay import spec
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
 SCORERS = ("spec", "abet")
@@ -110,10 +108,10 @@ class Scored:
                 pa.chunked_array([frame["name"].to_arrow()]),
                 pa.chunked_array([frame["args"].to_arrow()]),
             )
-        offsets = np.cumsum([0] + [flat.samples.height for flat in self.flat])
+        offsets = np.cumsum([0] + [flat.samples.height for flat in self.flat])[:-1]
         parts = [getattr(flat, side) for flat in self.flat]
         return translate.SideCalls(
-            np.concatenate([p.s + k for p, k in zip(parts, offsets, strict=False)] or [[]]),
+            np.concatenate([p.s + k for p, k in zip(parts, offsets, strict=True)]),
             pa.chunked_array([p.name for p in parts], pa.string()),
             pa.chunked_array([p.args for p in parts], pa.string()),
         )
@@ -354,23 +352,18 @@ def _spec_part(
 ) -> spec.SpecPart:  # fmt: skip
     flat = translate.load_flat(con, samples)
     _go_on(stop)
-    from tcbreplay import spec
-
     return spec.score_part(flat, tools, options.rel_tol, options.abs_tol)
 
 
 def _load_kernels() -> None:
-    """Load the compiled kernels in a background thread: numba's import and first call
-    take about 0.3 s of Python, which then runs while DuckDB parses the run (with the GIL
-    released) instead of before or after it. A failure here is left for scoring to meet."""
+    """Load the compiled kernels in a background thread, while DuckDB parses the run (with
+    the GIL released): milliseconds when they were built ahead of time, about 0.3 s of
+    Python for numba's import and first call otherwise. A failure here is left for scoring
+    to meet."""
 
     def load() -> None:
-        try:
-            from tcbreplay import spec
-
+        with contextlib.suppress(Exception):
             spec.warm()
-        except Exception:
-            pass
 
     threading.Thread(target=load, name="tcbreplay-kernels", daemon=True).start()
 

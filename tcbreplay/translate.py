@@ -1,9 +1,11 @@
 """Raw messages to tool-call rows, by the SQL in ``queries/`` over the store's views.
 
 Nothing here imports LangChain: the serialized messages are read as JSON. Scoring
-reads every AI message once (``score_agent_calls.sql``), flattens the calls in
-Polars, and numbers them by sample with ``s`` (the sample's position in sample
-order), ``i`` (agent call) and ``j`` (gold call).
+reads every AI message once (``score_agent_calls.sql``, one row per tool call) and
+keeps the calls flat as Arrow arrays in sample and call order, with ``s`` (the
+sample's position in sample order); as tables, calls are numbered ``i`` (agent) and
+``j`` (gold) within their sample. Also here: the tools' parameters as scoring reads
+them (:func:`tools_table`).
 """
 
 from __future__ import annotations

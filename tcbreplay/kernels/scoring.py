@@ -76,12 +76,7 @@ def _judge(
                 continue
             lo, hi = a_spans[k, 2], a_spans[k, 3]
             equal = value_equal(a_data, lo, hi, a_data, lo, hi, rel_tol, abs_tol, scratch, c_locale)
-            if equal == UNDECIDED:
-                pending = 1
-            elif equal == 1:
-                valid += 1
-            else:
-                invalid += 1
+            invalid, valid, pending = _counted(equal, invalid, valid, pending)
         return invalid, valid, 0, pending, 0
     ng = split_object(g_data, g_lo, g_hi, g_spans)
     if ng < 0 or ng > MAX_KEYS:
@@ -118,13 +113,18 @@ def _judge(
         else:  # (c) gold lacks it and there is no default
             invalid += 1
             continue
-        if equal == UNDECIDED:
-            pending = 1
-        elif equal == 1:
-            valid += 1
-        else:
-            invalid += 1
+        invalid, valid, pending = _counted(equal, invalid, valid, pending)
     return invalid, valid, ng - matched, pending, 0
+
+
+@inline
+def _counted(equal, invalid, valid, pending):
+    """The counts (invalid, valid, pending) after one argument's value_equal."""
+    if equal == UNDECIDED:
+        return invalid, valid, 1
+    if equal == 1:
+        return invalid, valid + 1, pending
+    return invalid + 1, valid, pending
 
 
 @jit
