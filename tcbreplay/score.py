@@ -112,8 +112,8 @@ class Scored:
         parts = [getattr(flat, side) for flat in self.flat]
         return translate.SideCalls(
             np.concatenate([p.s + k for p, k in zip(parts, offsets, strict=True)]),
-            pa.chunked_array([p.name for p in parts], pa.string()),
-            pa.chunked_array([p.args for p in parts], pa.string()),
+            pa.chunked_array([p.name.cast(pa.large_string()) for p in parts]),
+            pa.chunked_array([p.args.cast(pa.large_string()) for p in parts]),
         )
 
 

@@ -208,3 +208,9 @@ def test_both_scorers_refuse_samples_without_sample_index():
     for scorer in ("spec", "abet"):
         with pytest.raises(StoreError, match="have no sample_index"):
             score_tables(samples, messages, [], ScoreOptions(scorer=scorer))
+
+
+@pytest.mark.parametrize("text", ["[null]", "[5]", '["s"]', "[[1]]", '[{"name": null}]', "[{}]"])
+def test_a_gold_call_that_is_no_named_object_is_a_clear_error(text):
+    with pytest.raises(StoreError, match="sample 's1' has a gold call without a name"):
+        loaded([sample(0, []), {**sample(1, []), "gold": text}], [])
