@@ -59,12 +59,14 @@ from tcbreplay.store import (
     SAMPLES,
     SAMPLES_SCHEMA,
     SCHEMA_VERSION,
+    MessagesWriter,
     file_record,
     write_json_atomic,
 )
 
-# 2: dataset.jsonl; 3: sample_index in messages; 4: file hashes; 5: row groups of 128Ki rows
-GENERATOR_VERSION = 5
+# 2: dataset.jsonl; 3: sample_index in messages; 4: file hashes; 5: row groups of 128Ki rows;
+# 6: messages in row groups of one type each, as the store writes them
+GENERATOR_VERSION = 6
 CHUNK_SAMPLES = 20_000
 MODEL_NAME = "gemini-2.5-flash"
 ERROR_RATE = 0.15  # probability of a mistake at each gold call (the sim's default)
@@ -703,7 +705,7 @@ def generate_run(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     sample_writer = _RowGroupWriter(tmp / SAMPLES, SAMPLES_SCHEMA)
-    message_writer = _RowGroupWriter(tmp / MESSAGES, MESSAGES_SCHEMA)
+    message_writer = MessagesWriter(tmp / MESSAGES)
     dataset_path = tmp / DATASET
     dataset_hash = hashlib.sha256()
     totals = {"input_tokens": 0, "output_tokens": 0, "errors": 0, "retries": 0, "duration_s": 0.0}

@@ -26,6 +26,7 @@ from tcbreplay.store import (
     SAMPLES,
     SAMPLES_SCHEMA,
     _write_parquet,
+    write_messages,
 )
 
 
@@ -100,7 +101,7 @@ def fold_journal(run_dir: Path) -> None:
     message_table = message_table.append_column("_k", pa.array(keys, pa.int64()))
     message_table = message_table.sort_by([("_k", "ascending"), ("position", "ascending")])
     message_table = message_table.drop_columns(["_k"])
-    _write_parquet(message_table, run_dir / MESSAGES)
+    write_messages(message_table, run_dir / MESSAGES)
     _write_parquet(sample_table, run_dir / SAMPLES)
     journal_path.unlink(missing_ok=True)
 

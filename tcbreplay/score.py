@@ -263,6 +263,8 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
 
 # runs smaller than this are scored in one part
 SPLIT_MIN_SAMPLES = 50_000
+# how often the main thread looks whether the parts are done (a wake-up costs microseconds)
+_POLL_S = 0.01
 
 
 def compute_scores(
@@ -292,9 +294,10 @@ def compute_scores(
             jobs.append(pool.submit(_spec_part, cursor, samples, tools, options, stop))
         # polled, not waited on: Ctrl-C reaches the main thread (the only one to raise
         # KeyboardInterrupt) within moments even when the kernel hands the signal to a
-        # part's thread, and no lock of the futures is ever held by this thread
+        # part's thread, and no lock of the futures is ever held by this thread; often,
+        # since the last part's end is when the results can be joined and written
         while not _settled(jobs):
-            time.sleep(0.1)
+            time.sleep(_POLL_S)
         for job in jobs:  # a failed part raises before the others are waited for
             if job.done() and job.exception() is not None:
                 job.result()

@@ -5,7 +5,8 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README)
 - ``manifest.json``: everything needed to score the run without its inputs.
 - ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
 - ``samples.parquet``: one row per sample (``SAMPLES_SCHEMA``).
-- ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``).
+- ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``),
+  in row groups of one message type each (:class:`MessagesWriter`).
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
   Parquet files when the run finishes, so a crash loses only samples in flight
   (:mod:`tcbreplay.journal`).
@@ -419,6 +420,55 @@ def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
     _write_parquet(table, path, level)
 
 
+class MessagesWriter:
+    """``messages.parquet`` as the store lays it out: every row group holds messages of one
+    type, so a scan of the AI messages (scoring's, the ``tool_calls`` view's) skips the
+    others' row groups by their statistics, without reading their text. Within a type, rows
+    keep the order they are written in (sample order, then position); files of other
+    layouts read the same, only slower."""
+
+    def __init__(self, path: Path) -> None:
+        self._writer = pq.ParquetWriter(path, MESSAGES_SCHEMA, **PARQUET_OPTIONS)
+        self._pending: dict[str | None, list[pa.Table]] = {}
+        self.rows_written = 0
+
+    def write(self, table: pa.Table) -> None:
+        """Add rows (``MESSAGES_SCHEMA``); a type's full row groups are written at once."""
+        import pyarrow.compute as pc  # here: commands that only read the store never load it
+
+        types = table["type"]
+        for kind in pc.unique(types).to_pylist():
+            rows = table.filter(pc.is_null(types) if kind is None else pc.equal(types, kind))
+            pending = self._pending.setdefault(kind, [])
+            pending.append(rows)
+            if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
+                whole = pa.concat_tables(pending)
+                full = whole.num_rows - whole.num_rows % ROW_GROUP_ROWS
+                self._write(whole.slice(0, full))
+                self._pending[kind] = [whole.slice(full)]
+
+    def close(self) -> None:
+        """Write each type's last rows (types in name order) and finish the file."""
+        for kind in sorted(self._pending, key=lambda k: (k is None, k or "")):
+            self._write(pa.concat_tables(self._pending[kind]))
+        self._pending = {}
+        self._writer.close()
+
+    def _write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self._writer.write_table(table.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
+            self.rows_written += table.num_rows
+
+
+def write_messages(table: pa.Table, path: Path) -> None:
+    """Write ``messages.parquet`` atomically, laid out by :class:`MessagesWriter`."""
+    tmp = path.with_name(path.name + ".tmp")
+    writer = MessagesWriter(tmp)
+    writer.write(table)
+    writer.close()
+    os.replace(tmp, path)
+
+
 def write_frame(frame: Any, path: Path, level: int = 1) -> None:
     """Write a Polars frame as Parquet atomically with zstd at ``level``, by Polars'
     writer (which encodes columns in parallel)."""
@@ -445,6 +495,10 @@ def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
                 else None,
             ) from exc
     out_dir.mkdir(parents=True, exist_ok=True)
+    # messages in sample order and position, whatever the file's row groups
+    tables[MESSAGES] = tables[MESSAGES].sort_by(
+        [("sample_index", "ascending"), ("position", "ascending")]
+    )
     written = []
     for name, table in tables.items():
         target = out_dir / name.replace(".parquet", ".jsonl")

@@ -264,7 +264,7 @@ def test_left_out_samples_call_exactly_their_target(tmp_path):
 def test_each_sample_is_a_human_and_one_synthesized_ai_message(tmp_path):
     root = tmp_path / "traces"
     assert import_file(root, HAND_DATASET, HAND_EVALUATION, "hand").exit_code == 0
-    messages = pl.read_parquet(root / "hand" / "messages.parquet")
+    messages = pl.read_parquet(root / "hand" / "messages.parquet").sort("sample_index", "position")
     assert (
         messages.group_by("sample_id").agg(pl.col("type")).sort("sample_id")["type"].to_list()
         == [["human", "ai"]] * 4

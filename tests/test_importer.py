@@ -194,7 +194,7 @@ def test_stored_messages_load_back_into_equal_langchain_messages(tmp_path, store
     assert do_import(store, traces).exit_code == 0
     rows = pq.read_table(store.run_dir("imp") / "messages.parquet").to_pylist()
     stored = defaultdict(list)
-    for row in rows:
+    for row in sorted(rows, key=lambda r: (r["sample_index"], r["position"])):
         stored[row["sample_id"]].append(row)
     for line in lines:
         got = stored[str(line["sample_id"])]

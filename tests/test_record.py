@@ -49,7 +49,9 @@ def _calls(store: Store) -> list[tuple]:
 @pytest.fixture(scope="module")
 def sim_messages(sim_run) -> list[dict]:
     store, run_id = sim_run
-    return _rows(store.open_run(run_id).dir, "messages.parquet")
+    # in sample order and position (the file holds one type after another)
+    rows = _rows(store.open_run(run_id).dir, "messages.parquet")
+    return sorted(rows, key=lambda r: (r["sample_index"], r["position"]))
 
 
 # -- what the session's sim run stored ----------------------------------------------------

@@ -109,8 +109,10 @@ def _samples(run_dir) -> dict[str, dict]:
 
 
 def _messages(run_dir) -> dict[str, list[dict]]:
+    """Each sample's stored messages, in position order."""
     out: dict[str, list[dict]] = {}
-    for row in pq.read_table(Path(run_dir) / "messages.parquet").to_pylist():
+    rows = pq.read_table(Path(run_dir) / "messages.parquet").to_pylist()
+    for row in sorted(rows, key=lambda r: (r["sample_index"], r["position"])):
         out.setdefault(row["sample_id"], []).append(row)
     return out
 

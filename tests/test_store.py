@@ -11,18 +11,24 @@ import time
 from pathlib import Path
 
 import jsonlines
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tcbreplay import journal as journal_mod
+from tcbreplay import store as store_mod
 from tcbreplay.errors import InputError, RunLockedError, RunNotFoundError, StoreError
 from tcbreplay.journal import fold_journal, read_journal
 from tcbreplay.store import (
     JOURNAL,
     MANIFEST,
     MESSAGES,
+    MESSAGES_SCHEMA,
     SAMPLES,
     SCHEMA_VERSION,
+    MessagesWriter,
     Run,
     RunWriter,
     Store,
@@ -85,6 +91,15 @@ def messages_of(run_dir: Path) -> list[dict]:
     return pq.read_table(run_dir / MESSAGES).to_pylist()
 
 
+def row_group_types(path: Path) -> list[set[str | None]]:
+    """The message types in each row group of a messages file, in file order."""
+    file = pq.ParquetFile(path)
+    return [
+        set(file.read_row_group(k, columns=["type"])["type"].to_pylist())
+        for k in range(file.num_row_groups)
+    ]
+
+
 # ---------------------------------------------------------------- folding the journal
 
 
@@ -102,12 +117,51 @@ def test_fold_writes_samples_in_dataset_order_and_messages_grouped(store):
     assert [r["input_tokens"] for r in rows] == [10, 20, 30]
     assert rows[0]["started_at"].isoformat() == "2024-01-01T00:00:00+00:00"
     msgs = messages_of(run_dir)
-    assert [(m["sample_id"], m["position"]) for m in msgs] == [
-        ("a", 0), ("a", 1),
-        ("b", 0), ("b", 1), ("b", 2),
-        ("c", 0), ("c", 1), ("c", 2), ("c", 3),
+    # one type after the other, each in sample order and position
+    assert [(m["type"], m["sample_id"], m["position"]) for m in msgs] == [
+        ("ai", "a", 1),
+        ("ai", "b", 1), ("ai", "b", 2),
+        ("ai", "c", 1), ("ai", "c", 2), ("ai", "c", 3),
+        ("human", "a", 0), ("human", "b", 0), ("human", "c", 0),
     ]  # fmt: skip
-    assert {m["type"] for m in msgs} == {"human", "ai"}
+    assert row_group_types(run_dir / MESSAGES) == [{"ai"}, {"human"}]
+
+
+# message types as they come: the common ones, one the store does not know, and none
+_TYPES = st.sampled_from(["ai", "human", "tool", "system", "other", None])
+
+
+@settings(max_examples=60, deadline=None)
+@given(chunks=st.lists(st.lists(_TYPES, max_size=12), max_size=6))
+def test_messages_writer_keeps_every_row_in_row_groups_of_one_type(tmp_path_factory, chunks):
+    path = tmp_path_factory.mktemp("layout") / MESSAGES
+    rows = [
+        {"sample_id": f"s{k}", "sample_index": k, "position": k % 5, "type": kind}
+        for k, kind in enumerate(kind for chunk in chunks for kind in chunk)
+    ]
+    limit = 3
+    original = store_mod.ROW_GROUP_ROWS
+    store_mod.ROW_GROUP_ROWS = limit  # small row groups: several per type
+    try:
+        writer = MessagesWriter(path)
+        start = 0
+        for chunk in chunks:  # streamed a chunk at a time, as the generator writes
+            part = rows[start : start + len(chunk)]
+            start += len(chunk)
+            writer.write(pa.Table.from_pylist(part, schema=MESSAGES_SCHEMA))
+        writer.close()
+    finally:
+        store_mod.ROW_GROUP_ROWS = original
+    file = pq.ParquetFile(path)
+    groups = [file.read_row_group(k).to_pylist() for k in range(file.num_row_groups)]
+    assert all(0 < len(group) <= limit for group in groups)
+    assert all(len({row["type"] for row in group}) == 1 for group in groups)
+    stored = [row for group in groups for row in group]
+    for kind in {row["type"] for row in rows}:  # each type's rows, in the order given
+        assert [r["sample_index"] for r in stored if r["type"] == kind] == [
+            r["sample_index"] for r in rows if r["type"] == kind
+        ]
+    assert len(stored) == len(rows)
 
 
 def test_torn_last_journal_line_is_ignored(store):
@@ -210,7 +264,7 @@ def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monke
         ("b", "ok", 3),
     ]
     msgs = messages_of(run_dir)
-    assert [(m["sample_id"], m["position"]) for m in msgs] == [
+    assert sorted((m["sample_id"], m["position"]) for m in msgs) == [
         ("a", 0), ("b", 0), ("b", 1), ("b", 2),
     ]  # fmt: skip
 
@@ -228,7 +282,9 @@ def test_later_journal_record_replaces_earlier_one(store):
         ("a", "ok", 4),
         ("b", "ok", 2),
     ]
-    assert [m["position"] for m in messages_of(run_dir) if m["sample_id"] == "a"] == [0, 1, 2, 3]
+    assert sorted(m["position"] for m in messages_of(run_dir) if m["sample_id"] == "a") == [
+        0, 1, 2, 3,
+    ]  # fmt: skip
     assert Run(run_dir).recorded_ids() == {"a": "ok", "b": "ok"}
 
 
@@ -432,10 +488,21 @@ def test_export_jsonl_matches_the_parquet_files(sim_run, tmp_path):
     ):
         with jsonlines.open(tmp_path / "out" / name) as reader:
             rows = list(reader)
-        table = pq.read_table(parquet)
+        # each file's rows in sample order (messages: and position, whatever the row groups)
+        table = pq.read_table(parquet).sort_by(
+            [("sample_index", "ascending")]
+            + ([("position", "ascending")] if "position" in pq.read_schema(parquet).names else [])
+        )
         assert len(rows) == table.num_rows > 0
         assert set(rows[0]) == set(table.column_names)
         assert [r["sample_id"] for r in rows] == table["sample_id"].to_pylist()
+        if "position" in table.column_names:
+            assert [(r["sample_id"], r["position"], r["message"]) for r in rows] == list(
+                zip(
+                    *(table[c].to_pylist() for c in ("sample_id", "position", "message")),
+                    strict=True,
+                )
+            )
     samples = list(jsonlines.open(tmp_path / "out" / "samples.jsonl"))
     assert isinstance(samples[0]["started_at"], str)
     assert json.loads((tmp_path / "out" / MANIFEST).read_text()) == run.manifest
