@@ -23,7 +23,9 @@ from tcbreplay.sql import queries_dir
 from tcbreplay.store import MANIFEST, MESSAGES, SAMPLES, SCORES, Run, Store
 
 AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)
-SCORING_QUERIES = ("macros", "score_split", "score_gold_calls", "score_agent_calls")
+SCORING_QUERIES = (
+    "macros", "score_split", "score_gold_calls", "score_agent_calls", "json_values_as_text",
+)  # fmt: skip
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
     "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from tcbreplay import kernels
 from tcbreplay.errors import StoreError
-from tcbreplay.kernels import number_locale, scratch_for
+from tcbreplay.kernels import number_locale, scratch_for, text_buffers
 from tcbreplay.metrics import arg_verdicts
 from tcbreplay.translate import FlatCalls, FlatSide, Tools, read_args
 
@@ -39,8 +39,8 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
     n = samples.height
     names, a_code, g_code = _name_codes(tools.names, agent.name, gold.name)
     params = _params(tools, len(names))
-    a_offsets, a_data = _text_buffers(agent.args)
-    g_offsets, g_data = _text_buffers(gold.args)
+    a_offsets, a_data = text_buffers(agent.args)
+    g_offsets, g_data = text_buffers(gold.args)
     a_checked = np.zeros(len(agent.s), dtype=np.bool_)
     g_checked = np.zeros(len(gold.s), dtype=np.bool_)
     scratch = scratch_for(a_offsets, g_offsets, params.default_offsets)
@@ -120,7 +120,7 @@ def _name_codes(
 ) -> tuple[pl.Series, np.ndarray, np.ndarray]:
     """The distinct names (declared tools first, in order) and each call's name code."""
     sides = [_byte_table([name.encode() for name in declared])]
-    sides += [_text_buffers(names) for names in (agent, gold)]
+    sides += [text_buffers(names) for names in (agent, gold)]
     size = 1024
     while True:  # a table too small for the run's distinct names is started again larger
         slots = np.full(size, -1, dtype=np.int64)
@@ -166,22 +166,6 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum([len(t) for t in texts], out=offsets[1:])
     data = np.frombuffer(b"".join(texts) + b"\0", dtype=np.uint8)
     return offsets, data
-
-
-def _text_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Each text's first byte (one entry more than texts) and the bytes, without copying
-    the bytes where the array allows."""
-    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
-        texts = texts.cast(pa.large_string())
-    _, offsets_buffer, data_buffer = texts.buffers()
-    width = 4 if pa.types.is_string(texts.type) else 8
-    offsets = np.frombuffer(
-        offsets_buffer, dtype=np.int32 if width == 4 else np.int64,
-        count=len(texts) + 1, offset=texts.offset * width,
-    ).astype(np.int64)  # fmt: skip
-    if data_buffer is None or data_buffer.size == 0:
-        data_buffer = b"\0"  # compiled code needs an address, even for no bytes
-    return offsets, np.frombuffer(data_buffer, dtype=np.uint8)
 
 
 def _decide_pending(

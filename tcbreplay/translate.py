@@ -1,11 +1,11 @@
 """Raw messages to tool-call rows, by the SQL in ``queries/`` over the store's views.
 
 Nothing here imports LangChain: the serialized messages are read as JSON. Scoring
-reads every AI message once (``score_agent_calls.sql``, one row per tool call) and
-keeps the calls flat as Arrow arrays in sample and call order, with ``s`` (the
-sample's position in sample order); as tables, calls are numbered ``i`` (agent) and
-``j`` (gold) within their sample. Also here: the tools' parameters as scoring reads
-them (:func:`tools_table`).
+reads every AI message once (``score_agent_calls.sql``: its tool calls as JSON text, which
+:mod:`tcbreplay.kernels.calls` splits) and keeps the calls flat as Arrow arrays in sample
+and call order, with ``s`` (the sample's position in sample order); as tables, calls are
+numbered ``i`` (agent) and ``j`` (gold) within their sample. Also here: the tools'
+parameters as scoring reads them (:func:`tools_table`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ class CallTables:
     gold: pl.DataFrame
 
 
+# what a name or arguments left out read as (bytes at an address compiled code can take)
+_NO_NAME = np.frombuffer(b"\0", np.uint8)[:0]
+_NO_ARGS = np.frombuffer(b"{}", np.uint8)
 # rows per Arrow batch of a query's result: all of them
 _ONE_BATCH = 1 << 40
 # every sample index (the store's sample_index is a 32-bit integer)
@@ -146,18 +149,64 @@ def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAM
         s = s[known]
     position = ai["position"]
     if position.null_count or not kernel.in_call_order(s, _int64(position)):
-        # in sample and message order (a message without a position first); the calls
-        # of one message keep their order (the sort is stable)
+        # in sample and message order (a message without a position first; the sort is
+        # stable)
         keys = pa.table({"s": s, "position": position})
         at = pc.sort_indices(
             keys, sort_keys=[("s", "ascending", "at_start"), ("position", "ascending", "at_start")]
         )
         ai = ai.take(at)
         s = s[at.to_numpy()]
-    agent = FlatSide(
-        s=s, name=_filled(ai["name"], ""), args=_filled(ai["args"], "{}"), first=_firsts(s, n)
+    return FlatCalls(
+        samples=frame.with_row_index("s"),
+        agent=_split_calls(con, s, ai["tool_calls"], n),
+        gold=gold,
     )
-    return FlatCalls(samples=frame.with_row_index("s"), agent=agent, gold=gold)
+
+
+def _split_calls(
+    con: duckdb.DuckDBPyConnection, s: np.ndarray, lists: pa.ChunkedArray, n: int
+) -> FlatSide:
+    """The calls of the tool-call list texts ``lists`` (the text at row k belongs to sample
+    ``s[k]``, ``s`` ascending), flat: see :mod:`tcbreplay.kernels.calls`. Arguments left out
+    read as ``{}`` and names left out as ``''``."""
+    offsets, data = kernels.text_buffers(_combined(lists))
+    room = 2 * (len(offsets) - 1) + 16  # most messages have fewer calls
+    while True:
+        row = np.empty(room, dtype=np.int64)
+        kind = np.empty(room, dtype=np.int8)
+        spans = [np.empty(room, dtype=np.int64) for _ in range(4)]
+        count = kernels.functions().split_calls(offsets, data, row, kind, *spans)
+        if count >= 0:
+            break
+        room *= 4
+    name_lo, name_hi, args_lo, args_hi = (span[:count] for span in spans)
+    name = _texts(data, name_lo, name_hi, _NO_NAME)
+    kind = kind[:count]
+    escaped = np.flatnonzero((kind == kernels.NAME_ESCAPED) | (kind == kernels.NAME_VALUE))
+    if len(escaped):  # names with escapes or of other values: DuckDB reads them as text
+        texts = name.take(pa.array(escaped)).to_pylist()
+        read = con.execute(query_text("json_values_as_text"), {"texts": texts}).fetchall()[0][0]
+        names = name.to_pylist()
+        for k, value in zip(escaped.tolist(), read, strict=True):
+            names[k] = value
+        name = pa.array(names, pa.large_string())
+    calls_s = s[row[:count]]
+    return FlatSide(
+        s=calls_s,
+        name=name,
+        args=_texts(data, args_lo, args_hi, _NO_ARGS),
+        first=_firsts(calls_s, n),
+    )
+
+
+def _texts(data: np.ndarray, lo: np.ndarray, hi: np.ndarray, fill: np.ndarray) -> pa.Array:
+    """The byte ranges ``data[lo:hi]`` (``fill`` where ``lo`` is -1) as Arrow text."""
+    offsets = np.empty(len(lo) + 1, dtype=np.int64)
+    out = kernels.functions().span_texts(data, lo, hi, fill, offsets)
+    return pa.Array.from_buffers(
+        pa.large_string(), len(lo), [None, pa.py_buffer(offsets), pa.py_buffer(out)]
+    )
 
 
 @dataclass

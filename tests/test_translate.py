@@ -10,6 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tcbreplay import translate
 from tcbreplay.errors import StoreError
@@ -214,3 +216,96 @@ def test_both_scorers_refuse_samples_without_sample_index():
 def test_a_gold_call_that_is_no_named_object_is_a_clear_error(text):
     with pytest.raises(StoreError, match="sample 's1' has a gold call without a name"):
         loaded([sample(0, []), {**sample(1, []), "gold": text}], [])
+
+
+# -- the agent's calls split from DuckDB's JSON text, against json_transform's reading ----------
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+# names as tools are named, and as no tool is: quotes, escapes, control characters, unicode
+_NAMES = st.sampled_from(["add", "get_weather", "", 'a"b', "a\\b", "tab\there", "é", "😀", "\x01"])
+_NAMES = _NAMES | st.text(max_size=6) | _VALUES
+_KEYS = st.sampled_from(["name", "args", "id", "type", "Name", "ARGS", "x"])
+
+
+@st.composite
+def _call_text(draw: Any) -> str:
+    """One element of a tool_calls list, as JSON text: mostly an object whose members may
+    repeat a key, sometimes any other value."""
+    if draw(st.integers(0, 9)) == 0:
+        return json.dumps(draw(_VALUES))
+    members = draw(st.lists(st.tuples(_KEYS, st.booleans()), max_size=5))
+    ascii_only = draw(st.booleans())
+    parts = []
+    for key, odd in members:
+        if key == "name" and not odd:
+            value = draw(_NAMES)
+        elif key == "args" and not odd:
+            value = draw(st.dictionaries(st.text(max_size=4), _VALUES, max_size=4))
+        else:
+            value = draw(_VALUES)
+        parts.append(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=ascii_only)}")
+    return "{" + ", ".join(parts) + "}"
+
+
+@st.composite
+def _tool_calls_text(draw: Any) -> str | None:
+    """A message's tool_calls as JSON text (None: the key left out)."""
+    shape = draw(st.integers(0, 9))
+    if shape == 0:
+        return None
+    if shape == 1:
+        return json.dumps(draw(_VALUES))  # no list: no calls
+    return "[" + ", ".join(draw(st.lists(_call_text(), max_size=4))) + "]"
+
+
+def _ai_text(tool_calls: str | None) -> str:
+    calls = "" if tool_calls is None else f', "tool_calls": {tool_calls}'
+    return '{"type": "ai", "data": {"content": "x"' + calls + ', "id": "m"}}'
+
+
+# the straightforward reading: DuckDB's json_transform of every message, the calls unnested
+_TRANSFORMED = """
+select json_transform(
+    message, '{"data": {"tool_calls": [{"name": "VARCHAR", "args": "JSON"}]}}'
+).data.tool_calls as calls
+from messages
+where type = 'ai'
+order by sample_index, position
+"""
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_tool_calls_text(), min_size=1, max_size=6))
+def test_agent_calls_read_as_json_transform_reads_them(lists):
+    samples = [sample(0, []), sample(1, [])]
+    messages = [message(k % 2, k, "ai", _ai_text(text)) for k, text in enumerate(lists)]
+    con = connect_tables(
+        pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
+        pa.Table.from_pylist(messages, schema=MESSAGES_SCHEMA),
+    )
+    try:
+        flat = translate.load_flat(con)
+        want = [
+            ("" if call is None or call["name"] is None else call["name"],
+             "{}" if call is None or call["args"] is None else call["args"])
+            for (calls,) in con.sql(_TRANSFORMED).fetchall()
+            for call in calls or []
+        ]  # fmt: skip
+    finally:
+        con.close()
+    got = list(zip(flat.agent.name.to_pylist(), flat.agent.args.to_pylist(), strict=True))
+    assert got == want  # both in sample order, then message position
+    assert flat.agent.s.tolist() == sorted(flat.agent.s.tolist())

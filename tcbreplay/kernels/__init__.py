@@ -1,6 +1,7 @@
 """The compiled hot loops of scoring, and how they are loaded.
 
-The kernels are Python functions compiled by numba (``scoring.py``, ``jsontext.py``):
+The kernels are Python functions compiled by numba (``scoring.py``, ``jsontext.py``,
+``calls.py``):
 
 - ``make install`` compiles them ahead of time into an extension module beside them
   (``python -m tcbreplay.kernels.build``, numba's ``pycc``), which loads in a millisecond
@@ -24,13 +25,17 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import pyarrow as pa
 
 # columns of the candidate table
 SAMPLE, AGENT, GOLD, TOOL, INVALID, VALID, MISSING, PENDING = range(8)
+# how a call's name is written (see calls.py): left out or null, a string without escapes,
+# a string with escapes, any other value
+NAME_NONE, NAME_TEXT, NAME_ESCAPED, NAME_VALUE = range(4)
 # objects with more keys than this are judged in Python (keys are matched pairwise there)
 MAX_KEYS = 64
 # the sources compiled, in the order they are hashed (see source_sha)
-SOURCES = ("compiled.py", "jsontext.py", "scoring.py")
+SOURCES = ("compiled.py", "jsontext.py", "calls.py", "scoring.py")
 
 
 @dataclass
@@ -95,3 +100,19 @@ def scratch_for(*offsets: np.ndarray) -> np.ndarray:
     byte (see ``jsontext.number_of``)."""
     longest = max((int(np.diff(o).max(initial=0)) for o in offsets), default=0)
     return np.empty(longest + 1, dtype=np.uint8)
+
+
+def text_buffers(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's first byte (one entry more than texts) and the bytes, without copying
+    the bytes where the array allows."""
+    if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+        texts = texts.cast(pa.large_string())
+    _, offsets_buffer, data_buffer = texts.buffers()
+    width = 4 if pa.types.is_string(texts.type) else 8
+    offsets = np.frombuffer(
+        offsets_buffer, dtype=np.int32 if width == 4 else np.int64,
+        count=len(texts) + 1, offset=texts.offset * width,
+    ).astype(np.int64)  # fmt: skip
+    if data_buffer is None or data_buffer.size == 0:
+        data_buffer = b"\0"  # compiled code needs an address, even for no bytes
+    return offsets, np.frombuffer(data_buffer, dtype=np.uint8)

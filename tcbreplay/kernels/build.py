@@ -17,7 +17,8 @@ from numba import types
 
 from tcbreplay import kernels
 
-i64, i32, u8, f8, b1 = types.int64, types.int32, types.uint8, types.float64, types.boolean
+i64, i32, i8, u8 = types.int64, types.int32, types.int8, types.uint8
+f8, b1 = types.float64, types.boolean
 
 
 def _array(dtype: types.Type, ndim: int = 1, readonly: bool = False) -> types.Array:
@@ -49,6 +50,8 @@ SIGNATURES = {
     "first_repeated_key": i64(_array(i64), TEXT, _array(b1)),
     "positions": types.Tuple((_array(i64), _array(b1)))(_array(i64), _array(i64)),
     "in_call_order": b1(_array(i64), _array(i64)),
+    "split_calls": i64(_array(i64), TEXT, _array(i64), _array(i8), *[_array(i64)] * 4),
+    "span_texts": _array(u8)(TEXT, _array(i64), _array(i64), TEXT, _array(i64)),
 }
 
 

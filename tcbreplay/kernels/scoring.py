@@ -32,6 +32,10 @@ from tcbreplay.kernels import (
     TOOL,
     VALID,
 )
+from tcbreplay.kernels.calls import (  # noqa: F401  (kernels translation calls, named here too)
+    span_texts,
+    split_calls,
+)
 from tcbreplay.kernels.compiled import borrowed, inline, jit
 from tcbreplay.kernels.jsontext import (
     UNDECIDED,

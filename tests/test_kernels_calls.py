@@ -1,0 +1,118 @@
+"""The compiled splitter of tool-call lists (tcbreplay/kernels/calls.py), on its own: every
+call's name and arguments spans, whatever strings the lists hold and wherever their quotes
+and escapes fall against the eight-byte words the kernel reads."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tcbreplay import kernels
+from tcbreplay.kernels.calls import span_texts, split_calls
+
+# strings dense in what the word-at-a-time scan looks for: quotes, backslashes, and bytes
+# next to them in value (!, #, [, ]), at every length around a word
+_TRICKY = st.text(alphabet=st.sampled_from('"\\!#[]ab é\x01/'), max_size=40)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _split(texts: list[str]) -> list[tuple[int, int, str, str | None]]:
+    """(row, name kind, name span text, args span text or None) per call."""
+    encoded = [t.encode() for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in encoded], out=offsets[1:])
+    data = np.frombuffer(b"".join(encoded) + b"\0", dtype=np.uint8)
+    room = 64
+    row = np.empty(room, dtype=np.int64)
+    kind = np.empty(room, dtype=np.int8)
+    spans = [np.empty(room, dtype=np.int64) for _ in range(4)]
+    count = split_calls(offsets, data, row, kind, *spans)
+    assert count >= 0
+    raw = data.tobytes()
+    return [
+        (
+            int(row[k]),
+            int(kind[k]),
+            raw[spans[0][k] : spans[1][k]].decode(),
+            None if spans[2][k] < 0 else raw[spans[2][k] : spans[3][k]].decode(),
+        )
+        for k in range(count)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(_TRICKY, _TRICKY, st.dictionaries(_TRICKY, _TRICKY, max_size=2))),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_names_and_arguments_are_found_whatever_the_strings_hold(lists):
+    texts = [
+        _canonical([{"id": pad, "name": name, "args": args, "type": "tool_call"}
+                    for name, pad, args in calls])
+        for calls in lists
+    ]  # fmt: skip
+    want = []
+    for k, calls in enumerate(lists):
+        for name, _, args in calls:
+            escaped = "\\" in _canonical(name)[1:-1]
+            want.append(
+                (
+                    k,
+                    kernels.NAME_ESCAPED if escaped else kernels.NAME_TEXT,
+                    _canonical(name) if escaped else name,
+                    _canonical(args),
+                )
+            )
+    assert _split(texts) == want
+
+
+def test_shapes_of_lists_and_calls():
+    texts = [
+        "",  # no tool_calls at all
+        "null",
+        '{"name":"f"}',  # no list: no calls
+        "[]",
+        '[{"name":"f","args":{"a":1}},{"args":null},3,null,{"name":null,"name":"g"}]',
+        '[{"args":[1,{"x":"]"}],"args":{},"name":5,"name":"h"}]',
+    ]
+    assert _split(texts) == [
+        (4, kernels.NAME_TEXT, "f", '{"a":1}'),
+        (4, kernels.NAME_NONE, "", None),  # arguments null read as none
+        (4, kernels.NAME_NONE, "", None),  # no object: no name, no arguments
+        (4, kernels.NAME_NONE, "", None),
+        (4, kernels.NAME_NONE, "", None),  # the first name counts, and it is null
+        (5, kernels.NAME_VALUE, "5", '[1,{"x":"]"}]'),  # the first of each
+    ]
+
+
+def test_too_little_room_is_said_not_overrun():
+    offsets = np.array([0, 9], dtype=np.int64)
+    data = np.frombuffer(b"[1,2,3,4]\0", dtype=np.uint8)
+    row = np.empty(3, dtype=np.int64)
+    kind = np.empty(3, dtype=np.int8)
+    spans = [np.empty(3, dtype=np.int64) for _ in range(4)]
+    assert split_calls(offsets, data, row, kind, *spans) == -1
+
+
+def test_span_texts_fills_what_is_left_out():
+    data = np.frombuffer(b"abcdef\0", dtype=np.uint8)
+    offsets = np.empty(4, dtype=np.int64)
+    out = span_texts(
+        data,
+        np.array([1, -1, 0], dtype=np.int64),
+        np.array([3, -1, 0], dtype=np.int64),
+        np.frombuffer(b"{}", dtype=np.uint8),
+        offsets,
+    )
+    assert offsets.tolist() == [0, 2, 4, 4]
+    assert out[:4].tobytes() == b"bc{}"
