@@ -233,3 +233,10 @@ def warm() -> None:
     order = np.arange(2, dtype=np.int64)
     kernels.functions().positions(order, order)
     kernels.functions().in_call_order(order, order)
+    text = np.frombuffer(b'[{"name":"f","args":{}}]', dtype=np.uint8)
+    bounds = np.array([0, len(text)], dtype=np.int64)
+    row, lo, hi, args_lo, args_hi = (np.empty(1, dtype=np.int64) for _ in range(5))
+    kernels.functions().split_calls(
+        bounds, text, row, np.empty(1, np.int8), lo, hi, args_lo, args_hi
+    )
+    kernels.functions().span_texts(text, lo, hi, text, np.empty(2, dtype=np.int64))
