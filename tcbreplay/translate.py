@@ -183,12 +183,12 @@ def _split_calls(
     name_lo, name_hi, args_lo, args_hi = (span[:count] for span in spans)
     name = _texts(data, name_lo, name_hi, _NO_NAME)
     kind = kind[:count]
-    escaped = np.flatnonzero((kind == kernels.NAME_ESCAPED) | (kind == kernels.NAME_VALUE))
-    if len(escaped):  # names with escapes or of other values: DuckDB reads them as text
-        texts = name.take(pa.array(escaped)).to_pylist()
+    by_duckdb = np.flatnonzero((kind == kernels.NAME_ESCAPED) | (kind == kernels.NAME_VALUE))
+    if len(by_duckdb):  # names with escapes or of other values: DuckDB reads them as text
+        texts = name.take(pa.array(by_duckdb)).to_pylist()
         read = con.execute(query_text("json_values_as_text"), {"texts": texts}).fetchall()[0][0]
         names = name.to_pylist()
-        for k, value in zip(escaped.tolist(), read, strict=True):
+        for k, value in zip(by_duckdb.tolist(), read, strict=True):
             names[k] = value
         name = pa.array(names, pa.large_string())
     calls_s = s[row[:count]]
