@@ -98,23 +98,12 @@ class Scored:
             self._tables = _joined_tables([flat.tables() for flat in self.flat])
         return self._tables
 
-    def calls(self, side: str) -> translate.SideCalls:
-        """Every call of one side (``agent`` or ``gold``) in sample and call order, its
-        sample's position run-wide; from the parts' Arrow arrays, with no table built."""
-        if self._tables is not None:
-            frame = getattr(self._tables, side)
-            return translate.SideCalls(
-                frame["s"].to_numpy(),
-                pa.chunked_array([frame["name"].to_arrow()]),
-                pa.chunked_array([frame["args"].to_arrow()]),
-            )
-        offsets = np.cumsum([0] + [flat.samples.height for flat in self.flat])[:-1]
-        parts = [getattr(flat, side) for flat in self.flat]
-        return translate.SideCalls(
-            np.concatenate([p.s + k for p, k in zip(parts, offsets, strict=True)]),
-            pa.chunked_array([p.name.cast(pa.large_string()) for p in parts]),
-            pa.chunked_array([p.args.cast(pa.large_string()) for p in parts]),
-        )
+    def parts(self) -> list[translate.FlatCalls]:
+        """The run's calls in consecutive ranges of samples, in sample order: the parts
+        scored, or one range of the tables (as the original evaluator leaves them)."""
+        if self.flat or self._tables is None:
+            return self.flat
+        return [translate.FlatCalls.of_tables(self._tables)]
 
 
 @dataclass
@@ -189,7 +178,7 @@ def _write_results(
             jobs.append(pool.submit(write_frame, scored.pairs, folder / "pairs.parquet"))
         board = None
         if dashboard != "none":
-            board = pool.submit(write_dashboard, run, scores, scored.calls, summary, dashboard)
+            board = pool.submit(write_dashboard, run, scores, scored.parts(), summary, dashboard)
         for job in jobs:
             job.result()
         if board is not None:

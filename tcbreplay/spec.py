@@ -240,3 +240,8 @@ def warm() -> None:
         bounds, text, row, np.empty(1, np.int8), lo, hi, args_lo, args_hi
     )
     kernels.functions().span_texts(text, lo, hi, text, np.empty(2, dtype=np.int64))
+    inputs = kernels.text_buffers(pa.array(["x", "y"]))
+    kernels.functions().dashboard_samples(
+        order, order, *inputs, np.ones(2, bool), *flat.agent.buffers(), *flat.gold.buffers(),
+        np.empty(1024, dtype=np.uint8),
+    )  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -58,15 +58,6 @@ def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int,
     return [(lo, hi) for *_, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
 
 
-class SideCalls(NamedTuple):
-    """One side's calls of a whole run in sample and call order: each call's sample
-    position ``s``, its ``name`` and ``args`` (canonical JSON text)."""
-
-    s: np.ndarray
-    name: pa.ChunkedArray
-    args: pa.ChunkedArray
-
-
 @dataclass
 class FlatSide:
     """One side's calls of a range of samples, flat, sorted by sample and call order: each
@@ -78,9 +69,22 @@ class FlatSide:
     args: pa.Array
     first: np.ndarray
 
+    def buffers(self) -> tuple[np.ndarray, ...]:
+        """As compiled code takes the calls: ``first``, then the names' and the arguments'
+        offsets and bytes (see :func:`tcbreplay.kernels.text_buffers`)."""
+        return (self.first, *kernels.text_buffers(self.name), *kernels.text_buffers(self.args))
+
     def index(self) -> np.ndarray:
         """Each call's number within its sample."""
         return np.arange(len(self.s), dtype=np.int64) - self.first[self.s]
+
+    @classmethod
+    def of_frame(cls, frame: pl.DataFrame, n: int) -> FlatSide:
+        """The calls of a table of ``n`` samples' calls (``s``, ``name``, ``args``), sorted."""
+        s = frame["s"].to_numpy()
+        return cls(
+            s=s, name=frame["name"].to_arrow(), args=frame["args"].to_arrow(), first=_firsts(s, n)
+        )
 
     def frame(self, index: str) -> pl.DataFrame:
         return pl.DataFrame(
@@ -104,6 +108,15 @@ class FlatCalls:
     def tables(self) -> CallTables:
         return CallTables(
             samples=self.samples, agent=self.agent.frame("i"), gold=self.gold.frame("j")
+        )
+
+    @classmethod
+    def of_tables(cls, tables: CallTables) -> FlatCalls:
+        n = tables.samples.height
+        return cls(
+            samples=tables.samples,
+            agent=FlatSide.of_frame(tables.agent, n),
+            gold=FlatSide.of_frame(tables.gold, n),
         )
 
 

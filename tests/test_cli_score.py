@@ -274,6 +274,24 @@ def test_dashboard_file(sim_copy, mode):
         assert all(isinstance(a, dict) for a in sample["output"]["tool_call_args"])
 
 
+@pytest.mark.parametrize("scorer", ["spec", "abet"])
+def test_dashboard_pairs_each_input_with_its_calls_in_any_file_order(sim_copy, scorer):
+    root, run_id = sim_copy
+    path = root / run_id / "samples.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.take(pa.array(range(table.num_rows - 1, -1, -1))), path)
+    summary = score_json(root, run_id, "--dashboard", "all", "--scorer", scorer)
+    samples = json.loads(Path(summary["dashboard_file"]).read_text())["samples"]
+    by_index = table.sort_by("sample_index")["input"].to_pylist()
+    assert [sample["input"] for sample in samples] == by_index
+    lines = (root / run_id / "dataset.jsonl").read_text().splitlines()
+    entries = {e["input"]: e for e in map(json.loads, lines)}
+    for sample in samples:
+        gold = entries[sample["input"]]["target"]
+        assert sample["target"]["tool_call_names"] == [c["name"] for c in gold]
+        assert sample["target"]["tool_call_args"] == [c["args"] for c in gold]
+
+
 def test_dashboard_none_writes_no_file(sim_copy):
     root, run_id = sim_copy
     summary = score_json(root, run_id, "--dashboard", "none")

@@ -1,7 +1,7 @@
 """The compiled hot loops of scoring, and how they are loaded.
 
 The kernels are Python functions compiled by numba (``scoring.py``, ``jsontext.py``,
-``calls.py``):
+``calls.py``, ``board.py``):
 
 - ``make install`` compiles them ahead of time into an extension module beside them
   (``python -m tcbreplay.kernels.build``, numba's ``pycc``), which loads in a millisecond
@@ -35,7 +35,7 @@ NAME_NONE, NAME_TEXT, NAME_ESCAPED, NAME_VALUE = range(4)
 # objects with more keys than this are judged in Python (keys are matched pairwise there)
 MAX_KEYS = 64
 # the sources compiled, in the order they are hashed (see source_sha)
-SOURCES = ("compiled.py", "jsontext.py", "calls.py", "scoring.py")
+SOURCES = ("compiled.py", "jsontext.py", "calls.py", "board.py", "scoring.py")
 
 
 @dataclass

@@ -52,6 +52,16 @@ SIGNATURES = {
     "in_call_order": b1(_array(i64), _array(i64)),
     "split_calls": i64(_array(i64), TEXT, _array(i64), _array(i8), *[_array(i64)] * 4),
     "span_texts": _array(u8)(TEXT, _array(i64), _array(i64), TEXT, _array(i64)),
+    # dashboard_samples: listed samples, their inputs' rows, inputs (offsets, texts, not
+    # null), then per side each sample's first call, name offsets and texts, argument
+    # offsets and texts, the buffer written
+    "dashboard_samples": i64(
+        *[_array(i64)] * 3,
+        TEXT,
+        _array(b1),
+        *([_array(i64)] + [_array(i64), TEXT] * 2) * 2,
+        _array(u8),
+    ),
 }
 
 

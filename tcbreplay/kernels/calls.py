@@ -17,13 +17,10 @@ A name string with escapes (``"a\\"b"``) is marked for its caller to read with D
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import types
 from numba.cpython.unsafe.numbers import trailing_zeros
-from numba.extending import intrinsic
 
 from tcbreplay.kernels import NAME_ESCAPED, NAME_NONE, NAME_TEXT, NAME_VALUE
-from tcbreplay.kernels.compiled import jit
+from tcbreplay.kernels.compiled import jit, load_u64
 from tcbreplay.kernels.jsontext import skip_space, skip_string, skip_value
 
 _QUOTE, _BACKSLASH, _COMMA = 34, 92, 44
@@ -36,18 +33,6 @@ _QUOTES = np.uint64(0x2222222222222222)
 _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 
-@intrinsic
-def _load_u64(typingctx, address):  # type: ignore[no-untyped-def]
-    """The 8 bytes at ``address`` (any alignment) as one little-endian integer."""
-    signature = types.uint64(types.intp)
-
-    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
-        pointer = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-        return builder.load(pointer, align=1)
-
-    return signature, codegen
-
-
 @jit
 def _skip_string(data: np.ndarray, p: int, end: int) -> int:
     """Past the string that opens at ``p`` (its closing quote included), eight bytes at a
@@ -56,7 +41,7 @@ def _skip_string(data: np.ndarray, p: int, end: int) -> int:
     base = data.ctypes.data
     p += 1
     while p + 8 <= end:
-        word = _load_u64(base + p)
+        word = load_u64(base + p)
         quote = word ^ _QUOTES
         slash = word ^ _BACKSLASHES
         hits = ((quote - _ONES) & ~quote | (slash - _ONES) & ~slash) & _HIGHS

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
@@ -30,6 +31,31 @@ def _pointer(typingctx, address, dtype):  # type: ignore[no-untyped-def]
         return builder.inttoptr(args[0], context.get_value_type(pointer))
 
     return pointer(types.intp, dtype), codegen
+
+
+@intrinsic
+def load_u64(typingctx, address):  # type: ignore[no-untyped-def]
+    """The 8 bytes at ``address`` (any alignment) as one little-endian integer."""
+    signature = types.uint64(types.intp)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        pointer = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        return builder.load(pointer, align=1)
+
+    return signature, codegen
+
+
+@intrinsic
+def store_u64(typingctx, address, word):  # type: ignore[no-untyped-def]
+    """Write the integer ``word`` as the 8 bytes at ``address`` (any alignment)."""
+    signature = types.void(types.intp, types.uint64)
+
+    def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+        pointer = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        builder.store(args[1], pointer, align=1)
+        return context.get_dummy_value()
+
+    return signature, codegen
 
 
 @jit

@@ -32,6 +32,9 @@ from tcbreplay.kernels import (
     TOOL,
     VALID,
 )
+from tcbreplay.kernels.board import (  # noqa: F401  (kernels the dashboard file's writer calls)
+    dashboard_samples,
+)
 from tcbreplay.kernels.calls import (  # noqa: F401  (kernels translation calls, named here too)
     span_texts,
     split_calls,
