@@ -4,10 +4,13 @@ A plain per-sample Python loop: read the stored rows, ``json.loads`` every messa
 collect each sample's tool calls from its AI messages, then per sample compute ``tsa``,
 ``tp`` (Levenshtein over lists of names, from rapidfuzz's C implementation) and the AHR
 pairing (a dynamic programme over ``(pairs, -invalid, valid, -missing)`` tuples), and
-the run-level numbers. It shares no code with ``tcbreplay.metrics`` or the SQL in
-``queries/``: the benchmark checks both give the same numbers.
+the run-level numbers; and, as the original evaluator did after scoring, the dashboard
+file of the mismatched samples (``json.dump`` of their inputs and calls). It shares no
+code with ``tcbreplay.metrics``, the SQL in ``queries/`` or ``tcbreplay.dashboard``: the
+benchmark checks both give the same numbers and the same dashboard samples.
 
     python -m bench.reference RUN_ID --store DIR [--scores-out FILE.parquet]
+        [--dashboard-out FILE.json]
 """
 
 from __future__ import annotations
@@ -179,7 +182,8 @@ def agent_calls(run_dir: Path) -> dict[str, list[Call]]:
 def score_run_dir(
     run_dir: str | Path, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Per-sample scores (in sample order) and the run-level summary of a stored run."""
+    """Per-sample scores (in sample order) and the run-level summary of a stored run; each
+    row also keeps the sample's ``input``, ``agent`` and ``gold`` calls."""
     run_dir = Path(run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     tool_params = {
@@ -189,14 +193,15 @@ def score_run_dir(
     calls = agent_calls(run_dir)
     samples = pq.read_table(
         run_dir / "samples.parquet",
-        columns=["sample_id", "sample_index", "category", "status", "gold"],
+        columns=["sample_id", "sample_index", "category", "status", "input", "gold"],
     ).sort_by("sample_index")
     rows = []
     for batch in samples.to_batches(max_chunksize=65_536):
         for sample in batch.to_pylist():
             gold = [(c["name"], c.get("args") or {}) for c in json.loads(sample.pop("gold"))]
             agent = calls.get(sample["sample_id"], [])
-            rows.append({**sample, **score_sample(agent, gold, tool_params, rel_tol, abs_tol)})
+            numbers = score_sample(agent, gold, tool_params, rel_tol, abs_tol)
+            rows.append({**sample, **numbers, "agent": agent, "gold": gold})
     return rows, summarize(rows)
 
 
@@ -219,6 +224,32 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def write_dashboard(
+    rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any], run_id: str, path: Path
+) -> None:
+    """The dashboard file: every sample whose names differ from gold (tp < 1) or with an
+    invalid or missing argument, its input, its calls and the gold calls."""
+
+    def calls(made: Sequence[Call]) -> dict[str, list[Any]]:
+        return {
+            "tool_call_names": [name for name, _ in made],
+            "tool_call_args": [args for _, args in made],
+        }
+
+    doc = {
+        "benchmark_name": "Tool Call Benchmark",
+        "run_id": run_id,
+        "results": {key: summary[key] for key in ("tsa", "ahr", "tp")},
+        "samples": [
+            {"input": r["input"], "output": calls(r["agent"]), "target": calls(r["gold"])}
+            for r in rows
+            if r["tp"] < 1.0 or r["args_invalid"] > 0 or r["args_missing"] > 0
+        ],
+    }
+    with path.open("w", encoding="utf-8") as out:
+        json.dump(doc, out, ensure_ascii=False)
+
+
 def write_scores(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """The per-sample scores as Parquet, columns as ``scores.parquet`` names them."""
     pq.write_table(pa.Table.from_pylist([{k: r[k] for k in SCORE_COLUMNS} for r in rows]), path)
@@ -233,13 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rel-tol", type=float, default=REL_TOL)
     parser.add_argument("--abs-tol", type=float, default=ABS_TOL)
     parser.add_argument("--scores-out", type=Path, help="write the per-sample scores here")
+    parser.add_argument("--dashboard-out", type=Path, help="write the dashboard file here")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     rows, summary = score_run_dir(args.store / args.run_id, args.rel_tol, args.abs_tol)
     seconds = time.perf_counter() - t0
+    report = {**summary, "seconds_in_process": round(seconds, 3)}
+    if args.dashboard_out:  # timed on its own: the benchmark compares with and without it
+        t0 = time.perf_counter()
+        write_dashboard(rows, summary, args.run_id, args.dashboard_out)
+        report["dashboard_seconds"] = round(time.perf_counter() - t0, 3)
     if args.scores_out:
         write_scores(rows, args.scores_out)
-    print(json.dumps({**summary, "seconds_in_process": round(seconds, 3)}))
+    print(json.dumps(report))
     return 0
 
 

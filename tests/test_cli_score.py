@@ -292,6 +292,21 @@ def test_dashboard_pairs_each_input_with_its_calls_in_any_file_order(sim_copy, s
         assert sample["target"]["tool_call_args"] == [c["args"] for c in gold]
 
 
+def test_dashboard_file_lists_what_the_reference_loop_lists(sim_copy, tmp_path):
+    """The same samples, inputs and calls as the benchmark's reference loop (bench/), which
+    json.dumps Python objects and shares no code with tcbreplay."""
+    from bench.reference import main as reference
+
+    root, run_id = sim_copy
+    mine = json.loads(Path(score_json(root, run_id)["dashboard_file"]).read_text())
+    board = tmp_path / "reference.json"
+    assert reference([run_id, "--store", str(root), "--dashboard-out", str(board)]) == 0
+    theirs = json.loads(board.read_text())
+    assert 0 < len(theirs["samples"]) < 94
+    assert mine["samples"] == theirs["samples"]
+    assert mine["results"] == pytest.approx(theirs["results"], rel=1e-12)
+
+
 def test_dashboard_none_writes_no_file(sim_copy):
     root, run_id = sim_copy
     summary = score_json(root, run_id, "--dashboard", "none")
