@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from tcbreplay.kernels.compiled import inline, jit, load_u64, store_u64
+from tcbreplay.kernels.compiled import (
+    BACKSLASHES,
+    HIGHS,
+    ONES,
+    QUOTES,
+    inline,
+    jit,
+    load_u64,
+    store_u64,
+)
 
 _QUOTE, _BACKSLASH, _SPACE = 34, 92, 32
-_ONES = np.uint64(0x0101010101010101)
-_HIGHS = np.uint64(0x8080808080808080)
 _SPACES = np.uint64(0x2020202020202020)
-_QUOTES = np.uint64(0x2222222222222222)
-_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 # the pieces between the values of a sample, and between samples
 _INPUT = np.frombuffer(b'{"input":', dtype=np.uint8)
@@ -52,10 +57,10 @@ def _plain(word):
     """Whether none of the 8 bytes of ``word`` is escaped in a JSON string (a quote, a
     backslash, a control character): the bit tricks' tests for a byte of each kind are
     exact for whether the word holds one."""
-    quote = word ^ _QUOTES
-    slash = word ^ _BACKSLASHES
-    hits = (quote - _ONES) & ~quote | (slash - _ONES) & ~slash | (word - _SPACES) & ~word
-    return hits & _HIGHS == 0
+    quote = word ^ QUOTES
+    slash = word ^ BACKSLASHES
+    hits = (quote - ONES) & ~quote | (slash - ONES) & ~slash | (word - _SPACES) & ~word
+    return hits & HIGHS == 0
 
 
 @inline

@@ -20,17 +20,11 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from tcbreplay.kernels import NAME_ESCAPED, NAME_NONE, NAME_TEXT, NAME_VALUE
-from tcbreplay.kernels.compiled import jit, load_u64
+from tcbreplay.kernels.compiled import BACKSLASHES, HIGHS, ONES, QUOTES, jit, load_u64
 from tcbreplay.kernels.jsontext import skip_space, skip_string, skip_value
 
 _QUOTE, _BACKSLASH, _COMMA = 34, 92, 44
 _OPEN_OBJECT, _CLOSE_OBJECT, _OPEN_LIST, _CLOSE_LIST = 123, 125, 91, 93
-
-
-_ONES = np.uint64(0x0101010101010101)
-_HIGHS = np.uint64(0x8080808080808080)
-_QUOTES = np.uint64(0x2222222222222222)
-_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 
 @jit
@@ -42,9 +36,9 @@ def _skip_string(data: np.ndarray, p: int, end: int) -> int:
     p += 1
     while p + 8 <= end:
         word = load_u64(base + p)
-        quote = word ^ _QUOTES
-        slash = word ^ _BACKSLASHES
-        hits = ((quote - _ONES) & ~quote | (slash - _ONES) & ~slash) & _HIGHS
+        quote = word ^ QUOTES
+        slash = word ^ BACKSLASHES
+        hits = ((quote - ONES) & ~quote | (slash - ONES) & ~slash) & HIGHS
         if hits == 0:
             p += 8
             continue

@@ -21,6 +21,14 @@ from numba.extending import intrinsic
 jit = numba.njit(cache=True, nogil=True)
 inline = numba.njit(cache=True, nogil=True, inline="always")
 
+# eight bytes at once (see load_u64): a word's bytes equal to ``b`` are the zero bytes of
+# ``word ^ (ONES * b)``, and ``(x - ONES) & ~x & HIGHS`` is not zero exactly when ``x`` has
+# a zero byte
+ONES = np.uint64(0x0101010101010101)
+HIGHS = np.uint64(0x8080808080808080)
+QUOTES = np.uint64(0x2222222222222222)
+BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+
 
 @intrinsic
 def _pointer(typingctx, address, dtype):  # type: ignore[no-untyped-def]
