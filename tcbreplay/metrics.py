@@ -38,7 +38,7 @@ def values_equal(
     if isinstance(a, int) and isinstance(b, int):
         return a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+        return math.isclose(_as_float(a), _as_float(b), rel_tol=rel_tol, abs_tol=abs_tol)
     if isinstance(a, str) or isinstance(b, str):
         return isinstance(a, str) and isinstance(b, str) and a == b
     if a is None or b is None:
@@ -50,6 +50,15 @@ def values_equal(
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(values_equal(a[k], b[k], rel_tol, abs_tol) for k in a)
     return False
+
+
+def _as_float(x: int | float) -> float:
+    """``x`` as a float; an integer beyond the float range as infinity of its sign, as the
+    compiled scorer reads it."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
 
 
 def align_one_pairs(

@@ -35,7 +35,7 @@ def values_equal(a: Any, b: Any, rel_tol: float = REL_TOL, abs_tol: float = ABS_
     if a_num and b_num:
         if type(a) is int and type(b) is int:
             return a == b
-        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+        return math.isclose(_float(a), _float(b), rel_tol=rel_tol, abs_tol=abs_tol)
     if type(a) is str and type(b) is str:
         return a == b
     if a is None and b is None:
@@ -49,6 +49,13 @@ def values_equal(a: Any, b: Any, rel_tol: float = REL_TOL, abs_tol: float = ABS_
             return False
         return all(values_equal(a[k], b[k], rel_tol, abs_tol) for k in a)
     return False
+
+
+def _float(x: int | float) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an integer beyond the float range
+        return math.inf if x > 0 else -math.inf
 
 
 def levenshtein(x: Sequence[str], y: Sequence[str]) -> int:

@@ -632,6 +632,31 @@ def test_non_finite_top_level_values(gold, agent):
     assert rows[0]["args_invalid"] == expected  # top level: decided by the SQL macro
 
 
+@pytest.mark.parametrize(
+    ("gold", "agent", "invalid"),
+    [
+        (10**400, math.inf, 0),  # beyond the float range: infinity of its sign
+        (10**400, 1.5, 1),
+        (-(10**400), -math.inf, 0),
+        (-(10**400), math.inf, 1),
+        (10**400, 10**400 + 1, 1),  # two integers: compared exactly
+    ],
+    ids=["big-inf", "big-float", "-big--inf", "-big-inf", "big-big"],
+)
+def test_an_integer_beyond_the_float_range(gold, agent, invalid):
+    """An integer too large for a float, against a float, reads as infinity of its sign at the
+    top level of the arguments (the compiled scorer) and inside a list (Python) alike."""
+    case = {"gold": [["convert", {"amount": gold}]], "turns": [[["convert", {"amount": agent}]]]}
+    nested = {
+        "gold": [["convert", {"amount": [gold]}]],
+        "turns": [[["convert", {"amount": [agent]}]]],
+    }
+    assert values_equal(gold, agent) is (invalid == 0)
+    assert ref.values_equal(gold, agent) is (invalid == 0)
+    rows = score([case, nested]).rows(named=True)
+    assert [row["args_invalid"] for row in rows] == [invalid, invalid]
+
+
 @pytest.mark.parametrize("parts", [1, 2])
 def test_repeated_argument_key_is_a_clear_error(parts):
     """An arguments object repeating a key (no writer of tcbreplay stores one) is refused with
