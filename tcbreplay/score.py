@@ -9,6 +9,7 @@ evaluator, see :mod:`tcbreplay.abet`).
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 import warnings
@@ -53,8 +54,9 @@ class ScoreOptions:
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
             raise InputError(f"--scorer {self.scorer!r}: choose one of {', '.join(SCORERS)}")
-        if self.rel_tol < 0 or self.abs_tol < 0:
-            raise InputError("--rel-tol and --abs-tol must not be negative")
+        for option, value in (("--rel-tol", self.rel_tol), ("--abs-tol", self.abs_tol)):
+            if not math.isfinite(value) or value < 0:
+                raise InputError(f"{option} {value}: must be a finite number, not negative")
 
     @property
     def scoring(self) -> str:

@@ -372,12 +372,17 @@ def test_invalid_run_id(tmp_path, run_id):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_negative_tolerance_is_refused(sim_copy):
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--rel-tol", "-1"), ("--abs-tol", "-1e-9"), ("--abs-tol", "nan"), ("--rel-tol", "inf")],
+)
+def test_a_negative_or_non_finite_tolerance_is_refused(sim_copy, option, value):
+    """(a NaN or infinite tolerance would also write a summary.json that is not JSON)"""
     root, run_id = sim_copy
     before = snapshot(root)
-    result = cli("score", run_id, "--store", str(root), "--rel-tol", "-1")
+    result = cli("score", run_id, "--store", str(root), option, value)
     assert result.exit_code == 2
-    assert result.stderr.startswith("Error: --rel-tol and --abs-tol must not be negative")
+    assert result.stderr.startswith(f"Error: {option} {float(value)}: must be a finite number")
     assert snapshot(root) == before
 
 
