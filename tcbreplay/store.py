@@ -392,6 +392,15 @@ def read_manifest(path: Path) -> dict[str, Any]:
         isinstance(spec, dict) and isinstance(spec.get("name"), str) for spec in specs
     ):
         raise StoreError(f"{where}: tools.specs is not a list of tool specs, each with a name")
+    for spec in specs:  # scoring and the tools view read each tool's parameter properties
+        field, value = "parameters", spec.get("parameters")
+        if isinstance(value, dict):
+            field, value = "parameters.properties", value.get("properties")
+        if not isinstance(value, dict | None):
+            raise StoreError(
+                f"{where}: tools.specs: tool {spec['name']!r}: {field} is {_json_type(value)}, "
+                "not an object"
+            )
     return manifest
 
 

@@ -166,6 +166,12 @@ def test_empty_store(tmp_path):
     assert "0 rows" in sql(root, "select * from scores", "table").stdout
 
 
+def _edit_manifest(run, edit):
+    manifest = json.loads((run / "manifest.json").read_text())
+    edit(manifest)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.mark.parametrize(
     ("damage", "complaint"),
     [
@@ -174,6 +180,8 @@ def test_empty_store(tmp_path):
          "schema_version 99"),
         (lambda run: (run / "messages.parquet").write_bytes(b"PAR1 cut short"),
          "messages.parquet: not a readable Parquet file"),
+        (lambda run: _edit_manifest(run, lambda m: m["tools"]["specs"][0].update(parameters=7)),
+         "manifest.json: tools.specs: tool "),
     ],
 )  # fmt: skip
 def test_a_broken_run_is_left_out_with_a_warning(populated, damage, complaint):

@@ -447,6 +447,10 @@ def test_unreadable_manifest_raises_store_error(store):
         (lambda m: {**m, "tools": {"specs": {"a": 1}}}, "tools.specs is not a list of tool specs"),
         (lambda m: {**m, "tools": {"specs": [{"description": "no name"}]}},
          "tools.specs is not a list of tool specs, each with a name"),
+        (lambda m: {**m, "tools": {"specs": [{"name": "add", "parameters": 7}]}},
+         "tools.specs: tool 'add': parameters is a number, not an object"),
+        (lambda m: {**m, "tools": {"specs": [{"name": "add", "parameters": {"properties": []}}]}},
+         "tools.specs: tool 'add': parameters.properties is a list, not an object"),
     ],
 )  # fmt: skip
 def test_a_manifest_of_the_wrong_shape_is_named(store, change, complaint):
