@@ -267,6 +267,17 @@ def compute_scores(
     core), scored a worker per core, each on its own cursor: every number is per sample, so
     the parts join into exactly the one-part result.
     """
+    scored = _scored(con, specs, options, parts)
+    ids = scored.scores["sample_id"]
+    if ids.n_unique() != len(ids):  # stored scores, audits and comparisons key on it
+        repeated = ids.filter(ids.is_duplicated())[0]
+        raise StoreError(f"samples.parquet: sample_id {repeated!r} names more than one sample")
+    return scored
+
+
+def _scored(
+    con: Any, specs: list[dict[str, Any]], options: ScoreOptions, parts: int | None
+) -> Scored:
     if options.scorer == "abet":
         return _abet_scores(translate.load_calls(con, translate.split_samples(con, 1)[0]))
     _load_kernels()

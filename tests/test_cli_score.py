@@ -133,6 +133,32 @@ def test_a_run_file_not_in_the_store_format_is_one_line(sim_copy, damage):
     assert snapshot(root) == before
 
 
+@pytest.mark.parametrize("column", ["sample_id", "sample_index"])
+@pytest.mark.parametrize("scorer", ["spec", "abet"])
+def test_a_sample_id_or_index_held_twice_is_one_line(sim_copy, column, scorer):
+    """Stored scores, audits and comparisons key on both: a samples.parquet edited so that
+    two samples share one is refused, not scored."""
+    root, run_id = sim_copy
+    path = root / run_id / "samples.parquet"
+    table = pq.read_table(path)
+    values = table[column].to_pylist()
+    values[3] = values[0]
+    at = table.schema.get_field_index(column)
+    pq.write_table(
+        table.set_column(at, table.field(at), pa.array(values, table[column].type)), path
+    )
+    expected = {
+        "sample_id": f"samples.parquet: sample_id {values[0]!r} names more than one sample",
+        "sample_index": "samples.parquet: sample_index values are not unique",
+    }[column]
+    before = snapshot(root)
+    result = cli("score", run_id, "--store", str(root), "--scorer", scorer)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == f"Error: {expected}"
+    assert "Traceback" not in result.output
+    assert snapshot(root) == before
+
+
 # ---------------------------------------------------------------- offline and repeatable
 
 
