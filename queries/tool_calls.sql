@@ -34,7 +34,7 @@ select
     run_id,
     sample_id,
     (first_index + unnest(range(len(calls))))::integer as call_index,
-    unnest(calls).name as name,
+    coalesce(unnest(calls).name, '') as name,
     coalesce(unnest(calls).args, '{}'::json) as args,
     unnest(calls).id as call_id,
     position
