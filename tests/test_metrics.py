@@ -675,6 +675,35 @@ def test_repeated_argument_key_is_a_clear_error(parts):
         score_tables(samples, messages, TOOLS, parts=parts)
 
 
+@pytest.mark.parametrize("args", ['"{\\"query\\": \\"x\\"}"', "[1, 2]", "7", "null"])
+def test_arguments_that_are_not_an_object_read_as_no_arguments(args):
+    """(as the README says; only a store written by hand holds them: LangChain refuses them)"""
+    case = {"gold": [("search", {"query": "x", "limit": 3})], "turns": [[("search", {"q": 1})]]}
+    samples, messages = build_tables([case])
+    edited = [m.replace('{"q": 1}', args) for m in messages["message"].to_pylist()]
+    assert edited != messages["message"].to_pylist()
+    messages = messages.set_column(
+        messages.schema.get_field_index("message"), "message", pa.array(edited)
+    )
+    (row,) = score_tables(samples, messages, TOOLS).rows(named=True)
+    assert (row["n_agent"], row["args_total"], row["args_missing"]) == (1, 0, 2)
+
+
+@pytest.mark.parametrize(("agent", "invalid"), [('{"k": 1, "k": 2}', 0), ('{"k": 2, "k": 1}', 1)])
+def test_a_key_repeated_inside_a_value_has_its_last_value(agent, invalid):
+    case = {"gold": [("search", {"query": {"k": 2}})], "turns": [[("search", {"query": 0})]]}
+    samples, messages = build_tables([case])
+    edited = [
+        m.replace('{"query": 0}', f'{{"query": {agent}}}') for m in messages["message"].to_pylist()
+    ]
+    assert edited != messages["message"].to_pylist()
+    messages = messages.set_column(
+        messages.schema.get_field_index("message"), "message", pa.array(edited)
+    )
+    (row,) = score_tables(samples, messages, TOOLS).rows(named=True)
+    assert (row["args_total"], row["args_invalid"]) == (1, invalid)
+
+
 def test_what_the_kernel_leaves_to_python_equals_reference():
     """Arguments objects of more than 64 keys, and lists or objects compared (equal ones in
     another order or with an int for a float, different ones, with a NaN inside), are judged
