@@ -462,9 +462,9 @@ def check_read_only(sql: str) -> list[str]:
 
 
 def _explains_a_query(text: str) -> bool:
-    """EXPLAIN of a query is fine; EXPLAIN ANALYZE runs what it explains, so it is not."""
+    """EXPLAIN (ANALYZE) of one query; ANALYZE runs what it explains, so nothing else."""
     match = re.match(r"\s*explain\s+(analyze\s+)?(.*)", text, re.IGNORECASE | re.DOTALL)
-    if match is None or match.group(1):
+    if match is None:
         return False
     try:
         inner = duckdb.extract_statements(match.group(2))

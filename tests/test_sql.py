@@ -290,6 +290,7 @@ ALLOWED = [
     "describe tool_calls",
     "summarize scores",
     "explain select * from tool_calls",
+    "EXPLAIN ANALYZE select count(*) from tool_calls",
     "SELECT name FROM tool_calls; SELECT 2",
 ]
 
