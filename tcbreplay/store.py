@@ -158,7 +158,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        return str(self.manifest.get("status", "unknown"))
+        return str(self.manifest["status"])
 
     def resume_command(self) -> str:
         """The command that finishes recording this run (naming its store unless default)."""
@@ -383,6 +383,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise StoreError(
             f"{where}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
         )
+    if "status" not in manifest:  # every writer sets it first: recording, then how it ended
+        raise StoreError(f"{where}: no status")
     for key, kind in _MANIFEST_FIELDS.items():
         value = manifest.get(key)
         if value is not None and not isinstance(value, kind):

@@ -442,6 +442,7 @@ def test_unreadable_manifest_raises_store_error(store):
     [
         (lambda m: [m], "not a manifest: a list, not an object"),
         (lambda m: {**m, "status": 5}, "status is a number, not a string"),
+        (lambda m: {k: v for k, v in m.items() if k != "status"}, "no status"),
         (lambda m: {**m, "model": "sim"}, "model is a string, not an object"),
         (lambda m: {**m, "totals": [1]}, "totals is a list, not an object"),
         (lambda m: {**m, "tools": {"specs": {"a": 1}}}, "tools.specs is not a list of tool specs"),
