@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tcbreplay.dataset import Dataset
+from tcbreplay.dataset import Dataset, lone_surrogate
 from tcbreplay.errors import TraceError
 
 Call = tuple[str, Any]
@@ -32,7 +32,8 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
     """Every dataset sample's agent calls from a dashboard file (left-out samples: the target)."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
+        text = path.read_text()
+        doc = json.loads(text)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path.name}: cannot read dashboard file: {exc}") from exc
     listed = doc.get("samples") if isinstance(doc, dict) else None
@@ -42,14 +43,27 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
     for sample in dataset.samples:
         by_input.setdefault(sample.input, []).append(sample.sample_id)
     calls = {s.sample_id: [(c.name, c.args) for c in s.target] for s in dataset.samples}
+    seen: dict[str, int] = {}
     for k, item in enumerate(listed):
         place = f"{path.name}: samples[{k}]"
         if not isinstance(item, dict) or not isinstance(item.get("input"), str):
             raise TraceError(f"{place}: expected an object with input and output")
+        surrogate = lone_surrogate(item, text)
+        if surrogate:
+            raise TraceError(
+                f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode"
+            )
         ids = by_input.get(item["input"], [])
         if len(ids) != 1:
             problem = "matches no dataset entry" if not ids else "matches several dataset entries"
             raise TraceError(f"{place}: input {item['input'][:60]!r} {problem}")
+        if ids[0] in seen:  # the last would silently win
+            first = seen[ids[0]]
+            raise TraceError(
+                f"{place}: input {item['input'][:60]!r} appears twice (also samples[{first}])",
+                hint="list each sample once",
+            )
+        seen[ids[0]] = k
         output = item.get("output")
         names = output.get("tool_call_names") if isinstance(output, dict) else None
         args = output.get("tool_call_args") if isinstance(output, dict) else None

@@ -7,12 +7,15 @@ Three shapes of gold calls are accepted per entry:
 - ``{"target": {"tool_call_names": [...], "tool_call_args": [...]}}``.
 
 ``id`` is optional (default: the entry's zero-based position); ``category`` is optional.
+An entry gives its gold calls one way: ``target`` together with ``tool_call_names`` or
+``tool_call_args`` is refused as ambiguous.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -121,9 +124,13 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-        return raw, [f"entry {i}" for i in range(len(raw))]
+        where = [f"entry {i}" for i in range(len(raw))]
+        _refuse_lone_surrogates(raw, where, text, label)
+        return raw, where
     raw, where = [], []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
+    # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -134,7 +141,19 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
                 hint="a dataset is a JSON array or one JSON object per line",
             ) from exc
         where.append(f"line {lineno}")
+    _refuse_lone_surrogates(raw, where, text, label)
     return raw, where
+
+
+def _refuse_lone_surrogates(raw: list[Any], where: list[str], text: str, label: str) -> None:
+    if not _SURROGATE_ESCAPE.search(text):
+        return
+    for entry, place in zip(raw, where, strict=True):
+        surrogate = lone_surrogate(entry)
+        if surrogate:
+            raise DatasetError(
+                f"{label}: {place}: holds a lone surrogate {surrogate}, which is not valid Unicode"
+            )
 
 
 def parse_entries(
@@ -198,6 +217,11 @@ def _parse_entry(entry: Any, index: int) -> Sample:
 
 
 def _parse_target(entry: dict[str, Any]) -> tuple[GoldCall, ...]:
+    lists = [key for key in ("tool_call_names", "tool_call_args") if key in entry]
+    if "target" in entry and lists:
+        raise _EntryProblem(
+            f"gives both target and {' and '.join(lists)}: give the gold calls one way"
+        )
     if "target" in entry:
         target = entry["target"]
         if isinstance(target, list):
@@ -276,6 +300,25 @@ def _tool_problems(sample: Sample, params: Mapping[str, set[str]], label: str) -
                 f"{', '.join(map(repr, extra))}, which {call.name} does not take"
             )
     return problems
+
+
+# a lone surrogate gets into parsed JSON only through a \uXXXX escape (UTF-8 text cannot hold one)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(value: Any, text: str | None = None) -> str | None:
+    """Return the first lone surrogate in a JSON value as a ``\\uXXXX`` escape, or None;
+    ``text``, the JSON the value was read from, spares the check when it escapes none.
+
+    JSON may escape one (``"\\ud800"``) but UTF-8 cannot store it, so writing it would fail.
+    """
+    if text is not None and not _SURROGATE_ESCAPE.search(text):
+        return None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"\\u{ord(exc.object[exc.start]):04x}"
+    return None
 
 
 def _kind(value: Any) -> str:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tcbreplay import __version__
 from tcbreplay.benchmarks import BenchmarkInputs
-from tcbreplay.errors import TraceError
+from tcbreplay.dataset import lone_surrogate
+from tcbreplay.errors import InputError, RunLockedError, TraceError
 from tcbreplay.store import Store, utcnow
 
 
@@ -46,6 +48,8 @@ def import_traces(
     dashboard file of the original benchmark: samples it left out are taken to have
     output equal to their target, as the original saved only mismatches).
     """
+    if model is not None and lone_surrogate(model):
+        raise InputError(f"--model {model!r}: not valid UTF-8 text")
     path = Path(traces)
     try:
         data = path.read_bytes()
@@ -98,7 +102,16 @@ def import_traces(
             "sha256": hashlib.sha256(data).hexdigest(),
         },
     }
-    writer = store.create_run(manifest, inputs.dataset.entries())
+    run_dir = store.run_dir(run_id)
+    fresh = not run_dir.exists()
+    try:
+        writer = store.create_run(manifest, inputs.dataset.entries())
+    except (InputError, RunLockedError):
+        raise  # an existing run or another writer's: not ours to remove
+    except BaseException:
+        if fresh:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     try:
         for record in records:
             writer.append(record)
@@ -115,8 +128,12 @@ def import_traces(
                 "missing": len(records) - imported,
             },
         )
-    finally:
+    except BaseException:
+        # an import is all or nothing: a half-made run would block the same --run-id
         writer.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    writer.close()
     return ImportSummary(
         run_id=run_id,
         run_dir=str(writer.dir),
@@ -136,7 +153,9 @@ def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, di
     except UnicodeDecodeError as exc:
         raise TraceError(f"{label}: not UTF-8 text") from exc
     out: dict[str, dict[str, Any]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
+    # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         place = f"{label}: line {lineno}"
@@ -146,6 +165,11 @@ def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, di
             raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
         if not isinstance(obj, dict):
             raise TraceError(f"{place}: expected an object with sample_id and messages")
+        surrogate = lone_surrogate(obj, line)
+        if surrogate:
+            raise TraceError(
+                f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode"
+            )
         if "sample_id" not in obj:
             raise TraceError(f"{place}: missing sample_id")
         sid = obj["sample_id"]
@@ -175,6 +199,9 @@ def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, di
         status = obj.get("status", "ok")
         if status not in ("ok", "error"):
             raise TraceError(f"{place}: status must be 'ok' or 'error'")
+        for key in ("error", "error_type"):
+            if not isinstance(obj.get(key), (str, type(None))):
+                raise TraceError(f"{place}: {key} must be a string")
         out[sid] = {
             "status": status,
             "error": obj.get("error"),

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -110,6 +111,18 @@ def test_a_utf8_bom_and_blank_lines_are_accepted(tmp_path):
     assert [(s.id, s.input) for s in dataset.samples] == [(0, "héllo"), (1, "b")]
 
 
+def test_jsonl_lines_end_at_newline_only(tmp_path):
+    """U+2028, U+2029 and U+0085 inside a JSON string are text, not line ends."""
+    text = '{"input": "a\u2028b\u2029c\x85d", "target": []}\r\n{"input": "e", "target": []}\r\n'
+    dataset = load_dataset(write(tmp_path, "ds.jsonl", text))
+    assert [s.input for s in dataset.samples] == ["a\u2028b\u2029c\x85d", "e"]
+    bad = write(tmp_path, "bad.jsonl", '{"input": "a\u2028b", "target": []}\n{"input": 1}\n{oops\n')
+    with pytest.raises(DatasetError) as info:
+        load_dataset(bad)
+    assert problems(info) == ["bad.jsonl: line 3: not valid JSON: Expecting property name "
+                              "enclosed in double quotes"]  # fmt: skip
+
+
 def test_default_id_is_the_zero_based_position_among_entries(tmp_path):
     path = write(
         tmp_path, "ds.jsonl", '{"input": "a", "target": []}\n\n\n{"input": "b", "target": []}\n'
@@ -212,6 +225,19 @@ def test_jsonl_problems_name_the_line():
         ({"input": "x", "target": [], "id": 1.5}, "id must be a string or an integer"),
         ({"input": "x", "target": [], "id": True}, "id must be a string or an integer"),
         ({"input": "x", "target": [], "category": 3}, "category must be a string"),
+        (
+            {"input": "x \ud800", "target": []},
+            "holds a lone surrogate \\ud800, which is not valid Unicode",
+        ),
+        ({"input": "x", "target": [{"name": "f", "args": {"\udfff": 1}}]}, "surrogate \\udfff"),
+        (
+            {"input": "x", "target": [], "tool_call_names": [], "tool_call_args": []},
+            "gives both target and tool_call_names and tool_call_args: give the gold calls one way",
+        ),
+        (
+            {"input": "x", "target": [{"name": "f"}], "tool_call_names": ["f"]},
+            "gives both target and tool_call_names:",
+        ),
     ],
 )
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
@@ -406,3 +432,26 @@ def test_any_shape_gives_the_same_normalised_entries(tmp_path, golds, shape):
         {"id": i, "input": f"q{i}", "target": [{"name": n, "args": a} for n, a in g]}
         for i, g in enumerate(golds)
     ]
+
+
+# ---------------------------------------------------------------- through the CLI
+
+
+@pytest.mark.parametrize("command", ["record", "import"])
+def test_a_lone_surrogate_is_refused_before_anything_is_written(tmp_path, command):
+    dataset = write(
+        tmp_path, "ds.jsonl", '{"input": "a", "target": []}\n{"input": "b \\ud800", "target": []}\n'
+    )
+    root = tmp_path / "traces"
+    if command == "record":
+        args = ["record", "--model", "sim:seed=1", "--dataset", dataset, "--run-id", "r"]
+    else:
+        traces = write(tmp_path, "traces.jsonl", '{"sample_id": 0, "messages": []}\n')
+        args = ["import", "--dataset", dataset, "--tools", DATA / "tools_shop.json",
+                "--traces", traces, "--run-id", "r"]  # fmt: skip
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "Error: ds.jsonl: line 2: holds a lone surrogate \\ud800, which is not valid Unicode"
+    ]
+    assert not root.exists()

@@ -24,7 +24,7 @@ from langchain_core.messages import (
 )
 
 from tcbreplay.benchmarks import load_inputs
-from tcbreplay.errors import TraceError
+from tcbreplay.errors import InputError, TraceError
 from tcbreplay.importer import import_traces
 from tcbreplay.store import Store
 
@@ -274,6 +274,8 @@ def msgs_ok() -> list:
     return messages_to_dict([HumanMessage("hi"), AIMessage("hello")])
 
 
+ERROR_LINE = {"sample_id": "catalog-then-multiply", "messages": [], "status": "error"}
+
 BAD_LINES = {
     "not-json": (["{not json"], "line 1: not valid JSON"),
     "not-an-object": ([[1, 2]], "line 1: expected an object with sample_id and messages"),
@@ -324,6 +326,20 @@ BAD_LINES = {
         [{"sample_id": "0", "messages": [], "status": "done"}],
         "line 1: status must be 'ok' or 'error'",
     ),
+    "error-an-object": (
+        [{"sample_id": "0", "messages": msgs_ok()}, {**ERROR_LINE, "error": {"x": 1}}],
+        "line 2: error must be a string",
+    ),
+    "error-a-number": ([{**ERROR_LINE, "error": 42}], "line 1: error must be a string"),
+    "error-type-a-list": ([{**ERROR_LINE, "error_type": ["X"]}], "line 1: error_type must be"),
+    "lone-surrogate-in-a-message": (
+        [{"sample_id": "0", "messages": messages_to_dict([HumanMessage("hi \ud800")])}],
+        "line 1: holds a lone surrogate \\ud800, which is not valid Unicode",
+    ),
+    "lone-surrogate-in-the-error": (
+        [{**ERROR_LINE, "error": "\udc80"}],
+        "line 1: holds a lone surrogate \\udc80",
+    ),
     "empty-file": ([], "no traces in the file"),
 }
 
@@ -347,6 +363,67 @@ def test_bad_lines_are_refused_and_nothing_is_stored(tmp_path, store, case):
     assert fragment in errors[0]
     assert snapshot(store.root) == before
     assert [p.name for p in store.root.iterdir()] == ["before"]
+
+
+def test_line_separators_inside_strings_do_not_split_lines(tmp_path, store):
+    """JSON Lines end at "\\n" (or "\\r\\n") only: U+2028, U+2029 and U+0085 are text."""
+    text = "a\u2028b\u2029c\x85d"
+    line = {"sample_id": "0", "messages": messages_to_dict([HumanMessage(text)])}
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(json.dumps(line, ensure_ascii=False) + "\r\n", encoding="utf-8")
+    result = do_import(store, traces)
+    assert result.exit_code == 0, result.output
+    (row,) = pq.read_table(store.run_dir("imp") / "messages.parquet").to_pylist()
+    assert json.loads(row["message"])["data"]["content"] == text
+    # a bad line after such a line is named by its own number
+    bad = tmp_path / "traces_bad.jsonl"
+    bad.write_text(json.dumps(line, ensure_ascii=False) + "\n{oops\n", encoding="utf-8")
+    result = do_import(store, bad, run_id="imp2")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: traces_bad.jsonl: line 2: not valid JSON")
+
+
+def test_a_model_label_that_is_not_utf8_is_refused(tmp_path, store):
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    inputs = load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False)
+    # how a non-UTF-8 byte of a command line reaches Python
+    with pytest.raises(InputError, match=r"^--model 'x\\udcff': not valid UTF-8"):
+        import_traces(inputs, traces, store, "lib", model="x\udcff")
+    assert not store.root.exists()
+
+
+@pytest.mark.parametrize("step", ["dataset", "fold"])
+def test_a_failed_import_leaves_no_run_behind(tmp_path, store, monkeypatch, step):
+    import tcbreplay.store
+
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    assert do_import(store, traces, run_id="before").exit_code == 0
+    before = snapshot(store.root)
+    inputs = load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False)
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    if step == "dataset":  # inside create_run, after it made the folder and took the lock
+        monkeypatch.setattr(tcbreplay.store, "write_jsonl_atomic", fail)
+    else:  # after the manifest and the journal are written
+        monkeypatch.setattr(tcbreplay.store.RunWriter, "fold", fail)
+    with pytest.raises(OSError, match="No space left"):
+        import_traces(inputs, traces, store, "lib")
+    assert snapshot(store.root) == before
+    monkeypatch.undo()
+    # the same run id is free again
+    assert import_traces(inputs, traces, store, "lib").imported == 3
+
+
+def test_an_existing_run_is_not_removed_by_a_refused_import(tmp_path, store):
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    assert do_import(store, traces).exit_code == 0
+    before = snapshot(store.root)
+    result = do_import(store, traces)
+    assert result.exit_code == 2
+    assert "already exists" in result.stderr
+    assert snapshot(store.root) == before
 
 
 def test_missing_traces_file(tmp_path, store):
@@ -423,3 +500,40 @@ def test_importing_a_recorded_run_scores_identically(sim_run, tmp_path):
         assert dashboards[0]["samples"] == dashboards[1]["samples"]
         assert dashboards[0]["results"] == dashboards[1]["results"]
         assert not math.isnan(dashboards[1]["results"]["tp"])
+
+
+# ---------------------------------------------------------------- --format abet-evaluation
+
+
+def test_dashboard_file_listing_an_input_twice_is_refused(tmp_path, store):
+    # the JSONL import refuses a sample_id given twice; a dashboard file names samples by input
+    listed = [
+        {"input": "Hello!", "output": {"tool_call_names": [], "tool_call_args": []}},
+        {"input": "What is 2 plus 3?", "output": {"tool_call_names": [], "tool_call_args": []}},
+        {"input": "Hello!", "output": {"tool_call_names": ["list_items"], "tool_call_args": [{}]}},
+    ]
+    traces = tmp_path / "evaluation.json"
+    traces.write_text(json.dumps({"samples": listed}))
+    result = cli(
+        "import", "--format", "abet-evaluation", "--dataset", DATASET, "--tools", TOOLS_JSON,
+        "--traces", traces, "--run-id", "abet", "--store", store.root,
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        "Error: evaluation.json: samples[2]: input 'Hello!' appears twice (also samples[0])",
+        "Hint: list each sample once",
+    ]
+    assert not store.root.exists()
+
+
+def test_dashboard_file_with_a_lone_surrogate_is_refused(tmp_path, store):
+    output = {"tool_call_names": ["list_items"], "tool_call_args": [{"q": "\ud800"}]}
+    traces = tmp_path / "evaluation.json"
+    traces.write_text(json.dumps({"samples": [{"input": "Hello!", "output": output}]}))
+    inputs = load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False)
+    with pytest.raises(
+        TraceError, match=r"^evaluation\.json: samples\[0\]: holds a lone surrogate"
+    ):
+        import_traces(inputs, traces, store, "abet", fmt="abet-evaluation")
+    assert not store.root.exists()
