@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcbreplay.dataset import lone_surrogate
 from tcbreplay.errors import ToolSpecError
 
 _NO_DEFAULT = object()
@@ -110,6 +111,11 @@ def _from_json(path: Path) -> Toolset:
         items = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ToolSpecError(f"{path.name}: not valid JSON: {exc}") from exc
+    surrogate = lone_surrogate(items)
+    if surrogate:
+        raise ToolSpecError(
+            f"{path.name}: holds a lone surrogate {surrogate}, which is not valid Unicode"
+        )
     if isinstance(items, dict) and "tools" in items:
         items = items["tools"]
     if not isinstance(items, list):

@@ -322,6 +322,10 @@ def test_json_object_with_a_tools_key(tmp_path):
             "tools.json: tool 0 (a): parameters.properties must map names to JSON schemas",
         ),
         ([{"name": "a"}, {"name": "a"}], "tools.json: two tools are named 'a'"),
+        (
+            '[{"name": "a", "description": "x \\ud800"}]',
+            "tools.json: holds a lone surrogate \\ud800, which is not valid Unicode",
+        ),
     ],
 )
 def test_bad_json_schemas(tmp_path, content, expected):
