@@ -239,16 +239,24 @@ class Store:
         """
         run_id = validate_run_id(manifest["run_id"])
         path = self.root / run_id
+        exists = InputError(
+            f"run {run_id!r} already exists in {self.root}", hint="choose another --run-id"
+        )
         if (path / MANIFEST).exists():
-            raise InputError(
-                f"run {run_id!r} already exists in {self.root}",
-                hint="choose another --run-id",
-            )
+            raise exists
         path.mkdir(parents=True, exist_ok=True)
         writer = RunWriter(path)
-        if dataset is not None:
-            write_jsonl_atomic(path / DATASET, dataset)
-        writer.write_manifest({**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"})
+        try:
+            if (path / MANIFEST).exists():  # made by another writer since the look above
+                raise exists
+            if dataset is not None:
+                write_jsonl_atomic(path / DATASET, dataset)
+            writer.write_manifest(
+                {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
+            )
+        except BaseException:
+            writer.close()
+            raise
         return writer
 
     def delete_run(self, run_id: str) -> None:

@@ -548,3 +548,36 @@ def test_resume_hints_name_a_store_that_is_not_the_default(tmp_path):
         Run(tmp_path / "my store" / "r1").resume_command()
         == f"tcbreplay record --resume r1 --store '{tmp_path / 'my store'}'"
     )
+
+
+def test_create_run_releases_the_run_when_it_fails(store, monkeypatch):
+    """A failure while the run's first files are written leaves no lock held on it."""
+    import tcbreplay.store
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tcbreplay.store, "write_jsonl_atomic", full)
+    with pytest.raises(OSError, match="No space left"):
+        store.create_run({"run_id": RUN}, dataset=[{"input": "x"}])
+    monkeypatch.undo()
+    RunWriter(store.run_dir(RUN)).close()  # the lock is free: no RunLockedError
+
+
+def test_create_run_refuses_a_run_made_meanwhile_by_another_writer(store, monkeypatch):
+    """Between the look for the run and taking its lock, another writer may finish making
+    it: the run is not taken over."""
+    new_run(store, "other").close()
+    made = (store.run_dir("other") / MANIFEST).read_text()
+    locked = RunWriter.__init__
+
+    def meanwhile(self, path):
+        (path / MANIFEST).write_text(made)
+        locked(self, path)
+
+    monkeypatch.setattr(RunWriter, "__init__", meanwhile)
+    with pytest.raises(InputError, match=f"run {RUN!r} already exists"):
+        new_run(store)
+    monkeypatch.undo()
+    assert (store.run_dir(RUN) / MANIFEST).read_text() == made
+    RunWriter(store.run_dir(RUN)).close()
