@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shlex
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tcbreplay import __version__
-from tcbreplay.errors import InputError
+from tcbreplay.errors import InputError, StoreError, first_line
 from tcbreplay.sql import queries_dir
-from tcbreplay.store import MANIFEST, MESSAGES, SAMPLES, SCORES, Run, Store
+from tcbreplay.store import DEFAULT_STORE, MANIFEST, MESSAGES, SAMPLES, SCORES, Run, Store
+
+if TYPE_CHECKING:
+    from tcbreplay.score import ScoreOptions
 
 AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)
 SCORING_QUERIES = (
@@ -32,6 +39,7 @@ SUMMARY_FIELDS = (
     "args_missing", "n_errors",
 )  # fmt: skip
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def sha256_file(path: Path) -> str:
@@ -55,9 +63,15 @@ def current_sha256(run: Run, name: str) -> str:
     written, while its size and modification time are unchanged; else hashed now."""
     path = run.dir / name
     known = (run.manifest.get("files") or {}).get(name) or {}
+    where = f"{run.dir / MANIFEST}: files: {name}"
+    if not isinstance(known, dict):
+        raise StoreError(f"{where}: {known!r} is not an object (sha256, size, mtime_ns)")
     stat = path.stat()
     if known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
-        return known["sha256"]
+        digest = known.get("sha256")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise StoreError(f"{where}: sha256 {digest!r} is not a sha256 in hex")
+        return digest
     return sha256_file(path)
 
 
@@ -73,15 +87,21 @@ class PendingAudit:
         self.run = run
         self.options = options
         self.hashes: dict[str, str] = {}
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._hash, daemon=True)
         self._thread.start()
 
     def _hash(self) -> None:
-        for name in AUDITED_FILES:
-            self.hashes[name] = current_sha256(self.run, name)
+        try:
+            for name in AUDITED_FILES:
+                self.hashes[name] = current_sha256(self.run, name)
+        except BaseException as exc:  # raised by finish(), in the thread that can report it
+            self._error = exc
 
     def finish(self, scores: pl.DataFrame | None = None) -> dict[str, Any]:
         self._thread.join()
+        if self._error is not None:
+            raise self._error
         options_text = json.dumps(self.options, sort_keys=True)
         return {
             "toolkit_version": __version__,
@@ -95,6 +115,72 @@ class PendingAudit:
 def audit_record(run: Run, options: dict[str, Any]) -> PendingAudit:
     """Start hashing the run's inputs; ``finish()`` returns the audit record."""
     return PendingAudit(run, options)
+
+
+def rescore_hint(run: Run, scoring: str) -> str | None:
+    """The command that writes the run's scoring folder ``scoring`` again."""
+    from tcbreplay.score import ScoreOptions
+
+    options = ScoreOptions.from_scoring(scoring)
+    if options is None:
+        return None
+    flags = ""
+    if options.scorer == "abet":
+        flags = " --scorer abet"
+    elif scoring != "spec":
+        flags = f" --rel-tol {options.rel_tol:g} --abs-tol {options.abs_tol:g}"
+    store = run.dir.parent
+    where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
+    return f"score it again: tcbreplay score {shlex.quote(run.run_id)}{flags}{where}"
+
+
+def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
+    """A stored scoring's summary.json and the options it was scored with, checked for the
+    shape its readers rely on."""
+    from tcbreplay.score import ScoreOptions
+
+    path = folder / "summary.json"
+    hint = rescore_hint(run, folder.name)
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+        raise StoreError(f"{path}: unreadable summary ({first_line(exc)})", hint=hint) from exc
+    if not isinstance(summary, dict):
+        raise StoreError(f"{path}: not a scoring summary (not a JSON object)", hint=hint)
+    for key in ("options", "audit"):
+        if summary.get(key) is not None and not isinstance(summary[key], dict):
+            raise StoreError(f"{path}: {key} is not an object", hint=hint)
+    hashes = (summary.get("audit") or {}).get("inputs_sha256")
+    if hashes is not None and not (
+        isinstance(hashes, dict)
+        and all(name in AUDITED_FILES and isinstance(v, str) for name, v in hashes.items())
+    ):
+        raise StoreError(
+            f"{path}: audit.inputs_sha256 is not the sha256 of {', '.join(AUDITED_FILES)}",
+            hint=hint,
+        )
+    try:
+        options = ScoreOptions.from_dict(summary.get("options") or {})
+    except (InputError, TypeError) as exc:
+        raise StoreError(f"{path}: options: {first_line(exc)}", hint=hint) from exc
+    return summary, options
+
+
+def read_scoring_file(run: Run, path: Path, columns: list[str]) -> pl.DataFrame:
+    """A stored scoring's Parquet file (scores or pairs), with at least ``columns``."""
+    hint = rescore_hint(run, path.parent.name)
+    try:
+        # read by Arrow, which reports a corrupt file where Polars may panic
+        frame = pl.from_arrow(pq.read_table(path))
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise StoreError(
+            f"{path}: not a readable Parquet file ({first_line(exc)})", hint=hint
+        ) from exc
+    assert isinstance(frame, pl.DataFrame)
+    missing = [name for name in columns if name not in frame.columns]
+    if missing:
+        raise StoreError(f"{path}: no column {', '.join(missing)}", hint=hint)
+    return frame
 
 
 @dataclass
@@ -135,7 +221,7 @@ class AuditReport:
 
 def verify_run(store: Store, run_id: str, scoring: str | None = None) -> AuditReport:
     """Re-score the run from its raw traces and compare with every stored scoring."""
-    from tcbreplay.score import ScoreOptions, score_run
+    from tcbreplay.score import score_run
 
     run = store.open_run(run_id)
     folders = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
@@ -147,29 +233,41 @@ def verify_run(store: Store, run_id: str, scoring: str | None = None) -> AuditRe
             f"run {run_id!r} has no {what} to verify", hint=f"score it: tcbreplay score {run_id}"
         )
     report = AuditReport(run_id=run.run_id, scorings=[f.name for f in folders])
+    digests = {name: _hash_now(run.dir / name) for name in AUDITED_FILES}
     for folder in folders:
-        stored_summary = json.loads((folder / "summary.json").read_text())
+        stored_summary, options = read_summary(run, folder)
         audit = stored_summary.get("audit")
         if not audit:
             report.differences.append(
                 Difference(folder.name, None, "audit", None, "the summary has no audit record")
             )
             audit = {}
-        for name, digest in (audit.get("inputs_sha256") or {}).items():
-            if sha256_file(run.dir / name) != digest and name not in report.changed_files:
+        hashes = audit.get("inputs_sha256") or {}
+        for name, digest in digests.items():
+            if name not in hashes:  # a file the record does not vouch for is not verified
+                if audit:
+                    report.differences.append(
+                        Difference(folder.name, None, f"inputs_sha256 {name}", None, digest)
+                    )
+            elif digest != hashes[name] and name not in report.changed_files:
                 report.changed_files.append(name)
-        options = ScoreOptions.from_dict(stored_summary.get("options") or {})
         fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
         for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS:
             if stored_summary.get(key) != fresh.summary.get(key):
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])
                 )
-        report.differences += _compare_scores(
-            folder.name, pl.read_parquet(folder / "scores.parquet"), fresh.scores
-        )
+        stored = read_scoring_file(run, folder / "scores.parquet", fresh.scores.columns)
+        report.differences += _compare_scores(folder.name, stored, fresh.scores)
         report.samples_checked = max(report.samples_checked, fresh.scores.height)
     return report
+
+
+def _hash_now(path: Path) -> str:
+    try:
+        return sha256_file(path)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
 
 
 def _compare_scores(scoring: str, stored: pl.DataFrame, fresh: pl.DataFrame) -> list[Difference]:

@@ -10,17 +10,30 @@ better. Confidence intervals come from a paired bootstrap over the common sample
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from tcbreplay.audit import read_scoring_file, read_summary
 from tcbreplay.errors import InputError
 from tcbreplay.store import Run, Store
 
+if TYPE_CHECKING:
+    from tcbreplay.score import ScoreOptions
+
 METRICS = ("tsa", "tp", "ahr")
+SCORE_COLUMNS = ["sample_id", "sample_index", *METRICS, "args_invalid", "args_total"]
+PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
 _CHUNK_CELLS = 20_000_000  # resample indices held in memory at once
+# Each metric and tool keeps its draws for the percentiles, 8 bytes a resample (8 MB at this
+# bound); past a million resamples the percentiles' own sampling error is far below the
+# digits shown, so more would only cost memory and time.
+MAX_BOOT = 1_000_000
+_SCORING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder under scores/
 
 
 @dataclass
@@ -61,19 +74,33 @@ class DiffResult:
         return out
 
 
-def load_scores(store: Store, run: Run, scoring: str) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """Stored per-sample scores and chosen pairs of a scoring, or computed in memory."""
+def load_scores(
+    store: Store, run: Run, scoring: str, like: list[Run] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
+    options it was stored with in one of the runs ``like``, else those its name stands for."""
     folder = run.scores_dir(scoring)
     if (folder / "scores.parquet").exists():
         pairs_path = folder / "pairs.parquet"
-        pairs = pl.read_parquet(pairs_path) if pairs_path.exists() else None
-        return pl.read_parquet(folder / "scores.parquet"), pairs
-    if scoring not in ("spec", "abet"):
-        raise InputError(f"run {run.run_id!r} has no scoring {scoring!r}")
+        pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
+        return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
     from tcbreplay.score import ScoreOptions, score_run
 
-    result = score_run(store, run.run_id, ScoreOptions(scorer=scoring), write=False)
+    options = _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
+    if options is None:
+        raise InputError(f"run {run.run_id!r} has no scoring {scoring!r}")
+    result = score_run(store, run.run_id, options, write=False)
     return result.scores, result.pairs
+
+
+def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
+    """The options a scoring was stored with in one of ``runs``: its name rounds the
+    tolerances to 6 digits, so the exact ones come from there."""
+    for run in runs:
+        folder = run.scores_dir(scoring)
+        if (folder / "summary.json").exists():
+            return read_summary(run, folder)[1]
+    return None
 
 
 def diff_runs(
@@ -89,18 +116,34 @@ def diff_runs(
     """Paired comparison of two runs on their common samples."""
     if n_boot < 1:
         raise InputError("--bootstrap must be at least 1")
+    if n_boot > MAX_BOOT:
+        raise InputError(f"--bootstrap {n_boot}: at most {MAX_BOOT}")
+    if seed < 0:
+        raise InputError(f"--seed {seed}: must be 0 or more")
     if not 0 < confidence < 1:
         raise InputError("--confidence must be between 0 and 1")
+    if not _SCORING_NAME.fullmatch(scoring):
+        raise InputError(
+            f"--scoring {scoring!r}: not a scoring name (a folder under scores/, such as spec, "
+            "abet or spec_rel-0.001_abs-1e-09)"
+        )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
-    a, pairs_a = load_scores(store, a_run, scoring)
-    b, pairs_b = load_scores(store, b_run, scoring)
-    cols = ["sample_id", "sample_index", *METRICS, "args_invalid", "args_total"]
-    joined = a.select(cols).join(b.select(cols), on="sample_id", suffix="_b").sort("sample_index")
+    a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
+    b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
+    joined = (
+        a.select(SCORE_COLUMNS)
+        .join(b.select(SCORE_COLUMNS), on="sample_id", suffix="_b")
+        .sort("sample_index")
+    )
     ids_a, ids_b = set(a["sample_id"]), set(b["sample_id"])
     if joined.height == 0:
         raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
-    rng = np.random.default_rng(seed)
-    index_batches = list(_resamples(rng, joined.height, n_boot))
+
+    def index_batches() -> Iterator[np.ndarray]:
+        # drawn again from the seed for each statistic, the same every time: a batch at a
+        # time in memory, however many resamples
+        return _resamples(np.random.default_rng(seed), joined.height, n_boot)
+
     alpha = (1 - confidence) / 2
     runs = {m: _metric_delta(joined, m, index_batches, alpha) for m in METRICS}
     deltas = joined.select(
@@ -165,7 +208,7 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _metric_delta(
-    joined: pl.DataFrame, metric: str, batches: list[np.ndarray], alpha: float
+    joined: pl.DataFrame, metric: str, batches: Callable[[], Iterator[np.ndarray]], alpha: float
 ) -> dict[str, Any]:
     """Run-level values of both runs, their delta and its bootstrap interval."""
     if metric == "ahr":
@@ -195,7 +238,7 @@ def _metric_delta(
         # the point values the way score computes them (polars mean), to the last bit
         value_a = _mean(joined[metric])
         value_b = _mean(joined[f"{metric}_b"])
-    draws = np.concatenate([stat(idx) for idx in batches])
+    draws = np.concatenate([stat(idx) for idx in batches()])
     draws = draws[~np.isnan(draws)]
     low, high = np.quantile(draws, [alpha, 1 - alpha]) if len(draws) else (np.nan, np.nan)
     return {
@@ -211,7 +254,7 @@ def _tool_deltas(
     joined: pl.DataFrame,
     pairs_a: pl.DataFrame | None,
     pairs_b: pl.DataFrame | None,
-    batches: list[np.ndarray],
+    batches: Callable[[], Iterator[np.ndarray]],
     alpha: float,
 ) -> list[dict[str, Any]]:
     """Per tool: ahr over its paired calls in each run, the delta and its interval."""

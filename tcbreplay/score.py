@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import time
 import warnings
@@ -41,6 +42,7 @@ from tcbreplay.store import (
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
 SCORERS = ("spec", "abet")
+_TOLERANCES = re.compile(r"spec_rel-([^_]+)_abs-([^_]+)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,21 @@ class ScoreOptions:
         if self.scorer == "abet":
             return {"scorer": "abet"}
         return {"scorer": "spec", "rel_tol": self.rel_tol, "abs_tol": self.abs_tol}
+
+    @classmethod
+    def from_scoring(cls, scoring: str) -> ScoreOptions | None:
+        """The options a results folder's name stands for; None for a name none give."""
+        if scoring in SCORERS:
+            return cls(scorer=scoring)
+        match = _TOLERANCES.fullmatch(scoring)
+        if match is None:
+            return None
+        try:
+            options = cls(rel_tol=float(match[1]), abs_tol=float(match[2]))
+        except (ValueError, InputError):
+            return None
+        # only the options' own name (spec_rel-1e-09_abs-1e-09 is named spec)
+        return options if options.scoring == scoring else None
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> ScoreOptions:

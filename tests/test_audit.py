@@ -12,11 +12,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli, unscored_copy
+from helpers import cli, snapshot, unscored_copy
 
 from tcbreplay import __version__, audit
 from tcbreplay.audit import verify_run
-from tcbreplay.errors import InputError, RunNotFoundError
+from tcbreplay.errors import InputError, RunNotFoundError, StoreError
 from tcbreplay.score import ScoreOptions, score_run
 from tcbreplay.sql import SCORES_SCHEMA
 from tcbreplay.store import MESSAGES_SCHEMA, Store
@@ -282,6 +282,105 @@ def test_missing_audit_record_is_not_verified(scored):
     del summary["audit"]
     path.write_text(json.dumps(summary))
     assert verify(root, run_id).exit_code == 1
+
+
+def test_summary_without_a_files_sha256_is_not_verified(scored):
+    """A record that does not vouch for a file (as one written while the manifest's entry for
+    it was broken) leaves that file unchecked: not verified."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    del summary["audit"]["inputs_sha256"]["samples.parquet"]
+    path.write_text(json.dumps(summary))
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        f"spec: run: inputs_sha256 samples.parquet: stored None, "
+        f"recomputed {sha256(root / run_id / 'samples.parquet')!r}"
+    ]
+
+
+# ---------------------------------------------------------------- broken store files
+
+
+@pytest.mark.parametrize("entry", ["number", "sha256"])
+def test_broken_files_entry_of_the_manifest_fails_score_and_verify(scored, entry):
+    root, run_id = scored
+    run_dir = root / run_id
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    if entry == "number":
+        manifest["files"]["samples.parquet"] = 3
+        message = "files: samples.parquet: 3 is not an object (sha256, size, mtime_ns)"
+    else:  # size and time unchanged, so the recorded sha256 would be taken as it is
+        stat = (run_dir / "samples.parquet").stat()
+        manifest["files"]["samples.parquet"] = {
+            "sha256": 5, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns
+        }  # fmt: skip
+        message = "files: samples.parquet: sha256 5 is not a sha256 in hex"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    before = snapshot(root)
+    expected = [f"Error: {run_dir / 'manifest.json'}: {message}"]
+    result = cli("score", run_id, "--store", root)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.splitlines() == expected  # no traceback of the hashing thread
+    assert snapshot(root) == before
+    checked = verify(root, run_id)
+    assert checked.exit_code == 1, (checked.output, checked.exception)
+    assert checked.stderr.splitlines() == expected
+    assert "verified" not in checked.stdout
+    # the error reaches the caller of finish(), the call scoring makes
+    pending = audit.audit_record(Store(root).open_run(run_id), {})
+    with pytest.raises(StoreError, match=r"files: samples\.parquet"):
+        pending.finish()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("summary.json", "{", "unreadable summary (Expecting property name"),
+        ("summary.json", "[1]", "not a scoring summary (not a JSON object)"),
+        ("summary.json", '{"options": {"scorer": "x"}}', "options: --scorer 'x'"),
+        ("summary.json", '{"audit": {"inputs_sha256": {"../x": "0"}}}', "audit.inputs_sha256"),
+        ("scores.parquet", None, "not a readable Parquet file ("),
+    ],
+)
+def test_corrupt_stored_scoring_exits_1_naming_the_file(scored, name, content, message):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / name
+    if content is None:
+        with path.open("r+b") as f:
+            f.truncate(10)
+    else:
+        path.write_text(content)
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"Error: {path}: {message}"), lines
+    assert lines[1] == f"Hint: score it again: tcbreplay score {run_id} --store {root}"
+    assert result.stdout == ""
+
+
+def test_stored_scores_without_a_column_exit_1(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    pq.write_table(pq.read_table(path).drop(["tp"]), path)
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.splitlines()[0] == f"Error: {path}: no column tp"
+    assert "verified" not in result.stdout
+
+
+def test_hint_names_the_options_of_other_scorings(scored):
+    root, run_id = scored
+    score(root, run_id, "--rel-tol", "1e-3")
+    path = root / run_id / "scores" / REL_FOLDER / "summary.json"
+    path.write_text("{")
+    result = verify(root, run_id, "--scoring", REL_FOLDER)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[1] == (
+        f"Hint: score it again: tcbreplay score {run_id} --rel-tol 0.001 --abs-tol 1e-09 "
+        f"--store {root}"
+    )
 
 
 # ---------------------------------------------------------------- nothing to verify

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
+from tcbreplay.score import ScoreOptions
 from tcbreplay.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -539,3 +540,24 @@ def test_files_rewritten_by_polars_score_the_same(sim_copy):
     after = score_json(root, run_id, "--dashboard", "none")
     keep = ("tsa", "tp", "ahr", "n_samples", "args_invalid", "args_total", "by_tool")
     assert {k: after[k] for k in keep} == {k: before[k] for k in keep}
+
+
+@pytest.mark.parametrize(
+    ("scoring", "options"),
+    [
+        ("spec", ScoreOptions()),
+        ("abet", ScoreOptions(scorer="abet")),
+        ("spec_rel-0.001_abs-1e-09", ScoreOptions(rel_tol=0.001)),
+        ("spec_rel-0_abs-0", ScoreOptions(rel_tol=0, abs_tol=0)),
+        ("spec_rel-1e-09_abs-1e-09", None),  # the defaults are named spec
+        ("spec_rel-1e-3_abs-1e-09", None),  # not how the options write their name
+        ("spec_rel--1_abs-0", None),
+        ("spec_rel-nan_abs-0", None),
+        ("spec_rel-x_abs-0", None),
+        ("other", None),
+    ],
+)
+def test_options_from_a_results_folder_name(scoring, options):
+    assert ScoreOptions.from_scoring(scoring) == options
+    if options is not None:
+        assert options.scoring == scoring

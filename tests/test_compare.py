@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from helpers import cli
+from helpers import cli, snapshot
 
+from tcbreplay import score as score_module
 from tcbreplay.benchmarks import load_inputs
-from tcbreplay.compare import diff_runs
+from tcbreplay.compare import MAX_BOOT, diff_runs
 from tcbreplay.errors import InputError
 from tcbreplay.models import parse_model
 from tcbreplay.record import RecordOptions, record_run
@@ -27,6 +28,7 @@ DATA = Path(__file__).parent / "data"
 METRICS = ("tsa", "tp", "ahr")
 TOOLS = {"list_items", "add_numbers", "multiply_numbers"}
 L, M, A = "list_items", "multiply_numbers", "add_numbers"
+REL_FOLDER = "spec_rel-0.001_abs-1e-09"
 
 
 def diff_json(root: Path, a: str, b: str, *extra: str) -> dict:
@@ -307,14 +309,98 @@ def test_runs_without_common_samples_exit_2(pair, tmp_path):
         ("--confidence", "1.5", "Error: --confidence must be between 0 and 1"),
         ("--confidence", "1", "Error: --confidence must be between 0 and 1"),
         ("--confidence", "0", "Error: --confidence must be between 0 and 1"),
-        ("--scoring", "spec_rel-1_abs-1", "Error: run"),
+        ("--bootstrap", str(MAX_BOOT + 1), f"Error: --bootstrap {MAX_BOOT + 1}: at most"),
+        ("--bootstrap", "99999999999", "Error: --bootstrap 99999999999: at most"),
+        ("--seed", "-1", "Error: --seed -1: must be 0 or more"),
+        ("--scoring", "nonesuch", "Error: run"),
+        ("--scoring", "spec_rel-1e-09_abs-1e-09", "Error: run"),  # the defaults are "spec"
+        ("--scoring", "../../sim-seed8/scores/spec", "Error: --scoring '../../sim-seed8/"),
+        ("--scoring", "..", "Error: --scoring '..': not a scoring name"),
     ],
 )
 def test_bad_options_exit_2(pair, option, value, message):
+    before = snapshot(pair.root)
     result = cli("diff", pair.a, pair.b, "--store", pair.root, option, value)
     assert result.exit_code == 2, (result.output, result.exception)
     assert result.stderr.startswith(message)
-    assert "Traceback" not in result.output
+    assert len(result.stderr.splitlines()) == 1
+    assert snapshot(pair.root) == before
+
+
+# ---------------------------------------------------------------- scorings by name
+
+
+@pytest.fixture
+def pair_copy(pair, tmp_path) -> Path:
+    """A private copy of the pair's store, to score or break."""
+    root = tmp_path / "traces"
+    shutil.copytree(pair.root, root)
+    return root
+
+
+def test_named_tolerances_are_scored_in_memory(pair, pair_copy):
+    root = pair_copy
+    assert cli("score", pair.b, "--store", root, "--rel-tol", "1e-3").exit_code == 0
+    before = snapshot(root)
+    in_memory = diff_json(root, pair.a, pair.b, "--scoring", REL_FOLDER)
+    assert snapshot(root) == before  # nothing written
+    assert in_memory["scoring"] == REL_FOLDER
+    assert cli("score", pair.a, "--store", root, "--rel-tol", "1e-3").exit_code == 0
+    assert diff_json(root, pair.a, pair.b, "--scoring", REL_FOLDER) == in_memory
+    neither = root.parent / "neither"
+    shutil.copytree(pair.root, neither)  # no run scored with these tolerances
+    assert diff_json(neither, pair.a, pair.b, "--scoring", REL_FOLDER) == in_memory
+
+
+def test_in_memory_scoring_takes_the_other_runs_exact_options(pair, pair_copy, monkeypatch):
+    """A folder name rounds the tolerances to 6 digits; the stored summary has them exactly."""
+    root = pair_copy
+    assert cli("score", pair.b, "--store", root, "--rel-tol", "0.00123456789").exit_code == 0
+    seen = []
+    real = score_module.score_run
+
+    def spy(store, run_id, options=None, **kwargs):
+        seen.append(options)
+        return real(store, run_id, options, **kwargs)
+
+    monkeypatch.setattr(score_module, "score_run", spy)
+    result = diff_runs(Store(root), pair.a, pair.b, scoring="spec_rel-0.00123457_abs-1e-09")
+    assert [(o.rel_tol, o.abs_tol) for o in seen] == [(0.00123456789, 1e-9)]
+    assert result.n_common == 94
+
+
+@pytest.mark.parametrize("name", ["scores.parquet", "pairs.parquet"])
+def test_corrupt_stored_scores_exit_1_naming_the_file(pair, pair_copy, name):
+    root = pair_copy
+    path = root / pair.b / "scores" / "spec" / name
+    with path.open("r+b") as f:
+        f.truncate(10)
+    for args in ((pair.a, pair.b), (pair.b, pair.b)):
+        result = cli("diff", *args, "--store", root)
+        assert result.exit_code == 1, (result.output, result.exception)
+        error, hint = result.stderr.splitlines()
+        assert error.startswith(f"Error: {path}: not a readable Parquet file (")
+        assert hint == f"Hint: score it again: tcbreplay score {pair.b} --store {root}"
+        assert result.stdout == ""
+
+
+def test_stored_scores_without_a_column_exit_1(pair, pair_copy):
+    root = pair_copy
+    path = root / pair.a / "scores" / "spec" / "scores.parquet"
+    pl.read_parquet(path).drop("tp").write_parquet(path)
+    result = cli("diff", pair.a, pair.b, "--store", root)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.splitlines()[0] == f"Error: {path}: no column tp"
+
+
+def test_corrupt_summary_of_the_scoring_taken_in_memory_exits_1(pair, pair_copy):
+    root = pair_copy
+    assert cli("score", pair.b, "--store", root, "--rel-tol", "1e-3").exit_code == 0
+    path = root / pair.b / "scores" / REL_FOLDER / "summary.json"
+    path.write_text("{")
+    result = cli("diff", pair.a, pair.b, "--store", root, "--scoring", REL_FOLDER)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.splitlines()[0].startswith(f"Error: {path}: unreadable summary (")
 
 
 def test_unknown_run_exits_2(pair):
