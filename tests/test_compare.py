@@ -312,6 +312,7 @@ def test_runs_without_common_samples_exit_2(pair, tmp_path):
         ("--bootstrap", str(MAX_BOOT + 1), f"Error: --bootstrap {MAX_BOOT + 1}: at most"),
         ("--bootstrap", "99999999999", "Error: --bootstrap 99999999999: at most"),
         ("--seed", "-1", "Error: --seed -1: must be 0 or more"),
+        ("--limit", "-1", "Error: Invalid value for '--limit': -1 is not in the range x>=0"),
         ("--scoring", "nonesuch", "Error: run"),
         ("--scoring", "spec_rel-1e-09_abs-1e-09", "Error: run"),  # the defaults are "spec"
         ("--scoring", "../../sim-seed8/scores/spec", "Error: --scoring '../../sim-seed8/"),
@@ -323,7 +324,8 @@ def test_bad_options_exit_2(pair, option, value, message):
     result = cli("diff", pair.a, pair.b, "--store", pair.root, option, value)
     assert result.exit_code == 2, (result.output, result.exception)
     assert result.stderr.startswith(message)
-    assert len(result.stderr.splitlines()) == 1
+    assert all(line.startswith("Hint: ") for line in result.stderr.splitlines()[1:2])
+    assert len(result.stderr.splitlines()) <= 2
     assert snapshot(pair.root) == before
 
 

@@ -85,7 +85,13 @@ def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, st
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--confidence", default=0.95, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-@click.option("--limit", default=10, show_default=True, help="Samples listed per direction.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Samples listed per direction.",
+)
 @STORE_OPTION
 def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> None:
     """Compare RUN_B with RUN_A: paired deltas (B − A) with bootstrap intervals."""
