@@ -193,8 +193,35 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     Views point at the run files by absolute path; ``runs`` and ``tools`` are tables.
     Re-run it after recording or scoring to include new runs. Returns the run ids.
     """
+    import os
+    import shutil
+    import tempfile
+
     runs = readable_runs(store)
-    tmp = path.with_name(path.name + ".tmp")
+    # a symlink is followed: the file it points to is replaced
+    target = Path(os.path.realpath(path))
+    if target.exists() and not target.is_file() and not target.is_dir():
+        # a FIFO or a device (/dev/stdout) is no file to replace: the database is built in a
+        # temporary directory and its bytes written to the path as it is
+        with tempfile.TemporaryDirectory(prefix="tcbreplay-catalog-") as folder:
+            tmp = Path(folder) / "catalog.duckdb"
+            _build_catalog(runs, tmp, path)
+            try:
+                with tmp.open("rb") as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+            except OSError as exc:
+                reason = exc.strerror or first_line(exc)
+                raise InputError(f"{path}: cannot write the catalog: {reason}") from exc
+    else:
+        tmp = target.with_name(target.name + ".tmp")
+        _build_catalog(runs, tmp, path)
+        tmp.replace(target)
+    return [r.run_id for r in runs]
+
+
+def _build_catalog(runs: list[Run], tmp: Path, path: Path) -> None:
+    """Write the catalog database of ``runs`` to ``tmp`` (errors name ``path``); a failed or
+    interrupted write removes it."""
     try:
         tmp.unlink(missing_ok=True)
         con = duckdb.connect(str(tmp))
@@ -212,8 +239,6 @@ def write_catalog(store: Store, path: Path) -> list[str]:
         if isinstance(exc, duckdb.Error):
             raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
         raise
-    tmp.replace(path)
-    return [r.run_id for r in runs]
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import duckdb
@@ -220,3 +223,57 @@ def test_a_failed_write_leaves_no_partial_file(two_runs, tmp_path, monkeypatch):
     with pytest.raises(QueryError, match="cannot write the catalog"):
         write_catalog(Store(two_runs), path)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_catalog_through_a_symlink_replaces_its_target(two_runs, tmp_path):
+    (tmp_path / "out").mkdir()
+    target = tmp_path / "out" / "c.duckdb"
+    target.write_text("old")
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(target)
+    result = cli("catalog", "-o", link, "--store", two_runs)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert link.is_symlink() and link.readlink() == target
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.duckdb", "out"]
+    assert [p.name for p in target.parent.iterdir()] == ["c.duckdb"]  # no temporary file
+    con = duckdb.connect(str(target), read_only=True)
+    try:
+        assert con.execute("select count(*) from runs").fetchone()[0] == 2
+    finally:
+        con.close()
+
+
+def test_catalog_is_written_into_a_fifo(two_runs, tmp_path):
+    fifo = tmp_path / "c.duckdb"
+    os.mkfifo(fifo)
+    # Read the FIFO in a thread; a write end held open keeps the reader from stopping before
+    # the command opens it, and lets it stop if the command never does.
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    hold = os.open(fifo, os.O_WRONLY)
+    os.set_blocking(fd, True)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        with os.fdopen(fd, "rb") as src:
+            while chunk := src.read(1 << 16):
+                chunks.append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    try:
+        result = cli("catalog", "-o", fifo, "--store", two_runs)
+    finally:
+        os.close(hold)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # not replaced by a file
+    assert [p.name for p in tmp_path.iterdir()] == ["c.duckdb"]
+    (tmp_path / "read").mkdir()
+    copy = tmp_path / "read" / "c.duckdb"
+    copy.write_bytes(b"".join(chunks))
+    con = duckdb.connect(str(copy), read_only=True)
+    try:
+        assert con.execute("select count(*) from runs").fetchone()[0] == 2
+    finally:
+        con.close()

@@ -51,3 +51,26 @@ def test_no_run_id_is_a_usage_error(tmp_path):
     result = cli("report", "--store", tmp_path)
     assert result.exit_code == 2
     assert "Missing argument" in result.output
+
+
+def test_a_dataset_number_json_has_no_form_for_is_reported(tmp_path):
+    """`record --dataset` stores 1e999 as Infinity and `score` scores it: `report` shows it."""
+    dataset = tmp_path / "ds.jsonl"
+    dataset.write_text(
+        '{"id": "huge", "input": "add 1e999 and 2", '
+        '"target": [{"name": "add_numbers", "args": {"a": 1e999, "b": 2}}]}\n'
+        '{"id": "hi", "input": "Hi there!", "target": []}\n'
+    )
+    root = tmp_path / "traces"
+    for args in (
+        ("record", "--model", "sim:seed=7", "--dataset", dataset, "--run-id", "r", "--quiet"),
+        ("score", "r", "--dashboard", "none"),
+    ):
+        result = cli(*args, "--store", root)
+        assert result.exit_code == 0, result.output
+    out = tmp_path / "r.html"
+    result = cli("report", "r", "-o", out, "--store", root)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    details = payload(out.read_text(encoding="utf-8"), "report-details")
+    assert details["gold"][0] == [["add_numbers", {"a": "Infinity", "b": 2}]]

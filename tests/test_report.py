@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import subprocess
 import sys
+import threading
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -337,3 +340,130 @@ def test_a_call_without_a_name_is_reported_as_scoring_reads_it(tmp_path):
     assert run.agent[sample_id][0][0] == ""
     assert "" in [item["tool"] for item in run.summary["by_tool"]]
     assert "" in [row.tool for row in report.tool_rows]
+
+
+def _set_text(store: Store, run_id: str, sample_id: str, column: str, text: str | None) -> None:
+    """Set one sample's gold text (``gold``) or its first AI message (``message``), keeping the
+    file's schema: a hand edit of the store that scoring still accepts."""
+    run = store.open_run(run_id)
+    path = run.samples_path if column == "gold" else run.messages_path
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    row = min(
+        (r for r in rows if r["sample_id"] == sample_id and r.get("type", "ai") == "ai"),
+        key=lambda r: r.get("position", 0),
+    )
+    row[column] = text
+    pq.write_table(pl.DataFrame(rows).to_arrow().cast(table.schema), path)
+
+
+@pytest.mark.parametrize(
+    ("column", "text", "agent", "gold"),
+    [
+        ("message", "[1,2]", [], None),
+        ("message", '{"type":"ai","data":{"tool_calls":"notalist"}}', [], None),
+        ("message", '{"type":"ai","data":{"tool_calls":[7]}}', [["", {}]], None),
+        ("message", None, [], None),
+        ("gold", '[{"name":5}]', None, [["5", {}]]),
+        ("gold", '"str"', None, []),
+    ],
+)
+def test_odd_stored_values_are_reported_as_scoring_reads_them(tmp_path, column, text, agent, gold):
+    """Texts scoring accepts: a list or tool_calls that is no list holds no calls, an element
+    that is no object is a call named '' and a name that is no string is its JSON text."""
+    store = Store(tmp_path / "traces")
+    run_id = import_hand_run(store, "a", "traces_a.jsonl")
+    sid = "wrong-and-invented"
+    _set_text(store, run_id, sid, column, text)
+    scores = score_run(store, run_id, write=False).scores.sort("sample_index")
+    page = build_report(store, [run_id])
+    data = payload(page, "report-data")
+    details = payload(page, "report-details")
+    s = data["samples"]["id"].index(sid)
+    entry = details["runs"][0]["samples"][s]
+    if agent is not None:
+        assert entry["a"] == agent
+    if gold is not None:
+        assert details["gold"][s] == gold
+    assert data["cols"][0]["calls"] == scores["n_agent"].to_list()
+    assert data["samples"]["ngold"] == scores["n_gold"].to_list()
+    assert data["cols"][0]["tp"] == [round(v, 4) for v in scores["tp"]]
+    ai = next(m for m in entry["t"] if m[0] == "ai")
+    if text and "notalist" in text:  # shown as its JSON text, apart from the calls
+        assert ai[6] == [[None, '"notalist"', "tool_calls is not a list: no calls"]]
+    if text == "[1,2]":  # no message object: its stored text is shown
+        assert details["strings"][ai[1]] == "[1,2]"
+
+
+def test_infinite_argument_values_are_shown_as_text(tmp_path):
+    """A dataset's 1e999 is stored as Infinity, which JSON has no form for: the page shows it
+    as the string "Infinity" and says so."""
+    store = Store(tmp_path / "traces")
+    run_id = import_hand_run(store, "a", "traces_a.jsonl")
+    assert "(Infinity, NaN)" not in build_report(store, [run_id])
+    sid = "wrong-and-invented"
+    args = {"a": float("inf"), "b": 2}
+    _set_text(store, run_id, sid, "gold", json.dumps([{"name": "add_numbers", "args": args}]))
+    message = {"type": "ai", "data": {"tool_calls": [{"name": "add_numbers", "args": args}]}}
+    _set_text(store, run_id, sid, "message", json.dumps(message))
+    scores = score_run(store, run_id, write=False).scores
+    assert scores.filter(pl.col("sample_id") == sid)["args_invalid"][0] == 0
+    page = build_report(store, [run_id])
+    data = payload(page, "report-data")
+    details = payload(page, "report-details")
+    s = data["samples"]["id"].index(sid)
+    shown = [["add_numbers", {"a": "Infinity", "b": 2}]]
+    assert details["gold"][s] == shown
+    assert details["runs"][0]["samples"][s]["a"] == shown
+    assert details["runs"][0]["samples"][s]["p"] == [[0, 0, {}]]  # equal, as scoring says
+    assert "(Infinity, NaN) are shown as text" in page
+
+
+def _drain_fifo(path: Path) -> tuple[threading.Thread, list[bytes], int]:
+    """Read FIFO ``path`` in a thread until every writer is done. A write end is held open
+    (returned, for the caller to close) so that the reader does not stop before the writer
+    under test opens it, and neither side blocks forever when that writer never does."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # needs no writer yet
+    hold = os.open(path, os.O_WRONLY)
+    os.set_blocking(fd, True)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        with os.fdopen(fd, "rb") as src:
+            while chunk := src.read(1 << 16):
+                chunks.append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, chunks, hold
+
+
+def test_report_is_written_into_a_fifo(hand, tmp_path):
+    store, run_ids = hand
+    fifo = tmp_path / "r.html"
+    os.mkfifo(fifo)
+    thread, chunks, hold = _drain_fifo(fifo)
+    try:
+        write_report(store, run_ids, fifo)
+    finally:
+        os.close(hold)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # not replaced by a file
+    text = b"".join(chunks).decode()
+    assert text.startswith("<!doctype html>") and payload(text, "report-data")["runs"]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
+
+
+def test_report_through_a_symlink_replaces_its_target(hand, tmp_path):
+    store, run_ids = hand
+    (tmp_path / "out").mkdir()
+    target = tmp_path / "out" / "target.html"
+    target.write_text("old")
+    link = tmp_path / "link.html"
+    link.symlink_to(target)
+    write_report(store, run_ids, link)
+    assert link.is_symlink() and link.readlink() == target
+    assert target.read_text(encoding="utf-8").startswith("<!doctype html>")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "out"]
+    assert [p.name for p in target.parent.iterdir()] == ["target.html"]  # no temporary file

@@ -32,19 +32,32 @@ def build_report(store: Store, run_ids: list[str], *, allow_incomplete: bool = F
 def write_report(
     store: Store, run_ids: list[str], output: str | Path, *, allow_incomplete: bool = False
 ) -> Path:
-    """Build the report and write it to ``output`` atomically; return the path written."""
+    """Build the report and write it to ``output`` atomically; return the path written.
+
+    A symlink is followed: the file it points to is replaced. An existing path that is no
+    regular file (a FIFO, a device such as /dev/stdout) is written to as it is.
+    """
     path = Path(output)
     if path.is_dir():
         raise InputError(f"{path}: is a directory", hint="give a file name, e.g. -o report.html")
-    if not path.parent.is_dir():
-        raise InputError(f"{path}: directory {path.parent} does not exist", hint="create it first")
+    target = Path(os.path.realpath(path))
+    if not target.parent.is_dir():
+        raise InputError(
+            f"{path}: directory {target.parent} does not exist", hint="create it first"
+        )
     text = build_report(store, run_ids, allow_incomplete=allow_incomplete)
-    tmp = path.with_name(f".{path.name}.tmp")
+    special = target.exists() and not target.is_file()
+    tmp = target.with_name(f".{target.name}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        if special:
+            with open(target, "w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        if not special:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
     return path

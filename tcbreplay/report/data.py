@@ -27,7 +27,8 @@ from tcbreplay.score import ScoreOptions, score_run
 from tcbreplay.sql import connect
 from tcbreplay.store import Run, Store
 
-Call = tuple[str, dict[str, Any]]
+# (name, arguments): an object, or any other JSON value or text as it was stored
+Call = tuple[str, Any]
 METRICS = ("tsa", "tp", "ahr")
 N_BOOT = 1000
 CONFIDENCE = 0.95
@@ -152,21 +153,24 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
     run = store.open_run(run_id)
     summary, scores, in_memory = _scores(store, run, allow_incomplete)
     samples = pl.read_parquet(run.samples_path, columns=_SAMPLE_COLUMNS).sort("sample_index")
-    gold = {
-        sid: [(c["name"], c.get("args") or {}) for c in json.loads(text or "[]")]
-        for sid, text in samples.select("sample_id", "gold").iter_rows()
-    }
     con = connect(runs=[run], with_scores=False)
     try:
-        calls = translate.agent_calls(con)
+        # the calls as scoring reads them: a gold list or tool_calls that is no list holds
+        # none, an element that is no object is a call named '' without arguments
+        tables = translate.load_calls(con)
     finally:
         con.close()
+    ids = tables.samples["sample_id"].to_list()
+    gold: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
     agent: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
-    for sid, name, args in calls.select("sample_id", "name", "args").iter_rows():
-        # a call without a name is read as '' (as scoring reads it)
-        agent.setdefault(sid, []).append((name or "", json.loads(args) if args else {}))
+    for calls, side in ((gold, tables.gold), (agent, tables.agent)):
+        for s, name, args in side.select("s", "name", "args").iter_rows():
+            calls.setdefault(ids[s], []).append((name or "", _read_args(args)))
     specs = list((run.manifest.get("tools") or {}).get("specs") or [])
-    explanations = {sid: explain_sample(agent[sid], gold.get(sid, []), specs) for sid in agent}
+    explanations = {
+        sid: explain_sample(_object_args(agent[sid]), _object_args(gold.get(sid, [])), specs)
+        for sid in agent
+    }
     return RunData(
         run=run,
         summary=summary,
@@ -178,6 +182,20 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
         scored_in_memory=in_memory,
         intervals=metric_intervals(scores),
     )
+
+
+def _read_args(text: str | None) -> Any:
+    """Arguments text (canonical JSON from DuckDB) as a Python value; text Python cannot read
+    (DuckDB's number words such as ``inf``) stays text, to be shown as it is."""
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return text
+
+
+def _object_args(calls: list[Call]) -> list[tuple[str, dict[str, Any]]]:
+    """Calls whose arguments are no JSON object read as having none, as scoring reads them."""
+    return [(name, args if isinstance(args, dict) else {}) for name, args in calls]
 
 
 def _scores(
@@ -310,24 +328,69 @@ def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
     ).sort("sample_id", "position")
     out: dict[str, list[dict[str, Any]]] = {}
     for sid, _, kind, text, tin, tout, latency in frame.iter_rows():
-        data = (json.loads(text) or {}).get("data") or {}
+        data = _message_data(text)
         message: dict[str, Any] = {
             "type": kind,
-            "text": message_text(data.get("content")),
+            # a message that is no JSON object with a data object is shown as it was stored
+            "text": (text or "") if data is None else message_text(data.get("content")),
             "input_tokens": tin,
             "output_tokens": tout,
             "latency_s": None if latency is None or math.isnan(latency) else latency,
         }
+        data = data or {}
         if kind == "ai":
-            message["tool_calls"] = [
-                (c.get("name"), c.get("args") or {}) for c in data.get("tool_calls") or []
-            ]
-            message["invalid_tool_calls"] = [
-                (c.get("name"), c.get("args"), c.get("error"))
-                for c in data.get("invalid_tool_calls") or []
-            ]
+            calls, odd = _listed(data, "tool_calls")
+            message["tool_calls"] = [_transcript_call(c) for c in calls]
+            invalid, odd_invalid = _listed(data, "invalid_tool_calls")
+            message["invalid_tool_calls"] = (
+                [
+                    (_name_text(c.get("name")), c.get("args"), c.get("error"))
+                    if isinstance(c, dict)
+                    else (None, _json_text(c), None)
+                    for c in invalid
+                ]
+                + odd
+                + odd_invalid
+            )
         elif kind == "tool":
-            message["name"] = data.get("name")
+            message["name"] = _name_text(data.get("name"))
             message["status"] = data.get("status")
         out.setdefault(sid, []).append(message)
     return out
+
+
+def _message_data(text: str | None) -> dict[str, Any] | None:
+    """The ``data`` object of a stored message; None when the text is no such JSON."""
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return None
+    data = data.get("data") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def _listed(data: dict[str, Any], key: str) -> tuple[list[Any], list[tuple[Any, ...]]]:
+    """The list ``data[key]``; a value that is no list holds no calls (as scoring reads it)
+    and is returned apart as an unparseable call showing its JSON text."""
+    value = data.get(key)
+    if value is None or isinstance(value, list):
+        return value or [], []
+    return [], [(None, _json_text(value), f"{key} is not a list: no calls")]
+
+
+def _transcript_call(call: Any) -> Call:
+    """One element of ``tool_calls`` as scoring reads it: an element that is no object is a
+    call named '' without arguments; a name that is no string is its JSON text."""
+    if not isinstance(call, dict):
+        return "", {}
+    args = call.get("args")
+    return _name_text(call.get("name")) or "", {} if args is None else args
+
+
+def _name_text(name: Any) -> str | None:
+    return name if name is None or isinstance(name, str) else _json_text(name)
+
+
+def _json_text(value: Any) -> str:
+    # minified, as DuckDB writes the text scoring reads
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

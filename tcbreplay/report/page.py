@@ -25,9 +25,14 @@ _MARKER = re.compile(r"\{\{(\w+)\}\}")
 def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> str:
     """The whole HTML document, every script, style and datum inline."""
     package = resources.files("tcbreplay.report")
+    data, data_replaced = _script_json({**table_payload(report), "charts": charts})
+    details, details_replaced = _script_json(details_payload(report))
+    meta = _meta(report)
+    if data_replaced or details_replaced:
+        meta += html.escape(" · numbers JSON has no form for (Infinity, NaN) are shown as text")
     parts = {
         "title": html.escape(_title(report)),
-        "meta": _meta(report),
+        "meta": meta,
         "css": package.joinpath("report.css").read_text(encoding="utf-8"),
         "cards": "\n".join(_card(k, run, report) for k, run in enumerate(report.runs)),
         "leaderboard": _leaderboard(report),
@@ -40,8 +45,8 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
             else ""
         ),
         "plotly_js": plotly_js,
-        "data": script_json({**table_payload(report), "charts": charts}),
-        "details": script_json(details_payload(report)),
+        "data": data,
+        "details": details,
         "report_js": package.joinpath("report.js").read_text(encoding="utf-8"),
     }
     template = package.joinpath("template.html").read_text(encoding="utf-8")
@@ -50,9 +55,34 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
 
 
 def script_json(obj: Any) -> str:
-    """JSON safe inside a ``<script>`` element: every ``<`` escaped, no NaN."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.replace("<", "\\u003c")
+    """JSON safe inside a ``<script>`` element: every ``<`` escaped, no NaN (see
+    :func:`_script_json`)."""
+    return _script_json(obj)[0]
+
+
+def _script_json(obj: Any) -> tuple[str, bool]:
+    """:func:`script_json`, and whether a number JSON has no form for was replaced: Infinity,
+    -Infinity and NaN (a dataset's ``1e999`` is stored as Infinity) become those words as
+    strings."""
+    try:
+        text, replaced = _dumps(obj), False
+    except ValueError:
+        text, replaced = _dumps(_nonfinite_as_text(obj)), True
+    return text.replace("<", "\\u003c"), replaced
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _nonfinite_as_text(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return json.dumps(obj)  # Infinity, -Infinity or NaN
+    if isinstance(obj, dict):
+        return {k: _nonfinite_as_text(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nonfinite_as_text(v) for v in obj]
+    return obj
 
 
 def _num(value: Any, digits: int = 4) -> Any:
@@ -242,6 +272,10 @@ def table_payload(report: ReportData) -> dict[str, Any]:
     for run in report.runs:
         for row in run.samples.iter_rows(named=True):
             first.setdefault(row["sample_id"], row)
+    n_gold: dict[str, int] = {}
+    for run in report.runs:
+        for sid, calls in run.gold.items():
+            n_gold.setdefault(sid, len(calls))
     tool_index = {t: k for k, t in enumerate(report.tools)}
     used: list[set[int]] = []
     for sid in report.sample_ids:
@@ -263,7 +297,7 @@ def table_payload(report: ReportData) -> dict[str, Any]:
             "id": report.sample_ids,
             "cat": [first[s]["category"] for s in report.sample_ids],
             "input": [first[s]["input"] for s in report.sample_ids],
-            "ngold": [len(json.loads(first[s]["gold"] or "[]")) for s in report.sample_ids],
+            "ngold": [n_gold.get(s, 0) for s in report.sample_ids],
             "tools": [sorted(u) for u in used],
             "failed": [int(f) for f in report.failed],
             "regressed": [int(r) for r in report.regressed],

@@ -142,7 +142,9 @@
 
   function call(c, marks, missing) {
     const [name, args] = c;
-    const parts = Object.entries(args || {}).map(([k, v]) => {
+    // arguments that are no object (scored as none) are shown as their JSON
+    const object = args !== null && typeof args === "object" && !Array.isArray(args);
+    const parts = !object ? [json(args)] : Object.entries(args).map(([k, v]) => {
       const m = (marks && marks[k]) || (missing && missing.includes(k) ? "missing" : "");
       const tag = m ? `<span class="tag ${m}">${TAGS[m]}</span>` : "";
       return `<span class="arg${m ? " " + m : ""}">${esc(k)}=${json(v)}${tag}</span>`;
