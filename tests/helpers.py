@@ -7,7 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -70,3 +73,30 @@ def unscored_copy(store, run_id: str, root: Path) -> tuple[Path, str]:
     for name in ("scores", "evaluations"):
         shutil.rmtree(root / run_id / name, ignore_errors=True)
     return root, run_id
+
+
+@contextmanager
+def fifo_read(path: Path) -> Iterator[list[bytes]]:
+    """Make a FIFO at ``path`` and read it in a thread while the block runs; the list yielded
+    holds every byte written into it once the block is left. A write end held open until then
+    keeps the reader from stopping before the writer under test opens the FIFO, and lets it
+    stop when that writer never does."""
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # needs no writer yet
+    hold = os.open(path, os.O_WRONLY)
+    os.set_blocking(fd, True)
+    chunks: list[bytes] = []
+
+    def read() -> None:
+        with os.fdopen(fd, "rb") as src:
+            while chunk := src.read(1 << 16):
+                chunks.append(chunk)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    try:
+        yield chunks
+    finally:
+        os.close(hold)
+        thread.join(timeout=60)
+    assert not thread.is_alive(), f"{path}: still being read after 60 s"

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import duckdb
 import pytest
-from helpers import cli
+from helpers import cli, fifo_read
 
 from tcbreplay.errors import QueryError
 from tcbreplay.sql import run_sql, write_catalog
@@ -245,27 +243,8 @@ def test_catalog_through_a_symlink_replaces_its_target(two_runs, tmp_path):
 
 def test_catalog_is_written_into_a_fifo(two_runs, tmp_path):
     fifo = tmp_path / "c.duckdb"
-    os.mkfifo(fifo)
-    # Read the FIFO in a thread; a write end held open keeps the reader from stopping before
-    # the command opens it, and lets it stop if the command never does.
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    hold = os.open(fifo, os.O_WRONLY)
-    os.set_blocking(fd, True)
-    chunks: list[bytes] = []
-
-    def read() -> None:
-        with os.fdopen(fd, "rb") as src:
-            while chunk := src.read(1 << 16):
-                chunks.append(chunk)
-
-    thread = threading.Thread(target=read, daemon=True)
-    thread.start()
-    try:
+    with fifo_read(fifo) as chunks:
         result = cli("catalog", "-o", fifo, "--store", two_runs)
-    finally:
-        os.close(hold)
-    thread.join(timeout=60)
-    assert not thread.is_alive()
     assert result.exit_code == 0, (result.output, result.exception)
     assert stat.S_ISFIFO(fifo.lstat().st_mode)  # not replaced by a file
     assert [p.name for p in tmp_path.iterdir()] == ["c.duckdb"]

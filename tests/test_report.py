@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import stat
 import subprocess
 import sys
-import threading
 from html.parser import HTMLParser
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from helpers import fifo_read
 from report_helpers import import_hand_run, payload
 
 from tcbreplay.errors import InputError, RunNotFoundError
@@ -419,36 +418,11 @@ def test_infinite_argument_values_are_shown_as_text(tmp_path):
     assert "(Infinity, NaN) are shown as text" in page
 
 
-def _drain_fifo(path: Path) -> tuple[threading.Thread, list[bytes], int]:
-    """Read FIFO ``path`` in a thread until every writer is done. A write end is held open
-    (returned, for the caller to close) so that the reader does not stop before the writer
-    under test opens it, and neither side blocks forever when that writer never does."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # needs no writer yet
-    hold = os.open(path, os.O_WRONLY)
-    os.set_blocking(fd, True)
-    chunks: list[bytes] = []
-
-    def read() -> None:
-        with os.fdopen(fd, "rb") as src:
-            while chunk := src.read(1 << 16):
-                chunks.append(chunk)
-
-    thread = threading.Thread(target=read, daemon=True)
-    thread.start()
-    return thread, chunks, hold
-
-
 def test_report_is_written_into_a_fifo(hand, tmp_path):
     store, run_ids = hand
     fifo = tmp_path / "r.html"
-    os.mkfifo(fifo)
-    thread, chunks, hold = _drain_fifo(fifo)
-    try:
+    with fifo_read(fifo) as chunks:
         write_report(store, run_ids, fifo)
-    finally:
-        os.close(hold)
-    thread.join(timeout=60)
-    assert not thread.is_alive()
     assert stat.S_ISFIFO(fifo.lstat().st_mode)  # not replaced by a file
     text = b"".join(chunks).decode()
     assert text.startswith("<!doctype html>") and payload(text, "report-data")["runs"]
