@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import re
 import sys
 import time
@@ -30,7 +31,7 @@ from tcbreplay.agent import (
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.cores import usable_cores
 from tcbreplay.dataset import Sample
-from tcbreplay.errors import InputError
+from tcbreplay.errors import InputError, StoreError, first_line
 from tcbreplay.loop import lean_gc, run_loop
 from tcbreplay.models import (
     SAMPLE_ID_KEY,
@@ -72,14 +73,15 @@ class RecordOptions:
                 )
         if self.retries < 0:
             raise InputError("--retries must not be negative")
-        if self.timeout is not None and self.timeout <= 0:
-            raise InputError("--timeout must be positive")
-        if self.call_timeout is not None and self.call_timeout <= 0:
-            raise InputError("--call-timeout must be positive")
-        for name in ("max_rpm", "max_tpm"):
+        if not math.isfinite(self.backoff) or self.backoff < 0:
+            raise InputError(f"--backoff {self.backoff}: must be a finite number, not negative")
+        # None means no limit; NaN or infinity would break the deadlines and the limiter
+        for name in ("timeout", "call_timeout", "max_rpm", "max_tpm"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise InputError(f"--{name.replace('_', '-')} must be positive")
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise InputError(
+                    f"--{name.replace('_', '-')} {value}: must be a finite number, above 0"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -208,9 +210,13 @@ def record_run(
     if overwrite and store.exists(run_id):
         store.delete_run(run_id)
     if store.exists(run_id):
+        # Checked before the writer takes the run (which writes its lock and journal), so a
+        # run that cannot be resumed is left as it was; checked again under the lock.
+        run = store.open_run(run_id)
+        _check_resumable(run.manifest, print_, run)
         writer = store.resume_run(run_id)
         try:
-            recorded = _check_resumable(writer, print_, store.open_run(run_id))
+            recorded = _check_resumable(writer.manifest, print_, run)
         except BaseException:
             writer.close()
             raise
@@ -269,8 +275,11 @@ def record_run(
     return summary
 
 
-def _check_resumable(writer: RunWriter, expected: str, run: Run) -> dict[str, str]:
-    manifest = writer.manifest
+def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> dict[str, str]:
+    """Map each sample the run holds to its status; refuse a run this recording cannot extend."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     if manifest.get("source") == "import":
         raise InputError(f"run {run.run_id!r} was imported, not recorded: it cannot be resumed")
     if manifest.get("fingerprint") != expected:
@@ -278,7 +287,17 @@ def _check_resumable(writer: RunWriter, expected: str, run: Run) -> dict[str, st
             f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",
             hint="use another --run-id, or --overwrite to replace it",
         )
-    return run.recorded_ids()
+    recorded = run.recorded_ids()
+    if run.messages_path.exists():
+        # its footer only: the file is read in full when the journal is folded into it,
+        # after the recording, which a broken file would then have wasted
+        try:
+            pq.read_schema(run.messages_path)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise StoreError(
+                f"{run.messages_path}: not a readable Parquet file ({first_line(exc)})"
+            ) from exc
+    return recorded
 
 
 class RecordInterrupted(Exception):

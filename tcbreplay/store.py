@@ -182,7 +182,12 @@ class Run:
         """Map every stored sample id to its status (journal entries override Parquet)."""
         out: dict[str, str] = {}
         if self.samples_path.exists():
-            table = pq.read_table(self.samples_path, columns=["sample_id", "status"])
+            try:
+                table = pq.read_table(self.samples_path, columns=["sample_id", "status"])
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                raise StoreError(
+                    f"{self.samples_path}: not a readable Parquet file ({first_line(exc)})"
+                ) from exc
             out.update(
                 zip(table["sample_id"].to_pylist(), table["status"].to_pylist(), strict=True)
             )

@@ -428,3 +428,65 @@ def test_a_bad_store_is_blamed_on_where_it_came_from(tmp_path, from_env):
     assert not_a_dir.read_text() == "a file, not a store"
     helped = CliRunner().invoke(main, ["runs", "--help"], terminal_width=200)
     assert "[env var: TCBREPLAY_STORE; default: traces]" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [
+        ("error_rate=5", "error_rate=5: must be between 0 and 1"),
+        ("seed=abc", "seed='abc': must be an integer"),
+        ("mistakes=foo", "mistakes='foo': unknown mistake 'foo'"),
+        ("latency=-1", "latency=-1: must be a finite number, not negative"),
+        ("latency=inf", "latency=inf: must be a finite number, not negative"),
+        ("fault_rate=nan", "fault_rate=nan: must be between 0 and 1"),
+        ("colour=red", "'colour=red': expected one of seed, error_rate"),
+    ],
+)
+def test_record_checks_a_sim_model_option_like_a_sim_option(store_dir, option, fragment):
+    """--model-option KEY=VALUE with the sim model is refused where sim:KEY=VALUE is."""
+    errors = assert_input_error(run_cli(record_args("--model-option", option), store_dir))
+    assert len(errors) == 1 and errors[0].startswith(f"--model-option {fragment}"), errors
+    inline = ["record", "--model", f"sim:{option}", "--run-id", "new-run", "--quiet"]
+    errors = assert_input_error(run_cli(inline, store_dir))
+    assert len(errors) == 1 and errors[0].startswith(f"sim option {fragment}"), errors
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "rule"),
+    [
+        ("--timeout", "nan", "above 0"),
+        ("--timeout", "inf", "above 0"),
+        ("--call-timeout", "nan", "above 0"),
+        ("--call-timeout", "inf", "above 0"),
+        ("--backoff", "-1", "not negative"),
+        ("--backoff", "nan", "not negative"),
+        ("--max-rpm", "nan", "above 0"),
+        ("--max-tpm", "inf", "above 0"),
+    ],
+)
+def test_record_refuses_a_non_finite_or_negative_runner_option(store_dir, option, value, rule):
+    errors = assert_input_error(run_cli(record_args(option, value), store_dir))
+    assert errors == [f"{option} {float(value)}: must be a finite number, {rule}"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--resume", "RUN", "--overwrite"],
+        ["--retry-errors", "RUN", "--overwrite"],
+        ["--resume", "RUN", "--retry-errors", "RUN"],
+        ["--resume", "RUN", "--retry-errors", "other-run"],
+    ],
+)
+def test_record_refuses_run_options_that_contradict_each_other(sim_copy, args):
+    """--resume and --retry-errors keep the run's samples, which --overwrite deletes;
+    --retry-errors re-runs errors, which --resume leaves alone."""
+    root, run_id = sim_copy
+    args = [run_id if arg == "RUN" else arg for arg in args]
+    before = snapshot(root)
+    result = CliRunner().invoke(main, ["record", *args, "--store", str(root), "--quiet"])
+    named = [arg for arg in args if arg.startswith("--")]
+    errors = assert_input_error(result)
+    assert len(errors) == 1
+    assert errors[0].startswith(f"{named[0]} and {named[1]} cannot be combined"), errors
+    assert snapshot(root) == before

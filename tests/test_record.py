@@ -277,3 +277,28 @@ def test_json_tool_specs_cannot_be_recorded(tmp_path):
     assert result.exit_code == 2, result.output
     assert result.output.startswith("Error: ")
     assert store.runs() == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"error_rate": "5"}, {"seed": "abc"}, {"mistakes": "foo"}, {"latency": "-1"},
+     {"fault_rate": "nan"}, {"latency": "inf"}, {"temperature": "0"}],
+)  # fmt: skip
+def test_sim_model_options_are_checked_like_the_model_string(options):
+    ((key, value),) = options.items()
+    with pytest.raises(ModelError) as inline:
+        parse_model(f"sim:{key}={value}")
+    with pytest.raises(ModelError) as given:
+        parse_model("sim:seed=1", options)
+    assert given.value.message == inline.value.message.replace("sim option", "--model-option")
+
+
+@pytest.mark.parametrize(
+    "option",
+    [{"timeout": float("nan")}, {"timeout": float("inf")}, {"call_timeout": float("nan")},
+     {"call_timeout": -1.0}, {"backoff": -1.0}, {"backoff": float("inf")},
+     {"max_rpm": float("nan")}, {"max_tpm": float("inf")}],
+)  # fmt: skip
+def test_runner_options_must_be_finite(option):
+    with pytest.raises(InputError, match="must be a finite number"):
+        RecordOptions(**option)

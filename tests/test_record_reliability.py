@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from gemini_server import Fault, GeminiServer
-from helpers import cli_process, journal_lines, wait_for
+from helpers import cli_process, journal_lines, snapshot, wait_for
 
 from tcbreplay.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay.cli import main
@@ -356,3 +356,39 @@ def test_progress_lines_when_not_a_terminal_and_quiet(tmp_path):
     assert quiet.exit_code == 0
     assert "recorded 1/" not in quiet.output
     assert "(simulated model)" in quiet.output
+
+
+# -- a run that cannot be resumed ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "how", "code"),
+    [
+        ("samples.parquet", "--resume", 1),
+        ("messages.parquet", "--resume", 1),
+        ("samples.parquet", "same command", 1),
+        ("other inputs", "same command", 2),
+    ],
+)
+def test_a_run_that_cannot_be_resumed_is_left_as_it_was(sim_copy, case, how, code):
+    """A truncated data file is one error naming it, found before the run is taken: no
+    journal is started and the lock file is not rewritten (nor for other inputs)."""
+    root, run_id = sim_copy
+    if case.endswith(".parquet"):
+        with (root / run_id / case).open("r+b") as f:
+            f.truncate(500)
+    seed = 8 if case == "other inputs" else 7  # the session's run has seed 7
+    args = (
+        ["--resume", run_id]
+        if how == "--resume"
+        else ["--model", f"sim:seed={seed},error_rate=0.3", "--run-id", run_id]
+    )
+    before = snapshot(root)
+    result = CliRunner().invoke(main, ["record", *args, "--store", str(root), "--quiet"])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output and result.stdout == ""
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1
+    where = f"{root / run_id / case}: " if case.endswith(".parquet") else f"run {run_id!r} "
+    assert errors[0].startswith(f"Error: {where}"), errors
+    assert snapshot(root) == before

@@ -115,7 +115,21 @@ def record(
     from tcbreplay.store import Run, Store, export_jsonl
 
     store_ = Store(store)
+    if resume_id and retry_id:
+        raise InputError(
+            "--resume and --retry-errors cannot be combined: --resume records only the samples "
+            "the run does not hold, --retry-errors also re-runs those stored as errors",
+            hint=f"give one of them: --retry-errors {retry_id} also records what is missing",
+        )
     existing = resume_id or retry_id
+    if existing and overwrite:
+        flag = "--resume" if resume_id else "--retry-errors"
+        raise InputError(
+            f"{flag} and --overwrite cannot be combined: {flag} keeps the run's samples, "
+            "--overwrite deletes them",
+            hint="drop --overwrite to keep them; to record the run anew, give its inputs, "
+            "--run-id and --overwrite",
+        )
     if existing:
         if any((benchmark, dataset, tools, system_prompt, model, model_options, run_id)):
             raise InputError(

@@ -61,14 +61,13 @@ def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSp
                 f"--model-option {key}: secrets are not accepted as options",
                 hint="set the provider's API key in the environment; it is never recorded",
             )
-    settings = {k: _parse_value(v) for k, v in options.items()}
     if model == "sim" or model.startswith("sim:"):
         from tcbreplay.models.sim import parse_sim_options
 
-        sim_settings = parse_sim_options(model.partition(":")[2])
-        return ModelSpec(
-            id=model, provider="sim", name="sim", settings={**sim_settings, **settings}
-        )
+        # --model-option pairs get the checks of sim options given in the model string
+        settings = parse_sim_options(model.partition(":")[2], options)
+        return ModelSpec(id=model, provider="sim", name="sim", settings=settings)
+    settings = {k: _parse_value(v) for k, v in options.items()}
     provider, sep, name = model.partition(":")
     if not sep or not provider or not name:
         raise ModelError(

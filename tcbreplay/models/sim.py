@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import random
 import threading
 import time
@@ -51,27 +52,32 @@ class SimTransientError(RuntimeError):
     transient = True
 
 
-def parse_sim_options(text: str) -> dict[str, Any]:
-    """Parse ``seed=7,error_rate=0.2`` into settings with defaults filled in."""
+def parse_sim_options(text: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Parse ``seed=7,error_rate=0.2`` into settings with defaults filled in.
+
+    ``options`` (``--model-option`` pairs) are checked the same way and win over ``text``.
+    """
     out = dict(_DEFAULTS)
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    pairs = [(p, "sim option") for p in filter(None, (p.strip() for p in text.split(",")))]
+    pairs += [(f"{k}={v}", "--model-option") for k, v in (options or {}).items()]
+    for part, where in pairs:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in _DEFAULTS:
             raise ModelError(
-                f"sim option {part!r}: expected one of {', '.join(_DEFAULTS)} as key=value"
+                f"{where} {part!r}: expected one of {', '.join(_DEFAULTS)} as key=value"
             )
-        out[key] = _coerce(key, value.strip())
+        out[key] = _coerce(key, value.strip(), where)
     return out
 
 
-def _coerce(key: str, value: str) -> Any:
+def _coerce(key: str, value: str, where: str = "sim option") -> Any:
     if key == "mistakes":
         kinds = [k for k in value.split("+") if k]
         bad = [k for k in kinds if k not in MISTAKES]
         if bad:
             raise ModelError(
-                f"sim option {key}={value!r}: unknown mistake {bad[0]!r} "
+                f"{where} {key}={value!r}: unknown mistake {bad[0]!r} "
                 f"(kinds: {', '.join(MISTAKES)})"
             )
         return "+".join(kinds)
@@ -81,11 +87,12 @@ def _coerce(key: str, value: str) -> Any:
         number = float(value)
     except ValueError as exc:
         kind = "an integer" if key == "seed" else "a number"
-        raise ModelError(f"sim option {key}={value!r}: must be {kind}") from exc
+        raise ModelError(f"{where} {key}={value!r}: must be {kind}") from exc
     if key in ("error_rate", "parallel", "fault_rate") and not 0.0 <= number <= 1.0:
-        raise ModelError(f"sim option {key}={value}: must be between 0 and 1")
-    if number < 0:
-        raise ModelError(f"sim option {key}={value}: must not be negative")
+        raise ModelError(f"{where} {key}={value}: must be between 0 and 1")
+    # an infinite latency would hang every model turn until the call timeout
+    if not math.isfinite(number) or number < 0:
+        raise ModelError(f"{where} {key}={value}: must be a finite number, not negative")
     return number
 
 
