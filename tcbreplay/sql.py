@@ -36,6 +36,7 @@ from tcbreplay.store import (
     SCORES,
     Run,
     Store,
+    output_target,
     validate_run_id,
 )
 
@@ -193,16 +194,14 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     Views point at the run files by absolute path; ``runs`` and ``tools`` are tables.
     Re-run it after recording or scoring to include new runs. Returns the run ids.
     """
-    import os
     import shutil
     import tempfile
 
     runs = readable_runs(store)
-    # a symlink is followed: the file it points to is replaced
-    target = Path(os.path.realpath(path))
-    if target.exists() and not target.is_file() and not target.is_dir():
-        # a FIFO or a device (/dev/stdout) is no file to replace: the database is built in a
-        # temporary directory and its bytes written to the path as it is
+    target, special = output_target(path)
+    if special:
+        # DuckDB writes no database into a FIFO or a device: it is built in a temporary
+        # directory and its bytes written to the path
         with tempfile.TemporaryDirectory(prefix="tcbreplay-catalog-") as folder:
             tmp = Path(folder) / "catalog.duckdb"
             _build_catalog(runs, tmp, path)

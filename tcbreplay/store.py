@@ -127,6 +127,15 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
     os.replace(tmp, path)
 
 
+def output_target(path: Path) -> tuple[Path, bool]:
+    """Where to write a file a user names (``-o``), and whether to write it in place: a path
+    that is no regular file (a FIFO, a device such as /dev/stdout, a pipe behind it) is written
+    as it is; a file is replaced through a temporary file beside it, a symlink's target."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        return path, True
+    return Path(os.path.realpath(path)), False
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON to a temporary file and rename it over ``path``."""
     tmp = path.with_name(path.name + ".tmp")

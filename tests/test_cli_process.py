@@ -60,3 +60,21 @@ def test_a_closed_pipe_is_no_traceback(sim_run):
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) in (0, 1, 120)
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("command", ["report", "catalog"])
+def test_output_to_dev_stdout_through_a_pipe(sim_run, command):
+    """``-o /dev/stdout`` when stdout is a pipe: written into the pipe, not refused because
+    the pipe has no name to replace."""
+    store, run_id = sim_run
+    args = ["report", run_id] if command == "report" else ["catalog"]
+    done = subprocess.run(
+        [sys.executable, "-m", "tcbreplay", *args, "-o", "/dev/stdout", "--store",
+         str(store.root)],
+        cwd=ROOT, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    if command == "report":
+        assert done.stdout.startswith(b"<!doctype html>")
+    else:
+        assert done.stdout[8:12] == b"DUCK"  # a DuckDB database file's magic bytes

@@ -16,7 +16,7 @@ from tcbreplay.errors import InputError
 from tcbreplay.report.charts import figures
 from tcbreplay.report.data import ReportData, collect
 from tcbreplay.report.page import render_page
-from tcbreplay.store import Store
+from tcbreplay.store import Store, output_target
 
 __all__ = ["ReportData", "build_report", "collect", "write_report"]
 
@@ -40,13 +40,12 @@ def write_report(
     path = Path(output)
     if path.is_dir():
         raise InputError(f"{path}: is a directory", hint="give a file name, e.g. -o report.html")
-    target = Path(os.path.realpath(path))
+    target, special = output_target(path)
     if not target.parent.is_dir():
         raise InputError(
             f"{path}: directory {target.parent} does not exist", hint="create it first"
         )
     text = build_report(store, run_ids, allow_incomplete=allow_incomplete)
-    special = target.exists() and not target.is_file()
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         if special:
