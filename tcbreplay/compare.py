@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tcbreplay.score import ScoreOptions
 
 METRICS = ("tsa", "tp", "ahr")
-SCORE_COLUMNS = ["sample_id", "sample_index", *METRICS, "args_invalid", "args_total"]
+SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
 PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
 _CHUNK_CELLS = 20_000_000  # resample indices held in memory at once
 # Each metric and tool keeps its draws for the percentiles, 8 bytes a resample (8 MB at this
@@ -145,7 +145,9 @@ def diff_runs(
         return _resamples(np.random.default_rng(seed), joined.height, n_boot)
 
     alpha = (1 - confidence) / 2
-    runs = {m: _metric_delta(joined, m, index_batches, alpha) for m in METRICS}
+    # the abet scorer's tsa is pooled: hits over all samples / gold calls over all samples
+    pooled = ("ahr", "tsa") if scoring == "abet" else ("ahr",)
+    runs = {m: _metric_delta(joined, m, index_batches, alpha, m in pooled) for m in METRICS}
     deltas = joined.select(
         "sample_id",
         *(pl.col(m).alias(f"{m}_a") for m in METRICS),
@@ -208,22 +210,26 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _metric_delta(
-    joined: pl.DataFrame, metric: str, batches: Callable[[], Iterator[np.ndarray]], alpha: float
+    joined: pl.DataFrame,
+    metric: str,
+    batches: Callable[[], Iterator[np.ndarray]],
+    alpha: float,
+    pooled: bool = False,
 ) -> dict[str, Any]:
-    """Run-level values of both runs, their delta and its bootstrap interval."""
-    if metric == "ahr":
-        inv_a = joined["args_invalid"].to_numpy().astype(float)
-        tot_a = joined["args_total"].to_numpy().astype(float)
-        inv_b = joined["args_invalid_b"].to_numpy().astype(float)
-        tot_b = joined["args_total_b"].to_numpy().astype(float)
+    """Run-level values of both runs, their delta and its bootstrap interval: the mean of the
+    defined per-sample values, or when ``pooled`` a ratio of sums over the samples."""
+    if pooled:
+        num_a, den_a = _pooled_parts(joined, metric, "")
+        num_b, den_b = _pooled_parts(joined, metric, "_b")
 
         def stat(idx: np.ndarray) -> np.ndarray:
-            return _ratio(inv_b[idx].sum(-1), tot_b[idx].sum(-1)) - _ratio(
-                inv_a[idx].sum(-1), tot_a[idx].sum(-1)
+            return _ratio(num_b[idx].sum(-1), den_b[idx].sum(-1)) - _ratio(
+                num_a[idx].sum(-1), den_a[idx].sum(-1)
             )
 
-        value_a = _ratio(joined["args_invalid"].sum(), joined["args_total"].sum())
-        value_b = _ratio(joined["args_invalid_b"].sum(), joined["args_total_b"].sum())
+        # integer sums divided once, as score does
+        value_a = _ratio(int(num_a.sum()), int(den_a.sum()))
+        value_b = _ratio(int(num_b.sum()), int(den_b.sum()))
     else:
         va = joined[metric].to_numpy().astype(float)
         vb = joined[f"{metric}_b"].to_numpy().astype(float)
@@ -248,6 +254,20 @@ def _metric_delta(
         "ci_low": _num(low),
         "ci_high": _num(high),
     }
+
+
+def _pooled_parts(joined: pl.DataFrame, metric: str, side: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample, the numerator and denominator whose sums make a pooled metric: ahr's
+    invalid and total arguments; tsa's hits and gold calls (hits = tsa × gold calls, an
+    integer the division held exactly)."""
+    if metric == "ahr":
+        return (
+            joined[f"args_invalid{side}"].to_numpy().astype(np.int64),
+            joined[f"args_total{side}"].to_numpy().astype(np.int64),
+        )
+    gold = joined[f"n_gold{side}"].to_numpy().astype(np.int64)
+    share = np.nan_to_num(joined[f"{metric}{side}"].to_numpy().astype(float))
+    return np.rint(share * gold).astype(np.int64), gold
 
 
 def _tool_deltas(
@@ -288,7 +308,7 @@ def _tool_deltas(
                 "args_total_b": tb,
             }
         )
-        delta = _metric_delta(frame, "ahr", batches, alpha)
+        delta = _metric_delta(frame, "ahr", batches, alpha, pooled=True)
         out.append(
             {
                 "tool": tool,

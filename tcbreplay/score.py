@@ -460,19 +460,24 @@ def _by_tool(counts: pl.DataFrame) -> list[dict[str, Any]]:
     return _records(table.sort("tool"))
 
 
-def _by_category(scores: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per dataset category: the run-level numbers of its samples."""
+def _by_category(scores: pl.DataFrame, pooled_tsa: bool = False) -> list[dict[str, Any]]:
+    """Per dataset category: the run-level numbers of its samples (``pooled_tsa``: tsa as
+    hits over the category's gold calls, as the original evaluator pools it)."""
     if scores["category"].null_count() == scores.height:
         return []
+    tsa = pl.col("tsa").mean()
+    if pooled_tsa:  # a sample's hits = its tsa × its gold calls, an integer
+        hits = (pl.col("tsa").fill_null(0) * pl.col("n_gold")).round()
+        tsa = hits.sum() / pl.col("n_gold").sum()
     table = (
         scores.group_by("category")
         .agg(
             pl.len().alias("n_samples"),
-            pl.col("tsa").mean().alias("tsa"),
+            tsa.alias("tsa"),
             pl.col("tp").mean().alias("tp"),
             (pl.col("args_invalid").sum() / pl.col("args_total").sum()).alias("ahr"),
         )
-        .with_columns(pl.col("ahr").fill_nan(None))
+        .with_columns(pl.col("tsa", "ahr").fill_nan(None))
         .sort("category", nulls_last=True)
     )
     return _records(table)
@@ -515,4 +520,5 @@ def _abet_scores(tables: translate.CallTables) -> Scored:
         pl.Series("pairs", [c["pairs"] for c in counts], dtype=pl.Int32),
     )
     metrics = {**abet.summarize(counts), "n_errors": int((scores["status"] != "ok").sum())}
-    return Scored(scores=scores, metrics=metrics, by_category=_by_category(scores), _tables=tables)
+    by_category = _by_category(scores, pooled_tsa=True)
+    return Scored(scores=scores, metrics=metrics, by_category=by_category, _tables=tables)

@@ -230,6 +230,18 @@ def test_hand_made_file_through_the_cli(tmp_path):
     assert spec["tp"] == pytest.approx(published["tp"], abs=1e-15)
 
 
+def test_categories_pool_tsa_as_the_run_does(sim_copy):
+    """Under the abet scorer a category's tsa is its hits over its gold calls, so the
+    categories' hits add up to the run's (a mean of samples per category would not)."""
+    root, run_id = sim_copy
+    got = score_json(root, run_id, "--scorer", "abet")
+    gold = pl.read_parquet(root / run_id / "scores" / "abet" / "scores.parquet")
+    gold_by = dict(gold.group_by("category").agg(pl.col("n_gold").sum()).iter_rows())
+    hits = sum((c["tsa"] or 0) * gold_by[c["category"]] for c in got["by_category"])
+    assert hits == pytest.approx(got["tsa"] * got["n_tsa"], abs=1e-9)
+    assert round(hits) == pytest.approx(hits, abs=1e-9)
+
+
 def test_hand_made_file_through_the_library(store):
     inputs = load_inputs(None, HAND_DATASET, get_benchmark("tool-call").tools, None,
                          need_prompt=False)  # fmt: skip

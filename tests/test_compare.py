@@ -517,3 +517,25 @@ def test_invented_argument_where_there_were_none_is_a_regression(tmp_path):
         synthetic_run(root, run_id, score_tables(samples, messages, specs))
     result = diff_runs(Store(root), "clean", "invented")
     assert result.regressed == ["0"]
+
+
+def test_under_the_abet_scorer_tsa_is_pooled_as_score_pools_it(pair, pair_copy):
+    """The abet scorer's tsa is hits over all gold calls, not a mean of samples: diff's
+    values are score's, to the last bit."""
+    root = pair_copy
+    scored = {}
+    for run_id in (pair.a, pair.b):
+        result = cli("score", run_id, "--store", root, "--scorer", "abet", "--format", "json")
+        assert result.exit_code == 0, result.output
+        scored[run_id] = json.loads(result.stdout)
+    out = diff_json(root, pair.a, pair.b, "--scoring", "abet")
+    for metric in ("tsa", "ahr"):
+        assert out["metrics"][metric]["a"] == scored[pair.a][metric], metric
+        assert out["metrics"][metric]["b"] == scored[pair.b][metric], metric
+    for side, run_id in (("a", pair.a), ("b", pair.b)):  # a mean, summed in another order
+        assert out["metrics"]["tp"][side] == pytest.approx(scored[run_id]["tp"], rel=1e-14)
+    means = [
+        pl.read_parquet(root / r / "scores" / "abet" / "scores.parquet")["tsa"].mean()
+        for r in (pair.a, pair.b)
+    ]
+    assert means != [scored[pair.a]["tsa"], scored[pair.b]["tsa"]]  # the check can tell
