@@ -15,6 +15,7 @@ from tcbreplay.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay.cli import main
 from tcbreplay.errors import InputError, ModelError
 from tcbreplay.models import parse_model
+from tcbreplay.models.sim import plan_turns
 from tcbreplay.record import RecordOptions, record_run
 from tcbreplay.score import score_run
 from tcbreplay.sql import run_sql
@@ -177,6 +178,22 @@ def test_same_seed_gives_the_same_calls_and_another_seed_does_not(sim_run, tmp_p
 
     a, b = by_sample(reference), by_sample(different)
     assert sum(a[sid] != b[sid] for sid in ids) >= 3
+
+
+@pytest.mark.parametrize("mistakes", ["skip+swap", "swap", "wrong_value"])
+def test_the_sim_makes_only_the_mistakes_it_is_given(mistakes):
+    """A swap of a sample's last call, or a wrong value for a call without arguments, cannot
+    happen: the call is then made right, not given an invented argument instead."""
+    settings = parse_model(f"sim:seed=1,error_rate=1,mistakes={mistakes}").settings
+    for sample in load_inputs("tool-call").dataset.samples:
+        gold = [(c.name, c.args) for c in sample.target]
+        turns = plan_turns(str(sample.id), gold, [], settings)
+        made = [(c["name"], c["args"]) for turn in turns for c in turn]
+        if mistakes == "wrong_value":  # the same calls in order, only values changed
+            assert [n for n, _ in made] == [n for n, _ in gold], sample.id
+            assert [a.keys() for _, a in made] == [g.keys() for _, g in gold], sample.id
+        else:  # gold calls, some left out or in another order, none changed
+            assert all(call in gold for call in made), (sample.id, made)
 
 
 @pytest.mark.parametrize(

@@ -128,9 +128,13 @@ def plan_turns(
             key = rng.choice(sorted(call["args"]))
             call["args"][key] = _perturb(rng, call["args"][key])
             calls.append(call)
-        elif kind in ("invented_arg", "wrong_value", "swap"):
+        elif kind == "invented_arg" or (kind != "skip" and "invented_arg" in kinds):
+            # also a swap of the last call, or a wrong value for a call without arguments,
+            # when invented arguments are among the mistakes
             key = next(k for k in _INVENTED_KEYS if k not in call["args"])
             call["args"][key] = rng.choice(["USD", 2, True, "each"])
+            calls.append(call)
+        elif kind != "skip":  # a swap or wrong value that cannot happen here: no mistake
             calls.append(call)
         # "skip": the call is left out
         i += 1
