@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from helpers import cli
 from langchain_core.messages import message_to_dict, messages_from_dict
 
 from tcbreplay.benchmarks import BENCHMARKS, load_inputs
@@ -319,3 +320,15 @@ def test_sim_model_options_are_checked_like_the_model_string(options):
 def test_runner_options_must_be_finite(option):
     with pytest.raises(InputError, match="must be a finite number"):
         RecordOptions(**option)
+
+
+def test_record_prints_the_totals_the_manifest_keeps(tmp_path):
+    root = tmp_path / "traces"
+    result = cli("record", "--model", "sim:seed=7", "--run-id", "r", "--store", root)
+    assert result.exit_code == 0, result.output
+    totals = json.loads((root / "r" / "manifest.json").read_text())["totals"]
+    assert result.stdout.splitlines()[0].startswith(
+        f"run r (simulated model): 94/94 ok, {totals['errors']} errors, {totals['retries']} "
+        f"retries, {totals['input_tokens']:,} input and {totals['output_tokens']:,} output "
+        "tokens; recorded 94 in "
+    )

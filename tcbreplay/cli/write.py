@@ -185,9 +185,15 @@ def record(
             "nothing to record (--overwrite records it again)"
         )
     else:
+        tokens = ""
+        if summary.input_tokens is not None or summary.output_tokens is not None:
+            tokens = (
+                f", {summary.input_tokens or 0:,} input and {summary.output_tokens or 0:,} "
+                "output tokens"
+            )
         click.echo(
             f"run {summary.run_id}{sim}: {summary.ok}/{summary.total} ok, "
-            f"{summary.errors} errors, {summary.retries} retries; recorded "
+            f"{summary.errors} errors, {summary.retries} retries{tokens}; recorded "
             f"{summary.attempted} in {summary.duration_s:.1f} s -> {summary.run_dir}"
         )
     if summary.errors:
