@@ -307,7 +307,7 @@ def test_sim_model_options_are_checked_like_the_model_string(options):
     with pytest.raises(ModelError) as inline:
         parse_model(f"sim:{key}={value}")
     with pytest.raises(ModelError) as given:
-        parse_model("sim:seed=1", options)
+        parse_model("sim", options)
     assert given.value.message == inline.value.message.replace("sim option", "--model-option")
 
 
@@ -332,3 +332,10 @@ def test_record_prints_the_totals_the_manifest_keeps(tmp_path):
         f"retries, {totals['input_tokens']:,} input and {totals['output_tokens']:,} output "
         "tokens; recorded 94 in "
     )
+
+
+def test_a_sim_option_given_twice_is_refused():
+    """The model id (``sim:seed=7``) names the run: an option may not say another seed."""
+    with pytest.raises(ModelError, match=r"^--model-option seed=8: seed is given in sim:seed=7"):
+        parse_model("sim:seed=7", {"seed": "8"})
+    assert parse_model("sim:seed=7", {"error_rate": "0.5"}).settings["error_rate"] == 0.5

@@ -55,11 +55,16 @@ class SimTransientError(RuntimeError):
 def parse_sim_options(text: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Parse ``seed=7,error_rate=0.2`` into settings with defaults filled in.
 
-    ``options`` (``--model-option`` pairs) are checked the same way and win over ``text``.
+    ``options`` (``--model-option`` pairs) are checked the same way; a key given in both is
+    refused.
     """
     out = dict(_DEFAULTS)
     pairs = [(p, "sim option") for p in filter(None, (p.strip() for p in text.split(",")))]
-    pairs += [(f"{k}={v}", "--model-option") for k, v in (options or {}).items()]
+    given = {p.partition("=")[0].strip() for p, _ in pairs}
+    for key, value in (options or {}).items():
+        if key in given:  # the model id names the run: it must not say another value
+            raise ModelError(f"--model-option {key}={value}: {key} is given in sim:{text} too")
+        pairs.append((f"{key}={value}", "--model-option"))
     for part, where in pairs:
         key, sep, value = part.partition("=")
         key = key.strip()
