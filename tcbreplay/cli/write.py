@@ -15,7 +15,11 @@ from tcbreplay.errors import InputError
 @click.option("--benchmark", help="Built-in benchmark (default tool-call).")
 @click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), help="Dataset file.")
 @click.option("--tools", help="Tools as module:attr.")
-@click.option("--system-prompt", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--system-prompt",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Text file of the agent's system prompt (default: the benchmark's).",
+)
 @click.option(
     "--model",
     default=None,
@@ -227,7 +231,9 @@ def record(
     show_default=True,
     help="abet-evaluation: a dashboard file of the original benchmark.",
 )
-@click.option("--model", "model_label", help="Label of the model that produced the traces.")
+@click.option(
+    "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
+)
 @STORE_OPTION
 def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> None:
     """Store traces recorded elsewhere as a run that score treats like a recorded one."""
