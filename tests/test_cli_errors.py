@@ -444,7 +444,8 @@ def test_a_bad_store_is_blamed_on_where_it_came_from(tmp_path, from_env):
 )
 def test_record_checks_a_sim_model_option_like_a_sim_option(store_dir, option, fragment):
     """--model-option KEY=VALUE with the sim model is refused where sim:KEY=VALUE is."""
-    errors = assert_input_error(run_cli(record_args("--model-option", option), store_dir))
+    given = ["record", "--model", "sim", "--model-option", option, "--run-id", "new-run", "--quiet"]
+    errors = assert_input_error(run_cli(given, store_dir))
     assert len(errors) == 1 and errors[0].startswith(f"--model-option {fragment}"), errors
     inline = ["record", "--model", f"sim:{option}", "--run-id", "new-run", "--quiet"]
     errors = assert_input_error(run_cli(inline, store_dir))
