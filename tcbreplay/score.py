@@ -151,6 +151,13 @@ def score_run(
     if dashboard not in DASHBOARD_MODES:
         raise InputError(f"--dashboard {dashboard!r}: choose one of {', '.join(DASHBOARD_MODES)}")
     run = store.open_run(run_id)
+    with run.reading():  # no record --overwrite meanwhile
+        return _score_run(run, options, allow_incomplete, write, dashboard)
+
+
+def _score_run(
+    run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str
+) -> ScoreResult:
     check_scorable(run, allow_incomplete)
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
     parts = _parts(run, options)
@@ -187,7 +194,16 @@ def _write_results(
     run: Run, options: ScoreOptions, scored: Scored, scores: pl.DataFrame,
     summary: dict[str, Any], dashboard: str, result: ScoreResult,
 ) -> None:  # fmt: skip
-    """Write the result files side by side (Arrow, Polars and DuckDB release the GIL)."""
+    """Write the result files side by side (Arrow, Polars and DuckDB release the GIL), one
+    scoring process at a time."""
+    with run.writing_results():
+        _write_files(run, options, scored, scores, summary, dashboard, result)
+
+
+def _write_files(
+    run: Run, options: ScoreOptions, scored: Scored, scores: pl.DataFrame,
+    summary: dict[str, Any], dashboard: str, result: ScoreResult,
+) -> None:  # fmt: skip
     folder = run.scores_dir(options.scoring)
     result.scores_path = folder / "scores.parquet"
     with ThreadPoolExecutor(max_workers=3) as pool:

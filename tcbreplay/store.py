@@ -23,7 +23,8 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,26 @@ class Run:
             out[record["sample_id"]] = record["status"]
         return out
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Keep the run from being deleted (``record --overwrite``) while it is read; any
+        number of readers at once."""
+        with _dir_lock(self.dir, fcntl.LOCK_SH | fcntl.LOCK_NB) as held:
+            if not held:
+                raise RunLockedError(
+                    f"run {self.run_id!r} is being deleted to be recorded anew (--overwrite)",
+                    hint="read it once that recording is done",
+                )
+            yield
+
+    @contextmanager
+    def writing_results(self) -> Iterator[None]:
+        """One process at a time writes the run's results (scores, dashboard file); another
+        waits for its turn."""
+        (self.dir / SCORES).mkdir(exist_ok=True)
+        with _dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
+            yield
+
     def scores_dir(self, scoring: str) -> Path:
         return self.dir / SCORES / scoring
 
@@ -274,13 +295,20 @@ class Store:
         return writer
 
     def delete_run(self, run_id: str) -> None:
-        """Remove a run directory (refused while another process writes it)."""
+        """Remove a run directory (refused while another process writes or reads it)."""
         import shutil
 
         path = self.open_run(run_id).dir
         writer = RunWriter(path)
         try:
-            shutil.rmtree(path)
+            with _dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+                if not held:
+                    raise RunLockedError(
+                        f"run {run_id!r} is being read (scored, reported or audited) by "
+                        "another process",
+                        hint="wait for it to finish",
+                    )
+                shutil.rmtree(path)
         finally:
             writer.close()
 
@@ -288,6 +316,22 @@ class Store:
         """Lock an existing run for more writing (resume or retry)."""
         run = self.open_run(run_id)
         return RunWriter(run.dir)
+
+
+@contextmanager
+def _dir_lock(path: Path, how: int) -> Iterator[bool]:
+    """flock ``how`` on directory ``path`` while the block runs; whether it was taken (always,
+    unless ``how`` holds LOCK_NB)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, how)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 class RunWriter:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -561,3 +563,20 @@ def test_options_from_a_results_folder_name(scoring, options):
     assert ScoreOptions.from_scoring(scoring) == options
     if options is not None:
         assert options.scoring == scoring
+
+
+def test_score_holds_the_run_against_deletion(sim_copy):
+    """While record --overwrite deletes the run (holding it exclusively) score does not read
+    it; while score reads it, the deletion is refused (see test_store)."""
+    root, run_id = sim_copy
+    before = snapshot(root)
+    fd = os.open(root / run_id, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        result = cli("score", run_id, "--store", str(root))
+    finally:
+        os.close(fd)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: run {run_id!r} is being deleted to be recorded anew")
+    assert snapshot(root) == before
+    assert cli("score", run_id, "--store", str(root)).exit_code == 0

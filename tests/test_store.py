@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -581,3 +584,55 @@ def test_create_run_refuses_a_run_made_meanwhile_by_another_writer(store, monkey
     monkeypatch.undo()
     assert (store.run_dir(RUN) / MANIFEST).read_text() == made
     RunWriter(store.run_dir(RUN)).close()
+
+
+def test_a_run_being_read_is_not_deleted(store):
+    """record --overwrite deletes the run: not while a scorer reads it, whose results would
+    land in the run recorded anew."""
+    new_run(store).close()
+    run = store.open_run(RUN)
+    with (
+        run.reading(),
+        run.reading(),  # readers share
+        pytest.raises(RunLockedError, match=f"run {RUN!r} is being read"),
+    ):
+        store.delete_run(RUN)
+    assert store.exists(RUN)
+    store.delete_run(RUN)
+    assert not store.exists(RUN)
+
+
+def test_a_run_being_deleted_is_not_read(store):
+    new_run(store).close()
+    run = store.open_run(RUN)
+    fd = os.open(run.dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as delete_run holds it
+        with (
+            pytest.raises(RunLockedError, match="is being deleted to be recorded anew"),
+            run.reading(),
+        ):
+            pass
+    finally:
+        os.close(fd)
+    with run.reading():
+        pass
+
+
+def test_results_are_written_by_one_process_at_a_time(store):
+    new_run(store).close()
+    run = store.open_run(RUN)
+    order = []
+
+    def second() -> None:
+        with run.writing_results():
+            order.append("second")
+
+    with run.writing_results():
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(timeout=0.3)
+        assert thread.is_alive()  # waiting for its turn
+        order.append("first")
+    thread.join(timeout=10)
+    assert order == ["first", "second"]
