@@ -18,7 +18,7 @@ from typing import Any
 from tcbreplay import __version__
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.dataset import lone_surrogate
-from tcbreplay.errors import InputError, RunLockedError, TraceError
+from tcbreplay.errors import InputError, RunLockedError, TcbReplayError, TraceError
 from tcbreplay.store import Store, utcnow
 
 
@@ -102,6 +102,8 @@ def import_traces(
             "sha256": hashlib.sha256(data).hexdigest(),
         },
     }
+    if store.exists(run_id):
+        _drop_unfinished_import(store, run_id)
     run_dir = store.run_dir(run_id)
     fresh = not run_dir.exists()
     try:
@@ -141,6 +143,17 @@ def import_traces(
         imported=imported,
         missing=len(records) - imported,
     )
+
+
+def _drop_unfinished_import(store: Store, run_id: str) -> None:
+    """Remove a run an import began but never finished (its process was killed), which would
+    block the run id; refused while that import still runs."""
+    try:
+        manifest = store.open_run(run_id).manifest
+    except TcbReplayError:
+        return  # not a run this can judge: creating the run says what is wrong
+    if manifest.get("source") == "import" and manifest.get("status") == "recording":
+        store.delete_run(run_id)
 
 
 def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, dict[str, Any]]:

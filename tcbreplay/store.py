@@ -174,6 +174,8 @@ class Run:
         """The command that finishes recording this run (naming its store unless default)."""
         store = self.dir.parent
         where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
+        if self.manifest.get("source") == "import":  # an import that was killed
+            return f"the same tcbreplay import again (it replaces the unfinished run){where}"
         return f"tcbreplay record --resume {shlex.quote(self.run_id)}{where}"
 
     def has_data(self) -> bool:

@@ -26,7 +26,7 @@ from langchain_core.messages import (
 from tcbreplay.benchmarks import load_inputs
 from tcbreplay.errors import InputError, TraceError
 from tcbreplay.importer import import_traces
-from tcbreplay.store import Store
+from tcbreplay.store import RunWriter, Store
 
 DATA = Path(__file__).parent / "data"
 DATASET = DATA / "ds_shapes.json"
@@ -537,3 +537,31 @@ def test_dashboard_file_with_a_lone_surrogate_is_refused(tmp_path, store):
     ):
         import_traces(inputs, traces, store, "abet", fmt="abet-evaluation")
     assert not store.root.exists()
+
+
+def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store):
+    """A killed import leaves its run 'recording' (no exception handler ran): score points at
+    the import, not at record --resume, and the same import replaces it, unless it still runs."""
+    traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
+    assert do_import(store, traces).exit_code == 0
+    manifest_path = store.run_dir("imp") / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, "status": "recording"}))
+    (store.run_dir("imp") / "samples.parquet").unlink()  # killed before the fold
+    (store.run_dir("imp") / "messages.parquet").unlink()
+    result = cli("score", "imp", "--store", str(store.root))
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[1] == (
+        f"Hint: finish it with: the same tcbreplay import again (it replaces the unfinished run)"
+        f" --store {store.root}"
+    )
+    writer = RunWriter(store.run_dir("imp"))  # the import still running
+    try:
+        result = do_import(store, traces)
+        assert result.exit_code == 1 and "is being written by" in result.stderr
+    finally:
+        writer.close()
+    result = do_import(store, traces)
+    assert result.exit_code == 0, result.output
+    assert store.open_run("imp").status == "imported"
+    assert len(score_rows(store, "imp")) == 4  # the dataset's samples
