@@ -578,13 +578,20 @@ def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
     tables[MESSAGES] = tables[MESSAGES].sort_by(
         [("sample_index", "ascending"), ("position", "ascending")]
     )
-    written = []
-    for name, table in tables.items():
-        target = out_dir / name.replace(".parquet", ".jsonl")
-        with jsonlines.open(target, mode="w") as writer:
-            for batch in table.to_batches(max_chunksize=10_000):
-                writer.write_all(_jsonable(row) for row in batch.to_pylist())
-        written.append(target)
+    written = [out_dir / name.replace(".parquet", ".jsonl") for name in tables]
+    temps = [path.with_name(path.name + ".tmp") for path in written]
+    try:  # under temporary names until every file is whole: a killed export leaves no
+        # file that looks complete
+        for tmp, table in zip(temps, tables.values(), strict=True):
+            with jsonlines.open(tmp, mode="w") as writer:
+                for batch in table.to_batches(max_chunksize=10_000):
+                    writer.write_all(_jsonable(row) for row in batch.to_pylist())
+    except BaseException:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, target in zip(temps, written, strict=True):
+        os.replace(tmp, target)
     manifest = out_dir / MANIFEST
     write_json_atomic(manifest, run.manifest)
     written.append(manifest)

@@ -636,3 +636,26 @@ def test_results_are_written_by_one_process_at_a_time(store):
         order.append("first")
     thread.join(timeout=10)
     assert order == ["first", "second"]
+
+
+def test_an_interrupted_export_leaves_no_file_that_looks_whole(sim_run, tmp_path, monkeypatch):
+    """Ctrl-C while the messages are written: the files of an earlier export stay as they
+    were and nothing half-written takes their names."""
+    store, run_id = sim_run
+    out = tmp_path / "export"
+    export_jsonl(store.open_run(run_id), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    calls = 0
+    real = store_mod._jsonable
+
+    def interrupted(row):
+        nonlocal calls
+        calls += 1
+        if calls > 150:  # into the messages, after every sample
+            raise KeyboardInterrupt
+        return real(row)
+
+    monkeypatch.setattr(store_mod, "_jsonable", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export_jsonl(store.open_run(run_id), out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
