@@ -170,11 +170,17 @@ class Run:
     def status(self) -> str:
         return str(self.manifest["status"])
 
+    def _source(self) -> str | None:
+        try:
+            return self.manifest.get("source")
+        except StoreError:  # no manifest (yet): a recording
+            return None
+
     def resume_command(self) -> str:
         """The command that finishes recording this run (naming its store unless default)."""
         store = self.dir.parent
         where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
-        if self.manifest.get("source") == "import":  # an import that was killed
+        if self._source() == "import":  # an import that was killed
             return f"the same tcbreplay import again (it replaces the unfinished run){where}"
         return f"tcbreplay record --resume {shlex.quote(self.run_id)}{where}"
 
@@ -276,16 +282,18 @@ class Store:
         """
         run_id = validate_run_id(manifest["run_id"])
         path = self.root / run_id
-        exists = InputError(
-            f"run {run_id!r} already exists in {self.root}", hint="choose another --run-id"
-        )
         if (path / MANIFEST).exists():
-            raise exists
+            raise InputError(
+                f"run {run_id!r} already exists in {self.root}", hint="choose another --run-id"
+            )
         path.mkdir(parents=True, exist_ok=True)
         writer = RunWriter(path)
         try:
             if (path / MANIFEST).exists():  # made by another writer since the look above
-                raise exists
+                raise RunLockedError(
+                    f"run {run_id!r} was made by another process at the same moment",
+                    hint="run the command again, now that the run exists",
+                )
             if dataset is not None:
                 write_jsonl_atomic(path / DATASET, dataset)
             writer.write_manifest(

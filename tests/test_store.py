@@ -579,7 +579,7 @@ def test_create_run_refuses_a_run_made_meanwhile_by_another_writer(store, monkey
         locked(self, path)
 
     monkeypatch.setattr(RunWriter, "__init__", meanwhile)
-    with pytest.raises(InputError, match=f"run {RUN!r} already exists"):
+    with pytest.raises(RunLockedError, match=f"run {RUN!r} was made by another process"):
         new_run(store)
     monkeypatch.undo()
     assert (store.run_dir(RUN) / MANIFEST).read_text() == made
