@@ -216,7 +216,8 @@ def record_run(
         _check_resumable(run.manifest, print_, run)
         writer = store.resume_run(run_id)
         try:
-            recorded = _check_resumable(writer.manifest, print_, run)
+            _check_resumable(writer.manifest, print_, run)
+            recorded = run.recorded_ids()
         except BaseException:
             writer.close()
             raise
@@ -275,8 +276,10 @@ def record_run(
     return summary
 
 
-def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> dict[str, str]:
-    """Map each sample the run holds to its status; refuse a run this recording cannot extend."""
+def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> None:
+    """Refuse a run this recording cannot extend: imported, of other inputs, or with a data
+    file that is no Parquet file (its footer read only: the file is read in full when the
+    journal is folded into it, after the recording, which a broken file would have wasted)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -287,17 +290,13 @@ def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> dict[
             f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",
             hint="use another --run-id, or --overwrite to replace it",
         )
-    recorded = run.recorded_ids()
-    if run.messages_path.exists():
-        # its footer only: the file is read in full when the journal is folded into it,
-        # after the recording, which a broken file would then have wasted
+    for path in (run.samples_path, run.messages_path):
+        if not path.exists():
+            continue
         try:
-            pq.read_schema(run.messages_path)
+            pq.read_schema(path)
         except (OSError, ValueError, pa.ArrowException) as exc:
-            raise StoreError(
-                f"{run.messages_path}: not a readable Parquet file ({first_line(exc)})"
-            ) from exc
-    return recorded
+            raise StoreError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
 
 
 class RecordInterrupted(Exception):
