@@ -50,6 +50,10 @@ def import_traces(
     """
     if model is not None and lone_surrogate(model):
         raise InputError(f"--model {model!r}: not valid UTF-8 text")
+    if lone_surrogate(str(traces)):  # the manifest keeps its name, as UTF-8 text
+        raise InputError(
+            f"--traces {str(traces)!r}: the name is not valid UTF-8", hint="rename the file"
+        )
     path = Path(traces)
     try:
         data = path.read_bytes()

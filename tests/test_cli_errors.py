@@ -4,6 +4,7 @@ and nothing written to the store."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 import uuid
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import snapshot
+from helpers import cli, snapshot
 
 from tcbreplay.cli import main
 from tcbreplay.store import Store
@@ -491,3 +492,25 @@ def test_record_refuses_run_options_that_contradict_each_other(sim_copy, args):
     assert len(errors) == 1
     assert errors[0].startswith(f"{named[0]} and {named[1]} cannot be combined"), errors
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("option", ["--dataset", "--traces"])
+def test_a_file_name_that_is_not_utf8_is_refused(tmp_path, option):
+    """The manifest keeps each input's name as UTF-8 text: a name with other bytes (as Python
+    hands it over, with surrogates) is refused before anything is written."""
+    named = tmp_path / os.fsdecode(b"data\xff.json")
+    named.write_text('[{"input": "hi", "target": []}]')
+    plain = tmp_path / "data.json"
+    plain.write_text('[{"input": "hi", "target": []}]')
+    root = tmp_path / "traces"
+    if option == "--dataset":
+        args = ["record", "--model", "sim:seed=1", "--dataset", named, "--run-id", "r"]
+    else:
+        args = ["import", "--dataset", plain, "--tools", DATA / "tools_shop.json",
+                "--traces", named, "--run-id", "r"]  # fmt: skip
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"Error: {option} {str(named)!r}: the name is not valid UTF-8"
+    )
+    assert not root.exists()

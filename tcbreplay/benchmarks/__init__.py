@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcbreplay.dataset import Dataset, dataset_from_entries, load_dataset
+from tcbreplay.dataset import Dataset, dataset_from_entries, load_dataset, lone_surrogate
 from tcbreplay.errors import InputError, StoreError
 from tcbreplay.toolspec import Toolset, load_toolset
 
@@ -90,6 +90,16 @@ def load_inputs(
     need_prompt: bool = True,
 ) -> BenchmarkInputs:
     """Load a built-in benchmark, or a custom one from files; each given file overrides."""
+    for option, value in (
+        ("--dataset", dataset),
+        ("--tools", tools),
+        ("--system-prompt", system_prompt),
+    ):
+        # the run's manifest keeps each input's name, as UTF-8 text
+        if value is not None and lone_surrogate(str(value)):
+            raise InputError(
+                f"{option} {str(value)!r}: the name is not valid UTF-8", hint="rename the file"
+            )
     if benchmark is None and (dataset is None or tools is None):
         benchmark = "tool-call"
     base = get_benchmark(benchmark) if benchmark else None
