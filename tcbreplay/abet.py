@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tcbreplay import limits
 from tcbreplay.dataset import Dataset, lone_surrogate
 from tcbreplay.errors import TraceError
 
@@ -33,7 +34,9 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
     path = Path(path)
     try:
         text = path.read_text()
-        doc = json.loads(text)
+        doc = limits.loads(text)
+    except limits.LimitError as exc:
+        raise TraceError(f"{path.name}: {exc}", hint=limits.HINT) from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path.name}: cannot read dashboard file: {exc}") from exc
     listed = doc.get("samples") if isinstance(doc, dict) else None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tcbreplay import limits
 from tcbreplay.errors import DatasetError
 
 
@@ -121,9 +122,11 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         raise DatasetError(f"{label}: the file is empty")
     if stripped.startswith("["):
         try:
-            raw = json.loads(text)
+            raw = limits.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
+        except limits.LimitError as exc:
+            raise DatasetError(f"{label}: {exc}", hint=limits.HINT) from None
         where = [f"entry {i}" for i in range(len(raw))]
         _refuse_lone_surrogates(raw, where, text, label)
         return raw, where
@@ -134,12 +137,14 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         if not line.strip():
             continue
         try:
-            raw.append(json.loads(line))
+            raw.append(limits.loads(line, first_line=lineno))
         except json.JSONDecodeError as exc:
             raise DatasetError(
                 f"{label}: line {lineno}: not valid JSON: {exc.msg}",
                 hint="a dataset is a JSON array or one JSON object per line",
             ) from exc
+        except limits.LimitError as exc:
+            raise DatasetError(f"{label}: {exc}", hint=limits.HINT) from None
         where.append(f"line {lineno}")
     _refuse_lone_surrogates(raw, where, text, label)
     return raw, where

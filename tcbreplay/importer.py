@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcbreplay import __version__
+from tcbreplay import __version__, limits
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.dataset import lone_surrogate
 from tcbreplay.errors import InputError, RunLockedError, TcbReplayError, TraceError
@@ -177,9 +177,11 @@ def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, di
             continue
         place = f"{label}: line {lineno}"
         try:
-            obj = json.loads(line)
+            obj = limits.loads(line, first_line=lineno)
         except json.JSONDecodeError as exc:
             raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
+        except limits.LimitError as exc:
+            raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
         if not isinstance(obj, dict):
             raise TraceError(f"{place}: expected an object with sample_id and messages")
         surrogate = lone_surrogate(obj, line)

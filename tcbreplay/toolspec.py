@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcbreplay import limits
 from tcbreplay.dataset import lone_surrogate
 from tcbreplay.errors import ToolSpecError
 
@@ -108,9 +109,11 @@ def _from_json(path: Path) -> Toolset:
     except OSError as exc:
         raise ToolSpecError(f"{path}: cannot read tools file: {exc.strerror or exc}") from exc
     try:
-        items = json.loads(data)
+        items = limits.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ToolSpecError(f"{path.name}: not valid JSON: {exc}") from exc
+    except limits.LimitError as exc:
+        raise ToolSpecError(f"{path.name}: {exc}", hint=limits.HINT) from None
     surrogate = lone_surrogate(items)
     if surrogate:
         raise ToolSpecError(
@@ -152,7 +155,7 @@ def _from_module(spec: str) -> Toolset:
             f"got {type(obj).__name__}"
         )
     tools = [_as_langchain_tool(item, f"{spec}[{i}]") for i, item in enumerate(items)]
-    specs = [_spec_of(tool) for tool in tools]
+    specs = [_spec_of(tool, f"{spec}[{i}]") for i, tool in enumerate(tools)]
     _check_unique(specs, spec)
     return Toolset(specs=specs, source=spec, sha256=_module_sha256(module), tools=tools)
 
@@ -170,15 +173,22 @@ def _as_langchain_tool(item: Any, place: str) -> Any:
     raise ToolSpecError(f"{place}: not a function or LangChain tool ({type(item).__name__})")
 
 
-def _spec_of(tool: Any) -> ToolSpec:
+def _spec_of(tool: Any, place: str) -> ToolSpec:
     from langchain_core.utils.function_calling import convert_to_openai_function
 
     fn = convert_to_openai_function(tool)
-    return ToolSpec(
+    spec = ToolSpec(
         name=fn["name"],
         description=fn.get("description", ""),
         parameters=fn.get("parameters", {"type": "object", "properties": {}}),
     )
+    # a default such as 10**1000 or a deeply nested list: the manifest could not hold it
+    problem = limits.value_problem(spec.to_dict())
+    if problem is not None:
+        raise ToolSpecError(
+            f"{place} ({spec.name}): its parameters hold {problem}", hint=limits.HINT
+        )
+    return spec
 
 
 def _check_unique(specs: list[ToolSpec], label: str) -> None:

@@ -455,3 +455,76 @@ def test_a_lone_surrogate_is_refused_before_anything_is_written(tmp_path, comman
         "Error: ds.jsonl: line 2: holds a lone surrogate \\ud800, which is not valid Unicode"
     ]
     assert not root.exists()
+
+
+# ---------------------------------------------------------------- deep or huge values (#18)
+
+
+def nested(levels: int, leaf: str = "1") -> str:
+    """JSON text of ``leaf`` inside ``levels`` arrays."""
+    return "[" * levels + leaf + "]" * levels
+
+
+def _entries_text(fmt: str, value: str) -> str:
+    """Two entries, the second with gold argument ``a`` = ``value``: on line 3 of a JSON array
+    file, on line 2 of a JSONL file."""
+    entries = [
+        '{"input": "a", "target": []}',
+        '{"input": "b", "target": [{"name": "add_numbers", "args": {"a": ' + value + ', "b": 1}}]}',
+    ]
+    return "[\n" + ",\n".join(entries) + "\n]\n" if fmt == "json" else "\n".join(entries) + "\n"
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (nested(600), "a value nested deeper than 100 levels of arrays and objects"),
+        (nested(1000), "a value nested deeper than 100 levels of arrays and objects"),
+        (nested(20_000), "a value nested deeper than 100 levels of arrays and objects"),
+        ("9" * 4301, "an integer of 4,301 digits (at most 640)"),
+        ("-" + "9" * 641, "an integer of 641 digits (at most 640)"),
+    ],
+    ids=["600-deep", "1000-deep", "20000-deep", "4301-digits", "641-digits"],
+)
+def test_deep_or_huge_values_are_refused_with_their_line(tmp_path, fmt, value, problem):
+    """Nesting 600 deep loaded and crashed score; 1,000 deep or 4,301 digits gave a traceback."""
+    path = write(tmp_path, f"ds.{fmt}", _entries_text(fmt, value))
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    line = 3 if fmt == "json" else 2
+    assert str(info.value) == f"ds.{fmt}: line {line}: {problem}"
+    assert "at most 100 levels" in info.value.hint and "640 digits" in info.value.hint
+
+
+def test_values_within_the_limits_load(tmp_path):
+    # a JSONL line's object is level 1, target 2, the call 3, args 4: "a" may nest 96 levels
+    text = json.dumps(
+        {"input": "9" * 5000, "target": [{"name": "f", "args": {"a": "A", "b": "B", "c": "C"}}]}
+    )
+    for key, value in {"A": nested(96), "B": "9" * 640, "C": "9" * 5000 + ".5"}.items():
+        text = text.replace(f'"{key}"', value)
+    (sample,) = load_dataset(write(tmp_path, "ds.jsonl", text + "\n")).samples
+    assert sample.target[0].args["b"] == int("9" * 640)  # digits in a string or a float: no limit
+    deeper = text.replace(nested(96), nested(97))
+    with pytest.raises(DatasetError, match="line 1: a value nested deeper than 100 levels"):
+        load_dataset(write(tmp_path, "deeper.jsonl", deeper + "\n"))
+
+
+@pytest.mark.parametrize("command", ["record", "import"])
+def test_a_deep_dataset_is_refused_before_anything_is_written(tmp_path, command):
+    dataset = write(tmp_path, "ds.jsonl", _entries_text("jsonl", nested(1000)))
+    root = tmp_path / "traces"
+    if command == "record":
+        args = ["record", "--model", "sim:seed=1", "--dataset", dataset, "--run-id", "r"]
+    else:
+        traces = write(tmp_path, "traces.jsonl", '{"sample_id": 0, "messages": []}\n')
+        args = ["import", "--dataset", dataset, "--tools", DATA / "tools_shop.json",
+                "--traces", traces, "--run-id", "r"]  # fmt: skip
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (
+        "Error: ds.jsonl: line 2: a value nested deeper than 100 levels of arrays and objects"
+    )
+    assert result.stderr.splitlines()[1].startswith("Hint: tcbreplay reads JSON nested")
+    assert not root.exists()

@@ -276,6 +276,15 @@ def msgs_ok() -> list:
 
 ERROR_LINE = {"sample_id": "catalog-then-multiply", "messages": [], "status": "error"}
 
+
+def _args_line(value: str) -> str:
+    """A trace line whose AI message calls add_numbers with ``a`` = ``value`` (JSON text)."""
+    call = {"name": "add_numbers", "args": {"a": "VALUE", "b": 2}, "id": "c1"}
+    message = {"type": "ai", "data": {"content": "", "tool_calls": [call]}}
+    line = {"sample_id": "catalog-then-multiply", "messages": [message]}
+    return json.dumps(line).replace('"VALUE"', value)
+
+
 BAD_LINES = {
     "not-json": (["{not json"], "line 1: not valid JSON"),
     "not-an-object": ([[1, 2]], "line 1: expected an object with sample_id and messages"),
@@ -341,6 +350,21 @@ BAD_LINES = {
         "line 1: holds a lone surrogate \\udc80",
     ),
     "empty-file": ([], "no traces in the file"),
+    # beyond the limits (#18): 600 levels imported and crashed score, 1,200 and 4,301 digits
+    # gave tracebacks
+    "args-600-deep": (
+        [{"sample_id": "0", "messages": []}, "", _args_line("[" * 600 + "1" + "]" * 600)],
+        "line 3: a value nested deeper than 100 levels of arrays and objects",
+    ),
+    "args-1200-deep": (
+        [_args_line("[" * 1200 + "1" + "]" * 1200)],
+        "line 1: a value nested deeper than 100 levels of arrays and objects",
+    ),
+    "int-4301-digits": (
+        [{"sample_id": "0", "messages": []}, _args_line("9" * 4301)],
+        "line 2: an integer of 4,301 digits (at most 640)",
+    ),
+    "int-641-digits": ([_args_line("9" * 641)], "line 1: an integer of 641 digits (at most 640)"),
 }
 
 
@@ -536,6 +560,28 @@ def test_dashboard_file_with_a_lone_surrogate_is_refused(tmp_path, store):
         TraceError, match=r"^evaluation\.json: samples\[0\]: holds a lone surrogate"
     ):
         import_traces(inputs, traces, store, "abet", fmt="abet-evaluation")
+    assert not store.root.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (
+            "[" * 1000 + "1" + "]" * 1000,
+            "a value nested deeper than 100 levels of arrays and objects",
+        ),
+        ("9" * 4301, "an integer of 4,301 digits (at most 640)"),
+    ],
+)
+def test_dashboard_file_with_deep_or_huge_values_is_refused(tmp_path, store, value, problem):
+    traces = tmp_path / "evaluation.json"
+    output = {"tool_call_names": ["add_numbers"], "tool_call_args": [{"a": "VALUE"}]}
+    sample = json.dumps({"input": "Hello!", "output": output}).replace('"VALUE"', value)
+    traces.write_text('{"samples": [\n' + sample + "\n]}")
+    inputs = load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False)
+    with pytest.raises(TraceError) as info:
+        import_traces(inputs, traces, store, "abet", fmt="abet-evaluation")
+    assert str(info.value) == f"evaluation.json: line 2: {problem}"
     assert not store.root.exists()
 
 

@@ -326,12 +326,61 @@ def test_json_object_with_a_tools_key(tmp_path):
             '[{"name": "a", "description": "x \\ud800"}]',
             "tools.json: holds a lone surrogate \\ud800, which is not valid Unicode",
         ),
+        # beyond the limits (#18): these gave tracebacks (RecursionError, Python's digit limit)
+        (
+            '[\n{"name": "a", "parameters": {"properties": {"x": {"default": %s}}}}\n]'
+            % ("[" * 1000 + "]" * 1000),
+            "tools.json: line 2: a value nested deeper than 100 levels of arrays and objects",
+        ),
+        (
+            '[\n\n{"name": "a", "parameters": {"properties": {"x": {"default": %s}}}}]'
+            % ("9" * 4301),
+            "tools.json: line 3: an integer of 4,301 digits (at most 640)",
+        ),
+        (
+            '[{"name": "a", "parameters": {"properties": {"x": {"default": %s}}}}]'
+            % ("[" * 97 + "]" * 97),
+            "tools.json: line 1: a value nested deeper than 100 levels of arrays and objects",
+        ),
     ],
 )
 def test_bad_json_schemas(tmp_path, content, expected):
     spec = write_json(tmp_path, content)
     error = one_line_error(spec)
     assert str(error).startswith(expected)
+
+
+def test_json_schemas_within_the_limits_load(tmp_path):
+    # the array is level 1, the tool 2, parameters 3, properties 4, x 5: a default of 95 levels
+    default = "[" * 95 + "9" * 640 + "]" * 95
+    text = json.dumps([{"name": "a", "parameters": {"properties": {"x": {"default": "D"}}}}])
+    spec = write_json(tmp_path, text.replace('"D"', default))
+    (tool,) = load_toolset(spec).specs
+    assert tool.defaults()["x"] == json.loads(default)
+
+
+@pytest.mark.parametrize(
+    ("default", "problem"),
+    [
+        ("10**700", "an integer of more than 640 digits"),
+        ("[" * 120 + "]" * 120, "a value nested deeper than 100 levels of arrays and objects"),
+    ],
+)
+def test_a_python_tool_whose_defaults_are_beyond_the_limits_is_refused(
+    tool_module, default, problem
+):
+    name = tool_module(
+        f"""
+        def add(a: float, b: list = {default}) -> float:
+            \"\"\"Add.\"\"\"
+            return a
+
+
+        TOOLS = [add]
+        """
+    )
+    error = one_line_error(f"{name}:TOOLS")
+    assert str(error) == f"{name}:TOOLS[0] (add): its parameters hold {problem}"
 
 
 def test_missing_json_file(tmp_path):

@@ -1,0 +1,179 @@
+"""How deep and how large JSON values may be: one limit for every input, checked on the way in.
+
+Python's JSON reader and writer recurse once per level of nesting and stop near 1,000
+levels (fewer when called deep in a program); the spec's value comparison recurses twice
+per level; and Python refuses to turn an integer of more than 4,300 digits (by default;
+at least 640 under any setting) into text or back. So a dataset, traces or tools file, a
+``--model-option`` value and a stored message may nest at most :data:`MAX_DEPTH` levels of
+arrays and objects, counted from the top of the document (the file, or a JSONL line), and
+hold integers of at most :data:`MAX_INT_DIGITS` digits. DuckDB, the compiled kernels and
+the report's script read far deeper and longer values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+MAX_DEPTH = 100
+# the lowest value Python's int_max_str_digits can be set to: values within it are readable
+# and writable under any setting
+MAX_INT_DIGITS = 640
+_INT_LIMIT = 10**MAX_INT_DIGITS  # an integer of more than MAX_INT_DIGITS digits is >= this
+
+HINT = (
+    f"tcbreplay reads JSON nested at most {MAX_DEPTH} levels deep, with integers of at most "
+    f"{MAX_INT_DIGITS} digits"
+)
+
+
+class LimitError(ValueError):
+    """JSON beyond the limits (or beyond what Python can read), with the line where it is."""
+
+    def __init__(self, problem: str, line: int | None = None) -> None:
+        super().__init__(problem if line is None else f"line {line}: {problem}")
+        self.problem = problem
+        self.line = line
+
+
+def loads(text: str | bytes, *, first_line: int = 1) -> Any:
+    """``json.loads`` that refuses values beyond the limits with a :class:`LimitError`.
+
+    Text that is not JSON raises ``json.JSONDecodeError`` as ``json.loads`` does. The
+    error's line counts from ``first_line`` (the line of a JSONL file the text is).
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except (RecursionError, ValueError) as exc:  # too deep for Python, or Python's digit limit
+        raise _located(text, first_line) or LimitError(_one_line(exc)) from None
+    if may_exceed(text) and value_problem(value) is not None:
+        raise _located(text, first_line) or LimitError(value_problem(value) or "")
+    return value
+
+
+def value_problem(value: Any, depth: int = 0) -> str | None:
+    """What in a JSON value (Python objects) is beyond the limits, or None.
+
+    ``depth`` is the nesting the value already sits at. The walk does not recurse, so
+    any depth is safe to check.
+    """
+    stack = [(value, depth + 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, level = pop()
+        if type(item) is dict:
+            children: Any = item.values()
+        elif type(item) is list:
+            children = item
+        else:
+            if type(item) is int and not -_INT_LIMIT < item < _INT_LIMIT:
+                return _int_problem(None)
+            continue
+        if level > MAX_DEPTH:
+            return _depth_problem()
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, level + 1))
+            elif type(child) is int and not -_INT_LIMIT < child < _INT_LIMIT:
+                return _int_problem(None)
+    return None
+
+
+def bounded(value: Any) -> Any:
+    """``value`` with every part beyond the limits replaced by a string saying so.
+
+    For what a model returns: it is the agent's behaviour, stored (and scored: the
+    string equals no expected value) rather than refused. Returns ``value`` itself
+    when nothing is beyond the limits.
+    """
+    if value_problem(value) is None:
+        return value
+    return _bounded(value)
+
+
+# what stands in for a part of a model's output beyond the limits
+OVER_DEPTH = f"[tcbreplay: nested deeper than {MAX_DEPTH} levels, not stored]"
+OVER_DIGITS = f"[tcbreplay: an integer of more than {MAX_INT_DIGITS} digits, not stored]"
+
+
+def _bounded(value: Any) -> Any:
+    # iterative, as the value may be nested deeper than Python's recursion allows
+    root: list[Any] = [None]
+    stack: list[tuple[Any, int, Any, Any]] = [(value, 1, root, 0)]
+    while stack:
+        item, level, parent, key = stack.pop()
+        if type(item) is int and not -_INT_LIMIT < item < _INT_LIMIT:
+            parent[key] = OVER_DIGITS
+        elif type(item) is dict or type(item) is list:
+            if level > MAX_DEPTH:
+                parent[key] = OVER_DEPTH
+                continue
+            is_dict = type(item) is dict
+            copy = dict.fromkeys(item) if is_dict else [None] * len(item)
+            parent[key] = copy
+            for k, child in item.items() if is_dict else enumerate(item):
+                stack.append((child, level + 1, copy, k))
+        else:
+            parent[key] = item
+    return root[0]
+
+
+def may_exceed(text: str | bytes) -> bool:
+    """False when the text cannot hold a value beyond the limits (cheap: most texts)."""
+    if isinstance(text, bytes):
+        opens = text.count(b"[") + text.count(b"{")
+    else:
+        opens = text.count("[") + text.count("{")
+    if opens > MAX_DEPTH:
+        return True
+    if len(text) <= MAX_INT_DIGITS:
+        return False
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO)
+
+
+_DIGITS_AS_ZERO = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_DIGITS = b"0" * (MAX_INT_DIGITS + 1)
+_TOKENS = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"'  # a string (skipped)
+    r"|(?P<open>[\[{])|(?P<close>[\]}])"
+    r"|(?P<number>-?(?P<digits>\d+)(?P<fraction>\.\d+)?(?P<exp>[eE][-+]?\d+)?)"
+)
+
+
+def _located(text: str | bytes, first_line: int) -> LimitError | None:
+    """The first value of the text beyond the limits, with its line; None if there is none."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8-sig", "replace")
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        if match.group("open"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = first_line + text.count("\n", 0, match.start())
+                return LimitError(_depth_problem(), line)
+        elif match.group("close"):
+            depth -= 1
+        elif match.group("number") and not (match.group("fraction") or match.group("exp")):
+            digits = len(match.group("digits"))
+            if digits > MAX_INT_DIGITS:
+                line = first_line + text.count("\n", 0, match.start())
+                return LimitError(_int_problem(digits), line)
+    return None
+
+
+def _depth_problem() -> str:
+    return f"a value nested deeper than {MAX_DEPTH} levels of arrays and objects"
+
+
+def _int_problem(digits: int | None) -> str:
+    if digits is None:
+        return f"an integer of more than {MAX_INT_DIGITS} digits"
+    return f"an integer of {digits:,} digits (at most {MAX_INT_DIGITS})"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
