@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcbreplay import limits
 from tcbreplay.errors import ModelError
+from tcbreplay.secrets import find_secrets, register
 
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
 # Run metadata key carrying the sample id to the model (the sim plays that sample's plan).
@@ -26,7 +27,6 @@ _KEY_VARS = {
     "openai": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
 }
-_SECRET_WORDS = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -55,19 +55,16 @@ class ModelSpec:
 def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSpec:
     """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings."""
     options = dict(options or {})
-    for key in options:
-        if _SECRET_WORDS.search(key):
-            raise ModelError(
-                f"--model-option {key}: secrets are not accepted as options",
-                hint="set the provider's API key in the environment; it is never recorded",
-            )
+    parsed = {key: _parse_value(key, text) for key, text in options.items()}
+    for key, value in parsed.items():
+        _refuse_secrets(key, value)
     if model == "sim" or model.startswith("sim:"):
         from tcbreplay.models.sim import parse_sim_options
 
         # --model-option pairs get the checks of sim options given in the model string
         settings = parse_sim_options(model.partition(":")[2], options)
         return ModelSpec(id=model, provider="sim", name="sim", settings=settings)
-    settings = {k: _parse_value(v) for k, v in options.items()}
+    settings = parsed
     provider, sep, name = model.partition(":")
     if not sep or not provider or not name:
         raise ModelError(
@@ -106,6 +103,8 @@ def build_chat_model(spec: ModelSpec, samples: Mapping[str, Any] | None = None) 
         return SimChatModel.from_settings(spec.settings, samples or {})
     from langchain.chat_models import init_chat_model
 
+    # settings recorded by an older version may hold a secret: keep it out of error texts
+    register(f for key, value in spec.settings.items() for f in find_secrets(key, value))
     kwargs = dict(spec.settings)
     if spec.provider == "google_genai":
         # The record runner retries with backoff itself; SDK retries would hide attempts.
@@ -129,11 +128,31 @@ def effective_settings(spec: ModelSpec, chat_model: Any) -> dict[str, Any]:
     return out
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(key: str, text: str) -> Any:
+    """An option's value: JSON when it parses as JSON, else the text itself."""
     try:
-        return json.loads(text)
+        return limits.loads(text)
+    except limits.LimitError as exc:
+        raise ModelError(f"--model-option {key}: {exc.problem}", hint=limits.HINT) from None
     except json.JSONDecodeError:
         return text
+
+
+def _refuse_secrets(key: str, value: Any) -> None:
+    """Refuse an option that holds a secret anywhere: it would be written into the manifest."""
+    finding = next(find_secrets(key, value), None)
+    if finding is None:
+        return
+    if finding.path == key and finding.why.endswith("secret's name"):
+        problem = ""  # the option's own name, as in api_key=...
+    else:
+        where = f" (at {finding.path})" if finding.path != key else ""
+        problem = f" {finding.why}{where};"
+    raise ModelError(
+        f"--model-option {key}:{problem} secrets are not accepted as options",
+        hint="pass secrets by environment (such as the provider's API key variable, "
+        "GOOGLE_API_KEY for google_genai); they are never recorded",
+    )
 
 
 def _json_safe(value: Any) -> bool:

@@ -1,0 +1,136 @@
+"""Secrets (issue #18): secret-looking ``--model-option`` values are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import cli, snapshot
+
+from tcbreplay.errors import ModelError
+from tcbreplay.models import _KEY_VARS, parse_model
+from tcbreplay.secrets import find_secrets, is_secret_name
+
+FAKE = "sk-test-FAKE1234567890"  # never a real key
+MODEL = "google_genai:gemini-2.5-flash"
+
+
+@pytest.fixture
+def key(monkeypatch) -> str:
+    monkeypatch.setenv("GOOGLE_API_KEY", FAKE)
+    return FAKE
+
+
+# ---------------------------------------------------------------- what looks like a secret
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["api_key", "apiKey", "APIKEY", "x-goog-api-key", "X-Api-Key", "Authorization",
+     "Proxy-Authorization", "access_token", "client_secret", "password", "credentials",
+     "Cookie", "aws_secret_access_key", "hf_token", "WATSONX_APIKEY"],
+)  # fmt: skip
+def test_secret_names(name):
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["max_tokens", "max_output_tokens", "max_completion_tokens", "temperature", "base_url",
+     "keyword", "top_k", "timeout", "additional_headers", "monkey"],
+)  # fmt: skip
+def test_names_that_are_no_secret(name):
+    assert not is_secret_name(name)
+
+
+def test_every_provider_key_variable_counts_as_a_secret():
+    for names in _KEY_VARS.values():
+        assert all(is_secret_name(name) for name in names)
+
+
+# ---------------------------------------------------------------- --model-option
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("api_key", FAKE, "--model-option api_key: secrets are not accepted"),
+        ("additional_headers", json.dumps({"x-goog-api-key": FAKE}),
+         "'x-goog-api-key' looks like a secret's name (at additional_headers[\"x-goog-api-key\"])"),
+        ("client_args", json.dumps({"headers": {"Authorization": f"Bearer {FAKE}"}}),
+         "(at client_args[\"headers\"][\"Authorization\"])"),
+        ("additional_headers", json.dumps({"x-api-key": FAKE}), "'x-api-key'"),
+        ("default_headers", json.dumps([["X-Custom", f"Bearer {FAKE}"]]),
+         "looks like a credential (Bearer ...) (at default_headers[0][1])"),
+        ("model_kwargs", json.dumps({"a": [{"b": {"secret": FAKE}}]}), "'secret'"),
+        ("base_url", f"http://user:{FAKE}@127.0.0.1:9/v1",
+         "--model-option base_url: holds a URL with a user name or password"),
+        ("base_url", f"https://{FAKE}@example.invalid/v1", "a user name or password"),
+        ("base_url", f"https://example.invalid/v1?key={FAKE}",
+         "holds a URL whose parameter 'key' is secret"),
+        ("base_url", f"https://example.invalid/v1?alt=sse&api_key={FAKE}", "'api_key'"),
+        ("client_args", json.dumps({"proxy": f"http://u:{FAKE}@proxy.invalid:3128"}),
+         "a user name or password (at client_args[\"proxy\"])"),
+    ],
+)  # fmt: skip
+def test_model_options_holding_a_secret_are_refused(key, value, fragment):
+    with pytest.raises(ModelError) as caught:
+        parse_model(MODEL, {key: value})
+    assert fragment in str(caught.value)
+    assert FAKE not in str(caught.value) and FAKE not in caught.value.hint
+    assert "environment" in caught.value.hint
+
+
+def test_a_model_option_holding_the_environments_key_is_refused(key):
+    with pytest.raises(ModelError, match="--model-option note: holds the value of GOOGLE_API_KEY"):
+        parse_model(MODEL, {"note": f"my key is {key}"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("max_tokens", "100", 100),
+        ("max_output_tokens", "64", 64),
+        ("base_url", "http://127.0.0.1:8080/v1beta?alt=sse", "http://127.0.0.1:8080/v1beta?alt=sse"),
+        ("response_schema", '{"properties": {"keyword": {"type": "string"}}}',
+         {"properties": {"keyword": {"type": "string"}}}),
+        ("additional_headers", '{"x-request-source": "tcbreplay"}',
+         {"x-request-source": "tcbreplay"}),
+    ],
+)  # fmt: skip
+def test_model_options_without_secrets_are_kept(key, value, expected):
+    """``max_tokens`` and ``max_output_tokens`` are token counts, not tokens (they were refused)."""
+    assert parse_model(MODEL, {key: value}).settings == {key: expected}
+
+
+@pytest.mark.parametrize(
+    ("option", "fragment"),
+    [
+        (f'additional_headers={{"x-goog-api-key": "{FAKE}"}}',
+         "--model-option additional_headers: 'x-goog-api-key' looks like a secret's name"),
+        (f"base_url=http://user:{FAKE}@127.0.0.1:9", "--model-option base_url: holds a URL"),
+        (f"base_url=http://127.0.0.1:9/?token={FAKE}", "parameter 'token' is secret"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_a_secret_in_a_model_option_and_writes_nothing(tmp_path, key, option, fragment):
+    store = tmp_path / "traces"
+    loopback = "base_url=http://127.0.0.1:9" if not option.startswith("base_url") else option
+    result = cli(
+        "record", "--model", MODEL, "--model-option", option, "--model-option", loopback,
+        "--retries", "0", "--store", store, "--quiet",
+    )  # fmt: skip
+
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and fragment in errors[0], result.output
+    assert "Hint: pass secrets by environment" in result.output
+    assert FAKE not in result.output
+    assert "Traceback" not in result.output
+    assert snapshot(store) == {}
+
+
+def test_find_secrets_gives_the_values_to_redact():
+    (finding,) = find_secrets("base_url", f"http://me:{FAKE}@host.invalid/")
+    assert FAKE in finding.values
+    (finding,) = find_secrets("h", {"Authorization": {"token": FAKE, "n": 1}})
+    assert set(finding.values) == {FAKE, "1"}
