@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcbreplay import limits
 from tcbreplay.retry import RateLimiter, backoff_delay, is_transient
 
 
@@ -150,7 +151,7 @@ def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[d
         out.append(
             {
                 "type": m.type,
-                "message": json.dumps(message_to_dict(m), ensure_ascii=False, default=str),
+                "message": _message_json(message_to_dict(m)),
                 "input_tokens": usage.get("input_tokens"),
                 "output_tokens": usage.get("output_tokens"),
                 "total_tokens": usage.get("total_tokens"),
@@ -158,6 +159,22 @@ def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[d
             }
         )
     return out
+
+
+def _message_json(data: dict[str, Any]) -> str:
+    """A serialized message as JSON text, within :mod:`tcbreplay.limits`.
+
+    A model may answer with tool-call arguments nested deeper, or integers longer, than
+    the store holds: that is the agent's behaviour, so the message is stored with those
+    parts replaced by a string saying so (which scores as an invalid argument).
+    """
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        text = None  # too deep for Python's writer, or an integer it will not write
+    if text is None or limits.may_exceed(text):
+        text = json.dumps(limits.bounded(data), ensure_ascii=False, default=str)
+    return text
 
 
 @contextlib.contextmanager

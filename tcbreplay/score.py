@@ -511,12 +511,15 @@ def _records(table: pl.DataFrame) -> list[dict[str, Any]]:
 def _abet_scores(tables: translate.CallTables) -> Scored:
     """The original evaluator, sample by sample over ``json.loads``-ed arguments."""
     samples = tables.samples
+    ids = samples["sample_id"]
     agent_by: dict[int, list[tuple[str, Any]]] = {}
     for s, name, args in tables.agent.select("s", "name", "args").iter_rows():
-        agent_by.setdefault(s, []).append((name, translate.read_args(args)))
+        where = f"sample {ids[s]!r}: call {len(agent_by.get(s, []))}: "
+        agent_by.setdefault(s, []).append((name, translate.read_args(args, where)))
     gold_by: dict[int, list[tuple[str, Any]]] = {}
     for s, name, args in tables.gold.select("s", "name", "args").iter_rows():
-        gold_by.setdefault(s, []).append((name, translate.read_args(args)))
+        where = f"sample {ids[s]!r}: gold call {len(gold_by.get(s, []))}: "
+        gold_by.setdefault(s, []).append((name, translate.read_args(args, where)))
     counts = [abet.sample_counts(agent_by.get(s, []), gold_by.get(s, [])) for s in samples["s"]]
     scores = samples.select("sample_id", "sample_index", "category", "status").with_columns(
         pl.Series("n_gold", [c["n_gold"] for c in counts], dtype=pl.Int32),

@@ -71,7 +71,8 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
             "cannot split tool-call arguments into keys: "
             f"an arguments object repeats a key: {text[:200]}"
         )
-    _decide_pending(pairs, agent, gold, names, tools, rel_tol, abs_tol)
+    ids = samples["sample_id"]
+    _decide_pending(pairs, agent, gold, names, tools, rel_tol, abs_tol, ids)
     chosen = kernels.functions().choose_pairs(agent.first, gold.first, same, pairs)
     totals = kernels.functions().sample_totals(n, pairs, chosen)
     n_pairs, invalid, valid, missing = totals
@@ -170,15 +171,17 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 def _decide_pending(
     pairs: np.ndarray, agent: FlatSide, gold: FlatSide, names: pl.Series, tools: Tools,
-    rel_tol: float, abs_tol: float,
+    rel_tol: float, abs_tol: float, samples: list[str],
 ) -> None:  # fmt: skip
-    """Judge in Python the candidate pairs the kernel left pending (in place)."""
+    """Judge in Python the candidate pairs the kernel left pending (in place); ``samples``
+    are the range's sample ids, for errors."""
     for k in np.flatnonzero(pairs[:, kernels.PENDING]):
         s, i, j, tool = (
             int(x) for x in pairs[k, [kernels.SAMPLE, kernels.AGENT, kernels.GOLD, kernels.TOOL]]
         )
-        agent_args = _object(agent.args[int(agent.first[s]) + i].as_py())
-        gold_args = _object(gold.args[int(gold.first[s]) + j].as_py())
+        sample = f"sample {samples[s]!r}: "
+        agent_args = _object(agent.args[int(agent.first[s]) + i].as_py(), sample + f"call {i}: ")
+        gold_args = _object(gold.args[int(gold.first[s]) + j].as_py(), sample + f"gold call {j}: ")
         name = names[tool]
         verdicts = arg_verdicts(agent_args, gold_args, tools.properties.get(name), rel_tol, abs_tol)
         invalid = sum(v != "ok" for v in verdicts.values())
@@ -188,9 +191,9 @@ def _decide_pending(
         pairs[k, kernels.PENDING] = 0
 
 
-def _object(text: str) -> dict[str, Any]:
+def _object(text: str, where: str) -> dict[str, Any]:
     """The arguments text as the spec reads it (anything but an object has no keys)."""
-    value = read_args(text)
+    value = read_args(text, where)
     return value if isinstance(value, dict) else {}
 
 

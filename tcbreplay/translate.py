@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tcbreplay import kernels
+from tcbreplay import kernels, limits
 from tcbreplay.errors import StoreError
 from tcbreplay.metrics import tool_properties
 from tcbreplay.sql import first_line, query_text
@@ -316,13 +316,18 @@ def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, int]) -> str | 
     return None
 
 
-def read_args(text: str) -> Any:
-    """An arguments text (canonical JSON from DuckDB) as a Python value."""
+def read_args(text: str, where: str = "") -> Any:
+    """An arguments text (canonical JSON from DuckDB) as a Python value; ``where`` (such as
+    ``sample 'x': ``) starts the error's message."""
     try:
-        return json.loads(text)
+        return limits.loads(text)
+    except limits.LimitError as exc:  # written by hand, or by a version without the limits
+        raise StoreError(
+            f"{where}tool-call arguments hold {exc.problem}: {text[:80]}", hint=limits.HINT
+        ) from None
     except ValueError as exc:  # DuckDB reads number words (nan, inf) Python's reader refuses
         raise StoreError(
-            f"tool-call arguments are not JSON that Python reads: {text[:200]}"
+            f"{where}tool-call arguments are not JSON that Python reads: {text[:200]}"
         ) from exc
 
 

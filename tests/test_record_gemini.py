@@ -509,3 +509,54 @@ def test_two_processes_record_what_one_records_against_gemini_server(dataset, se
     assert len(server.requests) == 2 * requests
     assert calls_and_texts(two.run_dir) == calls_and_texts(one.run_dir)
     _assert_no_key(two.run_dir)
+
+
+# -- a model answering with arguments beyond the limits (issue #18) --------------------------
+
+
+def test_arguments_beyond_the_limits_from_a_model_are_stored_and_scored_invalid(
+    dataset, store, key, tmp_path
+):
+    """Arguments nested 150 deep or an integer of 1,000 digits are the agent's behaviour: the
+    sample is stored, within the limits, with those parts replaced by a string saying so, and
+    they score as invalid arguments (they were stored as given, beyond what the store holds)."""
+    from helpers import cli
+
+    from tcbreplay import limits
+
+    deep: object = 3
+    for _ in range(150):
+        deep = [deep]
+    script = {
+        **SCRIPT,
+        MUL: [[("multiply_numbers", {"a": deep, "b": 2})]],
+        EXTRA: [[("multiply_numbers", {"a": int("9" * 1000), "b": 4})]],
+    }
+    with GeminiServer(script, answers=ANSWERS) as server:
+        summary = _record(dataset, server, store)
+
+    assert (summary.status, summary.ok) == ("complete", 5)
+    messages = _messages(summary.run_dir)
+    for rows in messages.values():
+        for row in rows:
+            assert limits.value_problem(json.loads(row["message"])) is None
+    calls = {}
+    for sid in ("mul", "extra"):
+        data = [json.loads(r["message"])["data"] for r in messages[sid]]
+        calls[sid] = [c for d in data for c in d.get("tool_calls", [])]
+    inner = calls["mul"][0]["args"]["a"]
+    levels = 0
+    while isinstance(inner, list):
+        inner, levels = inner[0], levels + 1
+    # the message is level 1, data 2, tool_calls 3, the call 4, args 5: "a" keeps 95 levels
+    assert (levels, inner) == (95, limits.OVER_DEPTH)
+    assert calls["extra"][0]["args"] == {"a": limits.OVER_DIGITS, "b": 4}
+
+    scores = {r["sample_id"]: r for r in score_run(store, summary.run_id).scores.to_dicts()}
+    assert (scores["mul"]["args_invalid"], scores["mul"]["args_total"]) == (1, 2)
+    assert (scores["extra"]["args_invalid"], scores["extra"]["args_total"]) == (1, 2)
+    root = str(store.root)
+    for args in (["score", summary.run_id, "--scorer", "abet"], ["audit", "verify", summary.run_id],
+                 ["report", summary.run_id, "-o", tmp_path / "r.html"]):  # fmt: skip
+        result = cli(*args, "--store", root)
+        assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tcbreplay import translate
+from tcbreplay import limits, translate
 from tcbreplay.audit import current_sha256, sql_sha256
 from tcbreplay.compare import diff_runs
 from tcbreplay.errors import InputError, TcbReplayError
@@ -188,8 +188,8 @@ def _read_args(text: str | None) -> Any:
     """Arguments text (canonical JSON from DuckDB) as a Python value; text Python cannot read
     (DuckDB's number words such as ``inf``) stays text, to be shown as it is."""
     try:
-        return json.loads(text) if text else {}
-    except ValueError:
+        return limits.loads(text) if text else {}
+    except ValueError:  # LimitError too: a value beyond the limits is shown as its text
         return text
 
 
@@ -362,8 +362,8 @@ def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
 def _message_data(text: str | None) -> dict[str, Any] | None:
     """The ``data`` object of a stored message; None when the text is no such JSON."""
     try:
-        data = json.loads(text) if text else None
-    except ValueError:
+        data = limits.loads(text) if text else None
+    except ValueError:  # LimitError too
         return None
     data = data.get("data") if isinstance(data, dict) else None
     return data if isinstance(data, dict) else None

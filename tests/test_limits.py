@@ -1,0 +1,222 @@
+"""How deep and how large JSON values may be (issue #18): one limit, checked on the way in, and
+values already in a store beyond it give a one-line error naming the sample, never a traceback.
+
+The input paths (dataset, traces, tools, --model-option, a model's answer) are tested with
+their modules; here: the limits themselves, the record path's serialization, and stores."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers import cli
+from langchain_core.messages import AIMessage
+
+from tcbreplay import limits
+from tcbreplay.agent import serialize_messages
+from tcbreplay.errors import ModelError
+from tcbreplay.models import parse_model
+
+
+def nested(levels: int, leaf: str = "1") -> str:
+    return "[" * levels + leaf + "]" * levels
+
+
+def deep_value(levels: int, leaf: object = 1) -> object:
+    for _ in range(levels):
+        leaf = [leaf]
+    return leaf
+
+
+# ---------------------------------------------------------------- the limits
+
+
+def test_the_limits_sit_below_where_python_breaks():
+    # Python's readers stop near the recursion limit, the spec's comparison at half of it;
+    # Python converts at least 640 digits under any int_max_str_digits setting
+    assert sys.getrecursionlimit() >= limits.MAX_DEPTH * 4
+    assert limits.MAX_INT_DIGITS <= 640
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        (nested(101), 1, "a value nested deeper than 100 levels of arrays and objects"),
+        ("{\n\n" + '"a": ' + nested(5000) + "}", 3, "a value nested deeper than 100 levels"),
+        ('[1,\n"x",\n' + "9" * 641 + "]", 3, "an integer of 641 digits (at most 640)"),
+        ("[1,\n" + "-" + "9" * 5000 + "]", 2, "an integer of 5,000 digits (at most 640)"),
+        ('{"a": [' + nested(99, "{}") + "]}", 1, "a value nested deeper than 100 levels"),
+    ],
+)
+def test_loads_refuses_what_is_beyond_the_limits_with_its_line(text, line, problem):
+    with pytest.raises(limits.LimitError) as info:
+        limits.loads(text)
+    assert info.value.line == line
+    assert info.value.problem.startswith(problem)
+    assert str(info.value) == f"line {line}: {info.value.problem}"
+    with pytest.raises(limits.LimitError) as info:
+        limits.loads(text, first_line=10)
+    assert info.value.line == line + 9
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        nested(100),
+        "9" * 640,
+        "-" + "9" * 640,
+        "9" * 5000 + ".5",  # floats are read by Python's float(), any length
+        "1e" + "0" * 700,
+        json.dumps(["[" * 500, "9" * 5000, "{" * 200]),  # inside strings: text
+        json.dumps([[i, {"x": [i]}] for i in range(200)]),  # many, but shallow
+    ],
+)
+def test_loads_reads_what_is_within_the_limits(text):
+    assert limits.loads(text) == json.loads(text)
+
+
+def test_loads_leaves_text_that_is_not_json_to_json():
+    with pytest.raises(json.JSONDecodeError):
+        limits.loads("[1, 2")
+
+
+def test_bounded_replaces_only_what_is_beyond_the_limits():
+    value = {"ok": [1, "a", {"b": None}], "n": 10**700, "deep": deep_value(3000), "m": -(10**640)}
+    out = limits.bounded(value)
+    assert limits.value_problem(out) is None
+    assert out["ok"] == value["ok"] and out["n"] == out["m"] == limits.OVER_DIGITS
+    inner, lists = out["deep"], 0
+    while isinstance(inner, list):
+        inner, lists = inner[0], lists + 1
+    # the object is level 1, its lists levels 2 to 100; what was deeper is the string
+    assert (lists, inner) == (limits.MAX_DEPTH - 1, limits.OVER_DEPTH)
+    same = {"a": [1, 2]}
+    assert limits.bounded(same) is same
+
+
+def test_a_model_option_beyond_the_limits_is_refused():
+    with pytest.raises(ModelError, match="--model-option x: a value nested deeper than 100"):
+        parse_model("google_genai:gemini-2.5-flash", {"x": nested(1000)})
+    with pytest.raises(ModelError, match="--model-option x: an integer of 4,301 digits"):
+        parse_model("google_genai:gemini-2.5-flash", {"x": "9" * 4301})
+
+
+# ---------------------------------------------------------------- the record path
+
+
+@pytest.mark.parametrize(
+    ("args", "stored"),
+    [
+        ({"a": deep_value(3000), "b": 1}, None),  # too deep for Python's JSON writer
+        ({"a": 10**5000, "b": 1}, {"a": limits.OVER_DIGITS, "b": 1}),  # Python will not write it
+        ({"a": 10**700, "b": [1, 2]}, {"a": limits.OVER_DIGITS, "b": [1, 2]}),
+    ],
+    ids=["3000-deep", "5000-digits", "701-digits"],
+)
+def test_a_models_arguments_beyond_the_limits_are_stored_bounded(args, stored):
+    """serialize_messages raised (RecursionError, ValueError) out of the sample, ending the
+    whole recording, or stored values that crashed score later."""
+    message = AIMessage("", tool_calls=[{"name": "f", "args": args, "id": "c1"}], id="m1")
+    (row,) = serialize_messages([message], {})
+    data = limits.loads(row["message"])["data"]
+    (call,) = data["tool_calls"]
+    if stored is not None:
+        assert call["args"] == stored
+    else:
+        assert call["args"]["b"] == 1 and limits.OVER_DEPTH in row["message"]
+
+
+# ---------------------------------------------------------------- what a store already holds
+
+
+@pytest.fixture
+def hand_made(tmp_path):
+    """A run imported within the limits, whose stored texts a test then rewrites by hand (as
+    an older version, or a person, could have written them): (store root, rewrite)."""
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(
+        json.dumps(
+            [
+                {"id": "a", "input": "x", "target": [{"name": "add_numbers", "args": {"a": 1}}]},
+                {
+                    "id": "b",
+                    "input": "y",
+                    "target": [{"name": "add_numbers", "args": {"a": [[1]]}}],
+                },
+            ]
+        )
+    )
+    call = {"name": "add_numbers", "args": {"a": [[7]], "b": 2}, "id": "c1"}
+    lines = [
+        {
+            "sample_id": sid,
+            "messages": [{"type": "ai", "data": {"content": "", "tool_calls": [call]}}],
+        }
+        for sid in ("a", "b")
+    ]
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    root = tmp_path / "traces"
+    tools = str(__import__("pathlib").Path(__file__).parent / "data" / "tools_shop.json")
+    result = cli("import", "--dataset", dataset, "--tools", tools, "--traces", traces,
+                 "--run-id", "r", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+    def rewrite(agent: str | None = None, gold: str | None = None) -> None:
+        """Sample b's agent argument ``a`` and/or gold argument ``a`` become these texts."""
+        for name, column, old, new in (
+            ("messages.parquet", "message", "[[7]]", agent),
+            ("samples.parquet", "gold", "[[1]]", gold),
+        ):
+            if new is None:
+                continue
+            path = root / "r" / name
+            table = pq.read_table(path)
+            ids = table["sample_id"].to_pylist()
+            texts = [
+                t.replace(old, new) if sid == "b" else t
+                for sid, t in zip(ids, table[column].to_pylist(), strict=True)
+            ]
+            at = table.schema.get_field_index(column)
+            pq.write_table(table.set_column(at, column, pa.array(texts, pa.string())), path)
+
+    return root, rewrite
+
+
+STORED = {
+    "600-deep-both": {"agent": nested(600, "7"), "gold": nested(600)},  # crashed score and report
+    "2000-deep": {"agent": nested(2000, "7")},  # crashed score, abet, report
+    "2000-deep-gold": {"gold": nested(2000)},
+    "5000-digits": {"agent": "9" * 5000, "gold": "8" * 5000},  # abet: an error naming no sample
+    "150-deep": {"agent": nested(150, "7")},
+}
+
+
+@pytest.mark.parametrize("case", STORED)
+@pytest.mark.parametrize("command", ["score", "score-abet", "report", "diff"])
+def test_values_beyond_the_limits_in_a_store_give_one_line_naming_the_sample(
+    hand_made, tmp_path, case, command
+):
+    root, rewrite = hand_made
+    rewrite(**STORED[case])
+    args = {
+        "score": ["score", "r"],
+        "score-abet": ["score", "r", "--scorer", "abet"],
+        "report": ["report", "r", "-o", tmp_path / "r.html"],
+        "diff": ["diff", "r", "r"],
+    }[command]
+    result = cli(*args, "--store", root)
+
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    if result.exit_code == 0:  # the compiled scorer judged it without reading it in Python
+        assert case == "5000-digits" and command != "score-abet"
+        return
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    side = "gold call 0" if "gold" in case else "call 0"
+    assert errors[0].startswith(f"Error: sample 'b': {side}: tool-call arguments hold "), errors
+    assert "Hint: tcbreplay reads JSON nested at most 100 levels deep" in result.stderr
