@@ -19,6 +19,7 @@ from tcbreplay import __version__, limits
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.dataset import lone_surrogate
 from tcbreplay.errors import InputError, RunLockedError, TcbReplayError, TraceError
+from tcbreplay.secrets import redact
 from tcbreplay.store import Store, utcnow
 
 
@@ -223,7 +224,8 @@ def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, di
                 raise TraceError(f"{place}: {key} must be a string")
         out[sid] = {
             "status": status,
-            "error": obj.get("error"),
+            # traces recorded elsewhere may quote a key the provider was sent
+            "error": None if obj.get("error") is None else redact(obj["error"]),
             "error_type": obj.get("error_type"),
             "messages": serialize_messages(messages, {}),
         }

@@ -41,6 +41,7 @@ from tcbreplay.models import (
     effective_settings,
 )
 from tcbreplay.retry import RateLimiter
+from tcbreplay.secrets import redact
 from tcbreplay.store import Run, RunWriter, Store, utcnow, validate_run_id
 
 __all__ = ["RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "serialize_messages"]
@@ -462,7 +463,9 @@ class SampleTimeout(TimeoutError):
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """The error text stored with a sample: one line, without any secret a provider or a
+    proxy may have quoted (redacted before it is cut, so no part of a key is left)."""
+    text = redact(" ".join(str(exc).split())) or type(exc).__name__
     return text[:2000]
 
 

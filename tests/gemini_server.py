@@ -16,6 +16,7 @@ API (everything a test needs)::
 
 Fault kinds: ``Fault.rate_limit`` (429 + ``Retry-After`` + RetryInfo), ``Fault.error``
 (any status with a Google-style error body; 500/503/400 ..., optional ``Retry-After``),
+``Fault.echo_key`` (an error quoting the request's API key),
 ``Fault.malformed`` (``"not_json"`` or ``"no_candidates"``), ``Fault.hang`` (sleep, then
 answer normally). Each :class:`RecordedRequest` has its arrival time (``at``, monotonic
 seconds), so retry and back-off tests can measure the gaps between attempts.
@@ -87,6 +88,12 @@ class Fault:
         """
         message = message or "Resource has been exhausted (e.g. check quota)."
         return cls.error(429, message, retry_after)
+
+    @classmethod
+    def echo_key(cls, status: int = 400) -> Fault:
+        """An error whose message quotes the API key the request carried, as a misbehaving
+        endpoint or proxy might (``{api_key}`` in any error message is replaced by it)."""
+        return cls.error(status, "API key {api_key} not valid. Please pass a valid API key.")
 
     @classmethod
     def malformed(cls, how: str = "not_json") -> Fault:
@@ -296,9 +303,8 @@ class GeminiServer:
             self._send_json(handler, record, 200, {"usageMetadata": usage})
         else:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
-            self._send_error(
-                handler, record, fault.status, fault.message, fault.retry_after, headers
-            )
+            message = fault.message.replace("{api_key}", record.headers.get("x-goog-api-key", ""))
+            self._send_error(handler, record, fault.status, message, fault.retry_after, headers)
 
     def _send_error(
         self,

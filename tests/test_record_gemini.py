@@ -511,6 +511,72 @@ def test_two_processes_record_what_one_records_against_gemini_server(dataset, se
     _assert_no_key(two.run_dir)
 
 
+# -- a key the provider quotes back (issue #18) ----------------------------------------------
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
+    dataset, server, store, key, monkeypatch, tmp_path, processes
+):
+    """An error quoting the request's key reaches samples.error, the journal, export, the
+    report and the printed output as ``[redacted]``."""
+    from helpers import cli
+
+    from tcbreplay.store import RunWriter
+
+    journal: list[str] = []
+    append_line = RunWriter.append_line
+
+    def spy(self, line: str) -> None:
+        journal.append(line)
+        append_line(self, line)
+
+    monkeypatch.setattr(RunWriter, "append_line", spy)
+    server.inject(Fault.echo_key(400), input=MUL)
+    summary = _record(dataset, server, store, retries=0, processes=processes)
+
+    (request,) = server.requests_for(MUL)
+    assert FAKE_KEY in request.response["error"]["message"]  # the provider did quote it
+    bad = _samples(summary.run_dir)["mul"]
+    assert bad["status"] == "error"
+    assert "API key [redacted] not valid" in bad["error"]
+    assert len(journal) == len(CASES)
+    assert any("API key [redacted] not valid" in line for line in journal)
+    assert not any(FAKE_KEY in line for line in journal)
+    _assert_no_key(summary.run_dir)
+
+    root = str(store.root)
+    printed = [
+        cli("sql", "select error from samples where status = 'error'", "--store", root),
+        cli("query", "error_breakdown", "--store", root),
+        cli("export", summary.run_id, "-o", tmp_path / "export", "--store", root),
+        cli("report", summary.run_id, "-o", tmp_path / "report.html", "--store", root),
+    ]
+    assert all(r.exit_code == 0 for r in printed), [r.output for r in printed]
+    assert "[redacted]" in printed[0].output
+    assert not any(FAKE_KEY in r.output for r in printed)
+    exported = (tmp_path / "export" / "samples.jsonl").read_text()
+    assert "[redacted]" in exported and FAKE_KEY not in exported
+    html = (tmp_path / "report.html").read_text()
+    assert "[redacted]" in html and FAKE_KEY not in html
+
+
+def test_cli_record_prints_no_key_the_provider_quotes(dataset, server, key, tmp_path):
+    server.inject(Fault.echo_key(401), input=MUL)
+    store = tmp_path / "traces"
+    result = CliRunner().invoke(
+        main,
+        ["record", "--dataset", str(dataset), "--tools", TOOLS, "--system-prompt", str(PROMPT),
+         "--model", MODEL, "--model-option", f"base_url={server.url}", "--retries", "0",
+         "--store", str(store), "--run-id", "echo"],
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert "errors: " in result.output
+    assert FAKE_KEY not in result.output
+    _assert_no_key(store / "echo")
+
+
 # -- a model answering with arguments beyond the limits (issue #18) --------------------------
 
 

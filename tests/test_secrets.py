@@ -1,15 +1,25 @@
-"""Secrets (issue #18): secret-looking ``--model-option`` values are refused."""
+"""Secrets (issue #18): secret-looking ``--model-option`` values are refused, and the values of
+configured secrets are removed from every error text that is stored or printed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
+import warnings
 
+import click
+import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay.errors import ModelError
-from tcbreplay.models import _KEY_VARS, parse_model
-from tcbreplay.secrets import find_secrets, is_secret_name
+from tcbreplay.benchmarks import load_inputs
+from tcbreplay.dataset import GoldCall, Sample
+from tcbreplay.errors import InputError, ModelError, TcbReplayWarning
+from tcbreplay.importer import import_traces
+from tcbreplay.models import _KEY_VARS, build_chat_model, parse_model, spec_from_manifest
+from tcbreplay.record import RecordOptions, run_sample
+from tcbreplay.secrets import find_secrets, is_secret_name, redact
 
 FAKE = "sk-test-FAKE1234567890"  # never a real key
 MODEL = "google_genai:gemini-2.5-flash"
@@ -134,3 +144,101 @@ def test_find_secrets_gives_the_values_to_redact():
     assert FAKE in finding.values
     (finding,) = find_secrets("h", {"Authorization": {"token": FAKE, "n": 1}})
     assert set(finding.values) == {FAKE, "1"}
+
+
+# ---------------------------------------------------------------- redaction
+
+
+def test_redact_replaces_every_secret_variable_and_its_quoted_forms(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-FAKE/with+chars")
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-FAKE-0987654321")
+    monkeypatch.setenv("SHORT_KEY", "abc")  # too short to be a key: left alone
+    text = (
+        "401 for sk-test-FAKE/with+chars (sent as sk-test-FAKE%2Fwith%2Bchars), "
+        'token "tok-FAKE-0987654321", abc'
+    )
+    assert redact(text) == '401 for [redacted] (sent as [redacted]), token "[redacted]", abc'
+
+
+def test_secrets_in_a_recorded_runs_settings_are_redacted_too(key):
+    """A run recorded by an older version may hold a secret in its settings: an error that
+    quotes it is redacted once the model is built from that manifest."""
+    other = "hdr-FAKE-5566778899"
+    manifest = {
+        "id": MODEL,
+        "provider": "google_genai",
+        "name": "gemini-2.5-flash",
+        "settings": {"additional_headers": {"x-goog-api-key": other}},
+    }
+    assert other in redact(f"rejected {other}")
+    build_chat_model(spec_from_manifest(manifest))
+    assert redact(f"rejected {other}") == "rejected [redacted]"
+
+
+class _FailingAgent:
+    """An agent whose model call fails with a message quoting the key."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    async def astream(self, *args, **kwargs):
+        raise RuntimeError(self.message)
+        yield  # pragma: no cover  (an async generator)
+
+
+def test_a_samples_error_is_redacted_before_it_is_cut(key):
+    """A key straddling the 2,000 characters kept of an error leaves no part of it behind."""
+    sample = Sample(id="s", index=0, input="hi", target=(GoldCall("f", {}),))
+    message = "x" * 1990 + f" {key} " + "y" * 50
+    record = asyncio.run(run_sample(_FailingAgent(message), sample, "r", RecordOptions()))
+
+    assert record["status"] == "error"
+    assert record["error"] == "x" * 1990 + " [redacted"  # cut at 2,000 characters
+    assert key[:8] not in record["error"]
+
+
+def test_imported_error_texts_are_redacted(tmp_path, store, key):
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([{"id": "a", "input": "hi", "target": []}]))
+    traces = tmp_path / "traces.jsonl"
+    line = {"sample_id": "a", "messages": [], "status": "error", "error": f"bad key {key}"}
+    traces.write_text(json.dumps(line) + "\n")
+    inputs = load_inputs(None, dataset, "tcbreplay.benchmarks.tool_call.tools:TOOLS", None,
+                         need_prompt=False)  # fmt: skip
+    summary = import_traces(inputs, traces, store, "imp")
+
+    (row,) = pq.read_table(store.run_dir(summary.run_id) / "samples.parquet").to_pylist()
+    assert row["error"] == "bad key [redacted]"
+
+
+def test_cli_error_and_warning_lines_never_show_a_key(key):
+    from tcbreplay.cli import main
+
+    @click.command("leak-for-test")
+    def leak() -> None:
+        warnings.warn(TcbReplayWarning(f"a proxy said {key}"), stacklevel=1)
+        raise InputError(f"upstream answered: bad key {key}", hint=f"the key was {key}")
+
+    main.add_command(leak)
+    try:
+        result = cli("leak-for-test")
+    finally:
+        main.commands.pop("leak-for-test")
+
+    assert result.exit_code == 2
+    assert "Error: upstream answered: bad key [redacted]" in result.output
+    assert "Hint: the key was [redacted]" in result.output
+    assert "Warning: a proxy said [redacted]" in result.output
+    assert key not in result.output
+
+
+def test_a_crash_traceback_never_shows_a_key(key, capsys):
+    from tcbreplay.cli import _print_redacted
+
+    try:
+        raise RuntimeError(f"unexpected: {key}")
+    except RuntimeError:
+        _print_redacted(*sys.exc_info())
+
+    err = capsys.readouterr().err
+    assert "RuntimeError: unexpected: [redacted]" in err and key not in err

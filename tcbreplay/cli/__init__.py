@@ -10,9 +10,11 @@ import atexit
 import contextlib
 import os
 import sys
+import traceback
 
 from tcbreplay.cli import judge, read, write  # noqa: F401  (they register the commands)
 from tcbreplay.cli.base import main
+from tcbreplay.secrets import redact
 
 __all__ = ["main", "run"]
 
@@ -26,6 +28,7 @@ def run() -> None:
     kernel (numba's compiler leaves hundreds of thousands of objects) that is about 0.15 s
     of the command's time. A crash in tcbreplay still ends the usual way, traceback included.
     """
+    sys.excepthook = _print_redacted
     # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would
     # only spin (about 0.1 CPU s of a large score)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -43,3 +46,8 @@ def run() -> None:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(code or 0)
+
+
+def _print_redacted(kind: type[BaseException], value: BaseException, tb: object) -> None:
+    """Print a crash's traceback without any secret it may quote (as typed errors are)."""
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))  # type: ignore[arg-type]

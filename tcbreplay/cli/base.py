@@ -11,6 +11,7 @@ import click
 
 from tcbreplay import __version__
 from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
+from tcbreplay.secrets import redact
 
 STORE_ENVVAR = "TCBREPLAY_STORE"
 
@@ -82,10 +83,11 @@ class _Cli(_KnownContext, click.Group):
                 _show_warnings_as_lines()
                 return super().invoke(ctx)
         except TcbReplayError as exc:
-            for line in str(exc).splitlines() or [type(exc).__name__]:
+            # an error may quote what a provider answered, and a provider may quote its key
+            for line in redact(str(exc)).splitlines() or [type(exc).__name__]:
                 click.echo(f"Error: {line}", err=True)
             if exc.hint:
-                click.echo(f"Hint: {exc.hint}", err=True)
+                click.echo(f"Hint: {redact(exc.hint)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -98,7 +100,7 @@ def _show_warnings_as_lines() -> None:
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         if issubclass(category, TcbReplayWarning):
-            click.echo(f"Warning: {message}", err=True)
+            click.echo(f"Warning: {redact(str(message))}", err=True)
         else:
             shown(message, category, filename, lineno, file, line)
 
