@@ -232,6 +232,15 @@ def test_cli_error_and_warning_lines_never_show_a_key(key):
     assert key not in result.output
 
 
+def test_cli_usage_errors_never_show_a_key(key):
+    result = cli("record", "--workers", key)
+    assert result.exit_code == 2
+    assert (
+        "Error: Invalid value for '--workers': '[redacted]' is not a valid integer" in result.output
+    )
+    assert key not in result.output
+
+
 def test_a_crash_traceback_never_shows_a_key(key, capsys):
     from tcbreplay.cli import _print_redacted
 

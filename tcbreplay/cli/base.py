@@ -65,12 +65,12 @@ class _Cli(_KnownContext, click.Group):
             exc.show()
             sys.exit(exc.exit_code)
         except click.UsageError as exc:  # an unknown option, a missing argument, a bad value
-            click.echo(f"Error: {exc.format_message()}", err=True)
+            click.echo(f"Error: {redact(exc.format_message())}", err=True)
             if exc.ctx is not None:
                 click.echo(f"Hint: see {exc.ctx.command_path} --help", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
-            exc.show()
+            click.echo(f"Error: {redact(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("Aborted.", err=True)
