@@ -10,7 +10,6 @@ refuses every statement that is not a query.
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     first_line,
 )
+from tcbreplay.sql_statements import check_read_only
 from tcbreplay.store import (
     MESSAGES_SCHEMA,
     SAMPLES_SCHEMA,
@@ -62,7 +62,6 @@ SCORES_SCHEMA = pa.schema(
         ("pairs", pa.int32()),
     ]
 )
-_ALLOWED_STATEMENTS = {"SELECT"}
 
 
 def queries_dir() -> Path:
@@ -460,41 +459,6 @@ class QueryResult:
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-
-
-def check_read_only(sql: str) -> list[str]:
-    """Split SQL into statements and refuse any that is not a query."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(f"SQL does not parse: {first_line(exc)}") from exc
-    if not statements:
-        raise QueryError("no SQL statement given")
-    out = []
-    for statement in statements:
-        kind = statement.type.name
-        if kind == "EXPLAIN" and _explains_a_query(statement.query):
-            kind = "SELECT"
-        if kind not in _ALLOWED_STATEMENTS:
-            raise QueryError(
-                f"{'INSTALL or LOAD' if kind == 'LOAD' else kind} statements are not allowed: "
-                "the store is read-only to SQL",
-                hint="only queries (SELECT, WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN) run here",
-            )
-        out.append(statement.query)
-    return out
-
-
-def _explains_a_query(text: str) -> bool:
-    """EXPLAIN (ANALYZE) of one query; ANALYZE runs what it explains, so nothing else."""
-    match = re.match(r"\s*explain\s+(analyze\s+)?(.*)", text, re.IGNORECASE | re.DOTALL)
-    if match is None:
-        return False
-    try:
-        inner = duckdb.extract_statements(match.group(2))
-    except duckdb.Error:
-        return False
-    return len(inner) == 1 and inner[0].type.name == "SELECT"
 
 
 def run_sql(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:

@@ -265,6 +265,9 @@ REFUSED = {
     "SET": "set allowed_directories = ['/']",
     "PRAGMA": "pragma disable_checkpoint_on_shutdown",
     "after a query": "select 1; delete from samples",
+    "UPDATE EXTENSIONS": "UPDATE EXTENSIONS",
+    "EXPLAIN (ANALYZE) COPY": "explain (analyze) copy (select 1) to '{root}/sim-seed7/x.csv'",
+    "COPY of a PIVOT": "copy (pivot samples on status) to '{root}/sim-seed7/x.csv'",
 }
 
 
@@ -285,6 +288,24 @@ def test_explain_analyze_copy_is_refused(populated):
     (root / "leak.csv").unlink(missing_ok=True)
     assert result.exit_code == 2
     assert after == before
+
+
+@pytest.mark.parametrize(
+    ("query", "rows"),
+    [
+        ("explain (format json) select * from tool_calls", 1),
+        ("explain (analyze, format json) select count(*) from tool_calls", 1),
+        ("pivot (select run_id from samples) on run_id using count(*)", 1),
+        ("unpivot (select 1 as a, 2 as b) on a, b into name k value v", 2),
+    ],
+)
+def test_explain_with_options_and_pivots_run(populated, query, rows):
+    root, _ = populated
+    before = snapshot(root)
+    result = sql(root, query)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)) == rows
+    assert snapshot(root) == before
 
 
 @pytest.mark.parametrize(
