@@ -2,7 +2,7 @@
 
 Views (names are stable; queries use them, never file paths):
 ``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
-Once the views exist, the connection may read files under the store root only,
+Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; :func:`run_sql` also
 refuses every statement that is not a query.
 """
@@ -29,6 +29,7 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     first_line,
 )
+from tcbreplay.sql_sandbox import lock_down, sandbox_config, spill_dir
 from tcbreplay.sql_statements import check_read_only
 from tcbreplay.store import (
     MESSAGES_SCHEMA,
@@ -88,24 +89,27 @@ def connect(
     threads: int | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with the store's runs bound to the views
-    (``threads``: DuckDB's threads, by default one per core)."""
+    (``threads``: DuckDB's threads, by default one per core). ``lock``: the connection may
+    then read the runs' folders only (see :mod:`tcbreplay.sql_sandbox`)."""
     if runs is not None:  # runs named by the caller: a file they cannot read is an error
         run_list = list(runs)
         for run in run_list:
             _check_run_files(run)
     else:
         run_list = readable_runs(store) if store else []
-    con = _new_connection(threads)
-    _create_views(con, run_list, with_scores=with_scores, materialize=False)
-    if lock:
-        roots = sorted({str(r.dir.parent.resolve()) + "/" for r in run_list})
-        if store is not None:
-            roots.append(str(store.root.resolve()) + "/")
-        con.execute("set allowed_directories = $dirs", {"dirs": sorted(set(roots))})
-        con.execute("set enable_external_access = false")
-        con.execute("set autoinstall_known_extensions = false")
-        con.execute("set autoload_known_extensions = false")
-        con.execute("set lock_configuration = true")
+    if not lock:
+        con = _new_connection(threads)
+        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        return con
+    spill = spill_dir()
+    con = duckdb.connect(config={"threads": threads or usable_cores(), **sandbox_config(spill)})
+    try:
+        con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
+        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        lock_down(con, [r.dir.resolve() for r in run_list], spill)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -120,12 +124,14 @@ def readable_runs(store: Store) -> list[Run]:
         )
         return []
     readable = []
+    root = store.root.resolve()
     for run in store.runs():
         try:
             try:
                 validate_run_id(run.run_id)
             except InputError as exc:  # a folder renamed by hand: no command could name it
                 raise StoreError(f"{run.dir}: {exc}; rename the folder") from exc
+            _check_in_store(run, root)
             run.manifest  # noqa: B018 (read and checked on first use)
             _check_run_files(run)
         except StoreError as exc:
@@ -135,11 +141,33 @@ def readable_runs(store: Store) -> list[Run]:
     return readable
 
 
+def _check_in_store(run: Run, root: Path) -> None:
+    """Refuse a run folder that is a symbolic link: the views read only folders that are in
+    the store folder itself (SQL may read them, and nothing outside them)."""
+    target = run.dir.resolve()
+    if target != root / run.dir.name:
+        raise StoreError(
+            f"{run.dir}: a symbolic link to {target}; the views read only run folders that are "
+            "in the store folder itself (copy the run into it)"
+        )
+
+
 def _check_run_files(run: Run) -> None:
-    """Refuse a run whose Parquet files are not in the store format (footers only)."""
+    """Refuse a run whose Parquet files are not in the store format (footers only), or are
+    symbolic links out of the run folder."""
     if run.has_data():
-        _check_columns(run.samples_path, SAMPLES_SCHEMA)
-        _check_columns(run.messages_path, MESSAGES_SCHEMA)
+        for path, schema in ((run.samples_path, SAMPLES_SCHEMA),
+                             (run.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
+            _check_inside(path, run)
+            _check_columns(path, schema)
+
+
+def _check_inside(path: Path, run: Run) -> None:
+    """Refuse a run file that is a symbolic link out of its run folder: the connection may
+    read only the run folders."""
+    target = path.resolve()
+    if not target.is_relative_to(run.dir.resolve()):
+        raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
 
 
 def _readable_scores(run_list: list[Run]) -> list[Path]:
@@ -151,6 +179,7 @@ def _readable_scores(run_list: list[Run]) -> list[Path]:
         if path is None:
             continue
         try:
+            _check_inside(path, run)
             _check_columns(path, SCORES_SCHEMA)
         except StoreError as exc:
             warnings.warn(

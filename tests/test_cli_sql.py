@@ -366,3 +366,45 @@ def test_sql_does_not_import_langchain(template):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["n"] > 0
+
+
+def test_a_temporary_directory_linked_to_root_reads_nothing(populated, tmp_path, monkeypatch):
+    """DuckDB allowed its temporary directory, .tmp in the working folder, to SQL."""
+    root, _ = populated
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET-sk-test-FAKE1234567890")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".tmp").symlink_to("/")
+    monkeypatch.chdir(work)
+    for query in (
+        f"select content from read_text('.tmp{secret}')",
+        "select content from read_blob('.tmp/proc/self/environ')",
+    ):
+        result = sql(root, query)
+        assert_refused(result, "query failed", "Permission Error")
+        assert "TOPSECRET" not in result.output
+    assert not (work / ".tmp").is_dir() or (work / ".tmp").is_symlink()
+
+
+def test_a_run_folder_linked_from_outside_is_left_out_with_a_warning(populated, tmp_path):
+    root, _ = populated
+    elsewhere = tmp_path / "elsewhere" / "linked"
+    shutil.copytree(root / IMPORTED, elsewhere)
+    (root / "linked").symlink_to(elsewhere)
+    warning = (
+        f"Warning: left out run 'linked': {root / 'linked'}: a symbolic link to {elsewhere}; "
+        "the views read only run folders that are in the store folder itself (copy the run "
+        "into it)"
+    )
+    for command in (["runs"], ["sql", "select distinct run_id from samples", "--format", "csv"],
+                    ["query", "error_breakdown", "--format", "csv"]):  # fmt: skip
+        result = cli(*command, "--store", root)
+        assert result.exit_code == 0, (command, result.output)
+        assert IMPORTED in result.stdout or command[0] == "query"
+        assert "linked" not in result.stdout
+        assert result.stderr.splitlines() == [warning], command
+    result = cli("catalog", "-o", tmp_path / "c.duckdb", "--store", root)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("over 2 runs\n")
+    assert result.stderr.splitlines() == [warning]
