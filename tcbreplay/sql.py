@@ -29,7 +29,8 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     first_line,
 )
-from tcbreplay.sql_sandbox import lock_down, sandbox_config, spill_dir
+from tcbreplay.sql_limits import memory_error, run_statements
+from tcbreplay.sql_sandbox import lock_down, open_connection, sandbox_config, spill_dir
 from tcbreplay.sql_statements import check_read_only
 from tcbreplay.store import (
     MESSAGES_SCHEMA,
@@ -87,10 +88,12 @@ def connect(
     with_scores: bool = True,
     lock: bool = True,
     threads: int | None = None,
+    memory_limit: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with the store's runs bound to the views
-    (``threads``: DuckDB's threads, by default one per core). ``lock``: the connection may
-    then read the runs' folders only (see :mod:`tcbreplay.sql_sandbox`)."""
+    (``threads``: DuckDB's threads, by default one per core; ``memory_limit``: DuckDB's,
+    such as '4GB' or '50%', by default DuckDB's own). ``lock``: the connection may then read
+    the runs' folders only (see :mod:`tcbreplay.sql_sandbox`)."""
     if runs is not None:  # runs named by the caller: a file they cannot read is an error
         run_list = list(runs)
         for run in run_list:
@@ -102,13 +105,17 @@ def connect(
         _create_views(con, run_list, with_scores=with_scores, materialize=False)
         return con
     spill = spill_dir()
-    con = duckdb.connect(config={"threads": threads or usable_cores(), **sandbox_config(spill)})
+    con = open_connection(
+        {"threads": threads or usable_cores(), **sandbox_config(spill, memory_limit)}
+    )
     try:
         con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
         _create_views(con, run_list, with_scores=with_scores, materialize=False)
         lock_down(con, [r.dir.resolve() for r in run_list], spill)
-    except BaseException:
+    except BaseException as exc:
         con.close()
+        if isinstance(exc, duckdb.OutOfMemoryException):  # a memory limit too small for any
+            raise memory_error(exc, memory_limit or "DuckDB's default") from exc
         raise
     return con
 
@@ -490,20 +497,21 @@ class QueryResult:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
-def run_sql(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:
-    """Run read-only SQL over every run in the store; the last statement's rows are returned."""
+def run_sql(
+    store: Store,
+    sql: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> QueryResult:
+    """Run read-only SQL over every run in the store; the last statement's rows are returned.
+
+    ``timeout``: seconds until the query is stopped (a :class:`QueryLimitError`; None or 0:
+    no limit). ``memory_limit``: DuckDB's (such as '4GB' or '50%'), which also bounds the
+    rows held in memory; by default DuckDB's own. Ctrl-C stops the query.
+    """
     statements = check_read_only(sql)
-    con = connect(store)
-    try:
-        result: QueryResult | None = None
-        for text in statements:
-            try:
-                cursor = con.execute(text, dict(params) if params else None)
-                columns = [d[0] for d in cursor.description or []]
-                result = QueryResult(columns=columns, rows=cursor.fetchall())
-            except duckdb.Error as exc:
-                raise QueryError(f"query failed: {first_line(exc)}") from exc
-        assert result is not None
-        return result
-    finally:
-        con.close()
+    con = connect(store, memory_limit=memory_limit)
+    columns, rows = run_statements(con, statements, params, timeout=timeout)
+    return QueryResult(columns=columns, rows=rows)

@@ -25,7 +25,8 @@ from typing import Any
 
 import duckdb
 
-from tcbreplay.errors import StoreError
+from tcbreplay.errors import InputError, StoreError, first_line
+from tcbreplay.sql_limits import memory_error
 
 
 def spill_dir() -> Path:
@@ -33,14 +34,34 @@ def spill_dir() -> Path:
     return Path(tempfile.gettempdir()).resolve() / f"tcbreplay-duckdb-{secrets.token_hex(16)}"
 
 
-def sandbox_config(spill: Path) -> dict[str, Any]:
+def sandbox_config(spill: Path, memory_limit: str | None) -> dict[str, Any]:
     """DuckDB settings fixed when the connection opens, before its configuration is locked."""
-    return {
+    config: dict[str, Any] = {
         "temp_directory": str(spill),
         "allow_persistent_secrets": False,
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }
+    if memory_limit is not None:
+        config["memory_limit"] = memory_limit
+    return config
+
+
+def open_connection(config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
+    """``duckdb.connect`` with ``config``; a memory limit DuckDB cannot read is bad input."""
+    try:
+        return duckdb.connect(config=config)
+    except duckdb.OutOfMemoryException as exc:  # a limit too small to open a connection
+        raise memory_error(exc, config.get("memory_limit", "DuckDB's default")) from exc
+    except duckdb.Error as exc:
+        if "memory_limit" in config:
+            reason = first_line(exc).split(": ", 1)[-1]  # without DuckDB's 'Parser Error'
+            raise InputError(
+                f"memory limit {config['memory_limit']!r}: {reason}",
+                hint="give --memory-limit a size such as 4GB or 512MB, or a share of the "
+                "machine's memory such as 50%",
+            ) from exc
+        raise
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, run_dirs: Iterable[Path], spill: Path) -> None:

@@ -6,13 +6,16 @@ import csv
 import io
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import duckdb
 import pytest
-from helpers import cli, snapshot
+from helpers import cli, cli_process, snapshot
 
 DATA = Path(__file__).parent / "data"
 IMPORTED = "imported-shapes"
@@ -408,3 +411,77 @@ def test_a_run_folder_linked_from_outside_is_left_out_with_a_warning(populated, 
     assert result.exit_code == 0, result.output
     assert result.stdout.endswith("over 2 runs\n")
     assert result.stderr.splitlines() == [warning]
+
+
+# ---------------------------------------------------------------- limits and Ctrl-C
+
+SLOW = "select sum(i) as s from range(60_000_000_000) t(i)"
+
+
+@pytest.mark.parametrize("command", ["sql", "query"])
+def test_a_query_past_its_timeout_is_one_error_line(template, command):
+    root, _ = template
+    args = ["sql", SLOW, "--timeout", "0.5"] if command == "sql" else [
+        "query", "cost_latency", "--timeout", "0.000001"]  # fmt: skip
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    limit = "0.5" if command == "sql" else "1e-06"
+    assert result.stderr.splitlines() == [
+        f"Error: the query ran past its time limit of {limit} s and was stopped",
+        "Hint: raise it with --timeout SECONDS, or --timeout 0 for no limit",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [("select list(range) from range(20000000)",
+      "Error: the query needs more memory than its limit of 61.0 MiB ("),
+     ("select * from range(100000) a cross join range(100000) b",
+      "Error: the query's rows take more memory than its limit of 61.0 MiB and it was stopped")],
+)  # fmt: skip
+def test_a_query_past_its_memory_limit_is_one_error_line(template, query, error):
+    root, _ = template
+    result = cli("sql", query, "--memory-limit", "64MB", "--store", root)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(error)
+    assert "raise it with --memory-limit SIZE" in lines[1]
+
+
+@pytest.mark.parametrize("command", ["sql", "query"])
+def test_a_memory_limit_that_is_no_size_is_refused(template, command):
+    root, _ = template
+    args = ["sql", "select 1"] if command == "sql" else ["query", "cost_latency"]
+    result = cli(*args, "--memory-limit", "lots", "--store", root)
+    assert_refused(result, "memory limit 'lots': ", "--memory-limit")
+
+
+def test_the_limits_default_to_300_s_and_half_the_memory(template):
+    root, _ = template
+    result = sql(root, "select current_setting('memory_limit') as m")
+    assert result.exit_code == 0, result.output
+    half = duckdb.connect(config={"memory_limit": "50%"})
+    assert json.loads(result.stdout) == [
+        {"m": half.execute("select current_setting('memory_limit')").fetchone()[0]}
+    ]
+    for command in ("sql", "query"):
+        assert "[default: 300; x>=0]" in cli(command, "--help").stdout
+
+
+def test_ctrl_c_stops_a_long_query_with_exit_130(tmp_path):
+    proc = cli_process("sql", SLOW, "--store", str(tmp_path / "none"))
+    # the warning of the missing store comes just before the query starts
+    assert proc.stderr.readline().startswith("Warning: ")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 130, err
+    assert err == "Interrupted.\n"
+    assert out == ""

@@ -253,6 +253,22 @@ def test_a_spill_folder_made_in_advance_refuses_the_connection(scene, monkeypatc
         run_sql(scene.store, f"select content from read_text('{planted}{scene.secret}')")
 
 
+def test_a_query_that_spills_uses_its_own_folder_and_removes_it(scene, monkeypatch):
+    spill_root = scene.tmp / "system-tmp"
+    spill_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spill_root))
+    # a sort larger than the memory limit: DuckDB spills it to disk
+    got = run_sql(
+        scene.store,
+        "select count(*) as n, min(x) as lo from (select range * 7 % 1000003 as x "
+        "from range(4000000) order by x)",
+        memory_limit="60MB",
+    ).records()
+    assert got == [{"n": 4_000_000, "lo": 0}]
+    assert list(spill_root.iterdir()) == []
+    assert not (scene.work / ".tmp").exists()
+
+
 # ---------------------------------------------------------------- runs that are links
 
 
