@@ -43,6 +43,10 @@ class QueryError(InputError):
     """SQL that fails, or is not allowed on the store."""
 
 
+class QueryLimitError(TcbReplayError):
+    """A query stopped at its time or memory limit (exit code 1)."""
+
+
 class RunNotFoundError(InputError):
     """A run id that is not in the store."""
 

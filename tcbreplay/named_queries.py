@@ -94,10 +94,18 @@ def _parse_file(name: str, text: str) -> NamedQuery:
     return NamedQuery(name=name, description=description, params=params, sql=text)
 
 
-def run_named(store: Store, name: str, given: Mapping[str, str] | None = None) -> QueryResult:
-    """Run a named query over the store with its parameters bound."""
+def run_named(
+    store: Store,
+    name: str,
+    given: Mapping[str, str] | None = None,
+    *,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> QueryResult:
+    """Run a named query over the store with its parameters bound (``timeout`` and
+    ``memory_limit`` as for :func:`tcbreplay.sql.run_sql`)."""
     query = load_named(name)
     params = query.bind(given or {})
     if isinstance(params.get("run_id"), str):  # a run the store lacks: say so, not 0 rows
         store.open_run(params["run_id"])
-    return run_sql(store, query.sql, params)
+    return run_sql(store, query.sql, params, timeout=timeout, memory_limit=memory_limit)

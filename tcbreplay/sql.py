@@ -2,7 +2,7 @@
 
 Views (names are stable; queries use them, never file paths):
 ``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
-Once the views exist, the connection may read files under the store root only,
+Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; :func:`run_sql` also
 refuses every statement that is not a query.
 """
@@ -10,7 +10,6 @@ refuses every statement that is not a query.
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,9 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     first_line,
 )
+from tcbreplay.sql_limits import memory_error, run_statements
+from tcbreplay.sql_sandbox import lock_down, open_connection, sandbox_config, spill_dir
+from tcbreplay.sql_statements import check_read_only
 from tcbreplay.store import (
     MESSAGES_SCHEMA,
     SAMPLES_SCHEMA,
@@ -62,7 +64,6 @@ SCORES_SCHEMA = pa.schema(
         ("pairs", pa.int32()),
     ]
 )
-_ALLOWED_STATEMENTS = {"SELECT"}
 
 
 def queries_dir() -> Path:
@@ -87,26 +88,35 @@ def connect(
     with_scores: bool = True,
     lock: bool = True,
     threads: int | None = None,
+    memory_limit: str | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB connection with the store's runs bound to the views
-    (``threads``: DuckDB's threads, by default one per core)."""
+    (``threads``: DuckDB's threads, by default one per core; ``memory_limit``: DuckDB's,
+    such as '4GB' or '50%', by default DuckDB's own). ``lock``: the connection may then read
+    the runs' folders only (see :mod:`tcbreplay.sql_sandbox`)."""
     if runs is not None:  # runs named by the caller: a file they cannot read is an error
         run_list = list(runs)
         for run in run_list:
             _check_run_files(run)
     else:
         run_list = readable_runs(store) if store else []
-    con = _new_connection(threads)
-    _create_views(con, run_list, with_scores=with_scores, materialize=False)
-    if lock:
-        roots = sorted({str(r.dir.parent.resolve()) + "/" for r in run_list})
-        if store is not None:
-            roots.append(str(store.root.resolve()) + "/")
-        con.execute("set allowed_directories = $dirs", {"dirs": sorted(set(roots))})
-        con.execute("set enable_external_access = false")
-        con.execute("set autoinstall_known_extensions = false")
-        con.execute("set autoload_known_extensions = false")
-        con.execute("set lock_configuration = true")
+    if not lock:
+        con = _new_connection(threads)
+        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        return con
+    spill = spill_dir()
+    con = open_connection(
+        {"threads": threads or usable_cores(), **sandbox_config(spill, memory_limit)}
+    )
+    try:
+        con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
+        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        lock_down(con, [r.dir.resolve() for r in run_list], spill)
+    except BaseException as exc:
+        con.close()
+        if isinstance(exc, duckdb.OutOfMemoryException):  # a memory limit too small for any
+            raise memory_error(exc, memory_limit or "DuckDB's default") from exc
+        raise
     return con
 
 
@@ -121,12 +131,14 @@ def readable_runs(store: Store) -> list[Run]:
         )
         return []
     readable = []
+    root = store.root.resolve()
     for run in store.runs():
         try:
             try:
                 validate_run_id(run.run_id)
             except InputError as exc:  # a folder renamed by hand: no command could name it
                 raise StoreError(f"{run.dir}: {exc}; rename the folder") from exc
+            _check_in_store(run, root)
             run.manifest  # noqa: B018 (read and checked on first use)
             _check_run_files(run)
         except StoreError as exc:
@@ -136,11 +148,33 @@ def readable_runs(store: Store) -> list[Run]:
     return readable
 
 
+def _check_in_store(run: Run, root: Path) -> None:
+    """Refuse a run folder that is a symbolic link: the views read only folders that are in
+    the store folder itself (SQL may read them, and nothing outside them)."""
+    target = run.dir.resolve()
+    if target != root / run.dir.name:
+        raise StoreError(
+            f"{run.dir}: a symbolic link to {target}; the views read only run folders that are "
+            "in the store folder itself (copy the run into it)"
+        )
+
+
 def _check_run_files(run: Run) -> None:
-    """Refuse a run whose Parquet files are not in the store format (footers only)."""
+    """Refuse a run whose Parquet files are not in the store format (footers only), or are
+    symbolic links out of the run folder."""
     if run.has_data():
-        _check_columns(run.samples_path, SAMPLES_SCHEMA)
-        _check_columns(run.messages_path, MESSAGES_SCHEMA)
+        for path, schema in ((run.samples_path, SAMPLES_SCHEMA),
+                             (run.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
+            _check_inside(path, run)
+            _check_columns(path, schema)
+
+
+def _check_inside(path: Path, run: Run) -> None:
+    """Refuse a run file that is a symbolic link out of its run folder: the connection may
+    read only the run folders."""
+    target = path.resolve()
+    if not target.is_relative_to(run.dir.resolve()):
+        raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
 
 
 def _readable_scores(run_list: list[Run]) -> list[Path]:
@@ -152,6 +186,7 @@ def _readable_scores(run_list: list[Run]) -> list[Path]:
         if path is None:
             continue
         try:
+            _check_inside(path, run)
             _check_columns(path, SCORES_SCHEMA)
         except StoreError as exc:
             warnings.warn(
@@ -462,55 +497,21 @@ class QueryResult:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
-def check_read_only(sql: str) -> list[str]:
-    """Split SQL into statements and refuse any that is not a query."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(f"SQL does not parse: {first_line(exc)}") from exc
-    if not statements:
-        raise QueryError("no SQL statement given")
-    out = []
-    for statement in statements:
-        kind = statement.type.name
-        if kind == "EXPLAIN" and _explains_a_query(statement.query):
-            kind = "SELECT"
-        if kind not in _ALLOWED_STATEMENTS:
-            raise QueryError(
-                f"{'INSTALL or LOAD' if kind == 'LOAD' else kind} statements are not allowed: "
-                "the store is read-only to SQL",
-                hint="only queries (SELECT, WITH, FROM, DESCRIBE, SUMMARIZE, EXPLAIN) run here",
-            )
-        out.append(statement.query)
-    return out
+def run_sql(
+    store: Store,
+    sql: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> QueryResult:
+    """Run read-only SQL over every run in the store; the last statement's rows are returned.
 
-
-def _explains_a_query(text: str) -> bool:
-    """EXPLAIN (ANALYZE) of one query; ANALYZE runs what it explains, so nothing else."""
-    match = re.match(r"\s*explain\s+(analyze\s+)?(.*)", text, re.IGNORECASE | re.DOTALL)
-    if match is None:
-        return False
-    try:
-        inner = duckdb.extract_statements(match.group(2))
-    except duckdb.Error:
-        return False
-    return len(inner) == 1 and inner[0].type.name == "SELECT"
-
-
-def run_sql(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> QueryResult:
-    """Run read-only SQL over every run in the store; the last statement's rows are returned."""
+    ``timeout``: seconds until the query is stopped (a :class:`QueryLimitError`; None or 0:
+    no limit). ``memory_limit``: DuckDB's (such as '4GB' or '50%'), which also bounds the
+    rows held in memory; by default DuckDB's own. Ctrl-C stops the query.
+    """
     statements = check_read_only(sql)
-    con = connect(store)
-    try:
-        result: QueryResult | None = None
-        for text in statements:
-            try:
-                cursor = con.execute(text, dict(params) if params else None)
-                columns = [d[0] for d in cursor.description or []]
-                result = QueryResult(columns=columns, rows=cursor.fetchall())
-            except duckdb.Error as exc:
-                raise QueryError(f"query failed: {first_line(exc)}") from exc
-        assert result is not None
-        return result
-    finally:
-        con.close()
+    con = connect(store, memory_limit=memory_limit)
+    columns, rows = run_statements(con, statements, params, timeout=timeout)
+    return QueryResult(columns=columns, rows=rows)

@@ -6,13 +6,16 @@ import csv
 import io
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import duckdb
 import pytest
-from helpers import cli, snapshot
+from helpers import cli, cli_process, snapshot
 
 DATA = Path(__file__).parent / "data"
 IMPORTED = "imported-shapes"
@@ -265,6 +268,9 @@ REFUSED = {
     "SET": "set allowed_directories = ['/']",
     "PRAGMA": "pragma disable_checkpoint_on_shutdown",
     "after a query": "select 1; delete from samples",
+    "UPDATE EXTENSIONS": "UPDATE EXTENSIONS",
+    "EXPLAIN (ANALYZE) COPY": "explain (analyze) copy (select 1) to '{root}/sim-seed7/x.csv'",
+    "COPY of a PIVOT": "copy (pivot samples on status) to '{root}/sim-seed7/x.csv'",
 }
 
 
@@ -285,6 +291,24 @@ def test_explain_analyze_copy_is_refused(populated):
     (root / "leak.csv").unlink(missing_ok=True)
     assert result.exit_code == 2
     assert after == before
+
+
+@pytest.mark.parametrize(
+    ("query", "rows"),
+    [
+        ("explain (format json) select * from tool_calls", 1),
+        ("explain (analyze, format json) select count(*) from tool_calls", 1),
+        ("pivot (select run_id from samples) on run_id using count(*)", 1),
+        ("unpivot (select 1 as a, 2 as b) on a, b into name k value v", 2),
+    ],
+)
+def test_explain_with_options_and_pivots_run(populated, query, rows):
+    root, _ = populated
+    before = snapshot(root)
+    result = sql(root, query)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)) == rows
+    assert snapshot(root) == before
 
 
 @pytest.mark.parametrize(
@@ -345,3 +369,119 @@ def test_sql_does_not_import_langchain(template):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["n"] > 0
+
+
+def test_a_temporary_directory_linked_to_root_reads_nothing(populated, tmp_path, monkeypatch):
+    """DuckDB allowed its temporary directory, .tmp in the working folder, to SQL."""
+    root, _ = populated
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET-sk-test-FAKE1234567890")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / ".tmp").symlink_to("/")
+    monkeypatch.chdir(work)
+    for query in (
+        f"select content from read_text('.tmp{secret}')",
+        "select content from read_blob('.tmp/proc/self/environ')",
+    ):
+        result = sql(root, query)
+        assert_refused(result, "query failed", "Permission Error")
+        assert "TOPSECRET" not in result.output
+    assert not (work / ".tmp").is_dir() or (work / ".tmp").is_symlink()
+
+
+def test_a_run_folder_linked_from_outside_is_left_out_with_a_warning(populated, tmp_path):
+    root, _ = populated
+    elsewhere = tmp_path / "elsewhere" / "linked"
+    shutil.copytree(root / IMPORTED, elsewhere)
+    (root / "linked").symlink_to(elsewhere)
+    warning = (
+        f"Warning: left out run 'linked': {root / 'linked'}: a symbolic link to {elsewhere}; "
+        "the views read only run folders that are in the store folder itself (copy the run "
+        "into it)"
+    )
+    for command in (["runs"], ["sql", "select distinct run_id from samples", "--format", "csv"],
+                    ["query", "error_breakdown", "--format", "csv"]):  # fmt: skip
+        result = cli(*command, "--store", root)
+        assert result.exit_code == 0, (command, result.output)
+        assert IMPORTED in result.stdout or command[0] == "query"
+        assert "linked" not in result.stdout
+        assert result.stderr.splitlines() == [warning], command
+    result = cli("catalog", "-o", tmp_path / "c.duckdb", "--store", root)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("over 2 runs\n")
+    assert result.stderr.splitlines() == [warning]
+
+
+# ---------------------------------------------------------------- limits and Ctrl-C
+
+SLOW = "select sum(i) as s from range(60_000_000_000) t(i)"
+
+
+@pytest.mark.parametrize("command", ["sql", "query"])
+def test_a_query_past_its_timeout_is_one_error_line(template, command):
+    root, _ = template
+    args = ["sql", SLOW, "--timeout", "0.5"] if command == "sql" else [
+        "query", "cost_latency", "--timeout", "0.000001"]  # fmt: skip
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    limit = "0.5" if command == "sql" else "1e-06"
+    assert result.stderr.splitlines() == [
+        f"Error: the query ran past its time limit of {limit} s and was stopped",
+        "Hint: raise it with --timeout SECONDS, or --timeout 0 for no limit",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [("select list(range) from range(20000000)",
+      "Error: the query needs more memory than its limit of 61.0 MiB ("),
+     ("select * from range(100000) a cross join range(100000) b",
+      "Error: the query's rows take more memory than its limit of 61.0 MiB and it was stopped")],
+)  # fmt: skip
+def test_a_query_past_its_memory_limit_is_one_error_line(template, query, error):
+    root, _ = template
+    result = cli("sql", query, "--memory-limit", "64MB", "--store", root)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(error)
+    assert "raise it with --memory-limit SIZE" in lines[1]
+
+
+@pytest.mark.parametrize("command", ["sql", "query"])
+def test_a_memory_limit_that_is_no_size_is_refused(template, command):
+    root, _ = template
+    args = ["sql", "select 1"] if command == "sql" else ["query", "cost_latency"]
+    result = cli(*args, "--memory-limit", "lots", "--store", root)
+    assert_refused(result, "memory limit 'lots': ", "--memory-limit")
+
+
+def test_the_limits_default_to_300_s_and_half_the_memory(template):
+    root, _ = template
+    result = sql(root, "select current_setting('memory_limit') as m")
+    assert result.exit_code == 0, result.output
+    half = duckdb.connect(config={"memory_limit": "50%"})
+    assert json.loads(result.stdout) == [
+        {"m": half.execute("select current_setting('memory_limit')").fetchone()[0]}
+    ]
+    for command in ("sql", "query"):
+        assert "[default: 300; x>=0]" in cli(command, "--help").stdout
+
+
+def test_ctrl_c_stops_a_long_query_with_exit_130(tmp_path):
+    proc = cli_process("sql", SLOW, "--store", str(tmp_path / "none"))
+    # the warning of the missing store comes just before the query starts
+    assert proc.stderr.readline().startswith("Warning: ")
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 130, err
+    assert err == "Interrupted.\n"
+    assert out == ""

@@ -263,6 +263,25 @@ REFUSED = {
     "VACUUM": "vacuum",
     "second statement": "select 1; drop view samples",
     "hidden after comment": "select 1 -- comment\n; copy (select 1) to 'out.csv'",
+    "UPDATE EXTENSIONS": "UPDATE EXTENSIONS",
+    "UPDATE EXTENSIONS of one": "update extensions (json)",
+    "EXPLAIN (ANALYZE) COPY": "explain (analyze) copy (select 1) to 'out.csv'",
+    "EXPLAIN (options) COPY": "explain (format json, analyze) copy (select 1) to 'out.csv'",
+    "EXPLAIN (option with a parenthesis) COPY": (
+        "explain (analyze, format 'a)') copy (select 1) to 'out.csv'"
+    ),
+    "EXPLAIN ANALYZE WITH ... INSERT": (
+        "explain analyze with t as (select 1) insert into t select 1"
+    ),
+    "COPY of a PIVOT": "copy (pivot samples on status using count(*)) to 'out.csv'",
+    "CREATE of a PIVOT": "create table t as pivot samples on status using count(*)",
+    "INSERT of a PIVOT": "insert into t pivot samples on status using count(*)",
+    "WITH ... INSERT of a PIVOT": (
+        "with s as (select * from samples) insert into t pivot s on status using count(*)"
+    ),
+    "EXPLAIN (ANALYZE) COPY of a PIVOT": (
+        "explain (analyze) copy (pivot samples on status using count(*)) to 'out.csv'"
+    ),
 }
 
 
@@ -278,9 +297,26 @@ def test_statements_other_than_queries_are_refused(two_runs, sql):
     assert snapshot(two_runs.root) == before
 
 
-def test_refused_install_is_named_as_such():
-    with pytest.raises(QueryError, match=r"^INSTALL or LOAD statements are not allowed"):
-        check_read_only("install httpfs")
+@pytest.mark.parametrize(
+    ("sql", "name"),
+    [("install httpfs", "INSTALL or LOAD"), ("UPDATE EXTENSIONS", "UPDATE EXTENSIONS"),
+     ("copy (pivot samples on status) to 'x.csv'", "COPY"),
+     ("explain analyze copy (select 1) to 'x.csv'", "EXPLAIN COPY")],
+)  # fmt: skip
+def test_a_refused_statement_is_named_as_such(sql, name):
+    with pytest.raises(QueryError, match=rf"^{name} statements are not allowed"):
+        check_read_only(sql)
+
+
+def test_a_pivot_and_an_explain_with_options_give_their_rows(two_runs):
+    got = rows(two_runs, "pivot (select run_id from samples) on run_id using count(*)")
+    assert got == [{"alpha": 2, "beta": 1}]
+    got = rows(two_runs, "unpivot (select 1 as a, 2 as b) on a, b into name k value v")
+    assert got == [{"k": "a", "v": 1}, {"k": "b", "v": 2}]
+    (plan,) = run_sql(two_runs, "explain (format json) select * from tool_calls").rows
+    json.loads(plan[1])
+    (plan,) = run_sql(two_runs, "explain (analyze, format json) select 1").rows
+    assert "operator_timing" in json.loads(plan[1]) or "timing" in plan[1]
 
 
 ALLOWED = [
@@ -292,6 +328,22 @@ ALLOWED = [
     "explain select * from tool_calls",
     "EXPLAIN ANALYZE select count(*) from tool_calls",
     "SELECT name FROM tool_calls; SELECT 2",
+    "EXPLAIN (FORMAT JSON) select * from tool_calls",
+    "EXPLAIN (ANALYZE) select count(*) from tool_calls",
+    "explain (analyze, format json) select count(*) from tool_calls",
+    "-- why\nexplain /* how */ (format html) with x as (select 1 as a) select a from x",
+    "explain (select 1) union select 2",
+    "pivot samples on status using count(*) group by run_id",
+    "PIVOT_WIDER samples on status using count(*)",
+    "with s as (select * from samples) pivot s on status using count(*)",
+    "with recursive r(x) using key (x) as (select 1 union select x + 1 from r where x < 3) "
+    "pivot r on x",
+    "from samples pivot (count(*) for status in ('ok', 'error'))",
+    "select * from (pivot samples on status using count(*))",
+    "unpivot (select 1 as a, 2 as b) on a, b into name k value v",
+    "explain (analyze) pivot samples on status using count(*)",
+    "describe pivot samples on status using count(*)",
+    "summarize (pivot samples on status using count(*))",
 ]
 
 

@@ -16,13 +16,33 @@ _FORMAT_OPTION = click.option(
     default="table",
     show_default=True,
 )
+# the limits of a query; the library's functions have none unless given
+_TIMEOUT_OPTION = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=300,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop the query after this long (0: no limit).",
+)
+_MEMORY_OPTION = click.option(
+    "--memory-limit",
+    default="50%",
+    show_default=True,
+    metavar="SIZE",
+    help="Most memory DuckDB may use (it spills to disk beyond it), and most the rows held "
+    "for printing may take: a size such as 4GB, or a share of the machine's memory such "
+    "as 50%.",
+)
 
 
 @main.command("sql")
 @click.argument("query")
 @_FORMAT_OPTION
+@_TIMEOUT_OPTION
+@_MEMORY_OPTION
 @STORE_OPTION
-def sql_command(query, fmt, store) -> None:
+def sql_command(query, fmt, timeout, memory_limit, store) -> None:
     """Run a read-only SQL query over every run in the store.
 
     Views: runs, samples, messages, tool_calls, gold_calls, scores, tools.
@@ -30,7 +50,8 @@ def sql_command(query, fmt, store) -> None:
     from tcbreplay.sql import run_sql
     from tcbreplay.store import Store
 
-    render_rows(run_sql(Store(store), query), fmt)
+    result = run_sql(Store(store), query, timeout=timeout, memory_limit=memory_limit)
+    render_rows(result, fmt)
 
 
 @main.command()
@@ -46,8 +67,10 @@ def sql_command(query, fmt, store) -> None:
 @click.option("--list", "list_", is_flag=True, help="List the named queries.")
 @click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
 @_FORMAT_OPTION
+@_TIMEOUT_OPTION
+@_MEMORY_OPTION
 @STORE_OPTION
-def query(name, params, list_, show, fmt, store) -> None:
+def query(name, params, list_, show, fmt, timeout, memory_limit, store) -> None:
     """Run a named query from queries/named/ (see --list)."""
     from tcbreplay.named_queries import list_named, load_named, run_named
     from tcbreplay.store import Store
@@ -61,7 +84,8 @@ def query(name, params, list_, show, fmt, store) -> None:
     if show:
         click.echo(load_named(name).sql, nl=False)
         return
-    result = run_named(Store(store), name, options_dict(params, "-p"))
+    given = options_dict(params, "-p")
+    result = run_named(Store(store), name, given, timeout=timeout, memory_limit=memory_limit)
     render_rows(result, fmt)
 
 
