@@ -356,8 +356,8 @@ def latest_scores_file(run: Run) -> Path | None:
     best: tuple[str, Path] | None = None
     for summary in (run.dir / SCORES).glob("*/summary.json"):
         try:
-            scored_at = json.loads(summary.read_text()).get("scored_at", "")
-        except (OSError, json.JSONDecodeError):
+            scored_at = json.loads(summary.read_text(encoding="utf-8")).get("scored_at", "")
+        except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not an object
             continue
         path = summary.parent / "scores.parquet"
         if path.exists() and (best is None or scored_at > best[0]):

@@ -449,7 +449,11 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked for the shape its readers rely on."""
     where = path / MANIFEST
     try:
-        manifest = json.loads(where.read_text())
+        manifest = json.loads(where.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StoreError(
+            f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise StoreError(f"{where}: unreadable manifest: {exc}") from exc
     if not isinstance(manifest, dict):
