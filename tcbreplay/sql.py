@@ -30,6 +30,7 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     first_line,
 )
+from tcbreplay.files import remove, writing
 from tcbreplay.store import (
     MESSAGES_SCHEMA,
     SAMPLES_SCHEMA,
@@ -214,17 +215,23 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     else:
         tmp = target.with_name(target.name + ".tmp")
         _build_catalog(runs, tmp, path)
-        tmp.replace(target)
+        with writing(path, tmp, error=InputError):
+            tmp.replace(target)
     return [r.run_id for r in runs]
 
 
 def _build_catalog(runs: list[Run], tmp: Path, path: Path) -> None:
     """Write the catalog database of ``runs`` to ``tmp`` (errors name ``path``); a failed or
     interrupted write removes it."""
+    # DuckDB keeps a write-ahead log beside the database until it is checkpointed
+    temps = (tmp, tmp.with_name(tmp.name + ".wal"))
     try:
-        tmp.unlink(missing_ok=True)
+        for name in temps:
+            name.unlink(missing_ok=True)
         con = duckdb.connect(str(tmp))
     except (OSError, duckdb.Error) as exc:
+        for name in temps:
+            remove(name)
         raise InputError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
     try:
         try:
@@ -234,10 +241,12 @@ def _build_catalog(runs: list[Run], tmp: Path, path: Path) -> None:
             con.close()
     except BaseException as exc:
         # a failed or interrupted write leaves no half-written database beside the target
-        tmp.unlink(missing_ok=True)
+        for name in temps:
+            remove(name)
         if isinstance(exc, duckdb.Error):
             raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
         raise
+    remove(temps[1])
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:

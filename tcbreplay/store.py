@@ -23,8 +23,9 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,18 @@ from tcbreplay.errors import (
     RunLockedError,
     RunNotFoundError,
     StoreError,
+    TcbReplayError,
     first_line,
+)
+from tcbreplay.files import (  # noqa: F401  (output_target: imported from here by its users)
+    json_text,
+    output_target,
+    replace_with,
+    staged,
+    write_error,
+    write_json_atomic,
+    write_jsonl_atomic,
+    writing,
 )
 
 SCHEMA_VERSION = 1
@@ -117,31 +129,6 @@ def file_record(path: Path) -> dict[str, Any]:
             digest.update(chunk)
     stat = path.stat()
     return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
-def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
-    """Write one JSON value per line to a temporary file and rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def output_target(path: Path) -> tuple[Path, bool]:
-    """Where to write a file a user names (``-o``), and whether to write it in place: a path
-    that is no regular file (a FIFO, a device such as /dev/stdout, a pipe behind it) is written
-    as it is; a file is replaced through a temporary file beside it, a symlink's target."""
-    if path.exists() and not path.is_file() and not path.is_dir():
-        return path, True
-    return Path(os.path.realpath(path)), False
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON to a temporary file and rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 class Run:
@@ -231,7 +218,8 @@ class Run:
     def writing_results(self) -> Iterator[None]:
         """One process at a time writes the run's results (scores, dashboard file); another
         waits for its turn."""
-        (self.dir / SCORES).mkdir(exist_ok=True)
+        with writing(self.dir / SCORES, hint=WRITABLE_HINT):
+            (self.dir / SCORES).mkdir(exist_ok=True)
         with _dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
             yield
 
@@ -286,7 +274,8 @@ class Store:
             raise InputError(
                 f"run {run_id!r} already exists in {self.root}", hint="choose another --run-id"
             )
-        path.mkdir(parents=True, exist_ok=True)
+        with writing(path, hint=WRITABLE_HINT):
+            path.mkdir(parents=True, exist_ok=True)
         writer = RunWriter(path)
         try:
             if (path / MANIFEST).exists():  # made by another writer since the look above
@@ -352,16 +341,22 @@ class RunWriter:
         self.run_id = path.name
         from tcbreplay.journal import drop_torn_tail
 
-        self._lock_fd = _acquire_lock(path / LOCK)
-        drop_torn_tail(path / JOURNAL)
-        self._journal = (path / JOURNAL).open("a", encoding="utf-8")
+        self._lock_fd: int | None = _acquire_lock(path / LOCK)
+        self._failed: TcbReplayError | None = None
+        try:
+            with writing(path / JOURNAL, hint=WRITABLE_HINT):
+                drop_torn_tail(path / JOURNAL)
+                self._journal = (path / JOURNAL).open("a", encoding="utf-8")
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
 
     @property
     def manifest(self) -> dict[str, Any]:
         return read_manifest(self.dir)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.dir / MANIFEST, manifest)
+        write_json_atomic(self.dir / MANIFEST, manifest, hint=WRITABLE_HINT)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         manifest = {**self.manifest, **fields}
@@ -373,9 +368,16 @@ class RunWriter:
         self.append_line(journal_line(record))
 
     def append_line(self, line: str) -> None:
-        """Append one finished sample already encoded by :func:`journal_line`."""
-        self._journal.write(line + "\n")
-        self._journal.flush()
+        """Append one finished sample already encoded by :func:`journal_line`. After a failed
+        append (a full disk) none is tried again: a torn line stays the journal's last."""
+        if self._failed is not None:
+            raise self._failed
+        try:
+            self._journal.write(line + "\n")
+            self._journal.flush()
+        except OSError as exc:
+            self._failed = write_error(self.dir / JOURNAL, exc, hint=WRITABLE_HINT)
+            raise self._failed from exc
 
     def forget(self) -> None:
         """In a forked child: close this writer's files unflushed; the parent keeps the lock."""
@@ -388,13 +390,18 @@ class RunWriter:
         """Fold the journal into the Parquet files and record their sha256 in the manifest."""
         from tcbreplay.journal import fold_journal
 
-        self._journal.close()
+        self._close_journal()
         fold_journal(self.dir)
         self.update_manifest(files={name: file_record(self.dir / name) for name in DATA_FILES})
 
+    def _close_journal(self) -> None:
+        # a line a failed append left in the buffer is lost: that sample is recorded again
+        with suppress(OSError):
+            self._journal.close()
+
     def close(self) -> None:
         if not self._journal.closed:
-            self._journal.close()
+            self._close_journal()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -411,8 +418,13 @@ def journal_line(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, default=str)
 
 
+# where writing in the store fails (a read-only store)
+WRITABLE_HINT = "the store must be writable: give another --store, or fix its permissions"
+
+
 def _acquire_lock(path: Path) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    with writing(path, hint=WRITABLE_HINT):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -422,8 +434,14 @@ def _acquire_lock(path: Path) -> int:
             f"run {path.parent.name!r} is being written by {holder}",
             hint="wait for it to finish; a writer that died releases the run by itself",
         ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}".encode())
+    try:
+        with writing(path, hint=WRITABLE_HINT):
+            os.ftruncate(fd, 0)
+            since = utcnow().isoformat(timespec="seconds")
+            os.write(fd, f"pid {os.getpid()} since {since}".encode())
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -497,17 +515,20 @@ def _json_type(value: Any) -> str:
 
 
 def _write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:
-    tmp = path.with_name(path.name + ".tmp")
     options = (
         dict(PARQUET_OPTIONS) if level is None else {**PARQUET_OPTIONS, "compression_level": level}
     )
-    pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, **options)
-    os.replace(tmp, path)
+    replace_with(
+        path,
+        lambda tmp: pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, **options),
+        hint=WRITABLE_HINT,
+    )
 
 
 def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
     """Write a Parquet file atomically with zstd (``level``: the store's unless given)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path.parent, hint=WRITABLE_HINT):
+        path.parent.mkdir(parents=True, exist_ok=True)
     _write_parquet(table, path, level)
 
 
@@ -545,6 +566,11 @@ class MessagesWriter:
         self._pending = {}
         self._writer.close()
 
+    def abandon(self) -> None:
+        """Close the file after a failure, unfinished (its writer removes it)."""
+        with suppress(Exception):
+            self._writer.close()
+
     def _write(self, table: pa.Table) -> None:
         if table.num_rows:
             self._writer.write_table(table.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
@@ -553,26 +579,40 @@ class MessagesWriter:
 
 def write_messages(table: pa.Table, path: Path) -> None:
     """Write ``messages.parquet`` atomically, laid out by :class:`MessagesWriter`."""
-    tmp = path.with_name(path.name + ".tmp")
-    writer = MessagesWriter(tmp)
-    writer.write(table)
-    writer.close()
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        writer = MessagesWriter(tmp)
+        try:
+            writer.write(table)
+            writer.close()
+        except BaseException:
+            writer.abandon()
+            raise
+
+    replace_with(path, write, hint=WRITABLE_HINT)
 
 
 def write_frame(frame: Any, path: Path, level: int = 1) -> None:
     """Write a Polars frame as Parquet atomically with zstd at ``level``, by Polars'
     writer (which encodes columns in parallel)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    frame.write_parquet(tmp, compression="zstd", compression_level=level)
-    os.replace(tmp, path)
+    with writing(path.parent, hint=WRITABLE_HINT):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    replace_with(path, lambda tmp: write_frame_to(frame, tmp, level), hint=WRITABLE_HINT)
 
 
-def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
-    """Write the run's samples and messages as JSONL files beside a copy of the manifest."""
-    import jsonlines
+def write_frame_to(frame: Any, path: Path, level: int = 1) -> None:
+    """Write a Polars frame to ``path`` as it is (no temporary name: see :func:`write_frame`)."""
+    frame.write_parquet(path, compression="zstd", compression_level=level)
 
+
+def export_jsonl(
+    run: Run, out_dir: Path, *, error: type[TcbReplayError] = InputError
+) -> list[Path]:
+    """Write the run's samples and messages as JSONL files beside a copy of the manifest.
+
+    The three files are written under temporary names and renamed once all are whole: an
+    export that fails or is killed leaves the files of an earlier one as they were. A failure
+    to write is ``error`` (``out_dir`` is the user's choice; StoreError inside the store)."""
     tables = {}
     for name in (SAMPLES, MESSAGES):  # both read before anything is written
         try:
@@ -585,29 +625,28 @@ def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
                 if unfinished
                 else None,
             ) from exc
-    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = json_text(run.manifest)
+    with writing(out_dir, error=error):
+        out_dir.mkdir(parents=True, exist_ok=True)
     # messages in sample order and position, whatever the file's row groups
     tables[MESSAGES] = tables[MESSAGES].sort_by(
         [("sample_index", "ascending"), ("position", "ascending")]
     )
     written = [out_dir / name.replace(".parquet", ".jsonl") for name in tables]
-    temps = [path.with_name(path.name + ".tmp") for path in written]
-    try:  # under temporary names until every file is whole: a killed export leaves no
-        # file that looks complete
-        for tmp, table in zip(temps, tables.values(), strict=True):
-            with jsonlines.open(tmp, mode="w") as writer:
-                for batch in table.to_batches(max_chunksize=10_000):
-                    writer.write_all(_jsonable(row) for row in batch.to_pylist())
-    except BaseException:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
-        raise
-    for tmp, target in zip(temps, written, strict=True):
-        os.replace(tmp, target)
-    manifest = out_dir / MANIFEST
-    write_json_atomic(manifest, run.manifest)
-    written.append(manifest)
+    with staged(error) as files:
+        for path, table in zip(written, tables.values(), strict=True):
+            files.write(path, partial(_write_jsonl_table, table))
+        written.append(out_dir / MANIFEST)
+        files.write(written[-1], lambda tmp: tmp.write_text(manifest, encoding="utf-8"))
     return written
+
+
+def _write_jsonl_table(table: pa.Table, path: Path) -> None:
+    import jsonlines
+
+    with jsonlines.open(path, mode="w") as writer:
+        for batch in table.to_batches(max_chunksize=10_000):
+            writer.write_all(_jsonable(row) for row in batch.to_pylist())
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
