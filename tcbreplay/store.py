@@ -13,6 +13,10 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README)
 - ``writer.lock``: held (``flock``) by the one process writing the run.
 - ``scores/<scoring>/``: per-sample scores and a summary, one folder per scoring options.
 - ``evaluations/``: the dashboard file.
+
+A run is deleted by renaming its folder to ``.deleted-<run_id>-<random>`` in the store, then
+removing that: no view reads such a folder, and the next creation or deletion of a run removes
+one that a killed deletion left.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shlex
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from functools import partial
@@ -34,6 +40,7 @@ import pyarrow.parquet as pq
 
 from tcbreplay.errors import (
     InputError,
+    RunExistsError,
     RunLockedError,
     RunNotFoundError,
     StoreError,
@@ -49,6 +56,15 @@ from tcbreplay.files import (  # noqa: F401  (output_target: imported from here 
     write_json_atomic,
     write_jsonl_atomic,
     writing,
+)
+from tcbreplay.locks import (
+    WAIT_HINT,
+    WRITABLE_HINT,
+    deleted_meanwhile,
+    dir_lock,
+    lock_holder,
+    same_file,
+    take_lock,
 )
 
 SCHEMA_VERSION = 1
@@ -206,13 +222,23 @@ class Run:
     def reading(self) -> Iterator[None]:
         """Keep the run from being deleted (``record --overwrite``) while it is read; any
         number of readers at once."""
-        with _dir_lock(self.dir, fcntl.LOCK_SH | fcntl.LOCK_NB) as held:
-            if not held:
+        try:
+            fd = os.open(self.dir, os.O_RDONLY)
+        except FileNotFoundError:
+            raise deleted_meanwhile(self.run_id) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
                 raise RunLockedError(
                     f"run {self.run_id!r} is being deleted to be recorded anew (--overwrite)",
                     hint="read it once that recording is done",
-                )
+                ) from None
+            if not same_file(fd, self.dir):  # renamed away by a deletion, finished since
+                raise deleted_meanwhile(self.run_id)
             yield
+        finally:
+            os.close(fd)
 
     @contextmanager
     def writing_results(self) -> Iterator[None]:
@@ -220,7 +246,7 @@ class Run:
         waits for its turn."""
         with writing(self.dir / SCORES, hint=WRITABLE_HINT):
             (self.dir / SCORES).mkdir(exist_ok=True)
-        with _dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
+        with dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
             yield
 
     def scores_dir(self, scoring: str) -> Path:
@@ -240,10 +266,14 @@ class Store:
         return (self.run_dir(run_id) / MANIFEST).exists()
 
     def runs(self) -> list[Run]:
-        """Every run in the store, by run id."""
+        """Every run in the store, by run id (not the folders of deletions cut short)."""
         if not self.root.is_dir():
             return []
-        return [Run(p) for p in sorted(self.root.iterdir()) if (p / MANIFEST).is_file()]
+        return [
+            Run(p)
+            for p in sorted(self.root.iterdir())
+            if not p.name.startswith(DELETED_PREFIX) and (p / MANIFEST).is_file()
+        ]
 
     def open_run(self, run_id: str) -> Run:
         path = self.run_dir(run_id)
@@ -266,50 +296,86 @@ class Store:
     ) -> RunWriter:
         """Create a new run directory and return its locked writer.
 
-        ``dataset`` (normalised entries) is written to ``dataset.jsonl`` first.
+        ``dataset`` (normalised entries) is written to ``dataset.jsonl`` first. A folder of the
+        run's name without a manifest is taken only while it holds no more than a creation
+        killed before its manifest leaves; a failure removes the folder if this made it.
         """
         run_id = validate_run_id(manifest["run_id"])
         path = self.root / run_id
         if (path / MANIFEST).exists():
-            raise InputError(
-                f"run {run_id!r} already exists in {self.root}", hint="choose another --run-id"
-            )
+            raise self._taken(path)
+        self.sweep()
         with writing(path, hint=WRITABLE_HINT):
-            path.mkdir(parents=True, exist_ok=True)
-        writer = RunWriter(path)
+            self.root.mkdir(parents=True, exist_ok=True)
+            made = _make_dir(path)
+        lock = take_lock(path / LOCK)
         try:
             if (path / MANIFEST).exists():  # made by another writer since the look above
-                raise RunLockedError(
+                raise RunExistsError(
                     f"run {run_id!r} was made by another process at the same moment",
-                    hint="run the command again, now that the run exists",
+                    hint="choose another --run-id",
                 )
+            _refuse_leftovers(path)
+            writer = RunWriter(path, lock)
+        except BaseException:
+            os.close(lock)
+            raise
+        try:
             if dataset is not None:
                 write_jsonl_atomic(path / DATASET, dataset)
             writer.write_manifest(
                 {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
             )
         except BaseException:
-            writer.close()
+            if made:
+                writer.discard()
+            else:
+                writer.close()
             raise
         return writer
 
-    def delete_run(self, run_id: str) -> None:
-        """Remove a run directory (refused while another process writes or reads it)."""
-        import shutil
+    def _taken(self, path: Path) -> TcbReplayError:
+        """The error for creating a run the store holds: the process writing it, if one is."""
+        holder = lock_holder(path / LOCK)
+        if holder is not None:
+            return RunLockedError(f"run {path.name!r} is being written by {holder}", hint=WAIT_HINT)
+        return RunExistsError(
+            f"run {path.name!r} already exists in {self.root}", hint="choose another --run-id"
+        )
 
-        path = self.open_run(run_id).dir
-        writer = RunWriter(path)
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run directory (refused while another process writes or reads it), or a
+        folder of that name that holds no manifest.
+
+        The folder is renamed in one step to a hidden name that no view reads, then removed:
+        a deletion cut short (kill -9) leaves only that folder, which the next creation or
+        deletion of a run removes, and nothing of the run is ever read again.
+        """
+        path = self.run_dir(run_id)
+        if not path.is_dir():
+            self.open_run(run_id)  # not found: the error names the runs there are
+        self.sweep()
+        lock = take_lock(path / LOCK)  # refused while another process writes it
         try:
-            with _dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+            with dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
                 if not held:
                     raise RunLockedError(
                         f"run {run_id!r} is being read (scored, reported or audited) by "
                         "another process",
                         hint="wait for it to finish",
                     )
-                shutil.rmtree(path)
+                _discard(path)
         finally:
-            writer.close()
+            os.close(lock)
+
+    def sweep(self) -> None:
+        """Remove what deletions cut short left behind (their hidden folders)."""
+        try:
+            names = [p for p in self.root.iterdir() if p.name.startswith(DELETED_PREFIX)]
+        except OSError:
+            return
+        for path in names:
+            shutil.rmtree(path, ignore_errors=True)
 
     def resume_run(self, run_id: str) -> RunWriter:
         """Lock an existing run for more writing (resume or retry)."""
@@ -317,31 +383,58 @@ class Store:
         return RunWriter(run.dir)
 
 
-@contextmanager
-def _dir_lock(path: Path, how: int) -> Iterator[bool]:
-    """flock ``how`` on directory ``path`` while the block runs; whether it was taken (always,
-    unless ``how`` holds LOCK_NB)."""
-    fd = os.open(path, os.O_RDONLY)
+# Hidden folders of deletions under way or cut short: ``<prefix><run_id>-<random>``. No run id
+# starts with a dot, so no run is ever named so.
+DELETED_PREFIX = ".deleted-"
+# What a creation of a run killed before its manifest leaves in the folder (the journal empty)
+_FIRST_FILES = {LOCK, JOURNAL, DATASET, DATASET + ".tmp", MANIFEST + ".tmp"}
+
+
+def _make_dir(path: Path) -> bool:
+    """Make the folder ``path``; whether this made it (False: it was there)."""
     try:
-        try:
-            fcntl.flock(fd, how)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+        path.mkdir()
+    except FileExistsError:
+        return False
+    return True
+
+
+def _refuse_leftovers(path: Path) -> None:
+    """Refuse a folder without a manifest that holds more than a creation's first files:
+    samples of a run whose deletion was cut short by an older tcbreplay, or files put there
+    by hand, that a new run would take for its own."""
+    found = sorted(p.name for p in path.iterdir() if p.name not in _FIRST_FILES)
+    journal = path / JOURNAL
+    if journal.exists() and journal.stat().st_size:
+        found.insert(0, JOURNAL)
+    if found:
+        listed = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise StoreError(
+            f"{path}: holds {listed} but no {MANIFEST}: not a run, and not to be taken for a "
+            "new one (left by a deletion cut short?)",
+            hint="remove the folder if its files are not needed (record --overwrite does), or "
+            "choose another run id",
+        )
+
+
+def _discard(path: Path) -> None:
+    """Remove a folder of the store: renamed away in one step, then deleted."""
+    away = path.with_name(f"{DELETED_PREFIX}{path.name}-{secrets.token_hex(4)}")
+    with writing(path, hint=WRITABLE_HINT):
+        os.rename(path, away)
+    shutil.rmtree(away, ignore_errors=True)
 
 
 class RunWriter:
     """The one writer of a run: appends finished samples to the journal, then folds it in."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lock: int | None = None) -> None:
+        """Take the run (``lock``: its lock, already taken)."""
         self.dir = path
         self.run_id = path.name
         from tcbreplay.journal import drop_torn_tail
 
-        self._lock_fd: int | None = _acquire_lock(path / LOCK)
+        self._lock_fd: int | None = take_lock(path / LOCK) if lock is None else lock
         self._failed: TcbReplayError | None = None
         try:
             with writing(path / JOURNAL, hint=WRITABLE_HINT):
@@ -394,6 +487,14 @@ class RunWriter:
         fold_journal(self.dir)
         self.update_manifest(files={name: file_record(self.dir / name) for name in DATA_FILES})
 
+    def discard(self) -> None:
+        """Remove the run (one this writer made and could not finish), then release it."""
+        try:
+            self._close_journal()
+            _discard(self.dir)
+        finally:
+            self.close()
+
     def _close_journal(self) -> None:
         # a line a failed append left in the buffer is lost: that sample is recorded again
         with suppress(OSError):
@@ -416,33 +517,6 @@ class RunWriter:
 def journal_line(record: dict[str, Any]) -> str:
     """A finished sample as one line of the journal (without the newline)."""
     return json.dumps(record, ensure_ascii=False, default=str)
-
-
-# where writing in the store fails (a read-only store)
-WRITABLE_HINT = "the store must be writable: give another --store, or fix its permissions"
-
-
-def _acquire_lock(path: Path) -> int:
-    with writing(path, hint=WRITABLE_HINT):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        raise RunLockedError(
-            f"run {path.parent.name!r} is being written by {holder}",
-            hint="wait for it to finish; a writer that died releases the run by itself",
-        ) from None
-    try:
-        with writing(path, hint=WRITABLE_HINT):
-            os.ftruncate(fd, 0)
-            since = utcnow().isoformat(timespec="seconds")
-            os.write(fd, f"pid {os.getpid()} since {since}".encode())
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 # the manifest's fields that readers rely on, and the JSON type each must have when present

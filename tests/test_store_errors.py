@@ -182,6 +182,17 @@ def test_an_output_folder_that_is_read_only(can_mount_read_only, scored, tmp_pat
     assert list(out.iterdir()) == []
 
 
+# ---------------------------------------------------------------- a full disk
+
+
+def test_record_on_a_full_disk_at_its_start_leaves_nothing(tmp_path):
+    root = tmp_path / "traces"
+    proc = tcbreplay("record", "--model", "sim", "--run-id", "r", "--store", root, "--quiet",
+                     fsize=20_000)  # the dataset file is 30 kB  # fmt: skip
+    assert_one_error(proc, 1, f"{root / 'r' / 'dataset.jsonl'}: cannot write: File too large")
+    assert list(root.iterdir()) == []
+
+
 def test_record_on_a_full_disk_midway_keeps_what_it_recorded(tmp_path):
     """The journal cannot grow: one line, the finished samples kept (no temporary file), and
     the same command, with space again, records the rest."""
@@ -198,6 +209,15 @@ def test_record_on_a_full_disk_midway_keeps_what_it_recorded(tmp_path):
     assert f"recorded {94 - kept} in" in proc.stdout
     ids = pq.read_table(root / "r" / "samples.parquet")["sample_id"].to_pylist()
     assert len(ids) == len(set(ids)) == 94
+
+
+def test_import_on_a_full_disk_leaves_nothing(tmp_path):
+    root = tmp_path / "traces"
+    root.mkdir()
+    proc = tcbreplay(*IMPORT, "--store", root, fsize=3_000)
+    assert_one_error(proc, 1, str(root / "imported"))
+    assert "File too large" in proc.stderr
+    assert list(root.iterdir()) == []
 
 
 @pytest.mark.parametrize("fsize", [3_000, 6_000, 10_000])  # each stops at another file
