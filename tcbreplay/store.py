@@ -360,8 +360,8 @@ class Store:
             with dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
                 if not held:
                     raise RunLockedError(
-                        f"run {run_id!r} is being read (scored, reported or audited) by "
-                        "another process",
+                        f"run {run_id!r} is being read (scored, reported, audited, diffed or "
+                        "exported) by another process",
                         hint="wait for it to finish",
                     )
                 _discard(path)
@@ -687,19 +687,20 @@ def export_jsonl(
     The three files are written under temporary names and renamed once all are whole: an
     export that fails or is killed leaves the files of an earlier one as they were. A failure
     to write is ``error`` (``out_dir`` is the user's choice; StoreError inside the store)."""
-    tables = {}
-    for name in (SAMPLES, MESSAGES):  # both read before anything is written
-        try:
-            tables[name] = pq.read_table(run.dir / name)
-        except (OSError, pa.ArrowException) as exc:
-            unfinished = run.status not in ("complete", "imported")
-            raise StoreError(
-                f"{run.dir / name}: cannot read it: {first_line(exc)}",
-                hint=f"the run is {run.status}; finish it with: {run.resume_command()}"
-                if unfinished
-                else None,
-            ) from exc
-    manifest = json_text(run.manifest)
+    with run.reading():  # not deleted (record --overwrite) while it is read
+        tables = {}
+        for name in (SAMPLES, MESSAGES):  # both read before anything is written
+            try:
+                tables[name] = pq.read_table(run.dir / name)
+            except (OSError, pa.ArrowException) as exc:
+                unfinished = run.status not in ("complete", "imported")
+                raise StoreError(
+                    f"{run.dir / name}: cannot read it: {first_line(exc)}",
+                    hint=f"the run is {run.status}; finish it with: {run.resume_command()}"
+                    if unfinished
+                    else None,
+                ) from exc
+        manifest = json_text(run.manifest)
     with writing(out_dir, error=error):
         out_dir.mkdir(parents=True, exist_ok=True)
     # messages in sample order and position, whatever the file's row groups

@@ -1,6 +1,6 @@
 """Deleting and creating runs under attack: `record --overwrite` killed while it deletes,
-folders left without a manifest, two identical first records at once. Nothing the store held
-comes back, and nothing it should keep is lost."""
+folders left without a manifest, two identical first records at once, a run deleted while it
+is read. Nothing the store held comes back, and nothing it should keep is lost."""
 
 from __future__ import annotations
 
@@ -345,3 +345,70 @@ def test_a_writer_is_named_even_before_it_wrote_its_pid(store):
     finally:
         stamp.join()
         os.close(fd)
+
+
+# ---------------------------------------------------------------- deleted while it is read
+
+
+def _delete_during(monkeypatch, module, name: str, store: Store, run_id: str) -> list:
+    """Try to delete the run when ``module.name`` is called, then call it; the outcomes."""
+    tried: list = []
+    real = getattr(module, name)
+
+    def meanwhile(*args, **kwargs):
+        if not tried:
+            try:
+                store.delete_run(run_id)
+                tried.append("deleted")
+            except RunLockedError as exc:
+                tried.append(exc)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, meanwhile)
+    return tried
+
+
+def test_report_holds_its_runs_until_the_page_is_written(two_runs, tmp_path, monkeypatch):
+    """`record --overwrite` while report read the run: the report came out with the
+    transcripts missing, or died with FileNotFoundError. The deletion is refused now."""
+    import tcbreplay.report
+    from tcbreplay.report import write_report
+
+    root, run_id = two_runs
+    store = Store(root)
+    before = without_lock(snapshot(root))
+    # the page reads every transcript as it is rendered, after the scores
+    tried = _delete_during(monkeypatch, tcbreplay.report, "render_page", store, run_id)
+    out = write_report(store, [KEEP, run_id], tmp_path / "report.html")
+    (refused,) = tried
+    assert isinstance(refused, RunLockedError)
+    assert str(refused) == (
+        f"run {run_id!r} is being read (scored, reported, audited, diffed or exported) by "
+        "another process"
+    )
+    assert without_lock(snapshot(root)) == before
+    assert out.read_text().count("Hi there!") >= 2  # a transcript of each run
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "command"),
+    [
+        ("tcbreplay.audit", "read_summary", ("audit", "verify", KEEP)),
+        ("tcbreplay.compare", "load_scores", ("diff", "RUN", KEEP)),
+        ("pyarrow.parquet", "read_table", ("export", KEEP, "-o", "OUT")),
+    ],
+    ids=["audit", "diff", "export"],
+)
+def test_audit_diff_and_export_hold_their_runs(two_runs, monkeypatch, module, name, command):
+    import importlib
+
+    root, run_id = two_runs
+    store = Store(root)
+    tried = _delete_during(monkeypatch, importlib.import_module(module), name, store, KEEP)
+    where = {"RUN": run_id, "OUT": str(root.parent / "export")}
+    args = [where.get(a, a) for a in command]
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 0, result.output
+    (refused,) = tried
+    assert isinstance(refused, RunLockedError)
+    assert store.exists(KEEP)
