@@ -198,6 +198,7 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     import shutil
     import tempfile
 
+    store.check_output(path)
     runs = readable_runs(store)
     target, special = output_target(path)
     if special:

@@ -382,6 +382,17 @@ class Store:
         run = self.open_run(run_id)
         return RunWriter(run.dir)
 
+    def check_output(self, path: Path, option: str = "-o") -> None:
+        """Refuse an output path inside the store, where a file written could replace one of a
+        run's (``catalog -o RUN/manifest.json``) or be taken for one."""
+        root = Path(os.path.realpath(self.root))
+        target = Path(os.path.realpath(path))
+        if target == root or root in target.parents:
+            raise InputError(
+                f"{option} {path}: inside the store {self.root}, which holds runs only",
+                hint=f"give {option} a path outside {self.root}",
+            )
+
 
 # Hidden folders of deletions under way or cut short: ``<prefix><run_id>-<random>``. No run id
 # starts with a dot, so no run is ever named so.

@@ -1,6 +1,6 @@
 """Failures of the place written to or read from: a --store under a file, a read-only store, a
-full disk, a manifest that is not UTF-8. Each is one `Error:` line naming the path and the
-cause, and leaves nothing half-written behind."""
+full disk, a manifest that is not UTF-8, an output path inside the store. Each is one `Error:`
+line naming the path and the cause, and leaves nothing half-written behind."""
 
 from __future__ import annotations
 
@@ -354,3 +354,45 @@ def test_a_journal_line_that_is_not_utf8_is_named(sim_copy):
     result = cli("record", "--resume", run_id, "--store", root, "--quiet")
     assert result.exit_code == 1
     assert result.stderr == f"Error: {root / run_id / JOURNAL}: line 1: not UTF-8 text\n"
+
+
+# ---------------------------------------------------------------- outputs inside the store
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        (("catalog", "-o"), "RUN/manifest.json"),
+        (("catalog", "-o"), "c.duckdb"),
+        (("report", "RUN", "-o"), "RUN/report.html"),
+        (("export", "RUN", "-o"), "RUN"),
+        (("export", "RUN", "-o"), "."),
+        (("report", "RUN", "-o"), "LINK/report.html"),
+    ],
+)
+def test_an_output_inside_the_store_is_refused(scored, tmp_path, command, output):
+    """`catalog -o RUN/manifest.json` replaced the run's manifest with a DuckDB file."""
+    root, run_id = scored
+    (tmp_path / "link").symlink_to(root / run_id)
+    path = output.replace("LINK", str(tmp_path / "link"))
+    path = str(root / path.replace("RUN", run_id)) if not path.startswith("/") else path
+    before = snapshot(root)
+    args = [a.replace("RUN", run_id) for a in command]
+    result = cli(*args, path, "--store", root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        f"Error: -o {path}: inside the store {root}, which holds runs only",
+        f"Hint: give -o a path outside {root}",
+    ]
+    assert snapshot(root) == before
+
+
+def test_an_output_beside_the_store_is_written(scored, tmp_path):
+    """A folder whose name begins with the store's is not inside it."""
+    root, run_id = scored
+    beside = Path(str(root) + "-out")
+    beside.mkdir()
+    for args in (("catalog", "-o", beside / "c.duckdb"), ("export", run_id, "-o", beside / "e"),
+                 ("report", run_id, "-o", beside / "r.html")):  # fmt: skip
+        result = cli(*args, "--store", root)
+        assert result.exit_code == 0, (args, result.output)

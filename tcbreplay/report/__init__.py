@@ -50,6 +50,7 @@ def write_report(
     regular file (a FIFO, a device such as /dev/stdout) is written to as it is.
     """
     path = Path(output)
+    store.check_output(path)
     if path.is_dir():
         raise InputError(f"{path}: is a directory", hint="give a file name, e.g. -o report.html")
     target, special = output_target(path)
