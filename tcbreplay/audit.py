@@ -221,9 +221,15 @@ class AuditReport:
 
 def verify_run(store: Store, run_id: str, scoring: str | None = None) -> AuditReport:
     """Re-score the run from its raw traces and compare with every stored scoring."""
+    run = store.open_run(run_id)
+    with run.reading():  # not deleted (record --overwrite) while it is verified
+        return _verify(store, run, scoring)
+
+
+def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     from tcbreplay.score import score_run
 
-    run = store.open_run(run_id)
+    run_id = run.run_id
     folders = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
     if scoring is not None:
         folders = [f for f in folders if f.name == scoring]

@@ -128,8 +128,9 @@ def diff_runs(
             "abet or spec_rel-0.001_abs-1e-09)"
         )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
-    a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
-    b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
+    with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
+        a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
+        b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
     joined = (
         a.select(SCORE_COLUMNS)
         .join(b.select(SCORE_COLUMNS), on="sample_id", suffix="_b")

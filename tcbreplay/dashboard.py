@@ -9,7 +9,6 @@ file without a Python object per sample or call.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,27 @@ from tcbreplay.store import EVALUATIONS, Run
 from tcbreplay.translate import FlatCalls
 
 
+def dashboard_path(run: Run) -> Path:
+    """Where the run's dashboard file goes: ``evaluations/<title>_<run_id>.json``."""
+    return run.dir / EVALUATIONS / f"{_title(run)}_{run.run_id}.json"
+
+
+def _title(run: Run) -> str:
+    return (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
+
+
 def write_dashboard(
-    run: Run, scores: pl.DataFrame, parts: list[FlatCalls], summary: dict[str, Any], mode: str
-) -> Path:
-    """Write ``evaluations/<title>_<run_id>.json``; ``mode`` ``mismatches`` lists only samples
-    whose names differ from gold or with an invalid or missing argument, as the original did.
-    ``parts``: the run's calls, consecutive ranges of samples in the order of ``scores``."""
-    title = (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
+    run: Run,
+    scores: pl.DataFrame,
+    parts: list[FlatCalls],
+    summary: dict[str, Any],
+    mode: str,
+    path: Path,
+) -> None:
+    """Write the dashboard file to ``path`` (a temporary name: see :func:`dashboard_path`);
+    ``mode`` ``mismatches`` lists only samples whose names differ from gold or with an
+    invalid or missing argument, as the original did. ``parts``: the run's calls,
+    consecutive ranges of samples in the order of ``scores``."""
     listed = scores.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("s"), "tp", "args_invalid", "args_missing"
     )
@@ -49,36 +62,27 @@ def write_dashboard(
     # each listed sample's row of the file (scores are in sample_index order)
     rows = listed_s if np.all(indexes[1:] > indexes[:-1]) else np.argsort(indexes)[listed_s]
     head = {
-        "benchmark_name": title,
+        "benchmark_name": _title(run),
         "run_id": run.run_id,
         "results": {"tsa": summary["tsa"], "ahr": summary["ahr"], "tp": summary["tp"]},
     }
-    path = run.dir / EVALUATIONS / f"{title}_{run.run_id}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with tmp.open("wb") as out:
-            # laid out as DuckDB writes a JSON array: a sample per line, each after a tab
-            out.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": [\n\t').encode())
-            # one buffer for the parts' texts: written pages are not fresh pages again
-            text = np.empty(0, dtype=np.uint8)
-            first = 0
-            for part in parts:
-                lo, hi = np.searchsorted(listed_s, [first, first + part.samples.height])
-                if hi > lo:
-                    calls = (*part.agent.buffers(), *part.gold.buffers())
-                    listing = (listed_s[lo:hi] - first, rows[lo:hi], *inputs, has_input, *calls)
+    with path.open("wb") as out:
+        # laid out as DuckDB writes a JSON array: a sample per line, each after a tab
+        out.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": [\n\t').encode())
+        # one buffer for the parts' texts: written pages are not fresh pages again
+        text = np.empty(0, dtype=np.uint8)
+        first = 0
+        for part in parts:
+            lo, hi = np.searchsorted(listed_s, [first, first + part.samples.height])
+            if hi > lo:
+                calls = (*part.agent.buffers(), *part.gold.buffers())
+                listing = (listed_s[lo:hi] - first, rows[lo:hi], *inputs, has_input, *calls)
+                size = kernels.functions().dashboard_samples(*listing, text)
+                if size < 0:
+                    text = np.empty(-size, dtype=np.uint8)
                     size = kernels.functions().dashboard_samples(*listing, text)
-                    if size < 0:
-                        text = np.empty(-size, dtype=np.uint8)
-                        size = kernels.functions().dashboard_samples(*listing, text)
-                    if lo:
-                        out.write(b",\n\t")
-                    out.write(text[:size])
-                first += part.samples.height
-            out.write(b"\n]\n}\n")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
-    return path
+                if lo:
+                    out.write(b",\n\t")
+                out.write(text[:size])
+            first += part.samples.height
+        out.write(b"\n]\n}\n")

@@ -51,6 +51,10 @@ class RunNotFoundError(InputError):
     """A run id that is not in the store."""
 
 
+class RunExistsError(InputError):
+    """A run id that the store already holds, given for a new run."""
+
+
 class StoreError(TcbReplayError):
     """A store or run directory that is unreadable or inconsistent."""
 

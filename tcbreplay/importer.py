@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from tcbreplay import __version__, limits
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.dataset import lone_surrogate
-from tcbreplay.errors import InputError, RunLockedError, TcbReplayError, TraceError
+from tcbreplay.errors import InputError, TcbReplayError, TraceError
 from tcbreplay.secrets import redact
 from tcbreplay.store import Store, utcnow
 
@@ -109,16 +108,8 @@ def import_traces(
     }
     if store.exists(run_id):
         _drop_unfinished_import(store, run_id)
-    run_dir = store.run_dir(run_id)
-    fresh = not run_dir.exists()
-    try:
-        writer = store.create_run(manifest, inputs.dataset.entries())
-    except (InputError, RunLockedError):
-        raise  # an existing run or another writer's: not ours to remove
-    except BaseException:
-        if fresh:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    # a failure in there removes the folder it made
+    writer = store.create_run(manifest, inputs.dataset.entries())
     try:
         for record in records:
             writer.append(record)
@@ -137,8 +128,7 @@ def import_traces(
         )
     except BaseException:
         # an import is all or nothing: a half-made run would block the same --run-id
-        writer.close()
-        shutil.rmtree(run_dir, ignore_errors=True)
+        writer.discard()
         raise
     writer.close()
     return ImportSummary(

@@ -61,12 +61,14 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
     any other line that is not a sample record is an error naming it."""
     if not path.exists():
         return
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:
         for number, line in enumerate(f, 1):
-            if not line.endswith("\n"):
+            if not line.endswith(b"\n"):
                 break
             try:
-                record = json.loads(line)
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise StoreError(f"{path}: line {number}: not UTF-8 text") from exc
             except json.JSONDecodeError as exc:
                 raise StoreError(f"{path}: line {number}: not valid JSON: {exc}") from exc
             if not isinstance(record, dict) or any(key not in record for key in _RECORD_KEYS):

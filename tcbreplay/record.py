@@ -31,7 +31,7 @@ from tcbreplay.agent import (
 from tcbreplay.benchmarks import BenchmarkInputs
 from tcbreplay.cores import usable_cores
 from tcbreplay.dataset import Sample
-from tcbreplay.errors import InputError, StoreError, first_line
+from tcbreplay.errors import InputError, RunExistsError, StoreError, first_line
 from tcbreplay.loop import lean_gc, run_loop
 from tcbreplay.models import (
     SAMPLE_ID_KEY,
@@ -208,9 +208,29 @@ def record_run(
     chat_model = build_chat_model(spec, gold)
     run_id = validate_run_id(default_run_id(inputs, spec) if run_id is None else run_id)
     print_ = fingerprint(inputs, spec)
-    if overwrite and store.exists(run_id):
+    if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)
-    if store.exists(run_id):
+    writer = None
+    if not store.exists(run_id):
+        manifest = {
+            "run_id": run_id,
+            "created_at": utcnow().isoformat(),
+            "fingerprint": print_,
+            "toolkit": {"name": "tcbreplay", "version": __version__},
+            "libraries": _library_versions(),
+            **inputs.manifest_fields(),
+            "model": {
+                **spec.to_dict(),
+                "effective_settings": effective_settings(spec, chat_model),
+            },
+            "runner": options.to_dict(),
+        }
+        try:
+            writer = store.create_run(manifest, inputs.dataset.entries())
+            samples = inputs.dataset.samples
+        except RunExistsError:
+            pass  # made by another process since the look above: resumed below, as it is now
+    if writer is None:
         # Checked before the writer takes the run (which writes its lock and journal), so a
         # run that cannot be resumed is left as it was; checked again under the lock.
         run = store.open_run(run_id)
@@ -229,22 +249,6 @@ def record_run(
             if s.sample_id not in recorded or recorded[s.sample_id] in redo
         ]
         writer.update_manifest(status="recording")
-    else:
-        manifest = {
-            "run_id": run_id,
-            "created_at": utcnow().isoformat(),
-            "fingerprint": print_,
-            "toolkit": {"name": "tcbreplay", "version": __version__},
-            "libraries": _library_versions(),
-            **inputs.manifest_fields(),
-            "model": {
-                **spec.to_dict(),
-                "effective_settings": effective_settings(spec, chat_model),
-            },
-            "runner": options.to_dict(),
-        }
-        writer = store.create_run(manifest, inputs.dataset.entries())
-        samples = inputs.dataset.samples
     processes = min(options.process_count(), max(1, len(samples)))
     on_retry = getattr(progress, "retry", None)
 

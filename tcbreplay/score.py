@@ -16,7 +16,7 @@ import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +27,18 @@ import pyarrow as pa
 from tcbreplay import __version__, abet, spec, translate
 from tcbreplay.audit import audit_record
 from tcbreplay.cores import usable_cores
-from tcbreplay.dashboard import write_dashboard
+from tcbreplay.dashboard import dashboard_path, write_dashboard
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
+from tcbreplay.files import json_text, staged, writing
 from tcbreplay.metrics import DEFAULT_ABS_TOL, DEFAULT_REL_TOL, summarize
 from tcbreplay.sql import SCORES_SCHEMA, connect, connect_tables
 from tcbreplay.store import (
     JOURNAL,
+    WRITABLE_HINT,
     Run,
     Store,
     utcnow,
-    write_frame,
-    write_json_atomic,
+    write_frame_to,
 )
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
@@ -206,20 +207,30 @@ def _write_files(
 ) -> None:  # fmt: skip
     folder = run.scores_dir(options.scoring)
     result.scores_path = folder / "scores.parquet"
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        # derived results, rewritten by every scoring: fast compression
-        jobs = [pool.submit(write_frame, scores.cast(_scores_dtypes()), result.scores_path)]
-        if scored.pairs is not None:
-            jobs.append(pool.submit(write_frame, scored.pairs, folder / "pairs.parquet"))
-        board = None
-        if dashboard != "none":
-            board = pool.submit(write_dashboard, run, scores, scored.parts(), summary, dashboard)
-        for job in jobs:
-            job.result()
-        if board is not None:
-            result.dashboard_path = board.result()
-    # the summary last: its presence marks a complete scoring
-    write_json_atomic(folder / "summary.json", summary)
+    board = dashboard_path(run) if dashboard != "none" else None
+    for place in [folder] + ([board.parent] if board else []):
+        with writing(place, hint=WRITABLE_HINT):
+            place.mkdir(parents=True, exist_ok=True)
+    # every file under a temporary name until all are whole: a full disk, or a kill, leaves
+    # the results of the scoring before as they were (and no scores without their summary)
+    with staged(hint=WRITABLE_HINT) as files:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            # derived results, rewritten by every scoring: fast compression
+            frame = scores.cast(_scores_dtypes())
+            jobs = [pool.submit(files.write, result.scores_path, partial(write_frame_to, frame))]
+            if scored.pairs is not None:
+                pairs = partial(write_frame_to, scored.pairs)
+                jobs.append(pool.submit(files.write, folder / "pairs.parquet", pairs))
+            if board is not None:
+                parts = scored.parts()
+                write = partial(write_dashboard, run, scores, parts, summary, dashboard)
+                jobs.append(pool.submit(files.write, board, write))
+            for job in jobs:
+                job.result()
+        # the summary last: its presence marks a complete scoring
+        text = json_text(summary)
+        files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    result.dashboard_path = board
 
 
 @cache

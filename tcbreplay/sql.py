@@ -29,6 +29,7 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     first_line,
 )
+from tcbreplay.files import remove, writing
 from tcbreplay.sql_limits import memory_error, run_statements
 from tcbreplay.sql_sandbox import lock_down, open_connection, sandbox_config, spill_dir
 from tcbreplay.sql_statements import check_read_only
@@ -232,6 +233,7 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     import shutil
     import tempfile
 
+    store.check_output(path)
     runs = readable_runs(store)
     target, special = output_target(path)
     if special:
@@ -249,17 +251,23 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     else:
         tmp = target.with_name(target.name + ".tmp")
         _build_catalog(runs, tmp, path)
-        tmp.replace(target)
+        with writing(path, tmp, error=InputError):
+            tmp.replace(target)
     return [r.run_id for r in runs]
 
 
 def _build_catalog(runs: list[Run], tmp: Path, path: Path) -> None:
     """Write the catalog database of ``runs`` to ``tmp`` (errors name ``path``); a failed or
     interrupted write removes it."""
+    # DuckDB keeps a write-ahead log beside the database until it is checkpointed
+    temps = (tmp, tmp.with_name(tmp.name + ".wal"))
     try:
-        tmp.unlink(missing_ok=True)
+        for name in temps:
+            name.unlink(missing_ok=True)
         con = duckdb.connect(str(tmp))
     except (OSError, duckdb.Error) as exc:
+        for name in temps:
+            remove(name)
         raise InputError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
     try:
         try:
@@ -269,10 +277,12 @@ def _build_catalog(runs: list[Run], tmp: Path, path: Path) -> None:
             con.close()
     except BaseException as exc:
         # a failed or interrupted write leaves no half-written database beside the target
-        tmp.unlink(missing_ok=True)
+        for name in temps:
+            remove(name)
         if isinstance(exc, duckdb.Error):
             raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
         raise
+    remove(temps[1])
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
@@ -391,8 +401,8 @@ def latest_scores_file(run: Run) -> Path | None:
     best: tuple[str, Path] | None = None
     for summary in (run.dir / SCORES).glob("*/summary.json"):
         try:
-            scored_at = json.loads(summary.read_text()).get("scored_at", "")
-        except (OSError, json.JSONDecodeError):
+            scored_at = json.loads(summary.read_text(encoding="utf-8")).get("scored_at", "")
+        except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not an object
             continue
         path = summary.parent / "scores.parquet"
         if path.exists() and (best is None or scored_at > best[0]):

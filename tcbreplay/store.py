@@ -13,6 +13,10 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README)
 - ``writer.lock``: held (``flock``) by the one process writing the run.
 - ``scores/<scoring>/``: per-sample scores and a summary, one folder per scoring options.
 - ``evaluations/``: the dashboard file.
+
+A run is deleted by renaming its folder to ``.deleted-<run_id>-<random>`` in the store, then
+removing that: no view reads such a folder, and the next creation or deletion of a run removes
+one that a killed deletion left.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shlex
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +40,31 @@ import pyarrow.parquet as pq
 
 from tcbreplay.errors import (
     InputError,
+    RunExistsError,
     RunLockedError,
     RunNotFoundError,
     StoreError,
+    TcbReplayError,
     first_line,
+)
+from tcbreplay.files import (  # noqa: F401  (output_target: imported from here by its users)
+    json_text,
+    output_target,
+    replace_with,
+    staged,
+    write_error,
+    write_json_atomic,
+    write_jsonl_atomic,
+    writing,
+)
+from tcbreplay.locks import (
+    WAIT_HINT,
+    WRITABLE_HINT,
+    deleted_meanwhile,
+    dir_lock,
+    lock_holder,
+    same_file,
+    take_lock,
 )
 
 SCHEMA_VERSION = 1
@@ -119,31 +147,6 @@ def file_record(path: Path) -> dict[str, Any]:
     return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
-    """Write one JSON value per line to a temporary file and rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def output_target(path: Path) -> tuple[Path, bool]:
-    """Where to write a file a user names (``-o``), and whether to write it in place: a path
-    that is no regular file (a FIFO, a device such as /dev/stdout, a pipe behind it) is written
-    as it is; a file is replaced through a temporary file beside it, a symlink's target."""
-    if path.exists() and not path.is_file() and not path.is_dir():
-        return path, True
-    return Path(os.path.realpath(path)), False
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    """Write JSON to a temporary file and rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
-
-
 class Run:
     """A run directory in the store, read-only."""
 
@@ -219,20 +222,31 @@ class Run:
     def reading(self) -> Iterator[None]:
         """Keep the run from being deleted (``record --overwrite``) while it is read; any
         number of readers at once."""
-        with _dir_lock(self.dir, fcntl.LOCK_SH | fcntl.LOCK_NB) as held:
-            if not held:
+        try:
+            fd = os.open(self.dir, os.O_RDONLY)
+        except FileNotFoundError:
+            raise deleted_meanwhile(self.run_id) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
                 raise RunLockedError(
                     f"run {self.run_id!r} is being deleted to be recorded anew (--overwrite)",
                     hint="read it once that recording is done",
-                )
+                ) from None
+            if not same_file(fd, self.dir):  # renamed away by a deletion, finished since
+                raise deleted_meanwhile(self.run_id)
             yield
+        finally:
+            os.close(fd)
 
     @contextmanager
     def writing_results(self) -> Iterator[None]:
         """One process at a time writes the run's results (scores, dashboard file); another
         waits for its turn."""
-        (self.dir / SCORES).mkdir(exist_ok=True)
-        with _dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
+        with writing(self.dir / SCORES, hint=WRITABLE_HINT):
+            (self.dir / SCORES).mkdir(exist_ok=True)
+        with dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
             yield
 
     def scores_dir(self, scoring: str) -> Path:
@@ -252,10 +266,14 @@ class Store:
         return (self.run_dir(run_id) / MANIFEST).exists()
 
     def runs(self) -> list[Run]:
-        """Every run in the store, by run id."""
+        """Every run in the store, by run id (not the folders of deletions cut short)."""
         if not self.root.is_dir():
             return []
-        return [Run(p) for p in sorted(self.root.iterdir()) if (p / MANIFEST).is_file()]
+        return [
+            Run(p)
+            for p in sorted(self.root.iterdir())
+            if not p.name.startswith(DELETED_PREFIX) and (p / MANIFEST).is_file()
+        ]
 
     def open_run(self, run_id: str) -> Run:
         path = self.run_dir(run_id)
@@ -278,90 +296,171 @@ class Store:
     ) -> RunWriter:
         """Create a new run directory and return its locked writer.
 
-        ``dataset`` (normalised entries) is written to ``dataset.jsonl`` first.
+        ``dataset`` (normalised entries) is written to ``dataset.jsonl`` first. A folder of the
+        run's name without a manifest is taken only while it holds no more than a creation
+        killed before its manifest leaves; a failure removes the folder if this made it.
         """
         run_id = validate_run_id(manifest["run_id"])
         path = self.root / run_id
         if (path / MANIFEST).exists():
-            raise InputError(
-                f"run {run_id!r} already exists in {self.root}", hint="choose another --run-id"
-            )
-        path.mkdir(parents=True, exist_ok=True)
-        writer = RunWriter(path)
+            raise self._taken(path)
+        self.sweep()
+        with writing(path, hint=WRITABLE_HINT):
+            self.root.mkdir(parents=True, exist_ok=True)
+            made = _make_dir(path)
+        lock = take_lock(path / LOCK)
         try:
             if (path / MANIFEST).exists():  # made by another writer since the look above
-                raise RunLockedError(
+                raise RunExistsError(
                     f"run {run_id!r} was made by another process at the same moment",
-                    hint="run the command again, now that the run exists",
+                    hint="choose another --run-id",
                 )
+            _refuse_leftovers(path)
+            writer = RunWriter(path, lock)
+        except BaseException:
+            os.close(lock)
+            raise
+        try:
             if dataset is not None:
                 write_jsonl_atomic(path / DATASET, dataset)
             writer.write_manifest(
                 {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
             )
         except BaseException:
-            writer.close()
+            if made:
+                writer.discard()
+            else:
+                writer.close()
             raise
         return writer
 
-    def delete_run(self, run_id: str) -> None:
-        """Remove a run directory (refused while another process writes or reads it)."""
-        import shutil
+    def _taken(self, path: Path) -> TcbReplayError:
+        """The error for creating a run the store holds: the process writing it, if one is."""
+        holder = lock_holder(path / LOCK)
+        if holder is not None:
+            return RunLockedError(f"run {path.name!r} is being written by {holder}", hint=WAIT_HINT)
+        return RunExistsError(
+            f"run {path.name!r} already exists in {self.root}", hint="choose another --run-id"
+        )
 
-        path = self.open_run(run_id).dir
-        writer = RunWriter(path)
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run directory (refused while another process writes or reads it), or a
+        folder of that name that holds no manifest.
+
+        The folder is renamed in one step to a hidden name that no view reads, then removed:
+        a deletion cut short (kill -9) leaves only that folder, which the next creation or
+        deletion of a run removes, and nothing of the run is ever read again.
+        """
+        path = self.run_dir(run_id)
+        if not path.is_dir():
+            self.open_run(run_id)  # not found: the error names the runs there are
+        self.sweep()
+        lock = take_lock(path / LOCK)  # refused while another process writes it
         try:
-            with _dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
+            with dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
                 if not held:
                     raise RunLockedError(
-                        f"run {run_id!r} is being read (scored, reported or audited) by "
-                        "another process",
+                        f"run {run_id!r} is being read (scored, reported, audited, diffed or "
+                        "exported) by another process",
                         hint="wait for it to finish",
                     )
-                shutil.rmtree(path)
+                _discard(path)
         finally:
-            writer.close()
+            os.close(lock)
+
+    def sweep(self) -> None:
+        """Remove what deletions cut short left behind (their hidden folders)."""
+        try:
+            names = [p for p in self.root.iterdir() if p.name.startswith(DELETED_PREFIX)]
+        except OSError:
+            return
+        for path in names:
+            shutil.rmtree(path, ignore_errors=True)
 
     def resume_run(self, run_id: str) -> RunWriter:
         """Lock an existing run for more writing (resume or retry)."""
         run = self.open_run(run_id)
         return RunWriter(run.dir)
 
+    def check_output(self, path: Path, option: str = "-o") -> None:
+        """Refuse an output path inside the store, where a file written could replace one of a
+        run's (``catalog -o RUN/manifest.json``) or be taken for one."""
+        root = Path(os.path.realpath(self.root))
+        target = Path(os.path.realpath(path))
+        if target == root or root in target.parents:
+            raise InputError(
+                f"{option} {path}: inside the store {self.root}, which holds runs only",
+                hint=f"give {option} a path outside {self.root}",
+            )
 
-@contextmanager
-def _dir_lock(path: Path, how: int) -> Iterator[bool]:
-    """flock ``how`` on directory ``path`` while the block runs; whether it was taken (always,
-    unless ``how`` holds LOCK_NB)."""
-    fd = os.open(path, os.O_RDONLY)
+
+# Hidden folders of deletions under way or cut short: ``<prefix><run_id>-<random>``. No run id
+# starts with a dot, so no run is ever named so.
+DELETED_PREFIX = ".deleted-"
+# What a creation of a run killed before its manifest leaves in the folder (the journal empty)
+_FIRST_FILES = {LOCK, JOURNAL, DATASET, DATASET + ".tmp", MANIFEST + ".tmp"}
+
+
+def _make_dir(path: Path) -> bool:
+    """Make the folder ``path``; whether this made it (False: it was there)."""
     try:
-        try:
-            fcntl.flock(fd, how)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+        path.mkdir()
+    except FileExistsError:
+        return False
+    return True
+
+
+def _refuse_leftovers(path: Path) -> None:
+    """Refuse a folder without a manifest that holds more than a creation's first files:
+    samples of a run whose deletion was cut short by an older tcbreplay, or files put there
+    by hand, that a new run would take for its own."""
+    found = sorted(p.name for p in path.iterdir() if p.name not in _FIRST_FILES)
+    journal = path / JOURNAL
+    if journal.exists() and journal.stat().st_size:
+        found.insert(0, JOURNAL)
+    if found:
+        listed = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise StoreError(
+            f"{path}: holds {listed} but no {MANIFEST}: not a run, and not to be taken for a "
+            "new one (left by a deletion cut short?)",
+            hint="remove the folder if its files are not needed (record --overwrite does), or "
+            "choose another run id",
+        )
+
+
+def _discard(path: Path) -> None:
+    """Remove a folder of the store: renamed away in one step, then deleted."""
+    away = path.with_name(f"{DELETED_PREFIX}{path.name}-{secrets.token_hex(4)}")
+    with writing(path, hint=WRITABLE_HINT):
+        os.rename(path, away)
+    shutil.rmtree(away, ignore_errors=True)
 
 
 class RunWriter:
     """The one writer of a run: appends finished samples to the journal, then folds it in."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lock: int | None = None) -> None:
+        """Take the run (``lock``: its lock, already taken)."""
         self.dir = path
         self.run_id = path.name
         from tcbreplay.journal import drop_torn_tail
 
-        self._lock_fd = _acquire_lock(path / LOCK)
-        drop_torn_tail(path / JOURNAL)
-        self._journal = (path / JOURNAL).open("a", encoding="utf-8")
+        self._lock_fd: int | None = take_lock(path / LOCK) if lock is None else lock
+        self._failed: TcbReplayError | None = None
+        try:
+            with writing(path / JOURNAL, hint=WRITABLE_HINT):
+                drop_torn_tail(path / JOURNAL)
+                self._journal = (path / JOURNAL).open("a", encoding="utf-8")
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
 
     @property
     def manifest(self) -> dict[str, Any]:
         return read_manifest(self.dir)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.dir / MANIFEST, manifest)
+        write_json_atomic(self.dir / MANIFEST, manifest, hint=WRITABLE_HINT)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         manifest = {**self.manifest, **fields}
@@ -373,9 +472,16 @@ class RunWriter:
         self.append_line(journal_line(record))
 
     def append_line(self, line: str) -> None:
-        """Append one finished sample already encoded by :func:`journal_line`."""
-        self._journal.write(line + "\n")
-        self._journal.flush()
+        """Append one finished sample already encoded by :func:`journal_line`. After a failed
+        append (a full disk) none is tried again: a torn line stays the journal's last."""
+        if self._failed is not None:
+            raise self._failed
+        try:
+            self._journal.write(line + "\n")
+            self._journal.flush()
+        except OSError as exc:
+            self._failed = write_error(self.dir / JOURNAL, exc, hint=WRITABLE_HINT)
+            raise self._failed from exc
 
     def forget(self) -> None:
         """In a forked child: close this writer's files unflushed; the parent keeps the lock."""
@@ -388,13 +494,26 @@ class RunWriter:
         """Fold the journal into the Parquet files and record their sha256 in the manifest."""
         from tcbreplay.journal import fold_journal
 
-        self._journal.close()
+        self._close_journal()
         fold_journal(self.dir)
         self.update_manifest(files={name: file_record(self.dir / name) for name in DATA_FILES})
 
+    def discard(self) -> None:
+        """Remove the run (one this writer made and could not finish), then release it."""
+        try:
+            self._close_journal()
+            _discard(self.dir)
+        finally:
+            self.close()
+
+    def _close_journal(self) -> None:
+        # a line a failed append left in the buffer is lost: that sample is recorded again
+        with suppress(OSError):
+            self._journal.close()
+
     def close(self) -> None:
         if not self._journal.closed:
-            self._journal.close()
+            self._close_journal()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -409,22 +528,6 @@ class RunWriter:
 def journal_line(record: dict[str, Any]) -> str:
     """A finished sample as one line of the journal (without the newline)."""
     return json.dumps(record, ensure_ascii=False, default=str)
-
-
-def _acquire_lock(path: Path) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        raise RunLockedError(
-            f"run {path.parent.name!r} is being written by {holder}",
-            hint="wait for it to finish; a writer that died releases the run by itself",
-        ) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()} since {utcnow().isoformat(timespec='seconds')}".encode())
-    return fd
 
 
 # the manifest's fields that readers rely on, and the JSON type each must have when present
@@ -449,7 +552,11 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked for the shape its readers rely on."""
     where = path / MANIFEST
     try:
-        manifest = json.loads(where.read_text())
+        manifest = json.loads(where.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StoreError(
+            f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise StoreError(f"{where}: unreadable manifest: {exc}") from exc
     if not isinstance(manifest, dict):
@@ -493,17 +600,20 @@ def _json_type(value: Any) -> str:
 
 
 def _write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:
-    tmp = path.with_name(path.name + ".tmp")
     options = (
         dict(PARQUET_OPTIONS) if level is None else {**PARQUET_OPTIONS, "compression_level": level}
     )
-    pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, **options)
-    os.replace(tmp, path)
+    replace_with(
+        path,
+        lambda tmp: pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, **options),
+        hint=WRITABLE_HINT,
+    )
 
 
 def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
     """Write a Parquet file atomically with zstd (``level``: the store's unless given)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path.parent, hint=WRITABLE_HINT):
+        path.parent.mkdir(parents=True, exist_ok=True)
     _write_parquet(table, path, level)
 
 
@@ -541,6 +651,11 @@ class MessagesWriter:
         self._pending = {}
         self._writer.close()
 
+    def abandon(self) -> None:
+        """Close the file after a failure, unfinished (its writer removes it)."""
+        with suppress(Exception):
+            self._writer.close()
+
     def _write(self, table: pa.Table) -> None:
         if table.num_rows:
             self._writer.write_table(table.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
@@ -549,61 +664,75 @@ class MessagesWriter:
 
 def write_messages(table: pa.Table, path: Path) -> None:
     """Write ``messages.parquet`` atomically, laid out by :class:`MessagesWriter`."""
-    tmp = path.with_name(path.name + ".tmp")
-    writer = MessagesWriter(tmp)
-    writer.write(table)
-    writer.close()
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        writer = MessagesWriter(tmp)
+        try:
+            writer.write(table)
+            writer.close()
+        except BaseException:
+            writer.abandon()
+            raise
+
+    replace_with(path, write, hint=WRITABLE_HINT)
 
 
 def write_frame(frame: Any, path: Path, level: int = 1) -> None:
     """Write a Polars frame as Parquet atomically with zstd at ``level``, by Polars'
     writer (which encodes columns in parallel)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    frame.write_parquet(tmp, compression="zstd", compression_level=level)
-    os.replace(tmp, path)
+    with writing(path.parent, hint=WRITABLE_HINT):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    replace_with(path, lambda tmp: write_frame_to(frame, tmp, level), hint=WRITABLE_HINT)
 
 
-def export_jsonl(run: Run, out_dir: Path) -> list[Path]:
-    """Write the run's samples and messages as JSONL files beside a copy of the manifest."""
-    import jsonlines
+def write_frame_to(frame: Any, path: Path, level: int = 1) -> None:
+    """Write a Polars frame to ``path`` as it is (no temporary name: see :func:`write_frame`)."""
+    frame.write_parquet(path, compression="zstd", compression_level=level)
 
-    tables = {}
-    for name in (SAMPLES, MESSAGES):  # both read before anything is written
-        try:
-            tables[name] = pq.read_table(run.dir / name)
-        except (OSError, pa.ArrowException) as exc:
-            unfinished = run.status not in ("complete", "imported")
-            raise StoreError(
-                f"{run.dir / name}: cannot read it: {first_line(exc)}",
-                hint=f"the run is {run.status}; finish it with: {run.resume_command()}"
-                if unfinished
-                else None,
-            ) from exc
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+def export_jsonl(
+    run: Run, out_dir: Path, *, error: type[TcbReplayError] = InputError
+) -> list[Path]:
+    """Write the run's samples and messages as JSONL files beside a copy of the manifest.
+
+    The three files are written under temporary names and renamed once all are whole: an
+    export that fails or is killed leaves the files of an earlier one as they were. A failure
+    to write is ``error`` (``out_dir`` is the user's choice; StoreError inside the store)."""
+    with run.reading():  # not deleted (record --overwrite) while it is read
+        tables = {}
+        for name in (SAMPLES, MESSAGES):  # both read before anything is written
+            try:
+                tables[name] = pq.read_table(run.dir / name)
+            except (OSError, pa.ArrowException) as exc:
+                unfinished = run.status not in ("complete", "imported")
+                raise StoreError(
+                    f"{run.dir / name}: cannot read it: {first_line(exc)}",
+                    hint=f"the run is {run.status}; finish it with: {run.resume_command()}"
+                    if unfinished
+                    else None,
+                ) from exc
+        manifest = json_text(run.manifest)
+    with writing(out_dir, error=error):
+        out_dir.mkdir(parents=True, exist_ok=True)
     # messages in sample order and position, whatever the file's row groups
     tables[MESSAGES] = tables[MESSAGES].sort_by(
         [("sample_index", "ascending"), ("position", "ascending")]
     )
     written = [out_dir / name.replace(".parquet", ".jsonl") for name in tables]
-    temps = [path.with_name(path.name + ".tmp") for path in written]
-    try:  # under temporary names until every file is whole: a killed export leaves no
-        # file that looks complete
-        for tmp, table in zip(temps, tables.values(), strict=True):
-            with jsonlines.open(tmp, mode="w") as writer:
-                for batch in table.to_batches(max_chunksize=10_000):
-                    writer.write_all(_jsonable(row) for row in batch.to_pylist())
-    except BaseException:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
-        raise
-    for tmp, target in zip(temps, written, strict=True):
-        os.replace(tmp, target)
-    manifest = out_dir / MANIFEST
-    write_json_atomic(manifest, run.manifest)
-    written.append(manifest)
+    with staged(error) as files:
+        for path, table in zip(written, tables.values(), strict=True):
+            files.write(path, partial(_write_jsonl_table, table))
+        written.append(out_dir / MANIFEST)
+        files.write(written[-1], lambda tmp: tmp.write_text(manifest, encoding="utf-8"))
     return written
+
+
+def _write_jsonl_table(table: pa.Table, path: Path) -> None:
+    import jsonlines
+
+    with jsonlines.open(path, mode="w") as writer:
+        for batch in table.to_batches(max_chunksize=10_000):
+            writer.write_all(_jsonable(row) for row in batch.to_pylist())
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 from tcbreplay import journal as journal_mod
 from tcbreplay import store as store_mod
-from tcbreplay.errors import InputError, RunLockedError, RunNotFoundError, StoreError
+from tcbreplay.errors import (
+    InputError,
+    RunExistsError,
+    RunLockedError,
+    RunNotFoundError,
+    StoreError,
+)
 from tcbreplay.journal import fold_journal, read_journal
 from tcbreplay.store import (
     JOURNAL,
@@ -554,17 +560,24 @@ def test_resume_hints_name_a_store_that_is_not_the_default(tmp_path):
 
 
 def test_create_run_releases_the_run_when_it_fails(store, monkeypatch):
-    """A failure while the run's first files are written leaves no lock held on it."""
+    """A failure while the run's first files are written leaves no lock held on it, and no
+    folder it made."""
     import tcbreplay.store
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tcbreplay.store, "write_jsonl_atomic", full)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="No space left on device"):
         store.create_run({"run_id": RUN}, dataset=[{"input": "x"}])
     monkeypatch.undo()
-    RunWriter(store.run_dir(RUN)).close()  # the lock is free: no RunLockedError
+    assert list(store.root.iterdir()) == []
+    store.run_dir(RUN).mkdir()  # a folder that was there before is left, its lock free
+    monkeypatch.setattr(tcbreplay.store, "write_jsonl_atomic", full)
+    with pytest.raises(OSError, match="No space left on device"):
+        store.create_run({"run_id": RUN}, dataset=[{"input": "x"}])
+    monkeypatch.undo()
+    RunWriter(store.run_dir(RUN)).close()  # no RunLockedError
 
 
 def test_create_run_refuses_a_run_made_meanwhile_by_another_writer(store, monkeypatch):
@@ -572,14 +585,14 @@ def test_create_run_refuses_a_run_made_meanwhile_by_another_writer(store, monkey
     it: the run is not taken over."""
     new_run(store, "other").close()
     made = (store.run_dir("other") / MANIFEST).read_text()
-    locked = RunWriter.__init__
+    locked = store_mod.take_lock
 
-    def meanwhile(self, path):
-        (path / MANIFEST).write_text(made)
-        locked(self, path)
+    def meanwhile(path):
+        (path.parent / MANIFEST).write_text(made)
+        return locked(path)
 
-    monkeypatch.setattr(RunWriter, "__init__", meanwhile)
-    with pytest.raises(RunLockedError, match=f"run {RUN!r} was made by another process"):
+    monkeypatch.setattr(store_mod, "take_lock", meanwhile)
+    with pytest.raises(RunExistsError, match=f"run {RUN!r} was made by another process"):
         new_run(store)
     monkeypatch.undo()
     assert (store.run_dir(RUN) / MANIFEST).read_text() == made

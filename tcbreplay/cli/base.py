@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 import warnings
 from pathlib import Path
@@ -11,14 +12,43 @@ import click
 
 from tcbreplay import __version__
 from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
+from tcbreplay.files import reason
 from tcbreplay.secrets import redact
 
 STORE_ENVVAR = "TCBREPLAY_STORE"
+# operating-system errors that are failures of the place a command reads or writes
+PLACE_ERRORS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EFBIG,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EIO,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EMFILE,
+        errno.ENFILE,
+    }
+)
 
 
 class _StorePath(click.Path):
     """A store directory: a bad one is blamed on the variable when it came from there, and
     on the option otherwise."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        path = super().convert(value, param, ctx)
+        # a folder under a file can be neither read nor made: said here, for every command
+        for parent in Path(path).parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    self.fail(f"{str(parent)!r} is a file, not a folder", param, ctx)
+                break
+        return path
 
     def fail(self, message: str, param: Any = None, ctx: Any = None) -> Any:
         source = ctx.get_parameter_source(param.name) if ctx and param else None
@@ -92,6 +122,14 @@ class _Cli(_KnownContext, click.Group):
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
+        except OSError as exc:
+            # the place read or written failed (a disk full, a folder read-only), not
+            # tcbreplay: one line naming it; the library names what it writes itself
+            if exc.errno not in PLACE_ERRORS:
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"Error: {where}{reason(exc)}", err=True)
+            ctx.exit(1)
 
 
 def _show_warnings_as_lines() -> None:

@@ -119,7 +119,9 @@ def export(run_id, output, store) -> None:
     """Export a run as JSONL files."""
     from tcbreplay.store import Store, export_jsonl
 
-    for path in export_jsonl(Store(store).open_run(run_id), output):
+    store_ = Store(store)
+    store_.check_output(output)
+    for path in export_jsonl(store_.open_run(run_id), output):
         click.echo(str(path))
 
 

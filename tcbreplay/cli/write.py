@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tcbreplay.cli.base import STORE_OPTION, main, options_dict
-from tcbreplay.errors import InputError
+from tcbreplay.errors import InputError, StoreError
 
 
 @main.command()
@@ -181,7 +181,8 @@ def record(
     finally:
         progress.close()
     if fmt == "jsonl":
-        export_jsonl(Run(Path(summary.run_dir)), Path(summary.run_dir) / "jsonl")
+        run_dir = Path(summary.run_dir)
+        export_jsonl(Run(run_dir), run_dir / "jsonl", error=StoreError)
     sim = " (simulated model)" if summary.simulated else ""
     if not summary.attempted:
         click.echo(

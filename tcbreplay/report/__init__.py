@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from tcbreplay.errors import InputError
@@ -25,8 +27,18 @@ def build_report(store: Store, run_ids: list[str], *, allow_incomplete: bool = F
     """Build the report of ``run_ids`` as HTML text; the first run is the baseline."""
     from plotly.offline import get_plotlyjs
 
-    report = collect(store, list(run_ids), allow_incomplete=allow_incomplete)
-    return render_page(report, figures(report), get_plotlyjs())
+    with reading(store, run_ids):  # the page shows transcripts: read up to its last one
+        report = collect(store, list(run_ids), allow_incomplete=allow_incomplete)
+        return render_page(report, figures(report), get_plotlyjs())
+
+
+@contextmanager
+def reading(store: Store, run_ids: list[str]) -> Iterator[None]:
+    """Hold each run against deletion (``record --overwrite``) while the block reads it."""
+    with ExitStack() as stack:
+        for run_id in dict.fromkeys(run_ids):
+            stack.enter_context(store.open_run(run_id).reading())
+        yield
 
 
 def write_report(
@@ -38,6 +50,7 @@ def write_report(
     regular file (a FIFO, a device such as /dev/stdout) is written to as it is.
     """
     path = Path(output)
+    store.check_output(path)
     if path.is_dir():
         raise InputError(f"{path}: is a directory", hint="give a file name, e.g. -o report.html")
     target, special = output_target(path)

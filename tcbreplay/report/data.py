@@ -205,7 +205,7 @@ def _scores(
     SQL; otherwise score in memory (writes nothing)."""
     folder = run.scores_dir(ScoreOptions().scoring)
     try:
-        summary = json.loads((folder / "summary.json").read_text())
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         audit = summary.get("audit") or {}
         hashes = audit.get("inputs_sha256") or {}
         current = (
@@ -219,8 +219,8 @@ def _scores(
         )
         if current:
             return summary, pl.read_parquet(folder / "scores.parquet").sort("sample_index"), False
-    except (OSError, json.JSONDecodeError, pl.exceptions.PolarsError):
-        pass  # never scored, or unreadable: score below
+    except (OSError, ValueError, AttributeError, pl.exceptions.PolarsError):
+        pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
     result = score_run(store, run.run_id, allow_incomplete=allow_incomplete, write=False)
     return result.summary, result.scores.sort("sample_index"), True
 

@@ -1,0 +1,174 @@
+"""Writing files so that nothing half-written is left behind, and failures of the place written
+to (a full disk, a read-only folder) as one typed error naming the file.
+
+Every file tcbreplay writes goes to a temporary name beside it and is renamed over its name
+once whole; a write that fails or is interrupted removes its temporary file. Files that belong
+together (a scoring's results, an export) are renamed only once all of them are whole.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tcbreplay.errors import StoreError, TcbReplayError, first_line
+
+T = TypeVar("T")
+
+_SPACE = "free some disk space, then run the command again"
+_HINTS = {
+    errno.ENOSPC: _SPACE,
+    errno.EDQUOT: _SPACE,
+    errno.EFBIG: "the file system (or a limit on file sizes) allows no file that large",
+}
+# a library that reports an operating-system failure as text only (Polars: "(os error 28)")
+_OS_ERROR_TEXT = re.compile(r"\(os error (\d+)\)")
+
+
+def os_failure(exc: BaseException) -> OSError | None:
+    """The operating-system error behind ``exc``: itself, or the one a library named in its
+    message; None for any other exception."""
+    if isinstance(exc, TcbReplayError):
+        return None
+    if isinstance(exc, OSError) and exc.errno:
+        return exc
+    match = _OS_ERROR_TEXT.search(str(exc))
+    if match:
+        code = int(match.group(1))
+        return OSError(code, os.strerror(code))
+    return exc if isinstance(exc, OSError) else None
+
+
+def reason(exc: OSError) -> str:
+    """The cause of an operating-system error in a few words ("No space left on device")."""
+    return os.strerror(exc.errno) if exc.errno else first_line(exc)
+
+
+def write_error(
+    path: Path, exc: OSError, error: type[TcbReplayError] = StoreError, hint: str | None = None
+) -> TcbReplayError:
+    """The one-line error of a failure to write ``path``."""
+    return error(f"{path}: cannot write: {reason(exc)}", hint=_HINTS.get(exc.errno or 0, hint))
+
+
+def remove(path: Path) -> None:
+    """Remove a temporary file, if it is there (a failure to remove it changes nothing)."""
+    with suppress(OSError):
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def writing(
+    path: Path,
+    *temps: Path,
+    error: type[TcbReplayError] = StoreError,
+    hint: str | None = None,
+) -> Iterator[None]:
+    """While ``path`` is written: on any failure remove the temporary files ``temps``, and turn
+    an operating-system error into ``error`` naming ``path`` and the cause."""
+    try:
+        yield
+    except BaseException as exc:
+        for tmp in temps:
+            remove(tmp)
+        failure = os_failure(exc)
+        if failure is None:
+            raise
+        raise write_error(path, failure, error, hint) from exc
+
+
+def temporary(path: Path) -> Path:
+    """The temporary name a file is written under before it is renamed to ``path``."""
+    return path.with_name(path.name + ".tmp")
+
+
+def replace_with(path: Path, write: Callable[[Path], T], **how: Any) -> T:
+    """Write ``path`` through ``write(temporary path)`` and a rename (``how``: as
+    :func:`writing`)."""
+    tmp = temporary(path)
+    with writing(path, tmp, **how):
+        result = write(tmp)
+        os.replace(tmp, path)
+    return result
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
+    """Write one JSON value per line to a temporary file and rename it over ``path``."""
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    replace_with(path, write)
+
+
+def json_text(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+def write_json_atomic(path: Path, obj: Any, **how: Any) -> None:
+    """Write JSON to a temporary file and rename it over ``path`` (``how``: as :func:`writing`)."""
+    text = json_text(obj)
+    replace_with(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), **how)
+
+
+class Staged:
+    """Files written under temporary names and renamed into place together once every one is
+    whole (see :func:`staged`)."""
+
+    def __init__(self, error: type[TcbReplayError], hint: str | None) -> None:
+        self._error = error
+        self._hint = hint
+        self._files: list[tuple[Path, Path]] = []
+        self._lock = threading.Lock()  # files may be written from threads side by side
+
+    def write(self, path: Path, write: Callable[[Path], T]) -> T:
+        """Write ``path`` through ``write(temporary path)``; it takes its name on commit."""
+        tmp = temporary(path)
+        with self._lock:
+            self._files.append((tmp, path))
+        with writing(path, tmp, error=self._error, hint=self._hint):
+            return write(tmp)
+
+    def commit(self) -> None:
+        """Rename every file into place, in the order they were begun."""
+        while self._files:
+            tmp, path = self._files[0]
+            with writing(path, error=self._error, hint=self._hint):
+                os.replace(tmp, path)
+            self._files.pop(0)
+
+    def discard(self) -> None:
+        for tmp, _ in self._files:
+            remove(tmp)
+        self._files = []
+
+
+@contextmanager
+def staged(error: type[TcbReplayError] = StoreError, hint: str | None = None) -> Iterator[Staged]:
+    """Files that belong together: written under temporary names in the block, renamed into
+    place when it ends well; a failure or an interruption (before the renames, which take
+    microseconds) leaves the files that were there as they were and no temporary file."""
+    files = Staged(error, hint)
+    try:
+        yield files
+        files.commit()
+    finally:
+        files.discard()
+
+
+def output_target(path: Path) -> tuple[Path, bool]:
+    """Where to write a file a user names (``-o``), and whether to write it in place: a path
+    that is no regular file (a FIFO, a device such as /dev/stdout, a pipe behind it) is written
+    as it is; a file is replaced through a temporary file beside it, a symlink's target."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        return path, True
+    return Path(os.path.realpath(path)), False
