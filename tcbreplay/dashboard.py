@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tcbreplay import kernels
-from tcbreplay.store import EVALUATIONS, Run
+from tcbreplay.errors import StoreError
+from tcbreplay.store import EVALUATIONS, MANIFEST, Run
 from tcbreplay.translate import FlatCalls
 
 
@@ -28,7 +29,14 @@ def dashboard_path(run: Run) -> Path:
 
 
 def _title(run: Run) -> str:
-    return (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
+    title = (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
+    # the title names a file: a hand-edited manifest must not make it a path out of the folder
+    if not isinstance(title, str) or "/" in title or "\0" in title or title.startswith("."):
+        raise StoreError(
+            f"{run.dir / MANIFEST}: benchmark title {title!r} cannot name the dashboard file",
+            hint="give benchmark.title without '/', NUL or a leading '.'",
+        )
+    return title
 
 
 def write_dashboard(

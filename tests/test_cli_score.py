@@ -580,3 +580,17 @@ def test_score_holds_the_run_against_deletion(sim_copy):
     assert result.stderr.startswith(f"Error: run {run_id!r} is being deleted to be recorded anew")
     assert snapshot(root) == before
     assert cli("score", run_id, "--store", str(root)).exit_code == 0
+
+
+@pytest.mark.parametrize("title", ["../../../escaped", "/tmp/abs", ".hidden"])
+def test_a_benchmark_title_that_is_a_path_cannot_place_the_dashboard_file(sim_copy, title):
+    root, run_id = sim_copy
+    manifest_path = root / run_id / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["benchmark"]["title"] = title
+    manifest_path.write_text(json.dumps(manifest))
+    result = cli("score", run_id, "--store", str(root))
+    assert result.exit_code == 1
+    assert "cannot name the dashboard file" in result.output
+    assert not list(root.parent.rglob("*escaped*"))
+    assert not (root / run_id / "scores" / "spec" / "summary.json").exists()
