@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay import __version__
+from tcbreplay import __version__, limits
 from tcbreplay.errors import InputError, StoreError, first_line
 from tcbreplay.sql import queries_dir
 from tcbreplay.store import DEFAULT_STORE, MANIFEST, MESSAGES, SAMPLES, SCORES, Run, Store
@@ -142,7 +142,7 @@ def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
     path = folder / "summary.json"
     hint = rescore_hint(run, folder.name)
     try:
-        summary = json.loads(path.read_text())
+        summary = limits.loads(path.read_text())
     except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         raise StoreError(f"{path}: unreadable summary ({first_line(exc)})", hint=hint) from exc
     if not isinstance(summary, dict):

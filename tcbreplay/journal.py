@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tcbreplay import limits
 from tcbreplay.errors import StoreError
 from tcbreplay.store import (
     JOURNAL,
@@ -66,11 +67,13 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
             if not line.endswith(b"\n"):
                 break
             try:
-                record = json.loads(line.decode("utf-8"))
+                record = limits.loads(line.decode("utf-8"), first_line=number)
             except UnicodeDecodeError as exc:
                 raise StoreError(f"{path}: line {number}: not UTF-8 text") from exc
             except json.JSONDecodeError as exc:
                 raise StoreError(f"{path}: line {number}: not valid JSON: {exc}") from exc
+            except limits.LimitError as exc:
+                raise StoreError(f"{path}: line {number}: {exc.problem}") from exc
             if not isinstance(record, dict) or any(key not in record for key in _RECORD_KEYS):
                 raise StoreError(
                     f"{path}: line {number}: not a sample record (needs {', '.join(_RECORD_KEYS)})"

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tcbreplay import limits
 from tcbreplay.errors import QueryError
 from tcbreplay.sql import QueryResult, queries_dir, run_sql
 from tcbreplay.store import Store
@@ -60,9 +61,11 @@ class NamedQuery:
 
 def _parse(text: str) -> Any:
     try:
-        return json.loads(text)
+        return limits.loads(text)
     except json.JSONDecodeError:
         return text
+    except limits.LimitError as exc:
+        raise QueryError(f"-p value: {exc.problem}", hint=limits.HINT) from exc
 
 
 def load_named(name: str) -> NamedQuery:

@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tcbreplay import limits
 from tcbreplay.errors import (
     InputError,
     RunExistsError,
@@ -552,12 +553,12 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked for the shape its readers rely on."""
     where = path / MANIFEST
     try:
-        manifest = json.loads(where.read_text(encoding="utf-8"))
+        manifest = limits.loads(where.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise StoreError(
             f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
         ) from exc
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # not JSON, or beyond the limits of JSON input
         raise StoreError(f"{where}: unreadable manifest: {exc}") from exc
     if not isinstance(manifest, dict):
         raise StoreError(f"{where}: not a manifest: {_json_type(manifest)}, not an object")

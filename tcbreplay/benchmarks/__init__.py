@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tcbreplay import limits
 from tcbreplay.dataset import Dataset, dataset_from_entries, load_dataset, lone_surrogate
 from tcbreplay.errors import InputError, StoreError
 from tcbreplay.toolspec import Toolset, load_toolset
@@ -170,10 +171,8 @@ def inputs_from_manifest(manifest: dict[str, Any], run_dir: Path) -> BenchmarkIn
 
 def read_dataset_file(path: Path) -> list[dict[str, Any]]:
     """The normalised entries a run stored at its start."""
-    import json
-
     try:
         with path.open(encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+            return [limits.loads(line) for line in f if line.strip()]
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: unreadable dataset file: {exc}") from exc
