@@ -1,7 +1,7 @@
 """Check that generated messages are exactly what recording would have stored.
 
 Each stored message is loaded into a LangChain message with ``messages_from_dict``, then
-serialized again the way ``tcbreplay.record`` does (``json.dumps(message_to_dict(m),
+serialized again the way ``tcbreplay._record.runner`` does (``json.dumps(message_to_dict(m),
 ensure_ascii=False)``); the text must come back byte for byte. The store's schemas, the
 ``type`` column and the samples' message counts are checked too, and ``dataset.jsonl``
 is read back the way ``record --resume`` reads it. Imports LangChain, so
@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from tcbreplay.store import DATASET, MESSAGES_SCHEMA, SAMPLES_SCHEMA, read_manifest
+from tcbreplay._store.runs import DATASET, MESSAGES_SCHEMA, SAMPLES_SCHEMA, read_manifest
 
 
 def check_run(run_dir: str | Path, limit: int | None = None) -> dict[str, Any]:
@@ -62,8 +62,8 @@ def check_run(run_dir: str | Path, limit: int | None = None) -> dict[str, Any]:
 
 def _check_dataset(run_dir: Path, n_samples: int) -> list[str]:
     """The manifest and ``dataset.jsonl`` as the store's readers see them."""
-    from tcbreplay.benchmarks import read_dataset_file
-    from tcbreplay.dataset import dataset_from_entries
+    from tcbreplay._inputs.benchmarks import read_dataset_file
+    from tcbreplay._inputs.dataset import dataset_from_entries
 
     manifest = read_manifest(run_dir)
     path = run_dir / manifest["dataset"].get("file", DATASET)

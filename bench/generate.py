@@ -47,9 +47,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tcbreplay import __version__
-from tcbreplay.benchmarks import BENCHMARKS
-from tcbreplay.benchmarks.tool_call.tools import CATALOG
-from tcbreplay.store import (
+from tcbreplay._inputs.benchmarks import BENCHMARKS
+from tcbreplay._inputs.benchmarks.tool_call.tools import CATALOG
+from tcbreplay._store.runs import (
     DATASET,
     MANIFEST,
     MESSAGES,
@@ -759,7 +759,7 @@ def _manifest(
     """The fields ``record`` writes, in its order, for the synthetic model and dataset."""
     from importlib import metadata
 
-    from tcbreplay.toolspec import load_toolset  # imports langchain_core: generator only
+    from tcbreplay._inputs.tools import load_toolset  # imports langchain_core: generator only
 
     toolset = load_toolset(_TOOLS)
     prompt = BENCHMARKS["tool-call"].system_prompt.read_bytes()

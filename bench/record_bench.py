@@ -44,7 +44,7 @@ SECTION = "## Recording"
 
 def _dataset(path: Path, n: int, calls: int | None = None) -> Path:
     """``n`` samples cycled from the built-in dataset (only those with ``calls`` gold calls)."""
-    from tcbreplay.benchmarks import BENCHMARKS
+    from tcbreplay._inputs.benchmarks import BENCHMARKS
 
     base = json.loads(BENCHMARKS["tool-call"].dataset.read_text())
     if calls is not None:
@@ -55,7 +55,7 @@ def _dataset(path: Path, n: int, calls: int | None = None) -> Path:
 
 
 def _inputs(dataset: Path):
-    from tcbreplay.benchmarks import BENCHMARKS, load_inputs
+    from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 
     builtin = BENCHMARKS["tool-call"]
     return load_inputs(None, dataset, builtin.tools, builtin.system_prompt)
@@ -69,9 +69,9 @@ def throughput(tmp: Path, n: int, workers: int = 64, latency: float = 0.2) -> di
     """
     import pyarrow.parquet as pq
 
-    from tcbreplay.models import parse_model
-    from tcbreplay.record import RecordOptions, record_run
-    from tcbreplay.store import Store
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._store.runs import Store
 
     inputs = _inputs(_dataset(tmp / "tp.json", n, calls=2))
     spec = parse_model(f"sim:latency={latency},error_rate=0,parallel=0")
@@ -121,9 +121,9 @@ def _busy_cpu_s() -> float | None:
 
 def overhead(tmp: Path, n: int) -> dict[str, Any]:
     """Wall time per 3-turn sample with a zero-latency model, one and eight workers."""
-    from tcbreplay.models import parse_model
-    from tcbreplay.record import RecordOptions, record_run
-    from tcbreplay.store import Store
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._store.runs import Store
 
     inputs = _inputs(_dataset(tmp / "oh.json", n, calls=2))
     spec = parse_model("sim:error_rate=0,parallel=0")
@@ -161,7 +161,7 @@ def _journal_lines(run_dir: Path) -> int:
 def _record_cmd(
     dataset: Path, store: Path, run_id: str, model: str, workers: int, processes: int = 1
 ) -> list[str]:
-    from tcbreplay.benchmarks import BENCHMARKS
+    from tcbreplay._inputs.benchmarks import BENCHMARKS
 
     builtin = BENCHMARKS["tool-call"]
     return [sys.executable, "-m", "tcbreplay", "record", "--dataset", str(dataset), "--tools",
@@ -203,8 +203,8 @@ def kill_resume(tmp: Path, n: int, kills: int, seed: int = 0) -> dict[str, Any]:
     """kill -9 at random moments, resume each time, then compare with an uninterrupted run."""
     import pyarrow.parquet as pq
 
-    from tcbreplay.score import score_run
-    from tcbreplay.store import Store
+    from tcbreplay._score.run import score_run
+    from tcbreplay._store.runs import Store
 
     rng = random.Random(seed)
     dataset = _dataset(tmp / "kill.json", n)

@@ -6,7 +6,7 @@ collect each sample's tool calls from its AI messages, then per sample compute `
 pairing (a dynamic programme over ``(pairs, -invalid, valid, -missing)`` tuples), and
 the run-level numbers; and, as the original evaluator did after scoring, the dashboard
 file of the mismatched samples (``json.dump`` of their inputs and calls). It shares no
-code with ``tcbreplay.metrics``, the SQL in ``queries/`` or ``tcbreplay.dashboard``: the
+code with ``_score.metrics``, the SQL in ``queries/`` or ``_score.dashboard``: the
 benchmark checks both give the same numbers and the same dashboard samples.
 
     python -m bench.reference RUN_ID --store DIR [--scores-out FILE.parquet]

@@ -461,7 +461,7 @@ def jsonl_comparison(bench: Bench, out: Path) -> dict[str, Any]:
 def import_check(bench: Bench) -> dict[str, Any]:
     """Import time of the score path, and no LangChain or LangGraph after scoring in-process."""
     out: dict[str, Any] = {}
-    for module in ("tcbreplay.cli", "tcbreplay.score"):
+    for module in ("tcbreplay._cli", "tcbreplay._score.run"):
         proc = subprocess.run(
             [sys.executable, "-X", "importtime", "-c", f"import {module}"],
             capture_output=True,
@@ -481,12 +481,12 @@ def import_check(bench: Bench) -> dict[str, Any]:
                 heavy.append(parts[2])
         out[module] = {"import_s": cumulative, "langchain_modules": heavy}
     bare = min(measure([sys.executable, "-c", "pass"]).wall for _ in range(3))
-    cli = min(measure([sys.executable, "-c", "import tcbreplay.cli"]).wall for _ in range(3))
+    cli = min(measure([sys.executable, "-c", "import tcbreplay._cli"]).wall for _ in range(3))
     out["python_start_s"] = bare
     out["import_cli_process_s"] = cli
     code = (
         "import json, sys\n"
-        "from tcbreplay.cli import main\n"
+        "from tcbreplay._cli import main\n"
         f"main(['score', {bench.run_id!r}, '--store', {str(bench.store)!r}, '--format', 'json',"
         " '--dashboard', 'none'], standalone_mode=False)\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in"
@@ -528,7 +528,7 @@ def profile(bench: Bench, top: int = 8) -> list[dict[str, Any]]:
         code = (
             "import cProfile\n"
             "from tcbreplay import score\n"
-            "from tcbreplay.cli import main\n"
+            "from tcbreplay._cli import main\n"
             "score.SPLIT_MIN_SAMPLES = 10**12  # one part: cProfile sees only this thread\n"
             f"args = ['score', {bench.run_id!r}, '--store', {str(bench.store)!r},"
             " '--format', 'json', '--dashboard', 'none']\n"
@@ -894,12 +894,12 @@ def render(
             f"vs JSONL files {store['jsonl_data_bytes'] / 1e6:,.1f} MB."
         )
     if imports:
-        cli = imports.get("tcbreplay.cli", {}).get("import_s")
-        score = imports.get("tcbreplay.score", {}).get("import_s")
+        cli = imports.get("tcbreplay._cli", {}).get("import_s")
+        score = imports.get("tcbreplay._score.run", {}).get("import_s")
         notes.append(
-            f"Import time (`python -X importtime`): `tcbreplay.cli` {_s(cli, 3)} s, "
-            f"`tcbreplay.score` {_s(score, 3)} s; a bare `python -c pass` starts in "
-            f"{imports['python_start_s']:.3f} s, `python -c 'import tcbreplay.cli'` in "
+            f"Import time (`python -X importtime`): `tcbreplay._cli` {_s(cli, 3)} s, "
+            f"`tcbreplay._score.run` {_s(score, 3)} s; a bare `python -c pass` starts in "
+            f"{imports['python_start_s']:.3f} s, `python -c 'import tcbreplay._cli'` in "
             f"{imports['import_cli_process_s']:.3f} s."
         )
     generated = [b for b in benches if b.generated_s]

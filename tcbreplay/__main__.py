@@ -1,5 +1,5 @@
 """``python -m tcbreplay`` runs the command line."""
 
-from tcbreplay.cli import run
+from tcbreplay._cli import run
 
 run()

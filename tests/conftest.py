@@ -15,7 +15,7 @@ sys.path.insert(0, str(TESTS))
 
 @pytest.fixture
 def store(tmp_path):
-    from tcbreplay.store import Store
+    from tcbreplay._store.runs import Store
 
     return Store(tmp_path / "traces")
 
@@ -23,10 +23,10 @@ def store(tmp_path):
 @pytest.fixture(scope="session")
 def sim_run(tmp_path_factory):
     """The built-in benchmark recorded once with ``sim:seed=7``: (store, run_id)."""
-    from tcbreplay.benchmarks import load_inputs
-    from tcbreplay.models import parse_model
-    from tcbreplay.record import RecordOptions, record_run
-    from tcbreplay.store import Store
+    from tcbreplay._inputs.benchmarks import load_inputs
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._store.runs import Store
 
     store = Store(tmp_path_factory.mktemp("sim") / "traces")
     summary = record_run(
@@ -60,10 +60,10 @@ def sim_runs_pair(sim_run, tmp_path_factory):
     (store, [first_run_id, second_run_id])."""
     import shutil
 
-    from tcbreplay.benchmarks import load_inputs
-    from tcbreplay.models import parse_model
-    from tcbreplay.record import RecordOptions, record_run
-    from tcbreplay.store import Store
+    from tcbreplay._inputs.benchmarks import load_inputs
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._store.runs import Store
 
     source, first = sim_run
     store = Store(tmp_path_factory.mktemp("pair") / "traces")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from tcbreplay.cli import main
+from tcbreplay._cli import main
 
 
 def cli(*args: object) -> Result:

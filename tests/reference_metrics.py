@@ -1,4 +1,4 @@
-"""A brute-force reference of the per-sample metric spec, independent of ``tcbreplay.metrics``.
+"""A brute-force reference of the per-sample metric spec, independent of ``_score.metrics``.
 
 Written to be obviously right rather than fast: plain-Python value equality, a textbook
 Levenshtein table over whole names, set-based TSA, and an AHR that enumerates every

@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from tcbreplay.benchmarks import load_inputs
-from tcbreplay.importer import import_traces
-from tcbreplay.store import Store
+from tcbreplay._importers.import_run import import_traces
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._store.runs import Store
 
 DATA = Path(__file__).parent / "data" / "report"
 TOOLS_JSON = Path(__file__).parent / "data" / "tools_shop.json"

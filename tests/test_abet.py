@@ -9,13 +9,13 @@ import polars as pl
 import pytest
 from helpers import cli
 
-from tcbreplay import abet
-from tcbreplay.benchmarks import get_benchmark, load_inputs
+from tcbreplay._importers.import_run import import_traces
+from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
+from tcbreplay._score import abet
+from tcbreplay._score.run import ScoreOptions, score_run, score_tables
+from tcbreplay._store.runs import Store
+from tcbreplay._store.views import run_sql
 from tcbreplay.errors import TraceError
-from tcbreplay.importer import import_traces
-from tcbreplay.score import ScoreOptions, score_run, score_tables
-from tcbreplay.sql import run_sql
-from tcbreplay.store import Store
 from traces import build_tables
 
 DATA = Path(__file__).parent / "data" / "abet"

@@ -14,12 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot, unscored_copy
 
-from tcbreplay import __version__, audit
-from tcbreplay.audit import verify_run
+from tcbreplay import __version__
+from tcbreplay._analysis import audit
+from tcbreplay._analysis.audit import verify_run
+from tcbreplay._score.run import ScoreOptions, score_run
+from tcbreplay._store.runs import MESSAGES_SCHEMA, Store
+from tcbreplay._store.views import SCORES_SCHEMA
 from tcbreplay.errors import InputError, RunNotFoundError, StoreError
-from tcbreplay.score import ScoreOptions, score_run
-from tcbreplay.sql import SCORES_SCHEMA
-from tcbreplay.store import MESSAGES_SCHEMA, Store
 
 REL_FOLDER = "spec_rel-0.001_abs-1e-09"
 

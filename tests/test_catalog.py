@@ -13,9 +13,9 @@ import duckdb
 import pytest
 from helpers import cli, fifo_read
 
+from tcbreplay._store.runs import Store
+from tcbreplay._store.views import run_sql, write_catalog
 from tcbreplay.errors import QueryError
-from tcbreplay.sql import run_sql, write_catalog
-from tcbreplay.store import Store
 
 DATA = Path(__file__).parent / "data"
 VIEWS = ["runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores"]
@@ -210,7 +210,7 @@ def test_output_in_a_missing_directory_is_one_error_line(two_runs, tmp_path):
 
 
 def test_a_failed_write_leaves_no_partial_file(two_runs, tmp_path, monkeypatch):
-    import tcbreplay.sql as sql_module
+    import tcbreplay._store.views as sql_module
 
     def broken(con, *args, **kwargs):
         con.execute("create view x as select 1")

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 from helpers import cli, snapshot
 
-from tcbreplay.cli import main
-from tcbreplay.store import Store
+from tcbreplay._cli import main
+from tcbreplay._store.runs import Store
 
 DATA = Path(__file__).parent / "data"
 SHOP_JSON = str(DATA / "tools_shop.json")

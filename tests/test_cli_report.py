@@ -5,8 +5,8 @@ from __future__ import annotations
 from click.testing import CliRunner
 from report_helpers import import_hand_run, payload
 
-from tcbreplay.cli import main
-from tcbreplay.store import Store
+from tcbreplay._cli import main
+from tcbreplay._store.runs import Store
 
 
 def cli(*args):

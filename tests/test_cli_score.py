@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay.score import ScoreOptions
-from tcbreplay.store import Store
+from tcbreplay._score.run import ScoreOptions
+from tcbreplay._store.runs import Store
 
 DATA = Path(__file__).parent / "data"
 SUMMARY_KEYS = {
@@ -216,7 +216,7 @@ def test_score_does_not_import_langchain_or_langgraph(sim_copy):
     code = textwrap.dedent(
         f"""
         import sys
-        from tcbreplay.cli import main
+        from tcbreplay._cli import main
         main(["score", {run_id!r}, "--store", {str(root)!r}, "--format", "json"],
              standalone_mode=False)
         loaded = [m for m in sys.modules if m.startswith(("langchain", "langgraph"))]
@@ -465,7 +465,8 @@ def test_score_from_another_store_location_via_env(sim_copy, monkeypatch):
 def test_a_run_scored_in_parts_writes_what_one_part_writes(sim_copy, monkeypatch):
     """Large runs are scored in parts (two per core), side by side: forced on the small sim
     run (three parts), every file holds what one part writes."""
-    from tcbreplay import score, translate
+    from tcbreplay._score import run as score
+    from tcbreplay._score import translate
 
     root, run_id = sim_copy
     cut = []
@@ -499,7 +500,7 @@ class _Terminal(io.StringIO):
 
 
 def test_a_spinner_shows_on_a_terminal_only():
-    from tcbreplay.render import working
+    from tcbreplay._cli.render import working
 
     terminal, log = _Terminal(), io.StringIO()
     with working("scoring run-1 …", file=terminal):

@@ -359,7 +359,7 @@ def test_sql_does_not_import_langchain(template):
     code = textwrap.dedent(
         f"""
         import sys
-        from tcbreplay.cli import main
+        from tcbreplay._cli import main
         main(["sql", "select count(*) as n from tool_calls", "--store", {str(root)!r},
               "--format", "json"], standalone_mode=False)
         loaded = [m for m in sys.modules if m.startswith(("langchain", "langgraph"))]

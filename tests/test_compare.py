@@ -13,15 +13,15 @@ import polars as pl
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay import score as score_module
-from tcbreplay.benchmarks import load_inputs
-from tcbreplay.compare import MAX_BOOT, diff_runs
+from tcbreplay._analysis.diff import MAX_BOOT, diff_runs
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._score import run as score_module
+from tcbreplay._score.run import score_tables
+from tcbreplay._store.runs import SCHEMA_VERSION, Store, write_json_atomic, write_table
+from tcbreplay._store.views import SCORES_SCHEMA
 from tcbreplay.errors import InputError
-from tcbreplay.models import parse_model
-from tcbreplay.record import RecordOptions, record_run
-from tcbreplay.score import score_tables
-from tcbreplay.sql import SCORES_SCHEMA
-from tcbreplay.store import SCHEMA_VERSION, Store, write_json_atomic, write_table
 from traces import build_tables
 
 DATA = Path(__file__).parent / "data"

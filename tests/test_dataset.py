@@ -10,8 +10,8 @@ from helpers import cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tcbreplay.benchmarks import load_inputs
-from tcbreplay.dataset import (
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._inputs.dataset import (
     GoldCall,
     check_against_tools,
     dataset_from_entries,
@@ -157,7 +157,7 @@ def test_reference_dataset_validates_against_the_built_in_tools(reference_dir):
     inputs = load_inputs(
         None,
         reference_dir / "dataset.json",
-        "tcbreplay.benchmarks.tool_call.tools:TOOLS",
+        "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS",
         None,
         need_prompt=False,
     )

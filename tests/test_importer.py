@@ -23,17 +23,19 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from tcbreplay.benchmarks import load_inputs
+from tcbreplay._importers.import_run import import_traces
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._store.runs import RunWriter, Store
 from tcbreplay.errors import InputError, TraceError
-from tcbreplay.importer import import_traces
-from tcbreplay.store import RunWriter, Store
 
 DATA = Path(__file__).parent / "data"
 DATASET = DATA / "ds_shapes.json"
 TOOLS_JSON = str(DATA / "tools_shop.json")
 STATIC_TRACES = DATA / "import" / "traces_shapes.jsonl"
-BUILT_IN_DATASET = Path(__file__).parent.parent / "tcbreplay/benchmarks/tool_call/dataset.json"
-BUILT_IN_TOOLS = "tcbreplay.benchmarks.tool_call.tools:TOOLS"
+BUILT_IN_DATASET = (
+    Path(__file__).parent.parent / "tcbreplay/_inputs/benchmarks/tool_call/dataset.json"
+)
+BUILT_IN_TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
 
 # ---------------------------------------------------------------- fixtures built with LangChain
 
@@ -418,7 +420,7 @@ def test_a_model_label_that_is_not_utf8_is_refused(tmp_path, store):
 
 @pytest.mark.parametrize("step", ["dataset", "fold"])
 def test_a_failed_import_leaves_no_run_behind(tmp_path, store, monkeypatch, step):
-    import tcbreplay.store
+    import tcbreplay._store.runs
 
     traces = write_jsonl(tmp_path / "traces.jsonl", shapes_traces())
     assert do_import(store, traces, run_id="before").exit_code == 0
@@ -429,9 +431,9 @@ def test_a_failed_import_leaves_no_run_behind(tmp_path, store, monkeypatch, step
         raise OSError(28, "No space left on device")
 
     if step == "dataset":  # inside create_run, after it made the folder and took the lock
-        monkeypatch.setattr(tcbreplay.store, "write_jsonl_atomic", fail)
+        monkeypatch.setattr(tcbreplay._store.runs, "write_jsonl_atomic", fail)
     else:  # after the manifest and the journal are written
-        monkeypatch.setattr(tcbreplay.store.RunWriter, "fold", fail)
+        monkeypatch.setattr(tcbreplay._store.runs.RunWriter, "fold", fail)
     with pytest.raises(OSError, match="No space left"):
         import_traces(inputs, traces, store, "lib")
     assert snapshot(store.root) == before

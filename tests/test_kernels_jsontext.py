@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcbreplay._score.metrics import values_equal
 from tcbreplay.kernels import number_locale, scratch_for
 from tcbreplay.kernels.jsontext import (
     UNDECIDED,
@@ -23,7 +24,6 @@ from tcbreplay.kernels.jsontext import (
     split_object,
     value_equal,
 )
-from tcbreplay.metrics import values_equal
 
 NASTY_KEYS = [
     "",

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tcbreplay import kernels
+from tcbreplay._score.metrics import align_one, align_one_pairs
 from tcbreplay.kernels import number_locale, scratch_for
 from tcbreplay.kernels import scoring as kernel
-from tcbreplay.metrics import align_one, align_one_pairs
 
 
 def pairs_table(rows: list[tuple[int, int, int, int, int, int]]) -> np.ndarray:

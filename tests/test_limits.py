@@ -15,10 +15,10 @@ import pytest
 from helpers import cli
 from langchain_core.messages import AIMessage
 
-from tcbreplay import limits
-from tcbreplay.agent import serialize_messages
+from tcbreplay._inputs import limits
+from tcbreplay._record.agent import serialize_messages
+from tcbreplay._record.models import parse_model
 from tcbreplay.errors import ModelError
-from tcbreplay.models import parse_model
 
 
 def nested(levels: int, leaf: str = "1") -> str:

@@ -28,18 +28,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from tcbreplay import metrics
-from tcbreplay import score as score_module
-from tcbreplay.errors import StoreError
-from tcbreplay.metrics import (
+from tcbreplay._score import metrics
+from tcbreplay._score import run as score_module
+from tcbreplay._score.metrics import (
     DEFAULT_ABS_TOL,
     DEFAULT_REL_TOL,
     align_one,
     summarize,
     values_equal,
 )
-from tcbreplay.score import ScoreOptions, compute_scores, score_tables
-from tcbreplay.sql import connect_tables
+from tcbreplay._score.run import ScoreOptions, compute_scores, score_tables
+from tcbreplay._store.views import connect_tables
+from tcbreplay.errors import StoreError
 from traces import build_tables
 
 CASES_FILE = Path(__file__).parent / "data" / "metric_cases.json"

@@ -15,13 +15,13 @@ import polars as pl
 import pytest
 from helpers import cli
 
-from tcbreplay.benchmarks import load_inputs
+from tcbreplay._analysis.named_queries import _parse_file, list_named, load_named, run_named
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._store.runs import Store
+from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
-from tcbreplay.models import parse_model
-from tcbreplay.named_queries import _parse_file, list_named, load_named, run_named
-from tcbreplay.record import RecordOptions, record_run
-from tcbreplay.sql import queries_dir
-from tcbreplay.store import Store
 
 DATA = Path(__file__).parent / "data"
 NAMES = ["cost_latency", "error_breakdown", "invented_keys", "tool_confusion", "worst_samples"]

@@ -12,15 +12,15 @@ from click.testing import CliRunner
 from helpers import cli
 from langchain_core.messages import message_to_dict, messages_from_dict
 
-from tcbreplay.benchmarks import BENCHMARKS, load_inputs
-from tcbreplay.cli import main
+from tcbreplay._cli import main
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.models.sim import plan_turns
+from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import SCHEMA_VERSION, Store
+from tcbreplay._store.views import run_sql
 from tcbreplay.errors import InputError, ModelError
-from tcbreplay.models import parse_model
-from tcbreplay.models.sim import plan_turns
-from tcbreplay.record import RecordOptions, record_run
-from tcbreplay.score import score_run
-from tcbreplay.sql import run_sql
-from tcbreplay.store import SCHEMA_VERSION, Store
 
 BUILTIN = BENCHMARKS["tool-call"]
 DATASET = json.loads(BUILTIN.dataset.read_text())

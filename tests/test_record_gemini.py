@@ -16,16 +16,16 @@ from click.testing import CliRunner
 from gemini_server import Fault, GeminiServer, default_usage
 from langchain_core.messages import message_to_dict, messages_from_dict
 
-from tcbreplay.benchmarks import BENCHMARKS, load_inputs
-from tcbreplay.benchmarks.tool_call.tools import CATALOG
-from tcbreplay.cli import main
-from tcbreplay.models import parse_model
-from tcbreplay.record import RecordOptions, record_run
-from tcbreplay.score import score_run
+from tcbreplay._cli import main
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._inputs.benchmarks.tool_call.tools import CATALOG
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._score.run import score_run
 
 FAKE_KEY = "fake-gemini-key-7f3a9c"
 MODEL = "google_genai:gemini-2.5-flash"
-TOOLS = "tcbreplay.benchmarks.tool_call.tools:TOOLS"
+TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
 PROMPT = BENCHMARKS["tool-call"].system_prompt
 ITEMS = {"items": [dict(item) for item in CATALOG]}
 
@@ -522,7 +522,7 @@ def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
     report and the printed output as ``[redacted]``."""
     from helpers import cli
 
-    from tcbreplay.store import RunWriter
+    from tcbreplay._store.runs import RunWriter
 
     journal: list[str] = []
     append_line = RunWriter.append_line
@@ -588,7 +588,7 @@ def test_arguments_beyond_the_limits_from_a_model_are_stored_and_scored_invalid(
     they score as invalid arguments (they were stored as given, beyond what the store holds)."""
     from helpers import cli
 
-    from tcbreplay import limits
+    from tcbreplay._inputs import limits
 
     deep: object = 3
     for _ in range(150):

@@ -17,14 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, cli_process, journal_lines, wait_for
 
-from tcbreplay.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.loop import run_loop
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.processes import ChildFailed, split_workers
+from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError
-from tcbreplay.loop import run_loop
-from tcbreplay.models import parse_model
-from tcbreplay.processes import ChildFailed, split_workers
-from tcbreplay.record import RecordOptions, record_run
-from tcbreplay.score import score_run
-from tcbreplay.store import Store
 
 N_SAMPLES = len(json.loads(BENCHMARKS["tool-call"].dataset.read_text()))
 MODEL = "sim:seed=7,error_rate=0.3,parallel=0.3,fault_rate=0.2"
@@ -185,16 +185,16 @@ def test_bad_processes_value_is_a_one_line_error(tmp_path, args, message):
 
 
 def test_a_child_that_dies_fails_the_run_and_keeps_what_was_finished(tmp_path, monkeypatch):
-    import tcbreplay.processes
+    import tcbreplay._record.processes
 
-    real = tcbreplay.processes.run_sample
+    real = tcbreplay._record.processes.run_sample
 
     async def dies_on_one_sample(agent, sample, run_id, options):
         if sample.index == 40:
             os._exit(3)
         return await real(agent, sample, run_id, options)
 
-    monkeypatch.setattr(tcbreplay.processes, "run_sample", dies_on_one_sample)
+    monkeypatch.setattr(tcbreplay._record.processes, "run_sample", dies_on_one_sample)
     store = Store(tmp_path / "traces")
     with pytest.raises(ChildFailed, match=r"exited \(code 3\)"):
         _record(store, 2, model="sim:latency=0.01")

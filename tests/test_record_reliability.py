@@ -17,13 +17,13 @@ from click.testing import CliRunner
 from gemini_server import Fault, GeminiServer
 from helpers import cli_process, journal_lines, snapshot, wait_for
 
-from tcbreplay.benchmarks import BENCHMARKS, load_inputs
-from tcbreplay.cli import main
-from tcbreplay.models import parse_model
-from tcbreplay.record import RecordOptions, record_run
-from tcbreplay.retry import RateLimiter, backoff_delay, is_transient, retry_after
-from tcbreplay.score import score_run
-from tcbreplay.store import Store
+from tcbreplay._cli import main
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient, retry_after
+from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Store
 
 BUILTIN = BENCHMARKS["tool-call"]
 N_SAMPLES = len(json.loads(BUILTIN.dataset.read_text()))

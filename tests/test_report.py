@@ -1,4 +1,4 @@
-"""tcbreplay.report: a self-contained HTML page of one or more runs, built from the store."""
+"""The report: a self-contained HTML page of one or more runs, built from the store."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import pytest
 from helpers import fifo_read
 from report_helpers import import_hand_run, payload
 
+from tcbreplay._analysis.report import build_report, collect, write_report
+from tcbreplay._analysis.report.page import script_json
+from tcbreplay._score.metrics import explain_sample
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError, RunNotFoundError
-from tcbreplay.metrics import explain_sample
-from tcbreplay.report import build_report, collect, write_report
-from tcbreplay.report.page import script_json
-from tcbreplay.score import score_run
-from tcbreplay.store import Store
 
 HAND_FAILED = ["wrong-and-invented", "missed-call", "extra-call", "crashed"]
 # Per tool of run hand-a: gold, agent, paired calls, args, invalid args, invented args.
@@ -295,8 +295,8 @@ def test_report_does_not_import_langchain(hand):
     store, run_ids = hand
     code = (
         "import sys\n"
-        "from tcbreplay.report import build_report\n"
-        "from tcbreplay.store import Store\n"
+        "from tcbreplay._analysis.report import build_report\n"
+        "from tcbreplay._store.runs import Store\n"
         f"build_report(Store({str(store.root)!r}), {run_ids!r})\n"
         "bad = sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph')))\n"
         "assert not bad, bad\n"

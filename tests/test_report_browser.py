@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 from report_helpers import import_hand_run
 
-from tcbreplay.compare import diff_runs
-from tcbreplay.report import write_report
-from tcbreplay.score import score_run
-from tcbreplay.sql import run_sql
-from tcbreplay.store import Store
+from tcbreplay._analysis.diff import diff_runs
+from tcbreplay._analysis.report import write_report
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Store
+from tcbreplay._store.views import run_sql
 
 pytestmark = pytest.mark.browser
 

@@ -13,13 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay.benchmarks import load_inputs
-from tcbreplay.dataset import GoldCall, Sample
+from tcbreplay._importers.import_run import import_traces
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._inputs.dataset import GoldCall, Sample
+from tcbreplay._record.models import _KEY_VARS, build_chat_model, parse_model, spec_from_manifest
+from tcbreplay._record.runner import RecordOptions, run_sample
+from tcbreplay._record.secrets import find_secrets, is_secret_name, redact
 from tcbreplay.errors import InputError, ModelError, TcbReplayWarning
-from tcbreplay.importer import import_traces
-from tcbreplay.models import _KEY_VARS, build_chat_model, parse_model, spec_from_manifest
-from tcbreplay.record import RecordOptions, run_sample
-from tcbreplay.secrets import find_secrets, is_secret_name, redact
 
 FAKE = "sk-test-FAKE1234567890"  # never a real key
 MODEL = "google_genai:gemini-2.5-flash"
@@ -203,7 +203,7 @@ def test_imported_error_texts_are_redacted(tmp_path, store, key):
     traces = tmp_path / "traces.jsonl"
     line = {"sample_id": "a", "messages": [], "status": "error", "error": f"bad key {key}"}
     traces.write_text(json.dumps(line) + "\n")
-    inputs = load_inputs(None, dataset, "tcbreplay.benchmarks.tool_call.tools:TOOLS", None,
+    inputs = load_inputs(None, dataset, "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS", None,
                          need_prompt=False)  # fmt: skip
     summary = import_traces(inputs, traces, store, "imp")
 
@@ -212,7 +212,7 @@ def test_imported_error_texts_are_redacted(tmp_path, store, key):
 
 
 def test_cli_error_and_warning_lines_never_show_a_key(key):
-    from tcbreplay.cli import main
+    from tcbreplay._cli import main
 
     @click.command("leak-for-test")
     def leak() -> None:
@@ -242,7 +242,7 @@ def test_cli_usage_errors_never_show_a_key(key):
 
 
 def test_a_crash_traceback_never_shows_a_key(key, capsys):
-    from tcbreplay.cli import _print_redacted
+    from tcbreplay._cli import _print_redacted
 
     try:
         raise RuntimeError(f"unexpected: {key}")

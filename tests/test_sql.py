@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from helpers import snapshot
 
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Store
+from tcbreplay._store.views import check_read_only, run_sql
 from tcbreplay.errors import QueryError
-from tcbreplay.score import score_run
-from tcbreplay.sql import check_read_only, run_sql
-from tcbreplay.store import Store
 from traces import ai_message, human_message
 
 SHOP_SPECS = json.loads((Path(__file__).parent / "data" / "tools_shop.json").read_text())
@@ -180,7 +180,7 @@ def test_scores_view_holds_each_runs_latest_scoring(two_runs):
 
 
 def _loose():
-    from tcbreplay.score import ScoreOptions
+    from tcbreplay._score.run import ScoreOptions
 
     return ScoreOptions(rel_tol=0.2)
 

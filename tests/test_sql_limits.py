@@ -10,10 +10,10 @@ import pytest
 from helpers import wait_for
 from test_sql import ALPHA, make_run
 
+from tcbreplay._analysis.named_queries import run_named
+from tcbreplay._analysis.query_limits import memory_bytes
+from tcbreplay._store.views import run_sql
 from tcbreplay.errors import InputError, QueryLimitError
-from tcbreplay.named_queries import run_named
-from tcbreplay.sql import run_sql
-from tcbreplay.sql_limits import memory_bytes
 
 # minutes of work for DuckDB, and no memory to speak of
 SLOW = "select sum(i) as s from range(60_000_000_000) t(i)"

@@ -13,10 +13,10 @@ import duckdb
 import pytest
 from test_sql import ALPHA, BETA, make_run
 
-from tcbreplay import sql as sql_module
+from tcbreplay._store import views as sql_module
+from tcbreplay._store.runs import Store
+from tcbreplay._store.views import readable_runs, run_sql
 from tcbreplay.errors import QueryError, SkippedRunWarning, StoreError
-from tcbreplay.sql import readable_runs, run_sql
-from tcbreplay.store import Store
 
 SECRET = "TOPSECRET-sk-test-FAKE1234567890"
 

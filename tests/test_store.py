@@ -20,17 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcbreplay import journal as journal_mod
-from tcbreplay import store as store_mod
-from tcbreplay.errors import (
-    InputError,
-    RunExistsError,
-    RunLockedError,
-    RunNotFoundError,
-    StoreError,
-)
-from tcbreplay.journal import fold_journal, read_journal
-from tcbreplay.store import (
+from tcbreplay._store import journal as journal_mod
+from tcbreplay._store import runs as store_mod
+from tcbreplay._store.journal import fold_journal, read_journal
+from tcbreplay._store.runs import (
     JOURNAL,
     MANIFEST,
     MESSAGES,
@@ -44,6 +37,13 @@ from tcbreplay.store import (
     export_jsonl,
     read_manifest,
     validate_run_id,
+)
+from tcbreplay.errors import (
+    InputError,
+    RunExistsError,
+    RunLockedError,
+    RunNotFoundError,
+    StoreError,
 )
 from traces import ai_message, human_message
 
@@ -343,7 +343,7 @@ def test_a_writer_that_died_releases_the_run(store):
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from tcbreplay.store import RunWriter\n"
+        "from tcbreplay._store.runs import RunWriter\n"
         "w = RunWriter(Path(sys.argv[1]))\n"
         "print('locked', flush=True)\n"
         "time.sleep(60)\n"
@@ -530,7 +530,7 @@ def test_export_of_unreadable_parquet_is_a_one_line_error(sim_run, tmp_path, dam
     nothing is written (from the CLI: one Error line, exit 1, no traceback)."""
     from click.testing import CliRunner
 
-    from tcbreplay.cli import main
+    from tcbreplay._cli import main
 
     sim_store, run_id = sim_run
     store = tmp_path / "traces"
@@ -562,18 +562,18 @@ def test_resume_hints_name_a_store_that_is_not_the_default(tmp_path):
 def test_create_run_releases_the_run_when_it_fails(store, monkeypatch):
     """A failure while the run's first files are written leaves no lock held on it, and no
     folder it made."""
-    import tcbreplay.store
+    import tcbreplay._store.runs
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tcbreplay.store, "write_jsonl_atomic", full)
+    monkeypatch.setattr(tcbreplay._store.runs, "write_jsonl_atomic", full)
     with pytest.raises(OSError, match="No space left on device"):
         store.create_run({"run_id": RUN}, dataset=[{"input": "x"}])
     monkeypatch.undo()
     assert list(store.root.iterdir()) == []
     store.run_dir(RUN).mkdir()  # a folder that was there before is left, its lock free
-    monkeypatch.setattr(tcbreplay.store, "write_jsonl_atomic", full)
+    monkeypatch.setattr(tcbreplay._store.runs, "write_jsonl_atomic", full)
     with pytest.raises(OSError, match="No space left on device"):
         store.create_run({"run_id": RUN}, dataset=[{"input": "x"}])
     monkeypatch.undo()

@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay import record as record_mod
-from tcbreplay.benchmarks import BENCHMARKS
+from tcbreplay._inputs.benchmarks import BENCHMARKS
+from tcbreplay._record import runner as record_mod
+from tcbreplay._store.locks import take_lock
+from tcbreplay._store.runs import DELETED_PREFIX, LOCK, MANIFEST, Store
 from tcbreplay.errors import RunLockedError, StoreError
-from tcbreplay.locks import take_lock
-from tcbreplay.store import DELETED_PREFIX, LOCK, MANIFEST, Store
 
 BUILTIN = BENCHMARKS["tool-call"]
 N_SAMPLES = len(json.loads(BUILTIN.dataset.read_text()))
@@ -189,7 +189,7 @@ def test_overwrite_interrupted_at_each_step_of_the_deletion(two_runs, other_data
 KILLED_DELETION = """
 import os, shutil, signal, sys
 from pathlib import Path
-from tcbreplay.store import Store
+from tcbreplay._store.runs import Store
 
 def killed(path, *args, **kwargs):
     for name in sys.argv[3:]:
@@ -371,14 +371,14 @@ def _delete_during(monkeypatch, module, name: str, store: Store, run_id: str) ->
 def test_report_holds_its_runs_until_the_page_is_written(two_runs, tmp_path, monkeypatch):
     """`record --overwrite` while report read the run: the report came out with the
     transcripts missing, or died with FileNotFoundError. The deletion is refused now."""
-    import tcbreplay.report
-    from tcbreplay.report import write_report
+    import tcbreplay._analysis.report
+    from tcbreplay._analysis.report import write_report
 
     root, run_id = two_runs
     store = Store(root)
     before = without_lock(snapshot(root))
     # the page reads every transcript as it is rendered, after the scores
-    tried = _delete_during(monkeypatch, tcbreplay.report, "render_page", store, run_id)
+    tried = _delete_during(monkeypatch, tcbreplay._analysis.report, "render_page", store, run_id)
     out = write_report(store, [KEEP, run_id], tmp_path / "report.html")
     (refused,) = tried
     assert isinstance(refused, RunLockedError)
@@ -393,8 +393,8 @@ def test_report_holds_its_runs_until_the_page_is_written(two_runs, tmp_path, mon
 @pytest.mark.parametrize(
     ("module", "name", "command"),
     [
-        ("tcbreplay.audit", "read_summary", ("audit", "verify", KEEP)),
-        ("tcbreplay.compare", "load_scores", ("diff", "RUN", KEEP)),
+        ("tcbreplay._analysis.audit", "read_summary", ("audit", "verify", KEEP)),
+        ("tcbreplay._analysis.diff", "load_scores", ("diff", "RUN", KEEP)),
         ("pyarrow.parquet", "read_table", ("export", KEEP, "-o", "OUT")),
     ],
     ids=["audit", "diff", "export"],

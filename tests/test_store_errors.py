@@ -21,10 +21,10 @@ import pytest
 from helpers import cli, snapshot
 from test_store import record as journal_record
 
+from tcbreplay._score.run import score_run
+from tcbreplay._store.journal import fold_journal
+from tcbreplay._store.runs import JOURNAL, MANIFEST, Store
 from tcbreplay.errors import StoreError
-from tcbreplay.journal import fold_journal
-from tcbreplay.score import score_run
-from tcbreplay.store import JOURNAL, MANIFEST, Store
 
 REPO = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -302,14 +302,14 @@ def test_scores_on_a_full_disk_polars_reports_it_as_text(scored, monkeypatch):
 
 def test_an_os_error_the_library_did_not_name_is_still_one_line(scored, monkeypatch):
     """The CLI's last line of defence: a failure of the place, from anywhere, is one line."""
-    import tcbreplay.sql
+    import tcbreplay._store.views
 
     root, _ = scored
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", "/some/where")
 
-    monkeypatch.setattr(tcbreplay.sql, "run_sql", full)
+    monkeypatch.setattr(tcbreplay._store.views, "run_sql", full)
     result = cli("sql", "select 1", "--store", root)
     assert result.exit_code == 1
     assert result.stderr == "Error: /some/where: No space left on device\n"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tcbreplay._inputs.tools import ToolSpec, load_toolset, toolset_from_dicts
 from tcbreplay.errors import InputError, ToolSpecError
-from tcbreplay.toolspec import ToolSpec, load_toolset, toolset_from_dicts
 
 DATA = Path(__file__).parent / "data"
 
@@ -116,7 +116,7 @@ def test_module_mapping_and_dotted_attribute(tool_module):
 
 
 def test_built_in_tools():
-    toolset = load_toolset("tcbreplay.benchmarks.tool_call.tools:TOOLS")
+    toolset = load_toolset("tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS")
     assert toolset.params() == {
         "list_items": set(),
         "add_numbers": {"a", "b"},
@@ -125,7 +125,7 @@ def test_built_in_tools():
 
 
 def test_json_schemas_equal_the_module_specs_they_were_written_from():
-    from_module = load_toolset("tcbreplay.benchmarks.tool_call.tools:TOOLS")
+    from_module = load_toolset("tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS")
     from_json = load_toolset(str(DATA / "tools_shop.json"))
     assert from_json.params() == from_module.params()
     assert [s.description for s in from_json.specs] == [s.description for s in from_module.specs]
@@ -391,7 +391,7 @@ def test_missing_json_file(tmp_path):
 def test_loading_json_tools_does_not_import_langchain():
     code = (
         "import sys\n"
-        "from tcbreplay.toolspec import load_toolset\n"
+        "from tcbreplay._inputs.tools import load_toolset\n"
         f"ts = load_toolset({str(DATA / 'tools_shop.json')!r})\n"
         "assert [s.name for s in ts.specs] == ['list_items', 'add_numbers', 'multiply_numbers']\n"
         "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]\n"

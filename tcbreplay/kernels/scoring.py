@@ -14,7 +14,7 @@ sequences (a pairing with the most pairs uses no others). A pair whose verdict n
 lists or objects compared, or an object of more than 64 keys, is marked pending and
 judged in Python. :func:`choose_pairs` then picks each sample's pairing by dynamic
 programming, preferring most pairs, fewest invalid, most valid, fewest missing, with the
-same walk back as :func:`tcbreplay.metrics.align_one_pairs`.
+same walk back as :func:`tcbreplay._score.metrics.align_one_pairs`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,331 @@
+"""Compare two scored runs: paired per-sample deltas and bootstrap confidence intervals.
+
+Both runs are scored with the same scoring (``spec`` by default; a run never scored
+that way is scored in memory, without writing). Samples are paired by sample id;
+deltas are always B − A. A sample *regressed* when any of its tsa, tp or ahr got
+worse (tsa or tp lower, ahr higher) and *improved* when none got worse and one got
+better. Confidence intervals come from a paired bootstrap over the common samples
+(``n_boot`` resamples with replacement, percentile interval, seeded).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from tcbreplay._analysis.audit import read_scoring_file, read_summary
+from tcbreplay._store.runs import Run, Store
+from tcbreplay.errors import InputError
+
+if TYPE_CHECKING:
+    from tcbreplay._score.run import ScoreOptions
+
+METRICS = ("tsa", "tp", "ahr")
+SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
+PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
+_CHUNK_CELLS = 20_000_000  # resample indices held in memory at once
+# Each metric and tool keeps its draws for the percentiles, 8 bytes a resample (8 MB at this
+# bound); past a million resamples the percentiles' own sampling error is far below the
+# digits shown, so more would only cost memory and time.
+MAX_BOOT = 1_000_000
+_SCORING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # a folder under scores/
+
+
+@dataclass
+class DiffResult:
+    """Everything ``tcbreplay diff`` reports."""
+
+    run_a: str
+    run_b: str
+    scoring: str
+    n_common: int
+    only_a: list[str]
+    only_b: list[str]
+    runs: dict[str, dict[str, Any]]
+    tools: list[dict[str, Any]]
+    samples: pl.DataFrame
+    n_boot: int
+    seed: int
+    confidence: float
+    regressed: list[str] = field(default_factory=list)
+    improved: list[str] = field(default_factory=list)
+
+    def to_dict(self, samples: bool = True) -> dict[str, Any]:
+        out = {
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "scoring": self.scoring,
+            "n_common": self.n_common,
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "bootstrap": {"n_boot": self.n_boot, "seed": self.seed, "confidence": self.confidence},
+            "metrics": self.runs,
+            "tools": self.tools,
+            "regressed": self.regressed,
+            "improved": self.improved,
+        }
+        if samples:
+            out["samples"] = self.samples.to_dicts()
+        return out
+
+
+def load_scores(
+    store: Store, run: Run, scoring: str, like: list[Run] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
+    options it was stored with in one of the runs ``like``, else those its name stands for."""
+    folder = run.scores_dir(scoring)
+    if (folder / "scores.parquet").exists():
+        pairs_path = folder / "pairs.parquet"
+        pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
+        return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
+    from tcbreplay._score.run import ScoreOptions, score_run
+
+    options = _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
+    if options is None:
+        raise InputError(f"run {run.run_id!r} has no scoring {scoring!r}")
+    result = score_run(store, run.run_id, options, write=False)
+    return result.scores, result.pairs
+
+
+def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
+    """The options a scoring was stored with in one of ``runs``: its name rounds the
+    tolerances to 6 digits, so the exact ones come from there."""
+    for run in runs:
+        folder = run.scores_dir(scoring)
+        if (folder / "summary.json").exists():
+            return read_summary(run, folder)[1]
+    return None
+
+
+def diff_runs(
+    store: Store,
+    run_a: str,
+    run_b: str,
+    *,
+    scoring: str = "spec",
+    n_boot: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> DiffResult:
+    """Paired comparison of two runs on their common samples."""
+    if n_boot < 1:
+        raise InputError("--bootstrap must be at least 1")
+    if n_boot > MAX_BOOT:
+        raise InputError(f"--bootstrap {n_boot}: at most {MAX_BOOT}")
+    if seed < 0:
+        raise InputError(f"--seed {seed}: must be 0 or more")
+    if not 0 < confidence < 1:
+        raise InputError("--confidence must be between 0 and 1")
+    if not _SCORING_NAME.fullmatch(scoring):
+        raise InputError(
+            f"--scoring {scoring!r}: not a scoring name (a folder under scores/, such as spec, "
+            "abet or spec_rel-0.001_abs-1e-09)"
+        )
+    a_run, b_run = store.open_run(run_a), store.open_run(run_b)
+    with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
+        a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
+        b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
+    joined = (
+        a.select(SCORE_COLUMNS)
+        .join(b.select(SCORE_COLUMNS), on="sample_id", suffix="_b")
+        .sort("sample_index")
+    )
+    ids_a, ids_b = set(a["sample_id"]), set(b["sample_id"])
+    if joined.height == 0:
+        raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
+
+    def index_batches() -> Iterator[np.ndarray]:
+        # drawn again from the seed for each statistic, the same every time: a batch at a
+        # time in memory, however many resamples
+        return _resamples(np.random.default_rng(seed), joined.height, n_boot)
+
+    alpha = (1 - confidence) / 2
+    # the abet scorer's tsa is pooled: hits over all samples / gold calls over all samples
+    pooled = ("ahr", "tsa") if scoring == "abet" else ("ahr",)
+    runs = {m: _metric_delta(joined, m, index_batches, alpha, m in pooled) for m in METRICS}
+    deltas = joined.select(
+        "sample_id",
+        *(pl.col(m).alias(f"{m}_a") for m in METRICS),
+        *(pl.col(f"{m}_b") for m in METRICS),
+        *((pl.col(f"{m}_b") - pl.col(m)).alias(f"d_{m}") for m in METRICS),
+    )
+    # ahr from undefined (no paired arguments) to above 0 is worse, and the reverse better.
+    ahr_up = (pl.col("d_ahr") > 0) | (pl.col("ahr_a").is_null() & (pl.col("ahr_b") > 0))
+    ahr_down = (pl.col("d_ahr") < 0) | ((pl.col("ahr_a") > 0) & pl.col("ahr_b").is_null())
+    worse = (
+        (pl.col("d_tsa") < 0).fill_null(False)
+        | (pl.col("d_tp") < 0).fill_null(False)
+        | ahr_up.fill_null(False)
+    )
+    better = (
+        (pl.col("d_tsa") > 0).fill_null(False)
+        | (pl.col("d_tp") > 0).fill_null(False)
+        | ahr_down.fill_null(False)
+    )
+    deltas = deltas.with_columns(
+        pl.when(worse)
+        .then(pl.lit("regressed"))
+        .when(better)
+        .then(pl.lit("improved"))
+        .otherwise(pl.lit("same"))
+        .alias("change")
+    )
+    tools = _tool_deltas(joined, pairs_a, pairs_b, index_batches, alpha)
+    return DiffResult(
+        run_a=a_run.run_id,
+        run_b=b_run.run_id,
+        scoring=scoring,
+        n_common=joined.height,
+        only_a=sorted(ids_a - ids_b),
+        only_b=sorted(ids_b - ids_a),
+        runs=runs,
+        tools=tools,
+        samples=deltas,
+        n_boot=n_boot,
+        seed=seed,
+        confidence=confidence,
+        regressed=deltas.filter(pl.col("change") == "regressed")["sample_id"].to_list(),
+        improved=deltas.filter(pl.col("change") == "improved")["sample_id"].to_list(),
+    )
+
+
+def _resamples(rng: np.random.Generator, n: int, n_boot: int):
+    """Batches of bootstrap index arrays, shape (batch, n)."""
+    batch = max(1, min(n_boot, _CHUNK_CELLS // max(n, 1)))
+    done = 0
+    while done < n_boot:
+        size = min(batch, n_boot - done)
+        yield rng.integers(0, n, size=(size, n))
+        done += size
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
+
+
+def _metric_delta(
+    joined: pl.DataFrame,
+    metric: str,
+    batches: Callable[[], Iterator[np.ndarray]],
+    alpha: float,
+    pooled: bool = False,
+) -> dict[str, Any]:
+    """Run-level values of both runs, their delta and its bootstrap interval: the mean of the
+    defined per-sample values, or when ``pooled`` a ratio of sums over the samples."""
+    if pooled:
+        num_a, den_a = _pooled_parts(joined, metric, "")
+        num_b, den_b = _pooled_parts(joined, metric, "_b")
+
+        def stat(idx: np.ndarray) -> np.ndarray:
+            return _ratio(num_b[idx].sum(-1), den_b[idx].sum(-1)) - _ratio(
+                num_a[idx].sum(-1), den_a[idx].sum(-1)
+            )
+
+        # integer sums divided once, as score does
+        value_a = _ratio(int(num_a.sum()), int(den_a.sum()))
+        value_b = _ratio(int(num_b.sum()), int(den_b.sum()))
+    else:
+        va = joined[metric].to_numpy().astype(float)
+        vb = joined[f"{metric}_b"].to_numpy().astype(float)
+        defined_a, defined_b = ~np.isnan(va), ~np.isnan(vb)
+        za, zb = np.nan_to_num(va), np.nan_to_num(vb)
+
+        def stat(idx: np.ndarray) -> np.ndarray:
+            mean_b = _ratio(zb[idx].sum(-1), defined_b[idx].sum(-1))
+            mean_a = _ratio(za[idx].sum(-1), defined_a[idx].sum(-1))
+            return mean_b - mean_a
+
+        # the point values the way score computes them (polars mean), to the last bit
+        value_a = _mean(joined[metric])
+        value_b = _mean(joined[f"{metric}_b"])
+    draws = np.concatenate([stat(idx) for idx in batches()])
+    draws = draws[~np.isnan(draws)]
+    low, high = np.quantile(draws, [alpha, 1 - alpha]) if len(draws) else (np.nan, np.nan)
+    return {
+        "a": _num(value_a),
+        "b": _num(value_b),
+        "delta": _num(value_b - value_a),
+        "ci_low": _num(low),
+        "ci_high": _num(high),
+    }
+
+
+def _pooled_parts(joined: pl.DataFrame, metric: str, side: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample, the numerator and denominator whose sums make a pooled metric: ahr's
+    invalid and total arguments; tsa's hits and gold calls (hits = tsa × gold calls, an
+    integer the division held exactly)."""
+    if metric == "ahr":
+        return (
+            joined[f"args_invalid{side}"].to_numpy().astype(np.int64),
+            joined[f"args_total{side}"].to_numpy().astype(np.int64),
+        )
+    gold = joined[f"n_gold{side}"].to_numpy().astype(np.int64)
+    share = np.nan_to_num(joined[f"{metric}{side}"].to_numpy().astype(float))
+    return np.rint(share * gold).astype(np.int64), gold
+
+
+def _tool_deltas(
+    joined: pl.DataFrame,
+    pairs_a: pl.DataFrame | None,
+    pairs_b: pl.DataFrame | None,
+    batches: Callable[[], Iterator[np.ndarray]],
+    alpha: float,
+) -> list[dict[str, Any]]:
+    """Per tool: ahr over its paired calls in each run, the delta and its interval."""
+    if pairs_a is None or pairs_b is None:
+        return []
+    order = joined.select("sample_id").with_row_index("k")
+    tools = sorted(set(pairs_a["tool"]) | set(pairs_b["tool"]))
+    out = []
+    for tool in tools:
+        arrays = []
+        for pairs in (pairs_a, pairs_b):
+            per = (
+                pairs.filter(pl.col("tool") == tool)
+                .group_by("sample_id")
+                .agg(
+                    pl.col("args_invalid").sum().alias("inv"),
+                    (pl.col("args_invalid") + pl.col("args_valid")).sum().alias("tot"),
+                    pl.len().alias("paired"),
+                )
+            )
+            full = order.join(per, on="sample_id", how="left").fill_null(0).sort("k")
+            arrays.append((full["inv"].to_numpy(), full["tot"].to_numpy(), full["paired"]))
+        (ia, ta, pa_), (ib, tb, pb_) = arrays
+        frame = pl.DataFrame(
+            {
+                "ahr": _ratio(ia.astype(float), ta.astype(float)),
+                "ahr_b": _ratio(ib.astype(float), tb.astype(float)),
+                "args_invalid": ia,
+                "args_total": ta,
+                "args_invalid_b": ib,
+                "args_total_b": tb,
+            }
+        )
+        delta = _metric_delta(frame, "ahr", batches, alpha, pooled=True)
+        out.append(
+            {
+                "tool": tool,
+                "paired_a": int(pa_.sum()),
+                "paired_b": int(pb_.sum()),
+                **{f"ahr_{k}": v for k, v in delta.items()},
+            }
+        )
+    return out
+
+
+def _mean(series: pl.Series) -> float:
+    defined = series.drop_nulls()
+    return float(defined.mean()) if defined.len() else float("nan")
+
+
+def _num(value: Any) -> float | None:
+    value = float(value)
+    return None if np.isnan(value) else value

@@ -1,0 +1,114 @@
+"""Named queries: the ``.sql`` files in ``queries/named/``, run with named parameters.
+
+Each file starts with a one-line ``-- description`` and may declare its parameters
+on a ``-- params: name = default, ...`` line (defaults are JSON; a parameter
+without ``= default`` is required). The SQL uses them as ``$name``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tcbreplay._inputs import limits
+from tcbreplay._store.runs import Store
+from tcbreplay._store.views import QueryResult, queries_dir, run_sql
+from tcbreplay.errors import QueryError
+
+_REQUIRED = object()
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    """A query file: its name, description, parameters with defaults, and SQL."""
+
+    name: str
+    description: str
+    params: dict[str, Any]
+    sql: str
+
+    def bind(self, given: Mapping[str, str]) -> dict[str, Any]:
+        """Parameter values from ``-p key=value`` strings (JSON when they parse)."""
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            known = ", ".join(self.params) or "none"
+            raise QueryError(f"query {self.name}: unknown parameter {unknown[0]!r} (takes {known})")
+        values = {}
+        for key, default in self.params.items():
+            if key in given:
+                value = _parse(given[key])
+                # A bare number for a text parameter (a run id such as 123) stays text.
+                textual = default is None or isinstance(default, str)
+                if textual and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    value = given[key]
+                values[key] = value
+            elif default is _REQUIRED:
+                raise QueryError(f"query {self.name}: parameter {key!r} is required (-p {key}=...)")
+            else:
+                values[key] = default
+        return values
+
+    def usage(self) -> str:
+        parts = [
+            f"{k}" if v is _REQUIRED else f"{k}={json.dumps(v)}" for k, v in self.params.items()
+        ]
+        return ", ".join(parts)
+
+
+def _parse(text: str) -> Any:
+    try:
+        return limits.loads(text)
+    except json.JSONDecodeError:
+        return text
+    except limits.LimitError as exc:
+        raise QueryError(f"-p value: {exc.problem}", hint=limits.HINT) from exc
+
+
+def load_named(name: str) -> NamedQuery:
+    """Read ``queries/named/<name>.sql``."""
+    if not _NAME.match(name):
+        raise QueryError(f"query name {name!r}: use lower-case letters, digits and _")
+    path = queries_dir() / "named" / f"{name}.sql"
+    if not path.is_file():
+        known = ", ".join(q.name for q in list_named())
+        raise QueryError(f"no named query {name!r}", hint=f"named queries: {known}")
+    return _parse_file(name, path.read_text())
+
+
+def list_named() -> list[NamedQuery]:
+    """Every named query, by name."""
+    folder = queries_dir() / "named"
+    return [_parse_file(p.stem, p.read_text()) for p in sorted(folder.glob("*.sql"))]
+
+
+def _parse_file(name: str, text: str) -> NamedQuery:
+    lines = text.splitlines()
+    description = lines[0].removeprefix("--").strip() if lines and lines[0].startswith("--") else ""
+    params: dict[str, Any] = {}
+    for line in lines[1:4]:
+        if line.startswith("-- params:"):
+            for part in filter(None, (p.strip() for p in line.split(":", 1)[1].split(","))):
+                key, sep, default = (x.strip() for x in part.partition("="))
+                params[key] = _parse(default) if sep else _REQUIRED
+    return NamedQuery(name=name, description=description, params=params, sql=text)
+
+
+def run_named(
+    store: Store,
+    name: str,
+    given: Mapping[str, str] | None = None,
+    *,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> QueryResult:
+    """Run a named query over the store with its parameters bound (``timeout`` and
+    ``memory_limit`` as for :func:`tcbreplay._store.views.run_sql`)."""
+    query = load_named(name)
+    params = query.bind(given or {})
+    if isinstance(params.get("run_id"), str):  # a run the store lacks: say so, not 0 rows
+        store.open_run(params["run_id"])
+    return run_sql(store, query.sql, params, timeout=timeout, memory_limit=memory_limit)

@@ -1,0 +1,397 @@
+"""Collect what the report shows: scores, calls, aligned pairs and transcripts of each run.
+
+Reads the run directories only and imports neither LangChain nor LangGraph: stored
+messages are read as JSON. Scores come from the run's stored default scoring
+(``scores/spec``) when its audit record matches the run's current files, otherwise
+the run is scored in memory; nothing is written to the store. Later runs are
+compared with the first by :func:`tcbreplay._analysis.diff.diff_runs`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tcbreplay._analysis.audit import current_sha256, sql_sha256
+from tcbreplay._analysis.diff import diff_runs
+from tcbreplay._inputs import limits
+from tcbreplay._score import translate
+from tcbreplay._score.metrics import explain_sample
+from tcbreplay._score.run import ScoreOptions, score_run
+from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.views import connect
+from tcbreplay.errors import InputError, TcbReplayError
+
+# (name, arguments): an object, or any other JSON value or text as it was stored
+Call = tuple[str, Any]
+METRICS = ("tsa", "tp", "ahr")
+N_BOOT = 1000
+CONFIDENCE = 0.95
+# Values differing by less than this are the same score (tp is a ratio of small integers).
+_EPS = 1e-9
+_SAMPLE_COLUMNS = [
+    "sample_id",
+    "sample_index",
+    "input",
+    "gold",
+    "category",
+    "status",
+    "error",
+    "input_tokens",
+    "output_tokens",
+    "duration_s",
+]
+
+
+@dataclass
+class RunData:
+    """One run as the report needs it, every per-sample frame in the run's sample order."""
+
+    run: Run
+    summary: dict[str, Any]
+    scores: pl.DataFrame
+    samples: pl.DataFrame
+    agent: dict[str, list[Call]]
+    gold: dict[str, list[Call]]
+    explanations: dict[str, dict[str, Any]]
+    scored_in_memory: bool
+    intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    diff: dict[str, dict[str, Any]] | None = None
+    diff_error: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        return list((self.run.manifest.get("tools") or {}).get("specs") or [])
+
+    def failed(self) -> dict[str, bool]:
+        """Per sample: not a perfect match (see :func:`is_failed`)."""
+        cols = ("sample_id", "status", "tp", "args_invalid", "args_missing")
+        return {row[0]: is_failed(*row[1:]) for row in self.scores.select(cols).iter_rows()}
+
+
+@dataclass
+class ToolRow:
+    """The per-tool breakdown of one run (definitions in the README)."""
+
+    run_id: str
+    tool: str
+    gold_calls: int = 0
+    agent_calls: int = 0
+    paired_calls: int = 0
+    args: int = 0
+    invalid_args: int = 0
+    invented_args: int = 0
+    missing_args: int = 0
+
+
+@dataclass
+class ReportData:
+    """Every run of a report, their union of samples and the flags the table filters on."""
+
+    runs: list[RunData]
+    sample_ids: list[str]
+    failed: list[bool]
+    regressed: list[bool]
+    tools: list[str]
+    tool_rows: list[ToolRow] = field(default_factory=list)
+
+
+def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> bool:
+    """A sample failed unless it recorded fine and matched gold: same names, every argument
+    valid, no gold argument left out."""
+    return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
+
+
+def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> ReportData:
+    """Load every run and compute the table flags and the per-tool breakdown."""
+    if not run_ids:
+        raise InputError("name at least one run id")
+    duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
+    if duplicates:
+        raise InputError(f"run {duplicates[0]!r} is named twice")
+    runs = [load_run(store, run_id, allow_incomplete=allow_incomplete) for run_id in run_ids]
+    sample_ids: list[str] = []
+    seen: set[str] = set()
+    for run in runs:
+        for sid in run.samples["sample_id"]:
+            if sid not in seen:
+                seen.add(sid)
+                sample_ids.append(sid)
+    failed_by_run = [run.failed() for run in runs]
+    failed = [any(f.get(sid, False) for f in failed_by_run) for sid in sample_ids]
+    regressed_ids: set[str] = set()
+    for run in runs[1:]:
+        try:
+            diff = diff_runs(store, runs[0].run_id, run.run_id)
+        except TcbReplayError as exc:  # e.g. no common samples, or an unfinished run
+            run.diff_error = str(exc)
+            continue
+        run.diff = diff.runs
+        regressed_ids.update(diff.regressed)
+    tools = _tool_names(runs)
+    return ReportData(
+        runs=runs,
+        sample_ids=sample_ids,
+        failed=failed,
+        regressed=[sid in regressed_ids for sid in sample_ids],
+        tools=tools,
+        tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
+    )
+
+
+def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> RunData:
+    """A run's scores, samples, agent and gold calls, and the AHR pairing of every sample."""
+    run = store.open_run(run_id)
+    summary, scores, in_memory = _scores(store, run, allow_incomplete)
+    samples = pl.read_parquet(run.samples_path, columns=_SAMPLE_COLUMNS).sort("sample_index")
+    con = connect(runs=[run], with_scores=False)
+    try:
+        # the calls as scoring reads them: a gold list or tool_calls that is no list holds
+        # none, an element that is no object is a call named '' without arguments
+        tables = translate.load_calls(con)
+    finally:
+        con.close()
+    ids = tables.samples["sample_id"].to_list()
+    gold: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
+    agent: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
+    for calls, side in ((gold, tables.gold), (agent, tables.agent)):
+        for s, name, args in side.select("s", "name", "args").iter_rows():
+            calls.setdefault(ids[s], []).append((name or "", _read_args(args)))
+    specs = list((run.manifest.get("tools") or {}).get("specs") or [])
+    explanations = {
+        sid: explain_sample(_object_args(agent[sid]), _object_args(gold.get(sid, [])), specs)
+        for sid in agent
+    }
+    return RunData(
+        run=run,
+        summary=summary,
+        scores=scores,
+        samples=samples,
+        agent=agent,
+        gold=gold,
+        explanations=explanations,
+        scored_in_memory=in_memory,
+        intervals=metric_intervals(scores),
+    )
+
+
+def _read_args(text: str | None) -> Any:
+    """Arguments text (canonical JSON from DuckDB) as a Python value; text Python cannot read
+    (DuckDB's number words such as ``inf``) stays text, to be shown as it is."""
+    try:
+        return limits.loads(text) if text else {}
+    except ValueError:  # LimitError too: a value beyond the limits is shown as its text
+        return text
+
+
+def _object_args(calls: list[Call]) -> list[tuple[str, dict[str, Any]]]:
+    """Calls whose arguments are no JSON object read as having none, as scoring reads them."""
+    return [(name, args if isinstance(args, dict) else {}) for name, args in calls]
+
+
+def _scores(
+    store: Store, run: Run, allow_incomplete: bool
+) -> tuple[dict[str, Any], pl.DataFrame, bool]:
+    """The stored default scoring if its audit record matches the run's files and the scoring
+    SQL; otherwise score in memory (writes nothing)."""
+    folder = run.scores_dir(ScoreOptions().scoring)
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        audit = summary.get("audit") or {}
+        hashes = audit.get("inputs_sha256") or {}
+        current = (
+            run.has_data()
+            and "by_tool" in summary
+            and audit.get("sql_sha256") == sql_sha256()
+            and all(
+                hashes.get(path.name) == current_sha256(run, path.name)
+                for path in (run.samples_path, run.messages_path)
+            )
+        )
+        if current:
+            return summary, pl.read_parquet(folder / "scores.parquet").sort("sample_index"), False
+    except (OSError, ValueError, AttributeError, pl.exceptions.PolarsError):
+        pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
+    result = score_run(store, run.run_id, allow_incomplete=allow_incomplete, write=False)
+    return result.summary, result.scores.sort("sample_index"), True
+
+
+def metric_intervals(
+    scores: pl.DataFrame, n_boot: int = N_BOOT, seed: int = 0, confidence: float = CONFIDENCE
+) -> dict[str, tuple[float, float] | None]:
+    """Percentile bootstrap intervals of the run-level tsa, tp and ahr: the run's samples
+    resampled with replacement ``n_boot`` times (seeded, so a report is reproducible)."""
+    n = scores.height
+    if n == 0:
+        return dict.fromkeys(METRICS)
+    rng = np.random.default_rng(seed)
+    tsa = scores["tsa"].to_numpy().astype(float)
+    defined = ~np.isnan(tsa)
+    columns = {
+        "tsa": (np.nan_to_num(tsa), defined.astype(float)),
+        "tp": (scores["tp"].to_numpy().astype(float), np.ones(n)),
+        "ahr": (
+            scores["args_invalid"].to_numpy().astype(float),
+            scores["args_total"].to_numpy().astype(float),
+        ),
+    }
+    draws: dict[str, list[np.ndarray]] = {m: [] for m in METRICS}
+    batch = max(1, min(n_boot, 2_000_000 // n))
+    for start in range(0, n_boot, batch):
+        idx = rng.integers(0, n, size=(min(batch, n_boot - start), n))
+        for metric, (num, den) in columns.items():
+            total = den[idx].sum(-1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                draws[metric].append(np.where(total > 0, num[idx].sum(-1) / total, np.nan))
+    alpha = (1 - confidence) / 2
+    out: dict[str, tuple[float, float] | None] = {}
+    for metric in METRICS:
+        values = np.concatenate(draws[metric])
+        values = values[~np.isnan(values)]
+        low, high = np.quantile(values, [alpha, 1 - alpha]) if len(values) else (None, None)
+        out[metric] = None if low is None else (float(low), float(high))
+    return out
+
+
+def _tool_names(runs: list[RunData]) -> list[str]:
+    """Tools of every manifest in order, then any other name a gold or agent call used."""
+    names: dict[str, None] = {}
+    for run in runs:
+        for spec in run.tool_specs:
+            names.setdefault(spec["name"], None)
+    for run in runs:
+        for calls in (*run.gold.values(), *run.agent.values()):
+            for name, _ in calls:
+                names.setdefault(name, None)
+    return list(names)
+
+
+def tool_breakdown(run: RunData, tools: list[str]) -> list[ToolRow]:
+    """Per tool: the scorer's ``by_tool`` counts, plus the invented keys among paired calls."""
+    rows = {tool: ToolRow(run.run_id, tool) for tool in tools}
+    for item in run.summary.get("by_tool") or []:
+        row = rows[item["tool"]]
+        row.gold_calls = int(item.get("gold_calls") or 0)
+        row.agent_calls = int(item.get("agent_calls") or 0)
+        row.paired_calls = int(item.get("paired") or 0)
+        row.args = int(item.get("args_total") or 0)
+        row.invalid_args = int(item.get("args_invalid") or 0)
+        row.missing_args = int(item.get("args_missing") or 0)
+    for sid, calls in run.agent.items():
+        for pair in run.explanations[sid]["pairs"]:
+            verdicts = pair["args"].values()
+            rows[calls[pair["agent"]][0]].invented_args += sum(v == "unknown" for v in verdicts)
+    return [rows[tool] for tool in tools]
+
+
+def message_text(content: Any) -> str:
+    """A message's content as text: strings as they are, content blocks by their text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            else:
+                parts.append(json.dumps(block, ensure_ascii=False))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
+    """Every sample's stored messages, read as JSON: type, text, calls, tokens, latency."""
+    frame = pl.read_parquet(
+        run.run.messages_path,
+        columns=[
+            "sample_id",
+            "position",
+            "type",
+            "message",
+            "input_tokens",
+            "output_tokens",
+            "latency_s",
+        ],
+    ).sort("sample_id", "position")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for sid, _, kind, text, tin, tout, latency in frame.iter_rows():
+        data = _message_data(text)
+        message: dict[str, Any] = {
+            "type": kind,
+            # a message that is no JSON object with a data object is shown as it was stored
+            "text": (text or "") if data is None else message_text(data.get("content")),
+            "input_tokens": tin,
+            "output_tokens": tout,
+            "latency_s": None if latency is None or math.isnan(latency) else latency,
+        }
+        data = data or {}
+        if kind == "ai":
+            calls, odd = _listed(data, "tool_calls")
+            message["tool_calls"] = [_transcript_call(c) for c in calls]
+            invalid, odd_invalid = _listed(data, "invalid_tool_calls")
+            message["invalid_tool_calls"] = (
+                [
+                    (_name_text(c.get("name")), c.get("args"), c.get("error"))
+                    if isinstance(c, dict)
+                    else (None, _json_text(c), None)
+                    for c in invalid
+                ]
+                + odd
+                + odd_invalid
+            )
+        elif kind == "tool":
+            message["name"] = _name_text(data.get("name"))
+            message["status"] = data.get("status")
+        out.setdefault(sid, []).append(message)
+    return out
+
+
+def _message_data(text: str | None) -> dict[str, Any] | None:
+    """The ``data`` object of a stored message; None when the text is no such JSON."""
+    try:
+        data = limits.loads(text) if text else None
+    except ValueError:  # LimitError too
+        return None
+    data = data.get("data") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else None
+
+
+def _listed(data: dict[str, Any], key: str) -> tuple[list[Any], list[tuple[Any, ...]]]:
+    """The list ``data[key]``; a value that is no list holds no calls (as scoring reads it)
+    and is returned apart as an unparseable call showing its JSON text."""
+    value = data.get(key)
+    if value is None or isinstance(value, list):
+        return value or [], []
+    return [], [(None, _json_text(value), f"{key} is not a list: no calls")]
+
+
+def _transcript_call(call: Any) -> Call:
+    """One element of ``tool_calls`` as scoring reads it: an element that is no object is a
+    call named '' without arguments; a name that is no string is its JSON text."""
+    if not isinstance(call, dict):
+        return "", {}
+    args = call.get("args")
+    return _name_text(call.get("name")) or "", {} if args is None else args
+
+
+def _name_text(name: Any) -> str | None:
+    return name if name is None or isinstance(name, str) else _json_text(name)
+
+
+def _json_text(value: Any) -> str:
+    # minified, as DuckDB writes the text scoring reads
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,421 @@
+"""Assemble the self-contained page: static tables, compact data payloads, the template.
+
+The samples table and the sample detail are drawn by ``report.js`` from two JSON
+payloads: ``report-data`` (one array per column, parsed on load) and
+``report-details`` (trajectories and transcripts, parsed at the first click).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from importlib import resources
+from typing import Any
+
+from tcbreplay import __version__
+from tcbreplay._analysis.report.charts import run_color
+from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
+from tcbreplay._store.runs import utcnow
+
+_MARKER = re.compile(r"\{\{(\w+)\}\}")
+
+
+def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> str:
+    """The whole HTML document, every script, style and datum inline."""
+    package = resources.files("tcbreplay._analysis.report")
+    data, data_replaced = _script_json({**table_payload(report), "charts": charts})
+    details, details_replaced = _script_json(details_payload(report))
+    meta = _meta(report)
+    if data_replaced or details_replaced:
+        meta += html.escape(" · numbers JSON has no form for (Infinity, NaN) are shown as text")
+    parts = {
+        "title": html.escape(_title(report)),
+        "meta": meta,
+        "css": package.joinpath("report.css").read_text(encoding="utf-8"),
+        "cards": "\n".join(_card(k, run, report) for k, run in enumerate(report.runs)),
+        "leaderboard": _leaderboard(report),
+        "tool_table": _tool_table(report),
+        "tool_options": "".join(_option(t, t) for t in report.tools),
+        "category_options": "".join(_option(c, c) for c in _categories(report)),
+        "regressed_option": (
+            '<option value="regressed">regressed (vs first run)</option>'
+            if len(report.runs) > 1
+            else ""
+        ),
+        "plotly_js": plotly_js,
+        "data": data,
+        "details": details,
+        "report_js": package.joinpath("report.js").read_text(encoding="utf-8"),
+    }
+    template = package.joinpath("template.html").read_text(encoding="utf-8")
+    # One pass, so inserted text (plotly.js, data) is never scanned for markers.
+    return _MARKER.sub(lambda m: parts[m.group(1)], template)
+
+
+def script_json(obj: Any) -> str:
+    """JSON safe inside a ``<script>`` element: every ``<`` escaped, no NaN (see
+    :func:`_script_json`)."""
+    return _script_json(obj)[0]
+
+
+def _script_json(obj: Any) -> tuple[str, bool]:
+    """:func:`script_json`, and whether a number JSON has no form for was replaced: Infinity,
+    -Infinity and NaN (a dataset's ``1e999`` is stored as Infinity) become those words as
+    strings."""
+    try:
+        text, replaced = _dumps(obj), False
+    except ValueError:
+        text, replaced = _dumps(_nonfinite_as_text(obj)), True
+    return text.replace("<", "\\u003c"), replaced
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _nonfinite_as_text(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return json.dumps(obj)  # Infinity, -Infinity or NaN
+    if isinstance(obj, dict):
+        return {k: _nonfinite_as_text(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nonfinite_as_text(v) for v in obj]
+    return obj
+
+
+def _num(value: Any, digits: int = 4) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), digits)
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _title(report: ReportData) -> str:
+    titles = {(r.run.manifest.get("benchmark") or {}).get("title") for r in report.runs}
+    titles.discard(None)
+    return f"tcbreplay report: {' / '.join(sorted(titles)) or 'runs'}"
+
+
+def _meta(report: ReportData) -> str:
+    n_runs = len(report.runs)
+    when = utcnow().strftime("%Y-%m-%d %H:%M UTC")
+    return html.escape(
+        f"{n_runs} run{'s' if n_runs > 1 else ''} · {len(report.sample_ids):,} samples · "
+        f"generated {when} by tcbreplay {__version__}"
+    )
+
+
+def _option(value: str, label: str) -> str:
+    return f'<option value="{html.escape(value)}">{html.escape(label)}</option>'
+
+
+def _categories(report: ReportData) -> list[str]:
+    cats = {c for run in report.runs for c in run.samples["category"].to_list() if c}
+    return sorted(cats)
+
+
+def _card(k: int, run: RunData, report: ReportData) -> str:
+    s = run.summary
+    model = run.run.manifest.get("model") or {}
+    failed = sum(run.failed().values())
+    badges = '<span class="badge">simulated</span>' if model.get("simulated") else ""
+    if k == 0 and len(report.runs) > 1:
+        badges += '<span class="badge base">baseline</span>'
+    source = "scored in memory" if run.scored_in_memory else "stored scores"
+    totals = run.run.manifest.get("totals") or {}
+    metrics = [
+        ("TSA", s.get("tsa"), f"n = {s.get('n_tsa', 0):,}", "tsa"),
+        ("TP", s.get("tp"), f"n = {s.get('n_tp', 0):,}", "tp"),
+        (
+            "AHR",
+            s.get("ahr"),
+            f"{s.get('args_invalid', 0):,} / {s.get('args_total', 0):,} args",
+            "ahr",
+        ),
+    ]
+    cells = []
+    for label, value, n, key in metrics:
+        ci = run.intervals.get(key)
+        ci_text = (
+            f'<div class="ci" title="95% bootstrap interval over the run\'s samples">'
+            f"CI {ci[0]:.3f}–{ci[1]:.3f}</div>"
+            if ci
+            else ""
+        )
+        delta = (run.diff or {}).get(key)
+        if delta and delta.get("delta") is not None:
+            interval = (
+                f" ({delta['ci_low']:+.3f}, {delta['ci_high']:+.3f})"
+                if delta.get("ci_low") is not None
+                else ""
+            )
+            ci_text += (
+                f'<div class="delta" title="vs {html.escape(report.runs[0].run_id)}, paired '
+                f'bootstrap 95% CI">Δ {delta["delta"]:+.3f}<br>{interval}</div>'
+            )
+        cells.append(
+            f'<div class="metric" data-metric="{key}"><div class="label">{label}</div>'
+            f'<div class="value">{_fmt(value)}</div>{ci_text}<div class="n">{n}</div></div>'
+        )
+    if run.diff_error:
+        cells.append(
+            f'<div class="note">No comparison with {html.escape(report.runs[0].run_id)}: '
+            f"{html.escape(run.diff_error)}</div>"
+        )
+    foot = (
+        f"{s.get('n_samples', 0):,} samples · {failed:,} failed · "
+        f"{s.get('n_errors', 0):,} errors · {s.get('args_missing', 0):,} gold args left out · "
+        f"tokens {totals.get('input_tokens') or 0:,} in / {totals.get('output_tokens') or 0:,} out"
+    )
+    return (
+        f'<article class="card" style="--run: {run_color(k)}" data-run="{html.escape(run.run_id)}">'
+        f'<header><span class="swatch"></span><h3>{html.escape(run.run_id)}</h3>{badges}</header>'
+        f'<div class="sub">{html.escape(str(model.get("id") or "unknown model"))} · '
+        f"{html.escape(run.run.status)} · {source}</div>"
+        f'<div class="metrics">{"".join(cells)}</div>'
+        f'<div class="foot">{html.escape(foot)}</div></article>'
+    )
+
+
+def _leaderboard(report: ReportData) -> str:
+    def key(run: RunData) -> tuple[float, float, float]:
+        s = run.summary
+        ahr = s.get("ahr")
+        return (-(s.get("tp") or 0), -(s.get("tsa") or 0), ahr if ahr is not None else 2.0)
+
+    order = sorted(range(len(report.runs)), key=lambda k: key(report.runs[k]))
+    rows = []
+    for rank, k in enumerate(order, start=1):
+        run = report.runs[k]
+        s = run.summary
+        model = (run.run.manifest.get("model") or {}).get("id") or ""
+        rows.append(
+            f'<tr style="--run: {run_color(k)}"><td>{rank}</td>'
+            f'<td><span class="swatch"></span>{html.escape(run.run_id)}</td>'
+            f"<td>{html.escape(str(model))}</td>"
+            f'<td class="num">{_fmt(s.get("tp"))}</td><td class="num">{_fmt(s.get("tsa"))}</td>'
+            f'<td class="num">{_fmt(s.get("ahr"))}</td>'
+            f'<td class="num">{s.get("n_samples", 0):,}</td>'
+            f'<td class="num">{sum(run.failed().values()):,}</td>'
+            f'<td class="num">{s.get("n_errors", 0):,}</td></tr>'
+        )
+    head = (
+        "<tr><th>#</th><th>run</th><th>model</th><th class=num>TP ↑</th><th class=num>TSA ↑</th>"
+        "<th class=num>AHR ↓</th><th class=num>samples</th><th class=num>failed</th>"
+        "<th class=num>errors</th></tr>"
+    )
+    return _table("leaderboard", head, rows)
+
+
+def _tool_table(report: ReportData) -> str:
+    many = len(report.runs) > 1
+    descriptions = {
+        spec["name"]: spec.get("description") or ""
+        for run in report.runs
+        for spec in run.tool_specs
+    }
+    colors = {run.run_id: run_color(k) for k, run in enumerate(report.runs)}
+    rows = []
+    for r in sorted(report.tool_rows, key=lambda r: report.tools.index(r.tool)):
+        known = r.tool in descriptions
+        name = html.escape(r.tool) + (
+            "" if known else ' <span class="tag unknown">no such tool</span>'
+        )
+        run_cell = (
+            f'<td style="--run: {colors[r.run_id]}"><span class="swatch"></span>'
+            f"{html.escape(r.run_id)}</td>"
+            if many
+            else ""
+        )
+        rows.append(
+            f'<tr><td title="{html.escape(descriptions.get(r.tool, ""))}">{name}</td>{run_cell}'
+            f'<td class="num">{r.gold_calls}</td><td class="num">{r.agent_calls}</td>'
+            f'<td class="num">{r.paired_calls}</td><td class="num">{r.args}</td>'
+            f'<td class="num">{r.invalid_args}</td><td class="num">{r.invented_args}</td>'
+            f'<td class="num">{r.missing_args}</td></tr>'
+        )
+    head = (
+        "<tr><th>tool</th>"
+        + ("<th>run</th>" if many else "")
+        + "".join(
+            f'<th class="num">{label}</th>'
+            for label in (
+                "gold calls",
+                "agent calls",
+                "paired calls",
+                "args",
+                "invalid args",
+                "invented args",
+                "gold args left out",
+            )
+        )
+        + "</tr>"
+    )
+    return _table("tool-table", head, rows)
+
+
+def _table(element_id: str, head: str, rows: list[str]) -> str:
+    return (
+        f'<table class="static" id="{element_id}"><thead>{head}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def table_payload(report: ReportData) -> dict[str, Any]:
+    """One array per column of the samples table, aligned with ``report.sample_ids``."""
+    first: dict[str, dict[str, Any]] = {}
+    for run in report.runs:
+        for row in run.samples.iter_rows(named=True):
+            first.setdefault(row["sample_id"], row)
+    n_gold: dict[str, int] = {}
+    for run in report.runs:
+        for sid, calls in run.gold.items():
+            n_gold.setdefault(sid, len(calls))
+    tool_index = {t: k for k, t in enumerate(report.tools)}
+    used: list[set[int]] = []
+    for sid in report.sample_ids:
+        names = {n for run in report.runs for n, _ in run.gold.get(sid, [])}
+        names |= {n for run in report.runs for n, _ in run.agent.get(sid, [])}
+        used.append({tool_index[n] for n in names})
+    runs = [
+        {
+            "id": run.run_id,
+            "color": run_color(k),
+            "model": (run.run.manifest.get("model") or {}).get("id"),
+        }
+        for k, run in enumerate(report.runs)
+    ]
+    return {
+        "runs": runs,
+        "tools": report.tools,
+        "samples": {
+            "id": report.sample_ids,
+            "cat": [first[s]["category"] for s in report.sample_ids],
+            "input": [first[s]["input"] for s in report.sample_ids],
+            "ngold": [n_gold.get(s, 0) for s in report.sample_ids],
+            "tools": [sorted(u) for u in used],
+            "failed": [int(f) for f in report.failed],
+            "regressed": [int(r) for r in report.regressed],
+        },
+        "cols": [_run_columns(run, report.sample_ids) for run in report.runs],
+    }
+
+
+def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
+    scores = {r["sample_id"]: r for r in run.scores.iter_rows(named=True)}
+    samples = {r["sample_id"]: r for r in run.samples.iter_rows(named=True)}
+    failed = run.failed()
+    names = ("tsa", "tp", "ahr", "calls", "inv", "tot", "mis", "status", "failed", "tin", "tout")
+    cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur")}
+    for sid in sample_ids:
+        s, m = scores.get(sid), samples.get(sid)
+        present = s is not None and m is not None
+        values = (
+            [
+                _num(s["tsa"]),
+                _num(s["tp"]),
+                _num(s["ahr"]),
+                s["n_agent"],
+                s["args_invalid"],
+                s["args_total"],
+                s["args_missing"],
+                s["status"],
+                int(failed[sid]),
+                m["input_tokens"],
+                m["output_tokens"],
+                _num(m["duration_s"], 3),
+            ]
+            if present
+            else [None] * len(cols)
+        )
+        for key, value in zip(cols, values, strict=True):
+            cols[key].append(value)
+    return cols
+
+
+class _Strings:
+    """Intern message texts: tool results and canned answers repeat across samples."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.values: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        k = self.index.get(text)
+        if k is None:
+            k = self.index[text] = len(self.values)
+            self.values.append(text)
+        return k
+
+
+def details_payload(report: ReportData) -> dict[str, Any]:
+    """Per run and sample: agent calls, the AHR pairing, non-ok verdicts, the transcript."""
+    strings = _Strings()
+    first_gold: dict[str, list[Any]] = {}
+    for run in report.runs:
+        for sid, calls in run.gold.items():
+            first_gold.setdefault(sid, [[n, a] for n, a in calls])
+    runs = []
+    for run in report.runs:
+        messages = transcripts(run)
+        errors = dict(run.samples.select("sample_id", "error").iter_rows())
+        per_sample: list[Any] = []
+        for sid in report.sample_ids:
+            if sid not in run.agent:
+                per_sample.append(None)
+                continue
+            explained = run.explanations[sid]
+            entry: dict[str, Any] = {
+                "a": [[n, a] for n, a in run.agent[sid]],
+                "p": [
+                    [p["agent"], p["gold"], {k: v for k, v in p["args"].items() if v != "ok"}]
+                    + ([p["missing"]] if p["missing"] else [])
+                    for p in explained["pairs"]
+                ],
+                "t": [_message(m, strings) for m in messages.get(sid, [])],
+            }
+            gold = [[n, a] for n, a in run.gold.get(sid, [])]
+            if gold != first_gold.get(sid):
+                entry["g"] = gold
+            if errors.get(sid):
+                entry["e"] = errors[sid]
+            per_sample.append(entry)
+        runs.append(
+            {
+                "system": (run.run.manifest.get("system_prompt") or {}).get("text") or "",
+                "tools": run.tool_specs,
+                "samples": per_sample,
+            }
+        )
+    return {
+        "gold": [first_gold.get(sid, []) for sid in report.sample_ids],
+        "runs": runs,
+        "strings": strings.values,
+    }
+
+
+def _message(m: dict[str, Any], strings: _Strings) -> list[Any]:
+    """``[type, text index, extra, input tokens, output tokens, latency]``, plus the unparseable
+    tool calls of an AI message when it has any; extra is an AI message's tool calls or a tool
+    message's ``[name, status]``."""
+    extra: Any = None
+    if m["type"] == "ai":
+        extra = [[n, a] for n, a in m["tool_calls"]]
+    elif m["type"] == "tool":
+        extra = [m.get("name"), m.get("status")]
+    row = [
+        m["type"],
+        strings(m["text"]),
+        extra,
+        m["input_tokens"],
+        m["output_tokens"],
+        _num(m["latency_s"]),
+    ]
+    if m.get("invalid_tool_calls"):
+        row.append([list(c) for c in m["invalid_tool_calls"]])
+    return row

@@ -1,0 +1,174 @@
+"""The command group: typed errors become one ``Error:`` line, and helpers the commands share."""
+
+from __future__ import annotations
+
+import errno
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tcbreplay import __version__
+from tcbreplay._record.secrets import redact
+from tcbreplay._store.files import reason
+from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
+
+STORE_ENVVAR = "TCBREPLAY_STORE"
+# operating-system errors that are failures of the place a command reads or writes
+PLACE_ERRORS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EFBIG,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EIO,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+        errno.EMFILE,
+        errno.ENFILE,
+    }
+)
+
+
+class _StorePath(click.Path):
+    """A store directory: a bad one is blamed on the variable when it came from there, and
+    on the option otherwise."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        path = super().convert(value, param, ctx)
+        # a folder under a file can be neither read nor made: said here, for every command
+        for parent in Path(path).parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    self.fail(f"{str(parent)!r} is a file, not a folder", param, ctx)
+                break
+        return path
+
+    def fail(self, message: str, param: Any = None, ctx: Any = None) -> Any:
+        source = ctx.get_parameter_source(param.name) if ctx and param else None
+        env = source is click.core.ParameterSource.ENVIRONMENT
+        hint = STORE_ENVVAR if env else "'--store'"
+        raise click.BadParameter(message, ctx=ctx, param=param, param_hint=hint)
+
+
+STORE_OPTION = click.option(
+    "--store",
+    type=_StorePath(file_okay=False, path_type=Path),
+    default="traces",
+    show_default=True,
+    envvar=STORE_ENVVAR,
+    show_envvar=True,
+    help="Trace store directory.",
+)
+
+
+class _KnownContext(click.Command):
+    """Usage errors that name the command they belong to (Click's parser raises some
+    without it, and the hint names the command's help)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            exc.ctx = exc.ctx or ctx
+            raise
+
+
+class _Cli(_KnownContext, click.Group):
+    """Turn typed errors, and usage errors, into one ``Error:`` line (plus a hint) and an
+    exit code."""
+
+    command_class = _KnownContext
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `tcbreplay`: the help
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # an unknown option, a missing argument, a bad value
+            click.echo(f"Error: {redact(exc.format_message())}", err=True)
+            if exc.ctx is not None:
+                click.echo(f"Hint: see {exc.ctx.command_path} --help", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"Error: {redact(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            with warnings.catch_warnings():
+                _show_warnings_as_lines()
+                return super().invoke(ctx)
+        except TcbReplayError as exc:
+            # an error may quote what a provider answered, and a provider may quote its key
+            for line in redact(str(exc)).splitlines() or [type(exc).__name__]:
+                click.echo(f"Error: {line}", err=True)
+            if exc.hint:
+                click.echo(f"Hint: {redact(exc.hint)}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+        except OSError as exc:
+            # the place read or written failed (a disk full, a folder read-only), not
+            # tcbreplay: one line naming it; the library names what it writes itself
+            if exc.errno not in PLACE_ERRORS:
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"Error: {where}{reason(exc)}", err=True)
+            ctx.exit(1)
+
+
+def _show_warnings_as_lines() -> None:
+    """Print tcbreplay's warnings as one ``Warning:`` line each on stderr (others as usual)."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, TcbReplayWarning):
+            click.echo(f"Warning: {redact(str(message))}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.simplefilter("always", TcbReplayWarning)
+    warnings.showwarning = show
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tcbreplay")
+def main() -> None:
+    """Record tool-calling agent traces once; score them offline as often as you like."""
+
+
+def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"{flag} {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def render_rows(result: Any, fmt: str) -> None:
+    """Print query rows as a table, CSV or a JSON array."""
+    from tcbreplay._cli.render import print_table, rows_csv, rows_table, to_json
+
+    if fmt == "json":
+        click.echo(to_json(result.records()))
+    elif fmt == "csv":
+        click.echo(rows_csv(result.columns, result.rows), nl=False)
+    else:
+        print_table(rows_table(result.columns, result.rows))

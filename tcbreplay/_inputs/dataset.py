@@ -1,0 +1,338 @@
+"""Load and validate datasets: a JSON array or JSONL of entries with gold tool calls.
+
+Three shapes of gold calls are accepted per entry:
+
+- ``{"tool_call_names": [...], "tool_call_args": [...]}`` (the original benchmark's),
+- ``{"target": [{"name": ..., "args": {...}}, ...]}``,
+- ``{"target": {"tool_call_names": [...], "tool_call_args": [...]}}``.
+
+``id`` is optional (default: the entry's zero-based position); ``category`` is optional.
+An entry gives its gold calls one way: ``target`` together with ``tool_call_names`` or
+``tool_call_args`` is refused as ambiguous.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tcbreplay._inputs import limits
+from tcbreplay.errors import DatasetError
+
+
+@dataclass(frozen=True)
+class GoldCall:
+    """One expected tool call."""
+
+    name: str
+    args: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "args": self.args}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One dataset entry: an input and its gold trajectory."""
+
+    id: str | int
+    index: int
+    input: str
+    target: tuple[GoldCall, ...]
+    category: str | None = None
+    where: str = field(default="", compare=False, repr=False)
+
+    @property
+    def sample_id(self) -> str:
+        """The id as stored: always a string."""
+        return str(self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "input": self.input,
+            "target": [c.to_dict() for c in self.target],
+        }
+        if self.category is not None:
+            out["category"] = self.category
+        return out
+
+
+@dataclass
+class Dataset:
+    """A validated dataset and where it came from."""
+
+    samples: list[Sample]
+    source: str
+    sha256: str | None = None
+    by_id: dict[str, Sample] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_id = {s.sample_id: s for s in self.samples}
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The dataset in the one normalised shape tcbreplay stores."""
+        return [s.to_dict() for s in self.samples]
+
+    def tool_names(self) -> set[str]:
+        return {c.name for s in self.samples for c in s.target}
+
+
+def load_dataset(path: str | Path, params: Mapping[str, set[str]] | None = None) -> Dataset:
+    """Read a dataset file (JSON array or JSONL) and validate it.
+
+    With ``params`` (tool name -> parameter names) gold calls are checked against the
+    tools too, and every problem of the file is reported in one error.
+    """
+    path = Path(path)
+    label = path.name
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read dataset: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    raw, where = _parse_entries(text, label)
+    samples = parse_entries(raw, label, where, params)
+    return Dataset(samples=samples, source=str(path), sha256=hashlib.sha256(data).hexdigest())
+
+
+def dataset_from_entries(
+    entries: Iterable[Mapping[str, Any]], source: str = "<entries>"
+) -> Dataset:
+    """Build a dataset from entries already in memory (for example a run manifest)."""
+    raw = list(entries)
+    samples = parse_entries(raw, source, [f"entry {i}" for i in range(len(raw))])
+    return Dataset(samples=samples, source=source)
+
+
+def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
+    stripped = text.lstrip()
+    if not stripped:
+        raise DatasetError(f"{label}: the file is empty")
+    if stripped.startswith("["):
+        try:
+            raw = limits.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
+        except limits.LimitError as exc:
+            raise DatasetError(f"{label}: {exc}", hint=limits.HINT) from None
+        where = [f"entry {i}" for i in range(len(raw))]
+        _refuse_lone_surrogates(raw, where, text, label)
+        return raw, where
+    raw, where = [], []
+    # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
+    # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw.append(limits.loads(line, first_line=lineno))
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"{label}: line {lineno}: not valid JSON: {exc.msg}",
+                hint="a dataset is a JSON array or one JSON object per line",
+            ) from exc
+        except limits.LimitError as exc:
+            raise DatasetError(f"{label}: {exc}", hint=limits.HINT) from None
+        where.append(f"line {lineno}")
+    _refuse_lone_surrogates(raw, where, text, label)
+    return raw, where
+
+
+def _refuse_lone_surrogates(raw: list[Any], where: list[str], text: str, label: str) -> None:
+    if not _SURROGATE_ESCAPE.search(text):
+        return
+    for entry, place in zip(raw, where, strict=True):
+        surrogate = lone_surrogate(entry)
+        if surrogate:
+            raise DatasetError(
+                f"{label}: {place}: holds a lone surrogate {surrogate}, which is not valid Unicode"
+            )
+
+
+def parse_entries(
+    raw: list[Any],
+    label: str,
+    where: list[str],
+    params: Mapping[str, set[str]] | None = None,
+) -> list[Sample]:
+    """Normalise raw entries into samples; raise one DatasetError listing every problem."""
+    problems: list[str] = []
+    samples: list[Sample] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(raw):
+        place = f"{label}: {where[index]}"
+        raw_id = entry.get("id", index) if isinstance(entry, dict) else index
+        if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool):
+            if str(raw_id) in seen:
+                problems.append(f"{place}: duplicate id {raw_id!r} (also {seen[str(raw_id)]})")
+            seen.setdefault(str(raw_id), where[index])
+        try:
+            sample = _parse_entry(entry, index)
+        except _EntryProblem as exc:
+            problems.append(f"{place}: {exc}")
+            continue
+        sample = replace(sample, where=where[index])
+        if params is not None:
+            problems += _tool_problems(sample, params, label)
+        samples.append(sample)
+    if problems:
+        raise DatasetError("\n".join(problems))
+    if not samples:
+        raise DatasetError(f"{label}: the dataset has no entries")
+    return samples
+
+
+class _EntryProblem(Exception):
+    pass
+
+
+def _parse_entry(entry: Any, index: int) -> Sample:
+    if not isinstance(entry, dict):
+        raise _EntryProblem(f"expected an object, got {_kind(entry)}")
+    if "input" not in entry:
+        raise _EntryProblem("missing input")
+    text = entry["input"]
+    if not isinstance(text, str):
+        raise _EntryProblem(f"input must be a string, got {_kind(text)}")
+    sample_id = entry.get("id", index)
+    if isinstance(sample_id, bool) or not isinstance(sample_id, (str, int)):
+        raise _EntryProblem(f"id must be a string or an integer, got {_kind(sample_id)}")
+    category = entry.get("category")
+    if category is not None and not isinstance(category, str):
+        raise _EntryProblem(f"category must be a string, got {_kind(category)}")
+    return Sample(
+        id=sample_id,
+        index=index,
+        input=text,
+        target=_parse_target(entry),
+        category=category,
+    )
+
+
+def _parse_target(entry: dict[str, Any]) -> tuple[GoldCall, ...]:
+    lists = [key for key in ("tool_call_names", "tool_call_args") if key in entry]
+    if "target" in entry and lists:
+        raise _EntryProblem(
+            f"gives both target and {' and '.join(lists)}: give the gold calls one way"
+        )
+    if "target" in entry:
+        target = entry["target"]
+        if isinstance(target, list):
+            return tuple(_call_from_object(call, i) for i, call in enumerate(target))
+        if isinstance(target, dict):
+            return _calls_from_lists(target, prefix="target.")
+        raise _EntryProblem(f"target must be a list of calls or an object, got {_kind(target)}")
+    if "tool_call_names" in entry or "tool_call_args" in entry:
+        return _calls_from_lists(entry, prefix="")
+    raise _EntryProblem("missing gold calls: give target or tool_call_names and tool_call_args")
+
+
+def _call_from_object(call: Any, i: int) -> GoldCall:
+    if not isinstance(call, dict):
+        raise _EntryProblem(f"target[{i}] must be an object with name and args, got {_kind(call)}")
+    name = call.get("name")
+    if not isinstance(name, str) or not name:
+        raise _EntryProblem(f"target[{i}].name must be a non-empty string")
+    args = call.get("args", {})
+    if not isinstance(args, dict):
+        raise _EntryProblem(f"target[{i}].args is not an object ({_kind(args)})")
+    return GoldCall(name=name, args=args)
+
+
+def _calls_from_lists(obj: dict[str, Any], prefix: str) -> tuple[GoldCall, ...]:
+    names = obj.get("tool_call_names")
+    args = obj.get("tool_call_args")
+    if names is None:
+        raise _EntryProblem(f"missing {prefix}tool_call_names")
+    if args is None:
+        raise _EntryProblem(f"missing {prefix}tool_call_args")
+    if not isinstance(names, list):
+        raise _EntryProblem(f"{prefix}tool_call_names must be a list, got {_kind(names)}")
+    if not isinstance(args, list):
+        raise _EntryProblem(f"{prefix}tool_call_args must be a list, got {_kind(args)}")
+    if len(names) != len(args):
+        raise _EntryProblem(
+            f"{prefix}tool_call_args has {len(args)} items, "
+            f"{prefix}tool_call_names has {len(names)}"
+        )
+    calls = []
+    for i, (name, arg) in enumerate(zip(names, args, strict=True)):
+        if not isinstance(name, str) or not name:
+            raise _EntryProblem(f"{prefix}tool_call_names[{i}] must be a non-empty string")
+        if not isinstance(arg, dict):
+            raise _EntryProblem(f"{prefix}tool_call_args[{i}] is not an object ({_kind(arg)})")
+        calls.append(GoldCall(name=name, args=arg))
+    return tuple(calls)
+
+
+def check_against_tools(dataset: Dataset, params: Mapping[str, set[str]], label: str) -> None:
+    """Raise a DatasetError for gold calls to unknown tools or with arguments a tool does not take.
+
+    ``params`` maps each tool name to the names of its parameters.
+    """
+    problems = [p for sample in dataset.samples for p in _tool_problems(sample, params, label)]
+    if problems:
+        raise DatasetError("\n".join(problems))
+
+
+def _tool_problems(sample: Sample, params: Mapping[str, set[str]], label: str) -> list[str]:
+    place = f"{label}: {sample.where or f'entry {sample.index}'}"
+    problems = []
+    for i, call in enumerate(sample.target):
+        if call.name not in params:
+            known = ", ".join(sorted(params)) or "none"
+            problems.append(
+                f"{place}: gold call {i} uses tool {call.name!r}, "
+                f"which the tool set lacks (tools: {known})"
+            )
+            continue
+        extra = sorted(set(call.args) - params[call.name])
+        if extra:
+            problems.append(
+                f"{place}: gold call {i} ({call.name}) passes "
+                f"{', '.join(map(repr, extra))}, which {call.name} does not take"
+            )
+    return problems
+
+
+# a lone surrogate gets into parsed JSON only through a \uXXXX escape (UTF-8 text cannot hold one)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(value: Any, text: str | None = None) -> str | None:
+    """Return the first lone surrogate in a JSON value as a ``\\uXXXX`` escape, or None;
+    ``text``, the JSON the value was read from, spares the check when it escapes none.
+
+    JSON may escape one (``"\\ud800"``) but UTF-8 cannot store it, so writing it would fail.
+    """
+    if text is not None and not _SURROGATE_ESCAPE.search(text):
+        return None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"\\u{ord(exc.object[exc.start]):04x}"
+    return None
+
+
+def _kind(value: Any) -> str:
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

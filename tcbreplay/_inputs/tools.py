@@ -1,0 +1,209 @@
+"""Tool specs from a Python ``module:attr`` or a JSON file of function schemas.
+
+A spec is what scoring needs to know about a tool: its name, description and
+JSON-schema parameters (with ``default`` where one is declared). Tools loaded
+from Python also carry LangChain tool objects that recording can execute.
+LangChain is imported only when Python tools are loaded, never by scoring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tcbreplay._inputs import limits
+from tcbreplay._inputs.dataset import lone_surrogate
+from tcbreplay.errors import ToolSpecError
+
+_NO_DEFAULT = object()
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool's name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    @property
+    def param_names(self) -> set[str]:
+        return set(self.parameters.get("properties", {}))
+
+    def defaults(self) -> dict[str, Any]:
+        """Parameters with a declared default, and that default."""
+        props = self.parameters.get("properties", {})
+        return {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], place: str = "tool") -> ToolSpec:
+        """Validate one function schema ``{"name", "description", "parameters"}``."""
+        if not isinstance(obj, Mapping):
+            raise ToolSpecError(f"{place}: expected an object with name and parameters")
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            raise ToolSpecError(f"{place}: name must be a non-empty string")
+        description = obj.get("description", "")
+        if not isinstance(description, str):
+            raise ToolSpecError(f"{place} ({name}): description must be a string")
+        params = obj.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(params, Mapping):
+            raise ToolSpecError(f"{place} ({name}): parameters must be a JSON-schema object")
+        props = params.get("properties", {})
+        if not isinstance(props, Mapping) or not all(
+            isinstance(v, Mapping) for v in props.values()
+        ):
+            raise ToolSpecError(
+                f"{place} ({name}): parameters.properties must map names to JSON schemas"
+            )
+        return cls(name=name, description=description, parameters=dict(params))
+
+
+@dataclass
+class Toolset:
+    """The tools of a benchmark: specs, and runnable tools when loaded from Python."""
+
+    specs: list[ToolSpec]
+    source: str
+    sha256: str | None = None
+    tools: list[Any] | None = field(default=None, repr=False)
+
+    def params(self) -> dict[str, set[str]]:
+        return {s.name: s.param_names for s in self.specs}
+
+    def to_list(self) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.specs]
+
+
+def load_toolset(spec: str) -> Toolset:
+    """Load tools from ``module:attr`` or from a JSON file of function schemas."""
+    path = Path(spec)
+    if spec.endswith(".json") or (path.is_file() and ":" not in spec):
+        return _from_json(path)
+    if ":" not in spec:
+        raise ToolSpecError(
+            f"{spec}: not a JSON file or module:attr",
+            hint="give the tools as package.module:TOOLS or as tools.json",
+        )
+    return _from_module(spec)
+
+
+def toolset_from_dicts(items: list[Mapping[str, Any]], source: str) -> Toolset:
+    """Rebuild specs stored in a run manifest."""
+    specs = [ToolSpec.from_dict(obj, f"{source}: tool {i}") for i, obj in enumerate(items)]
+    return Toolset(specs=specs, source=source)
+
+
+def _from_json(path: Path) -> Toolset:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ToolSpecError(f"{path}: cannot read tools file: {exc.strerror or exc}") from exc
+    try:
+        items = limits.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ToolSpecError(f"{path.name}: not valid JSON: {exc}") from exc
+    except limits.LimitError as exc:
+        raise ToolSpecError(f"{path.name}: {exc}", hint=limits.HINT) from None
+    surrogate = lone_surrogate(items)
+    if surrogate:
+        raise ToolSpecError(
+            f"{path.name}: holds a lone surrogate {surrogate}, which is not valid Unicode"
+        )
+    if isinstance(items, dict) and "tools" in items:
+        items = items["tools"]
+    if not isinstance(items, list):
+        raise ToolSpecError(f"{path.name}: expected a JSON array of function schemas")
+    specs = [ToolSpec.from_dict(obj, f"{path.name}: tool {i}") for i, obj in enumerate(items)]
+    _check_unique(specs, path.name)
+    return Toolset(specs=specs, source=str(path), sha256=hashlib.sha256(data).hexdigest())
+
+
+def _from_module(spec: str) -> Toolset:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ToolSpecError(f"{spec}: expected module:attr")
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolSpecError(f"{spec}: cannot import module {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the user's module raised while importing
+        raise ToolSpecError(
+            f"{spec}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ToolSpecError(f"{spec}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    items = list(obj.values()) if isinstance(obj, Mapping) else obj
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ToolSpecError(
+            f"{spec}: expected a non-empty list of functions or LangChain tools, "
+            f"got {type(obj).__name__}"
+        )
+    tools = [_as_langchain_tool(item, f"{spec}[{i}]") for i, item in enumerate(items)]
+    specs = [_spec_of(tool, f"{spec}[{i}]") for i, tool in enumerate(tools)]
+    _check_unique(specs, spec)
+    return Toolset(specs=specs, source=spec, sha256=_module_sha256(module), tools=tools)
+
+
+def _as_langchain_tool(item: Any, place: str) -> Any:
+    from langchain_core.tools import BaseTool, tool
+
+    if isinstance(item, BaseTool):
+        return item
+    if callable(item):
+        try:
+            return tool(item)
+        except Exception as exc:
+            raise ToolSpecError(f"{place}: cannot be used as a tool: {exc}") from exc
+    raise ToolSpecError(f"{place}: not a function or LangChain tool ({type(item).__name__})")
+
+
+def _spec_of(tool: Any, place: str) -> ToolSpec:
+    from langchain_core.utils.function_calling import convert_to_openai_function
+
+    fn = convert_to_openai_function(tool)
+    spec = ToolSpec(
+        name=fn["name"],
+        description=fn.get("description", ""),
+        parameters=fn.get("parameters", {"type": "object", "properties": {}}),
+    )
+    # a default such as 10**1000 or a deeply nested list: the manifest could not hold it
+    problem = limits.value_problem(spec.to_dict())
+    if problem is not None:
+        raise ToolSpecError(
+            f"{place} ({spec.name}): its parameters hold {problem}", hint=limits.HINT
+        )
+    return spec
+
+
+def _check_unique(specs: list[ToolSpec], label: str) -> None:
+    seen = set()
+    for s in specs:
+        if s.name in seen:
+            raise ToolSpecError(f"{label}: two tools are named {s.name!r}")
+        seen.add(s.name)
+
+
+def _module_sha256(module: Any) -> str | None:
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None

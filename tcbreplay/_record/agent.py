@@ -1,0 +1,211 @@
+"""The agent a run records: LangChain's ``create_agent`` with tcbreplay's middleware.
+
+The middleware times every model and tool call, retries transient model-call
+failures (so a rate limit on turn 3 does not redo turns 1 and 2), and applies the
+run-wide rate limit. Per-sample state lives in a context variable set by each
+sample's task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcbreplay._inputs import limits
+from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient
+
+
+@dataclass
+class SampleState:
+    """What the middleware learns while one sample runs."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+    retries: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """Retries, backoff and rate limit of model calls; ``on_retry`` sees each retry."""
+
+    retries: int = 2
+    backoff: float = 1.0
+    call_timeout: float | None = None
+    limiter: RateLimiter = field(default_factory=RateLimiter)
+    on_retry: Callable[[BaseException], None] | None = None
+
+
+current_sample: contextvars.ContextVar[SampleState] = contextvars.ContextVar("tcbreplay_sample")
+
+
+def build_agent(chat_model: Any, tools: list[Any], system_prompt: str, policy: CallPolicy) -> Any:
+    """A LangGraph agent: the chat model, the tools, the system prompt, the middleware."""
+    from langchain.agents import create_agent
+
+    return create_agent(
+        chat_model,
+        tools=tools,
+        system_prompt=system_prompt or None,
+        middleware=[_middleware(policy)],
+    )
+
+
+def _middleware(policy: CallPolicy) -> Any:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Recording(AgentMiddleware):
+        """Time calls, retry transient model failures, keep to the rate limit."""
+
+        async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+            state = current_sample.get(None)
+            attempt = 0
+            while True:
+                attempt += 1
+                await policy.limiter.acquire()
+                t0 = time.perf_counter()
+                try:
+                    async with asyncio.timeout(policy.call_timeout):
+                        response = await handler(request)
+                    _check_not_empty(response)
+                except Exception as caught:
+                    exc = caught
+                    if isinstance(caught, TimeoutError) and not isinstance(caught, CallTimeout):
+                        exc = CallTimeout(
+                            f"model call did not answer within {policy.call_timeout:g} s"
+                        )
+                    if attempt > policy.retries or not is_transient(exc):
+                        if exc is caught:
+                            raise
+                        raise exc from caught
+                    if state is not None:
+                        state.retries += 1
+                        state.errors.append(f"{type(exc).__name__}: {_short(exc)}")
+                    if policy.on_retry is not None:
+                        policy.on_retry(exc)
+                    await asyncio.sleep(backoff_delay(policy.backoff, attempt, exc))
+                    continue
+                elapsed = time.perf_counter() - t0
+                for message in getattr(response, "result", None) or []:
+                    usage = getattr(message, "usage_metadata", None) or {}
+                    policy.limiter.record_tokens(usage.get("total_tokens"))
+                    if state is not None and getattr(message, "id", None):
+                        state.timings[message.id] = elapsed
+                return response
+
+        async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+            t0 = time.perf_counter()
+            result = await handler(request)
+            state = current_sample.get(None)
+            call_id = request.tool_call.get("id")
+            if state is not None and call_id:
+                state.timings[call_id] = time.perf_counter() - t0
+            return result
+
+    return Recording()
+
+
+async def aclose_model(chat_model: Any) -> None:
+    """Close the provider's async HTTP client inside the loop that opened it."""
+    client = getattr(getattr(chat_model, "client", None), "aio", None)
+    aclose = getattr(client, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+class CallTimeout(TimeoutError):
+    """A model call ran past ``--call-timeout`` (retried like any transient failure)."""
+
+
+class EmptyModelResponse(RuntimeError):
+    """The provider answered with no content and no tool calls (retried: it may be passing)."""
+
+    transient = True
+
+
+def _check_not_empty(response: Any) -> None:
+    for message in getattr(response, "result", None) or []:
+        if getattr(message, "type", None) != "ai":
+            continue
+        if message.content or getattr(message, "tool_calls", None):
+            continue
+        if getattr(message, "invalid_tool_calls", None):
+            continue
+        raise EmptyModelResponse("the model answered with no content and no tool calls")
+
+
+def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[dict[str, Any]]:
+    """Messages as LangChain serializes them, with usage and latency beside each."""
+    from langchain_core.messages import message_to_dict
+
+    out = []
+    for m in messages:
+        usage = getattr(m, "usage_metadata", None) or {}
+        key = m.id if m.type == "ai" else getattr(m, "tool_call_id", None)
+        out.append(
+            {
+                "type": m.type,
+                "message": _message_json(message_to_dict(m)),
+                "input_tokens": usage.get("input_tokens"),
+                "output_tokens": usage.get("output_tokens"),
+                "total_tokens": usage.get("total_tokens"),
+                "latency_s": timings.get(key) if key else None,
+            }
+        )
+    return out
+
+
+def _message_json(data: dict[str, Any]) -> str:
+    """A serialized message as JSON text, within :mod:`tcbreplay._inputs.limits`.
+
+    A model may answer with tool-call arguments nested deeper, or integers longer, than
+    the store holds: that is the agent's behaviour, so the message is stored with those
+    parts replaced by a string saying so (which scores as an invalid argument).
+    """
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        text = None  # too deep for Python's writer, or an integer it will not write
+    if text is None or limits.may_exceed(text):
+        text = json.dumps(limits.bounded(data), ensure_ascii=False, default=str)
+    return text
+
+
+@contextlib.contextmanager
+def inline_tracing_hooks() -> Iterator[None]:
+    """Run LangSmith's per-call bookkeeping inline while LangSmith tracing is off.
+
+    LangChain's middleware and tool calls are wrapped by LangSmith's ``traceable``,
+    which hands two small functions per call to a thread pool even when nothing is
+    traced; with tracing off they only touch context variables, so running them in
+    the event loop's thread saves two thread hops per call. With tracing on, the
+    defaults stay (they may do network I/O).
+    """
+    try:
+        import langsmith
+        from langsmith.utils import tracing_is_enabled
+    except ImportError:
+        yield
+        return
+    if tracing_is_enabled():
+        yield
+        return
+
+    async def inline(default, ctx, func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return ctx.run(func, *args, **kwargs)
+
+    langsmith.set_runtime_overrides(aio_to_thread=inline)
+    try:
+        yield
+    finally:
+        langsmith.set_runtime_overrides()
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

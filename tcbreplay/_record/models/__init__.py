@@ -1,0 +1,163 @@
+"""Model strings: ``PROVIDER:NAME`` through LangChain's ``init_chat_model``, or ``sim``.
+
+A :class:`ModelSpec` is what a run records about its model: the id as given, the
+provider, the name and every non-secret setting. Secrets come from the
+environment only and are never part of a spec.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcbreplay._inputs import limits
+from tcbreplay._record.secrets import find_secrets, register
+from tcbreplay.errors import ModelError
+
+DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
+# Run metadata key carrying the sample id to the model (the sim plays that sample's plan).
+SAMPLE_ID_KEY = "tcbreplay_sample_id"
+
+# Environment variables that hold each provider's key, in the order LangChain reads them.
+_KEY_VARS = {
+    "google_genai": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved model string and its recorded, non-secret settings."""
+
+    id: str
+    provider: str
+    name: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        return self.provider == "sim"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "provider": self.provider,
+            "name": self.name,
+            "settings": self.settings,
+            "simulated": self.simulated,
+        }
+
+
+def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSpec:
+    """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings."""
+    options = dict(options or {})
+    parsed = {key: _parse_value(key, text) for key, text in options.items()}
+    for key, value in parsed.items():
+        _refuse_secrets(key, value)
+    if model == "sim" or model.startswith("sim:"):
+        from tcbreplay._record.models.sim import parse_sim_options
+
+        # --model-option pairs get the checks of sim options given in the model string
+        settings = parse_sim_options(model.partition(":")[2], options)
+        return ModelSpec(id=model, provider="sim", name="sim", settings=settings)
+    settings = parsed
+    provider, sep, name = model.partition(":")
+    if not sep or not provider or not name:
+        raise ModelError(
+            f"--model {model!r}: expected PROVIDER:NAME (for example {DEFAULT_MODEL}) or sim"
+        )
+    return ModelSpec(id=model, provider=provider, name=name, settings=settings)
+
+
+def spec_from_manifest(model: Mapping[str, Any]) -> ModelSpec:
+    """The model spec a run was recorded with."""
+    return ModelSpec(
+        id=model["id"],
+        provider=model["provider"],
+        name=model["name"],
+        settings=dict(model.get("settings") or {}),
+    )
+
+
+def check_credentials(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> None:
+    """Fail early, in one line, when the provider's API key is not in the environment."""
+    environ = os.environ if environ is None else environ
+    names = _KEY_VARS.get(spec.provider)
+    if not names or any(environ.get(n) for n in names):
+        return
+    raise ModelError(
+        f"{names[0]} is not set: --model {spec.id} needs an API key",
+        hint=f"export {names[0]}=... (it is never recorded), or use --model sim to record offline",
+    )
+
+
+def build_chat_model(spec: ModelSpec, samples: Mapping[str, Any] | None = None) -> Any:
+    """Return a LangChain chat model for the spec (``samples`` feeds the sim its gold plans)."""
+    if spec.simulated:
+        from tcbreplay._record.models.sim import SimChatModel
+
+        return SimChatModel.from_settings(spec.settings, samples or {})
+    from langchain.chat_models import init_chat_model
+
+    # settings recorded by an older version may hold a secret: keep it out of error texts
+    register(f for key, value in spec.settings.items() for f in find_secrets(key, value))
+    kwargs = dict(spec.settings)
+    if spec.provider == "google_genai":
+        # The record runner retries with backoff itself; SDK retries would hide attempts.
+        kwargs.setdefault("max_retries", 0)
+    try:
+        return init_chat_model(spec.name, model_provider=spec.provider, **kwargs)
+    except ImportError as exc:
+        raise ModelError(f"--model {spec.id}: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ModelError(f"--model {spec.id}: {first}") from exc
+
+
+def effective_settings(spec: ModelSpec, chat_model: Any) -> dict[str, Any]:
+    """Settings as recorded: what was given plus the model's own non-secret defaults."""
+    out = dict(spec.settings)
+    for attr in ("temperature", "top_p", "top_k", "max_output_tokens", "max_tokens", "seed"):
+        value = getattr(chat_model, attr, None)
+        if value is not None and attr not in out and _json_safe(value):
+            out[attr] = value
+    return out
+
+
+def _parse_value(key: str, text: str) -> Any:
+    """An option's value: JSON when it parses as JSON, else the text itself."""
+    try:
+        return limits.loads(text)
+    except limits.LimitError as exc:
+        raise ModelError(f"--model-option {key}: {exc.problem}", hint=limits.HINT) from None
+    except json.JSONDecodeError:
+        return text
+
+
+def _refuse_secrets(key: str, value: Any) -> None:
+    """Refuse an option that holds a secret anywhere: it would be written into the manifest."""
+    finding = next(find_secrets(key, value), None)
+    if finding is None:
+        return
+    if finding.path == key and finding.why.endswith("secret's name"):
+        problem = ""  # the option's own name, as in api_key=...
+    else:
+        where = f" (at {finding.path})" if finding.path != key else ""
+        problem = f" {finding.why}{where};"
+    raise ModelError(
+        f"--model-option {key}:{problem} secrets are not accepted as options",
+        hint="pass secrets by environment (such as the provider's API key variable, "
+        "GOOGLE_API_KEY for google_genai); they are never recorded",
+    )
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -1,0 +1,483 @@
+"""The record runner: build a LangGraph agent, run samples concurrently, hand messages to the store.
+
+Recording knows nothing about metrics. Each finished sample (ok or error, with
+whatever messages it produced) is appended to the run's journal at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from tcbreplay import __version__
+from tcbreplay._inputs.benchmarks import BenchmarkInputs
+from tcbreplay._inputs.dataset import Sample
+from tcbreplay._machine import usable_cores
+from tcbreplay._record.agent import (
+    CallPolicy,
+    SampleState,
+    aclose_model,
+    build_agent,
+    current_sample,
+    inline_tracing_hooks,
+    serialize_messages,
+)
+from tcbreplay._record.loop import lean_gc, run_loop
+from tcbreplay._record.models import (
+    SAMPLE_ID_KEY,
+    ModelSpec,
+    build_chat_model,
+    check_credentials,
+    effective_settings,
+)
+from tcbreplay._record.retry import RateLimiter
+from tcbreplay._record.secrets import redact
+from tcbreplay._store.runs import Run, RunWriter, Store, utcnow, validate_run_id
+from tcbreplay.errors import InputError, RunExistsError, StoreError, first_line
+
+__all__ = ["RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "serialize_messages"]
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """Runner settings, recorded in the manifest."""
+
+    workers: int = 4
+    retries: int = 2
+    timeout: float | None = 300.0
+    call_timeout: float | None = 120.0
+    backoff: float = 1.0
+    recursion_limit: int = 50
+    max_rpm: float | None = None
+    max_tpm: float | None = None
+    processes: int | None = None  # None: one per WORKERS_PER_PROCESS workers, at most one per core
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise InputError("--workers must be at least 1")
+        if self.processes is not None:
+            if self.processes < 1:
+                raise InputError("--processes must be at least 1")
+            if self.processes > self.workers:
+                raise InputError(
+                    f"--processes {self.processes} is more than --workers {self.workers}: "
+                    "each process runs at least one worker"
+                )
+        if self.retries < 0:
+            raise InputError("--retries must not be negative")
+        if not math.isfinite(self.backoff) or self.backoff < 0:
+            raise InputError(f"--backoff {self.backoff}: must be a finite number, not negative")
+        # None means no limit; NaN or infinity would break the deadlines and the limiter
+        for name in ("timeout", "call_timeout", "max_rpm", "max_tpm"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise InputError(
+                    f"--{name.replace('_', '-')} {value}: must be a finite number, above 0"
+                )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workers": self.workers,
+            "retries": self.retries,
+            "timeout": self.timeout,
+            "call_timeout": self.call_timeout,
+            "backoff": self.backoff,
+            "recursion_limit": self.recursion_limit,
+            "max_rpm": self.max_rpm,
+            "max_tpm": self.max_tpm,
+            "processes": self.process_count(),
+        }
+
+    def process_count(self) -> int:
+        """Processes that run the agents: as given, or one per 32 workers up to the cores.
+
+        The default is one process except on Linux: children are forked, and on macOS a
+        forked child can crash in system frameworks its parent has touched.
+        """
+        if self.processes is not None:
+            return self.processes
+        if not sys.platform.startswith("linux"):
+            return 1
+        return max(1, min(usable_cores(), self.workers // WORKERS_PER_PROCESS))
+
+    def rate_limiter(self, processes: int = 1) -> RateLimiter:
+        """One process's limiter: an equal share of the run-wide ``--max-rpm``/``--max-tpm``.
+
+        Each of N processes keeps to 1/N of each limit in its own sliding window, so the
+        run as a whole never exceeds it (a process with little left to do does not hand
+        its share to the others).
+        """
+        rpm, tpm = (None if v is None else v / processes for v in (self.max_rpm, self.max_tpm))
+        return RateLimiter(rpm, tpm)
+
+
+# With ``--processes`` left out: a process for every this many workers (at most one per core).
+# One event loop keeps up with about this many workers waiting on fast model turns.
+WORKERS_PER_PROCESS = 32
+
+
+# Seconds between the starts of a process's workers, so that their model calls do not all
+# start (and come back) at once: one event loop serves such a burst one worker after another.
+STAGGER = 0.005
+
+
+@dataclass
+class RecordSummary:
+    """What a recording did, for the CLI to render."""
+
+    run_id: str
+    run_dir: str
+    status: str
+    total: int
+    recorded: int
+    ok: int
+    errors: int
+    retries: int
+    duration_s: float
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    simulated: bool = False
+    error_types: dict[str, int] = field(default_factory=dict)
+    attempted: int = 0
+    processes: int = 1
+
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+
+# Model settings that change how requests travel, not what the model answers.
+TRANSPORT_SETTINGS = frozenset(
+    {"base_url", "timeout", "request_timeout", "max_retries", "client_args", "additional_headers"}
+)
+
+
+def fingerprint(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
+    """sha256 of everything that decides what a recording should contain."""
+    fields = inputs.manifest_fields()
+    basis = {
+        "dataset": inputs.dataset.entries(),
+        "tools": fields["tools"]["specs"],
+        "system_prompt": fields["system_prompt"]["text"],
+        "model": spec.id,
+        "settings": {k: v for k, v in spec.settings.items() if k not in TRANSPORT_SETTINGS},
+    }
+    text = json.dumps(basis, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def default_run_id(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
+    """``<benchmark>-<model>-<fingerprint>``: the same command names the same run."""
+    model = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name if not spec.simulated else "sim")
+    return f"{inputs.name}-{model}-{fingerprint(inputs, spec)[:10]}"
+
+
+def record_run(
+    inputs: BenchmarkInputs,
+    spec: ModelSpec,
+    store: Store,
+    *,
+    run_id: str | None = None,
+    options: RecordOptions | None = None,
+    progress: ProgressFn | None = None,
+    retry_errors: bool = False,
+    overwrite: bool = False,
+) -> RecordSummary:
+    """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
+
+    A new run id starts a run. An existing run with the same inputs is resumed:
+    only samples not yet stored are recorded (with ``retry_errors``, also those
+    stored with status error). ``overwrite`` deletes the existing run first.
+    """
+    options = options or RecordOptions()
+    if inputs.toolset.tools is None:
+        raise InputError(
+            f"{inputs.toolset.source}: JSON tool schemas have no code to run",
+            hint="record needs tools from a Python module:attr; JSON schemas suit import",
+        )
+    check_credentials(spec)
+    gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
+    chat_model = build_chat_model(spec, gold)
+    run_id = validate_run_id(default_run_id(inputs, spec) if run_id is None else run_id)
+    print_ = fingerprint(inputs, spec)
+    if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
+        store.delete_run(run_id)
+    writer = None
+    if not store.exists(run_id):
+        manifest = {
+            "run_id": run_id,
+            "created_at": utcnow().isoformat(),
+            "fingerprint": print_,
+            "toolkit": {"name": "tcbreplay", "version": __version__},
+            "libraries": _library_versions(),
+            **inputs.manifest_fields(),
+            "model": {
+                **spec.to_dict(),
+                "effective_settings": effective_settings(spec, chat_model),
+            },
+            "runner": options.to_dict(),
+        }
+        try:
+            writer = store.create_run(manifest, inputs.dataset.entries())
+            samples = inputs.dataset.samples
+        except RunExistsError:
+            pass  # made by another process since the look above: resumed below, as it is now
+    if writer is None:
+        # Checked before the writer takes the run (which writes its lock and journal), so a
+        # run that cannot be resumed is left as it was; checked again under the lock.
+        run = store.open_run(run_id)
+        _check_resumable(run.manifest, print_, run)
+        writer = store.resume_run(run_id)
+        try:
+            _check_resumable(writer.manifest, print_, run)
+            recorded = run.recorded_ids()
+        except BaseException:
+            writer.close()
+            raise
+        redo = {"error", "missing"} if retry_errors else set()
+        samples = [
+            s
+            for s in inputs.dataset.samples
+            if s.sample_id not in recorded or recorded[s.sample_id] in redo
+        ]
+        writer.update_manifest(status="recording")
+    processes = min(options.process_count(), max(1, len(samples)))
+    on_retry = getattr(progress, "retry", None)
+
+    def agent_for(on_retry: Callable[[BaseException], None] | None) -> Any:
+        """The agent of one process, with that process's share of the rate limits."""
+        policy = CallPolicy(
+            retries=options.retries,
+            backoff=options.backoff,
+            call_timeout=options.call_timeout,
+            limiter=options.rate_limiter(processes),
+            on_retry=on_retry,
+        )
+        return build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
+
+    def run() -> None:
+        if processes == 1:
+            agent = agent_for(on_retry)
+            run_loop(_in_process(agent, chat_model, samples, writer, options, progress))
+        else:
+            from tcbreplay._record.processes import record_in_processes
+
+            record_in_processes(
+                processes, agent_for, chat_model, samples, writer, options, progress
+            )
+
+    if hasattr(progress, "start"):
+        progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
+    summary = _record(run, samples, writer, spec.simulated, len(inputs.dataset))
+    summary.processes = processes
+    return summary
+
+
+def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> None:
+    """Refuse a run this recording cannot extend: imported, of other inputs, or with a data
+    file that is no Parquet file (its footer read only: the file is read in full when the
+    journal is folded into it, after the recording, which a broken file would have wasted)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if manifest.get("source") == "import":
+        raise InputError(f"run {run.run_id!r} was imported, not recorded: it cannot be resumed")
+    if manifest.get("fingerprint") != expected:
+        raise InputError(
+            f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",
+            hint="use another --run-id, or --overwrite to replace it",
+        )
+    for path in (run.samples_path, run.messages_path):
+        if not path.exists():
+            continue
+        try:
+            pq.read_schema(path)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise StoreError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
+
+
+class RecordInterrupted(Exception):
+    """Ctrl-C stopped a recording; everything finished so far was kept."""
+
+    def __init__(self, summary: RecordSummary) -> None:
+        super().__init__(f"recording of {summary.run_id} interrupted")
+        self.summary = summary
+
+
+def _record(
+    run: Callable[[], None],
+    samples: list[Sample],
+    writer: RunWriter,
+    simulated: bool,
+    total: int,
+) -> RecordSummary:
+    started = time.perf_counter()
+    try:
+        if samples:
+            with inline_tracing_hooks(), lean_gc():
+                run()
+    except KeyboardInterrupt:
+        summary = _finish(writer, "interrupted", time.perf_counter() - started, total)
+        summary.simulated = simulated
+        raise RecordInterrupted(summary) from None
+    except BaseException:
+        _finish(writer, "failed", time.perf_counter() - started, total)
+        raise
+    summary = _finish(writer, "complete", time.perf_counter() - started, total)
+    summary.simulated = simulated
+    summary.attempted = len(samples)
+    return summary
+
+
+def _finish(writer: RunWriter, status: str, duration: float, total: int) -> RecordSummary:
+    """Fold the journal, write totals and status into the manifest, release the run."""
+    import pyarrow.parquet as pq
+
+    try:
+        writer.fold()
+        rows = pq.read_table(writer.dir / "samples.parquet").to_pylist()
+        ok = sum(1 for r in rows if r["status"] == "ok")
+        error_types: dict[str, int] = {}
+        for r in rows:
+            if r["status"] != "ok":
+                key = r["error_type"] or r["status"]
+                error_types[key] = error_types.get(key, 0) + 1
+        tokens_in = [r["input_tokens"] for r in rows if r["input_tokens"] is not None]
+        tokens_out = [r["output_tokens"] for r in rows if r["output_tokens"] is not None]
+        totals = {
+            "samples": total,
+            "recorded": len(rows),
+            "ok": ok,
+            "errors": len(rows) - ok,
+            "retries": sum(max(0, (r["attempts"] or 1) - 1) for r in rows),
+            "input_tokens": sum(tokens_in) if tokens_in else None,
+            "output_tokens": sum(tokens_out) if tokens_out else None,
+            "duration_s": round(duration, 3),
+        }
+        if status == "complete" and len(rows) < total:
+            status = "incomplete"
+        writer.update_manifest(status=status, finished_at=utcnow().isoformat(), totals=totals)
+    finally:
+        writer.close()
+    return RecordSummary(
+        run_id=writer.run_id,
+        run_dir=str(writer.dir),
+        status=status,
+        total=total,
+        recorded=totals["recorded"],
+        ok=ok,
+        errors=totals["errors"],
+        retries=totals["retries"],
+        duration_s=duration,
+        input_tokens=totals["input_tokens"],
+        output_tokens=totals["output_tokens"],
+        error_types=error_types,
+    )
+
+
+async def _in_process(
+    agent: Any,
+    chat_model: Any,
+    samples: list[Sample],
+    writer: RunWriter,
+    options: RecordOptions,
+    progress: ProgressFn | None,
+) -> None:
+    queue: asyncio.Queue[Sample] = asyncio.Queue()
+    for sample in samples:
+        queue.put_nowait(sample)
+
+    async def worker(k: int) -> None:
+        await asyncio.sleep(k * STAGGER)
+        while True:
+            try:
+                sample = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            record = await run_sample(agent, sample, writer.run_id, options)
+            writer.append(record)
+            if progress is not None:
+                progress(record)
+
+    try:
+        await asyncio.gather(*(worker(k) for k in range(min(options.workers, len(samples)))))
+    finally:
+        await aclose_model(chat_model)
+
+
+async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:
+    """Run one sample; return its journal record (agent and provider failures become data).
+
+    Transient model-call failures are retried inside the agent (see :mod:`tcbreplay._record.agent`);
+    ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
+    """
+    started_at = utcnow()
+    t0 = time.perf_counter()
+    state = SampleState()
+    current_sample.set(state)
+    messages: list[Any] = []
+    error: BaseException | None = None
+    deadline = asyncio.timeout(options.timeout)
+    try:
+        async with deadline:
+            async for value in agent.astream(
+                {"messages": [{"role": "user", "content": sample.input}]},
+                config={
+                    "metadata": {SAMPLE_ID_KEY: sample.sample_id},
+                    "recursion_limit": options.recursion_limit,
+                },
+                stream_mode="values",
+            ):
+                messages = value["messages"]
+    except TimeoutError as exc:  # the sample's deadline, or a model call's (CallTimeout)
+        expired = deadline.expired()
+        error = (
+            SampleTimeout(f"sample did not finish within {options.timeout:g} s") if expired else exc
+        )
+    except Exception as exc:  # agent behaviour and provider failures are data
+        error = exc
+    return {
+        "run_id": run_id,
+        "sample_id": sample.sample_id,
+        "sample_index": sample.index,
+        "input": sample.input,
+        "gold": [c.to_dict() for c in sample.target],
+        "category": sample.category,
+        "status": "ok" if error is None else "error",
+        "attempts": 1 + state.retries,
+        "error_type": None if error is None else type(error).__name__,
+        "error": None if error is None else _one_line(error),
+        "started_at": started_at.isoformat(),
+        "finished_at": utcnow().isoformat(),
+        "duration_s": time.perf_counter() - t0,
+        "messages": serialize_messages(messages, state.timings),
+    }
+
+
+class SampleTimeout(TimeoutError):
+    """A sample ran past ``--timeout``."""
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error text stored with a sample: one line, without any secret a provider or a
+    proxy may have quoted (redacted before it is cut, so no part of a key is left)."""
+    text = redact(" ".join(str(exc).split())) or type(exc).__name__
+    return text[:2000]
+
+
+def _library_versions() -> dict[str, str]:
+    out = {}
+    for name in ("langchain", "langchain-core", "langgraph", "langchain-google-genai"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out

@@ -1,0 +1,1 @@
+"""_score/scorers"""

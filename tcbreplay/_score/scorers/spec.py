@@ -1,0 +1,250 @@
+"""The spec scorer over one range of samples: flat calls through the compiled kernel.
+
+Names become integer codes (one dictionary of the range's names, the tools' own names
+first), arguments texts stay Arrow byte buffers, and :mod:`tcbreplay.kernels` computes
+every per-sample number. What the kernel leaves undecided (lists or objects compared,
+objects of more than 64 keys) is judged here with :func:`tcbreplay._score.metrics.arg_verdicts`
+on ``json.loads``-ed arguments, before the pairing is chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from tcbreplay import kernels
+from tcbreplay._score.metrics import arg_verdicts
+from tcbreplay._score.translate import FlatCalls, FlatSide, Tools, read_args
+from tcbreplay.errors import StoreError
+from tcbreplay.kernels import number_locale, scratch_for, text_buffers
+
+
+@dataclass
+class SpecPart:
+    """The spec scorer's results for one range of samples (``s`` local to it)."""
+
+    scores: pl.DataFrame
+    flat: FlatCalls
+    tool_counts: pl.DataFrame
+    pairs: pl.DataFrame
+
+
+def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) -> SpecPart:
+    """Per-sample scores, the chosen pairs and per-tool counts of one range's calls."""
+    samples, agent, gold = flat.samples, flat.agent, flat.gold
+    n = samples.height
+    names, a_code, g_code = _name_codes(tools.names, agent.name, gold.name)
+    params = _params(tools, len(names))
+    a_offsets, a_data = text_buffers(agent.args)
+    g_offsets, g_data = text_buffers(gold.args)
+    a_checked = np.zeros(len(agent.s), dtype=np.bool_)
+    g_checked = np.zeros(len(gold.s), dtype=np.bool_)
+    scratch = scratch_for(a_offsets, g_offsets, params.default_offsets)
+    # most runs have fewer candidates than calls; more where sequences differ a lot
+    rows = len(agent.s) + len(gold.s) + 16
+    while True:
+        pairs = np.empty((rows, 8), dtype=np.int32)
+        tsa, tp, same, found, side, call = kernels.functions().score_samples(
+            agent.first, a_code, a_offsets, a_data, gold.first, g_code, g_offsets, g_data,
+            len(names), params.first, params.key_offsets, params.key_data, params.has_default,
+            params.default_offsets, params.default_data, rel_tol, abs_tol, a_checked,
+            g_checked, scratch, number_locale(), pairs,
+        )  # fmt: skip
+        if found >= 0:
+            break
+        rows *= 4
+    pairs = pairs[:found]
+    if side == 0:  # the arguments the pairing did not split, checked for repeated keys too
+        for side_, offsets, data, checked in ((1, a_offsets, a_data, a_checked),
+                                              (2, g_offsets, g_data, g_checked)):  # fmt: skip
+            call = kernels.functions().first_repeated_key(offsets, data, checked)
+            if call >= 0:
+                side = side_
+                break
+    if side:
+        text = (agent if side == 1 else gold).args[int(call)].as_py()
+        raise StoreError(
+            "cannot split tool-call arguments into keys: "
+            f"an arguments object repeats a key: {text[:200]}"
+        )
+    ids = samples["sample_id"]
+    _decide_pending(pairs, agent, gold, names, tools, rel_tol, abs_tol, ids)
+    chosen = kernels.functions().choose_pairs(agent.first, gold.first, same, pairs)
+    totals = kernels.functions().sample_totals(n, pairs, chosen)
+    n_pairs, invalid, valid, missing = totals
+    total = invalid + valid
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
+    scores = pl.DataFrame(
+        {
+            "sample_id": samples["sample_id"],
+            "sample_index": samples["sample_index"],
+            "category": samples["category"],
+            "status": samples["status"],
+            "n_gold": pl.Series(np.diff(gold.first), dtype=pl.Int32),
+            "n_agent": pl.Series(np.diff(agent.first), dtype=pl.Int32),
+            "tsa": pl.Series(tsa, dtype=pl.Float64).fill_nan(None),
+            "tp": pl.Series(tp, dtype=pl.Float64),
+            "ahr": pl.Series(ahr, dtype=pl.Float64).fill_nan(None),
+            "args_invalid": invalid,
+            "args_total": total,
+            "args_missing": missing,
+            "pairs": pl.Series(n_pairs, dtype=pl.Int32),
+        }
+    )
+    picked = kernels.functions().picked(pairs, chosen)
+    chosen_frame = pl.DataFrame(
+        {
+            "sample_id": samples["sample_id"].gather(picked[kernels.SAMPLE]),
+            "agent_index": picked[kernels.AGENT],
+            "gold_index": picked[kernels.GOLD],
+            "tool": names.gather(picked[kernels.TOOL]),
+            "args_invalid": picked[kernels.INVALID],
+            "args_valid": picked[kernels.VALID],
+            "args_missing": picked[kernels.MISSING],
+        }
+    )
+    return SpecPart(
+        scores=scores,
+        flat=flat,
+        tool_counts=_tool_counts(names, a_code, g_code, picked),
+        pairs=chosen_frame,
+    )
+
+
+def _name_codes(
+    declared: list[str], agent: pa.Array, gold: pa.Array
+) -> tuple[pl.Series, np.ndarray, np.ndarray]:
+    """The distinct names (declared tools first, in order) and each call's name code."""
+    sides = [_byte_table([name.encode() for name in declared])]
+    sides += [text_buffers(names) for names in (agent, gold)]
+    size = 1024
+    while True:  # a table too small for the run's distinct names is started again larger
+        slots = np.full(size, -1, dtype=np.int64)
+        dict_offsets = np.zeros(size // 2 + 1, dtype=np.int64)
+        dict_data = np.empty(size * 64, dtype=np.uint8)
+        state = np.zeros(2, dtype=np.int64)
+        codes = [np.empty(len(offsets) - 1, dtype=np.int32) for offsets, _ in sides]
+        if all(
+            kernels.functions().encode_texts(
+                offsets, data, slots, dict_offsets, dict_data, state, out
+            )
+            for (offsets, data), out in zip(sides, codes, strict=True)
+        ):
+            break
+        size *= 8
+    count = int(state[0])
+    texts = dict_data[: int(state[1])].tobytes()
+    names = [texts[dict_offsets[k] : dict_offsets[k + 1]].decode() for k in range(count)]
+    return pl.Series(names, dtype=pl.String), codes[1], codes[2]
+
+
+def _params(tools: Tools, codes: int) -> kernels.Params:
+    """The tools' parameters by name code (code t < len(tools.names) is tool t)."""
+    counts = np.zeros(codes, dtype=np.int64)
+    counts[: len(tools.params)] = [len(p) for p in tools.params]
+    first = np.zeros(codes + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    rows = [row for tool in tools.params for row in tool]
+    key_offsets, key_data = _byte_table([key for key, _ in rows])
+    default_offsets, default_data = _byte_table([d or b"" for _, d in rows])
+    return kernels.Params(
+        first=first,
+        key_offsets=key_offsets,
+        key_data=key_data,
+        has_default=np.array([d is not None for _, d in rows], dtype=np.bool_),
+        default_offsets=default_offsets,
+        default_data=default_data,
+    )
+
+
+def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in texts], out=offsets[1:])
+    data = np.frombuffer(b"".join(texts) + b"\0", dtype=np.uint8)
+    return offsets, data
+
+
+def _decide_pending(
+    pairs: np.ndarray, agent: FlatSide, gold: FlatSide, names: pl.Series, tools: Tools,
+    rel_tol: float, abs_tol: float, samples: list[str],
+) -> None:  # fmt: skip
+    """Judge in Python the candidate pairs the kernel left pending (in place); ``samples``
+    are the range's sample ids, for errors."""
+    for k in np.flatnonzero(pairs[:, kernels.PENDING]):
+        s, i, j, tool = (
+            int(x) for x in pairs[k, [kernels.SAMPLE, kernels.AGENT, kernels.GOLD, kernels.TOOL]]
+        )
+        sample = f"sample {samples[s]!r}: "
+        agent_args = _object(agent.args[int(agent.first[s]) + i].as_py(), sample + f"call {i}: ")
+        gold_args = _object(gold.args[int(gold.first[s]) + j].as_py(), sample + f"gold call {j}: ")
+        name = names[tool]
+        verdicts = arg_verdicts(agent_args, gold_args, tools.properties.get(name), rel_tol, abs_tol)
+        invalid = sum(v != "ok" for v in verdicts.values())
+        pairs[k, kernels.INVALID] = invalid
+        pairs[k, kernels.VALID] = len(verdicts) - invalid
+        pairs[k, kernels.MISSING] = sum(key not in agent_args for key in gold_args)
+        pairs[k, kernels.PENDING] = 0
+
+
+def _object(text: str, where: str) -> dict[str, Any]:
+    """The arguments text as the spec reads it (anything but an object has no keys)."""
+    value = read_args(text, where)
+    return value if isinstance(value, dict) else {}
+
+
+def _tool_counts(
+    names: pl.Series, a_code: np.ndarray, g_code: np.ndarray, chosen: np.ndarray
+) -> pl.DataFrame:
+    """Per tool name called by the agent or gold: gold and agent calls, chosen pairs and
+    their argument counts."""
+    totals = kernels.functions().tool_totals(len(names), a_code, g_code, chosen)
+    columns = ("gold_calls", "agent_calls", "paired", "args_invalid", "args_total", "args_missing")
+    table = pl.DataFrame(
+        {"tool": names, **{column: totals[:, k] for k, column in enumerate(columns)}}
+    )
+    return table.filter((pl.col("gold_calls") > 0) | (pl.col("agent_calls") > 0))
+
+
+def warm() -> None:
+    """Load every kernel scoring runs, by scoring two tiny samples: just-in-time kernels are
+    compiled the first time on a machine (numba caches them beside the sources) and loaded
+    from that cache later; ahead-of-time ones are only imported (a few milliseconds)."""
+
+    def side(s: list[int], names: list[str], args: list[str]) -> FlatSide:
+        at = np.array(s, dtype=np.int64)
+        return FlatSide(
+            s=at, name=pa.array(names), args=pa.array(args), first=np.searchsorted(at, [0, 1, 2])
+        )
+
+    samples = pl.DataFrame(
+        {"sample_id": ["a", "b"], "sample_index": [0, 1], "category": [None, None],
+         "status": ["ok", "ok"]},
+        schema_overrides={"sample_index": pl.Int32, "category": pl.String},
+    ).with_row_index("s")  # fmt: skip
+    flat = FlatCalls(
+        samples=samples,
+        agent=side([0, 0, 1], ["f", "g", "f"], ['{"x":1.5}', '{"y":[1]}', "{}"]),
+        gold=side([0, 1, 1], ["f", "g", "f"], ['{"x":1}', "{}", '{"z":true}']),
+    )
+    tools = Tools(names=["f"], params=[[(b"x", b"1")]], properties={"f": {"x": {"default": 1}}})
+    score_part(flat, tools, 1e-9, 1e-9)
+    order = np.arange(2, dtype=np.int64)
+    kernels.functions().positions(order, order)
+    kernels.functions().in_call_order(order, order)
+    text = np.frombuffer(b'[{"name":"f","args":{}}]', dtype=np.uint8)
+    bounds = np.array([0, len(text)], dtype=np.int64)
+    row, lo, hi, args_lo, args_hi = (np.empty(1, dtype=np.int64) for _ in range(5))
+    kernels.functions().split_calls(
+        bounds, text, row, np.empty(1, np.int8), lo, hi, args_lo, args_hi
+    )
+    kernels.functions().span_texts(text, lo, hi, text, np.empty(2, dtype=np.int64))
+    inputs = kernels.text_buffers(pa.array(["x", "y"]))
+    kernels.functions().dashboard_samples(
+        order, order, *inputs, np.ones(2, bool), *flat.agent.buffers(), *flat.gold.buffers(),
+        np.empty(1024, dtype=np.uint8),
+    )  # fmt: skip

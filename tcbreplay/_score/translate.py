@@ -1,0 +1,348 @@
+"""Raw messages to tool-call rows, by the SQL in ``queries/`` over the store's views.
+
+Nothing here imports LangChain: the serialized messages are read as JSON. Scoring
+reads every AI message once (``score_agent_calls.sql``: its tool calls as JSON text, which
+:mod:`tcbreplay.kernels.calls` splits) and keeps the calls flat as Arrow arrays in sample
+and call order, with ``s`` (the sample's position in sample order); as tables, calls are
+numbered ``i`` (agent) and ``j`` (gold) within their sample. Also here: the tools'
+parameters as scoring reads them (:func:`tools_table`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tcbreplay import kernels
+from tcbreplay._inputs import limits
+from tcbreplay._score.metrics import tool_properties
+from tcbreplay._store.views import first_line, query_text
+from tcbreplay.errors import StoreError
+
+
+@dataclass
+class CallTables:
+    """The calls of one run, flat: samples (``s``), agent calls (``s``, ``i``), gold calls
+    (``s``, ``j``); each call with ``name`` and ``args`` (canonical JSON text)."""
+
+    samples: pl.DataFrame
+    agent: pl.DataFrame
+    gold: pl.DataFrame
+
+
+# what a name or arguments left out read as (bytes at an address compiled code can take)
+_NO_NAME = np.frombuffer(b"\0", np.uint8)[:0]
+_NO_ARGS = np.frombuffer(b"{}", np.uint8)
+# rows per Arrow batch of a query's result: all of them
+_ONE_BATCH = 1 << 40
+# every sample index (the store's sample_index is a 32-bit integer)
+ALL_SAMPLES = (-(2**31), 2**31)
+
+
+def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int, int]]:
+    """The run's sample indexes cut into at most ``parts`` ranges ``(lo, hi)``, ascending."""
+    try:
+        rows = con.execute(query_text("score_split"), {"parts": max(1, parts)}).fetchall()
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot read the run's samples: {first_line(exc)}") from exc
+    if rows:
+        for count, column in zip(rows[0][:2], ("sample_index", "sample_id"), strict=True):
+            if count:
+                raise StoreError(f"samples.parquet: {count} samples have no {column}")
+    return [(lo, hi) for *_, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
+
+
+@dataclass
+class FlatSide:
+    """One side's calls of a range of samples, flat, sorted by sample and call order: each
+    call's sample position ``s``, its ``name`` and ``args`` (canonical JSON text), and each
+    sample's first call (``first``, one entry more than samples)."""
+
+    s: np.ndarray
+    name: pa.Array
+    args: pa.Array
+    first: np.ndarray
+
+    def buffers(self) -> tuple[np.ndarray, ...]:
+        """As compiled code takes the calls: ``first``, then the names' and the arguments'
+        offsets and bytes (see :func:`tcbreplay.kernels.text_buffers`)."""
+        return (self.first, *kernels.text_buffers(self.name), *kernels.text_buffers(self.args))
+
+    def index(self) -> np.ndarray:
+        """Each call's number within its sample."""
+        return np.arange(len(self.s), dtype=np.int64) - self.first[self.s]
+
+    @classmethod
+    def of_frame(cls, frame: pl.DataFrame, n: int) -> FlatSide:
+        """The calls of a table of ``n`` samples' calls (``s``, ``name``, ``args``), sorted."""
+        s = frame["s"].to_numpy()
+        return cls(
+            s=s, name=frame["name"].to_arrow(), args=frame["args"].to_arrow(), first=_firsts(s, n)
+        )
+
+    def frame(self, index: str) -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "s": self.s,
+                index: self.index(),
+                "name": pl.from_arrow(self.name),
+                "args": pl.from_arrow(self.args),
+            }
+        )
+
+
+@dataclass
+class FlatCalls:
+    """The samples of a range (``s``: position in sample order) and their calls, flat."""
+
+    samples: pl.DataFrame
+    agent: FlatSide
+    gold: FlatSide
+
+    def tables(self) -> CallTables:
+        return CallTables(
+            samples=self.samples, agent=self.agent.frame("i"), gold=self.gold.frame("j")
+        )
+
+    @classmethod
+    def of_tables(cls, tables: CallTables) -> FlatCalls:
+        n = tables.samples.height
+        return cls(
+            samples=tables.samples,
+            agent=FlatSide.of_frame(tables.agent, n),
+            gold=FlatSide.of_frame(tables.gold, n),
+        )
+
+
+def load_calls(
+    con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES
+) -> CallTables:
+    """:func:`load_flat` as Polars tables."""
+    return load_flat(con, samples).tables()
+
+
+def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES) -> FlatCalls:
+    """Parse the gold calls and every AI message's tool calls of the samples whose
+    ``sample_index`` is in ``samples`` (``lo <= index < hi``), once."""
+    bounds = {"lo": samples[0], "hi": samples[1]}
+    try:
+        # in one batch each: no chunks to put together afterwards
+        gold_lists = con.sql(query_text("score_gold_calls"), params=bounds).to_arrow_table(
+            _ONE_BATCH
+        )
+        ai = con.sql(query_text("score_agent_calls"), params=bounds).to_arrow_table(_ONE_BATCH)
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}"
+        ) from exc
+    order = _int64(gold_lists["sample_index"])
+    if len(order) and np.any(np.diff(order) <= 0):
+        gold_lists = gold_lists.take(np.argsort(order, kind="stable"))
+        order = _int64(gold_lists["sample_index"])
+        if np.any(np.diff(order) == 0):
+            raise StoreError("samples.parquet: sample_index values are not unique")
+    n = len(order)
+    frame = pl.from_arrow(gold_lists.select(["sample_id", "sample_index", "category", "status"]))
+    assert isinstance(frame, pl.DataFrame)
+    gold = _flat_side(np.arange(n), gold_lists["calls"], n)
+    if gold.name.null_count:
+        first_unnamed = int(np.flatnonzero(gold.name.is_null().to_numpy(zero_copy_only=False))[0])
+        sample_id = frame["sample_id"][int(gold.s[first_unnamed])]
+        raise StoreError(f"samples.parquet: sample {sample_id!r} has a gold call without a name")
+    kernel = kernels.functions()
+    s, known = kernel.positions(order, _int64(ai["sample_index"]))
+    if not known.all():  # messages of samples the run does not hold are left out
+        ai = ai.filter(pa.array(known))
+        s = s[known]
+    position = ai["position"]
+    if position.null_count or not kernel.in_call_order(s, _int64(position)):
+        # in sample and message order (a message without a position first; the sort is
+        # stable)
+        keys = pa.table({"s": s, "position": position})
+        at = pc.sort_indices(
+            keys, sort_keys=[("s", "ascending", "at_start"), ("position", "ascending", "at_start")]
+        )
+        ai = ai.take(at)
+        s = s[at.to_numpy()]
+    return FlatCalls(
+        samples=frame.with_row_index("s"),
+        agent=_split_calls(con, s, ai["tool_calls"], n),
+        gold=gold,
+    )
+
+
+def _split_calls(
+    con: duckdb.DuckDBPyConnection, s: np.ndarray, lists: pa.ChunkedArray, n: int
+) -> FlatSide:
+    """The calls of the tool-call list texts ``lists`` (the text at row k belongs to sample
+    ``s[k]``, ``s`` ascending), flat: see :mod:`tcbreplay.kernels.calls`. Arguments left out
+    read as ``{}`` and names left out as ``''``."""
+    offsets, data = kernels.text_buffers(_combined(lists))
+    room = 2 * (len(offsets) - 1) + 16  # most messages have fewer calls
+    while True:
+        row = np.empty(room, dtype=np.int64)
+        kind = np.empty(room, dtype=np.int8)
+        spans = [np.empty(room, dtype=np.int64) for _ in range(4)]
+        count = kernels.functions().split_calls(offsets, data, row, kind, *spans)
+        if count >= 0:
+            break
+        room *= 4
+    name_lo, name_hi, args_lo, args_hi = (span[:count] for span in spans)
+    name = _texts(data, name_lo, name_hi, _NO_NAME)
+    kind = kind[:count]
+    by_duckdb = np.flatnonzero((kind == kernels.NAME_ESCAPED) | (kind == kernels.NAME_VALUE))
+    if len(by_duckdb):  # names with escapes or of other values: DuckDB reads them as text
+        texts = name.take(pa.array(by_duckdb)).to_pylist()
+        read = con.execute(query_text("json_values_as_text"), {"texts": texts}).fetchall()[0][0]
+        names = name.to_pylist()
+        for k, value in zip(by_duckdb.tolist(), read, strict=True):
+            names[k] = value
+        name = pa.array(names, pa.large_string())
+    calls_s = s[row[:count]]
+    return FlatSide(
+        s=calls_s,
+        name=name,
+        args=_texts(data, args_lo, args_hi, _NO_ARGS),
+        first=_firsts(calls_s, n),
+    )
+
+
+def _texts(data: np.ndarray, lo: np.ndarray, hi: np.ndarray, fill: np.ndarray) -> pa.Array:
+    """The byte ranges ``data[lo:hi]`` (``fill`` where ``lo`` is -1) as Arrow text."""
+    offsets = np.empty(len(lo) + 1, dtype=np.int64)
+    out = kernels.functions().span_texts(data, lo, hi, fill, offsets)
+    return pa.Array.from_buffers(
+        pa.large_string(), len(lo), [None, pa.py_buffer(offsets), pa.py_buffer(out)]
+    )
+
+
+@dataclass
+class Tools:
+    """The run's tools as scoring needs them: names, and each tool's parameters with their
+    names escaped and defaults written as DuckDB writes JSON (so bytes compare as values)."""
+
+    names: list[str]
+    # per tool: (escaped parameter name, canonical default text or None)
+    params: list[list[tuple[bytes, bytes | None]]]
+    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def tools_table(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]]) -> Tools:
+    """:class:`Tools` of tool specs (see :func:`tcbreplay._score.metrics.tool_properties` for a name
+    declared twice)."""
+    properties = tool_properties(specs)
+    rows = [
+        (t, key, json.dumps(schema["default"]) if _has_default(schema) else None)
+        for t, props in enumerate(properties.values())
+        for key, schema in props.items()
+    ]
+    texts: list[tuple[Any, ...]] = []
+    if rows:
+        frame = pa.table(
+            {
+                "t": [r[0] for r in rows],
+                "k": [r[1] for r in rows],
+                "d": pa.array([r[2] for r in rows], pa.string()),
+            }
+        )
+        cur = con.cursor()
+        try:
+            cur.register("_params", frame)
+            texts = cur.sql(
+                "select t, to_json(k)::varchar, json(d)::varchar from _params"
+            ).fetchall()
+        finally:
+            cur.close()
+    params: list[list[tuple[bytes, bytes | None]]] = [[] for _ in properties]
+    for t, key, default in texts:
+        params[t].append((key.encode()[1:-1], None if default is None else default.encode()))
+    return Tools(names=list(properties), params=params, properties=properties)
+
+
+def _has_default(schema: Any) -> bool:
+    return isinstance(schema, dict) and "default" in schema
+
+
+def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    # a writable copy, always: the compiled kernels are built for writable arrays
+    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C", "W"])
+
+
+def _flat_side(s: np.ndarray, lists: pa.ChunkedArray, n: int) -> FlatSide:
+    """The calls of lists ``lists`` (the list at row k belongs to sample ``s[k]``, ``s``
+    ascending), flat: arguments left out read as ``{}``."""
+    calls = _combined(lists)
+    lengths = pc.fill_null(pc.list_value_length(calls), 0).to_numpy()
+    name, args = calls.flatten().flatten()  # (list nulls and struct nulls respected)
+    flat_s = np.repeat(s, lengths)
+    return FlatSide(s=flat_s, name=name, args=_filled(args, "{}"), first=_firsts(flat_s, n))
+
+
+def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(column, pa.Array):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _filled(column: pa.ChunkedArray | pa.Array, value: str) -> pa.Array:
+    column = _combined(column)
+    return pc.fill_null(column, value) if column.null_count else column
+
+
+def _firsts(s: np.ndarray, n: int) -> np.ndarray:
+    """Each of ``n`` samples' first row among rows of samples ``s`` (ascending), and the end."""
+    return np.searchsorted(s, np.arange(n + 1))
+
+
+def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, int]) -> str | None:
+    """Which stored text is not valid JSON, named by file, sample and message position."""
+    try:
+        rows = con.execute(query_text("score_malformed"), bounds).fetchall()
+    except duckdb.Error:
+        return None
+    for file, sample_id, position in rows:
+        what = (
+            "its gold calls are"
+            if position is None
+            else f"its AI message at position {position} is"
+        )
+        return f"{file}: sample {sample_id!r}: {what} not valid JSON"
+    return None
+
+
+def read_args(text: str, where: str = "") -> Any:
+    """An arguments text (canonical JSON from DuckDB) as a Python value; ``where`` (such as
+    ``sample 'x': ``) starts the error's message."""
+    try:
+        return limits.loads(text)
+    except limits.LimitError as exc:  # written by hand, or by a version without the limits
+        raise StoreError(
+            f"{where}tool-call arguments hold {exc.problem}: {text[:80]}", hint=limits.HINT
+        ) from None
+    except ValueError as exc:  # DuckDB reads number words (nan, inf) Python's reader refuses
+        raise StoreError(
+            f"{where}tool-call arguments are not JSON that Python reads: {text[:200]}"
+        ) from exc
+
+
+def agent_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every agent tool call: sample_id, call_index, name, args (JSON text), position."""
+    return con.sql(
+        "select sample_id, call_index, name, args::varchar as args, position "
+        "from tool_calls order by sample_id, call_index"
+    ).pl()
+
+
+def gold_calls(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every gold call: sample_id, call_index, name, args (JSON text)."""
+    return con.sql(
+        "select sample_id, call_index, name, args::varchar as args "
+        "from gold_calls order by sample_id, call_index"
+    ).pl()

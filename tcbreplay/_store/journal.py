@@ -1,0 +1,186 @@
+"""A run's journal: finished samples appended as JSON lines, then folded into Parquet.
+
+Appends survive a crash of the writer; a torn last line (a crash mid-write) is
+skipped when read and cut before new lines are appended. Folding merges the journal
+with the Parquet files already there (the latest record of a sample wins) and is
+safe to repeat after a crash at any point.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tcbreplay._inputs import limits
+from tcbreplay._store.runs import (
+    JOURNAL,
+    MESSAGES,
+    MESSAGES_SCHEMA,
+    SAMPLES,
+    SAMPLES_SCHEMA,
+    _write_parquet,
+    write_messages,
+)
+from tcbreplay.errors import StoreError
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a half-written last line (a crash mid-append) so new lines start clean."""
+    if not path.exists():
+        return
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        chunk = min(size, 1 << 20)
+        while True:
+            f.seek(size - chunk)
+            data = f.read(chunk)
+            cut = data.rfind(b"\n")
+            if cut >= 0 or chunk == size:
+                f.truncate(size - chunk + cut + 1 if cut >= 0 else 0)
+                return
+            chunk = min(size, chunk * 2)
+
+
+# what every journal record holds (see sample_rows and message_rows)
+_RECORD_KEYS = ("run_id", "sample_id", "sample_index", "input", "gold", "status")
+
+
+def read_journal(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield complete journal lines; a torn last line (a crash mid-write) is skipped, and
+    any other line that is not a sample record is an error naming it."""
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break
+            try:
+                record = limits.loads(line.decode("utf-8"), first_line=number)
+            except UnicodeDecodeError as exc:
+                raise StoreError(f"{path}: line {number}: not UTF-8 text") from exc
+            except json.JSONDecodeError as exc:
+                raise StoreError(f"{path}: line {number}: not valid JSON: {exc}") from exc
+            except limits.LimitError as exc:
+                raise StoreError(f"{path}: line {number}: {exc.problem}") from exc
+            if not isinstance(record, dict) or any(key not in record for key in _RECORD_KEYS):
+                raise StoreError(
+                    f"{path}: line {number}: not a sample record (needs {', '.join(_RECORD_KEYS)})"
+                )
+            yield record
+
+
+def fold_journal(run_dir: Path) -> None:
+    """Merge journal records into the Parquet files (latest record per sample wins).
+
+    Both files are rewritten through temporary names and renamed, messages first;
+    the journal is removed last, so a crash at any point can be folded again.
+    """
+    journal_path = run_dir / JOURNAL
+    records: dict[str, dict[str, Any]] = {}
+    for record in read_journal(journal_path):
+        records[record["sample_id"]] = record
+    if not records and (run_dir / SAMPLES).exists():
+        journal_path.unlink(missing_ok=True)
+        return
+    keep = set(records)
+    samples = [_old_rows(run_dir / SAMPLES, SAMPLES_SCHEMA, keep)]
+    messages = [_old_rows(run_dir / MESSAGES, MESSAGES_SCHEMA, keep)]
+    samples.append(_table(sample_rows(records.values()), SAMPLES_SCHEMA))
+    messages.append(_table(message_rows(records.values()), MESSAGES_SCHEMA))
+    sample_table = pa.concat_tables(samples).sort_by("sample_index")
+    order = {sid: i for i, sid in enumerate(sample_table["sample_id"].to_pylist())}
+    message_table = pa.concat_tables(messages)
+    keys = [order[s] for s in message_table["sample_id"].to_pylist()]
+    message_table = message_table.append_column("_k", pa.array(keys, pa.int64()))
+    message_table = message_table.sort_by([("_k", "ascending"), ("position", "ascending")])
+    message_table = message_table.drop_columns(["_k"])
+    write_messages(message_table, run_dir / MESSAGES)
+    _write_parquet(sample_table, run_dir / SAMPLES)
+    journal_path.unlink(missing_ok=True)
+
+
+def _old_rows(path: Path, schema: pa.Schema, drop: set[str]) -> pa.Table:
+    if not path.exists():
+        return schema.empty_table()
+    table = pq.read_table(path, schema=schema)
+    if drop:
+        mask = [s not in drop for s in table["sample_id"].to_pylist()]
+        table = table.filter(pa.array(mask, pa.bool_()))
+    return table
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``samples.parquet`` from journal records."""
+    rows = []
+    for r in records:
+        msgs = r.get("messages", [])
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "sample_id": r["sample_id"],
+                "sample_index": r["sample_index"],
+                "input": r["input"],
+                "gold": json.dumps(r["gold"], ensure_ascii=False),
+                "category": r.get("category"),
+                "status": r["status"],
+                "attempts": r.get("attempts", 0),
+                "error_type": r.get("error_type"),
+                "error": r.get("error"),
+                "started_at": _ts(r.get("started_at")),
+                "finished_at": _ts(r.get("finished_at")),
+                "duration_s": r.get("duration_s"),
+                "n_messages": len(msgs),
+                "input_tokens": _sum(m.get("input_tokens") for m in msgs),
+                "output_tokens": _sum(m.get("output_tokens") for m in msgs),
+            }
+        )
+    return rows
+
+
+def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``messages.parquet`` from journal records."""
+    rows = []
+    for r in records:
+        for position, m in enumerate(r.get("messages", [])):
+            rows.append(
+                {
+                    "run_id": r["run_id"],
+                    "sample_id": r["sample_id"],
+                    "sample_index": r["sample_index"],
+                    "position": position,
+                    "type": m["type"],
+                    "message": m["message"],
+                    "input_tokens": m.get("input_tokens"),
+                    "output_tokens": m.get("output_tokens"),
+                    "total_tokens": m.get("total_tokens"),
+                    "latency_s": m.get("latency_s"),
+                }
+            )
+    return rows
+
+
+def _ts(value: Any) -> dt.datetime | None:
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    return dt.datetime.fromisoformat(value)
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None

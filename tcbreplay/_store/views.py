@@ -1,0 +1,527 @@
+"""The store as DuckDB views on a locked-down connection, and the SQL files that query it.
+
+Views (names are stable; queries use them, never file paths):
+``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
+Once the views exist, the connection may read the files of the runs' folders only,
+cannot load extensions, and its configuration is locked; :func:`run_sql` also
+refuses every statement that is not a query.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from tcbreplay._analysis.query_limits import memory_error, run_statements
+from tcbreplay._analysis.statements import check_read_only
+from tcbreplay._machine import usable_cores
+from tcbreplay._store.files import remove, writing
+from tcbreplay._store.runs import (
+    MESSAGES_SCHEMA,
+    SAMPLES_SCHEMA,
+    SCORES,
+    Run,
+    Store,
+    output_target,
+    validate_run_id,
+)
+from tcbreplay._store.sandbox import lock_down, open_connection, sandbox_config, spill_dir
+from tcbreplay.errors import (
+    InputError,
+    QueryError,
+    SkippedRunWarning,
+    StoreError,
+    TcbReplayWarning,
+    first_line,
+)
+
+_PACKAGE_QUERIES = Path(__file__).parents[1] / "queries"  # inside a built wheel
+_SOURCE_QUERIES = Path(__file__).parents[2] / "queries"  # in a source checkout
+
+SCORES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scoring", pa.string()),
+        ("sample_id", pa.string()),
+        ("sample_index", pa.int32()),
+        ("category", pa.string()),
+        ("status", pa.string()),
+        ("n_gold", pa.int32()),
+        ("n_agent", pa.int32()),
+        ("tsa", pa.float64()),
+        ("tp", pa.float64()),
+        ("ahr", pa.float64()),
+        ("args_invalid", pa.int64()),
+        ("args_total", pa.int64()),
+        ("args_missing", pa.int64()),
+        ("pairs", pa.int32()),
+    ]
+)
+
+
+def queries_dir() -> Path:
+    """Where the SQL files are: inside the package when installed from a wheel."""
+    return _PACKAGE_QUERIES if _PACKAGE_QUERIES.is_dir() else _SOURCE_QUERIES
+
+
+@cache
+def query_text(name: str) -> str:
+    """The text of ``queries/<name>.sql``."""
+    path = queries_dir() / f"{name}.sql"
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise QueryError(f"no query named {name!r} ({path})") from exc
+
+
+def connect(
+    store: Store | None = None,
+    runs: Iterable[Run] | None = None,
+    *,
+    with_scores: bool = True,
+    lock: bool = True,
+    threads: int | None = None,
+    memory_limit: str | None = None,
+) -> duckdb.DuckDBPyConnection:
+    """Open an in-memory DuckDB connection with the store's runs bound to the views
+    (``threads``: DuckDB's threads, by default one per core; ``memory_limit``: DuckDB's,
+    such as '4GB' or '50%', by default DuckDB's own). ``lock``: the connection may then read
+    the runs' folders only (see :mod:`tcbreplay._store.sandbox`)."""
+    if runs is not None:  # runs named by the caller: a file they cannot read is an error
+        run_list = list(runs)
+        for run in run_list:
+            _check_run_files(run)
+    else:
+        run_list = readable_runs(store) if store else []
+    if not lock:
+        con = _new_connection(threads)
+        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        return con
+    spill = spill_dir()
+    con = open_connection(
+        {"threads": threads or usable_cores(), **sandbox_config(spill, memory_limit)}
+    )
+    try:
+        con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
+        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        lock_down(con, [r.dir.resolve() for r in run_list], spill)
+    except BaseException as exc:
+        con.close()
+        if isinstance(exc, duckdb.OutOfMemoryException):  # a memory limit too small for any
+            raise memory_error(exc, memory_limit or "DuckDB's default") from exc
+        raise
+    return con
+
+
+def readable_runs(store: Store) -> list[Run]:
+    """The store's runs whose manifest and files can be read. Each other run is left out
+    with a :class:`SkippedRunWarning` that says what is wrong, so that one broken run does
+    not hide the others from store-wide views."""
+    if not store.root.is_dir():
+        warnings.warn(
+            TcbReplayWarning(f"{store.root}: no such store folder, so there are no runs"),
+            stacklevel=2,
+        )
+        return []
+    readable = []
+    root = store.root.resolve()
+    for run in store.runs():
+        try:
+            try:
+                validate_run_id(run.run_id)
+            except InputError as exc:  # a folder renamed by hand: no command could name it
+                raise StoreError(f"{run.dir}: {exc}; rename the folder") from exc
+            _check_in_store(run, root)
+            run.manifest  # noqa: B018 (read and checked on first use)
+            _check_run_files(run)
+        except StoreError as exc:
+            warnings.warn(SkippedRunWarning(f"left out run {run.run_id!r}: {exc}"), stacklevel=2)
+            continue
+        readable.append(run)
+    return readable
+
+
+def _check_in_store(run: Run, root: Path) -> None:
+    """Refuse a run folder that is a symbolic link: the views read only folders that are in
+    the store folder itself (SQL may read them, and nothing outside them)."""
+    target = run.dir.resolve()
+    if target != root / run.dir.name:
+        raise StoreError(
+            f"{run.dir}: a symbolic link to {target}; the views read only run folders that are "
+            "in the store folder itself (copy the run into it)"
+        )
+
+
+def _check_run_files(run: Run) -> None:
+    """Refuse a run whose Parquet files are not in the store format (footers only), or are
+    symbolic links out of the run folder."""
+    if run.has_data():
+        for path, schema in ((run.samples_path, SAMPLES_SCHEMA),
+                             (run.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
+            _check_inside(path, run)
+            _check_columns(path, schema)
+
+
+def _check_inside(path: Path, run: Run) -> None:
+    """Refuse a run file that is a symbolic link out of its run folder: the connection may
+    read only the run folders."""
+    target = path.resolve()
+    if not target.is_relative_to(run.dir.resolve()):
+        raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
+
+
+def _readable_scores(run_list: list[Run]) -> list[Path]:
+    """The latest scores file of each run that has a readable one; an unreadable one is left
+    out of the ``scores`` view with a warning (the run's traces stay in the other views)."""
+    files = []
+    for run in run_list:
+        path = latest_scores_file(run)
+        if path is None:
+            continue
+        try:
+            _check_inside(path, run)
+            _check_columns(path, SCORES_SCHEMA)
+        except StoreError as exc:
+            warnings.warn(
+                SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
+                stacklevel=3,
+            )
+            continue
+        files.append(path)
+    return files
+
+
+def _create_views(
+    con: duckdb.DuckDBPyConnection, run_list: list[Run], *, with_scores: bool, materialize: bool
+) -> None:
+    """Create the views (``materialize``: the manifest tables are stored, for a catalog file)."""
+    con.execute(query_text("macros"))
+    _bind_files(con, "samples", [r.samples_path for r in run_list if r.has_data()], SAMPLES_SCHEMA)
+    _bind_files(
+        con, "messages", [r.messages_path for r in run_list if r.has_data()], MESSAGES_SCHEMA
+    )
+    con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
+    con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
+    _bind_files(con, "scores", _readable_scores(run_list) if with_scores else [], SCORES_SCHEMA)
+    kind = "table" if materialize else "view"
+    con.register("_runs_table", _runs_table(run_list))
+    con.execute(f"create or replace {kind} runs as select * from _runs_table")
+    con.register("_tools_table", _tools_table(run_list))
+    con.execute(
+        f"create or replace {kind} tools as select run_id, tool, description, param, has_default,"
+        " default_value::json as default_value from _tools_table"
+    )
+    if materialize:
+        con.unregister("_runs_table")
+        con.unregister("_tools_table")
+
+
+def write_catalog(store: Store, path: Path) -> list[str]:
+    """Write a DuckDB database file holding the store's views, for any DuckDB client.
+
+    Views point at the run files by absolute path; ``runs`` and ``tools`` are tables.
+    Re-run it after recording or scoring to include new runs. Returns the run ids.
+    """
+    import shutil
+    import tempfile
+
+    store.check_output(path)
+    runs = readable_runs(store)
+    target, special = output_target(path)
+    if special:
+        # DuckDB writes no database into a FIFO or a device: it is built in a temporary
+        # directory and its bytes written to the path
+        with tempfile.TemporaryDirectory(prefix="tcbreplay-catalog-") as folder:
+            tmp = Path(folder) / "catalog.duckdb"
+            _build_catalog(runs, tmp, path)
+            try:
+                with tmp.open("rb") as src, open(target, "wb") as out:
+                    shutil.copyfileobj(src, out)
+            except OSError as exc:
+                reason = exc.strerror or first_line(exc)
+                raise InputError(f"{path}: cannot write the catalog: {reason}") from exc
+    else:
+        tmp = target.with_name(target.name + ".tmp")
+        _build_catalog(runs, tmp, path)
+        with writing(path, tmp, error=InputError):
+            tmp.replace(target)
+    return [r.run_id for r in runs]
+
+
+def _build_catalog(runs: list[Run], tmp: Path, path: Path) -> None:
+    """Write the catalog database of ``runs`` to ``tmp`` (errors name ``path``); a failed or
+    interrupted write removes it."""
+    # DuckDB keeps a write-ahead log beside the database until it is checkpointed
+    temps = (tmp, tmp.with_name(tmp.name + ".wal"))
+    try:
+        for name in temps:
+            name.unlink(missing_ok=True)
+        con = duckdb.connect(str(tmp))
+    except (OSError, duckdb.Error) as exc:
+        for name in temps:
+            remove(name)
+        raise InputError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
+    try:
+        try:
+            _create_views(con, runs, with_scores=True, materialize=True)
+            con.execute("checkpoint")
+        finally:
+            con.close()
+    except BaseException as exc:
+        # a failed or interrupted write leaves no half-written database beside the target
+        for name in temps:
+            remove(name)
+        if isinstance(exc, duckdb.Error):
+            raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
+        raise
+    remove(temps[1])
+
+
+def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
+    """A connection whose ``samples`` and ``messages`` tables are copies of Arrow tables."""
+    con = _new_connection()
+    con.execute(query_text("macros"))
+    # tables, not registered views: a cursor of the connection (another thread) sees them
+    for name, table, schema in (
+        ("samples", samples, SAMPLES_SCHEMA),
+        ("messages", messages, MESSAGES_SCHEMA),
+    ):
+        con.register("_input", table.cast(schema))
+        con.execute(f"create table {name} as select * from _input")
+        con.unregister("_input")
+    con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
+    con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
+    return con
+
+
+def _new_connection(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(config={"threads": threads or usable_cores()})
+    con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
+    return con
+
+
+# Where the run directory sits in each view's file paths: the run id is its name.
+_RUN_DIR_PATTERN = {
+    "samples": r"([^/]+)/[^/]+$",
+    "messages": r"([^/]+)/[^/]+$",
+    "scores": r"([^/]+)/scores/[^/]+/[^/]+$",
+}
+
+
+def _bind_files(
+    con: duckdb.DuckDBPyConnection, view: str, files: list[Path], schema: pa.Schema
+) -> None:
+    """Bind a view to Parquet files; ``run_id`` is the name of each file's run directory, so a
+    run directory copied or renamed is seen under its new name."""
+    if files:  # checked by the caller (_check_run_files, _readable_scores)
+        listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
+        pattern = _sql_string(_RUN_DIR_PATTERN[view])
+        con.execute(
+            f"create or replace view {view} as select * exclude (filename) "
+            f"replace (regexp_extract(filename, {pattern}, 1) as run_id) "
+            f"from read_parquet([{listing}], filename = true)"
+        )
+    else:
+        columns = ", ".join(f"null::{_duck_type(f.type)} as {f.name}" for f in schema)
+        con.execute(f"create or replace view {view} as select {columns} where false")
+
+
+def _check_columns(path: Path, schema: pa.Schema) -> None:
+    """Refuse a run file without the store's columns, or with a column of another kind of
+    type (text, integers, numbers, times; a column of nulls only fits any), read from its
+    footer only."""
+    import pyarrow.parquet as pq
+
+    try:
+        found = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
+    missing = [name for name in schema.names if name not in found.names]
+    if missing:
+        raise StoreError(
+            f"{path}: no column {', '.join(missing)}; the file is not in this tcbreplay's "
+            "store format (written by another tool or an older version?)"
+        )
+    for field in schema:
+        actual = found.field(field.name).type
+        if not pa.types.is_null(actual) and _kind(actual) != _kind(field.type):
+            raise StoreError(
+                f"{path}: column {field.name} holds {actual}, where the store format has "
+                f"{_kind(field.type)} ({field.type})"
+            )
+
+
+_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+
+
+def _kind(arrow_type: pa.DataType) -> str:
+    """The kind of values a column holds, as far as the views and scoring care."""
+    if any(check(arrow_type) for check in _TEXT_TYPES):
+        return "text"
+    if pa.types.is_integer(arrow_type):
+        return "integers"
+    if pa.types.is_floating(arrow_type):
+        return "numbers"
+    if pa.types.is_timestamp(arrow_type):
+        return "times"
+    return str(arrow_type)
+
+
+def _duck_type(arrow_type: pa.DataType) -> str:
+    if pa.types.is_string(arrow_type):
+        return "varchar"
+    if pa.types.is_int32(arrow_type):
+        return "integer"
+    if pa.types.is_int64(arrow_type):
+        return "bigint"
+    if pa.types.is_floating(arrow_type):
+        return "double"
+    if pa.types.is_boolean(arrow_type):
+        return "boolean"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamptz"
+    raise TypeError(f"no DuckDB type for {arrow_type}")
+
+
+def _sql_string(text: str) -> str:
+    """Quote a path we built ourselves as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def latest_scores_file(run: Run) -> Path | None:
+    """The per-sample scores of the run's most recent scoring, if it was scored."""
+    best: tuple[str, Path] | None = None
+    for summary in (run.dir / SCORES).glob("*/summary.json"):
+        try:
+            scored_at = json.loads(summary.read_text(encoding="utf-8")).get("scored_at", "")
+        except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not an object
+            continue
+        path = summary.parent / "scores.parquet"
+        if path.exists() and (best is None or scored_at > best[0]):
+            best = (scored_at, path)
+    return best[1] if best else None
+
+
+def _runs_table(runs: list[Run]) -> pa.Table:
+    rows = []
+    for run in runs:
+        m = run.manifest
+        model = m.get("model", {})
+        totals = m.get("totals") or {}
+        rows.append(
+            {
+                "run_id": run.run_id,
+                "status": m.get("status"),
+                "created_at": m.get("created_at"),
+                "finished_at": m.get("finished_at"),
+                "benchmark": (m.get("benchmark") or {}).get("name"),
+                "model": model.get("id"),
+                "provider": model.get("provider"),
+                "simulated": bool(model.get("simulated")),
+                "n_samples": (m.get("dataset") or {}).get("n_entries"),
+                "recorded": totals.get("recorded"),
+                "ok": totals.get("ok"),
+                "errors": totals.get("errors"),
+                "input_tokens": totals.get("input_tokens"),
+                "output_tokens": totals.get("output_tokens"),
+                "toolkit_version": (m.get("toolkit") or {}).get("version"),
+                "dataset_sha256": (m.get("dataset") or {}).get("sha256"),
+                "source": m.get("source", "record"),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)
+
+
+def _tools_table(runs: list[Run]) -> pa.Table:
+    rows = []
+    for run in runs:
+        for spec in (run.manifest.get("tools") or {}).get("specs", []):
+            props = (spec.get("parameters") or {}).get("properties") or {}
+            base = {"run_id": run.run_id, "tool": spec["name"],
+                    "description": spec.get("description")}  # fmt: skip
+            if not props:
+                rows.append({**base, "param": None, "has_default": None, "default_value": None})
+            for param, schema in props.items():
+                has_default = isinstance(schema, dict) and "default" in schema
+                rows.append(
+                    {
+                        **base,
+                        "param": param,
+                        "has_default": has_default,
+                        "default_value": json.dumps(schema["default"]) if has_default else None,
+                    }
+                )
+    return pa.Table.from_pylist(rows, schema=_TOOLS_SCHEMA)
+
+
+_TOOLS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("tool", pa.string()),
+        ("description", pa.string()),
+        ("param", pa.string()),
+        ("has_default", pa.bool_()),
+        ("default_value", pa.string()),
+    ]
+)
+
+_RUNS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("status", pa.string()),
+        ("created_at", pa.string()),
+        ("finished_at", pa.string()),
+        ("benchmark", pa.string()),
+        ("model", pa.string()),
+        ("provider", pa.string()),
+        ("simulated", pa.bool_()),
+        ("n_samples", pa.int64()),
+        ("recorded", pa.int64()),
+        ("ok", pa.int64()),
+        ("errors", pa.int64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("toolkit_version", pa.string()),
+        ("dataset_sha256", pa.string()),
+        ("source", pa.string()),
+    ]
+)
+
+
+@dataclass
+class QueryResult:
+    """Column names and rows of a query."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+def run_sql(
+    store: Store,
+    sql: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    memory_limit: str | None = None,
+) -> QueryResult:
+    """Run read-only SQL over every run in the store; the last statement's rows are returned.
+
+    ``timeout``: seconds until the query is stopped (a :class:`QueryLimitError`; None or 0:
+    no limit). ``memory_limit``: DuckDB's (such as '4GB' or '50%'), which also bounds the
+    rows held in memory; by default DuckDB's own. Ctrl-C stops the query.
+    """
+    statements = check_read_only(sql)
+    con = connect(store, memory_limit=memory_limit)
+    columns, rows = run_statements(con, statements, params, timeout=timeout)
+    return QueryResult(columns=columns, rows=rows)
