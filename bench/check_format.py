@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from tcbreplay._store.runs import DATASET, MESSAGES_SCHEMA, SAMPLES_SCHEMA, read_manifest
+from tcbreplay._store.schema import DATASET, MESSAGES_SCHEMA, SAMPLES_SCHEMA, read_manifest
 
 
 def check_run(run_dir: str | Path, limit: int | None = None) -> dict[str, Any]:

@@ -49,7 +49,9 @@ import pyarrow.parquet as pq
 from tcbreplay import __version__
 from tcbreplay._inputs.benchmarks import BENCHMARKS
 from tcbreplay._inputs.benchmarks.tool_call.tools import CATALOG
-from tcbreplay._store.runs import (
+from tcbreplay._store.files import file_record, write_json_atomic
+from tcbreplay._store.parquet import MessagesWriter
+from tcbreplay._store.schema import (
     DATASET,
     MANIFEST,
     MESSAGES,
@@ -59,9 +61,6 @@ from tcbreplay._store.runs import (
     SAMPLES,
     SAMPLES_SCHEMA,
     SCHEMA_VERSION,
-    MessagesWriter,
-    file_record,
-    write_json_atomic,
 )
 
 # 2: dataset.jsonl; 3: sample_index in messages; 4: file hashes; 5: row groups of 128Ki rows;

@@ -15,11 +15,12 @@ import pytest
 from helpers import cli, snapshot, unscored_copy
 
 from tcbreplay import __version__
-from tcbreplay._analysis import audit
 from tcbreplay._analysis.audit import verify_run
-from tcbreplay._score.run import ScoreOptions, score_run
-from tcbreplay._store.runs import MESSAGES_SCHEMA, Store
-from tcbreplay._store.views import SCORES_SCHEMA
+from tcbreplay._score import audit_record
+from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import MESSAGES_SCHEMA, SCORES_SCHEMA
 from tcbreplay.errors import InputError, RunNotFoundError, StoreError
 
 REL_FOLDER = "spec_rel-0.001_abs-1e-09"
@@ -102,7 +103,7 @@ def test_summary_holds_an_audit_record(scored):
         for name in ("manifest.json", "samples.parquet", "messages.parquet")
     }
     assert re.fullmatch(r"[0-9a-f]{64}", record["sql_sha256"])
-    assert record["sql_sha256"] == audit.sql_sha256()
+    assert record["sql_sha256"] == audit_record.sql_sha256()
     assert record["options"] == {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 1e-9}
     assert record["options"] == summary["options"]
     assert re.fullmatch(r"[0-9a-f]{64}", record["options_sha256"])
@@ -330,7 +331,7 @@ def test_broken_files_entry_of_the_manifest_fails_score_and_verify(scored, entry
     assert checked.stderr.splitlines() == expected
     assert "verified" not in checked.stdout
     # the error reaches the caller of finish(), the call scoring makes
-    pending = audit.audit_record(Store(root).open_run(run_id), {})
+    pending = audit_record.audit_record(Store(root).open_run(run_id), {})
     with pytest.raises(StoreError, match=r"files: samples\.parquet"):
         pending.finish()
 

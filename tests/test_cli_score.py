@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay._score.run import ScoreOptions
+from tcbreplay._score.options import ScoreOptions
 from tcbreplay._store.runs import Store
 
 DATA = Path(__file__).parent / "data"

@@ -19,8 +19,10 @@ from tcbreplay._record.models import parse_model
 from tcbreplay._record.runner import RecordOptions, record_run
 from tcbreplay._score import run as score_module
 from tcbreplay._score.run import score_tables
-from tcbreplay._store.runs import SCHEMA_VERSION, Store, write_json_atomic, write_table
-from tcbreplay._store.views import SCORES_SCHEMA
+from tcbreplay._store.files import write_json_atomic
+from tcbreplay._store.parquet import write_table
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import SCHEMA_VERSION, SCORES_SCHEMA
 from tcbreplay.errors import InputError
 from traces import build_tables
 

@@ -25,7 +25,8 @@ from langchain_core.messages import (
 
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import load_inputs
-from tcbreplay._store.runs import RunWriter, Store
+from tcbreplay._store.runs import Store
+from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import InputError, TraceError
 
 DATA = Path(__file__).parent / "data"
@@ -433,7 +434,7 @@ def test_a_failed_import_leaves_no_run_behind(tmp_path, store, monkeypatch, step
     if step == "dataset":  # inside create_run, after it made the folder and took the lock
         monkeypatch.setattr(tcbreplay._store.runs, "write_jsonl_atomic", fail)
     else:  # after the manifest and the journal are written
-        monkeypatch.setattr(tcbreplay._store.runs.RunWriter, "fold", fail)
+        monkeypatch.setattr(tcbreplay._store.writer.RunWriter, "fold", fail)
     with pytest.raises(OSError, match="No space left"):
         import_traces(inputs, traces, store, "lib")
     assert snapshot(store.root) == before

@@ -37,7 +37,8 @@ from tcbreplay._score.metrics import (
     summarize,
     values_equal,
 )
-from tcbreplay._score.run import ScoreOptions, compute_scores, score_tables
+from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.run import compute_scores, score_tables
 from tcbreplay._store.views import connect_tables
 from tcbreplay.errors import StoreError
 from traces import build_tables

@@ -18,7 +18,8 @@ from tcbreplay._record.models import parse_model
 from tcbreplay._record.models.sim import plan_turns
 from tcbreplay._record.runner import RecordOptions, record_run
 from tcbreplay._score.run import score_run
-from tcbreplay._store.runs import SCHEMA_VERSION, Store
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import SCHEMA_VERSION
 from tcbreplay._store.views import run_sql
 from tcbreplay.errors import InputError, ModelError
 

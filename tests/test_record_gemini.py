@@ -522,7 +522,7 @@ def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
     report and the printed output as ``[redacted]``."""
     from helpers import cli
 
-    from tcbreplay._store.runs import RunWriter
+    from tcbreplay._store.writer import RunWriter
 
     journal: list[str] = []
     append_line = RunWriter.append_line

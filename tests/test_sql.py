@@ -180,7 +180,7 @@ def test_scores_view_holds_each_runs_latest_scoring(two_runs):
 
 
 def _loose():
-    from tcbreplay._score.run import ScoreOptions
+    from tcbreplay._score.options import ScoreOptions
 
     return ScoreOptions(rel_tol=0.2)
 

@@ -20,24 +20,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcbreplay._store import export as export_mod
 from tcbreplay._store import journal as journal_mod
+from tcbreplay._store import parquet as parquet_mod
 from tcbreplay._store import runs as store_mod
+from tcbreplay._store.export import export_jsonl
 from tcbreplay._store.journal import fold_journal, read_journal
-from tcbreplay._store.runs import (
+from tcbreplay._store.parquet import MessagesWriter
+from tcbreplay._store.runs import Run, Store, validate_run_id
+from tcbreplay._store.schema import (
     JOURNAL,
     MANIFEST,
     MESSAGES,
     MESSAGES_SCHEMA,
     SAMPLES,
     SCHEMA_VERSION,
-    MessagesWriter,
-    Run,
-    RunWriter,
-    Store,
-    export_jsonl,
     read_manifest,
-    validate_run_id,
 )
+from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import (
     InputError,
     RunExistsError,
@@ -149,8 +149,8 @@ def test_messages_writer_keeps_every_row_in_row_groups_of_one_type(tmp_path_fact
         for k, kind in enumerate(kind for chunk in chunks for kind in chunk)
     ]
     limit = 3
-    original = store_mod.ROW_GROUP_ROWS
-    store_mod.ROW_GROUP_ROWS = limit  # small row groups: several per type
+    original = parquet_mod.ROW_GROUP_ROWS
+    parquet_mod.ROW_GROUP_ROWS = limit  # small row groups: several per type
     try:
         writer = MessagesWriter(path)
         start = 0
@@ -160,7 +160,7 @@ def test_messages_writer_keeps_every_row_in_row_groups_of_one_type(tmp_path_fact
             writer.write(pa.Table.from_pylist(part, schema=MESSAGES_SCHEMA))
         writer.close()
     finally:
-        store_mod.ROW_GROUP_ROWS = original
+        parquet_mod.ROW_GROUP_ROWS = original
     file = pq.ParquetFile(path)
     groups = [file.read_row_group(k).to_pylist() for k in range(file.num_row_groups)]
     assert all(0 < len(group) <= limit for group in groups)
@@ -254,18 +254,18 @@ def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monke
     writer.append(record("b", 1, n_ai=2))
     writer.append(record("a", 0, status="error", n_ai=0))
     writer.close()
-    real = journal_mod._write_parquet
+    real = journal_mod.write_parquet
 
     def crash_on_samples(table, path):
         if path.name == SAMPLES:
             raise OSError("disk full")
         real(table, path)
 
-    monkeypatch.setattr(journal_mod, "_write_parquet", crash_on_samples)
+    monkeypatch.setattr(journal_mod, "write_parquet", crash_on_samples)
     with pytest.raises(OSError):
         fold_journal(run_dir)
     assert (run_dir / JOURNAL).exists()  # the journal is removed only after both files
-    monkeypatch.setattr(journal_mod, "_write_parquet", real)
+    monkeypatch.setattr(journal_mod, "write_parquet", real)
     fold_journal(run_dir)
     rows = samples_of(run_dir)
     assert [(r["sample_id"], r["status"], r["n_messages"]) for r in rows] == [
@@ -659,7 +659,7 @@ def test_an_interrupted_export_leaves_no_file_that_looks_whole(sim_run, tmp_path
     export_jsonl(store.open_run(run_id), out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     calls = 0
-    real = store_mod._jsonable
+    real = export_mod._jsonable
 
     def interrupted(row):
         nonlocal calls
@@ -668,7 +668,7 @@ def test_an_interrupted_export_leaves_no_file_that_looks_whole(sim_run, tmp_path
             raise KeyboardInterrupt
         return real(row)
 
-    monkeypatch.setattr(store_mod, "_jsonable", interrupted)
+    monkeypatch.setattr(export_mod, "_jsonable", interrupted)
     with pytest.raises(KeyboardInterrupt):
         export_jsonl(store.open_run(run_id), out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

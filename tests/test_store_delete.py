@@ -21,7 +21,9 @@ from helpers import cli, snapshot
 from tcbreplay._inputs.benchmarks import BENCHMARKS
 from tcbreplay._record import runner as record_mod
 from tcbreplay._store.locks import take_lock
-from tcbreplay._store.runs import DELETED_PREFIX, LOCK, MANIFEST, Store
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import LOCK, MANIFEST
+from tcbreplay._store.writer import DELETED_PREFIX
 from tcbreplay.errors import RunLockedError, StoreError
 
 BUILTIN = BENCHMARKS["tool-call"]

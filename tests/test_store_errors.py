@@ -23,7 +23,8 @@ from test_store import record as journal_record
 
 from tcbreplay._score.run import score_run
 from tcbreplay._store.journal import fold_journal
-from tcbreplay._store.runs import JOURNAL, MANIFEST, Store
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import JOURNAL, MANIFEST
 from tcbreplay.errors import StoreError
 
 REPO = Path(__file__).parent.parent

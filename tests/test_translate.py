@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tcbreplay._score import translate
-from tcbreplay._store.runs import MESSAGES_SCHEMA, SAMPLES_SCHEMA
+from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA
 from tcbreplay._store.views import connect_tables
 from tcbreplay.errors import StoreError
 
@@ -202,7 +202,8 @@ def test_a_message_without_a_position_comes_first_in_its_sample():
 
 
 def test_both_scorers_refuse_samples_without_sample_index():
-    from tcbreplay._score.run import ScoreOptions, score_tables
+    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.run import score_tables
 
     rows = [sample(0, []), {**sample(1, []), "sample_index": None}]
     samples = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)

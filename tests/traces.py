@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tcbreplay._store.runs import MESSAGES_SCHEMA, SAMPLES_SCHEMA
+from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA
 
 Call = tuple[str, dict[str, Any]]
 

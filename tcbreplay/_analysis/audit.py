@@ -8,180 +8,27 @@ compares everything.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import shlex
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tcbreplay import __version__
-from tcbreplay._inputs import limits
-from tcbreplay._store.runs import DEFAULT_STORE, MANIFEST, MESSAGES, SAMPLES, SCORES, Run, Store
-from tcbreplay._store.views import queries_dir
-from tcbreplay.errors import InputError, StoreError, first_line
+from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
+from tcbreplay._score.results import read_scoring_file, read_summary
+from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import SCORES
+from tcbreplay.errors import InputError, StoreError
 
 if TYPE_CHECKING:
-    from tcbreplay._score.run import ScoreOptions
+    pass
 
-AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)
-SCORING_QUERIES = (
-    "macros", "score_split", "score_gold_calls", "score_agent_calls", "json_values_as_text",
-)  # fmt: skip
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
     "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
     "args_missing", "n_errors",
 )  # fmt: skip
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def sql_sha256() -> str:
-    """One hash over the SQL files scoring runs, in a fixed order."""
-    digest = hashlib.sha256()
-    for name in SCORING_QUERIES:
-        digest.update(name.encode() + b"\0" + (queries_dir() / f"{name}.sql").read_bytes())
-    return digest.hexdigest()
-
-
-def current_sha256(run: Run, name: str) -> str:
-    """sha256 of one of the run's files: the one the manifest recorded when the file was
-    written, while its size and modification time are unchanged; else hashed now."""
-    path = run.dir / name
-    known = (run.manifest.get("files") or {}).get(name) or {}
-    where = f"{run.dir / MANIFEST}: files: {name}"
-    if not isinstance(known, dict):
-        raise StoreError(f"{where}: {known!r} is not an object (sha256, size, mtime_ns)")
-    stat = path.stat()
-    if known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
-        digest = known.get("sha256")
-        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            raise StoreError(f"{where}: sha256 {digest!r} is not a sha256 in hex")
-        return digest
-    return sha256_file(path)
-
-
-class PendingAudit:
-    """File hashes for the audit record, computed in a thread while scoring runs.
-
-    The data files' sha256 recorded in the manifest when they were written is reused
-    while a file's size and modification time are unchanged; ``audit verify`` always
-    hashes the files anew.
-    """
-
-    def __init__(self, run: Run, options: dict[str, Any]) -> None:
-        self.run = run
-        self.options = options
-        self.hashes: dict[str, str] = {}
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._hash, daemon=True)
-        self._thread.start()
-
-    def _hash(self) -> None:
-        try:
-            for name in AUDITED_FILES:
-                self.hashes[name] = current_sha256(self.run, name)
-        except BaseException as exc:  # raised by finish(), in the thread that can report it
-            self._error = exc
-
-    def finish(self, scores: pl.DataFrame | None = None) -> dict[str, Any]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        options_text = json.dumps(self.options, sort_keys=True)
-        return {
-            "toolkit_version": __version__,
-            "inputs_sha256": dict(self.hashes),
-            "sql_sha256": sql_sha256(),
-            "options": self.options,
-            "options_sha256": hashlib.sha256(options_text.encode()).hexdigest(),
-        }
-
-
-def audit_record(run: Run, options: dict[str, Any]) -> PendingAudit:
-    """Start hashing the run's inputs; ``finish()`` returns the audit record."""
-    return PendingAudit(run, options)
-
-
-def rescore_hint(run: Run, scoring: str) -> str | None:
-    """The command that writes the run's scoring folder ``scoring`` again."""
-    from tcbreplay._score.run import ScoreOptions
-
-    options = ScoreOptions.from_scoring(scoring)
-    if options is None:
-        return None
-    flags = ""
-    if options.scorer == "abet":
-        flags = " --scorer abet"
-    elif scoring != "spec":
-        flags = f" --rel-tol {options.rel_tol:g} --abs-tol {options.abs_tol:g}"
-    store = run.dir.parent
-    where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
-    return f"score it again: tcbreplay score {shlex.quote(run.run_id)}{flags}{where}"
-
-
-def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
-    """A stored scoring's summary.json and the options it was scored with, checked for the
-    shape its readers rely on."""
-    from tcbreplay._score.run import ScoreOptions
-
-    path = folder / "summary.json"
-    hint = rescore_hint(run, folder.name)
-    try:
-        summary = limits.loads(path.read_text())
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
-        raise StoreError(f"{path}: unreadable summary ({first_line(exc)})", hint=hint) from exc
-    if not isinstance(summary, dict):
-        raise StoreError(f"{path}: not a scoring summary (not a JSON object)", hint=hint)
-    for key in ("options", "audit"):
-        if summary.get(key) is not None and not isinstance(summary[key], dict):
-            raise StoreError(f"{path}: {key} is not an object", hint=hint)
-    hashes = (summary.get("audit") or {}).get("inputs_sha256")
-    if hashes is not None and not (
-        isinstance(hashes, dict)
-        and all(name in AUDITED_FILES and isinstance(v, str) for name, v in hashes.items())
-    ):
-        raise StoreError(
-            f"{path}: audit.inputs_sha256 is not the sha256 of {', '.join(AUDITED_FILES)}",
-            hint=hint,
-        )
-    try:
-        options = ScoreOptions.from_dict(summary.get("options") or {})
-    except (InputError, TypeError) as exc:
-        raise StoreError(f"{path}: options: {first_line(exc)}", hint=hint) from exc
-    return summary, options
-
-
-def read_scoring_file(run: Run, path: Path, columns: list[str]) -> pl.DataFrame:
-    """A stored scoring's Parquet file (scores or pairs), with at least ``columns``."""
-    hint = rescore_hint(run, path.parent.name)
-    try:
-        # read by Arrow, which reports a corrupt file where Polars may panic
-        frame = pl.from_arrow(pq.read_table(path))
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise StoreError(
-            f"{path}: not a readable Parquet file ({first_line(exc)})", hint=hint
-        ) from exc
-    assert isinstance(frame, pl.DataFrame)
-    missing = [name for name in columns if name not in frame.columns]
-    if missing:
-        raise StoreError(f"{path}: no column {', '.join(missing)}", hint=hint)
-    return frame
 
 
 @dataclass

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from tcbreplay._analysis.audit import read_scoring_file, read_summary
+from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
 from tcbreplay.errors import InputError
 
 if TYPE_CHECKING:
-    from tcbreplay._score.run import ScoreOptions
+    from tcbreplay._score.options import ScoreOptions
 
 METRICS = ("tsa", "tp", "ahr")
 SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
@@ -84,7 +84,8 @@ def load_scores(
         pairs_path = folder / "pairs.parquet"
         pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
         return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
-    from tcbreplay._score.run import ScoreOptions, score_run
+    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.run import score_run
 
     options = _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
     if options is None:

@@ -48,7 +48,8 @@ from tcbreplay._cli.common import STORE_OPTION, main
 def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.render import breakdown_tables, metrics_table, print_table, to_json, working
-    from tcbreplay._score.run import ScoreOptions, score_run
+    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.run import score_run
     from tcbreplay._store.runs import Store
 
     with working(f"scoring {run_id} …"):

@@ -117,7 +117,8 @@ def runs(store) -> None:
 @STORE_OPTION
 def export(run_id, output, store) -> None:
     """Export a run as JSONL files."""
-    from tcbreplay._store.runs import Store, export_jsonl
+    from tcbreplay._store.export import export_jsonl
+    from tcbreplay._store.runs import Store
 
     store_ = Store(store)
     store_.check_output(output)

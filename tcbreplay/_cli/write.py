@@ -116,7 +116,8 @@ def record(
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
     from tcbreplay._record.models import DEFAULT_MODEL, parse_model, spec_from_manifest
     from tcbreplay._record.runner import RecordInterrupted, RecordOptions, record_run
-    from tcbreplay._store.runs import Run, Store, export_jsonl
+    from tcbreplay._store.export import export_jsonl
+    from tcbreplay._store.runs import Run, Store
 
     store_ = Store(store)
     if resume_id and retry_id:

@@ -19,7 +19,8 @@ from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import lone_surrogate
 from tcbreplay._record.secrets import redact
-from tcbreplay._store.runs import Store, utcnow
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import utcnow
 from tcbreplay.errors import InputError, TcbReplayError, TraceError
 
 
@@ -230,8 +231,8 @@ def _abet_lines(path: Path, inputs: BenchmarkInputs) -> dict[str, dict[str, Any]
     holding the agent's calls in order (the file keeps no other messages)."""
     from langchain_core.messages import AIMessage, HumanMessage
 
+    from tcbreplay._importers.abet import read_evaluation
     from tcbreplay._record.runner import serialize_messages
-    from tcbreplay._score.abet import read_evaluation
 
     calls = read_evaluation(path, inputs.dataset)
     out = {}

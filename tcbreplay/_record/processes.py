@@ -27,7 +27,7 @@ from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import aclose_model
 from tcbreplay._record.loop import run_loop
 from tcbreplay._record.runner import STAGGER, ProgressFn, RecordOptions, run_sample
-from tcbreplay._store.runs import RunWriter, journal_line
+from tcbreplay._store.writer import RunWriter, journal_line
 
 # (sample number | None) parent -> child; ("sample", status, line) | ("retry", text) back.
 _SAMPLE = "sample"

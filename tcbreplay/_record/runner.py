@@ -41,7 +41,9 @@ from tcbreplay._record.models import (
 )
 from tcbreplay._record.retry import RateLimiter
 from tcbreplay._record.secrets import redact
-from tcbreplay._store.runs import Run, RunWriter, Store, utcnow, validate_run_id
+from tcbreplay._store.runs import Run, Store, validate_run_id
+from tcbreplay._store.schema import utcnow
+from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import InputError, RunExistsError, StoreError, first_line
 
 __all__ = ["RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "serialize_messages"]

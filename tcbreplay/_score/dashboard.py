@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 
 from tcbreplay import kernels
 from tcbreplay._score.translate import FlatCalls
-from tcbreplay._store.runs import EVALUATIONS, MANIFEST, Run
+from tcbreplay._store.runs import Run
+from tcbreplay._store.schema import EVALUATIONS, MANIFEST
 from tcbreplay.errors import StoreError
 
 

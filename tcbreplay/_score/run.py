@@ -3,21 +3,16 @@
 Scoring reads the run directory only (no LLM, tools module, dataset file or
 network) and imports neither LangChain nor LangGraph. Two scorers exist:
 ``spec`` (the metric spec in the README) and ``abet`` (the original benchmark's
-evaluator, see :mod:`tcbreplay._score.abet`).
+evaluator, see :mod:`tcbreplay._score.scorers.abet`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-import re
 import threading
 import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import cache, partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,119 +20,24 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay import __version__
-from tcbreplay._analysis.audit import audit_record
 from tcbreplay._machine import usable_cores
-from tcbreplay._score import abet, translate
-from tcbreplay._score.dashboard import dashboard_path, write_dashboard
-from tcbreplay._score.metrics import DEFAULT_ABS_TOL, DEFAULT_REL_TOL, summarize
-from tcbreplay._score.scorers import spec
-from tcbreplay._store.files import json_text, staged, writing
-from tcbreplay._store.runs import (
-    JOURNAL,
-    WRITABLE_HINT,
-    Run,
-    Store,
-    utcnow,
-    write_frame_to,
+from tcbreplay._score import translate
+from tcbreplay._score.audit_record import audit_record
+from tcbreplay._score.metrics import summarize
+from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
+from tcbreplay._score.results import (
+    Scored,
+    ScoreResult,
+    category_breakdown,
+    tool_breakdown,
+    write_results,
 )
-from tcbreplay._store.views import SCORES_SCHEMA, connect, connect_tables
+from tcbreplay._score.scorers import spec
+from tcbreplay._score.scorers.abet import score_tables_abet
+from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import JOURNAL, SCORES_SCHEMA, utcnow
+from tcbreplay._store.views import connect, connect_tables
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
-
-DASHBOARD_MODES = ("mismatches", "all", "none")
-SCORERS = ("spec", "abet")
-_TOLERANCES = re.compile(r"spec_rel-([^_]+)_abs-([^_]+)")
-
-
-@dataclass(frozen=True)
-class ScoreOptions:
-    """Scoring options; each combination gets its own results folder."""
-
-    scorer: str = "spec"
-    rel_tol: float = DEFAULT_REL_TOL
-    abs_tol: float = DEFAULT_ABS_TOL
-
-    def __post_init__(self) -> None:
-        if self.scorer not in SCORERS:
-            raise InputError(f"--scorer {self.scorer!r}: choose one of {', '.join(SCORERS)}")
-        for option, value in (("--rel-tol", self.rel_tol), ("--abs-tol", self.abs_tol)):
-            if not math.isfinite(value) or value < 0:
-                raise InputError(f"{option} {value}: must be a finite number, not negative")
-
-    @property
-    def scoring(self) -> str:
-        """The results folder: ``spec``, ``abet``, or ``spec_rel-<r>_abs-<a>``."""
-        if self.scorer == "abet":
-            return "abet"
-        if (self.rel_tol, self.abs_tol) == (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
-            return "spec"
-        return f"spec_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.scorer == "abet":
-            return {"scorer": "abet"}
-        return {"scorer": "spec", "rel_tol": self.rel_tol, "abs_tol": self.abs_tol}
-
-    @classmethod
-    def from_scoring(cls, scoring: str) -> ScoreOptions | None:
-        """The options a results folder's name stands for; None for a name none give."""
-        if scoring in SCORERS:
-            return cls(scorer=scoring)
-        match = _TOLERANCES.fullmatch(scoring)
-        if match is None:
-            return None
-        try:
-            options = cls(rel_tol=float(match[1]), abs_tol=float(match[2]))
-        except (ValueError, InputError):
-            return None
-        # only the options' own name (spec_rel-1e-09_abs-1e-09 is named spec)
-        return options if options.scoring == scoring else None
-
-    @classmethod
-    def from_dict(cls, obj: dict[str, Any]) -> ScoreOptions:
-        return cls(
-            scorer=obj.get("scorer", "spec"),
-            rel_tol=obj.get("rel_tol", DEFAULT_REL_TOL),
-            abs_tol=obj.get("abs_tol", DEFAULT_ABS_TOL),
-        )
-
-
-@dataclass
-class Scored:
-    """What a scorer computes: per-sample scores, run-level numbers, breakdowns, agent calls
-    (``tables``: built from the parts' flat calls when first asked for)."""
-
-    scores: pl.DataFrame
-    metrics: dict[str, Any]
-    flat: list[translate.FlatCalls] = field(default_factory=list)
-    by_tool: list[dict[str, Any]] | None = None
-    by_category: list[dict[str, Any]] = field(default_factory=list)
-    pairs: pl.DataFrame | None = None
-    _tables: translate.CallTables | None = None
-
-    @property
-    def tables(self) -> translate.CallTables:
-        if self._tables is None:
-            self._tables = _joined_tables([flat.tables() for flat in self.flat])
-        return self._tables
-
-    def parts(self) -> list[translate.FlatCalls]:
-        """The run's calls in consecutive ranges of samples, in sample order: the parts
-        scored, or one range of the tables (as the original evaluator leaves them)."""
-        if self.flat or self._tables is None:
-            return self.flat
-        return [translate.FlatCalls.of_tables(self._tables)]
-
-
-@dataclass
-class ScoreResult:
-    """A scored run: the summary, the per-sample scores, and where they were written."""
-
-    run_id: str
-    summary: dict[str, Any]
-    scores: pl.DataFrame
-    scores_path: Path | None = None
-    dashboard_path: Path | None = None
-    pairs: pl.DataFrame | None = None
 
 
 def score_run(
@@ -189,58 +89,8 @@ def _score_run(
     }
     result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores, pairs=scored.pairs)
     if write:
-        _write_results(run, options, scored, scores, summary, dashboard, result)
+        write_results(run, options, scored, scores, summary, dashboard, result)
     return result
-
-
-def _write_results(
-    run: Run, options: ScoreOptions, scored: Scored, scores: pl.DataFrame,
-    summary: dict[str, Any], dashboard: str, result: ScoreResult,
-) -> None:  # fmt: skip
-    """Write the result files side by side (Arrow, Polars and DuckDB release the GIL), one
-    scoring process at a time."""
-    with run.writing_results():
-        _write_files(run, options, scored, scores, summary, dashboard, result)
-
-
-def _write_files(
-    run: Run, options: ScoreOptions, scored: Scored, scores: pl.DataFrame,
-    summary: dict[str, Any], dashboard: str, result: ScoreResult,
-) -> None:  # fmt: skip
-    folder = run.scores_dir(options.scoring)
-    result.scores_path = folder / "scores.parquet"
-    board = dashboard_path(run) if dashboard != "none" else None
-    for place in [folder] + ([board.parent] if board else []):
-        with writing(place, hint=WRITABLE_HINT):
-            place.mkdir(parents=True, exist_ok=True)
-    # every file under a temporary name until all are whole: a full disk, or a kill, leaves
-    # the results of the scoring before as they were (and no scores without their summary)
-    with staged(hint=WRITABLE_HINT) as files:
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            # derived results, rewritten by every scoring: fast compression
-            frame = scores.cast(_scores_dtypes())
-            jobs = [pool.submit(files.write, result.scores_path, partial(write_frame_to, frame))]
-            if scored.pairs is not None:
-                pairs = partial(write_frame_to, scored.pairs)
-                jobs.append(pool.submit(files.write, folder / "pairs.parquet", pairs))
-            if board is not None:
-                parts = scored.parts()
-                write = partial(write_dashboard, run, scores, parts, summary, dashboard)
-                jobs.append(pool.submit(files.write, board, write))
-            for job in jobs:
-                job.result()
-        # the summary last: its presence marks a complete scoring
-        text = json_text(summary)
-        files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
-    result.dashboard_path = board
-
-
-@cache
-def _scores_dtypes() -> dict[str, pl.DataType]:
-    """The Polars types of the store's scores columns."""
-    frame = pl.from_arrow(SCORES_SCHEMA.empty_table())
-    assert isinstance(frame, pl.DataFrame)
-    return dict(frame.schema)
 
 
 def score_tables(
@@ -333,7 +183,7 @@ def _scored(
     con: Any, specs: list[dict[str, Any]], options: ScoreOptions, parts: int | None
 ) -> Scored:
     if options.scorer == "abet":
-        return _abet_scores(translate.load_calls(con, translate.split_samples(con, 1)[0]))
+        return score_tables_abet(translate.load_calls(con, translate.split_samples(con, 1)[0]))
     _load_kernels()
     if parts is None:
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
@@ -449,108 +299,7 @@ def _joined(parts: list[spec.SpecPart]) -> Scored:
         scores=scores,
         metrics=summarize(scores),
         flat=[p.flat for p in parts],
-        by_tool=_by_tool(pl.concat([p.tool_counts for p in parts])),
-        by_category=_by_category(scores),
+        by_tool=tool_breakdown(pl.concat([p.tool_counts for p in parts])),
+        by_category=category_breakdown(scores),
         pairs=pl.concat([p.pairs for p in parts]),
     )
-
-
-def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:
-    """Call tables of consecutive ranges of samples, their ``s`` numbered run-wide."""
-    if len(tables) == 1:
-        return tables[0]
-    offsets = np.cumsum([0] + [t.samples.height for t in tables])[:-1].tolist()
-
-    def shifted(side: str) -> pl.DataFrame:
-        frames = [getattr(t, side) for t in tables]
-        return pl.concat(
-            [f.with_columns(pl.col("s") + k) for f, k in zip(frames, offsets, strict=True)]
-        )
-
-    return translate.CallTables(
-        samples=pl.concat([t.samples.drop("s") for t in tables]).with_row_index("s"),
-        agent=shifted("agent"),
-        gold=shifted("gold"),
-    )
-
-
-def _by_tool(counts: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per tool name, the counts of :func:`_tool_counts` (of one or more parts), with AHR
-    and recall."""
-    table = (
-        counts.group_by("tool")
-        .agg(pl.exclude("tool").sum())
-        .with_columns(
-            (pl.col("args_invalid") / pl.col("args_total")).alias("ahr"),
-            (pl.col("paired") / pl.col("gold_calls")).alias("recall"),
-        )
-        .with_columns(pl.col("ahr", "recall").fill_nan(None))
-    )
-    return _records(table.sort("tool"))
-
-
-def _by_category(scores: pl.DataFrame, pooled_tsa: bool = False) -> list[dict[str, Any]]:
-    """Per dataset category: the run-level numbers of its samples (``pooled_tsa``: tsa as
-    hits over the category's gold calls, as the original evaluator pools it)."""
-    if scores["category"].null_count() == scores.height:
-        return []
-    tsa = pl.col("tsa").mean()
-    if pooled_tsa:  # a sample's hits = its tsa × its gold calls, an integer
-        hits = (pl.col("tsa").fill_null(0) * pl.col("n_gold")).round()
-        tsa = hits.sum() / pl.col("n_gold").sum()
-    table = (
-        scores.group_by("category")
-        .agg(
-            pl.len().alias("n_samples"),
-            tsa.alias("tsa"),
-            pl.col("tp").mean().alias("tp"),
-            (pl.col("args_invalid").sum() / pl.col("args_total").sum()).alias("ahr"),
-        )
-        .with_columns(pl.col("tsa", "ahr").fill_nan(None))
-        .sort("category", nulls_last=True)
-    )
-    return _records(table)
-
-
-def _records(table: pl.DataFrame) -> list[dict[str, Any]]:
-    out = []
-    for row in table.to_dicts():
-        out.append(
-            {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
-        )
-    return out
-
-
-def _abet_scores(tables: translate.CallTables) -> Scored:
-    """The original evaluator, sample by sample over ``json.loads``-ed arguments."""
-    samples = tables.samples
-    ids = samples["sample_id"]
-    agent_by: dict[int, list[tuple[str, Any]]] = {}
-    for s, name, args in tables.agent.select("s", "name", "args").iter_rows():
-        where = f"sample {ids[s]!r}: call {len(agent_by.get(s, []))}: "
-        agent_by.setdefault(s, []).append((name, translate.read_args(args, where)))
-    gold_by: dict[int, list[tuple[str, Any]]] = {}
-    for s, name, args in tables.gold.select("s", "name", "args").iter_rows():
-        where = f"sample {ids[s]!r}: gold call {len(gold_by.get(s, []))}: "
-        gold_by.setdefault(s, []).append((name, translate.read_args(args, where)))
-    counts = [abet.sample_counts(agent_by.get(s, []), gold_by.get(s, [])) for s in samples["s"]]
-    scores = samples.select("sample_id", "sample_index", "category", "status").with_columns(
-        pl.Series("n_gold", [c["n_gold"] for c in counts], dtype=pl.Int32),
-        pl.Series("n_agent", [c["n_agent"] for c in counts], dtype=pl.Int32),
-        pl.Series(
-            "tsa", [c["hits"] / c["n_gold"] if c["n_gold"] else None for c in counts], pl.Float64
-        ),
-        pl.Series("tp", [c["tp"] for c in counts], dtype=pl.Float64),
-        pl.Series(
-            "ahr",
-            [c["args_invalid"] / c["args_total"] if c["args_total"] else None for c in counts],
-            pl.Float64,
-        ),
-        pl.Series("args_invalid", [c["args_invalid"] for c in counts], dtype=pl.Int64),
-        pl.Series("args_total", [c["args_total"] for c in counts], dtype=pl.Int64),
-        pl.Series("args_missing", [None] * len(counts), dtype=pl.Int64),
-        pl.Series("pairs", [c["pairs"] for c in counts], dtype=pl.Int32),
-    )
-    metrics = {**abet.summarize(counts), "n_errors": int((scores["status"] != "ok").sum())}
-    by_category = _by_category(scores, pooled_tsa=True)
-    return Scored(scores=scores, metrics=metrics, by_category=by_category, _tables=tables)

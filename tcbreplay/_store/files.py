@@ -172,3 +172,15 @@ def output_target(path: Path) -> tuple[Path, bool]:
     if path.exists() and not path.is_file() and not path.is_dir():
         return path, True
     return Path(os.path.realpath(path)), False
+
+
+def file_record(path: Path) -> dict[str, Any]:
+    """sha256, size and modification time of a file, as the manifest keeps them."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    stat = path.stat()
+    return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}

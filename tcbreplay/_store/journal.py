@@ -8,10 +8,9 @@ safe to repeat after a crash at any point.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tcbreplay._inputs import limits
-from tcbreplay._store.runs import (
+from tcbreplay._store.parquet import write_parquet, write_messages
+from tcbreplay._store.schema import (
     JOURNAL,
     MESSAGES,
     MESSAGES_SCHEMA,
     SAMPLES,
     SAMPLES_SCHEMA,
-    _write_parquet,
-    write_messages,
+    message_rows,
+    sample_rows,
 )
 from tcbreplay.errors import StoreError
 
@@ -107,7 +107,7 @@ def fold_journal(run_dir: Path) -> None:
     message_table = message_table.sort_by([("_k", "ascending"), ("position", "ascending")])
     message_table = message_table.drop_columns(["_k"])
     write_messages(message_table, run_dir / MESSAGES)
-    _write_parquet(sample_table, run_dir / SAMPLES)
+    write_parquet(sample_table, run_dir / SAMPLES)
     journal_path.unlink(missing_ok=True)
 
 
@@ -123,64 +123,3 @@ def _old_rows(path: Path, schema: pa.Schema, drop: set[str]) -> pa.Table:
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of ``samples.parquet`` from journal records."""
-    rows = []
-    for r in records:
-        msgs = r.get("messages", [])
-        rows.append(
-            {
-                "run_id": r["run_id"],
-                "sample_id": r["sample_id"],
-                "sample_index": r["sample_index"],
-                "input": r["input"],
-                "gold": json.dumps(r["gold"], ensure_ascii=False),
-                "category": r.get("category"),
-                "status": r["status"],
-                "attempts": r.get("attempts", 0),
-                "error_type": r.get("error_type"),
-                "error": r.get("error"),
-                "started_at": _ts(r.get("started_at")),
-                "finished_at": _ts(r.get("finished_at")),
-                "duration_s": r.get("duration_s"),
-                "n_messages": len(msgs),
-                "input_tokens": _sum(m.get("input_tokens") for m in msgs),
-                "output_tokens": _sum(m.get("output_tokens") for m in msgs),
-            }
-        )
-    return rows
-
-
-def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of ``messages.parquet`` from journal records."""
-    rows = []
-    for r in records:
-        for position, m in enumerate(r.get("messages", [])):
-            rows.append(
-                {
-                    "run_id": r["run_id"],
-                    "sample_id": r["sample_id"],
-                    "sample_index": r["sample_index"],
-                    "position": position,
-                    "type": m["type"],
-                    "message": m["message"],
-                    "input_tokens": m.get("input_tokens"),
-                    "output_tokens": m.get("output_tokens"),
-                    "total_tokens": m.get("total_tokens"),
-                    "latency_s": m.get("latency_s"),
-                }
-            )
-    return rows
-
-
-def _ts(value: Any) -> dt.datetime | None:
-    if value is None or isinstance(value, dt.datetime):
-        return value
-    return dt.datetime.fromisoformat(value)
-
-
-def _sum(values: Iterable[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None

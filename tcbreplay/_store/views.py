@@ -23,17 +23,17 @@ import pyarrow as pa
 from tcbreplay._analysis.query_limits import memory_error, run_statements
 from tcbreplay._analysis.statements import check_read_only
 from tcbreplay._machine import usable_cores
-from tcbreplay._store.files import remove, writing
-from tcbreplay._store.runs import (
+from tcbreplay._store.files import output_target, remove, writing
+from tcbreplay._store.runs import Run, Store, validate_run_id
+from tcbreplay._store.sandbox import lock_down, open_connection, sandbox_config, spill_dir
+from tcbreplay._store.schema import (
+    _RUNS_SCHEMA,
+    _TOOLS_SCHEMA,
     MESSAGES_SCHEMA,
     SAMPLES_SCHEMA,
     SCORES,
-    Run,
-    Store,
-    output_target,
-    validate_run_id,
+    SCORES_SCHEMA,
 )
-from tcbreplay._store.sandbox import lock_down, open_connection, sandbox_config, spill_dir
 from tcbreplay.errors import (
     InputError,
     QueryError,
@@ -45,26 +45,6 @@ from tcbreplay.errors import (
 
 _PACKAGE_QUERIES = Path(__file__).parents[1] / "queries"  # inside a built wheel
 _SOURCE_QUERIES = Path(__file__).parents[2] / "queries"  # in a source checkout
-
-SCORES_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("scoring", pa.string()),
-        ("sample_id", pa.string()),
-        ("sample_index", pa.int32()),
-        ("category", pa.string()),
-        ("status", pa.string()),
-        ("n_gold", pa.int32()),
-        ("n_agent", pa.int32()),
-        ("tsa", pa.float64()),
-        ("tp", pa.float64()),
-        ("ahr", pa.float64()),
-        ("args_invalid", pa.int64()),
-        ("args_total", pa.int64()),
-        ("args_missing", pa.int64()),
-        ("pairs", pa.int32()),
-    ]
-)
 
 
 def queries_dir() -> Path:
@@ -460,40 +440,6 @@ def _tools_table(runs: list[Run]) -> pa.Table:
                     }
                 )
     return pa.Table.from_pylist(rows, schema=_TOOLS_SCHEMA)
-
-
-_TOOLS_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("tool", pa.string()),
-        ("description", pa.string()),
-        ("param", pa.string()),
-        ("has_default", pa.bool_()),
-        ("default_value", pa.string()),
-    ]
-)
-
-_RUNS_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("status", pa.string()),
-        ("created_at", pa.string()),
-        ("finished_at", pa.string()),
-        ("benchmark", pa.string()),
-        ("model", pa.string()),
-        ("provider", pa.string()),
-        ("simulated", pa.bool_()),
-        ("n_samples", pa.int64()),
-        ("recorded", pa.int64()),
-        ("ok", pa.int64()),
-        ("errors", pa.int64()),
-        ("input_tokens", pa.int64()),
-        ("output_tokens", pa.int64()),
-        ("toolkit_version", pa.string()),
-        ("dataset_sha256", pa.string()),
-        ("source", pa.string()),
-    ]
-)
 
 
 @dataclass

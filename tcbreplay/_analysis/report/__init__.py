@@ -17,7 +17,8 @@ from pathlib import Path
 from tcbreplay._analysis.report.charts import figures
 from tcbreplay._analysis.report.data import ReportData, collect
 from tcbreplay._analysis.report.page import render_page
-from tcbreplay._store.runs import Store, output_target
+from tcbreplay._store.files import output_target
+from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError
 
 __all__ = ["ReportData", "build_report", "collect", "write_report"]

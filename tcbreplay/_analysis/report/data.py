@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tcbreplay._analysis.audit import current_sha256, sql_sha256
 from tcbreplay._analysis.diff import diff_runs
 from tcbreplay._inputs import limits
 from tcbreplay._score import translate
+from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.metrics import explain_sample
-from tcbreplay._score.run import ScoreOptions, score_run
+from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.views import connect
 from tcbreplay.errors import InputError, TcbReplayError

@@ -17,7 +17,7 @@ from typing import Any
 from tcbreplay import __version__
 from tcbreplay._analysis.report.charts import run_color
 from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
-from tcbreplay._store.runs import utcnow
+from tcbreplay._store.schema import utcnow
 
 _MARKER = re.compile(r"\{\{(\w+)\}\}")
 

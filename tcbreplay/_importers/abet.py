@@ -1,24 +1,12 @@
-"""Compatibility with the original Tool Call Benchmark: its dashboard files and its evaluator.
+"""Dashboard files of the original Tool Call Benchmark, read as traces to import.
 
 The original saved, per model, a dashboard file listing only the samples with some
-mismatch; a sample it left out had output equal to its target. Its evaluator
-differs from the metric spec (see the README):
-
-- tsa: positional and micro-averaged: for each gold index i, stopping at the first
-  i the agent has no call for, a hit when agent name i equals gold name i;
-  tsa = hits over all samples / gold calls over all samples.
-- ahr: for each call matched by position and name, every key of the gold args counts
-  once in the denominator, and as correct when the agent has it with a value equal
-  under Python ``==`` (so 90 == 90.0, but 3.5999999999999996 != 3.6); invented keys
-  and the tool's signature are never looked at. ahr = (denominator − correct) /
-  denominator over all samples.
-- tp: per-sample Levenshtein similarity of the name sequences; the mean over samples.
+mismatch; a sample it left out had output equal to its target.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,54 +66,3 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
             raise TraceError(f"{place}: tool names must be strings and args objects")
         calls[ids[0]] = list(zip(names, args, strict=True))
     return calls
-
-
-def sample_counts(agent: Sequence[Call], gold: Sequence[Call]) -> dict[str, Any]:
-    """One sample as the original evaluator saw it."""
-    from rapidfuzz.distance import Levenshtein
-
-    a_names = [n for n, _ in agent]
-    g_names = [n for n, _ in gold]
-    hits = 0
-    for i, name in enumerate(g_names):
-        if i >= len(a_names):
-            break
-        hits += a_names[i] == name
-    denominator = correct = matched = 0
-    for i in range(min(len(a_names), len(g_names))):
-        if a_names[i] != g_names[i]:
-            continue
-        matched += 1
-        agent_args = agent[i][1] if isinstance(agent[i][1], dict) else {}
-        for key, value in gold[i][1].items():
-            denominator += 1
-            correct += key in agent_args and agent_args[key] == value
-    longest = max(len(a_names), len(g_names))
-    tp = 1.0 if longest == 0 else 1 - Levenshtein.distance(a_names, g_names) / longest
-    return {
-        "hits": hits,
-        "n_gold": len(g_names),
-        "n_agent": len(a_names),
-        "tp": tp,
-        "args_invalid": denominator - correct,
-        "args_total": denominator,
-        "pairs": matched,
-    }
-
-
-def summarize(counts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Run-level numbers the way the original evaluator computed them."""
-    gold_calls = sum(c["n_gold"] for c in counts)
-    total = sum(c["args_total"] for c in counts)
-    invalid = sum(c["args_invalid"] for c in counts)
-    return {
-        "tsa": sum(c["hits"] for c in counts) / gold_calls if gold_calls else None,
-        "tp": sum(c["tp"] for c in counts) / len(counts) if counts else None,
-        "ahr": invalid / total if total else None,
-        "n_samples": len(counts),
-        "n_tsa": gold_calls,
-        "n_tp": len(counts),
-        "args_invalid": invalid,
-        "args_total": total,
-        "args_missing": 0,
-    }

@@ -1,0 +1,103 @@
+"""audit_record"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from tcbreplay import __version__
+from tcbreplay._store.runs import Run
+from tcbreplay._store.schema import MANIFEST, MESSAGES, SAMPLES
+from tcbreplay._store.views import queries_dir
+from tcbreplay.errors import StoreError
+
+AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)
+
+
+SCORING_QUERIES = (
+    "macros", "score_split", "score_gold_calls", "score_agent_calls", "json_values_as_text",
+)  # fmt: skip
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sql_sha256() -> str:
+    """One hash over the SQL files scoring runs, in a fixed order."""
+    digest = hashlib.sha256()
+    for name in SCORING_QUERIES:
+        digest.update(name.encode() + b"\0" + (queries_dir() / f"{name}.sql").read_bytes())
+    return digest.hexdigest()
+
+
+def current_sha256(run: Run, name: str) -> str:
+    """sha256 of one of the run's files: the one the manifest recorded when the file was
+    written, while its size and modification time are unchanged; else hashed now."""
+    path = run.dir / name
+    known = (run.manifest.get("files") or {}).get(name) or {}
+    where = f"{run.dir / MANIFEST}: files: {name}"
+    if not isinstance(known, dict):
+        raise StoreError(f"{where}: {known!r} is not an object (sha256, size, mtime_ns)")
+    stat = path.stat()
+    if known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
+        digest = known.get("sha256")
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise StoreError(f"{where}: sha256 {digest!r} is not a sha256 in hex")
+        return digest
+    return sha256_file(path)
+
+
+class PendingAudit:
+    """File hashes for the audit record, computed in a thread while scoring runs.
+
+    The data files' sha256 recorded in the manifest when they were written is reused
+    while a file's size and modification time are unchanged; ``audit verify`` always
+    hashes the files anew.
+    """
+
+    def __init__(self, run: Run, options: dict[str, Any]) -> None:
+        self.run = run
+        self.options = options
+        self.hashes: dict[str, str] = {}
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._hash, daemon=True)
+        self._thread.start()
+
+    def _hash(self) -> None:
+        try:
+            for name in AUDITED_FILES:
+                self.hashes[name] = current_sha256(self.run, name)
+        except BaseException as exc:  # raised by finish(), in the thread that can report it
+            self._error = exc
+
+    def finish(self, scores: pl.DataFrame | None = None) -> dict[str, Any]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        options_text = json.dumps(self.options, sort_keys=True)
+        return {
+            "toolkit_version": __version__,
+            "inputs_sha256": dict(self.hashes),
+            "sql_sha256": sql_sha256(),
+            "options": self.options,
+            "options_sha256": hashlib.sha256(options_text.encode()).hexdigest(),
+        }
+
+
+def audit_record(run: Run, options: dict[str, Any]) -> PendingAudit:
+    """Start hashing the run's inputs; ``finish()`` returns the audit record."""
+    return PendingAudit(run, options)

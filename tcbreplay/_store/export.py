@@ -1,0 +1,78 @@
+"""A run exported as JSON Lines: its samples, its messages and a copy of its manifest."""
+
+from __future__ import annotations
+
+import datetime as dt
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tcbreplay._store.files import (
+    json_text,
+    staged,
+    writing,
+)
+from tcbreplay._store.runs import Run
+from tcbreplay._store.schema import (
+    MANIFEST,
+    MESSAGES,
+    SAMPLES,
+)
+from tcbreplay.errors import (
+    InputError,
+    StoreError,
+    TcbReplayError,
+    first_line,
+)
+
+
+def export_jsonl(
+    run: Run, out_dir: Path, *, error: type[TcbReplayError] = InputError
+) -> list[Path]:
+    """Write the run's samples and messages as JSONL files beside a copy of the manifest.
+
+    The three files are written under temporary names and renamed once all are whole: an
+    export that fails or is killed leaves the files of an earlier one as they were. A failure
+    to write is ``error`` (``out_dir`` is the user's choice; StoreError inside the store)."""
+    with run.reading():  # not deleted (record --overwrite) while it is read
+        tables = {}
+        for name in (SAMPLES, MESSAGES):  # both read before anything is written
+            try:
+                tables[name] = pq.read_table(run.dir / name)
+            except (OSError, pa.ArrowException) as exc:
+                unfinished = run.status not in ("complete", "imported")
+                raise StoreError(
+                    f"{run.dir / name}: cannot read it: {first_line(exc)}",
+                    hint=f"the run is {run.status}; finish it with: {run.resume_command()}"
+                    if unfinished
+                    else None,
+                ) from exc
+        manifest = json_text(run.manifest)
+    with writing(out_dir, error=error):
+        out_dir.mkdir(parents=True, exist_ok=True)
+    # messages in sample order and position, whatever the file's row groups
+    tables[MESSAGES] = tables[MESSAGES].sort_by(
+        [("sample_index", "ascending"), ("position", "ascending")]
+    )
+    written = [out_dir / name.replace(".parquet", ".jsonl") for name in tables]
+    with staged(error) as files:
+        for path, table in zip(written, tables.values(), strict=True):
+            files.write(path, partial(_write_jsonl_table, table))
+        written.append(out_dir / MANIFEST)
+        files.write(written[-1], lambda tmp: tmp.write_text(manifest, encoding="utf-8"))
+    return written
+
+
+def _write_jsonl_table(table: pa.Table, path: Path) -> None:
+    import jsonlines
+
+    with jsonlines.open(path, mode="w") as writer:
+        for batch in table.to_batches(max_chunksize=10_000):
+            writer.write_all(_jsonable(row) for row in batch.to_pylist())
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}

@@ -1,0 +1,114 @@
+"""Parquet files of the store, written atomically with zstd; messages in row groups by type."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tcbreplay._store.files import (
+    replace_with,
+    writing,
+)
+from tcbreplay._store.locks import (
+    WRITABLE_HINT,
+)
+from tcbreplay._store.schema import (
+    MESSAGES_SCHEMA,
+    PARQUET_OPTIONS,
+    ROW_GROUP_ROWS,
+)
+
+
+def write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:
+    options = (
+        dict(PARQUET_OPTIONS) if level is None else {**PARQUET_OPTIONS, "compression_level": level}
+    )
+    replace_with(
+        path,
+        lambda tmp: pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS, **options),
+        hint=WRITABLE_HINT,
+    )
+
+
+def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
+    """Write a Parquet file atomically with zstd (``level``: the store's unless given)."""
+    with writing(path.parent, hint=WRITABLE_HINT):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(table, path, level)
+
+
+class MessagesWriter:
+    """``messages.parquet`` as the store lays it out: every row group holds messages of one
+    type, so a scan of the AI messages (scoring's, the ``tool_calls`` view's) skips the
+    others' row groups by their statistics, without reading their text. Within a type, rows
+    keep the order they are written in (sample order, then position); files of other
+    layouts read the same, only slower."""
+
+    def __init__(self, path: Path) -> None:
+        self._writer = pq.ParquetWriter(path, MESSAGES_SCHEMA, **PARQUET_OPTIONS)
+        self._pending: dict[str | None, list[pa.Table]] = {}
+        self.rows_written = 0
+
+    def write(self, table: pa.Table) -> None:
+        """Add rows (``MESSAGES_SCHEMA``); a type's full row groups are written at once."""
+        import pyarrow.compute as pc  # here: commands that only read the store never load it
+
+        types = table["type"]
+        for kind in pc.unique(types).to_pylist():
+            rows = table.filter(pc.is_null(types) if kind is None else pc.equal(types, kind))
+            pending = self._pending.setdefault(kind, [])
+            pending.append(rows)
+            if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
+                whole = pa.concat_tables(pending)
+                full = whole.num_rows - whole.num_rows % ROW_GROUP_ROWS
+                self._write(whole.slice(0, full))
+                self._pending[kind] = [whole.slice(full)]
+
+    def close(self) -> None:
+        """Write each type's last rows (types in name order) and finish the file."""
+        for kind in sorted(self._pending, key=lambda k: (k is None, k or "")):
+            self._write(pa.concat_tables(self._pending[kind]))
+        self._pending = {}
+        self._writer.close()
+
+    def abandon(self) -> None:
+        """Close the file after a failure, unfinished (its writer removes it)."""
+        with suppress(Exception):
+            self._writer.close()
+
+    def _write(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self._writer.write_table(table.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
+            self.rows_written += table.num_rows
+
+
+def write_messages(table: pa.Table, path: Path) -> None:
+    """Write ``messages.parquet`` atomically, laid out by :class:`MessagesWriter`."""
+
+    def write(tmp: Path) -> None:
+        writer = MessagesWriter(tmp)
+        try:
+            writer.write(table)
+            writer.close()
+        except BaseException:
+            writer.abandon()
+            raise
+
+    replace_with(path, write, hint=WRITABLE_HINT)
+
+
+def write_frame(frame: Any, path: Path, level: int = 1) -> None:
+    """Write a Polars frame as Parquet atomically with zstd at ``level``, by Polars'
+    writer (which encodes columns in parallel)."""
+    with writing(path.parent, hint=WRITABLE_HINT):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    replace_with(path, lambda tmp: write_frame_to(frame, tmp, level), hint=WRITABLE_HINT)
+
+
+def write_frame_to(frame: Any, path: Path, level: int = 1) -> None:
+    """Write a Polars frame to ``path`` as it is (no temporary name: see :func:`write_frame`)."""
+    frame.write_parquet(path, compression="zstd", compression_level=level)

@@ -1,0 +1,304 @@
+"""The store's schema: its file names, Arrow schemas, the sample row and the manifest's shape.
+
+Every writer of a run (recording, importing) builds rows and manifests here, and every
+reader checks them here.
+
+Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README):
+
+- ``manifest.json``: everything needed to score the run without its inputs.
+- ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
+- ``samples.parquet``: one row per sample (``SAMPLES_SCHEMA``).
+- ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``),
+  in row groups of one message type each (:class:`tcbreplay._store.parquet.MessagesWriter`).
+- ``journal.jsonl``: while recording, one line per finished sample; folded into the
+  Parquet files when the run finishes, so a crash loses only samples in flight
+  (:mod:`tcbreplay._store.journal`).
+- ``writer.lock``: held (``flock``) by the one process writing the run.
+- ``scores/<scoring>/``: per-sample scores and a summary, one folder per scoring options.
+- ``evaluations/``: the dashboard file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tcbreplay._inputs import limits
+from tcbreplay.errors import (
+    StoreError,
+)
+
+SCHEMA_VERSION = 1
+
+
+MANIFEST = "manifest.json"
+
+
+DATASET = "dataset.jsonl"
+
+
+SAMPLES = "samples.parquet"
+
+
+MESSAGES = "messages.parquet"
+
+
+JOURNAL = "journal.jsonl"
+
+
+LOCK = "writer.lock"
+
+
+DATA_FILES = (SAMPLES, MESSAGES)
+
+
+SCORES = "scores"
+
+
+EVALUATIONS = "evaluations"
+
+
+# Row groups of 128Ki rows: DuckDB scans a file one row group per thread, so a run's
+# million rows in one group would be read by one core.
+ROW_GROUP_ROWS = 128 * 1024
+
+
+PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 6}
+
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+SAMPLES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("sample_id", pa.string()),
+        ("sample_index", pa.int32()),
+        ("input", pa.string()),
+        ("gold", pa.string()),  # JSON: [{"name", "args"}, ...]
+        ("category", pa.string()),
+        ("status", pa.string()),  # ok | error | missing
+        ("attempts", pa.int32()),
+        ("error_type", pa.string()),
+        ("error", pa.string()),
+        ("started_at", _TS),
+        ("finished_at", _TS),
+        ("duration_s", pa.float64()),
+        ("n_messages", pa.int32()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+    ]
+)
+
+
+MESSAGES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("sample_id", pa.string()),
+        ("sample_index", pa.int32()),  # the sample's, so scoring needs no join on ids
+        ("position", pa.int32()),
+        ("type", pa.string()),  # human | ai | tool | system | ...
+        ("message", pa.string()),  # JSON, as langchain_core.messages.message_to_dict writes it
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("total_tokens", pa.int64()),
+        ("latency_s", pa.float64()),
+    ]
+)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+# the manifest's fields that readers rely on, and the JSON type each must have when present
+_MANIFEST_FIELDS: dict[str, type] = {
+    "run_id": str,
+    "status": str,
+    "created_at": str,
+    "finished_at": str,
+    "benchmark": dict,
+    "dataset": dict,
+    "tools": dict,
+    "system_prompt": dict,
+    "model": dict,
+    "runner": dict,
+    "files": dict,
+    "totals": dict,
+}
+
+
+_JSON_TYPES = {dict: "an object", list: "a list", str: "a string"}
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A run's manifest, checked for the shape its readers rely on."""
+    where = path / MANIFEST
+    try:
+        manifest = limits.loads(where.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StoreError(
+            f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from exc
+    except (OSError, ValueError) as exc:  # not JSON, or beyond the limits of JSON input
+        raise StoreError(f"{where}: unreadable manifest: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise StoreError(f"{where}: not a manifest: {_json_type(manifest)}, not an object")
+    version = manifest.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"{where}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
+        )
+    if "status" not in manifest:  # every writer sets it first: recording, then how it ended
+        raise StoreError(f"{where}: no status")
+    for key, kind in _MANIFEST_FIELDS.items():
+        value = manifest.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise StoreError(f"{where}: {key} is {_json_type(value)}, not {_JSON_TYPES[kind]}")
+    specs = (manifest.get("tools") or {}).get("specs", [])
+    if not isinstance(specs, list) or not all(
+        isinstance(spec, dict) and isinstance(spec.get("name"), str) for spec in specs
+    ):
+        raise StoreError(f"{where}: tools.specs is not a list of tool specs, each with a name")
+    for spec in specs:  # scoring and the tools view read each tool's parameter properties
+        field, value = "parameters", spec.get("parameters")
+        if isinstance(value, dict):
+            field, value = "parameters.properties", value.get("properties")
+        if not isinstance(value, dict | None):
+            raise StoreError(
+                f"{where}: tools.specs: tool {spec['name']!r}: {field} is {_json_type(value)}, "
+                "not an object"
+            )
+    return manifest
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``samples.parquet`` from journal records."""
+    rows = []
+    for r in records:
+        msgs = r.get("messages", [])
+        rows.append(
+            {
+                "run_id": r["run_id"],
+                "sample_id": r["sample_id"],
+                "sample_index": r["sample_index"],
+                "input": r["input"],
+                "gold": json.dumps(r["gold"], ensure_ascii=False),
+                "category": r.get("category"),
+                "status": r["status"],
+                "attempts": r.get("attempts", 0),
+                "error_type": r.get("error_type"),
+                "error": r.get("error"),
+                "started_at": _ts(r.get("started_at")),
+                "finished_at": _ts(r.get("finished_at")),
+                "duration_s": r.get("duration_s"),
+                "n_messages": len(msgs),
+                "input_tokens": _sum(m.get("input_tokens") for m in msgs),
+                "output_tokens": _sum(m.get("output_tokens") for m in msgs),
+            }
+        )
+    return rows
+
+
+def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``messages.parquet`` from journal records."""
+    rows = []
+    for r in records:
+        for position, m in enumerate(r.get("messages", [])):
+            rows.append(
+                {
+                    "run_id": r["run_id"],
+                    "sample_id": r["sample_id"],
+                    "sample_index": r["sample_index"],
+                    "position": position,
+                    "type": m["type"],
+                    "message": m["message"],
+                    "input_tokens": m.get("input_tokens"),
+                    "output_tokens": m.get("output_tokens"),
+                    "total_tokens": m.get("total_tokens"),
+                    "latency_s": m.get("latency_s"),
+                }
+            )
+    return rows
+
+
+def _ts(value: Any) -> dt.datetime | None:
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    return dt.datetime.fromisoformat(value)
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+SCORES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scoring", pa.string()),
+        ("sample_id", pa.string()),
+        ("sample_index", pa.int32()),
+        ("category", pa.string()),
+        ("status", pa.string()),
+        ("n_gold", pa.int32()),
+        ("n_agent", pa.int32()),
+        ("tsa", pa.float64()),
+        ("tp", pa.float64()),
+        ("ahr", pa.float64()),
+        ("args_invalid", pa.int64()),
+        ("args_total", pa.int64()),
+        ("args_missing", pa.int64()),
+        ("pairs", pa.int32()),
+    ]
+)
+
+
+_TOOLS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("tool", pa.string()),
+        ("description", pa.string()),
+        ("param", pa.string()),
+        ("has_default", pa.bool_()),
+        ("default_value", pa.string()),
+    ]
+)
+
+
+_RUNS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("status", pa.string()),
+        ("created_at", pa.string()),
+        ("finished_at", pa.string()),
+        ("benchmark", pa.string()),
+        ("model", pa.string()),
+        ("provider", pa.string()),
+        ("simulated", pa.bool_()),
+        ("n_samples", pa.int64()),
+        ("recorded", pa.int64()),
+        ("ok", pa.int64()),
+        ("errors", pa.int64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("toolkit_version", pa.string()),
+        ("dataset_sha256", pa.string()),
+        ("source", pa.string()),
+    ]
+)
