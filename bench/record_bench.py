@@ -70,7 +70,8 @@ def throughput(tmp: Path, n: int, workers: int = 64, latency: float = 0.2) -> di
     import pyarrow.parquet as pq
 
     from tcbreplay._record.models import parse_model
-    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
     from tcbreplay._store.runs import Store
 
     inputs = _inputs(_dataset(tmp / "tp.json", n, calls=2))
@@ -122,7 +123,8 @@ def _busy_cpu_s() -> float | None:
 def overhead(tmp: Path, n: int) -> dict[str, Any]:
     """Wall time per 3-turn sample with a zero-latency model, one and eight workers."""
     from tcbreplay._record.models import parse_model
-    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
     from tcbreplay._store.runs import Store
 
     inputs = _inputs(_dataset(tmp / "oh.json", n, calls=2))

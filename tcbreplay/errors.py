@@ -27,7 +27,7 @@ class DatasetError(InputError):
     """A dataset file that cannot be loaded or does not fit its tools."""
 
 
-class ToolSpecError(InputError):
+class ToolSchemaError(InputError):
     """A tools module or JSON schema file that cannot be loaded."""
 
 

@@ -25,7 +25,8 @@ def sim_run(tmp_path_factory):
     """The built-in benchmark recorded once with ``sim:seed=7``: (store, run_id)."""
     from tcbreplay._inputs.benchmarks import load_inputs
     from tcbreplay._record.models import parse_model
-    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
     from tcbreplay._store.runs import Store
 
     store = Store(tmp_path_factory.mktemp("sim") / "traces")
@@ -62,7 +63,8 @@ def sim_runs_pair(sim_run, tmp_path_factory):
 
     from tcbreplay._inputs.benchmarks import load_inputs
     from tcbreplay._record.models import parse_model
-    from tcbreplay._record.runner import RecordOptions, record_run
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
     from tcbreplay._store.runs import Store
 
     source, first = sim_run

@@ -16,7 +16,8 @@ from helpers import cli, snapshot
 from tcbreplay._analysis.diff import MAX_BOOT, diff_runs
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._record.models import parse_model
-from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
 from tcbreplay._score import run as score_module
 from tcbreplay._score.run import score_tables
 from tcbreplay._store.files import write_json_atomic

@@ -16,7 +16,8 @@ from tcbreplay._cli import main
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.models.sim import plan_turns
-from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SCHEMA_VERSION

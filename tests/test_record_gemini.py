@@ -20,7 +20,8 @@ from tcbreplay._cli import main
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._inputs.benchmarks.tool_call.tools import CATALOG
 from tcbreplay._record.models import parse_model
-from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 
 FAKE_KEY = "fake-gemini-key-7f3a9c"

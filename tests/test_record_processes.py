@@ -20,8 +20,9 @@ from helpers import cli, cli_process, journal_lines, wait_for
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.loop import run_loop
 from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.processes import ChildFailed, split_workers
-from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError

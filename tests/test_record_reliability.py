@@ -20,8 +20,9 @@ from helpers import cli_process, journal_lines, snapshot, wait_for
 from tcbreplay._cli import main
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient, retry_after
-from tcbreplay._record.runner import RecordOptions, record_run
+from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 

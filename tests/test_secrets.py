@@ -16,8 +16,9 @@ from helpers import cli, snapshot
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._inputs.dataset import GoldCall, Sample
-from tcbreplay._record.models import _KEY_VARS, build_chat_model, parse_model, spec_from_manifest
-from tcbreplay._record.runner import RecordOptions, run_sample
+from tcbreplay._record.models import _KEY_VARS, build_chat_model, model_from_manifest, parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.sample import run_sample
 from tcbreplay._record.secrets import find_secrets, is_secret_name, redact
 from tcbreplay.errors import InputError, ModelError, TcbReplayWarning
 
@@ -171,7 +172,7 @@ def test_secrets_in_a_recorded_runs_settings_are_redacted_too(key):
         "settings": {"additional_headers": {"x-goog-api-key": other}},
     }
     assert other in redact(f"rejected {other}")
-    build_chat_model(spec_from_manifest(manifest))
+    build_chat_model(model_from_manifest(manifest))
     assert redact(f"rejected {other}") == "rejected [redacted]"
 
 

@@ -114,8 +114,9 @@ def record(
     """Run the agent over a dataset and store its raw message traces."""
     from tcbreplay._cli.render import Progress
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
-    from tcbreplay._record.models import DEFAULT_MODEL, parse_model, spec_from_manifest
-    from tcbreplay._record.runner import RecordInterrupted, RecordOptions, record_run
+    from tcbreplay._record.models import DEFAULT_MODEL, model_from_manifest, parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import RecordInterrupted, record_run
     from tcbreplay._store.export import export_jsonl
     from tcbreplay._store.runs import Run, Store
 
@@ -145,11 +146,11 @@ def record(
         run = store_.open_run(existing)
         manifest = run.manifest
         inputs = inputs_from_manifest(manifest, run.dir)
-        spec = spec_from_manifest(manifest["model"])
+        choice = model_from_manifest(manifest["model"])
         run_id = existing
     else:
         inputs = load_inputs(benchmark, dataset, tools, system_prompt)
-        spec = parse_model(model or DEFAULT_MODEL, options_dict(model_options, "--model-option"))
+        choice = parse_model(model or DEFAULT_MODEL, options_dict(model_options, "--model-option"))
     options = RecordOptions(
         workers=workers,
         processes=processes,
@@ -160,12 +161,12 @@ def record(
         max_rpm=max_rpm,
         max_tpm=max_tpm,
     )
-    label = f"recording {spec.id}" + (" (simulated)" if spec.simulated else "")
+    label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")
     progress = Progress(label, quiet=quiet)
     try:
         summary = record_run(
             inputs,
-            spec,
+            choice,
             store_,
             run_id=run_id,
             options=options,

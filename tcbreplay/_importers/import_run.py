@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcbreplay import __version__
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import lone_surrogate
 from tcbreplay._record.secrets import redact
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import utcnow
+from tcbreplay._store.schema import new_manifest, sample_record, utcnow
 from tcbreplay.errors import InputError, TcbReplayError, TraceError
 
 
@@ -72,42 +71,32 @@ def import_traces(
     for sample in inputs.dataset.samples:
         line = lines.get(sample.sample_id)
         records.append(
-            {
-                "run_id": run_id,
-                "sample_id": sample.sample_id,
-                "sample_index": sample.index,
-                "input": sample.input,
-                "gold": [c.to_dict() for c in sample.target],
-                "category": sample.category,
-                "status": "missing" if line is None else line["status"],
-                "attempts": 0 if line is None else 1,
-                "error_type": None if line is None else line.get("error_type"),
-                "error": "no trace in the imported file" if line is None else line.get("error"),
-                "started_at": now,
-                "finished_at": now,
-                "duration_s": None,
-                "messages": [] if line is None else line["messages"],
-            }
+            sample_record(
+                run_id,
+                sample,
+                status="missing" if line is None else line["status"],
+                messages=[] if line is None else line["messages"],
+                attempts=0 if line is None else 1,
+                started_at=now,
+                finished_at=now,
+                error_type=None if line is None else line.get("error_type"),
+                error="no trace in the imported file" if line is None else line.get("error"),
+            )
         )
-    manifest = {
-        "run_id": run_id,
-        "created_at": now,
-        "source": "import",
-        "toolkit": {"name": "tcbreplay", "version": __version__},
-        **inputs.manifest_fields(),
-        "model": {
+    manifest = new_manifest(
+        run_id,
+        now,
+        inputs.manifest_fields(),
+        {
             "id": model or "unknown",
             "provider": "import",
             "name": model or "unknown",
             "settings": {},
             "simulated": False,
         },
-        "traces": {
-            "source": str(path),
-            "format": fmt,
-            "sha256": hashlib.sha256(data).hexdigest(),
-        },
-    }
+        source="import",
+        traces={"source": str(path), "format": fmt, "sha256": hashlib.sha256(data).hexdigest()},
+    )
     if store.exists(run_id):
         _drop_unfinished_import(store, run_id)
     # a failure in there removes the folder it made

@@ -1,6 +1,6 @@
-"""Tool specs from a Python ``module:attr`` or a JSON file of function schemas.
+"""Tool schemas from a Python ``module:attr`` or a JSON file of function schemas.
 
-A spec is what scoring needs to know about a tool: its name, description and
+A tool schema is what scoring needs to know about a tool: its name, description and
 JSON-schema parameters (with ``default`` where one is declared). Tools loaded
 from Python also carry LangChain tool objects that recording can execute.
 LangChain is imported only when Python tools are loaded, never by scoring.
@@ -19,13 +19,13 @@ from typing import Any
 
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.dataset import lone_surrogate
-from tcbreplay.errors import ToolSpecError
+from tcbreplay.errors import ToolSchemaError
 
 _NO_DEFAULT = object()
 
 
 @dataclass(frozen=True)
-class ToolSpec:
+class ToolSchema:
     """A tool's name, description and JSON-schema parameters."""
 
     name: str
@@ -45,24 +45,24 @@ class ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any], place: str = "tool") -> ToolSpec:
+    def from_dict(cls, obj: Mapping[str, Any], place: str = "tool") -> ToolSchema:
         """Validate one function schema ``{"name", "description", "parameters"}``."""
         if not isinstance(obj, Mapping):
-            raise ToolSpecError(f"{place}: expected an object with name and parameters")
+            raise ToolSchemaError(f"{place}: expected an object with name and parameters")
         name = obj.get("name")
         if not isinstance(name, str) or not name:
-            raise ToolSpecError(f"{place}: name must be a non-empty string")
+            raise ToolSchemaError(f"{place}: name must be a non-empty string")
         description = obj.get("description", "")
         if not isinstance(description, str):
-            raise ToolSpecError(f"{place} ({name}): description must be a string")
+            raise ToolSchemaError(f"{place} ({name}): description must be a string")
         params = obj.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(params, Mapping):
-            raise ToolSpecError(f"{place} ({name}): parameters must be a JSON-schema object")
+            raise ToolSchemaError(f"{place} ({name}): parameters must be a JSON-schema object")
         props = params.get("properties", {})
         if not isinstance(props, Mapping) or not all(
             isinstance(v, Mapping) for v in props.values()
         ):
-            raise ToolSpecError(
+            raise ToolSchemaError(
                 f"{place} ({name}): parameters.properties must map names to JSON schemas"
             )
         return cls(name=name, description=description, parameters=dict(params))
@@ -70,94 +70,94 @@ class ToolSpec:
 
 @dataclass
 class Toolset:
-    """The tools of a benchmark: specs, and runnable tools when loaded from Python."""
+    """The tools of a benchmark: their schemas, and runnable tools when loaded from Python."""
 
-    specs: list[ToolSpec]
+    schemas: list[ToolSchema]
     source: str
     sha256: str | None = None
     tools: list[Any] | None = field(default=None, repr=False)
 
     def params(self) -> dict[str, set[str]]:
-        return {s.name: s.param_names for s in self.specs}
+        return {s.name: s.param_names for s in self.schemas}
 
     def to_list(self) -> list[dict[str, Any]]:
-        return [s.to_dict() for s in self.specs]
+        return [s.to_dict() for s in self.schemas]
 
 
-def load_toolset(spec: str) -> Toolset:
+def load_toolset(source: str) -> Toolset:
     """Load tools from ``module:attr`` or from a JSON file of function schemas."""
-    path = Path(spec)
-    if spec.endswith(".json") or (path.is_file() and ":" not in spec):
+    path = Path(source)
+    if source.endswith(".json") or (path.is_file() and ":" not in source):
         return _from_json(path)
-    if ":" not in spec:
-        raise ToolSpecError(
-            f"{spec}: not a JSON file or module:attr",
+    if ":" not in source:
+        raise ToolSchemaError(
+            f"{source}: not a JSON file or module:attr",
             hint="give the tools as package.module:TOOLS or as tools.json",
         )
-    return _from_module(spec)
+    return _from_module(source)
 
 
 def toolset_from_dicts(items: list[Mapping[str, Any]], source: str) -> Toolset:
-    """Rebuild specs stored in a run manifest."""
-    specs = [ToolSpec.from_dict(obj, f"{source}: tool {i}") for i, obj in enumerate(items)]
-    return Toolset(specs=specs, source=source)
+    """Rebuild the tool schemas stored in a run manifest."""
+    schemas = [ToolSchema.from_dict(obj, f"{source}: tool {i}") for i, obj in enumerate(items)]
+    return Toolset(schemas=schemas, source=source)
 
 
 def _from_json(path: Path) -> Toolset:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ToolSpecError(f"{path}: cannot read tools file: {exc.strerror or exc}") from exc
+        raise ToolSchemaError(f"{path}: cannot read tools file: {exc.strerror or exc}") from exc
     try:
         items = limits.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ToolSpecError(f"{path.name}: not valid JSON: {exc}") from exc
+        raise ToolSchemaError(f"{path.name}: not valid JSON: {exc}") from exc
     except limits.LimitError as exc:
-        raise ToolSpecError(f"{path.name}: {exc}", hint=limits.HINT) from None
+        raise ToolSchemaError(f"{path.name}: {exc}", hint=limits.HINT) from None
     surrogate = lone_surrogate(items)
     if surrogate:
-        raise ToolSpecError(
+        raise ToolSchemaError(
             f"{path.name}: holds a lone surrogate {surrogate}, which is not valid Unicode"
         )
     if isinstance(items, dict) and "tools" in items:
         items = items["tools"]
     if not isinstance(items, list):
-        raise ToolSpecError(f"{path.name}: expected a JSON array of function schemas")
-    specs = [ToolSpec.from_dict(obj, f"{path.name}: tool {i}") for i, obj in enumerate(items)]
-    _check_unique(specs, path.name)
-    return Toolset(specs=specs, source=str(path), sha256=hashlib.sha256(data).hexdigest())
+        raise ToolSchemaError(f"{path.name}: expected a JSON array of function schemas")
+    schemas = [ToolSchema.from_dict(obj, f"{path.name}: tool {i}") for i, obj in enumerate(items)]
+    _check_unique(schemas, path.name)
+    return Toolset(schemas=schemas, source=str(path), sha256=hashlib.sha256(data).hexdigest())
 
 
-def _from_module(spec: str) -> Toolset:
-    module_name, _, attr = spec.partition(":")
+def _from_module(source: str) -> Toolset:
+    module_name, _, attr = source.partition(":")
     if not module_name or not attr:
-        raise ToolSpecError(f"{spec}: expected module:attr")
+        raise ToolSchemaError(f"{source}: expected module:attr")
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ToolSpecError(f"{spec}: cannot import module {module_name!r}: {exc}") from exc
+        raise ToolSchemaError(f"{source}: cannot import module {module_name!r}: {exc}") from exc
     except (Exception, SystemExit) as exc:  # the user's module raised while importing
-        raise ToolSpecError(
-            f"{spec}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        raise ToolSchemaError(
+            f"{source}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ToolSpecError(f"{spec}: module {module_name!r} has no attribute {attr!r}")
+            raise ToolSchemaError(f"{source}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     items = list(obj.values()) if isinstance(obj, Mapping) else obj
     if not isinstance(items, (list, tuple)) or not items:
-        raise ToolSpecError(
-            f"{spec}: expected a non-empty list of functions or LangChain tools, "
+        raise ToolSchemaError(
+            f"{source}: expected a non-empty list of functions or LangChain tools, "
             f"got {type(obj).__name__}"
         )
-    tools = [_as_langchain_tool(item, f"{spec}[{i}]") for i, item in enumerate(items)]
-    specs = [_spec_of(tool, f"{spec}[{i}]") for i, tool in enumerate(tools)]
-    _check_unique(specs, spec)
-    return Toolset(specs=specs, source=spec, sha256=_module_sha256(module), tools=tools)
+    tools = [_as_langchain_tool(item, f"{source}[{i}]") for i, item in enumerate(items)]
+    schemas = [_schema_of(tool, f"{source}[{i}]") for i, tool in enumerate(tools)]
+    _check_unique(schemas, source)
+    return Toolset(schemas=schemas, source=source, sha256=_module_sha256(module), tools=tools)
 
 
 def _as_langchain_tool(item: Any, place: str) -> Any:
@@ -169,33 +169,33 @@ def _as_langchain_tool(item: Any, place: str) -> Any:
         try:
             return tool(item)
         except Exception as exc:
-            raise ToolSpecError(f"{place}: cannot be used as a tool: {exc}") from exc
-    raise ToolSpecError(f"{place}: not a function or LangChain tool ({type(item).__name__})")
+            raise ToolSchemaError(f"{place}: cannot be used as a tool: {exc}") from exc
+    raise ToolSchemaError(f"{place}: not a function or LangChain tool ({type(item).__name__})")
 
 
-def _spec_of(tool: Any, place: str) -> ToolSpec:
+def _schema_of(tool: Any, place: str) -> ToolSchema:
     from langchain_core.utils.function_calling import convert_to_openai_function
 
     fn = convert_to_openai_function(tool)
-    spec = ToolSpec(
+    schema = ToolSchema(
         name=fn["name"],
         description=fn.get("description", ""),
         parameters=fn.get("parameters", {"type": "object", "properties": {}}),
     )
     # a default such as 10**1000 or a deeply nested list: the manifest could not hold it
-    problem = limits.value_problem(spec.to_dict())
+    problem = limits.value_problem(schema.to_dict())
     if problem is not None:
-        raise ToolSpecError(
-            f"{place} ({spec.name}): its parameters hold {problem}", hint=limits.HINT
+        raise ToolSchemaError(
+            f"{place} ({schema.name}): its parameters hold {problem}", hint=limits.HINT
         )
-    return spec
+    return schema
 
 
-def _check_unique(specs: list[ToolSpec], label: str) -> None:
+def _check_unique(schemas: list[ToolSchema], label: str) -> None:
     seen = set()
-    for s in specs:
+    for s in schemas:
         if s.name in seen:
-            raise ToolSpecError(f"{label}: two tools are named {s.name!r}")
+            raise ToolSchemaError(f"{label}: two tools are named {s.name!r}")
         seen.add(s.name)
 
 

@@ -26,7 +26,8 @@ from typing import Any
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import aclose_model
 from tcbreplay._record.loop import run_loop
-from tcbreplay._record.runner import STAGGER, ProgressFn, RecordOptions, run_sample
+from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
+from tcbreplay._record.sample import run_sample
 from tcbreplay._store.writer import RunWriter, journal_line
 
 # (sample number | None) parent -> child; ("sample", status, line) | ("retry", text) back.

@@ -9,127 +9,37 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from tcbreplay import __version__
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
-from tcbreplay._machine import usable_cores
 from tcbreplay._record.agent import (
     CallPolicy,
-    SampleState,
     aclose_model,
     build_agent,
-    current_sample,
     inline_tracing_hooks,
     serialize_messages,
 )
 from tcbreplay._record.loop import lean_gc, run_loop
 from tcbreplay._record.models import (
-    SAMPLE_ID_KEY,
-    ModelSpec,
+    ModelChoice,
     build_chat_model,
     check_credentials,
     effective_settings,
 )
-from tcbreplay._record.retry import RateLimiter
-from tcbreplay._record.secrets import redact
+from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
+from tcbreplay._record.sample import SampleTimeout, run_sample
 from tcbreplay._store.runs import Run, Store, validate_run_id
-from tcbreplay._store.schema import utcnow
+from tcbreplay._store.schema import new_manifest, utcnow
 from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import InputError, RunExistsError, StoreError, first_line
 
 __all__ = ["RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "serialize_messages"]
-
-
-@dataclass(frozen=True)
-class RecordOptions:
-    """Runner settings, recorded in the manifest."""
-
-    workers: int = 4
-    retries: int = 2
-    timeout: float | None = 300.0
-    call_timeout: float | None = 120.0
-    backoff: float = 1.0
-    recursion_limit: int = 50
-    max_rpm: float | None = None
-    max_tpm: float | None = None
-    processes: int | None = None  # None: one per WORKERS_PER_PROCESS workers, at most one per core
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise InputError("--workers must be at least 1")
-        if self.processes is not None:
-            if self.processes < 1:
-                raise InputError("--processes must be at least 1")
-            if self.processes > self.workers:
-                raise InputError(
-                    f"--processes {self.processes} is more than --workers {self.workers}: "
-                    "each process runs at least one worker"
-                )
-        if self.retries < 0:
-            raise InputError("--retries must not be negative")
-        if not math.isfinite(self.backoff) or self.backoff < 0:
-            raise InputError(f"--backoff {self.backoff}: must be a finite number, not negative")
-        # None means no limit; NaN or infinity would break the deadlines and the limiter
-        for name in ("timeout", "call_timeout", "max_rpm", "max_tpm"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise InputError(
-                    f"--{name.replace('_', '-')} {value}: must be a finite number, above 0"
-                )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "workers": self.workers,
-            "retries": self.retries,
-            "timeout": self.timeout,
-            "call_timeout": self.call_timeout,
-            "backoff": self.backoff,
-            "recursion_limit": self.recursion_limit,
-            "max_rpm": self.max_rpm,
-            "max_tpm": self.max_tpm,
-            "processes": self.process_count(),
-        }
-
-    def process_count(self) -> int:
-        """Processes that run the agents: as given, or one per 32 workers up to the cores.
-
-        The default is one process except on Linux: children are forked, and on macOS a
-        forked child can crash in system frameworks its parent has touched.
-        """
-        if self.processes is not None:
-            return self.processes
-        if not sys.platform.startswith("linux"):
-            return 1
-        return max(1, min(usable_cores(), self.workers // WORKERS_PER_PROCESS))
-
-    def rate_limiter(self, processes: int = 1) -> RateLimiter:
-        """One process's limiter: an equal share of the run-wide ``--max-rpm``/``--max-tpm``.
-
-        Each of N processes keeps to 1/N of each limit in its own sliding window, so the
-        run as a whole never exceeds it (a process with little left to do does not hand
-        its share to the others).
-        """
-        rpm, tpm = (None if v is None else v / processes for v in (self.max_rpm, self.max_tpm))
-        return RateLimiter(rpm, tpm)
-
-
-# With ``--processes`` left out: a process for every this many workers (at most one per core).
-# One event loop keeps up with about this many workers waiting on fast model turns.
-WORKERS_PER_PROCESS = 32
-
-
-# Seconds between the starts of a process's workers, so that their model calls do not all
-# start (and come back) at once: one event loop serves such a burst one worker after another.
-STAGGER = 0.005
 
 
 @dataclass
@@ -153,38 +63,35 @@ class RecordSummary:
     processes: int = 1
 
 
-ProgressFn = Callable[[dict[str, Any]], None]
-
-
 # Model settings that change how requests travel, not what the model answers.
 TRANSPORT_SETTINGS = frozenset(
     {"base_url", "timeout", "request_timeout", "max_retries", "client_args", "additional_headers"}
 )
 
 
-def fingerprint(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
+def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice) -> str:
     """sha256 of everything that decides what a recording should contain."""
     fields = inputs.manifest_fields()
     basis = {
         "dataset": inputs.dataset.entries(),
         "tools": fields["tools"]["specs"],
         "system_prompt": fields["system_prompt"]["text"],
-        "model": spec.id,
-        "settings": {k: v for k, v in spec.settings.items() if k not in TRANSPORT_SETTINGS},
+        "model": choice.id,
+        "settings": {k: v for k, v in choice.settings.items() if k not in TRANSPORT_SETTINGS},
     }
     text = json.dumps(basis, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def default_run_id(inputs: BenchmarkInputs, spec: ModelSpec) -> str:
+def default_run_id(inputs: BenchmarkInputs, choice: ModelChoice) -> str:
     """``<benchmark>-<model>-<fingerprint>``: the same command names the same run."""
-    model = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.name if not spec.simulated else "sim")
-    return f"{inputs.name}-{model}-{fingerprint(inputs, spec)[:10]}"
+    model = re.sub(r"[^A-Za-z0-9._-]+", "-", choice.name if not choice.simulated else "sim")
+    return f"{inputs.name}-{model}-{fingerprint(inputs, choice)[:10]}"
 
 
 def record_run(
     inputs: BenchmarkInputs,
-    spec: ModelSpec,
+    choice: ModelChoice,
     store: Store,
     *,
     run_id: str | None = None,
@@ -205,28 +112,24 @@ def record_run(
             f"{inputs.toolset.source}: JSON tool schemas have no code to run",
             hint="record needs tools from a Python module:attr; JSON schemas suit import",
         )
-    check_credentials(spec)
+    check_credentials(choice)
     gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
-    chat_model = build_chat_model(spec, gold)
-    run_id = validate_run_id(default_run_id(inputs, spec) if run_id is None else run_id)
-    print_ = fingerprint(inputs, spec)
+    chat_model = build_chat_model(choice, gold)
+    run_id = validate_run_id(default_run_id(inputs, choice) if run_id is None else run_id)
+    print_ = fingerprint(inputs, choice)
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)
     writer = None
     if not store.exists(run_id):
-        manifest = {
-            "run_id": run_id,
-            "created_at": utcnow().isoformat(),
-            "fingerprint": print_,
-            "toolkit": {"name": "tcbreplay", "version": __version__},
-            "libraries": _library_versions(),
-            **inputs.manifest_fields(),
-            "model": {
-                **spec.to_dict(),
-                "effective_settings": effective_settings(spec, chat_model),
-            },
-            "runner": options.to_dict(),
-        }
+        manifest = new_manifest(
+            run_id,
+            utcnow().isoformat(),
+            inputs.manifest_fields(),
+            {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)},
+            fingerprint=print_,
+            libraries=_library_versions(),
+            runner=options.to_dict(),
+        )
         try:
             writer = store.create_run(manifest, inputs.dataset.entries())
             samples = inputs.dataset.samples
@@ -278,7 +181,7 @@ def record_run(
 
     if hasattr(progress, "start"):
         progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
-    summary = _record(run, samples, writer, spec.simulated, len(inputs.dataset))
+    summary = _record(run, samples, writer, choice.simulated, len(inputs.dataset))
     summary.processes = processes
     return summary
 
@@ -413,66 +316,6 @@ async def _in_process(
         await asyncio.gather(*(worker(k) for k in range(min(options.workers, len(samples)))))
     finally:
         await aclose_model(chat_model)
-
-
-async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:
-    """Run one sample; return its journal record (agent and provider failures become data).
-
-    Transient model-call failures are retried inside the agent (see :mod:`tcbreplay._record.agent`);
-    ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
-    """
-    started_at = utcnow()
-    t0 = time.perf_counter()
-    state = SampleState()
-    current_sample.set(state)
-    messages: list[Any] = []
-    error: BaseException | None = None
-    deadline = asyncio.timeout(options.timeout)
-    try:
-        async with deadline:
-            async for value in agent.astream(
-                {"messages": [{"role": "user", "content": sample.input}]},
-                config={
-                    "metadata": {SAMPLE_ID_KEY: sample.sample_id},
-                    "recursion_limit": options.recursion_limit,
-                },
-                stream_mode="values",
-            ):
-                messages = value["messages"]
-    except TimeoutError as exc:  # the sample's deadline, or a model call's (CallTimeout)
-        expired = deadline.expired()
-        error = (
-            SampleTimeout(f"sample did not finish within {options.timeout:g} s") if expired else exc
-        )
-    except Exception as exc:  # agent behaviour and provider failures are data
-        error = exc
-    return {
-        "run_id": run_id,
-        "sample_id": sample.sample_id,
-        "sample_index": sample.index,
-        "input": sample.input,
-        "gold": [c.to_dict() for c in sample.target],
-        "category": sample.category,
-        "status": "ok" if error is None else "error",
-        "attempts": 1 + state.retries,
-        "error_type": None if error is None else type(error).__name__,
-        "error": None if error is None else _one_line(error),
-        "started_at": started_at.isoformat(),
-        "finished_at": utcnow().isoformat(),
-        "duration_s": time.perf_counter() - t0,
-        "messages": serialize_messages(messages, state.timings),
-    }
-
-
-class SampleTimeout(TimeoutError):
-    """A sample ran past ``--timeout``."""
-
-
-def _one_line(exc: BaseException) -> str:
-    """The error text stored with a sample: one line, without any secret a provider or a
-    proxy may have quoted (redacted before it is cut, so no part of a key is left)."""
-    text = redact(" ".join(str(exc).split())) or type(exc).__name__
-    return text[:2000]
 
 
 def _library_versions() -> dict[str, str]:

@@ -67,7 +67,7 @@ def _score_run(
     # parts run side by side, a worker per core, so each gets its share of the cores
     con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // _workers(parts)))
     try:
-        scored = compute_scores(con, tool_specs(run), options, parts)
+        scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
     scores = scored.scores.with_columns(
@@ -96,7 +96,7 @@ def _score_run(
 def score_tables(
     samples: pa.Table,
     messages: pa.Table,
-    tool_specs: list[dict[str, Any]],
+    tool_schemas: list[dict[str, Any]],
     options: ScoreOptions | None = None,
     *,
     parts: int | None = None,
@@ -105,12 +105,12 @@ def score_tables(
     ``parts``: see :func:`compute_scores`."""
     con = connect_tables(samples, messages)
     try:
-        return compute_scores(con, tool_specs, options or ScoreOptions(), parts).scores
+        return compute_scores(con, tool_schemas, options or ScoreOptions(), parts).scores
     finally:
         con.close()
 
 
-def tool_specs(run: Run) -> list[dict[str, Any]]:
+def tool_schemas(run: Run) -> list[dict[str, Any]]:
     """The run's tool specs from its manifest (scoring needs their parameters)."""
     specs = (run.manifest.get("tools") or {}).get("specs")
     if specs is None:

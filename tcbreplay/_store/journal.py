@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tcbreplay._inputs import limits
-from tcbreplay._store.parquet import write_parquet, write_messages
+from tcbreplay._store.parquet import write_messages, write_parquet
 from tcbreplay._store.schema import (
     JOURNAL,
     MESSAGES,

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -71,6 +71,8 @@ ROW_GROUP_ROWS = 128 * 1024
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 6}
 
 
+# how a sample ended: recorded fine, failed after its retries, or absent from imported traces
+STATUSES = ("ok", "error", "missing")
 _TS = pa.timestamp("us", tz="UTC")
 
 
@@ -164,7 +166,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(specs, list) or not all(
         isinstance(spec, dict) and isinstance(spec.get("name"), str) for spec in specs
     ):
-        raise StoreError(f"{where}: tools.specs is not a list of tool specs, each with a name")
+        raise StoreError(f"{where}: tools.specs is not a list of tool schemas, each with a name")
     for spec in specs:  # scoring and the tools view read each tool's parameter properties
         field, value = "parameters", spec.get("parameters")
         if isinstance(value, dict):
@@ -302,3 +304,74 @@ _RUNS_SCHEMA = pa.schema(
         ("source", pa.string()),
     ]
 )
+
+
+class SampleLike(Protocol):
+    """What a sample row needs of a dataset sample."""
+
+    sample_id: str
+    index: int
+    input: str
+    category: str | None
+
+    @property
+    def target(self) -> Sequence[Any]: ...  # gold calls, each with ``to_dict()``
+
+
+def sample_record(
+    run_id: str,
+    sample: SampleLike,
+    *,
+    status: str,
+    messages: list[dict[str, Any]],
+    attempts: int,
+    started_at: str,
+    finished_at: str,
+    duration_s: float | None = None,
+    error_type: str | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """One finished sample as the journal holds it (folded into both Parquet files): the
+    dataset sample, how it ended, and its messages (``message`` JSON text, ``type``, token
+    counts and latency each)."""
+    if status not in STATUSES:
+        raise ValueError(f"status {status!r}: not one of {', '.join(STATUSES)}")
+    return {
+        "run_id": run_id,
+        "sample_id": sample.sample_id,
+        "sample_index": sample.index,
+        "input": sample.input,
+        "gold": [call.to_dict() for call in sample.target],
+        "category": sample.category,
+        "status": status,
+        "attempts": attempts,
+        "error_type": error_type,
+        "error": error,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "duration_s": duration_s,
+        "messages": messages,
+    }
+
+
+def new_manifest(
+    run_id: str,
+    created_at: str,
+    inputs: dict[str, Any],
+    model: dict[str, Any],
+    **fields: Any,
+) -> dict[str, Any]:
+    """A new run's manifest: its id and time, the toolkit, its inputs (``manifest_fields`` of
+    the benchmark inputs: benchmark, dataset, tools, system prompt), its model and any other
+    fields (``source``, ``runner``, ``traces`` ...). ``schema_version`` and ``status`` are
+    set when the run is created."""
+    from tcbreplay import __version__
+
+    return {
+        "run_id": run_id,
+        "created_at": created_at,
+        "toolkit": {"name": "tcbreplay", "version": __version__},
+        **inputs,
+        "model": model,
+        **fields,
+    }

@@ -71,7 +71,7 @@ class RunData:
         return self.run.run_id
 
     @property
-    def tool_specs(self) -> list[dict[str, Any]]:
+    def tool_schemas(self) -> list[dict[str, Any]]:
         return list((self.run.manifest.get("tools") or {}).get("specs") or [])
 
     def failed(self) -> dict[str, bool]:
@@ -268,7 +268,7 @@ def _tool_names(runs: list[RunData]) -> list[str]:
     """Tools of every manifest in order, then any other name a gold or agent call used."""
     names: dict[str, None] = {}
     for run in runs:
-        for spec in run.tool_specs:
+        for spec in run.tool_schemas:
             names.setdefault(spec["name"], None)
     for run in runs:
         for calls in (*run.gold.values(), *run.agent.values()):

@@ -217,7 +217,7 @@ def _tool_table(report: ReportData) -> str:
     descriptions = {
         spec["name"]: spec.get("description") or ""
         for run in report.runs
-        for spec in run.tool_specs
+        for spec in run.tool_schemas
     }
     colors = {run.run_id: run_color(k) for k, run in enumerate(report.runs)}
     rows = []
@@ -388,7 +388,7 @@ def details_payload(report: ReportData) -> dict[str, Any]:
         runs.append(
             {
                 "system": (run.run.manifest.get("system_prompt") or {}).get("text") or "",
-                "tools": run.tool_specs,
+                "tools": run.tool_schemas,
                 "samples": per_sample,
             }
         )

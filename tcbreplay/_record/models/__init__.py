@@ -1,8 +1,8 @@
 """Model strings: ``PROVIDER:NAME`` through LangChain's ``init_chat_model``, or ``sim``.
 
-A :class:`ModelSpec` is what a run records about its model: the id as given, the
+A :class:`ModelChoice` is what a run records about its model: the id as given, the
 provider, the name and every non-secret setting. Secrets come from the
-environment only and are never part of a spec.
+environment only and are never part of a model choice.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from tcbreplay._record.secrets import find_secrets, register
 from tcbreplay.errors import ModelError
 
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
-# Run metadata key carrying the sample id to the model (the sim plays that sample's plan).
-SAMPLE_ID_KEY = "tcbreplay_sample_id"
 
 # Environment variables that hold each provider's key, in the order LangChain reads them.
 _KEY_VARS = {
@@ -30,7 +28,7 @@ _KEY_VARS = {
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelChoice:
     """A resolved model string and its recorded, non-secret settings."""
 
     id: str
@@ -52,7 +50,7 @@ class ModelSpec:
         }
 
 
-def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSpec:
+def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelChoice:
     """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings."""
     options = dict(options or {})
     parsed = {key: _parse_value(key, text) for key, text in options.items()}
@@ -63,19 +61,19 @@ def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelSp
 
         # --model-option pairs get the checks of sim options given in the model string
         settings = parse_sim_options(model.partition(":")[2], options)
-        return ModelSpec(id=model, provider="sim", name="sim", settings=settings)
+        return ModelChoice(id=model, provider="sim", name="sim", settings=settings)
     settings = parsed
     provider, sep, name = model.partition(":")
     if not sep or not provider or not name:
         raise ModelError(
             f"--model {model!r}: expected PROVIDER:NAME (for example {DEFAULT_MODEL}) or sim"
         )
-    return ModelSpec(id=model, provider=provider, name=name, settings=settings)
+    return ModelChoice(id=model, provider=provider, name=name, settings=settings)
 
 
-def spec_from_manifest(model: Mapping[str, Any]) -> ModelSpec:
-    """The model spec a run was recorded with."""
-    return ModelSpec(
+def model_from_manifest(model: Mapping[str, Any]) -> ModelChoice:
+    """The model choice a run was recorded with."""
+    return ModelChoice(
         id=model["id"],
         provider=model["provider"],
         name=model["name"],
@@ -83,44 +81,44 @@ def spec_from_manifest(model: Mapping[str, Any]) -> ModelSpec:
     )
 
 
-def check_credentials(spec: ModelSpec, environ: Mapping[str, str] | None = None) -> None:
+def check_credentials(choice: ModelChoice, environ: Mapping[str, str] | None = None) -> None:
     """Fail early, in one line, when the provider's API key is not in the environment."""
     environ = os.environ if environ is None else environ
-    names = _KEY_VARS.get(spec.provider)
+    names = _KEY_VARS.get(choice.provider)
     if not names or any(environ.get(n) for n in names):
         return
     raise ModelError(
-        f"{names[0]} is not set: --model {spec.id} needs an API key",
+        f"{names[0]} is not set: --model {choice.id} needs an API key",
         hint=f"export {names[0]}=... (it is never recorded), or use --model sim to record offline",
     )
 
 
-def build_chat_model(spec: ModelSpec, samples: Mapping[str, Any] | None = None) -> Any:
-    """Return a LangChain chat model for the spec (``samples`` feeds the sim its gold plans)."""
-    if spec.simulated:
+def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = None) -> Any:
+    """A LangChain chat model for the model choice (``samples``: the sim's gold plans)."""
+    if choice.simulated:
         from tcbreplay._record.models.sim import SimChatModel
 
-        return SimChatModel.from_settings(spec.settings, samples or {})
+        return SimChatModel.from_settings(choice.settings, samples or {})
     from langchain.chat_models import init_chat_model
 
     # settings recorded by an older version may hold a secret: keep it out of error texts
-    register(f for key, value in spec.settings.items() for f in find_secrets(key, value))
-    kwargs = dict(spec.settings)
-    if spec.provider == "google_genai":
+    register(f for key, value in choice.settings.items() for f in find_secrets(key, value))
+    kwargs = dict(choice.settings)
+    if choice.provider == "google_genai":
         # The record runner retries with backoff itself; SDK retries would hide attempts.
         kwargs.setdefault("max_retries", 0)
     try:
-        return init_chat_model(spec.name, model_provider=spec.provider, **kwargs)
+        return init_chat_model(choice.name, model_provider=choice.provider, **kwargs)
     except ImportError as exc:
-        raise ModelError(f"--model {spec.id}: {exc}") from exc
+        raise ModelError(f"--model {choice.id}: {exc}") from exc
     except (ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0]
-        raise ModelError(f"--model {spec.id}: {first}") from exc
+        raise ModelError(f"--model {choice.id}: {first}") from exc
 
 
-def effective_settings(spec: ModelSpec, chat_model: Any) -> dict[str, Any]:
+def effective_settings(choice: ModelChoice, chat_model: Any) -> dict[str, Any]:
     """Settings as recorded: what was given plus the model's own non-secret defaults."""
-    out = dict(spec.settings)
+    out = dict(choice.settings)
     for attr in ("temperature", "top_p", "top_k", "max_output_tokens", "max_tokens", "seed"):
         value = getattr(chat_model, attr, None)
         if value is not None and attr not in out and _json_safe(value):

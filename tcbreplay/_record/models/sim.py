@@ -30,9 +30,11 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
-from tcbreplay._record.models import SAMPLE_ID_KEY
 from tcbreplay.errors import ModelError
 
+# The key of the run config's metadata under which the runner names each sample: the sim
+# plays that sample's gold plan.
+SAMPLE_ID_KEY = "tcbreplay_sample_id"
 MISTAKES = ("skip", "extra", "swap", "wrong_value", "invented_arg")
 MODEL_NAME = "tcbreplay-sim (simulated)"
 _DEFAULTS: dict[str, Any] = {
@@ -196,7 +198,7 @@ class SimChatModel(BaseChatModel):
     settings: dict[str, Any]
     # Kept out of repr: LangChain serializes the model's repr on every call for its callbacks.
     samples: dict[str, list[tuple[str, dict[str, Any]]]] = Field(repr=False)
-    tool_specs: list[dict[str, Any]] = Field(default_factory=list, repr=False)
+    tool_schemas: list[dict[str, Any]] = Field(default_factory=list, repr=False)
     _calls: _CallCounts = PrivateAttr(default_factory=lambda: _CallCounts())
     _bound: dict[tuple[int, ...], SimChatModel] = PrivateAttr(default_factory=dict)
 
@@ -225,7 +227,7 @@ class SimChatModel(BaseChatModel):
         bound = self._bound.get(key)
         if bound is None:
             specs = [convert_to_openai_function(t) for t in tools]
-            bound = self._bound[key] = self.model_copy(update={"tool_specs": specs})
+            bound = self._bound[key] = self.model_copy(update={"tool_schemas": specs})
         return bound
 
     def _turn(self, messages: list[BaseMessage], run_manager: Any) -> AIMessage:
@@ -242,7 +244,7 @@ class SimChatModel(BaseChatModel):
             draw = random.Random(_seed(self.settings["seed"], sample_id, f"fault:{turn}:{k}"))
             if draw.random() < fault_rate:
                 raise SimTransientError("sim: injected transient fault (503 Service Unavailable)")
-        plan = plan_turns(sample_id, self.samples[sample_id], self.tool_specs, self.settings)
+        plan = plan_turns(sample_id, self.samples[sample_id], self.tool_schemas, self.settings)
         metadata_out = {"model_name": MODEL_NAME, "simulated": True, "finish_reason": "STOP"}
         usage_in = sum(len(str(m.content).split()) for m in messages) + 1
         if turn < len(plan):

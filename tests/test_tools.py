@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tcbreplay._inputs.tools import ToolSpec, load_toolset, toolset_from_dicts
-from tcbreplay.errors import InputError, ToolSpecError
+from tcbreplay._inputs.tools import ToolSchema, load_toolset, toolset_from_dicts
+from tcbreplay.errors import InputError, ToolSchemaError
 
 DATA = Path(__file__).parent / "data"
 
@@ -70,8 +70,8 @@ def tool_module(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
-def one_line_error(spec: str) -> ToolSpecError:
-    with pytest.raises(ToolSpecError) as info:
+def one_line_error(spec: str) -> ToolSchemaError:
+    with pytest.raises(ToolSchemaError) as info:
         load_toolset(spec)
     message = str(info.value)
     assert "\n" not in message
@@ -86,8 +86,8 @@ def one_line_error(spec: str) -> ToolSpecError:
 def test_module_list_of_functions(tool_module):
     name = tool_module(GOOD_MODULE)
     toolset = load_toolset(f"{name}:TOOLS")
-    assert [s.name for s in toolset.specs] == ["add", "lookup"]
-    add, lookup = toolset.specs
+    assert [s.name for s in toolset.schemas] == ["add", "lookup"]
+    add, lookup = toolset.schemas
     assert add.description == "Add two numbers."
     assert add.param_names == {"a", "b"}
     assert add.parameters["properties"]["a"]["type"] == "number"
@@ -104,15 +104,15 @@ def test_module_list_of_functions(tool_module):
 def test_module_tuple_of_langchain_tools_and_functions(tool_module):
     name = tool_module(GOOD_MODULE)
     toolset = load_toolset(f"{name}:MIXED")
-    assert [s.name for s in toolset.specs] == ["add", "shout", "double"]
-    assert toolset.specs[1].description == "Shout the text."
-    assert toolset.specs[2].param_names == {"x"}
+    assert [s.name for s in toolset.schemas] == ["add", "shout", "double"]
+    assert toolset.schemas[1].description == "Shout the text."
+    assert toolset.schemas[2].param_names == {"x"}
 
 
 def test_module_mapping_and_dotted_attribute(tool_module):
     name = tool_module(GOOD_MODULE)
-    assert [s.name for s in load_toolset(f"{name}:BY_NAME").specs] == ["add", "shout"]
-    assert [s.name for s in load_toolset(f"{name}:Holder.tools").specs] == ["lookup"]
+    assert [s.name for s in load_toolset(f"{name}:BY_NAME").schemas] == ["add", "shout"]
+    assert [s.name for s in load_toolset(f"{name}:Holder.tools").schemas] == ["lookup"]
 
 
 def test_built_in_tools():
@@ -128,7 +128,9 @@ def test_json_schemas_equal_the_module_specs_they_were_written_from():
     from_module = load_toolset("tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS")
     from_json = load_toolset(str(DATA / "tools_shop.json"))
     assert from_json.params() == from_module.params()
-    assert [s.description for s in from_json.specs] == [s.description for s in from_module.specs]
+    assert [s.description for s in from_json.schemas] == [
+        s.description for s in from_module.schemas
+    ]
 
 
 def test_current_directory_is_importable(tmp_path, monkeypatch):
@@ -137,7 +139,7 @@ def test_current_directory_is_importable(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     monkeypatch.chdir(tmp_path)
     try:
-        assert [s.name for s in load_toolset(f"{name}:TOOLS").specs] == ["add", "lookup"]
+        assert [s.name for s in load_toolset(f"{name}:TOOLS").schemas] == ["add", "lookup"]
     finally:
         sys.modules.pop(name, None)
 
@@ -277,10 +279,10 @@ def test_json_schemas_with_defaults(tmp_path):
         ],
     )
     toolset = load_toolset(spec)
-    convert, now = toolset.specs
+    convert, now = toolset.schemas
     assert convert.defaults() == {"currency": "USD", "round_to": 2}
     assert convert.param_names == {"amount", "currency", "round_to"}
-    assert now == ToolSpec(
+    assert now == ToolSchema(
         name="now", description="", parameters={"type": "object", "properties": {}}
     )
     assert toolset.tools is None
@@ -291,7 +293,7 @@ def test_json_schemas_with_defaults(tmp_path):
 
 def test_json_object_with_a_tools_key(tmp_path):
     spec = write_json(tmp_path, {"tools": [{"name": "a"}, {"name": "b"}]})
-    assert [s.name for s in load_toolset(spec).specs] == ["a", "b"]
+    assert [s.name for s in load_toolset(spec).schemas] == ["a", "b"]
 
 
 @pytest.mark.parametrize(
@@ -355,7 +357,7 @@ def test_json_schemas_within_the_limits_load(tmp_path):
     default = "[" * 95 + "9" * 640 + "]" * 95
     text = json.dumps([{"name": "a", "parameters": {"properties": {"x": {"default": "D"}}}}])
     spec = write_json(tmp_path, text.replace('"D"', default))
-    (tool,) = load_toolset(spec).specs
+    (tool,) = load_toolset(spec).schemas
     assert tool.defaults()["x"] == json.loads(default)
 
 
@@ -393,7 +395,7 @@ def test_loading_json_tools_does_not_import_langchain():
         "import sys\n"
         "from tcbreplay._inputs.tools import load_toolset\n"
         f"ts = load_toolset({str(DATA / 'tools_shop.json')!r})\n"
-        "assert [s.name for s in ts.specs] == ['list_items', 'add_numbers', 'multiply_numbers']\n"
+        "assert [s.name for s in ts.schemas] == ['list_items', 'add_numbers', 'multiply_numbers']\n"
         "bad = [m for m in sys.modules if m.startswith(('langchain', 'langgraph'))]\n"
         "assert not bad, bad\n"
     )

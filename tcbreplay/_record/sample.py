@@ -1,0 +1,76 @@
+"""One sample recorded: the agent run on its input, its messages and any failure as a journal
+record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from tcbreplay._inputs.dataset import Sample
+from tcbreplay._record.agent import (
+    SampleState,
+    current_sample,
+    serialize_messages,
+)
+from tcbreplay._record.models.sim import SAMPLE_ID_KEY
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.secrets import redact
+from tcbreplay._store.schema import sample_record, utcnow
+
+
+async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:
+    """Run one sample; return its journal record (agent and provider failures become data).
+
+    Transient model-call failures are retried inside the agent (see :mod:`tcbreplay._record.agent`);
+    ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
+    """
+    started_at = utcnow()
+    t0 = time.perf_counter()
+    state = SampleState()
+    current_sample.set(state)
+    messages: list[Any] = []
+    error: BaseException | None = None
+    deadline = asyncio.timeout(options.timeout)
+    try:
+        async with deadline:
+            async for value in agent.astream(
+                {"messages": [{"role": "user", "content": sample.input}]},
+                config={
+                    "metadata": {SAMPLE_ID_KEY: sample.sample_id},
+                    "recursion_limit": options.recursion_limit,
+                },
+                stream_mode="values",
+            ):
+                messages = value["messages"]
+    except TimeoutError as exc:  # the sample's deadline, or a model call's (CallTimeout)
+        expired = deadline.expired()
+        error = (
+            SampleTimeout(f"sample did not finish within {options.timeout:g} s") if expired else exc
+        )
+    except Exception as exc:  # agent behaviour and provider failures are data
+        error = exc
+    return sample_record(
+        run_id,
+        sample,
+        status="ok" if error is None else "error",
+        messages=serialize_messages(messages, state.timings),
+        attempts=1 + state.retries,
+        started_at=started_at.isoformat(),
+        finished_at=utcnow().isoformat(),
+        duration_s=time.perf_counter() - t0,
+        error_type=None if error is None else type(error).__name__,
+        error=None if error is None else _one_line(error),
+    )
+
+
+class SampleTimeout(TimeoutError):
+    """A sample ran past ``--timeout``."""
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error text stored with a sample: one line, without any secret a provider or a
+    proxy may have quoted (redacted before it is cut, so no part of a key is left)."""
+    text = redact(" ".join(str(exc).split())) or type(exc).__name__
+    return text[:2000]
