@@ -13,8 +13,9 @@ import duckdb
 import pytest
 from helpers import cli, fifo_read
 
+from tcbreplay._analysis.catalog import write_catalog
+from tcbreplay._analysis.sql import run_sql
 from tcbreplay._store.runs import Store
-from tcbreplay._store.views import run_sql, write_catalog
 from tcbreplay.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
@@ -210,13 +211,13 @@ def test_output_in_a_missing_directory_is_one_error_line(two_runs, tmp_path):
 
 
 def test_a_failed_write_leaves_no_partial_file(two_runs, tmp_path, monkeypatch):
-    import tcbreplay._store.views as sql_module
+    import tcbreplay._analysis.catalog as catalog_module
 
     def broken(con, *args, **kwargs):
         con.execute("create view x as select 1")
         raise duckdb.BinderException("the views could not be made")
 
-    monkeypatch.setattr(sql_module, "_create_views", broken)
+    monkeypatch.setattr(catalog_module, "create_views", broken)
     path = tmp_path / "c.duckdb"
     with pytest.raises(QueryError, match="cannot write the catalog"):
         write_catalog(Store(two_runs), path)

@@ -16,7 +16,7 @@ from helpers import cli
 from langchain_core.messages import AIMessage
 
 from tcbreplay._inputs import limits
-from tcbreplay._record.agent import serialize_messages
+from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models import parse_model
 from tcbreplay.errors import ModelError
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from helpers import cli
 from langchain_core.messages import message_to_dict, messages_from_dict
 
+from tcbreplay._analysis.sql import run_sql
 from tcbreplay._cli import main
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
@@ -21,7 +22,6 @@ from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SCHEMA_VERSION
-from tcbreplay._store.views import run_sql
 from tcbreplay.errors import InputError, ModelError
 
 BUILTIN = BENCHMARKS["tool-call"]

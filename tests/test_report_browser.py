@@ -16,9 +16,9 @@ from report_helpers import import_hand_run
 
 from tcbreplay._analysis.diff import diff_runs
 from tcbreplay._analysis.report import write_report
+from tcbreplay._analysis.sql import run_sql
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
-from tcbreplay._store.views import run_sql
 
 pytestmark = pytest.mark.browser
 

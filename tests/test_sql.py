@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from helpers import snapshot
 
+from tcbreplay._analysis.sql import run_sql
+from tcbreplay._analysis.statements import check_read_only
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
-from tcbreplay._store.views import check_read_only, run_sql
 from tcbreplay.errors import QueryError
 from traces import ai_message, human_message
 

@@ -12,7 +12,7 @@ from test_sql import ALPHA, make_run
 
 from tcbreplay._analysis.named_queries import run_named
 from tcbreplay._analysis.query_limits import memory_bytes
-from tcbreplay._store.views import run_sql
+from tcbreplay._analysis.sql import run_sql
 from tcbreplay.errors import InputError, QueryLimitError
 
 # minutes of work for DuckDB, and no memory to speak of

@@ -13,9 +13,10 @@ import duckdb
 import pytest
 from test_sql import ALPHA, BETA, make_run
 
+from tcbreplay._analysis.sql import run_sql
 from tcbreplay._store import views as sql_module
 from tcbreplay._store.runs import Store
-from tcbreplay._store.views import readable_runs, run_sql
+from tcbreplay._store.views import readable_runs
 from tcbreplay.errors import QueryError, SkippedRunWarning, StoreError
 
 SECRET = "TOPSECRET-sk-test-FAKE1234567890"

@@ -454,7 +454,7 @@ def test_unreadable_manifest_raises_store_error(store):
         (lambda m: {k: v for k, v in m.items() if k != "status"}, "no status"),
         (lambda m: {**m, "model": "sim"}, "model is a string, not an object"),
         (lambda m: {**m, "totals": [1]}, "totals is a list, not an object"),
-        (lambda m: {**m, "tools": {"specs": {"a": 1}}}, "tools.specs is not a list of tool schemas"),
+        (lambda m: {**m, "tools": {"specs": {"a": 1}}}, "tools.specs is not a list of tool"),
         (lambda m: {**m, "tools": {"specs": [{"description": "no name"}]}},
          "tools.specs is not a list of tool schemas, each with a name"),
         (lambda m: {**m, "tools": {"specs": [{"name": "add", "parameters": 7}]}},

@@ -20,9 +20,8 @@ from typing import Any
 
 import duckdb
 
+from tcbreplay._store.sandbox import MEMORY_HINT, memory_error
 from tcbreplay.errors import QueryError, QueryLimitError, first_line
-
-MEMORY_HINT = "raise it with --memory-limit SIZE (such as 8GB or 75%)"
 
 _CHUNK_ROWS = 10_000  # rows fetched at a time, then counted against the memory limit
 _SAMPLED_ROWS = 32  # rows of each chunk whose size is measured
@@ -126,14 +125,6 @@ def _execute(
         except duckdb.Error as exc:
             raise QueryError(f"query failed: {first_line(exc)}") from exc
     return columns, rows
-
-
-def memory_error(exc: duckdb.OutOfMemoryException, limit: str) -> QueryLimitError:
-    """The error of a query that needed more memory than ``limit``."""
-    detail = str(exc).splitlines()[0].removeprefix("Out of Memory Error:").strip()
-    return QueryLimitError(
-        f"the query needs more memory than its limit of {limit} ({detail})", hint=MEMORY_HINT
-    )
 
 
 _UNITS = {"bytes": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,

@@ -1,7 +1,7 @@
 """The ``tcbreplay`` command line: parse options, call one library function, render the result.
 
 Library modules are imported inside each command so that ``score`` and ``sql``
-never load LangChain. The commands live in one module per kind of work.
+never load LangChain. Each command lives in the module named after it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,19 @@ import os
 import sys
 import traceback
 
-from tcbreplay._cli import judge, read, write  # noqa: F401  (they register the commands)
+from tcbreplay._cli import (  # noqa: F401  (importing a command's module registers it)
+    audit,
+    catalog,
+    diff,
+    export,
+    import_,
+    query,
+    record,
+    report,
+    runs,
+    score,
+    sql,
+)
 from tcbreplay._cli.common import main
 from tcbreplay._record.secrets import redact
 

@@ -172,3 +172,35 @@ def render_rows(result: Any, fmt: str) -> None:
         click.echo(rows_csv(result.columns, result.rows), nl=False)
     else:
         print_table(rows_table(result.columns, result.rows))
+
+
+# the output of query results: a table on the terminal, or CSV or JSON for other programs
+FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+)
+
+
+# the limits of a query; the library's functions have none unless given
+TIMEOUT_OPTION = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=300,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop the query after this long (0: no limit).",
+)
+
+
+MEMORY_OPTION = click.option(
+    "--memory-limit",
+    default="50%",
+    show_default=True,
+    metavar="SIZE",
+    help="Most memory DuckDB may use (it spills to disk beyond it), and most the rows held "
+    "for printing may take: a size such as 4GB, or a share of the machine's memory such "
+    "as 50%.",
+)

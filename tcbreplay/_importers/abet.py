@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._inputs import limits
+from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, lone_surrogate
 from tcbreplay.errors import TraceError
 
@@ -66,3 +67,30 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
             raise TraceError(f"{place}: tool names must be strings and args objects")
         calls[ids[0]] = list(zip(names, args, strict=True))
     return calls
+
+
+def read_dashboard_lines(path: Path, inputs: BenchmarkInputs) -> dict[str, dict[str, Any]]:
+    """One synthesized trace per sample from a dashboard file: the input and one AI message
+    holding the agent's calls in order (the file keeps no other messages)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from tcbreplay._importers.abet import read_evaluation
+    from tcbreplay._record.messages import serialize_messages
+
+    calls = read_evaluation(path, inputs.dataset)
+    out = {}
+    for sample in inputs.dataset.samples:
+        tool_calls = [
+            {"name": name, "args": args, "id": f"{sample.sample_id}-{k}", "type": "tool_call"}
+            for k, (name, args) in enumerate(calls[sample.sample_id])
+        ]
+        messages = [
+            HumanMessage(content=sample.input),
+            AIMessage(
+                content="",
+                tool_calls=tool_calls,
+                response_metadata={"synthesized_from": "abet-evaluation"},
+            ),
+        ]
+        out[sample.sample_id] = {"status": "ok", "messages": serialize_messages(messages, {})}
+    return out

@@ -9,15 +9,13 @@ behaviour to be scored; only traces that cannot be read are refused.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay._importers.abet import read_dashboard_lines
+from tcbreplay._importers.langchain import read_lines
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import lone_surrogate
-from tcbreplay._record.secrets import redact
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import new_manifest, sample_record, utcnow
 from tcbreplay.errors import InputError, TcbReplayError, TraceError
@@ -61,9 +59,9 @@ def import_traces(
     except OSError as exc:
         raise TraceError(f"{path}: cannot read traces: {exc.strerror or exc}") from exc
     if fmt == "jsonl":
-        lines = _parse_lines(data, path.name, inputs.dataset.by_id)
+        lines = read_lines(data, path.name, inputs.dataset.by_id)
     elif fmt == "abet-evaluation":
-        lines = _abet_lines(path, inputs)
+        lines = read_dashboard_lines(path, inputs)
     else:
         raise TraceError(f"--format {fmt!r}: choose jsonl or abet-evaluation")
     records = []
@@ -140,103 +138,3 @@ def _drop_unfinished_import(store: Store, run_id: str) -> None:
         return  # not a run this can judge: creating the run says what is wrong
     if manifest.get("source") == "import" and manifest.get("status") == "recording":
         store.delete_run(run_id)
-
-
-def _parse_lines(data: bytes, label: str, by_id: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    from langchain_core.messages import message_to_dict, messages_from_dict
-
-    from tcbreplay._record.runner import serialize_messages
-
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{label}: not UTF-8 text") from exc
-    out: dict[str, dict[str, Any]] = {}
-    # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
-    # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        place = f"{label}: line {lineno}"
-        try:
-            obj = limits.loads(line, first_line=lineno)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
-        except limits.LimitError as exc:
-            raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
-        if not isinstance(obj, dict):
-            raise TraceError(f"{place}: expected an object with sample_id and messages")
-        surrogate = lone_surrogate(obj, line)
-        if surrogate:
-            raise TraceError(
-                f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode"
-            )
-        if "sample_id" not in obj:
-            raise TraceError(f"{place}: missing sample_id")
-        sid = obj["sample_id"]
-        if isinstance(sid, bool) or not isinstance(sid, (str, int)):
-            raise TraceError(f"{place}: sample_id must be a string or an integer")
-        sid = str(sid)
-        if sid not in by_id:
-            raise TraceError(f"{place}: sample_id {obj['sample_id']!r} is not in the dataset")
-        if sid in out:
-            raise TraceError(f"{place}: sample_id {obj['sample_id']!r} appears twice")
-        raw = obj.get("messages")
-        if not isinstance(raw, list):
-            raise TraceError(f"{place}: messages must be a list")
-        messages = []
-        for k, item in enumerate(raw):
-            try:
-                (message,) = messages_from_dict([item])
-                message_to_dict(message)
-            except Exception as exc:  # any shape LangChain cannot load is bad input
-                detail = " ".join(str(exc).split())[:200]
-                raise TraceError(
-                    f"{place}: message {k}: not a LangChain message dict "
-                    f"({type(exc).__name__}: {detail})",
-                    hint="write messages with langchain_core.messages.messages_to_dict",
-                ) from exc
-            messages.append(message)
-        status = obj.get("status", "ok")
-        if status not in ("ok", "error"):
-            raise TraceError(f"{place}: status must be 'ok' or 'error'")
-        for key in ("error", "error_type"):
-            if not isinstance(obj.get(key), (str, type(None))):
-                raise TraceError(f"{place}: {key} must be a string")
-        out[sid] = {
-            "status": status,
-            # traces recorded elsewhere may quote a key the provider was sent
-            "error": None if obj.get("error") is None else redact(obj["error"]),
-            "error_type": obj.get("error_type"),
-            "messages": serialize_messages(messages, {}),
-        }
-    if not out:
-        raise TraceError(f"{label}: no traces in the file")
-    return out
-
-
-def _abet_lines(path: Path, inputs: BenchmarkInputs) -> dict[str, dict[str, Any]]:
-    """One synthesized trace per sample from a dashboard file: the input and one AI message
-    holding the agent's calls in order (the file keeps no other messages)."""
-    from langchain_core.messages import AIMessage, HumanMessage
-
-    from tcbreplay._importers.abet import read_evaluation
-    from tcbreplay._record.runner import serialize_messages
-
-    calls = read_evaluation(path, inputs.dataset)
-    out = {}
-    for sample in inputs.dataset.samples:
-        tool_calls = [
-            {"name": name, "args": args, "id": f"{sample.sample_id}-{k}", "type": "tool_call"}
-            for k, (name, args) in enumerate(calls[sample.sample_id])
-        ]
-        messages = [
-            HumanMessage(content=sample.input),
-            AIMessage(
-                content="",
-                tool_calls=tool_calls,
-                response_metadata={"synthesized_from": "abet-evaluation"},
-            ),
-        ]
-        out[sample.sample_id] = {"status": "ok", "messages": serialize_messages(messages, {})}
-    return out

@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._inputs import limits
 from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient
 
 
@@ -138,43 +136,6 @@ def _check_not_empty(response: Any) -> None:
         if getattr(message, "invalid_tool_calls", None):
             continue
         raise EmptyModelResponse("the model answered with no content and no tool calls")
-
-
-def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[dict[str, Any]]:
-    """Messages as LangChain serializes them, with usage and latency beside each."""
-    from langchain_core.messages import message_to_dict
-
-    out = []
-    for m in messages:
-        usage = getattr(m, "usage_metadata", None) or {}
-        key = m.id if m.type == "ai" else getattr(m, "tool_call_id", None)
-        out.append(
-            {
-                "type": m.type,
-                "message": _message_json(message_to_dict(m)),
-                "input_tokens": usage.get("input_tokens"),
-                "output_tokens": usage.get("output_tokens"),
-                "total_tokens": usage.get("total_tokens"),
-                "latency_s": timings.get(key) if key else None,
-            }
-        )
-    return out
-
-
-def _message_json(data: dict[str, Any]) -> str:
-    """A serialized message as JSON text, within :mod:`tcbreplay._inputs.limits`.
-
-    A model may answer with tool-call arguments nested deeper, or integers longer, than
-    the store holds: that is the agent's behaviour, so the message is stored with those
-    parts replaced by a string saying so (which scores as an invalid argument).
-    """
-    try:
-        text = json.dumps(data, ensure_ascii=False, default=str)
-    except (RecursionError, ValueError):
-        text = None  # too deep for Python's writer, or an integer it will not write
-    if text is None or limits.may_exceed(text):
-        text = json.dumps(limits.bounded(data), ensure_ascii=False, default=str)
-    return text
 
 
 @contextlib.contextmanager

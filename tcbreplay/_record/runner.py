@@ -18,14 +18,9 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
-from tcbreplay._record.agent import (
-    CallPolicy,
-    aclose_model,
-    build_agent,
-    inline_tracing_hooks,
-    serialize_messages,
-)
+from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
 from tcbreplay._record.loop import lean_gc, run_loop
+from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models import (
     ModelChoice,
     build_chat_model,

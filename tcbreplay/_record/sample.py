@@ -9,11 +9,8 @@ import time
 from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
-from tcbreplay._record.agent import (
-    SampleState,
-    current_sample,
-    serialize_messages,
-)
+from tcbreplay._record.agent import SampleState, current_sample
+from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.secrets import redact

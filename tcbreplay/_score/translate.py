@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from tcbreplay import kernels
 from tcbreplay._inputs import limits
 from tcbreplay._score.metrics import tool_properties
-from tcbreplay._store.views import first_line, query_text
-from tcbreplay.errors import StoreError
+from tcbreplay._store.views import query_text
+from tcbreplay.errors import StoreError, first_line
 
 
 @dataclass

@@ -25,8 +25,7 @@ from typing import Any
 
 import duckdb
 
-from tcbreplay._analysis.query_limits import memory_error
-from tcbreplay.errors import InputError, StoreError, first_line
+from tcbreplay.errors import InputError, QueryLimitError, StoreError, first_line
 
 
 def spill_dir() -> Path:
@@ -84,3 +83,14 @@ def lock_down(con: duckdb.DuckDBPyConnection, run_dirs: Iterable[Path], spill: P
             "so the query is not run",
             hint=f"is {spill.parent} (the temporary folder) or a run folder a symbolic link?",
         )
+
+
+def memory_error(exc: duckdb.OutOfMemoryException, limit: str) -> QueryLimitError:
+    """The error of a query that needed more memory than ``limit``."""
+    detail = str(exc).splitlines()[0].removeprefix("Out of Memory Error:").strip()
+    return QueryLimitError(
+        f"the query needs more memory than its limit of {limit} ({detail})", hint=MEMORY_HINT
+    )
+
+
+MEMORY_HINT = "raise it with --memory-limit SIZE (such as 8GB or 75%)"

@@ -3,29 +3,30 @@
 Views (names are stable; queries use them, never file paths):
 ``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
 Once the views exist, the connection may read the files of the runs' folders only,
-cannot load extensions, and its configuration is locked; :func:`run_sql` also
-refuses every statement that is not a query.
+cannot load extensions, and its configuration is locked; ``tcbreplay sql``
+(:mod:`tcbreplay._analysis.sql`) also refuses every statement that is not a query.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from tcbreplay._analysis.query_limits import memory_error, run_statements
-from tcbreplay._analysis.statements import check_read_only
 from tcbreplay._machine import usable_cores
-from tcbreplay._store.files import output_target, remove, writing
 from tcbreplay._store.runs import Run, Store, validate_run_id
-from tcbreplay._store.sandbox import lock_down, open_connection, sandbox_config, spill_dir
+from tcbreplay._store.sandbox import (
+    lock_down,
+    memory_error,
+    open_connection,
+    sandbox_config,
+    spill_dir,
+)
 from tcbreplay._store.schema import (
     _RUNS_SCHEMA,
     _TOOLS_SCHEMA,
@@ -40,7 +41,6 @@ from tcbreplay.errors import (
     SkippedRunWarning,
     StoreError,
     TcbReplayWarning,
-    first_line,
 )
 
 _PACKAGE_QUERIES = Path(__file__).parents[1] / "queries"  # inside a built wheel
@@ -83,7 +83,7 @@ def connect(
         run_list = readable_runs(store) if store else []
     if not lock:
         con = _new_connection(threads)
-        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        create_views(con, run_list, with_scores=with_scores, materialize=False)
         return con
     spill = spill_dir()
     con = open_connection(
@@ -91,7 +91,7 @@ def connect(
     )
     try:
         con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
-        _create_views(con, run_list, with_scores=with_scores, materialize=False)
+        create_views(con, run_list, with_scores=with_scores, materialize=False)
         lock_down(con, [r.dir.resolve() for r in run_list], spill)
     except BaseException as exc:
         con.close()
@@ -179,7 +179,7 @@ def _readable_scores(run_list: list[Run]) -> list[Path]:
     return files
 
 
-def _create_views(
+def create_views(
     con: duckdb.DuckDBPyConnection, run_list: list[Run], *, with_scores: bool, materialize: bool
 ) -> None:
     """Create the views (``materialize``: the manifest tables are stored, for a catalog file)."""
@@ -202,67 +202,6 @@ def _create_views(
     if materialize:
         con.unregister("_runs_table")
         con.unregister("_tools_table")
-
-
-def write_catalog(store: Store, path: Path) -> list[str]:
-    """Write a DuckDB database file holding the store's views, for any DuckDB client.
-
-    Views point at the run files by absolute path; ``runs`` and ``tools`` are tables.
-    Re-run it after recording or scoring to include new runs. Returns the run ids.
-    """
-    import shutil
-    import tempfile
-
-    store.check_output(path)
-    runs = readable_runs(store)
-    target, special = output_target(path)
-    if special:
-        # DuckDB writes no database into a FIFO or a device: it is built in a temporary
-        # directory and its bytes written to the path
-        with tempfile.TemporaryDirectory(prefix="tcbreplay-catalog-") as folder:
-            tmp = Path(folder) / "catalog.duckdb"
-            _build_catalog(runs, tmp, path)
-            try:
-                with tmp.open("rb") as src, open(target, "wb") as out:
-                    shutil.copyfileobj(src, out)
-            except OSError as exc:
-                reason = exc.strerror or first_line(exc)
-                raise InputError(f"{path}: cannot write the catalog: {reason}") from exc
-    else:
-        tmp = target.with_name(target.name + ".tmp")
-        _build_catalog(runs, tmp, path)
-        with writing(path, tmp, error=InputError):
-            tmp.replace(target)
-    return [r.run_id for r in runs]
-
-
-def _build_catalog(runs: list[Run], tmp: Path, path: Path) -> None:
-    """Write the catalog database of ``runs`` to ``tmp`` (errors name ``path``); a failed or
-    interrupted write removes it."""
-    # DuckDB keeps a write-ahead log beside the database until it is checkpointed
-    temps = (tmp, tmp.with_name(tmp.name + ".wal"))
-    try:
-        for name in temps:
-            name.unlink(missing_ok=True)
-        con = duckdb.connect(str(tmp))
-    except (OSError, duckdb.Error) as exc:
-        for name in temps:
-            remove(name)
-        raise InputError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
-    try:
-        try:
-            _create_views(con, runs, with_scores=True, materialize=True)
-            con.execute("checkpoint")
-        finally:
-            con.close()
-    except BaseException as exc:
-        # a failed or interrupted write leaves no half-written database beside the target
-        for name in temps:
-            remove(name)
-        if isinstance(exc, duckdb.Error):
-            raise QueryError(f"{path}: cannot write the catalog: {first_line(exc)}") from exc
-        raise
-    remove(temps[1])
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
@@ -440,34 +379,3 @@ def _tools_table(runs: list[Run]) -> pa.Table:
                     }
                 )
     return pa.Table.from_pylist(rows, schema=_TOOLS_SCHEMA)
-
-
-@dataclass
-class QueryResult:
-    """Column names and rows of a query."""
-
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-
-    def records(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-
-
-def run_sql(
-    store: Store,
-    sql: str,
-    params: Mapping[str, Any] | None = None,
-    *,
-    timeout: float | None = None,
-    memory_limit: str | None = None,
-) -> QueryResult:
-    """Run read-only SQL over every run in the store; the last statement's rows are returned.
-
-    ``timeout``: seconds until the query is stopped (a :class:`QueryLimitError`; None or 0:
-    no limit). ``memory_limit``: DuckDB's (such as '4GB' or '50%'), which also bounds the
-    rows held in memory; by default DuckDB's own. Ctrl-C stops the query.
-    """
-    statements = check_read_only(sql)
-    con = connect(store, memory_limit=memory_limit)
-    columns, rows = run_statements(con, statements, params, timeout=timeout)
-    return QueryResult(columns=columns, rows=rows)

@@ -1,0 +1,45 @@
+"""``tcbreplay diff``: two runs compared sample by sample, with bootstrap intervals."""
+
+from __future__ import annotations
+
+import click
+
+from tcbreplay._cli.common import STORE_OPTION, main
+
+
+@main.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--scoring", default="spec", show_default=True, help="Which scoring to compare.")
+@click.option("--bootstrap", "n_boot", default=2000, show_default=True, help="Resamples.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--confidence", default=0.95, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Samples listed per direction.",
+)
+@STORE_OPTION
+def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> None:
+    """Compare RUN_B with RUN_A: paired deltas (B − A) with bootstrap intervals."""
+    from tcbreplay._analysis.diff import diff_runs
+    from tcbreplay._cli.render import diff_tables, print_table, to_json
+    from tcbreplay._store.runs import Store
+
+    result = diff_runs(
+        Store(store),
+        run_a,
+        run_b,
+        scoring=scoring,
+        n_boot=n_boot,
+        seed=seed,
+        confidence=confidence,
+    )
+    if fmt == "json":
+        click.echo(to_json(result.to_dict()))
+        return
+    for table in diff_tables(result, limit):
+        print_table(table)

@@ -1,0 +1,56 @@
+"""``tcbreplay import``: traces recorded elsewhere, stored as a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay.errors import InputError
+
+
+@main.command("import")
+@click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--tools",
+    help="module:attr or a JSON file of function schemas "
+    "(default with abet-evaluation: the built-in tool-call tools).",
+)
+@click.option(
+    "--traces",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help='JSONL: {"sample_id": ..., "messages": [...]} per line, or a dashboard file.',
+)
+@click.option("--run-id", required=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "abet-evaluation"]),
+    default="jsonl",
+    show_default=True,
+    help="abet-evaluation: a dashboard file of the original benchmark.",
+)
+@click.option(
+    "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
+)
+@STORE_OPTION
+def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> None:
+    """Store traces recorded elsewhere as a run that score treats like a recorded one."""
+    from tcbreplay._importers.import_run import import_traces
+    from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
+    from tcbreplay._store.runs import Store, validate_run_id
+
+    validate_run_id(run_id)
+    if tools is None:
+        if fmt != "abet-evaluation":
+            raise InputError("--tools is required", hint="give module:attr or a tools.json file")
+        tools = get_benchmark("tool-call").tools
+    inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
+    summary = import_traces(inputs, traces, Store(store), run_id, model=model_label, fmt=fmt)
+    missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
+    click.echo(
+        f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported{missing}"
+        f" -> {summary.run_dir}"
+    )

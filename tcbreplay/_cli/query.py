@@ -1,0 +1,50 @@
+"""``tcbreplay query``: the named queries in ``queries/named/``, run with parameters."""
+
+from __future__ import annotations
+
+import click
+
+from tcbreplay._cli.common import (
+    FORMAT_OPTION,
+    MEMORY_OPTION,
+    STORE_OPTION,
+    TIMEOUT_OPTION,
+    main,
+    options_dict,
+    render_rows,
+)
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option(
+    "-p",
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A parameter of the query (JSON values parse as JSON); repeatable.",
+)
+@click.option("--list", "list_", is_flag=True, help="List the named queries.")
+@click.option("--show", is_flag=True, help="Print the query's SQL instead of running it.")
+@FORMAT_OPTION
+@TIMEOUT_OPTION
+@MEMORY_OPTION
+@STORE_OPTION
+def query(name, params, list_, show, fmt, timeout, memory_limit, store) -> None:
+    """Run a named query from queries/named/ (see --list)."""
+    from tcbreplay._analysis.named_queries import list_named, load_named, run_named
+    from tcbreplay._store.runs import Store
+
+    if list_ or name is None:
+        for q in list_named():
+            click.echo(f"{q.name:<18} {q.description}")
+            if q.params:
+                click.echo(f"{'':<18} params: {q.usage()}")
+        return
+    if show:
+        click.echo(load_named(name).sql, nl=False)
+        return
+    given = options_dict(params, "-p")
+    result = run_named(Store(store), name, given, timeout=timeout, memory_limit=memory_limit)
+    render_rows(result, fmt)

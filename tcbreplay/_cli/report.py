@@ -1,0 +1,30 @@
+"""``tcbreplay report``: one self-contained HTML page of one or more runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tcbreplay._cli.common import STORE_OPTION, main
+
+
+@main.command()
+@click.argument("run_ids", nargs=-1, required=True, metavar="RUN_ID [RUN_ID ...]")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    default="report.html",
+    show_default=True,
+    help="The HTML file to write.",
+)
+@click.option("--allow-incomplete", is_flag=True, help="Report runs that did not finish.")
+@STORE_OPTION
+def report(run_ids, output, allow_incomplete, store) -> None:
+    """Write one self-contained HTML report of the runs (the first is the baseline)."""
+    from tcbreplay._analysis.report import write_report
+    from tcbreplay._store.runs import Store
+
+    path = write_report(Store(store), list(run_ids), output, allow_incomplete=allow_incomplete)
+    click.echo(str(path))

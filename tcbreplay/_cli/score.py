@@ -1,0 +1,75 @@
+"""``tcbreplay score``: the metrics of a run, written beside it."""
+
+from __future__ import annotations
+
+import click
+
+from tcbreplay._cli.common import STORE_OPTION, main
+
+
+@main.command()
+@click.argument("run_id")
+@click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option(
+    "--rel-tol",
+    type=float,
+    default=1e-9,
+    show_default=True,
+    help="Relative tolerance for numbers when one is a float.",
+)
+@click.option(
+    "--abs-tol",
+    type=float,
+    default=1e-9,
+    show_default=True,
+    help="Absolute tolerance for numbers when one is a float.",
+)
+@click.option(
+    "--scorer",
+    type=click.Choice(["spec", "abet"]),
+    default="spec",
+    show_default=True,
+    help="spec: the metric spec; abet: the original benchmark's evaluator.",
+)
+@click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
+@click.option(
+    "--dashboard",
+    type=click.Choice(["mismatches", "all", "none"]),
+    default="mismatches",
+    show_default=True,
+    help="Samples written to the dashboard file.",
+)
+@STORE_OPTION
+def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
+    """Score a stored run from its raw traces (no model, tools or network)."""
+    from tcbreplay._cli.render import breakdown_tables, metrics_table, print_table, to_json, working
+    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.run import score_run
+    from tcbreplay._store.runs import Store
+
+    with working(f"scoring {run_id} …"):
+        result = score_run(
+            Store(store),
+            run_id,
+            ScoreOptions(scorer=scorer, rel_tol=rel_tol, abs_tol=abs_tol),
+            allow_incomplete=allow_incomplete,
+            dashboard=dashboard,
+        )
+    if fmt == "json":
+        click.echo(
+            to_json(
+                {
+                    **result.summary,
+                    "scores_file": str(result.scores_path),
+                    "dashboard_file": str(result.dashboard_path),
+                }
+            )
+        )
+        return
+    print_table(metrics_table(result.summary))
+    for table in breakdown_tables(result.summary):
+        print_table(table)
+    if result.dashboard_path:
+        click.echo(f"dashboard: {result.dashboard_path}")

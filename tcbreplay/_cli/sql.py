@@ -1,0 +1,32 @@
+"""``tcbreplay sql``: read-only SQL over every run in the store."""
+
+from __future__ import annotations
+
+import click
+
+from tcbreplay._cli.common import (
+    FORMAT_OPTION,
+    MEMORY_OPTION,
+    STORE_OPTION,
+    TIMEOUT_OPTION,
+    main,
+    render_rows,
+)
+
+
+@main.command("sql")
+@click.argument("query")
+@FORMAT_OPTION
+@TIMEOUT_OPTION
+@MEMORY_OPTION
+@STORE_OPTION
+def sql_command(query, fmt, timeout, memory_limit, store) -> None:
+    """Run a read-only SQL query over every run in the store.
+
+    Views: runs, samples, messages, tool_calls, gold_calls, scores, tools.
+    """
+    from tcbreplay._analysis.sql import run_sql
+    from tcbreplay._store.runs import Store
+
+    result = run_sql(Store(store), query, timeout=timeout, memory_limit=memory_limit)
+    render_rows(result, fmt)
