@@ -1,3 +1,85 @@
-"""tcbreplay: record tool-calling agent traces once, score them offline as often as you like."""
+"""tcbreplay: record tool-calling agent traces once, score them offline as often as you like.
+
+The library's API is what this module exports (``__all__``), plus the typed errors in
+:mod:`tcbreplay.errors`; the stage packages (``tcbreplay._inputs``, ``_record``,
+``_importers``, ``_store``, ``_score``, ``_analysis``, ``_cli``) are private and may change.
+
+    >>> import tcbreplay
+    >>> store = tcbreplay.Store("traces")
+    >>> result = tcbreplay.score_run(store, "demo-sim")
+    >>> result.summary["tp"]
+
+Names load on first use, so ``import tcbreplay`` stays cheap and scoring never loads
+LangChain.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# public name -> the private module that defines it
+_EXPORTS = {
+    # the store
+    "Store": "tcbreplay._store.runs",
+    "Run": "tcbreplay._store.runs",
+    "export_jsonl": "tcbreplay._store.export",
+    # inputs and recording
+    "load_inputs": "tcbreplay._inputs.benchmarks",
+    "BenchmarkInputs": "tcbreplay._inputs.benchmarks",
+    "parse_model": "tcbreplay._record.models",
+    "ModelChoice": "tcbreplay._record.models",
+    "record_run": "tcbreplay._record.runner",
+    "RecordOptions": "tcbreplay._record.options",
+    "RecordSummary": "tcbreplay._record.runner",
+    "import_traces": "tcbreplay._importers.import_run",
+    "ImportSummary": "tcbreplay._importers.import_run",
+    # scoring and reading results
+    "score_run": "tcbreplay._score.run",
+    "ScoreOptions": "tcbreplay._score.options",
+    "ScoreResult": "tcbreplay._score.results",
+    "read_summary": "tcbreplay._score.results",
+    # analysis
+    "run_sql": "tcbreplay._analysis.sql",
+    "QueryResult": "tcbreplay._analysis.sql",
+    "diff_runs": "tcbreplay._analysis.diff",
+    "DiffResult": "tcbreplay._analysis.diff",
+    "verify_run": "tcbreplay._analysis.audit",
+    "AuditReport": "tcbreplay._analysis.audit",
+    "write_report": "tcbreplay._analysis.report",
+    "write_catalog": "tcbreplay._analysis.catalog",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from tcbreplay._analysis.audit import AuditReport, verify_run
+    from tcbreplay._analysis.catalog import write_catalog
+    from tcbreplay._analysis.diff import DiffResult, diff_runs
+    from tcbreplay._analysis.report import write_report
+    from tcbreplay._analysis.sql import QueryResult, run_sql
+    from tcbreplay._importers.import_run import ImportSummary, import_traces
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs, load_inputs
+    from tcbreplay._record.models import ModelChoice, parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import RecordSummary, record_run
+    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.results import ScoreResult, read_summary
+    from tcbreplay._score.run import score_run
+    from tcbreplay._store.export import export_jsonl
+    from tcbreplay._store.runs import Run, Store
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tcbreplay' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,184 @@
+"""The package's shape: no import cycles, and the stage boundaries users rely on.
+
+The graph is read from the sources (every ``import`` statement, also those inside
+functions), so a lazy import that would close a cycle counts as one.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import tcbreplay
+
+PACKAGE = Path(tcbreplay.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(module: str, level: int, name: str | None, here: str, is_package: bool) -> str:
+    if level == 0:
+        return name or ""
+    base = here.split(".") if is_package else here.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, *([name] if name else [])])
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of the tree but those under ``if TYPE_CHECKING:`` (never run)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", None) == "TYPE_CHECKING":
+                todo.extend(child.orelse)
+                continue
+            todo.append(child)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each tcbreplay module and the tcbreplay modules it imports (anywhere in its body);
+    ``from package import name`` counts as importing ``package.name`` when that is a module."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(module, node.level, node.module, module, is_package)
+                targets = [base]
+                targets += [f"{base}.{alias.name}" for alias in node.names]
+            for target in targets:
+                if target in modules and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    assert _cycles(import_graph()) == []
+
+
+# What each stage may import, besides itself, the errors and the machine's cores: the data
+# flows inputs -> record / import -> store -> score -> analysis, and the command line uses
+# them all. Scoring and analysis never reach the record stage (nor LangChain through it).
+STAGES = ("_inputs", "_store", "_record", "_importers", "_score", "_analysis", "_cli")
+ALLOWED = {
+    "_inputs": set(),
+    "_store": {"_inputs"},
+    "_record": {"_inputs", "_store"},
+    "_importers": {"_inputs", "_store", "_record"},
+    "_score": {"_inputs", "_store", "kernels"},
+    "_analysis": {"_inputs", "_store", "_score", "kernels"},
+    "_cli": set(STAGES) | {"kernels"},
+}
+SHARED = {"tcbreplay", "tcbreplay.errors", "tcbreplay._machine"}
+_LANGCHAIN = re.compile(r"^\s*(from|import)\s+(langchain|langgraph)", re.M)
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in (*STAGES, "kernels") else None
+
+
+def test_each_stage_imports_only_the_stages_before_it() -> None:
+    graph = import_graph()
+    wrong = []
+    for module, targets in graph.items():
+        stage = _stage(module)
+        if stage not in ALLOWED:
+            continue
+        for target in targets:
+            other = _stage(target)
+            if target in SHARED or other in (None, stage) or other in ALLOWED[stage]:
+                continue
+            wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    return seen
+
+
+def test_scoring_and_analysis_never_reach_langchain() -> None:
+    """Not even in a function: ``score``, ``sql`` and ``report`` start without LangChain."""
+    graph = import_graph()
+    modules = _modules()
+    for start in graph:
+        if _stage(start) not in ("_score", "_analysis"):
+            continue
+        for module in _reachable(graph, start):
+            assert not _LANGCHAIN.search(modules[module].read_text()), (start, module)
+
+
+def test_the_public_api_is_what_init_exports() -> None:
+    for name in tcbreplay.__all__:
+        assert getattr(tcbreplay, name) is not None, name
+    assert (PACKAGE / "py.typed").exists()
+    private = [p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")]
+    assert private in ([], ["kernels"])  # every stage package is private by name
+
+
+def test_importing_the_api_loads_no_stage() -> None:
+    code = (
+        "import sys, tcbreplay; tcbreplay.__version__; "
+        "print(sorted(m for m in sys.modules if m.startswith('tcbreplay.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
