@@ -18,9 +18,13 @@ from click.testing import CliRunner, Result
 from tcbreplay._cli import main
 
 
-def cli(*args: object) -> Result:
-    """Run ``tcbreplay`` with click's test runner (arguments may be paths)."""
-    return CliRunner().invoke(main, [str(a) for a in args])
+def cli(*args: object, crash_ok: bool = False) -> Result:
+    """Run ``tcbreplay`` with click's test runner (arguments may be paths).
+
+    An exception the command does not turn into an exit code (a crash in tcbreplay) fails
+    the test with its traceback, unless ``crash_ok``: a crash must never pass for an
+    expected ``exit 1``."""
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=crash_ok)
 
 
 def snapshot(root: Path) -> dict[str, str]:
