@@ -208,9 +208,8 @@ def _tool_counts(
 
 
 def warm() -> None:
-    """Load every kernel scoring runs, by scoring two tiny samples: just-in-time kernels are
-    compiled the first time on a machine (numba caches them beside the sources) and loaded
-    from that cache later; ahead-of-time ones are only imported (a few milliseconds)."""
+    """Run every kernel scoring uses once, on two tiny samples (a few milliseconds): a check
+    that the kernels' extension is built and takes what scoring hands it."""
 
     def side(s: list[int], names: list[str], args: list[str]) -> FlatSide:
         at = np.array(s, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""The compiled splitter of tool-call lists (tcbreplay/kernels/calls.py), on its own: every
+"""The compiled splitter of tool-call lists (tcbreplay/kernels/calls.pxi), on its own: every
 call's name and arguments spans, whatever strings the lists hold and wherever their quotes
 and escapes fall against the eight-byte words the kernel reads."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tcbreplay import kernels
-from tcbreplay.kernels.calls import span_texts, split_calls
+from tcbreplay.kernels._compiled import span_texts, split_calls
 
 # strings dense in what the word-at-a-time scan looks for: quotes, backslashes, and bytes
 # next to them in value (!, #, [, ]), at every length around a word

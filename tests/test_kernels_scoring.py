@@ -1,22 +1,21 @@
-"""The compiled kernels, just in time (``tcbreplay.kernels.scoring``), against brute force:
+"""The compiled kernels (``tcbreplay/kernels/scoring.pxi``) against brute force:
 the AHR pairing (``choose_pairs``) against ``align_one`` and an enumeration of every pairing,
 and the name tables of ``score_samples`` (tsa, tp, candidate pairs) against the reference
-Levenshtein, TSA and every maximum same-name pairing. Whole runs against the reference, through
-whichever kernels scoring loads: ``tests/test_metrics.py``."""
+Levenshtein, TSA and every maximum same-name pairing. Whole runs against the reference:
+``tests/test_metrics.py``."""
 
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
-import pytest
 import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tcbreplay import kernels
+from tcbreplay.kernels import _compiled as kernel
 from tcbreplay.kernels import number_locale, scratch_for
-from tcbreplay.kernels import scoring as kernel
 from tcbreplay.metrics import align_one, align_one_pairs
 
 
@@ -182,13 +181,3 @@ def test_encode_texts_gives_one_code_per_distinct_text():
             assert not done
     assert done and list(codes) == [0, 1, 0, 2, 3, 1, 2] and state[0] == 4
     assert dict_data[: state[1]].tobytes() == b"abb\xc3\xa9"
-
-
-def test_borrowed_refuses_an_array_with_strides():
-    """A borrowed view has no strides of its own: a strided array is refused, not misread."""
-    from tcbreplay.kernels.compiled import borrowed
-
-    whole = np.arange(9, dtype=np.int64)
-    assert list(borrowed(whole[2:5])) == [2, 3, 4]
-    with pytest.raises(ValueError, match="C-contiguous"):
-        borrowed(whole[::3])
