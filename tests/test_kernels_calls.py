@@ -116,3 +116,24 @@ def test_span_texts_fills_what_is_left_out():
     )
     assert offsets.tolist() == [0, 2, 4, 4]
     assert out[:4].tobytes() == b"bc{}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=6), max_size=6), st.binary(max_size=3), st.data())
+def test_span_texts_are_the_spans_end_to_end(texts, fill, data):
+    buffer = b"".join(texts)
+    raw = np.frombuffer(buffer + b"\0", dtype=np.uint8)
+    spans = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, len(buffer)), st.integers(0, len(buffer))).map(sorted)
+            | st.just([-1, -1]),
+            max_size=8,
+        )
+    )
+    lo = np.array([a for a, _ in spans], dtype=np.int64)
+    hi = np.array([b for _, b in spans], dtype=np.int64)
+    offsets = np.empty(len(spans) + 1, dtype=np.int64)
+    out = span_texts(raw, lo, hi, np.frombuffer(fill + b"\0", dtype=np.uint8)[: len(fill)], offsets)
+    pieces = [fill if a < 0 else buffer[a:b] for a, b in spans]
+    assert offsets.tolist() == np.cumsum([0] + [len(p) for p in pieces]).tolist()
+    assert out[: offsets[-1]].tobytes() == b"".join(pieces)

@@ -213,3 +213,39 @@ def test_numbers_read_the_same_in_a_comma_locale(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "0", "1"]
+
+
+def _repeats(text: str) -> bool:
+    """Whether the text is an object that repeats one of its own keys (Python's reading)."""
+    found = []
+
+    def pairs(items: list) -> dict:
+        keys = [k for k, _ in items]
+        found.append(len(set(keys)) < len(keys))
+        return dict(items)
+
+    value = json.loads(text, object_pairs_hook=pairs)
+    return isinstance(value, dict) and found[-1]
+
+
+_KEYS = st.sampled_from(["a", "b", 'q"k', "", "ключ", "\x1f"])
+_OBJECTS = st.lists(st.tuples(_KEYS, json_values), max_size=6) | st.builds(
+    lambda n, again: [(f"k{i}", i) for i in range(n)] + [(f"k{again % n}", 0)] * (again > n),
+    st.integers(60, 130),
+    st.integers(0, 260),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_OBJECTS, max_size=5), st.data())
+def test_first_repeated_key_is_pythons_reading(objects, data):
+    """The first text not checked whose object repeats a key, as json.loads sees the keys
+    (canonical texts: a key is written one way), small objects and ones past 64 keys."""
+    texts = [
+        "{" + ",".join(f"{json.dumps(k)}:{json.dumps(v)}" for k, v in members) + "}"
+        for members in objects
+    ]
+    checked = data.draw(st.lists(st.booleans(), min_size=len(texts), max_size=len(texts)))
+    offsets, text = buffer(*texts)
+    want = next((k for k, t in enumerate(texts) if not checked[k] and _repeats(t)), -1)
+    assert first_repeated_key(offsets, text, np.array(checked, dtype=np.bool_)) == want
