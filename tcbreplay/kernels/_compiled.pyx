@@ -2,9 +2,11 @@
 # cython: cdivision=True
 """The scoring kernels, compiled with the package (see tcbreplay.kernels).
 
-Each kernel takes numpy arrays (C-contiguous, of the dtypes scoring makes), checks their
-sizes where a wrong one would reach past them, and runs without the GIL: scoring runs a
-kernel per part in threads side by side. Inside, arrays are plain pointers.
+Each kernel takes numpy arrays, C-contiguous and of the dtypes scoring makes (others are
+refused), reads them as plain pointers, and runs without the GIL: scoring runs a part's
+kernels in threads side by side. Like numba's before them, the kernels trust their caller
+for sizes that agree (offsets one entry longer than their texts, codes below the count of
+codes, a flag per call), and say so when a table they fill has too few rows.
 """
 
 from libc.math cimport NAN, fabs, fmax, isinf, isnan
@@ -17,7 +19,7 @@ import numpy as np
 
 
 cdef extern from "words.h" nogil:
-    uint64_t ONES, HIGHS, QUOTES, BACKSLASHES
+    uint64_t QUOTES, BACKSLASHES
     uint64_t load_u64(const uint8_t *p)
     void store_u64(uint8_t *p, uint64_t word)
     uint64_t zero_bytes(uint64_t x)

@@ -100,6 +100,8 @@ cdef Py_ssize_t split_calls_at(
                     key_hi = key_end - 1
                     p = skip_space(data, key_end, end)
                     p = skip_space(data, p + 1, end)  # past the colon
+                    if p >= end:  # a text cut short (DuckDB writes none): nothing past it
+                        break
                     if data[p] == QUOTE:
                         value_end = skip_string_fast(data, p, end)
                     else:
@@ -114,7 +116,8 @@ cdef Py_ssize_t split_calls_at(
                             else:
                                 name_kind[n] = NAME_TEXT
                                 name_lo[n] = p + 1
-                                name_hi[n] = value_end - 1
+                                # (a string cut short may have no closing quote)
+                                name_hi[n] = max(value_end - 1, p + 1)
                         elif not is_null(data, p, value_end):
                             name_kind[n] = NAME_VALUE
                             name_lo[n] = p
