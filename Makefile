@@ -9,13 +9,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The editable install builds the scoring kernels (a C extension from Cython, beside their
-# sources; it needs a C compiler), again whenever their sources change. It leaves tcbreplay's
-# bytecode to be written on first import; write it now, since where PYTHONDONTWRITEBYTECODE is
-# set every command would compile the sources again. setuptools makes the editable install an
-# import finder, and says so at length (the warning left out); an empty tcbreplay folder in
-# site-packages, which the editable install of the former hatchling build leaves behind, would
-# be found before it.
+# The editable install builds the scoring kernels (a C extension, from Cython; it needs a C
+# compiler) beside their sources, again whenever those change, and leaves tcbreplay's bytecode
+# to be written on first import: write it now, since where PYTHONDONTWRITEBYTECODE is set every
+# command would compile the sources again. setuptools' editable install is an import finder,
+# which it says at length (the warning left out); an empty tcbreplay folder in site-packages,
+# left behind by the former hatchling editable install, would be imported instead (removed).
 KERNELS := setup.py $(wildcard tcbreplay/kernels/*.pyx tcbreplay/kernels/*.pxi tcbreplay/kernels/*.h)
 $(STAMP): $(BIN)/python pyproject.toml $(KERNELS)
 	find $(VENV)/lib/python*/site-packages/tcbreplay -depth -type d -empty -delete 2>/dev/null || true
