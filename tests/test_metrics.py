@@ -3,7 +3,7 @@
 1. a table of hand-computed cases (``tests/data/metric_cases.json``), which also checks the
    brute-force reference in ``tests/reference_metrics.py``;
 2. unit tests of ``values_equal``, ``align_one`` and ``summarize`` (the compiled pairing and
-   sequence tables: ``tests/test_kernel.py``);
+   sequence tables: ``tests/test_kernels_scoring.py``);
 3. hypothesis properties: random runs scored by ``score_tables`` equal the reference, sample by
    sample and field by field, plus bounds, symmetry and determinism.
 """

@@ -36,9 +36,8 @@ def run() -> None:
     Python's interpreter teardown, once exit handlers have run and output is flushed.
 
     The teardown only frees memory the operating system frees anyway, and collects
-    garbage over every object left, several times: after ``score`` loaded its compiled
-    kernel (numba's compiler leaves hundreds of thousands of objects) that is about 0.15 s
-    of the command's time. A crash in tcbreplay still ends the usual way, traceback included.
+    garbage over every object left, several times. A crash in tcbreplay still ends the usual
+    way, traceback included.
     """
     sys.excepthook = _print_redacted
     # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would

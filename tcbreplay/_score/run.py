@@ -8,7 +8,6 @@ evaluator, see :mod:`tcbreplay._score.scorers.abet`).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import warnings
@@ -184,7 +183,6 @@ def _scored(
 ) -> Scored:
     if options.scorer == "abet":
         return score_tables_abet(translate.load_calls(con, translate.split_samples(con, 1)[0]))
-    _load_kernels()
     if parts is None:
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
@@ -262,19 +260,6 @@ def _spec_part(
     flat = translate.load_flat(con, samples)
     _go_on(stop)
     return spec.score_part(flat, tools, options.rel_tol, options.abs_tol)
-
-
-def _load_kernels() -> None:
-    """Load the compiled kernels in a background thread, while DuckDB parses the run (with
-    the GIL released): milliseconds when they were built ahead of time, about 0.3 s of
-    Python for numba's import and first call otherwise. A failure here is left for scoring
-    to meet."""
-
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            spec.warm()
-
-    threading.Thread(target=load, name="tcbreplay-kernels", daemon=True).start()
 
 
 def _settled(jobs: list[Future]) -> bool:
