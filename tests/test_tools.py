@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import cli
 
 from tcbreplay._inputs.tools import ToolSchema, load_toolset, toolset_from_dicts
 from tcbreplay.errors import InputError, ToolSchemaError
@@ -323,7 +324,14 @@ def test_json_object_with_a_tools_key(tmp_path):
             [{"name": "a", "parameters": {"properties": {"x": "number"}}}],
             "tools.json: tool 0 (a): parameters.properties must map names to JSON schemas",
         ),
-        ([{"name": "a"}, {"name": "a"}], "tools.json: two tools are named 'a'"),
+        (
+            [{"name": "a"}, {"name": "a", "parameters": {"properties": {"x": {}}}}],
+            "tools.json: two tools are named 'a', with different parameters",
+        ),
+        (
+            [{"name": "a", "description": "x"}, {"name": "a", "description": "y"}],
+            "tools.json: two tools are named 'a', with different descriptions",
+        ),
         (
             '[{"name": "a", "description": "x \\ud800"}]',
             "tools.json: holds a lone surrogate \\ud800, which is not valid Unicode",
@@ -401,3 +409,28 @@ def test_loading_json_tools_does_not_import_langchain():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_tool_declared_twice_alike_is_one_tool(tmp_path):
+    spec = write_json(tmp_path, [{"name": "a", "description": "x"}, {"name": "b"},
+                                 {"name": "a", "description": "x"}])  # fmt: skip
+    assert [s.name for s in load_toolset(spec).schemas] == ["a", "b"]
+
+
+def test_a_tool_declared_twice_differently_says_how_to_give_per_sample_tools(tmp_path):
+    """The README promised one tool with the parameters of both; a file that means two
+    versions of a tool wants them per sample, which the hint says how to give."""
+    one = {"name": "a", "parameters": {"properties": {"x": {"type": "integer"}}}}
+    other = {"name": "a", "parameters": {"properties": {"x": {"type": "number"}}}}
+    error = one_line_error(write_json(tmp_path, [one, other]))
+    assert str(error) == "tools.json: two tools are named 'a', with different parameters"
+    assert '"tools": [...]' in error.hint and "dataset entry" in error.hint
+    result = cli("import", "--dataset", write_json(tmp_path, [{"input": "x", "target": []}],
+                                                   "d.json"),
+                 "--tools", write_json(tmp_path, [one, other]), "--traces", tmp_path / "t.jsonl",
+                 "--run-id", "r", "--store", tmp_path / "s")  # fmt: skip
+    assert result.exit_code == 2
+    assert "two tools are named 'a', with different parameters" in result.output
+    assert "Hint: a tool whose parameters differ between samples goes into each dataset entry" in (
+        result.output
+    )

@@ -177,3 +177,22 @@ def _int_problem(digits: int | None) -> str:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+# a lone surrogate gets into parsed JSON only through a \uXXXX escape (UTF-8 text cannot hold one)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(value: Any, text: str | None = None) -> str | None:
+    """Return the first lone surrogate in a JSON value as a ``\\uXXXX`` escape, or None;
+    ``text``, the JSON the value was read from, spares the check when it escapes none.
+
+    JSON may escape one (``"\\ud800"``) but UTF-8 cannot store it, so writing it would fail.
+    """
+    if text is not None and not _SURROGATE_ESCAPE.search(text):
+        return None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"\\u{ord(exc.object[exc.start]):04x}"
+    return None

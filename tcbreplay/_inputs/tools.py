@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._inputs import limits
-from tcbreplay._inputs.dataset import lone_surrogate
+from tcbreplay._inputs.limits import lone_surrogate
 from tcbreplay.errors import ToolSchemaError
 
 _NO_DEFAULT = object()
@@ -119,13 +119,20 @@ def _from_json(path: Path) -> Toolset:
         raise ToolSchemaError(
             f"{path.name}: holds a lone surrogate {surrogate}, which is not valid Unicode"
         )
+    schemas = schemas_from_items(items, path.name)
+    return Toolset(schemas=schemas, source=str(path), sha256=hashlib.sha256(data).hexdigest())
+
+
+def schemas_from_items(items: Any, label: str) -> list[ToolSchema]:
+    """The tool schemas of a tools file's JSON (an array of function schemas, or an object
+    with one under ``tools``), or of a dataset entry's ``tools``; ``label`` names the place.
+    A name declared twice with the same schema is one tool; with different ones, refused."""
     if isinstance(items, dict) and "tools" in items:
         items = items["tools"]
     if not isinstance(items, list):
-        raise ToolSchemaError(f"{path.name}: expected a JSON array of function schemas")
-    schemas = [ToolSchema.from_dict(obj, f"{path.name}: tool {i}") for i, obj in enumerate(items)]
-    _check_unique(schemas, path.name)
-    return Toolset(schemas=schemas, source=str(path), sha256=hashlib.sha256(data).hexdigest())
+        raise ToolSchemaError(f"{label}: expected a JSON array of function schemas")
+    schemas = [ToolSchema.from_dict(obj, f"{label}: tool {i}") for i, obj in enumerate(items)]
+    return _one_per_name(schemas, label)
 
 
 def _from_module(source: str) -> Toolset:
@@ -191,11 +198,35 @@ def _schema_of(tool: Any, place: str) -> ToolSchema:
     return schema
 
 
+PER_SAMPLE_HINT = (
+    "a tool whose parameters differ between samples goes into each dataset entry that uses "
+    'it, as "tools": [...] (the format of a tools file); declare it once here'
+)
+
+
+def _one_per_name(schemas: list[ToolSchema], label: str) -> list[ToolSchema]:
+    """The schemas with a repeated identical declaration dropped; a name declared again with
+    another description or other parameters is refused."""
+    seen: dict[str, ToolSchema] = {}
+    out = []
+    for s in schemas:
+        if s.name not in seen:
+            seen[s.name] = s
+            out.append(s)
+        elif s != seen[s.name]:
+            raise ToolSchemaError(
+                f"{label}: two tools are named {s.name!r}, with different "
+                + ("parameters" if s.parameters != seen[s.name].parameters else "descriptions"),
+                hint=PER_SAMPLE_HINT,
+            )
+    return out
+
+
 def _check_unique(schemas: list[ToolSchema], label: str) -> None:
     seen = set()
     for s in schemas:
         if s.name in seen:
-            raise ToolSchemaError(f"{label}: two tools are named {s.name!r}")
+            raise ToolSchemaError(f"{label}: two tools are named {s.name!r}", hint=PER_SAMPLE_HINT)
         seen.add(s.name)
 
 
