@@ -1,9 +1,13 @@
--- One row per gold call of each sample, in the dataset's order.
+-- One row per gold call of each sample, in the dataset's order, with its rules (accept,
+-- optional and group as JSON; null where the call has none).
 with gold as (
     select
         run_id,
         sample_id,
-        json_transform(gold, '[{"name": "VARCHAR", "args": "JSON"}]') as calls
+        json_transform(
+            gold,
+            '[{"name": "VARCHAR", "args": "JSON", "accept": "JSON", "optional": "JSON", "group": "JSON"}]'
+        ) as calls
     from samples
 )
 
@@ -12,6 +16,9 @@ select
     sample_id,
     unnest(range(len(calls)))::integer as call_index,
     unnest(calls).name as name,
-    coalesce(unnest(calls).args, '{}'::json) as args
+    coalesce(unnest(calls).args, '{}'::json) as args,
+    unnest(calls).accept as accept,
+    unnest(calls).optional as optional,
+    unnest(calls)."group" as "group"
 from gold
 where len(calls) > 0

@@ -4,8 +4,15 @@ Written to be obviously right rather than fast: plain-Python value equality, a t
 Levenshtein table over whole names, set-based TSA, and an AHR that enumerates every
 order-preserving one-to-one same-name pairing and picks one by the spec's tie-break order.
 
-Inputs: ``gold`` and ``agent`` are sequences of ``(name, args)``; ``tools`` is a list of
-``{"name": ..., "parameters": {"properties": {param: {"default": ...}?}}}``.
+Gold rules, written from the README's metric spec: a gold call may carry ``accept`` (per key,
+every acceptable value), ``optional`` (keys that may be left out) and ``group`` (consecutive calls
+with one group value form an order-free block). The brute force enumerates every one-to-one
+same-name pairing whose pairs, listed by agent call, never go back to an earlier block, and TP
+takes the least edit distance over every order of every block.
+
+Inputs: ``gold`` is a sequence of ``(name, args)`` or ``(name, args, rules)`` (rules: a dict with
+any of accept, optional, group); ``agent`` a sequence of ``(name, args)``; ``tools`` a list of
+``{"name": ..., "parameters": {"properties": {param: {"type": ..., "default": ...}?}}}``.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 REL_TOL = 1e-9
-ABS_TOL = 1e-9
+ABS_TOL = 0.0
 
 Call = tuple[str, Mapping[str, Any]]
 # (pairs, invalid, valid, missing) of one pairing
@@ -25,7 +32,15 @@ Counts = tuple[int, int, int, int]
 _NO_DEFAULT = object()
 
 
-def values_equal(a: Any, b: Any, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL) -> bool:
+def bfcl_string(text: str) -> str:
+    """BFCL's normalisation: spaces and ,./-_*^ dropped, lowercased, single quotes as double."""
+    kept = "".join(ch for ch in text if ch not in " ,./-_*^")
+    return kept.lower().replace("'", '"')
+
+
+def values_equal(
+    a: Any, b: Any, rel_tol: float = REL_TOL, abs_tol: float = ABS_TOL, strings: str = "exact"
+) -> bool:
     """Equality of two JSON values (as Python objects) per the spec."""
     a_bool, b_bool = type(a) is bool, type(b) is bool
     if a_bool or b_bool:
@@ -37,17 +52,19 @@ def values_equal(a: Any, b: Any, rel_tol: float = REL_TOL, abs_tol: float = ABS_
             return a == b
         return math.isclose(_float(a), _float(b), rel_tol=rel_tol, abs_tol=abs_tol)
     if type(a) is str and type(b) is str:
+        if strings == "bfcl":
+            return bfcl_string(a) == bfcl_string(b)
         return a == b
     if a is None and b is None:
         return True
     if type(a) is list and type(b) is list:
         if len(a) != len(b):
             return False
-        return all(values_equal(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True))
+        return all(values_equal(x, y, rel_tol, abs_tol, strings) for x, y in zip(a, b, strict=True))
     if type(a) is dict and type(b) is dict:
         if set(a) != set(b):
             return False
-        return all(values_equal(a[k], b[k], rel_tol, abs_tol) for k in a)
+        return all(values_equal(a[k], b[k], rel_tol, abs_tol, strings) for k in a)
     return False
 
 
@@ -87,6 +104,36 @@ def tp(agent_names: Sequence[str], gold_names: Sequence[str]) -> float:
     return 1.0 - levenshtein(agent_names, gold_names) / longest
 
 
+def blocks(groups: Sequence[Any]) -> list[int]:
+    """Each gold call's block: a new one unless its group (not None) equals the previous call's."""
+    out: list[int] = []
+    for j, group in enumerate(groups):
+        joins = j > 0 and group is not None and type(group) is type(groups[j - 1])
+        joins = joins and group == groups[j - 1]
+        out.append(out[-1] if joins else len(set(out)))
+    return out
+
+
+def block_orders(gold_names: Sequence[str], block_of: Sequence[int]) -> Iterator[list[str]]:
+    """Every gold name sequence with each block's calls in any order."""
+    members: dict[int, list[int]] = {}
+    for j, b in enumerate(block_of):
+        members.setdefault(b, []).append(j)
+    choices = [list(itertools.permutations(members[b])) for b in sorted(members)]
+    for pick in itertools.product(*choices):
+        yield [gold_names[j] for perm in pick for j in perm]
+
+
+def tp_blocks(
+    agent_names: Sequence[str], gold_names: Sequence[str], block_of: Sequence[int]
+) -> float:
+    longest = max(len(agent_names), len(gold_names))
+    if longest == 0:
+        return 1.0
+    distance = min(levenshtein(agent_names, order) for order in block_orders(gold_names, block_of))
+    return 1.0 - distance / longest
+
+
 def tool_params(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """tool name -> {param: declared default, or _NO_DEFAULT}."""
     out: dict[str, dict[str, Any]] = {}
@@ -99,6 +146,17 @@ def tool_params(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
     return out
 
 
+def integer_params(tools: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """(tool, param) whose schema says "type": "integer"."""
+    out = set()
+    for spec in tools:
+        props = (spec.get("parameters") or {}).get("properties") or {}
+        for param, schema in props.items():
+            if isinstance(schema, dict) and schema.get("type") == "integer":
+                out.add((spec["name"], param))
+    return out
+
+
 def pair_counts(
     name: str,
     agent_args: Mapping[str, Any],
@@ -106,24 +164,33 @@ def pair_counts(
     params: Mapping[str, Mapping[str, Any]],
     rel_tol: float,
     abs_tol: float,
+    rules: Mapping[str, Any] | None = None,
+    strings: str = "exact",
+    integers: set[tuple[str, str]] | None = None,
 ) -> tuple[int, int, int]:
-    """(invalid, valid, missing) of one agent call paired with one gold call of tool ``name``."""
+    """(invalid, valid, missing) of one agent call paired with one gold call of tool ``name``;
+    ``integers``: the integer parameters when types are strict (None: lenient)."""
     declared = params.get(name, {})
+    accept = (rules or {}).get("accept") or {}
+    optional = set((rules or {}).get("optional") or [])
     invalid = valid = 0
     for key, value in agent_args.items():
         if key not in declared:
             bad = True  # (a) no such parameter
-        elif key in gold_args:
-            bad = not values_equal(value, gold_args[key], rel_tol, abs_tol)  # (b)
-        elif declared[key] is _NO_DEFAULT:
-            bad = True  # (c) gold lacks the key and there is no default
+        elif integers is not None and (name, key) in integers and type(value) is float:
+            bad = True  # strict types: a float for an integer parameter
         else:
-            bad = not values_equal(value, declared[key], rel_tol, abs_tol)  # (c)
+            acceptable = list(accept.get(key, []))
+            if key in gold_args:
+                acceptable.append(gold_args[key])  # (b)
+            elif declared[key] is not _NO_DEFAULT:
+                acceptable.append(declared[key])  # (c)
+            bad = not any(values_equal(value, v, rel_tol, abs_tol, strings) for v in acceptable)
         if bad:
             invalid += 1
         else:
             valid += 1
-    missing = sum(1 for key in gold_args if key not in agent_args)
+    missing = sum(1 for key in gold_args if key not in agent_args and key not in optional)
     return invalid, valid, missing
 
 
@@ -139,14 +206,45 @@ def candidate_pairings(
                     yield chosen
 
 
+def block_pairings(
+    allowed: set[tuple[int, int]], n_agent: int, block_of: Sequence[int]
+) -> Iterator[list[tuple[int, int]]]:
+    """Every one-to-one pairing using ``allowed`` whose pairs, listed by agent call, never go
+    back to an earlier gold block."""
+
+    def extend(i: int, used: frozenset[int], chosen: list[tuple[int, int]]):
+        if i == n_agent:
+            yield list(chosen)
+            return
+        yield from extend(i + 1, used, chosen)
+        for j in range(len(block_of)):
+            if (i, j) in allowed and j not in used:
+                if chosen and block_of[chosen[-1][1]] > block_of[j]:
+                    continue
+                chosen.append((i, j))
+                yield from extend(i + 1, used | {j}, chosen)
+                chosen.pop()
+
+    yield from extend(0, frozenset(), [])
+
+
 def best_counts(
-    stats: Mapping[tuple[int, int], tuple[int, int, int]], n_agent: int, n_gold: int
+    stats: Mapping[tuple[int, int], tuple[int, int, int]],
+    n_agent: int,
+    n_gold: int,
+    block_of: Sequence[int] | None = None,
 ) -> Counts:
     """Brute-force choice over candidate pairs ``(i, j) -> (invalid, valid, missing)``:
-    most pairs, then fewest invalid, then most valid, then fewest missing."""
+    most pairs, then fewest invalid, then most valid, then fewest missing (with gold blocks:
+    over :func:`block_pairings`)."""
     best: Counts | None = None
     best_key: tuple[int, int, int, int] | None = None
-    for chosen in candidate_pairings(set(stats), n_agent, n_gold):
+    pairings = (
+        candidate_pairings(set(stats), n_agent, n_gold)
+        if block_of is None
+        else block_pairings(set(stats), n_agent, block_of)
+    )
+    for chosen in pairings:
         invalid = sum(stats[p][0] for p in chosen)
         valid = sum(stats[p][1] for p in chosen)
         missing = sum(stats[p][2] for p in chosen)
@@ -159,27 +257,40 @@ def best_counts(
 
 
 def score_sample(
-    gold: Sequence[Call],
+    gold: Sequence[Any],
     agent: Sequence[Call],
     tools: Sequence[Mapping[str, Any]],
     rel_tol: float = REL_TOL,
     abs_tol: float = ABS_TOL,
+    strings: str = "exact",
+    types: str = "lenient",
 ) -> dict[str, Any]:
     """Per-sample tsa, tp, ahr and the AHR counts of the chosen pairing."""
-    gold_names = [name for name, _ in gold]
+    gold_names = [call[0] for call in gold]
+    rules = [call[2] if len(call) > 2 else {} for call in gold]
     agent_names = [name for name, _ in agent]
     params = tool_params(tools)
+    integers = integer_params(tools) if types == "strict" else None
     stats = {
-        (i, j): pair_counts(agent[i][0], agent[i][1], gold[j][1], params, rel_tol, abs_tol)
+        (i, j): pair_counts(
+            agent[i][0], agent[i][1], gold[j][1], params, rel_tol, abs_tol, rules[j], strings,
+            integers,
+        )
         for i in range(len(agent))
         for j in range(len(gold))
         if agent_names[i] == gold_names[j]
-    }
-    pairs, invalid, valid, missing = best_counts(stats, len(agent), len(gold))
+    }  # fmt: skip
+    block_of = blocks([r.get("group") for r in rules])
+    ordered = len(set(block_of)) == len(block_of)
+    pairs, invalid, valid, missing = best_counts(
+        stats, len(agent), len(gold), None if ordered else block_of
+    )
     total = invalid + valid
     return {
         "tsa": tsa(agent_names, gold_names),
-        "tp": tp(agent_names, gold_names),
+        "tp": tp(agent_names, gold_names)
+        if ordered
+        else tp_blocks(agent_names, gold_names, block_of),
         "ahr": invalid / total if total else None,
         "args_invalid": invalid,
         "args_total": total,

@@ -23,7 +23,7 @@ from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import MESSAGES_SCHEMA, SCORES_SCHEMA
 from tcbreplay.errors import InputError, RunNotFoundError, StoreError
 
-REL_FOLDER = "spec_rel-0.001_abs-1e-09"
+REL_FOLDER = "spec_rel-0.001_abs-0"
 
 
 def verify(root: Path, run_id: str, *extra: str):
@@ -104,7 +104,13 @@ def test_summary_holds_an_audit_record(scored):
     }
     assert re.fullmatch(r"[0-9a-f]{64}", record["sql_sha256"])
     assert record["sql_sha256"] == audit_record.sql_sha256()
-    assert record["options"] == {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 1e-9}
+    assert record["options"] == {
+        "scorer": "spec",
+        "rel_tol": 1e-9,
+        "abs_tol": 0.0,
+        "strings": "exact",
+        "types": "lenient",
+    }
     assert record["options"] == summary["options"]
     assert re.fullmatch(r"[0-9a-f]{64}", record["options_sha256"])
     assert record["toolkit_version"] == __version__
@@ -126,7 +132,13 @@ def test_other_tolerances_get_their_own_folder_and_both_verify(scored):
     folders = sorted(p.name for p in (root / run_id / "scores").iterdir())
     assert folders == ["spec", REL_FOLDER]
     rel = json.loads((root / run_id / "scores" / REL_FOLDER / "summary.json").read_text())
-    assert rel["audit"]["options"] == {"scorer": "spec", "rel_tol": 1e-3, "abs_tol": 1e-9}
+    assert rel["audit"]["options"] == {
+        "scorer": "spec",
+        "rel_tol": 1e-3,
+        "abs_tol": 0.0,
+        "strings": "exact",
+        "types": "lenient",
+    }
     assert rel["audit"]["options_sha256"] != spec_summary["audit"]["options_sha256"]
     assert rel["audit"]["inputs_sha256"] == spec_summary["audit"]["inputs_sha256"]
     assert rel["audit"]["sql_sha256"] == spec_summary["audit"]["sql_sha256"]
@@ -380,8 +392,7 @@ def test_hint_names_the_options_of_other_scorings(scored):
     result = verify(root, run_id, "--scoring", REL_FOLDER)
     assert result.exit_code == 1
     assert result.stderr.splitlines()[1] == (
-        f"Hint: score it again: tcbreplay score {run_id} --rel-tol 0.001 --abs-tol 1e-09 "
-        f"--store {root}"
+        f"Hint: score it again: tcbreplay score {run_id} --rel-tol 0.001 --store {root}"
     )
 
 

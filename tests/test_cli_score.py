@@ -550,10 +550,20 @@ def test_files_rewritten_by_polars_score_the_same(sim_copy):
     [
         ("spec", ScoreOptions()),
         ("abet", ScoreOptions(scorer="abet")),
-        ("spec_rel-0.001_abs-1e-09", ScoreOptions(rel_tol=0.001)),
+        ("spec_rel-0.001_abs-0", ScoreOptions(rel_tol=0.001)),
         ("spec_rel-0_abs-0", ScoreOptions(rel_tol=0, abs_tol=0)),
-        ("spec_rel-1e-09_abs-1e-09", None),  # the defaults are named spec
-        ("spec_rel-1e-3_abs-1e-09", None),  # not how the options write their name
+        ("spec_rel-1e-09_abs-1e-09", ScoreOptions(abs_tol=1e-9)),  # the former defaults
+        ("spec_rel-1e-09_abs-0", None),  # the defaults are named spec
+        ("spec_rel-1e-3_abs-0", None),  # not how the options write their name
+        ("spec_strings-bfcl", ScoreOptions(strings="bfcl")),
+        ("spec_types-strict", ScoreOptions(types="strict")),
+        (
+            "spec_rel-0.001_abs-0_strings-bfcl_types-strict",
+            ScoreOptions(rel_tol=0.001, strings="bfcl", types="strict"),
+        ),
+        ("spec_types-strict_strings-bfcl", None),  # not in the order the name writes them
+        ("spec_strings-exact", None),  # the default is not named
+        ("spec_strings-other", None),
         ("spec_rel--1_abs-0", None),
         ("spec_rel-nan_abs-0", None),
         ("spec_rel-x_abs-0", None),

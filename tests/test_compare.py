@@ -31,7 +31,7 @@ DATA = Path(__file__).parent / "data"
 METRICS = ("tsa", "tp", "ahr")
 TOOLS = {"list_items", "add_numbers", "multiply_numbers"}
 L, M, A = "list_items", "multiply_numbers", "add_numbers"
-REL_FOLDER = "spec_rel-0.001_abs-1e-09"
+REL_FOLDER = "spec_rel-0.001_abs-0"
 
 
 def diff_json(root: Path, a: str, b: str, *extra: str) -> dict:
@@ -317,7 +317,7 @@ def test_runs_without_common_samples_exit_2(pair, tmp_path):
         ("--seed", "-1", "Error: --seed -1: must be 0 or more"),
         ("--limit", "-1", "Error: Invalid value for '--limit': -1 is not in the range x>=0"),
         ("--scoring", "nonesuch", "Error: run"),
-        ("--scoring", "spec_rel-1e-09_abs-1e-09", "Error: run"),  # the defaults are "spec"
+        ("--scoring", "spec_rel-1e-09_abs-0", "Error: run"),  # the defaults are "spec"
         ("--scoring", "../../sim-seed8/scores/spec", "Error: --scoring '../../sim-seed8/"),
         ("--scoring", "..", "Error: --scoring '..': not a scoring name"),
     ],
@@ -369,8 +369,8 @@ def test_in_memory_scoring_takes_the_other_runs_exact_options(pair, pair_copy, m
         return real(store, run_id, options, **kwargs)
 
     monkeypatch.setattr(score_module, "score_run", spy)
-    result = diff_runs(Store(root), pair.a, pair.b, scoring="spec_rel-0.00123457_abs-1e-09")
-    assert [(o.rel_tol, o.abs_tol) for o in seen] == [(0.00123456789, 1e-9)]
+    result = diff_runs(Store(root), pair.a, pair.b, scoring="spec_rel-0.00123457_abs-0")
+    assert [(o.rel_tol, o.abs_tol) for o in seen] == [(0.00123456789, 0.0)]
     assert result.n_common == 94
 
 

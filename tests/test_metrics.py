@@ -258,10 +258,12 @@ def test_summarize_hand_computed_run():
 
 
 def test_summarize_ratio_of_sums_differs_from_mean_of_ratios():
-    run = cases_named("invented_key", "default_value_valid", "abs_tol_near_zero")  # 1/2, 0/4, 1/4
+    run = cases_named(
+        "invented_key", "default_value_valid", "abs_tol_default_zero"
+    )  # 1/2, 0/4, 2/4
     summary = summarize(score(run))
-    assert summary["ahr"] == pytest.approx(2 / 10)
-    assert summary["ahr"] != pytest.approx((0.5 + 0 + 0.25) / 3)
+    assert summary["ahr"] == pytest.approx(3 / 10)
+    assert summary["ahr"] != pytest.approx((0.5 + 0 + 0.5) / 3)
 
 
 def test_summarize_undefined_metrics():
@@ -318,8 +320,9 @@ EQUALITY = [
     (1, 1.0, True),
     (100, 100.00000001, True),
     (100, 100.000001, False),
-    (0, 5e-10, True),
-    (0, 2e-9, False),
+    (0, 5e-10, False),  # abs_tol 0 by default: numbers this small are not noise
+    (8.854e-12, 8.854e-11, False),
+    (8.854e-12, 8.854e-12 * (1 + 1e-12), True),
     (0.1 + 0.2, 0.3, True),
     (True, 1, False),
     (1, True, False),
@@ -364,6 +367,8 @@ def test_values_equal(a, b, equal):
         (3, 3.0, 0.0, 0.0, True),
         (0, 0.005, 0.0, 0.01, True),
         (0, 0.02, 0.0, 0.01, False),
+        (0, 5e-10, 1e-9, 1e-9, True),  # the former default abs_tol
+        (0, 2e-9, 1e-9, 1e-9, False),
         ([0.5], [0.509], 0.0, 0.01, True),
         ({"x": [1.0]}, {"x": [1.5]}, 0.5, 0.0, True),
         (10**17, 10**17 + 1, 1.0, 1.0, False),  # ints never use the tolerances

@@ -52,11 +52,18 @@ def human_message(text: str) -> str:
     )
 
 
+def gold_call(name: str, args: dict[str, Any], rules: dict[str, Any] | None = None) -> dict:
+    """A gold call as the store holds it: name, args and its rules."""
+    return {"name": name, "args": args, **(rules or {})}
+
+
 def build_tables(
     cases: Sequence[dict[str, Any]], run_id: str = "test"
 ) -> tuple[pa.Table, pa.Table]:
-    """``cases``: dicts with ``gold`` (list of calls) and ``turns`` (list of AI turns, each a list
-    of calls); optional ``sample_id`` and ``status``. Returns (samples, messages) tables."""
+    """``cases``: dicts with ``gold`` (list of calls, each ``(name, args)`` or ``(name, args,
+    rules)`` with rules a dict of accept, optional and group) and ``turns`` (list of AI turns,
+    each a list of calls); optional ``sample_id``, ``status`` and ``sample_tools`` (the
+    sample's own tool schemas). Returns (samples, messages) tables."""
     samples, messages = [], []
     for index, case in enumerate(cases):
         sid = str(case.get("sample_id", index))
@@ -66,7 +73,10 @@ def build_tables(
                 "sample_id": sid,
                 "sample_index": index,
                 "input": f"question {index}",
-                "gold": json.dumps([{"name": n, "args": a} for n, a in case["gold"]]),
+                "gold": json.dumps([gold_call(*call) for call in case["gold"]]),
+                "tools": None
+                if case.get("sample_tools") is None
+                else json.dumps(case["sample_tools"]),
                 "category": None,
                 "status": case.get("status", "ok"),
                 "attempts": 1,

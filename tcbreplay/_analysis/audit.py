@@ -134,8 +134,13 @@ def _compare_scores(scoring: str, stored: pl.DataFrame, fresh: pl.DataFrame) -> 
         out.append(Difference(scoring, sid, "sample", "present", None))
     joined = fresh.join(stored, on="sample_id", suffix="__stored")
     for column in fresh.columns:
-        # run_id is the directory's name: a run copied or renamed keeps its numbers
-        if column in ("sample_id", "run_id") or f"{column}__stored" not in joined.columns:
+        # run_id is the directory's name: a run copied or renamed keeps its numbers; scoring
+        # is the folder's, and a scoring stored as spec under an earlier version's defaults
+        # (abs_tol 1e-9) is re-scored with the options it records, whose name today differs
+        if (
+            column in ("sample_id", "run_id", "scoring")
+            or f"{column}__stored" not in joined.columns
+        ):
             continue
         a, b = pl.col(column), pl.col(f"{column}__stored")
         differs = joined.filter(~(a.eq_missing(b)))

@@ -22,9 +22,23 @@ from tcbreplay._cli.common import STORE_OPTION, main
 @click.option(
     "--abs-tol",
     type=float,
-    default=1e-9,
+    default=0.0,
     show_default=True,
     help="Absolute tolerance for numbers when one is a float.",
+)
+@click.option(
+    "--strings",
+    type=click.Choice(["exact", "bfcl"]),
+    default="exact",
+    show_default=True,
+    help="bfcl: compare strings lowercased, without spaces and ,./-_*^ (as BFCL does).",
+)
+@click.option(
+    "--types",
+    type=click.Choice(["lenient", "strict"]),
+    default="lenient",
+    show_default=True,
+    help="strict: a float for an integer parameter is invalid, even 10.0 (as BFCL does).",
 )
 @click.option(
     "--scorer",
@@ -42,7 +56,9 @@ from tcbreplay._cli.common import STORE_OPTION, main
     help="Samples written to the dashboard file.",
 )
 @STORE_OPTION
-def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
+def score(
+    run_id, fmt, rel_tol, abs_tol, strings, types, scorer, allow_incomplete, dashboard, store
+) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.render import breakdown_tables, metrics_table, print_table, to_json, working
     from tcbreplay._score.options import ScoreOptions
@@ -53,7 +69,9 @@ def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, st
         result = score_run(
             Store(store),
             run_id,
-            ScoreOptions(scorer=scorer, rel_tol=rel_tol, abs_tol=abs_tol),
+            ScoreOptions(
+                scorer=scorer, rel_tol=rel_tol, abs_tol=abs_tol, strings=strings, types=types
+            ),
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,
         )

@@ -15,25 +15,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tcbreplay._inputs import limits
-from tcbreplay.errors import DatasetError
+from tcbreplay._inputs.gold import (
+    GoldCall,
+    GoldProblem,
+    call_rules,
+    check_groups,
+    check_order,
+    key_problems,
+    stored_calls,
+)
+from tcbreplay._inputs.limits import _SURROGATE_ESCAPE, lone_surrogate
+from tcbreplay._inputs.tools import ToolSchema, schemas_from_items
+from tcbreplay.errors import DatasetError, ToolSchemaError
 
-
-@dataclass(frozen=True)
-class GoldCall:
-    """One expected tool call."""
-
-    name: str
-    args: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "args": self.args}
+__all__ = ["GoldCall", "lone_surrogate"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,16 @@ class Sample:
     target: tuple[GoldCall, ...]
     category: str | None = None
     where: str = field(default="", compare=False, repr=False)
+    order: str | None = None  # "any": every gold call in one order-free group
+    tools: tuple[ToolSchema, ...] | None = None  # the sample's own tools
+
+    def gold_calls(self) -> list[dict[str, Any]]:
+        """The gold calls as a run stores them (``order`` as a group on every call)."""
+        return stored_calls(self.target, self.order)
+
+    def tool_specs(self) -> list[dict[str, Any]] | None:
+        """The sample's own tools as a run stores them, or None (the run's tools)."""
+        return None if self.tools is None else [t.to_dict() for t in self.tools]
 
     @property
     def sample_id(self) -> str:
@@ -60,6 +71,10 @@ class Sample:
         }
         if self.category is not None:
             out["category"] = self.category
+        if self.order is not None:
+            out["order"] = self.order
+        if self.tools is not None:
+            out["tools"] = self.tool_specs()
         return out
 
 
@@ -184,8 +199,8 @@ def parse_entries(
             problems.append(f"{place}: {exc}")
             continue
         sample = replace(sample, where=where[index])
-        if params is not None:
-            problems += _tool_problems(sample, params, label)
+        if params is not None or sample.tools is not None:
+            problems += _tool_problems(sample, params or {}, label)
         samples.append(sample)
     if problems:
         raise DatasetError("\n".join(problems))
@@ -196,6 +211,13 @@ def parse_entries(
 
 class _EntryProblem(Exception):
     pass
+
+
+# the keys of an entry and of a gold call (gold.py describes the rules)
+ENTRY_KEYS = (
+    "id", "input", "target", "tool_call_names", "tool_call_args", "category", "order", "tools",
+)  # fmt: skip
+CALL_KEYS = ("name", "args", "accept", "optional", "group")
 
 
 def _parse_entry(entry: Any, index: int) -> Sample:
@@ -212,13 +234,29 @@ def _parse_entry(entry: Any, index: int) -> Sample:
     category = entry.get("category")
     if category is not None and not isinstance(category, str):
         raise _EntryProblem(f"category must be a string, got {_kind(category)}")
+    target = _parse_target(entry)
+    try:
+        check_groups(target)
+        check_order(target, entry.get("order"))
+    except GoldProblem as exc:
+        raise _EntryProblem(str(exc)) from None
     return Sample(
         id=sample_id,
         index=index,
         input=text,
-        target=_parse_target(entry),
+        target=target,
         category=category,
+        order=entry.get("order"),
+        tools=_parse_tools(entry["tools"]) if "tools" in entry else None,
     )
+
+
+def _parse_tools(items: Any) -> tuple[ToolSchema, ...]:
+    """An entry's own tools, in the formats of a tools file."""
+    try:
+        return tuple(schemas_from_items(items, "tools"))
+    except ToolSchemaError as exc:
+        raise _EntryProblem(str(exc)) from None
 
 
 def _parse_target(entry: dict[str, Any]) -> tuple[GoldCall, ...]:
@@ -248,7 +286,11 @@ def _call_from_object(call: Any, i: int) -> GoldCall:
     args = call.get("args", {})
     if not isinstance(args, dict):
         raise _EntryProblem(f"target[{i}].args is not an object ({_kind(args)})")
-    return GoldCall(name=name, args=args)
+    try:
+        rules = call_rules(call, f"target[{i}]")
+    except GoldProblem as exc:
+        raise _EntryProblem(str(exc)) from None
+    return GoldCall(name=name, args=args, **rules)
 
 
 def _calls_from_lists(obj: dict[str, Any], prefix: str) -> tuple[GoldCall, ...]:
@@ -289,41 +331,21 @@ def check_against_tools(dataset: Dataset, params: Mapping[str, set[str]], label:
 
 def _tool_problems(sample: Sample, params: Mapping[str, set[str]], label: str) -> list[str]:
     place = f"{label}: {sample.where or f'entry {sample.index}'}"
+    if sample.tools is not None:  # its own tools
+        params = {t.name: t.param_names for t in sample.tools}
     problems = []
     for i, call in enumerate(sample.target):
         if call.name not in params:
             known = ", ".join(sorted(params)) or "none"
+            own = "its own tools" if sample.tools is not None else "the tool set"
             problems.append(
                 f"{place}: gold call {i} uses tool {call.name!r}, "
-                f"which the tool set lacks (tools: {known})"
+                f"which {own} lacks (tools: {known})"
             )
             continue
-        extra = sorted(set(call.args) - params[call.name])
-        if extra:
-            problems.append(
-                f"{place}: gold call {i} ({call.name}) passes "
-                f"{', '.join(map(repr, extra))}, which {call.name} does not take"
-            )
+        for problem in key_problems(call, params[call.name]):
+            problems.append(f"{place}: gold call {i} ({call.name}) {problem}")
     return problems
-
-
-# a lone surrogate gets into parsed JSON only through a \uXXXX escape (UTF-8 text cannot hold one)
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def lone_surrogate(value: Any, text: str | None = None) -> str | None:
-    """Return the first lone surrogate in a JSON value as a ``\\uXXXX`` escape, or None;
-    ``text``, the JSON the value was read from, spares the check when it escapes none.
-
-    JSON may escape one (``"\\ud800"``) but UTF-8 cannot store it, so writing it would fail.
-    """
-    if text is not None and not _SURROGATE_ESCAPE.search(text):
-        return None
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"\\u{ord(exc.object[exc.start]):04x}"
-    return None
 
 
 def _kind(value: Any) -> str:

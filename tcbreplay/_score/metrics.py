@@ -3,36 +3,82 @@
 Per sample, with G the gold calls and A the agent's calls, both in order:
 
 - ``tsa`` = |N(A) ∩ N(G)| / |N(G)| over the sets of names; null when G is empty.
-- ``tp`` = 1 − lev(names(A), names(G)) / max(|A|, |G|); 1.0 when both are empty.
-- AHR pairs agent calls with gold calls of the same name, order-preserving and
-  one-to-one, choosing the pairing with the most pairs, then the fewest invalid
+- ``tp`` = 1 − lev(names(A), names(G)) / max(|A|, |G|); 1.0 when both are empty; the gold
+  calls of an order-free block in any order (:mod:`tcbreplay._score.pairing`).
+- AHR pairs agent calls with gold calls of the same name, one-to-one, in order but for
+  order-free blocks, choosing the pairing with the most pairs, then the fewest invalid
   arguments, then the most valid, then the fewest missing gold keys. ``ahr`` =
   args_invalid / args_total over the paired calls; null when args_total is 0.
 
 Run level: TSA is the mean of the defined per-sample values, TP the mean over
 all samples, AHR = Σ args_invalid / Σ args_total.
 
-Scoring runs the compiled :mod:`tcbreplay.kernel`; the functions here are the spec as
-people read it, used where Python is the right tool (arguments the kernel leaves to
+Scoring runs the compiled :mod:`tcbreplay._score.kernels`; the functions here are the spec
+as people read it, used where Python is the right tool (arguments the kernel leaves to
 Python, ``explain_sample`` for reports) and as what the kernel is tested against.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from tcbreplay._score.pairing import align_one_pairs, align_pairs, blocks_of
+
 DEFAULT_REL_TOL = 1e-9
-DEFAULT_ABS_TOL = 1e-9
+# 0: numbers below 1e-9 are physical constants (8.854e-12 F/m), not rounding noise
+DEFAULT_ABS_TOL = 0.0
+# the default of tcbreplay 0.1: what a stored scoring whose options lack abs_tol used
+FORMER_ABS_TOL = 1e-9
+STRINGS = ("exact", "bfcl")
+TYPES = ("lenient", "strict")
+# verdicts of an argument that count as valid
+VALID_VERDICTS = frozenset({"ok", "accepted"})
+
+__all__ = ["align_one_pairs", "align_pairs", "blocks_of"]
+
+
+@dataclass(frozen=True)
+class Compare:
+    """How values are compared: number tolerances, ``strings`` (``exact``, or ``bfcl``:
+    lowercase, without spaces and ``,./-_*^``, ``'`` read as ``"``, as BFCL's checker
+    compares them) and ``types`` (``lenient``, or ``strict``: a float for a parameter whose
+    schema says ``"type": "integer"`` is invalid, even 10.0)."""
+
+    rel_tol: float = DEFAULT_REL_TOL
+    abs_tol: float = DEFAULT_ABS_TOL
+    strings: str = "exact"
+    types: str = "lenient"
+
+
+DEFAULT_COMPARE = Compare()
+
+
+_BFCL_DROPPED = re.compile(r"[ ,./\-_*^]")
+
+
+def normalized(text: str, strings: str = "exact") -> str:
+    """A string as ``strings`` compares it: ``bfcl`` drops spaces and ``,./-_*^``, then
+    lowercases (Python's ``str.lower``) and reads ``'`` as ``"``, as BFCL does."""
+    if strings == "bfcl":
+        return _BFCL_DROPPED.sub("", text).lower().replace("'", '"')
+    return text
 
 
 def values_equal(
-    a: Any, b: Any, rel_tol: float = DEFAULT_REL_TOL, abs_tol: float = DEFAULT_ABS_TOL
+    a: Any,
+    b: Any,
+    rel_tol: float = DEFAULT_REL_TOL,
+    abs_tol: float = DEFAULT_ABS_TOL,
+    strings: str = "exact",
 ) -> bool:
-    """The spec's equality of argument values (JSON values as Python objects)."""
+    """The spec's equality of argument values (JSON values as Python objects); ``strings``
+    applies to strings at any depth (not to object keys)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, int) and isinstance(b, int):
@@ -40,15 +86,19 @@ def values_equal(
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return math.isclose(_as_float(a), _as_float(b), rel_tol=rel_tol, abs_tol=abs_tol)
     if isinstance(a, str) or isinstance(b, str):
-        return isinstance(a, str) and isinstance(b, str) and a == b
+        if not (isinstance(a, str) and isinstance(b, str)):
+            return False
+        return a == b or (strings != "exact" and normalized(a, strings) == normalized(b, strings))
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(
-            values_equal(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True)
+            values_equal(x, y, rel_tol, abs_tol, strings) for x, y in zip(a, b, strict=True)
         )
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(values_equal(a[k], b[k], rel_tol, abs_tol) for k in a)
+        return a.keys() == b.keys() and all(
+            values_equal(a[k], b[k], rel_tol, abs_tol, strings) for k in a
+        )
     return False
 
 
@@ -61,34 +111,34 @@ def _as_float(x: int | float) -> float:
         return math.inf if x > 0 else -math.inf
 
 
-def align_one_pairs(
-    cands: Sequence[tuple[int, int, int, int, int]], a: int, g: int
-) -> list[tuple[int, int]]:
-    """The chosen pairs ``(i, j)`` of one sample from ``(i, j, invalid, valid, missing)``
-    candidates: the same choice as :func:`choose_pairs`, on Python tuples."""
-    table = {(int(i), int(j)): (1, -int(inv), int(val), -int(mis)) for i, j, inv, val, mis in cands}
-    best = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
-    for x in range(1, a + 1):
-        for y in range(1, g + 1):
-            options = [best[x - 1][y], best[x][y - 1]]
-            w = table.get((x - 1, y - 1))
-            if w is not None:
-                prev = best[x - 1][y - 1]
-                options.append(tuple(p + q for p, q in zip(prev, w, strict=True)))
-            best[x][y] = max(options)
-    picked = []
-    x, y = a, g
-    while x > 0 and y > 0:
-        w = table.get((x - 1, y - 1))
-        prev = best[x - 1][y - 1]
-        if w is not None and best[x][y] == tuple(p + q for p, q in zip(prev, w, strict=True)):
-            picked.append((x - 1, y - 1))
-            x, y = x - 1, y - 1
-        elif best[x][y] == best[x - 1][y]:
-            x -= 1
-        else:
-            y -= 1
-    return picked[::-1]
+@dataclass(frozen=True)
+class Rules:
+    """A gold call's rules beside its ``args``: ``accept`` (per key, every acceptable value),
+    ``optional`` (keys the agent may leave out) and ``group`` (calls of one group, next to
+    each other, in any order)."""
+
+    accept: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    optional: frozenset[str] = frozenset()
+    group: Any = None
+
+    @classmethod
+    def of(cls, call: Mapping[str, Any]) -> Rules:
+        """The rules of a gold call object as stored (keys left out: none); values of other
+        types than the dataset allows are ignored."""
+        accept = call.get("accept")
+        optional = call.get("optional")
+        return cls(
+            accept={k: v for k, v in accept.items() if isinstance(v, list)}
+            if isinstance(accept, dict)
+            else {},
+            optional=frozenset(k for k in optional if isinstance(k, str))
+            if isinstance(optional, list)
+            else frozenset(),
+            group=call.get("group"),
+        )
+
+
+NO_RULES = Rules()
 
 
 def align_one(
@@ -128,25 +178,50 @@ def arg_verdicts(
     agent_args: dict[str, Any],
     gold_args: dict[str, Any],
     params: dict[str, Any] | None,
-    rel_tol: float = DEFAULT_REL_TOL,
-    abs_tol: float = DEFAULT_ABS_TOL,
+    compare: Compare = DEFAULT_COMPARE,
+    rules: Rules = NO_RULES,
 ) -> dict[str, str]:
-    """Judge each argument of one paired call: ``ok``, ``unknown`` (a), ``wrong`` (b),
-    ``not_default`` (c, differs from the default) or ``no_default`` (c, gold lacks it and the
-    parameter has none). ``params`` maps parameter names to their JSON schemas."""
+    """Judge each argument of one paired call: valid are ``ok`` (gold's value, or the default
+    of a key gold leaves out) and ``accepted`` (another of the key's acceptable values);
+    invalid are ``unknown`` (a: the tool has no such parameter), ``not_integer`` (a float for
+    an integer parameter, with ``types`` strict), ``wrong`` (b: none of gold's values for
+    the key), ``not_default`` and ``no_default`` (c: gold lacks the key, which has no
+    acceptable values, and the value is not the declared default, or there is none).
+    ``params`` maps parameter names to their JSON schemas."""
     params = params or {}
     out = {}
     for key, value in agent_args.items():
+        schema = params.get(key)
         if key not in params:
             out[key] = "unknown"
+        elif compare.types == "strict" and isinstance(value, float) and _integer(schema):
+            out[key] = "not_integer"
+        elif key in gold_args and _equal(value, gold_args[key], compare):
+            out[key] = "ok"
+        elif key in rules.accept and any(_equal(value, v, compare) for v in rules.accept[key]):
+            out[key] = "accepted"
         elif key in gold_args:
-            out[key] = "ok" if values_equal(value, gold_args[key], rel_tol, abs_tol) else "wrong"
-        elif isinstance(params[key], dict) and "default" in params[key]:
-            same = values_equal(value, params[key]["default"], rel_tol, abs_tol)
-            out[key] = "ok" if same else "not_default"
+            out[key] = "wrong"
+        elif isinstance(schema, dict) and "default" in schema:
+            same = _equal(value, schema["default"], compare)
+            out[key] = "ok" if same else ("wrong" if key in rules.accept else "not_default")
         else:
-            out[key] = "no_default"
+            out[key] = "wrong" if key in rules.accept else "no_default"
     return out
+
+
+def missing_keys(agent_args: Mapping[str, Any], gold_args: Mapping[str, Any],
+                 rules: Rules = NO_RULES) -> list[str]:  # fmt: skip
+    """Gold's keys the agent left out that are not optional (they count in args_missing)."""
+    return [k for k in gold_args if k not in agent_args and k not in rules.optional]
+
+
+def _integer(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "integer"
+
+
+def _equal(a: Any, b: Any, compare: Compare) -> bool:
+    return values_equal(a, b, compare.rel_tol, compare.abs_tol, compare.strings)
 
 
 def tool_properties(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -159,39 +234,56 @@ def tool_properties(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
     return out
 
 
+# a gold call as explain_sample takes it: (name, args) or (name, args, rules)
+GoldLike = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], Rules]
+
+
 def explain_sample(
     agent: Sequence[tuple[str, dict[str, Any]]],
-    gold: Sequence[tuple[str, dict[str, Any]]],
+    gold: Sequence[GoldLike],
     tools: Sequence[dict[str, Any]],
-    rel_tol: float = DEFAULT_REL_TOL,
-    abs_tol: float = DEFAULT_ABS_TOL,
+    compare: Compare = DEFAULT_COMPARE,
 ) -> dict[str, Any]:
     """The AHR pairing of one sample and every argument's verdict, for people to read.
 
-    Returns ``{"pairs": [{"agent": i, "gold": j, "args": {key: verdict}, "missing": [...]}],
-    "unpaired_agent": [...], "unpaired_gold": [...]}``; the same choice ``align`` makes.
+    Returns ``{"pairs": [{"agent": i, "gold": j, "args": {key: verdict}, "missing": [...],
+    "optional": [...]}], "unpaired_agent": [...], "unpaired_gold": [...], "blocks": [...]}``
+    (``optional``: optional gold keys left out; ``blocks``: each gold call's block, see
+    :func:`tcbreplay._score.pairing.blocks_of`); the same choice scoring makes.
     """
     props = tool_properties(tools)
-    cands: dict[tuple[int, int], tuple[int, int, int, dict[str, str], list[str]]] = {}
+    rules = [call[2] if len(call) > 2 else NO_RULES for call in gold]  # type: ignore[misc]
+    cands: dict[tuple[int, int], tuple[int, int, dict[str, str], list[str], list[str]]] = {}
     for i, (name, args) in enumerate(agent):
-        for j, (gname, gargs) in enumerate(gold):
+        for j, (gname, gargs, *_) in enumerate(gold):
             if name != gname:
                 continue
-            verdicts = arg_verdicts(args, gargs, props.get(name), rel_tol, abs_tol)
-            invalid = sum(v != "ok" for v in verdicts.values())
-            missing = [k for k in gargs if k not in args]
-            cands[(i, j)] = (invalid, len(verdicts) - invalid, len(missing), verdicts, missing)
-    a, g = len(agent), len(gold)
-    chosen = align_one_pairs(
-        [(i, j, inv, val, len(miss)) for (i, j), (inv, val, _, _, miss) in cands.items()], a, g
+            verdicts = arg_verdicts(args, gargs, props.get(name), compare, rules[j])
+            invalid = sum(v not in VALID_VERDICTS for v in verdicts.values())
+            missing = missing_keys(args, gargs, rules[j])
+            left_out = [k for k in gargs if k not in args and k in rules[j].optional]
+            cands[(i, j)] = (invalid, len(verdicts) - invalid, verdicts, missing, left_out)
+    a = len(agent)
+    blocks = blocks_of([r.group for r in rules])
+    chosen = align_pairs(
+        [(i, j, inv, val, len(miss)) for (i, j), (inv, val, _, miss, _) in cands.items()],
+        a,
+        blocks,
     )
     paired_a = {i for i, _ in chosen}
     paired_g = {j for _, j in chosen}
     return {
         "pairs": [
-            {"agent": i, "gold": j, "args": cands[(i, j)][3], "missing": cands[(i, j)][4]}
+            {
+                "agent": i,
+                "gold": j,
+                "args": cands[(i, j)][2],
+                "missing": cands[(i, j)][3],
+                "optional": cands[(i, j)][4],
+            }
             for i, j in chosen
         ],
         "unpaired_agent": [i for i in range(a) if i not in paired_a],
-        "unpaired_gold": [j for j in range(g) if j not in paired_g],
+        "unpaired_gold": [j for j in range(len(gold)) if j not in paired_g],
+        "blocks": blocks,
     }

@@ -1,4 +1,4 @@
-"""options"""
+"""Scoring options, and the name of the folder a scoring with them writes into."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._score.metrics import DEFAULT_ABS_TOL, DEFAULT_REL_TOL
+from tcbreplay._score.metrics import (
+    DEFAULT_ABS_TOL,
+    DEFAULT_REL_TOL,
+    FORMER_ABS_TOL,
+    STRINGS,
+    TYPES,
+    Compare,
+)
 from tcbreplay.errors import InputError
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
@@ -16,57 +23,121 @@ DASHBOARD_MODES = ("mismatches", "all", "none")
 SCORERS = ("spec", "abet")
 
 
-_TOLERANCES = re.compile(r"spec_rel-([^_]+)_abs-([^_]+)")
+# spec, then the tolerances when either is not the default, then each comparison option
+# that is not the default: spec_rel-1e-06_abs-0_strings-bfcl_types-strict
+_SPEC_NAME = re.compile(
+    r"spec(?:_rel-(?P<rel>[^_]+)_abs-(?P<abs>[^_]+))?"
+    r"(?:_strings-(?P<strings>[a-z]+))?(?:_types-(?P<types>[a-z]+))?"
+)
 
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    """Scoring options; each combination gets its own results folder."""
+    """Scoring options; each combination gets its own results folder (:attr:`scoring`)."""
 
     scorer: str = "spec"
     rel_tol: float = DEFAULT_REL_TOL
     abs_tol: float = DEFAULT_ABS_TOL
+    strings: str = "exact"
+    types: str = "lenient"
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
             raise InputError(f"--scorer {self.scorer!r}: choose one of {', '.join(SCORERS)}")
         for option, value in (("--rel-tol", self.rel_tol), ("--abs-tol", self.abs_tol)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InputError(f"{option} {value!r}: must be a number")
             if not math.isfinite(value) or value < 0:
                 raise InputError(f"{option} {value}: must be a finite number, not negative")
+        for option, value, choices in (("--strings", self.strings, STRINGS),
+                                       ("--types", self.types, TYPES)):  # fmt: skip
+            if value not in choices:
+                raise InputError(f"{option} {value!r}: choose one of {', '.join(choices)}")
+        if self.scorer != "spec" and self.compare != Compare():
+            raise InputError(
+                f"--scorer {self.scorer} compares values its own way: --rel-tol, --abs-tol, "
+                "--strings and --types apply to --scorer spec"
+            )
+
+    @property
+    def compare(self) -> Compare:
+        """How the spec scorer compares values."""
+        return Compare(self.rel_tol, self.abs_tol, self.strings, self.types)
 
     @property
     def scoring(self) -> str:
-        """The results folder: ``spec``, ``abet``, or ``spec_rel-<r>_abs-<a>``."""
+        """The results folder: ``spec`` for the defaults, ``abet``, or ``spec`` followed by
+        the options that differ: ``_rel-<r>_abs-<a>`` (both tolerances, when either differs),
+        ``_strings-bfcl``, ``_types-strict``."""
         if self.scorer == "abet":
             return "abet"
-        if (self.rel_tol, self.abs_tol) == (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
-            return "spec"
-        return f"spec_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
+        name = "spec"
+        if (self.rel_tol, self.abs_tol) != (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
+            name += f"_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
+        if self.strings != "exact":
+            name += f"_strings-{self.strings}"
+        if self.types != "lenient":
+            name += f"_types-{self.types}"
+        return name
+
+    def flags(self) -> list[str]:
+        """The ``tcbreplay score`` options that give these options (defaults left out)."""
+        if self.scorer == "abet":
+            return ["--scorer", "abet"]
+        out = []
+        if self.rel_tol != DEFAULT_REL_TOL:
+            out += ["--rel-tol", f"{self.rel_tol:g}"]
+        if self.abs_tol != DEFAULT_ABS_TOL:
+            out += ["--abs-tol", f"{self.abs_tol:g}"]
+        if self.strings != "exact":
+            out += ["--strings", self.strings]
+        if self.types != "lenient":
+            out += ["--types", self.types]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         if self.scorer == "abet":
             return {"scorer": "abet"}
-        return {"scorer": "spec", "rel_tol": self.rel_tol, "abs_tol": self.abs_tol}
+        return {
+            "scorer": "spec",
+            "rel_tol": self.rel_tol,
+            "abs_tol": self.abs_tol,
+            "strings": self.strings,
+            "types": self.types,
+        }
 
     @classmethod
     def from_scoring(cls, scoring: str) -> ScoreOptions | None:
         """The options a results folder's name stands for; None for a name none give."""
         if scoring in SCORERS:
             return cls(scorer=scoring)
-        match = _TOLERANCES.fullmatch(scoring)
+        match = _SPEC_NAME.fullmatch(scoring)
         if match is None:
             return None
         try:
-            options = cls(rel_tol=float(match[1]), abs_tol=float(match[2]))
+            options = cls(
+                rel_tol=float(match["rel"]) if match["rel"] else DEFAULT_REL_TOL,
+                abs_tol=float(match["abs"]) if match["abs"] else DEFAULT_ABS_TOL,
+                strings=match["strings"] or "exact",
+                types=match["types"] or "lenient",
+            )
         except (ValueError, InputError):
             return None
-        # only the options' own name (spec_rel-1e-09_abs-1e-09 is named spec)
+        # only the options' own name (spec_rel-1e-09_abs-0 is named spec)
         return options if options.scoring == scoring else None
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> ScoreOptions:
+        """The options of a stored audit record. Every version names its tolerances there;
+        ``abs_tol`` missing reads as the default of the versions before ``strings`` and
+        ``types`` existed (1e-9), and those two missing as ``exact`` and ``lenient``, the
+        only comparison those versions had."""
+        scorer = obj.get("scorer", "spec")
+        if scorer != "spec":
+            return cls(scorer=scorer)
         return cls(
-            scorer=obj.get("scorer", "spec"),
             rel_tol=obj.get("rel_tol", DEFAULT_REL_TOL),
-            abs_tol=obj.get("abs_tol", DEFAULT_ABS_TOL),
+            abs_tol=obj.get("abs_tol", FORMER_ABS_TOL if "strings" not in obj else DEFAULT_ABS_TOL),
+            strings=obj.get("strings", "exact"),
+            types=obj.get("types", "lenient"),
         )

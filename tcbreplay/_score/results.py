@@ -37,11 +37,7 @@ def rescore_hint(run: Run, scoring: str) -> str | None:
     options = ScoreOptions.from_scoring(scoring)
     if options is None:
         return None
-    flags = ""
-    if options.scorer == "abet":
-        flags = " --scorer abet"
-    elif scoring != "spec":
-        flags = f" --rel-tol {options.rel_tol:g} --abs-tol {options.abs_tol:g}"
+    flags = "".join(f" {flag}" for flag in options.flags())
     store = run.dir.parent
     where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
     return f"score it again: tcbreplay score {shlex.quote(run.run_id)}{flags}{where}"

@@ -258,8 +258,11 @@ def _spec_part(
     stop: threading.Event | None = None,
 ) -> spec.SpecPart:  # fmt: skip
     flat = translate.load_flat(con, samples)
+    own_tools = None
+    if flat.tools is not None:
+        own_tools = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
     _go_on(stop)
-    return spec.score_part(flat, tools, options.rel_tol, options.abs_tol)
+    return spec.score_part(flat, tools, options.compare, own_tools)
 
 
 def _settled(jobs: list[Future]) -> bool:

@@ -98,26 +98,58 @@ class FlatSide:
         )
 
 
+# the rules a gold call may carry beside its name and args (canonical JSON text, or null)
+RULES = ("accept", "optional", "group")
+
+
 @dataclass
 class FlatCalls:
-    """The samples of a range (``s``: position in sample order) and their calls, flat."""
+    """The samples of a range (``s``: position in sample order) and their calls, flat;
+    ``rules``: each gold call's accept, optional and group (JSON text or null), None when no
+    gold call of the range has one; ``tools``: each sample's own tools (JSON text or null),
+    None when no sample has its own."""
 
     samples: pl.DataFrame
     agent: FlatSide
     gold: FlatSide
+    rules: dict[str, pa.Array] | None = None
+    tools: pa.Array | None = None
 
     def tables(self) -> CallTables:
-        return CallTables(
-            samples=self.samples, agent=self.agent.frame("i"), gold=self.gold.frame("j")
+        """As tables: the gold calls with their rules, the samples with their own tools
+        (null where none)."""
+        gold = self.gold.frame("j")
+        rules = self.rules or {}
+        gold = gold.with_columns(
+            pl.Series(k, rules.get(k), dtype=pl.String)
+            if k in rules
+            else pl.lit(None, dtype=pl.String).alias(k)
+            for k in RULES
         )
+        samples = self.samples.with_columns(
+            pl.lit(None, dtype=pl.String).alias("tools")
+            if self.tools is None
+            else pl.Series("tools", self.tools, dtype=pl.String)
+        )
+        return CallTables(samples=samples, agent=self.agent.frame("i"), gold=gold)
 
     @classmethod
     def of_tables(cls, tables: CallTables) -> FlatCalls:
         n = tables.samples.height
+        rules = None
+        if all(k in tables.gold.columns for k in RULES) and any(
+            tables.gold[k].null_count() < tables.gold.height for k in RULES
+        ):
+            rules = {k: tables.gold[k].to_arrow().cast(pa.large_string()) for k in RULES}
+        tools = None
+        if "tools" in tables.samples.columns and tables.samples["tools"].null_count() < n:
+            tools = tables.samples["tools"].to_arrow()
         return cls(
-            samples=tables.samples,
+            samples=tables.samples.drop("tools", strict=False),
             agent=FlatSide.of_frame(tables.agent, n),
             gold=FlatSide.of_frame(tables.gold, n),
+            rules=rules,
+            tools=tools,
         )
 
 
@@ -151,7 +183,8 @@ def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAM
     n = len(order)
     frame = pl.from_arrow(gold_lists.select(["sample_id", "sample_index", "category", "status"]))
     assert isinstance(frame, pl.DataFrame)
-    gold = _flat_side(np.arange(n), gold_lists["calls"], n)
+    gold, rules = _flat_side(np.arange(n), gold_lists["calls"], n)
+    tools = _combined(gold_lists["tools"])
     if gold.name.null_count:
         first_unnamed = int(np.flatnonzero(gold.name.is_null().to_numpy(zero_copy_only=False))[0])
         sample_id = frame["sample_id"][int(gold.s[first_unnamed])]
@@ -175,6 +208,8 @@ def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAM
         samples=frame.with_row_index("s"),
         agent=_split_calls(con, s, ai["tool_calls"], n),
         gold=gold,
+        rules=rules,
+        tools=None if tools.null_count == len(tools) else tools,
     )
 
 
@@ -233,6 +268,64 @@ class Tools:
     params: list[list[tuple[bytes, bytes | None]]]
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def integers(self) -> list[list[bool]]:
+        """Per tool and parameter (as ``params``): the schema says ``"type": "integer"``."""
+        return [
+            [_integer(self.properties[name].get(key.decode())) for key, _ in rows]
+            if name in self.properties
+            else [False] * len(rows)
+            for name, rows in zip(self.names, self.params, strict=True)
+        ]
+
+
+def _tool_shaped(tool: Any) -> bool:
+    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+        return False
+    params = tool.get("parameters")
+    return params is None or (
+        isinstance(params, dict) and isinstance(params.get("properties"), dict | None)
+    )
+
+
+def _integer(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "integer"
+
+
+@dataclass
+class SampleTools:
+    """The tools of the samples of a range that have their own: ``set`` gives each sample's
+    tool set (-1: the run's tools), ``sets`` the tools of each."""
+
+    set: np.ndarray  # int32 per sample
+    sets: list[Tools]
+
+
+def sample_tool_sets(
+    con: duckdb.DuckDBPyConnection, texts: pa.Array, sample_ids: pl.Series
+) -> SampleTools:
+    """Each distinct tool list of the samples (JSON text per sample, null: the run's tools)
+    as :class:`Tools`."""
+    codes = (
+        pc.dictionary_encode(texts).combine_chunks()
+        if isinstance(texts, pa.ChunkedArray)
+        else pc.dictionary_encode(texts)
+    )
+    indices = pc.fill_null(codes.indices, -1).to_numpy(zero_copy_only=False)
+    sets = []
+    for k, text in enumerate(codes.dictionary.to_pylist()):
+        where = f"samples.parquet: sample {sample_ids[int(np.argmax(indices == k))]!r}: "
+        try:
+            specs = limits.loads(text)
+        except ValueError as exc:
+            raise StoreError(f"{where}its tools are not JSON Python reads: {exc}") from None
+        if not isinstance(specs, list) or not all(_tool_shaped(t) for t in specs):
+            raise StoreError(
+                f"{where}its tools are not a list of tool schemas, each with a name and its "
+                "parameters' properties as an object"
+            )
+        sets.append(tools_table(con, specs))
+    return SampleTools(set=indices.astype(np.int32), sets=sets)
+
 
 def tools_table(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]]) -> Tools:
     """:class:`Tools` of tool specs (see :func:`tcbreplay._score.metrics.tool_properties` for a name
@@ -275,14 +368,21 @@ def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.require(column.to_numpy(), dtype=np.int64, requirements=["C", "W"])
 
 
-def _flat_side(s: np.ndarray, lists: pa.ChunkedArray, n: int) -> FlatSide:
-    """The calls of lists ``lists`` (the list at row k belongs to sample ``s[k]``, ``s``
-    ascending), flat: arguments left out read as ``{}``."""
+def _flat_side(
+    s: np.ndarray, lists: pa.ChunkedArray, n: int
+) -> tuple[FlatSide, dict[str, pa.Array] | None]:
+    """The gold calls of lists ``lists`` (the list at row k belongs to sample ``s[k]``, ``s``
+    ascending), flat: arguments left out read as ``{}``; and their rules (see
+    :class:`FlatCalls`)."""
     calls = _combined(lists)
     lengths = pc.fill_null(pc.list_value_length(calls), 0).to_numpy()
-    name, args = calls.flatten().flatten()  # (list nulls and struct nulls respected)
+    # (list nulls and struct nulls respected)
+    name, args, *rules = calls.flatten().flatten()
     flat_s = np.repeat(s, lengths)
-    return FlatSide(s=flat_s, name=name, args=_filled(args, "{}"), first=_firsts(flat_s, n))
+    side = FlatSide(s=flat_s, name=name, args=_filled(args, "{}"), first=_firsts(flat_s, n))
+    if all(r.null_count == len(r) for r in rules):
+        return side, None
+    return side, {k: r.cast(pa.large_string()) for k, r in zip(RULES, rules, strict=True)}
 
 
 def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -82,7 +82,8 @@ SAMPLES_SCHEMA = pa.schema(
         ("sample_id", pa.string()),
         ("sample_index", pa.int32()),
         ("input", pa.string()),
-        ("gold", pa.string()),  # JSON: [{"name", "args"}, ...]
+        ("gold", pa.string()),  # JSON: [{"name", "args", rules?}, ...]
+        ("tools", pa.string()),  # JSON: the sample's own tool schemas, or null: the run's
         ("category", pa.string()),
         ("status", pa.string()),  # ok | error | missing
         ("attempts", pa.int32()),
@@ -112,6 +113,20 @@ MESSAGES_SCHEMA = pa.schema(
         ("latency_s", pa.float64()),
     ]
 )
+
+
+# Columns that files written before them lack, and the SQL value they read as there.
+OPTIONAL_COLUMNS = {"tools": "null::varchar"}
+
+
+def with_optional_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """An Arrow table of a file written before :data:`OPTIONAL_COLUMNS` with the columns it
+    lacks, as the views read them (nulls), in the store's column order."""
+    for name in OPTIONAL_COLUMNS:
+        if name in schema.names and name not in table.column_names:
+            field = schema.field(name)
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select([name for name in schema.names if name in table.column_names])
 
 
 def utcnow() -> dt.datetime:
@@ -201,6 +216,7 @@ def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 "sample_index": r["sample_index"],
                 "input": r["input"],
                 "gold": json.dumps(r["gold"], ensure_ascii=False),
+                "tools": _json_or_null(r.get("tools")),
                 "category": r.get("category"),
                 "status": r["status"],
                 "attempts": r.get("attempts", 0),
@@ -237,6 +253,10 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def _json_or_null(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
 def _ts(value: Any) -> dt.datetime | None:
@@ -314,8 +334,9 @@ class SampleLike(Protocol):
     input: str
     category: str | None
 
-    @property
-    def target(self) -> Sequence[Any]: ...  # gold calls, each with ``to_dict()``
+    def gold_calls(self) -> list[dict[str, Any]]: ...  # as stored, with their rules
+
+    def tool_specs(self) -> list[dict[str, Any]] | None: ...  # its own tools, or None
 
 
 def sample_record(
@@ -341,7 +362,8 @@ def sample_record(
         "sample_id": sample.sample_id,
         "sample_index": sample.index,
         "input": sample.input,
-        "gold": [call.to_dict() for call in sample.target],
+        "gold": sample.gold_calls(),
+        "tools": sample.tool_specs(),
         "category": sample.category,
         "status": status,
         "attempts": attempts,

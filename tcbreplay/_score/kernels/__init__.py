@@ -23,6 +23,10 @@ SAMPLE, AGENT, GOLD, TOOL, INVALID, VALID, MISSING, PENDING = range(8)
 NAME_NONE, NAME_TEXT, NAME_ESCAPED, NAME_VALUE = range(4)
 # objects with more keys than this are judged in Python (keys are matched pairwise there)
 MAX_KEYS = 64
+# blocks of gold calls up to this size are paired over subsets of their calls (blocks.pxi)
+SMALL_BLOCK = 10
+# how strings compare (Rules.strings)
+STRINGS_EXACT, STRINGS_BFCL = 0, 1
 
 
 @dataclass
@@ -37,6 +41,37 @@ class Params:
     has_default: np.ndarray  # bool
     default_offsets: np.ndarray
     default_data: np.ndarray
+    integer: np.ndarray | None = None  # bool: the schema says "type": "integer"
+
+
+@dataclass
+class Rules:
+    """What ``score_samples`` takes beside the calls and the run's tools (None: none).
+
+    ``strings``: STRINGS_EXACT or STRINGS_BFCL; ``strict``: a float for an integer parameter
+    is invalid (``integer``: per parameter row of Params). Samples with tools of their own:
+    ``set`` (int32 per sample, -1: the run's tools), and set k's tools as rows
+    ``set_first[k]:set_first[k + 1]`` of ``set_code`` (int32 name codes), ``set_lo`` and
+    ``set_hi`` (their parameter rows in Params). Gold rules: per gold call its accept and
+    optional texts (canonical JSON; empty: none) as offsets and bytes, its block number in
+    its sample (``g_block``, int32), and per sample whether a block holds two or more calls
+    (``grouped``, bool).
+    """
+
+    strings: int = STRINGS_EXACT
+    strict: bool = False
+    integer: np.ndarray | None = None
+    set: np.ndarray | None = None
+    set_first: np.ndarray | None = None
+    set_code: np.ndarray | None = None
+    set_lo: np.ndarray | None = None
+    set_hi: np.ndarray | None = None
+    accept_offsets: np.ndarray | None = None
+    accept_data: np.ndarray | None = None
+    optional_offsets: np.ndarray | None = None
+    optional_data: np.ndarray | None = None
+    g_block: np.ndarray | None = None
+    grouped: np.ndarray | None = None
 
 
 @functools.cache

@@ -11,8 +11,8 @@ codes, a flag per call), and say so when a table they fill has too few rows.
 
 from libc.math cimport NAN, fabs, fmax, isinf, isnan
 from libc.stdbool cimport bool as cbool
-from libc.stdint cimport int8_t, int32_t, int64_t, intptr_t, uint8_t, uint64_t
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdint cimport INT64_MAX, int8_t, int32_t, int64_t, intptr_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memchr, memcmp, memcpy, strlen
 
 import numpy as np
@@ -51,3 +51,4 @@ include "jsontext.pxi"
 include "calls.pxi"
 include "board.pxi"
 include "scoring.pxi"
+include "blocks.pxi"

@@ -178,15 +178,79 @@ cdef inline double number_of(
     return read_number(<const char *>scratch)
 
 
+# how strings compare (tcbreplay._score.kernels.STRINGS_BFCL): exactly, or as BFCL does
+cdef enum:
+    STRINGS_EXACT = 0
+    STRINGS_BFCL = 1
+
+
+cdef inline bint bfcl_dropped(uint8_t c) noexcept nogil:
+    """A character BFCL drops from strings before comparing: space and ,./-_*^"""
+    return (c == 32 or c == 44 or c == 46 or c == 47 or c == 45 or c == 95 or c == 42
+            or c == 94)
+
+
+cdef inline uint8_t bfcl_folded(uint8_t c) noexcept nogil:
+    """An ASCII character as BFCL compares it: lowercased, ' read as "."""
+    if 65 <= c <= 90:
+        return c + 32
+    return QUOTE if c == 39 else c
+
+
+cdef inline int bfcl_strings_equal(
+    const uint8_t *x, Py_ssize_t x_lo, Py_ssize_t x_hi,
+    const uint8_t *y, Py_ssize_t y_lo, Py_ssize_t y_hi,
+) noexcept nogil:
+    """Two string texts (quotes included) compared as tcbreplay._score.metrics.normalized
+    compares them with strings "bfcl", left to right: UNDECIDED at the first escape or
+    non-ASCII byte met before they differ (Python lowercases those)."""
+    cdef Py_ssize_t p = x_lo + 1, q = y_lo + 1, p_end = x_hi - 1, q_end = y_hi - 1
+    cdef uint8_t c, d
+    while True:
+        while p < p_end and bfcl_dropped(x[p]):
+            p += 1
+        while q < q_end and bfcl_dropped(y[q]):
+            q += 1
+        if (p < p_end and (x[p] == BACKSLASH or x[p] >= 128)) or (
+            q < q_end and (y[q] == BACKSLASH or y[q] >= 128)
+        ):
+            return UNDECIDED
+        if p == p_end or q == q_end:
+            return 1 if p == p_end and q == q_end else 0
+        c, d = bfcl_folded(x[p]), bfcl_folded(y[q])
+        if c != d:
+            return 0
+        p += 1
+        q += 1
+
+
+cdef inline Py_ssize_t list_start(const uint8_t *data, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Where the first element of the list text data[lo:hi] starts; hi when the list is
+    empty or the text no list."""
+    cdef Py_ssize_t p = skip_space(data, lo, hi)
+    if p >= hi or data[p] != OPEN_LIST:
+        return hi
+    p = skip_space(data, p + 1, hi)
+    return hi if p >= hi or data[p] == CLOSE_LIST else p
+
+
+cdef inline Py_ssize_t list_next(const uint8_t *data, Py_ssize_t end, Py_ssize_t hi) noexcept nogil:
+    """Where the element after the one that ends at end starts; hi after the last."""
+    cdef Py_ssize_t p = skip_space(data, end, hi)
+    if p < hi and data[p] == COMMA:
+        return skip_space(data, p + 1, hi)
+    return hi
+
+
 cdef inline int value_equal_at(
     const uint8_t *x, Py_ssize_t x_lo, Py_ssize_t x_hi,
     const uint8_t *y, Py_ssize_t y_lo, Py_ssize_t y_hi,
-    double rel_tol, double abs_tol, uint8_t *scratch, Py_ssize_t scratch_size,
+    double rel_tol, double abs_tol, uint8_t *scratch, Py_ssize_t scratch_size, int strings,
 ) noexcept nogil:
     """The spec's equality of two value texts: 1 equal, 0 not, UNDECIDED when both are lists
     or objects and their texts differ (or may hold a NaN). scratch: scratch_size bytes,
     which scratch_for sizes for any text; a number too long for it is left UNDECIDED, to
-    Python."""
+    Python. strings: STRINGS_EXACT or STRINGS_BFCL."""
     cdef int xk = kind_of(x, x_lo, x_hi), yk
     cdef double a, b
     if same_bytes(x, x_lo, x_hi, y, y_lo, y_hi):
@@ -211,6 +275,8 @@ cdef inline int value_equal_at(
         if isinf(a) or isinf(b):
             return 1 if a == b else 0
         return 1 if fabs(a - b) <= fmax(rel_tol * fmax(fabs(a), fabs(b)), abs_tol) else 0
+    if strings == STRINGS_BFCL and xk == K_STR and yk == K_STR:
+        return bfcl_strings_equal(x, x_lo, x_hi, y, y_lo, y_hi)
     # two different integer, string, bool or null texts, or values of different kinds
     return 0
 
@@ -311,10 +377,12 @@ def split_object(const uint8_t[::1] data, Py_ssize_t lo, Py_ssize_t hi, int64_t[
 def value_equal(
     const uint8_t[::1] x, Py_ssize_t x_lo, Py_ssize_t x_hi,
     const uint8_t[::1] y, Py_ssize_t y_lo, Py_ssize_t y_hi,
-    double rel_tol, double abs_tol, uint8_t[::1] scratch, intptr_t c_locale,
+    double rel_tol, double abs_tol, uint8_t[::1] scratch, intptr_t c_locale, int strings=0,
 ):
-    """value_equal_at of two value texts (c_locale: number_locale())."""
+    """value_equal_at of two value texts (c_locale: number_locale(); strings: 0 exact, 1
+    bfcl)."""
     check_locale(c_locale)
     return value_equal_at(
-        &x[0], x_lo, x_hi, &y[0], y_lo, y_hi, rel_tol, abs_tol, &scratch[0], scratch.shape[0]
+        &x[0], x_lo, x_hi, &y[0], y_lo, y_hi, rel_tol, abs_tol, &scratch[0], scratch.shape[0],
+        strings,
     )

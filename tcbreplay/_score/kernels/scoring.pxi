@@ -22,6 +22,10 @@ cdef enum:
 # objects with more keys than this are judged in Python (tcbreplay._score.kernels.MAX_KEYS)
 cdef enum:
     MAX_KEYS = 64
+# blocks of gold calls up to this size are paired over subsets of their calls (blocks.pxi;
+# tcbreplay._score.pairing.SMALL_BLOCK)
+cdef enum:
+    SMALL_BLOCK = 10
 
 
 ctypedef struct Params:
@@ -33,10 +37,46 @@ ctypedef struct Params:
     const cbool *has_default
     const int64_t *default_offsets
     const uint8_t *default_data
+    const cbool *integer  # the parameter's schema says "type": "integer"
     double rel_tol
     double abs_tol
     uint8_t *scratch
     Py_ssize_t scratch_size
+    int strings  # STRINGS_EXACT or STRINGS_BFCL
+    bint strict  # types strict: a float for an integer parameter is invalid
+    # samples with tools of their own: set[s] (-1: the run's tools); set k's tools are rows
+    # set_first[k]:set_first[k + 1] of set_code (a name code) and set_lo/set_hi (its
+    # parameter rows); NULL: no sample has its own
+    const int32_t *set
+    const int64_t *set_first
+    const int32_t *set_code
+    const int64_t *set_lo
+    const int64_t *set_hi
+    # the gold calls' rules (canonical JSON texts; an empty text: none), their block numbers
+    # within their sample, and the samples with a block of two or more calls; NULL: no rules
+    const int64_t *accept_offsets
+    const uint8_t *accept_data
+    const int64_t *optional_offsets
+    const uint8_t *optional_data
+    const int32_t *g_block
+    const cbool *grouped
+
+
+cdef inline void param_range(
+    const Params *params, Py_ssize_t s, int32_t c, Py_ssize_t *lo, Py_ssize_t *hi
+) noexcept nogil:
+    """The parameter rows of the tool with name code c, as sample s sees the tools."""
+    cdef Py_ssize_t k, r
+    if params.set != NULL and params.set[s] >= 0:
+        k = params.set[s]
+        for r in range(params.set_first[k], params.set_first[k + 1]):
+            if params.set_code[r] == c:
+                lo[0], hi[0] = params.set_lo[r], params.set_hi[r]
+                return
+        lo[0], hi[0] = 0, 0
+        return
+    lo[0] = params.first[c] if c < params.codes else 0
+    hi[0] = params.first[c + 1] if c < params.codes else 0
 
 
 ctypedef struct Scored:
@@ -70,17 +110,70 @@ cdef inline void counted(int equal, Verdict *v) noexcept nogil:
         v.invalid += 1
 
 
+cdef inline Py_ssize_t member_of(
+    const uint8_t *data, const int64_t *spans, Py_ssize_t n,
+    const uint8_t *key, Py_ssize_t lo, Py_ssize_t hi,
+) noexcept nogil:
+    """The member (of n in spans, over data) whose key text is key[lo:hi], or -1."""
+    cdef Py_ssize_t m
+    for m in range(n):
+        if same_bytes(data, spans[4 * m], spans[4 * m + 1], key, lo, hi):
+            return m
+    return -1
+
+
+cdef inline int any_acceptable(
+    const uint8_t *a_data, Py_ssize_t v_lo, Py_ssize_t v_hi,
+    const uint8_t *data, Py_ssize_t l_lo, Py_ssize_t l_hi, int known, const Params *params,
+) noexcept nogil:
+    """Whether the value a_data[v_lo:v_hi] equals an element of the list text data[l_lo:l_hi]:
+    1 when one is equal, else UNDECIDED when known or a comparison is, else 0."""
+    cdef Py_ssize_t p = list_start(data, l_lo, l_hi), end
+    cdef int equal, out = known
+    while p < l_hi:
+        end = skip_value(data, p, l_hi)
+        equal = value_equal_at(
+            a_data, v_lo, v_hi, data, p, end, params.rel_tol, params.abs_tol, params.scratch,
+            params.scratch_size, params.strings,
+        )
+        if equal == 1:
+            return 1
+        if equal == UNDECIDED:
+            out = UNDECIDED
+        p = list_next(data, end, l_hi)
+    return out
+
+
+cdef inline bint listed(
+    const uint8_t *data, Py_ssize_t l_lo, Py_ssize_t l_hi,
+    const uint8_t *key, Py_ssize_t lo, Py_ssize_t hi,
+) noexcept nogil:
+    """Whether the list of strings data[l_lo:l_hi] holds the string whose text (escaped,
+    without quotes) is key[lo:hi]."""
+    cdef Py_ssize_t p = list_start(data, l_lo, l_hi), end
+    while p < l_hi:
+        end = skip_value(data, p, l_hi)
+        if data[p] == QUOTE and same_bytes(data, p + 1, end - 1, key, lo, hi):
+            return True
+        p = list_next(data, end, l_hi)
+    return False
+
+
 cdef inline Verdict judge(
     const uint8_t *a_data, Py_ssize_t a_lo, Py_ssize_t a_hi,
     const uint8_t *g_data, Py_ssize_t g_lo, Py_ssize_t g_hi,
     Py_ssize_t p_lo, Py_ssize_t p_hi, const Params *params, int64_t *a_spans, int64_t *g_spans,
+    int64_t *c_spans, Py_ssize_t c_lo, Py_ssize_t c_hi, Py_ssize_t o_lo, Py_ssize_t o_hi,
 ) noexcept nogil:
     """The verdict of one pair's arguments: the agent's object a_data[a_lo:a_hi], gold's
-    g_data[g_lo:g_hi], the tool's parameter rows p_lo:p_hi. pending: left to Python (which
+    g_data[g_lo:g_hi], the tool's parameter rows p_lo:p_hi, gold's acceptable values (the
+    object params.accept_data[c_lo:c_hi]) and optional keys (the list
+    params.optional_data[o_lo:o_hi]; empty texts: none). pending: left to Python (which
     also looks for repeated keys)."""
     cdef Verdict v
-    cdef Py_ssize_t na, ng, k, m, k_lo, k_hi, param, other, matched = 0
-    cdef int equal
+    cdef Py_ssize_t na, ng, nc = 0, k, m, k_lo, k_hi, param, other, accepted, matched = 0
+    cdef int equal, fallback
+    cdef uint64_t unmatched = 0
     v.invalid = v.valid = v.missing = v.pending = 0
     v.repeated = 0
     na = split_object_at(a_data, a_lo, a_hi, a_spans, MAX_KEYS + 1)
@@ -93,13 +186,17 @@ cdef inline Verdict judge(
     if same_bytes(a_data, a_lo, a_hi, g_data, g_lo, g_hi):
         # the same arguments: every key is in gold with the same text
         for k in range(na):
-            if param_of(a_data, a_spans[4 * k], a_spans[4 * k + 1], p_lo, p_hi, params) < 0:
+            param = param_of(a_data, a_spans[4 * k], a_spans[4 * k + 1], p_lo, p_hi, params)
+            if param < 0:
                 v.invalid += 1
                 continue
             k_lo, k_hi = a_spans[4 * k + 2], a_spans[4 * k + 3]
+            if params.strict and params.integer[param] and kind_of(a_data, k_lo, k_hi) == K_FLOAT:
+                v.invalid += 1
+                continue
             equal = value_equal_at(
                 a_data, k_lo, k_hi, a_data, k_lo, k_hi, params.rel_tol, params.abs_tol,
-                params.scratch, params.scratch_size,
+                params.scratch, params.scratch_size, params.strings,
             )
             counted(equal, &v)
         return v
@@ -110,35 +207,64 @@ cdef inline Verdict judge(
     if ng > 1 and repeats_a_key(g_data, g_spans, ng):
         v.repeated = 2
         return v
+    if c_hi > c_lo:
+        nc = split_object_at(params.accept_data, c_lo, c_hi, c_spans, MAX_KEYS + 1)
+        if nc < 0 or nc > MAX_KEYS:
+            v.pending = 1
+            return v
+    unmatched = (~(<uint64_t>0)) >> (64 - ng) if ng > 0 else 0
     for k in range(na):
         k_lo, k_hi = a_spans[4 * k], a_spans[4 * k + 1]
         param = param_of(a_data, k_lo, k_hi, p_lo, p_hi, params)
-        other = -1
-        for m in range(ng):
-            if same_bytes(a_data, k_lo, k_hi, g_data, g_spans[4 * m], g_spans[4 * m + 1]):
-                other = m
-                break
+        other = member_of(g_data, g_spans, ng, a_data, k_lo, k_hi)
         if other >= 0:
             matched += 1
+            unmatched &= ~((<uint64_t>1) << other)
         if param < 0:  # (a) no such parameter
             v.invalid += 1
             continue
-        if other >= 0:  # (b) held against gold's value
-            equal = value_equal_at(
-                a_data, a_spans[4 * k + 2], a_spans[4 * k + 3], g_data, g_spans[4 * other + 2],
-                g_spans[4 * other + 3], params.rel_tol, params.abs_tol, params.scratch,
-                params.scratch_size,
-            )
-        elif params.has_default[param]:  # (c) held against the declared default
-            equal = value_equal_at(
-                a_data, a_spans[4 * k + 2], a_spans[4 * k + 3], params.default_data,
-                params.default_offsets[param], params.default_offsets[param + 1],
-                params.rel_tol, params.abs_tol, params.scratch, params.scratch_size,
-            )
-        else:  # (c) gold lacks it and there is no default
+        k_lo, k_hi = a_spans[4 * k + 2], a_spans[4 * k + 3]  # now the value
+        if params.strict and params.integer[param] and kind_of(a_data, k_lo, k_hi) == K_FLOAT:
             v.invalid += 1
             continue
+        accepted = -1
+        if nc > 0:
+            accepted = member_of(
+                params.accept_data, c_spans, nc, a_data, a_spans[4 * k], a_spans[4 * k + 1]
+            )
+        if other >= 0:  # (b) held against gold's value, then its other acceptable values
+            equal = value_equal_at(
+                a_data, k_lo, k_hi, g_data, g_spans[4 * other + 2], g_spans[4 * other + 3],
+                params.rel_tol, params.abs_tol, params.scratch, params.scratch_size,
+                params.strings,
+            )
+            if equal != 1 and accepted >= 0:
+                equal = any_acceptable(
+                    a_data, k_lo, k_hi, params.accept_data, c_spans[4 * accepted + 2],
+                    c_spans[4 * accepted + 3], equal, params,
+                )
+        else:  # (c) gold lacks the key: its acceptable values, then the declared default
+            equal = 0
+            if accepted >= 0:
+                equal = any_acceptable(
+                    a_data, k_lo, k_hi, params.accept_data, c_spans[4 * accepted + 2],
+                    c_spans[4 * accepted + 3], 0, params,
+                )
+            if equal != 1 and params.has_default[param]:
+                fallback = value_equal_at(
+                    a_data, k_lo, k_hi, params.default_data, params.default_offsets[param],
+                    params.default_offsets[param + 1], params.rel_tol, params.abs_tol,
+                    params.scratch, params.scratch_size, params.strings,
+                )
+                if fallback == 1 or fallback == UNDECIDED:
+                    equal = fallback
         counted(equal, &v)
+    if o_hi > o_lo:  # optional keys left out are not missing
+        for m in range(ng):
+            if unmatched & ((<uint64_t>1) << m) and listed(
+                params.optional_data, o_lo, o_hi, g_data, g_spans[4 * m], g_spans[4 * m + 1]
+            ):
+                matched += 1
     v.missing = ng - matched
     return v
 
@@ -202,45 +328,92 @@ def score_samples(
     const cbool[::1] has_default, const int64_t[::1] default_offsets,
     const uint8_t[::1] default_data, double rel_tol, double abs_tol, cbool[::1] a_checked,
     cbool[::1] g_checked, uint8_t[::1] scratch, intptr_t c_locale, int32_t[:, ::1] pairs,
+    rules=None,
 ):
     """Per sample: tsa (NaN without gold calls), tp, and whether the name sequences are
     equal; the candidate pairs, written into pairs (columns SAMPLE .. PENDING) in sample,
     agent call and gold call order, and how many there are (-1: pairs has too few rows); and
     the first call found whose arguments repeat a key, as (side, call): side 1 agent, 2 gold,
     0 none. Marks in a_checked and g_checked the calls whose arguments were split (and so
-    checked for repeated keys). scratch: see scratch_for; c_locale: number_locale()."""
-    cdef Py_ssize_t n = a_first.shape[0] - 1, s, a, g, longest_g = 0, cells = 1
+    checked for repeated keys). scratch: see scratch_for; c_locale: number_locale(); rules:
+    a tcbreplay._score.kernels.Rules (comparison options, samples' own tools, gold rules),
+    None for none."""
+    cdef Py_ssize_t n = a_first.shape[0] - 1, s, a, g, longest_g = 0, longest_a = 0, cells = 1
     cdef Params params
     cdef Scored result
+    cdef const cbool[::1] integer_view, grouped_view
+    cdef const int32_t[::1] set_view, set_code_view, block_view
+    cdef const int64_t[::1] set_first_view, set_lo_view, set_hi_view
+    cdef const int64_t[::1] accept_offsets_view, optional_offsets_view
+    cdef const uint8_t[::1] accept_data_view, optional_data_view
+    cdef int64_t[::1] counts_view
+    cdef int64_t[:, ::1] block_rows_view
     check_locale(c_locale)
     if pairs.shape[1] != COLUMNS:
         raise ValueError(f"score_samples: pairs needs {COLUMNS} columns")
+    params.integer = NULL
+    params.strings = STRINGS_EXACT
+    params.strict = False
+    params.set = NULL
+    params.accept_offsets = NULL
+    params.g_block = NULL
+    params.grouped = NULL
+    if rules is not None:
+        params.strings = rules.strings
+        params.strict = rules.strict
+        if rules.strict:
+            integer_view = rules.integer
+            params.integer = &integer_view[0]
+        if rules.set is not None:
+            set_view, set_first_view = rules.set, rules.set_first
+            set_code_view, set_lo_view, set_hi_view = rules.set_code, rules.set_lo, rules.set_hi
+            params.set, params.set_first = &set_view[0], &set_first_view[0]
+            params.set_code, params.set_lo = &set_code_view[0], &set_lo_view[0]
+            params.set_hi = &set_hi_view[0]
+        if rules.accept_offsets is not None:
+            accept_offsets_view, accept_data_view = rules.accept_offsets, rules.accept_data
+            optional_offsets_view, optional_data_view = rules.optional_offsets, rules.optional_data
+            block_view, grouped_view = rules.g_block, rules.grouped
+            params.accept_offsets = &accept_offsets_view[0]
+            params.accept_data = &accept_data_view[0]
+            params.optional_offsets = &optional_offsets_view[0]
+            params.optional_data = &optional_data_view[0]
+            params.g_block = &block_view[0]
+            params.grouped = &grouped_view[0]
     with nogil:
         for s in range(n):
             a = a_first[s + 1] - a_first[s]
             g = g_first[s + 1] - g_first[s]
             longest_g = max(longest_g, g)
+            longest_a = max(longest_a, a)
+            if params.grouped != NULL and params.grouped[s]:
+                continue  # no sequence tables
             if not same_names(&a_code[a_first[s]], a, &g_code[g_first[s]], g):
                 cells = max(cells, (a + 1) * (g + 1))  # only these need the sequence tables
     tsa = np.empty(n)
     tp = np.empty(n)
     same = np.zeros(n, dtype=np.bool_)
     # work space: names seen per sample (gold, agent), the edit distance's rows, the
-    # sequence tables, the members of two objects
+    # sequence tables, the members of three objects (agent, gold, gold's accept), and for
+    # samples with blocks, a count per name and the block distance's rows
     seen = np.full((2, codes), -1, dtype=np.int64)
     rows = np.empty((2, longest_g + 1), dtype=np.int64)
     tables = np.empty((2, cells), dtype=np.int32)
-    spans = np.empty((2, MAX_KEYS + 1, 4), dtype=np.int64)
+    spans = np.empty((3, MAX_KEYS + 1, 4), dtype=np.int64)
+    counts = np.zeros(max(codes, 1), dtype=np.int64)
+    block_rows = np.empty((2, longest_a + 1), dtype=np.int64)
     cdef double[::1] tsa_view = tsa, tp_view = tp
     cdef cbool[::1] same_view = same
     cdef int64_t[:, ::1] seen_view = seen, rows_view = rows
     cdef int32_t[:, ::1] tables_view = tables
     cdef int64_t[:, :, ::1] spans_view = spans
+    counts_view = counts
+    block_rows_view = block_rows
     params.first = &p_first[0]
     params.codes = p_first.shape[0] - 1
     params.key_offsets = &key_offsets[0]
     params.key_data = &key_data[0]
-    params.has_default = &has_default[0]
+    params.has_default = &has_default[0] if has_default.shape[0] else NULL
     params.default_offsets = &default_offsets[0]
     params.default_data = &default_data[0]
     params.rel_tol = rel_tol
@@ -254,6 +427,8 @@ def score_samples(
             pairs.shape[0], &tsa_view[0], &tp_view[0], &same_view[0], &seen_view[0, 0],
             &seen_view[1, 0], &rows_view[0, 0], &rows_view[1, 0], &tables_view[0, 0],
             &tables_view[1, 0], &spans_view[0, 0, 0], &spans_view[1, 0, 0],
+            &spans_view[2, 0, 0], &counts_view[0], &block_rows_view[0, 0],
+            &block_rows_view[1, 0],
         )
     return tsa, tp, same, result.found, result.side, result.call
 
@@ -264,13 +439,15 @@ cdef Scored score_all(
     const int64_t *g_offsets, const uint8_t *g_data, const Params *params, cbool *a_checked,
     cbool *g_checked, int32_t *pairs, Py_ssize_t room, double *tsa, double *tp, cbool *same,
     int64_t *gold_seen, int64_t *agent_seen, int64_t *row, int64_t *prev, int32_t *before,
-    int32_t *after, int64_t *a_spans, int64_t *g_spans,
+    int32_t *after, int64_t *a_spans, int64_t *g_spans, int64_t *c_spans, int64_t *counts,
+    int64_t *block_row, int64_t *block_prev,
 ) noexcept nogil:
     """score_samples into its outputs, with its work space."""
     cdef Scored out
     cdef Py_ssize_t s, a0, g0, a, g, i, j, m = 0, distinct, hits, x, y, p_lo, p_hi
+    cdef Py_ssize_t c_lo, c_hi, o_lo, o_hi
     cdef int32_t c, total
-    cdef bint equal
+    cdef bint equal, grouped
     cdef Verdict v
     cdef int32_t *pair
     out.found, out.side, out.call = 0, 0, -1
@@ -289,18 +466,25 @@ cdef Scored score_all(
                 agent_seen[c] = s
                 hits += 1
         tsa[s] = hits / <double>distinct if distinct > 0 else NAN
-        equal = same_names(a_code + a0, a, g_code + g0, g)
+        grouped = params.grouped != NULL and params.grouped[s]
+        # with blocks, equal sequences still leave the pairing to choose
+        equal = not grouped and same_names(a_code + a0, a, g_code + g0, g)
         same[s] = equal
         if a == 0 and g == 0:
             tp[s] = 1.0
         elif equal:
             tp[s] = 1.0 - 0 / <double>max(a, g)
+        elif grouped:
+            tp[s] = 1.0 - block_distance(
+                a_code + a0, a, g_code + g0, g, params.g_block + g0, counts, block_prev,
+                block_row,
+            ) / <double>max(a, g)
         else:
             tp[s] = 1.0 - levenshtein(a_code + a0, a, g_code + g0, g, row, prev) / <double>max(a, g)
         if a == 0 or g == 0:
             continue
         total = 0
-        if not equal:
+        if not equal and not grouped:
             total = lcs_tables(a_code + a0, a, g_code + g0, g, before, after)
         for i in range(a):
             c = a_code[a0 + i]
@@ -308,16 +492,22 @@ cdef Scored score_all(
                 if equal:
                     if j != i:
                         continue
-                elif c != g_code[g0 + j] or (
+                elif c != g_code[g0 + j]:
+                    continue
+                elif not grouped and (
                     before[i * (g + 1) + j] + 1 + after[(i + 1) * (g + 1) + j + 1] != total
                 ):
                     continue
-                p_lo = params.first[c] if c < params.codes else 0
-                p_hi = params.first[c + 1] if c < params.codes else 0
+                param_range(params, s, c, &p_lo, &p_hi)
                 x, y = a0 + i, g0 + j
+                c_lo = c_hi = o_lo = o_hi = 0
+                if params.accept_offsets != NULL:
+                    c_lo, c_hi = params.accept_offsets[y], params.accept_offsets[y + 1]
+                    o_lo, o_hi = params.optional_offsets[y], params.optional_offsets[y + 1]
                 v = judge(
                     a_data, a_offsets[x], a_offsets[x + 1], g_data, g_offsets[y],
-                    g_offsets[y + 1], p_lo, p_hi, params, a_spans, g_spans,
+                    g_offsets[y + 1], p_lo, p_hi, params, a_spans, g_spans, c_spans, c_lo,
+                    c_hi, o_lo, o_hi,
                 )
                 if v.repeated:
                     out.found, out.side, out.call = m, v.repeated, x if v.repeated == 1 else y
@@ -362,13 +552,24 @@ cdef inline void diagonal(const int64_t *cell, const int32_t *pair, int64_t *ste
 
 def choose_pairs(
     const int64_t[::1] a_first, const int64_t[::1] g_first, const cbool[::1] same,
-    const int32_t[:, ::1] pairs,
+    const int32_t[:, ::1] pairs, const int32_t[::1] g_block=None, const cbool[::1] grouped=None,
+    Py_ssize_t small_block=SMALL_BLOCK,
 ):
     """Which candidate pairs (rows of pairs from score_samples, with their verdicts final)
-    each sample's pairing chooses."""
+    each sample's pairing chooses; g_block and grouped: the gold calls' block numbers and the
+    samples with a block of two or more calls (see blocks.pxi), None for none; small_block:
+    blocks of at most this many calls are solved over subsets of their calls."""
     cdef Py_ssize_t m = pairs.shape[0], cells = 1, r = 0, s, a, g, end
+    cdef const int32_t *block_at = NULL
+    cdef const cbool *grouped_at = NULL
+    cdef int failed
     if pairs.shape[1] != COLUMNS:
         raise ValueError(f"choose_pairs: pairs needs {COLUMNS} columns")
+    if not 0 <= small_block <= 20:
+        raise ValueError("choose_pairs: small_block is 0 to 20")
+    if grouped is not None and grouped.shape[0]:
+        grouped_at = &grouped[0]
+        block_at = &g_block[0]
     with nogil:
         while r < m:
             s = pairs[r, SAMPLE]
@@ -384,20 +585,26 @@ def choose_pairs(
     cdef int64_t[:, ::1] best_view = best
     cdef int64_t[::1] at_view = at
     with nogil:
-        choose_all(
+        failed = choose_all(
             m, &a_first[0], &g_first[0], &same[0], &pairs[0, 0], &chosen_view[0],
-            &best_view[0, 0], &at_view[0],
+            &best_view[0, 0], &at_view[0], block_at, grouped_at, small_block,
         )
+    if failed:
+        raise MemoryError()
     return chosen
 
 
-cdef void choose_all(
+cdef int choose_all(
     Py_ssize_t m, const int64_t *a_first, const int64_t *g_first, const cbool *same,
-    const int32_t *pairs, cbool *chosen, int64_t *best, int64_t *at,
+    const int32_t *pairs, cbool *chosen, int64_t *best, int64_t *at, const int32_t *g_block,
+    const cbool *grouped, Py_ssize_t small_block,
 ) noexcept nogil:
-    """choose_pairs into chosen, with its work space (best: 4 per cell)."""
-    cdef Py_ssize_t r = 0, end, k, s, a, g, w, x, y, c, here, up, left, src
+    """choose_pairs into chosen, with its work space (best: 4 per cell); -1 when the memory
+    for a sample with blocks runs out."""
+    cdef Py_ssize_t r = 0, end, k, s, a, g, w, x, y, c, here, up, left, src, room = 0
     cdef int64_t step[4]
+    cdef int64_t *space = NULL
+    cdef int failed = 0
     while r < m:
         s = pairs[r * COLUMNS + SAMPLE]
         end = r
@@ -409,6 +616,14 @@ cdef void choose_all(
             r = end
             continue
         a, g = a_first[s + 1] - a_first[s], g_first[s + 1] - g_first[s]
+        if grouped != NULL and grouped[s]:
+            if choose_blocks(
+                a, g, g_block + g_first[s], pairs, r, end, small_block, chosen, &space, &room
+            ) < 0:
+                failed = -1
+                break
+            r = end
+            continue
         w = g + 1
         for k in range(a * g):
             at[k] = -1
@@ -448,6 +663,8 @@ cdef void choose_all(
             else:
                 y -= 1
         r = end
+    free(space)
+    return failed
 
 
 def sample_totals(Py_ssize_t n, const int32_t[:, ::1] pairs, const cbool[::1] chosen):

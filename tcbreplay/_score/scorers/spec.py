@@ -15,11 +15,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tcbreplay._score import kernels
 from tcbreplay._score.kernels import number_locale, scratch_for, text_buffers
-from tcbreplay._score.metrics import arg_verdicts
-from tcbreplay._score.translate import FlatCalls, FlatSide, Tools, read_args
+from tcbreplay._score.metrics import (
+    DEFAULT_COMPARE,
+    NO_RULES,
+    VALID_VERDICTS,
+    Compare,
+    Rules,
+    arg_verdicts,
+    missing_keys,
+)
+from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
 from tcbreplay.errors import StoreError
 
 
@@ -33,12 +42,17 @@ class SpecPart:
     pairs: pl.DataFrame
 
 
-def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) -> SpecPart:
-    """Per-sample scores, the chosen pairs and per-tool counts of one range's calls."""
+def score_part(
+    flat: FlatCalls, tools: Tools, compare: Compare = DEFAULT_COMPARE,
+    own_tools: SampleTools | None = None,
+) -> SpecPart:  # fmt: skip
+    """Per-sample scores, the chosen pairs and per-tool counts of one range's calls;
+    ``own_tools``: the tools of the samples that have their own (None: none has)."""
     samples, agent, gold = flat.samples, flat.agent, flat.gold
     n = samples.height
     names, a_code, g_code = _name_codes(tools.names, agent.name, gold.name)
-    params = _params(tools, len(names))
+    params, rules = _params(tools, names, own_tools, compare)
+    _gold_rules(flat, rules)
     a_offsets, a_data = text_buffers(agent.args)
     g_offsets, g_data = text_buffers(gold.args)
     a_checked = np.zeros(len(agent.s), dtype=np.bool_)
@@ -51,8 +65,8 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
         tsa, tp, same, found, side, call = kernels.functions().score_samples(
             agent.first, a_code, a_offsets, a_data, gold.first, g_code, g_offsets, g_data,
             len(names), params.first, params.key_offsets, params.key_data, params.has_default,
-            params.default_offsets, params.default_data, rel_tol, abs_tol, a_checked,
-            g_checked, scratch, number_locale(), pairs,
+            params.default_offsets, params.default_data, compare.rel_tol, compare.abs_tol,
+            a_checked, g_checked, scratch, number_locale(), pairs, rules,
         )  # fmt: skip
         if found >= 0:
             break
@@ -72,8 +86,10 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
             f"an arguments object repeats a key: {text[:200]}"
         )
     ids = samples["sample_id"]
-    _decide_pending(pairs, agent, gold, names, tools, rel_tol, abs_tol, ids)
-    chosen = kernels.functions().choose_pairs(agent.first, gold.first, same, pairs)
+    _decide_pending(pairs, flat, names, tools, own_tools, compare, ids)
+    chosen = kernels.functions().choose_pairs(
+        agent.first, gold.first, same, pairs, rules.g_block, rules.grouped
+    )
     totals = kernels.functions().sample_totals(n, pairs, chosen)
     n_pairs, invalid, valid, missing = totals
     total = invalid + valid
@@ -143,23 +159,79 @@ def _name_codes(
     return pl.Series(names, dtype=pl.String), codes[1], codes[2]
 
 
-def _params(tools: Tools, codes: int) -> kernels.Params:
-    """The tools' parameters by name code (code t < len(tools.names) is tool t)."""
+def _params(
+    tools: Tools, names: pl.Series, own_tools: SampleTools | None, compare: Compare
+) -> tuple[kernels.Params, kernels.Rules]:
+    """The tools' parameters by name code (code t < len(tools.names) is tool t), then those
+    of each sample's own tool set; and the kernel's :class:`Rules` of the options and sets."""
+    codes = len(names)
     counts = np.zeros(codes, dtype=np.int64)
     counts[: len(tools.params)] = [len(p) for p in tools.params]
     first = np.zeros(codes + 1, dtype=np.int64)
     np.cumsum(counts, out=first[1:])
     rows = [row for tool in tools.params for row in tool]
+    integer = [flag for tool in tools.integers() for flag in tool]
+    rules = kernels.Rules(
+        strings=kernels.STRINGS_BFCL if compare.strings == "bfcl" else kernels.STRINGS_EXACT,
+        strict=compare.types == "strict",
+    )
+    if own_tools is not None:
+        code_of = {name: k for k, name in enumerate(names.to_list())}
+        set_first, set_code, set_lo, set_hi = [0], [], [], []
+        for tool_set in own_tools.sets:
+            for name, params, flags in zip(tool_set.names, tool_set.params, tool_set.integers(),
+                                           strict=True):  # fmt: skip
+                if name in code_of:  # tools no call names are never looked up
+                    set_code.append(code_of[name])
+                    set_lo.append(len(rows))
+                    rows += params
+                    integer += flags
+                    set_hi.append(len(rows))
+            set_first.append(len(set_code))
+        rules.set = own_tools.set
+        rules.set_first = np.array(set_first, dtype=np.int64)
+        rules.set_code = np.array([*set_code, 0], dtype=np.int32)
+        rules.set_lo = np.array([*set_lo, 0], dtype=np.int64)
+        rules.set_hi = np.array([*set_hi, 0], dtype=np.int64)
     key_offsets, key_data = _byte_table([key for key, _ in rows])
     default_offsets, default_data = _byte_table([d or b"" for _, d in rows])
-    return kernels.Params(
+    rules.integer = np.array([*integer, False], dtype=np.bool_)
+    params = kernels.Params(
         first=first,
         key_offsets=key_offsets,
         key_data=key_data,
         has_default=np.array([d is not None for _, d in rows], dtype=np.bool_),
         default_offsets=default_offsets,
         default_data=default_data,
+        integer=rules.integer,
     )
+    return params, rules
+
+
+def _gold_rules(flat: FlatCalls, rules: kernels.Rules) -> None:
+    """Set the gold calls' rules in ``rules``: accept and optional texts, block numbers and
+    the samples with blocks of two or more calls (left None when no gold call has a rule)."""
+    if flat.rules is None:
+        return
+    gold, n = flat.gold, flat.samples.height
+    rules.accept_offsets, rules.accept_data = text_buffers(pc.fill_null(flat.rules["accept"], ""))
+    rules.optional_offsets, rules.optional_data = text_buffers(
+        pc.fill_null(flat.rules["optional"], "")
+    )
+    group, s = flat.rules["group"], gold.s
+    joins = np.zeros(len(s), dtype=np.bool_)  # the call is in its predecessor's block
+    if len(s) > 1:
+        same = pc.fill_null(pc.equal(group[1:], group[:-1]), False)
+        joins[1:] = same.to_numpy(zero_copy_only=False) & (s[1:] == s[:-1])
+    block = np.cumsum(~joins) - 1
+    if len(s):
+        block -= block[gold.first[s]]
+    rules.g_block = np.ascontiguousarray(block, dtype=np.int32)
+    rules.grouped = (
+        np.bincount(s[joins], minlength=n).astype(np.bool_) if n else np.zeros(1, dtype=np.bool_)
+    )
+    if not len(s):
+        rules.g_block = np.zeros(1, dtype=np.int32)
 
 
 def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -170,24 +242,34 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _decide_pending(
-    pairs: np.ndarray, agent: FlatSide, gold: FlatSide, names: pl.Series, tools: Tools,
-    rel_tol: float, abs_tol: float, samples: list[str],
+    pairs: np.ndarray, flat: FlatCalls, names: pl.Series, tools: Tools,
+    own_tools: SampleTools | None, compare: Compare, samples: pl.Series,
 ) -> None:  # fmt: skip
     """Judge in Python the candidate pairs the kernel left pending (in place); ``samples``
     are the range's sample ids, for errors."""
+    agent, gold = flat.agent, flat.gold
     for k in np.flatnonzero(pairs[:, kernels.PENDING]):
         s, i, j, tool = (
             int(x) for x in pairs[k, [kernels.SAMPLE, kernels.AGENT, kernels.GOLD, kernels.TOOL]]
         )
         sample = f"sample {samples[s]!r}: "
+        y = int(gold.first[s]) + j
         agent_args = _object(agent.args[int(agent.first[s]) + i].as_py(), sample + f"call {i}: ")
-        gold_args = _object(gold.args[int(gold.first[s]) + j].as_py(), sample + f"gold call {j}: ")
+        gold_args = _object(gold.args[y].as_py(), sample + f"gold call {j}: ")
+        rules = NO_RULES
+        if flat.rules is not None:
+            texts = {key: flat.rules[key][y].as_py() for key in ("accept", "optional")}
+            where = sample + f"gold call {j}: "
+            rules = Rules.of({k: read_args(t, where) for k, t in texts.items() if t is not None})
         name = names[tool]
-        verdicts = arg_verdicts(agent_args, gold_args, tools.properties.get(name), rel_tol, abs_tol)
-        invalid = sum(v != "ok" for v in verdicts.values())
+        properties = tools.properties
+        if own_tools is not None and own_tools.set[s] >= 0:
+            properties = own_tools.sets[int(own_tools.set[s])].properties
+        verdicts = arg_verdicts(agent_args, gold_args, properties.get(name), compare, rules)
+        invalid = sum(v not in VALID_VERDICTS for v in verdicts.values())
         pairs[k, kernels.INVALID] = invalid
         pairs[k, kernels.VALID] = len(verdicts) - invalid
-        pairs[k, kernels.MISSING] = sum(key not in agent_args for key in gold_args)
+        pairs[k, kernels.MISSING] = len(missing_keys(agent_args, gold_args, rules))
         pairs[k, kernels.PENDING] = 0
 
 
@@ -231,7 +313,7 @@ def warm() -> None:
         gold=side([0, 1, 1], ["f", "g", "f"], ['{"x":1}', "{}", '{"z":true}']),
     )
     tools = Tools(names=["f"], params=[[(b"x", b"1")]], properties={"f": {"x": {"default": 1}}})
-    score_part(flat, tools, 1e-9, 1e-9)
+    score_part(flat, tools, Compare())
     order = np.arange(2, dtype=np.int64)
     kernels.functions().positions(order, order)
     kernels.functions().in_call_order(order, order)
