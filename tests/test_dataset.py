@@ -528,3 +528,146 @@ def test_a_deep_dataset_is_refused_before_anything_is_written(tmp_path, command)
     )
     assert result.stderr.splitlines()[1].startswith("Hint: tcbreplay reads JSON nested")
     assert not root.exists()
+
+
+# ---------------------------------------------------------------- gold rules (#19)
+
+TOOL_F = {"name": "f", "parameters": {"properties": {"u": {}, "v": {"default": 3}}}}
+
+
+def test_gold_rules_load_and_round_trip():
+    """accept, optional and group on gold calls, an entry's order and its own tools: kept in
+    the normalised entries, and stored with "order": "any" as a group on every call."""
+    entries = [
+        {"input": "a", "target": [
+            {"name": "f", "args": {"u": "in"}, "accept": {"u": ["in", "inches"]},
+             "optional": ["v"], "group": 1},
+            {"name": "f", "args": {}, "group": 1},
+        ], "tools": [TOOL_F]},
+        {"input": "b", "order": "any", "target": [{"name": "g", "args": {}},
+                                                  {"name": "g", "args": {}}]},
+    ]  # fmt: skip
+    dataset = dataset_from_entries(entries)
+    first, second = dataset.samples
+    assert first.target[0] == GoldCall(
+        "f", {"u": "in"}, accept={"u": ["in", "inches"]}, optional=("v",), group=1
+    )
+    assert first.tool_specs() == [{"name": "f", "description": "", "parameters": TOOL_F[
+        "parameters"]}]  # fmt: skip
+    assert second.gold_calls() == [
+        {"name": "g", "args": {}, "group": "any"},
+        {"name": "g", "args": {}, "group": "any"},
+    ]
+    again = dataset_from_entries(dataset.entries())
+    assert again.entries() == dataset.entries()
+    assert again.samples[1].order == "any" and "order" not in dataset.entries()[0]
+
+
+@pytest.mark.parametrize(
+    ("target", "extra", "message"),
+    [
+        ([{"name": "f", "args": {"u": 1}, "accept": {"u": 1}}], {},
+         "target[0].accept.u must be a non-empty list of acceptable values"),
+        ([{"name": "f", "args": {"u": 1}, "accept": {"u": []}}], {},
+         "target[0].accept.u must be a non-empty list"),
+        ([{"name": "f", "args": {"u": 1}, "accept": ["u"]}], {},
+         "target[0].accept must be an object of lists of acceptable values"),
+        ([{"name": "f", "args": {"u": 1}, "accept": {"u": [1.0, True]}}], {},
+         "target[0].accept.u does not list args.u (1): accept lists every acceptable value"),
+        ([{"name": "f", "args": {}, "accept": {"u": [1]}}], {},
+         "target[0].accept.u: 'u' is neither in args nor optional"),
+        ([{"name": "f", "args": {}, "optional": "u"}], {},
+         "target[0].optional must be a list of argument names"),
+        ([{"name": "f", "args": {}, "optional": ["u", "u"]}], {},
+         "target[0].optional names 'u' twice"),
+        ([{"name": "f", "args": {}, "group": True}], {},
+         "target[0].group must be an integer or a string"),
+        ([{"name": "f", "args": {}, "group": [1]}], {},
+         "target[0].group must be an integer or a string"),
+        ([{"name": "f", "args": {}, "group": 1}, {"name": "f", "args": {}},
+          {"name": "f", "args": {}, "group": 1}], {},
+         "target[2].group 1 is also the group of target[0], with other calls between"),
+        ([{"name": "f", "args": {}, "group": 2}], {"order": "any"},
+         'gives "order": "any" and target[0].group: give the order one way'),
+        ([], {"order": "all"}, "order must be 'any', got \"all\""),
+        ([], {"tools": {"name": "f"}}, "tools: expected a JSON array of function schemas"),
+        ([], {"tools": [{"name": "f"}, {"name": "f", "description": "other"}]},
+         "tools: two tools are named 'f', with different descriptions"),
+        ([{"name": "f", "args": {}, "optional": ["w"]}], {"tools": [TOOL_F]},
+         "gold call 0 (f) makes optional 'w', which f does not take"),
+        ([{"name": "f", "args": {}, "optional": ["w"], "accept": {"w": [1]}}], {"tools": [TOOL_F]},
+         "gold call 0 (f) accepts values of 'w', which f does not take"),
+        ([{"name": "g", "args": {}}], {"tools": [TOOL_F]},
+         "gold call 0 uses tool 'g', which its own tools lack (tools: f)"),
+    ],
+)  # fmt: skip
+def test_each_rule_problem_names_its_place(tmp_path, target, extra, message):
+    entry = {"input": "x", "target": target, **extra}
+    path = write(tmp_path, "ds.json", json.dumps([{"input": "fine", "target": []}, entry]))
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path, {"f": {"u", "v"}})
+    assert any(line.startswith(f"ds.json: entry 1: {message}") for line in problems(info))
+
+
+def test_a_samples_own_tools_replace_the_runs_for_its_checks(tmp_path):
+    """Gold calls of an entry with tools are checked against them, even where the run's
+    tools lack the tool or take other parameters."""
+    entry = {"input": "x", "target": [{"name": "h", "args": {"z": 1}}],
+             "tools": [{"name": "h", "parameters": {"properties": {"z": {}}}}]}  # fmt: skip
+    path = write(tmp_path, "ds.json", json.dumps([entry]))
+    assert load_dataset(path, {"f": {"u"}}).samples[0].tools[0].name == "h"
+
+
+def write_import(tmp_path, entries, lines, *extra):
+    dataset = write(tmp_path, "ds.json", json.dumps(entries))
+    traces = write(tmp_path, "traces.jsonl", "".join(json.dumps(x) + "\n" for x in lines))
+    return cli("import", "--dataset", dataset, "--traces", traces, "--run-id", "r",
+               "--store", tmp_path / "traces", *extra)  # fmt: skip
+
+
+def test_import_without_tools_takes_each_entrys_own(tmp_path):
+    from traces import ai_message, human_message
+
+    entries = [
+        {
+            "id": "q",
+            "input": "x",
+            "tools": [TOOL_F],
+            "target": [{"name": "f", "args": {"u": "in"}, "accept": {"u": ["in", "inch"]}}],
+        }
+    ]
+    messages = [
+        {"type": "human", "data": json.loads(human_message("x"))["data"]},
+        {"type": "ai", "data": json.loads(ai_message([("f", {"u": "inch"})]))["data"]},
+    ]
+    result = write_import(tmp_path, entries, [{"sample_id": "q", "messages": messages}])
+    assert result.exit_code == 0, result.output
+    scored = cli("score", "r", "--store", tmp_path / "traces", "--format", "json")
+    assert json.loads(scored.stdout)["args_invalid"] == 0
+    assert json.loads(scored.stdout)["args_total"] == 1
+    stored = cli("sql", "select tools from samples", "--format", "json",
+                 "--store", tmp_path / "traces")  # fmt: skip
+    assert json.loads(json.loads(stored.stdout)[0]["tools"])[0]["name"] == "f"
+
+
+def test_import_without_tools_names_an_entry_that_has_none(tmp_path):
+    entries = [{"input": "x", "tools": [TOOL_F], "target": []}, {"input": "y", "target": []}]
+    result = write_import(tmp_path, entries, [])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "Error: --tools is needed: ds.json: entry 1 has no tools of its own",
+        'Hint: give --tools, or a "tools" list in every dataset entry',
+    ]
+    assert not (tmp_path / "traces").exists()
+
+
+def test_record_refuses_a_dataset_with_its_own_tools(tmp_path):
+    entries = [{"input": "x", "target": [], "tools": [TOOL_F]}]
+    path = write(tmp_path, "ds.json", json.dumps(entries))
+    result = cli("record", "--model", "sim:seed=1", "--dataset", path, "--run-id", "r",
+                 "--store", tmp_path / "traces")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (
+        "Error: ds.json: entry 0: has tools of its own, which have no code to run"
+    )
+    assert not (tmp_path / "traces").exists()

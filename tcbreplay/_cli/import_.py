@@ -7,15 +7,14 @@ from pathlib import Path
 import click
 
 from tcbreplay._cli.common import STORE_OPTION, main
-from tcbreplay.errors import InputError
 
 
 @main.command("import")
 @click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), required=True)
 @click.option(
     "--tools",
-    help="module:attr or a JSON file of function schemas "
-    "(default with abet-evaluation: the built-in tool-call tools).",
+    help="module:attr or a JSON file of function schemas (default with abet-evaluation: the "
+    "built-in tool-call tools; not needed when every dataset entry has its own).",
 )
 @click.option(
     "--traces",
@@ -43,11 +42,9 @@ def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> N
     from tcbreplay._store.runs import Store, validate_run_id
 
     validate_run_id(run_id)
-    if tools is None:
-        if fmt != "abet-evaluation":
-            raise InputError("--tools is required", hint="give module:attr or a tools.json file")
+    if tools is None and fmt == "abet-evaluation":
         tools = get_benchmark("tool-call").tools
-    inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
+    inputs = load_inputs(None, dataset, tools, None, need_prompt=False, own_tools=True)
     summary = import_traces(inputs, traces, Store(store), run_id, model=model_label, fmt=fmt)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     click.echo(

@@ -337,10 +337,9 @@ def _tool_problems(sample: Sample, params: Mapping[str, set[str]], label: str) -
     for i, call in enumerate(sample.target):
         if call.name not in params:
             known = ", ".join(sorted(params)) or "none"
-            own = "its own tools" if sample.tools is not None else "the tool set"
+            own = "its own tools lack" if sample.tools is not None else "the tool set lacks"
             problems.append(
-                f"{place}: gold call {i} uses tool {call.name!r}, "
-                f"which {own} lacks (tools: {known})"
+                f"{place}: gold call {i} uses tool {call.name!r}, which {own} (tools: {known})"
             )
             continue
         for problem in key_problems(call, params[call.name]):

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
@@ -106,6 +107,15 @@ def record_run(
         raise InputError(
             f"{inputs.toolset.source}: JSON tool schemas have no code to run",
             hint="record needs tools from a Python module:attr; JSON schemas suit import",
+        )
+    own = next((s for s in inputs.dataset.samples if s.tools is not None), None)
+    if own is not None:
+        place = own.where or f"entry {own.index}"
+        raise InputError(
+            f"{Path(inputs.dataset.source).name}: {place}: has tools of its own, which have no "
+            "code to run",
+            hint="record runs the tools of --tools for every sample; a dataset whose entries "
+            "carry their own tools suits import",
         )
     check_credentials(choice)
     gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}

@@ -14,6 +14,8 @@ from tcbreplay.errors import InputError, StoreError
 
 _HERE = Path(__file__).parent
 DATASET_FILE = "dataset.jsonl"  # a run's dataset, in the normalised shape, beside its manifest
+# the tools source of an import whose dataset entries each carry their own tools
+OWN_TOOLS = "(each dataset entry's own tools)"
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,10 @@ def load_inputs(
     system_prompt: str | Path | None = None,
     *,
     need_prompt: bool = True,
+    own_tools: bool = False,
 ) -> BenchmarkInputs:
-    """Load a built-in benchmark, or a custom one from files; each given file overrides."""
+    """Load a built-in benchmark, or a custom one from files; each given file overrides.
+    ``own_tools``: without ``tools``, every dataset entry must carry its own (for import)."""
     for option, value in (
         ("--dataset", dataset),
         ("--tools", tools),
@@ -101,14 +105,24 @@ def load_inputs(
             raise InputError(
                 f"{option} {str(value)!r}: the name is not valid UTF-8", hint="rename the file"
             )
-    if benchmark is None and (dataset is None or tools is None):
+    entries_only = own_tools and tools is None and dataset is not None
+    if benchmark is None and (dataset is None or (tools is None and not entries_only)):
         benchmark = "tool-call"
     base = get_benchmark(benchmark) if benchmark else None
     dataset_path = Path(dataset) if dataset else base.dataset  # type: ignore[union-attr]
-    tools_spec = tools or base.tools  # type: ignore[union-attr]
     prompt_path = Path(system_prompt) if system_prompt else (base.system_prompt if base else None)
-    toolset = load_toolset(tools_spec)
-    ds = load_dataset(dataset_path, toolset.params())
+    if entries_only:
+        toolset = Toolset(schemas=[], source=OWN_TOOLS)
+        ds = load_dataset(dataset_path)
+        without = next((s for s in ds.samples if s.tools is None), None)
+        if without is not None:
+            raise InputError(
+                f"--tools is needed: {dataset_path.name}: {without.where} has no tools of its own",
+                hint='give --tools, or a "tools" list in every dataset entry',
+            )
+    else:
+        toolset = load_toolset(tools or base.tools)  # type: ignore[union-attr]
+        ds = load_dataset(dataset_path, toolset.params())
     text, sha = "", None
     if prompt_path is not None:
         try:
