@@ -441,3 +441,63 @@ def test_library_score_then_verify(sim_copy):
         "run_id": run_id, "ok": True, "scorings": [REL_FOLDER], "samples_checked": 94,
         "changed_files": [], "differences": [],
     }  # fmt: skip
+
+
+# ---------------------------------------------------------------- the former default abs_tol
+
+
+@pytest.fixture
+def former_default(tmp_path) -> Path:
+    """An imported run whose numbers differ under abs_tol 1e-9 (the default before 0.2) and
+    0 (today's), with a "spec" scoring as tcbreplay 0.1 stored it: scored with abs_tol
+    1e-9, its record naming only the tolerances."""
+    from traces import ai_message, human_message
+
+    root = tmp_path / "traces"
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([{"id": "q", "input": "x", "target": [
+        {"name": "add_numbers", "args": {"a": 0, "b": 2.5}}]}]))  # fmt: skip
+    messages = [{"type": "human", "data": json.loads(human_message("x"))["data"]},
+                {"type": "ai", "data": json.loads(ai_message([
+                    ("add_numbers", {"a": 5e-10, "b": 2.5})]))["data"]}]  # fmt: skip
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(json.dumps({"sample_id": "q", "messages": messages}) + "\n")
+    tools = Path(__file__).parent / "data" / "tools_shop.json"
+    imported = cli("import", "--dataset", dataset, "--tools", tools, "--traces", traces,
+                   "--run-id", "r", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    assert score(root, "r", "--abs-tol", "1e-9")["args_invalid"] == 0
+    scores = root / "r" / "scores"
+    (scores / "spec_rel-1e-09_abs-1e-09").rename(scores / "spec")
+    path = scores / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    old = {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 1e-9}
+    summary.update(scoring="spec", options=old)
+    summary["audit"]["options"] = old
+    path.write_text(json.dumps(summary))
+    return root
+
+
+def test_a_spec_scoring_of_the_former_default_still_verifies(former_default):
+    """Its record names abs_tol 1e-9, which verify re-scores with: the same numbers."""
+    result = verify(former_default, "r")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("verified")
+
+
+def test_report_and_diff_do_not_take_a_former_default_for_todays(former_default):
+    """report and diff want today's defaults under "spec": they score such a run in memory
+    (ahr 1/2 under abs_tol 0, not the stored 0); score then writes today's over it, and
+    that verifies too."""
+    from tcbreplay._analysis.diff import diff_runs, load_scores
+    from tcbreplay._analysis.report.data import load_run
+
+    store = Store(former_default)
+    data = load_run(store, "r")
+    assert data.scored_in_memory and data.scores["args_invalid"].to_list() == [1]
+    run = store.open_run("r")
+    assert load_scores(store, run, "spec")[0]["args_invalid"].to_list() == [1]
+    assert diff_runs(store, "r", "r").samples["ahr_a"].to_list() == [0.5]
+    assert score(former_default, "r")["args_invalid"] == 1  # 5e-10 is not 0 under abs_tol 0
+    assert not load_run(store, "r").scored_in_memory
+    assert verify(former_default, "r").exit_code == 0

@@ -80,7 +80,7 @@ def load_scores(
     """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
     options it was stored with in one of the runs ``like``, else those its name stands for."""
     folder = run.scores_dir(scoring)
-    if (folder / "scores.parquet").exists():
+    if (folder / "scores.parquet").exists() and _named_options(run, scoring):
         pairs_path = folder / "pairs.parquet"
         pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
         return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
@@ -99,9 +99,19 @@ def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
     tolerances to 6 digits, so the exact ones come from there."""
     for run in runs:
         folder = run.scores_dir(scoring)
-        if (folder / "summary.json").exists():
+        if (folder / "summary.json").exists() and _named_options(run, scoring):
             return read_summary(run, folder)[1]
     return None
+
+
+def _named_options(run: Run, scoring: str) -> bool:
+    """Whether the run's stored scoring ``scoring`` was scored with options of that name: a
+    spec folder written under an earlier version's defaults (abs_tol 1e-9) was not, and is
+    compared as if the run had none (scored in memory)."""
+    folder = run.scores_dir(scoring)
+    if not (folder / "summary.json").exists():
+        return True  # read as it is (a scores file without its summary is an error there)
+    return read_summary(run, folder)[1].scoring == scoring
 
 
 def diff_runs(

@@ -22,7 +22,7 @@ from tcbreplay._analysis.diff import diff_runs
 from tcbreplay._inputs import limits
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
-from tcbreplay._score.metrics import explain_sample
+from tcbreplay._score.metrics import Rules, explain_sample
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
@@ -63,6 +63,10 @@ class RunData:
     explanations: dict[str, dict[str, Any]]
     scored_in_memory: bool
     intervals: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    # per sample with any: each gold call's rules (accept, optional, group)
+    gold_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # per sample with tools of its own: those tools
+    own_tools: dict[str, Any] = field(default_factory=dict)
     diff: dict[str, dict[str, Any]] | None = None
     diff_error: str | None = None
 
@@ -168,9 +172,23 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
     for calls, side in ((gold, tables.gold), (agent, tables.agent)):
         for s, name, args in side.select("s", "name", "args").iter_rows():
             calls.setdefault(ids[s], []).append((name or "", _read_args(args)))
+    rules: dict[str, list[dict[str, Any]]] = {}
+    for s, *texts in tables.gold.select("s", *translate.RULES).iter_rows():
+        rules.setdefault(ids[s], []).append(
+            {k: _read_args(t) for k, t in zip(translate.RULES, texts, strict=True) if t}
+        )
+    own_tools = {
+        ids[s]: _read_args(text)
+        for s, text in tables.samples.select("s", "tools").iter_rows()
+        if text is not None
+    }
     specs = list((run.manifest.get("tools") or {}).get("specs") or [])
     explanations = {
-        sid: explain_sample(_object_args(agent[sid]), _object_args(gold.get(sid, [])), specs)
+        sid: explain_sample(
+            _object_args(agent[sid]),
+            _with_rules(_object_args(gold.get(sid, [])), rules.get(sid, [])),
+            own_tools.get(sid, specs),
+        )
         for sid in agent
     }
     return RunData(
@@ -183,7 +201,16 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
         explanations=explanations,
         scored_in_memory=in_memory,
         intervals=metric_intervals(scores),
+        gold_rules={sid: r for sid, r in rules.items() if any(r)},
+        own_tools=own_tools,
     )
+
+
+def _with_rules(
+    calls: list[tuple[str, dict[str, Any]]], rules: list[dict[str, Any]]
+) -> list[tuple[str, dict[str, Any], Rules]]:
+    """Gold calls with their rules, as explain_sample takes them."""
+    return [(n, a, Rules.of(r)) for (n, a), r in zip(calls, rules, strict=True)]
 
 
 def _read_args(text: str | None) -> Any:
@@ -213,6 +240,9 @@ def _scores(
         current = (
             run.has_data()
             and "by_tool" in summary
+            # a spec folder scored under an earlier version's defaults (abs_tol 1e-9) is not
+            # the default scoring of today
+            and ScoreOptions.from_dict(summary.get("options") or {}) == ScoreOptions()
             and audit.get("sql_sha256") == sql_sha256()
             and all(
                 hashes.get(path.name) == current_sha256(run, path.name)
@@ -221,7 +251,7 @@ def _scores(
         )
         if current:
             return summary, pl.read_parquet(folder / "scores.parquet").sort("sample_index"), False
-    except (OSError, ValueError, AttributeError, pl.exceptions.PolarsError):
+    except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
         pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
     result = score_run(store, run.run_id, allow_incomplete=allow_incomplete, write=False)
     return result.summary, result.scores.sort("sample_index"), True

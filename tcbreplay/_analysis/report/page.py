@@ -359,7 +359,7 @@ def details_payload(report: ReportData) -> dict[str, Any]:
     first_gold: dict[str, list[Any]] = {}
     for run in report.runs:
         for sid, calls in run.gold.items():
-            first_gold.setdefault(sid, [[n, a] for n, a in calls])
+            first_gold.setdefault(sid, _gold_payload(calls, run.gold_rules.get(sid)))
     runs = []
     for run in report.runs:
         messages = transcripts(run)
@@ -372,16 +372,14 @@ def details_payload(report: ReportData) -> dict[str, Any]:
             explained = run.explanations[sid]
             entry: dict[str, Any] = {
                 "a": [[n, a] for n, a in run.agent[sid]],
-                "p": [
-                    [p["agent"], p["gold"], {k: v for k, v in p["args"].items() if v != "ok"}]
-                    + ([p["missing"]] if p["missing"] else [])
-                    for p in explained["pairs"]
-                ],
+                "p": [_pair_payload(p) for p in explained["pairs"]],
                 "t": [_message(m, strings) for m in messages.get(sid, [])],
             }
-            gold = [[n, a] for n, a in run.gold.get(sid, [])]
+            gold = _gold_payload(run.gold.get(sid, []), run.gold_rules.get(sid))
             if gold != first_gold.get(sid):
                 entry["g"] = gold
+            if sid in run.own_tools:
+                entry["o"] = run.own_tools[sid]
             if errors.get(sid):
                 entry["e"] = errors[sid]
             per_sample.append(entry)
@@ -397,6 +395,23 @@ def details_payload(report: ReportData) -> dict[str, Any]:
         "runs": runs,
         "strings": strings.values,
     }
+
+
+def _gold_payload(calls: list[Any], rules: list[dict[str, Any]] | None) -> list[Any]:
+    """Gold calls as ``[name, args]``, with ``[name, args, rules]`` where a call has any
+    (accept, optional, group)."""
+    rules = rules or [{}] * len(calls)
+    return [[n, a, r] if r else [n, a] for (n, a), r in zip(calls, rules, strict=True)]
+
+
+def _pair_payload(pair: dict[str, Any]) -> list[Any]:
+    """``[agent, gold, verdicts other than ok, missing keys, optional keys left out]``, the
+    trailing empty lists left out."""
+    out = [pair["agent"], pair["gold"], {k: v for k, v in pair["args"].items() if v != "ok"},
+           pair["missing"], pair.get("optional") or []]  # fmt: skip
+    while len(out) > 3 and not out[-1]:
+        out.pop()
+    return out
 
 
 def _message(m: dict[str, Any], strings: _Strings) -> list[Any]:

@@ -138,49 +138,71 @@
   /* ---- sample detail ---- */
   const detail = { s: null, run: 0 };
   const TAGS = { wrong: "wrong", unknown: "invented", not_default: "≠ default",
-    no_default: "no default", missing: "left out" };
+    no_default: "no default", not_integer: "not an integer", missing: "left out",
+    accepted: "accepted", optional: "optional, left out" };
+  // verdicts that are valid (shown, not counted)
+  const VALID = new Set(["accepted"]);
 
-  function call(c, marks, missing) {
-    const [name, args] = c;
+  // a gold call's rules ([name, args, {accept, optional, group}]): each key with its other
+  // acceptable values, optional keys marked (and listed when gold leaves them out)
+  function call(c, marks, missing, optional) {
+    const [name, args, rules] = c;
+    const accept = (rules && rules.accept) || {}, opt = (rules && rules.optional) || [];
     // arguments that are no object (scored as none) are shown as their JSON
     const object = args !== null && typeof args === "object" && !Array.isArray(args);
-    const parts = !object ? [json(args)] : Object.entries(args).map(([k, v]) => {
-      const m = (marks && marks[k]) || (missing && missing.includes(k) ? "missing" : "");
+    const arg = (k, v) => {
+      const m = (marks && marks[k]) || (missing && missing.includes(k) ? "missing" : "") ||
+        (optional && optional.includes(k) ? "optional" : "");
       const tag = m ? `<span class="tag ${m}">${TAGS[m]}</span>` : "";
-      return `<span class="arg${m ? " " + m : ""}">${esc(k)}=${json(v)}${tag}</span>`;
-    });
-    return `<span class="call mono"><span class="name">${esc(name)}</span>(${parts.join(", ")})</span>`;
+      const others = (accept[k] || []).filter((x) => v === undefined || json(x) !== json(v));
+      const alt = others.length ? `<span class="alt"> | ${others.map(json).join(" | ")}</span>` : "";
+      const value = v === undefined ? "" : json(v);
+      const isOpt = opt.includes(k) ? '<span class="opt">?</span>' : "";
+      return `<span class="arg${m ? " " + m : ""}">${esc(k)}${isOpt}=${value}${alt}${tag}</span>`;
+    };
+    const parts = !object ? [json(args)] : Object.entries(args).map(([k, v]) => arg(k, v));
+    if (object) opt.filter((k) => !(k in args)).forEach((k) => parts.push(arg(k, undefined)));
+    const group = rules && rules.group !== undefined ?
+      `<span class="tag group" title="calls of one group may come in any order">group ${json(rules.group)}</span>` : "";
+    return `<span class="call mono"><span class="name">${esc(name)}</span>(${parts.join(", ")})${group}</span>`;
   }
 
+  // pairs in agent order; inside an order-free group a pair may go back in gold's order, so
+  // unpaired gold calls are shown before the first pair with a later gold call
   function trajectories(gold, agent, pairs) {
     let h = '<div class="traj"><div class="h">gold</div><div class="h mid">alignment</div>' +
       '<div class="h">agent</div>';
     const row = (g, mid, cls, a) => { h += `<div>${g}</div><div class="mid ${cls}">${mid}</div><div>${a}</div>`; };
+    const paired = new Set(pairs.map((p) => p[1]));
     let i = 0, j = 0;
     for (const p of [...pairs, [agent.length, gold.length, null]]) {
-      for (; j < p[1]; j++) row(call(gold[j]), "missed ←", "missed", '<span class="empty">not called</span>');
+      for (; j < p[1]; j++) {
+        if (!paired.has(j)) row(call(gold[j]), "missed ←", "missed", '<span class="empty">not called</span>');
+      }
       for (; i < p[0]; i++) row('<span class="empty">not in gold</span>', "→ extra", "extra", call(agent[i]));
       if (p[2] === null) break;
-      const bad = Object.keys(p[2]).length;
-      row(call(gold[j], null, p[3]), bad ? `paired · ${bad} invalid` : "paired",
+      const bad = Object.values(p[2]).filter((v) => !VALID.has(v)).length;
+      row(call(gold[p[1]], null, p[3], p[4]), bad ? `paired · ${bad} invalid` : "paired",
         bad ? "paired bad" : "paired",
         call(agent[i], p[2]));
-      i++; j++;
+      i++;
     }
     return h + "</div>";
   }
 
   function transcript(run, e) {
     const strs = details().strings;
-    const tools = run.tools.map((t) => `<div><code>${esc(t.name)}(${Object.keys(
+    const own = e.o !== undefined, specs = own ? e.o : run.tools;
+    const tools = specs.map((t) => `<div><code>${esc(t.name)}(${Object.keys(
       (t.parameters || {}).properties || {}).map(esc).join(", ")})</code> — ${esc(t.description)}</div>`);
     const from = '<span class="stats">from the run manifest</span>';
+    const toolsFrom = own ? '<span class="stats">the sample\'s own</span>' : from;
     let h = '<div class="msgs">' + (run.system ?
       `<details class="msg system"><summary class="who">system prompt ${from}</summary>` +
       `<div class="text">${esc(run.system)}</div></details>` :
       '<div class="msg system"><div class="who"><span>system prompt <span class="stats">' +
       "none in the run manifest</span></span></div></div>") +
-      `<details class="msg system"><summary class="who">tools (${run.tools.length}) ${from}` +
+      `<details class="msg system"><summary class="who">tools (${specs.length}) ${toolsFrom}` +
       `</summary>${tools.join("")}</details>`;
     for (const [type, t, extra, tin, tout, lat, bad] of e.t) {
       const who = { human: "user", ai: "AI", tool: `tool · ${esc(extra && extra[0])}` }[type] || esc(type);
