@@ -126,13 +126,17 @@ def agent_calls(case: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(name, args) for turn in case["turns"] for name, args in turn]
 
 
-def gold_calls(case: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [(name, args) for name, args in case["gold"]]
+def gold_calls(case: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """G: ``(name, args)``, or ``(name, args, rules)`` for a call with rules."""
+    return [tuple(call) for call in case["gold"]]
 
 
 def options_of(case: dict[str, Any]) -> ScoreOptions:
     return ScoreOptions(
-        rel_tol=case.get("rel_tol", DEFAULT_REL_TOL), abs_tol=case.get("abs_tol", DEFAULT_ABS_TOL)
+        rel_tol=case.get("rel_tol", DEFAULT_REL_TOL),
+        abs_tol=case.get("abs_tol", DEFAULT_ABS_TOL),
+        strings=case.get("strings", "exact"),
+        types=case.get("types", "lenient"),
     )
 
 
@@ -148,12 +152,15 @@ def score(
 
 
 def reference(case: dict[str, Any], tools=None, rel_tol=None, abs_tol=None) -> dict[str, Any]:
+    tools = case.get("tools", TOOLS) if tools is None else tools
     return ref.score_sample(
         gold_calls(case),
         agent_calls(case),
-        case.get("tools", TOOLS) if tools is None else tools,
+        case["sample_tools"] if case.get("sample_tools") is not None else tools,
         rel_tol=case.get("rel_tol", DEFAULT_REL_TOL) if rel_tol is None else rel_tol,
         abs_tol=case.get("abs_tol", DEFAULT_ABS_TOL) if abs_tol is None else abs_tol,
+        strings=case.get("strings", "exact"),
+        types=case.get("types", "lenient"),
     )
 
 
@@ -176,7 +183,8 @@ def assert_metrics(actual: dict[str, Any], expected: dict[str, Any], fields, whe
 
 
 def test_case_table_is_well_formed():
-    allowed = {"name", "why", "tools", "gold", "turns", "status", "rel_tol", "abs_tol", "expect"}
+    allowed = {"name", "why", "tools", "gold", "turns", "status", "rel_tol", "abs_tol", "expect",
+               "strings", "types", "sample_tools"}  # fmt: skip
     names = [case["name"] for case in CASES]
     assert len(CASES) >= 35
     assert len(set(names)) == len(names), "case names must be unique"
@@ -205,7 +213,8 @@ def test_case_reference(case):
 
 
 def default_cases() -> list[dict[str, Any]]:
-    return [c for c in CASES if "tools" not in c and "rel_tol" not in c and "abs_tol" not in c]
+    options = ("tools", "rel_tol", "abs_tol", "strings", "types")
+    return [c for c in CASES if not any(option in c for option in options)]
 
 
 def test_whole_table_as_one_run():

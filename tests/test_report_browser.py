@@ -253,3 +253,37 @@ def test_detail_highlights_wrong_and_invented_arguments(browser, tmp_path):
         assert opened.errors == [] and opened.requests == []
     finally:
         opened.page.close()
+
+
+def test_detail_marks_accepted_values_optional_keys_and_groups(browser, tmp_path):
+    """tests/data/rules: an accepted value tagged (not counted as invalid) beside gold's
+    other acceptable values, an optional key left out, order-free calls paired crosswise."""
+    from helpers import cli
+
+    data = Path(__file__).parent / "data"
+    root = tmp_path / "traces"
+    imported = cli("import", "--dataset", data / "rules" / "dataset.json", "--tools",
+                   data / "tools_shop.json", "--traces", data / "rules" / "traces.jsonl",
+                   "--run-id", "rules", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    opened = Opened(browser, write_report(Store(root), ["rules"], tmp_path / "r.html"))
+    try:
+        body = opened.open_sample("accepted-unit")
+        args = opened.page.locator("#d-body .traj .arg")
+        shown = {args.nth(k).inner_text(): args.nth(k).get_attribute("class")
+                 for k in range(args.count())}  # fmt: skip
+        assert shown['unit="F"accepted'] == "arg accepted"
+        assert shown['unit="fahrenheit" | "F"'] == "arg"  # gold, with its other value
+        assert shown["days?="] == "arg"  # optional, and gold does not give it
+        assert "paired · 1 invalid" in body  # the city; the accepted unit is valid
+        assert "the sample's own" in body
+        opened.page.keyboard.press("Escape")
+        body = opened.open_sample("optional-left-out")
+        assert "optional, left out" in body and "paired · " not in body
+        opened.page.keyboard.press("Escape")
+        opened.page.fill("#f-text", "")
+        body = opened.open_sample("parallel-any-order")
+        assert body.count('group "any"') == 2 and "missed" not in body and "extra" not in body
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()

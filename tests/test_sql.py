@@ -15,15 +15,19 @@ from tcbreplay._analysis.statements import check_read_only
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import QueryError
-from traces import ai_message, human_message
+from traces import ai_message, gold_call, human_message
 
 SHOP_SPECS = json.loads((Path(__file__).parent / "data" / "tools_shop.json").read_text())
 VIEW_COLUMNS = {
     "runs": {"run_id", "status", "model", "simulated", "n_samples", "source"},
-    "samples": {"run_id", "sample_id", "sample_index", "input", "gold", "category", "status"},
+    "samples": {
+        "run_id", "sample_id", "sample_index", "input", "gold", "tools", "category", "status",
+    },
     "messages": {"run_id", "sample_id", "position", "type", "message"},
     "tool_calls": {"run_id", "sample_id", "call_index", "name", "args", "position"},
-    "gold_calls": {"run_id", "sample_id", "call_index", "name", "args"},
+    "gold_calls": {
+        "run_id", "sample_id", "call_index", "name", "args", "accept", "optional", "group",
+    },
     "scores": {
         "run_id", "sample_id", "tsa", "tp", "ahr", "args_invalid", "args_total",
         "args_missing", "status",
@@ -54,7 +58,7 @@ def make_run(store: Store, run_id: str, cases: list[dict], status: str = "comple
     """A run written through the store's own writer, with messages serialized by hand."""
     entries = [
         {"id": c["sample_id"], "input": f"q {c['sample_id']}",
-         "target": [{"name": n, "args": a} for n, a in c["gold"]]}
+         "target": [{"name": g[0], "args": g[1]} for g in c["gold"]]}
         for c in cases
     ]  # fmt: skip
     writer = store.create_run(
@@ -78,7 +82,8 @@ def make_run(store: Store, run_id: str, cases: list[dict], status: str = "comple
                 "sample_id": sid,
                 "sample_index": index,
                 "input": f"q {sid}",
-                "gold": [{"name": n, "args": a} for n, a in case["gold"]],
+                "gold": [gold_call(*c) for c in case["gold"]],
+                "tools": case.get("tools"),
                 "category": None,
                 "status": "ok",
                 "attempts": 1,
@@ -155,6 +160,33 @@ def test_gold_calls_view(two_runs):
         ("alpha", "s0", 1, "add_numbers", {"a": 2, "b": 1}),
         ("beta", "s0", 0, "add_numbers", {"a": 1, "b": 2}),
     ]  # fmt: skip
+
+
+def test_gold_calls_view_has_each_calls_rules(store):
+    """accept, optional and group as JSON, null where a call has none; a sample's own tools
+    in the samples view."""
+    own = [{"name": "add_numbers", "parameters": {"properties": {"a": {}, "b": {}}}}]
+    make_run(store, "rules", [{
+        "sample_id": "s0",
+        "gold": [("add_numbers", {"a": 2}, {"accept": {"a": [2, "two"]}, "optional": ["b"],
+                                            "group": "p"}),
+                 ("add_numbers", {"a": 3}, {"group": "p"}),
+                 ("list_items", {})],
+        "turns": [],
+        "tools": own,
+    }])  # fmt: skip
+    got = rows(
+        store,
+        'select call_index, accept::varchar as accept, optional::varchar as optional, "group"::'
+        "varchar as g from gold_calls order by call_index",
+    )
+    assert got == [
+        {"call_index": 0, "accept": '{"a":[2,"two"]}', "optional": '["b"]', "g": '"p"'},
+        {"call_index": 1, "accept": None, "optional": None, "g": '"p"'},
+        {"call_index": 2, "accept": None, "optional": None, "g": None},
+    ]
+    (sample,) = rows(store, "select tools from samples")
+    assert json.loads(sample["tools"]) == own
 
 
 def test_scores_view_holds_each_runs_latest_scoring(two_runs):

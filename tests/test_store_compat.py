@@ -38,6 +38,10 @@ def test_its_stored_scores_verify_and_read_in_sql(v1_store):
                "--format", "json", "--store", v1_store)  # fmt: skip
     assert rows.exit_code == 0, rows.output
     assert json.loads(rows.stdout) == [{"n": 94}]
+    # written before samples had a tools column: every sample reads as having none of its own
+    tools = cli("sql", "select count(*) as n, count(tools) as own from samples",
+                "--format", "json", "--store", v1_store)  # fmt: skip
+    assert json.loads(tools.stdout) == [{"n": 94 + 6, "own": 0}]  # rec-v1, imp-v1
 
 
 @pytest.mark.parametrize(("scorer", "expected"), [("spec", V1_SPEC), ("abet", V1_ABET)])
