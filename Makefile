@@ -57,6 +57,13 @@ bench: install
 bench-score: install
 	$(BIN)/python -m bench.run --sizes 10k,100k
 
+# Scoring with gold rules on every sample (not part of `make test`): the 1M run of `make bench`
+# and the same run with accept lists and order-free groups, `tcbreplay score` timed on both,
+# a slice of the second checked against the plain-Python spec; appended to BENCHMARKS.md.
+.PHONY: bench-rules
+bench-rules: install
+	$(BIN)/python -m bench.rules_bench
+
 # The HTML report of a 10,000-sample run in headless Chromium (not part of `make test`): its size
 # and time to interactive, printed and appended to BENCHMARKS.md under "Report".
 .PHONY: bench-report

@@ -12,6 +12,11 @@ value, invented argument), sometimes several calls in one AI message, a tool mes
 call with the tool's real result, then a text answer; a few samples fail mid-way
 (status ``error``). About 7 messages per sample.
 
+With ``rules`` (``--rules``), every gold call carries gold rules (#19): its first argument an
+``accept`` list (gold's value and its text, ``2.5`` and ``"2.5"``), and in every sample of
+two or more calls, some of them (see :func:`gold_rules`) one order-free ``group``; the
+agent's calls are drawn the same way.
+
 The dataset is stored as ``record`` stores it: normalised entries in ``dataset.jsonl``
 beside a small manifest. The model is labelled ``bench:synthetic`` and ``simulated``:
 these are not a model's outputs.
@@ -440,22 +445,59 @@ class _Columns:
         self.data = {n: [] for n in self.names}
 
 
-def dataset_line(sid: str, text: str, gold: list[tuple[str, dict[str, Any]]], cat: str) -> str:
+def dataset_line(
+    sid: str, text: str, gold: list[tuple[str, dict[str, Any]]], cat: str, rules: bool = False
+) -> str:
     """One line of ``dataset.jsonl``: ``json.dumps(entry, ensure_ascii=False)``, built faster."""
     return (
-        f'{{"id": {_jstr(sid)}, "input": {_jstr(text)}, "target": {gold_json(gold)}, '
+        f'{{"id": {_jstr(sid)}, "input": {_jstr(text)}, "target": {gold_json(gold, rules)}, '
         f'"category": {_jstr(cat)}}}'
     )
 
 
-def gold_json(gold: list[tuple[str, dict[str, Any]]]) -> str:
-    """``json.dumps([{"name": ..., "args": ...}, ...], ensure_ascii=False)``."""
+def gold_json(gold: list[tuple[str, dict[str, Any]]], rules: bool = False) -> str:
+    """``json.dumps([{"name": ..., "args": ...}, ...], ensure_ascii=False)``, with the rules
+    of :func:`gold_rules` when ``rules``."""
+    extra = gold_rules(gold) if rules else [""] * len(gold)
     return (
-        "[" + ", ".join(f'{{"name": {_jstr(n)}, "args": {json_value(a)}}}' for n, a in gold) + "]"
+        "["
+        + ", ".join(
+            f'{{"name": {_jstr(n)}, "args": {json_value(a)}{x}}}'
+            for (n, a), x in zip(gold, extra, strict=True)
+        )
+        + "]"
     )
 
 
-def generate_chunk(run_id: str, seed: int, k: int, start: int, count: int) -> _Chunk:
+def gold_rules(gold: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Each gold call's rules as JSON members: its first argument's value and text
+    acceptable; the longest run of calls to one tool one order-free group, else the last two
+    calls (so every sample of two or more calls has a group of two or more)."""
+    start, size, k = 0, 0, 0
+    while k < len(gold):
+        end = k
+        while end < len(gold) and gold[end][0] == gold[k][0]:
+            end += 1
+        if end - k > size:
+            start, size = k, end - k
+        k = end
+    if size < 2:
+        start, size = max(0, len(gold) - 2), min(2, len(gold))
+    out = []
+    for j, (_, args) in enumerate(gold):
+        text = ""
+        if args:
+            key, value = next(iter(args.items()))
+            text += f', "accept": {{{_jstr(key)}: [{json_value(value)}, {_jstr(str(value))}]}}'
+        if size >= 2 and start <= j < start + size:
+            text += ', "group": 1'
+        out.append(text)
+    return out
+
+
+def generate_chunk(
+    run_id: str, seed: int, k: int, start: int, count: int, rules: bool = False
+) -> _Chunk:
     """Samples ``start .. start+count`` of a run; chunk ``k`` has its own seeded generators."""
     rng = random.Random((seed << 32) | k)
     ids = _Ids(np.random.default_rng([seed, k]))
@@ -475,7 +517,7 @@ def generate_chunk(run_id: str, seed: int, k: int, start: int, count: int) -> _C
     for index in range(start, start + count):
         sid = f"case-{index:07d}"
         category, text, gold = gold_sample(rng)
-        entries.append(dataset_line(sid, text, gold, category))
+        entries.append(dataset_line(sid, text, gold, category, rules))
         turns = _turns(rng, agent_calls(rng, gold))
         failed = rng.random() < FAILED_SAMPLES
         if failed:
@@ -574,7 +616,8 @@ def generate_chunk(run_id: str, seed: int, k: int, start: int, count: int) -> _C
         s["sample_id"].append(sid)
         s["sample_index"].append(index)
         s["input"].append(text)
-        s["gold"].append(gold_json(gold))
+        s["gold"].append(gold_json(gold, rules))
+        s["tools"].append(None)
         s["category"].append(category)
         s["status"].append("error" if failed else "ok")
         s["attempts"].append(attempts)
@@ -655,7 +698,7 @@ class GenerateResult:
 
 
 @contextlib.contextmanager
-def _chunks(jobs: list[tuple[str, int, int, int, int]], workers: int | None) -> Iterator[Any]:
+def _chunks(jobs: list[tuple[Any, ...]], workers: int | None) -> Iterator[Any]:
     """Generated chunks in job order, from a process pool when there is enough work."""
     workers = min(workers or os.cpu_count() or 1, len(jobs))
     if workers <= 1 or len(jobs) <= 2:
@@ -666,18 +709,21 @@ def _chunks(jobs: list[tuple[str, int, int, int, int]], workers: int | None) -> 
         yield pool.imap(_generate_job, jobs)
 
 
-def _generate_job(job: tuple[str, int, int, int, int]) -> _Chunk:
+def _generate_job(job: tuple[Any, ...]) -> _Chunk:
     return generate_chunk(*job)
 
 
-def generator_info(samples: int, seed: int) -> dict[str, Any]:
+def generator_info(samples: int, seed: int, rules: bool = False) -> dict[str, Any]:
     """What the manifest records about the generator; a run with equal info can be reused."""
-    return {
+    info: dict[str, Any] = {
         "name": "bench.generate",
         "version": GENERATOR_VERSION,
         "samples": samples,
         "seed": seed,
     }
+    if rules:
+        info["rules"] = True
+    return info
 
 
 def generate_run(
@@ -688,6 +734,7 @@ def generate_run(
     *,
     workers: int | None = None,
     quiet: bool = True,
+    rules: bool = False,
 ) -> GenerateResult:
     """Write a synthetic run of ``samples`` samples as ``<store>/<run_id>``, replacing it.
 
@@ -709,9 +756,11 @@ def generate_run(
     dataset_hash = hashlib.sha256()
     totals = {"input_tokens": 0, "output_tokens": 0, "errors": 0, "retries": 0, "duration_s": 0.0}
     starts = list(range(0, samples, CHUNK_SAMPLES))
-    jobs = [(run_id, seed, k, a, min(CHUNK_SAMPLES, samples - a)) for k, a in enumerate(starts)]
+    jobs = [
+        (run_id, seed, k, a, min(CHUNK_SAMPLES, samples - a), rules) for k, a in enumerate(starts)
+    ]
     with dataset_path.open("w", encoding="utf-8") as entries, _chunks(jobs, workers) as chunks:
-        for (_, _, _, start, _), chunk in zip(jobs, chunks, strict=True):
+        for (_, _, _, start, _, _), chunk in zip(jobs, chunks, strict=True):
             text = "".join(line + "\n" for line in chunk.entries)
             entries.write(text)
             dataset_hash.update(text.encode())
@@ -727,7 +776,7 @@ def generate_run(
         print()
     sample_writer.close()
     message_writer.close()
-    manifest = _manifest(run_id, samples, seed, dataset_hash.hexdigest(), totals)
+    manifest = _manifest(run_id, samples, seed, dataset_hash.hexdigest(), totals, rules)
     # as the store's writer does: the data files' sha256, reused by scoring's audit record
     manifest["files"] = {name: file_record(tmp / name) for name in (SAMPLES, MESSAGES)}
     write_json_atomic(tmp / MANIFEST, manifest)
@@ -753,8 +802,9 @@ def _cpu_seconds() -> float:
 
 
 def _manifest(
-    run_id: str, samples: int, seed: int, dataset_sha: str, totals: dict[str, Any]
-) -> dict[str, Any]:
+    run_id: str, samples: int, seed: int, dataset_sha: str, totals: dict[str, Any],
+    rules: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """The fields ``record`` writes, in its order, for the synthetic model and dataset."""
     from importlib import metadata
 
@@ -820,7 +870,7 @@ def _manifest(
             "duration_s": round(totals["duration_s"] / 4, 3),
         },
         "source": "bench",
-        "generator": generator_info(samples, seed),
+        "generator": generator_info(samples, seed, rules),
     }
 
 
@@ -841,10 +891,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, help="processes (default: one per core)")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--rules", action="store_true", help="gold rules on every sample: accept lists, groups"
+    )
     args = parser.parse_args(argv)
     result = generate_run(
-        args.store, args.run_id, args.samples, args.seed, workers=args.workers, quiet=args.quiet
-    )
+        args.store, args.run_id, args.samples, args.seed, workers=args.workers, quiet=args.quiet,
+        rules=args.rules,
+    )  # fmt: skip
     print(
         f"{result.run_dir}: {result.samples:,} samples, {result.messages:,} messages in "
         f"{result.seconds:.1f} s ({result.samples / result.seconds:,.0f} samples/s, "

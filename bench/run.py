@@ -991,14 +991,14 @@ def _generated(b: Bench) -> str:
     return f"{b.generated_s:.0f} s{cpu}"
 
 
-def write_section(text: str, path: Path = BENCHMARKS_MD) -> None:
-    """Replace (or add) the "Scoring at scale" section, keeping every other section."""
+def write_section(text: str, path: Path = BENCHMARKS_MD, section: str = SECTION) -> None:
+    """Replace (or add) the section (by default "Scoring at scale"), keeping every other."""
     old = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = old.find(SECTION + "\n")
+    start = old.find(section + "\n")
     if start < 0:
         new = old.rstrip("\n") + "\n\n" + text
     else:
-        nxt = old.find("\n## ", start + len(SECTION))
+        nxt = old.find("\n## ", start + len(section))
         rest = "\n" + old[nxt + 1 :] if nxt >= 0 else ""  # a blank line before the next one
         new = old[:start] + text.rstrip("\n") + "\n" + rest
     path.write_text(new.rstrip("\n") + "\n")
