@@ -129,3 +129,10 @@ def test_the_report_marks_accepted_values_optional_keys_and_groups(rules_run, tm
     parallel = details["runs"][0]["samples"][ids.index("parallel-any-order")]
     assert [p[:2] for p in parallel["p"]] == [[0, 1], [1, 0]]
     assert gold[ids.index("parallel-any-order")][0][2] == {"group": "any"}
+
+
+def test_invented_keys_judges_a_sample_by_its_own_tools(rules_run):
+    """get_weather is only in the samples' own tools: its keys are not invented."""
+    result = cli("query", "invented_keys", "--format", "json", "--store", rules_run)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []

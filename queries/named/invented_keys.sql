@@ -10,6 +10,26 @@ with agent_args as (
     where $run_id is null or c.run_id = $run_id
 ),
 
+own_tools as (
+    select
+        run_id,
+        sample_id,
+        tools
+    from samples
+    where tools is not null and ($run_id is null or run_id = $run_id)
+),
+
+own_params as (
+    select
+        o.run_id,
+        o.sample_id,
+        t.value ->> 'name' as tool,
+        p.key as param
+    from own_tools as o,
+        json_each(o.tools) as t,
+        json_each(t.value, '$.parameters.properties') as p
+),
+
 invented as (
     select
         a.run_id,
@@ -17,9 +37,18 @@ invented as (
         a.tool,
         a.key
     from agent_args as a
+    left join own_tools as o
+        on a.run_id = o.run_id and a.sample_id = o.sample_id
+    left join own_params as op
+        on
+            a.run_id = op.run_id
+            and a.sample_id = op.sample_id
+            and a.tool = op.tool
+            and a.key = op.param
     left join tools as t
         on a.run_id = t.run_id and a.tool = t.tool and a.key = t.param
-    where t.param is null
+    -- a sample with tools of its own is judged by them, the others by the run's
+    where case when o.sample_id is null then t.param is null else op.param is null end
 )
 
 select
