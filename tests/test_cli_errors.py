@@ -281,7 +281,10 @@ def test_import_refuses_bad_tools(store_dir, tool_module, traces_file, case):
             [{"name": "list_items", "parameters": ["a", "b"]}],
             "tools.json: tool 0 (list_items): parameters must be a JSON-schema object",
         ),
-        ([{"name": "add_numbers"}, {"name": "add_numbers"}], "tools.json: two tools are named"),
+        (
+            [{"name": "add_numbers"}, {"name": "add_numbers", "description": "other"}],
+            "tools.json: two tools are named 'add_numbers', with different descriptions",
+        ),
     ],
 )
 def test_import_refuses_bad_json_tools(tmp_path, store_dir, traces_file, content, start):

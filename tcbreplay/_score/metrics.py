@@ -252,7 +252,7 @@ def explain_sample(
     :func:`tcbreplay._score.pairing.blocks_of`); the same choice scoring makes.
     """
     props = tool_properties(tools)
-    rules = [call[2] if len(call) > 2 else NO_RULES for call in gold]  # type: ignore[misc]
+    rules = [call[2] if len(call) > 2 else NO_RULES for call in gold]
     cands: dict[tuple[int, int], tuple[int, int, dict[str, str], list[str], list[str]]] = {}
     for i, (name, args) in enumerate(agent):
         for j, (gname, gargs, *_) in enumerate(gold):

@@ -49,10 +49,10 @@ class ScoreOptions:
                 raise InputError(f"{option} {value!r}: must be a number")
             if not math.isfinite(value) or value < 0:
                 raise InputError(f"{option} {value}: must be a finite number, not negative")
-        for option, value, choices in (("--strings", self.strings, STRINGS),
-                                       ("--types", self.types, TYPES)):  # fmt: skip
-            if value not in choices:
-                raise InputError(f"{option} {value!r}: choose one of {', '.join(choices)}")
+        for option, choice, choices in (("--strings", self.strings, STRINGS),
+                                        ("--types", self.types, TYPES)):  # fmt: skip
+            if choice not in choices:
+                raise InputError(f"{option} {choice!r}: choose one of {', '.join(choices)}")
         if self.scorer != "spec" and self.compare != Compare():
             raise InputError(
                 f"--scorer {self.scorer} compares values its own way: --rel-tol, --abs-tol, "

@@ -67,7 +67,7 @@ def align_one_pairs(
     where it keeps the best counts, else the agent's call left out where that does, else the
     gold call."""
     table = {(int(i), int(j)): (1, -int(inv), int(val), -int(mis)) for i, j, inv, val, mis in cands}
-    best = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
+    best: list[list[tuple[int, ...]]] = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
     for x in range(1, a + 1):
         for y in range(1, g + 1):
             options = [best[x - 1][y], best[x][y - 1]]
@@ -160,8 +160,7 @@ class _BlockPairing:
         table = [[0] * (1 << k)]
         for x in range(1, self.a + 1):
             prev, row = table[x - 1], [before[x]] * (1 << k)
-            ws = [(t, self.w.get((x - 1, j))) for t, j in enumerate(block)]
-            ws = [(1 << t, w) for t, w in ws if w is not None]
+            ws = [(1 << t, self.w[(x - 1, j)]) for t, j in enumerate(block) if (x - 1, j) in self.w]
             for mask in range(1, 1 << k):
                 value = max(row[mask], prev[mask])
                 for bit, w in ws:

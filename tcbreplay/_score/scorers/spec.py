@@ -179,12 +179,12 @@ def _params(
         code_of = {name: k for k, name in enumerate(names.to_list())}
         set_first, set_code, set_lo, set_hi = [0], [], [], []
         for tool_set in own_tools.sets:
-            for name, params, flags in zip(tool_set.names, tool_set.params, tool_set.integers(),
-                                           strict=True):  # fmt: skip
+            for name, tool_rows, flags in zip(tool_set.names, tool_set.params,
+                                              tool_set.integers(), strict=True):  # fmt: skip
                 if name in code_of:  # tools no call names are never looked up
                     set_code.append(code_of[name])
                     set_lo.append(len(rows))
-                    rows += params
+                    rows += tool_rows
                     integer += flags
                     set_hi.append(len(rows))
             set_first.append(len(set_code))
