@@ -1,8 +1,9 @@
 """The compiled hot loops of scoring, and what callers need beside them.
 
 The kernels are a C extension built with the package from Cython (``_compiled.pyx``, which
-includes ``jsontext.pxi``, ``calls.pxi``, ``board.pxi`` and ``scoring.pxi``; ``words.h``
-holds the few lines of plain C). They take numpy arrays and release the GIL. This module
+includes ``jsontext.pxi``, ``calls.pxi``, ``board.pxi``, ``verdicts.pxi``, ``scoring.pxi`` and
+``blocks.pxi``; ``words.h`` holds the few lines of plain C). They take numpy arrays and
+release the GIL. This module
 holds what callers need without loading them: the candidate table's columns, the tools'
 parameter table, and :func:`functions`.
 """

@@ -50,5 +50,6 @@ cdef int check_locale(intptr_t c_locale) except -1:
 include "jsontext.pxi"
 include "calls.pxi"
 include "board.pxi"
+include "verdicts.pxi"
 include "scoring.pxi"
 include "blocks.pxi"
