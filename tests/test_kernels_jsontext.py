@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcbreplay._score.kernels import _compiled as kernel
 from tcbreplay._score.kernels import number_locale, scratch_for
 from tcbreplay._score.kernels._compiled import first_repeated_key, split_object, value_equal
 from tcbreplay._score.metrics import values_equal
@@ -249,3 +250,26 @@ def test_first_repeated_key_is_pythons_reading(objects, data):
     offsets, text = buffer(*texts)
     want = next((k for k, t in enumerate(texts) if not checked[k] and _repeats(t)), -1)
     assert first_repeated_key(offsets, text, np.array(checked, dtype=np.bool_)) == want
+
+
+def _read(text: str) -> float:
+    data = np.frombuffer(text.encode() + b"\0", dtype=np.uint8)
+    return kernel.read_number_text(data, 0, len(text), np.empty(len(text) + 1, dtype=np.uint8))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr)
+    | st.builds(
+        lambda sign, whole, frac: f"{sign}{whole}{'.' + frac if frac else ''}",
+        st.sampled_from(["", "-"]),
+        st.from_regex(r"[0-9]{1,17}", fullmatch=True),
+        st.from_regex(r"[0-9]{0,17}", fullmatch=True),
+    )
+)
+def test_numbers_are_read_as_python_reads_them(text):
+    """The kernel's fast path for plain decimals (at most 15 digits) and strtod for the rest
+    give Python's float(), bit for bit."""
+    want = float(text)
+    got = _read(text)
+    assert got == want and math.copysign(1, got) == math.copysign(1, want), text

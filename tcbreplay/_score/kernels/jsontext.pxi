@@ -168,14 +168,50 @@ cdef inline bint is_nan_text(const uint8_t *data, Py_ssize_t lo, Py_ssize_t hi) 
     return False
 
 
+# powers of ten a double holds exactly, for number_of's fast path
+cdef double POW10[16]
+for _k in range(16):
+    POW10[_k] = 10.0 ** _k
+
+
 cdef inline double number_of(
     const uint8_t *data, Py_ssize_t lo, Py_ssize_t hi, uint8_t *scratch
 ) noexcept nogil:
     """The number text data[lo:hi] as a double, through scratch (room for the text and a
-    terminating zero byte)."""
+    terminating zero byte). A plain decimal of at most 15 digits (-?digits[.digits]) is its
+    digits as an integer over a power of ten: both exact in a double, so the division
+    rounds correctly, as strtod does (Clinger's fast path); anything else goes to strtod."""
+    cdef Py_ssize_t p = lo, digits = 0, frac = -1
+    cdef uint64_t mantissa = 0
+    cdef uint8_t c
+    cdef bint negative = p < hi and data[p] == MINUS
+    cdef double value
+    if negative:
+        p += 1
+    if hi - p <= 16:
+        while p < hi:
+            c = data[p]
+            if ZERO <= c <= NINE:
+                mantissa = mantissa * 10 + (c - ZERO)
+                digits += 1
+                if frac >= 0:
+                    frac += 1
+            elif c == 46 and frac < 0 and digits > 0:  # the decimal point
+                frac = 0
+            else:
+                break
+            p += 1
+        if p == hi and 0 < digits <= 15 and frac != 0:
+            value = mantissa / POW10[frac if frac > 0 else 0]
+            return -value if negative else value
     memcpy(scratch, data + lo, hi - lo)
     scratch[hi - lo] = 0
     return read_number(<const char *>scratch)
+
+
+def read_number_text(const uint8_t[::1] data, Py_ssize_t lo, Py_ssize_t hi, uint8_t[::1] scratch):
+    """number_of of data[lo:hi] (for tests)."""
+    return number_of(&data[0], lo, hi, &scratch[0])
 
 
 # how strings compare (tcbreplay._score.kernels.STRINGS_BFCL): exactly, or as BFCL does

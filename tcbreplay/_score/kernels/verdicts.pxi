@@ -105,13 +105,18 @@ cdef inline Py_ssize_t member_of(
 cdef inline int any_acceptable(
     const uint8_t *a_data, Py_ssize_t v_lo, Py_ssize_t v_hi,
     const uint8_t *data, Py_ssize_t l_lo, Py_ssize_t l_hi, int known, const Params *params,
+    const uint8_t *seen, Py_ssize_t s_lo, Py_ssize_t s_hi,
 ) noexcept nogil:
     """Whether the value a_data[v_lo:v_hi] equals an element of the list text data[l_lo:l_hi]:
-    1 when one is equal, else UNDECIDED when known or a comparison is, else 0."""
+    1 when one is equal, else UNDECIDED when known or a comparison is, else 0. An element
+    whose text is seen[s_lo:s_hi] (gold's own value, compared already) is skipped."""
     cdef Py_ssize_t p = list_start(data, l_lo, l_hi), end
     cdef int equal, out = known
     while p < l_hi:
         end = skip_value(data, p, l_hi)
+        if seen != NULL and same_bytes(data, p, end, seen, s_lo, s_hi):
+            p = list_next(data, end, l_hi)
+            continue
         equal = value_equal_at(
             a_data, v_lo, v_hi, data, p, end, params.rel_tol, params.abs_tol, params.scratch,
             params.scratch_size, params.strings,
@@ -221,14 +226,15 @@ cdef inline Verdict judge(
             if equal != 1 and accepted >= 0:
                 equal = any_acceptable(
                     a_data, k_lo, k_hi, params.accept_data, c_spans[4 * accepted + 2],
-                    c_spans[4 * accepted + 3], equal, params,
+                    c_spans[4 * accepted + 3], equal, params, g_data, g_spans[4 * other + 2],
+                    g_spans[4 * other + 3],
                 )
         else:  # (c) gold lacks the key: its acceptable values, then the declared default
             equal = 0
             if accepted >= 0:
                 equal = any_acceptable(
                     a_data, k_lo, k_hi, params.accept_data, c_spans[4 * accepted + 2],
-                    c_spans[4 * accepted + 3], 0, params,
+                    c_spans[4 * accepted + 3], 0, params, NULL, 0, 0,
                 )
             if equal != 1 and params.has_default[param]:
                 fallback = value_equal_at(
