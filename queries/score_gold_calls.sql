@@ -3,6 +3,7 @@
 -- is an error of the store).
 select
     sample_id,
+    trial,
     sample_index,
     category,
     status,

@@ -151,7 +151,8 @@ def test_a_sample_id_or_index_held_twice_is_one_line(sim_copy, column, scorer):
         table.set_column(at, table.field(at), pa.array(values, table[column].type)), path
     )
     expected = {
-        "sample_id": f"samples.parquet: sample_id {values[0]!r} names more than one sample",
+        "sample_id": f"samples.parquet: sample_id {values[0]!r}, trial 0 names more than one "
+        "sample",
         "sample_index": "samples.parquet: sample_index values are not unique",
     }[column]
     before = snapshot(root)

@@ -53,27 +53,31 @@ class Traces:
     scores: pl.DataFrame
     params: dict[tuple[str, str], set[str]]  # (run_id, tool) -> parameter names
 
-    def agent_calls(self) -> dict[tuple[str, str], list[tuple[str, dict]]]:
-        out: dict[tuple[str, str], list[tuple[str, dict]]] = defaultdict(list)
+    def agent_calls(self) -> dict[tuple[str, str, int], list[tuple[str, dict]]]:
+        out: dict[tuple[str, str, int], list[tuple[str, dict]]] = defaultdict(list)
         for row in (
             self.messages.filter(pl.col("type") == "ai")
-            .sort("run_id", "sample_id", "position")
+            .sort("run_id", "sample_id", "trial", "position")
             .iter_rows(named=True)
         ):
             for call in json.loads(row["message"])["data"].get("tool_calls") or []:
-                out[row["run_id"], row["sample_id"]].append((call["name"], call["args"]))
+                key = row["run_id"], row["sample_id"], row["trial"]
+                out[key].append((call["name"], call["args"]))
         return out
 
-    def gold_calls(self) -> dict[tuple[str, str], list[tuple[str, dict]]]:
+    def gold_calls(self) -> dict[tuple[str, str, int], list[tuple[str, dict]]]:
         return {
-            (r["run_id"], r["sample_id"]): [(c["name"], c["args"]) for c in json.loads(r["gold"])]
+            (r["run_id"], r["sample_id"], r["trial"]): [
+                (c["name"], c["args"]) for c in json.loads(r["gold"])
+            ]
             for r in self.samples.iter_rows(named=True)
         }
 
 
 @pytest.fixture(scope="module")
 def traces(sim_run, tmp_path_factory) -> Traces:
-    """A scored sim run, a sim run with failed samples and an imported run, in one store."""
+    """A scored sim run, a sim run with failed samples in two trials and an imported run, in
+    one store."""
     sim_store, sim_id = sim_run
     root = tmp_path_factory.mktemp("named") / "traces"
     shutil.copytree(sim_store.run_dir(sim_id), root / sim_id)
@@ -84,7 +88,7 @@ def traces(sim_run, tmp_path_factory) -> Traces:
         parse_model("sim:seed=3,fault_rate=0.3"),
         Store(root),
         run_id="faulty",
-        options=RecordOptions(workers=8, retries=0),
+        options=RecordOptions(workers=8, retries=0, trials=2),
     )
     imported = cli(
         "import", "--dataset", DATA / "ds_shapes.json", "--tools", DATA / "tools_shop.json",
@@ -156,13 +160,16 @@ def test_worst_samples(traces):
     rows = traces.scores.to_dicts()
 
     def key(r):
-        return (r["tp"], r["ahr"] is None, -(r["ahr"] or 0), r["run_id"], r["sample_id"])
+        return (
+            r["tp"], r["ahr"] is None, -(r["ahr"] or 0), r["run_id"], r["sample_id"], r["trial"]
+        )  # fmt: skip
 
     expected = [
         {
-            "run_id": r["run_id"], "sample_id": r["sample_id"], "tp": r["tp"], "tsa": r["tsa"],
-            "ahr": r["ahr"], "n_gold": r["n_gold"], "n_agent": r["n_agent"],
-            "status": r["status"], "input": inputs[r["run_id"], r["sample_id"]],
+            "run_id": r["run_id"], "sample_id": r["sample_id"], "trial": r["trial"],
+            "tp": r["tp"], "tsa": r["tsa"], "ahr": r["ahr"], "n_gold": r["n_gold"],
+            "n_agent": r["n_agent"], "status": r["status"],
+            "input": inputs[r["run_id"], r["sample_id"]],
         }
         for r in sorted(rows, key=key)
     ]  # fmt: skip
@@ -213,7 +220,7 @@ def test_tool_confusion_for_one_run(traces):
 def test_invented_keys(traces):
     times: Counter = Counter()
     samples: dict[tuple[str, str], set] = defaultdict(set)
-    for (run_id, sid), calls in traces.agent_calls().items():
+    for (run_id, sid, _trial), calls in traces.agent_calls().items():
         for name, args in calls:
             for key in args:
                 if key not in traces.params.get((run_id, name), set()):
@@ -241,17 +248,18 @@ def total_or_none(values: pl.Series) -> float | None:
 
 
 def test_cost_latency(traces):
-    by_sample = {(r["run_id"], r["sample_id"]): r for r in traces.samples.to_dicts()}
+    by_sample = {(r["run_id"], r["sample_id"], r["trial"]): r for r in traces.samples.to_dicts()}
     expected = []
-    for (run_id, sid), group in traces.messages.group_by(["run_id", "sample_id"]):
+    groups = traces.messages.group_by(["run_id", "sample_id", "trial"])
+    for (run_id, sid, trial), group in groups:
         ai = group.filter(pl.col("type") == "ai")
         tool = group.filter(pl.col("type") == "tool")
         inp = group["input_tokens"].drop_nulls()
         out = group["output_tokens"].drop_nulls()
-        sample = by_sample[run_id, sid]
+        sample = by_sample[run_id, sid, trial]
         expected.append(
             {
-                "run_id": run_id, "sample_id": sid, "status": sample["status"],
+                "run_id": run_id, "sample_id": sid, "trial": trial, "status": sample["status"],
                 "attempts": sample["attempts"], "messages": group.height,
                 "model_turns": ai.height,
                 "input_tokens": int(inp.sum()) if inp.len() else None,
@@ -262,7 +270,7 @@ def test_cost_latency(traces):
                 "duration_s": sample["duration_s"],
             }
         )  # fmt: skip
-    expected.sort(key=lambda r: (-r["total_tokens"], r["run_id"], r["sample_id"]))
+    expected.sort(key=lambda r: (-r["total_tokens"], r["run_id"], r["sample_id"], r["trial"]))
     rows = query_json(traces.root, "cost_latency", "limit=100000")
     assert query_json(traces.root, "cost_latency") == rows[:50]
     assert len(rows) == len(expected)

@@ -190,10 +190,10 @@ def test_a_child_that_dies_fails_the_run_and_keeps_what_was_finished(tmp_path, m
 
     real = tcbreplay._record.processes.run_sample
 
-    async def dies_on_one_sample(agent, sample, run_id, options):
+    async def dies_on_one_sample(agent, sample, run_id, options, *trial):
         if sample.index == 40:
             os._exit(3)
-        return await real(agent, sample, run_id, options)
+        return await real(agent, sample, run_id, options, *trial)
 
     monkeypatch.setattr(tcbreplay._record.processes, "run_sample", dies_on_one_sample)
     store = Store(tmp_path / "traces")

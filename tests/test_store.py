@@ -294,7 +294,7 @@ def test_later_journal_record_replaces_earlier_one(store):
     assert sorted(m["position"] for m in messages_of(run_dir) if m["sample_id"] == "a") == [
         0, 1, 2, 3,
     ]  # fmt: skip
-    assert Run(run_dir).recorded_ids() == {"a": "ok", "b": "ok"}
+    assert Run(run_dir).recorded_ids() == {("a", 0): "ok", ("b", 0): "ok"}
 
 
 def test_later_journal_record_replaces_a_folded_sample(store):
@@ -306,7 +306,10 @@ def test_later_journal_record_replaces_a_folded_sample(store):
     run_dir = store.run_dir(RUN)
     writer = store.resume_run(RUN)
     writer.append(record("a", 0, status="ok", n_ai=1))
-    assert Run(run_dir).recorded_ids() == {"a": "ok", "b": "ok"}  # the journal overrides Parquet
+    assert Run(run_dir).recorded_ids() == {
+        ("a", 0): "ok",
+        ("b", 0): "ok",
+    }  # the journal overrides Parquet
     writer.fold()
     writer.close()
     rows = samples_of(run_dir)
@@ -422,7 +425,7 @@ def test_good_run_ids_are_accepted(store, run_id):
 # ---------------------------------------------------------------- manifests
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 3, "2", None])
 def test_manifest_with_another_schema_version_raises(store, version):
     new_run(store).close()
     path = store.run_dir(RUN) / MANIFEST

@@ -126,19 +126,28 @@ def _hash_now(path: Path) -> str:
 
 def _compare_scores(scoring: str, stored: pl.DataFrame, fresh: pl.DataFrame) -> list[Difference]:
     out = []
-    stored_ids = set(stored["sample_id"].to_list())
-    fresh_ids = set(fresh["sample_id"].to_list())
-    for sid in sorted(fresh_ids - stored_ids):
-        out.append(Difference(scoring, sid, "sample", None, "present"))
-    for sid in sorted(stored_ids - fresh_ids):
-        out.append(Difference(scoring, sid, "sample", "present", None))
-    joined = fresh.join(stored, on="sample_id", suffix="__stored")
+    keys = ["sample_id", "trial"]
+    if "trial" not in stored.columns:  # scored before trials: every row is trial 0
+        stored = stored.with_columns(pl.lit(0, pl.Int32).alias("trial"))
+    stored_ids = set(stored.select(keys).iter_rows())
+    fresh_ids = set(fresh.select(keys).iter_rows())
+    for key in sorted(fresh_ids - stored_ids):
+        out.append(Difference(scoring, _label(*key), "sample", None, "present"))
+    for key in sorted(stored_ids - fresh_ids):
+        out.append(Difference(scoring, _label(*key), "sample", "present", None))
+    joined = fresh.join(stored, on=keys, suffix="__stored")
     for column in fresh.columns:
         # run_id is the directory's name: a run copied or renamed keeps its numbers
-        if column in ("sample_id", "run_id") or f"{column}__stored" not in joined.columns:
+        if column in (*keys, "run_id") or f"{column}__stored" not in joined.columns:
             continue
         a, b = pl.col(column), pl.col(f"{column}__stored")
         differs = joined.filter(~(a.eq_missing(b)))
-        for sid, new, old in differs.select("sample_id", column, f"{column}__stored").iter_rows():
-            out.append(Difference(scoring, sid, column, old, new))
+        rows = differs.select(*keys, column, f"{column}__stored").iter_rows()
+        for sid, trial, new, old in rows:
+            out.append(Difference(scoring, _label(sid, trial), column, old, new))
     return out
+
+
+def _label(sample_id: str, trial: int) -> str:
+    """A sample named as the user knows it: its id, and its trial when it has several."""
+    return sample_id if not trial else f"{sample_id} (trial {trial})"

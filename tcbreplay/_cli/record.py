@@ -61,6 +61,11 @@ from tcbreplay.errors import InputError, StoreError
     help="At most this many tokens per minute, run-wide (as the model reports usage).",
 )
 @click.option(
+    "--trials",
+    type=int,
+    help="Record each sample this many times (trials 0 to K-1; default 1, or a resumed run's).",
+)
+@click.option(
     "--run-id",
     help="Run id (default: <benchmark>-<model>-<inputs hash>). "
     "An existing run with the same inputs is resumed.",
@@ -103,6 +108,7 @@ def record(
     backoff,
     max_rpm,
     max_tpm,
+    trials,
     run_id,
     resume_id,
     retry_id,
@@ -160,6 +166,7 @@ def record(
         backoff=backoff,
         max_rpm=max_rpm,
         max_tpm=max_tpm,
+        trials=trials,
     )
     label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")
     progress = Progress(label, quiet=quiet)

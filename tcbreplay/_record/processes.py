@@ -47,7 +47,7 @@ def record_in_processes(
     processes: int,
     agent_for: Callable[[Callable[[BaseException], None]], Any],
     chat_model: Any,
-    samples: list[Sample],
+    samples: list[tuple[Sample, int, int]],
     writer: RunWriter,
     options: RecordOptions,
     progress: ProgressFn | None,
@@ -63,7 +63,8 @@ def record_in_processes(
         async def worker(k: int) -> None:
             await asyncio.sleep(k * STAGGER)
             while (number := await next_number()) is not None:
-                record = await run_sample(agent, samples[number], writer.run_id, options)
+                sample, trial, index = samples[number]
+                record = await run_sample(agent, sample, writer.run_id, options, trial, index)
                 send((_SAMPLE, record["status"], journal_line(record)))
 
         try:

@@ -30,7 +30,7 @@ from tcbreplay._record.models import (
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
 from tcbreplay._record.sample import SampleTimeout, run_sample
 from tcbreplay._store.runs import Run, Store, validate_run_id
-from tcbreplay._store.schema import new_manifest, utcnow
+from tcbreplay._store.schema import new_manifest, row_index, utcnow
 from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import InputError, RunExistsError, StoreError, first_line
 
@@ -99,7 +99,9 @@ def record_run(
 
     A new run id starts a run. An existing run with the same inputs is resumed:
     only samples not yet stored are recorded (with ``retry_errors``, also those
-    stored with status error). ``overwrite`` deletes the existing run first.
+    stored with status error). ``overwrite`` deletes the existing run first. Each sample
+    is recorded ``options.trials`` times (trials 0 to K - 1; by default a resumed run's
+    trials, else 1): more trials than a run holds are recorded as missing samples.
     """
     options = options or RecordOptions()
     if inputs.toolset.tools is None:
@@ -115,6 +117,7 @@ def record_run(
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)
     writer = None
+    trials = options.trials or 1
     if not store.exists(run_id):
         manifest = new_manifest(
             run_id,
@@ -127,7 +130,7 @@ def record_run(
         )
         try:
             writer = store.create_run(manifest, inputs.dataset.entries())
-            samples = inputs.dataset.samples
+            tasks = _tasks(inputs.dataset.samples, trials, {}, set())
         except RunExistsError:
             pass  # made by another process since the look above: resumed below, as it is now
     if writer is None:
@@ -137,18 +140,19 @@ def record_run(
         _check_resumable(run.manifest, print_, run)
         writer = store.resume_run(run_id)
         try:
-            _check_resumable(writer.manifest, print_, run)
+            manifest = writer.manifest
+            _check_resumable(manifest, print_, run)
             recorded = run.recorded_ids()
         except BaseException:
             writer.close()
             raise
+        runner = manifest.get("runner") or {}
+        trials = options.trials or _stored_trials(runner, recorded)
         redo = {"error", "missing"} if retry_errors else set()
-        samples = [
-            s
-            for s in inputs.dataset.samples
-            if s.sample_id not in recorded or recorded[s.sample_id] in redo
-        ]
-        writer.update_manifest(status="recording")
+        tasks = _tasks(inputs.dataset.samples, trials, recorded, redo)
+        writer.update_manifest(status="recording", runner={**runner, "trials": trials})
+    samples = tasks
+    total = len(inputs.dataset) * trials
     processes = min(options.process_count(), max(1, len(samples)))
     on_retry = getattr(progress, "retry", None)
 
@@ -175,10 +179,35 @@ def record_run(
             )
 
     if hasattr(progress, "start"):
-        progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
-    summary = _record(run, samples, writer, choice.simulated, len(inputs.dataset))
+        progress.start(len(samples), total - len(samples))  # type: ignore[union-attr]
+    summary = _record(run, samples, writer, choice.simulated, total)
     summary.processes = processes
     return summary
+
+
+# one recording of a sample: the sample, its trial and its row's sample_index
+Task = tuple[Sample, int, int]
+
+
+def _tasks(
+    samples: list[Sample], trials: int, recorded: dict[tuple[str, int], str], redo: set[str]
+) -> list[Task]:
+    """The trials to record, trial by trial in dataset order: those not recorded yet, and
+    those stored with a status in ``redo``."""
+    out = []
+    for trial in range(trials):
+        for s in samples:
+            status = recorded.get((s.sample_id, trial))
+            if status is None or status in redo:
+                out.append((s, trial, row_index(s.index, trial, len(samples))))
+    return out
+
+
+def _stored_trials(runner: dict[str, Any], recorded: dict[tuple[str, int], str]) -> int:
+    """The trials a resumed run was started with (a run older than trials: 1)."""
+    stored = runner.get("trials")
+    most = max((trial for _, trial in recorded), default=0) + 1
+    return max(stored if isinstance(stored, int) and stored > 0 else 1, most)
 
 
 def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> None:
@@ -214,7 +243,7 @@ class RecordInterrupted(Exception):
 
 def _record(
     run: Callable[[], None],
-    samples: list[Sample],
+    samples: list[Task],
     writer: RunWriter,
     simulated: bool,
     total: int,
@@ -286,23 +315,23 @@ def _finish(writer: RunWriter, status: str, duration: float, total: int) -> Reco
 async def _in_process(
     agent: Any,
     chat_model: Any,
-    samples: list[Sample],
+    samples: list[Task],
     writer: RunWriter,
     options: RecordOptions,
     progress: ProgressFn | None,
 ) -> None:
-    queue: asyncio.Queue[Sample] = asyncio.Queue()
-    for sample in samples:
-        queue.put_nowait(sample)
+    queue: asyncio.Queue[Task] = asyncio.Queue()
+    for task in samples:
+        queue.put_nowait(task)
 
     async def worker(k: int) -> None:
         await asyncio.sleep(k * STAGGER)
         while True:
             try:
-                sample = queue.get_nowait()
+                sample, trial, index = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            record = await run_sample(agent, sample, writer.run_id, options)
+            record = await run_sample(agent, sample, writer.run_id, options, trial, index)
             writer.append(record)
             if progress is not None:
                 progress(record)

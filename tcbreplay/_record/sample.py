@@ -11,14 +11,19 @@ from typing import Any
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import SampleState, current_sample
 from tcbreplay._record.messages import serialize_messages
-from tcbreplay._record.models.sim import SAMPLE_ID_KEY
+from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.secrets import redact
 from tcbreplay._store.schema import sample_record, utcnow
 
 
-async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:
-    """Run one sample; return its journal record (agent and provider failures become data).
+async def run_sample(
+    agent: Any, sample: Sample, run_id: str, options: RecordOptions, trial: int = 0,
+    sample_index: int | None = None,
+) -> dict:  # fmt: skip
+    """Run one trial of a sample (``sample_index``: its row's number, see
+    :func:`tcbreplay._store.schema.row_index`); return its journal record (agent and provider
+    failures become data).
 
     Transient model-call failures are retried inside the agent (see :mod:`tcbreplay._record.agent`);
     ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
@@ -35,7 +40,7 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
             async for value in agent.astream(
                 {"messages": [{"role": "user", "content": sample.input}]},
                 config={
-                    "metadata": {SAMPLE_ID_KEY: sample.sample_id},
+                    "metadata": {SAMPLE_ID_KEY: sample.sample_id, TRIAL_KEY: trial},
                     "recursion_limit": options.recursion_limit,
                 },
                 stream_mode="values",
@@ -59,6 +64,8 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
         duration_s=time.perf_counter() - t0,
         error_type=None if error is None else type(error).__name__,
         error=None if error is None else _one_line(error),
+        trial=trial,
+        sample_index=sample_index,
     )
 
 

@@ -88,6 +88,10 @@ def read_scoring_file(run: Run, path: Path, columns: list[str]) -> pl.DataFrame:
             f"{path}: not a readable Parquet file ({first_line(exc)})", hint=hint
         ) from exc
     assert isinstance(frame, pl.DataFrame)
+    if "trial" not in frame.columns and "sample_id" in frame.columns:
+        # scored before trials (store version 1): every row is trial 0
+        at = frame.columns.index("sample_id") + 1
+        frame = frame.insert_column(at, pl.Series("trial", [0] * frame.height, pl.Int32))
     missing = [name for name in columns if name not in frame.columns]
     if missing:
         raise StoreError(f"{path}: no column {', '.join(missing)}", hint=hint)

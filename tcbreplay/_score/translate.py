@@ -149,7 +149,9 @@ def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAM
         if np.any(np.diff(order) == 0):
             raise StoreError("samples.parquet: sample_index values are not unique")
     n = len(order)
-    frame = pl.from_arrow(gold_lists.select(["sample_id", "sample_index", "category", "status"]))
+    frame = pl.from_arrow(
+        gold_lists.select(["sample_id", "trial", "sample_index", "category", "status"])
+    )
     assert isinstance(frame, pl.DataFrame)
     gold = _flat_side(np.arange(n), gold_lists["calls"], n)
     if gold.name.null_count:

@@ -122,23 +122,26 @@ class Run:
         except FileNotFoundError:
             return 0
 
-    def recorded_ids(self) -> dict[str, str]:
-        """Map every stored sample id to its status (journal entries override Parquet)."""
-        out: dict[str, str] = {}
+    def recorded_ids(self) -> dict[tuple[str, int], str]:
+        """Map every stored (sample id, trial) to its status (journal entries override
+        Parquet)."""
+        out: dict[tuple[str, int], str] = {}
         if self.samples_path.exists():
             try:
-                table = pq.read_table(self.samples_path, columns=["sample_id", "status"])
+                names = pq.read_schema(self.samples_path).names
+                columns = ["sample_id", "status"] + (["trial"] if "trial" in names else [])
+                table = pq.read_table(self.samples_path, columns=columns)
             except (OSError, ValueError, pa.ArrowException) as exc:
                 raise StoreError(
                     f"{self.samples_path}: not a readable Parquet file ({first_line(exc)})"
                 ) from exc
-            out.update(
-                zip(table["sample_id"].to_pylist(), table["status"].to_pylist(), strict=True)
-            )
+            ids = table["sample_id"].to_pylist()
+            trials = table["trial"].to_pylist() if "trial" in columns else [0] * len(ids)
+            out.update(zip(zip(ids, trials, strict=True), table["status"].to_pylist(), strict=True))
         from tcbreplay._store.journal import read_journal
 
         for record in read_journal(self.dir / JOURNAL):
-            out[record["sample_id"]] = record["status"]
+            out[(record["sample_id"], record.get("trial", 0))] = record["status"]
         return out
 
     @contextmanager

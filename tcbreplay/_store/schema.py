@@ -3,11 +3,12 @@
 Every writer of a run (recording, importing) builds rows and manifests here, and every
 reader checks them here.
 
-Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README):
+Layout of ``<store>/<run_id>/`` (``schema_version`` 2, documented in the README):
 
 - ``manifest.json``: everything needed to score the run without its inputs.
 - ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
-- ``samples.parquet``: one row per sample (``SAMPLES_SCHEMA``).
+- ``samples.parquet``: one row per sample and trial (``SAMPLES_SCHEMA``), keyed by
+  ``(sample_id, trial)``; ``sample_index`` numbers the rows (:func:`row_index`).
 - ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``),
   in row groups of one message type each (:class:`tcbreplay._store.parquet.MessagesWriter`).
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
@@ -33,7 +34,10 @@ from tcbreplay.errors import (
     StoreError,
 )
 
-SCHEMA_VERSION = 1
+# 2: a trial column in samples, messages and scores (rows keyed by sample_id and trial), and
+# the samples' metadata. Version 1 files read as trial 0 without metadata (OPTIONAL_COLUMNS).
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 MANIFEST = "manifest.json"
@@ -80,10 +84,12 @@ SAMPLES_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("sample_id", pa.string()),
-        ("sample_index", pa.int32()),
+        ("trial", pa.int32()),  # 0, 1, ... : the sample's runs (record --trials, imports)
+        ("sample_index", pa.int32()),  # the row's number: row_index(entry, trial, entries)
         ("input", pa.string()),
         ("gold", pa.string()),  # JSON: [{"name", "args"}, ...]
         ("category", pa.string()),
+        ("metadata", pa.string()),  # JSON object, or null: the entry's and the trial's
         ("status", pa.string()),  # ok | error | missing
         ("attempts", pa.int32()),
         ("error_type", pa.string()),
@@ -102,6 +108,7 @@ MESSAGES_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("sample_id", pa.string()),
+        ("trial", pa.int32()),
         ("sample_index", pa.int32()),  # the sample's, so scoring needs no join on ids
         ("position", pa.int32()),
         ("type", pa.string()),  # human | ai | tool | system | ...
@@ -112,6 +119,37 @@ MESSAGES_SCHEMA = pa.schema(
         ("latency_s", pa.float64()),
     ]
 )
+
+
+# The one argument of a tool call whose arguments were not a JSON object (an importer's text
+# from a model, kept as it was): no tool has such a parameter, so it scores as invalid.
+INVALID_ARGUMENTS = "[tcbreplay: arguments not a JSON object]"
+
+
+# Columns version 1 files lack, and the SQL value they read as there.
+OPTIONAL_COLUMNS = {"trial": "0::integer", "metadata": "null::varchar"}
+
+
+def with_optional_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """An Arrow table of a version 1 file with the columns it lacks, as the views read them
+    (trial 0, no metadata), in the store's column order."""
+    for name in OPTIONAL_COLUMNS:
+        if name in schema.names and name not in table.column_names:
+            value = 0 if name == "trial" else None
+            table = table.append_column(
+                schema.field(name), pa.array([value] * table.num_rows, schema.field(name).type)
+            )
+    return table.select([name for name in schema.names if name in table.column_names])
+
+
+def row_index(index: int, trial: int, entries: int) -> int:
+    """The ``sample_index`` of trial ``trial`` of dataset entry ``index`` (of ``entries``):
+    the entry's position for trial 0, as before trials, and after all of trial t - 1's rows
+    for trial t, so adding trials to a run numbers its rows the same."""
+    value = index + trial * entries
+    if trial < 0 or value >= 2**31:
+        raise ValueError(f"trial {trial} of entry {index}: no row index (0 <= index < 2**31)")
+    return value
 
 
 def utcnow() -> dt.datetime:
@@ -152,9 +190,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise StoreError(f"{where}: not a manifest: {_json_type(manifest)}, not an object")
     version = manifest.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise StoreError(
-            f"{where}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
+            f"{where}: schema_version {version!r}, this tcbreplay reads "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}"
         )
     if "status" not in manifest:  # every writer sets it first: recording, then how it ended
         raise StoreError(f"{where}: no status")
@@ -198,10 +237,12 @@ def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "run_id": r["run_id"],
                 "sample_id": r["sample_id"],
+                "trial": r.get("trial", 0),
                 "sample_index": r["sample_index"],
                 "input": r["input"],
                 "gold": json.dumps(r["gold"], ensure_ascii=False),
                 "category": r.get("category"),
+                "metadata": metadata_text(r.get("metadata")),
                 "status": r["status"],
                 "attempts": r.get("attempts", 0),
                 "error_type": r.get("error_type"),
@@ -226,6 +267,7 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 {
                     "run_id": r["run_id"],
                     "sample_id": r["sample_id"],
+                    "trial": r.get("trial", 0),
                     "sample_index": r["sample_index"],
                     "position": position,
                     "type": m["type"],
@@ -237,6 +279,11 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def metadata_text(metadata: dict[str, Any] | None) -> str | None:
+    """A sample's metadata as stored: JSON text of the object, null when it has none."""
+    return json.dumps(metadata, ensure_ascii=False) if metadata else None
 
 
 def _ts(value: Any) -> dt.datetime | None:
@@ -255,6 +302,7 @@ SCORES_SCHEMA = pa.schema(
         ("run_id", pa.string()),
         ("scoring", pa.string()),
         ("sample_id", pa.string()),
+        ("trial", pa.int32()),
         ("sample_index", pa.int32()),
         ("category", pa.string()),
         ("status", pa.string()),
@@ -313,6 +361,7 @@ class SampleLike(Protocol):
     index: int
     input: str
     category: str | None
+    metadata: dict[str, Any] | None
 
     @property
     def target(self) -> Sequence[Any]: ...  # gold calls, each with ``to_dict()``
@@ -330,19 +379,27 @@ def sample_record(
     duration_s: float | None = None,
     error_type: str | None = None,
     error: str | None = None,
+    trial: int = 0,
+    sample_index: int | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One finished sample as the journal holds it (folded into both Parquet files): the
-    dataset sample, how it ended, and its messages (``message`` JSON text, ``type``, token
-    counts and latency each)."""
+    """One finished trial of a sample as the journal holds it (folded into both Parquet
+    files): the dataset sample, how it ended, and its messages (``message`` JSON text,
+    ``type``, token counts and latency each). ``sample_index``: the row's number
+    (:func:`row_index`; by default the entry's position); ``metadata``: the trial's own,
+    over the entry's."""
     if status not in STATUSES:
         raise ValueError(f"status {status!r}: not one of {', '.join(STATUSES)}")
+    merged = {**(sample.metadata or {}), **(metadata or {})}
     return {
         "run_id": run_id,
         "sample_id": sample.sample_id,
-        "sample_index": sample.index,
+        "trial": trial,
+        "sample_index": sample.index if sample_index is None else sample_index,
         "input": sample.input,
         "gold": [call.to_dict() for call in sample.target],
         "category": sample.category,
+        "metadata": merged or None,
         "status": status,
         "attempts": attempts,
         "error_type": error_type,

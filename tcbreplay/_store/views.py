@@ -31,9 +31,11 @@ from tcbreplay._store.schema import (
     _RUNS_SCHEMA,
     _TOOLS_SCHEMA,
     MESSAGES_SCHEMA,
+    OPTIONAL_COLUMNS,
     SAMPLES_SCHEMA,
     SCORES,
     SCORES_SCHEMA,
+    with_optional_columns,
 )
 from tcbreplay.errors import (
     InputError,
@@ -213,7 +215,7 @@ def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConn
         ("samples", samples, SAMPLES_SCHEMA),
         ("messages", messages, MESSAGES_SCHEMA),
     ):
-        con.register("_input", table.cast(schema))
+        con.register("_input", with_optional_columns(table, schema).cast(schema))
         con.execute(f"create table {name} as select * from _input")
         con.unregister("_input")
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
@@ -239,37 +241,58 @@ def _bind_files(
     con: duckdb.DuckDBPyConnection, view: str, files: list[Path], schema: pa.Schema
 ) -> None:
     """Bind a view to Parquet files; ``run_id`` is the name of each file's run directory, so a
-    run directory copied or renamed is seen under its new name."""
+    run directory copied or renamed is seen under its new name. Files of version 1 read
+    their missing columns as :data:`OPTIONAL_COLUMNS` says."""
     if files:  # checked by the caller (_check_run_files, _readable_scores)
-        listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
+        groups: dict[tuple[str, ...], list[Path]] = {}
+        for path in files:
+            groups.setdefault(_missing_optional(path, schema), []).append(path)
+        parts = []
+        for missing, paths in groups.items():
+            listing = ", ".join(_sql_string(str(p.resolve())) for p in paths)
+            filled = "".join(f", {OPTIONAL_COLUMNS[name]} as {name}" for name in missing)
+            parts.append(f"select *{filled} from read_parquet([{listing}], filename = true)")
         pattern = _sql_string(_RUN_DIR_PATTERN[view])
-        con.execute(
-            f"create or replace view {view} as select * exclude (filename) "
-            f"replace (regexp_extract(filename, {pattern}, 1) as run_id) "
-            f"from read_parquet([{listing}], filename = true)"
+        columns = ", ".join(
+            f"regexp_extract(filename, {pattern}, 1) as run_id" if name == "run_id" else name
+            for name in schema.names
         )
+        source = parts[0] if len(parts) == 1 else " union all by name ".join(parts)
+        con.execute(f"create or replace view {view} as select {columns} from ({source})")
     else:
         columns = ", ".join(f"null::{_duck_type(f.type)} as {f.name}" for f in schema)
         con.execute(f"create or replace view {view} as select {columns} where false")
 
 
+def _missing_optional(path: Path, schema: pa.Schema) -> tuple[str, ...]:
+    """The columns a version 1 file lacks (read from its footer; checked before)."""
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    return tuple(n for n in OPTIONAL_COLUMNS if n in schema.names and n not in names)
+
+
 def _check_columns(path: Path, schema: pa.Schema) -> None:
-    """Refuse a run file without the store's columns, or with a column of another kind of
-    type (text, integers, numbers, times; a column of nulls only fits any), read from its
-    footer only."""
+    """Refuse a run file without the store's columns (those version 1 lacked may be left
+    out), or with a column of another kind of type (text, integers, numbers, times; a column
+    of nulls only fits any), read from its footer only."""
     import pyarrow.parquet as pq
 
     try:
         found = pq.read_schema(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
-    missing = [name for name in schema.names if name not in found.names]
+    missing = [
+        name for name in schema.names if name not in found.names and name not in OPTIONAL_COLUMNS
+    ]
     if missing:
         raise StoreError(
             f"{path}: no column {', '.join(missing)}; the file is not in this tcbreplay's "
             "store format (written by another tool or an older version?)"
         )
     for field in schema:
+        if field.name not in found.names:
+            continue
         actual = found.field(field.name).type
         if not pa.types.is_null(actual) and _kind(actual) != _kind(field.type):
             raise StoreError(

@@ -82,6 +82,7 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
     scores = pl.DataFrame(
         {
             "sample_id": samples["sample_id"],
+            "trial": samples["trial"],
             "sample_index": samples["sample_index"],
             "category": samples["category"],
             "status": samples["status"],
@@ -100,6 +101,7 @@ def score_part(flat: FlatCalls, tools: Tools, rel_tol: float, abs_tol: float) ->
     chosen_frame = pl.DataFrame(
         {
             "sample_id": samples["sample_id"].gather(picked[kernels.SAMPLE]),
+            "trial": samples["trial"].gather(picked[kernels.SAMPLE]),
             "agent_index": picked[kernels.AGENT],
             "gold_index": picked[kernels.GOLD],
             "tool": names.gather(picked[kernels.TOOL]),
@@ -222,9 +224,9 @@ def warm() -> None:
         )
 
     samples = pl.DataFrame(
-        {"sample_id": ["a", "b"], "sample_index": [0, 1], "category": [None, None],
-         "status": ["ok", "ok"]},
-        schema_overrides={"sample_index": pl.Int32, "category": pl.String},
+        {"sample_id": ["a", "b"], "trial": [0, 0], "sample_index": [0, 1],
+         "category": [None, None], "status": ["ok", "ok"]},
+        schema_overrides={"trial": pl.Int32, "sample_index": pl.Int32, "category": pl.String},
     ).with_row_index("s")  # fmt: skip
     flat = FlatCalls(
         samples=samples,
