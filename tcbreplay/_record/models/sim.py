@@ -3,8 +3,9 @@
 For each sample it plays the gold trajectory through the real tools, with
 mistakes drawn from a random generator seeded by ``(seed, sample id, trial)`` only
 (trial 0 by ``(seed, sample id)``, as before trials): skip a call, add a wrong call,
-swap two calls, change a value, invent an argument. It may group consecutive calls into one AI message (parallel calls).
-Every AI message it writes names it as simulated in ``response_metadata``.
+swap two calls, change a value, invent an argument. It may group consecutive calls
+into one AI message (parallel calls). Every AI message it writes names it as
+simulated in ``response_metadata``.
 
 Options (``sim:seed=7,error_rate=0.2``): ``seed`` (int, 0), ``error_rate``
 (probability of a mistake per gold call, 0.15), ``mistakes`` (kinds joined by
