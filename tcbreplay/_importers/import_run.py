@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.lines import TraceLine
+from tcbreplay._importers.lines import SourceTraces, TraceLine
 from tcbreplay._importers.sniff import ALIASES, FORMATS, sniff
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
@@ -36,17 +36,6 @@ class ImportSummary:
     format: str = "langchain"
     sniffed: str | None = None  # why the format was chosen, when --format was not given
     trials: int = 1
-
-
-@dataclass
-class SourceTraces:
-    """What a traces file holds: its lines, and where the format keeps them, the samples'
-    inputs and gold calls (``dataset``), the tools and the model."""
-
-    lines: list[TraceLine]
-    dataset: Dataset | None = None
-    tools: list[dict[str, Any]] | None = None
-    model: str | None = None
 
 
 def import_traces(

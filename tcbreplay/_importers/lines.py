@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay._inputs import limits
-from tcbreplay._inputs.dataset import lone_surrogate, unknown_keys
+from tcbreplay._inputs.dataset import Dataset, lone_surrogate, unknown_keys
 from tcbreplay._record.secrets import redact
 from tcbreplay.errors import TraceError
 
@@ -45,6 +45,17 @@ class TraceLine:
     error_type: str | None = None
     metadata: dict[str, Any] | None = None
     place: str = field(default="", compare=False)
+
+
+@dataclass
+class SourceTraces:
+    """What a traces file holds: its lines, and where the format keeps them, the samples'
+    inputs and gold calls (``dataset``), the tools and the model."""
+
+    lines: list[TraceLine]
+    dataset: Dataset | None = None
+    tools: list[dict[str, Any]] | None = None
+    model: str | None = None
 
 
 # turns one line's raw messages (and the whole line) into LangChain messages; ``place`` names
