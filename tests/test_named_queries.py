@@ -18,6 +18,7 @@ from helpers import cli
 from tcbreplay._analysis.named_queries import _parse_file, list_named, load_named, run_named
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._record.models import parse_model
+from tcbreplay._score.metrics import success
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
 from tcbreplay._store.runs import Store
@@ -25,11 +26,15 @@ from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
-NAMES = ["cost_latency", "error_breakdown", "invented_keys", "tool_confusion", "worst_samples"]
+NAMES = [
+    "cost_latency", "error_breakdown", "invented_keys", "per_sample", "tool_confusion",
+    "worst_samples",
+]  # fmt: skip
 PARAMS = {
     "cost_latency": "run_id=null, limit=50",
     "error_breakdown": "run_id=null",
     "invented_keys": "run_id=null, limit=20",
+    "per_sample": "run_id=null, limit=50",
     "tool_confusion": "run_id=null",
     "worst_samples": "run_id=null, limit=20",
 }
@@ -427,3 +432,27 @@ def test_a_run_id_the_store_lacks_is_an_error_not_an_empty_table(traces, name):
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("Error: run 'no-such-run' not found in store")
     assert result.stdout == ""
+
+
+def test_per_sample(traces):
+    """Each sample over its trials (the faulty run has two), with its clean trials."""
+    frame = traces.scores.with_columns(success().alias("success"))
+    expected = {
+        (run_id, sid): (
+            group.height, int(group["success"].sum()), group["tsa"].mean(), group["tp"].mean(),
+            group["args_invalid"].sum() / group["args_total"].sum()
+            if group["args_total"].sum() else None,
+        )
+        for (run_id, sid), group in frame.group_by(["run_id", "sample_id"])
+    }  # fmt: skip
+    rows = query_json(traces.root, "per_sample", "limit=100000")
+    assert len(rows) == len(expected)
+    assert {r["trials"] for r in rows if r["run_id"] == "faulty"} == {2}
+    for r in rows:
+        n, c, tsa, tp, ahr = expected[r["run_id"], r["sample_id"]]
+        assert (r["trials"], r["successes"]) == (n, c)
+        assert r["tp"] == pytest.approx(tp)
+        assert r["tsa"] == pytest.approx(tsa) if tsa is not None else r["tsa"] is None
+        assert r["ahr"] == pytest.approx(ahr) if ahr is not None else r["ahr"] is None
+    shares = [r["successes"] / r["trials"] for r in rows]
+    assert shares == sorted(shares)

@@ -29,6 +29,8 @@ SUMMARY_FIELDS = (
     "args_missing", "n_errors",
 )  # fmt: skip
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
+# written since trials: checked where the stored summary has them
+TRIAL_FIELDS = ("trials", "by_trial", "by_sample", "pass_k")
 
 
 @dataclass
@@ -106,7 +108,8 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
             elif digest != hashes[name] and name not in report.changed_files:
                 report.changed_files.append(name)
         fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
-        for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS:
+        trial_fields = tuple(key for key in TRIAL_FIELDS if key in stored_summary)
+        for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS + trial_fields:
             if stored_summary.get(key) != fresh.summary.get(key):
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])

@@ -2,7 +2,9 @@
 
 Both runs are scored with the same scoring (``spec`` by default; a run never scored
 that way is scored in memory, without writing). Samples are paired by sample id;
-deltas are always B − A. A sample *regressed* when any of its tsa, tp or ahr got
+deltas are always B − A. A run with several trials of a sample is compared by sample: its
+tsa and tp are the means over the sample's trials, its ahr (and the arguments behind it)
+pooled over them, so the bootstrap resamples samples, not trials. A sample *regressed* when any of its tsa, tp or ahr got
 worse (tsa or tp lower, ahr higher) and *improved* when none got worse and one got
 better. Confidence intervals come from a paired bootstrap over the common samples
 (``n_boot`` resamples with replacement, percentile interval, seeded).
@@ -54,6 +56,17 @@ class DiffResult:
     confidence: float
     regressed: list[str] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
+    trials: dict[str, int] = field(default_factory=lambda: {"a": 1, "b": 1})
+
+    @property
+    def trials_note(self) -> str:
+        """How the comparison treats trials, for people to read ('' with one trial each)."""
+        if self.trials["a"] == self.trials["b"] == 1:
+            return ""
+        return (
+            f"trials: A {self.trials['a']}, B {self.trials['b']}; each sample's tsa and tp "
+            "are the means over its trials, its ahr pooled over them"
+        )
 
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
         out = {
@@ -68,6 +81,7 @@ class DiffResult:
             "tools": self.tools,
             "regressed": self.regressed,
             "improved": self.improved,
+            "trials": {**self.trials, "paired_by": "sample", "note": self.trials_note or None},
         }
         if samples:
             out["samples"] = self.samples.to_dicts()
@@ -132,6 +146,9 @@ def diff_runs(
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
         a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
         b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
+    trials = {"a": _trials(a), "b": _trials(b)}
+    if trials["a"] > 1 or trials["b"] > 1:
+        a, b = _by_sample(a, scoring), _by_sample(b, scoring)
     joined = (
         a.select(SCORE_COLUMNS)
         .join(b.select(SCORE_COLUMNS), on="sample_id", suffix="_b")
@@ -193,6 +210,36 @@ def diff_runs(
         confidence=confidence,
         regressed=deltas.filter(pl.col("change") == "regressed")["sample_id"].to_list(),
         improved=deltas.filter(pl.col("change") == "improved")["sample_id"].to_list(),
+        trials=trials,
+    )
+
+
+def _trials(scores: pl.DataFrame) -> int:
+    last = scores["trial"].max() if "trial" in scores.columns else None
+    return 1 if last is None else int(last) + 1
+
+
+def _by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
+    """One row per sample over its trials: tsa and tp their means (under ``abet``, tsa pooled
+    over the trials' gold calls, as that scorer pools it), ahr and its arguments pooled."""
+    if scoring == "abet":
+        hits = (pl.col("tsa").fill_null(0) * pl.col("n_gold")).round().sum()
+        tsa = pl.when(pl.col("n_gold").sum() > 0).then(hits / pl.col("n_gold").sum())
+    else:
+        tsa = pl.col("tsa").mean()
+    invalid, total = pl.col("args_invalid").sum(), pl.col("args_total").sum()
+    return (
+        scores.group_by("sample_id", maintain_order=True)
+        .agg(
+            pl.col("sample_index").min(),
+            pl.col("n_gold").sum(),
+            tsa.alias("tsa"),
+            pl.col("tp").mean(),
+            pl.when(total > 0).then(invalid / total).alias("ahr"),
+            invalid.alias("args_invalid"),
+            total.alias("args_total"),
+        )
+        .sort("sample_index")
     )
 
 

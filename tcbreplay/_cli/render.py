@@ -103,6 +103,7 @@ def diff_tables(result: Any, limit: int = 10) -> list[Table]:
     head.caption = (
         f"paired bootstrap, {result.n_boot} resamples, seed {result.seed}; "
         f"{len(result.regressed)} samples regressed, {len(result.improved)} improved"
+        + (f"; {result.trials_note}" if getattr(result, "trials_note", "") else "")
     )
     tables = [head]
     if result.tools:

@@ -23,7 +23,7 @@ from tcbreplay import __version__
 from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
-from tcbreplay._score.metrics import summarize
+from tcbreplay._score.metrics import summarize, trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.results import (
     Scored,
@@ -85,6 +85,7 @@ def _score_run(
         "toolkit_version": __version__,
         "by_tool": scored.by_tool,
         "by_category": scored.by_category,
+        **trial_summary(scores),
         "audit": audit.finish(scores),
     }
     result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores, pairs=scored.pairs)
