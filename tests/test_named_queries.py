@@ -18,9 +18,9 @@ from helpers import cli
 from tcbreplay._analysis.named_queries import _parse_file, list_named, load_named, run_named
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._record.models import parse_model
-from tcbreplay._score.metrics import success
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
+from tcbreplay._score.metrics import success
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError

@@ -85,8 +85,9 @@ def test_k_runs_to_the_fewest_trials_of_any_sample():
 def trial_store(tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("passk") / "traces")
     for run_id, seed, trials in (("k3", 7, 3), ("k2", 8, 2), ("k1", 7, 1)):
-        record_run(load_inputs("tool-call"), parse_model(f"sim:seed={seed},error_rate=0.3"),
-                   store, run_id=run_id, options=RecordOptions(workers=8, trials=trials))  # fmt: skip
+        model = parse_model(f"sim:seed={seed},error_rate=0.3")
+        options = RecordOptions(workers=8, trials=trials)
+        record_run(load_inputs("tool-call"), model, store, run_id=run_id, options=options)
     return store
 
 

@@ -4,10 +4,10 @@ Both runs are scored with the same scoring (``spec`` by default; a run never sco
 that way is scored in memory, without writing). Samples are paired by sample id;
 deltas are always B − A. A run with several trials of a sample is compared by sample: its
 tsa and tp are the means over the sample's trials, its ahr (and the arguments behind it)
-pooled over them, so the bootstrap resamples samples, not trials. A sample *regressed* when any of its tsa, tp or ahr got
-worse (tsa or tp lower, ahr higher) and *improved* when none got worse and one got
-better. Confidence intervals come from a paired bootstrap over the common samples
-(``n_boot`` resamples with replacement, percentile interval, seeded).
+pooled over them, so the bootstrap resamples samples, not trials. A sample *regressed* when
+any of its tsa, tp or ahr got worse (tsa or tp lower, ahr higher) and *improved* when none
+got worse and one got better. Confidence intervals come from a paired bootstrap over the
+common samples (``n_boot`` resamples with replacement, percentile interval, seeded).
 """
 
 from __future__ import annotations
