@@ -556,7 +556,7 @@ def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
     assert all(r.exit_code == 0 for r in printed), [r.output for r in printed]
     assert "[redacted]" in printed[0].output
     assert not any(FAKE_KEY in r.output for r in printed)
-    exported = (tmp_path / "export" / "samples.jsonl").read_text()
+    exported = (tmp_path / "export" / "traces.jsonl").read_text()
     assert "[redacted]" in exported and FAKE_KEY not in exported
     html = (tmp_path / "report.html").read_text()
     assert "[redacted]" in html and FAKE_KEY not in html

@@ -249,8 +249,8 @@ def test_a_folder_with_samples_but_no_manifest_is_refused_never_merged(two_runs,
     traces.write_text(json.dumps({"sample_id": "other-hi-there", "messages": []}) + "\n")
     for result in (
         record_again(root, run_id, other_dataset),
-        cli("import", "--dataset", other_dataset, "--tools", BUILTIN.tools,
-            "--traces", traces, "--run-id", run_id, "--store", root),
+        cli("import", "--dataset", other_dataset, "--tools", BUILTIN.tools, "--format",
+            "langchain", "--traces", traces, "--run-id", run_id, "--store", root),
     ):  # fmt: skip
         assert result.exit_code == 1, result.output
         error, hint = result.stderr.splitlines()

@@ -31,7 +31,8 @@ REPO = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
 SIM = "sim:seed=7,error_rate=0.3"  # the model of the session's sim_run
 IMPORT = ("import", "--dataset", DATA / "ds_shapes.json", "--tools", DATA / "tools_shop.json",
-          "--traces", DATA / "import" / "traces_shapes.jsonl", "--run-id", "imported")  # fmt: skip
+          "--traces", DATA / "import" / "traces_shapes.jsonl", "--run-id", "imported",
+          "--format", "langchain")  # fmt: skip
 
 
 def tcbreplay(*args: object, fsize: int | None = None, read_only: tuple[Path, ...] = ()):
