@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from helpers import fifo_read
+from helpers import cli, fifo_read
 from report_helpers import import_hand_run, payload
 
 from tcbreplay._analysis.report import build_report, collect, write_report
@@ -441,3 +441,27 @@ def test_report_through_a_symlink_replaces_its_target(hand, tmp_path):
     assert target.read_text(encoding="utf-8").startswith("<!doctype html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "out"]
     assert [p.name for p in target.parent.iterdir()] == ["target.html"]  # no temporary file
+
+
+def test_trials_are_rows_of_their_own_and_metadata_shows(tmp_path):
+    """τ-bench's trajectories (#20): each trial a row named by its sample and trial, with its
+    own calls and transcript, and its metadata (the reward) in the sample view."""
+    tau = Path(__file__).parent / "data" / "tau-bench"
+    root = tmp_path / "traces"
+    imported = cli("import", "--traces", tau / "gpt-4o-airline-sample.json", "--tools",
+                   tau / "airline-tools.json", "--run-id", "tau", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    out = tmp_path / "r.html"
+    assert cli("report", "tau", "-o", out, "--store", root).exit_code == 0
+    page = out.read_text()
+    data, details = payload(page, "report-data"), payload(page, "report-details")
+    ids = data["samples"]["id"]
+    assert len(ids) == 20 and len(set(ids)) == 20
+    assert ids[:6] == ["0", "1", "2", "5", "12", "0 (trial 1)"]
+    results = json.loads((tau / "gpt-4o-airline-sample.json").read_text())
+    for r in results:
+        key = str(r["task_id"]) + (f" (trial {r['trial']})" if r["trial"] else "")
+        entry = details["runs"][0]["samples"][ids.index(key)]
+        assert entry["m"]["reward"] == r["reward"]
+        calls = [m for m in r["traj"] if m.get("tool_calls")]
+        assert len(entry["a"]) == sum(len(m["tool_calls"]) for m in calls)

@@ -9,7 +9,7 @@ import click
 
 from tcbreplay._cli.common import STORE_OPTION, main
 from tcbreplay._importers.sniff import ALIASES, FORMATS
-from tcbreplay.errors import InputError
+from tcbreplay.errors import InputError, TraceError
 
 # formats whose traces hold the samples' inputs and gold calls: --dataset may be left out
 _SELF_CONTAINED = ("tau-bench", "inspect")
@@ -55,7 +55,8 @@ def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> N
     validate_run_id(run_id)
     why = None
     if fmt is None and traces.is_file():
-        with contextlib.suppress(OSError):  # reading the traces says what is wrong
+        # a file that cannot be read, or told: importing it says what is wrong
+        with contextlib.suppress(OSError, TraceError):
             fmt, why = sniff(traces, traces.read_bytes())
     fmt = ALIASES.get(fmt, fmt)
     if tools is None and fmt == "abet-evaluation":
@@ -65,16 +66,22 @@ def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> N
         if tools is None:
             raise InputError("--tools is required", hint="give module:attr or a tools.json file")
         inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
-    elif fmt not in _SELF_CONTAINED:
+    elif fmt is not None and fmt not in _SELF_CONTAINED:
         raise InputError(
             "--dataset is required" + (f" with --format {fmt}" if fmt else ""),
             hint=f"only {' and '.join(_SELF_CONTAINED)} traces hold their samples' gold calls",
         )
-    if why is not None:  # said before the traces are read: an error in them shows the choice
-        click.echo(f"format: {fmt} ({why}); --format chooses another", err=True)
-    summary = import_traces(
-        inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools
-    )
+    chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
+    try:
+        summary = import_traces(
+            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools
+        )
+    except TraceError as exc:  # traces that could not be read: say how they were read
+        if chosen is not None:
+            exc.hint = (f"{exc.hint}; " if exc.hint else "") + f"read as {chosen}"
+        raise
+    if chosen is not None:
+        click.echo(f"format: {chosen}", err=True)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     trials = f" ({summary.trials} trials each)" if summary.trials > 1 else ""
     click.echo(

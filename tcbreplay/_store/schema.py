@@ -350,6 +350,7 @@ _RUNS_SCHEMA = pa.schema(
         ("toolkit_version", pa.string()),
         ("dataset_sha256", pa.string()),
         ("source", pa.string()),
+        ("trials", pa.int64()),
     ]
 )
 

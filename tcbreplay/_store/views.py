@@ -377,6 +377,8 @@ def _runs_table(runs: list[Run]) -> pa.Table:
                 "toolkit_version": (m.get("toolkit") or {}).get("version"),
                 "dataset_sha256": (m.get("dataset") or {}).get("sha256"),
                 "source": m.get("source", "record"),
+                # recorded: the runner's trials; imported: the most any sample has
+                "trials": totals.get("trials") or (m.get("runner") or {}).get("trials") or 1,
             }
         )
     return pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)

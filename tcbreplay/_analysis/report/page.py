@@ -364,6 +364,7 @@ def details_payload(report: ReportData) -> dict[str, Any]:
     for run in report.runs:
         messages = transcripts(run)
         errors = dict(run.samples.select("sample_id", "error").iter_rows())
+        metadata = dict(run.samples.select("sample_id", "metadata").iter_rows())
         per_sample: list[Any] = []
         for sid in report.sample_ids:
             if sid not in run.agent:
@@ -384,6 +385,8 @@ def details_payload(report: ReportData) -> dict[str, Any]:
                 entry["g"] = gold
             if errors.get(sid):
                 entry["e"] = errors[sid]
+            if metadata.get(sid):  # the sample's metadata object, as stored
+                entry["m"] = json.loads(metadata[sid])
             per_sample.append(entry)
         runs.append(
             {

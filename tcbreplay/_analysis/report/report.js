@@ -233,6 +233,7 @@
         `<span>tokens <b>${C.tin[s] ?? "—"} in / ${C.tout[s] ?? "—"} out</b></span>` +
         `<span>duration <b>${C.dur[s] == null ? "—" : C.dur[s] + " s"}</b></span></div>`;
       if (e.e) h += `<div class="error">${esc(e.e)}</div>`;
+      if (e.m) h += `<h3>Metadata</h3><pre class="input-text">${esc(JSON.stringify(e.m, null, 2))}</pre>`;
       h += "<h3>Trajectories</h3><div class=\"legend\">" + Object.entries(TAGS).map(([k, v]) =>
         `<span class="arg ${k}">${v}</span>`).join("") + "</div>" +
         trajectories(e.g || x.gold[s], e.a, e.p) + "<h3>Transcript</h3>" + transcript(run, e);
