@@ -154,3 +154,29 @@ def test_a_version_1_store_reads_as_trial_0_without_metadata(tmp_path):
                "--format", "json", "--store", root)  # fmt: skip
     total = cli("sql", "select count(*) as n from samples", "--format", "json", "--store", root)
     assert json.loads(rows.stdout) == json.loads(total.stdout)
+
+
+def test_a_journal_folds_into_version_1_files_as_trial_0_rows(tmp_path):
+    """Resuming a version 1 run writes version 2 files: its rows become trial 0."""
+    from tcbreplay._store.journal import fold_journal
+    from tcbreplay._store.writer import journal_line
+
+    run_dir = tmp_path / "rec-v1"
+    shutil.copytree(V1 / "rec-v1", run_dir)
+    old = pq.read_table(run_dir / "samples.parquet").to_pylist()
+    first = old[0]
+    record = {
+        **{k: first[k] for k in ("run_id", "sample_id", "input", "category", "status")},
+        "trial": 1, "sample_index": first["sample_index"] + len(old),
+        "gold": json.loads(first["gold"]), "metadata": {"note": "new"},
+        "messages": [{"type": "human", "message": '{"type": "human", "data": {"content": "x"}}'}],
+    }  # fmt: skip
+    (run_dir / "journal.jsonl").write_text(journal_line(record) + "\n")
+    fold_journal(run_dir)
+    rows = pq.read_table(run_dir / "samples.parquet").to_pylist()
+    assert len(rows) == len(old) + 1
+    assert [(r["sample_id"], r["trial"], r["metadata"]) for r in rows[:1] + rows[-1:]] == [
+        (first["sample_id"], 0, None), (first["sample_id"], 1, '{"note": "new"}')
+    ]  # fmt: skip
+    messages = pq.read_table(run_dir / "messages.parquet").to_pylist()
+    assert {m["trial"] for m in messages} == {0, 1}
