@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from tcbreplay._analysis.diff import DiffResult, diff_runs
     from tcbreplay._analysis.report import write_report
     from tcbreplay._analysis.sql import QueryResult, run_sql
-    from tcbreplay._importers.export import export_traces
+    from tcbreplay._importers.export import export_traces as export_traces
     from tcbreplay._importers.import_run import ImportSummary, import_traces
     from tcbreplay._inputs.benchmarks import BenchmarkInputs, load_inputs
     from tcbreplay._record.models import ModelChoice, parse_model
