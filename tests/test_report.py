@@ -328,14 +328,16 @@ def test_unwritable_outputs_are_refused(hand, tmp_path):
             write_report(store, run_ids, "/proc/r.html")
 
 
-def test_report_does_not_import_langchain(hand):
+def test_report_imports_neither_langchain_nor_plotly(hand):
+    """Nor plotly.py: the figures are plain JSON for the vendored plotly.js."""
     store, run_ids = hand
     code = (
         "import sys\n"
         "from tcbreplay._analysis.report import build_report\n"
         "from tcbreplay._store.runs import Store\n"
         f"build_report(Store({str(store.root)!r}), {run_ids!r})\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph')))\n"
+        "bad = sorted(m for m in sys.modules\n"
+        "    if m.startswith(('langchain', 'langgraph', 'plotly')))\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
