@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from tcbreplay import __version__
-from tcbreplay._analysis.report.charts import run_color
+from tcbreplay._analysis.report.charts import run_color, tp_normalised
 from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
 from tcbreplay._store.schema import utcnow
 
@@ -39,6 +39,7 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
         "tool_table": _tool_table(report),
         "tool_options": "".join(_option(t, t) for t in report.tools),
         "category_options": "".join(_option(c, c) for c in _categories(report)),
+        "tp_hint": _tp_hint(report),
         "regressed_option": (
             '<option value="regressed">regressed (vs first run)</option>'
             if len(report.runs) > 1
@@ -52,6 +53,16 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
     template = package.joinpath("template.html").read_text(encoding="utf-8")
     # One pass, so inserted text (plotly.js, data) is never scanned for markers.
     return _MARKER.sub(lambda m: parts[m.group(1)], template)
+
+
+def _tp_hint(report: ReportData) -> str:
+    if tp_normalised(report):
+        sizes = ", ".join(f"{run.scores.height:,}" for run in report.runs)
+        return (
+            f"Share of each run's samples per TP value (bins of 0.05): the runs differ in "
+            f"size ({html.escape(sizes)} samples); 1 is a name sequence equal to gold."
+        )
+    return "Samples per TP value (bins of 0.05); 1 is a name sequence equal to gold."
 
 
 def script_json(obj: Any) -> str:
