@@ -376,3 +376,69 @@ def test_stop_reasons_follow_langchains_error_types_and_status_codes():
     for transient_or_own in (Status(400, "Invalid JSON payload"), Status(429), Status(503)):
         assert stop_reason(transient_or_own) is None
     assert stop_reason(ValueError("a bug")) is None
+
+
+# -- score and report of a run with errors ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runs_with_and_without_errors(tmp_path_factory):
+    """A store with a clean run of many mistakes (``clean``) and a run of few mistakes whose
+    transient faults, not retried, left samples in error (``errors``): the latter's tp is
+    higher all the same."""
+    store = tmp_path_factory.mktemp("errors") / "traces"
+    clean = cli("record", "--model", "sim:seed=1,error_rate=0.6", "--run-id", "clean",
+                "--store", store, "--quiet")  # fmt: skip
+    errors = cli("record", "--model", "sim:seed=1,error_rate=0,fault_rate=0.03", "--retries", "0",
+                 "--run-id", "errors", "--max-errors", "50%", "--store", store, "--quiet")  # fmt: skip
+    assert clean.exit_code == 0 and errors.exit_code == 0, (clean.output, errors.output)
+    assert "errors: SimTransientError x" in errors.stdout
+    return store
+
+
+def test_score_of_a_run_with_errors_says_so_above_the_metrics(runs_with_and_without_errors):
+    store = runs_with_and_without_errors
+    table = cli("score", "errors", "--store", store)
+    assert table.exit_code == 0, table.output
+    first, second = table.stdout.splitlines()[:2]
+    n_errors = int(first.split()[1])
+    assert n_errors >= 1
+    assert first == (
+        f"Warning: {n_errors} of 94 samples ended in error while recording and score as samples "
+        "without calls: these metrics do not measure the model alone; re-run them with: "
+        f"tcbreplay record --retry-errors errors --store {store}"
+    )
+    assert second.startswith("errors  (sim:seed=1,error_rate=0,fault_rate=0.03)")  # the table
+    data = json.loads(cli("score", "errors", "--format", "json", "--store", store).stdout)
+    assert next(iter(data)) == "warnings"  # first, before the metrics
+    assert data["warnings"] == [first.removeprefix("Warning: ")]
+    assert data["n_errors"] == n_errors
+    clean = cli("score", "clean", "--store", store)
+    assert "Warning" not in clean.output
+    assert (
+        json.loads(cli("score", "clean", "--format", "json", "--store", store).stdout)["warnings"]
+        == []
+    )
+
+
+def test_the_report_shows_a_banner_and_does_not_rank_a_run_with_errors_first(
+    runs_with_and_without_errors, tmp_path
+):
+    store = runs_with_and_without_errors
+    summaries = {
+        run: json.loads(cli("score", run, "--format", "json", "--store", store).stdout)
+        for run in ("clean", "errors")
+    }
+    assert summaries["errors"]["tp"] > summaries["clean"]["tp"]  # it would rank first
+    out = tmp_path / "r.html"
+    result = cli("report", "errors", "clean", "-o", out, "--store", store)
+    assert result.exit_code == 0, result.output
+    page = out.read_text()
+    board = page[page.index('id="leaderboard"') :]
+    board = board[: board.index("</table>")]
+    assert board.index('"swatch"></span>clean') < board.index('"swatch"></span>errors')
+    assert '<td>1</td><td><span class="swatch"></span>clean</td>' in board
+    assert '<td>—</td><td><span class="swatch"></span>errors <span class="tag errors">' in board
+    n_errors = summaries["errors"]["n_errors"]
+    assert page.count('class="banner"') == 1
+    assert f'<div class="banner" role="alert">{n_errors} of 94 samples ended in error' in page
