@@ -19,6 +19,7 @@ import pytest
 from gemini_server import Fault, GeminiServer
 from helpers import cli
 
+from tcbreplay._inputs.benchmarks import BENCHMARKS
 from tcbreplay._record.failures import (
     AUTHENTICATION,
     PERMISSION,
@@ -82,9 +83,8 @@ def _record(dataset: Path, store: Path, base_url: str | None, *args: object):
     options = ["--model-option", f"base_url={base_url}"] if base_url else []
     return cli(
         "record", "--dataset", dataset, "--tools", TOOLS, "--model", MODEL, *options,
-        "--system-prompt", Path(__file__).parent.parent / "tcbreplay/_inputs/benchmarks/tool_call"
-        / "system_prompt.txt", "--store", store, "--run-id", "r", "--backoff", "0.01", "--quiet",
-        *args,
+        "--system-prompt", BENCHMARKS["tool-call"].system_prompt, "--store", store,
+        "--run-id", "r", "--backoff", "0.01", "--quiet", *args,
     )  # fmt: skip
 
 
@@ -389,8 +389,9 @@ def runs_with_and_without_errors(tmp_path_factory):
     store = tmp_path_factory.mktemp("errors") / "traces"
     clean = cli("record", "--model", "sim:seed=1,error_rate=0.6", "--run-id", "clean",
                 "--store", store, "--quiet")  # fmt: skip
-    errors = cli("record", "--model", "sim:seed=1,error_rate=0,fault_rate=0.03", "--retries", "0",
-                 "--run-id", "errors", "--max-errors", "50%", "--store", store, "--quiet")  # fmt: skip
+    errors = cli("record", "--model", "sim:seed=1,error_rate=0,fault_rate=0.03",
+                 "--retries", "0", "--run-id", "errors", "--max-errors", "50%", "--store", store,
+                 "--quiet")  # fmt: skip
     assert clean.exit_code == 0 and errors.exit_code == 0, (clean.output, errors.output)
     assert "errors: SimTransientError x" in errors.stdout
     return store

@@ -141,10 +141,11 @@ def slow_server(tmp_path, monkeypatch):
 
 def _gemini(path: Path, server: GeminiServer, store: Path, *args: object):
     prompt = BENCHMARKS["tool-call"].system_prompt
+    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
     return cli(
-        "record", "--dataset", path, "--tools", "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS",
-        "--system-prompt", prompt, "--model", "google_genai:gemini-2.5-flash", "--model-option",
-        f"base_url={server.url}", "--run-id", "w", "--store", store, "--quiet", *args,
+        "record", "--dataset", path, "--tools", tools, "--system-prompt", prompt,
+        "--model", "google_genai:gemini-2.5-flash", "--model-option", f"base_url={server.url}",
+        "--run-id", "w", "--store", store, "--quiet", *args,
     )  # fmt: skip
 
 
