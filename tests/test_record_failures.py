@@ -9,9 +9,12 @@ through the command line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -443,3 +446,80 @@ def test_the_report_shows_a_banner_and_does_not_rank_a_run_with_errors_first(
     n_errors = summaries["errors"]["n_errors"]
     assert page.count('class="banner"') == 1
     assert f'<div class="banner" role="alert">{n_errors} of 94 samples ended in error' in page
+
+
+# -- other providers' real clients ------------------------------------------------------------
+
+# What each provider answers to a key it does not accept (the bodies their APIs document).
+_REFUSALS = {
+    "openai": {
+        "error": {"message": "Incorrect API key provided: sk-fake***.", "type":
+                  "invalid_request_error", "param": None, "code": "invalid_api_key"}
+    },
+    "anthropic": {
+        "type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}
+    },
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def _refusing_server(body: dict):
+    """A loopback server answering 401 with ``body`` to every request; yields its URL and the
+    number of requests so far (a list of one)."""
+    seen = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen[0] += 1
+            payload = json.dumps(body).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("model", "variable", "path"),
+    [("openai:gpt-4o-mini", "OPENAI_API_KEY", "/v1"),
+     ("anthropic:claude-opus-4-7", "ANTHROPIC_API_KEY", "")],
+)  # fmt: skip
+def test_a_refused_key_stops_openai_and_anthropic_recordings_too(
+    tmp_path, monkeypatch, model, variable, path
+):
+    pytest.importorskip(f"langchain_{model.split(':')[0]}")
+    monkeypatch.setenv(variable, "fake-key-for-a-loopback-server")
+    store = tmp_path / "traces"
+    with _refusing_server(_REFUSALS[model.split(":")[0]]) as (url, seen):
+        result = cli("record", "--model", model, "--model-option", f"base_url={url}{path}",
+                     "--workers", "1", "--run-id", "r", "--store", store, "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    (error,) = _errors(result)
+    assert error.startswith("Error: recording of r stopped: the provider refused the API key (")
+    assert error.endswith(f"set {variable} to a valid key")
+    assert seen[0] == 1  # neither the SDK nor tcbreplay tried again
+
+
+@pytest.mark.parametrize("model", ["openai:gpt-4o-mini", "anthropic:claude-opus-4-7"])
+def test_the_sdks_own_retries_are_off(monkeypatch, model):
+    """tcbreplay retries and counts each attempt; an SDK retrying too would multiply them."""
+    from tcbreplay._record.models import build_chat_model, parse_model
+
+    provider = model.split(":")[0]
+    pytest.importorskip(f"langchain_{provider}")
+    monkeypatch.setenv(f"{provider.upper()}_API_KEY", "fake-key-for-a-loopback-server")
+    assert build_chat_model(parse_model(model)).max_retries == 0
+    assert build_chat_model(parse_model(model, {"max_retries": "3"})).max_retries == 3

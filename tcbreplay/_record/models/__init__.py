@@ -26,6 +26,9 @@ KEY_VARIABLES = {
     "anthropic": ("ANTHROPIC_API_KEY",),
 }
 
+# Providers whose SDK retries by itself unless told not to (``max_retries``).
+SDK_RETRIES_OFF = frozenset({"google_genai", "openai", "anthropic"})
+
 # Model settings that change how requests travel, not what the model answers: a run is
 # resumed with other values of these (a proxy's URL, a longer timeout) as the same run.
 TRANSPORT_SETTINGS = frozenset(
@@ -128,8 +131,9 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
     # settings recorded by an older version may hold a secret: keep it out of error texts
     register(f for key, value in choice.settings.items() for f in find_secrets(key, value))
     kwargs = dict(choice.settings)
-    if choice.provider == "google_genai":
-        # The record runner retries with backoff itself; SDK retries would hide attempts.
+    if choice.provider in SDK_RETRIES_OFF:
+        # The record runner retries with backoff itself; SDK retries would hide attempts
+        # (and multiply them: a refused connection would be tried 9 times, not 3).
         kwargs.setdefault("max_retries", 0)
     try:
         return init_chat_model(choice.name, model_provider=choice.provider, **kwargs)
