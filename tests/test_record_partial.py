@@ -194,3 +194,17 @@ def test_runner_settings_resolve_given_then_stored_then_defaults():
     assert RecordOptions.resolve({"max_rpm": 10}, None) == RecordOptions(max_rpm=10)
     with pytest.raises(InputError, match="--workers"):
         RecordOptions.resolve({"workers": 0}, stored)
+
+
+def test_a_setting_that_contradicts_the_stored_ones_is_refused_before_the_run_is_taken(tmp_path):
+    store = tmp_path / "traces"
+    first = cli("record", "--model", "sim", "--workers", "2", "--limit", "1", "--run-id", "x",
+                "--store", store, "--quiet")  # fmt: skip
+    assert first.exit_code == 0, first.output
+    before = snapshot(store)
+    result = cli("record", "--resume", "x", "--processes", "3", "--store", store)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        "Error: --processes 3 is more than --workers 2: each process runs at least one worker"
+    )
+    assert snapshot(store) == before

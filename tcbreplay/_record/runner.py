@@ -150,11 +150,11 @@ def record_run(
         # run that cannot be resumed is left as it was; checked again under the lock.
         run = store.open_run(run_id)
         _check_resumable(run.manifest, print_, run)
+        opts = _options(options, run.manifest.get("runner"))
         writer = store.resume_run(run_id)
         try:
             _check_resumable(writer.manifest, print_, run)
             recorded = run.recorded_ids()
-            opts = _options(options, writer.manifest.get("runner"))
         except BaseException:
             writer.close()
             raise
