@@ -73,7 +73,8 @@ from tcbreplay.errors import InputError, StoreError
     "--retry-errors",
     "retry_id",
     metavar="RUN_ID",
-    help="Like --resume, and re-run the samples stored with status error.",
+    help="Like --resume, and re-run the samples stored with status error "
+    "(--model-option may correct base_url=... or timeout=...).",
 )
 @click.option("--overwrite", is_flag=True, help="Delete an existing run of that id first.")
 @click.option(
@@ -135,7 +136,8 @@ def record(
     """Run the agent over a dataset and store its raw message traces.
 
     Exits 1 when the recording stops on an error retrying cannot fix, or leaves more
-    samples in error than --max-errors allows; the run is kept, to resume."""
+    samples in error than --max-errors allows; the run is kept, to resume. A resumed run
+    keeps its runner settings (workers, retries, timeouts, rate limits) unless given anew."""
     from tcbreplay._cli.render import Progress
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
     from tcbreplay._record.failures import MaxErrors
