@@ -23,16 +23,6 @@ from gemini_server import Fault, GeminiServer
 from helpers import cli
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS
-from tcbreplay._record.failures import (
-    AUTHENTICATION,
-    PERMISSION,
-    UNKNOWN_MODEL,
-    Breaker,
-    MaxErrors,
-    Outcome,
-    RecordStop,
-    stop_reason,
-)
 from tcbreplay.errors import InputError
 
 KEY = "fake-gemini-key-for-issue-22"
@@ -149,8 +139,8 @@ def test_an_error_retrying_cannot_fix_stops_the_recording_in_one_line(
 
 
 def stop_reason_of(fault: Fault) -> str:
-    return {401: AUTHENTICATION, 400: AUTHENTICATION, 403: PERMISSION}.get(
-        fault.status, UNKNOWN_MODEL
+    return {401: "authentication", 400: "authentication", 403: "permission"}.get(
+        fault.status, "unknown model"
     )
 
 
@@ -320,16 +310,22 @@ def test_a_400_of_one_sample_in_a_run_that_answers_is_that_samples_error(
     [("0", 0, None), ("5", 5, None), ("0.05", None, 0.05), ("5%", None, 0.05), ("1.0", None, 1.0)],
 )
 def test_max_errors_parses_a_count_or_a_fraction(text, count, fraction):
+    from tcbreplay._record.failures import MaxErrors
+
     assert MaxErrors.parse(text) == MaxErrors(count=count, fraction=fraction)
 
 
 def test_max_errors_counts_and_fractions():
+    from tcbreplay._record.failures import MaxErrors
+
     assert MaxErrors.parse("0").allows(0, 10) and not MaxErrors.parse("0").allows(1, 10)
     assert MaxErrors.parse("10%").allows(1, 10) and not MaxErrors.parse("10%").allows(2, 10)
 
 
 @pytest.mark.parametrize("text", ["-1", "abc", "150%", "1.5", "nan"])
 def test_a_bad_max_errors_is_refused_before_anything_is_written(tmp_path, text):
+    from tcbreplay._record.failures import MaxErrors
+
     with pytest.raises(InputError, match="--max-errors"):
         MaxErrors.parse(text)
     store = tmp_path / "traces"
@@ -343,6 +339,8 @@ def test_a_bad_max_errors_is_refused_before_anything_is_written(tmp_path, text):
 
 
 def test_the_breaker_stops_on_a_whole_unanswered_wave_and_never_once_answered():
+    from tcbreplay._record.failures import AUTHENTICATION, Breaker, Outcome, RecordStop
+
     failed = Outcome("error", answered=False, error="ConnectError: refused")
     breaker = Breaker(wave=3)
     breaker.see(failed)
@@ -362,6 +360,13 @@ def test_the_breaker_stops_on_a_whole_unanswered_wave_and_never_once_answered():
 
 def test_stop_reasons_follow_langchains_error_types_and_status_codes():
     from langchain_core.exceptions import ModelAuthenticationError, ModelNotFoundError
+
+    from tcbreplay._record.failures import (
+        AUTHENTICATION,
+        PERMISSION,
+        UNKNOWN_MODEL,
+        stop_reason,
+    )
 
     class Status(Exception):
         def __init__(self, code: int, text: str = "") -> None:
