@@ -196,7 +196,7 @@ def test_a_samples_error_is_redacted_before_it_is_cut(key):
     """A key straddling the 2,000 characters kept of an error leaves no part of it behind."""
     sample = Sample(id="s", index=0, input="hi", target=(GoldCall("f", {}),))
     message = "x" * 1990 + f" {key} " + "y" * 50
-    record = asyncio.run(run_sample(_FailingAgent(message), sample, "r", RecordOptions()))
+    record, _ = asyncio.run(run_sample(_FailingAgent(message), sample, "r", RecordOptions()))
 
     assert record["status"] == "error"
     assert record["error"] == "x" * 1990 + " [redacted"  # cut at 2,000 characters
