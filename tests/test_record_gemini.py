@@ -572,8 +572,10 @@ def test_cli_record_prints_no_key_the_provider_quotes(dataset, server, key, tmp_
          "--store", str(store), "--run-id", "echo"],
     )  # fmt: skip
 
-    assert result.exit_code == 0, result.output
-    assert "errors: " in result.output
+    # a 401 stops the recording (issue #22), and its one line quotes no key either
+    assert result.exit_code == 1, result.output
+    assert "Error: recording of echo stopped: the provider refused the API key" in result.output
+    assert "[redacted]" in result.output
     assert FAKE_KEY not in result.output
     _assert_no_key(store / "echo")
 

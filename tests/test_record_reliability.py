@@ -25,6 +25,7 @@ from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient, re
 from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
+from tcbreplay.errors import RecordError
 
 BUILTIN = BENCHMARKS["tool-call"]
 N_SAMPLES = len(json.loads(BUILTIN.dataset.read_text()))
@@ -242,8 +243,10 @@ def test_model_call_past_call_timeout_every_time_is_stored_as_such(gemini):
     sample's --timeout, which it did not reach."""
     server, inputs, store = gemini
     server.inject(Fault.hang(20), input="What is 2 times 3?")
-    summary = _gemini_record(server, inputs, store, retries=1, backoff=0.01, call_timeout=0.5)
-    (row,) = _samples(Path(summary.run_dir))
+    # no call of the run was ever answered: the recording stops (issue #22), the sample kept
+    with pytest.raises(RecordError, match=r"no model call was answered.*--call-timeout"):
+        _gemini_record(server, inputs, store, retries=1, backoff=0.01, call_timeout=0.5)
+    (row,) = _samples(store.run_dir("g"))
     assert row["status"] == "error" and row["attempts"] == 2
     assert row["error_type"] == "CallTimeout"
     assert "within 300" not in row["error"]
@@ -252,8 +255,9 @@ def test_model_call_past_call_timeout_every_time_is_stored_as_such(gemini):
 def test_auth_failure_fails_fast(gemini):
     server, inputs, store = gemini
     server.inject(Fault.error(403, "API key not valid"), input="What is 2 times 3?")
-    summary = _gemini_record(server, inputs, store, retries=5, backoff=0.01)
-    (row,) = _samples(Path(summary.run_dir))
+    with pytest.raises(RecordError, match="the API key may not use"):
+        _gemini_record(server, inputs, store, retries=5, backoff=0.01)
+    (row,) = _samples(store.run_dir("g"))
     assert row["status"] == "error" and row["attempts"] == 1
     assert len(server.requests) == 1
 

@@ -61,6 +61,7 @@ def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, st
         click.echo(
             to_json(
                 {
+                    "warnings": result.warnings,
                     **result.summary,
                     "scores_file": str(result.scores_path),
                     "dashboard_file": str(result.dashboard_path),
@@ -68,6 +69,8 @@ def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, st
             )
         )
         return
+    for warning in result.warnings:  # above the metrics: a failed run must not look passed
+        click.echo(f"Warning: {warning}")
     print_table(metrics_table(result.summary))
     for table in breakdown_tables(result.summary):
         print_table(table)

@@ -26,6 +26,8 @@ class SampleState:
     timings: dict[str, float] = field(default_factory=dict)
     retries: int = 0
     errors: list[str] = field(default_factory=list)
+    answered: int = 0  # model calls answered
+    model_error: BaseException | None = None  # the model call's failure that ended the sample
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ def _middleware(policy: CallPolicy) -> Any:
                             f"model call did not answer within {policy.call_timeout:g} s"
                         )
                     if attempt > policy.retries or not is_transient(exc):
+                        if state is not None:
+                            state.model_error = exc
                         if exc is caught:
                             raise
                         raise exc from caught
@@ -89,6 +93,8 @@ def _middleware(policy: CallPolicy) -> Any:
                     await asyncio.sleep(backoff_delay(policy.backoff, attempt, exc))
                     continue
                 elapsed = time.perf_counter() - t0
+                if state is not None:
+                    state.answered += 1
                 for message in getattr(response, "result", None) or []:
                     usage = getattr(message, "usage_metadata", None) or {}
                     policy.limiter.record_tokens(usage.get("total_tokens"))

@@ -10,6 +10,7 @@ from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import SampleState, current_sample
+from tcbreplay._record.failures import Outcome, stop_reason
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY
 from tcbreplay._record.options import RecordOptions
@@ -17,8 +18,11 @@ from tcbreplay._record.secrets import redact
 from tcbreplay._store.schema import sample_record, utcnow
 
 
-async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:
-    """Run one sample; return its journal record (agent and provider failures become data).
+async def run_sample(
+    agent: Any, sample: Sample, run_id: str, options: RecordOptions
+) -> tuple[dict, Outcome]:
+    """Run one sample; return its journal record (agent and provider failures become data)
+    and what the runner needs to decide whether the run goes on.
 
     Transient model-call failures are retried inside the agent (see :mod:`tcbreplay._record.agent`);
     ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
@@ -48,7 +52,7 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
         )
     except Exception as exc:  # agent behaviour and provider failures are data
         error = exc
-    return sample_record(
+    record = sample_record(
         run_id,
         sample,
         status="ok" if error is None else "error",
@@ -60,6 +64,17 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
         error_type=None if error is None else type(error).__name__,
         error=None if error is None else _one_line(error),
     )
+    # only a model call's failure can stop the run, never a tool's or the sample's deadline
+    stop = None
+    if error is not None and state.model_error is not None:
+        stop = stop_reason(state.model_error)
+    outcome = Outcome(
+        status=record["status"],
+        answered=state.answered > 0,
+        stop=stop,
+        error=None if error is None else f"{record['error_type']}: {record['error']}",
+    )
+    return record, outcome
 
 
 class SampleTimeout(TimeoutError):

@@ -228,6 +228,8 @@ class ScoreResult:
     scores_path: Path | None = None
     dashboard_path: Path | None = None
     pairs: pl.DataFrame | None = None
+    # what a reader of the metrics must know first: samples in error, a partial run
+    warnings: list[str] = field(default_factory=list)
 
 
 def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:

@@ -86,7 +86,13 @@ def _score_run(
         "by_category": scored.by_category,
         "audit": audit.finish(scores),
     }
-    result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores, pairs=scored.pairs)
+    result = ScoreResult(
+        run_id=run.run_id,
+        summary=summary,
+        scores=scores,
+        pairs=scored.pairs,
+        warnings=recording_warnings(run, scored.metrics),
+    )
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)
     return result
@@ -117,6 +123,11 @@ def tool_schemas(run: Run) -> list[dict[str, Any]]:
     return specs
 
 
+# how a run that scores without --allow-incomplete ended: every sample recorded, imported,
+# or the samples asked for (record --limit, --sample-id)
+SCORABLE = ("complete", "imported", "partial")
+
+
 def check_scorable(run: Run, allow_incomplete: bool) -> None:
     """Refuse runs with nothing stored, and unfinished runs unless allowed; say so when
     finished samples wait in the journal, where scoring does not read."""
@@ -134,7 +145,7 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
             + (f": {journal}" if journal else ""),
             hint=f"finish it with: {run.resume_command()}",
         )
-    if status not in ("complete", "imported") and not allow_incomplete:
+    if status not in SCORABLE and not allow_incomplete:
         raise StoreError(
             f"run {run.run_id!r} is {status}: not every sample was recorded",
             hint=f"finish it with: {run.resume_command()}, "
@@ -145,6 +156,31 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
             TcbReplayWarning(f"{journal}; run {run.run_id!r} is scored without them"),
             stacklevel=2,
         )
+
+
+def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
+    """What a reader must know before the metrics: samples that ended in error while
+    recording (they score as agents that made no calls), a partial or unfinished run."""
+    out = []
+    n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
+    status = run.status
+    if errors:
+        imported = run.manifest.get("source") == "import"
+        out.append(
+            f"{errors} of {n} samples "
+            + ("are stored as errors or missing" if imported else "ended in error while recording")
+            + " and score as samples without calls: these metrics do not measure the model alone"
+            + ("" if imported else f"; re-run them with: {run.resume_command('--retry-errors')}")
+        )
+    total = (run.manifest.get("totals") or {}).get("samples")
+    if status == "partial":
+        out.append(
+            f"partial run: {n} of {total} samples recorded; the metrics cover only those "
+            f"(record the rest with: {run.resume_command()})"
+        )
+    elif status not in SCORABLE:
+        out.append(f"run {status}: {n} of {total} samples recorded, scored as they are")
+    return out
 
 
 # runs smaller than this are scored in one part

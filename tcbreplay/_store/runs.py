@@ -102,13 +102,14 @@ class Run:
         except StoreError:  # no manifest (yet): a recording
             return None
 
-    def resume_command(self) -> str:
-        """The command that finishes recording this run (naming its store unless default)."""
+    def resume_command(self, flag: str = "--resume") -> str:
+        """The command that finishes recording this run (naming its store unless default);
+        ``flag="--retry-errors"`` records its failed samples again too."""
         store = self.dir.parent
         where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
         if self._source() == "import":  # an import that was killed
             return f"the same tcbreplay import again (it replaces the unfinished run){where}"
-        return f"tcbreplay record --resume {shlex.quote(self.run_id)}{where}"
+        return f"tcbreplay record {flag} {shlex.quote(self.run_id)}{where}"
 
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()

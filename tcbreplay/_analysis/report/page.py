@@ -186,6 +186,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
     return (
         f'<article class="card" style="--run: {run_color(k)}" data-run="{html.escape(run.run_id)}">'
         f'<header><span class="swatch"></span><h3>{html.escape(run.run_id)}</h3>{badges}</header>'
+        f"{_banner(run)}"
         f'<div class="sub">{html.escape(str(model.get("id") or "unknown model"))} · '
         f"{html.escape(run.run.status)} · {source}</div>"
         f'<div class="metrics">{"".join(cells)}</div>'
@@ -193,11 +194,30 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
     )
 
 
+def _banner(run: RunData) -> str:
+    """A run whose samples ended in error while recording says so above its metrics."""
+    s = run.summary
+    errors = s.get("n_errors") or 0
+    if not errors:
+        return ""
+    return (
+        f'<div class="banner" role="alert">{errors:,} of {s.get("n_samples", 0):,} samples '
+        "ended in error while recording and score as samples without calls: these metrics do "
+        "not measure the model alone, and the run is listed after the others</div>"
+    )
+
+
 def _leaderboard(report: ReportData) -> str:
-    def key(run: RunData) -> tuple[float, float, float]:
+    def key(run: RunData) -> tuple[bool, float, float, float]:
         s = run.summary
         ahr = s.get("ahr")
-        return (-(s.get("tp") or 0), -(s.get("tsa") or 0), ahr if ahr is not None else 2.0)
+        # runs with recording errors are not ranked among the others: they come last
+        return (
+            bool(s.get("n_errors")),
+            -(s.get("tp") or 0),
+            -(s.get("tsa") or 0),
+            ahr if ahr is not None else 2.0,
+        )
 
     order = sorted(range(len(report.runs)), key=lambda k: key(report.runs[k]))
     rows = []
@@ -205,9 +225,11 @@ def _leaderboard(report: ReportData) -> str:
         run = report.runs[k]
         s = run.summary
         model = (run.run.manifest.get("model") or {}).get("id") or ""
+        place = "—" if s.get("n_errors") else str(rank)
+        tag = ' <span class="tag errors">recording errors</span>' if s.get("n_errors") else ""
         rows.append(
-            f'<tr style="--run: {run_color(k)}"><td>{rank}</td>'
-            f'<td><span class="swatch"></span>{html.escape(run.run_id)}</td>'
+            f'<tr style="--run: {run_color(k)}"><td>{place}</td>'
+            f'<td><span class="swatch"></span>{html.escape(run.run_id)}{tag}</td>'
             f"<td>{html.escape(str(model))}</td>"
             f'<td class="num">{_fmt(s.get("tp"))}</td><td class="num">{_fmt(s.get("tsa"))}</td>'
             f'<td class="num">{_fmt(s.get("ahr"))}</td>'
