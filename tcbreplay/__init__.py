@@ -43,6 +43,7 @@ _EXPORTS = {
     "read_summary": "tcbreplay._score.results",
     # analysis
     "run_sql": "tcbreplay._analysis.sql",
+    "list_runs": "tcbreplay._analysis.sql",
     "QueryResult": "tcbreplay._analysis.sql",
     "diff_runs": "tcbreplay._analysis.diff",
     "DiffResult": "tcbreplay._analysis.diff",
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from tcbreplay._analysis.catalog import write_catalog
     from tcbreplay._analysis.diff import DiffResult, diff_runs
     from tcbreplay._analysis.report import write_report
-    from tcbreplay._analysis.sql import QueryResult, run_sql
+    from tcbreplay._analysis.sql import QueryResult, list_runs, run_sql
     from tcbreplay._importers.import_run import ImportSummary, import_traces
     from tcbreplay._inputs.benchmarks import BenchmarkInputs, load_inputs
     from tcbreplay._record.models import ModelChoice, parse_model

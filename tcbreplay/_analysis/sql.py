@@ -11,7 +11,7 @@ from typing import Any
 from tcbreplay._analysis.query_limits import run_statements
 from tcbreplay._analysis.statements import check_read_only
 from tcbreplay._store.runs import Store
-from tcbreplay._store.views import connect
+from tcbreplay._store.views import connect, query_text
 
 
 @dataclass
@@ -43,3 +43,9 @@ def run_sql(
     con = connect(store, memory_limit=memory_limit)
     columns, rows = run_statements(con, statements, params, timeout=timeout)
     return QueryResult(columns=columns, rows=rows)
+
+
+def list_runs(store: Store) -> QueryResult:
+    """The runs in the store, oldest first: status, samples ok and not, the tsa, tp and ahr
+    of each run's latest scoring (and its name), model and creation time."""
+    return run_sql(store, query_text("runs"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main, options_dict
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main, options_dict
 from tcbreplay.errors import InputError, StoreError
 
 
@@ -79,14 +79,10 @@ from tcbreplay.errors import InputError, StoreError
 )
 @click.option("--overwrite", is_flag=True, help="Delete an existing run of that id first.")
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["parquet", "jsonl"]),
-    default="parquet",
-    show_default=True,
-    help="jsonl also exports the run as JSONL beside the Parquet.",
+    "--export-jsonl", is_flag=True, help="Also export the run as JSON Lines into <run>/jsonl/."
 )
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@FORMAT_OPTION
 @STORE_OPTION
 def record(
     benchmark,
@@ -107,11 +103,13 @@ def record(
     resume_id,
     retry_id,
     overwrite,
-    fmt,
+    export_jsonl,
     quiet,
+    fmt,
     store,
 ) -> None:
     """Run the agent over a dataset and store its raw message traces."""
+    from tcbreplay._cli.grids import summary_output
     from tcbreplay._cli.render import Progress
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
     from tcbreplay._record.models import DEFAULT_MODEL, model_from_manifest, parse_model
@@ -182,12 +180,13 @@ def record(
         sys.exit(130)
     finally:
         progress.close()
-    if fmt == "jsonl":
+    if export_jsonl:
         run_dir = Path(summary.run_dir)
         export_jsonl(Run(run_dir), run_dir / "jsonl", error=StoreError)
     sim = " (simulated model)" if summary.simulated else ""
+    lines = []
     if not summary.attempted:
-        click.echo(
+        lines.append(
             f"run {summary.run_id}{sim} already holds all {summary.total} samples; "
             "nothing to record (--overwrite records it again)"
         )
@@ -198,15 +197,16 @@ def record(
                 f", {summary.input_tokens or 0:,} input and {summary.output_tokens or 0:,} "
                 "output tokens"
             )
-        click.echo(
+        lines.append(
             f"run {summary.run_id}{sim}: {summary.ok}/{summary.total} ok, "
             f"{summary.errors} errors, {summary.retries} retries{tokens}; recorded "
             f"{summary.attempted} in {summary.duration_s:.1f} s -> {summary.run_dir}"
         )
     if summary.errors:
         kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
-        click.echo(f"errors: {kinds} (re-run them with --retry-errors {summary.run_id})")
-    click.echo(
+        lines.append(f"errors: {kinds} (re-run them with --retry-errors {summary.run_id})")
+    lines.append(
         f"next: tcbreplay score {summary.run_id}"
         + (f" --store {store}" if str(store) != "traces" else "")
     )
+    emit(summary_output(summary, lines), fmt)
