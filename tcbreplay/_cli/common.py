@@ -112,11 +112,14 @@ def complete_scoring(
     """Shell completion of --scoring: the scorings stored for the command's runs."""
     from click.shell_completion import CompletionItem
 
-    names: set[str] = set()
-    for key in ("run_id", "run_a", "run_b"):
-        if ctx.params.get(key):
-            folder = _store_of(ctx).run_dir(ctx.params[key]) / "scores"
-            names.update(p.parent.name for p in folder.glob("*/summary.json"))
+    store = _store_of(ctx)
+    # the runs named so far (click does not parse them when --scoring is the last word)
+    run_ids = [ctx.params[k] for k in ("run_id", "run_a", "run_b") if ctx.params.get(k)]
+    try:
+        run_dirs = [store.run_dir(r) for r in run_ids] or [r.dir for r in store.runs()]
+    except OSError:
+        return []
+    names = {p.parent.name for d in run_dirs for p in (d / "scores").glob("*/summary.json")}
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
 
 

@@ -33,7 +33,10 @@ from rich.text import Text
 # the width of a table printed to a file or a pipe, unless COLUMNS says otherwise
 PIPE_WIDTH = 120
 _TEXT_MIN = 8  # a text column is not cut below this many characters (or its own width)
-_FIRST_MIN = 32  # the first column (what names a row) is not cut below this
+# the first column (what names a row) is cut after the others, and below this only to
+# show more columns
+_FIRST_SOFT = 32
+_FIRST_HARD = 12
 _HEADER_MIN = 6  # a number column's header folds onto more lines rather than go below this
 
 
@@ -123,26 +126,33 @@ def fitted_table(grid: Grid, width: int) -> Table:
     number columns whole, and the columns that still do not fit left out (and named)."""
     cells = [[table_cell(v, grid) for v in row] for row in grid.rows]
     numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
-    # natural: all of it; tight: headers folded; least: text cells cut too
-    natural, tight, least = [], [], []
+    # natural: all of it; tight: headers folded; soft: other text cut; hard: the first too
+    natural, tight, soft, hard = [], [], [], []
     for i, name in enumerate(grid.columns):
         widest = max((len(row[i]) for row in cells), default=0)
         natural.append(max(widest, len(name), 1))
         tight.append(max(widest, min(len(name), _HEADER_MIN), 1))
         if _is_atomic(grid.rows, i):  # numbers, times, true/false: whole or not at all
-            least.append(tight[-1])
-        else:  # the first column names the row: it keeps more
-            least.append(min(tight[-1], _FIRST_MIN if i == 0 else _TEXT_MIN))
+            soft.append(tight[-1])
+            hard.append(tight[-1])
+        elif i == 0:  # what names the row: cut last, and in the middle (ids differ at the end)
+            soft.append(min(tight[-1], _FIRST_SOFT))
+            hard.append(min(tight[-1], _FIRST_HARD))
+        else:
+            soft.append(min(tight[-1], _TEXT_MIN))
+            hard.append(soft[-1])
     shown = len(grid.columns)
-    while shown > 1 and _table_width(least[:shown]) > width:
+    while shown > 1 and _table_width(hard[:shown]) > width:
         shown -= 1
     widths = natural[:shown]
-    for floor in (tight, least):  # fold headers before cutting any cell
+    for floor in (tight, soft, hard):  # fold headers before cutting any cell
         while _table_width(widths) > width:
             i = max(range(shown), key=lambda j: (widths[j] - floor[j], widths[j]))
             if widths[i] <= floor[i]:
                 break
             widths[i] -= 1
+    for row in cells:
+        row[0] = _cut_middle(row[0], widths[0])
     caption = grid.caption or ""
     if shown < len(grid.columns):
         hidden = ", ".join(grid.columns[shown:])
@@ -165,6 +175,13 @@ def fitted_table(grid: Grid, width: int) -> Table:
     for row in cells:
         table.add_row(*(Text(c, no_wrap=True, overflow="ellipsis") for c in row[:shown]))
     return table
+
+
+def _cut_middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    head = width // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 def _table_width(widths: Sequence[int]) -> int:
@@ -317,26 +334,24 @@ class Progress:
         if already and total and not self.quiet:
             print(f"{already} samples already recorded; recording {total} more", file=self.file)
         if total and not self.quiet and (self.console is not None or self.file.isatty()):
-            from rich.progress import BarColumn, TextColumn
+            from rich.progress import BarColumn, ProgressColumn, TextColumn
             from rich.progress import Progress as RichProgress
             from rich.table import Column
 
+            class Label(ProgressColumn):
+                """The label, on one line: it is the column that gives way to the numbers."""
+
+                def render(self, task: Any) -> Text:
+                    return Text(task.description, no_wrap=True, overflow="ellipsis")
+
             self._bar = RichProgress(
-                # the label gives way first: it is the one column that may be cut
-                TextColumn(
-                    "{task.description}",
-                    table_column=Column(no_wrap=False, overflow="ellipsis", min_width=1),
-                ),
+                Label(table_column=Column(min_width=1)),
                 BarColumn(bar_width=12),
                 TextColumn("{task.fields[numbers]}", table_column=Column(no_wrap=True)),
                 console=self.console or Console(file=self.file),
                 transient=False,
             )
-            self._task = self._bar.add_task(
-                Text(self.label, no_wrap=True, overflow="ellipsis"),
-                total=total,
-                numbers=self.numbers(),
-            )
+            self._task = self._bar.add_task(self.label, total=total, numbers=self.numbers())
             self._bar.start()
 
     def numbers(self) -> str:

@@ -203,7 +203,11 @@ class Store:
         path = self.run_dir(run_id)
         if not (path / MANIFEST).is_file():
             known = [r.run_id for r in self.runs()]
-            close = difflib.get_close_matches(run_id, known, n=3, cutoff=0.6)
+            by_lower = {name.lower(): name for name in reversed(known)}
+            close = [
+                by_lower[name]
+                for name in difflib.get_close_matches(run_id.lower(), by_lower, n=3, cutoff=0.6)
+            ]
             if close:
                 names = [repr(name) for name in close]
                 either = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
