@@ -59,8 +59,7 @@ COMMANDS = {
     "score": lambda root, a, b, tmp: ["score", a, "--dashboard", "none"],
     "diff": lambda root, a, b, tmp: ["diff", a, b, "--bootstrap", "50"],
     "audit verify": lambda root, a, b, tmp: ["audit", "verify", a],
-    "record": lambda root, a, b, tmp: ["record", "--model", "sim:seed=3", "--run-id", "new",
-                                       "--quiet"],  # fmt: skip
+    "record": lambda root, a, b, tmp: ["record", "--model", "sim:seed=3", "--quiet"],
     "catalog": lambda root, a, b, tmp: ["catalog", "-o", tmp / "c.duckdb"],
     "report": lambda root, a, b, tmp: ["report", a, "-o", tmp / "r.html"],
     "before import": lambda root, a, b, tmp: _import_args(root),
@@ -116,7 +115,7 @@ def test_jsonl_and_markdown_parse_too(pair, tmp_path, name, fmt):
 
 
 def test_the_formats_agree(template):
-    root, (a, _) = template
+    root, _ = template
     query = "select sample_id, tp, input from scores join samples using (run_id, sample_id)"
     got = {fmt: cli("sql", query, "--store", root, "--format", fmt).stdout for fmt in FORMATS}
     rows = json.loads(got["json"])
@@ -155,7 +154,7 @@ def test_runs_lists_the_latest_numbers_and_a_readable_date(pair):
 
 
 def test_store_and_format_before_the_command(template, tmp_path):
-    root, (a, _) = template
+    root, _ = template
     after = cli("runs", "--store", root, "--format", "json")
     before = cli("--store", root, "--format", "json", "runs")
     assert before.exit_code == 0, before.output
@@ -277,7 +276,7 @@ def test_score_at_80_columns_keeps_every_number(template):
 
 
 def test_runs_at_80_columns_keeps_the_metrics(template):
-    root, (a, b) = template
+    root, _ = template
     out = at_80("runs", "--store", root)
     rows = json.loads(cli("runs", "--store", root, "--format", "json").stdout)
     for row in rows:
@@ -367,7 +366,8 @@ def test_diff_of_an_unknown_scoring_lists_the_scorings(template):
 def test_a_provider_langchain_does_not_know_gets_the_one_meant(store):
     result = cli("record", "--model", "google:gemini-2.5-flash", "--store", store.root)
     assert result.exit_code == 2
-    assert result.stderr.splitlines()[1] == "Hint: did you mean --model google_genai:gemini-2.5-flash?"
+    hint = "Hint: did you mean --model google_genai:gemini-2.5-flash?"
+    assert result.stderr.splitlines()[1] == hint
     assert not store.root.exists() or not list(store.root.iterdir())
 
 

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux
 
 ROOT = Path(__file__).parent.parent
 WIDTH = 80
+SAMPLES = "select * from samples order by sample_index limit 3"
 
 
 class Pane:
@@ -95,8 +96,7 @@ def test_runs_score_and_sql_tables_keep_their_numbers(sim_run, tmp_path):
                 [
                     tcbreplay("runs", "--store", root),
                     tcbreplay("score", run_id, "--store", root, "--dashboard", "none"),
-                    tcbreplay("sql", "select * from samples order by sample_index limit 3",
-                              "--store", root),  # fmt: skip
+                    tcbreplay("sql", SAMPLES, "--store", root),
                     "echo END",
                 ]
             )

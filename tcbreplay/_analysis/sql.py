@@ -1,5 +1,6 @@
-"""Read-only SQL over every run in the store (``tcbreplay sql``): statements checked, then run
-on the store's locked-down views within a time and memory limit.
+"""Read-only SQL over every run in the store (``tcbreplay sql``): statements checked, paths
+inside runs read from the store folder, then run on the store's locked-down views within a
+time and memory limit.
 """
 
 from __future__ import annotations

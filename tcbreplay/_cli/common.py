@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -81,8 +82,6 @@ def _from_group(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 def _store_of(ctx: click.Context) -> Any:
     """The store a command line names, as far as it is parsed (for shell completion)."""
-    import os
-
     from tcbreplay._store.runs import Store
 
     store = ctx.params.get("store") or ctx.find_root().params.get("store")
@@ -254,7 +253,10 @@ def main(store: Path | None, fmt: str | None) -> None:
     """Record tool-calling agent traces once; score them offline as often as you like.
 
     --store and --format may be given before the command or after it.
-    Shell completion (bash): eval "$(_TCBREPLAY_COMPLETE=bash_source tcbreplay)"
+
+    \b
+    Shell completion (bash; zsh_source, fish_source for those shells):
+      eval "$(_TCBREPLAY_COMPLETE=bash_source tcbreplay)"
     """
 
 
