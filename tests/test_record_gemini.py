@@ -547,8 +547,9 @@ def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
     _assert_no_key(summary.run_dir)
 
     root = str(store.root)
+    errors = "select error from samples where status = 'error'"
     printed = [
-        cli("sql", "select error from samples where status = 'error'", "--store", root),
+        cli("sql", errors, "--store", root, "--format", "csv"),  # in full: a table cuts it
         cli("query", "error_breakdown", "--store", root),
         cli("export", summary.run_id, "-o", tmp_path / "export", "--store", root),
         cli("report", summary.run_id, "-o", tmp_path / "report.html", "--store", root),

@@ -481,6 +481,14 @@ def test_unknown_run_lists_the_runs_in_a_hint(store):
     assert RUN in info.value.hint
 
 
+def test_a_run_id_close_to_one_in_the_store_gets_did_you_mean(store):
+    new_run(store).close()
+    for typo in (RUN[:-1], RUN + "x", RUN.upper()):
+        with pytest.raises(RunNotFoundError) as info:
+            store.open_run(typo)
+        assert info.value.hint == f"did you mean {RUN!r}? (tcbreplay runs lists them)", typo
+
+
 def test_runs_skips_directories_without_a_manifest(store):
     new_run(store).close()
     (store.root / "stray").mkdir()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
+from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES
@@ -78,14 +79,14 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     from tcbreplay._score.run import score_run
 
     run_id = run.run_id
-    folders = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
-    if scoring is not None:
-        folders = [f for f in folders if f.name == scoring]
+    everything = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
+    folders = [f for f in everything if scoring is None or f.name == scoring]
     if not folders:
         what = f"scoring named {scoring!r}" if scoring else "stored scores"
-        raise InputError(
-            f"run {run_id!r} has no {what} to verify", hint=f"score it: tcbreplay score {run_id}"
-        )
+        hint = f"score it: tcbreplay score {run_id}"
+        if scoring:
+            hint = missing_scoring_hint(run_id, scoring, [f.name for f in everything])
+        raise InputError(f"run {run_id!r} has no {what} to verify", hint=hint)
     report = AuditReport(run_id=run.run_id, scorings=[f.name for f in folders])
     digests = {name: _hash_now(run.dir / name) for name in AUDITED_FILES}
     for folder in folders:

@@ -20,6 +20,7 @@ import polars as pl
 
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import SCORES
 from tcbreplay.errors import InputError
 
 if TYPE_CHECKING:
@@ -84,12 +85,16 @@ def load_scores(
         pairs_path = folder / "pairs.parquet"
         pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
         return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
-    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
     from tcbreplay._score.run import score_run
 
     options = _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
     if options is None:
-        raise InputError(f"run {run.run_id!r} has no scoring {scoring!r}")
+        stored = sorted(p.parent.name for p in (run.dir / SCORES).glob("*/summary.json"))
+        raise InputError(
+            f"run {run.run_id!r} has no scoring {scoring!r}",
+            hint=missing_scoring_hint(run.run_id, scoring, stored),
+        )
     result = score_run(store, run.run_id, options, write=False)
     return result.scores, result.pairs
 

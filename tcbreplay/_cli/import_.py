@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format
 from tcbreplay.errors import InputError
 
 
@@ -30,7 +30,8 @@ from tcbreplay.errors import InputError
     type=click.Choice(["jsonl", "abet-evaluation"]),
     default="jsonl",
     show_default=True,
-    help="abet-evaluation: a dashboard file of the original benchmark.",
+    help="abet-evaluation: a dashboard file of the original benchmark. (How the summary "
+    "is printed goes before the command: tcbreplay --format json import ...)",
 )
 @click.option(
     "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
@@ -38,6 +39,7 @@ from tcbreplay.errors import InputError
 @STORE_OPTION
 def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> None:
     """Store traces recorded elsewhere as a run that score treats like a recorded one."""
+    from tcbreplay._cli.grids import summary_output
     from tcbreplay._importers.import_run import import_traces
     from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
     from tcbreplay._store.runs import Store, validate_run_id
@@ -50,7 +52,8 @@ def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> N
     inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
     summary = import_traces(inputs, traces, Store(store), run_id, model=model_label, fmt=fmt)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
-    click.echo(
+    line = (
         f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported{missing}"
         f" -> {summary.run_dir}"
     )
+    emit(summary_output(summary, [line]), output_format())

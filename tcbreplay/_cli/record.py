@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main, options_dict
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main, options_dict
 from tcbreplay.errors import InputError, StoreError
 
 
@@ -98,14 +98,10 @@ from tcbreplay.errors import InputError, StoreError
     "fraction of the samples recorded (0.05 or 5%).",
 )
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["parquet", "jsonl"]),
-    default="parquet",
-    show_default=True,
-    help="jsonl also exports the run as JSONL beside the Parquet.",
+    "--export-jsonl", is_flag=True, help="Also export the run as JSON Lines into <run>/jsonl/."
 )
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@FORMAT_OPTION
 @STORE_OPTION
 def record(
     benchmark,
@@ -129,8 +125,9 @@ def record(
     limit,
     sample_ids,
     max_errors,
-    fmt,
+    export_jsonl,
     quiet,
+    fmt,
     store,
 ) -> None:
     """Run the agent over a dataset and store its raw message traces.
@@ -228,43 +225,46 @@ def record(
     except RecordError as failed:
         progress.close()
         if failed.summary is not None:
-            _export(failed.summary, fmt)
-            click.echo(_summary_line(failed.summary))
+            _finish(failed.summary, fmt, store, export_jsonl=export_jsonl, failed=True)
         raise
     finally:
         progress.close()
-    _export(summary, fmt)
+    _finish(summary, fmt, store, budget, export_jsonl)
+
+
+def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) -> None:
+    """Export the run if asked, and print what the recording did in the chosen format."""
+    from tcbreplay._cli.grids import summary_output
+    from tcbreplay._store.export import export_jsonl as export_run
+    from tcbreplay._store.runs import Run
+
+    run_ = Run(Path(summary.run_dir))
+    if export_jsonl:
+        export_run(run_, run_.dir / "jsonl", error=StoreError)
+    lines = []
     if not summary.attempted:
         sim = " (simulated model)" if summary.simulated else ""
         asked = " asked for" if summary.status == "partial" else ""
-        click.echo(
+        lines.append(
             f"run {summary.run_id}{sim} already holds all {summary.recorded} samples{asked}; "
             "nothing to record (--overwrite records it again)"
         )
     else:
-        click.echo(_summary_line(summary))
-    run_ = Run(Path(summary.run_dir))
-    if summary.errors:
-        kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
-        click.echo(
-            f"errors: {kinds} (within --max-errors {budget}; re-run them with: "
-            f"{run_.resume_command('--retry-errors')})"
+        lines.append(_summary_line(summary))
+    if not failed:
+        if summary.errors:
+            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
+            lines.append(
+                f"errors: {kinds} (within --max-errors {budget}; re-run them with: "
+                f"{run_.resume_command('--retry-errors')})"
+            )
+        if summary.status == "partial":
+            lines.append(f"partial run: record the rest with: {run_.resume_command()}")
+        lines.append(
+            f"next: tcbreplay score {summary.run_id}"
+            + (f" --store {store}" if str(store) != "traces" else "")
         )
-    if summary.status == "partial":
-        click.echo(f"partial run: record the rest with: {run_.resume_command()}")
-    click.echo(
-        f"next: tcbreplay score {summary.run_id}"
-        + (f" --store {store}" if str(store) != "traces" else "")
-    )
-
-
-def _export(summary, fmt: str) -> None:
-    from tcbreplay._store.export import export_jsonl
-    from tcbreplay._store.runs import Run
-
-    if fmt == "jsonl":
-        run_dir = Path(summary.run_dir)
-        export_jsonl(Run(run_dir), run_dir / "jsonl", error=StoreError)
+    emit(summary_output(summary, lines), fmt)
 
 
 def _summary_line(summary) -> str:

@@ -7,6 +7,7 @@ one that a killed deletion left. The layout of a run's folder is in :mod:`tcbrep
 
 from __future__ import annotations
 
+import difflib
 import fcntl
 import os
 import re
@@ -203,7 +204,16 @@ class Store:
         path = self.run_dir(run_id)
         if not (path / MANIFEST).is_file():
             known = [r.run_id for r in self.runs()]
-            if len(known) > 5:
+            by_lower = {name.lower(): name for name in reversed(known)}
+            close = [
+                by_lower[name]
+                for name in difflib.get_close_matches(run_id.lower(), by_lower, n=3, cutoff=0.6)
+            ]
+            if close:
+                names = [repr(name) for name in close]
+                either = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+                hint = f"did you mean {either}? (tcbreplay runs lists them)"
+            elif len(known) > 5:
                 hint = (
                     f"runs in {self.root} include {', '.join(known[:5])} and {len(known) - 5} "
                     "more (tcbreplay runs lists them)"

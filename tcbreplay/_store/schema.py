@@ -58,6 +58,7 @@ DATA_FILES = (SAMPLES, MESSAGES)
 
 
 SCORES = "scores"
+DEFAULT_SCORING = "spec"  # the folder under scores/ of a scoring with the default options
 
 
 EVALUATIONS = "evaluations"
@@ -279,6 +280,30 @@ _TOOLS_SCHEMA = pa.schema(
         ("param", pa.string()),
         ("has_default", pa.bool_()),
         ("default_value", pa.string()),
+    ]
+)
+
+
+# one row per stored scoring, from its summary.json (the scorings view)
+_SCORINGS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scoring", pa.string()),
+        ("scorer", pa.string()),
+        ("rel_tol", pa.float64()),
+        ("abs_tol", pa.float64()),
+        ("scored_at", pa.string()),
+        ("n_samples", pa.int64()),
+        ("n_errors", pa.int64()),
+        ("tsa", pa.float64()),
+        ("n_tsa", pa.int64()),
+        ("tp", pa.float64()),
+        ("n_tp", pa.int64()),
+        ("ahr", pa.float64()),
+        ("args_invalid", pa.int64()),
+        ("args_total", pa.int64()),
+        ("args_missing", pa.int64()),
+        ("toolkit_version", pa.string()),
     ]
 )
 

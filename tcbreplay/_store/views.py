@@ -1,7 +1,9 @@
 """The store as DuckDB views on a locked-down connection, and the SQL files that query it.
 
 Views (names are stable; queries use them, never file paths):
-``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
+``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``
+(the default scoring of each run), ``scores_all`` (every scoring) and ``scorings`` (the
+run-level numbers of every scoring).
 Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; ``tcbreplay sql``
 (:mod:`tcbreplay._analysis.sql`) also refuses every statement that is not a query.
@@ -29,7 +31,9 @@ from tcbreplay._store.sandbox import (
 )
 from tcbreplay._store.schema import (
     _RUNS_SCHEMA,
+    _SCORINGS_SCHEMA,
     _TOOLS_SCHEMA,
+    DEFAULT_SCORING,
     MESSAGES_SCHEMA,
     SAMPLES_SCHEMA,
     SCORES,
@@ -158,25 +162,24 @@ def _check_inside(path: Path, run: Run) -> None:
         raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
 
 
-def _readable_scores(run_list: list[Run]) -> list[Path]:
-    """The latest scores file of each run that has a readable one; an unreadable one is left
-    out of the ``scores`` view with a warning (the run's traces stay in the other views)."""
-    files = []
+def _readable_scorings(run_list: list[Run]) -> list[tuple[str, Path, dict]]:
+    """Every stored scoring of each run: (scoring, scores file, summary). A scoring is
+    stored once its summary is written; one whose scores file cannot be read is left out
+    of the scores views with a warning (the run's traces stay in the other views)."""
+    found = []
     for run in run_list:
-        path = latest_scores_file(run)
-        if path is None:
-            continue
-        try:
-            _check_inside(path, run)
-            _check_columns(path, SCORES_SCHEMA)
-        except StoreError as exc:
-            warnings.warn(
-                SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
-                stacklevel=3,
-            )
-            continue
-        files.append(path)
-    return files
+        for scoring, path, summary in stored_scorings(run):
+            try:
+                _check_inside(path, run)
+                _check_columns(path, SCORES_SCHEMA)
+            except StoreError as exc:
+                warnings.warn(
+                    SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
+                    stacklevel=3,
+                )
+                continue
+            found.append((scoring, path, summary))
+    return found
 
 
 def create_views(
@@ -190,7 +193,12 @@ def create_views(
     )
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
-    _bind_files(con, "scores", _readable_scores(run_list) if with_scores else [], SCORES_SCHEMA)
+    scorings = _readable_scorings(run_list) if with_scores else []
+    # `scores` keeps one meaning, the default scoring, whichever scored last; `scores_all`
+    # holds every scoring, told apart by its `scoring` column
+    default = [path for name, path, _ in scorings if name == DEFAULT_SCORING]
+    _bind_files(con, "scores", default, SCORES_SCHEMA)
+    _bind_files(con, "scores_all", [path for _, path, _ in scorings], SCORES_SCHEMA)
     kind = "table" if materialize else "view"
     con.register("_runs_table", _runs_table(run_list))
     con.execute(f"create or replace {kind} runs as select * from _runs_table")
@@ -199,9 +207,15 @@ def create_views(
         f"create or replace {kind} tools as select run_id, tool, description, param, has_default,"
         " default_value::json as default_value from _tools_table"
     )
+    con.register("_scorings_table", _scorings_table(scorings))
+    con.execute(
+        f"create or replace {kind} scorings as select * replace "
+        "(try_cast(scored_at as timestamptz) as scored_at) from _scorings_table"
+    )
     if materialize:
         con.unregister("_runs_table")
         con.unregister("_tools_table")
+        con.unregister("_scorings_table")
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
@@ -232,6 +246,7 @@ _RUN_DIR_PATTERN = {
     "samples": r"([^/]+)/[^/]+$",
     "messages": r"([^/]+)/[^/]+$",
     "scores": r"([^/]+)/scores/[^/]+/[^/]+$",
+    "scores_all": r"([^/]+)/scores/[^/]+/[^/]+$",
 }
 
 
@@ -240,7 +255,7 @@ def _bind_files(
 ) -> None:
     """Bind a view to Parquet files; ``run_id`` is the name of each file's run directory, so a
     run directory copied or renamed is seen under its new name."""
-    if files:  # checked by the caller (_check_run_files, _readable_scores)
+    if files:  # checked by the caller (_check_run_files, _readable_scorings)
         listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
         pattern = _sql_string(_RUN_DIR_PATTERN[view])
         con.execute(
@@ -315,18 +330,53 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def latest_scores_file(run: Run) -> Path | None:
-    """The per-sample scores of the run's most recent scoring, if it was scored."""
-    best: tuple[str, Path] | None = None
-    for summary in (run.dir / SCORES).glob("*/summary.json"):
+def stored_scorings(run: Run) -> list[tuple[str, Path, dict]]:
+    """The run's stored scorings, by name: (scoring, scores file, summary). A scoring whose
+    summary cannot be read (not JSON, not UTF-8, not an object) is not one."""
+    found = []
+    for summary_path in sorted((run.dir / SCORES).glob("*/summary.json")):
         try:
-            scored_at = json.loads(summary.read_text(encoding="utf-8")).get("scored_at", "")
-        except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not an object
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             continue
-        path = summary.parent / "scores.parquet"
-        if path.exists() and (best is None or scored_at > best[0]):
-            best = (scored_at, path)
-    return best[1] if best else None
+        path = summary_path.parent / "scores.parquet"
+        if isinstance(summary, dict) and path.exists():
+            found.append((summary_path.parent.name, path, summary))
+    return found
+
+
+def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
+    rows = []
+    for scoring, path, summary in scorings:
+        options = summary.get("options") if isinstance(summary.get("options"), dict) else {}
+        row = {name: summary.get(name) for name in _SCORINGS_SCHEMA.names}
+        rows.append(
+            {
+                **{k: v if _fits(v, _SCORINGS_SCHEMA.field(k).type) else None
+                   for k, v in row.items()},
+                "run_id": path.parents[2].name,
+                "scoring": scoring,
+                "scorer": options.get("scorer", "spec"),
+                "rel_tol": _number(options.get("rel_tol")),
+                "abs_tol": _number(options.get("abs_tol")),
+            }
+        )  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=_SCORINGS_SCHEMA)
+
+
+def _fits(value: object, arrow_type: pa.DataType) -> bool:
+    """Whether a summary's value has the column's kind (a summary edited by hand may not)."""
+    if pa.types.is_floating(arrow_type):
+        return _number(value) is not None
+    if pa.types.is_integer(arrow_type):
+        return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+    return isinstance(value, str)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308:
+        return float(value)
+    return None
 
 
 def _runs_table(runs: list[Run]) -> pa.Table:

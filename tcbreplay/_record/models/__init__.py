@@ -7,6 +7,7 @@ environment only and are never part of a model choice.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -141,7 +142,38 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
         raise ModelError(f"--model {choice.id}: {exc}") from exc
     except (ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0]
-        raise ModelError(f"--model {choice.id}: {first}") from exc
+        hint = provider_hint(choice) if first.startswith("Unsupported provider") else None
+        raise ModelError(f"--model {choice.id}: {first}", hint=hint) from exc
+
+
+# names people give providers that LangChain knows by another
+_PROVIDER_ALIASES = {
+    "google": "google_genai",
+    "gemini": "google_genai",
+    "genai": "google_genai",
+    "googleai": "google_genai",
+    "google-genai": "google_genai",
+    "vertex": "google_vertexai",
+    "vertexai": "google_vertexai",
+    "claude": "anthropic",
+    "azure": "azure_openai",
+    "mistral": "mistralai",
+}
+
+
+def provider_hint(choice: ModelChoice) -> str | None:
+    """'did you mean google_genai:...?' for a provider LangChain does not know."""
+    try:
+        from langchain.chat_models.base import _BUILTIN_PROVIDERS as known
+    except ImportError:  # a LangChain that keeps them elsewhere: no suggestion
+        known = {}
+    wanted = choice.provider.lower()
+    close = _PROVIDER_ALIASES.get(wanted) or next(
+        iter(difflib.get_close_matches(wanted, list(known), n=1, cutoff=0.6)), None
+    )
+    if close is None:
+        return f"providers LangChain knows: {', '.join(sorted(known))}" if known else None
+    return f"did you mean --model {close}:{choice.name}?"
 
 
 def effective_settings(choice: ModelChoice, chat_model: Any) -> dict[str, Any]:
