@@ -102,7 +102,8 @@ def record_run(
     stored with status error). ``overwrite`` deletes the existing run first.
     """
     options = options or RecordOptions()
-    if inputs.toolset.tools is None:
+    tools = inputs.toolset.tools
+    if tools is None:
         raise InputError(
             f"{inputs.toolset.source}: JSON tool schemas have no code to run",
             hint="record needs tools from a Python module:attr; JSON schemas suit import",
@@ -161,9 +162,9 @@ def record_run(
             limiter=options.rate_limiter(processes),
             on_retry=on_retry,
         )
-        return build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
+        return build_agent(chat_model, tools, inputs.system_prompt, policy)
 
-    def run() -> None:
+    def record_samples() -> None:
         if processes == 1:
             agent = agent_for(on_retry)
             run_loop(_in_process(agent, chat_model, samples, writer, options, progress))
@@ -176,7 +177,7 @@ def record_run(
 
     if hasattr(progress, "start"):
         progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
-    summary = _record(run, samples, writer, choice.simulated, len(inputs.dataset))
+    summary = _record(record_samples, samples, writer, choice.simulated, len(inputs.dataset))
     summary.processes = processes
     return summary
 
@@ -252,7 +253,7 @@ def _finish(writer: RunWriter, status: str, duration: float, total: int) -> Reco
                 error_types[key] = error_types.get(key, 0) + 1
         tokens_in = [r["input_tokens"] for r in rows if r["input_tokens"] is not None]
         tokens_out = [r["output_tokens"] for r in rows if r["output_tokens"] is not None]
-        totals = {
+        totals: dict[str, Any] = {
             "samples": total,
             "recorded": len(rows),
             "ok": ok,
