@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ class _StorePath(click.Path):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         path = super().convert(value, param, ctx)
         # a folder under a file can be neither read nor made: said here, for every command
-        for parent in Path(path).parents:
+        for parent in Path(os.fsdecode(path)).parents:
             if parent.exists():
                 if not parent.is_dir():
                     self.fail(f"{str(parent)!r} is a file, not a folder", param, ctx)
@@ -86,11 +88,18 @@ class _Cli(_KnownContext, click.Group):
 
     command_class = _KnownContext
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as exc:  # bare `tcbreplay`: the help
             exc.show()
             sys.exit(exc.exit_code)

@@ -61,8 +61,8 @@ def breakdown_tables(summary: dict[str, Any]) -> list[Table]:
     tables = []
     if summary.get("by_tool"):
         table = Table(title="per tool", title_justify="left")
-        columns = ("tool", "gold_calls", "agent_calls", "paired", "recall", "args_invalid",
-                   "args_total", "ahr")  # fmt: skip
+        columns: tuple[str, ...] = ("tool", "gold_calls", "agent_calls", "paired", "recall",
+                                    "args_invalid", "args_total", "ahr")  # fmt: skip
         for column in columns:
             table.add_column(column, justify="left" if column == "tool" else "right")
         for row in summary["by_tool"]:
