@@ -271,8 +271,9 @@ def _has_default(schema: Any) -> bool:
 
 
 def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    # a writable copy, always: the compiled kernels are built for writable arrays
-    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C", "W"])
+    # int64 and contiguous, as the kernels take them; they only read it, so Arrow's buffer
+    # itself does when it is both (no copy)
+    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C"])
 
 
 def _flat_side(s: np.ndarray, lists: pa.ChunkedArray, n: int) -> FlatSide:
