@@ -1,4 +1,4 @@
-"""The compiled splitter of tool-call lists (tcbreplay/kernels/calls.pxi), on its own: every
+"""The compiled splitter of tool-call lists (tcbreplay/_score/kernels/calls.pxi), on its own: every
 call's name and arguments spans, whatever strings the lists hold and wherever their quotes
 and escapes fall against the eight-byte words the kernel reads."""
 

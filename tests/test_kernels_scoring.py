@@ -1,4 +1,4 @@
-"""The compiled kernels (``tcbreplay/kernels/scoring.pxi``) against brute force:
+"""The compiled kernels (``tcbreplay/_score/kernels/scoring.pxi``) against brute force:
 the AHR pairing (``choose_pairs``) against ``align_one`` and an enumeration of every pairing,
 and the name tables of ``score_samples`` (tsa, tp, candidate pairs) against the reference
 Levenshtein, TSA and every maximum same-name pairing. Whole runs against the reference:

@@ -12,9 +12,9 @@ Per sample, with G the gold calls and A the agent's calls, both in order:
 Run level: TSA is the mean of the defined per-sample values, TP the mean over
 all samples, AHR = Σ args_invalid / Σ args_total.
 
-Scoring runs the compiled :mod:`tcbreplay.kernel`; the functions here are the spec as
-people read it, used where Python is the right tool (arguments the kernel leaves to
-Python, ``explain_sample`` for reports) and as what the kernel is tested against.
+Scoring runs the compiled :mod:`tcbreplay._score.kernels`; the functions here are the spec
+as people read it, used where Python is the right tool (arguments the kernels leave to
+Python, ``explain_sample`` for reports) and as what the kernels are tested against.
 """
 
 from __future__ import annotations
