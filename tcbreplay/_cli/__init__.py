@@ -42,7 +42,7 @@ def run() -> None:
     """
     sys.excepthook = _print_redacted
     # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would
-    # only spin (about 0.1 CPU s of a large score)
+    # only spin (see BENCHMARKS.md)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
