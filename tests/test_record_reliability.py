@@ -43,6 +43,7 @@ def _scores(store: Store, run_id: str) -> list[tuple]:
 # -- crash safety -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     store_dir = tmp_path / "traces"
     args = ["record", "--model", "sim:seed=5,latency=0.02", "--run-id", "k", "--store",
@@ -85,6 +86,7 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert _scores(Store(store_dir), "k") == _scores(clean, "k")
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
     store_dir = tmp_path / "traces"
     proc = cli_process("record", "--model", "sim:latency=0.05", "--run-id", "c", "--store",
@@ -109,6 +111,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
     assert len(_samples(run_dir)) == N_SAMPLES
 
 
+@pytest.mark.slow
 def test_one_writer_per_run_and_takeover_after_death(tmp_path):
     store_dir = tmp_path / "traces"
     args = ["record", "--model", "sim:latency=0.2", "--run-id", "w", "--store", str(store_dir),
@@ -128,6 +131,7 @@ def test_one_writer_per_run_and_takeover_after_death(tmp_path):
     third.close()
 
 
+@pytest.mark.slow
 def test_retry_errors_reruns_only_failed_samples(tmp_path):
     store = Store(tmp_path / "traces")
     inputs = load_inputs("tool-call")
@@ -349,6 +353,7 @@ def test_rate_limiter_waits_for_tokens():
 # -- progress -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_progress_lines_when_not_a_terminal_and_quiet(tmp_path):
     runner = CliRunner()
     loud = runner.invoke(main, ["record", "--model", "sim", "--run-id", "p", "--store",

@@ -23,7 +23,7 @@ from tcbreplay._analysis.sql import run_sql
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

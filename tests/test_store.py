@@ -140,6 +140,7 @@ def test_fold_writes_samples_in_dataset_order_and_messages_grouped(store):
 _TYPES = st.sampled_from(["ai", "human", "tool", "system", "other", None])
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(chunks=st.lists(st.lists(_TYPES, max_size=12), max_size=6))
 def test_messages_writer_keeps_every_row_in_row_groups_of_one_type(tmp_path_factory, chunks):

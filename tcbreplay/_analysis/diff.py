@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import polars as pl
@@ -211,7 +211,7 @@ def _resamples(rng: np.random.Generator, n: int, n_boot: int):
         done += size
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def _ratio(num: np.ndarray | int, den: np.ndarray | int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 
@@ -235,8 +235,8 @@ def _metric_delta(
             )
 
         # integer sums divided once, as score does
-        value_a = _ratio(int(num_a.sum()), int(den_a.sum()))
-        value_b = _ratio(int(num_b.sum()), int(den_b.sum()))
+        value_a = float(_ratio(int(num_a.sum()), int(den_a.sum())))
+        value_b = float(_ratio(int(num_b.sum()), int(den_b.sum())))
     else:
         va = joined[metric].to_numpy().astype(float)
         vb = joined[f"{metric}_b"].to_numpy().astype(float)
@@ -329,7 +329,7 @@ def _tool_deltas(
 
 def _mean(series: pl.Series) -> float:
     defined = series.drop_nulls()
-    return float(defined.mean()) if defined.len() else float("nan")
+    return cast(float, defined.mean()) if defined.len() else float("nan")
 
 
 def _num(value: Any) -> float | None:

@@ -6,6 +6,7 @@ import errno
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ class _StorePath(click.Path):
             return value  # `tcbreplay --store X CMD`: X is used, and checked there
         path = super().convert(value, param, ctx)
         # a folder under a file can be neither read nor made: said here, for every command
-        for parent in Path(path).parents:
+        for parent in Path(os.fsdecode(path)).parents:
             if parent.exists():
                 if not parent.is_dir():
                     self.fail(f"{str(parent)!r} is a file, not a folder", param, ctx)
@@ -76,7 +77,7 @@ def _given_before_command(ctx: click.Context | None, param: click.Parameter | No
 def _from_group(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """The group's value of an option the command did not get on its command line."""
     if _given_before_command(ctx, param):
-        return ctx.find_root().params[param.name]  # type: ignore[index]
+        return ctx.find_root().params[param.name or ""]
     return value
 
 
@@ -179,11 +180,18 @@ class _Cli(_KnownContext, click.Group):
 
     command_class = _KnownContext
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as exc:  # bare `tcbreplay`: the help
             exc.show()
             sys.exit(exc.exit_code)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import click
 
 from tcbreplay._cli.common import (
@@ -45,7 +48,7 @@ def query(name, params, list_, show, fmt, timeout, memory_limit, store) -> None:
             lines.append(f"{q.name:<18} {q.description}")
             if q.params:
                 lines.append(f"{'':<18} params: {q.usage()}")
-        rows = [(q.name, q.description, q.usage()) for q in named]
+        rows: list[Sequence[Any]] = [(q.name, q.description, q.usage()) for q in named]
         emit(Output(grids=[Grid(["name", "description", "params"], rows)], text=lines), fmt)
         return
     if show:

@@ -62,7 +62,7 @@ def _middleware(policy: CallPolicy) -> Any:
     class Recording(AgentMiddleware):
         """Time calls, retry transient model failures, keep to the rate limit."""
 
-        async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        async def awrap_model_call(self, request, handler):
             state = current_sample.get(None)
             attempt = 0
             while True:
@@ -102,7 +102,7 @@ def _middleware(policy: CallPolicy) -> Any:
                         state.timings[message.id] = elapsed
                 return response
 
-        async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        async def awrap_tool_call(self, request, handler):
             t0 = time.perf_counter()
             result = await handler(request)
             state = current_sample.get(None)
@@ -164,7 +164,7 @@ def inline_tracing_hooks() -> Iterator[None]:
         yield
         return
 
-    async def inline(default, ctx, func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def inline(default, ctx, func, /, *args, **kwargs):
         return ctx.run(func, *args, **kwargs)
 
     langsmith.set_runtime_overrides(aio_to_thread=inline)

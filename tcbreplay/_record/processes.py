@@ -180,8 +180,9 @@ def _hand_out(
     live = list(conns)
     try:
         while live:
-            for conn in wait(live):
-                i = index[id(conn)]
+            for ready in wait(live):
+                i = index[id(ready)]
+                conn = conns[i]
                 try:
                     message = conn.recv()
                 except (EOFError, OSError):

@@ -109,7 +109,8 @@ def record_run(
     retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
     when more samples than it allows are left in error; the run is kept either way.
     """
-    if inputs.toolset.tools is None:
+    tools = inputs.toolset.tools
+    if tools is None:
         raise InputError(
             f"{inputs.toolset.source}: JSON tool schemas have no code to run",
             hint="record needs tools from a Python module:attr; JSON schemas suit import",
@@ -177,11 +178,11 @@ def record_run(
             limiter=opts.rate_limiter(processes),
             on_retry=on_retry,
         )
-        return build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
+        return build_agent(chat_model, tools, inputs.system_prompt, policy)
 
     breaker = Breaker(min(opts.workers, len(samples)))
 
-    def run() -> None:
+    def record_samples() -> None:
         if processes == 1:
             agent = agent_for(on_retry)
             run_loop(_in_process(agent, chat_model, samples, writer, opts, progress, breaker))
@@ -196,7 +197,9 @@ def record_run(
         progress.start(len(samples), already)  # type: ignore[union-attr]
     partial = len(selected) < len(inputs.dataset)
     try:
-        summary = _record(run, samples, writer, choice.simulated, len(inputs.dataset), partial)
+        summary = _record(
+            record_samples, samples, writer, choice.simulated, len(inputs.dataset), partial
+        )
     except RecordStop as stop:
         stop.summary.processes = processes
         stop.summary.attempted = breaker.seen
@@ -347,7 +350,7 @@ def _finish(
                 error_types[key] = error_types.get(key, 0) + 1
         tokens_in = [r["input_tokens"] for r in rows if r["input_tokens"] is not None]
         tokens_out = [r["output_tokens"] for r in rows if r["output_tokens"] is not None]
-        totals = {
+        totals: dict[str, Any] = {
             "samples": total,
             "recorded": len(rows),
             "ok": ok,

@@ -12,16 +12,16 @@ Per sample, with G the gold calls and A the agent's calls, both in order:
 Run level: TSA is the mean of the defined per-sample values, TP the mean over
 all samples, AHR = Σ args_invalid / Σ args_total.
 
-Scoring runs the compiled :mod:`tcbreplay.kernel`; the functions here are the spec as
-people read it, used where Python is the right tool (arguments the kernel leaves to
-Python, ``explain_sample`` for reports) and as what the kernel is tested against.
+Scoring runs the compiled :mod:`tcbreplay._score.kernels`; the functions here are the spec
+as people read it, used where Python is the right tool (arguments the kernels leave to
+Python, ``explain_sample`` for reports) and as what the kernels are tested against.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -67,7 +67,7 @@ def align_one_pairs(
     """The chosen pairs ``(i, j)`` of one sample from ``(i, j, invalid, valid, missing)``
     candidates: the same choice as :func:`choose_pairs`, on Python tuples."""
     table = {(int(i), int(j)): (1, -int(inv), int(val), -int(mis)) for i, j, inv, val, mis in cands}
-    best = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
+    best: list[list[tuple[int, ...]]] = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
     for x in range(1, a + 1):
         for y in range(1, g + 1):
             options = [best[x - 1][y], best[x][y - 1]]
@@ -111,8 +111,8 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
     invalid = int(scores["args_invalid"].sum())
     total = int(scores["args_total"].sum())
     return {
-        "tsa": float(tsa.mean()) if tsa.len() else None,
-        "tp": float(scores["tp"].mean()) if scores.height else None,
+        "tsa": cast(float, tsa.mean()) if tsa.len() else None,
+        "tp": cast(float, scores["tp"].mean()) if scores.height else None,
         "ahr": invalid / total if total else None,
         "n_samples": scores.height,
         "n_tsa": tsa.len(),

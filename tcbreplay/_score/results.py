@@ -137,11 +137,11 @@ def _write_files(
 
 
 @cache
-def _scores_dtypes() -> dict[str, pl.DataType]:
+def _scores_dtypes() -> pl.Schema:
     """The Polars types of the store's scores columns."""
     frame = pl.from_arrow(SCORES_SCHEMA.empty_table())
     assert isinstance(frame, pl.DataFrame)
-    return dict(frame.schema)
+    return frame.schema
 
 
 def tool_breakdown(counts: pl.DataFrame) -> list[dict[str, Any]]:

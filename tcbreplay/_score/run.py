@@ -279,8 +279,7 @@ def _parts(run: Run, options: ScoreOptions) -> int:
 
 def _parts_for(samples: int) -> int:
     # two per core: a worker whose first part is done while another's still runs goes on
-    # with a second, so the cores stay busy to the end (4 parts on 2 cores: 0.1-0.2 s
-    # faster at 1M than 2, in interleaved runs)
+    # with a second, so the cores stay busy to the end (see BENCHMARKS.md)
     return 2 * usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
 
 

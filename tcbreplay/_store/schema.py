@@ -136,7 +136,7 @@ _MANIFEST_FIELDS: dict[str, type] = {
 }
 
 
-_JSON_TYPES = {dict: "an object", list: "a list", str: "a string"}
+_JSON_TYPES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -332,13 +332,16 @@ _RUNS_SCHEMA = pa.schema(
 
 
 class SampleLike(Protocol):
-    """What a sample row needs of a dataset sample."""
+    """What a sample row needs of a dataset sample (read only)."""
 
-    sample_id: str
-    index: int
-    input: str
-    category: str | None
-
+    @property
+    def sample_id(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def input(self) -> str: ...
+    @property
+    def category(self) -> str | None: ...
     @property
     def target(self) -> Sequence[Any]: ...  # gold calls, each with ``to_dict()``
 

@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -348,7 +349,8 @@ def stored_scorings(run: Run) -> list[tuple[str, Path, dict]]:
 def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
     rows = []
     for scoring, path, summary in scorings:
-        options = summary.get("options") if isinstance(summary.get("options"), dict) else {}
+        found = summary.get("options")
+        options: dict[str, Any] = found if isinstance(found, dict) else {}
         row = {name: summary.get(name) for name in _SCORINGS_SCHEMA.names}
         rows.append(
             {

@@ -98,7 +98,7 @@ def metrics_figure(report: ReportData) -> dict[str, Any]:
     for k, run in enumerate(report.runs):
         values = [run.summary.get(m) for m, _ in METRICS]
         known = [
-            (run.intervals.get(m), v) if run.intervals.get(m) and v is not None else ((0, 0), 0)
+            (interval, v) if (interval := run.intervals.get(m)) and v is not None else ((0, 0), 0)
             for (m, _), v in zip(METRICS, values, strict=True)
         ]
         error_y = {

@@ -108,8 +108,8 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def _title(report: ReportData) -> str:
     titles = {(r.run.manifest.get("benchmark") or {}).get("title") for r in report.runs}
-    titles.discard(None)
-    return f"tcbreplay report: {' / '.join(sorted(titles)) or 'runs'}"
+    named = sorted(t for t in titles if t is not None)
+    return f"tcbreplay report: {' / '.join(named) or 'runs'}"
 
 
 def _meta(report: ReportData) -> str:
@@ -347,7 +347,6 @@ def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur")}
     for sid in sample_ids:
         s, m = scores.get(sid), samples.get(sid)
-        present = s is not None and m is not None
         values = (
             [
                 _num(s["tsa"]),
@@ -363,7 +362,7 @@ def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
                 m["output_tokens"],
                 _num(m["duration_s"], 3),
             ]
-            if present
+            if s is not None and m is not None
             else [None] * len(cols)
         )
         for key, value in zip(cols, values, strict=True):

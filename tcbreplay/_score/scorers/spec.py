@@ -171,7 +171,7 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 def _decide_pending(
     pairs: np.ndarray, agent: FlatSide, gold: FlatSide, names: pl.Series, tools: Tools,
-    rel_tol: float, abs_tol: float, samples: list[str],
+    rel_tol: float, abs_tol: float, samples: pl.Series,
 ) -> None:  # fmt: skip
     """Judge in Python the candidate pairs the kernel left pending (in place); ``samples``
     are the range's sample ids, for errors."""
