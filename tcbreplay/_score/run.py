@@ -69,8 +69,14 @@ def _score_run(
         scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
+    verdicts = [  # only the bfcl scorer gives a verdict per sample
+        pl.lit(None, pl.Boolean).alias("valid"),
+        pl.lit(None, pl.String).alias("error_type"),
+    ]
     scores = scored.scores.with_columns(
-        pl.lit(run.run_id).alias("run_id"), pl.lit(options.scoring).alias("scoring")
+        pl.lit(run.run_id).alias("run_id"),
+        pl.lit(options.scoring).alias("scoring"),
+        *(c for c in verdicts if c.meta.output_name() not in scored.scores.columns),
     ).select(SCORES_SCHEMA.names)
     summary = {
         "run_id": run.run_id,
