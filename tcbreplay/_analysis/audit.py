@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
     "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
-    "args_missing", "n_errors",
+    "args_missing", "n_errors", "accuracy", "valid", "total", "categories", "error_types",
 )  # fmt: skip
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
 

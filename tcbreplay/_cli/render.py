@@ -56,6 +56,30 @@ def metrics_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+def bfcl_tables(summary: dict[str, Any]) -> list[Table]:
+    """BFCL's accuracy per category and overall, and how many samples had each error type."""
+    title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
+    table = Table(title=escape(title), title_justify="left")
+    for column in ("category", "valid", "total", "accuracy"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for name, row in summary["categories"].items():
+        table.add_row(escape(name), str(row["valid"]), str(row["total"]), _fmt(row["accuracy"]))
+    table.add_row("overall", str(summary["valid"]), str(summary["total"]),
+                  _fmt(summary["accuracy"]), style="bold")  # fmt: skip
+    table.caption = (
+        f"{summary['n_errors']} samples with recording errors; scoring: {summary['scoring']}"
+    )
+    tables = [table]
+    if summary["error_types"]:
+        errors = Table(title="BFCL error types", title_justify="left")
+        errors.add_column("error_type")
+        errors.add_column("samples", justify="right")
+        for name, count in summary["error_types"].items():
+            errors.add_row(escape(name), str(count))
+        tables.append(errors)
+    return tables
+
+
 def breakdown_tables(summary: dict[str, Any]) -> list[Table]:
     """Per-tool and per-category tables, where the scorer gives them."""
     tables = []

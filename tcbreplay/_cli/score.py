@@ -28,10 +28,11 @@ from tcbreplay._cli.common import STORE_OPTION, main
 )
 @click.option(
     "--scorer",
-    type=click.Choice(["spec", "abet"]),
+    type=click.Choice(["spec", "abet", "bfcl"]),
     default="spec",
     show_default=True,
-    help="spec: the metric spec; abet: the original benchmark's evaluator.",
+    help="spec: the metric spec; abet: the original benchmark's evaluator; "
+    "bfcl: BFCL's AST checker (runs imported with --format bfcl).",
 )
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
@@ -44,7 +45,14 @@ from tcbreplay._cli.common import STORE_OPTION, main
 @STORE_OPTION
 def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
-    from tcbreplay._cli.render import breakdown_tables, metrics_table, print_table, to_json, working
+    from tcbreplay._cli.render import (
+        bfcl_tables,
+        breakdown_tables,
+        metrics_table,
+        print_table,
+        to_json,
+        working,
+    )
     from tcbreplay._score.options import ScoreOptions
     from tcbreplay._score.run import score_run
     from tcbreplay._store.runs import Store
@@ -67,6 +75,10 @@ def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, st
                 }
             )
         )
+        return
+    if scorer == "bfcl":
+        for table in bfcl_tables(result.summary):
+            print_table(table)
         return
     print_table(metrics_table(result.summary))
     for table in breakdown_tables(result.summary):
