@@ -82,3 +82,11 @@ wheel-check: $(BIN)/python
 .PHONY: bench-record
 bench-record: $(STAMP)
 	$(BIN)/python -m bench.record_bench
+
+# BFCL agreement (not part of `make test`): BFCL's 1,000 non-live questions with answers
+# synthesized in variants, judged by BFCL's own checker and by `score --scorer bfcl` (which
+# must agree on every sample) and the spec scorer; the table goes to BENCHMARKS.md.
+.PHONY: bench-bfcl
+bench-bfcl: $(STAMP)
+	$(BFCL_INSTALL)
+	$(BIN)/python -m bench.bfcl_bench
