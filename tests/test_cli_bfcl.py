@@ -193,3 +193,12 @@ def test_the_bfcl_scorer_needs_bfcls_gold(sim_copy):
     assert result.exit_code == 2
     assert "has no BFCL answer" in result.output
     assert "--format bfcl" in result.output
+
+
+def test_diff_has_no_bfcl_scoring(bfcl_files, tmp_path):
+    traces, _ = results_file(tmp_path / "results.jsonl", "exact")
+    assert import_run(bfcl_files, traces).exit_code == 0
+    result = cli("diff", "bfcl-run", "bfcl-run", "--scoring", "bfcl",
+                 "--store", bfcl_files["store"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "--scoring bfcl" in result.output and "--scorer bfcl --format json" in result.output
