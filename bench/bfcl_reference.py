@@ -3,8 +3,9 @@
 ``bfcl-eval`` is installed with ``pip install --no-deps bfcl-eval`` (``make install`` does
 it): its checker imports ``bfcl_eval.constants.model_config``, which imports every
 provider's SDK, and its decoders' modules import tree-sitter (for Java and JavaScript),
-filelock, openai and overrides. Minimal stand-ins take the place of those imports before
-BFCL is imported; nothing on the Python path uses them. The stand-in model configuration
+filelock, openai and overrides. Minimal stand-ins take the place of those not installed
+while BFCL is imported, and leave ``sys.modules`` after; nothing on the Python path uses
+them. The stand-in model configuration
 has two models: ``tcbreplay-fc`` (a function-calling model whose provider rewrites dots
 in names as underscores: ``underscore_to_dot``) and ``tcbreplay-prompt``.
 
@@ -43,37 +44,44 @@ class _Anything:
 
 
 def _stand_in(name: str, **attrs: Any) -> None:
-    if name in sys.modules and not getattr(sys.modules[name], "_tcbreplay_stand_in", False):
-        return  # the real package is there: use it
     module = types.ModuleType(name)
-    module.__dict__.update(attrs, _tcbreplay_stand_in=True)
+    module.__dict__.update(attrs)
     sys.modules[name] = module
 
 
 def _import_bfcl() -> types.SimpleNamespace:
-    _stand_in(
-        "bfcl_eval.constants.model_config",
-        MODEL_CONFIG_MAPPING={FC_MODEL: _ModelConfig(True), PROMPT_MODEL: _ModelConfig(False)},
-    )
-    for name, attrs in {
+    stand_ins = {
         "filelock": {"FileLock": _Anything},
         "tree_sitter": {"Language": _Anything, "Parser": _Anything},
         "tree_sitter_java": {"language": lambda: None},
         "tree_sitter_javascript": {"language": lambda: None},
         "openai": {"OpenAI": _Anything, "RateLimitError": type("RateLimitError", (Exception,), {})},
         "overrides": {"final": lambda f: f},
-    }.items():
+    }
+    placed = ["bfcl_eval.constants.model_config"]
+    _stand_in(
+        placed[0],
+        MODEL_CONFIG_MAPPING={FC_MODEL: _ModelConfig(True), PROMPT_MODEL: _ModelConfig(False)},
+    )
+    for name, attrs in stand_ins.items():
         try:
             __import__(name)
-        except ImportError:
+        except ImportError:  # not installed: stand in (an installed package is used)
             _stand_in(name, **attrs)
-    from bfcl_eval.constants.enums import Language, ReturnFormat
-    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
-    from bfcl_eval.model_handler.api_inference.gemini import GeminiHandler
-    from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
-    from bfcl_eval.model_handler.utils import default_decode_ast_prompting
-    from bfcl_eval.utils import is_function_calling_format_output
-
+            placed.append(name)
+    try:
+        from bfcl_eval.constants.enums import Language, ReturnFormat
+        from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+        from bfcl_eval.model_handler.api_inference.gemini import GeminiHandler
+        from bfcl_eval.model_handler.api_inference.openai_completion import (
+            OpenAICompletionsHandler,
+        )
+        from bfcl_eval.model_handler.utils import default_decode_ast_prompting
+        from bfcl_eval.utils import is_function_calling_format_output
+    finally:
+        # BFCL's modules hold what they imported from the stand-ins; nothing else sees them
+        for name in placed:
+            sys.modules.pop(name, None)
     return types.SimpleNamespace(
         Language=Language,
         ReturnFormat=ReturnFormat,
