@@ -18,7 +18,7 @@ from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
 from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import SCORES
+from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
     "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
-    "args_missing", "n_errors",
+    "args_missing", "n_errors", "accuracy", "valid", "total", "categories", "error_types",
 )  # fmt: skip
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
 
@@ -112,7 +112,9 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])
                 )
-        stored = read_scoring_file(run, folder / "scores.parquet", fresh.scores.columns)
+        # a scores file written before a column was added is compared without it
+        needed = [c for c in fresh.scores.columns if c not in SCORES_ADDED]
+        stored = read_scoring_file(run, folder / "scores.parquet", needed)
         report.differences += _compare_scores(folder.name, stored, fresh.scores)
         report.samples_checked = max(report.samples_checked, fresh.scores.height)
     return report

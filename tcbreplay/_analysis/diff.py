@@ -133,6 +133,11 @@ def diff_runs(
             f"--scoring {scoring!r}: not a scoring name (a folder under scores/, such as spec, "
             "abet or spec_rel-0.001_abs-1e-09)"
         )
+    if scoring == "bfcl":
+        raise InputError(
+            "--scoring bfcl: diff compares tsa, tp and ahr, which the bfcl scoring does not give",
+            hint="compare BFCL's accuracy with: tcbreplay score RUN --scorer bfcl --format json",
+        )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
         a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])

@@ -4,6 +4,7 @@ a diff, an audit, a query and a record or import summary (printed by :func:`emit
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from tcbreplay._cli.render import Grid, Output, Whole
@@ -216,3 +217,34 @@ def summary_output(summary: Any, lines: list[str]) -> Output:
     """A record or import summary (a dataclass): table: ``lines``; the others: its fields."""
     data = dataclasses.asdict(summary)
     return Output(grids=[Grid(list(data), [tuple(data.values())])], text=lines, data=data)
+
+
+def bfcl_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
+    """BFCL's accuracy per category and overall, and how many samples had each error type;
+    json: the summary (``accuracy``, ``valid``, ``total``, ``categories`` ...)."""
+    title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
+    rows: list[Sequence[Any]] = [
+        (name, row["valid"], row["total"], row["accuracy"])
+        for name, row in summary["categories"].items()
+    ]
+    rows.append(("overall", summary["valid"], summary["total"], summary["accuracy"]))
+    grids = [
+        Grid(
+            ["category", "valid", "total", "accuracy"],
+            rows,
+            title=title,
+            caption=f"{summary['n_errors']} samples with recording errors; "
+            f"scoring: {summary['scoring']}",
+            digits=".4f",
+            null="—",
+        )
+    ]
+    if summary.get("error_types"):
+        grids.append(
+            Grid(
+                ["error_type", "samples"],
+                list(summary["error_types"].items()),
+                title="BFCL error types",
+            )
+        )
+    return Output(grids=grids, data={**summary, **extra})

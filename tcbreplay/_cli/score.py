@@ -26,10 +26,11 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
 )
 @click.option(
     "--scorer",
-    type=click.Choice(["spec", "abet"]),
+    type=click.Choice(["spec", "abet", "bfcl"]),
     default="spec",
     show_default=True,
-    help="spec: the metric spec; abet: the original benchmark's evaluator.",
+    help="spec: the metric spec; abet: the original benchmark's evaluator; "
+    "bfcl: BFCL's AST checker (runs imported with --format bfcl).",
 )
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
@@ -42,7 +43,7 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
 @STORE_OPTION
 def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
-    from tcbreplay._cli.grids import score_output
+    from tcbreplay._cli.grids import bfcl_output, score_output
     from tcbreplay._cli.render import working
     from tcbreplay._score.options import ScoreOptions
     from tcbreplay._score.run import score_run
@@ -57,7 +58,8 @@ def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, st
             dashboard=dashboard,
         )
     files = {"scores_file": str(result.scores_path), "dashboard_file": result.dashboard_path}
-    output = score_output({"warnings": result.warnings, **result.summary}, files)
+    summary = {"warnings": result.warnings, **result.summary}
+    output = bfcl_output(summary, files) if scorer == "bfcl" else score_output(summary, files)
     if fmt in ("table", "markdown"):  # above the metrics: a failed run must not look passed
         for warning in result.warnings:
             click.echo(f"Warning: {warning}")

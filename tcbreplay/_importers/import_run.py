@@ -43,9 +43,10 @@ def import_traces(
 ) -> ImportSummary:
     """Validate every trace, then store the run; nothing is written if a trace is bad.
 
-    ``fmt`` is ``jsonl`` (one sample's messages per line) or ``abet-evaluation`` (a
+    ``fmt`` is ``jsonl`` (one sample's messages per line), ``abet-evaluation`` (a
     dashboard file of the original benchmark: samples it left out are taken to have
-    output equal to their target, as the original saved only mismatches).
+    output equal to their target, as the original saved only mismatches) or ``bfcl`` (a
+    BFCL results file, with ``inputs`` from :func:`tcbreplay._importers.bfcl.load_bfcl_inputs`).
     """
     if model is not None and lone_surrogate(model):
         raise InputError(f"--model {model!r}: not valid UTF-8 text")
@@ -62,8 +63,12 @@ def import_traces(
         lines = read_lines(data, path.name, inputs.dataset.by_id)
     elif fmt == "abet-evaluation":
         lines = read_dashboard_lines(path, inputs)
+    elif fmt == "bfcl":
+        from tcbreplay._importers.bfcl import read_results
+
+        lines = read_results(data, path.name, inputs)
     else:
-        raise TraceError(f"--format {fmt!r}: choose jsonl or abet-evaluation")
+        raise TraceError(f"--format {fmt!r}: choose jsonl, abet-evaluation or bfcl")
     records = []
     now = utcnow().isoformat()
     for sample in inputs.dataset.samples:

@@ -15,7 +15,7 @@ from tcbreplay.errors import InputError
 DASHBOARD_MODES = ("mismatches", "all", "none")
 
 
-SCORERS = ("spec", "abet")
+SCORERS = ("spec", "abet", "bfcl")
 
 
 _TOLERANCES = re.compile(r"spec_rel-([^_]+)_abs-([^_]+)")
@@ -38,9 +38,9 @@ class ScoreOptions:
 
     @property
     def scoring(self) -> str:
-        """The results folder: ``spec``, ``abet``, or ``spec_rel-<r>_abs-<a>``."""
-        if self.scorer == "abet":
-            return "abet"
+        """The results folder: ``spec``, ``abet``, ``bfcl``, or ``spec_rel-<r>_abs-<a>``."""
+        if self.scorer != "spec":
+            return self.scorer
         if (self.rel_tol, self.abs_tol) == (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
             return "spec"
         return f"spec_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
@@ -54,8 +54,8 @@ class ScoreOptions:
         return f" --rel-tol {self.rel_tol!r} --abs-tol {self.abs_tol!r}"
 
     def to_dict(self) -> dict[str, Any]:
-        if self.scorer == "abet":
-            return {"scorer": "abet"}
+        if self.scorer != "spec":  # the tolerances are the spec scorer's
+            return {"scorer": self.scorer}
         return {"scorer": "spec", "rel_tol": self.rel_tol, "abs_tol": self.abs_tol}
 
     @classmethod

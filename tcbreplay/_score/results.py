@@ -38,8 +38,8 @@ def rescore_hint(run: Run, scoring: str) -> str | None:
     if options is None:
         return None
     flags = ""
-    if options.scorer == "abet":
-        flags = " --scorer abet"
+    if options.scorer != "spec":
+        flags = f" --scorer {options.scorer}"
     elif scoring != "spec":
         flags = f" --rel-tol {options.rel_tol:g} --abs-tol {options.abs_tol:g}"
     store = run.dir.parent

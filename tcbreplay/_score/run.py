@@ -1,9 +1,10 @@
 """Score a stored run: translate its raw messages, compute the metrics, write the results.
 
 Scoring reads the run directory only (no LLM, tools module, dataset file or
-network) and imports neither LangChain nor LangGraph. Two scorers exist:
-``spec`` (the metric spec in the README) and ``abet`` (the original benchmark's
-evaluator, see :mod:`tcbreplay._score.scorers.abet`).
+network) and imports neither LangChain nor LangGraph. Three scorers exist:
+``spec`` (the metric spec in the README), ``abet`` (the original benchmark's
+evaluator, see :mod:`tcbreplay._score.scorers.abet`) and ``bfcl`` (the Berkeley
+Function Calling Leaderboard's AST checker, :mod:`tcbreplay._score.scorers.bfcl`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tcbreplay._score.results import (
 )
 from tcbreplay._score.scorers import spec
 from tcbreplay._score.scorers.abet import score_tables_abet
+from tcbreplay._score.scorers.bfcl import score_run_bfcl
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import JOURNAL, SCORES_SCHEMA, utcnow
 from tcbreplay._store.views import connect, connect_tables
@@ -69,8 +71,14 @@ def _score_run(
         scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
+    verdicts = [  # only the bfcl scorer gives a verdict per sample
+        pl.lit(None, pl.Boolean).alias("valid"),
+        pl.lit(None, pl.String).alias("error_type"),
+    ]
     scores = scored.scores.with_columns(
-        pl.lit(run.run_id).alias("run_id"), pl.lit(options.scoring).alias("scoring")
+        pl.lit(run.run_id).alias("run_id"),
+        pl.lit(options.scoring).alias("scoring"),
+        *(c for c in verdicts if c.meta.output_name() not in scored.scores.columns),
     ).select(SCORES_SCHEMA.names)
     summary = {
         "run_id": run.run_id,
@@ -93,6 +101,8 @@ def _score_run(
         pairs=scored.pairs,
         warnings=recording_warnings(run, scored.metrics),
     )
+    if options.scorer == "bfcl":
+        dashboard = "none"  # the dashboard file has the original benchmark's metrics only
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)
     return result
@@ -219,6 +229,8 @@ def _scored(
 ) -> Scored:
     if options.scorer == "abet":
         return score_tables_abet(translate.load_calls(con, translate.split_samples(con, 1)[0]))
+    if options.scorer == "bfcl":
+        return score_run_bfcl(con)
     if parts is None:
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)

@@ -268,8 +268,15 @@ SCORES_SCHEMA = pa.schema(
         ("args_total", pa.int64()),
         ("args_missing", pa.int64()),
         ("pairs", pa.int32()),
+        ("valid", pa.bool_()),  # the bfcl scorer's verdict (null for the others)
+        ("error_type", pa.string()),  # and BFCL's error type of an invalid sample
     ]
 )
+
+
+# scores columns added after the first layout: a scores file written before them reads
+# with them null
+SCORES_ADDED = ("valid", "error_type")
 
 
 _TOOLS_SCHEMA = pa.schema(

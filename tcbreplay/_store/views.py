@@ -38,6 +38,7 @@ from tcbreplay._store.schema import (
     MESSAGES_SCHEMA,
     SAMPLES_SCHEMA,
     SCORES,
+    SCORES_ADDED,
     SCORES_SCHEMA,
 )
 from tcbreplay.errors import (
@@ -172,7 +173,7 @@ def _readable_scorings(run_list: list[Run]) -> list[tuple[str, Path, dict]]:
         for scoring, path, summary in stored_scorings(run):
             try:
                 _check_inside(path, run)
-                _check_columns(path, SCORES_SCHEMA)
+                _check_columns(path, SCORES_SCHEMA, SCORES_ADDED)
             except StoreError as exc:
                 warnings.warn(
                     SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
@@ -259,17 +260,26 @@ def _bind_files(
     if files:  # checked by the caller (_check_run_files, _readable_scorings)
         listing = ", ".join(_sql_string(str(p.resolve())) for p in files)
         pattern = _sql_string(_RUN_DIR_PATTERN[view])
-        con.execute(
-            f"create or replace view {view} as select * exclude (filename) "
+        # scores files written before a column was added lack it: read by name, it is null
+        by_name = ", union_by_name = true" if view == "scores" else ""
+        select = (
+            f"select * exclude (filename) "
             f"replace (regexp_extract(filename, {pattern}, 1) as run_id) "
-            f"from read_parquet([{listing}], filename = true)"
+            f"from read_parquet([{listing}], filename = true{by_name})"
         )
+        if view == "scores":
+            found = {c[0] for c in con.execute(f"{select} limit 0").description}
+            added = [f for f in schema if f.name in SCORES_ADDED and f.name not in found]
+            if added:
+                nulls = ", ".join(f"null::{_duck_type(f.type)} as {f.name}" for f in added)
+                select = f"select *, {nulls} from ({select})"
+        con.execute(f"create or replace view {view} as {select}")
     else:
         columns = ", ".join(f"null::{_duck_type(f.type)} as {f.name}" for f in schema)
         con.execute(f"create or replace view {view} as select {columns} where false")
 
 
-def _check_columns(path: Path, schema: pa.Schema) -> None:
+def _check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) -> None:
     """Refuse a run file without the store's columns, or with a column of another kind of
     type (text, integers, numbers, times; a column of nulls only fits any), read from its
     footer only."""
@@ -279,13 +289,15 @@ def _check_columns(path: Path, schema: pa.Schema) -> None:
         found = pq.read_schema(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
-    missing = [name for name in schema.names if name not in found.names]
+    missing = [name for name in schema.names if name not in found.names and name not in added]
     if missing:
         raise StoreError(
             f"{path}: no column {', '.join(missing)}; the file is not in this tcbreplay's "
             "store format (written by another tool or an older version?)"
         )
     for field in schema:
+        if field.name not in found.names:
+            continue  # a column added later, absent from an older file
         actual = found.field(field.name).type
         if not pa.types.is_null(actual) and _kind(actual) != _kind(field.type):
             raise StoreError(
