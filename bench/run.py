@@ -527,7 +527,7 @@ def profile(bench: Bench, top: int = 8) -> list[dict[str, Any]]:
         stats_path = Path(tmp) / "score.prof"
         code = (
             "import cProfile\n"
-            "from tcbreplay import score\n"
+            "from tcbreplay._score import run as score\n"
             "from tcbreplay._cli import main\n"
             "score.SPLIT_MIN_SAMPLES = 10**12  # one part: cProfile sees only this thread\n"
             f"args = ['score', {bench.run_id!r}, '--store', {str(bench.store)!r},"
@@ -1010,20 +1010,15 @@ def write_section(text: str, path: Path = BENCHMARKS_MD) -> None:
 def byte_compile() -> str:
     """Write the ``.pyc`` files of this project's sources, so that the timed processes do not
     compile them on every start (they would where ``PYTHONDONTWRITEBYTECODE`` is set: Python
-    then reads bytecode but never writes it), and compile the scoring kernel. Returns a note
-    for the report."""
+    then reads bytecode but never writes it), and check that the scoring kernels (the
+    extension `make install` builds) load. Returns a note for the report."""
     import compileall
 
     for folder in ("tcbreplay", "bench"):
         compileall.compile_dir(ROOT / folder, quiet=1)
-    # and the scoring kernels, as `make install` builds them (ahead of time where it can)
-    subprocess.run([sys.executable, "-m", "tcbreplay.kernels.build"], check=False, cwd=ROOT)
-    check = "from tcbreplay import spec, kernels; spec.warm(); print(kernels.ahead_of_time())"
-    done = subprocess.run(
-        [sys.executable, "-c", check], check=True, cwd=ROOT, capture_output=True, text=True
-    )
-    how = "ahead of time" if done.stdout.strip() == "True" else "just in time (numba's cache)"
-    note = f", and the scoring kernels compiled {how}, as `make install` does"
+    check = "from tcbreplay._score.scorers import spec; spec.warm()"
+    subprocess.run([sys.executable, "-c", check], check=True, cwd=ROOT)
+    note = ", and the scoring kernels are the C extension `make install` builds"
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         return (
             " (this machine sets `PYTHONDONTWRITEBYTECODE`, so Python would not write them)" + note

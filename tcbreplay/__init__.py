@@ -44,6 +44,7 @@ _EXPORTS = {
     "read_summary": "tcbreplay._score.results",
     # analysis
     "run_sql": "tcbreplay._analysis.sql",
+    "list_runs": "tcbreplay._analysis.sql",
     "QueryResult": "tcbreplay._analysis.sql",
     "diff_runs": "tcbreplay._analysis.diff",
     "DiffResult": "tcbreplay._analysis.diff",
@@ -56,22 +57,32 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
-    from tcbreplay._analysis.audit import AuditReport, verify_run
-    from tcbreplay._analysis.catalog import write_catalog
-    from tcbreplay._analysis.diff import DiffResult, diff_runs
-    from tcbreplay._analysis.report import write_report
-    from tcbreplay._analysis.sql import QueryResult, run_sql
+    from tcbreplay._analysis.audit import AuditReport as AuditReport
+    from tcbreplay._analysis.audit import verify_run as verify_run
+    from tcbreplay._analysis.catalog import write_catalog as write_catalog
+    from tcbreplay._analysis.diff import DiffResult as DiffResult
+    from tcbreplay._analysis.diff import diff_runs as diff_runs
+    from tcbreplay._analysis.report import write_report as write_report
+    from tcbreplay._analysis.sql import QueryResult as QueryResult
+    from tcbreplay._analysis.sql import list_runs as list_runs
+    from tcbreplay._analysis.sql import run_sql as run_sql
     from tcbreplay._importers.export import export_traces as export_traces
-    from tcbreplay._importers.import_run import ImportSummary, import_traces
-    from tcbreplay._inputs.benchmarks import BenchmarkInputs, load_inputs
-    from tcbreplay._record.models import ModelChoice, parse_model
-    from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import RecordSummary, record_run
-    from tcbreplay._score.options import ScoreOptions
-    from tcbreplay._score.results import ScoreResult, read_summary
-    from tcbreplay._score.run import score_run
-    from tcbreplay._store.export import export_jsonl
-    from tcbreplay._store.runs import Run, Store
+    from tcbreplay._importers.import_run import ImportSummary as ImportSummary
+    from tcbreplay._importers.import_run import import_traces as import_traces
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs as BenchmarkInputs
+    from tcbreplay._inputs.benchmarks import load_inputs as load_inputs
+    from tcbreplay._record.models import ModelChoice as ModelChoice
+    from tcbreplay._record.models import parse_model as parse_model
+    from tcbreplay._record.options import RecordOptions as RecordOptions
+    from tcbreplay._record.runner import RecordSummary as RecordSummary
+    from tcbreplay._record.runner import record_run as record_run
+    from tcbreplay._score.options import ScoreOptions as ScoreOptions
+    from tcbreplay._score.results import ScoreResult as ScoreResult
+    from tcbreplay._score.results import read_summary as read_summary
+    from tcbreplay._score.run import score_run as score_run
+    from tcbreplay._store.export import export_jsonl as export_jsonl
+    from tcbreplay._store.runs import Run as Run
+    from tcbreplay._store.runs import Store as Store
 
 
 def __getattr__(name: str) -> Any:

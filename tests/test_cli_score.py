@@ -340,7 +340,7 @@ def test_dashboard_file_lists_what_the_reference_loop_lists(sim_copy, tmp_path):
 def test_dashboard_none_writes_no_file(sim_copy):
     root, run_id = sim_copy
     summary = score_json(root, run_id, "--dashboard", "none")
-    assert summary["dashboard_file"] == "None"
+    assert summary["dashboard_file"] is None  # null, not the text "None"
     assert not (root / run_id / "evaluations").exists()
 
 

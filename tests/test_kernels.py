@@ -1,58 +1,114 @@
-"""Which kernels scoring loads (``tcbreplay.kernels.functions``): the ahead-of-time module
-when it was built from the sources beside it, else numba's just-in-time ones; both give the
-same scores. The kernels themselves: ``test_kernels_scoring.py``, ``test_kernels_jsontext.py``."""
+"""The kernels' extension as scoring loads it (``tcbreplay._score.kernels.functions``): compiled,
+running without the GIL, refusing arrays it cannot read. What the kernels compute:
+``test_kernels_scoring.py``, ``test_kernels_jsontext.py``, ``test_kernels_calls.py``,
+``test_kernels_board.py``; whole runs against the reference: ``test_metrics.py``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+import itertools
+import threading
+import time
 
+import numpy as np
 import pytest
-from polars.testing import assert_frame_equal
-from test_metrics import TOOLS, load_cases, score
 
-from tcbreplay import kernels
-from tcbreplay.kernels import scoring
-
-AOT_BUILT = any(Path(kernels.__file__).parent.glob("_aot*.so"))
+from tcbreplay._score import kernels
+from tcbreplay._score.kernels import number_locale, scratch_for
+from tcbreplay._score.scorers import spec
 
 
-@pytest.fixture
-def just_in_time(monkeypatch):
-    """Scoring with the just-in-time kernels, whatever is built."""
-    monkeypatch.setattr(kernels, "functions", lambda: scoring)
+def test_the_kernels_are_the_compiled_extension():
+    module = kernels.functions()
+    assert module.__name__ == "tcbreplay._score.kernels._compiled"
+    assert module.__file__.endswith((".so", ".pyd"))
+    spec.warm()  # every kernel scoring uses, on what scoring hands it
 
 
-def test_stale_ahead_of_time_kernels_are_not_used(monkeypatch):
-    """Kernels built from other sources (say, before an edit) are left alone."""
-    kernels.functions.cache_clear()
-    monkeypatch.setattr(kernels, "source_sha", lambda: 12345)
-    try:
-        assert kernels.functions() is scoring and not kernels.ahead_of_time()
-    finally:
-        kernels.functions.cache_clear()
+def _score_samples() -> tuple:
+    """Samples of 1,500 agent and 1,501 gold calls of one name: edit distance, sequence
+    tables and 3,000 candidate pairs each."""
+    n, a, g = 20, 1500, 1501
+    a_first = np.arange(n + 1, dtype=np.int64) * a
+    g_first = np.arange(n + 1, dtype=np.int64) * g
+    a_offsets = np.arange(n * a + 1, dtype=np.int64) * 2
+    g_offsets = np.arange(n * g + 1, dtype=np.int64) * 2
+    data = np.frombuffer(b"{}" * n * g + b"\0", dtype=np.uint8)
+    nothing = np.zeros(1, dtype=np.int64)
+    return (
+        a_first, np.zeros(n * a, dtype=np.int32), a_offsets, data, g_first,
+        np.zeros(n * g, dtype=np.int32), g_offsets, data, 1, np.zeros(2, dtype=np.int64),
+        nothing, data, np.zeros(0, dtype=np.bool_), nothing, data, 1e-9, 1e-9,
+        np.zeros(n * a, dtype=np.bool_), np.zeros(n * g, dtype=np.bool_), scratch_for(a_offsets),
+        number_locale(), np.empty((n * 2 * a, 8), dtype=np.int32),
+    )  # fmt: skip
 
 
-@pytest.mark.skipif(not AOT_BUILT, reason="no ahead-of-time kernels built here")
-def test_built_kernels_are_current_and_loaded_without_numba():
-    """`make install` (and `make test`) build them from these sources; loading them imports no
-    numba, which the just-in-time kernels cost ~0.3 s of every process."""
-    assert kernels.ahead_of_time(), "stale: run python -m tcbreplay.kernels.build"
-    code = (
-        "import sys; from tcbreplay import kernels; kernels.functions(); "
-        "print('numba' in sys.modules)"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"
+def _choose_pairs() -> tuple:
+    """Samples of 800 agent and 800 gold calls with the diagonal as candidates, aligned
+    (their name sequences said to differ): a table of 800 × 800 scores each."""
+    n, calls = 50, 800
+    first = np.arange(n + 1, dtype=np.int64) * calls
+    pairs = np.zeros((n * calls, 8), dtype=np.int32)
+    pairs[:, kernels.SAMPLE] = np.repeat(np.arange(n), calls)
+    pairs[:, kernels.AGENT] = pairs[:, kernels.GOLD] = np.tile(np.arange(calls), n)
+    pairs[:, kernels.VALID] = np.arange(n * calls) % 5
+    return first, first, np.zeros(n, dtype=np.bool_), pairs
 
 
-def test_both_kernels_score_the_case_table_alike(just_in_time, monkeypatch):
-    """Every hand-computed case, with the just-in-time kernels and with the loaded ones."""
-    cases = load_cases()
-    tools = TOOLS
-    jit = [score([case], case.get("tools", tools)) for case in cases]
-    monkeypatch.undo()
-    loaded = [score([case], case.get("tools", tools)) for case in cases]
-    for a, b in zip(jit, loaded, strict=True):
-        assert_frame_equal(a, b)
+# the kernels that take most of a part's time in the kernels
+KERNELS = {"score_samples": _score_samples, "choose_pairs": _choose_pairs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_the_kernels_release_the_gil(name):
+    """Scoring runs a part's kernels per thread, side by side: while one thread is inside a
+    kernel, another runs Python. A loop in this thread, while another thread runs the kernel,
+    goes on; were the GIL held, it would stop for as long as the kernel takes alone. (A few
+    tries: a machine too busy may not run the loop for a while either.)"""
+    kernel = getattr(kernels.functions(), name)
+    args = KERNELS[name]()
+    alone = []
+    for _ in range(2):
+        started = time.perf_counter()
+        kernel(*args)
+        alone.append(time.perf_counter() - started)
+    span: list[float] = []
+
+    def call() -> None:
+        started = time.perf_counter()
+        kernel(*args)
+        span[:] = [started, time.perf_counter()]
+
+    for _ in range(5):
+        beats: list[float] = []
+        thread = threading.Thread(target=call)
+        thread.start()
+        while thread.is_alive():
+            beats.append(time.perf_counter())
+        thread.join()
+        assert span, f"{name} failed"
+        times = [span[0], *(beat for beat in beats if span[0] < beat < span[1]), span[1]]
+        stopped = max(b - a for a, b in itertools.pairwise(times))
+        if stopped < min(alone) / 2:
+            return
+    pytest.fail(f"{name}: the loop stopped for {stopped:.3f} s; alone it takes {min(alone):.3f} s")
+
+
+def test_an_array_with_strides_is_refused_not_misread():
+    """The kernels read arrays as plain memory: a strided view is refused."""
+    whole = np.arange(9, dtype=np.int64)
+    s, known = kernels.functions().positions(whole[2:5], np.array([3, 9], dtype=np.int64))
+    assert list(s) == [1, 7] and list(known) == [True, False]
+    with pytest.raises(ValueError, match="contiguous"):
+        kernels.functions().positions(whole[::3], whole[:2])
+
+
+def test_a_locale_handle_other_than_number_locale_is_refused():
+    """Numbers are read in the C locale the module made; c_locale is that handle, checked."""
+    texts = np.frombuffer(b"1.51\0", dtype=np.uint8)
+    value_equal = kernels.functions().value_equal
+    scratch = np.empty(8, dtype=np.uint8)
+    assert value_equal(texts, 0, 3, texts, 3, 4, 0.5, 0.0, scratch, number_locale()) == 1
+    with pytest.raises(ValueError, match="number_locale"):
+        value_equal(texts, 0, 3, texts, 3, 4, 0.5, 0.0, scratch, number_locale() + 8)

@@ -1,5 +1,5 @@
-"""The compiled writer of the dashboard file's samples (tcbreplay/kernels/board.py), on its
-own: byte for byte what Python's ``json`` writes, whatever the inputs and names hold and
+"""The compiled writer of the dashboard file's samples (tcbreplay/_score/kernels/board.pxi), on
+its own: byte for byte what Python's ``json`` writes, whatever the inputs and names hold and
 wherever their escapes fall against the eight-byte words the writer copies."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcbreplay import kernels
-from tcbreplay.kernels.board import dashboard_samples
+from tcbreplay._score import kernels
+from tcbreplay._score.kernels._compiled import dashboard_samples
 
 # text dense in what is escaped (quotes, backslashes, control characters) and in bytes next
 # to them in value; one such character anywhere in plain text, so that it falls at every
@@ -55,6 +56,7 @@ def _expected(text: str | None, agent: list, gold: list) -> str:
     return f'{{"input":{_json(text)},"output":{side(agent)},"target":{side(gold)}}}'
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.tuples(st.none() | _TEXT, _CALLS, _CALLS), max_size=6),

@@ -1,23 +1,23 @@
-"""The compiled kernels, just in time (``tcbreplay.kernels.scoring``), against brute force:
+"""The compiled kernels (``tcbreplay/_score/kernels/scoring.pxi``) against brute force:
 the AHR pairing (``choose_pairs``) against ``align_one`` and an enumeration of every pairing,
 and the name tables of ``score_samples`` (tsa, tp, candidate pairs) against the reference
-Levenshtein, TSA and every maximum same-name pairing. Whole runs against the reference, through
-whichever kernels scoring loads: ``tests/test_metrics.py``."""
+Levenshtein, TSA and every maximum same-name pairing. Whole runs against the reference:
+``tests/test_metrics.py``."""
 
 from __future__ import annotations
 
 import itertools
 
 import numpy as np
-import pytest
+import pyarrow as pa
 import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tcbreplay import kernels
+from tcbreplay._score import kernels
+from tcbreplay._score.kernels import _compiled as kernel
+from tcbreplay._score.kernels import number_locale, scratch_for
 from tcbreplay._score.metrics import align_one, align_one_pairs
-from tcbreplay.kernels import number_locale, scratch_for
-from tcbreplay.kernels import scoring as kernel
 
 
 def pairs_table(rows: list[tuple[int, int, int, int, int, int]]) -> np.ndarray:
@@ -184,11 +184,86 @@ def test_encode_texts_gives_one_code_per_distinct_text():
     assert dict_data[: state[1]].tobytes() == b"abb\xc3\xa9"
 
 
-def test_borrowed_refuses_an_array_with_strides():
-    """A borrowed view has no strides of its own: a strided array is refused, not misread."""
-    from tcbreplay.kernels.compiled import borrowed
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(candidate_tables(), st.integers(1, 5))
+def test_picked_and_tool_totals_count_the_chosen_pairs(table, codes):
+    """picked: the chosen rows' columns; tool_totals: per name code, calls of each side and
+    the chosen pairs' sums (as numpy counts them)."""
+    rows, n_agent, n_gold, same = table
+    pairs = pairs_table(rows)
+    pairs[:, kernels.TOOL] = np.arange(len(pairs)) % codes
+    chosen = kernel.choose_pairs(firsts(n_agent), firsts(n_gold), same, pairs)
+    picked = kernel.picked(pairs, chosen)
+    assert picked.dtype == np.int64 and (picked == pairs[chosen].T).all()
+    a_code = (np.arange(sum(n_agent)) % codes).astype(np.int32)
+    g_code = (np.arange(sum(n_gold)) * 7 % codes).astype(np.int32)
+    totals = kernel.tool_totals(codes, a_code, g_code, picked)
+    tool, invalid, valid, missing = (
+        picked[c] for c in (kernels.TOOL, kernels.INVALID, kernels.VALID, kernels.MISSING)
+    )
+    want = np.stack(
+        [
+            np.bincount(g_code, minlength=codes),
+            np.bincount(a_code, minlength=codes),
+            np.bincount(tool, minlength=codes),
+            np.bincount(tool, weights=invalid, minlength=codes),
+            np.bincount(tool, weights=invalid + valid, minlength=codes),
+            np.bincount(tool, weights=missing, minlength=codes),
+        ],
+        axis=1,
+    )
+    assert (totals == want).all()
 
-    whole = np.arange(9, dtype=np.int64)
-    assert list(borrowed(whole[2:5])) == [2, 3, 4]
-    with pytest.raises(ValueError, match="C-contiguous"):
-        borrowed(whole[::3])
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.binary(max_size=5), max_size=20), min_size=1, max_size=3))
+def test_encode_texts_numbers_texts_in_order_of_first_sight(sides):
+    """Across calls sharing a table: the same bytes, the same code; new texts numbered on in
+    the order first met; each code's text kept in the dictionary."""
+    size = 256  # room for every text
+    slots = np.full(size, -1, dtype=np.int64)
+    dict_offsets = np.zeros(size // 2 + 1, dtype=np.int64)
+    dict_data = np.empty(size * 64, dtype=np.uint8)
+    state = np.zeros(2, dtype=np.int64)
+    known: dict[bytes, int] = {}
+    for texts in sides:
+        offsets = firsts([len(t) for t in texts])
+        data = np.frombuffer(b"".join(texts) + b"\0", dtype=np.uint8)
+        codes = np.empty(len(texts), dtype=np.int32)
+        assert kernel.encode_texts(offsets, data, slots, dict_offsets, dict_data, state, codes)
+        assert codes.tolist() == [known.setdefault(t, len(known)) for t in texts]
+    assert state[0] == len(known)
+    stored = [dict_data[dict_offsets[k] : dict_offsets[k + 1]].tobytes() for k in range(len(known))]
+    assert stored == list(known)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(st.integers(-50, 50), max_size=12)
+    | st.builds(lambda a, n: set(range(a, a + n)), st.integers(-5, 5), st.integers(0, 8)),
+    st.lists(st.integers(-60, 60), max_size=12),
+)
+def test_positions_and_call_order_are_numpys(order, index):
+    """positions: numpy's searchsorted (an offset where the order is consecutive) and whether
+    the index is there; in_call_order: sorted by sample, then by position."""
+    order = np.array(sorted(order), dtype=np.int64)
+    index = np.array(index, dtype=np.int64)
+    s, known = kernel.positions(order, index)
+    assert known.tolist() == [x in order for x in index.tolist()]
+    assert s[known].tolist() == np.searchsorted(order, index[known]).tolist()
+    position = index[::-1].copy()
+    pairs = list(zip(s.tolist(), position.tolist(), strict=True))
+    assert kernel.in_call_order(s, position) == (pairs == sorted(pairs))
+    ordered = np.sort(s)
+    assert kernel.in_call_order(ordered, np.zeros(len(s), dtype=np.int64))
+
+
+def test_positions_and_call_order_read_arrow_buffers_uncopied():
+    """translate hands them Arrow's own buffers, which numpy sees as read-only."""
+    order = pa.chunked_array([pa.array([2, 5, 9], pa.int64())]).to_numpy()
+    index = pa.chunked_array([pa.array([5, 9, 3, 2], pa.int64())]).to_numpy()
+    assert not order.flags.writeable and not index.flags.writeable
+    s, known = kernel.positions(order, index)
+    assert known.tolist() == [True, True, False, True]
+    assert s[known].tolist() == [1, 2, 0]
+    assert kernel.in_call_order(order, order)

@@ -3,7 +3,7 @@
 1. a table of hand-computed cases (``tests/data/metric_cases.json``), which also checks the
    brute-force reference in ``tests/reference_metrics.py``;
 2. unit tests of ``values_equal``, ``align_one`` and ``summarize`` (the compiled pairing and
-   sequence tables: ``tests/test_kernel.py``);
+   sequence tables: ``tests/test_kernels_scoring.py``);
 3. hypothesis properties: random runs scored by ``score_tables`` equal the reference, sample by
    sample and field by field, plus bounds, symmetry and determinism.
 """
@@ -514,6 +514,7 @@ def as_dict(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in (*FLOAT_FIELDS, *COUNT_FIELDS)}
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=runs, tolerance=st.sampled_from(TOLERANCES))
 def test_score_tables_equals_reference(run, tolerance):
@@ -536,6 +537,7 @@ def test_score_tables_equals_reference(run, tolerance):
     assert summary["n_errors"] == sum(c["status"] == "error" for c in run)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=runs)
 def test_tp_symmetric_under_swap(run):
@@ -834,6 +836,7 @@ def scored_in_parts(run: list[dict[str, Any]], parts: int):
         con.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=st.lists(samples(), min_size=1, max_size=12), parts=st.integers(2, 5))
 def test_scoring_in_parts_equals_one_part(run, parts):

@@ -36,7 +36,7 @@ PARAMS = {
     "invented_keys": "run_id=null, limit=20",
     "per_sample": "run_id=null, limit=50",
     "tool_confusion": "run_id=null",
-    "worst_samples": "run_id=null, limit=20",
+    "worst_samples": 'run_id=null, scoring="spec", limit=20',
 }
 
 
@@ -184,6 +184,23 @@ def test_worst_samples(traces):
     assert one_run == [r for r in expected if r["run_id"] == "faulty"][:7]
     tps = [r["tp"] for r in expected]
     assert tps == sorted(tps) and tps[0] < tps[-1]
+
+
+def test_worst_samples_reads_one_scoring(traces, tmp_path):
+    """The spec scoring by default, whichever scored last; -p scoring= picks another."""
+    root = tmp_path / "traces"
+    shutil.copytree(traces.root, root)
+    run_id = traces.run_ids[0]
+    before = query_json(root, "worst_samples", f"run_id={run_id}", "limit=1000")
+    assert cli("score", run_id, "--store", root, "--scorer", "abet").exit_code == 0
+    assert query_json(root, "worst_samples", f"run_id={run_id}", "limit=1000") == before
+    abet = pl.read_parquet(root / run_id / "scores" / "abet" / "scores.parquet")
+    got = query_json(root, "worst_samples", f"run_id={run_id}", "scoring=abet", "limit=1000")
+    assert sorted((r["sample_id"], r["tsa"]) for r in got) == sorted(
+        zip(abet["sample_id"], abet["tsa"], strict=True)
+    )
+    spec_tsa = {r["sample_id"]: r["tsa"] for r in before}
+    assert {r["sample_id"]: r["tsa"] for r in got} != spec_tsa  # abet's tsa is positional
 
 
 def test_tool_confusion(traces):
@@ -348,7 +365,7 @@ def test_unknown_parameter_exits_2(traces):
     result = cli("query", "worst_samples", "-p", "colour=red", "--store", traces.root)
     assert result.exit_code == 2, (result.output, result.exception)
     assert result.stderr.splitlines() == [
-        "Error: query worst_samples: unknown parameter 'colour' (takes run_id, limit)"
+        "Error: query worst_samples: unknown parameter 'colour' (takes run_id, scoring, limit)"
     ]
 
 

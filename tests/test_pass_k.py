@@ -107,6 +107,12 @@ def test_score_prints_pass_k_with_several_trials(trial_store):
     hats = [r["pass_hat_k"] for r in summary["pass_k"]]
     ats = [r["pass_at_k"] for r in summary["pass_k"]]
     assert hats == sorted(hats, reverse=True) and ats == sorted(ats) and hats[-1] < ats[-1]
+    # the same grids in markdown, with the note on success; csv: the run-level rows
+    markdown = cli("score", "k3", "--store", root, "--format", "markdown").stdout
+    assert "**per trial**" in markdown and "**pass^k and pass@k**" in markdown
+    assert "| per sample |" in markdown and "success: a clean sample" in markdown
+    csv_lines = cli("score", "k3", "--store", root, "--format", "csv").stdout.splitlines()
+    assert csv_lines[0] == "run_id,scoring,metric,value,count,n,unit" and len(csv_lines) == 4
     assert cli("audit", "verify", "k3", "--store", root).exit_code == 0
     one = cli("score", "k1", "--store", root)
     assert "pass^k" not in one.stdout

@@ -140,6 +140,7 @@ def test_fold_writes_samples_in_dataset_order_and_messages_grouped(store):
 _TYPES = st.sampled_from(["ai", "human", "tool", "system", "other", None])
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(chunks=st.lists(st.lists(_TYPES, max_size=12), max_size=6))
 def test_messages_writer_keeps_every_row_in_row_groups_of_one_type(tmp_path_factory, chunks):
@@ -482,6 +483,14 @@ def test_unknown_run_lists_the_runs_in_a_hint(store):
         store.open_run("nope")
     assert "nope" in str(info.value)
     assert RUN in info.value.hint
+
+
+def test_a_run_id_close_to_one_in_the_store_gets_did_you_mean(store):
+    new_run(store).close()
+    for typo in (RUN[:-1], RUN + "x", RUN.upper()):
+        with pytest.raises(RunNotFoundError) as info:
+            store.open_run(typo)
+        assert info.value.hint == f"did you mean {RUN!r}? (tcbreplay runs lists them)", typo
 
 
 def test_runs_skips_directories_without_a_manifest(store):

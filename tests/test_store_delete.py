@@ -154,6 +154,7 @@ STEPS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", list(STEPS))
 def test_overwrite_interrupted_at_each_step_of_the_deletion(two_runs, other_dataset, monkeypatch,
                                                             step):  # fmt: skip
@@ -203,6 +204,7 @@ Store(sys.argv[1]).delete_run(sys.argv[2])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("removed", [(), (MANIFEST,), (MANIFEST, "samples.parquet")])
 def test_deletion_killed_for_real_leaves_nothing_of_the_run(two_runs, other_dataset, removed):
     """kill -9 in the middle of the removal (no cleanup runs): the same checks."""

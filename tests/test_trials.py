@@ -84,6 +84,65 @@ def test_every_view_carries_the_trial(three_trials):
     assert orphans == [(0,)]
 
 
+def test_every_scoring_view_carries_the_trial(three_trials, tmp_path):
+    root = tmp_path / "traces"
+    shutil.copytree(three_trials.root, root)
+    for scorer in ("spec", "abet"):
+        assert cli("score", "t3", "--scorer", scorer, "--store", root).exit_code == 0
+    rows = cli("sql", "select scoring, trial, count(*) as n from scores_all group by all "
+               "order by all", "--format", "json", "--store", root)  # fmt: skip
+    assert json.loads(rows.stdout) == [
+        {"scoring": scoring, "trial": trial, "n": N}
+        for scoring in ("abet", "spec")
+        for trial in range(3)
+    ]
+    rows = cli("sql", "select scoring, trials, n_samples from scorings order by scoring",
+               "--format", "json", "--store", root)  # fmt: skip
+    assert json.loads(rows.stdout) == [
+        {"scoring": "abet", "trials": 3, "n_samples": 3 * N},
+        {"scoring": "spec", "trials": 3, "n_samples": 3 * N},
+    ]
+
+
+def test_a_scoring_stored_before_trials_reads_as_one_trial(tmp_path):
+    root = tmp_path / "store"
+    shutil.copytree(V1, root)
+    rows = cli("sql", "select distinct trials from scorings", "--format", "json", "--store", root)
+    assert json.loads(rows.stdout) == [{"trials": 1}]
+
+
+def test_limit_and_trials_compose_and_a_resumed_run_keeps_its_trials(tmp_path):
+    """--limit 3 --trials 2 records the first three samples twice each: a partial run that
+    the same command without --limit completes, its two trials kept when resumed."""
+    root = tmp_path / "traces"
+    args = ["record", "--model", "sim:seed=3", "--run-id", "p", "--store", root, "--quiet"]
+    first = cli(*args, "--limit", "3", "--trials", "2")
+    assert first.exit_code == 0, first.output
+    assert first.stdout.startswith(
+        "run p (simulated model): 6/6 ok (partial: 94 in the dataset, 2 trials each)"
+    )
+    rows = pq.read_table(root / "p" / "samples.parquet").to_pylist()
+    ids = [str(e["id"]) for e in json.loads(BUILTIN.dataset.read_text())]
+    assert sorted((r["sample_id"], r["trial"]) for r in rows) == sorted(
+        (i, t) for i in ids[:3] for t in (0, 1)
+    )
+    manifest = json.loads((root / "p" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["runner"]["trials"] == 2
+    assert (manifest["totals"]["samples"], manifest["totals"]["recorded"]) == (2 * N, 6)
+    one = cli("record", "--model", "sim:seed=3", "--run-id", "s", "--store", root, "--quiet",
+              "--sample-id", ids[5], "--trials", "3")  # fmt: skip
+    assert one.exit_code == 0, one.output
+    rows = pq.read_table(root / "s" / "samples.parquet").to_pylist()
+    assert sorted((r["sample_id"], r["trial"]) for r in rows) == [(ids[5], t) for t in range(3)]
+
+    rest = cli("record", "--resume", "p", "--store", root, "--quiet")
+    assert rest.exit_code == 0, rest.output
+    assert f"recorded {2 * N - 6} in" in rest.stdout
+    manifest = json.loads((root / "p" / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["runner"]["trials"] == 2
+    assert pq.read_metadata(root / "p" / "samples.parquet").num_rows == 2 * N
+
+
 def test_the_sim_varies_by_trial_and_trial_0_is_a_run_without_trials(three_trials, sim_run):
     by_trial = calls_by_trial(three_trials, "t3")
     store, run_id = sim_run  # the same model, recorded without trials

@@ -1,5 +1,5 @@
 -- The samples (and trials) with the lowest trajectory precision, with their input, tsa and ahr.
--- params: run_id = null, limit = 20
+-- params: run_id = null, scoring = "spec", limit = 20
 with scored as (
     select
         run_id,
@@ -13,8 +13,8 @@ with scored as (
         n_gold,
         n_agent,
         status
-    from scores
-    where $run_id is null or run_id = $run_id
+    from scores_all
+    where scoring = $scoring and ($run_id is null or run_id = $run_id)
 ),
 
 inputs as (

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
+from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import SCORES
+from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
     "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
-    "args_missing", "n_errors",
+    "args_missing", "n_errors", "accuracy", "valid", "total", "categories", "error_types",
 )  # fmt: skip
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
 # written since trials: checked where the stored summary has them
@@ -80,14 +81,14 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     from tcbreplay._score.run import score_run
 
     run_id = run.run_id
-    folders = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
-    if scoring is not None:
-        folders = [f for f in folders if f.name == scoring]
+    everything = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
+    folders = [f for f in everything if scoring is None or f.name == scoring]
     if not folders:
         what = f"scoring named {scoring!r}" if scoring else "stored scores"
-        raise InputError(
-            f"run {run_id!r} has no {what} to verify", hint=f"score it: tcbreplay score {run_id}"
-        )
+        hint = f"score it: tcbreplay score {run_id}"
+        if scoring:
+            hint = missing_scoring_hint(run_id, scoring, [f.name for f in everything])
+        raise InputError(f"run {run_id!r} has no {what} to verify", hint=hint)
     report = AuditReport(run_id=run.run_id, scorings=[f.name for f in folders])
     digests = {name: _hash_now(run.dir / name) for name in AUDITED_FILES}
     for folder in folders:
@@ -114,7 +115,9 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])
                 )
-        stored = read_scoring_file(run, folder / "scores.parquet", fresh.scores.columns)
+        # a scores file written before a column was added is compared without it
+        needed = [c for c in fresh.scores.columns if c not in SCORES_ADDED]
+        stored = read_scoring_file(run, folder / "scores.parquet", needed)
         report.differences += _compare_scores(folder.name, stored, fresh.scores)
         report.samples_checked = max(report.samples_checked, fresh.scores.height)
     return report

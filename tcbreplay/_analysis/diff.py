@@ -15,13 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import polars as pl
 
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import SCORES
 from tcbreplay.errors import InputError
 
 if TYPE_CHECKING:
@@ -98,12 +99,16 @@ def load_scores(
         pairs_path = folder / "pairs.parquet"
         pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
         return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
-    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
     from tcbreplay._score.run import score_run
 
     options = _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
     if options is None:
-        raise InputError(f"run {run.run_id!r} has no scoring {scoring!r}")
+        stored = sorted(p.parent.name for p in (run.dir / SCORES).glob("*/summary.json"))
+        raise InputError(
+            f"run {run.run_id!r} has no scoring {scoring!r}",
+            hint=missing_scoring_hint(run.run_id, scoring, stored),
+        )
     result = score_run(store, run.run_id, options, write=False)
     return result.scores, result.pairs
 
@@ -141,6 +146,11 @@ def diff_runs(
         raise InputError(
             f"--scoring {scoring!r}: not a scoring name (a folder under scores/, such as spec, "
             "abet or spec_rel-0.001_abs-1e-09)"
+        )
+    if scoring == "bfcl":
+        raise InputError(
+            "--scoring bfcl: diff compares tsa, tp and ahr, which the bfcl scoring does not give",
+            hint="compare BFCL's accuracy with: tcbreplay score RUN --scorer bfcl --format json",
         )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
@@ -216,12 +226,13 @@ def diff_runs(
 
 def _trials(scores: pl.DataFrame) -> int:
     last = scores["trial"].max() if "trial" in scores.columns else None
-    return 1 if last is None else int(last) + 1
+    return 1 if last is None else cast(int, last) + 1
 
 
 def _by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
     """One row per sample over its trials: tsa and tp their means (under ``abet``, tsa pooled
     over the trials' gold calls, as that scorer pools it), ahr and its arguments pooled."""
+    tsa: pl.Expr
     if scoring == "abet":
         hits = (pl.col("tsa").fill_null(0) * pl.col("n_gold")).round().sum()
         tsa = pl.when(pl.col("n_gold").sum() > 0).then(hits / pl.col("n_gold").sum())
@@ -253,7 +264,7 @@ def _resamples(rng: np.random.Generator, n: int, n_boot: int):
         done += size
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def _ratio(num: np.ndarray | int, den: np.ndarray | int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 
@@ -277,8 +288,8 @@ def _metric_delta(
             )
 
         # integer sums divided once, as score does
-        value_a = _ratio(int(num_a.sum()), int(den_a.sum()))
-        value_b = _ratio(int(num_b.sum()), int(den_b.sum()))
+        value_a = float(_ratio(int(num_a.sum()), int(den_a.sum())))
+        value_b = float(_ratio(int(num_b.sum()), int(den_b.sum())))
     else:
         va = joined[metric].to_numpy().astype(float)
         vb = joined[f"{metric}_b"].to_numpy().astype(float)
@@ -371,7 +382,7 @@ def _tool_deltas(
 
 def _mean(series: pl.Series) -> float:
     defined = series.drop_nulls()
-    return float(defined.mean()) if defined.len() else float("nan")
+    return cast(float, defined.mean()) if defined.len() else float("nan")
 
 
 def _num(value: Any) -> float | None:

@@ -6,14 +6,11 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import (
-    STORE_OPTION,
-    main,
-)
+from tcbreplay._cli.common import STORE_OPTION, complete_run_id, emit, main, output_format
 
 
 @main.command()
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=complete_run_id)
 @click.option(
     "-o",
     "--output",
@@ -32,7 +29,10 @@ from tcbreplay._cli.common import (
 )
 @STORE_OPTION
 def export(run_id, output, fmt, store) -> None:
-    """Export a run: as traces that import reads back, or as its tables in JSONL."""
+    """Export a run: as traces that import reads back, or as its tables in JSONL.
+
+    The output format goes before the command: tcbreplay --format json export ..."""
+    from tcbreplay._cli.render import Grid, Output
     from tcbreplay._importers.export import export_traces, import_command
     from tcbreplay._store.export import export_jsonl
     from tcbreplay._store.runs import Store
@@ -41,9 +41,11 @@ def export(run_id, output, fmt, store) -> None:
     store_.check_output(output)
     run = store_.open_run(run_id)
     if fmt == "tables":
-        for path in export_jsonl(run, output):
-            click.echo(str(path))
-        return
-    for path in export_traces(run, output, fmt):
-        click.echo(str(path))
-    click.echo(f"next: {import_command(output, fmt, run_id)}")
+        files = [str(path) for path in export_jsonl(run, output)]
+        notes = []
+    else:
+        files = [str(path) for path in export_traces(run, output, fmt)]
+        notes = [f"next: {import_command(output, fmt, run_id)}"]
+    grid = Grid(["path"], [(f,) for f in files])
+    data = {"run_id": run_id, "format": fmt, "files": files}
+    emit(Output(grids=[grid], text=files + notes, data=data, notes=notes), output_format())

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format
 from tcbreplay._importers.sniff import ALIASES, FORMATS
 from tcbreplay.errors import InputError, TraceError
 
@@ -20,7 +21,7 @@ _SELF_CONTAINED = ("tau-bench", "inspect")
     "--dataset",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The samples' inputs and gold calls (not needed for tau-bench, nor for inspect logs "
-    "whose samples hold their calls).",
+    "whose samples hold their calls; with bfcl: BFCL's questions).",
 )
 @click.option(
     "--tools",
@@ -32,43 +33,52 @@ _SELF_CONTAINED = ("tau-bench", "inspect")
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
-    "file, an inspect_ai log or a dashboard file.",
+    "file, an inspect_ai log, a dashboard file or a BFCL results file.",
 )
 @click.option("--run-id", required=True)
 @click.option(
     "--format",
     "fmt",
     type=click.Choice([*FORMATS, *ALIASES]),
-    help="The traces' dialect (default: told from the file, and said on stderr).",
+    help="The traces' dialect (default: told from the file, and said on stderr; bfcl is "
+    "given, with BFCL's questions as --dataset and --answers).",
+)
+@click.option(
+    "--answers",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --format bfcl: BFCL's possible answers for the --dataset questions.",
 )
 @click.option(
     "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
 )
 @STORE_OPTION
-def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> None:
-    """Store traces recorded elsewhere as a run that score treats like a recorded one."""
+def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, store) -> None:
+    """Store traces recorded elsewhere as a run that score treats like a recorded one.
+
+    The output format goes before the command: tcbreplay --format json import ..."""
+    from tcbreplay._cli.grids import summary_output
     from tcbreplay._importers.import_run import import_traces
     from tcbreplay._importers.sniff import sniff
     from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
-    from tcbreplay._store.runs import Store
+    from tcbreplay._store.runs import Store, validate_run_id
 
     validate_run_id(run_id)
     why = None
-    if fmt is None and traces.is_file():
+    if fmt is None and answers is None and traces.is_file():
         # a file that cannot be read, or told: importing it says what is wrong
         with contextlib.suppress(OSError, TraceError):
             fmt, why = sniff(traces, traces.read_bytes())
     fmt = ALIASES.get(fmt, fmt)
     if tools is None and fmt == "abet-evaluation":
         tools = get_benchmark("tool-call").tools
-    inputs = None
-    if dataset is not None:
+    inputs = _bfcl_inputs(fmt, dataset, answers, tools)
+    if inputs is None and dataset is not None:
         if tools is None:
             raise InputError("--tools is required", hint="give module:attr or a tools.json file")
         inputs = load_inputs(None, dataset, tools, None, need_prompt=False)
-    elif fmt is not None and fmt not in _SELF_CONTAINED:
+    elif inputs is None and fmt is not None and fmt not in _SELF_CONTAINED:
         raise InputError(
-            "--dataset is required" + (f" with --format {fmt}" if fmt else ""),
+            f"--dataset is required with --format {fmt}",
             hint=f"only {' and '.join(_SELF_CONTAINED)} traces hold their samples' gold calls",
         )
     chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
@@ -81,16 +91,33 @@ def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> N
             exc.hint = (f"{exc.hint}; " if exc.hint else "") + f"read as {chosen}"
         raise
     if chosen is not None:
+        summary.sniffed = why  # told here, before the import (which was given the format)
         click.echo(f"format: {chosen}", err=True)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     trials = f" ({summary.trials} trials each)" if summary.trials > 1 else ""
-    click.echo(
+    line = (
         f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported{trials}"
         f"{missing} -> {summary.run_dir}"
     )
+    emit(summary_output(summary, [line]), output_format())
 
 
-def validate_run_id(run_id: str) -> None:
-    from tcbreplay._store.runs import validate_run_id as check
+def _bfcl_inputs(
+    fmt: str | None, questions: Path | None, answers: Path | None, tools: str | None
+) -> Any:
+    """BFCL's questions and answers as the run's inputs, with --format bfcl (else None)."""
+    from tcbreplay._importers.bfcl import load_bfcl_inputs
 
-    check(run_id)
+    if fmt != "bfcl":
+        if answers is not None:
+            raise InputError("--answers goes with --format bfcl")
+        return None
+    if questions is None:
+        raise InputError(
+            "--format bfcl needs --dataset", hint="give BFCL's questions file as --dataset"
+        )
+    if answers is None:
+        raise InputError("--format bfcl needs --answers", hint="give BFCL's possible answers file")
+    if tools is not None:
+        raise InputError("--format bfcl takes no --tools: each question defines its functions")
+    return load_bfcl_inputs(questions, answers)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, emit, main
 
 
 @main.command()
-@click.argument("run_id")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@click.argument("run_id", shell_complete=complete_run_id)
+@FORMAT_OPTION
 @click.option(
     "--rel-tol",
     type=float,
@@ -28,10 +26,11 @@ from tcbreplay._cli.common import STORE_OPTION, main
 )
 @click.option(
     "--scorer",
-    type=click.Choice(["spec", "abet"]),
+    type=click.Choice(["spec", "abet", "bfcl"]),
     default="spec",
     show_default=True,
-    help="spec: the metric spec; abet: the original benchmark's evaluator.",
+    help="spec: the metric spec; abet: the original benchmark's evaluator; "
+    "bfcl: BFCL's AST checker (runs imported with --format bfcl).",
 )
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
@@ -44,7 +43,8 @@ from tcbreplay._cli.common import STORE_OPTION, main
 @STORE_OPTION
 def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, store) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
-    from tcbreplay._cli.render import breakdown_tables, metrics_table, print_table, to_json, working
+    from tcbreplay._cli.grids import bfcl_output, score_output
+    from tcbreplay._cli.render import working
     from tcbreplay._score.options import ScoreOptions
     from tcbreplay._score.run import score_run
     from tcbreplay._store.runs import Store
@@ -57,55 +57,10 @@ def score(run_id, fmt, rel_tol, abs_tol, scorer, allow_incomplete, dashboard, st
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,
         )
-    if fmt == "json":
-        click.echo(
-            to_json(
-                {
-                    **result.summary,
-                    "scores_file": str(result.scores_path),
-                    "dashboard_file": str(result.dashboard_path),
-                }
-            )
-        )
-        return
-    print_table(metrics_table(result.summary))
-    for table in breakdown_tables(result.summary) + _trial_tables(result.summary):
-        print_table(table)
-    if result.summary.get("trials", 1) > 1:
-        click.echo(SUCCESS)
-    if result.dashboard_path:
-        click.echo(f"dashboard: {result.dashboard_path}")
-
-
-def _trial_tables(summary: dict) -> list:
-    """With several trials: each trial's metrics, and pass^k and pass@k."""
-    from rich.table import Table
-
-    from tcbreplay._cli.render import _fmt
-
-    if summary.get("trials", 1) < 2:
-        return []
-    per_trial = Table(title="per trial", title_justify="left")
-    columns = ("trial", "n_samples", "tsa", "tp", "ahr", "success")
-    for column in columns:
-        per_trial.add_column(column, justify="right")
-    for row in summary["by_trial"]:
-        per_trial.add_row(*(_fmt(row.get(c)) for c in columns))
-    mean = summary["by_sample"]
-    per_trial.add_row(
-        "per sample", _fmt(mean["n_samples"]), *(_fmt(mean[c]) for c in columns[2:]), style="bold"
-    )
-    per_trial.caption = "per sample: each sample's mean over its trials, averaged over samples"
-    pass_k = Table(title="pass^k and pass@k", title_justify="left")
-    for column in ("k", "pass^k", "pass@k"):
-        pass_k.add_column(column, justify="right")
-    for row in summary["pass_k"]:
-        pass_k.add_row(str(row["k"]), _fmt(row["pass_hat_k"]), _fmt(row["pass_at_k"]))
-    return [per_trial, pass_k]
-
-
-SUCCESS = (
-    "success: a clean sample (tsa 1 or no gold calls, tp 1, ahr 0 or none, no gold argument "
-    "left out); pass^k: the chance that k of a sample's trials drawn without replacement all "
-    "succeed, pass@k: that at least one does, averaged over samples"
-)
+    files = {"scores_file": str(result.scores_path), "dashboard_file": result.dashboard_path}
+    summary = {"warnings": result.warnings, **result.summary}
+    output = bfcl_output(summary, files) if scorer == "bfcl" else score_output(summary, files)
+    if fmt in ("table", "markdown"):  # above the metrics: a failed run must not look passed
+        for warning in result.warnings:
+            click.echo(f"Warning: {warning}")
+    emit(output, fmt)

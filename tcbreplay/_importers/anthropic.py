@@ -47,8 +47,14 @@ def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
             if m["role"] == "system":
                 out.append(SystemMessage(content=content))
             elif m["role"] == "assistant":
-                calls = [_tool_call(b) for b in content if b.get("type") == "tool_use"]
-                usage = m.get("usage") if isinstance(m.get("usage"), dict) else {}
+                calls = [
+                    _tool_call(b)
+                    for b in content
+                    if isinstance(b, dict) and b.get("type") == "tool_use"
+                ]
+                usage = m.get("usage")
+                if not isinstance(usage, dict):
+                    usage = {}
                 message = AIMessage(
                     content=content,
                     tool_calls=calls,

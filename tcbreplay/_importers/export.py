@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,12 @@ def export_traces(
     ]
     with staged(error) as files:
         for path, text in zip(written, texts, strict=True):
-            files.write(path, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
+            files.write(path, partial(_write_text, text=text))
     return written
+
+
+def _write_text(tmp: Path, text: str) -> None:
+    tmp.write_text(text, encoding="utf-8")
 
 
 def _line(trace: dict[str, Any], entry_meta: dict[str, Any], fmt: str) -> dict[str, Any]:

@@ -51,13 +51,15 @@ def import_traces(
     """Validate every trace, then store the run; nothing is written if a trace is bad.
 
     ``fmt`` is one of :data:`FORMATS` (``None``: told from the file, see
-    :func:`tcbreplay._importers.sniff.sniff`). ``inputs`` (dataset and tools) may be left out
-    for a format that holds the samples' inputs and gold calls (``tau-bench``, ``inspect``);
-    then the tools are ``tools`` (a ``module:attr`` or JSON file), else those the traces
-    declare. ``abet-evaluation`` is a dashboard file of the original benchmark: samples it
-    left out are taken to have output equal to their target, as the original saved only
-    mismatches. Each sample's trials are kept; a sample (or trial) without a trace is
-    stored with status ``missing``.
+    :func:`tcbreplay._importers.sniff.sniff`; ``bfcl`` is never told, as it needs BFCL's
+    answers). ``inputs`` (dataset and tools) may be left out for a format that holds the
+    samples' inputs and gold calls (``tau-bench``, ``inspect``); then the tools are ``tools``
+    (a ``module:attr`` or JSON file), else those the traces declare. ``abet-evaluation`` is a
+    dashboard file of the original benchmark: samples it left out are taken to have output
+    equal to their target, as the original saved only mismatches. ``bfcl`` is a BFCL results
+    file, with ``inputs`` from :func:`tcbreplay._importers.bfcl.load_bfcl_inputs`. Each
+    sample's trials are kept; a sample (or trial) without a trace is stored with status
+    ``missing``.
     """
     if model is not None and lone_surrogate(model):
         raise InputError(f"--model {model!r}: not valid UTF-8 text")
@@ -153,6 +155,14 @@ def read_traces(path: Path, data: bytes, fmt: str, inputs: BenchmarkInputs | Non
         return inspect.read_log(path, inputs)
     if inputs is None:
         raise InputError(f"--format {fmt} needs --dataset")
+    if fmt == "bfcl":
+        from tcbreplay._importers.bfcl import read_results
+
+        found = read_results(data, path.name, inputs)
+        return SourceTraces(
+            [TraceLine(sample_id, line["messages"], status=line["status"])
+             for sample_id, line in found.items()]
+        )  # fmt: skip
     from tcbreplay._importers.abet import read_dashboard_lines
 
     return SourceTraces(read_dashboard_lines(path, inputs))
@@ -204,21 +214,21 @@ def _records(
     records = []
     for trial in range(trials):
         for sample in dataset.samples:
-            line = by_key.get((sample.sample_id, trial))
+            found = by_key.get((sample.sample_id, trial))
             records.append(
                 sample_record(
                     run_id,
                     sample,
-                    status="missing" if line is None else line.status,
-                    messages=[] if line is None else line.messages,
-                    attempts=0 if line is None else 1,
+                    status="missing" if found is None else found.status,
+                    messages=[] if found is None else found.messages,
+                    attempts=0 if found is None else 1,
                     started_at=now,
                     finished_at=now,
-                    error_type=None if line is None else line.error_type,
-                    error="no trace in the imported file" if line is None else line.error,
+                    error_type=None if found is None else found.error_type,
+                    error="no trace in the imported file" if found is None else found.error,
                     trial=trial,
                     sample_index=row_index(sample.index, trial, len(dataset)),
-                    metadata=None if line is None else line.metadata,
+                    metadata=None if found is None else found.metadata,
                 )
             )
     return records

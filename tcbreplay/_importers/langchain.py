@@ -33,7 +33,9 @@ def _with_call_ids(item: Any) -> Any:
     """An AI message dict whose tool calls all have an ``id`` key (LangChain needs the key;
     a call written without one gets none, as a provider that sends no ids)."""
     data = item.get("data") if isinstance(item, dict) else None
-    calls = data.get("tool_calls") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return item
+    calls = data.get("tool_calls")
     if not isinstance(calls, list) or all(not isinstance(c, dict) or "id" in c for c in calls):
         return item
     calls = [{"id": None, **c} if isinstance(c, dict) else c for c in calls]

@@ -9,7 +9,8 @@ from typing import Any
 from tcbreplay._inputs import limits
 from tcbreplay.errors import TraceError
 
-FORMATS = ("langchain", "openai", "anthropic", "tau-bench", "inspect", "abet-evaluation")
+# bfcl (BFCL's results file) is never told from the file: it is read with BFCL's answers
+FORMATS = ("langchain", "openai", "anthropic", "tau-bench", "inspect", "abet-evaluation", "bfcl")
 # the names of earlier versions
 ALIASES = {"jsonl": "langchain"}
 
@@ -35,6 +36,11 @@ def sniff(path: Path, data: bytes) -> tuple[str, str]:
         if "samples" in whole and ("results" in whole or "benchmark_name" in whole):
             return "abet-evaluation", "a dashboard file of the original benchmark"
     line = _json(stripped.split("\n", 1)[0])
+    if isinstance(line, dict) and {"id", "result"} <= line.keys() and "messages" not in line:
+        raise TraceError(
+            f"{path.name}: cannot tell its format: it looks like a BFCL results file (id, result)",
+            hint="give --format bfcl, with BFCL's questions as --dataset and --answers",
+        )
     if not isinstance(line, dict) or not isinstance(line.get("messages"), list):
         # reading it as the default dialect says what is wrong with which line
         return "langchain", _DEFAULT

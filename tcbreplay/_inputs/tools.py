@@ -19,7 +19,7 @@ import hashlib
 import importlib
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,7 +168,7 @@ def load_toolset(source: str) -> Toolset:
     return _from_module(source)
 
 
-def toolset_from_dicts(items: list[Mapping[str, Any]], source: str) -> Toolset:
+def toolset_from_dicts(items: Sequence[Mapping[str, Any]], source: str) -> Toolset:
     """Rebuild the tool schemas stored in a run manifest."""
     schemas = [ToolSchema.from_dict(obj, f"{source}: tool {i}") for i, obj in enumerate(items)]
     return Toolset(schemas=schemas, source=source)

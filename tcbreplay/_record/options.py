@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from tcbreplay._machine import usable_cores
@@ -68,6 +68,24 @@ class RecordOptions:
             "processes": self.process_count(),
             "trials": self.trials or 1,
         }
+
+    @classmethod
+    def resolve(
+        cls, given: Mapping[str, Any], stored: Mapping[str, Any] | None = None
+    ) -> RecordOptions:
+        """The settings ``given``, the rest from a resumed run's ``stored`` runner settings
+        (its manifest's ``runner``), the defaults for anything neither holds.
+
+        A stored process count is kept only while the workers are too: it was made for them.
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise TypeError(f"not a runner setting: {', '.join(unknown)}")
+        kept = {k: v for k, v in (stored or {}).items() if k in names and k not in given}
+        if "workers" in given:
+            kept.pop("processes", None)
+        return cls(**{**kept, **given})
 
     def process_count(self) -> int:
         """Processes that run the agents: as given, or one per 32 workers up to the cores.

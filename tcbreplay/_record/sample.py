@@ -10,6 +10,7 @@ from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import SampleState, current_sample
+from tcbreplay._record.failures import Outcome, stop_reason
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
@@ -20,10 +21,10 @@ from tcbreplay._store.schema import sample_record, utcnow
 async def run_sample(
     agent: Any, sample: Sample, run_id: str, options: RecordOptions, trial: int = 0,
     sample_index: int | None = None,
-) -> dict:  # fmt: skip
+) -> tuple[dict, Outcome]:  # fmt: skip
     """Run one trial of a sample (``sample_index``: its row's number, see
     :func:`tcbreplay._store.schema.row_index`); return its journal record (agent and provider
-    failures become data).
+    failures become data) and what the runner needs to decide whether the run goes on.
 
     Transient model-call failures are retried inside the agent (see :mod:`tcbreplay._record.agent`);
     ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
@@ -53,7 +54,7 @@ async def run_sample(
         )
     except Exception as exc:  # agent behaviour and provider failures are data
         error = exc
-    return sample_record(
+    record = sample_record(
         run_id,
         sample,
         status="ok" if error is None else "error",
@@ -67,6 +68,17 @@ async def run_sample(
         trial=trial,
         sample_index=sample_index,
     )
+    # only a model call's failure can stop the run, never a tool's or the sample's deadline
+    stop = None
+    if error is not None and state.model_error is not None:
+        stop = stop_reason(state.model_error)
+    outcome = Outcome(
+        status=record["status"],
+        answered=state.answered > 0,
+        stop=stop,
+        error=None if error is None else f"{record['error_type']}: {record['error']}",
+    )
+    return record, outcome
 
 
 class SampleTimeout(TimeoutError):

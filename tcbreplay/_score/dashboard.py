@@ -1,6 +1,6 @@
 """The original benchmark's dashboard file, written from a scored run.
 
-Compiled code writes each listed sample's JSON object as text (:mod:`tcbreplay.kernels.board`)
+Compiled code writes each listed sample's JSON object as text (``kernels/board.pxi``)
 from the calls scoring already parsed, part by part: argument texts are canonical JSON, so
 they are copied in as they are, not parsed again, and a run of a million samples writes its
 file without a Python object per sample or call.
@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay import kernels
+from tcbreplay._score import kernels
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import EVALUATIONS, MANIFEST
@@ -92,6 +92,6 @@ def write_dashboard(
                     size = kernels.functions().dashboard_samples(*listing, text)
                 if lo:
                     out.write(b",\n\t")
-                out.write(text[:size])
+                out.write(text.data[:size])
             first += part.samples.height
         out.write(b"\n]\n}\n")

@@ -12,16 +12,16 @@ Per sample, with G the gold calls and A the agent's calls, both in order:
 Run level: TSA is the mean of the defined per-sample values, TP the mean over
 all samples, AHR = Σ args_invalid / Σ args_total.
 
-Scoring runs the compiled :mod:`tcbreplay.kernel`; the functions here are the spec as
-people read it, used where Python is the right tool (arguments the kernel leaves to
-Python, ``explain_sample`` for reports) and as what the kernel is tested against.
+Scoring runs the compiled :mod:`tcbreplay._score.kernels`; the functions here are the spec
+as people read it, used where Python is the right tool (arguments the kernels leave to
+Python, ``explain_sample`` for reports) and as what the kernels are tested against.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -67,7 +67,7 @@ def align_one_pairs(
     """The chosen pairs ``(i, j)`` of one sample from ``(i, j, invalid, valid, missing)``
     candidates: the same choice as :func:`choose_pairs`, on Python tuples."""
     table = {(int(i), int(j)): (1, -int(inv), int(val), -int(mis)) for i, j, inv, val, mis in cands}
-    best = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
+    best: list[list[tuple[int, ...]]] = [[(0, 0, 0, 0)] * (g + 1) for _ in range(a + 1)]
     for x in range(1, a + 1):
         for y in range(1, g + 1):
             options = [best[x - 1][y], best[x][y - 1]]
@@ -111,8 +111,8 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
     invalid = int(scores["args_invalid"].sum())
     total = int(scores["args_total"].sum())
     return {
-        "tsa": float(tsa.mean()) if tsa.len() else None,
-        "tp": float(scores["tp"].mean()) if scores.height else None,
+        "tsa": cast(float, tsa.mean()) if tsa.len() else None,
+        "tp": cast(float, scores["tp"].mean()) if scores.height else None,
         "ahr": invalid / total if total else None,
         "n_samples": scores.height,
         "n_tsa": tsa.len(),
@@ -140,7 +140,7 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
     """With more than one trial: the metrics of each trial, of each sample averaged over its
     trials (then over samples), and pass^k and pass@k for k = 1 .. the fewest trials of any
     sample. With one trial: only ``{"trials": 1}``."""
-    trials = int(scores["trial"].max()) + 1 if scores.height else 1
+    trials = cast(int, scores["trial"].max()) + 1 if scores.height else 1
     if trials == 1:
         return {"trials": 1}
     rows = scores.with_columns(success().alias("success"))
@@ -156,7 +156,7 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
         pl.col("tp").mean(),
         (pl.col("args_invalid").sum() / pl.col("args_total").sum()).alias("ahr"),
     )
-    fewest = int(per_sample["n"].min())
+    fewest = cast(int, per_sample["n"].min())
     counts = per_sample.group_by("n", "c").agg(pl.len().alias("samples")).sort("n", "c").rows()
     pass_k = []
     for k in range(1, fewest + 1):
@@ -173,8 +173,8 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
             "n_samples": per_sample.height,
             "tsa": _mean(per_sample["tsa"]),
             "tp": _mean(per_sample["tp"]),
-            "ahr": float(ahr.mean()) if ahr.len() else None,
-            "success": float((per_sample["c"] / per_sample["n"]).mean()),
+            "ahr": cast(float, ahr.mean()) if ahr.len() else None,
+            "success": cast(float, (per_sample["c"] / per_sample["n"]).mean()),
         },
         "pass_k": pass_k,
     }
@@ -184,12 +184,12 @@ def _level(scores: pl.DataFrame) -> dict[str, Any]:
     """Run-level numbers of some rows, and their share of clean samples."""
     level = summarize(scores)
     keep = ("tsa", "tp", "ahr", "n_samples", "args_invalid", "args_total")
-    return {**{k: level[k] for k in keep}, "success": float(scores["success"].mean())}
+    return {**{k: level[k] for k in keep}, "success": cast(float, scores["success"].mean())}
 
 
 def _mean(series: pl.Series) -> float | None:
     defined = series.drop_nulls()
-    return float(defined.mean()) if defined.len() else None
+    return cast(float, defined.mean()) if defined.len() else None
 
 
 def arg_verdicts(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +15,7 @@ from tcbreplay.errors import InputError
 DASHBOARD_MODES = ("mismatches", "all", "none")
 
 
-SCORERS = ("spec", "abet")
+SCORERS = ("spec", "abet", "bfcl")
 
 
 _TOLERANCES = re.compile(r"spec_rel-([^_]+)_abs-([^_]+)")
@@ -36,16 +38,24 @@ class ScoreOptions:
 
     @property
     def scoring(self) -> str:
-        """The results folder: ``spec``, ``abet``, or ``spec_rel-<r>_abs-<a>``."""
-        if self.scorer == "abet":
-            return "abet"
+        """The results folder: ``spec``, ``abet``, ``bfcl``, or ``spec_rel-<r>_abs-<a>``."""
+        if self.scorer != "spec":
+            return self.scorer
         if (self.rel_tol, self.abs_tol) == (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
             return "spec"
         return f"spec_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def score_flags(self) -> str:
+        """The options of ``tcbreplay score`` that give this scoring."""
         if self.scorer == "abet":
-            return {"scorer": "abet"}
+            return " --scorer abet"
+        if self.scoring == "spec":
+            return ""
+        return f" --rel-tol {self.rel_tol!r} --abs-tol {self.abs_tol!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.scorer != "spec":  # the tolerances are the spec scorer's
+            return {"scorer": self.scorer}
         return {"scorer": "spec", "rel_tol": self.rel_tol, "abs_tol": self.abs_tol}
 
     @classmethod
@@ -70,3 +80,20 @@ class ScoreOptions:
             rel_tol=obj.get("rel_tol", DEFAULT_REL_TOL),
             abs_tol=obj.get("abs_tol", DEFAULT_ABS_TOL),
         )
+
+
+def missing_scoring_hint(run_id: str, scoring: str, stored: Sequence[str]) -> str:
+    """What to do about a scoring a run does not have: the ``score`` command that makes it,
+    or the name it may have meant; and the scorings the run has."""
+    options = ScoreOptions.from_scoring(scoring)
+    if options is not None:
+        first = f"score it so first: tcbreplay score {run_id}{options.score_flags()}"
+    else:
+        close = difflib.get_close_matches(scoring, [*stored, *SCORERS], n=1, cutoff=0.5)
+        first = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else "a scoring is named spec, abet or spec_rel-<rel-tol>_abs-<abs-tol>"
+        )
+    has = f"scorings of {run_id}: {', '.join(stored)}" if stored else "it has no stored scoring"
+    return f"{first} ({has})"

@@ -38,8 +38,8 @@ def rescore_hint(run: Run, scoring: str) -> str | None:
     if options is None:
         return None
     flags = ""
-    if options.scorer == "abet":
-        flags = " --scorer abet"
+    if options.scorer != "spec":
+        flags = f" --scorer {options.scorer}"
     elif scoring != "spec":
         flags = f" --rel-tol {options.rel_tol:g} --abs-tol {options.abs_tol:g}"
     store = run.dir.parent
@@ -141,11 +141,11 @@ def _write_files(
 
 
 @cache
-def _scores_dtypes() -> dict[str, pl.DataType]:
+def _scores_dtypes() -> pl.Schema:
     """The Polars types of the store's scores columns."""
     frame = pl.from_arrow(SCORES_SCHEMA.empty_table())
     assert isinstance(frame, pl.DataFrame)
-    return dict(frame.schema)
+    return frame.schema
 
 
 def tool_breakdown(counts: pl.DataFrame) -> list[dict[str, Any]]:
@@ -232,6 +232,8 @@ class ScoreResult:
     scores_path: Path | None = None
     dashboard_path: Path | None = None
     pairs: pl.DataFrame | None = None
+    # what a reader of the metrics must know first: samples in error, a partial run
+    warnings: list[str] = field(default_factory=list)
 
 
 def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:

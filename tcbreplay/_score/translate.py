@@ -2,7 +2,7 @@
 
 Nothing here imports LangChain: the serialized messages are read as JSON. Scoring
 reads every AI message once (``score_agent_calls.sql``: its tool calls as JSON text, which
-:mod:`tcbreplay.kernels.calls` splits) and keeps the calls flat as Arrow arrays in sample
+``tcbreplay/_score/kernels/calls.pxi`` splits) and keeps the calls flat as Arrow arrays in sample
 and call order, with ``s`` (the sample's position in sample order); as tables, calls are
 numbered ``i`` (agent) and ``j`` (gold) within their sample. Also here: the tools'
 parameters as scoring reads them (:func:`tools_table`).
@@ -20,8 +20,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tcbreplay import kernels
 from tcbreplay._inputs import limits
+from tcbreplay._score import kernels
 from tcbreplay._score.metrics import tool_properties
 from tcbreplay._store.views import query_text
 from tcbreplay.errors import StoreError, first_line
@@ -72,7 +72,7 @@ class FlatSide:
 
     def buffers(self) -> tuple[np.ndarray, ...]:
         """As compiled code takes the calls: ``first``, then the names' and the arguments'
-        offsets and bytes (see :func:`tcbreplay.kernels.text_buffers`)."""
+        offsets and bytes (see :func:`tcbreplay._score.kernels.text_buffers`)."""
         return (self.first, *kernels.text_buffers(self.name), *kernels.text_buffers(self.args))
 
     def index(self) -> np.ndarray:
@@ -184,7 +184,7 @@ def _split_calls(
     con: duckdb.DuckDBPyConnection, s: np.ndarray, lists: pa.ChunkedArray, n: int
 ) -> FlatSide:
     """The calls of the tool-call list texts ``lists`` (the text at row k belongs to sample
-    ``s[k]``, ``s`` ascending), flat: see :mod:`tcbreplay.kernels.calls`. Arguments left out
+    ``s[k]``, ``s`` ascending), flat: see ``tcbreplay/_score/kernels/calls.pxi``. Arguments left out
     read as ``{}`` and names left out as ``''``."""
     offsets, data = kernels.text_buffers(_combined(lists))
     room = 2 * (len(offsets) - 1) + 16  # most messages have fewer calls
@@ -273,8 +273,9 @@ def _has_default(schema: Any) -> bool:
 
 
 def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    # a writable copy, always: the compiled kernels are built for writable arrays
-    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C", "W"])
+    # int64 and contiguous, as the kernels take them; they only read it, so Arrow's buffer
+    # itself does when it is both (no copy)
+    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C"])
 
 
 def _flat_side(s: np.ndarray, lists: pa.ChunkedArray, n: int) -> FlatSide:

@@ -7,6 +7,7 @@ one that a killed deletion left. The layout of a run's folder is in :mod:`tcbrep
 
 from __future__ import annotations
 
+import difflib
 import fcntl
 import os
 import re
@@ -102,13 +103,14 @@ class Run:
         except StoreError:  # no manifest (yet): a recording
             return None
 
-    def resume_command(self) -> str:
-        """The command that finishes recording this run (naming its store unless default)."""
+    def resume_command(self, flag: str = "--resume") -> str:
+        """The command that finishes recording this run (naming its store unless default);
+        ``flag="--retry-errors"`` records its failed samples again too."""
         store = self.dir.parent
         where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
         if self._source() == "import":  # an import that was killed
             return f"the same tcbreplay import again (it replaces the unfinished run){where}"
-        return f"tcbreplay record --resume {shlex.quote(self.run_id)}{where}"
+        return f"tcbreplay record {flag} {shlex.quote(self.run_id)}{where}"
 
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
@@ -205,7 +207,16 @@ class Store:
         path = self.run_dir(run_id)
         if not (path / MANIFEST).is_file():
             known = [r.run_id for r in self.runs()]
-            if len(known) > 5:
+            by_lower = {name.lower(): name for name in reversed(known)}
+            close = [
+                by_lower[name]
+                for name in difflib.get_close_matches(run_id.lower(), by_lower, n=3, cutoff=0.6)
+            ]
+            if close:
+                names = [repr(name) for name in close]
+                either = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+                hint = f"did you mean {either}? (tcbreplay runs lists them)"
+            elif len(known) > 5:
                 hint = (
                     f"runs in {self.root} include {', '.join(known[:5])} and {len(known) - 5} "
                     "more (tcbreplay runs lists them)"

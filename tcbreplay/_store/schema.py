@@ -62,6 +62,7 @@ DATA_FILES = (SAMPLES, MESSAGES)
 
 
 SCORES = "scores"
+DEFAULT_SCORING = "spec"  # the folder under scores/ of a scoring with the default options
 
 
 EVALUATIONS = "evaluations"
@@ -173,7 +174,7 @@ _MANIFEST_FIELDS: dict[str, type] = {
 }
 
 
-_JSON_TYPES = {dict: "an object", list: "a list", str: "a string"}
+_JSON_TYPES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -315,8 +316,15 @@ SCORES_SCHEMA = pa.schema(
         ("args_total", pa.int64()),
         ("args_missing", pa.int64()),
         ("pairs", pa.int32()),
+        ("valid", pa.bool_()),  # the bfcl scorer's verdict (null for the others)
+        ("error_type", pa.string()),  # and BFCL's error type of an invalid sample
     ]
 )
+
+
+# scores columns added after the first layout: a scores file written before them reads
+# with them null
+SCORES_ADDED = ("valid", "error_type")
 
 
 _TOOLS_SCHEMA = pa.schema(
@@ -327,6 +335,31 @@ _TOOLS_SCHEMA = pa.schema(
         ("param", pa.string()),
         ("has_default", pa.bool_()),
         ("default_value", pa.string()),
+    ]
+)
+
+
+# one row per stored scoring, from its summary.json (the scorings view)
+_SCORINGS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scoring", pa.string()),
+        ("scorer", pa.string()),
+        ("rel_tol", pa.float64()),
+        ("abs_tol", pa.float64()),
+        ("scored_at", pa.string()),
+        ("n_samples", pa.int64()),
+        ("n_errors", pa.int64()),
+        ("tsa", pa.float64()),
+        ("n_tsa", pa.int64()),
+        ("tp", pa.float64()),
+        ("n_tp", pa.int64()),
+        ("ahr", pa.float64()),
+        ("args_invalid", pa.int64()),
+        ("args_total", pa.int64()),
+        ("args_missing", pa.int64()),
+        ("toolkit_version", pa.string()),
+        ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
     ]
 )
 
@@ -356,14 +389,18 @@ _RUNS_SCHEMA = pa.schema(
 
 
 class SampleLike(Protocol):
-    """What a sample row needs of a dataset sample."""
+    """What a sample row needs of a dataset sample (read only)."""
 
-    sample_id: str
-    index: int
-    input: str
-    category: str | None
-    metadata: dict[str, Any] | None
-
+    @property
+    def sample_id(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def input(self) -> str: ...
+    @property
+    def category(self) -> str | None: ...
+    @property
+    def metadata(self) -> dict[str, Any] | None: ...
     @property
     def target(self) -> Sequence[Any]: ...  # gold calls, each with ``to_dict()``
 

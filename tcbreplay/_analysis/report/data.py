@@ -297,8 +297,10 @@ def metric_intervals(
     for metric in METRICS:
         values = np.concatenate(draws[metric])
         values = values[~np.isnan(values)]
-        low, high = np.quantile(values, [alpha, 1 - alpha]) if len(values) else (None, None)
-        out[metric] = None if low is None else (float(low), float(high))
+        out[metric] = None
+        if len(values):
+            low, high = np.quantile(values, [alpha, 1 - alpha])
+            out[metric] = (float(low), float(high))
     return out
 
 

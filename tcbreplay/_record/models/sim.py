@@ -122,7 +122,7 @@ def plan_turns(
     i = 0
     while i < len(gold):
         name, args = gold[i]
-        call = {"name": name, "args": dict(args)}
+        call: dict[str, Any] = {"name": name, "args": dict(args)}
         if not (kinds and rng.random() < rate):
             calls.append(call)
             i += 1
@@ -168,7 +168,7 @@ def _wrong_call(rng: random.Random, avoid: str | None, tools: Sequence[Mapping[s
         return {"name": "lookup", "args": {}}
     tool = rng.choice(choices)
     props = tool.get("parameters", {}).get("properties", {})
-    args = {}
+    args: dict[str, Any] = {}
     for key, schema in props.items():
         kind = schema.get("type")
         if kind in ("number", "integer"):

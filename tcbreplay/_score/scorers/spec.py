@@ -1,7 +1,7 @@
 """The spec scorer over one range of samples: flat calls through the compiled kernel.
 
 Names become integer codes (one dictionary of the range's names, the tools' own names
-first), arguments texts stay Arrow byte buffers, and :mod:`tcbreplay.kernels` computes
+first), arguments texts stay Arrow byte buffers, and :mod:`tcbreplay._score.kernels` computes
 every per-sample number. What the kernel leaves undecided (lists or objects compared,
 objects of more than 64 keys) is judged here with :func:`tcbreplay._score.metrics.arg_verdicts`
 on ``json.loads``-ed arguments, before the pairing is chosen.
@@ -16,11 +16,11 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay import kernels
+from tcbreplay._score import kernels
+from tcbreplay._score.kernels import number_locale, scratch_for, text_buffers
 from tcbreplay._score.metrics import arg_verdicts
 from tcbreplay._score.translate import FlatCalls, FlatSide, Tools, read_args
 from tcbreplay.errors import StoreError
-from tcbreplay.kernels import number_locale, scratch_for, text_buffers
 
 
 @dataclass
@@ -173,7 +173,7 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 def _decide_pending(
     pairs: np.ndarray, agent: FlatSide, gold: FlatSide, names: pl.Series, tools: Tools,
-    rel_tol: float, abs_tol: float, samples: list[str],
+    rel_tol: float, abs_tol: float, samples: pl.Series,
 ) -> None:  # fmt: skip
     """Judge in Python the candidate pairs the kernel left pending (in place); ``samples``
     are the range's sample ids, for errors."""
@@ -213,9 +213,8 @@ def _tool_counts(
 
 
 def warm() -> None:
-    """Load every kernel scoring runs, by scoring two tiny samples: just-in-time kernels are
-    compiled the first time on a machine (numba caches them beside the sources) and loaded
-    from that cache later; ahead-of-time ones are only imported (a few milliseconds)."""
+    """Run every kernel scoring uses once, on two tiny samples (a few milliseconds): a check
+    that the kernels' extension is built and takes what scoring hands it."""
 
     def side(s: list[int], names: list[str], args: list[str]) -> FlatSide:
         at = np.array(s, dtype=np.int64)
