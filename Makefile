@@ -18,11 +18,18 @@ $(BIN)/python:
 KERNELS := setup.py $(wildcard tcbreplay/_score/kernels/*.pyx tcbreplay/_score/kernels/*.pxi tcbreplay/_score/kernels/*.h)
 $(STAMP): $(BIN)/python pyproject.toml $(KERNELS)
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BFCL_INSTALL)
 	find $(VENV)/lib/python*/site-packages/tcbreplay -depth -type d -empty -delete 2>/dev/null || true
 	$(BIN)/python -m compileall -q tcbreplay
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# BFCL's own checker, which the tests and bench-bfcl hold `--scorer bfcl` to: without its
+# dependencies (every provider's SDK; bench/bfcl_reference.py stands in for the few imports
+# its checker and decoders make)
+BFCL_EVAL := bfcl-eval==2026.3.23
+BFCL_INSTALL := $(BIN)/python -m pip install --quiet --no-deps $(BFCL_EVAL)
 
 demo: install
 	$(BIN)/tcbreplay record --model sim:seed=7 --run-id demo-sim --workers 8 --store traces/demo --quiet
@@ -82,3 +89,11 @@ wheel-check: $(BIN)/python
 .PHONY: bench-record
 bench-record: $(STAMP)
 	$(BIN)/python -m bench.record_bench
+
+# BFCL agreement (not part of `make test`): BFCL's 1,000 non-live questions with answers
+# synthesized in variants, judged by BFCL's own checker and by `score --scorer bfcl` (which
+# must agree on every sample) and the spec scorer; the table goes to BENCHMARKS.md.
+.PHONY: bench-bfcl
+bench-bfcl: $(STAMP)
+	$(BFCL_INSTALL)
+	$(BIN)/python -m bench.bfcl_bench

@@ -1,9 +1,10 @@
--- One row per gold call of each sample, in the dataset's order, with its rules (accept,
--- optional and group as JSON; null where the call has none).
+-- One row per gold call of each sample (and trial: every trial has the sample's gold), in the
+-- dataset's order, with its rules (accept, optional and group as JSON; null where it has none).
 with gold as (
     select
         run_id,
         sample_id,
+        trial,
         json_transform(
             gold,
             '[{"name": "VARCHAR", "args": "JSON", "accept": "JSON", "optional": "JSON", "group": "JSON"}]'
@@ -14,6 +15,7 @@ with gold as (
 select
     run_id,
     sample_id,
+    trial,
     unnest(range(len(calls)))::integer as call_index,
     unnest(calls).name as name,
     coalesce(unnest(calls).args, '{}'::json) as args,

@@ -3,6 +3,7 @@
 -- null here, read as {}; a name left out is an error of the store).
 select
     sample_id,
+    trial,
     sample_index,
     category,
     status,

@@ -3,6 +3,7 @@ with ai_messages as (
     select
         run_id,
         sample_id,
+        trial,
         position,
         json_transform(
             message,
@@ -16,11 +17,12 @@ numbered as (
     select
         run_id,
         sample_id,
+        trial,
         position,
         calls,
         coalesce(
             sum(len(calls)) over (
-                partition by run_id, sample_id
+                partition by run_id, sample_id, trial
                 order by position
                 rows between unbounded preceding and 1 preceding
             ),
@@ -33,6 +35,7 @@ numbered as (
 select
     run_id,
     sample_id,
+    trial,
     (first_index + unnest(range(len(calls))))::integer as call_index,
     coalesce(unnest(calls).name, '') as name,
     coalesce(unnest(calls).args, '{}'::json) as args,

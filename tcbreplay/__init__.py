@@ -36,6 +36,7 @@ _EXPORTS = {
     "RecordSummary": "tcbreplay._record.runner",
     "import_traces": "tcbreplay._importers.import_run",
     "ImportSummary": "tcbreplay._importers.import_run",
+    "export_traces": "tcbreplay._importers.export",
     # scoring and reading results
     "score_run": "tcbreplay._score.run",
     "ScoreOptions": "tcbreplay._score.options",
@@ -43,6 +44,7 @@ _EXPORTS = {
     "read_summary": "tcbreplay._score.results",
     # analysis
     "run_sql": "tcbreplay._analysis.sql",
+    "list_runs": "tcbreplay._analysis.sql",
     "QueryResult": "tcbreplay._analysis.sql",
     "diff_runs": "tcbreplay._analysis.diff",
     "DiffResult": "tcbreplay._analysis.diff",
@@ -62,19 +64,13 @@ if TYPE_CHECKING:
     from tcbreplay._analysis.diff import diff_runs as diff_runs
     from tcbreplay._analysis.report import write_report as write_report
     from tcbreplay._analysis.sql import QueryResult as QueryResult
+    from tcbreplay._analysis.sql import list_runs as list_runs
     from tcbreplay._analysis.sql import run_sql as run_sql
-    from tcbreplay._importers.import_run import (
-        ImportSummary as ImportSummary,
-    )
-    from tcbreplay._importers.import_run import (
-        import_traces as import_traces,
-    )
-    from tcbreplay._inputs.benchmarks import (
-        BenchmarkInputs as BenchmarkInputs,
-    )
-    from tcbreplay._inputs.benchmarks import (
-        load_inputs as load_inputs,
-    )
+    from tcbreplay._importers.export import export_traces as export_traces
+    from tcbreplay._importers.import_run import ImportSummary as ImportSummary
+    from tcbreplay._importers.import_run import import_traces as import_traces
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs as BenchmarkInputs
+    from tcbreplay._inputs.benchmarks import load_inputs as load_inputs
     from tcbreplay._record.models import ModelChoice as ModelChoice
     from tcbreplay._record.models import parse_model as parse_model
     from tcbreplay._record.options import RecordOptions as RecordOptions

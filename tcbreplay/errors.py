@@ -63,6 +63,16 @@ class RunLockedError(TcbReplayError):
     """Another live process is writing the run."""
 
 
+class RecordError(TcbReplayError):
+    """A recording that stopped on an error retrying cannot fix, or ended with more samples in
+    error than allowed. What it finished is stored and the run can be resumed; ``summary``
+    holds the run's totals (exit code 1)."""
+
+    def __init__(self, message: str, hint: str | None = None, summary: object = None) -> None:
+        super().__init__(message, hint)
+        self.summary = summary
+
+
 class TcbReplayWarning(UserWarning):
     """Something the user should know that does not stop the command (the CLI prints it as
     one ``Warning:`` line)."""

@@ -16,10 +16,12 @@ API (everything a test needs)::
 
 Fault kinds: ``Fault.rate_limit`` (429 + ``Retry-After`` + RetryInfo), ``Fault.error``
 (any status with a Google-style error body; 500/503/400 ..., optional ``Retry-After``),
-``Fault.echo_key`` (an error quoting the request's API key),
+``Fault.echo_key`` (an error quoting the request's API key), ``Fault.bad_key`` (Google's answer
+to a key that is not valid: 400 INVALID_ARGUMENT, reason API_KEY_INVALID),
 ``Fault.malformed`` (``"not_json"`` or ``"no_candidates"``), ``Fault.hang`` (sleep, then
 answer normally). Each :class:`RecordedRequest` has its arrival time (``at``, monotonic
-seconds), so retry and back-off tests can measure the gaps between attempts.
+seconds), so retry and back-off tests can measure the gaps between attempts;
+:attr:`GeminiServer.max_in_flight` is the most requests it was answering at once.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Fault:
     message: str = ""
     retry_after: str | None = None
     seconds: float = 0.0
+    details: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def error(
@@ -94,6 +97,23 @@ class Fault:
         """An error whose message quotes the API key the request carried, as a misbehaving
         endpoint or proxy might (``{api_key}`` in any error message is replaced by it)."""
         return cls.error(status, "API key {api_key} not valid. Please pass a valid API key.")
+
+    @classmethod
+    def bad_key(cls) -> Fault:
+        """What Google answers to an API key that is not valid (a 400, not a 401)."""
+        message = "API key not valid. Please pass a valid API key."
+        info = {
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "API_KEY_INVALID",
+            "domain": "googleapis.com",
+            "metadata": {"service": "generativelanguage.googleapis.com"},
+        }
+        localized = {
+            "@type": "type.googleapis.com/google.rpc.LocalizedMessage",
+            "locale": "en-US",
+            "message": message,
+        }
+        return cls("status", status=400, message=message, details=(info, localized))
 
     @classmethod
     def malformed(cls, how: str = "not_json") -> Fault:
@@ -156,9 +176,11 @@ class GeminiServer:
     model_version: str = MODEL_VERSION
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     unknown_inputs: list[str] = field(default_factory=list, init=False)
+    max_in_flight: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._rules: list[_Rule] = []
+        self._in_flight = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -252,6 +274,16 @@ class GeminiServer:
         }
 
     def _handle(self, handler: _Handler) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            self._answer_request(handler)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _answer_request(self, handler: _Handler) -> None:
         arrived = time.monotonic()
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length).decode("utf-8", errors="replace") if length else ""
@@ -304,7 +336,9 @@ class GeminiServer:
         else:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
             message = fault.message.replace("{api_key}", record.headers.get("x-goog-api-key", ""))
-            self._send_error(handler, record, fault.status, message, fault.retry_after, headers)
+            self._send_error(
+                handler, record, fault.status, message, fault.retry_after, headers, fault.details
+            )
 
     def _send_error(
         self,
@@ -314,12 +348,15 @@ class GeminiServer:
         message: str,
         retry_after: str | None = None,
         headers: Mapping[str, str] | None = None,
+        details: Sequence[dict[str, Any]] = (),
     ) -> None:
         error: dict[str, Any] = {
             "code": status,
             "message": message,
             "status": _STATUS_NAMES.get(status, "UNKNOWN"),
         }
+        if details:
+            error["details"] = list(details)
         if retry_after is not None and retry_after.replace(".", "", 1).isdigit():
             error["details"] = [
                 {

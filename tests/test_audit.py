@@ -72,6 +72,24 @@ def rewrite_scores(path: Path, sample_id: str, **changes) -> None:
 # ---------------------------------------------------------------- the audit record
 
 
+def test_a_scoring_never_made_says_how_to_make_it(scored):
+    """Reported: `audit verify --scoring abet` of a run never scored with abet said only
+    'score it: tcbreplay score RUN', which makes the spec scoring."""
+    root, run_id = scored
+    cases = {
+        "abet": f"score it so first: tcbreplay score {run_id} --scorer abet",
+        "spec_rel-0.001_abs-1e-09": f"score it so first: tcbreplay score {run_id} "
+        "--rel-tol 0.001 --abs-tol 1e-09",
+        "abte": "did you mean 'abet'?",
+        "xyz": "a scoring is named spec, abet, bfcl or spec followed by the options that "
+        "differ, as spec_rel-<rel-tol>_abs-<abs-tol>_strings-bfcl_types-strict",
+    }
+    for scoring, first in cases.items():
+        with pytest.raises(InputError) as info:
+            verify_run(Store(root), run_id, scoring)
+        assert info.value.hint == f"{first} (scorings of {run_id}: spec)", scoring
+
+
 def test_scored_run_verifies(scored):
     root, run_id = scored
     result = verify(root, run_id)

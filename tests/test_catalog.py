@@ -19,8 +19,9 @@ from tcbreplay._store.runs import Store
 from tcbreplay.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
-VIEWS = ["runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores"]
-TABLES = {"runs", "tools"}  # stored in the file; the rest are views over the run files
+VIEWS = ["runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores",
+         "scores_all", "scorings"]  # fmt: skip
+TABLES = {"runs", "tools", "scorings"}  # stored in the file; the rest are views over run files
 
 
 def columns(con: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
@@ -52,7 +53,8 @@ def catalog(two_runs, tmp_path_factory) -> Path:
     result = cli("catalog", "-o", path, "--store", two_runs)
     assert result.exit_code == 0, (result.output, result.exception)
     assert result.stdout.strip() == (
-        f"{path}: views runs, tools, samples, messages, tool_calls, gold_calls, scores over 2 runs"
+        f"{path}: views runs, tools, samples, messages, tool_calls, gold_calls, scores, "
+        "scores_all, scorings over 2 runs"
     )
     return path
 
@@ -99,7 +101,7 @@ def test_rows_match_the_store(two_runs, catalog, view):
         con.close()
 
 
-def test_scores_are_the_latest_scoring_of_each_run(two_runs, catalog):
+def test_scores_are_the_spec_scoring_of_each_run(two_runs, catalog):
     con = duckdb.connect(str(catalog), read_only=True)
     try:
         per_run = dict(
@@ -197,10 +199,17 @@ def test_catalog_again_includes_new_runs_and_scorings(two_runs, tmp_path):
     try:
         runs = [r[0] for r in con.execute("select run_id from runs order by run_id").fetchall()]
         scorings = dict(con.execute("select distinct run_id, scoring from scores").fetchall())
+        every = con.execute(
+            "select run_id, scoring, count(*) from scores_all group by all order by all"
+        ).fetchall()
+        listed = con.execute("select run_id, scoring from scorings order by all").fetchall()
     finally:
         con.close()
     assert runs == ["shapes", "sim-seed7"]
-    assert scorings == {"shapes": "abet", "sim-seed7": "spec"}
+    # the abet scoring, the latest of shapes, is in scores_all and scorings, not in scores
+    assert scorings == {"shapes": "spec", "sim-seed7": "spec"}
+    assert every == [("shapes", "abet", 4), ("shapes", "spec", 4), ("sim-seed7", "spec", 94)]
+    assert listed == [("shapes", "abet"), ("shapes", "spec"), ("sim-seed7", "spec")]
 
 
 def test_output_in_a_missing_directory_is_one_error_line(two_runs, tmp_path):

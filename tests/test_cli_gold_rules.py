@@ -37,7 +37,7 @@ def scored(root: Path, *options: str) -> tuple[dict, dict]:
     result = cli("score", "rules", "--store", root, "--format", "json", *options)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    rows = json.loads(cli("sql", f"select * from scores where scoring = '{summary['scoring']}'",
+    rows = json.loads(cli("sql", f"select * from scores_all where scoring = '{summary['scoring']}'",
                           "--format", "json", "--store", root).stdout)  # fmt: skip
     return summary, {r["sample_id"]: r for r in rows}
 

@@ -74,3 +74,17 @@ def test_a_dataset_number_json_has_no_form_for_is_reported(tmp_path):
     assert result.stderr == ""
     details = payload(out.read_text(encoding="utf-8"), "report-details")
     assert details["gold"][0] == [["add_numbers", {"a": "Infinity", "b": 2}]]
+
+
+def test_a_report_of_100_samples_is_at_most_1_5_mb(tmp_path):
+    """The charting library is a fixed 1.2 MB partial bundle, not the whole of plotly.js (4.8 MB
+    of a 5 MB page for 94 samples before); the rest grows with the samples."""
+    from bench.generate import generate_run
+
+    root = tmp_path / "traces"
+    generate_run(root, "gen-100", 100, seed=0, workers=1)  # Gemini-shaped, ~7 messages each
+    out = tmp_path / "r.html"
+    result = cli("report", "gen-100", "-o", out, "--store", root)
+    assert result.exit_code == 0, result.output
+    assert len(payload(out.read_text(encoding="utf-8"), "report-data")["samples"]["id"]) == 100
+    assert out.stat().st_size <= 1_500_000

@@ -151,7 +151,8 @@ def test_a_sample_id_or_index_held_twice_is_one_line(sim_copy, column, scorer):
         table.set_column(at, table.field(at), pa.array(values, table[column].type)), path
     )
     expected = {
-        "sample_id": f"samples.parquet: sample_id {values[0]!r} names more than one sample",
+        "sample_id": f"samples.parquet: sample_id {values[0]!r}, trial 0 names more than one "
+        "sample",
         "sample_index": "samples.parquet: sample_index values are not unique",
     }[column]
     before = snapshot(root)
@@ -339,7 +340,7 @@ def test_dashboard_file_lists_what_the_reference_loop_lists(sim_copy, tmp_path):
 def test_dashboard_none_writes_no_file(sim_copy):
     root, run_id = sim_copy
     summary = score_json(root, run_id, "--dashboard", "none")
-    assert summary["dashboard_file"] == "None"
+    assert summary["dashboard_file"] is None  # null, not the text "None"
     assert not (root / run_id / "evaluations").exists()
 
 

@@ -485,3 +485,35 @@ def test_ctrl_c_stops_a_long_query_with_exit_130(tmp_path):
     assert proc.returncode == 130, err
     assert err == "Interrupted.\n"
     assert out == ""
+
+
+def test_a_path_in_a_run_is_read_from_the_store_folder(template, tmp_path, monkeypatch):
+    """Reported: read_parquet('RUN/scores/spec/scores.parquet') failed with DuckDB's "file
+    system operations are disabled by configuration"."""
+    root, run_id = template
+    monkeypatch.chdir(tmp_path)  # not the store's folder, nor its parent
+    got = sql_rows(
+        root,
+        f"select scoring, count(*) as n from read_parquet('{run_id}/scores/spec/scores.parquet') "
+        "group by 1",
+    )
+    assert got == [{"scoring": "spec", "n": 94}]
+    summaries = sql_rows(root, f"select tsa from read_json('{run_id}/scores/*/summary.json')")
+    expected = json.loads((root / run_id / "scores" / "spec" / "summary.json").read_text())
+    assert summaries == [{"tsa": expected["tsa"]}]
+    refused = sql(root, f"select * from read_text('{run_id}/../{run_id}/../x')")
+    assert refused.exit_code == 2
+    assert "Hint: SQL reads the files of the store's runs only" in refused.stderr
+
+
+def test_scores_keeps_the_spec_rows_after_an_abet_scoring(populated):
+    """Reported: after `score --scorer abet`, `select * from scores` silently returned the
+    abet numbers (tsa 0.52 instead of 0.74 on the same run)."""
+    root, run_id = populated
+    query = f"select avg(tsa) as tsa from scores where run_id = '{run_id}'"
+    before = sql_rows(root, query)
+    assert cli("score", run_id, "--store", root, "--scorer", "abet").exit_code == 0
+    assert sql_rows(root, query) == before
+    every = sql_rows(root, "select scoring, count(*) as n from scores_all "
+                           f"where run_id = '{run_id}' group by 1 order by 1")  # fmt: skip
+    assert every == [{"scoring": "abet", "n": 94}, {"scoring": "spec", "n": 94}]

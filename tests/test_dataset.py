@@ -238,6 +238,35 @@ def test_jsonl_problems_name_the_line():
             {"input": "x", "target": [{"name": "f"}], "tool_call_names": ["f"]},
             "gives both target and tool_call_names:",
         ),
+        # unknown keys are refused, never read as absent (#20): kwargs made ahr 1.0
+        (
+            {"input": "x", "target": [{"name": "f", "kwargs": {"a": 1}}]},
+            "unknown key 'kwargs' in target[0] (did you mean args?)",
+        ),
+        (
+            {"input": "x", "target": [{"name": "f", "arguments": {}}]},
+            "unknown key 'arguments' in target[0] (did you mean args?)",
+        ),
+        (
+            {"input": "x", "target": [{"name": "f", "args": {}, "id": "c1"}]},
+            "unknown key 'id' in target[0] (a gold call has name, args, accept, optional "
+            "and group)",
+        ),
+        (
+            {"input": "x", "target": [], "prompt": "y"},
+            "unknown key 'prompt' in the entry (did you mean input?)",
+        ),
+        ({"input": "x", "target": [], "categry": "y"}, "(did you mean category?)"),
+        (
+            {"input": "x", "target": [], "reward": 1.0},
+            "unknown key 'reward' in the entry (an entry has id, input, its gold calls, "
+            "category, metadata, order and tools; put other fields in metadata)",
+        ),
+        (
+            {"input": "x", "target": {"tool_call_names": [], "tool_call_args": [], "n": 0}},
+            "unknown key 'n' in target",
+        ),
+        ({"input": "x", "target": [], "metadata": [1]}, "metadata must be an object, got a list"),
     ],
 )
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
@@ -412,6 +441,7 @@ calls = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -434,7 +464,41 @@ def test_any_shape_gives_the_same_normalised_entries(tmp_path, golds, shape):
     ]
 
 
+def test_metadata_is_kept_with_the_sample_and_in_the_normalised_entries(tmp_path):
+    meta = {"reward": 1.0, "tags": ["a"], "info": {"n": 2}}
+    path = write(tmp_path, "ds.json", json.dumps([
+        {"input": "x", "target": [], "metadata": meta},
+        {"input": "y", "target": [], "metadata": {}},
+    ]))  # fmt: skip
+    dataset = load_dataset(path)
+    assert [s.metadata for s in dataset.samples] == [meta, None]
+    assert dataset.entries()[0]["metadata"] == meta
+    assert "metadata" not in dataset.entries()[1]
+    assert dataset_from_entries(dataset.entries()).samples == dataset.samples
+
+
 # ---------------------------------------------------------------- through the CLI
+
+
+def test_an_unknown_key_is_refused_before_anything_is_written(tmp_path):
+    """The τ-bench gold shape {"name", "kwargs"} was read as a call without arguments."""
+    dataset = write(
+        tmp_path, "ds.jsonl",
+        '{"input": "a", "target": []}\n'
+        '{"input": "b", "target": [{"name": "add_numbers", "kwargs": {"a": 1, "b": 2}}]}\n',
+    )  # fmt: skip
+    traces = write(tmp_path, "traces.jsonl", '{"sample_id": 0, "messages": []}\n')
+    root = tmp_path / "traces"
+    for args in (
+        ["record", "--model", "sim:seed=1"],
+        ["import", "--tools", DATA / "tools_shop.json", "--traces", traces],
+    ):
+        result = cli(*args, "--dataset", dataset, "--run-id", "r", "--store", root)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.splitlines() == [
+            "Error: ds.jsonl: line 2: unknown key 'kwargs' in target[0] (did you mean args?)"
+        ]
+        assert not root.exists()
 
 
 @pytest.mark.parametrize("command", ["record", "import"])

@@ -121,7 +121,7 @@ def write_jsonl(path: Path, lines: list) -> Path:
 def do_import(store: Store, traces: Path, run_id: str = "imp", dataset=DATASET, tools=TOOLS_JSON):
     return cli(
         "import", "--dataset", str(dataset), "--tools", tools, "--traces", str(traces),
-        "--run-id", run_id, "--store", str(store.root),
+        "--run-id", run_id, "--store", str(store.root), "--format", "langchain",
     )  # fmt: skip
 
 

@@ -59,6 +59,7 @@ def _choose_pairs() -> tuple:
 KERNELS = {"score_samples": _score_samples, "choose_pairs": _choose_pairs}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_the_kernels_release_the_gil(name):
     """Scoring runs a part's kernels per thread, side by side: while one thread is inside a

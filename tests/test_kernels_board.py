@@ -1,4 +1,4 @@
-"""The compiled writer of the dashboard file's samples (tcbreplay/kernels/board.pxi), on
+"""The compiled writer of the dashboard file's samples (tcbreplay/_score/kernels/board.pxi), on
 its own: byte for byte what Python's ``json`` writes, whatever the inputs and names hold and
 wherever their escapes fall against the eight-byte words the writer copies."""
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ def _expected(text: str | None, agent: list, gold: list) -> str:
     return f'{{"input":{_json(text)},"output":{side(agent)},"target":{side(gold)}}}'
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.tuples(st.none() | _TEXT, _CALLS, _CALLS), max_size=6),

@@ -1,4 +1,4 @@
-"""The compiled splitter of tool-call lists (tcbreplay/kernels/calls.pxi), on its own: every
+"""The compiled splitter of tool-call lists (tcbreplay/_score/kernels/calls.pxi), on its own: every
 call's name and arguments spans, whatever strings the lists hold and wherever their quotes
 and escapes fall against the eight-byte words the kernel reads."""
 
@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def _split(texts: list[str]) -> list[tuple[int, int, str, str | None]]:
     ]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(

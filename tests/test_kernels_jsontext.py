@@ -147,6 +147,7 @@ def near(value):
     return st.just(value)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(data=st.data(), tolerance=st.sampled_from(TOLERANCES))
 def test_value_equal_is_the_spec_on_the_parsed_values(con, data, tolerance):
@@ -183,6 +184,7 @@ print(equal_texts("1.5", "1"), equal_texts("1.0", "1.4"), equal_texts("2.5", "2.
 """
 
 
+@pytest.mark.slow
 def test_numbers_read_the_same_in_a_comma_locale(tmp_path):
     """A program that embeds tcbreplay may set a locale that writes 1.5 as "1,5"; numbers in
     arguments are still read in the C locale (strtod alone would read "1.5" as 1)."""

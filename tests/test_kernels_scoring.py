@@ -1,4 +1,4 @@
-"""The compiled kernels (``tcbreplay/kernels/scoring.pxi``) against brute force:
+"""The compiled kernels (``tcbreplay/_score/kernels/scoring.pxi``) against brute force:
 the AHR pairing (``choose_pairs``) against ``align_one`` and an enumeration of every pairing,
 and the name tables of ``score_samples`` (tsa, tp, candidate pairs) against the reference
 Levenshtein, TSA and every maximum same-name pairing. Whole runs against the reference:
@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pyarrow as pa
 import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -255,3 +256,14 @@ def test_positions_and_call_order_are_numpys(order, index):
     assert kernel.in_call_order(s, position) == (pairs == sorted(pairs))
     ordered = np.sort(s)
     assert kernel.in_call_order(ordered, np.zeros(len(s), dtype=np.int64))
+
+
+def test_positions_and_call_order_read_arrow_buffers_uncopied():
+    """translate hands them Arrow's own buffers, which numpy sees as read-only."""
+    order = pa.chunked_array([pa.array([2, 5, 9], pa.int64())]).to_numpy()
+    index = pa.chunked_array([pa.array([5, 9, 3, 2], pa.int64())]).to_numpy()
+    assert not order.flags.writeable and not index.flags.writeable
+    s, known = kernel.positions(order, index)
+    assert known.tolist() == [True, True, False, True]
+    assert s[known].tolist() == [1, 2, 0]
+    assert kernel.in_call_order(order, order)

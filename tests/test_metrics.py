@@ -528,6 +528,7 @@ def as_dict(row: dict[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in (*FLOAT_FIELDS, *COUNT_FIELDS)}
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=runs, tolerance=st.sampled_from(TOLERANCES))
 def test_score_tables_equals_reference(run, tolerance):
@@ -550,6 +551,7 @@ def test_score_tables_equals_reference(run, tolerance):
     assert summary["n_errors"] == sum(c["status"] == "error" for c in run)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=runs)
 def test_tp_symmetric_under_swap(run):
@@ -848,6 +850,7 @@ def scored_in_parts(run: list[dict[str, Any]], parts: int):
         con.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=st.lists(samples(), min_size=1, max_size=12), parts=st.integers(2, 5))
 def test_scoring_in_parts_equals_one_part(run, parts):

@@ -20,18 +20,23 @@ from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
+from tcbreplay._score.metrics import success
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
-NAMES = ["cost_latency", "error_breakdown", "invented_keys", "tool_confusion", "worst_samples"]
+NAMES = [
+    "cost_latency", "error_breakdown", "invented_keys", "per_sample", "tool_confusion",
+    "worst_samples",
+]  # fmt: skip
 PARAMS = {
     "cost_latency": "run_id=null, limit=50",
     "error_breakdown": "run_id=null",
     "invented_keys": "run_id=null, limit=20",
+    "per_sample": "run_id=null, limit=50",
     "tool_confusion": "run_id=null",
-    "worst_samples": "run_id=null, limit=20",
+    "worst_samples": 'run_id=null, scoring="spec", limit=20',
 }
 
 
@@ -53,27 +58,31 @@ class Traces:
     scores: pl.DataFrame
     params: dict[tuple[str, str], set[str]]  # (run_id, tool) -> parameter names
 
-    def agent_calls(self) -> dict[tuple[str, str], list[tuple[str, dict]]]:
-        out: dict[tuple[str, str], list[tuple[str, dict]]] = defaultdict(list)
+    def agent_calls(self) -> dict[tuple[str, str, int], list[tuple[str, dict]]]:
+        out: dict[tuple[str, str, int], list[tuple[str, dict]]] = defaultdict(list)
         for row in (
             self.messages.filter(pl.col("type") == "ai")
-            .sort("run_id", "sample_id", "position")
+            .sort("run_id", "sample_id", "trial", "position")
             .iter_rows(named=True)
         ):
             for call in json.loads(row["message"])["data"].get("tool_calls") or []:
-                out[row["run_id"], row["sample_id"]].append((call["name"], call["args"]))
+                key = row["run_id"], row["sample_id"], row["trial"]
+                out[key].append((call["name"], call["args"]))
         return out
 
-    def gold_calls(self) -> dict[tuple[str, str], list[tuple[str, dict]]]:
+    def gold_calls(self) -> dict[tuple[str, str, int], list[tuple[str, dict]]]:
         return {
-            (r["run_id"], r["sample_id"]): [(c["name"], c["args"]) for c in json.loads(r["gold"])]
+            (r["run_id"], r["sample_id"], r["trial"]): [
+                (c["name"], c["args"]) for c in json.loads(r["gold"])
+            ]
             for r in self.samples.iter_rows(named=True)
         }
 
 
 @pytest.fixture(scope="module")
 def traces(sim_run, tmp_path_factory) -> Traces:
-    """A scored sim run, a sim run with failed samples and an imported run, in one store."""
+    """A scored sim run, a sim run with failed samples in two trials and an imported run, in
+    one store."""
     sim_store, sim_id = sim_run
     root = tmp_path_factory.mktemp("named") / "traces"
     shutil.copytree(sim_store.run_dir(sim_id), root / sim_id)
@@ -84,7 +93,7 @@ def traces(sim_run, tmp_path_factory) -> Traces:
         parse_model("sim:seed=3,fault_rate=0.3"),
         Store(root),
         run_id="faulty",
-        options=RecordOptions(workers=8, retries=0),
+        options=RecordOptions(workers=8, retries=0, trials=2),
     )
     imported = cli(
         "import", "--dataset", DATA / "ds_shapes.json", "--tools", DATA / "tools_shop.json",
@@ -156,13 +165,16 @@ def test_worst_samples(traces):
     rows = traces.scores.to_dicts()
 
     def key(r):
-        return (r["tp"], r["ahr"] is None, -(r["ahr"] or 0), r["run_id"], r["sample_id"])
+        return (
+            r["tp"], r["ahr"] is None, -(r["ahr"] or 0), r["run_id"], r["sample_id"], r["trial"]
+        )  # fmt: skip
 
     expected = [
         {
-            "run_id": r["run_id"], "sample_id": r["sample_id"], "tp": r["tp"], "tsa": r["tsa"],
-            "ahr": r["ahr"], "n_gold": r["n_gold"], "n_agent": r["n_agent"],
-            "status": r["status"], "input": inputs[r["run_id"], r["sample_id"]],
+            "run_id": r["run_id"], "sample_id": r["sample_id"], "trial": r["trial"],
+            "tp": r["tp"], "tsa": r["tsa"], "ahr": r["ahr"], "n_gold": r["n_gold"],
+            "n_agent": r["n_agent"], "status": r["status"],
+            "input": inputs[r["run_id"], r["sample_id"]],
         }
         for r in sorted(rows, key=key)
     ]  # fmt: skip
@@ -172,6 +184,23 @@ def test_worst_samples(traces):
     assert one_run == [r for r in expected if r["run_id"] == "faulty"][:7]
     tps = [r["tp"] for r in expected]
     assert tps == sorted(tps) and tps[0] < tps[-1]
+
+
+def test_worst_samples_reads_one_scoring(traces, tmp_path):
+    """The spec scoring by default, whichever scored last; -p scoring= picks another."""
+    root = tmp_path / "traces"
+    shutil.copytree(traces.root, root)
+    run_id = traces.run_ids[0]
+    before = query_json(root, "worst_samples", f"run_id={run_id}", "limit=1000")
+    assert cli("score", run_id, "--store", root, "--scorer", "abet").exit_code == 0
+    assert query_json(root, "worst_samples", f"run_id={run_id}", "limit=1000") == before
+    abet = pl.read_parquet(root / run_id / "scores" / "abet" / "scores.parquet")
+    got = query_json(root, "worst_samples", f"run_id={run_id}", "scoring=abet", "limit=1000")
+    assert sorted((r["sample_id"], r["tsa"]) for r in got) == sorted(
+        zip(abet["sample_id"], abet["tsa"], strict=True)
+    )
+    spec_tsa = {r["sample_id"]: r["tsa"] for r in before}
+    assert {r["sample_id"]: r["tsa"] for r in got} != spec_tsa  # abet's tsa is positional
 
 
 def test_tool_confusion(traces):
@@ -213,7 +242,7 @@ def test_tool_confusion_for_one_run(traces):
 def test_invented_keys(traces):
     times: Counter = Counter()
     samples: dict[tuple[str, str], set] = defaultdict(set)
-    for (run_id, sid), calls in traces.agent_calls().items():
+    for (run_id, sid, _trial), calls in traces.agent_calls().items():
         for name, args in calls:
             for key in args:
                 if key not in traces.params.get((run_id, name), set()):
@@ -241,17 +270,18 @@ def total_or_none(values: pl.Series) -> float | None:
 
 
 def test_cost_latency(traces):
-    by_sample = {(r["run_id"], r["sample_id"]): r for r in traces.samples.to_dicts()}
+    by_sample = {(r["run_id"], r["sample_id"], r["trial"]): r for r in traces.samples.to_dicts()}
     expected = []
-    for (run_id, sid), group in traces.messages.group_by(["run_id", "sample_id"]):
+    groups = traces.messages.group_by(["run_id", "sample_id", "trial"])
+    for (run_id, sid, trial), group in groups:
         ai = group.filter(pl.col("type") == "ai")
         tool = group.filter(pl.col("type") == "tool")
         inp = group["input_tokens"].drop_nulls()
         out = group["output_tokens"].drop_nulls()
-        sample = by_sample[run_id, sid]
+        sample = by_sample[run_id, sid, trial]
         expected.append(
             {
-                "run_id": run_id, "sample_id": sid, "status": sample["status"],
+                "run_id": run_id, "sample_id": sid, "trial": trial, "status": sample["status"],
                 "attempts": sample["attempts"], "messages": group.height,
                 "model_turns": ai.height,
                 "input_tokens": int(inp.sum()) if inp.len() else None,
@@ -262,7 +292,7 @@ def test_cost_latency(traces):
                 "duration_s": sample["duration_s"],
             }
         )  # fmt: skip
-    expected.sort(key=lambda r: (-r["total_tokens"], r["run_id"], r["sample_id"]))
+    expected.sort(key=lambda r: (-r["total_tokens"], r["run_id"], r["sample_id"], r["trial"]))
     rows = query_json(traces.root, "cost_latency", "limit=100000")
     assert query_json(traces.root, "cost_latency") == rows[:50]
     assert len(rows) == len(expected)
@@ -335,7 +365,7 @@ def test_unknown_parameter_exits_2(traces):
     result = cli("query", "worst_samples", "-p", "colour=red", "--store", traces.root)
     assert result.exit_code == 2, (result.output, result.exception)
     assert result.stderr.splitlines() == [
-        "Error: query worst_samples: unknown parameter 'colour' (takes run_id, limit)"
+        "Error: query worst_samples: unknown parameter 'colour' (takes run_id, scoring, limit)"
     ]
 
 
@@ -419,3 +449,27 @@ def test_a_run_id_the_store_lacks_is_an_error_not_an_empty_table(traces, name):
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("Error: run 'no-such-run' not found in store")
     assert result.stdout == ""
+
+
+def test_per_sample(traces):
+    """Each sample over its trials (the faulty run has two), with its clean trials."""
+    frame = traces.scores.with_columns(success().alias("success"))
+    expected = {
+        (run_id, sid): (
+            group.height, int(group["success"].sum()), group["tsa"].mean(), group["tp"].mean(),
+            group["args_invalid"].sum() / group["args_total"].sum()
+            if group["args_total"].sum() else None,
+        )
+        for (run_id, sid), group in frame.group_by(["run_id", "sample_id"])
+    }  # fmt: skip
+    rows = query_json(traces.root, "per_sample", "limit=100000")
+    assert len(rows) == len(expected)
+    assert {r["trials"] for r in rows if r["run_id"] == "faulty"} == {2}
+    for r in rows:
+        n, c, tsa, tp, ahr = expected[r["run_id"], r["sample_id"]]
+        assert (r["trials"], r["successes"]) == (n, c)
+        assert r["tp"] == pytest.approx(tp)
+        assert r["tsa"] == pytest.approx(tsa) if tsa is not None else r["tsa"] is None
+        assert r["ahr"] == pytest.approx(ahr) if ahr is not None else r["ahr"] is None
+    shares = [r["successes"] / r["trials"] for r in rows]
+    assert shares == sorted(shares)

@@ -341,3 +341,19 @@ def test_a_sim_option_given_twice_is_refused():
     with pytest.raises(ModelError, match=r"^--model-option seed=8: seed is given in sim:seed=7"):
         parse_model("sim:seed=7", {"seed": "8"})
     assert parse_model("sim:seed=7", {"error_rate": "0.5"}).settings["error_rate"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("model", "hint"),
+    [
+        ("google:gemini-2.5-flash", "did you mean --model google_genai:gemini-2.5-flash?"),
+        ("gemini:gemini-2.5-pro", "did you mean --model google_genai:gemini-2.5-pro?"),
+        ("opneai:gpt-4o", "did you mean --model openai:gpt-4o?"),
+    ],
+)
+def test_a_provider_langchain_does_not_know_gets_the_one_meant(model, hint):
+    from tcbreplay._record.models import build_chat_model
+
+    with pytest.raises(ModelError, match="Unsupported provider") as info:
+        build_chat_model(parse_model(model))
+    assert info.value.hint == hint

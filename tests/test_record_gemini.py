@@ -547,8 +547,9 @@ def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
     _assert_no_key(summary.run_dir)
 
     root = str(store.root)
+    errors = "select error from samples where status = 'error'"
     printed = [
-        cli("sql", "select error from samples where status = 'error'", "--store", root),
+        cli("sql", errors, "--store", root, "--format", "csv"),  # in full: a table cuts it
         cli("query", "error_breakdown", "--store", root),
         cli("export", summary.run_id, "-o", tmp_path / "export", "--store", root),
         cli("report", summary.run_id, "-o", tmp_path / "report.html", "--store", root),
@@ -556,7 +557,7 @@ def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
     assert all(r.exit_code == 0 for r in printed), [r.output for r in printed]
     assert "[redacted]" in printed[0].output
     assert not any(FAKE_KEY in r.output for r in printed)
-    exported = (tmp_path / "export" / "samples.jsonl").read_text()
+    exported = (tmp_path / "export" / "traces.jsonl").read_text()
     assert "[redacted]" in exported and FAKE_KEY not in exported
     html = (tmp_path / "report.html").read_text()
     assert "[redacted]" in html and FAKE_KEY not in html
@@ -572,8 +573,10 @@ def test_cli_record_prints_no_key_the_provider_quotes(dataset, server, key, tmp_
          "--store", str(store), "--run-id", "echo"],
     )  # fmt: skip
 
-    assert result.exit_code == 0, result.output
-    assert "errors: " in result.output
+    # a 401 stops the recording (issue #22), and its one line quotes no key either
+    assert result.exit_code == 1, result.output
+    assert "Error: recording of echo stopped: the provider refused the API key" in result.output
+    assert "[redacted]" in result.output
     assert FAKE_KEY not in result.output
     _assert_no_key(store / "echo")
 

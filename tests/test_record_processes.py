@@ -85,6 +85,7 @@ def _scores(store: Store, run_id: str = "r") -> list[tuple]:
 # -- the same run, one process or several -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_processes_store_what_one_process_stores(tmp_path):
     one, two = Store(tmp_path / "one"), Store(tmp_path / "two")
     progress_one, progress_two = _Counts(), _Counts()
@@ -107,6 +108,7 @@ def test_two_processes_store_what_one_process_stores(tmp_path):
     assert not (Path(b.run_dir) / "journal.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_retry_errors_in_other_processes_records_only_the_failed_samples(tmp_path):
     """The sim's faults depend on (seed, sample, turn, call number in this process) only, so
     re-running the failed samples in three processes gives what one process stores at once."""
@@ -123,6 +125,7 @@ def test_retry_errors_in_other_processes_records_only_the_failed_samples(tmp_pat
     assert _stored(Path(again.run_dir)) == _stored(clean.run_dir("r"))
 
 
+@pytest.mark.slow
 def test_gc_and_thresholds_are_restored_after_a_run(tmp_path):
     before = gc.get_threshold()
     _record(Store(tmp_path / "a"), 2, model="sim")
@@ -190,10 +193,10 @@ def test_a_child_that_dies_fails_the_run_and_keeps_what_was_finished(tmp_path, m
 
     real = tcbreplay._record.processes.run_sample
 
-    async def dies_on_one_sample(agent, sample, run_id, options):
+    async def dies_on_one_sample(agent, sample, run_id, options, *trial):
         if sample.index == 40:
             os._exit(3)
-        return await real(agent, sample, run_id, options)
+        return await real(agent, sample, run_id, options, *trial)
 
     monkeypatch.setattr(tcbreplay._record.processes, "run_sample", dies_on_one_sample)
     store = Store(tmp_path / "traces")
@@ -231,6 +234,7 @@ def _alive(pid: int) -> bool:
 needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
 
+@pytest.mark.slow
 @needs_proc
 def test_kill_9_of_the_parent_kills_the_children_and_resume_loses_nothing(tmp_path):
     store_dir = tmp_path / "traces"
@@ -261,6 +265,7 @@ def test_kill_9_of_the_parent_kills_the_children_and_resume_loses_nothing(tmp_pa
     assert _scores(Store(store_dir), "k") == _scores(clean, "k")
 
 
+@pytest.mark.slow
 @needs_proc
 def test_ctrl_c_stops_the_children_and_keeps_what_they_finished(tmp_path):
     store_dir = tmp_path / "traces"

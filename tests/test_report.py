@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import stat
@@ -10,13 +11,23 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from helpers import fifo_read
+from helpers import cli, fifo_read
 from report_helpers import import_hand_run, payload
 
+import tcbreplay._analysis.report as report_package
 from tcbreplay._analysis.report import build_report, collect, write_report
+from tcbreplay._analysis.report.charts import (
+    PLOTLY_JS,
+    PLOTLY_JS_VERSION,
+    figures,
+    plotly_js,
+    tp_bins,
+    tp_normalised,
+)
 from tcbreplay._analysis.report.page import script_json
 from tcbreplay._score.metrics import explain_sample
 from tcbreplay._score.run import score_run
@@ -90,14 +101,40 @@ def test_page_is_self_contained(which, request):
     css = "\n".join(parser.styles)
     assert "@import" not in css
     assert not re.search(r"url\((?![\"']?(data:|#))", css)
-    from plotly.offline import get_plotlyjs
-
-    plotly_js = get_plotlyjs()
-    assert plotly_js in page  # embedded whole from the installed package
-    # plotly.js itself holds attribution links for map tiles it never draws here
-    ours = page.replace(plotly_js, "")
+    bundle = plotly_js()
+    assert page.count(bundle) == 1  # the vendored bundle, embedded whole
+    # plotly.js itself holds links (its licences, attribution for map tiles it never draws)
+    ours = page.replace(bundle, "")
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", ours)
     assert not re.search(r"https?://", ours)
+
+
+# npm plotly.js-basic-dist-min 4.1.1, package/plotly-basic.min.js (see vendor/README.md)
+PLOTLY_SHA256 = "99784e3abfb07b142a15e521a439e6d9addceadb3f79553fd24c72774f0649ba"
+
+
+def test_vendored_plotly_is_the_pinned_bundle():
+    """The partial bundle, byte for byte as published, with its licence, safe to inline."""
+    folder = Path(report_package.__file__).parent
+    path = folder / PLOTLY_JS
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == PLOTLY_SHA256
+    text = plotly_js()
+    assert text.startswith(f"/**\n* plotly.js (basic - minified) v{PLOTLY_JS_VERSION}\n")
+    assert f"`plotly.js-basic-dist-min` **{PLOTLY_JS_VERSION}**" in (
+        folder / "vendor" / "README.md"
+    ).read_text(encoding="utf-8")
+    assert PLOTLY_SHA256 in (folder / "vendor" / "README.md").read_text(encoding="utf-8")
+    licence = (folder / "vendor" / "LICENSE-plotly.js").read_text(encoding="utf-8")
+    assert licence.startswith("MIT License") and "Plotly" in licence
+    # inlined in a <script> element: nothing in it may end the element or open a comment
+    assert not re.search(r"</script|<!--", text, re.I)
+
+
+def test_chart_traces_are_those_the_bundle_draws(two_run_html):
+    """The basic bundle draws bar, pie and scatter traces only."""
+    charts = payload(two_run_html, "report-data")["charts"]
+    kinds = {trace["type"] for fig in charts.values() for trace in fig["data"]}
+    assert kinds == {"bar"}
 
 
 def test_one_run_page_holds_the_run_and_its_samples(one_run_html, sim_run):
@@ -291,14 +328,16 @@ def test_unwritable_outputs_are_refused(hand, tmp_path):
             write_report(store, run_ids, "/proc/r.html")
 
 
-def test_report_does_not_import_langchain(hand):
+def test_report_imports_neither_langchain_nor_plotly(hand):
+    """Nor plotly.py: the figures are plain JSON for the vendored plotly.js."""
     store, run_ids = hand
     code = (
         "import sys\n"
         "from tcbreplay._analysis.report import build_report\n"
         "from tcbreplay._store.runs import Store\n"
         f"build_report(Store({str(store.root)!r}), {run_ids!r})\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('langchain', 'langgraph')))\n"
+        "bad = sorted(m for m in sys.modules\n"
+        "    if m.startswith(('langchain', 'langgraph', 'plotly')))\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -441,3 +480,75 @@ def test_report_through_a_symlink_replaces_its_target(hand, tmp_path):
     assert target.read_text(encoding="utf-8").startswith("<!doctype html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "out"]
     assert [p.name for p in target.parent.iterdir()] == ["target.html"]  # no temporary file
+
+
+def test_trials_are_rows_of_their_own_and_metadata_shows(tmp_path):
+    """τ-bench's trajectories (#20): each trial a row named by its sample and trial, with its
+    own calls and transcript, and its metadata (the reward) in the sample view."""
+    tau = Path(__file__).parent / "data" / "tau-bench"
+    root = tmp_path / "traces"
+    imported = cli("import", "--traces", tau / "gpt-4o-airline-sample.json", "--tools",
+                   tau / "airline-tools.json", "--run-id", "tau", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    out = tmp_path / "r.html"
+    assert cli("report", "tau", "-o", out, "--store", root).exit_code == 0
+    page = out.read_text()
+    data, details = payload(page, "report-data"), payload(page, "report-details")
+    ids = data["samples"]["id"]
+    assert len(ids) == 20 and len(set(ids)) == 20
+    assert ids[:6] == ["0", "1", "2", "5", "12", "0 (trial 1)"]
+    results = json.loads((tau / "gpt-4o-airline-sample.json").read_text())
+    for r in results:
+        key = str(r["task_id"]) + (f" (trial {r['trial']})" if r["trial"] else "")
+        entry = details["runs"][0]["samples"][ids.index(key)]
+        assert entry["m"]["reward"] == r["reward"]
+        calls = [m for m in r["traj"] if m.get("tool_calls")]
+        assert len(entry["a"]) == sum(len(m["tool_calls"]) for m in calls)
+
+
+def test_tp_bins_are_centred_on_their_value():
+    tp = np.array([0.0, 0.0249, 0.025, 1 / 3, 0.5, 0.9749, 0.975, 1.0, np.nan])
+    counts = tp_bins(tp)
+    assert len(counts) == 21 and counts.sum() == 8  # NaN is in no bin
+    assert counts[0] == 2 and counts[1] == 1 and counts[7] == 1 and counts[10] == 1
+    assert counts[19] == 1 and counts[20] == 2
+
+
+def _tp_chart(report):
+    fig = figures(report)["chart-tp"]
+    return fig, [trace["y"] for trace in fig["data"]]
+
+
+def test_tp_histogram_counts_samples_when_the_runs_are_the_same_size(sim_runs_pair):
+    store, run_ids = sim_runs_pair
+    report = collect(store, run_ids)
+    assert not tp_normalised(report)
+    fig, ys = _tp_chart(report)
+    assert fig["layout"]["yaxis"]["title"]["text"] == "samples"
+    for run, y in zip(report.runs, ys, strict=True):
+        scores = run.scores
+        assert sum(y) == scores.height == 94
+        assert y[20] == scores.filter(pl.col("tp") == 1).height
+        assert y[0] == scores.filter(pl.col("tp") == 0).height
+
+
+def test_tp_histogram_shows_shares_when_the_runs_differ_in_size(sim_run, tmp_path):
+    """94 samples against 6: counts would compare the runs' sizes; shares compare scores."""
+    import shutil
+
+    sim_store, sim_id = sim_run
+    store = Store(tmp_path / "traces")
+    shutil.copytree(sim_store.run_dir(sim_id), store.run_dir(sim_id))
+    import_hand_run(store, "hand-a", "traces_a.jsonl")
+    report = collect(store, [sim_id, "hand-a"])
+    assert tp_normalised(report)
+    fig, ys = _tp_chart(report)
+    assert fig["layout"]["yaxis"]["title"]["text"] == "share of the run's samples (%)"
+    for run, y, trace in zip(report.runs, ys, fig["data"], strict=True):
+        n = run.scores.height
+        assert sum(y) == pytest.approx(100, abs=0.1)
+        perfect = run.scores.filter(pl.col("tp") == 1).height
+        assert y[20] == pytest.approx(100 * perfect / n, abs=0.01)
+        assert sum(trace["customdata"]) == n  # the counts, shown on hover
+    page = build_report(store, [sim_id, "hand-a"])
+    assert "the runs differ in size (94, 6 samples)" in page

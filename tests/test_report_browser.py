@@ -8,7 +8,10 @@ Screenshots go to ``test-artifacts/``.
 from __future__ import annotations
 
 import json
+import math
+import shutil
 from pathlib import Path
+from urllib.parse import urlencode
 
 import polars as pl
 import pytest
@@ -20,7 +23,7 @@ from tcbreplay._analysis.sql import run_sql
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -65,14 +68,15 @@ def browser(sim_run, sim_runs_pair):
 class Opened:
     """A report loaded in a fresh page; what it logged and every request it tried."""
 
-    def __init__(self, browser, path: Path) -> None:
+    def __init__(self, browser, path: Path, fragment: str = "") -> None:
+        self.path = path
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.page = browser.new_page(viewport={"width": 1400, "height": 900})
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("request", self._request)
-        self.page.goto(path.as_uri())
+        self.page.goto(path.as_uri() + fragment)
         self.page.wait_for_selector("body[data-ready='1']", timeout=20_000)
 
     def _request(self, request) -> None:
@@ -80,11 +84,14 @@ class Opened:
             self.requests.append(request.url)
 
     def reset(self) -> None:
-        """Close the detail and set every filter back to its default."""
+        """Close the detail, set every filter back to its default, sort by sample index."""
         self.page.keyboard.press("Escape")
         for select, value in (("#f-show", "all"), ("#f-tool", ""), ("#f-cat", "")):
             self.page.select_option(select, value)
         self.page.fill("#f-text", "")
+        index = self.page.locator("th[data-sort='idx']")
+        while index.get_attribute("class") != "num sorted":  # ascending
+            index.click()
 
     def count(self) -> int:
         return int(self.page.get_attribute("#row-count", "data-count"))
@@ -100,6 +107,15 @@ class Opened:
         self.page.wait_for_selector("#detail:not([hidden])")
         assert self.page.inner_text("#d-title") == sample_id
         return self.page.inner_text("#d-body")
+
+
+# The samples table: five columns, then calls, TSA, TP and AHR of each run.
+RUN_COLUMNS = ("calls", "tsa", "tp", "ahr")
+
+
+def column(run: int, name: str) -> int:
+    """The position (from 1, as ``nth-child`` counts) of a run's column in the samples table."""
+    return 5 + len(RUN_COLUMNS) * run + RUN_COLUMNS.index(name) + 1
 
 
 @pytest.fixture(scope="module")
@@ -192,8 +208,9 @@ def test_regressed_filter_and_sorting(two_run_page, sim_runs_pair):
     shown = opened.page.locator("#samples-table tbody tr td:nth-child(2)").all_inner_texts()
     assert sorted(shown) == sorted(regressed)
     opened.page.select_option("#f-show", "all")
-    opened.page.click("th[data-sort='tp1']")  # the second run's TP (10th column), ascending
-    cells = opened.page.locator("#samples-table tbody tr td:nth-child(10)").all_inner_texts()
+    opened.page.click("th[data-sort='tp1']")  # the second run's TP, ascending
+    cells = opened.page.locator(f"#samples-table tbody tr td:nth-child({column(1, 'tp')})")
+    cells = cells.all_inner_texts()
     values = [float(c.strip(" ▼")) for c in cells if c.strip(" ▼") not in ("—", "")]
     assert values == sorted(values) and values[0] < values[-1]
 
@@ -284,6 +301,124 @@ def test_detail_marks_accepted_values_optional_keys_and_groups(browser, tmp_path
         opened.page.fill("#f-text", "")
         body = opened.open_sample("parallel-any-order")
         assert body.count('group "any"') == 2 and "missed" not in body and "extra" not in body
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()
+
+
+def _shown(value) -> str:
+    return "—" if value is None or math.isnan(value) else f"{value:.2f}"
+
+
+def test_samples_table_has_a_tsa_column_per_run(two_run_page, sim_runs_pair):
+    store, run_ids = sim_runs_pair
+    opened = two_run_page
+    opened.reset()
+    heads = opened.page.locator("#samples-table thead th[data-sort^='tsa']")
+    assert heads.all_inner_texts() == ["TSA", "TSA"]
+    for r, run_id in enumerate(run_ids):
+        scores = score_run(store, run_id, write=False).scores.sort("sample_index")
+        cells = opened.page.locator(f"#samples-table tbody tr td:nth-child({column(r, 'tsa')})")
+        shown = [c.strip(" ▼") for c in cells.all_inner_texts()]
+        assert shown == [_shown(v) for v in scores["tsa"]]
+        assert "—" in shown and "1.00" in shown and len(set(shown)) > 2
+    opened.page.click("th[data-sort='tsa0']")
+    cells = opened.page.locator(f"#samples-table tbody tr td:nth-child({column(0, 'tsa')})")
+    shown = cells.all_inner_texts()
+    defined = [float(c) for c in shown if c != "—"]
+    assert defined == sorted(defined) and shown[len(defined) :] == ["—"] * (94 - len(defined))
+
+
+def test_rows_of_the_samples_table_are_one_line_high(two_run_page):
+    """Long sample ids, categories and inputs are cut with an ellipsis, at any width."""
+    opened = two_run_page
+    opened.reset()
+    try:
+        for width in (1400, 900):
+            opened.page.set_viewport_size({"width": width, "height": 900})
+            heights = opened.page.evaluate(
+                """() => [...document.querySelectorAll('#samples-table tbody tr')]
+                    .map(tr => tr.getBoundingClientRect().height)"""
+            )
+            assert len(heights) == 94 and len(set(heights)) == 1, (width, sorted(set(heights)))
+        cell = opened.page.locator("#samples-table tbody tr td.id").nth(1)
+        assert cell.get_attribute("title") == cell.inner_text()
+    finally:
+        opened.page.set_viewport_size({"width": 1400, "height": 900})
+
+
+def _fragment(run_id: str, sample_id: str) -> str:
+    return "#" + urlencode({"run": run_id, "sample": sample_id})
+
+
+def test_a_sample_link_opens_that_sample(browser, two_run_page, sim_runs_pair):
+    _, run_ids = sim_runs_pair
+    path = two_run_page.path
+    link = _fragment(run_ids[1], "price-pen")
+    opened = Opened(browser, path, link)
+    try:
+        page = opened.page
+        assert page.is_visible("#detail") and page.inner_text("#d-title") == "price-pen"
+        assert page.get_attribute("#d-body .tabs button.active", "data-run") == "1"
+        assert page.get_attribute("#d-link", "href") == link
+        page.click("#d-body .tabs button[data-run='0']")  # the link follows the run shown
+        assert page.evaluate("location.hash") == _fragment(run_ids[0], "price-pen")
+        page.keyboard.press("Escape")
+        assert page.is_hidden("#detail") and page.evaluate("location.hash") == ""
+        page.locator("#samples-table tbody tr", has_text="hi-there").first.click()
+        assert page.evaluate("location.hash") == _fragment(run_ids[0], "hi-there")
+        page.go_back()  # to the page without a sample open
+        page.wait_for_selector("#detail", state="hidden")
+        page.go_forward()
+        page.wait_for_selector("#detail:not([hidden])")
+        assert page.inner_text("#d-title") == "hi-there"
+        page.keyboard.press("Escape")
+        page.evaluate("h => { location.hash = h; }", _fragment(run_ids[0], "no-such-sample"))
+        page.wait_for_function("document.getElementById('f-text').value !== ''")
+        assert page.is_hidden("#detail")  # an id no sample has: searched for, nothing matches
+        assert page.input_value("#f-text") == "no-such-sample" and opened.count() == 0
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()
+
+
+def test_an_empty_trajectory_shows_no_calls(one_run_page, sim_run):
+    store, run_id = sim_run
+    scores = score_run(store, run_id, write=False).scores
+    none = scores.filter((pl.col("n_gold") == 0) & (pl.col("n_agent") == 0))["sample_id"]
+    gold_only = scores.filter((pl.col("n_gold") > 0) & (pl.col("n_agent") == 0))["sample_id"]
+    assert len(none) and len(gold_only)
+    opened = one_run_page
+    opened.reset()
+    opened.open_sample(none[0])
+    cells = opened.page.locator("#d-body .traj > div").all_inner_texts()
+    heads = ["gold · no calls", "alignment", "agent · no calls"]
+    assert cells == [*heads, "no calls", "same: none", "no calls"]
+    opened.reset()
+    opened.open_sample(gold_only[0])
+    heads = opened.page.locator("#d-body .traj > .h").all_inner_texts()
+    n = scores.filter(pl.col("sample_id") == gold_only[0])["n_gold"][0]
+    assert heads == [f"gold · {n} call{'s' if n > 1 else ''}", "alignment", "agent · no calls"]
+    assert opened.errors == []
+
+
+def test_tp_histogram_shows_shares_when_runs_differ_in_size(browser, sim_run, tmp_path):
+    sim_store, sim_id = sim_run
+    store = Store(tmp_path / "traces")
+    shutil.copytree(sim_store.run_dir(sim_id), store.run_dir(sim_id))
+    import_hand_run(store, "hand-a", "traces_a.jsonl")  # 6 samples against 94
+    opened = Opened(browser, write_report(store, [sim_id, "hand-a"], tmp_path / "r.html"))
+    try:
+        page = opened.page
+        sums = page.evaluate(
+            "() => document.getElementById('chart-tp').data.map(t => t.y.reduce((a, b) => a + b))"
+        )
+        assert sums == [pytest.approx(100, abs=0.1)] * 2
+        title = page.text_content("#chart-tp .ytitle")
+        assert title == "share of the run's samples (%)"
+        assert "differ in size (94, 6 samples)" in page.inner_text("#tp-dist")
+        bars = page.locator("#chart-tp .trace .point path").count()
+        assert bars > 2
         assert opened.errors == [] and opened.requests == []
     finally:
         opened.page.close()

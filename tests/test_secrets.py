@@ -16,7 +16,12 @@ from helpers import cli, snapshot
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._inputs.dataset import GoldCall, Sample
-from tcbreplay._record.models import _KEY_VARS, build_chat_model, model_from_manifest, parse_model
+from tcbreplay._record.models import (
+    KEY_VARIABLES,
+    build_chat_model,
+    model_from_manifest,
+    parse_model,
+)
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.sample import run_sample
 from tcbreplay._record.secrets import find_secrets, is_secret_name, redact
@@ -55,7 +60,7 @@ def test_names_that_are_no_secret(name):
 
 
 def test_every_provider_key_variable_counts_as_a_secret():
-    for names in _KEY_VARS.values():
+    for names in KEY_VARIABLES.values():
         assert all(is_secret_name(name) for name in names)
 
 
@@ -191,7 +196,7 @@ def test_a_samples_error_is_redacted_before_it_is_cut(key):
     """A key straddling the 2,000 characters kept of an error leaves no part of it behind."""
     sample = Sample(id="s", index=0, input="hi", target=(GoldCall("f", {}),))
     message = "x" * 1990 + f" {key} " + "y" * 50
-    record = asyncio.run(run_sample(_FailingAgent(message), sample, "r", RecordOptions()))
+    record, _ = asyncio.run(run_sample(_FailingAgent(message), sample, "r", RecordOptions()))
 
     assert record["status"] == "error"
     assert record["error"] == "x" * 1990 + " [redacted"  # cut at 2,000 characters

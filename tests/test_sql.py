@@ -32,6 +32,8 @@ VIEW_COLUMNS = {
         "run_id", "sample_id", "tsa", "tp", "ahr", "args_invalid", "args_total",
         "args_missing", "status",
     },
+    "scores_all": {"run_id", "scoring", "sample_id", "tsa", "tp", "ahr", "status"},
+    "scorings": {"run_id", "scoring", "scorer", "scored_at", "tsa", "tp", "ahr", "n_samples"},
 }  # fmt: skip
 
 ALPHA = [
@@ -189,7 +191,7 @@ def test_gold_calls_view_has_each_calls_rules(store):
     assert json.loads(sample["tools"]) == own
 
 
-def test_scores_view_holds_each_runs_latest_scoring(two_runs):
+def test_scores_view_holds_each_runs_spec_scoring(two_runs):
     assert rows(two_runs, "select count(*) as n from scores") == [{"n": 0}]
     score_run(two_runs, "alpha")
     got = rows(
@@ -207,9 +209,40 @@ def test_scores_view_holds_each_runs_latest_scoring(two_runs):
     score_run(two_runs, "beta")
     score_run(two_runs, "beta", options=_loose())
     got = rows(two_runs, "select run_id, scoring, ahr from scores order by run_id, sample_id")
-    assert [r["run_id"] for r in got] == ["alpha", "alpha", "beta"]
-    assert got[2]["scoring"] != "spec"  # the later scoring of beta
-    assert got[2]["ahr"] == 0.5  # b=3 against gold b=2 is still wrong at rel_tol 0.2
+    assert [(r["run_id"], r["scoring"]) for r in got] == [("alpha", "spec")] * 2 + [
+        ("beta", "spec")
+    ]  # not the later scoring of beta
+    got = rows(
+        two_runs,
+        "select run_id, scoring, ahr from scores_all where run_id = 'beta' order by scoring",
+    )
+    assert [r["scoring"] for r in got] == ["spec", "spec_rel-0.2_abs-0"]
+    assert got[1]["ahr"] == 0.5  # b=3 against gold b=2 is still wrong at rel_tol 0.2
+
+
+def test_scores_is_the_spec_scoring_whichever_scored_last(two_runs):
+    """Reported: after `score --scorer abet`, `select * from scores` gave the abet numbers
+    and the spec rows were out of reach of SQL."""
+    from tcbreplay._score.options import ScoreOptions
+
+    spec = score_run(two_runs, "alpha").scores
+    score_run(two_runs, "alpha", options=ScoreOptions(scorer="abet"))
+    got = rows(two_runs, "select sample_id, scoring, tsa, tp from scores order by sample_id")
+    assert [r["scoring"] for r in got] == ["spec", "spec"]
+    assert [r["tp"] for r in got] == spec["tp"].to_list()
+    every = rows(two_runs, "select scoring, count(*) as n from scores_all group by 1 order by 1")
+    assert every == [{"scoring": "abet", "n": 2}, {"scoring": "spec", "n": 2}]
+    score_run(two_runs, "alpha", options=ScoreOptions(strings="bfcl", types="strict"))
+    listed = rows(
+        two_runs, "select run_id, scoring, scorer, strings, types from scorings order by scoring"
+    )
+    assert listed == [
+        {"run_id": "alpha", "scoring": "abet", "scorer": "abet", "strings": None, "types": None},
+        {"run_id": "alpha", "scoring": "spec", "scorer": "spec", "strings": "exact",
+         "types": "lenient"},
+        {"run_id": "alpha", "scoring": "spec_strings-bfcl_types-strict", "scorer": "spec",
+         "strings": "bfcl", "types": "strict"},
+    ]  # fmt: skip
 
 
 def _loose():

@@ -187,6 +187,23 @@ def _paths_that_leave_the_store(s: Scene) -> Trick:
     )
 
 
+def _paths_relative_to_the_store(s: Scene) -> Trick:
+    """Paths from the store folder are read from there, and still only inside a run."""
+    s.link(s.store.root / "alpha" / "up", s.outside)
+    (s.store.root / "secret.txt").write_text(SECRET)
+    return (
+        s.store,
+        [
+            "select content from read_text('alpha/../../outside/secret.txt')",
+            "select content from read_text('alpha/../secret.txt')",
+            "select content from read_text('alpha/up/secret.txt')",
+            "select content from read_text('secret.txt')",
+            "select * from glob('alpha/../*')",
+        ],
+        3,
+    )
+
+
 TRICKS = {
     "temporary directory .tmp linked to /": _temp_dir_to_root,
     "temporary directory .tmp linked to the secret": _temp_dir_to_the_secret,
@@ -199,6 +216,7 @@ TRICKS = {
     "run folder linked from outside the store": _run_folder_linked_from_outside,
     "links inside a run folder": _links_inside_a_run_folder,
     "dot-dot, file://, /proc, glob, http": _paths_that_leave_the_store,
+    "paths relative to the store": _paths_relative_to_the_store,
 }
 
 
@@ -311,3 +329,38 @@ def test_a_store_folder_reached_through_a_link_is_read_as_usual(scene):
     assert got.records() == [{"run_id": "alpha", "n": 2}, {"run_id": "beta", "n": 1}]
     manifest = link / "alpha" / "manifest.json"
     assert run_sql(Store(link), f"select count(*) as n from read_text('{manifest}')").rows == [(1,)]
+
+
+# ---------------------------------------------------------------- paths from the store folder
+
+
+def test_a_path_inside_a_run_is_read_from_the_store_folder(scene):
+    """Reported: read_parquet('RUN/...') failed with DuckDB's "file system operations are
+    disabled" (it looked in the working folder, which the sandbox does not allow)."""
+    got = run_sql(
+        scene.store,
+        "select count(*) as n from read_parquet('alpha/samples.parquet') "
+        "union all select count(*) from 'beta/samples.parquet'",
+    )
+    assert got.rows == [(2,), (1,)]
+    # patterns inside a run folder, and a quote in the rest of the path
+    got = run_sql(scene.store, "select count(*) as n from glob('alpha/*.parquet')")
+    assert got.rows == [(2,)]
+    (scene.store.root / "alpha" / "it's.txt").write_text("quoted")
+    got = run_sql(scene.store, "select content from read_text('alpha/it''s.txt')")
+    assert got.rows == [("quoted",)]
+
+
+def test_values_that_are_not_paths_in_a_run_stay_as_they_are(scene):
+    got = run_sql(
+        scene.store,
+        "select 'alpha/no-such-file' as a, 'gamma/samples.parquet' as b, 'alpha' as c, "
+        "'alpha/' as d",
+    )
+    assert got.rows == [("alpha/no-such-file", "gamma/samples.parquet", "alpha", "alpha/")]
+
+
+def test_a_refused_path_says_what_sql_may_read(scene):
+    with pytest.raises(QueryError, match="file system operations are disabled") as info:
+        run_sql(scene.store, "select content from read_text('secret.txt')")
+    assert "read_parquet('RUN/scores/spec/scores.parquet')" in info.value.hint

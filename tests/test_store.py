@@ -140,6 +140,7 @@ def test_fold_writes_samples_in_dataset_order_and_messages_grouped(store):
 _TYPES = st.sampled_from(["ai", "human", "tool", "system", "other", None])
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(chunks=st.lists(st.lists(_TYPES, max_size=12), max_size=6))
 def test_messages_writer_keeps_every_row_in_row_groups_of_one_type(tmp_path_factory, chunks):
@@ -294,7 +295,7 @@ def test_later_journal_record_replaces_earlier_one(store):
     assert sorted(m["position"] for m in messages_of(run_dir) if m["sample_id"] == "a") == [
         0, 1, 2, 3,
     ]  # fmt: skip
-    assert Run(run_dir).recorded_ids() == {"a": "ok", "b": "ok"}
+    assert Run(run_dir).recorded_ids() == {("a", 0): "ok", ("b", 0): "ok"}
 
 
 def test_later_journal_record_replaces_a_folded_sample(store):
@@ -306,7 +307,10 @@ def test_later_journal_record_replaces_a_folded_sample(store):
     run_dir = store.run_dir(RUN)
     writer = store.resume_run(RUN)
     writer.append(record("a", 0, status="ok", n_ai=1))
-    assert Run(run_dir).recorded_ids() == {"a": "ok", "b": "ok"}  # the journal overrides Parquet
+    assert Run(run_dir).recorded_ids() == {
+        ("a", 0): "ok",
+        ("b", 0): "ok",
+    }  # the journal overrides Parquet
     writer.fold()
     writer.close()
     rows = samples_of(run_dir)
@@ -422,7 +426,7 @@ def test_good_run_ids_are_accepted(store, run_id):
 # ---------------------------------------------------------------- manifests
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 4, "2", None])
 def test_manifest_with_another_schema_version_raises(store, version):
     new_run(store).close()
     path = store.run_dir(RUN) / MANIFEST
@@ -479,6 +483,14 @@ def test_unknown_run_lists_the_runs_in_a_hint(store):
         store.open_run("nope")
     assert "nope" in str(info.value)
     assert RUN in info.value.hint
+
+
+def test_a_run_id_close_to_one_in_the_store_gets_did_you_mean(store):
+    new_run(store).close()
+    for typo in (RUN[:-1], RUN + "x", RUN.upper()):
+        with pytest.raises(RunNotFoundError) as info:
+            store.open_run(typo)
+        assert info.value.hint == f"did you mean {RUN!r}? (tcbreplay runs lists them)", typo
 
 
 def test_runs_skips_directories_without_a_manifest(store):

@@ -44,6 +44,25 @@ def test_its_stored_scores_verify_and_read_in_sql(v1_store):
     assert json.loads(tools.stdout) == [{"n": 94 + 6, "own": 0}]  # rec-v1, imp-v1
 
 
+def test_its_scores_read_with_the_columns_added_since_null(v1_store, tmp_path):
+    """Its scores files have no valid or error_type (the bfcl scorer's verdict): the scores
+    view and the catalog give them as null, alone or beside a run scored since."""
+    query = ("select run_id, count(*) as n, count(valid) as valid, count(error_type) as typed"
+             " from scores group by run_id order by run_id")  # fmt: skip
+    rows = cli("sql", query, "--format", "json", "--store", v1_store)
+    assert rows.exit_code == 0, rows.output
+    assert json.loads(rows.stdout) == [
+        {"run_id": "imp-v1", "n": 6, "valid": 0, "typed": 0},
+        {"run_id": "rec-v1", "n": 94, "valid": 0, "typed": 0},
+    ]
+    shutil.copytree(v1_store / "rec-v1", v1_store / "rec-new")
+    assert cli("score", "rec-new", "--store", v1_store).exit_code == 0
+    rows = cli("sql", query, "--format", "json", "--store", v1_store)
+    assert [r["run_id"] for r in json.loads(rows.stdout)] == ["imp-v1", "rec-new", "rec-v1"]
+    catalog = cli("catalog", "-o", tmp_path / "c.duckdb", "--store", v1_store)
+    assert catalog.exit_code == 0, catalog.output
+
+
 @pytest.mark.parametrize(("scorer", "expected"), [("spec", V1_SPEC), ("abet", V1_ABET)])
 def test_scoring_it_again_gives_the_numbers_it_gave(v1_store, scorer, expected):
     result = cli("score", "rec-v1", "--scorer", scorer, "--format", "json", "--store", v1_store)

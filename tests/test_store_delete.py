@@ -154,6 +154,7 @@ STEPS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", list(STEPS))
 def test_overwrite_interrupted_at_each_step_of_the_deletion(two_runs, other_dataset, monkeypatch,
                                                             step):  # fmt: skip
@@ -203,6 +204,7 @@ Store(sys.argv[1]).delete_run(sys.argv[2])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("removed", [(), (MANIFEST,), (MANIFEST, "samples.parquet")])
 def test_deletion_killed_for_real_leaves_nothing_of_the_run(two_runs, other_dataset, removed):
     """kill -9 in the middle of the removal (no cleanup runs): the same checks."""
@@ -249,8 +251,8 @@ def test_a_folder_with_samples_but_no_manifest_is_refused_never_merged(two_runs,
     traces.write_text(json.dumps({"sample_id": "other-hi-there", "messages": []}) + "\n")
     for result in (
         record_again(root, run_id, other_dataset),
-        cli("import", "--dataset", other_dataset, "--tools", BUILTIN.tools,
-            "--traces", traces, "--run-id", run_id, "--store", root),
+        cli("import", "--dataset", other_dataset, "--tools", BUILTIN.tools, "--format",
+            "langchain", "--traces", traces, "--run-id", run_id, "--store", root),
     ):  # fmt: skip
         assert result.exit_code == 1, result.output
         error, hint = result.stderr.splitlines()

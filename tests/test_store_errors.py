@@ -31,7 +31,8 @@ REPO = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
 SIM = "sim:seed=7,error_rate=0.3"  # the model of the session's sim_run
 IMPORT = ("import", "--dataset", DATA / "ds_shapes.json", "--tools", DATA / "tools_shop.json",
-          "--traces", DATA / "import" / "traces_shapes.jsonl", "--run-id", "imported")  # fmt: skip
+          "--traces", DATA / "import" / "traces_shapes.jsonl", "--run-id", "imported",
+          "--format", "langchain")  # fmt: skip
 
 
 def tcbreplay(*args: object, fsize: int | None = None, read_only: tuple[Path, ...] = ()):
@@ -133,6 +134,7 @@ def can_mount_read_only(tmp_path_factory) -> None:
         pytest.skip("cannot mount a folder read-only here (unshare -rm with mount --bind)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "place"),
     [
@@ -162,6 +164,7 @@ def test_a_read_only_store(can_mount_read_only, scored, command, place):
     assert snapshot(root) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [
@@ -186,6 +189,7 @@ def test_an_output_folder_that_is_read_only(can_mount_read_only, scored, tmp_pat
 # ---------------------------------------------------------------- a full disk
 
 
+@pytest.mark.slow
 def test_record_on_a_full_disk_at_its_start_leaves_nothing(tmp_path):
     root = tmp_path / "traces"
     proc = tcbreplay("record", "--model", "sim", "--run-id", "r", "--store", root, "--quiet",
@@ -194,6 +198,7 @@ def test_record_on_a_full_disk_at_its_start_leaves_nothing(tmp_path):
     assert list(root.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_record_on_a_full_disk_midway_keeps_what_it_recorded(tmp_path):
     """The journal cannot grow: one line, the finished samples kept (no temporary file), and
     the same command, with space again, records the rest."""
@@ -212,6 +217,7 @@ def test_record_on_a_full_disk_midway_keeps_what_it_recorded(tmp_path):
     assert len(ids) == len(set(ids)) == 94
 
 
+@pytest.mark.slow
 def test_import_on_a_full_disk_leaves_nothing(tmp_path):
     root = tmp_path / "traces"
     root.mkdir()
@@ -221,6 +227,7 @@ def test_import_on_a_full_disk_leaves_nothing(tmp_path):
     assert list(root.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fsize", [3_000, 6_000, 10_000])  # each stops at another file
 def test_score_on_a_full_disk_keeps_the_scoring_before(scored, fsize):
     """It left scores.parquet without summary.json (or beside the summary of the scoring
@@ -233,6 +240,7 @@ def test_score_on_a_full_disk_keeps_the_scoring_before(scored, fsize):
     assert snapshot(root) == before
 
 
+@pytest.mark.slow
 def test_a_first_score_on_a_full_disk_writes_no_scores(sim_copy):
     root, run_id = sim_copy
     proc = tcbreplay("score", run_id, "--store", root, fsize=6_000)
@@ -240,6 +248,7 @@ def test_a_first_score_on_a_full_disk_writes_no_scores(sim_copy):
     assert list((root / run_id / "scores").rglob("*.*")) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "written", "fsize"),
     [

@@ -434,3 +434,104 @@ def test_a_tool_declared_twice_differently_says_how_to_give_per_sample_tools(tmp
     assert "Hint: a tool whose parameters differ between samples goes into each dataset entry" in (
         result.output
     )
+
+
+# ---------------------------------------------------------------- every common shape (#20)
+
+TAU = Path(__file__).parent / "data" / "tau-bench"
+
+
+def test_openais_wrapped_form_as_tau_bench_declares_it():
+    """τ-bench's airline tools, as its get_info() writes them: the wrapped form was refused
+    with 'name must be a non-empty string' and no hint."""
+    raw = json.loads((TAU / "airline-tools.json").read_text())
+    toolset = load_toolset(str(TAU / "airline-tools.json"))
+    assert [s.to_dict() for s in toolset.schemas] == [item["function"] for item in raw]
+    assert len(toolset.schemas) == 14
+
+
+def test_sdk_types_of_every_shape_read_as_the_same_schema(tmp_path):
+    """Each SDK's own tool type, dumped as that SDK writes it, reads as one bare schema."""
+    from anthropic.types import ToolParam
+    from mcp.types import ListToolsResult, Tool
+    from openai.types.chat import ChatCompletionFunctionTool
+    from openai.types.shared import FunctionDefinition
+
+    params = {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "unit": {"type": "string", "default": "eur"}},
+        "required": ["a"],
+    }
+    bare = {"name": "convert", "description": "Convert.", "parameters": params}
+    mcp_tool = Tool(name="convert", description="Convert.", inputSchema=params)
+    shapes = {
+        "bare": [bare],
+        "openai": [
+            ChatCompletionFunctionTool(
+                type="function",
+                function=FunctionDefinition(
+                    name="convert", description="Convert.", parameters=params
+                ),
+            ).model_dump()
+        ],
+        "anthropic": [ToolParam(name="convert", description="Convert.", input_schema=params)],
+        "mcp": ListToolsResult(tools=[mcp_tool]).model_dump(mode="json", by_alias=True),
+        "mcp-python": [mcp_tool.model_dump()],  # snake case, nulls written out
+    }
+    for name, shape in shapes.items():
+        spec = write_json(tmp_path, shape, f"{name}.json")
+        assert [s.to_dict() for s in load_toolset(spec).schemas] == [bare], name
+
+
+@pytest.mark.parametrize(
+    ("tool", "message", "hint"),
+    [
+        (
+            {"type": "function", "function": {"description": "no name"}},
+            "tools.json: tool 0: function: name must be a non-empty string",
+            "OpenAI's",
+        ),
+        (
+            {"type": "function", "function": "convert"},
+            "tools.json: tool 0: function is str, not an object",
+            "OpenAI's wrapped form",
+        ),
+        (
+            {"type": "custom", "function": {"name": "a"}},
+            "tools.json: tool 0: type 'custom' beside function",
+            "OpenAI's wrapped form",
+        ),
+        (
+            {"name": "a", "input_schema": {}, "parameters": {}},
+            "tools.json: tool 0: gives both parameters and input_schema",
+            "a bare function schema",
+        ),
+        (
+            {"name": "a", "params": {"type": "object"}},
+            "tools.json: tool 0: has 'params' but no parameters: did you mean parameters (a "
+            "function schema), input_schema (Anthropic) or inputSchema (MCP)?",
+            "invented",
+        ),
+        (
+            {"name": "a", "inputschema": {"type": "object"}},
+            "tools.json: tool 0: has 'inputschema' but no parameters",
+            "invented",
+        ),
+        (
+            {"type": "web_search_20250305"},
+            "tools.json: tool 0: a 'web_search_20250305' tool without a name",
+            "function tools",
+        ),
+    ],
+)
+def test_a_near_miss_names_the_shape_it_resembles(tmp_path, tool, message, hint):
+    with pytest.raises(ToolSchemaError) as info:
+        load_toolset(write_json(tmp_path, [tool]))
+    assert str(info.value).startswith(message)
+    assert hint in info.value.hint
+
+
+def test_one_tool_outside_a_list_is_refused_with_a_hint(tmp_path):
+    with pytest.raises(ToolSchemaError) as info:
+        load_toolset(write_json(tmp_path, {"name": "a", "parameters": {}}))
+    assert "in a list" in info.value.hint

@@ -288,6 +288,7 @@ order by sample_index, position
 """
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_tool_calls_text(), min_size=1, max_size=6))
 def test_agent_calls_read_as_json_transform_reads_them(lists):

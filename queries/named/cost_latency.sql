@@ -1,9 +1,10 @@
--- Token cost and latency per sample: model and tool time, messages, tokens, most tokens first.
+-- Token cost and latency per sample and trial: model and tool time, messages, tokens, most first.
 -- params: run_id = null, limit = 50
 with per_message as (
     select
         run_id,
         sample_id,
+        trial,
         count(*) as messages,
         count(*) filter (where type = 'ai') as model_turns,
         sum(input_tokens) as input_tokens,
@@ -12,13 +13,14 @@ with per_message as (
         sum(latency_s) filter (where type = 'tool') as tool_s
     from messages
     where $run_id is null or run_id = $run_id
-    group by run_id, sample_id
+    group by run_id, sample_id, trial
 ),
 
 per_sample as (
     select
         run_id,
         sample_id,
+        trial,
         status,
         attempts,
         duration_s
@@ -28,6 +30,7 @@ per_sample as (
 select
     m.run_id,
     m.sample_id,
+    m.trial,
     s.status,
     s.attempts,
     m.messages,
@@ -40,6 +43,6 @@ select
     round(s.duration_s, 4) as duration_s
 from per_message as m
 inner join per_sample as s
-    on m.run_id = s.run_id and m.sample_id = s.sample_id
-order by total_tokens desc, m.run_id, m.sample_id
+    on m.run_id = s.run_id and m.sample_id = s.sample_id and m.trial = s.trial
+order by total_tokens desc, m.run_id, m.sample_id, m.trial
 limit $limit

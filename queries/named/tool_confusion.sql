@@ -4,6 +4,7 @@ with gold as (
     select
         run_id,
         sample_id,
+        trial,
         call_index,
         name
     from gold_calls
@@ -14,6 +15,7 @@ agent as (
     select
         run_id,
         sample_id,
+        trial,
         call_index,
         name
     from tool_calls
@@ -28,6 +30,7 @@ aligned as (
     full outer join agent as a
         on g.run_id = a.run_id
         and g.sample_id = a.sample_id
+        and g.trial = a.trial
         and g.call_index = a.call_index
 )
 

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
+from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import SCORES
+from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
 
 if TYPE_CHECKING:
@@ -26,9 +27,11 @@ if TYPE_CHECKING:
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
     "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
-    "args_missing", "n_errors",
+    "args_missing", "n_errors", "accuracy", "valid", "total", "categories", "error_types",
 )  # fmt: skip
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
+# written since trials: checked where the stored summary has them
+TRIAL_FIELDS = ("trials", "by_trial", "by_sample", "pass_k")
 
 
 @dataclass
@@ -78,14 +81,14 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     from tcbreplay._score.run import score_run
 
     run_id = run.run_id
-    folders = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
-    if scoring is not None:
-        folders = [f for f in folders if f.name == scoring]
+    everything = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
+    folders = [f for f in everything if scoring is None or f.name == scoring]
     if not folders:
         what = f"scoring named {scoring!r}" if scoring else "stored scores"
-        raise InputError(
-            f"run {run_id!r} has no {what} to verify", hint=f"score it: tcbreplay score {run_id}"
-        )
+        hint = f"score it: tcbreplay score {run_id}"
+        if scoring:
+            hint = missing_scoring_hint(run_id, scoring, [f.name for f in everything])
+        raise InputError(f"run {run_id!r} has no {what} to verify", hint=hint)
     report = AuditReport(run_id=run.run_id, scorings=[f.name for f in folders])
     digests = {name: _hash_now(run.dir / name) for name in AUDITED_FILES}
     for folder in folders:
@@ -106,12 +109,15 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
             elif digest != hashes[name] and name not in report.changed_files:
                 report.changed_files.append(name)
         fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
-        for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS:
+        trial_fields = tuple(key for key in TRIAL_FIELDS if key in stored_summary)
+        for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS + trial_fields:
             if stored_summary.get(key) != fresh.summary.get(key):
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])
                 )
-        stored = read_scoring_file(run, folder / "scores.parquet", fresh.scores.columns)
+        # a scores file written before a column was added is compared without it
+        needed = [c for c in fresh.scores.columns if c not in SCORES_ADDED]
+        stored = read_scoring_file(run, folder / "scores.parquet", needed)
         report.differences += _compare_scores(folder.name, stored, fresh.scores)
         report.samples_checked = max(report.samples_checked, fresh.scores.height)
     return report
@@ -126,24 +132,30 @@ def _hash_now(path: Path) -> str:
 
 def _compare_scores(scoring: str, stored: pl.DataFrame, fresh: pl.DataFrame) -> list[Difference]:
     out = []
-    stored_ids = set(stored["sample_id"].to_list())
-    fresh_ids = set(fresh["sample_id"].to_list())
-    for sid in sorted(fresh_ids - stored_ids):
-        out.append(Difference(scoring, sid, "sample", None, "present"))
-    for sid in sorted(stored_ids - fresh_ids):
-        out.append(Difference(scoring, sid, "sample", "present", None))
-    joined = fresh.join(stored, on="sample_id", suffix="__stored")
+    keys = ["sample_id", "trial"]
+    if "trial" not in stored.columns:  # scored before trials: every row is trial 0
+        stored = stored.with_columns(pl.lit(0, pl.Int32).alias("trial"))
+    stored_ids = set(stored.select(keys).iter_rows())
+    fresh_ids = set(fresh.select(keys).iter_rows())
+    for key in sorted(fresh_ids - stored_ids):
+        out.append(Difference(scoring, _label(*key), "sample", None, "present"))
+    for key in sorted(stored_ids - fresh_ids):
+        out.append(Difference(scoring, _label(*key), "sample", "present", None))
+    joined = fresh.join(stored, on=keys, suffix="__stored")
     for column in fresh.columns:
         # run_id is the directory's name: a run copied or renamed keeps its numbers; scoring
         # is the folder's, and a scoring stored as spec under an earlier version's defaults
         # (abs_tol 1e-9) is re-scored with the options it records, whose name today differs
-        if (
-            column in ("sample_id", "run_id", "scoring")
-            or f"{column}__stored" not in joined.columns
-        ):
+        if column in (*keys, "run_id", "scoring") or f"{column}__stored" not in joined.columns:
             continue
         a, b = pl.col(column), pl.col(f"{column}__stored")
         differs = joined.filter(~(a.eq_missing(b)))
-        for sid, new, old in differs.select("sample_id", column, f"{column}__stored").iter_rows():
-            out.append(Difference(scoring, sid, column, old, new))
+        rows = differs.select(*keys, column, f"{column}__stored").iter_rows()
+        for sid, trial, new, old in rows:
+            out.append(Difference(scoring, _label(sid, trial), column, old, new))
     return out
+
+
+def _label(sample_id: str, trial: int) -> str:
+    """A sample named as the user knows it: its id, and its trial when it has several."""
+    return sample_id if not trial else f"{sample_id} (trial {trial})"

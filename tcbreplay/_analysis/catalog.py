@@ -15,11 +15,16 @@ from tcbreplay.errors import (
     first_line,
 )
 
+# what a catalog file holds (runs, tools and scorings as tables)
+VIEWS = ("runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores",
+         "scores_all", "scorings")  # fmt: skip
+
 
 def write_catalog(store: Store, path: Path) -> list[str]:
     """Write a DuckDB database file holding the store's views, for any DuckDB client.
 
-    Views point at the run files by absolute path; ``runs`` and ``tools`` are tables.
+    Views point at the run files by absolute path; ``runs``, ``tools`` and ``scorings`` are
+    tables.
     Re-run it after recording or scoring to include new runs. Returns the run ids.
     """
     import shutil

@@ -2,10 +2,12 @@
 
 Both runs are scored with the same scoring (``spec`` by default; a run never scored
 that way is scored in memory, without writing). Samples are paired by sample id;
-deltas are always B − A. A sample *regressed* when any of its tsa, tp or ahr got
-worse (tsa or tp lower, ahr higher) and *improved* when none got worse and one got
-better. Confidence intervals come from a paired bootstrap over the common samples
-(``n_boot`` resamples with replacement, percentile interval, seeded).
+deltas are always B − A. A run with several trials of a sample is compared by sample: its
+tsa and tp are the means over the sample's trials, its ahr (and the arguments behind it)
+pooled over them, so the bootstrap resamples samples, not trials. A sample *regressed* when
+any of its tsa, tp or ahr got worse (tsa or tp lower, ahr higher) and *improved* when none
+got worse and one got better. Confidence intervals come from a paired bootstrap over the
+common samples (``n_boot`` resamples with replacement, percentile interval, seeded).
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import polars as pl
 
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import SCORES
 from tcbreplay.errors import InputError
 
 if TYPE_CHECKING:
@@ -54,6 +57,17 @@ class DiffResult:
     confidence: float
     regressed: list[str] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
+    trials: dict[str, int] = field(default_factory=lambda: {"a": 1, "b": 1})
+
+    @property
+    def trials_note(self) -> str:
+        """How the comparison treats trials, for people to read ('' with one trial each)."""
+        if self.trials["a"] == self.trials["b"] == 1:
+            return ""
+        return (
+            f"trials: A {self.trials['a']}, B {self.trials['b']}; each sample's tsa and tp "
+            "are the means over its trials, its ahr pooled over them"
+        )
 
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
         out = {
@@ -68,6 +82,7 @@ class DiffResult:
             "tools": self.tools,
             "regressed": self.regressed,
             "improved": self.improved,
+            "trials": {**self.trials, "paired_by": "sample", "note": self.trials_note or None},
         }
         if samples:
             out["samples"] = self.samples.to_dicts()
@@ -84,12 +99,16 @@ def load_scores(
         pairs_path = folder / "pairs.parquet"
         pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
         return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
-    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
     from tcbreplay._score.run import score_run
 
     options = _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
     if options is None:
-        raise InputError(f"run {run.run_id!r} has no scoring {scoring!r}")
+        stored = sorted(p.parent.name for p in (run.dir / SCORES).glob("*/summary.json"))
+        raise InputError(
+            f"run {run.run_id!r} has no scoring {scoring!r}",
+            hint=missing_scoring_hint(run.run_id, scoring, stored),
+        )
     result = score_run(store, run.run_id, options, write=False)
     return result.scores, result.pairs
 
@@ -138,10 +157,18 @@ def diff_runs(
             f"--scoring {scoring!r}: not a scoring name (a folder under scores/, such as spec, "
             "abet or spec_rel-0.001_abs-1e-09)"
         )
+    if scoring == "bfcl":
+        raise InputError(
+            "--scoring bfcl: diff compares tsa, tp and ahr, which the bfcl scoring does not give",
+            hint="compare BFCL's accuracy with: tcbreplay score RUN --scorer bfcl --format json",
+        )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
         a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
         b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
+    trials = {"a": _trials(a), "b": _trials(b)}
+    if trials["a"] > 1 or trials["b"] > 1:
+        a, b = _by_sample(a, scoring), _by_sample(b, scoring)
     joined = (
         a.select(SCORE_COLUMNS)
         .join(b.select(SCORE_COLUMNS), on="sample_id", suffix="_b")
@@ -203,6 +230,37 @@ def diff_runs(
         confidence=confidence,
         regressed=deltas.filter(pl.col("change") == "regressed")["sample_id"].to_list(),
         improved=deltas.filter(pl.col("change") == "improved")["sample_id"].to_list(),
+        trials=trials,
+    )
+
+
+def _trials(scores: pl.DataFrame) -> int:
+    last = scores["trial"].max() if "trial" in scores.columns else None
+    return 1 if last is None else cast(int, last) + 1
+
+
+def _by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
+    """One row per sample over its trials: tsa and tp their means (under ``abet``, tsa pooled
+    over the trials' gold calls, as that scorer pools it), ahr and its arguments pooled."""
+    tsa: pl.Expr
+    if scoring == "abet":
+        hits = (pl.col("tsa").fill_null(0) * pl.col("n_gold")).round().sum()
+        tsa = pl.when(pl.col("n_gold").sum() > 0).then(hits / pl.col("n_gold").sum())
+    else:
+        tsa = pl.col("tsa").mean()
+    invalid, total = pl.col("args_invalid").sum(), pl.col("args_total").sum()
+    return (
+        scores.group_by("sample_id", maintain_order=True)
+        .agg(
+            pl.col("sample_index").min(),
+            pl.col("n_gold").sum(),
+            tsa.alias("tsa"),
+            pl.col("tp").mean(),
+            pl.when(total > 0).then(invalid / total).alias("ahr"),
+            invalid.alias("args_invalid"),
+            total.alias("args_total"),
+        )
+        .sort("sample_index")
     )
 
 
@@ -216,7 +274,7 @@ def _resamples(rng: np.random.Generator, n: int, n_boot: int):
         done += size
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def _ratio(num: np.ndarray | int, den: np.ndarray | int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 
@@ -240,8 +298,8 @@ def _metric_delta(
             )
 
         # integer sums divided once, as score does
-        value_a = _ratio(int(num_a.sum()), int(den_a.sum()))
-        value_b = _ratio(int(num_b.sum()), int(den_b.sum()))
+        value_a = float(_ratio(int(num_a.sum()), int(den_a.sum())))
+        value_b = float(_ratio(int(num_b.sum()), int(den_b.sum())))
     else:
         va = joined[metric].to_numpy().astype(float)
         vb = joined[f"{metric}_b"].to_numpy().astype(float)
@@ -334,7 +392,7 @@ def _tool_deltas(
 
 def _mean(series: pl.Series) -> float:
     defined = series.drop_nulls()
-    return float(defined.mean()) if defined.len() else float("nan")
+    return cast(float, defined.mean()) if defined.len() else float("nan")
 
 
 def _num(value: Any) -> float | None:

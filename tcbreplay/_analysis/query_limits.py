@@ -122,9 +122,17 @@ def _execute(
             raise QueryError(f"query failed: {first_line(exc)}") from exc
         except duckdb.OutOfMemoryException as exc:
             raise memory_error(exc, limit_text) from exc
+        except duckdb.PermissionException as exc:
+            raise QueryError(f"query failed: {first_line(exc)}", hint=_PATH_HINT) from exc
         except duckdb.Error as exc:
             raise QueryError(f"query failed: {first_line(exc)}") from exc
     return columns, rows
+
+
+_PATH_HINT = (
+    "SQL reads the files of the store's runs only: name one from the store folder, as in "
+    "read_parquet('RUN/scores/spec/scores.parquet'), or use the views"
+)
 
 
 _UNITS = {"bytes": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,

@@ -1,17 +1,21 @@
-"""Read-only SQL over every run in the store (``tcbreplay sql``): statements checked, then run
-on the store's locked-down views within a time and memory limit.
+"""Read-only SQL over every run in the store (``tcbreplay sql``): statements checked, paths
+inside runs read from the store folder, then run on the store's locked-down views within a
+time and memory limit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from tcbreplay._analysis.query_limits import run_statements
 from tcbreplay._analysis.statements import check_read_only
 from tcbreplay._store.runs import Store
-from tcbreplay._store.views import connect
+from tcbreplay._store.views import connect, query_text
 
 
 @dataclass
@@ -41,5 +45,46 @@ def run_sql(
     """
     statements = check_read_only(sql)
     con = connect(store, memory_limit=memory_limit)
+    run_ids = {row[0] for row in con.execute("select run_id from runs").fetchall()}
+    root = store.root.resolve()
+    statements = [resolve_run_paths(text, root, run_ids) for text in statements]
     columns, rows = run_statements(con, statements, params, timeout=timeout)
     return QueryResult(columns=columns, rows=rows)
+
+
+_GLOB = frozenset("*?[{")
+
+
+def resolve_run_paths(sql: str, root: Path, run_ids: Collection[str]) -> str:
+    """Make each string literal that is a path inside a run's folder, relative to the
+    store (``'RUN/scores/spec/scores.parquet'``, ``'RUN/scores/*/scores.parquet'``),
+    absolute under ``root``; nothing else changes.
+
+    DuckDB would read such a path from the working folder, which the sandbox does not
+    allow. The literal is rewritten only when its first part is a run of the views and
+    the path exists or is a pattern, so a value that merely looks like one stays as it is;
+    the sandbox still decides what the path may read (``RUN/../x`` is refused).
+    """
+    found = duckdb.tokenize(sql)
+    ends = [position for position, _ in found[1:]] + [len(sql)]
+    out, done = [], 0
+    for (start, kind), end in zip(found, ends, strict=True):
+        text = sql[start:end].rstrip()
+        if kind.name != "string_const" or not text.startswith("'") or not text.endswith("'"):
+            continue
+        value = text[1:-1].replace("''", "'")
+        run_id, sep, rest = value.partition("/")
+        if not sep or run_id not in run_ids or not rest:
+            continue
+        if not (_GLOB & set(rest) or (root / value).exists()):
+            continue
+        prefix = str(root / run_id).replace("'", "''")
+        out += [sql[done:start], f"'{prefix}/{text[1 + len(run_id) + 1 :]}"]
+        done = start + len(text)
+    return "".join([*out, sql[done:]])
+
+
+def list_runs(store: Store) -> QueryResult:
+    """The runs in the store, oldest first: status, samples ok and not, the tsa, tp and ahr
+    of each run's latest scoring (and its name), model and creation time."""
+    return run_sql(store, query_text("runs"))

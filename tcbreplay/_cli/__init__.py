@@ -11,6 +11,7 @@ import contextlib
 import os
 import sys
 import traceback
+from types import TracebackType
 
 from tcbreplay._cli import (  # noqa: F401  (importing a command's module registers it)
     audit,
@@ -41,7 +42,7 @@ def run() -> None:
     """
     sys.excepthook = _print_redacted
     # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would
-    # only spin (about 0.1 CPU s of a large score)
+    # only spin (see BENCHMARKS.md)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
@@ -59,6 +60,8 @@ def run() -> None:
     os._exit(code or 0)
 
 
-def _print_redacted(kind: type[BaseException], value: BaseException, tb: object) -> None:
+def _print_redacted(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
     """Print a crash's traceback without any secret it may quote (as typed errors are)."""
-    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))  # type: ignore[arg-type]
+    sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))

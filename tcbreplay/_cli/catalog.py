@@ -6,10 +6,7 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import (
-    STORE_OPTION,
-    main,
-)
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
 
 
 @main.command()
@@ -20,14 +17,16 @@ from tcbreplay._cli.common import (
     default="tcbreplay.duckdb",
     show_default=True,
 )
+@FORMAT_OPTION
 @STORE_OPTION
-def catalog(output, store) -> None:
+def catalog(output, fmt, store) -> None:
     """Write a DuckDB file with the store's views, to open in any DuckDB client."""
-    from tcbreplay._analysis.catalog import write_catalog
+    from tcbreplay._analysis.catalog import VIEWS, write_catalog
+    from tcbreplay._cli.render import Grid, Output
     from tcbreplay._store.runs import Store
 
     runs = write_catalog(Store(store), output)
-    click.echo(
-        f"{output}: views runs, tools, samples, messages, tool_calls, gold_calls, scores "
-        f"over {len(runs)} runs"
-    )
+    line = f"{output}: views {', '.join(VIEWS)} over {len(runs)} runs"
+    data = {"path": str(output), "views": list(VIEWS), "runs": runs}
+    grid = Grid(["path", "views", "runs"], [(str(output), list(VIEWS), runs)])
+    emit(Output(grids=[grid], text=[line], data=data), fmt)

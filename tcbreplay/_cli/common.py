@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from tcbreplay._store.files import reason
 from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
 
 STORE_ENVVAR = "TCBREPLAY_STORE"
+# what every command can print its results as (tcbreplay._cli.render prints them)
+FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 # operating-system errors that are failures of the place a command reads or writes
 PLACE_ERRORS = frozenset(
     {
@@ -41,9 +45,11 @@ class _StorePath(click.Path):
     on the option otherwise."""
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if _given_before_command(ctx, param):
+            return value  # `tcbreplay --store X CMD`: X is used, and checked there
         path = super().convert(value, param, ctx)
         # a folder under a file can be neither read nor made: said here, for every command
-        for parent in Path(path).parents:
+        for parent in Path(os.fsdecode(path)).parents:
             if parent.exists():
                 if not parent.is_dir():
                     self.fail(f"{str(parent)!r} is a file, not a folder", param, ctx)
@@ -57,6 +63,67 @@ class _StorePath(click.Path):
         raise click.BadParameter(message, ctx=ctx, param=param, param_hint=hint)
 
 
+def _given_before_command(ctx: click.Context | None, param: click.Parameter | None) -> bool:
+    """Whether the command's option was not given, but the group's was (``tcbreplay
+    --store X runs``): the command line before the command beats the environment."""
+    if ctx is None or param is None or ctx.parent is None or param.name is None:
+        return False
+    source = ctx.get_parameter_source(param.name)
+    if source is click.core.ParameterSource.COMMANDLINE:
+        return False
+    return ctx.find_root().params.get(param.name) is not None
+
+
+def _from_group(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The group's value of an option the command did not get on its command line."""
+    if _given_before_command(ctx, param):
+        return ctx.find_root().params[param.name or ""]
+    return value
+
+
+def _store_of(ctx: click.Context) -> Any:
+    """The store a command line names, as far as it is parsed (for shell completion)."""
+    from tcbreplay._store.runs import Store
+
+    store = ctx.params.get("store") or ctx.find_root().params.get("store")
+    return Store(store or os.environ.get(STORE_ENVVAR) or "traces")
+
+
+def _run_dirs(ctx: click.Context) -> list[str]:
+    """The run ids of the store a command line names (for shell completion)."""
+    try:
+        return [run.run_id for run in _store_of(ctx).runs()]
+    except OSError:
+        return []
+
+
+def complete_run_id(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[click.shell_completion.CompletionItem]:
+    """Shell completion of a RUN_ID: the runs in the store."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(r) for r in _run_dirs(ctx) if r.startswith(incomplete)]
+
+
+def complete_scoring(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[click.shell_completion.CompletionItem]:
+    """Shell completion of --scoring: the scorings stored for the command's runs."""
+    from click.shell_completion import CompletionItem
+
+    store = _store_of(ctx)
+    # the runs named so far (click does not parse them when --scoring is the last word)
+    run_ids = [ctx.params[k] for k in ("run_id", "run_a", "run_b") if ctx.params.get(k)]
+    try:
+        run_dirs = [store.run_dir(r) for r in run_ids] or [r.dir for r in store.runs()]
+    except OSError:
+        return []
+    names = {p.parent.name for d in run_dirs for p in (d / "scores").glob("*/summary.json")}
+    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+
+
+STORE_HELP = "Trace store directory."
 STORE_OPTION = click.option(
     "--store",
     type=_StorePath(file_okay=False, path_type=Path),
@@ -64,8 +131,35 @@ STORE_OPTION = click.option(
     show_default=True,
     envvar=STORE_ENVVAR,
     show_envvar=True,
-    help="Trace store directory.",
+    callback=_from_group,
+    help=STORE_HELP,
 )
+
+
+class _FormatChoice(click.Choice):
+    """The output formats; ``text`` is taken as ``table`` (``audit verify`` called it so)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        return super().convert("table" if value == "text" else value, param, ctx)
+
+
+FORMAT_HELP = "How to print the results: a table (for people), or json, jsonl, csv, markdown."
+# how every command prints its results (one definition; `tcbreplay --format X CMD` too)
+FORMAT_OPTION = click.option(
+    "--format",
+    "fmt",
+    type=_FormatChoice(FORMATS),
+    default=None,
+    callback=lambda ctx, param, value: _from_group(ctx, param, value) or "table",
+    help=FORMAT_HELP + "  [default: table]",
+)
+
+
+def output_format(ctx: click.Context | None = None) -> str:
+    """The output format given before the command (for commands whose own --format names
+    the files they read or write, such as import)."""
+    ctx = ctx or click.get_current_context()
+    return ctx.find_root().params.get("fmt") or "table"
 
 
 class _KnownContext(click.Command):
@@ -86,11 +180,18 @@ class _Cli(_KnownContext, click.Group):
 
     command_class = _KnownContext
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as exc:  # bare `tcbreplay`: the help
             exc.show()
             sys.exit(exc.exit_code)
@@ -148,8 +249,23 @@ def _show_warnings_as_lines() -> None:
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tcbreplay")
-def main() -> None:
-    """Record tool-calling agent traces once; score them offline as often as you like."""
+@click.option(
+    "--store",
+    type=_StorePath(file_okay=False, path_type=Path),
+    help=f"{STORE_HELP} For every command (default: traces, or ${STORE_ENVVAR}).",
+)
+@click.option(
+    "--format", "fmt", type=_FormatChoice(FORMATS), help=f"{FORMAT_HELP} For every command."
+)
+def main(store: Path | None, fmt: str | None) -> None:
+    """Record tool-calling agent traces once; score them offline as often as you like.
+
+    --store and --format may be given before the command or after it.
+
+    \b
+    Shell completion (bash; zsh_source, fish_source for those shells):
+      eval "$(_TCBREPLAY_COMPLETE=bash_source tcbreplay)"
+    """
 
 
 def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -162,26 +278,11 @@ def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
     return out
 
 
-def render_rows(result: Any, fmt: str) -> None:
-    """Print query rows as a table, CSV or a JSON array."""
-    from tcbreplay._cli.render import print_table, rows_csv, rows_table, to_json
+def emit(output: Any, fmt: str) -> None:
+    """Print a command's :class:`~tcbreplay._cli.render.Output` in format ``fmt``."""
+    from tcbreplay._cli.render import emit as emit_output
 
-    if fmt == "json":
-        click.echo(to_json(result.records()))
-    elif fmt == "csv":
-        click.echo(rows_csv(result.columns, result.rows), nl=False)
-    else:
-        print_table(rows_table(result.columns, result.rows))
-
-
-# the output of query results: a table on the terminal, or CSV or JSON for other programs
-FORMAT_OPTION = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-)
+    emit_output(output, fmt)
 
 
 # the limits of a query; the library's functions have none unless given

@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay._cli.common import (
+    FORMAT_OPTION,
+    STORE_OPTION,
+    complete_run_id,
+    complete_scoring,
+    emit,
+    main,
+)
 
 
 @main.command()
-@click.argument("run_a")
-@click.argument("run_b")
-@click.option("--scoring", default="spec", show_default=True, help="Which scoring to compare.")
+@click.argument("run_a", shell_complete=complete_run_id)
+@click.argument("run_b", shell_complete=complete_run_id)
+@click.option(
+    "--scoring",
+    default="spec",
+    show_default=True,
+    shell_complete=complete_scoring,
+    help="Which scoring to compare.",
+)
 @click.option("--bootstrap", "n_boot", default=2000, show_default=True, help="Resamples.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--confidence", default=0.95, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@FORMAT_OPTION
 @click.option(
     "--limit",
     type=click.IntRange(min=0),
@@ -26,7 +39,7 @@ from tcbreplay._cli.common import STORE_OPTION, main
 def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> None:
     """Compare RUN_B with RUN_A: paired deltas (B − A) with bootstrap intervals."""
     from tcbreplay._analysis.diff import diff_runs
-    from tcbreplay._cli.render import diff_tables, print_table, to_json
+    from tcbreplay._cli.grids import diff_output
     from tcbreplay._store.runs import Store
 
     result = diff_runs(
@@ -38,8 +51,4 @@ def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> 
         seed=seed,
         confidence=confidence,
     )
-    if fmt == "json":
-        click.echo(to_json(result.to_dict()))
-        return
-    for table in diff_tables(result, limit):
-        print_table(table)
+    emit(diff_output(result, limit), fmt)

@@ -1,4 +1,4 @@
-"""``tcbreplay export``: a run as JSON Lines."""
+"""``tcbreplay export``: a run as files that ``import`` reads (or as its tables)."""
 
 from __future__ import annotations
 
@@ -6,28 +6,46 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import (
-    STORE_OPTION,
-    main,
-)
+from tcbreplay._cli.common import STORE_OPTION, complete_run_id, emit, main, output_format
 
 
 @main.command()
-@click.argument("run_id")
+@click.argument("run_id", shell_complete=complete_run_id)
 @click.option(
     "-o",
     "--output",
     type=click.Path(file_okay=False, path_type=Path),
     required=True,
-    help="Directory for samples.jsonl, messages.jsonl and manifest.json.",
+    help="Directory for the files.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["langchain", "openai", "tables"]),
+    default="langchain",
+    show_default=True,
+    help="langchain, openai: traces.jsonl, dataset.jsonl, tools.json and manifest.json, as "
+    "import reads them; tables: samples.jsonl, messages.jsonl and manifest.json.",
 )
 @STORE_OPTION
-def export(run_id, output, store) -> None:
-    """Export a run as JSONL files."""
+def export(run_id, output, fmt, store) -> None:
+    """Export a run: as traces that import reads back, or as its tables in JSONL.
+
+    The output format goes before the command: tcbreplay --format json export ..."""
+    from tcbreplay._cli.render import Grid, Output
+    from tcbreplay._importers.export import export_traces, import_command
     from tcbreplay._store.export import export_jsonl
     from tcbreplay._store.runs import Store
 
     store_ = Store(store)
     store_.check_output(output)
-    for path in export_jsonl(store_.open_run(run_id), output):
-        click.echo(str(path))
+    run = store_.open_run(run_id)
+    if fmt == "tables":
+        files = [str(path) for path in export_jsonl(run, output)]
+        notes = []
+    else:
+        files = [str(path) for path in export_traces(run, output, fmt)]
+        notes = [f"next: {import_command(output, fmt, run_id)}"]
+    grid = Grid(["path"], [(f,) for f in files])
+    data = {"run_id": run_id, "format": fmt, "files": files}
+    emit(Output(grids=[grid], text=files + notes, data=data, notes=notes), output_format())

@@ -2,52 +2,121 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Any
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format
+from tcbreplay._importers.sniff import ALIASES, FORMATS
+from tcbreplay.errors import InputError, TraceError
+
+# formats whose traces hold the samples' inputs and gold calls: --dataset may be left out
+_SELF_CONTAINED = ("tau-bench", "inspect")
 
 
 @main.command("import")
-@click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--dataset",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The samples' inputs and gold calls (not needed for tau-bench, nor for inspect logs "
+    "whose samples hold their calls; with bfcl: BFCL's questions).",
+)
 @click.option(
     "--tools",
-    help="module:attr or a JSON file of function schemas (default with abet-evaluation: the "
-    "built-in tool-call tools; not needed when every dataset entry has its own).",
+    help="module:attr or a JSON file of tool schemas in any common shape (default with "
+    "abet-evaluation: the built-in tool-call tools; with inspect: the log's; not needed when "
+    "every dataset entry has its own).",
 )
 @click.option(
     "--traces",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help='JSONL: {"sample_id": ..., "messages": [...]} per line, or a dashboard file.',
+    help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
+    "file, an inspect_ai log, a dashboard file or a BFCL results file.",
 )
 @click.option("--run-id", required=True)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "abet-evaluation"]),
-    default="jsonl",
-    show_default=True,
-    help="abet-evaluation: a dashboard file of the original benchmark.",
+    type=click.Choice([*FORMATS, *ALIASES]),
+    help="The traces' dialect (default: told from the file, and said on stderr; bfcl is "
+    "given, with BFCL's questions as --dataset and --answers).",
+)
+@click.option(
+    "--answers",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --format bfcl: BFCL's possible answers for the --dataset questions.",
 )
 @click.option(
     "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
 )
 @STORE_OPTION
-def import_command(dataset, tools, traces, run_id, fmt, model_label, store) -> None:
-    """Store traces recorded elsewhere as a run that score treats like a recorded one."""
+def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, store) -> None:
+    """Store traces recorded elsewhere as a run that score treats like a recorded one.
+
+    The output format goes before the command: tcbreplay --format json import ..."""
+    from tcbreplay._cli.grids import summary_output
     from tcbreplay._importers.import_run import import_traces
+    from tcbreplay._importers.sniff import sniff
     from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
     from tcbreplay._store.runs import Store, validate_run_id
 
     validate_run_id(run_id)
+    why = None
+    if fmt is None and answers is None and traces.is_file():
+        # a file that cannot be read, or told: importing it says what is wrong
+        with contextlib.suppress(OSError, TraceError):
+            fmt, why = sniff(traces, traces.read_bytes())
+    fmt = ALIASES.get(fmt, fmt)
     if tools is None and fmt == "abet-evaluation":
         tools = get_benchmark("tool-call").tools
-    inputs = load_inputs(None, dataset, tools, None, need_prompt=False, own_tools=True)
-    summary = import_traces(inputs, traces, Store(store), run_id, model=model_label, fmt=fmt)
+    inputs = _bfcl_inputs(fmt, dataset, answers, tools)
+    if inputs is None and dataset is not None:
+        inputs = load_inputs(None, dataset, tools, None, need_prompt=False, own_tools=True)
+    elif inputs is None and fmt is not None and fmt not in _SELF_CONTAINED:
+        raise InputError(
+            f"--dataset is required with --format {fmt}",
+            hint=f"only {' and '.join(_SELF_CONTAINED)} traces hold their samples' gold calls",
+        )
+    chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
+    try:
+        summary = import_traces(
+            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools
+        )
+    except TraceError as exc:  # traces that could not be read: say how they were read
+        if chosen is not None:
+            exc.hint = (f"{exc.hint}; " if exc.hint else "") + f"read as {chosen}"
+        raise
+    if chosen is not None:
+        summary.sniffed = why  # told here, before the import (which was given the format)
+        click.echo(f"format: {chosen}", err=True)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
-    click.echo(
-        f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported{missing}"
-        f" -> {summary.run_dir}"
+    trials = f" ({summary.trials} trials each)" if summary.trials > 1 else ""
+    line = (
+        f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported{trials}"
+        f"{missing} -> {summary.run_dir}"
     )
+    emit(summary_output(summary, [line]), output_format())
+
+
+def _bfcl_inputs(
+    fmt: str | None, questions: Path | None, answers: Path | None, tools: str | None
+) -> Any:
+    """BFCL's questions and answers as the run's inputs, with --format bfcl (else None)."""
+    from tcbreplay._importers.bfcl import load_bfcl_inputs
+
+    if fmt != "bfcl":
+        if answers is not None:
+            raise InputError("--answers goes with --format bfcl")
+        return None
+    if questions is None:
+        raise InputError(
+            "--format bfcl needs --dataset", hint="give BFCL's questions file as --dataset"
+        )
+    if answers is None:
+        raise InputError("--format bfcl needs --answers", hint="give BFCL's possible answers file")
+    if tools is not None:
+        raise InputError("--format bfcl takes no --tools: each question defines its functions")
+    return load_bfcl_inputs(questions, answers)

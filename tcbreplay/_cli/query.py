@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import click
 
 from tcbreplay._cli.common import (
@@ -9,9 +12,9 @@ from tcbreplay._cli.common import (
     MEMORY_OPTION,
     STORE_OPTION,
     TIMEOUT_OPTION,
+    emit,
     main,
     options_dict,
-    render_rows,
 )
 
 
@@ -34,17 +37,23 @@ from tcbreplay._cli.common import (
 def query(name, params, list_, show, fmt, timeout, memory_limit, store) -> None:
     """Run a named query from queries/named/ (see --list)."""
     from tcbreplay._analysis.named_queries import list_named, load_named, run_named
+    from tcbreplay._cli.grids import query_output
+    from tcbreplay._cli.render import Grid, Output
     from tcbreplay._store.runs import Store
 
     if list_ or name is None:
-        for q in list_named():
-            click.echo(f"{q.name:<18} {q.description}")
+        named = list_named()
+        lines = []
+        for q in named:
+            lines.append(f"{q.name:<18} {q.description}")
             if q.params:
-                click.echo(f"{'':<18} params: {q.usage()}")
+                lines.append(f"{'':<18} params: {q.usage()}")
+        rows: list[Sequence[Any]] = [(q.name, q.description, q.usage()) for q in named]
+        emit(Output(grids=[Grid(["name", "description", "params"], rows)], text=lines), fmt)
         return
     if show:
         click.echo(load_named(name).sql, nl=False)
         return
     given = options_dict(params, "-p")
     result = run_named(Store(store), name, given, timeout=timeout, memory_limit=memory_limit)
-    render_rows(result, fmt)
+    emit(query_output(result), fmt)

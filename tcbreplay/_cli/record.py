@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main, options_dict
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main, options_dict
 from tcbreplay.errors import InputError, StoreError
 
 
@@ -33,32 +33,35 @@ from tcbreplay.errors import InputError, StoreError
     metavar="KEY=VALUE",
     help="Non-secret model setting (temperature=0, base_url=...); repeatable.",
 )
-@click.option("--workers", default=4, show_default=True, help="Samples run at once.")
+@click.option("--workers", type=int, help="Samples run at once [default: 4, or a resumed run's].")
 @click.option(
     "--processes",
     type=int,
     help="Processes the workers are spread over (default on Linux: one per 32 workers, "
-    "at most one per core; elsewhere 1).",
+    "at most one per core; elsewhere 1; or a resumed run's).",
 )
-@click.option("--retries", default=2, show_default=True, help="Retries of transient failures.")
-@click.option("--timeout", default=300.0, show_default=True, help="Seconds per sample.")
+@click.option("--retries", type=int, help="Retries of transient failures [default: 2].")
+@click.option("--timeout", type=float, help="Seconds per sample [default: 300].")
 @click.option(
     "--call-timeout",
-    default=120.0,
-    show_default=True,
-    help="Seconds one model call may take before it is retried.",
+    type=float,
+    help="Seconds one model call may take before it is retried [default: 120].",
 )
 @click.option(
     "--backoff",
-    default=1.0,
-    show_default=True,
-    help="Base seconds of the exponential backoff between retries.",
+    type=float,
+    help="Base seconds of the exponential backoff between retries [default: 1].",
 )
 @click.option("--max-rpm", type=float, help="At most this many model calls per minute, run-wide.")
 @click.option(
     "--max-tpm",
     type=float,
     help="At most this many tokens per minute, run-wide (as the model reports usage).",
+)
+@click.option(
+    "--trials",
+    type=int,
+    help="Record each sample this many times (trials 0 to K-1; default 1, or a resumed run's).",
 )
 @click.option(
     "--run-id",
@@ -75,18 +78,35 @@ from tcbreplay.errors import InputError, StoreError
     "--retry-errors",
     "retry_id",
     metavar="RUN_ID",
-    help="Like --resume, and re-run the samples stored with status error.",
+    help="Like --resume, and re-run the samples stored with status error "
+    "(--model-option may correct base_url=... or timeout=...).",
 )
 @click.option("--overwrite", is_flag=True, help="Delete an existing run of that id first.")
 @click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["parquet", "jsonl"]),
-    default="parquet",
+    "--limit",
+    type=click.IntRange(min=1),
+    help="Record only the first N samples of the dataset (or of --sample-id): a partial run.",
+)
+@click.option(
+    "--sample-id",
+    "sample_ids",
+    multiple=True,
+    metavar="ID",
+    help="Record only this sample (repeatable): a partial run.",
+)
+@click.option(
+    "--max-errors",
+    default="0",
     show_default=True,
-    help="jsonl also exports the run as JSONL beside the Parquet.",
+    metavar="N|FRACTION",
+    help="Samples left in error after their retries that still exit 0: a number, or a "
+    "fraction of the samples recorded (0.05 or 5%).",
+)
+@click.option(
+    "--export-jsonl", is_flag=True, help="Also export the run as JSON Lines into <run>/jsonl/."
 )
 @click.option("--quiet", is_flag=True, help="No progress output.")
+@FORMAT_OPTION
 @STORE_OPTION
 def record(
     benchmark,
@@ -103,24 +123,41 @@ def record(
     backoff,
     max_rpm,
     max_tpm,
+    trials,
     run_id,
     resume_id,
     retry_id,
     overwrite,
-    fmt,
+    limit,
+    sample_ids,
+    max_errors,
+    export_jsonl,
     quiet,
+    fmt,
     store,
 ) -> None:
-    """Run the agent over a dataset and store its raw message traces."""
+    """Run the agent over a dataset and store its raw message traces.
+
+    Exits 1 when the recording stops on an error retrying cannot fix, or leaves more
+    samples in error than --max-errors allows; the run is kept, to resume. A resumed run
+    keeps its runner settings (workers, retries, timeouts, rate limits, trials) unless given
+    anew."""
     from tcbreplay._cli.render import Progress
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
-    from tcbreplay._record.models import DEFAULT_MODEL, model_from_manifest, parse_model
+    from tcbreplay._record.failures import MaxErrors
+    from tcbreplay._record.models import (
+        DEFAULT_MODEL,
+        model_from_manifest,
+        parse_model,
+        with_transport,
+    )
     from tcbreplay._record.options import RecordOptions
     from tcbreplay._record.runner import RecordInterrupted, record_run
-    from tcbreplay._store.export import export_jsonl
     from tcbreplay._store.runs import Run, Store
+    from tcbreplay.errors import RecordError
 
     store_ = Store(store)
+    budget = MaxErrors.parse(max_errors)
     if resume_id and retry_id:
         raise InputError(
             "--resume and --retry-errors cannot be combined: --resume records only the samples "
@@ -136,31 +173,41 @@ def record(
             hint="drop --overwrite to keep them; to record the run anew, give its inputs, "
             "--run-id and --overwrite",
         )
+    given = {
+        name: value
+        for name, value in (
+            ("workers", workers),
+            ("processes", processes),
+            ("retries", retries),
+            ("timeout", timeout),
+            ("call_timeout", call_timeout),
+            ("backoff", backoff),
+            ("max_rpm", max_rpm),
+            ("max_tpm", max_tpm),
+            ("trials", trials),
+        )
+        if value is not None
+    }
+    RecordOptions.resolve(given)  # a bad setting is refused before anything is read
     if existing:
-        if any((benchmark, dataset, tools, system_prompt, model, model_options, run_id)):
+        if any((benchmark, dataset, tools, system_prompt, model, run_id)):
             raise InputError(
                 "--resume/--retry-errors take the run's inputs from its manifest",
-                hint="drop --benchmark, --dataset, --tools, --system-prompt, "
-                "--model, --model-option and --run-id",
+                hint="drop --benchmark, --dataset, --tools, --system-prompt, --model and "
+                "--run-id (--model-option may correct how requests travel: base_url=..., "
+                "timeout=...)",
             )
         run = store_.open_run(existing)
         manifest = run.manifest
         inputs = inputs_from_manifest(manifest, run.dir)
-        choice = model_from_manifest(manifest["model"])
+        choice = with_transport(
+            model_from_manifest(manifest["model"]),
+            options_dict(model_options, "--model-option"),
+        )
         run_id = existing
     else:
         inputs = load_inputs(benchmark, dataset, tools, system_prompt)
         choice = parse_model(model or DEFAULT_MODEL, options_dict(model_options, "--model-option"))
-    options = RecordOptions(
-        workers=workers,
-        processes=processes,
-        retries=retries,
-        timeout=timeout,
-        call_timeout=call_timeout,
-        backoff=backoff,
-        max_rpm=max_rpm,
-        max_tpm=max_tpm,
-    )
     label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")
     progress = Progress(label, quiet=quiet)
     try:
@@ -169,10 +216,13 @@ def record(
             choice,
             store_,
             run_id=run_id,
-            options=options,
+            options=given,
             progress=progress,
             retry_errors=bool(retry_id),
             overwrite=overwrite,
+            limit=limit,
+            sample_ids=sample_ids or None,
+            max_errors=budget,
         )
     except RecordInterrupted as stop:
         progress.close()
@@ -180,33 +230,72 @@ def record(
         click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
         click.echo(f"Hint: continue with: {Run(Path(s.run_dir)).resume_command()}", err=True)
         sys.exit(130)
+    except RecordError as failed:
+        progress.close()
+        if failed.summary is not None:
+            _finish(failed.summary, fmt, store, export_jsonl=export_jsonl, failed=True)
+        raise
     finally:
         progress.close()
-    if fmt == "jsonl":
-        run_dir = Path(summary.run_dir)
-        export_jsonl(Run(run_dir), run_dir / "jsonl", error=StoreError)
-    sim = " (simulated model)" if summary.simulated else ""
+    _finish(summary, fmt, store, budget, export_jsonl)
+
+
+def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) -> None:
+    """Export the run if asked, and print what the recording did in the chosen format."""
+    from tcbreplay._cli.grids import summary_output
+    from tcbreplay._store.export import export_jsonl as export_run
+    from tcbreplay._store.runs import Run
+
+    run_ = Run(Path(summary.run_dir))
+    if export_jsonl:
+        export_run(run_, run_.dir / "jsonl", error=StoreError)
+    lines = []
     if not summary.attempted:
-        click.echo(
-            f"run {summary.run_id}{sim} already holds all {summary.total} samples; "
+        sim = " (simulated model)" if summary.simulated else ""
+        asked = " asked for" if summary.status == "partial" else ""
+        lines.append(
+            f"run {summary.run_id}{sim} already holds all {summary.recorded} samples{asked}; "
             "nothing to record (--overwrite records it again)"
         )
     else:
-        tokens = ""
-        if summary.input_tokens is not None or summary.output_tokens is not None:
-            tokens = (
-                f", {summary.input_tokens or 0:,} input and {summary.output_tokens or 0:,} "
-                "output tokens"
+        lines.append(_summary_line(summary))
+    if not failed:
+        if summary.errors:
+            kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
+            lines.append(
+                f"errors: {kinds} (within --max-errors {budget}; re-run them with: "
+                f"{run_.resume_command('--retry-errors')})"
             )
-        click.echo(
-            f"run {summary.run_id}{sim}: {summary.ok}/{summary.total} ok, "
-            f"{summary.errors} errors, {summary.retries} retries{tokens}; recorded "
-            f"{summary.attempted} in {summary.duration_s:.1f} s -> {summary.run_dir}"
+        if summary.status == "partial":
+            lines.append(f"partial run: record the rest with: {run_.resume_command()}")
+        lines.append(
+            f"next: tcbreplay score {summary.run_id}"
+            + (f" --store {store}" if str(store) != "traces" else "")
         )
-    if summary.errors:
-        kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
-        click.echo(f"errors: {kinds} (re-run them with --retry-errors {summary.run_id})")
-    click.echo(
-        f"next: tcbreplay score {summary.run_id}"
-        + (f" --store {store}" if str(store) != "traces" else "")
+    emit(summary_output(summary, lines), fmt)
+
+
+def _summary_line(summary) -> str:
+    """One line: what the run holds and what this recording did."""
+    sim = " (simulated model)" if summary.simulated else ""
+    tokens = ""
+    if summary.input_tokens is not None or summary.output_tokens is not None:
+        tokens = (
+            f", {summary.input_tokens or 0:,} input and {summary.output_tokens or 0:,} "
+            "output tokens"
+        )
+    held = f"{summary.ok}/{summary.total} ok"
+    if summary.status == "partial":
+        held = f"{summary.ok}/{summary.recorded} ok (partial: {summary.total} in the dataset)"
+        if summary.trials > 1:
+            held = (
+                f"{summary.ok}/{summary.recorded} ok (partial: {summary.total // summary.trials}"
+                f" in the dataset, {summary.trials} trials each)"
+            )
+    elif summary.status == "failed":
+        held = f"{summary.ok}/{summary.total} ok (stopped)"
+    return (
+        f"run {summary.run_id}{sim}: {held}, {summary.errors} errors, {summary.retries} "
+        f"retries{tokens}; recorded {summary.attempted} in {summary.duration_s:.1f} s "
+        f"-> {summary.run_dir}"
     )

@@ -1,175 +1,276 @@
-"""Turn library results into what a terminal shows: tables, JSON, CSV and progress."""
+"""Print what a command found in the format asked for, the same way for every command:
+``table`` (for people), ``json``, ``jsonl``, ``csv`` and ``markdown``; and the live progress
+of a recording.
+
+A command hands :func:`emit` an :class:`Output`: one or more :class:`Grid` of plain values
+(what ``table`` and ``markdown`` print, and ``csv`` the first of, or ``Output.rows``), and the
+object ``json`` and ``jsonl`` print. A table fits the terminal's width: long cells are cut
+with an ellipsis (numbers never are), and columns that still do not fit are left out and
+named below it; every other format gets the full text.
+"""
 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import math
+import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+# the width of a table printed to a file or a pipe, unless COLUMNS says otherwise
+PIPE_WIDTH = 120
+_TEXT_MIN = 8  # a text column is not cut below this many characters (or its own width)
+# the first column (what names a row) is cut after the others, and below this only to
+# show more columns
+_FIRST_SOFT = 32
+_FIRST_HARD = 12
+_HEADER_MIN = 6  # a number column's header folds onto more lines rather than go below this
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return escape(str(value))
+@dataclass
+class Grid:
+    """Rows of plain values under named columns, with an optional title and caption."""
+
+    columns: list[str]
+    rows: list[Sequence[Any]]
+    title: str | None = None
+    caption: str | None = None
+    digits: str = ".6g"  # how a table and markdown show a float
+    null: str = "NULL"  # how a table and markdown show a missing value
+    time_format: str = "%Y-%m-%d %H:%M:%S"  # how a table and markdown show a time
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
-def metrics_table(summary: dict[str, Any]) -> Table:
-    """The run-level metrics with the n behind each, exact values beside rounded ones."""
-    title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
-    if summary.get("simulated"):
-        title += "  [simulated model]"
-    table = Table(title=escape(title), title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("exact", justify="right", style="dim")
-    table.add_column("over", justify="right")
-    abet = (summary.get("options") or {}).get("scorer") == "abet"
-    tsa_n = f"{summary['n_tsa']} gold calls" if abet else f"{summary['n_tsa']} samples"
-    rows = [
-        ("tsa  tool selection accuracy", summary["tsa"], tsa_n),
-        ("tp   trajectory precision", summary["tp"], f"{summary['n_tp']} samples"),
-        (
-            "ahr  argument hallucination rate",
-            summary["ahr"],
-            f"{summary['args_invalid']}/{summary['args_total']} args",
-        ),
-    ]
-    for label, value, over in rows:
-        table.add_row(label, _fmt(value), repr(value) if value is not None else "", over)
-    missing = "" if abet else f", {summary['args_missing']} gold args left out"
-    table.caption = (
-        f"{summary['n_samples']} samples, {summary['n_errors']} with recording errors{missing}; "
-        f"scoring: {summary['scoring']}"
-    )
-    return table
+class Whole(str):
+    """Text a table shows whole or not at all, as it does numbers (a signed delta, an
+    interval); every other format takes it as the string it is."""
 
 
-def breakdown_tables(summary: dict[str, Any]) -> list[Table]:
-    """Per-tool and per-category tables, where the scorer gives them."""
-    tables = []
-    if summary.get("by_tool"):
-        table = Table(title="per tool", title_justify="left")
-        columns = ("tool", "gold_calls", "agent_calls", "paired", "recall", "args_invalid",
-                   "args_total", "ahr")  # fmt: skip
-        for column in columns:
-            table.add_column(column, justify="left" if column == "tool" else "right")
-        for row in summary["by_tool"]:
-            table.add_row(*(_fmt(row.get(c)) for c in columns))
-        tables.append(table)
-    if summary.get("by_category"):
-        table = Table(title="per category", title_justify="left")
-        columns = ("category", "n_samples", "tsa", "tp", "ahr")
-        for column in columns:
-            table.add_column(column, justify="left" if column == "category" else "right")
-        for row in summary["by_category"]:
-            table.add_row(*(_fmt(row.get(c)) for c in columns))
-        tables.append(table)
-    return tables
+_FIRST_GRID = object()
 
 
-def _signed(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.4f}"
+@dataclass
+class Output:
+    """What a command prints, in every format."""
+
+    grids: list[Grid] = field(default_factory=list)
+    data: Any = _FIRST_GRID  # json and jsonl; by default the rows of ``rows`` as objects
+    rows: Grid | None = None  # csv (and the default data); by default the first grid
+    text: list[str] | None = None  # the table format prints these lines instead of the grids
+    notes: list[str] = field(default_factory=list)  # table and markdown: lines after the grids
+
+    def main_grid(self) -> Grid:
+        return self.rows or (self.grids[0] if self.grids else Grid([], []))
 
 
-def diff_tables(result: Any, limit: int = 10) -> list[Table]:
-    """Run-level deltas with intervals, per-tool ahr deltas, and the samples that moved most."""
-    pct = f"{result.confidence:.0%}"
-    head = Table(
-        title=escape(
-            f"{result.run_b} vs {result.run_a}  ({result.n_common} common samples, "
-            f"scoring {result.scoring})"
-        ),
-        title_justify="left",
-    )
-    for column in ("metric", "A", "B", "B − A", f"{pct} interval"):
-        head.add_column(column, justify="left" if column == "metric" else "right")
-    for metric, d in result.runs.items():
-        head.add_row(
-            metric, _fmt(d["a"]), _fmt(d["b"]), _signed(d["delta"]),
-            f"[{_signed(d['ci_low'])}, {_signed(d['ci_high'])}]",
-        )  # fmt: skip
-    head.caption = (
-        f"paired bootstrap, {result.n_boot} resamples, seed {result.seed}; "
-        f"{len(result.regressed)} samples regressed, {len(result.improved)} improved"
-    )
-    tables = [head]
-    if result.tools:
-        tools = Table(title="ahr per tool", title_justify="left")
-        for column in ("tool", "paired A", "paired B", "A", "B", "B − A", f"{pct} interval"):
-            tools.add_column(column, justify="left" if column == "tool" else "right")
-        for t in result.tools:
-            tools.add_row(
-                escape(t["tool"]), str(t["paired_a"]), str(t["paired_b"]), _fmt(t["ahr_a"]),
-                _fmt(t["ahr_b"]), _signed(t["ahr_delta"]),
-                f"[{_signed(t['ahr_ci_low'])}, {_signed(t['ahr_ci_high'])}]",
-            )  # fmt: skip
-        tables.append(tools)
-    for change, order in (("regressed", "d_tp"), ("improved", "d_tp")):
-        rows = result.samples.filter(result.samples["change"] == change)
-        if not rows.height:
-            continue
-        rows = rows.sort(order, descending=change == "improved").head(limit)
-        table = Table(title=f"{change} (first {rows.height})", title_justify="left")
-        for column in ("sample_id", "d_tsa", "d_tp", "d_ahr"):
-            table.add_column(column, justify="left" if column == "sample_id" else "right")
-        for row in rows.iter_rows(named=True):
-            table.add_row(escape(row["sample_id"]), _signed(row["d_tsa"]), _signed(row["d_tp"]),
-                          _signed(row["d_ahr"]))  # fmt: skip
-        tables.append(table)
-    return tables
+def emit(output: Output, fmt: str, file: TextIO | None = None) -> None:
+    """Print ``output`` in format ``fmt``: table, json, jsonl, csv or markdown."""
+    file = file or sys.stdout
+    if fmt == "table":
+        if output.text is not None:
+            file.write("".join(f"{line}\n" for line in output.text))
+        else:
+            print_grids(output.grids, file)
+            file.write("".join(f"{line}\n" for line in output.notes))
+    elif fmt == "markdown":
+        parts = [grid_markdown(g) for g in output.grids] + [f"{n}\n" for n in output.notes]
+        file.write("\n".join(parts))
+    elif fmt == "csv":
+        grid = output.main_grid()
+        file.write(rows_csv(grid.columns, grid.rows))
+    else:
+        data = output.main_grid().records() if output.data is _FIRST_GRID else output.data
+        if fmt == "json":
+            file.write(to_json(data) + "\n")
+        else:  # jsonl: a list one item a line, anything else on one line
+            items = data if isinstance(data, list) else [data]
+            file.write("".join(to_json(item, indent=None) + "\n" for item in items))
+    file.flush()
 
 
-def print_table(table: Table, file: TextIO | None = None) -> None:
+# ---------------------------------------------------------------- table
+
+
+def print_grids(grids: Sequence[Grid], file: TextIO | None = None) -> None:
+    """Print grids as tables that fit the terminal (or :data:`PIPE_WIDTH` columns)."""
     console = Console(file=file or sys.stdout, soft_wrap=False, width=_width(file))
-    console.print(table)
+    for grid in grids:
+        console.print(fitted_table(grid, console.width))
 
 
 def _width(file: TextIO | None) -> int | None:
     target = file or sys.stdout
-    return None if target.isatty() else 120
+    if target.isatty():
+        return None  # rich asks the terminal
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
 
 
-def rows_table(columns: list[str], rows: list[tuple[Any, ...]]) -> Table:
-    table = Table(show_lines=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(_cell(v) for v in row))
-    table.caption = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
+def fitted_table(grid: Grid, width: int) -> Table:
+    """A rich table of ``grid`` no wider than ``width``: text cells cut with an ellipsis,
+    number columns whole, and the columns that still do not fit left out (and named)."""
+    cells = [[table_cell(v, grid) for v in row] for row in grid.rows]
+    numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
+    # natural: all of it; tight: headers folded; soft: other text cut; hard: the first too
+    natural, tight, soft, hard = [], [], [], []
+    for i, name in enumerate(grid.columns):
+        widest = max((len(row[i]) for row in cells), default=0)
+        natural.append(max(widest, len(name), 1))
+        tight.append(max(widest, min(len(name), _HEADER_MIN), 1))
+        if _is_atomic(grid.rows, i):  # numbers, times, true/false: whole or not at all
+            soft.append(tight[-1])
+            hard.append(tight[-1])
+        elif i == 0:  # what names the row: cut last, and in the middle (ids differ at the end)
+            soft.append(min(tight[-1], _FIRST_SOFT))
+            hard.append(min(tight[-1], _FIRST_HARD))
+        else:
+            soft.append(min(tight[-1], _TEXT_MIN))
+            hard.append(soft[-1])
+    shown = len(grid.columns)
+    while shown > 1 and _table_width(hard[:shown]) > width:
+        shown -= 1
+    widths = natural[:shown]
+    for floor in (tight, soft, hard):  # fold headers before cutting any cell
+        while _table_width(widths) > width:
+            i = max(range(shown), key=lambda j: (widths[j] - floor[j], widths[j]))
+            if widths[i] <= floor[i]:
+                break
+            widths[i] -= 1
+    for row in cells:
+        row[0] = _cut_middle(row[0], widths[0])
+    caption = grid.caption or ""
+    if shown < len(grid.columns):
+        hidden = ", ".join(grid.columns[shown:])
+        caption += f"{'; ' if caption else ''}not shown: {hidden} (--format csv or json has them)"
+    table = Table(
+        title=Text(grid.title) if grid.title else None,
+        title_justify="left",
+        caption=Text(caption) if caption else None,
+        box=box.MINIMAL_HEAVY_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    for i in range(shown):
+        # a header folds onto more lines; cells stay on one, cut with an ellipsis
+        table.add_column(
+            Text(grid.columns[i], overflow="fold"),
+            justify="right" if numeric[i] else "left",
+            width=widths[i],
+        )
+    for row in cells:
+        table.add_row(*(Text(c, no_wrap=True, overflow="ellipsis") for c in row[:shown]))
     return table
 
 
-def _cell(value: Any) -> str:
+def _cut_middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    head = width // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def _table_width(widths: Sequence[int]) -> int:
+    """Characters a table (no outer edge, one space either side of each separator) takes
+    for columns of these widths."""
+    return sum(widths) + 3 * (len(widths) - 1)
+
+
+def _is_numeric(rows: Sequence[Sequence[Any]], i: int) -> bool:
+    """A column of numbers (or of :class:`Whole` texts), set flush right."""
+    values = [row[i] for row in rows if row[i] is not None]
+    return bool(values) and all(
+        isinstance(v, (int, float, Whole)) and not isinstance(v, bool) for v in values
+    )
+
+
+def _is_atomic(rows: Sequence[Sequence[Any]], i: int) -> bool:
+    values = [row[i] for row in rows if row[i] is not None]
+    return bool(values) and all(
+        isinstance(v, (int, float, dt.date, dt.time, Whole)) for v in values
+    )
+
+
+def table_cell(value: Any, grid: Grid) -> str:
+    """A value as a table or markdown cell shows it (on one line)."""
     if value is None:
-        return "NULL"
+        return grid.null
     if isinstance(value, float):
-        return f"{value:.6g}"
-    return escape(str(value))
+        return format(value, grid.digits)
+    if isinstance(value, dt.datetime):
+        return value.strftime(grid.time_format)
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    return " ".join(str(value).splitlines())
 
 
-def rows_csv(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+# ---------------------------------------------------------------- markdown, csv, json
+
+
+def grid_markdown(grid: Grid) -> str:
+    """A GitHub-flavoured Markdown table, title above and caption below, cells in full."""
+
+    def cell(value: Any) -> str:
+        return table_cell(value, grid).replace("\\", "\\\\").replace("|", "\\|")
+
+    numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
+    lines = [f"**{grid.title}**", ""] if grid.title else []
+    lines.append("| " + " | ".join(cell(c) for c in grid.columns) + " |")
+    lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in grid.rows]
+    if grid.caption:
+        lines += ["", grid.caption]
+    return "\n".join(lines) + "\n"
+
+
+def rows_csv(columns: list[str], rows: Sequence[Sequence[Any]]) -> str:
+    """CSV with a header line: numbers in full, missing values empty, lists and objects
+    as JSON, times in ISO 8601."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows(rows)
+    writer.writerows([_csv_value(v) for v in row] for row in rows)
     return buf.getvalue()
 
 
-def to_json(obj: Any) -> str:
-    """Strict JSON: NaN and infinities become null."""
-    return json.dumps(_finite(obj), indent=2, default=str, ensure_ascii=False, allow_nan=False)
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return json.dumps(_finite(value), ensure_ascii=False, default=_json_default)
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return value
+
+
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON: NaN and infinities become null, times ISO 8601."""
+    return json.dumps(
+        _finite(obj),
+        indent=indent,
+        default=_json_default,
+        ensure_ascii=False,
+        allow_nan=False,
+        separators=None if indent else (",", ":"),
+    )
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    return str(value)
 
 
 def _finite(obj: Any) -> Any:
@@ -180,6 +281,9 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+# ---------------------------------------------------------------- live output on stderr
 
 
 @contextmanager
@@ -194,15 +298,31 @@ def working(message: str, file: TextIO | None = None) -> Iterator[None]:
         yield
 
 
-class Progress:
-    """Live progress of a recording: a rich bar on a terminal, plain lines otherwise."""
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
-    def __init__(self, label: str, quiet: bool = False, file: TextIO | None = None):
+
+class Progress:
+    """Live progress of a recording: a rich bar on a terminal, plain lines otherwise.
+
+    On a terminal the numbers come first (done/total, rate, time left, errors, retries)
+    and the label is cut to what is left of the line, so a narrow terminal still shows them.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        quiet: bool = False,
+        file: TextIO | None = None,
+        console: Console | None = None,
+    ):
         self.label = label
         self.total = 0
         self.done = self.errors = self.retries = 0
         self.quiet = quiet
         self.file = file or sys.stderr
+        self.console = console  # for tests: a console of a given width, recorded
         self.started = time.monotonic()
         self._last_line = 0.0
         self._bar: Any = None
@@ -213,28 +333,36 @@ class Progress:
         self.started = time.monotonic()
         if already and total and not self.quiet:
             print(f"{already} samples already recorded; recording {total} more", file=self.file)
-        if total and not self.quiet and self.file.isatty():
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+        if total and not self.quiet and (self.console is not None or self.file.isatty()):
+            from rich.progress import BarColumn, ProgressColumn, TextColumn
             from rich.progress import Progress as RichProgress
+            from rich.table import Column
+
+            class Label(ProgressColumn):
+                """The label, on one line: it is the column that gives way to the numbers."""
+
+                def render(self, task: Any) -> Text:
+                    return Text(task.description, no_wrap=True, overflow="ellipsis")
 
             self._bar = RichProgress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[stats]}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=Console(file=self.file),
+                Label(table_column=Column(min_width=1)),
+                BarColumn(bar_width=12),
+                TextColumn("{task.fields[numbers]}", table_column=Column(no_wrap=True)),
+                console=self.console or Console(file=self.file),
                 transient=False,
             )
-            self._task = self._bar.add_task(self.label, total=total, stats="")
+            self._task = self._bar.add_task(self.label, total=total, numbers=self.numbers())
             self._bar.start()
+
+    def numbers(self) -> str:
+        """done/total, samples per second, time left, errors and retries."""
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.done / elapsed
+        eta = _clock((self.total - self.done) / rate) if self.done else "-:--:--"
+        return (
+            f"{self.done}/{self.total}  {rate:.1f}/s  eta {eta}  "
+            f"errors {self.errors}  retries {self.retries}"
+        )
 
     def retry(self, exc: BaseException) -> None:
         """A model call is being retried (counted live)."""
@@ -245,21 +373,13 @@ class Progress:
         self.errors += record["status"] != "ok"
         if self.quiet:
             return
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        rate = self.done / elapsed
-        stats = f"errors {self.errors}  retries {self.retries}  {rate:.1f}/s"
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.done, stats=stats)
+            self._bar.update(self._task, completed=self.done, numbers=self.numbers())
             return
         now = time.monotonic()
         if self.done == self.total or now - self._last_line >= 2.0:
             self._last_line = now
-            left = (self.total - self.done) / rate if rate > 0 else 0.0
-            print(
-                f"recorded {self.done}/{self.total}  {stats}  eta {left:.0f} s",
-                file=self.file,
-                flush=True,
-            )
+            print(f"recorded {self.numbers()}", file=self.file, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -6,11 +6,17 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, emit, main
 
 
 @main.command()
-@click.argument("run_ids", nargs=-1, required=True, metavar="RUN_ID [RUN_ID ...]")
+@click.argument(
+    "run_ids",
+    nargs=-1,
+    required=True,
+    metavar="RUN_ID [RUN_ID ...]",
+    shell_complete=complete_run_id,
+)
 @click.option(
     "-o",
     "--output",
@@ -20,11 +26,14 @@ from tcbreplay._cli.common import STORE_OPTION, main
     help="The HTML file to write.",
 )
 @click.option("--allow-incomplete", is_flag=True, help="Report runs that did not finish.")
+@FORMAT_OPTION
 @STORE_OPTION
-def report(run_ids, output, allow_incomplete, store) -> None:
+def report(run_ids, output, allow_incomplete, fmt, store) -> None:
     """Write one self-contained HTML report of the runs (the first is the baseline)."""
     from tcbreplay._analysis.report import write_report
+    from tcbreplay._cli.render import Grid, Output
     from tcbreplay._store.runs import Store
 
     path = write_report(Store(store), list(run_ids), output, allow_incomplete=allow_incomplete)
-    click.echo(str(path))
+    data = {"path": str(path), "runs": list(run_ids)}
+    emit(Output(grids=[Grid(["path"], [(str(path),)])], text=[str(path)], data=data), fmt)

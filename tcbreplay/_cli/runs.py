@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from tcbreplay._cli.common import (
-    STORE_OPTION,
-    main,
-)
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
 
 
 @main.command()
+@FORMAT_OPTION
 @STORE_OPTION
-def runs(store) -> None:
-    """List the runs in the store."""
-    from tcbreplay._analysis.sql import run_sql
-    from tcbreplay._cli.render import print_table, rows_table
+def runs(fmt, store) -> None:
+    """List the runs in the store, with the tsa, tp and ahr of their latest scoring."""
+    from tcbreplay._analysis.sql import list_runs
+    from tcbreplay._cli.grids import query_output
     from tcbreplay._store.runs import Store
 
-    result = run_sql(
-        Store(store),
-        "select run_id, status, model, simulated, n_samples, ok, "
-        "errors, created_at from runs order by created_at",
-    )
-    print_table(rows_table(result.columns, result.rows))
+    output = query_output(list_runs(Store(store)))
+    output.grids[0].digits = ".4f"
+    output.grids[0].time_format = "%Y-%m-%d %H:%M"
+    emit(output, fmt)

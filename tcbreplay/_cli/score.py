@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, main
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, emit, main
 
 
 @main.command()
-@click.argument("run_id")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@click.argument("run_id", shell_complete=complete_run_id)
+@FORMAT_OPTION
 @click.option(
     "--rel-tol",
     type=float,
@@ -42,10 +40,11 @@ from tcbreplay._cli.common import STORE_OPTION, main
 )
 @click.option(
     "--scorer",
-    type=click.Choice(["spec", "abet"]),
+    type=click.Choice(["spec", "abet", "bfcl"]),
     default="spec",
     show_default=True,
-    help="spec: the metric spec; abet: the original benchmark's evaluator.",
+    help="spec: the metric spec; abet: the original benchmark's evaluator; "
+    "bfcl: BFCL's AST checker (runs imported with --format bfcl).",
 )
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
@@ -60,7 +59,8 @@ def score(
     run_id, fmt, rel_tol, abs_tol, strings, types, scorer, allow_incomplete, dashboard, store
 ) -> None:
     """Score a stored run from its raw traces (no model, tools or network)."""
-    from tcbreplay._cli.render import breakdown_tables, metrics_table, print_table, to_json, working
+    from tcbreplay._cli.grids import bfcl_output, score_output
+    from tcbreplay._cli.render import working
     from tcbreplay._score.options import ScoreOptions
     from tcbreplay._score.run import score_run
     from tcbreplay._store.runs import Store
@@ -75,19 +75,10 @@ def score(
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,
         )
-    if fmt == "json":
-        click.echo(
-            to_json(
-                {
-                    **result.summary,
-                    "scores_file": str(result.scores_path),
-                    "dashboard_file": str(result.dashboard_path),
-                }
-            )
-        )
-        return
-    print_table(metrics_table(result.summary))
-    for table in breakdown_tables(result.summary):
-        print_table(table)
-    if result.dashboard_path:
-        click.echo(f"dashboard: {result.dashboard_path}")
+    files = {"scores_file": str(result.scores_path), "dashboard_file": result.dashboard_path}
+    summary = {"warnings": result.warnings, **result.summary}
+    output = bfcl_output(summary, files) if scorer == "bfcl" else score_output(summary, files)
+    if fmt in ("table", "markdown"):  # above the metrics: a failed run must not look passed
+        for warning in result.warnings:
+            click.echo(f"Warning: {warning}")
+    emit(output, fmt)

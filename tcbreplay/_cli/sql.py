@@ -9,8 +9,8 @@ from tcbreplay._cli.common import (
     MEMORY_OPTION,
     STORE_OPTION,
     TIMEOUT_OPTION,
+    emit,
     main,
-    render_rows,
 )
 
 
@@ -23,10 +23,13 @@ from tcbreplay._cli.common import (
 def sql_command(query, fmt, timeout, memory_limit, store) -> None:
     """Run a read-only SQL query over every run in the store.
 
-    Views: runs, samples, messages, tool_calls, gold_calls, scores, tools.
+    Views: runs, samples, messages, tool_calls, gold_calls, scores (the default spec
+    scoring), scores_all (every scoring), scorings, tools. A path such as
+    'RUN/scores/spec/scores.parquet' is read from the store.
     """
     from tcbreplay._analysis.sql import run_sql
+    from tcbreplay._cli.grids import query_output
     from tcbreplay._store.runs import Store
 
     result = run_sql(Store(store), query, timeout=timeout, memory_limit=memory_limit)
-    render_rows(result, fmt)
+    emit(query_output(result), fmt)

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tcbreplay._importers.lines import TraceLine
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, lone_surrogate
@@ -69,7 +70,7 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
     return calls
 
 
-def read_dashboard_lines(path: Path, inputs: BenchmarkInputs) -> dict[str, dict[str, Any]]:
+def read_dashboard_lines(path: Path, inputs: BenchmarkInputs) -> list[TraceLine]:
     """One synthesized trace per sample from a dashboard file: the input and one AI message
     holding the agent's calls in order (the file keeps no other messages)."""
     from langchain_core.messages import AIMessage, HumanMessage
@@ -78,7 +79,7 @@ def read_dashboard_lines(path: Path, inputs: BenchmarkInputs) -> dict[str, dict[
     from tcbreplay._record.messages import serialize_messages
 
     calls = read_evaluation(path, inputs.dataset)
-    out = {}
+    out = []
     for sample in inputs.dataset.samples:
         tool_calls = [
             {"name": name, "args": args, "id": f"{sample.sample_id}-{k}", "type": "tool_call"}
@@ -92,5 +93,5 @@ def read_dashboard_lines(path: Path, inputs: BenchmarkInputs) -> dict[str, dict[
                 response_metadata={"synthesized_from": "abet-evaluation"},
             ),
         ]
-        out[sample.sample_id] = {"status": "ok", "messages": serialize_messages(messages, {})}
+        out.append(TraceLine(sample.sample_id, serialize_messages(messages, {})))
     return out

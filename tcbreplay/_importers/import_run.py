@@ -1,9 +1,10 @@
 """Turn traces recorded elsewhere into a run that scoring treats like a recorded one.
 
-Each line of the traces file is ``{"sample_id": ..., "messages": [...]}`` with
-messages as ``langchain_core.messages.messages_to_dict`` writes them. Calls to
-tools that do not exist, or with arguments a tool does not take, are agent
-behaviour to be scored; only traces that cannot be read are refused.
+Each dialect has its module (``langchain``, ``openai``, ``anthropic``, ``tau_bench``,
+``inspect``, ``abet``), which reads its files into :class:`~tcbreplay._importers.lines.TraceLine`
+(LangChain messages, serialized as the store keeps them). Calls to tools that do not exist, or
+with arguments a tool does not take, are agent behaviour to be scored; only traces that
+cannot be read are refused.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tcbreplay._importers.abet import read_dashboard_lines
-from tcbreplay._importers.langchain import read_lines
+from tcbreplay._importers.lines import SourceTraces, TraceLine
+from tcbreplay._importers.sniff import ALIASES, FORMATS, sniff
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
-from tcbreplay._inputs.dataset import lone_surrogate
+from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
+from tcbreplay._inputs.tools import load_toolset, toolset_from_dicts
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import new_manifest, sample_record, utcnow
+from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
 from tcbreplay.errors import InputError, TcbReplayError, TraceError
 
 
@@ -30,22 +33,33 @@ class ImportSummary:
     samples: int
     imported: int
     missing: int
+    format: str = "langchain"
+    sniffed: str | None = None  # why the format was chosen, when --format was not given
+    trials: int = 1
 
 
 def import_traces(
-    inputs: BenchmarkInputs,
+    inputs: BenchmarkInputs | None,
     traces: str | Path,
     store: Store,
     run_id: str,
     *,
     model: str | None = None,
-    fmt: str = "jsonl",
+    fmt: str | None = None,
+    tools: str | None = None,
 ) -> ImportSummary:
     """Validate every trace, then store the run; nothing is written if a trace is bad.
 
-    ``fmt`` is ``jsonl`` (one sample's messages per line) or ``abet-evaluation`` (a
-    dashboard file of the original benchmark: samples it left out are taken to have
-    output equal to their target, as the original saved only mismatches).
+    ``fmt`` is one of :data:`FORMATS` (``None``: told from the file, see
+    :func:`tcbreplay._importers.sniff.sniff`; ``bfcl`` is never told, as it needs BFCL's
+    answers). ``inputs`` (dataset and tools) may be left out for a format that holds the
+    samples' inputs and gold calls (``tau-bench``, ``inspect``); then the tools are ``tools``
+    (a ``module:attr`` or JSON file), else those the traces declare. ``abet-evaluation`` is a
+    dashboard file of the original benchmark: samples it left out are taken to have output
+    equal to their target, as the original saved only mismatches. ``bfcl`` is a BFCL results
+    file, with ``inputs`` from :func:`tcbreplay._importers.bfcl.load_bfcl_inputs`. Each
+    sample's trials are kept; a sample (or trial) without a trace is stored with status
+    ``missing``.
     """
     if model is not None and lone_surrogate(model):
         raise InputError(f"--model {model!r}: not valid UTF-8 text")
@@ -58,40 +72,23 @@ def import_traces(
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(f"{path}: cannot read traces: {exc.strerror or exc}") from exc
-    if fmt == "jsonl":
-        lines = read_lines(data, path.name, inputs.dataset.by_id)
-    elif fmt == "abet-evaluation":
-        lines = read_dashboard_lines(path, inputs)
-    else:
-        raise TraceError(f"--format {fmt!r}: choose jsonl or abet-evaluation")
-    records = []
+    sniffed = None
+    if fmt is None:
+        fmt, sniffed = sniff(path, data)
+    fmt = ALIASES.get(fmt, fmt)
+    if fmt not in FORMATS:
+        raise TraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    source = read_traces(path, data, fmt, inputs)
+    inputs = inputs or _inputs_of(source, fmt, tools)
+    records = _records(run_id, inputs.dataset, source.lines, path.name)
+    trials = max(r["trial"] for r in records) + 1
     now = utcnow().isoformat()
-    for sample in inputs.dataset.samples:
-        line = lines.get(sample.sample_id)
-        records.append(
-            sample_record(
-                run_id,
-                sample,
-                status="missing" if line is None else line["status"],
-                messages=[] if line is None else line["messages"],
-                attempts=0 if line is None else 1,
-                started_at=now,
-                finished_at=now,
-                error_type=None if line is None else line.get("error_type"),
-                error="no trace in the imported file" if line is None else line.get("error"),
-            )
-        )
+    label = model or source.model or "unknown"
     manifest = new_manifest(
         run_id,
         now,
         inputs.manifest_fields(),
-        {
-            "id": model or "unknown",
-            "provider": "import",
-            "name": model or "unknown",
-            "settings": {},
-            "simulated": False,
-        },
+        {"id": label, "provider": "import", "name": label, "settings": {}, "simulated": False},
         source="import",
         traces={"source": str(path), "format": fmt, "sha256": hashlib.sha256(data).hexdigest()},
     )
@@ -113,6 +110,7 @@ def import_traces(
                 "ok": sum(1 for r in records if r["status"] == "ok"),
                 "errors": sum(1 for r in records if r["status"] != "ok"),
                 "missing": len(records) - imported,
+                "trials": trials,
             },
         )
     except BaseException:
@@ -126,7 +124,114 @@ def import_traces(
         samples=len(records),
         imported=imported,
         missing=len(records) - imported,
+        format=fmt,
+        sniffed=sniffed,
+        trials=trials,
     )
+
+
+def read_traces(path: Path, data: bytes, fmt: str, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """The traces of a file in format ``fmt``."""
+    if fmt == "langchain":
+        from tcbreplay._importers import langchain
+
+        return SourceTraces(langchain.read_lines(data, path.name))
+    if fmt == "openai":
+        from tcbreplay._importers import openai
+
+        return SourceTraces(openai.read_lines(data, path.name))
+    if fmt == "anthropic":
+        from tcbreplay._importers import anthropic
+
+        return SourceTraces(anthropic.read_lines(data, path.name))
+    if fmt == "tau-bench":
+        from tcbreplay._importers import tau_bench
+
+        lines, dataset = tau_bench.read_results(data, path.name)
+        return SourceTraces(lines, dataset)
+    if fmt == "inspect":
+        from tcbreplay._importers import inspect
+
+        return inspect.read_log(path, inputs)
+    if inputs is None:
+        raise InputError(f"--format {fmt} needs --dataset")
+    if fmt == "bfcl":
+        from tcbreplay._importers.bfcl import read_results
+
+        found = read_results(data, path.name, inputs)
+        return SourceTraces(
+            [TraceLine(sample_id, line["messages"], status=line["status"])
+             for sample_id, line in found.items()]
+        )  # fmt: skip
+    from tcbreplay._importers.abet import read_dashboard_lines
+
+    return SourceTraces(read_dashboard_lines(path, inputs))
+
+
+def _inputs_of(source: SourceTraces, fmt: str, tools: str | None) -> BenchmarkInputs:
+    """The inputs of traces that hold their samples: their dataset, and ``tools`` or the
+    tools they declare."""
+    if source.dataset is None:
+        raise InputError(
+            f"--dataset is required: the {fmt} traces do not hold the samples' gold calls"
+        )
+    if tools is not None:
+        toolset = load_toolset(tools)
+    elif source.tools:
+        toolset = toolset_from_dicts(source.tools, f"{source.dataset.source} (its tools)")
+    else:
+        raise InputError(
+            "--tools is required", hint="give module:attr or a tools.json file (any shape)"
+        )
+    check_against_tools(source.dataset, toolset.params(), Path(source.dataset.source).name)
+    return BenchmarkInputs(
+        name="custom",
+        title="Tool Call Benchmark",
+        dataset=source.dataset,
+        toolset=toolset,
+        system_prompt="",
+        system_prompt_source=None,
+        system_prompt_sha256=None,
+    )
+
+
+def _records(
+    run_id: str, dataset: Dataset, lines: list[TraceLine], label: str
+) -> list[dict[str, Any]]:
+    """The journal records of every sample's trials (trials 0 to the last any line has; a
+    sample or trial without a line: status missing)."""
+    by_key: dict[tuple[str, int], TraceLine] = {}
+    for line in lines:
+        if line.sample_id not in dataset.by_id:
+            where = line.place or label
+            raise TraceError(f"{where}: sample_id {line.sample_id!r} is not in the dataset")
+        key = (line.sample_id, line.trial)
+        if key in by_key:  # each reader refuses this with its place; a last guard
+            raise TraceError(f"{line.place or label}: sample {key} appears twice")
+        by_key[key] = line
+    trials = max((line.trial for line in lines), default=0) + 1
+    now = utcnow().isoformat()
+    records = []
+    for trial in range(trials):
+        for sample in dataset.samples:
+            found = by_key.get((sample.sample_id, trial))
+            records.append(
+                sample_record(
+                    run_id,
+                    sample,
+                    status="missing" if found is None else found.status,
+                    messages=[] if found is None else found.messages,
+                    attempts=0 if found is None else 1,
+                    started_at=now,
+                    finished_at=now,
+                    error_type=None if found is None else found.error_type,
+                    error="no trace in the imported file" if found is None else found.error,
+                    trial=trial,
+                    sample_index=row_index(sample.index, trial, len(dataset)),
+                    metadata=None if found is None else found.metadata,
+                )
+            )
+    return records
 
 
 def _drop_unfinished_import(store: Store, run_id: str) -> None:

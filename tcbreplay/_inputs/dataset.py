@@ -6,13 +6,19 @@ Three shapes of gold calls are accepted per entry:
 - ``{"target": [{"name": ..., "args": {...}}, ...]}``,
 - ``{"target": {"tool_call_names": [...], "tool_call_args": [...]}}``.
 
-``id`` is optional (default: the entry's zero-based position); ``category`` is optional.
+``id`` is optional (default: the entry's zero-based position); ``category`` is optional;
+``metadata`` is an optional object kept with the sample (stored as the samples' ``metadata``).
+A gold call in ``target`` may carry rules (``accept``, ``optional``, ``group``), an entry
+``"order": "any"`` and its own ``tools`` (gold.py describes them).
 An entry gives its gold calls one way: ``target`` together with ``tool_call_names`` or
-``tool_call_args`` is refused as ambiguous.
+``tool_call_args`` is refused as ambiguous. Any other key, in an entry or in a gold call, is
+refused with its place (and, for a known alias such as ``kwargs``, the key it stands for):
+read silently, it would change what is scored.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -46,6 +52,7 @@ class Sample:
     input: str
     target: tuple[GoldCall, ...]
     category: str | None = None
+    metadata: dict[str, Any] | None = None
     where: str = field(default="", compare=False, repr=False)
     order: str | None = None  # "any": every gold call in one order-free group
     tools: tuple[ToolSchema, ...] | None = None  # the sample's own tools
@@ -75,6 +82,8 @@ class Sample:
             out["order"] = self.order
         if self.tools is not None:
             out["tools"] = self.tool_specs()
+        if self.metadata:
+            out["metadata"] = self.metadata
         return out
 
 
@@ -213,16 +222,65 @@ class _EntryProblem(Exception):
     pass
 
 
-# the keys of an entry and of a gold call (gold.py describes the rules)
+# the keys of an entry and of a gold call, and keys other tools use for them
 ENTRY_KEYS = (
-    "id", "input", "target", "tool_call_names", "tool_call_args", "category", "order", "tools",
+    "id", "input", "target", "tool_call_names", "tool_call_args", "category", "metadata",
+    "order", "tools",
 )  # fmt: skip
 CALL_KEYS = ("name", "args", "accept", "optional", "group")
+_ENTRY_ALIASES = {
+    "sample_id": "id",
+    "task_id": "id",
+    "question": "input",
+    "prompt": "input",
+    "instruction": "input",
+    "query": "input",
+    "gold": "target",
+    "actions": "target",
+    "calls": "target",
+    "expected": "target",
+    "tool_calls": "target",
+    "meta": "metadata",
+    "info": "metadata",
+}
+_CALL_ALIASES = {
+    "kwargs": "args",
+    "arguments": "args",
+    "parameters": "args",
+    "params": "args",
+    "input": "args",
+    "tool": "name",
+    "tool_name": "name",
+    "function": "name",
+}
+
+
+def unknown_keys(
+    obj: dict[str, Any], known: tuple[str, ...], aliases: dict[str, str], what: str, rest: str
+) -> str | None:
+    """A problem naming the first key of ``obj`` not in ``known`` (``what``: where it sits),
+    with the known key it most likely stands for, else ``rest`` (what to do instead)."""
+    for key in obj:
+        if key in known:
+            continue
+        guess = aliases.get(key) or next(
+            iter(difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)), None
+        )
+        hint = f"did you mean {guess}?" if guess else rest
+        return f"unknown key {key!r} in {what} ({hint})"
+    return None
 
 
 def _parse_entry(entry: Any, index: int) -> Sample:
     if not isinstance(entry, dict):
         raise _EntryProblem(f"expected an object, got {_kind(entry)}")
+    problem = unknown_keys(
+        entry, ENTRY_KEYS, _ENTRY_ALIASES, "the entry",
+        "an entry has id, input, its gold calls, category, metadata, order and tools; put "
+        "other fields in metadata",
+    )  # fmt: skip
+    if problem:
+        raise _EntryProblem(problem)
     if "input" not in entry:
         raise _EntryProblem("missing input")
     text = entry["input"]
@@ -234,6 +292,9 @@ def _parse_entry(entry: Any, index: int) -> Sample:
     category = entry.get("category")
     if category is not None and not isinstance(category, str):
         raise _EntryProblem(f"category must be a string, got {_kind(category)}")
+    metadata = entry.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise _EntryProblem(f"metadata must be an object, got {_kind(metadata)}")
     target = _parse_target(entry)
     try:
         check_groups(target)
@@ -248,6 +309,7 @@ def _parse_entry(entry: Any, index: int) -> Sample:
         category=category,
         order=entry.get("order"),
         tools=_parse_tools(entry["tools"]) if "tools" in entry else None,
+        metadata=metadata or None,
     )
 
 
@@ -280,6 +342,15 @@ def _parse_target(entry: dict[str, Any]) -> tuple[GoldCall, ...]:
 def _call_from_object(call: Any, i: int) -> GoldCall:
     if not isinstance(call, dict):
         raise _EntryProblem(f"target[{i}] must be an object with name and args, got {_kind(call)}")
+    problem = unknown_keys(
+        call,
+        CALL_KEYS,
+        _CALL_ALIASES,
+        f"target[{i}]",
+        "a gold call has name, args, accept, optional and group",
+    )
+    if problem:
+        raise _EntryProblem(problem)
     name = call.get("name")
     if not isinstance(name, str) or not name:
         raise _EntryProblem(f"target[{i}].name must be a non-empty string")
@@ -294,6 +365,13 @@ def _call_from_object(call: Any, i: int) -> GoldCall:
 
 
 def _calls_from_lists(obj: dict[str, Any], prefix: str) -> tuple[GoldCall, ...]:
+    if prefix:  # the target object holds the two lists only
+        problem = unknown_keys(
+            obj, ("tool_call_names", "tool_call_args"), {}, "target",
+            "a target object has tool_call_names and tool_call_args only",
+        )  # fmt: skip
+        if problem:
+            raise _EntryProblem(problem)
     names = obj.get("tool_call_names")
     args = obj.get("tool_call_args")
     if names is None:

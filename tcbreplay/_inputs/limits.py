@@ -111,10 +111,9 @@ def _bounded(value: Any) -> Any:
             if level > MAX_DEPTH:
                 parent[key] = OVER_DEPTH
                 continue
-            is_dict = type(item) is dict
-            copy = dict.fromkeys(item) if is_dict else [None] * len(item)
+            copy = dict.fromkeys(item) if type(item) is dict else [None] * len(item)
             parent[key] = copy
-            for k, child in item.items() if is_dict else enumerate(item):
+            for k, child in item.items() if type(item) is dict else enumerate(item):
                 stack.append((child, level + 1, copy, k))
         else:
             parent[key] = item

@@ -1,5 +1,12 @@
 """Tool schemas from a Python ``module:attr`` or a JSON file of function schemas.
 
+A JSON file may hold tools in any of the common shapes, each read into the bare one: a bare
+function schema ``{"name", "description", "parameters"}``, OpenAI's wrapped form
+``{"type": "function", "function": {...}}``, Anthropic's ``{"name", "description",
+"input_schema"}`` and MCP's ``{"name", "description", "inputSchema"}`` (a list, or an object
+with a ``tools`` list as MCP's ``tools/list`` answers). A shape that is almost one of them is
+refused with a hint naming the shape it resembles.
+
 A tool schema is what scoring needs to know about a tool: its name, description and
 JSON-schema parameters (with ``default`` where one is declared). Tools loaded
 from Python also carry LangChain tool objects that recording can execute.
@@ -12,7 +19,7 @@ import hashlib
 import importlib
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,16 +53,24 @@ class ToolSchema:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], place: str = "tool") -> ToolSchema:
-        """Validate one function schema ``{"name", "description", "parameters"}``."""
+        """Validate one tool schema in any shape the module names (read as the bare one)."""
         if not isinstance(obj, Mapping):
             raise ToolSchemaError(f"{place}: expected an object with name and parameters")
+        obj, place = _bare(obj, place)
         name = obj.get("name")
         if not isinstance(name, str) or not name:
-            raise ToolSchemaError(f"{place}: name must be a non-empty string")
-        description = obj.get("description", "")
+            raise ToolSchemaError(
+                f"{place}: name must be a non-empty string",
+                hint="tools are read as bare function schemas {name, description, parameters}, "
+                'OpenAI\'s {"type": "function", "function": {...}}, Anthropic\'s {name, '
+                "input_schema} or MCP's {name, inputSchema}",
+            )
+        description = obj.get("description") or ""  # SDK models write a missing one as null
         if not isinstance(description, str):
             raise ToolSchemaError(f"{place} ({name}): description must be a string")
-        params = obj.get("parameters", {"type": "object", "properties": {}})
+        params = obj.get("parameters")
+        if params is None:
+            params = {"type": "object", "properties": {}}
         if not isinstance(params, Mapping):
             raise ToolSchemaError(f"{place} ({name}): parameters must be a JSON-schema object")
         props = params.get("properties", {})
@@ -66,6 +81,62 @@ class ToolSchema:
                 f"{place} ({name}): parameters.properties must map names to JSON schemas"
             )
         return cls(name=name, description=description, parameters=dict(params))
+
+
+# where each shape keeps the parameters' JSON schema
+_PARAMETER_KEYS = {"parameters": "a bare function schema", "input_schema": "Anthropic's tool",
+                   "inputSchema": "an MCP tool"}  # fmt: skip
+# keys that look like a place for parameters, but are none of those
+_NEAR_PARAMETERS = (
+    "params", "arguments", "args", "schema", "input", "args_schema", "json_schema",
+    "inputschema", "input-schema", "parameter", "properties",
+)  # fmt: skip
+
+
+def _bare(obj: Mapping[str, Any], place: str) -> tuple[Mapping[str, Any], str]:
+    """The bare function schema of one tool in any accepted shape (see the module), and the
+    place of the object it was read from."""
+    if "function" in obj:  # OpenAI's wrapped form
+        inner = obj["function"]
+        hint = 'OpenAI\'s wrapped form is {"type": "function", "function": {"name", ...}}'
+        if not isinstance(inner, Mapping):
+            raise ToolSchemaError(
+                f"{place}: function is {type(inner).__name__}, not an object", hint=hint
+            )
+        if obj.get("type", "function") != "function":
+            raise ToolSchemaError(
+                f"{place}: type {obj.get('type')!r} beside function: OpenAI's wrapped form has "
+                'type "function"',
+                hint=hint,
+            )
+        if "name" in obj or "parameters" in obj:
+            raise ToolSchemaError(
+                f"{place}: name or parameters both beside and inside function", hint=hint
+            )
+        return _bare(inner, f"{place}: function")
+    given = [key for key in _PARAMETER_KEYS if key in obj]
+    if len(given) > 1:
+        raise ToolSchemaError(
+            f"{place}: gives both {' and '.join(given)}: give a tool's parameters one way",
+            hint=f"{given[0]} is how {_PARAMETER_KEYS[given[0]]} names them",
+        )
+    if not given:
+        near = [key for key in _NEAR_PARAMETERS if key in obj]
+        if near:
+            raise ToolSchemaError(
+                f"{place}: has {near[0]!r} but no parameters: did you mean parameters "
+                "(a function schema), input_schema (Anthropic) or inputSchema (MCP)?",
+                hint="a tool read without its parameters would make every argument invented",
+            )
+    if "name" not in obj and isinstance(obj.get("type"), str) and obj["type"] != "function":
+        raise ToolSchemaError(
+            f"{place}: a {obj['type']!r} tool without a name: only function tools are read",
+            hint='OpenAI\'s function tools are {"type": "function", "function": {"name", ...}}',
+        )
+    if not given:
+        return obj, place
+    key = given[0]
+    return {**{k: v for k, v in obj.items() if k != key}, "parameters": obj[key]}, place
 
 
 @dataclass
@@ -97,7 +168,7 @@ def load_toolset(source: str) -> Toolset:
     return _from_module(source)
 
 
-def toolset_from_dicts(items: list[Mapping[str, Any]], source: str) -> Toolset:
+def toolset_from_dicts(items: Sequence[Mapping[str, Any]], source: str) -> Toolset:
     """Rebuild the tool schemas stored in a run manifest."""
     schemas = [ToolSchema.from_dict(obj, f"{source}: tool {i}") for i, obj in enumerate(items)]
     return Toolset(schemas=schemas, source=source)
@@ -124,13 +195,18 @@ def _from_json(path: Path) -> Toolset:
 
 
 def schemas_from_items(items: Any, label: str) -> list[ToolSchema]:
-    """The tool schemas of a tools file's JSON (an array of function schemas, or an object
-    with one under ``tools``), or of a dataset entry's ``tools``; ``label`` names the place.
-    A name declared twice with the same schema is one tool; with different ones, refused."""
+    """The tool schemas of a tools file's JSON (an array of tools in any shape ToolSchema
+    reads, or an object with one under ``tools``, as MCP's tools/list result), or of a
+    dataset entry's ``tools``; ``label`` names the place. A name declared twice with the same
+    schema is one tool; with different ones, refused."""
     if isinstance(items, dict) and "tools" in items:
         items = items["tools"]
     if not isinstance(items, list):
-        raise ToolSchemaError(f"{label}: expected a JSON array of function schemas")
+        single = isinstance(items, dict) and ("name" in items or "function" in items)
+        raise ToolSchemaError(
+            f"{label}: expected a JSON array of function schemas",
+            hint="one tool alone goes in a list: [{...}]" if single else None,
+        )
     schemas = [ToolSchema.from_dict(obj, f"{label}: tool {i}") for i, obj in enumerate(items)]
     return _one_per_name(schemas, label)
 

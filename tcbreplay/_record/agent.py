@@ -26,6 +26,8 @@ class SampleState:
     timings: dict[str, float] = field(default_factory=dict)
     retries: int = 0
     errors: list[str] = field(default_factory=list)
+    answered: int = 0  # model calls answered
+    model_error: BaseException | None = None  # the model call's failure that ended the sample
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def _middleware(policy: CallPolicy) -> Any:
     class Recording(AgentMiddleware):
         """Time calls, retry transient model failures, keep to the rate limit."""
 
-        async def awrap_model_call(self, request, handler):  # type: ignore[no-untyped-def]
+        async def awrap_model_call(self, request, handler):
             state = current_sample.get(None)
             attempt = 0
             while True:
@@ -78,6 +80,8 @@ def _middleware(policy: CallPolicy) -> Any:
                             f"model call did not answer within {policy.call_timeout:g} s"
                         )
                     if attempt > policy.retries or not is_transient(exc):
+                        if state is not None:
+                            state.model_error = exc
                         if exc is caught:
                             raise
                         raise exc from caught
@@ -89,6 +93,8 @@ def _middleware(policy: CallPolicy) -> Any:
                     await asyncio.sleep(backoff_delay(policy.backoff, attempt, exc))
                     continue
                 elapsed = time.perf_counter() - t0
+                if state is not None:
+                    state.answered += 1
                 for message in getattr(response, "result", None) or []:
                     usage = getattr(message, "usage_metadata", None) or {}
                     policy.limiter.record_tokens(usage.get("total_tokens"))
@@ -96,7 +102,7 @@ def _middleware(policy: CallPolicy) -> Any:
                         state.timings[message.id] = elapsed
                 return response
 
-        async def awrap_tool_call(self, request, handler):  # type: ignore[no-untyped-def]
+        async def awrap_tool_call(self, request, handler):
             t0 = time.perf_counter()
             result = await handler(request)
             state = current_sample.get(None)
@@ -158,7 +164,7 @@ def inline_tracing_hooks() -> Iterator[None]:
         yield
         return
 
-    async def inline(default, ctx, func, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def inline(default, ctx, func, /, *args, **kwargs):
         return ctx.run(func, *args, **kwargs)
 
     langsmith.set_runtime_overrides(aio_to_thread=inline)

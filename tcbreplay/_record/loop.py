@@ -13,8 +13,8 @@ from collections.abc import Coroutine, Iterator
 from typing import Any
 
 # Young-generation threshold while recording (Python's default is 700). LangChain
-# allocates many short-lived containers per call; collecting every 700 of them made
-# the collector about a fifth of a recording's CPU. Memory stays flat: see BENCHMARKS.md.
+# allocates many short-lived containers per call, and collecting every 700 of them
+# kept the collector busy (see BENCHMARKS.md); memory stays flat.
 GC_GEN0_THRESHOLD = 50_000
 
 

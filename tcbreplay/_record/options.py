@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from tcbreplay._machine import usable_cores
@@ -28,6 +28,7 @@ class RecordOptions:
     max_rpm: float | None = None
     max_tpm: float | None = None
     processes: int | None = None  # None: one per WORKERS_PER_PROCESS workers, at most one per core
+    trials: int | None = None  # runs of each sample; None: the run's (resumed), else 1
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -40,6 +41,8 @@ class RecordOptions:
                     f"--processes {self.processes} is more than --workers {self.workers}: "
                     "each process runs at least one worker"
                 )
+        if self.trials is not None and not 1 <= self.trials <= MAX_TRIALS:
+            raise InputError(f"--trials {self.trials}: must be from 1 to {MAX_TRIALS}")
         if self.retries < 0:
             raise InputError("--retries must not be negative")
         if not math.isfinite(self.backoff) or self.backoff < 0:
@@ -63,7 +66,26 @@ class RecordOptions:
             "max_rpm": self.max_rpm,
             "max_tpm": self.max_tpm,
             "processes": self.process_count(),
+            "trials": self.trials or 1,
         }
+
+    @classmethod
+    def resolve(
+        cls, given: Mapping[str, Any], stored: Mapping[str, Any] | None = None
+    ) -> RecordOptions:
+        """The settings ``given``, the rest from a resumed run's ``stored`` runner settings
+        (its manifest's ``runner``), the defaults for anything neither holds.
+
+        A stored process count is kept only while the workers are too: it was made for them.
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise TypeError(f"not a runner setting: {', '.join(unknown)}")
+        kept = {k: v for k, v in (stored or {}).items() if k in names and k not in given}
+        if "workers" in given:
+            kept.pop("processes", None)
+        return cls(**{**kept, **given})
 
     def process_count(self) -> int:
         """Processes that run the agents: as given, or one per 32 workers up to the cores.
@@ -86,6 +108,10 @@ class RecordOptions:
         """
         rpm, tpm = (None if v is None else v / processes for v in (self.max_rpm, self.max_tpm))
         return RateLimiter(rpm, tpm)
+
+
+# The most trials of a sample a recording makes (each one is a stored row).
+MAX_TRIALS = 10_000
 
 
 # With ``--processes`` left out: a process for every this many workers (at most one per core).

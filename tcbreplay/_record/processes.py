@@ -25,12 +25,14 @@ from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import aclose_model
+from tcbreplay._record.failures import Outcome, RecordStop
 from tcbreplay._record.loop import run_loop
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
 from tcbreplay._record.sample import run_sample
 from tcbreplay._store.writer import RunWriter, journal_line
 
-# (sample number | None) parent -> child; ("sample", status, line) | ("retry", text) back.
+# (sample number | None) parent -> child; ("sample", status, line, outcome) | ("retry", text)
+# back.
 _SAMPLE = "sample"
 _RETRY = "retry"
 
@@ -47,14 +49,17 @@ def record_in_processes(
     processes: int,
     agent_for: Callable[[Callable[[BaseException], None]], Any],
     chat_model: Any,
-    samples: list[Sample],
+    samples: list[tuple[Sample, int, int]],
     writer: RunWriter,
     options: RecordOptions,
     progress: ProgressFn | None,
+    on_outcome: Callable[[Outcome], None] | None = None,
 ) -> None:
     """Record ``samples`` in ``processes`` children; append what they send to ``writer``.
 
-    ``agent_for(on_retry)`` builds a child's agent (in the child, after the fork).
+    ``agent_for(on_retry)`` builds a child's agent (in the child, after the fork);
+    ``on_outcome`` sees each finished sample once it is appended, and may stop the run by
+    raising (the children are stopped, and what they had finished is kept).
     """
 
     async def child(workers: int, send: Callable[[tuple], None], next_number: Any) -> None:
@@ -63,18 +68,23 @@ def record_in_processes(
         async def worker(k: int) -> None:
             await asyncio.sleep(k * STAGGER)
             while (number := await next_number()) is not None:
-                record = await run_sample(agent, samples[number], writer.run_id, options)
-                send((_SAMPLE, record["status"], journal_line(record)))
+                sample, trial, index = samples[number]
+                record, outcome = await run_sample(
+                    agent, sample, writer.run_id, options, trial, index
+                )
+                send((_SAMPLE, record["status"], journal_line(record), outcome))
 
         try:
             await asyncio.gather(*(worker(k) for k in range(workers)))
         finally:
             await aclose_model(chat_model)
 
-    def on_line(line: str, status: str) -> None:
+    def on_line(line: str, status: str, outcome: Outcome) -> None:
         writer.append_line(line)
         if progress is not None:
             progress({"status": status})
+        if on_outcome is not None:
+            on_outcome(outcome)
 
     run_in_processes(
         split_workers(options.workers, processes),
@@ -96,7 +106,7 @@ def run_in_processes(
     shares: list[int],
     count: int,
     child_main: Callable[[int, Callable[[tuple], None], Callable[[], Any]], Awaitable[None]],
-    on_line: Callable[[str, str], None],
+    on_line: Callable[[str, str, Any], None],
     on_retry: Callable[[BaseException], None] | None = None,
     close_in_child: Callable[[], None] | None = None,
 ) -> None:
@@ -104,9 +114,11 @@ def run_in_processes(
 
     ``child_main(workers, send, next_number)`` runs in each child: an async function
     that records samples by the numbers ``await next_number()`` returns until it
-    returns None, and sends ``("sample", status, line)`` or ``("retry", text)``
-    through ``send``. ``on_line(line, status)`` runs in this process for each finished
-    sample. ``close_in_child`` releases what the child must not hold (the run's files).
+    returns None, and sends ``("sample", status, line, outcome)`` or ``("retry", text)``
+    through ``send``. ``on_line(line, status, outcome)`` runs in this process for each
+    finished sample; an exception it raises stops the children, once what they had
+    finished is kept (as on Ctrl-C). ``close_in_child`` releases what the child must not
+    hold (the run's files).
     """
     context = multiprocessing.get_context("fork")
     pipes = [context.Pipe(duplex=True) for _ in shares]
@@ -142,7 +154,7 @@ def _hand_out(
     shares: list[int],
     count: int,
     children: list[Any],
-    on_line: Callable[[str, str], None],
+    on_line: Callable[[str, str, Any], None],
     on_retry: Callable[[BaseException], None] | None,
 ) -> None:
     todo = deque(range(count))
@@ -171,8 +183,9 @@ def _hand_out(
     live = list(conns)
     try:
         while live:
-            for conn in wait(live):
-                i = index[id(conn)]
+            for ready in wait(live):
+                i = index[id(ready)]
+                conn = conns[i]
                 try:
                     message = conn.recv()
                 except (EOFError, OSError):
@@ -182,12 +195,13 @@ def _hand_out(
                     continue
                 if message[0] == _SAMPLE:
                     out[i] -= 1
-                    on_line(message[2], message[1])
+                    on_line(message[2], message[1], message[3])
                     give(i)
                 elif on_retry is not None:
                     on_retry(RemoteRetry(message[1]))
-    except KeyboardInterrupt:
-        # Keep what the children finished before Ctrl-C: it is already in the pipes.
+    except (KeyboardInterrupt, RecordStop):
+        # Keep what the children finished before Ctrl-C (or the sample that stopped the
+        # run): it is already in the pipes.
         for child in children:
             if child.is_alive():
                 child.kill()
@@ -196,12 +210,12 @@ def _hand_out(
         raise
 
 
-def _drain(conn: Connection, on_line: Callable[[str, str], None]) -> None:
+def _drain(conn: Connection, on_line: Callable[[str, str, Any], None]) -> None:
     try:
         while conn.poll():
             message = conn.recv()
             if message[0] == _SAMPLE:
-                on_line(message[2], message[1])
+                on_line(message[2], message[1], message[3])
     except (EOFError, OSError):
         return
 

@@ -11,8 +11,8 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,11 @@ from typing import Any
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
+from tcbreplay._record.failures import Breaker, MaxErrors, RecordStop, stop_message
 from tcbreplay._record.loop import lean_gc, run_loop
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models import (
+    TRANSPORT_SETTINGS,
     ModelChoice,
     build_chat_model,
     check_credentials,
@@ -31,9 +33,9 @@ from tcbreplay._record.models import (
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
 from tcbreplay._record.sample import SampleTimeout, run_sample
 from tcbreplay._store.runs import Run, Store, validate_run_id
-from tcbreplay._store.schema import new_manifest, utcnow
+from tcbreplay._store.schema import new_manifest, row_index, utcnow
 from tcbreplay._store.writer import RunWriter
-from tcbreplay.errors import InputError, RunExistsError, StoreError, first_line
+from tcbreplay.errors import InputError, RecordError, RunExistsError, StoreError, first_line
 
 __all__ = ["RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "serialize_messages"]
 
@@ -57,12 +59,7 @@ class RecordSummary:
     error_types: dict[str, int] = field(default_factory=dict)
     attempted: int = 0
     processes: int = 1
-
-
-# Model settings that change how requests travel, not what the model answers.
-TRANSPORT_SETTINGS = frozenset(
-    {"base_url", "timeout", "request_timeout", "max_retries", "client_args", "additional_headers"}
-)
+    trials: int = 1  # recordings of each sample (``total`` counts every one)
 
 
 def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice) -> str:
@@ -91,19 +88,33 @@ def record_run(
     store: Store,
     *,
     run_id: str | None = None,
-    options: RecordOptions | None = None,
+    options: RecordOptions | Mapping[str, Any] | None = None,
     progress: ProgressFn | None = None,
     retry_errors: bool = False,
     overwrite: bool = False,
+    limit: int | None = None,
+    sample_ids: Sequence[str] | None = None,
+    max_errors: MaxErrors | str | int | float | None = None,
 ) -> RecordSummary:
     """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
 
     A new run id starts a run. An existing run with the same inputs is resumed:
     only samples not yet stored are recorded (with ``retry_errors``, also those
     stored with status error). ``overwrite`` deletes the existing run first.
+
+    ``options``: the runner settings; a mapping gives only some of them, the rest being the
+    resumed run's stored ones (the defaults for a new run). Each sample is recorded
+    ``trials`` times (trials 0 to K - 1; by default a resumed run's trials, else 1).
+    ``limit`` and ``sample_ids`` record only the first ``limit`` samples of the dataset, or
+    of those with these ids (each for every trial): the run is then ``partial``, and a later
+    recording of it can complete it.
+
+    Raises :class:`~tcbreplay.errors.RecordError` when the recording stops on an error
+    retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
+    when more samples than it allows are left in error; the run is kept either way.
     """
-    options = options or RecordOptions()
-    if inputs.toolset.tools is None:
+    tools = inputs.toolset.tools
+    if tools is None:
         raise InputError(
             f"{inputs.toolset.source}: JSON tool schemas have no code to run",
             hint="record needs tools from a Python module:attr; JSON schemas suit import",
@@ -117,6 +128,11 @@ def record_run(
             hint="record runs the tools of --tools for every sample; a dataset whose entries "
             "carry their own tools suits import",
         )
+    budget = None if max_errors is None else MaxErrors.parse(max_errors)
+    selected = _select(inputs.dataset.samples, limit, sample_ids)
+    given = options if isinstance(options, Mapping) else None
+    if given is not None:
+        RecordOptions.resolve(given)  # refuse bad settings before anything is written
     check_credentials(choice)
     gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
     chat_model = build_chat_model(choice, gold)
@@ -125,19 +141,23 @@ def record_run(
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)
     writer = None
+    already = 0
+    model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
+    entries = len(inputs.dataset)
     if not store.exists(run_id):
+        opts = _options(options)
         manifest = new_manifest(
             run_id,
             utcnow().isoformat(),
             inputs.manifest_fields(),
-            {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)},
+            model,
             fingerprint=print_,
             libraries=_library_versions(),
-            runner=options.to_dict(),
+            runner=opts.to_dict(),
         )
         try:
             writer = store.create_run(manifest, inputs.dataset.entries())
-            samples = inputs.dataset.samples
+            tasks = _tasks(selected, opts.trials or 1, entries, {}, set())
         except RunExistsError:
             pass  # made by another process since the look above: resumed below, as it is now
     if writer is None:
@@ -145,50 +165,149 @@ def record_run(
         # run that cannot be resumed is left as it was; checked again under the lock.
         run = store.open_run(run_id)
         _check_resumable(run.manifest, print_, run)
+        opts = _options(options, run.manifest.get("runner"))
         writer = store.resume_run(run_id)
         try:
-            _check_resumable(writer.manifest, print_, run)
+            manifest = writer.manifest
+            _check_resumable(manifest, print_, run)
             recorded = run.recorded_ids()
         except BaseException:
             writer.close()
             raise
+        trials = opts.trials or _stored_trials(manifest.get("runner") or {}, recorded)
+        opts = replace(opts, trials=trials)
         redo = {"error", "missing"} if retry_errors else set()
-        samples = [
-            s
-            for s in inputs.dataset.samples
-            if s.sample_id not in recorded or recorded[s.sample_id] in redo
-        ]
-        writer.update_manifest(status="recording")
-    processes = min(options.process_count(), max(1, len(samples)))
+        tasks = _tasks(selected, trials, entries, recorded, redo)
+        already = sum(1 for status in recorded.values() if status not in redo)
+        # this recording's runner and transport settings are the ones a later resume reuses
+        writer.update_manifest(status="recording", runner=opts.to_dict(), model=model)
+    samples = tasks
+    total = entries * (opts.trials or 1)
+    processes = min(opts.process_count(), max(1, len(samples)))
     on_retry = getattr(progress, "retry", None)
 
     def agent_for(on_retry: Callable[[BaseException], None] | None) -> Any:
         """The agent of one process, with that process's share of the rate limits."""
         policy = CallPolicy(
-            retries=options.retries,
-            backoff=options.backoff,
-            call_timeout=options.call_timeout,
-            limiter=options.rate_limiter(processes),
+            retries=opts.retries,
+            backoff=opts.backoff,
+            call_timeout=opts.call_timeout,
+            limiter=opts.rate_limiter(processes),
             on_retry=on_retry,
         )
-        return build_agent(chat_model, inputs.toolset.tools, inputs.system_prompt, policy)
+        return build_agent(chat_model, tools, inputs.system_prompt, policy)
 
-    def run() -> None:
+    breaker = Breaker(min(opts.workers, len(samples)))
+
+    def record_samples() -> None:
         if processes == 1:
             agent = agent_for(on_retry)
-            run_loop(_in_process(agent, chat_model, samples, writer, options, progress))
+            run_loop(_in_process(agent, chat_model, samples, writer, opts, progress, breaker))
         else:
             from tcbreplay._record.processes import record_in_processes
 
             record_in_processes(
-                processes, agent_for, chat_model, samples, writer, options, progress
+                processes, agent_for, chat_model, samples, writer, opts, progress, breaker.see
             )
 
     if hasattr(progress, "start"):
-        progress.start(len(samples), len(inputs.dataset) - len(samples))  # type: ignore[union-attr]
-    summary = _record(run, samples, writer, choice.simulated, len(inputs.dataset))
+        progress.start(len(samples), already)  # type: ignore[union-attr]
+    partial = len(selected) < entries
+    try:
+        summary = _record(record_samples, samples, writer, choice.simulated, total, partial)
+    except RecordStop as stop:
+        stop.summary.processes = processes
+        stop.summary.attempted = breaker.seen
+        stop.summary.trials = opts.trials or 1
+        raise RecordError(
+            f"recording of {run_id} stopped: {stop_message(stop, choice)}",
+            hint=f"the run keeps its {stop.summary.recorded} finished samples; "
+            + retry_hint(Run(writer.dir)),
+            summary=stop.summary,
+        ) from None
     summary.processes = processes
+    summary.trials = opts.trials or 1
+    if budget is not None and not budget.allows(summary.errors, summary.recorded):
+        raise RecordError(errors_message(summary, budget), hint=retry_hint(Run(writer.dir)),
+                          summary=summary)  # fmt: skip
     return summary
+
+
+# one recording of a sample: the sample, its trial and its row's sample_index
+Task = tuple[Sample, int, int]
+
+
+def _tasks(
+    samples: list[Sample],
+    trials: int,
+    entries: int,
+    recorded: dict[tuple[str, int], str],
+    redo: set[str],
+) -> list[Task]:
+    """The trials of ``samples`` (of a dataset of ``entries``) to record, trial by trial in
+    dataset order: those not recorded yet, and those stored with a status in ``redo``."""
+    out = []
+    for trial in range(trials):
+        for s in samples:
+            status = recorded.get((s.sample_id, trial))
+            if status is None or status in redo:
+                out.append((s, trial, row_index(s.index, trial, entries)))
+    return out
+
+
+def _stored_trials(runner: dict[str, Any], recorded: dict[tuple[str, int], str]) -> int:
+    """The trials a resumed run was started with (a run older than trials: 1)."""
+    stored = runner.get("trials")
+    most = max((trial for _, trial in recorded), default=0) + 1
+    return max(stored if isinstance(stored, int) and stored > 0 else 1, most)
+
+
+def _options(
+    options: RecordOptions | Mapping[str, Any] | None, stored: Mapping[str, Any] | None = None
+) -> RecordOptions:
+    if isinstance(options, RecordOptions):
+        return options
+    return RecordOptions.resolve(options or {}, stored)
+
+
+def _select(
+    samples: list[Sample], limit: int | None, sample_ids: Sequence[str] | None
+) -> list[Sample]:
+    """The samples ``--sample-id`` names (all when none), in dataset order, the first
+    ``--limit`` of them."""
+    if sample_ids:
+        known = {s.sample_id for s in samples}
+        for sample_id in sample_ids:
+            if sample_id not in known:
+                first = ", ".join(s.sample_id for s in samples[:3])
+                raise InputError(
+                    f"--sample-id {sample_id!r}: the dataset has no sample of that id",
+                    hint=f"its ids are like {first}" if samples else None,
+                )
+        wanted = set(sample_ids)
+        samples = [s for s in samples if s.sample_id in wanted]
+    if limit is not None:
+        if limit < 1:
+            raise InputError(f"--limit {limit}: must be at least 1")
+        samples = samples[:limit]
+    return samples
+
+
+def retry_hint(run: Run) -> str:
+    """How to record a run's failed and missing samples again, with other transport settings."""
+    return (
+        f"once fixed, continue with: {run.resume_command('--retry-errors')} (it takes "
+        "--model-option base_url=... or timeout=..., --call-timeout, --max-rpm and --max-tpm "
+        "anew)"
+    )
+
+
+def errors_message(summary: RecordSummary, budget: MaxErrors) -> str:
+    kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
+    return (
+        f"{summary.errors} of {summary.recorded} samples of run {summary.run_id} ended in error "
+        f"({kinds}); --max-errors allows {budget}"
+    )
 
 
 def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> None:
@@ -224,10 +343,11 @@ class RecordInterrupted(Exception):
 
 def _record(
     run: Callable[[], None],
-    samples: list[Sample],
+    samples: list[Task],
     writer: RunWriter,
     simulated: bool,
     total: int,
+    partial: bool = False,
 ) -> RecordSummary:
     started = time.perf_counter()
     try:
@@ -238,17 +358,31 @@ def _record(
         summary = _finish(writer, "interrupted", time.perf_counter() - started, total)
         summary.simulated = simulated
         raise RecordInterrupted(summary) from None
+    except RecordStop as stop:
+        line = f"{stop.reason}: {stop.outcome.error}"
+        summary = _finish(writer, "failed", time.perf_counter() - started, total, stopped=line)
+        summary.simulated = simulated
+        summary.attempted = len(samples)
+        stop.summary = summary
+        raise
     except BaseException:
         _finish(writer, "failed", time.perf_counter() - started, total)
         raise
-    summary = _finish(writer, "complete", time.perf_counter() - started, total)
+    status = "partial" if partial else "complete"
+    summary = _finish(writer, status, time.perf_counter() - started, total)
     summary.simulated = simulated
     summary.attempted = len(samples)
     return summary
 
 
-def _finish(writer: RunWriter, status: str, duration: float, total: int) -> RecordSummary:
-    """Fold the journal, write totals and status into the manifest, release the run."""
+def _finish(
+    writer: RunWriter, status: str, duration: float, total: int, stopped: str | None = None
+) -> RecordSummary:
+    """Fold the journal, write totals and status into the manifest, release the run.
+
+    ``partial`` (some samples left out on purpose) becomes ``complete`` once every sample
+    is stored; ``complete`` becomes ``incomplete`` while some are not. ``stopped`` says why
+    a recording stopped early (kept in the manifest, like the status, until the next one)."""
     import pyarrow.parquet as pq
 
     try:
@@ -262,7 +396,7 @@ def _finish(writer: RunWriter, status: str, duration: float, total: int) -> Reco
                 error_types[key] = error_types.get(key, 0) + 1
         tokens_in = [r["input_tokens"] for r in rows if r["input_tokens"] is not None]
         tokens_out = [r["output_tokens"] for r in rows if r["output_tokens"] is not None]
-        totals = {
+        totals: dict[str, Any] = {
             "samples": total,
             "recorded": len(rows),
             "ok": ok,
@@ -272,9 +406,16 @@ def _finish(writer: RunWriter, status: str, duration: float, total: int) -> Reco
             "output_tokens": sum(tokens_out) if tokens_out else None,
             "duration_s": round(duration, 3),
         }
-        if status == "complete" and len(rows) < total:
+        if status == "partial" and len(rows) >= total:
+            status = "complete"
+        elif status == "complete" and len(rows) < total:
             status = "incomplete"
-        writer.update_manifest(status=status, finished_at=utcnow().isoformat(), totals=totals)
+        ending: dict[str, Any] = {"stopped": stopped} if stopped else {}
+        if not stopped and "stopped" in writer.manifest:
+            ending["stopped"] = None  # an earlier recording's, resumed since
+        writer.update_manifest(
+            status=status, finished_at=utcnow().isoformat(), totals=totals, **ending
+        )
     finally:
         writer.close()
     return RecordSummary(
@@ -296,30 +437,37 @@ def _finish(writer: RunWriter, status: str, duration: float, total: int) -> Reco
 async def _in_process(
     agent: Any,
     chat_model: Any,
-    samples: list[Sample],
+    samples: list[Task],
     writer: RunWriter,
     options: RecordOptions,
     progress: ProgressFn | None,
+    breaker: Breaker,
 ) -> None:
-    queue: asyncio.Queue[Sample] = asyncio.Queue()
-    for sample in samples:
-        queue.put_nowait(sample)
+    queue: asyncio.Queue[Task] = asyncio.Queue()
+    for job in samples:
+        queue.put_nowait(job)
 
     async def worker(k: int) -> None:
         await asyncio.sleep(k * STAGGER)
         while True:
             try:
-                sample = queue.get_nowait()
+                sample, trial, index = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            record = await run_sample(agent, sample, writer.run_id, options)
+            record, outcome = await run_sample(agent, sample, writer.run_id, options, trial, index)
             writer.append(record)
             if progress is not None:
                 progress(record)
+            breaker.see(outcome)
 
+    workers = [asyncio.ensure_future(worker(k)) for k in range(min(options.workers, len(samples)))]
     try:
-        await asyncio.gather(*(worker(k) for k in range(min(options.workers, len(samples)))))
+        await asyncio.gather(*workers)
     finally:
+        # a stopped run ends its samples in flight at once (they are recorded when resumed)
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
         await aclose_model(chat_model)
 
 

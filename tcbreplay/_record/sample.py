@@ -10,15 +10,21 @@ from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import SampleState, current_sample
+from tcbreplay._record.failures import Outcome, stop_reason
 from tcbreplay._record.messages import serialize_messages
-from tcbreplay._record.models.sim import SAMPLE_ID_KEY
+from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.secrets import redact
 from tcbreplay._store.schema import sample_record, utcnow
 
 
-async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOptions) -> dict:
-    """Run one sample; return its journal record (agent and provider failures become data).
+async def run_sample(
+    agent: Any, sample: Sample, run_id: str, options: RecordOptions, trial: int = 0,
+    sample_index: int | None = None,
+) -> tuple[dict, Outcome]:  # fmt: skip
+    """Run one trial of a sample (``sample_index``: its row's number, see
+    :func:`tcbreplay._store.schema.row_index`); return its journal record (agent and provider
+    failures become data) and what the runner needs to decide whether the run goes on.
 
     Transient model-call failures are retried inside the agent (see :mod:`tcbreplay._record.agent`);
     ``attempts`` is 1 plus those retries. A sample past ``--timeout`` stops with its messages.
@@ -35,7 +41,7 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
             async for value in agent.astream(
                 {"messages": [{"role": "user", "content": sample.input}]},
                 config={
-                    "metadata": {SAMPLE_ID_KEY: sample.sample_id},
+                    "metadata": {SAMPLE_ID_KEY: sample.sample_id, TRIAL_KEY: trial},
                     "recursion_limit": options.recursion_limit,
                 },
                 stream_mode="values",
@@ -48,7 +54,7 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
         )
     except Exception as exc:  # agent behaviour and provider failures are data
         error = exc
-    return sample_record(
+    record = sample_record(
         run_id,
         sample,
         status="ok" if error is None else "error",
@@ -59,7 +65,20 @@ async def run_sample(agent: Any, sample: Sample, run_id: str, options: RecordOpt
         duration_s=time.perf_counter() - t0,
         error_type=None if error is None else type(error).__name__,
         error=None if error is None else _one_line(error),
+        trial=trial,
+        sample_index=sample_index,
     )
+    # only a model call's failure can stop the run, never a tool's or the sample's deadline
+    stop = None
+    if error is not None and state.model_error is not None:
+        stop = stop_reason(state.model_error)
+    outcome = Outcome(
+        status=record["status"],
+        answered=state.answered > 0,
+        stop=stop,
+        error=None if error is None else f"{record['error_type']}: {record['error']}",
+    )
+    return record, outcome
 
 
 class SampleTimeout(TimeoutError):

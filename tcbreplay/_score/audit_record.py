@@ -23,6 +23,8 @@ AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)
 SCORING_QUERIES = (
     "macros", "score_split", "score_gold_calls", "score_agent_calls", "json_values_as_text",
 )  # fmt: skip
+# the SQL a scorer runs where it is not the above
+_SCORER_QUERIES = {"bfcl": ("score_bfcl",)}
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -36,10 +38,10 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def sql_sha256() -> str:
-    """One hash over the SQL files scoring runs, in a fixed order."""
+def sql_sha256(scorer: str = "spec") -> str:
+    """One hash over the SQL files the scorer runs, in a fixed order."""
     digest = hashlib.sha256()
-    for name in SCORING_QUERIES:
+    for name in _SCORER_QUERIES.get(scorer, SCORING_QUERIES):
         digest.update(name.encode() + b"\0" + (queries_dir() / f"{name}.sql").read_bytes())
     return digest.hexdigest()
 
@@ -92,7 +94,7 @@ class PendingAudit:
         return {
             "toolkit_version": __version__,
             "inputs_sha256": dict(self.hashes),
-            "sql_sha256": sql_sha256(),
+            "sql_sha256": sql_sha256(self.options.get("scorer", "spec")),
             "options": self.options,
             "options_sha256": hashlib.sha256(options_text.encode()).hexdigest(),
         }

@@ -92,6 +92,6 @@ def write_dashboard(
                     size = kernels.functions().dashboard_samples(*listing, text)
                 if lo:
                     out.write(b",\n\t")
-                out.write(text[:size])
+                out.write(text.data[:size])
             first += part.samples.height
         out.write(b"\n]\n}\n")

@@ -14,8 +14,8 @@ Run level: TSA is the mean of the defined per-sample values, TP the mean over
 all samples, AHR = Σ args_invalid / Σ args_total.
 
 Scoring runs the compiled :mod:`tcbreplay._score.kernels`; the functions here are the spec
-as people read it, used where Python is the right tool (arguments the kernel leaves to
-Python, ``explain_sample`` for reports) and as what the kernel is tested against.
+as people read it, used where Python is the right tool (arguments the kernels leave to
+Python, ``explain_sample`` for reports) and as what the kernels are tested against.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -161,8 +161,8 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
     invalid = int(scores["args_invalid"].sum())
     total = int(scores["args_total"].sum())
     return {
-        "tsa": float(tsa.mean()) if tsa.len() else None,
-        "tp": float(scores["tp"].mean()) if scores.height else None,
+        "tsa": cast(float, tsa.mean()) if tsa.len() else None,
+        "tp": cast(float, scores["tp"].mean()) if scores.height else None,
         "ahr": invalid / total if total else None,
         "n_samples": scores.height,
         "n_tsa": tsa.len(),
@@ -172,6 +172,74 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
         "args_missing": int(scores["args_missing"].sum()),
         "n_errors": int((scores["status"] != "ok").sum()),
     }
+
+
+def success() -> pl.Expr:
+    """A clean sample (the "success" of pass^k and pass@k): every gold tool used (tsa 1, or no
+    gold calls), the gold trajectory's names exactly (tp 1), no invalid argument (ahr 0, or
+    no argument judged) and no gold argument left out."""
+    return (
+        (pl.col("tsa").is_null() | (pl.col("tsa") == 1.0))
+        & (pl.col("tp") == 1.0)
+        & (pl.col("ahr").is_null() | (pl.col("ahr") == 0.0))
+        & (pl.col("args_missing") == 0)
+    )
+
+
+def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
+    """With more than one trial: the metrics of each trial, of each sample averaged over its
+    trials (then over samples), and pass^k and pass@k for k = 1 .. the fewest trials of any
+    sample. With one trial: only ``{"trials": 1}``."""
+    trials = cast(int, scores["trial"].max()) + 1 if scores.height else 1
+    if trials == 1:
+        return {"trials": 1}
+    rows = scores.with_columns(success().alias("success"))
+    by_trial = [
+        {"trial": int(trial), **_level(group)}
+        for (trial,), group in rows.sort("trial").group_by("trial", maintain_order=True)
+    ]
+    # in the rows' order: the means are summed in one order, so a scoring repeats to the bit
+    per_sample = rows.group_by("sample_id", maintain_order=True).agg(
+        pl.len().alias("n"),
+        pl.col("success").sum().alias("c"),
+        pl.col("tsa").mean(),
+        pl.col("tp").mean(),
+        (pl.col("args_invalid").sum() / pl.col("args_total").sum()).alias("ahr"),
+    )
+    fewest = cast(int, per_sample["n"].min())
+    counts = per_sample.group_by("n", "c").agg(pl.len().alias("samples")).sort("n", "c").rows()
+    pass_k = []
+    for k in range(1, fewest + 1):
+        hat = sum(m * math.comb(c, k) / math.comb(n, k) for n, c, m in counts)
+        at = sum(m * (1 - math.comb(n - c, k) / math.comb(n, k)) for n, c, m in counts)
+        pass_k.append(
+            {"k": k, "pass_hat_k": hat / per_sample.height, "pass_at_k": at / per_sample.height}
+        )
+    ahr = per_sample["ahr"].fill_nan(None).drop_nulls()
+    return {
+        "trials": trials,
+        "by_trial": by_trial,
+        "by_sample": {
+            "n_samples": per_sample.height,
+            "tsa": _mean(per_sample["tsa"]),
+            "tp": _mean(per_sample["tp"]),
+            "ahr": cast(float, ahr.mean()) if ahr.len() else None,
+            "success": cast(float, (per_sample["c"] / per_sample["n"]).mean()),
+        },
+        "pass_k": pass_k,
+    }
+
+
+def _level(scores: pl.DataFrame) -> dict[str, Any]:
+    """Run-level numbers of some rows, and their share of clean samples."""
+    level = summarize(scores)
+    keep = ("tsa", "tp", "ahr", "n_samples", "args_invalid", "args_total")
+    return {**{k: level[k] for k in keep}, "success": cast(float, scores["success"].mean())}
+
+
+def _mean(series: pl.Series) -> float | None:
+    defined = series.drop_nulls()
+    return cast(float, defined.mean()) if defined.len() else None
 
 
 def arg_verdicts(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +22,7 @@ from tcbreplay.errors import InputError
 DASHBOARD_MODES = ("mismatches", "all", "none")
 
 
-SCORERS = ("spec", "abet")
+SCORERS = ("spec", "abet", "bfcl")
 
 
 # spec, then the tolerances when either is not the default, then each comparison option
@@ -66,11 +68,11 @@ class ScoreOptions:
 
     @property
     def scoring(self) -> str:
-        """The results folder: ``spec`` for the defaults, ``abet``, or ``spec`` followed by
-        the options that differ: ``_rel-<r>_abs-<a>`` (both tolerances, when either differs),
-        ``_strings-bfcl``, ``_types-strict``."""
-        if self.scorer == "abet":
-            return "abet"
+        """The results folder: ``abet``, ``bfcl``, ``spec`` for the defaults, or ``spec``
+        followed by the options that differ: ``_rel-<r>_abs-<a>`` (both tolerances, when
+        either differs), ``_strings-bfcl``, ``_types-strict``."""
+        if self.scorer != "spec":
+            return self.scorer
         name = "spec"
         if (self.rel_tol, self.abs_tol) != (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
             name += f"_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
@@ -82,8 +84,8 @@ class ScoreOptions:
 
     def flags(self) -> list[str]:
         """The ``tcbreplay score`` options that give these options (defaults left out)."""
-        if self.scorer == "abet":
-            return ["--scorer", "abet"]
+        if self.scorer != "spec":
+            return ["--scorer", self.scorer]
         out = []
         if self.rel_tol != DEFAULT_REL_TOL:
             out += ["--rel-tol", f"{self.rel_tol:g}"]
@@ -95,9 +97,13 @@ class ScoreOptions:
             out += ["--types", self.types]
         return out
 
+    def score_flags(self) -> str:
+        """The options of ``tcbreplay score`` that give this scoring."""
+        return "".join(f" {flag}" for flag in self.flags())
+
     def to_dict(self) -> dict[str, Any]:
-        if self.scorer == "abet":
-            return {"scorer": "abet"}
+        if self.scorer != "spec":  # the comparison options are the spec scorer's
+            return {"scorer": self.scorer}
         return {
             "scorer": "spec",
             "rel_tol": self.rel_tol,
@@ -141,3 +147,21 @@ class ScoreOptions:
             strings=obj.get("strings", "exact"),
             types=obj.get("types", "lenient"),
         )
+
+
+def missing_scoring_hint(run_id: str, scoring: str, stored: Sequence[str]) -> str:
+    """What to do about a scoring a run does not have: the ``score`` command that makes it,
+    or the name it may have meant; and the scorings the run has."""
+    options = ScoreOptions.from_scoring(scoring)
+    if options is not None:
+        first = f"score it so first: tcbreplay score {run_id}{options.score_flags()}"
+    else:
+        close = difflib.get_close_matches(scoring, [*stored, *SCORERS], n=1, cutoff=0.5)
+        first = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else "a scoring is named spec, abet, bfcl or spec followed by the options that "
+            "differ, as spec_rel-<rel-tol>_abs-<abs-tol>_strings-bfcl_types-strict"
+        )
+    has = f"scorings of {run_id}: {', '.join(stored)}" if stored else "it has no stored scoring"
+    return f"{first} ({has})"

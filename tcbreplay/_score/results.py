@@ -37,9 +37,9 @@ def rescore_hint(run: Run, scoring: str) -> str | None:
     options = ScoreOptions.from_scoring(scoring)
     if options is None:
         return None
-    flags = "".join(f" {flag}" for flag in options.flags())
     store = run.dir.parent
     where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
+    flags = options.score_flags()
     return f"score it again: tcbreplay score {shlex.quote(run.run_id)}{flags}{where}"
 
 
@@ -84,6 +84,10 @@ def read_scoring_file(run: Run, path: Path, columns: list[str]) -> pl.DataFrame:
             f"{path}: not a readable Parquet file ({first_line(exc)})", hint=hint
         ) from exc
     assert isinstance(frame, pl.DataFrame)
+    if "trial" not in frame.columns and "sample_id" in frame.columns:
+        # scored before trials (store version 1): every row is trial 0
+        at = frame.columns.index("sample_id") + 1
+        frame = frame.insert_column(at, pl.Series("trial", [0] * frame.height, pl.Int32))
     missing = [name for name in columns if name not in frame.columns]
     if missing:
         raise StoreError(f"{path}: no column {', '.join(missing)}", hint=hint)
@@ -133,11 +137,11 @@ def _write_files(
 
 
 @cache
-def _scores_dtypes() -> dict[str, pl.DataType]:
+def _scores_dtypes() -> pl.Schema:
     """The Polars types of the store's scores columns."""
     frame = pl.from_arrow(SCORES_SCHEMA.empty_table())
     assert isinstance(frame, pl.DataFrame)
-    return dict(frame.schema)
+    return frame.schema
 
 
 def tool_breakdown(counts: pl.DataFrame) -> list[dict[str, Any]]:
@@ -224,6 +228,8 @@ class ScoreResult:
     scores_path: Path | None = None
     dashboard_path: Path | None = None
     pairs: pl.DataFrame | None = None
+    # what a reader of the metrics must know first: samples in error, a partial run
+    warnings: list[str] = field(default_factory=list)
 
 
 def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:

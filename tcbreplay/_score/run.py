@@ -1,9 +1,10 @@
 """Score a stored run: translate its raw messages, compute the metrics, write the results.
 
 Scoring reads the run directory only (no LLM, tools module, dataset file or
-network) and imports neither LangChain nor LangGraph. Two scorers exist:
-``spec`` (the metric spec in the README) and ``abet`` (the original benchmark's
-evaluator, see :mod:`tcbreplay._score.scorers.abet`).
+network) and imports neither LangChain nor LangGraph. Three scorers exist:
+``spec`` (the metric spec in the README), ``abet`` (the original benchmark's
+evaluator, see :mod:`tcbreplay._score.scorers.abet`) and ``bfcl`` (the Berkeley
+Function Calling Leaderboard's AST checker, :mod:`tcbreplay._score.scorers.bfcl`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tcbreplay import __version__
 from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
-from tcbreplay._score.metrics import summarize
+from tcbreplay._score.metrics import summarize, trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.results import (
     Scored,
@@ -33,6 +34,7 @@ from tcbreplay._score.results import (
 )
 from tcbreplay._score.scorers import spec
 from tcbreplay._score.scorers.abet import score_tables_abet
+from tcbreplay._score.scorers.bfcl import score_run_bfcl
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import JOURNAL, SCORES_SCHEMA, utcnow
 from tcbreplay._store.views import connect, connect_tables
@@ -69,8 +71,14 @@ def _score_run(
         scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
+    verdicts = [  # only the bfcl scorer gives a verdict per sample
+        pl.lit(None, pl.Boolean).alias("valid"),
+        pl.lit(None, pl.String).alias("error_type"),
+    ]
     scores = scored.scores.with_columns(
-        pl.lit(run.run_id).alias("run_id"), pl.lit(options.scoring).alias("scoring")
+        pl.lit(run.run_id).alias("run_id"),
+        pl.lit(options.scoring).alias("scoring"),
+        *(c for c in verdicts if c.meta.output_name() not in scored.scores.columns),
     ).select(SCORES_SCHEMA.names)
     summary = {
         "run_id": run.run_id,
@@ -84,9 +92,18 @@ def _score_run(
         "toolkit_version": __version__,
         "by_tool": scored.by_tool,
         "by_category": scored.by_category,
+        **trial_summary(scores),
         "audit": audit.finish(scores),
     }
-    result = ScoreResult(run_id=run.run_id, summary=summary, scores=scores, pairs=scored.pairs)
+    result = ScoreResult(
+        run_id=run.run_id,
+        summary=summary,
+        scores=scores,
+        pairs=scored.pairs,
+        warnings=recording_warnings(run, scored.metrics),
+    )
+    if options.scorer == "bfcl":
+        dashboard = "none"  # the dashboard file has the original benchmark's metrics only
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)
     return result
@@ -117,6 +134,11 @@ def tool_schemas(run: Run) -> list[dict[str, Any]]:
     return specs
 
 
+# how a run that scores without --allow-incomplete ended: every sample recorded, imported,
+# or the samples asked for (record --limit, --sample-id)
+SCORABLE = ("complete", "imported", "partial")
+
+
 def check_scorable(run: Run, allow_incomplete: bool) -> None:
     """Refuse runs with nothing stored, and unfinished runs unless allowed; say so when
     finished samples wait in the journal, where scoring does not read."""
@@ -134,7 +156,7 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
             + (f": {journal}" if journal else ""),
             hint=f"finish it with: {run.resume_command()}",
         )
-    if status not in ("complete", "imported") and not allow_incomplete:
+    if status not in SCORABLE and not allow_incomplete:
         raise StoreError(
             f"run {run.run_id!r} is {status}: not every sample was recorded",
             hint=f"finish it with: {run.resume_command()}, "
@@ -145,6 +167,31 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
             TcbReplayWarning(f"{journal}; run {run.run_id!r} is scored without them"),
             stacklevel=2,
         )
+
+
+def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
+    """What a reader must know before the metrics: samples that ended in error while
+    recording (they score as agents that made no calls), a partial or unfinished run."""
+    out = []
+    n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
+    status = run.status
+    if errors:
+        imported = run.manifest.get("source") == "import"
+        out.append(
+            f"{errors} of {n} samples "
+            + ("are stored as errors or missing" if imported else "ended in error while recording")
+            + " and score as samples without calls: these metrics do not measure the model alone"
+            + ("" if imported else f"; re-run them with: {run.resume_command('--retry-errors')}")
+        )
+    total = (run.manifest.get("totals") or {}).get("samples")
+    if status == "partial":
+        out.append(
+            f"partial run: {n} of {total} samples recorded; the metrics cover only those "
+            f"(record the rest with: {run.resume_command()})"
+        )
+    elif status not in SCORABLE:
+        out.append(f"run {status}: {n} of {total} samples recorded, scored as they are")
+    return out
 
 
 # runs smaller than this are scored in one part
@@ -163,19 +210,28 @@ def compute_scores(
     the parts join into exactly the one-part result.
     """
     scored = _scored(con, specs, options, parts)
-    _check_unique_ids(scored.scores["sample_id"])
+    _check_unique_ids(scored.scores["sample_id"], scored.scores["trial"])
     return scored
 
 
-def _check_unique_ids(ids: pl.Series) -> None:
-    """Refuse a run in which two samples share a sample_id (stored scores, audits and
-    comparisons key on it). Their 64-bit hashes are compared first, a fifth of the time of
+def _check_unique_ids(ids: pl.Series, trials: pl.Series) -> None:
+    """Refuse a run in which two rows share a sample_id and trial (stored scores, audits and
+    comparisons key on them). Their 64-bit hashes are compared first, a fifth of the time of
     comparing the texts, which is done only when two hashes are equal."""
-    hashes = np.sort(ids.hash().to_numpy())
-    if not (hashes[1:] == hashes[:-1]).any() or ids.n_unique() == len(ids):
+    # a trial moves the id's hash by a multiple of an odd constant: distinct for distinct trials
+    mixed = ids.hash().to_numpy() + trials.cast(pl.UInt64).to_numpy() * np.uint64(
+        0x9E3779B97F4A7C15
+    )
+    hashes = np.sort(mixed)
+    if not (hashes[1:] == hashes[:-1]).any():
         return
-    repeated = ids.filter(ids.is_duplicated())[0]
-    raise StoreError(f"samples.parquet: sample_id {repeated!r} names more than one sample")
+    keys = pl.DataFrame({"sample_id": ids, "trial": trials})
+    repeated = keys.filter(keys.is_duplicated())
+    if repeated.height:
+        sid, trial = repeated.row(0)
+        raise StoreError(
+            f"samples.parquet: sample_id {sid!r}, trial {trial} names more than one sample"
+        )
 
 
 def _scored(
@@ -183,6 +239,8 @@ def _scored(
 ) -> Scored:
     if options.scorer == "abet":
         return score_tables_abet(translate.load_calls(con, translate.split_samples(con, 1)[0]))
+    if options.scorer == "bfcl":
+        return score_run_bfcl(con)
     if parts is None:
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
@@ -243,8 +301,7 @@ def _parts(run: Run, options: ScoreOptions) -> int:
 
 def _parts_for(samples: int) -> int:
     # two per core: a worker whose first part is done while another's still runs goes on
-    # with a second, so the cores stay busy to the end (4 parts on 2 cores: 0.1-0.2 s
-    # faster at 1M than 2, in interleaved runs)
+    # with a second, so the cores stay busy to the end (see BENCHMARKS.md)
     return 2 * usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
 
 

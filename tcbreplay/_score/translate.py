@@ -2,7 +2,7 @@
 
 Nothing here imports LangChain: the serialized messages are read as JSON. Scoring
 reads every AI message once (``score_agent_calls.sql``: its tool calls as JSON text, which
-:mod:`tcbreplay._score.kernels.calls` splits) and keeps the calls flat as Arrow arrays in sample
+``tcbreplay/_score/kernels/calls.pxi`` splits) and keeps the calls flat as Arrow arrays in sample
 and call order, with ``s`` (the sample's position in sample order); as tables, calls are
 numbered ``i`` (agent) and ``j`` (gold) within their sample. Also here: the tools'
 parameters as scoring reads them (:func:`tools_table`).
@@ -181,7 +181,9 @@ def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAM
         if np.any(np.diff(order) == 0):
             raise StoreError("samples.parquet: sample_index values are not unique")
     n = len(order)
-    frame = pl.from_arrow(gold_lists.select(["sample_id", "sample_index", "category", "status"]))
+    frame = pl.from_arrow(
+        gold_lists.select(["sample_id", "trial", "sample_index", "category", "status"])
+    )
     assert isinstance(frame, pl.DataFrame)
     gold, rules = _flat_side(np.arange(n), gold_lists["calls"], n)
     tools = _combined(gold_lists["tools"])
@@ -217,7 +219,7 @@ def _split_calls(
     con: duckdb.DuckDBPyConnection, s: np.ndarray, lists: pa.ChunkedArray, n: int
 ) -> FlatSide:
     """The calls of the tool-call list texts ``lists`` (the text at row k belongs to sample
-    ``s[k]``, ``s`` ascending), flat: see :mod:`tcbreplay._score.kernels.calls`. Arguments left out
+    ``s[k]``, ``s`` ascending), flat: see ``tcbreplay/_score/kernels/calls.pxi``. Arguments left out
     read as ``{}`` and names left out as ``''``."""
     offsets, data = kernels.text_buffers(_combined(lists))
     room = 2 * (len(offsets) - 1) + 16  # most messages have fewer calls
@@ -364,8 +366,9 @@ def _has_default(schema: Any) -> bool:
 
 
 def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    # a writable copy, always: the compiled kernels are built for writable arrays
-    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C", "W"])
+    # int64 and contiguous, as the kernels take them; they only read it, so Arrow's buffer
+    # itself does when it is both (no copy)
+    return np.require(column.to_numpy(), dtype=np.int64, requirements=["C"])
 
 
 def _flat_side(

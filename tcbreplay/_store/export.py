@@ -1,4 +1,6 @@
-"""A run exported as JSON Lines: its samples, its messages and a copy of its manifest."""
+"""A run exported as JSON Lines: its samples, its messages and a copy of its manifest
+(``export --format tables``), and its traces read back sample by sample for the exports
+that ``import`` reads (:func:`run_traces`)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,10 @@ from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import (
     MANIFEST,
     MESSAGES,
+    MESSAGES_SCHEMA,
     SAMPLES,
+    SAMPLES_SCHEMA,
+    with_optional_columns,
 )
 from tcbreplay.errors import (
     InputError,
@@ -76,3 +81,37 @@ def _write_jsonl_table(table: pa.Table, path: Path) -> None:
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
+
+
+def run_traces(run: Run) -> list[dict[str, Any]]:
+    """Every stored sample and trial of a run in ``sample_index`` order: ``sample_id``,
+    ``trial``, ``status``, ``error``, ``error_type``, ``metadata`` (an object or None) and
+    ``messages`` (each as ``message_to_dict`` wrote it). The caller holds ``run.reading()``."""
+    import json
+
+    tables = {}
+    for name, schema in ((SAMPLES, SAMPLES_SCHEMA), (MESSAGES, MESSAGES_SCHEMA)):
+        try:
+            tables[name] = with_optional_columns(pq.read_table(run.dir / name), schema)
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"{run.dir / name}: cannot read it: {first_line(exc)}") from exc
+    messages: dict[int, list[dict[str, Any]]] = {}
+    ordered = (
+        tables[MESSAGES]
+        .select(["sample_index", "position", "message"])
+        .sort_by([("sample_index", "ascending"), ("position", "ascending")])
+    )
+    for index, text in zip(
+        ordered["sample_index"].to_pylist(), ordered["message"].to_pylist(), strict=True
+    ):
+        messages.setdefault(index, []).append(json.loads(text))
+    samples = tables[SAMPLES].sort_by("sample_index")
+    out = []
+    for row in samples.select(
+        ["sample_id", "trial", "sample_index", "status", "error", "error_type", "metadata"]
+    ).to_pylist():
+        meta = row.pop("metadata")
+        row["metadata"] = json.loads(meta) if meta else None
+        row["messages"] = messages.get(row.pop("sample_index"), [])
+        out.append(row)
+    return out

@@ -27,6 +27,7 @@ from tcbreplay._store.schema import (
     SAMPLES_SCHEMA,
     message_rows,
     sample_rows,
+    with_optional_columns,
 )
 from tcbreplay.errors import StoreError
 
@@ -88,9 +89,9 @@ def fold_journal(run_dir: Path) -> None:
     the journal is removed last, so a crash at any point can be folded again.
     """
     journal_path = run_dir / JOURNAL
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[tuple[str, int], dict[str, Any]] = {}
     for record in read_journal(journal_path):
-        records[record["sample_id"]] = record
+        records[(record["sample_id"], record.get("trial", 0))] = record
     if not records and (run_dir / SAMPLES).exists():
         journal_path.unlink(missing_ok=True)
         return
@@ -99,24 +100,25 @@ def fold_journal(run_dir: Path) -> None:
     messages = [_old_rows(run_dir / MESSAGES, MESSAGES_SCHEMA, keep)]
     samples.append(_table(sample_rows(records.values()), SAMPLES_SCHEMA))
     messages.append(_table(message_rows(records.values()), MESSAGES_SCHEMA))
+    # rows in sample_index order, messages by their sample's row, then position
     sample_table = pa.concat_tables(samples).sort_by("sample_index")
-    order = {sid: i for i, sid in enumerate(sample_table["sample_id"].to_pylist())}
-    message_table = pa.concat_tables(messages)
-    keys = [order[s] for s in message_table["sample_id"].to_pylist()]
-    message_table = message_table.append_column("_k", pa.array(keys, pa.int64()))
-    message_table = message_table.sort_by([("_k", "ascending"), ("position", "ascending")])
-    message_table = message_table.drop_columns(["_k"])
+    message_table = pa.concat_tables(messages).sort_by(
+        [("sample_index", "ascending"), ("position", "ascending")]
+    )
     write_messages(message_table, run_dir / MESSAGES)
     write_parquet(sample_table, run_dir / SAMPLES)
     journal_path.unlink(missing_ok=True)
 
 
-def _old_rows(path: Path, schema: pa.Schema, drop: set[str]) -> pa.Table:
+def _old_rows(path: Path, schema: pa.Schema, drop: set[tuple[str, int]]) -> pa.Table:
+    """The rows of a run file that the journal does not replace (a version 1 file's as
+    trial 0, without metadata)."""
     if not path.exists():
         return schema.empty_table()
-    table = pq.read_table(path, schema=schema)
+    table = with_optional_columns(pq.read_table(path), schema).cast(schema)
     if drop:
-        mask = [s not in drop for s in table["sample_id"].to_pylist()]
+        keys = zip(table["sample_id"].to_pylist(), table["trial"].to_pylist(), strict=True)
+        mask = [key not in drop for key in keys]
         table = table.filter(pa.array(mask, pa.bool_()))
     return table
 

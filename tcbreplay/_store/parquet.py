@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tcbreplay._store.files import (
+    os_failure,
     replace_with,
     writing,
 )
@@ -111,4 +112,23 @@ def write_frame(frame: Any, path: Path, level: int = 1) -> None:
 
 def write_frame_to(frame: Any, path: Path, level: int = 1) -> None:
     """Write a Polars frame to ``path`` as it is (no temporary name: see :func:`write_frame`)."""
-    frame.write_parquet(path, compression="zstd", compression_level=level)
+    try:
+        frame.write_parquet(path, compression="zstd", compression_level=level)
+    except Exception as exc:
+        if os_failure(exc) is None and _THRIFT_WRITE in str(exc):
+            _find_os_failure(frame, path, level)
+        raise
+
+
+# Polars' text for a failed write of a file's footer, which loses the operating system's error
+_THRIFT_WRITE = "Invalid thrift: transport error"
+
+
+def _find_os_failure(frame: Any, path: Path, level: int) -> None:
+    """Write the file again through Python, to raise the operating system's error (a full
+    disk, a limit on file sizes) that Polars did not name; return if that write succeeds."""
+    import io
+
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd", compression_level=level)
+    path.write_bytes(buffer.getvalue())

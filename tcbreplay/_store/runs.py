@@ -7,6 +7,7 @@ one that a killed deletion left. The layout of a run's folder is in :mod:`tcbrep
 
 from __future__ import annotations
 
+import difflib
 import fcntl
 import os
 import re
@@ -102,13 +103,14 @@ class Run:
         except StoreError:  # no manifest (yet): a recording
             return None
 
-    def resume_command(self) -> str:
-        """The command that finishes recording this run (naming its store unless default)."""
+    def resume_command(self, flag: str = "--resume") -> str:
+        """The command that finishes recording this run (naming its store unless default);
+        ``flag="--retry-errors"`` records its failed samples again too."""
         store = self.dir.parent
         where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
         if self._source() == "import":  # an import that was killed
             return f"the same tcbreplay import again (it replaces the unfinished run){where}"
-        return f"tcbreplay record --resume {shlex.quote(self.run_id)}{where}"
+        return f"tcbreplay record {flag} {shlex.quote(self.run_id)}{where}"
 
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
@@ -122,23 +124,26 @@ class Run:
         except FileNotFoundError:
             return 0
 
-    def recorded_ids(self) -> dict[str, str]:
-        """Map every stored sample id to its status (journal entries override Parquet)."""
-        out: dict[str, str] = {}
+    def recorded_ids(self) -> dict[tuple[str, int], str]:
+        """Map every stored (sample id, trial) to its status (journal entries override
+        Parquet)."""
+        out: dict[tuple[str, int], str] = {}
         if self.samples_path.exists():
             try:
-                table = pq.read_table(self.samples_path, columns=["sample_id", "status"])
+                names = pq.read_schema(self.samples_path).names
+                columns = ["sample_id", "status"] + (["trial"] if "trial" in names else [])
+                table = pq.read_table(self.samples_path, columns=columns)
             except (OSError, ValueError, pa.ArrowException) as exc:
                 raise StoreError(
                     f"{self.samples_path}: not a readable Parquet file ({first_line(exc)})"
                 ) from exc
-            out.update(
-                zip(table["sample_id"].to_pylist(), table["status"].to_pylist(), strict=True)
-            )
+            ids = table["sample_id"].to_pylist()
+            trials = table["trial"].to_pylist() if "trial" in columns else [0] * len(ids)
+            out.update(zip(zip(ids, trials, strict=True), table["status"].to_pylist(), strict=True))
         from tcbreplay._store.journal import read_journal
 
         for record in read_journal(self.dir / JOURNAL):
-            out[record["sample_id"]] = record["status"]
+            out[(record["sample_id"], record.get("trial", 0))] = record["status"]
         return out
 
     @contextmanager
@@ -202,7 +207,16 @@ class Store:
         path = self.run_dir(run_id)
         if not (path / MANIFEST).is_file():
             known = [r.run_id for r in self.runs()]
-            if len(known) > 5:
+            by_lower = {name.lower(): name for name in reversed(known)}
+            close = [
+                by_lower[name]
+                for name in difflib.get_close_matches(run_id.lower(), by_lower, n=3, cutoff=0.6)
+            ]
+            if close:
+                names = [repr(name) for name in close]
+                either = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+                hint = f"did you mean {either}? (tcbreplay runs lists them)"
+            elif len(known) > 5:
                 hint = (
                     f"runs in {self.root} include {', '.join(known[:5])} and {len(known) - 5} "
                     "more (tcbreplay runs lists them)"

@@ -3,11 +3,12 @@
 Every writer of a run (recording, importing) builds rows and manifests here, and every
 reader checks them here.
 
-Layout of ``<store>/<run_id>/`` (``schema_version`` 1, documented in the README):
+Layout of ``<store>/<run_id>/`` (``schema_version`` 3, documented in the README):
 
 - ``manifest.json``: everything needed to score the run without its inputs.
 - ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
-- ``samples.parquet``: one row per sample (``SAMPLES_SCHEMA``).
+- ``samples.parquet``: one row per sample and trial (``SAMPLES_SCHEMA``), keyed by
+  ``(sample_id, trial)``; ``sample_index`` numbers the rows (:func:`row_index`).
 - ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``),
   in row groups of one message type each (:class:`tcbreplay._store.parquet.MessagesWriter`).
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
@@ -33,7 +34,12 @@ from tcbreplay.errors import (
     StoreError,
 )
 
-SCHEMA_VERSION = 1
+# 2: a trial column in samples, messages and scores (rows keyed by sample_id and trial), and
+# the samples' metadata. 3: the samples' own tools, and gold calls with rules (accept,
+# optional, group). Older files read as trial 0, without metadata or tools of their own
+# (OPTIONAL_COLUMNS).
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 
 MANIFEST = "manifest.json"
@@ -58,6 +64,7 @@ DATA_FILES = (SAMPLES, MESSAGES)
 
 
 SCORES = "scores"
+DEFAULT_SCORING = "spec"  # the folder under scores/ of a scoring with the default options
 
 
 EVALUATIONS = "evaluations"
@@ -80,11 +87,13 @@ SAMPLES_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("sample_id", pa.string()),
-        ("sample_index", pa.int32()),
+        ("trial", pa.int32()),  # 0, 1, ... : the sample's runs (record --trials, imports)
+        ("sample_index", pa.int32()),  # the row's number: row_index(entry, trial, entries)
         ("input", pa.string()),
         ("gold", pa.string()),  # JSON: [{"name", "args", rules?}, ...]
         ("tools", pa.string()),  # JSON: the sample's own tool schemas, or null: the run's
         ("category", pa.string()),
+        ("metadata", pa.string()),  # JSON object, or null: the entry's and the trial's
         ("status", pa.string()),  # ok | error | missing
         ("attempts", pa.int32()),
         ("error_type", pa.string()),
@@ -103,6 +112,7 @@ MESSAGES_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("sample_id", pa.string()),
+        ("trial", pa.int32()),
         ("sample_index", pa.int32()),  # the sample's, so scoring needs no join on ids
         ("position", pa.int32()),
         ("type", pa.string()),  # human | ai | tool | system | ...
@@ -115,18 +125,36 @@ MESSAGES_SCHEMA = pa.schema(
 )
 
 
-# Columns that files written before them lack, and the SQL value they read as there.
-OPTIONAL_COLUMNS = {"tools": "null::varchar"}
+# The one argument of a tool call whose arguments were not a JSON object (an importer's text
+# from a model, kept as it was): no tool has such a parameter, so it scores as invalid.
+INVALID_ARGUMENTS = "[tcbreplay: arguments not a JSON object]"
+
+
+# Columns that files of older versions lack, and the SQL value they read as there: version 1
+# files lack trial and metadata, versions 1 and 2 the samples' own tools.
+OPTIONAL_COLUMNS = {"trial": "0::integer", "metadata": "null::varchar", "tools": "null::varchar"}
 
 
 def with_optional_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """An Arrow table of a file written before :data:`OPTIONAL_COLUMNS` with the columns it
-    lacks, as the views read them (nulls), in the store's column order."""
+    """An Arrow table of an older file with the columns it lacks, as the views read them
+    (trial 0, no metadata, no tools of its own), in the store's column order."""
     for name in OPTIONAL_COLUMNS:
         if name in schema.names and name not in table.column_names:
-            field = schema.field(name)
-            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+            value = 0 if name == "trial" else None
+            table = table.append_column(
+                schema.field(name), pa.array([value] * table.num_rows, schema.field(name).type)
+            )
     return table.select([name for name in schema.names if name in table.column_names])
+
+
+def row_index(index: int, trial: int, entries: int) -> int:
+    """The ``sample_index`` of trial ``trial`` of dataset entry ``index`` (of ``entries``):
+    the entry's position for trial 0, as before trials, and after all of trial t - 1's rows
+    for trial t, so adding trials to a run numbers its rows the same."""
+    value = index + trial * entries
+    if trial < 0 or value >= 2**31:
+        raise ValueError(f"trial {trial} of entry {index}: no row index (0 <= index < 2**31)")
+    return value
 
 
 def utcnow() -> dt.datetime:
@@ -150,7 +178,7 @@ _MANIFEST_FIELDS: dict[str, type] = {
 }
 
 
-_JSON_TYPES = {dict: "an object", list: "a list", str: "a string"}
+_JSON_TYPES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -167,9 +195,10 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise StoreError(f"{where}: not a manifest: {_json_type(manifest)}, not an object")
     version = manifest.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise StoreError(
-            f"{where}: schema_version {version!r}, this tcbreplay reads {SCHEMA_VERSION}"
+            f"{where}: schema_version {version!r}, this tcbreplay reads "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}"
         )
     if "status" not in manifest:  # every writer sets it first: recording, then how it ended
         raise StoreError(f"{where}: no status")
@@ -213,11 +242,13 @@ def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "run_id": r["run_id"],
                 "sample_id": r["sample_id"],
+                "trial": r.get("trial", 0),
                 "sample_index": r["sample_index"],
                 "input": r["input"],
                 "gold": json.dumps(r["gold"], ensure_ascii=False),
                 "tools": _json_or_null(r.get("tools")),
                 "category": r.get("category"),
+                "metadata": metadata_text(r.get("metadata")),
                 "status": r["status"],
                 "attempts": r.get("attempts", 0),
                 "error_type": r.get("error_type"),
@@ -242,6 +273,7 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 {
                     "run_id": r["run_id"],
                     "sample_id": r["sample_id"],
+                    "trial": r.get("trial", 0),
                     "sample_index": r["sample_index"],
                     "position": position,
                     "type": m["type"],
@@ -257,6 +289,11 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _json_or_null(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def metadata_text(metadata: dict[str, Any] | None) -> str | None:
+    """A sample's metadata as stored: JSON text of the object, null when it has none."""
+    return json.dumps(metadata, ensure_ascii=False) if metadata else None
 
 
 def _ts(value: Any) -> dt.datetime | None:
@@ -275,6 +312,7 @@ SCORES_SCHEMA = pa.schema(
         ("run_id", pa.string()),
         ("scoring", pa.string()),
         ("sample_id", pa.string()),
+        ("trial", pa.int32()),
         ("sample_index", pa.int32()),
         ("category", pa.string()),
         ("status", pa.string()),
@@ -287,8 +325,15 @@ SCORES_SCHEMA = pa.schema(
         ("args_total", pa.int64()),
         ("args_missing", pa.int64()),
         ("pairs", pa.int32()),
+        ("valid", pa.bool_()),  # the bfcl scorer's verdict (null for the others)
+        ("error_type", pa.string()),  # and BFCL's error type of an invalid sample
     ]
 )
+
+
+# scores columns added after the first layout: a scores file written before them reads
+# with them null
+SCORES_ADDED = ("valid", "error_type")
 
 
 _TOOLS_SCHEMA = pa.schema(
@@ -299,6 +344,33 @@ _TOOLS_SCHEMA = pa.schema(
         ("param", pa.string()),
         ("has_default", pa.bool_()),
         ("default_value", pa.string()),
+    ]
+)
+
+
+# one row per stored scoring, from its summary.json (the scorings view)
+_SCORINGS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scoring", pa.string()),
+        ("scorer", pa.string()),
+        ("rel_tol", pa.float64()),
+        ("abs_tol", pa.float64()),
+        ("strings", pa.string()),  # the spec scorer's comparison options (null for others)
+        ("types", pa.string()),
+        ("scored_at", pa.string()),
+        ("n_samples", pa.int64()),
+        ("n_errors", pa.int64()),
+        ("tsa", pa.float64()),
+        ("n_tsa", pa.int64()),
+        ("tp", pa.float64()),
+        ("n_tp", pa.int64()),
+        ("ahr", pa.float64()),
+        ("args_invalid", pa.int64()),
+        ("args_total", pa.int64()),
+        ("args_missing", pa.int64()),
+        ("toolkit_version", pa.string()),
+        ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
     ]
 )
 
@@ -322,21 +394,28 @@ _RUNS_SCHEMA = pa.schema(
         ("toolkit_version", pa.string()),
         ("dataset_sha256", pa.string()),
         ("source", pa.string()),
+        ("trials", pa.int64()),
     ]
 )
 
 
 class SampleLike(Protocol):
-    """What a sample row needs of a dataset sample."""
-
-    sample_id: str
-    index: int
-    input: str
-    category: str | None
+    """What a sample row needs of a dataset sample (read only)."""
 
     def gold_calls(self) -> list[dict[str, Any]]: ...  # as stored, with their rules
 
     def tool_specs(self) -> list[dict[str, Any]] | None: ...  # its own tools, or None
+
+    @property
+    def sample_id(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def input(self) -> str: ...
+    @property
+    def category(self) -> str | None: ...
+    @property
+    def metadata(self) -> dict[str, Any] | None: ...
 
 
 def sample_record(
@@ -351,20 +430,28 @@ def sample_record(
     duration_s: float | None = None,
     error_type: str | None = None,
     error: str | None = None,
+    trial: int = 0,
+    sample_index: int | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One finished sample as the journal holds it (folded into both Parquet files): the
-    dataset sample, how it ended, and its messages (``message`` JSON text, ``type``, token
-    counts and latency each)."""
+    """One finished trial of a sample as the journal holds it (folded into both Parquet
+    files): the dataset sample, how it ended, and its messages (``message`` JSON text,
+    ``type``, token counts and latency each). ``sample_index``: the row's number
+    (:func:`row_index`; by default the entry's position); ``metadata``: the trial's own,
+    over the entry's."""
     if status not in STATUSES:
         raise ValueError(f"status {status!r}: not one of {', '.join(STATUSES)}")
+    merged = {**(sample.metadata or {}), **(metadata or {})}
     return {
         "run_id": run_id,
         "sample_id": sample.sample_id,
-        "sample_index": sample.index,
+        "trial": trial,
+        "sample_index": sample.index if sample_index is None else sample_index,
         "input": sample.input,
         "gold": sample.gold_calls(),
         "tools": sample.tool_specs(),
         "category": sample.category,
+        "metadata": merged or None,
         "status": status,
         "attempts": attempts,
         "error_type": error_type,

@@ -1,7 +1,9 @@
 """The store as DuckDB views on a locked-down connection, and the SQL files that query it.
 
 Views (names are stable; queries use them, never file paths):
-``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``.
+``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``
+(the default scoring of each run), ``scores_all`` (every scoring) and ``scorings`` (the
+run-level numbers of every scoring).
 Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; ``tcbreplay sql``
 (:mod:`tcbreplay._analysis.sql`) also refuses every statement that is not a query.
@@ -14,6 +16,7 @@ import warnings
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -29,11 +32,14 @@ from tcbreplay._store.sandbox import (
 )
 from tcbreplay._store.schema import (
     _RUNS_SCHEMA,
+    _SCORINGS_SCHEMA,
     _TOOLS_SCHEMA,
+    DEFAULT_SCORING,
     MESSAGES_SCHEMA,
     OPTIONAL_COLUMNS,
     SAMPLES_SCHEMA,
     SCORES,
+    SCORES_ADDED,
     SCORES_SCHEMA,
     with_optional_columns,
 )
@@ -160,25 +166,24 @@ def _check_inside(path: Path, run: Run) -> None:
         raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
 
 
-def _readable_scores(run_list: list[Run]) -> list[Path]:
-    """The latest scores file of each run that has a readable one; an unreadable one is left
-    out of the ``scores`` view with a warning (the run's traces stay in the other views)."""
-    files = []
+def _readable_scorings(run_list: list[Run]) -> list[tuple[str, Path, dict]]:
+    """Every stored scoring of each run: (scoring, scores file, summary). A scoring is
+    stored once its summary is written; one whose scores file cannot be read is left out
+    of the scores views with a warning (the run's traces stay in the other views)."""
+    found = []
     for run in run_list:
-        path = latest_scores_file(run)
-        if path is None:
-            continue
-        try:
-            _check_inside(path, run)
-            _check_columns(path, SCORES_SCHEMA)
-        except StoreError as exc:
-            warnings.warn(
-                SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
-                stacklevel=3,
-            )
-            continue
-        files.append(path)
-    return files
+        for scoring, path, summary in stored_scorings(run):
+            try:
+                _check_inside(path, run)
+                _check_columns(path, SCORES_SCHEMA, SCORES_ADDED)
+            except StoreError as exc:
+                warnings.warn(
+                    SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
+                    stacklevel=3,
+                )
+                continue
+            found.append((scoring, path, summary))
+    return found
 
 
 def create_views(
@@ -192,7 +197,12 @@ def create_views(
     )
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
-    _bind_files(con, "scores", _readable_scores(run_list) if with_scores else [], SCORES_SCHEMA)
+    scorings = _readable_scorings(run_list) if with_scores else []
+    # `scores` keeps one meaning, the default scoring, whichever scored last; `scores_all`
+    # holds every scoring, told apart by its `scoring` column
+    default = [path for name, path, _ in scorings if name == DEFAULT_SCORING]
+    _bind_files(con, "scores", default, SCORES_SCHEMA)
+    _bind_files(con, "scores_all", [path for _, path, _ in scorings], SCORES_SCHEMA)
     kind = "table" if materialize else "view"
     con.register("_runs_table", _runs_table(run_list))
     con.execute(f"create or replace {kind} runs as select * from _runs_table")
@@ -201,9 +211,15 @@ def create_views(
         f"create or replace {kind} tools as select run_id, tool, description, param, has_default,"
         " default_value::json as default_value from _tools_table"
     )
+    con.register("_scorings_table", _scorings_table(scorings))
+    con.execute(
+        f"create or replace {kind} scorings as select * replace "
+        "(try_cast(scored_at as timestamptz) as scored_at) from _scorings_table"
+    )
     if materialize:
         con.unregister("_runs_table")
         con.unregister("_tools_table")
+        con.unregister("_scorings_table")
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
@@ -234,6 +250,7 @@ _RUN_DIR_PATTERN = {
     "samples": r"([^/]+)/[^/]+$",
     "messages": r"([^/]+)/[^/]+$",
     "scores": r"([^/]+)/scores/[^/]+/[^/]+$",
+    "scores_all": r"([^/]+)/scores/[^/]+/[^/]+$",
 }
 
 
@@ -242,15 +259,17 @@ def _bind_files(
 ) -> None:
     """Bind a view to Parquet files; ``run_id`` is the name of each file's run directory, so a
     run directory copied or renamed is seen under its new name. Files written before a
-    column of :data:`OPTIONAL_COLUMNS` read it as that says."""
-    if files:  # checked by the caller (_check_run_files, _readable_scores)
+    column was added read it as :func:`_optional_columns` says (older files: trial 0, no
+    metadata; scores files before ``valid`` and ``error_type``: null)."""
+    if files:  # checked by the caller (_check_run_files, _readable_scorings)
+        optional = _optional_columns(view, schema)
         groups: dict[tuple[str, ...], list[Path]] = {}
         for path in files:
-            groups.setdefault(_missing_optional(path, schema), []).append(path)
+            groups.setdefault(_missing_optional(path, schema, optional), []).append(path)
         parts = []
         for missing, paths in groups.items():
             listing = ", ".join(_sql_string(str(p.resolve())) for p in paths)
-            filled = "".join(f", {OPTIONAL_COLUMNS[name]} as {name}" for name in missing)
+            filled = "".join(f", {optional[name]} as {name}" for name in missing)
             parts.append(f"select *{filled} from read_parquet([{listing}], filename = true)")
         pattern = _sql_string(_RUN_DIR_PATTERN[view])
         columns = ", ".join(
@@ -264,18 +283,27 @@ def _bind_files(
         con.execute(f"create or replace view {view} as select {columns} where false")
 
 
-def _missing_optional(path: Path, schema: pa.Schema) -> tuple[str, ...]:
-    """The columns of :data:`OPTIONAL_COLUMNS` a file lacks (read from its footer)."""
+def _optional_columns(view: str, schema: pa.Schema) -> dict[str, str]:
+    """The columns of a view that older files may lack, and the SQL value each reads as."""
+    optional = {name: value for name, value in OPTIONAL_COLUMNS.items() if name in schema.names}
+    if view in ("scores", "scores_all"):
+        for name in SCORES_ADDED:
+            optional[name] = f"null::{_duck_type(schema.field(name).type)}"
+    return optional
+
+
+def _missing_optional(path: Path, schema: pa.Schema, optional: dict[str, str]) -> tuple[str, ...]:
+    """The optional columns a file lacks (read from its footer; checked before)."""
     import pyarrow.parquet as pq
 
     names = pq.read_schema(path).names
-    return tuple(n for n in OPTIONAL_COLUMNS if n in schema.names and n not in names)
+    return tuple(n for n in optional if n not in names)
 
 
-def _check_columns(path: Path, schema: pa.Schema) -> None:
-    """Refuse a run file without the store's columns (those files written before them lack
-    may be left out), or with a column of another kind of type (text, integers, numbers,
-    times; a column of nulls only fits any), read from its footer only."""
+def _check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) -> None:
+    """Refuse a run file without the store's columns (those older versions lacked, and
+    ``added`` ones, may be left out), or with a column of another kind of type (text,
+    integers, numbers, times; a column of nulls only fits any), read from its footer only."""
     import pyarrow.parquet as pq
 
     try:
@@ -283,7 +311,9 @@ def _check_columns(path: Path, schema: pa.Schema) -> None:
     except (OSError, pa.ArrowInvalid) as exc:
         raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
     missing = [
-        name for name in schema.names if name not in found.names and name not in OPTIONAL_COLUMNS
+        name
+        for name in schema.names
+        if name not in found.names and name not in OPTIONAL_COLUMNS and name not in added
     ]
     if missing:
         raise StoreError(
@@ -292,7 +322,7 @@ def _check_columns(path: Path, schema: pa.Schema) -> None:
         )
     for field in schema:
         if field.name not in found.names:
-            continue
+            continue  # a column added later, absent from an older file
         actual = found.field(field.name).type
         if not pa.types.is_null(actual) and _kind(actual) != _kind(field.type):
             raise StoreError(
@@ -338,18 +368,64 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def latest_scores_file(run: Run) -> Path | None:
-    """The per-sample scores of the run's most recent scoring, if it was scored."""
-    best: tuple[str, Path] | None = None
-    for summary in (run.dir / SCORES).glob("*/summary.json"):
+def stored_scorings(run: Run) -> list[tuple[str, Path, dict]]:
+    """The run's stored scorings, by name: (scoring, scores file, summary). A scoring whose
+    summary cannot be read (not JSON, not UTF-8, not an object) is not one."""
+    found = []
+    for summary_path in sorted((run.dir / SCORES).glob("*/summary.json")):
         try:
-            scored_at = json.loads(summary.read_text(encoding="utf-8")).get("scored_at", "")
-        except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not an object
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             continue
-        path = summary.parent / "scores.parquet"
-        if path.exists() and (best is None or scored_at > best[0]):
-            best = (scored_at, path)
-    return best[1] if best else None
+        path = summary_path.parent / "scores.parquet"
+        if isinstance(summary, dict) and path.exists():
+            found.append((summary_path.parent.name, path, summary))
+    return found
+
+
+def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
+    rows = []
+    for scoring, path, summary in scorings:
+        found = summary.get("options")
+        options: dict[str, Any] = found if isinstance(found, dict) else {}
+        scorer = options.get("scorer", "spec")
+        spec = scorer == "spec"
+        row = {name: summary.get(name) for name in _SCORINGS_SCHEMA.names}
+        rows.append(
+            {
+                **{k: v if _fits(v, _SCORINGS_SCHEMA.field(k).type) else None
+                   for k, v in row.items()},
+                "run_id": path.parents[2].name,
+                "scoring": scoring,
+                "scorer": scorer,
+                "rel_tol": _number(options.get("rel_tol")),
+                "abs_tol": _number(options.get("abs_tol")),
+                # summaries from before these options compared exactly and leniently
+                "strings": _text(options.get("strings", "exact")) if spec else None,
+                "types": _text(options.get("types", "lenient")) if spec else None,
+                "trials": row["trials"] if "trials" in summary else 1,
+            }
+        )  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=_SCORINGS_SCHEMA)
+
+
+def _fits(value: object, arrow_type: pa.DataType) -> bool:
+    """Whether a summary's value has the column's kind (a summary edited by hand may not)."""
+    if pa.types.is_floating(arrow_type):
+        return _number(value) is not None
+    if pa.types.is_integer(arrow_type):
+        return isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+    return isinstance(value, str)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e308:
+        return float(value)
+    return None
 
 
 def _runs_table(runs: list[Run]) -> pa.Table:
@@ -377,6 +453,8 @@ def _runs_table(runs: list[Run]) -> pa.Table:
                 "toolkit_version": (m.get("toolkit") or {}).get("version"),
                 "dataset_sha256": (m.get("dataset") or {}).get("sha256"),
                 "source": m.get("source", "record"),
+                # recorded: the runner's trials; imported: the most any sample has
+                "trials": totals.get("trials") or (m.get("runner") or {}).get("trials") or 1,
             }
         )
     return pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)

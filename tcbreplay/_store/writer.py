@@ -25,6 +25,7 @@ from tcbreplay._store.schema import (
     JOURNAL,
     LOCK,
     MANIFEST,
+    SCHEMA_VERSION,
     read_manifest,
 )
 from tcbreplay.errors import (
@@ -104,7 +105,11 @@ class RunWriter:
 
         self._close_journal()
         fold_journal(self.dir)
-        self.update_manifest(files={name: file_record(self.dir / name) for name in DATA_FILES})
+        # the files are written in this version's layout (a version 1 run's included)
+        self.update_manifest(
+            schema_version=SCHEMA_VERSION,
+            files={name: file_record(self.dir / name) for name in DATA_FILES},
+        )
 
     def discard(self) -> None:
         """Remove the run (one this writer made and could not finish), then release it."""

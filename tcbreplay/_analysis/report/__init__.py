@@ -1,6 +1,6 @@
 """``tcbreplay report``: one self-contained HTML file that shows one or more scored runs.
 
-The page needs no network: plotly.js (from the installed ``plotly`` package), the
+The page needs no network: plotly.js (a partial bundle vendored in ``vendor/``), the
 styles, the table script and every datum are inline. Nothing is written to the
 store: runs never scored, or scored before their traces last changed, are scored
 in memory (see :mod:`tcbreplay._analysis.report.data`).
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from tcbreplay._analysis.report.charts import figures
+from tcbreplay._analysis.report.charts import figures, plotly_js
 from tcbreplay._analysis.report.data import ReportData, collect
 from tcbreplay._analysis.report.page import render_page
 from tcbreplay._store.files import output_target
@@ -26,11 +26,9 @@ __all__ = ["ReportData", "build_report", "collect", "write_report"]
 
 def build_report(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> str:
     """Build the report of ``run_ids`` as HTML text; the first run is the baseline."""
-    from plotly.offline import get_plotlyjs
-
     with reading(store, run_ids):  # the page shows transcripts: read up to its last one
         report = collect(store, list(run_ids), allow_incomplete=allow_incomplete)
-        return render_page(report, figures(report), get_plotlyjs())
+        return render_page(report, figures(report), plotly_js())
 
 
 @contextmanager

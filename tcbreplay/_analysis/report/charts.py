@@ -1,16 +1,22 @@
-"""The report's charts as Plotly figures; the page draws them with the embedded plotly.js."""
+"""The report's charts as plotly.js figures (data and layout, plain JSON).
+
+The page draws them with the partial plotly.js bundle vendored beside this module
+(``vendor/``: bar, pie and scatter traces only, 1.2 MB, the same for any number of
+samples), so every chart here is made of bar traces: the TP histogram is binned here,
+which also keeps the page's chart data to a few numbers per run.
+"""
 
 from __future__ import annotations
 
-import json
+from importlib import resources
 from typing import Any
 
-import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.subplots import make_subplots
+import numpy as np
 
 from tcbreplay._analysis.report.data import ReportData
 
+PLOTLY_JS = "vendor/plotly-basic.min.js"
+PLOTLY_JS_VERSION = "4.1.1"  # npm plotly.js-basic-dist-min; see vendor/README.md
 RUN_COLORS = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D"]
 MEASURES = [
     ("gold_calls", "gold calls", "#A0AEC0"),
@@ -23,7 +29,22 @@ METRICS = [
     ("tp", "TP (higher is better)"),
     ("ahr", "AHR (lower is better)"),
 ]
+TP_BIN = 0.05  # bins centred on 0, 0.05, ..., 1
 _FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
+_GRID = "#EBF0F8"
+_AXIS = {
+    "gridcolor": _GRID,
+    "linecolor": _GRID,
+    "zerolinecolor": _GRID,
+    "zerolinewidth": 2,
+    "automargin": True,
+}
+
+
+def plotly_js() -> str:
+    """The vendored plotly.js bundle, as the page embeds it."""
+    package = resources.files("tcbreplay._analysis.report")
+    return package.joinpath(PLOTLY_JS).read_text(encoding="utf-8")
 
 
 def run_color(k: int) -> str:
@@ -31,112 +52,170 @@ def run_color(k: int) -> str:
 
 
 def figures(report: ReportData) -> dict[str, dict[str, Any]]:
-    """Every chart of the page by its element id, as Plotly JSON (data and layout)."""
-    figs = {
+    """Every chart of the page by its element id, as plotly.js JSON (data and layout)."""
+    return {
         "chart-metrics": metrics_figure(report),
         "chart-tools": tools_figure(report),
         "chart-tp": tp_figure(report),
     }
-    return {key: json.loads(pio.to_json(fig, validate=False)) for key, fig in figs.items()}
 
 
-def _layout(fig: go.Figure, height: int, **kwargs: Any) -> go.Figure:
-    fig.update_layout(
-        template="plotly_white",
-        height=height,
-        margin={"l": 48, "r": 16, "t": 36, "b": 40},
-        font={"family": _FONT, "size": 12, "color": "#1f2933"},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+def _axis(**kwargs: Any) -> dict[str, Any]:
+    return {**_AXIS, **kwargs}
+
+
+def _layout(height: int, **kwargs: Any) -> dict[str, Any]:
+    return {
+        "height": height,
+        "margin": {"l": 48, "r": 16, "t": 36, "b": 40},
+        "font": {"family": _FONT, "size": 12, "color": "#1f2933"},
+        "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        "paper_bgcolor": "#fff",
+        "plot_bgcolor": "#fff",
+        "hoverlabel": {"align": "left"},
+        "xaxis": _axis(),
+        "yaxis": _axis(),
         **kwargs,
-    )
-    return fig
+    }
 
 
-def metrics_figure(report: ReportData) -> go.Figure:
+def _bar(name: str, x: list[Any], y: list[Any], color: str, hover: str, **kw: Any) -> dict:
+    return {
+        "type": "bar",
+        "name": name,
+        "x": x,
+        "y": y,
+        "marker": {"color": color},
+        "hovertemplate": hover,
+        **kw,
+    }
+
+
+def metrics_figure(report: ReportData) -> dict[str, Any]:
     """Grouped bars: the three run-level metrics, one bar per run, with bootstrap intervals."""
-    fig = go.Figure()
     labels = [label for _, label in METRICS]
+    data = []
     for k, run in enumerate(report.runs):
         values = [run.summary.get(m) for m, _ in METRICS]
         known = [
-            (run.intervals.get(m), v) if run.intervals.get(m) and v is not None else ((0, 0), 0)
+            (interval, v) if (interval := run.intervals.get(m)) and v is not None else ((0, 0), 0)
             for (m, _), v in zip(METRICS, values, strict=True)
         ]
-        fig.add_trace(
-            go.Bar(
-                name=run.run_id,
-                x=labels,
-                y=values,
-                marker_color=run_color(k),
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [ci[1] - v for ci, v in known],
-                    "arrayminus": [v - ci[0] for ci, v in known],
-                    "color": "#52606d",
-                    "thickness": 1.2,
-                },
-                hovertemplate="%{x}<br>" + run.run_id + ": %{y:.3f}<extra></extra>",
-            )
-        )
-    return _layout(
-        fig,
-        340,
-        barmode="group",
-        yaxis={"range": [0, 1.05], "title": "score"},
-    )
+        error_y = {
+            "type": "data",
+            "symmetric": False,
+            "array": [ci[1] - v for ci, v in known],
+            "arrayminus": [v - ci[0] for ci, v in known],
+            "color": "#52606d",
+            "thickness": 1.2,
+        }
+        hover = "%{x}<br>" + run.run_id + ": %{y:.3f}<extra></extra>"
+        data.append(_bar(run.run_id, labels, values, run_color(k), hover, error_y=error_y))
+    layout = _layout(340, barmode="group", yaxis=_axis(range=[0, 1.05], title={"text": "score"}))
+    return {"data": data, "layout": layout}
 
 
-def tools_figure(report: ReportData) -> go.Figure:
-    """Per tool: gold, agent and paired calls and invalid arguments, one panel per run."""
+def tools_figure(report: ReportData) -> dict[str, Any]:
+    """Per tool: gold, agent and paired calls and invalid arguments, one panel per run, the
+    panels side by side on one count axis."""
     n = len(report.runs)
-    fig = make_subplots(
-        rows=1,
-        cols=n,
-        shared_yaxes=True,
-        subplot_titles=[run.run_id for run in report.runs] if n > 1 else None,
-        horizontal_spacing=0.04,
-    )
+    spacing = 0.04
+    width = (1 - spacing * (n - 1)) / n
+    data: list[dict[str, Any]] = []
+    layout = _layout(360, barmode="group")
+    annotations = []
     for k, run in enumerate(report.runs):
+        suffix = "" if k == 0 else str(k + 1)
+        left = k * (width + spacing)
+        layout[f"xaxis{suffix}"] = _axis(domain=[left, left + width], anchor=f"y{suffix}")
+        layout[f"yaxis{suffix}"] = (
+            _axis(anchor="x", title={"text": "count"})
+            if k == 0
+            else _axis(anchor=f"x{suffix}", matches="y", showticklabels=False)
+        )
         rows = [r for r in report.tool_rows if r.run_id == run.run_id]
         for key, label, color in MEASURES:
-            fig.add_trace(
-                go.Bar(
-                    name=label,
+            hover = "%{x}: %{y} " + label + "<extra>" + run.run_id + "</extra>"
+            data.append(
+                _bar(
+                    label,
+                    [r.tool for r in rows],
+                    [getattr(r, key) for r in rows],
+                    color,
+                    hover,
                     legendgroup=key,
                     showlegend=k == 0,
-                    x=[r.tool for r in rows],
-                    y=[getattr(r, key) for r in rows],
-                    marker_color=color,
-                    hovertemplate="%{x}: %{y} " + label + "<extra>" + run.run_id + "</extra>",
-                ),
-                row=1,
-                col=k + 1,
+                    xaxis=f"x{suffix}",
+                    yaxis=f"y{suffix}",
+                )
             )
-    fig = _layout(fig, 360, barmode="group", yaxis={"title": "count"})
-    if n > 1:  # room for the legend above the panel titles
-        fig.update_layout(margin={"t": 72}, legend={"y": 1.16})
-    return fig
+        annotations.append(
+            {
+                "text": run.run_id,
+                "x": left + width / 2,
+                "y": 1,
+                "xref": "paper",
+                "yref": "paper",
+                "xanchor": "center",
+                "yanchor": "bottom",
+                "showarrow": False,
+                "font": {"size": 14},
+            }
+        )
+    if n > 1:  # each panel titled by its run, with room for the legend above the titles
+        layout.update(
+            annotations=annotations,
+            margin={**layout["margin"], "t": 72},
+            legend={**layout["legend"], "y": 1.16},
+        )
+    return {"data": data, "layout": layout}
 
 
-def tp_figure(report: ReportData) -> go.Figure:
-    """Histogram of per-sample TP, one series per run, bins of 0.05 centred on their value."""
-    fig = go.Figure()
+def tp_normalised(report: ReportData) -> bool:
+    """Whether the TP histogram shows shares of each run's samples rather than counts: when
+    the runs differ in size, counts would compare the runs' sizes rather than their scores."""
+    return len({run.scores.height for run in report.runs}) > 1
+
+
+def tp_bins(tp: np.ndarray) -> np.ndarray:
+    """Samples per TP bin: 21 bins of 0.05 centred on 0, 0.05, ..., 1 (a bin holds its lower
+    edge); an undefined TP (NaN) is in none."""
+    tp = np.round(tp[~np.isnan(tp)], 4)
+    index = np.floor((tp + TP_BIN / 2) / TP_BIN).astype(int)
+    return np.bincount(np.clip(index, 0, 20), minlength=21)
+
+
+def tp_figure(report: ReportData) -> dict[str, Any]:
+    """Histogram of per-sample TP, one series of bars per run; shares of each run's samples
+    (in %) when the runs differ in size (see :func:`tp_normalised`), else counts."""
+    normalised = tp_normalised(report)
+    centres = [round(k * TP_BIN, 2) for k in range(21)]
+    data = []
     for k, run in enumerate(report.runs):
-        fig.add_trace(
-            go.Histogram(
-                name=run.run_id,
-                x=run.scores["tp"].round(4).to_list(),
-                xbins={"start": -0.025, "end": 1.025, "size": 0.05},
-                marker_color=run_color(k),
-                hovertemplate="tp %{x}: %{y} samples<extra>" + run.run_id + "</extra>",
+        counts = tp_bins(run.scores["tp"].to_numpy().astype(float))
+        n = int(counts.sum())
+        if normalised:
+            y = [round(100 * c / n, 2) if n else 0 for c in counts.tolist()]
+            hover = "tp %{x}: %{customdata:,} samples, %{y:.1f}% of " + f"{n:,}"
+            extra: dict[str, Any] = {"customdata": counts.tolist()}
+        else:
+            y, hover, extra = counts.tolist(), "tp %{x}: %{y:,} samples", {}
+        data.append(
+            _bar(
+                run.run_id,
+                centres,
+                y,
+                run_color(k),
+                hover + "<extra>" + run.run_id + "</extra>",
+                **extra,
             )
         )
-    return _layout(
-        fig,
+    title = "share of the run's samples (%)" if normalised else "samples"
+    layout = _layout(
         340,
         barmode="group",
         bargap=0.08,
-        xaxis={"title": "per-sample TP", "range": [-0.03, 1.03], "dtick": 0.1},
-        yaxis={"title": "samples"},
+        xaxis=_axis(title={"text": "per-sample TP"}, range=[-0.03, 1.03], dtick=0.1),
+        yaxis=_axis(title={"text": title}, rangemode="tozero"),
     )
+    return {"data": data, "layout": layout}

@@ -4,7 +4,9 @@ Reads the run directories only and imports neither LangChain nor LangGraph: stor
 messages are read as JSON. Scores come from the run's stored default scoring
 (``scores/spec``) when its audit record matches the run's current files, otherwise
 the run is scored in memory; nothing is written to the store. Later runs are
-compared with the first by :func:`tcbreplay._analysis.diff.diff_runs`.
+compared with the first by :func:`tcbreplay._analysis.diff.diff_runs`. A sample's trials
+are rows of their own, each named by :func:`row_key` (its id, and ``(trial t)`` after it
+for t > 0), so every table and transcript here is keyed by that name.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tcbreplay._score.metrics import Rules, explain_sample
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA
 from tcbreplay._store.views import connect
 from tcbreplay.errors import InputError, TcbReplayError
 
@@ -38,6 +41,7 @@ CONFIDENCE = 0.95
 _EPS = 1e-9
 _SAMPLE_COLUMNS = [
     "sample_id",
+    "trial",
     "sample_index",
     "input",
     "gold",
@@ -47,7 +51,37 @@ _SAMPLE_COLUMNS = [
     "input_tokens",
     "output_tokens",
     "duration_s",
+    "metadata",
 ]
+
+
+def row_key(sample_id: str, trial: int) -> str:
+    """The name of a sample's trial in the report: its id (trial 0), else with the trial."""
+    return sample_id if not trial else f"{sample_id} (trial {trial})"
+
+
+def _keyed(frame: pl.DataFrame) -> pl.DataFrame:
+    """A frame of rows with ``sample_id`` and ``trial``: ``sample_id`` the row's name
+    (:func:`row_key`), and the sample's own id as ``base_id``."""
+    if "trial" not in frame.columns:  # scored before trials: every row is trial 0
+        frame = frame.with_columns(pl.lit(0, pl.Int32).alias("trial"))
+    key = (
+        pl.when(pl.col("trial") > 0)
+        .then(pl.format("{} (trial {})", "sample_id", "trial"))
+        .otherwise(pl.col("sample_id"))
+    )
+    return frame.with_columns(pl.col("sample_id").alias("base_id"), key.alias("sample_id"))
+
+
+def _read(path: Any, schema: Any, columns: list[str]) -> pl.DataFrame:
+    """Columns of a run file, a version 1 file's as trial 0 without metadata."""
+    import pyarrow.parquet as pq
+
+    from tcbreplay._store.schema import with_optional_columns
+
+    frame = pl.from_arrow(with_optional_columns(pq.read_table(path), schema).select(columns))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 @dataclass
@@ -134,6 +168,7 @@ def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False)
                 sample_ids.append(sid)
     failed_by_run = [run.failed() for run in runs]
     failed = [any(f.get(sid, False) for f in failed_by_run) for sid in sample_ids]
+    base = {k: b for run in runs for k, b in run.samples.select("sample_id", "base_id").rows()}
     regressed_ids: set[str] = set()
     for run in runs[1:]:
         try:
@@ -148,7 +183,8 @@ def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False)
         runs=runs,
         sample_ids=sample_ids,
         failed=failed,
-        regressed=[sid in regressed_ids for sid in sample_ids],
+        # diff compares samples over their trials: each trial of a regressed sample is flagged
+        regressed=[base.get(sid, sid) in regressed_ids for sid in sample_ids],
         tools=tools,
         tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
     )
@@ -158,7 +194,8 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
     """A run's scores, samples, agent and gold calls, and the AHR pairing of every sample."""
     run = store.open_run(run_id)
     summary, scores, in_memory = _scores(store, run, allow_incomplete)
-    samples = pl.read_parquet(run.samples_path, columns=_SAMPLE_COLUMNS).sort("sample_index")
+    samples = _keyed(_read(run.samples_path, SAMPLES_SCHEMA, _SAMPLE_COLUMNS))
+    samples = samples.sort("sample_index")
     con = connect(runs=[run], with_scores=False)
     try:
         # the calls as scoring reads them: a gold list or tool_calls that is no list holds
@@ -166,7 +203,7 @@ def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> Ru
         tables = translate.load_calls(con)
     finally:
         con.close()
-    ids = tables.samples["sample_id"].to_list()
+    ids = _keyed(tables.samples)["sample_id"].to_list()
     gold: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
     agent: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
     for calls, side in ((gold, tables.gold), (agent, tables.agent)):
@@ -250,11 +287,12 @@ def _scores(
             )
         )
         if current:
-            return summary, pl.read_parquet(folder / "scores.parquet").sort("sample_index"), False
+            scores = _keyed(pl.read_parquet(folder / "scores.parquet"))
+            return summary, scores.sort("sample_index"), False
     except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
         pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
     result = score_run(store, run.run_id, allow_incomplete=allow_incomplete, write=False)
-    return result.summary, result.scores.sort("sample_index"), True
+    return result.summary, _keyed(result.scores).sort("sample_index"), True
 
 
 def metric_intervals(
@@ -289,8 +327,10 @@ def metric_intervals(
     for metric in METRICS:
         values = np.concatenate(draws[metric])
         values = values[~np.isnan(values)]
-        low, high = np.quantile(values, [alpha, 1 - alpha]) if len(values) else (None, None)
-        out[metric] = None if low is None else (float(low), float(high))
+        out[metric] = None
+        if len(values):
+            low, high = np.quantile(values, [alpha, 1 - alpha])
+            out[metric] = (float(low), float(high))
     return out
 
 
@@ -346,18 +386,12 @@ def message_text(content: Any) -> str:
 
 def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
     """Every sample's stored messages, read as JSON: type, text, calls, tokens, latency."""
-    frame = pl.read_parquet(
-        run.run.messages_path,
-        columns=[
-            "sample_id",
-            "position",
-            "type",
-            "message",
-            "input_tokens",
-            "output_tokens",
-            "latency_s",
-        ],
-    ).sort("sample_id", "position")
+    columns = ["sample_id", "trial", "position", "type", "message", "input_tokens",
+               "output_tokens", "latency_s"]  # fmt: skip
+    frame = _keyed(_read(run.run.messages_path, MESSAGES_SCHEMA, columns))
+    frame = frame.sort("sample_id", "position").select(
+        "sample_id", "position", "type", "message", "input_tokens", "output_tokens", "latency_s"
+    )
     out: dict[str, list[dict[str, Any]]] = {}
     for sid, _, kind, text, tin, tout, latency in frame.iter_rows():
         data = _message_data(text)

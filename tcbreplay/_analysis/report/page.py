@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from tcbreplay import __version__
-from tcbreplay._analysis.report.charts import run_color
+from tcbreplay._analysis.report.charts import run_color, tp_normalised
 from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
 from tcbreplay._store.schema import utcnow
 
@@ -39,6 +39,7 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
         "tool_table": _tool_table(report),
         "tool_options": "".join(_option(t, t) for t in report.tools),
         "category_options": "".join(_option(c, c) for c in _categories(report)),
+        "tp_hint": _tp_hint(report),
         "regressed_option": (
             '<option value="regressed">regressed (vs first run)</option>'
             if len(report.runs) > 1
@@ -52,6 +53,16 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
     template = package.joinpath("template.html").read_text(encoding="utf-8")
     # One pass, so inserted text (plotly.js, data) is never scanned for markers.
     return _MARKER.sub(lambda m: parts[m.group(1)], template)
+
+
+def _tp_hint(report: ReportData) -> str:
+    if tp_normalised(report):
+        sizes = ", ".join(f"{run.scores.height:,}" for run in report.runs)
+        return (
+            f"Share of each run's samples per TP value (bins of 0.05): the runs differ in "
+            f"size ({html.escape(sizes)} samples); 1 is a name sequence equal to gold."
+        )
+    return "Samples per TP value (bins of 0.05); 1 is a name sequence equal to gold."
 
 
 def script_json(obj: Any) -> str:
@@ -97,8 +108,8 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def _title(report: ReportData) -> str:
     titles = {(r.run.manifest.get("benchmark") or {}).get("title") for r in report.runs}
-    titles.discard(None)
-    return f"tcbreplay report: {' / '.join(sorted(titles)) or 'runs'}"
+    named = sorted(t for t in titles if t is not None)
+    return f"tcbreplay report: {' / '.join(named) or 'runs'}"
 
 
 def _meta(report: ReportData) -> str:
@@ -175,6 +186,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
     return (
         f'<article class="card" style="--run: {run_color(k)}" data-run="{html.escape(run.run_id)}">'
         f'<header><span class="swatch"></span><h3>{html.escape(run.run_id)}</h3>{badges}</header>'
+        f"{_banner(run)}"
         f'<div class="sub">{html.escape(str(model.get("id") or "unknown model"))} · '
         f"{html.escape(run.run.status)} · {source}</div>"
         f'<div class="metrics">{"".join(cells)}</div>'
@@ -182,11 +194,30 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
     )
 
 
+def _banner(run: RunData) -> str:
+    """A run whose samples ended in error while recording says so above its metrics."""
+    s = run.summary
+    errors = s.get("n_errors") or 0
+    if not errors:
+        return ""
+    return (
+        f'<div class="banner" role="alert">{errors:,} of {s.get("n_samples", 0):,} samples '
+        "ended in error while recording and score as samples without calls: these metrics do "
+        "not measure the model alone, and the run is listed after the others</div>"
+    )
+
+
 def _leaderboard(report: ReportData) -> str:
-    def key(run: RunData) -> tuple[float, float, float]:
+    def key(run: RunData) -> tuple[bool, float, float, float]:
         s = run.summary
         ahr = s.get("ahr")
-        return (-(s.get("tp") or 0), -(s.get("tsa") or 0), ahr if ahr is not None else 2.0)
+        # runs with recording errors are not ranked among the others: they come last
+        return (
+            bool(s.get("n_errors")),
+            -(s.get("tp") or 0),
+            -(s.get("tsa") or 0),
+            ahr if ahr is not None else 2.0,
+        )
 
     order = sorted(range(len(report.runs)), key=lambda k: key(report.runs[k]))
     rows = []
@@ -194,9 +225,11 @@ def _leaderboard(report: ReportData) -> str:
         run = report.runs[k]
         s = run.summary
         model = (run.run.manifest.get("model") or {}).get("id") or ""
+        place = "—" if s.get("n_errors") else str(rank)
+        tag = ' <span class="tag errors">recording errors</span>' if s.get("n_errors") else ""
         rows.append(
-            f'<tr style="--run: {run_color(k)}"><td>{rank}</td>'
-            f'<td><span class="swatch"></span>{html.escape(run.run_id)}</td>'
+            f'<tr style="--run: {run_color(k)}"><td>{place}</td>'
+            f'<td><span class="swatch"></span>{html.escape(run.run_id)}{tag}</td>'
             f"<td>{html.escape(str(model))}</td>"
             f'<td class="num">{_fmt(s.get("tp"))}</td><td class="num">{_fmt(s.get("tsa"))}</td>'
             f'<td class="num">{_fmt(s.get("ahr"))}</td>'
@@ -314,7 +347,6 @@ def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur")}
     for sid in sample_ids:
         s, m = scores.get(sid), samples.get(sid)
-        present = s is not None and m is not None
         values = (
             [
                 _num(s["tsa"]),
@@ -330,7 +362,7 @@ def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
                 m["output_tokens"],
                 _num(m["duration_s"], 3),
             ]
-            if present
+            if s is not None and m is not None
             else [None] * len(cols)
         )
         for key, value in zip(cols, values, strict=True):
@@ -364,6 +396,7 @@ def details_payload(report: ReportData) -> dict[str, Any]:
     for run in report.runs:
         messages = transcripts(run)
         errors = dict(run.samples.select("sample_id", "error").iter_rows())
+        metadata = dict(run.samples.select("sample_id", "metadata").iter_rows())
         per_sample: list[Any] = []
         for sid in report.sample_ids:
             if sid not in run.agent:
@@ -382,6 +415,8 @@ def details_payload(report: ReportData) -> dict[str, Any]:
                 entry["o"] = run.own_tools[sid]
             if errors.get(sid):
                 entry["e"] = errors[sid]
+            if metadata.get(sid):  # the sample's metadata object, as stored
+                entry["m"] = json.loads(metadata[sid])
             per_sample.append(entry)
         runs.append(
             {

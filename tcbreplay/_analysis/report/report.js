@@ -17,8 +17,8 @@
 
   /* ---- table ---- */
   // Markers beside a later run's value that is worse than the first run's (see "regressed").
-  const lowerTp = (r, s) => r > 0 && D.cols[r].tp[s] != null && D.cols[0].tp[s] != null &&
-    D.cols[r].tp[s] < D.cols[0].tp[s] - 1e-9;
+  const lower = (r, s, m) => r > 0 && D.cols[r][m][s] != null && D.cols[0][m][s] != null &&
+    D.cols[r][m][s] < D.cols[0][m][s] - 1e-9;
   const higherAhr = (r, s) => r > 0 && D.cols[r].ahr[s] != null && D.cols[0].tp[s] != null &&
     D.cols[r].ahr[s] > (D.cols[0].ahr[s] ?? 0) + 1e-9;
   const mark = (sign, what) => `<span class="down" title="${what} than in the first run">${sign}</span>`;
@@ -30,9 +30,11 @@
   };
   const cols = [
     { key: "idx", label: "#", num: true, get: (s) => s, cell: (s) => s + 1 },
-    { key: "id", label: "sample", get: (s) => S.id[s], cell: (s) => `<code>${esc(S.id[s])}</code>` },
-    { key: "cat", label: "category", get: (s) => S.cat[s] || "", cell: (s) => esc(S.cat[s]) },
-    { key: "input", label: "input", cls: "input", get: (s) => S.input[s],
+    { key: "id", label: "sample", cls: "id", title: true, get: (s) => S.id[s],
+      cell: (s) => `<code>${esc(S.id[s])}</code>` },
+    { key: "cat", label: "category", cls: "cat", title: true, get: (s) => S.cat[s] || "",
+      cell: (s) => esc(S.cat[s]) },
+    { key: "input", label: "input", cls: "input", title: true, get: (s) => S.input[s],
       cell: (s) => esc(S.input[s]) },
     { key: "ngold", label: "gold calls", num: true, get: (s) => S.ngold[s], cell: (s) => S.ngold[s] },
   ];
@@ -41,21 +43,24 @@
     cols.push(
       { key: `calls${r}`, run: r, label: "calls", num: true, get: (s) => C.calls[s],
         cell: (s) => C.calls[s] ?? "—" },
+      { key: `tsa${r}`, run: r, label: "TSA", num: true, get: (s) => C.tsa[s],
+        cell: (s) => pill(C.tsa[s], false) + (lower(r, s, "tsa") ? mark("▼", "lower") : "") },
       { key: `tp${r}`, run: r, label: "TP", num: true, get: (s) => C.tp[s],
-        cell: (s) => pill(C.tp[s], false) + (lowerTp(r, s) ? mark("▼", "lower") : "") },
+        cell: (s) => pill(C.tp[s], false) + (lower(r, s, "tp") ? mark("▼", "lower") : "") },
       { key: `ahr${r}`, run: r, label: "AHR", num: true, get: (s) => C.ahr[s],
         cell: (s) => pill(C.ahr[s], true) + (higherAhr(r, s) ? mark("▲", "higher") : "") });
   });
 
   const state = { sort: "idx", desc: false, page: 0, size: 100, rows: [] };
-  const lower = { id: null, input: null };
+  const lowered = { id: null, input: null }; // the searched texts, lower-cased at first use
 
   function header() {
     const th = (c, span) => `<th data-sort="${c.key}"${span}${c.num ? ' class="num"' : ""}>` +
       `${esc(c.label)}</th>`;
     const base = cols.filter((c) => c.run === undefined);
+    const perRun = cols.filter((c) => c.run === 0).length;
     if (R.length === 1) return `<tr>${cols.map((c) => th(c, "")).join("")}</tr>`;
-    const groups = R.map((run) => `<th class="group" colspan="3" style="--run:${run.color}">` +
+    const groups = R.map((run) => `<th class="group" colspan="${perRun}" style="--run:${run.color}">` +
       `<span class="swatch"></span>${esc(run.id)}</th>`).join("");
     return `<tr>${base.map((c) => th(c, ' rowspan="2"')).join("")}${groups}</tr>` +
       `<tr>${cols.filter((c) => c.run !== undefined).map((c) => th(c, "")).join("")}</tr>`;
@@ -65,9 +70,9 @@
     const show = $("f-show").value, tool = $("f-tool").value, cat = $("f-cat").value;
     const text = $("f-text").value.trim().toLowerCase();
     const ti = tool ? D.tools.indexOf(tool) : -1;
-    if (text && !lower.id) {
-      lower.id = S.id.map((v) => v.toLowerCase());
-      lower.input = S.input.map((v) => (v || "").toLowerCase());
+    if (text && !lowered.id) {
+      lowered.id = S.id.map((v) => v.toLowerCase());
+      lowered.input = S.input.map((v) => (v || "").toLowerCase());
     }
     const rows = [];
     for (let s = 0; s < N; s++) {
@@ -75,7 +80,7 @@
       if (show === "regressed" && !S.regressed[s]) continue;
       if (ti >= 0 && !S.tools[s].includes(ti)) continue;
       if (cat && S.cat[s] !== cat) continue;
-      if (text && !lower.id[s].includes(text) && !lower.input[s].includes(text)) continue;
+      if (text && !lowered.id[s].includes(text) && !lowered.input[s].includes(text)) continue;
       rows.push(s);
     }
     state.rows = rows;
@@ -104,8 +109,8 @@
     const start = state.page * size, shown = rows.slice(start, start + size);
     $("samples-table").tBodies[0].innerHTML = shown.map((s) =>
       `<tr data-s="${s}"${S.failed[s] ? ' class="failed"' : ""}>` + cols.map((c) =>
-        `<td class="${c.num ? "num" : ""} ${c.cls || ""}"${c.key === "input" ?
-          ` title="${esc(S.input[s])}"` : ""}>${c.cell(s)}</td>`).join("") + "</tr>").join("");
+        `<td class="${c.num ? "num" : ""} ${c.cls || ""}"${c.title ? ` title="${esc(c.get(s))}"` : ""}>` +
+        `${c.cell(s)}</td>`).join("") + "</tr>").join("");
     const count = $("row-count");
     count.dataset.count = rows.length;
     const n = (v) => v.toLocaleString("en-US");
@@ -167,12 +172,17 @@
     return `<span class="call mono"><span class="name">${esc(name)}</span>(${parts.join(", ")})${group}</span>`;
   }
 
+  const calls = (n) => (n ? `${n} call${n > 1 ? "s" : ""}` : "no calls");
+  const NO_CALLS = '<span class="empty none">no calls</span>';
+
   // pairs in agent order; inside an order-free group a pair may go back in gold's order, so
   // unpaired gold calls are shown before the first pair with a later gold call
   function trajectories(gold, agent, pairs) {
-    let h = '<div class="traj"><div class="h">gold</div><div class="h mid">alignment</div>' +
-      '<div class="h">agent</div>';
+    let h = `<div class="traj"><div class="h">gold · ${calls(gold.length)}</div>` +
+      `<div class="h mid">alignment</div><div class="h">agent · ${calls(agent.length)}</div>`;
     const row = (g, mid, cls, a) => { h += `<div>${g}</div><div class="mid ${cls}">${mid}</div><div>${a}</div>`; };
+    // an empty trajectory is a row of its own: with no calls on either side, the table has no other
+    if (!gold.length && !agent.length) row(NO_CALLS, "same: none", "paired", NO_CALLS);
     const paired = new Set(pairs.map((p) => p[1]));
     let i = 0, j = 0;
     for (const p of [...pairs, [agent.length, gold.length, null]]) {
@@ -255,6 +265,7 @@
         `<span>tokens <b>${C.tin[s] ?? "—"} in / ${C.tout[s] ?? "—"} out</b></span>` +
         `<span>duration <b>${C.dur[s] == null ? "—" : C.dur[s] + " s"}</b></span></div>`;
       if (e.e) h += `<div class="error">${esc(e.e)}</div>`;
+      if (e.m) h += `<h3>Metadata</h3><pre class="input-text">${esc(JSON.stringify(e.m, null, 2))}</pre>`;
       h += "<h3>Trajectories</h3><div class=\"legend\">" + Object.entries(TAGS).map(([k, v]) =>
         `<span class="arg ${k}">${v}</span>`).join("") + "</div>" +
         trajectories(e.g || x.gold[s], e.a, e.p) + "<h3>Transcript</h3>" + transcript(run, e);
@@ -262,22 +273,59 @@
     $("d-body").innerHTML = h;
   }
 
-  function open(s) {
+  function open(s, run) {
     detail.s = s;
+    if (run != null) detail.run = run;
     if (D.cols[detail.run].tp[s] == null) detail.run = Math.max(0, D.cols.findIndex((c) => c.tp[s] != null));
     $("d-title").textContent = S.id[s];
     render();
     $("detail").hidden = $("backdrop").hidden = false;
     $("d-body").scrollTop = 0;
+    remember(false);
   }
-  const close = () => { $("detail").hidden = $("backdrop").hidden = true; };
+
+  /* ---- a link per sample: #run=RUN&sample=ID opens it ---- */
+  const opened = () => !$("detail").hidden;
+  const link = () => "#" + new URLSearchParams({ run: R[detail.run].id, sample: S.id[detail.s] });
+  // The address bar holds the open sample's link, a history entry per sample opened (Back
+  // returns to the one before); switching runs replaces it.
+  function remember(replace) {
+    const frag = link();
+    $("d-link").href = frag;
+    if (location.hash === frag) return;
+    if (replace) history.replaceState(null, "", frag);
+    else location.hash = frag;
+  }
+  const linked = () => new URLSearchParams(location.hash.slice(1));
+  function close() {
+    if (!opened()) return;
+    $("detail").hidden = $("backdrop").hidden = true;
+    if (linked().has("sample")) history.replaceState(null, "", location.pathname + location.search);
+  }
+  // Open the sample the fragment names (on load, and when it changes); an id no sample has
+  // is put in the search box, so the table says that nothing matches.
+  function route() {
+    const q = linked(), sid = q.get("sample");
+    if (sid == null) return close();
+    const s = S.id.indexOf(sid), r = R.findIndex((run) => run.id === q.get("run"));
+    if (s < 0) {
+      $("detail").hidden = $("backdrop").hidden = true;
+      $("f-text").value = sid;
+      return apply();
+    }
+    if (opened() && detail.s === s && (r < 0 || r === detail.run)) return;
+    open(s, r < 0 ? null : r);
+  }
+
   $("d-body").addEventListener("click", (ev) => {
     const b = ev.target.closest("button[data-run]");
-    if (b) { detail.run = +b.dataset.run; render(); }
+    if (b) { detail.run = +b.dataset.run; render(); remember(true); }
   });
   $("d-close").addEventListener("click", close);
   $("backdrop").addEventListener("click", close);
   document.addEventListener("keydown", (ev) => { if (ev.key === "Escape") close(); });
+  window.addEventListener("hashchange", route);
+  route();
 
   Promise.all(charts).then(() => {
     window.tcbReportReadyMs = performance.now();

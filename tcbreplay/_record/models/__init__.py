@@ -7,6 +7,7 @@ environment only and are never part of a model choice.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -20,11 +21,20 @@ from tcbreplay.errors import ModelError
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
 
 # Environment variables that hold each provider's key, in the order LangChain reads them.
-_KEY_VARS = {
+KEY_VARIABLES = {
     "google_genai": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
     "openai": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
 }
+
+# Providers whose SDK retries by itself unless told not to (``max_retries``).
+SDK_RETRIES_OFF = frozenset({"google_genai", "openai", "anthropic"})
+
+# Model settings that change how requests travel, not what the model answers: a run is
+# resumed with other values of these (a proxy's URL, a longer timeout) as the same run.
+TRANSPORT_SETTINGS = frozenset(
+    {"base_url", "timeout", "request_timeout", "max_retries", "client_args", "additional_headers"}
+)
 
 
 @dataclass(frozen=True)
@@ -81,10 +91,28 @@ def model_from_manifest(model: Mapping[str, Any]) -> ModelChoice:
     )
 
 
+def with_transport(choice: ModelChoice, options: Mapping[str, str]) -> ModelChoice:
+    """``choice`` with corrected transport settings (``--model-option`` with ``--resume``):
+    only those, which leave the run's inputs as they were, may change."""
+    other = sorted(k for k in options if k not in TRANSPORT_SETTINGS)
+    if other:
+        raise ModelError(
+            f"--model-option {other[0]}: a resumed run keeps its model settings; only how "
+            f"requests travel may change ({', '.join(sorted(TRANSPORT_SETTINGS))})",
+            hint="to record with other model settings, start another run (--run-id)",
+        )
+    if options and choice.simulated:
+        raise ModelError("--model-option: the sim model has no transport settings")
+    parsed = {key: _parse_value(key, text) for key, text in options.items()}
+    for key, value in parsed.items():
+        _refuse_secrets(key, value)
+    return ModelChoice(choice.id, choice.provider, choice.name, {**choice.settings, **parsed})
+
+
 def check_credentials(choice: ModelChoice, environ: Mapping[str, str] | None = None) -> None:
     """Fail early, in one line, when the provider's API key is not in the environment."""
     environ = os.environ if environ is None else environ
-    names = _KEY_VARS.get(choice.provider)
+    names = KEY_VARIABLES.get(choice.provider)
     if not names or any(environ.get(n) for n in names):
         return
     raise ModelError(
@@ -104,8 +132,9 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
     # settings recorded by an older version may hold a secret: keep it out of error texts
     register(f for key, value in choice.settings.items() for f in find_secrets(key, value))
     kwargs = dict(choice.settings)
-    if choice.provider == "google_genai":
-        # The record runner retries with backoff itself; SDK retries would hide attempts.
+    if choice.provider in SDK_RETRIES_OFF:
+        # The record runner retries with backoff itself; SDK retries would hide attempts
+        # (and multiply them: a refused connection would be tried 9 times, not 3).
         kwargs.setdefault("max_retries", 0)
     try:
         return init_chat_model(choice.name, model_provider=choice.provider, **kwargs)
@@ -113,7 +142,38 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
         raise ModelError(f"--model {choice.id}: {exc}") from exc
     except (ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0]
-        raise ModelError(f"--model {choice.id}: {first}") from exc
+        hint = provider_hint(choice) if first.startswith("Unsupported provider") else None
+        raise ModelError(f"--model {choice.id}: {first}", hint=hint) from exc
+
+
+# names people give providers that LangChain knows by another
+_PROVIDER_ALIASES = {
+    "google": "google_genai",
+    "gemini": "google_genai",
+    "genai": "google_genai",
+    "googleai": "google_genai",
+    "google-genai": "google_genai",
+    "vertex": "google_vertexai",
+    "vertexai": "google_vertexai",
+    "claude": "anthropic",
+    "azure": "azure_openai",
+    "mistral": "mistralai",
+}
+
+
+def provider_hint(choice: ModelChoice) -> str | None:
+    """'did you mean google_genai:...?' for a provider LangChain does not know."""
+    try:
+        from langchain.chat_models.base import _BUILTIN_PROVIDERS as known
+    except ImportError:  # a LangChain that keeps them elsewhere: no suggestion
+        known = {}
+    wanted = choice.provider.lower()
+    close = _PROVIDER_ALIASES.get(wanted) or next(
+        iter(difflib.get_close_matches(wanted, list(known), n=1, cutoff=0.6)), None
+    )
+    if close is None:
+        return f"providers LangChain knows: {', '.join(sorted(known))}" if known else None
+    return f"did you mean --model {close}:{choice.name}?"
 
 
 def effective_settings(choice: ModelChoice, chat_model: Any) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """The ``sim`` model: a seeded, offline stand-in for an LLM agent.
 
 For each sample it plays the gold trajectory through the real tools, with
-mistakes drawn from a random generator seeded by ``(seed, sample id)`` only:
-skip a call, add a wrong call, swap two calls, change a value, invent an
-argument. It may group consecutive calls into one AI message (parallel calls).
-Every AI message it writes names it as simulated in ``response_metadata``.
+mistakes drawn from a random generator seeded by ``(seed, sample id, trial)`` only
+(trial 0 by ``(seed, sample id)``, as before trials): skip a call, add a wrong call,
+swap two calls, change a value, invent an argument. It may group consecutive calls
+into one AI message (parallel calls). Every AI message it writes names it as
+simulated in ``response_metadata``.
 
 Options (``sim:seed=7,error_rate=0.2``): ``seed`` (int, 0), ``error_rate``
 (probability of a mistake per gold call, 0.15), ``mistakes`` (kinds joined by
@@ -35,6 +36,8 @@ from tcbreplay.errors import ModelError
 # The key of the run config's metadata under which the runner names each sample: the sim
 # plays that sample's gold plan.
 SAMPLE_ID_KEY = "tcbreplay_sample_id"
+# ... and its trial: each trial draws its own mistakes
+TRIAL_KEY = "tcbreplay_trial"
 MISTAKES = ("skip", "extra", "swap", "wrong_value", "invented_arg")
 MODEL_NAME = "tcbreplay-sim (simulated)"
 _DEFAULTS: dict[str, Any] = {
@@ -108,16 +111,18 @@ def plan_turns(
     gold: Sequence[tuple[str, Mapping[str, Any]]],
     tools: Sequence[Mapping[str, Any]],
     settings: Mapping[str, Any],
+    trial: int = 0,
 ) -> list[list[dict[str, Any]]]:
-    """Return the AI turns the sim plays for a sample: lists of ``{"name", "args"}`` calls."""
-    rng = random.Random(_seed(settings["seed"], sample_id, "plan"))
+    """Return the AI turns the sim plays for a trial of a sample: lists of ``{"name",
+    "args"}`` calls."""
+    rng = random.Random(_seed(settings["seed"], sample_id, _trial_purpose("plan", trial)))
     kinds = [k for k in str(settings["mistakes"]).split("+") if k]
     rate = float(settings["error_rate"])
     calls: list[dict[str, Any]] = []
     i = 0
     while i < len(gold):
         name, args = gold[i]
-        call = {"name": name, "args": dict(args)}
+        call: dict[str, Any] = {"name": name, "args": dict(args)}
         if not (kinds and rng.random() < rate):
             calls.append(call)
             i += 1
@@ -163,7 +168,7 @@ def _wrong_call(rng: random.Random, avoid: str | None, tools: Sequence[Mapping[s
         return {"name": "lookup", "args": {}}
     tool = rng.choice(choices)
     props = tool.get("parameters", {}).get("properties", {})
-    args = {}
+    args: dict[str, Any] = {}
     for key, schema in props.items():
         kind = schema.get("type")
         if kind in ("number", "integer"):
@@ -185,6 +190,11 @@ def _perturb(rng: random.Random, value: Any) -> Any:
     if isinstance(value, str):
         return value + "s"
     return "wrong"
+
+
+def _trial_purpose(purpose: str, trial: int) -> str:
+    """A draw's purpose in a trial: trial 0 draws as a sim without trials did."""
+    return purpose if not trial else f"{purpose}:trial={trial}"
 
 
 def _seed(seed: Any, sample_id: str, purpose: str) -> int:
@@ -235,16 +245,22 @@ class SimChatModel(BaseChatModel):
         sample_id = metadata.get(SAMPLE_ID_KEY)
         if sample_id is None or sample_id not in self.samples:
             raise ModelError(f"sim: no gold plan for sample {sample_id!r}")
+        trial = int(metadata.get(TRIAL_KEY) or 0)
         turn = sum(1 for m in messages if isinstance(m, AIMessage))
         fault_rate = float(self.settings.get("fault_rate", 0.0))
         if fault_rate:
-            # The k-th call for this (sample, turn) faults or not by (seed, sample, turn, k)
-            # alone, so faults are transient yet reproducible whatever the scheduling.
-            k = self._calls.next((sample_id, turn))
-            draw = random.Random(_seed(self.settings["seed"], sample_id, f"fault:{turn}:{k}"))
+            # The k-th call for this (sample, trial, turn) faults or not by (seed, sample,
+            # trial, turn, k) alone, so faults are transient yet reproducible whatever the
+            # scheduling.
+            k = self._calls.next((sample_id, trial, turn))
+            purpose = _trial_purpose(f"fault:{turn}:{k}", trial)
+            draw = random.Random(_seed(self.settings["seed"], sample_id, purpose))
             if draw.random() < fault_rate:
                 raise SimTransientError("sim: injected transient fault (503 Service Unavailable)")
-        plan = plan_turns(sample_id, self.samples[sample_id], self.tool_schemas, self.settings)
+        plan = plan_turns(
+            sample_id, self.samples[sample_id], self.tool_schemas, self.settings, trial
+        )
+        tag = sample_id if not trial else f"{sample_id}-t{trial}"
         metadata_out = {"model_name": MODEL_NAME, "simulated": True, "finish_reason": "STOP"}
         usage_in = sum(len(str(m.content).split()) for m in messages) + 1
         if turn < len(plan):
@@ -252,7 +268,7 @@ class SimChatModel(BaseChatModel):
                 {
                     "name": c["name"],
                     "args": c["args"],
-                    "id": f"sim-{sample_id}-{turn}-{j}",
+                    "id": f"sim-{tag}-{turn}-{j}",
                     "type": "tool_call",
                 }
                 for j, c in enumerate(plan[turn])
@@ -263,7 +279,7 @@ class SimChatModel(BaseChatModel):
             text = _final_answer(messages)
             usage_out = len(text.split())
             message = AIMessage(content=text, response_metadata=metadata_out)
-        message.id = f"sim-{sample_id}-{turn}"
+        message.id = f"sim-{tag}-{turn}"
         message.usage_metadata = {
             "input_tokens": usage_in,
             "output_tokens": usage_out,
@@ -285,13 +301,13 @@ class SimChatModel(BaseChatModel):
 
 
 class _CallCounts:
-    """How many times each (sample, turn) has been asked for in this process."""
+    """How many times each (sample, trial, turn) has been asked for in this process."""
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, int], int] = {}
+        self._counts: dict[tuple[str, int, int], int] = {}
         self._lock = threading.Lock()
 
-    def next(self, key: tuple[str, int]) -> int:
+    def next(self, key: tuple[str, int, int]) -> int:
         with self._lock:
             k = self._counts.get(key, 0)
             self._counts[key] = k + 1

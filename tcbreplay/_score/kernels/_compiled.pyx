@@ -4,7 +4,7 @@
 
 Each kernel takes numpy arrays, C-contiguous and of the dtypes scoring makes (others are
 refused), reads them as plain pointers, and runs without the GIL: scoring runs a part's
-kernels in threads side by side. Like numba's before them, the kernels trust their caller
+kernels in threads side by side. The kernels trust their caller
 for sizes that agree (offsets one entry longer than their texts, codes below the count of
 codes, a flag per call), and say so when a table they fill has too few rows.
 """

@@ -90,7 +90,9 @@ def score_tables_abet(tables: translate.CallTables) -> Scored:
         where = f"sample {ids[s]!r}: gold call {len(gold_by.get(s, []))}: "
         gold_by.setdefault(s, []).append((name, translate.read_args(args, where)))
     counts = [sample_counts(agent_by.get(s, []), gold_by.get(s, [])) for s in samples["s"]]
-    scores = samples.select("sample_id", "sample_index", "category", "status").with_columns(
+    scores = samples.select(
+        "sample_id", "trial", "sample_index", "category", "status"
+    ).with_columns(
         pl.Series("n_gold", [c["n_gold"] for c in counts], dtype=pl.Int32),
         pl.Series("n_agent", [c["n_agent"] for c in counts], dtype=pl.Int32),
         pl.Series(

@@ -98,6 +98,7 @@ def score_part(
     scores = pl.DataFrame(
         {
             "sample_id": samples["sample_id"],
+            "trial": samples["trial"],
             "sample_index": samples["sample_index"],
             "category": samples["category"],
             "status": samples["status"],
@@ -116,6 +117,7 @@ def score_part(
     chosen_frame = pl.DataFrame(
         {
             "sample_id": samples["sample_id"].gather(picked[kernels.SAMPLE]),
+            "trial": samples["trial"].gather(picked[kernels.SAMPLE]),
             "agent_index": picked[kernels.AGENT],
             "gold_index": picked[kernels.GOLD],
             "tool": names.gather(picked[kernels.TOOL]),
@@ -303,9 +305,9 @@ def warm() -> None:
         )
 
     samples = pl.DataFrame(
-        {"sample_id": ["a", "b"], "sample_index": [0, 1], "category": [None, None],
-         "status": ["ok", "ok"]},
-        schema_overrides={"sample_index": pl.Int32, "category": pl.String},
+        {"sample_id": ["a", "b"], "trial": [0, 0], "sample_index": [0, 1],
+         "category": [None, None], "status": ["ok", "ok"]},
+        schema_overrides={"trial": pl.Int32, "sample_index": pl.Int32, "category": pl.String},
     ).with_row_index("s")  # fmt: skip
     flat = FlatCalls(
         samples=samples,

@@ -1,0 +1,287 @@
+"""What each command's results look like in every format: the :class:`Output` of a score,
+a diff, an audit, a query and a record or import summary (printed by :func:`emit`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from tcbreplay._cli.render import Grid, Output, Whole
+
+_METRIC_LABELS = {
+    "tsa": "tsa  tool selection accuracy",
+    "tp": "tp   trajectory precision",
+    "ahr": "ahr  argument hallucination rate",
+}
+
+
+def query_output(result: Any) -> Output:
+    """Rows of a query (``sql``, ``query``, ``runs``): a JSON array of row objects."""
+    n = len(result.rows)
+    caption = f"{n} row{'s' if n != 1 else ''}"
+    return Output(grids=[Grid(list(result.columns), list(result.rows), caption=caption)])
+
+
+def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
+    """The metrics of a scoring, its per-tool and per-category tables; json: the summary."""
+    abet = (summary.get("options") or {}).get("scorer") == "abet"
+    tsa_unit = "gold calls" if abet else "samples"
+    over = {
+        "tsa": (None, summary["n_tsa"], tsa_unit),
+        "tp": (None, summary["n_tp"], "samples"),
+        "ahr": (summary["args_invalid"], summary["args_total"], "args"),
+    }
+    title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
+    if summary.get("simulated"):
+        title += "  [simulated model]"
+    missing = "" if abet else f", {summary['args_missing']} gold args left out"
+    caption = (
+        f"{summary['n_samples']} samples, {summary['n_errors']} with recording errors{missing}; "
+        f"scoring: {summary['scoring']}"
+    )
+    shown = Grid(
+        ["metric", "value", "exact", "over"],
+        [
+            (
+                _METRIC_LABELS[m],
+                summary[m],
+                repr(summary[m]) if summary[m] is not None else "",
+                f"{count}/{n} {unit}" if count is not None else f"{n} {unit}",
+            )
+            for m, (count, n, unit) in over.items()
+        ],
+        title=title,
+        caption=caption,
+        digits=".4f",
+        null="—",
+    )
+    rows = Grid(
+        ["run_id", "scoring", "metric", "value", "count", "n", "unit"],
+        [
+            (summary["run_id"], summary["scoring"], m, summary[m], count, n, unit)
+            for m, (count, n, unit) in over.items()
+        ],
+    )
+    grids = [shown]
+    for key, title, first in (
+        ("by_tool", "per tool", "tool"),
+        ("by_category", "per category", "category"),
+    ):
+        if summary.get(key):
+            columns = (
+                [
+                    first,
+                    "gold_calls",
+                    "agent_calls",
+                    "paired",
+                    "recall",
+                    "args_invalid",
+                    "args_total",
+                    "ahr",
+                ]
+                if key == "by_tool"
+                else [first, "n_samples", "tsa", "tp", "ahr"]
+            )
+            grids.append(
+                Grid(
+                    columns,
+                    [[row.get(c) for c in columns] for row in summary[key]],
+                    title=title,
+                    digits=".4f",
+                    null="—",
+                )
+            )
+    grids += trial_grids(summary)
+    notes = [SUCCESS] if summary.get("trials", 1) > 1 else []
+    if extra.get("dashboard_file"):
+        notes.append(f"dashboard: {extra['dashboard_file']}")
+    return Output(grids=grids, rows=rows, data={**summary, **extra}, notes=notes)
+
+
+SUCCESS = (
+    "success: a clean sample (tsa 1 or no gold calls, tp 1, ahr 0 or none, no gold argument "
+    "left out); pass^k: the chance that k of a sample's trials drawn without replacement all "
+    "succeed, pass@k: that at least one does, averaged over samples"
+)
+
+
+def trial_grids(summary: dict[str, Any]) -> list[Grid]:
+    """With several trials: each trial's metrics and the per-sample means, then pass^k and
+    pass@k for each k (json has them as ``by_trial``, ``by_sample`` and ``pass_k``)."""
+    if summary.get("trials", 1) < 2:
+        return []
+    columns = ["trial", "n_samples", "tsa", "tp", "ahr", "success"]
+    mean = summary["by_sample"]
+    per_trial = Grid(
+        columns,
+        [[row.get(c) for c in columns] for row in summary["by_trial"]]
+        + [["per sample", *(mean[c] for c in columns[1:])]],
+        title="per trial",
+        caption="per sample: each sample's mean over its trials, averaged over samples",
+        digits=".4f",
+        null="—",
+    )
+    pass_k = Grid(
+        ["k", "pass^k", "pass@k"],
+        [(row["k"], row["pass_hat_k"], row["pass_at_k"]) for row in summary["pass_k"]],
+        title="pass^k and pass@k",
+        digits=".4f",
+        null="—",
+    )
+    return [per_trial, pass_k]
+
+
+def _signed(value: float | None) -> str:
+    return Whole("—" if value is None else f"{value:+.4f}")
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return Whole(f"[{_signed(low)}, {_signed(high)}]")
+
+
+def diff_output(result: Any, limit: int = 10) -> Output:
+    """Run-level deltas with intervals, per-tool ahr deltas and the samples that moved;
+    csv: the run-level rows; json: everything, every sample's deltas included."""
+    pct = f"{result.confidence:.0%}"
+    head = Grid(
+        ["metric", "A", "B", "B − A", f"{pct} interval"],
+        [
+            (m, d["a"], d["b"], _signed(d["delta"]), _interval(d["ci_low"], d["ci_high"]))
+            for m, d in result.runs.items()
+        ],
+        title=f"{result.run_b} vs {result.run_a}  ({result.n_common} common samples, "
+        f"scoring {result.scoring})",
+        caption=f"paired bootstrap, {result.n_boot} resamples, seed {result.seed}; "
+        f"{len(result.regressed)} samples regressed, {len(result.improved)} improved"
+        + (f"; {result.trials_note}" if result.trials_note else ""),
+        digits=".4f",
+        null="—",
+    )
+    rows = Grid(
+        ["run_a", "run_b", "scoring", "metric", "a", "b", "delta", "ci_low", "ci_high"],
+        [
+            (
+                result.run_a,
+                result.run_b,
+                result.scoring,
+                m,
+                d["a"],
+                d["b"],
+                d["delta"],
+                d["ci_low"],
+                d["ci_high"],
+            )
+            for m, d in result.runs.items()
+        ],
+    )
+    grids = [head]
+    if result.tools:
+        grids.append(
+            Grid(
+                ["tool", "paired A", "paired B", "A", "B", "B − A", f"{pct} interval"],
+                [
+                    (
+                        t["tool"],
+                        t["paired_a"],
+                        t["paired_b"],
+                        t["ahr_a"],
+                        t["ahr_b"],
+                        _signed(t["ahr_delta"]),
+                        _interval(t["ahr_ci_low"], t["ahr_ci_high"]),
+                    )
+                    for t in result.tools
+                ],
+                title="ahr per tool",
+                digits=".4f",
+                null="—",
+            )
+        )
+    for change in ("regressed", "improved"):
+        moved = result.samples.filter(result.samples["change"] == change)
+        if not moved.height:
+            continue
+        moved = moved.sort("d_tp", descending=change == "improved").head(limit)
+        grids.append(
+            Grid(
+                ["sample_id", "d_tsa", "d_tp", "d_ahr"],
+                [
+                    (r["sample_id"], _signed(r["d_tsa"]), _signed(r["d_tp"]), _signed(r["d_ahr"]))
+                    for r in moved.iter_rows(named=True)
+                ],
+                title=f"{change} (first {moved.height})",
+            )
+        )
+    return Output(grids=grids, rows=rows, data=result.to_dict())
+
+
+def audit_output(report: Any, limit: int = 200) -> Output:
+    """What differs between stored and recomputed scores; table: one line each, and a
+    ``verified:`` line when nothing does."""
+    lines = [
+        f"changed since scoring: {name} (sha256 differs from the audit record)"
+        for name in report.changed_files
+    ]
+    for d in report.differences[:limit]:
+        where = f"sample {d.sample_id}" if d.sample_id is not None else "run"
+        lines.append(
+            f"{d.scoring}: {where}: {d.field}: stored {d.stored!r}, recomputed {d.recomputed!r}"
+        )
+    if len(report.differences) > limit:
+        lines.append(f"... and {len(report.differences) - limit} more differences")
+    verdict = (
+        f"verified: {', '.join(report.scorings)} of {report.run_id}: "
+        f"{report.samples_checked} samples identical to a re-score from raw traces"
+    )
+    if report.ok:
+        lines.append(verdict)
+    grid = Grid(
+        ["kind", "scoring", "sample_id", "field", "stored", "recomputed"],
+        [("file", None, None, name, None, None) for name in report.changed_files]
+        + [
+            ("score", d.scoring, d.sample_id, d.field, d.stored, d.recomputed)
+            for d in report.differences
+        ],
+        title=f"audit of {report.run_id}",
+        caption=verdict
+        if report.ok
+        else f"{len(report.changed_files)} files changed, {len(report.differences)} differences",
+    )
+    return Output(grids=[grid], text=lines, data=report.to_dict())
+
+
+def summary_output(summary: Any, lines: list[str]) -> Output:
+    """A record or import summary (a dataclass): table: ``lines``; the others: its fields."""
+    data = dataclasses.asdict(summary)
+    return Output(grids=[Grid(list(data), [tuple(data.values())])], text=lines, data=data)
+
+
+def bfcl_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
+    """BFCL's accuracy per category and overall, and how many samples had each error type;
+    json: the summary (``accuracy``, ``valid``, ``total``, ``categories`` ...)."""
+    title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
+    rows: list[Sequence[Any]] = [
+        (name, row["valid"], row["total"], row["accuracy"])
+        for name, row in summary["categories"].items()
+    ]
+    rows.append(("overall", summary["valid"], summary["total"], summary["accuracy"]))
+    grids = [
+        Grid(
+            ["category", "valid", "total", "accuracy"],
+            rows,
+            title=title,
+            caption=f"{summary['n_errors']} samples with recording errors; "
+            f"scoring: {summary['scoring']}",
+            digits=".4f",
+            null="—",
+        )
+    ]
+    if summary.get("error_types"):
+        grids.append(
+            Grid(
+                ["error_type", "samples"],
+                list(summary["error_types"].items()),
+                title="BFCL error types",
+            )
+        )
+    return Output(grids=grids, data={**summary, **extra})

@@ -1,0 +1,118 @@
+"""Traces in Anthropic's Messages form: a JSONL line per sample (and trial) whose ``messages``
+are Messages API turns (a ``user``, ``assistant`` or ``system`` role, content a string or a
+list of blocks), such as the SDK's ``Message.model_dump()`` writes an answer; an optional
+``system`` beside them (a string or text blocks) is the system prompt.
+
+An assistant turn becomes one AI message holding its blocks, with a tool call per
+``tool_use`` block (its ``input`` the arguments; an ``input`` that is not an object is the
+agent's behaviour and scores as an invalid argument) and the answer's ``usage`` as token
+counts. A user turn's ``tool_result`` blocks become tool messages, its other blocks a human
+message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tcbreplay._importers.lines import TraceLine, message_problem, read_jsonl
+from tcbreplay._store.schema import INVALID_ARGUMENTS
+
+
+def read_lines(data: bytes, label: str) -> list[TraceLine]:
+    """Every line of an Anthropic traces file, checked."""
+    return read_jsonl(data, label, convert, extra_keys=("system",))
+
+
+def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
+    """Messages API turns (and the line's ``system``) as LangChain messages."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    out: list[Any] = []
+    system = line.get("system")
+    if system is not None:
+        if not isinstance(system, (str, list)):
+            raise message_problem(place, 0, "system must be a string or a list of text blocks")
+        out.append(SystemMessage(content=system))
+    for k, m in enumerate(raw):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise message_problem(
+                place, k, "not an Anthropic message (role user, assistant or system)"
+            )
+        content = m.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}] if m["role"] == "assistant" else content
+        elif not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+            raise message_problem(place, k, "content must be a string or a list of blocks")
+        try:
+            if m["role"] == "system":
+                out.append(SystemMessage(content=content))
+            elif m["role"] == "assistant":
+                calls = [
+                    _tool_call(b)
+                    for b in content
+                    if isinstance(b, dict) and b.get("type") == "tool_use"
+                ]
+                usage = m.get("usage")
+                if not isinstance(usage, dict):
+                    usage = {}
+                message = AIMessage(
+                    content=content,
+                    tool_calls=calls,
+                    id=m.get("id") if isinstance(m.get("id"), str) else None,
+                    response_metadata={
+                        key: m[key] for key in ("model", "stop_reason") if m.get(key) is not None
+                    },
+                )
+                if isinstance(usage.get("input_tokens"), int):
+                    tokens_in, tokens_out = usage["input_tokens"], usage.get("output_tokens") or 0
+                    message.usage_metadata = {
+                        "input_tokens": tokens_in,
+                        "output_tokens": tokens_out,
+                        "total_tokens": tokens_in + tokens_out,
+                    }
+                out.append(message)
+            elif isinstance(content, str):
+                out.append(HumanMessage(content=content))
+            else:
+                out += _user_turn(content, place, k, HumanMessage, ToolMessage)
+        except ValueError as exc:  # pydantic's: a field of the wrong type
+            raise message_problem(place, k, "not an Anthropic message", exc) from exc
+    return out
+
+
+def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
+    args = block.get("input")
+    return {
+        "name": block.get("name") if isinstance(block.get("name"), str) else "",
+        "args": args if isinstance(args, dict) else {INVALID_ARGUMENTS: args},
+        "id": block.get("id") if isinstance(block.get("id"), str) else None,
+    }
+
+
+def _user_turn(
+    blocks: list[dict[str, Any]], place: str, k: int, human: type, tool: type
+) -> list[Any]:
+    """A user turn's blocks: a tool message per tool_result, the rest as human messages."""
+    out: list[Any] = []
+    pending: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.get("type") != "tool_result":
+            pending.append(block)
+            continue
+        if pending:
+            out.append(human(content=pending))
+            pending = []
+        call_id = block.get("tool_use_id")
+        if not isinstance(call_id, str):
+            raise message_problem(place, k, "a tool_result block needs a tool_use_id")
+        result = block.get("content")
+        out.append(
+            tool(
+                content="" if result is None else result,
+                tool_call_id=call_id,
+                status="error" if block.get("is_error") else "success",
+            )
+        )
+    if pending:
+        out.append(human(content=pending))
+    return out

@@ -1,0 +1,149 @@
+"""inspect_ai eval logs (``.eval`` and ``.json``), read with inspect_ai's own log API
+(``inspect_ai.log.read_eval_log``; the optional extra ``tcbreplay[inspect]``).
+
+Each sample of each epoch is a trace: sample ``id``, trial ``epoch - 1``, its ``messages`` as
+LangChain messages (an assistant's ``tool_calls``, a tool message's ``tool_call_id``; a call
+inspect could not parse is the agent's and scores as an invalid argument), its ``metadata``,
+``target`` and scores as the trial's metadata, an ``error`` as status error. Gold calls come
+from ``--dataset`` (keyed by sample id) or, without one, from each sample's metadata when it
+holds them as a dataset entry does (``target`` as a list of ``{"name", "args"}``, or
+``tool_call_names`` and ``tool_call_args``). The tools, when ``--tools`` is left out, are
+those the log's model calls were offered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tcbreplay._importers.lines import SourceTraces, TraceLine
+from tcbreplay._inputs.benchmarks import BenchmarkInputs
+from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
+from tcbreplay._store.schema import INVALID_ARGUMENTS
+from tcbreplay.errors import DatasetError, InputError, TraceError
+
+# metadata keys that hold a sample's gold calls, as a dataset entry holds them
+_GOLD_KEYS = ("target", "tool_call_names", "tool_call_args")
+
+
+def read_log(path: Path, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """The traces of an inspect_ai log (with the samples as a dataset where their metadata
+    holds gold calls, and the tools its model was offered)."""
+    from tcbreplay._record.messages import serialize_messages
+
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise InputError(
+            "reading inspect_ai logs needs inspect_ai",
+            hint="pip install 'tcbreplay[inspect]'",
+        ) from None
+    try:
+        log = read_eval_log(str(path))
+    except Exception as exc:  # any log inspect_ai cannot read is bad input
+        detail = " ".join(str(exc).split())[:200]
+        raise TraceError(
+            f"{path.name}: not an inspect_ai log inspect_ai can read ({type(exc).__name__}: "
+            f"{detail})"
+        ) from exc
+    if not log.samples:
+        raise TraceError(
+            f"{path.name}: the log holds no samples",
+            hint="write the log with its samples (not --no-log-samples)",
+        )
+    lines = []
+    for sample in log.samples:
+        place = f"{path.name}: sample {sample.id!r}, epoch {sample.epoch}"
+        metadata = {k: v for k, v in (sample.metadata or {}).items() if k not in _GOLD_KEYS}
+        if sample.target:
+            metadata["target"] = sample.target
+        if sample.scores:
+            metadata["scores"] = {name: score.value for name, score in sample.scores.items()}
+        error = sample.error.message if sample.error is not None else None
+        lines.append(
+            TraceLine(
+                sample_id=str(sample.id),
+                messages=serialize_messages(_messages(sample.messages), {}),
+                trial=sample.epoch - 1,
+                status="ok" if error is None else "error",
+                error=error,
+                error_type=None if error is None else "inspect_ai",
+                metadata=metadata or None,
+                place=place,
+            )
+        )
+    dataset = None if inputs is not None else _dataset(log.samples, path.name)
+    return SourceTraces(lines, dataset, _tools(log.samples), log.eval.model)
+
+
+def _messages(messages: list[Any]) -> list[Any]:
+    """inspect_ai's chat messages as LangChain messages."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    out: list[Any] = []
+    for m in messages:
+        if m.role == "system":
+            out.append(SystemMessage(content=m.text))
+        elif m.role == "user":
+            out.append(HumanMessage(content=m.text))
+        elif m.role == "assistant":
+            calls = [
+                {
+                    "name": call.function,
+                    "args": (
+                        {INVALID_ARGUMENTS: call.parse_error}
+                        if call.parse_error or not isinstance(call.arguments, dict)
+                        else call.arguments
+                    ),
+                    "id": call.id,
+                }
+                for call in m.tool_calls or []
+            ]
+            out.append(AIMessage(content=m.text, tool_calls=calls, id=m.id))
+        elif m.role == "tool":
+            out.append(
+                ToolMessage(
+                    content=m.text if m.error is None else m.error.message,
+                    tool_call_id=m.tool_call_id or "",
+                    name=m.function,
+                    status="error" if m.error is not None else "success",
+                )
+            )
+    return out
+
+
+def _dataset(samples: list[Any], label: str) -> Dataset | None:
+    """The samples as a dataset, where their metadata holds gold calls (else None)."""
+    entries: dict[str, dict[str, Any]] = {}
+    for sample in samples:
+        meta = sample.metadata or {}
+        if not any(key in meta for key in _GOLD_KEYS):
+            return None
+        entry = {"id": sample.id, "input": _input_text(sample.input)}
+        entry.update({key: meta[key] for key in _GOLD_KEYS if key in meta})
+        entries.setdefault(str(sample.id), entry)
+    try:
+        return dataset_from_entries(list(entries.values()), label)
+    except DatasetError as exc:  # gold calls in the metadata in no shape a dataset has
+        raise TraceError(str(exc)) from None
+
+
+def _input_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "\n".join(m.text for m in value if getattr(m, "role", None) == "user")
+
+
+def _tools(samples: list[Any]) -> list[dict[str, Any]]:
+    """The tools the log's model calls were offered, each once, in the order first seen."""
+    seen: dict[str, dict[str, Any]] = {}
+    for sample in samples:
+        for event in sample.events or []:
+            for tool in getattr(event, "tools", None) or []:
+                if event.event == "model" and tool.name not in seen:
+                    seen[tool.name] = {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters.model_dump(exclude_none=True),
+                    }
+    return list(seen.values())

@@ -1,0 +1,224 @@
+"""When a recording stops early, and how many samples left in error a recording may end with.
+
+Errors that retrying cannot fix stop the run at the first one: the provider refused the key
+(authentication), the key may not use the model (permission), or the model does not exist.
+A run none of whose model calls was ever answered stops once a whole first wave of samples
+(one per worker) has failed after its retries: an unreachable host, a wrong base URL, a
+request every sample gets wrong. What was finished stays stored, and the run can be resumed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tcbreplay._record.retry import status_code
+from tcbreplay.errors import InputError
+
+AUTHENTICATION = "authentication"
+PERMISSION = "permission"
+UNKNOWN_MODEL = "unknown model"
+# every sample of the first wave failed before any model call was answered
+UNANSWERED = "unanswered"
+
+# Google answers a key that is not valid with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+_KEY_INVALID = re.compile(r"API_KEY_INVALID|API key not valid|invalid[ _]api[ _]key", re.I)
+# how much of a provider's error text the one line quotes
+_QUOTED = 200
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the runner needs to know of a finished sample (sent between processes)."""
+
+    status: str
+    answered: bool  # some model call of the sample was answered
+    stop: str | None = None  # why the whole run must stop (AUTHENTICATION, ...)
+    error: str | None = None  # "ErrorType: message", one line, redacted
+
+
+def stop_reason(exc: BaseException) -> str | None:
+    """Why a model call's failure stops the whole run, or None when it is the sample's own."""
+    from langchain_core.exceptions import (
+        ModelAuthenticationError,
+        ModelNotFoundError,
+        ModelPermissionDeniedError,
+    )
+
+    for e in _chain(exc):
+        if isinstance(e, ModelAuthenticationError):
+            return AUTHENTICATION
+        if isinstance(e, ModelPermissionDeniedError):
+            return PERMISSION
+        if isinstance(e, ModelNotFoundError):
+            return UNKNOWN_MODEL
+    code = status_code(exc)
+    if code == 401 or (code == 400 and any(_KEY_INVALID.search(str(e)) for e in _chain(exc))):
+        return AUTHENTICATION
+    return {403: PERMISSION, 404: UNKNOWN_MODEL}.get(code or 0)
+
+
+class RecordStop(Exception):
+    """The runner must stop: ``outcome`` is the sample that decided it."""
+
+    def __init__(self, reason: str, outcome: Outcome, failed: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.outcome = outcome
+        self.failed = failed  # samples that had failed without an answer
+        self.summary: Any = None  # the run's summary, once it is finished
+
+
+class Breaker:
+    """Watches finished samples and raises :class:`RecordStop` once the run must stop."""
+
+    def __init__(self, wave: int) -> None:
+        self.wave = max(1, wave)
+        self.answered = False
+        self.unanswered = 0
+        self.tripped = False
+        self.seen = 0  # samples finished (and stored)
+
+    def see(self, outcome: Outcome) -> None:
+        self.seen += 1
+        if self.tripped:
+            return
+        self.answered = self.answered or outcome.answered
+        if outcome.status == "ok":
+            return
+        reason = outcome.stop
+        if reason is None and not self.answered:
+            self.unanswered += 1
+            if self.unanswered >= self.wave:
+                reason = UNANSWERED
+        if reason is not None:
+            self.tripped = True
+            raise RecordStop(reason, outcome, self.unanswered)
+
+
+def stop_message(stop: RecordStop, choice: Any) -> str:
+    """One line: why the recording stopped and what to set."""
+    error = _quote(stop.outcome.error)
+    keys = key_variables(choice.provider)
+    key = keys[0] if keys else "the provider's API key variable"
+    base_url = choice.settings.get("base_url")
+    if stop.reason == AUTHENTICATION:
+        return f"the provider refused the API key ({error}): set {key} to a valid key"
+    if stop.reason == PERMISSION:
+        return (
+            f"the API key may not use {choice.id} ({error}): set {key} to a key with access "
+            "to it, or choose another --model"
+        )
+    if stop.reason == UNKNOWN_MODEL:
+        where = f" at {base_url}" if base_url else ""
+        fix = " or --model-option base_url=" if base_url else ""
+        return f"no model {choice.name!r}{where} ({error}): check --model{fix}"
+    first = (
+        f"the first {stop.failed} samples failed after their retries"
+        if stop.failed > 1
+        else "the first sample failed after its retries"
+    )
+    return f"no model call was answered: {first} ({error}): " + _unanswered_fix(
+        stop.outcome.error or "", base_url
+    )
+
+
+def _unanswered_fix(error: str, base_url: str | None) -> str:
+    kind = error.partition(":")[0]
+    if kind == "CallTimeout":
+        return "check the endpoint, or raise --call-timeout"
+    if kind == "SampleTimeout":
+        return "check the endpoint, or raise --timeout"
+    if re.search(r"\b429\b|RESOURCE_EXHAUSTED|rate limit", error, re.I):
+        return "rate limited: set --max-rpm or --max-tpm, or lower --workers"
+    if re.search(r"\b400\b|INVALID_ARGUMENT|invalid", error, re.I):
+        return "the provider refuses the request: check --model and --model-option settings"
+    where = base_url or "the provider"
+    return (
+        f"check that {where} can be reached (--model-option base_url=... for a proxy or a "
+        "compatible endpoint) and the network"
+    )
+
+
+def key_variables(provider: str) -> tuple[str, ...]:
+    from tcbreplay._record.models import KEY_VARIABLES
+
+    return KEY_VARIABLES.get(provider, ())
+
+
+_STATUS = re.compile(r"\b([45][0-9]{2}) ([A-Z][A-Z_]+)\b")
+_MESSAGE = re.compile(r"""['"]message['"]:\s*(['"])(.+?)(?<!\\)\1""")
+
+
+def _quote(error: str | None) -> str:
+    """The error as the line quotes it: its type, and a provider's status and message when
+    its text holds them (Google's error texts hold the whole JSON body), cut short."""
+    text = error or "no error text"
+    kind, sep, rest = text.partition(": ")
+    status, message = _STATUS.search(rest), _MESSAGE.search(rest)
+    if sep and status and message:
+        text = f"{kind}: {status.group(1)} {status.group(2)}: {message.group(2)}"
+    return text if len(text) <= _QUOTED else text[: _QUOTED - 1] + "…"
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+@dataclass(frozen=True)
+class MaxErrors:
+    """How many samples left in error a recording may end with: a count, or a fraction of
+    the samples recorded (``--max-errors 5``, ``--max-errors 0.05`` or ``5%``)."""
+
+    count: int | None = 0
+    fraction: float | None = None
+
+    @classmethod
+    def parse(cls, text: MaxErrors | str | int | float | None) -> MaxErrors:
+        if isinstance(text, MaxErrors):
+            return text
+        if text is None:
+            return cls()
+        if isinstance(text, int) and not isinstance(text, bool):
+            return cls._count(text, str(text))
+        raw = str(text).strip()
+        try:
+            if raw.endswith("%"):
+                return cls._fraction(float(raw[:-1]) / 100, raw)
+            if re.fullmatch(r"[0-9]+", raw):
+                return cls._count(int(raw), raw)
+            return cls._fraction(float(raw), raw)
+        except ValueError:
+            raise InputError(
+                f"--max-errors {raw}: expected a number of samples (5) or a fraction of "
+                "them (0.05 or 5%)"
+            ) from None
+
+    @classmethod
+    def _count(cls, n: int, raw: str) -> MaxErrors:
+        if n < 0:
+            raise InputError(f"--max-errors {raw}: must not be negative")
+        return cls(count=n)
+
+    @classmethod
+    def _fraction(cls, f: float, raw: str) -> MaxErrors:
+        if not 0.0 <= f <= 1.0:
+            raise InputError(f"--max-errors {raw}: a fraction must be between 0 and 1 (0%-100%)")
+        return cls(count=None, fraction=f)
+
+    def allows(self, errors: int, recorded: int) -> bool:
+        if self.fraction is not None:
+            return errors <= self.fraction * recorded
+        return errors <= (self.count or 0)
+
+    def __str__(self) -> str:
+        if self.fraction is not None:
+            return f"{self.fraction * 100:.4g}% of the samples recorded"
+        return str(self.count)

@@ -1,0 +1,165 @@
+"""inspect_ai logs written by inspect_ai itself (its mockllm model returning scripted tool
+calls), imported with one command (#20): epochs become trials, gold calls from the samples'
+metadata or a dataset, tools from the log. Skipped without inspect_ai (``tcbreplay[inspect]``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from helpers import cli
+
+pytest.importorskip("inspect_ai")
+
+DATA = Path(__file__).parent / "data"
+GOLD = {
+    "add": [{"name": "add_numbers", "args": {"a": 3, "b": 2}}],
+    "mul": [{"name": "multiply_numbers", "args": {"a": 4, "b": 2.5}}],
+}
+QUESTIONS = {"add": "What is 2 plus 3?", "mul": "What is 4 times 2.5?"}
+
+
+def write_log(log_dir: Path, *, epochs: int = 2, fmt: str = "eval") -> Path:
+    """An eval of two samples over ``epochs`` epochs by inspect_ai: the scripted model calls
+    the gold tool, except in the second epoch of 'mul', where it passes a wrong value."""
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+    from inspect_ai.solver import generate, use_tools
+    from inspect_ai.tool import tool
+
+    @tool
+    def add_numbers():
+        async def execute(a: float, b: float) -> float:
+            """Add two numbers.
+
+            Args:
+                a: The larger number.
+                b: The other number.
+            """
+            return a + b
+
+        return execute
+
+    @tool
+    def multiply_numbers():
+        async def execute(a: float, b: float) -> float:
+            """Multiply two numbers.
+
+            Args:
+                a: The larger number.
+                b: The other number.
+            """
+            return a * b
+
+        return execute
+
+    epoch_of: dict[str, int] = {}
+
+    def script(messages, tools, tool_choice, config) -> ModelOutput:
+        question = next(m.text for m in messages if m.role == "user")
+        sid = next(k for k, q in QUESTIONS.items() if q == question)
+        if messages[-1].role == "tool":
+            output = ModelOutput.from_content("mockllm/model", "done")
+        else:
+            epoch_of[sid] = epoch_of.get(sid, 0) + 1
+            call = GOLD[sid][0]
+            args = dict(call["args"])
+            if sid == "mul" and epoch_of[sid] == 2:
+                args["b"] = 3.5
+            output = ModelOutput.for_tool_call("mockllm/model", call["name"], args)
+        # usage given: mockllm would count tokens with tiktoken, which downloads its tables
+        output.usage = ModelUsage(input_tokens=10, output_tokens=2, total_tokens=12)
+        return output
+
+    samples = [
+        Sample(id=sid, input=QUESTIONS[sid], target="ok",
+               metadata={"target": GOLD[sid], "difficulty": k})
+        for k, sid in enumerate(QUESTIONS)
+    ]  # fmt: skip
+    task = Task(
+        dataset=samples,
+        solver=[use_tools(add_numbers(), multiply_numbers()), generate()],
+        epochs=epochs,
+    )
+    model = get_model("mockllm/model", custom_outputs=script)
+    (log,) = eval(task, model=model, log_dir=str(log_dir), log_format=fmt, display="none",
+                  max_samples=1)  # fmt: skip
+    assert log.status == "success", log.error
+    return Path(log.location)
+
+
+@pytest.fixture(scope="module")
+def eval_log(tmp_path_factory) -> Path:
+    return write_log(tmp_path_factory.mktemp("inspect"))
+
+
+def scores(root: Path, run_id: str) -> list[tuple]:
+    result = cli("score", run_id, "--store", root, "--format", "json")
+    assert result.exit_code == 0, result.output
+    frame = pl.read_parquet(root / run_id / "scores" / "spec" / "scores.parquet")
+    return (
+        frame.sort("sample_id", "trial")
+        .select("sample_id", "trial", "tsa", "tp", "args_invalid", "args_total")
+        .rows()
+    )
+
+
+def test_a_log_written_by_inspect_ai_imports_with_one_command_and_scores(eval_log, tmp_path):
+    from inspect_ai.log import read_eval_log
+
+    assert eval_log.suffix == ".eval"
+    assert len(read_eval_log(str(eval_log)).samples) == 4  # the log, read by inspect_ai
+    root = tmp_path / "traces"
+    result = cli("import", "--traces", eval_log, "--run-id", "ins", "--store", root)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("format: inspect (an inspect_ai .eval log")
+    assert "run ins: 4/4 samples imported (2 trials each)" in result.stdout
+    assert scores(root, "ins") == [
+        ("add", 0, 1.0, 1.0, 0, 2),
+        ("add", 1, 1.0, 1.0, 0, 2),
+        ("mul", 0, 1.0, 1.0, 0, 2),
+        ("mul", 1, 1.0, 1.0, 1, 2),  # the second epoch's wrong value
+    ]
+    rows = json.loads(cli("sql", "select sample_id, trial, metadata->>'difficulty' as d, "
+                          "metadata->'scores' as s from samples order by 1, 2", "--format",
+                          "json", "--store", root).stdout)  # fmt: skip
+    assert [(r["sample_id"], r["trial"], r["d"]) for r in rows] == [
+        ("add", 0, "0"),
+        ("add", 1, "0"),
+        ("mul", 0, "1"),
+        ("mul", 1, "1"),
+    ]
+    manifest = json.loads((root / "ins" / "manifest.json").read_text())
+    assert [t["name"] for t in manifest["tools"]["specs"]] == ["add_numbers", "multiply_numbers"]
+    assert manifest["model"]["id"] == "mockllm/model"
+
+
+def test_a_json_log_with_a_dataset_and_tools(tmp_path):
+    log = write_log(tmp_path / "logs", epochs=1, fmt="json")
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([{"id": k, "input": q, "target": GOLD[k]}
+                                   for k, q in QUESTIONS.items()]))  # fmt: skip
+    root = tmp_path / "traces"
+    result = cli("import", "--traces", log, "--dataset", dataset, "--tools",
+                 DATA / "tools_shop.json", "--run-id", "ins", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("format: inspect (an inspect_ai .json log")
+    assert scores(root, "ins") == [("add", 0, 1.0, 1.0, 0, 2), ("mul", 0, 1.0, 1.0, 0, 2)]
+
+
+def test_a_log_without_gold_calls_asks_for_a_dataset(tmp_path):
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    log = read_eval_log(str(write_log(tmp_path / "logs", epochs=1)))
+    for sample in log.samples:
+        sample.metadata = {}
+    path = tmp_path / "plain.eval"
+    write_eval_log(log, str(path))
+    result = cli("import", "--traces", path, "--run-id", "x", "--store", tmp_path / "s")
+    assert result.exit_code == 2
+    assert "Error: --dataset is required: the inspect traces do not hold the samples' gold" in (
+        result.stderr
+    )

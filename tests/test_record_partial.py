@@ -1,0 +1,210 @@
+"""Try cheaply (issue #22): ``record --limit N`` and ``--sample-id ID`` record a few samples, the
+run says it is partial, and a later record of it completes it; a resumed run keeps the runner
+settings it was recorded with unless new ones are given."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from gemini_server import Fault, GeminiServer
+from helpers import cli, snapshot
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS
+from tcbreplay._record.options import RecordOptions
+from tcbreplay.errors import InputError
+
+DATASET = json.loads(BENCHMARKS["tool-call"].dataset.read_text())
+IDS = [str(e.get("id", k)) for k, e in enumerate(DATASET)]
+
+
+def _manifest(store: Path, run_id: str) -> dict:
+    return json.loads((store / run_id / "manifest.json").read_text())
+
+
+def _ids(store: Path, run_id: str) -> list[str]:
+    rows = pq.read_table(store / run_id / "samples.parquet").to_pylist()
+    return [r["sample_id"] for r in sorted(rows, key=lambda r: r["sample_index"])]
+
+
+def test_limit_records_a_partial_run_that_the_same_command_without_it_completes(tmp_path):
+    store = tmp_path / "traces"
+    args = ["record", "--model", "sim:seed=3", "--run-id", "p", "--store", store, "--quiet"]
+    first = cli(*args, "--limit", "5")
+
+    assert first.exit_code == 0, first.output
+    assert first.stdout.splitlines()[:3] == [
+        first.stdout.splitlines()[0],
+        f"partial run: record the rest with: tcbreplay record --resume p --store {store}",
+        f"next: tcbreplay score p --store {store}",
+    ]
+    assert first.stdout.startswith("run p (simulated model): 5/5 ok (partial: 94 in the dataset)")
+    assert _ids(store, "p") == IDS[:5]  # the first five of the dataset
+    manifest = _manifest(store, "p")
+    assert manifest["status"] == "partial"
+    assert (manifest["totals"]["samples"], manifest["totals"]["recorded"]) == (94, 5)
+
+    runs = cli("sql", "select status, n_samples, recorded from runs", "--format", "json",
+               "--store", store)  # fmt: skip
+    assert json.loads(runs.stdout) == [{"status": "partial", "n_samples": 94, "recorded": 5}]
+    assert " partial " in cli("runs", "--store", store).stdout
+
+    score = cli("score", "p", "--store", store)  # a partial run scores as it is
+    assert score.exit_code == 0, score.output
+    assert score.stdout.splitlines()[0] == (
+        "Warning: partial run: 5 of 94 samples recorded; the metrics cover only those (record "
+        f"the rest with: tcbreplay record --resume p --store {store})"
+    )
+    data = json.loads(cli("score", "p", "--format", "json", "--store", store).stdout)
+    assert data["warnings"] == [score.stdout.splitlines()[0].removeprefix("Warning: ")]
+    assert data["n_samples"] == 5
+
+    again = cli(*args, "--limit", "5")  # the same command: nothing left to do
+    assert again.exit_code == 0
+    assert "already holds all 5 samples asked for; nothing to record" in again.stdout
+
+    rest = cli(*args)
+    assert rest.exit_code == 0, rest.output
+    assert "recorded 89 in" in rest.stdout
+    assert "(partial" not in rest.stdout and "partial run" not in rest.stdout
+    assert _manifest(store, "p")["status"] == "complete"
+    assert _ids(store, "p") == IDS
+    assert "Warning" not in cli("score", "p", "--store", store).stdout
+
+
+def test_sample_ids_record_those_samples_and_resume_completes_the_run(tmp_path):
+    store = tmp_path / "traces"
+    wanted = [IDS[40], IDS[3]]
+    first = cli("record", "--model", "sim", "--run-id", "s", "--store", store, "--quiet",
+                "--sample-id", wanted[0], "--sample-id", wanted[1])  # fmt: skip
+    assert first.exit_code == 0, first.output
+    assert _ids(store, "s") == [IDS[3], IDS[40]]  # in dataset order
+    assert _manifest(store, "s")["status"] == "partial"
+
+    limited = cli("record", "--model", "sim", "--run-id", "l", "--store", store, "--quiet",
+                  "--sample-id", IDS[7], "--sample-id", IDS[2], "--limit", "1")  # fmt: skip
+    assert limited.exit_code == 0, limited.output
+    assert _ids(store, "l") == [IDS[2]]  # the first of those named, in dataset order
+
+    rest = cli("record", "--resume", "s", "--store", store, "--quiet")
+    assert rest.exit_code == 0, rest.output
+    assert _manifest(store, "s")["status"] == "complete"
+    assert _ids(store, "s") == IDS
+
+
+def test_an_unknown_sample_id_is_refused_before_anything_is_written(tmp_path):
+    store = tmp_path / "traces"
+    assert cli("record", "--model", "sim", "--run-id", "x", "--store", store, "--quiet",
+               "--limit", "2").exit_code == 0  # fmt: skip
+    before = snapshot(store)
+    for args in (["--model", "sim", "--run-id", "x"], ["--resume", "x"]):
+        result = cli("record", *args, "--sample-id", "no-such-id", "--store", store)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.splitlines()[0] == (
+            "Error: --sample-id 'no-such-id': the dataset has no sample of that id"
+        )
+        assert snapshot(store) == before
+    bad = cli("record", "--model", "sim", "--limit", "0", "--store", store)
+    assert bad.exit_code == 2
+    assert "--limit" in bad.stderr
+
+
+# -- a resumed run keeps its runner settings -------------------------------------------------
+
+
+N = 12
+
+
+def _text(i: int) -> str:
+    return f"What is {i} times 3?"
+
+
+@pytest.fixture
+def slow_server(tmp_path, monkeypatch):
+    """A Gemini server that takes 0.3 s per answer (so workers overlap), and a dataset of N
+    one-call samples for it."""
+    monkeypatch.setenv("GOOGLE_API_KEY", "fake-key-for-resume-settings")
+    entries = [
+        {"id": f"m{i}", "input": _text(i),
+         "target": [{"name": "multiply_numbers", "args": {"a": i, "b": 3}}]}
+        for i in range(N)
+    ]  # fmt: skip
+    path = tmp_path / "dataset.json"
+    path.write_text(json.dumps(entries))
+    script = {_text(i): [[("multiply_numbers", {"a": i, "b": 3})]] for i in range(N)}
+    with GeminiServer(script) as server:
+        server.inject(Fault.hang(0.3))
+        yield server, path
+
+
+def _gemini(path: Path, server: GeminiServer, store: Path, *args: object):
+    prompt = BENCHMARKS["tool-call"].system_prompt
+    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+    return cli(
+        "record", "--dataset", path, "--tools", tools, "--system-prompt", prompt,
+        "--model", "google_genai:gemini-2.5-flash", "--model-option", f"base_url={server.url}",
+        "--run-id", "w", "--store", store, "--quiet", *args,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["--resume", "the same command"])
+def test_a_resumed_run_keeps_its_workers_and_rate_limits(slow_server, tmp_path, how):
+    server, path = slow_server
+    store = tmp_path / "traces"
+    first = _gemini(path, server, store, "--workers", "8", "--processes", "1",
+                    "--max-rpm", "6000", "--limit", "1")  # fmt: skip
+    assert first.exit_code == 0, first.output
+
+    server.max_in_flight = 0
+    if how == "--resume":
+        again = cli("record", "--resume", "w", "--store", store, "--quiet")
+    else:
+        again = _gemini(path, server, store)
+    assert again.exit_code == 0, again.output
+    assert f"recorded {N - 1} in" in again.stdout
+    assert server.max_in_flight == 8  # not the default 4 workers
+    runner = _manifest(store, "w")["runner"]
+    assert (runner["workers"], runner["processes"], runner["max_rpm"]) == (8, 1, 6000)
+
+
+def test_settings_given_to_a_resumed_run_replace_the_stored_ones(slow_server, tmp_path):
+    server, path = slow_server
+    store = tmp_path / "traces"
+    first = _gemini(path, server, store, "--workers", "8", "--max-rpm", "6000", "--limit", "1")
+    assert first.exit_code == 0, first.output
+    server.max_in_flight = 0
+    again = cli("record", "--resume", "w", "--workers", "2", "--store", store, "--quiet")
+    assert again.exit_code == 0, again.output
+    assert server.max_in_flight == 2
+    runner = _manifest(store, "w")["runner"]
+    assert (runner["workers"], runner["max_rpm"]) == (2, 6000)  # the rate limit kept
+
+
+def test_runner_settings_resolve_given_then_stored_then_defaults():
+    stored = RecordOptions(workers=64, processes=2, max_rpm=100, retries=5, trials=3).to_dict()
+    assert RecordOptions.resolve({}, stored) == RecordOptions(
+        workers=64, processes=2, max_rpm=100, retries=5, trials=3
+    )
+    # new workers: the stored process count, made for the old ones, is not kept
+    assert RecordOptions.resolve({"workers": 1}, stored) == RecordOptions(
+        workers=1, max_rpm=100, retries=5, trials=3
+    )
+    assert RecordOptions.resolve({"max_rpm": 10}, None) == RecordOptions(max_rpm=10)
+    with pytest.raises(InputError, match="--workers"):
+        RecordOptions.resolve({"workers": 0}, stored)
+
+
+def test_a_setting_that_contradicts_the_stored_ones_is_refused_before_the_run_is_taken(tmp_path):
+    store = tmp_path / "traces"
+    first = cli("record", "--model", "sim", "--workers", "2", "--limit", "1", "--run-id", "x",
+                "--store", store, "--quiet")  # fmt: skip
+    assert first.exit_code == 0, first.output
+    before = snapshot(store)
+    result = cli("record", "--resume", "x", "--processes", "3", "--store", store)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        "Error: --processes 3 is more than --workers 2: each process runs at least one worker"
+    )
+    assert snapshot(store) == before
