@@ -286,7 +286,11 @@ def score_sample(
         stats, len(agent), len(gold), None if ordered else block_of
     )
     total = invalid + valid
+    accepted = {ij for ij, (inv, _, mis) in stats.items() if inv == 0 and mis == 0}
+    divergence = first_divergence(accepted, len(agent), block_of)
     return {
+        "exact": divergence is None,
+        "first_divergence": divergence,
         "tsa": tsa(agent_names, gold_names),
         "tp": tp(agent_names, gold_names)
         if ordered
@@ -297,3 +301,27 @@ def score_sample(
         "args_missing": missing,
         "pairs": pairs,
     }
+
+
+def gold_orders(block_of: Sequence[int]) -> Iterator[list[int]]:
+    """Every order of the gold calls' indexes with each block's calls in any order."""
+    members: dict[int, list[int]] = {}
+    for j, b in enumerate(block_of):
+        members.setdefault(b, []).append(j)
+    choices = [list(itertools.permutations(members[b])) for b in sorted(members)]
+    for combo in itertools.product(*choices):
+        yield [j for block in combo for j in block]
+
+
+def first_divergence(accepted: set[tuple[int, int]], a: int, block_of: Sequence[int]) -> int | None:
+    """The longest p such that, in some order of gold allowed by its blocks, the agent's
+    first p calls are accepted one by one by gold's first p; None when that is every call of
+    both sides, else p (brute force over the orders)."""
+    g = len(block_of)
+    longest = 0
+    for order in gold_orders(block_of):
+        p = 0
+        while p < min(a, g) and (p, order[p]) in accepted:
+            p += 1
+        longest = max(longest, p)
+    return None if longest == a == g else longest

@@ -111,7 +111,9 @@ TOOLS: list[dict[str, Any]] = [
 
 EXPECT_FIELDS = ("tsa", "tp", "ahr", "args_invalid", "args_total", "args_missing")
 FLOAT_FIELDS = ("tsa", "tp", "ahr")
-COUNT_FIELDS = ("args_invalid", "args_total", "args_missing", "pairs")
+# the outcome metrics: compared with == like the counts
+OUTCOME_FIELDS = ("exact", "first_divergence")
+COUNT_FIELDS = ("args_invalid", "args_total", "args_missing", "pairs", *OUTCOME_FIELDS)
 
 
 def load_cases() -> list[dict[str, Any]]:
@@ -200,7 +202,7 @@ def test_case_table_is_well_formed():
 def test_case_scored(case):
     """The real scoring path reproduces the hand-computed numbers."""
     row = score([case], case.get("tools"), options_of(case)).row(0, named=True)
-    assert_metrics(row, case["expect"], (*EXPECT_FIELDS, "pairs"), "score_tables")
+    assert_metrics(row, case["expect"], (*EXPECT_FIELDS, "pairs", *OUTCOME_FIELDS), "score_tables")
     assert row["status"] == case.get("status", "ok")
     assert row["n_gold"] == len(case["gold"])
     assert row["n_agent"] == len(agent_calls(case))
@@ -209,7 +211,8 @@ def test_case_scored(case):
 @pytest.mark.parametrize("case", CASES, ids=[case["name"] for case in CASES])
 def test_case_reference(case):
     """The brute-force reference reproduces the hand-computed numbers too."""
-    assert_metrics(reference(case), case["expect"], (*EXPECT_FIELDS, "pairs"), "reference")
+    fields = (*EXPECT_FIELDS, "pairs", *OUTCOME_FIELDS)
+    assert_metrics(reference(case), case["expect"], fields, "reference")
 
 
 def default_cases() -> list[dict[str, Any]]:
@@ -546,6 +549,10 @@ def test_score_tables_equals_reference(run, tolerance):
         names_a = [n for n, _ in agent_calls(case)]
         names_g = [n for n, _ in case["gold"]]
         assert (row["tp"] == 1.0) == (names_a == names_g)
+        # exact is the clean sample of pass^k, and has no divergence
+        assert row["exact"] == (row["first_divergence"] is None)
+        clean = row["tp"] == 1.0 and row["ahr"] in (None, 0.0) and row["args_missing"] == 0
+        assert row["exact"] == clean
     summary = summarize(scores)
     assert summary["n_samples"] == len(run)
     assert summary["n_errors"] == sum(c["status"] == "error" for c in run)

@@ -112,7 +112,8 @@ def test_score_prints_pass_k_with_several_trials(trial_store):
     assert "**per trial**" in markdown and "**pass^k and pass@k**" in markdown
     assert "| per sample |" in markdown and "success: a clean sample" in markdown
     csv_lines = cli("score", "k3", "--store", root, "--format", "csv").stdout.splitlines()
-    assert csv_lines[0] == "run_id,scoring,metric,value,count,n,unit" and len(csv_lines) == 4
+    # tsa, tp, ahr, exact, write_exact, first_divergence
+    assert csv_lines[0] == "run_id,scoring,metric,value,count,n,unit" and len(csv_lines) == 7
     assert cli("audit", "verify", "k3", "--store", root).exit_code == 0
     one = cli("score", "k1", "--store", root)
     assert "pass^k" not in one.stdout

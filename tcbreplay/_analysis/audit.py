@@ -32,6 +32,11 @@ SUMMARY_FIELDS = (
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
 # written since trials: checked where the stored summary has them
 TRIAL_FIELDS = ("trials", "by_trial", "by_sample", "pass_k")
+# written since the outcome metrics and roles: checked where the stored summary has them
+OUTCOME_FIELDS = (
+    "exact", "n_exact", "exact_samples", "write_exact", "n_write_exact", "write_exact_samples",
+    "first_divergence", "n_first_divergence", "roles", "focus",
+)  # fmt: skip
 
 
 @dataclass
@@ -109,7 +114,9 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
             elif digest != hashes[name] and name not in report.changed_files:
                 report.changed_files.append(name)
         fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
-        trial_fields = tuple(key for key in TRIAL_FIELDS if key in stored_summary)
+        trial_fields = tuple(
+            key for key in TRIAL_FIELDS + OUTCOME_FIELDS if key in stored_summary
+        )
         for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS + trial_fields:
             if stored_summary.get(key) != fresh.summary.get(key):
                 report.differences.append(

@@ -13,7 +13,11 @@ _METRIC_LABELS = {
     "tsa": "tsa  tool selection accuracy",
     "tp": "tp   trajectory precision",
     "ahr": "ahr  argument hallucination rate",
+    "exact": "exact  whole trajectory as gold",
+    "write_exact": "write_exact  write calls as gold",
+    "first_divergence": "first_divergence  mean position",
 }
+NO_WRITE_ROLE = "write_exact: no tool has the role write (score --role write=NAME,...)"
 
 
 def query_output(result: Any) -> Output:
@@ -32,6 +36,10 @@ def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
         "tp": (None, summary["n_tp"], "samples"),
         "ahr": (summary["args_invalid"], summary["args_total"], "args"),
     }
+    if "exact" in summary:  # the spec scorer's outcome metrics
+        over["exact"] = (summary["exact_samples"], summary["n_exact"], "samples")
+        over["write_exact"] = (summary["write_exact_samples"], summary["n_write_exact"], "samples")
+        over["first_divergence"] = (None, summary["n_first_divergence"], "diverging")
     title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
     if summary.get("simulated"):
         title += "  [simulated model]"
@@ -47,7 +55,7 @@ def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
                 _METRIC_LABELS[m],
                 summary[m],
                 repr(summary[m]) if summary[m] is not None else "",
-                f"{count}/{n} {unit}" if count is not None else f"{n} {unit}",
+                _over(m, count, n, unit, summary),
             )
             for m, (count, n, unit) in over.items()
         ],
@@ -94,14 +102,22 @@ def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
             )
     grids += trial_grids(summary)
     notes = [SUCCESS] if summary.get("trials", 1) > 1 else []
+    if "write_exact" in summary and summary["write_exact"] is None:
+        notes.insert(0, NO_WRITE_ROLE)
     if extra.get("dashboard_file"):
         notes.append(f"dashboard: {extra['dashboard_file']}")
     return Output(grids=grids, rows=rows, data={**summary, **extra}, notes=notes)
 
 
+def _over(metric: str, count: int | None, n: int, unit: str, summary: dict[str, Any]) -> str:
+    if metric == "write_exact" and summary.get("write_exact") is None:
+        return "no write role"
+    return f"{count}/{n} {unit}" if count is not None else f"{n} {unit}"
+
+
 SUCCESS = (
     "success: a clean sample (tsa 1 or no gold calls, tp 1, ahr 0 or none, no gold argument "
-    "left out); pass^k: the chance that k of a sample's trials drawn without replacement all "
+    "left out: exact); pass^k: the chance that k of a sample's trials drawn without replacement all "
     "succeed, pass@k: that at least one does, averaged over samples"
 )
 
@@ -113,6 +129,9 @@ def trial_grids(summary: dict[str, Any]) -> list[Grid]:
         return []
     columns = ["trial", "n_samples", "tsa", "tp", "ahr", "success"]
     mean = summary["by_sample"]
+    write = mean.get("write_exact") is not None
+    if write:
+        columns.append("write_exact")
     per_trial = Grid(
         columns,
         [[row.get(c) for c in columns] for row in summary["by_trial"]]
@@ -123,8 +142,12 @@ def trial_grids(summary: dict[str, Any]) -> list[Grid]:
         null="—",
     )
     pass_k = Grid(
-        ["k", "pass^k", "pass@k"],
-        [(row["k"], row["pass_hat_k"], row["pass_at_k"]) for row in summary["pass_k"]],
+        ["k", "pass^k", "pass@k"] + (["pass^k write_exact"] if write else []),
+        [
+            (row["k"], row["pass_hat_k"], row["pass_at_k"])
+            + ((row.get("pass_hat_k_write_exact"),) if write else ())
+            for row in summary["pass_k"]
+        ],
         title="pass^k and pass@k",
         digits=".4f",
         null="—",

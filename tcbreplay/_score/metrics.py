@@ -175,9 +175,11 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
 
 
 def success() -> pl.Expr:
-    """A clean sample (the "success" of pass^k and pass@k): every gold tool used (tsa 1, or no
-    gold calls), the gold trajectory's names exactly (tp 1), no invalid argument (ahr 0, or
-    no argument judged) and no gold argument left out."""
+    """A clean sample (the "success" of pass^k and pass@k, stored as ``exact``): every gold
+    tool used (tsa 1, or no gold calls), the gold trajectory's names exactly (tp 1), no
+    invalid argument (ahr 0, or no argument judged) and no gold argument left out. Then the
+    pairing pairs every call, so it holds exactly when the calls can be paired one to one
+    with gold's, block by block, each pair's arguments valid and none left out."""
     return (
         (pl.col("tsa").is_null() | (pl.col("tsa") == 1.0))
         & (pl.col("tp") == 1.0)
@@ -194,6 +196,8 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
     if trials == 1:
         return {"trials": 1}
     rows = scores.with_columns(success().alias("success"))
+    # write_exact where the scoring computed it (a tool has the role write)
+    write = "write_exact" in rows.columns and rows["write_exact"].null_count() < rows.height
     by_trial = [
         {"trial": int(trial), **_level(group)}
         for (trial,), group in rows.sort("trial").group_by("trial", maintain_order=True)
@@ -205,9 +209,11 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
         pl.col("tsa").mean(),
         pl.col("tp").mean(),
         (pl.col("args_invalid").sum() / pl.col("args_total").sum()).alias("ahr"),
+        pl.col("write_exact").cast(pl.Int64).sum().alias("w") if write else pl.lit(0).alias("w"),
     )
     fewest = cast(int, per_sample["n"].min())
     counts = per_sample.group_by("n", "c").agg(pl.len().alias("samples")).sort("n", "c").rows()
+    w_counts = per_sample.group_by("n", "w").agg(pl.len()).sort("n", "w").rows()
     pass_k = []
     for k in range(1, fewest + 1):
         hat = sum(m * math.comb(c, k) / math.comb(n, k) for n, c, m in counts)
@@ -215,8 +221,11 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
         pass_k.append(
             {"k": k, "pass_hat_k": hat / per_sample.height, "pass_at_k": at / per_sample.height}
         )
+        if write:  # pass^k of write_exact beside that of exact (the success above)
+            w_hat = sum(m * math.comb(c, k) / math.comb(n, k) for n, c, m in w_counts)
+            pass_k[-1]["pass_hat_k_write_exact"] = w_hat / per_sample.height
     ahr = per_sample["ahr"].fill_nan(None).drop_nulls()
-    return {
+    out: dict[str, Any] = {
         "trials": trials,
         "by_trial": by_trial,
         "by_sample": {
@@ -228,13 +237,20 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
         },
         "pass_k": pass_k,
     }
+    if write:
+        out["by_sample"]["write_exact"] = cast(float, (per_sample["w"] / per_sample["n"]).mean())
+    return out
 
 
 def _level(scores: pl.DataFrame) -> dict[str, Any]:
     """Run-level numbers of some rows, and their share of clean samples."""
     level = summarize(scores)
     keep = ("tsa", "tp", "ahr", "n_samples", "args_invalid", "args_total")
-    return {**{k: level[k] for k in keep}, "success": cast(float, scores["success"].mean())}
+    out = {**{k: level[k] for k in keep}, "success": cast(float, scores["success"].mean())}
+    write = scores["write_exact"].drop_nulls() if "write_exact" in scores.columns else None
+    if write is not None and write.len():  # only where roles make it defined
+        out["write_exact"] = int(write.sum()) / write.len()
+    return out
 
 
 def _mean(series: pl.Series) -> float | None:

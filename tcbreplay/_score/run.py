@@ -24,6 +24,7 @@ from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
 from tcbreplay._score.metrics import summarize, trial_summary
+from tcbreplay._score.outcomes import summarize_outcomes
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.results import (
     Scored,
@@ -71,7 +72,10 @@ def _score_run(
         scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
-    verdicts = [  # only the bfcl scorer gives a verdict per sample
+    verdicts = [  # only the bfcl scorer gives a verdict per sample, the spec one outcomes
+        pl.lit(None, pl.Boolean).alias("exact"),
+        pl.lit(None, pl.Boolean).alias("write_exact"),
+        pl.lit(None, pl.Int32).alias("first_divergence"),
         pl.lit(None, pl.Boolean).alias("valid"),
         pl.lit(None, pl.String).alias("error_type"),
     ]
@@ -342,7 +346,7 @@ def _joined(parts: list[spec.SpecPart]) -> Scored:
     scores = pl.concat([p.scores for p in parts], rechunk=True)  # sums as over one part
     return Scored(
         scores=scores,
-        metrics=summarize(scores),
+        metrics={**summarize(scores), **summarize_outcomes(scores)},
         flat=[p.flat for p in parts],
         by_tool=tool_breakdown(pl.concat([p.tool_counts for p in parts])),
         by_category=category_breakdown(scores),

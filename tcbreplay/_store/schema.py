@@ -325,6 +325,9 @@ SCORES_SCHEMA = pa.schema(
         ("args_total", pa.int64()),
         ("args_missing", pa.int64()),
         ("pairs", pa.int32()),
+        ("exact", pa.bool_()),  # the spec scorer's outcome metrics (null for the others)
+        ("write_exact", pa.bool_()),  # null too where no tool has the role write
+        ("first_divergence", pa.int32()),
         ("valid", pa.bool_()),  # the bfcl scorer's verdict (null for the others)
         ("error_type", pa.string()),  # and BFCL's error type of an invalid sample
     ]
@@ -333,7 +336,7 @@ SCORES_SCHEMA = pa.schema(
 
 # scores columns added after the first layout: a scores file written before them reads
 # with them null
-SCORES_ADDED = ("valid", "error_type")
+SCORES_ADDED = ("exact", "write_exact", "first_divergence", "valid", "error_type")
 
 
 _TOOLS_SCHEMA = pa.schema(
@@ -369,6 +372,12 @@ _SCORINGS_SCHEMA = pa.schema(
         ("args_invalid", pa.int64()),
         ("args_total", pa.int64()),
         ("args_missing", pa.int64()),
+        ("exact", pa.float64()),  # the outcome metrics: shares and a mean, with their n
+        ("n_exact", pa.int64()),
+        ("write_exact", pa.float64()),
+        ("n_write_exact", pa.int64()),
+        ("first_divergence", pa.float64()),
+        ("n_first_divergence", pa.int64()),
         ("toolkit_version", pa.string()),
         ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
     ]

@@ -27,7 +27,9 @@ from tcbreplay._score.metrics import (
     Rules,
     arg_verdicts,
     missing_keys,
+    success,
 )
+from tcbreplay._score.outcomes import first_divergence
 from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
 from tcbreplay.errors import StoreError
 
@@ -112,6 +114,10 @@ def score_part(
             "args_missing": missing,
             "pairs": pl.Series(n_pairs, dtype=pl.Int32),
         }
+    ).with_columns(success().alias("exact"))
+    scores = scores.with_columns(
+        pl.lit(None, pl.Boolean).alias("write_exact"),
+        first_divergence(pairs, agent.first, gold.first, rules.grouped, rules.g_block),
     )
     picked = kernels.functions().picked(pairs, chosen)
     chosen_frame = pl.DataFrame(

@@ -1,0 +1,124 @@
+"""The outcome-tracking metrics of the spec scorer: ``exact``, ``first_divergence`` and
+``write_exact``, per sample, and their run-level numbers.
+
+A gold call **accepts** an agent call when both have the same name, every argument the
+agent passed is valid for it and no non-optional key of its ``args`` is left out (the pair's
+``args_invalid`` and ``args_missing`` are 0). ``exact`` is the "clean sample" of pass^k
+(:func:`tcbreplay._score.metrics.success`): the agent's calls can be paired one to one with
+gold's, block by block, each pair accepted. ``first_divergence`` walks the agent's calls
+along gold's blocks and gives the position of the first call no open gold call of its block
+accepts (or where one side ends before the other); it is null exactly when ``exact`` holds.
+``write_exact`` is ``exact`` of the calls to tools with the role ``write`` alone, in any order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+import polars as pl
+
+from tcbreplay._score import kernels
+
+
+def first_divergence(
+    pairs: np.ndarray,
+    a_first: np.ndarray,
+    g_first: np.ndarray,
+    grouped: np.ndarray | None,
+    g_block: np.ndarray | None,
+) -> pl.Series:
+    """Each sample's first divergence (Int32, null: none) from the judged candidate
+    ``pairs`` of the kernel (every same-name pair of a sample with order-free blocks; on a
+    longest common subsequence of the names elsewhere, which holds every pair of a common
+    prefix), the samples' first agent and gold calls, and the gold blocks (``grouped``: per
+    sample, a block of two or more calls; ``g_block``: each gold call's block number)."""
+    a = np.diff(a_first)
+    g = np.diff(g_first)
+    common = np.minimum(a, g)
+    offsets = np.zeros(len(common) + 1, dtype=np.int64)
+    np.cumsum(common, out=offsets[1:])
+    accepted = (pairs[:, kernels.INVALID] == 0) & (pairs[:, kernels.MISSING] == 0)
+    diagonal = accepted & (pairs[:, kernels.AGENT] == pairs[:, kernels.GOLD])
+    on_path = np.zeros(int(offsets[-1]), dtype=np.bool_)
+    rows = pairs[diagonal]
+    on_path[offsets[rows[:, kernels.SAMPLE]] + rows[:, kernels.AGENT]] = True
+    off = np.flatnonzero(~on_path)
+    at = np.searchsorted(off, offsets[:-1])
+    if len(off):
+        first_off = off[np.minimum(at, len(off) - 1)]
+        found = (at < len(off)) & (first_off < offsets[1:])
+    else:
+        first_off, found = offsets[:-1], np.zeros(len(common), dtype=np.bool_)
+    where = np.where(found, first_off - offsets[:-1], common)
+    where = np.where(found | (a != g), where, -1)
+    if grouped is not None and g_block is not None and grouped.any():
+        for s in np.flatnonzero(grouped[: len(a)]):
+            where[s] = _block_divergence(pairs, accepted, int(s), int(a[s]), g_block,
+                                         int(g_first[s]), int(g[s]))  # fmt: skip
+    column = pl.Series("first_divergence", where, dtype=pl.Int32)
+    return pl.select(pl.when(column >= 0).then(column).alias(column.name)).to_series()
+
+
+def _block_divergence(
+    pairs: np.ndarray, accepted: np.ndarray, s: int, a: int, g_block: np.ndarray, g0: int, g: int
+) -> int:
+    """The first divergence of sample ``s`` with order-free blocks (-1: none): block by block,
+    the agent's calls at the block's positions must each find a gold call of the block that
+    accepts it, one to one (a matching grown by augmenting paths)."""
+    lo, hi = np.searchsorted(pairs[:, kernels.SAMPLE], [s, s + 1])
+    fits: dict[int, list[int]] = {}
+    for k in range(lo, hi):
+        if accepted[k]:
+            fits.setdefault(int(pairs[k, kernels.AGENT]), []).append(int(pairs[k, kernels.GOLD]))
+    blocks = g_block[g0 : g0 + g]
+    start = 0
+    while start < g:
+        end = start
+        while end < g and blocks[end] == blocks[start]:
+            end += 1
+        taken: dict[int, int] = {}  # gold call -> agent call
+        for i in range(start, min(end, a)):
+            if not _augment(i, fits, taken, start, end, set()):
+                return i
+        if a < end:
+            return a
+        start = end
+    return g if a > g else -1
+
+
+def _augment(
+    i: int, fits: dict[int, list[int]], taken: dict[int, int], lo: int, hi: int, seen: set[int]
+) -> bool:
+    for j in fits.get(i, ()):
+        if lo <= j < hi and j not in seen:
+            seen.add(j)
+            if j not in taken or _augment(taken[j], fits, taken, lo, hi, seen):
+                taken[j] = i
+                return True
+    return False
+
+
+def summarize_outcomes(scores: pl.DataFrame) -> dict[str, Any]:
+    """Run-level ``exact`` (share of all rows), ``write_exact`` (share of the rows where it
+    is defined; None when it is nowhere) and ``first_divergence`` (mean position over the
+    rows that diverge), each with the counts behind it."""
+    if "exact" not in scores.columns:
+        return {}
+    exact = scores["exact"].drop_nulls()
+    write = scores["write_exact"].drop_nulls()
+    diverged = scores["first_divergence"].drop_nulls()
+    return {
+        "exact": _share(exact),
+        "n_exact": exact.len(),
+        "exact_samples": int(exact.sum()),
+        "write_exact": _share(write),
+        "n_write_exact": write.len(),
+        "write_exact_samples": int(write.sum()),
+        "first_divergence": cast(float, diverged.mean()) if diverged.len() else None,
+        "n_first_divergence": diverged.len(),
+    }
+
+
+def _share(flags: pl.Series) -> float | None:
+    return int(flags.sum()) / flags.len() if flags.len() else None
