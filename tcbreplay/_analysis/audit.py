@@ -114,9 +114,7 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
             elif digest != hashes[name] and name not in report.changed_files:
                 report.changed_files.append(name)
         fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
-        trial_fields = tuple(
-            key for key in TRIAL_FIELDS + OUTCOME_FIELDS if key in stored_summary
-        )
+        trial_fields = tuple(key for key in TRIAL_FIELDS + OUTCOME_FIELDS if key in stored_summary)
         for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS + trial_fields:
             if stored_summary.get(key) != fresh.summary.get(key):
                 report.differences.append(

@@ -117,8 +117,8 @@ def _over(metric: str, count: int | None, n: int, unit: str, summary: dict[str, 
 
 SUCCESS = (
     "success: a clean sample (tsa 1 or no gold calls, tp 1, ahr 0 or none, no gold argument "
-    "left out: exact); pass^k: the chance that k of a sample's trials drawn without replacement all "
-    "succeed, pass@k: that at least one does, averaged over samples"
+    "left out: exact); pass^k: the chance that k of a sample's trials drawn without "
+    "replacement all succeed, pass@k: that at least one does, averaged over samples"
 )
 
 

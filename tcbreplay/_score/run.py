@@ -24,8 +24,8 @@ from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
 from tcbreplay._score.metrics import summarize, trial_summary
-from tcbreplay._score.outcomes import summarize_outcomes
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
+from tcbreplay._score.outcomes import summarize_outcomes
 from tcbreplay._score.results import (
     Scored,
     ScoreResult,
