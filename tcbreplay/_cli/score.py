@@ -46,6 +46,14 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     help="spec: the metric spec; abet: the original benchmark's evaluator; "
     "bfcl: BFCL's AST checker (runs imported with --format bfcl).",
 )
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    metavar="ROLE=NAME,...",
+    help="Give tools a role (write, read or scratch), over their specs' own; repeatable: "
+    "--role write=book_reservation,cancel_reservation.",
+)
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
     "--dashboard",
@@ -56,12 +64,14 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
 )
 @STORE_OPTION
 def score(
-    run_id, fmt, rel_tol, abs_tol, strings, types, scorer, allow_incomplete, dashboard, store
-) -> None:
+    run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, allow_incomplete, dashboard,
+    store,
+) -> None:  # fmt: skip
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.grids import bfcl_output, score_output
     from tcbreplay._cli.render import working
     from tcbreplay._score.options import ScoreOptions
+    from tcbreplay._score.roles import parse_roles
     from tcbreplay._score.run import score_run
     from tcbreplay._store.runs import Store
 
@@ -70,7 +80,12 @@ def score(
             Store(store),
             run_id,
             ScoreOptions(
-                scorer=scorer, rel_tol=rel_tol, abs_tol=abs_tol, strings=strings, types=types
+                scorer=scorer,
+                rel_tol=rel_tol,
+                abs_tol=abs_tol,
+                strings=strings,
+                types=types,
+                roles=parse_roles(roles),
             ),
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,

@@ -26,6 +26,7 @@ from typing import Any
 
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.limits import lone_surrogate
+from tcbreplay._inputs.roles import check_role
 from tcbreplay.errors import ToolSchemaError
 
 _NO_DEFAULT = object()
@@ -33,11 +34,12 @@ _NO_DEFAULT = object()
 
 @dataclass(frozen=True)
 class ToolSchema:
-    """A tool's name, description and JSON-schema parameters."""
+    """A tool's name, description and JSON-schema parameters, and its role (None: none)."""
 
     name: str
     description: str
     parameters: dict[str, Any]
+    role: str | None = None
 
     @property
     def param_names(self) -> set[str]:
@@ -49,7 +51,10 @@ class ToolSchema:
         return {k: v["default"] for k, v in props.items() if isinstance(v, dict) and "default" in v}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+        out = {"name": self.name, "description": self.description, "parameters": self.parameters}
+        if self.role is not None:  # only then: a tool without one is stored as before
+            out["role"] = self.role
+        return out
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], place: str = "tool") -> ToolSchema:
@@ -80,7 +85,8 @@ class ToolSchema:
             raise ToolSchemaError(
                 f"{place} ({name}): parameters.properties must map names to JSON schemas"
             )
-        return cls(name=name, description=description, parameters=dict(params))
+        role = check_role(obj.get("role"), f"{place} ({name})")
+        return cls(name=name, description=description, parameters=dict(params), role=role)
 
 
 # where each shape keeps the parameters' JSON schema
@@ -113,7 +119,12 @@ def _bare(obj: Mapping[str, Any], place: str) -> tuple[Mapping[str, Any], str]:
             raise ToolSchemaError(
                 f"{place}: name or parameters both beside and inside function", hint=hint
             )
-        return _bare(inner, f"{place}: function")
+        bare, where = _bare(inner, f"{place}: function")
+        if "role" in obj:  # beside type and function, or inside function: one of them
+            if "role" in bare and bare["role"] != obj["role"]:
+                raise ToolSchemaError(f"{place}: role both beside and inside function")
+            bare = {**bare, "role": obj["role"]}
+        return bare, where
     given = [key for key in _PARAMETER_KEYS if key in obj]
     if len(given) > 1:
         raise ToolSchemaError(
@@ -238,7 +249,10 @@ def _from_module(source: str) -> Toolset:
             f"got {type(obj).__name__}"
         )
     tools = [_as_langchain_tool(item, f"{source}[{i}]") for i, item in enumerate(items)]
-    schemas = [_schema_of(tool, f"{source}[{i}]") for i, tool in enumerate(tools)]
+    schemas = [
+        _schema_of(tool, f"{source}[{i}]", _role_of(item, f"{source}[{i}]"))
+        for i, (item, tool) in enumerate(zip(items, tools, strict=True))
+    ]
     _check_unique(schemas, source)
     return Toolset(schemas=schemas, source=source, sha256=_module_sha256(module), tools=tools)
 
@@ -256,7 +270,17 @@ def _as_langchain_tool(item: Any, place: str) -> Any:
     raise ToolSchemaError(f"{place}: not a function or LangChain tool ({type(item).__name__})")
 
 
-def _schema_of(tool: Any, place: str) -> ToolSchema:
+def _role_of(item: Any, place: str) -> str | None:
+    """A Python tool's role: a function's ``role`` attribute (``book.role = "write"``), or a
+    LangChain tool's ``metadata["role"]``."""
+    role = getattr(item, "role", None)
+    metadata = getattr(item, "metadata", None)
+    if role is None and isinstance(metadata, Mapping):
+        role = metadata.get("role")
+    return check_role(role, place)
+
+
+def _schema_of(tool: Any, place: str, role: str | None = None) -> ToolSchema:
     from langchain_core.utils.function_calling import convert_to_openai_function
 
     fn = convert_to_openai_function(tool)
@@ -264,6 +288,7 @@ def _schema_of(tool: Any, place: str) -> ToolSchema:
         name=fn["name"],
         description=fn.get("description", ""),
         parameters=fn.get("parameters", {"type": "object", "properties": {}}),
+        role=role,
     )
     # a default such as 10**1000 or a deeply nested list: the manifest could not hold it
     problem = limits.value_problem(schema.to_dict())
@@ -292,7 +317,13 @@ def _one_per_name(schemas: list[ToolSchema], label: str) -> list[ToolSchema]:
         elif s != seen[s.name]:
             raise ToolSchemaError(
                 f"{label}: two tools are named {s.name!r}, with different "
-                + ("parameters" if s.parameters != seen[s.name].parameters else "descriptions"),
+                + (
+                    "parameters"
+                    if s.parameters != seen[s.name].parameters
+                    else "roles"
+                    if s.role != seen[s.name].role
+                    else "descriptions"
+                ),
                 hint=PER_SAMPLE_HINT,
             )
     return out

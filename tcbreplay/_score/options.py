@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tcbreplay._inputs.roles import ROLES
 from tcbreplay._score.metrics import (
     DEFAULT_ABS_TOL,
     DEFAULT_REL_TOL,
@@ -42,6 +43,9 @@ class ScoreOptions:
     abs_tol: float = DEFAULT_ABS_TOL
     strings: str = "exact"
     types: str = "lenient"
+    # --role: (tool, role) pairs, sorted, over the roles of the tools' specs; they make
+    # write_exact defined and choose the tools of a focus by role, not the folder's name
+    roles: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
@@ -60,6 +64,14 @@ class ScoreOptions:
                 f"--scorer {self.scorer} compares values its own way: --rel-tol, --abs-tol, "
                 "--strings and --types apply to --scorer spec"
             )
+        if self.scorer != "spec" and self.roles:
+            raise InputError(
+                f"--scorer {self.scorer} has no roles: --role applies to --scorer spec"
+            )
+        object.__setattr__(self, "roles", tuple(sorted((str(n), str(r)) for n, r in self.roles)))
+        for name, role in self.roles:
+            if role not in ROLES:
+                raise InputError(f"--role {role}={name}: choose one of {', '.join(ROLES)}")
 
     @property
     def compare(self) -> Compare:
@@ -95,6 +107,11 @@ class ScoreOptions:
             out += ["--strings", self.strings]
         if self.types != "lenient":
             out += ["--types", self.types]
+        by_role: dict[str, list[str]] = {}
+        for name, role in self.roles:
+            by_role.setdefault(role, []).append(name)
+        for role, names in by_role.items():
+            out += ["--role", f"{role}={','.join(names)}"]
         return out
 
     def score_flags(self) -> str:
@@ -104,13 +121,16 @@ class ScoreOptions:
     def to_dict(self) -> dict[str, Any]:
         if self.scorer != "spec":  # the comparison options are the spec scorer's
             return {"scorer": self.scorer}
-        return {
+        out: dict[str, Any] = {
             "scorer": "spec",
             "rel_tol": self.rel_tol,
             "abs_tol": self.abs_tol,
             "strings": self.strings,
             "types": self.types,
         }
+        if self.roles:  # only then: the options of a scoring without them hash as before
+            out["roles"] = dict(self.roles)
+        return out
 
     @classmethod
     def from_scoring(cls, scoring: str) -> ScoreOptions | None:
@@ -146,6 +166,7 @@ class ScoreOptions:
             abs_tol=obj.get("abs_tol", FORMER_ABS_TOL if "strings" not in obj else DEFAULT_ABS_TOL),
             strings=obj.get("strings", "exact"),
             types=obj.get("types", "lenient"),
+            roles=tuple((obj.get("roles") or {}).items()),
         )
 
 

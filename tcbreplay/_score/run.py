@@ -15,6 +15,7 @@ import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -25,7 +26,7 @@ from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
 from tcbreplay._score.metrics import summarize, trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
-from tcbreplay._score.outcomes import summarize_outcomes
+from tcbreplay._score.outcomes import restrict, summarize_outcomes
 from tcbreplay._score.results import (
     Scored,
     ScoreResult,
@@ -33,12 +34,13 @@ from tcbreplay._score.results import (
     tool_breakdown,
     write_results,
 )
+from tcbreplay._score.roles import tool_roles
 from tcbreplay._score.scorers import spec
 from tcbreplay._score.scorers.abet import score_tables_abet
 from tcbreplay._score.scorers.bfcl import score_run_bfcl
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import JOURNAL, SCORES_SCHEMA, utcnow
-from tcbreplay._store.views import connect, connect_tables
+from tcbreplay._store.views import connect, connect_tables, query_text
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
 
 
@@ -249,15 +251,16 @@ def _scored(
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
     tools = translate.tools_table(con, specs)
+    roles = _roles(con, specs, options)
     if len(ranges) == 1:
-        return _joined([_spec_part(con, ranges[0], tools, options)])
+        return _joined([_spec_part(con, ranges[0], tools, options, roles)], roles)
     cursors = [con.cursor() for _ in ranges]
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=_workers(len(ranges)))
     jobs: list[Future] = []
     try:
         for cursor, samples in zip(cursors, ranges, strict=True):
-            jobs.append(pool.submit(_spec_part, cursor, samples, tools, options, stop))
+            jobs.append(pool.submit(_spec_part, cursor, samples, tools, options, roles, stop))
         # polled, not waited on: Ctrl-C reaches the main thread (the only one to raise
         # KeyboardInterrupt) within moments even when the kernel hands the signal to a
         # part's thread, and no lock of the futures is ever held by this thread; often,
@@ -267,7 +270,7 @@ def _scored(
         for job in jobs:  # a failed part raises before the others are waited for
             if job.done() and job.exception() is not None:
                 job.result()
-        return _joined([job.result() for job in jobs])
+        return _joined([job.result() for job in jobs], roles)
     except BaseException:
         # Ctrl-C or a failed part: the other parts stop at their next step, and whatever
         # query a part runs (or starts next) is interrupted, until every part has stopped
@@ -314,16 +317,32 @@ def _workers(parts: int) -> int:
     return min(parts, usable_cores())
 
 
+def _roles(con: Any, specs: list[dict[str, Any]], options: ScoreOptions) -> dict[str, str]:
+    """Each tool's role in this scoring: the specs', the samples' own tools', ``--role``."""
+    try:
+        own = con.execute(query_text("score_tool_roles")).fetchall()
+    except duckdb.Error as exc:
+        raise StoreError(f"samples.parquet: cannot read the samples' tools: {exc}") from exc
+    return tool_roles(specs, options.roles, own)
+
+
 def _spec_part(
     con: Any, samples: tuple[int, int], tools: translate.Tools, options: ScoreOptions,
-    stop: threading.Event | None = None,
+    roles: dict[str, str], stop: threading.Event | None = None,
 ) -> spec.SpecPart:  # fmt: skip
     flat = translate.load_flat(con, samples)
     own_tools = None
     if flat.tools is not None:
         own_tools = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
     _go_on(stop)
-    return spec.score_part(flat, tools, options.compare, own_tools)
+    part = spec.score_part(flat, tools, options.compare, own_tools)
+    writes = [name for name, role in roles.items() if role == "write"]
+    if writes:  # write_exact: exact of the write calls alone, in any order
+        _go_on(stop)
+        only = spec.score_part(restrict(flat, writes, order_free=True), tools, options.compare,
+                               own_tools)  # fmt: skip
+        part.scores = part.scores.with_columns(only.scores["exact"].alias("write_exact"))
+    return part
 
 
 def _settled(jobs: list[Future]) -> bool:
@@ -341,12 +360,12 @@ def _go_on(stop: threading.Event | None) -> None:
         raise _Stopped
 
 
-def _joined(parts: list[spec.SpecPart]) -> Scored:
-    """The parts (in sample order) as one run's results."""
+def _joined(parts: list[spec.SpecPart], roles: dict[str, str]) -> Scored:
+    """The parts (in sample order) as one run's results, scored with ``roles``."""
     scores = pl.concat([p.scores for p in parts], rechunk=True)  # sums as over one part
     return Scored(
         scores=scores,
-        metrics={**summarize(scores), **summarize_outcomes(scores)},
+        metrics={**summarize(scores), **summarize_outcomes(scores), "roles": roles},
         flat=[p.flat for p in parts],
         by_tool=tool_breakdown(pl.concat([p.tool_counts for p in parts])),
         by_category=category_breakdown(scores),

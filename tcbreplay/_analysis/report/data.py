@@ -11,6 +11,7 @@ for t > 0), so every table and transcript here is keyed by that name.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -279,7 +280,9 @@ def _scores(
             and "by_tool" in summary
             # a spec folder scored under an earlier version's defaults (abs_tol 1e-9) is not
             # the default scoring of today
-            and ScoreOptions.from_dict(summary.get("options") or {}) == ScoreOptions()
+            # (roles given with --role only add write_exact)
+            and dataclasses.replace(ScoreOptions.from_dict(summary.get("options") or {}), roles=())
+            == ScoreOptions()
             and audit.get("sql_sha256") == sql_sha256()
             and all(
                 hashes.get(path.name) == current_sha256(run, path.name)

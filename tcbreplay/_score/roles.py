@@ -1,0 +1,77 @@
+"""Tool roles: ``write`` (changes state), ``read``, ``scratch`` (thinking or arithmetic with
+no effect), or none; and the focus of a scoring on some tools or roles.
+
+A tool's role comes from its spec (``"role"`` beside its name, kept in the run's manifest)
+or from ``score --role ROLE=NAME,...``, which wins. The roles a scoring used are stored in
+its summary (``roles``) and the ``--role`` part in its options, so ``audit verify`` scores
+it again the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tcbreplay._inputs.roles import ROLES
+from tcbreplay.errors import InputError
+
+__all__ = ["ROLES", "parse_roles", "tool_roles"]
+
+
+def parse_roles(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """``--role ROLE=NAME,NAME,...`` options as sorted ``(tool, role)`` pairs; a tool given
+    two roles, an unknown role or an empty name is refused naming the option."""
+    out: dict[str, str] = {}
+    for value in values:
+        role, sep, names = value.partition("=")
+        role = role.strip()
+        where = f"--role {value!r}"
+        if not sep:
+            raise InputError(f"{where}: expected ROLE=NAME,NAME,... (as write=book,cancel)")
+        if role not in ROLES:
+            raise InputError(f"{where}: unknown role {role!r}: choose one of {', '.join(ROLES)}")
+        for name in (n.strip() for n in names.split(",")):
+            if not name:
+                raise InputError(f"{where}: a tool name is empty")
+            if out.get(name, role) != role:
+                raise InputError(
+                    f"{where}: tool {name!r} is given the roles {out[name]} and {role}"
+                )
+            out[name] = role
+    return tuple(sorted(out.items()))
+
+
+def tool_roles(
+    specs: Sequence[Mapping[str, Any]],
+    given: Sequence[tuple[str, str]],
+    own: Sequence[tuple[str, str | None]] = (),
+) -> dict[str, str]:
+    """Each tool's role: its spec's (the run's tools, then the ``own`` tools samples carry,
+    as ``(name, role)``), then ``--role``'s over it. A ``--role`` tool the run does not
+    have, and a tool declared with two roles that ``--role`` does not settle, are refused."""
+    roles: dict[str, str] = {}
+    declared: dict[str, set[str]] = {}
+    for name, role in [(s.get("name"), s.get("role")) for s in specs] + list(own):
+        if isinstance(name, str) and isinstance(role, str) and role in ROLES:
+            declared.setdefault(name, set()).add(role)
+    names = {s.get("name") for s in specs} | {name for name, _ in own}
+    settled = dict(given)
+    for name, role in given:
+        if name not in names:
+            known = sorted(n for n in names if isinstance(n, str))
+            raise InputError(
+                f"--role {role}={name}: the run has no tool {name!r}",
+                hint=f"its tools: {', '.join(known) or 'none'}",
+            )
+    for name, found in declared.items():
+        if name in settled:
+            continue
+        if len(found) > 1:
+            raise InputError(
+                f"tool {name!r} is declared with the roles {' and '.join(sorted(found))} "
+                "(the run's tools and samples' own)",
+                hint=f"choose one with --role ROLE={name}",
+            )
+        roles[name] = next(iter(found))
+    roles.update(settled)
+    return dict(sorted(roles.items()))
