@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import reference_metrics as ref
 from helpers import cli
 
 from tcbreplay._inputs.tools import ToolSchema, load_toolset, schemas_from_items
@@ -279,3 +280,92 @@ def test_role_goes_with_the_spec_scorer_only(tau_store):
 
 def test_tool_schema_equality_includes_role():
     assert ToolSchema("a", "", {}) != ToolSchema("a", "", {}, role="read")
+
+
+# --- focused scoring --------------------------------------------------------------------------
+
+
+def calls_by_trial(root, view: str) -> dict[tuple[str, int], list[str]]:
+    sql = f"select sample_id, trial, name from {view} where run_id = 'tau' order by all"
+    result = cli("sql", sql.replace("order by all", "order by sample_id, trial, call_index"),
+                 "--store", root, "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out: dict[tuple[str, int], list[str]] = {}
+    for row in json.loads(result.stdout):
+        out.setdefault((row["sample_id"], row["trial"]), []).append(row["name"])
+    return out
+
+
+def test_only_write_scores_the_write_calls_alone_beside_the_default(tau_store):
+    before = pl.read_parquet(tau_store / "tau" / "scores" / "spec" / "scores.parquet")
+    summary = score_json(tau_store, "--role", WRITE_ROLE, "--only", "write")
+    assert summary["scoring"] == "spec_only-write"
+    assert summary["options"]["only"] == ["write"]
+    assert summary["focus"] == {"tools": sorted(WRITES)}
+    folder = tau_store / "tau" / "scores" / "spec_only-write"
+    focused = pl.read_parquet(folder / "scores.parquet")
+    # tp by an independent computation: the reference's edit distance over the names of the
+    # write calls alone
+    agent, gold = calls_by_trial(tau_store, "tool_calls"), calls_by_trial(tau_store, "gold_calls")
+    for row in focused.iter_rows(named=True):
+        key = (row["sample_id"], row["trial"])
+        a = [n for n in agent.get(key, []) if n in WRITES]
+        g = [n for n in gold.get(key, []) if n in WRITES]
+        assert row["tp"] == pytest.approx(ref.tp(a, g)), key
+        assert row["n_agent"] == len(a) and row["n_gold"] == len(g)
+    # the tsa of every sample is unchanged (gold lists only write calls); tp is not
+    assert focused["tsa"].to_list() == before["tsa"].to_list()
+    assert focused["tp"].to_list() != before["tp"].to_list()
+    # the default scoring is left as it was, and the focused one verifies
+    after = pl.read_parquet(tau_store / "tau" / "scores" / "spec" / "scores.parquet")
+    assert after.equals(before)
+    verify = cli("audit", "verify", "tau", "--store", tau_store, "--scoring", "spec_only-write")
+    assert verify.exit_code == 0, verify.output
+    # it is a scoring like the others in the views
+    result = cli("sql", "select scoring, focus, count(*) as n from scores_all join scorings "
+                 "using (run_id, scoring) group by all order by all", "--store", tau_store,
+                 "--format", "json")  # fmt: skip
+    rows = {r["scoring"]: r for r in json.loads(result.stdout)}
+    assert rows["spec_only-write"]["focus"] == "only write" and rows["spec_only-write"]["n"] == 20
+    assert rows["spec"]["focus"] is None
+
+
+def test_without_leaves_tools_out_and_diff_names_the_scoring(tau_store, tmp_path):
+    summary = score_json(tau_store, "--without", "think,calculate")
+    assert summary["scoring"] == "spec_without-calculate+think"
+    assert summary["focus"] == {"exclude": ["calculate", "think"]}
+    scores = pl.read_parquet(tau_store / "tau" / "scores" / summary["scoring"] / "scores.parquet")
+    agent = calls_by_trial(tau_store, "tool_calls")
+    for row in scores.iter_rows(named=True):
+        names = agent.get((row["sample_id"], row["trial"]), [])
+        assert row["n_agent"] == len([n for n in names if n not in ("think", "calculate")])
+    result = cli("diff", "tau", "tau", "--scoring", summary["scoring"], "--store", tau_store,
+                 "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.stdout)
+    assert diff["scoring"] == summary["scoring"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--only", "write"], "Error: --only write: no tool has the role write"),
+        (["--only", "nope"], "Error: --only nope: the run has no tool 'nope'"),
+        (["--only", "think", "--without", "think"], "Error: --only and --without both name"),
+        (["--only", "a/b"], "Error: --only 'a/b': a focus names tools or roles"),
+    ],
+)
+def test_focus_errors_are_one_line_exit_2(tau_store, args, message):
+    result = cli("score", "tau", "--store", tau_store, *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0].startswith(message)
+
+
+def test_focus_options_round_trip_through_the_folder_name():
+    for options in (
+        ScoreOptions(only=("write",)),
+        ScoreOptions(without=("think", "calculate")),
+        ScoreOptions(rel_tol=1e-6, only=("book_reservation", "read"), without=("think",)),
+    ):
+        assert ScoreOptions.from_scoring(options.scoring) == options
+        assert ScoreOptions.from_dict(options.to_dict()) == options

@@ -54,6 +54,21 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     help="Give tools a role (write, read or scratch), over their specs' own; repeatable: "
     "--role write=book_reservation,cancel_reservation.",
 )
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    metavar="ROLE|TOOL,...",
+    help="Every metric over the calls to these tools, or tools of these roles, only "
+    "(repeatable; a scoring of its own: spec_only-...).",
+)
+@click.option(
+    "--without",
+    "without",
+    multiple=True,
+    metavar="ROLE|TOOL,...",
+    help="Every metric with the calls to these tools or roles left out (spec_without-...).",
+)
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
     "--dashboard",
@@ -64,8 +79,8 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
 )
 @STORE_OPTION
 def score(
-    run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, allow_incomplete, dashboard,
-    store,
+    run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, only, without,
+    allow_incomplete, dashboard, store,
 ) -> None:  # fmt: skip
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.grids import bfcl_output, score_output
@@ -86,6 +101,8 @@ def score(
                 strings=strings,
                 types=types,
                 roles=parse_roles(roles),
+                only=_names(only),
+                without=_names(without),
             ),
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,
@@ -97,3 +114,8 @@ def score(
         for warning in result.warnings:
             click.echo(f"Warning: {warning}")
     emit(output, fmt)
+
+
+def _names(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Repeated, comma-separated names as one tuple."""
+    return tuple(n.strip() for value in values for n in value.split(",") if n.strip())

@@ -31,7 +31,10 @@ SCORERS = ("spec", "abet", "bfcl")
 _SPEC_NAME = re.compile(
     r"spec(?:_rel-(?P<rel>[^_]+)_abs-(?P<abs>[^_]+))?"
     r"(?:_strings-(?P<strings>[a-z]+))?(?:_types-(?P<types>[a-z]+))?"
+    r"(?:_only-(?P<only>[A-Za-z0-9._+-]+?))?(?:_without-(?P<without>[A-Za-z0-9._+-]+))?"
 )
+# a tool or role a focus names (a part of a folder's name)
+_FOCUS_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class ScoreOptions:
     # --role: (tool, role) pairs, sorted, over the roles of the tools' specs; they make
     # write_exact defined and choose the tools of a focus by role, not the folder's name
     roles: tuple[tuple[str, str], ...] = ()
+    # --only, --without: the tools or roles every metric is restricted to, or leaves out
+    only: tuple[str, ...] = ()
+    without: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
@@ -72,6 +78,21 @@ class ScoreOptions:
         for name, role in self.roles:
             if role not in ROLES:
                 raise InputError(f"--role {role}={name}: choose one of {', '.join(ROLES)}")
+        for option in ("only", "without"):
+            chosen = getattr(self, option)
+            if chosen and self.scorer != "spec":
+                raise InputError(f"--{option} applies to --scorer spec")
+            object.__setattr__(self, option, tuple(sorted(set(chosen))))
+            for name in getattr(self, option):
+                if not _FOCUS_NAME.fullmatch(name):
+                    raise InputError(
+                        f"--{option} {name!r}: a focus names tools or roles of letters, digits "
+                        "and . _ - only (the scoring's folder is named after it)",
+                        hint="give such a tool a role with --role and name the role",
+                    )
+        if set(self.only) & set(self.without):
+            both = sorted(set(self.only) & set(self.without))[0]
+            raise InputError(f"--only and --without both name {both!r}")
 
     @property
     def compare(self) -> Compare:
@@ -92,6 +113,10 @@ class ScoreOptions:
             name += f"_strings-{self.strings}"
         if self.types != "lenient":
             name += f"_types-{self.types}"
+        if self.only:
+            name += "_only-" + "+".join(self.only)
+        if self.without:
+            name += "_without-" + "+".join(self.without)
         return name
 
     def flags(self) -> list[str]:
@@ -112,6 +137,10 @@ class ScoreOptions:
             by_role.setdefault(role, []).append(name)
         for role, names in by_role.items():
             out += ["--role", f"{role}={','.join(names)}"]
+        if self.only:
+            out += ["--only", ",".join(self.only)]
+        if self.without:
+            out += ["--without", ",".join(self.without)]
         return out
 
     def score_flags(self) -> str:
@@ -130,7 +159,15 @@ class ScoreOptions:
         }
         if self.roles:  # only then: the options of a scoring without them hash as before
             out["roles"] = dict(self.roles)
+        for option in ("only", "without"):
+            if getattr(self, option):
+                out[option] = list(getattr(self, option))
         return out
+
+    @property
+    def focused(self) -> bool:
+        """Whether the metrics look at some of the tools only (--only, --without)."""
+        return bool(self.only or self.without)
 
     @classmethod
     def from_scoring(cls, scoring: str) -> ScoreOptions | None:
@@ -146,6 +183,8 @@ class ScoreOptions:
                 abs_tol=float(match["abs"]) if match["abs"] else DEFAULT_ABS_TOL,
                 strings=match["strings"] or "exact",
                 types=match["types"] or "lenient",
+                only=tuple(match["only"].split("+")) if match["only"] else (),
+                without=tuple(match["without"].split("+")) if match["without"] else (),
             )
         except (ValueError, InputError):
             return None
@@ -167,6 +206,8 @@ class ScoreOptions:
             strings=obj.get("strings", "exact"),
             types=obj.get("types", "lenient"),
             roles=tuple((obj.get("roles") or {}).items()),
+            only=tuple(obj.get("only") or ()),
+            without=tuple(obj.get("without") or ()),
         )
 
 

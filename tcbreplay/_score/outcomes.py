@@ -132,14 +132,18 @@ def _share(flags: pl.Series) -> float | None:
 _ANY_ORDER = pa.scalar('"any"', pa.large_string())
 
 
-def restrict(flat: FlatCalls, names: Collection[str], order_free: bool = False) -> FlatCalls:
-    """The calls of ``flat`` to the tools ``names`` only, on both sides (positions renumbered
-    within each sample); ``order_free``: all gold calls left one block, in any order."""
+def restrict(
+    flat: FlatCalls, names: Collection[str], order_free: bool = False, exclude: bool = False
+) -> FlatCalls:
+    """The calls of ``flat`` to the tools ``names`` only (``exclude``: to every other tool),
+    on both sides (positions renumbered within each sample); ``order_free``: all gold calls
+    left one block, in any order."""
     keep = pa.array(sorted(names), pa.string())
     sides = []
     for side in (flat.agent, flat.gold):
-        mask = pc.is_in(side.name, value_set=keep.cast(side.name.type))
-        mask = pc.fill_null(mask, False)
+        mask = pc.fill_null(pc.is_in(side.name, value_set=keep.cast(side.name.type)), False)
+        if exclude:
+            mask = pc.invert(mask)
         s = side.s[mask.to_numpy(zero_copy_only=False)]
         sides.append(
             (

@@ -75,3 +75,39 @@ def tool_roles(
         roles[name] = next(iter(found))
     roles.update(settled)
     return dict(sorted(roles.items()))
+
+
+def focus_tools(
+    only: Sequence[str], without: Sequence[str], roles: Mapping[str, str], known: Iterable[str]
+) -> tuple[frozenset[str], bool]:
+    """The tools a focused scoring keeps, as ``(names, exclude)``: with ``--only``, the tools
+    it names or whose role it names, less those of ``--without``; with ``--without`` alone,
+    the tools to leave out (``exclude``: every other name is kept, tools the run does not
+    declare too). A name that is no role and no tool of the run, and a role no tool has,
+    are refused naming the option."""
+    names = set(known)
+
+    def tools_of(option: str, chosen: Sequence[str]) -> set[str]:
+        out: set[str] = set()
+        for entry in chosen:
+            if entry in ROLES:
+                having = {name for name, role in roles.items() if role == entry}
+                if not having:
+                    raise InputError(
+                        f"--{option} {entry}: no tool has the role {entry}",
+                        hint=f"give tools roles in the tools file or with --role {entry}=NAME,...",
+                    )
+                out |= having
+            elif entry in names:
+                out.add(entry)
+            else:
+                raise InputError(
+                    f"--{option} {entry}: the run has no tool {entry!r}, and it is no role "
+                    f"({', '.join(ROLES)})"
+                )
+        return out
+
+    left_out = tools_of("without", without)
+    if only:
+        return frozenset(tools_of("only", only) - left_out), False
+    return frozenset(left_out), True

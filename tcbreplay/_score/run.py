@@ -34,7 +34,7 @@ from tcbreplay._score.results import (
     tool_breakdown,
     write_results,
 )
-from tcbreplay._score.roles import tool_roles
+from tcbreplay._score.roles import focus_tools, tool_roles
 from tcbreplay._score.scorers import spec
 from tcbreplay._score.scorers.abet import score_tables_abet
 from tcbreplay._score.scorers.bfcl import score_run_bfcl
@@ -108,8 +108,9 @@ def _score_run(
         pairs=scored.pairs,
         warnings=recording_warnings(run, scored.metrics),
     )
-    if options.scorer == "bfcl":
-        dashboard = "none"  # the dashboard file has the original benchmark's metrics only
+    if options.scorer == "bfcl" or options.focused:
+        # the dashboard file has the original benchmark's metrics of every call only
+        dashboard = "none"
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)
     return result
@@ -251,16 +252,18 @@ def _scored(
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
     tools = translate.tools_table(con, specs)
-    roles = _roles(con, specs, options)
+    roles, focus = _roles(con, specs, options)
     if len(ranges) == 1:
-        return _joined([_spec_part(con, ranges[0], tools, options, roles)], roles)
+        return _joined([_spec_part(con, ranges[0], tools, options, roles, focus)], roles, focus)
     cursors = [con.cursor() for _ in ranges]
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=_workers(len(ranges)))
     jobs: list[Future] = []
     try:
         for cursor, samples in zip(cursors, ranges, strict=True):
-            jobs.append(pool.submit(_spec_part, cursor, samples, tools, options, roles, stop))
+            jobs.append(
+                pool.submit(_spec_part, cursor, samples, tools, options, roles, focus, stop)
+            )
         # polled, not waited on: Ctrl-C reaches the main thread (the only one to raise
         # KeyboardInterrupt) within moments even when the kernel hands the signal to a
         # part's thread, and no lock of the futures is ever held by this thread; often,
@@ -270,7 +273,7 @@ def _scored(
         for job in jobs:  # a failed part raises before the others are waited for
             if job.done() and job.exception() is not None:
                 job.result()
-        return _joined([job.result() for job in jobs], roles)
+        return _joined([job.result() for job in jobs], roles, focus)
     except BaseException:
         # Ctrl-C or a failed part: the other parts stop at their next step, and whatever
         # query a part runs (or starts next) is interrupted, until every part has stopped
@@ -317,26 +320,42 @@ def _workers(parts: int) -> int:
     return min(parts, usable_cores())
 
 
-def _roles(con: Any, specs: list[dict[str, Any]], options: ScoreOptions) -> dict[str, str]:
-    """Each tool's role in this scoring: the specs', the samples' own tools', ``--role``."""
+# the tools a focused scoring keeps (or, exclude, leaves out); None: every tool
+Focus = tuple[frozenset[str], bool] | None
+
+
+def _roles(
+    con: Any, specs: list[dict[str, Any]], options: ScoreOptions
+) -> tuple[dict[str, str], Focus]:
+    """Each tool's role in this scoring (the specs', the samples' own tools', ``--role``),
+    and the tools of its focus."""
     try:
         own = con.execute(query_text("score_tool_roles")).fetchall()
     except duckdb.Error as exc:
         raise StoreError(f"samples.parquet: cannot read the samples' tools: {exc}") from exc
-    return tool_roles(specs, options.roles, own)
+    roles = tool_roles(specs, options.roles, own)
+    focus = None
+    if options.focused:
+        known = [s.get("name") for s in specs] + [name for name, _ in own]
+        focus = focus_tools(options.only, options.without, roles, [n for n in known if n])
+    return roles, focus
 
 
 def _spec_part(
     con: Any, samples: tuple[int, int], tools: translate.Tools, options: ScoreOptions,
-    roles: dict[str, str], stop: threading.Event | None = None,
+    roles: dict[str, str], focus: Focus = None, stop: threading.Event | None = None,
 ) -> spec.SpecPart:  # fmt: skip
     flat = translate.load_flat(con, samples)
+    if focus is not None:  # every metric over the calls to the chosen tools only
+        flat = restrict(flat, focus[0], exclude=focus[1])
     own_tools = None
     if flat.tools is not None:
         own_tools = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
     _go_on(stop)
     part = spec.score_part(flat, tools, options.compare, own_tools)
     writes = [name for name, role in roles.items() if role == "write"]
+    if focus is not None:  # the write tools the focus keeps
+        writes = [name for name in writes if (name in focus[0]) != focus[1]]
     if writes:  # write_exact: exact of the write calls alone, in any order
         _go_on(stop)
         only = spec.score_part(restrict(flat, writes, order_free=True), tools, options.compare,
@@ -360,12 +379,16 @@ def _go_on(stop: threading.Event | None) -> None:
         raise _Stopped
 
 
-def _joined(parts: list[spec.SpecPart], roles: dict[str, str]) -> Scored:
-    """The parts (in sample order) as one run's results, scored with ``roles``."""
+def _joined(parts: list[spec.SpecPart], roles: dict[str, str], focus: Focus = None) -> Scored:
+    """The parts (in sample order) as one run's results, scored with ``roles`` (and
+    ``focus``: the tools kept, or left out)."""
     scores = pl.concat([p.scores for p in parts], rechunk=True)  # sums as over one part
+    extra: dict[str, Any] = {"roles": roles}
+    if focus is not None:
+        extra["focus"] = {"exclude" if focus[1] else "tools": sorted(focus[0])}
     return Scored(
         scores=scores,
-        metrics={**summarize(scores), **summarize_outcomes(scores), "roles": roles},
+        metrics={**summarize(scores), **summarize_outcomes(scores), **extra},
         flat=[p.flat for p in parts],
         by_tool=tool_breakdown(pl.concat([p.tool_counts for p in parts])),
         by_category=category_breakdown(scores),

@@ -361,6 +361,8 @@ _SCORINGS_SCHEMA = pa.schema(
         ("abs_tol", pa.float64()),
         ("strings", pa.string()),  # the spec scorer's comparison options (null for others)
         ("types", pa.string()),
+        ("focus", pa.string()),  # --only/--without: "only write", "without scratch" (or null)
+        ("roles", pa.string()),  # the tools' roles the scoring used, as a JSON object
         ("scored_at", pa.string()),
         ("n_samples", pa.int64()),
         ("n_errors", pa.int64()),

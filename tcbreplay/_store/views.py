@@ -404,9 +404,22 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
                 "strings": _text(options.get("strings", "exact")) if spec else None,
                 "types": _text(options.get("types", "lenient")) if spec else None,
                 "trials": row["trials"] if "trials" in summary else 1,
+                "focus": _focus_text(options),
+                "roles": json.dumps(summary["roles"]) if isinstance(summary.get("roles"), dict)
+                else None,
             }
         )  # fmt: skip
     return pa.Table.from_pylist(rows, schema=_SCORINGS_SCHEMA)
+
+
+def _focus_text(options: dict[str, Any]) -> str | None:
+    """A scoring's --only and --without as words: ``only write without think``."""
+    words = [
+        f"{option} {','.join(str(n) for n in options[option])}"
+        for option in ("only", "without")
+        if isinstance(options.get(option), list) and options[option]
+    ]
+    return " ".join(words) or None
 
 
 def _fits(value: object, arrow_type: pa.DataType) -> bool:
