@@ -369,3 +369,21 @@ def test_focus_options_round_trip_through_the_folder_name():
     ):
         assert ScoreOptions.from_scoring(options.scoring) == options
         assert ScoreOptions.from_dict(options.to_dict()) == options
+
+
+def test_report_shows_a_focused_scoring(tau_store, tmp_path):
+    assert cli("score", "tau", "--store", tau_store, "--role", WRITE_ROLE).exit_code == 0
+    assert cli("score", "tau", "--store", tau_store, "--role", WRITE_ROLE, "--only",
+               "write").exit_code == 0  # fmt: skip
+    from tcbreplay._analysis.report.data import load_run
+    from tcbreplay._store.runs import Store
+
+    focused = load_run(Store(tau_store), "tau", scoring="spec_only-write")
+    stored = json.loads((tau_store / "tau/scores/spec_only-write/summary.json").read_text())
+    assert focused.summary["tp"] == stored["tp"] != load_run(Store(tau_store), "tau").summary["tp"]
+    out = tmp_path / "r.html"
+    result = cli("report", "tau", "--scoring", "spec_only-write", "-o", out, "--store", tau_store)
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 0
+    missing = cli("report", "tau", "--scoring", "spec_only-nope", "-o", out, "--store", tau_store)
+    assert missing.exit_code == 2 and "Error: --only nope" in missing.stderr

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, emit, main
+from tcbreplay._cli.common import (
+    FORMAT_OPTION,
+    STORE_OPTION,
+    complete_run_id,
+    complete_scoring,
+    emit,
+    main,
+)
 
 
 @main.command()
@@ -26,14 +33,23 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     help="The HTML file to write.",
 )
 @click.option("--allow-incomplete", is_flag=True, help="Report runs that did not finish.")
+@click.option(
+    "--scoring",
+    default="spec",
+    show_default=True,
+    shell_complete=complete_scoring,
+    help="The scoring whose numbers the page shows, as spec_only-write.",
+)
 @FORMAT_OPTION
 @STORE_OPTION
-def report(run_ids, output, allow_incomplete, fmt, store) -> None:
+def report(run_ids, output, allow_incomplete, scoring, fmt, store) -> None:
     """Write one self-contained HTML report of the runs (the first is the baseline)."""
     from tcbreplay._analysis.report import write_report
     from tcbreplay._cli.render import Grid, Output
     from tcbreplay._store.runs import Store
 
-    path = write_report(Store(store), list(run_ids), output, allow_incomplete=allow_incomplete)
+    path = write_report(
+        Store(store), list(run_ids), output, allow_incomplete=allow_incomplete, scoring=scoring
+    )
     data = {"path": str(path), "runs": list(run_ids)}
     emit(Output(grids=[Grid(["path"], [(str(path),)])], text=[str(path)], data=data), fmt)

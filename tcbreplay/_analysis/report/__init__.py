@@ -24,10 +24,13 @@ from tcbreplay.errors import InputError
 __all__ = ["ReportData", "build_report", "collect", "write_report"]
 
 
-def build_report(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> str:
-    """Build the report of ``run_ids`` as HTML text; the first run is the baseline."""
+def build_report(
+    store: Store, run_ids: list[str], *, allow_incomplete: bool = False, scoring: str = "spec"
+) -> str:
+    """Build the report of ``run_ids`` as HTML text; the first run is the baseline;
+    ``scoring``: the scoring whose numbers it shows."""
     with reading(store, run_ids):  # the page shows transcripts: read up to its last one
-        report = collect(store, list(run_ids), allow_incomplete=allow_incomplete)
+        report = collect(store, list(run_ids), allow_incomplete=allow_incomplete, scoring=scoring)
         return render_page(report, figures(report), plotly_js())
 
 
@@ -41,8 +44,9 @@ def reading(store: Store, run_ids: list[str]) -> Iterator[None]:
 
 
 def write_report(
-    store: Store, run_ids: list[str], output: str | Path, *, allow_incomplete: bool = False
-) -> Path:
+    store: Store, run_ids: list[str], output: str | Path, *, allow_incomplete: bool = False,
+    scoring: str = "spec",
+) -> Path:  # fmt: skip
     """Build the report and write it to ``output`` atomically; return the path written.
 
     A symlink is followed: the file it points to is replaced. An existing path that is no
@@ -57,7 +61,7 @@ def write_report(
         raise InputError(
             f"{path}: directory {target.parent} does not exist", hint="create it first"
         )
-    text = build_report(store, run_ids, allow_incomplete=allow_incomplete)
+    text = build_report(store, run_ids, allow_incomplete=allow_incomplete, scoring=scoring)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         if special:

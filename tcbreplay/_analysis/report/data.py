@@ -26,7 +26,7 @@ from tcbreplay._inputs import limits
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.metrics import Rules, explain_sample
-from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA
@@ -152,14 +152,20 @@ def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> b
     return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
 
 
-def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> ReportData:
-    """Load every run and compute the table flags and the per-tool breakdown."""
+def collect(
+    store: Store, run_ids: list[str], *, allow_incomplete: bool = False, scoring: str = "spec"
+) -> ReportData:
+    """Load every run and compute the table flags and the per-tool breakdown, with the
+    numbers of ``scoring``."""
     if not run_ids:
         raise InputError("name at least one run id")
     duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
     if duplicates:
         raise InputError(f"run {duplicates[0]!r} is named twice")
-    runs = [load_run(store, run_id, allow_incomplete=allow_incomplete) for run_id in run_ids]
+    runs = [
+        load_run(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
+        for run_id in run_ids
+    ]
     sample_ids: list[str] = []
     seen: set[str] = set()
     for run in runs:
@@ -173,7 +179,7 @@ def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False)
     regressed_ids: set[str] = set()
     for run in runs[1:]:
         try:
-            diff = diff_runs(store, runs[0].run_id, run.run_id)
+            diff = diff_runs(store, runs[0].run_id, run.run_id, scoring=scoring)
         except TcbReplayError as exc:  # e.g. no common samples, or an unfinished run
             run.diff_error = str(exc)
             continue
@@ -191,10 +197,13 @@ def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False)
     )
 
 
-def load_run(store: Store, run_id: str, *, allow_incomplete: bool = False) -> RunData:
-    """A run's scores, samples, agent and gold calls, and the AHR pairing of every sample."""
+def load_run(
+    store: Store, run_id: str, *, allow_incomplete: bool = False, scoring: str = "spec"
+) -> RunData:
+    """A run's scores (of ``scoring``), samples, agent and gold calls, and the AHR pairing of
+    every sample."""
     run = store.open_run(run_id)
-    summary, scores, in_memory = _scores(store, run, allow_incomplete)
+    summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring)
     samples = _keyed(_read(run.samples_path, SAMPLES_SCHEMA, _SAMPLE_COLUMNS))
     samples = samples.sort("sample_index")
     con = connect(runs=[run], with_scores=False)
@@ -266,23 +275,26 @@ def _object_args(calls: list[Call]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _scores(
-    store: Store, run: Run, allow_incomplete: bool
+    store: Store, run: Run, allow_incomplete: bool, scoring: str = "spec"
 ) -> tuple[dict[str, Any], pl.DataFrame, bool]:
-    """The stored default scoring if its audit record matches the run's files and the scoring
-    SQL; otherwise score in memory (writes nothing)."""
-    folder = run.scores_dir(ScoreOptions().scoring)
+    """The stored scoring ``scoring`` if its audit record matches the run's files and the
+    scoring SQL; otherwise score in memory with the options it was stored with, or those its
+    name stands for (writes nothing)."""
+    folder = run.scores_dir(scoring)
+    wanted = ScoreOptions.from_scoring(scoring)
+    stored_options = None
     try:
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         audit = summary.get("audit") or {}
         hashes = audit.get("inputs_sha256") or {}
+        stored_options = ScoreOptions.from_dict(summary.get("options") or {})
         current = (
             run.has_data()
             and "by_tool" in summary
             # a spec folder scored under an earlier version's defaults (abs_tol 1e-9) is not
-            # the default scoring of today
-            # (roles given with --role only add write_exact)
-            and dataclasses.replace(ScoreOptions.from_dict(summary.get("options") or {}), roles=())
-            == ScoreOptions()
+            # the default scoring of today (roles given with --role only add write_exact)
+            and wanted is not None
+            and dataclasses.replace(stored_options, roles=()) == wanted
             and audit.get("sql_sha256") == sql_sha256()
             and all(
                 hashes.get(path.name) == current_sha256(run, path.name)
@@ -294,7 +306,19 @@ def _scores(
             return summary, scores.sort("sample_index"), False
     except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
         pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
-    result = score_run(store, run.run_id, allow_incomplete=allow_incomplete, write=False)
+    except TcbReplayError:
+        stored_options = None  # options no version writes: scored by the name below
+    options = (
+        stored_options
+        if stored_options is not None and (stored_options.scoring == scoring)
+        else wanted
+    )
+    if options is None:
+        raise InputError(
+            f"run {run.run_id!r} has no scoring {scoring!r}",
+            hint=missing_scoring_hint(run.run_id, scoring, []),
+        )
+    result = score_run(store, run.run_id, options, allow_incomplete=allow_incomplete, write=False)
     return result.summary, _keyed(result.scores).sort("sample_index"), True
 
 
