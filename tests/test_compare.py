@@ -150,7 +150,11 @@ def test_json_output_of_two_seeds(pair):
     assert out["scoring"] == "spec"
     assert out["n_common"] == 94 and out["only_a"] == [] and out["only_b"] == []
     assert out["bootstrap"] == {"n_boot": 2000, "seed": 0, "confidence": 0.95}
-    assert set(out["metrics"]) == set(METRICS)
+    # exact beside the three (write_exact: no run has roles)
+    assert set(out["metrics"]) == {*METRICS, "exact"}
+    for run, side in ((pair.a, "a"), (pair.b, "b")):
+        stored = pl.read_parquet(pair.root / run / "scores" / "spec" / "scores.parquet")
+        assert out["metrics"]["exact"][side] == stored["exact"].mean()
     for metric, m in out["metrics"].items():
         assert set(m) == {"a", "b", "delta", "ci_low", "ci_high"}, metric
         assert m["delta"] == m["b"] - m["a"]
@@ -160,7 +164,8 @@ def test_json_output_of_two_seeds(pair):
     assert len(out["samples"]) == 94
     assert set(out["samples"][0]) == {
         "sample_id", "tsa_a", "tp_a", "ahr_a", "tsa_b", "tp_b", "ahr_b",
-        "d_tsa", "d_tp", "d_ahr", "change",
+        "d_tsa", "d_tp", "d_ahr", "change", "exact_a", "exact_b", "write_exact_a",
+        "write_exact_b", "first_divergence_a", "first_divergence_b",
     }  # fmt: skip
 
 

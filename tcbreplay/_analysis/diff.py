@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from tcbreplay._score.options import ScoreOptions
 
 METRICS = ("tsa", "tp", "ahr")
+# the outcome metrics: shares (exact, write_exact) and a position, shown beside the three;
+# whether a sample regressed is still decided by the three alone
+OUTCOMES = ("exact", "write_exact", "first_divergence")
 SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
 PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
 _CHUNK_CELLS = 20_000_000  # resample indices held in memory at once
@@ -166,13 +169,13 @@ def diff_runs(
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
         a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
         b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
+    a, b = _with_outcomes(a), _with_outcomes(b)
     trials = {"a": _trials(a), "b": _trials(b)}
     if trials["a"] > 1 or trials["b"] > 1:
         a, b = _by_sample(a, scoring), _by_sample(b, scoring)
+    columns = [*SCORE_COLUMNS, *OUTCOMES]
     joined = (
-        a.select(SCORE_COLUMNS)
-        .join(b.select(SCORE_COLUMNS), on="sample_id", suffix="_b")
-        .sort("sample_index")
+        a.select(columns).join(b.select(columns), on="sample_id", suffix="_b").sort("sample_index")
     )
     ids_a, ids_b = set(a["sample_id"]), set(b["sample_id"])
     if joined.height == 0:
@@ -187,11 +190,16 @@ def diff_runs(
     # the abet scorer's tsa is pooled: hits over all samples / gold calls over all samples
     pooled = ("ahr", "tsa") if scoring == "abet" else ("ahr",)
     runs = {m: _metric_delta(joined, m, index_batches, alpha, m in pooled) for m in METRICS}
+    for m in OUTCOMES[:2]:  # shares of the samples where defined (none: no write role)
+        if joined[m].null_count() < joined.height or joined[f"{m}_b"].null_count() < joined.height:
+            runs[m] = _metric_delta(joined, m, index_batches, alpha)
     deltas = joined.select(
         "sample_id",
         *(pl.col(m).alias(f"{m}_a") for m in METRICS),
         *(pl.col(f"{m}_b") for m in METRICS),
         *((pl.col(f"{m}_b") - pl.col(m)).alias(f"d_{m}") for m in METRICS),
+        *(pl.col(m).alias(f"{m}_a") for m in OUTCOMES),
+        *(pl.col(f"{m}_b") for m in OUTCOMES),
     )
     # ahr from undefined (no paired arguments) to above 0 is worse, and the reverse better.
     ahr_up = (pl.col("d_ahr") > 0) | (pl.col("ahr_a").is_null() & (pl.col("ahr_b") > 0))
@@ -234,6 +242,15 @@ def diff_runs(
     )
 
 
+def _with_outcomes(scores: pl.DataFrame) -> pl.DataFrame:
+    """The scores with exact and write_exact as shares (1.0, 0.0; null where undefined) and
+    first_divergence as a number; null where a scores file predates them."""
+    return scores.with_columns(
+        (pl.col(m).cast(pl.Float64) if m in scores.columns else pl.lit(None, pl.Float64)).alias(m)
+        for m in OUTCOMES
+    )
+
+
 def _trials(scores: pl.DataFrame) -> int:
     last = scores["trial"].max() if "trial" in scores.columns else None
     return 1 if last is None else cast(int, last) + 1
@@ -256,6 +273,7 @@ def _by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
             pl.col("n_gold").sum(),
             tsa.alias("tsa"),
             pl.col("tp").mean(),
+            *(pl.col(m).mean() for m in OUTCOMES),
             pl.when(total > 0).then(invalid / total).alias("ahr"),
             invalid.alias("args_invalid"),
             total.alias("args_total"),
