@@ -25,13 +25,15 @@ from tcbreplay.errors import InputError
 DEFAULT_OUTCOME = "reward >= 1"
 # what an outcome expression may say besides names, literals and operators
 _KEYWORDS = frozenset(
-    """and or not is null true false in between like ilike similar to case when then else end
-    cast try_cast as double float real integer int bigint decimal numeric varchar text boolean
-    bool""".split()
-)
+    {"and", "or", "not", "is", "null", "true", "false", "in", "between", "like", "ilike",
+     "similar", "to", "case", "when", "then", "else", "end", "cast", "try_cast", "as",
+     "double", "float", "real", "integer", "int", "bigint", "decimal", "numeric", "varchar",
+     "text", "boolean", "bool"}
+)  # fmt: skip
 _FUNCTIONS = frozenset(
-    "abs round floor ceil least greatest coalesce nullif lower upper length trim".split()
-)
+    {"abs", "round", "floor", "ceil", "least", "greatest", "coalesce", "nullif", "lower",
+     "upper", "length", "trim"}
+)  # fmt: skip
 _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UBIGINT", "HUGEINT", "DOUBLE", "FLOAT")
 _ROW = "_tcbreplay_row"  # the column holding each row's sample id and trial
 
@@ -123,12 +125,12 @@ def check_expression(expression: str, option: str = "--outcome") -> None:
             raise InputError(f"{option}: {text!r} is not allowed in an outcome expression")
         if name == "comment" or (name == "operator" and ";" in text):
             raise InputError(f"{option}: one expression only (no comments, no ';')")
-        if name in ("identifier", "keyword") and after.startswith("("):
-            if text.lower() not in _FUNCTIONS | {"cast", "try_cast"}:
-                raise InputError(
-                    f"{option}: the function {text!r} is not allowed in an outcome "
-                    f"(allowed: {', '.join(sorted(_FUNCTIONS))})"
-                )
+        called = name in ("identifier", "keyword") and after.startswith("(")
+        if called and text.lower() not in _FUNCTIONS | {"cast", "try_cast"}:
+            raise InputError(
+                f"{option}: the function {text!r} is not allowed in an outcome "
+                f"(allowed: {', '.join(sorted(_FUNCTIONS))})"
+            )
 
 
 def _as_outcome(row: tuple, kind: str, option: str) -> bool | None:
@@ -141,7 +143,7 @@ def _as_outcome(row: tuple, kind: str, option: str) -> bool | None:
     raise InputError(
         f"{option}: gives {value!r} ({kind}) for {where}; an outcome must be true or false "
         "(or a number 0 or 1)",
-        hint="compare it, as in --outcome \"reward >= 1\"",
+        hint='compare it, as in --outcome "reward >= 1"',
     )
 
 

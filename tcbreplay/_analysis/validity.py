@@ -88,7 +88,7 @@ class Validity:
         }
 
 
-def validity(
+def validity_runs(
     store: Store,
     run_ids: list[str],
     *,
@@ -119,7 +119,9 @@ def validity(
             scores, _ = load_scores(store, run, name)
             outcomes = read_outcomes(run, outcome)
         out.append(
-            run_validity(scores, outcomes, run_id=run.run_id, scoring=name, n_boot=n_boot, seed=seed)
+            scores_validity(
+                scores, outcomes, run_id=run.run_id, scoring=name, n_boot=n_boot, seed=seed
+            )
         )
     return out
 
@@ -136,7 +138,7 @@ def latest_scoring(run: Run) -> str:
     return max(found, key=lambda t: t[1])[0] if found else "spec"
 
 
-def run_validity(
+def scores_validity(
     scores: pl.DataFrame,
     outcomes: Outcomes,
     *,
@@ -165,9 +167,7 @@ def run_validity(
     for name, orientation in METRICS.items():
         if name not in frame.columns:
             continue
-        metrics[name] = _metric(
-            frame[name], orientation, y, cluster, n_clusters, n_boot, seed
-        )
+        metrics[name] = _metric(frame[name], orientation, y, cluster, n_clusters, n_boot, seed)
     trials = int(cast(int, scores["trial"].max())) + 1 if scores.height else 1
     return Validity(
         run_id=run_id,
@@ -235,9 +235,7 @@ def _metric(
     return out
 
 
-def _weights(
-    cluster: np.ndarray, n_clusters: int, n_boot: int, seed: int
-) -> Iterator[np.ndarray]:
+def _weights(cluster: np.ndarray, n_clusters: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
     """Batches of bootstrap weights of the observations, shape (batch, n): how many times
     each one's sample was drawn. The same draws for every metric (seeded anew each time)."""
     rng = np.random.default_rng(seed)
@@ -270,9 +268,7 @@ def _stats(
     }
 
 
-def _auc(
-    w: np.ndarray, s: np.ndarray, y: np.ndarray, wt: np.ndarray, wf: np.ndarray
-) -> np.ndarray:
+def _auc(w: np.ndarray, s: np.ndarray, y: np.ndarray, wt: np.ndarray, wf: np.ndarray) -> np.ndarray:
     """Weighted Mann-Whitney AUC: over the pairs of a success and a failure, the share in
     which the success scores higher, ties counting half."""
     if len(s) == 0:

@@ -305,15 +305,33 @@ def validity_output(results: list[Any]) -> Output:
     several runs)."""
     grids: list[Grid] = []
     notes: list[str] = []
-    csv_rows = []
+    csv_rows: list[Sequence[Any]] = []
     for v in results:
         grids.append(
             Grid(
-                ["metric", "better", "n", "mean if true", "mean if false", "AUC",
-                 "95% interval", "r", "95% interval"],  # fmt: skip
                 [
-                    (name, m["orientation"], m["n"], m["mean_if_true"], m["mean_if_false"],
-                     m["auc"], _pair(m["auc_ci"]), m["r"], _pair(m["r_ci"]))  # fmt: skip
+                    "metric",
+                    "better",
+                    "n",
+                    "mean if true",
+                    "mean if false",
+                    "AUC",
+                    "95% interval",
+                    "r",
+                    "95% interval",
+                ],
+                [
+                    (
+                        name,
+                        m["orientation"],
+                        m["n"],
+                        m["mean_if_true"],
+                        m["mean_if_false"],
+                        m["auc"],
+                        _pair(m["auc_ci"]),
+                        m["r"],
+                        _pair(m["r_ci"]),
+                    )
                     for name, m in v.metrics.items()
                 ],
                 title=f"{v.run_id}: outcome {v.outcome}  (scoring {v.scoring})",
@@ -346,14 +364,42 @@ def validity_output(results: list[Any]) -> Output:
             )
         for name, m in v.metrics.items():
             csv_rows.append(
-                (v.run_id, v.scoring, v.outcome, name, m["orientation"], m["n"], m["n_true"],
-                 m["n_false"], m["mean_if_true"], m["mean_if_false"], m["auc"], *m["auc_ci"],
-                 m["r"], *m["r_ci"])  # fmt: skip
+                (
+                    v.run_id,
+                    v.scoring,
+                    v.outcome,
+                    name,
+                    m["orientation"],
+                    m["n"],
+                    m["n_true"],
+                    m["n_false"],
+                    m["mean_if_true"],
+                    m["mean_if_false"],
+                    m["auc"],
+                    *m["auc_ci"],
+                    m["r"],
+                    *m["r_ci"],
+                )
             )
     rows = Grid(
-        ["run_id", "scoring", "outcome", "metric", "orientation", "n", "n_true", "n_false",
-         "mean_if_true", "mean_if_false", "auc", "auc_low", "auc_high", "r", "r_low",
-         "r_high"],  # fmt: skip
+        [
+            "run_id",
+            "scoring",
+            "outcome",
+            "metric",
+            "orientation",
+            "n",
+            "n_true",
+            "n_false",
+            "mean_if_true",
+            "mean_if_false",
+            "auc",
+            "auc_low",
+            "auc_high",
+            "r",
+            "r_low",
+            "r_high",
+        ],
         csv_rows,
     )
     data = [v.to_dict() for v in results]

@@ -26,7 +26,7 @@ from tcbreplay._cli.common import (
     "--outcome",
     metavar="FIELD|EXPRESSION",
     help="The outcome: a metadata field (true/false or 0/1) or an SQL expression over "
-    "metadata fields, such as \"reward >= 1\" (the default, when samples have a reward).",
+    'metadata fields, such as "reward >= 1" (the default, when samples have a reward).',
 )
 @click.option(
     "--scoring",
@@ -47,11 +47,11 @@ from tcbreplay._cli.common import (
 @STORE_OPTION
 def validity(run_ids, outcome, scoring, n_boot, seed, fmt, store) -> None:
     """Show how well each metric tracks the samples' outcome: AUC and correlation."""
-    from tcbreplay._analysis.validity import validity as compute
+    from tcbreplay._analysis.validity import validity_runs
     from tcbreplay._cli.grids import validity_output
     from tcbreplay._store.runs import Store
 
-    results = compute(
+    results = validity_runs(
         Store(store), list(run_ids), outcome=outcome, scoring=scoring, n_boot=n_boot, seed=seed
     )
     emit(validity_output(results), fmt)
