@@ -116,8 +116,13 @@ def check_expression(expression: str, option: str = "--outcome") -> None:
         tokens = duckdb.tokenize(expression)
     except duckdb.Error as exc:
         raise InputError(f"{option}: {_reason(exc)}") from exc
+    try:
+        duckdb.extract_statements(f"select {expression}")
+    except duckdb.Error as exc:
+        raise InputError(f"{option}: {_reason(exc)}") from exc
     ends = [start for start, _ in tokens[1:]] + [len(expression)]
     texts = [expression[s:e].strip() for (s, _), e in zip(tokens, ends, strict=True)]
+    depth = 0
     for i, ((_, kind), text) in enumerate(zip(tokens, texts, strict=True)):
         name = kind.name
         after = texts[i + 1] if i + 1 < len(texts) else ""
@@ -125,6 +130,9 @@ def check_expression(expression: str, option: str = "--outcome") -> None:
             raise InputError(f"{option}: {text!r} is not allowed in an outcome expression")
         if name == "comment" or (name == "operator" and ";" in text):
             raise InputError(f"{option}: one expression only (no comments, no ';')")
+        depth += text.count("(") - text.count(")") if name == "operator" else 0
+        if depth < 0:  # would close the parenthesis the expression is evaluated in
+            raise InputError(f"{option}: a ')' without its '('")
         called = name in ("identifier", "keyword") and after.startswith("(")
         if called and text.lower() not in _FUNCTIONS | {"cast", "try_cast"}:
             raise InputError(

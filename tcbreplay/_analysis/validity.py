@@ -229,8 +229,11 @@ def _metric(
         out[key] = _num(value[0])
         sample = np.concatenate([d[key] for d in draws])
         sample = sample[~np.isnan(sample)]
-        low_high = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
-        out[f"{key}_ci"] = [_num(v) for v in low_high] if len(sample) else [None, None]
+        if len(sample):
+            low_high = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+            out[f"{key}_ci"] = [_num(v) for v in low_high]
+        else:
+            out[f"{key}_ci"] = [None, None]
     out["note"] = note
     return out
 
