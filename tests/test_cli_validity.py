@@ -114,3 +114,20 @@ def test_an_unknown_run(tau_root):
     result = cli("validity", "nope", "--store", tau_root)
     assert result.exit_code == 2
     assert error_lines(result)[0].startswith("Error: ")
+
+
+def test_the_report_has_the_validity_panel_where_samples_carry_an_outcome(
+    tau_root, sim_run, tmp_path
+):
+    page = tmp_path / "tau.html"
+    assert cli("report", "tau", "-o", page, "--store", tau_root).exit_code == 0
+    text = page.read_text()
+    assert '<section id="validity"' in text and 'id="chart-roc-0"' in text
+    store, run_id = sim_run
+    other = tmp_path / "sim.html"
+    assert cli("report", run_id, "-o", other, "--store", store.root).exit_code == 0
+    assert '<section id="validity"' not in other.read_text()
+    # an outcome given that cannot be read is an error, not a missing panel
+    result = cli("report", "tau", "-o", page, "--outcome", "rewrd", "--store", tau_root)
+    assert result.exit_code == 2
+    assert error_lines(result) == ["Error: --outcome 'rewrd': no metadata field \"rewrd\""]

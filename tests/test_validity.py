@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tcbreplay._analysis.outcome import Outcomes, check_expression
-from tcbreplay._analysis.validity import pass_hat_k, scores_validity
+from tcbreplay._analysis.validity import pass_hat_k, roc_points, scores_validity
 from tcbreplay.errors import InputError
 
 TAU = DATA / "tau-bench"
@@ -213,6 +213,10 @@ def test_auc_is_pair_counting_and_flips_for_lower_is_better(data):
     assert got["tp"]["auc"] == pytest.approx(expected, abs=1e-12)
     assert got["ahr"]["auc"] == pytest.approx(1 - expected, abs=1e-12)
     assert got["ahr"]["auc"] == pytest.approx(brute_auc(values, outcome, True), abs=1e-12)
+    # the report's ROC curve, straight between thresholds, has the AUC as its area
+    fpr, tpr = roc_points(scores["ahr"], "lower", outcomes.frame["outcome"])
+    assert (fpr[0], tpr[0], fpr[-1], tpr[-1]) == (0, 0, 1, 1)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(1 - expected, abs=1e-12)
     if len(set(values)) > 1:
         assert got["tp"]["r"] == pytest.approx(pearson(values, outcome), abs=1e-9)
         assert got["ahr"]["r"] == pytest.approx(-got["tp"]["r"], abs=1e-12)

@@ -199,14 +199,7 @@ def _metric(
     seed: int,
 ) -> dict[str, Any]:
     """One metric's row of the table."""
-    values = column.cast(pl.Float64).fill_nan(None).to_numpy()
-    note = None
-    if orientation == LATER:
-        defined = values[~np.isnan(values)]
-        never = (float(defined.max()) + 1) if len(defined) else 0.0
-        if np.isnan(values).any():
-            note = f"never off the gold path counts as {never:g} (one past the latest seen)"
-        values = np.where(np.isnan(values), never, values)
+    values, note = metric_values(column, orientation)
     keep = ~np.isnan(values)
     x, yy, cl = values[keep], y[keep], cluster[keep]
     oriented = -x if orientation == LOWER else x
@@ -236,6 +229,40 @@ def _metric(
             out[f"{key}_ci"] = [None, None]
     out["note"] = note
     return out
+
+
+def metric_values(column: pl.Series, orientation: str) -> tuple[np.ndarray, str | None]:
+    """A metric's values as numbers (NaN where undefined; a ``later`` metric's null, never
+    off the gold path, as one past the latest value seen), and a note saying so."""
+    values = column.cast(pl.Float64).fill_nan(None).to_numpy().astype(float)
+    if orientation != LATER:
+        return values, None
+    defined = values[~np.isnan(values)]
+    never = (float(defined.max()) + 1) if len(defined) else 0.0
+    note = None
+    if np.isnan(values).any():
+        note = f"never off the gold path counts as {never:g} (one past the latest seen)"
+    return np.where(np.isnan(values), never, values), note
+
+
+def roc_points(
+    column: pl.Series, orientation: str, outcome: pl.Series
+) -> tuple[list[float], list[float]]:
+    """The ROC curve of a metric as a classifier of the outcome: (false positive rates,
+    true positive rates) as the threshold on the oriented metric falls, from (0, 0) to
+    (1, 1); empty when either outcome is absent."""
+    values, _ = metric_values(column, orientation)
+    y = outcome.to_numpy().astype(bool)
+    keep = ~np.isnan(values)
+    s, y = values[keep], y[keep]
+    s = -s if orientation == LOWER else s
+    positives, negatives = int(y.sum()), int((~y).sum())
+    if not positives or not negatives:
+        return [], []
+    levels, inverse = np.unique(-s, return_inverse=True)  # best first
+    tp = np.cumsum(np.bincount(inverse, weights=y, minlength=len(levels)))
+    fp = np.cumsum(np.bincount(inverse, weights=~y, minlength=len(levels)))
+    return [0.0, *(fp / negatives).tolist()], [0.0, *(tp / positives).tolist()]
 
 
 def _weights(cluster: np.ndarray, n_clusters: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:

@@ -26,14 +26,22 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     help="The HTML file to write.",
 )
 @click.option("--allow-incomplete", is_flag=True, help="Report runs that did not finish.")
+@click.option(
+    "--outcome",
+    metavar="FIELD|EXPRESSION",
+    help="The samples' outcome for the validity panel, as in tcbreplay validity (default: "
+    "reward >= 1 where samples have a reward).",
+)
 @FORMAT_OPTION
 @STORE_OPTION
-def report(run_ids, output, allow_incomplete, fmt, store) -> None:
+def report(run_ids, output, allow_incomplete, outcome, fmt, store) -> None:
     """Write one self-contained HTML report of the runs (the first is the baseline)."""
     from tcbreplay._analysis.report import write_report
     from tcbreplay._cli.render import Grid, Output
     from tcbreplay._store.runs import Store
 
-    path = write_report(Store(store), list(run_ids), output, allow_incomplete=allow_incomplete)
+    path = write_report(
+        Store(store), list(run_ids), output, allow_incomplete=allow_incomplete, outcome=outcome
+    )
     data = {"path": str(path), "runs": list(run_ids)}
     emit(Output(grids=[Grid(["path"], [(str(path),)])], text=[str(path)], data=data), fmt)

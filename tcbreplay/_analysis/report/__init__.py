@@ -24,10 +24,18 @@ from tcbreplay.errors import InputError
 __all__ = ["ReportData", "build_report", "collect", "write_report"]
 
 
-def build_report(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> str:
-    """Build the report of ``run_ids`` as HTML text; the first run is the baseline."""
+def build_report(
+    store: Store,
+    run_ids: list[str],
+    *,
+    allow_incomplete: bool = False,
+    outcome: str | None = None,
+) -> str:
+    """Build the report of ``run_ids`` as HTML text; the first run is the baseline.
+    ``outcome``: see :func:`tcbreplay._analysis.outcome.read_outcomes` (by default, runs
+    whose samples have a reward get the validity panel)."""
     with reading(store, run_ids):  # the page shows transcripts: read up to its last one
-        report = collect(store, list(run_ids), allow_incomplete=allow_incomplete)
+        report = collect(store, list(run_ids), allow_incomplete=allow_incomplete, outcome=outcome)
         return render_page(report, figures(report), plotly_js())
 
 
@@ -41,7 +49,12 @@ def reading(store: Store, run_ids: list[str]) -> Iterator[None]:
 
 
 def write_report(
-    store: Store, run_ids: list[str], output: str | Path, *, allow_incomplete: bool = False
+    store: Store,
+    run_ids: list[str],
+    output: str | Path,
+    *,
+    allow_incomplete: bool = False,
+    outcome: str | None = None,
 ) -> Path:
     """Build the report and write it to ``output`` atomically; return the path written.
 
@@ -57,7 +70,7 @@ def write_report(
         raise InputError(
             f"{path}: directory {target.parent} does not exist", hint="create it first"
         )
-    text = build_report(store, run_ids, allow_incomplete=allow_incomplete)
+    text = build_report(store, run_ids, allow_incomplete=allow_incomplete, outcome=outcome)
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         if special:

@@ -103,6 +103,9 @@ class RunData:
     own_tools: dict[str, Any] = field(default_factory=dict)
     diff: dict[str, dict[str, Any]] | None = None
     diff_error: str | None = None
+    # when its samples carry an outcome: how each metric tracks it, and the rows behind it
+    validity: Any = None
+    validity_rows: pl.DataFrame | None = None
 
     @property
     def run_id(self) -> str:
@@ -151,14 +154,25 @@ def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> b
     return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
 
 
-def collect(store: Store, run_ids: list[str], *, allow_incomplete: bool = False) -> ReportData:
-    """Load every run and compute the table flags and the per-tool breakdown."""
+def collect(
+    store: Store,
+    run_ids: list[str],
+    *,
+    allow_incomplete: bool = False,
+    outcome: str | None = None,
+) -> ReportData:
+    """Load every run and compute the table flags and the per-tool breakdown (and, where
+    samples carry an outcome, the validity of each metric)."""
     if not run_ids:
         raise InputError("name at least one run id")
     duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
     if duplicates:
         raise InputError(f"run {duplicates[0]!r} is named twice")
     runs = [load_run(store, run_id, allow_incomplete=allow_incomplete) for run_id in run_ids]
+    from tcbreplay._analysis.report.validity import run_validity
+
+    for run in runs:
+        run.validity, run.validity_rows = run_validity(run.run, run.scores, outcome, N_BOOT)
     sample_ids: list[str] = []
     seen: set[str] = set()
     for run in runs:
