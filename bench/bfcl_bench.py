@@ -9,7 +9,8 @@ BFCL on every sample (valid or not, and the error type), and the spec scorer, wh
 verdict is "clean" when tsa = 1, tp = 1, ahr 0 or null and args_missing 0 (with the
 scoring options ``--strings bfcl --types strict`` where this tcbreplay has them). Prints
 the table and writes it to BENCHMARKS.md under "## BFCL agreement" (other sections kept).
-Exits 1 if ``--scorer bfcl`` disagrees anywhere.
+Exits 1 if ``--scorer bfcl`` disagrees anywhere, or the spec scorer where no deliberate
+difference explains it.
 
     python -m bench.bfcl_bench [--out bench/out/bfcl]
 """
@@ -34,6 +35,14 @@ BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
 SECTION = "## BFCL agreement"
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
 COMMAND = "make bench-bfcl"
+# the spec scorer's deliberate differences from BFCL's checker, by BFCL's error type on an
+# answer the spec scorer finds clean (README, "BFCL in, BFCL out")
+DIFFERENCES = {
+    "cannot_find_match": "BFCL's parallel matcher is greedy: it refuses an order of calls that "
+    "a valid pairing exists for; the spec scorer pairs an order-free group optimally",
+    "missing_required": "BFCL requires every parameter the schema lists as required, also one "
+    'its own answer marks optional (`""`); the spec scorer follows the answer',
+}
 # the variants whose answers BFCL's rules accept: where its checker refuses one, the README's
 # quirks say why
 MEANT_VALID = (
@@ -69,7 +78,12 @@ def spec_options() -> Any:
     return ScoreOptions(), "defaults (no --strings/--types in this tcbreplay yet)"
 
 
-def run(out: Path) -> tuple[list[dict[str, Any]], list[str], str, list[tuple[str, str, str]]]:
+Differ = list[tuple[str, str, str, bool]]  # sample id, variant, BFCL's error type, spec clean
+
+
+def run(
+    out: Path,
+) -> tuple[list[dict[str, Any]], list[str], str, list[tuple[str, str, str]], Differ]:
     import polars as pl
 
     import tcbreplay
@@ -86,6 +100,7 @@ def run(out: Path) -> tuple[list[dict[str, Any]], list[str], str, list[tuple[str
     inputs = load_bfcl_inputs(questions_file, answers_file)
     options, options_label = spec_options()
     rows, mismatches, refused = [], [], []
+    differ: Differ = []
     for number, (variant, make) in enumerate(VARIANTS.items()):
         results = {}
         for question in questions:
@@ -133,12 +148,34 @@ def run(out: Path) -> tuple[list[dict[str, Any]], list[str], str, list[tuple[str
             )
             clean_n += clean
             spec_agree += clean == valid
+            if clean != valid:
+                differ.append((row["sample_id"], variant, error_type or "", clean))
         rows.append(
             {"variant": variant, "samples": len(results), "bfcl_valid": bfcl_valid,
              "agree": agree, "spec_clean": clean_n, "spec_agree": spec_agree,
              "bfcl_s": bfcl_s, "ours_s": ours_s}
         )  # fmt: skip
-    return rows, mismatches, options_label, refused
+    return rows, mismatches, options_label, refused, differ
+
+
+def differences(differ: Differ) -> tuple[str, int]:
+    """The spec scorer's verdicts that are not BFCL's, counted per deliberate difference, and
+    how many no difference explains."""
+    counted: dict[str, list[str]] = {}
+    unexplained = 0
+    for qid, variant, error_type, clean in differ:
+        kind = error_type.split(":")[-1]
+        reason = DIFFERENCES.get(kind) if clean else None
+        if reason is None:
+            reason = f"unexplained: BFCL {'invalid' if clean else 'valid'} ({error_type or '-'})"
+            unexplained += 1
+        counted.setdefault(reason, []).append(f"{qid} ({variant})")
+    lines = ["| difference | samples | which |", "|---|---|---|"]
+    for reason, which in counted.items():
+        lines.append(f"| {reason} | {len(which)} | {', '.join(which)} |")
+    if not counted:
+        lines.append("| none | 0 | |")
+    return "\n".join(lines), unexplained
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -198,9 +235,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import bfcl_eval  # noqa: F401  (make bench-bfcl installs it)
 
-    rows, mismatches, options_label, refused = run(args.out)
+    rows, mismatches, options_label, refused, differ = run(args.out)
     body = table(rows)
     print(body)
+    differ_table, unexplained = differences(differ)
+    print(differ_table)
     refusals = _refusals(refused)
     print("BFCL refuses, where its rules are meant to accept:", refusals)
     for line in mismatches[:20]:
@@ -220,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         f"args_missing 0 (options: {options_label}); *spec agrees*: those where clean "
         "equals BFCL's valid.\n\n"
         f"{body}\n\n"
+        "Where the spec scorer's verdict is not BFCL's, each sample is one of the deliberate "
+        'differences the README names ("BFCL in, BFCL out"), counted here (a sample no difference '
+        "explains is listed as unexplained):\n\n"
+        f"{differ_table}\n\n"
         "Where BFCL refuses an answer its rules are meant to accept, its data or its matcher is "
         'why (README, "BFCL\'s checker, exactly"): '
         + refusals
@@ -228,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.no_write:
         write_section(section)
-    return 1 if mismatches else 0
+    return 1 if mismatches or unexplained else 0
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def blocks(groups: Sequence[Any]) -> list[int]:
     for j, group in enumerate(groups):
         joins = j > 0 and group is not None and type(group) is type(groups[j - 1])
         joins = joins and group == groups[j - 1]
-        out.append(out[-1] if joins else len(set(out)))
+        out.append(out[-1] if joins else (out[-1] + 1 if out else 0))
     return out
 
 

@@ -80,3 +80,17 @@ def test_every_command_that_reads_reads_it(v1_store, tmp_path):
     assert exported.exit_code == 0, exported.output
     diffed = cli("diff", "rec-v1", "rec-v1", "--store", v1_store)
     assert diffed.exit_code == 0, diffed.output
+
+
+def test_a_version_1_recording_resumes_and_takes_more_trials(v1_store):
+    """Its manifest names the built-in tools by the module path of version 1
+    (tcbreplay.benchmarks...), which today's package has under _inputs: resuming it failed
+    with "No module named 'tcbreplay.benchmarks'"."""
+    manifest = json.loads((v1_store / "rec-v1" / "manifest.json").read_text())
+    assert manifest["tools"]["source"] == "tcbreplay.benchmarks.tool_call.tools:TOOLS"
+    resumed = cli("record", "--resume", "rec-v1", "--trials", "2", "--store", v1_store, "--quiet")
+    assert resumed.exit_code == 0, resumed.output
+    assert "188/188 ok" in resumed.output
+    scored = cli("score", "rec-v1", "--store", v1_store, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["n_samples"] == 188

@@ -145,6 +145,14 @@ def load_inputs(
     )
 
 
+# the built-in tools under the module paths of earlier versions, which their manifests name
+FORMER_TOOLS = {
+    "tcbreplay.benchmarks.tool_call.tools:TOOLS": (
+        "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+    ),
+}
+
+
 def inputs_from_manifest(manifest: dict[str, Any], run_dir: Path) -> BenchmarkInputs:
     """Rebuild a run's inputs from its manifest and dataset file, reloading its tools."""
     run_id = manifest.get("run_id", "run")
@@ -159,7 +167,7 @@ def inputs_from_manifest(manifest: dict[str, Any], run_dir: Path) -> BenchmarkIn
         raise StoreError(
             f"{run_dir / 'manifest.json'}: no {missing}, from which the run's inputs are rebuilt"
         )
-    tools_source = tools["source"]
+    tools_source = FORMER_TOOLS.get(tools["source"], tools["source"])
     toolset = load_toolset(tools_source)
     if toolset.to_list() != tools["specs"]:
         raise InputError(
