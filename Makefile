@@ -97,3 +97,15 @@ bench-record: $(STAMP)
 bench-bfcl: $(STAMP)
 	$(BFCL_INSTALL)
 	$(BIN)/python -m bench.bfcl_bench
+
+# Does each metric track τ-bench's own verdict (not part of `make test`)? The shared τ-bench
+# sample imported into a fresh store under bench/out/, scored, and `tcbreplay validity`
+# printed as Markdown (the table in BENCHMARKS.md, "Metric validity").
+TAU_REF ?= ../shared/reference/tau-bench
+.PHONY: bench-validity
+bench-validity: $(STAMP)
+	rm -rf bench/out/validity
+	$(BIN)/tcbreplay --store bench/out/validity import --format tau-bench --run-id tau \
+		--traces $(TAU_REF)/gpt-4o-airline-sample.json --tools $(TAU_REF)/airline-tools.json
+	$(BIN)/tcbreplay --store bench/out/validity score tau --format csv > /dev/null
+	$(BIN)/tcbreplay --store bench/out/validity validity tau --format markdown

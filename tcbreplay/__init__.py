@@ -50,6 +50,8 @@ _EXPORTS = {
     "DiffResult": "tcbreplay._analysis.diff",
     "verify_run": "tcbreplay._analysis.audit",
     "AuditReport": "tcbreplay._analysis.audit",
+    "validity_runs": "tcbreplay._analysis.validity",
+    "Validity": "tcbreplay._analysis.validity",
     "write_report": "tcbreplay._analysis.report",
     "write_catalog": "tcbreplay._analysis.catalog",
 }
@@ -66,6 +68,8 @@ if TYPE_CHECKING:
     from tcbreplay._analysis.sql import QueryResult as QueryResult
     from tcbreplay._analysis.sql import list_runs as list_runs
     from tcbreplay._analysis.sql import run_sql as run_sql
+    from tcbreplay._analysis.validity import Validity as Validity
+    from tcbreplay._analysis.validity import validity_runs as validity_runs
     from tcbreplay._importers.export import export_traces as export_traces
     from tcbreplay._importers.import_run import ImportSummary as ImportSummary
     from tcbreplay._importers.import_run import import_traces as import_traces

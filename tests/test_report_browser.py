@@ -422,3 +422,55 @@ def test_tp_histogram_shows_shares_when_runs_differ_in_size(browser, sim_run, tm
         assert opened.errors == [] and opened.requests == []
     finally:
         opened.page.close()
+
+
+@pytest.fixture(scope="module")
+def tau_page(browser, tmp_path_factory):
+    from conftest import DATA
+    from helpers import cli
+
+    root = tmp_path_factory.mktemp("tau") / "traces"
+    tau = DATA / "tau-bench"
+    traces, tools = tau / "gpt-4o-airline-sample.json", tau / "airline-tools.json"
+    result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
+                 "--run-id", "tau", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    path = write_report(Store(root), ["tau"], tmp_path_factory.mktemp("page") / "tau.html")
+    opened = Opened(browser, path)
+    yield opened, root
+    opened.page.close()
+
+
+def test_the_validity_panel_shows_each_metric_and_draws_its_roc_curves(tau_page):
+    from helpers import cli
+
+    opened, root = tau_page
+    assert opened.errors == [] and opened.requests == []
+    expected = json.loads(
+        cli("validity", "tau", "--store", root, "--format", "json", "--bootstrap", "1000").stdout
+    )
+    rows = opened.page.locator("#validity table.validity tbody tr").all_inner_texts()
+    shown = {r.split("\t")[0]: r.split("\t") for r in rows}
+    assert set(shown) == set(expected["metrics"]) == {"tsa", "tp", "ahr"}
+    for name, m in expected["metrics"].items():
+        assert shown[name][5] == f"{m['auc']:.3f}"
+        assert shown[name][6] == f"[{m['auc_ci'][0]:.3f}, {m['auc_ci'][1]:.3f}]"
+    drawn = opened.page.evaluate(
+        """() => {
+            const svg = document.querySelector('#chart-roc-0 svg.main-svg');
+            const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+            const paths = document.querySelectorAll('#chart-roc-0 .scatterlayer path.js-line');
+            const lines = [...paths].filter(p => (p.getAttribute('d') || '').length > 10).length;
+            const texts = document.querySelectorAll('#chart-roc-0 .legendtext');
+            const legend = [...texts].map(t => t.textContent);
+            return {width: box.width, height: box.height, lines, legend};
+        }"""
+    )
+    assert drawn["width"] > 200 and drawn["height"] > 200, drawn
+    assert drawn["lines"] == 1 + 3, drawn  # the diagonal and a curve per metric
+    assert drawn["legend"] == [f"{n} (AUC {m['auc']:.3f})" for n, m in expected["metrics"].items()]
+    opened.page.locator("#validity").screenshot(path=str(ARTIFACTS / "report-validity.png"))
+
+
+def test_a_run_without_an_outcome_has_no_validity_panel(one_run_page):
+    assert one_run_page.page.locator("#validity").count() == 0

@@ -25,6 +25,7 @@ from tcbreplay._cli import (  # noqa: F401  (importing a command's module regist
     runs,
     score,
     sql,
+    validity,
 )
 from tcbreplay._cli.common import main
 from tcbreplay._record.secrets import redact

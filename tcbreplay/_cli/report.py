@@ -40,16 +40,27 @@ from tcbreplay._cli.common import (
     shell_complete=complete_scoring,
     help="The scoring whose numbers the page shows, as spec_only-write.",
 )
+@click.option(
+    "--outcome",
+    metavar="FIELD|EXPRESSION",
+    help="The samples' outcome for the validity panel, as in tcbreplay validity (default: "
+    "reward >= 1 where samples have a reward).",
+)
 @FORMAT_OPTION
 @STORE_OPTION
-def report(run_ids, output, allow_incomplete, scoring, fmt, store) -> None:
+def report(run_ids, output, allow_incomplete, scoring, outcome, fmt, store) -> None:
     """Write one self-contained HTML report of the runs (the first is the baseline)."""
     from tcbreplay._analysis.report import write_report
     from tcbreplay._cli.render import Grid, Output
     from tcbreplay._store.runs import Store
 
     path = write_report(
-        Store(store), list(run_ids), output, allow_incomplete=allow_incomplete, scoring=scoring
+        Store(store),
+        list(run_ids),
+        output,
+        allow_incomplete=allow_incomplete,
+        scoring=scoring,
+        outcome=outcome,
     )
     data = {"path": str(path), "runs": list(run_ids)}
     emit(Output(grids=[Grid(["path"], [(str(path),)])], text=[str(path)], data=data), fmt)

@@ -25,12 +25,22 @@ __all__ = ["ReportData", "build_report", "collect", "write_report"]
 
 
 def build_report(
-    store: Store, run_ids: list[str], *, allow_incomplete: bool = False, scoring: str = "spec"
+    store: Store,
+    run_ids: list[str],
+    *,
+    allow_incomplete: bool = False,
+    scoring: str = "spec",
+    outcome: str | None = None,
 ) -> str:
     """Build the report of ``run_ids`` as HTML text; the first run is the baseline;
-    ``scoring``: the scoring whose numbers it shows."""
+    ``scoring``: the scoring whose numbers it shows; ``outcome``: see
+    :func:`tcbreplay._analysis.outcome.read_outcomes` (by default, runs whose samples have a
+    reward get the validity panel)."""
     with reading(store, run_ids):  # the page shows transcripts: read up to its last one
-        report = collect(store, list(run_ids), allow_incomplete=allow_incomplete, scoring=scoring)
+        report = collect(
+            store, list(run_ids), allow_incomplete=allow_incomplete, scoring=scoring,
+            outcome=outcome,
+        )  # fmt: skip
         return render_page(report, figures(report), plotly_js())
 
 
@@ -44,9 +54,14 @@ def reading(store: Store, run_ids: list[str]) -> Iterator[None]:
 
 
 def write_report(
-    store: Store, run_ids: list[str], output: str | Path, *, allow_incomplete: bool = False,
+    store: Store,
+    run_ids: list[str],
+    output: str | Path,
+    *,
+    allow_incomplete: bool = False,
     scoring: str = "spec",
-) -> Path:  # fmt: skip
+    outcome: str | None = None,
+) -> Path:
     """Build the report and write it to ``output`` atomically; return the path written.
 
     A symlink is followed: the file it points to is replaced. An existing path that is no
@@ -61,7 +76,9 @@ def write_report(
         raise InputError(
             f"{path}: directory {target.parent} does not exist", hint="create it first"
         )
-    text = build_report(store, run_ids, allow_incomplete=allow_incomplete, scoring=scoring)
+    text = build_report(
+        store, run_ids, allow_incomplete=allow_incomplete, scoring=scoring, outcome=outcome
+    )
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         if special:

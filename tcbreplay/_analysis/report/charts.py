@@ -12,8 +12,11 @@ from importlib import resources
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from tcbreplay._analysis.report.data import ReportData
+from tcbreplay._analysis.validity import METRICS as VALIDITY_METRICS
+from tcbreplay._analysis.validity import roc_points
 
 PLOTLY_JS = "vendor/plotly-basic.min.js"
 PLOTLY_JS_VERSION = "4.1.1"  # npm plotly.js-basic-dist-min; see vendor/README.md
@@ -57,6 +60,7 @@ def figures(report: ReportData) -> dict[str, dict[str, Any]]:
         "chart-metrics": metrics_figure(report),
         "chart-tools": tools_figure(report),
         "chart-tp": tp_figure(report),
+        **validity_figures(report),
     }
 
 
@@ -219,3 +223,54 @@ def tp_figure(report: ReportData) -> dict[str, Any]:
         yaxis=_axis(title={"text": title}, rangemode="tozero"),
     )
     return {"data": data, "layout": layout}
+
+
+_METRIC_COLORS = ("#2f6fb0", "#d9822b", "#3f9c35", "#8e44ad", "#c0392b", "#16a085")
+
+
+def roc_figure(result: Any, rows: pl.DataFrame) -> dict[str, Any]:
+    """Each metric's ROC curve against the run's outcome, with the diagonal of no signal."""
+    data: list[dict[str, Any]] = [
+        {
+            "type": "scatter",
+            "mode": "lines",
+            "x": [0, 1],
+            "y": [0, 1],
+            "line": {"color": "#cbd2d9", "dash": "dot"},
+            "hoverinfo": "skip",
+            "showlegend": False,
+        }
+    ]
+    for k, (name, m) in enumerate(result.metrics.items()):
+        fpr, tpr = roc_points(rows[name], VALIDITY_METRICS[name], rows["outcome"])
+        if not fpr:
+            continue
+        auc = "n/a" if m["auc"] is None else f"{m['auc']:.3f}"
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": f"{name} (AUC {auc})",
+                "x": [round(v, 4) for v in fpr],
+                "y": [round(v, 4) for v in tpr],
+                "line": {"color": _METRIC_COLORS[k % len(_METRIC_COLORS)]},
+                "marker": {"size": 4},  # straight between thresholds: ties count half
+                "hovertemplate": f"{name}<br>false positives %{{x:.2f}}<br>"
+                "true positives %{y:.2f}<extra></extra>",
+            }
+        )
+    layout = _layout(
+        340,
+        xaxis=_axis(title={"text": "false positive rate"}, range=[-0.02, 1.02]),
+        yaxis=_axis(title={"text": "true positive rate"}, range=[-0.02, 1.02]),
+    )
+    return {"data": data, "layout": layout}
+
+
+def validity_figures(report: ReportData) -> dict[str, dict[str, Any]]:
+    """The ROC chart of each run with an outcome, by element id."""
+    return {
+        f"chart-roc-{k}": roc_figure(run.validity, run.validity_rows)
+        for k, run in enumerate(report.runs)
+        if run.validity is not None and run.validity_rows is not None
+    }

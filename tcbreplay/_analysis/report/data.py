@@ -104,6 +104,9 @@ class RunData:
     own_tools: dict[str, Any] = field(default_factory=dict)
     diff: dict[str, dict[str, Any]] | None = None
     diff_error: str | None = None
+    # when its samples carry an outcome: how each metric tracks it, and the rows behind it
+    validity: Any = None
+    validity_rows: pl.DataFrame | None = None
 
     @property
     def run_id(self) -> str:
@@ -153,10 +156,16 @@ def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> b
 
 
 def collect(
-    store: Store, run_ids: list[str], *, allow_incomplete: bool = False, scoring: str = "spec"
+    store: Store,
+    run_ids: list[str],
+    *,
+    allow_incomplete: bool = False,
+    scoring: str = "spec",
+    outcome: str | None = None,
 ) -> ReportData:
     """Load every run and compute the table flags and the per-tool breakdown, with the
-    numbers of ``scoring``."""
+    numbers of ``scoring`` (and, where samples carry an outcome, the validity of each
+    metric)."""
     if not run_ids:
         raise InputError("name at least one run id")
     duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
@@ -166,6 +175,10 @@ def collect(
         load_run(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
         for run_id in run_ids
     ]
+    from tcbreplay._analysis.report.validity import run_validity
+
+    for run in runs:
+        run.validity, run.validity_rows = run_validity(run.run, run.scores, outcome, N_BOOT)
     sample_ids: list[str] = []
     seen: set[str] = set()
     for run in runs:

@@ -17,6 +17,7 @@ from typing import Any
 from tcbreplay import __version__
 from tcbreplay._analysis.report.charts import run_color, tp_normalised
 from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
+from tcbreplay._analysis.report.validity import validity_panel
 from tcbreplay._store.schema import utcnow
 
 _MARKER = re.compile(r"\{\{(\w+)\}\}")
@@ -37,6 +38,7 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
         "cards": "\n".join(_card(k, run, report) for k, run in enumerate(report.runs)),
         "leaderboard": _leaderboard(report),
         "tool_table": _tool_table(report),
+        "validity": validity_panel(report),
         "tool_options": "".join(_option(t, t) for t in report.tools),
         "category_options": "".join(_option(c, c) for c in _categories(report)),
         "tp_hint": _tp_hint(report),

@@ -1,0 +1,165 @@
+"""The outcome of each sample and trial (solved or not), read from its metadata.
+
+An outcome is a metadata field (``reward``) or an expression over metadata fields
+(``reward >= 1``, ``reward_info.reward = 1 and user_cost < 0.5``). The expression is SQL,
+evaluated by DuckDB on the store's locked-down connection over the run's ``samples`` view,
+each top-level metadata key a column (a nested one reached with ``.``). Before it runs, its
+tokens are checked: literals, names, operators, parentheses and a few keywords and
+functions only, so it can be an expression and nothing else (no subquery, no second
+statement). Never evaluated by Python.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from tcbreplay._store.runs import Run
+from tcbreplay._store.views import connect, query_text
+from tcbreplay.errors import InputError
+
+DEFAULT_OUTCOME = "reward >= 1"
+# what an outcome expression may say besides names, literals and operators
+_KEYWORDS = frozenset(
+    {"and", "or", "not", "is", "null", "true", "false", "in", "between", "like", "ilike",
+     "similar", "to", "case", "when", "then", "else", "end", "cast", "try_cast", "as",
+     "double", "float", "real", "integer", "int", "bigint", "decimal", "numeric", "varchar",
+     "text", "boolean", "bool"}
+)  # fmt: skip
+_FUNCTIONS = frozenset(
+    {"abs", "round", "floor", "ceil", "least", "greatest", "coalesce", "nullif", "lower",
+     "upper", "length", "trim"}
+)  # fmt: skip
+_NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UBIGINT", "HUGEINT", "DOUBLE", "FLOAT")
+_ROW = "_tcbreplay_row"  # the column holding each row's sample id and trial
+
+
+@dataclass
+class Outcomes:
+    """Each sample and trial's outcome (``outcome``: true, false or null) and the
+    expression that gave it."""
+
+    expression: str
+    frame: pl.DataFrame  # sample_id, trial, outcome
+
+
+def read_outcomes(run: Run, expression: str | None = None) -> Outcomes:
+    """The outcome of every sample and trial of ``run``: ``expression`` over its metadata,
+    or by default ``reward >= 1`` when some sample has a numeric ``reward``.
+
+    A number counts as an outcome only when it is 0 or 1; null (a field a sample lacks)
+    means no outcome.
+    """
+    con = connect(runs=[run], with_scores=False)
+    try:
+        (structure,) = con.execute(query_text("outcome_structure")).fetchone() or (None,)
+        fields = json.loads(structure) if structure else None
+        if not isinstance(fields, dict) or not fields:
+            raise InputError(
+                f"run {run.run_id!r}: its samples carry no metadata, so there is no outcome "
+                "to compare the metrics with",
+                hint="import traces whose samples carry one, such as τ-bench's reward",
+            )
+        if expression is None:
+            expression = _default(run, fields)
+        option = f"--outcome {expression!r}"
+        check_expression(expression, option)
+        sql = (
+            f"with fields as ({query_text('outcome_fields')}) "
+            f"select {_ROW}.sample_id as sample_id, {_ROW}.trial as trial, "
+            f"({expression}) as outcome from fields"
+        )
+        try:
+            cursor = con.execute(sql, {"structure": structure})
+            kind = str(cursor.description[2][1]) if cursor.description else ""
+            rows = cursor.fetchall()
+        except duckdb.Error as exc:
+            raise InputError(
+                f"{option}: {_reason(exc)}",
+                hint=f"metadata fields: {', '.join(sorted(fields))}",
+            ) from exc
+    finally:
+        con.close()
+    values = [_as_outcome(row, kind, option) for row in rows]
+    frame = pl.DataFrame(
+        {
+            "sample_id": [row[0] for row in rows],
+            "trial": [row[1] for row in rows],
+            "outcome": values,
+        },
+        schema={"sample_id": pl.String, "trial": pl.Int64, "outcome": pl.Boolean},
+    )
+    return Outcomes(expression=expression, frame=frame)
+
+
+def _default(run: Run, fields: dict) -> str:
+    if fields.get("reward") in _NUMERIC:
+        return DEFAULT_OUTCOME
+    raise InputError(
+        f"run {run.run_id!r}: no outcome given, and its samples' metadata has no numeric "
+        "reward; give --outcome FIELD or --outcome EXPRESSION",
+        hint=f"metadata fields: {', '.join(sorted(fields))} (such as --outcome "
+        f"\"{sorted(fields)[0]} = 'done'\")",
+    )
+
+
+def check_expression(expression: str, option: str = "--outcome") -> None:
+    """Refuse an outcome that is not one SQL expression of names, literals, operators,
+    parentheses and the allowed keywords and functions."""
+    if not expression.strip():
+        raise InputError(f"{option}: empty; give a metadata field or an expression")
+    try:
+        tokens = duckdb.tokenize(expression)
+    except duckdb.Error as exc:
+        raise InputError(f"{option}: {_reason(exc)}") from exc
+    try:
+        duckdb.extract_statements(f"select {expression}")
+    except duckdb.Error as exc:
+        raise InputError(f"{option}: {_reason(exc)}") from exc
+    ends = [start for start, _ in tokens[1:]] + [len(expression)]
+    texts = [expression[s:e].strip() for (s, _), e in zip(tokens, ends, strict=True)]
+    depth = 0
+    for i, ((_, kind), text) in enumerate(zip(tokens, texts, strict=True)):
+        name = kind.name
+        after = texts[i + 1] if i + 1 < len(texts) else ""
+        if name == "keyword" and text.lower() not in _KEYWORDS:
+            raise InputError(f"{option}: {text!r} is not allowed in an outcome expression")
+        if name == "comment" or (name == "operator" and ";" in text):
+            raise InputError(f"{option}: one expression only (no comments, no ';')")
+        depth += text.count("(") - text.count(")") if name == "operator" else 0
+        if depth < 0:  # would close the parenthesis the expression is evaluated in
+            raise InputError(f"{option}: a ')' without its '('")
+        called = name in ("identifier", "keyword") and after.startswith("(")
+        if called and text.lower() not in _FUNCTIONS | {"cast", "try_cast"}:
+            raise InputError(
+                f"{option}: the function {text!r} is not allowed in an outcome "
+                f"(allowed: {', '.join(sorted(_FUNCTIONS))})"
+            )
+
+
+def _as_outcome(row: tuple, kind: str, option: str) -> bool | None:
+    value = row[2]
+    if value is None or isinstance(value, bool):
+        return value
+    where = f"sample {row[0]!r} trial {row[1]}"
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    raise InputError(
+        f"{option}: gives {value!r} ({kind}) for {where}; an outcome must be true or false "
+        "(or a number 0 or 1)",
+        hint='compare it, as in --outcome "reward >= 1"',
+    )
+
+
+def _reason(exc: duckdb.Error) -> str:
+    """DuckDB's message on one line, without its error class and its caret drawing."""
+    text = str(exc).split("\n\nLINE")[0].split("\nLINE")[0]
+    text = text.split(": ", 1)[1] if ": " in text.split("\n")[0] else text
+    missing = re.match(r'Referenced column (".*?") not found', text)
+    if missing:  # DuckDB's candidates would name the column that holds the row's ids
+        return f"no metadata field {missing[1]}"
+    return " ".join(text.split())

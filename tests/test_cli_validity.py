@@ -1,0 +1,133 @@
+"""tcbreplay validity: its errors, each one line naming the option or run at fault."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import DATA
+from helpers import cli, snapshot
+
+TAU = DATA / "tau-bench"
+
+
+@pytest.fixture(scope="module")
+def tau_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tau") / "traces"
+    traces, tools = TAU / "gpt-4o-airline-sample.json", TAU / "airline-tools.json"
+    result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
+                 "--run-id", "tau", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def error_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+
+
+def test_a_run_whose_samples_carry_no_metadata_has_no_outcome(sim_run):
+    store, run_id = sim_run
+    result = cli("validity", run_id, "--store", store.root)
+    assert result.exit_code == 2
+    assert error_lines(result) == [
+        f"Error: run {run_id!r}: its samples carry no metadata, so there is no outcome to "
+        "compare the metrics with"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "message"),
+    [
+        ("rewrd >= 1", "Error: --outcome 'rewrd >= 1': no metadata field \"rewrd\""),
+        ("reward >=", "Error: --outcome 'reward >=': syntax error at or near \">=\""),
+        ("user_cost", "Error: --outcome 'user_cost': gives 0.0035475000000000003 (DOUBLE) for "
+                      "sample '0' trial 0; an outcome must be true or false (or a number 0 or 1)"),
+        ("(select 1) = 1", "Error: --outcome '(select 1) = 1': 'select' is not allowed in an "
+                           "outcome expression"),
+        ("read_text('/etc/passwd') = ''", "Error: --outcome \"read_text('/etc/passwd') = ''\": "
+         "the function 'read_text' is not allowed in an outcome (allowed: abs, ceil, coalesce, "
+         "floor, greatest, least, length, lower, nullif, round, trim, upper)"),
+        ("reward = 1; select 1", "Error: --outcome 'reward = 1; select 1': one expression only "
+                                 "(no comments, no ';')"),
+    ],
+)  # fmt: skip
+def test_a_bad_outcome_is_one_error_line(tau_root, outcome, message):
+    before = snapshot(tau_root)
+    result = cli("validity", "tau", "--outcome", outcome, "--store", tau_root)
+    assert result.exit_code == 2, result.output
+    assert error_lines(result) == [message]
+    assert "Traceback" not in result.output
+    assert snapshot(tau_root) == before
+
+
+def test_a_field_the_metadata_lacks_hints_at_the_fields_it_has(tau_root):
+    result = cli("validity", "tau", "--outcome", "solved", "--store", tau_root)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        "Hint: metadata fields: outputs, reward, reward_info, source, user_cost, user_id"
+    )
+
+
+def test_an_unknown_scoring_is_named(tau_root):
+    result = cli("validity", "tau", "--scoring", "nope", "--store", tau_root)
+    assert result.exit_code == 2
+    assert error_lines(result) == ["Error: run 'tau' has no scoring 'nope'"]
+
+
+def test_a_run_never_scored_is_scored_in_memory_and_nothing_is_written(tau_root):
+    before = snapshot(tau_root)
+    result = cli("validity", "tau", "--store", tau_root, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["scoring"] == "spec"
+    assert snapshot(tau_root) == before
+
+
+def test_the_latest_scoring_is_the_default(tau_root, tmp_path):
+    import shutil
+
+    root = tmp_path / "traces"
+    shutil.copytree(tau_root, root)
+    assert cli("score", "tau", "--store", root).exit_code == 0
+    assert cli("score", "tau", "--store", root, "--scorer", "abet").exit_code == 0
+    out = json.loads(cli("validity", "tau", "--store", root, "--format", "json").stdout)
+    assert out["scoring"] == "abet"
+    out = json.loads(
+        cli("validity", "tau", "--store", root, "--format", "json", "--scoring", "spec").stdout
+    )
+    assert out["scoring"] == "spec"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bootstrap", "0"], "Error: --bootstrap 0: give 1 to 1000000"),
+        (["--seed", "-1"], "Error: --seed -1: must be 0 or more"),
+    ],
+)
+def test_bad_bootstrap_options(tau_root, args, message):
+    result = cli("validity", "tau", *args, "--store", tau_root)
+    assert result.exit_code == 2
+    assert error_lines(result) == [message]
+
+
+def test_an_unknown_run(tau_root):
+    result = cli("validity", "nope", "--store", tau_root)
+    assert result.exit_code == 2
+    assert error_lines(result)[0].startswith("Error: ")
+
+
+def test_the_report_has_the_validity_panel_where_samples_carry_an_outcome(
+    tau_root, sim_run, tmp_path
+):
+    page = tmp_path / "tau.html"
+    assert cli("report", "tau", "-o", page, "--store", tau_root).exit_code == 0
+    text = page.read_text()
+    assert '<section id="validity"' in text and 'id="chart-roc-0"' in text
+    store, run_id = sim_run
+    other = tmp_path / "sim.html"
+    assert cli("report", run_id, "-o", other, "--store", store.root).exit_code == 0
+    assert '<section id="validity"' not in other.read_text()
+    # an outcome given that cannot be read is an error, not a missing panel
+    result = cli("report", "tau", "-o", page, "--outcome", "rewrd", "--store", tau_root)
+    assert result.exit_code == 2
+    assert error_lines(result) == ["Error: --outcome 'rewrd': no metadata field \"rewrd\""]

@@ -1,0 +1,300 @@
+"""validity: AUC, correlation and their bootstrap intervals against independent computations."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from conftest import DATA
+from helpers import cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tcbreplay._analysis.outcome import Outcomes, check_expression
+from tcbreplay._analysis.validity import pass_hat_k, roc_points, scores_validity
+from tcbreplay.errors import InputError
+
+TAU = DATA / "tau-bench"
+
+
+# ---------------------------------------------------------------- independent computations
+
+
+def brute_auc(values: list[float], outcome: list[bool], lower_better: bool = False) -> float:
+    """Over every pair of a success and a failure: 1 when the success scores better, 1/2 on a
+    tie; their mean."""
+    sign = -1 if lower_better else 1
+    wins = pairs = 0.0
+    for vs, ys in zip(values, outcome, strict=True):
+        for vf, yf in zip(values, outcome, strict=True):
+            if ys and not yf:
+                pairs += 1
+                wins += 1.0 if sign * vs > sign * vf else 0.5 if vs == vf else 0.0
+    return wins / pairs
+
+
+def pearson(values: list[float], outcome: list[bool], lower_better: bool = False) -> float:
+    sign = -1 if lower_better else 1
+    return float(np.corrcoef([sign * v for v in values], [float(y) for y in outcome])[0, 1])
+
+
+def frame_of(rows: list[tuple[str, int, float | None, bool | None]], column: str = "tp"):
+    """Scores of one metric and outcomes: (sample_id, trial, value, outcome) rows."""
+    scores = pl.DataFrame(
+        {
+            "sample_id": [r[0] for r in rows],
+            "trial": [r[1] for r in rows],
+            column: [r[2] for r in rows],
+        },
+        schema={"sample_id": pl.String, "trial": pl.Int32, column: pl.Float64},
+    )
+    outcomes = pl.DataFrame(
+        {
+            "sample_id": [r[0] for r in rows],
+            "trial": [r[1] for r in rows],
+            "outcome": [r[3] for r in rows],
+        },
+        schema={"sample_id": pl.String, "trial": pl.Int64, "outcome": pl.Boolean},
+    )
+    return scores, Outcomes("test", outcomes)
+
+
+# ---------------------------------------------------------------- the τ-bench sample
+
+
+@pytest.fixture(scope="module")
+def tau_store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tau") / "traces"
+    traces, tools = TAU / "gpt-4o-airline-sample.json", TAU / "airline-tools.json"
+    result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
+                 "--run-id", "tau", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert cli("score", "tau", "--store", root).exit_code == 0
+    return root
+
+
+def tau_rows(root) -> tuple[list[tuple], list[str]]:
+    """(sample_id, trial, reward >= 1, tsa, tp, ahr) of each trajectory: the reward read from
+    τ-bench's own file, the metrics from the stored scores file."""
+    reward = {
+        (str(t["task_id"]), t["trial"]): t["reward"] >= 1
+        for t in json.loads((TAU / "gpt-4o-airline-sample.json").read_text())
+    }
+    scores = pq.read_table(root / "tau" / "scores" / "spec" / "scores.parquet").to_pylist()
+    rows = [
+        (
+            s["sample_id"],
+            s["trial"],
+            reward[(s["sample_id"], s["trial"])],
+            s["tsa"],
+            s["tp"],
+            s["ahr"],
+        )
+        for s in scores
+    ]
+    return rows, sorted({r[0] for r in rows})
+
+
+def interval(draws: list[float]) -> list[float]:
+    defined = [d for d in draws if not np.isnan(d)]
+    return [float(v) for v in np.quantile(defined, [0.025, 0.975])]
+
+
+def test_tau_bench_numbers_match_an_independent_computation(tau_store):
+    result = cli("validity", "tau", "--store", tau_store, "--format", "json", "--bootstrap",
+                 "300", "--seed", "5")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    rows, samples = tau_rows(tau_store)
+    assert out["outcome"] == "reward >= 1"
+    assert out["n"] == 20 and out["n_true"] == 7 and out["n_false"] == 13
+    assert set(out["metrics"]) == {"tsa", "tp", "ahr"}
+    # the bootstrap draws samples (with all their trials), in sample-id order, from the seed
+    draws = np.random.default_rng(5).integers(0, len(samples), size=(300, len(samples)))
+    for column, name in ((3, "tsa"), (4, "tp"), (5, "ahr")):
+        lower = name == "ahr"
+        defined = [r for r in rows if r[column] is not None]
+        values, outcome = [r[column] for r in defined], [r[2] for r in defined]
+        got = out["metrics"][name]
+        assert got["n"] == len(defined)
+        assert got["orientation"] == ("lower" if lower else "higher")
+        assert got["auc"] == pytest.approx(brute_auc(values, outcome, lower), abs=1e-12)
+        assert got["r"] == pytest.approx(pearson(values, outcome, lower), abs=1e-12)
+        assert got["mean_if_true"] == pytest.approx(
+            statistics.mean(v for v, y in zip(values, outcome, strict=True) if y)
+        )
+        assert got["mean_if_false"] == pytest.approx(
+            statistics.mean(v for v, y in zip(values, outcome, strict=True) if not y)
+        )
+        aucs, rs = [], []
+        for draw in draws:
+            picked = [r for k in draw for r in defined if r[0] == samples[k]]
+            v, y = [r[column] for r in picked], [r[2] for r in picked]
+            both = any(y) and not all(y)
+            aucs.append(brute_auc(v, y, lower) if both else float("nan"))
+            flat = len(set(v)) < 2 or not both
+            rs.append(float("nan") if flat else pearson(v, y, lower))
+        assert got["auc_ci"] == pytest.approx(interval(aucs), abs=1e-9)
+        assert got["r_ci"] == pytest.approx(interval(rs), abs=1e-9)
+    # pass^k of the outcome: per task, C(c, k) / C(4, k), averaged over the 5 tasks
+    solved = {s: sum(r[2] for r in rows if r[0] == s) for s in samples}
+    for row in out["pass_k"]:
+        k = row["k"]
+        expected = statistics.mean(
+            np.prod([(c - i) / (4 - i) for i in range(k)]) for c in solved.values()
+        )
+        assert row["outcome"] == pytest.approx(expected)
+
+
+def test_tau_bench_table_and_csv(tau_store):
+    table = cli("validity", "tau", "--store", tau_store)
+    assert table.exit_code == 0, table.output
+    assert "tau: outcome reward >= 1  (scoring spec)" in table.stdout
+    assert "20 trials with an outcome (7 true, 13 false), 0 without, of 5 samples" in table.stdout
+    assert "pass^k outcome" in table.stdout
+    csv = cli("validity", "tau", "tau", "--store", tau_store, "--format", "csv").stdout
+    lines = csv.splitlines()
+    assert lines[0].startswith("run_id,scoring,outcome,metric,orientation,n,")
+    assert len(lines) == 1 + 2 * 3
+    both = json.loads(
+        cli("validity", "tau", "tau", "--store", tau_store, "--format", "json").stdout
+    )
+    assert [b["run_id"] for b in both] == ["tau", "tau"]
+
+
+def test_an_outcome_expression_and_a_bare_field(tau_store):
+    def auc(*extra):
+        result = cli("validity", "tau", "--store", tau_store, "--format", "json", *extra)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    default, field, expr = auc(), auc("--outcome", "reward"), auc("--outcome", "reward > 0.5")
+    assert field["outcome"] == "reward" and expr["outcome"] == "reward > 0.5"
+    assert default["metrics"] == field["metrics"] == expr["metrics"]
+    # a nested field: task 12's trial lacks reward_info.reward? counted, not dropped
+    nested = auc("--outcome", "reward_info.reward = 1")
+    assert nested["n"] + nested["no_outcome"] == 20
+
+
+def test_the_same_seed_gives_the_same_intervals_and_another_seed_others(tau_store):
+    def run(seed):
+        out = cli("validity", "tau", "--store", tau_store, "--format", "json", "--seed", seed)
+        return json.loads(out.stdout)["metrics"]["tp"]["auc_ci"]
+
+    assert run(1) == run(1)
+    assert run(1) != run(2)
+
+
+# ---------------------------------------------------------------- properties
+
+
+values_strategy = st.lists(
+    st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.booleans()), min_size=2, max_size=40
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(values_strategy)
+def test_auc_is_pair_counting_and_flips_for_lower_is_better(data):
+    rows = [(f"s{i}", 0, v, y) for i, (v, y) in enumerate(data)]
+    scores, outcomes = frame_of(rows)
+    scores = scores.with_columns(pl.col("tp").alias("ahr"))  # the same values, lower better
+    got = scores_validity(scores, outcomes, n_boot=5).metrics
+    values, outcome = [v for v, _ in data], [y for _, y in data]
+    if all(outcome) or not any(outcome):
+        assert got["tp"]["auc"] is None and got["ahr"]["auc"] is None
+        return
+    expected = brute_auc(values, outcome)
+    assert got["tp"]["auc"] == pytest.approx(expected, abs=1e-12)
+    assert got["ahr"]["auc"] == pytest.approx(1 - expected, abs=1e-12)
+    assert got["ahr"]["auc"] == pytest.approx(brute_auc(values, outcome, True), abs=1e-12)
+    # the report's ROC curve, straight between thresholds, has the AUC as its area
+    fpr, tpr = roc_points(scores["ahr"], "lower", outcomes.frame["outcome"])
+    assert (fpr[0], tpr[0], fpr[-1], tpr[-1]) == (0, 0, 1, 1)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(1 - expected, abs=1e-12)
+    if len(set(values)) > 1:
+        assert got["tp"]["r"] == pytest.approx(pearson(values, outcome), abs=1e-9)
+        assert got["ahr"]["r"] == pytest.approx(-got["tp"]["r"], abs=1e-12)
+    else:
+        assert got["tp"]["r"] is None
+
+
+def test_undefined_values_and_missing_outcomes_are_counted_not_dropped_silently():
+    rows = [("a", 0, 0.0, True), ("b", 0, None, False), ("c", 0, 0.5, None), ("d", 0, 1.0, False)]
+    scores, outcomes = frame_of(rows, "ahr")
+    result = scores_validity(scores, outcomes, n_boot=10)
+    assert (result.n, result.no_outcome, result.no_outcome_samples) == (3, 1, ["c"])
+    ahr = result.metrics["ahr"]
+    assert (ahr["n"], ahr["n_true"], ahr["n_false"]) == (2, 1, 1)
+    assert ahr["auc"] == 1.0  # lower ahr on the success
+
+
+def test_first_divergence_never_is_best_and_write_exact_without_roles_says_so():
+    scores = pl.DataFrame(
+        {
+            "sample_id": ["a", "b", "c", "d"],
+            "trial": [0, 0, 0, 0],
+            "first_divergence": [None, 3, 0, None],
+            "write_exact": [None, None, None, None],
+        },
+        schema={
+            "sample_id": pl.String,
+            "trial": pl.Int32,
+            "first_divergence": pl.Int64,
+            "write_exact": pl.Boolean,
+        },
+    )
+    outcomes = pl.DataFrame({"sample_id": ["a", "b", "c", "d"], "trial": [0] * 4,
+                             "outcome": [True, True, False, False]})  # fmt: skip
+    result = scores_validity(scores, Outcomes("x", outcomes), n_boot=10).metrics
+    # a (never) > b (3) > c (0), d never: success never/3 vs failure 0/never
+    assert result["first_divergence"]["auc"] == pytest.approx(
+        brute_auc([99, 3, 0, 99], [True, True, False, False])
+    )
+    assert "counts as 4" in result["first_divergence"]["note"]
+    assert result["write_exact"]["n"] == 0 and result["write_exact"]["auc"] is None
+    assert "no tool roles declared" in result["write_exact"]["note"]
+
+
+def test_pass_k_of_true_false_metrics_beside_the_outcome():
+    frame = pl.DataFrame(
+        {
+            "sample_id": ["a"] * 3 + ["b"] * 3,
+            "outcome": [True, True, False, True, True, True],
+            "exact": [True, False, False, None, True, True],
+        }
+    )
+    rows = pass_hat_k(frame, ["exact"])
+    assert [r["k"] for r in rows] == [1, 2]  # b has 2 defined exact trials
+    assert rows[0]["outcome"] == pytest.approx((2 / 3 + 1) / 2)
+    assert rows[0]["exact"] == pytest.approx((1 / 3 + 1) / 2)
+    assert rows[1]["outcome"] == pytest.approx((1 / 3 + 1) / 2)
+
+
+def test_two_hundred_samples_and_two_thousand_resamples_take_well_under_seconds():
+    rng = np.random.default_rng(0)
+    rows = [
+        (f"s{i}", t, float(rng.integers(0, 5)) / 4, bool(rng.integers(0, 2)))
+        for i in range(200)
+        for t in range(4)
+    ]
+    scores, outcomes = frame_of(rows)
+    scores = scores.with_columns(pl.col("tp").alias("tsa"), pl.col("tp").alias("ahr"))
+    start = time.perf_counter()
+    scores_validity(scores, outcomes, n_boot=2000)
+    assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["(select 1)", "reward; select 1", "read_csv('/etc/passwd')", "reward -- x",
+     "getenv('HOME') = ''", "exists (select 1)", " ", "reward) or (1 = 1"],
+)  # fmt: skip
+def test_outcome_expressions_that_are_not_one_plain_expression_are_refused(expression):
+    with pytest.raises(InputError):
+        check_expression(expression)
