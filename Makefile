@@ -99,13 +99,17 @@ bench-bfcl: $(STAMP)
 	$(BIN)/python -m bench.bfcl_bench
 
 # Does each metric track τ-bench's own verdict (not part of `make test`)? The shared τ-bench
-# sample imported into a fresh store under bench/out/, scored, and `tcbreplay validity`
-# printed as Markdown (the table in BENCHMARKS.md, "Metric validity").
+# sample imported into a fresh store under bench/out/, scored with its six state-changing
+# tools as the role write (then focused on them: --only write), and `tcbreplay validity` of
+# both scorings printed as Markdown (the tables in BENCHMARKS.md, "Metric validity").
 TAU_REF ?= ../shared/reference/tau-bench
+TAU_WRITE := book_reservation,cancel_reservation,update_reservation_flights,update_reservation_passengers,update_reservation_baggages,send_certificate
 .PHONY: bench-validity
 bench-validity: $(STAMP)
 	rm -rf bench/out/validity
 	$(BIN)/tcbreplay --store bench/out/validity import --format tau-bench --run-id tau \
 		--traces $(TAU_REF)/gpt-4o-airline-sample.json --tools $(TAU_REF)/airline-tools.json
-	$(BIN)/tcbreplay --store bench/out/validity score tau --format csv > /dev/null
-	$(BIN)/tcbreplay --store bench/out/validity validity tau --format markdown
+	$(BIN)/tcbreplay --store bench/out/validity score tau --role write=$(TAU_WRITE) --format csv > /dev/null
+	$(BIN)/tcbreplay --store bench/out/validity validity tau --scoring spec --format markdown
+	$(BIN)/tcbreplay --store bench/out/validity score tau --role write=$(TAU_WRITE) --only write --format csv > /dev/null
+	$(BIN)/tcbreplay --store bench/out/validity validity tau --scoring spec_only-write --format markdown

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import tcbreplay
 
 PACKAGE = Path(tcbreplay.__file__).parent
@@ -182,3 +184,21 @@ def test_importing_the_api_loads_no_stage() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_no_tracked_file_holds_a_merge_conflict_marker() -> None:
+    """A merge once committed BENCHMARKS.md with its conflict markers in it."""
+    root = PACKAGE.parent
+    listed = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    marker = re.compile(r"^(<{7} |>{7} |={7}$)", re.MULTILINE)
+    found = []
+    for name in listed.stdout.splitlines():
+        path = root / name
+        if path.suffix not in {".py", ".md", ".sql", ".js", ".css", ".html", ".toml", ".pyx",
+                               ".pxi", ".json", ".txt", ".cfg", ""} or not path.is_file():  # fmt: skip
+            continue
+        text = path.read_text(errors="replace")
+        found += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}" for m in marker.finditer(text)]
+    assert found == []

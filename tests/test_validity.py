@@ -74,29 +74,40 @@ def tau_store(tmp_path_factory):
     result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
                  "--run-id", "tau", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert cli("score", "tau", "--store", root).exit_code == 0
+    scored = cli("score", "tau", "--role", WRITE, "--store", root)
+    assert scored.exit_code == 0, scored.output
     return root
 
 
+# τ-bench's six airline tools that change the database
+WRITE = (
+    "write=book_reservation,cancel_reservation,update_reservation_flights,"
+    "update_reservation_passengers,update_reservation_baggages,send_certificate"
+)
+# every metric of the spec scorer, as (column, lower is better)
+METRICS = (("tsa", False), ("tp", False), ("ahr", True), ("exact", False),
+           ("write_exact", False), ("first_divergence", False))  # fmt: skip
+
+
 def tau_rows(root) -> tuple[list[tuple], list[str]]:
-    """(sample_id, trial, reward >= 1, tsa, tp, ahr) of each trajectory: the reward read from
-    τ-bench's own file, the metrics from the stored scores file."""
+    """(sample_id, trial, reward >= 1, then each of METRICS) of each trajectory: the reward
+    read from τ-bench's own file, the metrics from the stored scores file (booleans as 0 and
+    1; a null first_divergence, never off the gold path, as one past the latest one)."""
     reward = {
         (str(t["task_id"]), t["trial"]): t["reward"] >= 1
         for t in json.loads((TAU / "gpt-4o-airline-sample.json").read_text())
     }
     scores = pq.read_table(root / "tau" / "scores" / "spec" / "scores.parquet").to_pylist()
+    never = 1 + max(s["first_divergence"] or 0 for s in scores)
+    for s in scores:
+        s["first_divergence"] = never if s["first_divergence"] is None else s["first_divergence"]
+        for name in ("exact", "write_exact"):
+            s[name] = None if s[name] is None else float(s[name])
     rows = [
-        (
-            s["sample_id"],
-            s["trial"],
-            reward[(s["sample_id"], s["trial"])],
-            s["tsa"],
-            s["tp"],
-            s["ahr"],
-        )
+        (s["sample_id"], s["trial"], reward[(s["sample_id"], s["trial"])],
+         *(s[name] for name, _ in METRICS))
         for s in scores
-    ]
+    ]  # fmt: skip
     return rows, sorted({r[0] for r in rows})
 
 
@@ -113,11 +124,11 @@ def test_tau_bench_numbers_match_an_independent_computation(tau_store):
     rows, samples = tau_rows(tau_store)
     assert out["outcome"] == "reward >= 1"
     assert out["n"] == 20 and out["n_true"] == 7 and out["n_false"] == 13
-    assert set(out["metrics"]) == {"tsa", "tp", "ahr"}
+    assert set(out["metrics"]) == {name for name, _ in METRICS}
+    assert sum(r[3 + 4] for r in rows) == 7  # write_exact: 7 of the 20 trials
     # the bootstrap draws samples (with all their trials), in sample-id order, from the seed
     draws = np.random.default_rng(5).integers(0, len(samples), size=(300, len(samples)))
-    for column, name in ((3, "tsa"), (4, "tp"), (5, "ahr")):
-        lower = name == "ahr"
+    for column, (name, lower) in enumerate(METRICS, start=3):
         defined = [r for r in rows if r[column] is not None]
         values, outcome = [r[column] for r in defined], [r[2] for r in defined]
         got = out["metrics"][name]
@@ -160,7 +171,7 @@ def test_tau_bench_table_and_csv(tau_store):
     csv = cli("validity", "tau", "tau", "--store", tau_store, "--format", "csv").stdout
     lines = csv.splitlines()
     assert lines[0].startswith("run_id,scoring,outcome,metric,orientation,n,")
-    assert len(lines) == 1 + 2 * 3
+    assert len(lines) == 1 + 2 * 6
     both = json.loads(
         cli("validity", "tau", "tau", "--store", tau_store, "--format", "json").stdout
     )
