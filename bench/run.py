@@ -438,6 +438,7 @@ def jsonl_comparison(bench: Bench, out: Path) -> dict[str, Any]:
     shutil.rmtree(target, ignore_errors=True)
     try:
         cmd = [bin_path("tcbreplay"), "export", bench.run_id, "-o", str(target)]
+        cmd += ["--format", "tables"]  # the store's tables, not traces for import
         took = measure([*cmd, "--store", str(bench.store)])
         sizes = {p.name: p.stat().st_size for p in target.iterdir()}
     finally:
