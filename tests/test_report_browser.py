@@ -435,6 +435,11 @@ def tau_page(browser, tmp_path_factory):
     result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
                  "--run-id", "tau", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
+    write = (
+        "write=book_reservation,cancel_reservation,update_reservation_flights,"
+        "update_reservation_passengers,update_reservation_baggages,send_certificate"
+    )
+    assert cli("score", "tau", "--role", write, "--store", root).exit_code == 0
     path = write_report(Store(root), ["tau"], tmp_path_factory.mktemp("page") / "tau.html")
     opened = Opened(browser, path)
     yield opened, root
@@ -451,8 +456,11 @@ def test_the_validity_panel_shows_each_metric_and_draws_its_roc_curves(tau_page)
     )
     rows = opened.page.locator("#validity table.validity tbody tr").all_inner_texts()
     shown = {r.split("\t")[0]: r.split("\t") for r in rows}
-    assert set(shown) == set(expected["metrics"]) == {"tsa", "tp", "ahr"}
-    for name, m in expected["metrics"].items():
+    metrics = expected["metrics"]
+    assert set(shown) == set(metrics)
+    assert set(metrics) == {"tsa", "tp", "ahr", "exact", "write_exact", "first_divergence"}
+    assert metrics["write_exact"]["n"] == 20  # the stored scoring's write roles, not guessed
+    for name, m in metrics.items():
         assert shown[name][5] == f"{m['auc']:.3f}"
         assert shown[name][6] == f"[{m['auc_ci'][0]:.3f}, {m['auc_ci'][1]:.3f}]"
     drawn = opened.page.evaluate(
@@ -467,8 +475,8 @@ def test_the_validity_panel_shows_each_metric_and_draws_its_roc_curves(tau_page)
         }"""
     )
     assert drawn["width"] > 200 and drawn["height"] > 200, drawn
-    assert drawn["lines"] == 1 + 3, drawn  # the diagonal and a curve per metric
-    assert drawn["legend"] == [f"{n} (AUC {m['auc']:.3f})" for n, m in expected["metrics"].items()]
+    assert drawn["lines"] == 1 + 6, drawn  # the diagonal and a curve per metric
+    assert drawn["legend"] == [f"{n} (AUC {m['auc']:.3f})" for n, m in metrics.items()]
     opened.page.locator("#validity").screenshot(path=str(ARTIFACTS / "report-validity.png"))
 
 

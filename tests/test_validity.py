@@ -133,7 +133,9 @@ def test_tau_bench_numbers_match_an_independent_computation(tau_store):
         values, outcome = [r[column] for r in defined], [r[2] for r in defined]
         got = out["metrics"][name]
         assert got["n"] == len(defined)
-        assert got["orientation"] == ("lower" if lower else "higher")
+        assert got["orientation"] == (
+            "lower" if lower else "later" if name == "first_divergence" else "higher"
+        )
         assert got["auc"] == pytest.approx(brute_auc(values, outcome, lower), abs=1e-12)
         assert got["r"] == pytest.approx(pearson(values, outcome, lower), abs=1e-12)
         assert got["mean_if_true"] == pytest.approx(
