@@ -155,29 +155,9 @@ def _lines(data: bytes, label: str, error: type[InputError]) -> list[tuple[int, 
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    out = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = limits.loads(line, first_line=lineno)
-        except json.JSONDecodeError as exc:
-            raise error(
-                f"{label}: line {lineno}: not valid JSON: {exc.msg}",
-                hint="BFCL's files hold one JSON object per line",
-            ) from exc
-        except limits.LimitError as exc:
-            raise error(f"{label}: {exc}", hint=limits.HINT) from None
-        if not isinstance(entry, dict):
-            raise error(f"{label}: line {lineno}: expected an object")
-        surrogate = lone_surrogate(entry, line)
-        if surrogate:
-            raise error(
-                f"{label}: line {lineno}: holds a lone surrogate {surrogate}, "
-                "which is not valid Unicode"
-            )
-        out.append((lineno, entry))
-    return out
+    return list(
+        limits.object_lines(text, label, error, hint="BFCL's files hold one JSON object per line")
+    )
 
 
 def _sample(

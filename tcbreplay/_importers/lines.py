@@ -9,13 +9,12 @@ is stored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay._inputs import limits
-from tcbreplay._inputs.dataset import Dataset, lone_surrogate, unknown_keys
+from tcbreplay._inputs.dataset import Dataset, unknown_keys
 from tcbreplay._record.secrets import redact
 from tcbreplay.errors import TraceError
 
@@ -75,25 +74,11 @@ def read_jsonl(
         raise TraceError(f"{label}: not UTF-8 text") from exc
     out: list[TraceLine] = []
     seen: dict[tuple[str, int], int] = {}
-    # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
-    # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+    lines = limits.object_lines(
+        text, label, TraceError, expected="expected an object with sample_id and messages"
+    )
+    for lineno, obj in lines:
         place = f"{label}: line {lineno}"
-        try:
-            obj = limits.loads(line, first_line=lineno)
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
-        except limits.LimitError as exc:
-            raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
-        if not isinstance(obj, dict):
-            raise TraceError(f"{place}: expected an object with sample_id and messages")
-        surrogate = lone_surrogate(obj, line)
-        if surrogate:
-            raise TraceError(
-                f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode"
-            )
         problem = unknown_keys(
             obj, LINE_KEYS + extra_keys, _LINE_ALIASES, "the line",
             f"a line has {', '.join(LINE_KEYS + extra_keys)}; put other fields in metadata",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MAX_DEPTH = 100
@@ -195,3 +196,35 @@ def lone_surrogate(value: Any, text: str | None = None) -> str | None:
     except UnicodeEncodeError as exc:
         return f"\\u{ord(exc.object[exc.start]):04x}"
     return None
+
+
+def object_lines(
+    text: str,
+    label: str,
+    error: Callable[..., Exception],
+    *,
+    expected: str = "expected an object",
+    hint: str | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of JSON Lines ``text`` (``label``: the file's name), each with its line
+    number; blank lines are skipped. A line that is not JSON (``hint`` then says what the
+    file holds), goes beyond the limits, is no object (``expected``) or holds a lone
+    surrogate raises ``error`` naming the line. Lines end at ``"\n"`` only: splitting also
+    at U+2028, U+2029 or U+0085 would cut strings that hold them (a ``"\r"`` before the
+    ``"\n"`` is JSON whitespace)."""
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        place = f"{label}: line {lineno}"
+        try:
+            obj = loads(line, first_line=lineno)
+        except json.JSONDecodeError as exc:
+            raise error(f"{place}: not valid JSON: {exc.msg}", hint=hint) from exc
+        except LimitError as exc:
+            raise error(f"{label}: {exc}", hint=HINT) from None
+        if not isinstance(obj, dict):
+            raise error(f"{place}: {expected}")
+        surrogate = lone_surrogate(obj, line)
+        if surrogate:
+            raise error(f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode")
+        yield lineno, obj
