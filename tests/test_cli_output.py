@@ -116,7 +116,11 @@ def test_jsonl_and_markdown_parse_too(pair, tmp_path, name, fmt):
 
 def test_the_formats_agree(template):
     root, _ = template
-    query = "select sample_id, tp, input from scores join samples using (run_id, sample_id)"
+    # ordered: a join's rows come in no fixed order, and each format runs the query anew
+    query = (
+        "select sample_id, tp, input from scores join samples using (run_id, sample_id, trial) "
+        "order by run_id, sample_id, trial"
+    )
     got = {fmt: cli("sql", query, "--store", root, "--format", fmt).stdout for fmt in FORMATS}
     rows = json.loads(got["json"])
     assert len(rows) == 188
