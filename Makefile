@@ -35,12 +35,13 @@ demo: install
 	$(BIN)/tcbreplay record --model sim:seed=7 --run-id demo-sim --workers 8 --store traces/demo --quiet
 	$(BIN)/tcbreplay score demo-sim --store traces/demo
 
-# the whole suite, its 15 slowest tests listed at the end; test-fast leaves out those marked slow
+# the whole suite on every core (pytest-xdist), its 15 slowest tests listed at the end;
+# test-fast leaves out those marked slow
 test: install
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n auto --durations=15
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n auto -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

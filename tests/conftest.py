@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,10 @@ TESTS = Path(__file__).parent
 DATA = TESTS / "data"
 REFERENCE = TESTS.parent.parent / "shared" / "reference" / "abet"
 sys.path.insert(0, str(TESTS))
+# A table printed to a pipe is as wide as COLUMNS says, else 120 columns: the tests read them
+# at that width (those about 80 columns set it themselves). pytest-xdist's workers inherit
+# COLUMNS=80, which would cut the tables the others read.
+os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture

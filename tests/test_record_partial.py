@@ -164,7 +164,9 @@ def test_a_resumed_run_keeps_its_workers_and_rate_limits(slow_server, tmp_path, 
         again = _gemini(path, server, store)
     assert again.exit_code == 0, again.output
     assert f"recorded {N - 1} in" in again.stdout
-    assert server.max_in_flight == 8  # not the default 4 workers
+    # more than the default 4 workers' worth at once (all 8 but on a loaded machine, where
+    # the first answers can come before the last worker starts)
+    assert 4 < server.max_in_flight <= 8
     runner = _manifest(store, "w")["runner"]
     assert (runner["workers"], runner["processes"], runner["max_rpm"]) == (8, 1, 6000)
 
