@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 
@@ -311,3 +312,22 @@ def test_two_hundred_samples_and_two_thousand_resamples_take_well_under_seconds(
 def test_outcome_expressions_that_are_not_one_plain_expression_are_refused(expression):
     with pytest.raises(InputError):
         check_expression(expression)
+
+
+def test_the_report_shows_the_outcome_metrics_beside_the_three(tau_store, tmp_path):
+    """Each run's card and the leaderboard give exact and write_exact beside tsa, tp and ahr
+    (the card first_divergence too), with the numbers of the stored scoring."""
+    summary = json.loads(cli("score", "tau", "--role", WRITE, "--store", tau_store,
+                             "--format", "json").stdout)  # fmt: skip
+    out = tmp_path / "r.html"
+    assert cli("report", "tau", "-o", out, "--store", tau_store).exit_code == 0
+    page = out.read_text()
+    for key in ("exact", "write_exact", "first_divergence"):
+        card = page[page.index(f'data-metric="{key}"') :]
+        value = re.search(r'<div class="value">([^<]*)</div>', card)[1]
+        assert value == f"{summary[key]:.3f}", key
+    board = page[page.index('id="leaderboard"') :]
+    board = board[: board.index("</table>")]
+    assert "exact ↑" in board and "write exact ↑" in board
+    assert f'<td class="num">{summary["exact"]:.3f}</td>' in board
+    assert f'<td class="num">{summary["write_exact"]:.3f}</td>' in board

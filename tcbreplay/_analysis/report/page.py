@@ -150,6 +150,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
             f"{s.get('args_invalid', 0):,} / {s.get('args_total', 0):,} args",
             "ahr",
         ),
+        *_outcome_metrics(s),
     ]
     cells = []
     for label, value, n, key in metrics:
@@ -196,6 +197,21 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
     )
 
 
+def _outcome_metrics(s: dict[str, Any]) -> list[tuple[str, Any, str, str]]:
+    """The outcome metrics of a summary, as the card shows them: exact, write_exact where a
+    tool has the role write, and first_divergence where a sample diverges."""
+    if "exact" not in s:  # a summary from before them, or another scorer's
+        return []
+    out = [("EXACT", s.get("exact"), f"n = {s.get('n_exact', 0):,}", "exact")]
+    if s.get("write_exact") is not None:
+        n = f"n = {s.get('n_write_exact', 0):,}"
+        out.append(("WRITE EXACT", s["write_exact"], n, "write_exact"))
+    if s.get("first_divergence") is not None:
+        n = f"mean position, n = {s.get('n_first_divergence', 0):,}"
+        out.append(("FIRST DIVERGENCE", s["first_divergence"], n, "first_divergence"))
+    return out
+
+
 def _banner(run: RunData) -> str:
     """A run whose samples ended in error while recording says so above its metrics."""
     s = run.summary
@@ -222,6 +238,7 @@ def _leaderboard(report: ReportData) -> str:
         )
 
     order = sorted(range(len(report.runs)), key=lambda k: key(report.runs[k]))
+    writes = any(run.summary.get("write_exact") is not None for run in report.runs)
     rows = []
     for rank, k in enumerate(order, start=1):
         run = report.runs[k]
@@ -235,14 +252,17 @@ def _leaderboard(report: ReportData) -> str:
             f"<td>{html.escape(str(model))}</td>"
             f'<td class="num">{_fmt(s.get("tp"))}</td><td class="num">{_fmt(s.get("tsa"))}</td>'
             f'<td class="num">{_fmt(s.get("ahr"))}</td>'
-            f'<td class="num">{s.get("n_samples", 0):,}</td>'
+            f'<td class="num">{_fmt(s.get("exact"))}</td>'
+            + (f'<td class="num">{_fmt(s.get("write_exact"))}</td>' if writes else "")
+            + f'<td class="num">{s.get("n_samples", 0):,}</td>'
             f'<td class="num">{sum(run.failed().values()):,}</td>'
             f'<td class="num">{s.get("n_errors", 0):,}</td></tr>'
         )
     head = (
         "<tr><th>#</th><th>run</th><th>model</th><th class=num>TP ↑</th><th class=num>TSA ↑</th>"
-        "<th class=num>AHR ↓</th><th class=num>samples</th><th class=num>failed</th>"
-        "<th class=num>errors</th></tr>"
+        "<th class=num>AHR ↓</th><th class=num>exact ↑</th>"
+        + ("<th class=num>write exact ↑</th>" if writes else "")
+        + "<th class=num>samples</th><th class=num>failed</th><th class=num>errors</th></tr>"
     )
     return _table("leaderboard", head, rows)
 
