@@ -57,25 +57,27 @@ def first_divergence(
     where = np.where(found, first_off - offsets[:-1], common)
     where = np.where(found | (a != g), where, -1)
     if grouped is not None and g_block is not None and grouped.any():
-        for s in np.flatnonzero(grouped[: len(a)]):
-            where[s] = _block_divergence(pairs, accepted, int(s), int(a[s]), g_block,
-                                         int(g_first[s]), int(g[s]))  # fmt: skip
+        samples = np.flatnonzero(grouped[: len(a)])
+        # each such sample's accepted pairs, found once (pairs are in sample order)
+        kept = pairs[accepted]
+        bounds = np.searchsorted(kept[:, kernels.SAMPLE], np.stack([samples, samples + 1]))
+        agent_of, gold_of = kept[:, kernels.AGENT].tolist(), kept[:, kernels.GOLD].tolist()
+        for s, lo, hi in zip(samples.tolist(), bounds[0].tolist(), bounds[1].tolist(), strict=True):
+            fits: dict[int, list[int]] = {}
+            for k in range(lo, hi):
+                fits.setdefault(agent_of[k], []).append(gold_of[k])
+            g0 = int(g_first[s])
+            where[s] = _block_divergence(fits, int(a[s]), g_block[g0 : g0 + int(g[s])].tolist())
     column = pl.Series("first_divergence", where, dtype=pl.Int32)
     return pl.select(pl.when(column >= 0).then(column).alias(column.name)).to_series()
 
 
-def _block_divergence(
-    pairs: np.ndarray, accepted: np.ndarray, s: int, a: int, g_block: np.ndarray, g0: int, g: int
-) -> int:
-    """The first divergence of sample ``s`` with order-free blocks (-1: none): block by block,
-    the agent's calls at the block's positions must each find a gold call of the block that
-    accepts it, one to one (a matching grown by augmenting paths)."""
-    lo, hi = np.searchsorted(pairs[:, kernels.SAMPLE], [s, s + 1])
-    fits: dict[int, list[int]] = {}
-    for k in range(lo, hi):
-        if accepted[k]:
-            fits.setdefault(int(pairs[k, kernels.AGENT]), []).append(int(pairs[k, kernels.GOLD]))
-    blocks = g_block[g0 : g0 + g]
+def _block_divergence(fits: dict[int, list[int]], a: int, blocks: list[int]) -> int:
+    """The first divergence of a sample with order-free blocks (-1: none), from the gold
+    calls that accept each agent call (``fits``), its ``a`` agent calls and each gold call's
+    block: block by block, the agent's calls at the block's positions must each find a gold
+    call of the block that accepts it, one to one (a matching grown by augmenting paths)."""
+    g = len(blocks)
     start = 0
     while start < g:
         end = start
