@@ -27,6 +27,27 @@ def cli(*args: object, crash_ok: bool = False) -> Result:
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=crash_ok)
 
 
+TAU_BENCH = Path(__file__).parent / "data" / "tau-bench"
+# τ-bench's six airline tools that change the database, as a score --role option
+TAU_WRITE = (
+    "write=book_reservation,cancel_reservation,update_reservation_flights,"
+    "update_reservation_passengers,update_reservation_baggages,send_certificate"
+)
+
+
+def import_tau_bench(root: Path, *, roles: bool = False) -> Path:
+    """The vendored τ-bench sample imported as run ``tau`` into the store ``root`` (with
+    ``roles``: scored with its write tools too); the store's path."""
+    traces, tools = TAU_BENCH / "gpt-4o-airline-sample.json", TAU_BENCH / "airline-tools.json"
+    result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
+                 "--run-id", "tau", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    if roles:
+        scored = cli("score", "tau", "--role", TAU_WRITE, "--store", root)
+        assert scored.exit_code == 0, scored.output
+    return root
+
+
 def snapshot(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root`` by relative path (directories as '<dir>'), to show
     that a command left the store as it was."""

@@ -5,20 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DATA
-from helpers import cli, snapshot
-
-TAU = DATA / "tau-bench"
+from helpers import cli, import_tau_bench, snapshot
 
 
 @pytest.fixture(scope="module")
 def tau_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tau") / "traces"
-    traces, tools = TAU / "gpt-4o-airline-sample.json", TAU / "airline-tools.json"
-    result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
-                 "--run-id", "tau", "--store", root)  # fmt: skip
-    assert result.exit_code == 0, result.output
-    return root
+    return import_tau_bench(tmp_path_factory.mktemp("tau") / "traces")
 
 
 def error_lines(result) -> list[str]:

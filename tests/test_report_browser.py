@@ -426,20 +426,9 @@ def test_tp_histogram_shows_shares_when_runs_differ_in_size(browser, sim_run, tm
 
 @pytest.fixture(scope="module")
 def tau_page(browser, tmp_path_factory):
-    from conftest import DATA
-    from helpers import cli
+    from helpers import import_tau_bench
 
-    root = tmp_path_factory.mktemp("tau") / "traces"
-    tau = DATA / "tau-bench"
-    traces, tools = tau / "gpt-4o-airline-sample.json", tau / "airline-tools.json"
-    result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
-                 "--run-id", "tau", "--store", root)  # fmt: skip
-    assert result.exit_code == 0, result.output
-    write = (
-        "write=book_reservation,cancel_reservation,update_reservation_flights,"
-        "update_reservation_passengers,update_reservation_baggages,send_certificate"
-    )
-    assert cli("score", "tau", "--role", write, "--store", root).exit_code == 0
+    root = import_tau_bench(tmp_path_factory.mktemp("tau") / "traces", roles=True)
     path = write_report(Store(root), ["tau"], tmp_path_factory.mktemp("page") / "tau.html")
     opened = Opened(browser, path)
     yield opened, root

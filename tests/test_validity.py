@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from conftest import DATA
-from helpers import cli
+from helpers import TAU_WRITE, cli, import_tau_bench
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,21 +70,9 @@ def frame_of(rows: list[tuple[str, int, float | None, bool | None]], column: str
 
 @pytest.fixture(scope="module")
 def tau_store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tau") / "traces"
-    traces, tools = TAU / "gpt-4o-airline-sample.json", TAU / "airline-tools.json"
-    result = cli("import", "--format", "tau-bench", "--traces", traces, "--tools", tools,
-                 "--run-id", "tau", "--store", root)  # fmt: skip
-    assert result.exit_code == 0, result.output
-    scored = cli("score", "tau", "--role", WRITE, "--store", root)
-    assert scored.exit_code == 0, scored.output
-    return root
+    return import_tau_bench(tmp_path_factory.mktemp("tau") / "traces", roles=True)
 
 
-# τ-bench's six airline tools that change the database
-WRITE = (
-    "write=book_reservation,cancel_reservation,update_reservation_flights,"
-    "update_reservation_passengers,update_reservation_baggages,send_certificate"
-)
 # every metric of the spec scorer, as (column, lower is better)
 METRICS = (("tsa", False), ("tp", False), ("ahr", True), ("exact", False),
            ("write_exact", False), ("first_divergence", False))  # fmt: skip
@@ -317,7 +305,7 @@ def test_outcome_expressions_that_are_not_one_plain_expression_are_refused(expre
 def test_the_report_shows_the_outcome_metrics_beside_the_three(tau_store, tmp_path):
     """Each run's card and the leaderboard give exact and write_exact beside tsa, tp and ahr
     (the card first_divergence too), with the numbers of the stored scoring."""
-    summary = json.loads(cli("score", "tau", "--role", WRITE, "--store", tau_store,
+    summary = json.loads(cli("score", "tau", "--role", TAU_WRITE, "--store", tau_store,
                              "--format", "json").stdout)  # fmt: skip
     out = tmp_path / "r.html"
     assert cli("report", "tau", "-o", out, "--store", tau_store).exit_code == 0
