@@ -1,26 +1,48 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# what `make demo` needs (the runtime) and what the suite and lint need besides (the tests)
+RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format bench clean
+.PHONY: install demo test test-fast test-latest lint format lock bench clean
+
+# Installs come from the lock files under requirements/ (uv's resolver wrote them, `make lock`),
+# so that a release upstream never changes what a clone runs its tests with; uv installs them
+# (in parallel, and without the machine's pip configuration). Its own version is pinned here.
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
+# pip's -q still prints warnings about index locations; -qq only errors
+PIP := $(BIN)/python -m pip -qq
+# uv leaves bytecode to be written on first import, which never happens where
+# PYTHONDONTWRITEBYTECODE is set: then every command and test process would compile its
+# imports from source again, so installs compile it. And the suite may write its own (pytest's
+# rewritten test modules: without, collection took twice as long).
+UV_INSTALL = $(UV) pip install --quiet --compile-bytecode --python $(BIN)/python
+unexport PYTHONDONTWRITEBYTECODE
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(PIP) install uv==$(UV_VERSION)
 
 # The editable install builds the scoring kernels (a C extension, from Cython; it needs a C
-# compiler) beside their sources, again whenever those change, and leaves tcbreplay's bytecode
-# to be written on first import: write it now, since where PYTHONDONTWRITEBYTECODE is set every
-# command would compile the sources again. setuptools' editable install is an import finder,
-# which it says at length (the warning left out); an empty tcbreplay folder in site-packages,
+# compiler) beside their sources, again whenever those change, with the setuptools and Cython of
+# the lock (no build isolation: nothing unlocked is fetched to build), and leaves tcbreplay's
+# bytecode to be written on first import: write it now, since where PYTHONDONTWRITEBYTECODE is
+# set every command would compile the sources again. (--no-deps: tests/test_lock.py holds the
+# lock to pin every dependency, so nothing comes unpinned.) An empty tcbreplay folder in site-packages,
 # left behind by the former hatchling editable install, would be imported instead (removed).
 KERNELS := setup.py $(wildcard tcbreplay/_score/kernels/*.pyx tcbreplay/_score/kernels/*.pxi tcbreplay/_score/kernels/*.h)
-$(STAMP): $(BIN)/python pyproject.toml $(KERNELS)
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[test]'
-	$(BFCL_INSTALL)
+$(RUNTIME): $(BIN)/python requirements/runtime.txt pyproject.toml $(KERNELS)
+	$(UV_INSTALL) -r requirements/runtime.txt
+	$(UV_INSTALL) --no-deps --no-build-isolation -e .
 	find $(VENV)/lib/python*/site-packages/tcbreplay -depth -type d -empty -delete 2>/dev/null || true
 	$(BIN)/python -m compileall -q tcbreplay
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME) requirements/test.txt
+	$(UV_INSTALL) -r requirements/test.txt
+	$(BFCL_INSTALL)
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,11 +51,40 @@ install: $(STAMP)
 # dependencies (every provider's SDK; bench/bfcl_reference.py stands in for the few imports
 # its checker and decoders make)
 BFCL_EVAL := bfcl-eval==2026.3.23
-BFCL_INSTALL := $(BIN)/python -m pip install --quiet --no-deps $(BFCL_EVAL)
+BFCL_INSTALL = $(UV_INSTALL) --no-deps $(BFCL_EVAL)
 
-demo: install
-	$(BIN)/tcbreplay record --model sim:seed=7 --run-id demo-sim --workers 8 --store traces/demo --quiet
-	$(BIN)/tcbreplay score demo-sim --store traces/demo
+# The built-in benchmark recorded with the offline sim model into the default store (traces/),
+# where `tcbreplay runs` and `tcbreplay score demo-sim` look from the repository's root; only
+# the runtime is installed. A second `make demo` finds the run complete and scores it again.
+demo: $(RUNTIME)
+	$(BIN)/tcbreplay record --model sim:seed=7 --run-id demo-sim --workers 8 --quiet
+	$(BIN)/tcbreplay score demo-sim
+
+# The lock files: requirements/test.txt from pyproject.toml's dependencies, its test extra and
+# the build requirements (requirements/build.in), for Python 3.11 on every platform; then
+# requirements/runtime.txt, the runtime's part of the same versions. Commit both.
+LOCK := $(UV) pip compile --quiet --universal --python-version 3.11 --no-header --annotation-style line
+lock: $(BIN)/python
+	$(LOCK) --extra test pyproject.toml requirements/build.in -o requirements/test.txt
+	$(LOCK) pyproject.toml requirements/build.in -c requirements/test.txt -o requirements/runtime.txt
+
+# The suite against the newest releases that pyproject.toml allows (not the lock), in a venv of
+# its own: upstream drift met on purpose. It prints what it ran with beside the lock's pins; a
+# failure is a range to narrow or code to mend, then `make lock`. Its editable install builds the
+# kernels in place with the newest Cython, so .venv's next install builds them again.
+LATEST := .venv-latest
+LATEST_INSTALL = $(LATEST)/bin/uv pip install --quiet --compile-bytecode --python $(LATEST)/bin/python
+test-latest:
+	rm -rf $(LATEST) $(RUNTIME)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip -qq install uv==$(UV_VERSION)
+	$(LATEST_INSTALL) --upgrade -r requirements/build.in
+	$(LATEST_INSTALL) --upgrade --no-build-isolation -e '.[test]'
+	$(LATEST_INSTALL) --no-deps $(BFCL_EVAL)
+	sed 's/ .*//' requirements/test.txt > $(LATEST)/locked.txt
+	$(LATEST)/bin/uv pip list --python $(LATEST)/bin/python --format freeze --exclude tcbreplay \
+		| grep -ivxFf $(LATEST)/locked.txt | sed 's/^/not the lock'"'"'s: /' || true
+	$(LATEST)/bin/python -m pytest -q -n auto -p no:cacheprovider
 
 # the whole suite on every core (pytest-xdist), its 15 slowest tests listed at the end;
 # test-fast leaves out those marked slow
@@ -53,7 +104,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info tcbreplay/_score/kernels/_compiled*.so
+	rm -rf $(VENV) $(LATEST) build dist *.egg-info tcbreplay/_score/kernels/_compiled*.so
 
 # Scoring at scale (not part of `make test`): synthetic runs of 10k, 100k and 1M samples under
 # bench/out/, `tcbreplay score` timed against a bare read pass and the reference loop; the table

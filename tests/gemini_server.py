@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,6 +52,11 @@ _STATUS_NAMES = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
+
+
+# /{version}/models/{model}:{rpc}: the SDKs have sent v1beta and v1 as the version (google-genai
+# moved to v1 in 3.6); the server answers both and the tests assert the model and method only
+_METHOD_PATH = re.compile(r"^/v1[a-z0-9]*/models/(?P<model>[^/:?]+):(?P<rpc>\w+)(?:\?.*)?$")
 
 
 def default_usage(text: str, turn: int, n_calls: int) -> tuple[int, int]:
@@ -159,6 +165,18 @@ class RecordedRequest:
     status: int | None = None  # None: a hang cut short by stop()
     response: Any = None  # the JSON sent back (None for faults without a JSON body)
     fault: Fault | None = None
+
+    @property
+    def model(self) -> str | None:
+        """The model named in the path, whatever the API version before it (``v1beta``, ``v1``)."""
+        match = _METHOD_PATH.match(self.path)
+        return match.group("model") if match else None
+
+    @property
+    def rpc(self) -> str | None:
+        """The method named in the path: ``generateContent``, ``streamGenerateContent``, ..."""
+        match = _METHOD_PATH.match(self.path)
+        return match.group("rpc") if match else None
 
 
 @dataclass
@@ -316,7 +334,7 @@ class GeminiServer:
         if fault is not None:
             self._send_fault(handler, record, fault)
             return
-        if not handler.path.split("?")[0].endswith(("generateContent", "GenerateContent")):
+        if record.rpc not in ("generateContent", "streamGenerateContent"):
             self._send_error(handler, record, 404, f"no such method: {handler.path}")
             return
         if text is None or text not in self.script:
@@ -377,7 +395,7 @@ class GeminiServer:
         record.status = status
         record.response = obj
         payload = json.dumps(obj).encode()
-        if handler.path.split("?")[0].endswith(":streamGenerateContent") and status == 200:
+        if record.rpc == "streamGenerateContent" and status == 200:
             _write(handler, status, b"data: " + payload + b"\r\n\r\n", "text/event-stream", headers)
         else:
             _write(handler, status, payload, "application/json; charset=UTF-8", headers)

@@ -124,7 +124,7 @@ ALLOWED = {
     "_analysis": {"_inputs", "_store", "_score", "kernels"},
     "_cli": set(STAGES) | {"kernels"},
 }
-SHARED = {"tcbreplay", "tcbreplay.errors", "tcbreplay._machine"}
+SHARED = {"tcbreplay", "tcbreplay.errors", "tcbreplay._machine", "tcbreplay._clock"}
 _LANGCHAIN = re.compile(r"^\s*(from|import)\s+(langchain|langgraph)", re.M)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from clocks import FakeClock
 from helpers import cli
 
 from tcbreplay._cli import main
@@ -314,9 +315,10 @@ def test_the_progress_line_keeps_its_numbers_at_80_columns():
     for width in (80, 60):
         console = Console(width=width, record=True, file=io.StringIO())
         label = "recording google_genai:gemini-2.5-flash-lite (simulated) and more words"
-        progress = Progress(label, console=console)
+        clock = FakeClock()
+        progress = Progress(label, console=console, clock=clock)
         progress.start(10000)
-        progress.started -= 100  # 100 s ago: 45.2 samples a second
+        clock.advance(100)  # 100 s later: 45.2 samples a second
         for i in range(4521):
             progress({"status": "error" if i % 50 == 0 else "ok"})
         progress.close()

@@ -169,6 +169,21 @@ def test_empty_store(tmp_path):
     assert "0 rows" in sql(root, "select * from scores", "table").stdout
 
 
+def test_runs_on_an_empty_or_missing_store_says_so_on_stderr(tmp_path):
+    """Reported: `runs` printed 0 rows and nothing more where a newcomer looked for a run."""
+    root = tmp_path / "traces"
+    missing = cli("runs", "--store", root, "--format", "csv")
+    assert missing.exit_code == 0
+    assert missing.stdout.splitlines() == [missing.stdout.splitlines()[0]]  # the header only
+    assert missing.stderr == f"Warning: {root}: no such store folder, so there are no runs\n"
+    root.mkdir()
+    empty = cli("runs", "--store", root, "--format", "csv")
+    assert empty.exit_code == 0
+    assert len(empty.stdout.splitlines()) == 1
+    assert empty.stderr == f"Warning: no runs to list in the store {root}: is --store right?\n"
+    assert cli("runs", "--store", root).stdout.strip().endswith("0 rows")
+
+
 def _edit_manifest(run, edit):
     manifest = json.loads((run / "manifest.json").read_text())
     edit(manifest)

@@ -101,13 +101,14 @@ def test_split_object_reads_every_member_back(con):
 
 def test_a_large_object_is_split_in_one_pass(con):
     """20,000 keys in one arguments object (a garbled call): split, and looked at for a
-    repeated key, in well under a second."""
+    repeated key, in well under a second of this thread's CPU time (not the wall clock, which
+    other processes stretch: a quadratic pass would take minutes of CPU)."""
     text = canonical(con, {f"key{i}": i for i in range(20_000)})
-    started = time.perf_counter()
+    started = time.thread_time()
     assert len(members(text, rows=20_001)) == 20_000
     offsets, data = buffer(text)
     assert first_repeated_key(offsets, data, np.zeros(1, dtype=np.bool_)) == -1
-    assert time.perf_counter() - started < 1
+    assert time.thread_time() - started < 1
 
 
 @pytest.mark.parametrize("n_keys", [3, 100], ids=["small", "large"])

@@ -138,7 +138,7 @@ def test_record_run_against_gemini_server(dataset, server, store, key):
     prompt = PROMPT.read_text()
     for request in server.requests:
         assert request.method == "POST"
-        assert request.path == "/v1beta/models/gemini-2.5-flash:generateContent"
+        assert (request.model, request.rpc) == ("gemini-2.5-flash", "generateContent")
         assert request.headers["x-goog-api-key"] == FAKE_KEY
         assert request.body["systemInstruction"] == {"parts": [{"text": prompt}]}
         (tools,) = request.body["tools"]
@@ -365,14 +365,14 @@ def test_transient_error_without_retries_is_an_error(dataset, server, store, key
     assert "503" in bad["error"]
 
 
-def _post(server, text: str, history: list | None = None):
+def _post(server, text: str, history: list | None = None, version: str = "v1beta"):
     """POST a generateContent request; return (status, headers, parsed body or raw text)."""
     import urllib.error
     import urllib.request
 
     contents = [{"role": "user", "parts": [{"text": text}]}, *(history or [])]
     request = urllib.request.Request(
-        server.url + "/v1beta/models/gemini-2.5-flash:generateContent",
+        f"{server.url}/{version}/models/gemini-2.5-flash:generateContent",
         data=json.dumps({"contents": contents}).encode(),
         headers={"Content-Type": "application/json"},
     )
@@ -385,6 +385,17 @@ def _post(server, text: str, history: list | None = None):
         return status, headers, json.loads(raw)
     except json.JSONDecodeError:
         return status, headers, raw.decode()
+
+
+@pytest.mark.parametrize("version", ["v1beta", "v1"])
+def test_server_answers_every_api_version_the_sdks_send(version):
+    """google-genai sent v1beta before 3.6 and v1 since: the server answers both alike."""
+    with GeminiServer(SCRIPT, answers=ANSWERS) as server:
+        status, _, body = _post(server, MUL, version=version)
+        (request,) = server.requests
+    assert (status, request.model, request.rpc) == (200, "gemini-2.5-flash", "generateContent")
+    (part,) = body["candidates"][0]["content"]["parts"]
+    assert part["functionCall"]["name"] == "multiply_numbers"
 
 
 def test_server_faults_and_turns():

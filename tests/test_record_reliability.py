@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from clocks import FakeClock
 from gemini_server import Fault, GeminiServer
 from helpers import cli_process, journal_lines, snapshot, wait_for
 
@@ -327,27 +328,60 @@ def test_retry_after_header_and_retry_info():
 
 
 def test_rate_limiter_keeps_calls_per_window():
-    async def run() -> float:
-        limiter = RateLimiter(rpm=4, window=0.3)
-        t0 = time.monotonic()
+    clock = FakeClock()
+
+    async def run() -> list[float]:
+        limiter = RateLimiter(rpm=4, window=60, clock=clock)
+        starts = []
         for _ in range(10):  # 4 + 4 + 2: two full windows of waiting
             await limiter.acquire()
-        return time.monotonic() - t0
+            starts.append(clock.monotonic() - clock.start)
+            clock.advance(1.0)  # each call takes a second
+        return starts
 
-    elapsed = asyncio.run(run())
-    assert 0.55 <= elapsed < 2.0
+    starts = asyncio.run(run())
+    # calls 5 and 9 wait until the first of the window's calls is 60 s old
+    assert starts == [0, 1, 2, 3, 60, 61, 62, 63, 120, 121]
+    assert clock.sleeps == [56.0, 56.0]
 
 
 def test_rate_limiter_waits_for_tokens():
+    clock = FakeClock()
+
     async def run() -> float:
-        limiter = RateLimiter(tpm=100, window=0.3)
-        t0 = time.monotonic()
+        limiter = RateLimiter(tpm=100, window=60, clock=clock)
         await limiter.acquire()
+        clock.advance(5)
         limiter.record_tokens(150)  # over the limit: the next call waits for the window
         await limiter.acquire()
-        return time.monotonic() - t0
+        return clock.monotonic() - clock.start
 
-    assert asyncio.run(run()) >= 0.28
+    assert asyncio.run(run()) == 65.0
+    assert clock.sleeps == [60.0]
+
+
+def test_rate_limiter_lets_tokens_below_the_limit_through_at_once():
+    clock = FakeClock()
+
+    async def run() -> None:
+        limiter = RateLimiter(tpm=100, window=60, clock=clock)
+        for _ in range(3):
+            await limiter.acquire()
+            limiter.record_tokens(30)
+
+    asyncio.run(run())
+    assert clock.sleeps == []
+
+
+def test_retry_after_as_a_date_is_read_against_the_clock():
+    from email.utils import formatdate
+
+    clock = FakeClock()
+    date = formatdate(clock.now() + 30, usegmt=True)
+    assert retry_after(_Status(429, {"retry-after": date}), clock) == 30.0
+    assert backoff_delay(0.01, 1, _Status(503, {"retry-after": date}), clock) == 30.0
+    past = formatdate(clock.now() - 30, usegmt=True)
+    assert retry_after(_Status(429, {"retry-after": past}), clock) == 0.0
 
 
 # -- progress -------------------------------------------------------------------------------

@@ -297,6 +297,8 @@ def calls_by_trial(root, view: str) -> dict[tuple[str, int], list[str]]:
 
 
 def test_only_write_scores_the_write_calls_alone_beside_the_default(tau_store):
+    # the default scoring made here: the module's other tests may run on another worker
+    score_json(tau_store, "--role", WRITE_ROLE)
     before = pl.read_parquet(tau_store / "tau" / "scores" / "spec" / "scores.parquet")
     summary = score_json(tau_store, "--role", WRITE_ROLE, "--only", "write")
     assert summary["scoring"] == "spec_only-write"

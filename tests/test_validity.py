@@ -287,9 +287,10 @@ def test_two_hundred_samples_and_two_thousand_resamples_take_well_under_seconds(
     ]
     scores, outcomes = frame_of(rows)
     scores = scores.with_columns(pl.col("tp").alias("tsa"), pl.col("tp").alias("ahr"))
-    start = time.perf_counter()
+    # CPU time of the process (every thread's), which other processes do not stretch
+    start = time.process_time()
     scores_validity(scores, outcomes, n_boot=2000)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,6 @@ import json
 import math
 import os
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+from tcbreplay._clock import SYSTEM_CLOCK, Clock
 
 # the width of a table printed to a file or a pipe, unless COLUMNS says otherwise
 PIPE_WIDTH = 120
@@ -316,6 +317,7 @@ class Progress:
         quiet: bool = False,
         file: TextIO | None = None,
         console: Console | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ):
         self.label = label
         self.total = 0
@@ -323,14 +325,15 @@ class Progress:
         self.quiet = quiet
         self.file = file or sys.stderr
         self.console = console  # for tests: a console of a given width, recorded
-        self.started = time.monotonic()
+        self.clock = clock  # for tests: a clock they move
+        self.started = clock.monotonic()
         self._last_line = 0.0
         self._bar: Any = None
 
     def start(self, total: int, already: int = 0) -> None:
         """Called once the runner knows how many samples it will record."""
         self.total = total
-        self.started = time.monotonic()
+        self.started = self.clock.monotonic()
         if already and total and not self.quiet:
             print(f"{already} samples already recorded; recording {total} more", file=self.file)
         if total and not self.quiet and (self.console is not None or self.file.isatty()):
@@ -356,7 +359,7 @@ class Progress:
 
     def numbers(self) -> str:
         """done/total, samples per second, time left, errors and retries."""
-        elapsed = max(time.monotonic() - self.started, 1e-9)
+        elapsed = max(self.clock.monotonic() - self.started, 1e-9)
         rate = self.done / elapsed
         eta = _clock((self.total - self.done) / rate) if self.done else "-:--:--"
         return (
@@ -376,7 +379,7 @@ class Progress:
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, numbers=self.numbers())
             return
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self.done == self.total or now - self._last_line >= 2.0:
             self._last_line = now
             print(f"recorded {self.numbers()}", file=self.file, flush=True)

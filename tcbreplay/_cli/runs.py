@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import click
+
 from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
 
 
@@ -14,7 +16,11 @@ def runs(fmt, store) -> None:
     from tcbreplay._cli.grids import query_output
     from tcbreplay._store.runs import Store
 
-    output = query_output(list_runs(Store(store)))
+    found = list_runs(Store(store))
+    output = query_output(found)
     output.grids[0].digits = ".4f"
     output.grids[0].time_format = "%Y-%m-%d %H:%M"
     emit(output, fmt)
+    if not found.rows and store.is_dir():  # (a missing folder is warned of when read)
+        # on stderr, so that a pipe still reads the (empty) table alone
+        click.echo(f"Warning: no runs to list in the store {store}: is --store right?", err=True)

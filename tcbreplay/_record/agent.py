@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcbreplay._clock import SYSTEM_CLOCK, Clock
 from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient
 
 
@@ -32,13 +33,15 @@ class SampleState:
 
 @dataclass(frozen=True)
 class CallPolicy:
-    """Retries, backoff and rate limit of model calls; ``on_retry`` sees each retry."""
+    """Retries, backoff and rate limit of model calls; ``on_retry`` sees each retry; ``clock``
+    waits out the backoff (the limiter has its own)."""
 
     retries: int = 2
     backoff: float = 1.0
     call_timeout: float | None = None
     limiter: RateLimiter = field(default_factory=RateLimiter)
     on_retry: Callable[[BaseException], None] | None = None
+    clock: Clock = SYSTEM_CLOCK
 
 
 current_sample: contextvars.ContextVar[SampleState] = contextvars.ContextVar("tcbreplay_sample")
@@ -90,7 +93,8 @@ def _middleware(policy: CallPolicy) -> Any:
                         state.errors.append(f"{type(exc).__name__}: {_short(exc)}")
                     if policy.on_retry is not None:
                         policy.on_retry(exc)
-                    await asyncio.sleep(backoff_delay(policy.backoff, attempt, exc))
+                    delay = backoff_delay(policy.backoff, attempt, exc, policy.clock)
+                    await policy.clock.sleep(delay)
                     continue
                 elapsed = time.perf_counter() - t0
                 if state is not None:

@@ -12,8 +12,9 @@ import asyncio
 import collections
 import random
 import re
-import time
 from typing import Any
+
+from tcbreplay._clock import SYSTEM_CLOCK, Clock
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _TRANSIENT_NAMES = frozenset(
@@ -60,13 +61,14 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-def retry_after(exc: BaseException) -> float | None:
-    """Seconds the provider asked to wait: a Retry-After header or a RetryInfo retryDelay."""
+def retry_after(exc: BaseException, clock: Clock = SYSTEM_CLOCK) -> float | None:
+    """Seconds the provider asked to wait: a Retry-After header (seconds, or a date read
+    against ``clock``) or a RetryInfo retryDelay."""
     for e in _chain(exc):
         headers = getattr(getattr(e, "response", None), "headers", None)
         if headers is not None:
             value = headers.get("retry-after") or headers.get("Retry-After")
-            seconds = _seconds(value)
+            seconds = _seconds(value, clock)
             if seconds is not None:
                 return seconds
         details = getattr(e, "details", None)
@@ -76,7 +78,7 @@ def retry_after(exc: BaseException) -> float | None:
     return None
 
 
-def _seconds(value: Any) -> float | None:
+def _seconds(value: Any, clock: Clock) -> float | None:
     if value is None:
         return None
     try:
@@ -89,7 +91,7 @@ def _seconds(value: Any) -> float | None:
         when = parsedate_to_datetime(str(value))
     except (TypeError, ValueError):
         return None
-    return max(0.0, when.timestamp() - time.time())
+    return max(0.0, when.timestamp() - clock.now())
 
 
 def _retry_info(details: Any) -> float | None:
@@ -105,10 +107,12 @@ def _retry_info(details: Any) -> float | None:
     return None
 
 
-def backoff_delay(base: float, attempt: int, exc: BaseException | None = None) -> float:
+def backoff_delay(
+    base: float, attempt: int, exc: BaseException | None = None, clock: Clock = SYSTEM_CLOCK
+) -> float:
     """Exponential backoff with jitter for retry ``attempt`` (1-based), never below Retry-After."""
     delay = base * (2 ** (attempt - 1)) * (0.5 + random.random())
-    asked = retry_after(exc) if exc is not None else None
+    asked = retry_after(exc, clock) if exc is not None else None
     if asked is not None:
         delay = max(delay, asked)
     return min(delay, MAX_DELAY)
@@ -121,10 +125,17 @@ class RateLimiter:
     waits while the last minute's tokens already reach the limit.
     """
 
-    def __init__(self, rpm: float | None = None, tpm: float | None = None, window: float = 60.0):
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        window: float = 60.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ):
         self.rpm = rpm
         self.tpm = tpm
         self.window = window
+        self.clock = clock
         self._calls: collections.deque[float] = collections.deque()
         self._tokens: collections.deque[tuple[float, int]] = collections.deque()
         self._token_sum = 0
@@ -141,7 +152,7 @@ class RateLimiter:
             return
         async with self._lock:
             while True:
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 self._expire(now)
                 wait = 0.0
                 if self.rpm and len(self._calls) >= self.rpm:
@@ -152,11 +163,11 @@ class RateLimiter:
                     self._calls.append(now)
                     return
                 self.waited += wait
-                await asyncio.sleep(wait)
+                await self.clock.sleep(wait)
 
     def record_tokens(self, tokens: int | None) -> None:
         if self.tpm and tokens:
-            self._tokens.append((time.monotonic(), tokens))
+            self._tokens.append((self.clock.monotonic(), tokens))
             self._token_sum += tokens
 
     def _expire(self, now: float) -> None:
