@@ -36,7 +36,7 @@ _SELF_CONTAINED = ("tau-bench", "inspect")
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
     "file, an inspect_ai log, a dashboard file or a BFCL results file.",
 )
-@click.option("--run-id", required=True)
+@click.option("--run-id", required=True, help="Id of the new run (one the store does not hold).")
 @click.option(
     "--format",
     "fmt",
