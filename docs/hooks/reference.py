@@ -22,8 +22,8 @@ from typing import Any
 import click
 
 ROOT = Path(__file__).resolve().parents[2]
-# wide enough for click's option column and its help beside it, narrow enough to read
-WIDTH = 100
+# as a terminal prints it, and as wide as a code block of the site shows without scrolling
+WIDTH = 80
 _MARKER = re.compile(r"^<!-- (cli-reference|api-reference|include: (\S+)) -->$", re.M)
 
 
