@@ -199,6 +199,40 @@ def test_record_on_a_full_disk_at_its_start_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [("record", "--model", "sim", "--run-id", "r", "--quiet"), IMPORT],
+    ids=["record", "import"],
+)
+def test_a_run_whose_lock_cannot_be_written_leaves_no_folder(tmp_path, command):
+    """Not one byte may be written (the lock's first): the run folder made for it goes too."""
+    root = tmp_path / "traces"
+    root.mkdir()
+    proc = tcbreplay(*command, "--store", root, fsize=0)
+    run_id = command[command.index("--run-id") + 1]
+    assert_one_error(proc, 1, f"{root / run_id / 'writer.lock'}: cannot write: File too large")
+    assert list(root.iterdir()) == []
+
+
+def test_a_run_whose_journal_cannot_be_opened_leaves_no_folder(tmp_path, monkeypatch):
+    """ENOSPC opening the journal: one error naming it (the writer and create_run both closed
+    the lock, EBADF hid it) and no folder."""
+    import tcbreplay._store.journal
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(tcbreplay._store.journal, "drop_torn_tail", full)
+    store = Store(tmp_path / "traces")
+    with pytest.raises(StoreError) as caught:
+        store.create_run({"run_id": "r"})
+    assert (
+        str(caught.value) == f"{store.root / 'r' / JOURNAL}: cannot write: No space left on device"
+    )
+    assert list(store.root.iterdir()) == []
+
+
+@pytest.mark.slow
 def test_record_on_a_full_disk_midway_keeps_what_it_recorded(tmp_path):
     """The journal cannot grow: one line, the finished samples kept (no temporary file), and
     the same command, with space again, records the rest."""
@@ -245,7 +279,9 @@ def test_a_first_score_on_a_full_disk_writes_no_scores(sim_copy):
     root, run_id = sim_copy
     proc = tcbreplay("score", run_id, "--store", root, fsize=6_000)
     assert_one_error(proc, 1, str(root / run_id / "scores" / "spec" / "scores.parquet"))
-    assert list((root / run_id / "scores").rglob("*.*")) == []
+    # neither files nor the folders made for them (scores/ stays: scorers take turns on it)
+    assert list((root / run_id / "scores").rglob("*")) == []
+    assert not (root / run_id / "evaluations").exists()
 
 
 @pytest.mark.slow

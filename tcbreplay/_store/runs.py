@@ -14,7 +14,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,12 @@ from tcbreplay._store.files import (
 from tcbreplay._store.locks import (
     WAIT_HINT,
     WRITABLE_HINT,
+    acquire_lock,
     deleted_meanwhile,
     dir_lock,
     lock_holder,
     same_file,
+    sign_lock,
     take_lock,
 )
 from tcbreplay._store.schema import (
@@ -245,7 +247,13 @@ class Store:
         with writing(path, hint=WRITABLE_HINT):
             self.root.mkdir(parents=True, exist_ok=True)
             made = _make_dir(path)
-        lock = take_lock(path / LOCK)
+        try:
+            lock = acquire_lock(path / LOCK)
+        except BaseException:
+            if made:  # and still empty: no other process took it meanwhile
+                with suppress(OSError):
+                    path.rmdir()
+            raise
         try:
             if (path / MANIFEST).exists():  # made by another writer since the look above
                 raise RunExistsError(
@@ -253,8 +261,15 @@ class Store:
                     hint="choose another --run-id",
                 )
             _refuse_leftovers(path)
+        except BaseException:
+            os.close(lock)
+            raise
+        try:  # the folder is this writer's from here: a failure removes it if this made it
+            sign_lock(lock, path / LOCK)
             writer = RunWriter(path, lock)
         except BaseException:
+            if made:
+                discard_folder(path)
             os.close(lock)
             raise
         try:
