@@ -402,6 +402,57 @@ def test_a_journal_line_that_is_not_utf8_is_named(sim_copy):
     assert result.stderr == f"Error: {root / run_id / JOURNAL}: line 1: not UTF-8 text\n"
 
 
+# ---------------------------------------------------------------- a run that cannot be read
+
+
+def break_run(root: Path, run_id: str, how: str, elsewhere: Path) -> str:
+    """Copy run ``run_id`` as ``broken``, broken ``how``; the error every command gives."""
+    broken = root / "broken"
+    if how == "linked":  # a folder outside the store, linked from it
+        shutil.copytree(root / run_id, elsewhere)
+        broken.symlink_to(elsewhere)
+        return (
+            f"{broken}: a symbolic link to {elsewhere}; tcbreplay reads only run folders that "
+            "are in the store folder itself (copy the run into it)"
+        )
+    shutil.copytree(root / run_id, broken)
+    if how == "manifest":
+        (broken / MANIFEST).write_text("{")
+        return f"{broken / MANIFEST}: unreadable manifest: "
+    (broken / "samples.parquet").write_bytes(b"garbage")
+    return f"{broken / 'samples.parquet'}: not a readable Parquet file ("
+
+
+@pytest.mark.parametrize("how", ["manifest", "samples", "linked"])
+@pytest.mark.parametrize(
+    "command",
+    [("score", "broken"), ("diff", "RUN", "broken"), ("diff", "broken", "RUN"),
+     ("report", "broken", "-o", "OUT/r.html"), ("audit", "verify", "broken"),
+     ("export", "broken", "-o", "OUT/e"), ("validity", "broken"),
+     ("query", "error_breakdown", "--param", "run_id=broken"),
+     ("record", "--resume", "broken", "--quiet")],
+    ids=lambda c: "-".join(c[:2]),
+)  # fmt: skip
+def test_a_run_that_cannot_be_read_is_refused_alike_by_every_command(scored, tmp_path, how,
+                                                                     command):  # fmt: skip
+    """`runs` and `sql` leave such a run out with a warning; naming it is its error, the same
+    from every command (diff read a linked run, and compared stale scores of a broken one)."""
+    root, run_id = scored
+    (tmp_path / "out").mkdir()
+    error = break_run(root, run_id, how, tmp_path / "elsewhere" / "broken")
+    runs = cli("runs", "--store", root)
+    assert runs.stderr.startswith(f"Warning: left out run 'broken': {error}")
+    before = snapshot(root)
+    args = [a.replace("RUN", run_id).replace("OUT", str(tmp_path / "out")) for a in command]
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: {error}"), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stdout == ""
+    assert snapshot(root) == before
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 # ---------------------------------------------------------------- outputs inside the store
 
 
