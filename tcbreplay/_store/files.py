@@ -183,6 +183,24 @@ def staged(error: type[TcbReplayError] = StoreError, hint: str | None = None) ->
         files.discard()
 
 
+# the first part of a file name the store builds (with "_<run id>.json" after it, a run id
+# being at most 128 characters: within a file name's 255 bytes)
+MAX_NAME_PART_BYTES = 100
+
+
+def names_a_file(text: object) -> bool:
+    """Whether ``text`` (a benchmark title, taken from a manifest or an imported log) can
+    begin the name of a file in a run's folder: not a path out of it, not a hidden name, not
+    too long."""
+    return (
+        isinstance(text, str)
+        and "/" not in text
+        and "\0" not in text
+        and not text.startswith(".")
+        and len(text.encode("utf-8", "surrogatepass")) <= MAX_NAME_PART_BYTES
+    )
+
+
 def output_target(path: Path) -> tuple[Path, bool]:
     """Where to write a file a user names (``-o``), and whether to write it in place: a path
     that is no regular file (a FIFO, a device such as /dev/stdout, a pipe behind it) is written
