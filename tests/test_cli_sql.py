@@ -412,7 +412,7 @@ def test_a_run_folder_linked_from_outside_is_left_out_with_a_warning(populated, 
     (root / "linked").symlink_to(elsewhere)
     warning = (
         f"Warning: left out run 'linked': {root / 'linked'}: a symbolic link to {elsewhere}; "
-        "the views read only run folders that are in the store folder itself (copy the run "
+        "tcbreplay reads only run folders that are in the store folder itself (copy the run "
         "into it)"
     )
     for command in (["runs"], ["sql", "select distinct run_id from samples", "--format", "csv"],
