@@ -134,6 +134,7 @@ def test_model_options_without_secrets_are_kept(key, value, expected):
          "--model-option additional_headers: 'x-goog-api-key' looks like a secret's name"),
         (f"base_url=http://user:{FAKE}@127.0.0.1:9", "--model-option base_url: holds a URL"),
         (f"base_url=http://127.0.0.1:9/?token={FAKE}", "parameter 'token' is secret"),
+        (f"session_id={FAKE}", "--model-option session_id: secrets are not accepted"),
     ],
 )  # fmt: skip
 def test_cli_refuses_a_secret_in_a_model_option_and_writes_nothing(tmp_path, key, option, fragment):
