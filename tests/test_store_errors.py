@@ -484,6 +484,25 @@ def test_an_output_inside_the_store_is_refused(scored, tmp_path, command, output
     assert snapshot(root) == before
 
 
+@pytest.mark.parametrize(
+    "command", [("export", "RUN"), ("report", "RUN"), ("catalog",)], ids=lambda c: c[0]
+)
+def test_an_empty_output_path_is_refused(scored, tmp_path, monkeypatch, command):
+    """Reported: `export -o ''` wrote into the working folder (`report -o ''` was refused)."""
+    root, run_id = scored
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = [a.replace("RUN", run_id) for a in command]
+    result = cli(*args, "-o", "", "--store", root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "Error: Invalid value for '-o' / '--output': an empty path names no file or folder",
+        f"Hint: see main {command[0]} --help",  # the test runner calls the program main
+    ]
+    assert list(work.iterdir()) == []
+
+
 def test_an_output_beside_the_store_is_written(scored, tmp_path):
     """A folder whose name begins with the store's is not inside it."""
     root, run_id = scored
