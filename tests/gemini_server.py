@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -74,6 +74,7 @@ class Fault:
     retry_after: str | None = None
     seconds: float = 0.0
     details: tuple[dict[str, Any], ...] = ()
+    encode: Callable[[str], str] | None = None  # how {api_key} is quoted in ``message``
 
     @classmethod
     def error(
@@ -99,10 +100,12 @@ class Fault:
         return cls.error(429, message, retry_after)
 
     @classmethod
-    def echo_key(cls, status: int = 400) -> Fault:
+    def echo_key(cls, status: int = 400, encode: Callable[[str], str] | None = None) -> Fault:
         """An error whose message quotes the API key the request carried, as a misbehaving
-        endpoint or proxy might (``{api_key}`` in any error message is replaced by it)."""
-        return cls.error(status, "API key {api_key} not valid. Please pass a valid API key.")
+        endpoint or proxy might (``{api_key}`` in any error message is replaced by it), as
+        ``encode`` gives it (``urllib.parse.quote``, say; by default as is)."""
+        message = "API key {api_key} not valid. Please pass a valid API key."
+        return replace(cls.error(status, message), encode=encode)
 
     @classmethod
     def bad_key(cls) -> Fault:
@@ -353,7 +356,8 @@ class GeminiServer:
             self._send_json(handler, record, 200, {"usageMetadata": usage})
         else:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
-            message = fault.message.replace("{api_key}", record.headers.get("x-goog-api-key", ""))
+            key = record.headers.get("x-goog-api-key", "")
+            message = fault.message.replace("{api_key}", (fault.encode or str)(key))
             self._send_error(
                 handler, record, fault.status, message, fault.retry_after, headers, fault.details
             )

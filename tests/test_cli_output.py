@@ -9,6 +9,7 @@ import io
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -304,6 +305,169 @@ def test_diff_at_80_columns_keeps_the_intervals(template):
     for tool in data["tools"]:
         line = next(line for line in out.splitlines() if line.startswith(tool["tool"][:6]))
         assert f"[{tool['ahr_ci_low']:+.4f}, {tool['ahr_ci_high']:+.4f}]" in line
+
+
+def _headers(out: str, title: str | None = None) -> list[str]:
+    """The column names of a table as printed (a header folded onto several lines joined
+    again), and each name's printed pieces, from the table below ``title`` (or the first)."""
+    lines = out.splitlines()
+    start = [line.rstrip() for line in lines].index(title) + 1 if title else 0
+    rule = next(i for i in range(start, len(lines)) if "━" in lines[i])
+    rows = [line.split("│") for line in lines[start:rule]]
+    pieces = [[row[j].strip() for row in rows if row[j].strip()] for j in range(len(rows[0]))]
+    for parts in pieces:  # a name is split after an underscore, or not at all
+        assert all(part.endswith("_") for part in parts[:-1]), (parts, out)
+    return ["".join(parts) for parts in pieces]
+
+
+def test_headers_at_80_columns_are_split_at_underscores_or_not_at_all(template):
+    """Reported: `gold_c|alls` and `args_i|nvalid` in score's per-tool table."""
+    root, (a, _) = template
+    out = at_80("score", a, "--store", root, "--dashboard", "none")
+    assert _headers(out, "per tool") == [
+        "tool", "gold_calls", "agent_calls", "paired", "recall", "args_invalid", "args_total",
+        "ahr",
+    ]  # fmt: skip
+    out = at_80("sql", "select * from samples limit 2", "--store", root)
+    names = _headers(out)
+    columns = cli("sql", "select * from samples limit 1", "--store", root, "--format", "csv")
+    assert names == next(csv.reader(io.StringIO(columns.stdout)))[: len(names)]
+
+
+def test_a_header_without_underscores_is_not_split():
+    from rich.console import Console
+
+    from tcbreplay._cli.render import Grid, fitted_table
+
+    grid = Grid(["n", "measurements", "counted_in_total"], [(1, 2, 3)])
+    console = Console(width=24, record=True, file=io.StringIO())
+    console.print(fitted_table(grid, 24))
+    text = console.export_text()
+    assert "measurements" in text and "counted_" in text and "in_total" in text, text
+
+
+def test_a_long_cell_is_cut_before_it_is_drawn():
+    """Reported: a 100 MB cell took 1.4 s a MB to draw, past any --timeout (issue #27)."""
+    from tcbreplay._cli.render import Grid, fitted_table
+
+    grid = Grid(["id", "text"], [("a" * 10**6, "b" * 10**6 + "c")])
+    table = fitted_table(grid, 80)
+    cells = [column._cells[0].plain for column in table.columns]
+    assert all(len(cell) <= 2 * 80 + 1 for cell in cells), [len(c) for c in cells]
+    assert cells[0].startswith("aaa") and cells[0].endswith("a") and "…" in cells[0]
+
+
+def _drawn(grid, **kwargs) -> str:
+    from tcbreplay._cli.render import print_grids
+
+    out = io.StringIO()
+    print_grids([grid], out, **kwargs)
+    return out.getvalue()
+
+
+def test_a_table_drawn_some_rows_at_a_time_is_the_same_table():
+    from rich.console import Console
+
+    from tcbreplay._cli.render import _DRAW_ROWS, Grid, fitted_table
+
+    grid = Grid(["n", "label_of_row"], [(i, f"row {i}") for i in range(_DRAW_ROWS * 5 // 2)],
+                title="title", caption="caption")  # fmt: skip
+    whole = io.StringIO()
+    Console(file=whole, width=120, soft_wrap=False).print(fitted_table(grid, 120))
+    assert _drawn(grid) == whole.getvalue()
+
+
+def test_drawing_a_table_stops_at_the_deadline():
+    from tcbreplay._cli.render import _DRAW_ROWS, Grid
+    from tcbreplay.errors import QueryLimitError
+
+    grid = Grid(["n"], [(i,) for i in range(3 * _DRAW_ROWS)])
+    with pytest.raises(QueryLimitError, match=f"stopped after {_DRAW_ROWS} of {3 * _DRAW_ROWS}"):
+        _drawn(grid, deadline=time.monotonic() - 1)
+    # the first rows are always drawn, and a table of them only is never stopped
+    small = Grid(["n"], [(i,) for i in range(_DRAW_ROWS)])
+    assert len(_drawn(small, deadline=time.monotonic() - 1).splitlines()) == 2 + _DRAW_ROWS
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m"  # a window title, clear screen, a C1 escape
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    """A store with a run whose sample id, category, tool name, model label and error text
+    hold terminal escapes, imported and scored."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    tool, sid = f"evil{HOSTILE}tool", f"s1{HOSTILE}"
+    (tmp / "ds.json").write_text(json.dumps([
+        {"id": sid, "category": f"cat{HOSTILE}", "input": "hi",
+         "target": [{"name": tool, "args": {"a": 1}}]},
+    ]))  # fmt: skip
+    (tmp / "tools.json").write_text(json.dumps([
+        {"name": tool, "description": "d",
+         "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}},
+    ]))  # fmt: skip
+    call = {"id": "c1", "type": "function", "function": {"name": tool, "arguments": '{"a": 1}'}}
+    line = {"sample_id": sid, "status": "error", "error": f"boom{HOSTILE}", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]}  # fmt: skip
+    (tmp / "traces.jsonl").write_text(json.dumps(line) + "\n")
+    root = tmp / "traces"
+    result = cli("import", "--format", "openai", "--dataset", tmp / "ds.json", "--tools",
+                 tmp / "tools.json", "--traces", tmp / "traces.jsonl", "--run-id", "h",
+                 "--model", f"m{HOSTILE}", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert cli("score", "h", "--store", root, "--dashboard", "none").exit_code == 0
+    return root
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+@pytest.mark.parametrize(
+    "args",
+    [["score", "h", "--dashboard", "none"], ["runs"],
+     ["sql", "select * from samples"], ["sql", "select * from tool_calls"],
+     ["sql", f"select 1 as \"col{HOSTILE}\""], ["query", "error_breakdown"],
+     ["query", "worst_samples"]],
+    ids=["score", "runs", "sql samples", "sql tool_calls", "sql header", "error_breakdown",
+         "worst_samples"],
+)  # fmt: skip
+def test_terminal_escapes_in_trace_data_are_shown_escaped(hostile, args, fmt):
+    result = cli(*args, "--format", fmt, "--store", hostile)
+    assert result.exit_code == 0, result.output
+    for char in "\x1b\x07\x9b":
+        assert char not in result.output, repr(result.output)
+    # shown escaped (markdown escapes the backslash itself), cut in a table
+    shown = result.output.replace("\\\\", "\\")
+    expected = "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m"
+    assert expected in shown if fmt == "markdown" else "\\x1b" in shown, result.output
+
+
+def test_terminal_escapes_in_error_and_warning_lines_are_shown_escaped():
+    import warnings
+
+    import click
+
+    from tcbreplay.errors import InputError, TcbReplayWarning
+
+    @click.command("escapes-for-test")
+    def escapes() -> None:
+        warnings.warn(TcbReplayWarning(f"sample s1{HOSTILE} left out"), stacklevel=1)
+        raise InputError(f"tool evil{HOSTILE}: unknown\nsecond line", hint=f"see {HOSTILE}")
+
+    main.add_command(escapes)
+    try:
+        result = cli("escapes-for-test")
+    finally:
+        main.commands.pop("escapes-for-test")
+
+    assert result.exit_code == 2
+    shown = "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m"
+    assert result.stderr.splitlines() == [
+        f"Warning: sample s1{shown} left out",
+        f"Error: tool evil{shown}: unknown",
+        "Error: second line",
+        f"Hint: see {shown}",
+    ]
 
 
 def test_the_progress_line_keeps_its_numbers_at_80_columns():

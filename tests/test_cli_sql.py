@@ -412,7 +412,7 @@ def test_a_run_folder_linked_from_outside_is_left_out_with_a_warning(populated, 
     (root / "linked").symlink_to(elsewhere)
     warning = (
         f"Warning: left out run 'linked': {root / 'linked'}: a symbolic link to {elsewhere}; "
-        "the views read only run folders that are in the store folder itself (copy the run "
+        "tcbreplay reads only run folders that are in the store folder itself (copy the run "
         "into it)"
     )
     for command in (["runs"], ["sql", "select distinct run_id from samples", "--format", "csv"],
@@ -446,6 +446,43 @@ def test_a_query_past_its_timeout_is_one_error_line(template, command):
         f"Error: the query ran past its time limit of {limit} s and was stopped",
         "Hint: raise it with --timeout SECONDS, or --timeout 0 for no limit",
     ]
+
+
+def test_drawing_the_table_counts_against_the_timeout(template):
+    """Reported: the query's rows came at once, and drawing them took minutes past
+    --timeout; csv gives every row at once."""
+    root, _ = template
+    query = "select range as n, 'row ' || range as label from range(300000)"
+    result = cli("sql", query, "--timeout", "3", "--store", root)
+    assert result.exit_code == 1, result.output
+    (error, hint) = result.stderr.splitlines()
+    assert error.startswith("Error: ") and "time limit" in error
+    assert hint.startswith("Hint: ") and "--timeout" in hint
+    assert len(result.stdout.splitlines()) < 300000
+    assert len(sql(root, query, "csv").stdout.splitlines()) == 1 + 300000
+
+
+def test_a_long_cell_is_cut_in_the_table_and_whole_in_json_and_csv(template):
+    root, _ = template
+    query = "select repeat('ab', 2000000) as text"
+    table = sql(root, query, "table")
+    assert table.exit_code == 0
+    assert max(map(len, table.stdout.splitlines())) <= 120 and "abab…" in table.stdout
+    assert json.loads(sql(root, query).stdout) == [{"text": "ab" * 2000000}]
+    assert sql(root, query, "csv").stdout == "text\n" + "ab" * 2000000 + "\n"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "fragment"),
+    [("--timeout", "nan", "Invalid value for '--timeout': nan is not a number of seconds"),
+     ("--memory-limit", "-5GB", "memory limit '-5GB': a size cannot be negative"),
+     ("--memory-limit", " -1 GiB", "memory limit ' -1 GiB': a size cannot be negative")],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["sql", "query"])
+def test_a_limit_that_is_no_limit_is_refused(template, command, option, value, fragment):
+    root, _ = template
+    args = ["sql", "select 1"] if command == "sql" else ["query", "cost_latency"]
+    assert_refused(cli(*args, option, value, "--store", root), fragment)
 
 
 @pytest.mark.parametrize(
@@ -519,6 +556,22 @@ def test_a_path_in_a_run_is_read_from_the_store_folder(template, tmp_path, monke
     refused = sql(root, f"select * from read_text('{run_id}/../{run_id}/../x')")
     assert refused.exit_code == 2
     assert "Hint: SQL reads the files of the store's runs only" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["{a}/../{b}/samples.parquet", "{a}/../../traces/{b}/samples.parquet",
+     "{a}/scores/../../{b}/samples.parquet", "{a}/../{b}/*.parquet"],
+)  # fmt: skip
+def test_a_path_that_leaves_its_run_is_refused_as_the_readme_says(template, path, monkeypatch):
+    """Reported: 'RUN/../OTHER_RUN/file' read the other run, though the README says a path
+    'RUN/../x' is refused: a path is read from the store only inside the run it names."""
+    root, run_id = template
+    monkeypatch.chdir(root.parent)  # where the paths would lead if read from here
+    query = f"select count(*) as n from '{path.format(a=IMPORTED, b=run_id)}'"
+    assert_refused(sql(root, query), "Permission Error", "SQL reads the files of the store's runs")
+    # the same file named from its own run is read
+    assert sql_rows(root, f"select count(*) as n from '{run_id}/samples.parquet'") == [{"n": 94}]
 
 
 def test_scores_keeps_the_spec_rows_after_an_abet_scoring(populated):

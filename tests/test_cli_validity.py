@@ -52,6 +52,34 @@ def test_a_bad_outcome_is_one_error_line(tau_root, outcome, message):
     assert snapshot(tau_root) == before
 
 
+@pytest.mark.parametrize(
+    "outcome",
+    ["coalesce(reward, 0) >= 1", "nullif(reward, 2) >= 1", "reward in (1, 2)",
+     "trim(cast(reward as varchar)) = '1.0'", "reward >= 1 and (user_cost >= 0)",
+     "not (reward < 1)", "reward = 1 or (reward > 1)", "greatest(reward, 0) >= least(1, 2)"],
+)  # fmt: skip
+def test_the_functions_and_keywords_the_readme_lists_are_accepted(tau_root, outcome):
+    # each says reward >= 1 (rewards are 0 or 1), so each gives the default's numbers
+    def validity(*extra):
+        result = cli("validity", "tau", "--format", "json", "--bootstrap", "50",
+                     "--store", tau_root, *extra)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    assert validity("--outcome", outcome)["metrics"] == validity()["metrics"]
+
+
+def test_a_word_before_a_parenthesis_is_called_a_function_only_when_it_is_one(tau_root):
+    # `and` is no function: what is refused is the subquery after it
+    result = cli("validity", "tau", "--outcome", "reward = 1 and (select true)",
+                 "--store", tau_root)  # fmt: skip
+    assert result.exit_code == 2
+    assert error_lines(result) == [
+        "Error: --outcome 'reward = 1 and (select true)': 'select' is not allowed in an "
+        "outcome expression"
+    ]
+
+
 def test_a_field_the_metadata_lacks_hints_at_the_fields_it_has(tau_root):
     result = cli("validity", "tau", "--outcome", "solved", "--store", tau_root)
     assert result.exit_code == 2

@@ -21,7 +21,9 @@ GOLD = {
 QUESTIONS = {"add": "What is 2 plus 3?", "mul": "What is 4 times 2.5?"}
 
 
-def write_log(log_dir: Path, *, epochs: int = 2, fmt: str = "eval") -> Path:
+def write_log(
+    log_dir: Path, *, epochs: int = 2, fmt: str = "eval", name: str | None = None
+) -> Path:
     """An eval of two samples over ``epochs`` epochs by inspect_ai: the scripted model calls
     the gold tool, except in the second epoch of 'mul', where it passes a wrong value."""
     from inspect_ai import Task, eval
@@ -83,6 +85,7 @@ def write_log(log_dir: Path, *, epochs: int = 2, fmt: str = "eval") -> Path:
         dataset=samples,
         solver=[use_tools(add_numbers(), multiply_numbers()), generate()],
         epochs=epochs,
+        name=name,
     )
     model = get_model("mockllm/model", custom_outputs=script)
     (log,) = eval(task, model=model, log_dir=str(log_dir), log_format=fmt, display="none",
@@ -135,6 +138,26 @@ def test_a_log_written_by_inspect_ai_imports_with_one_command_and_scores(eval_lo
     manifest = json.loads((root / "ins" / "manifest.json").read_text())
     assert [t["name"] for t in manifest["tools"]["specs"]] == ["add_numbers", "multiply_numbers"]
     assert manifest["model"]["id"] == "mockllm/model"
+
+
+@pytest.mark.parametrize(
+    ("task", "title"),
+    [("inspect_evals/arith", "arith"), ("arith", "arith"), (".hidden", "inspect")],
+)
+def test_an_imported_log_is_named_by_its_task(tmp_path, task, title):
+    """Its report was titled "Tool Call Benchmark"; the title also names the dashboard file, so
+    one that cannot is the format's name."""
+    log = write_log(tmp_path / "logs", epochs=1, name=task)
+    root = tmp_path / "traces"
+    result = cli("import", "--traces", log, "--run-id", "ins", "--store", root)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((root / "ins" / "manifest.json").read_text())
+    assert manifest["benchmark"] == {"name": task, "title": title}
+    page = tmp_path / "r.html"
+    assert cli("report", "ins", "-o", page, "--store", root).exit_code == 0
+    assert f"<title>tcbreplay report: {title}</title>" in page.read_text()
+    assert cli("score", "ins", "--store", root).exit_code == 0
+    assert [p.name for p in (root / "ins" / "evaluations").iterdir()] == [f"{title}_ins.json"]
 
 
 def test_a_json_log_with_a_dataset_and_tools(tmp_path):

@@ -7,8 +7,11 @@ is read back from Parquet.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from pathlib import Path
+from urllib.parse import quote
 
 import pyarrow.parquet as pq
 import pytest
@@ -590,6 +593,74 @@ def test_cli_record_prints_no_key_the_provider_quotes(dataset, server, key, tmp_
     assert "[redacted]" in result.output
     assert FAKE_KEY not in result.output
     _assert_no_key(store / "echo")
+
+
+# A fake key holding "/", "+" and "=" (as AWS secret keys and base64 tokens do), and the forms
+# a provider may echo it in (issue #27)
+SLASHY_KEY = "AIzaSECRET9f8e7d/+=x"
+ECHOES = {
+    "quote (keeps /)": quote,
+    "quote safe=''": lambda k: quote(k, safe=""),
+    "lower-case hex": lambda k: re.sub(r"%[0-9A-F]{2}", lambda m: m[0].lower(), quote(k)),
+    "JSON-escaped": lambda k: k.replace("/", "\\/"),
+    "base64": lambda k: base64.b64encode(k.encode()).decode(),
+    "urlsafe base64 unpadded": lambda k: base64.urlsafe_b64encode(k.encode()).decode().rstrip("="),
+}
+
+
+def _leaks(text: str) -> list[str]:
+    """The forms of :data:`SLASHY_KEY` found in ``text``."""
+    return [name for name, encode in ECHOES.items() if encode(SLASHY_KEY) in text]
+
+
+def _files_leaking(root: Path | str) -> list[str]:
+    return [
+        str(path)
+        for path in Path(root).rglob("*")
+        if path.is_file() and _leaks(path.read_bytes().decode("latin-1"))
+    ]
+
+
+@pytest.mark.parametrize("echo", ECHOES)
+def test_a_key_echoed_in_any_encoding_is_redacted(dataset, server, store, monkeypatch, echo):
+    monkeypatch.setenv("GOOGLE_API_KEY", SLASHY_KEY)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    server.inject(Fault.echo_key(400, ECHOES[echo]), input=MUL)
+    summary = _record(dataset, server, store, retries=0)
+
+    (request,) = server.requests_for(MUL)
+    assert ECHOES[echo](SLASHY_KEY) in request.response["error"]["message"]
+    bad = _samples(summary.run_dir)["mul"]
+    assert "API key [redacted] not valid" in bad["error"], bad["error"]
+    assert _files_leaking(summary.run_dir) == []
+
+
+def test_cli_record_redacts_a_key_the_provider_echoes_url_encoded(
+    dataset, server, monkeypatch, tmp_path
+):
+    """The reported leak: a 400 quoting ``quote(key)``, which keeps "/" and escapes "+" and
+    "=", reached samples.error, sql, export and the report."""
+    from helpers import cli
+
+    monkeypatch.setenv("GOOGLE_API_KEY", SLASHY_KEY)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    for text in SCRIPT:
+        server.inject(Fault.echo_key(400, quote), input=text)
+    store = tmp_path / "traces"
+    printed = [
+        cli("record", "--dataset", dataset, "--tools", TOOLS, "--system-prompt", PROMPT,
+            "--model", MODEL, "--model-option", f"base_url={server.url}", "--limit", "3",
+            "--retries", "0", "--max-errors", "100%", "--store", store, "--run-id", "echo"),
+        cli("sql", "select error from samples", "--format", "csv", "--store", store),
+        cli("export", "echo", "-o", tmp_path / "out", "--store", store),
+        cli("report", "echo", "-o", tmp_path / "r.html", "--allow-incomplete", "--store", store),
+    ]  # fmt: skip
+    assert quote(SLASHY_KEY) in server.requests[0].response["error"]["message"]
+    # no call answered: the recording stops after the three (issue #22), its line redacted
+    assert printed[0].exit_code == 1 and "API key [redacted] not valid" in printed[0].output
+    assert printed[1].exit_code == 0 and printed[1].output.count("API key [redacted]") == 3
+    assert [_leaks(r.output) for r in printed] == [[]] * 4, [r.output for r in printed]
+    assert _files_leaking(tmp_path) == []
 
 
 # -- a model answering with arguments beyond the limits (issue #18) --------------------------

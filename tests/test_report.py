@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli, fifo_read
+from helpers import cli, fifo_read, import_tau_bench
 from report_helpers import import_hand_run, payload
 
 import tcbreplay._analysis.report as report_package
@@ -480,6 +480,19 @@ def test_report_through_a_symlink_replaces_its_target(hand, tmp_path):
     assert target.read_text(encoding="utf-8").startswith("<!doctype html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "out"]
     assert [p.name for p in target.parent.iterdir()] == ["target.html"]  # no temporary file
+
+
+def test_an_imported_run_is_titled_by_its_own_benchmark(tmp_path):
+    """A τ-bench run's page was titled "Tool Call Benchmark"; so were its manifest's title and
+    its dashboard file."""
+    root = import_tau_bench(tmp_path / "traces")
+    manifest = json.loads((root / "tau" / "manifest.json").read_text())
+    assert manifest["benchmark"] == {"name": "tau-bench", "title": "τ-bench"}
+    page = build_report(Store(root), ["tau"])
+    assert "<title>tcbreplay report: τ-bench</title>" in page
+    assert "<h1>tcbreplay report: τ-bench</h1>" in page
+    assert cli("score", "tau", "--store", root).exit_code == 0
+    assert [p.name for p in (root / "tau" / "evaluations").iterdir()] == ["τ-bench_tau.json"]
 
 
 def test_trials_are_rows_of_their_own_and_metadata_shows(tmp_path):

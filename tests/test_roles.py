@@ -142,6 +142,64 @@ def test_parse_roles():
         parse_roles(["write=a", "read=a"])
 
 
+def test_a_name_holding_a_comma_a_quote_or_end_spaces_is_quoted_as_in_csv():
+    given = parse_roles(['write="book,cancel", pay', 'read=" look "', 'scratch="say ""hi"""'])
+    assert given == ((" look ", "read"), ("book,cancel", "write"), ("pay", "write"),
+                     ('say "hi"', "scratch"))  # fmt: skip
+    options = ScoreOptions(roles=given)
+    flags = options.flags()
+    assert flags == ["--role", 'read=" look "', "--role", 'write="book,cancel",pay',
+                     "--role", 'scratch="say ""hi"""']  # fmt: skip
+    assert parse_roles(flags[1::2]) == given  # the rescore hint gives the same roles back
+    assert options.score_flags() == (  # quoted for the shell, where the hint is pasted
+        " --role 'read=\" look \"' --role 'write=\"book,cancel\",pay'"
+        ' --role \'scratch="say ""hi"""\''
+    )
+    for bad, message in [
+        ('write="book,cancel', 'a quote " without its closing one'),
+        ('write=bo"ok', "a quote inside an unquoted name"),
+        ('write="book"x', "after the quoted name 'book'"),
+        ('write=""', "a tool name is empty"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            parse_roles([bad])
+
+
+def test_a_tool_named_with_a_comma_gets_a_role_and_a_focus(tmp_path):
+    """Accepted at import, it could be given no role (the comma split it) and so no focus."""
+    (tmp_path / "tools.json").write_text(json.dumps([
+        {"name": name, "description": "", "parameters": {"type": "object", "properties": {
+            "a": {"type": "integer"}}}} for name in ("look,up", "other")
+    ]))  # fmt: skip
+    (tmp_path / "dataset.json").write_text(json.dumps([
+        {"id": "s1", "input": "q", "target": [{"name": "look,up", "args": {"a": 1}},
+                                              {"name": "other", "args": {"a": 2}}]}
+    ]))  # fmt: skip
+    calls = [{"name": "look,up", "args": {"a": 1}, "id": "c1"},
+             {"name": "other", "args": {"a": 3}, "id": "c2"}]  # fmt: skip
+    (tmp_path / "traces.jsonl").write_text(json.dumps({"sample_id": "s1", "messages": [
+        {"type": "human", "data": {"content": "q"}},
+        {"type": "ai", "data": {"content": "", "tool_calls": calls}}]}) + "\n")  # fmt: skip
+    root = tmp_path / "traces"
+    result = cli("import", "--dataset", tmp_path / "dataset.json", "--tools",
+                 tmp_path / "tools.json", "--traces", tmp_path / "traces.jsonl", "--run-id",
+                 "r", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    result = cli("score", "r", "--role", 'write="look,up"', "--only", "write", "--format",
+                 "json", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["scoring"] == "spec_only-write"
+    assert summary["roles"] == {"look,up": "write"}
+    assert (summary["tsa"], summary["ahr"], summary["write_exact"]) == (1.0, 0.0, 1.0)
+    # the focus the hint offers for a name a folder cannot hold
+    result = cli("score", "r", "--only", '"look,up"', "--store", root)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        "Hint: give the tool a role, as --role 'write=\"look,up\"', and name the role"
+    )
+
+
 def test_role_option_wins_over_the_spec_and_unknown_tools_are_refused():
     specs = [{"name": "a", "role": "read"}, {"name": "b"}]
     assert tool_roles(specs, (("a", "write"),)) == {"a": "write"}

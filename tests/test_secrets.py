@@ -4,9 +4,13 @@ configured secrets are removed from every error text that is stored or printed."
 from __future__ import annotations
 
 import asyncio
+import base64
+import itertools
 import json
+import re
 import sys
 import warnings
+from urllib.parse import quote, quote_plus
 
 import click
 import pyarrow.parquet as pq
@@ -16,6 +20,7 @@ from helpers import cli, snapshot
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._inputs.dataset import GoldCall, Sample
+from tcbreplay._record import secrets
 from tcbreplay._record.models import (
     KEY_VARIABLES,
     build_chat_model,
@@ -44,7 +49,8 @@ def key(monkeypatch) -> str:
     "name",
     ["api_key", "apiKey", "APIKEY", "x-goog-api-key", "X-Api-Key", "Authorization",
      "Proxy-Authorization", "access_token", "client_secret", "password", "credentials",
-     "Cookie", "aws_secret_access_key", "hf_token", "WATSONX_APIKEY"],
+     "Cookie", "aws_secret_access_key", "hf_token", "WATSONX_APIKEY", "session_id",
+     "sessionId", "X-Session-ID", "MYSQL_PWD", "db_pwd"],
 )  # fmt: skip
 def test_secret_names(name):
     assert is_secret_name(name)
@@ -79,6 +85,8 @@ def test_every_provider_key_variable_counts_as_a_secret():
         ("default_headers", json.dumps([["X-Custom", f"Bearer {FAKE}"]]),
          "looks like a credential (Bearer ...) (at default_headers[0][1])"),
         ("model_kwargs", json.dumps({"a": [{"b": {"secret": FAKE}}]}), "'secret'"),
+        ("session_id", FAKE, "--model-option session_id: secrets are not accepted"),
+        ("model_kwargs", json.dumps({"sessionId": FAKE}), "'sessionId' looks like a secret's"),
         ("base_url", f"http://user:{FAKE}@127.0.0.1:9/v1",
          "--model-option base_url: holds a URL with a user name or password"),
         ("base_url", f"https://{FAKE}@example.invalid/v1", "a user name or password"),
@@ -126,6 +134,7 @@ def test_model_options_without_secrets_are_kept(key, value, expected):
          "--model-option additional_headers: 'x-goog-api-key' looks like a secret's name"),
         (f"base_url=http://user:{FAKE}@127.0.0.1:9", "--model-option base_url: holds a URL"),
         (f"base_url=http://127.0.0.1:9/?token={FAKE}", "parameter 'token' is secret"),
+        (f"session_id={FAKE}", "--model-option session_id: secrets are not accepted"),
     ],
 )  # fmt: skip
 def test_cli_refuses_a_secret_in_a_model_option_and_writes_nothing(tmp_path, key, option, fragment):
@@ -164,6 +173,136 @@ def test_redact_replaces_every_secret_variable_and_its_quoted_forms(monkeypatch)
         'token "tok-FAKE-0987654321", abc'
     )
     assert redact(text) == '401 for [redacted] (sent as [redacted]), token "[redacted]", abc'
+
+
+# A fake key holding "/", "+" and "=", as AWS secret keys and many base64 tokens do (issue #27)
+SLASHY = "AIzaSECRET9f8e7d/+=x"
+
+
+def _b64(text: str, alphabet: str = "standard", pad: bool = True) -> str:
+    encode = base64.urlsafe_b64encode if alphabet == "urlsafe" else base64.b64encode
+    out = encode(text.encode()).decode()
+    return out if pad else out.rstrip("=")
+
+
+def _hex_case(text: str, case: str) -> str:
+    """``%2F`` escapes in lower case, or alternately lower and upper (the key's own letters
+    stay as they are)."""
+    flip = itertools.count()
+    return re.sub(
+        r"%[0-9A-F]{2}",
+        lambda m: m[0].lower() if case == "lower" or next(flip) % 2 else m[0],
+        text,
+    )
+
+
+def _u_escapes(text: str, case: str) -> str:
+    """Every character but letters and digits as a JSON ``\\u`` escape, in hex ``case``."""
+    return "".join(c if c.isalnum() else f"\\u{ord(c):04{case}}" for c in text)
+
+
+# every way a provider, a proxy or a client library may plausibly echo the key it was sent
+ENCODINGS = {
+    "as is": lambda k: k,
+    "quote (keeps /)": quote,
+    "quote safe=''": lambda k: quote(k, safe=""),
+    "quote safe='+'": lambda k: quote(k, safe="+"),
+    "lower-case hex": lambda k: _hex_case(quote(k, safe=""), "lower"),
+    "mixed-case hex": lambda k: _hex_case(quote(k, safe=""), "mixed"),
+    "quote_plus": quote_plus,
+    "URL-encoded twice": lambda k: quote(quote(k, safe=""), safe=""),
+    "form-decoded (+ read as space)": lambda k: k.replace("+", " "),
+    "JSON-escaped": lambda k: json.dumps(k)[1:-1],
+    "JSON with \\/": lambda k: k.replace("/", "\\/"),
+    "JSON \\u escapes": lambda k: _u_escapes(k, "x"),
+    "JSON \\u escapes upper": lambda k: _u_escapes(k, "X"),
+    "JSON in JSON": lambda k: json.dumps(json.dumps(k.replace("/", "\\/")))[3:-3],
+    "base64": _b64,
+    "base64 unpadded": lambda k: _b64(k, pad=False),
+    "urlsafe base64": lambda k: _b64(k, "urlsafe"),
+    "urlsafe base64 unpadded": lambda k: _b64(k, "urlsafe", pad=False),
+    "base64, URL-encoded": lambda k: quote(_b64(k), safe=""),
+    "base64, JSON-escaped": lambda k: _b64(k).replace("/", "\\/"),
+}
+
+
+@pytest.mark.parametrize(
+    "secret", [SLASHY, FAKE, "k3y/with/slashes+plus==", "pässwört-ünïcode", 'q"uote\\back-FAKE']
+)
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_redact_knows_every_encoding_a_server_may_echo(monkeypatch, encoding, secret):
+    monkeypatch.setattr(secrets, "_registered", set())
+    monkeypatch.setenv("SOME_API_KEY", secret)
+    form = ENCODINGS[encoding](secret)
+    assert redact(f'400: API key "{form}" not valid.') == '400: API key "[redacted]" not valid.'
+    # the same for a secret of a run's recorded settings
+    monkeypatch.delenv("SOME_API_KEY")
+    assert redact(form) == form
+    secrets.register(find_secrets("h", {"x-api-key": secret}))
+    assert redact(f"<{form}>") == "<[redacted]>"
+
+
+@pytest.mark.parametrize("prefix", ["", "u:", "ab:", "user:", "x"])
+@pytest.mark.parametrize("alphabet", ["standard", "urlsafe"])
+def test_a_key_inside_a_longer_base64_text_is_redacted_at_any_alignment(
+    monkeypatch, prefix, alphabet
+):
+    """``Authorization: Basic base64(user:key)`` echoed: the characters that encode only the
+    key's bits are redacted, whatever the key's offset in the encoded bytes."""
+    monkeypatch.setenv("SOME_API_KEY", SLASHY)
+    for suffix in ("", "!", "!?", "!?#"):
+        encoded = _b64(prefix + SLASHY + suffix, alphabet)
+        out = redact(f"Basic {encoded}.")
+        assert out.count("[redacted]") == 1, (suffix, out)
+        head, tail = out.removeprefix("Basic ").removesuffix(".").split("[redacted]")
+        assert encoded.startswith(head) and encoded.endswith(tail)
+        # what is left holds the prefix and suffix bytes and at most 4 bits of the key
+        assert len(head) <= -(-len(prefix) * 4 // 3)
+        assert len(tail) <= len(encoded) - (len(prefix) + len(SLASHY)) * 4 // 3
+
+
+def test_text_that_merely_resembles_a_key_is_kept(monkeypatch):
+    monkeypatch.setenv("SOME_API_KEY", SLASHY)
+    text = "AIzaSECRET9f8e7d/-=x AIzaSECRET9f8e7d%2F%2C%3Dx aizasecret9f8e7d/+=x QUl6YVNFQ1JF"
+    assert redact(text) == text
+
+
+# ---------------------------------------------------------------- not secrets (issue #26)
+
+
+def test_the_working_folder_is_no_secret(tmp_path, monkeypatch):
+    """PWD and OLDPWD hold folders: an error naming a path under them shows the path."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("PWD", str(work))
+    monkeypatch.setenv("OLDPWD", str(tmp_path))
+    result = cli("score", "nope", "--store", work / "s")
+
+    assert result.exit_code == 2
+    assert f"Error: run 'nope' not found in store {work}/s" in result.output
+    assert "[redacted]" not in result.output
+    assert redact(f"{tmp_path} and {work}") == f"{tmp_path} and {work}"
+    # nor is a setting that names a folder under it refused
+    cache = f"{work}/cache"
+    assert parse_model(MODEL, {"cache_dir": cache}).settings == {"cache_dir": cache}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("MYSQL_PWD", "hunter2-FAKE-pass"), ("DB_PWD", "/leading-slash-FAKE+pw=="),
+     ("PGPASSWORD", "FAKE-pg-password"), ("AWS_SECRET_ACCESS_KEY", "wJalr/FAKE/bPxRfiCYFAKEKEY"),
+     ("PWD", "FAKE-not-a-folder-at-all")],
+)  # fmt: skip
+def test_every_real_secret_stays_redacted(monkeypatch, tmp_path, name, value):
+    """A credential's value is redacted whatever its name's other words, even one that
+    begins with "/" like a path; only a value naming a file or folder that exists is not a
+    secret."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(name, value)
+    assert redact(f"denied for {quote(value)}") == "denied for [redacted]"
+    with pytest.raises(ModelError, match=f"holds the value of {name}"):
+        parse_model(MODEL, {"note": f"x{value}x"})
 
 
 def test_secrets_in_a_recorded_runs_settings_are_redacted_too(key):

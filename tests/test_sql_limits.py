@@ -108,7 +108,7 @@ def test_rows_that_would_take_more_memory_than_the_limit_are_not_fetched(one_run
     assert len(got.rows) == 100_000
 
 
-@pytest.mark.parametrize("limit", ["abc", "0", "10XB", "150%"])
+@pytest.mark.parametrize("limit", ["abc", "0", "10XB", "150%", "-5GB", "-50%"])
 def test_a_memory_limit_duckdb_cannot_read_is_bad_input(one_run, limit):
     with pytest.raises(InputError, match=rf"^memory limit '{limit}': ") as info:
         run_sql(one_run, "select 1", memory_limit=limit)

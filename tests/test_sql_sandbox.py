@@ -301,7 +301,7 @@ def test_a_run_folder_linked_from_outside_is_left_out_of_the_views(scene):
     (message,) = [str(w.message) for w in caught]
     assert message == (
         f"left out run 'gamma': {scene.store.root / 'gamma'}: a symbolic link to {elsewhere}; "
-        "the views read only run folders that are in the store folder itself (copy the run "
+        "tcbreplay reads only run folders that are in the store folder itself (copy the run "
         "into it)"
     )
 

@@ -597,13 +597,13 @@ def test_create_run_refuses_a_run_made_meanwhile_by_another_writer(store, monkey
     it: the run is not taken over."""
     new_run(store, "other").close()
     made = (store.run_dir("other") / MANIFEST).read_text()
-    locked = store_mod.take_lock
+    locked = store_mod.acquire_lock
 
     def meanwhile(path):
         (path.parent / MANIFEST).write_text(made)
         return locked(path)
 
-    monkeypatch.setattr(store_mod, "take_lock", meanwhile)
+    monkeypatch.setattr(store_mod, "acquire_lock", meanwhile)
     with pytest.raises(RunExistsError, match=f"run {RUN!r} was made by another process"):
         new_run(store)
     monkeypatch.undo()

@@ -238,6 +238,23 @@ def test_folders_of_deletions_are_read_by_no_view_and_removed_later(two_runs, tm
     assert list(root.iterdir()) == []
 
 
+def test_overwrite_of_a_run_folder_linked_from_outside_removes_the_link_only(
+    two_runs, other_dataset, tmp_path
+):
+    """No command reads such a run; replacing it removes the link, and writes nothing (not
+    even a lock) in the folder it points to, outside the store."""
+    root, run_id = two_runs
+    elsewhere = tmp_path / "elsewhere" / "linked"
+    shutil.copytree(root / run_id, elsewhere)
+    before = snapshot(elsewhere)
+    (root / "linked").symlink_to(elsewhere)
+    result = record_again(root, "linked", other_dataset, "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert not (root / "linked").is_symlink()
+    assert_only_the_new_run(root, "linked")
+    assert snapshot(elsewhere) == before
+
+
 # ---------------------------------------------------------------- folders without a manifest
 
 

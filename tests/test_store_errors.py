@@ -199,6 +199,40 @@ def test_record_on_a_full_disk_at_its_start_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [("record", "--model", "sim", "--run-id", "r", "--quiet"), IMPORT],
+    ids=["record", "import"],
+)
+def test_a_run_whose_lock_cannot_be_written_leaves_no_folder(tmp_path, command):
+    """Not one byte may be written (the lock's first): the run folder made for it goes too."""
+    root = tmp_path / "traces"
+    root.mkdir()
+    proc = tcbreplay(*command, "--store", root, fsize=0)
+    run_id = command[command.index("--run-id") + 1]
+    assert_one_error(proc, 1, f"{root / run_id / 'writer.lock'}: cannot write: File too large")
+    assert list(root.iterdir()) == []
+
+
+def test_a_run_whose_journal_cannot_be_opened_leaves_no_folder(tmp_path, monkeypatch):
+    """ENOSPC opening the journal: one error naming it (the writer and create_run both closed
+    the lock, EBADF hid it) and no folder."""
+    import tcbreplay._store.journal
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(tcbreplay._store.journal, "drop_torn_tail", full)
+    store = Store(tmp_path / "traces")
+    with pytest.raises(StoreError) as caught:
+        store.create_run({"run_id": "r"})
+    assert (
+        str(caught.value) == f"{store.root / 'r' / JOURNAL}: cannot write: No space left on device"
+    )
+    assert list(store.root.iterdir()) == []
+
+
+@pytest.mark.slow
 def test_record_on_a_full_disk_midway_keeps_what_it_recorded(tmp_path):
     """The journal cannot grow: one line, the finished samples kept (no temporary file), and
     the same command, with space again, records the rest."""
@@ -245,7 +279,9 @@ def test_a_first_score_on_a_full_disk_writes_no_scores(sim_copy):
     root, run_id = sim_copy
     proc = tcbreplay("score", run_id, "--store", root, fsize=6_000)
     assert_one_error(proc, 1, str(root / run_id / "scores" / "spec" / "scores.parquet"))
-    assert list((root / run_id / "scores").rglob("*.*")) == []
+    # neither files nor the folders made for them (scores/ stays: scorers take turns on it)
+    assert list((root / run_id / "scores").rglob("*")) == []
+    assert not (root / run_id / "evaluations").exists()
 
 
 @pytest.mark.slow
@@ -366,6 +402,57 @@ def test_a_journal_line_that_is_not_utf8_is_named(sim_copy):
     assert result.stderr == f"Error: {root / run_id / JOURNAL}: line 1: not UTF-8 text\n"
 
 
+# ---------------------------------------------------------------- a run that cannot be read
+
+
+def break_run(root: Path, run_id: str, how: str, elsewhere: Path) -> str:
+    """Copy run ``run_id`` as ``broken``, broken ``how``; the error every command gives."""
+    broken = root / "broken"
+    if how == "linked":  # a folder outside the store, linked from it
+        shutil.copytree(root / run_id, elsewhere)
+        broken.symlink_to(elsewhere)
+        return (
+            f"{broken}: a symbolic link to {elsewhere}; tcbreplay reads only run folders that "
+            "are in the store folder itself (copy the run into it)"
+        )
+    shutil.copytree(root / run_id, broken)
+    if how == "manifest":
+        (broken / MANIFEST).write_text("{")
+        return f"{broken / MANIFEST}: unreadable manifest: "
+    (broken / "samples.parquet").write_bytes(b"garbage")
+    return f"{broken / 'samples.parquet'}: not a readable Parquet file ("
+
+
+@pytest.mark.parametrize("how", ["manifest", "samples", "linked"])
+@pytest.mark.parametrize(
+    "command",
+    [("score", "broken"), ("diff", "RUN", "broken"), ("diff", "broken", "RUN"),
+     ("report", "broken", "-o", "OUT/r.html"), ("audit", "verify", "broken"),
+     ("export", "broken", "-o", "OUT/e"), ("validity", "broken"),
+     ("query", "error_breakdown", "--param", "run_id=broken"),
+     ("record", "--resume", "broken", "--quiet")],
+    ids=lambda c: "-".join(c[:2]),
+)  # fmt: skip
+def test_a_run_that_cannot_be_read_is_refused_alike_by_every_command(scored, tmp_path, how,
+                                                                     command):  # fmt: skip
+    """`runs` and `sql` leave such a run out with a warning; naming it is its error, the same
+    from every command (diff read a linked run, and compared stale scores of a broken one)."""
+    root, run_id = scored
+    (tmp_path / "out").mkdir()
+    error = break_run(root, run_id, how, tmp_path / "elsewhere" / "broken")
+    runs = cli("runs", "--store", root)
+    assert runs.stderr.startswith(f"Warning: left out run 'broken': {error}")
+    before = snapshot(root)
+    args = [a.replace("RUN", run_id).replace("OUT", str(tmp_path / "out")) for a in command]
+    result = cli(*args, "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: {error}"), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stdout == ""
+    assert snapshot(root) == before
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 # ---------------------------------------------------------------- outputs inside the store
 
 
@@ -395,6 +482,25 @@ def test_an_output_inside_the_store_is_refused(scored, tmp_path, command, output
         f"Hint: give -o a path outside {root}",
     ]
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    "command", [("export", "RUN"), ("report", "RUN"), ("catalog",)], ids=lambda c: c[0]
+)
+def test_an_empty_output_path_is_refused(scored, tmp_path, monkeypatch, command):
+    """Reported: `export -o ''` wrote into the working folder (`report -o ''` was refused)."""
+    root, run_id = scored
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = [a.replace("RUN", run_id) for a in command]
+    result = cli(*args, "-o", "", "--store", root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "Error: Invalid value for '-o' / '--output': an empty path names no file or folder",
+        f"Hint: see main {command[0]} --help",  # the test runner calls the program main
+    ]
+    assert list(work.iterdir()) == []
 
 
 def test_an_output_beside_the_store_is_written(scored, tmp_path):

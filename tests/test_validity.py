@@ -303,6 +303,19 @@ def test_outcome_expressions_that_are_not_one_plain_expression_are_refused(expre
         check_expression(expression)
 
 
+@pytest.mark.parametrize(
+    "expression",
+    [f"{name}(reward) = 1" for name in ("abs", "round", "floor", "ceil", "lower", "upper",
+                                         "length", "trim")]
+    + ["least(reward, 1) = greatest(reward, 0)", "coalesce(reward, 0) = 1",
+       "nullif(reward, 0) = 1", "reward in (0, 1)", "reward not in (2)", "not (reward = 1)",
+       "reward between 0 and (1)", "reward is not null and (reward = 1 or (reward > 1))",
+       "try_cast(reward as integer) = 1", "case when (reward > 0) then true else false end"],
+)  # fmt: skip
+def test_the_functions_and_keywords_the_readme_lists_pass_the_check(expression):
+    check_expression(expression)
+
+
 def test_the_report_shows_the_outcome_metrics_beside_the_three(tau_store, tmp_path):
     """Each run's card and the leaderboard give exact and write_exact beside tsa, tp and ahr
     (the card first_divergence too), with the numbers of the stored scoring."""

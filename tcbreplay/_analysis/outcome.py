@@ -124,17 +124,20 @@ def check_expression(expression: str, option: str = "--outcome") -> None:
     texts = [expression[s:e].strip() for (s, _), e in zip(tokens, ends, strict=True)]
     depth = 0
     for i, ((_, kind), text) in enumerate(zip(tokens, texts, strict=True)):
-        name = kind.name
+        name, word = kind.name, text.lower()
         after = texts[i + 1] if i + 1 < len(texts) else ""
-        if name == "keyword" and text.lower() not in _KEYWORDS:
-            raise InputError(f"{option}: {text!r} is not allowed in an outcome expression")
         if name == "comment" or (name == "operator" and ";" in text):
             raise InputError(f"{option}: one expression only (no comments, no ';')")
         depth += text.count("(") - text.count(")") if name == "operator" else 0
         if depth < 0:  # would close the parenthesis the expression is evaluated in
             raise InputError(f"{option}: a ')' without its '('")
-        called = name in ("identifier", "keyword") and after.startswith("(")
-        if called and text.lower() not in _FUNCTIONS | {"cast", "try_cast"}:
+        # DuckDB's tokens call some functions keywords (coalesce, nullif, trim), and a
+        # keyword such as `and` or `in` may stand before a parenthesis without calling it
+        if word in _FUNCTIONS or (name == "keyword" and word in _KEYWORDS):
+            continue
+        if name == "keyword":
+            raise InputError(f"{option}: {text!r} is not allowed in an outcome expression")
+        if name == "identifier" and after.startswith("("):
             raise InputError(
                 f"{option}: the function {text!r} is not allowed in an outcome "
                 f"(allowed: {', '.join(sorted(_FUNCTIONS))})"

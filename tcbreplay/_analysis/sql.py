@@ -61,9 +61,11 @@ def resolve_run_paths(sql: str, root: Path, run_ids: Collection[str]) -> str:
     absolute under ``root``; nothing else changes.
 
     DuckDB would read such a path from the working folder, which the sandbox does not
-    allow. The literal is rewritten only when its first part is a run of the views and
-    the path exists or is a pattern, so a value that merely looks like one stays as it is;
-    the sandbox still decides what the path may read (``RUN/../x`` is refused).
+    allow. The literal is rewritten only when its first part is a run of the views, it has
+    no ``..`` part, and the path exists or is a pattern, so a value that merely looks like
+    one stays as it is. A path that leaves the run it names (``RUN/../x``, even
+    ``RUN/../OTHER_RUN/file``) is thus not read from the store, and the sandbox refuses it:
+    a path reads from the run it names, and another run's files are read by its own name.
     """
     found = duckdb.tokenize(sql)
     ends = [position for position, _ in found[1:]] + [len(sql)]
@@ -74,7 +76,7 @@ def resolve_run_paths(sql: str, root: Path, run_ids: Collection[str]) -> str:
             continue
         value = text[1:-1].replace("''", "'")
         run_id, sep, rest = value.partition("/")
-        if not sep or run_id not in run_ids or not rest:
+        if not sep or run_id not in run_ids or not rest or ".." in rest.split("/"):
             continue
         if not (_GLOB & set(rest) or (root / value).exists()):
             continue

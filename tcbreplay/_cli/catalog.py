@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, OutputPath, emit, main
 
 
 @main.command()
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(dir_okay=False, path_type=Path),
     default="tcbreplay.duckdb",
     show_default=True,
     help="The DuckDB file to write (not inside the store).",

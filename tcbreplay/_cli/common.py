@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,6 +63,16 @@ class _StorePath(click.Path):
         env = source is click.core.ParameterSource.ENVIRONMENT
         hint = STORE_ENVVAR if env else "'--store'"
         raise click.BadParameter(message, ctx=ctx, param=param, param_hint=hint)
+
+
+class OutputPath(click.Path):
+    """The ``-o`` path of a command: an empty one is refused (as a path it is the working
+    folder, which no one means)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if isinstance(value, str) and not value:
+            self.fail("an empty path names no file or folder", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def _given_before_command(ctx: click.Context | None, param: click.Parameter | None) -> bool:
@@ -196,12 +208,12 @@ class _Cli(_KnownContext, click.Group):
             exc.show()
             sys.exit(exc.exit_code)
         except click.UsageError as exc:  # an unknown option, a missing argument, a bad value
-            click.echo(f"Error: {redact(exc.format_message())}", err=True)
+            click.echo(f"Error: {_shown(exc.format_message())}", err=True)
             if exc.ctx is not None:
                 click.echo(f"Hint: see {exc.ctx.command_path} --help", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
-            click.echo(f"Error: {redact(exc.format_message())}", err=True)
+            click.echo(f"Error: {_shown(exc.format_message())}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("Aborted.", err=True)
@@ -214,11 +226,10 @@ class _Cli(_KnownContext, click.Group):
                 _show_warnings_as_lines()
                 return super().invoke(ctx)
         except TcbReplayError as exc:
-            # an error may quote what a provider answered, and a provider may quote its key
-            for line in redact(str(exc)).splitlines() or [type(exc).__name__]:
+            for line in _shown(str(exc)).splitlines() or [type(exc).__name__]:
                 click.echo(f"Error: {line}", err=True)
             if exc.hint:
-                click.echo(f"Hint: {redact(exc.hint)}", err=True)
+                click.echo(f"Hint: {_shown(exc.hint)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -233,13 +244,22 @@ class _Cli(_KnownContext, click.Group):
             ctx.exit(1)
 
 
+def _shown(text: str) -> str:
+    """``text`` as an ``Error:``, ``Hint:`` or ``Warning:`` line shows it: secrets
+    redacted (an error may quote what a provider answered, and a provider may quote its
+    key) and terminal escapes from trace data escaped (lines stay lines)."""
+    from tcbreplay._cli.render import printable
+
+    return "\n".join(printable(line) for line in redact(text).split("\n"))
+
+
 def _show_warnings_as_lines() -> None:
     """Print tcbreplay's warnings as one ``Warning:`` line each on stderr (others as usual)."""
     shown = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         if issubclass(category, TcbReplayWarning):
-            click.echo(f"Warning: {redact(str(message))}", err=True)
+            click.echo(f"Warning: {_shown(str(message))}", err=True)
         else:
             shown(message, category, filename, lineno, file, line)
 
@@ -278,11 +298,18 @@ def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
     return out
 
 
-def emit(output: Any, fmt: str) -> None:
-    """Print a command's :class:`~tcbreplay._cli.render.Output` in format ``fmt``."""
+def emit(output: Any, fmt: str, deadline: float | None = None) -> None:
+    """Print a command's :class:`~tcbreplay._cli.render.Output` in format ``fmt`` (a table
+    still being drawn at ``deadline``, in ``time.monotonic()`` seconds, is stopped)."""
     from tcbreplay._cli.render import emit as emit_output
 
-    emit_output(output, fmt)
+    emit_output(output, fmt, deadline=deadline)
+
+
+def _a_number(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if math.isnan(value):
+        raise click.BadParameter(f"{value} is not a number of seconds", ctx=ctx, param=param)
+    return value
 
 
 # the limits of a query; the library's functions have none unless given
@@ -292,8 +319,14 @@ TIMEOUT_OPTION = click.option(
     default=300,
     show_default=True,
     metavar="SECONDS",
-    help="Stop the query after this long (0: no limit).",
+    callback=_a_number,
+    help="Stop the query, and drawing its table, after this long (0: none).",
 )
+
+
+def deadline(timeout: float) -> float | None:
+    """The ``time.monotonic()`` by which a query given ``--timeout`` must be printed."""
+    return time.monotonic() + timeout if timeout else None
 
 
 MEMORY_OPTION = click.option(

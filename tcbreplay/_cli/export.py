@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, complete_run_id, emit, main, output_format
+from tcbreplay._cli.common import (
+    STORE_OPTION,
+    OutputPath,
+    complete_run_id,
+    emit,
+    main,
+    output_format,
+)
 
 
 @main.command()
@@ -14,7 +21,7 @@ from tcbreplay._cli.common import STORE_OPTION, complete_run_id, emit, main, out
 @click.option(
     "-o",
     "--output",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputPath(file_okay=False, path_type=Path),
     required=True,
     help="Directory for the files.",
 )

@@ -12,6 +12,7 @@ from tcbreplay._cli.common import (
     MEMORY_OPTION,
     STORE_OPTION,
     TIMEOUT_OPTION,
+    deadline,
     emit,
     main,
     options_dict,
@@ -55,5 +56,6 @@ def query(name, params, list_, show, fmt, timeout, memory_limit, store) -> None:
         click.echo(load_named(name).sql, nl=False)
         return
     given = options_dict(params, "-p")
+    by = deadline(timeout)
     result = run_named(Store(store), name, given, timeout=timeout, memory_limit=memory_limit)
-    emit(query_output(result), fmt)
+    emit(query_output(result), fmt, by)

@@ -5,8 +5,10 @@ of a recording.
 A command hands :func:`emit` an :class:`Output`: one or more :class:`Grid` of plain values
 (what ``table`` and ``markdown`` print, and ``csv`` the first of, or ``Output.rows``), and the
 object ``json`` and ``jsonl`` print. A table fits the terminal's width: long cells are cut
-with an ellipsis (numbers never are), and columns that still do not fit are left out and
-named below it; every other format gets the full text.
+with an ellipsis (numbers never are), a header folds after an underscore or not at all, and
+columns that still do not fit are left out and named below it; every other format gets the
+full text. Table and markdown show control characters escaped (``\\x1b``): trace data may
+hold terminal escapes, which would otherwise reach the terminal.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import io
 import json
 import math
 import os
+import re
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
+from tcbreplay.errors import QueryLimitError
 
 # the width of a table printed to a file or a pipe, unless COLUMNS says otherwise
 PIPE_WIDTH = 120
@@ -38,7 +43,11 @@ _TEXT_MIN = 8  # a text column is not cut below this many characters (or its own
 # show more columns
 _FIRST_SOFT = 32
 _FIRST_HARD = 12
-_HEADER_MIN = 6  # a number column's header folds onto more lines rather than go below this
+_HEADER_MIN = 6  # a header folds onto more lines (after an underscore) rather than go below this
+# rows drawn at a time: between them, the time limit of the query is checked
+_DRAW_ROWS = 500
+# control characters (C0, DEL, C1) and the marks that reorder text on the screen
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass
@@ -79,17 +88,23 @@ class Output:
         return self.rows or (self.grids[0] if self.grids else Grid([], []))
 
 
-def emit(output: Output, fmt: str, file: TextIO | None = None) -> None:
-    """Print ``output`` in format ``fmt``: table, json, jsonl, csv or markdown."""
+def emit(
+    output: Output, fmt: str, file: TextIO | None = None, deadline: float | None = None
+) -> None:
+    """Print ``output`` in format ``fmt``: table, json, jsonl, csv or markdown.
+
+    ``deadline`` (``time.monotonic()`` seconds): a table still being drawn then is stopped
+    with a :class:`QueryLimitError` (the other formats take no time to speak of)."""
     file = file or sys.stdout
     if fmt == "table":
         if output.text is not None:
-            file.write("".join(f"{line}\n" for line in output.text))
+            file.write("".join(f"{printable(line)}\n" for line in output.text))
         else:
-            print_grids(output.grids, file)
-            file.write("".join(f"{line}\n" for line in output.notes))
+            print_grids(output.grids, file, deadline)
+            file.write("".join(f"{printable(line)}\n" for line in output.notes))
     elif fmt == "markdown":
-        parts = [grid_markdown(g) for g in output.grids] + [f"{n}\n" for n in output.notes]
+        notes = [f"{printable(n)}\n" for n in output.notes]
+        parts = [grid_markdown(g) for g in output.grids] + notes
         file.write("\n".join(parts))
     elif fmt == "csv":
         grid = output.main_grid()
@@ -107,11 +122,35 @@ def emit(output: Output, fmt: str, file: TextIO | None = None) -> None:
 # ---------------------------------------------------------------- table
 
 
-def print_grids(grids: Sequence[Grid], file: TextIO | None = None) -> None:
-    """Print grids as tables that fit the terminal (or :data:`PIPE_WIDTH` columns)."""
+def printable(text: str) -> str:
+    """``text`` with control characters and bidirectional marks escaped (``\\x1b``,
+    ``\\u202e``), so that terminal escapes in trace data are shown, not obeyed."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def print_grids(
+    grids: Sequence[Grid], file: TextIO | None = None, deadline: float | None = None
+) -> None:
+    """Print grids as tables that fit the terminal (or :data:`PIPE_WIDTH` columns), some
+    rows at a time; past ``deadline`` (``time.monotonic()``), stop with a
+    :class:`QueryLimitError`."""
     console = Console(file=file or sys.stdout, soft_wrap=False, width=_width(file))
     for grid in grids:
-        console.print(fitted_table(grid, console.width))
+        fit = _fit(grid, console.width)
+        for start in range(0, max(len(fit.cells), 1), _DRAW_ROWS):
+            if start and deadline is not None and time.monotonic() > deadline:
+                raise QueryLimitError(
+                    f"drawing the table ran past the time limit and was stopped after {start} "
+                    f"of {len(fit.cells)} rows",
+                    hint="--format csv or json prints the rows at once; or raise the limit "
+                    "with --timeout SECONDS (0: no limit)",
+                )
+            console.print(_table(fit, start, start + _DRAW_ROWS))
 
 
 def _width(file: TextIO | None) -> int | None:
@@ -124,23 +163,43 @@ def _width(file: TextIO | None) -> int | None:
 
 def fitted_table(grid: Grid, width: int) -> Table:
     """A rich table of ``grid`` no wider than ``width``: text cells cut with an ellipsis,
-    number columns whole, and the columns that still do not fit left out (and named)."""
-    cells = [[table_cell(v, grid) for v in row] for row in grid.rows]
+    number columns whole, headers folded after an underscore or not at all, and the columns
+    that still do not fit left out (and named)."""
+    fit = _fit(grid, width)
+    return _table(fit, 0, len(fit.cells))
+
+
+@dataclass
+class _Fit:
+    """How a grid is drawn at a width: its cells as shown, and its columns' widths."""
+
+    grid: Grid
+    cells: list[list[str]]
+    widths: list[int]  # of the columns shown (the first ones)
+    numeric: list[bool]
+    caption: str
+
+
+def _fit(grid: Grid, width: int) -> _Fit:
+    # no cell is shown wider than the table: longer ones are cut before they are measured
+    cells = [[table_cell(v, grid, width) for v in row] for row in grid.rows]
     numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
     # natural: all of it; tight: headers folded; soft: other text cut; hard: the first too
     natural, tight, soft, hard = [], [], [], []
     for i, name in enumerate(grid.columns):
         widest = max((len(row[i]) for row in cells), default=0)
-        natural.append(max(widest, len(name), 1))
-        tight.append(max(widest, min(len(name), _HEADER_MIN), 1))
+        pieces = _header_pieces(name)
+        header = min(max([min(len(printable(name)), _HEADER_MIN), *map(len, pieces)]), width)
+        natural.append(max(widest, len(printable(name)), 1))
+        tight.append(max(widest, header, 1))
         if _is_atomic(grid.rows, i):  # numbers, times, true/false: whole or not at all
             soft.append(tight[-1])
             hard.append(tight[-1])
         elif i == 0:  # what names the row: cut last, and in the middle (ids differ at the end)
-            soft.append(min(tight[-1], _FIRST_SOFT))
-            hard.append(min(tight[-1], _FIRST_HARD))
+            soft.append(max(min(tight[-1], _FIRST_SOFT), header))
+            hard.append(max(min(tight[-1], _FIRST_HARD), header))
         else:
-            soft.append(min(tight[-1], _TEXT_MIN))
+            soft.append(max(min(tight[-1], _TEXT_MIN), header))
             hard.append(soft[-1])
     shown = len(grid.columns)
     while shown > 1 and _table_width(hard[:shown]) > width:
@@ -153,29 +212,58 @@ def fitted_table(grid: Grid, width: int) -> Table:
                 break
             widths[i] -= 1
     for row in cells:
-        row[0] = _cut_middle(row[0], widths[0])
+        if row:
+            row[0] = _cut_middle(row[0], widths[0])
     caption = grid.caption or ""
     if shown < len(grid.columns):
         hidden = ", ".join(grid.columns[shown:])
         caption += f"{'; ' if caption else ''}not shown: {hidden} (--format csv or json has them)"
+    return _Fit(grid, cells, widths, numeric, printable(caption))
+
+
+def _table(fit: _Fit, start: int, end: int) -> Table:
+    """The rows ``start:end`` of a fitted grid as a rich table: the first rows with the
+    title and the header, the last with the caption."""
+    grid, last = fit.grid, end >= len(fit.cells)
     table = Table(
-        title=Text(grid.title) if grid.title else None,
+        title=Text(printable(grid.title)) if grid.title and not start else None,
         title_justify="left",
-        caption=Text(caption) if caption else None,
+        caption=Text(fit.caption) if fit.caption and last else None,
         box=box.MINIMAL_HEAVY_HEAD,
         show_edge=False,
+        show_header=not start,
         pad_edge=False,
     )
-    for i in range(shown):
+    for i, width in enumerate(fit.widths):
         # a header folds onto more lines; cells stay on one, cut with an ellipsis
         table.add_column(
-            Text(grid.columns[i], overflow="fold"),
-            justify="right" if numeric[i] else "left",
-            width=widths[i],
+            Text(_fold_header(grid.columns[i], width), overflow="fold"),
+            justify="right" if fit.numeric[i] else "left",
+            width=width,
         )
-    for row in cells:
-        table.add_row(*(Text(c, no_wrap=True, overflow="ellipsis") for c in row[:shown]))
+    for row in fit.cells[start:end]:
+        table.add_row(*(Text(c, no_wrap=True, overflow="ellipsis") for c in row[: len(fit.widths)]))
     return table
+
+
+def _header_pieces(name: str) -> list[str]:
+    """A column name's words, each split after its underscores (``gold_``, ``calls``):
+    where a header may fold."""
+    return [p for word in printable(name).split() for p in re.findall(r"[^_]*_+|[^_]+", word)]
+
+
+def _fold_header(name: str, width: int) -> str:
+    """``name`` on lines of at most ``width`` characters, broken between words and after
+    underscores only (a piece wider than ``width`` is left to fold)."""
+    lines: list[str] = []
+    for word in printable(name).split() or [""]:
+        for n, piece in enumerate(re.findall(r"[^_]*_+|[^_]+", word) or [""]):
+            glue = " " if n == 0 else ""
+            if lines and len(lines[-1]) + len(glue) + len(piece) <= width:
+                lines[-1] += glue + piece
+            else:
+                lines.append(piece)
+    return "\n".join(lines)
 
 
 def _cut_middle(text: str, width: int) -> str:
@@ -206,8 +294,10 @@ def _is_atomic(rows: Sequence[Sequence[Any]], i: int) -> bool:
     )
 
 
-def table_cell(value: Any, grid: Grid) -> str:
-    """A value as a table or markdown cell shows it (on one line)."""
+def table_cell(value: Any, grid: Grid, limit: int | None = None) -> str:
+    """A value as a table or markdown cell shows it (on one line, control characters
+    escaped); text longer than twice ``limit`` keeps its first and last ``limit``
+    characters around an ellipsis (enough for any cut of a cell ``limit`` wide)."""
     if value is None:
         return grid.null
     if isinstance(value, float):
@@ -216,7 +306,10 @@ def table_cell(value: Any, grid: Grid) -> str:
         return value.strftime(grid.time_format)
     if isinstance(value, (dict, list)):
         value = json.dumps(value, ensure_ascii=False, default=str)
-    return " ".join(str(value).splitlines())
+    text = str(value)
+    if limit is not None and len(text) > 2 * limit + 1 and not isinstance(value, (int, Whole)):
+        text = text[:limit] + "…" + text[-limit:]
+    return printable(" ".join(text.splitlines()))
 
 
 # ---------------------------------------------------------------- markdown, csv, json
@@ -229,12 +322,12 @@ def grid_markdown(grid: Grid) -> str:
         return table_cell(value, grid).replace("\\", "\\\\").replace("|", "\\|")
 
     numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
-    lines = [f"**{grid.title}**", ""] if grid.title else []
+    lines = [f"**{printable(grid.title)}**", ""] if grid.title else []
     lines.append("| " + " | ".join(cell(c) for c in grid.columns) + " |")
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in grid.rows]
     if grid.caption:
-        lines += ["", grid.caption]
+        lines += ["", printable(grid.caption)]
     return "\n".join(lines) + "\n"
 
 

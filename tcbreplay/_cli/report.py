@@ -9,6 +9,7 @@ import click
 from tcbreplay._cli.common import (
     FORMAT_OPTION,
     STORE_OPTION,
+    OutputPath,
     complete_run_id,
     complete_scoring,
     emit,
@@ -27,7 +28,7 @@ from tcbreplay._cli.common import (
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=OutputPath(path_type=Path),
     default="report.html",
     show_default=True,
     help="The HTML file to write.",

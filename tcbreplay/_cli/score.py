@@ -52,7 +52,8 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     multiple=True,
     metavar="ROLE=NAME,...",
     help="Give tools a role (write, read or scratch), over their specs' own; repeatable: "
-    "--role write=book_reservation,cancel_reservation.",
+    "--role write=book_reservation,cancel_reservation; a name holding a comma in double "
+    "quotes (as in CSV): --role 'write=\"look,up\"'.",
 )
 @click.option(
     "--only",
@@ -86,7 +87,7 @@ def score(
     from tcbreplay._cli.grids import bfcl_output, score_output
     from tcbreplay._cli.render import working
     from tcbreplay._score.options import ScoreOptions
-    from tcbreplay._score.roles import parse_roles
+    from tcbreplay._score.roles import parse_names, parse_roles
     from tcbreplay._score.run import score_run
     from tcbreplay._store.runs import Store
 
@@ -101,8 +102,8 @@ def score(
                 strings=strings,
                 types=types,
                 roles=parse_roles(roles),
-                only=_names(only),
-                without=_names(without),
+                only=parse_names(only, "--only"),
+                without=parse_names(without, "--without"),
             ),
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,
@@ -114,8 +115,3 @@ def score(
         for warning in result.warnings:
             click.echo(f"Warning: {warning}")
     emit(output, fmt)
-
-
-def _names(values: tuple[str, ...]) -> tuple[str, ...]:
-    """Repeated, comma-separated names as one tuple."""
-    return tuple(n.strip() for value in values for n in value.split(",") if n.strip())

@@ -9,6 +9,7 @@ from tcbreplay._cli.common import (
     MEMORY_OPTION,
     STORE_OPTION,
     TIMEOUT_OPTION,
+    deadline,
     emit,
     main,
 )
@@ -31,5 +32,6 @@ def sql_command(query, fmt, timeout, memory_limit, store) -> None:
     from tcbreplay._cli.grids import query_output
     from tcbreplay._store.runs import Store
 
+    by = deadline(timeout)
     result = run_sql(Store(store), query, timeout=timeout, memory_limit=memory_limit)
-    emit(query_output(result), fmt)
+    emit(query_output(result), fmt, by)

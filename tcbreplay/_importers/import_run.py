@@ -10,7 +10,7 @@ cannot be read are refused.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from tcbreplay._importers.sniff import ALIASES, FORMATS, sniff
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
 from tcbreplay._inputs.tools import load_toolset, toolset_from_dicts
+from tcbreplay._store.files import names_a_file
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
 from tcbreplay.errors import InputError, TcbReplayError, TraceError
@@ -79,7 +80,7 @@ def import_traces(
     if fmt not in FORMATS:
         raise TraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     source = read_traces(path, data, fmt, inputs)
-    inputs = inputs or _inputs_of(source, fmt, tools)
+    inputs = _named(inputs or _inputs_of(source, fmt, tools), source, fmt)
     records = _records(run_id, inputs.dataset, source.lines, path.name)
     trials = max(r["trial"] for r in records) + 1
     now = utcnow().isoformat()
@@ -148,7 +149,7 @@ def read_traces(path: Path, data: bytes, fmt: str, inputs: BenchmarkInputs | Non
         from tcbreplay._importers import tau_bench
 
         lines, dataset = tau_bench.read_results(data, path.name)
-        return SourceTraces(lines, dataset)
+        return SourceTraces(lines, dataset, benchmark=("tau-bench", "τ-bench"))
     if fmt == "inspect":
         from tcbreplay._importers import inspect
 
@@ -193,6 +194,16 @@ def _inputs_of(source: SourceTraces, fmt: str, tools: str | None) -> BenchmarkIn
         system_prompt_source=None,
         system_prompt_sha256=None,
     )
+
+
+def _named(inputs: BenchmarkInputs, source: SourceTraces, fmt: str) -> BenchmarkInputs:
+    """The inputs under the benchmark the traces name (τ-bench, an inspect_ai task), which
+    the report's title and the dashboard file's name show; a title that cannot name that
+    file is the format's name."""
+    if source.benchmark is None:
+        return inputs
+    name, title = source.benchmark
+    return replace(inputs, name=name, title=title if names_a_file(title) else fmt)
 
 
 def _records(

@@ -73,7 +73,9 @@ def read_log(path: Path, inputs: BenchmarkInputs | None) -> SourceTraces:
             )
         )
     dataset = None if inputs is not None else _dataset(log.samples, path.name)
-    return SourceTraces(lines, dataset, _tools(log.samples), log.eval.model)
+    task = log.eval.task  # a registry name, such as inspect_evals/gaia: titled gaia
+    benchmark = (task, task.rsplit("/", 1)[-1]) if task else None
+    return SourceTraces(lines, dataset, _tools(log.samples), log.eval.model, benchmark)
 
 
 def _messages(messages: list[Any]) -> list[Any]:

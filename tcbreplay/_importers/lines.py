@@ -49,12 +49,13 @@ class TraceLine:
 @dataclass
 class SourceTraces:
     """What a traces file holds: its lines, and where the format keeps them, the samples'
-    inputs and gold calls (``dataset``), the tools and the model."""
+    inputs and gold calls (``dataset``), the tools, the model and the benchmark."""
 
     lines: list[TraceLine]
     dataset: Dataset | None = None
     tools: list[dict[str, Any]] | None = None
     model: str | None = None
+    benchmark: tuple[str, str] | None = None  # (name, title), where the format names one
 
 
 # turns one line's raw messages (and the whole line) into LangChain messages; ``place`` names

@@ -6,18 +6,22 @@ a proxy can quote the key it was sent in an error message, and error texts are s
 (``samples.error``) and printed. Every error text passes :func:`redact` on its way into the
 store and onto the screen: it replaces the value of every environment variable whose name
 looks like a secret (``GOOGLE_API_KEY``, ``OPENAI_API_KEY``, ``HF_TOKEN``, ...) and every
-secret the model's settings hold (:func:`register`) with ``[redacted]``.
+secret the model's settings hold (:func:`register`) with ``[redacted]``, in every form a server
+may echo it (:func:`_pattern`). A variable holding the path of a file or folder that exists
+(``PWD``, ``OLDPWD``, a credentials file's path) holds no secret.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 REDACTED = "[redacted]"
 # Shorter values are no real keys, and replacing them would blank out ordinary words.
@@ -32,7 +36,8 @@ _SECRET_WORDS = frozenset(
 )  # fmt: skip
 # Run together, a name holding one of these is a secret's name too (apiKey, x-goog-api-key).
 _SECRET_PARTS = ("apikey", "accesskey", "secretkey", "privatekey", "password", "passwd",
-                 "secret", "credential", "authorization", "accesstoken", "authtoken")  # fmt: skip
+                 "secret", "credential", "authorization", "accesstoken", "authtoken",
+                 "sessionid")  # fmt: skip
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 _AUTH_VALUE = re.compile(r"\s*(Bearer|Basic|Token|Digest)\s+\S{8,}", re.IGNORECASE)
@@ -90,18 +95,18 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     secrets = set(_env_secrets(os.environ if environ is None else environ)) | _registered
     # longest first, so that a secret containing another is replaced whole
     for secret in sorted(secrets, key=len, reverse=True):
-        for form in _forms(secret):
-            if form in text:
-                text = text.replace(form, REDACTED)
+        text = _pattern(secret).sub(REDACTED, text)
     return text
 
 
 def _env_secrets(environ: Mapping[str, str]) -> dict[str, str]:
-    """Secret value -> the name of the environment variable holding it."""
+    """Secret value -> the name of the environment variable holding it: a variable whose
+    name means a credential, unless it holds a path that exists (``PWD``: the working
+    folder, not a password; no key is the name of a file)."""
     return {
         value: name
         for name, value in environ.items()
-        if len(value) >= MIN_SECRET_LENGTH and is_secret_name(name)
+        if len(value) >= MIN_SECRET_LENGTH and is_secret_name(name) and not os.path.exists(value)
     }
 
 
@@ -124,13 +129,58 @@ def _string_secrets(path: str, text: str, env: Mapping[str, str]) -> Iterator[Fi
     if match:
         yield Finding(path, f"looks like a credential ({match.group(1)} ...)", (text.strip(),))
     for secret, variable in env.items():
-        if secret in text:
+        if _pattern(secret).search(text):
             yield Finding(path, f"holds the value of {variable}", (secret,))
 
 
-def _forms(secret: str) -> set[str]:
-    """The ways a secret may be quoted in an error text: as is, URL-encoded, JSON-escaped."""
-    return {secret, quote(secret, safe=""), json.dumps(secret)[1:-1]}
+@functools.lru_cache(maxsize=256)
+def _pattern(secret: str) -> re.Pattern[str]:
+    """Every form a server, a proxy or a client library may echo ``secret`` in.
+
+    The secret itself and its base64 encodings (standard and URL-safe alphabets, with and
+    without padding, and at any of the three offsets it may have inside a longer encoded
+    text such as ``Basic base64(user:key)``), each character of them as is, percent-encoded
+    (either hex case, any safe set, once or more: ``%2F``, ``%2f``, ``%252F``), JSON-escaped
+    (``\\/``, ``\\u002f``, nested in JSON strings), or ``+`` read back as a space.
+    """
+    texts = {secret, *_base64_forms(secret)}
+    # longest first: a padded form before the same form unpadded
+    alternatives = sorted(texts, key=len, reverse=True)
+    return re.compile("|".join("".join(map(_char_pattern, t)) for t in alternatives))
+
+
+def _base64_forms(secret: str) -> Iterator[str]:
+    """The base64 texts that encode ``secret``: for each offset of its first byte in a group
+    of three, the characters that only its bytes decide, and with the encoding ending at
+    its end, the last character and the padding too."""
+    data = secret.encode()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        for offset in range(3):
+            encoded = encode(bytes(offset) + data).decode()
+            start = -(-offset * 8 // 6)  # the first character holding none of the offset's bits
+            end = (offset + len(data)) * 8 // 6  # the characters holding only the secret's bits
+            yield encoded[start:end]
+            yield encoded[start:].rstrip("=")
+            yield encoded[start:]
+
+
+_HEX = {d: f"[{d.lower()}{d.upper()}]" if d.isalpha() else d for d in "0123456789ABCDEF"}
+
+
+def _char_pattern(char: str) -> str:
+    """A regular expression for one character of a secret in any of its escaped forms."""
+    forms = [re.escape(char)]
+    # percent-encoded, in either case, and the % itself encoded again (%252F)
+    pairs = [f"{byte:02X}" for byte in char.encode()]
+    forms.append("".join(f"%(?:25)*{_HEX[pair[0]]}{_HEX[pair[1]]}" for pair in pairs))
+    # JSON-escaped, the backslash itself escaped in a JSON string inside a JSON string
+    if len(char.encode("utf-16-le")) == 2:
+        forms.append(r"\\+u" + "".join(_HEX[d] for d in f"{ord(char):04X}"))
+    if char in '"/\\':
+        forms.append(r"\\+" + re.escape(char))
+    if char == "+":  # read from a query string as a space
+        forms.append(" ")
+    return f"(?:{'|'.join(forms)})"
 
 
 def _strings(value: Any) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from tcbreplay._score import kernels
 from tcbreplay._score.translate import FlatCalls
+from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import EVALUATIONS, MANIFEST
 from tcbreplay.errors import StoreError
@@ -31,11 +32,11 @@ def dashboard_path(run: Run) -> Path:
 
 def _title(run: Run) -> str:
     title = (run.manifest.get("benchmark") or {}).get("title") or "Tool Call Benchmark"
-    # the title names a file: a hand-edited manifest must not make it a path out of the folder
-    if not isinstance(title, str) or "/" in title or "\0" in title or title.startswith("."):
+    if not names_a_file(title):
         raise StoreError(
             f"{run.dir / MANIFEST}: benchmark title {title!r} cannot name the dashboard file",
-            hint="give benchmark.title without '/', NUL or a leading '.'",
+            hint=f"give benchmark.title without '/', NUL or a leading '.', at most "
+            f"{MAX_NAME_PART_BYTES} bytes",
         )
     return title
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from tcbreplay._score.metrics import (
     TYPES,
     Compare,
 )
+from tcbreplay._score.roles import join_names
 from tcbreplay.errors import InputError
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
@@ -85,10 +87,11 @@ class ScoreOptions:
             object.__setattr__(self, option, tuple(sorted(set(chosen))))
             for name in getattr(self, option):
                 if not _FOCUS_NAME.fullmatch(name):
+                    role = shlex.quote(f"write={join_names([name])}")
                     raise InputError(
                         f"--{option} {name!r}: a focus names tools or roles of letters, digits "
                         "and . _ - only (the scoring's folder is named after it)",
-                        hint="give such a tool a role with --role and name the role",
+                        hint=f"give the tool a role, as --role {role}, and name the role",
                     )
         if set(self.only) & set(self.without):
             both = sorted(set(self.only) & set(self.without))[0]
@@ -136,16 +139,16 @@ class ScoreOptions:
         for name, role in self.roles:
             by_role.setdefault(role, []).append(name)
         for role, names in by_role.items():
-            out += ["--role", f"{role}={','.join(names)}"]
+            out += ["--role", f"{role}={join_names(names)}"]
         if self.only:
-            out += ["--only", ",".join(self.only)]
+            out += ["--only", join_names(self.only)]
         if self.without:
-            out += ["--without", ",".join(self.without)]
+            out += ["--without", join_names(self.without)]
         return out
 
     def score_flags(self) -> str:
-        """The options of ``tcbreplay score`` that give this scoring."""
-        return "".join(f" {flag}" for flag in self.flags())
+        """The options of ``tcbreplay score`` that give this scoring, quoted for a shell."""
+        return "".join(f" {shlex.quote(flag)}" for flag in self.flags())
 
     def to_dict(self) -> dict[str, Any]:
         if self.scorer != "spec":  # the comparison options are the spec scorer's

@@ -24,7 +24,7 @@ from tcbreplay._score import translate
 from tcbreplay._score.audit_record import AUDITED_FILES
 from tcbreplay._score.dashboard import dashboard_path, write_dashboard
 from tcbreplay._score.options import ScoreOptions
-from tcbreplay._store.files import json_text, staged, writing
+from tcbreplay._store.files import json_text, staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.parquet import write_frame_to
 from tcbreplay._store.runs import DEFAULT_STORE, Run
@@ -111,12 +111,12 @@ def _write_files(
     folder = run.scores_dir(options.scoring)
     result.scores_path = folder / "scores.parquet"
     board = dashboard_path(run) if dashboard != "none" else None
-    for place in [folder] + ([board.parent] if board else []):
-        with writing(place, hint=WRITABLE_HINT):
-            place.mkdir(parents=True, exist_ok=True)
     # every file under a temporary name until all are whole: a full disk, or a kill, leaves
-    # the results of the scoring before as they were (and no scores without their summary)
+    # the results of the scoring before as they were (and no scores without their summary);
+    # a failure removes the folders made for them
     with staged(hint=WRITABLE_HINT) as files:
+        for place in [folder] + ([board.parent] if board else []):
+            files.folder(place)
         with ThreadPoolExecutor(max_workers=3) as pool:
             # derived results, rewritten by every scoring: fast compression
             frame = scores.cast(_scores_dtypes())

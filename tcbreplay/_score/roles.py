@@ -2,7 +2,8 @@
 no effect), or none; and the focus of a scoring on some tools or roles.
 
 A tool's role comes from its spec (``"role"`` beside its name, kept in the run's manifest)
-or from ``score --role ROLE=NAME,...``, which wins. The roles a scoring used are stored in
+or from ``score --role ROLE=NAME,...``, which wins (a name holding a comma is quoted, as in
+CSV: ``--role 'write="book,cancel"'``). The roles a scoring used are stored in
 its summary (``roles``) and the ``--role`` part in its options, so ``audit verify`` scores
 it again the same way.
 """
@@ -15,12 +16,75 @@ from typing import Any
 from tcbreplay._inputs.roles import ROLES
 from tcbreplay.errors import InputError
 
-__all__ = ["ROLES", "parse_roles", "tool_roles"]
+__all__ = ["ROLES", "join_names", "parse_names", "parse_roles", "split_names", "tool_roles"]
+
+
+def split_names(text: str, where: str) -> list[str]:
+    """``NAME,NAME,...`` as a list of names, each stripped of spaces at its ends. A name
+    that holds a comma or a quote, or spaces at its ends, is written in double quotes with
+    each quote in it doubled, as in CSV: ``"book,cancel",pay``; an error names ``where``."""
+    names: list[str] = []
+    at = 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if text.startswith('"', at):
+            parts, start = [], at + 1
+            while True:
+                end = text.find('"', start)
+                if end < 0:
+                    raise InputError(f'{where}: a quote " without its closing one')
+                parts.append(text[start:end])
+                if not text.startswith('"', end + 1):
+                    break
+                parts.append('"')
+                start = end + 2
+            name, at = "".join(parts), end + 1
+            while at < len(text) and text[at].isspace():
+                at += 1
+            if at < len(text) and text[at] != ",":
+                raise InputError(
+                    f"{where}: {text[at:]!r} after the quoted name {name!r}",
+                    hint="separate names with commas",
+                )
+        else:
+            end = text.find(",", at)
+            end = len(text) if end < 0 else end
+            name, at = text[at:end].strip(), end
+            if '"' in name:
+                raise InputError(
+                    f"{where}: a quote inside an unquoted name {name!r}",
+                    hint='write the whole name in quotes, each quote in it doubled: "a ""b"""',
+                )
+        names.append(name)
+        if at >= len(text):
+            return names
+        at += 1  # the comma
+
+
+def join_names(names: Iterable[str]) -> str:
+    """Names as :func:`split_names` reads them back."""
+    return ",".join(_quoted(name) for name in names)
+
+
+def _quoted(name: str) -> str:
+    if name and name == name.strip() and not {",", '"'} & set(name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def parse_names(values: Iterable[str], option: str) -> tuple[str, ...]:
+    """Repeated ``--only``/``--without`` options (``NAME,NAME,...`` each, quoted as
+    :func:`split_names` reads them) as one tuple; empty names are left out."""
+    return tuple(
+        name for value in values for name in split_names(value, f"{option} {value!r}") if name
+    )
 
 
 def parse_roles(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """``--role ROLE=NAME,NAME,...`` options as sorted ``(tool, role)`` pairs; a tool given
-    two roles, an unknown role or an empty name is refused naming the option."""
+    """``--role ROLE=NAME,NAME,...`` options as sorted ``(tool, role)`` pairs (names quoted
+    as :func:`split_names` reads them); a tool given two roles, an unknown role or an empty
+    name is refused naming the option."""
     out: dict[str, str] = {}
     for value in values:
         role, sep, names = value.partition("=")
@@ -30,7 +94,7 @@ def parse_roles(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
             raise InputError(f"{where}: expected ROLE=NAME,NAME,... (as write=book,cancel)")
         if role not in ROLES:
             raise InputError(f"{where}: unknown role {role!r}: choose one of {', '.join(ROLES)}")
-        for name in (n.strip() for n in names.split(",")):
+        for name in split_names(names, where):
             if not name:
                 raise InputError(f"{where}: a tool name is empty")
             if out.get(name, role) != role:
@@ -60,7 +124,7 @@ def tool_roles(
         if name not in names:
             known = sorted(n for n in names if isinstance(n, str))
             raise InputError(
-                f"--role {role}={name}: the run has no tool {name!r}",
+                f"--role {role}={join_names([name])}: the run has no tool {name!r}",
                 hint=f"its tools: {', '.join(known) or 'none'}",
             )
     for name, found in declared.items():
@@ -70,7 +134,7 @@ def tool_roles(
             raise InputError(
                 f"tool {name!r} is declared with the roles {' and '.join(sorted(found))} "
                 "(the run's tools and samples' own)",
-                hint=f"choose one with --role ROLE={name}",
+                hint=f"choose one with --role ROLE={join_names([name])}",
             )
         roles[name] = next(iter(found))
     roles.update(settled)

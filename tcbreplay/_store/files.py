@@ -128,7 +128,20 @@ class Staged:
         self._error = error
         self._hint = hint
         self._files: list[tuple[Path, Path]] = []
+        self._folders: list[Path] = []  # made for the files, deepest first
         self._lock = threading.Lock()  # files may be written from threads side by side
+
+    def folder(self, path: Path) -> None:
+        """Make the folder ``path`` (and its parents) for files to come; a failure removes
+        those this made, once empty."""
+        missing = []
+        while not path.exists():
+            missing.append(path)
+            path = path.parent
+        for made in reversed(missing):
+            with writing(made, error=self._error, hint=self._hint):
+                made.mkdir(exist_ok=True)
+            self._folders.insert(0, made)
 
     def write(self, path: Path, write: Callable[[Path], T]) -> T:
         """Write ``path`` through ``write(temporary path)``; it takes its name on commit."""
@@ -145,11 +158,16 @@ class Staged:
             with writing(path, error=self._error, hint=self._hint):
                 os.replace(tmp, path)
             self._files.pop(0)
+        self._folders = []
 
     def discard(self) -> None:
         for tmp, _ in self._files:
             remove(tmp)
         self._files = []
+        for path in self._folders:
+            with suppress(OSError):
+                path.rmdir()
+        self._folders = []
 
 
 @contextmanager
@@ -163,6 +181,24 @@ def staged(error: type[TcbReplayError] = StoreError, hint: str | None = None) ->
         files.commit()
     finally:
         files.discard()
+
+
+# the first part of a file name the store builds (with "_<run id>.json" after it, a run id
+# being at most 128 characters: within a file name's 255 bytes)
+MAX_NAME_PART_BYTES = 100
+
+
+def names_a_file(text: object) -> bool:
+    """Whether ``text`` (a benchmark title, taken from a manifest or an imported log) can
+    begin the name of a file in a run's folder: not a path out of it, not a hidden name, not
+    too long."""
+    return (
+        isinstance(text, str)
+        and "/" not in text
+        and "\0" not in text
+        and not text.startswith(".")
+        and len(text.encode("utf-8", "surrogatepass")) <= MAX_NAME_PART_BYTES
+    )
 
 
 def output_target(path: Path) -> tuple[Path, bool]:

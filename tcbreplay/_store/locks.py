@@ -54,6 +54,18 @@ def dir_lock(path: Path, how: int) -> Iterator[bool]:
 def take_lock(path: Path) -> int:
     """Take the lock of a run (``path``: its writer.lock) or raise naming the process that
     holds it."""
+    fd = acquire_lock(path)
+    try:
+        sign_lock(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def acquire_lock(path: Path) -> int:
+    """Take the lock of a run (``path``: its writer.lock) without writing in it yet; see
+    :func:`sign_lock`."""
     with writing(path, hint=WRITABLE_HINT):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -64,17 +76,19 @@ def take_lock(path: Path) -> int:
         raise RunLockedError(
             f"run {path.parent.name!r} is being written by {holder}", hint=WAIT_HINT
         ) from None
-    try:
-        if not same_file(fd, path):  # the run's folder was renamed away (deleted) meanwhile
-            raise deleted_meanwhile(path.parent.name)
-        with writing(path, hint=WRITABLE_HINT):
-            os.ftruncate(fd, 0)
-            since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-            os.write(fd, f"pid {os.getpid()} since {since}".encode())
-    except BaseException:
+    if not same_file(fd, path):  # the run's folder was renamed away (deleted) meanwhile
         os.close(fd)
-        raise
+        raise deleted_meanwhile(path.parent.name)
     return fd
+
+
+def sign_lock(fd: int, path: Path) -> None:
+    """Write in a lock just taken the process that holds it (the first bytes a writer
+    writes: on a full disk this fails, the lock still held)."""
+    with writing(path, hint=WRITABLE_HINT):
+        os.ftruncate(fd, 0)
+        since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        os.write(fd, f"pid {os.getpid()} since {since}".encode())
 
 
 def _holder(fd: int) -> str:

@@ -14,7 +14,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,12 @@ from tcbreplay._store.files import (
 from tcbreplay._store.locks import (
     WAIT_HINT,
     WRITABLE_HINT,
+    acquire_lock,
     deleted_meanwhile,
     dir_lock,
     lock_holder,
     same_file,
+    sign_lock,
     take_lock,
 )
 from tcbreplay._store.schema import (
@@ -40,7 +42,10 @@ from tcbreplay._store.schema import (
     LOCK,
     MANIFEST,
     MESSAGES,
+    MESSAGES_SCHEMA,
+    OPTIONAL_COLUMNS,
     SAMPLES,
+    SAMPLES_SCHEMA,
     SCHEMA_VERSION,
     SCORES,
     read_manifest,
@@ -114,6 +119,29 @@ class Run:
 
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
+
+    def check(self) -> None:
+        """Refuse a run that cannot be read, the one place every command decides it: a
+        folder whose name is no run id, or that is a symbolic link (it must be in the store
+        folder itself: SQL may read the runs' folders and nothing else), a manifest that
+        cannot be read, or Parquet files not in the store format (footers only) or linked
+        out of the folder."""
+        try:
+            validate_run_id(self.run_id)
+        except InputError as exc:  # a folder renamed by hand: no command could name it
+            raise StoreError(f"{self.dir}: {exc}; rename the folder") from exc
+        target = self.dir.resolve()
+        if target != self.dir.parent.resolve() / self.run_id:
+            raise StoreError(
+                f"{self.dir}: a symbolic link to {target}; tcbreplay reads only run folders "
+                "that are in the store folder itself (copy the run into it)"
+            )
+        self.manifest  # noqa: B018 (read and checked on first use)
+        if self.has_data():
+            for path, schema in ((self.samples_path, SAMPLES_SCHEMA),
+                                 (self.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
+                check_inside(path, self.dir)
+                check_columns(path, schema)
 
     def unfolded_records(self) -> int:
         """How many finished samples wait in the journal, not yet in the Parquet files (a
@@ -204,6 +232,8 @@ class Store:
         ]
 
     def open_run(self, run_id: str) -> Run:
+        """The run ``run_id``, checked as :meth:`Run.check` says (a :class:`StoreError` if
+        it cannot be read)."""
         path = self.run_dir(run_id)
         if not (path / MANIFEST).is_file():
             known = [r.run_id for r in self.runs()]
@@ -226,7 +256,9 @@ class Store:
             else:
                 hint = f"the store {self.root} holds no runs: is --store right?"
             raise RunNotFoundError(f"run {run_id!r} not found in store {self.root}", hint=hint)
-        return Run(path)
+        run = Run(path)
+        run.check()
+        return run
 
     def create_run(
         self, manifest: dict[str, Any], dataset: list[dict[str, Any]] | None = None
@@ -245,7 +277,13 @@ class Store:
         with writing(path, hint=WRITABLE_HINT):
             self.root.mkdir(parents=True, exist_ok=True)
             made = _make_dir(path)
-        lock = take_lock(path / LOCK)
+        try:
+            lock = acquire_lock(path / LOCK)
+        except BaseException:
+            if made:  # and still empty: no other process took it meanwhile
+                with suppress(OSError):
+                    path.rmdir()
+            raise
         try:
             if (path / MANIFEST).exists():  # made by another writer since the look above
                 raise RunExistsError(
@@ -253,8 +291,15 @@ class Store:
                     hint="choose another --run-id",
                 )
             _refuse_leftovers(path)
+        except BaseException:
+            os.close(lock)
+            raise
+        try:  # the folder is this writer's from here: a failure removes it if this made it
+            sign_lock(lock, path / LOCK)
             writer = RunWriter(path, lock)
         except BaseException:
+            if made:
+                discard_folder(path)
             os.close(lock)
             raise
         try:
@@ -281,8 +326,8 @@ class Store:
         )
 
     def delete_run(self, run_id: str) -> None:
-        """Remove a run directory (refused while another process writes or reads it), or a
-        folder of that name that holds no manifest.
+        """Remove a run directory (refused while another process writes or reads it), a
+        folder of that name that holds no manifest, or a symbolic link of that name.
 
         The folder is renamed in one step to a hidden name that no view reads, then removed:
         a deletion cut short (kill -9) leaves only that folder, which the next creation or
@@ -291,6 +336,10 @@ class Store:
         path = self.run_dir(run_id)
         if not path.is_dir():
             self.open_run(run_id)  # not found: the error names the runs there are
+        if path.is_symlink():  # no run (Run.check): the link goes, not what it points to
+            with writing(path, hint=WRITABLE_HINT):
+                path.unlink()
+            return
         self.sweep()
         lock = take_lock(path / LOCK)  # refused while another process writes it
         try:
@@ -360,3 +409,56 @@ def _refuse_leftovers(path: Path) -> None:
             hint="remove the folder if its files are not needed (record --overwrite does), or "
             "choose another run id",
         )
+
+
+def check_inside(path: Path, folder: Path) -> None:
+    """Refuse a run file that is a symbolic link out of its run folder: the views' connection
+    may read only the run folders."""
+    target = path.resolve()
+    if not target.is_relative_to(folder.resolve()):
+        raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
+
+
+def check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) -> None:
+    """Refuse a run file without the store's columns (those older versions lacked, and
+    ``added`` ones, may be left out), or with a column of another kind of type (text,
+    integers, numbers, times; a column of nulls only fits any), read from its footer only."""
+    try:
+        found = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
+    missing = [
+        name
+        for name in schema.names
+        if name not in found.names and name not in OPTIONAL_COLUMNS and name not in added
+    ]
+    if missing:
+        raise StoreError(
+            f"{path}: no column {', '.join(missing)}; the file is not in this tcbreplay's "
+            "store format (written by another tool or an older version?)"
+        )
+    for field in schema:
+        if field.name not in found.names:
+            continue  # a column added later, absent from an older file
+        actual = found.field(field.name).type
+        if not pa.types.is_null(actual) and _kind(actual) != _kind(field.type):
+            raise StoreError(
+                f"{path}: column {field.name} holds {actual}, where the store format has "
+                f"{_kind(field.type)} ({field.type})"
+            )
+
+
+_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
+
+
+def _kind(arrow_type: pa.DataType) -> str:
+    """The kind of values a column holds, as far as the views and scoring care."""
+    if any(check(arrow_type) for check in _TEXT_TYPES):
+        return "text"
+    if pa.types.is_integer(arrow_type):
+        return "integers"
+    if pa.types.is_floating(arrow_type):
+        return "numbers"
+    if pa.types.is_timestamp(arrow_type):
+        return "times"
+    return str(arrow_type)

@@ -47,7 +47,11 @@ def sandbox_config(spill: Path, memory_limit: str | None) -> dict[str, Any]:
 
 
 def open_connection(config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
-    """``duckdb.connect`` with ``config``; a memory limit DuckDB cannot read is bad input."""
+    """``duckdb.connect`` with ``config``; a memory limit DuckDB cannot read is bad input,
+    and so is a negative one (DuckDB takes it for its default)."""
+    limit = config.get("memory_limit")
+    if isinstance(limit, str) and limit.strip().startswith("-"):
+        raise InputError(f"memory limit {limit!r}: a size cannot be negative", hint=_MEMORY_SIZES)
     try:
         return duckdb.connect(config=config)
     except duckdb.OutOfMemoryException as exc:  # a limit too small to open a connection
@@ -56,9 +60,7 @@ def open_connection(config: dict[str, Any]) -> duckdb.DuckDBPyConnection:
         if "memory_limit" in config:
             reason = first_line(exc).split(": ", 1)[-1]  # without DuckDB's 'Parser Error'
             raise InputError(
-                f"memory limit {config['memory_limit']!r}: {reason}",
-                hint="give --memory-limit a size such as 4GB or 512MB, or a share of the "
-                "machine's memory such as 50%",
+                f"memory limit {config['memory_limit']!r}: {reason}", hint=_MEMORY_SIZES
             ) from exc
         raise
 
@@ -94,3 +96,7 @@ def memory_error(exc: duckdb.OutOfMemoryException, limit: str) -> QueryLimitErro
 
 
 MEMORY_HINT = "raise it with --memory-limit SIZE (such as 8GB or 75%)"
+_MEMORY_SIZES = (
+    "give --memory-limit a size such as 4GB or 512MB, or a share of the machine's memory "
+    "such as 50%"
+)

@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from tcbreplay._machine import usable_cores
-from tcbreplay._store.runs import Run, Store, validate_run_id
+from tcbreplay._store.runs import Run, Store, check_columns, check_inside
 from tcbreplay._store.sandbox import (
     lock_down,
     memory_error,
@@ -44,7 +44,6 @@ from tcbreplay._store.schema import (
     with_optional_columns,
 )
 from tcbreplay.errors import (
-    InputError,
     QueryError,
     SkippedRunWarning,
     StoreError,
@@ -83,10 +82,10 @@ def connect(
     (``threads``: DuckDB's threads, by default one per core; ``memory_limit``: DuckDB's,
     such as '4GB' or '50%', by default DuckDB's own). ``lock``: the connection may then read
     the runs' folders only (see :mod:`tcbreplay._store.sandbox`)."""
-    if runs is not None:  # runs named by the caller: a file they cannot read is an error
+    if runs is not None:  # runs named by the caller: one they cannot read is an error
         run_list = list(runs)
         for run in run_list:
-            _check_run_files(run)
+            run.check()
     else:
         run_list = readable_runs(store) if store else []
     if not lock:
@@ -120,50 +119,14 @@ def readable_runs(store: Store) -> list[Run]:
         )
         return []
     readable = []
-    root = store.root.resolve()
     for run in store.runs():
         try:
-            try:
-                validate_run_id(run.run_id)
-            except InputError as exc:  # a folder renamed by hand: no command could name it
-                raise StoreError(f"{run.dir}: {exc}; rename the folder") from exc
-            _check_in_store(run, root)
-            run.manifest  # noqa: B018 (read and checked on first use)
-            _check_run_files(run)
+            run.check()
         except StoreError as exc:
             warnings.warn(SkippedRunWarning(f"left out run {run.run_id!r}: {exc}"), stacklevel=2)
             continue
         readable.append(run)
     return readable
-
-
-def _check_in_store(run: Run, root: Path) -> None:
-    """Refuse a run folder that is a symbolic link: the views read only folders that are in
-    the store folder itself (SQL may read them, and nothing outside them)."""
-    target = run.dir.resolve()
-    if target != root / run.dir.name:
-        raise StoreError(
-            f"{run.dir}: a symbolic link to {target}; the views read only run folders that are "
-            "in the store folder itself (copy the run into it)"
-        )
-
-
-def _check_run_files(run: Run) -> None:
-    """Refuse a run whose Parquet files are not in the store format (footers only), or are
-    symbolic links out of the run folder."""
-    if run.has_data():
-        for path, schema in ((run.samples_path, SAMPLES_SCHEMA),
-                             (run.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
-            _check_inside(path, run)
-            _check_columns(path, schema)
-
-
-def _check_inside(path: Path, run: Run) -> None:
-    """Refuse a run file that is a symbolic link out of its run folder: the connection may
-    read only the run folders."""
-    target = path.resolve()
-    if not target.is_relative_to(run.dir.resolve()):
-        raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
 
 
 def _readable_scorings(run_list: list[Run]) -> list[tuple[str, Path, dict]]:
@@ -174,8 +137,8 @@ def _readable_scorings(run_list: list[Run]) -> list[tuple[str, Path, dict]]:
     for run in run_list:
         for scoring, path, summary in stored_scorings(run):
             try:
-                _check_inside(path, run)
-                _check_columns(path, SCORES_SCHEMA, SCORES_ADDED)
+                check_inside(path, run.dir)
+                check_columns(path, SCORES_SCHEMA, SCORES_ADDED)
             except StoreError as exc:
                 warnings.warn(
                     SkippedRunWarning(f"left out the scores of run {run.run_id!r}: {exc}"),
@@ -261,7 +224,7 @@ def _bind_files(
     run directory copied or renamed is seen under its new name. Files written before a
     column was added read it as :func:`_optional_columns` says (older files: trial 0, no
     metadata; scores files before ``valid`` and ``error_type``: null)."""
-    if files:  # checked by the caller (_check_run_files, _readable_scorings)
+    if files:  # checked by the caller (Run.check, _readable_scorings)
         optional = _optional_columns(view, schema)
         groups: dict[tuple[str, ...], list[Path]] = {}
         for path in files:
@@ -298,53 +261,6 @@ def _missing_optional(path: Path, schema: pa.Schema, optional: dict[str, str]) -
 
     names = pq.read_schema(path).names
     return tuple(n for n in optional if n not in names)
-
-
-def _check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) -> None:
-    """Refuse a run file without the store's columns (those older versions lacked, and
-    ``added`` ones, may be left out), or with a column of another kind of type (text,
-    integers, numbers, times; a column of nulls only fits any), read from its footer only."""
-    import pyarrow.parquet as pq
-
-    try:
-        found = pq.read_schema(path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
-    missing = [
-        name
-        for name in schema.names
-        if name not in found.names and name not in OPTIONAL_COLUMNS and name not in added
-    ]
-    if missing:
-        raise StoreError(
-            f"{path}: no column {', '.join(missing)}; the file is not in this tcbreplay's "
-            "store format (written by another tool or an older version?)"
-        )
-    for field in schema:
-        if field.name not in found.names:
-            continue  # a column added later, absent from an older file
-        actual = found.field(field.name).type
-        if not pa.types.is_null(actual) and _kind(actual) != _kind(field.type):
-            raise StoreError(
-                f"{path}: column {field.name} holds {actual}, where the store format has "
-                f"{_kind(field.type)} ({field.type})"
-            )
-
-
-_TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)
-
-
-def _kind(arrow_type: pa.DataType) -> str:
-    """The kind of values a column holds, as far as the views and scoring care."""
-    if any(check(arrow_type) for check in _TEXT_TYPES):
-        return "text"
-    if pa.types.is_integer(arrow_type):
-        return "integers"
-    if pa.types.is_floating(arrow_type):
-        return "numbers"
-    if pa.types.is_timestamp(arrow_type):
-        return "times"
-    return str(arrow_type)
 
 
 def _duck_type(arrow_type: pa.DataType) -> str:

@@ -61,7 +61,8 @@ class RunWriter:
                 drop_torn_tail(path / JOURNAL)
                 self._journal = (path / JOURNAL).open("a", encoding="utf-8")
         except BaseException:
-            os.close(self._lock_fd)
+            if lock is None:  # one given stays the giver's to release
+                os.close(self._lock_fd)
             raise
 
     @property
