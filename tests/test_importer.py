@@ -368,7 +368,23 @@ BAD_LINES = {
         "line 2: an integer of 4,301 digits (at most 640)",
     ),
     "int-641-digits": ([_args_line("9" * 641)], "line 1: an integer of 641 digits (at most 640)"),
-}
+    # a 60-byte line made a million trials of missing samples (#27): trials no trace holds
+    # are refused, not made up
+    "trial-far-beyond": (
+        ['{"sample_id":"0","trial":1048575,"messages":[]}'],
+        "line 1: trial 1048575, but no trace holds trial 0 (trials count from 0 without gaps)",
+    ),
+    "trial-after-a-gap": (
+        [{"sample_id": "0", "messages": []}, {"sample_id": "7", "trial": 3, "messages": []}],
+        "line 2: trial 3, but no trace holds trial 1 (trials count from 0 without gaps)",
+    ),
+    "usage-beyond-the-store": (
+        [{"sample_id": "0", "messages": messages_to_dict([AIMessage("5", usage_metadata={
+            "input_tokens": 10**19, "output_tokens": 1, "total_tokens": 10**19 + 1})])}],
+        "line 1: a message's input_tokens is 10000000000000000000: a token count is an "
+        "integer from 0 to 9223372036854775807",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", BAD_LINES)
