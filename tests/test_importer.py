@@ -604,6 +604,12 @@ def test_dashboard_file_with_deep_or_huge_values_is_refused(tmp_path, store, val
     assert not store.root.exists()
 
 
+def _listed_status(store) -> str:
+    result = cli("runs", "--store", str(store.root), "--format", "json")
+    (row,) = json.loads(result.stdout)
+    return row["status"]
+
+
 def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store):
     """A killed import leaves its run 'recording' (no exception handler ran): score points at
     the import, not at record --resume, and the same import replaces it, unless it still runs."""
@@ -620,8 +626,11 @@ def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store)
         f"Hint: finish it with: the same tcbreplay import again (it replaces the unfinished run)"
         f" --store {store.root}"
     )
+    # no process writes it: runs says interrupted, not recording (until one does)
+    assert _listed_status(store) == "interrupted"
     writer = RunWriter(store.run_dir("imp"))  # the import still running
     try:
+        assert _listed_status(store) == "recording"
         result = do_import(store, traces)
         assert result.exit_code == 1 and "is being written by" in result.stderr
     finally:
