@@ -385,3 +385,121 @@ def test_a_tau_bench_action_with_an_unknown_key_is_refused(tmp_path):
     )
     assert "(unknown key 'args')" in result.stderr
     assert not root.exists()
+
+
+# ---------------------------------------------------------------- refused, the store untouched
+
+
+def refusal(tmp_path: Path, dataset: Path, traces: Path) -> list[str]:
+    """Import ``traces``, which must be refused as bad input with the store untouched: the
+    lines of stderr."""
+    root = tmp_path / "traces"
+    before = snapshot(root)
+    result = cli("import", "--dataset", dataset, "--tools", TOOLS_JSON, "--traces", traces,
+                 "--run-id", "x", "--store", root)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert snapshot(root) == before
+    return result.stderr.splitlines()
+
+
+def with_args_text(line: dict, old: str, new: str) -> str:
+    """A line as JSON text with the arguments ``old`` written as ``new`` (JSON with a repeated
+    key, which no JSON writer makes)."""
+    text = json.dumps(line)
+    assert text.count(old) == 1
+    return text.replace(old, new)
+
+
+def repeated_key_files(tmp_path: Path) -> dict[str, Path]:
+    """One sample whose call to add_numbers repeats the argument a, in each dialect."""
+    from langchain_core.messages import AIMessage, HumanMessage, messages_to_dict
+
+    openai_line = openai_lines()[0]
+    openai_line["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"a":3,"a":4,"b":2}'
+    anthropic_line = anthropic_lines()[0]
+    langchain_line = {"sample_id": "add", "messages": messages_to_dict([
+        HumanMessage("What is 2 plus 3?"),
+        AIMessage("", tool_calls=[{"name": "add_numbers", "args": {"a": 3, "b": 2}, "id": "c1"}]),
+    ])}  # fmt: skip
+    texts = {
+        "openai": json.dumps(openai_line),
+        "anthropic": with_args_text(anthropic_line, '"input": {"a": 3, "b": 2}',
+                                    '"input": {"a": 3, "a": 4, "b": 2}'),
+        "langchain": with_args_text(langchain_line, '"args": {"a": 3, "b": 2}',
+                                    '"args": {"a": 3, "a": 4, "b": 2}'),
+    }  # fmt: skip
+    for name, text in texts.items():
+        (tmp_path / f"{name}.jsonl").write_text(text + "\n")
+    return {name: tmp_path / f"{name}.jsonl" for name in texts}
+
+
+@pytest.mark.parametrize(
+    ("dialect", "message"),
+    [
+        ("openai", "message 2: tool_calls[0].function.arguments repeats the key 'a'"),
+        ("anthropic", "message 1: a tool_use block's input repeats the key 'a'"),
+        ("langchain", "message 1: tool_calls[0].args repeats the key 'a'"),
+    ],
+)
+def test_arguments_that_repeat_a_key_are_refused_naming_it(
+    tmp_path, shop_dataset, dialect, message
+):
+    """Read silently, the last value would be stored (#27): the README says a repeated key is
+    an error naming it."""
+    traces = repeated_key_files(tmp_path)[dialect]
+    assert refusal(tmp_path, shop_dataset, traces)[0] == (
+        f"Error: {dialect}.jsonl: line 1: {message}"
+    )
+
+
+def test_a_key_repeated_inside_an_argument_value_keeps_its_last_value(tmp_path, shop_dataset):
+    """As the README says: only the arguments object itself may not repeat a key."""
+    line = openai_lines()[0]
+    line["messages"][2]["tool_calls"][0]["function"]["arguments"] = '{"a":{"x":1,"x":2},"b":2}'
+    root = tmp_path / "traces"
+    result = cli("import", "--dataset", shop_dataset, "--tools", TOOLS_JSON, "--traces",
+                 write_jsonl(tmp_path / "t.jsonl", [line]), "--run-id", "oa",
+                 "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = sql(root, "select args::varchar as args from tool_calls")
+    assert rows == [{"args": '{"a":{"x":2},"b":2}'}]
+
+
+def anthropic_usage(line: dict, **usage: int) -> dict:
+    """A line whose answers (as the SDK's Message dumps them) report ``usage``."""
+    from anthropic.types import Usage
+
+    for m in line["messages"]:
+        if m["role"] == "assistant":
+            m["usage"] = Usage(**{"output_tokens": 7, **usage}).model_dump()
+    return line
+
+
+@pytest.mark.parametrize(
+    ("usage", "message"),
+    [
+        ({"input_tokens": 10**23}, "a message's input_tokens is 100000000000000000000000: a "
+         "token count is an integer from 0 to 9223372036854775807"),
+        ({"input_tokens": 2**62}, "its messages' input_tokens add up to 9223372036854775808, "
+         "more than 9223372036854775807"),
+        ({"input_tokens": 2**63 - 1}, "a message's total_tokens is 9223372036854775814: a "
+         "token count is an integer from 0 to 9223372036854775807"),
+    ],
+)  # fmt: skip
+def test_token_counts_beyond_the_store_are_refused(tmp_path, shop_dataset, usage, message):
+    """An OverflowError from pyarrow while folding (#27): token counts are int64 columns."""
+    line = anthropic_usage(anthropic_lines()[0], **usage)
+    traces = write_jsonl(tmp_path / "anthropic.jsonl", [line])
+    assert refusal(tmp_path, shop_dataset, traces)[0] == (
+        f"Error: anthropic.jsonl: line 1: {message}"
+    )
+
+
+def test_an_anthropic_tool_use_without_a_name_is_refused(tmp_path, shop_dataset):
+    """It became a call named "" (#27); OpenAI's importer refuses a call without a name."""
+    line = anthropic_lines()[0]
+    del line["messages"][1]["content"][1]["name"]
+    traces = write_jsonl(tmp_path / "anthropic.jsonl", [line])
+    assert refusal(tmp_path, shop_dataset, traces)[0] == (
+        "Error: anthropic.jsonl: line 1: message 1: a tool_use block needs a name"
+    )

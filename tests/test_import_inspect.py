@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from helpers import cli
+from helpers import cli, snapshot
 
 pytest.importorskip("inspect_ai")
 
@@ -186,3 +186,112 @@ def test_a_log_without_gold_calls_asks_for_a_dataset(tmp_path):
     assert "Error: --dataset is required: the inspect traces do not hold the samples' gold" in (
         result.stderr
     )
+
+
+# ---------------------------------------------------------------- refused, naming the log (#27)
+
+
+def rewritten(path: Path, out: Path, change) -> Path:
+    """The log at ``path`` read by inspect_ai, changed by ``change(log)`` and written again by
+    inspect_ai as ``out``."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    log = read_eval_log(str(path))
+    change(log)
+    write_eval_log(log, str(out))
+    return out
+
+
+def with_member_text(path: Path, out: Path, old: str, new: str) -> Path:
+    """A copy of an .eval log (a zip file) whose members have the JSON text ``old`` written as
+    ``new``, for what inspect_ai's writer never writes (it escapes a lone surrogate). zipfile
+    reads inspect_ai's zstd members once inspect_ai.log is imported; the copy is deflated,
+    which inspect_ai reads too."""
+    import zipfile
+
+    import inspect_ai.log  # noqa: F401
+
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            dst.writestr(info.filename, data.replace(old.encode(), new.encode()))
+    return out
+
+
+def refused(log: Path, root: Path) -> list[str]:
+    """Import ``log``, which must be refused as bad input with the store untouched: the lines
+    of stderr."""
+    before = snapshot(root)
+    result = cli("import", "--traces", log, "--run-id", "x", "--store", root)
+    assert result.exit_code == 2, result.output
+    assert snapshot(root) == before
+    return result.stderr.splitlines()
+
+
+def set_epoch(epoch: int):
+    def change(log) -> None:
+        log.samples[0].epoch = epoch
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("epoch", "message"),
+    [
+        # dropped without a word
+        (0, "epoch must be an integer from 1 to 1048576"),
+        # made a billion trials of missing samples
+        (10**9, "epoch must be an integer from 1 to 1048576"),
+        # the log has epochs 1 and 2
+        (4, "trial 3, but no trace holds trial 2 (trials count from 0 without gaps)"),
+    ],
+)
+def test_an_epoch_out_of_range_or_after_a_gap_is_refused(eval_log, tmp_path, epoch, message):
+    log = rewritten(eval_log, tmp_path / "e.eval", set_epoch(epoch))
+    error = refused(log, tmp_path / "s")[0]
+    assert error == f"Error: e.eval: sample 'add', epoch {epoch}: {message}"
+
+
+def deep_metadata(log) -> None:
+    value: list | int = 1
+    for _ in range(150):
+        value = [value]
+    log.samples[0].metadata["deep"] = value
+
+
+@pytest.mark.parametrize("suffix", ["eval", "json"])
+def test_a_log_beyond_the_json_limits_is_refused_naming_the_log(eval_log, tmp_path, suffix):
+    """The .eval form failed after writing, naming the store's journal.jsonl; the .json form
+    was told as LangChain traces."""
+    log = rewritten(eval_log, tmp_path / f"deep.{suffix}", deep_metadata)
+    lines = refused(log, tmp_path / "s")
+    assert lines[0] == (
+        f"Error: deep.{suffix}: sample 'add', epoch 1: a value nested deeper than 100 levels of "
+        "arrays and objects"
+    )
+    assert lines[1].startswith("Hint: tcbreplay reads JSON nested at most 100 levels deep")
+    assert f"read as inspect (an inspect_ai .{suffix} log" in lines[1]
+
+
+def test_a_lone_surrogate_in_a_log_is_refused(eval_log, tmp_path):
+    """It ended in a UnicodeEncodeError from the journal writer."""
+    log = with_member_text(eval_log, tmp_path / "s.eval", "What is 2 plus 3?", "2 + \\ud800?")
+    assert refused(log, tmp_path / "s")[0] == (
+        "Error: s.eval: sample 'add', epoch 1: holds a lone surrogate \\ud800, which is not "
+        "valid Unicode"
+    )
+
+
+def test_a_log_that_unpacks_to_far_more_than_its_size_is_refused(eval_log, tmp_path):
+    """A zip bomb: a 16 MiB string that zstd writes in a few kilobytes was read whole (400 MB
+    from a 400 KB file took 3.5 GB); it is refused after unpacking a little of it."""
+
+    def pad(log) -> None:
+        log.samples[0].metadata["pad"] = "a" * 2**24
+
+    log = rewritten(eval_log, tmp_path / "bomb.eval", pad)
+    assert log.stat().st_size < 2**17
+    lines = refused(log, tmp_path / "s")
+    assert lines[0].startswith("Error: bomb.eval: member 'samples/add_epoch_1.json' unpacks to ")
+    assert "more than 100 times its " in lines[0]
+    assert lines[1].startswith("Hint: tcbreplay reads .eval logs (zip files) whose members ")

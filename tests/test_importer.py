@@ -368,7 +368,23 @@ BAD_LINES = {
         "line 2: an integer of 4,301 digits (at most 640)",
     ),
     "int-641-digits": ([_args_line("9" * 641)], "line 1: an integer of 641 digits (at most 640)"),
-}
+    # a 60-byte line made a million trials of missing samples (#27): trials no trace holds
+    # are refused, not made up
+    "trial-far-beyond": (
+        ['{"sample_id":"0","trial":1048575,"messages":[]}'],
+        "line 1: trial 1048575, but no trace holds trial 0 (trials count from 0 without gaps)",
+    ),
+    "trial-after-a-gap": (
+        [{"sample_id": "0", "messages": []}, {"sample_id": "7", "trial": 3, "messages": []}],
+        "line 2: trial 3, but no trace holds trial 1 (trials count from 0 without gaps)",
+    ),
+    "usage-beyond-the-store": (
+        [{"sample_id": "0", "messages": messages_to_dict([AIMessage("5", usage_metadata={
+            "input_tokens": 10**19, "output_tokens": 1, "total_tokens": 10**19 + 1})])}],
+        "line 1: a message's input_tokens is 10000000000000000000: a token count is an "
+        "integer from 0 to 9223372036854775807",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", BAD_LINES)
@@ -588,6 +604,12 @@ def test_dashboard_file_with_deep_or_huge_values_is_refused(tmp_path, store, val
     assert not store.root.exists()
 
 
+def _listed_status(store) -> str:
+    result = cli("runs", "--store", str(store.root), "--format", "json")
+    (row,) = json.loads(result.stdout)
+    return row["status"]
+
+
 def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store):
     """A killed import leaves its run 'recording' (no exception handler ran): score points at
     the import, not at record --resume, and the same import replaces it, unless it still runs."""
@@ -604,8 +626,11 @@ def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store)
         f"Hint: finish it with: the same tcbreplay import again (it replaces the unfinished run)"
         f" --store {store.root}"
     )
+    # no process writes it: runs says interrupted, not recording (until one does)
+    assert _listed_status(store) == "interrupted"
     writer = RunWriter(store.run_dir("imp"))  # the import still running
     try:
+        assert _listed_status(store) == "recording"
         result = do_import(store, traces)
         assert result.exit_code == 1 and "is being written by" in result.stderr
     finally:

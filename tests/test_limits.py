@@ -6,8 +6,12 @@ their modules; here: the limits themselves, the record path's serialization, and
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import struct
 import sys
+import zipfile
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -95,6 +99,78 @@ def test_bounded_replaces_only_what_is_beyond_the_limits():
     assert (lists, inner) == (limits.MAX_DEPTH - 1, limits.OVER_DEPTH)
     same = {"a": [1, 2]}
     assert limits.bounded(same) is same
+
+
+# ---------------------------------------------------------------- archives (#27)
+
+
+def zip_of(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", method) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+def declaring(data: bytes, size: int) -> bytes:
+    """The zip ``data`` with every member's unpacked size declared as ``size``, in its local
+    header and in the central directory (a bomb may declare anything)."""
+    out = bytearray(data)
+    for signature, field in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = out.find(signature)
+        while at >= 0:
+            struct.pack_into("<I", out, at + field, size)
+            at = out.find(signature, at + 4)
+    return bytes(out)
+
+
+BOMB = zip_of({"header.json": b"{}", "samples/s.json": b"a" * 2**23})
+
+
+def test_an_archive_within_the_limits_passes():
+    assert limits.zip_problem(zip_of({"a.json": b'{"a": 1}' * 10_000, "b": b""})) is None
+    assert limits.zip_problem(zip_of({"a": os.urandom(2**16)}, zipfile.ZIP_STORED)) is None
+
+
+@pytest.mark.parametrize("declared", [None, 100], ids=["as-declared", "declared-small"])
+def test_a_member_that_unpacks_to_far_more_than_its_size_is_refused_early(declared):
+    data = BOMB if declared is None else declaring(BOMB, declared)
+    (member,) = [i for i in zipfile.ZipFile(io.BytesIO(BOMB)).infolist() if i.filename[0] == "s"]
+    assert limits.zip_problem(data) == (
+        f"member 'samples/s.json' unpacks to more than 100 times its {member.compress_size:,} "
+        "compressed bytes"
+    )
+
+
+def test_the_size_of_a_member_and_of_all_members_is_capped(monkeypatch):
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", 2**16)
+    monkeypatch.setattr(limits, "MAX_ARCHIVE_BYTES", 2**17)
+    noise = os.urandom(2**16 + 1)  # unpacks to about its size: no ratio to speak of
+    assert limits.zip_problem(zip_of({"a": noise[:-1], "b": noise})) == (
+        "member 'b' unpacks to more than 64 KiB"
+    )
+    many = {name: noise[:-1] for name in "abc"}
+    assert limits.zip_problem(zip_of(many)) == "its members unpack to more than 128 KiB in all"
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"PK\x03\x04 not a zip", "not a zip file (BadZipFile: File is not a zip file)"),
+        (zip_of({"a": b"x" * 100}, zipfile.ZIP_BZIP2),
+         "member 'a' is compressed with method 12, which tcbreplay does not unpack"),
+    ],
+    ids=["not-a-zip", "bzip2"],
+)  # fmt: skip
+def test_an_archive_that_cannot_be_unpacked_is_refused(data, problem):
+    assert limits.zip_problem(data) == problem
+
+
+def test_a_member_whose_compressed_bytes_are_garbage_is_refused():
+    data = bytearray(zip_of({"a.json": b'{"a": 1}' * 100}))
+    start = 30 + len("a.json")  # the member's compressed bytes follow its local header
+    data[start : start + 4] = b"\xff\xff\xff\xff"
+    assert limits.zip_problem(bytes(data)).startswith("member 'a.json' cannot be unpacked (")
 
 
 def test_a_model_option_beyond_the_limits_is_refused():

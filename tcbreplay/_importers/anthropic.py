@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcbreplay._importers.lines import TraceLine, message_problem, read_jsonl
+from tcbreplay._importers.lines import (
+    TraceLine,
+    message_problem,
+    read_jsonl,
+    repeated_key_problem,
+)
+from tcbreplay._inputs import limits
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 
 
@@ -23,7 +29,7 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
     return read_jsonl(data, label, convert, extra_keys=("system",))
 
 
-def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
+def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Repeats) -> list[Any]:
     """Messages API turns (and the line's ``system``) as LangChain messages."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -48,7 +54,7 @@ def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
                 out.append(SystemMessage(content=content))
             elif m["role"] == "assistant":
                 calls = [
-                    _tool_call(b)
+                    _tool_call(b, place, k, repeats)
                     for b in content
                     if isinstance(b, dict) and b.get("type") == "tool_use"
                 ]
@@ -80,10 +86,16 @@ def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
     return out
 
 
-def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
+def _tool_call(
+    block: dict[str, Any], place: str, k: int, repeats: limits.Repeats
+) -> dict[str, Any]:
+    """A ``tool_use`` block as a LangChain tool call."""
+    if not isinstance(block.get("name"), str):
+        raise message_problem(place, k, "a tool_use block needs a name")
     args = block.get("input")
+    repeated_key_problem(place, k, "a tool_use block's input", args, repeats)
     return {
-        "name": block.get("name") if isinstance(block.get("name"), str) else "",
+        "name": block["name"],
         "args": args if isinstance(args, dict) else {INVALID_ARGUMENTS: args},
         "id": block.get("id") if isinstance(block.get("id"), str) else None,
     }

@@ -153,7 +153,7 @@ def read_traces(path: Path, data: bytes, fmt: str, inputs: BenchmarkInputs | Non
     if fmt == "inspect":
         from tcbreplay._importers import inspect
 
-        return inspect.read_log(path, inputs)
+        return inspect.read_log(path, data, inputs)
     if inputs is None:
         raise InputError(f"--format {fmt} needs --dataset")
     if fmt == "bfcl":
@@ -220,7 +220,7 @@ def _records(
         if key in by_key:  # each reader refuses this with its place; a last guard
             raise TraceError(f"{line.place or label}: sample {key} appears twice")
         by_key[key] = line
-    trials = max((line.trial for line in lines), default=0) + 1
+    trials = _trials(lines, label)
     now = utcnow().isoformat()
     records = []
     for trial in range(trials):
@@ -243,6 +243,24 @@ def _records(
                 )
             )
     return records
+
+
+def _trials(lines: list[TraceLine], label: str) -> int:
+    """How many trials the lines hold: trials count from 0 without gaps, as a recording's do.
+
+    A trial beyond one that no line holds is refused: storing every trial up to it for
+    every sample, as missing, would let one short line ask for a million trials.
+    """
+    present = {line.trial for line in lines}
+    trials = max(present, default=0) + 1
+    if not lines or trials == len(present):
+        return trials
+    gap = min(set(range(len(present) + 1)) - present)
+    line = next(line for line in lines if line.trial > gap)
+    raise TraceError(
+        f"{line.place or label}: trial {line.trial}, but no trace holds trial {gap} (trials "
+        "count from 0 without gaps)"
+    )
 
 
 def _drop_unfinished_import(store: Store, run_id: str) -> None:

@@ -1,14 +1,18 @@
 """inspect_ai eval logs (``.eval`` and ``.json``), read with inspect_ai's own log API
 (``inspect_ai.log.read_eval_log``; the optional extra ``tcbreplay[inspect]``).
 
-Each sample of each epoch is a trace: sample ``id``, trial ``epoch - 1``, its ``messages`` as
+An ``.eval`` log (a zip file) is first unpacked a chunk at a time within the archive limits
+of :mod:`tcbreplay._inputs.limits`, as inspect_ai reads it whole. Each sample of each epoch
+(1 to :data:`~tcbreplay._importers.lines.MAX_TRIALS`) is a trace: sample ``id``, trial
+``epoch - 1``, its ``messages`` as
 LangChain messages (an assistant's ``tool_calls``, a tool message's ``tool_call_id``; a call
 inspect could not parse is the agent's and scores as an invalid argument), its ``metadata``,
 ``target`` and scores as the trial's metadata, an ``error`` as status error. Gold calls come
 from ``--dataset`` (keyed by sample id) or, without one, from each sample's metadata when it
 holds them as a dataset entry does (``target`` as a list of ``{"name", "args"}``, or
 ``tool_call_names`` and ``tool_call_args``). The tools, when ``--tools`` is left out, are
-those the log's model calls were offered.
+those the log's model calls were offered. What inspect_ai read but the store cannot hold (a
+value beyond the JSON limits, a lone surrogate) is refused naming the sample.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.lines import SourceTraces, TraceLine
+from tcbreplay._importers.lines import MAX_TRIALS, SourceTraces, TraceLine
+from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._store.schema import INVALID_ARGUMENTS
@@ -26,9 +31,9 @@ from tcbreplay.errors import DatasetError, InputError, TraceError
 _GOLD_KEYS = ("target", "tool_call_names", "tool_call_args")
 
 
-def read_log(path: Path, inputs: BenchmarkInputs | None) -> SourceTraces:
-    """The traces of an inspect_ai log (with the samples as a dataset where their metadata
-    holds gold calls, and the tools its model was offered)."""
+def read_log(path: Path, data: bytes, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """The traces of an inspect_ai log (``data``: the file's bytes), with the samples as a
+    dataset where their metadata holds gold calls, and the tools its model was offered."""
     from tcbreplay._record.messages import serialize_messages
 
     try:
@@ -38,6 +43,10 @@ def read_log(path: Path, inputs: BenchmarkInputs | None) -> SourceTraces:
             "reading inspect_ai logs needs inspect_ai",
             hint="pip install 'tcbreplay[inspect]'",
         ) from None
+    if path.suffix == ".eval":  # inspect_ai reads it as a zip file, each member whole
+        problem = limits.zip_problem(data)
+        if problem:
+            raise TraceError(f"{path.name}: {problem}", hint=limits.ARCHIVE_HINT)
     try:
         log = read_eval_log(str(path))
     except Exception as exc:  # any log inspect_ai cannot read is bad input
@@ -54,28 +63,45 @@ def read_log(path: Path, inputs: BenchmarkInputs | None) -> SourceTraces:
     lines = []
     for sample in log.samples:
         place = f"{path.name}: sample {sample.id!r}, epoch {sample.epoch}"
+        if not 1 <= sample.epoch <= MAX_TRIALS:
+            raise TraceError(f"{place}: epoch must be an integer from 1 to {MAX_TRIALS}")
         metadata = {k: v for k, v in (sample.metadata or {}).items() if k not in _GOLD_KEYS}
         if sample.target:
             metadata["target"] = sample.target
         if sample.scores:
             metadata["scores"] = {name: score.value for name, score in sample.scores.items()}
         error = sample.error.message if sample.error is not None else None
-        lines.append(
-            TraceLine(
-                sample_id=str(sample.id),
-                messages=serialize_messages(_messages(sample.messages), {}),
-                trial=sample.epoch - 1,
-                status="ok" if error is None else "error",
-                error=error,
-                error_type=None if error is None else "inspect_ai",
-                metadata=metadata or None,
-                place=place,
-            )
+        line = TraceLine(
+            sample_id=str(sample.id),
+            messages=serialize_messages(_messages(sample.messages), {}),
+            trial=sample.epoch - 1,
+            status="ok" if error is None else "error",
+            error=error,
+            error_type=None if error is None else "inspect_ai",
+            metadata=metadata or None,
+            place=place,
         )
+        # the sample's metadata holds its gold calls, for the dataset
+        stored = [line.sample_id, _input_text(sample.input), sample.metadata, line.metadata]
+        _refuse_unstorable([*stored, line.messages, line.error], place)
+        lines.append(line)
     dataset = None if inputs is not None else _dataset(log.samples, path.name)
+    tools = _tools(log.samples)
+    _refuse_unstorable(tools, f"{path.name}: the tools its model was offered")
     task = log.eval.task  # a registry name, such as inspect_evals/gaia: titled gaia
     benchmark = (task, task.rsplit("/", 1)[-1]) if task else None
-    return SourceTraces(lines, dataset, _tools(log.samples), log.eval.model, benchmark)
+    return SourceTraces(lines, dataset, tools, log.eval.model, benchmark)
+
+
+def _refuse_unstorable(value: Any, place: str) -> None:
+    """Refuse what inspect_ai's reader took but the store cannot hold: a value beyond the JSON
+    limits, or a lone surrogate (which UTF-8 cannot encode)."""
+    problem = limits.value_problem(value)
+    if problem:
+        raise TraceError(f"{place}: {problem}", hint=limits.HINT)
+    surrogate = limits.lone_surrogate(value)
+    if surrogate:
+        raise TraceError(f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode")
 
 
 def _messages(messages: list[Any]) -> list[Any]:

@@ -1,11 +1,18 @@
 """Traces in LangChain's form: a JSONL line per sample (and trial), messages as
-``messages_to_dict`` writes them. A tool call without an ``id`` is read with none."""
+``messages_to_dict`` writes them. A tool call without an ``id`` is read with none; one whose
+``args`` repeat a key is refused."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tcbreplay._importers.lines import TraceLine, message_problem, read_jsonl
+from tcbreplay._importers.lines import (
+    TraceLine,
+    message_problem,
+    read_jsonl,
+    repeated_key_problem,
+)
+from tcbreplay._inputs import limits
 
 
 def read_lines(data: bytes, label: str) -> list[TraceLine]:
@@ -13,11 +20,14 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
     return read_jsonl(data, label, convert)
 
 
-def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
+def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Repeats) -> list[Any]:
     from langchain_core.messages import message_to_dict, messages_from_dict
 
     messages = []
     for k, item in enumerate(raw):
+        for j, call in enumerate(_tool_calls(item)):
+            args = call.get("args") if isinstance(call, dict) else None
+            repeated_key_problem(place, k, f"tool_calls[{j}].args", args, repeats)
         try:
             (message,) = messages_from_dict([_with_call_ids(item)])
             message_to_dict(message)
@@ -27,6 +37,13 @@ def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
             raise error from exc
         messages.append(message)
     return messages
+
+
+def _tool_calls(item: Any) -> list[Any]:
+    """The tool calls of a message dict, as written (none where it has no list of them)."""
+    data = item.get("data") if isinstance(item, dict) else None
+    calls = data.get("tool_calls") if isinstance(data, dict) else None
+    return calls if isinstance(calls, list) else []
 
 
 def _with_call_ids(item: Any) -> Any:

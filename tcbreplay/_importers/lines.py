@@ -31,6 +31,14 @@ _LINE_ALIASES = {
 }
 
 
+# trials are numbered from 0 to MAX_TRIALS - 1
+MAX_TRIALS = 2**20
+# the store keeps token counts, and each sample's sums of them, as 64-bit integers
+MAX_TOKENS = 2**63 - 1
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
+_SUMMED = ("input_tokens", "output_tokens")
+
+
 @dataclass
 class TraceLine:
     """One sample's trial as an importer read it: its messages serialized as the store keeps
@@ -59,8 +67,8 @@ class SourceTraces:
 
 
 # turns one line's raw messages (and the whole line) into LangChain messages; ``place`` names
-# the line for errors
-Convert = Callable[[list[Any], dict[str, Any], str], list[Any]]
+# the line for errors; the line's objects that repeat a key are noted in the Repeats
+Convert = Callable[[list[Any], dict[str, Any], str, limits.Repeats], list[Any]]
 
 
 def read_jsonl(
@@ -75,8 +83,13 @@ def read_jsonl(
         raise TraceError(f"{label}: not UTF-8 text") from exc
     out: list[TraceLine] = []
     seen: dict[tuple[str, int], int] = {}
+    repeats: limits.Repeats = {}
     lines = limits.object_lines(
-        text, label, TraceError, expected="expected an object with sample_id and messages"
+        text,
+        label,
+        TraceError,
+        expected="expected an object with sample_id and messages",
+        repeats=repeats,
     )
     for lineno, obj in lines:
         place = f"{label}: line {lineno}"
@@ -97,7 +110,10 @@ def read_jsonl(
         raw = obj.get("messages")
         if not isinstance(raw, list):
             raise TraceError(f"{place}: messages must be a list")
-        trace.messages = serialize_messages(convert(raw, obj, place), {})
+        trace.messages = serialize_messages(convert(raw, obj, place, repeats), {})
+        problem = token_problem(trace.messages)
+        if problem:
+            raise TraceError(f"{place}: {problem}")
         out.append(trace)
     if not out:
         raise TraceError(f"{label}: no traces in the file")
@@ -112,8 +128,8 @@ def line_fields(obj: dict[str, Any], place: str) -> TraceLine:
     if isinstance(sid, bool) or not isinstance(sid, (str, int)):
         raise TraceError(f"{place}: sample_id must be a string or an integer")
     trial = obj.get("trial", 0)
-    if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < 2**20:
-        raise TraceError(f"{place}: trial must be an integer from 0 to {2**20 - 1}")
+    if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < MAX_TRIALS:
+        raise TraceError(f"{place}: trial must be an integer from 0 to {MAX_TRIALS - 1}")
     status = obj.get("status", "ok")
     if status not in ("ok", "error"):
         raise TraceError(f"{place}: status must be 'ok' or 'error'")
@@ -142,3 +158,27 @@ def message_problem(place: str, k: int, what: str, exc: Exception | None = None)
     if exc is not None:
         detail = f" ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
     return TraceError(f"{place}: message {k}: {what}{detail}")
+
+
+def repeated_key_problem(place: str, k: int, what: str, args: Any, repeats: limits.Repeats) -> None:
+    """Refuse a call's arguments object (``what``, in message ``k``) that repeats a key: read,
+    it would keep the key's last value, and the metric spec makes that an error."""
+    key = limits.repeated_key(args, repeats)
+    if key is not None:
+        raise message_problem(place, k, f"{what} repeats the key {key!r}")
+
+
+def token_problem(messages: list[dict[str, Any]]) -> str | None:
+    """What in stored messages' token counts the store cannot hold, or None."""
+    for m in messages:
+        for name in _TOKEN_FIELDS:
+            n = m.get(name)
+            if n is not None and not 0 <= n <= MAX_TOKENS:
+                return (
+                    f"a message's {name} is {n}: a token count is an integer from 0 to {MAX_TOKENS}"
+                )
+    for name in _SUMMED:
+        total = sum(m.get(name) or 0 for m in messages)
+        if total > MAX_TOKENS:
+            return f"its messages' {name} add up to {total}, more than {MAX_TOKENS}"
+    return None

@@ -33,8 +33,11 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
     return read_jsonl(data, label, convert)
 
 
-def convert(raw: list[Any], line: dict[str, Any], place: str) -> list[Any]:
-    """Chat Completions messages as LangChain messages."""
+def convert(
+    raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Repeats | None = None
+) -> list[Any]:
+    """Chat Completions messages as LangChain messages (arguments are JSON text, read here:
+    ``repeats`` is not needed)."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
     out: list[Any] = []
@@ -92,19 +95,27 @@ def _tool_call(call: Any, place: str, k: int, j: int) -> dict[str, Any]:
     elif not isinstance(text, str):
         raise message_problem(place, k, f"tool_calls[{j}].function.arguments must be JSON text")
     else:
-        args = parse_arguments(text)
+        args = parse_arguments(text, f"{place}: message {k}: tool_calls[{j}].function.arguments")
     call_id = call.get("id")
     return {"name": fn["name"], "args": args, "id": call_id if isinstance(call_id, str) else None}
 
 
-def parse_arguments(text: str) -> dict[str, Any]:
+def parse_arguments(text: str, where: str) -> dict[str, Any]:
     """A model's arguments text as a call's arguments: the object it holds, or, for text that
-    is not a JSON object (or beyond the JSON limits), the text under INVALID_ARGUMENTS."""
+    is not a JSON object (or beyond the JSON limits), the text under INVALID_ARGUMENTS. An
+    object that repeats a key is refused (``where`` names the arguments), as the metric spec
+    makes it an error; inside its values, a repeated key keeps its last value."""
+    repeats: limits.Repeats = {}
     try:
-        value = limits.loads(text)
+        value = limits.loads(text, repeats=repeats)
     except (ValueError, limits.LimitError):
         value = None
-    return value if isinstance(value, dict) else {INVALID_ARGUMENTS: text}
+    if not isinstance(value, dict):
+        return {INVALID_ARGUMENTS: text}
+    key = limits.repeated_key(value, repeats)
+    if key is not None:
+        raise TraceError(f"{where} repeats the key {key!r}")
+    return value
 
 
 def arguments_text(args: Any) -> str:

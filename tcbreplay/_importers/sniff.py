@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ def sniff(path: Path, data: bytes) -> tuple[str, str]:
     except UnicodeDecodeError:
         raise _unknown(path, "it is not UTF-8 text") from None
     stripped = text.lstrip()
-    whole = _json(stripped) if stripped[:1] in ("[", "{") else None
+    whole = _whole(stripped) if stripped[:1] in ("[", "{") else None
     if isinstance(whole, list):
         first = whole[0] if whole else None
         if isinstance(first, dict) and {"task_id", "traj"} <= first.keys():
@@ -78,6 +79,44 @@ def _json(text: str) -> Any:
         return limits.loads(text)
     except (json.JSONDecodeError, limits.LimitError, ValueError):
         return None
+
+
+def _whole(text: str) -> Any:
+    """The JSON value the whole text is (None if it is not JSON); for an object beyond the
+    limits, its keys (as a dict of None), so that reading it in its format says what is
+    beyond them."""
+    try:
+        return limits.loads(text)
+    except json.JSONDecodeError:
+        return None
+    except limits.LimitError:
+        return _top_keys(text) if text[:1] == "{" else None
+
+
+# a JSON string (a key when a colon follows) or a bracket; brackets inside strings are skipped
+_TOKENS = re.compile(
+    r'(?P<string>"[^"\\]*(?:\\.[^"\\]*)*")(?P<colon>\s*:)?|(?P<open>[\[{])|(?P<close>[\]}])'
+)
+
+
+def _top_keys(text: str) -> dict[str, None] | None:
+    """The keys of the JSON object ``text``, found without reading its values (they may be
+    too deep or too long for Python's reader)."""
+    keys: dict[str, None] = {}
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        if match.group("open"):
+            depth += 1
+        elif match.group("close"):
+            depth -= 1
+            if depth == 0:
+                return keys
+        elif match.group("colon") and depth == 1:
+            try:
+                keys[json.loads(match.group("string"))] = None
+            except json.JSONDecodeError:
+                return None
+    return None
 
 
 def _unknown(path: Path, why: str) -> TraceError:

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from tcbreplay._importers import openai
-from tcbreplay._importers.lines import TraceLine
+from tcbreplay._importers.lines import MAX_TRIALS, TraceLine
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries, lone_surrogate
 from tcbreplay.errors import DatasetError, TraceError
@@ -90,8 +90,8 @@ def _parts(item: Any, place: str) -> tuple[Any, int, dict[str, Any]]:
     if isinstance(task_id, bool) or not isinstance(task_id, (int, str)):
         raise TraceError(f"{place}: task_id must be an integer or a string")
     trial = item.get("trial", 0)
-    if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < 2**20:
-        raise TraceError(f"{place}: trial must be an integer from 0 to {2**20 - 1}")
+    if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < MAX_TRIALS:
+        raise TraceError(f"{place}: trial must be an integer from 0 to {MAX_TRIALS - 1}")
     task = item["info"].get("task") if isinstance(item["info"], dict) else None
     if not isinstance(task, dict) or not isinstance(task.get("instruction"), str):
         raise TraceError(f"{place}: info.task must be an object with an instruction")

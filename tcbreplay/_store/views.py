@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from tcbreplay._machine import usable_cores
+from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, check_columns, check_inside
 from tcbreplay._store.sandbox import (
     lock_down,
@@ -35,6 +36,7 @@ from tcbreplay._store.schema import (
     _SCORINGS_SCHEMA,
     _TOOLS_SCHEMA,
     DEFAULT_SCORING,
+    LOCK,
     MESSAGES_SCHEMA,
     OPTIONAL_COLUMNS,
     SAMPLES_SCHEMA,
@@ -357,6 +359,15 @@ def _number(value: object) -> float | None:
     return None
 
 
+def _status(run: Run) -> str | None:
+    """The manifest's status, but ``interrupted`` for a run still marked ``recording`` whose
+    writer is gone (killed before it could say so): no process is recording it."""
+    status = run.manifest.get("status")
+    if status == "recording" and lock_holder(run.dir / LOCK) is None:
+        return "interrupted"
+    return status
+
+
 def _runs_table(runs: list[Run]) -> pa.Table:
     rows = []
     for run in runs:
@@ -366,7 +377,7 @@ def _runs_table(runs: list[Run]) -> pa.Table:
         rows.append(
             {
                 "run_id": run.run_id,
-                "status": m.get("status"),
+                "status": _status(run),
                 "created_at": m.get("created_at"),
                 "finished_at": m.get("finished_at"),
                 "benchmark": (m.get("benchmark") or {}).get("name"),
