@@ -19,7 +19,7 @@ class _Dialects(click.Choice[str]):
     def __init__(self) -> None:
         super().__init__(())
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         return registry.choices()
 
@@ -94,8 +94,8 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     if fmt is None and answers is None and traces.is_file():
         # a file that cannot be read, or told: importing it says what is wrong
         with contextlib.suppress(OSError, TraceError):
-            chosen = sniff(TraceFile.at(traces))
-            fmt, why = chosen.dialect, chosen.reason
+            sniffed = sniff(TraceFile.at(traces))
+            fmt, why = sniffed.dialect, sniffed.reason
     dialect = None if fmt is None else registry.get(fmt)
     fmt = None if dialect is None else dialect.name
     if tools is None and fmt == "abet-evaluation":

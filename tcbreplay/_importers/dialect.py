@@ -106,9 +106,7 @@ class TraceFile:
             try:
                 self._data = self.path.read_bytes()
             except OSError as exc:
-                raise TraceError(
-                    f"{self.path}: cannot read traces: {exc.strerror or exc}"
-                ) from exc
+                raise TraceError(f"{self.path}: cannot read traces: {exc.strerror or exc}") from exc
         return self._data
 
     @cached_property
@@ -143,9 +141,10 @@ class TraceFile:
         what is beyond them."""
         if self.head.removeprefix(_BOM).lstrip(_BLANK)[:1] not in (b"[", b"{"):
             return None
-        _, rest = self._first_line
-        if self.first_line.problem is None and rest:
-            return None  # a first line that is JSON, and more: JSON Lines
+        _, more = self._first_line
+        if self.first_line.problem is None:
+            # a first line that is JSON, and more: JSON Lines; else the document is that line
+            return None if more else self.first_line.value
         try:
             text = self.data.decode("utf-8-sig").lstrip()
         except UnicodeDecodeError:
@@ -160,7 +159,8 @@ class TraceFile:
     @cached_property
     def _first_line(self) -> tuple[bytes | None, bool]:
         """The first line that is not blank (without a BOM and the blanks around it), and
-        whether another such line follows it. Lines end at "\n" only, as the readers split."""
+        whether another such line follows it. Lines end at ``"\\n"`` only, as the readers
+        split them."""
         with self._opened() as f:
             if f.read(len(_BOM)) != _BOM:
                 f.seek(0)

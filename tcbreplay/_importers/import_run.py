@@ -54,8 +54,9 @@ def import_traces(
 
     ``fmt`` is a registered dialect's name (see :mod:`tcbreplay._importers.registry`;
     ``None``: told from the file, see :func:`tcbreplay._importers.sniff.sniff`; ``bfcl`` is
-    never told, as it needs BFCL's answers). ``inputs`` (dataset and tools) may be left out for a format that holds the
-    samples' inputs and gold calls (``tau-bench``, ``inspect``); then the tools are ``tools``
+    never told, as it needs BFCL's answers). ``inputs`` (dataset and tools) may be left out
+    for a format that holds the samples' inputs and gold calls (``tau-bench``, ``inspect``:
+    :attr:`~tcbreplay._importers.dialect.Dialect.holds_samples`); then the tools are ``tools``
     (a ``module:attr`` or JSON file), else those the traces declare. ``abet-evaluation`` is a
     dashboard file of the original benchmark: samples it left out are taken to have output
     equal to their target, as the original saved only mismatches. ``bfcl`` is a BFCL results
