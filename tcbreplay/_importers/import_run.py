@@ -71,11 +71,8 @@ def import_traces(
             f"--traces {str(traces)!r}: the name is not valid UTF-8", hint="rename the file"
         )
     path = Path(traces)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read traces: {exc.strerror or exc}") from exc
-    file = TraceFile(path.name, path=path, data=data)
+    file = TraceFile.at(path)
+    data = file.data  # read once: hashed, sniffed and read
     sniffed = None
     if fmt is None:
         chosen = sniff(file)
