@@ -49,6 +49,13 @@ DIALECTS: dict[str, Dialect] = {
             holds_samples=True,
         ),
         Dialect(
+            "langsmith",
+            f"{_HERE}.langsmith",
+            "LangSmith runs: Client.list_runs() as JSON or JSON Lines, the SDK's posted "
+            "payloads (/runs/batch, /runs/multipart) or a bulk export's Parquet file; a sample "
+            "per trace",
+        ),
+        Dialect(
             "abet-evaluation",
             f"{_HERE}.abet",
             "a dashboard file of the original Tool Call Benchmark",

@@ -1,0 +1,592 @@
+"""LangSmith's run trees, as the ``langsmith`` SDK and LangSmith write them.
+
+A file is one of:
+
+- ``Client.list_runs()`` written out: a JSON list of runs, JSON Lines of them (a run a line),
+  or a runs query's answer (``{"runs": [...]}``); a single run (``POST /runs``'s body);
+- what the SDK posts: ``/runs/batch`` bodies (``{"post": [...], "patch": [...]}``, one, or
+  JSON Lines of several) or ``/runs/multipart`` bodies (parts ``post.<id>``,
+  ``post.<id>.inputs``, ...; one or several, one after another as sent, or compressed with
+  zstd as the SDK sends them when the server asks for it); a run's posts and patches are
+  merged;
+- a bulk export's Parquet file (the columns LangSmith documents: ``id``, ``trace_id``,
+  ``parent_run_id``, ``run_type``, ``dotted_order``, ``inputs``, ``outputs``, ``error``, ...;
+  JSON fields as JSON text or as nested values; one file: a bulk export's several files can be
+  joined with DuckDB first).
+
+A sample is a trace (a root run and the runs under it). Its messages are those its first LLM
+run was given, then, in the order they ran, each LLM run's answer (a model turn, with its tool
+calls) and each tool run's result (a tool message, for the call whose id it names, else the
+first unanswered call of its name); LLM and tool runs inside a tool run or an LLM run (a tool
+that runs an agent of its own) are left out. Messages are read in LangChain's serialised form
+(``{"lc": 1, "type": "constructor", ...}``), ``messages_to_dict``'s, a message's own dump, or
+OpenAI's (as ``wrap_openai`` traces them). A root run's error makes the trial's status error.
+
+The traces hold no gold calls: ``--dataset`` gives them, each trace matched to a sample by its
+``reference_example_id`` or its id, else by its input text (see
+:mod:`tcbreplay._importers.matching`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from tcbreplay._importers import openai
+from tcbreplay._importers.dialect import Sniff, TraceFile
+from tcbreplay._importers.lines import SourceTraces, TraceLine, token_problem
+from tcbreplay._importers.matching import Unmatched, samples_of
+from tcbreplay._inputs import limits
+from tcbreplay._record.secrets import redact
+from tcbreplay.errors import InputError, TraceError
+
+if TYPE_CHECKING:
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_PARQUET_MAGIC = b"PAR1"
+_PART_NAME = re.compile(rb'^Content-Disposition:[^\r\n]*\bname="([^"]*)"', re.I | re.M)
+_FIRST_PART = re.compile(rb'\A--[^\r\n]+\r\nContent-Disposition: form-data; name="(post|patch)\.')
+# a run's fields the multipart endpoint sends as parts of their own
+_RUN_PARTS = ("inputs", "outputs", "events", "extra", "error", "serialized")
+# the bulk export's columns that hold JSON
+_JSON_COLUMNS = ("inputs", "outputs", "extra", "events", "serialized", "feedback_stats")
+_LC_KINDS = {
+    "SystemMessage": "system", "SystemMessageChunk": "system",
+    "HumanMessage": "human", "HumanMessageChunk": "human",
+    "AIMessage": "ai", "AIMessageChunk": "ai",
+    "ToolMessage": "tool", "ToolMessageChunk": "tool",
+    "ChatMessage": "chat", "FunctionMessage": "function",
+}  # fmt: skip
+_ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)\(")
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """Multipart or zstd-compressed run payloads; a Parquet file with the run columns; JSON of
+    runs (``run_type``), of ``/runs/batch`` bodies (``post``, ``patch``) or a query's answer."""
+    head = file.head
+    if _FIRST_PART.match(head):
+        return Sniff(1.0, "the langsmith SDK's multipart run payloads (/runs/multipart)")
+    if head.startswith(_ZSTD_MAGIC):
+        if _FIRST_PART.match(_unzstd_head(head)):
+            return Sniff(1.0, "the langsmith SDK's zstd-compressed multipart run payloads")
+        return Sniff.no("a zstd-compressed file, but not of LangSmith's multipart run payloads")
+    if head.startswith(_PARQUET_MAGIC):
+        columns = parquet_columns(file)
+        if {"run_type", "trace_id"} <= columns:
+            what = "a Parquet file of LangSmith runs (run_type, trace_id): a bulk export"
+            return Sniff(0.95, what)
+        return Sniff.no("a Parquet file without LangSmith's run columns (run_type, trace_id)")
+    top = file.top
+    value = top if top is not None else file.first_line.value
+    kind = _json_kind(value)
+    if kind == "batch":
+        what = "JSON Lines of /runs/batch bodies" if top is None else "a /runs/batch body"
+        return Sniff(0.95, f"{what} of LangSmith runs (post, patch)")
+    if kind == "query":
+        return Sniff(0.9, "a LangSmith runs query's answer (runs of run_type, trace_id)")
+    if kind == "run":
+        what = "JSON Lines of LangSmith runs" if top is None else "a LangSmith run"
+        return Sniff(0.9, f"{what} (run_type, trace_id)")
+    if kind == "list":
+        return Sniff(0.9, "a JSON list of LangSmith runs (run_type, trace_id)")
+    return Sniff.no(
+        "neither LangSmith runs (objects with run_type and trace_id) nor the SDK's posted payloads"
+    )
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """The file's traces, a sample each (matched to ``inputs``' dataset when given)."""
+    runs = read_runs(file)
+    traces, model = _traces(runs, file.name)
+    if not traces:
+        raise TraceError(f"{file.name}: no runs in the file")
+    dataset = None if inputs is None else inputs.dataset
+    return SourceTraces(samples_of(traces, dataset), model=model)
+
+
+def read_runs(file: TraceFile) -> list[dict[str, Any]]:
+    """Every run of the file, its posts and patches merged, in the order first seen."""
+    merged: dict[str, dict[str, Any]] = {}
+    for place, op, run in _operations(file):
+        if not isinstance(run, dict) or run.get("id") is None:
+            raise TraceError(f"{place}: a run must be an object with an id")
+        known = merged.setdefault(str(run["id"]), {"_place": place})
+        # a patch names only what it changes: a field it leaves null keeps its posted value
+        known.update((k, v) for k, v in run.items() if op == "post" or v is not None)
+    return list(merged.values())
+
+
+# ---------------------------------------------------------------- the file's run operations
+
+
+def _json_kind(value: Any) -> str | None:
+    if isinstance(value, dict):
+        if any(isinstance(value.get(op), list) for op in ("post", "patch")):
+            return "batch"
+        runs = value.get("runs")
+        if isinstance(runs, list) and runs and _is_run(runs[0]):
+            return "query"
+        return "run" if _is_run(value) else None
+    if isinstance(value, list) and value and _is_run(value[0]):
+        return "list"
+    return None
+
+
+def _is_run(value: Any) -> bool:
+    return isinstance(value, dict) and "run_type" in value and "trace_id" in value
+
+
+def _operations(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
+    """Each run the file holds, as ``(place, "post" | "patch", run)``."""
+    data = file.data
+    if data.startswith(_ZSTD_MAGIC):
+        data = _unzstd(data, file.name)
+    if _FIRST_PART.match(data):
+        yield from _multipart(data, file.name)
+    elif data.startswith(_PARQUET_MAGIC):
+        yield from _parquet(file)
+    else:
+        yield from _json(data, file.name)
+
+
+def _json(data: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{label}: not UTF-8 text") from exc
+    try:
+        docs = [(label, limits.loads(text))]
+    except json.JSONDecodeError:  # JSON Lines
+        docs = [
+            (f"{label}: line {n}", doc)
+            for n, doc in limits.object_lines(
+                text, label, TraceError, expected="expected a LangSmith run or /runs/batch body"
+            )
+        ]
+    except limits.LimitError as exc:
+        raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
+    for place, doc in docs:
+        kind = _json_kind(doc)
+        if kind == "batch":
+            for op in ("post", "patch"):
+                for k, run in enumerate(doc.get(op) or []):
+                    yield f"{place}: {op}[{k}]", op, run
+        elif kind == "query":
+            for k, run in enumerate(doc["runs"]):
+                yield f"{place}: runs[{k}]", "post", run
+        elif isinstance(doc, list):
+            for k, run in enumerate(doc):
+                yield f"{place}: run {k}", "post", run
+        elif isinstance(doc, dict):
+            yield place, "post", doc
+        else:
+            raise TraceError(f"{place}: expected LangSmith runs or a /runs/batch body")
+
+
+def _multipart(data: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
+    """The runs of ``/runs/multipart`` bodies, one after another: a part ``post.<id>`` holds a
+    run, a part ``post.<id>.<field>`` one of its fields (the same for ``patch``)."""
+    pos, body = 0, 0
+    while pos < len(data):
+        eol = data.find(b"\r\n", pos)
+        boundary = data[pos:eol] if eol > pos else b""
+        if not boundary.startswith(b"--"):
+            raise TraceError(f"{label}: body {body}: not a multipart body (no boundary line)")
+        end = data.find(b"\r\n" + boundary + b"--", pos)
+        if end < 0:
+            raise TraceError(f"{label}: body {body}: its multipart body does not end")
+        runs: dict[tuple[str, str], dict[str, Any]] = {}
+        for part in data[eol + 2 : end].split(b"\r\n" + boundary + b"\r\n"):
+            headers, sep, content = part.partition(b"\r\n\r\n")
+            name = _PART_NAME.search(headers)
+            if not sep or name is None:
+                raise TraceError(f"{label}: body {body}: a part without a name")
+            op, _, rest = name.group(1).decode("utf-8", "replace").partition(".")
+            if op not in ("post", "patch"):
+                continue  # an attachment
+            run_id, _, field = rest.partition(".")
+            place = f"{label}: body {body}: part {name.group(1).decode('utf-8', 'replace')}"
+            try:
+                value = limits.loads(content.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise TraceError(f"{place}: not JSON") from exc
+            except limits.LimitError as exc:
+                raise TraceError(f"{place}: {exc}", hint=limits.HINT) from None
+            run = runs.setdefault((op, run_id), {"id": run_id})
+            if not field:
+                if not isinstance(value, dict):
+                    raise TraceError(f"{place}: a run must be an object")
+                run.update(value)
+            elif field in _RUN_PARTS:
+                run[field] = value
+        for (op, run_id), run in runs.items():
+            yield f"{label}: body {body}: {op}.{run_id}", op, run
+        pos = end + len(boundary) + 4
+        while data[pos : pos + 2] == b"\r\n":
+            pos += 2
+        body += 1
+
+
+def _unzstd(data: bytes, label: str) -> bytes:
+    """zstd-compressed bytes (frames one after another), within the archive limits."""
+    zstandard = _zstandard()
+    cap = min(limits.MAX_MEMBER_BYTES, len(data) * limits.MAX_RATIO + limits.RATIO_GRACE)
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    try:
+        out = reader.read(cap + 1)
+        while len(out) <= cap and (more := reader.read(cap + 1 - len(out))):
+            out += more
+    except zstandard.ZstdError as exc:
+        raise TraceError(f"{label}: not zstd-compressed data zstandard can read ({exc})") from exc
+    if len(out) > cap:
+        raise TraceError(f"{label}: unpacks to more than {cap} bytes", hint=limits.ARCHIVE_HINT)
+    return out
+
+
+def _unzstd_head(head: bytes) -> bytes:
+    """The start of what a zstd-compressed head unpacks to (empty if it cannot be read)."""
+    try:
+        zstandard = _zstandard()
+        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(head)[:4096])
+    except Exception:  # a sniff: any head it cannot read is not LangSmith's
+        return b""
+
+
+def _zstandard() -> Any:
+    try:
+        import zstandard
+    except ImportError:  # a dependency of langsmith, which langchain-core needs
+        raise InputError(
+            "reading zstd-compressed payloads needs zstandard", hint="pip install zstandard"
+        ) from None
+    return zstandard
+
+
+def parquet_columns(file: TraceFile) -> set[str]:
+    """The columns of a Parquet file (none, if its footer cannot be read)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return set(pq.read_schema(_parquet_source(file)).names)
+    except Exception:  # a sniff: a file pyarrow cannot read has no columns
+        return set()
+
+
+def parquet_rows(file: TraceFile, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows of a Parquet file, its JSON-text ``columns`` parsed and times in ISO form."""
+    import pyarrow.parquet as pq
+
+    try:
+        rows = pq.read_table(_parquet_source(file)).to_pylist()
+    except Exception as exc:  # any file pyarrow cannot read is bad input
+        raise TraceError(f"{file.name}: not a Parquet file pyarrow can read ({exc})") from exc
+    for n, row in enumerate(rows):
+        for key, value in row.items():
+            if isinstance(value, datetime):
+                row[key] = value.isoformat()
+            elif key in columns and isinstance(value, str):
+                try:
+                    row[key] = limits.loads(value)
+                except json.JSONDecodeError:
+                    pass  # text that is not JSON: kept as text
+                except limits.LimitError as exc:
+                    raise TraceError(
+                        f"{file.name}: row {n}: {key}: {exc}", hint=limits.HINT
+                    ) from None
+    return rows
+
+
+def _parquet_source(file: TraceFile) -> Any:
+    import pyarrow as pa
+
+    return str(file.path) if file.path is not None else pa.BufferReader(file.data)
+
+
+def _parquet(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
+    for n, row in enumerate(parquet_rows(file, _JSON_COLUMNS)):
+        yield f"{file.name}: row {n}", "post", row
+
+
+# ---------------------------------------------------------------- traces and their messages
+
+
+def _traces(runs: list[dict[str, Any]], label: str) -> tuple[list[Unmatched], str | None]:
+    """Each trace of the runs (its root and the runs under it), and the model its LLM runs
+    name, when they name one."""
+    by_id = {str(run["id"]): run for run in runs}
+    members: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        members.setdefault(_root_of(run, by_id), []).append(run)
+    traces, models = [], set()
+    for root_id, group in members.items():
+        root = by_id.get(root_id)
+        if root is None:  # its root run is not in the file: the trace is told by its id
+            raise TraceError(
+                f"{group[0]['_place']}: its trace's root run ({root_id}) is not in the file",
+                hint="export whole traces (every run of each trace)",
+            )
+        group.sort(key=lambda r: (str(r.get("dotted_order") or ""), str(r.get("start_time"))))
+        traces.append(_trace(root, group, by_id))
+        models |= {m for r in group if (m := _model_name(r))}
+    traces.sort(key=lambda t: (str(t.began), t.line.sample_id))
+    return traces, models.pop() if len(models) == 1 else None
+
+
+def _root_of(run: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:
+    """The id of a run's trace: its ``trace_id``, else its topmost ancestor in the file."""
+    if run.get("trace_id"):
+        return str(run["trace_id"])
+    seen = set()
+    while run.get("parent_run_id") and str(run["parent_run_id"]) in by_id:
+        if str(run["id"]) in seen:
+            break
+        seen.add(str(run["id"]))
+        run = by_id[str(run["parent_run_id"])]
+    return str(run["id"])
+
+
+def _trace(
+    root: dict[str, Any], runs: list[dict[str, Any]], by_id: dict[str, dict[str, Any]]
+) -> Unmatched:
+    """A trace as a sample's trial: its messages, status and metadata."""
+    from tcbreplay._record.messages import serialize_messages
+
+    place = f"{root['_place']} (trace {root['id']})"
+    messages: list[Any] = []
+    answered: set[str] = set()
+    pending: list[tuple[str, str]] = []  # (call id, tool name) not yet answered
+    for run in runs:
+        kind = run.get("run_type")
+        if kind not in ("llm", "tool") or _inside_llm_or_tool(run, by_id):
+            continue
+        where = f"{run['_place']} ({kind} run {run.get('name')!r})"
+        if kind == "llm":
+            if not messages:
+                messages = _llm_inputs(run, where)
+                for m in messages:
+                    _note(m, pending, answered)
+            answer = _llm_output(run, where)
+            if answer is not None:
+                messages.append(answer)
+                _note(answer, pending, answered)
+        else:
+            result = _tool_result(run, pending, where)
+            if result.tool_call_id and result.tool_call_id in answered:
+                continue  # already among the messages (a later LLM run's inputs held it)
+            messages.append(result)
+            _note(result, pending, answered)
+    if not messages:
+        messages = _root_messages(root, place)
+    stored = serialize_messages(messages, {})
+    problem = token_problem(stored) or limits.lone_surrogate(stored)
+    if problem:
+        raise TraceError(f"{place}: {problem}")
+    error = root.get("error")
+    line = TraceLine(
+        sample_id=str(root["id"]),
+        messages=stored,
+        status="ok" if not error else "error",
+        error=None if not error else redact(_error_text(error)),
+        error_type=None if not error else _error_type(error),
+        metadata=_metadata(root),
+        place=place,
+    )
+    ids = tuple(str(i) for i in (root.get("reference_example_id"), root["id"]) if i)
+    return Unmatched(line, ids, _input_text(messages), str(root.get("start_time") or ""))
+
+
+def _inside_llm_or_tool(run: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> bool:
+    parent = by_id.get(str(run.get("parent_run_id")))
+    for _ in range(len(by_id)):
+        if parent is None:
+            return False
+        if parent.get("run_type") in ("llm", "tool"):
+            return True
+        parent = by_id.get(str(parent.get("parent_run_id")))
+    return False
+
+
+def _note(message: Any, pending: list[tuple[str, str]], answered: set[str]) -> None:
+    """Keep count of the calls made and answered so far."""
+    for call in getattr(message, "tool_calls", None) or []:
+        pending.append((call.get("id") or "", call.get("name") or ""))
+    if message.type == "tool":
+        answered.add(message.tool_call_id)
+        pending[:] = [p for p in pending if p[0] != message.tool_call_id]
+
+
+def _llm_inputs(run: dict[str, Any], where: str) -> list[Any]:
+    """The messages an LLM run was given (the first prompt of a batch)."""
+    from langchain_core.messages import HumanMessage
+
+    inputs = run.get("inputs") or {}
+    messages = inputs.get("messages") if isinstance(inputs, dict) else None
+    if isinstance(messages, list) and messages and isinstance(messages[0], list):
+        messages = messages[0]
+    if isinstance(messages, list):
+        return [_message(m, f"{where}: inputs.messages[{k}]") for k, m in enumerate(messages)]
+    prompts = inputs.get("prompts") if isinstance(inputs, dict) else None
+    if isinstance(prompts, list) and prompts and isinstance(prompts[0], str):
+        return [HumanMessage(prompts[0])]
+    raise TraceError(f"{where}: its inputs hold no messages (LangChain's or OpenAI's) nor prompts")
+
+
+def _llm_output(run: dict[str, Any], where: str) -> Any:
+    """The model turn an LLM run answered with (None for a run that failed without one)."""
+    from langchain_core.messages import AIMessage
+
+    out = run.get("outputs")
+    if not out:
+        if run.get("error"):
+            return None
+        raise TraceError(f"{where}: it has no outputs and no error")
+    found: Any = None
+    generations = out.get("generations") if isinstance(out, dict) else None
+    if isinstance(generations, list) and generations:
+        first = generations[0]
+        if isinstance(first, list):
+            first = first[0] if first else None
+        if isinstance(first, dict) and first.get("message") is not None:
+            found = _message(first["message"], f"{where}: generations[0]")
+        elif isinstance(first, dict) and isinstance(first.get("text"), str):
+            found = AIMessage(first["text"])
+    elif isinstance(out, dict) and isinstance(out.get("choices"), list) and out["choices"]:
+        choice = out["choices"][0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        found = _message(message, f"{where}: choices[0].message")
+    elif isinstance(out, dict):
+        value = out.get("output", out)
+        found = _message(value, f"{where}: outputs") if isinstance(value, dict) else None
+    if not isinstance(found, AIMessage):
+        if run.get("error"):
+            return None  # the model call failed: no turn
+        raise TraceError(
+            f"{where}: its outputs hold no model turn (LangChain's generations, OpenAI's "
+            "choices, or an AI message)"
+        )
+    return found
+
+
+def _tool_result(run: dict[str, Any], pending: list[tuple[str, str]], where: str) -> Any:
+    """A tool run's result as a tool message, for the call it answers."""
+    from langchain_core.messages import ToolMessage
+
+    name = str(run.get("name") or "")
+    content: Any = ""
+    call_id, status = None, "success"
+    out = run.get("outputs")
+    value = out.get("output", out) if isinstance(out, dict) else out
+    if isinstance(value, dict) and (value.get("type") == "tool" or _lc_kind(value) == "tool"):
+        message = _message(value, f"{where}: outputs")
+        content, call_id, status = message.content, message.tool_call_id, message.status
+    elif isinstance(value, str):
+        content = value
+    elif value is not None:
+        content = json.dumps(value, ensure_ascii=False)
+    if run.get("error"):
+        content, status = _error_text(run["error"]), "error"
+    if not call_id:
+        named = [p for p in pending if p[1] == name] or pending
+        call_id = named[0][0] if named else ""
+    return ToolMessage(content=content, tool_call_id=call_id, name=name, status=status)
+
+
+def _root_messages(root: dict[str, Any], place: str) -> list[Any]:
+    """What a trace without an LLM run asked: its root run's input messages or text."""
+    from langchain_core.messages import HumanMessage
+
+    inputs = root.get("inputs")
+    messages = inputs.get("messages") if isinstance(inputs, dict) else None
+    if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
+        return [_message(m, f"{place}: inputs.messages[{k}]") for k, m in enumerate(messages)]
+    texts = [v for v in inputs.values() if isinstance(v, str)] if isinstance(inputs, dict) else []
+    if len(texts) == 1:
+        return [HumanMessage(texts[0])]
+    return [HumanMessage(inputs)] if isinstance(inputs, str) else []
+
+
+def _lc_kind(value: dict[str, Any]) -> str | None:
+    if value.get("lc") == 1 and value.get("type") == "constructor":
+        ids = value.get("id")
+        return _LC_KINDS.get(ids[-1]) if isinstance(ids, list) and ids else None
+    return None
+
+
+def _message(value: Any, where: str) -> Any:
+    """A message in any of the shapes LangSmith runs hold, as a LangChain message."""
+    from langchain_core.messages import HumanMessage, messages_from_dict
+
+    if isinstance(value, str):
+        return HumanMessage(value)
+    if not isinstance(value, dict):
+        raise TraceError(f"{where}: a message must be an object")
+    if value.get("lc") == 1:
+        kind, data = _lc_kind(value), value.get("kwargs")
+        if kind is None or not isinstance(data, dict):
+            raise TraceError(f"{where}: a LangChain serialised object that is no message")
+    elif "role" in value and "type" not in value:
+        return openai.convert([value], {}, where)[0]
+    elif isinstance(value.get("type"), str):
+        kind = value["type"]
+        data = value["data"] if isinstance(value.get("data"), dict) else value
+    else:
+        raise TraceError(f"{where}: not a message (LangChain's, or OpenAI's with a role)")
+    data = {k: v for k, v in data.items() if k != "type"}
+    if kind == "ai" and isinstance(data.get("tool_calls"), list):
+        data["tool_calls"] = [
+            {"id": None, **c} if isinstance(c, dict) else c for c in data["tool_calls"]
+        ]
+    try:
+        (message,) = messages_from_dict([{"type": kind, "data": data}])
+    except Exception as exc:  # any shape LangChain cannot load is bad input
+        detail = " ".join(str(exc).split())[:200]
+        what = f"not a LangChain message ({type(exc).__name__}: {detail})"
+        raise TraceError(f"{where}: {what}") from exc
+    return message
+
+
+def _input_text(messages: list[Any]) -> str | None:
+    """The text of the first user message."""
+    for message in messages:
+        if message.type == "human":
+            return str(message.text)
+    return None
+
+
+def _error_text(error: Any) -> str:
+    """A run's error without the traceback LangChain's tracer writes after it."""
+    text = error if isinstance(error, str) else json.dumps(error)
+    return text.split("Traceback (most recent call last)", 1)[0].strip() or text
+
+
+def _error_type(error: Any) -> str:
+    found = _ERROR_TYPE.match(error) if isinstance(error, str) else None
+    return found.group(1) if found else "langsmith"
+
+
+def _metadata(root: dict[str, Any]) -> dict[str, Any]:
+    """The trial's metadata: where the trace came from, and any feedback on it."""
+    out = {"trace_id": str(root.get("trace_id") or root["id"]), "run_name": root.get("name")}
+    for key in ("start_time", "end_time", "reference_example_id", "tags", "feedback_stats"):
+        if root.get(key):
+            out[key] = root[key] if key != "reference_example_id" else str(root[key])
+    return out
+
+
+def _model_name(run: dict[str, Any]) -> str | None:
+    """The model an LLM run names (LangChain's ``ls_model_name``, or its invocation's)."""
+    if run.get("run_type") != "llm" or not isinstance(run.get("extra"), dict):
+        return None
+    extra = run["extra"]
+    metadata, params = (extra.get(k) for k in ("metadata", "invocation_params"))
+    metadata = metadata if isinstance(metadata, dict) else {}
+    params = params if isinstance(params, dict) else {}
+    for value in (metadata.get("ls_model_name"), params.get("model"), params.get("model_name")):
+        if isinstance(value, str) and value:
+            return value
+    return None
