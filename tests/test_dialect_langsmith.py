@@ -216,6 +216,26 @@ def test_openai_shaped_llm_runs_are_read_too():
     ]
 
 
+def test_plain_and_compressed_bodies_read_one_after_another():
+    import zstandard
+
+    plain = (DATA / "posted.multipart").read_bytes()
+    mixed = plain + zstandard.ZstdCompressor().compress(plain)
+    lines = langsmith.read(TraceFile("capture", data=mixed), None).lines
+    assert lines == read("posted.multipart").lines
+
+
+def test_a_body_that_unpacks_beyond_the_limits_is_refused(monkeypatch):
+    import zstandard
+
+    from tcbreplay._inputs import limits
+
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", 100_000)
+    bomb = zstandard.ZstdCompressor().compress(b"--b\r\n" + b" " * 10**6)
+    with pytest.raises(TraceError, match=r"capture: body 0: unpacks to more than 100000 bytes"):
+        langsmith.read(TraceFile("capture", data=bomb), None)
+
+
 def test_a_secret_in_an_error_is_redacted(monkeypatch):
     monkeypatch.setenv("LANGSMITH_API_KEY", generate.FAKE_KEY)
     root = {"id": "t", "trace_id": "t", "run_type": "chain", "inputs": {"q": "Hi"},
@@ -234,9 +254,10 @@ def test_a_run_of_a_trace_whose_root_is_missing_is_refused():
 
 
 def test_the_real_sdk_posting_zstd_multipart_imports_as_the_agent_returned(tmp_path):
-    """The agent traced anew into a server that asks for compression: the SDK's zstd-compressed
-    multipart bodies, one after another as posted, import as what the agent returned; the made-up
-    API key it was given is in no body it sent nor in the store."""
+    """The agent traced anew into a server that asks for compression: the SDK's multipart
+    bodies, zstd-compressed once it knows the server takes them, one after another as posted,
+    import as what the agent returned; the made-up API key it was given is in no body it sent
+    nor in the store."""
     sys.path.insert(0, str(Path(__file__).parent))
     from langsmith_server import LangSmithServer
 
@@ -244,7 +265,7 @@ def test_the_real_sdk_posting_zstd_multipart_imports_as_the_agent_returned(tmp_p
         generate.run_agent(server.url, tmp_path / "returned.jsonl")
         posted = list(server.posted)
         runs = server.runs()
-    assert posted and all(p.encoding == "zstd" for p in posted)
+    assert {p.encoding for p in posted} <= {"zstd", None} and posted[-1].encoding == "zstd"
     assert all(generate.FAKE_KEY.encode() not in p.decoded() for p in posted)
     capture = tmp_path / "posted.multipart.zst"
     capture.write_bytes(b"".join(p.body for p in posted))
