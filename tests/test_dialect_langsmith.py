@@ -188,6 +188,15 @@ def test_a_tool_result_without_its_call_id_answers_the_first_open_call_of_its_na
             assert turns(stored(line)) == turns(returned["messages"])
 
 
+def test_results_of_tools_run_outside_the_tracing_come_from_the_next_model_call():
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    data = "".join(json.dumps(r) + "\n" for r in runs if r["run_type"] != "tool").encode()
+    source = langsmith.read(TraceFile("runs.jsonl", data=data), None)
+    for line, returned in zip(source.lines, expected(), strict=True):
+        if "messages" in returned:
+            assert turns(stored(line)) == turns(returned["messages"])
+
+
 def test_a_patch_keeps_what_it_does_not_name():
     post = {"id": "r", "trace_id": "r", "run_type": "chain", "name": "agent",
             "inputs": {"question": "Hi!"}}  # fmt: skip

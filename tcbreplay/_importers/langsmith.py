@@ -14,13 +14,12 @@ A file is one of:
   JSON fields as JSON text or as nested values; one file: a bulk export's several files can be
   joined with DuckDB first).
 
-A sample is a trace (a root run and the runs under it). Its messages are those its first LLM
-run was given, then, in the order they ran, each LLM run's answer (a model turn, with its tool
-calls) and each tool run's result (a tool message, for the call whose id it names, else the
-first unanswered call of its name); LLM and tool runs inside a tool run or an LLM run (a tool
-that runs an agent of its own) are left out. Messages are read in LangChain's serialised form
-(``{"lc": 1, "type": "constructor", ...}``), ``messages_to_dict``'s, a message's own dump, or
-OpenAI's (as ``wrap_openai`` traces them). A root run's error makes the trial's status error.
+A sample is a trace (a root run and the runs under it), told by
+:class:`~tcbreplay._importers.trees.Conversation`: the messages its first LLM run was given,
+then each LLM run's answer (a model turn) and each tool run's result, in the order they ran (a
+LangChain tool run's output names the call it answers); LLM and tool runs inside a tool run
+or an LLM run (a tool that runs an agent of its own) are left out. A root run's error makes
+the trial's status error.
 
 The traces hold no gold calls: ``--dataset`` gives them, each trace matched to a sample by its
 ``reference_example_id`` or its id, else by its input text (see
@@ -35,10 +34,10 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers import openai
 from tcbreplay._importers.dialect import Sniff, TraceFile
 from tcbreplay._importers.lines import SourceTraces, TraceLine, token_problem
 from tcbreplay._importers.matching import Unmatched, samples_of
+from tcbreplay._importers.trees import Conversation, input_text, lc_kind, message
 from tcbreplay._inputs import limits
 from tcbreplay._record.secrets import redact
 from tcbreplay.errors import InputError, TraceError
@@ -57,13 +56,6 @@ _FIRST_PART = re.compile(rb'\A--[^\r\n]+\r\nContent-Disposition: form-data; name
 _RUN_PARTS = ("inputs", "outputs", "events", "extra", "error", "serialized")
 # the bulk export's columns that hold JSON
 _JSON_COLUMNS = ("inputs", "outputs", "extra", "events", "serialized", "feedback_stats")
-_LC_KINDS = {
-    "SystemMessage": "system", "SystemMessageChunk": "system",
-    "HumanMessage": "human", "HumanMessageChunk": "human",
-    "AIMessage": "ai", "AIMessageChunk": "ai",
-    "ToolMessage": "tool", "ToolMessageChunk": "tool",
-    "ChatMessage": "chat", "FunctionMessage": "function",
-}  # fmt: skip
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)\(")
 
 
@@ -395,29 +387,17 @@ def _trace(
     from tcbreplay._record.messages import serialize_messages
 
     place = f"{root['_place']} (trace {root['id']})"
-    messages: list[Any] = []
-    answered: set[str] = set()
-    pending: list[tuple[str, str]] = []  # (call id, tool name) not yet answered
+    told = Conversation()
     for run in runs:
         kind = run.get("run_type")
         if kind not in ("llm", "tool") or _inside_llm_or_tool(run, by_id):
             continue
         where = f"{run['_place']} ({kind} run {run.get('name')!r})"
         if kind == "llm":
-            if not messages:
-                messages = _llm_inputs(run, where)
-                for m in messages:
-                    _note(m, pending, answered)
-            answer = _llm_output(run, where)
-            if answer is not None:
-                messages.append(answer)
-                _note(answer, pending, answered)
+            told.model_call(_llm_inputs(run, where), _llm_output(run, where))
         else:
-            result = _tool_result(run, pending, where)
-            if result.tool_call_id and result.tool_call_id in answered:
-                continue  # already among the messages (a later LLM run's inputs held it)
-            messages.append(result)
-            _note(result, pending, answered)
+            told.tool_call(str(run.get("name") or ""), *_tool_result(run, where))
+    messages = told.messages
     if not messages:
         messages = _root_messages(root, place)
     stored = serialize_messages(messages, {})
@@ -435,7 +415,7 @@ def _trace(
         place=place,
     )
     ids = tuple(str(i) for i in (root.get("reference_example_id"), root["id"]) if i)
-    return Unmatched(line, ids, _input_text(messages), str(root.get("start_time") or ""))
+    return Unmatched(line, ids, input_text(messages), str(root.get("start_time") or ""))
 
 
 def _inside_llm_or_tool(run: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> bool:
@@ -449,15 +429,6 @@ def _inside_llm_or_tool(run: dict[str, Any], by_id: dict[str, dict[str, Any]]) -
     return False
 
 
-def _note(message: Any, pending: list[tuple[str, str]], answered: set[str]) -> None:
-    """Keep count of the calls made and answered so far."""
-    for call in getattr(message, "tool_calls", None) or []:
-        pending.append((call.get("id") or "", call.get("name") or ""))
-    if message.type == "tool":
-        answered.add(message.tool_call_id)
-        pending[:] = [p for p in pending if p[0] != message.tool_call_id]
-
-
 def _llm_inputs(run: dict[str, Any], where: str) -> list[Any]:
     """The messages an LLM run was given (the first prompt of a batch)."""
     from langchain_core.messages import HumanMessage
@@ -467,7 +438,7 @@ def _llm_inputs(run: dict[str, Any], where: str) -> list[Any]:
     if isinstance(messages, list) and messages and isinstance(messages[0], list):
         messages = messages[0]
     if isinstance(messages, list):
-        return [_message(m, f"{where}: inputs.messages[{k}]") for k, m in enumerate(messages)]
+        return [message(m, f"{where}: inputs.messages[{k}]") for k, m in enumerate(messages)]
     prompts = inputs.get("prompts") if isinstance(inputs, dict) else None
     if isinstance(prompts, list) and prompts and isinstance(prompts[0], str):
         return [HumanMessage(prompts[0])]
@@ -490,16 +461,16 @@ def _llm_output(run: dict[str, Any], where: str) -> Any:
         if isinstance(first, list):
             first = first[0] if first else None
         if isinstance(first, dict) and first.get("message") is not None:
-            found = _message(first["message"], f"{where}: generations[0]")
+            found = message(first["message"], f"{where}: generations[0]")
         elif isinstance(first, dict) and isinstance(first.get("text"), str):
             found = AIMessage(first["text"])
     elif isinstance(out, dict) and isinstance(out.get("choices"), list) and out["choices"]:
         choice = out["choices"][0]
-        message = choice.get("message") if isinstance(choice, dict) else None
-        found = _message(message, f"{where}: choices[0].message")
+        turn = choice.get("message") if isinstance(choice, dict) else None
+        found = message(turn, f"{where}: choices[0].message")
     elif isinstance(out, dict):
         value = out.get("output", out)
-        found = _message(value, f"{where}: outputs") if isinstance(value, dict) else None
+        found = message(value, f"{where}: outputs") if isinstance(value, dict) else None
     if not isinstance(found, AIMessage):
         if run.get("error"):
             return None  # the model call failed: no turn
@@ -510,28 +481,22 @@ def _llm_output(run: dict[str, Any], where: str) -> Any:
     return found
 
 
-def _tool_result(run: dict[str, Any], pending: list[tuple[str, str]], where: str) -> Any:
-    """A tool run's result as a tool message, for the call it answers."""
-    from langchain_core.messages import ToolMessage
-
-    name = str(run.get("name") or "")
+def _tool_result(run: dict[str, Any], where: str) -> tuple[Any, str | None, str]:
+    """A tool run's result: its content, the call id it names (if any) and its status."""
     content: Any = ""
     call_id, status = None, "success"
     out = run.get("outputs")
     value = out.get("output", out) if isinstance(out, dict) else out
-    if isinstance(value, dict) and (value.get("type") == "tool" or _lc_kind(value) == "tool"):
-        message = _message(value, f"{where}: outputs")
-        content, call_id, status = message.content, message.tool_call_id, message.status
+    if isinstance(value, dict) and (value.get("type") == "tool" or lc_kind(value) == "tool"):
+        found = message(value, f"{where}: outputs")
+        content, call_id, status = found.content, found.tool_call_id, found.status
     elif isinstance(value, str):
         content = value
     elif value is not None:
         content = json.dumps(value, ensure_ascii=False)
     if run.get("error"):
         content, status = _error_text(run["error"]), "error"
-    if not call_id:
-        named = [p for p in pending if p[1] == name] or pending
-        call_id = named[0][0] if named else ""
-    return ToolMessage(content=content, tool_call_id=call_id, name=name, status=status)
+    return content, call_id, status
 
 
 def _root_messages(root: dict[str, Any], place: str) -> list[Any]:
@@ -541,59 +506,11 @@ def _root_messages(root: dict[str, Any], place: str) -> list[Any]:
     inputs = root.get("inputs")
     messages = inputs.get("messages") if isinstance(inputs, dict) else None
     if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
-        return [_message(m, f"{place}: inputs.messages[{k}]") for k, m in enumerate(messages)]
+        return [message(m, f"{place}: inputs.messages[{k}]") for k, m in enumerate(messages)]
     texts = [v for v in inputs.values() if isinstance(v, str)] if isinstance(inputs, dict) else []
     if len(texts) == 1:
         return [HumanMessage(texts[0])]
     return [HumanMessage(inputs)] if isinstance(inputs, str) else []
-
-
-def _lc_kind(value: dict[str, Any]) -> str | None:
-    if value.get("lc") == 1 and value.get("type") == "constructor":
-        ids = value.get("id")
-        return _LC_KINDS.get(ids[-1]) if isinstance(ids, list) and ids else None
-    return None
-
-
-def _message(value: Any, where: str) -> Any:
-    """A message in any of the shapes LangSmith runs hold, as a LangChain message."""
-    from langchain_core.messages import HumanMessage, messages_from_dict
-
-    if isinstance(value, str):
-        return HumanMessage(value)
-    if not isinstance(value, dict):
-        raise TraceError(f"{where}: a message must be an object")
-    if value.get("lc") == 1:
-        kind, data = _lc_kind(value), value.get("kwargs")
-        if kind is None or not isinstance(data, dict):
-            raise TraceError(f"{where}: a LangChain serialised object that is no message")
-    elif "role" in value and "type" not in value:
-        return openai.convert([value], {}, where)[0]
-    elif isinstance(value.get("type"), str):
-        kind = value["type"]
-        data = value["data"] if isinstance(value.get("data"), dict) else value
-    else:
-        raise TraceError(f"{where}: not a message (LangChain's, or OpenAI's with a role)")
-    data = {k: v for k, v in data.items() if k != "type"}
-    if kind == "ai" and isinstance(data.get("tool_calls"), list):
-        data["tool_calls"] = [
-            {"id": None, **c} if isinstance(c, dict) else c for c in data["tool_calls"]
-        ]
-    try:
-        (message,) = messages_from_dict([{"type": kind, "data": data}])
-    except Exception as exc:  # any shape LangChain cannot load is bad input
-        detail = " ".join(str(exc).split())[:200]
-        what = f"not a LangChain message ({type(exc).__name__}: {detail})"
-        raise TraceError(f"{where}: {what}") from exc
-    return message
-
-
-def _input_text(messages: list[Any]) -> str | None:
-    """The text of the first user message."""
-    for message in messages:
-        if message.type == "human":
-            return str(message.text)
-    return None
 
 
 def _error_text(error: Any) -> str:
