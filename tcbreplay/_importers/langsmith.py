@@ -31,9 +31,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tcbreplay._importers import parquet
 from tcbreplay._importers.dialect import Sniff, TraceFile
 from tcbreplay._importers.lines import SourceTraces, TraceLine, token_problem
 from tcbreplay._importers.matching import Unmatched, samples_of
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_PARQUET_MAGIC = b"PAR1"
 # compressed bytes unpacked at a time: a zstd block unpacks to at most 128 KiB, so a chunk this
 # small unpacks to a bounded amount before the cap is checked
 _ZSTD_CHUNK = 1024
@@ -69,8 +68,8 @@ def sniff(file: TraceFile) -> Sniff:
         if _FIRST_PART.match(_unzstd_head(head)):
             return Sniff(1.0, "the langsmith SDK's zstd-compressed multipart run payloads")
         return Sniff.no("a zstd-compressed file, but not of LangSmith's multipart run payloads")
-    if head.startswith(_PARQUET_MAGIC):
-        columns = parquet_columns(file)
+    if head.startswith(parquet.MAGIC):
+        columns = parquet.columns(file)
         if {"run_type", "trace_id"} <= columns:
             what = "a Parquet file of LangSmith runs (run_type, trace_id): a bulk export"
             return Sniff(0.95, what)
@@ -141,7 +140,7 @@ def _operations(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
     if data.startswith(_ZSTD_MAGIC) or _FIRST_PART.match(data):
         for n, body in enumerate(_bodies(data, file.name)):
             yield from _multipart(body, f"{file.name}: body {n}")
-    elif data.startswith(_PARQUET_MAGIC):
+    elif data.startswith(parquet.MAGIC):
         yield from _parquet(file)
     else:
         yield from _json(data, file.name)
@@ -297,48 +296,8 @@ def _zstandard() -> Any:
     return zstandard
 
 
-def parquet_columns(file: TraceFile) -> set[str]:
-    """The columns of a Parquet file (none, if its footer cannot be read)."""
-    import pyarrow.parquet as pq
-
-    try:
-        return set(pq.read_schema(_parquet_source(file)).names)
-    except Exception:  # a sniff: a file pyarrow cannot read has no columns
-        return set()
-
-
-def parquet_rows(file: TraceFile, columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The rows of a Parquet file, its JSON-text ``columns`` parsed and times in ISO form."""
-    import pyarrow.parquet as pq
-
-    try:
-        rows = pq.read_table(_parquet_source(file)).to_pylist()
-    except Exception as exc:  # any file pyarrow cannot read is bad input
-        raise TraceError(f"{file.name}: not a Parquet file pyarrow can read ({exc})") from exc
-    for n, row in enumerate(rows):
-        for key, value in row.items():
-            if isinstance(value, datetime):
-                row[key] = value.isoformat()
-            elif key in columns and isinstance(value, str):
-                try:
-                    row[key] = limits.loads(value)
-                except json.JSONDecodeError:
-                    pass  # text that is not JSON: kept as text
-                except limits.LimitError as exc:
-                    raise TraceError(
-                        f"{file.name}: row {n}: {key}: {exc}", hint=limits.HINT
-                    ) from None
-    return rows
-
-
-def _parquet_source(file: TraceFile) -> Any:
-    import pyarrow as pa
-
-    return str(file.path) if file.path is not None else pa.BufferReader(file.data)
-
-
 def _parquet(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
-    for n, row in enumerate(parquet_rows(file, _JSON_COLUMNS)):
+    for n, row in enumerate(parquet.rows(file, _JSON_COLUMNS)):
         yield f"{file.name}: row {n}", "post", row
 
 

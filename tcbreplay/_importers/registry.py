@@ -56,6 +56,12 @@ DIALECTS: dict[str, Dialect] = {
             "per trace",
         ),
         Dialect(
+            "langfuse",
+            f"{_HERE}.langfuse",
+            "Langfuse observations: its blob storage exports (JSON Lines, JSON, Parquet) or the "
+            "UI's batch export; a sample per trace",
+        ),
+        Dialect(
             "abet-evaluation",
             f"{_HERE}.abet",
             "a dashboard file of the original Tool Call Benchmark",

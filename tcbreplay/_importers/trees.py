@@ -69,12 +69,30 @@ class Conversation:
         return call_id not in self._answered and any(p[0] == call_id for p in self._pending)
 
     def _add(self, message: Any) -> None:
-        self.messages.append(message)
+        if message.type == "tool":
+            self._insert_result(message)
+        else:
+            self.messages.append(message)
         for call in getattr(message, "tool_calls", None) or []:
             self._pending.append((call.get("id") or "", call.get("name") or ""))
         if message.type == "tool":
             self._answered.add(message.tool_call_id)
             self._pending = [p for p in self._pending if p[0] != message.tool_call_id]
+
+    def _insert_result(self, result: Any) -> None:
+        """A tool result after the results of calls made before its call in the same turn
+        (parallel calls may end in any order; the agent reads their results in call order)."""
+        turn = next(
+            (k for k in range(len(self.messages) - 1, -1, -1) if self.messages[k].type != "tool"),
+            -1,
+        )
+        calls = getattr(self.messages[turn], "tool_calls", None) or [] if turn >= 0 else []
+        order = {call.get("id"): n for n, call in enumerate(calls)}
+        rank = order.get(result.tool_call_id, len(order))
+        at = len(self.messages)
+        while at > turn + 1 and order.get(self.messages[at - 1].tool_call_id, len(order)) > rank:
+            at -= 1
+        self.messages.insert(at, result)
 
 
 def input_text(messages: list[Any]) -> str | None:
