@@ -46,7 +46,8 @@ class _ImportCommand(KnownCommand):
     "--dataset",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The samples' inputs and gold calls (not needed for tau-bench, nor for inspect logs "
-    "whose samples hold their calls; with bfcl: BFCL's questions).",
+    "whose samples hold their calls; with bfcl: BFCL's questions). LangSmith's and Langfuse's "
+    "traces are matched to its samples by an id they carry or by their input text.",
 )
 @click.option(
     "--tools",
@@ -59,7 +60,8 @@ class _ImportCommand(KnownCommand):
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
-    "file, an inspect_ai log, a dashboard file or a BFCL results file.",
+    "file, an inspect_ai log, LangSmith runs, Langfuse observations, a dashboard file or a "
+    "BFCL results file.",
 )
 @click.option("--run-id", required=True, help="Id of the new run (one the store does not hold).")
 @click.option(
