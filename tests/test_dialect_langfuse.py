@@ -135,6 +135,7 @@ def test_an_observation_without_a_trace_id_is_refused():
         read("o.jsonl", data=data.encode() + b"\n")
 
 
+@pytest.mark.slow  # the agent runs in a process of its own, traced by the SDK
 def test_the_real_sdk_traces_as_the_agent_returned(tmp_path):
     """The agent traced anew by Langfuse's handler: its spans, made observations as Langfuse's
     server makes them, import as what the agent returned; the secret key is in no span, and

@@ -261,6 +261,7 @@ def test_a_run_of_a_trace_whose_root_is_missing_is_refused():
 # ---------------------------------------------------------------- live: the SDK sends, compressed
 
 
+@pytest.mark.slow  # the agent runs in a process of its own, traced by the SDK
 def test_the_real_sdk_posting_zstd_multipart_imports_as_the_agent_returned(tmp_path):
     """The agent traced anew into a server that asks for compression: the SDK's multipart
     bodies, zstd-compressed once it knows the server takes them, one after another as posted,

@@ -33,26 +33,18 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers import parquet
+from tcbreplay._importers import multipart, parquet
 from tcbreplay._importers.dialect import Sniff, TraceFile
 from tcbreplay._importers.lines import SourceTraces, TraceLine, token_problem
 from tcbreplay._importers.matching import Unmatched, samples_of
 from tcbreplay._importers.trees import Conversation, input_text, lc_kind, message
 from tcbreplay._inputs import limits
 from tcbreplay._record.secrets import redact
-from tcbreplay.errors import InputError, TraceError
+from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
 
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-# compressed bytes unpacked at a time: a zstd block unpacks to at most 128 KiB, so a chunk this
-# small unpacks to a bounded amount before the cap is checked
-_ZSTD_CHUNK = 1024
-_PART_NAME = re.compile(rb'^Content-Disposition:[^\r\n]*\bname="([^"]*)"', re.I | re.M)
-_FIRST_PART = re.compile(rb'\A--[^\r\n]+\r\nContent-Disposition: form-data; name="(post|patch)\.')
-# a run's fields the multipart endpoint sends as parts of their own
-_RUN_PARTS = ("inputs", "outputs", "events", "extra", "error", "serialized")
 # the bulk export's columns that hold JSON
 _JSON_COLUMNS = ("inputs", "outputs", "extra", "events", "serialized", "feedback_stats")
 _ERROR_TYPE = re.compile(r"^([A-Za-z_][\w.]*)\(")
@@ -62,10 +54,10 @@ def sniff(file: TraceFile) -> Sniff:
     """Multipart or zstd-compressed run payloads; a Parquet file with the run columns; JSON of
     runs (``run_type``), of ``/runs/batch`` bodies (``post``, ``patch``) or a query's answer."""
     head = file.head
-    if _FIRST_PART.match(head):
+    if multipart.FIRST_PART.match(head):
         return Sniff(1.0, "the langsmith SDK's multipart run payloads (/runs/multipart)")
-    if head.startswith(_ZSTD_MAGIC):
-        if _FIRST_PART.match(_unzstd_head(head)):
+    if head.startswith(multipart.ZSTD_MAGIC):
+        if multipart.FIRST_PART.match(multipart.unzstd_head(head)):
             return Sniff(1.0, "the langsmith SDK's zstd-compressed multipart run payloads")
         return Sniff.no("a zstd-compressed file, but not of LangSmith's multipart run payloads")
     if head.startswith(parquet.MAGIC):
@@ -137,9 +129,9 @@ def _is_run(value: Any) -> bool:
 def _operations(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
     """Each run the file holds, as ``(place, "post" | "patch", run)``."""
     data = file.data
-    if data.startswith(_ZSTD_MAGIC) or _FIRST_PART.match(data):
-        for n, body in enumerate(_bodies(data, file.name)):
-            yield from _multipart(body, f"{file.name}: body {n}")
+    if data.startswith(multipart.ZSTD_MAGIC) or multipart.FIRST_PART.match(data):
+        for n, body in enumerate(multipart.bodies(data, file.name)):
+            yield from multipart.runs(body, f"{file.name}: body {n}")
     elif data.startswith(parquet.MAGIC):
         yield from _parquet(file)
     else:
@@ -178,122 +170,6 @@ def _json(data: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
             yield place, "post", doc
         else:
             raise TraceError(f"{place}: expected LangSmith runs or a /runs/batch body")
-
-
-def _bodies(data: bytes, label: str) -> Iterator[bytes]:
-    """The ``/runs/multipart`` bodies of a capture, one after another as sent, each as it is
-    or compressed (the SDK compresses once the server says it may: its first bodies may not
-    be)."""
-    pos, n, unpacked = 0, 0, 0
-    while pos < len(data):
-        if data.startswith(_ZSTD_MAGIC, pos):
-            cap = _unpack_cap(len(data)) - unpacked
-            frame, pos = _unzstd_frame(data, pos, cap, f"{label}: body {n}")
-            unpacked += len(frame)
-            if frame.startswith(_ZSTD_MAGIC):
-                raise TraceError(f"{label}: body {n}: compressed twice")
-            for body in _bodies(frame, label):  # a frame may hold several bodies
-                yield body
-                n += 1
-        else:
-            eol = data.find(b"\r\n", pos)
-            boundary = data[pos:eol] if eol > pos else b""
-            if not boundary.startswith(b"--"):
-                raise TraceError(f"{label}: body {n}: not a multipart body (no boundary line)")
-            end = data.find(b"\r\n" + boundary + b"--", pos)
-            if end < 0:
-                raise TraceError(f"{label}: body {n}: its multipart body does not end")
-            yield data[pos : end + len(boundary) + 4]
-            n, pos = n + 1, end + len(boundary) + 4
-        while data[pos : pos + 2] == b"\r\n":
-            pos += 2
-
-
-def _multipart(body: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
-    """The runs of a ``/runs/multipart`` body: a part ``post.<id>`` holds a run, a part
-    ``post.<id>.<field>`` one of its fields (the same for ``patch``)."""
-    eol = body.find(b"\r\n")
-    boundary = body[:eol] if eol > 0 else b""
-    end = body.rfind(b"\r\n" + boundary + b"--")
-    if not boundary.startswith(b"--") or end < 0:
-        raise TraceError(f"{label}: not a multipart body (boundary lines)")
-    runs: dict[tuple[str, str], dict[str, Any]] = {}
-    for part in body[eol + 2 : end].split(b"\r\n" + boundary + b"\r\n"):
-        headers, sep, content = part.partition(b"\r\n\r\n")
-        name = _PART_NAME.search(headers)
-        if not sep or name is None:
-            raise TraceError(f"{label}: a part without a name")
-        op, _, rest = name.group(1).decode("utf-8", "replace").partition(".")
-        if op not in ("post", "patch"):
-            continue  # an attachment
-        run_id, _, field = rest.partition(".")
-        place = f"{label}: part {name.group(1).decode('utf-8', 'replace')}"
-        try:
-            value = limits.loads(content.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TraceError(f"{place}: not JSON") from exc
-        except limits.LimitError as exc:
-            raise TraceError(f"{place}: {exc}", hint=limits.HINT) from None
-        run = runs.setdefault((op, run_id), {"id": run_id})
-        if not field:
-            if not isinstance(value, dict):
-                raise TraceError(f"{place}: a run must be an object")
-            run.update(value)
-        elif field in _RUN_PARTS:
-            run[field] = value
-    for (op, run_id), run in runs.items():
-        yield f"{label}: {op}.{run_id}", op, run
-
-
-def _unpack_cap(size: int) -> int:
-    """How much a capture of ``size`` bytes may unpack to: the archive limits'."""
-    return min(limits.MAX_MEMBER_BYTES, size * limits.MAX_RATIO + limits.RATIO_GRACE)
-
-
-def _unzstd_frame(data: bytes, pos: int, cap: int, label: str) -> tuple[bytes, int]:
-    """The zstd frame at ``pos`` unpacked (at most ``cap`` bytes), and where it ends. It is
-    fed a little at a time, so a frame that unpacks beyond the cap is stopped early."""
-    zstandard = _zstandard()
-    unpacker = zstandard.ZstdDecompressor().decompressobj()
-    out = bytearray()
-    try:
-        while not unpacker.eof and pos < len(data):
-            chunk = data[pos : pos + _ZSTD_CHUNK]
-            out += unpacker.decompress(chunk)
-            pos += len(chunk) - (len(unpacker.unused_data) if unpacker.eof else 0)
-            if len(out) > cap:
-                raise TraceError(
-                    f"{label}: unpacks to more than {cap} bytes", hint=limits.ARCHIVE_HINT
-                )
-    except zstandard.ZstdError as exc:
-        raise TraceError(f"{label}: not zstd-compressed data zstandard can read ({exc})") from exc
-    if not unpacker.eof:
-        raise TraceError(f"{label}: its zstd-compressed body is cut short")
-    return bytes(out), pos
-
-
-def _unzstd_head(head: bytes) -> bytes:
-    """The start of what a zstd-compressed head unpacks to (empty if it cannot be read)."""
-    try:
-        unpacker = _zstandard().ZstdDecompressor().decompressobj()
-        out = b""
-        for pos in range(0, len(head), _ZSTD_CHUNK):
-            out += unpacker.decompress(head[pos : pos + _ZSTD_CHUNK])
-            if len(out) >= 4096 or unpacker.eof:
-                break
-        return out[:4096]
-    except Exception:  # a sniff: any head it cannot read is not LangSmith's
-        return b""
-
-
-def _zstandard() -> Any:
-    try:
-        import zstandard
-    except ImportError:  # a dependency of langsmith, which langchain-core needs
-        raise InputError(
-            "reading zstd-compressed payloads needs zstandard", hint="pip install zstandard"
-        ) from None
-    return zstandard
 
 
 def _parquet(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
