@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot, unscored_copy
 
-from tcbreplay import __version__
 from tcbreplay._analysis.audit import verify_run
 from tcbreplay._score import audit_record
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import MESSAGES_SCHEMA, SCORES_SCHEMA
+from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, RunNotFoundError, StoreError
 
 REL_FOLDER = "spec_rel-0.001_abs-0"

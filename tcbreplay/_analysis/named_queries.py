@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tcbreplay import _json
 from tcbreplay._analysis.sql import QueryResult, run_sql
-from tcbreplay._inputs import limits
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
@@ -62,11 +62,11 @@ class NamedQuery:
 
 def _parse(text: str) -> Any:
     try:
-        return limits.loads(text)
+        return _json.loads(text)
     except json.JSONDecodeError:
         return text
-    except limits.LimitError as exc:
-        raise QueryError(f"-p value: {exc.problem}", hint=limits.HINT) from exc
+    except _json.LimitError as exc:
+        raise QueryError(f"-p value: {exc.problem}", hint=_json.HINT) from exc
 
 
 def load_named(name: str) -> NamedQuery:

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tcbreplay import _json
 from tcbreplay._importers.lines import TraceLine
-from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, lone_surrogate
 from tcbreplay.errors import TraceError
@@ -24,9 +24,9 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
     path = Path(path)
     try:
         text = path.read_text()
-        doc = limits.loads(text)
-    except limits.LimitError as exc:
-        raise TraceError(f"{path.name}: {exc}", hint=limits.HINT) from None
+        doc = _json.loads(text)
+    except _json.LimitError as exc:
+        raise TraceError(f"{path.name}: {exc}", hint=_json.HINT) from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceError(f"{path.name}: cannot read dashboard file: {exc}") from exc
     listed = doc.get("samples") if isinstance(doc, dict) else None

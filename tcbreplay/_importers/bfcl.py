@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.bfcl_calls import DecodeError, decode_result, json_safe
 from tcbreplay._inputs.dataset import Dataset, GoldCall, Sample, lone_surrogate
@@ -156,7 +156,7 @@ def _lines(data: bytes, label: str, error: type[InputError]) -> list[tuple[int, 
     except UnicodeDecodeError as exc:
         raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     return list(
-        limits.object_lines(text, label, error, hint="BFCL's files hold one JSON object per line")
+        _json.object_lines(text, label, error, hint="BFCL's files hold one JSON object per line")
     )
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcbreplay import _json
 from tcbreplay._importers.lines import (
     TraceLine,
     message_problem,
     read_jsonl,
     repeated_key_problem,
 )
-from tcbreplay._inputs import limits
 
 
 def read_lines(data: bytes, label: str) -> list[TraceLine]:
@@ -20,7 +20,7 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
     return read_jsonl(data, label, convert)
 
 
-def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Repeats) -> list[Any]:
+def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Repeats) -> list[Any]:
     from langchain_core.messages import message_to_dict, messages_from_dict
 
     messages = []

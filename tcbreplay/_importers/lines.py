@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._inputs.dataset import Dataset, unknown_keys
-from tcbreplay._record.secrets import redact
+from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
 LINE_KEYS = ("sample_id", "trial", "messages", "status", "error", "error_type", "metadata")
@@ -68,7 +68,7 @@ class SourceTraces:
 
 # turns one line's raw messages (and the whole line) into LangChain messages; ``place`` names
 # the line for errors; the line's objects that repeat a key are noted in the Repeats
-Convert = Callable[[list[Any], dict[str, Any], str, limits.Repeats], list[Any]]
+Convert = Callable[[list[Any], dict[str, Any], str, _json.Repeats], list[Any]]
 
 
 def read_jsonl(
@@ -83,8 +83,8 @@ def read_jsonl(
         raise TraceError(f"{label}: not UTF-8 text") from exc
     out: list[TraceLine] = []
     seen: dict[tuple[str, int], int] = {}
-    repeats: limits.Repeats = {}
-    lines = limits.object_lines(
+    repeats: _json.Repeats = {}
+    lines = _json.object_lines(
         text,
         label,
         TraceError,
@@ -160,10 +160,10 @@ def message_problem(place: str, k: int, what: str, exc: Exception | None = None)
     return TraceError(f"{place}: message {k}: {what}{detail}")
 
 
-def repeated_key_problem(place: str, k: int, what: str, args: Any, repeats: limits.Repeats) -> None:
+def repeated_key_problem(place: str, k: int, what: str, args: Any, repeats: _json.Repeats) -> None:
     """Refuse a call's arguments object (``what``, in message ``k``) that repeats a key: read,
     it would keep the key's last value, and the metric spec makes that an error."""
-    key = limits.repeated_key(args, repeats)
+    key = _json.repeated_key(args, repeats)
     if key is not None:
         raise message_problem(place, k, f"{what} repeats the key {key!r}")
 

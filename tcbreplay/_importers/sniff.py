@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay.errors import TraceError
 
 # bfcl (BFCL's results file) is never told from the file: it is read with BFCL's answers
@@ -36,7 +36,7 @@ def sniff(path: Path, data: bytes) -> tuple[str, str]:
             return "inspect", "an inspect_ai .json log (eval, samples)"
         if "samples" in whole and ("results" in whole or "benchmark_name" in whole):
             return "abet-evaluation", "a dashboard file of the original benchmark"
-    line = _json(stripped.split("\n", 1)[0])
+    line = _value(stripped.split("\n", 1)[0])
     if isinstance(line, dict) and {"id", "result"} <= line.keys() and "messages" not in line:
         raise TraceError(
             f"{path.name}: cannot tell its format: it looks like a BFCL results file (id, result)",
@@ -74,10 +74,11 @@ def _messages_dialect(path: Path, line: dict[str, Any]) -> tuple[str, str]:
 _DEFAULT = "the default: its first line matched no dialect"
 
 
-def _json(text: str) -> Any:
+def _value(text: str) -> Any:
+    """The JSON value the text is, or None if it is none (or beyond the limits)."""
     try:
-        return limits.loads(text)
-    except (json.JSONDecodeError, limits.LimitError, ValueError):
+        return _json.loads(text)
+    except (json.JSONDecodeError, _json.LimitError, ValueError):
         return None
 
 
@@ -86,10 +87,10 @@ def _whole(text: str) -> Any:
     limits, its keys (as a dict of None), so that reading it in its format says what is
     beyond them."""
     try:
-        return limits.loads(text)
+        return _json.loads(text)
     except json.JSONDecodeError:
         return None
-    except limits.LimitError:
+    except _json.LimitError:
         return _top_keys(text) if text[:1] == "{" else None
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import polars as pl
 
-from tcbreplay import __version__
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import MANIFEST, MESSAGES, SAMPLES
 from tcbreplay._store.views import queries_dir
+from tcbreplay._version import __version__
 from tcbreplay.errors import StoreError
 
 AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import AUDITED_FILES
 from tcbreplay._score.dashboard import dashboard_path, write_dashboard
@@ -49,7 +49,7 @@ def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
     path = folder / "summary.json"
     hint = rescore_hint(run, folder.name)
     try:
-        summary = limits.loads(path.read_text())
+        summary = _json.loads(path.read_text())
     except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         raise StoreError(f"{path}: unreadable summary ({first_line(exc)})", hint=hint) from exc
     if not isinstance(summary, dict):

@@ -20,7 +20,6 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay import __version__
 from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
@@ -41,6 +40,7 @@ from tcbreplay._score.scorers.bfcl import score_run_bfcl
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import JOURNAL, SCORES_SCHEMA, utcnow
 from tcbreplay._store.views import connect, connect_tables, query_text
+from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
 
 

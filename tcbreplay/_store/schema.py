@@ -29,7 +29,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._version import __version__
 from tcbreplay.errors import (
     StoreError,
 )
@@ -185,7 +186,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked for the shape its readers rely on."""
     where = path / MANIFEST
     try:
-        manifest = limits.loads(where.read_text(encoding="utf-8"))
+        manifest = _json.loads(where.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise StoreError(
             f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
@@ -485,8 +486,6 @@ def new_manifest(
     the benchmark inputs: benchmark, dataset, tools, system prompt), its model and any other
     fields (``source``, ``runner``, ``traces`` ...). ``schema_version`` and ``status`` are
     set when the run is created."""
-    from tcbreplay import __version__
-
     return {
         "run_id": run_id,
         "created_at": created_at,

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from tcbreplay import _json
 from tcbreplay._analysis.diff import diff_runs
-from tcbreplay._inputs import limits
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.metrics import Rules, explain_sample
@@ -277,7 +277,7 @@ def _read_args(text: str | None) -> Any:
     """Arguments text (canonical JSON from DuckDB) as a Python value; text Python cannot read
     (DuckDB's number words such as ``inf``) stays text, to be shown as it is."""
     try:
-        return limits.loads(text) if text else {}
+        return _json.loads(text) if text else {}
     except ValueError:  # LimitError too: a value beyond the limits is shown as its text
         return text
 
@@ -468,7 +468,7 @@ def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
 def _message_data(text: str | None) -> dict[str, Any] | None:
     """The ``data`` object of a stored message; None when the text is no such JSON."""
     try:
-        data = limits.loads(text) if text else None
+        data = _json.loads(text) if text else None
     except ValueError:  # LimitError too
         return None
     data = data.get("data") if isinstance(data, dict) else None

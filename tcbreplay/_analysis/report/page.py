@@ -14,11 +14,11 @@ import re
 from importlib import resources
 from typing import Any
 
-from tcbreplay import __version__
 from tcbreplay._analysis.report.charts import run_color, tp_normalised
 from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
 from tcbreplay._analysis.report.validity import validity_panel
 from tcbreplay._store.schema import utcnow
+from tcbreplay._version import __version__
 
 _MARKER = re.compile(r"\{\{(\w+)\}\}")
 
