@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from helpers import cli
 
-from tcbreplay._analysis.sql import run_sql
 from tcbreplay._importers import abet as abet_file
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
+from tcbreplay._query.sql import run_sql
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run, score_tables
 from tcbreplay._score.scorers import abet

@@ -28,8 +28,8 @@ def sql_command(query, fmt, timeout, memory_limit, store) -> None:
     scoring), scores_all (every scoring), scorings, tools. A path such as
     'RUN/scores/spec/scores.parquet' is read from the store.
     """
-    from tcbreplay._analysis.sql import run_sql
     from tcbreplay._cli.grids import query_output
+    from tcbreplay._query.sql import run_sql
     from tcbreplay._store.runs import Store
 
     by = deadline(timeout)

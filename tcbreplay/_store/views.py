@@ -6,7 +6,7 @@ Views (names are stable; queries use them, never file paths):
 run-level numbers of every scoring).
 Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; ``tcbreplay sql``
-(:mod:`tcbreplay._analysis.sql`) also refuses every statement that is not a query.
+(:mod:`tcbreplay._query.sql`) also refuses every statement that is not a query.
 """
 
 from __future__ import annotations

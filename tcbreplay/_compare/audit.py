@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -20,9 +20,6 @@ from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
-
-if TYPE_CHECKING:
-    pass
 
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._analysis.sql import QueryResult, run_sql
+from tcbreplay._query.sql import QueryResult, run_sql
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
@@ -107,7 +107,7 @@ def run_named(
     memory_limit: str | None = None,
 ) -> QueryResult:
     """Run a named query over the store with its parameters bound (``timeout`` and
-    ``memory_limit`` as for :func:`tcbreplay._analysis.sql.run_sql`)."""
+    ``memory_limit`` as for :func:`tcbreplay._query.sql.run_sql`)."""
     query = load_named(name)
     params = query.bind(given or {})
     if isinstance(params.get("run_id"), str):  # a run the store lacks: say so, not 0 rows

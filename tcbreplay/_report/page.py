@@ -14,9 +14,10 @@ import re
 from importlib import resources
 from typing import Any
 
-from tcbreplay._analysis.report.charts import run_color, tp_normalised
-from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
-from tcbreplay._analysis.report.validity import validity_panel
+from tcbreplay._report.charts import run_color, tp_normalised
+from tcbreplay._report.data import ReportData, RunData
+from tcbreplay._report.transcripts import transcripts
+from tcbreplay._report.validity_panel import validity_panel
 from tcbreplay._store.schema import utcnow
 from tcbreplay._version import __version__
 
@@ -25,7 +26,7 @@ _MARKER = re.compile(r"\{\{(\w+)\}\}")
 
 def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> str:
     """The whole HTML document, every script, style and datum inline."""
-    package = resources.files("tcbreplay._analysis.report")
+    package = resources.files("tcbreplay._report")
     data, data_replaced = _script_json({**table_payload(report), "charts": charts})
     details, details_replaced = _script_json(details_payload(report))
     meta = _meta(report)
