@@ -12,6 +12,7 @@ KERNELS = Extension(
     depends=["tcbreplay/_score/kernels/words.h"],
 )
 
+# (queries/__init__.py makes it a regular package, which an editable install can import too)
 QUERIES = ["tcbreplay.queries", "tcbreplay.queries.named"]
 
 setup(

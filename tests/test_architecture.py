@@ -220,6 +220,17 @@ def test_the_public_api_is_what_init_exports() -> None:
     assert private in ([], ["kernels"])  # every stage package is private by name
 
 
+def test_the_sql_is_found_one_way_through_the_package_tcbreplay_queries() -> None:
+    """setup.py makes the repository's queries/ the package tcbreplay.queries: a wheel holds
+    it as tcbreplay/queries/, an editable install finds it where it is, and the stages ask
+    the package where it is."""
+    import tcbreplay.queries
+    from tcbreplay._store.views import queries_dir
+
+    assert queries_dir() == Path(tcbreplay.queries.__file__).parent
+    assert (queries_dir() / "named" / "per_sample.sql").is_file()
+
+
 def test_importing_the_api_loads_no_stage() -> None:
     code = (
         "import sys, tcbreplay; tcbreplay.__version__; "

@@ -12,9 +12,11 @@ cannot load extensions, and its configuration is locked; ``tcbreplay sql``
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Iterable
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +54,13 @@ from tcbreplay.errors import (
     TcbReplayWarning,
 )
 
-_PACKAGE_QUERIES = Path(__file__).parents[1] / "queries"  # inside a built wheel
-_SOURCE_QUERIES = Path(__file__).parents[2] / "queries"  # in a source checkout
 
-
+@cache
 def queries_dir() -> Path:
-    """Where the SQL files are: inside the package when installed from a wheel."""
-    return _PACKAGE_QUERIES if _PACKAGE_QUERIES.is_dir() else _SOURCE_QUERIES
+    """Where the SQL files are: the package ``tcbreplay.queries``, which setup.py makes of
+    the repository's ``queries/``; a wheel holds it as ``tcbreplay/queries/``, an editable
+    install finds it where it is."""
+    return Path(os.fspath(resources.files("tcbreplay.queries")))
 
 
 @cache
