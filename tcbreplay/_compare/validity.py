@@ -28,6 +28,7 @@ import polars as pl
 from tcbreplay._compare.diff import MAX_BOOT, load_scores
 from tcbreplay._compare.outcomes import Outcomes, read_outcomes
 from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import DEFAULT_SCORER
 from tcbreplay._store.views import stored_scorings
 from tcbreplay.errors import InputError
 
@@ -132,7 +133,7 @@ def latest_scoring(run: Run) -> str:
     found = sorted(
         (name, str(summary.get("scored_at") or ""))
         for name, _, summary in stored_scorings(run)
-        if (summary.get("options") or {}).get("scorer", "spec") != "bfcl"
+        if (summary.get("options") or {}).get("scorer", DEFAULT_SCORER) != "bfcl"
     )
     # the newest; among equal times, the name first in order (as `runs` picks)
     return max(found, key=lambda t: t[1])[0] if found else "spec"

@@ -61,7 +61,7 @@ class Sample:
         """The gold calls as a run stores them (``order`` as a group on every call)."""
         return stored_calls(self.target, self.order)
 
-    def tool_specs(self) -> list[dict[str, Any]] | None:
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
         """The sample's own tools as a run stores them, or None (the run's tools)."""
         return None if self.tools is None else [t.to_dict() for t in self.tools]
 
@@ -81,7 +81,7 @@ class Sample:
         if self.order is not None:
             out["order"] = self.order
         if self.tools is not None:
-            out["tools"] = self.tool_specs()
+            out["tools"] = self.tool_schemas()
         if self.metadata:
             out["metadata"] = self.metadata
         return out

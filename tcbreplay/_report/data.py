@@ -26,7 +26,7 @@ from tcbreplay._compare.outcomes import read_outcomes
 from tcbreplay._compare.validity import Validity, scores_validity
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
-from tcbreplay._score.metrics import Rules, explain_sample
+from tcbreplay._score.metrics import GoldRules, explain_sample
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
@@ -264,12 +264,12 @@ def load_run(
         for s, text in tables.samples.select("s", "tools").iter_rows()
         if text is not None
     }
-    specs = list((run.manifest.get("tools") or {}).get("specs") or [])
+    schemas = list((run.manifest.get("tools") or {}).get("specs") or [])
     explanations = {
         sid: explain_sample(
             _object_args(agent[sid]),
             _with_rules(_object_args(gold.get(sid, [])), rules.get(sid, [])),
-            own_tools.get(sid, specs),
+            own_tools.get(sid, schemas),
         )
         for sid in agent
     }
@@ -290,9 +290,9 @@ def load_run(
 
 def _with_rules(
     calls: list[tuple[str, dict[str, Any]]], rules: list[dict[str, Any]]
-) -> list[tuple[str, dict[str, Any], Rules]]:
+) -> list[tuple[str, dict[str, Any], GoldRules]]:
     """Gold calls with their rules, as explain_sample takes them."""
-    return [(n, a, Rules.of(r)) for (n, a), r in zip(calls, rules, strict=True)]
+    return [(n, a, GoldRules.of(r)) for (n, a), r in zip(calls, rules, strict=True)]
 
 
 def _read_args(text: str | None) -> Any:
@@ -400,8 +400,8 @@ def _tool_names(runs: list[RunData]) -> list[str]:
     """Tools of every manifest in order, then any other name a gold or agent call used."""
     names: dict[str, None] = {}
     for run in runs:
-        for spec in run.tool_schemas:
-            names.setdefault(spec["name"], None)
+        for tool in run.tool_schemas:
+            names.setdefault(tool["name"], None)
     for run in runs:
         for calls in (*run.gold.values(), *run.agent.values()):
             for name, _ in calls:

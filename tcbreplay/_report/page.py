@@ -271,9 +271,9 @@ def _leaderboard(report: ReportData) -> str:
 def _tool_table(report: ReportData) -> str:
     many = len(report.runs) > 1
     descriptions = {
-        spec["name"]: spec.get("description") or ""
+        tool["name"]: tool.get("description") or ""
         for run in report.runs
-        for spec in run.tool_schemas
+        for tool in run.tool_schemas
     }
     colors = {run.run_id: run_color(k) for k, run in enumerate(report.runs)}
     rows = []

@@ -317,22 +317,22 @@ def sample_tool_sets(
     for k, text in enumerate(codes.dictionary.to_pylist()):
         where = f"samples.parquet: sample {sample_ids[int(np.argmax(indices == k))]!r}: "
         try:
-            specs = _json.loads(text)
+            schemas = _json.loads(text)
         except ValueError as exc:
             raise StoreError(f"{where}its tools are not JSON Python reads: {exc}") from None
-        if not isinstance(specs, list) or not all(_tool_shaped(t) for t in specs):
+        if not isinstance(schemas, list) or not all(_tool_shaped(t) for t in schemas):
             raise StoreError(
                 f"{where}its tools are not a list of tool schemas, each with a name and its "
                 "parameters' properties as an object"
             )
-        sets.append(tools_table(con, specs))
+        sets.append(tools_table(con, schemas))
     return SampleTools(set=indices.astype(np.int32), sets=sets)
 
 
-def tools_table(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]]) -> Tools:
-    """:class:`Tools` of tool specs (see :func:`tcbreplay._score.metrics.tool_properties` for a name
-    declared twice)."""
-    properties = tool_properties(specs)
+def tools_table(con: duckdb.DuckDBPyConnection, schemas: list[dict[str, Any]]) -> Tools:
+    """:class:`Tools` of tool schemas (see :func:`tcbreplay._score.metrics.tool_properties`
+    for a name declared twice)."""
+    properties = tool_properties(schemas)
     rows = [
         (t, key, json.dumps(schema["default"]) if _has_default(schema) else None)
         for t, props in enumerate(properties.values())

@@ -12,7 +12,6 @@ cannot load extensions, and its configuration is locked; ``tcbreplay sql``
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from collections.abc import Iterable
 from functools import cache
@@ -37,6 +36,7 @@ from tcbreplay._store.schema import (
     _RUNS_SCHEMA,
     _SCORINGS_SCHEMA,
     _TOOLS_SCHEMA,
+    DEFAULT_SCORER,
     DEFAULT_SCORING,
     LOCK,
     MESSAGES_SCHEMA,
@@ -60,7 +60,7 @@ def queries_dir() -> Path:
     """Where the SQL files are: the package ``tcbreplay.queries``, which setup.py makes of
     the repository's ``queries/``; a wheel holds it as ``tcbreplay/queries/``, an editable
     install finds it where it is."""
-    return Path(os.fspath(resources.files("tcbreplay.queries")))
+    return Path(str(resources.files("tcbreplay.queries")))
 
 
 @cache
@@ -308,8 +308,8 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
     for scoring, path, summary in scorings:
         found = summary.get("options")
         options: dict[str, Any] = found if isinstance(found, dict) else {}
-        scorer = options.get("scorer", "spec")
-        spec = scorer == "spec"
+        scorer = options.get("scorer", DEFAULT_SCORER)
+        default = scorer == DEFAULT_SCORER  # whose comparison options these are
         row = {name: summary.get(name) for name in _SCORINGS_SCHEMA.names}
         rows.append(
             {
@@ -321,8 +321,8 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
                 "rel_tol": _number(options.get("rel_tol")),
                 "abs_tol": _number(options.get("abs_tol")),
                 # summaries from before these options compared exactly and leniently
-                "strings": _text(options.get("strings", "exact")) if spec else None,
-                "types": _text(options.get("types", "lenient")) if spec else None,
+                "strings": _text(options.get("strings", "exact")) if default else None,
+                "types": _text(options.get("types", "lenient")) if default else None,
                 "trials": row["trials"] if "trials" in summary else 1,
                 "focus": _focus_text(options),
                 "roles": json.dumps(summary["roles"]) if isinstance(summary.get("roles"), dict)
@@ -405,10 +405,10 @@ def _runs_table(runs: list[Run]) -> pa.Table:
 def _tools_table(runs: list[Run]) -> pa.Table:
     rows = []
     for run in runs:
-        for spec in (run.manifest.get("tools") or {}).get("specs", []):
-            props = (spec.get("parameters") or {}).get("properties") or {}
-            base = {"run_id": run.run_id, "tool": spec["name"],
-                    "description": spec.get("description")}  # fmt: skip
+        for tool in (run.manifest.get("tools") or {}).get("specs", []):
+            props = (tool.get("parameters") or {}).get("properties") or {}
+            base = {"run_id": run.run_id, "tool": tool["name"],
+                    "description": tool.get("description")}  # fmt: skip
             if not props:
                 rows.append({**base, "param": None, "has_default": None, "default_value": None})
             for param, schema in props.items():
