@@ -344,7 +344,7 @@ def test_malformed_file_raises_trace_error(tmp_path, text, message):
     dataset = load_inputs(None, HAND_DATASET, get_benchmark("tool-call").tools, None,
                           need_prompt=False).dataset  # fmt: skip
     with pytest.raises(TraceError, match=message.replace("[", r"\[")):
-        abet_file.read_evaluation(bad, dataset)
+        abet_file.read_dashboard_calls(bad, dataset)
 
 
 # ---------------------------------------------------------------- the published files

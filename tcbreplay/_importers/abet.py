@@ -19,7 +19,7 @@ from tcbreplay.errors import TraceError
 Call = tuple[str, Any]
 
 
-def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]:
+def read_dashboard_calls(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]:
     """Every dataset sample's agent calls from a dashboard file (left-out samples: the target)."""
     path = Path(path)
     try:
@@ -75,10 +75,9 @@ def read_dashboard_lines(path: Path, inputs: BenchmarkInputs) -> list[TraceLine]
     holding the agent's calls in order (the file keeps no other messages)."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from tcbreplay._importers.abet import read_evaluation
     from tcbreplay._record.messages import serialize_messages
 
-    calls = read_evaluation(path, inputs.dataset)
+    calls = read_dashboard_calls(path, inputs.dataset)
     out = []
     for sample in inputs.dataset.samples:
         tool_calls = [

@@ -1,4 +1,5 @@
-"""Collect what the report shows: scores, calls, aligned pairs and transcripts of each run.
+"""Collect what the report shows: scores, calls, aligned pairs and validity of each run (its
+transcripts: :mod:`tcbreplay._report.transcripts`).
 
 Reads the run directories only and imports neither LangChain nor LangGraph: stored
 messages are read as JSON. Scores come from the run's stored default scoring
@@ -6,7 +7,7 @@ messages are read as JSON. Scores come from the run's stored default scoring
 the run is scored in memory; nothing is written to the store. Later runs are
 compared with the first by :func:`tcbreplay._compare.diff.diff_runs`. A sample's trials
 are rows of their own, each named by :func:`row_key` (its id, and ``(trial t)`` after it
-for t > 0), so every table and transcript here is keyed by that name.
+for t > 0), so every table and transcript is keyed by that name.
 """
 
 from __future__ import annotations
