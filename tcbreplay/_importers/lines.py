@@ -10,11 +10,11 @@ is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._inputs.dataset import Dataset, unknown_keys
+from tcbreplay._importers.dialect import Sniff, TraceFile, TraceLine
+from tcbreplay._inputs.dataset import unknown_keys
 from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
@@ -37,33 +37,6 @@ MAX_TRIALS = 2**20
 MAX_TOKENS = 2**63 - 1
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
 _SUMMED = ("input_tokens", "output_tokens")
-
-
-@dataclass
-class TraceLine:
-    """One sample's trial as an importer read it: its messages serialized as the store keeps
-    them (:func:`tcbreplay._record.messages.serialize_messages`)."""
-
-    sample_id: str
-    messages: list[dict[str, Any]]
-    trial: int = 0
-    status: str = "ok"
-    error: str | None = None
-    error_type: str | None = None
-    metadata: dict[str, Any] | None = None
-    place: str = field(default="", compare=False)
-
-
-@dataclass
-class SourceTraces:
-    """What a traces file holds: its lines, and where the format keeps them, the samples'
-    inputs and gold calls (``dataset``), the tools, the model and the benchmark."""
-
-    lines: list[TraceLine]
-    dataset: Dataset | None = None
-    tools: list[dict[str, Any]] | None = None
-    model: str | None = None
-    benchmark: tuple[str, str] | None = None  # (name, title), where the format names one
 
 
 # turns one line's raw messages (and the whole line) into LangChain messages; ``place`` names
@@ -118,6 +91,18 @@ def read_jsonl(
     if not out:
         raise TraceError(f"{label}: no traces in the file")
     return out
+
+
+def first_messages(file: TraceFile) -> tuple[dict[str, Any], list[dict[str, Any]]] | Sniff:
+    """The first line of a JSON Lines traces file and the objects among its messages, for a
+    dialect's sniff; or why the file has no such line (a verdict the dialects share)."""
+    first = file.first_line
+    if first.problem is not None:
+        return Sniff.no(first.problem)
+    line = first.value
+    if not isinstance(line, dict) or not isinstance(line.get("messages"), list):
+        return Sniff.no("its first line is not an object with a messages list")
+    return line, [m for m in line["messages"] if isinstance(m, dict)]
 
 
 def line_fields(obj: dict[str, Any], place: str) -> TraceLine:

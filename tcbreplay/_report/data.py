@@ -126,7 +126,7 @@ class RunData:
 
 @dataclass
 class ToolRow:
-    """The per-tool breakdown of one run (definitions in the README)."""
+    """The per-tool breakdown of one run (definitions in docs/commands/report.md)."""
 
     run_id: str
     tool: str

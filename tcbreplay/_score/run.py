@@ -2,7 +2,7 @@
 
 Scoring reads the run directory only (no LLM, tools module, dataset file or
 network) and imports neither LangChain nor LangGraph. Three scorers exist: ``spec``,
-the default (the metric spec in the README, :mod:`tcbreplay._score.scorers.default`),
+the default (the metric spec, docs/metrics.md; :mod:`tcbreplay._score.scorers.default`),
 ``abet`` (the original benchmark's evaluator, see :mod:`tcbreplay._score.scorers.abet`) and
 ``bfcl`` (the Berkeley Function Calling Leaderboard's AST checker,
 :mod:`tcbreplay._score.scorers.bfcl`).
