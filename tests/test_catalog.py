@@ -20,7 +20,7 @@ from tcbreplay.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
 VIEWS = ["runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores",
-         "scores_all", "scorings"]  # fmt: skip
+         "scores_all", "scorings", "divergences"]  # fmt: skip
 TABLES = {"runs", "tools", "scorings"}  # stored in the file; the rest are views over run files
 
 
@@ -54,7 +54,7 @@ def catalog(two_runs, tmp_path_factory) -> Path:
     assert result.exit_code == 0, (result.output, result.exception)
     assert result.stdout.strip() == (
         f"{path}: views runs, tools, samples, messages, tool_calls, gold_calls, scores, "
-        "scores_all, scorings over 2 runs"
+        "scores_all, scorings, divergences over 2 runs"
     )
     return path
 

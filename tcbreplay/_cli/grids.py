@@ -432,3 +432,51 @@ def validity_output(results: list[Any]) -> Output:
         data=data[0] if len(data) == 1 else data,
         notes=[VALIDITY_NOTE, *notes],
     )
+
+
+def replay_output(summary: Any, store: Any) -> Output:
+    """A replay's summary: table: what it served and where samples diverged; the others: its
+    fields (the first divergences among them)."""
+    where = "" if str(store) == "traces" else f" --store {store}"
+    kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.by_component.items()))
+    tools = ", ".join(f"{k} {v}" for k, v in sorted(summary.tool_outputs.items())) or "none"
+    lines = [
+        f"replay {summary.run_id} of {summary.parent_run_id}: {summary.recorded} samples, "
+        f"{summary.diverged_samples} diverged" + (f" ({kinds})" if kinds else "")
+        + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
+        f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
+    ]  # fmt: skip
+    errors = {k: v for k, v in summary.error_types.items() if k != "diverged"}
+    if errors:
+        lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
+    for d in summary.divergences[:10]:
+        trial = f" (trial {d['trial']})" if d["trial"] else ""
+        lines.append(
+            f"  {d['sample_id']}{trial}: turn {d['turn']}: {d['component']} at {d['path']}: "
+            f"{_cut(d['recorded'])} -> {_cut(d['replayed'])}"
+        )
+    if summary.diverged_samples > 10:
+        lines.append(
+            f"  ... all of them: tcbreplay sql \"select * from divergences where run_id = "
+            f"'{summary.run_id}'\"{where}"
+        )
+    lines.append(
+        f"next: tcbreplay score {summary.run_id} --gold-run {summary.parent_run_id}{where}"
+    )
+    data = dataclasses.asdict(summary)
+    grid = Grid(
+        ["sample_id", "trial", "turn", "component", "path", "recorded", "replayed"],
+        [
+            (d["sample_id"], d["trial"], d["turn"], d["component"], d["path"], d["recorded"],
+             d["replayed"])
+            for d in summary.divergences
+        ],  # fmt: skip
+        title=f"divergences of {summary.run_id}",
+    )
+    return Output(grids=[grid], text=lines, data=data)
+
+
+def _cut(text: str | None, width: int = 60) -> str:
+    if text is None:
+        return "(nothing)"
+    return text if len(text) <= width else text[: width - 1] + "…"

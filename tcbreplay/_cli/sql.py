@@ -25,7 +25,7 @@ def sql_command(query, fmt, timeout, memory_limit, store) -> None:
     """Run a read-only SQL query over every run in the store.
 
     Views: runs, samples, messages, tool_calls, gold_calls, scores (the default spec
-    scoring), scores_all (every scoring), scorings, tools. A path such as
+    scoring), scores_all (every scoring), scorings, tools, divergences (replays'). A path such as
     'RUN/scores/spec/scores.parquet' is read from the store.
     """
     from tcbreplay._analysis.sql import run_sql

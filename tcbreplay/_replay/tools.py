@@ -1,0 +1,121 @@
+"""Tools in a replay: run live and compared with what they answered when recorded, or served
+from the recording (``--recorded-tools``).
+
+A live tool's output is compared with the recorded output of the same call (the call of a
+served turn, found by its id) and is one of :data:`OUTCOMES`: ``same`` (the same text),
+``cosmetic`` (equal as JSON once keys are sorted and numbers in one form: ``25`` and
+``25.0``), ``drift`` (another output), ``error`` (the tool failed where it had not), or
+``unknown_tool`` (the replay has no tool of that name). A drift, error or unknown tool
+changes the next request, which then diverges on ``tool_output``; a cosmetic change does
+not (the request's fingerprint is the same).
+
+With recorded outputs, each call is answered with the output the recording holds for a
+call of that tool with equal arguments, as a multiset within the sample: never by order,
+so a model that makes two calls of one tool in the other order gets each its own output. A
+call the recording does not hold runs live, when the tool has code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+
+from tcbreplay._replay.fingerprint import content, tool_content
+from tcbreplay._replay.recording import ToolOutput
+
+OUTCOMES = ("same", "cosmetic", "drift", "error", "unknown_tool")
+# the outcomes that change what the next request asks
+CHANGED = frozenset({"drift", "error", "unknown_tool"})
+
+
+def compare_output(
+    recorded: ToolOutput, replayed: Any, status: str | None, known_tool: bool
+) -> str:
+    """How a live tool output compares with the recorded one (one of :data:`OUTCOMES`)."""
+    if content(replayed) == content(recorded.content):
+        return "same"
+    if tool_content(replayed) == tool_content(recorded.content):
+        return "cosmetic"
+    if not known_tool:
+        return "unknown_tool"
+    if status == "error" and recorded.status != "error":
+        return "error"
+    return "drift"
+
+
+class RecordedOutputTool(BaseTool):
+    """A tool that answers with the recorded output of an equal call while a sample is
+    replayed with recorded outputs (see the module), else runs ``inner``."""
+
+    inner: BaseTool
+
+    @classmethod
+    def wrap(cls, tool: BaseTool) -> RecordedOutputTool:
+        return cls(
+            name=tool.name,
+            description=tool.description,
+            args_schema=tool.args_schema,
+            inner=tool,
+            metadata=tool.metadata,
+        )
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:  # not called: invoke is overridden
+        raise NotImplementedError
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        served = self._served(input)
+        return served if served is not None else self.inner.invoke(input, config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        served = self._served(input)
+        if served is not None:
+            return served
+        return await self.inner.ainvoke(input, config, **kwargs)
+
+    def _served(self, input: Any) -> ToolMessage | None:
+        from tcbreplay._replay.model import current_replay
+
+        state = current_replay.get(None)
+        if state is None or not isinstance(input, Mapping) or input.get("type") != "tool_call":
+            return None
+        found = state.take_tool_output(self.name, input.get("args"))
+        if found is None:
+            return None
+        call_id = str(input.get("id") or "")
+        state.tool_served(call_id)
+        return ToolMessage(
+            content=found.content if found.content is not None else "",
+            tool_call_id=call_id,
+            name=self.name,
+            status="error" if found.status == "error" else "success",
+        )
+
+
+def stub_tools(specs: Sequence[Mapping[str, Any]]) -> list[BaseTool]:
+    """LangChain tools of JSON schemas that have no code: bound to the model as the schemas
+    say, and answering every call they are asked to run with an error (a run imported with
+    JSON tools replays with ``--recorded-tools``)."""
+    out: list[BaseTool] = []
+    for spec in specs:
+        name = str(spec.get("name"))
+
+        def fail(_name: str = name, **_: Any) -> Any:
+            raise ToolException(f"tool {_name!r} has no code to run (JSON schema only)")
+
+        async def afail(_name: str = name, **_: Any) -> Any:
+            raise ToolException(f"tool {_name!r} has no code to run (JSON schema only)")
+
+        out.append(
+            StructuredTool(
+                name=name,
+                description=str(spec.get("description") or ""),
+                args_schema=dict(spec.get("parameters") or {"type": "object", "properties": {}}),
+                func=fail,
+                coroutine=afail,
+                handle_tool_error=True,
+            )
+        )
+    return out
