@@ -256,6 +256,12 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         f"verified: {', '.join(report.scorings)} of {report.run_id}: "
         f"{report.samples_checked} samples identical to a re-score from raw traces"
     )
+    if report.replay_of is not None:
+        served = (
+            f"replay {report.run_id}: {report.turns_checked} turns served, each the stored "
+            f"message of {report.replay_of}"
+        )
+        verdict = f"verified: {served}" + (f"; {verdict[10:]}" if report.scorings else "")
     if report.ok:
         lines.append(verdict)
     grid = Grid(
@@ -457,20 +463,17 @@ def replay_output(summary: Any, store: Any) -> Output:
         )
     if summary.diverged_samples > 10:
         lines.append(
-            f"  ... all of them: tcbreplay sql \"select * from divergences where run_id = "
+            f'  ... all of them: tcbreplay sql "select * from divergences where run_id = '
             f"'{summary.run_id}'\"{where}"
         )
     lines.append(
         f"next: tcbreplay score {summary.run_id} --gold-run {summary.parent_run_id}{where}"
     )
     data = dataclasses.asdict(summary)
+    columns = ["sample_id", "trial", "turn", "component", "path", "recorded", "replayed"]
     grid = Grid(
-        ["sample_id", "trial", "turn", "component", "path", "recorded", "replayed"],
-        [
-            (d["sample_id"], d["trial"], d["turn"], d["component"], d["path"], d["recorded"],
-             d["replayed"])
-            for d in summary.divergences
-        ],  # fmt: skip
+        columns,
+        [tuple(d[c] for c in columns) for d in summary.divergences],
         title=f"divergences of {summary.run_id}",
     )
     return Output(grids=[grid], text=lines, data=data)

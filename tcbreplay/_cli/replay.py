@@ -52,9 +52,7 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
     help="Every sample goes on with the --then model from this turn (0: its first request).",
 )
 @click.option("--offline", is_flag=True, help="Any request for a live model fails at once.")
-@click.option(
-    "--allow-divergence", is_flag=True, help="Exit 0 even when samples diverged."
-)
+@click.option("--allow-divergence", is_flag=True, help="Exit 0 even when samples diverged.")
 @click.option("--workers", type=int, help="Samples replayed at once [default: 4].")
 @click.option("--processes", type=int, help="Processes the workers are spread over.")
 @click.option("--timeout", type=float, help="Seconds per sample [default: 300].")

@@ -49,7 +49,8 @@ def replay_inputs(
     if dataset is not None:
         ds = load_dataset(dataset, toolset.params())
     else:
-        entries = read_dataset_file(run.dir / (manifest.get("dataset") or {}).get("file", DATASET_FILE))
+        stored = (manifest.get("dataset") or {}).get("file", DATASET_FILE)
+        entries = read_dataset_file(run.dir / stored)
         ds = dataset_from_entries(entries, f"{run.run_id}/{DATASET_FILE}")
         ds.source = (manifest.get("dataset") or {}).get("source") or ds.source
         ds.sha256 = (manifest.get("dataset") or {}).get("sha256")
@@ -95,8 +96,7 @@ def _recorded_tools(run: Run) -> Toolset:
         except ToolSchemaError as exc:
             raise InputError(
                 f"run {run.run_id!r}: its tools {source} cannot be loaded: {exc}",
-                hint="give --tools MODULE:ATTR, or --recorded-tools to serve the recorded "
-                "outputs",
+                hint="give --tools MODULE:ATTR, or --recorded-tools to serve the recorded outputs",
             ) from exc
     return toolset_from_dicts(specs, source)
 
@@ -116,4 +116,3 @@ def stored_system(recording: RecordedRun) -> str | None:
         if len(found) > 1:
             return None
     return found.pop() if found else None
-

@@ -38,8 +38,9 @@ from tcbreplay._record.sample import run_sample
 from tcbreplay._replay.divergence import Divergence
 from tcbreplay._replay.fingerprint import canonical_json, canonical_messages
 from tcbreplay._replay.inputs import replay_inputs
-from tcbreplay._replay.model import RecordedChatModel, SampleReplay, current_replay
+from tcbreplay._replay.model import RecordedChatModel
 from tcbreplay._replay.recording import RecordedRun
+from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools
 from tcbreplay._store.runs import DEFAULT_STORE, Store, validate_run_id
 from tcbreplay._store.schema import DIVERGENCES

@@ -1,13 +1,5 @@
-"""Tools in a replay: run live and compared with what they answered when recorded, or served
-from the recording (``--recorded-tools``).
-
-A live tool's output is compared with the recorded output of the same call (the call of a
-served turn, found by its id) and is one of :data:`OUTCOMES`: ``same`` (the same text),
-``cosmetic`` (equal as JSON once keys are sorted and numbers in one form: ``25`` and
-``25.0``), ``drift`` (another output), ``error`` (the tool failed where it had not), or
-``unknown_tool`` (the replay has no tool of that name). A drift, error or unknown tool
-changes the next request, which then diverges on ``tool_output``; a cosmetic change does
-not (the request's fingerprint is the same).
+"""Tools in a replay: run live (and compared with what they answered when recorded, see
+:mod:`tcbreplay._replay.outputs`), or served from the recording (``--recorded-tools``).
 
 With recorded outputs, each call is answered with the output the recording holds for a
 call of that tool with equal arguments, as a multiset within the sample: never by order,
@@ -23,27 +15,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
-from tcbreplay._replay.fingerprint import content, tool_content
-from tcbreplay._replay.recording import ToolOutput
-
-OUTCOMES = ("same", "cosmetic", "drift", "error", "unknown_tool")
-# the outcomes that change what the next request asks
-CHANGED = frozenset({"drift", "error", "unknown_tool"})
-
-
-def compare_output(
-    recorded: ToolOutput, replayed: Any, status: str | None, known_tool: bool
-) -> str:
-    """How a live tool output compares with the recorded one (one of :data:`OUTCOMES`)."""
-    if content(replayed) == content(recorded.content):
-        return "same"
-    if tool_content(replayed) == tool_content(recorded.content):
-        return "cosmetic"
-    if not known_tool:
-        return "unknown_tool"
-    if status == "error" and recorded.status != "error":
-        return "error"
-    return "drift"
+from tcbreplay._replay.state import current_replay
 
 
 class RecordedOutputTool(BaseTool):
@@ -76,8 +48,6 @@ class RecordedOutputTool(BaseTool):
         return await self.inner.ainvoke(input, config, **kwargs)
 
     def _served(self, input: Any) -> ToolMessage | None:
-        from tcbreplay._replay.model import current_replay
-
         state = current_replay.get(None)
         if state is None or not isinstance(input, Mapping) or input.get("type") != "tool_call":
             return None

@@ -24,6 +24,7 @@ from tcbreplay import __version__
 from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
+from tcbreplay._score.gold_run import gold_calls, use_gold
 from tcbreplay._score.metrics import summarize, trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.outcomes import restrict, summarize_outcomes
@@ -59,18 +60,25 @@ def score_run(
         raise InputError(f"--dashboard {dashboard!r}: choose one of {', '.join(DASHBOARD_MODES)}")
     run = store.open_run(run_id)
     with run.reading():  # no record --overwrite meanwhile
-        return _score_run(run, options, allow_incomplete, write, dashboard)
+        return _score_run(run, options, allow_incomplete, write, dashboard, store)
 
 
 def _score_run(
-    run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str
-) -> ScoreResult:
+    run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str,
+    store: Store | None = None,
+) -> ScoreResult:  # fmt: skip
     check_scorable(run, allow_incomplete)
+    gold = None
+    if options.gold_run is not None:
+        gold = gold_calls(store or Store(run.dir.parent), run, options.gold_run)
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
     parts = _parts(run, options)
     # parts run side by side, a worker per core, so each gets its share of the cores
     con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // _workers(parts)))
+    absent = 0
     try:
+        if gold is not None:
+            absent = use_gold(con, gold)
         scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
@@ -108,8 +116,14 @@ def _score_run(
         pairs=scored.pairs,
         warnings=recording_warnings(run, scored.metrics),
     )
-    if options.scorer == "bfcl" or options.focused:
-        # the dashboard file has the original benchmark's metrics of every call only
+    if absent:
+        result.warnings.append(
+            f"{absent} samples (or trials) of {run.run_id} are not in --gold-run "
+            f"{options.gold_run} and score against no calls"
+        )
+    if options.scorer == "bfcl" or options.focused or options.gold_run:
+        # the dashboard file has the original benchmark's metrics of every call against the
+        # dataset's gold only
         dashboard = "none"
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)

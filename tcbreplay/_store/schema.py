@@ -426,6 +426,7 @@ _SCORINGS_SCHEMA = pa.schema(
         ("n_first_divergence", pa.int64()),
         ("toolkit_version", pa.string()),
         ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
+        ("gold_run", pa.string()),  # the run whose calls were the gold (score --gold-run)
     ]
 )
 

@@ -327,6 +327,7 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
                 "types": _text(options.get("types", "lenient")) if spec else None,
                 "trials": row["trials"] if "trials" in summary else 1,
                 "focus": _focus_text(options),
+                "gold_run": _text(options.get("gold_run")),
                 "roles": json.dumps(summary["roles"]) if isinstance(summary.get("roles"), dict)
                 else None,
             }
