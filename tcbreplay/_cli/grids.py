@@ -247,8 +247,10 @@ def audit_output(report: Any, limit: int = 200) -> Output:
     ]
     for d in report.differences[:limit]:
         where = f"sample {d.sample_id}" if d.sample_id is not None else "run"
+        # a replay's: the parent's value, then the replay's
+        words = ("parent's", "replay's") if d.scoring == "replay" else ("stored", "recomputed")
         lines.append(
-            f"{d.scoring}: {where}: {d.field}: stored {d.stored!r}, recomputed {d.recomputed!r}"
+            f"{d.scoring}: {where}: {d.field}: {words[0]} {d.stored!r}, {words[1]} {d.recomputed!r}"
         )
     if len(report.differences) > limit:
         lines.append(f"... and {len(report.differences) - limit} more differences")
@@ -452,6 +454,11 @@ def replay_output(summary: Any, store: Any) -> Output:
         + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
         f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
     ]  # fmt: skip
+    if summary.awaiting_user:
+        lines.append(
+            f"{summary.awaiting_user} samples' recordings go on with another user message, "
+            "which a replay through an agent cannot send (it sends each sample's first one only)"
+        )
     errors = {k: v for k, v in summary.error_types.items() if k != "diverged"}
     if errors:
         lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))

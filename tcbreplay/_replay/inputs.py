@@ -62,6 +62,8 @@ def replay_inputs(
             hint="give --dataset and --tools for one set of tools",
         )
     prompt = manifest.get("system_prompt") or {}
+    source: str | None
+    sha: str | None
     if system_prompt is not None:
         path = Path(system_prompt)
         try:

@@ -158,16 +158,20 @@ class RecordedChatModel(BaseChatModel):
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         message, state = self._answer(messages, stop, run_manager, kwargs)
         if message is None:
-            config = {"callbacks": run_manager.get_child() if run_manager else None}
-            message = self._live_model(state).invoke(messages, config, stop=stop)
+            message = self._live_model(state).invoke(messages, _config(run_manager), stop=stop)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         message, state = self._answer(messages, stop, run_manager, kwargs)
         if message is None:
-            config = {"callbacks": run_manager.get_child() if run_manager else None}
-            message = await self._live_model(state).ainvoke(messages, config, stop=stop)
+            live = self._live_model(state)
+            message = await live.ainvoke(messages, _config(run_manager), stop=stop)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _config(run_manager: Any) -> dict[str, Any]:
+    """The live model's call config: the metadata of this call (the sample it is for)."""
+    return {"metadata": dict(getattr(run_manager, "metadata", None) or {})}
 
 
 def _metadata_key(run_manager: Any) -> Key | None:

@@ -134,7 +134,7 @@ class RecordedRun:
             lead = len(texts) - len(items)
             system_json = canonical_json(system)
             parts = [canonical_json(item) for item in items]
-            turns = []
+            turns: list[Turn] = []
             for k, item in enumerate(items):
                 if item["role"] != "assistant":
                     continue
@@ -189,7 +189,7 @@ class RecordedRun:
 
     def _similar(self, request: Request) -> list[Key]:
         first = request["messages"][:1]
-        same = []
+        same: list[Key] = []
         for key, sample in self.samples.items():
             if len(same) >= _NEAREST_SAMPLES:
                 break

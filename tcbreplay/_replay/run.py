@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
+from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
+from tcbreplay._record.failures import Outcome
 from tcbreplay._record.models import (
     build_chat_model,
     check_credentials,
@@ -44,7 +46,7 @@ from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools
 from tcbreplay._store.runs import DEFAULT_STORE, Store, validate_run_id
 from tcbreplay._store.schema import DIVERGENCES
-from tcbreplay.errors import InputError, StoreError
+from tcbreplay.errors import InputError, LiveCallRefused, StoreError
 
 SOURCE = "replay"  # the manifest's source of a replay
 # the divergences a summary lists
@@ -64,6 +66,8 @@ class ReplaySummary(RecordSummary):
     tool_outputs: dict[str, int] = field(default_factory=dict)
     divergences: list[dict[str, Any]] = field(default_factory=list)  # the first SHOWN
     by_component: dict[str, int] = field(default_factory=dict)
+    # samples whose recording goes on with another user message, which the agent cannot send
+    awaiting_user: int = 0
 
 
 def replay_run(
@@ -163,13 +167,15 @@ def replay_run(
         },
         "command": command,
     }
+    simulated = bool((parent.manifest.get("model") or {}).get("simulated")) and (
+        then_choice is None or then_choice.simulated
+    )
     model = {
         "id": f"replay:{run_id}",
         "provider": SOURCE,
         "name": run_id,
         "settings": {},
-        "simulated": bool((parent.manifest.get("model") or {}).get("simulated"))
-        and (then_choice is None or then_choice.simulated),
+        "simulated": simulated,
         "then": None if then_choice is None else then_choice.to_dict(),
     }
     fields: dict[str, Any] = {SOURCE: block}
@@ -197,7 +203,7 @@ def replay_run(
         overwrite=overwrite,
         limit=limit,
         sample_ids=sample_ids,
-        simulated=model["simulated"],
+        simulated=simulated,
         why_stopped=lambda stop: f"{stop.reason}: {stop.outcome.error}",
         source=SOURCE,
     )
@@ -225,7 +231,9 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
     decides its status, divergence and metadata (``first_message``: the user's message is
     the one the sample's messages start with)."""
 
-    async def run_one(agent, sample, run_id, options, trial, index):  # type: ignore[no-untyped-def]
+    async def run_one(
+        agent: Any, sample: Sample, run_id: str, options: RecordOptions, trial: int, index: int
+    ) -> tuple[dict[str, Any], Outcome]:
         key = (sample.sample_id, trial)
         state = SampleReplay(key, recording)
         recorded = recording.samples.get(key)
@@ -239,17 +247,21 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
         finally:
             current_replay.reset(token)
         _ended_early(state, record)
-        diverged = state.divergence is not None
-        if diverged and not state.continued and record["error_type"] in (
+        divergence = state.divergence
+        diverged = divergence is not None
+        if divergence is not None and not state.continued and record["error_type"] in (
             "DivergenceError", None,
         ):  # fmt: skip
             record["status"] = "diverged"
             record["error_type"] = None
-            record["error"] = f"diverged at {state.divergence.line()}"  # type: ignore[union-attr]
+            record["error"] = f"diverged at {divergence.line()}"
         record["metadata"] = {**(record.get("metadata") or {}), "replay": state.to_dict()}
-        record["divergences"] = [state.divergence.to_dict()] if diverged else []  # type: ignore[union-attr]
+        record["divergences"] = [] if divergence is None else [divergence.to_dict()]
+        # a divergence, or a live call --offline refused, is the replay's outcome, not a
+        # model that cannot be reached (which would stop the run)
+        refused = record["error_type"] == LiveCallRefused.__name__
         outcome = dataclasses.replace(
-            outcome, status=record["status"], answered=outcome.answered or diverged
+            outcome, status=record["status"], answered=outcome.answered or diverged or refused
         )
         return record, outcome
 
@@ -317,8 +329,11 @@ def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
         except OSError as exc:
             raise StoreError(f"{run.dir / DIVERGENCES}: cannot be read ({exc})") from exc
     by_component: dict[str, int] = {}
+    awaiting = 0
     for row in rows:
         by_component[row["component"]] = by_component.get(row["component"], 0) + 1
+        if row["replayed"] is None and row["recorded"] and '"role": "user"' in row["recorded"]:
+            awaiting += 1
     return ReplaySummary(
         **dataclasses.asdict(summary),
         parent_run_id=str(block.get("parent_run_id") or ""),
@@ -330,6 +345,7 @@ def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
         tool_outputs=dict(block.get("tool_outputs") or {}),
         divergences=[{k: v for k, v in r.items() if k != "run_id"} for r in rows[:SHOWN]],
         by_component=by_component,
+        awaiting_user=awaiting,
     )
 
 
