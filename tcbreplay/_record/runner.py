@@ -534,6 +534,9 @@ def _finish(
             "output_tokens": sum(tokens_out) if tokens_out else None,
             "duration_s": round(duration, 3),
         }
+        diverged = error_types.get("diverged", 0)
+        if diverged:  # a replay's samples that diverged (counted among the errors)
+            totals["diverged"] = diverged
         if status == "partial" and len(rows) >= total:
             status = "complete"
         elif status == "complete" and len(rows) < total:

@@ -196,6 +196,14 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     out = []
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
     status = run.status
+    if run.manifest.get("source") == "replay":
+        diverged = int((run.manifest.get("totals") or {}).get("diverged") or 0)
+        if diverged:
+            out.append(
+                f"{diverged} of {n} samples diverged from their recording and score with the "
+                "calls made until then (tcbreplay sql \"select * from divergences\" says where)"
+            )
+        errors -= diverged
     if errors:
         imported = run.manifest.get("source") == "import"
         out.append(
