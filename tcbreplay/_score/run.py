@@ -201,7 +201,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         if diverged:
             out.append(
                 f"{diverged} of {n} samples diverged from their recording and score with the "
-                "calls made until then (tcbreplay sql \"select * from divergences\" says where)"
+                'calls made until then (tcbreplay sql "select * from divergences" says where)'
             )
         errors -= diverged
     if errors:
