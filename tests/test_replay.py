@@ -189,14 +189,22 @@ def test_a_changed_tool_drifts_on_exactly_the_samples_that_call_it(root):
 
 
 def test_recorded_tools_serve_the_recorded_outputs_and_nothing_drifts(root):
-    code, summary = replay(root, "--run-id", "served", "--tools", "replay_fixtures:DRIFTED",
-                           "--recorded-tools")  # fmt: skip
+    calling = sorted(samples_calling(root, "add_numbers"))
+    code, summary = replay(
+        root,
+        "--run-id",
+        "served",
+        "--tools",
+        "replay_fixtures:DRIFTED",
+        "--recorded-tools",
+        *(a for s in calling for a in ("--sample-id", s)),
+    )
     assert code == 0, summary
     assert summary["diverged_samples"] == summary["tool_outputs_drifted"] == 0
     assert summary["tool_outputs_compared"] == 0  # served, not run
     manifest = json.loads((root / "served" / "manifest.json").read_text())
     assert manifest["replay"]["tool_outputs_served"] > 0
-    assert calls(root, "served") == calls(root, PARENT)
+    assert calls(root, "served") == [c for c in calls(root, PARENT) if c[0] in calling]
 
 
 def test_an_output_that_changes_only_its_form_is_cosmetic_and_no_divergence(root):
@@ -236,7 +244,7 @@ def test_then_goes_on_live_where_a_sample_diverges(root, tmp_path):
 
 def test_fork_at_forks_every_sample_at_that_turn(root):
     code, summary = replay(root, "--run-id", "fork", "--fork-at", 1, "--then", "sim:seed=11",
-                           "--model-option", "error_rate=1")  # fmt: skip
+                           "--model-option", "error_rate=1", "--limit", 40)  # fmt: skip
     assert code == 0, summary  # a fork is no divergence
     rows = sql(root, "select s.sample_id, metadata->'replay'->>'forked_at' as forked, "
                "json_array_length(metadata->'replay'->'served') as served, p.turns from samples s "
@@ -248,13 +256,18 @@ def test_fork_at_forks_every_sample_at_that_turn(root):
         r["sample_id"] for r in rows if r["turns"] > 1
     }
     assert {r["forked"] for r in rows if r["turns"] == 1} == {None}
-    assert summary["live_calls"] > sum(r["turns"] > 1 for r in rows) > 40
+    assert summary["live_calls"] > sum(r["turns"] > 1 for r in rows) > 20
     manifest = json.loads((root / "fork" / "manifest.json").read_text())
     assert manifest["replay"]["fork"] == {"rule": "fork-at", "model": "sim:seed=11", "turn": 1}
     result = cli("score", "fork", "--gold-run", PARENT, "--format", "json", "--store", root)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["scoring"] == "spec_gold-sim-seed7" and summary["tp"] < 1.0
+    command = json.loads((root / "fork" / "manifest.json").read_text())["replay"]["command"]
+    assert summary["warnings"] == [
+        "partial run: 40 of 94 samples recorded; the metrics cover only those (replay the "
+        f"rest with: {command})"
+    ]
     assert cli("diff", PARENT, "fork", "--store", root).exit_code in (0, 1)
 
 
@@ -350,9 +363,10 @@ def test_replay_run_is_the_librarys(root):
     assert isinstance(summary, tcbreplay.ReplaySummary)
     assert (summary.recorded, summary.diverged_samples, summary.parent_run_id) == (3, 0, PARENT)
     assert summary.status == "partial"
-    # the same call again finishes what it left out (the run is resumed, not made anew)
-    rest = tcbreplay.replay_run(Store(root), PARENT, new_run_id="lib", recorded_tools=True)
-    assert (rest.recorded, rest.attempted, rest.status) == (94, 91, "complete")
+    # the same call again goes on where it stopped (the run is resumed, not made anew)
+    more = tcbreplay.replay_run(Store(root), PARENT, new_run_id="lib", limit=5,
+                                recorded_tools=True)  # fmt: skip
+    assert (more.recorded, more.attempted, more.status) == (5, 2, "partial")
     other = cli("replay", PARENT, "--run-id", "lib", "--store", root)  # other options
     assert other.exit_code == 2
     assert "exists with other inputs" in other.output
@@ -371,3 +385,116 @@ def test_a_scoring_against_another_run_is_named_for_it():
     assert "gold_run" not in ScoreOptions().to_dict()  # other scorings' options as before
     with pytest.raises(InputError, match="bfcl"):
         ScoreOptions(scorer="bfcl", gold_run="p")
+
+
+SHOP = [
+    {"id": "add", "input": "What is 2 plus 3?",
+     "target": [{"name": "add_numbers", "args": {"a": 3, "b": 2}}]},
+    {"id": "items", "input": "How much are 3 notebooks?",
+     "target": [{"name": "list_items", "args": {}},
+                {"name": "multiply_numbers", "args": {"a": 3, "b": 2.5}}]},
+]  # fmt: skip
+# the same two conversations as Anthropic's Messages API has them (both with the system
+# prompt) and as OpenAI's Chat Completions has them ('items' without it, and with a call
+# whose arguments are not JSON)
+ANTHROPIC = [
+    {"sample_id": "add", "system": "You are a shop.", "messages": [
+        {"role": "user", "content": "What is 2 plus 3?"},
+        {"role": "assistant", "id": "msg", "content": [
+            {"type": "text", "text": "Adding."},
+            {"type": "tool_use", "id": "t1", "name": "add_numbers", "input": {"a": 3, "b": 2}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": '{"result": 5}'}]},
+        {"role": "assistant", "id": "msg", "content": [{"type": "text", "text": "5"}]},
+    ]},
+    {"sample_id": "items", "messages": [
+        {"role": "system", "content": "You are a shop."},
+        {"role": "user", "content": [{"type": "text", "text": "How much are 3 notebooks?"}]},
+        {"role": "assistant", "id": "msg", "content": [
+            {"type": "tool_use", "id": "t1", "name": "list_items", "input": {}},
+            {"type": "tool_use", "id": "t2", "name": "multiply_numbers",
+             "input": {"a": 3, "b": 2.5}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "[]"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "7.5"}]},
+        {"role": "assistant", "id": "msg", "content": [{"type": "text", "text": "7.50"}]},
+    ]},
+]  # fmt: skip
+OPENAI = [
+    {"sample_id": "add", "messages": [
+        {"role": "system", "content": "You are a shop."},
+        {"role": "user", "content": "What is 2 plus 3?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "add_numbers", "arguments": '{"a": 3, "b": 2}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"result": 5}'},
+        {"role": "assistant", "content": "5"},
+    ]},
+    {"sample_id": "items", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "How much are 3 notebooks?"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "list_items", "arguments": ""}},
+            {"id": "c2", "type": "function",
+             "function": {"name": "multiply_numbers", "arguments": '{"a": 3, "b"'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "[]"},
+        {"role": "tool", "tool_call_id": "c2", "content": "error: bad arguments"},
+        {"role": "assistant", "content": "7.50"},
+    ]},
+]  # fmt: skip
+
+
+def test_imported_openai_and_anthropic_runs_replay_with_their_recorded_tools(tmp_path):
+    """What a request needs is in the run (the system prompt its messages start with, its
+    tools' schemas): each sample replays where its trace holds it, and says what differs
+    where not."""
+    root = tmp_path / "traces"
+    dataset = tmp_path / "shop.json"
+    dataset.write_text(json.dumps(SHOP))
+    tools = Path(__file__).parent / "data" / "tools_shop.json"
+    for run_id, lines in (("an", ANTHROPIC), ("oa", OPENAI)):
+        traces = tmp_path / f"{run_id}.jsonl"
+        traces.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        result = cli("import", "--dataset", dataset, "--tools", tools, "--traces", traces,
+                     "--run-id", run_id, "--store", root)  # fmt: skip
+        assert result.exit_code == 0, result.output
+    an = json.loads(cli("replay", "an", "--run-id", "an2", "--recorded-tools", "--quiet",
+                        "--format", "json", "--store", root).stdout)  # fmt: skip
+    assert (an["diverged_samples"], an["ok"], an["turns_served"]) == (0, 2, 4)
+    assert an["tool_outputs_compared"] == 0
+    # every answer of the trace has the id "msg": each is served as its own message
+    assert cli("audit", "verify", "an2", "--store", root).exit_code == 0
+    oa = json.loads(cli("replay", "oa", "--run-id", "oa2", "--recorded-tools", "--quiet",
+                        "--format", "json", "--store", root).stdout)  # fmt: skip
+    # 'items' (a call's arguments not JSON among them) replays; 'add' was traced with a
+    # system prompt the other was not, and the run's is none
+    assert [(d["sample_id"], d["component"]) for d in oa["divergences"]] == [("add", "system")]
+    prompt = prompt_file(tmp_path, "You are a shop.")
+    oa = json.loads(
+        cli(
+            "replay",
+            "oa",
+            "--run-id",
+            "oa3",
+            "--recorded-tools",
+            "--quiet",
+            "--system-prompt",
+            prompt,
+            "--format",
+            "json",
+            "--store",
+            root,
+        ).stdout
+    )
+    assert [(d["sample_id"], d["component"]) for d in oa["divergences"]] == [("items", "system")]
+
+
+def test_a_replay_in_several_processes_is_the_same(root):
+    code, summary = replay(root, "--run-id", "procs", "--processes", 2, "--limit", 16,
+                           "--tools", "replay_fixtures:DRIFTED")  # fmt: skip
+    assert summary["processes"] == 2
+    replayed = {r["sample_id"] for r in sql(root, "select sample_id from samples where "
+                                            "run_id = 'procs'")}  # fmt: skip
+    got = sql(root, "select sample_id, component from divergences where run_id = 'procs'")
+    assert {r["sample_id"] for r in got} == samples_calling(root, "add_numbers") & replayed
+    assert {r["component"] for r in got} == {"tool_output"} and code == 1
+    assert cli("audit", "verify", "procs", "--store", root).exit_code == 0

@@ -1,7 +1,7 @@
 """Proof that a replay served its parent's turns: each turn a replay's sample says it was
 served (``metadata.replay.served``: the turn and the position of the parent's message) is,
-as stored, the parent's stored message (but the id LangChain gives an answer that had
-none); and a replay without a fork rule made no live call. The replay block's totals are
+as stored, the parent's stored message (but for its id, see :func:`_without_id`); and a
+replay without a fork rule made no live call. The replay block's totals are
 checked against its samples' too.
 """
 
@@ -50,7 +50,7 @@ def verify_replay(store: Store, run: Run) -> tuple[int, list[Found]]:
             checked += 1
             stored = ai[turn] if turn < len(ai) else None
             recorded = parent_messages[position] if position < len(parent_messages) else None
-            if stored is None or _without_given_id(stored, recorded) != recorded:
+            if stored is None or _without_id(stored) != _without_id(recorded):
                 found.append((label, f"served turn {turn}", recorded, stored))
     for key, value in totals.items():
         if block.get(key) != value:
@@ -60,14 +60,14 @@ def verify_replay(store: Store, run: Run) -> tuple[int, list[Found]]:
     return checked, found
 
 
-def _without_given_id(stored: dict[str, Any], recorded: Any) -> dict[str, Any]:
-    """A served message as stored, without the id LangChain gives an answer that has none
-    (a recorded message without an id is served as it is, and given one on its way)."""
-    data = stored.get("data")
-    given = isinstance(data, dict) and data.get("id") is not None
-    if given and isinstance(recorded, dict) and (recorded.get("data") or {}).get("id") is None:
-        return {**stored, "data": {**data, "id": None}}  # type: ignore[dict-item]
-    return stored
+def _without_id(message: Any) -> Any:
+    """A stored message without its id: a served message keeps its recorded id, but one that
+    had none is given one by LangChain, and one that repeats an earlier message's gets its
+    own (:mod:`tcbreplay._replay.model`)."""
+    data = message.get("data") if isinstance(message, dict) else None
+    if not isinstance(data, dict):
+        return message
+    return {**message, "data": {k: v for k, v in data.items() if k != "id"}}
 
 
 def _replays(run: Run) -> Iterator[tuple[str, int, dict[str, Any]]]:

@@ -112,6 +112,7 @@ class AgentPlan:
     factory: tuple[AgentFactory, str] | None = None  # the factory and its MODULE:FACTORY
     run_one: SampleRunner | None = None  # None: run_sample
     finish: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None
+    middleware: tuple[Any, ...] = ()  # the built-in agent's, after the recording's
 
     def agent(self, policy: CallPolicy) -> Any:
         """The agent of one process (``policy``: the built-in agent's middleware's)."""
@@ -120,7 +121,7 @@ class AgentPlan:
             return build_custom_agent(
                 factory, source, self.chat_model, self.tools, self.system_prompt
             )
-        return build_agent(self.chat_model, self.tools, self.system_prompt, policy)
+        return build_agent(self.chat_model, self.tools, self.system_prompt, policy, self.middleware)
 
 
 def runnable_tools(inputs: BenchmarkInputs) -> list[Any]:

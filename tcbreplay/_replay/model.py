@@ -8,6 +8,10 @@ sample's :class:`SampleReplay` (turns served, live calls, the divergence, tool o
 compared). Elsewhere it answers from any sample (one named in the call's metadata as
 ``tcbreplay_sample_id`` and ``tcbreplay_trial`` first).
 
+A served message is the stored one, its id too, but where that id is an earlier message's in
+the conversation (some traces give every answer one id), which LangGraph would take for that
+message and replace: then it is ``<id>-turn-<n>``.
+
 A request that no turn answers raises :class:`~tcbreplay.errors.DivergenceError`, which says
 where it first differs from the nearest recorded request; with a ``live`` model (``--then``)
 the sample goes on with that model instead, from that request on. ``fork_at`` sends every
@@ -127,6 +131,9 @@ class RecordedChatModel(BaseChatModel):
             (message,) = messages_from_dict(
                 [self.recording.samples[found].message(recorded.position)]
             )
+            if message.id is not None and any(m.id == message.id for m in messages):
+                # LangGraph would take it for the earlier message of that id and replace it
+                message.id = f"{message.id}-turn-{turn}"
             if state is not None:
                 state.serve(turn, recorded.position, message)  # type: ignore[arg-type]
             return message, state  # type: ignore[return-value]

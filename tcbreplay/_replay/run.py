@@ -43,7 +43,7 @@ from tcbreplay._replay.inputs import replay_inputs
 from tcbreplay._replay.model import RecordedChatModel
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
-from tcbreplay._replay.tools import RecordedOutputTool, stub_tools
+from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
 from tcbreplay._store.runs import DEFAULT_STORE, Store, validate_run_id
 from tcbreplay._store.schema import DIVERGENCES
 from tcbreplay.errors import InputError, LiveCallRefused, StoreError
@@ -130,6 +130,7 @@ def replay_run(
         None if factory is None else (factory[0], factory_source or ""),
         run_one=_sample_runner(recording, first_message=dataset is None),
         finish=_totals,
+        middleware=(unknown_tools_middleware(),) if recorded_tools else (),
     )
     fork = None
     if then_choice is not None:

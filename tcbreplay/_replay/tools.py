@@ -4,7 +4,9 @@
 With recorded outputs, each call is answered with the output the recording holds for a
 call of that tool with equal arguments, as a multiset within the sample: never by order,
 so a model that makes two calls of one tool in the other order gets each its own output. A
-call the recording does not hold runs live, when the tool has code.
+call the recording does not hold runs live, when the tool has code. The built-in agent also
+answers a call of a tool it does not have with its recorded output (a graph of one's own
+answers it as its tool node does).
 """
 
 from __future__ import annotations
@@ -48,20 +50,46 @@ class RecordedOutputTool(BaseTool):
         return await self.inner.ainvoke(input, config, **kwargs)
 
     def _served(self, input: Any) -> ToolMessage | None:
-        state = current_replay.get(None)
-        if state is None or not isinstance(input, Mapping) or input.get("type") != "tool_call":
+        if not isinstance(input, Mapping) or input.get("type") != "tool_call":
             return None
-        found = state.take_tool_output(self.name, input.get("args"))
-        if found is None:
-            return None
-        call_id = str(input.get("id") or "")
-        state.tool_served(call_id)
-        return ToolMessage(
-            content=found.content if found.content is not None else "",
-            tool_call_id=call_id,
-            name=self.name,
-            status="error" if found.status == "error" else "success",
-        )
+        return recorded_output(input)
+
+
+def recorded_output(call: Mapping[str, Any]) -> ToolMessage | None:
+    """The recorded output of an equal call (a LangChain tool call) of the sample being
+    replayed, taken from its pool; None when it holds none, or no sample is replayed."""
+    state = current_replay.get(None)
+    if state is None:
+        return None
+    name = str(call.get("name") or "")
+    found = state.take_tool_output(name, call.get("args"))
+    if found is None:
+        return None
+    call_id = str(call.get("id") or "")
+    state.tool_served(call_id)
+    return ToolMessage(
+        content=found.content if found.content is not None else "",
+        tool_call_id=call_id,
+        name=name,
+        status="error" if found.status == "error" else "success",
+    )
+
+
+def unknown_tools_middleware() -> Any:
+    """The built-in agent's middleware that answers a call of a tool it does not have with
+    the recorded output of an equal call (its tool node answers such calls itself, before
+    any tool runs)."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    class RecordedOutputs(AgentMiddleware):
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            if request.tool is None:
+                served = recorded_output(request.tool_call)
+                if served is not None:
+                    return served
+            return await handler(request)
+
+    return RecordedOutputs()
 
 
 def stub_tools(specs: Sequence[Mapping[str, Any]]) -> list[BaseTool]:

@@ -196,7 +196,8 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     out = []
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
     status = run.status
-    if run.manifest.get("source") == "replay":
+    replayed = run.manifest.get("source") == "replay"
+    if replayed:
         diverged = int((run.manifest.get("totals") or {}).get("diverged") or 0)
         if diverged:
             out.append(
@@ -206,17 +207,20 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         errors -= diverged
     if errors:
         imported = run.manifest.get("source") == "import"
+        again = f"; re-run them with: {run.resume_command('--retry-errors')}"
+        if replayed:
+            again = f"; replay them again with: {run.resume_command()} --overwrite"
         out.append(
             f"{errors} of {n} samples "
             + ("are stored as errors or missing" if imported else "ended in error while recording")
             + " and score as samples without calls: these metrics do not measure the model alone"
-            + ("" if imported else f"; re-run them with: {run.resume_command('--retry-errors')}")
+            + ("" if imported else again)
         )
     total = (run.manifest.get("totals") or {}).get("samples")
     if status == "partial":
         out.append(
             f"partial run: {n} of {total} samples recorded; the metrics cover only those "
-            f"(record the rest with: {run.resume_command()})"
+            f"({'replay' if replayed else 'record'} the rest with: {run.resume_command()})"
         )
     elif status not in SCORABLE:
         out.append(f"run {status}: {n} of {total} samples recorded, scored as they are")
