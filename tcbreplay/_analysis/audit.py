@@ -68,13 +68,13 @@ class AuditReport:
         return not self.differences and not self.changed_files
 
     def to_dict(self) -> dict[str, Any]:
+        replay = {"replay_of": self.replay_of, "turns_checked": self.turns_checked}
         return {
             "run_id": self.run_id,
             "ok": self.ok,
             "scorings": self.scorings,
             "samples_checked": self.samples_checked,
-            "replay_of": self.replay_of,
-            "turns_checked": self.turns_checked,
+            **(replay if self.replay_of is not None else {}),
             "changed_files": self.changed_files,
             "differences": [d.__dict__ for d in self.differences],
         }
