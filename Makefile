@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-latest lint format lock bench clean
+.PHONY: install demo test test-fast test-latest lint format lock docs bench clean
 
 # Installs come from the lock files under requirements/ (uv's resolver wrote them, `make lock`),
 # so that a release upstream never changes what a clone runs its tests with; uv installs them
@@ -60,12 +60,12 @@ demo: $(RUNTIME)
 	$(BIN)/tcbreplay record --model sim:seed=7 --run-id demo-sim --workers 8 --quiet
 	$(BIN)/tcbreplay score demo-sim
 
-# The lock files: requirements/test.txt from pyproject.toml's dependencies, its test extra and
-# the build requirements (requirements/build.in), for Python 3.11 on every platform; then
+# The lock files: requirements/test.txt from pyproject.toml's dependencies, its test and docs
+# extras and the build requirements (requirements/build.in), for Python 3.11 on every platform; then
 # requirements/runtime.txt, the runtime's part of the same versions. Commit both.
 LOCK := $(UV) pip compile --quiet --universal --python-version 3.11 --no-header --annotation-style line
 lock: $(BIN)/python
-	$(LOCK) --extra test pyproject.toml requirements/build.in -o requirements/test.txt
+	$(LOCK) --extra test --extra docs pyproject.toml requirements/build.in -o requirements/test.txt
 	$(LOCK) pyproject.toml requirements/build.in -c requirements/test.txt -o requirements/runtime.txt
 
 # The suite against the newest releases that pyproject.toml allows (not the lock), in a venv of
@@ -103,8 +103,14 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# The manual (docs/, mkdocs.yml) built into site/, warnings as errors: a link to a page or a
+# heading that does not exist fails it. The CLI and API references are written in from the code
+# (docs/hooks/reference.py). Material for MkDocs' notice about its end of life is left out.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) $(LATEST) build dist *.egg-info tcbreplay/_score/kernels/_compiled*.so
+	rm -rf $(VENV) $(LATEST) build dist site *.egg-info tcbreplay/_score/kernels/_compiled*.so
 
 # Scoring at scale (not part of `make test`): synthetic runs of 10k, 100k and 1M samples under
 # bench/out/, `tcbreplay score` timed against a bare read pass and the reference loop; the table

@@ -36,14 +36,14 @@ SECTION = "## BFCL agreement"
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
 COMMAND = "make bench-bfcl"
 # the spec scorer's deliberate differences from BFCL's checker, by BFCL's error type on an
-# answer the spec scorer finds clean (README, "BFCL in, BFCL out")
+# answer the spec scorer finds clean (docs/bfcl.md, "BFCL in, BFCL out")
 DIFFERENCES = {
     "cannot_find_match": "BFCL's parallel matcher is greedy: it refuses an order of calls that "
     "a valid pairing exists for; the spec scorer pairs an order-free group optimally",
     "missing_required": "BFCL requires every parameter the schema lists as required, also one "
     'its own answer marks optional (`""`); the spec scorer follows the answer',
 }
-# the variants whose answers BFCL's rules accept: where its checker refuses one, the README's
+# the variants whose answers BFCL's rules accept: where its checker refuses one, the manual's
 # quirks say why
 MEANT_VALID = (
     "exact", "another acceptable value", "case, space or punctuation", "optional left out",
@@ -260,11 +260,11 @@ def main(argv: list[str] | None = None) -> int:
         "equals BFCL's valid.\n\n"
         f"{body}\n\n"
         "Where the spec scorer's verdict is not BFCL's, each sample is one of the deliberate "
-        'differences the README names ("BFCL in, BFCL out"), counted here (a sample no difference '
-        "explains is listed as unexplained):\n\n"
+        'differences the manual names (docs/bfcl.md, "BFCL in, BFCL out"), counted here (a '
+        "sample no difference explains is listed as unexplained):\n\n"
         f"{differ_table}\n\n"
         "Where BFCL refuses an answer its rules are meant to accept, its data or its matcher is "
-        'why (README, "BFCL\'s checker, exactly"): '
+        'why (docs/bfcl.md, "BFCL\'s checker, exactly"): '
         + refusals
         + f".\n\nBFCL's checker took {seconds[0]:.1f} s over all samples, `--scorer bfcl` "
         f"{seconds[1]:.1f} s (scoring only, {len(rows)} runs).\n"

@@ -4,11 +4,11 @@ Written to be obviously right rather than fast: plain-Python value equality, a t
 Levenshtein table over whole names, set-based TSA, and an AHR that enumerates every
 order-preserving one-to-one same-name pairing and picks one by the spec's tie-break order.
 
-Gold rules, written from the README's metric spec: a gold call may carry ``accept`` (per key,
-every acceptable value), ``optional`` (keys that may be left out) and ``group`` (consecutive calls
-with one group value form an order-free block). The brute force enumerates every one-to-one
-same-name pairing whose pairs, listed by agent call, never go back to an earlier block, and TP
-takes the least edit distance over every order of every block.
+Gold rules, written from the metric spec (docs/metrics.md): a gold call may carry ``accept``
+(per key, every acceptable value), ``optional`` (keys that may be left out) and ``group``
+(consecutive calls with one group value form an order-free block). The brute force enumerates
+every one-to-one same-name pairing whose pairs, listed by agent call, never go back to an
+earlier block, and TP takes the least edit distance over every order of every block.
 
 Inputs: ``gold`` is a sequence of ``(name, args)`` or ``(name, args, rules)`` (rules: a dict with
 any of accept, optional, group); ``agent`` a sequence of ``(name, args)``; ``tools`` a list of

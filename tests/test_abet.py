@@ -27,7 +27,7 @@ HAND_EVALUATION = DATA / "evaluation.json"
 L, M, A = "list_items", "multiply_numbers", "add_numbers"
 NEAR_3_6 = 3 * 1.2  # 3.5999999999999996: what multiply_numbers(3, 1.2) returns
 
-# The README's table: published (abet) numbers and the spec's numbers for the same traces.
+# The table of docs/abet.md: published (abet) numbers and the spec's numbers for the same traces.
 PUBLISHED = {
     "gemini-2.5-flash": {
         "abet": {"tsa": 0.8888888888888888, "ahr": 0.2962962962962963, "tp": 0.9102564102564104},

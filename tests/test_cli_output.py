@@ -573,16 +573,18 @@ def test_run_ids_complete_from_the_store(template):
     assert complete(f"tcbreplay audit verify {a} --store {root} --scoring s") == ["spec"]
 
 
-def test_the_completion_script_is_what_the_readme_says():
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert 'eval "$(_TCBREPLAY_COMPLETE=bash_source tcbreplay)"' in readme
+def test_the_completion_script_is_what_the_manual_says():
+    manual = (Path(__file__).parent.parent / "docs" / "commands" / "index.md").read_text()
+    assert 'eval "$(_TCBREPLAY_COMPLETE=bash_source tcbreplay)"' in manual
     script = CliRunner().invoke(
         main, [], env={"_TCBREPLAY_COMPLETE": "bash_source"}, prog_name="tcbreplay"
     )
     assert "complete -o nosort -F _tcbreplay_completion tcbreplay" in script.stdout
 
 
-def test_the_readme_shows_the_formats_once():
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert readme.count("--format table|json|jsonl|csv|markdown") == 1
-    assert "`--format table|json`" not in readme and "`--format table|csv|json`" not in readme
+def test_the_manual_shows_the_formats_once():
+    root = Path(__file__).parent.parent
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    manual = "\n".join(page.read_text(encoding="utf-8") for page in pages)
+    assert manual.count("--format table|json|jsonl|csv|markdown") == 1
+    assert "`--format table|json`" not in manual and "`--format table|csv|json`" not in manual

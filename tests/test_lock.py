@@ -50,8 +50,10 @@ def _assert_pinned_within(reqs: list[Requirement], pins: dict[str, str], lock: s
 
 
 def test_the_test_lock_pins_every_requirement_inside_its_range():
+    """(the test lock holds the docs extra too: `make install` installs what `make docs` needs)"""
     project = _project()["project"]
-    reqs = _requirements([*project["dependencies"], *project["optional-dependencies"]["test"]])
+    extras = project["optional-dependencies"]
+    reqs = _requirements([*project["dependencies"], *extras["test"], *extras["docs"]])
     _assert_pinned_within(reqs, _pins("test.txt"), "requirements/test.txt")
 
 
@@ -61,8 +63,9 @@ def test_the_runtime_lock_is_the_runtime_part_of_the_test_lock():
         _requirements(_project()["project"]["dependencies"]), runtime, "requirements/runtime.txt"
     )
     assert {name: test.get(name) for name in runtime} == runtime
-    # what the demo installs leaves out the suite's own tools
-    assert not {"pytest", "playwright", "inspect-ai", "mcp", "ruff", "mypy"} & set(runtime)
+    # what the demo installs leaves out the suite's own tools and the manual's
+    tools = {"pytest", "playwright", "inspect-ai", "mcp", "ruff", "mypy", "mkdocs"}
+    assert not tools & set(runtime)
 
 
 def test_what_builds_tcbreplay_is_locked_too():

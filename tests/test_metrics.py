@@ -701,7 +701,7 @@ def test_repeated_argument_key_is_a_clear_error(parts):
 
 @pytest.mark.parametrize("args", ['"{\\"query\\": \\"x\\"}"', "[1, 2]", "7", "null"])
 def test_arguments_that_are_not_an_object_read_as_no_arguments(args):
-    """(as the README says; only a store written by hand holds them: LangChain refuses them)"""
+    """(as the metric spec says; only a store written by hand holds them: LangChain refuses them)"""
     case = {"gold": [("search", {"query": "x", "limit": 3})], "turns": [[("search", {"q": 1})]]}
     samples, messages = build_tables([case])
     edited = [m.replace('{"q": 1}', args) for m in messages["message"].to_pylist()]

@@ -144,7 +144,7 @@ def test_tool_calls_view(two_runs):
 
 
 def test_tool_calls_view_reads_a_call_without_name_or_arguments_as_scoring_does(store):
-    """(as the README's metric spec says: the name ``""`` and the arguments ``{}``)"""
+    """(as the metric spec says: the name ``""`` and the arguments ``{}``)"""
     make_run(store, "gamma", [{"sample_id": "s0", "gold": [], "turns": [[(None, None)]]}])
     got = rows(store, "select name, args::varchar as args from tool_calls")
     assert got == [{"name": "", "args": "{}"}]

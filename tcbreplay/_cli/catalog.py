@@ -16,6 +16,7 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, OutputPath, emit,
     type=OutputPath(dir_okay=False, path_type=Path),
     default="tcbreplay.duckdb",
     show_default=True,
+    help="The DuckDB file to write (not inside the store).",
 )
 @FORMAT_OPTION
 @STORE_OPTION

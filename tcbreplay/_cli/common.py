@@ -174,7 +174,7 @@ def output_format(ctx: click.Context | None = None) -> str:
     return ctx.find_root().params.get("fmt") or "table"
 
 
-class _KnownContext(click.Command):
+class KnownCommand(click.Command):
     """Usage errors that name the command they belong to (Click's parser raises some
     without it, and the hint names the command's help)."""
 
@@ -186,11 +186,11 @@ class _KnownContext(click.Command):
             raise
 
 
-class _Cli(_KnownContext, click.Group):
+class _Cli(KnownCommand, click.Group):
     """Turn typed errors, and usage errors, into one ``Error:`` line (plus a hint) and an
     exit code."""
 
-    command_class = _KnownContext
+    command_class = KnownCommand
 
     def main(
         self,

@@ -26,7 +26,9 @@ from tcbreplay._cli.common import (
 )
 @click.option("--bootstrap", "n_boot", default=2000, show_default=True, help="Resamples.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap.")
-@click.option("--confidence", default=0.95, show_default=True)
+@click.option(
+    "--confidence", default=0.95, show_default=True, help="Level of the bootstrap intervals."
+)
 @FORMAT_OPTION
 @click.option(
     "--limit",

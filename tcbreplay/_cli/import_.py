@@ -8,15 +8,40 @@ from typing import Any
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format
-from tcbreplay._importers.sniff import ALIASES, FORMATS
+from tcbreplay._cli.common import STORE_OPTION, KnownCommand, emit, main, output_format
+from tcbreplay._importers import registry
 from tcbreplay.errors import InputError, TraceError
 
-# formats whose traces hold the samples' inputs and gold calls: --dataset may be left out
-_SELF_CONTAINED = ("tau-bench", "inspect")
+
+class _Dialects(click.Choice[str]):
+    """The registered dialects' names and earlier names, read from the registry when used."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return registry.choices()
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass  # the registry holds them
 
 
-@main.command("import")
+class _ImportCommand(KnownCommand):
+    """``import``, whose help ends with the registered dialects."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Dialects (--format)"):
+            formatter.write_dl(
+                [
+                    (d.name, d.summary + (f" (also: {', '.join(d.aliases)})" if d.aliases else ""))
+                    for d in registry.dialects()
+                ]
+            )
+
+
+@main.command("import", cls=_ImportCommand)
 @click.option(
     "--dataset",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -36,13 +61,13 @@ _SELF_CONTAINED = ("tau-bench", "inspect")
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
     "file, an inspect_ai log, a dashboard file or a BFCL results file.",
 )
-@click.option("--run-id", required=True)
+@click.option("--run-id", required=True, help="Id of the new run (one the store does not hold).")
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice([*FORMATS, *ALIASES]),
-    help="The traces' dialect (default: told from the file, and said on stderr; bfcl is "
-    "given, with BFCL's questions as --dataset and --answers).",
+    type=_Dialects(),
+    help="The traces' dialect, one of those listed below (default: told from the file, and "
+    "said on stderr; bfcl is given, with BFCL's questions as --dataset and --answers).",
 )
 @click.option(
     "--answers",
@@ -58,6 +83,7 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
 
     The output format goes before the command: tcbreplay --format json import ..."""
     from tcbreplay._cli.grids import summary_output
+    from tcbreplay._importers.dialect import TraceFile
     from tcbreplay._importers.import_run import import_traces
     from tcbreplay._importers.sniff import sniff
     from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
@@ -68,17 +94,20 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     if fmt is None and answers is None and traces.is_file():
         # a file that cannot be read, or told: importing it says what is wrong
         with contextlib.suppress(OSError, TraceError):
-            fmt, why = sniff(traces, traces.read_bytes())
-    fmt = ALIASES.get(fmt, fmt)
+            sniffed = sniff(TraceFile.at(traces))
+            fmt, why = sniffed.dialect, sniffed.reason
+    dialect = None if fmt is None else registry.get(fmt)
+    fmt = None if dialect is None else dialect.name
     if tools is None and fmt == "abet-evaluation":
         tools = get_benchmark("tool-call").tools
     inputs = _bfcl_inputs(fmt, dataset, answers, tools)
     if inputs is None and dataset is not None:
         inputs = load_inputs(None, dataset, tools, None, need_prompt=False, own_tools=True)
-    elif inputs is None and fmt is not None and fmt not in _SELF_CONTAINED:
+    elif inputs is None and dialect is not None and not dialect.holds_samples:
         raise InputError(
             f"--dataset is required with --format {fmt}",
-            hint=f"only {' and '.join(_SELF_CONTAINED)} traces hold their samples' gold calls",
+            hint=f"only {' and '.join(registry.holding_samples())} traces hold their samples' "
+            "gold calls",
         )
     chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
     try:

@@ -10,35 +10,67 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.lines import TraceLine
+from tcbreplay._importers.dialect import Sniff, TraceFile
+from tcbreplay._importers.lines import SourceTraces, TraceLine
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, lone_surrogate
-from tcbreplay.errors import TraceError
+from tcbreplay.errors import InputError, TraceError
 
 Call = tuple[str, Any]
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """A JSON object with ``samples`` and ``results`` (or ``benchmark_name``) that is no
+    inspect_ai log (those have them too)."""
+    top = file.top
+    if not isinstance(top, dict) or "messages" in top:
+        return Sniff.no("not a JSON object with samples and results (a dashboard file)")
+    if {"eval", "version"} <= top.keys():
+        return Sniff.no("it has eval and version, as an inspect_ai log has")
+    if "samples" in top and ("results" in top or "benchmark_name" in top):
+        return Sniff(0.9, "a dashboard file of the original benchmark")
+    return Sniff.no("a JSON object without samples and results (a dashboard file's)")
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """A trace per sample, made from the calls the file lists (needs the dataset)."""
+    if inputs is None:
+        raise InputError("--format abet-evaluation needs --dataset")
+    calls = evaluation_calls(file.data, file.name, inputs.dataset)
+    return SourceTraces(dashboard_lines(calls, inputs))
 
 
 def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]:
     """Every dataset sample's agent calls from a dashboard file (left-out samples: the target)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path.name}: cannot read dashboard file: {exc}") from exc
+    return evaluation_calls(data, path.name, dataset)
+
+
+def evaluation_calls(data: bytes, label: str, dataset: Dataset) -> dict[str, list[Call]]:
+    """Every dataset sample's agent calls from a dashboard file's bytes (``label``: its
+    name; left-out samples: the target)."""
+    try:
+        text = data.decode("utf-8")
         doc = limits.loads(text)
     except limits.LimitError as exc:
-        raise TraceError(f"{path.name}: {exc}", hint=limits.HINT) from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{path.name}: cannot read dashboard file: {exc}") from exc
+        raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TraceError(f"{label}: cannot read dashboard file: {exc}") from exc
     listed = doc.get("samples") if isinstance(doc, dict) else None
     if not isinstance(listed, list):
-        raise TraceError(f"{path.name}: expected an object with a samples list")
+        raise TraceError(f"{label}: expected an object with a samples list")
     by_input: dict[str, list[str]] = {}
     for sample in dataset.samples:
         by_input.setdefault(sample.input, []).append(sample.sample_id)
     calls = {s.sample_id: [(c.name, c.args) for c in s.target] for s in dataset.samples}
     seen: dict[str, int] = {}
     for k, item in enumerate(listed):
-        place = f"{path.name}: samples[{k}]"
+        place = f"{label}: samples[{k}]"
         if not isinstance(item, dict) or not isinstance(item.get("input"), str):
             raise TraceError(f"{place}: expected an object with input and output")
         surrogate = lone_surrogate(item, text)
@@ -70,15 +102,13 @@ def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]
     return calls
 
 
-def read_dashboard_lines(path: Path, inputs: BenchmarkInputs) -> list[TraceLine]:
-    """One synthesized trace per sample from a dashboard file: the input and one AI message
-    holding the agent's calls in order (the file keeps no other messages)."""
+def dashboard_lines(calls: dict[str, list[Call]], inputs: BenchmarkInputs) -> list[TraceLine]:
+    """One synthesized trace per sample from a dashboard file's calls: the input and one AI
+    message holding the agent's calls in order (the file keeps no other messages)."""
     from langchain_core.messages import AIMessage, HumanMessage
 
-    from tcbreplay._importers.abet import read_evaluation
     from tcbreplay._record.messages import serialize_messages
 
-    calls = read_evaluation(path, inputs.dataset)
     out = []
     for sample in inputs.dataset.samples:
         tool_calls = [

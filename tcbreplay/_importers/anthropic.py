@@ -12,16 +12,49 @@ message.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tcbreplay._importers.dialect import Sniff, TraceFile
 from tcbreplay._importers.lines import (
+    SourceTraces,
     TraceLine,
+    first_messages,
     message_problem,
     read_jsonl,
     repeated_key_problem,
 )
 from tcbreplay._inputs import limits
 from tcbreplay._store.schema import INVALID_ARGUMENTS
+
+if TYPE_CHECKING:
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """A ``system`` beside the messages, and ``tool_use`` and ``tool_result`` blocks, are
+    Anthropic's own; plain user and assistant turns it reads as well as OpenAI's form."""
+    found = first_messages(file)
+    if isinstance(found, Sniff):
+        return found
+    line, messages = found
+    if "system" in line:
+        return Sniff(0.95, "its first line has a system prompt beside messages (Anthropic's)")
+    blocks = {
+        b.get("type")
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict)
+    }
+    if {"tool_use", "tool_result"} & blocks:
+        return Sniff(0.85, "its messages hold tool_use or tool_result blocks (Anthropic's)")
+    if messages and all(m.get("role") in ("user", "assistant") for m in messages):
+        return Sniff(0.4, "its messages are plain user and assistant turns")
+    return Sniff.no("no system prompt beside its messages, nor tool_use or tool_result blocks")
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    return SourceTraces(read_lines(file.data, file.name))
 
 
 def read_lines(data: bytes, label: str) -> list[TraceLine]:

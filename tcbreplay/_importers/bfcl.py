@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcbreplay._importers.dialect import Sniff, TraceFile
+from tcbreplay._importers.lines import SourceTraces, TraceLine
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.bfcl_calls import DecodeError, decode_result, json_safe
@@ -302,6 +304,26 @@ def _dicts_values(spec: Any) -> Any:
         yield spec
         return
     yield from (list(c) for c in itertools.product(*(list(_dict_values(d)) for d in spec)))
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """A first line with an ``id`` and a ``result`` (and no messages); the dialect is never
+    picked by sniffing, as reading it takes BFCL's answers."""
+    line = file.first_line.value
+    if isinstance(line, dict) and {"id", "result"} <= line.keys() and "messages" not in line:
+        return Sniff(0.9, "it looks like a BFCL results file (id, result)")
+    return Sniff.no("its first line is not a BFCL result (id, result)")
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """A trace per answered question (``inputs``: from :func:`load_bfcl_inputs`)."""
+    if inputs is None:
+        raise InputError("--format bfcl needs --dataset")
+    found = read_results(file.data, file.name, inputs)
+    return SourceTraces(
+        [TraceLine(sample_id, line["messages"], status=line["status"])
+         for sample_id, line in found.items()]
+    )  # fmt: skip
 
 
 def read_results(data: bytes, label: str, inputs: BenchmarkInputs) -> dict[str, dict[str, Any]]:

@@ -1,10 +1,9 @@
 """Turn traces recorded elsewhere into a run that scoring treats like a recorded one.
 
-Each dialect has its module (``langchain``, ``openai``, ``anthropic``, ``tau_bench``,
-``inspect``, ``abet``), which reads its files into :class:`~tcbreplay._importers.lines.TraceLine`
-(LangChain messages, serialized as the store keeps them). Calls to tools that do not exist, or
-with arguments a tool does not take, are agent behaviour to be scored; only traces that
-cannot be read are refused.
+Each dialect has its module, named in :mod:`tcbreplay._importers.registry`, which reads its
+files into :class:`~tcbreplay._importers.lines.TraceLine` (LangChain messages, serialized as
+the store keeps them). Calls to tools that do not exist, or with arguments a tool does not
+take, are agent behaviour to be scored; only traces that cannot be read are refused.
 """
 
 from __future__ import annotations
@@ -14,8 +13,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tcbreplay._importers import registry
+from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.lines import SourceTraces, TraceLine
-from tcbreplay._importers.sniff import ALIASES, FORMATS, sniff
+from tcbreplay._importers.sniff import sniff
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
 from tcbreplay._inputs.tools import load_toolset, toolset_from_dicts
@@ -51,10 +52,11 @@ def import_traces(
 ) -> ImportSummary:
     """Validate every trace, then store the run; nothing is written if a trace is bad.
 
-    ``fmt`` is one of :data:`FORMATS` (``None``: told from the file, see
-    :func:`tcbreplay._importers.sniff.sniff`; ``bfcl`` is never told, as it needs BFCL's
-    answers). ``inputs`` (dataset and tools) may be left out for a format that holds the
-    samples' inputs and gold calls (``tau-bench``, ``inspect``); then the tools are ``tools``
+    ``fmt`` is a registered dialect's name (see :mod:`tcbreplay._importers.registry`;
+    ``None``: told from the file, see :func:`tcbreplay._importers.sniff.sniff`; ``bfcl`` is
+    never told, as it needs BFCL's answers). ``inputs`` (dataset and tools) may be left out
+    for a format that holds the samples' inputs and gold calls (``tau-bench``, ``inspect``:
+    :attr:`~tcbreplay._importers.dialect.Dialect.holds_samples`); then the tools are ``tools``
     (a ``module:attr`` or JSON file), else those the traces declare. ``abet-evaluation`` is a
     dashboard file of the original benchmark: samples it left out are taken to have output
     equal to their target, as the original saved only mismatches. ``bfcl`` is a BFCL results
@@ -69,17 +71,15 @@ def import_traces(
             f"--traces {str(traces)!r}: the name is not valid UTF-8", hint="rename the file"
         )
     path = Path(traces)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read traces: {exc.strerror or exc}") from exc
+    file = TraceFile.at(path)
+    data = file.data  # read once: hashed, sniffed and read
     sniffed = None
     if fmt is None:
-        fmt, sniffed = sniff(path, data)
-    fmt = ALIASES.get(fmt, fmt)
-    if fmt not in FORMATS:
-        raise TraceError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    source = read_traces(path, data, fmt, inputs)
+        chosen = sniff(file)
+        fmt, sniffed = chosen.dialect, chosen.reason
+    dialect = registry.get(fmt)
+    fmt = dialect.name
+    source = dialect.read(file, inputs)
     inputs = _named(inputs or _inputs_of(source, fmt, tools), source, fmt)
     records = _records(run_id, inputs.dataset, source.lines, path.name)
     trials = max(r["trial"] for r in records) + 1
@@ -129,44 +129,6 @@ def import_traces(
         sniffed=sniffed,
         trials=trials,
     )
-
-
-def read_traces(path: Path, data: bytes, fmt: str, inputs: BenchmarkInputs | None) -> SourceTraces:
-    """The traces of a file in format ``fmt``."""
-    if fmt == "langchain":
-        from tcbreplay._importers import langchain
-
-        return SourceTraces(langchain.read_lines(data, path.name))
-    if fmt == "openai":
-        from tcbreplay._importers import openai
-
-        return SourceTraces(openai.read_lines(data, path.name))
-    if fmt == "anthropic":
-        from tcbreplay._importers import anthropic
-
-        return SourceTraces(anthropic.read_lines(data, path.name))
-    if fmt == "tau-bench":
-        from tcbreplay._importers import tau_bench
-
-        lines, dataset = tau_bench.read_results(data, path.name)
-        return SourceTraces(lines, dataset, benchmark=("tau-bench", "τ-bench"))
-    if fmt == "inspect":
-        from tcbreplay._importers import inspect
-
-        return inspect.read_log(path, data, inputs)
-    if inputs is None:
-        raise InputError(f"--format {fmt} needs --dataset")
-    if fmt == "bfcl":
-        from tcbreplay._importers.bfcl import read_results
-
-        found = read_results(data, path.name, inputs)
-        return SourceTraces(
-            [TraceLine(sample_id, line["messages"], status=line["status"])
-             for sample_id, line in found.items()]
-        )  # fmt: skip
-    from tcbreplay._importers.abet import read_dashboard_lines
-
-    return SourceTraces(read_dashboard_lines(path, inputs))
 
 
 def _inputs_of(source: SourceTraces, fmt: str, tools: str | None) -> BenchmarkInputs:

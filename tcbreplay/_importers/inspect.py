@@ -17,9 +17,11 @@ value beyond the JSON limits, a lone surrogate) is refused naming the sample.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from tcbreplay._importers.dialect import Sniff, TraceFile
 from tcbreplay._importers.lines import MAX_TRIALS, SourceTraces, TraceLine
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
@@ -29,6 +31,29 @@ from tcbreplay.errors import DatasetError, InputError, TraceError
 
 # metadata keys that hold a sample's gold calls, as a dataset entry holds them
 _GOLD_KEYS = ("target", "tool_call_names", "tool_call_args")
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """A zip file (or a ``.eval`` name), or a JSON object with inspect_ai's ``eval`` and
+    ``version``."""
+    if file.head[:4] == b"PK\x03\x04" or file.suffix == ".eval":
+        return Sniff(1.0, "an inspect_ai .eval log (a zip file)")
+    top = file.top
+    if isinstance(top, dict) and "messages" not in top and {"eval", "version"} <= top.keys():
+        return Sniff(0.9, "an inspect_ai .json log (eval, samples)")
+    return Sniff.no("neither a zip file (.eval) nor a JSON object with eval and version")
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """The log's traces (inspect_ai reads logs from files: given only bytes, they are
+    written to a temporary one first)."""
+    if file.path is not None:
+        return read_log(file.path, file.data, inputs)
+    name = Path(file.name).name  # the file's own name, in the temporary folder
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / (name if name not in ("", ".", "..") else f"log{file.suffix}")
+        path.write_bytes(file.data)
+        return read_log(path, file.data, inputs)
 
 
 def read_log(path: Path, data: bytes, inputs: BenchmarkInputs | None) -> SourceTraces:

@@ -4,15 +4,39 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tcbreplay._importers.dialect import GUESS, Sniff, TraceFile
 from tcbreplay._importers.lines import (
+    SourceTraces,
     TraceLine,
+    first_messages,
     message_problem,
     read_jsonl,
     repeated_key_problem,
 )
 from tcbreplay._inputs import limits
+
+if TYPE_CHECKING:
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """LangChain's messages are dicts of ``type`` and ``data``; a first line whose messages
+    tell no dialect (none, or none with a role) is read as LangChain's, as a fallback."""
+    found = first_messages(file)
+    if isinstance(found, Sniff):
+        return found
+    _, messages = found
+    if any("type" in m and "data" in m for m in messages):
+        return Sniff(0.9, "its messages are LangChain dicts (type, data)")
+    if any("role" in m for m in messages):
+        return Sniff.no("its messages have roles, not LangChain's type and data")
+    return Sniff(GUESS / 2, "its first line's messages tell no dialect: read as LangChain's")
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    return SourceTraces(read_lines(file.data, file.name))
 
 
 def read_lines(data: bytes, label: str) -> list[TraceLine]:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcbreplay._importers.dialect import Sniff, TraceFile
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.dataset import Dataset, unknown_keys
 from tcbreplay._record.secrets import redact
@@ -118,6 +119,18 @@ def read_jsonl(
     if not out:
         raise TraceError(f"{label}: no traces in the file")
     return out
+
+
+def first_messages(file: TraceFile) -> tuple[dict[str, Any], list[dict[str, Any]]] | Sniff:
+    """The first line of a JSON Lines traces file and the objects among its messages, for a
+    dialect's sniff; or why the file has no such line (a verdict the dialects share)."""
+    first = file.first_line
+    if first.problem is not None:
+        return Sniff.no(first.problem)
+    line = first.value
+    if not isinstance(line, dict) or not isinstance(line.get("messages"), list):
+        return Sniff.no("its first line is not an object with a messages list")
+    return line, [m for m in line["messages"] if isinstance(m, dict)]
 
 
 def line_fields(obj: dict[str, Any], place: str) -> TraceLine:

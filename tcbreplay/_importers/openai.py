@@ -14,18 +14,47 @@ counts it as an invalid argument (and ``export`` writes the text back as it was)
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers.lines import TraceLine, message_problem, read_jsonl
+from tcbreplay._importers.dialect import Sniff, TraceFile
+from tcbreplay._importers.lines import (
+    SourceTraces,
+    TraceLine,
+    first_messages,
+    message_problem,
+    read_jsonl,
+)
 from tcbreplay._inputs import limits
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 from tcbreplay.errors import TraceError
+
+if TYPE_CHECKING:
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs
 
 # an assistant message's fields kept in LangChain's additional_kwargs when they hold a value,
 # so that export writes them back
 _ASSISTANT_EXTRAS = ("refusal", "audio", "function_call", "annotations", "reasoning_content")
 # the system role LangChain marks a developer message with
 _DEVELOPER = "__openai_role__"
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """OpenAI's roles (tool, system, developer) and ``tool_calls`` are its own; plain user and
+    assistant turns read the same in Anthropic's form."""
+    found = first_messages(file)
+    if isinstance(found, Sniff):
+        return found
+    _, messages = found
+    if any(m.get("role") in ("tool", "system", "developer") or "tool_calls" in m for m in messages):
+        return Sniff(0.8, "its messages have OpenAI's roles and tool_calls")
+    if messages and all(m.get("role") in ("user", "assistant") for m in messages):
+        return Sniff(0.5, "its messages are user and assistant turns (read as OpenAI's)")
+    return Sniff.no("its messages have none of OpenAI's roles (tool, system, developer, user, "
+                    "assistant) nor tool_calls")  # fmt: skip
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    return SourceTraces(read_lines(file.data, file.name))
 
 
 def read_lines(data: bytes, label: str) -> list[TraceLine]:

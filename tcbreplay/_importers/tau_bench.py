@@ -11,16 +11,37 @@ expected ``outputs``. Each trajectory is the task's trial ``trial``, with the ``
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcbreplay._importers import openai
-from tcbreplay._importers.lines import MAX_TRIALS, TraceLine
+from tcbreplay._importers.dialect import Sniff, TraceFile
+from tcbreplay._importers.lines import MAX_TRIALS, SourceTraces, TraceLine
 from tcbreplay._inputs import limits
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries, lone_surrogate
 from tcbreplay.errors import DatasetError, TraceError
 
+if TYPE_CHECKING:
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs
+
 _TASK_META = ("user_id", "outputs")
 _TRIAL_META = ("reward_info", "user_cost", "source")
+
+
+def sniff(file: TraceFile) -> Sniff:
+    """A JSON list whose first entry has a ``task_id`` and a ``traj``."""
+    top = file.top
+    if not isinstance(top, list):
+        return Sniff.no("it is not a JSON list (of τ-bench results)")
+    first = top[0] if top else None
+    if isinstance(first, dict) and {"task_id", "traj"} <= first.keys():
+        return Sniff(0.9, "a JSON list of τ-bench results (task_id, trial, traj)")
+    return Sniff.no("it is a JSON list, but not of τ-bench results", close=True)
+
+
+def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
+    """The trajectories, and the tasks as the samples (``inputs`` given replace them)."""
+    lines, dataset = read_results(file.data, file.name)
+    return SourceTraces(lines, dataset, benchmark=("tau-bench", "τ-bench"))
 
 
 def read_results(data: bytes, label: str) -> tuple[list[TraceLine], Dataset]:

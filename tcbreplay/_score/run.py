@@ -2,7 +2,7 @@
 
 Scoring reads the run directory only (no LLM, tools module, dataset file or
 network) and imports neither LangChain nor LangGraph. Three scorers exist:
-``spec`` (the metric spec in the README), ``abet`` (the original benchmark's
+``spec`` (the metric spec, docs/metrics.md), ``abet`` (the original benchmark's
 evaluator, see :mod:`tcbreplay._score.scorers.abet`) and ``bfcl`` (the Berkeley
 Function Calling Leaderboard's AST checker, :mod:`tcbreplay._score.scorers.bfcl`).
 """

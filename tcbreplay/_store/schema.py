@@ -3,7 +3,7 @@
 Every writer of a run (recording, importing) builds rows and manifests here, and every
 reader checks them here.
 
-Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in the README):
+Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.md):
 
 - ``manifest.json``: everything needed to score the run without its inputs.
 - ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).

@@ -124,7 +124,7 @@ class RunData:
 
 @dataclass
 class ToolRow:
-    """The per-tool breakdown of one run (definitions in the README)."""
+    """The per-tool breakdown of one run (definitions in docs/commands/report.md)."""
 
     run_id: str
     tool: str

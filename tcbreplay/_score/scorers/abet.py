@@ -1,6 +1,6 @@
 """The ``abet`` scorer: the original Tool Call Benchmark's evaluator, re-implemented.
 
-It differs from the metric spec (see the README):
+It differs from the metric spec (see docs/abet.md):
 
 - tsa: positional and micro-averaged: for each gold index i, stopping at the first
   i the agent has no call for, a hit when agent name i equals gold name i;

@@ -3,7 +3,7 @@
 BFCL judges a sample valid or not, with an error type saying why not (its checker's
 own words, such as ``value_error:string``). This module reproduces that checker for its
 Python categories (simple_python, multiple, parallel, parallel_multiple), quirks
-included; the README lists them. In short:
+included; docs/bfcl.md lists them. In short:
 
 - the category picks the checker: a name containing ``parallel`` matches the calls in
   any order, greedily (each gold call, in order, takes the first agent call that fits, so

@@ -1,0 +1,42 @@
+"""The anthropic dialect (``tcbreplay._importers.anthropic``): JSON Lines whose messages are
+Anthropic's Messages API turns, with an optional system prompt beside them."""
+
+from __future__ import annotations
+
+import json
+
+from tcbreplay._importers import anthropic
+from tcbreplay._importers.dialect import TraceFile
+
+LINE = {"sample_id": "add", "messages": [
+    {"role": "user", "content": "What is 2 plus 3?"},
+    {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "add_numbers", "input": {"a": 3, "b": 2}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "5"}]},
+]}  # fmt: skip
+
+
+def file_of(*lines: dict) -> TraceFile:
+    return TraceFile("t.jsonl", data="".join(json.dumps(x) + "\n" for x in lines).encode())
+
+
+def test_its_own_marks_are_sure_plain_turns_less():
+    assert anthropic.sniff(file_of({**LINE, "system": "Be brief."})).confidence == 0.95
+    assert anthropic.sniff(file_of(LINE)).reason == (
+        "its messages hold tool_use or tool_result blocks (Anthropic's)"
+    )
+    plain = anthropic.sniff(file_of({**LINE, "messages": LINE["messages"][:1]}))
+    assert 0 < plain.confidence < 0.5
+
+
+def test_it_does_not_take_openais_tool_role():
+    verdict = anthropic.sniff(file_of({"sample_id": 0, "messages": [{"role": "tool"}]}))
+    assert not verdict.fits
+
+
+def test_it_reads_the_system_prompt_and_the_calls():
+    source = anthropic.read(file_of({**LINE, "system": "Be brief."}), None)
+    (line,) = source.lines
+    assert [m["type"] for m in line.messages] == ["system", "human", "ai", "tool"]
+    ai = json.loads(line.messages[2]["message"])  # as the store keeps it
+    assert ai["data"]["tool_calls"][0]["args"] == {"a": 3, "b": 2}

@@ -1,0 +1,48 @@
+"""The openai dialect (``tcbreplay._importers.openai``): JSON Lines whose messages are in
+OpenAI's Chat Completions form."""
+
+from __future__ import annotations
+
+import json
+
+from tcbreplay._importers import openai
+from tcbreplay._importers.dialect import TraceFile
+
+CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "add_numbers", "arguments": '{"a": 3, "b": 2}'},
+}
+LINE = {"sample_id": "add", "messages": [
+    {"role": "user", "content": "What is 2 plus 3?"},
+    {"role": "assistant", "content": None, "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "c1", "content": "5"},
+]}  # fmt: skip
+
+
+def file_of(*lines: dict) -> TraceFile:
+    return TraceFile("t.jsonl", data="".join(json.dumps(x) + "\n" for x in lines).encode())
+
+
+def test_it_sniffs_openais_roles_and_tool_calls():
+    verdict = openai.sniff(file_of(LINE))
+    assert (verdict.confidence, verdict.reason) == (
+        0.8, "its messages have OpenAI's roles and tool_calls"
+    )  # fmt: skip
+
+
+def test_plain_turns_are_its_less_surely():
+    verdict = openai.sniff(file_of({**LINE, "messages": LINE["messages"][:1]}))
+    assert verdict.confidence == 0.5
+
+
+def test_it_does_not_take_langchains_dicts():
+    verdict = openai.sniff(file_of({"sample_id": 0, "messages": [{"type": "human", "data": {}}]}))
+    assert not verdict.fits
+
+
+def test_it_reads_the_calls_from_the_bytes():
+    source = openai.read(file_of(LINE, {**LINE, "trial": 1}), None)
+    assert [(line.sample_id, line.trial) for line in source.lines] == [("add", 0), ("add", 1)]
+    ai = json.loads(source.lines[0].messages[1]["message"])  # as the store keeps it
+    assert ai["data"]["tool_calls"][0]["args"] == {"a": 3, "b": 2}

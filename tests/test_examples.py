@@ -1,0 +1,113 @@
+"""The scripts in examples/ run as a user runs them (a subprocess, tcbreplay on the PATH, a
+fresh store) against the small fixtures in tests/data/, and print what they promise."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = ROOT / "examples"
+DATA = Path(__file__).parent / "data"
+REPORT = (DATA / "report/dataset.json", DATA / "tools_shop.json",
+          DATA / "report/traces_a.jsonl", DATA / "report/traces_b.jsonl")  # fmt: skip
+
+
+def run_example(name: str, *args: Path, cwd: Path) -> str:
+    """Run ``examples/NAME`` in ``cwd``, whose ./traces is the store; its stdout."""
+    script = EXAMPLES / name
+    command = [sys.executable, script] if script.suffix == ".py" else ["bash", script]
+    env = {
+        **os.environ,
+        # the tcbreplay of this environment, as a user's activated virtualenv gives it
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "COLUMNS": "120",
+    }
+    env.pop("TCBREPLAY_STORE", None)
+    out = subprocess.run(
+        [*command, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def cells(output: str, first: str) -> list[str]:
+    """The cells of the table row whose first cell is ``first``."""
+    for line in output.splitlines():
+        row = [cell.strip() for cell in line.split("│")]
+        if row[0] == first:
+            return row
+    raise AssertionError(f"no row {first!r} in:\n{output}")
+
+
+def test_every_example_is_run_here():
+    tested = {
+        "score_inspect_log.sh",
+        "compare_two_models.sh",
+        "tau_bench_validity.sh",
+        "use_the_library.py",
+    }
+    assert {path.name for path in EXAMPLES.iterdir()} == tested
+    assert all(os.access(EXAMPLES / name, os.X_OK) for name in tested)
+
+
+@pytest.mark.slow  # inspect_ai takes seconds to import
+def test_score_an_inspect_log(tmp_path):
+    pytest.importorskip("inspect_ai")
+    log = DATA / "inspect" / "mockllm-2-samples-2-epochs.json"
+    out = run_example("score_inspect_log.sh", log, cwd=tmp_path)
+    assert "run inspect: 4/4 samples imported (2 trials each)" in out
+    assert cells(out, "ahr  argument hallucination rate")[1:4] == ["0.1250", "0.125", "1/8 args"]
+    assert cells(out, "2")[1:3] == ["0.5000", "1.0000"]  # pass^2, pass@2
+    # the worst sample first: mul's second epoch, where the model passed a wrong value
+    assert cells(out, "inspect")[1:6] == ["mul", "1", "1", "1", "0.5"]
+    assert (tmp_path / "traces" / "inspect" / "scores" / "spec" / "summary.json").exists()
+
+
+def test_compare_two_models(tmp_path):
+    out = run_example("compare_two_models.sh", *REPORT, cwd=tmp_path)
+    assert "run model-a: 6/6 samples imported" in out and "run model-b: 6/6" in out
+    assert "model-b vs model-a  (6 common samples, scoring spec)" in out
+    assert cells(out, "tp")[1:4] == ["0.6667", "0.5833", "-0.0833"]
+    assert cells(out, "perfect")[1:3] == ["-1.0000", "-1.0000"]  # regressed
+    assert cells(out, "missed-call")[1:3] == ["+0.5000", "+0.5000"]  # improved
+
+
+def test_import_tau_bench_and_run_validity(tmp_path):
+    tau = DATA / "tau-bench"
+    out = run_example(
+        "tau_bench_validity.sh",
+        tau / "gpt-4o-airline-sample.json",
+        tau / "airline-tools.json",
+        cwd=tmp_path,
+    )
+    assert "run tau: 20/20 samples imported (4 trials each)" in out
+    assert cells(out, "write_exact  write calls as gold")[3] == "7/20 samples"
+    assert "tau: outcome reward >= 1  (scoring spec)" in out
+    # the numbers of BENCHMARKS.md's validity table (AUC: bootstrap-free)
+    assert cells(out, "write_exact")[:6] == ["write_exact", "higher", "20", "0.8571", "0.0769",
+                                             "0.8901"]  # fmt: skip
+    assert cells(out, "tp")[:6] == ["tp", "higher", "20", "0.2740", "0.0892", "0.6593"]
+
+
+def test_use_the_library(tmp_path):
+    out = run_example("use_the_library.py", *REPORT, tmp_path / "store", cwd=tmp_path)
+    assert out.splitlines() == [
+        "run a: 6 samples imported",
+        "  tsa 0.7000  tp 0.6667  ahr 0.2857",
+        "  lowest tp: crashed (0.00)",
+        "  lowest tp: extra-call (0.50)",
+        "run b: 6 samples imported",
+        "  tsa 0.6000  tp 0.5833  ahr 0.2857",
+        "  lowest tp: crashed (0.00)",
+        "  lowest tp: perfect (0.00)",
+        "calls per run: {'a': 5, 'b': 5}",
+        "tp: 0.6667 -> 0.5833 (delta -0.0833)",
+        "regressed: perfect",
+        "improved: missed-call",
+    ]
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["a", "b"]
