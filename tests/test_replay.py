@@ -498,3 +498,20 @@ def test_a_replay_in_several_processes_is_the_same(root):
     assert {r["sample_id"] for r in got} == samples_calling(root, "add_numbers") & replayed
     assert {r["component"] for r in got} == {"tool_output"} and code == 1
     assert cli("audit", "verify", "procs", "--store", root).exit_code == 0
+
+
+def test_each_trial_is_answered_by_its_own_recording(tmp_path):
+    """The sim draws its mistakes per trial: each trial's turns answer that trial only."""
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=5,error_rate=0.5", "--trials", 3, "--limit", 6,
+                 "--run-id", "k", "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = replay_run(store, "k", new_run_id="k2", options={"workers": 6})
+    assert (summary.trials, summary.recorded, summary.diverged_samples) == (3, 18, 0)
+    assert calls(store.root, "k2") == calls(store.root, "k")
+    by_trial: dict[int, list] = {}
+    for sample_id, trial, *call in calls(store.root, "k"):
+        by_trial.setdefault(trial, []).append((sample_id, *call))
+    # the trials differ: a replay that answered every trial with one trial's turns would not
+    # give the parent's calls
+    assert len({json.dumps(v) for v in by_trial.values()}) > 1

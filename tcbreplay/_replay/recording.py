@@ -151,7 +151,7 @@ class RecordedRun:
 
     def lookup(self, fingerprint: str, key: Key | None = None) -> tuple[Key, Turn] | None:
         """The recorded turn asked for by a request of this fingerprint: of the sample and
-        trial ``key`` only when given, else of any (that trial first, then that sample's)."""
+        trial ``key`` only when given, else the first of any sample's."""
         found = self.by_fingerprint.get(fingerprint) or []
         if key is not None:
             return next(((k, t) for k, t in found if k == key), None)
