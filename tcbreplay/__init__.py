@@ -2,9 +2,9 @@
 
 The library's API is what this module exports (``__all__``), plus the typed errors in
 :mod:`tcbreplay.errors`; the stage packages (``tcbreplay._inputs``, ``_record``,
-``_importers``, ``_store``, ``_score``, ``_query``, ``_compare``, ``_report``, ``_cli``) and
-the ground floor under them (``_version``, ``_json``, ``_secrets``, ...) are private and may
-change.
+``_replay``, ``_importers``, ``_store``, ``_score``, ``_query``, ``_compare``, ``_report``,
+``_cli``) and the ground floor under them (``_version``, ``_json``, ``_secrets``, ...) are
+private and may change.
 
     >>> import tcbreplay
     >>> store = tcbreplay.Store("traces")
@@ -36,6 +36,10 @@ _EXPORTS = {
     "record_run": "tcbreplay._record.runner",
     "RecordOptions": "tcbreplay._record.options",
     "RecordSummary": "tcbreplay._record.runner",
+    # replay
+    "replay_run": "tcbreplay._replay.run",
+    "ReplaySummary": "tcbreplay._replay.run",
+    "RecordedChatModel": "tcbreplay._replay.model",
     "import_traces": "tcbreplay._importers.import_run",
     "ImportSummary": "tcbreplay._importers.import_run",
     "export_traces": "tcbreplay._importers.export",
@@ -81,6 +85,9 @@ if TYPE_CHECKING:
     from tcbreplay._record.options import RecordOptions as RecordOptions
     from tcbreplay._record.runner import RecordSummary as RecordSummary
     from tcbreplay._record.runner import record_run as record_run
+    from tcbreplay._replay.model import RecordedChatModel as RecordedChatModel
+    from tcbreplay._replay.run import ReplaySummary as ReplaySummary
+    from tcbreplay._replay.run import replay_run as replay_run
     from tcbreplay._report import write_report as write_report
     from tcbreplay._score.options import ScoreOptions as ScoreOptions
     from tcbreplay._score.results import ScoreResult as ScoreResult

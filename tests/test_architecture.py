@@ -118,16 +118,19 @@ def test_the_package_has_no_import_cycles() -> None:
 
 
 # What each stage may import, besides itself and the ground floor: the data flows inputs ->
-# record / import -> store -> score -> compare -> report; querying reads the store alone; the
-# command line uses them all. Scoring and what reads scores never reach the record stage (nor
-# LangChain through it).
+# record / import / replay -> store -> score -> compare -> report; querying reads the store
+# alone; the command line uses them all. Scoring and what reads scores never reach the record
+# or replay stage (nor LangChain through them); replay runs through the record runner and
+# never scores (a scoring against another run, --gold-run, is the score stage's).
 STAGES = (
-    "_inputs", "_store", "_record", "_importers", "_score", "_query", "_compare", "_report", "_cli"
+    "_inputs", "_store", "_record", "_replay", "_importers", "_score", "_query", "_compare",
+    "_report", "_cli",
 )  # fmt: skip
 ALLOWED = {
     "_inputs": set(),
     "_store": set(),
     "_record": {"_inputs", "_store"},
+    "_replay": {"_inputs", "_store", "_record"},
     "_importers": {"_inputs", "_store", "_record"},
     "_score": {"_inputs", "_store"},
     "_query": {"_store"},

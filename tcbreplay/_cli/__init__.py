@@ -21,6 +21,7 @@ from tcbreplay._cli import (  # noqa: F401  (importing a command's module regist
     import_,
     query,
     record,
+    replay,
     report,
     runs,
     score,

@@ -25,6 +25,7 @@ from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
 from tcbreplay._score.exact_match import summarize_exact_match
+from tcbreplay._score.gold_run import gold_calls, use_gold
 from tcbreplay._score.metrics import summarize, trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.results import (
@@ -60,18 +61,25 @@ def score_run(
         raise InputError(f"--dashboard {dashboard!r}: choose one of {', '.join(DASHBOARD_MODES)}")
     run = store.open_run(run_id)
     with run.reading():  # no record --overwrite meanwhile
-        return _score_run(run, options, allow_incomplete, write, dashboard)
+        return _score_run(run, options, allow_incomplete, write, dashboard, store)
 
 
 def _score_run(
-    run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str
-) -> ScoreResult:
+    run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str,
+    store: Store | None = None,
+) -> ScoreResult:  # fmt: skip
     check_scorable(run, allow_incomplete)
+    gold = None
+    if options.gold_run is not None:
+        gold = gold_calls(store or Store(run.dir.parent), run, options.gold_run)
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
     parts = _parts(run, options)
     # parts run side by side, a worker per core, so each gets its share of the cores
     con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // _workers(parts)))
+    absent = 0
     try:
+        if gold is not None:
+            absent = use_gold(con, gold)
         scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
@@ -109,8 +117,14 @@ def _score_run(
         pairs=scored.pairs,
         warnings=recording_warnings(run, scored.metrics),
     )
-    if options.scorer == "bfcl" or options.focused:
-        # the dashboard file has the original benchmark's metrics of every call only
+    if absent:
+        result.warnings.append(
+            f"{absent} samples (or trials) of {run.run_id} are not in --gold-run "
+            f"{options.gold_run} and score against no calls"
+        )
+    if options.scorer == "bfcl" or options.focused or options.gold_run:
+        # the dashboard file has the original benchmark's metrics of every call against the
+        # dataset's gold only
         dashboard = "none"
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)
@@ -183,19 +197,31 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     out = []
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
     status = run.status
+    replayed = run.manifest.get("source") == "replay"
+    if replayed:
+        diverged = int((run.manifest.get("totals") or {}).get("diverged") or 0)
+        if diverged:
+            out.append(
+                f"{diverged} of {n} samples diverged from their recording and score with the "
+                'calls made until then (tcbreplay sql "select * from divergences" says where)'
+            )
+        errors -= diverged
     if errors:
         imported = run.manifest.get("source") == "import"
+        again = f"; re-run them with: {run.resume_command('--retry-errors')}"
+        if replayed:
+            again = f"; replay them again with: {run.resume_command()} --overwrite"
         out.append(
             f"{errors} of {n} samples "
             + ("are stored as errors or missing" if imported else "ended in error while recording")
             + " and score as samples without calls: these metrics do not measure the model alone"
-            + ("" if imported else f"; re-run them with: {run.resume_command('--retry-errors')}")
+            + ("" if imported else again)
         )
     total = (run.manifest.get("totals") or {}).get("samples")
     if status == "partial":
         out.append(
             f"partial run: {n} of {total} samples recorded; the metrics cover only those "
-            f"(record the rest with: {run.resume_command()})"
+            f"({'replay' if replayed else 'record'} the rest with: {run.resume_command()})"
         )
     elif status not in SCORABLE:
         out.append(f"run {status}: {n} of {total} samples recorded, scored as they are")

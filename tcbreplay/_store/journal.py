@@ -20,11 +20,14 @@ import pyarrow.parquet as pq
 from tcbreplay import _json
 from tcbreplay._store.parquet import write_messages, write_parquet
 from tcbreplay._store.schema import (
+    DIVERGENCES,
+    DIVERGENCES_SCHEMA,
     JOURNAL,
     MESSAGES,
     MESSAGES_SCHEMA,
     SAMPLES,
     SAMPLES_SCHEMA,
+    divergence_rows,
     message_rows,
     sample_rows,
     with_optional_columns,
@@ -105,6 +108,15 @@ def fold_journal(run_dir: Path) -> None:
     message_table = pa.concat_tables(messages).sort_by(
         [("sample_index", "ascending"), ("position", "ascending")]
     )
+    replayed = any("divergences" in r for r in records.values())
+    if replayed or (run_dir / DIVERGENCES).exists():  # a replay's (no other run has them)
+        divergences = pa.concat_tables(
+            [
+                _old_rows(run_dir / DIVERGENCES, DIVERGENCES_SCHEMA, keep),
+                _table(divergence_rows(records.values()), DIVERGENCES_SCHEMA),
+            ]
+        ).sort_by([("sample_index", "ascending"), ("turn", "ascending")])
+        write_parquet(divergences, run_dir / DIVERGENCES)
     write_messages(message_table, run_dir / MESSAGES)
     write_parquet(sample_table, run_dir / SAMPLES)
     journal_path.unlink(missing_ok=True)

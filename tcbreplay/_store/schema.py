@@ -3,7 +3,7 @@
 Every writer of a run (recording, importing) builds rows and manifests here, and every
 reader checks them here.
 
-Layout of ``<store>/<run_id>/`` (``schema_version`` 3, documented in docs/store.md):
+Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.md):
 
 - ``manifest.json``: everything needed to score the run without its inputs.
 - ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
@@ -11,6 +11,9 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 3, documented in docs/store.
   ``(sample_id, trial)``; ``sample_index`` numbers the rows (:func:`row_index`).
 - ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``),
   in row groups of one message type each (:class:`tcbreplay._store.parquet.MessagesWriter`).
+- ``divergences.parquet``: a replay's divergences, one row per sample and trial whose replay
+  diverged (``DIVERGENCES_SCHEMA``, :mod:`tcbreplay._replay.divergence`); only replays have
+  it, and a run without it has none.
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
   Parquet files when the run finishes, so a crash loses only samples in flight
   (:mod:`tcbreplay._store.journal`).
@@ -37,10 +40,11 @@ from tcbreplay.errors import (
 
 # 2: a trial column in samples, messages and scores (rows keyed by sample_id and trial), and
 # the samples' metadata. 3: the samples' own tools, and gold calls with rules (accept,
-# optional, group). Older files read as trial 0, without metadata or tools of their own
-# (OPTIONAL_COLUMNS).
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# optional, group). 4: replays, with their divergences (divergences.parquet) and the status
+# diverged. Older files read as trial 0, without metadata or tools of their own
+# (OPTIONAL_COLUMNS), and older runs have no divergences.
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 MANIFEST = "manifest.json"
@@ -59,6 +63,9 @@ JOURNAL = "journal.jsonl"
 
 
 LOCK = "writer.lock"
+
+
+DIVERGENCES = "divergences.parquet"
 
 
 DATA_FILES = (SAMPLES, MESSAGES)
@@ -83,8 +90,9 @@ ROW_GROUP_ROWS = 128 * 1024
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 6}
 
 
-# how a sample ended: recorded fine, failed after its retries, or absent from imported traces
-STATUSES = ("ok", "error", "missing")
+# how a sample ended: recorded fine, failed after its retries, absent from imported traces, or
+# replayed until a request its recording does not answer
+STATUSES = ("ok", "error", "missing", "diverged")
 _TS = pa.timestamp("us", tz="UTC")
 
 
@@ -126,6 +134,23 @@ MESSAGES_SCHEMA = pa.schema(
         ("output_tokens", pa.int64()),
         ("total_tokens", pa.int64()),
         ("latency_s", pa.float64()),
+    ]
+)
+
+
+# a replay's divergences (:mod:`tcbreplay._replay.divergence`): recorded and replayed are JSON
+# text, null where that side has nothing at the path
+DIVERGENCES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("sample_id", pa.string()),
+        ("trial", pa.int32()),
+        ("sample_index", pa.int32()),
+        ("turn", pa.int32()),  # the request's: the assistant messages it holds
+        ("component", pa.string()),  # system | messages | tools | params | tool_output
+        ("path", pa.string()),  # messages[3].content, tools.add_numbers.parameters.b
+        ("recorded", pa.string()),
+        ("replayed", pa.string()),
     ]
 )
 
@@ -292,6 +317,25 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def divergence_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``divergences.parquet`` from journal records (a replay's carry
+    ``divergences``)."""
+    rows = []
+    for r in records:
+        for d in r.get("divergences") or []:
+            rows.append(
+                {
+                    "run_id": r["run_id"],
+                    "sample_id": r["sample_id"],
+                    "trial": r.get("trial", 0),
+                    "sample_index": r["sample_index"],
+                    **{key: d.get(key) for key in ("turn", "component", "path", "recorded",
+                                                   "replayed")},
+                }
+            )  # fmt: skip
+    return rows
+
+
 def _json_or_null(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
@@ -387,6 +431,7 @@ _SCORINGS_SCHEMA = pa.schema(
         ("n_first_divergence", pa.int64()),
         ("toolkit_version", pa.string()),
         ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
+        ("gold_run", pa.string()),  # the run whose calls were the gold (score --gold-run)
     ]
 )
 

@@ -2,8 +2,8 @@
 
 Views (names are stable; queries use them, never file paths):
 ``runs``, ``tools``, ``samples``, ``messages``, ``tool_calls``, ``gold_calls``, ``scores``
-(the default scoring of each run), ``scores_all`` (every scoring) and ``scorings`` (the
-run-level numbers of every scoring).
+(the default scoring of each run), ``scores_all`` (every scoring), ``scorings`` (the
+run-level numbers of every scoring) and ``divergences`` (where replays diverged).
 Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; ``tcbreplay sql``
 (:mod:`tcbreplay._query.sql`) also refuses every statement that is not a query.
@@ -38,6 +38,7 @@ from tcbreplay._store.schema import (
     _TOOLS_SCHEMA,
     DEFAULT_SCORER,
     DEFAULT_SCORING,
+    DIVERGENCES_SCHEMA,
     LOCK,
     MESSAGES_SCHEMA,
     OPTIONAL_COLUMNS,
@@ -164,6 +165,8 @@ def create_views(
     )
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
+    divergences = [r.divergences_path for r in run_list if r.divergences_path.exists()]
+    _bind_files(con, "divergences", divergences, DIVERGENCES_SCHEMA)
     scorings = _readable_scorings(run_list) if with_scores else []
     # `scores` keeps one meaning, the default scoring, whichever scored last; `scores_all`
     # holds every scoring, told apart by its `scoring` column
@@ -216,6 +219,7 @@ def _new_connection(threads: int | None = None) -> duckdb.DuckDBPyConnection:
 _RUN_DIR_PATTERN = {
     "samples": r"([^/]+)/[^/]+$",
     "messages": r"([^/]+)/[^/]+$",
+    "divergences": r"([^/]+)/[^/]+$",
     "scores": r"([^/]+)/scores/[^/]+/[^/]+$",
     "scores_all": r"([^/]+)/scores/[^/]+/[^/]+$",
 }
@@ -325,6 +329,7 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
                 "types": _text(options.get("types", "lenient")) if default else None,
                 "trials": row["trials"] if "trials" in summary else 1,
                 "focus": _focus_text(options),
+                "gold_run": _text(options.get("gold_run")),
                 "roles": json.dumps(summary["roles"]) if isinstance(summary.get("roles"), dict)
                 else None,
             }
