@@ -236,9 +236,9 @@ def test_plain_and_compressed_bodies_read_one_after_another():
 def test_a_body_that_unpacks_beyond_the_limits_is_refused(monkeypatch):
     import zstandard
 
-    from tcbreplay._inputs import limits
+    from tcbreplay._importers import archives
 
-    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", 100_000)
+    monkeypatch.setattr(archives, "MAX_MEMBER_BYTES", 100_000)
     bomb = zstandard.ZstdCompressor().compress(b"--b\r\n" + b" " * 10**6)
     with pytest.raises(TraceError, match=r"capture: body 0: unpacks to more than 100000 bytes"):
         langsmith.read(TraceFile("capture", data=bomb), None)

@@ -27,13 +27,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tcbreplay import _json
 from tcbreplay._importers import parquet
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import SourceTraces, TraceLine, token_problem
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
+from tcbreplay._importers.lines import token_problem
 from tcbreplay._importers.matching import Unmatched, samples_of
 from tcbreplay._importers.trees import Conversation, input_text, message
-from tcbreplay._inputs import limits
-from tcbreplay._record.secrets import redact
+from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
@@ -147,11 +147,11 @@ def _parsed(value: Any, where: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return limits.loads(value)
+        return _json.loads(value)
     except json.JSONDecodeError:
         return value
-    except limits.LimitError as exc:
-        raise TraceError(f"{where}: {exc}", hint=limits.HINT) from None
+    except _json.LimitError as exc:
+        raise TraceError(f"{where}: {exc}", hint=_json.HINT) from None
 
 
 def _json_rows(file: TraceFile) -> list[tuple[str, Any]]:
@@ -160,16 +160,16 @@ def _json_rows(file: TraceFile) -> list[tuple[str, Any]]:
     except UnicodeDecodeError as exc:
         raise TraceError(f"{file.name}: not UTF-8 text") from exc
     if file.top is None:  # JSON Lines
-        lines = limits.object_lines(
+        lines = _json.object_lines(
             text, file.name, TraceError, expected="expected a Langfuse observation"
         )
         return [(f"{file.name}: line {n}", row) for n, row in lines]
     try:
-        doc = limits.loads(text)
+        doc = _json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{file.name}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-    except limits.LimitError as exc:
-        raise TraceError(f"{file.name}: {exc}", hint=limits.HINT) from None
+    except _json.LimitError as exc:
+        raise TraceError(f"{file.name}: {exc}", hint=_json.HINT) from None
     if isinstance(doc, dict) and isinstance(doc.get("data"), list):
         doc = doc["data"]
     elif isinstance(doc, dict):  # JSON Lines of one observation
@@ -200,7 +200,7 @@ def _trace(trace_id: str, observations: list[dict[str, Any]]) -> Unmatched:
             told.tool_call(str(obs.get("name") or ""), *_tool_result(obs, where))
     messages = told.messages or _root_messages(root, place)
     stored = serialize_messages(messages, {})
-    problem = token_problem(stored) or limits.lone_surrogate(stored)
+    problem = token_problem(stored) or _json.lone_surrogate(stored)
     if problem:
         raise TraceError(f"{place}: {problem}")
     failed = root.get("level") == "ERROR"

@@ -33,13 +33,13 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from tcbreplay import _json
 from tcbreplay._importers import multipart, parquet
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import SourceTraces, TraceLine, token_problem
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
+from tcbreplay._importers.lines import token_problem
 from tcbreplay._importers.matching import Unmatched, samples_of
 from tcbreplay._importers.trees import Conversation, input_text, lc_kind, message
-from tcbreplay._inputs import limits
-from tcbreplay._record.secrets import redact
+from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
@@ -135,25 +135,25 @@ def _operations(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
     elif data.startswith(parquet.MAGIC):
         yield from _parquet(file)
     else:
-        yield from _json(data, file.name)
+        yield from _json_runs(data, file.name)
 
 
-def _json(data: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
+def _json_runs(data: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise TraceError(f"{label}: not UTF-8 text") from exc
     try:
-        docs = [(label, limits.loads(text))]
+        docs = [(label, _json.loads(text))]
     except json.JSONDecodeError:  # JSON Lines
         docs = [
             (f"{label}: line {n}", doc)
-            for n, doc in limits.object_lines(
+            for n, doc in _json.object_lines(
                 text, label, TraceError, expected="expected a LangSmith run or /runs/batch body"
             )
         ]
-    except limits.LimitError as exc:
-        raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
+    except _json.LimitError as exc:
+        raise TraceError(f"{label}: {exc}", hint=_json.HINT) from None
     for place, doc in docs:
         kind = _json_kind(doc)
         if kind == "batch":
@@ -236,7 +236,7 @@ def _trace(
     if not messages:
         messages = _root_messages(root, place)
     stored = serialize_messages(messages, {})
-    problem = token_problem(stored) or limits.lone_surrogate(stored)
+    problem = token_problem(stored) or _json.lone_surrogate(stored)
     if problem:
         raise TraceError(f"{place}: {problem}")
     error = root.get("error")

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.lines import MAX_TRIALS, TraceLine
+from tcbreplay._importers.dialect import TraceLine
+from tcbreplay._importers.lines import MAX_TRIALS
 from tcbreplay._inputs.dataset import Dataset
 from tcbreplay.errors import TraceError
 

@@ -5,7 +5,7 @@ it takes zstd, so a capture may mix both).
 A body's parts are named ``post.<run id>`` (the run), ``post.<run id>.<field>`` (one of its
 large fields: ``inputs``, ``outputs``, ``events``, ``extra``, ``error``, ``serialized``), the
 same with ``patch``, or ``attachment.<run id>.<name>`` (left out). A compressed body is unpacked
-a little at a time within the archive limits of :mod:`tcbreplay._inputs.limits`.
+a little at a time within the archive limits of :mod:`tcbreplay._importers.archives`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._importers import archives
 from tcbreplay.errors import InputError, TraceError
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -78,11 +79,11 @@ def runs(body: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
         run_id, _, field = rest.partition(".")
         place = f"{label}: part {name.group(1).decode('utf-8', 'replace')}"
         try:
-            value = limits.loads(content.decode("utf-8"))
+            value = _json.loads(content.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TraceError(f"{place}: not JSON") from exc
-        except limits.LimitError as exc:
-            raise TraceError(f"{place}: {exc}", hint=limits.HINT) from None
+        except _json.LimitError as exc:
+            raise TraceError(f"{place}: {exc}", hint=_json.HINT) from None
         run = runs.setdefault((op, run_id), {"id": run_id})
         if not field:
             if not isinstance(value, dict):
@@ -96,7 +97,7 @@ def runs(body: bytes, label: str) -> Iterator[tuple[str, str, Any]]:
 
 def _unpack_cap(size: int) -> int:
     """How much a capture of ``size`` bytes may unpack to: the archive limits'."""
-    return min(limits.MAX_MEMBER_BYTES, size * limits.MAX_RATIO + limits.RATIO_GRACE)
+    return min(archives.MAX_MEMBER_BYTES, size * archives.MAX_RATIO + archives.RATIO_GRACE)
 
 
 def _unzstd_frame(data: bytes, pos: int, cap: int, label: str) -> tuple[bytes, int]:
@@ -112,7 +113,7 @@ def _unzstd_frame(data: bytes, pos: int, cap: int, label: str) -> tuple[bytes, i
             pos += len(chunk) - (len(unpacker.unused_data) if unpacker.eof else 0)
             if len(out) > cap:
                 raise TraceError(
-                    f"{label}: unpacks to more than {cap} bytes", hint=limits.ARCHIVE_HINT
+                    f"{label}: unpacks to more than {cap} bytes", hint=archives.ARCHIVE_HINT
                 )
     except zstandard.ZstdError as exc:
         raise TraceError(f"{label}: not zstd-compressed data zstandard can read ({exc})") from exc

@@ -8,8 +8,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from tcbreplay import _json
 from tcbreplay._importers.dialect import TraceFile
-from tcbreplay._inputs import limits
 from tcbreplay.errors import TraceError
 
 MAGIC = b"PAR1"
@@ -45,12 +45,12 @@ def rows(file: TraceFile, json_columns: tuple[str, ...]) -> list[dict[str, Any]]
                 row[key] = dict(value)
             elif key in json_columns and isinstance(value, str):
                 try:
-                    row[key] = limits.loads(value)
+                    row[key] = _json.loads(value)
                 except json.JSONDecodeError:
                     pass  # text that is not JSON: kept as text
-                except limits.LimitError as exc:
+                except _json.LimitError as exc:
                     raise TraceError(
-                        f"{file.name}: row {n}: {key}: {exc}", hint=limits.HINT
+                        f"{file.name}: row {n}: {key}: {exc}", hint=_json.HINT
                     ) from None
     return rows
 
