@@ -86,7 +86,7 @@ class Conversation:
             (k for k in range(len(self.messages) - 1, -1, -1) if self.messages[k].type != "tool"),
             -1,
         )
-        calls = getattr(self.messages[turn], "tool_calls", None) or [] if turn >= 0 else []
+        calls = (getattr(self.messages[turn], "tool_calls", None) or []) if turn >= 0 else []
         order = {call.get("id"): n for n, call in enumerate(calls)}
         rank = order.get(result.tool_call_id, len(order))
         at = len(self.messages)
