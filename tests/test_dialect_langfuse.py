@@ -129,6 +129,54 @@ def test_import_and_score(tmp_path):
     assert scored.exit_code == 0, scored.output
 
 
+def test_without_a_dataset_each_trace_is_a_sample_of_its_own(tmp_path):
+    root = tmp_path / "traces"
+    result = cli("import", "--traces", DATA / "observations.jsonl", "--run-id", "own",
+                 "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "run own: 6/6 samples imported -> " in result.stdout
+    rows = json.loads(cli("sql", "select sample_id, input, gold from samples order by "
+                          "sample_index", "--format", "json", "--store", root).stdout)  # fmt: skip
+    lines = read("observations.jsonl").lines
+    assert [r["sample_id"] for r in rows] == [line.sample_id for line in lines]
+    assert rows[3]["input"] == "Hi there!" and {r["gold"] for r in rows} == {"[]"}
+
+
+ADD = {"type": "function", "function": {
+    "name": "add_numbers", "description": "Add two numbers.",
+    "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                    "b": {"type": "number"}}}}}  # fmt: skip
+
+
+def test_tools_the_langchain_handler_lists_among_the_input_are_offered_not_messages():
+    """Langfuse's LangChain handler appends a model's bound tools (its invocation_params) to
+    a generation's input as {"role": "tool", "content": <tool>}, with no call id."""
+    changed = []
+    for row in rows():
+        if row["type"] == "GENERATION":
+            given = json.loads(row["input"])
+            row["input"] = json.dumps([*given, {"role": "tool", "content": ADD}])
+        changed.append(row)
+    data = "".join(json.dumps(r) + "\n" for r in changed).encode()
+    source = read("o.jsonl", data=data)
+    assert_as_returned(source.lines, expected())
+    assert source.tools is not None and source.tools[0] == ADD
+    assert [t.get("name") for t in source.tools[1:]] == ["list_items", "multiply_numbers"]
+
+
+def test_tool_definitions_name_the_tools_offered():
+    """The export's tool_definitions: a map of a tool's name to its schema as JSON text."""
+    spec = {k: v for k, v in ADD["function"].items() if k != "name"}
+    changed = []
+    for row in rows():
+        if row["type"] == "GENERATION":
+            row["tool_definitions"] = {"add_numbers": json.dumps(spec)}
+        changed.append(row)
+    data = "".join(json.dumps(r) + "\n" for r in changed).encode()
+    tools = read("o.jsonl", data=data).tools
+    assert tools is not None and tools[0] == {"name": "add_numbers", **spec}
+
+
 def test_an_observation_without_a_trace_id_is_refused():
     data = json.dumps({"id": "o", "traceId": None, "type": "SPAN", "parentObservationId": None})
     with pytest.raises(TraceError, match=r"o\.jsonl: line 1: an observation needs trace_id"):

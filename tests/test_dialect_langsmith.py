@@ -150,10 +150,53 @@ def test_import_with_a_dataset_scores(tmp_path):
     assert scored.exit_code == 0, scored.output
 
 
-def test_without_a_dataset_it_asks_for_one(tmp_path):
-    result = cli("import", "--traces", DATA / "runs.jsonl", "--run-id", "x", "--store", tmp_path)
-    assert result.exit_code == 2
-    assert "--dataset is required with --format langsmith" in result.stderr
+def test_without_a_dataset_each_trace_is_a_sample_of_its_own(tmp_path):
+    """No option beyond the file: each trace is a sample of its id, its question the input,
+    without gold calls, the tools those its model called; scored against another import of
+    the same traces (--gold-run), every trajectory is the gold one."""
+    root = tmp_path / "traces"
+    for name, run_id in (("runs.jsonl", "own"), ("posted.multipart", "posted")):
+        result = cli("import", "--traces", DATA / name, "--run-id", run_id, "--store", root)
+        assert result.exit_code == 0, result.output
+        assert f"run {run_id}: 6/6 samples imported -> " in result.stdout
+    rows = json.loads(cli("sql", "select sample_id, input, gold, status from samples where "
+                          "run_id = 'own' order by sample_index", "--format", "json", "--store",
+                          root).stdout)  # fmt: skip
+    roots = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    roots = [r for r in roots if r["parent_run_id"] is None]
+    assert [r["sample_id"] for r in rows] == [r["id"] for r in roots]
+    asked = [next(m["data"]["content"] for m in stored(line) if m["type"] == "human")
+             for line in read("runs.jsonl").lines]  # fmt: skip
+    assert [r["input"] for r in rows] == asked and asked[3] == "Hi there!"
+    assert {r["gold"] for r in rows} == {"[]"}
+    assert [r["status"] for r in rows].count("error") == 1
+    tools = json.loads(cli("sql", "select tool, list(param order by param) as params from "
+                           "tools where run_id = 'own' group by tool order by tool", "--format",
+                           "json", "--store", root).stdout)  # fmt: skip
+    assert [(t["tool"], t["params"]) for t in tools] == [
+        ("add_numbers", ["a", "b"]), ("list_items", [None]), ("multiply_numbers", ["a", "b"])
+    ]  # fmt: skip
+    scored = cli("score", "posted", "--gold-run", "own", "--store", root, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["exact"] == 1.0
+
+
+def test_the_tools_an_llm_run_was_offered_are_the_runs_tools():
+    """LangChain's invocation_params (a model bound to tools), else an OpenAI call's inputs."""
+    offered = {"type": "function", "function": {
+        "name": "add_numbers", "description": "Add two numbers.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                        "b": {"type": "number"}}}}}  # fmt: skip
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    for k, run in enumerate(r for r in runs if r["run_type"] == "llm"):
+        if k % 2:
+            run["extra"]["invocation_params"]["tools"] = [offered]
+        else:
+            run["inputs"]["tools"] = [offered]
+    data = "".join(json.dumps(r) + "\n" for r in runs).encode()
+    tools = langsmith.read(TraceFile("runs.jsonl", data=data), None).tools
+    assert tools is not None and tools[0] == offered
+    assert [t.get("name") for t in tools[1:]] == ["list_items", "multiply_numbers"]
 
 
 def test_a_trace_no_sample_matches_is_refused_with_its_place(tmp_path):

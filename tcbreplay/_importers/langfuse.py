@@ -19,7 +19,9 @@ whose first top-level observation has level ``ERROR`` is a trial in error, its
 ``status_message`` the error.
 
 The traces hold no gold calls: ``--dataset`` gives them, each trace matched to a sample by its
-trace id, else by its input text (see :mod:`tcbreplay._importers.matching`).
+trace id, else by its input text; without one, each trace is a sample of its own, with the tools
+its generations were offered (``tool_definitions``, or the ``tools`` of their input) or called
+(see :mod:`tcbreplay._importers.matching`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from tcbreplay import _json
 from tcbreplay._importers import parquet
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.lines import token_problem
-from tcbreplay._importers.matching import Unmatched, samples_of
-from tcbreplay._importers.trees import Conversation, input_text, message
+from tcbreplay._importers.matching import Unmatched, source_of
+from tcbreplay._importers.trees import Conversation, calls_of, input_text, message, offered_tools
 from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
@@ -54,8 +56,9 @@ _FIELDS = {
     "level": ("level",),
     "status_message": ("status_message", "statusMessage"),
     "model": ("provided_model_name", "providedModelName", "model"),
+    "tool_definitions": ("tool_definitions", "toolDefinitions"),
 }
-_JSON_COLUMNS = ("input", "output", "metadata")
+_JSON_COLUMNS = ("input", "output", "metadata", "tool_definitions")
 
 
 def sniff(file: TraceFile) -> Sniff:
@@ -94,7 +97,8 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
     models = {o["model"] for o in observations if o.get("model") and o["type"] == "GENERATION"}
     dataset = None if inputs is None else inputs.dataset
     model = models.pop() if len(models) == 1 else None
-    return SourceTraces(samples_of(found, dataset), model=model)
+    offered = [tool for obs in observations for tool in _offered(obs)]
+    return source_of(found, dataset, file.name, offered=offered, model=model)
 
 
 def read_observations(file: TraceFile) -> list[dict[str, Any]]:
@@ -218,7 +222,8 @@ def _trace(trace_id: str, observations: list[dict[str, Any]]) -> Unmatched:
         metadata=metadata,
         place=place,
     )
-    return Unmatched(line, (trace_id,), input_text(messages), str(root.get("start_time") or ""))
+    began = str(root.get("start_time") or "")
+    return Unmatched(line, (trace_id,), input_text(messages), began, calls_of(messages))
 
 
 def _in_order(
@@ -257,12 +262,17 @@ def _inside_generation_or_tool(obs: dict[str, Any], by_id: dict[str, dict[str, A
 
 
 def _given(obs: dict[str, Any], where: str) -> list[Any]:
-    """The messages a generation was given (a prompt's text: one user message)."""
+    """The messages a generation was given (a prompt's text: one user message), without the
+    tools it was offered."""
     value = obs.get("input")
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         value = value["messages"]
     if isinstance(value, list):
-        return [message(m, f"{where}: input[{k}]") for k, m in enumerate(value)]
+        return [
+            message(m, f"{where}: input[{k}]")
+            for k, m in enumerate(value)
+            if _tool_definition(m) is None
+        ]
     if isinstance(value, str):
         return [message(value, f"{where}: input")]
     if value is None:
@@ -307,6 +317,32 @@ def _tool_result(obs: dict[str, Any], where: str) -> tuple[Any, str | None, str]
     if not call_id and isinstance(metadata, dict) and isinstance(metadata.get("tool_call_id"), str):
         call_id = metadata["tool_call_id"]
     return content, call_id, status
+
+
+def _offered(obs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools a generation was offered: its ``tool_definitions``, the tools the LangChain
+    handler lists among its input messages, or its input's ``tools``."""
+    if obs["type"] != "GENERATION":
+        return []
+    value = obs.get("input")
+    messages = value.get("messages") if isinstance(value, dict) else value
+    listed = (
+        [d for m in messages if (d := _tool_definition(m))] if isinstance(messages, list) else []
+    )
+    return (
+        offered_tools(obs.get("tool_definitions"))
+        or offered_tools(listed)
+        or (offered_tools(value.get("tools")) if isinstance(value, dict) else [])
+    )
+
+
+def _tool_definition(value: Any) -> dict[str, Any] | None:
+    """A tool the LangChain handler lists among a generation's input messages (``{"role":
+    "tool", "content": <the tool, in OpenAI's form>}``, no call id), else None."""
+    if not isinstance(value, dict) or value.get("role") != "tool" or "tool_call_id" in value:
+        return None
+    content = value.get("content")
+    return content if isinstance(content, dict) and offered_tools([content]) else None
 
 
 def _root_messages(root: dict[str, Any], place: str) -> list[Any]:

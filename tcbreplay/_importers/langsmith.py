@@ -22,8 +22,9 @@ or an LLM run (a tool that runs an agent of its own) are left out. A root run's 
 the trial's status error.
 
 The traces hold no gold calls: ``--dataset`` gives them, each trace matched to a sample by its
-``reference_example_id`` or its id, else by its input text (see
-:mod:`tcbreplay._importers.matching`).
+``reference_example_id`` or its id, else by its input text; without one, each trace is a sample
+of its own, with the tools its LLM runs were offered (``invocation_params.tools``, or the
+``tools`` of an OpenAI call's inputs) or called (see :mod:`tcbreplay._importers.matching`).
 """
 
 from __future__ import annotations
@@ -37,8 +38,15 @@ from tcbreplay import _json
 from tcbreplay._importers import multipart, parquet
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.lines import token_problem
-from tcbreplay._importers.matching import Unmatched, samples_of
-from tcbreplay._importers.trees import Conversation, input_text, lc_kind, message
+from tcbreplay._importers.matching import Unmatched, source_of
+from tcbreplay._importers.trees import (
+    Conversation,
+    calls_of,
+    input_text,
+    lc_kind,
+    message,
+    offered_tools,
+)
 from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
@@ -91,7 +99,8 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
     if not traces:
         raise TraceError(f"{file.name}: no runs in the file")
     dataset = None if inputs is None else inputs.dataset
-    return SourceTraces(samples_of(traces, dataset), model=model)
+    offered = [tool for run in runs for tool in _offered(run)]
+    return source_of(traces, dataset, file.name, offered=offered, model=model)
 
 
 def read_runs(file: TraceFile) -> list[dict[str, Any]]:
@@ -250,7 +259,8 @@ def _trace(
         place=place,
     )
     ids = tuple(str(i) for i in (root.get("reference_example_id"), root["id"]) if i)
-    return Unmatched(line, ids, input_text(messages), str(root.get("start_time") or ""))
+    began = str(root.get("start_time") or "")
+    return Unmatched(line, ids, input_text(messages), began, calls_of(messages))
 
 
 def _inside_llm_or_tool(run: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> bool:
@@ -366,6 +376,17 @@ def _metadata(root: dict[str, Any]) -> dict[str, Any]:
         if root.get(key):
             out[key] = root[key] if key != "reference_example_id" else str(root[key])
     return out
+
+
+def _offered(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools an LLM run was offered: LangChain's ``invocation_params``, or the inputs of
+    a traced OpenAI call."""
+    if run.get("run_type") != "llm":
+        return []
+    extra, inputs = run.get("extra"), run.get("inputs")
+    params = extra.get("invocation_params") if isinstance(extra, dict) else None
+    found = offered_tools(params.get("tools")) if isinstance(params, dict) else []
+    return found or (offered_tools(inputs.get("tools")) if isinstance(inputs, dict) else [])
 
 
 def _model_name(run: dict[str, Any]) -> str | None:

@@ -7,20 +7,25 @@ it was run against, then its own trace id) is a sample's id, or else when its in
 first user message, blanks at either end and runs of blanks inside not counted) is the input of
 exactly one sample. The traces of one sample are its trials, in the order they began. A trace
 that matches no sample, or whose text is the input of several, is refused with its place.
+
+Without a dataset, each trace is a sample of its own id: its input is its input text, it has
+no gold calls (``score --gold-run`` scores it against another run's calls), and the tools are
+those its model calls were offered, or, for a tool never offered, the arguments it was called
+with (its schema unknown: ``--tools`` gives it).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.dialect import TraceLine
+from tcbreplay._importers.dialect import SourceTraces, TraceLine
 from tcbreplay._importers.lines import MAX_TRIALS
-from tcbreplay._inputs.dataset import Dataset
-from tcbreplay.errors import TraceError
+from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
+from tcbreplay.errors import DatasetError, TraceError
 
 _BLANKS = re.compile(r"\s+")
 
@@ -29,12 +34,58 @@ _BLANKS = re.compile(r"\s+")
 class Unmatched:
     """A trace as read, before it is a sample's: its ``line`` (whose ``sample_id`` is the
     trace's own id), the ``ids`` it may be known by in a dataset (surest first), its input
-    ``text`` and where it falls among a sample's trials (``began``: any sortable value)."""
+    ``text``, where it falls among a sample's trials (``began``: any sortable value) and the
+    tool calls it made (``calls``: each one's name and argument names)."""
 
     line: TraceLine
     ids: tuple[str, ...]
     text: str | None
     began: Any = ""
+    calls: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def source_of(
+    traces: Sequence[Unmatched],
+    dataset: Dataset | None,
+    label: str,
+    *,
+    offered: Iterable[dict[str, Any]] = (),
+    model: str | None = None,
+) -> SourceTraces:
+    """The traces as an import's source: matched to ``dataset``'s samples, or without one,
+    each a sample of its own with the tools ``offered`` to its model calls and those it
+    called (see the module docstring)."""
+    if dataset is not None:
+        return SourceTraces(samples_of(traces, dataset), model=model)
+    entries = [{"id": t.line.sample_id, "input": t.text or "", "target": []} for t in traces]
+    try:
+        own = dataset_from_entries(entries, label)
+    except DatasetError as exc:  # the traces' ids or texts: the file's problem
+        raise TraceError(str(exc)) from None
+    return SourceTraces(samples_of(traces, None), own, _tools(offered, traces), model)
+
+
+def _tools(offered: Iterable[dict[str, Any]], traces: Sequence[Unmatched]) -> list[dict[str, Any]]:
+    """The tools offered, each name once (the first offer), then each tool called but never
+    offered, its parameters the arguments it was called with."""
+    tools: dict[str, dict[str, Any]] = {}
+    for tool in offered:
+        spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        if isinstance(spec.get("name"), str):
+            tools.setdefault(spec["name"], tool)
+    called: dict[str, set[str]] = {}
+    for trace in traces:
+        for name, args in trace.calls:
+            if name not in tools:
+                called.setdefault(name, set()).update(args)
+    for name, args in called.items():
+        tools[name] = {
+            "name": name,
+            "description": "(not offered in the traces: its parameters are those it was "
+            "called with)",
+            "parameters": {"type": "object", "properties": {a: {} for a in sorted(args)}},
+        }
+    return list(tools.values())
 
 
 def samples_of(traces: Sequence[Unmatched], dataset: Dataset | None) -> list[TraceLine]:

@@ -53,13 +53,15 @@ DIALECTS: dict[str, Dialect] = {
             f"{_HERE}.langsmith",
             "LangSmith runs: Client.list_runs() as JSON or JSON Lines, the SDK's posted "
             "payloads (/runs/batch, /runs/multipart) or a bulk export's Parquet file; a sample "
-            "per trace",
+            "per trace (with --dataset: the sample it matches)",
+            holds_samples=True,
         ),
         Dialect(
             "langfuse",
             f"{_HERE}.langfuse",
             "Langfuse observations: its blob storage exports (JSON Lines, JSON, Parquet) or the "
-            "UI's batch export; a sample per trace",
+            "UI's batch export; a sample per trace (with --dataset: the sample it matches)",
+            holds_samples=True,
         ),
         Dialect(
             "abet-evaluation",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcbreplay import _json
 from tcbreplay._importers import openai
 from tcbreplay.errors import TraceError
 
@@ -101,6 +102,47 @@ def input_text(messages: list[Any]) -> str | None:
         if message.type == "human":
             return str(message.text)
     return None
+
+
+def calls_of(messages: list[Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The tool calls of the messages' model turns: each one's name and argument names."""
+    return tuple(
+        (str(call.get("name") or ""), tuple(call.get("args") or {}))
+        for m in messages
+        if m.type == "ai"
+        for call in getattr(m, "tool_calls", None) or []
+    )
+
+
+def offered_tools(value: Any) -> list[dict[str, Any]]:
+    """The tool schemas a model call was offered, where it keeps them (a list of schemas,
+    OpenAI's or plain; a map of name to schema, as JSON text or parsed): those that have a
+    name (in a map, the key is the name of a schema without one)."""
+    named = list(value.items()) if isinstance(value, dict) else None
+    if named is None and not isinstance(value, list):
+        return []
+    out = []
+    for key, tool in named or [(None, t) for t in value]:
+        if isinstance(tool, str):
+            try:
+                tool = _json.loads(tool)
+            except ValueError:  # not JSON, or beyond the limits: not a schema to offer
+                continue
+        if not isinstance(tool, dict):
+            continue
+        if isinstance(tool.get("function"), dict):  # OpenAI's {"type": "function", ...}
+            tool = {**tool, "function": _named(tool["function"], key)}
+            name = tool["function"].get("name")
+        else:
+            tool = _named(tool, key)
+            name = tool.get("name")
+        if isinstance(name, str):
+            out.append(tool)
+    return out
+
+
+def _named(spec: dict[str, Any], key: str | None) -> dict[str, Any]:
+    return {"name": key, **spec} if key is not None and "name" not in spec else spec
 
 
 def lc_kind(value: dict[str, Any]) -> str | None:
