@@ -47,7 +47,8 @@ class _ImportCommand(KnownCommand):
     type=click.Path(dir_okay=False, path_type=Path),
     help="The samples' inputs and gold calls (not needed for tau-bench, nor for inspect logs "
     "whose samples hold their calls; with bfcl: BFCL's questions). LangSmith's and Langfuse's "
-    "traces are matched to its samples by an id they carry or by their input text.",
+    "traces are matched to its samples by an id they carry or by their input text; without "
+    "it, each is a sample with no gold calls.",
 )
 @click.option(
     "--tools",
