@@ -107,10 +107,10 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     if inputs is None and dataset is not None:
         inputs = load_inputs(None, dataset, tools, None, need_prompt=False, own_tools=True)
     elif inputs is None and dialect is not None and not dialect.holds_samples:
+        *others, last = registry.holding_samples()
         raise InputError(
             f"--dataset is required with --format {fmt}",
-            hint=f"only {' and '.join(registry.holding_samples())} traces hold their samples' "
-            "gold calls",
+            hint=f"only {', '.join(others)} and {last} traces can be imported without one",
         )
     chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
     try:
