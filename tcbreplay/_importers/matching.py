@@ -24,6 +24,7 @@ from typing import Any
 
 from tcbreplay._importers.dialect import SourceTraces, TraceLine
 from tcbreplay._importers.lines import MAX_TRIALS
+from tcbreplay._importers.trees import tool_name
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay.errors import DatasetError, TraceError
 
@@ -70,20 +71,20 @@ def _tools(offered: Iterable[dict[str, Any]], traces: Sequence[Unmatched]) -> li
     offered, its parameters the arguments it was called with."""
     tools: dict[str, dict[str, Any]] = {}
     for tool in offered:
-        spec = tool.get("function") if isinstance(tool.get("function"), dict) else tool
-        if isinstance(spec.get("name"), str):
-            tools.setdefault(spec["name"], tool)
+        name = tool_name(tool)
+        if name is not None:
+            tools.setdefault(name, tool)
     called: dict[str, set[str]] = {}
     for trace in traces:
         for name, args in trace.calls:
             if name not in tools:
                 called.setdefault(name, set()).update(args)
-    for name, args in called.items():
+    for name, arg_names in called.items():
         tools[name] = {
             "name": name,
             "description": "(not offered in the traces: its parameters are those it was "
             "called with)",
-            "parameters": {"type": "object", "properties": {a: {} for a in sorted(args)}},
+            "parameters": {"type": "object", "properties": {a: {} for a in sorted(arg_names)}},
         }
     return list(tools.values())
 

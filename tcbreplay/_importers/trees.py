@@ -132,13 +132,18 @@ def offered_tools(value: Any) -> list[dict[str, Any]]:
             continue
         if isinstance(tool.get("function"), dict):  # OpenAI's {"type": "function", ...}
             tool = {**tool, "function": _named(tool["function"], key)}
-            name = tool["function"].get("name")
         else:
             tool = _named(tool, key)
-            name = tool.get("name")
-        if isinstance(name, str):
+        if tool_name(tool) is not None:
             out.append(tool)
     return out
+
+
+def tool_name(tool: dict[str, Any]) -> str | None:
+    """The name of a tool schema, OpenAI's (``function.name``) or plain (``name``)."""
+    spec = tool.get("function")
+    name = (spec if isinstance(spec, dict) else tool).get("name")
+    return name if isinstance(name, str) else None
 
 
 def _named(spec: dict[str, Any], key: str | None) -> dict[str, Any]:
