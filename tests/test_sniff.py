@@ -66,6 +66,8 @@ def test_each_reason_says_what_the_dialect_missed(tmp_path):
         "Error:   tau-bench: it is not a JSON list (of τ-bench results)",
         "Error:   inspect: neither a zip file (.eval) nor a JSON object with eval and version",
         "Error:   abet-evaluation: a JSON object without samples and results (a dashboard file's)",
+        "Error:   otlp: neither OTLP/JSON (resourceSpans) nor OTLP protobuf",
+        "Error:   jaeger: not a JSON object with data (Jaeger's traces)",
         "Error:   bfcl: its first line is not a BFCL result (id, result)",
     ]
 

@@ -77,8 +77,16 @@ class _ImportCommand(KnownCommand):
 @click.option(
     "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
 )
+@click.option(
+    "--sample-by",
+    type=click.Choice(["trace", "agent"]),
+    help="With otlp and jaeger: a sample per trace (the default), or per outermost agent span "
+    "(invoke_agent, an OpenInference AGENT, generateText).",
+)
 @STORE_OPTION
-def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, store) -> None:
+def import_command(
+    dataset, tools, traces, run_id, fmt, answers, model_label, sample_by, store
+) -> None:
     """Store traces recorded elsewhere as a run that score treats like a recorded one.
 
     The output format goes before the command: tcbreplay --format json import ..."""
@@ -112,8 +120,9 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
     try:
         summary = import_traces(
-            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools
-        )
+            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools,
+            sample_by=sample_by,
+        )  # fmt: skip
     except TraceError as exc:  # traces that could not be read: say how they were read
         if chosen is not None:
             exc.hint = (f"{exc.hint}; " if exc.hint else "") + f"read as {chosen}"
