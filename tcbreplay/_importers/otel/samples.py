@@ -81,7 +81,8 @@ class Built:
 
 
 def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
-    """The spans as samples (see the module docstring), in the order their roots began."""
+    """The spans as samples (see the module docstring), in the order their traces first
+    appear (a trace's agent spans in the order they began)."""
     if sample_by not in SAMPLE_BY:
         raise TraceError(f"sample_by {sample_by!r}: choose trace or agent")
     traces: dict[str, dict[str, Span]] = {}
@@ -108,8 +109,8 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
             )
             if top is not None:
                 members[top.span_id].append(span)
-        out.extend(Group(trace_id, outermost[k], v) for k, v in members.items())
-    out.sort(key=lambda g: (g.root.start, g.root.span_id))
+        runs = [Group(trace_id, outermost[k], v) for k, v in members.items()]
+        out.extend(sorted(runs, key=lambda g: (g.root.start, g.root.span_id)))
     return out
 
 
@@ -155,6 +156,8 @@ def build(group: Group, sample_by: str, label: str) -> Built:
             _ancestor(span, by_id, lambda s: _convention(s).is_tool_run(s)) is None
         ):
             runs.append(convention.tool_run(span, place))
+    if not turns and _convention(group.root) is genai and genai.INPUT in group.root.attributes:
+        turns.append(genai.turn(group.root, place))  # an agent that never called its model
     turns.sort(key=lambda t: (t.start, t.span_id))
     runs.sort(key=lambda r: (r.start, r.span_id))
     entries = conversation(turns, runs)
