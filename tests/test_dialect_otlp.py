@@ -219,7 +219,7 @@ def test_ids_in_base64_as_protobufs_json_printer_writes_them_are_read_as_hex(tmp
         (b'{"resourceSpans": []}\n{"resourceSpans": [\n', "t.jsonl: line 2: not valid JSON"),
         (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz", '
          b'"spanId": "00f067aa0ba902b7"}]}]}]}\n',
-         "t.jsonl: line 1: not an OTLP export request OTLP can read (ValueError: id 'xyz'"),
+         "t.jsonl: line 1: not a readable OTLP export request (ValueError: id 'xyz'"),
         (b'{"resourceSpans": []}\n', "t.jsonl: no spans in the file"),
         (b"\x0a\xff\xff\xff\xff\x0f\x00", "t.jsonl: not an OTLP protobuf export request"),
     ],

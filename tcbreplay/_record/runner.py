@@ -317,8 +317,9 @@ def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if manifest.get("source") == "import":
-        raise InputError(f"run {run.run_id!r} was imported, not recorded: it cannot be resumed")
+    if manifest.get("source") in ("import", "collect"):
+        how = "imported" if manifest["source"] == "import" else "collected"
+        raise InputError(f"run {run.run_id!r} was {how}, not recorded: it cannot be resumed")
     if manifest.get("fingerprint") != expected:
         raise InputError(
             f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",

@@ -463,18 +463,23 @@ def _dataset(built: list[Built], label: str) -> Dataset:
 
 
 def _tools(built: list[Built]) -> list[dict[str, Any]]:
-    """The tools offered, each once; a tool called but never offered takes the arguments
-    it was called with (its schema is unknown: ``--tools`` gives it)."""
     tools: dict[str, dict[str, Any]] = {}
+    called: dict[str, set[str]] = {}
     for b in built:
         for tool in b.tools:
             tools.setdefault(tool["name"], tool)
-    called: dict[str, set[str]] = {}
-    for b in built:
         for name, args in b.called.items():
             called.setdefault(name, set()).update(args)
+    return tools_of(tools, called)
+
+
+def tools_of(tools: dict[str, dict[str, Any]], called: dict[str, set[str]]) -> list[dict[str, Any]]:
+    """The tools offered (by name), each once; a tool called (with the arguments in
+    ``called``) but never offered takes the arguments it was called with (its schema is
+    unknown: ``--tools`` gives it)."""
+    out = {name: dict(tool) for name, tool in tools.items()}
     for name, args in called.items():
-        tool = tools.setdefault(name, {"name": name})
+        tool = out.setdefault(name, {"name": name})
         if "parameters" not in tool:
             tool["parameters"] = {
                 "type": "object",
@@ -482,7 +487,7 @@ def _tools(built: list[Built]) -> list[dict[str, Any]]:
             }
             tool.setdefault("description", "(not declared in the traces: its parameters are "
                             "those it was called with)")  # fmt: skip
-    return list(tools.values())
+    return list(out.values())
 
 
 def _invalid() -> str:

@@ -122,7 +122,7 @@ def decode_json(doc: Any, place: str) -> Batch:
                         batch.logs.append(log)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
         detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        raise TraceError(f"{place}: not an OTLP export request OTLP can read ({detail})") from exc
+        raise TraceError(f"{place}: not a readable OTLP export request ({detail})") from exc
     return batch
 
 

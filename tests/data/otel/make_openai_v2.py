@@ -83,6 +83,9 @@ SCHEMAS = [
 
 
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[2] == "--to":  # for the tests: latest, to an endpoint
+        send(sys.argv[3])
+        return
     if len(sys.argv) > 1:
         run(sys.argv[1])
         return
@@ -127,8 +130,17 @@ def _old_sdk_python() -> str:
     return str(python)
 
 
-def run(mode: str) -> None:
-    """One run of the questions, its telemetry written as the module docstring says."""
+def send(endpoint: str) -> None:
+    """The questions of the ``latest`` run, their spans sent by the OTLP/HTTP exporter to
+    ``endpoint`` (``tcbreplay collect`` in the tests) and nowhere else."""
+    os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
+    os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "span_only"
+    run("latest", endpoint=endpoint)
+
+
+def run(mode: str, endpoint: str | None = None) -> None:
+    """One run of the questions, its telemetry written as the module docstring says (or,
+    given an ``endpoint``, only sent there)."""
     if mode == "events":
         run_events()
         return
@@ -150,13 +162,15 @@ def run(mode: str) -> None:
     resource = Resource.create({"service.name": "shop-agent"})
     jsonl = HERE / f"openai_v2_{mode}.otlp.jsonl"
     tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(jsonl)))
-    capture = _Capture() if mode == "latest" else None
-    if capture is not None:
-        exporter = OTLPSpanExporter(endpoint=f"{capture.url}/v1/traces")
-        tracer_provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=512))
     logger_provider = LoggerProvider(resource=resource)
-    logger_provider.add_log_record_processor(SimpleLogRecordProcessor(FileLogExporter(jsonl)))
+    if endpoint is None:
+        tracer_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(jsonl)))
+        logger_provider.add_log_record_processor(SimpleLogRecordProcessor(FileLogExporter(jsonl)))
+    capture = _Capture() if mode == "latest" and endpoint is None else None
+    if capture is not None or endpoint is not None:
+        url = f"{endpoint or capture.url}/v1/traces"  # type: ignore[union-attr]
+        exporter = OTLPSpanExporter(endpoint=url)
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=512))
     set_tracer_provider(tracer_provider)
     set_logger_provider(logger_provider)
     OpenAIInstrumentor().instrument(
