@@ -114,6 +114,20 @@ def test_json_and_protobuf_requests_are_received_as_they_come(tmp_path):
     assert (store / "live" / "received.otlp.pb").stat().st_size == len(PB) + 4
 
 
+def test_chunked_bodies_are_read_as_javascripts_exporter_sends_them(tmp_path):
+    import http.client
+
+    with collecting(tmp_path / "store") as (endpoint, _log, summary):
+        host, port = endpoint.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        pieces = (PB[k : k + 1000] for k in range(0, len(PB), 1000))
+        connection.request("POST", "/v1/traces", body=pieces, encode_chunked=True,
+                           headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+        assert connection.getresponse().status == 200
+        connection.close()
+    assert summary[0].samples == 3
+
+
 def test_gzip_bodies_are_read(tmp_path):
     with collecting(tmp_path / "store") as (endpoint, _log, summary):
         status, _ = post(f"{endpoint}/v1/traces", gzip.compress(PB), "application/x-protobuf",

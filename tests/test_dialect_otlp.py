@@ -160,6 +160,24 @@ def test_openinference_spans_declare_the_tools_offered():
     ]  # fmt: skip
 
 
+def test_the_vercel_ai_sdks_spans():
+    """generateText with tools, its steps and ai.toolCall spans under it, as the AI SDK's
+    telemetry and OpenTelemetry's JavaScript exporter wrote them (make_vercel.py)."""
+    source = read("vercel_ai.otlp.jsonl")
+    assert [line.metadata["span"] for line in source.lines] == ["ai.generateText"] * 2
+    assert [calls_of(line) for line in source.lines] == [
+        [("multiply_numbers", {"a": 8, "b": 7})],
+        [("list_items", {}), ("add_numbers", {"a": 25, "b": 8}),
+         ("add_numbers", {"a": 33, "b": 1.2})],
+    ]  # fmt: skip
+    assert results_of(source.lines[0]) == {"call_0_0_0": '{"result": 56}'}
+    assert [t["name"] for t in source.tools] == ["list_items", "add_numbers", "multiply_numbers"]
+    assert source.tools[2]["parameters"]["required"] == ["a", "b"]
+    # each generateText an agent: by agent span, the same samples, named by their spans
+    by_agent = read("vercel_ai.otlp.jsonl", sample_by="agent")
+    assert [calls_of(line) for line in by_agent.lines] == [calls_of(li) for li in source.lines]
+
+
 def test_the_semantic_conventions_published_examples():
     """examples-llm-calls.md: the simple chat, and the tool call round trip."""
     source = read("semconv_examples.otlp.jsonl")

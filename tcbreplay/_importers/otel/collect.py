@@ -405,22 +405,55 @@ def _drop_torn_frame(path: Path) -> None:
             f.truncate(at)
 
 
+class BodyError(Exception):
+    """A request body that cannot be read: too large, or badly chunked."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
+    """A request's body, by its ``Content-Length`` or in chunks (``Transfer-Encoding:
+    chunked``, as OpenTelemetry's JavaScript exporters send it), at most ``limit`` bytes."""
+    if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
+        parts, size = [], 0
+        while True:
+            line = rfile.readline(1024)
+            try:
+                chunk = int(line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise BodyError(400, f"a badly chunked body (chunk size {line[:20]!r})") from None
+            if chunk == 0:
+                while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(parts)
+            size += chunk
+            if size > limit:
+                raise BodyError(413, f"a request of more than {limit} bytes")
+            parts.append(rfile.read(chunk))
+            rfile.readline(1024)  # the chunk's CRLF
+    length = int(headers.get("Content-Length") or 0)
+    if length > limit:
+        raise BodyError(413, f"a request of {length} bytes, more than {limit}")
+    return bytes(rfile.read(length))
+
+
 class _Handler(BaseHTTPRequestHandler):
     collector: Collector
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
         kind = PATHS.get(self.path.split("?")[0])
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = read_body(self.rfile, self.headers)
+        except BodyError as exc:
+            self.close_connection = True  # the rest of the body is not read
+            self._refuse(exc.code, str(exc))
+            return
         if kind is None:
-            self._discard(length)
             self._answer(404, f"no such path {self.path!r}: post to /v1/traces or /v1/logs")
             return
-        if length > MAX_BODY:
-            self._discard(length)
-            self._refuse(413, f"a request of {length} bytes, more than {MAX_BODY}")
-            return
-        body = self.rfile.read(length)
         try:
             spans = self.collector.receive(
                 body,
@@ -434,13 +467,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(500, f"{type(exc).__name__}: {exc}")
             raise
         self._answer(200, "", spans)
-
-    def _discard(self, length: int) -> None:
-        while length > 0:
-            chunk = self.rfile.read(min(length, 1 << 20))
-            if not chunk:
-                break
-            length -= len(chunk)
 
     def _refuse(self, code: int, why: str) -> None:
         self.collector.refused += 1
