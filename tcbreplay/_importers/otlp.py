@@ -69,11 +69,7 @@ def read_batch(data: bytes, label: str) -> otlp.Batch:
     """Every span and log record of an OTLP file, JSON or protobuf."""
     body = data.removeprefix(b"\xef\xbb\xbf")
     if body.lstrip()[:1] == b"{":
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"{label}: not UTF-8 text") from exc
-        return otlp.read_json_lines(text, label)
+        return otlp.read_json_lines(body, label)
     if not body.strip():
         raise TraceError(f"{label}: the file is empty")
     return otlp.read_proto(data, label)

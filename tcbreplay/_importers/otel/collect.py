@@ -19,8 +19,9 @@ earliest span as its root), the journal is folded, the run's dataset (each sampl
 no gold calls unless the spans hold them) and tools are written, and its status is
 ``complete``. ``collect`` with the id of a collected run (finished, or killed) goes on with
 it: the received files are read again first. Memory stays flat: a sample's spans are let go
-once it has been quiet for :data:`LINGER` seconds (read again from the received files if
-more of its trace comes).
+once it has been quiet for :data:`LINGER` seconds, or is beyond the :data:`KEEP` latest (read
+again from the received files if more of its trace comes); what stays per sample is its
+place in the run and in the received files.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,10 @@ from tcbreplay.errors import DatasetError, InputError, StoreError, TcbReplayErro
 JSON_FILE = "received.otlp.jsonl"
 PROTO_FILE = "received.otlp.pb"
 SOURCE = "collect"
-# seconds a sample's spans stay in memory after the last of them arrived
-LINGER = 30.0
+# seconds a sample's spans stay in memory after the last of them arrived (log records of
+# the same flush may follow the spans), and at most how many samples' spans stay
+LINGER = 2.0
+KEEP = 2000
 # at most this many bytes in one request (a batch of 512 large spans fits many times over)
 MAX_BODY = 64 * 2**20
 PATHS = {"/v1/traces": "traces", "/v1/logs": "logs"}
@@ -115,7 +118,9 @@ class Collector:
         self.log: Log = log or (lambda line: None)
         self.requests = self.refused = self.span_count = 0
         self._lock = threading.Lock()
-        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._traces: dict[str, _Trace] = {}
+        # the traces whose spans are in memory, the least recently added to first
+        self._loaded: OrderedDict[str, None] = OrderedDict()
         self._rows: dict[tuple[str, int], int] = {}  # (sample id, trial) -> its row
         self._entries: dict[str, dict[str, Any]] = {}
         self._tools: dict[str, dict[str, Any]] = {}
@@ -181,6 +186,7 @@ class Collector:
             batch = self._decode_chunk(name, start, size)
             if batch is not None:
                 self._take(batch, (name, start, size), time.monotonic())
+                self._let_go(time.monotonic())
         if chunks:
             self.log(f"collect: {self.run_id}: {len(self._rows)} samples from the received files")
 
@@ -260,15 +266,16 @@ class Collector:
         if not trace.chunks or trace.chunks[-1] != chunk:
             trace.chunks.append(chunk)
         trace.seen = now
-        self._traces.move_to_end(trace_id)
+        self._loaded[trace_id] = None
+        self._loaded.move_to_end(trace_id)
         return trace
 
     def _build(self, trace_id: str, trace: _Trace) -> None:
         """The trace's samples (again), appended to the journal."""
-        spans = [otlp.Span(**{f: getattr(s, f) for f in otlp.Span.__slots__}) for s in trace.spans]
-        for s in spans:
-            s.events = list(s.events)
-        otlp.attach_logs(spans, trace.logs)
+        spans = trace.spans
+        if trace.logs:  # their records added to copies: the spans stay as they came
+            spans = [replace(s, events=list(s.events)) for s in spans]
+            otlp.attach_logs(spans, trace.logs)
         try:
             for group in otel_samples.groups(spans, self.sample_by):
                 self._store(otel_samples.build(group, self.sample_by, "received"))
@@ -309,11 +316,16 @@ class Collector:
         return self._per_sample.get(sample_id, 0)
 
     def _let_go(self, now: float) -> None:
-        """Let go of the spans of samples quiet for LINGER seconds (oldest first)."""
-        for trace in list(self._traces.values()):
-            if now - trace.seen < LINGER:
+        """Let go of the spans of samples quiet for LINGER seconds, or beyond the KEEP most
+        recent ones (oldest first)."""
+        keep = len(self._loaded)
+        for trace_id in list(self._loaded):
+            trace = self._traces[trace_id]
+            if now - trace.seen < LINGER and keep <= KEEP:
                 break
-            if trace.built and trace.loaded:
+            keep -= 1
+            del self._loaded[trace_id]
+            if trace.built:
                 trace.spans, trace.logs, trace.loaded = [], [], False
 
     def finish(self) -> CollectSummary:
@@ -417,7 +429,8 @@ def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
     """A request's body, by its ``Content-Length`` or in chunks (``Transfer-Encoding:
     chunked``, as OpenTelemetry's JavaScript exporters send it), at most ``limit`` bytes."""
     if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
-        parts, size = [], 0
+        parts: list[bytes] = []
+        size = 0
         while True:
             line = rfile.readline(1024)
             try:

@@ -145,16 +145,25 @@ def build(group: Group, sample_by: str, label: str) -> Built:
     """One sample's trace line (messages, status, metadata) from its spans."""
     place = f"{label}: trace {group.trace_id}"
     by_id = {s.span_id: s for s in group.spans}
+    kinds: dict[str, tuple[ModuleType, str | None]] = {}
+    for span in group.spans:
+        convention = _convention(span)
+        kind = "model" if convention.is_model_call(span) else None
+        if kind is None and convention.is_tool_run(span):
+            kind = "tool"
+        kinds[span.span_id] = (convention, kind)
     turns: list[Turn] = []
     runs: list[ToolRun] = []
     for span in group.spans:
-        convention = _convention(span)
-        if convention.is_model_call(span):
-            if _ancestor(span, by_id, lambda s: _convention(s).is_model_call(s)) is None:
-                turns.append(convention.turn(span, place))
-        elif convention.is_tool_run(span) and (
-            _ancestor(span, by_id, lambda s: _convention(s).is_tool_run(s)) is None
-        ):
+        convention, kind = kinds[span.span_id]
+        if kind is None:
+            continue
+        # a model call (tool run) inside another is the same one, seen by two instrumentors
+        if _ancestor(span, by_id, lambda s, kind=kind: kinds[s.span_id][1] == kind) is not None:
+            continue
+        if kind == "model":
+            turns.append(convention.turn(span, place))
+        else:
             runs.append(convention.tool_run(span, place))
     if not turns and _convention(group.root) is genai and genai.INPUT in group.root.attributes:
         turns.append(genai.turn(group.root, place))  # an agent that never called its model
@@ -165,14 +174,7 @@ def build(group: Group, sample_by: str, label: str) -> Built:
     input_text = next((e.message.text for e in entries if e.message.role == "user"), None)
     if input_text is None:
         input_text = openinference.input_text(root) or ""
-    messages, timings = _langchain(entries)
-    from tcbreplay._record.messages import serialize_messages
-
-    line = TraceLine(
-        sample_id=group.sample_id(sample_by),
-        messages=serialize_messages(messages, timings),
-        place=place,
-    )
+    line = TraceLine(sample_id=group.sample_id(sample_by), messages=stored(entries), place=place)
     problem = token_problem(line.messages)
     if problem:
         raise TraceError(f"{place}: {problem}")
@@ -345,53 +347,72 @@ def _result(run: ToolRun, call_id: str | None) -> Message:
     return Message("tool", run.result or "", call_id=call_id, name=run.name, error=run.error)
 
 
-def _langchain(entries: list[Entry]) -> tuple[list[Any], dict[str, float]]:
-    """The conversation as LangChain messages, and the latency of each model call and tool
-    run (keyed as :func:`~tcbreplay._record.messages.serialize_messages` looks them up)."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+def stored(entries: list[Entry]) -> list[dict[str, Any]]:
+    """The conversation as the store keeps messages (what
+    :func:`~tcbreplay._record.messages.serialize_messages` makes of LangChain's messages,
+    written here without them: ``tests/test_samples_otel.py`` holds the two equal), with
+    each model answer's token counts and latency and each tool result's latency."""
+    from tcbreplay._record.messages import message_json
 
-    out: list[Any] = []
-    timings: dict[str, float] = {}
+    out = []
     usage_given: set[int] = set()
     for e in entries:
         m = e.message
-        if m.role == "system":
-            out.append(SystemMessage(content=m.text))
-        elif m.role == "user":
-            out.append(HumanMessage(content=m.text))
-        elif m.role == "assistant":
-            kwargs: dict[str, Any] = {}
+        tokens: tuple[int | None, int | None, int | None] = (None, None, None)
+        latency = None
+        if m.role == "assistant":
             t = e.turn
+            data: dict[str, Any] = _common("ai", m.text)
             if t is not None:
-                kwargs["id"] = t.response_id or t.span_id
-                if id(t) not in usage_given and (
-                    t.input_tokens is not None or t.output_tokens is not None
-                ):
-                    usage_given.add(id(t))
-                    i, o = t.input_tokens or 0, t.output_tokens or 0
-                    kwargs["usage_metadata"] = {
-                        "input_tokens": i,
-                        "output_tokens": o,
-                        "total_tokens": i + o,
-                    }
+                data["id"] = t.response_id or t.span_id
                 if t.model:
-                    kwargs["response_metadata"] = {"model_name": t.model}
-                if t.duration_s is not None:
-                    timings[kwargs["id"]] = t.duration_s
-            calls = [{"name": c.name, "args": c.args, "id": c.id} for c in m.calls]
-            out.append(AIMessage(content=m.text, tool_calls=calls, **kwargs))
+                    data["response_metadata"] = {"model_name": t.model}
+                latency = t.duration_s
+            data["tool_calls"] = [
+                {"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in m.calls
+            ]
+            data["invalid_tool_calls"] = []
+            data["usage_metadata"] = None
+            if (
+                t is not None
+                and id(t) not in usage_given
+                and (t.input_tokens is not None or t.output_tokens is not None)
+            ):
+                usage_given.add(id(t))
+                i, o = t.input_tokens or 0, t.output_tokens or 0
+                data["usage_metadata"] = {
+                    "input_tokens": i,
+                    "output_tokens": o,
+                    "total_tokens": i + o,
+                }
+                tokens = (i, o, i + o)
+            kind = "ai"
         elif m.role == "tool":
-            out.append(
-                ToolMessage(
-                    content=m.text,
-                    tool_call_id=m.call_id or "",
-                    name=m.name,
-                    status="error" if m.error else "success",
-                )
-            )
-            if e.run is not None and e.run.duration_s is not None and m.call_id:
-                timings[m.call_id] = e.run.duration_s
-    return out, timings
+            data = _common("tool", m.text, m.name)
+            data.update(tool_call_id=m.call_id or "", artifact=None,
+                        status="error" if m.error else "success")  # fmt: skip
+            if e.run is not None and m.call_id:
+                latency = e.run.duration_s
+            kind = "tool"
+        else:
+            kind = "system" if m.role == "system" else "human"
+            data = _common(kind, m.text)
+        out.append(
+            {
+                "type": kind,
+                "message": message_json({"type": kind, "data": data}),
+                "input_tokens": tokens[0],
+                "output_tokens": tokens[1],
+                "total_tokens": tokens[2],
+                "latency_s": latency,
+            }
+        )
+    return out
+
+
+def _common(kind: str, text: str, name: str | None = None) -> dict[str, Any]:
+    return {"content": text, "additional_kwargs": {}, "response_metadata": {}, "type": kind,
+            "name": name, "id": None}  # fmt: skip
 
 
 def read_samples(
@@ -400,7 +421,12 @@ def read_samples(
     """Spans as the traces of an import: a line per sample, and, without ``inputs``, the
     samples as a dataset (input: the first user message; gold calls: none, unless the spans
     hold their dataset entries) and the tools the model calls were offered."""
-    built = [build(g, sample_by, label) for g in groups(spans, sample_by)]
+    built = []
+    for g in groups(spans, sample_by):
+        built.append(build(g, sample_by, label))
+        for span in g.spans:  # read: their messages, the largest part, can go
+            if span is not g.root:
+                span.attributes, span.events = {}, []
     if not built:
         raise TraceError(f"{label}: no spans in the file")
     if inputs is not None:

@@ -226,30 +226,48 @@ def _hex_id(value: Any, size: int) -> str:
     return raw.hex()
 
 
-def read_json_lines(text: str, label: str) -> Batch:
+def read_json_lines(data: bytes, label: str) -> Batch:
     """A file of OTLP/JSON export requests, one a line (as the collector's file exporter and
-    OpenTelemetry's JSON file exporters write them), or one request (a whole document)."""
+    OpenTelemetry's JSON file exporters write them), or one request (a whole document).
+    Lines are read one at a time from the bytes (a large file is not copied as text)."""
     batch = Batch()
-    stripped = text.lstrip()
-    if stripped.startswith("{") and "\n" in stripped.rstrip():
+    body = data.removeprefix(b"\xef\xbb\xbf")
+    stripped = body.strip()
+    if stripped.startswith(b"{") and b"\n" in stripped:
         try:  # a request written over several lines (pretty-printed)
-            doc = limits.loads(stripped)
-        except (json.JSONDecodeError, limits.LimitError):
+            doc = json.loads(stripped)
+        except (ValueError, RecursionError):
             doc = None
         if isinstance(doc, dict):
             return decode_json(doc, label)
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    for lineno, line in _lines(body):
         place = f"{label}: line {lineno}"
+        # json's own reader: a request holds thousands of brackets, so the limits' walk over
+        # it would cost more than the reading; what the spans hold as JSON text (messages,
+        # arguments) is read within the limits, and stored messages are bounded
         try:
-            doc = limits.loads(line, first_line=lineno)
+            doc = json.loads(line)
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{place}: not UTF-8 text") from exc
         except json.JSONDecodeError as exc:
             raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
-        except limits.LimitError as exc:
-            raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
+        except (ValueError, RecursionError) as exc:
+            raise TraceError(f"{place}: {limits.HINT} ({type(exc).__name__})") from None
         batch.extend(decode_json(doc, place))
     return batch
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """The lines of ``data`` that are not blank, with their numbers."""
+    at, lineno = 0, 0
+    while at < len(data):
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        lineno += 1
+        line = data[at:end]
+        at = end + 1
+        if line.strip():
+            yield lineno, line
 
 
 # ---- protobuf
