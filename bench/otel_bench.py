@@ -5,11 +5,12 @@
    written again 6,667 times with fresh ids, as JSON Lines of requests of 100 traces (as the
    collector's file exporter writes them); wall time and the process's peak memory (the
    issue's bar: 15 s and 1 GB).
-2. ``tcbreplay collect`` fed the same runs as protobuf requests of about 500 spans (the
-   OTLP/HTTP exporter's batch) by a client process over keep-alive connections, as fast as
-   it acknowledges them: spans received a second, and the collector's resident memory
-   sampled from ``/proc`` (early, middle, late; the bar: 5,000 spans a second, memory flat),
-   then Ctrl-C and the time it takes to finish the run.
+2. ``tcbreplay collect`` fed as many runs as protobuf requests of about 500 spans (the
+   OTLP/HTTP exporter's batch; the spans of ``openai_v2_latest.otlp.pb``, the body the
+   exporter posted, copied with fresh ids) by a client process over two keep-alive
+   connections, as fast as it acknowledges them: spans received a second, the receiver's
+   CPU time, and its resident memory sampled from ``/proc`` (early, middle, late; the bar:
+   5,000 spans a second, memory flat), then Ctrl-C and the time it takes to finish the run.
 
 The machine's load is printed beside the figures: on a shared machine they move with it.
 Prints a table and writes it to BENCHMARKS.md under "OpenTelemetry".
@@ -93,8 +94,23 @@ def _tcbreplay(*args: str) -> list[str]:
     return [sys.executable, "-m", "tcbreplay", *args]
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def calibrate() -> float:
+    """Seconds of CPU that json.loads of 100 MB of JSON takes here now: a yardstick for the
+    machine's speed under its load (a few tenths of a second on an idle desktop core)."""
+    text = json.dumps([{"a": "x" * 50, "b": [1, 2, 3], "c": {"d": "hello world"}}] * 1_000_000)
+    t0 = time.process_time()
+    json.loads(text)
+    return time.process_time() - t0
+
+
 def measure_import(path: Path, store: Path) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    cpu = _cpu()
     t0 = time.perf_counter()
     done = subprocess.run(
         _tcbreplay("--store", str(store), "import", "--traces", str(path), "--run-id", "big"),
@@ -104,36 +120,49 @@ def measure_import(path: Path, store: Path) -> dict:
     if done.returncode != 0:
         raise SystemExit(f"import failed: {done.stderr}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"seconds": seconds, "peak_mb": max(peak, before) / 1024, "out": done.stdout.strip()}
+    return {"seconds": seconds, "cpu": _cpu() - cpu, "peak_mb": max(peak, before) / 1024,
+            "out": done.stdout.strip()}  # fmt: skip
 
 
-def _proto_bodies(path: Path, spans_per_request: int = 500) -> list[tuple[bytes, int]]:
-    """The file's spans as protobuf export requests of about ``spans_per_request`` spans."""
-    import base64
-
-    from google.protobuf.json_format import ParseDict
+def _proto_bodies(runs: int, spans_per_request: int = 500) -> list[tuple[bytes, int]]:
+    """``runs`` agent runs as protobuf export requests of about ``spans_per_request`` spans:
+    the spans of ``openai_v2_latest.otlp.pb`` (the body the OTLP/HTTP exporter posted for
+    the same three runs) copied with fresh ids."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    def b64(hex_id: str) -> str:
-        return base64.b64encode(bytes.fromhex(hex_id)).decode()
-
-    bodies = []
-    pending: list[dict] = []
-    for line in path.read_text().splitlines():
-        for rs in json.loads(line)["resourceSpans"]:
-            for ss in rs["scopeSpans"]:
-                for span in ss["spans"]:
-                    span = {**span, "traceId": b64(span["traceId"]), "spanId": b64(span["spanId"])}
-                    if span.get("parentSpanId"):
-                        span["parentSpanId"] = b64(span["parentSpanId"])
-                    pending.append(span)
-        while len(pending) >= spans_per_request:
-            chunk, pending = pending[:spans_per_request], pending[spans_per_request:]
-            message = ParseDict(_request(chunk), ExportTraceServiceRequest())
-            bodies.append((message.SerializeToString(), len(chunk)))
-    if pending:
-        bodies.append((ParseDict(_request(pending), ExportTraceServiceRequest()).SerializeToString(),
-                       len(pending)))  # fmt: skip
+    posted = ExportTraceServiceRequest.FromString(FIXTURE.with_suffix(".pb").read_bytes())
+    traces: dict[bytes, list] = {}
+    for rs in posted.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                traces.setdefault(span.trace_id, []).append(span)
+    template = list(traces.values())
+    bodies: list[tuple[bytes, int]] = []
+    request = ExportTraceServiceRequest()
+    scope = None
+    count = 0
+    while count < runs:
+        for trace in template:
+            if scope is None:
+                rs = request.resource_spans.add()
+                rs.resource.CopyFrom(posted.resource_spans[0].resource)
+                scope = rs.scope_spans.add()
+                scope.scope.CopyFrom(posted.resource_spans[0].scope_spans[0].scope)
+            trace_id = secrets.token_bytes(16)
+            ids = {s.span_id: secrets.token_bytes(8) for s in trace}
+            for span in trace:
+                copy = scope.spans.add()
+                copy.CopyFrom(span)
+                copy.trace_id = trace_id
+                copy.span_id = ids[span.span_id]
+                if span.parent_span_id:
+                    copy.parent_span_id = ids.get(span.parent_span_id, span.parent_span_id)
+            count += 1
+            if len(scope.spans) >= spans_per_request or count == runs:
+                bodies.append((request.SerializeToString(), len(scope.spans)))
+                request, scope = ExportTraceServiceRequest(), None
+            if count == runs:
+                break
     return bodies
 
 
@@ -144,7 +173,8 @@ host, port, workers = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 def send(share):
     c = http.client.HTTPConnection(host, port, timeout=60)
     for body, _ in share:
-        c.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
+        c.request("POST", "/v1/traces", body=body,
+                  headers={"Content-Type": "application/x-protobuf"})
         r = c.getresponse(); r.read()
         assert r.status == 200, r.status
 t0 = time.perf_counter()
@@ -153,6 +183,12 @@ for t in threads: t.start()
 for t in threads: t.join()
 print(time.perf_counter() - t0)
 """
+
+
+def _server_cpu(pid: int) -> float:
+    """CPU seconds the process has used so far (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> float | None:
@@ -165,10 +201,10 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
-def measure_collect(path: Path, store: Path) -> dict:
+def measure_collect(runs: int, store: Path) -> dict:
     import pickle
 
-    bodies = _proto_bodies(path)
+    bodies = _proto_bodies(runs)
     spans = sum(n for _, n in bodies)
     payload = OUT / "bodies.pickle"
     payload.write_bytes(pickle.dumps(bodies))
@@ -199,6 +235,7 @@ def measure_collect(path: Path, store: Path) -> dict:
     sent_s = float(client.stdout.read().strip())
     if client.returncode != 0:
         raise SystemExit("the client failed")
+    server_cpu = _server_cpu(server.pid)
     t1 = time.perf_counter()
     server.send_signal(signal.SIGINT)
     out, _ = server.communicate(timeout=600)
@@ -206,6 +243,7 @@ def measure_collect(path: Path, store: Path) -> dict:
     third = max(1, len(rss) // 3)
     return {
         "spans": spans,
+        "server_cpu": server_cpu,
         "requests": len(bodies),
         "seconds": sent_s,
         "spans_per_s": spans / sent_s,
@@ -219,7 +257,9 @@ def measure_collect(path: Path, store: Path) -> dict:
     }
 
 
-def report(runs: int, spans: int, imp: dict, col: dict, load: tuple[float, ...]) -> str:
+def report(
+    runs: int, spans: int, imp: dict, col: dict, load: tuple[float, ...], yardstick: float
+) -> str:
     today = dt.date.today().isoformat()
     lines = [
         SECTION,
@@ -233,19 +273,24 @@ def report(runs: int, spans: int, imp: dict, col: dict, load: tuple[float, ...])
         "",
         "| measure | figure | bar |",
         "|---|---:|---:|",
-        f"| `import` of {spans:,} OTLP/JSON spans, wall time | {imp['seconds']:.1f} s | 15 s |",
+        f"| `import` of {spans:,} OTLP/JSON spans, wall time (CPU time) | {imp['seconds']:.1f} s "
+        f"({imp['cpu']:.1f} s) | 15 s |",
         f"| `import`, peak resident memory | {imp['peak_mb']:.0f} MB | 1 GB |",
         f"| `collect`, protobuf requests of ~500 spans, 2 client connections | "
-        f"{col['spans_per_s']:,.0f} spans/s ({col['spans']:,} in {col['seconds']:.1f} s) | "
-        "5,000 spans/s |",
+        f"{col['spans_per_s']:,.0f} spans/s ({col['spans']:,} in {col['seconds']:.1f} s; the "
+        f"receiver's CPU {col['server_cpu']:.1f} s: {col['spans'] / col['server_cpu']:,.0f} "
+        "spans per CPU second) | 5,000 spans/s |",
         f"| `collect`, resident memory early / middle / late (peak) | "
         f"{col['rss_early']:.0f} / {col['rss_mid']:.0f} / {col['rss_late']:.0f} MB "
         f"({col['rss_peak']:.0f}) | flat |",
         f"| `collect`, Ctrl-C to a finished run ({runs:,} samples folded) | "
         f"{col['finish_s']:.1f} s | — |",
+        f"| yardstick: `json.loads` of 100 MB, CPU time | {yardstick:.2f} s | — |",
         "",
         f"`import`: {imp['out']}. `collect`: {col['out']}. The client runs on the same two "
-        "cores as the receiver.",
+        "cores as the receiver. CPU time is the process's own (user and system); under load "
+        "the wall time is longer, and the yardstick (a few tenths of a second on an idle "
+        "core) shows how much slower the machine was.",
         "",
     ]
     return "\n".join(lines)
@@ -269,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     args = parser.parse_args(argv)
     load = os.getloadavg()
+    yardstick = calibrate()
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
     path = OUT / "spans.otlp.jsonl"
@@ -276,10 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{runs} runs, {spans} spans -> {path} ({path.stat().st_size / 2**20:.0f} MiB)")
     imp = measure_import(path, OUT / "store-import")
     print(f"import: {imp['seconds']:.1f} s, peak {imp['peak_mb']:.0f} MB")
-    col = measure_collect(path, OUT / "store-collect")
-    print(f"collect: {col['spans_per_s']:.0f} spans/s; rss {col['rss_early']:.0f} / "
-          f"{col['rss_mid']:.0f} / {col['rss_late']:.0f} MB; finish {col['finish_s']:.1f} s")  # fmt: skip
-    text = report(runs, spans, imp, col, load)
+    col = measure_collect(runs, OUT / "store-collect")
+    print(f"collect: {col['spans_per_s']:.0f} spans/s, rss {col['rss_early']:.0f} / "
+          f"{col['rss_mid']:.0f} / {col['rss_late']:.0f} MB")  # fmt: skip
+    text = report(runs, spans, imp, col, load, yardstick)
     print(text)
     if not args.no_write:
         write_section(text)
