@@ -86,3 +86,18 @@ def first_line(exc: BaseException) -> str:
     """An exception's message in one line (its first two non-empty lines joined)."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return " ".join(lines[:2]) if lines else type(exc).__name__
+
+
+class DivergenceError(TcbReplayError):
+    """A replayed model request that no recorded turn answers; ``divergence`` says where it
+    first differs from the nearest recorded request (a
+    :class:`tcbreplay._replay.divergence.Divergence`)."""
+
+    def __init__(self, divergence: object, hint: str | None = None) -> None:
+        line = getattr(divergence, "line", None)
+        super().__init__(f"diverged at {line() if line else divergence}", hint)
+        self.divergence = divergence
+
+
+class LiveCallRefused(TcbReplayError):
+    """A model call a replay with ``--offline`` would have made live."""

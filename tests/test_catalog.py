@@ -13,15 +13,17 @@ import duckdb
 import pytest
 from helpers import cli, fifo_read
 
-from tcbreplay._analysis.catalog import write_catalog
-from tcbreplay._analysis.sql import run_sql
+from tcbreplay._query.catalog import write_catalog
+from tcbreplay._query.sql import run_sql
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import QueryError
 
 DATA = Path(__file__).parent / "data"
 VIEWS = ["runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores",
-         "scores_all", "scorings"]  # fmt: skip
+         "scores_all", "scorings", "divergences"]  # fmt: skip
 TABLES = {"runs", "tools", "scorings"}  # stored in the file; the rest are views over run files
+# the views of the store of two runs below that hold rows (it holds no replay: no divergences)
+FILLED = [view for view in VIEWS if view != "divergences"]
 
 
 def columns(con: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
@@ -54,7 +56,7 @@ def catalog(two_runs, tmp_path_factory) -> Path:
     assert result.exit_code == 0, (result.output, result.exception)
     assert result.stdout.strip() == (
         f"{path}: views runs, tools, samples, messages, tool_calls, gold_calls, scores, "
-        "scores_all, scorings over 2 runs"
+        "scores_all, scorings, divergences over 2 runs"
     )
     return path
 
@@ -73,7 +75,7 @@ def test_every_view_exists(catalog):
         assert kinds[name] == ("BASE TABLE" if name in TABLES else "VIEW"), name
 
 
-@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("view", FILLED)
 def test_row_counts_match_sql_on_the_store(two_runs, catalog, view):
     result = cli(
         "sql", f"select count(*) as n from {view}", "--store", two_runs, "--format", "json"
@@ -220,7 +222,7 @@ def test_output_in_a_missing_directory_is_one_error_line(two_runs, tmp_path):
 
 
 def test_a_failed_write_leaves_no_partial_file(two_runs, tmp_path, monkeypatch):
-    import tcbreplay._analysis.catalog as catalog_module
+    import tcbreplay._query.catalog as catalog_module
 
     def broken(con, *args, **kwargs):
         con.execute("create view x as select 1")
@@ -264,5 +266,26 @@ def test_catalog_is_written_into_a_fifo(two_runs, tmp_path):
     con = duckdb.connect(str(copy), read_only=True)
     try:
         assert con.execute("select count(*) from runs").fetchone()[0] == 2
+    finally:
+        con.close()
+
+
+def test_a_replays_divergences_are_in_the_catalog(sim_run, tmp_path):
+    store, run_id = sim_run
+    root = tmp_path / "traces"
+    shutil.copytree(store.run_dir(run_id), root / run_id)
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Other.")
+    replayed = cli("replay", run_id, "--run-id", "again", "--system-prompt", prompt, "--limit", 4,
+                   "--quiet", "--store", root)  # fmt: skip
+    assert replayed.exit_code == 1, replayed.output  # every sample diverged
+    path = tmp_path / "c.duckdb"
+    assert write_catalog(Store(root), path) == ["again", run_id]
+    query = "select * from divergences order by all"
+    expected = run_sql(Store(root), query)
+    assert len(expected.rows) == 4
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        assert con.execute(query).fetchall() == expected.rows
     finally:
         con.close()

@@ -426,7 +426,7 @@ def test_good_run_ids_are_accepted(store, run_id):
 # ---------------------------------------------------------------- manifests
 
 
-@pytest.mark.parametrize("version", [0, 4, "2", None])
+@pytest.mark.parametrize("version", [0, SCHEMA_VERSION + 1, "2", None])
 def test_manifest_with_another_schema_version_raises(store, version):
     new_run(store).close()
     path = store.run_dir(RUN) / MANIFEST

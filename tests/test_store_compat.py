@@ -94,3 +94,19 @@ def test_a_version_1_recording_resumes_and_takes_more_trials(v1_store):
     scored = cli("score", "rec-v1", "--store", v1_store, "--format", "json")
     assert scored.exit_code == 0, scored.output
     assert json.loads(scored.stdout)["n_samples"] == 188
+
+
+def test_it_has_no_divergences_and_replays_as_recorded(v1_store):
+    """Version 4 added replays and their divergences: a version 1 run has none, and replays
+    to the same calls through today's agent and tools."""
+    rows = cli("sql", "select count(*) as n from divergences", "--format", "json",
+               "--store", v1_store)  # fmt: skip
+    assert rows.exit_code == 0, rows.output
+    assert json.loads(rows.stdout) == [{"n": 0}]
+    replayed = cli("replay", "rec-v1", "--run-id", "again", "--workers", 8, "--quiet",
+                   "--format", "json", "--store", v1_store)  # fmt: skip
+    assert replayed.exit_code == 0, replayed.output
+    summary = json.loads(replayed.stdout)
+    assert (summary["diverged_samples"], summary["live_calls"]) == (0, 0)
+    assert summary["turns_served"] > 94
+    assert cli("audit", "verify", "again", "--store", v1_store).exit_code == 0

@@ -36,7 +36,7 @@ def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
         "tp": (None, summary["n_tp"], "samples"),
         "ahr": (summary["args_invalid"], summary["args_total"], "args"),
     }
-    if "exact" in summary:  # the spec scorer's outcome metrics
+    if "exact" in summary:  # the default scorer's outcome metrics
         over["exact"] = (summary["exact_samples"], summary["n_exact"], "samples")
         over["write_exact"] = (summary["write_exact_samples"], summary["n_write_exact"], "samples")
         over["first_divergence"] = (None, summary["n_first_divergence"], "diverging")
@@ -247,8 +247,10 @@ def audit_output(report: Any, limit: int = 200) -> Output:
     ]
     for d in report.differences[:limit]:
         where = f"sample {d.sample_id}" if d.sample_id is not None else "run"
+        # a replay's: the parent's value, then the replay's
+        words = ("parent's", "replay's") if d.scoring == "replay" else ("stored", "recomputed")
         lines.append(
-            f"{d.scoring}: {where}: {d.field}: stored {d.stored!r}, recomputed {d.recomputed!r}"
+            f"{d.scoring}: {where}: {d.field}: {words[0]} {d.stored!r}, {words[1]} {d.recomputed!r}"
         )
     if len(report.differences) > limit:
         lines.append(f"... and {len(report.differences) - limit} more differences")
@@ -256,6 +258,12 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         f"verified: {', '.join(report.scorings)} of {report.run_id}: "
         f"{report.samples_checked} samples identical to a re-score from raw traces"
     )
+    if report.replay_of is not None:
+        served = (
+            f"replay {report.run_id}: {report.turns_checked} turns served, each the stored "
+            f"message of {report.replay_of}"
+        )
+        verdict = f"verified: {served}" + (f"; {verdict[10:]}" if report.scorings else "")
     if report.ok:
         lines.append(verdict)
     grid = Grid(
@@ -432,3 +440,53 @@ def validity_output(results: list[Any]) -> Output:
         data=data[0] if len(data) == 1 else data,
         notes=[VALIDITY_NOTE, *notes],
     )
+
+
+def replay_output(summary: Any, store: Any) -> Output:
+    """A replay's summary: table: what it served and where samples diverged; the others: its
+    fields (the first divergences among them)."""
+    where = "" if str(store) == "traces" else f" --store {store}"
+    kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.by_component.items()))
+    tools = ", ".join(f"{k} {v}" for k, v in sorted(summary.tool_outputs.items())) or "none"
+    lines = [
+        f"replay {summary.run_id} of {summary.parent_run_id}: {summary.recorded} samples, "
+        f"{summary.diverged_samples} diverged" + (f" ({kinds})" if kinds else "")
+        + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
+        f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
+    ]  # fmt: skip
+    if summary.awaiting_user:
+        lines.append(
+            f"{summary.awaiting_user} samples' recordings go on with another user message, "
+            "which a replay through an agent cannot send (it sends each sample's first one only)"
+        )
+    errors = {k: v for k, v in summary.error_types.items() if k != "diverged"}
+    if errors:
+        lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
+    for d in summary.divergences[:10]:
+        trial = f" (trial {d['trial']})" if d["trial"] else ""
+        lines.append(
+            f"  {d['sample_id']}{trial}: turn {d['turn']}: {d['component']} at {d['path']}: "
+            f"{_cut(d['recorded'])} -> {_cut(d['replayed'])}"
+        )
+    if summary.diverged_samples > 10:
+        lines.append(
+            f'  ... all of them: tcbreplay sql "select * from divergences where run_id = '
+            f"'{summary.run_id}'\"{where}"
+        )
+    lines.append(
+        f"next: tcbreplay score {summary.run_id} --gold-run {summary.parent_run_id}{where}"
+    )
+    data = dataclasses.asdict(summary)
+    columns = ["sample_id", "trial", "turn", "component", "path", "recorded", "replayed"]
+    grid = Grid(
+        columns,
+        [tuple(d[c] for c in columns) for d in summary.divergences],
+        title=f"divergences of {summary.run_id}",
+    )
+    return Output(grids=[grid], text=lines, data=data)
+
+
+def _cut(text: str | None, width: int = 60) -> str:
+    if text is None:
+        return "(nothing)"
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -21,6 +21,12 @@ from tcbreplay.errors import InputError, StoreError
     help="Text file of the agent's system prompt (default: the benchmark's).",
 )
 @click.option(
+    "--agent",
+    metavar="MODULE:FACTORY",
+    help="Record your own agent: factory(model=, tools=, system_prompt=) returning a "
+    "LangGraph graph (default: the built-in agent).",
+)
+@click.option(
     "--model",
     default=None,
     help="PROVIDER:NAME (default google_genai:gemini-2.5-flash), "
@@ -113,6 +119,7 @@ def record(
     dataset,
     tools,
     system_prompt,
+    agent,
     model,
     model_options,
     workers,
@@ -190,15 +197,21 @@ def record(
     }
     RecordOptions.resolve(given)  # a bad setting is refused before anything is read
     if existing:
-        if any((benchmark, dataset, tools, system_prompt, model, run_id)):
+        if any((benchmark, dataset, tools, system_prompt, agent, model, run_id)):
             raise InputError(
                 "--resume/--retry-errors take the run's inputs from its manifest",
-                hint="drop --benchmark, --dataset, --tools, --system-prompt, --model and "
-                "--run-id (--model-option may correct how requests travel: base_url=..., "
+                hint="drop --benchmark, --dataset, --tools, --system-prompt, --agent, --model "
+                "and --run-id (--model-option may correct how requests travel: base_url=..., "
                 "timeout=...)",
             )
         run = store_.open_run(existing)
         manifest = run.manifest
+        if manifest.get("source") == "replay":
+            raise InputError(
+                f"run {existing!r} is a replay: it is finished by the replay command",
+                hint=f"run it again: {run.resume_command()}",
+            )
+        agent = (manifest.get("agent") or {}).get("factory")
         inputs = inputs_from_manifest(manifest, run.dir)
         choice = with_transport(
             model_from_manifest(manifest["model"]),
@@ -223,6 +236,7 @@ def record(
             limit=limit,
             sample_ids=sample_ids or None,
             max_errors=budget,
+            agent=agent,
         )
     except RecordInterrupted as stop:
         progress.close()

@@ -51,7 +51,7 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     "roles",
     multiple=True,
     metavar="ROLE=NAME,...",
-    help="Give tools a role (write, read or scratch), over their specs' own; repeatable: "
+    help="Give tools a role (write, read or scratch), over their schemas' own; repeatable: "
     "--role write=book_reservation,cancel_reservation; a name holding a comma in double "
     "quotes (as in CSV): --role 'write=\"look,up\"'.",
 )
@@ -70,6 +70,13 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     metavar="ROLE|TOOL,...",
     help="Every metric with the calls to these tools or roles left out (spec_without-...).",
 )
+@click.option(
+    "--gold-run",
+    metavar="RUN_ID",
+    shell_complete=complete_run_id,
+    help="Score against this run's calls (per sample and trial) instead of the dataset's "
+    "gold: a scoring of its own (..._gold-RUN_ID), such as a replay or fork against its parent.",
+)
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
     "--dashboard",
@@ -80,7 +87,7 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
 )
 @STORE_OPTION
 def score(
-    run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, only, without,
+    run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, only, without, gold_run,
     allow_incomplete, dashboard, store,
 ) -> None:  # fmt: skip
     """Score a stored run from its raw traces (no model, tools or network)."""
@@ -104,6 +111,7 @@ def score(
                 roles=parse_roles(roles),
                 only=parse_names(only, "--only"),
                 without=parse_names(without, "--without"),
+                gold_run=gold_run,
             ),
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,

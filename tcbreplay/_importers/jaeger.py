@@ -16,11 +16,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import SourceTraces
+from tcbreplay import _json
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile
 from tcbreplay._importers.otel.samples import read_samples
 from tcbreplay._importers.otel.spans import STATUS_ERROR, Event, Span
-from tcbreplay._inputs import limits
 from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
@@ -52,13 +51,13 @@ def read(
 def read_spans(data: bytes, label: str) -> list[Span]:
     """Every span of a Jaeger trace export."""
     try:
-        doc = limits.loads(data.decode("utf-8-sig"))
+        doc = _json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise TraceError(f"{label}: not UTF-8 text") from exc
     except json.JSONDecodeError as exc:
         raise TraceError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-    except limits.LimitError as exc:
-        raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
+    except _json.LimitError as exc:
+        raise TraceError(f"{label}: {exc}", hint=_json.HINT) from None
     if isinstance(doc, dict) and "spans" in doc and "data" not in doc:
         doc = {"data": [doc]}  # one trace, as Jaeger's converters write it
     if not isinstance(doc, dict) or not isinstance(doc.get("data"), list):

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import SourceTraces
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._importers.otel.samples import read_samples
 from tcbreplay.errors import TraceError

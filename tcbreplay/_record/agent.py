@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,15 +47,22 @@ class CallPolicy:
 current_sample: contextvars.ContextVar[SampleState] = contextvars.ContextVar("tcbreplay_sample")
 
 
-def build_agent(chat_model: Any, tools: list[Any], system_prompt: str, policy: CallPolicy) -> Any:
-    """A LangGraph agent: the chat model, the tools, the system prompt, the middleware."""
+def build_agent(
+    chat_model: Any,
+    tools: list[Any],
+    system_prompt: str,
+    policy: CallPolicy,
+    middleware: Sequence[Any] = (),
+) -> Any:
+    """A LangGraph agent: the chat model, the tools, the system prompt, the middleware (the
+    recording's, then ``middleware``)."""
     from langchain.agents import create_agent
 
     return create_agent(
         chat_model,
         tools=tools,
         system_prompt=system_prompt or None,
-        middleware=[_middleware(policy)],
+        middleware=[_middleware(policy), *middleware],
     )
 
 

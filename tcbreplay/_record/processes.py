@@ -54,8 +54,10 @@ def record_in_processes(
     options: RecordOptions,
     progress: ProgressFn | None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    run_one: Callable[..., Awaitable[tuple[dict, Outcome]]] | None = None,
 ) -> None:
-    """Record ``samples`` in ``processes`` children; append what they send to ``writer``.
+    """Record ``samples`` in ``processes`` children; append what they send to ``writer``
+    (``run_one``: how a child runs one trial of a sample, :func:`run_sample` by default).
 
     ``agent_for(on_retry)`` builds a child's agent (in the child, after the fork);
     ``on_outcome`` sees each finished sample once it is appended, and may stop the run by
@@ -64,14 +66,13 @@ def record_in_processes(
 
     async def child(workers: int, send: Callable[[tuple], None], next_number: Any) -> None:
         agent = agent_for(lambda exc: send((_RETRY, str(exc))))
+        run = run_one or run_sample
 
         async def worker(k: int) -> None:
             await asyncio.sleep(k * STAGGER)
             while (number := await next_number()) is not None:
                 sample, trial, index = samples[number]
-                record, outcome = await run_sample(
-                    agent, sample, writer.run_id, options, trial, index
-                )
+                record, outcome = await run(agent, sample, writer.run_id, options, trial, index)
                 send((_SAMPLE, record["status"], journal_line(record), outcome))
 
         try:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -20,7 +20,13 @@ from typing import Any
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
-from tcbreplay._record.failures import Breaker, MaxErrors, RecordStop, stop_message
+from tcbreplay._record.agent_factory import (
+    AGENT_FIELD,
+    AgentFactory,
+    build_custom_agent,
+    load_agent_factory,
+)
+from tcbreplay._record.failures import Breaker, MaxErrors, Outcome, RecordStop, stop_message
 from tcbreplay._record.loop import lean_gc, run_loop
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models import (
@@ -37,7 +43,10 @@ from tcbreplay._store.schema import new_manifest, row_index, utcnow
 from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import InputError, RecordError, RunExistsError, StoreError, first_line
 
-__all__ = ["RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "serialize_messages"]
+__all__ = [
+    "AgentPlan", "RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "run_plan",
+    "serialize_messages",
+]  # fmt: skip
 
 
 @dataclass
@@ -62,8 +71,9 @@ class RecordSummary:
     trials: int = 1  # recordings of each sample (``total`` counts every one)
 
 
-def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice) -> str:
-    """sha256 of everything that decides what a recording should contain."""
+def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None) -> str:
+    """sha256 of everything that decides what a recording should contain (``agent``: the
+    ``--agent`` factory, only when given, so runs of the built-in agent keep theirs)."""
     fields = inputs.manifest_fields()
     basis = {
         "dataset": inputs.dataset.entries(),
@@ -71,48 +81,51 @@ def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice) -> str:
         "system_prompt": fields["system_prompt"]["text"],
         "model": choice.id,
         "settings": {k: v for k, v in choice.settings.items() if k not in TRANSPORT_SETTINGS},
+        **({"agent": agent} if agent else {}),
     }
     text = json.dumps(basis, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def default_run_id(inputs: BenchmarkInputs, choice: ModelChoice) -> str:
+def default_run_id(inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None) -> str:
     """``<benchmark>-<model>-<fingerprint>``: the same command names the same run."""
     model = re.sub(r"[^A-Za-z0-9._-]+", "-", choice.name if not choice.simulated else "sim")
-    return f"{inputs.name}-{model}-{fingerprint(inputs, choice)[:10]}"
+    return f"{inputs.name}-{model}-{fingerprint(inputs, choice, agent)[:10]}"
 
 
-def record_run(
-    inputs: BenchmarkInputs,
-    choice: ModelChoice,
-    store: Store,
-    *,
-    run_id: str | None = None,
-    options: RecordOptions | Mapping[str, Any] | None = None,
-    progress: ProgressFn | None = None,
-    retry_errors: bool = False,
-    overwrite: bool = False,
-    limit: int | None = None,
-    sample_ids: Sequence[str] | None = None,
-    max_errors: MaxErrors | str | int | float | None = None,
-) -> RecordSummary:
-    """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
+# runs one trial of a sample: (agent, sample, run_id, options, trial, sample_index) ->
+# (journal record, outcome); run_sample, or a replay's
+SampleRunner = Callable[..., Awaitable[tuple[dict[str, Any], Outcome]]]
 
-    A new run id starts a run. An existing run with the same inputs is resumed:
-    only samples not yet stored are recorded (with ``retry_errors``, also those
-    stored with status error). ``overwrite`` deletes the existing run first.
 
-    ``options``: the runner settings; a mapping gives only some of them, the rest being the
-    resumed run's stored ones (the defaults for a new run). Each sample is recorded
-    ``trials`` times (trials 0 to K - 1; by default a resumed run's trials, else 1).
-    ``limit`` and ``sample_ids`` record only the first ``limit`` samples of the dataset, or
-    of those with these ids (each for every trial): the run is then ``partial``, and a later
-    recording of it can complete it.
+@dataclass
+class AgentPlan:
+    """What a recording runs each sample with: the chat model, the tools and system prompt
+    the agent is built with (``factory``: a user's own agent, see
+    :mod:`tcbreplay._record.agent_factory`; None: the built-in one), the function that runs
+    one trial of a sample, and ``finish``: the manifest fields that the stored rows give,
+    written when the recording ends (``finish(rows, manifest)``)."""
 
-    Raises :class:`~tcbreplay.errors.RecordError` when the recording stops on an error
-    retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
-    when more samples than it allows are left in error; the run is kept either way.
-    """
+    chat_model: Any
+    tools: list[Any]
+    system_prompt: str
+    factory: tuple[AgentFactory, str] | None = None  # the factory and its MODULE:FACTORY
+    run_one: SampleRunner | None = None  # None: run_sample
+    finish: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None
+    middleware: tuple[Any, ...] = ()  # the built-in agent's, after the recording's
+
+    def agent(self, policy: CallPolicy) -> Any:
+        """The agent of one process (``policy``: the built-in agent's middleware's)."""
+        if self.factory is not None:
+            factory, source = self.factory
+            return build_custom_agent(
+                factory, source, self.chat_model, self.tools, self.system_prompt
+            )
+        return build_agent(self.chat_model, self.tools, self.system_prompt, policy, self.middleware)
+
+
+def runnable_tools(inputs: BenchmarkInputs) -> list[Any]:
+    """The inputs' tools as code to run, refused where there is none to run."""
     tools = inputs.toolset.tools
     if tools is None:
         raise InputError(
@@ -128,21 +141,112 @@ def record_run(
             hint="record runs the tools of --tools for every sample; a dataset whose entries "
             "carry their own tools suits import",
         )
+    return tools
+
+
+def record_run(
+    inputs: BenchmarkInputs,
+    choice: ModelChoice,
+    store: Store,
+    *,
+    run_id: str | None = None,
+    options: RecordOptions | Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+    retry_errors: bool = False,
+    overwrite: bool = False,
+    limit: int | None = None,
+    sample_ids: Sequence[str] | None = None,
+    max_errors: MaxErrors | str | int | float | None = None,
+    agent: str | None = None,
+) -> RecordSummary:
+    """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
+
+    A new run id starts a run. An existing run with the same inputs is resumed:
+    only samples not yet stored are recorded (with ``retry_errors``, also those
+    stored with status error). ``overwrite`` deletes the existing run first.
+
+    ``options``: the runner settings; a mapping gives only some of them, the rest being the
+    resumed run's stored ones (the defaults for a new run). Each sample is recorded
+    ``trials`` times (trials 0 to K - 1; by default a resumed run's trials, else 1).
+    ``limit`` and ``sample_ids`` record only the first ``limit`` samples of the dataset, or
+    of those with these ids (each for every trial): the run is then ``partial``, and a later
+    recording of it can complete it. ``agent``: a ``MODULE:FACTORY`` that builds the agent
+    (see :mod:`tcbreplay._record.agent_factory`), instead of the built-in one.
+
+    Raises :class:`~tcbreplay.errors.RecordError` when the recording stops on an error
+    retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
+    when more samples than it allows are left in error; the run is kept either way.
+    """
+    tools = runnable_tools(inputs)
     budget = None if max_errors is None else MaxErrors.parse(max_errors)
-    selected = _select(inputs.dataset.samples, limit, sample_ids)
-    given = options if isinstance(options, Mapping) else None
-    if given is not None:
-        RecordOptions.resolve(given)  # refuse bad settings before anything is written
+    if isinstance(options, Mapping):
+        RecordOptions.resolve(options)  # refuse bad settings before anything is written
+    factory = load_agent_factory(agent) if agent else None
     check_credentials(choice)
     gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
     chat_model = build_chat_model(choice, gold)
-    run_id = validate_run_id(default_run_id(inputs, choice) if run_id is None else run_id)
-    print_ = fingerprint(inputs, choice)
+    plan = AgentPlan(
+        chat_model,
+        tools,
+        inputs.system_prompt,
+        None if factory is None else (factory[0], agent or ""),
+    )
+    if plan.factory is not None:
+        plan.agent(CallPolicy())  # a factory that fails does so before the run is made
+    fields: dict[str, Any] = {"libraries": _library_versions()}
+    if factory is not None:
+        fields[AGENT_FIELD] = factory[1]
+    model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
+    return run_plan(
+        inputs,
+        plan,
+        store,
+        run_id=validate_run_id(default_run_id(inputs, choice, agent) if run_id is None else run_id),
+        model=model,
+        fingerprint=fingerprint(inputs, choice, agent),
+        fields=fields,
+        options=options,
+        progress=progress,
+        retry_errors=retry_errors,
+        overwrite=overwrite,
+        limit=limit,
+        sample_ids=sample_ids,
+        budget=budget,
+        simulated=choice.simulated,
+        why_stopped=lambda stop: stop_message(stop, choice),
+    )
+
+
+def run_plan(
+    inputs: BenchmarkInputs,
+    plan: AgentPlan,
+    store: Store,
+    *,
+    run_id: str,
+    model: dict[str, Any],
+    fingerprint: str,
+    fields: dict[str, Any],
+    options: RecordOptions | Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+    retry_errors: bool = False,
+    overwrite: bool = False,
+    limit: int | None = None,
+    sample_ids: Sequence[str] | None = None,
+    budget: MaxErrors | None = None,
+    simulated: bool = False,
+    why_stopped: Callable[[RecordStop], str] = str,
+    source: str | None = None,
+) -> RecordSummary:
+    """Run ``plan`` over the samples of ``inputs`` into run ``run_id``: a new run (its
+    manifest ``model``, ``fields`` and ``fingerprint``, which a resumed run must have), or
+    the one of that id resumed (see :func:`record_run`). ``source``: the manifest's
+    ``source`` of the runs this makes (None: recordings; ``replay``)."""
+    selected = _select(inputs.dataset.samples, limit, sample_ids)
+    print_ = fingerprint
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)
     writer = None
     already = 0
-    model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
     entries = len(inputs.dataset)
     if not store.exists(run_id):
         opts = _options(options)
@@ -152,7 +256,8 @@ def record_run(
             inputs.manifest_fields(),
             model,
             fingerprint=print_,
-            libraries=_library_versions(),
+            **({"source": source} if source else {}),
+            **fields,
             runner=opts.to_dict(),
         )
         try:
@@ -164,12 +269,12 @@ def record_run(
         # Checked before the writer takes the run (which writes its lock and journal), so a
         # run that cannot be resumed is left as it was; checked again under the lock.
         run = store.open_run(run_id)
-        _check_resumable(run.manifest, print_, run)
+        _check_resumable(run.manifest, print_, run, source)
         opts = _options(options, run.manifest.get("runner"))
         writer = store.resume_run(run_id)
         try:
             manifest = writer.manifest
-            _check_resumable(manifest, print_, run)
+            _check_resumable(manifest, print_, run, source)
             recorded = run.recorded_ids()
         except BaseException:
             writer.close()
@@ -195,32 +300,37 @@ def record_run(
             limiter=opts.rate_limiter(processes),
             on_retry=on_retry,
         )
-        return build_agent(chat_model, tools, inputs.system_prompt, policy)
+        return plan.agent(policy)
 
     breaker = Breaker(min(opts.workers, len(samples)))
+    chat_model = plan.chat_model
 
     def record_samples() -> None:
         if processes == 1:
             agent = agent_for(on_retry)
-            run_loop(_in_process(agent, chat_model, samples, writer, opts, progress, breaker))
+            run_loop(
+                _in_process(agent, chat_model, samples, writer, opts, progress, breaker,
+                            plan.run_one)
+            )  # fmt: skip
         else:
             from tcbreplay._record.processes import record_in_processes
 
             record_in_processes(
-                processes, agent_for, chat_model, samples, writer, opts, progress, breaker.see
-            )
+                processes, agent_for, chat_model, samples, writer, opts, progress, breaker.see,
+                plan.run_one,
+            )  # fmt: skip
 
     if hasattr(progress, "start"):
         progress.start(len(samples), already)  # type: ignore[union-attr]
     partial = len(selected) < entries
     try:
-        summary = _record(record_samples, samples, writer, choice.simulated, total, partial)
+        summary = _record(record_samples, samples, writer, simulated, total, partial, plan.finish)
     except RecordStop as stop:
         stop.summary.processes = processes
         stop.summary.attempted = breaker.seen
         stop.summary.trials = opts.trials or 1
         raise RecordError(
-            f"recording of {run_id} stopped: {stop_message(stop, choice)}",
+            f"recording of {run_id} stopped: {why_stopped(stop)}",
             hint=f"the run keeps its {stop.summary.recorded} finished samples; "
             + retry_hint(Run(writer.dir)),
             summary=stop.summary,
@@ -310,8 +420,11 @@ def errors_message(summary: RecordSummary, budget: MaxErrors) -> str:
     )
 
 
-def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> None:
-    """Refuse a run this recording cannot extend: imported, of other inputs, or with a data
+def _check_resumable(
+    manifest: dict[str, Any], expected: str, run: Run, source: str | None = None
+) -> None:
+    """Refuse a run this recording cannot extend: imported, made another way (a replay when
+    recording, a recording when replaying: ``source``), of other inputs, or with a data
     file that is no Parquet file (its footer read only: the file is read in full when the
     journal is folded into it, after the recording, which a broken file would have wasted)."""
     import pyarrow as pa
@@ -320,6 +433,14 @@ def _check_resumable(manifest: dict[str, Any], expected: str, run: Run) -> None:
     if manifest.get("source") in ("import", "collect"):
         how = "imported" if manifest["source"] == "import" else "collected"
         raise InputError(f"run {run.run_id!r} was {how}, not recorded: it cannot be resumed")
+    if manifest.get("source") != source:
+        made = "a replay" if manifest.get("source") == "replay" else "a recording"
+        raise InputError(
+            f"run {run.run_id!r} exists as {made}",
+            hint=f"finish it with: {run.resume_command()}; or use another --run-id"
+            if manifest.get("source") == "replay"
+            else "use another --run-id, or --overwrite to replace it",
+        )
     if manifest.get("fingerprint") != expected:
         raise InputError(
             f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",
@@ -349,6 +470,7 @@ def _record(
     simulated: bool,
     total: int,
     partial: bool = False,
+    finish: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None,
 ) -> RecordSummary:
     started = time.perf_counter()
     try:
@@ -356,30 +478,37 @@ def _record(
             with inline_tracing_hooks(), lean_gc():
                 run()
     except KeyboardInterrupt:
-        summary = _finish(writer, "interrupted", time.perf_counter() - started, total)
+        summary = _finish(writer, "interrupted", time.perf_counter() - started, total, None,
+                          finish)  # fmt: skip
         summary.simulated = simulated
         raise RecordInterrupted(summary) from None
     except RecordStop as stop:
         line = f"{stop.reason}: {stop.outcome.error}"
-        summary = _finish(writer, "failed", time.perf_counter() - started, total, stopped=line)
+        summary = _finish(writer, "failed", time.perf_counter() - started, total, line, finish)
         summary.simulated = simulated
         summary.attempted = len(samples)
         stop.summary = summary
         raise
     except BaseException:
-        _finish(writer, "failed", time.perf_counter() - started, total)
+        _finish(writer, "failed", time.perf_counter() - started, total, None, finish)
         raise
     status = "partial" if partial else "complete"
-    summary = _finish(writer, status, time.perf_counter() - started, total)
+    summary = _finish(writer, status, time.perf_counter() - started, total, None, finish)
     summary.simulated = simulated
     summary.attempted = len(samples)
     return summary
 
 
 def _finish(
-    writer: RunWriter, status: str, duration: float, total: int, stopped: str | None = None
+    writer: RunWriter,
+    status: str,
+    duration: float,
+    total: int,
+    stopped: str | None = None,
+    finish: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None,
 ) -> RecordSummary:
-    """Fold the journal, write totals and status into the manifest, release the run.
+    """Fold the journal, write totals and status (and what ``finish`` makes of the rows) into
+    the manifest, release the run.
 
     ``partial`` (some samples left out on purpose) becomes ``complete`` once every sample
     is stored; ``complete`` becomes ``incomplete`` while some are not. ``stopped`` says why
@@ -407,6 +536,9 @@ def _finish(
             "output_tokens": sum(tokens_out) if tokens_out else None,
             "duration_s": round(duration, 3),
         }
+        diverged = error_types.get("diverged", 0)
+        if diverged:  # a replay's samples that diverged (counted among the errors)
+            totals["diverged"] = diverged
         if status == "partial" and len(rows) >= total:
             status = "complete"
         elif status == "complete" and len(rows) < total:
@@ -414,6 +546,8 @@ def _finish(
         ending: dict[str, Any] = {"stopped": stopped} if stopped else {}
         if not stopped and "stopped" in writer.manifest:
             ending["stopped"] = None  # an earlier recording's, resumed since
+        if finish is not None:
+            ending.update(finish(rows, writer.manifest))
         writer.update_manifest(
             status=status, finished_at=utcnow().isoformat(), totals=totals, **ending
         )
@@ -443,8 +577,10 @@ async def _in_process(
     options: RecordOptions,
     progress: ProgressFn | None,
     breaker: Breaker,
+    run_one: SampleRunner | None = None,
 ) -> None:
     queue: asyncio.Queue[Task] = asyncio.Queue()
+    run = run_one or run_sample
     for job in samples:
         queue.put_nowait(job)
 
@@ -455,7 +591,7 @@ async def _in_process(
                 sample, trial, index = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            record, outcome = await run_sample(agent, sample, writer.run_id, options, trial, index)
+            record, outcome = await run(agent, sample, writer.run_id, options, trial, index)
             writer.append(record)
             if progress is not None:
                 progress(record)

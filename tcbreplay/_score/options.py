@@ -20,30 +20,34 @@ from tcbreplay._score.metrics import (
     Compare,
 )
 from tcbreplay._score.roles import join_names
+from tcbreplay._store.schema import DEFAULT_SCORER
 from tcbreplay.errors import InputError
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
 
 
-SCORERS = ("spec", "abet", "bfcl")
+SCORERS = (DEFAULT_SCORER, "abet", "bfcl")
 
 
-# spec, then the tolerances when either is not the default, then each comparison option
-# that is not the default: spec_rel-1e-06_abs-0_strings-bfcl_types-strict
-_SPEC_NAME = re.compile(
+# the names of the default scorer's scorings: spec, then the tolerances when either is not the
+# default, then each comparison option that is not the default:
+# spec_rel-1e-06_abs-0_strings-bfcl_types-strict
+_DEFAULT_SCORING_NAME = re.compile(
     r"spec(?:_rel-(?P<rel>[^_]+)_abs-(?P<abs>[^_]+))?"
     r"(?:_strings-(?P<strings>[a-z]+))?(?:_types-(?P<types>[a-z]+))?"
-    r"(?:_only-(?P<only>[A-Za-z0-9._+-]+?))?(?:_without-(?P<without>[A-Za-z0-9._+-]+))?"
+    r"(?:_only-(?P<only>[A-Za-z0-9._+-]+?))?(?:_without-(?P<without>[A-Za-z0-9._+-]+?))?"
+    r"(?:_gold-(?P<gold>[A-Za-z0-9][A-Za-z0-9._-]*))?"
 )
 # a tool or role a focus names (a part of a folder's name)
 _FOCUS_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 @dataclass(frozen=True)
 class ScoreOptions:
     """Scoring options; each combination gets its own results folder (:attr:`scoring`)."""
 
-    scorer: str = "spec"
+    scorer: str = DEFAULT_SCORER
     rel_tol: float = DEFAULT_REL_TOL
     abs_tol: float = DEFAULT_ABS_TOL
     strings: str = "exact"
@@ -54,10 +58,17 @@ class ScoreOptions:
     # --only, --without: the tools or roles every metric is restricted to, or leaves out
     only: tuple[str, ...] = ()
     without: tuple[str, ...] = ()
+    # --gold-run: the run whose calls are the gold (see tcbreplay._score.gold_run)
+    gold_run: str | None = None
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
             raise InputError(f"--scorer {self.scorer!r}: choose one of {', '.join(SCORERS)}")
+        if self.gold_run is not None:
+            if self.scorer == "bfcl":
+                raise InputError("--gold-run: the bfcl scorer judges by BFCL's own answers")
+            if not _RUN_NAME.fullmatch(self.gold_run):
+                raise InputError(f"--gold-run {self.gold_run!r}: not a run id")
         for option, value in (("--rel-tol", self.rel_tol), ("--abs-tol", self.abs_tol)):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise InputError(f"{option} {value!r}: must be a number")
@@ -67,12 +78,12 @@ class ScoreOptions:
                                         ("--types", self.types, TYPES)):  # fmt: skip
             if choice not in choices:
                 raise InputError(f"{option} {choice!r}: choose one of {', '.join(choices)}")
-        if self.scorer != "spec" and self.compare != Compare():
+        if self.scorer != DEFAULT_SCORER and self.compare != Compare():
             raise InputError(
                 f"--scorer {self.scorer} compares values its own way: --rel-tol, --abs-tol, "
                 "--strings and --types apply to --scorer spec"
             )
-        if self.scorer != "spec" and self.roles:
+        if self.scorer != DEFAULT_SCORER and self.roles:
             raise InputError(
                 f"--scorer {self.scorer} has no roles: --role applies to --scorer spec"
             )
@@ -82,7 +93,7 @@ class ScoreOptions:
                 raise InputError(f"--role {role}={name}: choose one of {', '.join(ROLES)}")
         for option in ("only", "without"):
             chosen = getattr(self, option)
-            if chosen and self.scorer != "spec":
+            if chosen and self.scorer != DEFAULT_SCORER:
                 raise InputError(f"--{option} applies to --scorer spec")
             object.__setattr__(self, option, tuple(sorted(set(chosen))))
             for name in getattr(self, option):
@@ -99,16 +110,18 @@ class ScoreOptions:
 
     @property
     def compare(self) -> Compare:
-        """How the spec scorer compares values."""
+        """How the default scorer compares values."""
         return Compare(self.rel_tol, self.abs_tol, self.strings, self.types)
 
     @property
     def scoring(self) -> str:
         """The results folder: ``abet``, ``bfcl``, ``spec`` for the defaults, or ``spec``
         followed by the options that differ: ``_rel-<r>_abs-<a>`` (both tolerances, when
-        either differs), ``_strings-bfcl``, ``_types-strict``."""
-        if self.scorer != "spec":
-            return self.scorer
+        either differs), ``_strings-bfcl``, ``_types-strict``; last ``_gold-<run>`` for a
+        scoring against another run's calls."""
+        gold = f"_gold-{self.gold_run}" if self.gold_run else ""
+        if self.scorer != DEFAULT_SCORER:
+            return self.scorer + gold
         name = "spec"
         if (self.rel_tol, self.abs_tol) != (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
             name += f"_rel-{self.rel_tol:g}_abs-{self.abs_tol:g}"
@@ -120,12 +133,13 @@ class ScoreOptions:
             name += "_only-" + "+".join(self.only)
         if self.without:
             name += "_without-" + "+".join(self.without)
-        return name
+        return name + gold
 
     def flags(self) -> list[str]:
         """The ``tcbreplay score`` options that give these options (defaults left out)."""
-        if self.scorer != "spec":
-            return ["--scorer", self.scorer]
+        gold = ["--gold-run", self.gold_run] if self.gold_run else []
+        if self.scorer != DEFAULT_SCORER:
+            return ["--scorer", self.scorer, *gold]
         out = []
         if self.rel_tol != DEFAULT_REL_TOL:
             out += ["--rel-tol", f"{self.rel_tol:g}"]
@@ -144,17 +158,18 @@ class ScoreOptions:
             out += ["--only", join_names(self.only)]
         if self.without:
             out += ["--without", join_names(self.without)]
-        return out
+        return out + gold
 
     def score_flags(self) -> str:
         """The options of ``tcbreplay score`` that give this scoring, quoted for a shell."""
         return "".join(f" {shlex.quote(flag)}" for flag in self.flags())
 
     def to_dict(self) -> dict[str, Any]:
-        if self.scorer != "spec":  # the comparison options are the spec scorer's
-            return {"scorer": self.scorer}
+        gold = {"gold_run": self.gold_run} if self.gold_run else {}
+        if self.scorer != DEFAULT_SCORER:  # the comparison options are the default scorer's
+            return {"scorer": self.scorer, **gold}
         out: dict[str, Any] = {
-            "scorer": "spec",
+            "scorer": DEFAULT_SCORER,
             "rel_tol": self.rel_tol,
             "abs_tol": self.abs_tol,
             "strings": self.strings,
@@ -165,7 +180,7 @@ class ScoreOptions:
         for option in ("only", "without"):
             if getattr(self, option):
                 out[option] = list(getattr(self, option))
-        return out
+        return {**out, **gold}
 
     @property
     def focused(self) -> bool:
@@ -177,7 +192,13 @@ class ScoreOptions:
         """The options a results folder's name stands for; None for a name none give."""
         if scoring in SCORERS:
             return cls(scorer=scoring)
-        match = _SPEC_NAME.fullmatch(scoring)
+        scorer, _, gold = scoring.partition("_gold-")
+        if scorer in SCORERS and scorer != DEFAULT_SCORER and gold:
+            try:
+                return cls(scorer=scorer, gold_run=gold)
+            except InputError:
+                return None
+        match = _DEFAULT_SCORING_NAME.fullmatch(scoring)
         if match is None:
             return None
         try:
@@ -188,6 +209,7 @@ class ScoreOptions:
                 types=match["types"] or "lenient",
                 only=tuple(match["only"].split("+")) if match["only"] else (),
                 without=tuple(match["without"].split("+")) if match["without"] else (),
+                gold_run=match["gold"],
             )
         except (ValueError, InputError):
             return None
@@ -200,10 +222,12 @@ class ScoreOptions:
         ``abs_tol`` missing reads as the default of the versions before ``strings`` and
         ``types`` existed (1e-9), and those two missing as ``exact`` and ``lenient``, the
         only comparison those versions had."""
-        scorer = obj.get("scorer", "spec")
-        if scorer != "spec":
-            return cls(scorer=scorer)
+        scorer = obj.get("scorer", DEFAULT_SCORER)
+        gold = obj.get("gold_run")
+        if scorer != DEFAULT_SCORER:
+            return cls(scorer=scorer, gold_run=gold)
         return cls(
+            gold_run=gold,
             rel_tol=obj.get("rel_tol", DEFAULT_REL_TOL),
             abs_tol=obj.get("abs_tol", FORMER_ABS_TOL if "strings" not in obj else DEFAULT_ABS_TOL),
             strings=obj.get("strings", "exact"),

@@ -17,14 +17,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._store.parquet import write_messages, write_parquet
 from tcbreplay._store.schema import (
+    DIVERGENCES,
+    DIVERGENCES_SCHEMA,
     JOURNAL,
     MESSAGES,
     MESSAGES_SCHEMA,
     SAMPLES,
     SAMPLES_SCHEMA,
+    divergence_rows,
     message_rows,
     sample_rows,
     with_optional_columns,
@@ -68,12 +71,12 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
             if not line.endswith(b"\n"):
                 break
             try:
-                record = limits.loads(line.decode("utf-8"), first_line=number)
+                record = _json.loads(line.decode("utf-8"), first_line=number)
             except UnicodeDecodeError as exc:
                 raise StoreError(f"{path}: line {number}: not UTF-8 text") from exc
             except json.JSONDecodeError as exc:
                 raise StoreError(f"{path}: line {number}: not valid JSON: {exc}") from exc
-            except limits.LimitError as exc:
+            except _json.LimitError as exc:
                 raise StoreError(f"{path}: line {number}: {exc.problem}") from exc
             if not isinstance(record, dict) or any(key not in record for key in _RECORD_KEYS):
                 raise StoreError(
@@ -105,6 +108,15 @@ def fold_journal(run_dir: Path) -> None:
     message_table = pa.concat_tables(messages).sort_by(
         [("sample_index", "ascending"), ("position", "ascending")]
     )
+    replayed = any("divergences" in r for r in records.values())
+    if replayed or (run_dir / DIVERGENCES).exists():  # a replay's (no other run has them)
+        divergences = pa.concat_tables(
+            [
+                _old_rows(run_dir / DIVERGENCES, DIVERGENCES_SCHEMA, keep),
+                _table(divergence_rows(records.values()), DIVERGENCES_SCHEMA),
+            ]
+        ).sort_by([("sample_index", "ascending"), ("turn", "ascending")])
+        write_parquet(divergences, run_dir / DIVERGENCES)
     write_messages(message_table, run_dir / MESSAGES)
     write_parquet(sample_table, run_dir / SAMPLES)
     journal_path.unlink(missing_ok=True)

@@ -38,6 +38,8 @@ from tcbreplay._store.locks import (
 )
 from tcbreplay._store.schema import (
     DATASET,
+    DIVERGENCES,
+    DIVERGENCES_SCHEMA,
     JOURNAL,
     LOCK,
     MANIFEST,
@@ -99,6 +101,11 @@ class Run:
         return self.dir / MESSAGES
 
     @property
+    def divergences_path(self) -> Path:
+        """A replay's divergences (other runs have no such file)."""
+        return self.dir / DIVERGENCES
+
+    @property
     def status(self) -> str:
         return str(self.manifest["status"])
 
@@ -117,6 +124,9 @@ class Run:
             return f"the same tcbreplay import again (it replaces the unfinished run){where}"
         if self._source() == "collect":  # a collection that was killed
             return f"tcbreplay collect --run-id {shlex.quote(self.run_id)}{where}"
+        if self._source() == "replay":  # the command that made it, which resumes it
+            return str(((self.manifest.get("replay") or {}).get("command")) or "the same "
+                       "tcbreplay replay again")  # fmt: skip
         return f"tcbreplay record {flag} {shlex.quote(self.run_id)}{where}"
 
     def has_data(self) -> bool:
@@ -144,6 +154,9 @@ class Run:
                                  (self.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
                 check_inside(path, self.dir)
                 check_columns(path, schema)
+            if self.divergences_path.exists():
+                check_inside(self.divergences_path, self.dir)
+                check_columns(self.divergences_path, DIVERGENCES_SCHEMA)
 
     def unfolded_records(self) -> int:
         """How many finished samples wait in the journal, not yet in the Parquet files (a

@@ -3,7 +3,7 @@
 Every writer of a run (recording, importing) builds rows and manifests here, and every
 reader checks them here.
 
-Layout of ``<store>/<run_id>/`` (``schema_version`` 3, documented in docs/store.md):
+Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.md):
 
 - ``manifest.json``: everything needed to score the run without its inputs.
 - ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
@@ -11,6 +11,9 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 3, documented in docs/store.
   ``(sample_id, trial)``; ``sample_index`` numbers the rows (:func:`row_index`).
 - ``messages.parquet``: one row per message, the raw LangChain serialization (``MESSAGES_SCHEMA``),
   in row groups of one message type each (:class:`tcbreplay._store.parquet.MessagesWriter`).
+- ``divergences.parquet``: a replay's divergences, one row per sample and trial whose replay
+  diverged (``DIVERGENCES_SCHEMA``, :mod:`tcbreplay._replay.divergence`); only replays have
+  it, and a run without it has none.
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
   Parquet files when the run finishes, so a crash loses only samples in flight
   (:mod:`tcbreplay._store.journal`).
@@ -29,17 +32,19 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._version import __version__
 from tcbreplay.errors import (
     StoreError,
 )
 
 # 2: a trial column in samples, messages and scores (rows keyed by sample_id and trial), and
 # the samples' metadata. 3: the samples' own tools, and gold calls with rules (accept,
-# optional, group). Older files read as trial 0, without metadata or tools of their own
-# (OPTIONAL_COLUMNS).
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# optional, group). 4: replays, with their divergences (divergences.parquet) and the status
+# diverged. Older files read as trial 0, without metadata or tools of their own
+# (OPTIONAL_COLUMNS), and older runs have no divergences.
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 MANIFEST = "manifest.json"
@@ -60,14 +65,21 @@ JOURNAL = "journal.jsonl"
 LOCK = "writer.lock"
 
 
+DIVERGENCES = "divergences.parquet"
+
+
 DATA_FILES = (SAMPLES, MESSAGES)
 
 
 SCORES = "scores"
 DEFAULT_SCORING = "spec"  # the folder under scores/ of a scoring with the default options
+# the default scorer's name (``--scorer spec``, the scorer a summary without one names): it
+# computes the metric spec's metrics (tcbreplay._score.scorers.default)
+DEFAULT_SCORER = "spec"
 
 
-EVALUATIONS = "evaluations"
+# the folder of the dashboard file (named as the original benchmark named it)
+DASHBOARD_DIR = "evaluations"
 
 
 # Row groups of 128Ki rows: DuckDB scans a file one row group per thread, so a run's
@@ -78,8 +90,9 @@ ROW_GROUP_ROWS = 128 * 1024
 PARQUET_OPTIONS = {"compression": "zstd", "compression_level": 6}
 
 
-# how a sample ended: recorded fine, failed after its retries, or absent from imported traces
-STATUSES = ("ok", "error", "missing")
+# how a sample ended: recorded fine, failed after its retries, absent from imported traces, or
+# replayed until a request its recording does not answer
+STATUSES = ("ok", "error", "missing", "diverged")
 _TS = pa.timestamp("us", tz="UTC")
 
 
@@ -121,6 +134,23 @@ MESSAGES_SCHEMA = pa.schema(
         ("output_tokens", pa.int64()),
         ("total_tokens", pa.int64()),
         ("latency_s", pa.float64()),
+    ]
+)
+
+
+# a replay's divergences (:mod:`tcbreplay._replay.divergence`): recorded and replayed are JSON
+# text, null where that side has nothing at the path
+DIVERGENCES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("sample_id", pa.string()),
+        ("trial", pa.int32()),
+        ("sample_index", pa.int32()),
+        ("turn", pa.int32()),  # the request's: the assistant messages it holds
+        ("component", pa.string()),  # system | messages | tools | params | tool_output
+        ("path", pa.string()),  # messages[3].content, tools.add_numbers.parameters.b
+        ("recorded", pa.string()),
+        ("replayed", pa.string()),
     ]
 )
 
@@ -185,7 +215,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked for the shape its readers rely on."""
     where = path / MANIFEST
     try:
-        manifest = limits.loads(where.read_text(encoding="utf-8"))
+        manifest = _json.loads(where.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise StoreError(
             f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
@@ -206,18 +236,18 @@ def read_manifest(path: Path) -> dict[str, Any]:
         value = manifest.get(key)
         if value is not None and not isinstance(value, kind):
             raise StoreError(f"{where}: {key} is {_json_type(value)}, not {_JSON_TYPES[kind]}")
-    specs = (manifest.get("tools") or {}).get("specs", [])
-    if not isinstance(specs, list) or not all(
-        isinstance(spec, dict) and isinstance(spec.get("name"), str) for spec in specs
+    schemas = (manifest.get("tools") or {}).get("specs", [])
+    if not isinstance(schemas, list) or not all(
+        isinstance(schema, dict) and isinstance(schema.get("name"), str) for schema in schemas
     ):
         raise StoreError(f"{where}: tools.specs is not a list of tool schemas, each with a name")
-    for spec in specs:  # scoring and the tools view read each tool's parameter properties
-        field, value = "parameters", spec.get("parameters")
+    for schema in schemas:  # scoring and the tools view read each tool's parameter properties
+        field, value = "parameters", schema.get("parameters")
         if isinstance(value, dict):
             field, value = "parameters.properties", value.get("properties")
         if not isinstance(value, dict | None):
             raise StoreError(
-                f"{where}: tools.specs: tool {spec['name']!r}: {field} is {_json_type(value)}, "
+                f"{where}: tools.specs: tool {schema['name']!r}: {field} is {_json_type(value)}, "
                 "not an object"
             )
     return manifest
@@ -287,6 +317,25 @@ def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def divergence_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of ``divergences.parquet`` from journal records (a replay's carry
+    ``divergences``)."""
+    rows = []
+    for r in records:
+        for d in r.get("divergences") or []:
+            rows.append(
+                {
+                    "run_id": r["run_id"],
+                    "sample_id": r["sample_id"],
+                    "trial": r.get("trial", 0),
+                    "sample_index": r["sample_index"],
+                    **{key: d.get(key) for key in ("turn", "component", "path", "recorded",
+                                                   "replayed")},
+                }
+            )  # fmt: skip
+    return rows
+
+
 def _json_or_null(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
@@ -325,7 +374,7 @@ SCORES_SCHEMA = pa.schema(
         ("args_total", pa.int64()),
         ("args_missing", pa.int64()),
         ("pairs", pa.int32()),
-        ("exact", pa.bool_()),  # the spec scorer's outcome metrics (null for the others)
+        ("exact", pa.bool_()),  # the default scorer's outcome metrics (null for the others)
         ("write_exact", pa.bool_()),  # null too where no tool has the role write
         ("first_divergence", pa.int32()),
         ("valid", pa.bool_()),  # the bfcl scorer's verdict (null for the others)
@@ -359,7 +408,7 @@ _SCORINGS_SCHEMA = pa.schema(
         ("scorer", pa.string()),
         ("rel_tol", pa.float64()),
         ("abs_tol", pa.float64()),
-        ("strings", pa.string()),  # the spec scorer's comparison options (null for others)
+        ("strings", pa.string()),  # the default scorer's comparison options (null for others)
         ("types", pa.string()),
         ("focus", pa.string()),  # --only/--without: "only write", "without scratch" (or null)
         ("roles", pa.string()),  # the tools' roles the scoring used, as a JSON object
@@ -382,6 +431,7 @@ _SCORINGS_SCHEMA = pa.schema(
         ("n_first_divergence", pa.int64()),
         ("toolkit_version", pa.string()),
         ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
+        ("gold_run", pa.string()),  # the run whose calls were the gold (score --gold-run)
     ]
 )
 
@@ -415,7 +465,7 @@ class SampleLike(Protocol):
 
     def gold_calls(self) -> list[dict[str, Any]]: ...  # as stored, with their rules
 
-    def tool_specs(self) -> list[dict[str, Any]] | None: ...  # its own tools, or None
+    def tool_schemas(self) -> list[dict[str, Any]] | None: ...  # its own tools, or None
 
     @property
     def sample_id(self) -> str: ...
@@ -460,7 +510,7 @@ def sample_record(
         "sample_index": sample.index if sample_index is None else sample_index,
         "input": sample.input,
         "gold": sample.gold_calls(),
-        "tools": sample.tool_specs(),
+        "tools": sample.tool_schemas(),
         "category": sample.category,
         "metadata": merged or None,
         "status": status,
@@ -485,8 +535,6 @@ def new_manifest(
     the benchmark inputs: benchmark, dataset, tools, system prompt), its model and any other
     fields (``source``, ``runner``, ``traces`` ...). ``schema_version`` and ``status`` are
     set when the run is created."""
-    from tcbreplay import __version__
-
     return {
         "run_id": run_id,
         "created_at": created_at,

@@ -22,6 +22,7 @@ from tcbreplay._store.locks import (
 )
 from tcbreplay._store.schema import (
     DATA_FILES,
+    DIVERGENCES,
     JOURNAL,
     LOCK,
     MANIFEST,
@@ -107,9 +108,10 @@ class RunWriter:
         self._close_journal()
         fold_journal(self.dir)
         # the files are written in this version's layout (a version 1 run's included)
+        names = [*DATA_FILES, *([DIVERGENCES] if (self.dir / DIVERGENCES).exists() else [])]
         self.update_manifest(
             schema_version=SCHEMA_VERSION,
-            files={name: file_record(self.dir / name) for name in DATA_FILES},
+            files={name: file_record(self.dir / name) for name in names},
         )
 
     def discard(self) -> None:

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 from tcbreplay.errors import TraceError
 
@@ -86,11 +86,11 @@ def json_value(value: Any, where: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return limits.loads(value)
+        return _json.loads(value)
     except json.JSONDecodeError as exc:
         raise TraceError(f"{where}: not valid JSON: {exc.msg}") from exc
-    except limits.LimitError as exc:
-        raise TraceError(f"{where}: {exc}", hint=limits.HINT) from None
+    except _json.LimitError as exc:
+        raise TraceError(f"{where}: {exc}", hint=_json.HINT) from None
 
 
 def arguments(value: Any, where: str) -> dict[str, Any]:

@@ -100,7 +100,7 @@ class _Sample:
     def gold_calls(self) -> list[dict[str, Any]]:
         return self.gold
 
-    def tool_specs(self) -> list[dict[str, Any]] | None:
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
         return None
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcbreplay import _json
 from tcbreplay._importers.otel.calls import (
     Call,
     Message,
@@ -27,7 +28,6 @@ from tcbreplay._importers.otel.calls import (
     text_of,
 )
 from tcbreplay._importers.otel.spans import STATUS_ERROR, Span
-from tcbreplay._inputs import limits
 
 KIND = "openinference.span.kind"
 _ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
@@ -115,8 +115,8 @@ def _tool_message(result: Any) -> dict[str, Any] | None:
     if not isinstance(result, str) or not result.startswith('{"type": "tool"'):
         return None
     try:
-        value = limits.loads(result)
-    except (ValueError, limits.LimitError):
+        value = _json.loads(result)
+    except (ValueError, _json.LimitError):
         return None
     data = value.get("data") if isinstance(value, dict) else None
     return data if isinstance(data, dict) else None

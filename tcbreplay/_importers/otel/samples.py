@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers.lines import MAX_TRIALS, SourceTraces, TraceLine, token_problem
+from tcbreplay._importers.dialect import SourceTraces, TraceLine
+from tcbreplay._importers.lines import MAX_TRIALS, token_problem
 from tcbreplay._importers.otel import genai, openinference, vercel
 from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn, json_value
 from tcbreplay._importers.otel.spans import STATUS_ERROR, Span

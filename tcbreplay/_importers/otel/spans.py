@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay.errors import InputError, TraceError
 
 # what the two requests hold at their top
@@ -252,7 +252,7 @@ def read_json_lines(data: bytes, label: str) -> Batch:
         except json.JSONDecodeError as exc:
             raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
         except (ValueError, RecursionError) as exc:
-            raise TraceError(f"{place}: {limits.HINT} ({type(exc).__name__})") from None
+            raise TraceError(f"{place}: {_json.HINT} ({type(exc).__name__})") from None
         batch.extend(decode_json(doc, place))
     return batch
 

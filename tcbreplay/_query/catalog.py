@@ -17,7 +17,7 @@ from tcbreplay.errors import (
 
 # what a catalog file holds (runs, tools and scorings as tables)
 VIEWS = ("runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "scores",
-         "scores_all", "scorings")  # fmt: skip
+         "scores_all", "scorings", "divergences")  # fmt: skip
 
 
 def write_catalog(store: Store, path: Path) -> list[str]:

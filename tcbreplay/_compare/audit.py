@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
+from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
 from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
-
-if TYPE_CHECKING:
-    pass
 
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
@@ -59,24 +57,30 @@ class AuditReport:
     samples_checked: int = 0
     differences: list[Difference] = field(default_factory=list)
     changed_files: list[str] = field(default_factory=list)
+    replay_of: str | None = None  # a replay's parent, whose turns it served
+    turns_checked: int = 0  # a replay's served turns checked against the parent's messages
 
     @property
     def ok(self) -> bool:
         return not self.differences and not self.changed_files
 
     def to_dict(self) -> dict[str, Any]:
+        replay = {"replay_of": self.replay_of, "turns_checked": self.turns_checked}
         return {
             "run_id": self.run_id,
             "ok": self.ok,
             "scorings": self.scorings,
             "samples_checked": self.samples_checked,
+            **(replay if self.replay_of is not None else {}),
             "changed_files": self.changed_files,
             "differences": [d.__dict__ for d in self.differences],
         }
 
 
 def verify_run(store: Store, run_id: str, scoring: str | None = None) -> AuditReport:
-    """Re-score the run from its raw traces and compare with every stored scoring."""
+    """Re-score the run from its raw traces and compare with every stored scoring; of a
+    replay, check also that the turns it served are its parent's stored messages, and that
+    it made no live call unless it forked (:mod:`tcbreplay._compare.replay_audit`)."""
     run = store.open_run(run_id)
     with run.reading():  # not deleted (record --overwrite) while it is verified
         return _verify(store, run, scoring)
@@ -88,13 +92,18 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     run_id = run.run_id
     everything = sorted(p.parent for p in (run.dir / SCORES).glob("*/summary.json"))
     folders = [f for f in everything if scoring is None or f.name == scoring]
-    if not folders:
+    replay = run.manifest.get("source") == "replay"
+    if not folders and not (replay and scoring is None):
         what = f"scoring named {scoring!r}" if scoring else "stored scores"
         hint = f"score it: tcbreplay score {run_id}"
         if scoring:
             hint = missing_scoring_hint(run_id, scoring, [f.name for f in everything])
         raise InputError(f"run {run_id!r} has no {what} to verify", hint=hint)
     report = AuditReport(run_id=run.run_id, scorings=[f.name for f in folders])
+    if replay:
+        report.replay_of = str((run.manifest.get("replay") or {}).get("parent_run_id") or "")
+        report.turns_checked, found = verify_replay(store, run)
+        report.differences += [Difference("replay", *item) for item in found]
     digests = {name: _hash_now(run.dir / name) for name in AUDITED_FILES}
     for folder in folders:
         stored_summary, options = read_summary(run, folder)

@@ -1,0 +1,84 @@
+"""A user's own agent (``--agent MODULE:FACTORY``): a LangGraph graph built from a chat
+model, the run's tools and its system prompt, recorded and replayed like the built-in one.
+
+The factory is a callable that the runner calls once per recording process, with keywords::
+
+    def make_agent(model: BaseChatModel, tools: list[BaseTool], system_prompt: str):
+        return graph  # a compiled LangGraph graph (or any runnable like it)
+
+``model`` is the run's chat model (the one ``--model`` names; a recorded run's in a
+replay): bind the tools to it (``model.bind_tools(tools)``) and call it from the graph.
+``tools`` are the run's tools as LangChain tools, ``system_prompt`` the run's prompt (``""``
+when it has none). The graph takes ``{"messages": [{"role": "user", "content": ...}]}``
+and keeps the conversation under ``"messages"`` in its state; the runner streams it (its
+``astream`` with ``stream_mode="values"``) and stores the messages of the last state.
+
+The built-in agent retries transient model failures, keeps to ``--max-rpm`` and
+``--max-tpm`` and times each call (its middleware); a graph of one's own does what its
+model does (a provider's model retries as its ``max_retries`` says).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tcbreplay.errors import InputError
+
+AgentFactory = Callable[..., Any]
+
+# the manifest's record of the factory of a run recorded with --agent
+AGENT_FIELD = "agent"
+
+
+def load_agent_factory(source: str) -> tuple[AgentFactory, dict[str, Any]]:
+    """The factory ``module:attr`` names (modules of the working directory included), and
+    what a run's manifest records of it: ``{"factory": source, "sha256": of its module}``."""
+    module_name, sep, attr = source.partition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"--agent {source!r}: expected MODULE:FACTORY (my_agents:build)")
+    cwd = str(Path.cwd())
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(f"--agent {source}: cannot import module {module_name!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the user's module raised while importing
+        raise InputError(
+            f"--agent {source}: importing {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    factory: Any = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise InputError(f"--agent {source}: module {module_name!r} has no {attr!r}")
+    if not callable(factory):
+        raise InputError(f"--agent {source}: {attr} is {type(factory).__name__}, not callable")
+    path = getattr(module, "__file__", None)
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+    return factory, {"factory": source, "sha256": digest}
+
+
+def build_custom_agent(
+    factory: AgentFactory, source: str, model: Any, tools: list[Any], system_prompt: str
+) -> Any:
+    """The graph ``factory`` builds (see the module); a factory that fails, or returns what
+    cannot be streamed, is an error naming it."""
+    try:
+        graph = factory(model=model, tools=list(tools), system_prompt=system_prompt)
+    except Exception as exc:
+        raise InputError(
+            f"--agent {source}: the factory failed: {type(exc).__name__}: {exc}",
+            hint="it is called as factory(model=..., tools=[...], system_prompt='...')",
+        ) from exc
+    if not callable(getattr(graph, "astream", None)):
+        raise InputError(
+            f"--agent {source}: the factory returned {type(graph).__name__}, not a graph",
+            hint="return a compiled LangGraph graph (StateGraph(...).compile(), create_agent)",
+        )
+    return graph

@@ -1,0 +1,189 @@
+"""The recorded model: a LangChain chat model that answers each request with the recorded AI
+turn whose request has the same fingerprint.
+
+:class:`RecordedChatModel` is an ordinary chat model (``bind_tools`` included): plug it into
+any graph or test in place of the model that was recorded. While the replay runner runs a
+sample, it answers from that sample and trial only, and keeps what happened in the
+sample's :class:`SampleReplay` (turns served, live calls, the divergence, tool outputs
+compared). Elsewhere it answers from any sample (one named in the call's metadata as
+``tcbreplay_sample_id`` and ``tcbreplay_trial`` first).
+
+A served message is the stored one, its id too, but where that id is an earlier message's in
+the conversation (some traces give every answer one id), which LangGraph would take for that
+message and replace: then it is ``<id>-turn-<n>``.
+
+A request that no turn answers raises :class:`~tcbreplay.errors.DivergenceError`, which says
+where it first differs from the nearest recorded request; with a ``live`` model (``--then``)
+the sample goes on with that model instead, from that request on. ``fork_at`` sends every
+request from that turn on to the live model even when the recording answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
+from tcbreplay._replay.fingerprint import (
+    assistant_turns,
+    canonical_messages,
+    canonical_params,
+    canonical_request,
+    canonical_tools,
+    fingerprint,
+)
+from tcbreplay._replay.recording import Key, RecordedRun
+from tcbreplay._replay.state import SampleReplay, current_replay
+from tcbreplay.errors import DivergenceError, LiveCallRefused
+
+
+class RecordedChatModel(BaseChatModel):
+    """A chat model that answers with a recorded run's AI turns (see the module).
+
+    ``RecordedChatModel.from_run("run-id")`` reads a run of the store; ``live``: a model
+    that goes on where the recording has no answer; ``fork_at``: the turn from which every
+    request goes to ``live``; ``offline``: a request for ``live`` fails at once.
+    """
+
+    recording: RecordedRun = Field(repr=False, exclude=True)
+    live: Any = Field(default=None, repr=False, exclude=True)
+    fork_at: int | None = None
+    offline: bool = False
+    tool_schemas: dict[str, Any] = Field(default_factory=dict, repr=False)
+    call_params: dict[str, Any] = Field(default_factory=dict)
+    bound_tools: list[Any] = Field(default_factory=list, repr=False, exclude=True)
+    bound_kwargs: dict[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
+    bound: dict[Any, Any] = Field(default_factory=dict, repr=False, exclude=True)
+
+    @classmethod
+    def from_run(
+        cls, run_id: str, store: Any = "traces", *, live: Any = None, fork_at: int | None = None,
+        offline: bool = False,
+    ) -> RecordedChatModel:  # fmt: skip
+        """The recorded model of run ``run_id`` in ``store`` (a path or a Store)."""
+        from tcbreplay._store.runs import Store
+
+        store_ = store if isinstance(store, Store) else Store(store)
+        recording = RecordedRun.load(store_.open_run(run_id))
+        return cls(recording=recording, live=live, fork_at=fork_at, offline=offline)
+
+    @property
+    def _llm_type(self) -> str:
+        return "tcbreplay-recorded"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"run_id": self.recording.run_id, "fork_at": self.fork_at}
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordedChatModel:
+        """A copy of the model whose requests carry these tools (and the sampling settings
+        among ``kwargs``). Copies are kept: agents bind their tools before every call."""
+        from langchain_core.utils.function_calling import convert_to_openai_function
+
+        key = (tuple(id(t) for t in tools), repr(sorted(kwargs.items())))
+        copy = self.bound.get(key)
+        if copy is None:
+            schemas = [convert_to_openai_function(t) for t in tools]
+            copy = self.bound[key] = self.model_copy(
+                update={
+                    "tool_schemas": canonical_tools(schemas),
+                    "call_params": canonical_params(kwargs),
+                    "bound_tools": list(tools),
+                    "bound_kwargs": dict(kwargs),
+                    "bound": {},
+                }
+            )
+        return copy
+
+    def _request(self, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> Any:
+        params: dict[str, Any] = {}
+        if self.recording.params_known:
+            given = {**kwargs, **({"stop": stop} if stop else {})}
+            params = {**self.recording.params, **self.call_params, **canonical_params(given)}
+        return canonical_request(messages, self.tool_schemas, params, self.recording.system)
+
+    def _answer(
+        self, messages: list[BaseMessage], stop: Any, run_manager: Any, kwargs: dict[str, Any]
+    ) -> tuple[AIMessage | None, SampleReplay | None]:
+        """The recorded answer to a request, or None where the live model answers it."""
+        state = current_replay.get(None)
+        request = self._request(messages, stop, kwargs)
+        turn = assistant_turns(request["messages"])
+        if state is not None:
+            state.check_tools(messages, set(self.tool_schemas))
+            if state.continued:
+                return None, state
+        if self.fork_at is not None and turn >= self.fork_at and self.live is not None:
+            if state is not None and state.forked_at is None:
+                state.forked_at = turn
+            return None, state
+        key = state.key if state is not None else _metadata_key(run_manager)
+        hit = self.recording.lookup(fingerprint(request), key)
+        if hit is None and state is None and key is not None:
+            hit = self.recording.lookup(fingerprint(request))
+        if hit is not None:
+            found, recorded = hit
+            (message,) = messages_from_dict(
+                [self.recording.samples[found].message(recorded.position)]
+            )
+            if message.id is not None and any(m.id == message.id for m in messages):
+                # LangGraph would take it for the earlier message of that id and replace it
+                message.id = f"{message.id}-turn-{turn}"
+            if state is not None:
+                state.serve(turn, recorded.position, message)  # type: ignore[arg-type]
+            return message, state  # type: ignore[return-value]
+        _, _, call_ids = canonical_messages(messages, self.recording.system)
+        component = state.component(call_ids) if state is not None else None
+        divergence = self.recording.divergence(request, key, component)
+        if state is not None:
+            state.divergence = divergence
+            if self.live is not None:
+                state.continued = True
+                return None, state
+        raise DivergenceError(divergence, hint="replay with --then MODEL to go on live from here")
+
+    def _live_model(self, state: SampleReplay | None) -> Any:
+        if self.offline:
+            raise LiveCallRefused(
+                "--offline: this request goes to the live model, and no call may leave the "
+                "recording"
+            )
+        if state is not None:
+            state.live_calls += 1
+        if not self.bound_tools:
+            return self.live
+        key = "live"
+        if key not in self.bound:
+            self.bound[key] = self.live.bind_tools(self.bound_tools, **self.bound_kwargs)
+        return self.bound[key]
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        message, state = self._answer(messages, stop, run_manager, kwargs)
+        if message is None:
+            message = self._live_model(state).invoke(messages, _config(run_manager), stop=stop)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        message, state = self._answer(messages, stop, run_manager, kwargs)
+        if message is None:
+            live = self._live_model(state)
+            message = await live.ainvoke(messages, _config(run_manager), stop=stop)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _config(run_manager: Any) -> dict[str, Any]:
+    """The live model's call config: the metadata of this call (the sample it is for)."""
+    return {"metadata": dict(getattr(run_manager, "metadata", None) or {})}
+
+
+def _metadata_key(run_manager: Any) -> Key | None:
+    metadata = getattr(run_manager, "metadata", None) or {}
+    sample = metadata.get(SAMPLE_ID_KEY)
+    if sample is None:
+        return None
+    return str(sample), int(metadata.get(TRIAL_KEY) or 0)

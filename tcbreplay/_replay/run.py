@@ -1,0 +1,371 @@
+"""Replay a recorded run: every sample (and trial) through the agent again, its model the
+recording itself, with the record runner (workers, processes, resume, the journal).
+
+The replay is an ordinary run (scored, diffed, reported like any), whose manifest holds a
+``replay`` block: the parent run, the fork rule (``--then``, ``--fork-at``), the changes
+under test, the command that made it (which finishes it when run again), and once it ends
+``turns_served``, ``live_calls``, ``diverged_samples``, ``tool_outputs_compared`` and
+``tool_outputs_drifted``. Each sample's row keeps its own share under ``metadata.replay``
+(the turns served, each with the position of the parent's message it was served from), and
+each sample that diverged a row of the ``divergences`` table.
+
+A sample diverges at its first request that the recording does not answer
+(:mod:`tcbreplay._replay.model`), or when it ends with recorded turns it never asked for
+(its agent stopped early): its status is ``diverged``, unless ``--then`` carried it on live.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tcbreplay._inputs.benchmarks import BenchmarkInputs
+from tcbreplay._inputs.dataset import Sample
+from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
+from tcbreplay._record.failures import Outcome
+from tcbreplay._record.models import (
+    build_chat_model,
+    check_credentials,
+    parse_model,
+)
+from tcbreplay._record.options import ProgressFn, RecordOptions
+from tcbreplay._record.runner import AgentPlan, RecordSummary, run_plan
+from tcbreplay._record.sample import run_sample
+from tcbreplay._replay.divergence import Divergence
+from tcbreplay._replay.fingerprint import canonical_json, canonical_messages
+from tcbreplay._replay.inputs import replay_inputs
+from tcbreplay._replay.model import RecordedChatModel
+from tcbreplay._replay.recording import RecordedRun
+from tcbreplay._replay.state import SampleReplay, current_replay
+from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
+from tcbreplay._store.runs import DEFAULT_STORE, Store, validate_run_id
+from tcbreplay._store.schema import DIVERGENCES
+from tcbreplay.errors import InputError, LiveCallRefused, StoreError
+
+SOURCE = "replay"  # the manifest's source of a replay
+# the divergences a summary lists
+SHOWN = 20
+
+
+@dataclass
+class ReplaySummary(RecordSummary):
+    """What a replay did: the recording's summary, and the replay's block."""
+
+    parent_run_id: str = ""
+    turns_served: int = 0
+    live_calls: int = 0
+    diverged_samples: int = 0
+    tool_outputs_compared: int = 0
+    tool_outputs_drifted: int = 0
+    tool_outputs: dict[str, int] = field(default_factory=dict)
+    divergences: list[dict[str, Any]] = field(default_factory=list)  # the first SHOWN
+    by_component: dict[str, int] = field(default_factory=dict)
+    # samples whose recording goes on with another user message, which the agent cannot send
+    awaiting_user: int = 0
+
+
+def replay_run(
+    store: Store,
+    run_id: str,
+    *,
+    new_run_id: str | None = None,
+    system_prompt: str | Path | None = None,
+    tools: str | None = None,
+    dataset: str | Path | None = None,
+    agent: str | None = None,
+    then: str | None = None,
+    then_options: Mapping[str, str] | None = None,
+    fork_at: int | None = None,
+    recorded_tools: bool = False,
+    offline: bool = False,
+    options: RecordOptions | Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+    overwrite: bool = False,
+    limit: int | None = None,
+    sample_ids: Sequence[str] | None = None,
+) -> ReplaySummary:
+    """Replay run ``run_id`` of ``store`` into run ``new_run_id`` (by default
+    ``<run_id>-replay-<hash of the options>``); see the module.
+
+    ``system_prompt``, ``tools``, ``dataset`` and ``agent`` (a ``MODULE:FACTORY``) are the
+    changes under test, as ``record`` takes them; by default, the run's own. ``then``: a
+    model (as ``record --model`` names it, ``then_options`` its settings) that goes on
+    where a sample diverges; ``fork_at``: the turn from which every sample goes on with it.
+    ``recorded_tools``: tools answer with their recorded outputs instead of running.
+    ``offline``: any request for the live model fails at once. ``options``: the runner's
+    (workers, processes, timeouts; trials are the run's). Running it again finishes a
+    replay that was cut short.
+    """
+    if fork_at is not None and (then is None or fork_at < 0):
+        raise InputError(
+            f"--fork-at {fork_at}: needs --then MODEL (the model that goes on from that turn)"
+            if then is None
+            else f"--fork-at {fork_at}: a turn is 0 or more"
+        )
+    parent = store.open_run(run_id)
+    recording = RecordedRun.load(parent)
+    inputs = replay_inputs(parent, recording, system_prompt=system_prompt, tools=tools,
+                           dataset=dataset)  # fmt: skip
+    run_tools = _tools(inputs, recorded_tools, run_id)
+    live, then_choice = None, None
+    if then is not None:
+        then_choice = parse_model(then, then_options)
+        if not offline:
+            check_credentials(then_choice)
+        gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
+        live = build_chat_model(then_choice, gold)
+    chat_model = RecordedChatModel(recording=recording, live=live, fork_at=fork_at, offline=offline)
+    factory_source = agent or ((parent.manifest.get(AGENT_FIELD) or {}).get("factory"))
+    factory = load_agent_factory(factory_source) if factory_source else None
+    plan = AgentPlan(
+        chat_model,
+        run_tools,
+        inputs.system_prompt,
+        None if factory is None else (factory[0], factory_source or ""),
+        run_one=_sample_runner(recording, first_message=dataset is None),
+        finish=_totals,
+        middleware=(unknown_tools_middleware(),) if recorded_tools else (),
+    )
+    fork = None
+    if then_choice is not None:
+        fork = {"rule": "fork-at" if fork_at is not None else "then", "model": then_choice.id,
+                "turn": fork_at}  # fmt: skip
+    basis = {
+        "parent": run_id,
+        "parent_fingerprint": parent.manifest.get("fingerprint")
+        or (parent.manifest.get("files") or {}).get("messages.parquet"),
+        "dataset": inputs.dataset.entries(),
+        "tools": inputs.toolset.to_list(),
+        "system_prompt": inputs.system_prompt,
+        "agent": factory_source,
+        "then": None if then_choice is None else [then_choice.id, then_choice.settings],
+        "fork_at": fork_at,
+        "recorded_tools": recorded_tools,
+        "offline": offline,
+    }
+    print_ = hashlib.sha256(canonical_json(basis).encode()).hexdigest()
+    new_run_id = validate_run_id(new_run_id or f"{run_id}-replay-{print_[:8]}")
+    if new_run_id == run_id:
+        raise InputError(f"--run-id {new_run_id}: the replay needs a run id of its own")
+    command = _command(run_id, new_run_id, store, system_prompt, tools, dataset, agent, then,
+                       then_options, fork_at, recorded_tools, offline)  # fmt: skip
+    block = {
+        "parent_run_id": run_id,
+        "fork": fork,
+        "recorded_tools": recorded_tools,
+        "offline": offline,
+        "changes": {
+            "system_prompt": None if system_prompt is None else str(system_prompt),
+            "tools": tools,
+            "dataset": None if dataset is None else str(dataset),
+            "agent": agent,
+        },
+        "command": command,
+    }
+    simulated = bool((parent.manifest.get("model") or {}).get("simulated")) and (
+        then_choice is None or then_choice.simulated
+    )
+    model = {
+        "id": f"replay:{run_id}",
+        "provider": SOURCE,
+        "name": run_id,
+        "settings": {},
+        "simulated": simulated,
+        "then": None if then_choice is None else then_choice.to_dict(),
+    }
+    fields: dict[str, Any] = {SOURCE: block}
+    if factory is not None:
+        fields[AGENT_FIELD] = factory[1]
+    trials = max((trial for _, trial in recording.samples), default=0) + 1
+    given = dict(options) if isinstance(options, Mapping) else {}
+    opts: Any = (
+        dataclasses.replace(options, trials=trials)
+        if isinstance(options, RecordOptions)
+        else {**given, "trials": trials}
+    )
+    if sample_ids is None and parent.status == "partial":
+        sample_ids = sorted({sid for sid, _ in recording.samples})
+    summary = run_plan(
+        inputs,
+        plan,
+        store,
+        run_id=new_run_id,
+        model=model,
+        fingerprint=print_,
+        fields=fields,
+        options=opts,
+        progress=progress,
+        overwrite=overwrite,
+        limit=limit,
+        sample_ids=sample_ids,
+        simulated=simulated,
+        why_stopped=lambda stop: f"{stop.reason}: {stop.outcome.error}",
+        source=SOURCE,
+    )
+    return replay_summary(store, summary)
+
+
+def _tools(inputs: BenchmarkInputs, recorded: bool, run_id: str) -> list[Any]:
+    """The agent's tools: the inputs' code, or stubs of JSON schemas (recorded outputs
+    only), wrapped to serve recorded outputs with ``recorded``."""
+    tools = inputs.toolset.tools
+    if tools is None:
+        if not recorded:
+            raise InputError(
+                f"run {run_id!r}: its tools are JSON schemas ({inputs.toolset.source}), with no "
+                "code to run",
+                hint="replay with --recorded-tools (tools answer with their recorded outputs), "
+                "or give --tools MODULE:ATTR",
+            )
+        tools = stub_tools(inputs.toolset.to_list())
+    return [RecordedOutputTool.wrap(t) for t in tools] if recorded else list(tools)
+
+
+def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
+    """How the replay runs one trial of a sample: with its :class:`SampleReplay`, which then
+    decides its status, divergence and metadata (``first_message``: the user's message is
+    the one the sample's messages start with)."""
+
+    async def run_one(
+        agent: Any, sample: Sample, run_id: str, options: RecordOptions, trial: int, index: int
+    ) -> tuple[dict[str, Any], Outcome]:
+        key = (sample.sample_id, trial)
+        state = SampleReplay(key, recording)
+        recorded = recording.samples.get(key)
+        if first_message and recorded is not None:
+            text = recorded.first_human()
+            if text is not None and text != sample.input:
+                sample = dataclasses.replace(sample, input=text)
+        token = current_replay.set(state)
+        try:
+            record, outcome = await run_sample(agent, sample, run_id, options, trial, index)
+        finally:
+            current_replay.reset(token)
+        _ended_early(state, record)
+        divergence = state.divergence
+        diverged = divergence is not None
+        if divergence is not None and not state.continued and record["error_type"] in (
+            "DivergenceError", None,
+        ):  # fmt: skip
+            record["status"] = "diverged"
+            record["error_type"] = None
+            record["error"] = f"diverged at {divergence.line()}"
+        record["metadata"] = {**(record.get("metadata") or {}), "replay": state.to_dict()}
+        record["divergences"] = [] if divergence is None else [divergence.to_dict()]
+        # a divergence, or a live call --offline refused, is the replay's outcome, not a
+        # model that cannot be reached (which would stop the run)
+        refused = record["error_type"] == LiveCallRefused.__name__
+        outcome = dataclasses.replace(
+            outcome, status=record["status"], answered=outcome.answered or diverged or refused
+        )
+        return record, outcome
+
+    return run_one
+
+
+def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:
+    """A sample that ended without error, and without asking for every recorded turn,
+    diverged: where the recording has its next message and the replay nothing."""
+    recorded = state.recording.samples.get(state.key)
+    if record["status"] != "ok" or state.divergence is not None or state.live_calls:
+        return
+    if recorded is None or len(state.served) >= len(recorded.turns):
+        return
+    replayed = [json.loads(m["message"]) for m in record["messages"]]
+    _, mine, _ = canonical_messages(replayed, state.recording.system)
+    _, theirs, _ = canonical_messages(
+        (json.loads(t) for t in recorded.texts), state.recording.system
+    )
+    k = len(mine)
+    state.divergence = Divergence(
+        len(state.served),
+        "messages",
+        f"messages[{k}]",
+        json.dumps(theirs[k], ensure_ascii=False, sort_keys=True) if k < len(theirs) else None,
+        None,
+    )
+
+
+def _totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
+    """The replay block with the run's totals, from its sample rows' ``metadata.replay``."""
+    block = dict(manifest.get(SOURCE) or {})
+    served = live = diverged = served_tools = 0
+    outcomes: dict[str, int] = {}
+    for row in rows:
+        replay = (json.loads(row["metadata"]) if row.get("metadata") else {}).get(SOURCE) or {}
+        served += len(replay.get("served") or [])
+        live += int(replay.get("live_calls") or 0)
+        diverged += replay.get("diverged_at") is not None
+        served_tools += int(replay.get("tool_outputs_served") or 0)
+        for outcome, n in (replay.get("tool_outputs") or {}).items():
+            outcomes[outcome] = outcomes.get(outcome, 0) + int(n)
+    block.update(
+        turns_served=served,
+        live_calls=live,
+        diverged_samples=diverged,
+        tool_outputs_compared=sum(outcomes.values()),
+        tool_outputs_drifted=outcomes.get("drift", 0),
+        tool_outputs={k: outcomes[k] for k in sorted(outcomes)},
+        tool_outputs_served=served_tools,
+    )
+    return {SOURCE: block}
+
+
+def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
+    """A recording's summary with its replay block and first divergences."""
+    import pyarrow.parquet as pq
+
+    run = store.open_run(summary.run_id)
+    block = run.manifest.get(SOURCE) or {}
+    rows: list[dict[str, Any]] = []
+    if (run.dir / DIVERGENCES).exists():
+        try:
+            rows = pq.read_table(run.dir / DIVERGENCES).to_pylist()
+        except OSError as exc:
+            raise StoreError(f"{run.dir / DIVERGENCES}: cannot be read ({exc})") from exc
+    by_component: dict[str, int] = {}
+    awaiting = 0
+    for row in rows:
+        by_component[row["component"]] = by_component.get(row["component"], 0) + 1
+        if row["replayed"] is None and row["recorded"] and '"role": "user"' in row["recorded"]:
+            awaiting += 1
+    return ReplaySummary(
+        **dataclasses.asdict(summary),
+        parent_run_id=str(block.get("parent_run_id") or ""),
+        turns_served=int(block.get("turns_served") or 0),
+        live_calls=int(block.get("live_calls") or 0),
+        diverged_samples=int(block.get("diverged_samples") or 0),
+        tool_outputs_compared=int(block.get("tool_outputs_compared") or 0),
+        tool_outputs_drifted=int(block.get("tool_outputs_drifted") or 0),
+        tool_outputs=dict(block.get("tool_outputs") or {}),
+        divergences=[{k: v for k, v in r.items() if k != "run_id"} for r in rows[:SHOWN]],
+        by_component=by_component,
+        awaiting_user=awaiting,
+    )
+
+
+def _command(
+    run_id: str, new_run_id: str, store: Store, system_prompt: Any, tools: Any, dataset: Any,
+    agent: Any, then: Any, then_options: Mapping[str, str] | None, fork_at: Any,
+    recorded_tools: bool, offline: bool,
+) -> str:  # fmt: skip
+    """The ``tcbreplay replay`` command that makes (and finishes) this replay."""
+    words = ["tcbreplay", "replay", run_id, "--run-id", new_run_id]
+    for flag, value in (("--system-prompt", system_prompt), ("--tools", tools),
+                        ("--dataset", dataset), ("--agent", agent), ("--then", then),
+                        ("--fork-at", fork_at)):  # fmt: skip
+        if value is not None:
+            words += [flag, str(value)]
+    for key, value in (then_options or {}).items():
+        words += ["--model-option", f"{key}={value}"]
+    words += [flag for flag, on in (("--recorded-tools", recorded_tools),
+                                    ("--offline", offline)) if on]  # fmt: skip
+    if store.root != Path(DEFAULT_STORE):
+        words += ["--store", str(store.root)]
+    return " ".join(shlex.quote(w) for w in words)

@@ -1,0 +1,56 @@
+"""Tools and agents the replay tests change: a tool that drifts, one whose output changes
+only in form, one whose schema changes, and a LangGraph graph of one's own."""
+
+from __future__ import annotations
+
+from tcbreplay._inputs.benchmarks.tool_call.tools import add_numbers, list_items, multiply_numbers
+
+
+def add_numbers_drifted(a: float, b: float) -> dict:
+    """Add two numbers and return their sum. Pass the larger of the two numbers as a."""
+    return {"result": a + b + 1}
+
+
+add_numbers_drifted.__name__ = "add_numbers"
+
+
+def multiply_numbers_cosmetic(a: float, b: float) -> dict:
+    """Multiply two numbers and return their product. Pass the larger of the two numbers as a."""
+    product = a * b
+    return {"result": int(product) if float(product).is_integer() else product}
+
+
+multiply_numbers_cosmetic.__name__ = "multiply_numbers"
+
+
+def add_numbers_int(a: float, b: int) -> dict:
+    """Add two numbers and return their sum. Pass the larger of the two numbers as a."""
+    return {"result": a + b}
+
+
+add_numbers_int.__name__ = "add_numbers"
+
+DRIFTED = [list_items, add_numbers_drifted, multiply_numbers]
+COSMETIC = [list_items, add_numbers, multiply_numbers_cosmetic]
+SCHEMA = [list_items, add_numbers_int, multiply_numbers]
+
+
+def react_graph(model, tools, system_prompt):
+    """A ReAct loop as a LangGraph graph of one's own: a model node, a tool node."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    bound = model.bind_tools(tools)
+
+    async def call_model(state: MessagesState) -> dict:
+        prompt = [SystemMessage(system_prompt)] if system_prompt else []
+        return {"messages": [await bound.ainvoke(prompt + state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    return graph.compile()
