@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import shlex
 import struct
 from pathlib import Path
 
@@ -294,3 +296,59 @@ def test_sample_by_is_refused_for_a_dialect_without_it(tmp_path):
                  "agent", "--store", tmp_path / "store")  # fmt: skip
     assert result.exit_code == 2
     assert "--sample-by: the openai dialect has no choice of sample" in result.output
+
+
+ROOT = Path(__file__).parent.parent
+# the pages whose examples run on the committed fixtures (jaeger.md's needs a Jaeger)
+EXAMPLE_PAGES = ["docs/otlp.md", "docs/inputs.md"]
+
+
+def _examples(page: str) -> list[list[list[str]]]:
+    """The code blocks of a page that run on tests/data/otel, each a list of commands."""
+    # every other piece between fences is a block (its opening fence's language dropped)
+    pieces = re.split(r"^```.*\n", (ROOT / page).read_text(), flags=re.M)[1::2]
+    out = []
+    for block in pieces:
+        if "tests/data/otel/" not in block:
+            continue
+        lines = block.replace("\\\n", " ").splitlines()
+        out.append([shlex.split(line)[1:] for line in lines if line.startswith("tcbreplay ")])
+    return out
+
+
+@pytest.mark.parametrize(
+    "commands",
+    [pytest.param(c, id=f"{page}-{i}") for page in EXAMPLE_PAGES
+     for i, c in enumerate(_examples(page))],
+)  # fmt: skip
+def test_the_examples_on_the_pages_run_as_written(commands, tmp_path, monkeypatch):
+    """Each dialect's page shows a command on a committed fixture: it imports every trace
+    (and scores), as the page says, from the repository's root."""
+    monkeypatch.chdir(ROOT)
+    assert commands and commands[0][0] == "import"
+    for args in commands:
+        result = cli(*args, "--store", tmp_path / "store")
+        assert result.exit_code == 0, (args, result.output)
+        if args[0] == "import":
+            imported = re.search(r"(\d+)/(\d+) samples imported", result.output)
+            assert imported and int(imported[1]) > 0, (args, result.output)
+
+
+def test_every_fixture_has_an_example_on_a_page():
+    """The files each page names exist, and every convention's fixture is shown."""
+    named = {
+        Path(arg).name
+        for page in EXAMPLE_PAGES
+        for commands in _examples(page)
+        for args in commands
+        for arg in args
+        if arg.startswith("tests/data/otel/")
+    }
+    assert {n for n in named if not (OTEL / n).exists()} == set()
+    assert {
+        "semconv_examples.otlp.jsonl",  # GenAI, current
+        "openai_v2_events.otlp.pb",  # GenAI, older events
+        "openinference_openai.otlp.jsonl",  # OpenInference
+        "vercel_ai.otlp.jsonl",  # the Vercel AI SDK
+        "shop.evalset.json",  # ADK eval sets as gold
+    } <= named
