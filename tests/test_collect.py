@@ -81,6 +81,7 @@ def calls_by_input(store: Path, run_id: str) -> dict[str, list]:
     return out
 
 
+@pytest.mark.slow  # a process of its own
 def test_the_real_otlp_exporter_records_an_agent_into_a_run(tmp_path):
     """openai-v2's spans around the real openai client, sent by the OTLP/HTTP exporter
     (protobuf) as an instrumented agent sends them: each trace a sample, scored."""
@@ -166,6 +167,7 @@ def test_an_unknown_path_is_404(tmp_path):
         assert post(f"{endpoint}/v1/metrics", b"{}", "application/json")[0] == 404
 
 
+@pytest.mark.slow  # a process of its own
 def test_kill_9_loses_nothing_acknowledged_and_collect_goes_on_with_the_run(tmp_path):
     store = tmp_path / "store"
     process = cli_process("--store", str(store), "collect", "--run-id", "k", "--port", "0")
@@ -194,6 +196,7 @@ def test_kill_9_loses_nothing_acknowledged_and_collect_goes_on_with_the_run(tmp_
     assert (store / "k" / "received.otlp.pb").stat().st_size == len(PB) + 4
 
 
+@pytest.mark.slow  # a process of its own
 def test_ctrl_c_finishes_the_run(tmp_path):
     store = tmp_path / "store"
     process = cli_process("--store", str(store), "collect", "--run-id", "c", "--port", "0")
