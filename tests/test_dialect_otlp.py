@@ -264,8 +264,23 @@ def test_import_takes_the_file_alone_and_scores_it(tmp_path):
     assert result.exit_code == 0, result.output
     assert "format: otlp (JSON Lines of OTLP/JSON export requests" in result.output
     assert "3/3 samples imported" in result.output
+    assert "samples: one per trace (--sample-by chooses)" in result.output
     scored = cli("--format", "json", "score", "ot", "--store", store)
     assert scored.exit_code == 0, scored.output
+
+
+def test_the_import_says_what_a_sample_is(tmp_path):
+    """A sample per trace or per agent span: the import says which, for the span dialects
+    only."""
+    agents = cli("import", "--traces", OTEL / "vercel_ai.otlp.jsonl", "--sample-by", "agent",
+                 "--run-id", "ag", "--store", tmp_path / "store")  # fmt: skip
+    assert agents.exit_code == 0, agents.output
+    assert "samples: one per outermost agent span (--sample-by chooses)" in agents.output
+    tau = Path(__file__).parent / "data" / "tau-bench"
+    other = cli("import", "--traces", tau / "gpt-4o-airline-sample.json", "--tools",
+                tau / "airline-tools.json", "--run-id", "tau", "--store", tmp_path / "store")  # fmt: skip
+    assert other.exit_code == 0, other.output
+    assert "samples: one per" not in other.output
 
 
 def test_with_the_dataset_the_traces_are_its_samples_by_input(tmp_path):

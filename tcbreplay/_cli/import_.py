@@ -59,7 +59,8 @@ class _ImportCommand(KnownCommand):
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
-    "file, an inspect_ai log, a dashboard file or a BFCL results file.",
+    "file, an inspect_ai log, a dashboard file, a BFCL results file, or OpenTelemetry traces "
+    "(OTLP, Jaeger's JSON).",
 )
 @click.option("--run-id", required=True, help="Id of the new run (one the store does not hold).")
 @click.option(
@@ -130,6 +131,9 @@ def import_command(
     if chosen is not None:
         summary.sniffed = why  # told here, before the import (which was given the format)
         click.echo(f"format: {chosen}", err=True)
+    if "sample_by" in registry.get(summary.format).options:  # what a sample is: say which
+        per = "outermost agent span" if sample_by == "agent" else "trace"
+        click.echo(f"samples: one per {per} (--sample-by chooses)", err=True)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     trials = f" ({summary.trials} trials each)" if summary.trials > 1 else ""
     line = (
