@@ -278,7 +278,8 @@ def test_the_import_says_what_a_sample_is(tmp_path):
     assert "samples: one per outermost agent span (--sample-by chooses)" in agents.output
     tau = Path(__file__).parent / "data" / "tau-bench"
     other = cli("import", "--traces", tau / "gpt-4o-airline-sample.json", "--tools",
-                tau / "airline-tools.json", "--run-id", "tau", "--store", tmp_path / "store")  # fmt: skip
+                tau / "airline-tools.json", "--run-id", "tau",
+                "--store", tmp_path / "store")  # fmt: skip
     assert other.exit_code == 0, other.output
     assert "samples: one per" not in other.output
 
