@@ -100,6 +100,27 @@ def test_the_real_otlp_exporter_records_an_agent_into_a_run(tmp_path):
     assert cli("score", "live", "--store", store).exit_code == 0
 
 
+@pytest.mark.slow  # a process of its own
+def test_openinference_spans_of_a_langgraph_agent_collected_live_read_as_their_file(tmp_path):
+    """OpenInference's LangChain instrumentation around tcbreplay's own agent on the sim
+    model, posted by the OTLP/HTTP exporter as it runs: the run collected holds the calls of
+    the same run written to a file by the JSON file exporter (openinference_sim)."""
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        app = subprocess.run(
+            [sys.executable, OTEL / "make_openinference.py", "--to", endpoint],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert app.returncode == 0, app.stderr
+    (done,) = summary
+    assert (done.samples, done.refused) == (6, 0), log
+    traces = OTEL / "openinference_sim.otlp.jsonl"
+    assert cli("import", "--traces", traces, "--run-id", "file", "--store", store).exit_code == 0
+    live = calls_by_input(store, "live")
+    assert len(live) == 5  # the six questions but "Hi there!", which calls nothing
+    assert live == calls_by_input(store, "file")
+
+
 def test_json_and_protobuf_requests_are_received_as_they_come(tmp_path):
     store = tmp_path / "store"
     with collecting(store) as (endpoint, _log, summary):

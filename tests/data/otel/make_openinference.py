@@ -11,6 +11,8 @@ OpenTelemetry's JSON file exporter (``opentelemetry-exporter-otlp-json-file``).
   the tools offered, ``llm.tools``), two questions.
 
 Run from the repository's root: ``.venv/bin/python tests/data/otel/make_openinference.py``.
+With ``--to ENDPOINT`` (for the tests) the same sim run's spans go to an OTLP/HTTP endpoint
+instead, by OpenTelemetry's protobuf exporter, and no file is written.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ QUESTIONS = {
 
 
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--to":
+        send(sys.argv[2])
+        return
     from openinference.instrumentation.langchain import LangChainInstrumentor
     from opentelemetry.exporter.otlp.json.file.trace_exporter import FileSpanExporter
     from opentelemetry.sdk.resources import Resource
@@ -67,8 +72,27 @@ def main() -> None:
     print("wrote", *sorted(p.name for p in HERE.glob("openinference_*")))
 
 
-def record_sim() -> None:
-    """Six samples recorded by tcbreplay's own agent on the sim model, one at a time."""
+def send(endpoint: str) -> None:
+    """The sim run's spans, posted to ``endpoint`` as an instrumented agent posts them."""
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "tcbreplay-sim"}))
+    exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    record_sim(reference=False)
+    provider.shutdown()  # sends what is left
+    instrumentor.uninstrument()
+
+
+def record_sim(reference: bool = True) -> None:
+    """Six samples recorded by tcbreplay's own agent on the sim model, one at a time (the
+    run exported beside the spans as their ``reference``)."""
     import tcbreplay
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,6 +106,8 @@ def record_sim() -> None:
             options={"workers": 1, "processes": 1},
             sample_ids=SAMPLES,
         )
+        if not reference:
+            return
         out = Path(tmp) / "export"
         tcbreplay.export_traces(store.open_run("sim"), out, "openai")
         shutil.copy(out / "traces.jsonl", HERE / "openinference_sim.reference.jsonl")
