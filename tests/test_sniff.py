@@ -70,6 +70,8 @@ def test_each_reason_says_what_the_dialect_missed(tmp_path):
         "Error:   langfuse: not Langfuse observations (objects with trace_id or traceId, type and "
         "a parent observation field)",
         "Error:   abet-evaluation: a JSON object without samples and results (a dashboard file's)",
+        "Error:   otlp: neither OTLP/JSON (resourceSpans) nor OTLP protobuf",
+        "Error:   jaeger: not a JSON object with data (Jaeger's traces)",
         "Error:   bfcl: its first line is not a BFCL result (id, result)",
     ]
 

@@ -61,8 +61,8 @@ class _ImportCommand(KnownCommand):
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
-    "file, an inspect_ai log, LangSmith runs, Langfuse observations, a dashboard file or a "
-    "BFCL results file.",
+    "file, an inspect_ai log, LangSmith runs, Langfuse observations, a dashboard file, a BFCL "
+    "results file, or OpenTelemetry traces (OTLP, Jaeger's JSON).",
 )
 @click.option("--run-id", required=True, help="Id of the new run (one the store does not hold).")
 @click.option(
@@ -80,8 +80,16 @@ class _ImportCommand(KnownCommand):
 @click.option(
     "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
 )
+@click.option(
+    "--sample-by",
+    type=click.Choice(["trace", "agent"]),
+    help="With otlp and jaeger: a sample per trace (the default), or per outermost agent span "
+    "(invoke_agent, an OpenInference AGENT, generateText).",
+)
 @STORE_OPTION
-def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, store) -> None:
+def import_command(
+    dataset, tools, traces, run_id, fmt, answers, model_label, sample_by, store
+) -> None:
     """Store traces recorded elsewhere as a run that score treats like a recorded one.
 
     The output format goes before the command: tcbreplay --format json import ..."""
@@ -115,8 +123,9 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
     try:
         summary = import_traces(
-            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools
-        )
+            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools,
+            sample_by=sample_by,
+        )  # fmt: skip
     except TraceError as exc:  # traces that could not be read: say how they were read
         if chosen is not None:
             exc.hint = (f"{exc.hint}; " if exc.hint else "") + f"read as {chosen}"
@@ -124,6 +133,9 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     if chosen is not None:
         summary.sniffed = why  # told here, before the import (which was given the format)
         click.echo(f"format: {chosen}", err=True)
+    if "sample_by" in registry.get(summary.format).options:  # what a sample is: say which
+        per = "outermost agent span" if sample_by == "agent" else "trace"
+        click.echo(f"samples: one per {per} (--sample-by chooses)", err=True)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     trials = f" ({summary.trials} trials each)" if summary.trials > 1 else ""
     line = (

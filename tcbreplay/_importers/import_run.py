@@ -48,6 +48,7 @@ def import_traces(
     model: str | None = None,
     fmt: str | None = None,
     tools: str | None = None,
+    sample_by: str | None = None,
 ) -> ImportSummary:
     """Validate every trace, then store the run; nothing is written if a trace is bad.
 
@@ -78,7 +79,15 @@ def import_traces(
         fmt, sniffed = chosen.dialect, chosen.reason
     dialect = registry.get(fmt)
     fmt = dialect.name
-    source = dialect.read(file, inputs)
+    options = {}
+    if sample_by is not None:
+        if "sample_by" not in dialect.options:
+            raise InputError(
+                f"--sample-by: the {fmt} dialect has no choice of sample",
+                hint=f"only {' and '.join(registry.taking('sample_by'))} traces take it",
+            )
+        options["sample_by"] = sample_by
+    source = dialect.read(file, inputs, **options)
     inputs = _named(inputs or _inputs_of(source, fmt, tools), source, fmt)
     records = _records(run_id, inputs.dataset, source.lines, path.name)
     trials = max(r["trial"] for r in records) + 1

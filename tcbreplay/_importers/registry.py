@@ -69,6 +69,21 @@ DIALECTS: dict[str, Dialect] = {
             "a dashboard file of the original Tool Call Benchmark",
         ),
         Dialect(
+            "otlp",
+            f"{_HERE}.otlp",
+            "OpenTelemetry traces: an OTLP/JSON export request, JSON Lines of them or OTLP "
+            "protobuf, with GenAI, OpenInference or Vercel AI SDK spans; it holds the samples",
+            holds_samples=True,
+            options=("sample_by",),
+        ),
+        Dialect(
+            "jaeger",
+            f"{_HERE}.jaeger",
+            "a Jaeger trace export (JSON, {data: [traces]}) of such spans; it holds the samples",
+            holds_samples=True,
+            options=("sample_by",),
+        ),
+        Dialect(
             "bfcl",
             f"{_HERE}.bfcl",
             "a BFCL results file, with BFCL's questions as --dataset and --answers (never "
@@ -102,6 +117,11 @@ def get(name: str) -> Dialect:
         if name in dialect.aliases:
             return dialect
     raise TraceError(f"--format {name!r}: choose one of {', '.join(DIALECTS)}")
+
+
+def taking(option: str) -> list[str]:
+    """The dialects whose ``read`` takes ``option``."""
+    return [d.name for d in DIALECTS.values() if option in d.options]
 
 
 def holding_samples() -> list[str]:

@@ -1,4 +1,5 @@
-"""Load and validate datasets: a JSON array or JSONL of entries with gold tool calls.
+"""Load and validate datasets: a JSON array or JSONL of entries with gold tool calls (or a
+Google ADK eval set, its cases as entries: :mod:`tcbreplay._inputs.adk_evalset`).
 
 Three shapes of gold calls are accepted per entry:
 
@@ -154,6 +155,10 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         where = [f"entry {i}" for i in range(len(raw))]
         _refuse_lone_surrogates(raw, where, text, label)
         return raw, where
+    if stripped.startswith("{") and ('"eval_cases"' in text or '"evalCases"' in text):
+        evalset = _evalset(text, label)
+        if evalset is not None:
+            return evalset
     raw, where = [], []
     # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
     # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
@@ -170,6 +175,22 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         except _json.LimitError as exc:
             raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
         where.append(f"line {lineno}")
+    _refuse_lone_surrogates(raw, where, text, label)
+    return raw, where
+
+
+def _evalset(text: str, label: str) -> tuple[list[Any], list[str]] | None:
+    """The entries of a Google ADK eval set (see :mod:`tcbreplay._inputs.adk_evalset`), or
+    None when the text is no eval set (one JSON document holding eval cases)."""
+    from tcbreplay._inputs import adk_evalset
+
+    try:
+        doc = _json.loads(text)
+    except (json.JSONDecodeError, _json.LimitError):
+        return None
+    if not adk_evalset.is_evalset(doc):
+        return None
+    raw, where = adk_evalset.entries(doc, label)
     _refuse_lone_surrogates(raw, where, text, label)
     return raw, where
 
