@@ -249,8 +249,8 @@ def test_jsonl_problems_name_the_line():
         ),
         (
             {"input": "x", "target": [{"name": "f", "args": {}, "id": "c1"}]},
-            "unknown key 'id' in target[0] (a gold call has name, args, accept, optional "
-            "and group)",
+            "unknown key 'id' in target[0] (a gold call has name, args, accept, optional, "
+            "group, compare and side)",
         ),
         (
             {"input": "x", "target": [], "prompt": "y"},
