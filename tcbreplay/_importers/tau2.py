@@ -16,7 +16,8 @@ user's own calls on the human message that makes them, where scoring finds them 
 A file whose embedded tasks do not match its simulations (a simulation of a task the file does
 not hold, or checked against other actions than its task's: ``reward_info.action_checks``) is
 refused, naming them; ``gold_from="action-checks"`` scores each task against the actions its
-simulations were checked against instead.
+simulations were checked against instead (a simulation checked against none, as τ² writes for
+a task without actions, keeps its task's).
 
 τ² publishes no tool schemas in its files: those of airline, retail and telecom (with the
 telecom user's device) ship in ``vendor/``, chosen by the file's domain.
@@ -99,12 +100,8 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None, gold_from: str = "task
         seen[(task_id, trial)] = f"simulations[{i}]"
         checks = _action_checks(sim, place)
         if gold_from == "action-checks":
-            if checks is None:
-                raise TraceError(
-                    f"{place}: reward_info.action_checks is null: there are no checked actions "
-                    "to take its gold calls from",
-                    hint="read the gold calls from the tasks (--gold-from tasks)",
-                )
+            if checks is None:  # not checked (τ²'s tasks without actions): its task's
+                checks = tasks[task_id][1] if task_id in tasks else []
             if task_id in checked and _gold_of(checked[task_id][0]) != _gold_of(checks):
                 raise TraceError(
                     f"{place}: checked against other actions than {checked[task_id][1]} of "
