@@ -299,7 +299,9 @@ def score_sample(
         "exact": divergence is None,
         "first_divergence": divergence,
         # every gold call accepts some agent call, whatever the order and the other calls
-        "covered": all(any((i, j) in accepted for i in range(len(agent))) for j in range(len(gold))),
+        "covered": all(
+            any((i, j) in accepted for i in range(len(agent))) for j in range(len(gold))
+        ),
         "tsa": tsa(agent_names, gold_names),
         "tp": tp(agent_names, gold_names)
         if ordered

@@ -232,9 +232,7 @@ class Dialect:
         verdict: Sniff = self._module().sniff(file)
         return verdict
 
-    def read(
-        self, file: TraceFile, inputs: BenchmarkInputs | None, **options: Any
-    ) -> SourceTraces:
+    def read(self, file: TraceFile, inputs: BenchmarkInputs | None, **options: Any) -> SourceTraces:
         """The traces of ``file``, read in this dialect (with ``options`` of its own, which
         its row names)."""
         unknown = sorted(set(options) - set(self.options))

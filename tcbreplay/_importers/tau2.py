@@ -124,7 +124,8 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None, gold_from: str = "task
     if unmatched:
         raise _mismatch(label, unmatched, len(sims))
     dataset = _dataset(tasks, checked, domain, label)
-    agent = info.get("agent_info") if isinstance(info.get("agent_info"), dict) else {}
+    found = info.get("agent_info")
+    agent: dict[str, Any] = found if isinstance(found, dict) else {}
     return SourceTraces(
         lines,
         dataset,

@@ -1,7 +1,7 @@
 # Argument verdicts compiled: one candidate pair's arguments judged by the metric spec, with
 # the tools' parameters (the run's, or a sample's own) and the gold call's rules (acceptable
-# values, optional keys, the keys compared), over canonical JSON texts (part of _compiled.pyx; the spec in
-# Python: tcbreplay._score.metrics.arg_verdicts).
+# values, optional keys, the keys compared), over canonical JSON texts (part of _compiled.pyx;
+# the spec in Python: tcbreplay._score.metrics.arg_verdicts).
 
 # objects with more keys than this are judged in Python (which reads it as
 # tcbreplay._score.kernels.MAX_KEYS: cpdef enums are declared here once)
