@@ -122,13 +122,23 @@ def test_the_users_device_calls_are_never_the_agents(tmp_path):
 
 
 def test_tools_option_overrides_the_shipped_ones(tmp_path):
-    tools = [{"name": t, "parameters": {"type": "object", "properties": {}}}
-             for t in ("get_reservation_details", "book_reservation")]  # fmt: skip
+    # the shipped airline tools without their roles: no write role, so no write_exact
+    tools = [{k: v for k, v in t.items() if k != "role"} for t in tau2.builtin_tools("airline")]
     path = tmp_path / "tools.json"
     path.write_text(json.dumps(tools))
-    result = cli("import", "--traces", AIRLINE, "--tools", path, "--run-id", "air",
+    for run_id, extra in (("shipped", ()), ("given", ("--tools", path))):
+        result = cli("import", "--traces", AIRLINE, *extra, "--run-id", run_id,
+                     "--store", tmp_path / "s")  # fmt: skip
+        assert result.exit_code == 0, result.output
+    shipped, given = (
+        json.loads(cli("--format", "json", "score", r, "--store", tmp_path / "s").stdout)
+        for r in ("shipped", "given")
+    )
+    assert shipped["write_exact"] is not None and given["write_exact"] is None
+    # a tools list without the file's tools is refused, naming one
+    path.write_text(json.dumps([{"name": "book_reservation", "parameters": {}}]))
+    result = cli("import", "--traces", AIRLINE, "--tools", path, "--run-id", "x",
                  "--store", tmp_path / "s")  # fmt: skip
-    # the file's gold calls name tools this list does not have: refused, naming one
     assert result.exit_code == 2 and "get_user_details" in result.output
 
 
@@ -302,6 +312,8 @@ def test_validity_of_both_sides_on_telecom(tmp_path):
     result = cli("validity", "tel", "--scoring", "spec_side-both", "--format", "json",
                  "--bootstrap", "50", "--store", tmp_path)  # fmt: skip
     assert result.exit_code == 0, result.output
+    # the scoring of both sides is checked as it was made
+    assert cli("audit", "verify", "tel", "--store", tmp_path).exit_code == 0
     report = json.loads(result.stdout)
     assert report["outcome"] == "reward >= 1" and report["n"] == 5  # the default outcome
     # on these five, both sides' covered is the reward itself

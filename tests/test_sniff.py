@@ -64,6 +64,7 @@ def test_each_reason_says_what_the_dialect_missed(tmp_path):
         "Error:   openai: its first line is not an object with a messages list",
         "Error:   anthropic: its first line is not an object with a messages list",
         "Error:   tau-bench: it is not a JSON list (of τ-bench results)",
+        "Error:   tau2: it is a JSON object without τ²-bench's tasks and simulations",
         "Error:   inspect: neither a zip file (.eval) nor a JSON object with eval and version",
         "Error:   abet-evaluation: a JSON object without samples and results (a dashboard file's)",
         "Error:   bfcl: its first line is not a BFCL result (id, result)",
