@@ -66,6 +66,10 @@ def test_each_reason_says_what_the_dialect_missed(tmp_path):
         "Error:   tau-bench: it is not a JSON list (of τ-bench results)",
         "Error:   tau2: it is a JSON object without τ²-bench's tasks and simulations",
         "Error:   inspect: neither a zip file (.eval) nor a JSON object with eval and version",
+        "Error:   langsmith: neither LangSmith runs (objects with run_type and trace_id) nor the "
+        "SDK's posted payloads",
+        "Error:   langfuse: not Langfuse observations (objects with trace_id or traceId, type and "
+        "a parent observation field)",
         "Error:   abet-evaluation: a JSON object without samples and results (a dashboard file's)",
         "Error:   bfcl: its first line is not a BFCL result (id, result)",
     ]
