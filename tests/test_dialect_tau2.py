@@ -318,3 +318,26 @@ def test_validity_of_both_sides_on_telecom(tmp_path):
     assert report["outcome"] == "reward >= 1" and report["n"] == 5  # the default outcome
     # on these five, both sides' covered is the reward itself
     assert report["metrics"]["covered"]["auc"] == 1.0
+
+
+def test_a_malformed_user_message_is_named_when_the_users_side_is_scored(tmp_path):
+    assert cli("import", "--traces", TELECOM, "--run-id", "tel", "--store", tmp_path).exit_code == 0
+    path = tmp_path / "tel" / "messages.parquet"
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    row = next(
+        i for i, r in enumerate(rows) if r["type"] == "human" and "tool_calls" in r["message"]
+    )
+    messages = table["message"].to_pylist()
+    messages[row] = '{"type": "human", "data": {'
+    column = table.schema.get_field_index("message")
+    pq.write_table(table.set_column(column, "message", [messages]), path)
+    # the agent's side reads no human message
+    assert cli("score", "tel", "--store", tmp_path).exit_code == 0
+    result = cli("score", "tel", "--side", "user", "--store", tmp_path)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"Error: cannot read the run's traces: messages.parquet: sample "
+        f"{rows[row]['sample_id']!r}: its human message at position {rows[row]['position']} is "
+        "not valid JSON"
+    )

@@ -181,7 +181,7 @@ def load_flat(
         ai = con.sql(query_text("score_agent_calls"), params=bounds).to_arrow_table(_ONE_BATCH)
     except duckdb.Error as exc:
         raise StoreError(
-            f"cannot read the run's traces: {_malformed(con, samples) or first_line(exc)}"
+            f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}"
         ) from exc
     order = _int64(gold_lists["sample_index"])
     if len(order) and np.any(np.diff(order) <= 0):
@@ -413,18 +413,17 @@ def _firsts(s: np.ndarray, n: int) -> np.ndarray:
     return np.searchsorted(s, np.arange(n + 1))
 
 
-def _malformed(con: duckdb.DuckDBPyConnection, samples: tuple[int, int]) -> str | None:
+def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, Any]) -> str | None:
     """Which stored text is not valid JSON, named by file, sample and message position."""
     try:
-        bounds = {"lo": samples[0], "hi": samples[1]}
         rows = con.execute(query_text("score_malformed"), bounds).fetchall()
     except duckdb.Error:
         return None
-    for file, sample_id, position in rows:
+    for file, sample_id, position, kind in rows:
         what = (
             "its gold calls are"
             if position is None
-            else f"its AI message at position {position} is"
+            else f"its {'AI' if kind == 'ai' else kind} message at position {position} is"
         )
         return f"{file}: sample {sample_id!r}: {what} not valid JSON"
     return None
