@@ -64,6 +64,7 @@ def test_each_reason_says_what_the_dialect_missed(tmp_path):
         "Error:   openai: its first line is not an object with a messages list",
         "Error:   anthropic: its first line is not an object with a messages list",
         "Error:   tau-bench: it is not a JSON list (of τ-bench results)",
+        "Error:   tau2: it is a JSON object without τ²-bench's tasks and simulations",
         "Error:   inspect: neither a zip file (.eval) nor a JSON object with eval and version",
         "Error:   langsmith: neither LangSmith runs (objects with run_type and trace_id) nor the "
         "SDK's posted payloads",

@@ -10,8 +10,8 @@ file's first bytes (``head``), its first line (``first_line``) or its parsed top
 :class:`SourceTraces` (the samples' trials as :class:`TraceLine`), raising a
 :class:`~tcbreplay.errors.TraceError` that names the place for anything it cannot read.
 ``inputs`` are the dataset and tools given with ``--dataset`` and ``--tools`` (None without).
-A dialect with options of its own (the span dialects' ``sample_by``) takes them as keyword
-arguments after these two, and names them in its registry row (``options``).
+A dialect may take options of its own (``import --gold-from`` of ``tau2``): its row names
+them, and ``read`` takes them as keyword arguments.
 
 Each dialect has its row in :mod:`tcbreplay._importers.registry`, which names its module;
 the module is imported only when a file is sniffed or read, so the command line starts
@@ -215,8 +215,8 @@ class Dialect:
     ``holds_samples``: its files can hold the samples' inputs and gold calls, so
     ``--dataset`` may be left out. ``given_only``: reading its files takes more than the
     file (BFCL's answers), so sniffing recognises them but never picks the dialect; the text
-    says how to name it. ``options``: the keyword arguments its ``read`` takes besides the
-    file and the inputs (``import`` refuses them for other dialects).
+    says how to name it. ``options``: the keyword arguments its ``read`` takes beside the
+    file and the inputs (``import`` options of this dialect only).
     """
 
     name: str
@@ -233,10 +233,11 @@ class Dialect:
         return verdict
 
     def read(self, file: TraceFile, inputs: BenchmarkInputs | None, **options: Any) -> SourceTraces:
-        """The traces of ``file``, read in this dialect (with ``options`` it names)."""
+        """The traces of ``file``, read in this dialect (with ``options`` of its own, which
+        its row names)."""
         unknown = sorted(set(options) - set(self.options))
         if unknown:
-            raise TypeError(f"the {self.name} dialect takes no option {unknown[0]!r}")
+            raise TraceError(f"--format {self.name} takes no {unknown[0]} option")
         source: SourceTraces = self._module().read(file, inputs, **options)
         return source
 

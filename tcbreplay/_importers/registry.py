@@ -43,6 +43,14 @@ DIALECTS: dict[str, Dialect] = {
             holds_samples=True,
         ),
         Dialect(
+            "tau2",
+            f"{_HERE}.tau2",
+            "a τ²-bench results file (info, tasks, simulations); it holds the samples, and its "
+            "domain's tools ship with tcbreplay (airline, retail, telecom)",
+            holds_samples=True,
+            options=("gold_from",),
+        ),
+        Dialect(
             "inspect",
             f"{_HERE}.inspect",
             "an inspect_ai eval log (.eval or .json); its samples may hold their gold calls",

@@ -9,7 +9,8 @@ Three shapes of gold calls are accepted per entry:
 
 ``id`` is optional (default: the entry's zero-based position); ``category`` is optional;
 ``metadata`` is an optional object kept with the sample (stored as the samples' ``metadata``).
-A gold call in ``target`` may carry rules (``accept``, ``optional``, ``group``), an entry
+A gold call in ``target`` may carry rules (``accept``, ``optional``, ``group``, ``compare``)
+and a ``side`` (``"user"``: a call the user is to make), an entry
 ``"order": "any"`` and its own ``tools`` (gold.py describes them).
 An entry gives its gold calls one way: ``target`` together with ``tool_call_names`` or
 ``tool_call_args`` is refused as ambiguous. Any other key, in an entry or in a gold call, is
@@ -248,7 +249,7 @@ ENTRY_KEYS = (
     "id", "input", "target", "tool_call_names", "tool_call_args", "category", "metadata",
     "order", "tools",
 )  # fmt: skip
-CALL_KEYS = ("name", "args", "accept", "optional", "group")
+CALL_KEYS = ("name", "args", "accept", "optional", "group", "compare", "side")
 _ENTRY_ALIASES = {
     "sample_id": "id",
     "task_id": "id",
@@ -273,6 +274,8 @@ _CALL_ALIASES = {
     "tool": "name",
     "tool_name": "name",
     "function": "name",
+    "compare_args": "compare",
+    "requestor": "side",
 }
 
 
@@ -368,7 +371,7 @@ def _call_from_object(call: Any, i: int) -> GoldCall:
         CALL_KEYS,
         _CALL_ALIASES,
         f"target[{i}]",
-        "a gold call has name, args, accept, optional and group",
+        "a gold call has name, args, accept, optional, group, compare and side",
     )
     if problem:
         raise _EntryProblem(problem)
