@@ -1,6 +1,8 @@
 -- Every sample in $lo <= sample_index < $hi with its status, category, own tools (JSON, or
 -- null) and gold calls (name, args and rules as canonical JSON text; arguments left out are
--- null here, read as {}; a name left out is an error of the store).
+-- null here, read as {}; a name left out is an error of the store), and the hash of its
+-- (sample_id, trial) key (the same on every machine: parts scored apart are checked for
+-- repeated keys by it).
 select
     sample_id,
     trial,
@@ -11,6 +13,7 @@ select
     json_transform(
         gold,
         '[{"name": "VARCHAR", "args": "JSON", "accept": "JSON", "optional": "JSON", "group": "JSON"}]'
-    ) as calls
+    ) as calls,
+    hash(sample_id, trial) as key
 from samples
 where sample_index >= $lo and sample_index < $hi

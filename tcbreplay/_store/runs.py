@@ -101,6 +101,20 @@ class Run:
         return self.dir / MESSAGES
 
     @property
+    def samples_paths(self) -> list[Path]:
+        """The run's samples files: its own, or one per shard (see :meth:`data_dirs`)."""
+        return [folder / SAMPLES for folder in self.data_dirs()]
+
+    @property
+    def messages_paths(self) -> list[Path]:
+        """The run's messages files, beside its samples files."""
+        return [folder / MESSAGES for folder in self.data_dirs()]
+
+    def data_dirs(self) -> list[Path]:
+        """The folders that hold the run's samples and messages files."""
+        return [self.dir]
+
+    @property
     def divergences_path(self) -> Path:
         """A replay's divergences (other runs have no such file)."""
         return self.dir / DIVERGENCES
@@ -212,11 +226,19 @@ class Run:
     @contextmanager
     def writing_results(self) -> Iterator[None]:
         """One process at a time writes the run's results (scores, dashboard file); another
-        waits for its turn."""
-        with writing(self.dir / SCORES, hint=WRITABLE_HINT):
-            (self.dir / SCORES).mkdir(exist_ok=True)
-        with dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
-            yield
+        waits for its turn. The ``scores`` folder is made for them, and removed again when
+        the block fails and leaves it empty."""
+        folder = self.dir / SCORES
+        with writing(folder, hint=WRITABLE_HINT):
+            made = _make_dir(folder)
+        try:
+            with dir_lock(folder, fcntl.LOCK_EX):
+                yield
+        except BaseException:
+            if made:  # a first scoring that failed leaves no folder (once no other wrote)
+                with suppress(OSError):
+                    folder.rmdir()
+            raise
 
     def scores_dir(self, scoring: str) -> Path:
         return self.dir / SCORES / scoring
