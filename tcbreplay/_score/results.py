@@ -36,7 +36,7 @@ from tcbreplay._store.files import Staged, json_text, remove, staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.parquet import write_frame_to
 from tcbreplay._store.runs import DEFAULT_STORE, Run
-from tcbreplay._store.schema import SCORES_SCHEMA
+from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
 from tcbreplay.errors import InputError, StoreError, first_line
 
 
@@ -165,6 +165,7 @@ class ResultsWriter:
         self.listed = 0
         self._files = files
         self._writers: dict[Path, pq.ParquetWriter] = {}
+        self._pending: dict[Path, list[pa.Table]] = {}
         self.scores_path: Path | None = None
         self.dashboard_path: Path | None = None
         self._body: Any = None
@@ -203,7 +204,7 @@ class ResultsWriter:
             return
         assert self.scores_path is not None
         self._write(self.scores_path, part.scores.to_arrow().cast(SCORES_SCHEMA))
-        self._write(self.pairs_path, part.pairs.to_arrow())
+        self._write(self.pairs_path, _plain_strings(part.pairs.to_arrow()))
         if self._body is not None and part.listed:
             assert self.dashboard_path is not None
             with self._files.writing(self.dashboard_path):
@@ -212,21 +213,33 @@ class ResultsWriter:
                 self._body.write(part.board)
             self.listed += part.listed
 
-    def _write(self, path: Path, table: pa.Table) -> None:
+    def _write(self, path: Path, table: pa.Table, last: bool = False) -> None:
+        """Add rows to a file, written in row groups of ``ROW_GROUP_ROWS`` whatever the parts'
+        sizes (``last``: the rest too): the file is the same bytes however the run was cut."""
         assert self._files is not None
+        pending = self._pending.setdefault(path, [])
+        pending.append(table)
+        rows = sum(t.num_rows for t in pending)
+        if rows < ROW_GROUP_ROWS and not last:
+            return
+        whole = pa.concat_tables(pending)
+        full = whole.num_rows if last else whole.num_rows - whole.num_rows % ROW_GROUP_ROWS
+        self._pending[path] = [whole.slice(full)]
         with self._files.writing(path):
             writer = self._writers.get(path)
             if writer is None:
                 # derived results, rewritten by every scoring: fast compression
                 writer = pq.ParquetWriter(
-                    self._tmp[path], table.schema, compression="zstd", compression_level=1
+                    self._tmp[path], whole.schema, compression="zstd", compression_level=1
                 )
                 self._writers[path] = writer
-            writer.write_table(table.cast(writer.schema))
+            writer.write_table(whole.slice(0, full), row_group_size=ROW_GROUP_ROWS)
 
     def finish(self, summary: dict[str, Any]) -> None:
         """Close the files, and write the dashboard file and the summary (last)."""
         assert self._files is not None
+        for path in list(self._pending):
+            self._write(path, self._pending[path][0].slice(0, 0), last=True)
         for path, writer in self._writers.items():
             with self._files.writing(path):
                 writer.close()
@@ -283,6 +296,15 @@ class ResultsWriter:
         two equal hashes, which the store is then asked about."""
         keys = np.sort(np.concatenate(self.keys), kind="stable")  # sorted runs: merged
         return bool((keys[1:] == keys[:-1]).any())
+
+
+def _plain_strings(table: pa.Table) -> pa.Table:
+    """A table whose texts are Arrow's plain strings (Polars hands out views)."""
+    text = (pa.types.is_string_view, pa.types.is_large_string)
+    schema = pa.schema(
+        pa.field(f.name, pa.string()) if any(t(f.type) for t in text) else f for f in table.schema
+    )
+    return table.cast(schema)
 
 
 def _copy(source: Any, target: Any) -> None:
