@@ -4,17 +4,26 @@ and the same files as on this machine alone."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import threading
 
+import pyarrow.parquet as pq
 import pytest
-from helpers import cli
+from helpers import cli, wait_for
+
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
 
 from tcbreplay._score import run as score_module
 from tcbreplay._score import translate
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 
-pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 def _written(root, run_id, result) -> dict[str, bytes]:
@@ -47,3 +56,40 @@ def test_scoring_on_ray_writes_what_scoring_here_writes(ray_cluster, sim_copy, m
                                               engine="ray"))  # fmt: skip
     assert cut == [3, 3, 3]
     assert on_ray == here
+
+
+def test_recording_on_ray_survives_a_worker_killed(ray_cluster, tmp_path):
+    """record --engine ray: a shard per CPU (two), each a Ray task; the worker of shard 1 is
+    killed (kill -9) midway, Ray runs its task again, which resumes the shard: the run holds
+    every sample once, and scores as one process's recording."""
+    model = "sim:seed=5,latency=0.02"
+    inputs = load_inputs("tool-call")
+    clean = Store(tmp_path / "clean")
+    record_run(inputs, parse_model(model), clean, run_id="r", options=RecordOptions(workers=8))
+    store = Store(tmp_path / "traces")
+    run_dir = tmp_path / "traces" / "r"
+    done: list = []
+    recording = threading.Thread(
+        target=lambda: done.append(
+            record_run(inputs, parse_model(model), store, run_id="r",
+                       options=RecordOptions(workers=1), engine="ray")  # fmt: skip
+        )
+    )
+    recording.start()
+    journal = run_dir / "journal-1-of-2.jsonl"
+    wait_for(lambda: journal.exists() and journal.read_text().count("\n") >= 3)
+    pid = int((run_dir / "shard-1-of-2.lock").read_text().split()[1])
+    os.kill(pid, signal.SIGKILL)
+    recording.join(timeout=300)
+    assert done, "the recording did not finish"
+    again = int((run_dir / "shard-1-of-2.lock").read_text().split()[1])
+    assert again != pid  # shard 1 was recorded to its end by a task Ray ran again
+    summary = done[0]
+    assert (summary.status, summary.recorded) == ("complete", 94)
+    assert summary.attempted < 94 + 47  # the killed shard's samples were not all recorded again
+    ids = pq.read_table(run_dir / "samples.parquet", columns=["sample_id"])["sample_id"]
+    assert len(ids) == len(set(ids.to_pylist())) == 94
+    assert not list(run_dir.glob("journal*"))
+    scores = [sorted(score_run(s, "r", write=False).scores.drop("run_id", "scoring").rows())
+              for s in (store, clean)]  # fmt: skip
+    assert scores[0] == scores[1]
