@@ -14,7 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_metrics import TOOLS, samples
-from traces import build_tables
 
 from tcbreplay._machine import usable_cores
 from tcbreplay._score import engines, fold
@@ -26,6 +25,7 @@ from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.results import category_breakdown
 from tcbreplay._score.run import compute_scores
 from tcbreplay._store.views import connect_tables
+from traces import build_tables
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 

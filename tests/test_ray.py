@@ -17,7 +17,6 @@ from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
-
 from tcbreplay._score import run as score_module
 from tcbreplay._score import translate
 from tcbreplay._score.run import score_run
@@ -71,8 +70,14 @@ def test_recording_on_ray_survives_a_worker_killed(ray_cluster, tmp_path):
     done: list = []
     recording = threading.Thread(
         target=lambda: done.append(
-            record_run(inputs, parse_model(model), store, run_id="r",
-                       options=RecordOptions(workers=1), engine="ray")  # fmt: skip
+            record_run(
+                inputs,
+                parse_model(model),
+                store,
+                run_id="r",
+                options=RecordOptions(workers=1),
+                engine="ray",
+            )
         )
     )
     recording.start()

@@ -73,7 +73,7 @@ def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
             store.resume_run("r")  # a writer of the whole run
         with pytest.raises(RunLockedError, match="being written by pid"):
             ShardWriter(run_dir, (1, 2))  # the same shard twice
-        with pytest.raises(RunLockedError, match="other shards .* not in 3"):
+        with pytest.raises(RunLockedError, match=r"other shards .* not in 3"):
             ShardWriter(run_dir, (2, 3))
         with pytest.raises(RunLockedError, match="being recorded in shards"):
             store.delete_run("r")  # record --overwrite

@@ -174,6 +174,7 @@ def record(
     anew."""
     from tcbreplay._cli.render import Progress
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
+    from tcbreplay._ray import check_engine
     from tcbreplay._record.failures import MaxErrors
     from tcbreplay._record.models import (
         DEFAULT_MODEL,
@@ -182,7 +183,6 @@ def record(
         with_transport,
     )
     from tcbreplay._record.options import RecordOptions
-    from tcbreplay._ray import check_engine
     from tcbreplay._record.runner import RecordInterrupted, parse_shard, record_run
     from tcbreplay._store.runs import Run, Store
     from tcbreplay.errors import RecordError

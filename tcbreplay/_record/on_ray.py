@@ -28,9 +28,7 @@ def record_on_ray(
     last (the one that completed the run), counting what every shard recorded."""
     with ray_session(address) as ray:
         n = max(1, min(tasks, cluster_cpus(ray)))
-        remote = ray.remote(num_cpus=1, max_retries=RETRIES, retry_exceptions=False)(
-            record_shard
-        )
+        remote = ray.remote(num_cpus=1, max_retries=RETRIES, retry_exceptions=False)(record_shard)
         refs = [remote.remote((k + 1, n)) for k in range(n)]
         try:
             summaries = [_result(ray, ref) for ref in refs]

@@ -19,6 +19,7 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
+from tcbreplay._ray import check_engine, ray_module
 from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
 from tcbreplay._record.agent_factory import (
     AGENT_FIELD,
@@ -38,7 +39,6 @@ from tcbreplay._record.models import (
 )
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
 from tcbreplay._record.sample import SampleTimeout, run_sample
-from tcbreplay._ray import check_engine, ray_module
 from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import LOCK, new_manifest, row_index, utcnow
