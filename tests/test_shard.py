@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -137,3 +138,15 @@ def test_shards_at_once_one_killed_then_run_again_lose_and_duplicate_nothing(tmp
     assert not list(run_dir.glob("journal*"))
     assert Run(run_dir).status == "complete"
     assert _scores(Store(store_dir), "r") == clean
+
+
+def test_record_on_ray_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--engine", "ray", "--quiet")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --engine ray needs Ray, which is not installed")
+    assert "Hint: pip install 'tcbreplay[ray]'" in result.stderr
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--ray-address", "auto")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --ray-address applies to --engine ray")
+    assert not list(tmp_path.iterdir())
