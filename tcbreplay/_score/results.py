@@ -144,6 +144,10 @@ def _write_files(
     result.dashboard_path = dashboard_file
 
 
+# the dashboard file's samples held in memory before they go to its body file
+BODY_BUFFER = 8 << 20
+
+
 class ResultsWriter:
     """The default scorer's results, folded part by part in sample order: each part's rows
     written to the scores and pairs files and its listed samples to the dashboard file's body
@@ -169,6 +173,10 @@ class ResultsWriter:
         self.scores_path: Path | None = None
         self.dashboard_path: Path | None = None
         self._body: Any = None
+        # the dashboard file's samples held here up to BODY_BUFFER bytes, then in its body
+        # file: a small run's are written after its scores files (whose failure names them)
+        self._board: list[bytes] = []
+        self._board_bytes = 0
         if files is None or run is None:
             return
         folder = run.scores_dir(options.scoring)
@@ -176,14 +184,16 @@ class ResultsWriter:
         self.scores_path = folder / "scores.parquet"
         self.pairs_path = folder / "pairs.parquet"
         self._tmp = {path: files.begin(path) for path in (self.scores_path, self.pairs_path)}
+        # made now (the rows follow in row groups): a store that cannot take the scores file
+        # is named by it, before the dashboard file's body below is written
+        with files.writing(self.scores_path):
+            self._tmp[self.scores_path].touch()
         if dashboard != "none":
             self.dashboard_path = dashboard_path(run)
             files.folder(self.dashboard_path.parent)
             self._tmp[self.dashboard_path] = files.begin(self.dashboard_path)
             # the samples first, beside it: the head (the run-level numbers) is known last
             self._body_path = self._tmp[self.dashboard_path].with_suffix(".body")
-            with files.writing(self.dashboard_path):
-                self._body = self._body_path.open("wb")
 
     def add(self, part: PartResult) -> None:
         """Fold in the next part (parts come in sample order)."""
@@ -205,13 +215,19 @@ class ResultsWriter:
         assert self.scores_path is not None
         self._write(self.scores_path, part.scores.to_arrow().cast(SCORES_SCHEMA))
         self._write(self.pairs_path, _plain_strings(part.pairs.to_arrow()))
-        if self._body is not None and part.listed:
-            assert self.dashboard_path is not None
-            with self._files.writing(self.dashboard_path):
-                if self.listed:
-                    self._body.write(BETWEEN)
-                self._body.write(part.board)
+        if self.dashboard_path is not None and part.listed:
+            chunk = (BETWEEN if self.listed else b"") + part.board
             self.listed += part.listed
+            if self._body is None and self._board_bytes + len(chunk) <= BODY_BUFFER:
+                self._board.append(chunk)
+                self._board_bytes += len(chunk)
+                return
+            with self._files.writing(self.dashboard_path):
+                if self._body is None:
+                    self._body = self._body_path.open("wb")
+                for held in (*self._board, chunk):
+                    self._body.write(held)
+            self._board, self._board_bytes = [], 0
 
     def _write(self, path: Path, table: pa.Table, last: bool = False) -> None:
         """Add rows to a file, written in row groups of ``ROW_GROUP_ROWS`` whatever the parts'
@@ -244,15 +260,18 @@ class ResultsWriter:
             with self._files.writing(path):
                 writer.close()
         self._writers = {}
-        if self._body is not None:
-            assert self.dashboard_path is not None
+        if self.dashboard_path is not None:
             with self._files.writing(self.dashboard_path):
-                self._body.close()
+                if self._body is not None:
+                    self._body.close()
                 with self._tmp[self.dashboard_path].open("wb") as out:
                     assert self.run is not None
                     out.write(head_text(self.run, summary))
-                    with self._body_path.open("rb") as body:
-                        _copy(body, out)
+                    if self._body is not None:
+                        with self._body_path.open("rb") as body:
+                            _copy(body, out)
+                    for held in self._board:
+                        out.write(held)
                     out.write(TAIL)
         text = json_text(summary)
         folder = self.pairs_path.parent
@@ -264,6 +283,7 @@ class ResultsWriter:
             with suppress(Exception):
                 writer.close()
         self._writers = {}
+        self._board, self._board_bytes = [], 0
         if self._body is not None:
             with suppress(OSError):
                 self._body.close()

@@ -18,7 +18,6 @@ from tcbreplay._store.files import (
     write_json_atomic,
     writing,
 )
-from tcbreplay._store.journal import drop_torn_tail
 from tcbreplay._store.locks import (
     WAIT_HINT,
     WRITABLE_HINT,
@@ -61,6 +60,8 @@ class RunWriter:
 
     def __init__(self, path: Path, lock: int | None = None) -> None:
         """Take the run (``lock``: its lock, already taken)."""
+        from tcbreplay._store.journal import drop_torn_tail
+
         self.dir = path
         self.run_id = path.name
         self._lock_fd: int | None = take_lock(path / LOCK) if lock is None else lock
@@ -184,6 +185,8 @@ class ShardWriter(RunWriter):
 
     def __init__(self, path: Path, shard: tuple[int, int]) -> None:
         """Take shard ``shard`` (I, N) of the run at ``path``."""
+        from tcbreplay._store.journal import drop_torn_tail
+
         self.dir = path
         self.run_id = path.name
         self.shard = shard
