@@ -48,6 +48,7 @@ def clean(tmp_path_factory):
     return _scores(store, "r")
 
 
+@pytest.mark.slow
 def test_shards_one_after_another_make_the_run_one_process_makes(tmp_path, clean):
     store = Store(tmp_path)
     first = _record(store, "r", shard=(1, 3))
