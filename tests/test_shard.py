@@ -70,7 +70,9 @@ def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
     inputs = load_inputs("tool-call")
     record_run(inputs, parse_model(MODEL), store, run_id="r", limit=2, shard=(1, 2))
     run_dir = tmp_path / "r"
-    with ShardWriter(run_dir, (1, 2)):
+    with ShardWriter(run_dir, (1, 2)) as shard:
+        shard.update_manifest(status="recording")
+        assert _listed_status(tmp_path) == "recording"  # not interrupted: a shard records it
         with pytest.raises(RunLockedError, match=r"being recorded in shards \(shard-1-of-2"):
             store.resume_run("r")  # a writer of the whole run
         with pytest.raises(RunLockedError, match="being written by pid"):
@@ -81,9 +83,16 @@ def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
             store.delete_run("r")  # record --overwrite
         with ShardWriter(run_dir, (2, 2)) as other:  # the other shard records beside it
             assert other.fold() is False  # shard 1 still records: the fold is left to it
-    assert Run(run_dir).status == "partial"
+    assert Run(run_dir).status == "recording"
+    assert _listed_status(tmp_path) == "interrupted"  # no process records it now
     with store.resume_run("r"):  # every shard done: the run is writable as a whole again
         pass
+
+
+def _listed_status(root: Path) -> str:
+    result = cli("runs", "--store", root, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)[0]["status"]
 
 
 @pytest.mark.parametrize(
