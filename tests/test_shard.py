@@ -108,6 +108,10 @@ def test_a_shard_is_i_of_n(tmp_path, shard, message):
                  "ray", "--quiet")  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "--shard and --engine ray cannot be combined" in result.stderr
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--shard", "1/2",
+                 "--overwrite", "--quiet")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--overwrite and --shard cannot be combined" in result.stderr
     assert not list(tmp_path.iterdir())
 
 

@@ -285,6 +285,13 @@ def run_plan(
     ``source`` of the runs this makes (None: recordings; ``replay``); ``shard``: see
     :func:`record_run`."""
     check_shard(shard)
+    if shard is not None and overwrite:
+        raise InputError(
+            "--overwrite and --shard cannot be combined: each shard would delete what the "
+            "others recorded",
+            hint="give the shards another --run-id, or remove the run's folder from the "
+            "store before they start",
+        )
     selected = _select(inputs.dataset.samples, limit, sample_ids)
     print_ = fingerprint
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
