@@ -7,6 +7,7 @@ import math
 import random
 import threading
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -16,14 +17,16 @@ from hypothesis import strategies as st
 from test_metrics import TOOLS, samples
 
 from tcbreplay._machine import usable_cores
-from tcbreplay._score import engines, fold
+from tcbreplay._score import engines, fold, results
 from tcbreplay._score import parts as parts_module
+from tcbreplay._score import run as score_module
 from tcbreplay._score.exact_match import summarize_exact_match
 from tcbreplay._score.fold import Tally, exact_mean, exact_sum
 from tcbreplay._score.metrics import summarize
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.results import category_breakdown
-from tcbreplay._score.run import compute_scores
+from tcbreplay._score.run import compute_scores, score_run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.views import connect_tables
 from traces import build_tables
 
@@ -159,3 +162,25 @@ def test_a_run_is_scored_a_few_parts_at_a_time(monkeypatch):
         con.close()
     assert scored.scores.height == 40
     assert 1 < most[0] <= engines.AHEAD * min(20, usable_cores())
+
+
+def test_the_dashboard_file_is_the_same_held_in_memory_or_streamed(sim_copy, monkeypatch):
+    """A small run's listed samples are held in memory until its scores files are written; a
+    large run's (past BODY_BUFFER) go to a body file part by part: the same file either way."""
+    root, run_id = sim_copy
+    monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 3)
+    held = score_run(Store(root), run_id, dashboard="all").dashboard_path.read_bytes()
+    bodies = []
+    real_open = Path.open
+
+    def seen(path, *args, **kwargs):
+        if path.suffix == ".body":
+            bodies.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", seen)
+    monkeypatch.setattr(results, "BODY_BUFFER", 100)
+    streamed = score_run(Store(root), run_id, dashboard="all").dashboard_path.read_bytes()
+    assert bodies  # the body file was written
+    assert streamed == held
+    assert not list(root.rglob("*.body"))
