@@ -81,6 +81,15 @@ def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
             ShardWriter(run_dir, (2, 3))
         with pytest.raises(RunLockedError, match="being recorded in shards"):
             store.delete_run("r")  # record --overwrite
+        args = ("record", "--model", MODEL, "--run-id", "r", "--store", tmp_path, "--shard",
+                "2/2", "--limit", "2", "--quiet")  # fmt: skip
+        assert cli(*args).exit_code == 0  # shard 2 beside shard 1
+        again = cli(*args)
+        assert again.exit_code == 0, again.output
+        assert again.stdout.startswith(
+            "run r: this shard has nothing left to record; other shards are still recording "
+            "(2/94 samples so far)"
+        )
         with ShardWriter(run_dir, (2, 2)) as other:  # the other shard records beside it
             assert other.fold() is False  # shard 1 still records: the fold is left to it
     assert Run(run_dir).status == "recording"

@@ -294,7 +294,12 @@ def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) 
     if export_jsonl:
         export_run(run_, run_.dir / "jsonl", error=StoreError)
     lines = []
-    if not summary.attempted:
+    if not summary.attempted and summary.status == "recording":  # a shard, others still going
+        lines.append(
+            f"run {summary.run_id}: this shard has nothing left to record; other shards are "
+            f"still recording ({summary.recorded}/{summary.total} samples so far)"
+        )
+    elif not summary.attempted:
         sim = " (simulated model)" if summary.simulated else ""
         asked = " asked for" if summary.status == "partial" else ""
         lines.append(
