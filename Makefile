@@ -122,6 +122,16 @@ bench: install
 bench-score: install
 	$(BIN)/python -m bench.run --sizes 10k,100k
 
+# Scoring and recording past one process (not part of `make test`): `tcbreplay score` of
+# 1k, 200k, 1M and 10M generated samples against a bare read pass (peak RSS beside), the 1M
+# run on a single-node Ray against the local engine, and `record --shard` over 4 shards
+# against one process; the table goes to BENCHMARKS.md under "Scale". SIZES=1k,200k,1m
+# leaves out the 10M run (about 8 GB under bench/out/, long to generate on 2 cores).
+SIZES ?= 1k,200k,1m,10m
+.PHONY: bench-scale
+bench-scale: install
+	$(BIN)/python -m bench.scale_bench --sizes $(SIZES)
+
 # Scoring with gold rules on every sample (not part of `make test`): the 1M run of `make bench`
 # and the same run with accept lists and order-free groups, `tcbreplay score` timed on both,
 # a slice of the second checked against the plain-Python spec; appended to BENCHMARKS.md.

@@ -1,7 +1,9 @@
 -- Every sample in $lo <= sample_index < $hi with its status, category, own tools (JSON, or
 -- null) and the gold calls of the sides $sides ('agent', 'user'; a call without a side is the
 -- agent's): name, args and rules as canonical JSON text, and the side; arguments left out are
--- null here, read as {}; a name left out is an error of the store.
+-- null here, read as {}; a name left out is an error of the store; and the hash of its
+-- (sample_id, trial) key (the same on every machine: parts scored apart are checked for
+-- repeated keys by it).
 with gold as (
     select
         sample_id,
@@ -25,5 +27,6 @@ select
     category,
     status,
     tools,
-    list_filter(calls, lambda c: list_contains($sides, coalesce(c.side, 'agent'))) as calls
+    list_filter(calls, lambda c: list_contains($sides, coalesce(c.side, 'agent'))) as calls,
+    hash(sample_id, trial) as key
 from gold

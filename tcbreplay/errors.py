@@ -73,6 +73,11 @@ class RecordError(TcbReplayError):
         self.summary = summary
 
 
+class EngineError(TcbReplayError):
+    """The engine parts run on (Ray) cannot be reached, or lost a part it could not run
+    again (exit code 1)."""
+
+
 class TcbReplayWarning(UserWarning):
     """Something the user should know that does not stop the command (the CLI prints it as
     one ``Warning:`` line)."""

@@ -53,6 +53,16 @@ def sim_copy(sim_run, tmp_path):
     return unscored_copy(*sim_run, tmp_path / "traces")
 
 
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A single-node Ray (two CPUs) for the tests marked ``ray``: started once per test run
+    (they share one xdist worker, see pyproject.toml's addopts), stopped at its end."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture
 def reference_dir():
     if not REFERENCE.is_dir():

@@ -624,3 +624,23 @@ def test_a_benchmark_title_that_is_a_path_cannot_place_the_dashboard_file(sim_co
     assert "cannot name the dashboard file" in result.output
     assert not list(root.parent.rglob("*escaped*"))
     assert not (root / run_id / "scores" / "spec" / "summary.json").exists()
+
+
+def test_engine_ray_without_ray_says_how_to_install_it(sim_copy, monkeypatch):
+    root, run_id = sim_copy
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
+    result = cli("score", run_id, "--store", root, "--engine", "ray")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --engine ray needs Ray, which is not installed")
+    assert "Hint: pip install 'tcbreplay[ray]'" in result.stderr
+    assert not (root / run_id / "scores").exists()
+
+
+def test_a_ray_address_needs_engine_ray(sim_copy):
+    root, run_id = sim_copy
+    result = cli("score", run_id, "--store", root, "--ray-address", "auto")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --ray-address applies to --engine ray")
+    result = cli("score", run_id, "--store", root, "--engine", "ray", "--scorer", "abet")
+    assert result.exit_code == 2, result.output
+    assert "--engine ray scores with --scorer spec" in result.stderr

@@ -112,8 +112,9 @@ def test_score_prints_pass_k_with_several_trials(trial_store):
     assert "**per trial**" in markdown and "**pass^k and pass@k**" in markdown
     assert "| per sample |" in markdown and "success: a clean sample" in markdown
     csv_lines = cli("score", "k3", "--store", root, "--format", "csv").stdout.splitlines()
-    # tsa, tp, ahr, exact, write_exact, first_divergence
-    assert csv_lines[0] == "run_id,scoring,metric,value,count,n,unit" and len(csv_lines) == 7
+    # tsa, tp, ahr, exact, write_exact, first_divergence, covered
+    assert csv_lines[0] == "run_id,scoring,metric,value,count,n,unit" and len(csv_lines) == 8
+    assert csv_lines[-1].startswith("k3,spec,covered,")
     assert cli("audit", "verify", "k3", "--store", root).exit_code == 0
     one = cli("score", "k1", "--store", root)
     assert "pass^k" not in one.stdout
@@ -122,6 +123,9 @@ def test_score_prints_pass_k_with_several_trials(trial_store):
 
 def test_diff_pairs_by_sample_over_trials_and_says_so(trial_store):
     root = trial_store.root
+    # the scores file read below, made here (diff alone does not write one): the test does
+    # not depend on another having scored k3 before it in the same worker
+    assert cli("score", "k3", "--store", root).exit_code == 0
     result = cli("diff", "k3", "k2", "--store", root, "--format", "json")
     assert result.exit_code == 0, result.output
     diff = json.loads(result.stdout)

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
@@ -331,19 +330,33 @@ def test_fold_on_a_full_disk_names_the_file(sim_copy, monkeypatch):
     assert snapshot(root) == before
 
 
-def test_scores_on_a_full_disk_polars_reports_it_as_text(scored, monkeypatch):
-    """Polars says "(os error 28)" in a ComputeError: still the one line."""
+def test_scores_on_a_full_disk_are_one_line(scored, monkeypatch):
+    """ENOSPC from Arrow's writer (the scores files are written part by part with it, no
+    longer by Polars: its "(os error 28)" text is read below): still the one line, and
+    nothing left behind."""
     root, run_id = scored
     before = snapshot(root)
 
-    def full(self, path, *args, **kwargs):
-        Path(path).write_bytes(b"PAR1")
-        raise pl.exceptions.ComputeError("parquet: underlying IO error: No space (os error 28)")
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] ...")
 
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", full)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
     with pytest.raises(StoreError, match=r"scores\.parquet: cannot write: No space left on device"):
         score_run(Store(root), run_id)
     assert snapshot(root) == before
+
+
+def test_a_failure_polars_reports_as_text_is_the_one_line(tmp_path):
+    """Polars says "(os error 28)" in a ComputeError: still the one line."""
+    import polars as pl
+
+    from tcbreplay._store.files import writing
+
+    path = tmp_path / "scores.parquet"
+    failure = pl.exceptions.ComputeError("parquet: underlying IO error: No space (os error 28)")
+    expected = r"scores\.parquet: cannot write: No space left on device"
+    with pytest.raises(StoreError, match=expected), writing(path):
+        raise failure
 
 
 def test_an_os_error_the_library_did_not_name_is_still_one_line(scored, monkeypatch):

@@ -109,6 +109,26 @@ from tcbreplay.errors import InputError, StoreError
     "fraction of the samples recorded (0.05 or 5%).",
 )
 @click.option(
+    "--shard",
+    metavar="I/N",
+    help="Record only shard I of N of the run (a job of an array, on any machine sharing the "
+    "store), with 1/N of --max-rpm/--max-tpm; the run is complete when every shard is.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the samples are recorded: this machine, or Ray actors, one shard each "
+    "(pip install 'tcbreplay[ray]'; the cluster's machines share the store).",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help="The Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a Ray "
+    "started on this machine for the command).",
+)
+@click.option(
     "--export-jsonl", is_flag=True, help="Also export the run as JSON Lines into <run>/jsonl/."
 )
 @click.option("--quiet", is_flag=True, help="No progress output.")
@@ -138,6 +158,9 @@ def record(
     limit,
     sample_ids,
     max_errors,
+    shard,
+    engine,
+    ray_address,
     export_jsonl,
     quiet,
     fmt,
@@ -151,6 +174,7 @@ def record(
     anew."""
     from tcbreplay._cli.render import Progress
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
+    from tcbreplay._ray import check_engine
     from tcbreplay._record.failures import MaxErrors
     from tcbreplay._record.models import (
         DEFAULT_MODEL,
@@ -159,12 +183,15 @@ def record(
         with_transport,
     )
     from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import RecordInterrupted, record_run
+    from tcbreplay._record.runner import RecordInterrupted, parse_shard, record_run
     from tcbreplay._store.runs import Run, Store
     from tcbreplay.errors import RecordError
 
     store_ = Store(store)
     budget = MaxErrors.parse(max_errors)
+    check_engine(engine, ray_address)
+    shard_ = None if shard is None else parse_shard(shard)
+
     if resume_id and retry_id:
         raise InputError(
             "--resume and --retry-errors cannot be combined: --resume records only the samples "
@@ -237,6 +264,9 @@ def record(
             sample_ids=sample_ids or None,
             max_errors=budget,
             agent=agent,
+            shard=shard_,
+            engine=engine,
+            ray_address=ray_address,
         )
     except RecordInterrupted as stop:
         progress.close()
@@ -264,7 +294,12 @@ def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) 
     if export_jsonl:
         export_run(run_, run_.dir / "jsonl", error=StoreError)
     lines = []
-    if not summary.attempted:
+    if not summary.attempted and summary.status == "recording":  # a shard, others still going
+        lines.append(
+            f"run {summary.run_id}: this shard has nothing left to record; other shards are "
+            f"still recording ({summary.recorded}/{summary.total} samples so far)"
+        )
+    elif not summary.attempted:
         sim = " (simulated model)" if summary.simulated else ""
         asked = " asked for" if summary.status == "partial" else ""
         lines.append(
@@ -306,6 +341,8 @@ def _summary_line(summary) -> str:
                 f"{summary.ok}/{summary.recorded} ok (partial: {summary.total // summary.trials}"
                 f" in the dataset, {summary.trials} trials each)"
             )
+    elif summary.status == "recording":  # a shard done, others not yet
+        held = f"{summary.ok}/{summary.total} ok so far (shards still recording)"
     elif summary.status == "failed":
         held = f"{summary.ok}/{summary.total} ok (stopped)"
     return (

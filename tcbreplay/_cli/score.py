@@ -94,10 +94,24 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     show_default=True,
     help="Samples written to the dashboard file.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where the run's parts are scored: threads of this process, or Ray tasks on a "
+    "cluster that reads the store (pip install 'tcbreplay[ray]'); the same results.",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help="The Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a Ray "
+    "started on this machine for the command).",
+)
 @STORE_OPTION
 def score(
     run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, only, without, gold_run,
-    side, allow_incomplete, dashboard, store,
+    side, allow_incomplete, dashboard, engine, ray_address, store,
 ) -> None:  # fmt: skip
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.grids import bfcl_output, score_output
@@ -125,6 +139,8 @@ def score(
             ),
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,
+            engine=engine,
+            ray_address=ray_address,
         )
     files = {"scores_file": str(result.scores_path), "dashboard_file": result.dashboard_path}
     summary = {"warnings": result.warnings, **result.summary}

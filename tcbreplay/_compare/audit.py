@@ -8,6 +8,7 @@ compares everything.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,7 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
         trial_fields = tuple(key for key in TRIAL_FIELDS + OUTCOME_FIELDS if key in stored_summary)
         for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS + trial_fields:
-            if stored_summary.get(key) != fresh.summary.get(key):
+            if not same_numbers(stored_summary.get(key), fresh.summary.get(key)):
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])
                 )
@@ -136,6 +137,28 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         report.differences += _compare_scores(folder.name, stored, fresh.scores)
         report.samples_checked = max(report.samples_checked, fresh.scores.height)
     return report
+
+
+# Run-level means are exact sums divided once (tcbreplay._score.fold); scorings stored before
+# summed in Polars' order, which may differ in the last bits: such means are compared to this
+# relative tolerance (every count, and every per-sample number, exactly)
+MEAN_REL_TOL = 1e-12
+
+
+def same_numbers(stored: Any, fresh: Any) -> bool:
+    """Whether a summary's value holds what the fresh one does: floats within
+    ``MEAN_REL_TOL``, everything else (counts, texts, the shape) equal."""
+    if isinstance(stored, float) and isinstance(fresh, float):
+        return math.isclose(stored, fresh, rel_tol=MEAN_REL_TOL, abs_tol=0.0)
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        return stored.keys() == fresh.keys() and all(
+            same_numbers(stored[k], fresh[k]) for k in stored
+        )
+    if isinstance(stored, list) and isinstance(fresh, list):
+        return len(stored) == len(fresh) and all(
+            same_numbers(a, b) for a, b in zip(stored, fresh, strict=True)
+        )
+    return type(stored) is type(fresh) and stored == fresh
 
 
 def _hash_now(path: Path) -> str:

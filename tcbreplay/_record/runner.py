@@ -19,6 +19,7 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
+from tcbreplay._ray import check_engine, ray_module
 from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
 from tcbreplay._record.agent_factory import (
     AGENT_FIELD,
@@ -38,10 +39,18 @@ from tcbreplay._record.models import (
 )
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
 from tcbreplay._record.sample import SampleTimeout, run_sample
+from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
-from tcbreplay._store.schema import new_manifest, row_index, utcnow
+from tcbreplay._store.schema import LOCK, new_manifest, row_index, utcnow
 from tcbreplay._store.writer import RunWriter
-from tcbreplay.errors import InputError, RecordError, RunExistsError, StoreError, first_line
+from tcbreplay.errors import (
+    InputError,
+    RecordError,
+    RunExistsError,
+    RunLockedError,
+    StoreError,
+    first_line,
+)
 
 __all__ = [
     "AgentPlan", "RecordOptions", "RecordSummary", "SampleTimeout", "record_run", "run_plan",
@@ -158,6 +167,9 @@ def record_run(
     sample_ids: Sequence[str] | None = None,
     max_errors: MaxErrors | str | int | float | None = None,
     agent: str | None = None,
+    shard: tuple[int, int] | None = None,
+    engine: str = "local",
+    ray_address: str | None = None,
 ) -> RecordSummary:
     """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
 
@@ -172,6 +184,11 @@ def record_run(
     of those with these ids (each for every trial): the run is then ``partial``, and a later
     recording of it can complete it. ``agent``: a ``MODULE:FACTORY`` that builds the agent
     (see :mod:`tcbreplay._record.agent_factory`), instead of the built-in one.
+    ``shard`` (I, N): record only shard I of N (the trials whose row number is I - 1
+    modulo N), beside the other shards on this or other machines sharing the store, with
+    1/N of ``--max-rpm``/``--max-tpm``; the last shard to finish completes the run (see
+    :class:`tcbreplay._store.writer.ShardWriter`). ``engine="ray"``: the shards recorded
+    as Ray tasks (see :mod:`tcbreplay._record.on_ray`; ``ray_address``: the cluster's).
 
     Raises :class:`~tcbreplay.errors.RecordError` when the recording stops on an error
     retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
@@ -179,6 +196,29 @@ def record_run(
     """
     tools = runnable_tools(inputs)
     budget = None if max_errors is None else MaxErrors.parse(max_errors)
+    check_engine(engine, ray_address)
+    if engine == "ray":
+        if shard is not None:
+            raise InputError("--shard and --engine ray cannot be combined: Ray's tasks are the "
+                             "shards")  # fmt: skip
+        ray_module()  # missing: refused before anything is written
+        run_id = validate_run_id(
+            default_run_id(inputs, choice, agent) if run_id is None else run_id
+        )
+        if overwrite and store.run_dir(run_id).is_dir():
+            store.delete_run(run_id)
+        root = Store(store.root.resolve())
+
+        def record_shard(shard: tuple[int, int]) -> RecordSummary:
+            return record_run(
+                inputs, choice, root, run_id=run_id, options=options, retry_errors=retry_errors,
+                limit=limit, sample_ids=sample_ids, max_errors=max_errors, agent=agent,
+                shard=shard,
+            )  # fmt: skip
+
+        from tcbreplay._record.on_ray import record_on_ray
+
+        return record_on_ray(record_shard, max(1, len(inputs.dataset)), ray_address)
     if isinstance(options, Mapping):
         RecordOptions.resolve(options)  # refuse bad settings before anything is written
     factory = load_agent_factory(agent) if agent else None
@@ -214,6 +254,7 @@ def record_run(
         budget=budget,
         simulated=choice.simulated,
         why_stopped=lambda stop: stop_message(stop, choice),
+        shard=shard,
     )
 
 
@@ -236,11 +277,21 @@ def run_plan(
     simulated: bool = False,
     why_stopped: Callable[[RecordStop], str] = str,
     source: str | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> RecordSummary:
     """Run ``plan`` over the samples of ``inputs`` into run ``run_id``: a new run (its
     manifest ``model``, ``fields`` and ``fingerprint``, which a resumed run must have), or
     the one of that id resumed (see :func:`record_run`). ``source``: the manifest's
-    ``source`` of the runs this makes (None: recordings; ``replay``)."""
+    ``source`` of the runs this makes (None: recordings; ``replay``); ``shard``: see
+    :func:`record_run`."""
+    check_shard(shard)
+    if shard is not None and overwrite:
+        raise InputError(
+            "--overwrite and --shard cannot be combined: each shard would delete what the "
+            "others recorded",
+            hint="give the shards another --run-id, or remove the run's folder from the "
+            "store before they start",
+        )
     selected = _select(inputs.dataset.samples, limit, sample_ids)
     print_ = fingerprint
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
@@ -248,6 +299,8 @@ def run_plan(
     writer = None
     already = 0
     entries = len(inputs.dataset)
+    if shard is not None:  # shards started at once: one makes the run, the others wait
+        _await_run(store, run_id)
     if not store.exists(run_id):
         opts = _options(options)
         manifest = new_manifest(
@@ -262,16 +315,23 @@ def run_plan(
         )
         try:
             writer = store.create_run(manifest, inputs.dataset.entries())
-            tasks = _tasks(selected, opts.trials or 1, entries, {}, set())
+            tasks = _tasks(selected, opts.trials or 1, entries, {}, set(), shard)
+        except RunLockedError:
+            if shard is None:
+                raise
+            _await_run(store, run_id)  # another shard makes it: resumed below
         except RunExistsError:
             pass  # made by another process since the look above: resumed below, as it is now
+        if writer is not None and shard is not None:  # made: now recorded as one shard
+            writer.close()
+            writer = None
     if writer is None:
         # Checked before the writer takes the run (which writes its lock and journal), so a
         # run that cannot be resumed is left as it was; checked again under the lock.
         run = store.open_run(run_id)
         _check_resumable(run.manifest, print_, run, source)
         opts = _options(options, run.manifest.get("runner"))
-        writer = store.resume_run(run_id)
+        writer = store.resume_run(run_id, shard)
         try:
             manifest = writer.manifest
             _check_resumable(manifest, print_, run, source)
@@ -282,7 +342,7 @@ def run_plan(
         trials = opts.trials or _stored_trials(manifest.get("runner") or {}, recorded)
         opts = replace(opts, trials=trials)
         redo = {"error", "missing"} if retry_errors else set()
-        tasks = _tasks(selected, trials, entries, recorded, redo)
+        tasks = _tasks(selected, trials, entries, recorded, redo, shard)
         already = sum(1 for status in recorded.values() if status not in redo)
         # this recording's runner and transport settings are the ones a later resume reuses
         writer.update_manifest(status="recording", runner=opts.to_dict(), model=model)
@@ -297,7 +357,7 @@ def run_plan(
             retries=opts.retries,
             backoff=opts.backoff,
             call_timeout=opts.call_timeout,
-            limiter=opts.rate_limiter(processes),
+            limiter=opts.rate_limiter(processes * (1 if shard is None else shard[1])),
             on_retry=on_retry,
         )
         return plan.agent(policy)
@@ -353,16 +413,48 @@ def _tasks(
     entries: int,
     recorded: dict[tuple[str, int], str],
     redo: set[str],
+    shard: tuple[int, int] | None = None,
 ) -> list[Task]:
     """The trials of ``samples`` (of a dataset of ``entries``) to record, trial by trial in
-    dataset order: those not recorded yet, and those stored with a status in ``redo``."""
+    dataset order: those not recorded yet, and those stored with a status in ``redo``;
+    ``shard`` (I, N): only those whose row number is I - 1 modulo N."""
     out = []
     for trial in range(trials):
         for s in samples:
             status = recorded.get((s.sample_id, trial))
             if status is None or status in redo:
-                out.append((s, trial, row_index(s.index, trial, entries)))
+                index = row_index(s.index, trial, entries)
+                if shard is None or index % shard[1] == shard[0] - 1:
+                    out.append((s, trial, index))
     return out
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``I/N`` (``--shard 2/4``) as (I, N)."""
+    try:
+        i, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise InputError(f"--shard {text}: write it I/N, such as 2/4") from None
+    check_shard((i, n))
+    return i, n
+
+
+def check_shard(shard: tuple[int, int] | None) -> None:
+    if shard is not None and not 1 <= shard[0] <= shard[1]:
+        raise InputError(f"--shard {shard[0]}/{shard[1]}: I must be from 1 to N")
+
+
+def _await_run(store: Store, run_id: str, wait_s: float = 10.0) -> None:
+    """Wait while another process is making run ``run_id`` (its folder there, its manifest
+    not yet), up to ``wait_s``; a folder left by a creation that died is then made anew."""
+    deadline = time.monotonic() + wait_s
+    while (
+        store.run_dir(run_id).is_dir()
+        and not store.exists(run_id)
+        and lock_holder(store.run_dir(run_id) / LOCK) is not None
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
 
 
 def _stored_trials(runner: dict[str, Any], recorded: dict[tuple[str, int], str]) -> int:
@@ -512,12 +604,14 @@ def _finish(
 
     ``partial`` (some samples left out on purpose) becomes ``complete`` once every sample
     is stored; ``complete`` becomes ``incomplete`` while some are not. ``stopped`` says why
-    a recording stopped early (kept in the manifest, like the status, until the next one)."""
-    import pyarrow.parquet as pq
-
+    a recording stopped early (kept in the manifest, like the status, until the next one).
+    A shard that is not the last to finish leaves the manifest to the last one (status
+    ``recording``)."""
     try:
-        writer.fold()
-        rows = pq.read_table(writer.dir / "samples.parquet").to_pylist()
+        folded = writer.fold()
+        rows = _stored_rows(writer.dir)
+        if not folded:
+            status = "recording"
         ok = sum(1 for r in rows if r["status"] == "ok")
         error_types: dict[str, int] = {}
         for r in rows:
@@ -539,18 +633,21 @@ def _finish(
         diverged = error_types.get("diverged", 0)
         if diverged:  # a replay's samples that diverged (counted among the errors)
             totals["diverged"] = diverged
-        if status == "partial" and len(rows) >= total:
+        if status == "recording":
+            pass
+        elif status == "partial" and len(rows) >= total:
             status = "complete"
         elif status == "complete" and len(rows) < total:
             status = "incomplete"
         ending: dict[str, Any] = {"stopped": stopped} if stopped else {}
         if not stopped and "stopped" in writer.manifest:
             ending["stopped"] = None  # an earlier recording's, resumed since
-        if finish is not None:
+        if finish is not None and folded:
             ending.update(finish(rows, writer.manifest))
-        writer.update_manifest(
-            status=status, finished_at=utcnow().isoformat(), totals=totals, **ending
-        )
+        if folded:
+            writer.update_manifest(
+                status=status, finished_at=utcnow().isoformat(), totals=totals, **ending
+            )
     finally:
         writer.close()
     return RecordSummary(
@@ -567,6 +664,22 @@ def _finish(
         output_tokens=totals["output_tokens"],
         error_types=error_types,
     )
+
+
+def _stored_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows of a run's samples file, with those its journals hold (folded or not)."""
+    import pyarrow.parquet as pq
+
+    from tcbreplay._store.journal import journal_records
+    from tcbreplay._store.schema import SAMPLES, sample_rows
+
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    if (run_dir / SAMPLES).exists():
+        for row in pq.read_table(run_dir / SAMPLES).to_pylist():
+            rows[(row["sample_id"], row.get("trial") or 0)] = row
+    for row in sample_rows(list(journal_records(run_dir))):
+        rows[(row["sample_id"], row.get("trial") or 0)] = row
+    return list(rows.values())
 
 
 async def _in_process(

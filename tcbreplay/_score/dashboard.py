@@ -22,6 +22,7 @@ from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DASHBOARD_DIR, MANIFEST
+from tcbreplay._store.views import query_text
 from tcbreplay.errors import StoreError
 
 
@@ -41,18 +42,10 @@ def _title(run: Run) -> str:
     return title
 
 
-def write_dashboard(
-    run: Run,
-    scores: pl.DataFrame,
-    parts: list[FlatCalls],
-    summary: dict[str, Any],
-    mode: str,
-    path: Path,
-) -> None:
-    """Write the dashboard file to ``path`` (a temporary name: see :func:`dashboard_path`);
-    ``mode`` ``mismatches`` lists only samples whose names differ from gold or with an
-    invalid or missing argument, as the original did. ``parts``: the run's calls,
-    consecutive ranges of samples in the order of ``scores``."""
+def listed_samples(scores: pl.DataFrame, mode: str) -> np.ndarray:
+    """The positions of the samples of ``scores`` the dashboard file lists, ascending:
+    ``mismatches`` only those whose names differ from gold or with an invalid or missing
+    argument, as the original did; ``all`` every one."""
     listed = scores.select(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("s"), "tp", "args_invalid", "args_missing"
     )
@@ -62,37 +55,94 @@ def write_dashboard(
             | (pl.col("args_invalid") > 0)
             | (pl.col("args_missing").fill_null(0) > 0)
         )
-    listed_s = listed["s"].to_numpy()  # ascending
-    # read with Arrow, whose threads are not the ones Polars writes the scores with meanwhile
-    table = pq.read_table(run.samples_path, columns=["sample_index", "input"])
-    column = table["input"].cast(pa.large_string()).combine_chunks()
-    inputs = kernels.text_buffers(column)
-    has_input = column.is_valid().to_numpy(zero_copy_only=False)
-    indexes = table["sample_index"].to_numpy()
-    # each listed sample's row of the file (scores are in sample_index order)
-    rows = listed_s if np.all(indexes[1:] > indexes[:-1]) else np.argsort(indexes)[listed_s]
+    return listed["s"].to_numpy()
+
+
+def input_buffers(inputs: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, ...]:
+    """Input texts (nullable) as :func:`samples_text` takes them: offsets, bytes, validity."""
+    column = inputs.cast(pa.large_string())
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    offsets, data = kernels.text_buffers(column)
+    return offsets, data, column.is_valid().to_numpy(zero_copy_only=False)
+
+
+def samples_text(
+    flat: FlatCalls, listed: np.ndarray, inputs: tuple[np.ndarray, ...],
+    rows: np.ndarray | None = None,
+) -> bytes:  # fmt: skip
+    """The listed samples of a range (positions in ``flat``) as the dashboard file writes
+    them, joined by ",\\n\\t"; ``inputs``: :func:`input_buffers` of the inputs, the listed
+    samples' at ``rows`` (default: their positions)."""
+    if not len(listed):
+        return b""
+    calls = (*flat.agent.buffers(), *flat.gold.buffers())
+    listing = (listed, listed if rows is None else rows, *inputs, *calls)
+    text = np.empty(0, dtype=np.uint8)
+    size = kernels.functions().dashboard_samples(*listing, text)
+    if size < 0:
+        text = np.empty(-size, dtype=np.uint8)
+        size = kernels.functions().dashboard_samples(*listing, text)
+    return text.data[:size].tobytes()
+
+
+def part_text(
+    con: Any, samples: tuple[int, int], flat: FlatCalls, scores: pl.DataFrame, mode: str
+) -> tuple[bytes, int]:
+    """A range's listed samples as the dashboard file writes them, and how many: the range
+    of ``sample_index`` values ``samples`` of ``con``'s run, its calls and scores (in sample
+    order)."""
+    listed = listed_samples(scores, mode)
+    if not len(listed):
+        return b"", 0
+    bounds = {"lo": samples[0], "hi": samples[1]}
+    inputs = con.sql(query_text("score_inputs"), params=bounds).to_arrow_table()["input"]
+    return samples_text(flat, listed, input_buffers(inputs)), len(listed)
+
+
+def head_text(run: Run, summary: dict[str, Any]) -> bytes:
+    """What the dashboard file holds before its samples."""
     head = {
         "benchmark_name": _title(run),
         "run_id": run.run_id,
         "results": {"tsa": summary["tsa"], "ahr": summary["ahr"], "tp": summary["tp"]},
     }
+    # laid out as DuckDB writes a JSON array: a sample per line, each after a tab
+    return (json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": [\n\t').encode()
+
+
+# what the dashboard file holds after its samples
+TAIL = b"\n]\n}\n"
+# between the texts of two parts
+BETWEEN = b",\n\t"
+
+
+def write_dashboard(
+    run: Run,
+    scores: pl.DataFrame,
+    parts: list[FlatCalls],
+    summary: dict[str, Any],
+    mode: str,
+    path: Path,
+) -> None:
+    """Write the dashboard file to ``path`` (a temporary name: see :func:`dashboard_path`)
+    from a whole run's scores: ``mode`` as :func:`listed_samples`; ``parts``: the run's
+    calls, consecutive ranges of samples in the order of ``scores``."""
+    listed_s = listed_samples(scores, mode)
+    # read with Arrow, whose threads are not the ones Polars writes the scores with meanwhile
+    table = pq.read_table(run.samples_paths, columns=["sample_index", "input"])
+    indexes = table["sample_index"].to_numpy()
+    inputs = input_buffers(table["input"])
+    # each listed sample's row of the file (scores are in sample_index order)
+    rows = listed_s if np.all(indexes[1:] > indexes[:-1]) else np.argsort(indexes)[listed_s]
     with path.open("wb") as out:
-        # laid out as DuckDB writes a JSON array: a sample per line, each after a tab
-        out.write((json.dumps(head, ensure_ascii=False)[:-1] + ', "samples": [\n\t').encode())
-        # one buffer for the parts' texts: written pages are not fresh pages again
-        text = np.empty(0, dtype=np.uint8)
+        out.write(head_text(run, summary))
         first = 0
         for part in parts:
             lo, hi = np.searchsorted(listed_s, [first, first + part.samples.height])
             if hi > lo:
-                calls = (*part.agent.buffers(), *part.gold.buffers())
-                listing = (listed_s[lo:hi] - first, rows[lo:hi], *inputs, has_input, *calls)
-                size = kernels.functions().dashboard_samples(*listing, text)
-                if size < 0:
-                    text = np.empty(-size, dtype=np.uint8)
-                    size = kernels.functions().dashboard_samples(*listing, text)
                 if lo:
-                    out.write(b",\n\t")
-                out.write(text.data[:size])
+                    out.write(BETWEEN)
+                out.write(samples_text(part, listed_s[lo:hi] - first, inputs, rows[lo:hi]))
             first += part.samples.height
-        out.write(b"\n]\n}\n")
+        out.write(TAIL)

@@ -2,13 +2,17 @@
 
 A scoring writes ``scores.parquet``, ``pairs.parquet`` and the dashboard file under
 temporary names, then ``summary.json`` (with its audit record) last: its presence marks a
-complete scoring.
+complete scoring. The default scorer writes them part by part as the parts come
+(:class:`ResultsWriter`); the others from the whole run's results (:func:`write_results`).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
@@ -22,13 +26,17 @@ import pyarrow.parquet as pq
 from tcbreplay import _json
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import AUDITED_FILES
-from tcbreplay._score.dashboard import dashboard_path, write_dashboard
+from tcbreplay._score.dashboard import BETWEEN, TAIL, dashboard_path, head_text, write_dashboard
+from tcbreplay._score.exact_match import summarize_exact_match
+from tcbreplay._score.fold import Tally
+from tcbreplay._score.metrics import summarize
 from tcbreplay._score.options import ScoreOptions
-from tcbreplay._store.files import json_text, staged
+from tcbreplay._score.parts import PartResult, tool_sums
+from tcbreplay._store.files import Staged, json_text, remove, staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.parquet import write_frame_to
 from tcbreplay._store.runs import DEFAULT_STORE, Run
-from tcbreplay._store.schema import SCORES_SCHEMA
+from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
 from tcbreplay.errors import InputError, StoreError, first_line
 
 
@@ -136,6 +144,199 @@ def _write_files(
     result.dashboard_path = dashboard_file
 
 
+# the dashboard file's samples held in memory before they go to its body file
+BODY_BUFFER = 8 << 20
+
+
+class ResultsWriter:
+    """The default scorer's results, folded part by part in sample order: each part's rows
+    written to the scores and pairs files and its listed samples to the dashboard file's body
+    (``files``: the scoring's staged files; None: the rows are kept in memory instead), its
+    tally added up, the hashes of its keys and its rows for pass^k kept."""
+
+    def __init__(
+        self, run: Run | None, options: ScoreOptions, dashboard: str, files: Staged | None
+    ) -> None:
+        self.run = run
+        self.tally = Tally()
+        self.summary_rows: list[pl.DataFrame] = []
+        self.tools: pl.DataFrame | None = None
+        self.keys: list[np.ndarray] = []
+        self.trial_rows: list[pl.DataFrame] = []
+        self.frames: list[pl.DataFrame] = []  # in memory: the scores, pairs and calls
+        self.pairs: list[pl.DataFrame] = []
+        self.flat: list[translate.FlatCalls] = []
+        self.listed = 0
+        self._files = files
+        self._writers: dict[Path, pq.ParquetWriter] = {}
+        self._pending: dict[Path, list[pa.Table]] = {}
+        self.scores_path: Path | None = None
+        self.dashboard_path: Path | None = None
+        self._body: Any = None
+        # the dashboard file's samples held here up to BODY_BUFFER bytes, then in its body
+        # file: a small run's are written after its scores files (whose failure names them)
+        self._board: list[bytes] = []
+        self._board_bytes = 0
+        if files is None or run is None:
+            return
+        folder = run.scores_dir(options.scoring)
+        files.folder(folder)
+        self.scores_path = folder / "scores.parquet"
+        self.pairs_path = folder / "pairs.parquet"
+        self._tmp = {path: files.begin(path) for path in (self.scores_path, self.pairs_path)}
+        # made now (the rows follow in row groups): a store that cannot take the scores file
+        # is named by it, before the dashboard file's body below is written
+        with files.writing(self.scores_path):
+            self._tmp[self.scores_path].touch()
+        if dashboard != "none":
+            self.dashboard_path = dashboard_path(run)
+            files.folder(self.dashboard_path.parent)
+            self._tmp[self.dashboard_path] = files.begin(self.dashboard_path)
+            # the samples first, beside it: the head (the run-level numbers) is known last
+            self._body_path = self._tmp[self.dashboard_path].with_suffix(".body")
+
+    def add(self, part: PartResult) -> None:
+        """Fold in the next part (parts come in sample order)."""
+        if part.tally is not None:
+            self.tally.add(part.tally)
+        if part.summary_rows is not None:
+            self.summary_rows.append(part.summary_rows)
+        counts = part.tool_counts
+        self.tools = counts if self.tools is None else tool_sums(pl.concat([self.tools, counts]))
+        self.keys.append(part.keys)
+        if part.trial_rows is not None:
+            self.trial_rows.append(part.trial_rows)
+        if self._files is None:
+            self.frames.append(part.scores)
+            self.pairs.append(part.pairs)
+            if part.flat is not None:
+                self.flat.append(part.flat)
+            return
+        assert self.scores_path is not None
+        self._write(self.scores_path, part.scores.to_arrow().cast(SCORES_SCHEMA))
+        self._write(self.pairs_path, _plain_strings(part.pairs.to_arrow()))
+        if self.dashboard_path is not None and part.listed:
+            chunk = (BETWEEN if self.listed else b"") + part.board
+            self.listed += part.listed
+            if self._body is None and self._board_bytes + len(chunk) <= BODY_BUFFER:
+                self._board.append(chunk)
+                self._board_bytes += len(chunk)
+                return
+            with self._files.writing(self.dashboard_path):
+                if self._body is None:
+                    self._body = self._body_path.open("wb")
+                for held in (*self._board, chunk):
+                    self._body.write(held)
+            self._board, self._board_bytes = [], 0
+
+    def _write(self, path: Path, table: pa.Table, last: bool = False) -> None:
+        """Add rows to a file, written in row groups of ``ROW_GROUP_ROWS`` whatever the parts'
+        sizes (``last``: the rest too): the file is the same bytes however the run was cut."""
+        assert self._files is not None
+        pending = self._pending.setdefault(path, [])
+        pending.append(table)
+        rows = sum(t.num_rows for t in pending)
+        if rows < ROW_GROUP_ROWS and not last:
+            return
+        whole = pa.concat_tables(pending)
+        full = whole.num_rows if last else whole.num_rows - whole.num_rows % ROW_GROUP_ROWS
+        self._pending[path] = [whole.slice(full)]
+        with self._files.writing(path):
+            writer = self._writers.get(path)
+            if writer is None:
+                # derived results, rewritten by every scoring: fast compression
+                writer = pq.ParquetWriter(
+                    self._tmp[path], whole.schema, compression="zstd", compression_level=1
+                )
+                self._writers[path] = writer
+            writer.write_table(whole.slice(0, full), row_group_size=ROW_GROUP_ROWS)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """Close the files, and write the dashboard file and the summary (last)."""
+        assert self._files is not None
+        for path in list(self._pending):
+            self._write(path, self._pending[path][0].slice(0, 0), last=True)
+        for path, writer in self._writers.items():
+            with self._files.writing(path):
+                writer.close()
+        self._writers = {}
+        if self.dashboard_path is not None:
+            with self._files.writing(self.dashboard_path):
+                if self._body is not None:
+                    self._body.close()
+                with self._tmp[self.dashboard_path].open("wb") as out:
+                    assert self.run is not None
+                    out.write(head_text(self.run, summary))
+                    if self._body is not None:
+                        with self._body_path.open("rb") as body:
+                            _copy(body, out)
+                    for held in self._board:
+                        out.write(held)
+                    out.write(TAIL)
+        text = json_text(summary)
+        folder = self.pairs_path.parent
+        self._files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, "utf-8"))
+
+    def close(self) -> None:
+        """Release what writing holds (after a failure too)."""
+        for writer in self._writers.values():
+            with suppress(Exception):
+                writer.close()
+        self._writers = {}
+        self._board, self._board_bytes = [], 0
+        if self._body is not None:
+            with suppress(OSError):
+                self._body.close()
+            remove(self._body_path)
+            self._body = None
+
+    def numbers(self) -> dict[str, Any]:
+        """The run-level numbers: the metrics with the n behind each, then per tool and per
+        category (of the tally, or of the rows kept)."""
+        by_tool = tool_breakdown(self.tools) if self.tools is not None else []
+        if self.summary_rows:
+            rows = pl.concat(self.summary_rows, rechunk=True)  # summed as over one part
+            metrics = {**summarize(rows), **summarize_exact_match(rows)}
+            return {"metrics": metrics, "by_tool": by_tool, "by_category": category_breakdown(rows)}
+        return {
+            "metrics": self.tally.metrics(),
+            "by_tool": by_tool,
+            "by_category": self.tally.by_category(),
+        }
+
+    def scores(self) -> pl.DataFrame:
+        """The scores kept in memory, in sample order."""
+        return pl.concat(self.frames, rechunk=True)
+
+    def pairs_frame(self) -> pl.DataFrame:
+        return pl.concat(self.pairs)
+
+    def repeated_key(self) -> bool:
+        """Whether two parts' rows (or two rows of a part) may share a (sample_id, trial):
+        two equal hashes, which the store is then asked about."""
+        keys = np.sort(np.concatenate(self.keys), kind="stable")  # sorted runs: merged
+        return bool((keys[1:] == keys[:-1]).any())
+
+
+def _plain_strings(table: pa.Table) -> pa.Table:
+    """A table whose texts are Arrow's plain strings (Polars hands out views)."""
+    text = (pa.types.is_string_view, pa.types.is_large_string)
+    schema = pa.schema(
+        pa.field(f.name, pa.string()) if any(t(f.type) for t in text) else f for f in table.schema
+    )
+    return table.cast(schema)
+
+
+def _copy(source: Any, target: Any) -> None:
+    """Copy a file into another from where each stands (in the kernel where it can)."""
+    target.flush()
+    try:
+        while os.copy_file_range(source.fileno(), target.fileno(), 1 << 30):
+            pass
+    except OSError:  # a file system or kernel without it
+        shutil.copyfileobj(source, target, 1 << 24)
+
+
 @cache
 def _scores_dtypes() -> pl.Schema:
     """The Polars types of the store's scores columns."""
@@ -218,18 +419,54 @@ class Scored:
         return [translate.FlatCalls.of_tables(self._tables)]
 
 
-@dataclass
 class ScoreResult:
-    """A scored run: the summary, the per-sample scores, and where they were written."""
+    """A scored run: the summary, the per-sample scores, and where they were written.
 
-    run_id: str
-    summary: dict[str, Any]
-    scores: pl.DataFrame
-    scores_path: Path | None = None
-    dashboard_path: Path | None = None
-    pairs: pl.DataFrame | None = None
-    # what a reader of the metrics must know first: samples in error, a partial run
-    warnings: list[str] = field(default_factory=list)
+    ``scores`` and ``pairs`` of a scoring written part by part are read back from its files
+    when first asked for (a run of millions of samples is scored without holding them)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        summary: dict[str, Any],
+        scores: pl.DataFrame | None = None,
+        scores_path: Path | None = None,
+        dashboard_path: Path | None = None,
+        pairs: pl.DataFrame | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.summary = summary
+        self._scores = scores
+        self.scores_path = scores_path
+        self.dashboard_path = dashboard_path
+        self._pairs = pairs
+        # what a reader of the metrics must know first: samples in error, a partial run
+        self.warnings = warnings if warnings is not None else []
+
+    @property
+    def scores(self) -> pl.DataFrame:
+        if self._scores is None:
+            if self.scores_path is None:
+                raise ValueError("a scoring without scores")
+            self._scores = pl.read_parquet(self.scores_path)
+        return self._scores
+
+    @scores.setter
+    def scores(self, frame: pl.DataFrame) -> None:
+        self._scores = frame
+
+    @property
+    def pairs(self) -> pl.DataFrame | None:
+        if self._pairs is None and self.scores_path is not None:
+            path = self.scores_path.parent / "pairs.parquet"
+            if path.exists():
+                self._pairs = pl.read_parquet(path)
+        return self._pairs
+
+    @pairs.setter
+    def pairs(self, frame: pl.DataFrame | None) -> None:
+        self._pairs = frame
 
 
 def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:

@@ -10,10 +10,9 @@ the default (the metric spec, docs/metrics.md; :mod:`tcbreplay._score.scorers.de
 
 from __future__ import annotations
 
-import threading
-import time
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Generator
+from contextlib import ExitStack
 from typing import Any
 
 import duckdb
@@ -22,23 +21,25 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay._machine import usable_cores
-from tcbreplay._score import translate
+from tcbreplay._ray import check_engine, cluster_cpus, ray_session
+from tcbreplay._score import fold, translate
 from tcbreplay._score.audit_record import audit_record
-from tcbreplay._score.exact_match import summarize_exact_match
+from tcbreplay._score.engines import local_parts, ray_parts
 from tcbreplay._score.gold_run import gold_calls, use_gold
-from tcbreplay._score.metrics import summarize, trial_summary
+from tcbreplay._score.metrics import trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
+from tcbreplay._score.parts import Focus, PartPlan, PartResult
 from tcbreplay._score.results import (
+    ResultsWriter,
     Scored,
     ScoreResult,
-    category_breakdown,
-    tool_breakdown,
     write_results,
 )
-from tcbreplay._score.roles import focus_tools, restrict, tool_roles
+from tcbreplay._score.roles import focus_tools, tool_roles
 from tcbreplay._score.scorers.abet import score_tables_abet
 from tcbreplay._score.scorers.bfcl import score_run_bfcl
-from tcbreplay._score.scorers.default import ScoredPart, score_part
+from tcbreplay._store.files import staged
+from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import DEFAULT_SCORER, JOURNAL, SCORES_SCHEMA, utcnow
 from tcbreplay._store.views import connect, connect_tables, query_text
@@ -54,33 +55,94 @@ def score_run(
     allow_incomplete: bool = False,
     write: bool = True,
     dashboard: str = "mismatches",
+    engine: str = "local",
+    ray_address: str | None = None,
 ) -> ScoreResult:
-    """Score one run from its raw traces; write per-sample scores, summary and dashboard file."""
+    """Score one run from its raw traces; write per-sample scores, summary and dashboard file.
+
+    ``engine``: ``local`` scores the run's parts in threads of this process, ``ray`` as Ray
+    tasks (``ray_address``: the cluster's; see :mod:`tcbreplay._ray`), with the same results."""
     options = options or ScoreOptions()
     if dashboard not in DASHBOARD_MODES:
         raise InputError(f"--dashboard {dashboard!r}: choose one of {', '.join(DASHBOARD_MODES)}")
+    check_engine(engine, ray_address)
+    if engine == "ray" and options.scorer != DEFAULT_SCORER:
+        raise InputError(
+            f"--engine ray scores with --scorer spec; --scorer {options.scorer} scores the "
+            "whole run at once, on this machine",
+            hint="leave out --engine ray",
+        )
     run = store.open_run(run_id)
     with run.reading():  # no record --overwrite meanwhile
-        return _score_run(run, options, allow_incomplete, write, dashboard, store)
+        return _score_run(
+            run, options, allow_incomplete, write, dashboard, store, engine, ray_address
+        )
 
 
 def _score_run(
     run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str,
-    store: Store | None = None,
+    store: Store | None = None, engine: str = "local", ray_address: str | None = None,
 ) -> ScoreResult:  # fmt: skip
     check_scorable(run, allow_incomplete)
     gold = None
     if options.gold_run is not None:
         gold = gold_calls(store or Store(run.dir.parent), run, options.gold_run)
     audit = audit_record(run, options.to_dict())  # hashes files in a thread meanwhile
+    if options.scorer == "bfcl" or options.focused or options.gold_run or options.side != "agent":
+        # the dashboard file has the original benchmark's metrics of every agent call against
+        # the dataset's gold only
+        dashboard = "none"
+    if options.scorer != DEFAULT_SCORER:
+        return _score_whole(run, options, write, dashboard, gold, audit)
     parts = _parts(run, options)
     # parts run side by side, a worker per core, so each gets its share of the cores
     con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // _workers(parts)))
+    try:
+        absent = use_gold(con, gold) if gold is not None else 0
+        with ExitStack() as stack:
+            if engine == "ray":
+                ray = stack.enter_context(ray_session(ray_address))
+                count = _parts_for(_samples(con), cluster_cpus(ray))
+            else:
+                count = _parts_for(_samples(con))
+            plan, ranges = _plan(con, run, options, count, dashboard if write else "none")
+            if engine == "ray":
+                source = ray_parts(ray, run, ranges, plan, gold)
+            else:
+                source = local_parts(con, ranges, plan, _workers(len(ranges)))
+            if not write:
+                results = ResultsWriter(run, options, "none", None)
+                _fold(source, results, con)
+                scores = results.scores()
+                summary = _summary(run, options, results, audit, plan)
+                return _result(run, summary, absent, scores=scores, pairs=results.pairs_frame())
+            with run.writing_results(), staged(hint=WRITABLE_HINT) as files:
+                results = ResultsWriter(run, options, plan.dashboard, files)
+                try:
+                    _fold(source, results, con)
+                    summary = _summary(run, options, results, audit, plan)
+                    results.finish(summary)
+                finally:
+                    results.close()
+            return _result(
+                run, summary, absent, scores_path=results.scores_path,
+                dashboard_path=results.dashboard_path,
+            )  # fmt: skip
+    finally:
+        con.close()
+
+
+def _score_whole(
+    run: Run, options: ScoreOptions, write: bool, dashboard: str, gold: pa.Table | None,
+    audit: Any,
+) -> ScoreResult:  # fmt: skip
+    """Score a run with a scorer that takes the whole run at once (abet, bfcl)."""
+    con = connect(runs=[run], with_scores=False)
     absent = 0
     try:
         if gold is not None:
             absent = use_gold(con, gold)
-        scored = compute_scores(con, tool_schemas(run), options, parts)
+        scored = compute_scores(con, tool_schemas(run), options)
     finally:
         con.close()
     verdicts = [  # only the bfcl scorer gives a verdict per sample, the default one outcomes
@@ -99,6 +161,49 @@ def _score_run(
     summary = {
         "run_id": run.run_id,
         **scored.metrics,
+        **_run_fields(run, options),
+        "by_tool": scored.by_tool,
+        "by_category": scored.by_category,
+        **trial_summary(scores),
+        "audit": audit.finish(scores),
+    }
+    result = _result(run, summary, absent, scores=scores, pairs=scored.pairs)
+    if write:
+        write_results(run, options, scored, scores, summary, dashboard, result)
+    return result
+
+
+def _fold(source: Generator[PartResult], results: ResultsWriter, con: Any) -> None:
+    """Fold the parts in, then refuse a run in which two rows share a sample_id and trial
+    (stored scores, audits and comparisons key on them)."""
+    try:
+        for part in source:
+            results.add(part)
+    finally:
+        source.close()  # (parts still being scored stop)
+    if results.repeated_key():
+        _check_repeated(con)
+
+
+def _summary(
+    run: Run, options: ScoreOptions, results: ResultsWriter, audit: Any, plan: PartPlan
+) -> dict[str, Any]:
+    numbers = results.numbers()
+    return {
+        "run_id": run.run_id,
+        **numbers["metrics"],
+        **_extra(plan),
+        **_run_fields(run, options),
+        "by_tool": numbers["by_tool"],
+        "by_category": numbers["by_category"],
+        **(trial_summary(pl.concat(results.trial_rows)) if results.trial_rows else {"trials": 1}),
+        "audit": audit.finish(),
+    }
+
+
+def _run_fields(run: Run, options: ScoreOptions) -> dict[str, Any]:
+    """The summary's fields about the run and the scoring, beside its numbers."""
+    return {
         "scoring": options.scoring,
         "options": options.to_dict(),
         "model": (run.manifest.get("model") or {}).get("id"),
@@ -106,29 +211,19 @@ def _score_run(
         "run_status": run.status,
         "scored_at": utcnow().isoformat(),
         "toolkit_version": __version__,
-        "by_tool": scored.by_tool,
-        "by_category": scored.by_category,
-        **trial_summary(scores),
-        "audit": audit.finish(scores),
     }
+
+
+def _result(run: Run, summary: dict[str, Any], absent: int, **found: Any) -> ScoreResult:
     result = ScoreResult(
-        run_id=run.run_id,
-        summary=summary,
-        scores=scores,
-        pairs=scored.pairs,
-        warnings=recording_warnings(run, scored.metrics),
+        run_id=run.run_id, summary=summary, warnings=recording_warnings(run, summary), **found
     )
     if absent:
+        gold_run = summary["options"].get("gold_run")
         result.warnings.append(
             f"{absent} samples (or trials) of {run.run_id} are not in --gold-run "
-            f"{options.gold_run} and score against no calls"
+            f"{gold_run} and score against no calls"
         )
-    if options.scorer == "bfcl" or options.focused or options.gold_run or options.side != "agent":
-        # the dashboard file has the original benchmark's metrics of every agent call against
-        # the dataset's gold only
-        dashboard = "none"
-    if write:
-        write_results(run, options, scored, scores, summary, dashboard, result)
     return result
 
 
@@ -231,8 +326,9 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
 
 # runs smaller than this are scored in one part
 SPLIT_MIN_SAMPLES = 50_000
-# how often the main thread looks whether the parts are done (a wake-up costs microseconds)
-_POLL_S = 0.01
+# the most samples a part holds: what scoring holds at once does not grow with the run
+# (a part of this size holds about 150 MB while it is scored)
+PART_SAMPLES = 250_000
 
 
 def compute_scores(
@@ -241,12 +337,28 @@ def compute_scores(
     """Score the run bound to ``con`` (with ``schemas``, its tools' schemas) with the chosen scorer.
 
     The default scorer cuts a large run into ``parts`` ranges of samples (by default two per
-    core), scored a worker per core, each on its own cursor: every number is per sample, so
-    the parts join into exactly the one-part result.
+    core, more for a run of more than ``PART_SAMPLES`` a core), scored a worker per core,
+    each on its own cursor: every number is per sample, so the parts join into exactly the
+    one-part result.
     """
-    scored = _scored(con, schemas, options, parts)
-    _check_unique_ids(scored.scores["sample_id"], scored.scores["trial"])
-    return scored
+    if options.scorer != DEFAULT_SCORER:
+        scored = _scored_whole(con, options)
+        _check_unique_ids(scored.scores["sample_id"], scored.scores["trial"])
+        return scored
+    count = parts if parts is not None else _parts_for(_samples(con))
+    plan, ranges = _plan(con, None, options, count, "none", schemas, keep=True)
+    results = ResultsWriter(None, options, "none", None)
+    _fold(local_parts(con, ranges, plan, _workers(len(ranges))), results, con)
+    scores = results.scores().drop("run_id", "scoring", "valid", "error_type")
+    numbers = results.numbers()
+    return Scored(
+        scores=scores,
+        metrics={**numbers["metrics"], **_extra(plan)},
+        flat=results.flat,
+        by_tool=numbers["by_tool"],
+        by_category=numbers["by_category"],
+        pairs=results.pairs_frame(),
+    )
 
 
 def _check_unique_ids(ids: pl.Series, trials: pl.Series) -> None:
@@ -264,92 +376,94 @@ def _check_unique_ids(ids: pl.Series, trials: pl.Series) -> None:
     repeated = keys.filter(keys.is_duplicated())
     if repeated.height:
         sid, trial = repeated.row(0)
-        raise StoreError(
-            f"samples.parquet: sample_id {sid!r}, trial {trial} names more than one sample"
-        )
+        raise _repeated(sid, trial)
 
 
-def _scored(
-    con: Any, schemas: list[dict[str, Any]], options: ScoreOptions, parts: int | None
-) -> Scored:
+def _check_repeated(con: Any) -> None:
+    """Ask the store which sample_id and trial name more than one row, if any does (two
+    keys' hashes were equal)."""
+    for sid, trial in con.execute(query_text("score_repeated_keys")).fetchall():
+        raise _repeated(sid, trial)
+
+
+def _repeated(sample_id: str, trial: int) -> StoreError:
+    return StoreError(
+        f"samples.parquet: sample_id {sample_id!r}, trial {trial} names more than one sample"
+    )
+
+
+def _scored_whole(con: Any, options: ScoreOptions) -> Scored:
     if options.scorer == "abet":
         return score_tables_abet(translate.load_calls(con, translate.split_samples(con, 1)[0]))
-    if options.scorer == "bfcl":
-        return score_run_bfcl(con)
-    if parts is None:
-        parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
+    return score_run_bfcl(con)
+
+
+def _samples(con: Any) -> int:
+    return int(con.execute("select count(*) from samples").fetchone()[0])
+
+
+def _plan(
+    con: Any, run: Run | None, options: ScoreOptions, parts: int, dashboard: str,
+    schemas: list[dict[str, Any]] | None = None, keep: bool = False,
+) -> tuple[PartPlan, list[tuple[int, int]]]:  # fmt: skip
+    """What every part needs (the tools' parameters, the roles and the focus, the trials),
+    and the ranges of samples the run is cut into."""
+    if schemas is None:
+        assert run is not None
+        schemas = tool_schemas(run)
     ranges = translate.split_samples(con, parts)
-    tools = translate.tools_table(con, schemas)
     roles, focus = _roles(con, schemas, options)
-    if len(ranges) == 1:
-        return _joined([_scored_part(con, ranges[0], tools, options, roles, focus)], roles, focus)
-    cursors = [con.cursor() for _ in ranges]
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=_workers(len(ranges)))
-    jobs: list[Future] = []
-    try:
-        for cursor, samples in zip(cursors, ranges, strict=True):
-            jobs.append(
-                pool.submit(_scored_part, cursor, samples, tools, options, roles, focus, stop)
-            )
-        # polled, not waited on: Ctrl-C reaches the main thread (the only one to raise
-        # KeyboardInterrupt) within moments even when the kernel hands the signal to a
-        # part's thread, and no lock of the futures is ever held by this thread; often,
-        # since the last part's end is when the results can be joined and written
-        while not _settled(jobs):
-            time.sleep(_POLL_S)
-        for job in jobs:  # a failed part raises before the others are waited for
-            if job.done() and job.exception() is not None:
-                job.result()
-        return _joined([job.result() for job in jobs], roles, focus)
-    except BaseException:
-        # Ctrl-C or a failed part: the other parts stop at their next step, and whatever
-        # query a part runs (or starts next) is interrupted, until every part has stopped
-        stop.set()
-        _stop_parts(jobs, cursors)
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        for cursor in cursors:
-            cursor.close()
+    ((rows, trials),) = con.execute(
+        "select count(*), coalesce(max(trial), 0) + 1 from samples"
+    ).fetchall()
+    plan = PartPlan(
+        run_id=run.run_id if run is not None else "",
+        options=options,
+        tools=translate.tools_table(con, schemas),
+        roles=roles,
+        focus=focus,
+        dashboard=dashboard,
+        trials=int(trials),
+        exact=rows > fold.EXACT_FROM_ROWS,
+        keep=keep,
+    )
+    return plan, ranges
 
 
-def _stop_parts(jobs: list[Future], cursors: list[Any]) -> None:
-    while not all(job.done() for job in jobs):
-        try:
-            for cursor in cursors:  # an interrupt only stops a query already running
-                cursor.interrupt()
-            time.sleep(0.05)
-        except KeyboardInterrupt:  # Ctrl-C again: the parts are being stopped already
-            continue
+def _extra(plan: PartPlan) -> dict[str, Any]:
+    """The roles of a scoring, and its focus (the tools kept, or left out)."""
+    extra: dict[str, Any] = {"roles": plan.roles}
+    if plan.focus is not None:
+        extra["focus"] = {"exclude" if plan.focus[1] else "tools": sorted(plan.focus[0])}
+    return extra
 
 
 def _parts(run: Run, options: ScoreOptions) -> int:
-    """How many parts the run is scored in: two per core for a large run (the default scorer)."""
+    """How many parts the run is scored in on this machine (the default scorer), from the
+    samples its files' footers count."""
     if options.scorer != DEFAULT_SCORER:
         return 1
     import pyarrow.parquet as pq
 
     try:
-        samples = pq.read_metadata(run.samples_path).num_rows
+        samples = sum(pq.read_metadata(path).num_rows for path in run.samples_paths)
     except (OSError, pa.ArrowInvalid):
         return 1  # opening the run's views reports what is wrong with the file
     return _parts_for(samples)
 
 
-def _parts_for(samples: int) -> int:
-    # two per core: a worker whose first part is done while another's still runs goes on
-    # with a second, so the cores stay busy to the end (see BENCHMARKS.md)
-    return 2 * usable_cores() if samples >= SPLIT_MIN_SAMPLES else 1
+def _parts_for(samples: int, cores: int | None = None) -> int:
+    # two per core (of this machine, or ``cores``): a worker whose first part is done while
+    # another's still runs goes on with a second, so the cores stay busy to the end (see
+    # BENCHMARKS.md); more for a run of more than PART_SAMPLES per part
+    if samples < SPLIT_MIN_SAMPLES:
+        return 1
+    return max(2 * (cores or usable_cores()), -(-samples // PART_SAMPLES))
 
 
 def _workers(parts: int) -> int:
     """Parts scored at once: one per core."""
     return min(parts, usable_cores())
-
-
-# the tools a focused scoring keeps (or, exclude, leaves out); None: every tool
-Focus = tuple[frozenset[str], bool] | None
 
 
 def _roles(
@@ -367,58 +481,3 @@ def _roles(
         known = [s.get("name") for s in schemas] + [name for name, _ in own]
         focus = focus_tools(options.only, options.without, roles, [n for n in known if n])
     return roles, focus
-
-
-def _scored_part(
-    con: Any, samples: tuple[int, int], tools: translate.Tools, options: ScoreOptions,
-    roles: dict[str, str], focus: Focus = None, stop: threading.Event | None = None,
-) -> ScoredPart:  # fmt: skip
-    flat = translate.load_flat(con, samples, options.side)
-    if focus is not None:  # every metric over the calls to the chosen tools only
-        flat = restrict(flat, focus[0], exclude=focus[1])
-    own_tools = None
-    if flat.tools is not None:
-        own_tools = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
-    _go_on(stop)
-    part = score_part(flat, tools, options.compare, own_tools)
-    writes = [name for name, role in roles.items() if role == "write"]
-    if focus is not None:  # the write tools the focus keeps
-        writes = [name for name in writes if (name in focus[0]) != focus[1]]
-    if writes:  # write_exact: exact of the write calls alone, in any order
-        _go_on(stop)
-        only = score_part(restrict(flat, writes, order_free=True), tools, options.compare,
-                          own_tools, covered=False)  # fmt: skip
-        part.scores = part.scores.with_columns(only.scores["exact"].alias("write_exact"))
-    return part
-
-
-def _settled(jobs: list[Future]) -> bool:
-    """Every part is done, or one has failed."""
-    done = [job for job in jobs if job.done()]
-    return len(done) == len(jobs) or any(job.exception() is not None for job in done)
-
-
-class _Stopped(Exception):
-    """A part given up because another part failed or scoring was interrupted."""
-
-
-def _go_on(stop: threading.Event | None) -> None:
-    if stop is not None and stop.is_set():
-        raise _Stopped
-
-
-def _joined(parts: list[ScoredPart], roles: dict[str, str], focus: Focus = None) -> Scored:
-    """The parts (in sample order) as one run's results, scored with ``roles`` (and
-    ``focus``: the tools kept, or left out)."""
-    scores = pl.concat([p.scores for p in parts], rechunk=True)  # sums as over one part
-    extra: dict[str, Any] = {"roles": roles}
-    if focus is not None:
-        extra["focus"] = {"exclude" if focus[1] else "tools": sorted(focus[0])}
-    return Scored(
-        scores=scores,
-        metrics={**summarize(scores), **summarize_exact_match(scores), **extra},
-        flat=[p.flat for p in parts],
-        by_tool=tool_breakdown(pl.concat([p.tool_counts for p in parts])),
-        by_category=category_breakdown(scores),
-        pairs=pl.concat([p.pairs for p in parts]),
-    )

@@ -106,14 +106,16 @@ RULES = ("accept", "optional", "group", "compare")
 class FlatCalls:
     """The samples of a range (``s``: position in sample order) and their calls, flat;
     ``rules``: each gold call's accept, optional, group and compare (JSON text or null), None
-    when no gold call of the range has one; ``tools``: each sample's own tools (JSON text or null),
-    None when no sample has its own."""
+    when no gold call of the range has one; ``tools``: each sample's own tools (JSON text or
+    null), None when no sample has its own; ``keys``: each sample's hash of its (sample_id,
+    trial), as the store's query gives it (None: not read)."""
 
     samples: pl.DataFrame
     agent: FlatSide
     gold: FlatSide
     rules: dict[str, pa.Array] | None = None
     tools: pa.Array | None = None
+    keys: np.ndarray | None = None
 
     def tables(self) -> CallTables:
         """As tables: the gold calls with their rules, the samples with their own tools
@@ -221,6 +223,7 @@ def load_flat(
         gold=gold,
         rules=rules,
         tools=None if tools.null_count == len(tools) else tools,
+        keys=gold_lists["key"].to_numpy(),
     )
 
 

@@ -151,6 +151,18 @@ class Staged:
         with writing(path, tmp, error=self._error, hint=self._hint):
             return write(tmp)
 
+    def begin(self, path: Path) -> Path:
+        """The temporary name of ``path``, which the caller writes bit by bit (failures of the
+        place as :func:`writing` turns them); it takes its name on commit."""
+        tmp = temporary(path)
+        with self._lock:
+            self._files.append((tmp, path))
+        return tmp
+
+    def writing(self, path: Path) -> Any:
+        """While ``path`` (begun) is written: a failure of the place as one typed error."""
+        return writing(path, error=self._error, hint=self._hint)
+
     def commit(self) -> None:
         """Rename every file into place, in the order they were begun."""
         while self._files:

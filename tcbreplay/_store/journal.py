@@ -27,6 +27,7 @@ from tcbreplay._store.schema import (
     MESSAGES_SCHEMA,
     SAMPLES,
     SAMPLES_SCHEMA,
+    SHARD_JOURNALS,
     divergence_rows,
     message_rows,
     sample_rows,
@@ -85,18 +86,32 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
             yield record
 
 
+def journals(run_dir: Path) -> list[Path]:
+    """A run's journals: its shards' (``record --shard``), then its own, whose records are
+    the latest (a ``--retry-errors`` after a sharded recording)."""
+    return [*sorted(run_dir.glob(SHARD_JOURNALS)), run_dir / JOURNAL]
+
+
+def journal_records(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """The records of every journal of a run, the latest of a sample last."""
+    for path in journals(run_dir):
+        yield from read_journal(path)
+
+
 def fold_journal(run_dir: Path) -> None:
-    """Merge journal records into the Parquet files (latest record per sample wins).
+    """Merge journal records (its shards' too) into the Parquet files (latest record per
+    sample wins); only while no shard appends to its journal.
 
     Both files are rewritten through temporary names and renamed, messages first;
-    the journal is removed last, so a crash at any point can be folded again.
+    the journals are removed last, so a crash at any point can be folded again.
     """
-    journal_path = run_dir / JOURNAL
+    paths = journals(run_dir)
     records: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in read_journal(journal_path):
+    for record in journal_records(run_dir):
         records[(record["sample_id"], record.get("trial", 0))] = record
     if not records and (run_dir / SAMPLES).exists():
-        journal_path.unlink(missing_ok=True)
+        for path in paths:
+            path.unlink(missing_ok=True)
         return
     keep = set(records)
     samples = [_old_rows(run_dir / SAMPLES, SAMPLES_SCHEMA, keep)]
@@ -119,7 +134,8 @@ def fold_journal(run_dir: Path) -> None:
         write_parquet(divergences, run_dir / DIVERGENCES)
     write_messages(message_table, run_dir / MESSAGES)
     write_parquet(sample_table, run_dir / SAMPLES)
-    journal_path.unlink(missing_ok=True)
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def _old_rows(path: Path, schema: pa.Schema, drop: set[tuple[str, int]]) -> pa.Table:

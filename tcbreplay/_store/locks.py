@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tcbreplay._store.files import writing
+from tcbreplay._store.schema import SHARD_LOCKS
 from tcbreplay.errors import RunLockedError
 
 WAIT_HINT = "wait for it to finish; a writer that died releases the run by itself"
@@ -82,13 +83,14 @@ def acquire_lock(path: Path) -> int:
     return fd
 
 
-def sign_lock(fd: int, path: Path) -> None:
+def sign_lock(fd: int, path: Path, who: str = "") -> None:
     """Write in a lock just taken the process that holds it (the first bytes a writer
-    writes: on a full disk this fails, the lock still held)."""
+    writes: on a full disk this fails, the lock still held); ``who``: what it is, before
+    its pid (``shard 2/4``)."""
     with writing(path, hint=WRITABLE_HINT):
         os.ftruncate(fd, 0)
         since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        os.write(fd, f"pid {os.getpid()} since {since}".encode())
+        os.write(fd, f"{who + ' ' if who else ''}pid {os.getpid()} since {since}".encode())
 
 
 def _holder(fd: int) -> str:
@@ -100,6 +102,17 @@ def _holder(fd: int) -> str:
             return text
         time.sleep(0.005)
     return "another process"
+
+
+def held_shards(run_dir: Path) -> dict[str, str]:
+    """The shard locks of a run that a live process holds (``record --shard``): its file's
+    name -> the process holding it."""
+    out = {}
+    for path in sorted(run_dir.glob(SHARD_LOCKS)):
+        holder = lock_holder(path)
+        if holder is not None:
+            out[path.name] = holder
+    return out
 
 
 def lock_holder(path: Path) -> str | None:

@@ -52,7 +52,13 @@ from tcbreplay._store.schema import (
     SCORES,
     read_manifest,
 )
-from tcbreplay._store.writer import DELETED_PREFIX, RunWriter, discard_folder
+from tcbreplay._store.writer import (
+    DELETED_PREFIX,
+    RunWriter,
+    ShardWriter,
+    discard_folder,
+    refuse_shards,
+)
 from tcbreplay.errors import (
     InputError,
     RunExistsError,
@@ -99,6 +105,21 @@ class Run:
     @property
     def messages_path(self) -> Path:
         return self.dir / MESSAGES
+
+    @property
+    def samples_paths(self) -> list[Path]:
+        """The run's samples files (see :meth:`data_dirs`)."""
+        return [folder / SAMPLES for folder in self.data_dirs()]
+
+    @property
+    def messages_paths(self) -> list[Path]:
+        """The run's messages files, beside its samples files."""
+        return [folder / MESSAGES for folder in self.data_dirs()]
+
+    def data_dirs(self) -> list[Path]:
+        """The folders that hold the run's samples and messages files (shards' journals
+        are folded into the run's own: one folder)."""
+        return [self.dir]
 
     @property
     def divergences_path(self) -> Path:
@@ -161,11 +182,18 @@ class Run:
     def unfolded_records(self) -> int:
         """How many finished samples wait in the journal, not yet in the Parquet files (a
         recording still going, or one that was killed)."""
-        try:
-            with (self.dir / JOURNAL).open("rb") as f:
-                return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
-        except FileNotFoundError:
-            return 0
+        from tcbreplay._store.journal import journals
+
+        waiting = 0
+        for path in journals(self.dir):
+            try:
+                with path.open("rb") as f:
+                    waiting += sum(
+                        chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b"")
+                    )
+            except FileNotFoundError:
+                continue
+        return waiting
 
     def recorded_ids(self) -> dict[tuple[str, int], str]:
         """Map every stored (sample id, trial) to its status (journal entries override
@@ -183,9 +211,9 @@ class Run:
             ids = table["sample_id"].to_pylist()
             trials = table["trial"].to_pylist() if "trial" in columns else [0] * len(ids)
             out.update(zip(zip(ids, trials, strict=True), table["status"].to_pylist(), strict=True))
-        from tcbreplay._store.journal import read_journal
+        from tcbreplay._store.journal import journal_records
 
-        for record in read_journal(self.dir / JOURNAL):
+        for record in journal_records(self.dir):
             out[(record["sample_id"], record.get("trial", 0))] = record["status"]
         return out
 
@@ -214,11 +242,19 @@ class Run:
     @contextmanager
     def writing_results(self) -> Iterator[None]:
         """One process at a time writes the run's results (scores, dashboard file); another
-        waits for its turn."""
-        with writing(self.dir / SCORES, hint=WRITABLE_HINT):
-            (self.dir / SCORES).mkdir(exist_ok=True)
-        with dir_lock(self.dir / SCORES, fcntl.LOCK_EX):
-            yield
+        waits for its turn. The ``scores`` folder is made for them, and removed again when
+        the block fails and leaves it empty."""
+        folder = self.dir / SCORES
+        with writing(folder, hint=WRITABLE_HINT):
+            made = _make_dir(folder)
+        try:
+            with dir_lock(folder, fcntl.LOCK_EX):
+                yield
+        except BaseException:
+            if made:  # a first scoring that failed leaves no folder (once no other wrote)
+                with suppress(OSError):
+                    folder.rmdir()
+            raise
 
     def scores_dir(self, scoring: str) -> Path:
         return self.dir / SCORES / scoring
@@ -358,6 +394,7 @@ class Store:
         self.sweep()
         lock = take_lock(path / LOCK)  # refused while another process writes it
         try:
+            refuse_shards(path)
             with dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
                 if not held:
                     raise RunLockedError(
@@ -378,10 +415,11 @@ class Store:
         for path in names:
             shutil.rmtree(path, ignore_errors=True)
 
-    def resume_run(self, run_id: str) -> RunWriter:
-        """Lock an existing run for more writing (resume or retry)."""
+    def resume_run(self, run_id: str, shard: tuple[int, int] | None = None) -> RunWriter:
+        """Lock an existing run for more writing (resume or retry); ``shard`` (I, N): only
+        shard I of N of it, beside the others (see :class:`ShardWriter`)."""
         run = self.open_run(run_id)
-        return RunWriter(run.dir)
+        return RunWriter(run.dir) if shard is None else ShardWriter(run.dir, shard)
 
     def check_output(self, path: Path, option: str = "-o") -> None:
         """Refuse an output path inside the store, where a file written could replace one of a

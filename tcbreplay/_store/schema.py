@@ -65,6 +65,21 @@ JOURNAL = "journal.jsonl"
 LOCK = "writer.lock"
 
 
+# One shard's journal and lock (``record --shard I/N``, ``record --engine ray``): each shard
+# appends to its own journal, and the last one to finish folds them all (see
+# :class:`tcbreplay._store.writer.ShardWriter`).
+def shard_journal(shard: tuple[int, int]) -> str:
+    return f"journal-{shard[0]}-of-{shard[1]}.jsonl"
+
+
+def shard_lock(shard: tuple[int, int]) -> str:
+    return f"shard-{shard[0]}-of-{shard[1]}.lock"
+
+
+SHARD_JOURNALS = "journal-*-of-*.jsonl"
+SHARD_LOCKS = "shard-*-of-*.lock"
+
+
 DIVERGENCES = "divergences.parquet"
 
 

@@ -23,7 +23,7 @@ import duckdb
 import pyarrow as pa
 
 from tcbreplay._machine import usable_cores
-from tcbreplay._store.locks import lock_holder
+from tcbreplay._store.locks import held_shards, lock_holder
 from tcbreplay._store.runs import Run, Store, check_columns, check_inside
 from tcbreplay._store.sandbox import (
     lock_down,
@@ -369,9 +369,10 @@ def _number(value: object) -> float | None:
 
 def _status(run: Run) -> str | None:
     """The manifest's status, but ``interrupted`` for a run still marked ``recording`` whose
-    writer is gone (killed before it could say so): no process is recording it."""
+    writer is gone (killed before it could say so), and no shard of it records either: no
+    process is recording it."""
     status = run.manifest.get("status")
-    if status == "recording" and lock_holder(run.dir / LOCK) is None:
+    if status == "recording" and lock_holder(run.dir / LOCK) is None and not held_shards(run.dir):
         return "interrupted"
     return status
 

@@ -6,7 +6,9 @@ import json
 import os
 import secrets
 import shutil
-from contextlib import suppress
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,11 @@ from tcbreplay._store.files import (
     writing,
 )
 from tcbreplay._store.locks import (
+    WAIT_HINT,
     WRITABLE_HINT,
+    acquire_lock,
+    held_shards,
+    sign_lock,
     take_lock,
 )
 from tcbreplay._store.schema import (
@@ -28,8 +34,11 @@ from tcbreplay._store.schema import (
     MANIFEST,
     SCHEMA_VERSION,
     read_manifest,
+    shard_journal,
+    shard_lock,
 )
 from tcbreplay.errors import (
+    RunLockedError,
     TcbReplayError,
 )
 
@@ -51,13 +60,14 @@ class RunWriter:
 
     def __init__(self, path: Path, lock: int | None = None) -> None:
         """Take the run (``lock``: its lock, already taken)."""
-        self.dir = path
-        self.run_id = path.name
         from tcbreplay._store.journal import drop_torn_tail
 
+        self.dir = path
+        self.run_id = path.name
         self._lock_fd: int | None = take_lock(path / LOCK) if lock is None else lock
         self._failed: TcbReplayError | None = None
         try:
+            refuse_shards(path)
             with writing(path / JOURNAL, hint=WRITABLE_HINT):
                 drop_torn_tail(path / JOURNAL)
                 self._journal = (path / JOURNAL).open("a", encoding="utf-8")
@@ -101,11 +111,16 @@ class RunWriter:
             os.close(self._lock_fd)
         self._lock_fd = None
 
-    def fold(self) -> None:
-        """Fold the journal into the Parquet files and record their sha256 in the manifest."""
+    def fold(self) -> bool:
+        """Fold the journal into the Parquet files and record their sha256 in the manifest;
+        whether it did (a :class:`ShardWriter` leaves it to the last shard)."""
+        self._close_journal()
+        self._fold()
+        return True
+
+    def _fold(self) -> None:
         from tcbreplay._store.journal import fold_journal
 
-        self._close_journal()
         fold_journal(self.dir)
         # the files are written in this version's layout (a version 1 run's included)
         names = [*DATA_FILES, *([DIVERGENCES] if (self.dir / DIVERGENCES).exists() else [])]
@@ -139,6 +154,127 @@ class RunWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def refuse_shards(path: Path) -> None:
+    """Refuse to write a run while shards of it record (``record --shard``)."""
+    held = held_shards(path)
+    if held:
+        name, holder = next(iter(held.items()))
+        raise RunLockedError(
+            f"run {path.name!r} is being recorded in shards ({name} by {holder})",
+            hint=f"{WAIT_HINT}; or record it as another shard (--shard)",
+        )
+
+
+# how often a shard looks whether the run's lock is free (another shard holds it for moments)
+_LOCK_POLL_S = 0.02
+SHARD_WHO = "shard"
+# how long a shard waits for another writer of the run (one making it, a shard starting at
+# the same moment) before it is refused
+_OTHERS_S = 10.0
+
+
+class ShardWriter(RunWriter):
+    """The writer of one shard of a run (``record --shard I/N``): appends to a journal of
+    its own under a lock of its own, so that N of them (on as many machines sharing the
+    store) record one run side by side. Each takes the run's lock only for moments (to
+    start, to write the manifest, to fold); the last shard to finish folds every journal
+    into the run's files. A shard killed leaves its journal, which its rerun extends (or
+    the next fold takes in): nothing is lost, and nothing recorded twice."""
+
+    def __init__(self, path: Path, shard: tuple[int, int]) -> None:
+        """Take shard ``shard`` (I, N) of the run at ``path``."""
+        from tcbreplay._store.journal import drop_torn_tail
+
+        self.dir = path
+        self.run_id = path.name
+        self.shard = shard
+        self._failed = None
+        self._lock_fd = None
+        self._shard_fd: int | None = take_lock(path / shard_lock(shard))
+        try:
+            with self.exclusive():
+                others = {n: h for n, h in held_shards(path).items() if n != shard_lock(shard)}
+                stranger = next(
+                    (
+                        f"{n} by {h}"
+                        for n, h in others.items()
+                        if not n.endswith(f"-of-{shard[1]}.lock")
+                    ),
+                    None,
+                )
+                if stranger is not None:
+                    raise RunLockedError(
+                        f"run {self.run_id!r} is being recorded in other shards ({stranger}), "
+                        f"not in {shard[1]}",
+                        hint=f"give every shard the same N; or {WAIT_HINT}",
+                    )
+                journal = path / shard_journal(shard)
+                with writing(journal, hint=WRITABLE_HINT):
+                    drop_torn_tail(journal)
+                    self._journal = journal.open("a", encoding="utf-8")
+        except BaseException:
+            os.close(self._shard_fd)
+            raise
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the run's lock for the block, waiting while another shard holds it; a writer
+        of the whole run holding it is refused at once."""
+        if self._lock_fd is not None:
+            yield
+            return
+        deadline = time.monotonic() + _OTHERS_S
+        while True:
+            try:
+                fd = acquire_lock(self.dir / LOCK)
+                break
+            except RunLockedError as exc:
+                shard = str(exc).split(" by ", 1)[-1].startswith(SHARD_WHO)
+                if not shard and time.monotonic() > deadline:
+                    raise
+                time.sleep(_LOCK_POLL_S)
+        self._lock_fd = fd
+        try:
+            sign_lock(fd, self.dir / LOCK, f"{SHARD_WHO} {self.shard[0]}/{self.shard[1]}")
+            yield
+        finally:
+            self._lock_fd = None
+            os.close(fd)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        with self.exclusive():
+            super().write_manifest(manifest)
+
+    def update_manifest(self, **fields: Any) -> dict[str, Any]:
+        with self.exclusive():
+            return super().update_manifest(**fields)
+
+    def forget(self) -> None:
+        super().forget()
+        if self._shard_fd is not None:
+            os.close(self._shard_fd)
+        self._shard_fd = None
+
+    def fold(self) -> bool:
+        """Release this shard; fold every journal when no other shard records (this was the
+        last), and say whether it did."""
+        self._close_journal()
+        if self._shard_fd is not None:
+            os.close(self._shard_fd)
+            self._shard_fd = None
+        with self.exclusive():
+            if held_shards(self.dir):
+                return False
+            self._fold()
+        return True
+
+    def close(self) -> None:
+        super().close()
+        if self._shard_fd is not None:
+            os.close(self._shard_fd)
+            self._shard_fd = None
 
 
 def journal_line(record: dict[str, Any]) -> str:

@@ -1,0 +1,238 @@
+"""``make bench-scale``: scoring and recording past one process, measured.
+
+- ``tcbreplay score`` of synthetic runs (``bench.generate``: 1k, 200k, 1M and 10M samples by
+  default, kept under ``bench/out/`` and reused) in fresh processes, start included, against
+  a bare read pass over the same stored messages (``tcbreplay sql``), with peak RSS;
+- the 1M run scored with ``--engine ray`` on a single-node Ray this process starts (its start
+  excluded: ``--ray-address`` of the running cluster), its files compared with the local
+  engine's;
+- ``record --shard I/4`` as four processes at once against one process with the same
+  workers in all (the ``sim`` model with a latency: the time is the model's).
+
+Prints a table and writes it to BENCHMARKS.md ("Scale").
+
+    python -m bench.scale_bench [--sizes 1k,200k,1m,10m] [--no-ray] [--no-record] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.generate import parse_size
+from bench.run import (
+    FLOOR_SQL,
+    OUT,
+    Timing,
+    best_of,
+    bin_path,
+    byte_compile,
+    ensure_run,
+    git_head,
+    label,
+    load1,
+    machine,
+    write_section,
+)
+
+SECTION = "## Scale"
+# targets of issue 31
+TARGET_RATIO = 2.0  # score / bare read pass, at 200k, 1M and 10M
+TARGET_10M_S = 45.0
+TARGET_10M_GB = 2.0
+TARGET_1K_S = 0.4
+TARGET_RAY_RATIO = 1.5
+RECORD_LATENCY = 0.2
+RECORD_WORKERS = 64
+RECORD_TRIALS = 4
+
+
+def score_cmd(store: Path, run_id: str, *extra: str) -> list[str]:
+    return [bin_path("tcbreplay"), "score", run_id, "--store", str(store), "--format", "json",
+            "--dashboard", "none", *extra]  # fmt: skip
+
+
+def time_sizes(sizes: list[int], seed: int) -> list[dict[str, Any]]:
+    rows = []
+    for n in sizes:
+        bench = ensure_run(n, seed, OUT)
+        repeats = 3 if n <= 1_000_000 else 1
+        load = load1()
+        score = best_of(score_cmd(bench.store, bench.run_id), repeats)
+        floor = None
+        if n >= 100_000:
+            sql = [bin_path("tcbreplay"), "sql", FLOOR_SQL, "--store", str(bench.store),
+                   "--format", "json"]  # fmt: skip
+            floor = best_of(sql, repeats)
+        rows.append({"samples": n, "messages": bench.messages, "load": load, "score": score,
+                     "floor": floor})  # fmt: skip
+        print(f"{label(n)}: score {score.wall:.2f} s, {score.rss_mb:,.0f} MB"
+              + (f"; read pass {floor.wall:.2f} s" if floor else ""), flush=True)  # fmt: skip
+    return rows
+
+
+def _scores_digest(run_dir: Path) -> str:
+    folder = run_dir / "scores" / "spec"
+    digest = hashlib.sha256()
+    for name in ("scores.parquet", "pairs.parquet"):
+        digest.update((folder / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def time_ray(seed: int) -> dict[str, Any]:
+    """The 1M run scored here and on a single-node Ray this process runs."""
+    import ray
+
+    bench = ensure_run(1_000_000, seed, OUT)
+    local = best_of(score_cmd(bench.store, bench.run_id), 2)
+    here = _scores_digest(bench.run_dir)
+    started = time.perf_counter()
+    ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False)
+    try:
+        start_s = time.perf_counter() - started
+        address = ray.get_runtime_context().gcs_address
+        cmd = score_cmd(bench.store, bench.run_id, "--engine", "ray", "--ray-address", address)
+        on_ray = best_of(cmd, 2)
+    finally:
+        ray.shutdown()
+    same = _scores_digest(bench.run_dir) == here
+    print(f"ray: {on_ray.wall:.2f} s against {local.wall:.2f} s here; same files: {same}")
+    return {"local": local, "ray": on_ray, "start_s": start_s, "same": same, "load": load1()}
+
+
+def _record(store: Path, shard: str | None, workers: int) -> subprocess.Popen:
+    cmd = [bin_path("tcbreplay"), "record", "--model", f"sim:seed=3,latency={RECORD_LATENCY}",
+           "--run-id", "r", "--store", str(store), "--workers", str(workers), "--trials",
+           str(RECORD_TRIALS), "--quiet"]  # fmt: skip
+    if shard:
+        cmd += ["--shard", shard]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_record() -> dict[str, Any]:
+    """One process of RECORD_WORKERS workers against four shards of a quarter of them."""
+    out: dict[str, Any] = {"load": load1()}
+    for name, shards in (("one", [None]), ("shards", ["1/4", "2/4", "3/4", "4/4"])):
+        store = OUT / f"record-{name}"
+        shutil.rmtree(store, ignore_errors=True)
+        started, cpu = time.perf_counter(), _children_cpu()
+        procs = [_record(store, s, RECORD_WORKERS // len(shards)) for s in shards]
+        for proc in procs:
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError(err)
+        out[name] = time.perf_counter() - started
+        out[f"{name}_cpu"] = _children_cpu() - cpu
+        shutil.rmtree(store, ignore_errors=True)
+    print(f"record: one process {out['one']:.1f} s ({out['one_cpu']:.1f} CPU s), four shards "
+          f"{out['shards']:.1f} s ({out['shards_cpu']:.1f} CPU s)")  # fmt: skip
+    return out
+
+
+def _x(a: float, b: float) -> str:
+    return f"{a / b:.2f}×"
+
+
+def _ok(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def render(rows: list[dict[str, Any]], ray_: dict | None, record: dict | None) -> str:
+    info = machine()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        SECTION,
+        "",
+        f"Measured {now} on {info.get('nproc', '?')} cores ({info.get('cpu', '?')}), "
+        f"Python {info.get('python', '?')}; commit {git_head()}; the load average is given "
+        "per row (the machine is shared: other jobs ran throughout). Command: "
+        "`make bench-scale` (`python -m bench.scale_bench`). Times are wall seconds of a "
+        "fresh process, start included (best of 3 up to 1M, one run at 10M); peak RSS the "
+        "highest of the runs. `score` is timed with `--format json --dashboard none`; the bare "
+        "read pass is `tcbreplay sql` summing every column of `messages`, as `make bench`.",
+        "",
+        "| samples | messages | load | `score` s | CPU s | peak RSS | bare read pass s | "
+        "score / read pass |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        s: Timing = r["score"]
+        f: Timing | None = r["floor"]
+        lines.append(
+            f"| {r['samples']:,} | {r['messages']:,} | {r['load']:.1f} | {s.wall:.2f} | "
+            f"{s.cpu:.1f} | {s.rss_mb:,.0f} MB | {f.wall:.2f} | {_x(s.wall, f.wall)} |"
+            if f
+            else f"| {r['samples']:,} | {r['messages']:,} | {r['load']:.1f} | {s.wall:.2f} | "
+            f"{s.cpu:.2f} | {s.rss_mb:,.0f} MB | — | — |"
+        )
+    lines += ["", "| target | measured | result |", "|---|---|---|"]
+    by = {r["samples"]: r for r in rows}
+    for n in (200_000, 1_000_000, 10_000_000):
+        if n in by and by[n]["floor"]:
+            ratio = by[n]["score"].wall / by[n]["floor"].wall
+            lines.append(f"| score within {TARGET_RATIO:g}× a bare read pass at {label(n)} | "
+                         f"{ratio:.2f}× | {_ok(ratio <= TARGET_RATIO)} |")  # fmt: skip
+    if 10_000_000 in by:
+        s = by[10_000_000]["score"]
+        met = s.wall <= TARGET_10M_S and s.rss_mb / 1024 <= TARGET_10M_GB
+        lines.append(f"| 10M samples in ≤ {TARGET_10M_S:g} s, ≤ {TARGET_10M_GB:g} GB | "
+                     f"{s.wall:.1f} s, {s.rss_mb / 1024:.2f} GB | {_ok(met)} |")  # fmt: skip
+    if 1_000 in by:
+        s = by[1_000]["score"]
+        lines.append(f"| 1,000 samples in ≤ {TARGET_1K_S:g} s, start included | {s.wall:.2f} s "
+                     f"| {_ok(s.wall <= TARGET_1K_S)} |")  # fmt: skip
+    if ray_:
+        ratio = ray_["ray"].wall / ray_["local"].wall
+        lines.append(f"| `--engine ray` at 1M within {TARGET_RAY_RATIO:g}× the local engine "
+                     f"(Ray's start, {ray_['start_s']:.1f} s, excluded) | {ray_['ray'].wall:.2f}"
+                     f" s against {ray_['local'].wall:.2f} s: {ratio:.2f}×; the same files: "
+                     f"{'yes' if ray_['same'] else '**no**'} | "
+                     f"{_ok(ratio <= TARGET_RAY_RATIO and ray_['same'])} |")  # fmt: skip
+    if record:
+        ratio = record["shards"] / record["one"]
+        lines.append(f"| `record --shard` over 4 shards as fast as one process with the same "
+                     f"workers ({RECORD_WORKERS}, sim latency {RECORD_LATENCY:g} s, "
+                     f"{94 * RECORD_TRIALS} samples; load {record['load']:.1f}) | "
+                     f"{record['shards']:.1f} s ({record['shards_cpu']:.1f} CPU s) against "
+                     f"{record['one']:.1f} s ({record['one_cpu']:.1f} CPU s): {ratio:.2f}× | "
+                     f"{_ok(ratio <= 1.1)} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale_bench",
+                                     description=__doc__.split("\n")[0])  # fmt: skip
+    parser.add_argument("--sizes", default="1k,200k,1m,10m")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--no-write", action="store_true", help="do not update BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    byte_compile()
+    sizes = [parse_size(s) for s in args.sizes.split(",") if s]
+    rows = time_sizes(sizes, args.seed)
+    ray_ = None if args.no_ray else time_ray(args.seed)
+    record = None if args.no_record else time_record()
+    text = render(rows, ray_, record)
+    print(text)
+    if not args.no_write:
+        write_section(text, section=SECTION)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

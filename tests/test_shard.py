@@ -1,0 +1,175 @@
+"""Recording one run in shards (``record --shard I/N``): shards one after another or all at
+once, one killed and run again, and the writers a sharded run refuses."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from helpers import cli, cli_process, wait_for
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.writer import ShardWriter
+from tcbreplay.errors import RunLockedError
+
+N_SAMPLES = len(json.loads(BENCHMARKS["tool-call"].dataset.read_text()))
+MODEL = "sim:seed=5"
+
+
+def _scores(store: Store, run_id: str) -> list[tuple]:
+    scores = score_run(store, run_id, write=False).scores
+    return sorted(scores.drop("run_id", "scoring").rows())
+
+
+def _record(store: Store, run_id: str, shard=None, model: str = MODEL, workers: int = 8):
+    return record_run(load_inputs("tool-call"), parse_model(model), store, run_id=run_id,
+                      options=RecordOptions(workers=workers), shard=shard)  # fmt: skip
+
+
+def _keys(run_dir: Path) -> list[tuple[str, int]]:
+    rows = pq.read_table(run_dir / "samples.parquet", columns=["sample_id", "trial"]).to_pylist()
+    return [(r["sample_id"], r["trial"]) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """The run recorded by one process: the scores every sharded recording must give."""
+    store = Store(tmp_path_factory.mktemp("clean"))
+    _record(store, "r")
+    return _scores(store, "r")
+
+
+@pytest.mark.slow
+def test_shards_one_after_another_make_the_run_one_process_makes(tmp_path, clean):
+    store = Store(tmp_path)
+    first = _record(store, "r", shard=(1, 3))
+    assert (first.attempted, first.status) == (32, "incomplete")  # rows 0, 3, 6, ...
+    assert {i % 3 for i in pq.read_table(tmp_path / "r" / "samples.parquet")["sample_index"]
+            .to_pylist()} == {0}  # fmt: skip
+    assert _record(store, "r", shard=(3, 3)).attempted == 31
+    last = _record(store, "r", shard=(2, 3))
+    assert (last.attempted, last.status, last.recorded) == (31, "complete", N_SAMPLES)
+    assert _record(store, "r", shard=(2, 3)).attempted == 0  # nothing left of that shard
+    keys = _keys(tmp_path / "r")
+    assert len(keys) == len(set(keys)) == N_SAMPLES
+    assert not list((tmp_path / "r").glob("journal*"))
+    assert _scores(store, "r") == clean
+
+
+def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
+    store = Store(tmp_path)
+    inputs = load_inputs("tool-call")
+    record_run(inputs, parse_model(MODEL), store, run_id="r", limit=2, shard=(1, 2))
+    run_dir = tmp_path / "r"
+    with ShardWriter(run_dir, (1, 2)) as shard:
+        shard.update_manifest(status="recording")
+        assert _listed_status(tmp_path) == "recording"  # not interrupted: a shard records it
+        with pytest.raises(RunLockedError, match=r"being recorded in shards \(shard-1-of-2"):
+            store.resume_run("r")  # a writer of the whole run
+        with pytest.raises(RunLockedError, match="being written by pid"):
+            ShardWriter(run_dir, (1, 2))  # the same shard twice
+        with pytest.raises(RunLockedError, match=r"other shards .* not in 3"):
+            ShardWriter(run_dir, (2, 3))
+        with pytest.raises(RunLockedError, match="being recorded in shards"):
+            store.delete_run("r")  # record --overwrite
+        args = ("record", "--model", MODEL, "--run-id", "r", "--store", tmp_path, "--shard",
+                "2/2", "--limit", "2", "--quiet")  # fmt: skip
+        assert cli(*args).exit_code == 0  # shard 2 beside shard 1
+        again = cli(*args)
+        assert again.exit_code == 0, again.output
+        assert again.stdout.startswith(
+            "run r: this shard has nothing left to record; other shards are still recording "
+            "(2/94 samples so far)"
+        )
+        with ShardWriter(run_dir, (2, 2)) as other:  # the other shard records beside it
+            assert other.fold() is False  # shard 1 still records: the fold is left to it
+    assert Run(run_dir).status == "recording"
+    assert _listed_status(tmp_path) == "interrupted"  # no process records it now
+    with store.resume_run("r"):  # every shard done: the run is writable as a whole again
+        pass
+
+
+def _listed_status(root: Path) -> str:
+    result = cli("runs", "--store", root, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)[0]["status"]
+
+
+@pytest.mark.parametrize(
+    ("shard", "message"),
+    [("3/2", "--shard 3/2: I must be from 1 to N"), ("2", "--shard 2: write it I/N"),
+     ("0/4", "--shard 0/4: I must be")],
+)  # fmt: skip
+def test_a_shard_is_i_of_n(tmp_path, shard, message):
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--shard", shard, "--quiet")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"Error: {message}")
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--shard", "1/2", "--engine",
+                 "ray", "--quiet")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--shard and --engine ray cannot be combined" in result.stderr
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--shard", "1/2",
+                 "--overwrite", "--quiet")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--overwrite and --shard cannot be combined" in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def _shard_lines(run_dir: Path, shard: str) -> int:
+    path = run_dir / f"journal-{shard.replace('/', '-of-')}.jsonl"
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+@pytest.mark.slow
+def test_shards_at_once_one_killed_then_run_again_lose_and_duplicate_nothing(tmp_path, clean):
+    """A job array of three shards started together on one store; shard 2 is killed (kill
+    -9) midway and run again: the run holds every sample once, as one process records it."""
+    store_dir = tmp_path / "traces"
+    run_dir = store_dir / "r"
+
+    def shard(i: str, workers: int, latency: float):
+        return cli_process("record", "--model", f"{MODEL},latency={latency}", "--run-id", "r",
+                           "--store", str(store_dir), "--workers", str(workers), "--shard", i,
+                           "--quiet")  # fmt: skip
+
+    procs = {i: shard(i, 1 if i == "2/3" else 8, 0.02) for i in ("1/3", "2/3", "3/3")}
+    wait_for(lambda: _shard_lines(run_dir, "2/3") >= 5)
+    procs["2/3"].send_signal(signal.SIGKILL)
+    procs["2/3"].wait(timeout=30)
+    for i in ("1/3", "3/3"):
+        out, err = procs[i].communicate(timeout=120)
+        assert procs[i].returncode == 0, err
+    kept = Run(run_dir).recorded_ids()
+    assert 5 + 32 + 31 <= len(kept) < N_SAMPLES
+    assert Run(run_dir).status != "complete"
+
+    again = shard("2/3", 8, 0.02)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert f"{N_SAMPLES}/{N_SAMPLES} ok" in out
+    keys = _keys(run_dir)
+    assert len(keys) == len(set(keys)) == N_SAMPLES
+    assert not list(run_dir.glob("journal*"))
+    assert Run(run_dir).status == "complete"
+    assert _scores(Store(store_dir), "r") == clean
+
+
+def test_record_on_ray_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--engine", "ray", "--quiet")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --engine ray needs Ray, which is not installed")
+    assert "Hint: pip install 'tcbreplay[ray]'" in result.stderr
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--ray-address", "auto")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --ray-address applies to --engine ray")
+    assert not list(tmp_path.iterdir())
