@@ -17,6 +17,7 @@ from typing import Any
 from tcbreplay import __version__
 from tcbreplay._analysis.report.charts import run_color, tp_normalised
 from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
+from tcbreplay._analysis.report.replay import divergence_views, replay_card
 from tcbreplay._analysis.report.validity import validity_panel
 from tcbreplay._store.schema import utcnow
 
@@ -192,6 +193,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
         f"{_banner(run)}"
         f'<div class="sub">{html.escape(str(model.get("id") or "unknown model"))} · '
         f"{html.escape(run.run.status)} · {source}</div>"
+        f"{replay_card(run)}"
         f'<div class="metrics">{"".join(cells)}</div>'
         f'<div class="foot">{html.escape(foot)}</div></article>'
     )
@@ -417,6 +419,7 @@ def details_payload(report: ReportData) -> dict[str, Any]:
     runs = []
     for run in report.runs:
         messages = transcripts(run)
+        diverged = divergence_views(run, lambda m: _message(m, strings))
         errors = dict(run.samples.select("sample_id", "error").iter_rows())
         metadata = dict(run.samples.select("sample_id", "metadata").iter_rows())
         per_sample: list[Any] = []
@@ -439,6 +442,8 @@ def details_payload(report: ReportData) -> dict[str, Any]:
                 entry["e"] = errors[sid]
             if metadata.get(sid):  # the sample's metadata object, as stored
                 entry["m"] = json.loads(metadata[sid])
+            if sid in diverged:  # a replay's: where it diverged, and its parent from there
+                entry["v"] = diverged[sid]
             per_sample.append(entry)
         runs.append(
             {
