@@ -291,7 +291,7 @@ def post(server, path: str, body: Any, headers: dict | None = None) -> tuple[int
                                   "tools": [{"type": "function"}]}, 400, "tools[0]"),
         ("/v1/messages", {"messages": [{"role": "user", "content": 7}]}, 400, "content"),
         ("/v1/messages", b"[" * 5000 + b"]" * 5000, 400, "not JSON"),
-        ("/v1/embeddings", {"input": "x"}, 404, "no such path"),
+        ("/v1/embeddings", {"input": "x"}, 404, "not served"),
     ],
 )  # fmt: skip
 def test_a_malformed_request_gets_4xx_and_one_line_of_json(server, path, body, status, says):

@@ -4,7 +4,6 @@ turns."""
 from __future__ import annotations
 
 import signal
-from typing import Any
 
 import click
 
@@ -49,7 +48,7 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
         click.echo(f"Warning: listening on {host}, not on loopback only", err=True)
     if log_run:
         click.echo(f"  logging to run {log_run}", err=True)
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -62,7 +61,3 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
     if summary is not None:
         line += f"; logged {summary.recorded} conversations to run {summary.run_id}"
     click.echo(line, err=True)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt

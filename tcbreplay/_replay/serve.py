@@ -19,41 +19,43 @@ not (Anthropic's required ``max_tokens`` against a recording made without it) ar
 as are all of a recording whose model takes none (sim) or whose settings are unknown
 (imports).
 
-The server is the standard library's threaded HTTP/1.1 server (keep-alive, one thread per
-connection, requests answered one at a time under a lock: the work is Python's and holds
-the GIL anyway). A streamed answer is sent whole, as events, with its length.
+The HTTP server is :mod:`tcbreplay._replay.server`'s. A streamed answer is sent whole, as
+events, with its length.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import threading
-import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from tcbreplay._inputs import limits
 from tcbreplay._replay.divergence import Divergence, message_index
 from tcbreplay._replay.fingerprint import (
     Request,
+    assemble,
     assistant_turns,
     canonical_json,
-    canonical_messages,
-    canonical_request,
     canonical_tools,
-    fingerprint,
+    message_entry,
+    request_text,
     sha256_text,
 )
 from tcbreplay._replay.recording import Key, RecordedRun, Turn
-from tcbreplay._replay.wire import ROUTES, WIRES, Answer, Wire, WireError, WireRequest
+from tcbreplay._replay.server import ReplayServer, Reply
+from tcbreplay._replay.wire import (
+    WIRES,
+    Answer,
+    MessageCache,
+    Wire,
+    WireError,
+    WireRequest,
+)
 from tcbreplay._store.schema import utcnow
 
-# the largest request body read (a conversation of a long agent run fits many times)
-MAX_BODY = 64 * 2**20
 # conversations remembered, to tell which sample and trial a request goes on (the oldest
 # are forgotten first)
 CONVERSATIONS = 100_000
@@ -72,15 +74,6 @@ class Conversation:
     log_slot: tuple[str, int] | None = None  # its sample and trial in the log run
 
 
-@dataclass
-class Reply:
-    """An HTTP answer: status, content type and body."""
-
-    status: int
-    body: bytes
-    content_type: str = "application/json"
-
-
 class ReplayService:
     """Answers requests from a recorded run (see the module); ``log``, when given, is told
     of every request answered and every divergence
@@ -93,35 +86,76 @@ class ReplayService:
         self._lock = threading.Lock()
         self._threads: OrderedDict[str, Conversation] = OrderedDict()
         self._started: dict[str, int] = {}  # fingerprint -> conversations begun with it
+        # tool lists as sent (their JSON) -> canonical, and its canonical JSON: a client sends
+        # the same tools with every request
+        self._tools: OrderedDict[str, tuple[dict[str, Any], str]] = OrderedDict()
+        self._messages = MessageCache()
+        self._answers: OrderedDict[tuple[Key, int], tuple[dict[str, Any], str]] = OrderedDict()
         self.served = 0
         self.diverged = 0
+
+    def info(self) -> bytes:
+        """What ``GET /`` answers: the run served, and the requests answered so far."""
+        return json.dumps({
+            "run_id": self.recording.run_id, "samples": len(self.recording.samples),
+            "served": self.served, "diverged": self.diverged,
+            "endpoints": ["/v1/chat/completions", "/v1/messages"],
+        }).encode()  # fmt: skip
+
+    def close(self) -> Any:
+        """Close the log, if any (its summary, or None)."""
+        log, self.log = self.log, None
+        return None if log is None else log.close()
 
     def handle(self, wire_name: str, body: bytes) -> Reply:
         """The reply to a request body sent to ``wire_name``'s path."""
         wire = WIRES[wire_name]
-        try:
-            parsed = _body(body)
-            request = wire.read(parsed)
-        except WireError as exc:
-            return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
-        canonical = self._canonical(request)
         with self._lock:
-            return self._answer(wire, request, canonical)
+            try:
+                request = wire.read(_body(body), self._messages)
+            except WireError as exc:
+                return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
+            return self._answer(wire, request, self._canonical(request))
 
-    def _canonical(self, request: WireRequest) -> Request:
+    def _canonical(self, request: WireRequest) -> _Canonical:
+        """A request in the canonical form, its messages' canonical JSON and fingerprint
+        (built from the parts as :func:`~tcbreplay._replay.fingerprint.request_text` does,
+        each message encoded once)."""
         recording = self.recording
         params: dict[str, Any] = {}
         if recording.params_known:
             given = {k: v for k, v in request.params.items() if k in recording.params}
             params = {**recording.params, **given}
-        return canonical_request(request.messages, canonical_tools(request.tools), params)
+        system, items, _ = assemble(request.entries)
+        tools, tools_json = self._canonical_tools(request.tools)
+        # each message's JSON as read, but a tool message's named by the call it answers
+        known = {id(entry[1]): part for entry, part in zip(request.entries, request.parts,
+                                                             strict=True)}  # fmt: skip
+        parts = [known.get(id(item)) or canonical_json(item) for item in items]
+        system_json = canonical_json(system)
+        text = request_text(parts, canonical_json(params), system_json, tools_json)
+        return _Canonical(
+            {"system": system, "messages": items, "tools": tools, "params": params},
+            parts,
+            system_json,
+            sha256_text(text),
+        )
 
-    def _answer(self, wire: Wire, request: WireRequest, canonical: Request) -> Reply:
-        items = canonical["messages"]
+    def _canonical_tools(self, specs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+        sent = json.dumps(specs)
+        found = self._tools.get(sent)
+        if found is None:
+            tools = canonical_tools(specs)
+            found = self._tools[sent] = (tools, canonical_json(tools))
+            if len(self._tools) > 64:
+                self._tools.popitem(last=False)
+        return found
+
+    def _answer(self, wire: Wire, request: WireRequest, canonical: _Canonical) -> Reply:
+        items = canonical.request["messages"]
         turn = assistant_turns(items)
         conversation = self._conversation(canonical) if turn else None
-        print_ = fingerprint(canonical)
-        hit = self._match(print_, conversation)
+        hit = self._match(canonical.fingerprint, conversation)
         if conversation is None:
             conversation = Conversation(hit[0] if hit else None)
         if hit is None:
@@ -133,8 +167,8 @@ class ReplayService:
         conversation.divergence = None
         conversation.served = [s for s in conversation.served if s[0] < turn]
         conversation.served.append((turn, recorded.position))
-        message = self.recording.sample(key).message(recorded.position)
-        self._remember(conversation, canonical, message)
+        message, part = self._recorded(key, recorded.position)
+        self._remember(conversation, canonical, part)
         self.served += 1
         if self.log is not None:
             self.log.served(conversation, request.messages, message)
@@ -158,15 +192,25 @@ class ReplayService:
         self._started[print_] = n + 1
         return found[n % len(found)]
 
-    def _conversation(self, canonical: Request) -> Conversation | None:
+    def _conversation(self, canonical: _Canonical) -> Conversation | None:
         """The conversation a request goes on, found by its messages up to its last answer."""
-        items = canonical["messages"]
+        items = canonical.request["messages"]
         last = max(k for k, item in enumerate(items) if item["role"] == "assistant")
-        return self._threads.get(_thread(canonical["system"], items[: last + 1]))
+        return self._threads.get(_thread(canonical.system_json, canonical.parts[: last + 1]))
 
-    def _remember(self, conversation: Conversation, canonical: Request, message: Any) -> None:
-        _, answer, _ = canonical_messages([message])
-        thread = _thread(canonical["system"], [*canonical["messages"], *answer])
+    def _recorded(self, key: Key, position: int) -> tuple[dict[str, Any], str]:
+        """A recorded message, and its canonical JSON (the last few kept)."""
+        found = self._answers.get((key, position))
+        if found is None:
+            message = self.recording.sample(key).message(position)
+            found = (message, canonical_json(message_entry(message)[1]))
+            self._answers[(key, position)] = found
+            if len(self._answers) > 4096:
+                self._answers.popitem(last=False)
+        return found
+
+    def _remember(self, conversation: Conversation, canonical: _Canonical, answer: str) -> None:
+        thread = _thread(canonical.system_json, [*canonical.parts, answer])
         if conversation.thread is not None:
             self._threads.pop(conversation.thread, None)
         conversation.thread = thread
@@ -175,11 +219,11 @@ class ReplayService:
             self._threads.popitem(last=False)
 
     def _diverged(
-        self, wire: Wire, request: WireRequest, canonical: Request, conversation: Conversation,
+        self, wire: Wire, request: WireRequest, canonical: _Canonical, conversation: Conversation,
         turn: int,
     ) -> Reply:  # fmt: skip
-        items = canonical["messages"]
-        where, divergence = self.recording.nearest(canonical, conversation.key,
+        items = canonical.request["messages"]
+        where, divergence = self.recording.nearest(canonical.request, conversation.key,
                                                    _tool_output(items))  # fmt: skip
         if conversation.key is None and where is not None:
             conversation.key = where[0]
@@ -200,8 +244,17 @@ class ReplayService:
         return Reply(409, body)
 
 
-def _thread(system: str, items: list[Any]) -> str:
-    return sha256_text(canonical_json([system, items]))
+@dataclass
+class _Canonical:
+    request: Request
+    parts: list[str]  # each message's canonical JSON
+    system_json: str
+    fingerprint: str
+
+
+def _thread(system_json: str, parts: list[str]) -> str:
+    """The hash of a conversation: its system prompt and messages (canonical JSON)."""
+    return sha256_text(system_json + "[" + ",".join(parts) + "]")
 
 
 def _tool_output(items: list[dict[str, Any]]) -> Callable[[str], str | None]:
@@ -229,158 +282,6 @@ def _body(body: bytes) -> dict[str, Any]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # a reply is one write: nothing to wait for
-    server_version = "tcbreplay-serve"
-    server: _Server
-
-    def do_POST(self) -> None:
-        wire = ROUTES.get(self.path.split("?", 1)[0].rstrip("/"))
-        if wire is None:
-            self._error(404, f"no such path: {self.path} (POST /v1/chat/completions or "
-                        "/v1/messages)")  # fmt: skip
-            return
-        body = self._body(WIRES[wire])
-        if body is None:
-            return
-        try:
-            reply = self.server.service.handle(wire, body)
-        except Exception as exc:  # a crash in tcbreplay: said, shown, and the server goes on
-            traceback.print_exc(file=sys.stderr)
-            reply = Reply(500, WIRES[wire].error(500, _one_line(f"{type(exc).__name__}: {exc}")))
-        self._send(reply)
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path in ("", "/v1"):
-            service = self.server.service
-            info = {"run_id": service.recording.run_id, "samples": len(service.recording.samples),
-                    "served": service.served, "diverged": service.diverged,
-                    "endpoints": sorted(ROUTES)}  # fmt: skip
-            self._send(Reply(200, json.dumps(info).encode()))
-        else:
-            self._error(404 if path not in ROUTES else 405, f"GET {self.path}: not served "
-                        "(POST /v1/chat/completions or /v1/messages)")  # fmt: skip
-
-    def _body(self, wire: Wire) -> bytes | None:
-        length = self.headers.get("Content-Length")
-        if self.headers.get("Transfer-Encoding") or length is None:
-            self._error(411, "a request body with a Content-Length is required", wire)
-            return None
-        try:
-            size = int(length)
-            if size < 0:
-                raise ValueError
-        except ValueError:
-            self._error(400, f"Content-Length {length!r}: not a length", wire)
-            return None
-        if size > MAX_BODY:
-            self._error(413, f"a request body of {size} bytes: at most {MAX_BODY}", wire)
-            return None
-        body = self.rfile.read(size)
-        if len(body) < size:
-            self.close_connection = True
-            return None
-        return body
-
-    def _error(self, status: int, message: str, wire: Wire | None = None) -> None:
-        self._send(Reply(status, (wire or WIRES["openai"]).error(status, message)))
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """http.server's own errors (a bad request line, headers too long) as JSON too."""
-        self.close_connection = True
-        self._send(Reply(code, WIRES["openai"].error(code, _one_line(message or self.responses.get(
-            code, ("error",))[0]))))  # fmt: skip
-
-    def _send(self, reply: Reply) -> None:
-        body = reply.body + (b"" if reply.content_type == "text/event-stream" else b"\n")
-        head = (
-            f"{self.protocol_version} {reply.status} {self.responses.get(reply.status, ('',))[0]}"
-            f"\r\nServer: {self.server_version}\r\nContent-Type: {reply.content_type}"
-            f"\r\nContent-Length: {len(body)}\r\n"
-        )
-        if reply.content_type == "text/event-stream":
-            head += "Cache-Control: no-cache\r\n"
-        if self.close_connection:
-            head += "Connection: close\r\n"
-        self.wfile.write(head.encode("latin-1") + b"\r\n" + body)
-        self.wfile.flush()
-        self.log_request(reply.status)
-
-    def log_request(self, code: Any = "-", size: Any = "-") -> None:
-        if self.server.verbose:
-            sys.stderr.write(f"{self.command} {self.path} {code}\n")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    service: ReplayService
-    verbose: bool = False
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # a client gone mid-reply is no error of the server's
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class ReplayServer:
-    """An HTTP server of a recorded run (see the module), in a thread of its own or in the
-    foreground (:meth:`serve_forever`). ``port`` 0 takes a free one (:attr:`url` says
-    which)."""
-
-    def __init__(
-        self, service: ReplayService, host: str = "127.0.0.1", port: int = 0,
-        verbose: bool = False,
-    ) -> None:  # fmt: skip
-        self.service = service
-        self._server = _Server((host, port), _Handler)
-        self._server.service = service
-        self._server.verbose = verbose
-        self._thread: threading.Thread | None = None
-
-    @property
-    def host(self) -> str:
-        return str(self._server.server_address[0])
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        host = self.host if ":" not in self.host else f"[{self.host}]"
-        return f"http://{host}:{self.port}"
-
-    def serve_forever(self) -> None:
-        self._server.serve_forever(poll_interval=0.2)
-
-    def start(self) -> ReplayServer:
-        """Serve in a daemon thread."""
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> Any:
-        """Stop serving, close the socket, and close the log (its summary, or None)."""
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
-        log, self.service.log = self.service.log, None
-        return None if log is None else log.close()
-
-    def __enter__(self) -> ReplayServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def serve_run(

@@ -17,11 +17,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._replay.fingerprint import canonical_params, content
+from tcbreplay._replay.fingerprint import (
+    Entry,
+    canonical_json,
+    canonical_params,
+    content,
+    message_entry,
+)
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 from tcbreplay.errors import TcbReplayError
 
@@ -37,11 +44,14 @@ class WireError(TcbReplayError):
 
 @dataclass
 class WireRequest:
-    """A request as read from the wire: its messages (LangChain's), its tools' schemas (bare
-    ``{"name", "description", "parameters"}``), its sampling settings (canonical names),
-    and how it wants its answer."""
+    """A request as read from the wire: its messages (LangChain's, and each one's part of the
+    canonical form with its canonical JSON), its tools' schemas (bare ``{"name",
+    "description", "parameters"}``), its sampling settings (canonical names), and how it
+    wants its answer."""
 
     messages: list[Any]
+    entries: list[Entry]
+    parts: list[str]
     tools: list[dict[str, Any]]
     params: dict[str, Any]
     model: str
@@ -97,11 +107,63 @@ def _messages(body: Mapping[str, Any]) -> list[Any]:
     return messages
 
 
-def _read(convert: Any, *args: Any) -> list[Any]:
+class MessageCache:
+    """Each message a client sends, read once: its LangChain messages, their entries
+    (:func:`~tcbreplay._replay.fingerprint.message_entry`) and canonical JSON, by the
+    message's JSON. A conversation sends its history again with every request: only its new
+    messages are read. The oldest are forgotten first."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self._size = size
+        self._found: OrderedDict[str, tuple[list[Any], list[Entry], list[str]]] = OrderedDict()
+
+    def read(
+        self, wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]]
+    ) -> tuple[list[Any], list[Entry], list[str]]:
+        """The messages of ``units`` (what ``convert`` reads, one at a time), their entries
+        and entries' JSON. A unit ``convert`` refuses is read again with those before it, so
+        that the error names its place."""
+        messages: list[Any] = []
+        entries: list[Entry] = []
+        parts: list[str] = []
+        for k, unit in enumerate(units):
+            key = wire + json.dumps(unit)
+            found = self._found.get(key)
+            if found is None:
+                try:
+                    converted = list(convert([unit]))
+                except TcbReplayError:
+                    _convert(convert, units[: k + 1])
+                    raise
+                made = [message_entry(m) for m in converted]
+                found = (converted, made, [canonical_json(e[1]) for e in made])
+                self._found[key] = found
+                if len(self._found) > self._size:
+                    self._found.popitem(last=False)
+            else:
+                self._found.move_to_end(key)
+            messages += found[0]
+            entries += found[1]
+            parts += found[2]
+        return messages, entries, parts
+
+
+def _convert(convert: Callable[[list[Any]], list[Any]], units: list[Any]) -> list[Any]:
     try:
-        return list(convert(*args))
+        return list(convert(units))
     except TcbReplayError as exc:
         raise WireError(str(exc)) from None
+
+
+def _units(
+    wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]],
+    cache: MessageCache | None,
+) -> tuple[list[Any], list[Entry], list[str]]:  # fmt: skip
+    if cache is not None:
+        return cache.read(wire, units, convert)
+    messages = _convert(convert, units)
+    entries = [message_entry(m) for m in messages]
+    return messages, entries, [canonical_json(e[1]) for e in entries]
 
 
 class Wire:
@@ -109,7 +171,8 @@ class Wire:
 
     name = ""
 
-    def read(self, body: Mapping[str, Any]) -> WireRequest:
+    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
+        """A request body (a JSON object) as a request (``cache``: the messages read before)."""
         raise NotImplementedError
 
     def answer(self, answer: Answer, request: WireRequest) -> bytes:
@@ -127,10 +190,12 @@ class OpenAIWire(Wire):
 
     name = "openai"
 
-    def read(self, body: Mapping[str, Any]) -> WireRequest:
+    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
         from tcbreplay._importers import openai
 
-        messages = _read(openai.convert, _messages(body), {}, "messages")
+        messages, entries, parts = _units(
+            self.name, _messages(body), lambda ms: openai.convert(ms, {}, "messages"), cache
+        )
         tools = body.get("tools") or []
         functions = body.get("functions") or []  # the form before tools
         if not isinstance(tools, list) or not isinstance(functions, list):
@@ -148,6 +213,8 @@ class OpenAIWire(Wire):
         options = body.get("stream_options")
         return WireRequest(
             messages=messages,
+            entries=entries,
+            parts=parts,
             tools=specs,
             params=canonical_params(body),
             model=str(body.get("model") or ""),
@@ -220,11 +287,20 @@ class AnthropicWire(Wire):
 
     name = "anthropic"
 
-    def read(self, body: Mapping[str, Any]) -> WireRequest:
+    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
         from tcbreplay._importers import anthropic
 
-        line = {"system": body["system"]} if body.get("system") is not None else {}
-        messages = _read(anthropic.convert, _messages(body), line, "messages", {})
+        def convert(units: list[Any]) -> list[Any]:
+            # the system prompt beside the messages is the first unit (a line's "system")
+            system = [u for u in units if isinstance(u, _System)]
+            line = {"system": system[0].value} if system else {}
+            rest = [u for u in units if not isinstance(u, _System)]
+            return anthropic.convert(rest, line, "messages", {})
+
+        units: list[Any] = list(_messages(body))
+        if body.get("system") is not None:
+            units.insert(0, _System(body["system"]))
+        messages, entries, parts = _units(self.name, units, convert, cache)
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise WireError("tools: a list of {name, description, input_schema} is required")
@@ -236,6 +312,8 @@ class AnthropicWire(Wire):
                           "parameters": tool.get("input_schema") or {}})  # fmt: skip
         return WireRequest(
             messages=messages,
+            entries=entries,
+            parts=parts,
             tools=specs,
             params=canonical_params(body),
             model=str(body.get("model") or ""),
@@ -298,6 +376,14 @@ class AnthropicWire(Wire):
     def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
         kind = kind or _KINDS.get(status, "invalid_request_error")
         return _dumps({"type": "error", "error": {"type": kind, "message": message, **extra}})
+
+
+class _System(dict[str, Any]):
+    """An Anthropic request's system prompt as a unit of its messages (JSON: a dict)."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__({"\x00system": value})  # no message's JSON
+        self.value = value
 
 
 # the error type each status is given (both APIs name these alike)
