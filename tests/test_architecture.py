@@ -115,13 +115,14 @@ def test_the_package_has_no_import_cycles() -> None:
 # flows inputs -> record / import / replay -> store -> score -> analysis, and the command
 # line uses them all. Scoring and analysis never reach the record or replay stage (nor
 # LangChain through them); replay runs through the record runner and never scores (a
-# scoring against another run, --gold-run, is the score stage's).
+# scoring against another run, --gold-run, is the score stage's), and serve reads the
+# requests it answers with the importers' readers of the OpenAI and Anthropic forms.
 STAGES = ("_inputs", "_store", "_record", "_replay", "_importers", "_score", "_analysis", "_cli")
 ALLOWED = {
     "_inputs": set(),
     "_store": {"_inputs"},
     "_record": {"_inputs", "_store"},
-    "_replay": {"_inputs", "_store", "_record"},
+    "_replay": {"_inputs", "_store", "_record", "_importers"},
     "_importers": {"_inputs", "_store", "_record"},
     "_score": {"_inputs", "_store", "kernels"},
     "_analysis": {"_inputs", "_store", "_score", "kernels"},

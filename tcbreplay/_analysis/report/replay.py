@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 from tcbreplay._analysis.report.data import RunData, row_key, transcripts_of
-from tcbreplay._replay.divergence import message_index
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import TcbReplayError
 
@@ -82,7 +82,7 @@ def divergence_views(run: RunData, message: Any) -> dict[str, dict[str, Any]]:
         served = (metadata.get(key) or {}).get("replay") or {}
         their_key = row_key(row["sample_id"], int(served.get("parent_trial", row["trial"])))
         own, other = mine.get(key, []), theirs.get(their_key, [])
-        k = message_index(row["path"]) if row["component"] in ("messages", "tool_output") else None
+        k = _message_index(row["path"]) if row["component"] in ("messages", "tool_output") else None
         at = 0 if k is None else k + _leading_system(own)
         their_at = 0 if k is None else k + _leading_system(other)
         view: dict[str, Any] = {
@@ -95,6 +95,13 @@ def divergence_views(run: RunData, message: Any) -> dict[str, dict[str, Any]]:
         }
         out[key] = view
     return out
+
+
+def _message_index(path: str) -> int | None:
+    """The message a divergence's ``messages[k]...`` path is in (the store's form of a path,
+    see docs/commands/replay.md)."""
+    found = re.match(r"messages\[(\d+)\]", path)
+    return int(found.group(1)) if found else None
 
 
 def _leading_system(messages: list[dict[str, Any]]) -> int:
