@@ -119,8 +119,10 @@ def test_replay_a_changed_prompt(tmp_path):
     out = run_example("replay_a_changed_prompt.sh", cwd=tmp_path)
     assert "run base (simulated model): 12/12 ok" in out
     assert "Always show your working." in (tmp_path / "prompt.txt").read_text()
-    assert "replay new-prompt of base: 12 samples, 12 diverged (system x12), 0 ok, 0 turns " \
+    assert (
+        "replay new-prompt of base: 12 samples, 12 diverged (system x12), 0 ok, 0 turns "
         "served, 0 live calls" in out
+    )
     assert cells(out, "capital-of-france")[1:4] == ["0", "system", "system"]
     assert "replay new-prompt-live of base: 12 samples, 12 diverged (system x12), 12 ok" in out
     assert "new-prompt-live vs base  (12 common samples" in out

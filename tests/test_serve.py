@@ -418,22 +418,29 @@ def test_a_killed_server_keeps_its_log_and_the_same_command_goes_on(root, tmp_pa
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert not (root / "crash" / "samples.parquet").exists()  # never folded: only the journal
-    proc, url = start()
-    try:
-        openai_loop(url, sample_input("add-17.25-8.5"))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert "logged 2 conversations to run crash" in err
+    # the same command again: the log goes on, and a stop (SIGTERM, as Ctrl-C) folds it
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        proc, url = start()
+        try:
+            if stop == signal.SIGTERM:
+                openai_loop(url, sample_input("add-17.25-8.5"))
+        finally:
+            proc.send_signal(stop)
+            _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "logged 2 conversations to run crash" in err
     rows = sql(root, "select sample_id, status from samples where run_id = 'crash' order by 1")
     assert rows == [{"sample_id": "add-17.25-8.5", "status": "ok"},
                     {"sample_id": "mul-7-by-8", "status": "ok"}]  # fmt: skip
     assert cli("audit", "verify", "crash", "--store", root).exit_code == 0
 
 
-def test_bad_input_exits_2(root):
+def test_bad_input_exits_2(root, server):
     assert cli("serve", "nope", "--store", root).exit_code == 2
+    taken = cli("serve", PARENT, "--port", server.port, "--store", root)
+    assert taken.exit_code == 2
+    assert f"--port {server.port}: cannot listen there" in taken.output
+    assert "Hint: --port 0 takes a free port" in taken.output
     same = cli("serve", PARENT, "--log-run", PARENT, "--store", root)
     assert same.exit_code == 2 and "a run id of its own" in same.output
     shutil.copytree(root / PARENT, root / "not-a-log")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import socket
 import sys
 import threading
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay._replay.wire import ROUTES, WIRES
+from tcbreplay.errors import InputError
 
 # the largest request body read (a conversation of a long agent run fits many times)
 MAX_BODY = 64 * 2**20
@@ -199,6 +201,12 @@ class ReplayServer:
             self._socket.bind((host, port))
             self._socket.listen(1024)
             self._socket.setblocking(False)
+        except OSError as exc:
+            self._socket.close()
+            raise InputError(
+                f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})",
+                hint="--port 0 takes a free port" if exc.errno == errno.EADDRINUSE else None,
+            ) from None
         except BaseException:
             self._socket.close()
             raise
