@@ -17,6 +17,7 @@ KERNELS = Extension(
     extra_compile_args=[] if sys.platform == "win32" else ["-g0"],
 )
 
+# (queries/__init__.py makes it a regular package, which an editable install can import too)
 QUERIES = ["tcbreplay.queries", "tcbreplay.queries.named"]
 
 setup(

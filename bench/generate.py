@@ -51,7 +51,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay import __version__
 from tcbreplay._inputs.benchmarks import BENCHMARKS
 from tcbreplay._inputs.benchmarks.tool_call.tools import CATALOG
 from tcbreplay._store.files import file_record, write_json_atomic
@@ -67,6 +66,7 @@ from tcbreplay._store.schema import (
     SAMPLES_SCHEMA,
     SCHEMA_VERSION,
 )
+from tcbreplay._version import __version__
 
 # 2: dataset.jsonl; 3: sample_index in messages; 4: file hashes; 5: row groups of 128Ki rows;
 # 6: messages in row groups of one type each, as the store writes them

@@ -71,7 +71,7 @@ def check_slice(store: Path, run_id: str, count: int) -> dict[str, Any]:
     """Samples ``count`` from the middle of the run, scored by the plain-Python spec, against
     the stored scores of the default scoring."""
     from tcbreplay._score import translate
-    from tcbreplay._score.metrics import VALID_VERDICTS, Rules, explain_sample
+    from tcbreplay._score.metrics import VALID_VERDICTS, GoldRules, explain_sample
     from tcbreplay._score.pairing import blocks_of, trajectory_precision
     from tcbreplay._store.runs import Store
     from tcbreplay._store.views import connect
@@ -100,7 +100,7 @@ def check_slice(store: Path, run_id: str, count: int) -> dict[str, Any]:
         if g is not None:
             for name, args, *texts in g.select("name", "args", *translate.RULES).iter_rows():
                 rules = {k: json.loads(t) for k, t in zip(translate.RULES, texts, strict=True) if t}
-                g_calls.append((name, json.loads(args), Rules.of(rules)))
+                g_calls.append((name, json.loads(args), GoldRules.of(rules)))
         explained = explain_sample(a_calls, g_calls, specs)
         invalid = valid = missing = 0
         for pair in explained["pairs"]:

@@ -343,7 +343,7 @@ def run_reference(bench: Bench, smaller: Bench | None, out: Path) -> None:
             _extrapolate(bench, smaller)
             return
     scores = out / f"reference-{label(bench.samples)}.parquet"
-    board = out / f"reference-{label(bench.samples)}-dashboard.json"
+    dashboard = out / f"reference-{label(bench.samples)}-dashboard.json"
     cmd = [sys.executable, "-m", "bench.reference", bench.run_id, "--store", str(bench.store)]
     try:
         # scoring only, then again writing the dashboard file: holding every sample's calls
@@ -352,17 +352,17 @@ def run_reference(bench: Bench, smaller: Bench | None, out: Path) -> None:
         bench.reference_summary = json.loads(bench.reference.stdout)
         bench.agreement = agreement(bench, scores)
         bench.reference_dashboard = measure(
-            [*cmd, "--dashboard-out", str(board)], REFERENCE_LIMIT_S
+            [*cmd, "--dashboard-out", str(dashboard)], REFERENCE_LIMIT_S
         )
         bench.reference_dashboard_summary = json.loads(bench.reference_dashboard.stdout)
-        bench.dashboard_agreement = dashboard_agreement(bench, board)
+        bench.dashboard_agreement = dashboard_agreement(bench, dashboard)
     except subprocess.TimeoutExpired:
         if smaller is None or smaller.reference is None:
             raise
         _extrapolate(bench, smaller)
     finally:
         scores.unlink(missing_ok=True)
-        board.unlink(missing_ok=True)
+        dashboard.unlink(missing_ok=True)
 
 
 def _extrapolate(bench: Bench, smaller: Bench) -> None:
@@ -372,12 +372,12 @@ def _extrapolate(bench: Bench, smaller: Bench) -> None:
     bench.reference_extrapolated_from = smaller.samples
 
 
-def dashboard_agreement(bench: Bench, reference_board: Path) -> dict[str, Any]:
+def dashboard_agreement(bench: Bench, reference_dashboard_file: Path) -> dict[str, Any]:
     """The dashboard file the default ``score`` left against the reference's, read back as
     JSON: the same samples in the same order, each with the same input and calls."""
     path = bench.run_dir / "evaluations" / f"Tool Call Benchmark_{bench.run_id}.json"
     mine = json.loads(path.read_text())["samples"]
-    theirs = json.loads(reference_board.read_text())["samples"]
+    theirs = json.loads(reference_dashboard_file.read_text())["samples"]
     differing = [k for k, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b]
     return {
         "same": len(mine) == len(theirs) and not differing,
@@ -775,8 +775,8 @@ def targets(
         rows.append(
             ("same spec numbers as the reference (run level ±1e-12, per sample)", compared, ok)
         )
-    boards = [b for b in benches if b.dashboard_agreement]
-    if boards:
+    dashboards = [b for b in benches if b.dashboard_agreement]
+    if dashboards:
         rows.append(
             (
                 "same dashboard file samples as the reference (read back as JSON)",
@@ -784,9 +784,9 @@ def targets(
                     f"{label(b.samples)}: "
                     f"{b.dashboard_agreement['samples'] - b.dashboard_agreement['differing']:,}"
                     f"/{b.dashboard_agreement['reference_samples']:,} samples equal"
-                    for b in boards
+                    for b in dashboards
                 ),
-                all(b.dashboard_agreement["same"] for b in boards),
+                all(b.dashboard_agreement["same"] for b in dashboards),
             )
         )
     return rows
@@ -864,15 +864,15 @@ def render(
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for b in scored:
-        ref = ref_board = "—"
+        ref = ref_dashboard = "—"
         if b.reference_s is not None and b.reference_with_dashboard_s is not None:
-            ref, ref_board = f"{b.reference_s:.1f}", f"{b.reference_with_dashboard_s:.1f}"
+            ref, ref_dashboard = f"{b.reference_s:.1f}", f"{b.reference_with_dashboard_s:.1f}"
             if b.reference_extrapolated_from:
                 ref += f" (extrapolated from {label(b.reference_extrapolated_from)})"
-        board = f"{b.score_dashboard.wall:.2f}" if b.score_dashboard else "—"
+        dashboard = f"{b.score_dashboard.wall:.2f}" if b.score_dashboard else "—"
         lines.append(
-            f"| {_n(b.samples)} | {b.score.wall:.2f} | {ref} | {_s(b.speedup, 1)}× | {board} | "
-            f"{ref_board} | {_s(b.speedup_with_dashboard, 1)}× |"
+            f"| {_n(b.samples)} | {b.score.wall:.2f} | {ref} | {_s(b.speedup, 1)}× | {dashboard} | "
+            f"{ref_dashboard} | {_s(b.speedup_with_dashboard, 1)}× |"
         )
     lines += ["", "| target | measured | result |", "|---|---|---|"]
     for name, measured, ok in targets(benches, store, imports):
@@ -1017,7 +1017,7 @@ def byte_compile() -> str:
 
     for folder in ("tcbreplay", "bench"):
         compileall.compile_dir(ROOT / folder, quiet=1)
-    check = "from tcbreplay._score.scorers import spec; spec.warm()"
+    check = "from tcbreplay._score.scorers.default import warm; warm()"
     subprocess.run([sys.executable, "-c", check], check=True, cwd=ROOT)
     note = ", and the scoring kernels are the C extension `make install` builds"
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):

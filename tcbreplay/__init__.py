@@ -2,8 +2,9 @@
 
 The library's API is what this module exports (``__all__``), plus the typed errors in
 :mod:`tcbreplay.errors`; the stage packages (``tcbreplay._inputs``, ``_record``,
-``_replay``, ``_importers``, ``_store``, ``_score``, ``_analysis``, ``_cli``) are private and
-may change.
+``_replay``, ``_importers``, ``_store``, ``_score``, ``_query``, ``_compare``, ``_report``,
+``_cli``) and the ground floor under them (``_version``, ``_json``, ``_secrets``, ...) are
+private and may change.
 
     >>> import tcbreplay
     >>> store = tcbreplay.Store("traces")
@@ -19,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from tcbreplay._version import __version__
 
 # public name -> the private module that defines it
 _EXPORTS = {
@@ -49,39 +50,38 @@ _EXPORTS = {
     "ScoreOptions": "tcbreplay._score.options",
     "ScoreResult": "tcbreplay._score.results",
     "read_summary": "tcbreplay._score.results",
-    # analysis
-    "run_sql": "tcbreplay._analysis.sql",
-    "list_runs": "tcbreplay._analysis.sql",
-    "QueryResult": "tcbreplay._analysis.sql",
-    "diff_runs": "tcbreplay._analysis.diff",
-    "DiffResult": "tcbreplay._analysis.diff",
-    "verify_run": "tcbreplay._analysis.audit",
-    "AuditReport": "tcbreplay._analysis.audit",
-    "validity_runs": "tcbreplay._analysis.validity",
-    "Validity": "tcbreplay._analysis.validity",
-    "write_report": "tcbreplay._analysis.report",
-    "write_catalog": "tcbreplay._analysis.catalog",
+    # querying, comparing, reporting
+    "run_sql": "tcbreplay._query.sql",
+    "list_runs": "tcbreplay._query.sql",
+    "QueryResult": "tcbreplay._query.sql",
+    "diff_runs": "tcbreplay._compare.diff",
+    "DiffResult": "tcbreplay._compare.diff",
+    "verify_run": "tcbreplay._compare.audit",
+    "AuditReport": "tcbreplay._compare.audit",
+    "validity_runs": "tcbreplay._compare.validity",
+    "Validity": "tcbreplay._compare.validity",
+    "write_report": "tcbreplay._report",
+    "write_catalog": "tcbreplay._query.catalog",
 }
 
 __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:
-    from tcbreplay._analysis.audit import AuditReport as AuditReport
-    from tcbreplay._analysis.audit import verify_run as verify_run
-    from tcbreplay._analysis.catalog import write_catalog as write_catalog
-    from tcbreplay._analysis.diff import DiffResult as DiffResult
-    from tcbreplay._analysis.diff import diff_runs as diff_runs
-    from tcbreplay._analysis.report import write_report as write_report
-    from tcbreplay._analysis.sql import QueryResult as QueryResult
-    from tcbreplay._analysis.sql import list_runs as list_runs
-    from tcbreplay._analysis.sql import run_sql as run_sql
-    from tcbreplay._analysis.validity import Validity as Validity
-    from tcbreplay._analysis.validity import validity_runs as validity_runs
+    from tcbreplay._compare.audit import AuditReport as AuditReport
+    from tcbreplay._compare.audit import verify_run as verify_run
+    from tcbreplay._compare.diff import DiffResult as DiffResult
+    from tcbreplay._compare.diff import diff_runs as diff_runs
+    from tcbreplay._compare.validity import Validity as Validity
+    from tcbreplay._compare.validity import validity_runs as validity_runs
     from tcbreplay._importers.export import export_traces as export_traces
     from tcbreplay._importers.import_run import ImportSummary as ImportSummary
     from tcbreplay._importers.import_run import import_traces as import_traces
     from tcbreplay._inputs.benchmarks import BenchmarkInputs as BenchmarkInputs
     from tcbreplay._inputs.benchmarks import load_inputs as load_inputs
+    from tcbreplay._query.catalog import write_catalog as write_catalog
+    from tcbreplay._query.sql import QueryResult as QueryResult
+    from tcbreplay._query.sql import list_runs as list_runs
+    from tcbreplay._query.sql import run_sql as run_sql
     from tcbreplay._record.models import ModelChoice as ModelChoice
     from tcbreplay._record.models import parse_model as parse_model
     from tcbreplay._record.options import RecordOptions as RecordOptions
@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from tcbreplay._replay.run import replay_run as replay_run
     from tcbreplay._replay.serve import serve_run as serve_run
     from tcbreplay._replay.server import ReplayServer as ReplayServer
+    from tcbreplay._report import write_report as write_report
     from tcbreplay._score.options import ScoreOptions as ScoreOptions
     from tcbreplay._score.results import ScoreResult as ScoreResult
     from tcbreplay._score.results import read_summary as read_summary

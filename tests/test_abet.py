@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from helpers import cli
 
-from tcbreplay._analysis.sql import run_sql
 from tcbreplay._importers import abet as abet_file
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
+from tcbreplay._query.sql import run_sql
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run, score_tables
 from tcbreplay._score.scorers import abet
@@ -344,7 +344,7 @@ def test_malformed_file_raises_trace_error(tmp_path, text, message):
     dataset = load_inputs(None, HAND_DATASET, get_benchmark("tool-call").tools, None,
                           need_prompt=False).dataset  # fmt: skip
     with pytest.raises(TraceError, match=message.replace("[", r"\[")):
-        abet_file.read_evaluation(bad, dataset)
+        abet_file.read_dashboard_calls(bad, dataset)
 
 
 # ---------------------------------------------------------------- the published files

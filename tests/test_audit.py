@@ -14,13 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot, unscored_copy
 
-from tcbreplay import __version__
-from tcbreplay._analysis.audit import verify_run
+from tcbreplay._compare.audit import verify_run
 from tcbreplay._score import audit_record
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import MESSAGES_SCHEMA, SCORES_SCHEMA
+from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, RunNotFoundError, StoreError
 
 REL_FOLDER = "spec_rel-0.001_abs-0"
@@ -512,8 +512,8 @@ def test_report_and_diff_do_not_take_a_former_default_for_todays(former_default)
     """report and diff want today's defaults under "spec": they score such a run in memory
     (ahr 1/2 under abs_tol 0, not the stored 0); score then writes today's over it, and
     that verifies too."""
-    from tcbreplay._analysis.diff import diff_runs, load_scores
-    from tcbreplay._analysis.report.data import load_run
+    from tcbreplay._compare.diff import diff_runs, load_scores
+    from tcbreplay._report.data import load_run
 
     store = Store(former_default)
     data = load_run(store, "r")

@@ -13,8 +13,8 @@ import duckdb
 import pytest
 from helpers import cli, fifo_read
 
-from tcbreplay._analysis.catalog import write_catalog
-from tcbreplay._analysis.sql import run_sql
+from tcbreplay._query.catalog import write_catalog
+from tcbreplay._query.sql import run_sql
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import QueryError
 
@@ -222,7 +222,7 @@ def test_output_in_a_missing_directory_is_one_error_line(two_runs, tmp_path):
 
 
 def test_a_failed_write_leaves_no_partial_file(two_runs, tmp_path, monkeypatch):
-    import tcbreplay._analysis.catalog as catalog_module
+    import tcbreplay._query.catalog as catalog_module
 
     def broken(con, *args, **kwargs):
         con.execute("create view x as select 1")

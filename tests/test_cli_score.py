@@ -329,9 +329,9 @@ def test_dashboard_file_lists_what_the_reference_loop_lists(sim_copy, tmp_path):
 
     root, run_id = sim_copy
     mine = json.loads(Path(score_json(root, run_id)["dashboard_file"]).read_text())
-    board = tmp_path / "reference.json"
-    assert reference([run_id, "--store", str(root), "--dashboard-out", str(board)]) == 0
-    theirs = json.loads(board.read_text())
+    dashboard = tmp_path / "reference.json"
+    assert reference([run_id, "--store", str(root), "--dashboard-out", str(dashboard)]) == 0
+    theirs = json.loads(dashboard.read_text())
     assert 0 < len(theirs["samples"]) < 94
     assert mine["samples"] == theirs["samples"]
     assert mine["results"] == pytest.approx(theirs["results"], rel=1e-12)

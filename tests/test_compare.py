@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay._analysis.diff import MAX_BOOT, diff_runs
+from tcbreplay._compare.diff import MAX_BOOT, diff_runs
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions

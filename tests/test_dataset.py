@@ -616,7 +616,7 @@ def test_gold_rules_load_and_round_trip():
     assert first.target[0] == GoldCall(
         "f", {"u": "in"}, accept={"u": ["in", "inches"]}, optional=("v",), group=1
     )
-    assert first.tool_specs() == [{"name": "f", "description": "", "parameters": TOOL_F[
+    assert first.tool_schemas() == [{"name": "f", "description": "", "parameters": TOOL_F[
         "parameters"]}]  # fmt: skip
     assert second.gold_calls() == [
         {"name": "g", "args": {}, "group": "any"},

@@ -188,7 +188,7 @@ def scored_names(run):
     blocks = [blocks_of(groups) for _, _, groups in run]
     empty = np.zeros(1, dtype=np.int64)
     nothing = np.frombuffer(b"\0", dtype=np.uint8)
-    rules = kernels.Rules(
+    options = kernels.KernelOptions(
         accept_offsets=np.zeros(len(g_code) + 1, dtype=np.int64),
         accept_data=nothing,
         optional_offsets=np.zeros(len(g_code) + 1, dtype=np.int64),
@@ -203,7 +203,7 @@ def scored_names(run):
         np.zeros(5, dtype=np.int64), empty, nothing, np.zeros(0, dtype=np.bool_), empty,
         nothing, 1e-9, 0.0, np.zeros(len(a_code), dtype=np.bool_),
         np.zeros(len(g_code), dtype=np.bool_), scratch_for(a_offsets, g_offsets),
-        number_locale(), pairs, rules,
+        number_locale(), pairs, options,
     )  # fmt: skip
     assert found >= 0 and side == 0
     return tp, same, pairs[:found]
@@ -371,7 +371,7 @@ def test_first_divergence_of_many_order_free_samples_takes_linear_time():
     import numpy as np
 
     from tcbreplay._score import kernels
-    from tcbreplay._score.outcomes import first_divergence
+    from tcbreplay._score.exact_match import first_divergence
 
     n = 120_000
     rows = np.zeros((2 * n, 8), dtype=np.int32)  # as the kernel gives them

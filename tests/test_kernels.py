@@ -5,23 +5,59 @@ running without the GIL, refusing arrays it cannot read. What the kernels comput
 
 from __future__ import annotations
 
+import ast
+import inspect
 import itertools
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tcbreplay._score import kernels
+from tcbreplay._score import kernels, pairing
 from tcbreplay._score.kernels import number_locale, scratch_for
-from tcbreplay._score.scorers import spec
+from tcbreplay._score.scorers import default as default_scorer
 
 
 def test_the_kernels_are_the_compiled_extension():
     module = kernels.functions()
     assert module.__name__ == "tcbreplay._score.kernels._compiled"
     assert module.__file__.endswith((".so", ".pyd"))
-    spec.warm()  # every kernel scoring uses, on what scoring hands it
+    default_scorer.warm()  # every kernel scoring uses, on what scoring hands it
+
+
+# what the kernels declare (cpdef enum in the .pxi files) and Python reads from them
+KERNEL_CONSTANTS = (
+    "SAMPLE", "AGENT", "GOLD", "TOOL", "INVALID", "VALID", "MISSING", "PENDING", "MAX_KEYS",
+    "SMALL_BLOCK", "STRINGS_EXACT", "STRINGS_BFCL", "NAME_NONE", "NAME_TEXT", "NAME_ESCAPED",
+    "NAME_VALUE",
+)  # fmt: skip
+
+
+def test_python_reads_the_kernels_constants_and_declares_none_of_its_own():
+    """Declared once, in the kernels: no Python module assigns one (SMALL_BLOCK was 12 in
+    pairing.py and 10 in the kernel), and the package's are the compiled module's."""
+    package = Path(kernels.__file__).parents[2]
+    assigned = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            assigned += [
+                f"{path.relative_to(package)}: {n}" for n in names if n in KERNEL_CONSTANTS
+            ]
+    assert assigned == []
+    for name in KERNEL_CONSTANTS:
+        assert getattr(kernels, name) == getattr(kernels.functions(), name), name
+
+
+def test_python_and_the_kernel_pair_blocks_of_the_same_size_over_subsets():
+    """pairing.align_pairs (explanations, the report) and the kernel's choose_pairs (scores)
+    switch from subset tables to the Hungarian algorithm at the same block size."""
+    kernel = inspect.signature(kernels.functions().choose_pairs).parameters["small_block"]
+    python = inspect.signature(pairing.align_pairs).parameters["small_block"]
+    assert python.default == kernel.default == kernels.SMALL_BLOCK
 
 
 def _score_samples() -> tuple:

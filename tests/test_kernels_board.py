@@ -1,4 +1,4 @@
-"""The compiled writer of the dashboard file's samples (tcbreplay/_score/kernels/board.pxi), on
+"""The compiled writer of the dashboard file's samples (tcbreplay/_score/kernels/dashboard.pxi), on
 its own: byte for byte what Python's ``json`` writes, whatever the inputs and names hold and
 wherever their escapes fall against the eight-byte words the writer copies."""
 

@@ -19,7 +19,8 @@ import pytest
 from helpers import cli
 from langchain_core.messages import AIMessage
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._importers import archives
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models import parse_model
 from tcbreplay.errors import ModelError
@@ -41,8 +42,8 @@ def deep_value(levels: int, leaf: object = 1) -> object:
 def test_the_limits_sit_below_where_python_breaks():
     # Python's readers stop near the recursion limit, the spec's comparison at half of it;
     # Python converts at least 640 digits under any int_max_str_digits setting
-    assert sys.getrecursionlimit() >= limits.MAX_DEPTH * 4
-    assert limits.MAX_INT_DIGITS <= 640
+    assert sys.getrecursionlimit() >= _json.MAX_DEPTH * 4
+    assert _json.MAX_INT_DIGITS <= 640
 
 
 @pytest.mark.parametrize(
@@ -56,13 +57,13 @@ def test_the_limits_sit_below_where_python_breaks():
     ],
 )
 def test_loads_refuses_what_is_beyond_the_limits_with_its_line(text, line, problem):
-    with pytest.raises(limits.LimitError) as info:
-        limits.loads(text)
+    with pytest.raises(_json.LimitError) as info:
+        _json.loads(text)
     assert info.value.line == line
     assert info.value.problem.startswith(problem)
     assert str(info.value) == f"line {line}: {info.value.problem}"
-    with pytest.raises(limits.LimitError) as info:
-        limits.loads(text, first_line=10)
+    with pytest.raises(_json.LimitError) as info:
+        _json.loads(text, first_line=10)
     assert info.value.line == line + 9
 
 
@@ -79,26 +80,26 @@ def test_loads_refuses_what_is_beyond_the_limits_with_its_line(text, line, probl
     ],
 )
 def test_loads_reads_what_is_within_the_limits(text):
-    assert limits.loads(text) == json.loads(text)
+    assert _json.loads(text) == json.loads(text)
 
 
 def test_loads_leaves_text_that_is_not_json_to_json():
     with pytest.raises(json.JSONDecodeError):
-        limits.loads("[1, 2")
+        _json.loads("[1, 2")
 
 
 def test_bounded_replaces_only_what_is_beyond_the_limits():
     value = {"ok": [1, "a", {"b": None}], "n": 10**700, "deep": deep_value(3000), "m": -(10**640)}
-    out = limits.bounded(value)
-    assert limits.value_problem(out) is None
-    assert out["ok"] == value["ok"] and out["n"] == out["m"] == limits.OVER_DIGITS
+    out = _json.bounded(value)
+    assert _json.value_problem(out) is None
+    assert out["ok"] == value["ok"] and out["n"] == out["m"] == _json.OVER_DIGITS
     inner, lists = out["deep"], 0
     while isinstance(inner, list):
         inner, lists = inner[0], lists + 1
     # the object is level 1, its lists levels 2 to 100; what was deeper is the string
-    assert (lists, inner) == (limits.MAX_DEPTH - 1, limits.OVER_DEPTH)
+    assert (lists, inner) == (_json.MAX_DEPTH - 1, _json.OVER_DEPTH)
     same = {"a": [1, 2]}
-    assert limits.bounded(same) is same
+    assert _json.bounded(same) is same
 
 
 # ---------------------------------------------------------------- archives (#27)
@@ -128,29 +129,29 @@ BOMB = zip_of({"header.json": b"{}", "samples/s.json": b"a" * 2**23})
 
 
 def test_an_archive_within_the_limits_passes():
-    assert limits.zip_problem(zip_of({"a.json": b'{"a": 1}' * 10_000, "b": b""})) is None
-    assert limits.zip_problem(zip_of({"a": os.urandom(2**16)}, zipfile.ZIP_STORED)) is None
+    assert archives.zip_problem(zip_of({"a.json": b'{"a": 1}' * 10_000, "b": b""})) is None
+    assert archives.zip_problem(zip_of({"a": os.urandom(2**16)}, zipfile.ZIP_STORED)) is None
 
 
 @pytest.mark.parametrize("declared", [None, 100], ids=["as-declared", "declared-small"])
 def test_a_member_that_unpacks_to_far_more_than_its_size_is_refused_early(declared):
     data = BOMB if declared is None else declaring(BOMB, declared)
     (member,) = [i for i in zipfile.ZipFile(io.BytesIO(BOMB)).infolist() if i.filename[0] == "s"]
-    assert limits.zip_problem(data) == (
+    assert archives.zip_problem(data) == (
         f"member 'samples/s.json' unpacks to more than 100 times its {member.compress_size:,} "
         "compressed bytes"
     )
 
 
 def test_the_size_of_a_member_and_of_all_members_is_capped(monkeypatch):
-    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", 2**16)
-    monkeypatch.setattr(limits, "MAX_ARCHIVE_BYTES", 2**17)
+    monkeypatch.setattr(archives, "MAX_MEMBER_BYTES", 2**16)
+    monkeypatch.setattr(archives, "MAX_ARCHIVE_BYTES", 2**17)
     noise = os.urandom(2**16 + 1)  # unpacks to about its size: no ratio to speak of
-    assert limits.zip_problem(zip_of({"a": noise[:-1], "b": noise})) == (
+    assert archives.zip_problem(zip_of({"a": noise[:-1], "b": noise})) == (
         "member 'b' unpacks to more than 64 KiB"
     )
     many = {name: noise[:-1] for name in "abc"}
-    assert limits.zip_problem(zip_of(many)) == "its members unpack to more than 128 KiB in all"
+    assert archives.zip_problem(zip_of(many)) == "its members unpack to more than 128 KiB in all"
 
 
 @pytest.mark.parametrize(
@@ -163,14 +164,14 @@ def test_the_size_of_a_member_and_of_all_members_is_capped(monkeypatch):
     ids=["not-a-zip", "bzip2"],
 )  # fmt: skip
 def test_an_archive_that_cannot_be_unpacked_is_refused(data, problem):
-    assert limits.zip_problem(data) == problem
+    assert archives.zip_problem(data) == problem
 
 
 def test_a_member_whose_compressed_bytes_are_garbage_is_refused():
     data = bytearray(zip_of({"a.json": b'{"a": 1}' * 100}))
     start = 30 + len("a.json")  # the member's compressed bytes follow its local header
     data[start : start + 4] = b"\xff\xff\xff\xff"
-    assert limits.zip_problem(bytes(data)).startswith("member 'a.json' cannot be unpacked (")
+    assert archives.zip_problem(bytes(data)).startswith("member 'a.json' cannot be unpacked (")
 
 
 def test_a_model_option_beyond_the_limits_is_refused():
@@ -187,8 +188,8 @@ def test_a_model_option_beyond_the_limits_is_refused():
     ("args", "stored"),
     [
         ({"a": deep_value(3000), "b": 1}, None),  # too deep for Python's JSON writer
-        ({"a": 10**5000, "b": 1}, {"a": limits.OVER_DIGITS, "b": 1}),  # Python will not write it
-        ({"a": 10**700, "b": [1, 2]}, {"a": limits.OVER_DIGITS, "b": [1, 2]}),
+        ({"a": 10**5000, "b": 1}, {"a": _json.OVER_DIGITS, "b": 1}),  # Python will not write it
+        ({"a": 10**700, "b": [1, 2]}, {"a": _json.OVER_DIGITS, "b": [1, 2]}),
     ],
     ids=["3000-deep", "5000-digits", "701-digits"],
 )
@@ -197,12 +198,12 @@ def test_a_models_arguments_beyond_the_limits_are_stored_bounded(args, stored):
     whole recording, or stored values that crashed score later."""
     message = AIMessage("", tool_calls=[{"name": "f", "args": args, "id": "c1"}], id="m1")
     (row,) = serialize_messages([message], {})
-    data = limits.loads(row["message"])["data"]
+    data = _json.loads(row["message"])["data"]
     (call,) = data["tool_calls"]
     if stored is not None:
         assert call["args"] == stored
     else:
-        assert call["args"]["b"] == 1 and limits.OVER_DEPTH in row["message"]
+        assert call["args"]["b"] == 1 and _json.OVER_DEPTH in row["message"]
 
 
 # ---------------------------------------------------------------- what a store already holds

@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 from helpers import cli
 
-from tcbreplay._analysis.named_queries import _parse_file, list_named, load_named, run_named
 from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._query.named import _parse_file, list_named, load_named, run_named
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from helpers import cli
 from langchain_core.messages import message_to_dict, messages_from_dict
 
-from tcbreplay._analysis.sql import run_sql
 from tcbreplay._cli import main
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._query.sql import run_sql
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.models.sim import plan_turns
 from tcbreplay._record.options import RecordOptions

@@ -674,7 +674,7 @@ def test_arguments_beyond_the_limits_from_a_model_are_stored_and_scored_invalid(
     they score as invalid arguments (they were stored as given, beyond what the store holds)."""
     from helpers import cli
 
-    from tcbreplay._inputs import limits
+    from tcbreplay import _json
 
     deep: object = 3
     for _ in range(150):
@@ -691,7 +691,7 @@ def test_arguments_beyond_the_limits_from_a_model_are_stored_and_scored_invalid(
     messages = _messages(summary.run_dir)
     for rows in messages.values():
         for row in rows:
-            assert limits.value_problem(json.loads(row["message"])) is None
+            assert _json.value_problem(json.loads(row["message"])) is None
     calls = {}
     for sid in ("mul", "extra"):
         data = [json.loads(r["message"])["data"] for r in messages[sid]]
@@ -701,8 +701,8 @@ def test_arguments_beyond_the_limits_from_a_model_are_stored_and_scored_invalid(
     while isinstance(inner, list):
         inner, levels = inner[0], levels + 1
     # the message is level 1, data 2, tool_calls 3, the call 4, args 5: "a" keeps 95 levels
-    assert (levels, inner) == (95, limits.OVER_DEPTH)
-    assert calls["extra"][0]["args"] == {"a": limits.OVER_DIGITS, "b": 4}
+    assert (levels, inner) == (95, _json.OVER_DEPTH)
+    assert calls["extra"][0]["args"] == {"a": _json.OVER_DIGITS, "b": 4}
 
     scores = {r["sample_id"]: r for r in score_run(store, summary.run_id).scores.to_dicts()}
     assert (scores["mul"]["args_invalid"], scores["mul"]["args_total"]) == (1, 2)

@@ -15,8 +15,7 @@ from helpers import cli
 
 from tcbreplay._cli import main
 from tcbreplay._importers import registry
-from tcbreplay._importers.dialect import Dialect, Sniff, TraceFile
-from tcbreplay._importers.lines import SourceTraces, TraceLine
+from tcbreplay._importers.dialect import Dialect, Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.sniff import sniff as sniff_file
 
 TESTS = Path(__file__).parent

@@ -18,9 +18,9 @@ import pytest
 from helpers import cli, fifo_read, import_tau_bench
 from report_helpers import import_hand_run, payload
 
-import tcbreplay._analysis.report as report_package
-from tcbreplay._analysis.report import build_report, collect, write_report
-from tcbreplay._analysis.report.charts import (
+import tcbreplay._report as report_package
+from tcbreplay._report import build_report, collect, write_report
+from tcbreplay._report.charts import (
     PLOTLY_JS,
     PLOTLY_JS_VERSION,
     figures,
@@ -28,7 +28,7 @@ from tcbreplay._analysis.report.charts import (
     tp_bins,
     tp_normalised,
 )
-from tcbreplay._analysis.report.page import script_json
+from tcbreplay._report.page import script_json
 from tcbreplay._score.metrics import explain_sample
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
@@ -333,7 +333,7 @@ def test_report_imports_neither_langchain_nor_plotly(hand):
     store, run_ids = hand
     code = (
         "import sys\n"
-        "from tcbreplay._analysis.report import build_report\n"
+        "from tcbreplay._report import build_report\n"
         "from tcbreplay._store.runs import Store\n"
         f"build_report(Store({str(store.root)!r}), {run_ids!r})\n"
         "bad = sorted(m for m in sys.modules\n"

@@ -17,9 +17,9 @@ import polars as pl
 import pytest
 from report_helpers import import_hand_run
 
-from tcbreplay._analysis.diff import diff_runs
-from tcbreplay._analysis.report import write_report
-from tcbreplay._analysis.sql import run_sql
+from tcbreplay._compare.diff import diff_runs
+from tcbreplay._query.sql import run_sql
+from tcbreplay._report import write_report
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 

@@ -435,7 +435,7 @@ def test_report_shows_a_focused_scoring(tau_store, tmp_path):
     assert cli("score", "tau", "--store", tau_store, "--role", WRITE_ROLE).exit_code == 0
     assert cli("score", "tau", "--store", tau_store, "--role", WRITE_ROLE, "--only",
                "write").exit_code == 0  # fmt: skip
-    from tcbreplay._analysis.report.data import load_run
+    from tcbreplay._report.data import load_run
     from tcbreplay._store.runs import Store
 
     focused = load_run(Store(tau_store), "tau", scoring="spec_only-write")

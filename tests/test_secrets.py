@@ -17,10 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
+from tcbreplay import _secrets
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._inputs.dataset import GoldCall, Sample
-from tcbreplay._record import secrets
 from tcbreplay._record.models import (
     KEY_VARIABLES,
     build_chat_model,
@@ -29,7 +29,7 @@ from tcbreplay._record.models import (
 )
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.sample import run_sample
-from tcbreplay._record.secrets import find_secrets, is_secret_name, redact
+from tcbreplay._secrets import find_secrets, is_secret_name, redact
 from tcbreplay.errors import InputError, ModelError, TcbReplayWarning
 
 FAKE = "sk-test-FAKE1234567890"  # never a real key
@@ -231,14 +231,14 @@ ENCODINGS = {
 )
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_redact_knows_every_encoding_a_server_may_echo(monkeypatch, encoding, secret):
-    monkeypatch.setattr(secrets, "_registered", set())
+    monkeypatch.setattr(_secrets, "_registered", set())
     monkeypatch.setenv("SOME_API_KEY", secret)
     form = ENCODINGS[encoding](secret)
     assert redact(f'400: API key "{form}" not valid.') == '400: API key "[redacted]" not valid.'
     # the same for a secret of a run's recorded settings
     monkeypatch.delenv("SOME_API_KEY")
     assert redact(form) == form
-    secrets.register(find_secrets("h", {"x-api-key": secret}))
+    _secrets.register(find_secrets("h", {"x-api-key": secret}))
     assert redact(f"<{form}>") == "<[redacted]>"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import snapshot
 
-from tcbreplay._analysis.sql import run_sql
-from tcbreplay._analysis.statements import check_read_only
+from tcbreplay._query.sql import run_sql
+from tcbreplay._query.statements import check_read_only
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import QueryError

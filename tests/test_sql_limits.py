@@ -10,9 +10,9 @@ import pytest
 from helpers import wait_for
 from test_sql import ALPHA, make_run
 
-from tcbreplay._analysis.named_queries import run_named
-from tcbreplay._analysis.query_limits import memory_bytes
-from tcbreplay._analysis.sql import run_sql
+from tcbreplay._query.limits import memory_bytes
+from tcbreplay._query.named import run_named
+from tcbreplay._query.sql import run_sql
 from tcbreplay.errors import InputError, QueryLimitError
 
 # minutes of work for DuckDB, and no memory to speak of

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 from test_sql import ALPHA, BETA, make_run
 
-from tcbreplay._analysis.sql import run_sql
+from tcbreplay._query.sql import run_sql
 from tcbreplay._store import views as sql_module
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import readable_runs

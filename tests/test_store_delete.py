@@ -392,14 +392,14 @@ def _delete_during(monkeypatch, module, name: str, store: Store, run_id: str) ->
 def test_report_holds_its_runs_until_the_page_is_written(two_runs, tmp_path, monkeypatch):
     """`record --overwrite` while report read the run: the report came out with the
     transcripts missing, or died with FileNotFoundError. The deletion is refused now."""
-    import tcbreplay._analysis.report
-    from tcbreplay._analysis.report import write_report
+    import tcbreplay._report
+    from tcbreplay._report import write_report
 
     root, run_id = two_runs
     store = Store(root)
     before = without_lock(snapshot(root))
     # the page reads every transcript as it is rendered, after the scores
-    tried = _delete_during(monkeypatch, tcbreplay._analysis.report, "render_page", store, run_id)
+    tried = _delete_during(monkeypatch, tcbreplay._report, "render_page", store, run_id)
     out = write_report(store, [KEEP, run_id], tmp_path / "report.html")
     (refused,) = tried
     assert isinstance(refused, RunLockedError)
@@ -414,8 +414,8 @@ def test_report_holds_its_runs_until_the_page_is_written(two_runs, tmp_path, mon
 @pytest.mark.parametrize(
     ("module", "name", "command"),
     [
-        ("tcbreplay._analysis.audit", "read_summary", ("audit", "verify", KEEP)),
-        ("tcbreplay._analysis.diff", "load_scores", ("diff", "RUN", KEEP)),
+        ("tcbreplay._compare.audit", "read_summary", ("audit", "verify", KEEP)),
+        ("tcbreplay._compare.diff", "load_scores", ("diff", "RUN", KEEP)),
         ("pyarrow.parquet", "read_table", ("export", KEEP, "-o", "OUT")),
     ],
     ids=["audit", "diff", "export"],

@@ -348,14 +348,14 @@ def test_scores_on_a_full_disk_polars_reports_it_as_text(scored, monkeypatch):
 
 def test_an_os_error_the_library_did_not_name_is_still_one_line(scored, monkeypatch):
     """The CLI's last line of defence: a failure of the place, from anywhere, is one line."""
-    import tcbreplay._analysis.sql
+    import tcbreplay._query.sql
 
     root, _ = scored
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", "/some/where")
 
-    monkeypatch.setattr(tcbreplay._analysis.sql, "run_sql", full)
+    monkeypatch.setattr(tcbreplay._query.sql, "run_sql", full)
     result = cli("sql", "select 1", "--store", root)
     assert result.exit_code == 1
     assert result.stderr == "Error: /some/where: No space left on device\n"

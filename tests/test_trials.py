@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli
 
-from tcbreplay._analysis.sql import run_sql
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._query.sql import run_sql
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run

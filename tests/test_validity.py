@@ -16,8 +16,8 @@ from helpers import TAU_WRITE, cli, import_tau_bench
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcbreplay._analysis.outcome import Outcomes, check_expression
-from tcbreplay._analysis.validity import pass_hat_k, roc_points, scores_validity
+from tcbreplay._compare.outcomes import Outcomes, check_expression
+from tcbreplay._compare.validity import pass_hat_k, roc_points, scores_validity
 from tcbreplay.errors import InputError
 
 TAU = DATA / "tau-bench"

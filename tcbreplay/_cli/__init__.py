@@ -30,7 +30,7 @@ from tcbreplay._cli import (  # noqa: F401  (importing a command's module regist
     validity,
 )
 from tcbreplay._cli.common import main
-from tcbreplay._record.secrets import redact
+from tcbreplay._secrets import redact
 
 __all__ = ["main", "run"]
 

@@ -30,8 +30,8 @@ def audit() -> None:
 @STORE_OPTION
 def audit_verify(run_id, scoring, fmt, store) -> None:
     """Re-score RUN_ID from its raw traces and compare with its stored scores (exit 1 if not)."""
-    from tcbreplay._analysis.audit import verify_run
     from tcbreplay._cli.grids import audit_output
+    from tcbreplay._compare.audit import verify_run
     from tcbreplay._store.runs import Store
 
     report = verify_run(Store(store), run_id, scoring)

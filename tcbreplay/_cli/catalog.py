@@ -22,8 +22,8 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, OutputPath, emit,
 @STORE_OPTION
 def catalog(output, fmt, store) -> None:
     """Write a DuckDB file with the store's views, to open in any DuckDB client."""
-    from tcbreplay._analysis.catalog import VIEWS, write_catalog
     from tcbreplay._cli.render import Grid, Output
+    from tcbreplay._query.catalog import VIEWS, write_catalog
     from tcbreplay._store.runs import Store
 
     runs = write_catalog(Store(store), output)

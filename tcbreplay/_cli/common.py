@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from tcbreplay import __version__
-from tcbreplay._record.secrets import redact
+from tcbreplay._secrets import redact
 from tcbreplay._store.files import reason
+from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
 
 STORE_ENVVAR = "TCBREPLAY_STORE"

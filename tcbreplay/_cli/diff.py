@@ -40,8 +40,8 @@ from tcbreplay._cli.common import (
 @STORE_OPTION
 def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> None:
     """Compare RUN_B with RUN_A: paired deltas (B − A) with bootstrap intervals."""
-    from tcbreplay._analysis.diff import diff_runs
     from tcbreplay._cli.grids import diff_output
+    from tcbreplay._compare.diff import diff_runs
     from tcbreplay._store.runs import Store
 
     result = diff_runs(

@@ -36,7 +36,7 @@ def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
         "tp": (None, summary["n_tp"], "samples"),
         "ahr": (summary["args_invalid"], summary["args_total"], "args"),
     }
-    if "exact" in summary:  # the spec scorer's outcome metrics
+    if "exact" in summary:  # the default scorer's outcome metrics
         over["exact"] = (summary["exact_samples"], summary["n_exact"], "samples")
         over["write_exact"] = (summary["write_exact_samples"], summary["n_write_exact"], "samples")
         over["first_divergence"] = (None, summary["n_first_divergence"], "diverging")

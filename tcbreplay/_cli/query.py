@@ -37,9 +37,9 @@ from tcbreplay._cli.common import (
 @STORE_OPTION
 def query(name, params, list_, show, fmt, timeout, memory_limit, store) -> None:
     """Run a named query from queries/named/ (see --list)."""
-    from tcbreplay._analysis.named_queries import list_named, load_named, run_named
     from tcbreplay._cli.grids import query_output
     from tcbreplay._cli.render import Grid, Output
+    from tcbreplay._query.named import list_named, load_named, run_named
     from tcbreplay._store.runs import Store
 
     if list_ or name is None:

@@ -51,8 +51,8 @@ from tcbreplay._cli.common import (
 @STORE_OPTION
 def report(run_ids, output, allow_incomplete, scoring, outcome, fmt, store) -> None:
     """Write one self-contained HTML report of the runs (the first is the baseline)."""
-    from tcbreplay._analysis.report import write_report
     from tcbreplay._cli.render import Grid, Output
+    from tcbreplay._report import write_report
     from tcbreplay._store.runs import Store
 
     path = write_report(

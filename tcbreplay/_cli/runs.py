@@ -12,8 +12,8 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
 @STORE_OPTION
 def runs(fmt, store) -> None:
     """List the runs in the store, with the tsa, tp and ahr of their latest scoring."""
-    from tcbreplay._analysis.sql import list_runs
     from tcbreplay._cli.grids import query_output
+    from tcbreplay._query.sql import list_runs
     from tcbreplay._store.runs import Store
 
     found = list_runs(Store(store))

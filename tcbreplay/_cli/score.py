@@ -51,7 +51,7 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     "roles",
     multiple=True,
     metavar="ROLE=NAME,...",
-    help="Give tools a role (write, read or scratch), over their specs' own; repeatable: "
+    help="Give tools a role (write, read or scratch), over their schemas' own; repeatable: "
     "--role write=book_reservation,cancel_reservation; a name holding a comma in double "
     "quotes (as in CSV): --role 'write=\"look,up\"'.",
 )

@@ -24,12 +24,12 @@ from tcbreplay._cli.common import (
 def sql_command(query, fmt, timeout, memory_limit, store) -> None:
     """Run a read-only SQL query over every run in the store.
 
-    Views: runs, samples, messages, tool_calls, gold_calls, scores (the default spec
-    scoring), scores_all (every scoring), scorings, tools, divergences (replays'). A path such as
-    'RUN/scores/spec/scores.parquet' is read from the store.
+    Views: runs, samples, messages, tool_calls, gold_calls, scores (each run's default
+    scoring, spec), scores_all (every scoring), scorings, tools, divergences (replays'). A
+    path such as 'RUN/scores/spec/scores.parquet' is read from the store.
     """
-    from tcbreplay._analysis.sql import run_sql
     from tcbreplay._cli.grids import query_output
+    from tcbreplay._query.sql import run_sql
     from tcbreplay._store.runs import Store
 
     by = deadline(timeout)

@@ -47,8 +47,8 @@ from tcbreplay._cli.common import (
 @STORE_OPTION
 def validity(run_ids, outcome, scoring, n_boot, seed, fmt, store) -> None:
     """Show how well each metric tracks the samples' outcome: AUC and correlation."""
-    from tcbreplay._analysis.validity import validity_runs
     from tcbreplay._cli.grids import validity_output
+    from tcbreplay._compare.validity import validity_runs
     from tcbreplay._store.runs import Store
 
     results = validity_runs(

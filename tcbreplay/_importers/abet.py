@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import SourceTraces, TraceLine
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, lone_surrogate
 from tcbreplay.errors import InputError, TraceError
@@ -37,28 +36,28 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
     """A trace per sample, made from the calls the file lists (needs the dataset)."""
     if inputs is None:
         raise InputError("--format abet-evaluation needs --dataset")
-    calls = evaluation_calls(file.data, file.name, inputs.dataset)
+    calls = dashboard_calls(file.data, file.name, inputs.dataset)
     return SourceTraces(dashboard_lines(calls, inputs))
 
 
-def read_evaluation(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]:
+def read_dashboard_calls(path: str | Path, dataset: Dataset) -> dict[str, list[Call]]:
     """Every dataset sample's agent calls from a dashboard file (left-out samples: the target)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise TraceError(f"{path.name}: cannot read dashboard file: {exc}") from exc
-    return evaluation_calls(data, path.name, dataset)
+    return dashboard_calls(data, path.name, dataset)
 
 
-def evaluation_calls(data: bytes, label: str, dataset: Dataset) -> dict[str, list[Call]]:
+def dashboard_calls(data: bytes, label: str, dataset: Dataset) -> dict[str, list[Call]]:
     """Every dataset sample's agent calls from a dashboard file's bytes (``label``: its
     name; left-out samples: the target)."""
     try:
         text = data.decode("utf-8")
-        doc = limits.loads(text)
-    except limits.LimitError as exc:
-        raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
+        doc = _json.loads(text)
+    except _json.LimitError as exc:
+        raise TraceError(f"{label}: {exc}", hint=_json.HINT) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise TraceError(f"{label}: cannot read dashboard file: {exc}") from exc
     listed = doc.get("samples") if isinstance(doc, dict) else None

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
+from tcbreplay import _json
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.lines import (
-    SourceTraces,
-    TraceLine,
     first_messages,
     message_problem,
     read_jsonl,
     repeated_key_problem,
 )
-from tcbreplay._inputs import limits
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 
 if TYPE_CHECKING:
@@ -62,7 +60,7 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
     return read_jsonl(data, label, convert, extra_keys=("system",))
 
 
-def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Repeats) -> list[Any]:
+def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Repeats) -> list[Any]:
     """Messages API turns (and the line's ``system``) as LangChain messages."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -119,9 +117,7 @@ def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Re
     return out
 
 
-def _tool_call(
-    block: dict[str, Any], place: str, k: int, repeats: limits.Repeats
-) -> dict[str, Any]:
+def _tool_call(block: dict[str, Any], place: str, k: int, repeats: _json.Repeats) -> dict[str, Any]:
     """A ``tool_use`` block as a LangChain tool call."""
     if not isinstance(block.get("name"), str):
         raise message_problem(place, k, "a tool_use block needs a name")

@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import SourceTraces, TraceLine
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.bfcl_calls import DecodeError, decode_result, json_safe
 from tcbreplay._inputs.dataset import Dataset, GoldCall, Sample, lone_surrogate
@@ -158,7 +157,7 @@ def _lines(data: bytes, label: str, error: type[InputError]) -> list[tuple[int, 
     except UnicodeDecodeError as exc:
         raise error(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     return list(
-        limits.object_lines(text, label, error, hint="BFCL's files hold one JSON object per line")
+        _json.object_lines(text, label, error, hint="BFCL's files hold one JSON object per line")
     )
 
 
@@ -286,24 +285,25 @@ def _acceptable(values: list[Any], schema: dict[str, Any], where: str) -> list[A
     return out
 
 
-def _dict_values(spec: Any) -> Any:
-    if not isinstance(spec, dict) or not all(isinstance(v, list) for v in spec.values()):
-        yield spec  # not BFCL's per-key lists: the value itself
+def _dict_values(answer: Any) -> Any:
+    if not isinstance(answer, dict) or not all(isinstance(v, list) for v in answer.values()):
+        yield answer  # not BFCL's per-key lists: the value itself
         return
     left_out = object()
-    keys = list(spec)
+    keys = list(answer)
     choices = [
-        [v for v in spec[key] if v != ""] + ([left_out] if "" in spec[key] else []) for key in keys
+        [v for v in answer[key] if v != ""] + ([left_out] if "" in answer[key] else [])
+        for key in keys
     ]
     for combination in itertools.product(*choices):
         yield {key: v for key, v in zip(keys, combination, strict=True) if v is not left_out}
 
 
-def _dicts_values(spec: Any) -> Any:
-    if not isinstance(spec, list):
-        yield spec
+def _dicts_values(answer: Any) -> Any:
+    if not isinstance(answer, list):
+        yield answer
         return
-    yield from (list(c) for c in itertools.product(*(list(_dict_values(d)) for d in spec)))
+    yield from (list(c) for c in itertools.product(*(list(_dict_values(d)) for d in answer)))
 
 
 def sniff(file: TraceFile) -> Sniff:

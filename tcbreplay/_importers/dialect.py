@@ -7,7 +7,7 @@ file's first bytes (``head``), its first line (``first_line``) or its parsed top
 
 ``read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces`` reads the whole file
 (``data``, or ``path`` for a reader that opens it itself) into
-:class:`~tcbreplay._importers.lines.SourceTraces`, raising a
+:class:`SourceTraces` (the samples' trials as :class:`TraceLine`), raising a
 :class:`~tcbreplay.errors.TraceError` that names the place for anything it cannot read.
 ``inputs`` are the dataset and tools given with ``--dataset`` and ``--tools`` (None without).
 
@@ -27,18 +27,45 @@ from functools import cached_property
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
-    from tcbreplay._importers.lines import SourceTraces
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
+    from tcbreplay._inputs.dataset import Dataset
 
 # how much of a file a sniff sees as its head
 HEAD_BYTES = 64 * 1024
 # a pick less sure than this is a fallback: sniffing says which dialects it tried and why
 # each did not fit
 GUESS = 0.25
+
+
+@dataclass
+class TraceLine:
+    """One sample's trial as an importer read it: its messages serialized as the store keeps
+    them (:func:`tcbreplay._record.messages.serialize_messages`)."""
+
+    sample_id: str
+    messages: list[dict[str, Any]]
+    trial: int = 0
+    status: str = "ok"
+    error: str | None = None
+    error_type: str | None = None
+    metadata: dict[str, Any] | None = None
+    place: str = field(default="", compare=False)
+
+
+@dataclass
+class SourceTraces:
+    """What a traces file holds: its lines, and where the format keeps them, the samples'
+    inputs and gold calls (``dataset``), the tools, the model and the benchmark."""
+
+    lines: list[TraceLine]
+    dataset: Dataset | None = None
+    tools: list[dict[str, Any]] | None = None
+    model: str | None = None
+    benchmark: tuple[str, str] | None = None  # (name, title), where the format names one
 
 
 @dataclass(frozen=True)
@@ -127,10 +154,10 @@ class TraceFile:
         except UnicodeDecodeError:
             return Peeked(problem="its first line is not UTF-8 text")
         try:
-            return Peeked(limits.loads(text))
+            return Peeked(_json.loads(text))
         except json.JSONDecodeError as exc:
             return Peeked(problem=f"its first line is not JSON ({exc.msg})")
-        except limits.LimitError as exc:
+        except _json.LimitError as exc:
             return Peeked(problem=f"its first line holds {exc.problem}")
 
     @cached_property
@@ -150,10 +177,10 @@ class TraceFile:
         except UnicodeDecodeError:
             return None
         try:
-            return limits.loads(text)
+            return _json.loads(text)
         except json.JSONDecodeError:
             return None
-        except limits.LimitError:
+        except _json.LimitError:
             return _top_keys(text) if text[:1] == "{" else None
 
     @cached_property

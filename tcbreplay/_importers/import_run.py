@@ -1,7 +1,7 @@
 """Turn traces recorded elsewhere into a run that scoring treats like a recorded one.
 
 Each dialect has its module, named in :mod:`tcbreplay._importers.registry`, which reads its
-files into :class:`~tcbreplay._importers.lines.TraceLine` (LangChain messages, serialized as
+files into :class:`~tcbreplay._importers.dialect.TraceLine` (LangChain messages, serialized as
 the store keeps them). Calls to tools that do not exist, or with arguments a tool does not
 take, are agent behaviour to be scored; only traces that cannot be read are refused.
 """
@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._importers import registry
-from tcbreplay._importers.dialect import TraceFile
-from tcbreplay._importers.lines import SourceTraces, TraceLine
+from tcbreplay._importers.dialect import SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.sniff import sniff
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate

@@ -2,7 +2,7 @@
 (``inspect_ai.log.read_eval_log``; the optional extra ``tcbreplay[inspect]``).
 
 An ``.eval`` log (a zip file) is first unpacked a chunk at a time within the archive limits
-of :mod:`tcbreplay._inputs.limits`, as inspect_ai reads it whole. Each sample of each epoch
+of :mod:`tcbreplay._importers.archives`, as inspect_ai reads it whole. Each sample of each epoch
 (1 to :data:`~tcbreplay._importers.lines.MAX_TRIALS`) is a trace: sample ``id``, trial
 ``epoch - 1``, its ``messages`` as
 LangChain messages (an assistant's ``tool_calls``, a tool message's ``tool_call_id``; a call
@@ -21,9 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import MAX_TRIALS, SourceTraces, TraceLine
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._importers import archives
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
+from tcbreplay._importers.lines import MAX_TRIALS
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._store.schema import INVALID_ARGUMENTS
@@ -69,9 +70,9 @@ def read_log(path: Path, data: bytes, inputs: BenchmarkInputs | None) -> SourceT
             hint="pip install 'tcbreplay[inspect]'",
         ) from None
     if path.suffix == ".eval":  # inspect_ai reads it as a zip file, each member whole
-        problem = limits.zip_problem(data)
+        problem = archives.zip_problem(data)
         if problem:
-            raise TraceError(f"{path.name}: {problem}", hint=limits.ARCHIVE_HINT)
+            raise TraceError(f"{path.name}: {problem}", hint=archives.ARCHIVE_HINT)
     try:
         log = read_eval_log(str(path))
     except Exception as exc:  # any log inspect_ai cannot read is bad input
@@ -121,10 +122,10 @@ def read_log(path: Path, data: bytes, inputs: BenchmarkInputs | None) -> SourceT
 def _refuse_unstorable(value: Any, place: str) -> None:
     """Refuse what inspect_ai's reader took but the store cannot hold: a value beyond the JSON
     limits, or a lone surrogate (which UTF-8 cannot encode)."""
-    problem = limits.value_problem(value)
+    problem = _json.value_problem(value)
     if problem:
-        raise TraceError(f"{place}: {problem}", hint=limits.HINT)
-    surrogate = limits.lone_surrogate(value)
+        raise TraceError(f"{place}: {problem}", hint=_json.HINT)
+    surrogate = _json.lone_surrogate(value)
     if surrogate:
         raise TraceError(f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode")
 

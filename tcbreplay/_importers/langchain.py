@@ -6,16 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers.dialect import GUESS, Sniff, TraceFile
+from tcbreplay import _json
+from tcbreplay._importers.dialect import GUESS, Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.lines import (
-    SourceTraces,
-    TraceLine,
     first_messages,
     message_problem,
     read_jsonl,
     repeated_key_problem,
 )
-from tcbreplay._inputs import limits
 
 if TYPE_CHECKING:
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
@@ -44,7 +42,7 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
     return read_jsonl(data, label, convert)
 
 
-def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Repeats) -> list[Any]:
+def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Repeats) -> list[Any]:
     from langchain_core.messages import message_to_dict, messages_from_dict
 
     messages = []

@@ -10,13 +10,12 @@ is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._inputs import limits
-from tcbreplay._inputs.dataset import Dataset, unknown_keys
-from tcbreplay._record.secrets import redact
+from tcbreplay import _json
+from tcbreplay._importers.dialect import Sniff, TraceFile, TraceLine
+from tcbreplay._inputs.dataset import unknown_keys
+from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
 LINE_KEYS = ("sample_id", "trial", "messages", "status", "error", "error_type", "metadata")
@@ -40,36 +39,9 @@ _TOKEN_FIELDS = ("input_tokens", "output_tokens", "total_tokens")
 _SUMMED = ("input_tokens", "output_tokens")
 
 
-@dataclass
-class TraceLine:
-    """One sample's trial as an importer read it: its messages serialized as the store keeps
-    them (:func:`tcbreplay._record.messages.serialize_messages`)."""
-
-    sample_id: str
-    messages: list[dict[str, Any]]
-    trial: int = 0
-    status: str = "ok"
-    error: str | None = None
-    error_type: str | None = None
-    metadata: dict[str, Any] | None = None
-    place: str = field(default="", compare=False)
-
-
-@dataclass
-class SourceTraces:
-    """What a traces file holds: its lines, and where the format keeps them, the samples'
-    inputs and gold calls (``dataset``), the tools, the model and the benchmark."""
-
-    lines: list[TraceLine]
-    dataset: Dataset | None = None
-    tools: list[dict[str, Any]] | None = None
-    model: str | None = None
-    benchmark: tuple[str, str] | None = None  # (name, title), where the format names one
-
-
 # turns one line's raw messages (and the whole line) into LangChain messages; ``place`` names
 # the line for errors; the line's objects that repeat a key are noted in the Repeats
-Convert = Callable[[list[Any], dict[str, Any], str, limits.Repeats], list[Any]]
+Convert = Callable[[list[Any], dict[str, Any], str, _json.Repeats], list[Any]]
 
 
 def read_jsonl(
@@ -84,8 +56,8 @@ def read_jsonl(
         raise TraceError(f"{label}: not UTF-8 text") from exc
     out: list[TraceLine] = []
     seen: dict[tuple[str, int], int] = {}
-    repeats: limits.Repeats = {}
-    lines = limits.object_lines(
+    repeats: _json.Repeats = {}
+    lines = _json.object_lines(
         text,
         label,
         TraceError,
@@ -173,10 +145,10 @@ def message_problem(place: str, k: int, what: str, exc: Exception | None = None)
     return TraceError(f"{place}: message {k}: {what}{detail}")
 
 
-def repeated_key_problem(place: str, k: int, what: str, args: Any, repeats: limits.Repeats) -> None:
+def repeated_key_problem(place: str, k: int, what: str, args: Any, repeats: _json.Repeats) -> None:
     """Refuse a call's arguments object (``what``, in message ``k``) that repeats a key: read,
     it would keep the key's last value, and the metric spec makes that an error."""
-    key = limits.repeated_key(args, repeats)
+    key = _json.repeated_key(args, repeats)
     if key is not None:
         raise message_problem(place, k, f"{what} repeats the key {key!r}")
 

@@ -16,15 +16,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import (
-    SourceTraces,
-    TraceLine,
-    first_messages,
-    message_problem,
-    read_jsonl,
-)
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
+from tcbreplay._importers.lines import first_messages, message_problem, read_jsonl
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 from tcbreplay.errors import TraceError
 
@@ -63,7 +57,7 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
 
 
 def convert(
-    raw: list[Any], line: dict[str, Any], place: str, repeats: limits.Repeats | None = None
+    raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Repeats | None = None
 ) -> list[Any]:
     """Chat Completions messages as LangChain messages (arguments are JSON text, read here:
     ``repeats`` is not needed)."""
@@ -134,14 +128,14 @@ def parse_arguments(text: str, where: str) -> dict[str, Any]:
     is not a JSON object (or beyond the JSON limits), the text under INVALID_ARGUMENTS. An
     object that repeats a key is refused (``where`` names the arguments), as the metric spec
     makes it an error; inside its values, a repeated key keeps its last value."""
-    repeats: limits.Repeats = {}
+    repeats: _json.Repeats = {}
     try:
-        value = limits.loads(text, repeats=repeats)
-    except (ValueError, limits.LimitError):
+        value = _json.loads(text, repeats=repeats)
+    except (ValueError, _json.LimitError):
         value = None
     if not isinstance(value, dict):
         return {INVALID_ARGUMENTS: text}
-    key = limits.repeated_key(value, repeats)
+    key = _json.repeated_key(value, repeats)
     if key is not None:
         raise TraceError(f"{where} repeats the key {key!r}")
     return value

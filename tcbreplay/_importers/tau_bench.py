@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from tcbreplay import _json
 from tcbreplay._importers import openai
-from tcbreplay._importers.dialect import Sniff, TraceFile
-from tcbreplay._importers.lines import MAX_TRIALS, SourceTraces, TraceLine
-from tcbreplay._inputs import limits
+from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
+from tcbreplay._importers.lines import MAX_TRIALS
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries, lone_surrogate
 from tcbreplay.errors import DatasetError, TraceError
 
@@ -49,13 +49,13 @@ def read_results(data: bytes, label: str) -> tuple[list[TraceLine], Dataset]:
     from tcbreplay._record.messages import serialize_messages
 
     try:
-        doc = limits.loads(data.decode("utf-8-sig"))
+        doc = _json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
         raise TraceError(f"{label}: not UTF-8 text") from exc
     except json.JSONDecodeError as exc:
         raise TraceError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-    except limits.LimitError as exc:
-        raise TraceError(f"{label}: {exc}", hint=limits.HINT) from None
+    except _json.LimitError as exc:
+        raise TraceError(f"{label}: {exc}", hint=_json.HINT) from None
     if not isinstance(doc, list) or not doc:
         raise TraceError(f"{label}: expected a JSON list of τ-bench results")
     surrogate = lone_surrogate(doc)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._inputs.gold import (
     GoldCall,
     GoldProblem,
@@ -36,8 +36,8 @@ from tcbreplay._inputs.gold import (
     key_problems,
     stored_calls,
 )
-from tcbreplay._inputs.limits import _SURROGATE_ESCAPE, lone_surrogate
 from tcbreplay._inputs.tools import ToolSchema, schemas_from_items
+from tcbreplay._json import _SURROGATE_ESCAPE, lone_surrogate
 from tcbreplay.errors import DatasetError, ToolSchemaError
 
 __all__ = ["GoldCall", "lone_surrogate"]
@@ -61,7 +61,7 @@ class Sample:
         """The gold calls as a run stores them (``order`` as a group on every call)."""
         return stored_calls(self.target, self.order)
 
-    def tool_specs(self) -> list[dict[str, Any]] | None:
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
         """The sample's own tools as a run stores them, or None (the run's tools)."""
         return None if self.tools is None else [t.to_dict() for t in self.tools]
 
@@ -81,7 +81,7 @@ class Sample:
         if self.order is not None:
             out["order"] = self.order
         if self.tools is not None:
-            out["tools"] = self.tool_specs()
+            out["tools"] = self.tool_schemas()
         if self.metadata:
             out["metadata"] = self.metadata
         return out
@@ -146,11 +146,11 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         raise DatasetError(f"{label}: the file is empty")
     if stripped.startswith("["):
         try:
-            raw = limits.loads(text)
+            raw = _json.loads(text)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-        except limits.LimitError as exc:
-            raise DatasetError(f"{label}: {exc}", hint=limits.HINT) from None
+        except _json.LimitError as exc:
+            raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
         where = [f"entry {i}" for i in range(len(raw))]
         _refuse_lone_surrogates(raw, where, text, label)
         return raw, where
@@ -161,14 +161,14 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         if not line.strip():
             continue
         try:
-            raw.append(limits.loads(line, first_line=lineno))
+            raw.append(_json.loads(line, first_line=lineno))
         except json.JSONDecodeError as exc:
             raise DatasetError(
                 f"{label}: line {lineno}: not valid JSON: {exc.msg}",
                 hint="a dataset is a JSON array or one JSON object per line",
             ) from exc
-        except limits.LimitError as exc:
-            raise DatasetError(f"{label}: {exc}", hint=limits.HINT) from None
+        except _json.LimitError as exc:
+            raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
         where.append(f"line {lineno}")
     _refuse_lone_surrogates(raw, where, text, label)
     return raw, where

@@ -1,4 +1,4 @@
-"""Tool roles as tool specs declare them: what a tool does to the world it acts on."""
+"""Tool roles as tool schemas declare them: what a tool does to the world it acts on."""
 
 from __future__ import annotations
 

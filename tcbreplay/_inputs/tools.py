@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._inputs import limits
-from tcbreplay._inputs.limits import lone_surrogate
+from tcbreplay import _json
 from tcbreplay._inputs.roles import check_role
+from tcbreplay._json import lone_surrogate
 from tcbreplay.errors import ToolSchemaError
 
 _NO_DEFAULT = object()
@@ -191,11 +191,11 @@ def _from_json(path: Path) -> Toolset:
     except OSError as exc:
         raise ToolSchemaError(f"{path}: cannot read tools file: {exc.strerror or exc}") from exc
     try:
-        items = limits.loads(data)
+        items = _json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ToolSchemaError(f"{path.name}: not valid JSON: {exc}") from exc
-    except limits.LimitError as exc:
-        raise ToolSchemaError(f"{path.name}: {exc}", hint=limits.HINT) from None
+    except _json.LimitError as exc:
+        raise ToolSchemaError(f"{path.name}: {exc}", hint=_json.HINT) from None
     surrogate = lone_surrogate(items)
     if surrogate:
         raise ToolSchemaError(
@@ -291,10 +291,10 @@ def _schema_of(tool: Any, place: str, role: str | None = None) -> ToolSchema:
         role=role,
     )
     # a default such as 10**1000 or a deeply nested list: the manifest could not hold it
-    problem = limits.value_problem(schema.to_dict())
+    problem = _json.value_problem(schema.to_dict())
     if problem is not None:
         raise ToolSchemaError(
-            f"{place} ({schema.name}): its parameters hold {problem}", hint=limits.HINT
+            f"{place} ({schema.name}): its parameters hold {problem}", hint=_json.HINT
         )
     return schema
 

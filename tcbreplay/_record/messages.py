@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 
 
 def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[dict[str, Any]]:
@@ -33,7 +33,7 @@ def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[d
 
 
 def _message_json(data: dict[str, Any]) -> str:
-    """A serialized message as JSON text, within :mod:`tcbreplay._inputs.limits`.
+    """A serialized message as JSON text, within :mod:`tcbreplay._json`.
 
     A model may answer with tool-call arguments nested deeper, or integers longer, than
     the store holds: that is the agent's behaviour, so the message is stored with those
@@ -43,6 +43,6 @@ def _message_json(data: dict[str, Any]) -> str:
         text = json.dumps(data, ensure_ascii=False, default=str)
     except (RecursionError, ValueError):
         text = None  # too deep for Python's writer, or an integer it will not write
-    if text is None or limits.may_exceed(text):
-        text = json.dumps(limits.bounded(data), ensure_ascii=False, default=str)
+    if text is None or _json.may_exceed(text):
+        text = json.dumps(_json.bounded(data), ensure_ascii=False, default=str)
     return text

@@ -14,7 +14,7 @@ from tcbreplay._record.failures import Outcome, stop_reason
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
-from tcbreplay._record.secrets import redact
+from tcbreplay._secrets import redact
 from tcbreplay._store.schema import sample_record, utcnow
 
 

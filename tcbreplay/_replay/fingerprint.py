@@ -233,14 +233,14 @@ def assemble(
     return ("\n\n".join(leading) if leading else system), out, call_ids
 
 
-def canonical_tools(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def canonical_tools(schemas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Tool schemas (bare ``{"name", "description", "parameters"}``, as a run's manifest keeps
     them and ``convert_to_openai_function`` writes them) by name, in the canonical form."""
     out: dict[str, Any] = {}
-    for spec in specs:
-        params = spec.get("parameters") or {}
+    for schema in schemas:
+        params = schema.get("parameters") or {}
         tool: dict[str, Any] = {
-            "description": str(spec.get("description") or ""),
+            "description": str(schema.get("description") or ""),
             "parameters": normalized(params.get("properties") or {}),
             "required": sorted(str(r) for r in params.get("required") or []),
         }
@@ -249,7 +249,7 @@ def canonical_tools(specs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 tool[key] = normalized(value)
         if params.get("type") not in (None, "object"):
             tool["type"] = params["type"]
-        out[str(spec.get("name") or "")] = tool
+        out[str(schema.get("name") or "")] = tool
     return out
 
 

@@ -91,7 +91,7 @@ def _recorded_tools(run: Run) -> Toolset:
     """The run's tools: its module's, imported again, or its JSON schemas (no code)."""
     tools = run.manifest.get("tools") or {}
     source = FORMER_TOOLS.get(str(tools.get("source")), str(tools.get("source")))
-    specs = tools.get("specs") or []
+    schemas = tools.get("specs") or []
     if ":" in source and not source.endswith(".json") and not Path(source).is_file():
         try:
             return load_toolset(source)
@@ -100,7 +100,7 @@ def _recorded_tools(run: Run) -> Toolset:
                 f"run {run.run_id!r}: its tools {source} cannot be loaded: {exc}",
                 hint="give --tools MODULE:ATTR, or --recorded-tools to serve the recorded outputs",
             ) from exc
-    return toolset_from_dicts(specs, source)
+    return toolset_from_dicts(schemas, source)
 
 
 def stored_system(recording: RecordedRun) -> str | None:

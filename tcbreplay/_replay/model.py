@@ -54,7 +54,7 @@ class RecordedChatModel(BaseChatModel):
     live: Any = Field(default=None, repr=False, exclude=True)
     fork_at: int | None = None
     offline: bool = False
-    tool_specs: dict[str, Any] = Field(default_factory=dict, repr=False)
+    tool_schemas: dict[str, Any] = Field(default_factory=dict, repr=False)
     call_params: dict[str, Any] = Field(default_factory=dict)
     bound_tools: list[Any] = Field(default_factory=list, repr=False, exclude=True)
     bound_kwargs: dict[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
@@ -88,10 +88,10 @@ class RecordedChatModel(BaseChatModel):
         key = (tuple(id(t) for t in tools), repr(sorted(kwargs.items())))
         copy = self.bound.get(key)
         if copy is None:
-            specs = [convert_to_openai_function(t) for t in tools]
+            schemas = [convert_to_openai_function(t) for t in tools]
             copy = self.bound[key] = self.model_copy(
                 update={
-                    "tool_specs": canonical_tools(specs),
+                    "tool_schemas": canonical_tools(schemas),
                     "call_params": canonical_params(kwargs),
                     "bound_tools": list(tools),
                     "bound_kwargs": dict(kwargs),
@@ -105,7 +105,7 @@ class RecordedChatModel(BaseChatModel):
         if self.recording.params_known:
             given = {**kwargs, **({"stop": stop} if stop else {})}
             params = {**self.recording.params, **self.call_params, **canonical_params(given)}
-        return canonical_request(messages, self.tool_specs, params, self.recording.system)
+        return canonical_request(messages, self.tool_schemas, params, self.recording.system)
 
     def _answer(
         self, messages: list[BaseMessage], stop: Any, run_manager: Any, kwargs: dict[str, Any]
@@ -115,7 +115,7 @@ class RecordedChatModel(BaseChatModel):
         request = self._request(messages, stop, kwargs)
         turn = assistant_turns(request["messages"])
         if state is not None:
-            state.check_tools(messages, set(self.tool_specs))
+            state.check_tools(messages, set(self.tool_schemas))
             if state.continued:
                 return None, state
         if self.fork_at is not None and turn >= self.fork_at and self.live is not None:

@@ -154,11 +154,11 @@ class RecordedRun:
         known = model.get("provider") not in _NO_PARAMS
         settings = model.get("effective_settings") or model.get("settings") or {}
         params = canonical_params(settings) if known and model.get("provider") != "sim" else {}
-        specs = (manifest.get("tools") or {}).get("specs") or []
+        schemas = (manifest.get("tools") or {}).get("specs") or []
         out = cls(
             run_id=run.run_id,
             system=str((manifest.get("system_prompt") or {}).get("text") or ""),
-            tools=canonical_tools(specs),
+            tools=canonical_tools(schemas),
             params=params,
             params_known=known,
         )
@@ -363,8 +363,8 @@ def call_key(name: str, arguments: Any) -> tuple[str, str]:
 def _own_tools(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None
-    specs = json.loads(text)
-    return canonical_tools(specs) if isinstance(specs, list) else None
+    schemas = json.loads(text)
+    return canonical_tools(schemas) if isinstance(schemas, list) else None
 
 
 class _Texts:

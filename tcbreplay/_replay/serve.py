@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._replay.divergence import Divergence, message_index
 from tcbreplay._replay.fingerprint import (
     Request,
@@ -272,8 +272,8 @@ def _tool_output(items: list[dict[str, Any]]) -> Callable[[str], str | None]:
 
 def _body(body: bytes) -> dict[str, Any]:
     try:
-        value = limits.loads(body)
-    except (ValueError, limits.LimitError) as exc:  # JSONDecodeError is a ValueError
+        value = _json.loads(body)
+    except ValueError as exc:  # JSONDecodeError and LimitError are ValueErrors
         raise WireError(f"the request body is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise WireError("the request body must be a JSON object")

@@ -92,13 +92,13 @@ def unknown_tools_middleware() -> Any:
     return RecordedOutputs()
 
 
-def stub_tools(specs: Sequence[Mapping[str, Any]]) -> list[BaseTool]:
+def stub_tools(schemas: Sequence[Mapping[str, Any]]) -> list[BaseTool]:
     """LangChain tools of JSON schemas that have no code: bound to the model as the schemas
     say, and answering every call they are asked to run with an error (a run imported with
     JSON tools replays with ``--recorded-tools``)."""
     out: list[BaseTool] = []
-    for spec in specs:
-        name = str(spec.get("name"))
+    for schema in schemas:
+        name = str(schema.get("name"))
 
         def fail(_name: str = name, **_: Any) -> Any:
             raise ToolException(f"tool {_name!r} has no code to run (JSON schema only)")
@@ -109,8 +109,8 @@ def stub_tools(specs: Sequence[Mapping[str, Any]]) -> list[BaseTool]:
         out.append(
             StructuredTool(
                 name=name,
-                description=str(spec.get("description") or ""),
-                args_schema=dict(spec.get("parameters") or {"type": "object", "properties": {}}),
+                description=str(schema.get("description") or ""),
+                args_schema=dict(schema.get("parameters") or {"type": "object", "properties": {}}),
                 func=fail,
                 coroutine=afail,
                 handle_tool_error=True,

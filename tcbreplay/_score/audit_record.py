@@ -11,10 +11,10 @@ from typing import Any
 
 import polars as pl
 
-from tcbreplay import __version__
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import MANIFEST, MESSAGES, SAMPLES
+from tcbreplay._store.schema import DEFAULT_SCORER, MANIFEST, MESSAGES, SAMPLES
 from tcbreplay._store.views import queries_dir
+from tcbreplay._version import __version__
 from tcbreplay.errors import StoreError
 
 AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)
@@ -38,7 +38,7 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def sql_sha256(scorer: str = "spec") -> str:
+def sql_sha256(scorer: str = DEFAULT_SCORER) -> str:
     """One hash over the SQL files the scorer runs, in a fixed order."""
     digest = hashlib.sha256()
     for name in _SCORER_QUERIES.get(scorer, SCORING_QUERIES):
@@ -94,7 +94,7 @@ class PendingAudit:
         return {
             "toolkit_version": __version__,
             "inputs_sha256": dict(self.hashes),
-            "sql_sha256": sql_sha256(self.options.get("scorer", "spec")),
+            "sql_sha256": sql_sha256(self.options.get("scorer", DEFAULT_SCORER)),
             "options": self.options,
             "options_sha256": hashlib.sha256(options_text.encode()).hexdigest(),
         }

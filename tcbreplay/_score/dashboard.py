@@ -1,6 +1,6 @@
 """The original benchmark's dashboard file, written from a scored run.
 
-Compiled code writes each listed sample's JSON object as text (``kernels/board.pxi``)
+Compiled code writes each listed sample's JSON object as text (``kernels/dashboard.pxi``)
 from the calls scoring already parsed, part by part: argument texts are canonical JSON, so
 they are copied in as they are, not parsed again, and a run of a million samples writes its
 file without a Python object per sample or call.
@@ -21,13 +21,13 @@ from tcbreplay._score import kernels
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import EVALUATIONS, MANIFEST
+from tcbreplay._store.schema import DASHBOARD_DIR, MANIFEST
 from tcbreplay.errors import StoreError
 
 
 def dashboard_path(run: Run) -> Path:
     """Where the run's dashboard file goes: ``evaluations/<title>_<run_id>.json``."""
-    return run.dir / EVALUATIONS / f"{_title(run)}_{run.run_id}.json"
+    return run.dir / DASHBOARD_DIR / f"{_title(run)}_{run.run_id}.json"
 
 
 def _title(run: Run) -> str:

@@ -112,7 +112,7 @@ def _as_float(x: int | float) -> float:
 
 
 @dataclass(frozen=True)
-class Rules:
+class GoldRules:
     """A gold call's rules beside its ``args``: ``accept`` (per key, every acceptable value),
     ``optional`` (keys the agent may leave out) and ``group`` (calls of one group, next to
     each other, in any order)."""
@@ -122,7 +122,7 @@ class Rules:
     group: Any = None
 
     @classmethod
-    def of(cls, call: Mapping[str, Any]) -> Rules:
+    def of(cls, call: Mapping[str, Any]) -> GoldRules:
         """The rules of a gold call object as stored (keys left out: none); values of other
         types than the dataset allows are ignored."""
         accept = call.get("accept")
@@ -138,7 +138,7 @@ class Rules:
         )
 
 
-NO_RULES = Rules()
+NO_RULES = GoldRules()
 
 
 def align_one(
@@ -263,7 +263,7 @@ def arg_verdicts(
     gold_args: dict[str, Any],
     params: dict[str, Any] | None,
     compare: Compare = DEFAULT_COMPARE,
-    rules: Rules = NO_RULES,
+    rules: GoldRules = NO_RULES,
 ) -> dict[str, str]:
     """Judge each argument of one paired call: valid are ``ok`` (gold's value, or the default
     of a key gold leaves out) and ``accepted`` (another of the key's acceptable values);
@@ -295,7 +295,7 @@ def arg_verdicts(
 
 
 def missing_keys(agent_args: Mapping[str, Any], gold_args: Mapping[str, Any],
-                 rules: Rules = NO_RULES) -> list[str]:  # fmt: skip
+                 rules: GoldRules = NO_RULES) -> list[str]:  # fmt: skip
     """Gold's keys the agent left out that are not optional (they count in args_missing)."""
     return [k for k in gold_args if k not in agent_args and k not in rules.optional]
 
@@ -319,7 +319,7 @@ def tool_properties(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 # a gold call as explain_sample takes it: (name, args) or (name, args, rules)
-GoldLike = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], Rules]
+GoldLike = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], GoldRules]
 
 
 def explain_sample(

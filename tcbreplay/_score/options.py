@@ -20,17 +20,19 @@ from tcbreplay._score.metrics import (
     Compare,
 )
 from tcbreplay._score.roles import join_names
+from tcbreplay._store.schema import DEFAULT_SCORER
 from tcbreplay.errors import InputError
 
 DASHBOARD_MODES = ("mismatches", "all", "none")
 
 
-SCORERS = ("spec", "abet", "bfcl")
+SCORERS = (DEFAULT_SCORER, "abet", "bfcl")
 
 
-# spec, then the tolerances when either is not the default, then each comparison option
-# that is not the default: spec_rel-1e-06_abs-0_strings-bfcl_types-strict
-_SPEC_NAME = re.compile(
+# the names of the default scorer's scorings: spec, then the tolerances when either is not the
+# default, then each comparison option that is not the default:
+# spec_rel-1e-06_abs-0_strings-bfcl_types-strict
+_DEFAULT_SCORING_NAME = re.compile(
     r"spec(?:_rel-(?P<rel>[^_]+)_abs-(?P<abs>[^_]+))?"
     r"(?:_strings-(?P<strings>[a-z]+))?(?:_types-(?P<types>[a-z]+))?"
     r"(?:_only-(?P<only>[A-Za-z0-9._+-]+?))?(?:_without-(?P<without>[A-Za-z0-9._+-]+?))?"
@@ -45,7 +47,7 @@ _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 class ScoreOptions:
     """Scoring options; each combination gets its own results folder (:attr:`scoring`)."""
 
-    scorer: str = "spec"
+    scorer: str = DEFAULT_SCORER
     rel_tol: float = DEFAULT_REL_TOL
     abs_tol: float = DEFAULT_ABS_TOL
     strings: str = "exact"
@@ -76,12 +78,12 @@ class ScoreOptions:
                                         ("--types", self.types, TYPES)):  # fmt: skip
             if choice not in choices:
                 raise InputError(f"{option} {choice!r}: choose one of {', '.join(choices)}")
-        if self.scorer != "spec" and self.compare != Compare():
+        if self.scorer != DEFAULT_SCORER and self.compare != Compare():
             raise InputError(
                 f"--scorer {self.scorer} compares values its own way: --rel-tol, --abs-tol, "
                 "--strings and --types apply to --scorer spec"
             )
-        if self.scorer != "spec" and self.roles:
+        if self.scorer != DEFAULT_SCORER and self.roles:
             raise InputError(
                 f"--scorer {self.scorer} has no roles: --role applies to --scorer spec"
             )
@@ -91,7 +93,7 @@ class ScoreOptions:
                 raise InputError(f"--role {role}={name}: choose one of {', '.join(ROLES)}")
         for option in ("only", "without"):
             chosen = getattr(self, option)
-            if chosen and self.scorer != "spec":
+            if chosen and self.scorer != DEFAULT_SCORER:
                 raise InputError(f"--{option} applies to --scorer spec")
             object.__setattr__(self, option, tuple(sorted(set(chosen))))
             for name in getattr(self, option):
@@ -108,7 +110,7 @@ class ScoreOptions:
 
     @property
     def compare(self) -> Compare:
-        """How the spec scorer compares values."""
+        """How the default scorer compares values."""
         return Compare(self.rel_tol, self.abs_tol, self.strings, self.types)
 
     @property
@@ -118,7 +120,7 @@ class ScoreOptions:
         either differs), ``_strings-bfcl``, ``_types-strict``; last ``_gold-<run>`` for a
         scoring against another run's calls."""
         gold = f"_gold-{self.gold_run}" if self.gold_run else ""
-        if self.scorer != "spec":
+        if self.scorer != DEFAULT_SCORER:
             return self.scorer + gold
         name = "spec"
         if (self.rel_tol, self.abs_tol) != (DEFAULT_REL_TOL, DEFAULT_ABS_TOL):
@@ -136,7 +138,7 @@ class ScoreOptions:
     def flags(self) -> list[str]:
         """The ``tcbreplay score`` options that give these options (defaults left out)."""
         gold = ["--gold-run", self.gold_run] if self.gold_run else []
-        if self.scorer != "spec":
+        if self.scorer != DEFAULT_SCORER:
             return ["--scorer", self.scorer, *gold]
         out = []
         if self.rel_tol != DEFAULT_REL_TOL:
@@ -164,10 +166,10 @@ class ScoreOptions:
 
     def to_dict(self) -> dict[str, Any]:
         gold = {"gold_run": self.gold_run} if self.gold_run else {}
-        if self.scorer != "spec":  # the comparison options are the spec scorer's
+        if self.scorer != DEFAULT_SCORER:  # the comparison options are the default scorer's
             return {"scorer": self.scorer, **gold}
         out: dict[str, Any] = {
-            "scorer": "spec",
+            "scorer": DEFAULT_SCORER,
             "rel_tol": self.rel_tol,
             "abs_tol": self.abs_tol,
             "strings": self.strings,
@@ -191,12 +193,12 @@ class ScoreOptions:
         if scoring in SCORERS:
             return cls(scorer=scoring)
         scorer, _, gold = scoring.partition("_gold-")
-        if scorer in SCORERS and scorer != "spec" and gold:
+        if scorer in SCORERS and scorer != DEFAULT_SCORER and gold:
             try:
                 return cls(scorer=scorer, gold_run=gold)
             except InputError:
                 return None
-        match = _SPEC_NAME.fullmatch(scoring)
+        match = _DEFAULT_SCORING_NAME.fullmatch(scoring)
         if match is None:
             return None
         try:
@@ -220,9 +222,9 @@ class ScoreOptions:
         ``abs_tol`` missing reads as the default of the versions before ``strings`` and
         ``types`` existed (1e-9), and those two missing as ``exact`` and ``lenient``, the
         only comparison those versions had."""
-        scorer = obj.get("scorer", "spec")
+        scorer = obj.get("scorer", DEFAULT_SCORER)
         gold = obj.get("gold_run")
-        if scorer != "spec":
+        if scorer != DEFAULT_SCORER:
             return cls(scorer=scorer, gold_run=gold)
         return cls(
             gold_run=gold,

@@ -22,8 +22,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-# blocks up to this many calls are solved over subsets of their calls (2**k states)
-SMALL_BLOCK = 12
+# blocks up to this many calls are solved over subsets of their calls (2**k states): the
+# kernel's size, declared once in verdicts.pxi
+from tcbreplay._score.kernels import SMALL_BLOCK
 
 # A pairing's counts (pairs, invalid, valid, missing) as one integer that orders as the
 # spec prefers them: pairs * K**3 - invalid * K**2 + valid * K - missing. Counts are below

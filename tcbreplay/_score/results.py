@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import AUDITED_FILES
 from tcbreplay._score.dashboard import dashboard_path, write_dashboard
@@ -49,7 +49,7 @@ def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
     path = folder / "summary.json"
     hint = rescore_hint(run, folder.name)
     try:
-        summary = limits.loads(path.read_text())
+        summary = _json.loads(path.read_text())
     except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
         raise StoreError(f"{path}: unreadable summary ({first_line(exc)})", hint=hint) from exc
     if not isinstance(summary, dict):
@@ -110,12 +110,12 @@ def _write_files(
 ) -> None:  # fmt: skip
     folder = run.scores_dir(options.scoring)
     result.scores_path = folder / "scores.parquet"
-    board = dashboard_path(run) if dashboard != "none" else None
+    dashboard_file = dashboard_path(run) if dashboard != "none" else None
     # every file under a temporary name until all are whole: a full disk, or a kill, leaves
     # the results of the scoring before as they were (and no scores without their summary);
     # a failure removes the folders made for them
     with staged(hint=WRITABLE_HINT) as files:
-        for place in [folder] + ([board.parent] if board else []):
+        for place in [folder] + ([dashboard_file.parent] if dashboard_file else []):
             files.folder(place)
         with ThreadPoolExecutor(max_workers=3) as pool:
             # derived results, rewritten by every scoring: fast compression
@@ -124,16 +124,16 @@ def _write_files(
             if scored.pairs is not None:
                 pairs = partial(write_frame_to, scored.pairs)
                 jobs.append(pool.submit(files.write, folder / "pairs.parquet", pairs))
-            if board is not None:
+            if dashboard_file is not None:
                 parts = scored.parts()
                 write = partial(write_dashboard, run, scores, parts, summary, dashboard)
-                jobs.append(pool.submit(files.write, board, write))
+                jobs.append(pool.submit(files.write, dashboard_file, write))
             for job in jobs:
                 job.result()
         # the summary last: its presence marks a complete scoring
         text = json_text(summary)
         files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
-    result.dashboard_path = board
+    result.dashboard_path = dashboard_file
 
 
 @cache

@@ -1,7 +1,7 @@
 """Tool roles: ``write`` (changes state), ``read``, ``scratch`` (thinking or arithmetic with
 no effect), or none; and the focus of a scoring on some tools or roles.
 
-A tool's role comes from its spec (``"role"`` beside its name, kept in the run's manifest)
+A tool's role comes from its schema (``"role"`` beside its name, kept in the run's manifest)
 or from ``score --role ROLE=NAME,...``, which wins (a name holding a comma is quoted, as in
 CSV: ``--role 'write="book,cancel"'``). The roles a scoring used are stored in
 its summary (``roles``) and the ``--role`` part in its options, so ``audit verify`` scores
@@ -10,13 +10,20 @@ it again the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from tcbreplay._inputs.roles import ROLES
+from tcbreplay._score.translate import FlatCalls, FlatSide
 from tcbreplay.errors import InputError
 
-__all__ = ["ROLES", "join_names", "parse_names", "parse_roles", "split_names", "tool_roles"]
+__all__ = [
+    "ROLES", "join_names", "parse_names", "parse_roles", "restrict", "split_names", "tool_roles"
+]  # fmt: skip
 
 
 def split_names(text: str, where: str) -> list[str]:
@@ -106,19 +113,19 @@ def parse_roles(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
 
 
 def tool_roles(
-    specs: Sequence[Mapping[str, Any]],
+    schemas: Sequence[Mapping[str, Any]],
     given: Sequence[tuple[str, str]],
     own: Sequence[tuple[str, str | None]] = (),
 ) -> dict[str, str]:
-    """Each tool's role: its spec's (the run's tools, then the ``own`` tools samples carry,
+    """Each tool's role: its schema's (the run's tools, then the ``own`` tools samples carry,
     as ``(name, role)``), then ``--role``'s over it. A ``--role`` tool the run does not
     have, and a tool declared with two roles that ``--role`` does not settle, are refused."""
     roles: dict[str, str] = {}
     declared: dict[str, set[str]] = {}
-    for name, role in [(s.get("name"), s.get("role")) for s in specs] + list(own):
+    for name, role in [(s.get("name"), s.get("role")) for s in schemas] + list(own):
         if isinstance(name, str) and isinstance(role, str) and role in ROLES:
             declared.setdefault(name, set()).add(role)
-    names = {s.get("name") for s in specs} | {name for name, _ in own}
+    names = {s.get("name") for s in schemas} | {name for name, _ in own}
     settled = dict(given)
     for name, role in given:
         if name not in names:
@@ -175,3 +182,42 @@ def focus_tools(
     if only:
         return frozenset(tools_of("only", only) - left_out), False
     return frozenset(left_out), True
+
+
+# the group every gold call of an order-free restriction is given (JSON text, as stored)
+_ANY_ORDER = pa.scalar('"any"', pa.large_string())
+
+
+def restrict(
+    flat: FlatCalls, names: Collection[str], order_free: bool = False, exclude: bool = False
+) -> FlatCalls:
+    """The calls of ``flat`` to the tools ``names`` only (``exclude``: to every other tool),
+    on both sides (positions renumbered within each sample); ``order_free``: all gold calls
+    left one block, in any order."""
+    keep = pa.array(sorted(names), pa.string())
+    sides = []
+    for side in (flat.agent, flat.gold):
+        mask = pc.fill_null(pc.is_in(side.name, value_set=keep.cast(side.name.type)), False)
+        if exclude:
+            mask = pc.invert(mask)
+        s = side.s[mask.to_numpy(zero_copy_only=False)]
+        sides.append(
+            (
+                FlatSide(
+                    s=s,
+                    name=side.name.filter(mask),
+                    args=side.args.filter(mask),
+                    first=np.searchsorted(s, np.arange(flat.samples.height + 1)),
+                ),
+                mask,
+            )
+        )
+    (agent, _), (gold, gold_mask) = sides
+    rules = None
+    if flat.rules is not None:
+        rules = {k: v.filter(gold_mask) for k, v in flat.rules.items()}
+    if order_free:
+        empty = pa.nulls(len(gold.s), pa.large_string())
+        rules = rules or {"accept": empty, "optional": empty}
+        rules = {**rules, "group": pa.repeat(_ANY_ORDER, len(gold.s))}
+    return FlatCalls(samples=flat.samples, agent=agent, gold=gold, rules=rules, tools=flat.tools)

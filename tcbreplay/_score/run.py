@@ -1,10 +1,11 @@
 """Score a stored run: translate its raw messages, compute the metrics, write the results.
 
 Scoring reads the run directory only (no LLM, tools module, dataset file or
-network) and imports neither LangChain nor LangGraph. Three scorers exist:
-``spec`` (the metric spec, docs/metrics.md), ``abet`` (the original benchmark's
-evaluator, see :mod:`tcbreplay._score.scorers.abet`) and ``bfcl`` (the Berkeley
-Function Calling Leaderboard's AST checker, :mod:`tcbreplay._score.scorers.bfcl`).
+network) and imports neither LangChain nor LangGraph. Three scorers exist: ``spec``,
+the default (the metric spec, docs/metrics.md; :mod:`tcbreplay._score.scorers.default`),
+``abet`` (the original benchmark's evaluator, see :mod:`tcbreplay._score.scorers.abet`) and
+``bfcl`` (the Berkeley Function Calling Leaderboard's AST checker,
+:mod:`tcbreplay._score.scorers.bfcl`).
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay import __version__
 from tcbreplay._machine import usable_cores
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import audit_record
+from tcbreplay._score.exact_match import summarize_exact_match
 from tcbreplay._score.gold_run import gold_calls, use_gold
 from tcbreplay._score.metrics import summarize, trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
-from tcbreplay._score.outcomes import restrict, summarize_outcomes
 from tcbreplay._score.results import (
     Scored,
     ScoreResult,
@@ -35,13 +35,14 @@ from tcbreplay._score.results import (
     tool_breakdown,
     write_results,
 )
-from tcbreplay._score.roles import focus_tools, tool_roles
-from tcbreplay._score.scorers import spec
+from tcbreplay._score.roles import focus_tools, restrict, tool_roles
 from tcbreplay._score.scorers.abet import score_tables_abet
 from tcbreplay._score.scorers.bfcl import score_run_bfcl
+from tcbreplay._score.scorers.default import ScoredPart, score_part
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import JOURNAL, SCORES_SCHEMA, utcnow
+from tcbreplay._store.schema import DEFAULT_SCORER, JOURNAL, SCORES_SCHEMA, utcnow
 from tcbreplay._store.views import connect, connect_tables, query_text
+from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
 
 
@@ -82,7 +83,7 @@ def _score_run(
         scored = compute_scores(con, tool_schemas(run), options, parts)
     finally:
         con.close()
-    verdicts = [  # only the bfcl scorer gives a verdict per sample, the spec one outcomes
+    verdicts = [  # only the bfcl scorer gives a verdict per sample, the default one outcomes
         pl.lit(None, pl.Boolean).alias("exact"),
         pl.lit(None, pl.Boolean).alias("write_exact"),
         pl.lit(None, pl.Int32).alias("first_divergence"),
@@ -148,11 +149,11 @@ def score_tables(
 
 
 def tool_schemas(run: Run) -> list[dict[str, Any]]:
-    """The run's tool specs from its manifest (scoring needs their parameters)."""
-    specs = (run.manifest.get("tools") or {}).get("specs")
-    if specs is None:
+    """The run's tool schemas from its manifest (scoring needs their parameters)."""
+    schemas = (run.manifest.get("tools") or {}).get("specs")
+    if schemas is None:
         raise StoreError(f"{run.dir / 'manifest.json'}: no tools.specs, which scoring needs")
-    return specs
+    return schemas
 
 
 # how a run that scores without --allow-incomplete ended: every sample recorded, imported,
@@ -234,15 +235,15 @@ _POLL_S = 0.01
 
 
 def compute_scores(
-    con: Any, specs: list[dict[str, Any]], options: ScoreOptions, parts: int | None = None
+    con: Any, schemas: list[dict[str, Any]], options: ScoreOptions, parts: int | None = None
 ) -> Scored:
-    """Score the run bound to ``con`` (with ``specs``, its tools) with the chosen scorer.
+    """Score the run bound to ``con`` (with ``schemas``, its tools' schemas) with the chosen scorer.
 
-    The spec scorer cuts a large run into ``parts`` ranges of samples (by default two per
+    The default scorer cuts a large run into ``parts`` ranges of samples (by default two per
     core), scored a worker per core, each on its own cursor: every number is per sample, so
     the parts join into exactly the one-part result.
     """
-    scored = _scored(con, specs, options, parts)
+    scored = _scored(con, schemas, options, parts)
     _check_unique_ids(scored.scores["sample_id"], scored.scores["trial"])
     return scored
 
@@ -268,7 +269,7 @@ def _check_unique_ids(ids: pl.Series, trials: pl.Series) -> None:
 
 
 def _scored(
-    con: Any, specs: list[dict[str, Any]], options: ScoreOptions, parts: int | None
+    con: Any, schemas: list[dict[str, Any]], options: ScoreOptions, parts: int | None
 ) -> Scored:
     if options.scorer == "abet":
         return score_tables_abet(translate.load_calls(con, translate.split_samples(con, 1)[0]))
@@ -277,10 +278,10 @@ def _scored(
     if parts is None:
         parts = _parts_for(con.execute("select count(*) from samples").fetchone()[0])
     ranges = translate.split_samples(con, parts)
-    tools = translate.tools_table(con, specs)
-    roles, focus = _roles(con, specs, options)
+    tools = translate.tools_table(con, schemas)
+    roles, focus = _roles(con, schemas, options)
     if len(ranges) == 1:
-        return _joined([_spec_part(con, ranges[0], tools, options, roles, focus)], roles, focus)
+        return _joined([_scored_part(con, ranges[0], tools, options, roles, focus)], roles, focus)
     cursors = [con.cursor() for _ in ranges]
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=_workers(len(ranges)))
@@ -288,7 +289,7 @@ def _scored(
     try:
         for cursor, samples in zip(cursors, ranges, strict=True):
             jobs.append(
-                pool.submit(_spec_part, cursor, samples, tools, options, roles, focus, stop)
+                pool.submit(_scored_part, cursor, samples, tools, options, roles, focus, stop)
             )
         # polled, not waited on: Ctrl-C reaches the main thread (the only one to raise
         # KeyboardInterrupt) within moments even when the kernel hands the signal to a
@@ -323,8 +324,8 @@ def _stop_parts(jobs: list[Future], cursors: list[Any]) -> None:
 
 
 def _parts(run: Run, options: ScoreOptions) -> int:
-    """How many parts the run is scored in: two per core for a large run (spec scorer)."""
-    if options.scorer != "spec":
+    """How many parts the run is scored in: two per core for a large run (the default scorer)."""
+    if options.scorer != DEFAULT_SCORER:
         return 1
     import pyarrow.parquet as pq
 
@@ -351,26 +352,26 @@ Focus = tuple[frozenset[str], bool] | None
 
 
 def _roles(
-    con: Any, specs: list[dict[str, Any]], options: ScoreOptions
+    con: Any, schemas: list[dict[str, Any]], options: ScoreOptions
 ) -> tuple[dict[str, str], Focus]:
-    """Each tool's role in this scoring (the specs', the samples' own tools', ``--role``),
+    """Each tool's role in this scoring (the schemas', the samples' own tools', ``--role``),
     and the tools of its focus."""
     try:
         own = con.execute(query_text("score_tool_roles")).fetchall()
     except duckdb.Error as exc:
         raise StoreError(f"samples.parquet: cannot read the samples' tools: {exc}") from exc
-    roles = tool_roles(specs, options.roles, own)
+    roles = tool_roles(schemas, options.roles, own)
     focus = None
     if options.focused:
-        known = [s.get("name") for s in specs] + [name for name, _ in own]
+        known = [s.get("name") for s in schemas] + [name for name, _ in own]
         focus = focus_tools(options.only, options.without, roles, [n for n in known if n])
     return roles, focus
 
 
-def _spec_part(
+def _scored_part(
     con: Any, samples: tuple[int, int], tools: translate.Tools, options: ScoreOptions,
     roles: dict[str, str], focus: Focus = None, stop: threading.Event | None = None,
-) -> spec.SpecPart:  # fmt: skip
+) -> ScoredPart:  # fmt: skip
     flat = translate.load_flat(con, samples)
     if focus is not None:  # every metric over the calls to the chosen tools only
         flat = restrict(flat, focus[0], exclude=focus[1])
@@ -378,13 +379,13 @@ def _spec_part(
     if flat.tools is not None:
         own_tools = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
     _go_on(stop)
-    part = spec.score_part(flat, tools, options.compare, own_tools)
+    part = score_part(flat, tools, options.compare, own_tools)
     writes = [name for name, role in roles.items() if role == "write"]
     if focus is not None:  # the write tools the focus keeps
         writes = [name for name in writes if (name in focus[0]) != focus[1]]
     if writes:  # write_exact: exact of the write calls alone, in any order
         _go_on(stop)
-        only = spec.score_part(restrict(flat, writes, order_free=True), tools, options.compare,
+        only = score_part(restrict(flat, writes, order_free=True), tools, options.compare,
                                own_tools)  # fmt: skip
         part.scores = part.scores.with_columns(only.scores["exact"].alias("write_exact"))
     return part
@@ -405,7 +406,7 @@ def _go_on(stop: threading.Event | None) -> None:
         raise _Stopped
 
 
-def _joined(parts: list[spec.SpecPart], roles: dict[str, str], focus: Focus = None) -> Scored:
+def _joined(parts: list[ScoredPart], roles: dict[str, str], focus: Focus = None) -> Scored:
     """The parts (in sample order) as one run's results, scored with ``roles`` (and
     ``focus``: the tools kept, or left out)."""
     scores = pl.concat([p.scores for p in parts], rechunk=True)  # sums as over one part
@@ -414,7 +415,7 @@ def _joined(parts: list[spec.SpecPart], roles: dict[str, str], focus: Focus = No
         extra["focus"] = {"exclude" if focus[1] else "tools": sorted(focus[0])}
     return Scored(
         scores=scores,
-        metrics={**summarize(scores), **summarize_outcomes(scores), **extra},
+        metrics={**summarize(scores), **summarize_exact_match(scores), **extra},
         flat=[p.flat for p in parts],
         by_tool=tool_breakdown(pl.concat([p.tool_counts for p in parts])),
         by_category=category_breakdown(scores),

@@ -20,7 +20,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._score import kernels
 from tcbreplay._score.metrics import tool_properties
 from tcbreplay._store.views import query_text
@@ -317,22 +317,22 @@ def sample_tool_sets(
     for k, text in enumerate(codes.dictionary.to_pylist()):
         where = f"samples.parquet: sample {sample_ids[int(np.argmax(indices == k))]!r}: "
         try:
-            specs = limits.loads(text)
+            schemas = _json.loads(text)
         except ValueError as exc:
             raise StoreError(f"{where}its tools are not JSON Python reads: {exc}") from None
-        if not isinstance(specs, list) or not all(_tool_shaped(t) for t in specs):
+        if not isinstance(schemas, list) or not all(_tool_shaped(t) for t in schemas):
             raise StoreError(
                 f"{where}its tools are not a list of tool schemas, each with a name and its "
                 "parameters' properties as an object"
             )
-        sets.append(tools_table(con, specs))
+        sets.append(tools_table(con, schemas))
     return SampleTools(set=indices.astype(np.int32), sets=sets)
 
 
-def tools_table(con: duckdb.DuckDBPyConnection, specs: list[dict[str, Any]]) -> Tools:
-    """:class:`Tools` of tool specs (see :func:`tcbreplay._score.metrics.tool_properties` for a name
-    declared twice)."""
-    properties = tool_properties(specs)
+def tools_table(con: duckdb.DuckDBPyConnection, schemas: list[dict[str, Any]]) -> Tools:
+    """:class:`Tools` of tool schemas (see :func:`tcbreplay._score.metrics.tool_properties`
+    for a name declared twice)."""
+    properties = tool_properties(schemas)
     rows = [
         (t, key, json.dumps(schema["default"]) if _has_default(schema) else None)
         for t, props in enumerate(properties.values())
@@ -424,10 +424,10 @@ def read_args(text: str, where: str = "") -> Any:
     """An arguments text (canonical JSON from DuckDB) as a Python value; ``where`` (such as
     ``sample 'x': ``) starts the error's message."""
     try:
-        return limits.loads(text)
-    except limits.LimitError as exc:  # written by hand, or by a version without the limits
+        return _json.loads(text)
+    except _json.LimitError as exc:  # written by hand, or by a version without the limits
         raise StoreError(
-            f"{where}tool-call arguments hold {exc.problem}: {text[:80]}", hint=limits.HINT
+            f"{where}tool-call arguments hold {exc.problem}: {text[:80]}", hint=_json.HINT
         ) from None
     except ValueError as exc:  # DuckDB reads number words (nan, inf) Python's reader refuses
         raise StoreError(

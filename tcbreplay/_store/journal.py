@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._store.parquet import write_messages, write_parquet
 from tcbreplay._store.schema import (
     DIVERGENCES,
@@ -71,12 +71,12 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
             if not line.endswith(b"\n"):
                 break
             try:
-                record = limits.loads(line.decode("utf-8"), first_line=number)
+                record = _json.loads(line.decode("utf-8"), first_line=number)
             except UnicodeDecodeError as exc:
                 raise StoreError(f"{path}: line {number}: not UTF-8 text") from exc
             except json.JSONDecodeError as exc:
                 raise StoreError(f"{path}: line {number}: not valid JSON: {exc}") from exc
-            except limits.LimitError as exc:
+            except _json.LimitError as exc:
                 raise StoreError(f"{path}: line {number}: {exc.problem}") from exc
             if not isinstance(record, dict) or any(key not in record for key in _RECORD_KEYS):
                 raise StoreError(

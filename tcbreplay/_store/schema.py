@@ -32,7 +32,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._version import __version__
 from tcbreplay.errors import (
     StoreError,
 )
@@ -72,9 +73,13 @@ DATA_FILES = (SAMPLES, MESSAGES)
 
 SCORES = "scores"
 DEFAULT_SCORING = "spec"  # the folder under scores/ of a scoring with the default options
+# the default scorer's name (``--scorer spec``, the scorer a summary without one names): it
+# computes the metric spec's metrics (tcbreplay._score.scorers.default)
+DEFAULT_SCORER = "spec"
 
 
-EVALUATIONS = "evaluations"
+# the folder of the dashboard file (named as the original benchmark named it)
+DASHBOARD_DIR = "evaluations"
 
 
 # Row groups of 128Ki rows: DuckDB scans a file one row group per thread, so a run's
@@ -210,7 +215,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """A run's manifest, checked for the shape its readers rely on."""
     where = path / MANIFEST
     try:
-        manifest = limits.loads(where.read_text(encoding="utf-8"))
+        manifest = _json.loads(where.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise StoreError(
             f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
@@ -231,18 +236,18 @@ def read_manifest(path: Path) -> dict[str, Any]:
         value = manifest.get(key)
         if value is not None and not isinstance(value, kind):
             raise StoreError(f"{where}: {key} is {_json_type(value)}, not {_JSON_TYPES[kind]}")
-    specs = (manifest.get("tools") or {}).get("specs", [])
-    if not isinstance(specs, list) or not all(
-        isinstance(spec, dict) and isinstance(spec.get("name"), str) for spec in specs
+    schemas = (manifest.get("tools") or {}).get("specs", [])
+    if not isinstance(schemas, list) or not all(
+        isinstance(schema, dict) and isinstance(schema.get("name"), str) for schema in schemas
     ):
         raise StoreError(f"{where}: tools.specs is not a list of tool schemas, each with a name")
-    for spec in specs:  # scoring and the tools view read each tool's parameter properties
-        field, value = "parameters", spec.get("parameters")
+    for schema in schemas:  # scoring and the tools view read each tool's parameter properties
+        field, value = "parameters", schema.get("parameters")
         if isinstance(value, dict):
             field, value = "parameters.properties", value.get("properties")
         if not isinstance(value, dict | None):
             raise StoreError(
-                f"{where}: tools.specs: tool {spec['name']!r}: {field} is {_json_type(value)}, "
+                f"{where}: tools.specs: tool {schema['name']!r}: {field} is {_json_type(value)}, "
                 "not an object"
             )
     return manifest
@@ -369,7 +374,7 @@ SCORES_SCHEMA = pa.schema(
         ("args_total", pa.int64()),
         ("args_missing", pa.int64()),
         ("pairs", pa.int32()),
-        ("exact", pa.bool_()),  # the spec scorer's outcome metrics (null for the others)
+        ("exact", pa.bool_()),  # the default scorer's outcome metrics (null for the others)
         ("write_exact", pa.bool_()),  # null too where no tool has the role write
         ("first_divergence", pa.int32()),
         ("valid", pa.bool_()),  # the bfcl scorer's verdict (null for the others)
@@ -403,7 +408,7 @@ _SCORINGS_SCHEMA = pa.schema(
         ("scorer", pa.string()),
         ("rel_tol", pa.float64()),
         ("abs_tol", pa.float64()),
-        ("strings", pa.string()),  # the spec scorer's comparison options (null for others)
+        ("strings", pa.string()),  # the default scorer's comparison options (null for others)
         ("types", pa.string()),
         ("focus", pa.string()),  # --only/--without: "only write", "without scratch" (or null)
         ("roles", pa.string()),  # the tools' roles the scoring used, as a JSON object
@@ -460,7 +465,7 @@ class SampleLike(Protocol):
 
     def gold_calls(self) -> list[dict[str, Any]]: ...  # as stored, with their rules
 
-    def tool_specs(self) -> list[dict[str, Any]] | None: ...  # its own tools, or None
+    def tool_schemas(self) -> list[dict[str, Any]] | None: ...  # its own tools, or None
 
     @property
     def sample_id(self) -> str: ...
@@ -505,7 +510,7 @@ def sample_record(
         "sample_index": sample.index if sample_index is None else sample_index,
         "input": sample.input,
         "gold": sample.gold_calls(),
-        "tools": sample.tool_specs(),
+        "tools": sample.tool_schemas(),
         "category": sample.category,
         "metadata": merged or None,
         "status": status,
@@ -530,8 +535,6 @@ def new_manifest(
     the benchmark inputs: benchmark, dataset, tools, system prompt), its model and any other
     fields (``source``, ``runner``, ``traces`` ...). ``schema_version`` and ``status`` are
     set when the run is created."""
-    from tcbreplay import __version__
-
     return {
         "run_id": run_id,
         "created_at": created_at,

@@ -6,7 +6,7 @@ Views (names are stable; queries use them, never file paths):
 run-level numbers of every scoring) and ``divergences`` (where replays diverged).
 Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; ``tcbreplay sql``
-(:mod:`tcbreplay._analysis.sql`) also refuses every statement that is not a query.
+(:mod:`tcbreplay._query.sql`) also refuses every statement that is not a query.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import warnings
 from collections.abc import Iterable
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from tcbreplay._store.schema import (
     _RUNS_SCHEMA,
     _SCORINGS_SCHEMA,
     _TOOLS_SCHEMA,
+    DEFAULT_SCORER,
     DEFAULT_SCORING,
     DIVERGENCES_SCHEMA,
     LOCK,
@@ -53,13 +55,13 @@ from tcbreplay.errors import (
     TcbReplayWarning,
 )
 
-_PACKAGE_QUERIES = Path(__file__).parents[1] / "queries"  # inside a built wheel
-_SOURCE_QUERIES = Path(__file__).parents[2] / "queries"  # in a source checkout
 
-
+@cache
 def queries_dir() -> Path:
-    """Where the SQL files are: inside the package when installed from a wheel."""
-    return _PACKAGE_QUERIES if _PACKAGE_QUERIES.is_dir() else _SOURCE_QUERIES
+    """Where the SQL files are: the package ``tcbreplay.queries``, which setup.py makes of
+    the repository's ``queries/``; a wheel holds it as ``tcbreplay/queries/``, an editable
+    install finds it where it is."""
+    return Path(str(resources.files("tcbreplay.queries")))
 
 
 @cache
@@ -310,8 +312,8 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
     for scoring, path, summary in scorings:
         found = summary.get("options")
         options: dict[str, Any] = found if isinstance(found, dict) else {}
-        scorer = options.get("scorer", "spec")
-        spec = scorer == "spec"
+        scorer = options.get("scorer", DEFAULT_SCORER)
+        default = scorer == DEFAULT_SCORER  # whose comparison options these are
         row = {name: summary.get(name) for name in _SCORINGS_SCHEMA.names}
         rows.append(
             {
@@ -323,8 +325,8 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
                 "rel_tol": _number(options.get("rel_tol")),
                 "abs_tol": _number(options.get("abs_tol")),
                 # summaries from before these options compared exactly and leniently
-                "strings": _text(options.get("strings", "exact")) if spec else None,
-                "types": _text(options.get("types", "lenient")) if spec else None,
+                "strings": _text(options.get("strings", "exact")) if default else None,
+                "types": _text(options.get("types", "lenient")) if default else None,
                 "trials": row["trials"] if "trials" in summary else 1,
                 "focus": _focus_text(options),
                 "gold_run": _text(options.get("gold_run")),
@@ -408,10 +410,10 @@ def _runs_table(runs: list[Run]) -> pa.Table:
 def _tools_table(runs: list[Run]) -> pa.Table:
     rows = []
     for run in runs:
-        for spec in (run.manifest.get("tools") or {}).get("specs", []):
-            props = (spec.get("parameters") or {}).get("properties") or {}
-            base = {"run_id": run.run_id, "tool": spec["name"],
-                    "description": spec.get("description")}  # fmt: skip
+        for tool in (run.manifest.get("tools") or {}).get("specs", []):
+            props = (tool.get("parameters") or {}).get("properties") or {}
+            base = {"run_id": run.run_id, "tool": tool["name"],
+                    "description": tool.get("description")}  # fmt: skip
             if not props:
                 rows.append({**base, "param": None, "has_default": None, "default_value": None})
             for param, schema in props.items():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._inputs import limits
+from tcbreplay import _json
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries, load_dataset, lone_surrogate
 from tcbreplay._inputs.tools import Toolset, load_toolset
 from tcbreplay.errors import InputError, StoreError
@@ -195,6 +195,6 @@ def read_dataset_file(path: Path) -> list[dict[str, Any]]:
     """The normalised entries a run stored at its start."""
     try:
         with path.open(encoding="utf-8") as f:
-            return [limits.loads(line) for line in f if line.strip()]
+            return [_json.loads(line) for line in f if line.strip()]
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: unreadable dataset file: {exc}") from exc

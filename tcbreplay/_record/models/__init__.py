@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._inputs import limits
-from tcbreplay._record.secrets import find_secrets, register
+from tcbreplay import _json
+from tcbreplay._secrets import find_secrets, register
 from tcbreplay.errors import ModelError
 
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
@@ -189,9 +189,9 @@ def effective_settings(choice: ModelChoice, chat_model: Any) -> dict[str, Any]:
 def _parse_value(key: str, text: str) -> Any:
     """An option's value: JSON when it parses as JSON, else the text itself."""
     try:
-        return limits.loads(text)
-    except limits.LimitError as exc:
-        raise ModelError(f"--model-option {key}: {exc.problem}", hint=limits.HINT) from None
+        return _json.loads(text)
+    except _json.LimitError as exc:
+        raise ModelError(f"--model-option {key}: {exc.problem}", hint=_json.HINT) from None
     except json.JSONDecodeError:
         return text
 

@@ -236,8 +236,8 @@ class SimChatModel(BaseChatModel):
         key = tuple(id(t) for t in tools)
         bound = self._bound.get(key)
         if bound is None:
-            specs = [convert_to_openai_function(t) for t in tools]
-            bound = self._bound[key] = self.model_copy(update={"tool_schemas": specs})
+            schemas = [convert_to_openai_function(t) for t in tools]
+            bound = self._bound[key] = self.model_copy(update={"tool_schemas": schemas})
         return bound
 
     def _turn(self, messages: list[BaseMessage], run_manager: Any) -> AIMessage:

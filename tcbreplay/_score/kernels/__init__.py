@@ -1,33 +1,54 @@
 """The compiled hot loops of scoring, and what callers need beside them.
 
 The kernels are a C extension built with the package from Cython (``_compiled.pyx``, which
-includes ``jsontext.pxi``, ``calls.pxi``, ``board.pxi``, ``verdicts.pxi``, ``scoring.pxi`` and
-``blocks.pxi``; ``words.h`` holds the few lines of plain C). They take numpy arrays and
-release the GIL. This module
-holds what callers need without loading them: the candidate table's columns, the tools'
-parameter table, and :func:`functions`.
+includes ``jsontext.pxi``, ``calls.pxi``, ``dashboard.pxi``, ``verdicts.pxi``, ``scoring.pxi``
+and ``blocks.pxi``; ``words.h`` holds the few lines of plain C). They take numpy arrays and
+release the GIL. This module holds what callers need beside them: the constants the kernels
+declare (``cpdef enum`` in the .pxi files, read here from the compiled module: declared once),
+the tools' parameter table and the kernels' options, and :func:`functions`.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
 
-# columns of the candidate table
-SAMPLE, AGENT, GOLD, TOOL, INVALID, VALID, MISSING, PENDING = range(8)
-# how a call's name is written (see calls.pxi): left out or null, a string without escapes,
-# a string with escapes, any other value
-NAME_NONE, NAME_TEXT, NAME_ESCAPED, NAME_VALUE = range(4)
-# objects with more keys than this are judged in Python (keys are matched pairwise there)
-MAX_KEYS = 64
-# blocks of gold calls up to this size are paired over subsets of their calls (blocks.pxi)
-SMALL_BLOCK = 10
-# how strings compare (Rules.strings)
-STRINGS_EXACT, STRINGS_BFCL = 0, 1
+# The constants the kernels declare, read from them: the candidate table's columns (SAMPLE,
+# AGENT, GOLD, TOOL, INVALID, VALID, MISSING, PENDING: scoring.pxi); how a call's name is
+# written (NAME_NONE: left out or null, NAME_TEXT: a string without escapes, NAME_ESCAPED: a
+# string with escapes, NAME_VALUE: any other value; calls.pxi); objects with more keys than
+# MAX_KEYS are judged in Python, blocks of gold calls up to SMALL_BLOCK calls are paired over
+# subsets of their calls (verdicts.pxi); how strings compare (KernelOptions.strings:
+# STRINGS_EXACT, STRINGS_BFCL; jsontext.pxi).
+from tcbreplay._score.kernels import _compiled
+from tcbreplay._score.kernels._compiled import (
+    AGENT,
+    GOLD,
+    INVALID,
+    MAX_KEYS,
+    MISSING,
+    NAME_ESCAPED,
+    NAME_NONE,
+    NAME_TEXT,
+    NAME_VALUE,
+    PENDING,
+    SAMPLE,
+    SMALL_BLOCK,
+    STRINGS_BFCL,
+    STRINGS_EXACT,
+    TOOL,
+    VALID,
+)
+
+__all__ = [
+    "AGENT", "GOLD", "INVALID", "MAX_KEYS", "MISSING", "NAME_ESCAPED", "NAME_NONE", "NAME_TEXT",
+    "NAME_VALUE", "PENDING", "SAMPLE", "SMALL_BLOCK", "STRINGS_BFCL", "STRINGS_EXACT", "TOOL",
+    "VALID", "KernelOptions", "Params", "functions", "number_locale", "scratch_for",
+    "text_buffers",
+]  # fmt: skip
 
 
 @dataclass
@@ -46,7 +67,7 @@ class Params:
 
 
 @dataclass
-class Rules:
+class KernelOptions:
     """What ``score_samples`` takes beside the calls and the run's tools (None: none).
 
     ``strings``: STRINGS_EXACT or STRINGS_BFCL; ``strict``: a float for an integer parameter
@@ -75,11 +96,8 @@ class Rules:
     grouped: np.ndarray | None = None
 
 
-@functools.cache
 def functions() -> ModuleType:
     """The kernels (``score_samples``, ``choose_pairs`` ...): the extension module."""
-    from tcbreplay._score.kernels import _compiled  # type: ignore[attr-defined]
-
     return _compiled
 
 

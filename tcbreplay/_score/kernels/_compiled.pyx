@@ -49,7 +49,7 @@ cdef int check_locale(intptr_t c_locale) except -1:
 
 include "jsontext.pxi"
 include "calls.pxi"
-include "board.pxi"
+include "dashboard.pxi"
 include "verdicts.pxi"
 include "scoring.pxi"
 include "blocks.pxi"

@@ -15,7 +15,7 @@
 # A name string with escapes ("a\"b") is marked for its caller to read with DuckDB.
 
 # how a call's name is written (tcbreplay._score.kernels.NAME_*)
-cdef enum:
+cpdef enum:
     NAME_NONE, NAME_TEXT, NAME_ESCAPED, NAME_VALUE
 
 

@@ -215,7 +215,7 @@ def read_number_text(const uint8_t[::1] data, Py_ssize_t lo, Py_ssize_t hi, uint
 
 
 # how strings compare (tcbreplay._score.kernels.STRINGS_BFCL): exactly, or as BFCL does
-cdef enum:
+cpdef enum:
     STRINGS_EXACT = 0
     STRINGS_BFCL = 1
 

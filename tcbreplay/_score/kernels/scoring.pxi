@@ -18,11 +18,13 @@
 # tcbreplay._score.metrics.align_one_pairs.
 
 # columns of the candidate table (tcbreplay._score.kernels.SAMPLE ...)
-cdef enum:
+cpdef enum:
     SAMPLE, AGENT, GOLD, TOOL, INVALID, VALID, MISSING, PENDING, COLUMNS
 
 
-ctypedef struct Scored:
+# what score_all found: the candidate pairs written (-1: pairs has too few rows), and the
+# first call whose arguments repeat a key (side 1 agent, 2 gold, 0 none)
+ctypedef struct Candidates:
     Py_ssize_t found, side, call
 
 
@@ -85,19 +87,19 @@ def score_samples(
     const cbool[::1] has_default, const int64_t[::1] default_offsets,
     const uint8_t[::1] default_data, double rel_tol, double abs_tol, cbool[::1] a_checked,
     cbool[::1] g_checked, uint8_t[::1] scratch, intptr_t c_locale, int32_t[:, ::1] pairs,
-    rules=None,
+    options=None,
 ):
     """Per sample: tsa (NaN without gold calls), tp, and whether the name sequences are
     equal; the candidate pairs, written into pairs (columns SAMPLE .. PENDING) in sample,
     agent call and gold call order, and how many there are (-1: pairs has too few rows); and
     the first call found whose arguments repeat a key, as (side, call): side 1 agent, 2 gold,
     0 none. Marks in a_checked and g_checked the calls whose arguments were split (and so
-    checked for repeated keys). scratch: see scratch_for; c_locale: number_locale(); rules:
-    a tcbreplay._score.kernels.Rules (comparison options, samples' own tools, gold rules),
-    None for none."""
+    checked for repeated keys). scratch: see scratch_for; c_locale: number_locale(); options:
+    a tcbreplay._score.kernels.KernelOptions (how values compare, samples' own tools, gold
+    rules), None for none."""
     cdef Py_ssize_t n = a_first.shape[0] - 1, s, a, g, longest_g = 0, longest_a = 0, cells = 1
     cdef Params params
-    cdef Scored result
+    cdef Candidates result
     cdef const cbool[::1] integer_view, grouped_view
     cdef const int32_t[::1] set_view, set_code_view, block_view
     cdef const int64_t[::1] set_first_view, set_lo_view, set_hi_view
@@ -115,22 +117,22 @@ def score_samples(
     params.accept_offsets = NULL
     params.g_block = NULL
     params.grouped = NULL
-    if rules is not None:
-        params.strings = rules.strings
-        params.strict = rules.strict
-        if rules.strict:
-            integer_view = rules.integer
+    if options is not None:
+        params.strings = options.strings
+        params.strict = options.strict
+        if options.strict:
+            integer_view = options.integer
             params.integer = &integer_view[0]
-        if rules.set is not None:
-            set_view, set_first_view = rules.set, rules.set_first
-            set_code_view, set_lo_view, set_hi_view = rules.set_code, rules.set_lo, rules.set_hi
+        if options.set is not None:
+            set_view, set_first_view = options.set, options.set_first
+            set_code_view, set_lo_view, set_hi_view = options.set_code, options.set_lo, options.set_hi
             params.set, params.set_first = &set_view[0], &set_first_view[0]
             params.set_code, params.set_lo = &set_code_view[0], &set_lo_view[0]
             params.set_hi = &set_hi_view[0]
-        if rules.accept_offsets is not None:
-            accept_offsets_view, accept_data_view = rules.accept_offsets, rules.accept_data
-            optional_offsets_view, optional_data_view = rules.optional_offsets, rules.optional_data
-            block_view, grouped_view = rules.g_block, rules.grouped
+        if options.accept_offsets is not None:
+            accept_offsets_view, accept_data_view = options.accept_offsets, options.accept_data
+            optional_offsets_view, optional_data_view = options.optional_offsets, options.optional_data
+            block_view, grouped_view = options.g_block, options.grouped
             params.accept_offsets = &accept_offsets_view[0]
             params.accept_data = &accept_data_view[0]
             params.optional_offsets = &optional_offsets_view[0]
@@ -190,7 +192,7 @@ def score_samples(
     return tsa, tp, same, result.found, result.side, result.call
 
 
-cdef Scored score_all(
+cdef Candidates score_all(
     Py_ssize_t n, const int64_t *a_first, const int32_t *a_code, const int64_t *a_offsets,
     const uint8_t *a_data, const int64_t *g_first, const int32_t *g_code,
     const int64_t *g_offsets, const uint8_t *g_data, const Params *params, cbool *a_checked,
@@ -200,7 +202,7 @@ cdef Scored score_all(
     int64_t *block_row, int64_t *block_prev,
 ) noexcept nogil:
     """score_samples into its outputs, with its work space."""
-    cdef Scored out
+    cdef Candidates out
     cdef Py_ssize_t s, a0, g0, a, g, i, j, m = 0, distinct, hits, x, y, p_lo, p_hi
     cdef Py_ssize_t c_lo, c_hi, o_lo, o_hi
     cdef int32_t c, total

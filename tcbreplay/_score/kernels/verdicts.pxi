@@ -3,12 +3,13 @@
 # values, optional keys), over canonical JSON texts (part of _compiled.pyx; the spec in
 # Python: tcbreplay._score.metrics.arg_verdicts).
 
-# objects with more keys than this are judged in Python (tcbreplay._score.kernels.MAX_KEYS)
-cdef enum:
+# objects with more keys than this are judged in Python (which reads it as
+# tcbreplay._score.kernels.MAX_KEYS: cpdef enums are declared here once)
+cpdef enum:
     MAX_KEYS = 64
 # blocks of gold calls up to this size are paired over subsets of their calls (blocks.pxi;
-# tcbreplay._score.pairing.SMALL_BLOCK)
-cdef enum:
+# tcbreplay._score.pairing pairs the same way in Python, with the same size)
+cpdef enum:
     SMALL_BLOCK = 10
 
 

@@ -3,7 +3,7 @@
 The page needs no network: plotly.js (a partial bundle vendored in ``vendor/``), the
 styles, the table script and every datum are inline. Nothing is written to the
 store: runs never scored, or scored before their traces last changed, are scored
-in memory (see :mod:`tcbreplay._analysis.report.data`).
+in memory (see :mod:`tcbreplay._report.data`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from tcbreplay._analysis.report.charts import figures, plotly_js
-from tcbreplay._analysis.report.data import ReportData, collect
-from tcbreplay._analysis.report.page import render_page
+from tcbreplay._report.charts import figures, plotly_js
+from tcbreplay._report.data import ReportData, collect
+from tcbreplay._report.page import render_page
 from tcbreplay._store.files import output_target
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError
@@ -34,7 +34,7 @@ def build_report(
 ) -> str:
     """Build the report of ``run_ids`` as HTML text; the first run is the baseline;
     ``scoring``: the scoring whose numbers it shows; ``outcome``: see
-    :func:`tcbreplay._analysis.outcome.read_outcomes` (by default, runs whose samples have a
+    :func:`tcbreplay._compare.outcomes.read_outcomes` (by default, runs whose samples have a
     reward get the validity panel)."""
     with reading(store, run_ids):  # the page shows transcripts: read up to its last one
         report = collect(

@@ -16,7 +16,8 @@ import json
 import re
 from typing import Any
 
-from tcbreplay._analysis.report.data import RunData, row_key, transcripts_of
+from tcbreplay._report.data import RunData, row_key
+from tcbreplay._report.transcripts import transcripts_of
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import TcbReplayError
 

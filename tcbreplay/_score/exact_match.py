@@ -1,5 +1,6 @@
-"""The outcome-tracking metrics of the spec scorer: ``exact``, ``first_divergence`` and
-``write_exact``, per sample, and their run-level numbers.
+"""Whether the agent's calls match gold's exactly, and where they first diverge: ``exact``,
+``first_divergence`` and ``write_exact`` (the outcome metrics, which track a sample's success),
+per sample, and their run-level numbers.
 
 A gold call **accepts** an agent call when both have the same name, every argument the
 agent passed is valid for it and no non-optional key of its ``args`` is left out (the pair's
@@ -13,16 +14,12 @@ accepts (or where one side ends before the other); it is null exactly when ``exa
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any, cast
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from tcbreplay._score import kernels
-from tcbreplay._score.translate import FlatCalls, FlatSide
 
 
 def first_divergence(
@@ -105,7 +102,7 @@ def _augment(
     return False
 
 
-def summarize_outcomes(scores: pl.DataFrame) -> dict[str, Any]:
+def summarize_exact_match(scores: pl.DataFrame) -> dict[str, Any]:
     """Run-level ``exact`` (share of all rows), ``write_exact`` (share of the rows where it
     is defined; None when it is nowhere) and ``first_divergence`` (mean position over the
     rows that diverge), each with the counts behind it."""
@@ -128,42 +125,3 @@ def summarize_outcomes(scores: pl.DataFrame) -> dict[str, Any]:
 
 def _share(flags: pl.Series) -> float | None:
     return int(flags.sum()) / flags.len() if flags.len() else None
-
-
-# the group every gold call of an order-free restriction is given (JSON text, as stored)
-_ANY_ORDER = pa.scalar('"any"', pa.large_string())
-
-
-def restrict(
-    flat: FlatCalls, names: Collection[str], order_free: bool = False, exclude: bool = False
-) -> FlatCalls:
-    """The calls of ``flat`` to the tools ``names`` only (``exclude``: to every other tool),
-    on both sides (positions renumbered within each sample); ``order_free``: all gold calls
-    left one block, in any order."""
-    keep = pa.array(sorted(names), pa.string())
-    sides = []
-    for side in (flat.agent, flat.gold):
-        mask = pc.fill_null(pc.is_in(side.name, value_set=keep.cast(side.name.type)), False)
-        if exclude:
-            mask = pc.invert(mask)
-        s = side.s[mask.to_numpy(zero_copy_only=False)]
-        sides.append(
-            (
-                FlatSide(
-                    s=s,
-                    name=side.name.filter(mask),
-                    args=side.args.filter(mask),
-                    first=np.searchsorted(s, np.arange(flat.samples.height + 1)),
-                ),
-                mask,
-            )
-        )
-    (agent, _), (gold, gold_mask) = sides
-    rules = None
-    if flat.rules is not None:
-        rules = {k: v.filter(gold_mask) for k, v in flat.rules.items()}
-    if order_free:
-        empty = pa.nulls(len(gold.s), pa.large_string())
-        rules = rules or {"accept": empty, "optional": empty}
-        rules = {**rules, "group": pa.repeat(_ANY_ORDER, len(gold.s))}
-    return FlatCalls(samples=flat.samples, agent=agent, gold=gold, rules=rules, tools=flat.tools)

@@ -1,19 +1,19 @@
-"""Collect what the report shows: scores, calls, aligned pairs and transcripts of each run.
+"""Collect what the report shows: scores, calls, aligned pairs and validity of each run (its
+transcripts: :mod:`tcbreplay._report.transcripts`).
 
 Reads the run directories only and imports neither LangChain nor LangGraph: stored
 messages are read as JSON. Scores come from the run's stored default scoring
 (``scores/spec``) when its audit record matches the run's current files, otherwise
 the run is scored in memory; nothing is written to the store. Later runs are
-compared with the first by :func:`tcbreplay._analysis.diff.diff_runs`. A sample's trials
+compared with the first by :func:`tcbreplay._compare.diff.diff_runs`. A sample's trials
 are rows of their own, each named by :func:`row_key` (its id, and ``(trial t)`` after it
-for t > 0), so every table and transcript here is keyed by that name.
+for t > 0), so every table and transcript is keyed by that name.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,15 +21,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tcbreplay._analysis.diff import diff_runs
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._compare.diff import diff_runs
+from tcbreplay._compare.outcomes import read_outcomes
+from tcbreplay._compare.validity import Validity, scores_validity
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
-from tcbreplay._score.metrics import Rules, explain_sample
+from tcbreplay._score.metrics import GoldRules, explain_sample
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA
+from tcbreplay._store.schema import SAMPLES_SCHEMA
 from tcbreplay._store.views import connect
 from tcbreplay.errors import InputError, TcbReplayError
 
@@ -61,7 +63,7 @@ def row_key(sample_id: str, trial: int) -> str:
     return sample_id if not trial else f"{sample_id} (trial {trial})"
 
 
-def _keyed(frame: pl.DataFrame) -> pl.DataFrame:
+def keyed(frame: pl.DataFrame) -> pl.DataFrame:
     """A frame of rows with ``sample_id`` and ``trial``: ``sample_id`` the row's name
     (:func:`row_key`), and the sample's own id as ``base_id``."""
     if "trial" not in frame.columns:  # scored before trials: every row is trial 0
@@ -74,7 +76,7 @@ def _keyed(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col("sample_id").alias("base_id"), key.alias("sample_id"))
 
 
-def _read(path: Any, schema: Any, columns: list[str]) -> pl.DataFrame:
+def read_columns(path: Any, schema: Any, columns: list[str]) -> pl.DataFrame:
     """Columns of a run file, a version 1 file's as trial 0 without metadata."""
     import pyarrow.parquet as pq
 
@@ -105,7 +107,7 @@ class RunData:
     diff: dict[str, dict[str, Any]] | None = None
     diff_error: str | None = None
     # when its samples carry an outcome: how each metric tracks it, and the rows behind it
-    validity: Any = None
+    validity: Validity | None = None
     validity_rows: pl.DataFrame | None = None
 
     @property
@@ -155,6 +157,29 @@ def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> b
     return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
 
 
+def run_validity(
+    run: Run, scores: pl.DataFrame, outcome: str | None, n_boot: int, seed: int = 0
+) -> tuple[Validity | None, pl.DataFrame | None]:
+    """The run's validity numbers and the rows behind them (sample_id, trial, metrics,
+    outcome), or (None, None) when no outcome is given and its samples carry none
+    (an outcome given that cannot be read is an error)."""
+    # the report names a trial's row by its own key: the sample's id is base_id
+    frame = scores.with_columns(pl.col("base_id").alias("sample_id"))
+    try:
+        outcomes = read_outcomes(run, outcome)
+        result = scores_validity(
+            frame, outcomes, run_id=run.run_id, scoring="spec", n_boot=n_boot, seed=seed
+        )
+    except InputError:
+        if outcome is not None:
+            raise
+        return None, None
+    rows = frame.with_columns(pl.col("trial").cast(pl.Int64)).join(
+        outcomes.frame, on=["sample_id", "trial"]
+    )
+    return result, rows.filter(pl.col("outcome").is_not_null())
+
+
 def collect(
     store: Store,
     run_ids: list[str],
@@ -175,8 +200,6 @@ def collect(
         load_run(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
         for run_id in run_ids
     ]
-    from tcbreplay._analysis.report.validity import run_validity
-
     for run in runs:
         run.validity, run.validity_rows = run_validity(run.run, run.scores, outcome, N_BOOT)
     sample_ids: list[str] = []
@@ -217,7 +240,7 @@ def load_run(
     every sample."""
     run = store.open_run(run_id)
     summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring)
-    samples = _keyed(_read(run.samples_path, SAMPLES_SCHEMA, _SAMPLE_COLUMNS))
+    samples = keyed(read_columns(run.samples_path, SAMPLES_SCHEMA, _SAMPLE_COLUMNS))
     samples = samples.sort("sample_index")
     con = connect(runs=[run], with_scores=False)
     try:
@@ -226,7 +249,7 @@ def load_run(
         tables = translate.load_calls(con)
     finally:
         con.close()
-    ids = _keyed(tables.samples)["sample_id"].to_list()
+    ids = keyed(tables.samples)["sample_id"].to_list()
     gold: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
     agent: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
     for calls, side in ((gold, tables.gold), (agent, tables.agent)):
@@ -242,12 +265,12 @@ def load_run(
         for s, text in tables.samples.select("s", "tools").iter_rows()
         if text is not None
     }
-    specs = list((run.manifest.get("tools") or {}).get("specs") or [])
+    schemas = list((run.manifest.get("tools") or {}).get("specs") or [])
     explanations = {
         sid: explain_sample(
             _object_args(agent[sid]),
             _with_rules(_object_args(gold.get(sid, [])), rules.get(sid, [])),
-            own_tools.get(sid, specs),
+            own_tools.get(sid, schemas),
         )
         for sid in agent
     }
@@ -268,16 +291,16 @@ def load_run(
 
 def _with_rules(
     calls: list[tuple[str, dict[str, Any]]], rules: list[dict[str, Any]]
-) -> list[tuple[str, dict[str, Any], Rules]]:
+) -> list[tuple[str, dict[str, Any], GoldRules]]:
     """Gold calls with their rules, as explain_sample takes them."""
-    return [(n, a, Rules.of(r)) for (n, a), r in zip(calls, rules, strict=True)]
+    return [(n, a, GoldRules.of(r)) for (n, a), r in zip(calls, rules, strict=True)]
 
 
 def _read_args(text: str | None) -> Any:
     """Arguments text (canonical JSON from DuckDB) as a Python value; text Python cannot read
     (DuckDB's number words such as ``inf``) stays text, to be shown as it is."""
     try:
-        return limits.loads(text) if text else {}
+        return _json.loads(text) if text else {}
     except ValueError:  # LimitError too: a value beyond the limits is shown as its text
         return text
 
@@ -315,7 +338,7 @@ def _scores(
             )
         )
         if current:
-            scores = _keyed(pl.read_parquet(folder / "scores.parquet"))
+            scores = keyed(pl.read_parquet(folder / "scores.parquet"))
             return summary, scores.sort("sample_index"), False
     except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
         pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
@@ -332,7 +355,7 @@ def _scores(
             hint=missing_scoring_hint(run.run_id, scoring, []),
         )
     result = score_run(store, run.run_id, options, allow_incomplete=allow_incomplete, write=False)
-    return result.summary, _keyed(result.scores).sort("sample_index"), True
+    return result.summary, keyed(result.scores).sort("sample_index"), True
 
 
 def metric_intervals(
@@ -378,8 +401,8 @@ def _tool_names(runs: list[RunData]) -> list[str]:
     """Tools of every manifest in order, then any other name a gold or agent call used."""
     names: dict[str, None] = {}
     for run in runs:
-        for spec in run.tool_schemas:
-            names.setdefault(spec["name"], None)
+        for tool in run.tool_schemas:
+            names.setdefault(tool["name"], None)
     for run in runs:
         for calls in (*run.gold.values(), *run.agent.values()):
             for name, _ in calls:
@@ -403,105 +426,3 @@ def tool_breakdown(run: RunData, tools: list[str]) -> list[ToolRow]:
             verdicts = pair["args"].values()
             rows[calls[pair["agent"]][0]].invented_args += sum(v == "unknown" for v in verdicts)
     return [rows[tool] for tool in tools]
-
-
-def message_text(content: Any) -> str:
-    """A message's content as text: strings as they are, content blocks by their text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            else:
-                parts.append(json.dumps(block, ensure_ascii=False))
-        return "\n".join(parts)
-    return json.dumps(content, ensure_ascii=False)
-
-
-def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
-    """Every sample's stored messages, read as JSON: type, text, calls, tokens, latency."""
-    return transcripts_of(run.run)
-
-
-def transcripts_of(run: Run) -> dict[str, list[dict[str, Any]]]:
-    """:func:`transcripts` of a run of the store (by its row names, :func:`row_key`)."""
-    columns = ["sample_id", "trial", "position", "type", "message", "input_tokens",
-               "output_tokens", "latency_s"]  # fmt: skip
-    frame = _keyed(_read(run.messages_path, MESSAGES_SCHEMA, columns))
-    frame = frame.sort("sample_id", "position").select(
-        "sample_id", "position", "type", "message", "input_tokens", "output_tokens", "latency_s"
-    )
-    out: dict[str, list[dict[str, Any]]] = {}
-    for sid, _, kind, text, tin, tout, latency in frame.iter_rows():
-        data = _message_data(text)
-        message: dict[str, Any] = {
-            "type": kind,
-            # a message that is no JSON object with a data object is shown as it was stored
-            "text": (text or "") if data is None else message_text(data.get("content")),
-            "input_tokens": tin,
-            "output_tokens": tout,
-            "latency_s": None if latency is None or math.isnan(latency) else latency,
-        }
-        data = data or {}
-        if kind == "ai":
-            calls, odd = _listed(data, "tool_calls")
-            message["tool_calls"] = [_transcript_call(c) for c in calls]
-            invalid, odd_invalid = _listed(data, "invalid_tool_calls")
-            message["invalid_tool_calls"] = (
-                [
-                    (_name_text(c.get("name")), c.get("args"), c.get("error"))
-                    if isinstance(c, dict)
-                    else (None, _json_text(c), None)
-                    for c in invalid
-                ]
-                + odd
-                + odd_invalid
-            )
-        elif kind == "tool":
-            message["name"] = _name_text(data.get("name"))
-            message["status"] = data.get("status")
-        out.setdefault(sid, []).append(message)
-    return out
-
-
-def _message_data(text: str | None) -> dict[str, Any] | None:
-    """The ``data`` object of a stored message; None when the text is no such JSON."""
-    try:
-        data = limits.loads(text) if text else None
-    except ValueError:  # LimitError too
-        return None
-    data = data.get("data") if isinstance(data, dict) else None
-    return data if isinstance(data, dict) else None
-
-
-def _listed(data: dict[str, Any], key: str) -> tuple[list[Any], list[tuple[Any, ...]]]:
-    """The list ``data[key]``; a value that is no list holds no calls (as scoring reads it)
-    and is returned apart as an unparseable call showing its JSON text."""
-    value = data.get(key)
-    if value is None or isinstance(value, list):
-        return value or [], []
-    return [], [(None, _json_text(value), f"{key} is not a list: no calls")]
-
-
-def _transcript_call(call: Any) -> Call:
-    """One element of ``tool_calls`` as scoring reads it: an element that is no object is a
-    call named '' without arguments; a name that is no string is its JSON text."""
-    if not isinstance(call, dict):
-        return "", {}
-    args = call.get("args")
-    return _name_text(call.get("name")) or "", {} if args is None else args
-
-
-def _name_text(name: Any) -> str | None:
-    return name if name is None or isinstance(name, str) else _json_text(name)
-
-
-def _json_text(value: Any) -> str:
-    # minified, as DuckDB writes the text scoring reads
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,7 +1,7 @@
 """Does a metric track the outcome? Per metric of a scoring: its mean when the outcome is
 true and when it is false, AUC and the point-biserial correlation, with bootstrap intervals.
 
-Every sample and trial with an outcome (:mod:`tcbreplay._analysis.outcome`) is one
+Every sample and trial with an outcome (:mod:`tcbreplay._compare.outcomes`) is one
 observation. A metric is oriented first so that higher is better (ahr is negated;
 ``first_divergence`` null, never off the gold path, counts as one step past the latest
 divergence in the run), so AUC > 0.5 and r > 0 mean it tracks success:
@@ -25,9 +25,10 @@ from typing import Any, cast
 import numpy as np
 import polars as pl
 
-from tcbreplay._analysis.diff import MAX_BOOT, load_scores
-from tcbreplay._analysis.outcome import Outcomes, read_outcomes
+from tcbreplay._compare.diff import MAX_BOOT, load_scores
+from tcbreplay._compare.outcomes import Outcomes, read_outcomes
 from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import DEFAULT_SCORER
 from tcbreplay._store.views import stored_scorings
 from tcbreplay.errors import InputError
 
@@ -99,7 +100,7 @@ def validity_runs(
 ) -> list[Validity]:
     """For each run, how well every metric of its latest scoring (or ``scoring``) tracks the
     outcome of its samples (``outcome``: a metadata field or expression; by default
-    ``reward >= 1``, see :func:`~tcbreplay._analysis.outcome.read_outcomes`)."""
+    ``reward >= 1``, see :func:`~tcbreplay._compare.outcomes.read_outcomes`)."""
     if not 1 <= n_boot <= MAX_BOOT:
         raise InputError(f"--bootstrap {n_boot}: give 1 to {MAX_BOOT}")
     if seed < 0:
@@ -132,7 +133,7 @@ def latest_scoring(run: Run) -> str:
     found = sorted(
         (name, str(summary.get("scored_at") or ""))
         for name, _, summary in stored_scorings(run)
-        if (summary.get("options") or {}).get("scorer", "spec") != "bfcl"
+        if (summary.get("options") or {}).get("scorer", DEFAULT_SCORER) != "bfcl"
     )
     # the newest; among equal times, the name first in order (as `runs` picks)
     return max(found, key=lambda t: t[1])[0] if found else "spec"

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._analysis.sql import QueryResult, run_sql
-from tcbreplay._inputs import limits
+from tcbreplay import _json
+from tcbreplay._query.sql import QueryResult, run_sql
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
@@ -62,11 +62,11 @@ class NamedQuery:
 
 def _parse(text: str) -> Any:
     try:
-        return limits.loads(text)
+        return _json.loads(text)
     except json.JSONDecodeError:
         return text
-    except limits.LimitError as exc:
-        raise QueryError(f"-p value: {exc.problem}", hint=limits.HINT) from exc
+    except _json.LimitError as exc:
+        raise QueryError(f"-p value: {exc.problem}", hint=_json.HINT) from exc
 
 
 def load_named(name: str) -> NamedQuery:
@@ -107,7 +107,7 @@ def run_named(
     memory_limit: str | None = None,
 ) -> QueryResult:
     """Run a named query over the store with its parameters bound (``timeout`` and
-    ``memory_limit`` as for :func:`tcbreplay._analysis.sql.run_sql`)."""
+    ``memory_limit`` as for :func:`tcbreplay._query.sql.run_sql`)."""
     query = load_named(name)
     params = query.bind(given or {})
     if isinstance(params.get("run_id"), str):  # a run the store lacks: say so, not 0 rows

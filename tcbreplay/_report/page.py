@@ -14,19 +14,20 @@ import re
 from importlib import resources
 from typing import Any
 
-from tcbreplay import __version__
-from tcbreplay._analysis.report.charts import run_color, tp_normalised
-from tcbreplay._analysis.report.data import ReportData, RunData, transcripts
-from tcbreplay._analysis.report.replay import divergence_views, replay_card
-from tcbreplay._analysis.report.validity import validity_panel
+from tcbreplay._report.charts import run_color, tp_normalised
+from tcbreplay._report.data import ReportData, RunData
+from tcbreplay._report.replay import divergence_views, replay_card
+from tcbreplay._report.transcripts import transcripts
+from tcbreplay._report.validity_panel import validity_panel
 from tcbreplay._store.schema import utcnow
+from tcbreplay._version import __version__
 
 _MARKER = re.compile(r"\{\{(\w+)\}\}")
 
 
 def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> str:
     """The whole HTML document, every script, style and datum inline."""
-    package = resources.files("tcbreplay._analysis.report")
+    package = resources.files("tcbreplay._report")
     data, data_replaced = _script_json({**table_payload(report), "charts": charts})
     details, details_replaced = _script_json(details_payload(report))
     meta = _meta(report)
@@ -272,9 +273,9 @@ def _leaderboard(report: ReportData) -> str:
 def _tool_table(report: ReportData) -> str:
     many = len(report.runs) > 1
     descriptions = {
-        spec["name"]: spec.get("description") or ""
+        tool["name"]: tool.get("description") or ""
         for run in report.runs
-        for spec in run.tool_schemas
+        for tool in run.tool_schemas
     }
     colors = {run.run_id: run_color(k) for k, run in enumerate(report.runs)}
     rows = []

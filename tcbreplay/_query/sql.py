@@ -12,8 +12,8 @@ from typing import Any
 
 import duckdb
 
-from tcbreplay._analysis.query_limits import run_statements
-from tcbreplay._analysis.statements import check_read_only
+from tcbreplay._query.limits import run_statements
+from tcbreplay._query.statements import check_read_only
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import connect, query_text
 

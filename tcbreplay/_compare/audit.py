@@ -10,20 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
-from tcbreplay._analysis.replay_audit import verify_replay
+from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
 from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
-
-if TYPE_CHECKING:
-    pass
 
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
 SUMMARY_FIELDS = (
@@ -83,7 +80,7 @@ class AuditReport:
 def verify_run(store: Store, run_id: str, scoring: str | None = None) -> AuditReport:
     """Re-score the run from its raw traces and compare with every stored scoring; of a
     replay, check also that the turns it served are its parent's stored messages, and that
-    it made no live call unless it forked (:mod:`tcbreplay._analysis.replay_audit`)."""
+    it made no live call unless it forked (:mod:`tcbreplay._compare.replay_audit`)."""
     run = store.open_run(run_id)
     with run.reading():  # not deleted (record --overwrite) while it is verified
         return _verify(store, run, scoring)

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tcbreplay._analysis.report.data import ReportData
-from tcbreplay._analysis.validity import METRICS as VALIDITY_METRICS
-from tcbreplay._analysis.validity import roc_points
+from tcbreplay._compare.validity import METRICS as VALIDITY_METRICS
+from tcbreplay._compare.validity import roc_points
+from tcbreplay._report.data import ReportData
 
 PLOTLY_JS = "vendor/plotly-basic.min.js"
 PLOTLY_JS_VERSION = "4.1.1"  # npm plotly.js-basic-dist-min; see vendor/README.md
@@ -46,7 +46,7 @@ _AXIS = {
 
 def plotly_js() -> str:
     """The vendored plotly.js bundle, as the page embeds it."""
-    package = resources.files("tcbreplay._analysis.report")
+    package = resources.files("tcbreplay._report")
     return package.joinpath(PLOTLY_JS).read_text(encoding="utf-8")
 
 

@@ -1,43 +1,12 @@
 """The report's validity panel: for each run whose samples carry an outcome, how well each
-metric tracks it (the numbers of ``tcbreplay validity``) and the metrics' ROC curves."""
+metric tracks it (the numbers of ``tcbreplay validity``, collected by
+:mod:`tcbreplay._report.data`); the ROC curves are drawn by :mod:`tcbreplay._report.charts`."""
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
-import polars as pl
-
-from tcbreplay._analysis.outcome import read_outcomes
-from tcbreplay._analysis.validity import Validity, scores_validity
-from tcbreplay._store.runs import Run
-from tcbreplay.errors import InputError
-
-if TYPE_CHECKING:
-    from tcbreplay._analysis.report.data import ReportData
-
-
-def run_validity(
-    run: Run, scores: pl.DataFrame, outcome: str | None, n_boot: int, seed: int = 0
-) -> tuple[Validity | None, pl.DataFrame | None]:
-    """The run's validity numbers and the rows behind them (sample_id, trial, metrics,
-    outcome), or (None, None) when no outcome is given and its samples carry none
-    (an outcome given that cannot be read is an error)."""
-    # the report names a trial's row by its own key: the sample's id is base_id
-    frame = scores.with_columns(pl.col("base_id").alias("sample_id"))
-    try:
-        outcomes = read_outcomes(run, outcome)
-        result = scores_validity(
-            frame, outcomes, run_id=run.run_id, scoring="spec", n_boot=n_boot, seed=seed
-        )
-    except InputError:
-        if outcome is not None:
-            raise
-        return None, None
-    rows = frame.with_columns(pl.col("trial").cast(pl.Int64)).join(
-        outcomes.frame, on=["sample_id", "trial"]
-    )
-    return result, rows.filter(pl.col("outcome").is_not_null())
+from tcbreplay._report.data import ReportData
 
 
 def _cell(value: float | None) -> str:

@@ -1,4 +1,5 @@
-"""The spec scorer over one range of samples: flat calls through the compiled kernel.
+"""The default scorer (``--scorer spec``: the metric spec's metrics) over one range of samples:
+flat calls through the compiled kernel.
 
 Names become integer codes (one dictionary of the range's names, the tools' own names
 first), arguments texts stay Arrow byte buffers, and :mod:`tcbreplay._score.kernels` computes
@@ -18,25 +19,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tcbreplay._score import kernels
+from tcbreplay._score.exact_match import first_divergence
 from tcbreplay._score.kernels import number_locale, scratch_for, text_buffers
 from tcbreplay._score.metrics import (
     DEFAULT_COMPARE,
     NO_RULES,
     VALID_VERDICTS,
     Compare,
-    Rules,
+    GoldRules,
     arg_verdicts,
     missing_keys,
     success,
 )
-from tcbreplay._score.outcomes import first_divergence
 from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
 from tcbreplay.errors import StoreError
 
 
 @dataclass
-class SpecPart:
-    """The spec scorer's results for one range of samples (``s`` local to it)."""
+class ScoredPart:
+    """The default scorer's results for one range of samples (``s`` local to it)."""
 
     scores: pl.DataFrame
     flat: FlatCalls
@@ -47,14 +48,14 @@ class SpecPart:
 def score_part(
     flat: FlatCalls, tools: Tools, compare: Compare = DEFAULT_COMPARE,
     own_tools: SampleTools | None = None,
-) -> SpecPart:  # fmt: skip
+) -> ScoredPart:  # fmt: skip
     """Per-sample scores, the chosen pairs and per-tool counts of one range's calls;
     ``own_tools``: the tools of the samples that have their own (None: none has)."""
     samples, agent, gold = flat.samples, flat.agent, flat.gold
     n = samples.height
     names, a_code, g_code = _name_codes(tools.names, agent.name, gold.name)
-    params, rules = _params(tools, names, own_tools, compare)
-    _gold_rules(flat, rules)
+    params, options = _params(tools, names, own_tools, compare)
+    _gold_rules(flat, options)
     a_offsets, a_data = text_buffers(agent.args)
     g_offsets, g_data = text_buffers(gold.args)
     a_checked = np.zeros(len(agent.s), dtype=np.bool_)
@@ -68,7 +69,7 @@ def score_part(
             agent.first, a_code, a_offsets, a_data, gold.first, g_code, g_offsets, g_data,
             len(names), params.first, params.key_offsets, params.key_data, params.has_default,
             params.default_offsets, params.default_data, compare.rel_tol, compare.abs_tol,
-            a_checked, g_checked, scratch, number_locale(), pairs, rules,
+            a_checked, g_checked, scratch, number_locale(), pairs, options,
         )  # fmt: skip
         if found >= 0:
             break
@@ -90,7 +91,7 @@ def score_part(
     ids = samples["sample_id"]
     _decide_pending(pairs, flat, names, tools, own_tools, compare, ids)
     chosen = kernels.functions().choose_pairs(
-        agent.first, gold.first, same, pairs, rules.g_block, rules.grouped
+        agent.first, gold.first, same, pairs, options.g_block, options.grouped
     )
     totals = kernels.functions().sample_totals(n, pairs, chosen)
     n_pairs, invalid, valid, missing = totals
@@ -117,7 +118,7 @@ def score_part(
     ).with_columns(success().alias("exact"))
     scores = scores.with_columns(
         pl.lit(None, pl.Boolean).alias("write_exact"),
-        first_divergence(pairs, agent.first, gold.first, rules.grouped, rules.g_block),
+        first_divergence(pairs, agent.first, gold.first, options.grouped, options.g_block),
     )
     picked = kernels.functions().picked(pairs, chosen)
     chosen_frame = pl.DataFrame(
@@ -132,7 +133,7 @@ def score_part(
             "args_missing": picked[kernels.MISSING],
         }
     )
-    return SpecPart(
+    return ScoredPart(
         scores=scores,
         flat=flat,
         tool_counts=_tool_counts(names, a_code, g_code, picked),
@@ -169,9 +170,9 @@ def _name_codes(
 
 def _params(
     tools: Tools, names: pl.Series, own_tools: SampleTools | None, compare: Compare
-) -> tuple[kernels.Params, kernels.Rules]:
+) -> tuple[kernels.Params, kernels.KernelOptions]:
     """The tools' parameters by name code (code t < len(tools.names) is tool t), then those
-    of each sample's own tool set; and the kernel's :class:`Rules` of the options and sets."""
+    of each sample's own tool set; and the kernel's options of the comparison and the sets."""
     codes = len(names)
     counts = np.zeros(codes, dtype=np.int64)
     counts[: len(tools.params)] = [len(p) for p in tools.params]
@@ -179,7 +180,7 @@ def _params(
     np.cumsum(counts, out=first[1:])
     rows = [row for tool in tools.params for row in tool]
     integer = [flag for tool in tools.integers() for flag in tool]
-    rules = kernels.Rules(
+    options = kernels.KernelOptions(
         strings=kernels.STRINGS_BFCL if compare.strings == "bfcl" else kernels.STRINGS_EXACT,
         strict=compare.types == "strict",
     )
@@ -196,14 +197,14 @@ def _params(
                     integer += flags
                     set_hi.append(len(rows))
             set_first.append(len(set_code))
-        rules.set = own_tools.set
-        rules.set_first = np.array(set_first, dtype=np.int64)
-        rules.set_code = np.array([*set_code, 0], dtype=np.int32)
-        rules.set_lo = np.array([*set_lo, 0], dtype=np.int64)
-        rules.set_hi = np.array([*set_hi, 0], dtype=np.int64)
+        options.set = own_tools.set
+        options.set_first = np.array(set_first, dtype=np.int64)
+        options.set_code = np.array([*set_code, 0], dtype=np.int32)
+        options.set_lo = np.array([*set_lo, 0], dtype=np.int64)
+        options.set_hi = np.array([*set_hi, 0], dtype=np.int64)
     key_offsets, key_data = _byte_table([key for key, _ in rows])
     default_offsets, default_data = _byte_table([d or b"" for _, d in rows])
-    rules.integer = np.array([*integer, False], dtype=np.bool_)
+    options.integer = np.array([*integer, False], dtype=np.bool_)
     params = kernels.Params(
         first=first,
         key_offsets=key_offsets,
@@ -211,19 +212,21 @@ def _params(
         has_default=np.array([d is not None for _, d in rows], dtype=np.bool_),
         default_offsets=default_offsets,
         default_data=default_data,
-        integer=rules.integer,
+        integer=options.integer,
     )
-    return params, rules
+    return params, options
 
 
-def _gold_rules(flat: FlatCalls, rules: kernels.Rules) -> None:
-    """Set the gold calls' rules in ``rules``: accept and optional texts, block numbers and
+def _gold_rules(flat: FlatCalls, options: kernels.KernelOptions) -> None:
+    """Set the gold calls' rules in ``options``: accept and optional texts, block numbers and
     the samples with blocks of two or more calls (left None when no gold call has a rule)."""
     if flat.rules is None:
         return
     gold, n = flat.gold, flat.samples.height
-    rules.accept_offsets, rules.accept_data = text_buffers(pc.fill_null(flat.rules["accept"], ""))
-    rules.optional_offsets, rules.optional_data = text_buffers(
+    options.accept_offsets, options.accept_data = text_buffers(
+        pc.fill_null(flat.rules["accept"], "")
+    )
+    options.optional_offsets, options.optional_data = text_buffers(
         pc.fill_null(flat.rules["optional"], "")
     )
     group, s = flat.rules["group"], gold.s
@@ -234,12 +237,12 @@ def _gold_rules(flat: FlatCalls, rules: kernels.Rules) -> None:
     block = np.cumsum(~joins) - 1
     if len(s):
         block -= block[gold.first[s]]
-    rules.g_block = np.ascontiguousarray(block, dtype=np.int32)
-    rules.grouped = (
+    options.g_block = np.ascontiguousarray(block, dtype=np.int32)
+    options.grouped = (
         np.bincount(s[joins], minlength=n).astype(np.bool_) if n else np.zeros(1, dtype=np.bool_)
     )
     if not len(s):
-        rules.g_block = np.zeros(1, dtype=np.int32)
+        options.g_block = np.zeros(1, dtype=np.int32)
 
 
 def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -268,7 +271,9 @@ def _decide_pending(
         if flat.rules is not None:
             texts = {key: flat.rules[key][y].as_py() for key in ("accept", "optional")}
             where = sample + f"gold call {j}: "
-            rules = Rules.of({k: read_args(t, where) for k, t in texts.items() if t is not None})
+            rules = GoldRules.of(
+                {k: read_args(t, where) for k, t in texts.items() if t is not None}
+            )
         name = names[tool]
         properties = tools.properties
         if own_tools is not None and own_tools.set[s] >= 0:
