@@ -338,6 +338,21 @@ def test_serve_listens_on_loopback_unless_told(root):
         server.close()
 
 
+def test_a_stop_asked_before_serving_ends_it_at_once(root):
+    """A SIGTERM or Ctrl-C that comes before the loop runs is not lost (serve would hang)."""
+    import threading
+
+    server = serve_run(root, PARENT)
+    try:
+        server.stop()
+        serving = threading.Thread(target=server.serve_forever, daemon=True)
+        serving.start()
+        serving.join(20)
+        assert not serving.is_alive()
+    finally:
+        server.close()
+
+
 # ---------------------------------------------------------------- trials, and the log
 
 
@@ -400,6 +415,7 @@ def test_the_log_run_holds_what_was_served_and_each_divergence(root):
     assert cli("audit", "verify", "log", "--store", root).exit_code == 0
 
 
+@pytest.mark.slow  # server processes, started three times
 def test_a_killed_server_keeps_its_log_and_the_same_command_goes_on(root, tmp_path):
     command = ["serve", PARENT, "--port", "0", "--log-run", "crash", "--store", str(root)]
 
@@ -451,6 +467,7 @@ def test_bad_input_exits_2(root, server):
 # ---------------------------------------------------------------- the τ-bench sample
 
 
+@pytest.mark.slow  # over 2 s of CPU: 20 conversations, each request its whole history
 def test_the_tau_bench_sample_served_to_an_openai_loop_that_replays_its_own_messages(tmp_path):
     """Each of its 20 conversations sent by the OpenAI SDK, with its recorded user and tool
     messages and the server's answers in place of the assistant's: every answer served,

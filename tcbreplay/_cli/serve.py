@@ -37,19 +37,20 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
     server = serve_run(Store(store), run_id, host=host, port=port, log_run=log_run,
                        verbose=verbose)  # fmt: skip
     recording = server.service.recording
-    click.echo(
-        f"serving {run_id} ({len(recording.samples)} samples and trials, "
-        f"{sum(len(v) for v in recording.index().values())} turns) at {server.url}",
-        err=True,
-    )
-    click.echo(f"  OpenAI:    base_url={server.url}/v1", err=True)
-    click.echo(f"  Anthropic: base_url={server.url}", err=True)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        click.echo(f"Warning: listening on {host}, not on loopback only", err=True)
-    if log_run:
-        click.echo(f"  logging to run {log_run}", err=True)
+    # SIGTERM stops as Ctrl-C does, and either folds the log, as soon as the address is out
     previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
+        click.echo(
+            f"serving {run_id} ({len(recording.samples)} samples and trials, "
+            f"{sum(len(v) for v in recording.index().values())} turns) at {server.url}",
+            err=True,
+        )
+        click.echo(f"  OpenAI:    base_url={server.url}/v1", err=True)
+        click.echo(f"  Anthropic: base_url={server.url}", err=True)
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            click.echo(f"Warning: listening on {host}, not on loopback only", err=True)
+        if log_run:
+            click.echo(f"  logging to run {log_run}", err=True)
         server.serve_forever()
     except KeyboardInterrupt:
         pass

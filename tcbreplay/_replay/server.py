@@ -213,6 +213,7 @@ class ReplayServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Future[None] | None = None
         self._ready = threading.Event()
+        self._stop_asked = False  # a stop asked before the loop runs: serving ends at once
         self._thread: threading.Thread | None = None
 
     @property
@@ -259,13 +260,16 @@ class ReplayServer:
         self._stopped = loop.create_future()
         server = await loop.create_server(lambda: _Connection(self), sock=self._socket)
         self._ready.set()
+        if self._stop_asked:
+            self._stopped.set_result(None)
         try:
             await self._stopped
         finally:
             server.close()
 
     def stop(self) -> None:
-        """Stop serving (from any thread, or a signal handler)."""
+        """Stop serving (from any thread, or a signal handler), or not start."""
+        self._stop_asked = True
         loop, stopped = self._loop, self._stopped
         if loop is None or stopped is None or loop.is_closed():
             return
