@@ -114,6 +114,7 @@ def test_use_the_library(tmp_path):
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["a", "b"]
 
 
+@pytest.mark.slow  # six commands, each a process of its own: seconds of CPU
 def test_replay_a_changed_prompt(tmp_path):
     """The Replay page's worked example (docs/replay.md includes the script)."""
     out = run_example("replay_a_changed_prompt.sh", cwd=tmp_path)
