@@ -158,6 +158,14 @@ wheel-check: $(BIN)/python
 bench-record: $(STAMP)
 	$(BIN)/python -m bench.record_bench
 
+# Replay (not part of `make test`): 10,000 samples of the built-in benchmark recorded with sim at
+# zero latency and replayed unchanged, in alternation (target: replay at most 1.2x record),
+# memory while replaying, and `tcbreplay serve` answering non-streamed OpenAI requests on
+# loopback under wrk (Debian's package; a Python client without it; target 2,000/s).
+.PHONY: bench-replay
+bench-replay: $(STAMP)
+	$(BIN)/python -m bench.replay_bench
+
 # BFCL agreement (not part of `make test`): BFCL's 1,000 non-live questions with answers
 # synthesized in variants, judged by BFCL's own checker and by `score --scorer bfcl` (which
 # must agree on every sample) and the spec scorer; the table goes to BENCHMARKS.md.

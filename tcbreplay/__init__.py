@@ -40,6 +40,8 @@ _EXPORTS = {
     "replay_run": "tcbreplay._replay.run",
     "ReplaySummary": "tcbreplay._replay.run",
     "RecordedChatModel": "tcbreplay._replay.model",
+    "serve_run": "tcbreplay._replay.serve",
+    "ReplayServer": "tcbreplay._replay.server",
     "import_traces": "tcbreplay._importers.import_run",
     "ImportSummary": "tcbreplay._importers.import_run",
     "export_traces": "tcbreplay._importers.export",
@@ -88,6 +90,8 @@ if TYPE_CHECKING:
     from tcbreplay._replay.model import RecordedChatModel as RecordedChatModel
     from tcbreplay._replay.run import ReplaySummary as ReplaySummary
     from tcbreplay._replay.run import replay_run as replay_run
+    from tcbreplay._replay.serve import serve_run as serve_run
+    from tcbreplay._replay.server import ReplayServer as ReplayServer
     from tcbreplay._report import write_report as write_report
     from tcbreplay._score.options import ScoreOptions as ScoreOptions
     from tcbreplay._score.results import ScoreResult as ScoreResult

@@ -27,3 +27,22 @@ def payload(html_text: str, element_id: str) -> dict:
     )
     assert match, element_id
     return json.loads(match.group(1))
+
+
+def drifted_replay(sim_run, root: Path, limit: int = 12) -> tuple[Store, str, str]:
+    """A store at ``root`` holding a copy of the sim run and its replay ``drift`` with
+    ``add_numbers`` adding one too many (its first ``limit`` samples): (store, parent,
+    replay). The replay runs in a thread of its own (its event loop cannot start where
+    Playwright's runs)."""
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tcbreplay._replay.run import replay_run
+
+    source, parent = sim_run
+    store = Store(root)
+    shutil.copytree(source.run_dir(parent), store.run_dir(parent))
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(replay_run, store, parent, new_run_id="drift", limit=limit,
+                    tools="replay_fixtures:DRIFTED").result()  # fmt: skip
+    return store, parent, "drift"

@@ -121,7 +121,8 @@ def test_the_package_has_no_import_cycles() -> None:
 # record / import / replay -> store -> score -> compare -> report; querying reads the store
 # alone; the command line uses them all. Scoring and what reads scores never reach the record
 # or replay stage (nor LangChain through them); replay runs through the record runner and
-# never scores (a scoring against another run, --gold-run, is the score stage's).
+# never scores (a scoring against another run, --gold-run, is the score stage's), and serve
+# reads the requests it answers with the importers' readers of the OpenAI and Anthropic forms.
 STAGES = (
     "_inputs", "_store", "_record", "_replay", "_importers", "_score", "_query", "_compare",
     "_report", "_cli",
@@ -130,7 +131,7 @@ ALLOWED = {
     "_inputs": set(),
     "_store": set(),
     "_record": {"_inputs", "_store"},
-    "_replay": {"_inputs", "_store", "_record"},
+    "_replay": {"_inputs", "_store", "_record", "_importers"},
     "_importers": {"_inputs", "_store", "_record"},
     "_score": {"_inputs", "_store"},
     "_query": {"_store"},

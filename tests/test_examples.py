@@ -50,6 +50,7 @@ def test_every_example_is_run_here():
         "compare_two_models.sh",
         "tau_bench_validity.sh",
         "use_the_library.py",
+        "replay_a_changed_prompt.sh",
         "score_production_traces.sh",
         "tau2_sides.sh",
     }
@@ -145,3 +146,22 @@ def test_use_the_library(tmp_path):
         "improved: missed-call",
     ]
     assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["a", "b"]
+
+
+@pytest.mark.slow  # six commands, each a process of its own: seconds of CPU
+def test_replay_a_changed_prompt(tmp_path):
+    """The Replay page's worked example (docs/replay.md includes the script)."""
+    out = run_example("replay_a_changed_prompt.sh", cwd=tmp_path)
+    assert "run base (simulated model): 12/12 ok" in out
+    assert "Always show your working." in (tmp_path / "prompt.txt").read_text()
+    assert (
+        "replay new-prompt of base: 12 samples, 12 diverged (system x12), 0 ok, 0 turns "
+        "served, 0 live calls" in out
+    )
+    assert cells(out, "capital-of-france")[1:4] == ["0", "system", "system"]
+    assert "replay new-prompt-live of base: 12 samples, 12 diverged (system x12), 12 ok" in out
+    assert "new-prompt-live vs base  (12 common samples" in out
+    assert "spec_gold-base" in out
+    assert (tmp_path / "traces" / "new-prompt-live" / "scores" / "spec_gold-base").is_dir()
+    page = (ROOT / "docs" / "replay.md").read_text()
+    assert "<!-- include: examples/replay_a_changed_prompt.sh -->" in page

@@ -215,7 +215,7 @@ def test_an_output_that_changes_only_its_form_is_cosmetic_and_no_divergence(root
     assert summary["tool_outputs"] == {"cosmetic": 1, "same": 1}
 
 
-def test_bad_input_exits_2(root, tmp_path):
+def test_bad_input_exits_2(root, unchanged, tmp_path):
     assert cli("replay", "nope", "--store", root).exit_code == 2
     forked = cli("replay", PARENT, "--fork-at", 1, "--store", root)
     assert forked.exit_code == 2

@@ -565,3 +565,34 @@ def test_tp_histogram_shows_shares_when_the_runs_differ_in_size(sim_run, tmp_pat
         assert sum(trace["customdata"]) == n  # the counts, shown on hover
     page = build_report(store, [sim_id, "hand-a"])
     assert "the runs differ in size (94, 6 samples)" in page
+
+
+def test_a_replay_shows_its_block_and_each_divergence_beside_its_parent(sim_run, tmp_path):
+    """#29: the card of a replay shows its replay block; a diverged sample carries where it
+    diverged and its parent's transcript from that message on."""
+    from report_helpers import drifted_replay
+
+    store, parent, replay = drifted_replay(sim_run, tmp_path / "traces")
+    page = build_report(store, [parent, replay], allow_incomplete=True)
+    cards = re.findall(r'<article class="card".*?</article>', page, re.S)
+    assert "replay-block" not in cards[0]
+    assert f"replay of <code>{parent}</code>" in cards[1]
+    block = json.loads((store.run_dir(replay) / "manifest.json").read_text())["replay"]
+    assert f"<b>{block['turns_served']:,}</b> turns served" in cards[1]
+    assert f"<b>{block['diverged_samples']}</b> samples diverged" in cards[1]
+    data, details = payload(page, "report-data"), payload(page, "report-details")
+    ids = data["samples"]["id"]
+    diverged = {ids[s]: e["v"] for s, e in enumerate(details["runs"][1]["samples"])
+                if e and "v" in e}  # fmt: skip
+    assert len(diverged) == block["diverged_samples"] > 0
+    assert all("v" not in e for e in details["runs"][0]["samples"] if e)
+    strings = details["strings"]
+    for sample_id, view in diverged.items():
+        assert (view["parent"], view["component"], view["marked"]) == (parent, "tool_output", True)
+        assert view["path"] == "messages[2].content.result" and view["at"] == 2
+        # the parent's side from the message that differs: its recorded tool output
+        first = view["pt"][0]
+        assert first[0] == "tool" and first[2][0] == "add_numbers"
+        assert json.loads(strings[first[1]])["result"] == json.loads(view["recorded"])
+        mine = details["runs"][1]["samples"][ids.index(sample_id)]["t"]
+        assert json.loads(strings[mine[2][1]])["result"] == json.loads(view["replayed"])

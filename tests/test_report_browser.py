@@ -471,3 +471,39 @@ def test_the_validity_panel_shows_each_metric_and_draws_its_roc_curves(tau_page)
 
 def test_a_run_without_an_outcome_has_no_validity_panel(one_run_page):
     assert one_run_page.page.locator("#validity").count() == 0
+
+
+def test_a_replay_shows_its_parent_beside_it_from_the_first_divergence(browser, sim_run,
+                                                                      tmp_path):  # fmt: skip
+    """#29: the replay block on the card; a diverged sample's detail has the parent's and the
+    replay's transcripts side by side from the differing message, marked on both sides."""
+    from report_helpers import drifted_replay
+
+    store, parent, replay = drifted_replay(sim_run, tmp_path / "traces")
+    path = write_report(store, [parent, replay], tmp_path / "replay.html", allow_incomplete=True)
+    import pyarrow.parquet as pq
+
+    first = pq.read_table(store.run_dir(replay) / "divergences.parquet").to_pylist()[0]
+    sample_id = first["sample_id"]
+    recorded, replayed = (str(json.loads(first[k])) for k in ("recorded", "replayed"))
+    opened = Opened(browser, path, _fragment(replay, sample_id))
+    try:
+        assert opened.errors == []
+        card = opened.page.inner_text(f"article.card[data-run='{replay}'] .replay-block")
+        assert f"replay of {parent}" in card and "turns served" in card
+        opened.page.wait_for_selector("#detail:not([hidden]) .side")
+        heads = opened.page.locator(".side > .h").all_inner_texts()
+        assert heads == [f"parent · {parent}", f"replay · {replay}"]
+        marked = opened.page.locator(".side .msg.diverged")
+        assert marked.count() == 2  # the differing tool output, on both sides
+        assert recorded in marked.nth(0).inner_text() and replayed in marked.nth(1).inner_text()
+        assert opened.page.locator(".side .msg.diverged mark.diff").all_inner_texts() == [
+            recorded,
+            replayed,
+        ]
+        # the parent goes on where the replay stopped
+        assert opened.page.locator(".side .msg.none").count() >= 1
+        ARTIFACTS.mkdir(exist_ok=True)
+        opened.page.screenshot(path=str(ARTIFACTS / "report-replay.png"))
+    finally:
+        opened.page.close()

@@ -26,6 +26,7 @@ from tcbreplay._cli import (  # noqa: F401  (importing a command's module regist
     report,
     runs,
     score,
+    serve,
     sql,
     validity,
 )

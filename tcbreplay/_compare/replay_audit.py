@@ -45,7 +45,8 @@ def verify_replay(store: Store, run: Run) -> tuple[int, list[Found]]:
         totals["live_calls"] += int(replay.get("live_calls") or 0)
         totals["diverged_samples"] += replay.get("diverged_at") is not None
         ai = [m for m in mine.get((sample_id, trial), []) if m.get("type") == "ai"]
-        parent_messages = theirs.get((sample_id, trial), [])
+        # a server's log numbers a sample's conversations itself: each names its recorded trial
+        parent_messages = theirs.get((sample_id, replay.get("parent_trial", trial)), [])
         for turn, position in served:
             checked += 1
             stored = ai[turn] if turn < len(ai) else None

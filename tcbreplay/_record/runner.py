@@ -570,28 +570,28 @@ def _record(
             with inline_tracing_hooks(), lean_gc():
                 run()
     except KeyboardInterrupt:
-        summary = _finish(writer, "interrupted", time.perf_counter() - started, total, None,
+        summary = finish_run(writer, "interrupted", time.perf_counter() - started, total, None,
                           finish)  # fmt: skip
         summary.simulated = simulated
         raise RecordInterrupted(summary) from None
     except RecordStop as stop:
         line = f"{stop.reason}: {stop.outcome.error}"
-        summary = _finish(writer, "failed", time.perf_counter() - started, total, line, finish)
+        summary = finish_run(writer, "failed", time.perf_counter() - started, total, line, finish)
         summary.simulated = simulated
         summary.attempted = len(samples)
         stop.summary = summary
         raise
     except BaseException:
-        _finish(writer, "failed", time.perf_counter() - started, total, None, finish)
+        finish_run(writer, "failed", time.perf_counter() - started, total, None, finish)
         raise
     status = "partial" if partial else "complete"
-    summary = _finish(writer, status, time.perf_counter() - started, total, None, finish)
+    summary = finish_run(writer, status, time.perf_counter() - started, total, None, finish)
     summary.simulated = simulated
     summary.attempted = len(samples)
     return summary
 
 
-def _finish(
+def finish_run(
     writer: RunWriter,
     status: str,
     duration: float,

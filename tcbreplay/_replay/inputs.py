@@ -107,10 +107,9 @@ def stored_system(recording: RecordedRun) -> str | None:
     """The system text every sample's stored messages start with, if they all start with the
     same one."""
     found: set[str] = set()
-    for sample in recording.samples.values():
-        if not sample.texts:
+    for _, first in recording.first_messages():
+        if first is None:
             continue
-        first = json.loads(sample.texts[0])
         if first.get("type") != "system":
             return None
         text = content((first.get("data") or {}).get("content"))

@@ -129,7 +129,7 @@ def replay_run(
         inputs.system_prompt,
         None if factory is None else (factory[0], factory_source or ""),
         run_one=_sample_runner(recording, first_message=dataset is None),
-        finish=_totals,
+        finish=replay_totals,
         middleware=(unknown_tools_middleware(),) if recorded_tools else (),
     )
     fork = None
@@ -292,7 +292,7 @@ def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:
     )
 
 
-def _totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
+def replay_totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
     """The replay block with the run's totals, from its sample rows' ``metadata.replay``."""
     block = dict(manifest.get(SOURCE) or {})
     served = live = diverged = served_tools = 0

@@ -16,6 +16,7 @@ from typing import Any
 
 from tcbreplay._report.charts import run_color, tp_normalised
 from tcbreplay._report.data import ReportData, RunData
+from tcbreplay._report.replay import divergence_views, replay_card
 from tcbreplay._report.transcripts import transcripts
 from tcbreplay._report.validity_panel import validity_panel
 from tcbreplay._store.schema import utcnow
@@ -193,6 +194,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
         f"{_banner(run)}"
         f'<div class="sub">{html.escape(str(model.get("id") or "unknown model"))} · '
         f"{html.escape(run.run.status)} · {source}</div>"
+        f"{replay_card(run)}"
         f'<div class="metrics">{"".join(cells)}</div>'
         f'<div class="foot">{html.escape(foot)}</div></article>'
     )
@@ -418,6 +420,7 @@ def details_payload(report: ReportData) -> dict[str, Any]:
     runs = []
     for run in report.runs:
         messages = transcripts(run)
+        diverged = divergence_views(run, lambda m: _message(m, strings))
         errors = dict(run.samples.select("sample_id", "error").iter_rows())
         metadata = dict(run.samples.select("sample_id", "metadata").iter_rows())
         per_sample: list[Any] = []
@@ -440,6 +443,8 @@ def details_payload(report: ReportData) -> dict[str, Any]:
                 entry["e"] = errors[sid]
             if metadata.get(sid):  # the sample's metadata object, as stored
                 entry["m"] = json.loads(metadata[sid])
+            if sid in diverged:  # a replay's: where it diverged, and its parent from there
+                entry["v"] = diverged[sid]
             per_sample.append(entry)
         runs.append(
             {

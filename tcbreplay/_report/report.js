@@ -201,7 +201,6 @@
   }
 
   function transcript(run, e) {
-    const strs = details().strings;
     const own = e.o !== undefined, specs = own ? e.o : run.tools;
     const tools = specs.map((t) => `<div><code>${esc(t.name)}(${Object.keys(
       (t.parameters || {}).properties || {}).map(esc).join(", ")})</code> — ${esc(t.description)}</div>`);
@@ -214,23 +213,60 @@
       "none in the run manifest</span></span></div></div>") +
       `<details class="msg system"><summary class="who">tools (${specs.length}) ${toolsFrom}` +
       `</summary>${tools.join("")}</details>`;
-    for (const [type, t, extra, tin, tout, lat, bad] of e.t) {
-      const who = { human: "user", ai: "AI", tool: `tool · ${esc(extra && extra[0])}` }[type] || esc(type);
-      const stats = [tin != null ? `${tin} in` : "", tout != null ? `${tout} out` : "",
-        lat != null ? `${(lat * 1000).toFixed(lat < 0.01 ? 1 : 0)} ms` : ""].filter(Boolean).join(" · ");
-      const status = type === "tool" && extra && extra[1] === "error" ? ' <span class="tag wrong">error</span>' : "";
-      h += `<div class="msg ${esc(type)}"><div class="who"><span>${who}${status}</span>` +
-        `<span class="stats">${stats}</span></div>`;
-      if (strs[t]) h += `<div class="text">${esc(strs[t])}</div>`;
-      if (type === "ai" && extra && extra.length) {
-        h += `<div class="calls">${extra.map((c) => `<div>→ ${call(c)}</div>`).join("")}</div>`;
-      }
-      if (bad) {
-        h += '<div class="error">unparseable tool calls (not agent calls here): ' +
-          bad.map(([n, a, err]) => `${esc(n)} ${esc(a)}${err ? ` (${esc(err)})` : ""}`).join("; ") +
-          "</div>";
-      }
-      h += "</div>";
+    for (const m of e.t) h += message(m);
+    return h + "</div>";
+  }
+
+  // one transcript message; "mark": a value (JSON) to mark in its text, "cls": more classes
+  function message([type, t, extra, tin, tout, lat, bad], mark, cls) {
+    const strs = details().strings;
+    const who = { human: "user", ai: "AI", tool: `tool · ${esc(extra && extra[0])}` }[type] || esc(type);
+    const stats = [tin != null ? `${tin} in` : "", tout != null ? `${tout} out` : "",
+      lat != null ? `${(lat * 1000).toFixed(lat < 0.01 ? 1 : 0)} ms` : ""].filter(Boolean).join(" · ");
+    const status = type === "tool" && extra && extra[1] === "error" ? ' <span class="tag wrong">error</span>' : "";
+    let h = `<div class="msg ${esc(type)}${cls ? " " + cls : ""}"><div class="who"><span>${who}${status}</span>` +
+      `<span class="stats">${stats}</span></div>`;
+    if (strs[t]) h += `<div class="text">${marked(strs[t], mark)}</div>`;
+    if (type === "ai" && extra && extra.length) {
+      h += `<div class="calls">${extra.map((c) => `<div>→ ${call(c)}</div>`).join("")}</div>`;
+    }
+    if (bad) {
+      h += '<div class="error">unparseable tool calls (not agent calls here): ' +
+        bad.map(([n, a, err]) => `${esc(n)} ${esc(a)}${err ? ` (${esc(err)})` : ""}`).join("; ") +
+        "</div>";
+    }
+    return h + "</div>";
+  }
+
+  // a text with a differing value marked: the value's text where it occurs in it
+  function marked(text, value) {
+    if (value == null) return esc(text);
+    let v;
+    try { v = JSON.parse(value); } catch (err) { v = value; }
+    const needle = typeof v === "string" ? v : JSON.stringify(v);
+    const at = needle ? text.indexOf(needle) : -1;
+    if (at < 0) return esc(text);
+    return esc(text.slice(0, at)) + `<mark class="diff">${esc(needle)}</mark>` +
+      esc(text.slice(at + needle.length));
+  }
+
+  // a replay's sample that diverged: the parent's transcript beside the replay's, from the
+  // message where they first differ (marked on both sides)
+  function divergence(e, r) {
+    const v = e.v, value = (x) => (x == null ? '<span class="empty">nothing</span>' :
+      `<mark class="diff">${esc(x)}</mark>`);
+    let h = `<h3>Divergence from <code>${esc(v.parent)}</code></h3>` +
+      `<div class="facts"><span>turn <b>${v.turn}</b></span><span>component <b>${esc(v.component)}</b></span>` +
+      `<span>at <code>${esc(v.path)}</code></span></div>` +
+      `<div class="diff-values"><div>recorded ${value(v.recorded)}</div><div>replayed ${value(v.replayed)}</div></div>`;
+    if (!v.found) return h + `<p>The parent run ${esc(v.parent)} is not in the store: only this replay's side is shown.</p>`;
+    const mine = e.t.slice(v.at), theirs = v.pt, n = Math.max(mine.length, theirs.length);
+    h += `<div class="side"><div class="h">parent · ${esc(v.parent)}</div><div class="h">replay · ${esc(R[r].id)}</div>`;
+    for (let i = 0; i < n; i++) {
+      const first = i === 0 && v.marked;
+      const cell = (m, mark) => (m ? message(m, first ? mark : null, first ? "diverged" : "") :
+        '<div class="msg none"><span class="empty">nothing here</span></div>');
+      h += cell(theirs[i], v.recorded) + cell(mine[i], v.replayed);
     }
     return h + "</div>";
   }
@@ -265,6 +301,7 @@
         `<span>tokens <b>${C.tin[s] ?? "—"} in / ${C.tout[s] ?? "—"} out</b></span>` +
         `<span>duration <b>${C.dur[s] == null ? "—" : C.dur[s] + " s"}</b></span></div>`;
       if (e.e) h += `<div class="error">${esc(e.e)}</div>`;
+      if (e.v) h += divergence(e, r);
       if (e.m) h += `<h3>Metadata</h3><pre class="input-text">${esc(JSON.stringify(e.m, null, 2))}</pre>`;
       h += "<h3>Trajectories</h3><div class=\"legend\">" + Object.entries(TAGS).map(([k, v]) =>
         `<span class="arg ${k}">${v}</span>`).join("") + "</div>" +

@@ -13,6 +13,7 @@ from typing import Any
 
 from tcbreplay import _json
 from tcbreplay._report.data import Call, RunData, keyed, read_columns
+from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import MESSAGES_SCHEMA
 
 
@@ -37,9 +38,14 @@ def message_text(content: Any) -> str:
 
 def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
     """Every sample's stored messages, read as JSON: type, text, calls, tokens, latency."""
+    return transcripts_of(run.run)
+
+
+def transcripts_of(run: Run) -> dict[str, list[dict[str, Any]]]:
+    """:func:`transcripts` of a run of the store (by its row names, :func:`row_key`)."""
     columns = ["sample_id", "trial", "position", "type", "message", "input_tokens",
                "output_tokens", "latency_s"]  # fmt: skip
-    frame = keyed(read_columns(run.run.messages_path, MESSAGES_SCHEMA, columns))
+    frame = keyed(read_columns(run.messages_path, MESSAGES_SCHEMA, columns))
     frame = frame.sort("sample_id", "position").select(
         "sample_id", "position", "type", "message", "input_tokens", "output_tokens", "latency_s"
     )

@@ -1,0 +1,64 @@
+"""``tcbreplay serve``: answer OpenAI and Anthropic requests over HTTP with a run's recorded
+turns."""
+
+from __future__ import annotations
+
+import signal
+
+import click
+
+from tcbreplay._cli.common import STORE_OPTION, complete_run_id, main
+
+
+@main.command()
+@click.argument("run_id", shell_complete=complete_run_id)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to listen on (loopback only unless given).")  # fmt: skip
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="The port to listen on (0: a free one).")  # fmt: skip
+@click.option(
+    "--log-run",
+    metavar="NEW",
+    help="Log what was served and every divergence as run NEW (a replay run).",
+)
+@click.option("--verbose", is_flag=True, help="Print a line per request on stderr.")
+@STORE_OPTION
+def serve(run_id, host, port, log_run, verbose, store) -> None:
+    """Serve RUN_ID's recorded turns as OpenAI Chat Completions (POST /v1/chat/completions)
+    and Anthropic Messages (POST /v1/messages), streamed or not, until Ctrl-C.
+
+    Each request is answered with the recorded turn whose request fingerprint matches; one
+    that matches none gets HTTP 409, naming the nearest recorded request and where it
+    first differs. Point an SDK's base URL at it: OpenAI's at http://HOST:PORT/v1,
+    Anthropic's at http://HOST:PORT."""
+    from tcbreplay._replay.serve import serve_run
+    from tcbreplay._store.runs import Store
+
+    server = serve_run(Store(store), run_id, host=host, port=port, log_run=log_run,
+                       verbose=verbose)  # fmt: skip
+    recording = server.service.recording
+    # SIGTERM stops as Ctrl-C does, and either folds the log, as soon as the address is out
+    previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
+    try:
+        click.echo(
+            f"serving {run_id} ({len(recording.samples)} samples and trials, "
+            f"{sum(len(v) for v in recording.index().values())} turns) at {server.url}",
+            err=True,
+        )
+        click.echo(f"  OpenAI:    base_url={server.url}/v1", err=True)
+        click.echo(f"  Anthropic: base_url={server.url}", err=True)
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            click.echo(f"Warning: listening on {host}, not on loopback only", err=True)
+        if log_run:
+            click.echo(f"  logging to run {log_run}", err=True)
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        summary = server.close()
+    service = server.service
+    line = f"served {service.served} requests, {service.diverged} diverged"
+    if summary is not None:
+        line += f"; logged {summary.recorded} conversations to run {summary.run_id}"
+    click.echo(line, err=True)

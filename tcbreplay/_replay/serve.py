@@ -1,0 +1,308 @@
+"""``serve``: a recorded run answering over HTTP, as OpenAI's and Anthropic's APIs, so that
+agents outside LangChain (an SDK in a loop, any framework with a base URL) replay too.
+
+Each request is read in its API's form (:mod:`tcbreplay._replay.wire`), made canonical and
+fingerprinted as a replay's are (:mod:`tcbreplay._replay.fingerprint`), and answered with
+the recorded turn of that fingerprint. A request that matches none gets HTTP 409 naming the
+nearest recorded request (its sample, trial and turn) and the first difference from it.
+
+Which conversation is which: HTTP requests carry no sample or trial, and several recorded
+turns may share a fingerprint (every trial's first turn, samples of one input). A request
+that carries an answer this server gave goes on in the sample and trial that answer came
+from (its conversation is found by the messages up to that answer); a conversation's first
+request, or one this server never answered before, takes the recorded turns of its
+fingerprint in turn (the first such conversation trial 0, the next trial 1, and so on).
+
+Sampling settings: a request's count only where the recording has that setting (a request
+that sets another temperature than the recorded one diverges on ``params``); those it has
+not (Anthropic's required ``max_tokens`` against a recording made without it) are left out,
+as are all of a recording whose model takes none (sim) or whose settings are unknown
+(imports).
+
+The HTTP server is :mod:`tcbreplay._replay.server`'s. A streamed answer is sent whole, as
+events, with its length.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcbreplay import _json
+from tcbreplay._replay.divergence import Divergence, message_index
+from tcbreplay._replay.fingerprint import (
+    Request,
+    assemble,
+    assistant_turns,
+    canonical_json,
+    canonical_tools,
+    message_entry,
+    request_text,
+    sha256_text,
+)
+from tcbreplay._replay.recording import Key, RecordedRun, Turn
+from tcbreplay._replay.server import ReplayServer, Reply
+from tcbreplay._replay.wire import (
+    WIRES,
+    Answer,
+    MessageCache,
+    Wire,
+    WireError,
+    WireRequest,
+)
+from tcbreplay._store.schema import utcnow
+
+# conversations remembered, to tell which sample and trial a request goes on (the oldest
+# are forgotten first)
+CONVERSATIONS = 100_000
+
+
+@dataclass
+class Conversation:
+    """A conversation this server answers: its recorded sample and trial, the turns served
+    (turn, position of the recorded message), and where it diverged."""
+
+    key: Key | None
+    served: list[tuple[int, int]] = field(default_factory=list)
+    divergence: Divergence | None = None
+    thread: str | None = None  # the hash of its messages up to its last answer
+    started_at: str = field(default_factory=lambda: utcnow().isoformat())
+    log_slot: tuple[str, int] | None = None  # its sample and trial in the log run
+
+
+class ReplayService:
+    """Answers requests from a recorded run (see the module); ``log``, when given, is told
+    of every request answered and every divergence
+    (:class:`~tcbreplay._replay.serve_log.ServeLog`)."""
+
+    def __init__(self, recording: RecordedRun, log: Any = None) -> None:
+        self.recording = recording
+        self.log = log
+        recording.index()  # every turn's fingerprint, before the first request
+        self._lock = threading.Lock()
+        self._threads: OrderedDict[str, Conversation] = OrderedDict()
+        self._started: dict[str, int] = {}  # fingerprint -> conversations begun with it
+        # tool lists as sent (their JSON) -> canonical, and its canonical JSON: a client sends
+        # the same tools with every request
+        self._tools: OrderedDict[str, tuple[dict[str, Any], str]] = OrderedDict()
+        self._messages = MessageCache()
+        self._answers: OrderedDict[tuple[Key, int], tuple[dict[str, Any], str]] = OrderedDict()
+        self.served = 0
+        self.diverged = 0
+
+    def info(self) -> bytes:
+        """What ``GET /`` answers: the run served, and the requests answered so far."""
+        return json.dumps({
+            "run_id": self.recording.run_id, "samples": len(self.recording.samples),
+            "served": self.served, "diverged": self.diverged,
+            "endpoints": ["/v1/chat/completions", "/v1/messages"],
+        }).encode()  # fmt: skip
+
+    def close(self) -> Any:
+        """Close the log, if any (its summary, or None)."""
+        log, self.log = self.log, None
+        return None if log is None else log.close()
+
+    def handle(self, wire_name: str, body: bytes) -> Reply:
+        """The reply to a request body sent to ``wire_name``'s path."""
+        wire = WIRES[wire_name]
+        with self._lock:
+            try:
+                request = wire.read(_body(body), self._messages)
+            except WireError as exc:
+                return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
+            return self._answer(wire, request, self._canonical(request))
+
+    def _canonical(self, request: WireRequest) -> _Canonical:
+        """A request in the canonical form, its messages' canonical JSON and fingerprint
+        (built from the parts as :func:`~tcbreplay._replay.fingerprint.request_text` does,
+        each message encoded once)."""
+        recording = self.recording
+        params: dict[str, Any] = {}
+        if recording.params_known:
+            given = {k: v for k, v in request.params.items() if k in recording.params}
+            params = {**recording.params, **given}
+        system, items, _ = assemble(request.entries)
+        tools, tools_json = self._canonical_tools(request.tools)
+        # each message's JSON as read, but a tool message's named by the call it answers
+        known = {id(entry[1]): part for entry, part in zip(request.entries, request.parts,
+                                                             strict=True)}  # fmt: skip
+        parts = [known.get(id(item)) or canonical_json(item) for item in items]
+        system_json = canonical_json(system)
+        text = request_text(parts, canonical_json(params), system_json, tools_json)
+        return _Canonical(
+            {"system": system, "messages": items, "tools": tools, "params": params},
+            parts,
+            system_json,
+            sha256_text(text),
+        )
+
+    def _canonical_tools(self, specs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+        sent = json.dumps(specs)
+        found = self._tools.get(sent)
+        if found is None:
+            tools = canonical_tools(specs)
+            found = self._tools[sent] = (tools, canonical_json(tools))
+            if len(self._tools) > 64:
+                self._tools.popitem(last=False)
+        return found
+
+    def _answer(self, wire: Wire, request: WireRequest, canonical: _Canonical) -> Reply:
+        items = canonical.request["messages"]
+        turn = assistant_turns(items)
+        conversation = self._conversation(canonical) if turn else None
+        hit = self._match(canonical.fingerprint, conversation)
+        if conversation is None:
+            conversation = Conversation(hit[0] if hit else None)
+        if hit is None:
+            return self._diverged(wire, request, canonical, conversation, turn)
+        key, recorded = hit
+        if conversation.key != key:  # it went on in another sample: served from there on
+            conversation.served = []
+        conversation.key = key
+        conversation.divergence = None
+        conversation.served = [s for s in conversation.served if s[0] < turn]
+        conversation.served.append((turn, recorded.position))
+        message, part = self._recorded(key, recorded.position)
+        self._remember(conversation, canonical, part)
+        self.served += 1
+        if self.log is not None:
+            self.log.served(conversation, request.messages, message)
+        answer = Answer.of(message, turn)
+        if request.stream:
+            return Reply(200, wire.stream(answer, request), "text/event-stream")
+        return Reply(200, wire.answer(answer, request))
+
+    def _match(self, print_: str, conversation: Conversation | None) -> tuple[Key, Turn] | None:
+        """The recorded turn that answers a request of this fingerprint (see the module)."""
+        found = self.recording.matches(print_)
+        if not found:
+            return None
+        if conversation is not None:
+            mine = next((hit for hit in found if hit[0] == conversation.key), None)
+            if mine is not None:
+                return mine
+        if len(found) == 1:
+            return found[0]
+        n = self._started.get(print_, 0)
+        self._started[print_] = n + 1
+        return found[n % len(found)]
+
+    def _conversation(self, canonical: _Canonical) -> Conversation | None:
+        """The conversation a request goes on, found by its messages up to its last answer."""
+        items = canonical.request["messages"]
+        last = max(k for k, item in enumerate(items) if item["role"] == "assistant")
+        return self._threads.get(_thread(canonical.system_json, canonical.parts[: last + 1]))
+
+    def _recorded(self, key: Key, position: int) -> tuple[dict[str, Any], str]:
+        """A recorded message, and its canonical JSON (the last few kept)."""
+        found = self._answers.get((key, position))
+        if found is None:
+            message = self.recording.sample(key).message(position)
+            found = (message, canonical_json(message_entry(message)[1]))
+            self._answers[(key, position)] = found
+            if len(self._answers) > 4096:
+                self._answers.popitem(last=False)
+        return found
+
+    def _remember(self, conversation: Conversation, canonical: _Canonical, answer: str) -> None:
+        thread = _thread(canonical.system_json, [*canonical.parts, answer])
+        if conversation.thread is not None:
+            self._threads.pop(conversation.thread, None)
+        conversation.thread = thread
+        self._threads[thread] = conversation
+        if len(self._threads) > CONVERSATIONS:
+            self._threads.popitem(last=False)
+
+    def _diverged(
+        self, wire: Wire, request: WireRequest, canonical: _Canonical, conversation: Conversation,
+        turn: int,
+    ) -> Reply:  # fmt: skip
+        items = canonical.request["messages"]
+        where, divergence = self.recording.nearest(canonical.request, conversation.key,
+                                                   _tool_output(items))  # fmt: skip
+        if conversation.key is None and where is not None:
+            conversation.key = where[0]
+        conversation.divergence = divergence
+        self.diverged += 1
+        if self.log is not None:
+            self.log.diverged(conversation, request.messages)
+        nearest = None
+        if where is not None:
+            (sample_id, trial), number = where
+            nearest = {"sample_id": sample_id, "trial": trial, "turn": number}
+        message = f"no recorded turn answers this request: {divergence.line()}"
+        if nearest is not None:
+            message += f" (nearest: sample {nearest['sample_id']}, trial {nearest['trial']}, "
+            message += f"turn {nearest['turn']})"
+        body = wire.error(409, _one_line(message), "divergence", nearest=nearest,
+                          divergence=divergence.to_dict())  # fmt: skip
+        return Reply(409, body)
+
+
+@dataclass
+class _Canonical:
+    request: Request
+    parts: list[str]  # each message's canonical JSON
+    system_json: str
+    fingerprint: str
+
+
+def _thread(system_json: str, parts: list[str]) -> str:
+    """The hash of a conversation: its system prompt and messages (canonical JSON)."""
+    return sha256_text(system_json + "[" + ",".join(parts) + "]")
+
+
+def _tool_output(items: list[dict[str, Any]]) -> Callable[[str], str | None]:
+    """Names a difference inside a tool message's content ``tool_output``: the client's
+    tool answered otherwise than the recorded one."""
+
+    def name(path: str) -> str | None:
+        i = message_index(path)
+        if i is None or i >= len(items) or items[i].get("role") != "tool":
+            return None
+        return "tool_output" if path.startswith(f"messages[{i}].content") else None
+
+    return name
+
+
+def _body(body: bytes) -> dict[str, Any]:
+    try:
+        value = _json.loads(body)
+    except ValueError as exc:  # JSONDecodeError and LimitError are ValueErrors
+        raise WireError(f"the request body is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise WireError("the request body must be a JSON object")
+    return value
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def serve_run(
+    store: Any, run_id: str, *, host: str = "127.0.0.1", port: int = 0,
+    log_run: str | None = None, verbose: bool = False,
+) -> ReplayServer:  # fmt: skip
+    """A server of run ``run_id`` of ``store`` (a Store or its path), not started yet: use it
+    as a context manager (it serves in a thread), or call :meth:`ReplayServer.serve_forever`.
+    ``log_run``: the run it logs to (:mod:`tcbreplay._replay.serve_log`). Loopback only
+    unless ``host`` says otherwise."""
+    from tcbreplay._replay.serve_log import ServeLog
+    from tcbreplay._store.runs import Store
+
+    store = store if isinstance(store, Store) else Store(store)
+    parent = store.open_run(run_id)
+    recording = RecordedRun.load(parent)
+    log = None if log_run is None else ServeLog.open(store, parent, recording, log_run)
+    try:
+        service = ReplayService(recording, log)
+        return ReplayServer(service, host, port, verbose)
+    except BaseException:
+        if log is not None:
+            log.close()
+        raise

@@ -1,0 +1,202 @@
+"""``serve --log-run NEW``: what a server answered, kept as a run of the store.
+
+The log is a replay of the served run (``source: replay``, its ``replay`` block naming the
+parent and ``served_by: serve``): one sample per conversation, under the sample and trial
+of the recording it was answered from, holding the conversation as its last request had it
+and the answer given (each answer the parent's stored message, as ``audit verify`` checks),
+with ``metadata.replay.served`` and, for a conversation whose last request matched nothing,
+status ``diverged`` and its row in ``divergences``. The conversations of a sample are its
+trials in the order they began (the first trial 0, and so on): a client that replays each
+trial once, in order, gets the parent's trial numbers, and one that replays a sample again
+gets trials of its own; ``metadata.replay.parent_trial`` names the recorded trial each was
+answered from.
+
+Each request answered appends the conversation to the run's journal at once, as a recording
+appends each finished sample: a server killed keeps everything it answered, and the same
+command again takes the run up where it was. Stopping the server (Ctrl-C) folds the journal
+into the run's files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from tcbreplay._inputs.benchmarks import DATASET_FILE, read_dataset_file
+from tcbreplay._inputs.dataset import Sample, dataset_from_entries
+from tcbreplay._record.messages import serialize_messages
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._replay.recording import RecordedRun
+from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
+from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
+from tcbreplay._store.writer import RunWriter
+from tcbreplay.errors import InputError
+
+SERVED_BY = "serve"
+# the manifest's source of a replay, and its block's name (tcbreplay._replay.run's, which
+# loads the agent: a server does without)
+SOURCE = "replay"
+# the manifest fields that describe the inputs, the parent's
+_INPUTS = ("benchmark", "dataset", "tools", "system_prompt")
+
+
+class ServeLog:
+    """The run a server logs to (see the module)."""
+
+    def __init__(self, writer: RunWriter, parent: Run, recording: RecordedRun) -> None:
+        self.writer = writer
+        self.run_id = writer.run_id
+        self.recording = recording
+        stored = (parent.manifest.get("dataset") or {}).get("file", DATASET_FILE)
+        dataset = dataset_from_entries(read_dataset_file(parent.dir / stored), parent.run_id)
+        self._samples: dict[str, Sample] = {s.sample_id: s for s in dataset.samples}
+        self._entries = len(dataset)
+        self._trials = max((trial for _, trial in recording.samples), default=0) + 1
+        self._started = time.perf_counter()
+        # each sample's next trial, after those a former server logged
+        self._next: dict[str, int] = {}
+        for sample_id, trial in Run(writer.dir).recorded_ids():
+            self._next[sample_id] = max(self._next.get(sample_id, 0), trial + 1)
+
+    @classmethod
+    def open(cls, store: Store, parent: Run, recording: RecordedRun, run_id: str) -> ServeLog:
+        """The log run ``run_id`` of a server of ``parent``: made, or taken up again when a
+        server of the same run logged to it before."""
+        run_id = validate_run_id(run_id)
+        if run_id == parent.run_id:
+            raise InputError(f"--log-run {run_id}: the log needs a run id of its own")
+        command = _command(parent.run_id, run_id, store)
+        if store.exists(run_id):
+            block = store.open_run(run_id).manifest.get(SOURCE) or {}
+            if block.get("served_by") != SERVED_BY or block.get("parent_run_id") != parent.run_id:
+                raise InputError(
+                    f"--log-run {run_id}: the store holds a run of that id that is no log of "
+                    f"a server of {parent.run_id}",
+                    hint="choose another --log-run",
+                )
+            writer = store.resume_run(run_id)
+            writer.update_manifest(status="recording")
+            return cls(writer, parent, recording)
+        simulated = bool((parent.manifest.get("model") or {}).get("simulated"))
+        model = {"id": f"replay:{parent.run_id}", "provider": SOURCE, "name": parent.run_id,
+                 "settings": {}, "simulated": simulated, "then": None}  # fmt: skip
+        block = {"parent_run_id": parent.run_id, "served_by": SERVED_BY, "fork": None,
+                 "recorded_tools": False, "offline": True, "changes": {},
+                 "command": command}  # fmt: skip
+        manifest = new_manifest(
+            run_id,
+            utcnow().isoformat(),
+            {k: parent.manifest[k] for k in _INPUTS if k in parent.manifest},
+            model,
+            fingerprint=hashlib.sha256(f"serve:{parent.run_id}".encode()).hexdigest(),
+            source=SOURCE,
+            runner=RecordOptions(trials=max(t for _, t in recording.samples) + 1).to_dict(),
+            **{SOURCE: block},
+        )
+        entries = read_dataset_file(parent.dir / (parent.manifest.get("dataset") or {}).get(
+            "file", DATASET_FILE))  # fmt: skip
+        return cls(store.create_run(manifest, entries), parent, recording)
+
+    def served(self, conversation: Any, messages: list[Any], answer: dict[str, Any]) -> None:
+        """A request of ``conversation`` (its ``messages``) answered with ``answer``."""
+        self._append(conversation, messages, answer)
+
+    def diverged(self, conversation: Any, messages: list[Any]) -> None:
+        """A request of ``conversation`` that no recorded turn answers."""
+        self._append(conversation, messages, None)
+
+    def _append(
+        self, conversation: Any, messages: list[Any], answer: dict[str, Any] | None
+    ) -> None:
+        if conversation.key is None:
+            return
+        sample_id, parent_trial = conversation.key
+        sample = self._samples.get(sample_id)
+        if sample is None:
+            return
+        slot = conversation.log_slot
+        if slot is None or slot[0] != sample_id:  # its first request, or another sample's
+            slot = conversation.log_slot = (sample_id, self._next.get(sample_id, 0))
+            self._next[sample_id] = slot[1] + 1
+        trial = slot[1]
+        divergence = conversation.divergence
+        record = sample_record(
+            self.run_id,
+            sample,
+            status="ok" if divergence is None else "diverged",
+            messages=self._messages(conversation, messages, answer),
+            attempts=1,
+            started_at=conversation.started_at,
+            finished_at=utcnow().isoformat(),
+            error=None if divergence is None else f"diverged at {divergence.line()}",
+            trial=trial,
+            sample_index=row_index(sample.index, trial, self._entries),
+            metadata={SOURCE: {
+                "served": [list(pair) for pair in conversation.served],
+                "parent_trial": parent_trial,
+                "live_calls": 0,
+                "forked_at": None,
+                "diverged_at": None if divergence is None else divergence.turn,
+                "continued": False,
+                "tool_outputs": {},
+                "tool_outputs_served": 0,
+            }},
+        )  # fmt: skip
+        record["divergences"] = [] if divergence is None else [divergence.to_dict()]
+        self.writer.append(record)
+
+    def _messages(
+        self, conversation: Any, messages: list[Any], answer: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """The conversation as stored: the request's messages (without the system prompt
+        where the recording's samples start without it), each answer served the parent's
+        stored message, then ``answer``."""
+        recorded = self.recording.sample(conversation.key)
+        starts_with_system = bool(recorded.texts) and json.loads(recorded.texts[0]).get(
+            "type") == "system"  # fmt: skip
+        if not starts_with_system:
+            while messages and messages[0].type == "system":
+                messages = messages[1:]
+        served = dict(conversation.served)
+        out: list[dict[str, Any]] = []
+        turn = 0
+        for message in messages:
+            if message.type == "ai":
+                position = served.get(turn)
+                turn += 1
+                if position is not None:
+                    out.append(_stored(recorded.texts[position]))
+                    continue
+            out.extend(serialize_messages([message], {}))
+        if answer is not None:  # the turn served last
+            out.append(_stored(recorded.texts[conversation.served[-1][1]]))
+        return out
+
+    def close(self) -> Any:
+        """Fold the journal into the run's files and write its totals (a RecordSummary)."""
+        from tcbreplay._record.runner import finish_run
+        from tcbreplay._replay.run import replay_totals
+
+        total = self._entries * self._trials
+        return finish_run(self.writer, "partial", time.perf_counter() - self._started, total,
+                          None, replay_totals)  # fmt: skip
+
+
+def _stored(text: str) -> dict[str, Any]:
+    """A stored message's text as a journal record's message."""
+    message = json.loads(text)
+    usage = (message.get("data") or {}).get("usage_metadata") or {}
+    return {"type": message.get("type"), "message": text,
+            "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
+            "total_tokens": usage.get("total_tokens"), "latency_s": None}  # fmt: skip
+
+
+def _command(parent: str, run_id: str, store: Store) -> str:
+    words = ["tcbreplay", "serve", parent, "--log-run", run_id]
+    if store.root != Path(DEFAULT_STORE):
+        words += ["--store", str(store.root)]
+    return " ".join(shlex.quote(w) for w in words)

@@ -1,0 +1,305 @@
+"""The HTTP/1.1 server ``serve`` runs: asyncio's (on uvloop, the event loop recordings run on),
+one thread, with a reader of requests of its own.
+
+It reads what the two APIs' clients send: a request line, headers, and a body of the length
+its ``Content-Length`` gives (a chunked body is refused with 411), requests one after another
+on a kept-alive connection (HTTP/1.0's closed unless asked otherwise). Anything it cannot
+read gets a 4xx status and one line of JSON, and the connection is closed when what follows
+cannot be told apart. Requests are answered one at a time, as they come, by the service's
+``handle(wire, body)``; a failure there is a 500 with one line of JSON (and its traceback on
+stderr), never the server's end.
+
+Why not ``http.server``: its thread per connection and header parser answered about 5,000
+trivial requests a second on this project's 2 shared cores where this answered 40,000 (at
+a load average of 14), and ``serve`` is to answer thousands of real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import socket
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tcbreplay._replay.wire import ROUTES, WIRES
+from tcbreplay.errors import InputError
+
+# the largest request body read (a conversation of a long agent run fits many times)
+MAX_BODY = 64 * 2**20
+# the largest request line and headers
+MAX_HEAD = 64 * 2**10
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            409: "Conflict", 411: "Length Required", 413: "Content Too Large",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error",
+            505: "HTTP Version Not Supported"}  # fmt: skip
+
+
+@dataclass
+class Reply:
+    """An HTTP answer: status, content type and body."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+@dataclass
+class _Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    keep_alive: bool
+
+
+class _Refused(Exception):
+    """A request that cannot be read; ``close``: what follows it cannot be read either."""
+
+    def __init__(self, status: int, message: str, close: bool = True) -> None:
+        super().__init__(message)
+        self.status = status
+        self.close = close
+
+
+def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
+    """The first request in ``buffer`` and the bytes it takes, None while it is incomplete;
+    :class:`_Refused` for one that cannot be read."""
+    end = buffer.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
+    if end < 0:
+        if len(buffer) > MAX_HEAD:
+            raise _Refused(431, f"a request line and headers of more than {MAX_HEAD} bytes")
+        return None
+    lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+    words = lines[0].split(" ")
+    if len(words) != 3 or not words[2].startswith("HTTP/") or not words[1].startswith("/"):
+        raise _Refused(400, f"not an HTTP request line: {lines[0][:80]!r}")
+    method, target, version = words
+    if version not in ("HTTP/1.1", "HTTP/1.0"):
+        raise _Refused(505, f"{version}: HTTP/1.1 only")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not name or name != name.strip():
+            raise _Refused(400, f"not a header line: {line[:80]!r}")
+        name, value = name.lower(), value.strip()
+        if name in headers and name == "content-length" and headers[name] != value:
+            raise _Refused(400, "two Content-Length headers that differ")
+        headers[name] = value
+    connection = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+    if "transfer-encoding" in headers:
+        raise _Refused(411, "a chunked request body: a body with a Content-Length is required")
+    length = headers.get("content-length")
+    if length is None:
+        if method == "POST":
+            raise _Refused(411, "a request body with a Content-Length is required")
+        return end + 4, _Request(method, target, headers, b"", keep_alive)
+    if not length.isdigit():
+        raise _Refused(400, f"Content-Length {length[:40]!r}: not a length")
+    size = int(length)
+    if size > MAX_BODY:
+        raise _Refused(413, f"a request body of {size} bytes: at most {MAX_BODY}")
+    if len(buffer) < end + 4 + size:
+        return None
+    body = bytes(buffer[end + 4 : end + 4 + size])
+    return end + 4 + size, _Request(method, target, headers, body, keep_alive)
+
+
+class _Connection(asyncio.Protocol):
+    """One client's connection: its requests read and answered in turn."""
+
+    def __init__(self, server: ReplayServer) -> None:
+        self.server = server
+        self.buffer = bytearray()
+        self.transport: Any = None
+        self.closing = False
+        self.continued = False  # "100 Continue" sent for the request being read
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        try:
+            self._answer_all()
+        except Exception:  # a crash in tcbreplay: said, shown, and the server goes on
+            traceback.print_exc(file=sys.stderr)
+            self._send(Reply(500, WIRES["openai"].error(500, "the server failed: see its log")),
+                       close=True)  # fmt: skip
+
+    def _answer_all(self) -> None:
+        while self.buffer and not self.closing:
+            try:
+                found = _parse(self.buffer)
+            except _Refused as refused:
+                self._send(Reply(refused.status, WIRES["openai"].error(refused.status,
+                                                                       str(refused))),
+                           close=refused.close)  # fmt: skip
+                return
+            if found is None:
+                self._continue()
+                return
+            taken, request = found
+            del self.buffer[:taken]
+            self.continued = False
+            self._send(self.server.answer(request), close=not request.keep_alive)
+            if self.server.verbose:
+                sys.stderr.write(f"{request.method} {request.path}\n")
+
+    def _continue(self) -> None:
+        """Tell a client that waits before sending its body (``Expect: 100-continue``) to go on."""
+        if self.continued or b"\r\n\r\n" not in self.buffer:
+            return
+        head = bytes(self.buffer[: self.buffer.find(b"\r\n\r\n")]).lower()
+        if b"\r\nexpect: 100-continue" in head:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.continued = True
+
+    def _send(self, reply: Reply, close: bool = False) -> None:
+        stream = reply.content_type == "text/event-stream"
+        body = reply.body if stream else reply.body + b"\n"
+        head = (
+            f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, '')}\r\n"
+            f"Server: tcbreplay-serve\r\nContent-Type: {reply.content_type}\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            + ("Cache-Control: no-cache\r\n" if stream else "")
+            + ("Connection: close\r\n" if close else "")
+            + "\r\n"
+        )
+        self.transport.write(head.encode("latin-1") + body)
+        if close:
+            self.closing = True
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+
+
+class ReplayServer:
+    """An HTTP server of a service's ``handle(wire, body) -> Reply`` (see the module), bound
+    at once (``port`` 0 takes a free one: :attr:`url` says which); it serves in the
+    foreground (:meth:`serve_forever`, until :meth:`stop` or Ctrl-C) or in a thread of its
+    own (:meth:`start`, or as a context manager). Closing it closes the service's log."""
+
+    def __init__(self, service: Any, host: str = "127.0.0.1", port: int = 0,
+                 verbose: bool = False) -> None:  # fmt: skip
+        self.service = service
+        self.verbose = verbose
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._socket.bind((host, port))
+            self._socket.listen(1024)
+            self._socket.setblocking(False)
+        except OSError as exc:
+            self._socket.close()
+            raise InputError(
+                f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})",
+                hint="--port 0 takes a free port" if exc.errno == errno.EADDRINUSE else None,
+            ) from None
+        except BaseException:
+            self._socket.close()
+            raise
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Future[None] | None = None
+        self._ready = threading.Event()
+        self._stop_asked = False  # a stop asked before the loop runs: serving ends at once
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return str(self._socket.getsockname()[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        host = self.host if ":" not in self.host else f"[{self.host}]"
+        return f"http://{host}:{self.port}"
+
+    def answer(self, request: _Request) -> Reply:
+        """The reply to one request read off a connection."""
+        path = request.path.split("?", 1)[0].rstrip("/")
+        wire = ROUTES.get(path)
+        if request.method == "POST" and wire is not None:
+            try:
+                return self.service.handle(wire, request.body)
+            except Exception as exc:  # a crash in tcbreplay: said, and the server goes on
+                traceback.print_exc(file=sys.stderr)
+                message = " ".join(f"{type(exc).__name__}: {exc}".split())
+                return Reply(500, WIRES[wire].error(500, message))
+        if request.method == "GET" and path in ("", "/v1"):
+            return Reply(200, self.service.info())
+        status = 405 if wire is not None else 404
+        message = (f"{request.method} {request.path[:200]}: not served (POST "
+                   "/v1/chat/completions or /v1/messages)")  # fmt: skip
+        return Reply(status, WIRES[wire or "openai"].error(status, message))
+
+    def serve_forever(self) -> None:
+        """Serve until :meth:`stop` (or Ctrl-C, which raises KeyboardInterrupt here)."""
+        from tcbreplay._record.loop import lean_gc, run_loop
+
+        with lean_gc():
+            run_loop(self._serve())
+
+    async def _serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._stopped = loop.create_future()
+        server = await loop.create_server(lambda: _Connection(self), sock=self._socket)
+        self._ready.set()
+        if self._stop_asked:
+            self._stopped.set_result(None)
+        try:
+            await self._stopped
+        finally:
+            server.close()
+
+    def stop(self) -> None:
+        """Stop serving (from any thread, or a signal handler), or not start."""
+        self._stop_asked = True
+        loop, stopped = self._loop, self._stopped
+        if loop is None or stopped is None or loop.is_closed():
+            return
+
+        def done() -> None:
+            if not stopped.done():
+                stopped.set_result(None)
+
+        with contextlib.suppress(RuntimeError):  # closed meanwhile: stopped already
+            loop.call_soon_threadsafe(done)
+
+    def start(self) -> ReplayServer:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+        return self
+
+    def close(self) -> Any:
+        """Stop serving, close the socket and the service's log (its summary, or None)."""
+        self.stop()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+        self._socket.close()
+        close: Callable[[], Any] | None = getattr(self.service, "close", None)
+        return None if close is None else close()
+
+    def __enter__(self) -> ReplayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

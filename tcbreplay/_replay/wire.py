@@ -1,0 +1,407 @@
+"""The two wire forms ``serve`` speaks: OpenAI's Chat Completions and Anthropic's Messages.
+
+Each :class:`Wire` reads a request body into LangChain messages (by the importers' readers,
+so a conversation has one fingerprint whichever form it comes in), its tools' schemas and
+its sampling settings; and writes a recorded AI message back as the answer its SDK expects:
+a JSON body, or with ``"stream": true`` a stream of server-sent events as that API sends
+them (OpenAI: ``data:`` chunks of deltas, tool calls by index, then ``data: [DONE]``;
+Anthropic: ``message_start``, a start, delta and stop per content block, ``message_delta``
+and ``message_stop``), and errors in each one's shape.
+
+A recorded message answers as its text (the text parts of its content, joined) and its tool
+calls (their ids as recorded, else ``call_<turn>_<i>``), which is what the client sends back
+in its next request: so that request has the fingerprint of the recording's next one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tcbreplay._replay.fingerprint import (
+    Entry,
+    canonical_json,
+    canonical_params,
+    content,
+    message_entry,
+)
+from tcbreplay._store.schema import INVALID_ARGUMENTS
+from tcbreplay.errors import TcbReplayError
+
+
+class WireError(TcbReplayError):
+    """A request ``serve`` cannot read: answered with a 4xx status and one line saying why."""
+
+    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+@dataclass
+class WireRequest:
+    """A request as read from the wire: its messages (LangChain's, and each one's part of the
+    canonical form with its canonical JSON), its tools' schemas (bare ``{"name",
+    "description", "parameters"}``), its sampling settings (canonical names), and how it
+    wants its answer."""
+
+    messages: list[Any]
+    entries: list[Entry]
+    parts: list[str]
+    tools: list[dict[str, Any]]
+    params: dict[str, Any]
+    model: str
+    stream: bool
+    usage_in_stream: bool = False
+
+
+@dataclass
+class Answer:
+    """A recorded AI message as an answer: its text, tool calls (id, name, arguments),
+    token counts and an id."""
+
+    id: str
+    text: str
+    calls: list[tuple[str, str, Any]]
+    input_tokens: int
+    output_tokens: int
+
+    @classmethod
+    def of(cls, message: Mapping[str, Any], turn: int) -> Answer:
+        """The answer a stored message (``message_to_dict``'s form) gives at ``turn``."""
+        data = message.get("data") or {}
+        found = content(data.get("content"))
+        if not isinstance(found, str):  # parts other than text: their text parts
+            found = "".join(
+                str(p.get("text") or "") for p in found if isinstance(p, dict) and "text" in p
+            )
+        calls: list[tuple[str, str, Any]] = []
+        for call in data.get("tool_calls") or []:
+            calls.append((str(call.get("id") or ""), str(call.get("name") or ""), call.get("args")))
+        for call in data.get("invalid_tool_calls") or []:
+            calls.append((str(call.get("id") or ""), str(call.get("name") or ""),
+                          {INVALID_ARGUMENTS: call.get("args")}))  # fmt: skip
+        calls = [(i or f"call_{turn}_{k}", name, args) for k, (i, name, args) in enumerate(calls)]
+        usage = data.get("usage_metadata") or {}
+        return cls(
+            id=str(data.get("id") or f"turn-{turn}"),
+            text=found,
+            calls=calls,
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+        )
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _messages(body: Mapping[str, Any]) -> list[Any]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise WireError("messages: a non-empty list of messages is required")
+    return messages
+
+
+class MessageCache:
+    """Each message a client sends, read once: its LangChain messages, their entries
+    (:func:`~tcbreplay._replay.fingerprint.message_entry`) and canonical JSON, by the
+    message's JSON. A conversation sends its history again with every request: only its new
+    messages are read. The oldest are forgotten first."""
+
+    def __init__(self, size: int = 20_000) -> None:
+        self._size = size
+        self._found: OrderedDict[str, tuple[list[Any], list[Entry], list[str]]] = OrderedDict()
+
+    def read(
+        self, wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]]
+    ) -> tuple[list[Any], list[Entry], list[str]]:
+        """The messages of ``units`` (what ``convert`` reads, one at a time), their entries
+        and entries' JSON. A unit ``convert`` refuses is read again with those before it, so
+        that the error names its place."""
+        messages: list[Any] = []
+        entries: list[Entry] = []
+        parts: list[str] = []
+        for k, unit in enumerate(units):
+            key = wire + json.dumps(unit)
+            found = self._found.get(key)
+            if found is None:
+                try:
+                    converted = list(convert([unit]))
+                except TcbReplayError:
+                    _convert(convert, units[: k + 1])
+                    raise
+                made = [message_entry(m) for m in converted]
+                found = (converted, made, [canonical_json(e[1]) for e in made])
+                self._found[key] = found
+                if len(self._found) > self._size:
+                    self._found.popitem(last=False)
+            else:
+                self._found.move_to_end(key)
+            messages += found[0]
+            entries += found[1]
+            parts += found[2]
+        return messages, entries, parts
+
+
+def _convert(convert: Callable[[list[Any]], list[Any]], units: list[Any]) -> list[Any]:
+    try:
+        return list(convert(units))
+    except TcbReplayError as exc:
+        raise WireError(str(exc)) from None
+
+
+def _units(
+    wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]],
+    cache: MessageCache | None,
+) -> tuple[list[Any], list[Entry], list[str]]:  # fmt: skip
+    if cache is not None:
+        return cache.read(wire, units, convert)
+    messages = _convert(convert, units)
+    entries = [message_entry(m) for m in messages]
+    return messages, entries, [canonical_json(e[1]) for e in entries]
+
+
+class Wire:
+    """One API's form (see the module)."""
+
+    name = ""
+
+    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
+        """A request body (a JSON object) as a request (``cache``: the messages read before)."""
+        raise NotImplementedError
+
+    def answer(self, answer: Answer, request: WireRequest) -> bytes:
+        raise NotImplementedError
+
+    def stream(self, answer: Answer, request: WireRequest) -> bytes:
+        raise NotImplementedError
+
+    def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
+        raise NotImplementedError
+
+
+class OpenAIWire(Wire):
+    """Chat Completions: ``POST /v1/chat/completions``."""
+
+    name = "openai"
+
+    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
+        from tcbreplay._importers import openai
+
+        messages, entries, parts = _units(
+            self.name, _messages(body), lambda ms: openai.convert(ms, {}, "messages"), cache
+        )
+        tools = body.get("tools") or []
+        functions = body.get("functions") or []  # the form before tools
+        if not isinstance(tools, list) or not isinstance(functions, list):
+            raise WireError("tools: a list of {type: function, function: {...}} is required")
+        specs: list[dict[str, Any]] = []
+        for k, tool in enumerate(tools):
+            spec = tool.get("function") if isinstance(tool, dict) else None
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                raise WireError(f"tools[{k}]: a function tool with a name is required")
+            specs.append(spec)
+        for k, spec in enumerate(functions):
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                raise WireError(f"functions[{k}]: a function with a name is required")
+            specs.append(spec)
+        options = body.get("stream_options")
+        return WireRequest(
+            messages=messages,
+            entries=entries,
+            parts=parts,
+            tools=specs,
+            params=canonical_params(body),
+            model=str(body.get("model") or ""),
+            stream=bool(body.get("stream")),
+            usage_in_stream=isinstance(options, dict) and bool(options.get("include_usage")),
+        )
+
+    def _calls(self, answer: Answer) -> list[dict[str, Any]]:
+        from tcbreplay._importers.openai import arguments_text
+
+        return [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": arguments_text(a)}}
+            for i, n, a in answer.calls
+        ]
+
+    def _usage(self, answer: Answer) -> dict[str, int]:
+        return {"prompt_tokens": answer.input_tokens, "completion_tokens": answer.output_tokens,
+                "total_tokens": answer.input_tokens + answer.output_tokens}  # fmt: skip
+
+    def answer(self, answer: Answer, request: WireRequest) -> bytes:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": answer.text if answer.text or not answer.calls else None,
+            "refusal": None,
+        }
+        if answer.calls:
+            message["tool_calls"] = self._calls(answer)
+        return _dumps({
+            "id": f"chatcmpl-{answer.id}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.model,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": "tool_calls" if answer.calls else "stop"}],
+            "usage": self._usage(answer),
+        })  # fmt: skip
+
+    def stream(self, answer: Answer, request: WireRequest) -> bytes:
+        head = {"id": f"chatcmpl-{answer.id}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": request.model}  # fmt: skip
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return b"data: " + _dumps({**head, "choices": [choice]}) + b"\n\n"
+
+        out = [chunk({"role": "assistant", "content": ""})]
+        if answer.text:
+            out.append(chunk({"content": answer.text}))
+        for k, call in enumerate(self._calls(answer)):
+            name = {"name": call["function"]["name"], "arguments": ""}
+            out.append(chunk({"tool_calls": [{"index": k, "id": call["id"], "type": "function",
+                                              "function": name}]}))  # fmt: skip
+            arguments = {"arguments": call["function"]["arguments"]}
+            out.append(chunk({"tool_calls": [{"index": k, "function": arguments}]}))
+        out.append(chunk({}, "tool_calls" if answer.calls else "stop"))
+        if request.usage_in_stream:
+            usage = {**head, "choices": [], "usage": self._usage(answer)}
+            out.append(b"data: " + _dumps(usage) + b"\n\n")
+        out.append(b"data: [DONE]\n\n")
+        return b"".join(out)
+
+    def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
+        kind = kind or _KINDS.get(status, "invalid_request_error")
+        return _dumps({"error": {"message": message, "type": kind, "param": None, "code": kind,
+                                 **extra}})  # fmt: skip
+
+
+class AnthropicWire(Wire):
+    """Messages: ``POST /v1/messages``."""
+
+    name = "anthropic"
+
+    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
+        from tcbreplay._importers import anthropic
+
+        def convert(units: list[Any]) -> list[Any]:
+            # the system prompt beside the messages is the first unit (a line's "system")
+            system = [u for u in units if isinstance(u, _System)]
+            line = {"system": system[0].value} if system else {}
+            rest = [u for u in units if not isinstance(u, _System)]
+            return anthropic.convert(rest, line, "messages", {})
+
+        units: list[Any] = list(_messages(body))
+        if body.get("system") is not None:
+            units.insert(0, _System(body["system"]))
+        messages, entries, parts = _units(self.name, units, convert, cache)
+        tools = body.get("tools") or []
+        if not isinstance(tools, list):
+            raise WireError("tools: a list of {name, description, input_schema} is required")
+        specs: list[dict[str, Any]] = []
+        for k, tool in enumerate(tools):
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                raise WireError(f"tools[{k}]: a tool with a name is required")
+            specs.append({"name": tool["name"], "description": tool.get("description") or "",
+                          "parameters": tool.get("input_schema") or {}})  # fmt: skip
+        return WireRequest(
+            messages=messages,
+            entries=entries,
+            parts=parts,
+            tools=specs,
+            params=canonical_params(body),
+            model=str(body.get("model") or ""),
+            stream=bool(body.get("stream")),
+        )
+
+    def _blocks(self, answer: Answer) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        if answer.text:
+            blocks.append({"type": "text", "text": answer.text})
+        for call_id, name, args in answer.calls:
+            blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": args or {}})
+        return blocks
+
+    def _message(self, answer: Answer, request: WireRequest) -> dict[str, Any]:
+        return {
+            "id": f"msg_{answer.id}",
+            "type": "message",
+            "role": "assistant",
+            "model": request.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
+        }
+
+    def _stop(self, answer: Answer) -> str:
+        return "tool_use" if answer.calls else "end_turn"
+
+    def answer(self, answer: Answer, request: WireRequest) -> bytes:
+        message = self._message(answer, request)
+        message.update(content=self._blocks(answer), stop_reason=self._stop(answer))
+        return _dumps(message)
+
+    def stream(self, answer: Answer, request: WireRequest) -> bytes:
+        def event(kind: str, data: dict[str, Any]) -> bytes:
+            body = _dumps({"type": kind, **data})
+            return b"event: " + kind.encode() + b"\ndata: " + body + b"\n\n"
+
+        out = [event("message_start", {"message": self._message(answer, request)})]
+        for k, block in enumerate(self._blocks(answer)):
+            start: dict[str, Any]
+            if block["type"] == "text":
+                start = {"type": "text", "text": ""}
+                delta = {"type": "text_delta", "text": block["text"]}
+            else:
+                start = {**block, "input": {}}
+                arguments = json.dumps(block["input"], ensure_ascii=False)
+                delta = {"type": "input_json_delta", "partial_json": arguments}
+            out.append(event("content_block_start", {"index": k, "content_block": start}))
+            out.append(event("content_block_delta", {"index": k, "delta": delta}))
+            out.append(event("content_block_stop", {"index": k}))
+        out.append(event("message_delta", {
+            "delta": {"stop_reason": self._stop(answer), "stop_sequence": None},
+            "usage": {"output_tokens": answer.output_tokens},
+        }))  # fmt: skip
+        out.append(event("message_stop", {}))
+        return b"".join(out)
+
+    def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
+        kind = kind or _KINDS.get(status, "invalid_request_error")
+        return _dumps({"type": "error", "error": {"type": kind, "message": message, **extra}})
+
+
+class _System(dict[str, Any]):
+    """An Anthropic request's system prompt as a unit of its messages (JSON: a dict)."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__({"\x00system": value})  # no message's JSON
+        self.value = value
+
+
+# the error type each status is given (both APIs name these alike)
+_KINDS = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    409: "divergence",
+    411: "invalid_request_error",
+    413: "request_too_large",
+    500: "api_error",
+}
+
+WIRES: dict[str, Wire] = {"openai": OpenAIWire(), "anthropic": AnthropicWire()}
+# the paths each is served at (with and without the /v1 a base URL may hold)
+ROUTES = {
+    "/v1/chat/completions": "openai",
+    "/chat/completions": "openai",
+    "/v1/messages": "anthropic",
+    "/messages": "anthropic",
+}

@@ -1,0 +1,511 @@
+"""``serve`` (#29): a recorded run answering the real OpenAI and Anthropic SDK clients (streamed
+and not), LangChain's ChatOpenAI inside a LangGraph agent, and the τ-bench sample replayed by
+an OpenAI SDK loop; each trial its own conversation; 409 for a request that matches nothing;
+4xx for malformed ones; and the log run, crash-safe.
+
+The served run is the built-in benchmark recorded with ``sim:seed=7,error_rate=0.3``. The
+clients run the benchmark's own tools, so an unchanged agent asks what the recording's agent
+asked, turn after turn."""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import json
+import shutil
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import cli, cli_process, journal_lines, wait_for
+
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._replay.serve import serve_run
+from tcbreplay._store.runs import Store
+
+PARENT = "sim-seed7"
+INPUTS = load_inputs("tool-call")
+TOOLS = {t.name: t for t in INPUTS.toolset.tools}
+# a few samples of one, two and more tool calls (and one of the sim's wrong calls)
+SAMPLES = ["mul-7-by-8", "3-notebooks-2-pens", "backpack-plus-4-pens"]
+
+
+@pytest.fixture(scope="module")
+def root(sim_run, tmp_path_factory) -> Path:
+    """A store holding a copy of the sim run, which the tests serve."""
+    store, run_id = sim_run
+    path = tmp_path_factory.mktemp("serve") / "traces"
+    shutil.copytree(store.run_dir(run_id), path / run_id)
+    shutil.rmtree(path / run_id / "scores", ignore_errors=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(root):
+    with serve_run(root, PARENT) as running:
+        yield running
+
+
+def sql(root: Path, query: str) -> list[dict]:
+    result = cli("sql", query, "--format", "json", "--store", root)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def run_calls(root: Path, run_id: str) -> dict[tuple[str, int], list[tuple]]:
+    """Each sample and trial's tool calls: (name, arguments) in order."""
+    rows = sql(root, "select sample_id, trial, name, args::varchar as args from tool_calls "
+               f"where run_id = '{run_id}' order by sample_id, trial, call_index")  # fmt: skip
+    out: dict[tuple[str, int], list[tuple]] = {}
+    for r in rows:
+        out.setdefault((r["sample_id"], r["trial"]), []).append((r["name"], json.loads(r["args"])))
+    return out
+
+
+@pytest.fixture(scope="module")
+def parent_calls(root) -> dict[tuple[str, int], list[tuple]]:
+    return run_calls(root, PARENT)
+
+
+def sample_input(sample_id: str) -> str:
+    return next(s.input for s in INPUTS.dataset.samples if s.sample_id == sample_id)
+
+
+def run_tool(name: str, args: dict) -> str:
+    """A tool's output as LangChain's tool node gives it to the model (JSON text)."""
+    out = TOOLS[name].invoke(args)
+    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- the SDKs' own loops
+
+
+def openai_tools() -> list[dict]:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    return [convert_to_openai_tool(t) for t in INPUTS.toolset.tools]
+
+
+@functools.cache
+def openai_client(base_url: str) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=base_url + "/v1", api_key="not-needed", max_retries=0)
+
+
+@functools.cache
+def anthropic_client(base_url: str) -> Any:
+    import anthropic
+
+    return anthropic.Anthropic(base_url=base_url, api_key="not-needed", max_retries=0)
+
+
+def openai_loop(base_url: str, user: str, *, stream: bool = False) -> list[tuple]:
+    """An agent on the OpenAI SDK: ask, run the tools asked for, until it answers; the tool
+    calls it made."""
+    client = openai_client(base_url)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": INPUTS.system_prompt},
+        {"role": "user", "content": user},
+    ]
+    made = []
+    for _ in range(10):
+        if stream:
+            with client.chat.completions.stream(model="any", messages=messages,
+                                                tools=openai_tools()) as events:  # fmt: skip
+                message = events.get_final_completion().choices[0].message
+        else:
+            answer = client.chat.completions.create(model="any", messages=messages,
+                                                    tools=openai_tools())  # fmt: skip
+            message = answer.choices[0].message
+        messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+        if not message.tool_calls:
+            return made
+        for call in message.tool_calls:
+            args = json.loads(call.function.arguments)
+            made.append((call.function.name, args))
+            messages.append({"role": "tool", "tool_call_id": call.id,
+                             "content": run_tool(call.function.name, args)})  # fmt: skip
+    raise AssertionError("no final answer in 10 turns")
+
+
+def anthropic_loop(base_url: str, user: str, *, stream: bool = False) -> list[tuple]:
+    """The same agent on the Anthropic SDK."""
+    client = anthropic_client(base_url)
+    tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
+              "input_schema": t["function"]["parameters"]} for t in openai_tools()]  # fmt: skip
+    messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+    made = []
+    for _ in range(10):
+        kwargs = {"model": "any", "max_tokens": 1024, "system": INPUTS.system_prompt,
+                  "messages": messages, "tools": tools}  # fmt: skip
+        if stream:
+            with client.messages.stream(**kwargs) as events:
+                message = events.get_final_message()
+        else:
+            message = client.messages.create(**kwargs)
+        messages.append({"role": "assistant", "content": message.content})
+        uses = [block for block in message.content if block.type == "tool_use"]
+        if not uses:
+            return made
+        results = []
+        for block in uses:
+            made.append((block.name, block.input))
+            results.append({"type": "tool_result", "tool_use_id": block.id,
+                            "content": run_tool(block.name, block.input)})  # fmt: skip
+        messages.append({"role": "user", "content": results})
+    raise AssertionError("no final answer in 10 turns")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
+def test_the_openai_sdk_in_a_loop_gets_the_recorded_turns(parent_calls, server, stream):
+    for sample_id in SAMPLES:
+        made = openai_loop(server.url, sample_input(sample_id), stream=stream)
+        assert made == parent_calls[(sample_id, 0)], sample_id
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
+def test_the_anthropic_sdk_in_a_loop_gets_the_recorded_turns(parent_calls, server, stream):
+    for sample_id in SAMPLES:
+        made = anthropic_loop(server.url, sample_input(sample_id), stream=stream)
+        assert made == parent_calls[(sample_id, 0)], sample_id
+
+
+def test_a_streamed_answer_is_server_sent_events_as_each_api_sends_them(server):
+    """What each SDK parses: OpenAI's data chunks ending in [DONE]; Anthropic's named events."""
+    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+            "tools": openai_tools(), "messages": [
+                {"role": "system", "content": INPUTS.system_prompt},
+                {"role": "user", "content": sample_input("mul-7-by-8")}]}  # fmt: skip
+    status, headers, text = post(server, "/v1/chat/completions", body)
+    assert status == 200 and headers["content-type"] == "text/event-stream"
+    events = [e for e in text.split("\n\n") if e]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    call = chunks[1]["choices"][0]["delta"]["tool_calls"][0]
+    assert (call["index"], call["function"]["name"]) == (0, "multiply_numbers")
+    assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] > 0
+    body = {"model": "m", "max_tokens": 64, "stream": True, "system": INPUTS.system_prompt,
+            "messages": [{"role": "user", "content": sample_input("mul-7-by-8")}],
+            "tools": [{"name": t["function"]["name"], "description": t["function"][
+                "description"], "input_schema": t["function"]["parameters"]}
+                for t in openai_tools()]}  # fmt: skip
+    status, headers, text = post(server, "/v1/messages", body)
+    assert status == 200 and headers["content-type"] == "text/event-stream"
+    names = [e.split("\n")[0] for e in text.split("\n\n") if e]
+    assert names == ["event: message_start", "event: content_block_start",
+                     "event: content_block_delta", "event: content_block_stop",
+                     "event: message_delta", "event: message_stop"]  # fmt: skip
+
+
+def test_langchain_chat_openai_in_a_langgraph_agent_replays(parent_calls, server):
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+
+    for streaming in (False, True):
+        model = ChatOpenAI(model="any", base_url=server.url + "/v1", api_key="not-needed",
+                           max_retries=0, streaming=streaming)  # fmt: skip
+        agent = create_agent(model, INPUTS.toolset.tools, system_prompt=INPUTS.system_prompt)
+        for sample_id in SAMPLES[:3]:
+            state = agent.invoke({"messages": [{"role": "user",
+                                                "content": sample_input(sample_id)}]})  # fmt: skip
+            made = [(c["name"], c["args"]) for m in state["messages"]
+                    for c in getattr(m, "tool_calls", None) or []]  # fmt: skip
+            assert made == parent_calls[(sample_id, 0)], (streaming, sample_id)
+            assert state["messages"][-1].content  # its final answer, as recorded
+
+
+# ---------------------------------------------------------------- divergences
+
+
+def test_a_request_that_matches_nothing_gets_409_naming_the_nearest(server):
+    import anthropic
+    import openai
+
+    client = openai_client(server.url)
+    with pytest.raises(openai.ConflictError) as caught:
+        client.chat.completions.create(model="m", tools=openai_tools(), messages=[
+            {"role": "system", "content": INPUTS.system_prompt},
+            {"role": "user", "content": "Multiply 7 by 9 for me."}])  # fmt: skip
+    body = caught.value.body
+    assert body["type"] == "divergence"
+    assert body["nearest"] == {"sample_id": "mul-7-by-8", "trial": 0, "turn": 0}
+    assert body["divergence"]["path"] == "messages[0].content"
+    assert json.loads(body["divergence"]["replayed"]) == "Multiply 7 by 9 for me."
+    assert "nearest: sample mul-7-by-8" in body["message"]
+    other = anthropic_client(server.url)
+    with pytest.raises(anthropic.ConflictError) as caught:
+        other.messages.create(model="m", max_tokens=9, system="You are a bank.",
+                              messages=[{"role": "user", "content": "Multiply 7 by 8 for me."}],
+                              tools=[])  # fmt: skip
+    error = caught.value.body["error"]
+    assert (error["divergence"]["component"], error["nearest"]["sample_id"]) == (
+        "system",
+        "mul-7-by-8",
+    )
+
+
+def test_a_changed_tool_output_diverges_on_tool_output(server):
+    import openai
+
+    client = openai_client(server.url)
+    messages = [{"role": "system", "content": INPUTS.system_prompt},
+                {"role": "user", "content": sample_input("mul-7-by-8")}]  # fmt: skip
+    first = client.chat.completions.create(model="m", messages=messages, tools=openai_tools())
+    call = first.choices[0].message.tool_calls[0]
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": '{"result": 57}'},
+    ]
+    with pytest.raises(openai.ConflictError) as caught:
+        client.chat.completions.create(model="m", messages=messages, tools=openai_tools())
+    divergence = caught.value.body["divergence"]
+    assert (divergence["turn"], divergence["component"]) == (1, "tool_output")
+    assert divergence["path"] == "messages[2].content.result"
+    assert caught.value.body["nearest"]["turn"] == 1
+
+
+def post(server, path: str, body: Any, headers: dict | None = None) -> tuple[int, dict, str]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("POST", path, data, {"Content-Type": "application/json", **(headers or {})})
+    response = conn.getresponse()
+    text = response.read().decode()
+    conn.close()
+    return response.status, {k.lower(): v for k, v in response.getheaders()}, text
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "says"),
+    [
+        ("/v1/chat/completions", b"{not json", 400, "not JSON"),
+        ("/v1/chat/completions", b"[1, 2]", 400, "a JSON object"),
+        ("/v1/chat/completions", {"model": "m"}, 400, "messages"),
+        ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "hi"}]}, 400,
+         "role 'wizard'"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                  "tools": [{"type": "function"}]}, 400, "tools[0]"),
+        ("/v1/messages", {"messages": [{"role": "user", "content": 7}]}, 400, "content"),
+        ("/v1/messages", b"[" * 5000 + b"]" * 5000, 400, "not JSON"),
+        ("/v1/embeddings", {"input": "x"}, 404, "not served"),
+    ],
+)  # fmt: skip
+def test_a_malformed_request_gets_4xx_and_one_line_of_json(server, path, body, status, says):
+    code, headers, text = post(server, path, body)
+    assert code == status
+    assert headers["content-type"] == "application/json"
+    assert text.count("\n") == 1 and text.endswith("\n")
+    error = json.loads(text)["error"]
+    assert says in error["message"]
+
+
+def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
+    def raw(data: bytes) -> bytes:
+        with socket.create_connection((server.host, server.port), timeout=30) as s:
+            s.sendall(data)
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    bad_line = raw(b"NONSENSE\r\n\r\n")
+    assert bad_line.startswith(b"HTTP/1.1 400") or bad_line.startswith(b"HTTP/1.0 400")
+    assert b'"error"' in bad_line
+    no_length = raw(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                    b"Connection: close\r\n\r\n0\r\n\r\n")  # fmt: skip
+    assert no_length.startswith(b"HTTP/1.1 411")
+    huge = raw(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n"
+               b"Connection: close\r\n\r\n")  # fmt: skip
+    assert huge.startswith(b"HTTP/1.1 413")
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("GET", "/v1/chat/completions")
+    assert conn.getresponse().status == 405
+    # and it still answers
+    assert openai_loop(server.url, sample_input("mul-7-by-8")) == [
+        ("multiply_numbers", {"a": 8, "b": 7})
+    ]
+
+
+def test_serve_listens_on_loopback_unless_told(root):
+    server = serve_run(root, PARENT)
+    try:
+        assert server.host == "127.0.0.1"
+    finally:
+        server.close()
+
+
+def test_a_stop_asked_before_serving_ends_it_at_once(root):
+    """A SIGTERM or Ctrl-C that comes before the loop runs is not lost (serve would hang)."""
+    import threading
+
+    server = serve_run(root, PARENT)
+    try:
+        server.stop()
+        serving = threading.Thread(target=server.serve_forever, daemon=True)
+        serving.start()
+        serving.join(20)
+        assert not serving.is_alive()
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------- trials, and the log
+
+
+def test_each_conversation_is_its_own_trial_and_the_log_keeps_them(tmp_path):
+    """Three trials of each sample, which the sim answered differently: the first
+    conversation of a sample gets trial 0's turns throughout, the next trial 1's, and so on
+    (a server that answered from the first matching turn would give trial 0's to all)."""
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=5,error_rate=0.5", "--trials", 3, "--limit", 4,
+                 "--run-id", "k", "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    recorded = run_calls(store.root, "k")
+    ids = [s.sample_id for s in INPUTS.dataset.samples[:4]]
+    with serve_run(store, "k", log_run="k-log") as server:
+        for sample_id in ids:
+            for trial in range(3):
+                made = openai_loop(server.url, sample_input(sample_id), stream=trial == 1)
+                assert made == recorded.get((sample_id, trial), []), (sample_id, trial)
+    # the trials differ: the test would pass without them otherwise
+    assert any(len({json.dumps(recorded.get((i, t))) for t in range(3)}) > 1 for i in ids)
+    rows = sql(store.root, "select count(*) as n, count(distinct trial) as trials, "
+               "sum(case when status = 'ok' then 1 else 0 end) as ok from samples "
+               "where run_id = 'k-log'")  # fmt: skip
+    assert rows == [{"n": 12, "trials": 3, "ok": 12}]
+    assert run_calls(store.root, "k-log") == recorded
+    verified = cli("audit", "verify", "k-log", "--store", store.root)
+    assert verified.exit_code == 0, verified.output
+    scored = cli("score", "k-log", "--gold-run", "k", "--format", "json", "--store", store.root)
+    assert scored.exit_code == 0, scored.output
+
+
+def test_the_log_run_holds_what_was_served_and_each_divergence(root):
+    import openai
+
+    with serve_run(root, PARENT, log_run="log") as server:
+        assert openai_loop(server.url, sample_input("mul-7-by-8"))
+        client = openai_client(server.url)
+        with pytest.raises(openai.ConflictError):
+            client.chat.completions.create(model="m", tools=openai_tools(), messages=[
+                {"role": "system", "content": INPUTS.system_prompt},
+                {"role": "user", "content": sample_input("mul-7-by-8") + " Now."}])  # fmt: skip
+    manifest = json.loads((root / "log" / "manifest.json").read_text())
+    assert manifest["source"] == "replay" and manifest["status"] == "partial"
+    block = manifest["replay"]
+    assert (
+        block["parent_run_id"],
+        block["served_by"],
+        block["turns_served"],
+        block["diverged_samples"],
+        block["live_calls"],
+    ) == (PARENT, "serve", 2, 1, 0)
+    rows = sql(root, "select sample_id, trial, status from samples where run_id = 'log' "
+               "order by trial")  # fmt: skip
+    assert rows == [{"sample_id": "mul-7-by-8", "trial": 0, "status": "ok"},
+                    {"sample_id": "mul-7-by-8", "trial": 1, "status": "diverged"}]  # fmt: skip
+    divergences = sql(root, "select trial, turn, component, path from divergences "
+                      "where run_id = 'log'")  # fmt: skip
+    assert divergences == [{"trial": 1, "turn": 0, "component": "messages",
+                            "path": "messages[0].content"}]  # fmt: skip
+    assert cli("audit", "verify", "log", "--store", root).exit_code == 0
+
+
+@pytest.mark.slow  # server processes, started three times
+def test_a_killed_server_keeps_its_log_and_the_same_command_goes_on(root, tmp_path):
+    command = ["serve", PARENT, "--port", "0", "--log-run", "crash", "--store", str(root)]
+
+    def start() -> tuple[Any, str]:
+        proc = cli_process(*command)
+        line = proc.stderr.readline()  # "serving ... at http://127.0.0.1:PORT"
+        assert " at http://" in line, line + proc.stderr.read()
+        proc.stderr.readline(), proc.stderr.readline(), proc.stderr.readline()
+        return proc, line.rsplit(" at ", 1)[1].strip()
+
+    proc, url = start()
+    try:
+        openai_loop(url, sample_input("mul-7-by-8"))
+        wait_for(lambda: journal_lines(root / "crash") == 2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert not (root / "crash" / "samples.parquet").exists()  # never folded: only the journal
+    # the same command again: the log goes on, and a stop (SIGTERM, as Ctrl-C) folds it
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        proc, url = start()
+        try:
+            if stop == signal.SIGTERM:
+                openai_loop(url, sample_input("add-17.25-8.5"))
+        finally:
+            proc.send_signal(stop)
+            _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "logged 2 conversations to run crash" in err
+    rows = sql(root, "select sample_id, status from samples where run_id = 'crash' order by 1")
+    assert rows == [{"sample_id": "add-17.25-8.5", "status": "ok"},
+                    {"sample_id": "mul-7-by-8", "status": "ok"}]  # fmt: skip
+    assert cli("audit", "verify", "crash", "--store", root).exit_code == 0
+
+
+def test_bad_input_exits_2(root, server):
+    assert cli("serve", "nope", "--store", root).exit_code == 2
+    taken = cli("serve", PARENT, "--port", server.port, "--store", root)
+    assert taken.exit_code == 2
+    assert f"--port {server.port}: cannot listen there" in taken.output
+    assert "Hint: --port 0 takes a free port" in taken.output
+    same = cli("serve", PARENT, "--log-run", PARENT, "--store", root)
+    assert same.exit_code == 2 and "a run id of its own" in same.output
+    shutil.copytree(root / PARENT, root / "not-a-log")
+    taken = cli("serve", PARENT, "--log-run", "not-a-log", "--store", root)
+    assert taken.exit_code == 2 and "no log of a server" in taken.output
+
+
+# ---------------------------------------------------------------- the τ-bench sample
+
+
+@pytest.mark.slow  # over 2 s of CPU: 20 conversations, each request its whole history
+def test_the_tau_bench_sample_served_to_an_openai_loop_that_replays_its_own_messages(tmp_path):
+    """Each of its 20 conversations sent by the OpenAI SDK, with its recorded user and tool
+    messages and the server's answers in place of the assistant's: every answer served,
+    none diverging."""
+    from helpers import import_tau_bench
+
+    from tcbreplay._importers.openai import to_openai
+
+    root = import_tau_bench(tmp_path / "traces")
+    rows = sql(root, "select sample_id, trial, message from messages where run_id = 'tau' "
+               "order by sample_id, trial, position")  # fmt: skip
+    conversations: dict[tuple, list[dict]] = {}
+    for row in rows:
+        conversations.setdefault((row["sample_id"], row["trial"]), []).append(
+            json.loads(row["message"])
+        )
+    specs = json.loads((root / "tau" / "manifest.json").read_text())["tools"]["specs"]
+    served = 0
+    with serve_run(root, "tau", log_run="tau-served") as server:
+        client = openai_client(server.url)
+        for recorded in conversations.values():
+            sent: list[dict] = []
+            for message in to_openai(recorded):
+                if message["role"] != "assistant":
+                    sent.append(message)
+                    continue
+                answer = client.chat.completions.create(
+                    model="gpt-4o", messages=sent,
+                    tools=[{"type": "function", "function": s} for s in specs],
+                ).choices[0].message  # fmt: skip
+                assert (answer.content or "") == (message.get("content") or "")
+                assert [(c.function.name, json.loads(c.function.arguments))
+                        for c in answer.tool_calls or []] == [
+                    (c["function"]["name"], json.loads(c["function"]["arguments"]))
+                    for c in message.get("tool_calls") or []]  # fmt: skip
+                sent.append(answer.model_dump(exclude_none=True))
+                served += 1
+    assert served > 20 and server.service.diverged == 0
+    block = json.loads((root / "tau-served" / "manifest.json").read_text())["replay"]
+    assert (block["turns_served"], block["diverged_samples"]) == (served, 0)
+    assert cli("audit", "verify", "tau-served", "--store", root).exit_code == 0
