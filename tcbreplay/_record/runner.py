@@ -428,7 +428,8 @@ def _check_resumable(
     file that is no Parquet file (its footer read only: the file is read in full when the
     journal is folded into it, after the recording, which a broken file would have wasted)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from tcbreplay._store.parquet import read_schema
 
     if manifest.get("source") == "import":
         raise InputError(f"run {run.run_id!r} was imported, not recorded: it cannot be resumed")
@@ -449,7 +450,7 @@ def _check_resumable(
         if not path.exists():
             continue
         try:
-            pq.read_schema(path)
+            read_schema(path)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise StoreError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
 
@@ -512,11 +513,11 @@ def _finish(
     ``partial`` (some samples left out on purpose) becomes ``complete`` once every sample
     is stored; ``complete`` becomes ``incomplete`` while some are not. ``stopped`` says why
     a recording stopped early (kept in the manifest, like the status, until the next one)."""
-    import pyarrow.parquet as pq
+    from tcbreplay._store.parquet import read_table
 
     try:
         writer.fold()
-        rows = pq.read_table(writer.dir / "samples.parquet").to_pylist()
+        rows = read_table(writer.dir / "samples.parquet").to_pylist()
         ok = sum(1 for r in rows if r["status"] == "ok")
         error_types: dict[str, int] = {}
         for r in rows:

@@ -252,12 +252,13 @@ def _own_tools(text: str | None) -> dict[str, Any] | None:
 def _read(run: Run) -> tuple[list[dict[str, Any]], dict[Key, list[str]]]:
     """The run's samples (id, trial, own tools, status) and each one's message texts."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from tcbreplay._store.parquet import read_table
 
     try:
-        samples = with_optional_columns(pq.read_table(run.samples_path), SAMPLES_SCHEMA)
+        samples = with_optional_columns(read_table(run.samples_path), SAMPLES_SCHEMA)
         messages = with_optional_columns(
-            pq.read_table(
+            read_table(
                 run.messages_path,
                 columns=_present(run, ["sample_id", "trial", "position", "message"]),
             ),
@@ -276,7 +277,7 @@ def _read(run: Run) -> tuple[list[dict[str, Any]], dict[Key, list[str]]]:
 
 
 def _present(run: Run, columns: list[str]) -> list[str]:
-    import pyarrow.parquet as pq
+    from tcbreplay._store.parquet import read_schema
 
-    names = pq.read_schema(run.messages_path).names
+    names = read_schema(run.messages_path).names
     return [c for c in columns if c in names]

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tcbreplay._score import kernels
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
+from tcbreplay._store.parquet import read_table
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DASHBOARD_DIR, MANIFEST
 from tcbreplay.errors import StoreError
@@ -64,7 +64,7 @@ def write_dashboard(
         )
     listed_s = listed["s"].to_numpy()  # ascending
     # read with Arrow, whose threads are not the ones Polars writes the scores with meanwhile
-    table = pq.read_table(run.samples_path, columns=["sample_index", "input"])
+    table = read_table(run.samples_path, columns=["sample_index", "input"])
     column = table["input"].cast(pa.large_string()).combine_chunks()
     inputs = kernels.text_buffers(column)
     has_input = column.is_valid().to_numpy(zero_copy_only=False)

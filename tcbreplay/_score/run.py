@@ -327,10 +327,10 @@ def _parts(run: Run, options: ScoreOptions) -> int:
     """How many parts the run is scored in: two per core for a large run (the default scorer)."""
     if options.scorer != DEFAULT_SCORER:
         return 1
-    import pyarrow.parquet as pq
+    from tcbreplay._store.parquet import read_metadata
 
     try:
-        samples = pq.read_metadata(run.samples_path).num_rows
+        samples = read_metadata(run.samples_path).num_rows
     except (OSError, pa.ArrowInvalid):
         return 1  # opening the run's views reports what is wrong with the file
     return _parts_for(samples)

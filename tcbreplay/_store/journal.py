@@ -3,7 +3,9 @@
 Appends survive a crash of the writer; a torn last line (a crash mid-write) is
 skipped when read and cut before new lines are appended. Folding merges the journal
 with the Parquet files already there (the latest record of a sample wins) and is
-safe to repeat after a crash at any point.
+safe to repeat after a crash at any point. On object storage, which has no appends, the
+journal is a series of numbered objects (``journal/<n>.jsonl``), each written whole
+(:class:`tcbreplay._store.objects.ChunkJournal`), read here in their order.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tcbreplay import _json
-from tcbreplay._store.parquet import write_messages, write_parquet
+from tcbreplay._store import objects
+from tcbreplay._store.objects import is_remote
+from tcbreplay._store.parquet import read_table, write_messages, write_parquet
 from tcbreplay._store.schema import (
     DIVERGENCES,
     DIVERGENCES_SCHEMA,
     JOURNAL,
+    JOURNAL_CHUNKS,
     MESSAGES,
     MESSAGES_SCHEMA,
     SAMPLES,
@@ -37,7 +41,7 @@ from tcbreplay.errors import StoreError
 
 def drop_torn_tail(path: Path) -> None:
     """Cut a half-written last line (a crash mid-append) so new lines start clean."""
-    if not path.exists():
+    if is_remote(path) or not path.exists():
         return
     with path.open("rb+") as f:
         size = f.seek(0, os.SEEK_END)
@@ -59,6 +63,21 @@ def drop_torn_tail(path: Path) -> None:
 
 # what every journal record holds (see sample_rows and message_rows)
 _RECORD_KEYS = ("run_id", "sample_id", "sample_index", "input", "gold", "status")
+
+
+def journal_files(run_dir: Path) -> list[Path]:
+    """The files of a run's journal, in order: ``journal.jsonl``, or on object storage its
+    batches (none once folded)."""
+    if is_remote(run_dir):
+        return list(objects.chunks(run_dir / JOURNAL_CHUNKS))
+    path = run_dir / JOURNAL
+    return [path] if path.exists() else []
+
+
+def read_run_journal(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """The records of a run's journal, in the order they were written."""
+    for path in journal_files(run_dir):
+        yield from read_journal(path)
 
 
 def read_journal(path: Path) -> Iterator[dict[str, Any]]:
@@ -91,12 +110,13 @@ def fold_journal(run_dir: Path) -> None:
     Both files are rewritten through temporary names and renamed, messages first;
     the journal is removed last, so a crash at any point can be folded again.
     """
-    journal_path = run_dir / JOURNAL
+    journal = journal_files(run_dir)
     records: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in read_journal(journal_path):
-        records[(record["sample_id"], record.get("trial", 0))] = record
+    for path in journal:
+        for record in read_journal(path):
+            records[(record["sample_id"], record.get("trial", 0))] = record
     if not records and (run_dir / SAMPLES).exists():
-        journal_path.unlink(missing_ok=True)
+        _remove(journal)
         return
     keep = set(records)
     samples = [_old_rows(run_dir / SAMPLES, SAMPLES_SCHEMA, keep)]
@@ -119,7 +139,16 @@ def fold_journal(run_dir: Path) -> None:
         write_parquet(divergences, run_dir / DIVERGENCES)
     write_messages(message_table, run_dir / MESSAGES)
     write_parquet(sample_table, run_dir / SAMPLES)
-    journal_path.unlink(missing_ok=True)
+    _remove(journal)
+
+
+def _remove(journal: list[Path]) -> None:
+    """Remove the journal's files, once folded."""
+    for path in journal:
+        if is_remote(path):
+            objects.remove_object(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _old_rows(path: Path, schema: pa.Schema, drop: set[tuple[str, int]]) -> pa.Table:
@@ -127,7 +156,7 @@ def _old_rows(path: Path, schema: pa.Schema, drop: set[tuple[str, int]]) -> pa.T
     trial 0, without metadata)."""
     if not path.exists():
         return schema.empty_table()
-    table = with_optional_columns(pq.read_table(path), schema).cast(schema)
+    table = with_optional_columns(read_table(path), schema).cast(schema)
     if drop:
         keys = zip(table["sample_id"].to_pylist(), table["trial"].to_pylist(), strict=True)
         mask = [key not in drop for key in keys]

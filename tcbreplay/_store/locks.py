@@ -1,6 +1,8 @@
 """The locks of a run folder (``flock``, released by the kernel when their process dies): the
 one writer's, on ``writer.lock``, which names the process holding it; and the folder's own,
-shared by readers and exclusive for a deletion (see :class:`tcbreplay._store.runs.Run`)."""
+shared by readers and exclusive for a deletion (see :class:`tcbreplay._store.runs.Run`). On
+object storage the writer's lock is an object its holder renews
+(:class:`tcbreplay._store.objects.LeaseLock`), and readers take none."""
 
 from __future__ import annotations
 
@@ -13,7 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tcbreplay._store.files import writing
+from tcbreplay._store.objects import LeaseLock, is_remote, lease_holder
 from tcbreplay.errors import RunLockedError
+
+# a writer's lock: a file descriptor holding a flock, or a lock object on object storage
+Lock = int | LeaseLock
 
 WAIT_HINT = "wait for it to finish; a writer that died releases the run by itself"
 # where writing a lock file fails (a read-only store)
@@ -51,9 +57,12 @@ def dir_lock(path: Path, how: int) -> Iterator[bool]:
         os.close(fd)
 
 
-def take_lock(path: Path) -> int:
+def take_lock(path: Path) -> Lock:
     """Take the lock of a run (``path``: its writer.lock) or raise naming the process that
     holds it."""
+    if is_remote(path):
+        with writing(path, hint=WRITABLE_HINT):
+            return LeaseLock.take(path, f"run {path.parent.name!r}")
     fd = acquire_lock(path)
     try:
         sign_lock(fd, path)
@@ -102,9 +111,19 @@ def _holder(fd: int) -> str:
     return "another process"
 
 
+def release_lock(lock: Lock) -> None:
+    """Let go of a writer's lock."""
+    if isinstance(lock, LeaseLock):
+        lock.release()
+    else:
+        os.close(lock)
+
+
 def lock_holder(path: Path) -> str | None:
     """The process that holds a run's lock (``path``: its writer.lock), None if none does.
     Looked at without writing anything."""
+    if is_remote(path):
+        return lease_holder(path)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:

@@ -1,0 +1,345 @@
+"""A store on object storage (``--store s3://bucket/prefix``), against moto's S3 server on
+loopback (the ``s3_server`` fixture): every command gives the numbers it gives on a local
+store, and the store's guarantees hold there (whole files, the manifest last, one writer,
+kill -9 safe)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import s3fs
+from conftest import S3_SECRET
+from helpers import cli, cli_process, import_tau_bench, wait_for
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._score.run import score_run
+from tcbreplay._store import objects
+from tcbreplay._store.objects import ChunkJournal, LeaseLock, is_remote
+from tcbreplay._store.runs import Store
+from tcbreplay.errors import InputError, RunLockedError, StoreError
+
+N_SAMPLES = len(json.loads(BENCHMARKS["tool-call"].dataset.read_text()))
+
+
+def _fs() -> s3fs.S3FileSystem:
+    return s3fs.S3FileSystem(use_listings_cache=False)
+
+
+def _keys(url: str) -> list[str]:
+    """Every object under a store URL, relative to it."""
+    root = url.removeprefix("s3://")
+    return sorted(key.removeprefix(root + "/") for key in _fs().find(root))
+
+
+def _same(local: str, remote: str, local_root: Path, url: str) -> None:
+    """Two command outputs that differ only where they name their store."""
+    assert local.replace(str(local_root), "STORE") == remote.replace(url, "STORE")
+
+
+def _ok(*args: object) -> str:
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+# -- a URL is a URL --------------------------------------------------------------------------
+
+
+def test_a_store_url_stays_a_url_and_makes_no_local_folder(s3_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = Store(s3_store)
+    assert is_remote(store.root) and str(store.root) == s3_store
+    assert str(store.run_dir("a")) == f"{s3_store}/a"
+    result = cli("score", "nothing", "--store", s3_store)
+    assert result.exit_code == 2
+    assert f"the store {s3_store} holds no runs" in result.output
+    assert list(tmp_path.iterdir()) == []  # no folder named "s3:"
+
+
+def test_a_store_url_with_credentials_is_refused_without_showing_them():
+    with pytest.raises(InputError) as caught:
+        Store("s3://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENGbPxRfiCY@bucket/traces")
+    assert "wJalrXUtnFEMIK7MDENGbPxRfiCY" not in str(caught.value) + str(caught.value.hint)
+    assert "AWS_PROFILE" in str(caught.value.hint)
+
+
+# -- every command, the numbers of a local store --------------------------------------------
+
+
+def test_score_gives_the_numbers_and_files_of_a_local_store(s3_sim_copy, sim_copy):
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+    local = _ok("score", run_id, "--format", "json", "--store", root)
+    remote = _ok("score", run_id, "--format", "json", "--store", url)
+    drop = ("scored_at", "scores_file", "dashboard_file", "audit")
+    strip = [{k: v for k, v in json.loads(out).items() if k not in drop} for out in (local, remote)]
+    assert strip[0] == strip[1]
+    assert (
+        json.loads(remote)["audit"]["inputs_sha256"] == json.loads(local)["audit"]["inputs_sha256"]
+    )
+    keys = _keys(url)
+    for name in ("scores.parquet", "pairs.parquet", "summary.json"):
+        assert f"{run_id}/scores/spec/{name}" in keys
+    assert not [key for key in keys if key.endswith(".tmp")]
+    # the stored scores read back through the views, as locally
+    query = "select count(*), sum(tsa), sum(args_invalid) from scores"
+    _same(_ok("sql", query, "--store", root), _ok("sql", query, "--store", url), root, url)
+
+
+def test_sql_reads_the_views_and_the_run_files_and_nothing_else(s3_sim_copy, sim_copy):
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+    query = (
+        "select (select count(*) from samples where status = 'ok') as ok, "
+        "(select sum(length(message)) from messages where type = 'ai') as ai_text, "
+        "(select count(*) from tool_calls where name = 'add_numbers') as adds, "
+        "(select string_agg(status || recorded, ',') from runs) as runs, "
+        f"(select count(*) from read_parquet('{run_id}/messages.parquet')) as messages"
+    )
+    _same(_ok("sql", query, "--store", root), _ok("sql", query, "--store", url), root, url)
+    # the sandbox holds on object storage too: another object of the bucket is not read
+    bucket = url.removeprefix("s3://").split("/")[0]
+    _fs().pipe_file(f"{bucket}/elsewhere.csv", b"a\n1\n")
+    result = cli("sql", f"select * from read_csv('s3://{bucket}/elsewhere.csv')", "--store", url)
+    assert result.exit_code == 2
+    assert "disabled by configuration" in result.output
+
+
+def test_duckdb_reads_the_store_through_fsspec_and_installs_no_extension(s3_sim_copy):
+    from tcbreplay._store.views import connect
+
+    url, _ = s3_sim_copy
+    con = connect(Store(url))
+    try:
+        assert con.execute("select count(*) from samples").fetchone() == (N_SAMPLES,)
+        assert "s3" in con.list_filesystems()
+        settings = con.execute(
+            "select current_setting('autoinstall_known_extensions'), "
+            "current_setting('autoload_known_extensions')"
+        ).fetchone()
+        assert settings == (False, False)
+    finally:
+        con.close()
+
+
+def test_report_diff_audit_and_export_as_on_a_local_store(s3_sim_copy, sim_copy, tmp_path):
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+    for store in (root, url):
+        _ok("score", run_id, "--store", store)
+    for args in (["diff", run_id, run_id], ["audit", "verify", run_id]):
+        _same(_ok(*args, "--store", root), _ok(*args, "--store", url), root, url)
+    for name, store in (("local", root), ("s3", url)):
+        _ok("export", run_id, "-o", tmp_path / name, "--store", store)
+        _ok("report", run_id, "-o", tmp_path / f"{name}.html", "--store", store)
+    for path in sorted((tmp_path / "local").iterdir()):
+        assert path.read_bytes() == (tmp_path / "s3" / path.name).read_bytes(), path.name
+    assert (tmp_path / "s3.html").stat().st_size > 10_000
+
+
+def test_import_and_validity_as_on_a_local_store(s3_store, tmp_path):
+    import_tau_bench(tmp_path / "traces")
+    import_tau_bench(s3_store)  # type: ignore[arg-type]
+    assert "tau/manifest.json" in _keys(s3_store)
+    args = ["validity", "tau", "--bootstrap", "200"]
+    _same(_ok(*args, "--store", tmp_path / "traces"), _ok(*args, "--store", s3_store),
+          tmp_path / "traces", s3_store)  # fmt: skip
+
+
+def test_record_and_replay_on_s3_score_as_locally(s3_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    local = tmp_path / "traces"
+    for store in (local, s3_store):
+        _ok("record", "--model", "sim:seed=3", "--run-id", "r", "--limit", "12", "--quiet",
+            "--store", store)  # fmt: skip
+        _ok("replay", "r", "--run-id", "again", "--quiet", "--store", store)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["traces"]  # nothing named "s3:"
+    keys = _keys(s3_store)
+    assert {"r/manifest.json", "r/samples.parquet", "r/messages.parquet", "r/dataset.jsonl",
+            "again/manifest.json", "again/samples.parquet"} <= set(keys)  # fmt: skip
+    assert not [k for k in keys if "/journal/" in k or k.endswith(("writer.lock", ".tmp"))]
+    for run_id in ("r", "again"):
+        scores = [
+            score_run(Store(s), run_id, write=False).scores.drop("run_id").sort("sample_index")
+            for s in (local, s3_store)
+        ]
+        assert scores[0].height == 12 and scores[0].equals(scores[1])
+    manifest = json.loads(_fs().cat_file(f"{s3_store.removeprefix('s3://')}/r/manifest.json"))
+    assert manifest["status"] == "complete"
+    assert S3_SECRET not in json.dumps(manifest)
+
+
+def test_record_overwrite_replaces_the_run_on_s3(s3_store):
+    args = ["record", "--model", "sim:seed=3", "--run-id", "o", "--limit", "5", "--quiet"]
+    _ok(*args, "--store", s3_store)
+    _ok("score", "o", "--store", s3_store)
+    assert "o/scores/spec/summary.json" in _keys(s3_store)
+    _ok(*args, "--overwrite", "--store", s3_store)
+    keys = _keys(s3_store)
+    assert "o/manifest.json" in keys
+    assert not [key for key in keys if "/scores/" in key]  # the old run's scores went with it
+
+
+# -- the guarantees ------------------------------------------------------------------------
+
+
+def test_a_scoring_cut_short_is_absent_never_mixed(s3_sim_copy, monkeypatch):
+    url, run_id = s3_sim_copy
+    store = Store(url)
+    score_run(store, run_id)
+    summary = f"{run_id}/scores/spec/summary.json"
+    assert summary in _keys(url)
+    upload = objects.upload
+
+    def fails_at_pairs(local: Path, path: Path) -> None:
+        if path.name == "pairs.parquet":
+            raise OSError("connection reset by the store")
+        upload(local, path)
+
+    monkeypatch.setattr(objects, "upload", fails_at_pairs)
+    with pytest.raises(StoreError, match=r"pairs\.parquet: cannot write: connection reset"):
+        score_run(store, run_id)
+    # no summary beside new scores: the scoring is absent (not one in a mix of two)
+    assert summary not in _keys(url)
+    assert cli("sql", "select count(*) from scores", "--store", url).output.count(" 0") == 1
+    monkeypatch.setattr(objects, "upload", upload)
+    score_run(store, run_id)
+    assert summary in _keys(url)
+
+
+def test_two_writers_of_a_run_are_refused(s3_sim_copy):
+    url, run_id = s3_sim_copy
+    store = Store(url)
+    first = store.resume_run(run_id)
+    try:
+        with pytest.raises(RunLockedError, match=r"is being written by pid \d+ on "):
+            store.resume_run(run_id)
+        result = cli("record", "--resume", run_id, "--store", url)
+        assert result.exit_code == 1
+        assert "is being written by pid" in result.output
+        rows = cli("sql", "select status from runs", "--format", "csv", "--store", url)
+        assert rows.output.splitlines()[1] == "complete"
+    finally:
+        first.close()
+    assert f"{run_id}/writer.lock" not in _keys(url)  # released: removed
+    store.resume_run(run_id).close()
+
+
+def test_of_two_writers_creating_the_lock_at_once_one_wins(s3_store):
+    path = Store(s3_store).root / "race" / "writer.lock"
+    results: list[object] = []
+    barrier = threading.Barrier(4)
+
+    def take() -> None:
+        barrier.wait()
+        try:
+            results.append(LeaseLock.take(path, "run 'race'"))
+        except RunLockedError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    held = [r for r in results if isinstance(r, LeaseLock)]
+    assert len(held) == 1 and len(results) == 4
+    held[0].release()
+
+
+def test_a_dead_writers_lock_is_taken_over_after_its_lease(s3_store, monkeypatch):
+    monkeypatch.setattr(objects, "LEASE_S", 1.0)
+    monkeypatch.setattr(objects, "RENEW_S", 0.2)
+    path = Store(s3_store).root / "run" / "writer.lock"
+    dead = LeaseLock.take(path, "run 'run'")
+    dead.forget()  # it renews no more, as if its process had died
+    with pytest.raises(RunLockedError, match=r"renewed [01] s ago"):
+        LeaseLock.take(path, "run 'run'")
+    time.sleep(1.1)
+    alive = LeaseLock.take(path, "run 'run'")
+    # the first holder, back from its pause, finds its lock taken and writes nothing more
+    journal = ChunkJournal(path.parent / "journal", dead)
+    monkeypatch.setattr(dead, "lost", RunLockedError("taken over"))
+    journal.write('{"line": 1}\n')
+    with pytest.raises(RunLockedError, match="taken over"):
+        journal.close()
+    assert objects.chunk_numbers(path.parent / "journal") == []
+    wait_for(lambda: objects.lease_holder(path) is not None, timeout=5)
+    alive.release()
+    assert objects.lease_holder(path) is None
+
+
+def test_journal_batches_are_created_only_if_absent(s3_store):
+    folder = Store(s3_store).root / "run" / "journal"
+    first, second = ChunkJournal(folder, None), ChunkJournal(folder, None)
+    first.write('{"a": 1}\n')
+    first.close()
+    second.write('{"b": 2}\n')
+    with pytest.raises(RunLockedError, match="two processes write this run"):
+        second.close()
+    assert objects.chunk_numbers(folder) == [1]
+    assert (folder / objects.chunk_name(1)).read_text() == '{"a": 1}\n'
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_the_run_readable_and_resume_loses_nothing(s3_store, monkeypatch):
+    args = ["record", "--model", "sim:seed=5,latency=0.05", "--run-id", "k", "--store", s3_store,
+            "--limit", "40", "--workers", "2", "--quiet"]  # fmt: skip
+    first = cli_process(*args)
+    run = Store(s3_store).run_dir("k")
+    wait_for(lambda: objects.chunk_numbers(run / "journal"), timeout=60)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    kept = Store(s3_store).open_run("k").unfolded_records()
+    assert 0 < kept < 40
+    # readable: listed, and scoring says where the finished samples wait
+    result = cli("score", "k", "--store", s3_store)
+    assert result.exit_code == 1
+    assert f"{kept} finished samples wait" in result.output
+    # its lock, no longer renewed, is taken over once its lease has run out
+    monkeypatch.setattr(objects, "LEASE_S", 0.5)
+    time.sleep(0.6)
+    model = parse_model("sim:seed=5,latency=0.05")
+    summary = record_run(load_inputs("tool-call"), model, Store(s3_store), run_id="k", limit=40,
+                         options=RecordOptions(workers=8))  # fmt: skip
+    assert summary.recorded == 40 and summary.status == "complete"
+    assert not objects.chunk_numbers(run / "journal")
+    clean = Store(s3_store)
+    record_run(load_inputs("tool-call"), model, clean, run_id="clean", limit=40,
+               options=RecordOptions(workers=8))  # fmt: skip
+    scores = [score_run(clean, r, write=False).scores.drop("run_id") for r in ("k", "clean")]
+    assert scores[0].sort("sample_index").equals(scores[1].sort("sample_index"))
+
+
+# -- credentials -----------------------------------------------------------------------------
+
+
+def test_a_failure_of_the_store_is_one_line_with_its_secret_redacted(s3_store, monkeypatch):
+    async def leaky(*args: object, **kwargs: object) -> object:
+        # a service quoting the secret it was sent (S3 does not; a proxy might)
+        raise PermissionError(f"Access Denied for secret {os.environ['AWS_SECRET_ACCESS_KEY']}")
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", leaky)
+    result = cli("score", "x", "--store", s3_store)
+    assert result.exit_code == 1
+    assert S3_SECRET not in result.output
+    assert result.output.splitlines()[0].startswith(f"Error: {s3_store}: access denied")
+    assert "[redacted]" in result.output and "AWS_PROFILE" in result.output
+
+
+def test_a_missing_bucket_is_one_line(s3_server):
+    result = cli("record", "--model", "sim", "--run-id", "m", "--limit", "1", "--quiet",
+                 "--store", "s3://tcbreplay-no-such-bucket/traces")  # fmt: skip
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert "s3://tcbreplay-no-such-bucket/traces/m" in result.output
+    assert "does not exist" in result.output
