@@ -122,6 +122,13 @@ bench: install
 bench-score: install
 	$(BIN)/python -m bench.run --sizes 10k,100k
 
+# Scoring on object storage (not part of `make test`): the 1M run of `make bench` uploaded into
+# moto's S3 server on loopback, `tcbreplay score` and the bare read pass timed on it and on the
+# local store, alternated; the figures, with the machine's load, go to BENCHMARKS.md.
+.PHONY: bench-s3
+bench-s3: install
+	$(BIN)/python -m bench.s3_bench
+
 # Scoring with gold rules on every sample (not part of `make test`): the 1M run of `make bench`
 # and the same run with accept lists and order-free groups, `tcbreplay score` timed on both,
 # a slice of the second checked against the plain-Python spec; appended to BENCHMARKS.md.

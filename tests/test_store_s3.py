@@ -22,8 +22,10 @@ from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
-from tcbreplay._store import objects
-from tcbreplay._store.objects import ChunkJournal, LeaseLock, is_remote
+from tcbreplay._store import locks, objects
+from tcbreplay._store.journal import ChunkJournal, chunk_name, chunk_numbers
+from tcbreplay._store.locks import LeaseLock, lease_holder
+from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError, RunLockedError, StoreError
 
@@ -174,7 +176,9 @@ def test_record_and_replay_on_s3_score_as_locally(s3_store, tmp_path, monkeypatc
         ]
         assert scores[0].height == 12 and scores[0].equals(scores[1])
     manifest = json.loads(_fs().cat_file(f"{s3_store.removeprefix('s3://')}/r/manifest.json"))
-    assert manifest["status"] == "complete"
+    local_manifest = json.loads((local / "r" / "manifest.json").read_text())
+    assert manifest["status"] == local_manifest["status"] == "partial"  # 12 of the dataset
+    assert manifest["totals"]["recorded"] == local_manifest["totals"]["recorded"] == 12
     assert S3_SECRET not in json.dumps(manifest)
 
 
@@ -257,8 +261,8 @@ def test_of_two_writers_creating_the_lock_at_once_one_wins(s3_store):
 
 
 def test_a_dead_writers_lock_is_taken_over_after_its_lease(s3_store, monkeypatch):
-    monkeypatch.setattr(objects, "LEASE_S", 1.0)
-    monkeypatch.setattr(objects, "RENEW_S", 0.2)
+    monkeypatch.setattr(locks, "LEASE_S", 1.0)
+    monkeypatch.setattr(locks, "RENEW_S", 0.2)
     path = Store(s3_store).root / "run" / "writer.lock"
     dead = LeaseLock.take(path, "run 'run'")
     dead.forget()  # it renews no more, as if its process had died
@@ -272,10 +276,10 @@ def test_a_dead_writers_lock_is_taken_over_after_its_lease(s3_store, monkeypatch
     journal.write('{"line": 1}\n')
     with pytest.raises(RunLockedError, match="taken over"):
         journal.close()
-    assert objects.chunk_numbers(path.parent / "journal") == []
-    wait_for(lambda: objects.lease_holder(path) is not None, timeout=5)
+    assert chunk_numbers(path.parent / "journal") == []
+    wait_for(lambda: lease_holder(path) is not None, timeout=5)
     alive.release()
-    assert objects.lease_holder(path) is None
+    assert lease_holder(path) is None
 
 
 def test_journal_batches_are_created_only_if_absent(s3_store):
@@ -286,8 +290,8 @@ def test_journal_batches_are_created_only_if_absent(s3_store):
     second.write('{"b": 2}\n')
     with pytest.raises(RunLockedError, match="two processes write this run"):
         second.close()
-    assert objects.chunk_numbers(folder) == [1]
-    assert (folder / objects.chunk_name(1)).read_text() == '{"a": 1}\n'
+    assert chunk_numbers(folder) == [1]
+    assert (folder / chunk_name(1)).read_text() == '{"a": 1}\n'
 
 
 @pytest.mark.slow
@@ -296,7 +300,7 @@ def test_kill_9_leaves_the_run_readable_and_resume_loses_nothing(s3_store, monke
             "--limit", "40", "--workers", "2", "--quiet"]  # fmt: skip
     first = cli_process(*args)
     run = Store(s3_store).run_dir("k")
-    wait_for(lambda: objects.chunk_numbers(run / "journal"), timeout=60)
+    wait_for(lambda: chunk_numbers(run / "journal"), timeout=60)
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     kept = Store(s3_store).open_run("k").unfolded_records()
@@ -306,13 +310,13 @@ def test_kill_9_leaves_the_run_readable_and_resume_loses_nothing(s3_store, monke
     assert result.exit_code == 1
     assert f"{kept} finished samples wait" in result.output
     # its lock, no longer renewed, is taken over once its lease has run out
-    monkeypatch.setattr(objects, "LEASE_S", 0.5)
+    monkeypatch.setattr(locks, "LEASE_S", 0.5)
     time.sleep(0.6)
     model = parse_model("sim:seed=5,latency=0.05")
     summary = record_run(load_inputs("tool-call"), model, Store(s3_store), run_id="k", limit=40,
                          options=RecordOptions(workers=8))  # fmt: skip
-    assert summary.recorded == 40 and summary.status == "complete"
-    assert not objects.chunk_numbers(run / "journal")
+    assert summary.recorded == 40 and summary.status == "partial"  # 40 of the dataset
+    assert not chunk_numbers(run / "journal")
     clean = Store(s3_store)
     record_run(load_inputs("tool-call"), model, clean, run_id="clean", limit=40,
                options=RecordOptions(workers=8))  # fmt: skip

@@ -8,14 +8,15 @@ is made here by other means:
 - No renames: a file is written whole to a local temporary file, then uploaded; an upload is
   one object that appears whole or not at all (a multipart upload too, once completed).
 - No appends: the journal is a series of numbered objects, ``journal/<n>.jsonl``, each a batch
-  of finished samples (:class:`ChunkJournal`).
+  of finished samples (:class:`tcbreplay._store.journal.ChunkJournal`).
 - No ``flock``, and no process whose death frees a lock: the writer's lock is an object,
   ``writer.lock``, created only if absent (S3's conditional write ``If-None-Match: *``: of two
   writers that create it at once, one wins, the other gets 412) and renewed by its holder
-  every few seconds (``If-Match`` its last version); a lock not renewed for :data:`LEASE_S`
-  is a dead writer's, which the next writer replaces (again ``If-Match``, so of two only one
-  does). Journal batches are created only if absent too: a writer that lost its lock
-  (paused past its lease) cannot write over another's batch.
+  every few seconds (``If-Match`` its last version); a lock not renewed for its lease is a
+  dead writer's, which the next writer replaces (again ``If-Match``, so of two only one
+  does: :class:`tcbreplay._store.locks.LeaseLock`). Journal batches are created only if
+  absent too: a writer that lost its lock (paused past its lease) cannot write over another's
+  batch.
 
 Credentials come from each cloud's own environment and files (for S3: ``AWS_ACCESS_KEY_ID``,
 ``AWS_PROFILE``, ``~/.aws/config``, ``AWS_ENDPOINT_URL_S3``...), read by the cloud's library;
@@ -27,9 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import socket
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -37,7 +36,7 @@ from pathlib import Path, PurePath
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
-from tcbreplay.errors import InputError, RunLockedError, StoreError, TcbReplayError, first_line
+from tcbreplay.errors import InputError, StoreError, TcbReplayError, first_line
 
 T = TypeVar("T")
 
@@ -48,14 +47,6 @@ _LOCAL_SCHEMES = frozenset({"file", "local"})
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs",
              "abfs": "adlfs", "abfss": "adlfs"}  # fmt: skip
 EXTRA_HINT = "pip install 'tcbreplay[s3]'"
-
-# A writer's lock not renewed for this long is a dead writer's (seconds); its holder renews it
-# every RENEW_S. Read at each use, so that tests can shorten them.
-LEASE_S = 30.0
-RENEW_S = 5.0
-# A journal batch is written once it holds this many samples, or its first is this old.
-BATCH_LINES = 1000
-BATCH_S = 1.0
 
 
 def is_url(text: object) -> bool:
@@ -147,6 +138,11 @@ def upload_with(path: Path, write: Callable[[Path], T]) -> T:
 def upload(local: Path, path: Path) -> None:
     fs, where = fs_path(path)
     fs.put_file(str(local), where)
+
+
+def read_bytes(path: Path) -> bytes:
+    fs, where = fs_path(path)
+    return bytes(fs.cat_file(where))
 
 
 def put_bytes(path: Path, data: bytes) -> None:
@@ -257,217 +253,14 @@ def _etag(fs: Any, where: str, response: object) -> str:
     return str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("mtime"))
 
 
-def _age(fs: Any, where: str) -> tuple[float, str]:
+def written_ago(path: Path) -> tuple[float, str]:
     """How long ago an object was last written (by the store's clock), and its version."""
+    fs, where = fs_path(path)
     info = fs.info(where)
     modified = info.get("LastModified") or fs.modified(where)
     if modified.tzinfo is None:
         modified = modified.replace(tzinfo=dt.UTC)
     return time.time() - modified.timestamp(), _etag(fs, where, None)
-
-
-def holder_text() -> str:
-    since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    return f"pid {os.getpid()} on {socket.gethostname()} since {since}"
-
-
-class LeaseLock:
-    """A lock object on object storage, held while its holder renews it (see the module's
-    docstring); one process holds it at a time."""
-
-    def __init__(self, path: Path, etag: str, text: str) -> None:
-        self.path = path
-        self._etag = etag
-        self._body = text.encode()
-        self.lost: RunLockedError | None = None
-        self._stop = threading.Event()
-        self._mutex = threading.Lock()
-        self._thread = threading.Thread(target=self._keep, name="tcbreplay-lease", daemon=True)
-        self._thread.start()
-
-    @classmethod
-    def take(cls, path: Path, what: str) -> LeaseLock:
-        """Take the lock at ``path`` (``what``: the run, as errors name it), or raise a
-        :class:`RunLockedError` naming its holder while that holder renews it."""
-        text = holder_text()
-        try:
-            etag = create_object(path, text.encode())
-        except PreconditionFailed:
-            fs, where = fs_path(path)
-            try:
-                age, etag = _age(fs, where)
-                holder = fs.cat_file(where).decode(errors="replace").strip() or "another process"
-            except FileNotFoundError:  # released meanwhile: try once more
-                etag = create_object(path, text.encode())
-                return cls(path, etag, text)
-            if age < LEASE_S:
-                raise RunLockedError(
-                    f"{what} is being written by {holder} (its lock {url(path)} renewed "
-                    f"{max(0, round(age))} s ago)",
-                    hint=f"wait for it to finish; a writer that died releases it "
-                    f"{round(LEASE_S)} s after its last renewal",
-                ) from None
-            try:  # a dead writer's: replaced, unless another process took it meanwhile
-                etag = replace_object(path, text.encode(), etag)
-            except PreconditionFailed:
-                raise RunLockedError(
-                    f"{what} was taken by another process at the same moment",
-                    hint="wait for it to finish",
-                ) from None
-        return cls(path, etag, text)
-
-    def _keep(self) -> None:
-        while not self._stop.wait(RENEW_S):
-            with self._mutex:
-                if self._stop.is_set():
-                    return
-                try:
-                    self._etag = replace_object(self.path, self._body, self._etag)
-                except PreconditionFailed:
-                    self.lost = RunLockedError(
-                        f"{url(self.path)}: another process took this lock over (this one did "
-                        f"not renew it for {round(LEASE_S)} s)",
-                        hint="the run is that process's now: run the command again once it is done",
-                    )
-                    return
-                except Exception:
-                    continue
-
-    def check(self) -> None:
-        """Raise if another process took the lock over."""
-        if self.lost is not None:
-            raise self.lost
-
-    def release(self) -> None:
-        """Stop renewing the lock and remove it (unless another process holds it by now)."""
-        self._stop.set()
-        with self._mutex:
-            if self.lost is None:
-                delete_object(self.path, self._etag)
-
-    def forget(self) -> None:
-        """In a forked child: let go of the lock without a word to the store (the parent
-        keeps it; the child has no renewing thread)."""
-        self._stop.set()
-
-
-def lease_holder(path: Path) -> str | None:
-    """The holder of the lock at ``path`` while it is renewed, None if no live one is."""
-    fs, where = fs_path(path)
-    try:
-        age, _ = _age(fs, where)
-        if age >= LEASE_S:
-            return None
-        return fs.cat_file(where).decode(errors="replace").strip() or "another process"
-    except FileNotFoundError:
-        return None
-
-
-def wait_for_lease(path: Path, what: str) -> LeaseLock:
-    """Take the lock at ``path``, waiting while another process holds it."""
-    while True:
-        try:
-            return LeaseLock.take(path, what)
-        except RunLockedError:
-            time.sleep(min(1.0, RENEW_S))
-
-
-class ChunkJournal:
-    """A run's journal on object storage: finished samples, one JSON line each, written in
-    numbered objects ``journal/<n>.jsonl`` (n from 1, created only if absent), a batch at a
-    time: once it holds :data:`BATCH_LINES` samples or its first is :data:`BATCH_S` old, and
-    when the journal closes. A process killed loses the samples of the batch not written yet
-    (at most a second's), besides those in flight; no batch is ever half written."""
-
-    def __init__(self, folder: Path, lock: LeaseLock | None) -> None:
-        self.folder = folder
-        self._lock = lock
-        numbers = chunk_numbers(folder)
-        self._next = max(numbers, default=0) + 1
-        self._lines: list[str] = []
-        self._first = 0.0
-        self._mutex = threading.Lock()
-        self._failed: BaseException | None = None
-        self.closed = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._tick, name="tcbreplay-journal", daemon=True)
-        self._thread.start()
-
-    def write(self, text: str) -> None:
-        """Add finished samples' lines (each ending in a newline)."""
-        with self._mutex:
-            if self._failed is not None:
-                raise self._failed
-            if not self._lines:
-                self._first = time.monotonic()
-            self._lines.append(text)
-            if len(self._lines) >= BATCH_LINES:
-                self._write_batch()
-
-    def flush(self) -> None:
-        """Write the batch if it is due (a batch per append would be a request per sample)."""
-        with self._mutex:
-            if self._failed is not None:
-                raise self._failed
-            if self._lines and time.monotonic() - self._first >= BATCH_S:
-                self._write_batch()
-
-    def _tick(self) -> None:
-        while not self._stop.wait(BATCH_S / 4):
-            with suppress(Exception):  # kept in _failed: the next write raises it
-                self.flush()
-
-    def _write_batch(self) -> None:
-        data = "".join(self._lines).encode("utf-8")
-        path = self.folder / chunk_name(self._next)
-        try:
-            if self._lock is not None:
-                self._lock.check()
-            create_object(path, data)
-        except PreconditionFailed as exc:
-            self._failed = RunLockedError(
-                f"{url(path)}: written by another process meanwhile: two processes write this run",
-                hint="let one of them finish, then record the rest",
-            )
-            raise self._failed from exc
-        except BaseException as exc:
-            self._failed = exc
-            raise
-        self._next += 1
-        self._lines = []
-
-    def close(self) -> None:
-        """Write what is left, and stop."""
-        self._stop.set()
-        with self._mutex:
-            if not self.closed:
-                self.closed = True
-                if self._lines and self._failed is None:
-                    self._write_batch()
-
-    def forget(self) -> None:
-        """In a forked child: drop the journal without writing (the parent writes it)."""
-        self._stop.set()
-        self.closed = True
-        self._lines = []
-
-
-_CHUNK = re.compile(r"^(\d{12})\.jsonl$")
-
-
-def chunk_name(number: int) -> str:
-    return f"{number:012d}.jsonl"
-
-
-def chunk_numbers(folder: Path) -> list[int]:
-    """The numbers of the journal batches in ``folder``, in order."""
-    found = (_CHUNK.match(name) for name in list_names(folder))
-    return sorted(int(m.group(1)) for m in found if m)
-
-
-def chunks(folder: Path) -> Iterator[Path]:
-    for number in chunk_numbers(folder):
-        yield folder / chunk_name(number)
 
 
 # the libraries whose exceptions are failures of the object store (its credentials, its

@@ -39,6 +39,7 @@ from tcbreplay._store.locks import (
     same_file,
     sign_lock,
     take_lock,
+    wait_for_lease,
 )
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.parquet import read_schema, read_table
@@ -171,8 +172,10 @@ class Run:
         """How many finished samples wait in the journal, not yet in the Parquet files (a
         recording still going, or one that was killed)."""
         if is_remote(self.dir):
+            from tcbreplay._store.journal import chunks
+
             folder = self.dir / JOURNAL_CHUNKS
-            return sum(path.read_bytes().count(b"\n") for path in objects.chunks(folder))
+            return sum(path.read_bytes().count(b"\n") for path in chunks(folder))
         try:
             with (self.dir / JOURNAL).open("rb") as f:
                 return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b""))
@@ -234,7 +237,7 @@ class Run:
         if is_remote(self.dir):
             where = self.dir / SCORES / LOCK
             with writing(where, hint=WRITABLE_HINT):
-                lock = objects.wait_for_lease(where, f"the scores of run {self.run_id!r}")
+                lock = wait_for_lease(where, f"the scores of run {self.run_id!r}")
             try:
                 yield
             finally:

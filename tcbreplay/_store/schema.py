@@ -19,7 +19,7 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.
   (:mod:`tcbreplay._store.journal`).
   On object storage: numbered batches of lines instead, ``journal/<n>.jsonl``.
 - ``writer.lock``: held (``flock``) by the one process writing the run; on object storage an
-  object that process creates and renews (:class:`tcbreplay._store.objects.LeaseLock`).
+  object that process creates and renews (:class:`tcbreplay._store.locks.LeaseLock`).
 - ``scores/<scoring>/``: per-sample scores and a summary, one folder per scoring options.
 - ``evaluations/``: the dashboard file.
 """

@@ -16,13 +16,15 @@ from tcbreplay._store.files import (
     write_json_atomic,
     writing,
 )
+from tcbreplay._store.journal import ChunkJournal
 from tcbreplay._store.locks import (
     WRITABLE_HINT,
+    LeaseLock,
     Lock,
     release_lock,
     take_lock,
 )
-from tcbreplay._store.objects import ChunkJournal, LeaseLock, is_remote, remove_tree
+from tcbreplay._store.objects import is_remote, remove_object, remove_tree
 from tcbreplay._store.schema import (
     DATA_FILES,
     DIVERGENCES,
@@ -48,8 +50,6 @@ def discard_folder(path: Path) -> None:
     cut short is no run, and no command reads it.)"""
     if is_remote(path):
         with writing(path, hint=WRITABLE_HINT):
-            from tcbreplay._store.objects import remove_object
-
             remove_object(path / MANIFEST)
             remove_tree(path)
         return
