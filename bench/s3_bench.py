@@ -39,6 +39,9 @@ def main() -> None:
         AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench-secret",
         AWS_DEFAULT_REGION="us-east-1", AWS_CONFIG_FILE=os.devnull,
         AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        # moto keeps an object over 5 MB in a temporary file otherwise: in memory, as S3's
+        # own storage is not this machine's disk
+        MOTO_S3_DEFAULT_KEY_BUFFER_SIZE=str(2**31),
     )  # fmt: skip
     from moto.server import ThreadedMotoServer
 

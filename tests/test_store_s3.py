@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import s3fs
-from conftest import S3_SECRET
 from helpers import cli, cli_process, import_tau_bench, wait_for
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -28,6 +27,85 @@ from tcbreplay._store.locks import LeaseLock, lease_holder
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError, RunLockedError, StoreError
+
+# every test here but one talks to the local S3 server (a thread serving HTTP in this process)
+pytestmark = pytest.mark.slow
+
+
+# -- a local S3 server ---------------------------------------------------------------------
+
+# what the cloud's library reads the server's credentials from (moto takes any); values that
+# no other test prints, so that finding one in an output means it leaked
+S3_SECRET = "moto-secret-Zq8vX3kP0w"
+S3_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "moto-key-id-4Hn2",
+    "AWS_SECRET_ACCESS_KEY": S3_SECRET,
+    "AWS_DEFAULT_REGION": "us-east-1",
+    # the user's own AWS files are not read
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3 server on loopback, started once for this module and stopped at its end;
+    while it runs, the environment points the AWS libraries at it (``AWS_ENDPOINT_URL_S3``,
+    credentials): tcbreplay reads a store ``s3://...`` as it would a real one."""
+    import logging
+
+    moto_server = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    environment = {**S3_ENVIRONMENT, "AWS_ENDPOINT_URL_S3": f"http://{host}:{port}"}
+    before = {name: os.environ.get(name) for name in environment}
+    os.environ.update(environment)
+    try:
+        yield environment["AWS_ENDPOINT_URL_S3"]
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.stop()
+
+
+def new_bucket() -> str:
+    """A new, empty bucket on the local S3 server: its name."""
+    import uuid
+
+    import boto3
+
+    name = f"tcbreplay-{uuid.uuid4().hex[:16]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def s3_store(s3_server):
+    """The URL of an empty store on the local S3 server (a bucket of its own)."""
+    return f"s3://{new_bucket()}/traces"
+
+
+@pytest.fixture(scope="module")
+def s3_sim_copy(s3_server, sim_run):
+    """``sim_run`` uploaded without its scores into a store on the local S3 server, every file
+    as it is: (store URL, run_id). The same bytes as ``sim_copy``, so every command must give
+    the same numbers on both."""
+    import s3fs
+
+    store, run_id = sim_run
+    url = f"s3://{new_bucket()}/traces"
+    fs = s3fs.S3FileSystem()
+    for path in sorted(store.run_dir(run_id).rglob("*")):
+        relative = path.relative_to(store.root)
+        if path.is_file() and relative.parts[1] not in ("scores", "evaluations"):
+            fs.put_file(str(path), f"{url.removeprefix('s3://')}/{relative.as_posix()}")
+    return url, run_id
+
 
 N_SAMPLES = len(json.loads(BENCHMARKS["tool-call"].dataset.read_text()))
 
