@@ -211,6 +211,18 @@ def test_duckdb_reads_the_store_through_fsspec_and_installs_no_extension(s3_sim_
         con.close()
 
 
+def test_duckdb_reads_exactly_the_byte_ranges_it_asks_for(s3_sim_copy):
+    url, run_id = s3_sim_copy
+    fs = objects.reader_fs(objects.fs_path(Store(url).root)[0])
+    fetched: list[int] = []
+    with fs.open(f"{url.removeprefix('s3://')}/{run_id}/messages.parquet", "rb") as f:
+        fetch = f.cache.fetcher
+        f.cache.fetcher = lambda start, end: fetched.append(end - start) or fetch(start, end)
+        f.seek(1000)
+        assert len(f.read(100)) == 100
+    assert fetched == [100]  # not a read-ahead block (50 MB, or the rest of the file)
+
+
 def test_report_diff_audit_and_export_as_on_a_local_store(s3_sim_copy, sim_copy, tmp_path):
     url, run_id = s3_sim_copy
     root, _ = sim_copy

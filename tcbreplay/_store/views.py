@@ -209,7 +209,7 @@ def register_filesystems(con: duckdb.DuckDBPyConnection, run_list: list[Run]) ->
             fs, _ = objects.fs_path(run.dir)
             name = fs.protocol[0] if isinstance(fs.protocol, tuple) else fs.protocol
             if name not in registered:  # (DuckDB names a filesystem by its first protocol)
-                con.register_filesystem(fs)
+                con.register_filesystem(objects.reader_fs(fs))
                 registered.add(name)
 
 
