@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,10 +13,23 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 from click.testing import CliRunner, Result
 
 from tcbreplay._cli import main
+
+
+def load_script(name: str, path: Path) -> ModuleType:
+    """The Python file ``path`` as a module named ``name`` (the fixtures' generators, which
+    share a file name)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def cli(*args: object, crash_ok: bool = False) -> Result:

@@ -50,6 +50,7 @@ def test_every_example_is_run_here():
         "compare_two_models.sh",
         "tau_bench_validity.sh",
         "use_the_library.py",
+        "score_production_traces.sh",
     }
     assert {path.name for path in EXAMPLES.iterdir()} == tested
     assert all(os.access(EXAMPLES / name, os.X_OK) for name in tested)
@@ -92,6 +93,26 @@ def test_import_tau_bench_and_run_validity(tmp_path):
     assert cells(out, "write_exact")[:6] == ["write_exact", "higher", "20", "0.8571", "0.0769",
                                              "0.8901"]  # fmt: skip
     assert cells(out, "tp")[:6] == ["tp", "higher", "20", "0.2740", "0.0892", "0.6593"]
+
+
+@pytest.mark.slow  # two exports, each imported, scored and queried by a process per command
+@pytest.mark.parametrize(
+    "traces", ["langsmith/runs.parquet", "langfuse/observations.parquet"], ids=lambda t: t[:9]
+)
+def test_score_production_traces(tmp_path, traces):
+    """A LangSmith bulk export and a Langfuse blob export of the same agent's traces score
+    alike against the dataset their traces are matched to."""
+    dataset = DATA / traces.split("/")[0] / "dataset.json"
+    out = run_example(
+        "score_production_traces.sh", DATA / traces, dataset, DATA / "tools_shop.json", cwd=tmp_path
+    )
+    assert "run production: 6/10 samples imported (2 trials each), 4 without a trace" in out
+    assert cells(out, "tp   trajectory precision")[1:4] == ["0.4500", "0.45", "10 samples"]
+    assert cells(out, "ahr  argument hallucination rate")[1:4] == ["0.3750", "0.375", "3/8 args"]
+    # the worst samples: the failed trace among them, as its sample's trial 0
+    worst = [[c.strip() for c in line.split("│")] for line in out.splitlines()]
+    worst = [row[1:9] for row in worst if row[0] == "production"]
+    assert ["mul-7-by-8", "0", "0", "0", "NULL", "1", "0", "error"] in worst
 
 
 def test_use_the_library(tmp_path):

@@ -909,21 +909,28 @@ def test_ctrl_c_that_reaches_a_part_thread_stops_scoring(monkeypatch):
     samples, messages = build_tables(run)
     load_flat = score_module.translate.load_flat
     threads = []
+    loading = threading.Event()
+    sent = []
 
     def load(cursor, samples_range):
         threads.append(threading.get_ident())
+        loading.set()
         cursor.execute("select sum(i) from range(60_000_000_000) t(i)").fetchall()
         return load_flat(cursor, samples_range)
 
+    def interrupt() -> None:
+        # once a part's thread is in its query, however long a loaded machine takes to get there
+        if loading.wait(60):
+            time.sleep(0.2)
+            sent.append(time.perf_counter())
+            signal.pthread_kill(threads[0], signal.SIGINT)
+
     monkeypatch.setattr(score_module.translate, "load_flat", load)
-    timer = threading.Timer(0.5, lambda: signal.pthread_kill(threads[0], signal.SIGINT))
     con = connect_tables(samples, messages)
-    started = time.perf_counter()
-    timer.start()
+    threading.Thread(target=interrupt, daemon=True).start()
     try:
         with pytest.raises(KeyboardInterrupt):
             compute_scores(con, TOOLS, ScoreOptions(), parts=2)
     finally:
-        timer.cancel()
         con.close()
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - sent[0] < 10

@@ -90,7 +90,9 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
     store_dir = tmp_path / "traces"
-    proc = cli_process("record", "--model", "sim:latency=0.05", "--run-id", "c", "--store",
+    # latency long enough that the run is still going when Ctrl-C comes on a loaded machine
+    # (about 28 s of waiting in all); the resume makes up for it with more workers
+    proc = cli_process("record", "--model", "sim:latency=0.2", "--run-id", "c", "--store",
                 str(store_dir), "--workers", "2")  # fmt: skip
     run_dir = store_dir / "c"
     wait_for(lambda: journal_lines(run_dir) >= 5)
@@ -107,7 +109,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
     assert {r["status"] for r in kept} == {"ok"}
 
     result = CliRunner().invoke(main, ["record", "--resume", "c", "--store", str(store_dir),
-                                       "--quiet"])  # fmt: skip
+                                       "--workers", "32", "--quiet"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert len(_samples(run_dir)) == N_SAMPLES
 

@@ -32,8 +32,8 @@ def test_the_format_choices_are_the_registrys_and_every_earlier_one_still():
     assert format_option().type.choices == registry.choices()
     # the names and alias of earlier versions, all kept
     assert registry.choices() == (
-        "langchain", "openai", "anthropic", "tau-bench", "inspect", "abet-evaluation", "bfcl",
-        "jsonl",
+        "langchain", "openai", "anthropic", "tau-bench", "inspect", "langsmith", "langfuse",
+        "abet-evaluation", "bfcl", "jsonl",
     )  # fmt: skip
     assert registry.get("jsonl").name == "langchain"
 

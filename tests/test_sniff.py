@@ -65,6 +65,10 @@ def test_each_reason_says_what_the_dialect_missed(tmp_path):
         "Error:   anthropic: its first line is not an object with a messages list",
         "Error:   tau-bench: it is not a JSON list (of τ-bench results)",
         "Error:   inspect: neither a zip file (.eval) nor a JSON object with eval and version",
+        "Error:   langsmith: neither LangSmith runs (objects with run_type and trace_id) nor the "
+        "SDK's posted payloads",
+        "Error:   langfuse: not Langfuse observations (objects with trace_id or traceId, type and "
+        "a parent observation field)",
         "Error:   abet-evaluation: a JSON object without samples and results (a dashboard file's)",
         "Error:   bfcl: its first line is not a BFCL result (id, result)",
     ]

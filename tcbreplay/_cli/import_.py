@@ -46,7 +46,9 @@ class _ImportCommand(KnownCommand):
     "--dataset",
     type=click.Path(dir_okay=False, path_type=Path),
     help="The samples' inputs and gold calls (not needed for tau-bench, nor for inspect logs "
-    "whose samples hold their calls; with bfcl: BFCL's questions).",
+    "whose samples hold their calls; with bfcl: BFCL's questions). LangSmith's and Langfuse's "
+    "traces are matched to its samples by an id they carry or by their input text; without "
+    "it, each is a sample with no gold calls.",
 )
 @click.option(
     "--tools",
@@ -59,7 +61,8 @@ class _ImportCommand(KnownCommand):
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
-    "file, an inspect_ai log, a dashboard file or a BFCL results file.",
+    "file, an inspect_ai log, LangSmith runs, Langfuse observations, a dashboard file or a "
+    "BFCL results file.",
 )
 @click.option("--run-id", required=True, help="Id of the new run (one the store does not hold).")
 @click.option(
@@ -104,10 +107,10 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     if inputs is None and dataset is not None:
         inputs = load_inputs(None, dataset, tools, None, need_prompt=False, own_tools=True)
     elif inputs is None and dialect is not None and not dialect.holds_samples:
+        *others, last = registry.holding_samples()
         raise InputError(
             f"--dataset is required with --format {fmt}",
-            hint=f"only {' and '.join(registry.holding_samples())} traces hold their samples' "
-            "gold calls",
+            hint=f"only {', '.join(others)} and {last} traces can be imported without one",
         )
     chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
     try:

@@ -49,6 +49,21 @@ DIALECTS: dict[str, Dialect] = {
             holds_samples=True,
         ),
         Dialect(
+            "langsmith",
+            f"{_HERE}.langsmith",
+            "LangSmith runs: Client.list_runs() as JSON or JSON Lines, the SDK's posted "
+            "payloads (/runs/batch, /runs/multipart) or a bulk export's Parquet file; a sample "
+            "per trace (with --dataset: the sample it matches)",
+            holds_samples=True,
+        ),
+        Dialect(
+            "langfuse",
+            f"{_HERE}.langfuse",
+            "Langfuse observations: its blob storage exports (JSON Lines, JSON, Parquet) or the "
+            "UI's batch export; a sample per trace (with --dataset: the sample it matches)",
+            holds_samples=True,
+        ),
+        Dialect(
             "abet-evaluation",
             f"{_HERE}.abet",
             "a dashboard file of the original Tool Call Benchmark",

@@ -1,0 +1,207 @@
+"""A trace as a tree of model and tool calls (LangSmith's runs, Langfuse's observations), told as
+a sample's messages.
+
+The messages are those the first model call was given, then, in the order the calls ran,
+each model call's answer (a model turn, with its tool calls) and each tool call's result (a
+tool message, for the call whose id it names, else the first unanswered call of its name). A
+result no tool call of the trace gave, but a later model call was given, is taken from that
+model call's messages (a tool run outside the tracing).
+
+Messages are read in each shape these traces hold them: LangChain's serialised form
+(``{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {...}}``),
+``messages_to_dict``'s (``{"type", "data"}``), a message's own dump (``{"type": "ai",
+"content", ...}``) and role dicts (``{"role": "assistant", ...}``) whose tool calls are OpenAI's
+(``function.arguments`` as JSON text) or LangChain's (``name``, ``args``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tcbreplay import _json
+from tcbreplay._importers import openai
+from tcbreplay.errors import TraceError
+
+_LC_KINDS = {
+    "SystemMessage": "system", "SystemMessageChunk": "system",
+    "HumanMessage": "human", "HumanMessageChunk": "human",
+    "AIMessage": "ai", "AIMessageChunk": "ai",
+    "ToolMessage": "tool", "ToolMessageChunk": "tool",
+    "ChatMessage": "chat", "FunctionMessage": "function",
+}  # fmt: skip
+_ROLES = {"user": "human", "assistant": "ai", "system": "system", "developer": "system",
+          "tool": "tool"}  # fmt: skip
+
+
+class Conversation:
+    """A trace's messages, told call by call (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self._pending: list[tuple[str, str]] = []  # (call id, tool name) not yet answered
+        self._answered: set[str] = set()
+
+    def model_call(self, given: list[Any], answer: Any) -> None:
+        """A model call: the messages it was given, and its answer (None if it failed)."""
+        if not self.messages:
+            for message in given:
+                self._add(message)
+        else:
+            for message in given:
+                if message.type == "tool" and self._open(message.tool_call_id):
+                    self._add(message)  # a result no tool call of the trace gave
+        if answer is not None:
+            self._add(answer)
+
+    def tool_call(
+        self, name: str, content: Any, call_id: str | None, status: str = "success"
+    ) -> None:
+        """A tool call's result; ``call_id`` None: the first unanswered call of its name."""
+        from langchain_core.messages import ToolMessage
+
+        if call_id and call_id in self._answered:
+            return  # among the messages already
+        if not call_id:
+            named = [p for p in self._pending if p[1] == name] or self._pending
+            call_id = named[0][0] if named else ""
+        self._add(ToolMessage(content=content, tool_call_id=call_id, name=name, status=status))
+
+    def _open(self, call_id: str) -> bool:
+        return call_id not in self._answered and any(p[0] == call_id for p in self._pending)
+
+    def _add(self, message: Any) -> None:
+        if message.type == "tool":
+            self._insert_result(message)
+        else:
+            self.messages.append(message)
+        for call in getattr(message, "tool_calls", None) or []:
+            self._pending.append((call.get("id") or "", call.get("name") or ""))
+        if message.type == "tool":
+            self._answered.add(message.tool_call_id)
+            self._pending = [p for p in self._pending if p[0] != message.tool_call_id]
+
+    def _insert_result(self, result: Any) -> None:
+        """A tool result after the results of calls made before its call in the same turn
+        (parallel calls may end in any order; the agent reads their results in call order)."""
+        turn = next(
+            (k for k in range(len(self.messages) - 1, -1, -1) if self.messages[k].type != "tool"),
+            -1,
+        )
+        calls = (getattr(self.messages[turn], "tool_calls", None) or []) if turn >= 0 else []
+        order = {call.get("id"): n for n, call in enumerate(calls)}
+        rank = order.get(result.tool_call_id, len(order))
+        at = len(self.messages)
+        while at > turn + 1 and order.get(self.messages[at - 1].tool_call_id, len(order)) > rank:
+            at -= 1
+        self.messages.insert(at, result)
+
+
+def input_text(messages: list[Any]) -> str | None:
+    """The text of the first user message."""
+    for message in messages:
+        if message.type == "human":
+            return str(message.text)
+    return None
+
+
+def calls_of(messages: list[Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The tool calls of the messages' model turns: each one's name and argument names."""
+    return tuple(
+        (str(call.get("name") or ""), tuple(call.get("args") or {}))
+        for m in messages
+        if m.type == "ai"
+        for call in getattr(m, "tool_calls", None) or []
+    )
+
+
+def offered_tools(value: Any) -> list[dict[str, Any]]:
+    """The tool schemas a model call was offered, where it keeps them (a list of schemas,
+    OpenAI's or plain; a map of name to schema, as JSON text or parsed): those that have a
+    name (in a map, the key is the name of a schema without one)."""
+    named = list(value.items()) if isinstance(value, dict) else None
+    if named is None and not isinstance(value, list):
+        return []
+    out = []
+    for key, tool in named or [(None, t) for t in value]:
+        if isinstance(tool, str):
+            try:
+                tool = _json.loads(tool)
+            except ValueError:  # not JSON, or beyond the limits: not a schema to offer
+                continue
+        if not isinstance(tool, dict):
+            continue
+        if isinstance(tool.get("function"), dict):  # OpenAI's {"type": "function", ...}
+            tool = {**tool, "function": _named(tool["function"], key)}
+        else:
+            tool = _named(tool, key)
+        if tool_name(tool) is not None:
+            out.append(tool)
+    return out
+
+
+def tool_name(tool: dict[str, Any]) -> str | None:
+    """The name of a tool schema, OpenAI's (``function.name``) or plain (``name``)."""
+    spec = tool.get("function")
+    name = (spec if isinstance(spec, dict) else tool).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _named(spec: dict[str, Any], key: str | None) -> dict[str, Any]:
+    return {"name": key, **spec} if key is not None and "name" not in spec else spec
+
+
+def lc_kind(value: dict[str, Any]) -> str | None:
+    """The message kind of a LangChain serialised object (None for another object)."""
+    if value.get("lc") == 1 and value.get("type") == "constructor":
+        ids = value.get("id")
+        return _LC_KINDS.get(ids[-1]) if isinstance(ids, list) and ids else None
+    return None
+
+
+def message(value: Any, where: str) -> Any:
+    """A message in any of the shapes these traces hold, as a LangChain message (a string is
+    a user's)."""
+    from langchain_core.messages import HumanMessage, messages_from_dict
+
+    if isinstance(value, str):
+        return HumanMessage(value)
+    if not isinstance(value, dict):
+        raise TraceError(f"{where}: a message must be an object")
+    if value.get("lc") == 1:
+        kind, data = lc_kind(value), value.get("kwargs")
+        if kind is None or not isinstance(data, dict):
+            raise TraceError(f"{where}: a LangChain serialised object that is no message")
+    elif isinstance(value.get("role"), str) and "type" not in value:
+        if _openai_calls(value):
+            return openai.convert([value], {}, where)[0]
+        kind = _ROLES.get(value["role"])
+        if kind is None:
+            raise TraceError(f"{where}: role {value['role']!r}: not a message's role")
+        data = {k: v for k, v in value.items() if k != "role"}
+        if value["role"] == "developer":
+            data = {**data, "additional_kwargs": {"__openai_role__": "developer"}}
+    elif isinstance(value.get("type"), str):
+        kind = value["type"]
+        data = value["data"] if isinstance(value.get("data"), dict) else value
+    else:
+        raise TraceError(f"{where}: not a message (LangChain's, or one with a role)")
+    data = {k: v for k, v in data.items() if k != "type"}
+    if kind == "ai" and isinstance(data.get("tool_calls"), list):
+        data["tool_calls"] = [
+            {"id": None, **c} if isinstance(c, dict) else c for c in data["tool_calls"]
+        ]
+    if data.get("content") is None:  # a turn of tool calls only
+        data["content"] = ""
+    try:
+        (found,) = messages_from_dict([{"type": kind, "data": data}])
+    except Exception as exc:  # any shape LangChain cannot load is bad input
+        detail = " ".join(str(exc).split())[:200]
+        what = f"not a LangChain message ({type(exc).__name__}: {detail})"
+        raise TraceError(f"{where}: {what}") from exc
+    return found
+
+
+def _openai_calls(value: dict[str, Any]) -> bool:
+    """Whether a role dict's tool calls are OpenAI's (``function``), not LangChain's."""
+    calls = value.get("tool_calls")
+    return isinstance(calls, list) and any(isinstance(c, dict) and "function" in c for c in calls)
