@@ -92,9 +92,9 @@ def s3_store(s3_server):
 
 @pytest.fixture(scope="module")
 def s3_sim_copy(s3_server, sim_run):
-    """``sim_run`` uploaded without its scores into a store on the local S3 server, every file
-    as it is: (store URL, run_id). The same bytes as ``sim_copy``, so every command must give
-    the same numbers on both."""
+    """``sim_run`` uploaded without its scores and its lock into a store on the local S3
+    server, every other file as it is: (store URL, run_id). The same bytes as ``sim_copy``, so
+    every command must give the same numbers on both."""
     import s3fs
 
     store, run_id = sim_run
@@ -102,7 +102,9 @@ def s3_sim_copy(s3_server, sim_run):
     fs = s3fs.S3FileSystem()
     for path in sorted(store.run_dir(run_id).rglob("*")):
         relative = path.relative_to(store.root)
-        if path.is_file() and relative.parts[1] not in ("scores", "evaluations"):
+        # not the local writer.lock either: a flock's file, which on S3 would be a live lease
+        skip = relative.parts[1] in ("scores", "evaluations") or path.name == "writer.lock"
+        if path.is_file() and not skip:
             fs.put_file(str(path), f"{url.removeprefix('s3://')}/{relative.as_posix()}")
     return url, run_id
 
