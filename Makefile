@@ -163,6 +163,14 @@ bench-bfcl: $(STAMP)
 	$(BFCL_INSTALL)
 	$(BIN)/python -m bench.bfcl_bench
 
+# OpenTelemetry at scale (not part of `make test`): 100,000 OTLP/JSON spans (20,000 agent runs,
+# openai-v2's spans written again with fresh ids) imported, wall time and peak memory; then
+# `collect` fed them as protobuf requests, spans a second and its memory over the run;
+# appended to BENCHMARKS.md under "OpenTelemetry", with the machine's load.
+.PHONY: bench-otel
+bench-otel: $(STAMP)
+	$(BIN)/python -m bench.otel_bench
+
 # Does each metric track τ-bench's own verdict (not part of `make test`)? The shared τ-bench
 # sample imported into a fresh store under bench/out/, scored with its six state-changing
 # tools as the role write (then focused on them: --only write), and `tcbreplay validity` of

@@ -4,15 +4,16 @@ Written to be obviously right rather than fast: plain-Python value equality, a t
 Levenshtein table over whole names, set-based TSA, and an AHR that enumerates every
 order-preserving one-to-one same-name pairing and picks one by the spec's tie-break order.
 
-Gold rules, written from the metric spec (docs/metrics.md): a gold call may carry ``accept``
-(per key, every acceptable value), ``optional`` (keys that may be left out) and ``group``
-(consecutive calls with one group value form an order-free block). The brute force enumerates
-every one-to-one same-name pairing whose pairs, listed by agent call, never go back to an
-earlier block, and TP takes the least edit distance over every order of every block.
+Gold rules, written from the metric spec (docs/metrics.md): a gold call may carry ``accept`` (per
+key, every acceptable value), ``optional`` (keys that may be left out), ``group`` (consecutive calls
+with one group value form an order-free block) and ``compare`` (the only keys whose values are
+judged; any other key the tool takes is right, and never missing). The brute force enumerates every
+one-to-one same-name pairing whose pairs, listed by agent call, never go back to an earlier block,
+and TP takes the least edit distance over every order of every block.
 
 Inputs: ``gold`` is a sequence of ``(name, args)`` or ``(name, args, rules)`` (rules: a dict with
-any of accept, optional, group); ``agent`` a sequence of ``(name, args)``; ``tools`` a list of
-``{"name": ..., "parameters": {"properties": {param: {"type": ..., "default": ...}?}}}``.
+any of accept, optional, group, compare); ``agent`` a sequence of ``(name, args)``; ``tools`` a list
+of ``{"name": ..., "parameters": {"properties": {param: {"type": ..., "default": ...}?}}}``.
 """
 
 from __future__ import annotations
@@ -173,12 +174,16 @@ def pair_counts(
     declared = params.get(name, {})
     accept = (rules or {}).get("accept") or {}
     optional = set((rules or {}).get("optional") or [])
+    compare = (rules or {}).get("compare")
+    compared = set(compare) if compare is not None else set(agent_args) | set(gold_args)
     invalid = valid = 0
     for key, value in agent_args.items():
         if key not in declared:
             bad = True  # (a) no such parameter
         elif integers is not None and (name, key) in integers and type(value) is float:
             bad = True  # strict types: a float for an integer parameter
+        elif key not in compared:
+            bad = False  # any value of a key not compared
         else:
             acceptable = list(accept.get(key, []))
             if key in gold_args:
@@ -190,7 +195,9 @@ def pair_counts(
             invalid += 1
         else:
             valid += 1
-    missing = sum(1 for key in gold_args if key not in agent_args and key not in optional)
+    missing = sum(
+        1 for key in gold_args if key not in agent_args and key not in optional and key in compared
+    )
     return invalid, valid, missing
 
 
@@ -291,6 +298,10 @@ def score_sample(
     return {
         "exact": divergence is None,
         "first_divergence": divergence,
+        # every gold call accepts some agent call, whatever the order and the other calls
+        "covered": all(
+            any((i, j) in accepted for i in range(len(agent))) for j in range(len(gold))
+        ),
         "tsa": tsa(agent_names, gold_names),
         "tp": tp(agent_names, gold_names)
         if ordered

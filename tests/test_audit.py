@@ -278,13 +278,15 @@ def test_changed_raw_message_is_caught(scored):
         assert set(d) == {"scoring", "sample_id", "field", "stored", "recomputed"}
         assert d["scoring"] == "spec"
     per_sample = {(d["sample_id"], d["field"]) for d in report["differences"] if d["sample_id"]}
-    # the wrong value also takes the sample off the gold path at its first call
-    outcome = {(sid, "exact"), (sid, "first_divergence")}
+    # the wrong value also takes the sample off the gold path at its first call, and leaves
+    # its gold call undone
+    outcome = {(sid, "exact"), (sid, "first_divergence"), (sid, "covered")}
     assert per_sample == {(sid, "args_invalid"), (sid, "ahr"), *outcome}
     run_level = {d["field"]: d for d in report["differences"] if d["sample_id"] is None}
     assert set(run_level) == {
         "args_invalid", "ahr", "by_tool", "by_category",
-        "exact", "exact_samples", "first_divergence", "n_first_divergence",
+        "exact", "exact_samples", "first_divergence", "n_first_divergence", "covered",
+        "covered_samples",
     }  # fmt: skip
     assert run_level["args_invalid"]["recomputed"] == run_level["args_invalid"]["stored"] + 1
 

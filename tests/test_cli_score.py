@@ -6,6 +6,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from helpers import cli, snapshot
 
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._store.runs import Store
+from tcbreplay.errors import InputError
 
 DATA = Path(__file__).parent / "data"
 SUMMARY_KEYS = {
@@ -568,6 +570,9 @@ def test_files_rewritten_by_polars_score_the_same(sim_copy):
         ("spec_rel--1_abs-0", None),
         ("spec_rel-nan_abs-0", None),
         ("spec_rel-x_abs-0", None),
+        ("spec_side-user", ScoreOptions(side="user")),
+        ("spec_types-strict_side-both", ScoreOptions(types="strict", side="both")),
+        ("spec_side-agent", None),  # the default is not named
         ("other", None),
     ],
 )
@@ -575,6 +580,19 @@ def test_options_from_a_results_folder_name(scoring, options):
     assert ScoreOptions.from_scoring(scoring) == options
     if options is not None:
         assert options.scoring == scoring
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"side": "nobody"}, "--side 'nobody': choose one of agent, user, both"),
+        ({"side": "user", "scorer": "abet"}, "--side user applies to --scorer spec"),
+        ({"side": "both", "gold_run": "other"}, "--side both goes with the dataset's gold"),
+    ],
+)
+def test_side_is_the_spec_scorers_against_the_datasets_gold(options, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        ScoreOptions(**options)
 
 
 def test_score_holds_the_run_against_deletion(sim_copy):

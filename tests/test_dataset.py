@@ -249,8 +249,8 @@ def test_jsonl_problems_name_the_line():
         ),
         (
             {"input": "x", "target": [{"name": "f", "args": {}, "id": "c1"}]},
-            "unknown key 'id' in target[0] (a gold call has name, args, accept, optional "
-            "and group)",
+            "unknown key 'id' in target[0] (a gold call has name, args, accept, optional, "
+            "group, compare and side)",
         ),
         (
             {"input": "x", "target": [], "prompt": "y"},
@@ -663,6 +663,16 @@ def test_gold_rules_load_and_round_trip():
          "gold call 0 (f) accepts values of 'w', which f does not take"),
         ([{"name": "g", "args": {}}], {"tools": [TOOL_F]},
          "gold call 0 uses tool 'g', which its own tools lack (tools: f)"),
+        ([{"name": "f", "args": {}, "compare": "u"}], {},
+         "target[0].compare must be a list of argument names ([]: compare none)"),
+        ([{"name": "f", "args": {}, "compare": ["u", "u"]}], {},
+         "target[0].compare names 'u' twice"),
+        ([{"name": "f", "args": {"u": 1, "v": 2}, "accept": {"u": [1, 2]}, "compare": ["v"]}],
+         {}, "target[0].accept.u: 'u' is not compared (it is not in compare)"),
+        ([{"name": "f", "args": {}, "compare": ["w"]}], {"tools": [TOOL_F]},
+         "gold call 0 (f) compares 'w', which f does not take"),
+        ([{"name": "f", "args": {}, "side": "assistant"}], {},
+         "target[0].side must be 'agent' or 'user'"),
     ],
 )  # fmt: skip
 def test_each_rule_problem_names_its_place(tmp_path, target, extra, message):
@@ -671,6 +681,28 @@ def test_each_rule_problem_names_its_place(tmp_path, target, extra, message):
     with pytest.raises(DatasetError) as info:
         load_dataset(path, {"f": {"u", "v"}})
     assert any(line.startswith(f"ds.json: entry 1: {message}") for line in problems(info))
+
+
+def test_compare_and_side_are_kept_and_taus_names_get_a_hint(tmp_path):
+    target = [
+        {"name": "f", "args": {"u": "a note"}, "compare": []},
+        {"name": "f", "args": {"u": 1, "v": 2}, "compare": ["v"], "side": "user"},
+        {"name": "f", "args": {}, "side": "agent"},  # the default: stored without a side
+    ]
+    path = write(tmp_path, "ds.json", json.dumps([{"input": "x", "target": target}]))
+    dataset = load_dataset(path, {"f": {"u", "v"}})
+    assert dataset.samples[0].gold_calls() == [
+        {"name": "f", "args": {"u": "a note"}, "compare": []},
+        {"name": "f", "args": {"u": 1, "v": 2}, "compare": ["v"], "side": "user"},
+        {"name": "f", "args": {}},
+    ]
+    assert dataset_from_entries(dataset.entries()).entries() == dataset.entries()
+    for key, value, ours in (("compare_args", [], "compare"), ("requestor", "user", "side")):
+        taus = [{"name": "f", "args": {}, key: value}]
+        path = write(tmp_path, "tau.json", json.dumps([{"input": "x", "target": taus}]))
+        with pytest.raises(DatasetError) as info:
+            load_dataset(path, {"f": {"u", "v"}})
+        assert f"unknown key '{key}' in target[0] (did you mean {ours}?)" in str(info.value)
 
 
 def test_a_samples_own_tools_replace_the_runs_for_its_checks(tmp_path):

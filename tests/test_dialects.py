@@ -280,8 +280,8 @@ def test_a_file_in_no_known_shape_asks_for_the_format(tmp_path):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         "Error: t.json: cannot tell its format: it is a JSON list, but not of τ-bench results",
-        "Hint: give --format (langchain, openai, anthropic, tau-bench, inspect, langsmith, "
-        "langfuse, abet-evaluation, bfcl)",
+        "Hint: give --format (langchain, openai, anthropic, tau-bench, tau2, inspect, langsmith, "
+        "langfuse, abet-evaluation, otlp, jaeger, bfcl)",
     ]
 
 

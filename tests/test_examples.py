@@ -51,6 +51,7 @@ def test_every_example_is_run_here():
         "tau_bench_validity.sh",
         "use_the_library.py",
         "score_production_traces.sh",
+        "tau2_sides.sh",
     }
     assert {path.name for path in EXAMPLES.iterdir()} == tested
     assert all(os.access(EXAMPLES / name, os.X_OK) for name in tested)
@@ -93,6 +94,18 @@ def test_import_tau_bench_and_run_validity(tmp_path):
     assert cells(out, "write_exact")[:6] == ["write_exact", "higher", "20", "0.8571", "0.0769",
                                              "0.8901"]  # fmt: skip
     assert cells(out, "tp")[:6] == ["tp", "higher", "20", "0.2740", "0.0892", "0.6593"]
+
+
+@pytest.mark.slow  # eight commands, a process each
+def test_tau2_sides(tmp_path):
+    out = run_example("tau2_sides.sh", DATA / "tau2" / "gpt-4.1_telecom_sample.json", cwd=tmp_path)
+    assert "run tau2: 5/5 samples imported" in out
+    tables = out.split("tau2: outcome reward >= 1")[1:]
+    assert [t.split("\n", 1)[0].strip() for t in tables] == [
+        "(scoring spec)", "(scoring spec_side-user)", "(scoring spec_side-both)",
+    ]  # fmt: skip
+    # covered: AUC 0.75 on either side alone, 1 on both together (reward = both sides' work)
+    assert [cells(t, "covered")[5] for t in tables] == ["0.7500", "0.7500", "1.0000"]
 
 
 @pytest.mark.slow  # two exports, each imported, scored and queried by a process per command

@@ -236,7 +236,7 @@ rule_values = json_values | st.sampled_from(STRING_VARIANTS)
 @st.composite
 def gold_with_rules(draw):
     """Gold calls with random accept lists (gold's value among them), optional keys (given
-    or not) and groups of consecutive calls."""
+    or not), keys compared (every key of accept among them) and groups of consecutive calls."""
     calls = []
     for _ in range(draw(st.integers(0, 4))):
         name = draw(st.sampled_from(NAMES))
@@ -257,6 +257,10 @@ def gold_with_rules(draw):
             rules["accept"] = accept
         if optional:
             rules["optional"] = optional
+        if draw(st.integers(0, 3)) == 0:  # compare some keys only, or none ([])
+            keys = sorted(set(keys_of(name)) | set(args))
+            chosen = draw(st.lists(st.sampled_from(keys), unique=True, max_size=2))
+            rules["compare"] = sorted(set(chosen) | set(accept))
         calls.append([name, args, rules])
     # groups: consecutive runs share one value, a new value per run
     k = 0

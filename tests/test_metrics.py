@@ -112,7 +112,7 @@ TOOLS: list[dict[str, Any]] = [
 EXPECT_FIELDS = ("tsa", "tp", "ahr", "args_invalid", "args_total", "args_missing")
 FLOAT_FIELDS = ("tsa", "tp", "ahr")
 # the outcome metrics: compared with == like the counts
-OUTCOME_FIELDS = ("exact", "first_divergence")
+OUTCOME_FIELDS = ("exact", "first_divergence", "covered")
 COUNT_FIELDS = ("args_invalid", "args_total", "args_missing", "pairs", *OUTCOME_FIELDS)
 
 
@@ -880,14 +880,14 @@ def test_a_failed_or_interrupted_part_stops_the_others(monkeypatch, failure):
     load_flat = score_module.translate.load_flat
     seen = []
 
-    def load(cursor, samples_range):
+    def load(cursor, samples_range, *side):
         seen.append(samples_range)
         if samples_range[0] > 0:
             time.sleep(0.3)  # the first part is in its long query by now
             raise failure("part failed")
         # a query of a minute or more unless interrupted
         cursor.execute("select sum(i) from range(60_000_000_000) t(i)").fetchall()
-        return load_flat(cursor, samples_range)
+        return load_flat(cursor, samples_range, *side)
 
     monkeypatch.setattr(score_module.translate, "load_flat", load)
     con = connect_tables(samples, messages)
@@ -912,11 +912,11 @@ def test_ctrl_c_that_reaches_a_part_thread_stops_scoring(monkeypatch):
     loading = threading.Event()
     sent = []
 
-    def load(cursor, samples_range):
+    def load(cursor, samples_range, *side):
         threads.append(threading.get_ident())
         loading.set()
         cursor.execute("select sum(i) from range(60_000_000_000) t(i)").fetchall()
-        return load_flat(cursor, samples_range)
+        return load_flat(cursor, samples_range, *side)
 
     def interrupt() -> None:
         # once a part's thread is in its query, however long a loaded machine takes to get there

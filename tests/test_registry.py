@@ -32,8 +32,8 @@ def test_the_format_choices_are_the_registrys_and_every_earlier_one_still():
     assert format_option().type.choices == registry.choices()
     # the names and alias of earlier versions, all kept
     assert registry.choices() == (
-        "langchain", "openai", "anthropic", "tau-bench", "inspect", "langsmith", "langfuse",
-        "abet-evaluation", "bfcl", "jsonl",
+        "langchain", "openai", "anthropic", "tau-bench", "tau2", "inspect", "langsmith",
+        "langfuse", "abet-evaluation", "otlp", "jaeger", "bfcl", "jsonl",
     )  # fmt: skip
     assert registry.get("jsonl").name == "langchain"
 
@@ -43,7 +43,12 @@ def test_every_registered_dialect_has_the_protocols_face_and_a_test_file():
     for dialect in registry.dialects():
         module = importlib.import_module(dialect.module)
         assert list(inspect.signature(module.sniff).parameters) == ["file"], dialect.name
-        assert list(inspect.signature(module.read).parameters) == ["file", "inputs"], dialect.name
+        params = inspect.signature(module.read).parameters.values()
+        positional = [p.name for p in params if p.kind != p.KEYWORD_ONLY]
+        assert positional == ["file", "inputs"], dialect.name
+        # a dialect's own options are keyword-only, and named in its row
+        own = tuple(p.name for p in params if p.kind == p.KEYWORD_ONLY)
+        assert own == dialect.options, dialect.name
         stem = dialect.module.rsplit(".", 1)[-1]
         assert f"test_dialect_{stem}.py" in tests, f"{dialect.name} has no test file"
 

@@ -64,12 +64,15 @@ def test_each_reason_says_what_the_dialect_missed(tmp_path):
         "Error:   openai: its first line is not an object with a messages list",
         "Error:   anthropic: its first line is not an object with a messages list",
         "Error:   tau-bench: it is not a JSON list (of τ-bench results)",
+        "Error:   tau2: it is a JSON object without τ²-bench's tasks and simulations",
         "Error:   inspect: neither a zip file (.eval) nor a JSON object with eval and version",
         "Error:   langsmith: neither LangSmith runs (objects with run_type and trace_id) nor the "
         "SDK's posted payloads",
         "Error:   langfuse: not Langfuse observations (objects with trace_id or traceId, type and "
         "a parent observation field)",
         "Error:   abet-evaluation: a JSON object without samples and results (a dashboard file's)",
+        "Error:   otlp: neither OTLP/JSON (resourceSpans) nor OTLP protobuf",
+        "Error:   jaeger: not a JSON object with data (Jaeger's traces)",
         "Error:   bfcl: its first line is not a BFCL result (id, result)",
     ]
 

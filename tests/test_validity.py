@@ -75,7 +75,7 @@ def tau_store(tmp_path_factory):
 
 # every metric of the spec scorer, as (column, lower is better)
 METRICS = (("tsa", False), ("tp", False), ("ahr", True), ("exact", False),
-           ("write_exact", False), ("first_divergence", False))  # fmt: skip
+           ("write_exact", False), ("first_divergence", False), ("covered", False))  # fmt: skip
 
 
 def tau_rows(root) -> tuple[list[tuple], list[str]]:
@@ -90,7 +90,7 @@ def tau_rows(root) -> tuple[list[tuple], list[str]]:
     never = 1 + max(s["first_divergence"] or 0 for s in scores)
     for s in scores:
         s["first_divergence"] = never if s["first_divergence"] is None else s["first_divergence"]
-        for name in ("exact", "write_exact"):
+        for name in ("exact", "write_exact", "covered"):
             s[name] = None if s[name] is None else float(s[name])
     rows = [
         (s["sample_id"], s["trial"], reward[(s["sample_id"], s["trial"])],
@@ -162,7 +162,7 @@ def test_tau_bench_table_and_csv(tau_store):
     csv = cli("validity", "tau", "tau", "--store", tau_store, "--format", "csv").stdout
     lines = csv.splitlines()
     assert lines[0].startswith("run_id,scoring,outcome,metric,orientation,n,")
-    assert len(lines) == 1 + 2 * 6
+    assert len(lines) == 1 + 2 * 7  # two runs, seven metrics each
     both = json.loads(
         cli("validity", "tau", "tau", "--store", tau_store, "--format", "json").stdout
     )

@@ -16,6 +16,7 @@ from types import TracebackType
 from tcbreplay._cli import (  # noqa: F401  (importing a command's module registers it)
     audit,
     catalog,
+    collect,
     diff,
     export,
     import_,

@@ -28,11 +28,12 @@ from tcbreplay._cli.common import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["langchain", "openai", "tables"]),
+    type=click.Choice(["langchain", "openai", "otlp", "tables"]),
     default="langchain",
     show_default=True,
     help="langchain, openai: traces.jsonl, dataset.jsonl, tools.json and manifest.json, as "
-    "import reads them; tables: samples.jsonl, messages.jsonl and manifest.json.",
+    "import reads them; otlp: traces.otlp.jsonl (OTLP/JSON spans, GenAI conventions) in their "
+    "stead; tables: samples.jsonl, messages.jsonl and manifest.json.",
 )
 @STORE_OPTION
 def export(run_id, output, fmt, store) -> None:

@@ -16,6 +16,7 @@ _METRIC_LABELS = {
     "exact": "exact  whole trajectory as gold",
     "write_exact": "write_exact  write calls as gold",
     "first_divergence": "first_divergence  mean position",
+    "covered": "covered  every gold call done",
 }
 NO_WRITE_ROLE = "write_exact: no tool has the role write (score --role write=NAME,...)"
 
@@ -40,6 +41,8 @@ def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
         over["exact"] = (summary["exact_samples"], summary["n_exact"], "samples")
         over["write_exact"] = (summary["write_exact_samples"], summary["n_write_exact"], "samples")
         over["first_divergence"] = (None, summary["n_first_divergence"], "diverging")
+    if "covered" in summary:
+        over["covered"] = (summary["covered_samples"], summary["n_covered"], "samples")
     title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
     if summary.get("simulated"):
         title += "  [simulated model]"

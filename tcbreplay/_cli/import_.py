@@ -45,24 +45,25 @@ class _ImportCommand(KnownCommand):
 @click.option(
     "--dataset",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="The samples' inputs and gold calls (not needed for tau-bench, nor for inspect logs "
-    "whose samples hold their calls; with bfcl: BFCL's questions). LangSmith's and Langfuse's "
-    "traces are matched to its samples by an id they carry or by their input text; without "
-    "it, each is a sample with no gold calls.",
+    help="The samples' inputs and gold calls (not needed for tau-bench and tau2, nor for "
+    "inspect logs whose samples hold their calls; with bfcl: BFCL's questions). LangSmith's "
+    "and Langfuse's traces are matched to its samples by an id they carry or by their input "
+    "text; without it, each is a sample with no gold calls.",
 )
 @click.option(
     "--tools",
     help="module:attr or a JSON file of tool schemas in any common shape (default with "
-    "abet-evaluation: the built-in tool-call tools; with inspect: the log's; not needed when "
-    "every dataset entry has its own).",
+    "abet-evaluation: the built-in tool-call tools; with inspect: the log's; with tau2: its "
+    "domain's, for airline, retail and telecom; not needed when every dataset entry has its "
+    "own).",
 )
 @click.option(
     "--traces",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench results "
-    "file, an inspect_ai log, LangSmith runs, Langfuse observations, a dashboard file or a "
-    "BFCL results file.",
+    help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench or τ²-bench "
+    "results file, an inspect_ai log, LangSmith runs, Langfuse observations, a dashboard file, "
+    "a BFCL results file, or OpenTelemetry traces (OTLP, Jaeger's JSON).",
 )
 @click.option("--run-id", required=True, help="Id of the new run (one the store does not hold).")
 @click.option(
@@ -78,10 +79,24 @@ class _ImportCommand(KnownCommand):
     help="With --format bfcl: BFCL's possible answers for the --dataset questions.",
 )
 @click.option(
+    "--gold-from",
+    type=click.Choice(["tasks", "action-checks"]),
+    help="With tau2: the gold calls of each task from its actions (tasks, the default) or "
+    "from the actions its simulations were checked against (reward_info.action_checks).",
+)
+@click.option(
     "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
 )
+@click.option(
+    "--sample-by",
+    type=click.Choice(["trace", "agent"]),
+    help="With otlp and jaeger: a sample per trace (the default), or per outermost agent span "
+    "(invoke_agent, an OpenInference AGENT, generateText).",
+)
 @STORE_OPTION
-def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, store) -> None:
+def import_command(
+    dataset, tools, traces, run_id, fmt, answers, gold_from, model_label, sample_by, store
+) -> None:
     """Store traces recorded elsewhere as a run that score treats like a recorded one.
 
     The output format goes before the command: tcbreplay --format json import ..."""
@@ -112,11 +127,22 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
             f"--dataset is required with --format {fmt}",
             hint=f"only {', '.join(others)} and {last} traces can be imported without one",
         )
+    options = {}
+    if gold_from is not None:
+        if fmt != "tau2":
+            raise InputError(
+                "--gold-from goes with --format tau2"
+                + (f" (the traces were told to be {fmt})" if why is not None else "")
+            )
+        options["gold_from"] = gold_from
+    if sample_by is not None:
+        options["sample_by"] = sample_by
     chosen = None if why is None else f"{fmt} ({why}); --format chooses another"
     try:
         summary = import_traces(
-            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools
-        )
+            inputs, traces, Store(store), run_id, model=model_label, fmt=fmt, tools=tools,
+            options=options,
+        )  # fmt: skip
     except TraceError as exc:  # traces that could not be read: say how they were read
         if chosen is not None:
             exc.hint = (f"{exc.hint}; " if exc.hint else "") + f"read as {chosen}"
@@ -124,6 +150,9 @@ def import_command(dataset, tools, traces, run_id, fmt, answers, model_label, st
     if chosen is not None:
         summary.sniffed = why  # told here, before the import (which was given the format)
         click.echo(f"format: {chosen}", err=True)
+    if "sample_by" in registry.get(summary.format).options:  # what a sample is: say which
+        per = "outermost agent span" if sample_by == "agent" else "trace"
+        click.echo(f"samples: one per {per} (--sample-by chooses)", err=True)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     trials = f" ({summary.trials} trials each)" if summary.trials > 1 else ""
     line = (

@@ -77,6 +77,15 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
     help="Score against this run's calls (per sample and trial) instead of the dataset's "
     "gold: a scoring of its own (..._gold-RUN_ID), such as a replay or fork against its parent.",
 )
+@click.option(
+    "--side",
+    type=click.Choice(["agent", "user", "both"]),
+    default="agent",
+    show_default=True,
+    help="Whose calls are held to which gold calls: the agent's to its own; user: the user's "
+    "own calls (as τ²-bench's telecom user acts on its device) to gold calls of the side "
+    "user; both: all of them together (a scoring of its own: spec_side-...).",
+)
 @click.option("--allow-incomplete", is_flag=True, help="Score a run that did not finish.")
 @click.option(
     "--dashboard",
@@ -88,7 +97,7 @@ from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, 
 @STORE_OPTION
 def score(
     run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, only, without, gold_run,
-    allow_incomplete, dashboard, store,
+    side, allow_incomplete, dashboard, store,
 ) -> None:  # fmt: skip
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.grids import bfcl_output, score_output
@@ -112,6 +121,7 @@ def score(
                 only=parse_names(only, "--only"),
                 without=parse_names(without, "--without"),
                 gold_run=gold_run,
+                side=side,
             ),
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,

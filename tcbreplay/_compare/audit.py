@@ -33,7 +33,8 @@ TRIAL_FIELDS = ("trials", "by_trial", "by_sample", "pass_k")
 # written since the outcome metrics and roles: checked where the stored summary has them
 OUTCOME_FIELDS = (
     "exact", "n_exact", "exact_samples", "write_exact", "n_write_exact", "write_exact_samples",
-    "first_divergence", "n_first_divergence", "roles", "focus",
+    "first_divergence", "n_first_divergence", "roles", "focus", "covered", "n_covered",
+    "covered_samples",
 )  # fmt: skip
 
 

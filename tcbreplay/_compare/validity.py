@@ -42,6 +42,7 @@ METRICS: dict[str, str] = {
     "exact": HIGHER,
     "write_exact": HIGHER,
     "first_divergence": LATER,
+    "covered": HIGHER,
 }
 CONFIDENCE = 0.95
 _CHUNK_CELLS = 4_000_000  # resample weights held in memory at once

@@ -10,6 +10,8 @@ file's first bytes (``head``), its first line (``first_line``) or its parsed top
 :class:`SourceTraces` (the samples' trials as :class:`TraceLine`), raising a
 :class:`~tcbreplay.errors.TraceError` that names the place for anything it cannot read.
 ``inputs`` are the dataset and tools given with ``--dataset`` and ``--tools`` (None without).
+A dialect may take options of its own (``import --gold-from`` of ``tau2``): its row names
+them, and ``read`` takes them as keyword arguments.
 
 Each dialect has its row in :mod:`tcbreplay._importers.registry`, which names its module;
 the module is imported only when a file is sniffed or read, so the command line starts
@@ -213,7 +215,8 @@ class Dialect:
     ``holds_samples``: its files can hold the samples' inputs and gold calls, so
     ``--dataset`` may be left out. ``given_only``: reading its files takes more than the
     file (BFCL's answers), so sniffing recognises them but never picks the dialect; the text
-    says how to name it.
+    says how to name it. ``options``: the keyword arguments its ``read`` takes beside the
+    file and the inputs (``import`` options of this dialect only).
     """
 
     name: str
@@ -222,15 +225,20 @@ class Dialect:
     aliases: tuple[str, ...] = ()
     holds_samples: bool = False
     given_only: str | None = field(default=None, compare=False)
+    options: tuple[str, ...] = ()
 
     def sniff(self, file: TraceFile) -> Sniff:
         """How sure the dialect is that ``file`` is written in it, and why."""
         verdict: Sniff = self._module().sniff(file)
         return verdict
 
-    def read(self, file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
-        """The traces of ``file``, read in this dialect."""
-        source: SourceTraces = self._module().read(file, inputs)
+    def read(self, file: TraceFile, inputs: BenchmarkInputs | None, **options: Any) -> SourceTraces:
+        """The traces of ``file``, read in this dialect (with ``options`` of its own, which
+        its row names)."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise TraceError(f"--format {self.name} takes no {unknown[0]} option")
+        source: SourceTraces = self._module().read(file, inputs, **options)
         return source
 
     def _module(self) -> Any:

@@ -1,6 +1,6 @@
 """A run written as ``import`` reads it: its traces as JSON Lines in LangChain's or OpenAI's
-form, beside its dataset and its tools, so that ``tcbreplay import`` stores the same messages
-and scores them the same.
+form, or as OTLP/JSON spans with the GenAI conventions, beside its dataset and its tools, so
+that ``tcbreplay import`` stores the same messages and scores them the same.
 
 The folder holds ``traces.jsonl`` (a line per stored sample and trial; samples an import
 found no trace of are left out, and read as missing again), ``dataset.jsonl`` (the run's
@@ -26,8 +26,9 @@ from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DATASET, MANIFEST
 from tcbreplay.errors import InputError, StoreError, TcbReplayError, TraceError
 
-EXPORT_FORMATS = ("langchain", "openai")
+EXPORT_FORMATS = ("langchain", "openai", "otlp")
 TRACES = "traces.jsonl"
+OTLP_TRACES = "traces.otlp.jsonl"
 TOOLS = "tools.json"
 
 
@@ -41,6 +42,8 @@ def export_traces(
     with run.reading():  # not deleted (record --overwrite) while it is read
         manifest = run.manifest
         traces = run_traces(run)
+        if fmt == "otlp":
+            _add_timings(run, traces)
         try:
             dataset = (run.dir / DATASET).read_bytes()
         except OSError as exc:
@@ -50,18 +53,29 @@ def export_traces(
         if line.strip():
             entry = json.loads(line)
             entry_meta[str(entry.get("id"))] = entry.get("metadata") or {}
+    tools = (manifest.get("tools") or {}).get("specs") or []
     lines = []
     for trace in traces:
-        if trace["status"] == "missing":
+        if trace["status"] == "missing" or fmt == "otlp":
             continue
         try:
             lines.append(_line(trace, entry_meta.get(trace["sample_id"], {}), fmt))
         except TraceError as exc:
             raise StoreError(f"run {run.run_id!r}: sample {trace['sample_id']!r}: {exc}") from exc
-    tools = (manifest.get("tools") or {}).get("specs") or []
+    if fmt == "otlp":
+        from tcbreplay._importers.otel.write import requests
+
+        entries = {
+            str(e.get("id")): e
+            for e in map(json.loads, filter(str.strip, dataset.decode("utf-8").splitlines()))
+        }
+        stored = [t for t in traces if t["status"] != "missing"]
+        model = (manifest.get("model") or {}).get("name")
+        lines = list(requests(run.run_id, stored, entries, tools, model))
     with writing(out_dir, error=error):
         out_dir.mkdir(parents=True, exist_ok=True)
-    written = [out_dir / TRACES, out_dir / DATASET, out_dir / TOOLS, out_dir / MANIFEST]
+    traces_name = OTLP_TRACES if fmt == "otlp" else TRACES
+    written = [out_dir / traces_name, out_dir / DATASET, out_dir / TOOLS, out_dir / MANIFEST]
     texts = [
         "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines),
         dataset.decode("utf-8"),
@@ -72,6 +86,28 @@ def export_traces(
         for path, text in zip(written, texts, strict=True):
             files.write(path, partial(_write_text, text=text))
     return written
+
+
+def _add_timings(run: Run, traces: list[dict[str, Any]]) -> None:
+    """Each trace's start and end, and its messages' latencies (the spans' times)."""
+    import pyarrow.parquet as pq
+
+    from tcbreplay._store.schema import MESSAGES, SAMPLES
+
+    columns = ["sample_id", "trial", "sample_index", "started_at", "finished_at"]
+    samples = pq.read_table(run.dir / SAMPLES, columns=columns).to_pylist()
+    messages = pq.read_table(run.dir / MESSAGES, columns=["sample_index", "position", "latency_s"])
+    latencies: dict[int, dict[int, float | None]] = {}
+    for index, position, latency in zip(
+        *(messages[c].to_pylist() for c in messages.column_names), strict=True
+    ):
+        latencies.setdefault(index, {})[position] = latency
+    rows = {(r["sample_id"], r["trial"]): r for r in samples}
+    for trace in traces:
+        row = rows[(trace["sample_id"], trace["trial"])]
+        trace["started_at"], trace["finished_at"] = row["started_at"], row["finished_at"]
+        own = latencies.get(row["sample_index"], {})
+        trace["latencies"] = [own.get(k) for k in range(len(trace["messages"]))]
 
 
 def _write_text(tmp: Path, text: str) -> None:
@@ -99,6 +135,8 @@ def _line(trace: dict[str, Any], entry_meta: dict[str, Any], fmt: str) -> dict[s
 def import_command(out_dir: Path, fmt: str, run_id: str) -> str:
     """The command that imports an export back."""
     q = shlex.quote
+    if fmt == "otlp":  # its spans hold the dataset and the tools
+        return f"tcbreplay import --traces {q(str(out_dir / OTLP_TRACES))} --run-id {q(run_id)}"
     return (
         f"tcbreplay import --format {fmt} --traces {q(str(out_dir / TRACES))} --dataset "
         f"{q(str(out_dir / DATASET))} --tools {q(str(out_dir / TOOLS))} --run-id {q(run_id)}"

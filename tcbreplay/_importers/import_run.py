@@ -48,6 +48,7 @@ def import_traces(
     model: str | None = None,
     fmt: str | None = None,
     tools: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> ImportSummary:
     """Validate every trace, then store the run; nothing is written if a trace is bad.
 
@@ -59,7 +60,8 @@ def import_traces(
     (a ``module:attr`` or JSON file), else those the traces declare. ``abet-evaluation`` is a
     dashboard file of the original benchmark: samples it left out are taken to have output
     equal to their target, as the original saved only mismatches. ``bfcl`` is a BFCL results
-    file, with ``inputs`` from :func:`tcbreplay._importers.bfcl.load_bfcl_inputs`. Each
+    file, with ``inputs`` from :func:`tcbreplay._importers.bfcl.load_bfcl_inputs`.
+    ``options`` are the dialect's own (``{"gold_from": "action-checks"}`` for ``tau2``). Each
     sample's trials are kept; a sample (or trial) without a trace is stored with status
     ``missing``.
     """
@@ -78,7 +80,17 @@ def import_traces(
         fmt, sniffed = chosen.dialect, chosen.reason
     dialect = registry.get(fmt)
     fmt = dialect.name
-    source = dialect.read(file, inputs)
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    for name in options:
+        if name not in dialect.options:
+            flag = "--" + name.replace("_", "-")
+            raise InputError(
+                f"{flag}: the {fmt} dialect has no such choice"
+                if name != "sample_by"
+                else f"{flag}: the {fmt} dialect has no choice of sample",
+                hint=f"only {' and '.join(registry.taking(name))} traces take it",
+            )
+    source = dialect.read(file, inputs, **options)
     inputs = _named(inputs or _inputs_of(source, fmt, tools), source, fmt)
     records = _records(run_id, inputs.dataset, source.lines, path.name)
     trials = max(r["trial"] for r in records) + 1

@@ -43,6 +43,14 @@ DIALECTS: dict[str, Dialect] = {
             holds_samples=True,
         ),
         Dialect(
+            "tau2",
+            f"{_HERE}.tau2",
+            "a τ²-bench results file (info, tasks, simulations); it holds the samples, and its "
+            "domain's tools ship with tcbreplay (airline, retail, telecom)",
+            holds_samples=True,
+            options=("gold_from",),
+        ),
+        Dialect(
             "inspect",
             f"{_HERE}.inspect",
             "an inspect_ai eval log (.eval or .json); its samples may hold their gold calls",
@@ -67,6 +75,21 @@ DIALECTS: dict[str, Dialect] = {
             "abet-evaluation",
             f"{_HERE}.abet",
             "a dashboard file of the original Tool Call Benchmark",
+        ),
+        Dialect(
+            "otlp",
+            f"{_HERE}.otlp",
+            "OpenTelemetry traces: an OTLP/JSON export request, JSON Lines of them or OTLP "
+            "protobuf, with GenAI, OpenInference or Vercel AI SDK spans; it holds the samples",
+            holds_samples=True,
+            options=("sample_by",),
+        ),
+        Dialect(
+            "jaeger",
+            f"{_HERE}.jaeger",
+            "a Jaeger trace export (JSON, {data: [traces]}) of such spans; it holds the samples",
+            holds_samples=True,
+            options=("sample_by",),
         ),
         Dialect(
             "bfcl",
@@ -102,6 +125,11 @@ def get(name: str) -> Dialect:
         if name in dialect.aliases:
             return dialect
     raise TraceError(f"--format {name!r}: choose one of {', '.join(DIALECTS)}")
+
+
+def taking(option: str) -> list[str]:
+    """The dialects whose ``read`` takes ``option``."""
+    return [d.name for d in DIALECTS.values() if option in d.options]
 
 
 def holding_samples() -> list[str]:

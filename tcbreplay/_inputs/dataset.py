@@ -1,4 +1,5 @@
-"""Load and validate datasets: a JSON array or JSONL of entries with gold tool calls.
+"""Load and validate datasets: a JSON array or JSONL of entries with gold tool calls (or a
+Google ADK eval set, its cases as entries: :mod:`tcbreplay._inputs.adk_evalset`).
 
 Three shapes of gold calls are accepted per entry:
 
@@ -8,7 +9,8 @@ Three shapes of gold calls are accepted per entry:
 
 ``id`` is optional (default: the entry's zero-based position); ``category`` is optional;
 ``metadata`` is an optional object kept with the sample (stored as the samples' ``metadata``).
-A gold call in ``target`` may carry rules (``accept``, ``optional``, ``group``), an entry
+A gold call in ``target`` may carry rules (``accept``, ``optional``, ``group``, ``compare``)
+and a ``side`` (``"user"``: a call the user is to make), an entry
 ``"order": "any"`` and its own ``tools`` (gold.py describes them).
 An entry gives its gold calls one way: ``target`` together with ``tool_call_names`` or
 ``tool_call_args`` is refused as ambiguous. Any other key, in an entry or in a gold call, is
@@ -154,6 +156,10 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         where = [f"entry {i}" for i in range(len(raw))]
         _refuse_lone_surrogates(raw, where, text, label)
         return raw, where
+    if stripped.startswith("{") and ('"eval_cases"' in text or '"evalCases"' in text):
+        evalset = _evalset(text, label)
+        if evalset is not None:
+            return evalset
     raw, where = [], []
     # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
     # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
@@ -170,6 +176,22 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         except _json.LimitError as exc:
             raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
         where.append(f"line {lineno}")
+    _refuse_lone_surrogates(raw, where, text, label)
+    return raw, where
+
+
+def _evalset(text: str, label: str) -> tuple[list[Any], list[str]] | None:
+    """The entries of a Google ADK eval set (see :mod:`tcbreplay._inputs.adk_evalset`), or
+    None when the text is no eval set (one JSON document holding eval cases)."""
+    from tcbreplay._inputs import adk_evalset
+
+    try:
+        doc = _json.loads(text)
+    except (json.JSONDecodeError, _json.LimitError):
+        return None
+    if not adk_evalset.is_evalset(doc):
+        return None
+    raw, where = adk_evalset.entries(doc, label)
     _refuse_lone_surrogates(raw, where, text, label)
     return raw, where
 
@@ -227,7 +249,7 @@ ENTRY_KEYS = (
     "id", "input", "target", "tool_call_names", "tool_call_args", "category", "metadata",
     "order", "tools",
 )  # fmt: skip
-CALL_KEYS = ("name", "args", "accept", "optional", "group")
+CALL_KEYS = ("name", "args", "accept", "optional", "group", "compare", "side")
 _ENTRY_ALIASES = {
     "sample_id": "id",
     "task_id": "id",
@@ -252,6 +274,8 @@ _CALL_ALIASES = {
     "tool": "name",
     "tool_name": "name",
     "function": "name",
+    "compare_args": "compare",
+    "requestor": "side",
 }
 
 
@@ -347,7 +371,7 @@ def _call_from_object(call: Any, i: int) -> GoldCall:
         CALL_KEYS,
         _CALL_ALIASES,
         f"target[{i}]",
-        "a gold call has name, args, accept, optional and group",
+        "a gold call has name, args, accept, optional, group, compare and side",
     )
     if problem:
         raise _EntryProblem(problem)

@@ -1,4 +1,5 @@
-"""Gold calls and their rules: acceptable values, optional arguments, order-free groups.
+"""Gold calls and their rules: acceptable values, optional arguments, order-free groups, the
+arguments compared, and whose call it is.
 
 A gold call in a dataset's ``target`` list is ``{"name", "args"}`` with, optionally:
 
@@ -9,6 +10,12 @@ A gold call in a dataset's ``target`` list is ``{"name", "args"}`` with, optiona
   from ``args``; supplying it is then valid with a value in ``accept[key]`` or the default.
 - ``group``: an integer or a string; consecutive calls with the same group form one block
   whose calls may come in any order. A group's calls are next to each other.
+- ``compare``: ``[key, ...]``, the only keys whose values are compared (τ²-bench's
+  ``compare_args``); ``[]`` compares none, so any arguments the tool takes are right. Left
+  out: every key is compared.
+- ``side``: ``"agent"`` (the default) or ``"user"``: a call the user is to make (τ²-bench's
+  actions whose requestor is the user, on the user's own device), scored with
+  ``score --side user`` and never against the agent's calls.
 
 An entry's ``"order": "any"`` makes all its calls one such block: stored as the group
 :data:`ANY_ORDER` on every call. This module checks all of it, and a call's keys against a
@@ -25,6 +32,9 @@ from typing import Any
 # the group every call of an entry with "order": "any" is stored with
 ANY_ORDER = "any"
 ORDERS = ("any",)
+# whose calls a gold call stands for: the agent's (the default, stored without a side) or the
+# user's
+SIDES = ("agent", "user")
 
 
 class GoldProblem(Exception):
@@ -40,6 +50,8 @@ class GoldCall:
     accept: dict[str, list[Any]] | None = None
     optional: tuple[str, ...] | None = None
     group: int | str | None = None
+    compare: tuple[str, ...] | None = None
+    side: str | None = None  # None: the agent's
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "args": self.args}
@@ -49,12 +61,19 @@ class GoldCall:
             out["optional"] = list(self.optional)
         if self.group is not None:
             out["group"] = self.group
+        if self.compare is not None:
+            out["compare"] = list(self.compare)
+        if self.side is not None:
+            out["side"] = self.side
         return out
 
     @property
     def keys(self) -> set[str]:
-        """Every argument key the call names: in args, accept and optional."""
-        return set(self.args) | set(self.accept or {}) | set(self.optional or ())
+        """Every argument key the call names: in args, accept, optional and compare."""
+        return (
+            set(self.args) | set(self.accept or {}) | set(self.optional or ())
+            | set(self.compare or ())
+        )  # fmt: skip
 
 
 def call_rules(call: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -96,6 +115,28 @@ def call_rules(call: Mapping[str, Any], where: str) -> dict[str, Any]:
         if isinstance(group, bool) or not isinstance(group, int | str):
             raise GoldProblem(f"{where}.group must be an integer or a string")
         out["group"] = group
+    if "compare" in call:
+        compare = call["compare"]
+        if not isinstance(compare, list) or not all(isinstance(k, str) for k in compare):
+            raise GoldProblem(
+                f"{where}.compare must be a list of argument names ([]: compare none)"
+            )
+        repeated = sorted({k for k in compare if compare.count(k) > 1})
+        if repeated:
+            raise GoldProblem(f"{where}.compare names {repeated[0]!r} twice")
+        uncompared = sorted(set(out.get("accept", {})) - set(compare))
+        if uncompared:
+            raise GoldProblem(
+                f"{where}.accept.{uncompared[0]}: {uncompared[0]!r} is not compared (it is "
+                "not in compare), so its acceptable values would never be looked at"
+            )
+        out["compare"] = tuple(compare)
+    if "side" in call:
+        side = call["side"]
+        if side not in SIDES:
+            raise GoldProblem(f"{where}.side must be {' or '.join(map(repr, SIDES))}")
+        if side != "agent":  # the agent's is the default, stored without a side
+            out["side"] = side
     return out
 
 
@@ -145,7 +186,8 @@ def key_problems(call: GoldCall, params: set[str]) -> list[str]:
     each as a problem."""
     problems = []
     for what, keys in (("passes", call.args), ("accepts values of", call.accept or {}),
-                       ("makes optional", call.optional or ())):  # fmt: skip
+                       ("makes optional", call.optional or ()),
+                       ("compares", call.compare or ())):  # fmt: skip
         extra = sorted(set(keys) - params)
         if extra:
             problems.append(

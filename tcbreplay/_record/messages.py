@@ -22,7 +22,7 @@ def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[d
         out.append(
             {
                 "type": m.type,
-                "message": _message_json(message_to_dict(m)),
+                "message": message_json(message_to_dict(m)),
                 "input_tokens": usage.get("input_tokens"),
                 "output_tokens": usage.get("output_tokens"),
                 "total_tokens": usage.get("total_tokens"),
@@ -32,7 +32,7 @@ def serialize_messages(messages: list[Any], timings: dict[str, float]) -> list[d
     return out
 
 
-def _message_json(data: dict[str, Any]) -> str:
+def message_json(data: dict[str, Any]) -> str:
     """A serialized message as JSON text, within :mod:`tcbreplay._json`.
 
     A model may answer with tool-call arguments nested deeper, or integers longer, than

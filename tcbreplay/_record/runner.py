@@ -431,8 +431,9 @@ def _check_resumable(
 
     from tcbreplay._store.parquet import read_schema
 
-    if manifest.get("source") == "import":
-        raise InputError(f"run {run.run_id!r} was imported, not recorded: it cannot be resumed")
+    if manifest.get("source") in ("import", "collect"):
+        how = "imported" if manifest["source"] == "import" else "collected"
+        raise InputError(f"run {run.run_id!r} was {how}, not recorded: it cannot be resumed")
     if manifest.get("source") != source:
         made = "a replay" if manifest.get("source") == "replay" else "a recording"
         raise InputError(

@@ -10,6 +10,7 @@ gold's, block by block, each pair accepted. ``first_divergence`` walks the agent
 along gold's blocks and gives the position of the first call no open gold call of its block
 accepts (or where one side ends before the other); it is null exactly when ``exact`` holds.
 ``write_exact`` is ``exact`` of the calls to tools with the role ``write`` alone, in any order.
+``covered``: every gold call accepts some agent call, in any order, other calls allowed.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def _augment(
 
 def summarize_exact_match(scores: pl.DataFrame) -> dict[str, Any]:
     """Run-level ``exact`` (share of all rows), ``write_exact`` (share of the rows where it
-    is defined; None when it is nowhere) and ``first_divergence`` (mean position over the
-    rows that diverge), each with the counts behind it."""
+    is defined; None when it is nowhere), ``first_divergence`` (mean position over the
+    rows that diverge) and ``covered`` (share of all rows), each with the counts behind it."""
     if "exact" not in scores.columns:
         return {}
     exact = scores["exact"].drop_nulls()
@@ -120,6 +121,18 @@ def summarize_exact_match(scores: pl.DataFrame) -> dict[str, Any]:
         "write_exact_samples": int(write.sum()),
         "first_divergence": cast(float, diverged.mean()) if diverged.len() else None,
         "n_first_divergence": diverged.len(),
+        **_covered(scores),
+    }
+
+
+def _covered(scores: pl.DataFrame) -> dict[str, Any]:
+    covered = scores["covered"].drop_nulls() if "covered" in scores.columns else None
+    if covered is None:
+        return {}
+    return {
+        "covered": _share(covered),
+        "n_covered": covered.len(),
+        "covered_samples": int(covered.sum()),
     }
 
 

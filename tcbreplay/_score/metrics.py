@@ -38,7 +38,7 @@ FORMER_ABS_TOL = 1e-9
 STRINGS = ("exact", "bfcl")
 TYPES = ("lenient", "strict")
 # verdicts of an argument that count as valid
-VALID_VERDICTS = frozenset({"ok", "accepted"})
+VALID_VERDICTS = frozenset({"ok", "accepted", "not_compared"})
 
 __all__ = ["align_one_pairs", "align_pairs", "blocks_of"]
 
@@ -114,12 +114,17 @@ def _as_float(x: int | float) -> float:
 @dataclass(frozen=True)
 class GoldRules:
     """A gold call's rules beside its ``args``: ``accept`` (per key, every acceptable value),
-    ``optional`` (keys the agent may leave out) and ``group`` (calls of one group, next to
-    each other, in any order)."""
+    ``optional`` (keys the agent may leave out), ``group`` (calls of one group, next to
+    each other, in any order) and ``compare`` (the only keys compared; None: every key)."""
 
     accept: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     optional: frozenset[str] = frozenset()
     group: Any = None
+    compare: frozenset[str] | None = None
+
+    def compared(self, key: str) -> bool:
+        """Whether the value of ``key`` is compared with gold's (else any value is right)."""
+        return self.compare is None or key in self.compare
 
     @classmethod
     def of(cls, call: Mapping[str, Any]) -> GoldRules:
@@ -127,6 +132,7 @@ class GoldRules:
         types than the dataset allows are ignored."""
         accept = call.get("accept")
         optional = call.get("optional")
+        compare = call.get("compare")
         return cls(
             accept={k: v for k, v in accept.items() if isinstance(v, list)}
             if isinstance(accept, dict)
@@ -135,6 +141,9 @@ class GoldRules:
             if isinstance(optional, list)
             else frozenset(),
             group=call.get("group"),
+            compare=frozenset(k for k in compare if isinstance(k, str))
+            if isinstance(compare, list)
+            else None,
         )
 
 
@@ -266,12 +275,13 @@ def arg_verdicts(
     rules: GoldRules = NO_RULES,
 ) -> dict[str, str]:
     """Judge each argument of one paired call: valid are ``ok`` (gold's value, or the default
-    of a key gold leaves out) and ``accepted`` (another of the key's acceptable values);
-    invalid are ``unknown`` (a: the tool has no such parameter), ``not_integer`` (a float for
-    an integer parameter, with ``types`` strict), ``wrong`` (b: none of gold's values for
-    the key), ``not_default`` and ``no_default`` (c: gold lacks the key, which has no
-    acceptable values, and the value is not the declared default, or there is none).
-    ``params`` maps parameter names to their JSON schemas."""
+    of a key gold leaves out), ``accepted`` (another of the key's acceptable values) and
+    ``not_compared`` (a key the gold call's ``compare`` leaves out); invalid are ``unknown``
+    (a: the tool has no such parameter), ``not_integer`` (a float for an integer parameter,
+    with ``types`` strict), ``wrong`` (b: none of gold's values for the key), ``not_default``
+    and ``no_default`` (c: gold lacks the key, which has no acceptable values, and the value
+    is not the declared default, or there is none). ``params`` maps parameter names to their
+    JSON schemas."""
     params = params or {}
     out = {}
     for key, value in agent_args.items():
@@ -280,6 +290,8 @@ def arg_verdicts(
             out[key] = "unknown"
         elif compare.types == "strict" and isinstance(value, float) and _integer(schema):
             out[key] = "not_integer"
+        elif not rules.compared(key):
+            out[key] = "not_compared"
         elif key in gold_args and _equal(value, gold_args[key], compare):
             out[key] = "ok"
         elif key in rules.accept and any(_equal(value, v, compare) for v in rules.accept[key]):
@@ -296,8 +308,12 @@ def arg_verdicts(
 
 def missing_keys(agent_args: Mapping[str, Any], gold_args: Mapping[str, Any],
                  rules: GoldRules = NO_RULES) -> list[str]:  # fmt: skip
-    """Gold's keys the agent left out that are not optional (they count in args_missing)."""
-    return [k for k in gold_args if k not in agent_args and k not in rules.optional]
+    """Gold's keys the agent left out that are compared and not optional (they count in
+    args_missing)."""
+    return [
+        k for k in gold_args
+        if k not in agent_args and k not in rules.optional and rules.compared(k)
+    ]  # fmt: skip
 
 
 def _integer(schema: Any) -> bool:

@@ -27,6 +27,9 @@ DASHBOARD_MODES = ("mismatches", "all", "none")
 
 
 SCORERS = (DEFAULT_SCORER, "abet", "bfcl")
+# whose calls are scored (score --side): the agent's (the default), the user's own (τ²-bench's
+# telecom user acts on its device), or both sides' together
+SIDES = ("agent", "user", "both")
 
 
 # the names of the default scorer's scorings: spec, then the tolerances when either is not the
@@ -36,6 +39,7 @@ _DEFAULT_SCORING_NAME = re.compile(
     r"spec(?:_rel-(?P<rel>[^_]+)_abs-(?P<abs>[^_]+))?"
     r"(?:_strings-(?P<strings>[a-z]+))?(?:_types-(?P<types>[a-z]+))?"
     r"(?:_only-(?P<only>[A-Za-z0-9._+-]+?))?(?:_without-(?P<without>[A-Za-z0-9._+-]+?))?"
+    r"(?:_side-(?P<side>user|both))?"
     r"(?:_gold-(?P<gold>[A-Za-z0-9][A-Za-z0-9._-]*))?"
 )
 # a tool or role a focus names (a part of a folder's name)
@@ -60,10 +64,22 @@ class ScoreOptions:
     without: tuple[str, ...] = ()
     # --gold-run: the run whose calls are the gold (see tcbreplay._score.gold_run)
     gold_run: str | None = None
+    # --side: whose calls are held to which gold calls (the agent's to its own, by default)
+    side: str = "agent"
 
     def __post_init__(self) -> None:
         if self.scorer not in SCORERS:
             raise InputError(f"--scorer {self.scorer!r}: choose one of {', '.join(SCORERS)}")
+        if self.side not in SIDES:
+            raise InputError(f"--side {self.side!r}: choose one of {', '.join(SIDES)}")
+        if self.side != "agent":
+            if self.scorer != DEFAULT_SCORER:
+                raise InputError(f"--side {self.side} applies to --scorer spec")
+            if self.gold_run is not None:
+                raise InputError(
+                    f"--side {self.side} goes with the dataset's gold: another run's calls "
+                    "(--gold-run) are its agent's"
+                )
         if self.gold_run is not None:
             if self.scorer == "bfcl":
                 raise InputError("--gold-run: the bfcl scorer judges by BFCL's own answers")
@@ -117,8 +133,8 @@ class ScoreOptions:
     def scoring(self) -> str:
         """The results folder: ``abet``, ``bfcl``, ``spec`` for the defaults, or ``spec``
         followed by the options that differ: ``_rel-<r>_abs-<a>`` (both tolerances, when
-        either differs), ``_strings-bfcl``, ``_types-strict``; last ``_gold-<run>`` for a
-        scoring against another run's calls."""
+        either differs), ``_strings-bfcl``, ``_types-strict``, the focus, ``_side-user`` or
+        ``_side-both``; last ``_gold-<run>`` for a scoring against another run's calls."""
         gold = f"_gold-{self.gold_run}" if self.gold_run else ""
         if self.scorer != DEFAULT_SCORER:
             return self.scorer + gold
@@ -133,6 +149,8 @@ class ScoreOptions:
             name += "_only-" + "+".join(self.only)
         if self.without:
             name += "_without-" + "+".join(self.without)
+        if self.side != "agent":
+            name += f"_side-{self.side}"
         return name + gold
 
     def flags(self) -> list[str]:
@@ -158,6 +176,8 @@ class ScoreOptions:
             out += ["--only", join_names(self.only)]
         if self.without:
             out += ["--without", join_names(self.without)]
+        if self.side != "agent":
+            out += ["--side", self.side]
         return out + gold
 
     def score_flags(self) -> str:
@@ -180,6 +200,8 @@ class ScoreOptions:
         for option in ("only", "without"):
             if getattr(self, option):
                 out[option] = list(getattr(self, option))
+        if self.side != "agent":  # only then, as roles
+            out["side"] = self.side
         return {**out, **gold}
 
     @property
@@ -210,6 +232,7 @@ class ScoreOptions:
                 only=tuple(match["only"].split("+")) if match["only"] else (),
                 without=tuple(match["without"].split("+")) if match["without"] else (),
                 gold_run=match["gold"],
+                side=match["side"] or "agent",
             )
         except (ValueError, InputError):
             return None
@@ -235,6 +258,7 @@ class ScoreOptions:
             roles=tuple((obj.get("roles") or {}).items()),
             only=tuple(obj.get("only") or ()),
             without=tuple(obj.get("without") or ()),
+            side=obj.get("side", "agent"),
         )
 
 

@@ -218,6 +218,31 @@ def restrict(
         rules = {k: v.filter(gold_mask) for k, v in flat.rules.items()}
     if order_free:
         empty = pa.nulls(len(gold.s), pa.large_string())
-        rules = rules or {"accept": empty, "optional": empty}
+        rules = rules or {"accept": empty, "optional": empty, "compare": empty}
         rules = {**rules, "group": pa.repeat(_ANY_ORDER, len(gold.s))}
     return FlatCalls(samples=flat.samples, agent=agent, gold=gold, rules=rules, tools=flat.tools)
+
+
+def restrict_samples(flat: FlatCalls, keep: np.ndarray) -> FlatCalls:
+    """The calls of ``flat`` of the samples ``keep`` marks (a bool per sample), on both sides;
+    the other samples stay, without calls."""
+    sides = []
+    masks = []
+    for side in (flat.agent, flat.gold):
+        mask = keep[side.s]
+        s = side.s[mask]
+        masks.append(pa.array(mask))
+        sides.append(
+            FlatSide(
+                s=s,
+                name=side.name.filter(masks[-1]),
+                args=side.args.filter(masks[-1]),
+                first=np.searchsorted(s, np.arange(flat.samples.height + 1)),
+            )
+        )
+    rules = None
+    if flat.rules is not None:
+        rules = {k: v.filter(masks[1]) for k, v in flat.rules.items()}
+    return FlatCalls(
+        samples=flat.samples, agent=sides[0], gold=sides[1], rules=rules, tools=flat.tools
+    )

@@ -87,6 +87,7 @@ def _score_run(
         pl.lit(None, pl.Boolean).alias("exact"),
         pl.lit(None, pl.Boolean).alias("write_exact"),
         pl.lit(None, pl.Int32).alias("first_divergence"),
+        pl.lit(None, pl.Boolean).alias("covered"),
         pl.lit(None, pl.Boolean).alias("valid"),
         pl.lit(None, pl.String).alias("error_type"),
     ]
@@ -122,9 +123,9 @@ def _score_run(
             f"{absent} samples (or trials) of {run.run_id} are not in --gold-run "
             f"{options.gold_run} and score against no calls"
         )
-    if options.scorer == "bfcl" or options.focused or options.gold_run:
-        # the dashboard file has the original benchmark's metrics of every call against the
-        # dataset's gold only
+    if options.scorer == "bfcl" or options.focused or options.gold_run or options.side != "agent":
+        # the dashboard file has the original benchmark's metrics of every agent call against
+        # the dataset's gold only
         dashboard = "none"
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)
@@ -372,7 +373,7 @@ def _scored_part(
     con: Any, samples: tuple[int, int], tools: translate.Tools, options: ScoreOptions,
     roles: dict[str, str], focus: Focus = None, stop: threading.Event | None = None,
 ) -> ScoredPart:  # fmt: skip
-    flat = translate.load_flat(con, samples)
+    flat = translate.load_flat(con, samples, options.side)
     if focus is not None:  # every metric over the calls to the chosen tools only
         flat = restrict(flat, focus[0], exclude=focus[1])
     own_tools = None
@@ -386,7 +387,7 @@ def _scored_part(
     if writes:  # write_exact: exact of the write calls alone, in any order
         _go_on(stop)
         only = score_part(restrict(flat, writes, order_free=True), tools, options.compare,
-                               own_tools)  # fmt: skip
+                          own_tools, covered=False)  # fmt: skip
         part.scores = part.scores.with_columns(only.scores["exact"].alias("write_exact"))
     return part
 

@@ -99,14 +99,14 @@ class FlatSide:
 
 
 # the rules a gold call may carry beside its name and args (canonical JSON text, or null)
-RULES = ("accept", "optional", "group")
+RULES = ("accept", "optional", "group", "compare")
 
 
 @dataclass
 class FlatCalls:
     """The samples of a range (``s``: position in sample order) and their calls, flat;
-    ``rules``: each gold call's accept, optional and group (JSON text or null), None when no
-    gold call of the range has one; ``tools``: each sample's own tools (JSON text or null),
+    ``rules``: each gold call's accept, optional, group and compare (JSON text or null), None
+    when no gold call of the range has one; ``tools``: each sample's own tools (JSON text or null),
     None when no sample has its own."""
 
     samples: pl.DataFrame
@@ -153,17 +153,26 @@ class FlatCalls:
         )
 
 
+# whose calls a scoring compares with gold (score --side): the agent's, the user's or both
+SIDES = {"agent": ["agent"], "user": ["user"], "both": ["agent", "user"]}
+
+
 def load_calls(
-    con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES
+    con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES, side: str = "agent"
 ) -> CallTables:
     """:func:`load_flat` as Polars tables."""
-    return load_flat(con, samples).tables()
+    return load_flat(con, samples, side).tables()
 
 
-def load_flat(con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES) -> FlatCalls:
-    """Parse the gold calls and every AI message's tool calls of the samples whose
-    ``sample_index`` is in ``samples`` (``lo <= index < hi``), once."""
-    bounds = {"lo": samples[0], "hi": samples[1]}
+def load_flat(
+    con: duckdb.DuckDBPyConnection, samples: tuple[int, int] = ALL_SAMPLES, side: str = "agent"
+) -> FlatCalls:
+    """Parse the gold calls and the tool calls of the samples whose ``sample_index`` is in
+    ``samples`` (``lo <= index < hi``), once. ``side``: whose calls and gold calls, one of
+    :data:`SIDES`: the agent's (every AI message's calls, the gold calls without a side),
+    the user's (the calls human messages carry, the gold calls of the side ``user``), or
+    both, in message and gold order."""
+    bounds: dict[str, Any] = {"lo": samples[0], "hi": samples[1], "sides": SIDES[side]}
     try:
         # in one batch each: no chunks to put together afterwards
         gold_lists = con.sql(query_text("score_gold_calls"), params=bounds).to_arrow_table(
@@ -379,8 +388,8 @@ def _flat_side(
     :class:`FlatCalls`)."""
     calls = _combined(lists)
     lengths = pc.fill_null(pc.list_value_length(calls), 0).to_numpy()
-    # (list nulls and struct nulls respected)
-    name, args, *rules = calls.flatten().flatten()
+    # (list nulls and struct nulls respected); the side, last, was for choosing the calls
+    name, args, *rules, _side = calls.flatten().flatten()
     flat_s = np.repeat(s, lengths)
     side = FlatSide(s=flat_s, name=name, args=_filled(args, "{}"), first=_firsts(flat_s, n))
     if all(r.null_count == len(r) for r in rules):
@@ -404,17 +413,17 @@ def _firsts(s: np.ndarray, n: int) -> np.ndarray:
     return np.searchsorted(s, np.arange(n + 1))
 
 
-def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, int]) -> str | None:
+def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, Any]) -> str | None:
     """Which stored text is not valid JSON, named by file, sample and message position."""
     try:
         rows = con.execute(query_text("score_malformed"), bounds).fetchall()
     except duckdb.Error:
         return None
-    for file, sample_id, position in rows:
+    for file, sample_id, position, kind in rows:
         what = (
             "its gold calls are"
             if position is None
-            else f"its AI message at position {position} is"
+            else f"its {'AI' if kind == 'ai' else kind} message at position {position} is"
         )
         return f"{file}: sample {sample_id!r}: {what} not valid JSON"
     return None

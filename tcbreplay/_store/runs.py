@@ -130,6 +130,8 @@ class Run:
         where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
         if self._source() == "import":  # an import that was killed
             return f"the same tcbreplay import again (it replaces the unfinished run){where}"
+        if self._source() == "collect":  # a collection that was killed
+            return f"tcbreplay collect --run-id {shlex.quote(self.run_id)}{where}"
         if self._source() == "replay":  # the command that made it, which resumes it
             return str(((self.manifest.get("replay") or {}).get("command")) or "the same "
                        "tcbreplay replay again")  # fmt: skip

@@ -381,6 +381,7 @@ SCORES_SCHEMA = pa.schema(
         ("exact", pa.bool_()),  # the default scorer's outcome metrics (null for the others)
         ("write_exact", pa.bool_()),  # null too where no tool has the role write
         ("first_divergence", pa.int32()),
+        ("covered", pa.bool_()),  # every gold call done, in any order, extras allowed
         ("valid", pa.bool_()),  # the bfcl scorer's verdict (null for the others)
         ("error_type", pa.string()),  # and BFCL's error type of an invalid sample
     ]
@@ -389,7 +390,7 @@ SCORES_SCHEMA = pa.schema(
 
 # scores columns added after the first layout: a scores file written before them reads
 # with them null
-SCORES_ADDED = ("exact", "write_exact", "first_divergence", "valid", "error_type")
+SCORES_ADDED = ("exact", "write_exact", "first_divergence", "valid", "error_type", "covered")
 
 
 _TOOLS_SCHEMA = pa.schema(
@@ -433,9 +434,12 @@ _SCORINGS_SCHEMA = pa.schema(
         ("n_write_exact", pa.int64()),
         ("first_divergence", pa.float64()),
         ("n_first_divergence", pa.int64()),
+        ("covered", pa.float64()),
+        ("n_covered", pa.int64()),
         ("toolkit_version", pa.string()),
         ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
         ("gold_run", pa.string()),  # the run whose calls were the gold (score --gold-run)
+        ("side", pa.string()),  # whose calls were scored (score --side): agent, user or both
     ]
 )
 

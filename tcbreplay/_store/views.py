@@ -357,6 +357,7 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
                 "trials": row["trials"] if "trials" in summary else 1,
                 "focus": _focus_text(options),
                 "gold_run": _text(options.get("gold_run")),
+                "side": _text(options.get("side", "agent")) if default else None,
                 "roles": json.dumps(summary["roles"]) if isinstance(summary.get("roles"), dict)
                 else None,
             }

@@ -74,10 +74,10 @@ class KernelOptions:
     is invalid (``integer``: per parameter row of Params). Samples with tools of their own:
     ``set`` (int32 per sample, -1: the run's tools), and set k's tools as rows
     ``set_first[k]:set_first[k + 1]`` of ``set_code`` (int32 name codes), ``set_lo`` and
-    ``set_hi`` (their parameter rows in Params). Gold rules: per gold call its accept and
-    optional texts (canonical JSON; empty: none) as offsets and bytes, its block number in
-    its sample (``g_block``, int32), and per sample whether a block holds two or more calls
-    (``grouped``, bool).
+    ``set_hi`` (their parameter rows in Params). Gold rules: per gold call its accept,
+    optional and compare texts (canonical JSON; empty: none) as offsets and bytes, its block
+    number in its sample (``g_block``, int32), and per sample whether a block holds two or
+    more calls (``grouped``, bool).
     """
 
     strings: int = STRINGS_EXACT
@@ -92,6 +92,8 @@ class KernelOptions:
     accept_data: np.ndarray | None = None
     optional_offsets: np.ndarray | None = None
     optional_data: np.ndarray | None = None
+    compare_offsets: np.ndarray | None = None
+    compare_data: np.ndarray | None = None
     g_block: np.ndarray | None = None
     grouped: np.ndarray | None = None
 

@@ -103,8 +103,8 @@ def score_samples(
     cdef const cbool[::1] integer_view, grouped_view
     cdef const int32_t[::1] set_view, set_code_view, block_view
     cdef const int64_t[::1] set_first_view, set_lo_view, set_hi_view
-    cdef const int64_t[::1] accept_offsets_view, optional_offsets_view
-    cdef const uint8_t[::1] accept_data_view, optional_data_view
+    cdef const int64_t[::1] accept_offsets_view, optional_offsets_view, compare_offsets_view
+    cdef const uint8_t[::1] accept_data_view, optional_data_view, compare_data_view
     cdef int64_t[::1] counts_view
     cdef int64_t[:, ::1] block_rows_view
     check_locale(c_locale)
@@ -115,6 +115,7 @@ def score_samples(
     params.strict = False
     params.set = NULL
     params.accept_offsets = NULL
+    params.compare_offsets = NULL
     params.g_block = NULL
     params.grouped = NULL
     if options is not None:
@@ -137,6 +138,11 @@ def score_samples(
             params.accept_data = &accept_data_view[0]
             params.optional_offsets = &optional_offsets_view[0]
             params.optional_data = &optional_data_view[0]
+            if options.compare_offsets is not None:
+                compare_offsets_view = options.compare_offsets
+                compare_data_view = options.compare_data
+                params.compare_offsets = &compare_offsets_view[0]
+                params.compare_data = &compare_data_view[0]
             params.g_block = &block_view[0]
             params.grouped = &grouped_view[0]
     with nogil:
@@ -204,7 +210,7 @@ cdef Candidates score_all(
     """score_samples into its outputs, with its work space."""
     cdef Candidates out
     cdef Py_ssize_t s, a0, g0, a, g, i, j, m = 0, distinct, hits, x, y, p_lo, p_hi
-    cdef Py_ssize_t c_lo, c_hi, o_lo, o_hi
+    cdef Py_ssize_t c_lo, c_hi, o_lo, o_hi, m_lo, m_hi
     cdef int32_t c, total
     cdef bint equal, grouped
     cdef Verdict v
@@ -259,14 +265,16 @@ cdef Candidates score_all(
                     continue
                 param_range(params, s, c, &p_lo, &p_hi)
                 x, y = a0 + i, g0 + j
-                c_lo = c_hi = o_lo = o_hi = 0
+                c_lo = c_hi = o_lo = o_hi = m_lo = m_hi = 0
                 if params.accept_offsets != NULL:
                     c_lo, c_hi = params.accept_offsets[y], params.accept_offsets[y + 1]
                     o_lo, o_hi = params.optional_offsets[y], params.optional_offsets[y + 1]
+                    if params.compare_offsets != NULL:
+                        m_lo, m_hi = params.compare_offsets[y], params.compare_offsets[y + 1]
                 v = judge(
                     a_data, a_offsets[x], a_offsets[x + 1], g_data, g_offsets[y],
                     g_offsets[y + 1], p_lo, p_hi, params, a_spans, g_spans, c_spans, c_lo,
-                    c_hi, o_lo, o_hi,
+                    c_hi, o_lo, o_hi, m_lo, m_hi,
                 )
                 if v.repeated:
                     out.found, out.side, out.call = m, v.repeated, x if v.repeated == 1 else y

@@ -1,7 +1,7 @@
 # Argument verdicts compiled: one candidate pair's arguments judged by the metric spec, with
 # the tools' parameters (the run's, or a sample's own) and the gold call's rules (acceptable
-# values, optional keys), over canonical JSON texts (part of _compiled.pyx; the spec in
-# Python: tcbreplay._score.metrics.arg_verdicts).
+# values, optional keys, the keys compared), over canonical JSON texts (part of _compiled.pyx;
+# the spec in Python: tcbreplay._score.metrics.arg_verdicts).
 
 # objects with more keys than this are judged in Python (which reads it as
 # tcbreplay._score.kernels.MAX_KEYS: cpdef enums are declared here once)
@@ -43,6 +43,8 @@ ctypedef struct Params:
     const uint8_t *accept_data
     const int64_t *optional_offsets
     const uint8_t *optional_data
+    const int64_t *compare_offsets
+    const uint8_t *compare_data
     const int32_t *g_block
     const cbool *grouped
 
@@ -150,15 +152,19 @@ cdef inline Verdict judge(
     const uint8_t *g_data, Py_ssize_t g_lo, Py_ssize_t g_hi,
     Py_ssize_t p_lo, Py_ssize_t p_hi, const Params *params, int64_t *a_spans, int64_t *g_spans,
     int64_t *c_spans, Py_ssize_t c_lo, Py_ssize_t c_hi, Py_ssize_t o_lo, Py_ssize_t o_hi,
+    Py_ssize_t m_lo, Py_ssize_t m_hi,
 ) noexcept nogil:
     """The verdict of one pair's arguments: the agent's object a_data[a_lo:a_hi], gold's
     g_data[g_lo:g_hi], the tool's parameter rows p_lo:p_hi, gold's acceptable values (the
-    object params.accept_data[c_lo:c_hi]) and optional keys (the list
-    params.optional_data[o_lo:o_hi]; empty texts: none). pending: left to Python (which
-    also looks for repeated keys)."""
+    object params.accept_data[c_lo:c_hi]), optional keys (the list
+    params.optional_data[o_lo:o_hi]) and the keys compared (the list
+    params.compare_data[m_lo:m_hi]; empty texts: none, and every key compared). A key not
+    compared is valid when the tool takes it, and never missing. pending: left to Python
+    (which also looks for repeated keys)."""
     cdef Verdict v
     cdef Py_ssize_t na, ng, nc = 0, k, m, k_lo, k_hi, param, other, accepted, matched = 0
     cdef int equal, fallback
+    cdef bint compares = m_hi > m_lo
     cdef uint64_t unmatched = 0
     v.invalid = v.valid = v.missing = v.pending = 0
     v.repeated = 0
@@ -179,6 +185,11 @@ cdef inline Verdict judge(
             k_lo, k_hi = a_spans[4 * k + 2], a_spans[4 * k + 3]
             if params.strict and params.integer[param] and kind_of(a_data, k_lo, k_hi) == K_FLOAT:
                 v.invalid += 1
+                continue
+            if compares and not listed(
+                params.compare_data, m_lo, m_hi, a_data, a_spans[4 * k], a_spans[4 * k + 1]
+            ):
+                v.valid += 1
                 continue
             equal = value_equal_at(
                 a_data, k_lo, k_hi, a_data, k_lo, k_hi, params.rel_tol, params.abs_tol,
@@ -213,6 +224,11 @@ cdef inline Verdict judge(
         if params.strict and params.integer[param] and kind_of(a_data, k_lo, k_hi) == K_FLOAT:
             v.invalid += 1
             continue
+        if compares and not listed(
+            params.compare_data, m_lo, m_hi, a_data, a_spans[4 * k], a_spans[4 * k + 1]
+        ):
+            v.valid += 1  # any value of a key not compared
+            continue
         accepted = -1
         if nc > 0:
             accepted = member_of(
@@ -246,10 +262,16 @@ cdef inline Verdict judge(
                 if fallback == 1 or fallback == UNDECIDED:
                     equal = fallback
         counted(equal, &v)
-    if o_hi > o_lo:  # optional keys left out are not missing
+    if o_hi > o_lo or compares:  # optional keys and keys not compared left out: not missing
         for m in range(ng):
-            if unmatched & ((<uint64_t>1) << m) and listed(
+            if not unmatched & ((<uint64_t>1) << m):
+                continue
+            if o_hi > o_lo and listed(
                 params.optional_data, o_lo, o_hi, g_data, g_spans[4 * m], g_spans[4 * m + 1]
+            ):
+                matched += 1
+            elif compares and not listed(
+                params.compare_data, m_lo, m_hi, g_data, g_spans[4 * m], g_spans[4 * m + 1]
             ):
                 matched += 1
     v.missing = ng - matched

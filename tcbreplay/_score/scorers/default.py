@@ -31,6 +31,7 @@ from tcbreplay._score.metrics import (
     missing_keys,
     success,
 )
+from tcbreplay._score.roles import restrict, restrict_samples
 from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
 from tcbreplay.errors import StoreError
 
@@ -45,14 +46,94 @@ class ScoredPart:
     pairs: pl.DataFrame
 
 
+@dataclass
+class _Judged:
+    """The kernel's first pass over one range's calls: per sample tsa, tp and whether the
+    name sequences are equal (``same``); the candidate pairs with their verdicts decided
+    (``pairs``); the names and each call's name code; the kernel's options."""
+
+    tsa: np.ndarray
+    tp: np.ndarray
+    same: np.ndarray
+    pairs: np.ndarray
+    names: pl.Series
+    a_code: np.ndarray
+    g_code: np.ndarray
+    options: kernels.KernelOptions
+
+
 def score_part(
     flat: FlatCalls, tools: Tools, compare: Compare = DEFAULT_COMPARE,
-    own_tools: SampleTools | None = None,
+    own_tools: SampleTools | None = None, *, covered: bool = True,
 ) -> ScoredPart:  # fmt: skip
     """Per-sample scores, the chosen pairs and per-tool counts of one range's calls;
-    ``own_tools``: the tools of the samples that have their own (None: none has)."""
+    ``own_tools``: the tools of the samples that have their own (None: none has);
+    ``covered``: compute the metric ``covered`` (else null)."""
     samples, agent, gold = flat.samples, flat.agent, flat.gold
     n = samples.height
+    judged = _judge(flat, tools, compare, own_tools)
+    tsa, tp, same, pairs = judged.tsa, judged.tp, judged.same, judged.pairs
+    names, a_code, g_code, options = judged.names, judged.a_code, judged.g_code, judged.options
+    chosen = kernels.functions().choose_pairs(
+        agent.first, gold.first, same, pairs, options.g_block, options.grouped
+    )
+    totals = kernels.functions().sample_totals(n, pairs, chosen)
+    n_pairs, invalid, valid, missing = totals
+    total = invalid + valid
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
+    scores = pl.DataFrame(
+        {
+            "sample_id": samples["sample_id"],
+            "trial": samples["trial"],
+            "sample_index": samples["sample_index"],
+            "category": samples["category"],
+            "status": samples["status"],
+            "n_gold": pl.Series(np.diff(gold.first), dtype=pl.Int32),
+            "n_agent": pl.Series(np.diff(agent.first), dtype=pl.Int32),
+            "tsa": pl.Series(tsa, dtype=pl.Float64).fill_nan(None),
+            "tp": pl.Series(tp, dtype=pl.Float64),
+            "ahr": pl.Series(ahr, dtype=pl.Float64).fill_nan(None),
+            "args_invalid": invalid,
+            "args_total": total,
+            "args_missing": missing,
+            "pairs": pl.Series(n_pairs, dtype=pl.Int32),
+        }
+    ).with_columns(success().alias("exact"))
+    scores = scores.with_columns(
+        pl.lit(None, pl.Boolean).alias("write_exact"),
+        first_divergence(pairs, agent.first, gold.first, options.grouped, options.g_block),
+        pl.Series("covered", _covered(flat, judged, tools, compare, own_tools), pl.Boolean)
+        if covered
+        else pl.lit(None, pl.Boolean).alias("covered"),
+    )
+    picked = kernels.functions().picked(pairs, chosen)
+    chosen_frame = pl.DataFrame(
+        {
+            "sample_id": samples["sample_id"].gather(picked[kernels.SAMPLE]),
+            "trial": samples["trial"].gather(picked[kernels.SAMPLE]),
+            "agent_index": picked[kernels.AGENT],
+            "gold_index": picked[kernels.GOLD],
+            "tool": names.gather(picked[kernels.TOOL]),
+            "args_invalid": picked[kernels.INVALID],
+            "args_valid": picked[kernels.VALID],
+            "args_missing": picked[kernels.MISSING],
+        }
+    )
+    return ScoredPart(
+        scores=scores,
+        flat=flat,
+        tool_counts=_tool_counts(names, a_code, g_code, picked),
+        pairs=chosen_frame,
+    )
+
+
+def _judge(
+    flat: FlatCalls, tools: Tools, compare: Compare, own_tools: SampleTools | None
+) -> _Judged:
+    """The kernel's candidate pairs of ``flat``, every verdict decided (the kernel's, and
+    those it leaves to Python)."""
+    samples, agent, gold = flat.samples, flat.agent, flat.gold
     names, a_code, g_code = _name_codes(tools.names, agent.name, gold.name)
     params, options = _params(tools, names, own_tools, compare)
     _gold_rules(flat, options)
@@ -88,57 +169,43 @@ def score_part(
             "cannot split tool-call arguments into keys: "
             f"an arguments object repeats a key: {text[:200]}"
         )
-    ids = samples["sample_id"]
-    _decide_pending(pairs, flat, names, tools, own_tools, compare, ids)
-    chosen = kernels.functions().choose_pairs(
-        agent.first, gold.first, same, pairs, options.g_block, options.grouped
-    )
-    totals = kernels.functions().sample_totals(n, pairs, chosen)
-    n_pairs, invalid, valid, missing = totals
-    total = invalid + valid
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ahr = np.where(total > 0, invalid / np.maximum(total, 1), np.nan)
-    scores = pl.DataFrame(
-        {
-            "sample_id": samples["sample_id"],
-            "trial": samples["trial"],
-            "sample_index": samples["sample_index"],
-            "category": samples["category"],
-            "status": samples["status"],
-            "n_gold": pl.Series(np.diff(gold.first), dtype=pl.Int32),
-            "n_agent": pl.Series(np.diff(agent.first), dtype=pl.Int32),
-            "tsa": pl.Series(tsa, dtype=pl.Float64).fill_nan(None),
-            "tp": pl.Series(tp, dtype=pl.Float64),
-            "ahr": pl.Series(ahr, dtype=pl.Float64).fill_nan(None),
-            "args_invalid": invalid,
-            "args_total": total,
-            "args_missing": missing,
-            "pairs": pl.Series(n_pairs, dtype=pl.Int32),
-        }
-    ).with_columns(success().alias("exact"))
-    scores = scores.with_columns(
-        pl.lit(None, pl.Boolean).alias("write_exact"),
-        first_divergence(pairs, agent.first, gold.first, options.grouped, options.g_block),
-    )
-    picked = kernels.functions().picked(pairs, chosen)
-    chosen_frame = pl.DataFrame(
-        {
-            "sample_id": samples["sample_id"].gather(picked[kernels.SAMPLE]),
-            "trial": samples["trial"].gather(picked[kernels.SAMPLE]),
-            "agent_index": picked[kernels.AGENT],
-            "gold_index": picked[kernels.GOLD],
-            "tool": names.gather(picked[kernels.TOOL]),
-            "args_invalid": picked[kernels.INVALID],
-            "args_valid": picked[kernels.VALID],
-            "args_missing": picked[kernels.MISSING],
-        }
-    )
-    return ScoredPart(
-        scores=scores,
-        flat=flat,
-        tool_counts=_tool_counts(names, a_code, g_code, picked),
-        pairs=chosen_frame,
-    )
+    _decide_pending(pairs, flat, names, tools, own_tools, compare, samples["sample_id"])
+    return _Judged(tsa, tp, same, pairs, names, a_code, g_code, options)
+
+
+def _covered(
+    flat: FlatCalls, judged: _Judged, tools: Tools, compare: Compare,
+    own_tools: SampleTools | None,
+) -> np.ndarray:  # fmt: skip
+    """Per sample: every gold call accepts some agent call, in any order, other calls
+    allowed (``covered``; true without gold calls). The first pass judged every same-name
+    pair of a sample whose gold has an order-free block, and the pairs on a longest common
+    subsequence of the names elsewhere: a sample those leave undecided has its calls judged
+    again as one order-free block (every same-name pair), the other samples' calls left
+    out."""
+    gold, n = flat.gold, flat.samples.height
+    hit = _accepted_gold(judged.pairs, gold.first)
+    covered = np.bincount(gold.s[~hit], minlength=n) == 0
+    settled = covered.copy()
+    if judged.options.grouped is not None:
+        settled |= judged.options.grouped[:n]
+    if settled.all():
+        return covered
+    again = restrict_samples(flat, ~settled)
+    # every gold call one order-free block: every same-name pair is judged
+    more = _judge(restrict(again, (), order_free=True, exclude=True), tools, compare, own_tools)
+    hit = _accepted_gold(more.pairs, again.gold.first)
+    covered[~settled] = (np.bincount(again.gold.s[~hit], minlength=n) == 0)[~settled]
+    return covered
+
+
+def _accepted_gold(pairs: np.ndarray, g_first: np.ndarray) -> np.ndarray:
+    """Per gold call (flat, in sample order): some judged pair accepts it (no invalid
+    argument, none missing)."""
+    hit = np.zeros(int(g_first[-1]), dtype=np.bool_)
+    accepted = pairs[(pairs[:, kernels.INVALID] == 0) & (pairs[:, kernels.MISSING] == 0)]
+    hit[g_first[accepted[:, kernels.SAMPLE]] + accepted[:, kernels.GOLD]] = True
+    return hit
 
 
 def _name_codes(
@@ -218,8 +285,9 @@ def _params(
 
 
 def _gold_rules(flat: FlatCalls, options: kernels.KernelOptions) -> None:
-    """Set the gold calls' rules in ``options``: accept and optional texts, block numbers and
-    the samples with blocks of two or more calls (left None when no gold call has a rule)."""
+    """Set the gold calls' rules in ``options``: accept, optional and compare texts, block
+    numbers and the samples with blocks of two or more calls (left None when no gold call has
+    a rule)."""
     if flat.rules is None:
         return
     gold, n = flat.gold, flat.samples.height
@@ -228,6 +296,9 @@ def _gold_rules(flat: FlatCalls, options: kernels.KernelOptions) -> None:
     )
     options.optional_offsets, options.optional_data = text_buffers(
         pc.fill_null(flat.rules["optional"], "")
+    )
+    options.compare_offsets, options.compare_data = text_buffers(
+        pc.fill_null(flat.rules["compare"], "")
     )
     group, s = flat.rules["group"], gold.s
     joins = np.zeros(len(s), dtype=np.bool_)  # the call is in its predecessor's block
@@ -269,7 +340,7 @@ def _decide_pending(
         gold_args = _object(gold.args[y].as_py(), sample + f"gold call {j}: ")
         rules = NO_RULES
         if flat.rules is not None:
-            texts = {key: flat.rules[key][y].as_py() for key in ("accept", "optional")}
+            texts = {key: flat.rules[key][y].as_py() for key in ("accept", "optional", "compare")}
             where = sample + f"gold call {j}: "
             rules = GoldRules.of(
                 {k: read_args(t, where) for k, t in texts.items() if t is not None}

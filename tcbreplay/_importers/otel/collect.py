@@ -1,0 +1,562 @@
+"""``tcbreplay collect``: an OTLP/HTTP receiver that writes what it receives into a run as it
+arrives, so that any instrumented agent records into tcbreplay by pointing
+``OTEL_EXPORTER_OTLP_ENDPOINT`` at it.
+
+``POST /v1/traces`` (and ``/v1/logs``, where the older GenAI conventions put the messages)
+takes an export request in protobuf (``application/x-protobuf``) or JSON
+(``application/json``), gzip-compressed or not. Each request is appended to the run's
+received files (``received.otlp.jsonl``, a JSON request a line; ``received.otlp.pb``,
+protobuf requests each after its size, as the collector's file exporter writes them) and
+flushed before it is acknowledged, so a kill -9 loses nothing acknowledged; either file
+imports as it is (``import --format otlp``). A trace becomes a sample as soon as its root
+span has arrived (read as the otlp dialect reads it), appended to the run's journal like a
+recorded sample, and again whenever more of it arrives (the journal's last record of a
+sample wins). A payload that cannot be read gets HTTP 400 and a line in the log; nothing
+else changes.
+
+Stopping (Ctrl-C, SIGTERM) finishes the run: every trace not yet a sample becomes one (its
+earliest span as its root), the journal is folded, the run's dataset (each sample's input,
+no gold calls unless the spans hold them) and tools are written, and its status is
+``complete``. ``collect`` with the id of a collected run (finished, or killed) goes on with
+it: the received files are read again first. Memory stays flat: a sample's spans are let go
+once it has been quiet for :data:`LINGER` seconds, or is beyond the :data:`KEEP` latest (read
+again from the received files if more of its trace comes); what stays per sample is its
+place in the run and in the received files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from tcbreplay._importers.otel import samples as otel_samples
+from tcbreplay._importers.otel import spans as otlp
+from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
+from tcbreplay._store.files import write_jsonl_atomic
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import DATASET, new_manifest, sample_record, utcnow
+from tcbreplay._store.writer import RunWriter, journal_line
+from tcbreplay.errors import DatasetError, InputError, StoreError, TcbReplayError, TraceError
+
+JSON_FILE = "received.otlp.jsonl"
+PROTO_FILE = "received.otlp.pb"
+SOURCE = "collect"
+# seconds a sample's spans stay in memory after the last of them arrived (log records of
+# the same flush may follow the spans), and at most how many samples' spans stay
+LINGER = 2.0
+KEEP = 2000
+# at most this many bytes in one request (a batch of 512 large spans fits many times over)
+MAX_BODY = 64 * 2**20
+PATHS = {"/v1/traces": "traces", "/v1/logs": "logs"}
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class CollectSummary:
+    """What a collection stored."""
+
+    run_id: str
+    run_dir: str
+    samples: int
+    spans: int
+    requests: int
+    refused: int
+    status: str = "complete"
+
+
+@dataclass
+class _Trace:
+    """A trace while it arrives: its spans and log records (let go when idle), where its
+    requests are in the received files, and the samples it has made."""
+
+    spans: list[otlp.Span] = field(default_factory=list)
+    logs: list[otlp.LogRecord] = field(default_factory=list)
+    chunks: list[tuple[str, int, int]] = field(default_factory=list)  # (file, offset, size)
+    built: bool = False
+    loaded: bool = True
+    seen: float = 0.0
+
+
+@dataclass
+class _Sample:
+    """A collected sample as a dataset entry (what a journal record needs of one)."""
+
+    sample_id: str
+    index: int
+    input: str
+    gold: list[dict[str, Any]]
+    category: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def gold_calls(self) -> list[dict[str, Any]]:
+        return self.gold
+
+    def tool_schemas(self) -> list[dict[str, Any]] | None:
+        return None
+
+
+class Collector:
+    """The run a collection writes: what arrives goes to the received files, then into
+    samples (see the module docstring). Thread-safe: one request at a time is written."""
+
+    def __init__(
+        self, store: Store, run_id: str, *, sample_by: str = "trace", log: Log | None = None
+    ) -> None:
+        if sample_by not in otel_samples.SAMPLE_BY:
+            raise InputError(f"--sample-by {sample_by!r}: choose trace or agent")
+        self.run_id = run_id
+        self.sample_by = sample_by
+        self.log: Log = log or (lambda line: None)
+        self.requests = self.refused = self.span_count = 0
+        self._lock = threading.Lock()
+        self._traces: dict[str, _Trace] = {}
+        # the traces whose spans are in memory, the least recently added to first
+        self._loaded: OrderedDict[str, None] = OrderedDict()
+        self._rows: dict[tuple[str, int], int] = {}  # (sample id, trial) -> its row
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._called: dict[str, set[str]] = {}
+        self._trials: dict[str, int] = {}
+        self._per_sample: dict[str, int] = {}  # rows made of each sample id
+        self._writer = self._open(store)
+        self.dir = self._writer.dir
+        try:
+            self._files = {name: (self.dir / name).open("ab") for name in (JSON_FILE, PROTO_FILE)}
+            self._replay()
+        except BaseException:
+            self._writer.close()
+            raise
+
+    def _open(self, store: Store) -> RunWriter:
+        """A new run, or the collected run of this id to go on with."""
+        if not store.exists(self.run_id):
+            inputs = {
+                "benchmark": {"name": SOURCE, "title": "Collected traces"},
+                "dataset": {"source": SOURCE, "sha256": None, "file": DATASET, "n_entries": 0},
+                "tools": {"source": SOURCE, "sha256": None, "specs": []},
+                "system_prompt": {"source": None, "sha256": None, "text": ""},
+            }
+            model = {"id": "unknown", "provider": SOURCE, "name": "unknown", "settings": {},
+                     "simulated": False}  # fmt: skip
+            manifest = new_manifest(
+                self.run_id, utcnow().isoformat(), inputs, model, source=SOURCE,
+                collect={"sample_by": self.sample_by},
+            )  # fmt: skip
+            return store.create_run(manifest, [])
+        run = store.open_run(self.run_id)
+        if run.manifest.get("source") != SOURCE:
+            raise InputError(
+                f"run {self.run_id!r} exists and was not collected: collect cannot add to it",
+                hint="choose another --run-id",
+            )
+        writer = store.resume_run(self.run_id)
+        writer.update_manifest(status="recording")
+        return writer
+
+    def _replay(self) -> None:
+        """Read the received files of a run collected before (cut after their last whole
+        request: a kill mid-write), rebuilding its samples."""
+        from tcbreplay._store.journal import drop_torn_tail
+
+        drop_torn_tail(self.dir / JSON_FILE)
+        _drop_torn_frame(self.dir / PROTO_FILE)
+        chunks: list[tuple[int, str, int, int]] = []
+        offset = 0
+        with (self.dir / JSON_FILE).open("rb") as f:
+            for line in f:
+                chunks.append((0, JSON_FILE, offset, len(line)))
+                offset += len(line)
+        data = (self.dir / PROTO_FILE).read_bytes()
+        at = 0
+        while at + 4 <= len(data):
+            size = int.from_bytes(data[at : at + 4], "big")
+            chunks.append((1, PROTO_FILE, at + 4, size))
+            at += 4 + size
+        # the order they came in is not kept across the two files: JSON's first
+        for _, name, start, size in sorted(chunks):
+            batch = self._decode_chunk(name, start, size)
+            if batch is not None:
+                self._take(batch, (name, start, size), time.monotonic())
+                self._let_go(time.monotonic())
+        if chunks:
+            self.log(f"collect: {self.run_id}: {len(self._rows)} samples from the received files")
+
+    def _decode_chunk(self, name: str, start: int, size: int) -> otlp.Batch | None:
+        with (self.dir / name).open("rb") as f:
+            f.seek(start)
+            body = f.read(size)
+        try:
+            if name == JSON_FILE:
+                return otlp.decode_json(json.loads(body), f"{name} at byte {start}")
+            return otlp.decode_proto(body, f"{name} at byte {start}")
+        except (ValueError, TraceError) as exc:
+            self.log(f"collect: {name} at byte {start}: skipped ({exc})")
+            return None
+
+    def receive(self, body: bytes, content_type: str, encoding: str = "") -> int:
+        """One request's body: decoded, kept, made into samples; its number of spans. A
+        :class:`TraceError` for a body that cannot be read (nothing is kept of it)."""
+        if encoding == "gzip":
+            try:
+                body = gzip.decompress(body)
+            except (OSError, EOFError) as exc:
+                raise TraceError(f"not gzip data ({exc})") from exc
+        elif encoding not in ("", "identity"):
+            raise TraceError(f"Content-Encoding {encoding!r}: send gzip or none")
+        kind = content_type.split(";")[0].strip().lower()
+        if kind == "application/json":
+            try:
+                doc = json.loads(body)
+            except (ValueError, RecursionError) as exc:
+                raise TraceError(f"not JSON ({exc})") from exc
+            batch = otlp.decode_json(doc, "request")
+            name, raw = JSON_FILE, body.replace(b"\r", b"").replace(b"\n", b"") + b"\n"
+        elif kind in ("application/x-protobuf", "application/protobuf"):
+            batch = otlp.decode_proto(body, "request")
+            name, raw = PROTO_FILE, len(body).to_bytes(4, "big") + body
+        else:
+            raise TraceError(
+                f"Content-Type {content_type!r}: send application/x-protobuf or application/json"
+            )
+        with self._lock:
+            f = self._files[name]
+            start = f.tell()
+            f.write(raw)
+            f.flush()  # kept: from here on a kill -9 loses nothing of it
+            at = start + 4 if name == PROTO_FILE else start
+            self._take(batch, (name, at, len(raw) - (4 if name == PROTO_FILE else 0)),
+                       time.monotonic())  # fmt: skip
+            self.requests += 1
+            self.span_count += len(batch.spans)
+            self._let_go(time.monotonic())
+        return len(batch.spans)
+
+    def _take(self, batch: otlp.Batch, chunk: tuple[str, int, int], now: float) -> None:
+        touched: dict[str, _Trace] = {}
+        for span in batch.spans:
+            touched[span.trace_id] = self._trace(span.trace_id, chunk, now)
+            touched[span.trace_id].spans.append(span)
+        for log in batch.logs:
+            touched[log.trace_id] = self._trace(log.trace_id, chunk, now)
+            touched[log.trace_id].logs.append(log)
+        for trace_id, trace in touched.items():
+            if trace.built or any(not s.parent_id for s in trace.spans):
+                self._build(trace_id, trace)
+
+    def _trace(self, trace_id: str, chunk: tuple[str, int, int], now: float) -> _Trace:
+        trace = self._traces.get(trace_id)
+        if trace is None:
+            trace = self._traces[trace_id] = _Trace()
+        if not trace.loaded:  # let go earlier: read back what came before
+            trace.loaded = True
+            for name, start, size in trace.chunks:
+                batch = self._decode_chunk(name, start, size)
+                if batch is not None:
+                    trace.spans += [s for s in batch.spans if s.trace_id == trace_id]
+                    trace.logs += [g for g in batch.logs if g.trace_id == trace_id]
+        if not trace.chunks or trace.chunks[-1] != chunk:
+            trace.chunks.append(chunk)
+        trace.seen = now
+        self._loaded[trace_id] = None
+        self._loaded.move_to_end(trace_id)
+        return trace
+
+    def _build(self, trace_id: str, trace: _Trace) -> None:
+        """The trace's samples (again), appended to the journal."""
+        spans = trace.spans
+        if trace.logs:  # their records added to copies: the spans stay as they came
+            spans = [replace(s, events=list(s.events)) for s in spans]
+            otlp.attach_logs(spans, trace.logs)
+        try:
+            for group in otel_samples.groups(spans, self.sample_by):
+                self._store(otel_samples.build(group, self.sample_by, "received"))
+        except TcbReplayError as exc:
+            self.log(f"collect: trace {trace_id}: not stored ({exc})")
+            return
+        trace.built = True
+
+    def _store(self, built: otel_samples.Built) -> None:
+        line = built.line
+        root = built.group.root
+        sid = line.sample_id
+        if otel_samples.TRIAL not in root.attributes:
+            line.trial = self._trials.setdefault(f"{sid}\x00{root.span_id}", self._next_trial(sid))
+        key = (sid, line.trial)
+        if key not in self._rows:
+            self._rows[key] = len(self._rows)
+            self._per_sample[sid] = self._per_sample.get(sid, 0) + 1
+        index = self._rows[key]
+        entry = built.entry or {"id": sid, "input": built.input, "target": []}
+        self._entries.setdefault(sid, entry)
+        for tool in built.tools:
+            self._tools.setdefault(tool["name"], tool)
+        for name, args in built.called.items():
+            self._called.setdefault(name, set()).update(args)
+        sample = _Sample(sid, index, str(entry.get("input", "")), _gold(entry))
+        now = utcnow().isoformat()
+        started = _iso(root.start) or now
+        record = sample_record(
+            self.run_id, sample, status=line.status, messages=line.messages, attempts=1,
+            started_at=started, finished_at=_iso(root.end) or now,
+            duration_s=root.duration_s, error_type=line.error_type, error=line.error,
+            trial=line.trial, sample_index=index, metadata=line.metadata,
+        )  # fmt: skip
+        self._writer.append_line(journal_line(record))
+
+    def _next_trial(self, sample_id: str) -> int:
+        return self._per_sample.get(sample_id, 0)
+
+    def _let_go(self, now: float) -> None:
+        """Let go of the spans of samples quiet for LINGER seconds, or beyond the KEEP most
+        recent ones (oldest first)."""
+        keep = len(self._loaded)
+        for trace_id in list(self._loaded):
+            trace = self._traces[trace_id]
+            if now - trace.seen < LINGER and keep <= KEEP:
+                break
+            keep -= 1
+            del self._loaded[trace_id]
+            if trace.built:
+                trace.spans, trace.logs, trace.loaded = [], [], False
+
+    def finish(self) -> CollectSummary:
+        """Every trace still without a sample made one, the journal folded, the dataset and
+        tools written, the run complete and released."""
+        with self._lock:
+            try:
+                for trace_id, trace in list(self._traces.items()):
+                    if not trace.built:
+                        self._trace(trace_id, trace.chunks[-1], time.monotonic())
+                        self._build(trace_id, trace)
+                for f in self._files.values():
+                    f.close()
+                self._writer.fold()
+                entries = [self._entries[sid] for sid in dict.fromkeys(k[0] for k in self._rows)]
+                write_jsonl_atomic(self.dir / DATASET, _normalised(entries, self.dir / DATASET))
+                tools = otel_samples.tools_of(self._tools, self._called)
+                manifest = self._writer.manifest
+                manifest["dataset"] = {**manifest["dataset"], "n_entries": len(entries)}
+                manifest["tools"] = {**manifest["tools"], "specs": tools}
+                errors = 0
+                from tcbreplay._store.runs import Run
+
+                status_of = Run(self.dir).recorded_ids()
+                errors = sum(1 for s in status_of.values() if s != "ok")
+                self._writer.update_manifest(
+                    status="complete",
+                    finished_at=utcnow().isoformat(),
+                    dataset=manifest["dataset"],
+                    tools=manifest["tools"],
+                    totals={"samples": len(status_of), "recorded": len(status_of),
+                            "ok": len(status_of) - errors, "errors": errors, "missing": 0,
+                            "trials": 1 + max((k[1] for k in status_of), default=0)},
+                )  # fmt: skip
+            finally:
+                self._writer.close()
+        return CollectSummary(
+            self.run_id,
+            str(self.dir),
+            len(self._rows),
+            self.span_count,
+            self.requests,
+            self.refused,
+        )
+
+    def close(self) -> None:
+        """Release the run unfinished (its samples stay in the journal)."""
+        for f in self._files.values():
+            f.close()
+        self._writer.close()
+
+
+def _gold(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    target = entry.get("target")
+    return target if isinstance(target, list) else []
+
+
+def _normalised(entries: list[dict[str, Any]], where: Path) -> list[dict[str, Any]]:
+    if not entries:  # nothing came
+        return []
+    try:
+        dataset: Dataset = dataset_from_entries(entries, str(where))
+    except DatasetError as exc:
+        raise StoreError(str(exc)) from None
+    return dataset.entries()
+
+
+def _iso(nanos: int) -> str | None:
+    if nanos <= 0:
+        return None
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(nanos / 1e9, UTC).isoformat()
+
+
+def _drop_torn_frame(path: Path) -> None:
+    """Cut a framed protobuf file after its last whole request."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    at = 0
+    while at + 4 <= len(data):
+        size = int.from_bytes(data[at : at + 4], "big")
+        if at + 4 + size > len(data):
+            break
+        at += 4 + size
+    if at != len(data):
+        with path.open("rb+") as f:
+            f.truncate(at)
+
+
+class BodyError(Exception):
+    """A request body that cannot be read: too large, or badly chunked."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
+    """A request's body, by its ``Content-Length`` or in chunks (``Transfer-Encoding:
+    chunked``, as OpenTelemetry's JavaScript exporters send it), at most ``limit`` bytes."""
+    if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            line = rfile.readline(1024)
+            try:
+                chunk = int(line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise BodyError(400, f"a badly chunked body (chunk size {line[:20]!r})") from None
+            if chunk == 0:
+                while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return b"".join(parts)
+            size += chunk
+            if size > limit:
+                raise BodyError(413, f"a request of more than {limit} bytes")
+            parts.append(rfile.read(chunk))
+            rfile.readline(1024)  # the chunk's CRLF
+    length = int(headers.get("Content-Length") or 0)
+    if length > limit:
+        raise BodyError(413, f"a request of {length} bytes, more than {limit}")
+    return bytes(rfile.read(length))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    collector: Collector
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        kind = PATHS.get(self.path.split("?")[0])
+        try:
+            body = read_body(self.rfile, self.headers)
+        except BodyError as exc:
+            self.close_connection = True  # the rest of the body is not read
+            self._refuse(exc.code, str(exc))
+            return
+        if kind is None:
+            self._answer(404, f"no such path {self.path!r}: post to /v1/traces or /v1/logs")
+            return
+        try:
+            spans = self.collector.receive(
+                body,
+                self.headers.get("Content-Type") or "",
+                self.headers.get("Content-Encoding") or "",
+            )
+        except TraceError as exc:
+            self._refuse(400, str(exc))
+            return
+        except Exception as exc:  # a crash of ours must not end the receiver: say it, refuse
+            self._refuse(500, f"{type(exc).__name__}: {exc}")
+            raise
+        self._answer(200, "", spans)
+
+    def _refuse(self, code: int, why: str) -> None:
+        self.collector.refused += 1
+        self.collector.log(
+            f"collect: {self.client_address[0]} {self.path}: refused ({code}): {why}"
+        )
+        self._answer(code, why)
+
+    def _answer(self, code: int, message: str, spans: int = 0) -> None:
+        proto = "protobuf" in (self.headers.get("Content-Type") or "")
+        if code == 200:
+            payload = b"" if proto else b"{}"
+        else:
+            payload = json.dumps({"code": 3, "message": message}).encode()
+        self.send_response(code)
+        ctype = "application/x-protobuf" if proto and code == 200 else "application/json"
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the collector logs what matters
+
+
+class Receiver(ThreadingHTTPServer):
+    """The OTLP/HTTP receiver of a collector, on ``host:port`` (port 0: any free one)."""
+
+    daemon_threads = True
+
+    def __init__(self, collector: Collector, host: str, port: int) -> None:
+        handler = type("Handler", (_Handler,), {"collector": collector})
+        try:
+            super().__init__((host, port), handler)
+        except OSError as exc:
+            raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        self.collector = collector
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
+        return f"http://{host}:{port}"
+
+
+def collect(
+    store: Store,
+    run_id: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 4318,
+    sample_by: str = "trace",
+    log: Log | None = None,
+    ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> CollectSummary:
+    """Receive OTLP/HTTP on ``host:port`` into the run ``run_id`` until ``stop`` is set or
+    the process is interrupted (Ctrl-C, SIGTERM), then finish the run (see the module
+    docstring). ``ready`` is told the endpoint once the receiver listens."""
+    collector = Collector(store, run_id, sample_by=sample_by, log=log)
+    try:
+        receiver = Receiver(collector, host, port)
+    except BaseException:
+        collector.close()
+        raise
+    serving = threading.Thread(target=receiver.serve_forever, args=(0.1,), daemon=True)
+    serving.start()
+    try:
+        if ready is not None:
+            ready(receiver.endpoint)
+        stop = stop or threading.Event()
+        while not stop.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        pass  # the way a collection ends
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+        serving.join()
+    return collector.finish()

@@ -1,0 +1,527 @@
+"""Spans as samples: grouped by trace (or by outermost agent span), each group's model calls
+and tool runs read by their convention and laid out as one conversation.
+
+A sample is a trace by default: the one unit every producer has (not every framework marks
+its agent: OpenInference's LangChain spans call a LangGraph agent a ``CHAIN``). With
+``sample_by="agent"`` each outermost agent span (GenAI ``invoke_agent``, OpenInference
+``AGENT``, the AI SDK's ``generateText``/``streamText``) and the spans under it are a sample,
+for traces that hold several agent runs; a trace without one is still a sample. Its id is
+the trace id (the agent span's id), in hex, unless the spans say otherwise
+(``tcbreplay.sample_id``, as ``export --format otlp`` writes).
+
+The conversation: each model call's messages sent, those not already laid out (a call's
+input repeats the history before it), then its answer; a model call inside another (one
+instrumentor's span around another's) is the same call, read once. Tool results no model
+call was sent (the last calls of a sample) come from the tool runs, matched by call id; a
+sample whose model calls hold no messages (content capture off) is told by its tool runs
+alone, each a call and its result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from tcbreplay._importers.dialect import SourceTraces, TraceLine
+from tcbreplay._importers.lines import MAX_TRIALS, token_problem
+from tcbreplay._importers.otel import genai, openinference, vercel
+from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn, json_value
+from tcbreplay._importers.otel.spans import STATUS_ERROR, Span
+from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
+from tcbreplay.errors import DatasetError, TraceError
+
+if TYPE_CHECKING:
+    from tcbreplay._inputs.benchmarks import BenchmarkInputs
+
+SAMPLE_BY = ("trace", "agent")
+# what export --format otlp writes on a sample's root span, to be read back the same
+SAMPLE_ID = "tcbreplay.sample_id"
+TRIAL = "tcbreplay.trial"
+ENTRY = "tcbreplay.entry"  # the dataset entry, as JSON
+METADATA = "tcbreplay.metadata"  # the trial's own metadata, as JSON
+# the conventions, the first that knows a span reading it
+_CONVENTIONS: tuple[tuple[ModuleType, Any], ...] = (
+    (openinference, openinference.is_openinference),
+    (vercel, vercel.is_vercel),
+    (genai, lambda span: True),
+)
+
+
+@dataclass
+class Group:
+    """The spans of one sample: its root (the trace's, or the agent span) and the rest."""
+
+    trace_id: str
+    root: Span
+    spans: list[Span]
+
+    def sample_id(self, sample_by: str) -> str:
+        own = self.root.attributes.get(SAMPLE_ID)
+        if isinstance(own, str) and own:
+            return own
+        return self.trace_id if sample_by == "trace" else self.root.span_id
+
+
+@dataclass
+class Built:
+    """A sample read from its spans: its messages (LangChain's, stored form), input text,
+    dataset entry (from ``tcbreplay.entry`` where the spans hold one), trial, how it ended,
+    the tools its model calls were offered and the tools it called."""
+
+    group: Group
+    line: TraceLine
+    input: str
+    entry: dict[str, Any] | None
+    tools: list[dict[str, Any]]
+    models: list[str]
+    called: dict[str, set[str]] = field(default_factory=dict)
+
+
+def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
+    """The spans as samples (see the module docstring), in the order their traces first
+    appear (a trace's agent spans in the order they began)."""
+    if sample_by not in SAMPLE_BY:
+        raise TraceError(f"sample_by {sample_by!r}: choose trace or agent")
+    traces: dict[str, dict[str, Span]] = {}
+    for span in spans:
+        traces.setdefault(span.trace_id, {})[span.span_id] = span
+    out: list[Group] = []
+    for trace_id, by_id in traces.items():
+        roots = [s for s in by_id.values() if not s.parent_id or s.parent_id not in by_id]
+        root = min(roots, key=lambda s: (s.start, s.span_id))
+        if sample_by == "trace":
+            out.append(Group(trace_id, root, list(by_id.values())))
+            continue
+        agents = [s for s in by_id.values() if _is_agent(s)]
+        outermost = {s.span_id: s for s in agents if _ancestor(s, by_id, _is_agent) is None}
+        if not outermost:
+            out.append(Group(trace_id, root, list(by_id.values())))
+            continue
+        members: dict[str, list[Span]] = {span_id: [] for span_id in outermost}
+        for span in by_id.values():
+            top = (
+                span
+                if span.span_id in outermost
+                else _ancestor(span, by_id, _is_outermost(outermost))
+            )
+            if top is not None:
+                members[top.span_id].append(span)
+        runs = [Group(trace_id, outermost[k], v) for k, v in members.items()]
+        out.extend(sorted(runs, key=lambda g: (g.root.start, g.root.span_id)))
+    return out
+
+
+def _is_outermost(outermost: dict[str, Span]) -> Any:
+    return lambda span: span.span_id in outermost
+
+
+def _ancestor(span: Span, by_id: dict[str, Span], test: Any) -> Span | None:
+    """The nearest ancestor of ``span`` that passes ``test``, or None."""
+    seen = 0
+    parent = by_id.get(span.parent_id)
+    while parent is not None and seen < len(by_id):
+        if test(parent):
+            return parent
+        parent = by_id.get(parent.parent_id)
+        seen += 1
+    return None
+
+
+def _convention(span: Span) -> ModuleType:
+    for module, claims in _CONVENTIONS:
+        if claims(span):
+            return module
+    return genai
+
+
+def _is_agent(span: Span) -> bool:
+    return bool(_convention(span).is_agent(span))
+
+
+def build(group: Group, sample_by: str, label: str) -> Built:
+    """One sample's trace line (messages, status, metadata) from its spans."""
+    place = f"{label}: trace {group.trace_id}"
+    by_id = {s.span_id: s for s in group.spans}
+    kinds: dict[str, tuple[ModuleType, str | None]] = {}
+    for span in group.spans:
+        convention = _convention(span)
+        kind = "model" if convention.is_model_call(span) else None
+        if kind is None and convention.is_tool_run(span):
+            kind = "tool"
+        kinds[span.span_id] = (convention, kind)
+    turns: list[Turn] = []
+    runs: list[ToolRun] = []
+    for span in group.spans:
+        convention, kind = kinds[span.span_id]
+        if kind is None:
+            continue
+        # a model call (tool run) inside another is the same one, seen by two instrumentors
+        if _ancestor(span, by_id, lambda s, kind=kind: kinds[s.span_id][1] == kind) is not None:
+            continue
+        if kind == "model":
+            turns.append(convention.turn(span, place))
+        else:
+            runs.append(convention.tool_run(span, place))
+    if not turns and _convention(group.root) is genai and genai.INPUT in group.root.attributes:
+        turns.append(genai.turn(group.root, place))  # an agent that never called its model
+    turns.sort(key=lambda t: (t.start, t.span_id))
+    runs.sort(key=lambda r: (r.start, r.span_id))
+    entries = conversation(turns, runs)
+    root = group.root
+    input_text = next((e.message.text for e in entries if e.message.role == "user"), None)
+    if input_text is None:
+        input_text = openinference.input_text(root) or ""
+    line = TraceLine(sample_id=group.sample_id(sample_by), messages=stored(entries), place=place)
+    problem = token_problem(line.messages)
+    if problem:
+        raise TraceError(f"{place}: {problem}")
+    _ending(line, group, place)
+    entry = None
+    if ENTRY in root.attributes:
+        entry = json_value(root.attributes[ENTRY], f"{place}: {ENTRY}")
+        if not isinstance(entry, dict):
+            raise TraceError(f"{place}: {ENTRY} must be a dataset entry (a JSON object)")
+    tools: dict[str, dict[str, Any]] = {}
+    for t in turns:
+        for tool in t.tools:
+            tools.setdefault(tool["name"], tool)
+    for span in (root,):  # an agent span may say the tools its agent has
+        for tool in _list(json_value(span.attributes.get(genai.TOOLS), f"{place}: {genai.TOOLS}")):
+            schema = _function(tool)
+            if schema is not None:
+                tools.setdefault(schema["name"], schema)
+    called: dict[str, set[str]] = {}
+    descriptions = {r.name: r.description for r in runs if r.description}
+    for e in entries:
+        for c in e.message.calls:
+            called.setdefault(c.name, set()).update(k for k in c.args if isinstance(k, str))
+    for name in called:
+        if name in descriptions and name not in tools:
+            tools[name] = {"name": name, "description": descriptions[name]}
+    models = [t.model for t in turns if t.model]
+    return Built(group, line, input_text, entry, list(tools.values()), models, called)
+
+
+def _function(tool: Any) -> dict[str, Any] | None:
+    from tcbreplay._importers.otel.calls import function_schema
+
+    return function_schema(tool)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _ending(line: TraceLine, group: Group, place: str) -> None:
+    """The trial, status and metadata of a sample, from its root span."""
+    root = group.root
+    a = root.attributes
+    if TRIAL in a:
+        trial = a[TRIAL]
+        if isinstance(trial, bool) or not isinstance(trial, int) or not 0 <= trial < MAX_TRIALS:
+            raise TraceError(f"{place}: {TRIAL} must be an integer from 0 to {MAX_TRIALS - 1}")
+        line.trial = trial
+    if root.status == STATUS_ERROR:
+        line.status = "error"
+        exception = next((e for e in root.events if e.name == "exception"), None)
+        detail = exception.attributes if exception is not None else {}
+        line.error = root.status_message or detail.get("exception.message") or "the span failed"
+        error_type = a.get("error.type") or detail.get("exception.type")
+        line.error_type = None if error_type is None else str(error_type)
+    if METADATA in a:
+        metadata = json_value(a[METADATA], f"{place}: {METADATA}")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TraceError(f"{place}: {METADATA} must be a JSON object")
+        line.metadata = metadata or None
+    elif ENTRY not in a:
+        meta = {"trace_id": group.trace_id}
+        if root.parent_id or group.root.span_id != _first_root(group).span_id:
+            meta["span_id"] = root.span_id
+        service = root.resource.get("service.name")
+        if isinstance(service, str):
+            meta["service"] = service
+        meta["span"] = root.name
+        line.metadata = meta
+
+
+def _first_root(group: Group) -> Span:
+    ids = {s.span_id for s in group.spans}
+    return min(
+        (s for s in group.spans if not s.parent_id or s.parent_id not in ids),
+        key=lambda s: (s.start, s.span_id),
+    )
+
+
+@dataclass(slots=True)
+class Entry:
+    """A message of the conversation, with the model call that answered it or the tool
+    run that gave it, where one did."""
+
+    message: Message
+    turn: Turn | None = None
+    run: ToolRun | None = None
+
+
+def conversation(turns: Sequence[Turn], runs: Sequence[ToolRun]) -> list[Entry]:
+    """The model calls' messages as one conversation, tool results from the tool runs (see
+    the module docstring)."""
+    out: list[Entry] = []
+    keys: list[tuple[Any, ...]] = []
+    for t in turns:
+        sent = [m.key() for m in t.inputs]
+        k = _overlap(keys, sent)
+        for m, key in zip(t.inputs[k:], sent[k:], strict=True):
+            out.append(Entry(m))
+            keys.append(key)
+        for m in t.outputs:
+            out.append(Entry(m, turn=t))
+            keys.append(m.key())
+    if not any(e.message.calls for e in out) and runs:
+        return _from_runs(out, runs)
+    return _with_results(out, runs)
+
+
+def _overlap(laid: list[tuple[Any, ...]], sent: list[tuple[Any, ...]]) -> int:
+    """How many of a model call's messages are the end of those laid out already."""
+    n = len(laid)
+    if sent[:n] == laid:
+        return n
+    for k in range(min(n, len(sent)), 0, -1):
+        if laid[n - k :] == sent[:k]:
+            return k
+    return 0
+
+
+def _with_results(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
+    """``out`` with each call no tool message answers answered by its tool run (by call id,
+    else the next run of that tool), and each tool message given its run (for latency)."""
+    by_id = {r.call_id: r for r in runs if r.call_id}
+    unnamed: dict[str, list[ToolRun]] = {}
+    for r in runs:
+        if not r.call_id:
+            unnamed.setdefault(r.name, []).append(r)
+    answered = {e.message.call_id for e in out if e.message.role == "tool"}
+    result: list[Entry] = []
+    k = 0
+    while k < len(out):
+        e = out[k]
+        result.append(e)
+        k += 1
+        if e.message.role != "assistant" or not e.message.calls:
+            continue
+        while k < len(out) and out[k].message.role == "tool":
+            tool = out[k]
+            if tool.run is None and tool.message.call_id in by_id:
+                tool.run = by_id[tool.message.call_id]
+            result.append(tool)
+            k += 1
+        for call in e.message.calls:
+            if call.id is not None and call.id in answered:
+                continue
+            run = by_id.get(call.id) if call.id else None
+            if run is None and unnamed.get(call.name):
+                run = unnamed[call.name].pop(0)
+            if run is not None and run.result is not None:
+                result.append(Entry(_result(run, call.id), run=run))
+    return result
+
+
+def _from_runs(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
+    """A sample whose model calls hold no tool calls told by its tool runs: the messages
+    before the first answer, each run as a call and its result, then the last answer."""
+    head = [e for e in out if e.turn is None]
+    last = [e for e in out if e.turn is not None][-1:]
+    body: list[Entry] = []
+    for r in runs:
+        call_id = r.call_id or f"run-{r.span_id}"
+        call = Call(call_id, r.name, r.args if r.args is not None else {})
+        body.append(Entry(Message("assistant", "", [call])))
+        body.append(Entry(_result(r, call_id), run=r))
+    return head + body + last
+
+
+def _result(run: ToolRun, call_id: str | None) -> Message:
+    return Message("tool", run.result or "", call_id=call_id, name=run.name, error=run.error)
+
+
+def stored(entries: list[Entry]) -> list[dict[str, Any]]:
+    """The conversation as the store keeps messages (what
+    :func:`~tcbreplay._record.messages.serialize_messages` makes of LangChain's messages,
+    written here without them: ``tests/test_otel_samples.py`` holds the two equal), with
+    each model answer's token counts and latency and each tool result's latency."""
+    from tcbreplay._record.messages import message_json
+
+    out = []
+    usage_given: set[int] = set()
+    for e in entries:
+        m = e.message
+        tokens: tuple[int | None, int | None, int | None] = (None, None, None)
+        latency = None
+        if m.role == "assistant":
+            t = e.turn
+            data: dict[str, Any] = _common("ai", m.text)
+            if t is not None:
+                data["id"] = t.response_id or t.span_id
+                if t.model:
+                    data["response_metadata"] = {"model_name": t.model}
+                latency = t.duration_s
+            data["tool_calls"] = [
+                {"name": c.name, "args": c.args, "id": c.id, "type": "tool_call"} for c in m.calls
+            ]
+            data["invalid_tool_calls"] = []
+            data["usage_metadata"] = None
+            if (
+                t is not None
+                and id(t) not in usage_given
+                and (t.input_tokens is not None or t.output_tokens is not None)
+            ):
+                usage_given.add(id(t))
+                i, o = t.input_tokens or 0, t.output_tokens or 0
+                data["usage_metadata"] = {
+                    "input_tokens": i,
+                    "output_tokens": o,
+                    "total_tokens": i + o,
+                }
+                tokens = (i, o, i + o)
+            kind = "ai"
+        elif m.role == "tool":
+            data = _common("tool", m.text, m.name)
+            data.update(tool_call_id=m.call_id or "", artifact=None,
+                        status="error" if m.error else "success")  # fmt: skip
+            if e.run is not None and m.call_id:
+                latency = e.run.duration_s
+            kind = "tool"
+        else:
+            kind = "system" if m.role == "system" else "human"
+            data = _common(kind, m.text)
+        out.append(
+            {
+                "type": kind,
+                "message": message_json({"type": kind, "data": data}),
+                "input_tokens": tokens[0],
+                "output_tokens": tokens[1],
+                "total_tokens": tokens[2],
+                "latency_s": latency,
+            }
+        )
+    return out
+
+
+def _common(kind: str, text: str, name: str | None = None) -> dict[str, Any]:
+    return {"content": text, "additional_kwargs": {}, "response_metadata": {}, "type": kind,
+            "name": name, "id": None}  # fmt: skip
+
+
+def read_samples(
+    spans: Iterable[Span], label: str, inputs: BenchmarkInputs | None, sample_by: str = "trace"
+) -> SourceTraces:
+    """Spans as the traces of an import: a line per sample, and, without ``inputs``, the
+    samples as a dataset (input: the first user message; gold calls: none, unless the spans
+    hold their dataset entries) and the tools the model calls were offered."""
+    built = []
+    for g in groups(spans, sample_by):
+        built.append(build(g, sample_by, label))
+        for span in g.spans:  # read: their messages, the largest part, can go
+            if span is not g.root:
+                span.attributes, span.events = {}, []
+    if not built:
+        raise TraceError(f"{label}: no spans in the file")
+    if inputs is not None:
+        _match(built, inputs.dataset, label)
+    else:
+        _number_trials(built)
+    lines = [b.line for b in built]
+    dataset = None if inputs is not None else _dataset(built, label)
+    tools = _tools(built)
+    models = Counter(m for b in built for m in b.models)
+    model = models.most_common(1)[0][0] if models else None
+    return SourceTraces(lines, dataset, tools, model)
+
+
+def _number_trials(built: list[Built]) -> None:
+    """Samples of the same id without a trial of their own: trials in order."""
+    seen: dict[str, int] = {}
+    for b in built:
+        if TRIAL in b.group.root.attributes:
+            continue
+        n = seen.get(b.line.sample_id, 0)
+        seen[b.line.sample_id] = n + 1
+        b.line.trial = n
+
+
+def _match(built: list[Built], dataset: Dataset, label: str) -> None:
+    """Each sample named by the dataset entry it is: by id (its own, or its trace's), else
+    by input text; samples of one entry are its trials, in order."""
+    by_input: dict[str, str] = {}
+    for s in dataset.samples:
+        by_input.setdefault(s.input.strip(), s.sample_id)
+    seen: dict[str, int] = {}
+    for b in built:
+        sid = b.line.sample_id
+        if sid not in dataset.by_id:
+            found = by_input.get(b.input.strip())
+            if found is None:
+                shown = b.input if len(b.input) <= 60 else b.input[:57] + "..."
+                raise TraceError(
+                    f"{b.line.place}: sample {sid}: neither its id nor its input {shown!r} is "
+                    "a dataset entry's",
+                    hint="give the dataset its traces were recorded from, or leave --dataset "
+                    "out to take each trace as a sample",
+                )
+            b.line.sample_id = found
+        if TRIAL not in b.group.root.attributes:
+            b.line.trial = seen.get(b.line.sample_id, 0)
+            seen[b.line.sample_id] = b.line.trial + 1
+
+
+def _dataset(built: list[Built], label: str) -> Dataset:
+    entries: dict[str, dict[str, Any]] = {}
+    for b in built:
+        entry = b.entry or {"id": b.line.sample_id, "input": b.input, "target": []}
+        entries.setdefault(b.line.sample_id, entry)
+    try:
+        return dataset_from_entries(list(entries.values()), label)
+    except DatasetError as exc:
+        raise TraceError(str(exc)) from None
+
+
+def _tools(built: list[Built]) -> list[dict[str, Any]]:
+    tools: dict[str, dict[str, Any]] = {}
+    called: dict[str, set[str]] = {}
+    for b in built:
+        for tool in b.tools:
+            tools.setdefault(tool["name"], tool)
+        for name, args in b.called.items():
+            called.setdefault(name, set()).update(args)
+    return tools_of(tools, called)
+
+
+def tools_of(tools: dict[str, dict[str, Any]], called: dict[str, set[str]]) -> list[dict[str, Any]]:
+    """The tools offered (by name), each once; a tool called (with the arguments in
+    ``called``) but never offered takes the arguments it was called with (its schema is
+    unknown: ``--tools`` gives it)."""
+    out = {name: dict(tool) for name, tool in tools.items()}
+    for name, args in called.items():
+        tool = out.setdefault(name, {"name": name})
+        if "parameters" not in tool:
+            tool["parameters"] = {
+                "type": "object",
+                "properties": {arg: {} for arg in sorted(args) if arg != _invalid()},
+            }
+            tool.setdefault("description", "(not declared in the traces: its parameters are "
+                            "those it was called with)")  # fmt: skip
+    return list(out.values())
+
+
+def _invalid() -> str:
+    from tcbreplay._store.schema import INVALID_ARGUMENTS
+
+    return INVALID_ARGUMENTS
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

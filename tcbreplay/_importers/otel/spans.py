@@ -1,0 +1,408 @@
+"""Spans as every span dialect reads them: OTLP export requests (OTLP/JSON, JSON Lines of
+them, protobuf) decoded into :class:`Span`, with the log records of an OTLP logs request as
+events of the span they name.
+
+Ids are lower-case hex, as OTLP/JSON writes them (protobuf's 16 and 8 bytes turned into 32
+and 16 hex digits; OTLP/JSON written by protobuf's own JSON printer, base64, is read too).
+Attribute values are plain Python values (an OTLP ``kvlistValue`` a dict, an ``arrayValue``
+a list, ``bytesValue`` its base64 text).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcbreplay import _json
+from tcbreplay.errors import InputError, TraceError
+
+# what the two requests hold at their top
+SPANS_KEY = "resourceSpans"
+LOGS_KEY = "resourceLogs"
+# the status code of a span that failed (OTLP's STATUS_CODE_ERROR)
+STATUS_ERROR = 2
+OTEL_HINT = "pip install 'tcbreplay[otel]'"
+
+
+@dataclass(slots=True)
+class Event:
+    """A span event, or a log record about the span (``body`` set)."""
+
+    name: str
+    time: int
+    attributes: dict[str, Any]
+    body: Any = None
+
+
+@dataclass(slots=True)
+class Span:
+    """One span: its ids (hex; ``parent_id`` empty for a root), name, times (ns since the
+    epoch), attributes, events, status and where it came from (its resource's attributes
+    and its instrumentation scope)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start: int
+    end: int
+    attributes: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+    status: int = 0
+    status_message: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+    @property
+    def duration_s(self) -> float | None:
+        return (self.end - self.start) / 1e9 if self.end >= self.start > 0 else None
+
+
+@dataclass(slots=True)
+class LogRecord:
+    """A log record (an OTLP event) and the span it belongs to."""
+
+    trace_id: str
+    span_id: str
+    event: Event
+
+
+@dataclass
+class Batch:
+    """What one request (or a whole file) holds: spans, and log records about spans."""
+
+    spans: list[Span] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+
+    def extend(self, other: Batch) -> None:
+        self.spans.extend(other.spans)
+        self.logs.extend(other.logs)
+
+
+def attach_logs(spans: Iterable[Span], logs: Iterable[LogRecord]) -> None:
+    """Add each log record to the events of the span it names (records of no span given
+    are left out: no sample holds them)."""
+    by_id = {(s.trace_id, s.span_id): s for s in spans}
+    for log in logs:
+        span = by_id.get((log.trace_id, log.span_id))
+        if span is not None:
+            span.events.append(log.event)
+    for span in by_id.values():
+        if len(span.events) > 1:
+            span.events.sort(key=lambda e: e.time)
+
+
+# ---- OTLP/JSON
+
+
+def decode_json(doc: Any, place: str) -> Batch:
+    """An OTLP/JSON export request (traces or logs) as spans and log records."""
+    if not isinstance(doc, dict) or not (SPANS_KEY in doc or LOGS_KEY in doc):
+        raise TraceError(f"{place}: not an OTLP export request (no {SPANS_KEY} nor {LOGS_KEY})")
+    batch = Batch()
+    try:
+        for rs in _list(doc.get(SPANS_KEY)):
+            resource = _attributes((rs.get("resource") or {}).get("attributes"))
+            for ss in _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")):
+                scope = str(
+                    (ss.get("scope") or ss.get("instrumentationLibrary") or {}).get("name") or ""
+                )
+                for raw in _list(ss.get("spans")):
+                    batch.spans.append(_json_span(raw, resource, scope))
+        for rl in _list(doc.get(LOGS_KEY)):
+            for sl in _list(rl.get("scopeLogs") or rl.get("instrumentationLibraryLogs")):
+                for raw in _list(sl.get("logRecords")):
+                    log = _json_log(raw)
+                    if log is not None:
+                        batch.logs.append(log)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        raise TraceError(f"{place}: not a readable OTLP export request ({detail})") from exc
+    return batch
+
+
+def _list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, not {type(value).__name__}")
+    return value
+
+
+def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str) -> Span:
+    status = raw.get("status") or {}
+    code = status.get("code", 0)
+    if isinstance(code, str):  # the enum's name, as protobuf's JSON printer writes it
+        code = {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code, 0)
+    return Span(
+        trace_id=_hex_id(raw.get("traceId"), 16),
+        span_id=_hex_id(raw.get("spanId"), 8),
+        parent_id=_hex_id(raw.get("parentSpanId"), 8),
+        name=str(raw.get("name") or ""),
+        start=int(raw.get("startTimeUnixNano") or 0),
+        end=int(raw.get("endTimeUnixNano") or 0),
+        attributes=_attributes(raw.get("attributes")),
+        events=[
+            Event(
+                str(e.get("name") or ""),
+                int(e.get("timeUnixNano") or 0),
+                _attributes(e.get("attributes")),
+            )
+            for e in _list(raw.get("events"))
+        ],
+        status=int(code),
+        status_message=str(status.get("message") or ""),
+        resource=resource,
+        scope=scope,
+    )
+
+
+def _json_log(raw: dict[str, Any]) -> LogRecord | None:
+    trace_id = _hex_id(raw.get("traceId"), 16)
+    span_id = _hex_id(raw.get("spanId"), 8)
+    if not trace_id or not span_id:
+        return None
+    attributes = _attributes(raw.get("attributes"))
+    name = raw.get("eventName") or attributes.get("event.name") or ""
+    time = int(raw.get("timeUnixNano") or raw.get("observedTimeUnixNano") or 0)
+    body = any_value(raw["body"]) if raw.get("body") else None
+    return LogRecord(trace_id, span_id, Event(str(name), time, attributes, body))
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    """OTLP key-value pairs as a dict."""
+    out: dict[str, Any] = {}
+    for item in _list(items):
+        out[str(item["key"])] = any_value(item.get("value") or {})
+    return out
+
+
+def any_value(value: dict[str, Any]) -> Any:
+    """An OTLP/JSON ``AnyValue`` as a Python value."""
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "arrayValue" in value:
+        return [any_value(v) for v in _list((value["arrayValue"] or {}).get("values"))]
+    if "kvlistValue" in value:
+        return _attributes((value["kvlistValue"] or {}).get("values"))
+    if "bytesValue" in value:
+        return value["bytesValue"]
+    return None
+
+
+def _hex_id(value: Any, size: int) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lower-case hex: OTLP/JSON writes hex;
+    protobuf's JSON printer, base64. Empty for none."""
+    if not value:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"an id must be a string, not {type(value).__name__}")
+    if len(value) == 2 * size:
+        try:
+            int(value, 16)
+        except ValueError:
+            pass
+        else:
+            return value.lower()
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != size:
+        raise ValueError(
+            f"id {value!r} is neither {2 * size} hex digits nor {size} bytes in base64"
+        )
+    return raw.hex()
+
+
+def read_json_lines(data: bytes, label: str) -> Batch:
+    """A file of OTLP/JSON export requests, one a line (as the collector's file exporter and
+    OpenTelemetry's JSON file exporters write them), or one request (a whole document).
+    Lines are read one at a time from the bytes (a large file is not copied as text)."""
+    batch = Batch()
+    body = data.removeprefix(b"\xef\xbb\xbf")
+    stripped = body.strip()
+    if stripped.startswith(b"{") and b"\n" in stripped:
+        try:  # a request written over several lines (pretty-printed)
+            doc = json.loads(stripped)
+        except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, dict):
+            return decode_json(doc, label)
+    for lineno, line in _lines(body):
+        place = f"{label}: line {lineno}"
+        # json's own reader: a request holds thousands of brackets, so the limits' walk over
+        # it would cost more than the reading; what the spans hold as JSON text (messages,
+        # arguments) is read within the limits, and stored messages are bounded
+        try:
+            doc = json.loads(line)
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{place}: not UTF-8 text") from exc
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{place}: not valid JSON: {exc.msg}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise TraceError(f"{place}: {_json.HINT} ({type(exc).__name__})") from None
+        batch.extend(decode_json(doc, place))
+    return batch
+
+
+def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """The lines of ``data`` that are not blank, with their numbers."""
+    at, lineno = 0, 0
+    while at < len(data):
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        lineno += 1
+        line = data[at:end]
+        at = end + 1
+        if line.strip():
+            yield lineno, line
+
+
+# ---- protobuf
+
+
+def proto_modules() -> tuple[Any, Any]:
+    """OpenTelemetry's classes of the two export requests (the ``otel`` extra)."""
+    try:
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+    except ImportError:
+        raise InputError(
+            "reading OTLP protobuf needs opentelemetry-proto", hint=OTEL_HINT
+        ) from None
+    return trace_service_pb2, logs_service_pb2
+
+
+def framed(data: bytes) -> list[bytes] | None:
+    """The requests of a file the collector's file exporter wrote in its proto format (each
+    request after its size, 4 bytes big-endian), or None when ``data`` is not such a file."""
+    out = []
+    at = 0
+    while at < len(data):
+        if at + 4 > len(data):
+            return None
+        (size,) = struct.unpack_from(">I", data, at)
+        at += 4
+        if at + size > len(data) or (size and data[at] != 0x0A):
+            return None
+        out.append(data[at : at + size])
+        at += size
+    return out
+
+
+def decode_proto(body: bytes, place: str) -> Batch:
+    """One protobuf export request: of traces, or else of logs (the two share their first
+    field's number, so a request is taken for a logs one when it holds no readable span)."""
+    from google.protobuf.message import DecodeError
+
+    traces_pb2, logs_pb2 = proto_modules()
+    try:
+        request = traces_pb2.ExportTraceServiceRequest.FromString(body)
+    except DecodeError as exc:
+        request = None
+        problem = str(exc)
+    batch = Batch()
+    if request is not None:
+        for rs in request.resource_spans:
+            resource = {kv.key: _proto_value(kv.value) for kv in rs.resource.attributes}
+            for ss in rs.scope_spans:
+                scope = ss.scope.name
+                for s in ss.spans:
+                    if len(s.trace_id) != 16 or len(s.span_id) != 8:
+                        batch.spans.clear()
+                        break
+                    batch.spans.append(_proto_span(s, resource, scope))
+        if batch.spans:
+            return batch
+    try:
+        logs = logs_pb2.ExportLogsServiceRequest.FromString(body)
+    except DecodeError as exc:
+        raise TraceError(
+            f"{place}: not an OTLP protobuf export request ({(request and problem) or exc})"
+        ) from exc
+    for rl in logs.resource_logs:
+        for sl in rl.scope_logs:
+            for r in sl.log_records:
+                if len(r.trace_id) != 16 or len(r.span_id) != 8:
+                    continue
+                attributes = {kv.key: _proto_value(kv.value) for kv in r.attributes}
+                name = getattr(r, "event_name", "") or attributes.get("event.name") or ""
+                body_value = _proto_value(r.body) if r.HasField("body") else None
+                time = r.time_unix_nano or r.observed_time_unix_nano
+                event = Event(str(name), time, attributes, body_value)
+                batch.logs.append(LogRecord(r.trace_id.hex(), r.span_id.hex(), event))
+    return batch
+
+
+def _proto_span(s: Any, resource: dict[str, Any], scope: str) -> Span:
+    return Span(
+        trace_id=s.trace_id.hex(),
+        span_id=s.span_id.hex(),
+        parent_id=s.parent_span_id.hex(),
+        name=s.name,
+        start=s.start_time_unix_nano,
+        end=s.end_time_unix_nano,
+        attributes={kv.key: _proto_value(kv.value) for kv in s.attributes},
+        events=[
+            Event(e.name, e.time_unix_nano, {kv.key: _proto_value(kv.value) for kv in e.attributes})
+            for e in s.events
+        ],
+        status=s.status.code,
+        status_message=s.status.message,
+        resource=resource,
+        scope=scope,
+    )
+
+
+def _proto_value(v: Any) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_proto_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _proto_value(kv.value) for kv in v.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(v.bytes_value).decode("ascii")
+    return None if kind is None else getattr(v, kind)
+
+
+def read_proto(data: bytes, label: str) -> Batch:
+    """A protobuf file: one export request (as the OTLP/HTTP exporters post it), or the
+    collector's file exporter's requests, each after its size."""
+    parts = framed(data) if data[:1] == b"\x00" else None
+    if parts is None:
+        return decode_proto(data, label)
+    batch = Batch()
+    for k, part in enumerate(parts):
+        batch.extend(decode_proto(part, f"{label}: request {k + 1}"))
+    return batch
+
+
+def looks_like_proto(head: bytes) -> str | None:
+    """How ``head`` looks like protobuf export requests, or None: a request starts with its
+    first field (``0x0A``, a length-delimited field 1) and that field's length."""
+    if head[:1] == b"\x0a" and _varint_ok(head, 1):
+        return "request"
+    if len(head) >= 5 and head[:1] == b"\x00" and head[4:5] == b"\x0a":
+        return "framed"
+    return None
+
+
+def _varint_ok(data: bytes, at: int) -> bool:
+    return any(data[k] < 128 for k in range(at, min(at + 10, len(data))))
+
+
+def iter_spans(batches: Iterable[Batch]) -> Iterator[Span]:
+    for batch in batches:
+        yield from batch.spans
