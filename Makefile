@@ -132,6 +132,13 @@ SIZES ?= 1k,200k,1m,10m
 bench-scale: install
 	$(BIN)/python -m bench.scale_bench --sizes $(SIZES)
 
+# Scoring on object storage (not part of `make test`): the 1M run of `make bench` uploaded into
+# moto's S3 server on loopback, `tcbreplay score` and the bare read pass timed on it and on the
+# local store, alternated; the figures, with the machine's load, go to BENCHMARKS.md.
+.PHONY: bench-s3
+bench-s3: install
+	$(BIN)/python -m bench.s3_bench
+
 # Scoring with gold rules on every sample (not part of `make test`): the 1M run of `make bench`
 # and the same run with accept lists and order-free groups, `tcbreplay score` timed on both,
 # a slice of the second checked against the plain-Python spec; appended to BENCHMARKS.md.

@@ -43,12 +43,16 @@ PLACE_ERRORS = frozenset(
 
 
 class _StorePath(click.Path):
-    """A store directory: a bad one is blamed on the variable when it came from there, and
-    on the option otherwise."""
+    """A store directory, or a URL of object storage (kept as the URL it is): a bad one is
+    blamed on the variable when it came from there, and on the option otherwise."""
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from tcbreplay._store.objects import is_url
+
         if _given_before_command(ctx, param):
             return value  # `tcbreplay --store X CMD`: X is used, and checked there
+        if is_url(value):
+            return value  # (checked, as it is read, by the store: Store(URL))
         path = super().convert(value, param, ctx)
         # a folder under a file can be neither read nor made: said here, for every command
         for parent in Path(os.fsdecode(path)).parents:
@@ -135,7 +139,7 @@ def complete_scoring(
     return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
 
 
-STORE_HELP = "Trace store directory."
+STORE_HELP = "Trace store: a directory, or a URL of object storage (s3://BUCKET/PREFIX)."
 STORE_OPTION = click.option(
     "--store",
     type=_StorePath(file_okay=False, path_type=Path),

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from tcbreplay._store.parquet import read_schema, read_table
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA, with_optional_columns
 from tcbreplay.errors import RunNotFoundError, StoreError, first_line
@@ -95,8 +95,8 @@ def _messages(run: Run) -> dict[tuple[str, int], list[dict[str, Any]]]:
 
 def _read(path: Any, schema: pa.Schema, columns: list[str]) -> pa.Table:
     try:
-        names = pq.read_schema(path).names
-        table = pq.read_table(path, columns=[c for c in columns if c in names])
+        names = read_schema(path).names
+        table = read_table(path, columns=[c for c in columns if c in names])
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise StoreError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
     return with_optional_columns(table, schema)

@@ -520,7 +520,8 @@ def _check_resumable(
     file that is no Parquet file (its footer read only: the file is read in full when the
     journal is folded into it, after the recording, which a broken file would have wasted)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from tcbreplay._store.parquet import read_schema
 
     if manifest.get("source") in ("import", "collect"):
         how = "imported" if manifest["source"] == "import" else "collected"
@@ -542,7 +543,7 @@ def _check_resumable(
         if not path.exists():
             continue
         try:
-            pq.read_schema(path)
+            read_schema(path)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise StoreError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
 
@@ -668,14 +669,13 @@ def finish_run(
 
 def _stored_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The rows of a run's samples file, with those its journals hold (folded or not)."""
-    import pyarrow.parquet as pq
-
     from tcbreplay._store.journal import journal_records
+    from tcbreplay._store.parquet import read_table
     from tcbreplay._store.schema import SAMPLES, sample_rows
 
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     if (run_dir / SAMPLES).exists():
-        for row in pq.read_table(run_dir / SAMPLES).to_pylist():
+        for row in read_table(run_dir / SAMPLES).to_pylist():
             rows[(row["sample_id"], row.get("trial") or 0)] = row
     for row in sample_rows(list(journal_records(run_dir))):
         rows[(row["sample_id"], row.get("trial") or 0)] = row

@@ -419,22 +419,23 @@ def _read(run: Run) -> tuple[dict[Key, _Row], _Texts]:
     texts, written to a temporary file batch by batch."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.parquet as pq
+
+    from tcbreplay._store.parquet import parquet_file, read_table
 
     texts = _Texts()
     try:
         samples = with_optional_columns(
-            pq.read_table(run.samples_path, columns=_present(run.samples_path,
+            read_table(run.samples_path, columns=_present(run.samples_path,
                           ["sample_id", "trial", "tools", "status"])),
             SAMPLES_SCHEMA,
         )  # fmt: skip
         keys = with_optional_columns(
-            pq.read_table(run.messages_path,
+            read_table(run.messages_path,
                           columns=_present(run.messages_path, ["sample_id", "trial", "position"])),
             MESSAGES_SCHEMA,
         )  # fmt: skip
         offsets, lengths = [], []
-        messages = pq.ParquetFile(run.messages_path)
+        messages = parquet_file(run.messages_path)
         for batch in messages.iter_batches(batch_size=_BATCH_ROWS, columns=["message"]):
             where, length = texts.append(batch.column(0))
             offsets.append(where)
@@ -469,7 +470,7 @@ def _read(run: Run) -> tuple[dict[Key, _Row], _Texts]:
 
 
 def _present(path: Any, columns: list[str]) -> list[str]:
-    import pyarrow.parquet as pq
+    from tcbreplay._store.parquet import read_schema
 
-    names = pq.read_schema(path).names
+    names = read_schema(path).names
     return [c for c in columns if c in names]

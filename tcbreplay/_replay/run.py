@@ -319,14 +319,14 @@ def replay_totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[
 
 def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
     """A recording's summary with its replay block and first divergences."""
-    import pyarrow.parquet as pq
+    from tcbreplay._store.parquet import read_table
 
     run = store.open_run(summary.run_id)
     block = run.manifest.get(SOURCE) or {}
     rows: list[dict[str, Any]] = []
     if (run.dir / DIVERGENCES).exists():
         try:
-            rows = pq.read_table(run.dir / DIVERGENCES).to_pylist()
+            rows = read_table(run.dir / DIVERGENCES).to_pylist()
         except OSError as exc:
             raise StoreError(f"{run.dir / DIVERGENCES}: cannot be read ({exc})") from exc
     by_component: dict[str, int] = {}

@@ -78,11 +78,19 @@ def keyed(frame: pl.DataFrame) -> pl.DataFrame:
 
 def read_columns(path: Any, schema: Any, columns: list[str]) -> pl.DataFrame:
     """Columns of a run file, a version 1 file's as trial 0 without metadata."""
-    import pyarrow.parquet as pq
-
+    from tcbreplay._store.parquet import read_table
     from tcbreplay._store.schema import with_optional_columns
 
-    frame = pl.from_arrow(with_optional_columns(pq.read_table(path), schema).select(columns))
+    frame = pl.from_arrow(with_optional_columns(read_table(path), schema).select(columns))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def read_frame(path: Any) -> pl.DataFrame:
+    """A Parquet file of the store as a frame, wherever the store is."""
+    from tcbreplay._store.parquet import read_table
+
+    frame = pl.from_arrow(read_table(path))
     assert isinstance(frame, pl.DataFrame)
     return frame
 
@@ -338,7 +346,7 @@ def _scores(
             )
         )
         if current:
-            scores = keyed(pl.read_parquet(folder / "scores.parquet"))
+            scores = keyed(read_frame(folder / "scores.parquet"))
             return summary, scores.sort("sample_index"), False
     except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
         pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tcbreplay._score import kernels
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
+from tcbreplay._store.parquet import read_table
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DASHBOARD_DIR, MANIFEST
 from tcbreplay._store.views import query_text
@@ -130,7 +130,9 @@ def write_dashboard(
     calls, consecutive ranges of samples in the order of ``scores``."""
     listed_s = listed_samples(scores, mode)
     # read with Arrow, whose threads are not the ones Polars writes the scores with meanwhile
-    table = pq.read_table(run.samples_paths, columns=["sample_index", "input"])
+    table = pa.concat_tables(
+        [read_table(file, columns=["sample_index", "input"]) for file in run.samples_paths]
+    )
     indexes = table["sample_index"].to_numpy()
     inputs = input_buffers(table["input"])
     # each listed sample's row of the file (scores are in sample_index order)

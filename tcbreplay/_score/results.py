@@ -34,7 +34,7 @@ from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.parts import PartResult, tool_sums
 from tcbreplay._store.files import Staged, json_text, remove, staged
 from tcbreplay._store.locks import WRITABLE_HINT
-from tcbreplay._store.parquet import write_frame_to
+from tcbreplay._store.parquet import read_table, write_frame_to
 from tcbreplay._store.runs import DEFAULT_STORE, Run
 from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
 from tcbreplay.errors import InputError, StoreError, first_line
@@ -86,7 +86,7 @@ def read_scoring_file(run: Run, path: Path, columns: list[str]) -> pl.DataFrame:
     hint = rescore_hint(run, path.parent.name)
     try:
         # read by Arrow, which reports a corrupt file where Polars may panic
-        frame = pl.from_arrow(pq.read_table(path))
+        frame = pl.from_arrow(read_table(path))
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise StoreError(
             f"{path}: not a readable Parquet file ({first_line(exc)})", hint=hint

@@ -443,10 +443,10 @@ def _parts(run: Run, options: ScoreOptions) -> int:
     samples its files' footers count."""
     if options.scorer != DEFAULT_SCORER:
         return 1
-    import pyarrow.parquet as pq
+    from tcbreplay._store.parquet import read_metadata
 
     try:
-        samples = sum(pq.read_metadata(path).num_rows for path in run.samples_paths)
+        samples = sum(read_metadata(path).num_rows for path in run.samples_paths)
     except (OSError, pa.ArrowInvalid):
         return 1  # opening the run's views reports what is wrong with the file
     return _parts_for(samples)

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tcbreplay._store.files import (
     json_text,
     staged,
     writing,
 )
+from tcbreplay._store.objects import is_remote
+from tcbreplay._store.parquet import read_table
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import (
     MANIFEST,
@@ -46,7 +47,7 @@ def export_jsonl(
         tables = {}
         for name in (SAMPLES, MESSAGES):  # both read before anything is written
             try:
-                tables[name] = pq.read_table(run.dir / name)
+                tables[name] = read_table(run.dir / name)
             except (OSError, pa.ArrowException) as exc:
                 unfinished = run.status not in ("complete", "imported")
                 raise StoreError(
@@ -56,8 +57,9 @@ def export_jsonl(
                     else None,
                 ) from exc
         manifest = json_text(run.manifest)
-    with writing(out_dir, error=error):
-        out_dir.mkdir(parents=True, exist_ok=True)
+    if not is_remote(out_dir):  # (object storage has no folders to make)
+        with writing(out_dir, error=error):
+            out_dir.mkdir(parents=True, exist_ok=True)
     # messages in sample order and position, whatever the file's row groups
     tables[MESSAGES] = tables[MESSAGES].sort_by(
         [("sample_index", "ascending"), ("position", "ascending")]
@@ -92,7 +94,7 @@ def run_traces(run: Run) -> list[dict[str, Any]]:
     tables = {}
     for name, schema in ((SAMPLES, SAMPLES_SCHEMA), (MESSAGES, MESSAGES_SCHEMA)):
         try:
-            tables[name] = with_optional_columns(pq.read_table(run.dir / name), schema)
+            tables[name] = with_optional_columns(read_table(run.dir / name), schema)
         except (OSError, pa.ArrowException) as exc:
             raise StoreError(f"{run.dir / name}: cannot read it: {first_line(exc)}") from exc
     messages: dict[int, list[dict[str, Any]]] = {}

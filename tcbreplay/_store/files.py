@@ -3,7 +3,9 @@ to (a full disk, a read-only folder) as one typed error naming the file.
 
 Every file tcbreplay writes goes to a temporary name beside it and is renamed over its name
 once whole; a write that fails or is interrupted removes its temporary file. Files that belong
-together (a scoring's results, an export) are renamed only once all of them are whole.
+together (a scoring's results, an export) are renamed only once all of them are whole. On object
+storage, which has no renames, the temporary file is local and is uploaded as one object
+(:mod:`tcbreplay._store.objects`).
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import errno
 import json
 import os
 import re
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tcbreplay._store import objects
+from tcbreplay._store.objects import is_remote
 from tcbreplay.errors import StoreError, TcbReplayError, first_line
 
 T = TypeVar("T")
@@ -61,7 +66,10 @@ def write_error(
 def remove(path: Path) -> None:
     """Remove a temporary file, if it is there (a failure to remove it changes nothing)."""
     with suppress(OSError):
-        path.unlink(missing_ok=True)
+        if is_remote(path):
+            objects.remove_object(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -79,6 +87,11 @@ def writing(
         for tmp in temps:
             remove(tmp)
         failure = os_failure(exc)
+        if is_remote(path) and not isinstance(exc, TcbReplayError):
+            found = objects.storage_failure(exc)
+            if found is not None:
+                why, remote_hint = found
+                raise error(f"{path}: cannot write: {why}", hint=remote_hint or hint) from exc
         if failure is None:
             raise
         raise write_error(path, failure, error, hint) from exc
@@ -91,7 +104,10 @@ def temporary(path: Path) -> Path:
 
 def replace_with(path: Path, write: Callable[[Path], T], **how: Any) -> T:
     """Write ``path`` through ``write(temporary path)`` and a rename (``how``: as
-    :func:`writing`)."""
+    :func:`writing`); on object storage, an upload of a local temporary file."""
+    if is_remote(path):
+        with writing(path, **how):
+            return objects.upload_with(path, write)
     tmp = temporary(path)
     with writing(path, tmp, **how):
         result = write(tmp)
@@ -130,10 +146,13 @@ class Staged:
         self._files: list[tuple[Path, Path]] = []
         self._folders: list[Path] = []  # made for the files, deepest first
         self._lock = threading.Lock()  # files may be written from threads side by side
+        self._local: tempfile.TemporaryDirectory[str] | None = None  # for remote files
 
     def folder(self, path: Path) -> None:
         """Make the folder ``path`` (and its parents) for files to come; a failure removes
-        those this made, once empty."""
+        those this made, once empty. (Object storage has no folders to make.)"""
+        if is_remote(path):
+            return
         missing = []
         while not path.exists():
             missing.append(path)
@@ -145,17 +164,25 @@ class Staged:
 
     def write(self, path: Path, write: Callable[[Path], T]) -> T:
         """Write ``path`` through ``write(temporary path)``; it takes its name on commit."""
-        tmp = temporary(path)
         with self._lock:
+            tmp = self._temporary(path)
             self._files.append((tmp, path))
         with writing(path, tmp, error=self._error, hint=self._hint):
             return write(tmp)
 
+    def _temporary(self, path: Path) -> Path:
+        """Beside ``path``; for a file on object storage, in a local folder of this set's."""
+        if not is_remote(path):
+            return temporary(path)
+        if self._local is None:
+            self._local = tempfile.TemporaryDirectory(prefix="tcbreplay-staged-")
+        return Path(self._local.name) / f"{len(self._files)}-{path.name}"
+
     def begin(self, path: Path) -> Path:
         """The temporary name of ``path``, which the caller writes bit by bit (failures of the
         place as :func:`writing` turns them); it takes its name on commit."""
-        tmp = temporary(path)
         with self._lock:
+            tmp = self._temporary(path)
             self._files.append((tmp, path))
         return tmp
 
@@ -164,11 +191,23 @@ class Staged:
         return writing(path, error=self._error, hint=self._hint)
 
     def commit(self) -> None:
-        """Rename every file into place, in the order they were begun."""
+        """Rename every file into place, in the order they were begun.
+
+        Files on object storage are uploaded in that order instead, which is not one step: so
+        the last one, whose presence marks the set complete (a scoring's summary), is removed
+        first and uploaded last, and a set cut short is absent, never mixed with an older
+        one's files."""
+        remote = [path for _, path in self._files if is_remote(path)]
+        if len(remote) > 1:
+            with writing(remote[-1], error=self._error, hint=self._hint):
+                objects.remove_object(remote[-1])
         while self._files:
             tmp, path = self._files[0]
             with writing(path, error=self._error, hint=self._hint):
-                os.replace(tmp, path)
+                if is_remote(path):
+                    objects.upload(tmp, path)
+                else:
+                    os.replace(tmp, path)
             self._files.pop(0)
         self._folders = []
 
@@ -180,6 +219,9 @@ class Staged:
             with suppress(OSError):
                 path.rmdir()
         self._folders = []
+        if self._local is not None:
+            self._local.cleanup()
+            self._local = None
 
 
 @contextmanager
@@ -217,6 +259,8 @@ def output_target(path: Path) -> tuple[Path, bool]:
     """Where to write a file a user names (``-o``), and whether to write it in place: a path
     that is no regular file (a FIFO, a device such as /dev/stdout, a pipe behind it) is written
     as it is; a file is replaced through a temporary file beside it, a symlink's target."""
+    if is_remote(path):
+        return path, False
     if path.exists() and not path.is_file() and not path.is_dir():
         return path, True
     return Path(os.path.realpath(path)), False
@@ -230,5 +274,5 @@ def file_record(path: Path) -> dict[str, Any]:
     with path.open("rb") as f:
         while chunk := f.read(1 << 22):
             digest.update(chunk)
-    stat = path.stat()
+    stat = path.stat()  # (of an object: its size and last upload)
     return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}

@@ -3,26 +3,41 @@
 Appends survive a crash of the writer; a torn last line (a crash mid-write) is
 skipped when read and cut before new lines are appended. Folding merges the journal
 with the Parquet files already there (the latest record of a sample wins) and is
-safe to repeat after a crash at any point.
+safe to repeat after a crash at any point. On object storage, which has no appends, the
+journal is a series of numbered objects (``journal/<n>.jsonl``), each written whole
+(:class:`ChunkJournal`), read here in their order.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tcbreplay import _json
-from tcbreplay._store.parquet import write_messages, write_parquet
+from tcbreplay._store import objects
+from tcbreplay._store.locks import LeaseLock
+from tcbreplay._store.objects import (
+    PreconditionFailed,
+    create_object,
+    is_remote,
+    list_names,
+    url,
+)
+from tcbreplay._store.parquet import read_table, write_messages, write_parquet
 from tcbreplay._store.schema import (
     DIVERGENCES,
     DIVERGENCES_SCHEMA,
     JOURNAL,
+    JOURNAL_CHUNKS,
     MESSAGES,
     MESSAGES_SCHEMA,
     SAMPLES,
@@ -33,12 +48,12 @@ from tcbreplay._store.schema import (
     sample_rows,
     with_optional_columns,
 )
-from tcbreplay.errors import StoreError
+from tcbreplay.errors import RunLockedError, StoreError
 
 
 def drop_torn_tail(path: Path) -> None:
     """Cut a half-written last line (a crash mid-append) so new lines start clean."""
-    if not path.exists():
+    if is_remote(path) or not path.exists():
         return
     with path.open("rb+") as f:
         size = f.seek(0, os.SEEK_END)
@@ -60,6 +75,15 @@ def drop_torn_tail(path: Path) -> None:
 
 # what every journal record holds (see sample_rows and message_rows)
 _RECORD_KEYS = ("run_id", "sample_id", "sample_index", "input", "gold", "status")
+
+
+def journal_files(run_dir: Path) -> list[Path]:
+    """The files of a run's journal, in order: ``journal.jsonl``, or on object storage its
+    batches (none once folded)."""
+    if is_remote(run_dir):
+        return list(chunks(run_dir / JOURNAL_CHUNKS))
+    path = run_dir / JOURNAL
+    return [path] if path.exists() else []
 
 
 def read_journal(path: Path) -> Iterator[dict[str, Any]]:
@@ -87,9 +111,11 @@ def read_journal(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def journals(run_dir: Path) -> list[Path]:
-    """A run's journals: its shards' (``record --shard``), then its own, whose records are
-    the latest (a ``--retry-errors`` after a sharded recording)."""
-    return [*sorted(run_dir.glob(SHARD_JOURNALS)), run_dir / JOURNAL]
+    """A run's journals: its shards' (``record --shard``, on a local store), then its own
+    (:func:`journal_files`), whose records are the latest (a ``--retry-errors`` after a
+    sharded recording)."""
+    shards = [] if is_remote(run_dir) else sorted(run_dir.glob(SHARD_JOURNALS))
+    return [*shards, *journal_files(run_dir)]
 
 
 def journal_records(run_dir: Path) -> Iterator[dict[str, Any]]:
@@ -110,8 +136,7 @@ def fold_journal(run_dir: Path) -> None:
     for record in journal_records(run_dir):
         records[(record["sample_id"], record.get("trial", 0))] = record
     if not records and (run_dir / SAMPLES).exists():
-        for path in paths:
-            path.unlink(missing_ok=True)
+        _remove(paths)
         return
     keep = set(records)
     samples = [_old_rows(run_dir / SAMPLES, SAMPLES_SCHEMA, keep)]
@@ -134,8 +159,16 @@ def fold_journal(run_dir: Path) -> None:
         write_parquet(divergences, run_dir / DIVERGENCES)
     write_messages(message_table, run_dir / MESSAGES)
     write_parquet(sample_table, run_dir / SAMPLES)
-    for path in paths:
-        path.unlink(missing_ok=True)
+    _remove(paths)
+
+
+def _remove(journal: list[Path]) -> None:
+    """Remove the journal's files, once folded."""
+    for path in journal:
+        if is_remote(path):
+            objects.remove_object(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _old_rows(path: Path, schema: pa.Schema, drop: set[tuple[str, int]]) -> pa.Table:
@@ -143,7 +176,7 @@ def _old_rows(path: Path, schema: pa.Schema, drop: set[tuple[str, int]]) -> pa.T
     trial 0, without metadata)."""
     if not path.exists():
         return schema.empty_table()
-    table = with_optional_columns(pq.read_table(path), schema).cast(schema)
+    table = with_optional_columns(read_table(path), schema).cast(schema)
     if drop:
         keys = zip(table["sample_id"].to_pylist(), table["trial"].to_pylist(), strict=True)
         mask = [key not in drop for key in keys]
@@ -153,3 +186,108 @@ def _old_rows(path: Path, schema: pa.Schema, drop: set[tuple[str, int]]) -> pa.T
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+# -- on object storage ----------------------------------------------------------------------
+
+# A journal batch is written once it holds this many samples, or its first is this old.
+BATCH_LINES = 1000
+BATCH_S = 1.0
+
+
+class ChunkJournal:
+    """A run's journal on object storage: finished samples, one JSON line each, written in
+    numbered objects ``journal/<n>.jsonl`` (n from 1, created only if absent), a batch at a
+    time: once it holds :data:`BATCH_LINES` samples or its first is :data:`BATCH_S` old, and
+    when the journal closes. A process killed loses the samples of the batch not written yet
+    (at most a second's), besides those in flight; no batch is ever half written."""
+
+    def __init__(self, folder: Path, lock: LeaseLock | None) -> None:
+        self.folder = folder
+        self._lock = lock
+        numbers = chunk_numbers(folder)
+        self._next = max(numbers, default=0) + 1
+        self._lines: list[str] = []
+        self._first = 0.0
+        self._mutex = threading.Lock()
+        self._failed: BaseException | None = None
+        self.closed = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="tcbreplay-journal", daemon=True)
+        self._thread.start()
+
+    def write(self, text: str) -> None:
+        """Add finished samples' lines (each ending in a newline)."""
+        with self._mutex:
+            if self._failed is not None:
+                raise self._failed
+            if not self._lines:
+                self._first = time.monotonic()
+            self._lines.append(text)
+            if len(self._lines) >= BATCH_LINES:
+                self._write_batch()
+
+    def flush(self) -> None:
+        """Write the batch if it is due (a batch per append would be a request per sample)."""
+        with self._mutex:
+            if self._failed is not None:
+                raise self._failed
+            if self._lines and time.monotonic() - self._first >= BATCH_S:
+                self._write_batch()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(BATCH_S / 4):
+            with suppress(Exception):  # kept in _failed: the next write raises it
+                self.flush()
+
+    def _write_batch(self) -> None:
+        data = "".join(self._lines).encode("utf-8")
+        path = self.folder / chunk_name(self._next)
+        try:
+            if self._lock is not None:
+                self._lock.check()
+            create_object(path, data)
+        except PreconditionFailed as exc:
+            self._failed = RunLockedError(
+                f"{url(path)}: written by another process meanwhile: two processes write this run",
+                hint="let one of them finish, then record the rest",
+            )
+            raise self._failed from exc
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        self._next += 1
+        self._lines = []
+
+    def close(self) -> None:
+        """Write what is left, and stop."""
+        self._stop.set()
+        with self._mutex:
+            if not self.closed:
+                self.closed = True
+                if self._lines and self._failed is None:
+                    self._write_batch()
+
+    def forget(self) -> None:
+        """In a forked child: drop the journal without writing (the parent writes it)."""
+        self._stop.set()
+        self.closed = True
+        self._lines = []
+
+
+_CHUNK = re.compile(r"^(\d{12})\.jsonl$")
+
+
+def chunk_name(number: int) -> str:
+    return f"{number:012d}.jsonl"
+
+
+def chunk_numbers(folder: Path) -> list[int]:
+    """The numbers of the journal batches in ``folder``, in order."""
+    found = (_CHUNK.match(name) for name in list_names(folder))
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def chunks(folder: Path) -> Iterator[Path]:
+    for number in chunk_numbers(folder):
+        yield folder / chunk_name(number)

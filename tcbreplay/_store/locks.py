@@ -1,18 +1,32 @@
 """The locks of a run folder (``flock``, released by the kernel when their process dies): the
 one writer's, on ``writer.lock``, which names the process holding it; and the folder's own,
-shared by readers and exclusive for a deletion (see :class:`tcbreplay._store.runs.Run`)."""
+shared by readers and exclusive for a deletion (see :class:`tcbreplay._store.runs.Run`). On
+object storage the writer's lock is an object its holder renews
+(:class:`LeaseLock`), and readers take none."""
 
 from __future__ import annotations
 
 import datetime as dt
 import fcntl
 import os
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tcbreplay._store.files import writing
+from tcbreplay._store.objects import (
+    PreconditionFailed,
+    create_object,
+    delete_object,
+    is_remote,
+    read_bytes,
+    replace_object,
+    url,
+    written_ago,
+)
 from tcbreplay._store.schema import SHARD_LOCKS
 from tcbreplay.errors import RunLockedError
 
@@ -52,9 +66,12 @@ def dir_lock(path: Path, how: int) -> Iterator[bool]:
         os.close(fd)
 
 
-def take_lock(path: Path) -> int:
+def take_lock(path: Path) -> Lock:
     """Take the lock of a run (``path``: its writer.lock) or raise naming the process that
     holds it."""
+    if is_remote(path):
+        with writing(path, hint=WRITABLE_HINT):
+            return LeaseLock.take(path, f"run {path.parent.name!r}")
     fd = acquire_lock(path)
     try:
         sign_lock(fd, path)
@@ -115,9 +132,19 @@ def held_shards(run_dir: Path) -> dict[str, str]:
     return out
 
 
+def release_lock(lock: Lock) -> None:
+    """Let go of a writer's lock."""
+    if isinstance(lock, LeaseLock):
+        lock.release()
+    else:
+        os.close(lock)
+
+
 def lock_holder(path: Path) -> str | None:
     """The process that holds a run's lock (``path``: its writer.lock), None if none does.
     Looked at without writing anything."""
+    if is_remote(path):
+        return lease_holder(path)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -130,3 +157,119 @@ def lock_holder(path: Path) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+# -- on object storage ----------------------------------------------------------------------
+
+# A writer's lock not renewed for this long is a dead writer's (seconds); its holder renews it
+# every RENEW_S. Read at each use, so that tests can shorten them.
+LEASE_S = 30.0
+RENEW_S = 5.0
+
+
+def holder_text() -> str:
+    since = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return f"pid {os.getpid()} on {socket.gethostname()} since {since}"
+
+
+class LeaseLock:
+    """A lock object on object storage, held while its holder renews it (see the module's
+    docstring); one process holds it at a time."""
+
+    def __init__(self, path: Path, etag: str, text: str) -> None:
+        self.path = path
+        self._etag = etag
+        self._body = text.encode()
+        self.lost: RunLockedError | None = None
+        self._stop = threading.Event()
+        self._mutex = threading.Lock()
+        self._thread = threading.Thread(target=self._keep, name="tcbreplay-lease", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def take(cls, path: Path, what: str) -> LeaseLock:
+        """Take the lock at ``path`` (``what``: the run, as errors name it), or raise a
+        :class:`RunLockedError` naming its holder while that holder renews it."""
+        text = holder_text()
+        try:
+            etag = create_object(path, text.encode())
+        except PreconditionFailed:
+            try:
+                age, etag = written_ago(path)
+                holder = read_bytes(path).decode(errors="replace").strip() or "another process"
+            except FileNotFoundError:  # released meanwhile: try once more
+                etag = create_object(path, text.encode())
+                return cls(path, etag, text)
+            if age < LEASE_S:
+                raise RunLockedError(
+                    f"{what} is being written by {holder} (its lock {url(path)} renewed "
+                    f"{max(0, round(age))} s ago)",
+                    hint=f"wait for it to finish; a writer that died releases it "
+                    f"{round(LEASE_S)} s after its last renewal",
+                ) from None
+            try:  # a dead writer's: replaced, unless another process took it meanwhile
+                etag = replace_object(path, text.encode(), etag)
+            except PreconditionFailed:
+                raise RunLockedError(
+                    f"{what} was taken by another process at the same moment",
+                    hint="wait for it to finish",
+                ) from None
+        return cls(path, etag, text)
+
+    def _keep(self) -> None:
+        while not self._stop.wait(RENEW_S):
+            with self._mutex:
+                if self._stop.is_set():
+                    return
+                try:
+                    self._etag = replace_object(self.path, self._body, self._etag)
+                except PreconditionFailed:
+                    self.lost = RunLockedError(
+                        f"{url(self.path)}: another process took this lock over (this one did "
+                        f"not renew it for {round(LEASE_S)} s)",
+                        hint="the run is that process's now: run the command again once it is done",
+                    )
+                    return
+                except Exception:
+                    continue
+
+    def check(self) -> None:
+        """Raise if another process took the lock over."""
+        if self.lost is not None:
+            raise self.lost
+
+    def release(self) -> None:
+        """Stop renewing the lock and remove it (unless another process holds it by now)."""
+        self._stop.set()
+        with self._mutex:
+            if self.lost is None:
+                delete_object(self.path, self._etag)
+
+    def forget(self) -> None:
+        """In a forked child: let go of the lock without a word to the store (the parent
+        keeps it; the child has no renewing thread)."""
+        self._stop.set()
+
+
+def lease_holder(path: Path) -> str | None:
+    """The holder of the lock at ``path`` while it is renewed, None if no live one is."""
+    try:
+        age, _ = written_ago(path)
+        if age >= LEASE_S:
+            return None
+        return read_bytes(path).decode(errors="replace").strip() or "another process"
+    except FileNotFoundError:
+        return None
+
+
+def wait_for_lease(path: Path, what: str) -> LeaseLock:
+    """Take the lock at ``path``, waiting while another process holds it."""
+    while True:
+        try:
+            return LeaseLock.take(path, what)
+        except RunLockedError:
+            time.sleep(min(1.0, RENEW_S))
+
+
+# a writer's lock: a file descriptor holding a flock, or a lock object on object storage
+Lock = int | LeaseLock

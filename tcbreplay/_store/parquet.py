@@ -1,4 +1,5 @@
-"""Parquet files of the store, written atomically with zstd; messages in row groups by type."""
+"""Parquet files of the store, written atomically with zstd; messages in row groups by type; and
+read, from a folder or object storage alike (:func:`read_table`)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,37 @@ from tcbreplay._store.files import (
 from tcbreplay._store.locks import (
     WRITABLE_HINT,
 )
+from tcbreplay._store.objects import arrow_source, is_remote
 from tcbreplay._store.schema import (
     MESSAGES_SCHEMA,
     PARQUET_OPTIONS,
     ROW_GROUP_ROWS,
 )
+
+
+def read_table(path: Path, **options: Any) -> pa.Table:
+    """A store's Parquet file as an Arrow table (``options``: ``pq.read_table``'s, such as
+    ``columns``), wherever the store is."""
+    where, filesystem = arrow_source(path)
+    return pq.read_table(where, filesystem=filesystem, **options)
+
+
+def read_schema(path: Path) -> pa.Schema:
+    """A store's Parquet file's schema, read from its footer."""
+    where, filesystem = arrow_source(path)
+    return pq.read_schema(where, filesystem=filesystem)
+
+
+def parquet_file(path: Path) -> pq.ParquetFile:
+    """A store's Parquet file opened for reading batch by batch, wherever the store is."""
+    where, filesystem = arrow_source(path)
+    return pq.ParquetFile(where, filesystem=filesystem)
+
+
+def read_metadata(path: Path) -> pq.FileMetaData:
+    """A store's Parquet file's metadata (rows, row groups), read from its footer."""
+    where, filesystem = arrow_source(path)
+    return pq.read_metadata(where, filesystem=filesystem)
 
 
 def write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:
@@ -37,8 +64,7 @@ def write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None
 
 def write_table(table: pa.Table, path: Path, level: int | None = None) -> None:
     """Write a Parquet file atomically with zstd (``level``: the store's unless given)."""
-    with writing(path.parent, hint=WRITABLE_HINT):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(path.parent)
     write_parquet(table, path, level)
 
 
@@ -105,9 +131,14 @@ def write_messages(table: pa.Table, path: Path) -> None:
 def write_frame(frame: Any, path: Path, level: int = 1) -> None:
     """Write a Polars frame as Parquet atomically with zstd at ``level``, by Polars'
     writer (which encodes columns in parallel)."""
-    with writing(path.parent, hint=WRITABLE_HINT):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(path.parent)
     replace_with(path, lambda tmp: write_frame_to(frame, tmp, level), hint=WRITABLE_HINT)
+
+
+def _make_folder(path: Path) -> None:
+    if not is_remote(path):  # (object storage has no folders)
+        with writing(path, hint=WRITABLE_HINT):
+            path.mkdir(parents=True, exist_ok=True)
 
 
 def write_frame_to(frame: Any, path: Path, level: int = 1) -> None:

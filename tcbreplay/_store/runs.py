@@ -3,6 +3,8 @@
 A run is deleted by renaming its folder to ``.deleted-<run_id>-<random>`` in the store, then
 removing that: no view reads such a folder, and the next creation or deletion of a run removes
 one that a killed deletion left. The layout of a run's folder is in :mod:`tcbreplay._store.schema`.
+A store may be a URL of object storage (``s3://bucket/prefix``): :mod:`tcbreplay._store.objects`
+says what differs there.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from tcbreplay._store import objects
 from tcbreplay._store.files import (
     write_jsonl_atomic,
     writing,
@@ -28,14 +30,19 @@ from tcbreplay._store.files import (
 from tcbreplay._store.locks import (
     WAIT_HINT,
     WRITABLE_HINT,
+    Lock,
     acquire_lock,
     deleted_meanwhile,
     dir_lock,
     lock_holder,
+    release_lock,
     same_file,
     sign_lock,
     take_lock,
+    wait_for_lease,
 )
+from tcbreplay._store.objects import is_remote
+from tcbreplay._store.parquet import read_schema, read_table
 from tcbreplay._store.schema import (
     DATASET,
     DIVERGENCES,
@@ -163,8 +170,12 @@ class Run:
             validate_run_id(self.run_id)
         except InputError as exc:  # a folder renamed by hand: no command could name it
             raise StoreError(f"{self.dir}: {exc}; rename the folder") from exc
+        with objects.failures(self.dir):
+            self._check_files()
+
+    def _check_files(self) -> None:
         target = self.dir.resolve()
-        if target != self.dir.parent.resolve() / self.run_id:
+        if not is_remote(self.dir) and target != self.dir.parent.resolve() / self.run_id:
             raise StoreError(
                 f"{self.dir}: a symbolic link to {target}; tcbreplay reads only run folders "
                 "that are in the store folder itself (copy the run into it)"
@@ -201,9 +212,9 @@ class Run:
         out: dict[tuple[str, int], str] = {}
         if self.samples_path.exists():
             try:
-                names = pq.read_schema(self.samples_path).names
+                names = read_schema(self.samples_path).names
                 columns = ["sample_id", "status"] + (["trial"] if "trial" in names else [])
-                table = pq.read_table(self.samples_path, columns=columns)
+                table = read_table(self.samples_path, columns=columns)
             except (OSError, ValueError, pa.ArrowException) as exc:
                 raise StoreError(
                     f"{self.samples_path}: not a readable Parquet file ({first_line(exc)})"
@@ -220,7 +231,11 @@ class Run:
     @contextmanager
     def reading(self) -> Iterator[None]:
         """Keep the run from being deleted (``record --overwrite``) while it is read; any
-        number of readers at once."""
+        number of readers at once. (On object storage, where readers take no lock, a run
+        deleted as it is read makes that read fail.)"""
+        if is_remote(self.dir):
+            yield
+            return
         try:
             fd = os.open(self.dir, os.O_RDONLY)
         except FileNotFoundError:
@@ -243,7 +258,16 @@ class Run:
     def writing_results(self) -> Iterator[None]:
         """One process at a time writes the run's results (scores, dashboard file); another
         waits for its turn. The ``scores`` folder is made for them, and removed again when
-        the block fails and leaves it empty."""
+        the block fails and leaves it empty (a local store)."""
+        if is_remote(self.dir):
+            where = self.dir / SCORES / LOCK
+            with writing(where, hint=WRITABLE_HINT):
+                lock = wait_for_lease(where, f"the scores of run {self.run_id!r}")
+            try:
+                yield
+            finally:
+                lock.release()
+            return
         folder = self.dir / SCORES
         with writing(folder, hint=WRITABLE_HINT):
             made = _make_dir(folder)
@@ -264,16 +288,27 @@ class Store:
     """A folder of run directories."""
 
     def __init__(self, root: str | Path = DEFAULT_STORE) -> None:
-        self.root = Path(root)
+        """``root``: a folder, or a URL of object storage (``s3://bucket/prefix``)."""
+        self.root = objects.store_root(root)
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / validate_run_id(run_id)
 
     def exists(self, run_id: str) -> bool:
-        return (self.run_dir(run_id) / MANIFEST).exists()
+        with objects.failures(self.root):
+            return (self.run_dir(run_id) / MANIFEST).exists()
 
     def runs(self) -> list[Run]:
         """Every run in the store, by run id (not the folders of deletions cut short)."""
+        with objects.failures(self.root):
+            return self._runs()
+
+    def _runs(self) -> list[Run]:
+        if is_remote(self.root):  # one listing, rather than a look at each folder
+            if not objects.exists(self.root):
+                return []
+            found = {p.parent.name for p in self.root.glob(f"*/{MANIFEST}")}
+            return [Run(self.root / name) for name in sorted(found)]
         if not self.root.is_dir():
             return []
         return [
@@ -286,7 +321,9 @@ class Store:
         """The run ``run_id``, checked as :meth:`Run.check` says (a :class:`StoreError` if
         it cannot be read)."""
         path = self.run_dir(run_id)
-        if not (path / MANIFEST).is_file():
+        with objects.failures(self.root):
+            found = (path / MANIFEST).is_file()
+        if not found:
             known = [r.run_id for r in self.runs()]
             by_lower = {name.lower(): name for name in reversed(known)}
             close = [
@@ -322,6 +359,8 @@ class Store:
         """
         run_id = validate_run_id(manifest["run_id"])
         path = self.root / run_id
+        if is_remote(path):
+            return self._create_remote(path, manifest, dataset)
         if (path / MANIFEST).exists():
             raise self._taken(path)
         self.sweep()
@@ -367,6 +406,37 @@ class Store:
             raise
         return writer
 
+    def _create_remote(
+        self, path: Path, manifest: dict[str, Any], dataset: list[dict[str, Any]] | None
+    ) -> RunWriter:
+        """:meth:`create_run` on object storage: its lock object taken first (a conditional
+        create), then the same checks; a failure removes what this wrote."""
+        with objects.failures(path):
+            if (path / MANIFEST).exists():
+                raise self._taken(path)
+            lock = take_lock(path / LOCK)
+            try:
+                if (path / MANIFEST).exists():  # made by another writer since the look above
+                    raise RunExistsError(
+                        f"run {path.name!r} was made by another process at the same moment",
+                        hint="choose another --run-id",
+                    )
+                _refuse_leftovers(path)
+                writer = RunWriter(path, lock)
+            except BaseException:
+                release_lock(lock)
+                raise
+        try:
+            if dataset is not None:
+                write_jsonl_atomic(path / DATASET, dataset)
+            writer.write_manifest(
+                {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
+            )
+        except BaseException:
+            writer.discard()
+            raise
+        return writer
+
     def _taken(self, path: Path) -> TcbReplayError:
         """The error for creating a run the store holds: the process writing it, if one is."""
         holder = lock_holder(path / LOCK)
@@ -385,6 +455,9 @@ class Store:
         deletion of a run removes, and nothing of the run is ever read again.
         """
         path = self.run_dir(run_id)
+        if is_remote(path):
+            self._delete_remote(path, run_id)
+            return
         if not path.is_dir():
             self.open_run(run_id)  # not found: the error names the runs there are
         if path.is_symlink():  # no run (Run.check): the link goes, not what it points to
@@ -404,10 +477,24 @@ class Store:
                     )
                 discard_folder(path)
         finally:
-            os.close(lock)
+            release_lock(lock)
+
+    def _delete_remote(self, path: Path, run_id: str) -> None:
+        """:meth:`delete_run` on object storage: refused while another process writes the run
+        (not while one reads it: readers take no lock there); its manifest is removed first."""
+        with objects.failures(path):
+            if not objects.list_names(path):
+                self.open_run(run_id)  # not found: the error names the runs there are
+            lock: Lock = take_lock(path / LOCK)
+        try:
+            discard_folder(path)
+        finally:
+            release_lock(lock)
 
     def sweep(self) -> None:
         """Remove what deletions cut short left behind (their hidden folders)."""
+        if is_remote(self.root):
+            return  # (deletions there rename nothing)
         try:
             names = [p for p in self.root.iterdir() if p.name.startswith(DELETED_PREFIX)]
         except OSError:
@@ -424,6 +511,8 @@ class Store:
     def check_output(self, path: Path, option: str = "-o") -> None:
         """Refuse an output path inside the store, where a file written could replace one of a
         run's (``catalog -o RUN/manifest.json``) or be taken for one."""
+        if is_remote(self.root) or is_remote(path):
+            return  # (outputs are local files; the store is not)
         root = Path(os.path.realpath(self.root))
         target = Path(os.path.realpath(path))
         if target == root or root in target.parents:
@@ -450,10 +539,13 @@ def _refuse_leftovers(path: Path) -> None:
     """Refuse a folder without a manifest that holds more than a creation's first files:
     samples of a run whose deletion was cut short by an older tcbreplay, or files put there
     by hand, that a new run would take for its own."""
-    found = sorted(p.name for p in path.iterdir() if p.name not in _FIRST_FILES)
-    journal = path / JOURNAL
-    if journal.exists() and journal.stat().st_size:
-        found.insert(0, JOURNAL)
+    if is_remote(path):  # (a journal's batches are never empty)
+        found = [name for name in objects.list_names(path) if name not in _FIRST_FILES]
+    else:
+        found = sorted(p.name for p in path.iterdir() if p.name not in _FIRST_FILES)
+        journal = path / JOURNAL
+        if journal.exists() and journal.stat().st_size:
+            found.insert(0, JOURNAL)
     if found:
         listed = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
         raise StoreError(
@@ -466,7 +558,9 @@ def _refuse_leftovers(path: Path) -> None:
 
 def check_inside(path: Path, folder: Path) -> None:
     """Refuse a run file that is a symbolic link out of its run folder: the views' connection
-    may read only the run folders."""
+    may read only the run folders. (Object storage has no links.)"""
+    if is_remote(path):
+        return
     target = path.resolve()
     if not target.is_relative_to(folder.resolve()):
         raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
@@ -477,7 +571,7 @@ def check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) ->
     ``added`` ones, may be left out), or with a column of another kind of type (text,
     integers, numbers, times; a column of nulls only fits any), read from its footer only."""
     try:
-        found = pq.read_schema(path)
+        found = read_schema(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise StoreError(f"{path}: not a readable Parquet file ({exc})") from exc
     missing = [

@@ -17,7 +17,9 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.
 - ``journal.jsonl``: while recording, one line per finished sample; folded into the
   Parquet files when the run finishes, so a crash loses only samples in flight
   (:mod:`tcbreplay._store.journal`).
-- ``writer.lock``: held (``flock``) by the one process writing the run.
+  On object storage: numbered batches of lines instead, ``journal/<n>.jsonl``.
+- ``writer.lock``: held (``flock``) by the one process writing the run; on object storage an
+  object that process creates and renews (:class:`tcbreplay._store.locks.LeaseLock`).
 - ``scores/<scoring>/``: per-sample scores and a summary, one folder per scoring options.
 - ``evaluations/``: the dashboard file.
 """
@@ -60,6 +62,8 @@ MESSAGES = "messages.parquet"
 
 
 JOURNAL = "journal.jsonl"
+# on object storage (no appends): the journal's batches, journal/<n>.jsonl
+JOURNAL_CHUNKS = "journal"
 
 
 LOCK = "writer.lock"

@@ -6,7 +6,10 @@ Views (names are stable; queries use them, never file paths):
 run-level numbers of every scoring) and ``divergences`` (where replays diverged).
 Once the views exist, the connection may read the files of the runs' folders only,
 cannot load extensions, and its configuration is locked; ``tcbreplay sql``
-(:mod:`tcbreplay._query.sql`) also refuses every statement that is not a query.
+(:mod:`tcbreplay._query.sql`) also refuses every statement that is not a query. A store on
+object storage is read through its fsspec filesystem, registered on the connection (DuckDB's
+own S3 extension is neither installed nor loaded: a path no registered filesystem serves fails
+at once).
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ import duckdb
 import pyarrow as pa
 
 from tcbreplay._machine import usable_cores
+from tcbreplay._store import objects
 from tcbreplay._store.locks import held_shards, lock_holder
+from tcbreplay._store.objects import is_remote
+from tcbreplay._store.parquet import read_schema
 from tcbreplay._store.runs import Run, Store, check_columns, check_inside
 from tcbreplay._store.sandbox import (
     lock_down,
@@ -117,7 +123,9 @@ def readable_runs(store: Store) -> list[Run]:
     """The store's runs whose manifest and files can be read. Each other run is left out
     with a :class:`SkippedRunWarning` that says what is wrong, so that one broken run does
     not hide the others from store-wide views."""
-    if not store.root.is_dir():
+    with objects.failures(store.root):
+        there = objects.exists(store.root) if is_remote(store.root) else store.root.is_dir()
+    if not there:
         warnings.warn(
             TcbReplayWarning(f"{store.root}: no such store folder, so there are no runs"),
             stacklevel=2,
@@ -158,6 +166,7 @@ def create_views(
     con: duckdb.DuckDBPyConnection, run_list: list[Run], *, with_scores: bool, materialize: bool
 ) -> None:
     """Create the views (``materialize``: the manifest tables are stored, for a catalog file)."""
+    register_filesystems(con, run_list)
     con.execute(query_text("macros"))
     _bind_files(con, "samples", [r.samples_path for r in run_list if r.has_data()], SAMPLES_SCHEMA)
     _bind_files(
@@ -190,6 +199,18 @@ def create_views(
         con.unregister("_runs_table")
         con.unregister("_tools_table")
         con.unregister("_scorings_table")
+
+
+def register_filesystems(con: duckdb.DuckDBPyConnection, run_list: list[Run]) -> None:
+    """Let DuckDB read the runs on object storage through their fsspec filesystems."""
+    registered = set(con.list_filesystems())
+    for run in run_list:
+        if is_remote(run.dir):
+            fs, _ = objects.fs_path(run.dir)
+            name = fs.protocol[0] if isinstance(fs.protocol, tuple) else fs.protocol
+            if name not in registered:  # (DuckDB names a filesystem by its first protocol)
+                con.register_filesystem(objects.reader_fs(fs))
+                registered.add(name)
 
 
 def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConnection:
@@ -239,7 +260,7 @@ def _bind_files(
             groups.setdefault(_missing_optional(path, schema, optional), []).append(path)
         parts = []
         for missing, paths in groups.items():
-            listing = ", ".join(_sql_string(str(p.resolve())) for p in paths)
+            listing = ", ".join(_sql_string(_file_name(p)) for p in paths)
             filled = "".join(f", {optional[name]} as {name}" for name in missing)
             parts.append(f"select *{filled} from read_parquet([{listing}], filename = true)")
         pattern = _sql_string(_RUN_DIR_PATTERN[view])
@@ -254,6 +275,11 @@ def _bind_files(
         con.execute(f"create or replace view {view} as select {columns} where false")
 
 
+def _file_name(path: Path) -> str:
+    """A run file as DuckDB reads it: its absolute path, or its URL on object storage."""
+    return objects.url(path) if is_remote(path) else str(path.resolve())
+
+
 def _optional_columns(view: str, schema: pa.Schema) -> dict[str, str]:
     """The columns of a view that older files may lack, and the SQL value each reads as."""
     optional = {name: value for name, value in OPTIONAL_COLUMNS.items() if name in schema.names}
@@ -265,9 +291,7 @@ def _optional_columns(view: str, schema: pa.Schema) -> dict[str, str]:
 
 def _missing_optional(path: Path, schema: pa.Schema, optional: dict[str, str]) -> tuple[str, ...]:
     """The optional columns a file lacks (read from its footer; checked before)."""
-    import pyarrow.parquet as pq
-
-    names = pq.read_schema(path).names
+    names = read_schema(path).names
     return tuple(n for n in optional if n not in names)
 
 
@@ -296,7 +320,10 @@ def stored_scorings(run: Run) -> list[tuple[str, Path, dict]]:
     """The run's stored scorings, by name: (scoring, scores file, summary). A scoring whose
     summary cannot be read (not JSON, not UTF-8, not an object) is not one."""
     found = []
-    for summary_path in sorted((run.dir / SCORES).glob("*/summary.json")):
+    with objects.failures(run.dir):
+        found_summaries = (run.dir / SCORES).glob("*/summary.json")
+        summaries = sorted(found_summaries, key=lambda p: p.parent.name)
+    for summary_path in summaries:
         try:
             summary = json.loads(summary_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

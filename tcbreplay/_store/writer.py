@@ -18,18 +18,24 @@ from tcbreplay._store.files import (
     write_json_atomic,
     writing,
 )
+from tcbreplay._store.journal import ChunkJournal
 from tcbreplay._store.locks import (
     WAIT_HINT,
     WRITABLE_HINT,
+    LeaseLock,
+    Lock,
     acquire_lock,
     held_shards,
+    release_lock,
     sign_lock,
     take_lock,
 )
+from tcbreplay._store.objects import is_remote, remove_object, remove_tree
 from tcbreplay._store.schema import (
     DATA_FILES,
     DIVERGENCES,
     JOURNAL,
+    JOURNAL_CHUNKS,
     LOCK,
     MANIFEST,
     SCHEMA_VERSION,
@@ -38,6 +44,7 @@ from tcbreplay._store.schema import (
     shard_lock,
 )
 from tcbreplay.errors import (
+    InputError,
     RunLockedError,
     TcbReplayError,
 )
@@ -48,7 +55,14 @@ DELETED_PREFIX = ".deleted-"
 
 
 def discard_folder(path: Path) -> None:
-    """Remove a folder of the store: renamed away in one step, then deleted."""
+    """Remove a folder of the store: renamed away in one step, then deleted. (On object
+    storage, which cannot rename a folder, its manifest goes first: what is left of a removal
+    cut short is no run, and no command reads it.)"""
+    if is_remote(path):
+        with writing(path, hint=WRITABLE_HINT):
+            remove_object(path / MANIFEST)
+            remove_tree(path)
+        return
     away = path.with_name(f"{DELETED_PREFIX}{path.name}-{secrets.token_hex(4)}")
     with writing(path, hint=WRITABLE_HINT):
         os.rename(path, away)
@@ -58,22 +72,27 @@ def discard_folder(path: Path) -> None:
 class RunWriter:
     """The one writer of a run: appends finished samples to the journal, then folds it in."""
 
-    def __init__(self, path: Path, lock: int | None = None) -> None:
+    def __init__(self, path: Path, lock: Lock | None = None) -> None:
         """Take the run (``lock``: its lock, already taken)."""
         from tcbreplay._store.journal import drop_torn_tail
 
         self.dir = path
         self.run_id = path.name
-        self._lock_fd: int | None = take_lock(path / LOCK) if lock is None else lock
+        self._lock_fd: Lock | None = take_lock(path / LOCK) if lock is None else lock
         self._failed: TcbReplayError | None = None
+        self._journal: Any
         try:
             refuse_shards(path)
-            with writing(path / JOURNAL, hint=WRITABLE_HINT):
-                drop_torn_tail(path / JOURNAL)
-                self._journal = (path / JOURNAL).open("a", encoding="utf-8")
+            if isinstance(self._lock_fd, LeaseLock):  # on object storage: batches of lines
+                with writing(path / JOURNAL_CHUNKS, hint=WRITABLE_HINT):
+                    self._journal = ChunkJournal(path / JOURNAL_CHUNKS, self._lock_fd)
+            else:
+                with writing(path / JOURNAL, hint=WRITABLE_HINT):
+                    drop_torn_tail(path / JOURNAL)
+                    self._journal = (path / JOURNAL).open("a", encoding="utf-8")
         except BaseException:
             if lock is None:  # one given stays the giver's to release
-                os.close(self._lock_fd)
+                release_lock(self._lock_fd)
             raise
 
     @property
@@ -81,6 +100,7 @@ class RunWriter:
         return read_manifest(self.dir)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self._check_lock()
         write_json_atomic(self.dir / MANIFEST, manifest, hint=WRITABLE_HINT)
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
@@ -100,16 +120,30 @@ class RunWriter:
         try:
             self._journal.write(line + "\n")
             self._journal.flush()
+        except TcbReplayError as exc:  # (object storage: another writer took the run over)
+            self._failed = exc
+            raise
         except OSError as exc:
             self._failed = write_error(self.dir / JOURNAL, exc, hint=WRITABLE_HINT)
             raise self._failed from exc
 
     def forget(self) -> None:
         """In a forked child: close this writer's files unflushed; the parent keeps the lock."""
-        os.close(self._journal.fileno())
-        if self._lock_fd is not None:
+        if isinstance(self._journal, ChunkJournal):
+            self._journal.forget()
+        else:
+            os.close(self._journal.fileno())
+        if isinstance(self._lock_fd, LeaseLock):
+            self._lock_fd.forget()
+        elif self._lock_fd is not None:
             os.close(self._lock_fd)
         self._lock_fd = None
+
+    def _check_lock(self) -> None:
+        """Refuse to write once another process took the run over (object storage only: a
+        writer whose lock was not renewed for its lease, paused or cut off)."""
+        if isinstance(self._lock_fd, LeaseLock):
+            self._lock_fd.check()
 
     def fold(self) -> bool:
         """Fold the journal into the Parquet files and record their sha256 in the manifest;
@@ -121,6 +155,7 @@ class RunWriter:
     def _fold(self) -> None:
         from tcbreplay._store.journal import fold_journal
 
+        self._check_lock()
         fold_journal(self.dir)
         # the files are written in this version's layout (a version 1 run's included)
         names = [*DATA_FILES, *([DIVERGENCES] if (self.dir / DIVERGENCES).exists() else [])]
@@ -139,15 +174,21 @@ class RunWriter:
 
     def _close_journal(self) -> None:
         # a line a failed append left in the buffer is lost: that sample is recorded again
+        if isinstance(self._journal, ChunkJournal):
+            with writing(self.dir / JOURNAL_CHUNKS, hint=WRITABLE_HINT):
+                self._journal.close()  # its last batch: a failure to write it is said
+            return
         with suppress(OSError):
             self._journal.close()
 
     def close(self) -> None:
-        if not self._journal.closed:
-            self._close_journal()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        try:
+            if not self._journal.closed:
+                self._close_journal()
+        finally:
+            if self._lock_fd is not None:
+                release_lock(self._lock_fd)
+                self._lock_fd = None
 
     def __enter__(self) -> RunWriter:
         return self
@@ -187,12 +228,18 @@ class ShardWriter(RunWriter):
         """Take shard ``shard`` (I, N) of the run at ``path``."""
         from tcbreplay._store.journal import drop_torn_tail
 
+        if is_remote(path):  # shards hold their locks with the file system's own (flock)
+            raise InputError(
+                "--shard: a store on object storage takes one writer per run",
+                hint="record the shards into a shared file system's store",
+            )
         self.dir = path
         self.run_id = path.name
         self.shard = shard
         self._failed = None
         self._lock_fd = None
-        self._shard_fd: int | None = take_lock(path / shard_lock(shard))
+        shard_fd = take_lock(path / shard_lock(shard))
+        self._shard_fd: Lock | None = shard_fd
         try:
             with self.exclusive():
                 others = {n: h for n, h in held_shards(path).items() if n != shard_lock(shard)}
@@ -215,7 +262,7 @@ class ShardWriter(RunWriter):
                     drop_torn_tail(journal)
                     self._journal = journal.open("a", encoding="utf-8")
         except BaseException:
-            os.close(self._shard_fd)
+            release_lock(shard_fd)
             raise
 
     @contextmanager
@@ -254,7 +301,7 @@ class ShardWriter(RunWriter):
     def forget(self) -> None:
         super().forget()
         if self._shard_fd is not None:
-            os.close(self._shard_fd)
+            release_lock(self._shard_fd)
         self._shard_fd = None
 
     def fold(self) -> bool:
@@ -262,7 +309,7 @@ class ShardWriter(RunWriter):
         last), and say whether it did."""
         self._close_journal()
         if self._shard_fd is not None:
-            os.close(self._shard_fd)
+            release_lock(self._shard_fd)
             self._shard_fd = None
         with self.exclusive():
             if held_shards(self.dir):
@@ -273,7 +320,7 @@ class ShardWriter(RunWriter):
     def close(self) -> None:
         super().close()
         if self._shard_fd is not None:
-            os.close(self._shard_fd)
+            release_lock(self._shard_fd)
             self._shard_fd = None
 
 

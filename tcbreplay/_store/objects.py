@@ -1,0 +1,322 @@
+"""Stores on object storage: a store named by a URL (``s3://bucket/prefix``, ``gs://...``).
+
+Such a store is read and written through fsspec, the filesystem layer Arrow, Polars and DuckDB
+all take, and its places are universal_pathlib's ``UPath`` (pathlib's API over fsspec), so the
+store's code reads them as it reads folders. What a folder gives and an object store does not
+is made here by other means:
+
+- No renames: a file is written whole to a local temporary file, then uploaded; an upload is
+  one object that appears whole or not at all (a multipart upload too, once completed).
+- No appends: the journal is a series of numbered objects, ``journal/<n>.jsonl``, each a batch
+  of finished samples (:class:`tcbreplay._store.journal.ChunkJournal`).
+- No ``flock``, and no process whose death frees a lock: the writer's lock is an object,
+  ``writer.lock``, created only if absent (S3's conditional write ``If-None-Match: *``: of two
+  writers that create it at once, one wins, the other gets 412) and renewed by its holder
+  every few seconds (``If-Match`` its last version); a lock not renewed for its lease is a
+  dead writer's, which the next writer replaces (again ``If-Match``, so of two only one
+  does: :class:`tcbreplay._store.locks.LeaseLock`). Journal batches are created only if
+  absent too: a writer that lost its lock (paused past its lease) cannot write over another's
+  batch.
+
+Credentials come from each cloud's own environment and files (for S3: ``AWS_ACCESS_KEY_ID``,
+``AWS_PROFILE``, ``~/.aws/config``, ``AWS_ENDPOINT_URL_S3``...), read by the cloud's library;
+a store URL holding credentials is refused, and tcbreplay writes none anywhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path, PurePath
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
+
+from tcbreplay.errors import InputError, StoreError, TcbReplayError, first_line
+
+T = TypeVar("T")
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# the schemes of the local filesystem, which stores name as folders
+_LOCAL_SCHEMES = frozenset({"file", "local"})
+# what a scheme's fsspec filesystem is installed with
+_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs",
+             "abfs": "adlfs", "abfss": "adlfs"}  # fmt: skip
+EXTRA_HINT = "pip install 'tcbreplay[s3]'"
+
+
+def is_url(text: object) -> bool:
+    """Whether ``text`` names a store on object storage (a URL of a scheme other than file)."""
+    if not isinstance(text, str):
+        return False
+    match = _SCHEME.match(text)
+    return match is not None and match.group(1).lower() not in _LOCAL_SCHEMES
+
+
+def is_remote(path: object) -> bool:
+    """Whether ``path`` is a place on object storage (a UPath, not a local path)."""
+    return path is not None and not isinstance(path, PurePath | str)
+
+
+def store_root(root: str | os.PathLike[str]) -> Path:
+    """The place a ``--store`` value names: a local folder, or a UPath for a URL.
+
+    A remote place is typed as a Path: it offers pathlib's API (``/``, ``name``, ``parent``,
+    ``exists``, ``read_text``, ``glob``...); code that needs more (renames, locks, handing it
+    to Arrow or DuckDB) asks :func:`is_remote` first."""
+    if is_remote(root):
+        return cast(Path, root)
+    text = os.fspath(root)
+    if not is_url(text):
+        return Path(text)
+    scheme = text.split("://", 1)[0].lower()
+    parts = urlsplit(text)
+    if parts.username is not None or parts.password is not None or parts.query:
+        raise InputError(
+            f"--store {scheme}://...: the URL holds credentials or options; tcbreplay takes "
+            "none (and shows none)",
+            hint=f"give the store as {scheme}://BUCKET/PREFIX, its credentials in the cloud's "
+            "environment or config files (for S3: AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws)",
+        )
+    if not parts.netloc:
+        raise InputError(f"--store {text}: no bucket", hint=f"give {scheme}://BUCKET/PREFIX")
+    try:
+        from upath import UPath
+    except ImportError:
+        raise InputError(
+            f"--store {text}: a store on object storage needs tcbreplay's s3 extra",
+            hint=EXTRA_HINT,
+        ) from None
+    try:
+        # listings are not cached: another process may write the store meanwhile
+        path = UPath(text.rstrip("/"), use_listings_cache=False)
+        path.fs  # noqa: B018 (the scheme's filesystem, which may be missing)
+    except ImportError as exc:
+        package = _PACKAGES.get(scheme, "the fsspec filesystem of " + scheme)
+        raise InputError(
+            f"--store {text}: {scheme}:// needs {package}, which is not installed",
+            hint=EXTRA_HINT if package == "s3fs" else f"pip install {package}",
+        ) from exc
+    except ValueError as exc:  # a scheme fsspec does not know
+        raise InputError(f"--store {text}: {first_line(exc)}") from exc
+    return cast(Path, path)
+
+
+def fs_path(path: Path) -> tuple[Any, str]:
+    """The fsspec filesystem of a remote place, and the place as that filesystem names it."""
+    remote = cast(Any, path)
+    return remote.fs, remote.path
+
+
+def reader_fs(fs: Any) -> Any:
+    """The filesystem DuckDB reads a store through: ``fs``, reading on S3 exactly the bytes
+    DuckDB asks for.
+
+    DuckDB reads the column chunks its query needs and skips row groups by their statistics;
+    s3fs's default cache turns each such read into a 50 MB read-ahead, which for the
+    1M-sample run fetched several times the 467 MB messages file, and took scoring on moto
+    about a quarter longer (``make bench-s3``)."""
+    if not _is_s3(fs):
+        return fs
+    return type(fs)(**{**fs.storage_options, "default_cache_type": "none"})
+
+
+def arrow_source(path: Path) -> tuple[str, Any]:
+    """What Arrow reads a store file as: (path, filesystem), filesystem None for a local one."""
+    if is_remote(path):
+        fs, where = fs_path(path)
+        return where, fs
+    return str(path), None
+
+
+def url(path: Path) -> str:
+    """A remote place as the URL DuckDB and people read (``s3://bucket/key``)."""
+    return str(path)
+
+
+def upload_with(path: Path, write: Callable[[Path], T]) -> T:
+    """Write ``path`` (remote) through ``write(local temporary path)``, then upload it as one
+    object: it appears whole, or not at all."""
+    with tempfile.TemporaryDirectory(prefix="tcbreplay-upload-") as folder:
+        tmp = Path(folder) / path.name
+        result = write(tmp)
+        upload(tmp, path)
+    return result
+
+
+def upload(local: Path, path: Path) -> None:
+    fs, where = fs_path(path)
+    fs.put_file(str(local), where)
+
+
+def read_bytes(path: Path) -> bytes:
+    fs, where = fs_path(path)
+    return bytes(fs.cat_file(where))
+
+
+def put_bytes(path: Path, data: bytes) -> None:
+    fs, where = fs_path(path)
+    fs.pipe_file(where, data)
+
+
+def remove_object(path: Path) -> None:
+    """Remove an object if it is there."""
+    fs, where = fs_path(path)
+    with suppress(FileNotFoundError):
+        fs.rm_file(where)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove every object under ``path``."""
+    fs, where = fs_path(path)
+    with suppress(FileNotFoundError):
+        fs.rm(where, recursive=True)
+
+
+def exists(path: Path) -> bool:
+    """Whether an object, or a folder holding some, is at ``path``: a failure to look (no
+    credentials, access denied) raises, where pathlib's ``exists`` would say False."""
+    fs, where = fs_path(path)
+    return bool(fs.exists(where))
+
+
+def list_names(folder: Path) -> list[str]:
+    """The names of the objects and folders right under a remote folder."""
+    fs, where = fs_path(folder)
+    try:
+        return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(where, detail=False))
+    except FileNotFoundError:
+        return []
+
+
+def _is_s3(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "s3" in protocol
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether a write was refused by its condition (HTTP 412)."""
+    if isinstance(exc, FileExistsError):
+        return True
+    cause = exc.__cause__
+    code = getattr(cause, "response", {}).get("Error", {}).get("Code")
+    return code == "PreconditionFailed"
+
+
+class PreconditionFailed(Exception):
+    """A conditional write found the object other than it expected."""
+
+
+def create_object(path: Path, data: bytes) -> str:
+    """Create an object only if none is there (S3: ``If-None-Match: *``); its version (ETag).
+    Raises :class:`PreconditionFailed` if one is."""
+    fs, where = fs_path(path)
+    try:
+        out = fs.pipe_file(where, data, mode="create")
+    except OSError as exc:
+        if _precondition_failed(exc):
+            raise PreconditionFailed(str(path)) from exc
+        raise
+    return _etag(fs, where, out)
+
+
+def replace_object(path: Path, data: bytes, etag: str) -> str:
+    """Replace an object only if it is still the version ``etag`` (S3: ``If-Match``); its new
+    version. Raises :class:`PreconditionFailed` otherwise. (A filesystem without conditional
+    writes compares, then writes: not atomic.)"""
+    fs, where = fs_path(path)
+    try:
+        if _is_s3(fs):
+            out = fs.pipe_file(where, data, IfMatch=etag)
+        else:
+            if _etag(fs, where, None) != etag:
+                raise PreconditionFailed(str(path))
+            out = fs.pipe_file(where, data)
+    except FileNotFoundError as exc:
+        raise PreconditionFailed(str(path)) from exc
+    except OSError as exc:
+        if _precondition_failed(exc):
+            raise PreconditionFailed(str(path)) from exc
+        raise
+    return _etag(fs, where, out)
+
+
+def delete_object(path: Path, etag: str) -> None:
+    """Delete an object if it is still the version ``etag`` (else leave it)."""
+    fs, where = fs_path(path)
+    try:
+        if _is_s3(fs):
+            bucket, key, _ = fs.split_path(where)
+            fs.call_s3("delete_object", Bucket=bucket, Key=key, IfMatch=etag)
+            fs.invalidate_cache(where)
+        elif _etag(fs, where, None) == etag:
+            fs.rm_file(where)
+    except OSError:
+        pass  # changed meanwhile (taken over), or gone
+
+
+def _etag(fs: Any, where: str, response: object) -> str:
+    if isinstance(response, dict) and response.get("ETag"):
+        return str(response["ETag"])
+    info = fs.info(where)
+    return str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("mtime"))
+
+
+def written_ago(path: Path) -> tuple[float, str]:
+    """How long ago an object was last written (by the store's clock), and its version."""
+    fs, where = fs_path(path)
+    info = fs.info(where)
+    modified = info.get("LastModified") or fs.modified(where)
+    if modified.tzinfo is None:
+        modified = modified.replace(tzinfo=dt.UTC)
+    return time.time() - modified.timestamp(), _etag(fs, where, None)
+
+
+# the libraries whose exceptions are failures of the object store (its credentials, its
+# network, its answers), by the module they come from
+_STORAGE_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "google", "adlfs",
+                    "azure", "fsspec")  # fmt: skip
+_CREDENTIALS_HINT = (
+    "tcbreplay takes no credentials: give them to the cloud's own library, in its environment "
+    "or config files (for S3: AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+    "~/.aws/credentials; AWS_ENDPOINT_URL_S3 for another S3 service)"
+)
+
+
+def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
+    """A failure of object storage in a few words, and a hint; None for any other exception.
+    (Asked only of what a remote place's operations raised: any OSError is the store's.)"""
+    module = type(exc).__module__ or ""
+    if not (isinstance(exc, OSError) or module.split(".")[0] in _STORAGE_MODULES):
+        return None
+    name = type(exc).__name__
+    text = first_line(exc) or name
+    if "Credential" in name or "credential" in text.lower():
+        return text, _CREDENTIALS_HINT
+    if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
+        return f"access denied ({text})", _CREDENTIALS_HINT
+    if "Endpoint" in name or "connect" in text.lower():
+        return text, "is the network up, and the endpoint right (AWS_ENDPOINT_URL_S3)?"
+    return text, None
+
+
+@contextmanager
+def failures(place: Path) -> Iterator[None]:
+    """While a store on object storage is read: a failure of the store (credentials, network,
+    permissions) becomes a :class:`StoreError` naming ``place``."""
+    try:
+        yield
+    except TcbReplayError:
+        raise
+    except Exception as exc:
+        if not is_remote(place):
+            raise
+        found = storage_failure(exc)
+        if found is None:
+            raise
+        why, hint = found
+        raise StoreError(f"{url(place)}: {why}", hint=hint) from exc

@@ -1,0 +1,450 @@
+"""A store on object storage (``--store s3://bucket/prefix``), against moto's S3 server on
+loopback (the ``s3_server`` fixture): every command gives the numbers it gives on a local
+store, and the store's guarantees hold there (whole files, the manifest last, one writer,
+kill -9 safe)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import s3fs
+from helpers import cli, cli_process, import_tau_bench, wait_for
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._score.run import score_run
+from tcbreplay._store import locks, objects
+from tcbreplay._store.journal import ChunkJournal, chunk_name, chunk_numbers
+from tcbreplay._store.locks import LeaseLock, lease_holder
+from tcbreplay._store.objects import is_remote
+from tcbreplay._store.runs import Store
+from tcbreplay.errors import InputError, RunLockedError, StoreError
+
+# every test here but one talks to the local S3 server (a thread serving HTTP in this process)
+pytestmark = pytest.mark.slow
+
+
+# -- a local S3 server ---------------------------------------------------------------------
+
+# what the cloud's library reads the server's credentials from (moto takes any); values that
+# no other test prints, so that finding one in an output means it leaked
+S3_SECRET = "moto-secret-Zq8vX3kP0w"
+S3_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "moto-key-id-4Hn2",
+    "AWS_SECRET_ACCESS_KEY": S3_SECRET,
+    "AWS_DEFAULT_REGION": "us-east-1",
+    # the user's own AWS files are not read
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3 server on loopback, started once for this module and stopped at its end;
+    while it runs, the environment points the AWS libraries at it (``AWS_ENDPOINT_URL_S3``,
+    credentials): tcbreplay reads a store ``s3://...`` as it would a real one."""
+    import logging
+
+    moto_server = pytest.importorskip("moto.server")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    environment = {**S3_ENVIRONMENT, "AWS_ENDPOINT_URL_S3": f"http://{host}:{port}"}
+    before = {name: os.environ.get(name) for name in environment}
+    os.environ.update(environment)
+    try:
+        yield environment["AWS_ENDPOINT_URL_S3"]
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.stop()
+
+
+def new_bucket() -> str:
+    """A new, empty bucket on the local S3 server: its name."""
+    import uuid
+
+    import boto3
+
+    name = f"tcbreplay-{uuid.uuid4().hex[:16]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def s3_store(s3_server):
+    """The URL of an empty store on the local S3 server (a bucket of its own)."""
+    return f"s3://{new_bucket()}/traces"
+
+
+@pytest.fixture(scope="module")
+def s3_sim_copy(s3_server, sim_run):
+    """``sim_run`` uploaded without its scores and its lock into a store on the local S3
+    server, every other file as it is: (store URL, run_id). The same bytes as ``sim_copy``, so
+    every command must give the same numbers on both."""
+    import s3fs
+
+    store, run_id = sim_run
+    url = f"s3://{new_bucket()}/traces"
+    fs = s3fs.S3FileSystem()
+    for path in sorted(store.run_dir(run_id).rglob("*")):
+        relative = path.relative_to(store.root)
+        # not the local writer.lock either: a flock's file, which on S3 would be a live lease
+        skip = relative.parts[1] in ("scores", "evaluations") or path.name == "writer.lock"
+        if path.is_file() and not skip:
+            fs.put_file(str(path), f"{url.removeprefix('s3://')}/{relative.as_posix()}")
+    return url, run_id
+
+
+N_SAMPLES = len(json.loads(BENCHMARKS["tool-call"].dataset.read_text()))
+
+
+def _fs() -> s3fs.S3FileSystem:
+    return s3fs.S3FileSystem(use_listings_cache=False)
+
+
+def _keys(url: str) -> list[str]:
+    """Every object under a store URL, relative to it."""
+    root = url.removeprefix("s3://")
+    return sorted(key.removeprefix(root + "/") for key in _fs().find(root))
+
+
+def _same(local: str, remote: str, local_root: Path, url: str) -> None:
+    """Two command outputs that differ only where they name their store."""
+    assert local.replace(str(local_root), "STORE") == remote.replace(url, "STORE")
+
+
+def _ok(*args: object) -> str:
+    result = cli(*args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+# -- a URL is a URL --------------------------------------------------------------------------
+
+
+def test_a_store_url_stays_a_url_and_makes_no_local_folder(s3_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = Store(s3_store)
+    assert is_remote(store.root) and str(store.root) == s3_store
+    assert str(store.run_dir("a")) == f"{s3_store}/a"
+    result = cli("score", "nothing", "--store", s3_store)
+    assert result.exit_code == 2
+    assert f"the store {s3_store} holds no runs" in result.output
+    assert list(tmp_path.iterdir()) == []  # no folder named "s3:"
+
+
+def test_a_store_url_with_credentials_is_refused_without_showing_them():
+    with pytest.raises(InputError) as caught:
+        Store("s3://AKIAEXAMPLE:wJalrXUtnFEMIK7MDENGbPxRfiCY@bucket/traces")
+    assert "wJalrXUtnFEMIK7MDENGbPxRfiCY" not in str(caught.value) + str(caught.value.hint)
+    assert "AWS_PROFILE" in str(caught.value.hint)
+
+
+# -- every command, the numbers of a local store --------------------------------------------
+
+
+def test_score_gives_the_numbers_and_files_of_a_local_store(s3_sim_copy, sim_copy):
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+    local = _ok("score", run_id, "--format", "json", "--store", root)
+    remote = _ok("score", run_id, "--format", "json", "--store", url)
+    drop = ("scored_at", "scores_file", "dashboard_file", "audit")
+    strip = [{k: v for k, v in json.loads(out).items() if k not in drop} for out in (local, remote)]
+    assert strip[0] == strip[1]
+    assert (
+        json.loads(remote)["audit"]["inputs_sha256"] == json.loads(local)["audit"]["inputs_sha256"]
+    )
+    keys = _keys(url)
+    for name in ("scores.parquet", "pairs.parquet", "summary.json"):
+        assert f"{run_id}/scores/spec/{name}" in keys
+    assert not [key for key in keys if key.endswith(".tmp")]
+    # the stored scores read back through the views, as locally
+    query = "select count(*), sum(tsa), sum(args_invalid) from scores"
+    _same(_ok("sql", query, "--store", root), _ok("sql", query, "--store", url), root, url)
+
+
+def test_sql_reads_the_views_and_the_run_files_and_nothing_else(s3_sim_copy, sim_copy):
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+    query = (
+        "select (select count(*) from samples where status = 'ok') as ok, "
+        "(select sum(length(message)) from messages where type = 'ai') as ai_text, "
+        "(select count(*) from tool_calls where name = 'add_numbers') as adds, "
+        "(select string_agg(status || recorded, ',') from runs) as runs, "
+        f"(select count(*) from read_parquet('{run_id}/messages.parquet')) as messages"
+    )
+    _same(_ok("sql", query, "--store", root), _ok("sql", query, "--store", url), root, url)
+    # the sandbox holds on object storage too: another object of the bucket is not read
+    bucket = url.removeprefix("s3://").split("/")[0]
+    _fs().pipe_file(f"{bucket}/elsewhere.csv", b"a\n1\n")
+    result = cli("sql", f"select * from read_csv('s3://{bucket}/elsewhere.csv')", "--store", url)
+    assert result.exit_code == 2
+    assert "disabled by configuration" in result.output
+
+
+def test_duckdb_reads_the_store_through_fsspec_and_installs_no_extension(s3_sim_copy):
+    from tcbreplay._store.views import connect
+
+    url, _ = s3_sim_copy
+    con = connect(Store(url))
+    try:
+        assert con.execute("select count(*) from samples").fetchone() == (N_SAMPLES,)
+        assert "s3" in con.list_filesystems()
+        settings = con.execute(
+            "select current_setting('autoinstall_known_extensions'), "
+            "current_setting('autoload_known_extensions')"
+        ).fetchone()
+        assert settings == (False, False)
+    finally:
+        con.close()
+
+
+def test_duckdb_reads_exactly_the_byte_ranges_it_asks_for(s3_sim_copy):
+    url, run_id = s3_sim_copy
+    fs = objects.reader_fs(objects.fs_path(Store(url).root)[0])
+    fetched: list[int] = []
+    with fs.open(f"{url.removeprefix('s3://')}/{run_id}/messages.parquet", "rb") as f:
+        fetch = f.cache.fetcher
+        f.cache.fetcher = lambda start, end: fetched.append(end - start) or fetch(start, end)
+        f.seek(1000)
+        assert len(f.read(100)) == 100
+    assert fetched == [100]  # not a read-ahead block (50 MB, or the rest of the file)
+
+
+def test_report_diff_audit_and_export_as_on_a_local_store(s3_sim_copy, sim_copy, tmp_path):
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+    for store in (root, url):
+        _ok("score", run_id, "--store", store)
+    for args in (["diff", run_id, run_id], ["audit", "verify", run_id]):
+        _same(_ok(*args, "--store", root), _ok(*args, "--store", url), root, url)
+    for name, store in (("local", root), ("s3", url)):
+        _ok("export", run_id, "-o", tmp_path / name, "--store", store)
+        _ok("report", run_id, "-o", tmp_path / f"{name}.html", "--store", store)
+    for path in sorted((tmp_path / "local").iterdir()):
+        assert path.read_bytes() == (tmp_path / "s3" / path.name).read_bytes(), path.name
+    assert (tmp_path / "s3.html").stat().st_size > 10_000
+
+
+def test_import_and_validity_as_on_a_local_store(s3_store, tmp_path):
+    import_tau_bench(tmp_path / "traces")
+    import_tau_bench(s3_store)  # type: ignore[arg-type]
+    assert "tau/manifest.json" in _keys(s3_store)
+    args = ["validity", "tau", "--bootstrap", "200"]
+    _same(_ok(*args, "--store", tmp_path / "traces"), _ok(*args, "--store", s3_store),
+          tmp_path / "traces", s3_store)  # fmt: skip
+
+
+def test_record_and_replay_on_s3_score_as_locally(s3_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    local = tmp_path / "traces"
+    for store in (local, s3_store):
+        _ok("record", "--model", "sim:seed=3", "--run-id", "r", "--limit", "12", "--quiet",
+            "--store", store)  # fmt: skip
+        _ok("replay", "r", "--run-id", "again", "--quiet", "--store", store)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["traces"]  # nothing named "s3:"
+    keys = _keys(s3_store)
+    assert {"r/manifest.json", "r/samples.parquet", "r/messages.parquet", "r/dataset.jsonl",
+            "again/manifest.json", "again/samples.parquet"} <= set(keys)  # fmt: skip
+    assert not [k for k in keys if "/journal/" in k or k.endswith(("writer.lock", ".tmp"))]
+    for run_id in ("r", "again"):
+        scores = [
+            score_run(Store(s), run_id, write=False).scores.drop("run_id").sort("sample_index")
+            for s in (local, s3_store)
+        ]
+        assert scores[0].height == 12 and scores[0].equals(scores[1])
+    manifest = json.loads(_fs().cat_file(f"{s3_store.removeprefix('s3://')}/r/manifest.json"))
+    local_manifest = json.loads((local / "r" / "manifest.json").read_text())
+    assert manifest["status"] == local_manifest["status"] == "partial"  # 12 of the dataset
+    assert manifest["totals"]["recorded"] == local_manifest["totals"]["recorded"] == 12
+    assert S3_SECRET not in json.dumps(manifest)
+
+
+def test_record_overwrite_replaces_the_run_on_s3(s3_store):
+    args = ["record", "--model", "sim:seed=3", "--run-id", "o", "--limit", "5", "--quiet"]
+    _ok(*args, "--store", s3_store)
+    _ok("score", "o", "--store", s3_store)
+    assert "o/scores/spec/summary.json" in _keys(s3_store)
+    _ok(*args, "--overwrite", "--store", s3_store)
+    keys = _keys(s3_store)
+    assert "o/manifest.json" in keys
+    assert not [key for key in keys if "/scores/" in key]  # the old run's scores went with it
+
+
+def test_record_shard_on_s3_is_refused_in_one_line(s3_store):
+    result = cli("record", "--model", "sim", "--run-id", "sh", "--limit", "2", "--shard", "1/2",
+                 "--store", s3_store, "--quiet")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--shard: a store on object storage takes one writer per run" in result.stderr
+    assert "Traceback" not in result.output
+    assert not [key for key in _keys(s3_store) if key.startswith("sh/")]
+
+
+# -- the guarantees ------------------------------------------------------------------------
+
+
+def test_a_scoring_cut_short_is_absent_never_mixed(s3_sim_copy, monkeypatch):
+    url, run_id = s3_sim_copy
+    store = Store(url)
+    score_run(store, run_id)
+    summary = f"{run_id}/scores/spec/summary.json"
+    assert summary in _keys(url)
+    upload = objects.upload
+
+    def fails_at_pairs(local: Path, path: Path) -> None:
+        if path.name == "pairs.parquet":
+            raise OSError("connection reset by the store")
+        upload(local, path)
+
+    monkeypatch.setattr(objects, "upload", fails_at_pairs)
+    with pytest.raises(StoreError, match=r"pairs\.parquet: cannot write: connection reset"):
+        score_run(store, run_id)
+    # no summary beside new scores: the scoring is absent (not one in a mix of two)
+    assert summary not in _keys(url)
+    assert cli("sql", "select count(*) from scores", "--store", url).output.count(" 0") == 1
+    monkeypatch.setattr(objects, "upload", upload)
+    score_run(store, run_id)
+    assert summary in _keys(url)
+
+
+def test_two_writers_of_a_run_are_refused(s3_sim_copy):
+    url, run_id = s3_sim_copy
+    store = Store(url)
+    first = store.resume_run(run_id)
+    try:
+        with pytest.raises(RunLockedError, match=r"is being written by pid \d+ on "):
+            store.resume_run(run_id)
+        result = cli("record", "--resume", run_id, "--store", url)
+        assert result.exit_code == 1
+        assert "is being written by pid" in result.output
+        rows = cli("sql", "select status from runs", "--format", "csv", "--store", url)
+        assert rows.output.splitlines()[1] == "complete"
+    finally:
+        first.close()
+    assert f"{run_id}/writer.lock" not in _keys(url)  # released: removed
+    store.resume_run(run_id).close()
+
+
+def test_of_two_writers_creating_the_lock_at_once_one_wins(s3_store):
+    path = Store(s3_store).root / "race" / "writer.lock"
+    results: list[object] = []
+    barrier = threading.Barrier(4)
+
+    def take() -> None:
+        barrier.wait()
+        try:
+            results.append(LeaseLock.take(path, "run 'race'"))
+        except RunLockedError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    held = [r for r in results if isinstance(r, LeaseLock)]
+    assert len(held) == 1 and len(results) == 4
+    held[0].release()
+
+
+def test_a_dead_writers_lock_is_taken_over_after_its_lease(s3_store, monkeypatch):
+    monkeypatch.setattr(locks, "LEASE_S", 1.0)
+    monkeypatch.setattr(locks, "RENEW_S", 0.2)
+    path = Store(s3_store).root / "run" / "writer.lock"
+    dead = LeaseLock.take(path, "run 'run'")
+    dead.forget()  # it renews no more, as if its process had died
+    with pytest.raises(RunLockedError, match=r"renewed [01] s ago"):
+        LeaseLock.take(path, "run 'run'")
+    time.sleep(1.1)
+    alive = LeaseLock.take(path, "run 'run'")
+    # the first holder, back from its pause, finds its lock taken and writes nothing more
+    journal = ChunkJournal(path.parent / "journal", dead)
+    monkeypatch.setattr(dead, "lost", RunLockedError("taken over"))
+    journal.write('{"line": 1}\n')
+    with pytest.raises(RunLockedError, match="taken over"):
+        journal.close()
+    assert chunk_numbers(path.parent / "journal") == []
+    wait_for(lambda: lease_holder(path) is not None, timeout=5)
+    alive.release()
+    assert lease_holder(path) is None
+
+
+def test_journal_batches_are_created_only_if_absent(s3_store):
+    folder = Store(s3_store).root / "run" / "journal"
+    first, second = ChunkJournal(folder, None), ChunkJournal(folder, None)
+    first.write('{"a": 1}\n')
+    first.close()
+    second.write('{"b": 2}\n')
+    with pytest.raises(RunLockedError, match="two processes write this run"):
+        second.close()
+    assert chunk_numbers(folder) == [1]
+    assert (folder / chunk_name(1)).read_text() == '{"a": 1}\n'
+
+
+@pytest.mark.slow
+def test_kill_9_leaves_the_run_readable_and_resume_loses_nothing(s3_store, monkeypatch):
+    args = ["record", "--model", "sim:seed=5,latency=0.05", "--run-id", "k", "--store", s3_store,
+            "--limit", "40", "--workers", "2", "--quiet"]  # fmt: skip
+    first = cli_process(*args)
+    run = Store(s3_store).run_dir("k")
+    wait_for(lambda: chunk_numbers(run / "journal"), timeout=60)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    kept = Store(s3_store).open_run("k").unfolded_records()
+    assert 0 < kept < 40
+    # readable: listed, and scoring says where the finished samples wait
+    result = cli("score", "k", "--store", s3_store)
+    assert result.exit_code == 1
+    assert f"{kept} finished samples wait" in result.output
+    # its lock, no longer renewed, is taken over once its lease has run out
+    monkeypatch.setattr(locks, "LEASE_S", 0.5)
+    time.sleep(0.6)
+    model = parse_model("sim:seed=5,latency=0.05")
+    summary = record_run(load_inputs("tool-call"), model, Store(s3_store), run_id="k", limit=40,
+                         options=RecordOptions(workers=8))  # fmt: skip
+    assert summary.recorded == 40 and summary.status == "partial"  # 40 of the dataset
+    assert not chunk_numbers(run / "journal")
+    clean = Store(s3_store)
+    record_run(load_inputs("tool-call"), model, clean, run_id="clean", limit=40,
+               options=RecordOptions(workers=8))  # fmt: skip
+    scores = [score_run(clean, r, write=False).scores.drop("run_id") for r in ("k", "clean")]
+    assert scores[0].sort("sample_index").equals(scores[1].sort("sample_index"))
+
+
+# -- credentials -----------------------------------------------------------------------------
+
+
+def test_a_failure_of_the_store_is_one_line_with_its_secret_redacted(s3_store, monkeypatch):
+    async def leaky(*args: object, **kwargs: object) -> object:
+        # a service quoting the secret it was sent (S3 does not; a proxy might)
+        raise PermissionError(f"Access Denied for secret {os.environ['AWS_SECRET_ACCESS_KEY']}")
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", leaky)
+    result = cli("score", "x", "--store", s3_store)
+    assert result.exit_code == 1
+    assert S3_SECRET not in result.output
+    assert result.output.splitlines()[0].startswith(f"Error: {s3_store}: access denied")
+    assert "[redacted]" in result.output and "AWS_PROFILE" in result.output
+
+
+def test_a_missing_bucket_is_one_line(s3_server):
+    result = cli("record", "--model", "sim", "--run-id", "m", "--limit", "1", "--quiet",
+                 "--store", "s3://tcbreplay-no-such-bucket/traces")  # fmt: skip
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert "s3://tcbreplay-no-such-bucket/traces/m" in result.output
+    assert "does not exist" in result.output
