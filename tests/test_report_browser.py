@@ -447,7 +447,9 @@ def test_the_validity_panel_shows_each_metric_and_draws_its_roc_curves(tau_page)
     shown = {r.split("\t")[0]: r.split("\t") for r in rows}
     metrics = expected["metrics"]
     assert set(shown) == set(metrics)
-    assert set(metrics) == {"tsa", "tp", "ahr", "exact", "write_exact", "first_divergence"}
+    assert set(metrics) == {
+        "tsa", "tp", "ahr", "exact", "write_exact", "first_divergence", "covered"
+    }  # fmt: skip
     assert metrics["write_exact"]["n"] == 20  # the stored scoring's write roles, not guessed
     for name, m in metrics.items():
         assert shown[name][5] == f"{m['auc']:.3f}"
@@ -464,7 +466,7 @@ def test_the_validity_panel_shows_each_metric_and_draws_its_roc_curves(tau_page)
         }"""
     )
     assert drawn["width"] > 200 and drawn["height"] > 200, drawn
-    assert drawn["lines"] == 1 + 6, drawn  # the diagonal and a curve per metric
+    assert drawn["lines"] == 1 + 7, drawn  # the diagonal and a curve per metric
     assert drawn["legend"] == [f"{n} (AUC {m['auc']:.3f})" for n, m in metrics.items()]
     opened.page.locator("#validity").screenshot(path=str(ARTIFACTS / "report-validity.png"))
 
