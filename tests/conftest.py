@@ -18,6 +18,37 @@ sys.path.insert(0, str(TESTS))
 os.environ.pop("COLUMNS", None)
 
 
+def _one_share_of_the_cores() -> None:
+    """Keep each pytest-xdist worker (and what it starts) to its share of the cores.
+
+    tcbreplay sizes its thread pools and parts by the cores it may use (CPU affinity):
+    without this, every worker would size them for the whole machine, and the workers'
+    threads would spend their time taking turns (about a fifth of the suite's CPU time).
+    Tests of what several cores do say so themselves (``several_cores``)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = max(1, len(cores) // max(1, workers))
+    first = (int(worker[2:]) * share) % len(cores)
+    os.sched_setaffinity(0, cores[first : first + share])
+
+
+_one_share_of_the_cores()
+
+
+@pytest.fixture
+def several_cores(monkeypatch):
+    """Scoring and recording size their parts and pools as if on two cores (the tests of
+    what happens side by side), whatever share of the machine this worker has."""
+    import tcbreplay._machine as machine
+
+    monkeypatch.setattr(machine, "usable_cores", lambda: 2)
+    for module in ("tcbreplay._score.run", "tcbreplay._record.options", "tcbreplay._store.views"):
+        monkeypatch.setattr(f"{module}.usable_cores", lambda: 2)
+
+
 @pytest.fixture
 def store(tmp_path):
     from tcbreplay._store.runs import Store

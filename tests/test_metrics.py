@@ -872,7 +872,7 @@ def test_scoring_in_parts_equals_one_part(run, parts):
 
 
 @pytest.mark.parametrize("failure", [StoreError, KeyboardInterrupt])
-def test_a_failed_or_interrupted_part_stops_the_others(monkeypatch, failure):
+def test_a_failed_or_interrupted_part_stops_the_others(monkeypatch, failure, several_cores):
     """Scoring in parts: when one part fails (or Ctrl-C reaches it), the other parts are
     interrupted instead of run to the end, and the failure is what the caller sees."""
     run = [{"gold": [("ping", {})], "turns": [[("ping", {})]]} for _ in range(4)]
@@ -901,7 +901,7 @@ def test_a_failed_or_interrupted_part_stops_the_others(monkeypatch, failure):
     assert time.perf_counter() - started < 10
 
 
-def test_ctrl_c_that_reaches_a_part_thread_stops_scoring(monkeypatch):
+def test_ctrl_c_that_reaches_a_part_thread_stops_scoring(monkeypatch, several_cores):
     """The kernel may hand Ctrl-C to any thread: one that reaches a part's thread still stops
     scoring in parts within moments (the main thread, which alone raises KeyboardInterrupt,
     does not sleep through it)."""
