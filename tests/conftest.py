@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -36,6 +37,13 @@ def _one_share_of_the_cores() -> None:
 
 
 _one_share_of_the_cores()
+
+# A shell starts a command put in the background (``make test &``, a CI step run as a
+# background job) with Ctrl-C ignored, and Python then keeps it ignored: the tests of what
+# Ctrl-C does, in this process and in the processes they start, would wait for a signal that
+# never comes. They test the handling a terminal's Ctrl-C meets, so the suite restores it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
