@@ -41,7 +41,11 @@ def cli(*args: object, crash_ok: bool = False) -> Result:
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=crash_ok)
 
 
-TAU_BENCH = Path(__file__).parent / "data" / "tau-bench"
+#: the tests' folder, their data files and the repository's root, for tests in any subfolder
+TESTS = Path(__file__).parent
+TEST_DATA = TESTS / "data"
+ROOT = TESTS.parent
+TAU_BENCH = TEST_DATA / "tau-bench"
 # τ-bench's six airline tools that change the database, as a score --role option
 TAU_WRITE = (
     "write=book_reservation,cancel_reservation,update_reservation_flights,"
@@ -82,7 +86,7 @@ def cli_process(*args: str, **kwargs) -> subprocess.Popen:
     env.pop("GOOGLE_API_KEY", None)
     return subprocess.Popen(
         [sys.executable, "-m", "tcbreplay", *args],
-        cwd=Path(__file__).parent.parent,
+        cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -196,6 +196,33 @@ def test_the_ground_floor_imports_no_stage() -> None:
     assert wrong == []
 
 
+TESTS = Path(__file__).parent
+# the tests of the whole: the package's shape, the manual, the front page, the examples, the lock
+WHOLE = {
+    "test_architecture.py",
+    "test_docs.py",
+    "test_readme.py",
+    "test_examples.py",
+    "test_lock.py",
+}
+
+
+def test_the_tests_mirror_the_stages() -> None:
+    """A test file lives in the folder of the stage it tests (``ground`` for the ground floor),
+    so the tests of a module are found from the module's stage; only the tests of the whole sit
+    at the top, and no test module imports another (what two share lives in a helper module)."""
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders <= {s.removeprefix("_") for s in STAGES} | {"ground"}
+    assert {p.name for p in TESTS.glob("test_*.py")} == WHOLE
+    crossing = [
+        f"{p.relative_to(TESTS)}: {line.strip()}"
+        for p in TESTS.rglob("test_*.py")
+        for line in p.read_text().splitlines()
+        if re.match(r"\s*(from|import) test_", line)
+    ]
+    assert crossing == []
+
+
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     seen, todo = set(), [start]
     while todo:

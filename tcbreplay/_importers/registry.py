@@ -4,7 +4,7 @@ sniffing asks every row's module, and the command line's ``--format`` choices an
 
 Adding a dialect is a module with a ``sniff`` and a ``read`` (see
 :mod:`tcbreplay._importers.dialect`), its row here, and its test file,
-``tests/test_dialect_<module>.py``. The order of the rows is the order ``--help`` lists
+``tests/importers/test_dialect_<module>.py``. The order of the rows is the order ``--help`` lists
 them in, and breaks ties between dialects equally sure of a file.
 """
 

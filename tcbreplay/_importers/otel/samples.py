@@ -351,7 +351,7 @@ def _result(run: ToolRun, call_id: str | None) -> Message:
 def stored(entries: list[Entry]) -> list[dict[str, Any]]:
     """The conversation as the store keeps messages (what
     :func:`~tcbreplay._record.messages.serialize_messages` makes of LangChain's messages,
-    written here without them: ``tests/test_otel_samples.py`` holds the two equal), with
+    written here without them: ``tests/importers/test_otel_samples.py`` holds the two equal), with
     each model answer's token counts and latency and each tool result's latency."""
     from tcbreplay._record.messages import message_json
 

@@ -1,0 +1,78 @@
+"""The console script in a real process (``python -m tcbreplay``): exit codes and output are
+those of the command, after the fast ending that skips Python's teardown (``cli.run``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT
+
+
+def tcbreplay(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GOOGLE_API_KEY"}
+    return subprocess.run(
+        [sys.executable, "-m", "tcbreplay", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, **kwargs,
+    )  # fmt: skip
+
+
+def test_a_command_prints_all_its_output_and_exits_0(sim_run):
+    store, run_id = sim_run
+    done = tcbreplay("score", run_id, "--store", str(store.root), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("}") and f'"run_id": "{run_id}"' in done.stdout
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "first_line"),
+    [
+        (["score", "no-such-run", "--store", "{store}"], 2, "Error: run 'no-such-run' not found"),
+        (["score", "--no-such-option"], 2, "Error: No such option '--no-such-option'"),
+        (["sql", "delete from samples", "--store", "{store}"], 2, "Error: "),
+        ([], 2, "Usage: "),
+    ],
+)
+def test_errors_keep_their_exit_code_and_message(sim_run, args, code, first_line):
+    store, _ = sim_run
+    done = tcbreplay(*(a.replace("{store}", str(store.root)) for a in args))
+    assert done.returncode == code
+    out = done.stderr if first_line.startswith("Error") else done.stdout + done.stderr
+    assert out.lstrip().startswith(first_line), out
+    assert "Traceback" not in done.stderr
+
+
+def test_a_closed_pipe_is_no_traceback(sim_run):
+    """``tcbreplay ... | head -1``: the reader goes away before the output is flushed."""
+    store, _ = sim_run
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tcbreplay", "sql", "select * from messages", "--store",
+         str(store.root), "--format", "json"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdout.read(10)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 1, 120)
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("command", ["report", "catalog"])
+def test_output_to_dev_stdout_through_a_pipe(sim_run, command):
+    """``-o /dev/stdout`` when stdout is a pipe: written into the pipe, not refused because
+    the pipe has no name to replace."""
+    store, run_id = sim_run
+    args = ["report", run_id] if command == "report" else ["catalog"]
+    done = subprocess.run(
+        [sys.executable, "-m", "tcbreplay", *args, "-o", "/dev/stdout", "--store",
+         str(store.root)],
+        cwd=ROOT, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    if command == "report":
+        assert done.stdout.startswith(b"<!doctype html>")
+    else:
+        assert done.stdout[8:12] == b"DUCK"  # a DuckDB database file's magic bytes

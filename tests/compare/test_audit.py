@@ -1,0 +1,528 @@
+"""`tcbreplay audit verify`: stored scores follow from the raw traces, and tampering is caught."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from helpers import TEST_DATA, cli, snapshot, unscored_copy
+
+from tcbreplay._compare.audit import verify_run
+from tcbreplay._score import audit_record
+from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.run import score_run
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import MESSAGES_SCHEMA, SCORES_SCHEMA
+from tcbreplay._version import __version__
+from tcbreplay.errors import InputError, RunNotFoundError, StoreError
+
+REL_FOLDER = "spec_rel-0.001_abs-0"
+
+
+def verify(root: Path, run_id: str, *extra: str):
+    return cli("audit", "verify", run_id, "--store", root, *extra)
+
+
+def score(root: Path, run_id: str, *extra: str) -> dict:
+    result = cli("score", run_id, "--store", root, "--format", "json", *extra)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return json.loads(result.stdout)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def scored_template(sim_run, tmp_path_factory) -> tuple[Path, str]:
+    """The sim run scored once with the defaults, through the CLI; copied by ``scored``."""
+    root, run_id = unscored_copy(*sim_run, tmp_path_factory.mktemp("audit") / "traces")
+    score(root, run_id)
+    return root, run_id
+
+
+@pytest.fixture
+def scored(scored_template, tmp_path) -> tuple[Path, str]:
+    """A private copy of the scored run, to tamper with."""
+    template, run_id = scored_template
+    root = tmp_path / "traces"
+    shutil.copytree(template / run_id, root / run_id)
+    return root, run_id
+
+
+def rewrite_scores(path: Path, sample_id: str, **changes) -> None:
+    frame = pl.read_parquet(path)
+    frame = frame.with_columns(
+        pl.when(pl.col("sample_id") == sample_id)
+        .then(pl.lit(value, dtype=frame.schema[column]))
+        .otherwise(pl.col(column))
+        .alias(column)
+        for column, value in changes.items()
+    )
+    pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), path)
+
+
+# ---------------------------------------------------------------- the audit record
+
+
+def test_a_scoring_never_made_says_how_to_make_it(scored):
+    """Reported: `audit verify --scoring abet` of a run never scored with abet said only
+    'score it: tcbreplay score RUN', which makes the spec scoring."""
+    root, run_id = scored
+    cases = {
+        "abet": f"score it so first: tcbreplay score {run_id} --scorer abet",
+        "spec_rel-0.001_abs-1e-09": f"score it so first: tcbreplay score {run_id} "
+        "--rel-tol 0.001 --abs-tol 1e-09",
+        "abte": "did you mean 'abet'?",
+        "xyz": "a scoring is named spec, abet, bfcl or spec followed by the options that "
+        "differ, as spec_rel-<rel-tol>_abs-<abs-tol>_strings-bfcl_types-strict",
+    }
+    for scoring, first in cases.items():
+        with pytest.raises(InputError) as info:
+            verify_run(Store(root), run_id, scoring)
+        assert info.value.hint == f"{first} (scorings of {run_id}: spec)", scoring
+
+
+def test_scored_run_verifies(scored):
+    root, run_id = scored
+    result = verify(root, run_id)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.strip() == (
+        f"verified: spec of {run_id}: 94 samples identical to a re-score from raw traces"
+    )
+    report = verify_run(Store(root), run_id)
+    assert report.ok and report.scorings == ["spec"] and report.samples_checked == 94
+
+
+def test_a_renamed_run_still_verifies(scored):
+    """A run directory copied under another name (which the views show under its new name)
+    verifies: its stored scores still say the old name, which is no difference in a number."""
+    root, run_id = scored
+    (root / run_id).rename(root / "renamed")
+    report = verify_run(Store(root), "renamed")
+    assert report.ok, report.differences[:3]
+    assert report.samples_checked == 94
+
+
+def test_summary_holds_an_audit_record(scored):
+    root, run_id = scored
+    run_dir = root / run_id
+    summary = json.loads((run_dir / "scores" / "spec" / "summary.json").read_text())
+    record = summary["audit"]
+    assert record["inputs_sha256"] == {
+        name: sha256(run_dir / name)
+        for name in ("manifest.json", "samples.parquet", "messages.parquet")
+    }
+    assert re.fullmatch(r"[0-9a-f]{64}", record["sql_sha256"])
+    assert record["sql_sha256"] == audit_record.sql_sha256()
+    assert record["options"] == {
+        "scorer": "spec",
+        "rel_tol": 1e-9,
+        "abs_tol": 0.0,
+        "strings": "exact",
+        "types": "lenient",
+    }
+    assert record["options"] == summary["options"]
+    assert re.fullmatch(r"[0-9a-f]{64}", record["options_sha256"])
+    assert record["toolkit_version"] == __version__
+
+
+def test_audit_record_is_the_same_when_scoring_again(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    first = json.loads(path.read_text())["audit"]
+    score(root, run_id)
+    assert json.loads(path.read_text())["audit"] == first
+
+
+def test_other_tolerances_get_their_own_folder_and_both_verify(scored):
+    root, run_id = scored
+    spec_summary = json.loads((root / run_id / "scores" / "spec" / "summary.json").read_text())
+    got = score(root, run_id, "--rel-tol", "1e-3")
+    assert got["scoring"] == REL_FOLDER
+    folders = sorted(p.name for p in (root / run_id / "scores").iterdir())
+    assert folders == ["spec", REL_FOLDER]
+    rel = json.loads((root / run_id / "scores" / REL_FOLDER / "summary.json").read_text())
+    assert rel["audit"]["options"] == {
+        "scorer": "spec",
+        "rel_tol": 1e-3,
+        "abs_tol": 0.0,
+        "strings": "exact",
+        "types": "lenient",
+    }
+    assert rel["audit"]["options_sha256"] != spec_summary["audit"]["options_sha256"]
+    assert rel["audit"]["inputs_sha256"] == spec_summary["audit"]["inputs_sha256"]
+    assert rel["audit"]["sql_sha256"] == spec_summary["audit"]["sql_sha256"]
+
+    result = verify(root, run_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"verified: spec, {REL_FOLDER} of {run_id}: 94 samples")
+    only = verify(root, run_id, "--scoring", REL_FOLDER)
+    assert only.exit_code == 0
+    assert only.stdout.startswith(f"verified: {REL_FOLDER} of {run_id}")
+
+
+def test_abet_scoring_verifies_too(scored):
+    root, run_id = scored
+    score(root, run_id, "--scorer", "abet")
+    result = verify(root, run_id, "--format", "json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert report["ok"] is True and report["scorings"] == ["abet", "spec"]
+
+
+# ---------------------------------------------------------------- tampering
+
+
+def test_edited_per_sample_score_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    victim = frame.filter(pl.col("tp") < 1).sort("sample_index").row(0, named=True)
+    rewrite_scores(path, victim["sample_id"], tp=1.0)
+
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        f"spec: sample {victim['sample_id']}: tp: stored 1.0, recomputed {victim['tp']!r}"
+    ]
+    assert "verified" not in result.stdout
+
+    report = verify_run(Store(root), run_id)
+    assert not report.ok and report.changed_files == []
+    assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
+        (victim["sample_id"], "tp", 1.0, victim["tp"])
+    ]
+
+
+def test_edited_run_level_number_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    true_tsa = summary["tsa"]
+    path.write_text(json.dumps({**summary, "tsa": 0.99}))
+    result = verify(root, run_id)
+    assert result.exit_code == 1
+    assert f"spec: run: tsa: stored 0.99, recomputed {true_tsa!r}" in result.stdout.splitlines()
+
+
+def test_removed_sample_row_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    gone = frame["sample_id"][5]
+    pq.write_table(frame.filter(pl.col("sample_id") != gone).to_arrow().cast(SCORES_SCHEMA), path)
+    report = verify_run(Store(root), run_id)
+    assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
+        (gone, "sample", None, "present")
+    ]
+
+
+def test_changed_raw_message_is_caught(scored):
+    root, run_id = scored
+    scores = pl.read_parquet(root / run_id / "scores" / "spec" / "scores.parquet")
+    # A sample with one correct add/multiply call: changing one value makes 1 of 2 args invalid.
+    victim = (
+        scores.filter(
+            (pl.col("n_gold") == 1)
+            & (pl.col("n_agent") == 1)
+            & (pl.col("args_total") == 2)
+            & (pl.col("args_invalid") == 0)
+            & (pl.col("tsa") == 1)
+        )
+        .sort("sample_index")
+        .row(0, named=True)
+    )
+    sid = victim["sample_id"]
+    path = root / run_id / "messages.parquet"
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    for row in rows:
+        if row["sample_id"] == sid and row["type"] == "ai":
+            message = json.loads(row["message"])
+            calls = message["data"]["tool_calls"]
+            if calls:
+                calls[0]["args"]["a"] = 12345.678
+                row["message"] = json.dumps(message)
+                break
+    else:
+        pytest.fail(f"no AI message with a call in sample {sid}")
+    pq.write_table(pa.Table.from_pylist(rows, schema=MESSAGES_SCHEMA), path)
+
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    lines = result.stdout.splitlines()
+    assert (
+        lines[0] == "changed since scoring: messages.parquet (sha256 differs from the audit record)"
+    )
+    assert f"spec: sample {sid}: args_invalid: stored 0, recomputed 1" in lines
+    assert f"spec: sample {sid}: ahr: stored 0.0, recomputed 0.5" in lines
+    assert "verified" not in result.stdout
+
+    report = json.loads(verify(root, run_id, "--format", "json").stdout)
+    assert set(report) == {
+        "run_id", "ok", "scorings", "samples_checked", "changed_files", "differences"
+    }  # fmt: skip
+    assert report["ok"] is False
+    assert report["run_id"] == run_id and report["scorings"] == ["spec"]
+    assert report["samples_checked"] == 94
+    assert report["changed_files"] == ["messages.parquet"]
+    for d in report["differences"]:
+        assert set(d) == {"scoring", "sample_id", "field", "stored", "recomputed"}
+        assert d["scoring"] == "spec"
+    per_sample = {(d["sample_id"], d["field"]) for d in report["differences"] if d["sample_id"]}
+    # the wrong value also takes the sample off the gold path at its first call, and leaves
+    # its gold call undone
+    outcome = {(sid, "exact"), (sid, "first_divergence"), (sid, "covered")}
+    assert per_sample == {(sid, "args_invalid"), (sid, "ahr"), *outcome}
+    run_level = {d["field"]: d for d in report["differences"] if d["sample_id"] is None}
+    assert set(run_level) == {
+        "args_invalid", "ahr", "by_tool", "by_category",
+        "exact", "exact_samples", "first_divergence", "n_first_divergence", "covered",
+        "covered_samples",
+    }  # fmt: skip
+    assert run_level["args_invalid"]["recomputed"] == run_level["args_invalid"]["stored"] + 1
+
+
+def test_changed_message_text_that_moves_no_score_is_still_reported(scored):
+    root, run_id = scored
+    path = root / run_id / "messages.parquet"
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[0]["message"] = rows[0]["message"].replace('"content": "', '"content": "edited ', 1)
+    assert rows[0]["message"] != table["message"][0].as_py()
+    pq.write_table(pa.Table.from_pylist(rows, schema=MESSAGES_SCHEMA), path)
+    report = verify_run(Store(root), run_id)
+    assert report.changed_files == ["messages.parquet"]
+    assert report.differences == []
+    assert verify(root, run_id).exit_code == 1
+
+
+def test_edited_per_tool_number_is_caught(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["by_tool"][0]["ahr"] = 0.99
+    path.write_text(json.dumps(summary))
+    assert verify(root, run_id).exit_code == 1
+
+
+def test_missing_audit_record_is_not_verified(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    del summary["audit"]
+    path.write_text(json.dumps(summary))
+    assert verify(root, run_id).exit_code == 1
+
+
+def test_summary_without_a_files_sha256_is_not_verified(scored):
+    """A record that does not vouch for a file (as one written while the manifest's entry for
+    it was broken) leaves that file unchecked: not verified."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    del summary["audit"]["inputs_sha256"]["samples.parquet"]
+    path.write_text(json.dumps(summary))
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        f"spec: run: inputs_sha256 samples.parquet: stored None, "
+        f"recomputed {sha256(root / run_id / 'samples.parquet')!r}"
+    ]
+
+
+# ---------------------------------------------------------------- broken store files
+
+
+@pytest.mark.parametrize("entry", ["number", "sha256"])
+def test_broken_files_entry_of_the_manifest_fails_score_and_verify(scored, entry):
+    root, run_id = scored
+    run_dir = root / run_id
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    if entry == "number":
+        manifest["files"]["samples.parquet"] = 3
+        message = "files: samples.parquet: 3 is not an object (sha256, size, mtime_ns)"
+    else:  # size and time unchanged, so the recorded sha256 would be taken as it is
+        stat = (run_dir / "samples.parquet").stat()
+        manifest["files"]["samples.parquet"] = {
+            "sha256": 5, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns
+        }  # fmt: skip
+        message = "files: samples.parquet: sha256 5 is not a sha256 in hex"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    before = snapshot(root)
+    expected = [f"Error: {run_dir / 'manifest.json'}: {message}"]
+    result = cli("score", run_id, "--store", root)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.splitlines() == expected  # no traceback of the hashing thread
+    assert snapshot(root) == before
+    checked = verify(root, run_id)
+    assert checked.exit_code == 1, (checked.output, checked.exception)
+    assert checked.stderr.splitlines() == expected
+    assert "verified" not in checked.stdout
+    # the error reaches the caller of finish(), the call scoring makes
+    pending = audit_record.audit_record(Store(root).open_run(run_id), {})
+    with pytest.raises(StoreError, match=r"files: samples\.parquet"):
+        pending.finish()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("summary.json", "{", "unreadable summary (Expecting property name"),
+        ("summary.json", "[1]", "not a scoring summary (not a JSON object)"),
+        ("summary.json", '{"options": {"scorer": "x"}}', "options: --scorer 'x'"),
+        ("summary.json", '{"audit": {"inputs_sha256": {"../x": "0"}}}', "audit.inputs_sha256"),
+        ("scores.parquet", None, "not a readable Parquet file ("),
+    ],
+)
+def test_corrupt_stored_scoring_exits_1_naming_the_file(scored, name, content, message):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / name
+    if content is None:
+        with path.open("r+b") as f:
+            f.truncate(10)
+    else:
+        path.write_text(content)
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"Error: {path}: {message}"), lines
+    assert lines[1] == f"Hint: score it again: tcbreplay score {run_id} --store {root}"
+    assert result.stdout == ""
+
+
+def test_stored_scores_without_a_column_exit_1(scored):
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    pq.write_table(pq.read_table(path).drop(["tp"]), path)
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.splitlines()[0] == f"Error: {path}: no column tp"
+    assert "verified" not in result.stdout
+
+
+def test_hint_names_the_options_of_other_scorings(scored):
+    root, run_id = scored
+    score(root, run_id, "--rel-tol", "1e-3")
+    path = root / run_id / "scores" / REL_FOLDER / "summary.json"
+    path.write_text("{")
+    result = verify(root, run_id, "--scoring", REL_FOLDER)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[1] == (
+        f"Hint: score it again: tcbreplay score {run_id} --rel-tol 0.001 --store {root}"
+    )
+
+
+# ---------------------------------------------------------------- nothing to verify
+
+
+def test_never_scored_run_exits_2_with_a_hint(sim_copy):
+    root, run_id = sim_copy
+    result = verify(root, run_id)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert result.stderr.splitlines() == [
+        f"Error: run {run_id!r} has no stored scores to verify",
+        f"Hint: score it: tcbreplay score {run_id}",
+    ]
+    with pytest.raises(InputError):
+        verify_run(Store(root), run_id)
+
+
+def test_unknown_scoring_and_unknown_run_exit_2(scored):
+    root, run_id = scored
+    result = verify(root, run_id, "--scoring", "abet")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: run {run_id!r} has no ")
+    assert "scoring named 'abet'" in result.stderr.splitlines()[0]
+    missing = verify(root, "no-such-run")
+    assert missing.exit_code == 2
+    assert missing.stderr.startswith("Error: run 'no-such-run' not found")
+    with pytest.raises(RunNotFoundError):
+        verify_run(Store(root), "no-such-run")
+
+
+def test_verify_writes_nothing(scored):
+    root, run_id = scored
+    before = {p: sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+    assert verify(root, run_id).exit_code == 0
+    assert {p: sha256(p) for p in sorted(root.rglob("*")) if p.is_file()} == before
+
+
+def test_library_score_then_verify(sim_copy):
+    root, run_id = sim_copy
+    store = Store(root)
+    score_run(store, run_id, ScoreOptions(rel_tol=1e-3))
+    report = verify_run(store, run_id)
+    assert report.ok and report.scorings == [REL_FOLDER]
+    assert report.to_dict() == {
+        "run_id": run_id, "ok": True, "scorings": [REL_FOLDER], "samples_checked": 94,
+        "changed_files": [], "differences": [],
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------- the former default abs_tol
+
+
+@pytest.fixture
+def former_default(tmp_path) -> Path:
+    """An imported run whose numbers differ under abs_tol 1e-9 (the default before 0.2) and
+    0 (today's), with a "spec" scoring as tcbreplay 0.1 stored it: scored with abs_tol
+    1e-9, its record naming only the tolerances."""
+    from traces import ai_message, human_message
+
+    root = tmp_path / "traces"
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([{"id": "q", "input": "x", "target": [
+        {"name": "add_numbers", "args": {"a": 0, "b": 2.5}}]}]))  # fmt: skip
+    messages = [{"type": "human", "data": json.loads(human_message("x"))["data"]},
+                {"type": "ai", "data": json.loads(ai_message([
+                    ("add_numbers", {"a": 5e-10, "b": 2.5})]))["data"]}]  # fmt: skip
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(json.dumps({"sample_id": "q", "messages": messages}) + "\n")
+    tools = TEST_DATA / "tools_shop.json"
+    imported = cli("import", "--dataset", dataset, "--tools", tools, "--traces", traces,
+                   "--run-id", "r", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    assert score(root, "r", "--abs-tol", "1e-9")["args_invalid"] == 0
+    scores = root / "r" / "scores"
+    (scores / "spec_rel-1e-09_abs-1e-09").rename(scores / "spec")
+    path = scores / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    old = {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 1e-9}
+    summary.update(scoring="spec", options=old)
+    summary["audit"]["options"] = old
+    path.write_text(json.dumps(summary))
+    return root
+
+
+def test_a_spec_scoring_of_the_former_default_still_verifies(former_default):
+    """Its record names abs_tol 1e-9, which verify re-scores with: the same numbers."""
+    result = verify(former_default, "r")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("verified")
+
+
+def test_report_and_diff_do_not_take_a_former_default_for_todays(former_default):
+    """report and diff want today's defaults under "spec": they score such a run in memory
+    (ahr 1/2 under abs_tol 0, not the stored 0); score then writes today's over it, and
+    that verifies too."""
+    from tcbreplay._compare.diff import diff_runs, load_scores
+    from tcbreplay._report.data import load_run
+
+    store = Store(former_default)
+    data = load_run(store, "r")
+    assert data.scored_in_memory and data.scores["args_invalid"].to_list() == [1]
+    run = store.open_run("r")
+    assert load_scores(store, run, "spec")[0]["args_invalid"].to_list() == [1]
+    assert diff_runs(store, "r", "r").samples["ahr_a"].to_list() == [0.5]
+    assert score(former_default, "r")["args_invalid"] == 1  # 5e-10 is not 0 under abs_tol 0
+    assert not load_run(store, "r").scored_in_memory
+    assert verify(former_default, "r").exit_code == 0

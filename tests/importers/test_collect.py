@@ -1,0 +1,265 @@
+"""``tcbreplay collect``: an OTLP/HTTP receiver writing what it receives into a run, crash-safe
+(kill -9 loses nothing acknowledged), refusing bad payloads without falling over, finished by
+Ctrl-C. The spans come from the real exporters (live) and the real fixtures."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from helpers import TEST_DATA, cli, cli_process
+
+from tcbreplay._importers.otel import collect as collect_module
+from tcbreplay._importers.otel.collect import Collector, collect
+from tcbreplay._store.runs import Store
+
+OTEL = TEST_DATA / "otel"
+PB = (OTEL / "openai_v2_latest.otlp.pb").read_bytes()
+JSON_LINES = (OTEL / "openai_v2_details.otlp.jsonl").read_bytes().splitlines()
+CALLS = {  # what make_openai_v2.py scripted the model to call (7 x 9: its mistake)
+    "Multiply 7 by 8 for me.": [["multiply_numbers", {"a": 7, "b": 9}]],
+    "pen price?": [["list_items", {}]],
+    "One backpack, one bottle and one pen: how much is that altogether?": [
+        ["list_items", {}], ["add_numbers", {"a": 25.0, "b": 8.0}],
+        ["add_numbers", {"a": 33.0, "b": 1.2}],
+    ],
+}  # fmt: skip
+
+
+def post(url: str, body: bytes, content_type: str, **headers: str) -> tuple[int, bytes]:
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": content_type, **headers}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@contextmanager
+def collecting(store: Path, run_id: str = "live", **options):
+    """``collect`` on a free port in a thread; yields its endpoint and log, and the summary
+    (a list, filled once the collection is finished on leaving)."""
+    stop, ready, log, summary = threading.Event(), threading.Event(), [], []
+    endpoint: list[str] = []
+
+    def run() -> None:
+        summary.append(
+            collect(Store(store), run_id, port=0, log=log.append, stop=stop,
+                    ready=lambda url: (endpoint.append(url), ready.set()), **options)
+        )  # fmt: skip
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield endpoint[0], log, summary
+    finally:
+        stop.set()
+        thread.join(20)
+
+
+def calls_by_input(store: Path, run_id: str) -> dict[str, list]:
+    rows = cli("--format", "json", "sql", "select s.input, c.name, c.args from tool_calls c join "
+               f"samples s using (run_id, sample_id, trial) where run_id = '{run_id}' order by "
+               "s.input, c.position", "--store", store)  # fmt: skip
+    assert rows.exit_code == 0, rows.output
+    out: dict[str, list] = {}
+    for row in json.loads(rows.output):
+        out.setdefault(row["input"], []).append([row["name"], json.loads(row["args"])])
+    return out
+
+
+@pytest.mark.slow  # a process of its own
+def test_the_real_otlp_exporter_records_an_agent_into_a_run(tmp_path):
+    """openai-v2's spans around the real openai client, sent by the OTLP/HTTP exporter
+    (protobuf) as an instrumented agent sends them: each trace a sample, scored."""
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, summary):
+        app = subprocess.run(
+            [sys.executable, OTEL / "make_openai_v2.py", "latest", "--to", endpoint],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert app.returncode == 0, app.stderr
+    (done,) = summary
+    assert (done.samples, done.refused) == (3, 0)
+    assert calls_by_input(store, "live") == CALLS
+    manifest = json.loads((store / "live" / "manifest.json").read_text())
+    assert (manifest["status"], manifest["source"]) == ("complete", "collect")
+    assert cli("score", "live", "--store", store).exit_code == 0
+
+
+@pytest.mark.slow  # a process of its own
+def test_openinference_spans_of_a_langgraph_agent_collected_live_read_as_their_file(tmp_path):
+    """OpenInference's LangChain instrumentation around tcbreplay's own agent on the sim
+    model, posted by the OTLP/HTTP exporter as it runs: the run collected holds the calls of
+    the same run written to a file by the JSON file exporter (openinference_sim)."""
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        app = subprocess.run(
+            [sys.executable, OTEL / "make_openinference.py", "--to", endpoint],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert app.returncode == 0, app.stderr
+    (done,) = summary
+    assert (done.samples, done.refused) == (6, 0), log
+    traces = OTEL / "openinference_sim.otlp.jsonl"
+    assert cli("import", "--traces", traces, "--run-id", "file", "--store", store).exit_code == 0
+    live = calls_by_input(store, "live")
+    assert len(live) == 5  # the six questions but "Hi there!", which calls nothing
+    assert live == calls_by_input(store, "file")
+
+
+def test_json_and_protobuf_requests_are_received_as_they_come(tmp_path):
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, summary):
+        assert post(f"{endpoint}/v1/traces", PB, "application/x-protobuf") == (200, b"")
+        for line in JSON_LINES:  # spans and log records, as the JSON file exporters wrote them
+            kind = "logs" if line.startswith(b'{"resourceLogs"') else "traces"
+            assert post(f"{endpoint}/v1/{kind}", line, "application/json") == (200, b"{}")
+        # while it runs, the samples are in the run's journal
+        journal = (store / "live" / "journal.jsonl").read_text().splitlines()
+        assert len({json.loads(x)["sample_id"] for x in journal}) == 6
+    assert summary[0].samples == 6
+    assert sum(len(v) for v in calls_by_input(store, "live").values()) == 10
+    assert (store / "live" / "received.otlp.pb").stat().st_size == len(PB) + 4
+
+
+def test_chunked_bodies_are_read_as_javascripts_exporter_sends_them(tmp_path):
+    import http.client
+
+    with collecting(tmp_path / "store") as (endpoint, _log, summary):
+        host, port = endpoint.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        pieces = (PB[k : k + 1000] for k in range(0, len(PB), 1000))
+        connection.request("POST", "/v1/traces", body=pieces, encode_chunked=True,
+                           headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+        assert connection.getresponse().status == 200
+        connection.close()
+    assert summary[0].samples == 3
+
+
+def test_gzip_bodies_are_read(tmp_path):
+    with collecting(tmp_path / "store") as (endpoint, _log, summary):
+        status, _ = post(f"{endpoint}/v1/traces", gzip.compress(PB), "application/x-protobuf",
+                         **{"Content-Encoding": "gzip"})  # fmt: skip
+        assert status == 200
+    assert summary[0].samples == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "why"),
+    [
+        (b"\x0a\xff\xff\xff\xff\x0f", "application/x-protobuf",
+         "not an OTLP protobuf export request"),
+        (b"{not json", "application/json", "not JSON"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
+         "application/json", "not a readable OTLP export request"),
+        (PB, "text/plain", "Content-Type 'text/plain': send application/x-protobuf or"),
+    ],
+)  # fmt: skip
+def test_a_bad_payload_gets_400_and_a_log_line_and_nothing_else_changes(
+    tmp_path, body, content_type, why
+):
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        status, answer = post(f"{endpoint}/v1/traces", body, content_type)
+        assert status == 400
+        assert why in json.loads(answer)["message"]
+        assert post(f"{endpoint}/v1/traces", PB, "application/x-protobuf")[0] == 200
+    assert any("/v1/traces: refused (400): " in line and why in line for line in log), log
+    assert (summary[0].samples, summary[0].refused) == (3, 1)
+    assert (store / "live" / "received.otlp.pb").read_bytes()[4:] == PB  # the bad one not kept
+
+
+def test_an_unknown_path_is_404(tmp_path):
+    with collecting(tmp_path / "store") as (endpoint, _log, _summary):
+        assert post(f"{endpoint}/v1/metrics", b"{}", "application/json")[0] == 404
+
+
+@pytest.mark.slow  # a process of its own
+def test_kill_9_loses_nothing_acknowledged_and_collect_goes_on_with_the_run(tmp_path):
+    store = tmp_path / "store"
+    process = cli_process("--store", str(store), "collect", "--run-id", "k", "--port", "0")
+    try:
+        line = process.stderr.readline()
+        while "listening on" not in line:
+            assert line, "collect ended before it listened"
+            line = process.stderr.readline()
+        endpoint = line.split("listening on ")[1].split()[0]
+        assert post(f"{endpoint}/v1/traces", PB, "application/x-protobuf")[0] == 200
+        assert post(f"{endpoint}/v1/traces", JSON_LINES[1], "application/json")[0] == 200
+    finally:
+        process.kill()  # SIGKILL: no chance to finish anything
+        process.wait(10)
+    # the samples wait in the run's journal; scoring says how to finish it
+    scored = cli("score", "k", "--store", store)
+    assert scored.exit_code == 1
+    assert f"tcbreplay collect --run-id k --store {store}" in scored.output
+    # a request the kill cut in half, after the acknowledged ones
+    with (store / "k" / "received.otlp.pb").open("ab") as f:
+        f.write(len(PB).to_bytes(4, "big") + PB[:100])
+    with collecting(store, "k") as (endpoint, _log, summary):
+        pass
+    assert summary[0].samples == 4  # three traces, and the one the JSON line began
+    assert calls_by_input(store, "k")["pen price?"] == [["list_items", {}]]
+    assert (store / "k" / "received.otlp.pb").stat().st_size == len(PB) + 4
+
+
+@pytest.mark.slow  # a process of its own
+def test_ctrl_c_finishes_the_run(tmp_path):
+    store = tmp_path / "store"
+    process = cli_process("--store", str(store), "collect", "--run-id", "c", "--port", "0")
+    try:
+        line = process.stderr.readline()
+        while "listening on" not in line:
+            assert line, "collect ended before it listened"
+            line = process.stderr.readline()
+        endpoint = line.split("listening on ")[1].split()[0]
+        assert post(f"{endpoint}/v1/traces", PB, "application/x-protobuf")[0] == 200
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    assert "run c: 3 samples from 16 spans (1 requests)" in out
+    assert json.loads((store / "c" / "manifest.json").read_text())["status"] == "complete"
+    assert cli("score", "c", "--store", store).exit_code == 0
+
+
+def test_a_run_that_was_not_collected_is_not_added_to(tmp_path):
+    store = tmp_path / "store"
+    traces = OTEL / "openai_v2_latest.otlp.jsonl"
+    assert cli("import", "--traces", traces, "--run-id", "imp", "--store", store).exit_code == 0
+    result = cli("collect", "--run-id", "imp", "--port", "0", "--store", store)
+    assert result.exit_code == 2
+    assert "run 'imp' exists and was not collected" in result.output
+
+
+def test_quiet_samples_are_let_go_and_read_back_when_more_comes(tmp_path, monkeypatch):
+    """Memory stays flat: a sample's spans leave memory once quiet; a late log record of
+    its trace brings them back from the received file, and the sample is made again."""
+    monkeypatch.setattr(collect_module, "LINGER", 0.0)
+    collector = Collector(Store(tmp_path / "store"), "m")
+    spans_line = next(x for x in JSON_LINES if x.startswith(b'{"resourceSpans"'))
+    logs_line = next(x for x in JSON_LINES if x.startswith(b'{"resourceLogs"'))
+    collector.receive(PB, "application/x-protobuf")
+    time.sleep(0.01)
+    collector.receive(spans_line, "application/json")
+    assert all(not t.spans for t in list(collector._traces.values())[:3])
+    collector.receive(logs_line, "application/json")
+    summary = collector.finish()
+    assert summary.samples >= 3
+    assert calls_by_input(tmp_path / "store", "m")["pen price?"] == [["list_items", {}]]

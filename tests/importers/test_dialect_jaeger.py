@@ -1,0 +1,110 @@
+"""The jaeger dialect (``tcbreplay._importers.jaeger``): Jaeger's JSON trace export, checked
+against Jaeger's own fixtures (tests/data/otel/jaeger/README.md says what they are)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import TEST_DATA
+
+from tcbreplay._importers import jaeger, otlp
+from tcbreplay._importers.dialect import TraceFile
+from tcbreplay._importers.otel import spans as otlp_spans
+from tcbreplay._importers.sniff import sniff
+from tcbreplay.errors import TraceError
+
+OTEL = TEST_DATA / "otel"
+JAEGER = OTEL / "jaeger"
+
+
+def test_jaegers_answer_reads_as_the_otlp_request_it_was_converted_from():
+    """Jaeger's golden pair: the span of its query answer is the span of the OTLP request,
+    ids, parent, name, times and service alike, its attributes among Jaeger's tags."""
+    (span,) = jaeger.read_spans((JAEGER / "otlp2jaeger-out.json").read_bytes(), "out.json")
+    request = json.loads((JAEGER / "otlp2jaeger-in.json").read_text())
+    original = otlp_spans.decode_json(request, "in.json").spans[0]
+    fields = ("trace_id", "span_id", "parent_id", "name", "start", "end")
+    assert [getattr(span, f) for f in fields] == [getattr(original, f) for f in fields]
+    assert span.resource["service.name"] == original.resource["service.name"] == "telemetrygen"
+    assert original.attributes.items() <= span.attributes.items()
+    assert span.scope == original.scope == "telemetrygen"
+
+
+def test_a_trace_of_jaegers_ui_model():
+    spans = jaeger.read_spans((JAEGER / "ui_01.json").read_bytes(), "ui_01.json")
+    by_name = {s.name: s for s in spans}
+    # its parent is the CHILD_OF reference within its own trace, not the one to trace ff
+    assert by_name["reference-test"].parent_id == "0000000000000002"
+    assert by_name["preserveParentID-test"].parent_id == "0000000000000004"
+    tagged = next(s for s in spans if s.attributes)
+    assert tagged.attributes["javascript_limit"] == 9223372036854775222
+    assert tagged.status == otlp_spans.STATUS_ERROR  # the error tag
+    assert by_name["test-general-conversion"].events[0].name == "some-event"
+    assert by_name["test-general-conversion"].resource == {"service.name": "service-x"}
+    assert by_name["test-general-conversion"].start == 1485467191639875000
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("otlp2jaeger-out.json", "a Jaeger trace export (data: traces with traceID and spans)"),
+        ("ui_01.json", "a Jaeger trace (traceID and spans)"),
+    ],
+)
+def test_it_is_told_from_the_file(name, reason):
+    chosen = sniff(TraceFile.at(JAEGER / name))
+    assert (chosen.dialect, chosen.reason) == ("jaeger", reason)
+
+
+def as_jaeger(batch: otlp_spans.Batch) -> dict:
+    """OTLP spans in Jaeger's JSON, mapped as Jaeger's golden pair shows (attributes as
+    typed tags, the parent as a CHILD_OF reference, events as logs named by their event
+    field, the resource as the process)."""
+
+    def tag(key, value):
+        kind = {bool: "bool", int: "int64", float: "float64"}.get(type(value), "string")
+        return {"key": key, "type": kind, "value": value if kind != "string" else str(value)}
+
+    traces: dict[str, dict] = {}
+    for s in batch.spans:
+        trace = traces.setdefault(s.trace_id, {"traceID": s.trace_id, "spans": [],
+                                               "processes": {}})  # fmt: skip
+        process = f"p{len(trace['processes']) + 1}"
+        trace["processes"][process] = {
+            "serviceName": s.resource["service.name"],
+            "tags": [tag(k, v) for k, v in s.resource.items() if k != "service.name"],
+        }
+        refs = [{"refType": "CHILD_OF", "traceID": s.trace_id, "spanID": s.parent_id}]
+        trace["spans"].append({
+            "traceID": s.trace_id, "spanID": s.span_id, "operationName": s.name,
+            "references": refs if s.parent_id else [], "startTime": s.start // 1000,
+            "duration": (s.end - s.start) // 1000,
+            "tags": [tag("otel.library.name", s.scope)]
+            + [tag(k, v) for k, v in s.attributes.items()],
+            "logs": [{"timestamp": e.time // 1000, "fields": [tag("event", e.name)]
+                      + [tag(k, v) for k, v in e.attributes.items()]} for e in s.events],
+            "processID": process, "warnings": None,
+        })  # fmt: skip
+    return {"data": list(traces.values()), "total": 0, "limit": 0, "offset": 0, "errors": None}
+
+
+def test_genai_spans_through_jaeger_read_as_through_otlp(tmp_path):
+    data = (OTEL / "openai_v2_latest.otlp.jsonl").read_bytes()
+    batch = otlp.read_batch(data, "t.jsonl")
+    path = tmp_path / "jaeger.json"
+    path.write_text(json.dumps(as_jaeger(batch)))
+    through_jaeger = jaeger.read(TraceFile.at(path), None)
+    through_otlp = otlp.read(TraceFile("t.jsonl", data=data), None)
+    strip = lambda lines: [(li.sample_id, [m["message"] for m in li.messages]) for li in lines]  # noqa: E731
+    # Jaeger keeps microseconds: latencies differ in their last digits, messages do not
+    assert strip(through_jaeger.lines) == strip(through_otlp.lines)
+    by_agent = jaeger.read(TraceFile.at(path), None, sample_by="agent")
+    assert len(by_agent.lines) == 3
+
+
+def test_a_span_jaeger_did_not_write_is_refused_with_its_place():
+    doc = {"data": [{"traceID": "1", "spans": [{"spanID": "2"}]}]}
+    with pytest.raises(TraceError) as caught:
+        jaeger.read_spans(json.dumps(doc).encode(), "j.json")
+    assert str(caught.value).startswith("j.json: data[0]: spans[0]: not a Jaeger span (KeyError")

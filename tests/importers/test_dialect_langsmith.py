@@ -1,0 +1,323 @@
+"""The langsmith dialect (``tcbreplay._importers.langsmith``): LangSmith's run trees as the
+real ``langsmith`` SDK writes them, from a LangGraph agent on the sim model traced by
+LangChain's own tracer (``tests/data/langsmith/generate.py`` wrote the files; one test here runs
+it live)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import TEST_DATA, cli, load_script
+from run_turns import turns
+
+from tcbreplay._importers import langsmith
+from tcbreplay._importers.dialect import TraceFile
+from tcbreplay._importers.sniff import sniff
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay.errors import TraceError
+
+DATA = TEST_DATA / "langsmith"
+# the fixtures' generator: its agent, key and samples
+generate = load_script("langsmith_fixtures", DATA / "generate.py")
+
+TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+FORMS = {
+    "runs.jsonl": "JSON Lines of LangSmith runs (run_type, trace_id)",
+    "posted.multipart": "the langsmith SDK's multipart run payloads (/runs/multipart)",
+    "posted-batch.jsonl": "JSON Lines of /runs/batch bodies of LangSmith runs (post, patch)",
+    "runs.parquet": "a Parquet file of LangSmith runs (run_type, trace_id): a bulk export",
+}
+
+
+def expected() -> list[dict]:
+    """What the agent returned for each question, in the order asked."""
+    return [json.loads(line) for line in (DATA / "expected.jsonl").read_text().splitlines()]
+
+
+def stored(line) -> list[dict]:
+    return [json.loads(m["message"]) for m in line.messages]
+
+
+def read(name: str, inputs=None):
+    path = DATA / name
+    return langsmith.read(TraceFile(path.name, data=path.read_bytes()), inputs)
+
+
+def dataset_inputs():
+    return load_inputs(None, DATA / "dataset.json", TOOLS, None, need_prompt=False)
+
+
+# ---------------------------------------------------------------- telling and reading the forms
+
+
+@pytest.mark.parametrize("name", FORMS)
+def test_each_form_the_sdk_writes_is_told_by_its_marks(name):
+    chosen = sniff(TraceFile.at(DATA / name))
+    assert (chosen.dialect, chosen.reason) == ("langsmith", FORMS[name])
+
+
+def test_other_files_are_not_its():
+    for data in (b'[{"a": 1}]', b'{"runs": []}', b'{"messages": []}\n', b"PAR1 not parquet"):
+        assert not langsmith.sniff(TraceFile("t", data=data)).fits, data
+    import zstandard
+
+    packed = zstandard.ZstdCompressor().compress(b"hello")
+    verdict = langsmith.sniff(TraceFile("t.zst", data=packed))
+    assert verdict.reason == "a zstd-compressed file, but not of LangSmith's multipart run payloads"
+
+
+@pytest.mark.parametrize("name", FORMS)
+def test_every_form_gives_what_the_agent_returned(name):
+    """Each trace, read from list_runs' JSON Lines, the SDK's posted multipart and batch bodies
+    or the bulk export's Parquet, holds the messages the agent itself returned: model turns
+    (parallel calls in one), tool results for their calls' ids, the failed run's error."""
+    source = read(name)
+    agent = expected()
+    assert len(source.lines) == len(agent) == 6
+    for line, returned in zip(source.lines, agent, strict=True):
+        if "error" in returned:
+            assert (line.status, line.error, line.error_type) == (
+                "error",
+                returned["error"],
+                "SimTransientError",
+            )
+            assert [m["type"] for m in stored(line)] == ["system", "human"]
+        else:
+            assert line.status == "ok"
+            assert turns(stored(line)) == turns(returned["messages"])
+        assert stored(line)[0]["data"]["content"].startswith("You are a shop's assistant.")
+    parallel = turns(source.lines[1].messages and stored(source.lines[1]))[1]
+    assert [call[0] for call in parallel[2]] == ["add_numbers", "multiply_numbers"]
+
+
+def test_the_trace_is_the_trials_metadata():
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    roots = [r for r in runs if r["parent_run_id"] is None]
+    source = read("runs.jsonl")
+    assert [line.sample_id for line in source.lines] == [r["id"] for r in roots]
+    meta = source.lines[1].metadata
+    assert meta["trace_id"] == roots[1]["trace_id"]
+    assert meta["run_name"] == "LangGraph"
+    assert meta["reference_example_id"] == generate.EXAMPLE_ID
+    assert meta["start_time"] == roots[1]["start_time"]
+
+
+# ---------------------------------------------------------------- gold from a dataset
+
+
+def test_a_dataset_gives_gold_by_example_id_or_by_input_text():
+    """The run against a dataset example is its sample by reference_example_id; the others by
+    their question; a question asked twice is two trials of its sample, in the order asked."""
+    source = read("runs.jsonl", dataset_inputs())
+    keys = [(line.sample_id, line.trial) for line in source.lines]
+    assert sorted(keys) == sorted([
+        ("price-3-notebooks", 0), (generate.EXAMPLE_ID, 0), ("sum-three-numbers", 0),
+        ("hi-there", 0), ("sum-three-numbers", 1), ("mul-7-by-8", 0),
+    ])  # fmt: skip
+
+
+def test_import_with_a_dataset_scores(tmp_path):
+    root = tmp_path / "traces"
+    result = cli("import", "--dataset", DATA / "dataset.json", "--tools", TOOLS, "--traces",
+                 DATA / "posted.multipart", "--run-id", "ls", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr == f"format: langsmith ({FORMS['posted.multipart']}); --format " \
+        "chooses another\n"  # fmt: skip
+    assert "run ls: 6/10 samples imported (2 trials each), 4 without a trace" in result.stdout
+    rows = json.loads(cli("sql", "select sample_id, trial, status from samples where status "
+                          "!= 'missing' order by all", "--format", "json", "--store",
+                          root).stdout)  # fmt: skip
+    assert [(r["sample_id"], r["trial"], r["status"]) for r in rows] == sorted([
+        (generate.EXAMPLE_ID, 0, "ok"), ("hi-there", 0, "ok"), ("mul-7-by-8", 0, "error"),
+        ("price-3-notebooks", 0, "ok"), ("sum-three-numbers", 0, "ok"),
+        ("sum-three-numbers", 1, "ok"),
+    ])  # fmt: skip
+    scored = cli("score", "ls", "--store", root, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+
+
+def test_without_a_dataset_each_trace_is_a_sample_of_its_own(tmp_path):
+    """No option beyond the file: each trace is a sample of its id, its question the input,
+    without gold calls, the tools those its model called; scored against another import of
+    the same traces (--gold-run), every trajectory is the gold one."""
+    root = tmp_path / "traces"
+    for name, run_id in (("runs.jsonl", "own"), ("posted.multipart", "posted")):
+        result = cli("import", "--traces", DATA / name, "--run-id", run_id, "--store", root)
+        assert result.exit_code == 0, result.output
+        assert f"run {run_id}: 6/6 samples imported -> " in result.stdout
+    rows = json.loads(cli("sql", "select sample_id, input, gold, status from samples where "
+                          "run_id = 'own' order by sample_index", "--format", "json", "--store",
+                          root).stdout)  # fmt: skip
+    roots = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    roots = [r for r in roots if r["parent_run_id"] is None]
+    assert [r["sample_id"] for r in rows] == [r["id"] for r in roots]
+    asked = [next(m["data"]["content"] for m in stored(line) if m["type"] == "human")
+             for line in read("runs.jsonl").lines]  # fmt: skip
+    assert [r["input"] for r in rows] == asked and asked[3] == "Hi there!"
+    assert {r["gold"] for r in rows} == {"[]"}
+    assert [r["status"] for r in rows].count("error") == 1
+    tools = json.loads(cli("sql", "select tool, list(param order by param) as params from "
+                           "tools where run_id = 'own' group by tool order by tool", "--format",
+                           "json", "--store", root).stdout)  # fmt: skip
+    assert [(t["tool"], t["params"]) for t in tools] == [
+        ("add_numbers", ["a", "b"]), ("list_items", [None]), ("multiply_numbers", ["a", "b"])
+    ]  # fmt: skip
+    scored = cli("score", "posted", "--gold-run", "own", "--store", root, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["exact"] == 1.0
+
+
+def test_the_tools_an_llm_run_was_offered_are_the_runs_tools():
+    """LangChain's invocation_params (a model bound to tools), else an OpenAI call's inputs."""
+    offered = {"type": "function", "function": {
+        "name": "add_numbers", "description": "Add two numbers.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                        "b": {"type": "number"}}}}}  # fmt: skip
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    for k, run in enumerate(r for r in runs if r["run_type"] == "llm"):
+        if k % 2:
+            run["extra"]["invocation_params"]["tools"] = [offered]
+        else:
+            run["inputs"]["tools"] = [offered]
+    data = "".join(json.dumps(r) + "\n" for r in runs).encode()
+    tools = langsmith.read(TraceFile("runs.jsonl", data=data), None).tools
+    assert tools is not None and tools[0] == offered
+    assert [t.get("name") for t in tools[1:]] == ["list_items", "multiply_numbers"]
+
+
+def test_a_trace_no_sample_matches_is_refused_with_its_place(tmp_path):
+    entries = json.loads((DATA / "dataset.json").read_text())
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([e for e in entries if e["id"] != "hi-there"]))
+    inputs = load_inputs(None, dataset, TOOLS, None, need_prompt=False)
+    with pytest.raises(TraceError, match=r"no sample of ds\.json has its id \(.*\) or its input "
+                       r"'Hi there!'"):  # fmt: skip
+        read("runs.jsonl", inputs)
+    twice = [*entries, {**entries[0], "id": "again"}]  # two samples of one input
+    dataset.write_text(json.dumps(twice))
+    inputs = load_inputs(None, dataset, TOOLS, None, need_prompt=False)
+    with pytest.raises(TraceError, match="is the input of samples 'price-3-notebooks', 'again'"):
+        read("runs.jsonl", inputs)
+
+
+# ---------------------------------------------------------------- what the reading gets right
+
+
+def test_a_tool_result_without_its_call_id_answers_the_first_open_call_of_its_name(tmp_path):
+    """A tool traced outside LangChain (``@traceable``) names no call id."""
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    for run in runs:
+        if run["run_type"] == "tool":
+            run["outputs"] = {"output": run["outputs"]["output"]["content"]}
+    data = "".join(json.dumps(r) + "\n" for r in runs).encode()
+    source = langsmith.read(TraceFile("runs.jsonl", data=data), None)
+    for line, returned in zip(source.lines, expected(), strict=True):
+        if "messages" in returned:
+            assert turns(stored(line)) == turns(returned["messages"])
+
+
+def test_results_of_tools_run_outside_the_tracing_come_from_the_next_model_call():
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    data = "".join(json.dumps(r) + "\n" for r in runs if r["run_type"] != "tool").encode()
+    source = langsmith.read(TraceFile("runs.jsonl", data=data), None)
+    for line, returned in zip(source.lines, expected(), strict=True):
+        if "messages" in returned:
+            assert turns(stored(line)) == turns(returned["messages"])
+
+
+def test_a_patch_keeps_what_it_does_not_name():
+    post = {"id": "r", "trace_id": "r", "run_type": "chain", "name": "agent",
+            "inputs": {"question": "Hi!"}}  # fmt: skip
+    patch = {"id": "r", "trace_id": "r", "inputs": None, "outputs": {"answer": "Hello"}}
+    body = json.dumps({"post": [post], "patch": [patch]}).encode()
+    (line,) = langsmith.read(TraceFile("b.json", data=body), None).lines
+    assert [(m["type"], m["data"]["content"]) for m in stored(line)] == [("human", "Hi!")]
+
+
+def test_openai_shaped_llm_runs_are_read_too():
+    """As the SDK's ``wrap_openai`` traces a Chat Completions call."""
+    llm = {
+        "id": "l", "trace_id": "t", "parent_run_id": "t", "run_type": "llm",
+        "dotted_order": "2.l", "name": "ChatOpenAI",
+        "inputs": {"messages": [{"role": "user", "content": "2 plus 3?"}]},
+        "outputs": {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "add_numbers", "arguments": '{"a": 3, "b": 2}'}}]}}]},
+    }  # fmt: skip
+    root = {"id": "t", "trace_id": "t", "run_type": "chain", "dotted_order": "2", "inputs": {}}
+    data = json.dumps([root, llm]).encode()
+    (line,) = langsmith.read(TraceFile("r.json", data=data), None).lines
+    ai = stored(line)[1]["data"]
+    assert [(c["name"], c["args"], c["id"]) for c in ai["tool_calls"]] == [
+        ("add_numbers", {"a": 3, "b": 2}, "c1")
+    ]
+
+
+def test_plain_and_compressed_bodies_read_one_after_another():
+    import zstandard
+
+    plain = (DATA / "posted.multipart").read_bytes()
+    mixed = plain + zstandard.ZstdCompressor().compress(plain)
+    lines = langsmith.read(TraceFile("capture", data=mixed), None).lines
+    assert lines == read("posted.multipart").lines
+
+
+def test_a_body_that_unpacks_beyond_the_limits_is_refused(monkeypatch):
+    import zstandard
+
+    from tcbreplay._importers import archives
+
+    monkeypatch.setattr(archives, "MAX_MEMBER_BYTES", 100_000)
+    bomb = zstandard.ZstdCompressor().compress(b"--b\r\n" + b" " * 10**6)
+    with pytest.raises(TraceError, match=r"capture: body 0: unpacks to more than 100000 bytes"):
+        langsmith.read(TraceFile("capture", data=bomb), None)
+
+
+def test_a_secret_in_an_error_is_redacted(monkeypatch):
+    monkeypatch.setenv("LANGSMITH_API_KEY", generate.FAKE_KEY)
+    root = {"id": "t", "trace_id": "t", "run_type": "chain", "inputs": {"q": "Hi"},
+            "error": f"AuthError('bad key {generate.FAKE_KEY}')"}  # fmt: skip
+    (line,) = langsmith.read(TraceFile("r.json", data=json.dumps(root).encode()), None).lines
+    assert line.error == "AuthError('bad key [redacted]')"
+
+
+def test_a_run_of_a_trace_whose_root_is_missing_is_refused():
+    child = {"id": "c", "trace_id": "t", "parent_run_id": "t", "run_type": "tool", "name": "x"}
+    with pytest.raises(TraceError, match=r"its trace's root run \(t\) is not in the file"):
+        langsmith.read(TraceFile("r.jsonl", data=json.dumps(child).encode() + b"\n"), None)
+
+
+# ---------------------------------------------------------------- live: the SDK sends, compressed
+
+
+@pytest.mark.slow  # the agent runs in a process of its own, traced by the SDK
+def test_the_real_sdk_posting_zstd_multipart_imports_as_the_agent_returned(tmp_path):
+    """The agent traced anew into a server that asks for compression: the SDK's multipart
+    bodies, zstd-compressed once it knows the server takes them, one after another as posted,
+    import as what the agent returned; the made-up API key it was given is in no body it sent
+    nor in the store."""
+    from langsmith_server import LangSmithServer
+
+    with LangSmithServer("zstd") as server:
+        generate.run_agent(server.url, tmp_path / "returned.jsonl")
+        posted = list(server.posted)
+        runs = server.runs()
+    assert {p.encoding for p in posted} <= {"zstd", None} and posted[-1].encoding == "zstd"
+    assert all(generate.FAKE_KEY.encode() not in p.decoded() for p in posted)
+    capture = tmp_path / "posted.multipart.zst"
+    capture.write_bytes(b"".join(p.body for p in posted))
+    source = langsmith.read(TraceFile.at(capture), None)
+    assert len(source.lines) == len({r["trace_id"] for r in runs}) == 6
+    returned = [json.loads(line) for line in (tmp_path / "returned.jsonl").read_text().splitlines()]
+    for line, agent in zip(source.lines, returned, strict=True):
+        if "messages" in agent:
+            assert turns(stored(line)) == turns(agent["messages"])
+    root = tmp_path / "traces"
+    result = cli("import", "--dataset", DATA / "dataset.json", "--tools", TOOLS, "--traces",
+                 capture, "--run-id", "live", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("format: langsmith (")
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert generate.FAKE_KEY.encode() not in path.read_bytes(), path

@@ -1,0 +1,369 @@
+"""The otlp dialect (``tcbreplay._importers.otlp``): OTLP trace files, JSON and protobuf, with
+GenAI, OpenInference or Vercel AI SDK spans, read from files the real instrumentors and
+exporters wrote (tests/data/otel/make_*.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+import struct
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, TEST_DATA, cli
+
+from tcbreplay._importers import otlp
+from tcbreplay._importers.dialect import TraceFile
+from tcbreplay._importers.sniff import sniff
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay.errors import TraceError
+
+OTEL = TEST_DATA / "otel"
+SHOP = ROOT / "tcbreplay" / "_inputs" / "benchmarks" / "tool_call"
+SHOP_TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+# what make_openai_v2.py scripted the model to call, by question (7 x 9: its mistake)
+OPENAI_V2_CALLS = {
+    "Multiply 7 by 8 for me.": [("multiply_numbers", {"a": 7, "b": 9})],
+    "pen price?": [("list_items", {})],
+    "One backpack, one bottle and one pen: how much is that altogether?": [
+        ("list_items", {}),
+        ("add_numbers", {"a": 25.0, "b": 8.0}),
+        ("add_numbers", {"a": 33.0, "b": 1.2}),
+    ],
+}
+# the same run in every shape the instrumentation and exporters write
+OPENAI_V2_FILES = [
+    "openai_v2_latest.otlp.jsonl",  # current conventions, JSON file exporter
+    "openai_v2_latest.otlp.pb",  # the same spans as the OTLP/HTTP exporter posted them
+    "openai_v2_details.otlp.jsonl",  # content on inference.operation.details log records
+    "openai_v2_events.otlp.pb",  # openai-v2 2.1b0's per-message events, collector-framed
+]
+
+
+def messages(line) -> list[dict]:
+    return [json.loads(m["message"]) for m in line.messages]
+
+
+def calls_of(line) -> list[tuple[str, dict]]:
+    return [
+        (c["name"], c["args"])
+        for m in messages(line)
+        if m["type"] == "ai"
+        for c in m["data"]["tool_calls"]
+    ]
+
+
+def results_of(line) -> dict[str, str]:
+    return {
+        m["data"]["tool_call_id"]: m["data"]["content"]
+        for m in messages(line)
+        if m["type"] == "tool"
+    }
+
+
+def read(name: str, **options):
+    return otlp.read(TraceFile.at(OTEL / name), None, **options)
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("openai_v2_latest.otlp.jsonl", "JSON Lines of OTLP/JSON export requests (resourceSpans)"),
+        ("openai_v2_latest.otlp.pb", "OTLP protobuf (an export request's first bytes)"),
+        ("openai_v2_events.otlp.pb",
+         "OTLP protobuf framed as the collector's file exporter writes them"),
+    ],
+)  # fmt: skip
+def test_it_is_told_from_the_file(name, reason):
+    chosen = sniff(TraceFile.at(OTEL / name))
+    assert (chosen.dialect, chosen.reason) == ("otlp", reason)
+
+
+def test_one_request_as_a_whole_document_is_told_too(tmp_path):
+    first = (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[0]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(json.loads(first), indent=2))
+    verdict = otlp.sniff(TraceFile.at(path))
+    assert (verdict.confidence, verdict.reason) == (
+        1.0,
+        "an OTLP/JSON export request (resourceSpans)",
+    )
+    assert otlp.read(TraceFile.at(path), None).lines
+
+
+def test_other_json_is_not_otlp():
+    verdict = otlp.sniff(TraceFile("t.jsonl", data=b'{"sample_id": 0, "messages": []}\n'))
+    assert not verdict.fits
+
+
+@pytest.mark.parametrize("name", OPENAI_V2_FILES)
+def test_openai_v2_spans_read_as_the_calls_the_model_made(name):
+    source = read(name)
+    assert len(source.lines) == 3
+    for line in source.lines:
+        human = next(m for m in messages(line) if m["type"] == "human")
+        assert calls_of(line) == OPENAI_V2_CALLS[human["data"]["content"]], name
+        assert line.sample_id == line.metadata["trace_id"]  # a sample per trace, by default
+        assert len(line.sample_id) == 32 and int(line.sample_id, 16) >= 0
+    mul = next(li for li in source.lines if calls_of(li)[0][0] == "multiply_numbers")
+    assert list(results_of(mul).values()) == ['{"result": 63}']
+    assert source.model == "gpt-4o-mini-2024-07-18"
+    # no tool was declared: the tools take the arguments they were called with
+    assert {t["name"]: sorted(t["parameters"]["properties"]) for t in source.tools} == {
+        "multiply_numbers": ["a", "b"], "list_items": [], "add_numbers": ["a", "b"],
+    }  # fmt: skip
+
+
+def test_the_json_and_protobuf_of_one_export_read_the_same():
+    assert read("openai_v2_latest.otlp.jsonl").lines == read("openai_v2_latest.otlp.pb").lines
+
+
+def test_token_counts_and_latencies_come_from_the_model_calls():
+    line = read("openai_v2_latest.otlp.jsonl").lines[0]
+    ai = [m for m in line.messages if m["type"] == "ai"]
+    assert [(m["input_tokens"], m["output_tokens"]) for m in ai] == [(40, 7), (60, 7)]
+    assert all(m["latency_s"] > 0 for m in line.messages if m["type"] in ("ai", "tool"))
+
+
+def test_openinference_spans_of_tcbreplays_own_agent_read_as_it_recorded_them():
+    """tcbreplay's agent on the sim model, recorded under OpenInference's LangChain
+    instrumentation: the spans, matched to the benchmark's dataset by input, read as the
+    messages tcbreplay itself stored (roles, text, calls with their ids, results)."""
+    inputs = load_inputs(None, SHOP / "dataset.json", SHOP_TOOLS, None, need_prompt=False)
+    source = otlp.read(TraceFile.at(OTEL / "openinference_sim.otlp.jsonl"), inputs)
+    reference = {
+        line["sample_id"]: line["messages"]
+        for line in map(json.loads, (OTEL / "openinference_sim.reference.jsonl").open())
+    }
+    from tcbreplay._importers.openai import to_openai
+
+    read_back = {}
+    for line in source.lines:
+        shown = to_openai(messages(line))
+        for m in shown:
+            m.pop("name", None)
+        read_back[line.sample_id] = [m for m in shown if m["role"] != "system"]
+    for lines in reference.values():
+        for m in lines:
+            m.pop("name", None)
+    assert read_back == reference
+
+
+def test_openinference_spans_declare_the_tools_offered():
+    source = read("openinference_openai.otlp.jsonl")
+    assert [t["name"] for t in source.tools] == ["list_items", "add_numbers", "multiply_numbers"]
+    assert source.tools[1]["parameters"]["required"] == ["a", "b"]
+    assert [calls_of(line) for line in source.lines] == [
+        [("multiply_numbers", {"a": 8, "b": 7})],
+        [("list_items", {}), ("add_numbers", {"a": 25.0, "b": 8.0}),
+         ("add_numbers", {"a": 33.0, "b": 1.2})],
+    ]  # fmt: skip
+
+
+def test_the_vercel_ai_sdks_spans():
+    """generateText with tools, its steps and ai.toolCall spans under it, as the AI SDK's
+    telemetry and OpenTelemetry's JavaScript exporter wrote them (make_vercel.py)."""
+    source = read("vercel_ai.otlp.jsonl")
+    assert [line.metadata["span"] for line in source.lines] == ["ai.generateText"] * 2
+    assert [calls_of(line) for line in source.lines] == [
+        [("multiply_numbers", {"a": 8, "b": 7})],
+        [("list_items", {}), ("add_numbers", {"a": 25, "b": 8}),
+         ("add_numbers", {"a": 33, "b": 1.2})],
+    ]  # fmt: skip
+    assert results_of(source.lines[0]) == {"call_0_0_0": '{"result": 56}'}
+    assert [t["name"] for t in source.tools] == ["list_items", "add_numbers", "multiply_numbers"]
+    assert source.tools[2]["parameters"]["required"] == ["a", "b"]
+    # each generateText an agent: by agent span, the same samples, named by their spans
+    by_agent = read("vercel_ai.otlp.jsonl", sample_by="agent")
+    assert [calls_of(line) for line in by_agent.lines] == [calls_of(li) for li in source.lines]
+
+
+def test_the_semantic_conventions_published_examples():
+    """examples-llm-calls.md: the simple chat, and the tool call round trip."""
+    source = read("semconv_examples.otlp.jsonl")
+    simple, weather = source.lines
+    assert [(m["type"], m["data"]["content"][:20]) for m in messages(simple)] == [
+        ("system", "You are a helpful bo"), ("human", "Tell me a joke about"),
+        ("ai", " Why did the develop"),
+    ]  # fmt: skip
+    assert calls_of(weather) == [("get_weather", {"location": "Paris"})]
+    assert results_of(weather) == {"call_VSPygqKTWdrhaFErNvMV18Yl": "rainy, 57°F"}
+    assert messages(weather)[-1]["data"]["content"].startswith("The weather in Paris is")
+    assert source.tools[0]["name"] == "get_current_weather"  # as published
+    assert [d.input for d in source.dataset.samples] == [
+        "Tell me a joke about OpenTelemetry", "Weather in Paris?",
+    ]  # fmt: skip
+
+
+def test_a_sample_per_agent_span_on_request(tmp_path):
+    """Three agent runs put under one trace (the real spans, given one trace id and a common
+    parent): one sample by trace, three by agent span, each its agent span's id."""
+    lines = []
+    for raw in (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines():
+        doc = json.loads(raw)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    span["traceId"] = "0af7651916cd43dd8448eb211c80319c"
+                    span.setdefault("parentSpanId", "00f067aa0ba902b7")
+        lines.append(json.dumps(doc))
+    path = tmp_path / "one-trace.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    by_trace = otlp.read(TraceFile.at(path), None)
+    by_agent = otlp.read(TraceFile.at(path), None, sample_by="agent")
+    assert [line.sample_id for line in by_trace.lines] == ["0af7651916cd43dd8448eb211c80319c"]
+    assert len(by_agent.lines) == 3
+    assert all(len(line.sample_id) == 16 for line in by_agent.lines)
+    assert sorted(map(len, map(calls_of, by_agent.lines))) == [1, 1, 3]
+
+
+def test_ids_in_base64_as_protobufs_json_printer_writes_them_are_read_as_hex(tmp_path):
+    doc = json.loads((OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[0])
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if span.get(key):
+                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    hex_doc = json.loads((OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[0])
+    as_base64 = otlp.read(TraceFile("b.json", data=json.dumps(doc).encode()), None)
+    as_hex = otlp.read(TraceFile("h.json", data=json.dumps(hex_doc).encode()), None)
+    assert as_base64.lines == as_hex.lines
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (b'{"resourceSpans": []}\n{"resourceSpans": [\n', "t.jsonl: line 2: not valid JSON"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz", '
+         b'"spanId": "00f067aa0ba902b7"}]}]}]}\n',
+         "t.jsonl: line 1: not a readable OTLP export request (ValueError: id 'xyz'"),
+        (b'{"resourceSpans": []}\n', "t.jsonl: no spans in the file"),
+        (b"\x0a\xff\xff\xff\xff\x0f\x00", "t.jsonl: not an OTLP protobuf export request"),
+    ],
+)  # fmt: skip
+def test_what_cannot_be_read_is_refused_with_its_place(data, error):
+    with pytest.raises(TraceError) as caught:
+        otlp.read(TraceFile("t.jsonl", data=data), None)
+    assert str(caught.value).startswith(error)
+
+
+def test_a_framed_file_of_several_requests(tmp_path):
+    body = (OTEL / "openai_v2_latest.otlp.pb").read_bytes()
+    framed = struct.pack(">I", len(body)) + body
+    source = otlp.read(TraceFile("f.pb", data=framed), None)
+    assert source.lines == read("openai_v2_latest.otlp.pb").lines
+
+
+def test_import_takes_the_file_alone_and_scores_it(tmp_path):
+    store = tmp_path / "store"
+    result = cli("import", "--traces", OTEL / "openai_v2_latest.otlp.jsonl", "--run-id", "ot",
+                 "--store", store)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "format: otlp (JSON Lines of OTLP/JSON export requests" in result.output
+    assert "3/3 samples imported" in result.output
+    assert "samples: one per trace (--sample-by chooses)" in result.output
+    scored = cli("--format", "json", "score", "ot", "--store", store)
+    assert scored.exit_code == 0, scored.output
+
+
+def test_the_import_says_what_a_sample_is(tmp_path):
+    """A sample per trace or per agent span: the import says which, for the span dialects
+    only."""
+    agents = cli("import", "--traces", OTEL / "vercel_ai.otlp.jsonl", "--sample-by", "agent",
+                 "--run-id", "ag", "--store", tmp_path / "store")  # fmt: skip
+    assert agents.exit_code == 0, agents.output
+    assert "samples: one per outermost agent span (--sample-by chooses)" in agents.output
+    tau = TEST_DATA / "tau-bench"
+    other = cli("import", "--traces", tau / "gpt-4o-airline-sample.json", "--tools",
+                tau / "airline-tools.json", "--run-id", "tau",
+                "--store", tmp_path / "store")  # fmt: skip
+    assert other.exit_code == 0, other.output
+    assert "samples: one per" not in other.output
+
+
+def test_with_the_dataset_the_traces_are_its_samples_by_input(tmp_path):
+    """Matched by input text to the benchmark they were asked from, the traces score
+    against its gold: the 7 x 9 is the one wrong sample."""
+    store = tmp_path / "store"
+    result = cli("import", "--traces", OTEL / "openai_v2_latest.otlp.pb", "--dataset",
+                 SHOP / "dataset.json", "--tools", SHOP_TOOLS, "--run-id", "ot",
+                 "--store", store)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "3/94 samples imported, 91 without a trace" in result.output
+    scored = cli("--format", "json", "score", "ot", "--store", store)
+    assert scored.exit_code == 0, scored.output
+    rows = cli("--format", "json", "sql", "select sample_id, exact from scores where run_id = 'ot' "
+               "and status = 'ok' order by sample_id", "--store", store)  # fmt: skip
+    assert json.loads(rows.output) == [
+        {"sample_id": "backpack-bottle-pen", "exact": True},
+        {"sample_id": "mul-7-by-8", "exact": False},
+        {"sample_id": "price-pen", "exact": True},
+    ]
+
+
+def test_sample_by_is_refused_for_a_dialect_without_it(tmp_path):
+    traces = tmp_path / "t.jsonl"
+    traces.write_text('{"sample_id": 0, "messages": [{"role": "user", "content": "hi"}]}\n')
+    result = cli("import", "--format", "openai", "--traces", traces, "--dataset",
+                 SHOP / "dataset.json", "--tools", SHOP_TOOLS, "--run-id", "x", "--sample-by",
+                 "agent", "--store", tmp_path / "store")  # fmt: skip
+    assert result.exit_code == 2
+    assert "--sample-by: the openai dialect has no choice of sample" in result.output
+
+
+# the pages whose examples run on the committed fixtures (jaeger.md's needs a Jaeger)
+EXAMPLE_PAGES = ["docs/otlp.md", "docs/inputs.md"]
+
+
+def _examples(page: str) -> list[list[list[str]]]:
+    """The code blocks of a page that run on tests/data/otel, each a list of commands."""
+    # every other piece between fences is a block (its opening fence's language dropped)
+    pieces = re.split(r"^```.*\n", (ROOT / page).read_text(), flags=re.M)[1::2]
+    out = []
+    for block in pieces:
+        if "tests/data/otel/" not in block:
+            continue
+        lines = block.replace("\\\n", " ").splitlines()
+        out.append([shlex.split(line)[1:] for line in lines if line.startswith("tcbreplay ")])
+    return out
+
+
+@pytest.mark.parametrize(
+    "commands",
+    [pytest.param(c, id=f"{page}-{i}") for page in EXAMPLE_PAGES
+     for i, c in enumerate(_examples(page))],
+)  # fmt: skip
+def test_the_examples_on_the_pages_run_as_written(commands, tmp_path, monkeypatch):
+    """Each dialect's page shows a command on a committed fixture: it imports every trace
+    (and scores), as the page says, from the repository's root."""
+    monkeypatch.chdir(ROOT)
+    assert commands and commands[0][0] == "import"
+    for args in commands:
+        result = cli(*args, "--store", tmp_path / "store")
+        assert result.exit_code == 0, (args, result.output)
+        if args[0] == "import":
+            imported = re.search(r"(\d+)/(\d+) samples imported", result.output)
+            assert imported and int(imported[1]) > 0, (args, result.output)
+
+
+def test_every_fixture_has_an_example_on_a_page():
+    """The files each page names exist, and every convention's fixture is shown."""
+    named = {
+        Path(arg).name
+        for page in EXAMPLE_PAGES
+        for commands in _examples(page)
+        for args in commands
+        for arg in args
+        if arg.startswith("tests/data/otel/")
+    }
+    assert {n for n in named if not (OTEL / n).exists()} == set()
+    assert {
+        "semconv_examples.otlp.jsonl",  # GenAI, current
+        "openai_v2_events.otlp.pb",  # GenAI, older events
+        "openinference_openai.otlp.jsonl",  # OpenInference
+        "vercel_ai.otlp.jsonl",  # the Vercel AI SDK
+        "shop.evalset.json",  # ADK eval sets as gold
+    } <= named

@@ -1,0 +1,114 @@
+"""export writes what import reads (#20): an export imported into another store gives the same
+messages (equal hashes) and the same scores, for a recorded run and for an imported one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import TEST_DATA, cli
+from run_contents import message_hashes, samples, scores
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._store.runs import Store
+
+DATA = TEST_DATA
+TAU = DATA / "tau-bench"
+
+
+def export_and_import(root: Path, run_id: str, fmt: str, tmp_path: Path) -> Path:
+    """Export the run in ``fmt`` and import it, by the command export prints, into a new
+    store; that store's root."""
+    out = tmp_path / f"export-{fmt}"
+    result = cli("export", run_id, "-o", out, "--format", fmt, "--store", root)
+    assert result.exit_code == 0, result.output
+    names = [Path(line).name for line in result.stdout.splitlines()[:-1]]
+    assert names == ["traces.jsonl", "dataset.jsonl", "tools.json", "manifest.json"]
+    command = result.stdout.splitlines()[-1].removeprefix("next: tcbreplay ").split()
+    assert command[:3] == ["import", "--format", fmt]
+    other = tmp_path / f"other-{fmt}"
+    imported = cli(*command, "--store", other)
+    assert imported.exit_code == 0, imported.output
+    return other
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A recorded run with two trials, errors among its samples, and metadata."""
+    root = tmp_path_factory.mktemp("recorded") / "traces"
+    entries = json.loads(BENCHMARKS["tool-call"].dataset.read_text())
+    for k, entry in enumerate(entries[:30]):
+        entry["metadata"] = {"k": k, "tags": ["a"]}
+    dataset = root.parent / "ds.json"
+    dataset.write_text(json.dumps(entries[:30]))
+    inputs = load_inputs("tool-call", dataset)
+    record_run(inputs, parse_model("sim:seed=5,error_rate=0.4,fault_rate=0.3"), Store(root),
+               run_id="rec", options=RecordOptions(workers=8, trials=2, retries=0))  # fmt: skip
+    return root
+
+
+def test_a_recorded_run_round_trips_through_langchain(recorded, tmp_path):
+    other = export_and_import(recorded, "rec", "langchain", tmp_path)
+    assert message_hashes(other, "rec") == message_hashes(recorded, "rec")
+    assert samples(other, "rec") == samples(recorded, "rec")
+    assert scores(other, "rec").equals(scores(recorded, "rec"))
+    statuses = {r["status"] for r in samples(recorded, "rec")}
+    assert statuses == {"ok", "error"}  # errors go and come back as errors
+    assert {r["trial"] for r in samples(recorded, "rec")} == {0, 1}
+
+
+def test_a_recorded_run_round_trips_through_openai_with_its_scores(recorded, tmp_path):
+    """OpenAI's form has no room for message ids, usage or response metadata: the messages
+    come back as OpenAI's form holds them, the calls and scores as they were."""
+    other = export_and_import(recorded, "rec", "openai", tmp_path)
+    assert scores(other, "rec").equals(scores(recorded, "rec"))
+    assert samples(other, "rec") == samples(recorded, "rec")
+    again = export_and_import(other, "rec", "openai", tmp_path / "again")
+    assert message_hashes(again, "rec") == message_hashes(other, "rec")
+
+
+@pytest.mark.parametrize("fmt", ["langchain", "openai"])
+def test_an_imported_run_round_trips_with_equal_hashes(tmp_path, fmt):
+    """τ-bench's trajectories, imported from OpenAI's form: either export gives them back."""
+    root = tmp_path / "traces"
+    result = cli("import", "--traces", TAU / "gpt-4o-airline-sample.json", "--tools",
+                 TAU / "airline-tools.json", "--run-id", "tau", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    other = export_and_import(root, "tau", fmt, tmp_path)
+    assert message_hashes(other, "tau") == message_hashes(root, "tau")
+    assert samples(other, "tau") == samples(root, "tau")
+    assert scores(other, "tau").equals(scores(root, "tau"))
+
+
+def test_openai_export_writes_invalid_arguments_back_as_they_were(tmp_path):
+    line = {"sample_id": "add", "messages": [
+        {"role": "user", "content": "What is 2 plus 3?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+         "function": {"name": "add_numbers", "arguments": '{"a": 3,'}}]},
+    ]}  # fmt: skip
+    traces = tmp_path / "t.jsonl"
+    traces.write_text(json.dumps(line) + "\n")
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([{"id": "add", "input": "What is 2 plus 3?", "target": []}]))
+    root = tmp_path / "traces"
+    assert cli("import", "--dataset", dataset, "--tools", DATA / "tools_shop.json", "--traces",
+               traces, "--run-id", "x", "--store", root).exit_code == 0  # fmt: skip
+    out = tmp_path / "out"
+    assert cli("export", "x", "-o", out, "--format", "openai", "--store", root).exit_code == 0
+    (back,) = [json.loads(x) for x in (out / "traces.jsonl").read_text().splitlines()]
+    assert back["messages"] == line["messages"]
+
+
+def test_tables_keep_the_old_export(recorded, tmp_path):
+    out = tmp_path / "tables"
+    result = cli("export", "rec", "-o", out, "--format", "tables", "--store", recorded)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json", "messages.jsonl", "samples.jsonl"
+    ]  # fmt: skip
+    first = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
+    assert first["trial"] == 0 and json.loads(first["metadata"]) == {"k": 0, "tags": ["a"]}

@@ -1,0 +1,123 @@
+"""``export --format otlp`` writes a run as OTLP/JSON spans with the current GenAI conventions,
+which the otlp dialect reads back as the same run: its samples, trials, statuses, metadata,
+gold calls and scores, and its messages as the spans hold them (OpenAI's form, with the
+messages' ids, token counts and latencies)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from helpers import TEST_DATA, cli
+from run_contents import message_hashes, samples, scores
+
+from tcbreplay._importers.dialect import TraceFile
+from tcbreplay._importers.openai import to_openai
+from tcbreplay._importers.sniff import sniff
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._store.runs import Store
+
+
+def export_and_import(root: Path, run_id: str, tmp_path: Path) -> tuple[Path, Path]:
+    """Export the run as OTLP and import it, by the command export prints, into a new store;
+    the export's folder and that store's root."""
+    out = tmp_path / "export"
+    result = cli("export", run_id, "-o", out, "--format", "otlp", "--store", root)
+    assert result.exit_code == 0, result.output
+    names = [Path(line).name for line in result.stdout.splitlines()[:-1]]
+    assert names == ["traces.otlp.jsonl", "dataset.jsonl", "tools.json", "manifest.json"]
+    command = result.stdout.splitlines()[-1].removeprefix("next: tcbreplay ").split()
+    assert command[:2] == ["import", "--traces"]  # the spans hold the dataset and tools
+    other = tmp_path / "other"
+    imported = cli(*command, "--store", other)
+    assert imported.exit_code == 0, imported.output
+    return out, other
+
+
+def as_spans_hold_them(root: Path, run_id: str) -> dict[tuple, list]:
+    """Each trial's messages in OpenAI's form, with their ids and token counts (latencies:
+    :func:`latencies`)."""
+    rows = pq.read_table(root / run_id / "messages.parquet").to_pylist()
+    out: dict[tuple, list] = {}
+    for r in sorted(rows, key=lambda r: (r["sample_index"], r["position"])):
+        data = json.loads(r["message"])
+        (shown,) = to_openai([data])
+        shown.pop("name", None)
+        ident = data["data"].get("id") if r["type"] == "ai" else None
+        out.setdefault((r["sample_id"], r["trial"]), []).append(
+            (shown, ident, r["input_tokens"], r["output_tokens"])
+        )
+    return out
+
+
+def latencies(root: Path, run_id: str) -> dict[tuple, float | None]:
+    rows = pq.read_table(root / run_id / "messages.parquet").to_pylist()
+    return {(r["sample_id"], r["trial"], r["position"]): r["latency_s"] for r in rows}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A recorded run with two trials, errors among its samples, and metadata."""
+    root = tmp_path_factory.mktemp("recorded") / "traces"
+    entries = json.loads(BENCHMARKS["tool-call"].dataset.read_text())
+    for k, entry in enumerate(entries[:30]):
+        entry["metadata"] = {"k": k, "tags": ["a"]}
+    dataset = root.parent / "ds.json"
+    dataset.write_text(json.dumps(entries[:30]))
+    inputs = load_inputs("tool-call", dataset)
+    record_run(inputs, parse_model("sim:seed=5,error_rate=0.4,fault_rate=0.3"), Store(root),
+               run_id="rec", options=RecordOptions(workers=8, trials=2, retries=0))  # fmt: skip
+    return root
+
+
+def test_a_recorded_run_reads_back_equal(recorded, tmp_path):
+    _, other = export_and_import(recorded, "rec", tmp_path)
+    assert samples(other, "rec") == samples(recorded, "rec")
+    assert scores(other, "rec").equals(scores(recorded, "rec"))
+    assert as_spans_hold_them(other, "rec") == as_spans_hold_them(recorded, "rec")
+    back, before = latencies(other, "rec"), latencies(recorded, "rec")
+    assert back.keys() == before.keys()
+    assert all(  # spans keep nanoseconds
+        (b is None and a is None) or abs(b - a) < 1e-9
+        for a, b in zip(before.values(), back.values(), strict=True)
+    )
+    statuses = {r["status"] for r in samples(recorded, "rec")}
+    assert statuses == {"ok", "error"}  # errors go and come back as errors
+    assert {r["trial"] for r in samples(recorded, "rec")} == {0, 1}
+    # read back, written and read again: the same messages (an import's times are its own)
+    _, again = export_and_import(other, "rec", tmp_path / "again")
+    assert message_hashes(again, "rec") == message_hashes(other, "rec")
+
+
+def test_the_export_is_otlp_json_with_the_current_genai_conventions(recorded, tmp_path):
+    out, _ = export_and_import(recorded, "rec", tmp_path)
+    path = out / "traces.otlp.jsonl"
+    assert sniff(TraceFile.at(path)).dialect == "otlp"
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1  # 60 trials, up to 100 traces a request
+    spans = json.loads(lines[0])["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    names = {s["name"].split()[0] for s in spans}
+    assert names == {"invoke_agent", "chat", "execute_tool"}
+    chat = next(s for s in spans if s["name"].startswith("chat"))
+    attributes = {a["key"]: a["value"] for a in chat["attributes"]}
+    output = json.loads(attributes["gen_ai.output.messages"]["stringValue"])
+    assert output[0]["role"] == "assistant"
+    assert {p["type"] for p in output[0]["parts"]} <= {"text", "tool_call"}
+    assert len({s["traceId"] for s in spans}) == 60
+    assert all(len(s["traceId"]) == 32 and len(s["spanId"]) == 16 for s in spans)
+
+
+def test_an_imported_run_reads_back_equal(tmp_path):
+    """Spans imported from openai-v2's instrumentation: exported, they come back the same."""
+    root = tmp_path / "traces"
+    traces = TEST_DATA / "otel" / "openai_v2_latest.otlp.jsonl"
+    assert cli("import", "--traces", traces, "--run-id", "ot", "--store", root).exit_code == 0
+    _, other = export_and_import(root, "ot", tmp_path)
+    assert message_hashes(other, "ot") == message_hashes(root, "ot")
+    assert samples(other, "ot") == samples(root, "ot")
+    assert scores(other, "ot").equals(scores(root, "ot"))

@@ -1,0 +1,130 @@
+"""Spans as samples (``tcbreplay._importers.otel.samples``), the part every span dialect
+shares: messages stored as LangChain would store them, one conversation out of many model
+calls, tool runs filling what the model calls do not say."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import TEST_DATA
+from langchain_core.messages import message_to_dict, messages_from_dict
+
+from tcbreplay._importers import otlp
+from tcbreplay._importers.dialect import TraceFile
+from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn
+from tcbreplay._importers.otel.samples import conversation
+
+OTEL = TEST_DATA / "otel"
+FIXTURES = sorted(p.name for p in OTEL.glob("*.otlp.*"))
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_messages_are_stored_as_langchain_stores_them(name):
+    """The stored JSON is written without LangChain's classes (for speed): read back by
+    LangChain and written again, every message is the same text."""
+    source = otlp.read(TraceFile.at(OTEL / name), None)
+    for line in source.lines:
+        for m in line.messages:
+            data = json.loads(m["message"])
+            (again,) = messages_from_dict([data])
+            assert message_to_dict(again) == data, name
+            assert m["type"] == data["type"]
+
+
+def turn(span_id: str, inputs: list[Message], outputs: list[Message], start: int) -> Turn:
+    return Turn(span_id=span_id, start=start, inputs=inputs, outputs=outputs)
+
+
+USER = Message("user", "What is 2 + 3?")
+CALL = Message("assistant", "", [Call("c1", "add_numbers", {"a": 3, "b": 2})])
+RESULT = Message("tool", "5", call_id="c1")
+ANSWER = Message("assistant", "5.")
+
+
+def roles(entries) -> list[str]:
+    return [e.message.role for e in entries]
+
+
+def test_each_model_calls_history_is_laid_out_once():
+    entries = conversation(
+        [turn("a", [USER], [CALL], 1), turn("b", [USER, CALL, RESULT], [ANSWER], 2)], []
+    )
+    assert roles(entries) == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_history_cut_to_its_last_messages_joins_where_it_overlaps():
+    more = Message("user", "And times 4?")
+    call2 = Message("assistant", "", [Call("c2", "multiply_numbers", {"a": 5, "b": 4})])
+    entries = conversation(
+        [
+            turn("a", [USER], [CALL], 1),
+            turn("b", [USER, CALL, RESULT], [ANSWER], 2),
+            turn("c", [RESULT, ANSWER, more], [call2], 3),  # a window of the last three
+        ],
+        [],
+    )
+    assert roles(entries) == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+
+
+def test_results_no_model_call_was_sent_come_from_the_tool_runs():
+    run = ToolRun(span_id="t", start=2, name="add_numbers", call_id="c1", args=None, result="5")
+    entries = conversation([turn("a", [USER], [CALL], 1)], [run])
+    assert roles(entries) == ["user", "assistant", "tool"]
+    assert (entries[-1].message.text, entries[-1].run) == ("5", run)
+
+
+def test_without_messages_the_tool_runs_tell_the_calls(tmp_path):
+    """Content capture off on the model calls, on the tool runs (as execute_tool writes its
+    arguments): the calls come from the tool runs, in the order they ran."""
+    lines = []
+    for raw in (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines():
+        doc = json.loads(raw)
+        for rs in doc.get("resourceSpans", []):
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    span["attributes"] = [
+                        a for a in span["attributes"]
+                        if a["key"] not in ("gen_ai.input.messages", "gen_ai.output.messages")
+                    ]  # fmt: skip
+        lines.append(json.dumps(doc))
+    path = tmp_path / "no-content.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    source = otlp.read(TraceFile.at(path), None)
+    calls = [
+        [(c["name"], c["args"]) for m in map(json.loads, (x["message"] for x in line.messages))
+         if m["type"] == "ai" for c in m["data"]["tool_calls"]]
+        for line in source.lines
+    ]  # fmt: skip
+    assert calls == [
+        [("multiply_numbers", {"a": 7, "b": 9})],
+        [("list_items", {})],
+        [("list_items", {}), ("add_numbers", {"a": 25.0, "b": 8.0}),
+         ("add_numbers", {"a": 33.0, "b": 1.2})],
+    ]  # fmt: skip
+
+
+def test_a_model_call_inside_another_is_the_same_call_read_once():
+    """OpenInference's LangChain span around openai-v2's chat span: one call, two spans."""
+    from tcbreplay._importers.otel.samples import build, groups
+    from tcbreplay._importers.otel.spans import Span
+
+    outer = Span("t" * 32, "a" * 16, "", "ChatOpenAI", 1, 9, {
+        "openinference.span.kind": "LLM",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "What is 2 + 3?",
+        "llm.output_messages.0.message.role": "assistant",
+        "llm.output_messages.0.message.content": "5.",
+    })  # fmt: skip
+    inner = Span("t" * 32, "b" * 16, "a" * 16, "chat gpt-4o", 2, 8, {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "What is 2 + 3?"}]}]
+        ),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": "5."}]}]
+        ),
+    })  # fmt: skip
+    (group,) = groups([outer, inner])
+    built = build(group, "trace", "t.json")
+    assert [m["type"] for m in built.line.messages] == ["human", "ai"]

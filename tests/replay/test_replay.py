@@ -1,0 +1,517 @@
+"""Replay (#29): a recorded run re-run through the agent with the recording as its model, its
+divergences, tool drift, forks, scoring against the parent, and the audit of what it served.
+
+The parent is the built-in benchmark recorded with ``sim:seed=7,error_rate=0.3`` (94
+samples, a few with calls the sim got wrong on purpose)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import TEST_DATA, cli
+
+from tcbreplay._replay.fingerprint import message_hashes
+from tcbreplay._replay.run import replay_run
+from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import SCHEMA_VERSION
+
+PARENT = "sim-seed7"
+
+
+@pytest.fixture(scope="module")
+def root(sim_run, tmp_path_factory) -> Path:
+    """A store holding a copy of the sim run, which the tests replay (each into its own run)."""
+    store, run_id = sim_run
+    path = tmp_path_factory.mktemp("replay") / "traces"
+    shutil.copytree(store.run_dir(run_id), path / run_id)
+    shutil.rmtree(path / run_id / "scores", ignore_errors=True)
+    return path
+
+
+def replay(root: Path, *args: object) -> tuple[int, dict]:
+    """``tcbreplay replay PARENT ARGS --format json``: its exit code and output."""
+    result = cli("replay", PARENT, *args, "--workers", 8, "--quiet", "--format", "json",
+                 "--store", root)  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+def sql(root: Path, query: str) -> list[dict]:
+    result = cli("sql", query, "--format", "json", "--store", root)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def conversations(root: Path, run_id: str) -> dict[tuple[str, int], list[dict]]:
+    rows = sql(root, f"select sample_id, trial, message from messages where run_id = '{run_id}' "
+               "order by sample_id, trial, position")  # fmt: skip
+    out: dict[tuple[str, int], list[dict]] = {}
+    for row in rows:
+        out.setdefault((row["sample_id"], row["trial"]), []).append(json.loads(row["message"]))
+    return out
+
+
+def calls(root: Path, run_id: str) -> list[tuple]:
+    rows = sql(root, "select sample_id, trial, call_index, name, args::varchar as args from "
+               f"tool_calls where run_id = '{run_id}' order by all")  # fmt: skip
+    return [tuple(r.values()) for r in rows]
+
+
+def samples_calling(root: Path, tool: str) -> set[str]:
+    rows = sql(root, f"select distinct sample_id from tool_calls where run_id = '{PARENT}' "
+               f"and name = '{tool}'")  # fmt: skip
+    return {r["sample_id"] for r in rows}
+
+
+def prompt_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "prompt.txt"
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- unchanged
+
+
+@pytest.fixture(scope="module")
+def unchanged(root) -> dict:
+    code, summary = replay(root, "--run-id", "same")
+    assert code == 0, summary
+    return summary
+
+
+def test_an_unchanged_replay_serves_every_turn_and_calls_nothing_live(root, unchanged):
+    ai = sql(root, f"select count(*) as n from messages where run_id = '{PARENT}' and type = 'ai'")
+    assert unchanged["turns_served"] == ai[0]["n"] > 94
+    assert unchanged["live_calls"] == 0
+    assert unchanged["diverged_samples"] == 0
+    assert unchanged["ok"] == unchanged["total"] == 94
+    assert unchanged["tool_outputs_drifted"] == 0
+    assert unchanged["tool_outputs"] == {"same": unchanged["tool_outputs_compared"]}
+    assert sql(root, "select count(*) as n from divergences where run_id = 'same'") == [{"n": 0}]
+    manifest = json.loads((root / "same" / "manifest.json").read_text())
+    assert manifest["schema_version"] == SCHEMA_VERSION
+    assert manifest["source"] == "replay"
+    assert manifest["replay"]["parent_run_id"] == PARENT
+    assert manifest["replay"]["fork"] is None
+    assert manifest["replay"]["live_calls"] == 0
+
+
+def test_an_unchanged_replay_has_the_parents_calls_and_messages(root, unchanged):
+    assert calls(root, "same") == calls(root, PARENT)
+    mine, theirs = conversations(root, "same"), conversations(root, PARENT)
+    assert mine.keys() == theirs.keys()
+    for key in theirs:
+        assert message_hashes(mine[key]) == message_hashes(theirs[key]), key
+        # and each served turn is the parent's message as stored, id and usage included
+        assert [m for m in mine[key] if m["type"] == "ai"] == [
+            m for m in theirs[key] if m["type"] == "ai"
+        ], key
+
+
+def test_audit_verify_checks_the_served_turns_against_the_parent(root, unchanged):
+    result = cli("audit", "verify", "same", "--store", root)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        f"verified: replay same: {unchanged['turns_served']} turns served, each the stored "
+        f"message of {PARENT}"
+    )
+    # a served turn that is not the parent's message, and a live call without a fork rule
+    forged = root.parent / "forged"
+    shutil.copytree(root, forged)
+    path = forged / "same" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["replay"]["live_calls"] = 1
+    path.write_text(json.dumps(manifest))
+    bad = cli("audit", "verify", "same", "--store", forged)
+    assert bad.exit_code == 1
+    assert "replay: run: replay.live_calls: parent's 0, replay's 1" in bad.stdout
+
+
+def test_the_replay_scores_against_its_parent_as_a_scoring_of_its_own(root, unchanged):
+    result = cli("score", "same", "--gold-run", PARENT, "--format", "json", "--store", root)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["scoring"] == "spec_gold-sim-seed7"
+    assert summary["options"]["gold_run"] == PARENT
+    assert (summary["tsa"], summary["tp"]) == (1.0, 1.0)  # the same calls as its gold
+    assert (root / "same" / "scores" / "spec_gold-sim-seed7" / "scores.parquet").exists()
+    assert not (root / "same" / "evaluations").exists()  # the dashboard is the dataset's
+    rows = sql(root, "select scoring, gold_run from scorings where run_id = 'same'")
+    assert rows == [{"scoring": "spec_gold-sim-seed7", "gold_run": PARENT}]
+    verified = cli("audit", "verify", "same", "--store", root)
+    assert verified.exit_code == 0, verified.output
+    assert "spec_gold-sim-seed7 of same: 94 samples identical" in verified.stdout
+
+
+# ---------------------------------------------------------------- changes under test
+
+
+def test_a_changed_system_prompt_diverges_every_sample_at_turn_0_on_system(root, tmp_path):
+    code, summary = replay(root, "--run-id", "prompt", "--system-prompt",
+                           prompt_file(tmp_path, "Answer briefly."))  # fmt: skip
+    assert code == 1
+    assert summary["diverged_samples"] == 94
+    assert summary["by_component"] == {"system": 94}
+    rows = sql(root, "select distinct turn, component, path, replayed from divergences "
+               "where run_id = 'prompt'")  # fmt: skip
+    assert rows == [{"turn": 0, "component": "system", "path": "system",
+                     "replayed": '"Answer briefly."'}]  # fmt: skip
+    statuses = sql(root, "select status, count(*) as n from samples where run_id = 'prompt' "
+                   "group by 1")  # fmt: skip
+    assert statuses == [{"status": "diverged", "n": 94}]
+    allowed = cli("replay", PARENT, "--run-id", "prompt", "--system-prompt",
+                  prompt_file(tmp_path, "Answer briefly."), "--allow-divergence", "--quiet",
+                  "--store", root)  # fmt: skip
+    assert allowed.exit_code == 0, allowed.output  # the same command: the run is complete
+
+
+def test_a_changed_tool_schema_names_the_tool_and_the_parameter(root):
+    code, summary = replay(root, "--run-id", "schema", "--tools", "replay_fixtures:SCHEMA",
+                           "--limit", 10)  # fmt: skip
+    assert code == 1
+    first = summary["divergences"][0]
+    assert (first["turn"], first["component"]) == (0, "tools")
+    assert first["path"] == "tools.add_numbers.parameters.b.type"
+    assert (first["recorded"], first["replayed"]) == ('"number"', '"integer"')
+
+
+def test_a_changed_tool_drifts_on_exactly_the_samples_that_call_it(root):
+    code, summary = replay(root, "--run-id", "drift", "--tools", "replay_fixtures:DRIFTED")
+    assert code == 1
+    rows = sql(root, "select sample_id, component, path from divergences where run_id = 'drift'")
+    assert {r["sample_id"] for r in rows} == samples_calling(root, "add_numbers") != set()
+    assert {r["component"] for r in rows} == {"tool_output"}
+    assert all(r["path"].endswith(".content.result") for r in rows)
+    assert summary["tool_outputs_drifted"] == summary["tool_outputs"]["drift"] > 0
+
+
+def test_recorded_tools_serve_the_recorded_outputs_and_nothing_drifts(root):
+    calling = sorted(samples_calling(root, "add_numbers"))
+    code, summary = replay(
+        root,
+        "--run-id",
+        "served",
+        "--tools",
+        "replay_fixtures:DRIFTED",
+        "--recorded-tools",
+        *(a for s in calling for a in ("--sample-id", s)),
+    )
+    assert code == 0, summary
+    assert summary["diverged_samples"] == summary["tool_outputs_drifted"] == 0
+    assert summary["tool_outputs_compared"] == 0  # served, not run
+    manifest = json.loads((root / "served" / "manifest.json").read_text())
+    assert manifest["replay"]["tool_outputs_served"] > 0
+    assert calls(root, "served") == [c for c in calls(root, PARENT) if c[0] in calling]
+
+
+def test_an_output_that_changes_only_its_form_is_cosmetic_and_no_divergence(root):
+    code, summary = replay(root, "--run-id", "cosmetic", "--tools", "replay_fixtures:COSMETIC",
+                           "--sample-id", "mul-7-by-8", "--sample-id", "mul-0.2-0.3")  # fmt: skip
+    assert code == 0, summary
+    # 7 x 8 = 56, now "56" where it was "56.0"; 0.3 x 0.2 as before
+    assert summary["tool_outputs"] == {"cosmetic": 1, "same": 1}
+
+
+def test_bad_input_exits_2(root, unchanged, tmp_path):
+    assert cli("replay", "nope", "--store", root).exit_code == 2
+    forked = cli("replay", PARENT, "--fork-at", 1, "--store", root)
+    assert forked.exit_code == 2
+    assert "--fork-at 1: needs --then MODEL" in forked.output
+    resumed = cli("record", "--resume", "same", "--store", root)
+    assert resumed.exit_code == 2
+    assert "is a replay" in resumed.output and "tcbreplay replay sim-seed7" in resumed.output
+
+
+# ---------------------------------------------------------------- forks
+
+
+def test_then_goes_on_live_where_a_sample_diverges(root, tmp_path):
+    code, summary = replay(root, "--run-id", "then", "--limit", 12, "--then", "sim:seed=11",
+                           "--system-prompt", prompt_file(tmp_path, "Be brief."))  # fmt: skip
+    assert code == 1  # the samples diverged, and went on
+    assert summary["diverged_samples"] == 12 == summary["ok"]
+    assert summary["live_calls"] >= 12 and summary["turns_served"] == 0
+    manifest = json.loads((root / "then" / "manifest.json").read_text())
+    assert manifest["replay"]["fork"] == {"rule": "then", "model": "sim:seed=11", "turn": None}
+    scored = cli("score", "then", "--gold-run", PARENT, "--allow-incomplete", "--store", root)
+    assert scored.exit_code == 0, scored.output
+    verified = cli("audit", "verify", "then", "--store", root)  # live calls, with a fork rule
+    assert verified.exit_code == 0, verified.output
+
+
+def test_fork_at_forks_every_sample_at_that_turn(root):
+    code, summary = replay(root, "--run-id", "fork", "--fork-at", 1, "--then", "sim:seed=11",
+                           "--model-option", "error_rate=1", "--limit", 40)  # fmt: skip
+    assert code == 0, summary  # a fork is no divergence
+    rows = sql(root, "select s.sample_id, metadata->'replay'->>'forked_at' as forked, "
+               "json_array_length(metadata->'replay'->'served') as served, p.turns from samples s "
+               f"join (select sample_id, count(*) as turns from messages where run_id = '{PARENT}' "
+               "and type = 'ai' group by 1) p using (sample_id) where run_id = 'fork'")  # fmt: skip
+    # every sample's turn 0 is its recording's; each one that asks for a turn 1 forks there
+    assert {r["served"] for r in rows} == {1}
+    assert {r["sample_id"] for r in rows if r["forked"] == "1"} == {
+        r["sample_id"] for r in rows if r["turns"] > 1
+    }
+    assert {r["forked"] for r in rows if r["turns"] == 1} == {None}
+    assert summary["live_calls"] > sum(r["turns"] > 1 for r in rows) > 20
+    manifest = json.loads((root / "fork" / "manifest.json").read_text())
+    assert manifest["replay"]["fork"] == {"rule": "fork-at", "model": "sim:seed=11", "turn": 1}
+    result = cli("score", "fork", "--gold-run", PARENT, "--format", "json", "--store", root)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["scoring"] == "spec_gold-sim-seed7" and summary["tp"] < 1.0
+    command = json.loads((root / "fork" / "manifest.json").read_text())["replay"]["command"]
+    assert summary["warnings"] == [
+        "partial run: 40 of 94 samples recorded; the metrics cover only those (replay the "
+        f"rest with: {command})"
+    ]
+    assert cli("diff", PARENT, "fork", "--store", root).exit_code in (0, 1)
+
+
+def test_offline_refuses_a_live_call_at_once(root):
+    code, summary = replay(root, "--run-id", "offline", "--fork-at", 0, "--then", "sim:seed=11",
+                           "--offline", "--limit", 5)  # fmt: skip
+    assert code == 1
+    assert summary["error_types"] == {"LiveCallRefused": 5}
+    assert summary["live_calls"] == 0
+
+
+# ---------------------------------------------------------------- an agent of one's own
+
+
+def test_a_langgraph_graph_of_ones_own_records_and_replays(tmp_path):
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:react_graph",
+                 "--run-id", "mine", "--limit", 12, "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((store.root / "mine" / "manifest.json").read_text())
+    assert manifest["agent"]["factory"] == "replay_fixtures:react_graph"
+    summary = replay_run(store, "mine", new_run_id="mine-again")  # the run's own agent
+    assert (summary.diverged_samples, summary.live_calls, summary.ok) == (0, 0, 12)
+    assert summary.turns_served > 12
+    # it asks what the built-in agent asks: a built-in recording replays through it too
+    result = cli("record", "--model", "sim:seed=3", "--run-id", "builtin", "--limit", 12,
+                 "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    through = replay_run(store, "builtin", new_run_id="through",
+                         agent="replay_fixtures:react_graph")  # fmt: skip
+    assert (through.diverged_samples, through.turns_served) == (0, summary.turns_served)
+    bad = cli("replay", "mine", "--agent", "replay_fixtures:DRIFTED", "--store", store.root)
+    assert bad.exit_code == 2
+    assert "--agent replay_fixtures:DRIFTED: DRIFTED is list, not callable" in bad.output
+
+
+# ---------------------------------------------------------------- imported runs
+
+
+def test_an_imported_tau_bench_run_replays_up_to_its_second_user_message(tmp_path):
+    from helpers import import_tau_bench
+
+    root = import_tau_bench(tmp_path / "traces")
+    without = cli("replay", "tau", "--store", root)
+    assert without.exit_code == 2
+    assert "--recorded-tools" in without.output  # its tools are JSON schemas
+    result = cli("replay", "tau", "--run-id", "t", "--recorded-tools", "--quiet", "--format",
+                 "json", "--store", root)  # fmt: skip
+    summary = json.loads(result.stdout)
+    # every trial's first request (system prompt, first user message, tools) is the recorded one
+    assert summary["turns_served"] >= summary["recorded"] == 20
+    # then its user simulator speaks again, which an agent cannot
+    assert summary["awaiting_user"] == summary["diverged_samples"] == 20
+    rows = sql(root, "select distinct component, replayed from divergences")
+    assert rows == [{"component": "messages", "replayed": None}]
+
+
+# ---------------------------------------------------------------- the library
+
+
+def test_the_recorded_model_answers_in_ones_own_graph_and_test(root):
+    """In place of the recorded model, outside the replay runner: any sample's turn answers a
+    request that matches it; one that matches none says where it differs."""
+    import asyncio
+
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    import tcbreplay
+    from tcbreplay._inputs.benchmarks import load_inputs
+    from tcbreplay.errors import DivergenceError
+
+    inputs = load_inputs("tool-call")
+    model = tcbreplay.RecordedChatModel.from_run(PARENT, root).bind_tools(inputs.toolset.tools)
+    system = SystemMessage(inputs.system_prompt)
+    answer = model.invoke([system, HumanMessage("Multiply 7 by 8 for me.")])
+    assert [c["name"] for c in answer.tool_calls] == ["multiply_numbers"]
+    assert answer.id == "sim-mul-7-by-8-0"  # the recorded message itself
+    again = asyncio.run(model.ainvoke([system, HumanMessage("Multiply 7 by 8 for me.")]))
+    assert again.tool_calls == answer.tool_calls
+    with pytest.raises(DivergenceError) as caught:
+        model.invoke([system, HumanMessage("Multiply 7 by 9 for me.")])
+    divergence = caught.value.divergence
+    assert (divergence.turn, divergence.component) == (0, "messages")
+    assert divergence.path == "messages[0].content"
+    assert json.loads(divergence.replayed) == "Multiply 7 by 9 for me."
+
+
+def test_replay_run_is_the_librarys(root):
+    import tcbreplay
+
+    summary = tcbreplay.replay_run(Store(root), PARENT, new_run_id="lib", limit=3,
+                                   recorded_tools=True)  # fmt: skip
+    assert isinstance(summary, tcbreplay.ReplaySummary)
+    assert (summary.recorded, summary.diverged_samples, summary.parent_run_id) == (3, 0, PARENT)
+    assert summary.status == "partial"
+    # the same call again goes on where it stopped (the run is resumed, not made anew)
+    more = tcbreplay.replay_run(Store(root), PARENT, new_run_id="lib", limit=5,
+                                recorded_tools=True)  # fmt: skip
+    assert (more.recorded, more.attempted, more.status) == (5, 2, "partial")
+    other = cli("replay", PARENT, "--run-id", "lib", "--store", root)  # other options
+    assert other.exit_code == 2
+    assert "exists with other inputs" in other.output
+
+
+def test_a_scoring_against_another_run_is_named_for_it():
+    from tcbreplay._score.options import ScoreOptions
+    from tcbreplay.errors import InputError
+
+    options = ScoreOptions(gold_run="parent-1", without=("a_b",))
+    assert options.scoring == "spec_without-a_b_gold-parent-1"
+    assert ScoreOptions.from_scoring(options.scoring) == options
+    assert ScoreOptions.from_dict(options.to_dict()) == options
+    assert options.flags()[-2:] == ["--gold-run", "parent-1"]
+    assert ScoreOptions.from_scoring("abet_gold-p") == ScoreOptions(scorer="abet", gold_run="p")
+    assert "gold_run" not in ScoreOptions().to_dict()  # other scorings' options as before
+    with pytest.raises(InputError, match="bfcl"):
+        ScoreOptions(scorer="bfcl", gold_run="p")
+
+
+SHOP = [
+    {"id": "add", "input": "What is 2 plus 3?",
+     "target": [{"name": "add_numbers", "args": {"a": 3, "b": 2}}]},
+    {"id": "items", "input": "How much are 3 notebooks?",
+     "target": [{"name": "list_items", "args": {}},
+                {"name": "multiply_numbers", "args": {"a": 3, "b": 2.5}}]},
+]  # fmt: skip
+# the same two conversations as Anthropic's Messages API has them (both with the system
+# prompt) and as OpenAI's Chat Completions has them ('items' without it, and with a call
+# whose arguments are not JSON)
+ANTHROPIC = [
+    {"sample_id": "add", "system": "You are a shop.", "messages": [
+        {"role": "user", "content": "What is 2 plus 3?"},
+        {"role": "assistant", "id": "msg", "content": [
+            {"type": "text", "text": "Adding."},
+            {"type": "tool_use", "id": "t1", "name": "add_numbers", "input": {"a": 3, "b": 2}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": '{"result": 5}'}]},
+        {"role": "assistant", "id": "msg", "content": [{"type": "text", "text": "5"}]},
+    ]},
+    {"sample_id": "items", "messages": [
+        {"role": "system", "content": "You are a shop."},
+        {"role": "user", "content": [{"type": "text", "text": "How much are 3 notebooks?"}]},
+        {"role": "assistant", "id": "msg", "content": [
+            {"type": "tool_use", "id": "t1", "name": "list_items", "input": {}},
+            {"type": "tool_use", "id": "t2", "name": "multiply_numbers",
+             "input": {"a": 3, "b": 2.5}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "[]"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "7.5"}]},
+        {"role": "assistant", "id": "msg", "content": [{"type": "text", "text": "7.50"}]},
+    ]},
+]  # fmt: skip
+OPENAI = [
+    {"sample_id": "add", "messages": [
+        {"role": "system", "content": "You are a shop."},
+        {"role": "user", "content": "What is 2 plus 3?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "add_numbers", "arguments": '{"a": 3, "b": 2}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": '{"result": 5}'},
+        {"role": "assistant", "content": "5"},
+    ]},
+    {"sample_id": "items", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "How much are 3 notebooks?"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "list_items", "arguments": ""}},
+            {"id": "c2", "type": "function",
+             "function": {"name": "multiply_numbers", "arguments": '{"a": 3, "b"'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "[]"},
+        {"role": "tool", "tool_call_id": "c2", "content": "error: bad arguments"},
+        {"role": "assistant", "content": "7.50"},
+    ]},
+]  # fmt: skip
+
+
+def test_imported_openai_and_anthropic_runs_replay_with_their_recorded_tools(tmp_path):
+    """What a request needs is in the run (the system prompt its messages start with, its
+    tools' schemas): each sample replays where its trace holds it, and says what differs
+    where not."""
+    root = tmp_path / "traces"
+    dataset = tmp_path / "shop.json"
+    dataset.write_text(json.dumps(SHOP))
+    tools = TEST_DATA / "tools_shop.json"
+    for run_id, lines in (("an", ANTHROPIC), ("oa", OPENAI)):
+        traces = tmp_path / f"{run_id}.jsonl"
+        traces.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        result = cli("import", "--dataset", dataset, "--tools", tools, "--traces", traces,
+                     "--run-id", run_id, "--store", root)  # fmt: skip
+        assert result.exit_code == 0, result.output
+    an = json.loads(cli("replay", "an", "--run-id", "an2", "--recorded-tools", "--quiet",
+                        "--format", "json", "--store", root).stdout)  # fmt: skip
+    assert (an["diverged_samples"], an["ok"], an["turns_served"]) == (0, 2, 4)
+    assert an["tool_outputs_compared"] == 0
+    # every answer of the trace has the id "msg": each is served as its own message
+    assert cli("audit", "verify", "an2", "--store", root).exit_code == 0
+    oa = json.loads(cli("replay", "oa", "--run-id", "oa2", "--recorded-tools", "--quiet",
+                        "--format", "json", "--store", root).stdout)  # fmt: skip
+    # 'items' (a call's arguments not JSON among them) replays; 'add' was traced with a
+    # system prompt the other was not, and the run's is none
+    assert [(d["sample_id"], d["component"]) for d in oa["divergences"]] == [("add", "system")]
+    prompt = prompt_file(tmp_path, "You are a shop.")
+    oa = json.loads(
+        cli(
+            "replay",
+            "oa",
+            "--run-id",
+            "oa3",
+            "--recorded-tools",
+            "--quiet",
+            "--system-prompt",
+            prompt,
+            "--format",
+            "json",
+            "--store",
+            root,
+        ).stdout
+    )
+    assert [(d["sample_id"], d["component"]) for d in oa["divergences"]] == [("items", "system")]
+
+
+def test_a_replay_in_several_processes_is_the_same(root):
+    code, summary = replay(root, "--run-id", "procs", "--processes", 2, "--limit", 16,
+                           "--tools", "replay_fixtures:DRIFTED")  # fmt: skip
+    assert summary["processes"] == 2
+    replayed = {r["sample_id"] for r in sql(root, "select sample_id from samples where "
+                                            "run_id = 'procs'")}  # fmt: skip
+    got = sql(root, "select sample_id, component from divergences where run_id = 'procs'")
+    assert {r["sample_id"] for r in got} == samples_calling(root, "add_numbers") & replayed
+    assert {r["component"] for r in got} == {"tool_output"} and code == 1
+    assert cli("audit", "verify", "procs", "--store", root).exit_code == 0
+
+
+def test_each_trial_is_answered_by_its_own_recording(tmp_path):
+    """The sim draws its mistakes per trial: each trial's turns answer that trial only."""
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=5,error_rate=0.5", "--trials", 3, "--limit", 6,
+                 "--run-id", "k", "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = replay_run(store, "k", new_run_id="k2", options={"workers": 6})
+    assert (summary.trials, summary.recorded, summary.diverged_samples) == (3, 18, 0)
+    assert calls(store.root, "k2") == calls(store.root, "k")
+    by_trial: dict[int, list] = {}
+    for sample_id, trial, *call in calls(store.root, "k"):
+        by_trial.setdefault(trial, []).append((sample_id, *call))
+    # the trials differ: a replay that answered every trial with one trial's turns would not
+    # give the parent's calls
+    assert len({json.dumps(v) for v in by_trial.values()}) > 1
