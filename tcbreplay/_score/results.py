@@ -213,8 +213,8 @@ class ResultsWriter:
                 self.flat.append(part.flat)
             return
         assert self.scores_path is not None
-        self._write(self.scores_path, part.scores.to_arrow().cast(SCORES_SCHEMA))
-        self._write(self.pairs_path, _plain_strings(part.pairs.to_arrow()))
+        self._write(self.scores_path, _large_strings(part.scores.to_arrow().cast(SCORES_SCHEMA)))
+        self._write(self.pairs_path, _large_strings(part.pairs.to_arrow()))
         if self.dashboard_path is not None and part.listed:
             chunk = (BETWEEN if self.listed else b"") + part.board
             self.listed += part.listed
@@ -318,11 +318,14 @@ class ResultsWriter:
         return bool((keys[1:] == keys[:-1]).any())
 
 
-def _plain_strings(table: pa.Table) -> pa.Table:
-    """A table whose texts are Arrow's plain strings (Polars hands out views)."""
-    text = (pa.types.is_string_view, pa.types.is_large_string)
+def _large_strings(table: pa.Table) -> pa.Table:
+    """A table whose texts are Arrow's large strings, as the scores files have held them from
+    the first (Polars may hand out views or plain strings): a file's bytes do not depend on
+    which path wrote it."""
+    text = (pa.types.is_string_view, pa.types.is_string)
     schema = pa.schema(
-        pa.field(f.name, pa.string()) if any(t(f.type) for t in text) else f for f in table.schema
+        pa.field(f.name, pa.large_string()) if any(t(f.type) for t in text) else f
+        for f in table.schema
     )
     return table.cast(schema)
 
