@@ -4,6 +4,7 @@ metadata or a dataset, tools from the log. Skipped without inspect_ai (``tcbrepl
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -12,7 +13,11 @@ import pytest
 from helpers import TEST_DATA, cli, snapshot
 from inspect_logs import GOLD, QUESTIONS, write_log
 
-pytest.importorskip("inspect_ai")
+# found, not imported: inspect_ai takes seconds to import, paid by the tests that run, not by
+# every collection of the suite
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("inspect_ai") is None, reason="needs inspect_ai (tcbreplay[inspect])"
+)
 
 DATA = TEST_DATA
 
