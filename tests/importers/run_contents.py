@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 from helpers import cli
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._store.runs import Store
 
 SCORE_COLUMNS = ["sample_id", "trial", "sample_index", "status", "n_gold", "n_agent", "tsa",
                  "tp", "ahr", "args_invalid", "args_total", "args_missing", "pairs"]  # fmt: skip
@@ -36,3 +43,17 @@ def samples(root: Path, run_id: str) -> list[dict]:
     keep = ("sample_id", "trial", "sample_index", "input", "gold", "category", "status",
             "error", "error_type", "metadata")  # fmt: skip
     return sorted(({k: r[k] for k in keep} for r in rows), key=lambda r: r["sample_index"])
+
+
+def record_mixed_run(root: Path) -> Path:
+    """Record run "rec" into the store at ``root``: 30 samples of the built-in benchmark with
+    metadata, two trials each, errors among them."""
+    entries = json.loads(BENCHMARKS["tool-call"].dataset.read_text())
+    for k, entry in enumerate(entries[:30]):
+        entry["metadata"] = {"k": k, "tags": ["a"]}
+    dataset = root.parent / "ds.json"
+    dataset.write_text(json.dumps(entries[:30]))
+    inputs = load_inputs("tool-call", dataset)
+    record_run(inputs, parse_model("sim:seed=5,error_rate=0.4,fault_rate=0.3"), Store(root),
+               run_id="rec", options=RecordOptions(workers=8, trials=2, retries=0))  # fmt: skip
+    return root

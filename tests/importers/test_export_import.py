@@ -8,13 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers import TEST_DATA, cli
-from run_contents import message_hashes, samples, scores
-
-from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
-from tcbreplay._record.models import parse_model
-from tcbreplay._record.options import RecordOptions
-from tcbreplay._record.runner import record_run
-from tcbreplay._store.runs import Store
+from run_contents import message_hashes, record_mixed_run, samples, scores
 
 DATA = TEST_DATA
 TAU = DATA / "tau-bench"
@@ -39,16 +33,7 @@ def export_and_import(root: Path, run_id: str, fmt: str, tmp_path: Path) -> Path
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> Path:
     """A recorded run with two trials, errors among its samples, and metadata."""
-    root = tmp_path_factory.mktemp("recorded") / "traces"
-    entries = json.loads(BENCHMARKS["tool-call"].dataset.read_text())
-    for k, entry in enumerate(entries[:30]):
-        entry["metadata"] = {"k": k, "tags": ["a"]}
-    dataset = root.parent / "ds.json"
-    dataset.write_text(json.dumps(entries[:30]))
-    inputs = load_inputs("tool-call", dataset)
-    record_run(inputs, parse_model("sim:seed=5,error_rate=0.4,fault_rate=0.3"), Store(root),
-               run_id="rec", options=RecordOptions(workers=8, trials=2, retries=0))  # fmt: skip
-    return root
+    return record_mixed_run(tmp_path_factory.mktemp("recorded") / "traces")
 
 
 def test_a_recorded_run_round_trips_through_langchain(recorded, tmp_path):

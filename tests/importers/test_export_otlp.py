@@ -11,16 +11,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from helpers import TEST_DATA, cli
-from run_contents import message_hashes, samples, scores
+from run_contents import message_hashes, record_mixed_run, samples, scores
 
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.openai import to_openai
 from tcbreplay._importers.sniff import sniff
-from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
-from tcbreplay._record.models import parse_model
-from tcbreplay._record.options import RecordOptions
-from tcbreplay._record.runner import record_run
-from tcbreplay._store.runs import Store
 
 
 def export_and_import(root: Path, run_id: str, tmp_path: Path) -> tuple[Path, Path]:
@@ -63,16 +58,7 @@ def latencies(root: Path, run_id: str) -> dict[tuple, float | None]:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> Path:
     """A recorded run with two trials, errors among its samples, and metadata."""
-    root = tmp_path_factory.mktemp("recorded") / "traces"
-    entries = json.loads(BENCHMARKS["tool-call"].dataset.read_text())
-    for k, entry in enumerate(entries[:30]):
-        entry["metadata"] = {"k": k, "tags": ["a"]}
-    dataset = root.parent / "ds.json"
-    dataset.write_text(json.dumps(entries[:30]))
-    inputs = load_inputs("tool-call", dataset)
-    record_run(inputs, parse_model("sim:seed=5,error_rate=0.4,fault_rate=0.3"), Store(root),
-               run_id="rec", options=RecordOptions(workers=8, trials=2, retries=0))  # fmt: skip
-    return root
+    return record_mixed_run(tmp_path_factory.mktemp("recorded") / "traces")
 
 
 def test_a_recorded_run_reads_back_equal(recorded, tmp_path):
