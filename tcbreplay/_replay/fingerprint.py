@@ -233,6 +233,54 @@ def assemble(
     return ("\n\n".join(leading) if leading else system), out, call_ids
 
 
+class Conversation:
+    """The canonical entries of a conversation's messages and their canonical JSON, kept
+    between its turns (each request of a conversation repeats every message before it), so
+    that a request's fingerprint reads each message once: :meth:`request`.
+
+    A message is read again when its content or tool calls are other objects than when it
+    was read (a message whose content list is changed in place is not seen to change)."""
+
+    def __init__(self) -> None:
+        # id(message) -> (the message, kept so the id stays its own; its content and tool
+        # calls as read; its entry; its item's canonical JSON)
+        self._held: dict[int, tuple[Any, Any, Any, Entry, str]] = {}
+
+    def _entry(self, message: Any) -> tuple[Entry, str]:
+        content = getattr(message, "content", None)
+        calls = getattr(message, "tool_calls", None)
+        held = self._held.get(id(message))
+        if held is not None and held[1] is content and held[2] is calls:
+            return held[3], held[4]
+        entry = message_entry(message)
+        text = canonical_json(entry[1])
+        self._held[id(message)] = (message, content, calls, entry, text)
+        return entry, text
+
+    def request(
+        self,
+        messages: Iterable[Any],
+        tools: Mapping[str, Any],
+        tools_json: str,
+        params: Mapping[str, Any],
+        system: str = "",
+    ) -> tuple[Request, str]:
+        """:func:`canonical_request` of the messages and its :func:`fingerprint`
+        (``tools_json``: the tools' canonical JSON), the fingerprint built from the
+        messages' JSON as :func:`request_text` does."""
+        read = [self._entry(m) for m in messages]
+        texts = {id(entry[1]): text for entry, text in read}
+        text, items, _ = assemble((entry for entry, _ in read), system)
+        # an item renamed by assemble is a copy, not held: its JSON is written here
+        items_json = [texts.get(id(item)) or canonical_json(item) for item in items]
+        request = {"system": text, "messages": items, "tools": dict(tools), "params": dict(params)}
+        digest = sha256_text(
+            request_text(items_json, canonical_json(request["params"]), canonical_json(text),
+                         tools_json)
+        )  # fmt: skip
+        return request, digest
+
+
 def canonical_tools(schemas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Tool schemas (bare ``{"name", "description", "parameters"}``, as a run's manifest keeps
     them and ``convert_to_openai_function`` writes them) by name, in the canonical form."""

@@ -26,16 +26,16 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._replay.fingerprint import (
+    Conversation,
     assistant_turns,
+    canonical_json,
     canonical_messages,
     canonical_params,
-    canonical_request,
     canonical_tools,
-    fingerprint,
 )
 from tcbreplay._replay.recording import Key, RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
@@ -59,6 +59,8 @@ class RecordedChatModel(BaseChatModel):
     bound_tools: list[Any] = Field(default_factory=list, repr=False, exclude=True)
     bound_kwargs: dict[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
     bound: dict[Any, Any] = Field(default_factory=dict, repr=False, exclude=True)
+    # (tool_schemas, their canonical JSON): written once per set of tools
+    _tools_text: tuple[Any, str] | None = PrivateAttr(default=None)
 
     @classmethod
     def from_run(
@@ -100,19 +102,29 @@ class RecordedChatModel(BaseChatModel):
             )
         return copy
 
-    def _request(self, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> Any:
+    def _request(
+        self, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any],
+        conversation: Conversation,
+    ) -> tuple[Any, str]:  # fmt: skip
+        """The canonical request and its fingerprint."""
         params: dict[str, Any] = {}
         if self.recording.params_known:
             given = {**kwargs, **({"stop": stop} if stop else {})}
             params = {**self.recording.params, **self.call_params, **canonical_params(given)}
-        return canonical_request(messages, self.tool_schemas, params, self.recording.system)
+        held = self._tools_text
+        if held is None or held[0] is not self.tool_schemas:
+            held = self._tools_text = (self.tool_schemas, canonical_json(self.tool_schemas))
+        return conversation.request(
+            messages, self.tool_schemas, held[1], params, self.recording.system
+        )
 
     def _answer(
         self, messages: list[BaseMessage], stop: Any, run_manager: Any, kwargs: dict[str, Any]
     ) -> tuple[AIMessage | None, SampleReplay | None]:
         """The recorded answer to a request, or None where the live model answers it."""
         state = current_replay.get(None)
-        request = self._request(messages, stop, kwargs)
+        conversation = state.conversation if state is not None else Conversation()
+        request, digest = self._request(messages, stop, kwargs, conversation)
         turn = assistant_turns(request["messages"])
         if state is not None:
             state.check_tools(messages, set(self.tool_schemas))
@@ -123,9 +135,9 @@ class RecordedChatModel(BaseChatModel):
                 state.forked_at = turn
             return None, state
         key = state.key if state is not None else _metadata_key(run_manager)
-        hit = self.recording.lookup(fingerprint(request), key)
+        hit = self.recording.lookup(digest, key)
         if hit is None and state is None and key is not None:
-            hit = self.recording.lookup(fingerprint(request))
+            hit = self.recording.lookup(digest)
         if hit is not None:
             found, recorded = hit
             (message,) = messages_from_dict(

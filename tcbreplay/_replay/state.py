@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from tcbreplay._replay.divergence import Divergence, message_index
+from tcbreplay._replay.fingerprint import Conversation
 from tcbreplay._replay.outputs import CHANGED, compare_output
 from tcbreplay._replay.recording import Key, RecordedRun, ToolOutput, ToolPool
 
@@ -33,6 +34,8 @@ class SampleReplay:
     tools_served: int = 0  # outputs served from the recording
     served_calls: set[str] = field(default_factory=set)  # call ids of the turns served
     outcomes: dict[str, str] = field(default_factory=dict)  # call id -> outcome
+    # the sample's messages read for its requests' fingerprints, kept between its turns
+    conversation: Conversation = field(default_factory=Conversation, repr=False)
     _outputs: dict[str, ToolOutput] | None = None
     _pool: ToolPool | None = None
 

@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from tcbreplay._replay.divergence import describe, distance, first_difference, nearest
 from tcbreplay._replay.fingerprint import (
+    Conversation,
     canonical_json,
     canonical_messages,
     canonical_params,
@@ -200,6 +201,35 @@ def test_stored_messages_and_objects_give_one_form_and_built_requests_one_text()
     built = request_text([canonical_json(m) for m in items], canonical_json({"seed": 1}),
                          canonical_json(system), canonical_json(TOOLS))  # fmt: skip
     assert built == canonical_json(request)
+
+
+def test_a_conversation_read_turn_by_turn_gives_each_request_and_fingerprint_as_a_whole():
+    """Messages kept between turns give what reading every request whole gives, and a
+    message given other content or tool calls (as objects) is read again."""
+    conversation = Conversation()
+    messages = langchain_conversation()
+    # a tool message named otherwise than the call it answers: renamed, not held as read
+    messages.append(ToolMessage("7", tool_call_id="c1", name="wrong_name"))
+    params = {"temperature": 0}
+    for turn in range(1, len(messages) + 1):
+        request, digest = conversation.request(
+            messages[:turn], TOOLS, canonical_json(TOOLS), params, "Be brief."
+        )
+        whole = canonical_request(messages[:turn], TOOLS, params, "Be brief.")
+        assert (request, digest) == (whole, fingerprint(whole))
+    before = conversation.request(messages, TOOLS, canonical_json(TOOLS), params)[1]
+    messages[1].content = "What is 2 plus 4?"
+    messages[2].tool_calls = [{"name": "add_numbers", "args": {"a": 4, "b": 2}, "id": "c1"}]
+    request, digest = conversation.request(messages, TOOLS, canonical_json(TOOLS), params)
+    assert digest != before
+    assert (request, digest) == (
+        canonical_request(messages, TOOLS, params),
+        fingerprint(canonical_request(messages, TOOLS, params)),
+    )
+    assert request["messages"][0]["content"] == "What is 2 plus 4?"
+    assert request["messages"][1]["tool_calls"] == [
+        {"name": "add_numbers", "arguments": {"a": 4, "b": 2}}
+    ]
 
 
 def test_recorded_tool_outputs_are_served_by_call_not_by_order():
