@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
+
 MAX_DEPTH = 100
 # the lowest value Python's int_max_str_digits can be set to: values within it are readable
 # and writable under any setting
@@ -54,7 +56,7 @@ def loads(text: str | bytes, *, first_line: int = 1, repeats: Repeats | None = N
     """
     try:
         if repeats is None:
-            value = json.loads(text)
+            value = parse(text)
         else:
             value = json.loads(text, object_pairs_hook=_noting_repeats(repeats))
     except json.JSONDecodeError:
@@ -64,6 +66,36 @@ def loads(text: str | bytes, *, first_line: int = 1, repeats: Repeats | None = N
     if may_exceed(text) and value_problem(value) is not None:
         raise _located(text, first_line) or LimitError(value_problem(value) or "")
     return value
+
+
+def parse(text: str | bytes) -> Any:
+    """``json.loads(text)``, the same value or the same error, read by orjson where orjson
+    reads the same value (about 1.4 times as fast on OTLP requests, more on plain JSON).
+
+    orjson reads an integer of 19 digits or more beyond 64 bits as a float, and refuses
+    what Python's reader takes (``NaN``, ``Infinity``, a lone surrogate, a number beyond a
+    float's range): a text with such an integer, or one orjson refuses, is read by Python's
+    reader. Floats read the same (``tests/ground/test_json.py`` holds them to it).
+    """
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if not _long_number(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
+
+
+# digits as "0", quotes as themselves, anything else as a space. A number never follows a
+# quote, so 19 digits or more not just after a quote may be a long integer (or sit inside a
+# string, which Python's reader then reads: slower, the same value)
+_NUMBER_SHAPE = bytes(48 if 48 <= b <= 57 else b if b == 34 else 32 for b in range(256))
+_LONG_INTEGER = b"0" * 19
+
+
+def _long_number(data: bytes) -> bool:
+    shape = data.translate(_NUMBER_SHAPE)
+    return b" " + _LONG_INTEGER in shape or shape.startswith(_LONG_INTEGER)
 
 
 def _noting_repeats(repeats: Repeats) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:

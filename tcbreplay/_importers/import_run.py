@@ -19,6 +19,7 @@ from tcbreplay._importers.sniff import sniff
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
 from tcbreplay._inputs.tools import load_toolset, toolset_from_dicts
+from tcbreplay._machine import collector_paused
 from tcbreplay._store.files import names_a_file
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
@@ -65,6 +66,20 @@ def import_traces(
     sample's trials are kept; a sample (or trial) without a trace is stored with status
     ``missing``.
     """
+    with collector_paused():  # every span, message and record lives to the end
+        return _import(inputs, traces, store, run_id, model, fmt, tools, options)
+
+
+def _import(
+    inputs: BenchmarkInputs | None,
+    traces: str | Path,
+    store: Store,
+    run_id: str,
+    model: str | None,
+    fmt: str | None,
+    tools: str | None,
+    options: dict[str, Any] | None,
+) -> ImportSummary:
     if model is not None and lone_surrogate(model):
         raise InputError(f"--model {model!r}: not valid UTF-8 text")
     if lone_surrogate(str(traces)):  # the manifest keeps its name, as UTF-8 text
@@ -109,9 +124,7 @@ def import_traces(
     # a failure in there removes the folder it made
     writer = store.create_run(manifest, inputs.dataset.entries())
     try:
-        for record in records:
-            writer.append(record)
-        writer.fold()
+        writer.fold(records)  # all or nothing: no journal to resume from
         imported = sum(1 for r in records if r["status"] != "missing")
         writer.update_manifest(
             status="imported",

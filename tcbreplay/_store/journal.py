@@ -124,16 +124,19 @@ def journal_records(run_dir: Path) -> Iterator[dict[str, Any]]:
         yield from read_journal(path)
 
 
-def fold_journal(run_dir: Path) -> None:
+def fold_journal(run_dir: Path, given: list[dict[str, Any]] | None = None) -> None:
     """Merge journal records (its shards' too) into the Parquet files (latest record per
-    sample wins); only while no shard appends to its journal.
+    sample wins); only while no shard appends to its journal. ``given``: records held in
+    memory, taken as the journal's (which must be empty: they are not written to it first).
 
     Both files are rewritten through temporary names and renamed, messages first;
     the journals are removed last, so a crash at any point can be folded again.
     """
     paths = journals(run_dir)
     records: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in journal_records(run_dir):
+    if given is not None and any(True for _ in journal_records(run_dir)):
+        raise StoreError(f"{run_dir}: the journal holds records; they would be folded twice")
+    for record in journal_records(run_dir) if given is None else given:
         records[(record["sample_id"], record.get("trial", 0))] = record
     if not records and (run_dir / SAMPLES).exists():
         _remove(paths)

@@ -145,18 +145,22 @@ class RunWriter:
         if isinstance(self._lock_fd, LeaseLock):
             self._lock_fd.check()
 
-    def fold(self) -> bool:
+    def fold(self, records: list[dict[str, Any]] | None = None) -> bool:
         """Fold the journal into the Parquet files and record their sha256 in the manifest;
-        whether it did (a :class:`ShardWriter` leaves it to the last shard)."""
+        whether it did (a :class:`ShardWriter` leaves it to the last shard).
+
+        ``records``: a whole run's samples held in memory by a writer that appended none
+        (an import, which is all or nothing), folded as if read back from the journal.
+        """
         self._close_journal()
-        self._fold()
+        self._fold(records)
         return True
 
-    def _fold(self) -> None:
+    def _fold(self, records: list[dict[str, Any]] | None = None) -> None:
         from tcbreplay._store.journal import fold_journal
 
         self._check_lock()
-        fold_journal(self.dir)
+        fold_journal(self.dir, records)
         # the files are written in this version's layout (a version 1 run's included)
         names = [*DATA_FILES, *([DIVERGENCES] if (self.dir / DIVERGENCES).exists() else [])]
         self.update_manifest(
@@ -304,9 +308,11 @@ class ShardWriter(RunWriter):
             release_lock(self._shard_fd)
         self._shard_fd = None
 
-    def fold(self) -> bool:
+    def fold(self, records: list[dict[str, Any]] | None = None) -> bool:
         """Release this shard; fold every journal when no other shard records (this was the
-        last), and say whether it did."""
+        last), and say whether it did. (A shard's samples are always journaled.)"""
+        if records is not None:
+            raise ValueError("a shard folds its journal, not records held in memory")
         self._close_journal()
         if self._shard_fd is not None:
             release_lock(self._shard_fd)

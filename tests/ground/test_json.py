@@ -17,6 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import TEST_DATA, cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
 from tcbreplay import _json
@@ -86,6 +88,74 @@ def test_loads_reads_what_is_within_the_limits(text):
 def test_loads_leaves_text_that_is_not_json_to_json():
     with pytest.raises(json.JSONDecodeError):
         _json.loads("[1, 2")
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats()  # NaN and the infinities too, which Python's writer writes
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal values of equal types all the way down (NaN equal to NaN, 1 not 1.0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)  # type: ignore[index]
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))  # type: ignore[arg-type]
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
+
+
+@settings(max_examples=400)
+@given(JSON_VALUES, st.booleans(), st.booleans())
+def test_parse_reads_what_json_loads_reads(value, ascii_only, as_bytes):
+    """orjson reads where it reads the same: long integers, NaN, lone surrogates and the
+    rest it reads otherwise or refuses go to Python's reader."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    data = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    try:
+        expected = json.loads(data)
+    except ValueError as exc:  # bytes that are not UTF-8 (a lone surrogate written raw)
+        with pytest.raises(type(exc)):
+            _json.parse(data)
+        return
+    assert _same(_json.parse(data), expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "12345678901234567890123",
+        "-9300000000000000000",
+        "18446744073709551616",
+        '{"n": [1, 99999999999999999999]}',
+        '["12345678901234567890", 12345678901234567890]',
+        "1e400",
+        "[NaN, -Infinity]",
+        '"\\ud800"',
+        "0.1000000000000000055511151231257827",
+    ],
+)
+def test_parse_reads_what_orjson_would_read_otherwise_as_python_does(text):
+    assert _same(_json.parse(text), json.loads(text))
+    assert _same(_json.parse(text.encode()), json.loads(text))
+
+
+@pytest.mark.parametrize("text", ["", "[1,", "{'a': 1}", "nul", "[1] x"])
+def test_parse_refuses_what_json_loads_refuses(text):
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as got:
+        _json.parse(text)
+    assert str(got.value) == str(expected.value)
 
 
 def test_bounded_replaces_only_what_is_beyond_the_limits():

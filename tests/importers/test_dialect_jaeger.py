@@ -3,7 +3,9 @@ against Jaeger's own fixtures (tests/data/otel/jaeger/README.md says what they a
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from types import ModuleType
 
 import pytest
 from helpers import TEST_DATA
@@ -57,43 +59,26 @@ def test_it_is_told_from_the_file(name, reason):
     assert (chosen.dialect, chosen.reason) == ("jaeger", reason)
 
 
-def as_jaeger(batch: otlp_spans.Batch) -> dict:
-    """OTLP spans in Jaeger's JSON, mapped as Jaeger's golden pair shows (attributes as
-    typed tags, the parent as a CHILD_OF reference, events as logs named by their event
-    field, the resource as the process)."""
+def _made_by() -> ModuleType:
+    """``tests/data/otel/jaeger/make_genai.py``: OTLP spans mapped into Jaeger's JSON as
+    Jaeger's golden pair shows (see its docstring)."""
+    spec = importlib.util.spec_from_file_location("make_genai", JAEGER / "make_genai.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def tag(key, value):
-        kind = {bool: "bool", int: "int64", float: "float64"}.get(type(value), "string")
-        return {"key": key, "type": kind, "value": value if kind != "string" else str(value)}
 
-    traces: dict[str, dict] = {}
-    for s in batch.spans:
-        trace = traces.setdefault(s.trace_id, {"traceID": s.trace_id, "spans": [],
-                                               "processes": {}})  # fmt: skip
-        process = f"p{len(trace['processes']) + 1}"
-        trace["processes"][process] = {
-            "serviceName": s.resource["service.name"],
-            "tags": [tag(k, v) for k, v in s.resource.items() if k != "service.name"],
-        }
-        refs = [{"refType": "CHILD_OF", "traceID": s.trace_id, "spanID": s.parent_id}]
-        trace["spans"].append({
-            "traceID": s.trace_id, "spanID": s.span_id, "operationName": s.name,
-            "references": refs if s.parent_id else [], "startTime": s.start // 1000,
-            "duration": (s.end - s.start) // 1000,
-            "tags": [tag("otel.library.name", s.scope)]
-            + [tag(k, v) for k, v in s.attributes.items()],
-            "logs": [{"timestamp": e.time // 1000, "fields": [tag("event", e.name)]
-                      + [tag(k, v) for k, v in e.attributes.items()]} for e in s.events],
-            "processID": process, "warnings": None,
-        })  # fmt: skip
-    return {"data": list(traces.values()), "total": 0, "limit": 0, "offset": 0, "errors": None}
+def test_the_committed_genai_file_is_the_mapping_of_the_otlp_fixture():
+    """The docs' runnable example imports it: it is what make_genai.py writes."""
+    assert (JAEGER / "openai_v2.jaeger.json").read_text() == _made_by().text()
 
 
 def test_genai_spans_through_jaeger_read_as_through_otlp(tmp_path):
     data = (OTEL / "openai_v2_latest.otlp.jsonl").read_bytes()
     batch = otlp.read_batch(data, "t.jsonl")
     path = tmp_path / "jaeger.json"
-    path.write_text(json.dumps(as_jaeger(batch)))
+    path.write_text(json.dumps(_made_by().as_jaeger(batch)))
     through_jaeger = jaeger.read(TraceFile.at(path), None)
     through_otlp = otlp.read(TraceFile("t.jsonl", data=data), None)
     strip = lambda lines: [(li.sample_id, [m["message"] for m in li.messages]) for li in lines]  # noqa: E731

@@ -314,8 +314,8 @@ def test_sample_by_is_refused_for_a_dialect_without_it(tmp_path):
     assert "--sample-by: the openai dialect has no choice of sample" in result.output
 
 
-# the pages whose examples run on the committed fixtures (jaeger.md's needs a Jaeger)
-EXAMPLE_PAGES = ["docs/otlp.md", "docs/inputs.md"]
+# the pages whose examples run on the committed fixtures (jaeger.md's first needs a Jaeger)
+EXAMPLE_PAGES = ["docs/otlp.md", "docs/inputs.md", "docs/jaeger.md"]
 
 
 def _examples(page: str) -> list[list[list[str]]]:
@@ -351,15 +351,16 @@ def test_the_examples_on_the_pages_run_as_written(commands, tmp_path, monkeypatc
 
 def test_every_fixture_has_an_example_on_a_page():
     """The files each page names exist, and every convention's fixture is shown."""
-    named = {
-        Path(arg).name
+    paths = {
+        arg
         for page in EXAMPLE_PAGES
         for commands in _examples(page)
         for args in commands
         for arg in args
         if arg.startswith("tests/data/otel/")
     }
-    assert {n for n in named if not (OTEL / n).exists()} == set()
+    assert {p for p in paths if not (ROOT / p).exists()} == set()
+    named = {Path(p).name for p in paths}
     assert {
         "semconv_examples.otlp.jsonl",  # GenAI, current
         "openai_v2_events.otlp.pb",  # GenAI, older events

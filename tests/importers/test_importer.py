@@ -637,3 +637,48 @@ def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store)
     assert result.exit_code == 0, result.output
     assert store.open_run("imp").status == "imported"
     assert len(score_rows(store, "imp")) == 4  # the dataset's samples
+
+
+# ---------------------------------------------------------------- folded without the journal
+
+
+@pytest.mark.parametrize(
+    "traces",
+    [
+        "otel/openai_v2_latest.otlp.jsonl",
+        "langsmith/runs.jsonl",
+        "langfuse/observations.json",
+        "tau2/gpt-4.1_telecom_sample.json",
+        "inspect/mockllm-2-samples-2-epochs.json",
+        "import/traces_shapes.jsonl",
+    ],
+)
+def test_an_import_folds_its_records_as_the_journal_would(tmp_path, monkeypatch, traces):
+    """An import (all or nothing) folds the records it holds without writing them to the
+    journal first: the run's files are byte for byte those a fold of the same records
+    through the journal writes."""
+    folded: list[list[dict]] = []
+    fold = RunWriter.fold
+
+    def keeping(self, records=None):
+        folded.append(records)
+        return fold(self, records)
+
+    monkeypatch.setattr(RunWriter, "fold", keeping)
+    inputs = None
+    if traces.startswith("import/"):
+        inputs = load_inputs(None, DATASET, TOOLS_JSON, None, need_prompt=False)
+    store = Store(tmp_path / "memory")
+    import_traces(inputs, DATA / traces, store, "run")
+    (records,) = folded
+    assert records, "the import handed its records to the fold"
+    run = store.run_dir("run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    dataset = [json.loads(line) for line in (run / "dataset.jsonl").read_text().splitlines()]
+    journaled = Store(tmp_path / "journal").create_run(manifest, dataset)
+    for record in records:
+        journaled.append(record)
+    fold(journaled)
+    journaled.close()
+    for name in ("samples.parquet", "messages.parquet"):
+        assert (journaled.dir / name).read_bytes() == (run / name).read_bytes(), name

@@ -235,7 +235,7 @@ def read_json_lines(data: bytes, label: str) -> Batch:
     stripped = body.strip()
     if stripped.startswith(b"{") and b"\n" in stripped:
         try:  # a request written over several lines (pretty-printed)
-            doc = json.loads(stripped)
+            doc = _json.parse(stripped)
         except (ValueError, RecursionError):
             doc = None
         if isinstance(doc, dict):
@@ -246,7 +246,7 @@ def read_json_lines(data: bytes, label: str) -> Batch:
         # it would cost more than the reading; what the spans hold as JSON text (messages,
         # arguments) is read within the limits, and stored messages are bounded
         try:
-            doc = json.loads(line)
+            doc = _json.parse(line)
         except UnicodeDecodeError as exc:
             raise TraceError(f"{place}: not UTF-8 text") from exc
         except json.JSONDecodeError as exc:
