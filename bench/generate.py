@@ -59,18 +59,19 @@ from tcbreplay._store.schema import (
     DATASET,
     MANIFEST,
     MESSAGES,
-    MESSAGES_SCHEMA,
     PARQUET_OPTIONS,
     ROW_GROUP_ROWS,
     SAMPLES,
     SAMPLES_SCHEMA,
     SCHEMA_VERSION,
+    WRITTEN_MESSAGES_SCHEMA,
 )
 from tcbreplay._version import __version__
 
 # 2: dataset.jsonl; 3: sample_index in messages; 4: file hashes; 5: row groups of 128Ki rows;
-# 6: messages in row groups of one type each, as the store writes them
-GENERATOR_VERSION = 6
+# 6: messages in row groups of one type each, as the store writes them; 7: each message's
+# calls beside it (schema 5)
+GENERATOR_VERSION = 7
 CHUNK_SAMPLES = 20_000
 MODEL_NAME = "gemini-2.5-flash"
 ERROR_RATE = 0.15  # probability of a mistake at each gold call (the sim's default)
@@ -502,7 +503,7 @@ def generate_chunk(
     rng = random.Random((seed << 32) | k)
     ids = _Ids(np.random.default_rng([seed, k]))
     s = _Columns(tuple(SAMPLES_SCHEMA.names)).data
-    m = _Columns(tuple(MESSAGES_SCHEMA.names)).data
+    m = _Columns(tuple(WRITTEN_MESSAGES_SCHEMA.names)).data
     m_sid, m_pos, m_type, m_msg = m["sample_id"], m["position"], m["type"], m["message"]
     m_idx = m["sample_index"]
     m_in, m_out, m_tot, m_lat = (
@@ -651,7 +652,9 @@ def generate_chunk(
     m["trial"] = [0] * len(m_sid)
     chunk.duration_s = float(dur.sum())
     chunk.samples = pa.table({k: s[k] for k in SAMPLES_SCHEMA.names}, schema=SAMPLES_SCHEMA)
-    chunk.messages = pa.table({k: m[k] for k in MESSAGES_SCHEMA.names}, schema=MESSAGES_SCHEMA)
+    chunk.messages = pa.table(
+        {k: m[k] for k in WRITTEN_MESSAGES_SCHEMA.names}, schema=WRITTEN_MESSAGES_SCHEMA
+    )  # (MessagesWriter derives each message's calls)
     return chunk
 
 

@@ -143,3 +143,14 @@ def fifo_read(path: Path) -> Iterator[list[bytes]]:
         os.close(hold)
         thread.join(timeout=60)
     assert not thread.is_alive(), f"{path}: still being read after 60 s"
+
+
+def with_messages(table, texts: list) -> object:
+    """A ``messages.parquet`` table with its message texts replaced, written as another tool
+    (or a tcbreplay before schema 5) writes the file: without the ``calls`` column, so that
+    each message's calls are read from its text, as edited."""
+    import pyarrow as pa
+
+    at = table.schema.get_field_index("message")
+    table = table.set_column(at, "message", pa.array(texts, pa.string()))
+    return table.drop_columns([n for n in ("calls",) if n in table.column_names])

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA
+from tcbreplay._store.schema import SAMPLES_SCHEMA, WRITTEN_MESSAGES_SCHEMA
 
 Call = tuple[str, dict[str, Any]]
 
@@ -106,5 +106,5 @@ def build_tables(
             )
     return (
         pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
-        pa.Table.from_pylist(messages, schema=MESSAGES_SCHEMA),
+        pa.Table.from_pylist(messages, schema=WRITTEN_MESSAGES_SCHEMA),
     )

@@ -1,10 +1,10 @@
 """Raw messages to tool-call rows, by the SQL in ``queries/`` over the store's views.
 
 Nothing here imports LangChain: the serialized messages are read as JSON. Scoring
-reads every AI message once (``score_agent_calls.sql``: its tool calls as JSON text, which
-``tcbreplay/_score/kernels/calls.pxi`` splits) and keeps the calls flat as Arrow arrays in sample
-and call order, with ``s`` (the sample's position in sample order); as tables, calls are
-numbered ``i`` (agent) and ``j`` (gold) within their sample. Also here: the tools'
+reads every AI message's calls once (``score_agent_calls.sql``: the ``calls`` column, JSON
+text, which ``tcbreplay/_score/kernels/calls.pxi`` splits) and keeps the calls flat as
+Arrow arrays in sample and call order, with ``s`` (the sample's position in sample order); as
+tables, calls are numbered ``i`` (agent) and ``j`` (gold) within their sample. Also here: the tools'
 parameters as scoring reads them (:func:`tools_table`).
 """
 
@@ -157,6 +157,8 @@ class FlatCalls:
 
 # whose calls a scoring compares with gold (score --side): the agent's, the user's or both
 SIDES = {"agent": ["agent"], "user": ["user"], "both": ["agent", "user"]}
+# the messages whose calls are each side's
+_SIDE_TYPES = {"agent": "ai", "user": "human"}
 
 
 def load_calls(
@@ -180,7 +182,11 @@ def load_flat(
         gold_lists = con.sql(query_text("score_gold_calls"), params=bounds).to_arrow_table(
             _ONE_BATCH
         )
-        ai = con.sql(query_text("score_agent_calls"), params=bounds).to_arrow_table(_ONE_BATCH)
+        types = [_SIDE_TYPES[s] for s in SIDES[side]]
+        ai = con.sql(
+            query_text("score_agent_calls"),
+            params={"lo": samples[0], "hi": samples[1], "types": types},
+        ).to_arrow_table(_ONE_BATCH)
     except duckdb.Error as exc:
         raise StoreError(
             f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}"

@@ -39,10 +39,10 @@ from tcbreplay._store.schema import (
     JOURNAL,
     JOURNAL_CHUNKS,
     MESSAGES,
-    MESSAGES_SCHEMA,
     SAMPLES,
     SAMPLES_SCHEMA,
     SHARD_JOURNALS,
+    WRITTEN_MESSAGES_SCHEMA,
     divergence_rows,
     message_rows,
     sample_rows,
@@ -143,9 +143,10 @@ def fold_journal(run_dir: Path, given: list[dict[str, Any]] | None = None) -> No
         return
     keep = set(records)
     samples = [_old_rows(run_dir / SAMPLES, SAMPLES_SCHEMA, keep)]
-    messages = [_old_rows(run_dir / MESSAGES, MESSAGES_SCHEMA, keep)]
+    # (each message's calls derived again as the file is written)
+    messages = [_old_rows(run_dir / MESSAGES, WRITTEN_MESSAGES_SCHEMA, keep)]
     samples.append(_table(sample_rows(records.values()), SAMPLES_SCHEMA))
-    messages.append(_table(message_rows(records.values()), MESSAGES_SCHEMA))
+    messages.append(_table(message_rows(records.values()), WRITTEN_MESSAGES_SCHEMA))
     # rows in sample_index order, messages by their sample's row, then position
     sample_table = pa.concat_tables(samples).sort_by("sample_index")
     message_table = pa.concat_tables(messages).sort_by(

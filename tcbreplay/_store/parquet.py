@@ -20,10 +20,12 @@ from tcbreplay._store.locks import (
 )
 from tcbreplay._store.objects import arrow_source, is_remote
 from tcbreplay._store.schema import (
+    MESSAGE_CALLS,
     MESSAGES_SCHEMA,
     PARQUET_OPTIONS,
     ROW_GROUP_ROWS,
 )
+from tcbreplay.errors import StoreError, first_line
 
 
 def read_table(path: Path, **options: Any) -> pa.Table:
@@ -81,9 +83,12 @@ class MessagesWriter:
         self.rows_written = 0
 
     def write(self, table: pa.Table) -> None:
-        """Add rows (``MESSAGES_SCHEMA``); a type's full row groups are written at once."""
+        """Add rows (``MESSAGES_SCHEMA``, with or without ``calls``, which is derived from
+        each message when absent); a type's full row groups are written at once."""
         import pyarrow.compute as pc  # here: commands that only read the store never load it
 
+        if "calls" not in table.column_names:
+            table = with_calls(table)
         types = table["type"]
         for kind in pc.unique(types).to_pylist():
             rows = table.filter(pc.is_null(types) if kind is None else pc.equal(types, kind))
@@ -111,6 +116,25 @@ class MessagesWriter:
         if table.num_rows:
             self._writer.write_table(table.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
             self.rows_written += table.num_rows
+
+
+def with_calls(table: pa.Table) -> pa.Table:
+    """Messages (``MESSAGES_SCHEMA`` but ``calls``) with each message's calls, as DuckDB
+    reads them from it (``MESSAGE_CALLS``: the text scoring compares, written by the same
+    JSON writer it was read by before the column existed)."""
+    import duckdb  # here: as pyarrow.compute above
+
+    names = [n for n in MESSAGES_SCHEMA.names if n != "calls"]
+    con = duckdb.connect(config={"threads": 1})  # rows in the order given
+    try:
+        con.register("written", table.select(["type", "message"]))
+        calls = con.sql(f"select {MESSAGE_CALLS} as calls from written").to_arrow_table()
+    except duckdb.Error as exc:
+        raise StoreError(f"a message to store is not JSON text: {first_line(exc)}") from exc
+    finally:
+        con.close()
+    column = calls["calls"].cast(pa.string())
+    return pa.Table.from_arrays([table[n] for n in names] + [column], schema=MESSAGES_SCHEMA)
 
 
 def write_messages(table: pa.Table, path: Path) -> None:

@@ -44,9 +44,11 @@ from tcbreplay.errors import (
 # the samples' metadata. 3: the samples' own tools, and gold calls with rules (accept,
 # optional, group). 4: replays, with their divergences (divergences.parquet) and the status
 # diverged. Older files read as trial 0, without metadata or tools of their own
-# (OPTIONAL_COLUMNS), and older runs have no divergences.
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# (OPTIONAL_COLUMNS), and older runs have no divergences. 5: each message's calls beside it
+# (the ``calls`` column: scoring reads them without parsing every message); an older file's
+# messages have theirs read from the message when a view reads it (OPTIONAL_COLUMNS).
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 
 MANIFEST = "manifest.json"
@@ -153,7 +155,16 @@ MESSAGES_SCHEMA = pa.schema(
         ("output_tokens", pa.int64()),
         ("total_tokens", pa.int64()),
         ("latency_s", pa.float64()),
+        # the tool calls an AI (or human) message carries: its data.tool_calls as DuckDB writes
+        # JSON (MESSAGE_CALLS), null for other messages and for one that carries none; derived
+        # from ``message`` when the file is written (tcbreplay._store.parquet.MessagesWriter)
+        ("calls", pa.string()),
     ]
+)
+
+# ``calls`` from a message (the store's messages table, or a file of an older version)
+MESSAGE_CALLS = (
+    "case when type in ('ai', 'human') then json_extract(message, '$.data.tool_calls')::varchar end"
 )
 
 
@@ -181,13 +192,24 @@ INVALID_ARGUMENTS = "[tcbreplay: arguments not a JSON object]"
 
 # Columns that files of older versions lack, and the SQL value they read as there: version 1
 # files lack trial and metadata, versions 1 and 2 the samples' own tools.
-OPTIONAL_COLUMNS = {"trial": "0::integer", "metadata": "null::varchar", "tools": "null::varchar"}
+OPTIONAL_COLUMNS = {
+    "trial": "0::integer",
+    "metadata": "null::varchar",
+    "tools": "null::varchar",
+    "calls": MESSAGE_CALLS,
+}
+# what a writer derives when it writes the file, rather than filling in (with_optional_columns)
+DERIVED_COLUMNS = ("calls",)
+# messages as they are given to the writer, which derives the rest
+WRITTEN_MESSAGES_SCHEMA = pa.schema([f for f in MESSAGES_SCHEMA if f.name not in DERIVED_COLUMNS])
 
 
 def with_optional_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """An Arrow table of an older file with the columns it lacks, as the views read them
     (trial 0, no metadata, no tools of its own), in the store's column order."""
     for name in OPTIONAL_COLUMNS:
+        if name in DERIVED_COLUMNS:
+            continue
         if name in schema.names and name not in table.column_names:
             value = 0 if name == "trial" else None
             table = table.append_column(

@@ -46,6 +46,7 @@ from tcbreplay._store.schema import (
     DEFAULT_SCORING,
     DIVERGENCES_SCHEMA,
     LOCK,
+    MESSAGE_CALLS,
     MESSAGES_SCHEMA,
     OPTIONAL_COLUMNS,
     SAMPLES_SCHEMA,
@@ -222,8 +223,12 @@ def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConn
         ("samples", samples, SAMPLES_SCHEMA),
         ("messages", messages, MESSAGES_SCHEMA),
     ):
+        derived = name == "messages" and "calls" not in table.column_names
+        if derived:  # each message's calls, as a writer derives them
+            schema = pa.schema([f for f in schema if f.name != "calls"])
         con.register("_input", with_optional_columns(table, schema).cast(schema))
-        con.execute(f"create table {name} as select * from _input")
+        calls = f", {MESSAGE_CALLS} as calls" if derived else ""
+        con.execute(f"create table {name} as select *{calls} from _input")
         con.unregister("_input")
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")

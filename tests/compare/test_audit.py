@@ -19,7 +19,7 @@ from tcbreplay._score import audit_record
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import MESSAGES_SCHEMA, SCORES_SCHEMA
+from tcbreplay._store.schema import SCORES_SCHEMA, WRITTEN_MESSAGES_SCHEMA
 from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, RunNotFoundError, StoreError
 
@@ -254,7 +254,7 @@ def test_changed_raw_message_is_caught(scored):
                 break
     else:
         pytest.fail(f"no AI message with a call in sample {sid}")
-    pq.write_table(pa.Table.from_pylist(rows, schema=MESSAGES_SCHEMA), path)
+    pq.write_table(pa.Table.from_pylist(rows, schema=WRITTEN_MESSAGES_SCHEMA), path)
 
     result = verify(root, run_id)
     assert result.exit_code == 1, (result.output, result.exception)
@@ -298,7 +298,7 @@ def test_changed_message_text_that_moves_no_score_is_still_reported(scored):
     rows = table.to_pylist()
     rows[0]["message"] = rows[0]["message"].replace('"content": "', '"content": "edited ', 1)
     assert rows[0]["message"] != table["message"][0].as_py()
-    pq.write_table(pa.Table.from_pylist(rows, schema=MESSAGES_SCHEMA), path)
+    pq.write_table(pa.Table.from_pylist(rows, schema=WRITTEN_MESSAGES_SCHEMA), path)
     report = verify_run(Store(root), run_id)
     assert report.changed_files == ["messages.parquet"]
     assert report.differences == []

@@ -16,7 +16,7 @@ import zipfile
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import TEST_DATA, cli
+from helpers import TEST_DATA, cli, with_messages
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
@@ -327,8 +327,11 @@ def hand_made(tmp_path):
                 t.replace(old, new) if sid == "b" else t
                 for sid, t in zip(ids, table[column].to_pylist(), strict=True)
             ]
-            at = table.schema.get_field_index(column)
-            pq.write_table(table.set_column(at, column, pa.array(texts, pa.string())), path)
+            if column == "message":
+                pq.write_table(with_messages(table, texts), path)
+            else:
+                at = table.schema.get_field_index(column)
+                pq.write_table(table.set_column(at, column, pa.array(texts, pa.string())), path)
 
     return root, rewrite
 

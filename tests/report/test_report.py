@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from helpers import TEST_DATA, cli, fifo_read, import_tau_bench
+from helpers import TEST_DATA, cli, fifo_read, import_tau_bench, with_messages
 from report_helpers import import_hand_run, payload
 
 import tcbreplay._report as report_package
@@ -370,8 +370,7 @@ def test_a_call_without_a_name_is_reported_as_scoring_reads_it(tmp_path):
     message = json.loads(messages[row])
     message["data"]["tool_calls"][0]["name"] = None
     messages[row] = json.dumps(message)
-    column = table.schema.get_field_index("message")
-    pq.write_table(table.set_column(column, "message", [messages]), path)
+    pq.write_table(with_messages(table, messages), path)
     sample_id = table["sample_id"][row].as_py()
     report = collect(store, [run_id])
     (run,) = report.runs
@@ -392,7 +391,10 @@ def _set_text(store: Store, run_id: str, sample_id: str, column: str, text: str 
         key=lambda r: r.get("position", 0),
     )
     row[column] = text
-    pq.write_table(pl.DataFrame(rows).to_arrow().cast(table.schema), path)
+    table = pl.DataFrame(rows).to_arrow().cast(table.schema)
+    if column == "message":  # (the message's calls read from it, as edited)
+        table = with_messages(table, table["message"].to_pylist())
+    pq.write_table(table, path)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tcbreplay._score import translate
-from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA
+from tcbreplay._store.schema import SAMPLES_SCHEMA, WRITTEN_MESSAGES_SCHEMA
 from tcbreplay._store.views import connect_tables
 from tcbreplay.errors import StoreError
 
@@ -73,7 +73,7 @@ def expected(samples: list[dict[str, Any]], messages: list[dict[str, Any]]):
 def loaded(samples: list[dict[str, Any]], messages: list[dict[str, Any]]):
     con = connect_tables(
         pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
-        pa.Table.from_pylist(messages, schema=MESSAGES_SCHEMA),
+        pa.Table.from_pylist(messages, schema=WRITTEN_MESSAGES_SCHEMA),
     )
     try:
         tables = translate.load_calls(con)
@@ -148,7 +148,7 @@ def test_a_sample_without_sample_index_or_id_is_a_clear_error(column):
     rows = [sample(0, []), {**sample(1, []), column: None}, {**sample(2, []), column: None}]
     con = connect_tables(
         pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA),
-        pa.Table.from_pylist([], schema=MESSAGES_SCHEMA),
+        pa.Table.from_pylist([], schema=WRITTEN_MESSAGES_SCHEMA),
     )
     try:
         with pytest.raises(StoreError, match=f"^samples.parquet: 2 samples have no {column}$"):
@@ -169,7 +169,7 @@ def test_a_sample_without_sample_index_or_id_is_a_clear_error(column):
 def test_samples_are_cut_into_ranges_that_cover_them(indexes, parts, expected):
     con = connect_tables(
         pa.Table.from_pylist([sample(k, []) for k in indexes], schema=SAMPLES_SCHEMA),
-        pa.Table.from_pylist([], schema=MESSAGES_SCHEMA),
+        pa.Table.from_pylist([], schema=WRITTEN_MESSAGES_SCHEMA),
     )
     try:
         assert translate.split_samples(con, parts) == expected
@@ -207,7 +207,7 @@ def test_both_scorers_refuse_samples_without_sample_index():
 
     rows = [sample(0, []), {**sample(1, []), "sample_index": None}]
     samples = pa.Table.from_pylist(rows, schema=SAMPLES_SCHEMA)
-    messages = pa.Table.from_pylist([], schema=MESSAGES_SCHEMA)
+    messages = pa.Table.from_pylist([], schema=WRITTEN_MESSAGES_SCHEMA)
     for scorer in ("spec", "abet"):
         with pytest.raises(StoreError, match="have no sample_index"):
             score_tables(samples, messages, [], ScoreOptions(scorer=scorer))
@@ -296,7 +296,7 @@ def test_agent_calls_read_as_json_transform_reads_them(lists):
     messages = [message(k % 2, k, "ai", _ai_text(text)) for k, text in enumerate(lists)]
     con = connect_tables(
         pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
-        pa.Table.from_pylist(messages, schema=MESSAGES_SCHEMA),
+        pa.Table.from_pylist(messages, schema=WRITTEN_MESSAGES_SCHEMA),
     )
     try:
         flat = translate.load_flat(con)

@@ -33,9 +33,9 @@ from tcbreplay._store.schema import (
     JOURNAL,
     MANIFEST,
     MESSAGES,
-    MESSAGES_SCHEMA,
     SAMPLES,
     SCHEMA_VERSION,
+    WRITTEN_MESSAGES_SCHEMA,
     read_manifest,
 )
 from tcbreplay._store.writer import RunWriter
@@ -122,7 +122,7 @@ def test_messages_writer_keeps_every_row_in_row_groups_of_one_type(tmp_path_fact
         for chunk in chunks:  # streamed a chunk at a time, as the generator writes
             part = rows[start : start + len(chunk)]
             start += len(chunk)
-            writer.write(pa.Table.from_pylist(part, schema=MESSAGES_SCHEMA))
+            writer.write(pa.Table.from_pylist(part, schema=WRITTEN_MESSAGES_SCHEMA))
         writer.close()
     finally:
         parquet_mod.ROW_GROUP_ROWS = original

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers import TEST_DATA, cli
 
@@ -109,3 +111,40 @@ def test_it_has_no_divergences_and_replays_as_recorded(v1_store):
     assert (summary["diverged_samples"], summary["live_calls"]) == (0, 0)
     assert summary["turns_served"] > 94
     assert cli("audit", "verify", "again", "--store", v1_store).exit_code == 0
+
+
+# ---------------------------------------------------------------- schema 5: each message's calls
+
+
+def test_a_messages_file_holds_each_messages_calls_as_read_from_it(sim_copy):
+    """The calls column is what DuckDB reads from each AI (and human) message, null for the
+    others and for a message with none."""
+    import duckdb
+
+    root, run_id = sim_copy
+    path = root / run_id / "messages.parquet"
+    table = pq.read_table(path)
+    assert table.schema.field("calls").type == pa.string()
+    con = duckdb.connect()
+    con.register("m", table)
+    ((wrong, with_calls, other),) = con.sql(
+        "select count(*) filter (where calls is distinct from (case when type in ('ai', 'human')"
+        " then json_extract(message, '$.data.tool_calls')::varchar end)),"
+        " count(*) filter (where calls is not null),"
+        " count(*) filter (where type not in ('ai', 'human') and calls is not null) from m"
+    ).fetchall()
+    assert (wrong, other) == (0, 0)
+    assert with_calls > 0
+
+
+def test_a_file_without_the_calls_column_scores_the_same(sim_copy):
+    """A messages file as a tcbreplay before schema 5 (or another tool) wrote it: the views
+    read each message's calls from its text, and every score is the same."""
+    root, run_id = sim_copy
+    assert cli("score", run_id, "--store", root, "--format", "json").exit_code == 0
+    scores = root / run_id / "scores" / "spec" / "scores.parquet"
+    before = pq.read_table(scores)
+    path = root / run_id / "messages.parquet"
+    pq.write_table(pq.read_table(path).drop_columns(["calls"]), path)
+    assert cli("score", run_id, "--store", root, "--format", "json").exit_code == 0
+    assert pq.read_table(scores).equals(before)
