@@ -53,6 +53,7 @@ from tcbreplay._store.schema import (
     SCORES,
     SCORES_ADDED,
     SCORES_SCHEMA,
+    WRITTEN_MESSAGES_SCHEMA,
     with_optional_columns,
 )
 from tcbreplay.errors import (
@@ -225,7 +226,7 @@ def connect_tables(samples: pa.Table, messages: pa.Table) -> duckdb.DuckDBPyConn
     ):
         derived = name == "messages" and "calls" not in table.column_names
         if derived:  # each message's calls, as a writer derives them
-            schema = pa.schema([f for f in schema if f.name != "calls"])
+            schema = WRITTEN_MESSAGES_SCHEMA
         con.register("_input", with_optional_columns(table, schema).cast(schema))
         calls = f", {MESSAGE_CALLS} as calls" if derived else ""
         con.execute(f"create table {name} as select *{calls} from _input")

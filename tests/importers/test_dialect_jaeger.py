@@ -3,12 +3,11 @@ against Jaeger's own fixtures (tests/data/otel/jaeger/README.md says what they a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from types import ModuleType
 
 import pytest
-from helpers import TEST_DATA
+from helpers import TEST_DATA, load_script
 
 from tcbreplay._importers import jaeger, otlp
 from tcbreplay._importers.dialect import TraceFile
@@ -62,11 +61,7 @@ def test_it_is_told_from_the_file(name, reason):
 def _made_by() -> ModuleType:
     """``tests/data/otel/jaeger/make_genai.py``: OTLP spans mapped into Jaeger's JSON as
     Jaeger's golden pair shows (see its docstring)."""
-    spec = importlib.util.spec_from_file_location("make_genai", JAEGER / "make_genai.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("jaeger_make_genai", JAEGER / "make_genai.py")
 
 
 def test_the_committed_genai_file_is_the_mapping_of_the_otlp_fixture():
