@@ -9,7 +9,7 @@ read pass of ``make bench`` (``tcbreplay sql``) on the local store and on ``s3:/
 ("Object storage"), with the machine's load, which on a shared machine moves them.
 
 moto answers a ranged GET by copying the whole object, then slicing it: a request for 1 MB of
-the 1M run's 467 MB messages file costs about a second, where S3's cost follows the range.
+the 1M run's messages file (550 MB) costs about a second, where S3's cost follows the range.
 Each s3:// command is therefore timed twice: on moto as shipped, and on moto answering a range
 by slicing its buffer without the copy (:func:`_slice_ranges`, this process only), which
 isolates tcbreplay's own request pattern from moto's cost per request.
@@ -165,7 +165,7 @@ def _section(result: dict, samples: int) -> str:
             "process), then `tcbreplay score` and the bare read pass of `make bench` on the local "
             "store and on `--store s3://...`, alternated, best of each (every time in brackets). "
             "All scorings give the same numbers (checked). moto answers a ranged GET by copying "
-            "the whole object first (about a second for the 467 MB messages file on these "
+            "the whole object first (about a second for the 550 MB messages file on these "
             "machines, whatever the range); S3's cost follows the range. So every s3:// command "
             "runs twice: on moto as shipped, and on moto answering a range by slicing its buffer "
             "without that copy (patched in the benchmark's process only), which shows "
