@@ -114,7 +114,7 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-@settings(max_examples=400)
+@settings(max_examples=150)
 @given(JSON_VALUES, st.booleans(), st.booleans())
 def test_parse_reads_what_json_loads_reads(value, ascii_only, as_bytes):
     """orjson reads where it reads the same: long integers, NaN, lone surrogates and the

@@ -649,7 +649,6 @@ def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store)
         "langsmith/runs.jsonl",
         "langfuse/observations.json",
         "tau2/gpt-4.1_telecom_sample.json",
-        "inspect/mockllm-2-samples-2-epochs.json",
         "import/traces_shapes.jsonl",
     ],
 )

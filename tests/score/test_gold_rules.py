@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -320,6 +321,7 @@ def rule_samples(draw):
     return case
 
 
+@pytest.mark.slow  # 150 runs scored twice: 30 s, an eighth of make test's budget on 2 cores
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     run=st.lists(rule_samples(), min_size=1, max_size=4),
