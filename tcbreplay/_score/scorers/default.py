@@ -191,6 +191,16 @@ def _covered(
         settled |= judged.options.grouped[:n]
     if settled.all():
         return covered
+    # pairs are of one name: a gold call whose name the sample's agent never called accepts
+    # nothing, so its sample is not covered without judging it again
+    width = np.int64(len(judged.names) + 1)
+    called = np.isin(
+        gold.s.astype(np.int64) * width + judged.g_code,
+        flat.agent.s.astype(np.int64) * width + judged.a_code,
+    )
+    settled |= np.bincount(gold.s[~called], minlength=n) > 0
+    if settled.all():
+        return covered
     again = restrict_samples(flat, ~settled)
     # every gold call one order-free block: every same-name pair is judged
     more = _judge(restrict(again, (), order_free=True, exclude=True), tools, compare, own_tools)
