@@ -223,13 +223,12 @@ def restrict(
     return FlatCalls(samples=flat.samples, agent=agent, gold=gold, rules=rules, tools=flat.tools)
 
 
-def restrict_samples(flat: FlatCalls, keep: np.ndarray) -> FlatCalls:
-    """The calls of ``flat`` of the samples ``keep`` marks (a bool per sample), on both sides;
-    the other samples stay, without calls."""
+def restrict_calls(flat: FlatCalls, agent_keep: np.ndarray, gold_keep: np.ndarray) -> FlatCalls:
+    """The calls of ``flat`` each mask marks (a bool per agent call, per gold call); every
+    sample stays, with the calls it keeps."""
     sides = []
     masks = []
-    for side in (flat.agent, flat.gold):
-        mask = keep[side.s]
+    for side, mask in ((flat.agent, agent_keep), (flat.gold, gold_keep)):
         s = side.s[mask]
         masks.append(pa.array(mask))
         sides.append(

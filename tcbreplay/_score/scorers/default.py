@@ -31,7 +31,7 @@ from tcbreplay._score.metrics import (
     missing_keys,
     success,
 )
-from tcbreplay._score.roles import restrict, restrict_samples
+from tcbreplay._score.roles import restrict, restrict_calls
 from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
 from tcbreplay.errors import StoreError
 
@@ -194,18 +194,19 @@ def _covered(
     # pairs are of one name: a gold call whose name the sample's agent never called accepts
     # nothing, so its sample is not covered without judging it again
     width = np.int64(len(judged.names) + 1)
-    called = np.isin(
-        gold.s.astype(np.int64) * width + judged.g_code,
-        flat.agent.s.astype(np.int64) * width + judged.a_code,
-    )
-    settled |= np.bincount(gold.s[~called], minlength=n) > 0
+    g_key = gold.s.astype(np.int64) * width + judged.g_code
+    a_key = flat.agent.s.astype(np.int64) * width + judged.a_code
+    settled |= np.bincount(gold.s[~np.isin(g_key, a_key)], minlength=n) > 0
     if settled.all():
         return covered
-    again = restrict_samples(flat, ~settled)
+    # the rest: the gold calls no judged pair accepted, each judged against every agent call
+    # of its name (one order-free block); those the first pass accepted stay accepted
+    missed = ~hit & ~settled[gold.s]
+    again = restrict_calls(flat, np.isin(a_key, g_key[missed]), missed)
     # every gold call one order-free block: every same-name pair is judged
     more = _judge(restrict(again, (), order_free=True, exclude=True), tools, compare, own_tools)
-    hit = _accepted_gold(more.pairs, again.gold.first)
-    covered[~settled] = (np.bincount(again.gold.s[~hit], minlength=n) == 0)[~settled]
+    still = np.flatnonzero(missed)[~_accepted_gold(more.pairs, again.gold.first)]
+    covered[~settled] = (np.bincount(gold.s[still], minlength=n) == 0)[~settled]
     return covered
 
 
