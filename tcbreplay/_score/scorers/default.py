@@ -191,16 +191,12 @@ def _covered(
         settled |= judged.options.grouped[:n]
     if settled.all():
         return covered
-    # pairs are of one name: a gold call whose name the sample's agent never called accepts
-    # nothing, so its sample is not covered without judging it again
+    # the gold calls no judged pair accepted, each judged again against every agent call of
+    # its name (pairs are of one name; one order-free block); those the first pass accepted
+    # stay accepted
     width = np.int64(len(judged.names) + 1)
     g_key = gold.s.astype(np.int64) * width + judged.g_code
     a_key = flat.agent.s.astype(np.int64) * width + judged.a_code
-    settled |= np.bincount(gold.s[~np.isin(g_key, a_key)], minlength=n) > 0
-    if settled.all():
-        return covered
-    # the rest: the gold calls no judged pair accepted, each judged against every agent call
-    # of its name (one order-free block); those the first pass accepted stay accepted
     missed = ~hit & ~settled[gold.s]
     again = restrict_calls(flat, np.isin(a_key, g_key[missed]), missed)
     # every gold call one order-free block: every same-name pair is judged
