@@ -95,7 +95,8 @@ def sim_copy(sim_run, tmp_path):
 @pytest.fixture(scope="session")
 def ray_cluster():
     """A single-node Ray (two CPUs) for the tests marked ``ray``: started once per test run
-    (they share one xdist worker, see pyproject.toml's addopts), stopped at its end."""
+    (they are in one file, which runs on one xdist worker: see pyproject.toml's addopts),
+    stopped at its end."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     yield ray

@@ -22,7 +22,7 @@ from tcbreplay._score import translate
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def _written(root, run_id, result) -> dict[str, bytes]:
