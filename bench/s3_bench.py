@@ -170,7 +170,10 @@ def _section(result: dict, samples: int) -> str:
             "runs twice: on moto as shipped, and on moto answering a range by slicing its buffer "
             "without that copy (patched in the benchmark's process only), which shows "
             "tcbreplay's own request pattern. Neither stands for S3's throughput (see "
-            'docs/store.md, "What scales").',
+            'docs/store.md, "What scales"). The first scoring on s3:// (the first time in its '
+            "brackets) also reads the uploaded files whole to hash them, as they are newer than "
+            "their manifest says; the scorings after it take the sha256 it recorded for those "
+            "versions (the audit record's `inputs_seen`).",
             "",
             f"Measured {now}, {label(samples)} samples ({mb:,.0f} MB of run files, uploaded in "
             f"{result['upload_s']:.1f} s); load average {loads[0]:.1f} at the start, "

@@ -341,7 +341,7 @@ def _scores(
             and dataclasses.replace(stored_options, roles=()) == wanted
             and audit.get("sql_sha256") == sql_sha256()
             and all(
-                hashes.get(path.name) == current_sha256(run, path.name)
+                hashes.get(path.name) == current_sha256(run, path.name, audit)
                 for path in (run.samples_path, run.messages_path)
             )
         )

@@ -11,6 +11,8 @@ from typing import Any
 
 import polars as pl
 
+from tcbreplay import _json
+from tcbreplay._store import objects
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DEFAULT_SCORER, MANIFEST, MESSAGES, SAMPLES
 from tcbreplay._store.views import queries_dir
@@ -46,43 +48,75 @@ def sql_sha256(scorer: str = DEFAULT_SCORER) -> str:
     return digest.hexdigest()
 
 
-def current_sha256(run: Run, name: str) -> str:
-    """sha256 of one of the run's files: the one the manifest recorded when the file was
-    written, while its size and modification time are unchanged; else hashed now."""
+def current_sha256(run: Run, name: str, audit: dict[str, Any] | None = None) -> str:
+    """sha256 of one of the run's files (see :func:`input_sha256`)."""
+    return input_sha256(run, name, audit)[0]
+
+
+def input_sha256(
+    run: Run, name: str, audit: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    """sha256 of one of the run's files, and the version of the file it is of (size,
+    modification time, an object's ETag: :func:`tcbreplay._store.objects.version`): the
+    sha256 the manifest recorded when the file was written, while its size and modification
+    time are unchanged; else the one an earlier scoring's audit record ``audit`` holds for
+    that very version (a store copied or uploaded: its files are newer than its manifest);
+    else hashed now."""
     path = run.dir / name
     known = (run.manifest.get("files") or {}).get(name) or {}
     where = f"{run.dir / MANIFEST}: files: {name}"
     if not isinstance(known, dict):
         raise StoreError(f"{where}: {known!r} is not an object (sha256, size, mtime_ns)")
-    stat = path.stat()
-    if known.get("size") == stat.st_size and known.get("mtime_ns") == stat.st_mtime_ns:
+    now = objects.version(path)
+    if known.get("size") == now["size"] and known.get("mtime_ns") == now["mtime_ns"]:
         digest = known.get("sha256")
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise StoreError(f"{where}: sha256 {digest!r} is not a sha256 in hex")
-        return digest
-    return sha256_file(path)
+        return digest, now
+    if isinstance(audit, dict):
+        hashes, seen = audit.get("inputs_sha256"), audit.get("inputs_seen")
+        if isinstance(hashes, dict) and isinstance(seen, dict) and seen.get(name) == now:
+            digest = hashes.get(name)
+            if isinstance(digest, str) and _SHA256.fullmatch(digest):
+                return digest, now
+    return sha256_file(path), now
+
+
+def earlier_audit(folder: Path) -> dict[str, Any] | None:
+    """The audit record of the scoring stored in ``folder``, if one is there and reads as
+    JSON (what it holds is checked where it is used)."""
+    try:
+        summary = _json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or not one to take hashes from
+        return None
+    audit = summary.get("audit") if isinstance(summary, dict) else None
+    return audit if isinstance(audit, dict) else None
 
 
 class PendingAudit:
     """File hashes for the audit record, computed in a thread while scoring runs.
 
-    The data files' sha256 recorded in the manifest when they were written is reused
-    while a file's size and modification time are unchanged; ``audit verify`` always
-    hashes the files anew.
+    The data files' sha256 recorded in the manifest when they were written is reused while a
+    file's size and modification time are unchanged, and the one the scoring before in
+    ``folder`` recorded while the file is the version it hashed (:func:`input_sha256`);
+    ``audit verify`` always hashes the files anew.
     """
 
-    def __init__(self, run: Run, options: dict[str, Any]) -> None:
+    def __init__(self, run: Run, options: dict[str, Any], folder: Path | None = None) -> None:
         self.run = run
         self.options = options
+        self.folder = folder
         self.hashes: dict[str, str] = {}
+        self.seen: dict[str, dict[str, Any]] = {}
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._hash, daemon=True)
         self._thread.start()
 
     def _hash(self) -> None:
         try:
+            earlier = earlier_audit(self.folder) if self.folder is not None else None
             for name in AUDITED_FILES:
-                self.hashes[name] = current_sha256(self.run, name)
+                self.hashes[name], self.seen[name] = input_sha256(self.run, name, earlier)
         except BaseException as exc:  # raised by finish(), in the thread that can report it
             self._error = exc
 
@@ -94,12 +128,14 @@ class PendingAudit:
         return {
             "toolkit_version": __version__,
             "inputs_sha256": dict(self.hashes),
+            "inputs_seen": dict(self.seen),
             "sql_sha256": sql_sha256(self.options.get("scorer", DEFAULT_SCORER)),
             "options": self.options,
             "options_sha256": hashlib.sha256(options_text.encode()).hexdigest(),
         }
 
 
-def audit_record(run: Run, options: dict[str, Any]) -> PendingAudit:
-    """Start hashing the run's inputs; ``finish()`` returns the audit record."""
-    return PendingAudit(run, options)
+def audit_record(run: Run, options: dict[str, Any], folder: Path | None = None) -> PendingAudit:
+    """Start hashing the run's inputs; ``finish()`` returns the audit record (``folder``: the
+    scoring's, whose earlier audit record may hold the hashes)."""
+    return PendingAudit(run, options, folder)

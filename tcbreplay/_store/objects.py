@@ -26,6 +26,7 @@ a store URL holding credentials is refused, and tcbreplay writes none anywhere.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import re
 import tempfile
@@ -113,16 +114,49 @@ def fs_path(path: Path) -> tuple[Any, str]:
 
 
 def reader_fs(fs: Any) -> Any:
-    """The filesystem DuckDB reads a store through: ``fs``, reading on S3 exactly the bytes
-    DuckDB asks for.
+    """The filesystem DuckDB reads a store through, for one connection: ``fs``, reading on S3
+    exactly the bytes DuckDB asks for, and asking a file's size once.
 
     DuckDB reads the column chunks its query needs and skips row groups by their statistics;
     s3fs's default cache turns each such read into a 50 MB read-ahead, which for the
     1M-sample run fetched several times the 467 MB messages file, and took scoring on moto
-    about a quarter longer (``make bench-s3``)."""
+    about a quarter longer (``make bench-s3``). And DuckDB opens a file again for each scan
+    (each thread, each query), which s3fs begins with a request for its size: 170 of them for
+    the 1M run's scoring, one per file with this one's (see :func:`_asks_once`); the instance
+    is the connection's own, so a file written after it was made is seen anew by the next."""
     if not _is_s3(fs):
         return fs
-    return type(fs)(**{**fs.storage_options, "default_cache_type": "none"})
+    options = {**fs.storage_options, "default_cache_type": "none"}
+    return _asks_once(cast(Any, type(fs)))(skip_instance_cache=True, **options)
+
+
+@functools.cache
+def _asks_once(base: Any) -> Any:
+    """A subclass of the async fsspec filesystem ``base`` (s3fs's) whose instances ask each
+    file's details (``_info``, behind its size, existence and type: a ``HEAD`` on S3) once,
+    and keep them."""
+
+    class AsksOnce(base):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._details: dict[str, dict[str, Any]] = {}
+
+        async def _info(
+            self, path: str, bucket: Any = None, key: Any = None, refresh: bool = False,
+            version_id: Any = None,
+        ) -> dict[str, Any]:  # fmt: skip
+            # (the bucket and key are the path's; a version or a refresh: asked as asked)
+            if refresh or version_id is not None:
+                return cast(dict[str, Any], await super()._info(path, refresh=refresh,
+                                                                version_id=version_id))  # fmt: skip
+            name = self._strip_protocol(path)
+            found = self._details.get(name)
+            if found is None:
+                found = self._details[name] = await super()._info(path)
+            return found
+
+    AsksOnce.__name__ = AsksOnce.__qualname__ = f"{base.__name__}AsksOnce"
+    return AsksOnce
 
 
 def arrow_source(path: Path) -> tuple[str, Any]:
@@ -262,8 +296,23 @@ def delete_object(path: Path, etag: str) -> None:
 def _etag(fs: Any, where: str, response: object) -> str:
     if isinstance(response, dict) and response.get("ETag"):
         return str(response["ETag"])
-    info = fs.info(where)
+    return _info_etag(fs.info(where))
+
+
+def _info_etag(info: dict[str, Any]) -> str:
+    """An object's version as its filesystem's info names it (S3's ETag, GCS's md5)."""
     return str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("mtime"))
+
+
+def version(path: Path) -> dict[str, Any]:
+    """What tells one version of a file from another without reading it: its size and
+    modification time, and of an object its ETag too (which another upload of other bytes
+    changes within the same second)."""
+    stat = path.stat()  # (of an object: one request, its size, last upload and ETag)
+    found: dict[str, Any] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    if is_remote(path):
+        found["etag"] = _info_etag(cast(Any, stat).as_info())
+    return found
 
 
 def written_ago(path: Path) -> tuple[float, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -140,6 +141,57 @@ def test_audit_record_is_the_same_when_scoring_again(scored):
     first = json.loads(path.read_text())["audit"]
     score(root, run_id)
     assert json.loads(path.read_text())["audit"] == first
+
+
+def hashed_files(monkeypatch) -> list[str]:
+    """The names of the files the scorings that follow read whole to hash, in order."""
+    names: list[str] = []
+    real = audit_record.sha256_file
+
+    def counted(path):
+        names.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(audit_record, "sha256_file", counted)
+    return names
+
+
+def test_a_copied_run_is_hashed_by_its_first_scoring_only(scored, monkeypatch):
+    """Files newer than the manifest says (a copy that kept no times, an upload) are hashed
+    once: the next scoring takes the sha256 the one before recorded for that version."""
+    root, run_id = scored
+    run_dir = root / run_id
+    hashed = hashed_files(monkeypatch)
+    for name in ("samples.parquet", "messages.parquet"):
+        stat = (run_dir / name).stat()
+        os.utime(run_dir / name, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    first = score(root, run_id)["audit"]
+    assert hashed == ["samples.parquet", "messages.parquet"]  # the manifest: as it was
+    assert first["inputs_sha256"] == {
+        name: sha256(run_dir / name)
+        for name in ("manifest.json", "samples.parquet", "messages.parquet")
+    }
+    stat = (run_dir / "messages.parquet").stat()
+    assert first["inputs_seen"]["messages.parquet"] == {
+        "size": stat.st_size, "mtime_ns": stat.st_mtime_ns
+    }  # fmt: skip
+    hashed.clear()
+    assert score(root, run_id)["audit"] == first
+    assert hashed == []
+    assert verify(root, run_id).exit_code == 0
+    # another version of a file (here its time only) is hashed again, and only it
+    os.utime(run_dir / "messages.parquet", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    again = score(root, run_id)["audit"]
+    assert hashed == ["messages.parquet"]
+    assert again["inputs_sha256"] == first["inputs_sha256"]
+    # an earlier record that is not one to take hashes from is no reason to fail: hashed
+    path = run_dir / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["audit"]["inputs_seen"] = ["messages.parquet"]
+    path.write_text(json.dumps(summary))
+    hashed.clear()
+    assert score(root, run_id)["audit"]["inputs_sha256"] == first["inputs_sha256"]
+    assert hashed == ["manifest.json", "samples.parquet", "messages.parquet"]
 
 
 def test_other_tolerances_get_their_own_folder_and_both_verify(scored):

@@ -224,6 +224,52 @@ def test_duckdb_reads_exactly_the_byte_ranges_it_asks_for(s3_sim_copy):
     assert fetched == [100]  # not a read-ahead block (50 MB, or the rest of the file)
 
 
+def test_duckdb_asks_a_files_size_once_per_connection(s3_sim_copy, monkeypatch):
+    """DuckDB opens a file again for every scan; the reader asks S3 for its details once (one
+    HEAD), and a reader made later (the next connection) asks again."""
+    url, run_id = s3_sim_copy
+    asked: list[str] = []
+    real = s3fs.S3FileSystem._info
+
+    async def counted(self, path, *args, **kwargs):
+        asked.append(path)
+        return await real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_info", counted)
+    path = f"{url.removeprefix('s3://')}/{run_id}/messages.parquet"
+    fs = objects.reader_fs(objects.fs_path(Store(url).root)[0])
+    sizes = []
+    for _ in range(3):
+        with fs.open(path, "rb") as f:
+            sizes.append(f.size)
+    assert fs.exists(path) and fs.isfile(path) and fs.size(path) == sizes[0]
+    assert len(asked) == 1 and sizes == [sizes[0]] * 3
+    assert objects.reader_fs(objects.fs_path(Store(url).root)[0]).size(path) == sizes[0]
+    assert len(asked) == 2
+    with pytest.raises(FileNotFoundError):  # an absence is asked again
+        fs.info(path + ".absent")
+
+
+def test_an_uploaded_run_is_read_whole_by_its_first_scoring_only(s3_sim_copy, monkeypatch):
+    """Uploaded objects are newer than the manifest says: the first scoring hashes them
+    (downloads them whole), the next takes the sha256 recorded for that version (ETag)."""
+    from tcbreplay._score import audit_record
+
+    url, run_id = s3_sim_copy
+    hashed: list[str] = []
+    real = audit_record.sha256_file
+    monkeypatch.setattr(
+        audit_record, "sha256_file", lambda path: hashed.append(path.name) or real(path)
+    )
+    first = json.loads(_ok("score", run_id, "--format", "json", "--store", url))["audit"]
+    etag = _fs().info(f"{url.removeprefix('s3://')}/{run_id}/messages.parquet")["ETag"]
+    assert first["inputs_seen"]["messages.parquet"]["etag"] == etag
+    hashed.clear()
+    again = json.loads(_ok("score", run_id, "--format", "json", "--store", url))["audit"]
+    assert hashed == [] and again == first
+    assert _ok("audit", "verify", run_id, "--store", url).startswith("verified")
+
+
 def test_report_diff_audit_and_export_as_on_a_local_store(s3_sim_copy, sim_copy, tmp_path):
     url, run_id = s3_sim_copy
     root, _ = sim_copy
