@@ -186,6 +186,7 @@ def _call_strings(draw):
     return wrap.format(text)
 
 
+@pytest.mark.slow  # brute force over hundreds of examples: make test-slow
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")  # from BFCL's eval of the strings
 @settings(max_examples=600, deadline=None)
 @given(text=_call_strings())

@@ -75,6 +75,7 @@ def check_pairing(pairs, blocks):
     assert all(p[0] < q[0] and blocks[p[1]] <= blocks[q[1]] for p, q in itertools.pairwise(pairs))
 
 
+@pytest.mark.slow  # brute force over hundreds of examples: make test-slow
 @settings(max_examples=400, deadline=None)
 @given(block_problems())
 def test_python_pairing_is_the_brute_force_optimum(problem):
@@ -104,6 +105,7 @@ def test_without_blocks_the_pairing_is_the_ordered_one(problem):
     )
 
 
+@pytest.mark.slow  # brute force over hundreds of examples: make test-slow
 @settings(max_examples=300, deadline=None)
 @given(block_problems(max_agent=6, max_gold=5))
 def test_edit_distance_with_blocks_is_the_least_over_every_order(problem):
@@ -155,6 +157,7 @@ def kernel_choice(run, small_block=kernels.SMALL_BLOCK):
     return out
 
 
+@pytest.mark.slow  # brute force over hundreds of examples: make test-slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(block_runs())
 def test_kernel_pairing_is_the_brute_force_optimum(run):
@@ -210,6 +213,7 @@ def scored_names(run):
     return tp, same, pairs[:found]
 
 
+@pytest.mark.slow  # brute force over hundreds of examples: make test-slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(block_problems(max_agent=6), min_size=1, max_size=6))
 def test_kernel_tp_with_blocks_is_the_least_over_every_order(problems):

@@ -101,14 +101,15 @@ def test_split_object_reads_every_member_back(con):
 
 def test_a_large_object_is_split_in_one_pass(con):
     """20,000 keys in one arguments object (a garbled call): split, and looked at for a
-    repeated key, in well under a second of this thread's CPU time (not the wall clock, which
-    other processes stretch: a quadratic pass would take minutes of CPU)."""
+    repeated key, in seconds of this thread's CPU time at most (about half a second on a quiet
+    machine; 1.03 s on a busy one, where even CPU time stretches), not the minutes of CPU a
+    quadratic pass would take. CPU time, not the wall clock, which other processes stretch."""
     text = canonical(con, {f"key{i}": i for i in range(20_000)})
     started = time.thread_time()
     assert len(members(text, rows=20_001)) == 20_000
     offsets, data = buffer(text)
     assert first_repeated_key(offsets, data, np.zeros(1, dtype=np.bool_)) == -1
-    assert time.thread_time() - started < 1
+    assert time.thread_time() - started < 10
 
 
 @pytest.mark.parametrize("n_keys", [3, 100], ids=["small", "large"])
@@ -260,6 +261,7 @@ def _read(text: str) -> float:
     return kernel.read_number_text(data, 0, len(text), np.empty(len(text) + 1, dtype=np.uint8))
 
 
+@pytest.mark.slow  # brute force over hundreds of examples: make test-slow
 @settings(max_examples=2000, deadline=None)
 @given(
     st.floats(allow_nan=False, allow_infinity=False).map(repr)

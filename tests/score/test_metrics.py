@@ -366,6 +366,7 @@ def test_tp_symmetric_under_swap(run):
     assert forward == pytest.approx(backward, rel=1e-12, abs=1e-12)
 
 
+@pytest.mark.slow  # 15 random runs, each scored twice in memory: make test-slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run=runs)
 def test_scoring_is_deterministic(run):
