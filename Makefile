@@ -87,8 +87,8 @@ test-latest:
 	$(LATEST)/bin/python -m pytest -q -n auto -p no:cacheprovider
 
 # The suite on every core (pytest-xdist), its 15 slowest tests listed at the end: `test` leaves
-# out the tests marked slow (servers started per module, Ray, a browser, processes killed
-# mid-run: about 100 tests, 40% of the CPU time), to stay under 4 minutes on 2 cores;
+# out the tests marked slow (servers started per module but moto's S3, Ray, a browser,
+# processes killed mid-run, brute-force property tests), to stay under 4 minutes on 2 cores;
 # `test-slow` runs those, `test-all` both. .ci/run runs test, then test-slow.
 test: install
 	$(BIN)/python -m pytest -q -n auto -m "not slow" --durations=15

@@ -27,8 +27,9 @@ from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError, RunLockedError, StoreError
 
-# every test here but one talks to the local S3 server (a thread serving HTTP in this process)
-pytestmark = pytest.mark.slow
+# Every test here but one talks to the local S3 server (a thread serving HTTP in this process,
+# started once for the file): make test runs them, that every command works on s3:// as on a
+# folder; those that kill a writer or wait out a lease are left to make test-slow.
 
 
 # -- a local S3 server ---------------------------------------------------------------------
@@ -342,6 +343,7 @@ def test_record_shard_on_s3_is_refused_in_one_line(s3_store):
 # -- the guarantees ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_scoring_cut_short_is_absent_never_mixed(s3_sim_copy, monkeypatch):
     url, run_id = s3_sim_copy
     store = Store(url)
@@ -406,6 +408,7 @@ def test_of_two_writers_creating_the_lock_at_once_one_wins(s3_store):
     held[0].release()
 
 
+@pytest.mark.slow
 def test_a_dead_writers_lock_is_taken_over_after_its_lease(s3_store, monkeypatch):
     monkeypatch.setattr(locks, "RENEW_S", 0.2)
     path = Store(s3_store).root / "run" / "writer.lock"
