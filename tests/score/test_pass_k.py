@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from helpers import cli
 
-from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
@@ -81,13 +81,22 @@ def test_k_runs_to_the_fewest_trials_of_any_sample():
     assert trial_summary(rows(("a", 0, *CLEAN))) == {"trials": 1}
 
 
+# the built-in benchmark's first entries, recorded in 1, 2 and 3 trials
+SAMPLES = 20
+
+
 @pytest.fixture(scope="module")
 def trial_store(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("passk") / "traces")
+    folder = tmp_path_factory.mktemp("passk")
+    dataset = folder / "dataset.json"
+    entries = json.loads(BENCHMARKS["tool-call"].dataset.read_text())[:SAMPLES]
+    dataset.write_text(json.dumps(entries))
+    store = Store(folder / "traces")
     for run_id, seed, trials in (("k3", 7, 3), ("k2", 8, 2), ("k1", 7, 1)):
         model = parse_model(f"sim:seed={seed},error_rate=0.3")
         options = RecordOptions(workers=8, trials=trials)
-        record_run(load_inputs("tool-call"), model, store, run_id=run_id, options=options)
+        inputs = load_inputs("tool-call", dataset=dataset)
+        record_run(inputs, model, store, run_id=run_id, options=options)
     return store
 
 
@@ -129,7 +138,7 @@ def test_diff_pairs_by_sample_over_trials_and_says_so(trial_store):
     result = cli("diff", "k3", "k2", "--store", root, "--format", "json")
     assert result.exit_code == 0, result.output
     diff = json.loads(result.stdout)
-    assert diff["n_common"] == 94
+    assert diff["n_common"] == SAMPLES
     assert diff["trials"]["a"] == 3 and diff["trials"]["b"] == 2
     assert diff["trials"]["paired_by"] == "sample"
     a = pl.read_parquet(root / "k3" / "scores" / "spec" / "scores.parquet")

@@ -23,6 +23,17 @@ DATA = TEST_DATA
 V1 = DATA / "store_v1"
 BUILTIN = BENCHMARKS["tool-call"]
 N = len(json.loads(BUILTIN.dataset.read_text()))
+# the built-in benchmark's first entries, for the tests that record it several times over
+SMALL = 10
+
+
+@pytest.fixture
+def small_dataset(tmp_path):
+    """The built-in benchmark's first SMALL entries as a dataset file (its tools and prompt
+    are the built-in's)."""
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(json.loads(BUILTIN.dataset.read_text())[:SMALL]))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -111,36 +122,37 @@ def test_a_scoring_stored_before_trials_reads_as_one_trial(tmp_path):
     assert json.loads(rows.stdout) == [{"trials": 1}]
 
 
-def test_limit_and_trials_compose_and_a_resumed_run_keeps_its_trials(tmp_path):
+def test_limit_and_trials_compose_and_a_resumed_run_keeps_its_trials(tmp_path, small_dataset):
     """--limit 3 --trials 2 records the first three samples twice each: a partial run that
     the same command without --limit completes, its two trials kept when resumed."""
     root = tmp_path / "traces"
-    args = ["record", "--model", "sim:seed=3", "--run-id", "p", "--store", root, "--quiet"]
+    args = ["record", "--model", "sim:seed=3", "--run-id", "p", "--store", root, "--quiet",
+            "--dataset", small_dataset]  # fmt: skip
     first = cli(*args, "--limit", "3", "--trials", "2")
     assert first.exit_code == 0, first.output
     assert first.stdout.startswith(
-        "run p (simulated model): 6/6 ok (partial: 94 in the dataset, 2 trials each)"
+        f"run p (simulated model): 6/6 ok (partial: {SMALL} in the dataset, 2 trials each)"
     )
     rows = pq.read_table(root / "p" / "samples.parquet").to_pylist()
-    ids = [str(e["id"]) for e in json.loads(BUILTIN.dataset.read_text())]
+    ids = [str(e["id"]) for e in json.loads(small_dataset.read_text())]
     assert sorted((r["sample_id"], r["trial"]) for r in rows) == sorted(
         (i, t) for i in ids[:3] for t in (0, 1)
     )
     manifest = json.loads((root / "p" / "manifest.json").read_text())
     assert manifest["status"] == "partial" and manifest["runner"]["trials"] == 2
-    assert (manifest["totals"]["samples"], manifest["totals"]["recorded"]) == (2 * N, 6)
+    assert (manifest["totals"]["samples"], manifest["totals"]["recorded"]) == (2 * SMALL, 6)
     one = cli("record", "--model", "sim:seed=3", "--run-id", "s", "--store", root, "--quiet",
-              "--sample-id", ids[5], "--trials", "3")  # fmt: skip
+              "--dataset", small_dataset, "--sample-id", ids[5], "--trials", "3")  # fmt: skip
     assert one.exit_code == 0, one.output
     rows = pq.read_table(root / "s" / "samples.parquet").to_pylist()
     assert sorted((r["sample_id"], r["trial"]) for r in rows) == [(ids[5], t) for t in range(3)]
 
     rest = cli("record", "--resume", "p", "--store", root, "--quiet")
     assert rest.exit_code == 0, rest.output
-    assert f"recorded {2 * N - 6} in" in rest.stdout
+    assert f"recorded {2 * SMALL - 6} in" in rest.stdout
     manifest = json.loads((root / "p" / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["runner"]["trials"] == 2
-    assert pq.read_metadata(root / "p" / "samples.parquet").num_rows == 2 * N
+    assert pq.read_metadata(root / "p" / "samples.parquet").num_rows == 2 * SMALL
 
 
 def test_the_sim_varies_by_trial_and_trial_0_is_a_run_without_trials(three_trials, sim_run):
@@ -153,27 +165,27 @@ def test_the_sim_varies_by_trial_and_trial_0_is_a_run_without_trials(three_trial
     assert len({i for _, i in ids}) == len(ids)  # message ids differ between trials
 
 
-def test_more_trials_later_record_only_the_new_ones(tmp_path):
+def test_more_trials_later_record_only_the_new_ones(tmp_path, small_dataset):
     store = Store(tmp_path / "traces")
-    inputs = load_inputs("tool-call")
+    inputs = load_inputs("tool-call", dataset=small_dataset)
     model = parse_model("sim:seed=2")
     record_run(inputs, model, store, run_id="r", options=RecordOptions(trials=2, workers=8))
     first = pq.read_table(store.run_dir("r") / "messages.parquet").to_pylist()
     summary = record_run(inputs, model, store, run_id="r", options=RecordOptions(trials=3))
-    assert summary.attempted == N and summary.total == 3 * N
+    assert summary.attempted == SMALL and summary.total == 3 * SMALL
     again = pq.read_table(store.run_dir("r") / "messages.parquet").to_pylist()
     assert [m for m in again if m["trial"] < 2] == first
     # resumed without --trials: the run's three trials, nothing left to record
     summary = record_run(inputs, model, store, run_id="r", options=RecordOptions())
-    assert summary.attempted == 0 and summary.recorded == 3 * N
+    assert summary.attempted == 0 and summary.recorded == 3 * SMALL
 
 
-def test_record_trials_on_the_command_line(tmp_path):
+def test_record_trials_on_the_command_line(tmp_path, small_dataset):
     root = tmp_path / "traces"
     result = cli("record", "--model", "sim:seed=1", "--trials", "2", "--run-id", "r", "--quiet",
-                 "--store", root)  # fmt: skip
+                 "--store", root, "--dataset", small_dataset)  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert f"{2 * N}/{2 * N} ok" in result.stdout
+    assert f"{2 * SMALL}/{2 * SMALL} ok" in result.stdout
     bad = cli("record", "--model", "sim", "--trials", "0", "--run-id", "x", "--store", root)
     assert bad.exit_code == 2
     assert "--trials 0: must be from 1 to" in bad.stderr
