@@ -25,16 +25,15 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TextIO
-
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
 from tcbreplay.errors import QueryLimitError
+
+if TYPE_CHECKING:  # rich is imported where a table or a bar is drawn: json and csv need none
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 # the width of a table printed to a file or a pipe, unless COLUMNS says otherwise
 PIPE_WIDTH = 120
@@ -139,6 +138,8 @@ def print_grids(
     """Print grids as tables that fit the terminal (or :data:`PIPE_WIDTH` columns), some
     rows at a time; past ``deadline`` (``time.monotonic()``), stop with a
     :class:`QueryLimitError`."""
+    from rich.console import Console
+
     console = Console(file=file or sys.stdout, soft_wrap=False, width=_width(file))
     for grid in grids:
         fit = _fit(grid, console.width)
@@ -224,6 +225,10 @@ def _fit(grid: Grid, width: int) -> _Fit:
 def _table(fit: _Fit, start: int, end: int) -> Table:
     """The rows ``start:end`` of a fitted grid as a rich table: the first rows with the
     title and the header, the last with the caption."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     grid, last = fit.grid, end >= len(fit.cells)
     table = Table(
         title=Text(printable(grid.title)) if grid.title and not start else None,
@@ -388,6 +393,9 @@ def working(message: str, file: TextIO | None = None) -> Iterator[None]:
     if not file.isatty():
         yield
         return
+    from rich.console import Console
+    from rich.markup import escape
+
     with Console(file=file).status(escape(message)):
         yield
 
@@ -430,9 +438,11 @@ class Progress:
         if already and total and not self.quiet:
             print(f"{already} samples already recorded; recording {total} more", file=self.file)
         if total and not self.quiet and (self.console is not None or self.file.isatty()):
+            from rich.console import Console
             from rich.progress import BarColumn, ProgressColumn, TextColumn
             from rich.progress import Progress as RichProgress
             from rich.table import Column
+            from rich.text import Text
 
             class Label(ProgressColumn):
                 """The label, on one line: it is the column that gives way to the numbers."""
