@@ -428,7 +428,12 @@ def _filled(column: pa.ChunkedArray | pa.Array, value: str) -> pa.Array:
 
 def _firsts(s: np.ndarray, n: int) -> np.ndarray:
     """Each of ``n`` samples' first row among rows of samples ``s`` (ascending), and the end."""
-    return np.searchsorted(s, np.arange(n + 1))
+    if len(s) and not 0 <= s[0] <= s[-1] < n:  # rows of no sample here: left of 0 or past n
+        return np.searchsorted(s, np.arange(n + 1))
+    # the rows before each sample, counted: a fifth of the time of n binary searches
+    first = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(s, minlength=n), out=first[1:])
+    return first
 
 
 def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ import json
 import random
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -311,3 +312,13 @@ def test_agent_calls_read_as_json_transform_reads_them(lists):
     got = list(zip(flat.agent.name.to_pylist(), flat.agent.args.to_pylist(), strict=True))
     assert got == want  # both in sample order, then message position
     assert flat.agent.s.tolist() == sorted(flat.agent.s.tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=40),
+    st.lists(st.integers(min_value=-3, max_value=45), max_size=120),
+)
+def test_each_samples_first_row_is_where_a_binary_search_puts_it(n, rows):
+    s = np.array(sorted(rows), dtype=np.int64)
+    assert translate._firsts(s, n).tolist() == np.searchsorted(s, np.arange(n + 1)).tolist()
