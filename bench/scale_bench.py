@@ -65,7 +65,7 @@ def time_sizes(sizes: list[int], seed: int) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
         bench = ensure_run(n, seed, OUT)
-        repeats = 3 if n <= 1_000_000 else 1
+        repeats = 3 if n <= 1_000_000 else 2  # 10M: a minute a run
         load = load1()
         score = best_of(score_cmd(bench.store, bench.run_id), repeats)
         floor = None
@@ -161,7 +161,7 @@ def render(rows: list[dict[str, Any]], ray_: dict | None, record: dict | None) -
         f"Python {info.get('python', '?')}; commit {git_head()}; the load average is given "
         "per row (the machine is shared: other jobs ran throughout). Command: "
         "`make bench-scale` (`python -m bench.scale_bench`). Times are wall seconds of a "
-        "fresh process, start included (best of 3 up to 1M, one run at 10M); peak RSS the "
+        "fresh process, start included (best of 3 up to 1M, of 2 at 10M); peak RSS the "
         "highest of the runs. `score` is timed with `--format json --dashboard none`; the bare "
         "read pass is `tcbreplay sql` summing every column of `messages`, as `make bench`.",
         "",
@@ -189,8 +189,10 @@ def render(rows: list[dict[str, Any]], ray_: dict | None, record: dict | None) -
     if 10_000_000 in by:
         s = by[10_000_000]["score"]
         met = s.wall <= TARGET_10M_S and s.rss_mb / 1024 <= TARGET_10M_GB
+        runs = ", ".join(f"{m.wall:.1f}" for m in s.runs)
         lines.append(f"| 10M samples in ≤ {TARGET_10M_S:g} s, ≤ {TARGET_10M_GB:g} GB | "
-                     f"{s.wall:.1f} s, {s.rss_mb / 1024:.2f} GB | {_ok(met)} |")  # fmt: skip
+                     f"{s.wall:.1f} s (runs: {runs} s), {s.rss_mb / 1024:.2f} GB | "
+                     f"{_ok(met)} |")  # fmt: skip
     if 1_000 in by:
         s = by[1_000]["score"]
         lines.append(f"| 1,000 samples in ≤ {TARGET_1K_S:g} s, start included | {s.wall:.2f} s "
