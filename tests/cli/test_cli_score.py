@@ -217,6 +217,8 @@ def test_scoring_twice_gives_identical_scores(sim_copy):
 
 
 def test_score_does_not_import_langchain_or_langgraph(sim_copy):
+    # nor, for --format json, rich (it draws tables) or asyncio (it waits): their imports
+    # take about 0.1 s of a small run's start
     root, run_id = sim_copy
     code = textwrap.dedent(
         f"""
@@ -224,7 +226,8 @@ def test_score_does_not_import_langchain_or_langgraph(sim_copy):
         from tcbreplay._cli import main
         main(["score", {run_id!r}, "--store", {str(root)!r}, "--format", "json"],
              standalone_mode=False)
-        loaded = [m for m in sys.modules if m.startswith(("langchain", "langgraph"))]
+        loaded = [m for m in sys.modules
+                  if m.startswith(("langchain", "langgraph", "rich", "asyncio"))]
         assert not loaded, loaded
         print("clean")
         """
