@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -26,6 +27,9 @@ def check_engine(engine: str, ray_address: str | None = None) -> None:
         raise InputError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
     if ray_address is not None and engine != "ray":
         raise InputError("--ray-address applies to --engine ray", hint="add --engine ray")
+    if ray_address is not None and not ray_address.strip():
+        raise InputError("--ray-address is empty: give the cluster's HOST:PORT, or leave the "
+                         "option out to start a Ray on this machine")  # fmt: skip
 
 
 def ray_module() -> ModuleType:
@@ -49,6 +53,8 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
         yield ray
         return
     where = address or os.environ.get("RAY_ADDRESS")
+    if where:
+        _check_reachable(where, "--ray-address" if address else "RAY_ADDRESS")
     try:
         ray.init(
             address=where,
@@ -68,6 +74,33 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
         yield ray
     finally:
         ray.shutdown()
+
+
+# how long joining waits for the cluster's first answer before saying it cannot be reached
+CONNECT_S = 5.0
+
+
+def _check_reachable(address: str, given_by: str) -> None:
+    """Refuse at once an address no cluster answers at (``host:port`` of its GCS, or
+    ``ray://host:port`` of its client server): Ray itself retries a silent address for many
+    minutes, deaf to Ctrl-C. ``auto`` and ``local`` are left to Ray."""
+    if address in ("auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise InputError(
+            f"{given_by} {address}: write it HOST:PORT (the head node's GCS, as "
+            "`ray start --head` prints it) or ray://HOST:PORT"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S).close()
+    except (OSError, ValueError) as exc:
+        reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        raise EngineError(
+            f"cannot join the Ray cluster at {address}: {reason}",
+            hint="start one with: ray start --head, then give its address (--ray-address)",
+        ) from None
 
 
 def cluster_cpus(ray: ModuleType) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
-from tcbreplay._ray import check_engine, ray_module
+from tcbreplay._ray import check_engine, ray_module, ray_session
 from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
 from tcbreplay._record.agent_factory import (
     AGENT_FIELD,
@@ -205,8 +205,6 @@ def record_run(
         run_id = validate_run_id(
             default_run_id(inputs, choice, agent) if run_id is None else run_id
         )
-        if overwrite and store.run_dir(run_id).is_dir():
-            store.delete_run(run_id)
         root = Store(store.root.resolve())
 
         def record_shard(shard: tuple[int, int]) -> RecordSummary:
@@ -218,7 +216,11 @@ def record_run(
 
         from tcbreplay._record.on_ray import record_on_ray
 
-        return record_on_ray(record_shard, max(1, len(inputs.dataset)), ray_address)
+        # Ray joined first: a cluster that cannot be reached leaves the run as it was
+        with ray_session(ray_address):
+            if overwrite and store.run_dir(run_id).is_dir():
+                store.delete_run(run_id)
+            return record_on_ray(record_shard, max(1, len(inputs.dataset)), ray_address)
     if isinstance(options, Mapping):
         RecordOptions.resolve(options)  # refuse bad settings before anything is written
     factory = load_agent_factory(agent) if agent else None

@@ -8,9 +8,11 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -649,3 +651,31 @@ def test_a_ray_address_needs_engine_ray(sim_copy):
     result = cli("score", run_id, "--store", root, "--engine", "ray", "--scorer", "abet")
     assert result.exit_code == 2, result.output
     assert "--engine ray scores with --scorer spec" in result.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # bound, never listening: a connection to it is refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("address", "code", "start"),
+    [
+        (None, 1, "Error: cannot join the Ray cluster at 127.0.0.1:{port}: Connection refused"),
+        ("", 2, "Error: --ray-address is empty"),
+        ("garbage!!@@", 2, "Error: --ray-address garbage!!@@: write it HOST:PORT"),
+    ],
+)
+def test_a_ray_address_nobody_answers_at_is_refused_at_once(sim_copy, address, code, start):
+    # Ray itself retries a silent address for minutes, deaf to Ctrl-C
+    root, run_id = sim_copy
+    port = _closed_port()
+    given = f"127.0.0.1:{port}" if address is None else address
+    started = time.monotonic()
+    result = cli("score", run_id, "--store", root, "--engine", "ray", "--ray-address", given)
+    assert result.exit_code == code, result.output
+    assert result.stderr.startswith(start.format(port=port)), result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # the error, and its hint
+    assert time.monotonic() - started < 60
+    assert not (root / run_id / "scores").exists()

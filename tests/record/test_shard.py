@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -173,3 +174,19 @@ def test_record_on_ray_without_ray_says_how_to_install_it(tmp_path, monkeypatch)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("Error: --ray-address applies to --engine ray")
     assert not list(tmp_path.iterdir())
+
+
+def test_overwrite_on_a_ray_that_cannot_be_joined_keeps_the_run(tmp_path):
+    # Ray is joined before anything is deleted
+    store = Store(tmp_path)
+    _record(store, "keep")
+    before = sorted(p.name for p in (tmp_path / "keep").iterdir())
+    with socket.socket() as s:  # bound, never listening: a connection to it is refused
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+        args = ["--engine", "ray", "--ray-address", address, "--overwrite", "--quiet"]
+        result = cli("record", "--model", MODEL, "--store", tmp_path, "--run-id", "keep", *args)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: cannot join the Ray cluster at {address}")
+    assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == before
+    assert Run(tmp_path / "keep").status == "complete"
