@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import re
 import sys
 import time
 import warnings
@@ -76,7 +77,19 @@ class OutputPath(click.Path):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         if isinstance(value, str) and not value:
             self.fail("an empty path names no file or folder", param, ctx)
+        if isinstance(value, str) and _URL_LIKE.match(value):
+            # not shown: a URL may hold credentials
+            self.fail(
+                "a URL (such as s3://...) is no local path: the files are written here; copy "
+                "them to object storage with its own tools",
+                param,
+                ctx,
+            )
         return super().convert(value, param, ctx)
+
+
+# s3://..., gs:/..., https://...: a scheme, a colon and a slash (C:/ is a drive: one letter)
+_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def _given_before_command(ctx: click.Context | None, param: click.Parameter | None) -> bool:

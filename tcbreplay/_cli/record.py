@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main, options_dict
+from tcbreplay._store.objects import store_root
 from tcbreplay.errors import InputError, StoreError
 
 
@@ -279,7 +280,7 @@ def record(
         progress.close()
         s = stop.summary
         click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
-        click.echo(f"Hint: continue with: {Run(Path(s.run_dir)).resume_command()}", err=True)
+        click.echo(f"Hint: continue with: {Run(store_root(s.run_dir)).resume_command()}", err=True)
         sys.exit(130)
     except RecordError as failed:
         progress.close()
@@ -297,7 +298,7 @@ def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) 
     from tcbreplay._store.export import export_jsonl as export_run
     from tcbreplay._store.runs import Run
 
-    run_ = Run(Path(summary.run_dir))
+    run_ = Run(store_root(summary.run_dir))  # a URL stays one (s3://...)
     if export_jsonl:
         export_run(run_, run_.dir / "jsonl", error=StoreError)
     lines = []

@@ -73,10 +73,26 @@ def store_root(root: str | os.PathLike[str]) -> Path:
         return cast(Path, root)
     text = os.fspath(root)
     if not is_url(text):
+        _check_not_url_like(text)
         return Path(text)
     scheme = text.split("://", 1)[0].lower()
-    parts = urlsplit(text)
-    if parts.username is not None or parts.password is not None or parts.query:
+    text = scheme + text[len(scheme) :]  # a scheme is case-insensitive (S3://)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (raises on a port that is no number)
+    except ValueError:  # s3://[bad/x, s3://b:x/p; the reason is not shown: it may quote a secret
+        raise InputError(
+            f"--store {scheme}://...: not a URL tcbreplay can read (its bucket, or a port)",
+            hint=f"give {scheme}://BUCKET/PREFIX",
+        ) from None
+    if (
+        parts.username is not None
+        or parts.password is not None
+        or ":" in parts.netloc  # no bucket has one: KEY:SECRET cut short by a / in the secret
+        or parts.query
+        or parts.fragment
+        or "#" in text
+    ):
         raise InputError(
             f"--store {scheme}://...: the URL holds credentials or options; tcbreplay takes "
             "none (and shows none)",
@@ -85,6 +101,11 @@ def store_root(root: str | os.PathLike[str]) -> Path:
         )
     if not parts.netloc:
         raise InputError(f"--store {text}: no bucket", hint=f"give {scheme}://BUCKET/PREFIX")
+    if "//" in parts.path.rstrip("/"):  # an empty folder name: s3://b//p, s3://b/${EMPTY}/p
+        raise InputError(
+            f"--store {text}: an empty folder name (//) in the prefix",
+            hint=f"give {scheme}://BUCKET/PREFIX with one slash between names",
+        )
     try:
         from upath import UPath
     except ImportError:
@@ -105,6 +126,22 @@ def store_root(root: str | os.PathLike[str]) -> Path:
     except ValueError as exc:  # a scheme fsspec does not know
         raise InputError(f"--store {text}: {first_line(exc)}") from exc
     return cast(Path, path)
+
+
+# a store URL written with one slash (s3:/bucket): a folder named "s3:" would be made
+_ONE_SLASH = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/?(?!/)")
+
+
+def _check_not_url_like(text: str) -> None:
+    """Refuse a local --store that is an object store's URL mistyped (``s3:/bucket``,
+    ``s3:bucket``), which would make a folder named ``s3:`` here."""
+    match = _ONE_SLASH.match(text)
+    if match is not None and match.group(1).lower() in _PACKAGES:
+        scheme = match.group(1).lower()
+        raise InputError(
+            f"--store {scheme}:...: a URL of object storage takes two slashes",
+            hint=f"give {scheme}://BUCKET/PREFIX",
+        )
 
 
 def fs_path(path: Path) -> tuple[Any, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -498,3 +499,74 @@ def test_a_missing_bucket_is_one_line(s3_server):
     assert "Traceback" not in result.output
     assert "s3://tcbreplay-no-such-bucket/traces/m" in result.output
     assert "does not exist" in result.output
+
+
+# -- store URLs a user mistypes, and outputs that are no store ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("s3://bucket//traces", "an empty folder name (//) in the prefix"),
+        ("s3://bucket/traces#frag", "the URL holds credentials or options"),
+        ("s3://[bucket/traces", "not a URL tcbreplay can read"),
+        # a secret holding a slash: the URL's host is then KEY:SEC
+        ("s3://KEY:SEC/RET@bucket/traces", "not a URL tcbreplay can read"),
+        ("s3://KEY:1234/RET@bucket/traces", "the URL holds credentials or options"),
+        ("s3:/bucket/traces", "a URL of object storage takes two slashes"),
+        ("S3:bucket", "a URL of object storage takes two slashes"),
+    ],
+)
+def test_a_mistyped_store_url_is_refused_before_anything_is_written(
+    url, says, tmp_path, monkeypatch
+):
+    # s3://b//p lost a recording's samples (its listing found nothing); s3:/b made a folder
+    # named "s3:" here
+    monkeypatch.chdir(tmp_path)
+    for command in (["record", "--model", "sim", "--limit", "1", "--quiet"], ["runs"]):
+        result = cli(*command, "--store", url)
+        assert result.exit_code == 2, result.output
+        assert says in result.stderr.splitlines()[0]
+        assert not {"SEC", "RET", "1234"} & set(re.findall(r"\w+", result.output))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_scheme_in_capitals_is_the_same_store(s3_sim_copy):
+    url, run_id = s3_sim_copy
+    assert str(Store("S3" + url[2:]).run_dir(run_id)) == f"{url}/{run_id}"
+
+
+def test_runs_of_an_empty_store_on_s3_is_an_empty_table(s3_store):
+    result = cli("runs", "--store", s3_store, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == []
+    assert "no runs to list" in result.stderr
+
+
+def test_record_on_s3_exports_and_names_its_store_as_a_url(s3_store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cli("record", "--model", "sim:seed=3", "--run-id", "e", "--limit", "4",
+                 "--export-jsonl", "--store", s3_store)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"record --resume e --store {s3_store}" in result.output  # not s3:/...
+    assert {"e/jsonl/samples.jsonl", "e/jsonl/messages.jsonl"} <= set(_keys(s3_store))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["export", "report"])
+def test_an_output_url_is_refused_without_showing_it(s3_sim_copy, command, tmp_path, monkeypatch):
+    # it was written to a local folder named "s3:", credentials and all
+    monkeypatch.chdir(tmp_path)
+    url, run_id = s3_sim_copy
+    result = cli(command, run_id, "-o", "s3://AKIAEXAMPLE:SECRETVALUE@bucket/out", "--store", url)
+    assert result.exit_code == 2, result.output
+    assert "a URL (such as s3://...) is no local path" in result.stderr
+    assert "SECRETVALUE" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_collect_into_s3_is_refused_before_anything_is_written(s3_store):
+    result = cli("collect", "--run-id", "c", "--port", "0", "--store", s3_store)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: collect: a store on object storage cannot take")
+    assert _keys(s3_store) == []

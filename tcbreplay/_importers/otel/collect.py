@@ -41,6 +41,7 @@ from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._store.files import write_jsonl_atomic
+from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DATASET, new_manifest, sample_record, utcnow
 from tcbreplay._store.writer import RunWriter, journal_line
@@ -539,6 +540,13 @@ def collect(
     """Receive OTLP/HTTP on ``host:port`` into the run ``run_id`` until ``stop`` is set or
     the process is interrupted (Ctrl-C, SIGTERM), then finish the run (see the module
     docstring). ``ready`` is told the endpoint once the receiver listens."""
+    if is_remote(store.root):  # refused before anything is written
+        raise InputError(
+            "collect: a store on object storage cannot take what arrives as it arrives (the "
+            "received payloads are appended to a file, which object storage has no way to do)",
+            hint="collect into a local store (--store FOLDER), then copy the finished run's "
+            "folder to object storage with its own tools",
+        )
     collector = Collector(store, run_id, sample_by=sample_by, log=log)
     try:
         receiver = Receiver(collector, host, port)
