@@ -295,6 +295,8 @@ def run_plan(
             "store before they start",
         )
     selected = _select(inputs.dataset.samples, limit, sample_ids)
+    # what the shards of one recording must agree on beside their inputs (see _check_selection)
+    selection = {"limit": limit, "sample_ids": sorted(sample_ids) if sample_ids else None}
     print_ = fingerprint
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)
@@ -314,6 +316,7 @@ def run_plan(
             **({"source": source} if source else {}),
             **fields,
             runner=opts.to_dict(),
+            **({SHARD_SELECTION: selection} if shard is not None else {}),
         )
         try:
             writer = store.create_run(manifest, inputs.dataset.entries())
@@ -338,6 +341,8 @@ def run_plan(
             manifest = writer.manifest
             _check_resumable(manifest, print_, run, source)
             recorded = run.recorded_ids()
+            _check_trials(run_id, _given_trials(options), manifest, recorded, shard)
+            _check_selection(run_id, selection, manifest, shard)
         except BaseException:
             writer.close()
             raise
@@ -347,7 +352,12 @@ def run_plan(
         tasks = _tasks(selected, trials, entries, recorded, redo, shard)
         already = sum(1 for status in recorded.values() if status not in redo)
         # this recording's runner and transport settings are the ones a later resume reuses
-        writer.update_manifest(status="recording", runner=opts.to_dict(), model=model)
+        writer.update_manifest(
+            status="recording",
+            runner=opts.to_dict(),
+            model=model,
+            **({SHARD_SELECTION: selection} if shard is not None else {}),
+        )
     samples = tasks
     total = entries * (opts.trials or 1)
     processes = min(opts.process_count(), max(1, len(samples)))
@@ -386,7 +396,8 @@ def run_plan(
         progress.start(len(samples), already)  # type: ignore[union-attr]
     partial = len(selected) < entries
     try:
-        summary = _record(record_samples, samples, writer, simulated, total, partial, plan.finish)
+        wanted = ({s.sample_id for s in selected}, opts.trials or 1) if partial else None
+        summary = _record(record_samples, samples, writer, simulated, total, wanted, plan.finish)
     except RecordStop as stop:
         stop.summary.processes = processes
         stop.summary.attempted = breaker.seen
@@ -457,6 +468,66 @@ def _await_run(store: Store, run_id: str, wait_s: float = 10.0) -> None:
         and time.monotonic() < deadline
     ):
         time.sleep(0.02)
+
+
+# the manifest's record of the samples a sharded recording's shards were asked for
+SHARD_SELECTION = "shard_selection"
+# a run in these states is between recordings: a new one (sharded or not) may ask for others
+_SETTLED = ("complete", "partial")
+
+
+def _given_trials(options: RecordOptions | Mapping[str, Any] | None) -> int | None:
+    """The trials this recording was asked for (None: the run's own)."""
+    if isinstance(options, RecordOptions):
+        return options.trials
+    return None if options is None else options.get("trials")
+
+
+def _check_trials(
+    run_id: str,
+    given: int | None,
+    manifest: dict[str, Any],
+    recorded: dict[tuple[str, int], str],
+    shard: tuple[int, int] | None,
+) -> None:
+    """Refuse ``--trials`` fewer than the run holds (its count would leave some out, and a
+    run of 114 samples out of 94 would read complete), and, while a sharded recording is
+    under way, trials other than its shards'."""
+    if given is None:
+        return
+    held = max((trial for _, trial in recorded), default=-1) + 1
+    if given < held:
+        raise InputError(
+            f"--trials {given}: run {run_id!r} holds trials 0 to {held - 1}, which it would "
+            "then leave out of its count",
+            hint=f"give --trials {held} or more, or leave --trials out to keep the run's",
+        )
+    stored = (manifest.get("runner") or {}).get("trials")
+    if shard is not None and manifest.get("status") not in _SETTLED and given != stored:
+        raise InputError(
+            f"--trials {given}: run {run_id!r} is being recorded in shards with --trials "
+            f"{stored}; every shard of a recording takes the same",
+            hint=f"give --trials {stored}, or leave --trials out",
+        )
+
+
+def _check_selection(
+    run_id: str, selection: dict[str, Any], manifest: dict[str, Any], shard: tuple[int, int] | None
+) -> None:
+    """Refuse a shard asked for other samples (``--limit``, ``--sample-id``) than the shards
+    of the recording under way: the run would be complete, partial or neither depending on
+    which shard finished last."""
+    stored = manifest.get(SHARD_SELECTION)
+    if shard is None or stored is None or manifest.get("status") in _SETTLED:
+        return
+    for key, option in (("limit", "--limit"), ("sample_ids", "--sample-id")):
+        if stored.get(key) != selection[key]:
+            theirs = "none" if stored.get(key) is None else stored[key]
+            raise InputError(
+                f"{option}: run {run_id!r} is being recorded in shards with {option} {theirs}; "
+                "every shard of a recording takes the same",
+                hint=f"give the shards the same {option}",
+            )
 
 
 def _stored_trials(runner: dict[str, Any], recorded: dict[tuple[str, int], str]) -> int:
@@ -564,9 +635,11 @@ def _record(
     writer: RunWriter,
     simulated: bool,
     total: int,
-    partial: bool = False,
+    wanted: tuple[set[str], int] | None = None,
     finish: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None,
 ) -> RecordSummary:
+    """Run ``run`` (the recording of ``samples``), then finish the run; ``wanted``: the
+    sample ids and trials a partial recording asked for (None: the whole dataset)."""
     started = time.perf_counter()
     try:
         if samples:
@@ -587,8 +660,10 @@ def _record(
     except BaseException:
         finish_run(writer, "failed", time.perf_counter() - started, total, None, finish)
         raise
-    status = "partial" if partial else "complete"
-    summary = finish_run(writer, status, time.perf_counter() - started, total, None, finish)
+    status = "partial" if wanted is not None else "complete"
+    summary = finish_run(
+        writer, status, time.perf_counter() - started, total, None, finish, wanted=wanted
+    )
     summary.simulated = simulated
     summary.attempted = len(samples)
     return summary
@@ -601,12 +676,16 @@ def finish_run(
     total: int,
     stopped: str | None = None,
     finish: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] | None = None,
+    *,
+    wanted: tuple[set[str], int] | None = None,
 ) -> RecordSummary:
     """Fold the journal, write totals and status (and what ``finish`` makes of the rows) into
     the manifest, release the run.
 
     ``partial`` (some samples left out on purpose) becomes ``complete`` once every sample
-    is stored; ``complete`` becomes ``incomplete`` while some are not. ``stopped`` says why
+    is stored, and ``incomplete`` while some that were asked for (``wanted``: sample ids and
+    trials) are not (a shard of the selection not recorded yet); ``complete`` becomes
+    ``incomplete`` while some are not. ``stopped`` says why
     a recording stopped early (kept in the manifest, like the status, until the next one).
     A shard that is not the last to finish leaves the manifest to the last one (status
     ``recording``)."""
@@ -640,7 +719,9 @@ def finish_run(
             pass
         elif status == "partial" and len(rows) >= total:
             status = "complete"
-        elif status == "complete" and len(rows) < total:
+        elif (status == "partial" and wanted is not None and _short_of(rows, *wanted)) or (
+            status == "complete" and len(rows) < total
+        ):
             status = "incomplete"
         ending: dict[str, Any] = {"stopped": stopped} if stopped else {}
         if not stopped and "stopped" in writer.manifest:
@@ -667,6 +748,12 @@ def finish_run(
         output_tokens=totals["output_tokens"],
         error_types=error_types,
     )
+
+
+def _short_of(rows: list[dict[str, Any]], ids: set[str], trials: int) -> bool:
+    """Whether ``rows`` lack some trial (below ``trials``) of a sample of ``ids``."""
+    held = sum(1 for r in rows if r["sample_id"] in ids and (r.get("trial") or 0) < trials)
+    return held < len(ids) * trials
 
 
 def _stored_rows(run_dir: Path) -> list[dict[str, Any]]:

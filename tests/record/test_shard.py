@@ -190,3 +190,46 @@ def test_overwrite_on_a_ray_that_cannot_be_joined_keeps_the_run(tmp_path):
     assert result.stderr.startswith(f"Error: cannot join the Ray cluster at {address}")
     assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == before
     assert Run(tmp_path / "keep").status == "complete"
+
+
+def _shard_cli(tmp_path: Path, shard: str, *more: str):
+    return cli("record", "--model", MODEL, "--store", tmp_path, "--run-id", "s", "--shard", shard,
+               "--workers", "8", "--quiet", *more)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "says"),
+    [
+        (["--trials", "2"], ["--trials", "1"], "--trials 1: run 's' holds trials 0 to 1"),
+        (["--trials", "1"], ["--trials", "2"], "--trials 2: run 's' is being recorded in shards"),
+        ([], ["--limit", "10"], "--limit: run 's' is being recorded in shards with --limit none"),
+        (
+            ["--limit", "10"],
+            ["--limit", "20"],
+            "--limit: run 's' is being recorded in shards with --limit 10",
+        ),
+    ],
+)
+def test_the_shards_of_a_recording_ask_for_the_same_samples(tmp_path, first, second, says):
+    # shards of other --trials or --limit made a run 'complete' with 188 of 94 samples, or
+    # partial or incomplete by which shard finished last
+    assert _shard_cli(tmp_path, "1/2", *first).exit_code == 0
+    before = Run(tmp_path / "s").recorded_ids()
+    result = _shard_cli(tmp_path, "2/2", *second)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"Error: {says}"), result.stderr
+    assert Run(tmp_path / "s").recorded_ids() == before
+    assert _shard_cli(tmp_path, "2/2", *first).exit_code == 0  # the same: the run completes
+    keys = _keys(tmp_path / "s")
+    assert len(keys) == len(set(keys))
+    assert Run(tmp_path / "s").status in ("complete", "partial")
+
+
+def test_a_resume_cannot_ask_for_fewer_trials_than_the_run_holds(tmp_path):
+    args = ["record", "--model", MODEL, "--store", tmp_path, "--run-id", "t", "--quiet"]
+    assert cli(*args, "--trials", "3", "--limit", "5").exit_code == 0
+    result = cli(*args, "--trials", "1")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --trials 1: run 't' holds trials 0 to 2")
+    assert cli(*args, "--trials", "4", "--limit", "5").exit_code == 0  # more trials: added
+    assert len(_keys(tmp_path / "t")) == 20
