@@ -75,7 +75,7 @@ class RecordError(TcbReplayError):
 
 class EngineError(TcbReplayError):
     """The engine parts run on (Ray) cannot be reached, or lost a part it could not run
-    again (exit code 1)."""
+    again; or the compiled kernels scoring runs on are not built (exit code 1)."""
 
 
 class TcbReplayWarning(UserWarning):

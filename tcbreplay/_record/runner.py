@@ -443,13 +443,17 @@ def _tasks(
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``I/N`` (``--shard 2/4``) as (I, N)."""
-    try:
-        i, n = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise InputError(f"--shard {text}: write it I/N, such as 2/4") from None
+    """``I/N`` (``--shard 2/4``) as (I, N): two whole numbers in ASCII digits, nothing else
+    (int() would also take ' 1', '+1', '1_0' and other scripts' digits)."""
+    match = _SHARD.fullmatch(text)
+    if match is None:
+        raise InputError(f"--shard {text!r}: write it I/N, such as 2/4")
+    i, n = int(match[1]), int(match[2])
     check_shard((i, n))
     return i, n
+
+
+_SHARD = re.compile(r"([0-9]{1,9})/([0-9]{1,9})")
 
 
 def check_shard(shard: tuple[int, int] | None) -> None:

@@ -114,11 +114,22 @@ def _holder(fd: int) -> str:
     """Who holds a run's lock, as its lock file says. A writer that has just taken the lock
     writes its pid a moment later: an empty file is read again for up to 0.2 s."""
     for _ in range(40):
-        text = os.pread(fd, 200, 0).decode(errors="replace").strip()
+        text = _shown(os.pread(fd, 200, 0).decode(errors="replace"))
         if text:
             return text
         time.sleep(0.005)
     return "another process"
+
+
+# the most of a lock's text an error quotes
+SHOWN_CHARS = 120
+
+
+def _shown(text: str) -> str:
+    """A lock file's text as an error quotes it: one line, cut short (anyone who can write
+    the store can write the lock, and a line of its own would read as tcbreplay's)."""
+    line = " ".join(text.split())
+    return line if len(line) <= SHOWN_CHARS else line[: SHOWN_CHARS - 3] + "..."
 
 
 def held_shards(run_dir: Path) -> dict[str, str]:
@@ -257,7 +268,7 @@ def lease_holder(path: Path) -> str | None:
         age, _ = written_ago(path)
         if age >= LEASE_S:
             return None
-        return read_bytes(path).decode(errors="replace").strip() or "another process"
+        return _shown(read_bytes(path)[:200].decode(errors="replace")) or "another process"
     except FileNotFoundError:
         return None
 

@@ -107,8 +107,10 @@ def _listed_status(root: Path) -> str:
 
 @pytest.mark.parametrize(
     ("shard", "message"),
-    [("3/2", "--shard 3/2: I must be from 1 to N"), ("2", "--shard 2: write it I/N"),
-     ("0/4", "--shard 0/4: I must be")],
+    [("3/2", "--shard 3/2: I must be from 1 to N"), ("2", "--shard '2': write it I/N"),
+     ("0/4", "--shard 0/4: I must be"), (" 1/4", "--shard ' 1/4': write it I/N"),
+     ("+1/4", "--shard '+1/4': write it"), ("1_0/20", "--shard '1_0/20': write it"),
+     ("\uff11/4", "--shard '\uff11/4': write it")],
 )  # fmt: skip
 def test_a_shard_is_i_of_n(tmp_path, shard, message):
     result = cli("record", "--model", MODEL, "--store", tmp_path, "--shard", shard, "--quiet")

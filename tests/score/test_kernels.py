@@ -8,6 +8,9 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -148,3 +151,28 @@ def test_a_locale_handle_other_than_number_locale_is_refused():
     assert value_equal(texts, 0, 3, texts, 3, 4, 0.5, 0.0, scratch, number_locale()) == 1
     with pytest.raises(ValueError, match="number_locale"):
         value_equal(texts, 0, 3, texts, 3, 4, 0.5, 0.0, scratch, number_locale() + 8)
+
+
+def test_kernels_not_built_are_one_line_that_says_how_to_build_them(tmp_path):
+    # a clone nobody installed: the extension is absent (here: hidden from the import)
+    code = textwrap.dedent(
+        """
+        import sys
+        from importlib.abc import MetaPathFinder
+
+        class Hide(MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "tcbreplay._score.kernels._compiled":
+                    raise ImportError(name)
+                return None
+
+        sys.meta_path.insert(0, Hide())
+        from tcbreplay._cli import main
+        main(["score", "x", "--store", sys.argv[1]])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: tcbreplay's compiled kernels are not built")
+    assert "Hint: install the package" in done.stderr and "Traceback" not in done.stderr

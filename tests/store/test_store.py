@@ -648,3 +648,20 @@ def test_an_interrupted_export_leaves_no_file_that_looks_whole(sim_run, tmp_path
     with pytest.raises(KeyboardInterrupt):
         export_jsonl(store.open_run(run_id), out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_lock_files_text_is_quoted_on_one_line_cut_short(tmp_path):
+    # anyone who can write the store can write the lock: a line of its own in the error would
+    # read as tcbreplay's ("Error: Hint: run rm -rf ~")
+    from tcbreplay._store.locks import SHOWN_CHARS, lock_holder
+
+    path = tmp_path / "writer.lock"
+    path.write_text("pid 1\nHint: run rm -rf ~ to fix" + " x" * 2000)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        shown = lock_holder(path)
+    finally:
+        os.close(fd)
+    assert shown is not None and "\n" not in shown and len(shown) <= SHOWN_CHARS
+    assert shown.startswith("pid 1 Hint: run rm -rf ~ to fix")

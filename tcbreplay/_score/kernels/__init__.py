@@ -23,7 +23,15 @@ import pyarrow as pa
 # MAX_KEYS are judged in Python, blocks of gold calls up to SMALL_BLOCK calls are paired over
 # subsets of their calls (verdicts.pxi); how strings compare (KernelOptions.strings:
 # STRINGS_EXACT, STRINGS_BFCL; jsontext.pxi).
-from tcbreplay._score.kernels import _compiled
+try:
+    from tcbreplay._score.kernels import _compiled
+except ImportError:  # a source tree nobody installed: say so, not a traceback
+    from tcbreplay.errors import EngineError
+
+    raise EngineError(
+        "tcbreplay's compiled kernels are not built (tcbreplay/_score/kernels/_compiled.pyx)",
+        hint="install the package, which builds them: make install, or pip install -e .",
+    ) from None
 from tcbreplay._score.kernels._compiled import (
     AGENT,
     GOLD,
