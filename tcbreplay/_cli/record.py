@@ -307,6 +307,11 @@ def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) 
             f"run {summary.run_id}: this shard has nothing left to record; other shards are "
             f"still recording ({summary.recorded}/{summary.total} samples so far)"
         )
+    elif not summary.attempted and summary.status == "incomplete":  # a shard, others missing
+        lines.append(
+            f"run {summary.run_id}: this shard has nothing left to record; the run holds "
+            f"{summary.recorded}/{summary.total} samples, the rest are other shards'"
+        )
     elif not summary.attempted:
         sim = " (simulated model)" if summary.simulated else ""
         asked = " asked for" if summary.status == "partial" else ""
@@ -325,10 +330,19 @@ def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) 
             )
         if summary.status == "partial":
             lines.append(f"partial run: record the rest with: {run_.resume_command()}")
-        lines.append(
-            f"next: tcbreplay score {summary.run_id}"
-            + (f" --store {store}" if str(store) != "traces" else "")
+        score = f"tcbreplay score {summary.run_id}" + (
+            f" --store {store}" if str(store) != "traces" else ""
         )
+        if summary.status == "recording":  # a shard that finished before the others
+            lines.append(f"next, once every shard has finished: {score}")
+        elif summary.status == "incomplete":
+            lines.append(
+                f"the run misses {summary.total - summary.recorded} samples (of shards not run, "
+                f"or stopped): run them, or record the rest with: {run_.resume_command()}; "
+                f"then: {score}"
+            )
+        else:
+            lines.append(f"next: {score}")
     emit(summary_output(summary, lines), fmt)
 
 

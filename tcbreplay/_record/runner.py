@@ -334,12 +334,12 @@ def run_plan(
         # Checked before the writer takes the run (which writes its lock and journal), so a
         # run that cannot be resumed is left as it was; checked again under the lock.
         run = store.open_run(run_id)
-        _check_resumable(run.manifest, print_, run, source)
+        _check_resumable(run.manifest, print_, run, source, shard)
         opts = _options(options, run.manifest.get("runner"))
         writer = store.resume_run(run_id, shard)
         try:
             manifest = writer.manifest
-            _check_resumable(manifest, print_, run, source)
+            _check_resumable(manifest, print_, run, source, shard)
             recorded = run.recorded_ids()
             _check_trials(run_id, _given_trials(options), manifest, recorded, shard)
             _check_selection(run_id, selection, manifest, shard)
@@ -590,7 +590,11 @@ def errors_message(summary: RecordSummary, budget: MaxErrors) -> str:
 
 
 def _check_resumable(
-    manifest: dict[str, Any], expected: str, run: Run, source: str | None = None
+    manifest: dict[str, Any],
+    expected: str,
+    run: Run,
+    source: str | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> None:
     """Refuse a run this recording cannot extend: imported, made another way (a replay when
     recording, a recording when replaying: ``source``), of other inputs, or with a data
@@ -614,7 +618,9 @@ def _check_resumable(
     if manifest.get("fingerprint") != expected:
         raise InputError(
             f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",
-            hint="use another --run-id, or --overwrite to replace it",
+            hint="give every shard the same inputs, or use another --run-id"
+            if shard is not None  # (--overwrite is refused with --shard)
+            else "use another --run-id, or --overwrite to replace it",
         )
     for path in (run.samples_path, run.messages_path):
         if not path.exists():

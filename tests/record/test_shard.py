@@ -235,3 +235,28 @@ def test_a_resume_cannot_ask_for_fewer_trials_than_the_run_holds(tmp_path):
     assert result.stderr.startswith("Error: --trials 1: run 't' holds trials 0 to 2")
     assert cli(*args, "--trials", "4", "--limit", "5").exit_code == 0  # more trials: added
     assert len(_keys(tmp_path / "t")) == 20
+
+
+def test_a_shard_that_leaves_the_run_incomplete_says_so(tmp_path):
+    # it printed "next: tcbreplay score s", which score refuses, and when run again "already
+    # holds all 47 samples; nothing to record (--overwrite records it again)"
+    first = _shard_cli(tmp_path, "1/2")
+    assert first.exit_code == 0, first.output
+    assert "the run misses 47 samples (of shards not run, or stopped)" in first.stdout
+    assert "next: tcbreplay score" not in first.stdout
+    again = _shard_cli(tmp_path, "1/2")
+    assert again.exit_code == 0, again.output
+    assert "this shard has nothing left to record; the run holds 47/94 samples" in again.stdout
+    assert "--overwrite" not in again.stdout
+    last = _shard_cli(tmp_path, "2/2")
+    assert "next: tcbreplay score s" in last.stdout
+
+
+def test_a_shard_of_other_inputs_is_not_told_to_overwrite(tmp_path):
+    assert _shard_cli(tmp_path, "1/2").exit_code == 0
+    result = cli("record", "--model", "sim:seed=9", "--store", tmp_path, "--run-id", "s",
+                 "--shard", "2/2", "--quiet")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: run 's' exists with other inputs")
+    assert "Hint: give every shard the same inputs" in result.stderr
+    assert "--overwrite" not in result.stderr
