@@ -255,6 +255,22 @@ def exists(path: Path) -> bool:
     return bool(fs.exists(where))
 
 
+def check_bucket(path: Path) -> None:
+    """Refuse a place whose bucket does not exist (where an empty prefix of one that does
+    is a store with no runs yet)."""
+    fs, where = fs_path(path)
+    bucket = where.split("/", 1)[0]
+    with failures(path):
+        there = fs.exists(bucket)
+    if not there:
+        scheme = url(path).split("://", 1)[0]
+        raise StoreError(
+            f"{url(path)}: no such bucket ({bucket})",
+            hint=f"make it with the cloud's own tools, or give --store {scheme}://BUCKET/PREFIX "
+            "of one that exists",
+        )
+
+
 def list_names(folder: Path) -> list[str]:
     """The names of the objects and folders right under a remote folder."""
     fs, where = fs_path(folder)

@@ -128,10 +128,12 @@ def readable_runs(store: Store) -> list[Run]:
     with objects.failures(store.root):
         there = objects.exists(store.root) if is_remote(store.root) else store.root.is_dir()
     if not there:
-        warnings.warn(
-            TcbReplayWarning(f"{store.root}: no such store folder, so there are no runs"),
-            stacklevel=2,
-        )
+        if is_remote(store.root):
+            objects.check_bucket(store.root)
+            why = "nothing is stored under this prefix yet"
+        else:
+            why = "no such store folder"
+        warnings.warn(TcbReplayWarning(f"{store.root}: {why}, so there are no runs"), stacklevel=2)
         return []
     readable = []
     for run in store.runs():

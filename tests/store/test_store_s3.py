@@ -570,3 +570,19 @@ def test_collect_into_s3_is_refused_before_anything_is_written(s3_store):
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("Error: collect: a store on object storage cannot take")
     assert _keys(s3_store) == []
+
+
+def test_reading_a_store_in_a_missing_bucket_is_one_error(s3_server):
+    # sql, catalog and runs warned "no such store folder" and exited 0 (runs crashed)
+    url = "s3://tcbreplay-no-such-bucket/traces"
+    for command in (["sql", "select 1"], ["runs"], ["catalog"]):
+        result = cli(*command, "--store", url)
+        assert result.exit_code == 1, (command, result.output)
+        assert result.stderr.startswith(f"Error: {url}: no such bucket (tcbreplay-no-such-bucket)")
+        assert "Traceback" not in result.output
+
+
+def test_an_empty_prefix_of_a_bucket_is_a_store_without_runs(s3_store):
+    result = cli("sql", "select count(*) as n from runs", "--store", s3_store, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert "nothing is stored under this prefix yet" in result.stderr
