@@ -40,8 +40,15 @@ from tcbreplay._score.scorers.abet import score_tables_abet
 from tcbreplay._score.scorers.bfcl import score_run_bfcl
 from tcbreplay._store.files import staged
 from tcbreplay._store.locks import WRITABLE_HINT
+from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import DEFAULT_SCORER, JOURNAL, SCORES_SCHEMA, utcnow
+from tcbreplay._store.schema import (
+    DEFAULT_SCORER,
+    JOURNAL,
+    JOURNAL_CHUNKS,
+    SCORES_SCHEMA,
+    utcnow,
+)
 from tcbreplay._store.views import connect, connect_tables, query_text
 from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
@@ -258,14 +265,24 @@ def tool_schemas(run: Run) -> list[dict[str, Any]]:
 SCORABLE = ("complete", "imported", "partial")
 
 
+def _journal_place(run: Run) -> tuple[str, str]:
+    """Where a run's finished samples wait before they are folded, and what folds them."""
+    if is_remote(run.dir):
+        return f"the journal's batches ({JOURNAL_CHUNKS}/)", "`record --resume`"
+    if any(run.dir.glob("journal-*-of-*.jsonl")):  # record --shard I/N's journals
+        return "the shards' journals (journal-I-of-N.jsonl)", "the last shard to finish"
+    return JOURNAL, "`record --resume`"
+
+
 def check_scorable(run: Run, allow_incomplete: bool) -> None:
     """Refuse runs with nothing stored, and unfinished runs unless allowed; say so when
     finished samples wait in the journal, where scoring does not read."""
     status = run.status
     waiting = run.unfolded_records()
+    where, folder = _journal_place(run)
     journal = (
-        f"{waiting} finished samples wait in {JOURNAL}, which `record --resume` folds into "
-        "the Parquet files that scoring reads"
+        f"{waiting} finished samples wait in {where}, which {folder} folds into the Parquet "
+        "files that scoring reads"
         if waiting
         else ""
     )

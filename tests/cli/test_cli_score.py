@@ -463,6 +463,26 @@ def test_samples_waiting_in_the_journal_are_named(sim_copy):
     ]
 
 
+def test_samples_waiting_in_shard_journals_are_named(sim_copy):
+    # they were said to wait in journal.jsonl, for `record --resume` (refused while shards
+    # record)
+    root, run_id = sim_copy
+    run_dir = root / run_id
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "recording"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    rows = pq.read_table(run_dir / "samples.parquet").slice(0, 2).to_pylist()
+    (run_dir / "journal-2-of-2.jsonl").write_text(
+        "".join(json.dumps({"sample": r}, default=str) + "\n" for r in rows)
+    )
+    result = cli("score", run_id, "--store", str(root), "--allow-incomplete", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(
+        "Warning: 2 finished samples wait in the shards' journals (journal-I-of-N.jsonl), which "
+        "the last shard to finish folds into the Parquet files that scoring reads"
+    )
+
+
 def test_score_from_another_store_location_via_env(sim_copy, monkeypatch):
     root, run_id = sim_copy
     monkeypatch.setenv("TCBREPLAY_STORE", str(root))
