@@ -342,6 +342,8 @@ class Store:
             elif known:
                 hint = f"runs in {self.root}: {', '.join(known)}"
             else:
+                if objects.is_remote(self.root):  # a missing bucket is said as such
+                    objects.check_bucket(self.root)
                 hint = f"the store {self.root} holds no runs: is --store right?"
             raise RunNotFoundError(f"run {run_id!r} not found in store {self.root}", hint=hint)
         run = Run(path)

@@ -575,7 +575,7 @@ def test_collect_into_s3_is_refused_before_anything_is_written(s3_store):
 def test_reading_a_store_in_a_missing_bucket_is_one_error(s3_server):
     # sql, catalog and runs warned "no such store folder" and exited 0 (runs crashed)
     url = "s3://tcbreplay-no-such-bucket/traces"
-    for command in (["sql", "select 1"], ["runs"], ["catalog"]):
+    for command in (["sql", "select 1"], ["runs"], ["catalog"], ["score", "x"]):
         result = cli(*command, "--store", url)
         assert result.exit_code == 1, (command, result.output)
         assert result.stderr.startswith(f"Error: {url}: no such bucket (tcbreplay-no-such-bucket)")
