@@ -442,18 +442,23 @@ def test_incomplete_run_is_refused_unless_allowed(sim_copy):
     assert summary["n_samples"] == 94
 
 
+def _samples_waiting(run_dir: Path, journal: str, count: int) -> None:
+    """The run marked recording, its first ``count`` samples written again to ``journal`` as
+    a killed recording leaves them."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "recording"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    rows = pq.read_table(run_dir / "samples.parquet").slice(0, count).to_pylist()
+    (run_dir / journal).write_text(
+        "".join(json.dumps({"sample": r}, default=str) + "\n" for r in rows)
+    )
+
+
 def test_samples_waiting_in_the_journal_are_named(sim_copy):
     """A killed recording leaves finished samples in the journal, which scoring does not
     read: --allow-incomplete scores the Parquet files and warns of the rest."""
     root, run_id = sim_copy
-    run_dir = root / run_id
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest["status"] = "recording"
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    rows = pq.read_table(run_dir / "samples.parquet").slice(0, 3).to_pylist()
-    (run_dir / "journal.jsonl").write_text(
-        "".join(json.dumps({"sample": r}, default=str) + "\n" for r in rows)
-    )
+    _samples_waiting(root / run_id, "journal.jsonl", 3)
     result = cli("score", run_id, "--store", str(root), "--allow-incomplete", "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["n_samples"] == 94
@@ -467,14 +472,7 @@ def test_samples_waiting_in_shard_journals_are_named(sim_copy):
     # they were said to wait in journal.jsonl, for `record --resume` (refused while shards
     # record)
     root, run_id = sim_copy
-    run_dir = root / run_id
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    manifest["status"] = "recording"
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    rows = pq.read_table(run_dir / "samples.parquet").slice(0, 2).to_pylist()
-    (run_dir / "journal-2-of-2.jsonl").write_text(
-        "".join(json.dumps({"sample": r}, default=str) + "\n" for r in rows)
-    )
+    _samples_waiting(root / run_id, "journal-2-of-2.jsonl", 2)
     result = cli("score", run_id, "--store", str(root), "--allow-incomplete", "--format", "json")
     assert result.exit_code == 0, result.output
     assert result.stderr.startswith(
