@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import math
 import os
-import re
 import sys
 import time
 import warnings
@@ -17,6 +16,7 @@ import click
 
 from tcbreplay._secrets import redact
 from tcbreplay._store.files import reason
+from tcbreplay._store.objects import names_object_storage
 from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
 
@@ -77,7 +77,7 @@ class OutputPath(click.Path):
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         if isinstance(value, str) and not value:
             self.fail("an empty path names no file or folder", param, ctx)
-        if isinstance(value, str) and _URL_LIKE.match(value):
+        if isinstance(value, str) and names_object_storage(value):
             # not shown: a URL may hold credentials
             self.fail(
                 "a URL (such as s3://...) is no local path: the files are written here; copy "
@@ -86,10 +86,6 @@ class OutputPath(click.Path):
                 ctx,
             )
         return super().convert(value, param, ctx)
-
-
-# s3://..., gs:/..., https://...: a scheme, a colon and a slash (C:/ is a drive: one letter)
-_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 def _given_before_command(ctx: click.Context | None, param: click.Parameter | None) -> bool:

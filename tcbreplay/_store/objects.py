@@ -132,12 +132,23 @@ def store_root(root: str | os.PathLike[str]) -> Path:
 _ONE_SLASH = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/?(?!/)")
 
 
-def _check_not_url_like(text: str) -> None:
-    """Refuse a local --store that is an object store's URL mistyped (``s3:/bucket``,
-    ``s3:bucket``), which would make a folder named ``s3:`` here."""
+def _mistyped_scheme(text: str) -> str | None:
+    """The object store's scheme of a URL written with one slash or none (``s3:/bucket``,
+    ``s3:bucket``), which as a path would make a folder named ``s3:``; None otherwise."""
     match = _ONE_SLASH.match(text)
-    if match is not None and match.group(1).lower() in _PACKAGES:
-        scheme = match.group(1).lower()
+    return match.group(1).lower() if match and match.group(1).lower() in _PACKAGES else None
+
+
+def names_object_storage(text: str) -> bool:
+    """Whether ``text`` is meant as a place on object storage: a URL (``s3://``, ``https://``),
+    or one mistyped with a single slash (``s3:/bucket``)."""
+    return is_url(text) or _mistyped_scheme(text) is not None
+
+
+def _check_not_url_like(text: str) -> None:
+    """Refuse a local --store that is an object store's URL mistyped (see _mistyped_scheme)."""
+    scheme = _mistyped_scheme(text)
+    if scheme is not None:
         raise InputError(
             f"--store {scheme}:...: a URL of object storage takes two slashes",
             hint=f"give {scheme}://BUCKET/PREFIX",
