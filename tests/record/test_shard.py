@@ -202,8 +202,16 @@ def _shard_cli(tmp_path: Path, shard: str, *more: str):
 @pytest.mark.parametrize(
     ("first", "second", "says"),
     [
-        (["--trials", "2"], ["--trials", "1"], "--trials 1: run 's' holds trials 0 to 1"),
-        (["--trials", "1"], ["--trials", "2"], "--trials 2: run 's' is being recorded in shards"),
+        (
+            ["--trials", "2", "--limit", "10"],
+            ["--trials", "1", "--limit", "10"],
+            "--trials 1: run 's' holds trials 0 to 1",
+        ),
+        (
+            ["--trials", "1", "--limit", "10"],
+            ["--trials", "2", "--limit", "10"],
+            "--trials 2: run 's' is being recorded in shards",
+        ),
         ([], ["--limit", "10"], "--limit: run 's' is being recorded in shards with --limit none"),
         (
             ["--limit", "10"],
