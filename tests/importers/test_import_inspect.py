@@ -13,6 +13,9 @@ import pytest
 from helpers import TEST_DATA, cli, snapshot
 from inspect_logs import GOLD, QUESTIONS, write_log
 
+from tcbreplay._importers import inspect as inspect_dialect
+from tcbreplay._importers.dialect import TraceFile
+
 # found, not imported: inspect_ai takes seconds to import, paid by the tests that run, not by
 # every collection of the suite
 pytestmark = pytest.mark.skipif(
@@ -223,3 +226,12 @@ def test_a_log_that_unpacks_to_far_more_than_its_size_is_refused(eval_log, tmp_p
     assert lines[0].startswith("Error: bomb.eval: member 'samples/add_epoch_1.json' unpacks to ")
     assert "more than 100 times its " in lines[0]
     assert lines[1].startswith("Hint: tcbreplay reads .eval logs (zip files) whose members ")
+
+
+def test_the_dialect_reads_a_log_given_as_bytes(tmp_path):
+    # here, not in test_dialect_inspect.py: inspect_ai's import (seconds) is paid once a file
+    log = write_log(tmp_path / "logs", epochs=1)
+    source = inspect_dialect.read(TraceFile(log.name, data=log.read_bytes()), None)
+    assert sorted(line.sample_id for line in source.lines) == ["add", "mul"]
+    assert source.dataset is not None  # the samples' metadata holds their gold calls
+    assert source.tools and {t["name"] for t in source.tools} == {"add_numbers", "multiply_numbers"}
