@@ -24,6 +24,7 @@ AUDITED_FILES = (MANIFEST, SAMPLES, MESSAGES)
 
 SCORING_QUERIES = (
     "macros", "score_split", "score_gold_calls", "score_agent_calls", "json_values_as_text",
+    "json_minified",
 )  # fmt: skip
 # the SQL a scorer runs where it is not the above
 _SCORER_QUERIES = {"bfcl": ("score_bfcl",)}

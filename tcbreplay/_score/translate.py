@@ -188,9 +188,7 @@ def load_flat(
             params={"lo": samples[0], "hi": samples[1], "types": types},
         ).to_arrow_table(_ONE_BATCH)
     except duckdb.Error as exc:
-        raise StoreError(
-            f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}"
-        ) from exc
+        raise _unreadable(con, bounds, exc) from exc
     order = _int64(gold_lists["sample_index"])
     if len(order) and np.any(np.diff(order) <= 0):
         gold_lists = gold_lists.take(np.argsort(order, kind="stable"))
@@ -202,7 +200,10 @@ def load_flat(
         gold_lists.select(["sample_id", "trial", "sample_index", "category", "status"])
     )
     assert isinstance(frame, pl.DataFrame)
-    gold, rules = _flat_side(np.arange(n), gold_lists["calls"], n, SIDES[side])
+    try:
+        gold, rules = _gold_side(con, gold_lists["calls"], n, SIDES[side])
+    except duckdb.Error as exc:  # DuckDB read a gold list that is no JSON
+        raise _unreadable(con, bounds, exc) from exc
     tools = _combined(gold_lists["tools"])
     if gold.name.null_count:
         first_unnamed = int(np.flatnonzero(gold.name.is_null().to_numpy(zero_copy_only=False))[0])
@@ -252,14 +253,7 @@ def _split_calls(
     name_lo, name_hi, args_lo, args_hi = (span[:count] for span in spans)
     name = _texts(data, name_lo, name_hi, _NO_NAME)
     kind = kind[:count]
-    by_duckdb = np.flatnonzero((kind == kernels.NAME_ESCAPED) | (kind == kernels.NAME_VALUE))
-    if len(by_duckdb):  # names with escapes or of other values: DuckDB reads them as text
-        texts = name.take(pa.array(by_duckdb)).to_pylist()
-        read = con.execute(query_text("json_values_as_text"), {"texts": texts}).fetchall()[0][0]
-        names = name.to_pylist()
-        for k, value in zip(by_duckdb.tolist(), read, strict=True):
-            names[k] = value
-        name = pa.array(names, pa.large_string())
+    name = _as_text(con, name, kind)
     calls_s = s[row[:count]]
     return FlatSide(
         s=calls_s,
@@ -269,13 +263,40 @@ def _split_calls(
     )
 
 
-def _texts(data: np.ndarray, lo: np.ndarray, hi: np.ndarray, fill: np.ndarray) -> pa.Array:
-    """The byte ranges ``data[lo:hi]`` (``fill`` where ``lo`` is -1) as Arrow text."""
+def _as_text(con: duckdb.DuckDBPyConnection, texts: pa.Array, kind: np.ndarray) -> pa.Array:
+    """``texts`` (values of the kinds ``kind``, NAME_* of the kernels) read as json_transform
+    reads a VARCHAR: strings with escapes and values of other kinds are read by DuckDB."""
+    by_duckdb = np.flatnonzero((kind == kernels.NAME_ESCAPED) | (kind == kernels.NAME_VALUE))
+    if not len(by_duckdb):
+        return texts
+    values = texts.take(pa.array(by_duckdb)).to_pylist()
+    read = con.execute(query_text("json_values_as_text"), {"texts": values}).fetchall()[0][0]
+    whole = texts.to_pylist()
+    for k, value in zip(by_duckdb.tolist(), read, strict=True):
+        whole[k] = value
+    return pa.array(whole, pa.large_string())
+
+
+def _texts(
+    data: np.ndarray, lo: np.ndarray, hi: np.ndarray, fill: np.ndarray,
+    valid: np.ndarray | None = None,
+) -> pa.Array:  # fmt: skip
+    """The byte ranges ``data[lo:hi]`` (``fill`` where ``lo`` is -1) as Arrow text, null where
+    ``valid`` is False."""
     offsets = np.empty(len(lo) + 1, dtype=np.int64)
     out = kernels.functions().span_texts(data, lo, hi, fill, offsets)
+    bitmap, nulls = _validity(valid)
     return pa.Array.from_buffers(
-        pa.large_string(), len(lo), [None, pa.py_buffer(offsets), pa.py_buffer(out)]
+        pa.large_string(), len(lo), [bitmap, pa.py_buffer(offsets), pa.py_buffer(out)], nulls
     )
+
+
+def _validity(valid: np.ndarray | None) -> tuple[pa.Buffer | None, int]:
+    """Arrow's validity bitmap of ``valid`` (None when every entry is valid), and the nulls."""
+    if valid is None:
+        return None, 0
+    nulls = len(valid) - int(np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
 
 
 @dataclass
@@ -389,19 +410,19 @@ def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.require(column.to_numpy(), dtype=np.int64, requirements=["C"])
 
 
-def _flat_side(
-    s: np.ndarray, lists: pa.ChunkedArray, n: int, sides: list[str]
+def _gold_side(
+    con: duckdb.DuckDBPyConnection, lists: pa.ChunkedArray, n: int, sides: list[str]
 ) -> tuple[FlatSide, dict[str, pa.Array] | None]:
-    """The gold calls of the sides ``sides`` of lists ``lists`` (the list at row k belongs to
-    sample ``s[k]``, ``s`` ascending), flat: arguments left out read as ``{}``; and their
-    rules (see :class:`FlatCalls`)."""
-    calls = _combined(lists)
-    lengths = pc.fill_null(pc.list_value_length(calls), 0).to_numpy()
-    # (list nulls and struct nulls respected)
-    name, args, *rules, side_of = calls.flatten().flatten()
-    flat_s = np.repeat(s, lengths)
-    # a call without a side is the agent's; filtered here rather than by a lambda in the
-    # query, which took a fifth of its time
+    """The gold calls of the sides ``sides`` in the gold list texts ``lists`` (one per sample,
+    ``n`` of them), flat, read as json_transform reads them (see
+    ``tcbreplay/_score/kernels/gold.pxi``): arguments left out read as ``{}``; and their rules
+    (see :class:`FlatCalls`)."""
+    gold = _read_gold(con, _combined(lists))
+    name, args = gold.names(con), gold.args()
+    rules = [gold.member(con, j) for j in range(2, 6)]
+    side_of = gold.member(con, 6)
+    flat_s = gold.row  # the text at row k is sample k's
+    # a call without a side is the agent's
     if sides != ["agent"] or side_of.null_count < len(side_of):
         keep = pc.is_in(pc.fill_null(side_of, "agent"), pa.array(sides)).to_numpy(
             zero_copy_only=False
@@ -409,10 +430,117 @@ def _flat_side(
         if not keep.all():
             name, args, *rules = (column.filter(keep) for column in (name, args, *rules))
             flat_s = flat_s[keep]
-    side = FlatSide(s=flat_s, name=name, args=_filled(args, "{}"), first=_firsts(flat_s, n))
+    side = FlatSide(s=flat_s, name=name, args=args, first=_firsts(flat_s, n))
     if all(r.null_count == len(r) for r in rules):
         return side, None
-    return side, {k: r.cast(pa.large_string()) for k, r in zip(RULES, rules, strict=True)}
+    return side, dict(zip(RULES, rules, strict=True))
+
+
+@dataclass
+class _Gold:
+    """Gold lists as the kernels' read_gold reads them (see gold.pxi): each call's text
+    ``row``, its name's kind and text (``name_offsets`` into ``name_bytes``), its args' text
+    likewise, and its other members given (``extra``, ``extra_kind``, spans of ``out``)."""
+
+    row: np.ndarray
+    name_kind: np.ndarray
+    name_offsets: np.ndarray
+    name_bytes: np.ndarray
+    args_offsets: np.ndarray
+    args_bytes: np.ndarray
+    extra: np.ndarray
+    extra_kind: np.ndarray
+    out: np.ndarray
+
+    def names(self, con: duckdb.DuckDBPyConnection) -> pa.Array:
+        """Each call's name as json_transform reads a VARCHAR, null where left out or null."""
+        bitmap, nulls = _validity(self.name_kind != kernels.NAME_NONE)
+        buffers = [bitmap, pa.py_buffer(self.name_offsets), pa.py_buffer(self.name_bytes)]
+        names = pa.Array.from_buffers(pa.large_string(), len(self.row), buffers, nulls)
+        return _as_text(con, names, self.name_kind)
+
+    def args(self) -> pa.Array:
+        """Each call's args as DuckDB writes JSON, ``{}`` where left out or null."""
+        buffers = [None, pa.py_buffer(self.args_offsets), pa.py_buffer(self.args_bytes)]
+        return pa.Array.from_buffers(pa.large_string(), len(self.row), buffers)
+
+    def member(self, con: duckdb.DuckDBPyConnection, j: int) -> pa.Array:
+        """Member ``j`` of GOLD_KEYS (not the name or args) of every call, null where left
+        out or null: JSON text, or for the side, text as json_transform reads a VARCHAR."""
+        count = len(self.row)
+        at = np.flatnonzero(self.extra[kernels.EXTRA_MEMBER] == j)
+        if not len(at):
+            return pa.nulls(count, pa.large_string())
+        calls = self.extra[kernels.EXTRA_CALL, at]
+        lo, hi = np.full(count, -1, dtype=np.int64), np.full(count, -1, dtype=np.int64)
+        kind = np.full(count, kernels.NAME_NONE, dtype=np.int8)
+        lo[calls], hi[calls] = self.extra[kernels.EXTRA_LO, at], self.extra[kernels.EXTRA_HI, at]
+        kind[calls] = self.extra_kind[at]
+        values = _texts(self.out, lo, hi, _NO_NAME, kind != kernels.NAME_NONE)
+        return _as_text(con, values, kind) if kernels.GOLD_KEYS[j] == "side" else values
+
+
+def _read_gold(con: duckdb.DuckDBPyConnection, texts: pa.Array) -> _Gold:
+    """The gold list texts ``texts`` read by the kernels (read_gold: see gold.pxi). Texts
+    the kernels cannot read as DuckDB would are written by DuckDB, then read again; DuckDB
+    fails on text that is no JSON."""
+    canonical = np.zeros(len(texts), dtype=np.bool_)
+    while True:
+        gold, slow = _read_gold_once(texts, canonical)
+        if not slow.any():
+            return gold
+        given = texts.take(pa.array(np.flatnonzero(slow))).to_pylist()
+        written = con.execute(query_text("json_minified"), {"texts": given}).fetchall()[0][0]
+        texts = pc.replace_with_mask(
+            texts.cast(pa.large_string()), pa.array(slow), pa.array(written, pa.large_string())
+        )
+        canonical = slow  # the others read as before
+
+
+def _read_gold_once(texts: pa.Array, canonical: np.ndarray) -> tuple[_Gold, np.ndarray]:
+    """One pass of read_gold over ``texts``: what it read, and which texts are slow."""
+    offsets, data = kernels.text_buffers(texts)
+    slow = np.empty(len(texts), dtype=np.bool_)
+    size = len(data) + 16  # (see read_gold)
+    names, out = np.empty(size, dtype=np.uint8), np.empty(size, dtype=np.uint8)
+    room, extra_room = 4 * len(texts) + 16, len(texts) + 16
+    args = np.empty(size + 2 * room, dtype=np.uint8)
+    row, name_kind = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int8)
+    name_offsets, args_offsets = np.empty(room + 1, np.int64), np.empty(room + 1, np.int64)
+    name_offsets[0] = args_offsets[0] = 0
+    extra, extra_kind = np.empty((4, extra_room), np.int64), np.empty(extra_room, np.int8)
+    at = np.zeros(5, dtype=np.int64)
+    read = kernels.functions().read_gold
+    while True:
+        read(offsets, data, canonical, row, name_kind, name_offsets, names, args_offsets, args,
+             extra, extra_kind, out, slow, at)  # fmt: skip
+        if at[0] == len(texts):
+            break
+        # full: more room, the rest read into it
+        if at[4] == 2:
+            extra_room *= 2
+            extra = np.concatenate([extra, np.empty_like(extra)], axis=1)
+            extra_kind = _grown(extra_kind, extra_room)
+        else:  # the calls' tables (args holds 2 bytes more than data per call)
+            room *= 2
+            row, name_kind = _grown(row, room), _grown(name_kind, room)
+            name_offsets = _grown(name_offsets, room + 1)
+            args_offsets = _grown(args_offsets, room + 1)
+            args = _grown(args, size + 2 * room)
+    n, x = int(at[1]), int(at[2])
+    gold = _Gold(
+        row=row[:n], name_kind=name_kind[:n], name_offsets=name_offsets[: n + 1],
+        name_bytes=names, args_offsets=args_offsets[: n + 1], args_bytes=args,
+        extra=extra[:, :x], extra_kind=extra_kind[:x], out=out,
+    )  # fmt: skip
+    return gold, slow
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """``array``'s entries first in a new array of ``size`` entries."""
+    grown = np.empty(size, dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown
 
 
 def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -434,6 +562,12 @@ def _firsts(s: np.ndarray, n: int) -> np.ndarray:
     first = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(s, minlength=n), out=first[1:])
     return first
+
+
+def _unreadable(
+    con: duckdb.DuckDBPyConnection, bounds: dict[str, Any], exc: duckdb.Error
+) -> StoreError:
+    return StoreError(f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}")
 
 
 def _malformed(con: duckdb.DuckDBPyConnection, bounds: dict[str, Any]) -> str | None:

@@ -322,3 +322,184 @@ def test_agent_calls_read_as_json_transform_reads_them(lists):
 def test_each_samples_first_row_is_where_a_binary_search_puts_it(n, rows):
     s = np.array(sorted(rows), dtype=np.int64)
     assert translate._firsts(s, n).tolist() == np.searchsorted(s, np.arange(n + 1)).tolist()
+
+
+# -- the gold calls read by the kernels (gold.pxi), against json_transform's reading ---------
+
+# the straightforward reading: DuckDB's json_transform of every gold list, the calls unnested
+_GOLD_TRANSFORMED = """
+select json_transform(gold, '[{"name": "VARCHAR", "args": "JSON", "accept": "JSON",
+    "optional": "JSON", "group": "JSON", "compare": "JSON", "side": "VARCHAR"}]') as calls
+from samples
+order by sample_index
+"""
+_GOLD_MEMBERS = ("name", "args", "accept", "optional", "group", "compare", "side")
+_RULES = ("accept", "optional", "group", "compare")
+# number texts as any writer may write them (DuckDB writes many of them otherwise)
+_NUMBER_TEXTS = st.from_regex(r"-?(0|[1-9][0-9]{0,19})(\.[0-9]{1,19})?([eE][+-]?[0-9]{1,3})?",
+                              fullmatch=True)  # fmt: skip
+_GOLD_KEYS = st.sampled_from([*_GOLD_MEMBERS, "id", "Name", "n\\u0061me", "x"])
+
+
+@st.composite
+def _json_text(draw: Any, value: Any) -> str:
+    """``value`` as JSON text, written one of the ways writers write it."""
+    separators = draw(st.sampled_from([(", ", ": "), (",", ":"), (" ,\t", " :\n")]))
+    return json.dumps(value, separators=separators, ensure_ascii=draw(st.booleans()))
+
+
+@st.composite
+def _gold_value(draw: Any) -> str:
+    shape = draw(st.integers(0, 9))
+    if shape == 0:
+        return draw(_NUMBER_TEXTS)
+    if shape == 1:  # a number in an object, as a hand-written file holds it
+        return '{"a": ' + draw(_NUMBER_TEXTS) + ', "b": [' + draw(_NUMBER_TEXTS) + "]}"
+    if shape == 2:
+        return draw(st.sampled_from(["NaN", "-Infinity", '"\\/"', '"\\u00e9"', "[1,]", "{}"]))
+    return draw(_json_text(draw(_VALUES)))
+
+
+@st.composite
+def _gold_call(draw: Any) -> str:
+    """One element of a gold list: mostly an object whose members may repeat a key."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_json_text(draw(_VALUES)))
+    parts = []
+    for key in draw(st.lists(_GOLD_KEYS, max_size=6)):
+        if key in ("name", "side") and draw(st.booleans()):
+            names = st.sampled_from(["add", "agent", "user", "é", 'a"b', "\x01"]) | _NAMES
+            value = draw(_json_text(draw(names)))
+        else:
+            value = draw(_gold_value())
+        parts.append(f'"{key}"' + draw(st.sampled_from([": ", ":", " :\t"])) + value)
+    return "{" + draw(st.sampled_from([", ", ","])).join(parts) + "}"
+
+
+@st.composite
+def _gold_text(draw: Any) -> str | None:
+    """A sample's gold as stored: mostly a list of calls, sometimes none, other JSON, or
+    text that is no JSON."""
+    shape = draw(st.integers(0, 19))
+    if shape == 0:
+        return None
+    if shape == 1:
+        return draw(_json_text(draw(_VALUES)))  # no list: no calls
+    if shape == 2:
+        broken = ["", " ", "[", "[1 2]", '[{"name": "a"} x]', "[{]", "[1,,2]", '[{"name" "a"}]',
+                  '{"a":1}{"b":2}', "[1,]", "[\n]"]  # fmt: skip
+        return draw(st.sampled_from(broken))
+    calls = draw(st.lists(_gold_call(), max_size=4))
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    return "[" + space + ("," + space).join(calls) + space + "]"
+
+
+def _gold_sample(index: int, gold: str | None) -> dict[str, Any]:
+    return {**sample(index, []), "gold": gold}
+
+
+def _transformed(con: Any, sides: list[str]) -> list[tuple[Any, ...]]:
+    rows = []
+    for s, (calls,) in enumerate(con.sql(_GOLD_TRANSFORMED).fetchall()):
+        for call in calls or []:
+            call = call or dict.fromkeys(_GOLD_MEMBERS)
+            if ("agent" if call["side"] is None else call["side"]) in sides:
+                rows.append((s, call["name"], call["args"] or "{}",
+                             *(call[k] for k in _RULES)))  # fmt: skip
+    return rows
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_gold_text(), min_size=1, max_size=5), st.sampled_from(list(translate.SIDES)))
+def test_gold_calls_read_as_json_transform_reads_them(texts, side):
+    _check_gold(texts, side)
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ['[{"name": "a", "args": {"x": 1.5}, "side": "user"}, {"name": "b"}]', None, "[]"],
+        ['[{"name": "a", "name": "b", "args": {"x": 1}, "args": null, "side": null}]'],
+        ['[{"args": null, "name": "a", "accept": [{"x": 2}], "compare": {"x": "exact"}}]'],
+        ['[{"name": "a", "optional": ["x"], "group": 1, "side": ""}, {"name": 5}]'],
+        ['[{"name": "caf\\u00e9", "args": {"k": "\\u00e9"}}]', '{"name": "a"}', "5"],
+        ['[{"name": {"a": 1}, "args": {"x": 1e-05, "y": 2.50}}]', '[ {"name" : "a" } ]'],
+        ['[{"name": "a", "n\\u0061me": "b"}, {"name": "c", "extra": [1, {"d": NaN}]}]'],
+        ['[{"name": "a"}, ]'],
+        ["[null]"],
+        ['[{"name": "a"}'],
+        ['[{"name": "a"} {"name": "b"}]'],
+        [""],
+    ],
+)
+@pytest.mark.parametrize("side", ["agent", "both"])
+def test_gold_lists_read_as_json_transform_reads_them(texts, side):
+    _check_gold(texts, side)
+
+
+def _check_gold(texts: list[str | None], side: str) -> None:
+    samples = [_gold_sample(k, text) for k, text in enumerate(texts)]
+    con = connect_tables(
+        pa.Table.from_pylist(samples, schema=SAMPLES_SCHEMA),
+        pa.Table.from_pylist([], schema=WRITTEN_MESSAGES_SCHEMA),
+    )
+    try:
+        try:
+            want = _transformed(con, translate.SIDES[side])
+        except Exception as exc:  # DuckDB's error: some text is no JSON
+            with pytest.raises(StoreError, match=r"cannot read the run's traces: samples\.parquet"):
+                translate.load_flat(con, side=side)
+            assert "JSON" in str(exc)
+            return
+        if any(row[1] is None for row in want):
+            with pytest.raises(StoreError, match="has a gold call without a name"):
+                translate.load_flat(con, side=side)
+            return
+        flat = translate.load_flat(con, side=side)
+    finally:
+        con.close()
+    rules = flat.rules or {}
+    got = list(zip(
+        flat.gold.s.tolist(), flat.gold.name.to_pylist(), flat.gold.args.to_pylist(),
+        *(rules[k].to_pylist() if k in rules else [None] * len(flat.gold.s) for k in _RULES),
+        strict=True,
+    ))  # fmt: skip
+    assert got == want
+    assert (
+        flat.gold.first.tolist() == np.searchsorted(flat.gold.s, np.arange(len(texts) + 1)).tolist()
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e-05", "1e+16", "1E5", "1.50", "2.0", "0.0", "-0.0", "-0", "0.0001", "0.00001",
+        "123456789012345678", "1234567890123456789", "12345678901234567890", "0.1",
+        "0.30000000000000004", "123456789012345.6", "1234567890123456.0", "1e400", "NaN",
+        '"\\u00e9"', '"\\/"', '"a\\"b"', '"\\t"', '"é"', '"\\ud83d\\ude00"', "[1, 2]", '{"a" : 1}',
+        "[1, ]", '{"a": 1, }', "true", "null",
+    ],
+)  # fmt: skip
+def test_gold_args_are_written_as_duckdb_writes_them(text):
+    gold = '[{"name": "f", "args": ' + text + '}, {"name": "g", "args": ' + text + "}]"
+    con = connect_tables(
+        pa.Table.from_pylist([_gold_sample(0, gold)], schema=SAMPLES_SCHEMA),
+        pa.Table.from_pylist([], schema=WRITTEN_MESSAGES_SCHEMA),
+    )
+    try:
+        want = _transformed(con, ["agent"])
+        flat = translate.load_flat(con)
+    finally:
+        con.close()
+    assert flat.gold.args.to_pylist() == [row[2] for row in want]
+    assert flat.gold.name.to_pylist() == ["f", "g"]
+
+
+def test_gold_lists_longer_than_the_tables_first_made_for_them():
+    # 60 calls of 5 rules and sides each in one list: more calls and more members than
+    # read_gold's tables first hold (4 calls and 1 member per list, 16 more)
+    call = {"name": "f", "args": {"x": 1}, "accept": {"x": [1, 2]}, "optional": ["y"],
+            "group": 0, "compare": {"x": "exact"}, "side": "agent"}  # fmt: skip
+    texts = [json.dumps([{**call, "name": f"f{k}"} for k in range(60)]), json.dumps([call])]
+    _check_gold(texts, "agent")

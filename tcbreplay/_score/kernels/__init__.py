@@ -1,11 +1,12 @@
 """The compiled hot loops of scoring, and what callers need beside them.
 
 The kernels are a C extension built with the package from Cython (``_compiled.pyx``, which
-includes ``jsontext.pxi``, ``calls.pxi``, ``dashboard.pxi``, ``verdicts.pxi``, ``scoring.pxi``
-and ``blocks.pxi``; ``words.h`` holds the few lines of plain C). They take numpy arrays and
-release the GIL. This module holds what callers need beside them: the constants the kernels
-declare (``cpdef enum`` in the .pxi files, read here from the compiled module: declared once),
-the tools' parameter table and the kernels' options, and :func:`functions`.
+includes ``jsontext.pxi``, ``calls.pxi``, ``gold.pxi``, ``dashboard.pxi``, ``verdicts.pxi``,
+``scoring.pxi`` and ``blocks.pxi``; ``words.h`` holds the few lines of plain C). They take
+numpy arrays and release the GIL. This module holds what callers need beside them: the
+constants the kernels declare (``cpdef enum`` in the .pxi files, read here from the compiled
+module: declared once), the tools' parameter table and the kernels' options, and
+:func:`functions`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import pyarrow as pa
 # The constants the kernels declare, read from them: the candidate table's columns (SAMPLE,
 # AGENT, GOLD, TOOL, INVALID, VALID, MISSING, PENDING: scoring.pxi); how a call's name is
 # written (NAME_NONE: left out or null, NAME_TEXT: a string without escapes, NAME_ESCAPED: a
-# string with escapes, NAME_VALUE: any other value; calls.pxi); objects with more keys than
+# string with escapes, NAME_VALUE: any other value; calls.pxi); the members of a gold call
+# read_gold numbers (GOLD_KEYS) and the rows of its table of extra members (EXTRA_CALL,
+# EXTRA_MEMBER, EXTRA_LO, EXTRA_HI: gold.pxi); objects with more keys than
 # MAX_KEYS are judged in Python, blocks of gold calls up to SMALL_BLOCK calls are paired over
 # subsets of their calls (verdicts.pxi); how strings compare (KernelOptions.strings:
 # STRINGS_EXACT, STRINGS_BFCL; jsontext.pxi).
@@ -34,7 +37,12 @@ except ImportError:  # a source tree nobody installed: say so, not a traceback
     ) from None
 from tcbreplay._score.kernels._compiled import (
     AGENT,
+    EXTRA_CALL,
+    EXTRA_HI,
+    EXTRA_LO,
+    EXTRA_MEMBER,
     GOLD,
+    GOLD_KEYS,
     INVALID,
     MAX_KEYS,
     MISSING,
@@ -52,8 +60,9 @@ from tcbreplay._score.kernels._compiled import (
 )
 
 __all__ = [
-    "AGENT", "GOLD", "INVALID", "MAX_KEYS", "MISSING", "NAME_ESCAPED", "NAME_NONE", "NAME_TEXT",
-    "NAME_VALUE", "PENDING", "SAMPLE", "SMALL_BLOCK", "STRINGS_BFCL", "STRINGS_EXACT", "TOOL",
+    "AGENT", "EXTRA_CALL", "EXTRA_HI", "EXTRA_LO", "EXTRA_MEMBER", "GOLD", "GOLD_KEYS",
+    "INVALID", "MAX_KEYS", "MISSING", "NAME_ESCAPED", "NAME_NONE", "NAME_TEXT", "NAME_VALUE",
+    "PENDING", "SAMPLE", "SMALL_BLOCK", "STRINGS_BFCL", "STRINGS_EXACT", "TOOL",
     "VALID", "KernelOptions", "Params", "functions", "number_locale", "scratch_for",
     "text_buffers",
 ]  # fmt: skip

@@ -11,7 +11,7 @@ codes, a flag per call), and say so when a table they fill has too few rows.
 
 from libc.math cimport NAN, fabs, fmax, isinf, isnan
 from libc.stdbool cimport bool as cbool
-from libc.stdint cimport INT64_MAX, int8_t, int32_t, int64_t, intptr_t, uint8_t, uint64_t
+from libc.stdint cimport INT64_MAX, int8_t, int32_t, int64_t, intptr_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memchr, memcmp, memcpy, strlen
 
@@ -49,6 +49,7 @@ cdef int check_locale(intptr_t c_locale) except -1:
 
 include "jsontext.pxi"
 include "calls.pxi"
+include "gold.pxi"
 include "dashboard.pxi"
 include "verdicts.pxi"
 include "scoring.pxi"
