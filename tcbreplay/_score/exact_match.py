@@ -46,7 +46,11 @@ def first_divergence(
     rows = pairs[diagonal]
     on_path[offsets[rows[:, kernels.SAMPLE]] + rows[:, kernels.AGENT]] = True
     off = np.flatnonzero(~on_path)
-    at = np.searchsorted(off, offsets[:-1])
+    # each sample's first pair off the path: the pairs off it before the sample's, counted
+    # (as np.searchsorted(off, offsets[:-1]) finds them, at a fraction of its time)
+    off_before = np.zeros(len(on_path) + 1, dtype=np.int64)
+    np.cumsum(~on_path, out=off_before[1:])
+    at = off_before[offsets[:-1]]
     if len(off):
         first_off = off[np.minimum(at, len(off) - 1)]
         found = (at < len(off)) & (first_off < offsets[1:])

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tcbreplay._inputs.roles import ROLES
-from tcbreplay._score.translate import FlatCalls, FlatSide
+from tcbreplay._score.translate import FlatCalls, FlatSide, first_rows
 from tcbreplay.errors import InputError
 
 __all__ = [
@@ -207,7 +207,7 @@ def restrict(
                     s=s,
                     name=side.name.filter(mask),
                     args=side.args.filter(mask),
-                    first=np.searchsorted(s, np.arange(flat.samples.height + 1)),
+                    first=first_rows(s, flat.samples.height),
                 ),
                 mask,
             )
@@ -236,7 +236,7 @@ def restrict_calls(flat: FlatCalls, agent_keep: np.ndarray, gold_keep: np.ndarra
                 s=s,
                 name=side.name.filter(masks[-1]),
                 args=side.args.filter(masks[-1]),
-                first=np.searchsorted(s, np.arange(flat.samples.height + 1)),
+                first=first_rows(s, flat.samples.height),
             )
         )
     rules = None

@@ -84,7 +84,10 @@ class FlatSide:
         """The calls of a table of ``n`` samples' calls (``s``, ``name``, ``args``), sorted."""
         s = frame["s"].to_numpy()
         return cls(
-            s=s, name=frame["name"].to_arrow(), args=frame["args"].to_arrow(), first=_firsts(s, n)
+            s=s,
+            name=frame["name"].to_arrow(),
+            args=frame["args"].to_arrow(),
+            first=first_rows(s, n),
         )
 
     def frame(self, index: str) -> pl.DataFrame:
@@ -259,7 +262,7 @@ def _split_calls(
         s=calls_s,
         name=name,
         args=_texts(data, args_lo, args_hi, _NO_ARGS),
-        first=_firsts(calls_s, n),
+        first=first_rows(calls_s, n),
     )
 
 
@@ -430,7 +433,7 @@ def _gold_side(
         if not keep.all():
             name, args, *rules = (column.filter(keep) for column in (name, args, *rules))
             flat_s = flat_s[keep]
-    side = FlatSide(s=flat_s, name=name, args=args, first=_firsts(flat_s, n))
+    side = FlatSide(s=flat_s, name=name, args=args, first=first_rows(flat_s, n))
     if all(r.null_count == len(r) for r in rules):
         return side, None
     return side, dict(zip(RULES, rules, strict=True))
@@ -554,7 +557,7 @@ def _filled(column: pa.ChunkedArray | pa.Array, value: str) -> pa.Array:
     return pc.fill_null(column, value) if column.null_count else column
 
 
-def _firsts(s: np.ndarray, n: int) -> np.ndarray:
+def first_rows(s: np.ndarray, n: int) -> np.ndarray:
     """Each of ``n`` samples' first row among rows of samples ``s`` (ascending), and the end."""
     if len(s) and not 0 <= s[0] <= s[-1] < n:  # rows of no sample here: left of 0 or past n
         return np.searchsorted(s, np.arange(n + 1))

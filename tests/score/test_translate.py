@@ -321,7 +321,7 @@ def test_agent_calls_read_as_json_transform_reads_them(lists):
 )
 def test_each_samples_first_row_is_where_a_binary_search_puts_it(n, rows):
     s = np.array(sorted(rows), dtype=np.int64)
-    assert translate._firsts(s, n).tolist() == np.searchsorted(s, np.arange(n + 1)).tolist()
+    assert translate.first_rows(s, n).tolist() == np.searchsorted(s, np.arange(n + 1)).tolist()
 
 
 # -- the gold calls read by the kernels (gold.pxi), against json_transform's reading ---------
