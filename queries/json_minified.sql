@@ -1,4 +1,7 @@
--- Each JSON text in $texts as DuckDB's writer writes its value: minified, every string
--- escaped one way, numbers in the writer's form (the gold lists the kernels cannot minify
--- as it would: gold.pxi).
-select list_transform($texts, lambda t: cast(json(t) as VARCHAR)) as texts
+-- Each text of the table _texts (i, t) registered by the caller, in the order of i, as
+-- DuckDB's JSON writer writes its value: minified, every string escaped one way, numbers in
+-- the writer's form (the gold lists the kernels cannot read as it would: gold.pxi). Fails on
+-- a text that is no JSON.
+select cast(json(t) as VARCHAR) as t
+from _texts
+order by i

@@ -12,18 +12,19 @@
 #
 # - a JSON member (args and the rules) as DuckDB's JSON writer writes it (minified, every
 #   string escaped one way: see jsontext.pxi): the text without the whitespace between its
-#   tokens, which is the writer's text whenever nothing else would change;
+#   tokens, each string's escapes written as that writer writes them (string_copy: \/ as /,
+#   \u00e9 as the character, \u000a as \n);
 # - a name or side (read as text): a string's characters when it has no escapes, else the
 #   value's text, of kind NAME_ESCAPED or NAME_VALUE (calls.pxi), for the caller to read
 #   with DuckDB.
 #
 # A text is read only when it is JSON (checked here, token by token) that DuckDB writes as
 # above; any other is flagged slow, for DuckDB to write (json(), which fails on text that is
-# no JSON) and read_gold to read again as written (canonical): a string with an escape
-# (DuckDB undoes \u00e9 and \/) or a control character, a number DuckDB may write otherwise
-# (see plain_number_end), a word other than true, false and null (NaN), a comma before a
-# closing bracket (DuckDB drops it), a member name with an escape, lists and objects nested
-# deeper than 64, or anything that is not JSON.
+# no JSON) and read_gold to read again as written (canonical): a number DuckDB may write
+# otherwise (see plain_number_end), a word other than true, false and null (NaN), a comma
+# before a closing bracket (DuckDB drops it), a lone surrogate escape, a control character
+# in a string, a call's member name with an escape, lists and objects nested deeper than 64,
+# or anything else that is not JSON.
 
 # the members of a gold call, as read_gold numbers them
 GOLD_KEYS = ("name", "args", "accept", "optional", "group", "compare", "side")
@@ -85,6 +86,31 @@ cdef inline Py_ssize_t string_end(
         if data[p] == BACKSLASH:
             escaped[0] = True
             p += 1
+        p += 1
+    return end
+
+
+cdef inline Py_ssize_t value_end_at(const uint8_t *data, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
+    """Past the value that starts at p, as skip_value (jsontext.pxi), strings skipped eight
+    bytes at a time (a text DuckDB wrote)."""
+    cdef uint8_t c = data[p]
+    cdef Py_ssize_t depth = 0
+    cdef bint escaped
+    if c == QUOTE:
+        return string_end(data, p, end, &escaped)
+    if c != OPEN_OBJECT and c != OPEN_LIST:
+        return skip_value(data, p, end)
+    while p < end:
+        c = data[p]
+        if c == QUOTE:
+            p = string_end(data, p, end, &escaped)
+            continue
+        if c == OPEN_OBJECT or c == OPEN_LIST:
+            depth += 1
+        elif c == CLOSE_OBJECT or c == CLOSE_LIST:
+            depth -= 1
+            if depth == 0:
+                return p + 1
         p += 1
     return end
 
@@ -176,6 +202,148 @@ cdef inline Py_ssize_t string_token(
         return p + 1 if data[p] == QUOTE else -1
 
 
+cdef inline int hex_digit(uint8_t c) noexcept nogil:
+    if ZERO <= c <= NINE:
+        return c - ZERO
+    if 97 <= c <= 102:  # a-f
+        return c - 87
+    if 65 <= c <= 70:  # A-F
+        return c - 55
+    return -1
+
+
+cdef inline int code_unit(const uint8_t *data, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
+    """The UTF-16 code unit of the four hex digits at p, -1 when there are none."""
+    cdef int k, value = 0, digit
+    if p + 4 > end:
+        return -1
+    for k in range(4):
+        digit = hex_digit(data[p + k])
+        if digit < 0:
+            return -1
+        value = (value << 4) | digit
+    return value
+
+
+cdef const char *HEX_DIGITS = b"0123456789ABCDEF"
+
+
+cdef inline Py_ssize_t put_code_point(uint8_t *out, int cp) noexcept nogil:
+    r"""Write the character cp as DuckDB's writer writes it in a string (unless out is NULL):
+    a quote, a backslash and the control characters escaped (short escapes where JSON has
+    them, else \u00XX), the others in UTF-8; return how many bytes."""
+    cdef int short = 0
+    if cp == QUOTE or cp == BACKSLASH:
+        short = cp
+    elif cp < 32:
+        short = 98 if cp == 8 else 116 if cp == 9 else 110 if cp == 10 else 102 if cp == 12 \
+            else 114 if cp == 13 else 0  # b t n f r
+        if short == 0:
+            if out != NULL:
+                memcpy(out, b"\\u00", 4)
+                out[4] = HEX_DIGITS[cp >> 4]
+                out[5] = HEX_DIGITS[cp & 15]
+            return 6
+    if short:
+        if out != NULL:
+            out[0] = BACKSLASH
+            out[1] = short
+        return 2
+    if cp < 0x80:
+        if out != NULL:
+            out[0] = cp
+        return 1
+    if cp < 0x800:
+        if out != NULL:
+            out[0] = 0xC0 | (cp >> 6)
+            out[1] = 0x80 | (cp & 0x3F)
+        return 2
+    if cp < 0x10000:
+        if out != NULL:
+            out[0] = 0xE0 | (cp >> 12)
+            out[1] = 0x80 | ((cp >> 6) & 0x3F)
+            out[2] = 0x80 | (cp & 0x3F)
+        return 3
+    if out != NULL:
+        out[0] = 0xF0 | (cp >> 18)
+        out[1] = 0x80 | ((cp >> 12) & 0x3F)
+        out[2] = 0x80 | ((cp >> 6) & 0x3F)
+        out[3] = 0x80 | (cp & 0x3F)
+    return 4
+
+
+cdef Py_ssize_t string_copy(
+    const uint8_t *data, Py_ssize_t p, Py_ssize_t end, uint8_t *out, Py_ssize_t *size,
+    const uint8_t *data_end,
+) noexcept nogil:
+    r"""Past the string that opens at p, written to out (unless NULL) as DuckDB's writer
+    writes it (its escapes: \/ as /, \u00e9 as the character, \u0008 as \b), and how many
+    bytes to size[0] (never more than it takes in data); -1 when it is no JSON string or
+    holds a lone surrogate (DuckDB refuses it)."""
+    cdef Py_ssize_t o = 1, start
+    cdef int cp, low
+    cdef uint8_t e
+    cdef uint64_t word, hits
+    if out != NULL:
+        out[0] = QUOTE
+    p += 1
+    while True:
+        start = p
+        while True:  # to the next quote, backslash or control character
+            if p + 8 <= end:
+                word = load_u64(data + p)
+                hits = zero_bytes(word ^ QUOTES) | zero_bytes(word ^ BACKSLASHES) \
+                    | control_bytes(word)
+                if hits == 0:
+                    p += 8
+                    continue
+                p += lowest_flagged_byte(hits)
+            elif p >= end:
+                return -1
+            elif data[p] != QUOTE and data[p] != BACKSLASH and data[p] >= 32:
+                p += 1
+                continue
+            break
+        if out != NULL and p > start:
+            copy_bytes(out + o, data + start, p - start, data_end)
+        o += p - start
+        if data[p] == QUOTE:
+            if out != NULL:
+                out[o] = QUOTE
+            size[0] = o + 1
+            return p + 1
+        if data[p] != BACKSLASH or p + 1 >= end:
+            return -1  # a control character, or a text cut short
+        e = data[p + 1]
+        p += 2
+        if e == 117:  # \uXXXX, and \uXXXX\uXXXX for a surrogate pair
+            cp = code_unit(data, p, end)
+            if cp < 0 or 0xDC00 <= cp < 0xE000:
+                return -1
+            p += 4
+            if 0xD800 <= cp < 0xDC00:
+                if p + 2 > end or data[p] != BACKSLASH or data[p + 1] != 117:
+                    return -1
+                low = code_unit(data, p + 2, end)
+                if low < 0xDC00 or low >= 0xE000:
+                    return -1
+                p += 6
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)
+            o += put_code_point(out + o if out != NULL else NULL, cp)
+        elif e == QUOTE or e == BACKSLASH or e == 98 or e == 102 or e == 110 or e == 114 \
+                or e == 116:  # \" \\ \b \f \n \r \t: as they are
+            if out != NULL:
+                out[o] = BACKSLASH
+                out[o + 1] = e
+            o += 2
+        elif e == 47:  # \/
+            if out != NULL:
+                out[o] = 47
+            o += 1
+        else:
+            return -1
+
+
 cdef Py_ssize_t scan_value(
     const uint8_t *data, Py_ssize_t p, Py_ssize_t end, uint8_t *out, Py_ssize_t *size,
     const uint8_t *data_end,
@@ -184,7 +352,7 @@ cdef Py_ssize_t scan_value(
     it without whitespace between its tokens to out, and how many bytes to size[0]; return
     where the value ends, or -1 when it is no JSON or DuckDB may write it otherwise (see the
     top of this file)."""
-    cdef Py_ssize_t o = 0, q, depth = 0
+    cdef Py_ssize_t o = 0, q, n, depth = 0
     cdef uint64_t objects = 0  # bit d: the container at depth d + 1 is an object
     cdef int want = W_VALUE
     cdef bint whole  # the token ends a value
@@ -213,10 +381,13 @@ cdef Py_ssize_t scan_value(
                 depth -= 1
                 whole = True
             elif c == QUOTE:
-                q = string_token(data, p, end)
+                q = string_copy(data, p, end, out + o if out != NULL else NULL, &n, data_end)
                 if q < 0:
                     return -1
+                o += n
+                p = q
                 want = W_COLON
+                continue
             else:
                 return -1
         elif c == CLOSE_LIST and want == W_VALUE_OR_CLOSE:
@@ -232,10 +403,19 @@ cdef Py_ssize_t scan_value(
                 objects &= ~((<uint64_t>1) << depth)
                 want = W_VALUE_OR_CLOSE
             depth += 1
+        elif c == QUOTE:
+            q = string_copy(data, p, end, out + o if out != NULL else NULL, &n, data_end)
+            if q < 0:
+                return -1
+            o += n
+            p = q
+            if depth == 0:
+                size[0] = o
+                return p
+            want = W_NEXT
+            continue
         else:
-            if c == QUOTE:
-                q = string_token(data, p, end)
-            elif c == MINUS or is_digit(c):
+            if c == MINUS or is_digit(c):
                 q = plain_number_end(data, p, end)
             elif c == 116 and is_word(data, p, end, b"true", 4):  # t
                 q = p + 4
@@ -411,7 +591,7 @@ cdef Py_ssize_t read_other(Gold *g, Py_ssize_t p, Py_ssize_t end, Py_ssize_t k) 
     if start_call(g, k) < 0:
         return -2
     if g.exact:
-        p = skip_value(g.data, p, end)
+        p = value_end_at(g.data, p, end)
     else:
         p = scan_value(g.data, p, end, NULL, &size, g.data_end)
     g.n += 1
@@ -476,7 +656,7 @@ cdef Py_ssize_t read_member(Gold *g, Py_ssize_t p, Py_ssize_t end, int j) noexce
     cdef uint8_t *target
     if j < 0:
         if g.exact:
-            return skip_value(data, p, end)
+            return value_end_at(data, p, end)
         return scan_value(data, p, end, NULL, &size, g.data_end)
     if j == 0:
         target = g.names + g.name_offsets[n]
@@ -491,21 +671,21 @@ cdef Py_ssize_t read_member(Gold *g, Py_ssize_t p, Py_ssize_t end, int j) noexce
     if text and data[p] == QUOTE:
         if g.exact:
             q = string_end(data, p, end, &escaped)
-        else:  # checked: DuckDB writes a string with escapes or control characters
-            q = string_token(data, p, end)
-            if q < 0:
-                return -1
-        if escaped:
-            kind = NAME_ESCAPED  # for DuckDB to read as text
-            size = q - p
-            copy_bytes(target, data + p, size, g.data_end)
         else:
+            q = string_token(data, p, end)
+            escaped = q < 0
+        if not escaped:
             kind = NAME_TEXT
             size = q - 2 - p
             copy_bytes(target, data + p + 1, size, g.data_end)
+        else:  # for DuckDB to read as text, as its writer writes it
+            kind = NAME_ESCAPED
+            q = string_copy(data, p, end, target, &size, g.data_end)
+            if q < 0:
+                return -1
     else:
         if g.exact:
-            q = skip_value(data, p, end)
+            q = value_end_at(data, p, end)
             size = q - p
             copy_bytes(target, data + p, size, g.data_end)
         else:
