@@ -24,7 +24,7 @@ from tcbreplay import _json
 from tcbreplay._score import kernels
 from tcbreplay._score.metrics import tool_properties
 from tcbreplay._store.views import query_text
-from tcbreplay.errors import StoreError, first_line
+from tcbreplay.errors import EngineError, StoreError, first_line
 
 
 @dataclass
@@ -487,14 +487,16 @@ def _read_gold(con: duckdb.DuckDBPyConnection, texts: pa.Array) -> _Gold:
     """The gold list texts ``texts`` read by the kernels (read_gold: see gold.pxi). Texts
     the kernels cannot read as DuckDB would are written by DuckDB, then read again; DuckDB
     fails on text that is no JSON."""
-    canonical = np.zeros(len(texts), dtype=np.bool_)
-    while True:
-        gold, slow = _read_gold_once(texts, canonical)
-        if not slow.any():
-            return gold
-        written = _written(con, texts.filter(pa.array(slow)))
-        texts = pc.replace_with_mask(texts.cast(pa.large_string()), pa.array(slow), written)
-        canonical = slow  # the others read as before
+    gold, slow = _read_gold_once(texts, np.zeros(len(texts), dtype=np.bool_))
+    if not slow.any():
+        return gold
+    written = _written(con, texts.filter(pa.array(slow)))
+    texts = pc.replace_with_mask(texts.cast(pa.large_string()), pa.array(slow), written)
+    gold, again = _read_gold_once(texts, slow)  # the others read as before
+    if again.any():  # DuckDB's own text is read as it is: never slow
+        text = str(texts[int(np.flatnonzero(again)[0])])[:200]
+        raise EngineError(f"the kernels could not read DuckDB's text of a gold list: {text}")
+    return gold
 
 
 def _written(con: duckdb.DuckDBPyConnection, texts: pa.Array) -> pa.Array:
@@ -559,11 +561,6 @@ def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     if isinstance(column, pa.Array):
         return column
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
-
-def _filled(column: pa.ChunkedArray | pa.Array, value: str) -> pa.Array:
-    column = _combined(column)
-    return pc.fill_null(column, value) if column.null_count else column
 
 
 def first_rows(s: np.ndarray, n: int) -> np.ndarray:
