@@ -19,11 +19,14 @@ cpdef enum:
     NAME_NONE, NAME_TEXT, NAME_ESCAPED, NAME_VALUE
 
 
-cdef inline Py_ssize_t skip_string_fast(const uint8_t *data, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
+cdef inline Py_ssize_t string_end(
+    const uint8_t *data, Py_ssize_t p, Py_ssize_t end, bint *escaped
+) noexcept nogil:
     """Past the string that opens at p (its closing quote included), eight bytes at a time
-    while eight remain: a word's first quote or backslash is the lowest byte flagged (the bit
-    trick's false flags only follow a true one)."""
+    while eight remain (a word's first quote or backslash is the lowest byte flagged: the bit
+    trick's false flags only follow a true one); escaped[0] tells whether it has an escape."""
     cdef uint64_t word, hits
+    escaped[0] = False
     p += 1
     while p + 8 <= end:
         word = load_u64(data + p)
@@ -34,8 +37,22 @@ cdef inline Py_ssize_t skip_string_fast(const uint8_t *data, Py_ssize_t p, Py_ss
         p += lowest_flagged_byte(hits)
         if data[p] == QUOTE:
             return p + 1
+        escaped[0] = True
         p += 2  # an escape: the backslash and the character it escapes
-    return skip_string(data, p - 1, end) if p < end else end
+    while p < end:
+        if data[p] == QUOTE:
+            return p + 1
+        if data[p] == BACKSLASH:
+            escaped[0] = True
+            p += 1
+        p += 1
+    return end
+
+
+cdef inline Py_ssize_t skip_string_fast(const uint8_t *data, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
+    """Past the string that opens at p (its closing quote included): string_end."""
+    cdef bint escaped
+    return string_end(data, p, end, &escaped)
 
 
 cdef inline bint is_null(const uint8_t *data, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:

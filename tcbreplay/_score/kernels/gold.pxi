@@ -61,35 +61,6 @@ cdef inline int key_index(const uint8_t *data, Py_ssize_t lo, Py_ssize_t hi) noe
     return -1
 
 
-cdef inline Py_ssize_t string_end(
-    const uint8_t *data, Py_ssize_t p, Py_ssize_t end, bint *escaped
-) noexcept nogil:
-    """Past the string that opens at p (its closing quote included), as skip_string_fast
-    (calls.pxi); escaped[0] tells whether it has an escape."""
-    cdef uint64_t word, hits
-    escaped[0] = False
-    p += 1
-    while p + 8 <= end:
-        word = load_u64(data + p)
-        hits = zero_bytes(word ^ QUOTES) | zero_bytes(word ^ BACKSLASHES)
-        if hits == 0:
-            p += 8
-            continue
-        p += lowest_flagged_byte(hits)
-        if data[p] == QUOTE:
-            return p + 1
-        escaped[0] = True
-        p += 2  # an escape: the backslash and the character it escapes
-    while p < end:
-        if data[p] == QUOTE:
-            return p + 1
-        if data[p] == BACKSLASH:
-            escaped[0] = True
-            p += 1
-        p += 1
-    return end
-
-
 cdef inline Py_ssize_t value_end_at(const uint8_t *data, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
     """Past the value that starts at p, as skip_value (jsontext.pxi), strings skipped eight
     bytes at a time (a text DuckDB wrote)."""
