@@ -29,7 +29,6 @@
 # the members of a gold call, as read_gold numbers them
 GOLD_KEYS = ("name", "args", "accept", "optional", "group", "compare", "side")
 cdef enum:
-    GOLD_KEY_COUNT = 7
     GOLD_SIDE = 6
     MAX_DEPTH = 64
 # what scan_value expects next
