@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import threading
 import os
 import resource
 import shlex
@@ -343,6 +344,27 @@ def test_scores_on_a_full_disk_are_one_line(scored, monkeypatch):
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
     with pytest.raises(StoreError, match=r"scores\.parquet: cannot write: No space left on device"):
         score_run(Store(root), run_id)
+    assert snapshot(root) == before
+
+
+def test_a_full_disk_while_the_pairs_file_is_written_is_the_one_line(scored, monkeypatch):
+    """The pairs file is written beside the scores file, in another thread: its failure is
+    still the one line naming it, raised where scoring stops, and nothing is left behind."""
+    root, run_id = scored
+    before = snapshot(root)
+    real = pq.ParquetWriter.write_table
+    failed = []
+
+    def full_for_pairs(self, table, *args, **kwargs):
+        if "pairs" not in str(self.where):
+            return real(self, table, *args, **kwargs)
+        failed.append(threading.current_thread().name)
+        raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] ...")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full_for_pairs)
+    with pytest.raises(StoreError, match=r"pairs\.parquet: cannot write: No space left on device"):
+        score_run(Store(root), run_id)
+    assert failed and failed[0].startswith("tcbreplay-write")
     assert snapshot(root) == before
 
 
