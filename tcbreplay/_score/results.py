@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -176,9 +176,11 @@ class ResultsWriter:
         self._files = files
         self._writers: dict[Path, pq.ParquetWriter] = {}
         self._pending: dict[Path, list[pa.Table]] = {}
-        # the pairs file written beside the scores file (Arrow releases the GIL while it
-        # encodes): the last part's rows are written after every part is scored
-        self._beside: ThreadPoolExecutor | None = None
+        # each file's rows written in a thread of its own (Arrow releases the GIL while it
+        # encodes) while the next part is folded in, one part's at a time: the last part's
+        # are written while the run-level numbers are computed
+        self._threads: ThreadPoolExecutor | None = None
+        self._writing: list[Future[None]] = []
         self.scores_path: Path | None = None
         self.dashboard_path: Path | None = None
         self._body: Any = None
@@ -188,7 +190,7 @@ class ResultsWriter:
         self._board_bytes = 0
         if files is None or run is None:
             return
-        self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tcbreplay-write")
+        self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tcbreplay-write")
         folder = run.scores_dir(options.scoring)
         files.folder(folder)
         self.scores_path = folder / "scores.parquet"
@@ -224,7 +226,8 @@ class ResultsWriter:
                 self.flat.append(part.flat)
             return
         assert self.scores_path is not None
-        self._write_all({
+        self._written()  # the part before's rows first (memory held: two parts' rows)
+        self._start_writing({
             self.scores_path: _large_strings(part.scores.to_arrow().cast(SCORES_SCHEMA)),
             self.pairs_path: _large_strings(part.pairs.to_arrow()),
         })  # fmt: skip
@@ -242,16 +245,17 @@ class ResultsWriter:
                     self._body.write(held)
             self._board, self._board_bytes = [], 0
 
-    def _write_all(self, tables: dict[Path, pa.Table], last: bool = False) -> None:
-        """:meth:`_write` each file's rows, the first file here and the others beside it;
-        returns once every file's rows are written (the first failure raised)."""
-        assert self._beside is not None
-        (path, table), *others = tables.items()
-        beside = [self._beside.submit(self._write, *other, last) for other in others]
-        try:
-            self._write(path, table, last)
-        finally:
-            failed = [job.exception() for job in beside]  # (waits for each)
+    def _start_writing(self, tables: dict[Path, pa.Table], last: bool = False) -> None:
+        """Start :meth:`_write` of each file's rows, each in its thread."""
+        assert self._threads is not None
+        self._writing = [
+            self._threads.submit(self._write, path, table, last) for path, table in tables.items()
+        ]
+
+    def _written(self) -> None:
+        """Wait until the rows being written are; raise the first failure (in file order)."""
+        jobs, self._writing = self._writing, []
+        failed = [job.exception() for job in jobs]  # (waits for each)
         for error in failed:
             if error is not None:
                 raise error
@@ -294,9 +298,11 @@ class ResultsWriter:
     def finish(self, summary: dict[str, Any]) -> None:
         """Close the files, and write the dashboard file and the summary (last)."""
         assert self._files is not None
+        self._written()
         rest = {path: pending[0].slice(0, 0) for path, pending in self._pending.items() if pending}
         if rest:
-            self._write_all(rest, last=True)
+            self._start_writing(rest, last=True)
+            self._written()
         for path, writer in self._writers.items():
             with self._files.writing(path):
                 writer.close()
@@ -320,9 +326,10 @@ class ResultsWriter:
 
     def close(self) -> None:
         """Release what writing holds (after a failure too)."""
-        if self._beside is not None:
-            self._beside.shutdown(wait=True)
-            self._beside = None
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)  # (rows being written: the writers are theirs)
+            self._threads = None
+            self._writing = []
         for writer in self._writers.values():
             with suppress(Exception):
                 writer.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import json
-import threading
 import os
 import resource
 import shlex
@@ -14,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
