@@ -185,7 +185,6 @@ def record(
     )
     from tcbreplay._record.options import RecordOptions
     from tcbreplay._record.runner import RecordInterrupted, parse_shard, record_run
-    from tcbreplay._store.objects import is_remote
     from tcbreplay._store.runs import Run, Store
     from tcbreplay.errors import RecordError
 
@@ -193,12 +192,6 @@ def record(
     budget = MaxErrors.parse(max_errors)
     check_engine(engine, ray_address)
     shard_ = None if shard is None else parse_shard(shard)
-    if (shard_ is not None or engine == "ray") and is_remote(store_.root):
-        flag = "--shard" if shard_ is not None else "--engine ray (shards)"
-        raise InputError(
-            f"{flag}: a store on object storage takes one writer per run",
-            hint="record the shards into a shared file system's store",
-        )
 
     if resume_id and retry_id:
         raise InputError(

@@ -42,7 +42,7 @@ from tcbreplay._record.sample import SampleTimeout, run_sample
 from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import LOCK, new_manifest, row_index, utcnow
-from tcbreplay._store.writer import RunWriter
+from tcbreplay._store.writer import RunWriter, check_shard_store
 from tcbreplay.errors import (
     InputError,
     RecordError,
@@ -201,6 +201,7 @@ def record_run(
         if shard is not None:
             raise InputError("--shard and --engine ray cannot be combined: Ray's tasks are the "
                              "shards")  # fmt: skip
+        check_shard_store(store.root, "--engine ray (shards)")
         ray_module()  # missing: refused before anything is written
         run_id = validate_run_id(
             default_run_id(inputs, choice, agent) if run_id is None else run_id
@@ -287,6 +288,8 @@ def run_plan(
     ``source`` of the runs this makes (None: recordings; ``replay``); ``shard``: see
     :func:`record_run`."""
     check_shard(shard)
+    if shard is not None:
+        check_shard_store(store.root)  # before anything is written
     if shard is not None and overwrite:
         raise InputError(
             "--overwrite and --shard cannot be combined: each shard would delete what the "
@@ -331,33 +334,37 @@ def run_plan(
             writer.close()
             writer = None
     if writer is None:
-        # Checked before the writer takes the run (which writes its lock and journal), so a
-        # run that cannot be resumed is left as it was; checked again under the lock.
+        # Checked before the writer takes the run, a run of other inputs is refused at once;
+        # everything is checked again under the run's lock (claim).
         run = store.open_run(run_id)
         _check_resumable(run.manifest, print_, run, source, shard)
-        opts = _options(options, run.manifest.get("runner"))
-        writer = store.resume_run(run_id, shard)
-        try:
-            manifest = writer.manifest
+        recorded: dict[tuple[str, int], str] = {}
+
+        def claim(manifest: dict[str, Any]) -> dict[str, Any]:
+            """Check the run as it is under its lock, and say what this recording writes
+            into it: in one step, so that of two shards starting at once with other
+            selections one is refused (both passed when the check read the manifest of the
+            resume, and the write came later)."""
+            nonlocal opts, recorded
             _check_resumable(manifest, print_, run, source, shard)
             recorded = run.recorded_ids()
             _check_trials(run_id, _given_trials(options), manifest, recorded, shard)
             _check_selection(run_id, selection, manifest, shard)
-        except BaseException:
-            writer.close()
-            raise
-        trials = opts.trials or _stored_trials(manifest.get("runner") or {}, recorded)
-        opts = replace(opts, trials=trials)
+            opts = _options(options, manifest.get("runner"))
+            trials = opts.trials or _stored_trials(manifest.get("runner") or {}, recorded)
+            opts = replace(opts, trials=trials)
+            # this recording's runner and transport settings are the ones a later resume reuses
+            return {
+                "status": "recording",
+                "runner": opts.to_dict(),
+                "model": model,
+                **({SHARD_SELECTION: selection} if shard is not None else {}),
+            }
+
+        writer = store.resume_run(run_id, shard, claim)
         redo = {"error", "missing"} if retry_errors else set()
-        tasks = _tasks(selected, trials, entries, recorded, redo, shard)
+        tasks = _tasks(selected, opts.trials or 1, entries, recorded, redo, shard)
         already = sum(1 for status in recorded.values() if status not in redo)
-        # this recording's runner and transport settings are the ones a later resume reuses
-        writer.update_manifest(
-            status="recording",
-            runner=opts.to_dict(),
-            model=model,
-            **({SHARD_SELECTION: selection} if shard is not None else {}),
-        )
     samples = tasks
     total = entries * (opts.trials or 1)
     processes = min(opts.process_count(), max(1, len(samples)))

@@ -61,6 +61,7 @@ from tcbreplay._store.schema import (
 )
 from tcbreplay._store.writer import (
     DELETED_PREFIX,
+    Claim,
     RunWriter,
     ShardWriter,
     discard_folder,
@@ -504,11 +505,17 @@ class Store:
         for path in names:
             shutil.rmtree(path, ignore_errors=True)
 
-    def resume_run(self, run_id: str, shard: tuple[int, int] | None = None) -> RunWriter:
+    def resume_run(
+        self, run_id: str, shard: tuple[int, int] | None = None, claim: Claim | None = None
+    ) -> RunWriter:
         """Lock an existing run for more writing (resume or retry); ``shard`` (I, N): only
-        shard I of N of it, beside the others (see :class:`ShardWriter`)."""
+        shard I of N of it, beside the others (see :class:`ShardWriter`); ``claim``: checks
+        the manifest under the run's lock and says what to write into it (see
+        :data:`~tcbreplay._store.writer.Claim`)."""
         run = self.open_run(run_id)
-        return RunWriter(run.dir) if shard is None else ShardWriter(run.dir, shard)
+        if shard is None:
+            return RunWriter(run.dir, claim=claim)
+        return ShardWriter(run.dir, shard, claim)
 
     def check_output(self, path: Path, option: str = "-o") -> None:
         """Refuse an output path inside the store, where a file written could replace one of a

@@ -7,7 +7,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -69,20 +69,28 @@ def discard_folder(path: Path) -> None:
     shutil.rmtree(away, ignore_errors=True)
 
 
+# Checks a run's manifest as it is once its writer holds the run's lock, before the writer
+# writes anything: raises to refuse the run (left as it was), or returns the fields to write
+# into the manifest at once. Read and written under one lock, a check of what the writers of
+# a run must agree on cannot be passed by two of them at once (a compare-and-set).
+Claim = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 class RunWriter:
     """The one writer of a run: appends finished samples to the journal, then folds it in."""
 
-    def __init__(self, path: Path, lock: Lock | None = None) -> None:
-        """Take the run (``lock``: its lock, already taken)."""
+    def __init__(self, path: Path, lock: Lock | None = None, claim: Claim | None = None) -> None:
+        """Take the run (``lock``: its lock, already taken; ``claim``: see :data:`Claim`)."""
         from tcbreplay._store.journal import drop_torn_tail
 
         self.dir = path
         self.run_id = path.name
         self._lock_fd: Lock | None = take_lock(path / LOCK) if lock is None else lock
         self._failed: TcbReplayError | None = None
-        self._journal: Any
+        self._journal: Any = None
         try:
             refuse_shards(path)
+            fields = None if claim is None else claim(read_manifest(path))
             if isinstance(self._lock_fd, LeaseLock):  # on object storage: batches of lines
                 with writing(path / JOURNAL_CHUNKS, hint=WRITABLE_HINT):
                     self._journal = ChunkJournal(path / JOURNAL_CHUNKS, self._lock_fd)
@@ -90,7 +98,11 @@ class RunWriter:
                 with writing(path / JOURNAL, hint=WRITABLE_HINT):
                     drop_torn_tail(path / JOURNAL)
                     self._journal = (path / JOURNAL).open("a", encoding="utf-8")
+            if fields:
+                self.update_manifest(**fields)
         except BaseException:
+            if self._journal is not None:
+                self._close_journal()
             if lock is None:  # one given stays the giver's to release
                 release_lock(self._lock_fd)
             raise
@@ -201,6 +213,16 @@ class RunWriter:
         self.close()
 
 
+def check_shard_store(path: Path, flag: str = "--shard") -> None:
+    """Refuse shards of a run on object storage (``flag``: what asked for them): they hold
+    their locks with the file system's own (flock)."""
+    if is_remote(path):
+        raise InputError(
+            f"{flag}: a store on object storage takes one writer per run",
+            hint="record the shards into a shared file system's store",
+        )
+
+
 def refuse_shards(path: Path) -> None:
     """Refuse to write a run while shards of it record (``record --shard``)."""
     held = held_shards(path)
@@ -228,22 +250,20 @@ class ShardWriter(RunWriter):
     into the run's files. A shard killed leaves its journal, which its rerun extends (or
     the next fold takes in): nothing is lost, and nothing recorded twice."""
 
-    def __init__(self, path: Path, shard: tuple[int, int]) -> None:
-        """Take shard ``shard`` (I, N) of the run at ``path``."""
+    def __init__(self, path: Path, shard: tuple[int, int], claim: Claim | None = None) -> None:
+        """Take shard ``shard`` (I, N) of the run at ``path``; ``claim``: see :data:`Claim`
+        (called under the run's lock before this shard takes or writes anything, so that a
+        shard refused leaves neither a lock nor a journal of its own)."""
         from tcbreplay._store.journal import drop_torn_tail
 
-        if is_remote(path):  # shards hold their locks with the file system's own (flock)
-            raise InputError(
-                "--shard: a store on object storage takes one writer per run",
-                hint="record the shards into a shared file system's store",
-            )
+        check_shard_store(path)
         self.dir = path
         self.run_id = path.name
         self.shard = shard
         self._failed = None
         self._lock_fd = None
-        shard_fd = take_lock(path / shard_lock(shard))
-        self._shard_fd: Lock | None = shard_fd
+        self._journal = None
+        self._shard_fd: Lock | None = None
         try:
             with self.exclusive():
                 others = {n: h for n, h in held_shards(path).items() if n != shard_lock(shard)}
@@ -261,12 +281,20 @@ class ShardWriter(RunWriter):
                         f"not in {shard[1]}",
                         hint=f"give every shard the same N; or {WAIT_HINT}",
                     )
+                fields = None if claim is None else claim(read_manifest(path))
+                self._shard_fd = take_lock(path / shard_lock(shard))
                 journal = path / shard_journal(shard)
                 with writing(journal, hint=WRITABLE_HINT):
                     drop_torn_tail(journal)
                     self._journal = journal.open("a", encoding="utf-8")
+                if fields:
+                    self.update_manifest(**fields)
         except BaseException:
-            release_lock(shard_fd)
+            if self._journal is not None:
+                self._close_journal()
+            if self._shard_fd is not None:
+                release_lock(self._shard_fd)
+                self._shard_fd = None
             raise
 
     @contextmanager

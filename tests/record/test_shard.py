@@ -7,20 +7,23 @@ import json
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli, cli_process, wait_for
+from helpers import cli, cli_process, snapshot, wait_for
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record import runner
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
+from tcbreplay._store import writer
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.writer import ShardWriter
-from tcbreplay.errors import RunLockedError
+from tcbreplay.errors import InputError, RunLockedError
 
 N_SAMPLES = len(json.loads(BENCHMARKS["tool-call"].dataset.read_text()))
 MODEL = "sim:seed=5"
@@ -31,9 +34,11 @@ def _scores(store: Store, run_id: str) -> list[tuple]:
     return sorted(scores.drop("run_id", "scoring").rows())
 
 
-def _record(store: Store, run_id: str, shard=None, model: str = MODEL, workers: int = 8):
+def _record(store: Store, run_id: str, shard=None, model: str = MODEL, workers: int = 8,
+            limit: int | None = None):  # fmt: skip
     return record_run(load_inputs("tool-call"), parse_model(model), store, run_id=run_id,
-                      options=RecordOptions(workers=workers), shard=shard)  # fmt: skip
+                      options=RecordOptions(workers=workers), shard=shard,
+                      limit=limit)  # fmt: skip
 
 
 def _keys(run_dir: Path) -> list[tuple[str, int]]:
@@ -224,11 +229,11 @@ def test_the_shards_of_a_recording_ask_for_the_same_samples(tmp_path, first, sec
     # shards of other --trials or --limit made a run 'complete' with 188 of 94 samples, or
     # partial or incomplete by which shard finished last
     assert _shard_cli(tmp_path, "1/2", *first).exit_code == 0
-    before = Run(tmp_path / "s").recorded_ids()
+    before = _files(tmp_path)
     result = _shard_cli(tmp_path, "2/2", *second)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"Error: {says}"), result.stderr
-    assert Run(tmp_path / "s").recorded_ids() == before
+    assert _files(tmp_path) == before  # no journal or lock of its own left behind
     assert _shard_cli(tmp_path, "2/2", *first).exit_code == 0  # the same: the run completes
     keys = _keys(tmp_path / "s")
     assert len(keys) == len(set(keys))
@@ -268,3 +273,68 @@ def test_a_shard_of_other_inputs_is_not_told_to_overwrite(tmp_path):
     assert result.stderr.startswith("Error: run 's' exists with other inputs")
     assert "Hint: give every shard the same inputs" in result.stderr
     assert "--overwrite" not in result.stderr
+
+
+def _files(root: Path) -> dict[str, str]:
+    """The store's files and their sha256, a lock's as "<lock>" (its text names whoever
+    took it last, even for a moment), to show that a refused shard left the store as it was."""
+    return {k: "<lock>" if k.endswith(".lock") else v for k, v in snapshot(root).items()}
+
+
+def test_of_two_shards_starting_at_once_with_other_limits_one_is_refused(tmp_path, monkeypatch):
+    """Shard 1 has checked the run's manifest and not yet written its selection into it when
+    shard 2, asking for other samples, starts: both passed (the check read the manifest of
+    the resume, the write came later). Checked and written in one step under the run's lock,
+    shard 2 waits for that step, then is refused, and leaves nothing of its own."""
+    store = Store(tmp_path)
+    _record(store, "s", limit=3)  # partial: the next recording may ask for any samples
+    first_checked = threading.Event()
+    second_went_on = threading.Event()  # shard 2 waits for the run's lock, or has finished
+    check = runner._check_selection
+    acquire = writer.acquire_lock
+
+    def slow_check(run_id, selection, manifest, shard):
+        check(run_id, selection, manifest, shard)
+        if shard == (1, 2):
+            first_checked.set()
+            assert second_went_on.wait(30)
+
+    def acquire_lock(path):
+        try:
+            return acquire(path)
+        except RunLockedError:
+            if threading.current_thread().name == "shard 2":
+                second_went_on.set()
+            raise
+
+    monkeypatch.setattr(runner, "_check_selection", slow_check)
+    monkeypatch.setattr(writer, "acquire_lock", acquire_lock)
+    outcomes: dict[int, object] = {}
+
+    def shard(i: int, limit: int) -> None:
+        try:
+            outcomes[i] = _record(store, "s", shard=(i, 2), limit=limit)
+        except BaseException as exc:
+            outcomes[i] = exc
+        finally:
+            if i == 2:
+                second_went_on.set()
+
+    first = threading.Thread(target=shard, args=(1, 10), name="shard 1")
+    first.start()
+    assert first_checked.wait(30)
+    second = threading.Thread(target=shard, args=(2, 20), name="shard 2")
+    second.start()
+    first.join(60)
+    second.join(60)
+    assert outcomes[1].attempted == 3  # rows 4, 6 and 8: 0 and 2 were recorded before
+    assert isinstance(outcomes[2], InputError), outcomes[2]
+    assert str(outcomes[2]).startswith(
+        "--limit: run 's' is being recorded in shards with --limit 10; every shard"
+    )
+    run_dir = tmp_path / "s"
+    assert Run(run_dir).manifest["shard_selection"]["limit"] == 10
+    assert not list(run_dir.glob("*2-of-2*"))  # neither a journal nor a lock of shard 2
+    monkeypatch.undo()
+    assert _record(store, "s", shard=(2, 2), limit=10).status == "partial"
+    assert len(Run(run_dir).recorded_ids()) == 10

@@ -341,6 +341,31 @@ def test_record_shard_on_s3_is_refused_in_one_line(s3_store):
     assert not [key for key in _keys(s3_store) if key.startswith("sh/")]
 
 
+def test_shards_on_s3_are_refused_by_the_library_before_anything_is_written(s3_store):
+    # record_run(shard=...) made the run, then its shard was refused: a run left
+    # "recording" with a shard_selection that no shard could ever clear
+    store = Store(s3_store)
+    inputs, model = load_inputs("tool-call"), parse_model("sim")
+    for how in ({"shard": (1, 2)}, {"engine": "ray"}):
+        with pytest.raises(InputError, match="a store on object storage takes one writer per run"):
+            record_run(inputs, model, store, run_id="sh", limit=2, **how)
+        assert not _keys(s3_store)
+
+
+def test_a_resume_refused_on_s3_leaves_the_run_as_it_was(s3_store):
+    # the checks and the claim of the run are one step under its lock there too
+    args = ["record", "--model", "sim", "--run-id", "t", "--quiet", "--store", s3_store]
+    _ok(*args, "--trials", "2", "--limit", "3")
+    before = {key: _fs().cat_file(f"{s3_store.removeprefix('s3://')}/{key}") for key in
+              _keys(s3_store)}  # fmt: skip
+    result = cli(*args, "--trials", "1")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --trials 1: run 't' holds trials 0 to 1")
+    after = {key: _fs().cat_file(f"{s3_store.removeprefix('s3://')}/{key}") for key in
+             _keys(s3_store)}  # fmt: skip
+    assert after == before
+
+
 # -- the guarantees ------------------------------------------------------------------------
 
 
