@@ -113,7 +113,8 @@ from tcbreplay.errors import InputError, StoreError
     "--shard",
     metavar="I/N",
     help="Record only shard I of N of the run (a job of an array, on any machine sharing the "
-    "store), with 1/N of --max-rpm/--max-tpm; the run is complete when every shard is.",
+    "store), with 1/N of --max-rpm/--max-tpm; the run is complete when every shard is. N is at "
+    "most the samples selected (after --limit/--sample-id) times --trials.",
 )
 @click.option(
     "--engine",

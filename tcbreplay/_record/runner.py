@@ -203,6 +203,9 @@ def record_run(
                              "shards")  # fmt: skip
         check_shard_store(store.root, "--engine ray (shards)")
         ray_module()  # missing: refused before anything is written
+        # no more tasks than the trials the recording selects (see check_shard_count)
+        selected = len(_select(inputs.dataset.samples, limit, sample_ids))
+        most = selected * (_given_trials(options) or 1)
         run_id = validate_run_id(
             default_run_id(inputs, choice, agent) if run_id is None else run_id
         )
@@ -221,7 +224,7 @@ def record_run(
         with ray_session(ray_address):
             if overwrite and store.run_dir(run_id).is_dir():
                 store.delete_run(run_id)
-            return record_on_ray(record_shard, max(1, len(inputs.dataset)), ray_address)
+            return record_on_ray(record_shard, max(1, most), ray_address)
     if isinstance(options, Mapping):
         RecordOptions.resolve(options)  # refuse bad settings before anything is written
     factory = load_agent_factory(agent) if agent else None
@@ -310,6 +313,7 @@ def run_plan(
         _await_run(store, run_id)
     if not store.exists(run_id):
         opts = _options(options)
+        check_shard_count(shard, len(selected), opts.trials or 1)
         manifest = new_manifest(
             run_id,
             utcnow().isoformat(),
@@ -353,6 +357,7 @@ def run_plan(
             opts = _options(options, manifest.get("runner"))
             trials = opts.trials or _stored_trials(manifest.get("runner") or {}, recorded)
             opts = replace(opts, trials=trials)
+            check_shard_count(shard, len(selected), trials)
             # this recording's runner and transport settings are the ones a later resume reuses
             return {
                 "status": "recording",
@@ -466,6 +471,22 @@ _SHARD = re.compile(r"([0-9]{1,9})/([0-9]{1,9})")
 def check_shard(shard: tuple[int, int] | None) -> None:
     if shard is not None and not 1 <= shard[0] <= shard[1]:
         raise InputError(f"--shard {shard[0]}/{shard[1]}: I must be from 1 to N")
+
+
+def check_shard_count(shard: tuple[int, int] | None, samples: int, trials: int) -> None:
+    """Refuse more shards than the trials of the ``samples`` a recording selects: the shards
+    split those (row by row), so shards past them would record nothing, and every shard
+    would wait on a share of ``--max-rpm`` too small to send anything (``--shard 1/999999999``
+    made a run that never completes)."""
+    if shard is None or shard[1] <= samples * trials:
+        return
+    some = f"{samples} sample{'s' if samples != 1 else ''}"
+    count = some if trials == 1 else f"{samples * trials} trials ({some} x {trials} trials)"
+    raise InputError(
+        f"--shard {shard[0]}/{shard[1]}: N is more than the {count} this recording selects",
+        hint=f"give N from 1 to {samples * trials}: each shard records the trials whose row "
+        "number is I-1 modulo N",
+    )
 
 
 def _await_run(store: Store, run_id: str, wait_s: float = 10.0) -> None:

@@ -338,3 +338,42 @@ def test_of_two_shards_starting_at_once_with_other_limits_one_is_refused(tmp_pat
     monkeypatch.undo()
     assert _record(store, "s", shard=(2, 2), limit=10).status == "partial"
     assert len(Run(run_dir).recorded_ids()) == 10
+
+
+def test_more_shards_than_the_recording_selects_are_refused(tmp_path):
+    # --shard 1/999999999 was taken: shards of nothing, each with a billionth of --max-rpm
+    for shard, more, says in [
+        ("1/999999999", [], "--shard 1/999999999: N is more than the 94 samples"),
+        ("1/95", [], "--shard 1/95: N is more than the 94 samples"),
+        ("3/3", ["--limit", "2"], "--shard 3/3: N is more than the 2 samples"),
+        ("1/5", ["--limit", "2", "--trials", "2"],
+         "--shard 1/5: N is more than the 4 trials (2 samples x 2 trials)"),
+        ("1/3", ["--sample-id", "thanks-bye", "--sample-id", "hi-there"],
+         "--shard 1/3: N is more than the 2 samples"),
+    ]:  # fmt: skip
+        result = _shard_cli(tmp_path, shard, *more)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"Error: {says} this recording selects"), result.stderr
+        assert len(result.stderr.splitlines()) == 2  # the error and its hint
+        assert not list(tmp_path.iterdir())  # refused before the run was made
+    assert _shard_cli(tmp_path, "4/4", "--limit", "2", "--trials", "2").exit_code == 0
+    before = _files(tmp_path)
+    # resumed without --trials: the run's 2 trials count
+    assert _shard_cli(tmp_path, "3/4", "--limit", "2").exit_code == 0
+    result = _shard_cli(tmp_path, "1/5", "--limit", "2")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: --shard 1/5: N is more than the 4 trials")
+    assert "Hint: give N from 1 to 4" in result.stderr
+    assert _files(tmp_path).keys() == before.keys() | {"s/shard-3-of-4.lock"}
+
+
+def test_a_shard_of_n_greater_than_the_selection_is_refused_by_the_library(tmp_path):
+    store = Store(tmp_path)
+    with pytest.raises(InputError, match=r"--shard 2/95: N is more than the 94 samples"):
+        _record(store, "r", shard=(2, 95))
+    with pytest.raises(InputError, match=r"--shard 1/6: N is more than the 5 samples"):
+        _record(store, "r", shard=(1, 6), limit=5)
+    with pytest.raises(InputError, match=r"--shard 2/2: N is more than the 1 sample this"):
+        _record(store, "r", shard=(2, 2), limit=1)
+    assert not list(tmp_path.iterdir())
+    assert _record(store, "r", shard=(5, 5), limit=5).attempted == 1

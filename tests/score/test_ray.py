@@ -98,3 +98,11 @@ def test_recording_on_ray_survives_a_worker_killed(ray_cluster, tmp_path):
     scores = [sorted(score_run(s, "r", write=False).scores.drop("run_id", "scoring").rows())
               for s in (store, clean)]  # fmt: skip
     assert scores[0] == scores[1]
+
+
+def test_recording_on_ray_starts_no_more_tasks_than_the_recording_selects(ray_cluster, tmp_path):
+    # two CPUs, one sample: one task (a second, shard 2/2, would be refused for having none)
+    summary = record_run(load_inputs("tool-call"), parse_model("sim:seed=5"), Store(tmp_path),
+                         run_id="r", limit=1, engine="ray")  # fmt: skip
+    assert (summary.status, summary.recorded, summary.processes) == ("partial", 1, 1)
+    assert [p.name for p in (tmp_path / "r").glob("shard-*")] == ["shard-1-of-1.lock"]
