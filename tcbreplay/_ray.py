@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -78,12 +79,20 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
 
 # how long joining waits for the cluster's first answer before saying it cannot be reached
 CONNECT_S = 5.0
+# HTTP/2's client connection preface (RFC 9113, 3.4), then an empty SETTINGS frame: the
+# opening of every gRPC connection, such as Ray's to its GCS (and to its client server)
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS = 4  # the frame type an HTTP/2 server's own preface starts with
+_RAY_HINT = "start one with: ray start --head, then give its address (--ray-address)"
 
 
 def _check_reachable(address: str, given_by: str) -> None:
-    """Refuse at once an address no cluster answers at (``host:port`` of its GCS, or
-    ``ray://host:port`` of its client server): Ray itself retries a silent address for many
-    minutes, deaf to Ctrl-C. ``auto`` and ``local`` are left to Ray."""
+    """Refuse at once an address no Ray cluster answers at (``host:port`` of its GCS, or
+    ``ray://host:port`` of its client server): Ray itself retries an address for many
+    minutes, deaf to Ctrl-C, whether nothing listens there or something else does (a web
+    server). Both of Ray's speak gRPC, so the address must answer HTTP/2's preface with
+    its own (a SETTINGS frame) within :data:`CONNECT_S`. ``auto`` and ``local`` are left
+    to Ray."""
     if address in ("auto", "local"):
         return
     target = address.removeprefix("ray://")
@@ -93,14 +102,57 @@ def _check_reachable(address: str, given_by: str) -> None:
             f"{given_by} {address}: write it HOST:PORT (the head node's GCS, as "
             "`ray start --head` prints it) or ray://HOST:PORT"
         )
+    deadline = time.monotonic() + CONNECT_S
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S) as conn:
+            conn.sendall(H2_PREFACE)
+            head = _read(conn, 9, deadline)
+    except TimeoutError:
+        raise EngineError(
+            f"cannot join the Ray cluster at {address}: no answer within {CONNECT_S:g} s",
+            hint=_RAY_HINT,
+        ) from None
     except (OSError, ValueError) as exc:
         reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
         raise EngineError(
-            f"cannot join the Ray cluster at {address}: {reason}",
-            hint="start one with: ray start --head, then give its address (--ray-address)",
+            f"cannot join the Ray cluster at {address}: {reason}", hint=_RAY_HINT
         ) from None
+    if not _settings_frame(head):
+        raise EngineError(
+            f"cannot join the Ray cluster at {address}: it answers, but not as a Ray GCS does "
+            "(gRPC over HTTP/2)",
+            hint="give the head node's GCS address, as `ray start --head` prints it "
+            "(port 6379 unless given), or ray://HOST:PORT of its client server (10001)",
+        )
+
+
+def _read(conn: socket.socket, size: int, deadline: float) -> bytes:
+    """The first ``size`` bytes ``conn`` receives (fewer if it closes first), by
+    ``deadline`` (``time.monotonic()``; after it, :class:`TimeoutError`)."""
+    got = b""
+    while len(got) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        conn.settimeout(left)
+        try:
+            chunk = conn.recv(size - len(got))
+        except ConnectionResetError:
+            return got
+        if not chunk:
+            return got
+        got += chunk
+    return got
+
+
+def _settings_frame(head: bytes) -> bool:
+    """Whether ``head`` (9 bytes) is the header of an HTTP/2 server's first frame: SETTINGS,
+    not an acknowledgement, on stream 0, of whole 6-byte settings."""
+    if len(head) < 9:
+        return False
+    length = int.from_bytes(head[:3], "big")
+    stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+    return head[3] == _SETTINGS and head[4] == 0 and stream == 0 and length % 6 == 0
 
 
 def cluster_cpus(ray: ModuleType) -> int:

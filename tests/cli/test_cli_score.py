@@ -697,3 +697,31 @@ def test_a_ray_address_nobody_answers_at_is_refused_at_once(sim_copy, address, c
     assert len(result.stderr.strip().splitlines()) <= 2  # the error, and its hint
     assert time.monotonic() - started < 60
     assert not (root / run_id / "scores").exists()
+
+
+def test_a_ray_address_that_answers_but_is_no_ray_cluster_is_refused_at_once(sim_copy):
+    # any port that took a TCP connection passed: ray.init then retried it for minutes
+    import http.server
+    import threading
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # (into the command's stderr)
+            pass
+
+    root, run_id = sim_copy
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    started = time.monotonic()
+    try:
+        result = cli("score", run_id, "--store", root, "--engine", "ray", "--ray-address", address)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(
+        f"Error: cannot join the Ray cluster at {address}: it answers, but not as a Ray GCS"
+    )
+    assert len(result.stderr.strip().splitlines()) == 2  # the error, and its hint
+    assert time.monotonic() - started < 10
+    assert not (root / run_id / "scores").exists()

@@ -14,6 +14,7 @@ import pytest
 from helpers import cli, wait_for
 
 from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._ray import _check_reachable
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
@@ -106,3 +107,10 @@ def test_recording_on_ray_starts_no_more_tasks_than_the_recording_selects(ray_cl
                          run_id="r", limit=1, engine="ray")  # fmt: skip
     assert (summary.status, summary.recorded, summary.processes) == ("partial", 1, 1)
     assert [p.name for p in (tmp_path / "r").glob("shard-*")] == ["shard-1-of-1.lock"]
+
+
+def test_the_ray_address_check_takes_a_real_gcs(ray_cluster):
+    # the look before ray.init (an HTTP/2 preface answered by a SETTINGS frame) lets a GCS by
+    address = ray_cluster.get_runtime_context().gcs_address
+    _check_reachable(address, "--ray-address")
+    _check_reachable(address, "RAY_ADDRESS")  # twice: the GCS is left serving
