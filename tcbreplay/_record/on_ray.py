@@ -3,7 +3,10 @@ the cluster, each recording its shard as ``record --shard I/N`` would (its own j
 share of the rate limits) into the store every machine of the cluster reads at the same path.
 
 A task whose worker dies (kill -9, a machine lost) is run again by Ray, and its shard resumes
-from its journal: nothing recorded is lost, and nothing is recorded twice.
+from its journal: nothing recorded is lost, and nothing is recorded twice. Nor does it start
+its share of ``--max-rpm``/``--max-tpm`` afresh: the shards' rate windows are held by one
+actor for the length of the recording (:class:`RateWindows`), where the task run again finds
+its shard's window as the dead one left it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tcbreplay._ray import cluster_cpus, ray_session
+from tcbreplay._record.retry import RateLimiter
 from tcbreplay.errors import EngineError, TcbReplayError
 
 # times Ray runs a shard's task again after its worker died
@@ -19,17 +23,21 @@ RETRIES = 3
 
 
 def record_on_ray(
-    record_shard: Callable[[tuple[int, int]], Any],
+    record_shard: Callable[[tuple[int, int], Any], Any],
     tasks: int,
     address: str | None = None,
 ) -> Any:
-    """Run ``record_shard(shard)`` for the shards of the run as Ray tasks (at most ``tasks``
-    of them, one per CPU of the cluster), and return the summary of the shard that finished
-    last (the one that completed the run), counting what every shard recorded."""
+    """Run ``record_shard(shard, windows)`` for the shards of the run as Ray tasks (at most
+    ``tasks`` of them, one per CPU of the cluster; ``windows``: the :class:`RateWindows`
+    actor), and return the summary of the shard that finished last (the one that completed
+    the run), counting what every shard recorded."""
     with ray_session(address) as ray:
         n = max(1, min(tasks, cluster_cpus(ray)))
+        # no CPU of its own: it only keeps time; made anew (windows empty) if its process dies
+        windows = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(RateWindows)
+        actor = windows.remote()
         remote = ray.remote(num_cpus=1, max_retries=RETRIES, retry_exceptions=False)(record_shard)
-        refs = [remote.remote((k + 1, n)) for k in range(n)]
+        refs = [remote.remote((k + 1, n), actor) for k in range(n)]
         try:
             summaries = [_result(ray, ref) for ref in refs]
         except BaseException:
@@ -51,3 +59,46 @@ def _result(ray: Any, ref: Any) -> Any:
         raise EngineError(f"a shard failed on Ray: {exc}") from exc
     except ray.exceptions.RayError as exc:  # its worker lost more often than Ray retries
         raise EngineError(f"Ray lost a shard: {exc}") from exc
+
+
+class RateWindows:
+    """The rate windows of a recording's shards, a Ray actor's (one per recording): each
+    shard's process asks it before every model call, so that a shard's task that Ray runs
+    again waits on the window its dead worker filled, rather than on a new one."""
+
+    def __init__(self) -> None:
+        self._limiters: dict[Any, RateLimiter] = {}
+
+    def _limiter(self, key: Any, rpm: float | None, tpm: float | None) -> RateLimiter:
+        limiter = self._limiters.get(key)
+        if limiter is None:
+            limiter = self._limiters[key] = RateLimiter(rpm, tpm)
+        return limiter
+
+    async def acquire(self, key: Any, rpm: float | None, tpm: float | None) -> float:
+        """Wait until one more call of ``key`` fits its windows; the seconds waited."""
+        limiter = self._limiter(key, rpm, tpm)
+        before = limiter.waited
+        await limiter.acquire()
+        return limiter.waited - before
+
+    def record_tokens(self, key: Any, rpm: float | None, tpm: float | None, tokens: int) -> None:
+        self._limiter(key, rpm, tpm).record_tokens(tokens)
+
+
+class SharedLimiter(RateLimiter):
+    """A shard's limiter whose windows the :class:`RateWindows` actor holds (``key``: the
+    shard); its limits, the shard's share, as a :class:`RateLimiter`'s."""
+
+    def __init__(self, windows: Any, key: Any, rpm: float | None, tpm: float | None) -> None:
+        super().__init__(rpm, tpm)
+        self._windows = windows
+        self._key = key
+
+    async def acquire(self) -> None:
+        if self.active:
+            self.waited += await self._windows.acquire.remote(self._key, self.rpm, self.tpm)
+
+    def record_tokens(self, tokens: int | None) -> None:
+        if self.tpm and tokens:  # (not waited for: its call is made)
+            self._windows.record_tokens.remote(self._key, self.rpm, self.tpm, tokens)

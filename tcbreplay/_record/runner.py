@@ -170,6 +170,7 @@ def record_run(
     shard: tuple[int, int] | None = None,
     engine: str = "local",
     ray_address: str | None = None,
+    rate_windows: Any = None,
 ) -> RecordSummary:
     """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
 
@@ -188,7 +189,8 @@ def record_run(
     modulo N), beside the other shards on this or other machines sharing the store, with
     1/N of ``--max-rpm``/``--max-tpm``; the last shard to finish completes the run (see
     :class:`tcbreplay._store.writer.ShardWriter`). ``engine="ray"``: the shards recorded
-    as Ray tasks (see :mod:`tcbreplay._record.on_ray`; ``ray_address``: the cluster's).
+    as Ray tasks (see :mod:`tcbreplay._record.on_ray`; ``ray_address``: the cluster's;
+    ``rate_windows``: in such a task, the actor holding the shards' rate windows).
 
     Raises :class:`~tcbreplay.errors.RecordError` when the recording stops on an error
     retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
@@ -211,11 +213,11 @@ def record_run(
         )
         root = Store(store.root.resolve())
 
-        def record_shard(shard: tuple[int, int]) -> RecordSummary:
+        def record_shard(shard: tuple[int, int], windows: Any) -> RecordSummary:
             return record_run(
                 inputs, choice, root, run_id=run_id, options=options, retry_errors=retry_errors,
                 limit=limit, sample_ids=sample_ids, max_errors=max_errors, agent=agent,
-                shard=shard,
+                shard=shard, rate_windows=windows,
             )  # fmt: skip
 
         from tcbreplay._record.on_ray import record_on_ray
@@ -261,6 +263,7 @@ def record_run(
         simulated=choice.simulated,
         why_stopped=lambda stop: stop_message(stop, choice),
         shard=shard,
+        rate_windows=rate_windows,
     )
 
 
@@ -284,12 +287,13 @@ def run_plan(
     why_stopped: Callable[[RecordStop], str] = str,
     source: str | None = None,
     shard: tuple[int, int] | None = None,
+    rate_windows: Any = None,
 ) -> RecordSummary:
     """Run ``plan`` over the samples of ``inputs`` into run ``run_id``: a new run (its
     manifest ``model``, ``fields`` and ``fingerprint``, which a resumed run must have), or
     the one of that id resumed (see :func:`record_run`). ``source``: the manifest's
-    ``source`` of the runs this makes (None: recordings; ``replay``); ``shard``: see
-    :func:`record_run`."""
+    ``source`` of the runs this makes (None: recordings; ``replay``); ``shard`` and
+    ``rate_windows``: see :func:`record_run`."""
     check_shard(shard)
     if shard is not None:
         check_shard_store(store.root)  # before anything is written
@@ -377,11 +381,18 @@ def run_plan(
 
     def agent_for(on_retry: Callable[[BaseException], None] | None) -> Any:
         """The agent of one process, with that process's share of the rate limits."""
+        limiter = opts.rate_limiter(processes * (1 if shard is None else shard[1]))
+        if rate_windows is not None and processes == 1 and limiter.active:
+            from tcbreplay._record.on_ray import SharedLimiter
+
+            # kept by an actor, so that the task run again after its worker died keeps to
+            # it (forked processes cannot call Ray: theirs stay their own)
+            limiter = SharedLimiter(rate_windows, shard, limiter.rpm, limiter.tpm)
         policy = CallPolicy(
             retries=opts.retries,
             backoff=opts.backoff,
             call_timeout=opts.call_timeout,
-            limiter=opts.rate_limiter(processes * (1 if shard is None else shard[1])),
+            limiter=limiter,
             on_retry=on_retry,
         )
         return plan.agent(policy)

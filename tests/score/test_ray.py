@@ -114,3 +114,45 @@ def test_the_ray_address_check_takes_a_real_gcs(ray_cluster):
     address = ray_cluster.get_runtime_context().gcs_address
     _check_reachable(address, "--ray-address")
     _check_reachable(address, "RAY_ADDRESS")  # twice: the GCS is left serving
+
+
+# samples the sim answers in one model turn (no gold calls): a sample's finished_at is then
+# the time of its one model call, give or take its latency
+ONE_TURN = ["hi-there", "what-can-you-do", "thanks-bye", "good-morning", "tell-a-joke",
+            "capital-of-france"]  # fmt: skip
+
+
+def test_a_shard_run_again_by_ray_keeps_its_rate_window(ray_cluster, tmp_path):
+    """--max-rpm 12 on two shards: 6 calls a minute each. Shard 1 makes its 6 and waits for
+    its window; its worker is killed there, and Ray runs its task again, which must wait
+    for the same window (it started a fresh one: 26 calls in 7 s under --max-rpm 20)."""
+    store = Store(tmp_path)
+    run_dir = tmp_path / "r"
+    done: list = []
+    options = RecordOptions(workers=1, max_rpm=12, trials=4)
+    model = parse_model("sim:seed=5,error_rate=0,latency=0.05")
+
+    def record() -> None:
+        done.append(record_run(load_inputs("tool-call"), model, store, run_id="r",
+                               options=options, sample_ids=ONE_TURN, engine="ray"))  # fmt: skip
+
+    recording = threading.Thread(target=record)
+    recording.start()
+    journal = run_dir / "journal-1-of-2.jsonl"
+    wait_for(lambda: journal.exists() and journal.read_text().count("\n") >= 6, timeout=60)
+    pid = int((run_dir / "shard-1-of-2.lock").read_text().split()[1])
+    os.kill(pid, signal.SIGKILL)  # waiting for its window: no call of its 7th sample made
+    recording.join(timeout=400)
+    assert done, "the recording did not finish"
+    assert int((run_dir / "shard-1-of-2.lock").read_text().split()[1]) != pid  # run again
+    assert (done[0].status, done[0].recorded) == ("partial", 24)
+    samples = pq.read_table(run_dir / "samples.parquet").to_pylist()
+    ai = pq.read_table(run_dir / "messages.parquet", filters=[("type", "==", "ai")])
+    assert sorted(ai["sample_index"].to_pylist()) == sorted(s["sample_index"] for s in samples)
+    for shard in (0, 1):
+        calls = sorted(
+            s["finished_at"].timestamp() for s in samples if s["sample_index"] % 2 == shard
+        )
+        # at most 6 calls within any 55 s (a call's time is its sample's end, to 0.05 s)
+        most = max(sum(1 for t in calls if start <= t < start + 55) for start in calls)
+        assert most == 6, (shard, [round(t - calls[0], 2) for t in calls])
