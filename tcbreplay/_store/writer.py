@@ -85,12 +85,17 @@ class RunWriter:
 
         self.dir = path
         self.run_id = path.name
-        self._lock_fd: Lock | None = take_lock(path / LOCK) if lock is None else lock
+        # a local lock is signed once the run is this writer's: one refused leaves its text
+        if lock is None:
+            lock_fd = take_lock(path / LOCK) if is_remote(path) else acquire_lock(path / LOCK)
+        self._lock_fd: Lock | None = lock_fd if lock is None else lock
         self._failed: TcbReplayError | None = None
         self._journal: Any = None
         try:
             refuse_shards(path)
             fields = None if claim is None else claim(read_manifest(path))
+            if lock is None and isinstance(self._lock_fd, int):
+                sign_lock(self._lock_fd, path / LOCK)
             if isinstance(self._lock_fd, LeaseLock):  # on object storage: batches of lines
                 with writing(path / JOURNAL_CHUNKS, hint=WRITABLE_HINT):
                     self._journal = ChunkJournal(path / JOURNAL_CHUNKS, self._lock_fd)
@@ -104,7 +109,7 @@ class RunWriter:
             if self._journal is not None:
                 self._close_journal()
             if lock is None:  # one given stays the giver's to release
-                release_lock(self._lock_fd)
+                release_lock(lock_fd)
             raise
 
     @property
@@ -265,7 +270,7 @@ class ShardWriter(RunWriter):
         self._journal = None
         self._shard_fd: Lock | None = None
         try:
-            with self.exclusive():
+            with self.exclusive(signed=False):
                 others = {n: h for n, h in held_shards(path).items() if n != shard_lock(shard)}
                 stranger = next(
                     (
@@ -282,6 +287,7 @@ class ShardWriter(RunWriter):
                         hint=f"give every shard the same N; or {WAIT_HINT}",
                     )
                 fields = None if claim is None else claim(read_manifest(path))
+                self._sign()  # (a shard refused leaves the run's lock as it was)
                 self._shard_fd = take_lock(path / shard_lock(shard))
                 journal = path / shard_journal(shard)
                 with writing(journal, hint=WRITABLE_HINT):
@@ -298,9 +304,10 @@ class ShardWriter(RunWriter):
             raise
 
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self, signed: bool = True) -> Iterator[None]:
         """Hold the run's lock for the block, waiting while another shard holds it; a writer
-        of the whole run holding it is refused at once."""
+        of the whole run holding it is refused at once. ``signed``: the lock names this shard
+        at once (else once :meth:`_sign` is called)."""
         if self._lock_fd is not None:
             yield
             return
@@ -316,11 +323,17 @@ class ShardWriter(RunWriter):
                 time.sleep(_LOCK_POLL_S)
         self._lock_fd = fd
         try:
-            sign_lock(fd, self.dir / LOCK, f"{SHARD_WHO} {self.shard[0]}/{self.shard[1]}")
+            if signed:
+                self._sign()
             yield
         finally:
             self._lock_fd = None
             os.close(fd)
+
+    def _sign(self) -> None:
+        """Name this shard in the run's lock, which it holds."""
+        assert isinstance(self._lock_fd, int)
+        sign_lock(self._lock_fd, self.dir / LOCK, f"{SHARD_WHO} {self.shard[0]}/{self.shard[1]}")
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         with self.exclusive():

@@ -229,11 +229,12 @@ def test_the_shards_of_a_recording_ask_for_the_same_samples(tmp_path, first, sec
     # shards of other --trials or --limit made a run 'complete' with 188 of 94 samples, or
     # partial or incomplete by which shard finished last
     assert _shard_cli(tmp_path, "1/2", *first).exit_code == 0
-    before = _files(tmp_path)
+    before = snapshot(tmp_path)
     result = _shard_cli(tmp_path, "2/2", *second)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(f"Error: {says}"), result.stderr
-    assert _files(tmp_path) == before  # no journal or lock of its own left behind
+    # no journal or lock of its own left behind, and the run's lock names its last writer
+    assert snapshot(tmp_path) == before
     assert _shard_cli(tmp_path, "2/2", *first).exit_code == 0  # the same: the run completes
     keys = _keys(tmp_path / "s")
     assert len(keys) == len(set(keys))
