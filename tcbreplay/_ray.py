@@ -48,12 +48,21 @@ def ray_module() -> ModuleType:
 @contextmanager
 def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     """Ray, joined (``address``, ``RAY_ADDRESS``) or started on this machine for the block;
-    one this process had already joined is used as it is, and left joined."""
+    one this process had already joined is used as it is, and left joined, unless another
+    cluster's address is given (a process joins one cluster at a time)."""
     ray = ray_module()
+    where = address or os.environ.get("RAY_ADDRESS")
     if ray.is_initialized():
+        joined = ray.get_runtime_context().gcs_address
+        if where and where not in ("auto", "local", joined):
+            _check_reachable(where, "--ray-address" if address else "RAY_ADDRESS")
+            raise EngineError(
+                f"cannot join the Ray cluster at {where}: this process has joined the one "
+                f"at {joined}",
+                hint="score or record against one cluster per process",
+            )
         yield ray
         return
-    where = address or os.environ.get("RAY_ADDRESS")
     if where:
         _check_reachable(where, "--ray-address" if address else "RAY_ADDRESS")
     try:

@@ -3,10 +3,12 @@ and the same files as on this machine alone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import threading
 
 import pyarrow.parquet as pq
@@ -14,7 +16,7 @@ import pytest
 from helpers import cli, wait_for
 
 from tcbreplay._inputs.benchmarks import load_inputs
-from tcbreplay._ray import _check_reachable
+from tcbreplay._ray import _check_reachable, ray_session
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
@@ -22,6 +24,7 @@ from tcbreplay._score import run as score_module
 from tcbreplay._score import translate
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
+from tcbreplay.errors import EngineError
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -114,6 +117,45 @@ def test_the_ray_address_check_takes_a_real_gcs(ray_cluster):
     address = ray_cluster.get_runtime_context().gcs_address
     _check_reachable(address, "--ray-address")
     _check_reachable(address, "RAY_ADDRESS")  # twice: the GCS is left serving
+
+
+def test_a_process_joined_to_ray_takes_no_other_address(ray_cluster):
+    # a joined Ray was used whatever address was given: a refused address recorded locally
+    # on the joined cluster when the tests ran in one process
+    joined = ray_cluster.get_runtime_context().gcs_address
+    with ray_session(joined) as ray:
+        assert ray.is_initialized()
+    assert ray_cluster.is_initialized()  # left joined
+    with socket.socket() as bound:  # bound, never listening: a connection to it is refused
+        bound.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{bound.getsockname()[1]}"
+        refused = pytest.raises(EngineError, match=f"cannot join the Ray cluster at {address}: ")
+        with refused, ray_session(address):
+            pass
+    other_cluster = pytest.raises(EngineError, match=f"this process has joined the one at {joined}")
+    with other_cluster, _answering_as_a_gcs() as other, ray_session(other):
+        pass
+
+
+@contextlib.contextmanager
+def _answering_as_a_gcs():
+    """A loopback server that answers HTTP/2's preface as a GCS does (a SETTINGS frame)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    settings = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(64)
+            conn.sendall(settings)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+        thread.join(5)
 
 
 # samples the sim answers in one model turn (no gold calls): a sample's finished_at is then
