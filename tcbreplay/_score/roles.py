@@ -217,15 +217,15 @@ def restrict(
     if flat.rules is not None:
         rules = {k: v.filter(gold_mask) for k, v in flat.rules.items()}
     if order_free:
-        empty = pa.nulls(len(gold.s), pa.large_string())
-        rules = rules or {"accept": empty, "optional": empty, "compare": empty}
-        rules = {**rules, "group": pa.repeat(_ANY_ORDER, len(gold.s))}
+        rules = _order_free(rules, len(gold.s))
     return FlatCalls(samples=flat.samples, agent=agent, gold=gold, rules=rules, tools=flat.tools)
 
 
-def restrict_calls(flat: FlatCalls, agent_keep: np.ndarray, gold_keep: np.ndarray) -> FlatCalls:
+def restrict_calls(
+    flat: FlatCalls, agent_keep: np.ndarray, gold_keep: np.ndarray, order_free: bool = False
+) -> FlatCalls:
     """The calls of ``flat`` each mask marks (a bool per agent call, per gold call); every
-    sample stays, with the calls it keeps."""
+    sample stays, with the calls it keeps; ``order_free``: as :func:`restrict`'s."""
     sides = []
     masks = []
     for side, mask in ((flat.agent, agent_keep), (flat.gold, gold_keep)):
@@ -242,6 +242,15 @@ def restrict_calls(flat: FlatCalls, agent_keep: np.ndarray, gold_keep: np.ndarra
     rules = None
     if flat.rules is not None:
         rules = {k: v.filter(masks[1]) for k, v in flat.rules.items()}
+    if order_free:
+        rules = _order_free(rules, len(sides[1].s))
     return FlatCalls(
         samples=flat.samples, agent=sides[0], gold=sides[1], rules=rules, tools=flat.tools
     )
+
+
+def _order_free(rules: dict[str, pa.Array] | None, count: int) -> dict[str, pa.Array]:
+    """The rules of ``count`` gold calls made one block, in any order."""
+    empty = pa.nulls(count, pa.large_string())
+    rules = rules or {"accept": empty, "optional": empty, "compare": empty}
+    return {**rules, "group": pa.repeat(_ANY_ORDER, count)}

@@ -31,7 +31,7 @@ from tcbreplay._score.metrics import (
     missing_keys,
     success,
 )
-from tcbreplay._score.roles import restrict, restrict_calls
+from tcbreplay._score.roles import restrict_calls
 from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
 from tcbreplay.errors import StoreError
 
@@ -129,12 +129,14 @@ def score_part(
 
 
 def _judge(
-    flat: FlatCalls, tools: Tools, compare: Compare, own_tools: SampleTools | None
-) -> _Judged:
+    flat: FlatCalls, tools: Tools, compare: Compare, own_tools: SampleTools | None,
+    codes: tuple[pl.Series, np.ndarray, np.ndarray] | None = None,
+) -> _Judged:  # fmt: skip
     """The kernel's candidate pairs of ``flat``, every verdict decided (the kernel's, and
-    those it leaves to Python)."""
+    those it leaves to Python); ``codes``: the names and each call's name code, when known
+    (else found: :func:`_name_codes`)."""
     samples, agent, gold = flat.samples, flat.agent, flat.gold
-    names, a_code, g_code = _name_codes(tools.names, agent.name, gold.name)
+    names, a_code, g_code = codes or _name_codes(tools.names, agent.name, gold.name)
     params, options = _params(tools, names, own_tools, compare)
     _gold_rules(flat, options)
     a_offsets, a_data = text_buffers(agent.args)
@@ -198,9 +200,12 @@ def _covered(
     g_key = gold.s.astype(np.int64) * width + judged.g_code
     a_key = flat.agent.s.astype(np.int64) * width + judged.a_code
     missed = ~hit & ~settled[gold.s]
-    again = restrict_calls(flat, np.isin(a_key, g_key[missed]), missed)
-    # every gold call one order-free block: every same-name pair is judged
-    more = _judge(restrict(again, (), order_free=True, exclude=True), tools, compare, own_tools)
+    tried = np.isin(a_key, g_key[missed])
+    # every gold call one order-free block: every same-name pair is judged (the names keep
+    # their codes)
+    again = restrict_calls(flat, tried, missed, order_free=True)
+    codes = (judged.names, judged.a_code[tried], judged.g_code[missed])
+    more = _judge(again, tools, compare, own_tools, codes)
     still = np.flatnonzero(missed)[~_accepted_gold(more.pairs, again.gold.first)]
     covered[~settled] = (np.bincount(gold.s[still], minlength=n) == 0)[~settled]
     return covered
