@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tcbreplay._ray import cluster_cpus, ray_session
-from tcbreplay._record.retry import RateLimiter
+from tcbreplay._record.retry import RateLimiter, RecentUse
 from tcbreplay.errors import EngineError, TcbReplayError
 
 # times Ray runs a shard's task again after its worker died
@@ -69,15 +69,23 @@ class RateWindows:
     def __init__(self) -> None:
         self._limiters: dict[Any, RateLimiter] = {}
 
-    def _limiter(self, key: Any, rpm: float | None, tpm: float | None) -> RateLimiter:
+    def _limiter(
+        self, key: Any, rpm: float | None, tpm: float | None, recent: RecentUse | None = None
+    ) -> RateLimiter:
         limiter = self._limiters.get(key)
         if limiter is None:
             limiter = self._limiters[key] = RateLimiter(rpm, tpm)
+            if recent is not None:
+                limiter.prefill(recent)
         return limiter
 
-    async def acquire(self, key: Any, rpm: float | None, tpm: float | None) -> float:
-        """Wait until one more call of ``key`` fits its windows; the seconds waited."""
-        limiter = self._limiter(key, rpm, tpm)
+    async def acquire(
+        self, key: Any, rpm: float | None, tpm: float | None, recent: RecentUse | None = None
+    ) -> float:
+        """Wait until one more call of ``key`` fits its windows; the seconds waited.
+        ``recent``: what the shard's stored rows say it called in the last minute, which a
+        window made now starts with (a window this actor holds already knows better)."""
+        limiter = self._limiter(key, rpm, tpm, recent)
         before = limiter.waited
         await limiter.acquire()
         return limiter.waited - before
@@ -88,16 +96,26 @@ class RateWindows:
 
 class SharedLimiter(RateLimiter):
     """A shard's limiter whose windows the :class:`RateWindows` actor holds (``key``: the
-    shard); its limits, the shard's share, as a :class:`RateLimiter`'s."""
+    shard); its limits, the shard's share, as a :class:`RateLimiter`'s; ``recent``: the
+    shard's calls of the last minute its stored rows show, for a window the actor makes."""
 
-    def __init__(self, windows: Any, key: Any, rpm: float | None, tpm: float | None) -> None:
+    def __init__(
+        self,
+        windows: Any,
+        key: Any,
+        rpm: float | None,
+        tpm: float | None,
+        recent: RecentUse | None = None,
+    ) -> None:
         super().__init__(rpm, tpm)
         self._windows = windows
         self._key = key
+        self._recent = recent
 
     async def acquire(self) -> None:
         if self.active:
-            self.waited += await self._windows.acquire.remote(self._key, self.rpm, self.tpm)
+            recent, self._recent = self._recent, None  # (sent once)
+            self.waited += await self._windows.acquire.remote(self._key, self.rpm, self.tpm, recent)
 
     def record_tokens(self, tokens: int | None) -> None:
         if self.tpm and tokens:  # (not waited for: its call is made)

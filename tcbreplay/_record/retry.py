@@ -12,6 +12,9 @@ import asyncio
 import collections
 import random
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
@@ -24,6 +27,8 @@ _TRANSIENT_NAMES = frozenset(
      "JSONDecodeError"}
 )  # fmt: skip
 MAX_DELAY = 120.0
+# the rate limiter's window: a minute
+WINDOW_S = 60.0
 
 
 def _chain(exc: BaseException):
@@ -122,29 +127,57 @@ class RateLimiter:
     """Run-wide limits on model calls per minute and tokens per minute (sliding 60 s windows).
 
     Tokens are counted after each call from the usage the model reports; a call
-    waits while the last minute's tokens already reach the limit.
+    waits while the last minute's tokens already reach the limit. A limiter of a resumed
+    recording starts with the calls its predecessor made in the last minute
+    (:meth:`prefill`), not with an empty window.
     """
 
     def __init__(
         self,
         rpm: float | None = None,
         tpm: float | None = None,
-        window: float = 60.0,
+        window: float = WINDOW_S,
         clock: Clock = SYSTEM_CLOCK,
     ):
         self.rpm = rpm
         self.tpm = tpm
         self.window = window
         self.clock = clock
-        self._calls: collections.deque[float] = collections.deque()
-        self._tokens: collections.deque[tuple[float, int]] = collections.deque()
-        self._token_sum = 0
+        # (when, weight): a call of this process weighs 1, a prefilled one its share
+        self._calls: collections.deque[tuple[float, float]] = collections.deque()
+        self._call_sum = 0.0
+        self._tokens: collections.deque[tuple[float, float]] = collections.deque()
+        self._token_sum = 0.0
         self._lock = asyncio.Lock()
         self.waited = 0.0
 
     @property
     def active(self) -> bool:
         return bool(self.rpm or self.tpm)
+
+    def prefill(self, recent: RecentUse, share: float = 1.0) -> None:
+        """Start the windows with calls and tokens made before this limiter (wall-clock
+        times, read against its clock), each counted at ``share`` of its weight: a
+        process's part of the run's (1/N for one of N processes, whose limits are 1/N)."""
+        if not self.active:
+            return
+        now, wall = self.clock.monotonic(), self.clock.now()
+        since = wall - self.window
+
+        def at(when: float) -> float:  # (a time ahead of this clock's: taken as now)
+            return now - max(0.0, wall - when)
+
+        if self.rpm:
+            for when in sorted(t for t in recent.calls if t > since):
+                self._calls.append((at(when), share))
+                self._call_sum += share
+        if self.tpm:
+            for when, tokens in sorted(t for t in recent.tokens if t[0] > since):
+                self._tokens.append((at(when), tokens * share))
+                self._token_sum += tokens * share
+        # oldest first, as _expire takes them (calls of its own may be there already)
+        self._calls = collections.deque(sorted(self._calls))
+        self._tokens = collections.deque(sorted(self._tokens))
 
     async def acquire(self) -> None:
         """Wait until one more call fits in both windows."""
@@ -155,12 +188,13 @@ class RateLimiter:
                 now = self.clock.monotonic()
                 self._expire(now)
                 wait = 0.0
-                if self.rpm and len(self._calls) >= self.rpm:
-                    wait = self._calls[0] + self.window - now
+                if self.rpm and self._call_sum >= self.rpm - _EPSILON and self._calls:
+                    wait = self._calls[0][0] + self.window - now
                 if self.tpm and self._token_sum >= self.tpm and self._tokens:
                     wait = max(wait, self._tokens[0][0] + self.window - now)
                 if wait <= 0:
-                    self._calls.append(now)
+                    self._calls.append((now, 1.0))
+                    self._call_sum += 1.0
                     return
                 self.waited += wait
                 await self.clock.sleep(wait)
@@ -171,7 +205,52 @@ class RateLimiter:
             self._token_sum += tokens
 
     def _expire(self, now: float) -> None:
-        while self._calls and self._calls[0] <= now - self.window:
-            self._calls.popleft()
+        while self._calls and self._calls[0][0] <= now - self.window:
+            self._call_sum -= self._calls.popleft()[1]
         while self._tokens and self._tokens[0][0] <= now - self.window:
             self._token_sum -= self._tokens.popleft()[1]
+        if not self._calls:
+            self._call_sum = 0.0  # (no float dust left behind)
+        if not self._tokens:
+            self._token_sum = 0.0
+
+
+# shares of calls summed (1/3 + 1/3 + 1/3) fall short of a whole by this much at most
+_EPSILON = 1e-9
+
+
+@dataclass
+class RecentUse:
+    """The model calls and tokens a run's samples stored lately made: wall-clock seconds of
+    each call, and (seconds, tokens) of each sample's tokens, for :meth:`RateLimiter.prefill`.
+
+    Read from stored samples (:meth:`of`), it is counted conservatively: every call of a
+    sample counts as made when the sample finished (none was made later, so none leaves the
+    window earlier than it does here): one per AI message, one per retry (``attempts`` - 1),
+    and one more for a sample that ended in error (its last call may have failed); its
+    tokens, the usage its messages report, at the same time.
+    """
+
+    calls: list[float] = field(default_factory=list)
+    tokens: list[tuple[float, int]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, samples: Iterable[tuple[float, str, int | None, int, int | None]]) -> RecentUse:
+        """From stored samples' (finished_at, status, attempts, AI messages, tokens)."""
+        use = cls()
+        for finished_at, status, attempts, ai_messages, tokens in samples:
+            calls = ai_messages + max(0, (attempts or 1) - 1) + (status != "ok")
+            use.calls.extend([finished_at] * calls)
+            if tokens:
+                use.tokens.append((finished_at, tokens))
+        return use
+
+
+def recent_use(
+    run_dir: Path, shard: tuple[int, int] | None = None, clock: Clock = SYSTEM_CLOCK
+) -> RecentUse:
+    """The calls and tokens of the samples the run in ``run_dir`` stored in the last minute
+    (``shard``: only the shard's): what a recording resuming it starts its windows with."""
+    from tcbreplay._store.recent import recent_samples
+
+    return RecentUse.of(recent_samples(run_dir, clock.now() - WINDOW_S, shard))

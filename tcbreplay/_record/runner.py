@@ -38,6 +38,7 @@ from tcbreplay._record.models import (
     effective_settings,
 )
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
+from tcbreplay._record.retry import RecentUse, recent_use
 from tcbreplay._record.sample import SampleTimeout, run_sample
 from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
@@ -312,6 +313,7 @@ def run_plan(
         store.delete_run(run_id)
     writer = None
     already = 0
+    recent = RecentUse()  # a resumed run's calls and tokens of the last minute
     entries = len(inputs.dataset)
     if shard is not None:  # shards started at once: one makes the run, the others wait
         _await_run(store, run_id)
@@ -371,6 +373,8 @@ def run_plan(
             }
 
         writer = store.resume_run(run_id, shard, claim)
+        if opts.max_rpm or opts.max_tpm:  # the calls of the last minute still count
+            recent = recent_use(writer.dir, shard)
         redo = {"error", "missing"} if retry_errors else set()
         tasks = _tasks(selected, opts.trials or 1, entries, recorded, redo, shard)
         already = sum(1 for status in recorded.values() if status not in redo)
@@ -387,7 +391,9 @@ def run_plan(
 
             # kept by an actor, so that the task run again after its worker died keeps to
             # it (forked processes cannot call Ray: theirs stay their own)
-            limiter = SharedLimiter(rate_windows, shard, limiter.rpm, limiter.tpm)
+            limiter = SharedLimiter(rate_windows, shard, limiter.rpm, limiter.tpm, recent)
+        else:
+            limiter.prefill(recent, 1 / processes)  # each process, its share of them
         policy = CallPolicy(
             retries=opts.retries,
             backoff=opts.backoff,
