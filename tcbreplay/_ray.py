@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,6 +66,7 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
         return
     if where:
         _check_reachable(where, "--ray-address" if address else "RAY_ADDRESS")
+        _check_token(where)
     try:
         ray.init(
             address=where,
@@ -133,6 +135,61 @@ def _check_reachable(address: str, given_by: str) -> None:
             hint="give the head node's GCS address, as `ray start --head` prints it "
             "(port 6379 unless given), or ray://HOST:PORT of its client server (10001)",
         )
+
+
+def _check_token(address: str) -> None:
+    """Refuse at once a cluster that takes only callers with its token when this process
+    sends none, or another: Ray would retry for 20 s, printing a warning each second, and
+    then say only that it cannot connect. Clusters that ``ray start`` starts take tokens by
+    default (Ray 2.60, the version locked), and Ray sends this machine's token only to a
+    cluster it finds itself, never to an address given, unless ``RAY_AUTH_MODE=token``. One
+    call of Ray's own GCS client (sending the token when Ray would) tells; any other failure
+    is left to Ray to say. ``ray://`` addresses (Ray's client server) are left to Ray."""
+    if address in ("auto", "local") or address.startswith("ray://"):
+        return
+    try:
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]
+        from ray.exceptions import AuthenticationError
+    except ImportError:  # a Ray older than token authentication, or laid out otherwise
+        return
+    try:
+        with _stderr_silenced():  # (Ray's C++ client logs the refusal too)
+            GcsClient(address=address)
+    except AuthenticationError:
+        raise _token_error(address) from None
+    except Exception:  # whatever else Ray meets, its own join says
+        return
+
+
+@contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 sent to the null device for the block (for what libraries written
+    in C++ log there)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _token_error(where: str) -> EngineError:
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return EngineError(
+            f"cannot join the Ray cluster at {where}: it refused this machine's token",
+            hint="give the cluster's own token (`ray get-auth-token` on its head node prints "
+            "it) in RAY_AUTH_TOKEN, in a file named by RAY_AUTH_TOKEN_PATH, or in "
+            "~/.ray/auth_token",
+        )
+    return EngineError(
+        f"cannot join the Ray cluster at {where}: it takes only callers with its token "
+        "(Ray's token authentication)",
+        hint="set RAY_AUTH_MODE=token, with the cluster's token in ~/.ray/auth_token, a file "
+        "named by RAY_AUTH_TOKEN_PATH, or RAY_AUTH_TOKEN",
+    )
 
 
 def _read(conn: socket.socket, size: int, deadline: float) -> bytes:

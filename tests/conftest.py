@@ -98,7 +98,9 @@ def ray_cluster():
     (they are in one file, which runs on one xdist worker: see pyproject.toml's addopts),
     stopped at its end."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    # a Ray of its own (address "local"), whatever other one runs on the machine
+    options = {"include_dashboard": False, "log_to_driver": False, "logging_level": "WARNING"}
+    ray.init(address="local", num_cpus=2, **options)
     yield ray
     ray.shutdown()
 

@@ -9,7 +9,10 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import threading
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -198,3 +201,33 @@ def test_a_shard_run_again_by_ray_keeps_its_rate_window(ray_cluster, tmp_path):
         # at most 6 calls within any 55 s (a call's time is its sample's end, to 0.05 s)
         most = max(sum(1 for t in calls if start <= t < start + 55) for start in calls)
         assert most == 6, (shard, [round(t - calls[0], 2) for t in calls])
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        (None, "it takes only callers with its token ("),
+        ("not-its-token", "it refused this machine's token"),
+    ],
+)
+def test_a_cluster_taking_tokens_refuses_a_wrong_caller_at_once(ray_cluster, sim_copy, token, said):
+    # Ray retried such a cluster for 20 s, printing a warning a second, and then said only
+    # that it could not connect; a cluster `ray start` starts takes tokens by default
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        pytest.skip("this Ray was started without token authentication (RAY_AUTH_MODE)")
+    root, run_id = sim_copy
+    address = ray_cluster.get_runtime_context().gcs_address
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    if token is not None:
+        env |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "tcbreplay", "score", run_id, "--store", root,
+                           "--engine", "ray", "--ray-address", address],
+                          env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert time.monotonic() - started < 15
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(f"Error: cannot join the Ray cluster at {address}: {said}")
+    assert len(lines) == 2 and lines[1].startswith("Hint: "), done.stderr
+    assert "RAY_AUTH_TOKEN" in lines[1]
+    assert not (root / run_id / "scores").exists()
