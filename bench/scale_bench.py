@@ -114,11 +114,38 @@ def time_ray(seed: int) -> dict[str, Any]:
         address = ray.get_runtime_context().gcs_address
         cmd = score_cmd(bench.store, bench.run_id, "--engine", "ray", "--ray-address", address)
         on_ray = best_of(cmd, 2)
+        job = min((_ray_job_start(address) for _ in range(2)), key=lambda t: t[1])
     finally:
         ray.shutdown()
     same = _scores_digest(bench.run_dir) == here
-    print(f"ray: {on_ray.wall:.2f} s against {local.wall:.2f} s here; same files: {same}")
-    return {"local": local, "ray": on_ray, "start_s": start_s, "same": same, "load": load1()}
+    print(
+        f"ray: {on_ray.wall:.2f} s against {local.wall:.2f} s here; same files: {same}; a "
+        f"fresh driver joins in {job[0]:.2f} s, its first task is back at {job[1]:.2f} s"
+    )
+    return {"local": local, "ray": on_ray, "start_s": start_s, "same": same, "load": load1(),
+            "join_s": job[0], "first_task_s": job[1]}  # fmt: skip
+
+
+# What any command pays to use a running Ray: a new driver joins, and its first task waits for
+# workers Ray starts for each job (new processes that import Ray), before any tcbreplay code.
+_JOB_START = """
+import sys, time
+t0 = time.perf_counter()
+import ray
+ray.init(address=sys.argv[1], log_to_driver=False, include_dashboard=False)
+t1 = time.perf_counter()
+ray.get(ray.remote(num_cpus=1)(lambda: None).remote())
+print(t1 - t0, time.perf_counter() - t0)
+"""
+
+
+def _ray_job_start(address: str) -> tuple[float, float]:
+    """Seconds a new driver takes to join Ray at ``address``, and to have a first (empty)
+    task back, from its start (its import of Ray included)."""
+    done = subprocess.run([sys.executable, "-c", _JOB_START, address], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    join, first = (float(x) for x in done.stdout.split())
+    return join, first
 
 
 def _record(store: Path, shard: str | None, workers: int, trials: int) -> subprocess.Popen:
@@ -218,7 +245,9 @@ def render(rows: list[dict[str, Any]], ray_: dict | None, record: list[dict] | N
         lines.append(f"| `--engine ray` at 1M within {TARGET_RAY_RATIO:g}× the local engine "
                      f"(Ray's start, {ray_['start_s']:.1f} s, excluded) | {ray_['ray'].wall:.2f}"
                      f" s against {ray_['local'].wall:.2f} s: {ratio:.2f}×; the same files: "
-                     f"{'yes' if ray_['same'] else '**no**'} | "
+                     f"{'yes' if ray_['same'] else '**no**'}. What any command pays to use "
+                     f"this Ray: a new driver's first empty task back at "
+                     f"{ray_['first_task_s']:.2f} s, joined at {ray_['join_s']:.2f} s | "
                      f"{_ok(ratio <= TARGET_RAY_RATIO and ray_['same'])} |")  # fmt: skip
     for rec in record or []:
         ratio = rec["shards"] / rec["one"]
