@@ -45,7 +45,7 @@ from tcbreplay.errors import InputError, StoreError
     "--processes",
     type=int,
     help="Processes the workers are spread over (default on Linux: one per 32 workers, "
-    "at most one per core; elsewhere 1; or a resumed run's).",
+    "at most one per core; elsewhere 1; or a resumed run's); no more are run than --max-rpm.",
 )
 @click.option("--retries", type=int, help="Retries of transient failures [default: 2].")
 @click.option("--timeout", type=float, help="Seconds per sample [default: 300].")
@@ -59,7 +59,12 @@ from tcbreplay.errors import InputError, StoreError
     type=float,
     help="Base seconds of the exponential backoff between retries [default: 1].",
 )
-@click.option("--max-rpm", type=float, help="At most this many model calls per minute, run-wide.")
+@click.option(
+    "--max-rpm",
+    type=float,
+    help="At most this many model calls per minute, run-wide (whole calls, at least 1; shared "
+    "out in whole calls among processes and shards).",
+)
 @click.option(
     "--max-tpm",
     type=float,
@@ -113,8 +118,9 @@ from tcbreplay.errors import InputError, StoreError
     "--shard",
     metavar="I/N",
     help="Record only shard I of N of the run (a job of an array, on any machine sharing the "
-    "store), with 1/N of --max-rpm/--max-tpm; the run is complete when every shard is. N is at "
-    "most the samples selected (after --limit/--sample-id) times --trials.",
+    "store), with its share of --max-rpm/--max-tpm; the run is complete when every shard is. N "
+    "is at most the samples selected (after --limit/--sample-id) times --trials, and at most "
+    "--max-rpm.",
 )
 @click.option(
     "--engine",

@@ -30,7 +30,8 @@ def record_on_ray(
     """Run ``record_shard(shard, windows)`` for the shards of the run as Ray tasks (at most
     ``tasks`` of them, one per CPU of the cluster; ``windows``: the :class:`RateWindows`
     actor), and return the summary of the shard that finished last (the one that completed
-    the run), counting what every shard recorded."""
+    the run), counting what every shard recorded. The caller keeps ``tasks`` within the
+    calls a minute of ``--max-rpm``, so that every shard has a whole call of it."""
     with ray_session(address) as ray:
         n = max(1, min(tasks, cluster_cpus(ray)))
         # no CPU of its own: it only keeps time; made anew (windows empty) if its process dies

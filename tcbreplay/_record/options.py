@@ -10,8 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tcbreplay._clock import SYSTEM_CLOCK, Clock
 from tcbreplay._machine import usable_cores
-from tcbreplay._record.retry import RateLimiter
+from tcbreplay._record.retry import RateLimiter, RecentUse
 from tcbreplay.errors import InputError
 
 
@@ -54,6 +55,12 @@ class RecordOptions:
                 raise InputError(
                     f"--{name.replace('_', '-')} {value}: must be a finite number, above 0"
                 )
+        if self.max_rpm is not None and self.max_rpm < 1:
+            # calls are whole and the window a minute: below 1, none could ever be sent
+            raise InputError(
+                f"--max-rpm {self.max_rpm}: must be at least 1 (a call a minute)",
+                hint="give --max-rpm 1 or more: model calls are counted whole, per minute",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,15 +106,70 @@ class RecordOptions:
             return 1
         return max(1, min(usable_cores(), self.workers // WORKERS_PER_PROCESS))
 
-    def rate_limiter(self, processes: int = 1) -> RateLimiter:
-        """One process's limiter: an equal share of the run-wide ``--max-rpm``/``--max-tpm``.
+    def calls_per_minute(self) -> int | None:
+        """``--max-rpm`` in whole calls (6.5 allows 6: a call is made or not); None: no limit."""
+        return None if self.max_rpm is None else math.floor(self.max_rpm)
 
-        Each of N processes keeps to 1/N of each limit in its own sliding window, so the
-        run as a whole never exceeds it (a process with little left to do does not hand
-        its share to the others).
+    def shard_calls(self, shard: tuple[int, int] | None = None) -> int | None:
+        """Shard I of N's whole share of the calls a minute (the run's without ``shard``)."""
+        calls = self.calls_per_minute()
+        if calls is None or shard is None:
+            return calls
+        return whole_shares(calls, shard[1])[shard[0] - 1]
+
+    def rate_limiter(
+        self,
+        process: int = 0,
+        processes: int = 1,
+        shard: tuple[int, int] | None = None,
+        recent: RecentUse | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> RateLimiter:
+        """Process ``process`` (0-based) of ``processes``'s limiter (of shard I of N): its
+        share of the run-wide ``--max-rpm``/``--max-tpm``, its windows started with its part
+        of ``recent`` (the calls and tokens the run, or the shard, stored in the last minute).
+
+        The calls a minute are split in whole numbers, among the shards, then among a
+        shard's processes: R split K ways gives the first R mod K floor(R/K) + 1 and the rest
+        floor(R/K), which sum to R. (Equal shares, 1.5 of 6 for each of 4 processes, let each
+        send 2: 8 a minute.) Split shard by shard, the shares hold when shards run other
+        process counts (a resumed shard with few samples left runs fewer). No share is 0: a
+        shard of none is refused (the runner's ``check_shard_rate``), and a recording runs
+        no more processes than its calls (:meth:`processes_for`). ``--max-tpm`` is split in
+        equal, fractional, shares: tokens are counted only once a call is made.
+
+        A process of share s of its shard's S counts s/S of each call of ``recent`` (1/P of
+        its tokens) and admits a call only while a whole one fits (:meth:`RateLimiter.acquire`),
+        so the processes together add at most S less what the shard stored. A process with
+        little left to do does not hand its share to the others.
         """
-        rpm, tpm = (None if v is None else v / processes for v in (self.max_rpm, self.max_tpm))
-        return RateLimiter(rpm, tpm)
+        calls = self.shard_calls(shard)
+        rpm = None if calls is None else whole_shares(calls, processes)[process]
+        if rpm == 0:  # (it would limit nothing: RateLimiter takes 0 as no limit)
+            raise ValueError(f"process {process} of {processes} has no share of {calls} calls")
+        shards = 1 if shard is None else shard[1]
+        tpm = None if self.max_tpm is None else self.max_tpm / (shards * processes)
+        limiter = RateLimiter(rpm, tpm, clock=clock)
+        if recent is not None:
+            share = 1.0 if rpm is None or calls is None else rpm / calls
+            limiter.prefill(recent, calls=share, tokens=1 / processes)
+        return limiter
+
+    def processes_for(self, samples: int, shard: tuple[int, int] | None = None) -> int:
+        """Processes a recording of ``samples`` runs: as :meth:`process_count` says, no more
+        than the samples, nor than its whole calls a minute (``--max-rpm 2 --processes 4``
+        runs 2: a process with a share of none would never send a call, and 2 calls a
+        minute need no more)."""
+        processes = min(self.process_count(), max(1, samples))
+        calls = self.shard_calls(shard)
+        return processes if calls is None else max(1, min(processes, calls))
+
+
+def whole_shares(total: int, parts: int) -> list[int]:
+    """``total`` split ``parts`` ways in whole numbers as even as can be, the larger first:
+    they sum to ``total`` (7 in 3: 3, 2, 2)."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
 # The most trials of a sample a recording makes (each one is a stored row).

@@ -27,7 +27,7 @@ from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import aclose_model
 from tcbreplay._record.failures import Outcome, RecordStop
 from tcbreplay._record.loop import run_loop
-from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
+from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions, whole_shares
 from tcbreplay._record.sample import run_sample
 from tcbreplay._store.writer import RunWriter, journal_line
 
@@ -47,7 +47,7 @@ class ChildFailed(RuntimeError):
 
 def record_in_processes(
     processes: int,
-    agent_for: Callable[[Callable[[BaseException], None]], Any],
+    agent_for: Callable[[int, Callable[[BaseException], None]], Any],
     chat_model: Any,
     samples: list[tuple[Sample, int, int]],
     writer: RunWriter,
@@ -59,13 +59,16 @@ def record_in_processes(
     """Record ``samples`` in ``processes`` children; append what they send to ``writer``
     (``run_one``: how a child runs one trial of a sample, :func:`run_sample` by default).
 
-    ``agent_for(on_retry)`` builds a child's agent (in the child, after the fork);
+    ``agent_for(process, on_retry)`` builds child ``process``'s agent (0-based, in the
+    child, after the fork: its share of the rate limits is its own);
     ``on_outcome`` sees each finished sample once it is appended, and may stop the run by
     raising (the children are stopped, and what they had finished is kept).
     """
 
-    async def child(workers: int, send: Callable[[tuple], None], next_number: Any) -> None:
-        agent = agent_for(lambda exc: send((_RETRY, str(exc))))
+    async def child(
+        process: int, workers: int, send: Callable[[tuple], None], next_number: Any
+    ) -> None:
+        agent = agent_for(process, lambda exc: send((_RETRY, str(exc))))
         run = run_one or run_sample
 
         async def worker(k: int) -> None:
@@ -99,26 +102,25 @@ def record_in_processes(
 
 def split_workers(workers: int, processes: int) -> list[int]:
     """Workers of each process: as even as possible, every process at least one."""
-    base, extra = divmod(workers, processes)
-    return [base + (1 if i < extra else 0) for i in range(processes)]
+    return whole_shares(workers, processes)
 
 
 def run_in_processes(
     shares: list[int],
     count: int,
-    child_main: Callable[[int, Callable[[tuple], None], Callable[[], Any]], Awaitable[None]],
+    child_main: Callable[[int, int, Callable[[tuple], None], Callable[[], Any]], Awaitable[None]],
     on_line: Callable[[str, str, Any], None],
     on_retry: Callable[[BaseException], None] | None = None,
     close_in_child: Callable[[], None] | None = None,
 ) -> None:
     """Record ``count`` samples in ``len(shares)`` forked processes of ``shares[i]`` workers.
 
-    ``child_main(workers, send, next_number)`` runs in each child: an async function
-    that records samples by the numbers ``await next_number()`` returns until it
-    returns None, and sends ``("sample", status, line, outcome)`` or ``("retry", text)``
-    through ``send``. ``on_line(line, status, outcome)`` runs in this process for each
-    finished sample; an exception it raises stops the children, once what they had
-    finished is kept (as on Ctrl-C). ``close_in_child`` releases what the child must not
+    ``child_main(process, workers, send, next_number)`` runs in child ``process`` (from 0):
+    an async function that records samples by the numbers ``await next_number()`` returns
+    until it returns None, and sends ``("sample", status, line, outcome)`` or
+    ``("retry", text)`` through ``send``. ``on_line(line, status, outcome)`` runs in this
+    process for each finished sample; an exception it raises stops the children, once what
+    they had finished is kept (as on Ctrl-C). ``close_in_child`` releases what the child must not
     hold (the run's files).
     """
     context = multiprocessing.get_context("fork")
@@ -130,7 +132,7 @@ def run_in_processes(
         others = [*parent_ends] + [p[1] for j, p in enumerate(pipes) if j != i]
         child = context.Process(
             target=_child,
-            args=(os.getpid(), own, others, close_in_child, child_main, workers),
+            args=(os.getpid(), own, others, close_in_child, child_main, i, workers),
             name=f"tcbreplay-record-{i + 1}",
             daemon=True,
         )
@@ -227,6 +229,7 @@ def _child(
     others: list[Connection],
     close_in_child: Callable[[], None] | None,
     child_main: Callable[..., Any],
+    process: int,
     workers: int,
 ) -> None:
     _die_with_parent(parent_pid)
@@ -236,10 +239,12 @@ def _child(
         other.close()
     if close_in_child is not None:
         close_in_child()
-    run_loop(_child_loop(conn, child_main, workers))
+    run_loop(_child_loop(conn, child_main, process, workers))
 
 
-async def _child_loop(conn: Connection, child_main: Callable[..., Any], workers: int) -> None:
+async def _child_loop(
+    conn: Connection, child_main: Callable[..., Any], process: int, workers: int
+) -> None:
     numbers: asyncio.Queue[int | None] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
@@ -258,7 +263,7 @@ async def _child_loop(conn: Connection, child_main: Callable[..., Any], workers:
 
     loop.add_reader(conn.fileno(), readable)
     try:
-        await child_main(workers, send, numbers.get)
+        await child_main(process, workers, send, numbers.get)
     finally:
         loop.remove_reader(conn.fileno())
 

@@ -155,10 +155,11 @@ class RateLimiter:
     def active(self) -> bool:
         return bool(self.rpm or self.tpm)
 
-    def prefill(self, recent: RecentUse, share: float = 1.0) -> None:
+    def prefill(self, recent: RecentUse, calls: float = 1.0, tokens: float = 1.0) -> None:
         """Start the windows with calls and tokens made before this limiter (wall-clock
-        times, read against its clock), each counted at ``share`` of its weight: a
-        process's part of the run's (1/N for one of N processes, whose limits are 1/N)."""
+        times, read against its clock), each call counted as ``calls`` of one and each
+        token as ``tokens``: a process's part of the run's (its share of the run's calls a
+        minute over the run's, 1/P of the tokens for one of P processes)."""
         if not self.active:
             return
         now, wall = self.clock.monotonic(), self.clock.now()
@@ -169,18 +170,23 @@ class RateLimiter:
 
         if self.rpm:
             for when in sorted(t for t in recent.calls if t > since):
-                self._calls.append((at(when), share))
-                self._call_sum += share
+                self._calls.append((at(when), calls))
+                self._call_sum += calls
         if self.tpm:
-            for when, tokens in sorted(t for t in recent.tokens if t[0] > since):
-                self._tokens.append((at(when), tokens * share))
-                self._token_sum += tokens * share
+            for when, used in sorted(t for t in recent.tokens if t[0] > since):
+                self._tokens.append((at(when), used * tokens))
+                self._token_sum += used * tokens
         # oldest first, as _expire takes them (calls of its own may be there already)
         self._calls = collections.deque(sorted(self._calls))
         self._tokens = collections.deque(sorted(self._tokens))
 
     async def acquire(self) -> None:
-        """Wait until one more call fits in both windows."""
+        """Wait until one more call fits in both windows.
+
+        A call fits while the window's calls and one more come to at most ``rpm``: with
+        prefilled calls counted in parts (1.5 of a share of 2), admitting while the sum is
+        below ``rpm`` would let each process of a run go half a call over, and together
+        whole calls."""
         if not self.active:
             return
         async with self._lock:
@@ -188,7 +194,8 @@ class RateLimiter:
                 now = self.clock.monotonic()
                 self._expire(now)
                 wait = 0.0
-                if self.rpm and self._call_sum >= self.rpm - _EPSILON and self._calls:
+                # (a window with no call takes one: below 1 call, none would ever fit)
+                if self.rpm and self._call_sum + 1 > self.rpm + _EPSILON and self._calls:
                     wait = self._calls[0][0] + self.window - now
                 if self.tpm and self._token_sum >= self.tpm and self._tokens:
                     wait = max(wait, self._tokens[0][0] + self.window - now)
@@ -215,7 +222,7 @@ class RateLimiter:
             self._token_sum = 0.0
 
 
-# shares of calls summed (1/3 + 1/3 + 1/3) fall short of a whole by this much at most
+# parts of calls summed (1/3 + 1/3 + 1/3) miss a whole by this much at most
 _EPSILON = 1e-9
 
 

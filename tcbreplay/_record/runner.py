@@ -38,7 +38,7 @@ from tcbreplay._record.models import (
     effective_settings,
 )
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
-from tcbreplay._record.retry import RecentUse, recent_use
+from tcbreplay._record.retry import RateLimiter, RecentUse, recent_use
 from tcbreplay._record.sample import SampleTimeout, run_sample
 from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
@@ -188,10 +188,12 @@ def record_run(
     (see :mod:`tcbreplay._record.agent_factory`), instead of the built-in one.
     ``shard`` (I, N): record only shard I of N (the trials whose row number is I - 1
     modulo N), beside the other shards on this or other machines sharing the store, with
-    1/N of ``--max-rpm``/``--max-tpm``; the last shard to finish completes the run (see
+    its share of ``--max-rpm``/``--max-tpm`` (see :meth:`RecordOptions.rate_limiter`: N
+    above the calls a minute is refused); the last shard to finish completes the run (see
     :class:`tcbreplay._store.writer.ShardWriter`). ``engine="ray"``: the shards recorded
-    as Ray tasks (see :mod:`tcbreplay._record.on_ray`; ``ray_address``: the cluster's;
-    ``rate_windows``: in such a task, the actor holding the shards' rate windows).
+    as Ray tasks, no more than ``--max-rpm``'s calls a minute (see
+    :mod:`tcbreplay._record.on_ray`; ``ray_address``: the cluster's; ``rate_windows``: in
+    such a task, the actor holding the shards' rate windows).
 
     Raises :class:`~tcbreplay.errors.RecordError` when the recording stops on an error
     retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
@@ -212,6 +214,10 @@ def record_run(
         run_id = validate_run_id(
             default_run_id(inputs, choice, agent) if run_id is None else run_id
         )
+        # nor more than the calls a minute: a shard with a share of none would never send one
+        calls = _options(options, _stored_runner(store, run_id, overwrite)).calls_per_minute()
+        if calls is not None:
+            most = min(most, calls)
         root = Store(store.root.resolve())
 
         def record_shard(shard: tuple[int, int], windows: Any) -> RecordSummary:
@@ -320,6 +326,7 @@ def run_plan(
     if not store.exists(run_id):
         opts = _options(options)
         check_shard_count(shard, len(selected), opts.trials or 1)
+        check_shard_rate(shard, opts)
         manifest = new_manifest(
             run_id,
             utcnow().isoformat(),
@@ -364,6 +371,7 @@ def run_plan(
             trials = opts.trials or _stored_trials(manifest.get("runner") or {}, recorded)
             opts = replace(opts, trials=trials)
             check_shard_count(shard, len(selected), trials)
+            check_shard_rate(shard, opts)
             # this recording's runner and transport settings are the ones a later resume reuses
             return {
                 "status": "recording",
@@ -380,20 +388,20 @@ def run_plan(
         already = sum(1 for status in recorded.values() if status not in redo)
     samples = tasks
     total = entries * (opts.trials or 1)
-    processes = min(opts.process_count(), max(1, len(samples)))
+    processes = opts.processes_for(len(samples), shard)
     on_retry = getattr(progress, "retry", None)
 
-    def agent_for(on_retry: Callable[[BaseException], None] | None) -> Any:
-        """The agent of one process, with that process's share of the rate limits."""
-        limiter = opts.rate_limiter(processes * (1 if shard is None else shard[1]))
-        if rate_windows is not None and processes == 1 and limiter.active:
+    def agent_for(process: int, on_retry: Callable[[BaseException], None] | None) -> Any:
+        """The agent of process ``process`` (0-based), with its share of the rate limits."""
+        if rate_windows is not None and processes == 1 and (opts.max_rpm or opts.max_tpm):
             from tcbreplay._record.on_ray import SharedLimiter
 
             # kept by an actor, so that the task run again after its worker died keeps to
             # it (forked processes cannot call Ray: theirs stay their own)
-            limiter = SharedLimiter(rate_windows, shard, limiter.rpm, limiter.tpm, recent)
-        else:
-            limiter.prefill(recent, 1 / processes)  # each process, its share of them
+            own = opts.rate_limiter(process, processes, shard)
+            limiter: RateLimiter = SharedLimiter(rate_windows, shard, own.rpm, own.tpm, recent)
+        else:  # each process starts with its part of the recent calls
+            limiter = opts.rate_limiter(process, processes, shard, recent)
         policy = CallPolicy(
             retries=opts.retries,
             backoff=opts.backoff,
@@ -408,7 +416,7 @@ def run_plan(
 
     def record_samples() -> None:
         if processes == 1:
-            agent = agent_for(on_retry)
+            agent = agent_for(0, on_retry)
             run_loop(
                 _in_process(agent, chat_model, samples, writer, opts, progress, breaker,
                             plan.run_one)
@@ -506,6 +514,24 @@ def check_shard_count(shard: tuple[int, int] | None, samples: int, trials: int) 
     )
 
 
+def check_shard_rate(shard: tuple[int, int] | None, options: RecordOptions) -> None:
+    """Refuse more shards than ``--max-rpm`` allows calls a minute: the calls are shared out
+    whole (see :meth:`RecordOptions.rate_limiter`), so some shard would have none and never
+    send a call. Every shard of such a recording is refused alike, not only those left
+    without, so that none of them starts a run the others cannot finish. (``--processes``
+    above the calls is not refused: a recording runs fewer, see
+    :meth:`RecordOptions.processes_for`; nor is ``--engine ray``, which starts fewer tasks.)"""
+    calls = options.calls_per_minute()
+    if shard is None or calls is None or shard[1] <= calls:
+        return
+    raise InputError(
+        f"--shard {shard[0]}/{shard[1]}: --max-rpm {options.max_rpm:g} is fewer calls a minute "
+        f"than the {shard[1]} shards, so some shard would never send one",
+        hint=f"give N from 1 to {calls}, or --max-rpm {shard[1]} or more: each shard keeps to "
+        "a whole share of the calls",
+    )
+
+
 def _await_run(store: Store, run_id: str, wait_s: float = 10.0) -> None:
     """Wait while another process is making run ``run_id`` (its folder there, its manifest
     not yet), up to ``wait_s``; a folder left by a creation that died is then made anew."""
@@ -523,6 +549,14 @@ def _await_run(store: Store, run_id: str, wait_s: float = 10.0) -> None:
 SHARD_SELECTION = "shard_selection"
 # a run in these states is between recordings: a new one (sharded or not) may ask for others
 _SETTLED = ("complete", "partial")
+
+
+def _stored_runner(store: Store, run_id: str, overwrite: bool) -> dict[str, Any] | None:
+    """The runner settings of run ``run_id``, which a recording resuming it keeps unless
+    given anew (None: no such run, or one ``overwrite`` deletes)."""
+    if overwrite or not store.exists(run_id):
+        return None
+    return store.open_run(run_id).manifest.get("runner")
 
 
 def _given_trials(options: RecordOptions | Mapping[str, Any] | None) -> int | None:

@@ -474,6 +474,13 @@ def test_record_refuses_a_non_finite_or_negative_runner_option(store_dir, option
     assert errors == [f"{option} {float(value)}: must be a finite number, {rule}"]
 
 
+def test_record_refuses_fewer_than_one_call_a_minute(store_dir):
+    """Calls are whole: under --max-rpm 0.5 none could be sent (one a minute was, over it)."""
+    result = run_cli(record_args("--max-rpm", "0.5"), store_dir)
+    errors = assert_input_error(result, "Hint: give --max-rpm 1 or more")
+    assert errors == ["--max-rpm 0.5: must be at least 1 (a call a minute)"]
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -161,10 +162,10 @@ def test_process_count_and_worker_split(monkeypatch):
 
 def test_rate_limits_are_shared_out_between_processes():
     options = RecordOptions(workers=8, max_rpm=60, max_tpm=900)
-    limiter = options.rate_limiter(3)
-    assert (limiter.rpm, limiter.tpm) == (20, 300)
+    limiters = [options.rate_limiter(p, 3) for p in range(3)]
+    assert [(limiter.rpm, limiter.tpm) for limiter in limiters] == [(20, 300)] * 3
     assert (options.rate_limiter().rpm, options.rate_limiter().tpm) == (60, 900)
-    assert not RecordOptions(workers=8).rate_limiter(2).active
+    assert not RecordOptions(workers=8).rate_limiter(1, 2).active
 
 
 @pytest.mark.parametrize(
@@ -292,3 +293,42 @@ def test_ctrl_c_stops_the_children_and_keeps_what_they_finished(tmp_path):
                   "--processes", "2", "--quiet")  # fmt: skip
     assert resumed.exit_code == 0, resumed.output
     assert len(pq.read_table(run_dir / "samples.parquet")) == N_SAMPLES
+
+
+# -- rate limits -----------------------------------------------------------------------------
+
+# samples the sim answers in one model turn (no gold calls): a sample's finished_at is then
+# the time of its one model call, give or take its latency
+ONE_TURN = ["hi-there", "what-can-you-do", "thanks-bye", "good-morning", "tell-a-joke",
+            "capital-of-france"]  # fmt: skip
+
+
+def test_a_recording_in_four_processes_keeps_to_max_rpm(tmp_path):
+    """--max-rpm 6 --processes 4 on one-call samples: the run sends its 6 calls of the
+    minute and waits; interrupted then, it holds 6 samples (equal shares of 1.5 let each
+    process send 2: 8 at once). A minute is not waited for: the 7th call would come 60 s on."""
+    store_dir = tmp_path / "traces"
+    run_dir = store_dir / "r"
+    ids = [arg for sample_id in ONE_TURN for arg in ("--sample-id", sample_id)]
+    proc = cli_process("record", "--model", "sim:seed=5,error_rate=0,latency=0.05",
+                       "--run-id", "r", "--store", str(store_dir), "--workers", "4",
+                       "--processes", "4", "--max-rpm", "6", "--trials", "2", *ids,
+                       "--quiet")  # fmt: skip
+    try:
+        wait_for(lambda: journal_lines(run_dir) >= 6, timeout=60)
+        time.sleep(1.5)  # each process has had its turn: none sends another for a minute
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert _calls_in_a_minute(run_dir) == 6
+
+
+def _calls_in_a_minute(run_dir: Path) -> int:
+    """The most model calls the stored run made in any 60 s: a sample's one AI message at
+    its finished_at (the call's end, within the sim's latency), each retry one more."""
+    samples = pq.read_table(run_dir / "samples.parquet").to_pylist()
+    ai = pq.read_table(run_dir / "messages.parquet", filters=[("type", "==", "ai")])
+    assert sorted(ai["sample_index"].to_pylist()) == sorted(s["sample_index"] for s in samples)
+    calls = [s["finished_at"].timestamp() for s in samples for _ in range(s["attempts"] or 1)]
+    return max(sum(1 for t in calls if start <= t < start + 60) for start in calls)

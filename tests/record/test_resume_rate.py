@@ -57,19 +57,23 @@ def test_a_limiter_started_on_calls_made_just_now_waits_before_its_first():
 
 
 def test_a_process_of_several_starts_with_its_share_of_the_recent_calls():
-    """Two processes, each with 2 of --max-rpm 4: three recent calls leave each half a call."""
+    """Two processes, each with 2 of --max-rpm 4, after three calls made 20 s ago: each
+    counts half of each, 1.5, which leaves half a call, no whole one. Both wait for the three
+    to leave the window (each sent one at once: 5 calls in a minute)."""
     clock = FakeClock()
-    limiter = RateLimiter(rpm=2, clock=clock)
-    limiter.prefill(RecentUse(calls=[clock.now() - 20] * 3), share=0.5)
+    limiters = [RateLimiter(rpm=2, clock=clock) for _ in range(2)]
+    for limiter in limiters:
+        limiter.prefill(RecentUse(calls=[clock.now() - 20] * 3), calls=0.5)
 
-    async def two() -> list[float]:
+    async def two_each() -> list[float]:
         starts = []
-        for _ in range(2):
-            await limiter.acquire()
-            starts.append(clock.monotonic() - clock.start)
+        for limiter in limiters:
+            for _ in range(2):
+                await limiter.acquire()
+                starts.append(clock.monotonic() - clock.start)
         return starts
 
-    assert asyncio.run(two()) == [0.0, 40.0]  # 1.5 + 1 reach 2: the second waits
+    assert asyncio.run(two_each()) == [40.0] * 4  # 4 in the minute from 40 s, none before
 
 
 def test_a_limiter_started_on_recent_tokens_waits_for_them():

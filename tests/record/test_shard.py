@@ -368,6 +368,20 @@ def test_more_shards_than_the_recording_selects_are_refused(tmp_path):
     assert _files(tmp_path).keys() == before.keys() | {"s/shard-3-of-4.lock"}
 
 
+def test_more_shards_than_calls_a_minute_is_a_one_line_error(tmp_path):
+    # (one-call samples: a recording that is not refused ends in a second, not in minutes)
+    ids = ["hi-there", "thanks-bye", "good-morning", "tell-a-joke", "capital-of-france"]
+    result = _shard_cli(tmp_path, "1/4", "--max-rpm", "2",
+                        *[arg for i in ids for arg in ("--sample-id", i)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        "Error: --shard 1/4: --max-rpm 2 is fewer calls a minute than the 4 shards"
+    ), result.stderr
+    assert "Hint: give N from 1 to 2, or --max-rpm 4 or more" in result.stderr
+    assert len(result.stderr.splitlines()) == 2
+    assert not list(tmp_path.iterdir())  # refused before the run was made
+
+
 def test_a_shard_of_n_greater_than_the_selection_is_refused_by_the_library(tmp_path):
     store = Store(tmp_path)
     with pytest.raises(InputError, match=r"--shard 2/95: N is more than the 94 samples"):
