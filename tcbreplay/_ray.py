@@ -4,7 +4,8 @@
 Ray of its own on this machine for the length of the command; a process that has already
 joined one (``ray.init`` in a script or a test) keeps using it. Ray is an extra
 (``pip install 'tcbreplay[ray]'``): without it, asking for it is an error that says so.
-Each machine of the cluster reads the store at the same path, and has tcbreplay installed.
+Each machine of the cluster reads the store at the same path or URL (with its own credentials),
+and has tcbreplay installed.
 """
 
 from __future__ import annotations

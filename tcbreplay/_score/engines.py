@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +25,7 @@ import pyarrow as pa
 from tcbreplay._ray import cluster_cpus
 from tcbreplay._score.gold_run import use_gold
 from tcbreplay._score.parts import PartPlan, PartResult, score_range
+from tcbreplay._store.objects import is_remote, store_root
 from tcbreplay._store.runs import Run
 from tcbreplay._store.views import connect
 from tcbreplay.errors import EngineError, TcbReplayError
@@ -109,7 +109,7 @@ def ray_parts(
     try:
         while given < len(ranges) or pending:
             while given < len(ranges) and len(pending) < ahead:
-                pending.append(task.remote(str(run.dir.resolve()), ranges[given], plan, gold_ref))
+                pending.append(task.remote(location(run), ranges[given], plan, gold_ref))
                 given += 1
             yield _result(ray, pending.popleft())
     except BaseException:
@@ -129,12 +129,18 @@ def _result(ray: Any, ref: Any) -> PartResult:
         raise EngineError(f"Ray lost a part: {exc}") from exc
 
 
+def location(run: Run) -> str:
+    """Where a task finds ``run``: its folder's absolute path, or its URL on object storage
+    (read with the credentials of the machine the task runs on)."""
+    return str(run.dir if is_remote(run.dir) else run.dir.resolve())
+
+
 def score_in_task(
     run_dir: str, samples: tuple[int, int], plan: PartPlan, gold: pa.Table | None
 ) -> PartResult:
-    """A part scored in a Ray task: the run opened from its folder, on a connection of its
-    own."""
-    run = Run(Path(run_dir))
+    """A part scored in a Ray task: the run opened from its :func:`location`, on a
+    connection of its own."""
+    run = Run(store_root(run_dir))
     with run.reading():
         con = connect(runs=[run], with_scores=False, threads=1)
         try:

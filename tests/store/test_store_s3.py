@@ -5,12 +5,17 @@ kill -9 safe)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pickle
 import re
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import s3fs
@@ -20,6 +25,7 @@ from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
+from tcbreplay._score import run as score_module
 from tcbreplay._score.run import score_run
 from tcbreplay._store import locks, objects
 from tcbreplay._store.journal import ChunkJournal, chunk_name, chunk_numbers
@@ -176,6 +182,56 @@ def test_score_gives_the_numbers_and_files_of_a_local_store(s3_sim_copy, sim_cop
     # the stored scores read back through the views, as locally
     query = "select count(*), sum(tsa), sum(args_invalid) from scores"
     _same(_ok("sql", query, "--store", root), _ok("sql", query, "--store", url), root, url)
+
+
+class _TasksHere:
+    """Ray's API as ray_parts uses it, each task run in this process on arguments that have
+    crossed a pickle, as they cross to a worker: what a task is given must name the run
+    wherever it runs (a real Ray's workers would not see the moto server's environment,
+    which this process sets after the tests' Ray has started)."""
+
+    class exceptions:  # (as ray.exceptions)
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
+            cause: BaseException
+
+    def remote(self, num_cpus: int) -> Any:
+        def task(function: Any) -> Any:
+            def run(*args: Any) -> Any:
+                return function(*pickle.loads(pickle.dumps(args)))
+
+            return SimpleNamespace(remote=run)
+
+        return task
+
+    def get(self, result: Any) -> Any:
+        return result
+
+    def put(self, value: Any) -> Any:
+        return value
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2.0}
+
+
+def test_ray_tasks_find_a_run_on_s3_at_its_url(s3_sim_copy, sim_copy, monkeypatch):
+    # a task was given the run's folder as a local path (s3:/bucket/...), and every scoring
+    # with --engine ray of a store on object storage failed: "deleted by another process"
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+
+    @contextlib.contextmanager
+    def joined(address: str | None) -> Iterator[Any]:
+        yield _TasksHere()
+
+    monkeypatch.setattr(score_module, "ray_session", joined)
+    monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 3)
+    on_ray = score_run(Store(url), run_id, engine="ray", write=False)
+    here = score_run(Store(root), run_id, write=False)
+    assert on_ray.summary["n_samples"] == here.summary["n_samples"] == N_SAMPLES
+    assert on_ray.scores.equals(here.scores)
 
 
 def test_sql_reads_the_views_and_the_run_files_and_nothing_else(s3_sim_copy, sim_copy):
