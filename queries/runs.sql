@@ -1,11 +1,14 @@
--- The runs in the store, oldest first, with the run-level numbers of each one's latest scoring.
+-- The runs in the store, oldest first, with the run-level numbers of each one's latest scoring;
+-- a scoring of files the run has replaced since (resumed, or a shard folded in) shows no
+-- numbers, its name marked stale.
 with latest as (
     select
         run_id,
         scoring,
         tsa,
         tp,
-        ahr
+        ahr,
+        stale
     from scorings
     qualify row_number() over (
         partition by run_id
@@ -15,10 +18,10 @@ with latest as (
 
 select
     r.run_id,
-    l.tsa,
-    l.tp,
-    l.ahr,
-    l.scoring,
+    case when not l.stale then l.tsa end as tsa,
+    case when not l.stale then l.tp end as tp,
+    case when not l.stale then l.ahr end as ahr,
+    case when l.stale then l.scoring || ' (stale)' else l.scoring end as scoring,
     r.ok,
     r.errors,
     r.n_samples,

@@ -96,9 +96,10 @@ def load_scores(
     store: Store, run: Run, scoring: str, like: list[Run] | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
-    options it was stored with in one of the runs ``like``, else those its name stands for."""
+    options it was stored with in one of the runs ``like``, else those its name stands for
+    (so also when the run's files changed since it was stored: :meth:`Run.changed_since`)."""
     folder = run.scores_dir(scoring)
-    if (folder / "scores.parquet").exists() and _named_options(run, scoring):
+    if (folder / "scores.parquet").exists() and _named_options(run, scoring, current=True):
         pairs_path = folder / "pairs.parquet"
         pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
         return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
@@ -126,14 +127,16 @@ def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
     return None
 
 
-def _named_options(run: Run, scoring: str) -> bool:
+def _named_options(run: Run, scoring: str, current: bool = False) -> bool:
     """Whether the run's stored scoring ``scoring`` was scored with options of that name: a
     spec folder written under an earlier version's defaults (abs_tol 1e-9) was not, and is
-    compared as if the run had none (scored in memory)."""
+    compared as if the run had none (scored in memory); ``current``: and of the run's files
+    as they are."""
     folder = run.scores_dir(scoring)
     if not (folder / "summary.json").exists():
         return True  # read as it is (a scores file without its summary is an error there)
-    return read_summary(run, folder)[1].scoring == scoring
+    summary, options = read_summary(run, folder)
+    return options.scoring == scoring and not (current and run.changed_since(summary))
 
 
 def diff_runs(

@@ -158,6 +158,25 @@ class Run:
                        "tcbreplay replay again")  # fmt: skip
         return f"tcbreplay record {flag} {shlex.quote(self.run_id)}{where}"
 
+    def changed_since(self, summary: dict[str, Any]) -> bool:
+        """Whether the run's data files are other than those a stored scoring (its
+        ``summary``) scored: the sha256 the manifest records for samples.parquet or
+        messages.parquet is not the one the scoring's audit record holds. A resumed run, or
+        a shard folded in since, rewrites them. No file is read (the manifest is); a scoring
+        or manifest without the hashes (older, or an import's) is taken as current."""
+        audit = summary.get("audit")
+        scored = audit.get("inputs_sha256") if isinstance(audit, dict) else None
+        files = self.manifest.get("files")
+        if not isinstance(scored, dict) or not isinstance(files, dict):
+            return False
+        for name in (SAMPLES, MESSAGES):
+            entry = files.get(name)
+            now = entry.get("sha256") if isinstance(entry, dict) else None
+            then = scored.get(name)
+            if isinstance(now, str) and isinstance(then, str) and now != then:
+                return True
+        return False
+
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
 

@@ -477,6 +477,8 @@ _SCORINGS_SCHEMA = pa.schema(
         ("trials", pa.int64()),  # trials of each sample scored (1 in summaries before trials)
         ("gold_run", pa.string()),  # the run whose calls were the gold (score --gold-run)
         ("side", pa.string()),  # whose calls were scored (score --side): agent, user or both
+        # the run's data files changed since (Run.changed_since): its numbers are of others
+        ("stale", pa.bool_()),
     ]
 )
 

@@ -162,7 +162,7 @@ def _readable_scorings(run_list: list[Run]) -> list[tuple[str, Path, dict]]:
                     stacklevel=3,
                 )
                 continue
-            found.append((scoring, path, summary))
+            found.append((scoring, path, {**summary, "stale": run.changed_since(summary)}))
     return found
 
 
@@ -368,6 +368,7 @@ def _scorings_table(scorings: list[tuple[str, Path, dict]]) -> pa.Table:
                 "side": _text(options.get("side", "agent")) if default else None,
                 "roles": json.dumps(summary["roles"]) if isinstance(summary.get("roles"), dict)
                 else None,
+                "stale": summary.get("stale") is True,  # (set by _readable_scorings)
             }
         )  # fmt: skip
     return pa.Table.from_pylist(rows, schema=_SCORINGS_SCHEMA)

@@ -210,3 +210,34 @@ def test_a_setting_that_contradicts_the_stored_ones_is_refused_before_the_run_is
         "Error: --processes 3 is more than --workers 2: each process runs at least one worker"
     )
     assert snapshot(store) == before
+
+
+def test_a_scoring_made_before_a_resume_is_shown_stale_and_diffed_anew(tmp_path):
+    # the scores of the first 5 samples stayed the run's numbers in `runs` (beside its 94
+    # samples) and in `diff` (5 common samples) once the run was resumed to its end
+    store = tmp_path / "traces"
+    args = ["record", "--model", "sim:seed=3", "--store", store, "--quiet"]
+    assert cli(*args, "--run-id", "p", "--limit", "5").exit_code == 0
+    assert cli(*args, "--run-id", "q").exit_code == 0
+    for run_id in ("p", "q"):
+        assert cli("score", run_id, "--store", store).exit_code == 0
+    query = ["sql", "select run_id, stale, n_samples from scorings order by run_id",
+             "--format", "json", "--store", store]  # fmt: skip
+    assert json.loads(cli(*query).stdout) == [
+        {"run_id": "p", "stale": False, "n_samples": 5},
+        {"run_id": "q", "stale": False, "n_samples": 94},
+    ]
+
+    assert cli(*args, "--run-id", "p").exit_code == 0  # the rest: its files are rewritten
+    assert json.loads(cli(*query).stdout)[0] == {"run_id": "p", "stale": True, "n_samples": 5}
+    runs = json.loads(cli("runs", "--format", "json", "--store", store).stdout)
+    by_id = {row["run_id"]: row for row in runs}
+    assert by_id["p"]["scoring"] == "spec (stale)"
+    assert (by_id["p"]["tsa"], by_id["p"]["tp"], by_id["p"]["ahr"]) == (None, None, None)
+    assert by_id["q"]["scoring"] == "spec" and by_id["q"]["tsa"] is not None
+    diff = cli("diff", "p", "q", "--store", store)
+    assert diff.exit_code == 0, diff.output
+    assert "(94 common samples" in diff.stdout  # p scored anew, in memory
+
+    assert cli("score", "p", "--store", store).exit_code == 0
+    assert json.loads(cli(*query).stdout)[0] == {"run_id": "p", "stale": False, "n_samples": 94}
