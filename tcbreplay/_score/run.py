@@ -338,7 +338,9 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
             f"({'replay' if replayed else 'record'} the rest with: {run.resume_command()})"
         )
     elif status not in SCORABLE:
-        out.append(f"run {status}: {n} of {total} samples recorded, scored as they are")
+        # (a run cut short before its manifest had its totals says how many it holds)
+        of = f" of {total}" if isinstance(total, int) else ""
+        out.append(f"run {status}: {n}{of} samples recorded, scored as they are")
     return out
 
 

@@ -440,6 +440,19 @@ def test_incomplete_run_is_refused_unless_allowed(sim_copy):
     summary = score_json(root, run_id, "--allow-incomplete")
     assert summary["run_status"] == "interrupted"
     assert summary["n_samples"] == 94
+    assert summary["warnings"] == ["run interrupted: 94 of 94 samples recorded, scored as they are"]
+
+
+def test_an_unfinished_run_without_totals_says_what_it_holds(sim_copy):
+    # a recording killed before its manifest had totals said "94 of None samples recorded"
+    root, run_id = sim_copy
+    manifest_path = root / run_id / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["status"] = "interrupted"
+    del manifest["totals"]
+    manifest_path.write_text(json.dumps(manifest))
+    summary = score_json(root, run_id, "--allow-incomplete")
+    assert summary["warnings"] == ["run interrupted: 94 samples recorded, scored as they are"]
 
 
 def _samples_waiting(run_dir: Path, journal: str, count: int) -> None:
