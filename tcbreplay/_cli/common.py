@@ -44,17 +44,19 @@ PLACE_ERRORS = frozenset(
 
 
 class _StorePath(click.Path):
-    """A store directory, or a URL of object storage (kept as the URL it is): a bad one is
-    blamed on the variable when it came from there, and on the option otherwise."""
+    """A store directory (a ``file://`` URL is the folder it names), or a URL of object
+    storage (kept as the URL it is): a bad one is blamed on the variable when it came from
+    there, and on the option otherwise."""
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        from tcbreplay._store.objects import is_url
+        from tcbreplay._store.objects import local_store_path
 
         if _given_before_command(ctx, param):
             return value  # `tcbreplay --store X CMD`: X is used, and checked there
-        if is_url(value):
-            return value  # (checked, as it is read, by the store: Store(URL))
-        path = super().convert(value, param, ctx)
+        local = local_store_path(value)  # a folder's path, or a file:// URL's
+        if local is None:
+            return value  # a URL: accepted or refused, as it is read, by the store: Store(URL)
+        path = super().convert(local, param, ctx)
         # a folder under a file can be neither read nor made: said here, for every command
         for parent in Path(os.fsdecode(path)).parents:
             if parent.exists():

@@ -21,6 +21,11 @@ is made here by other means:
 Credentials come from each cloud's own environment and files (for S3: ``AWS_ACCESS_KEY_ID``,
 ``AWS_PROFILE``, ``~/.aws/config``, ``AWS_ENDPOINT_URL_S3``...), read by the cloud's library;
 a store URL holding credentials is refused, and tcbreplay writes none anywhere.
+
+A store is a folder (a ``file://`` URL is the folder it names) or a URL of one of
+:data:`STORE_SCHEMES`; any other URL (``memory://``, ``https://``, fsspec's chained
+``simplecache::s3://``) is refused before a filesystem is made, and so is a place holding a
+wildcard, which fsspec and DuckDB would take for a pattern (:data:`WILDCARDS`).
 """
 
 from __future__ import annotations
@@ -35,23 +40,36 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePath
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tcbreplay.errors import InputError, StoreError, TcbReplayError, first_line
 
 T = TypeVar("T")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# fsspec's chained URL (simplecache::s3://...): filesystems wrapped in others
+_CHAINED = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)::")
+# a URL of the local filesystem (file:///PATH, file:/PATH, file://localhost/PATH)
+_FILE_URL = re.compile(r"^(file|local):(?=/)", re.IGNORECASE)
 # the schemes of the local filesystem, which stores name as folders
 _LOCAL_SCHEMES = frozenset({"file", "local"})
-# what a scheme's fsspec filesystem is installed with
+# the schemes of object storage a store may be on (durable, read and written through their
+# fsspec filesystem), and the package each filesystem is installed with: no other is taken
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs",
              "abfs": "adlfs", "abfss": "adlfs"}  # fmt: skip
+STORE_SCHEMES = tuple(_PACKAGES)
 EXTRA_HINT = "pip install 'tcbreplay[s3]'"
+# what the libraries that read and delete a store take as a pattern in a path, not as a
+# name: fsspec (glob.has_magic: * ? [; its rm and glob expand them), DuckDB's read_parquet
+# and Polars (* ? [...]); ] closes [. Braces are no pattern to any of them (DuckDB 2.0,
+# Polars 2.1, fsspec 2026.6: tried), and stay allowed.
+WILDCARDS = "*?[]"
+_SAFE_HINT = "name the store without * ? [ ]: letters, digits, '.', '_', '-' and '/' are safe"
 
 
 def is_url(text: object) -> bool:
-    """Whether ``text`` names a store on object storage (a URL of a scheme other than file)."""
+    """Whether ``text`` is a URL of a scheme other than file's: of object storage, or of one
+    that :func:`store_root` refuses."""
     if not isinstance(text, str):
         return False
     match = _SCHEME.match(text)
@@ -66,15 +84,22 @@ def is_remote(path: object) -> bool:
 def store_root(root: str | os.PathLike[str]) -> Path:
     """The place a ``--store`` value names: a local folder, or a UPath for a URL.
 
+    Decided before anything is written, read or deleted, and before any filesystem is made:
+    a folder (or a ``file://`` URL of one), or a URL of one of :data:`STORE_SCHEMES`;
+    anything else (``memory://``, ``https://``, a chained ``simplecache::s3://``...) is an
+    :class:`InputError`, as is a place holding a wildcard (:data:`WILDCARDS`).
+
     A remote place is typed as a Path: it offers pathlib's API (``/``, ``name``, ``parent``,
     ``exists``, ``read_text``, ``glob``...); code that needs more (renames, locks, handing it
     to Arrow or DuckDB) asks :func:`is_remote` first."""
     if is_remote(root):
         return cast(Path, root)
     text = os.fspath(root)
+    _check_scheme(text)
+    if _FILE_URL.match(text):
+        return _local_root(text, _file_url_path(text))
     if not is_url(text):
-        _check_not_url_like(text)
-        return Path(text)
+        return _local_root(text, text)
     scheme = text.split("://", 1)[0].lower()
     text = scheme + text[len(scheme) :]  # a scheme is case-insensitive (S3://)
     try:
@@ -99,6 +124,7 @@ def store_root(root: str | os.PathLike[str]) -> Path:
             hint=f"give the store as {scheme}://BUCKET/PREFIX, its credentials in the cloud's "
             "environment or config files (for S3: AWS_PROFILE, AWS_ACCESS_KEY_ID, ~/.aws)",
         )
+    _check_no_wildcards(text, text)
     if not parts.netloc:
         raise InputError(f"--store {text}: no bucket", hint=f"give {scheme}://BUCKET/PREFIX")
     if "//" in parts.path.rstrip("/"):  # an empty folder name: s3://b//p, s3://b/${EMPTY}/p
@@ -126,6 +152,108 @@ def store_root(root: str | os.PathLike[str]) -> Path:
     except ValueError as exc:  # a scheme fsspec does not know
         raise InputError(f"--store {text}: {first_line(exc)}") from exc
     return cast(Path, path)
+
+
+def _accepted() -> str:
+    """The schemes a store may be on, as a hint lists them."""
+    names = [f"{scheme}://" for scheme in STORE_SCHEMES]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _check_scheme(text: str) -> None:
+    """Refuse a URL of a scheme no store can be on, and fsspec's chained URLs, naming only
+    the scheme (the rest of a URL may hold credentials)."""
+    chained = _CHAINED.match(text)
+    if chained:
+        raise InputError(
+            f"--store {chained.group(1)}::...: a chained URL (fsspec's PROTOCOL::URL) is not a "
+            "store tcbreplay can write and read",
+            hint=f"give a folder, or a URL of {_accepted()} (such as s3://BUCKET/PREFIX)",
+        )
+    match = _SCHEME.match(text)
+    if match is None:
+        return
+    scheme = match.group(1).lower()
+    if scheme in _LOCAL_SCHEMES:
+        return
+    if scheme not in _PACKAGES:
+        raise InputError(
+            f"--store {scheme}://...: {scheme}:// is not a store tcbreplay can write and read",
+            hint=f"give a folder, or a URL of {_accepted()} (such as s3://BUCKET/PREFIX)",
+        )
+    if "::" in text:  # fsspec would take what follows for another URL, and store before it
+        raise InputError(
+            f"--store {scheme}://...: '::' chains URLs in fsspec, which would store the runs "
+            "under the part before it",
+            hint=f"give {scheme}://BUCKET/PREFIX, its names without '::'",
+        )
+
+
+def local_store_path(text: str | os.PathLike[str]) -> str | None:
+    """The local folder a ``--store`` value names: the value itself, or the path of a
+    ``file://`` URL (``file:///PATH``, ``file://localhost/PATH``); None for any other URL, and
+    for a file URL that names no local path (which :func:`store_root` refuses)."""
+    text = os.fspath(text)
+    if is_url(text) or _CHAINED.match(text):
+        return None
+    if not _FILE_URL.match(text):
+        return text
+    try:
+        return _file_url_path(text)
+    except InputError:
+        return None
+
+
+def _file_url_path(text: str) -> str:
+    """The path a ``file:`` URL names (percent-escapes decoded)."""
+    scheme = text.split(":", 1)[0].lower()
+    elsewhere = InputError(
+        f"--store {scheme}://...: a file URL names a folder of this machine",
+        hint="give file:///PATH (three slashes), or the folder's path",
+    )
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # file://[x/p
+        raise elsewhere from None
+    if parts.netloc.lower() not in ("", "localhost") or not parts.path:
+        raise elsewhere
+    if parts.query or parts.fragment or "#" in text:
+        raise InputError(
+            f"--store {text}: the URL holds options; tcbreplay takes none",
+            hint="give file:///PATH, or the folder's path",
+        )
+    return unquote(parts.path)
+
+
+# a relative path whose first name Arrow would take for a URL's scheme (foo:bar/x)
+_LIKE_A_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _local_root(given: str, local: str) -> Path:
+    """The folder of a local store, checked: no mistyped URL of object storage, and no
+    wildcard in its path as DuckDB reads it (resolved: a folder linked or relative to one
+    holding a wildcard reads as a pattern too)."""
+    _check_not_url_like(local)
+    _check_no_wildcards(given, local)
+    _check_no_wildcards(given, os.path.realpath(local))
+    if _LIKE_A_SCHEME.match(local):
+        # Arrow takes foo:bar/samples.parquet for a URL of a scheme foo; an absolute path not
+        return Path(local).absolute()
+    return Path(local)
+
+
+def _check_no_wildcards(given: str, place: str) -> None:
+    """Refuse a store whose place holds a wildcard (see :data:`WILDCARDS`): DuckDB would read,
+    and fsspec delete, the runs of every store the pattern matches."""
+    found = next((char for char in place if char in WILDCARDS), None)
+    if found is None:
+        return
+    where = "" if found in given else f" (its folder {place})"
+    raise InputError(
+        f"--store {given}{where}: {found!r} is a wildcard to the libraries that read and "
+        "delete the store, which would take other stores' runs for its own",
+        hint=_SAFE_HINT,
+    )
 
 
 # a store URL written with one slash (s3:/bucket): a folder named "s3:" would be made
@@ -253,10 +381,39 @@ def remove_object(path: Path) -> None:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove every object under ``path``."""
+    """Remove every object under ``path``, and nothing else: the objects listed under its
+    exact prefix, each removed by its key. (fsspec's ``rm(path, recursive=True)`` takes
+    ``path`` for a glob pattern: ``s3://b/zz*/run`` removed ``zz1/run`` and ``zz2/run``.)"""
     fs, where = fs_path(path)
-    with suppress(FileNotFoundError):
-        fs.rm(where, recursive=True)
+    try:
+        keys = list(fs.find(where))  # a listing of the prefix where/: no pattern is expanded
+    except FileNotFoundError:
+        return
+    if not keys:
+        return
+    if _is_s3(fs):
+        _delete_keys(fs, keys)
+    else:
+        for key in keys:  # the filesystem's delete of one object by its name
+            with suppress(FileNotFoundError):
+                fs.rm_file(key)
+    fs.invalidate_cache(where)
+
+
+def _delete_keys(fs: Any, keys: list[str]) -> None:
+    """Delete S3 objects by their keys, a thousand a request (S3's DeleteObjects); raise if
+    S3 kept any."""
+    bucket = fs.split_path(keys[0])[0]
+    for start in range(0, len(keys), 1000):
+        batch = [{"Key": fs.split_path(key)[1]} for key in keys[start : start + 1000]]
+        out = fs.call_s3("delete_objects", Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
+        errors = out.get("Errors") or []
+        if errors:
+            first = errors[0]
+            raise OSError(
+                f"{len(errors)} objects not deleted, such as {first.get('Key')}: "
+                f"{first.get('Code')} {first.get('Message')}"
+            )
 
 
 def exists(path: Path) -> bool:

@@ -345,7 +345,7 @@ def test_record_refuses_a_bad_sim_option(store_dir, model, fragment):
     assert_input_error(run_cli(args, store_dir), fragment)
 
 
-@pytest.mark.parametrize("run_id", ["../escape", "a/b", "has space", "..", ""])
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "has space", "..", "", "zz*", "q[1]"])
 def test_bad_run_ids_write_nothing_anywhere(tmp_path, store_dir, traces_file, run_id):
     outside = snapshot(tmp_path)
     args = import_args(DATA / "ds_shapes.json", SHOP_JSON, traces_file)
@@ -524,3 +524,87 @@ def test_a_file_name_that_is_not_utf8_is_refused(tmp_path, option):
         f"Error: {option} {str(named)!r}: the name is not valid UTF-8"
     )
     assert not root.exists()
+
+
+# -- what a --store may be ---------------------------------------------------------------------
+
+RECORD_3 = ["record", "--model", "sim:seed=3,latency=0", "--run-id", "r", "--limit", "3", "--quiet"]
+# a URL of a scheme no store can be on, each as the tester met it: memory:// recorded "ok"
+# into the process's memory; a chained URL made a local folder "simplecache::s3:"; ftp, github
+# and hdfs ended in tracebacks (hdfs with the JVM's dlopen noise); http was said to hold
+# credentials, https to have no bucket, data:// hinted --store x/y://BUCKET/PREFIX
+NO_STORE_URLS = [
+    ("memory://x/y", "memory://"),
+    ("simplecache::s3://bkt/st1", "simplecache::"),
+    ("ftp://bkt/p", "ftp://"),
+    ("github://a/b", "github://"),
+    ("hdfs://a/b", "hdfs://"),
+    ("http://127.0.0.1:1/bkt", "http://"),
+    ("https://x/y", "https://"),
+    ("data://x/y", "data://"),
+]
+
+
+@pytest.mark.parametrize(("url", "scheme"), NO_STORE_URLS)
+@pytest.mark.parametrize("given", ["after", "before", "env"])
+def test_a_store_url_of_another_scheme_is_one_line(tmp_path, monkeypatch, url, scheme, given):
+    monkeypatch.chdir(tmp_path)
+    for command in (RECORD_3, ["runs"], ["score", "r"]):
+        if given == "after":
+            args, env = [*command, "--store", url], {}
+        elif given == "before":
+            args, env = ["--store", url, *command], {}
+        else:
+            args, env = command, {"TCBREPLAY_STORE": url}
+        result = CliRunner().invoke(main, args, env=env)
+        errors = assert_input_error(result, "Hint: give a folder, or a URL of s3://, s3a://, gs://")
+        assert errors == [f"--store {scheme}...: " + (
+            "a chained URL (fsspec's PROTOCOL::URL) is not a store tcbreplay can write and read"
+            if scheme.endswith("::") else f"{scheme} is not a store tcbreplay can write and read"
+        )]  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("name", "char"), [("l*", "*"), ("l?", "?"), ("l[1]", "["), ("l]", "]")])
+def test_a_local_store_holding_a_wildcard_is_one_line(tmp_path, name, char):
+    # DuckDB read the runs of every folder the pattern matched, and a traceback where it
+    # matched none
+    store = tmp_path / name
+    for command in (RECORD_3, ["runs"], ["score", "r"], ["sql", "select 1"]):
+        result = cli(*command, "--store", store)
+        errors = assert_input_error(result, "Hint: name the store without * ? [ ]")
+        assert errors == [
+            f"--store {store}: {char!r} is a wildcard to the libraries that read and delete the "
+            "store, which would take other stores' runs for its own"
+        ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_url_store_is_the_folder_it_names(tmp_path, monkeypatch):
+    # file:///tmp/x/fst made a folder "file:" here, wrote part of a run, then failed
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    folder = tmp_path / "fst"
+    url = folder.as_uri()
+    result = cli(*RECORD_3, "--store", url)
+    assert result.exit_code == 0, result.output
+    assert f"-> {folder / 'r'}\n" in result.output
+    assert f"next: tcbreplay score r --store {folder}" in result.output
+    scored = cli("--store", url, "score", "r", "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert (folder / "r" / "scores" / "spec" / "summary.json").is_file()
+    listed = CliRunner().invoke(main, ["runs", "--format", "json"], env={"TCBREPLAY_STORE": url})
+    assert [run["run_id"] for run in json.loads(listed.stdout)] == ["r"]
+    assert list(cwd.iterdir()) == []
+
+
+def test_a_store_folder_whose_name_reads_as_a_scheme_records_and_scores(tmp_path, monkeypatch):
+    # Arrow took foo:bar/r/messages.parquet for a URL of a scheme foo: a traceback midway,
+    # the run left recording
+    monkeypatch.chdir(tmp_path)
+    result = cli(*RECORD_3, "--store", "foo:bar")
+    assert result.exit_code == 0, result.output
+    scored = cli("score", "r", "--store", "foo:bar", "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert (tmp_path / "foo:bar" / "r" / "scores" / "spec" / "summary.json").is_file()

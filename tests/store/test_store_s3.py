@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import s3fs
 from helpers import cli, cli_process, import_tau_bench, wait_for
+from upath import UPath
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
@@ -386,6 +387,45 @@ def test_record_overwrite_replaces_the_run_on_s3(s3_store):
     keys = _keys(s3_store)
     assert "o/manifest.json" in keys
     assert not [key for key in keys if "/scores/" in key]  # the old run's scores went with it
+
+
+def test_removing_a_run_removes_its_own_objects_and_no_others(s3_server):
+    # fsspec's rm(recursive=True) took the run's place for a glob pattern: removing
+    # zz*/victim removed zz1/victim and zz2/victim, other stores' runs
+    bucket = new_bucket()
+    others = ["zz1/victim/manifest.json", "zz2/victim/manifest.json",
+              "zz*/victim2/manifest.json", "zz*/victimX"]  # fmt: skip
+    keys = [*others, "zz*/victim/manifest.json", "zz*/victim/scores/spec/summary.json"]
+    for key in keys:
+        _fs().pipe_file(f"{bucket}/{key}", b"{}")
+    run_dir = UPath(f"s3://{bucket}/zz*/victim", use_listings_cache=False)
+    objects.remove_tree(run_dir)
+    assert _keys(f"s3://{bucket}") == sorted(others)
+    objects.remove_tree(run_dir)  # nothing left: nothing to do
+    assert _keys(f"s3://{bucket}") == sorted(others)
+
+
+def test_a_store_url_holding_a_wildcard_is_refused_and_other_stores_keep_their_runs(s3_server):
+    # record --store 's3://b/zz*' --overwrite deleted the run in zz1 and in zz2
+    bucket = new_bucket()
+    record = ["record", "--model", "sim:seed=3,latency=0", "--run-id", "victim", "--limit", "3",
+              "--quiet"]  # fmt: skip
+    for store in ("zz1", "zz2"):
+        _ok(*record, "--store", f"s3://{bucket}/{store}")
+    before = {key: _fs().cat_file(f"{bucket}/{key}") for key in _keys(f"s3://{bucket}")}
+    assert len(before) >= 8
+    for store, char in (("zz*", "*"), ("zz?", "?"), ("zz[12]", "["), ("zz]", "]")):
+        url = f"s3://{bucket}/{store}"
+        for command in ([*record], [*record, "--overwrite"], ["runs"], ["score", "victim"]):
+            result = cli(*command, "--store", url)
+            assert result.exit_code == 2, result.output
+            assert result.stderr.splitlines()[0] == (
+                f"Error: --store {url}: {char!r} is a wildcard to the libraries that read and "
+                "delete the store, which would take other stores' runs for its own"
+            )
+            assert "Traceback" not in result.output
+    after = {key: _fs().cat_file(f"{bucket}/{key}") for key in _keys(f"s3://{bucket}")}
+    assert after == before  # every object of zz1 and zz2 as it was, none under zz*
 
 
 def test_record_shard_on_s3_is_refused_in_one_line(s3_store):
