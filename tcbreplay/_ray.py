@@ -68,6 +68,10 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
     if where:
         _check_reachable(where, "--ray-address" if address else "RAY_ADDRESS")
         _check_token(where)
+    else:
+        # a Ray of the command's own takes tokens (Ray's default), which Ray announces in a
+        # warning a user of tcbreplay has nothing to do about
+        logging.getLogger(_TOKEN_SETUP_LOGGER).setLevel(logging.ERROR)
     try:
         ray.init(
             address=where,
@@ -89,6 +93,8 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
         ray.shutdown()
 
 
+# the logger of Ray's token authentication set-up
+_TOKEN_SETUP_LOGGER = "ray._private.authentication.authentication_token_setup"
 # how long joining waits for the cluster's first answer before saying it cannot be reached
 CONNECT_S = 5.0
 # HTTP/2's client connection preface (RFC 9113, 3.4), then an empty SETTINGS frame: the

@@ -231,3 +231,16 @@ def test_a_cluster_taking_tokens_refuses_a_wrong_caller_at_once(ray_cluster, sim
     assert len(lines) == 2 and lines[1].startswith("Hint: "), done.stderr
     assert "RAY_AUTH_TOKEN" in lines[1]
     assert not (root / run_id / "scores").exists()
+
+
+def test_a_ray_of_the_commands_own_starts_without_a_word(tmp_path):
+    # Ray announced on stderr that the Ray it started takes tokens, a warning nobody using
+    # tcbreplay has anything to do about
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ADDRESS"))}
+    done = subprocess.run([sys.executable, "-m", "tcbreplay", "record", "--model",
+                           "sim:seed=3,latency=0", "--store", tmp_path, "--run-id", "r",
+                           "--limit", "2", "--engine", "ray", "--quiet"],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.startswith("run r (simulated model): 2/2 ok")
