@@ -118,9 +118,10 @@ from tcbreplay.errors import InputError, StoreError
     "--shard",
     metavar="I/N",
     help="Record only shard I of N of the run (a job of an array, on any machine sharing the "
-    "store), with its share of --max-rpm/--max-tpm; the run is complete when every shard is. N "
-    "is at most the samples selected (after --limit/--sample-id) times --trials, and at most "
-    "--max-rpm.",
+    "store): the rows selected (the samples after --limit/--sample-id, each for every trial) "
+    "are dealt out one by one in their order, trial by trial, shard I taking rows I, I+N, ...; "
+    "with its share of --max-rpm/--max-tpm; the run is complete when every shard is. N is at "
+    "most the samples selected times --trials, and at most --max-rpm.",
 )
 @click.option(
     "--engine",
@@ -193,6 +194,7 @@ def record(
     from tcbreplay._record.options import RecordOptions
     from tcbreplay._record.runner import RecordInterrupted, parse_shard, record_run
     from tcbreplay._store.runs import Run, Store
+    from tcbreplay._store.shards import shard_command
     from tcbreplay.errors import RecordError
 
     store_ = Store(store)
@@ -256,6 +258,8 @@ def record(
     else:
         inputs = load_inputs(benchmark, dataset, tools, system_prompt)
         choice = parse_model(model or DEFAULT_MODEL, options_dict(model_options, "--model-option"))
+    # what this recording asks for, which the commands it suggests ask for again
+    selection = {"limit": limit, "sample_ids": list(sample_ids)}
     label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")
     progress = Progress(label, quiet=quiet)
     try:
@@ -280,29 +284,35 @@ def record(
         progress.close()
         s = stop.summary
         click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
-        click.echo(f"Hint: continue with: {Run(store_root(s.run_dir)).resume_command()}", err=True)
+        again = shard_command(Run(store_root(s.run_dir)), shard_, selection)
+        click.echo(f"Hint: continue with: {again}", err=True)
         sys.exit(130)
     except RecordError as failed:
         progress.close()
         if failed.summary is not None:
-            _finish(failed.summary, fmt, store, export_jsonl=export_jsonl, failed=True)
+            _finish(failed.summary, fmt, store, selection, export_jsonl=export_jsonl, failed=True)
         raise
     finally:
         progress.close()
-    _finish(summary, fmt, store, budget, export_jsonl)
+    _finish(summary, fmt, store, selection, budget, export_jsonl)
 
 
-def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) -> None:
-    """Export the run if asked, and print what the recording did in the chosen format."""
+def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, failed=False) -> None:
+    """Export the run if asked, and print what the recording did in the chosen format
+    (``selection``: the ``limit`` and ``sample_ids`` it asked for)."""
     from tcbreplay._cli.grids import summary_output
     from tcbreplay._store.export import export_jsonl as export_run
     from tcbreplay._store.runs import Run
+    from tcbreplay._store.shards import shard_command
 
     run_ = Run(store_root(summary.run_dir))  # a URL stays one (s3://...)
     if export_jsonl:
         export_run(run_, run_.dir / "jsonl", error=StoreError)
     lines = []
-    if not summary.attempted and summary.status == "recording":  # a shard, others still going
+    sharded = summary.sharding  # a shard's, while its recording is under way
+    if not summary.attempted and sharded is not None:
+        lines.append(f"run {summary.run_id}: this shard has nothing left to record")
+    elif not summary.attempted and summary.status == "recording":  # a shard, others still going
         lines.append(
             f"run {summary.run_id}: this shard has nothing left to record; other shards are "
             f"still recording ({summary.recorded}/{summary.total} samples so far)"
@@ -324,16 +334,29 @@ def _finish(summary, fmt, store, budget=None, export_jsonl=False, failed=False) 
     if not failed:
         if summary.errors:
             kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
+            when = ", once every shard has finished," if sharded is not None else ""
             lines.append(
-                f"errors: {kinds} (within --max-errors {budget}; re-run them with: "
-                f"{run_.resume_command('--retry-errors')})"
+                f"errors: {kinds} (within --max-errors {budget}; re-run them{when} with: "
+                f"{shard_command(run_, None, selection, '--retry-errors')})"
             )
         if summary.status == "partial":
             lines.append(f"partial run: record the rest with: {run_.resume_command()}")
         score = f"tcbreplay score {summary.run_id}" + (
             f" --store {store}" if str(store) != "traces" else ""
         )
-        if summary.status == "recording":  # a shard that finished before the others
+        if sharded is not None:  # counted against what the shards were asked for
+            if summary.status == "incomplete":
+                lines.append(
+                    f"the run misses {sharded.missing} of the {sharded.counted()}: "
+                    f"{sharded.next_steps(run_)}; then: {score}"
+                )
+            else:  # others still recording
+                lines.append(
+                    f"the run holds {sharded.asked - sharded.missing} of the {sharded.counted()} "
+                    f"so far: {sharded.next_steps(run_)}; next, once every shard has finished: "
+                    f"{score}"
+                )
+        elif summary.status == "recording":  # a shard that finished before the others
             lines.append(f"next, once every shard has finished: {score}")
         elif summary.status == "incomplete":
             lines.append(
@@ -363,10 +386,12 @@ def _summary_line(summary) -> str:
                 f"{summary.ok}/{summary.recorded} ok (partial: {summary.total // summary.trials}"
                 f" in the dataset, {summary.trials} trials each)"
             )
-    elif summary.status == "recording":  # a shard done, others not yet
-        held = f"{summary.ok}/{summary.total} ok so far (shards still recording)"
     elif summary.status == "failed":
         held = f"{summary.ok}/{summary.total} ok (stopped)"
+    elif summary.sharding is not None:  # a shard: what the run holds is said below
+        held = f"{summary.ok} ok" + (" so far" if summary.status == "recording" else "")
+    elif summary.status == "recording":  # a shard done, others not yet
+        held = f"{summary.ok}/{summary.total} ok so far (shards still recording)"
     return (
         f"run {summary.run_id}{sim}: {held}, {summary.errors} errors, {summary.retries} "
         f"retries{tokens}; recorded {summary.attempted} in {summary.duration_s:.1f} s "

@@ -12,11 +12,13 @@ its shard's window as the dead one left it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tcbreplay._ray import cluster_cpus, ray_session
 from tcbreplay._record.retry import RateLimiter, RecentUse
-from tcbreplay.errors import EngineError, TcbReplayError
+from tcbreplay._store.runs import Run
+from tcbreplay.errors import EngineError, StoreError, TcbReplayError
 
 # times Ray runs a shard's task again after its worker died
 RETRIES = 3
@@ -29,8 +31,8 @@ def record_on_ray(
 ) -> Any:
     """Run ``record_shard(shard, windows)`` for the shards of the run as Ray tasks (at most
     ``tasks`` of them, one per CPU of the cluster; ``windows``: the :class:`RateWindows`
-    actor), and return the summary of the shard that finished last (the one that completed
-    the run), counting what every shard recorded. The caller keeps ``tasks`` within the
+    actor), and return the summary of the shard that settled the run (see :func:`settling`),
+    counting what every shard recorded. The caller keeps ``tasks`` within the
     calls a minute of ``--max-rpm``, so that every shard has a whole call of it."""
     with ray_session(address) as ray:
         n = max(1, min(tasks, cluster_cpus(ray)))
@@ -45,10 +47,30 @@ def record_on_ray(
             for ref in refs:
                 ray.cancel(ref, force=True)
             raise
-    last = next((s for s in summaries if s.status != "recording"), summaries[-1])
+    last = settling(summaries)
     last.attempted = sum(s.attempted for s in summaries)
     last.processes = sum(s.processes for s in summaries)
     return last
+
+
+def settling(summaries: list[Any]) -> Any:
+    """Of the summaries of a recording's shards, all finished, the one of the shard that
+    wrote the run's manifest last: its state once every shard has finished. (A shard that
+    finishes before another starts writes it too, the run then ``incomplete``: the first
+    summary that did is not the run's state.) Found by the ``finished_at`` it wrote, which
+    the manifest holds; failing that (a manifest that cannot be read), the one that counted
+    the most rows, as the run's rows only grow while it is recorded."""
+    wrote = [s for s in summaries if s.finished_at is not None]
+    if not wrote:
+        return summaries[-1]
+    try:
+        finished_at = Run(Path(wrote[0].run_dir)).manifest.get("finished_at")
+    except StoreError:
+        finished_at = None
+    return next(
+        (s for s in wrote if s.finished_at == finished_at),
+        max(wrote, key=lambda s: s.recorded),
+    )
 
 
 def _result(ray: Any, ref: Any) -> Any:

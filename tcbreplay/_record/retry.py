@@ -12,7 +12,7 @@ import asyncio
 import collections
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,10 +254,11 @@ class RecentUse:
 
 
 def recent_use(
-    run_dir: Path, shard: tuple[int, int] | None = None, clock: Clock = SYSTEM_CLOCK
+    run_dir: Path, rows: Collection[int] | None = None, clock: Clock = SYSTEM_CLOCK
 ) -> RecentUse:
     """The calls and tokens of the samples the run in ``run_dir`` stored in the last minute
-    (``shard``: only the shard's): what a recording resuming it starts its windows with."""
+    (``rows``: only those of these row numbers, a shard's): what a recording resuming it
+    starts its windows with."""
     from tcbreplay._store.recent import recent_samples
 
-    return RecentUse.of(recent_samples(run_dir, clock.now() - WINDOW_S, shard))
+    return RecentUse.of(recent_samples(run_dir, clock.now() - WINDOW_S, rows))

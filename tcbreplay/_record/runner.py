@@ -43,6 +43,15 @@ from tcbreplay._record.sample import SampleTimeout, run_sample
 from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import LOCK, new_manifest, row_index, utcnow
+from tcbreplay._store.shards import (
+    SETTLED,
+    SHARD_SELECTION,
+    ShardProgress,
+    deal,
+    select,
+    shard_command,
+    shard_progress,
+)
 from tcbreplay._store.writer import RunWriter, check_shard_store
 from tcbreplay.errors import (
     InputError,
@@ -79,6 +88,11 @@ class RecordSummary:
     attempted: int = 0
     processes: int = 1
     trials: int = 1  # recordings of each sample (``total`` counts every one)
+    # when this recording wrote the run's manifest as it ended (None: a shard that left that
+    # to the last shard to finish)
+    finished_at: str | None = None
+    # a shard's, while its recording is under way: what its selection misses, of which shards
+    sharding: ShardProgress | None = None
 
 
 def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None) -> str:
@@ -186,8 +200,9 @@ def record_run(
     of those with these ids (each for every trial): the run is then ``partial``, and a later
     recording of it can complete it. ``agent``: a ``MODULE:FACTORY`` that builds the agent
     (see :mod:`tcbreplay._record.agent_factory`), instead of the built-in one.
-    ``shard`` (I, N): record only shard I of N (the trials whose row number is I - 1
-    modulo N), beside the other shards on this or other machines sharing the store, with
+    ``shard`` (I, N): record only shard I of N (the rows selected, dealt out one by one by
+    their place in the selection: see :mod:`tcbreplay._store.shards`), beside the other
+    shards on this or other machines sharing the store, with
     its share of ``--max-rpm``/``--max-tpm`` (see :meth:`RecordOptions.rate_limiter`: N
     above the calls a minute is refused); the last shard to finish completes the run (see
     :class:`tcbreplay._store.writer.ShardWriter`). ``engine="ray"``: the shards recorded
@@ -314,6 +329,9 @@ def run_plan(
     selected = _select(inputs.dataset.samples, limit, sample_ids)
     # what the shards of one recording must agree on beside their inputs (see _check_selection)
     selection = {"limit": limit, "sample_ids": sorted(sample_ids) if sample_ids else None}
+    asked = selection if source is None else None  # (a replay's command names its own)
+    # the manifest's, with the shards' N (the latest shard's: Ray's may change when run again)
+    kept = {} if shard is None else {SHARD_SELECTION: {**selection, "shards": shard[1]}}
     print_ = fingerprint
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)
@@ -336,7 +354,7 @@ def run_plan(
             **({"source": source} if source else {}),
             **fields,
             runner=opts.to_dict(),
-            **({SHARD_SELECTION: selection} if shard is not None else {}),
+            **kept,
         )
         try:
             writer = store.create_run(manifest, inputs.dataset.entries())
@@ -377,12 +395,12 @@ def run_plan(
                 "status": "recording",
                 "runner": opts.to_dict(),
                 "model": model,
-                **({SHARD_SELECTION: selection} if shard is not None else {}),
+                **kept,
             }
 
         writer = store.resume_run(run_id, shard, claim)
         if opts.max_rpm or opts.max_tpm:  # the calls of the last minute still count
-            recent = recent_use(writer.dir, shard)
+            recent = recent_use(writer.dir, _shard_rows(selected, opts.trials or 1, entries, shard))
         redo = {"error", "missing"} if retry_errors else set()
         tasks = _tasks(selected, opts.trials or 1, entries, recorded, redo, shard)
         already = sum(1 for status in recorded.values() if status not in redo)
@@ -439,18 +457,31 @@ def run_plan(
         stop.summary.processes = processes
         stop.summary.attempted = breaker.seen
         stop.summary.trials = opts.trials or 1
+        stop.summary.sharding = _progress(writer.dir, shard, inputs)
         raise RecordError(
             f"recording of {run_id} stopped: {why_stopped(stop)}",
             hint=f"the run keeps its {stop.summary.recorded} finished samples; "
-            + retry_hint(Run(writer.dir)),
+            + retry_hint(Run(writer.dir), shard, asked),
             summary=stop.summary,
         ) from None
     summary.processes = processes
     summary.trials = opts.trials or 1
+    summary.sharding = _progress(writer.dir, shard, inputs)
     if budget is not None and not budget.allows(summary.errors, summary.recorded):
-        raise RecordError(errors_message(summary, budget), hint=retry_hint(Run(writer.dir)),
+        raise RecordError(errors_message(summary, budget),
+                          hint=retry_hint(Run(writer.dir), shard, asked),
                           summary=summary)  # fmt: skip
     return summary
+
+
+def _progress(
+    run_dir: Path, shard: tuple[int, int] | None, inputs: BenchmarkInputs
+) -> ShardProgress | None:
+    """Where the sharded recording of the run in ``run_dir`` stands once shard ``shard`` has
+    finished (None: not a shard, or the run settled)."""
+    if shard is None:
+        return None
+    return shard_progress(Run(run_dir), [s.sample_id for s in inputs.dataset.samples])
 
 
 # one recording of a sample: the sample, its trial and its row's sample_index
@@ -465,18 +496,24 @@ def _tasks(
     redo: set[str],
     shard: tuple[int, int] | None = None,
 ) -> list[Task]:
-    """The trials of ``samples`` (of a dataset of ``entries``) to record, trial by trial in
-    dataset order: those not recorded yet, and those stored with a status in ``redo``;
-    ``shard`` (I, N): only those whose row number is I - 1 modulo N."""
+    """The trials of ``samples`` (those selected, of a dataset of ``entries``) to record,
+    trial by trial in dataset order: those not recorded yet, and those stored with a status
+    in ``redo``; ``shard`` (I, N): only those of shard I (see :func:`deal`)."""
     out = []
-    for trial in range(trials):
-        for s in samples:
-            status = recorded.get((s.sample_id, trial))
-            if status is None or status in redo:
-                index = row_index(s.index, trial, entries)
-                if shard is None or index % shard[1] == shard[0] - 1:
-                    out.append((s, trial, index))
+    for s, trial in deal(samples, trials, shard):
+        status = recorded.get((s.sample_id, trial))
+        if status is None or status in redo:
+            out.append((s, trial, row_index(s.index, trial, entries)))
     return out
+
+
+def _shard_rows(
+    samples: list[Sample], trials: int, entries: int, shard: tuple[int, int] | None
+) -> set[int] | None:
+    """The row numbers of shard ``shard``'s rows (None: not a shard, every row is its)."""
+    if shard is None:
+        return None
+    return {row_index(s.index, trial, entries) for s, trial in deal(samples, trials, shard)}
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -509,8 +546,8 @@ def check_shard_count(shard: tuple[int, int] | None, samples: int, trials: int) 
     count = some if trials == 1 else f"{samples * trials} trials ({some} x {trials} trials)"
     raise InputError(
         f"--shard {shard[0]}/{shard[1]}: N is more than the {count} this recording selects",
-        hint=f"give N from 1 to {samples * trials}: each shard records the trials whose row "
-        "number is I-1 modulo N",
+        hint=f"give N from 1 to {samples * trials}: the rows selected are dealt out one by one "
+        "to the shards, so that each records one at least",
     )
 
 
@@ -543,12 +580,6 @@ def _await_run(store: Store, run_id: str, wait_s: float = 10.0) -> None:
         and time.monotonic() < deadline
     ):
         time.sleep(0.02)
-
-
-# the manifest's record of the samples a sharded recording's shards were asked for
-SHARD_SELECTION = "shard_selection"
-# a run in these states is between recordings: a new one (sharded or not) may ask for others
-_SETTLED = ("complete", "partial")
 
 
 def _stored_runner(store: Store, run_id: str, overwrite: bool) -> dict[str, Any] | None:
@@ -586,7 +617,7 @@ def _check_trials(
             hint=f"give --trials {held} or more, or leave --trials out to keep the run's",
         )
     stored = (manifest.get("runner") or {}).get("trials")
-    if shard is not None and manifest.get("status") not in _SETTLED and given != stored:
+    if shard is not None and manifest.get("status") not in SETTLED and given != stored:
         raise InputError(
             f"--trials {given}: run {run_id!r} is being recorded in shards with --trials "
             f"{stored}; every shard of a recording takes the same",
@@ -601,7 +632,7 @@ def _check_selection(
     of the recording under way: the run would be complete, partial or neither depending on
     which shard finished last."""
     stored = manifest.get(SHARD_SELECTION)
-    if shard is None or stored is None or manifest.get("status") in _SETTLED:
+    if shard is None or stored is None or manifest.get("status") in SETTLED:
         return
     for key, option in (("limit", "--limit"), ("sample_ids", "--sample-id")):
         if stored.get(key) != selection[key]:
@@ -632,7 +663,7 @@ def _select(
     samples: list[Sample], limit: int | None, sample_ids: Sequence[str] | None
 ) -> list[Sample]:
     """The samples ``--sample-id`` names (all when none), in dataset order, the first
-    ``--limit`` of them."""
+    ``--limit`` of them (see :func:`select`)."""
     if sample_ids:
         known = {s.sample_id for s in samples}
         for sample_id in sample_ids:
@@ -642,21 +673,20 @@ def _select(
                     f"--sample-id {sample_id!r}: the dataset has no sample of that id",
                     hint=f"its ids are like {first}" if samples else None,
                 )
-        wanted = set(sample_ids)
-        samples = [s for s in samples if s.sample_id in wanted]
-    if limit is not None:
-        if limit < 1:
-            raise InputError(f"--limit {limit}: must be at least 1")
-        samples = samples[:limit]
-    return samples
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit {limit}: must be at least 1")
+    return [samples[k] for k in select([s.sample_id for s in samples], limit, sample_ids)]
 
 
-def retry_hint(run: Run) -> str:
-    """How to record a run's failed and missing samples again, with other transport settings."""
+def retry_hint(
+    run: Run, shard: tuple[int, int] | None = None, selection: dict[str, Any] | None = None
+) -> str:
+    """How to record a run's failed and missing samples again, with other transport settings:
+    those of the recording's ``selection`` (``limit``, ``sample_ids``), of its ``shard``."""
+    command = shard_command(run, shard, selection or {}, "--retry-errors")
     return (
-        f"once fixed, continue with: {run.resume_command('--retry-errors')} (it takes "
-        "--model-option base_url=... or timeout=..., --call-timeout, --max-rpm and --max-tpm "
-        "anew)"
+        f"once fixed, continue with: {command} (it takes --model-option base_url=... or "
+        "timeout=..., --call-timeout, --max-rpm and --max-tpm anew)"
     )
 
 
@@ -817,10 +847,10 @@ def finish_run(
             ending["stopped"] = None  # an earlier recording's, resumed since
         if finish is not None and folded:
             ending.update(finish(rows, writer.manifest))
+        finished_at = None
         if folded:
-            writer.update_manifest(
-                status=status, finished_at=utcnow().isoformat(), totals=totals, **ending
-            )
+            finished_at = utcnow().isoformat()
+            writer.update_manifest(status=status, finished_at=finished_at, totals=totals, **ending)
     finally:
         writer.close()
     return RecordSummary(
@@ -836,6 +866,7 @@ def finish_run(
         input_tokens=totals["input_tokens"],
         output_tokens=totals["output_tokens"],
         error_types=error_types,
+        finished_at=finished_at,
     )
 
 

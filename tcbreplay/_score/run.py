@@ -49,6 +49,7 @@ from tcbreplay._store.schema import (
     SCORES_SCHEMA,
     utcnow,
 )
+from tcbreplay._store.shards import finish_hint, shard_command, shard_progress
 from tcbreplay._store.views import connect, connect_tables, query_text
 from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
@@ -290,13 +291,12 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
         raise StoreError(
             f"run {run.run_id!r} has no stored samples yet (status {status})"
             + (f": {journal}" if journal else ""),
-            hint=f"finish it with: {run.resume_command()}",
+            hint=finish_hint(run),
         )
     if status not in SCORABLE and not allow_incomplete:
         raise StoreError(
             f"run {run.run_id!r} is {status}: not every sample was recorded",
-            hint=f"finish it with: {run.resume_command()}, "
-            "or score what is there with --allow-incomplete",
+            hint=f"{finish_hint(run)}; or score what is there with --allow-incomplete",
         )
     if journal:
         warnings.warn(
@@ -312,6 +312,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
     status = run.status
     replayed = run.manifest.get("source") == "replay"
+    sharded = None if status in SCORABLE or replayed else shard_progress(run)
     if replayed:
         diverged = int((run.manifest.get("totals") or {}).get("diverged") or 0)
         if diverged:
@@ -323,6 +324,9 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     if errors:
         imported = run.manifest.get("source") == "import"
         again = f"; re-run them with: {run.resume_command('--retry-errors')}"
+        if sharded is not None:  # not the whole run's: the selection's, once no shard records
+            retry = shard_command(run, None, sharded.selection, "--retry-errors")
+            again = f"; re-run them, once every shard has finished, with: {retry}"
         if replayed:
             again = f"; replay them again with: {run.resume_command()} --overwrite"
         out.append(
@@ -336,6 +340,11 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         out.append(
             f"partial run: {n} of {total} samples recorded; the metrics cover only those "
             f"({'replay' if replayed else 'record'} the rest with: {run.resume_command()})"
+        )
+    elif sharded is not None:  # counted against what the shards were asked for
+        out.append(
+            f"run {status}: {sharded.asked - sharded.missing} of the {sharded.counted()} "
+            f"recorded, scored as they are; {sharded.next_steps(run)}"
         )
     elif status not in SCORABLE:
         # (a run cut short before its manifest had its totals says how many it holds)

@@ -27,6 +27,7 @@ from tcbreplay._store.schema import (
     SAMPLES_SCHEMA,
     with_optional_columns,
 )
+from tcbreplay._store.shards import finish_hint
 from tcbreplay.errors import (
     InputError,
     StoreError,
@@ -52,9 +53,7 @@ def export_jsonl(
                 unfinished = run.status not in ("complete", "imported")
                 raise StoreError(
                     f"{run.dir / name}: cannot read it: {first_line(exc)}",
-                    hint=f"the run is {run.status}; finish it with: {run.resume_command()}"
-                    if unfinished
-                    else None,
+                    hint=f"the run is {run.status}; {finish_hint(run)}" if unfinished else None,
                 ) from exc
         manifest = json_text(run.manifest)
     if not is_remote(out_dir):  # (object storage has no folders to make)

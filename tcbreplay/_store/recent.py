@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -40,15 +40,16 @@ BLOCK = 1 << 20
 
 
 def recent_samples(
-    run_dir: Path, since: float, shard: tuple[int, int] | None = None
+    run_dir: Path, since: float, rows: Collection[int] | None = None
 ) -> list[RecentSample]:
     """The samples of the run in ``run_dir`` stored (finished) at ``since`` (wall-clock
-    seconds) or later, from its journals and its Parquet files alike; ``shard`` (I, N): only
-    the shard's (the rows whose number is I - 1 modulo N). A sample stored twice (recorded
-    again by ``--retry-errors``) counts each time: both recordings made their calls."""
+    seconds) or later, from its journals and its Parquet files alike; ``rows``: only those
+    of these row numbers (``sample_index``: a shard's, see :mod:`tcbreplay._store.shards`).
+    A sample stored twice (recorded again by ``--retry-errors``) counts each time: both
+    recordings made their calls."""
 
     def ours(index: Any) -> bool:
-        return shard is None or (isinstance(index, int) and index % shard[1] == shard[0] - 1)
+        return rows is None or index in rows
 
     out = [
         _from_record(r)
@@ -56,7 +57,7 @@ def recent_samples(
         for r in _records_since(path, since)
         if ours(r.get("sample_index"))
     ]
-    out.extend(_rows_since(run_dir, since, shard))
+    out.extend(_rows_since(run_dir, since, rows))
     return out
 
 
@@ -120,7 +121,7 @@ def _lines_from_end(path: Path) -> Iterator[bytes]:
             yield head
 
 
-def _rows_since(run_dir: Path, since: float, shard: tuple[int, int] | None) -> list[RecentSample]:
+def _rows_since(run_dir: Path, since: float, rows: Collection[int] | None) -> list[RecentSample]:
     """The rows of the samples file that finished at ``since`` or later, with their AI
     messages counted and their tokens summed from the messages file."""
     samples_path = run_dir / SAMPLES
@@ -131,15 +132,12 @@ def _rows_since(run_dir: Path, since: float, shard: tuple[int, int] | None) -> l
         return []  # (no store version wrote samples without them)
     when = dt.datetime.fromtimestamp(since, dt.UTC)
     columns = ["sample_index", "finished_at", "status", "attempts", "n_messages"]
-    rows = read_table(
+    table = read_table(
         samples_path,
         columns=[c for c in columns if c in names],
         filters=[("finished_at", ">=", when)],
     )
-    found = [
-        row for row in rows.to_pylist()
-        if shard is None or row["sample_index"] % shard[1] == shard[0] - 1
-    ]  # fmt: skip
+    found = [row for row in table.to_pylist() if rows is None or row["sample_index"] in rows]
     if not found:
         return []
     counts, tokens = _ai_messages(run_dir / MESSAGES, [row["sample_index"] for row in found])

@@ -4,6 +4,7 @@ once, one killed and run again, and the writers a sharded run refuses."""
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import socket
 import sys
@@ -17,6 +18,7 @@ from helpers import cli, cli_process, snapshot, wait_for
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record import runner
 from tcbreplay._record.models import parse_model
+from tcbreplay._record.on_ray import settling
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
@@ -35,9 +37,9 @@ def _scores(store: Store, run_id: str) -> list[tuple]:
 
 
 def _record(store: Store, run_id: str, shard=None, model: str = MODEL, workers: int = 8,
-            limit: int | None = None):  # fmt: skip
+            limit: int | None = None, trials: int | None = None):  # fmt: skip
     return record_run(load_inputs("tool-call"), parse_model(model), store, run_id=run_id,
-                      options=RecordOptions(workers=workers), shard=shard,
+                      options=RecordOptions(workers=workers, trials=trials), shard=shard,
                       limit=limit)  # fmt: skip
 
 
@@ -92,10 +94,11 @@ def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
         assert cli(*args).exit_code == 0  # shard 2 beside shard 1
         again = cli(*args)
         assert again.exit_code == 0, again.output
-        assert again.stdout.startswith(
-            "run r: this shard has nothing left to record; other shards are still recording "
-            "(2/94 samples so far)"
-        )
+        assert again.stdout.splitlines()[:2] == [
+            "run r: this shard has nothing left to record",
+            "the run holds 2 of the 2 samples asked for so far: shard 1/2 is still recording; "
+            f"next, once every shard has finished: tcbreplay score r --store {tmp_path}",
+        ]
         with ShardWriter(run_dir, (2, 2)) as other:  # the other shard records beside it
             assert other.fold() is False  # shard 1 still records: the fold is left to it
     assert Run(run_dir).status == "recording"
@@ -169,6 +172,40 @@ def test_shards_at_once_one_killed_then_run_again_lose_and_duplicate_nothing(tmp
     assert not list(run_dir.glob("journal*"))
     assert Run(run_dir).status == "complete"
     assert _scores(Store(store_dir), "r") == clean
+
+
+@pytest.mark.slow
+def test_a_shard_of_a_selection_killed_and_run_again_records_only_its_own_rows(tmp_path):
+    """Shard 1 of --limit 30 --trials 2 killed (kill -9) midway, shard 2 run to its end, then
+    shard 1 again: it deals the selection's rows as its first run did, and records only those
+    of its 30 that it misses; the run holds each of the 60 once."""
+    store_dir = tmp_path / "traces"
+    run_dir = store_dir / "r"
+
+    def shard(i: str, workers: int):
+        return cli_process("record", "--model", f"{MODEL},latency=0.05", "--run-id", "r",
+                           "--store", str(store_dir), "--workers", str(workers), "--shard", i,
+                           "--limit", "30", "--trials", "2", "--quiet")  # fmt: skip
+
+    first = shard("1/2", 1)
+    wait_for(lambda: _shard_lines(run_dir, "1/2") >= 5)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    kept = _shard_lines(run_dir, "1/2")
+    assert kept < 30
+    other = shard("2/2", 8)
+    out, err = other.communicate(timeout=120)
+    assert other.returncode == 0, err
+    assert "; recorded 30 in" in out
+    assert f"the run misses {30 - kept} of the 60 trials (30 samples x 2 trials) asked for: " \
+        "shard 1/2 has not finished" in out  # fmt: skip
+    again = shard("1/2", 8)
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    assert f"; recorded {30 - kept} in" in out
+    keys = _keys(run_dir)
+    assert len(keys) == len(set(keys)) == 60
+    assert Run(run_dir).status == "partial"
 
 
 def test_record_on_ray_without_ray_says_how_to_install_it(tmp_path, monkeypatch):
@@ -256,12 +293,16 @@ def test_a_shard_that_leaves_the_run_incomplete_says_so(tmp_path):
     # holds all 47 samples; nothing to record (--overwrite records it again)"
     first = _shard_cli(tmp_path, "1/2")
     assert first.exit_code == 0, first.output
-    assert "the run misses 47 samples (of shards not run, or stopped)" in first.stdout
+    missing = (
+        "the run misses 47 of the 94 samples: shard 2/2 has not finished: run it (the same "
+        f"command with --shard 2/2, or: tcbreplay record --resume s --store {tmp_path} --shard "
+        f"2/2); then: tcbreplay score s --store {tmp_path}"
+    )
+    assert first.stdout.splitlines()[1] == missing
     assert "next: tcbreplay score" not in first.stdout
     again = _shard_cli(tmp_path, "1/2")
     assert again.exit_code == 0, again.output
-    assert "this shard has nothing left to record; the run holds 47/94 samples" in again.stdout
-    assert "--overwrite" not in again.stdout
+    assert again.stdout.splitlines() == ["run s: this shard has nothing left to record", missing]
     last = _shard_cli(tmp_path, "2/2")
     assert "next: tcbreplay score s" in last.stdout
 
@@ -392,3 +433,132 @@ def test_a_shard_of_n_greater_than_the_selection_is_refused_by_the_library(tmp_p
         _record(store, "r", shard=(2, 2), limit=1)
     assert not list(tmp_path.iterdir())
     assert _record(store, "r", shard=(5, 5), limit=5).attempted == 1
+
+
+def test_two_samples_named_over_two_shards_are_recorded_one_by_each(tmp_path):
+    # shards took the rows of their dataset positions: shard 2/2 said "this shard has nothing
+    # left to record; the run holds 0/94 samples" (hi-there and thanks-bye are entries 0 and
+    # 2), and shard 1/2 recorded both
+    named = ["--sample-id", "hi-there", "--sample-id", "thanks-bye"]
+    second = _shard_cli(tmp_path, "2/2", *named)
+    assert second.exit_code == 0, second.output
+    assert "recorded 1 in" in second.stdout
+    assert _keys(tmp_path / "s") == [("thanks-bye", 0)]
+    assert Run(tmp_path / "s").status == "incomplete"
+    first = _shard_cli(tmp_path, "1/2", *named)
+    assert first.exit_code == 0, first.output
+    assert "recorded 1 in" in first.stdout
+    assert sorted(_keys(tmp_path / "s")) == [("hi-there", 0), ("thanks-bye", 0)]
+    assert Run(tmp_path / "s").status == "partial"
+
+
+@pytest.mark.parametrize(
+    ("limit", "trials", "shards", "sizes"),
+    [(2, 3, 5, [2, 1, 1, 1, 1]), (3, 2, 2, [3, 3]), (5, 1, 5, [1] * 5), (20, 1, 3, [7, 7, 6])],
+)
+def test_the_shards_of_a_selection_differ_by_one_row_at_most(tmp_path, limit, trials, shards,
+                                                              sizes):  # fmt: skip
+    # --limit 2 --trials 3: shard 3/5 recorded nothing; --limit 3 --trials 2: 4 rows and 2
+    store = Store(tmp_path)
+    done = [_record(store, "r", shard=(i, shards), limit=limit, trials=trials)
+            for i in range(1, shards + 1)]  # fmt: skip
+    assert [s.attempted for s in done] == sizes
+    assert [s.status for s in done] == ["incomplete"] * (shards - 1) + ["partial"]
+    keys = _keys(tmp_path / "r")
+    assert len(keys) == len(set(keys)) == limit * trials
+    assert {trial for _, trial in keys} == set(range(trials))
+
+
+def test_an_unfinished_sharded_run_names_the_shards_to_run_and_their_command(tmp_path):
+    """After shard 1/2 of --limit 20 alone, the run was said to miss 84 samples, and the
+    resume it suggested (record --resume s) recorded all 84: the selection misses 10, of
+    shard 2/2, whose command the hint gives; run, it records those 10."""
+    first = _shard_cli(tmp_path, "1/2", "--limit", "20")
+    assert first.exit_code == 0, first.output
+    lines = first.stdout.splitlines()
+    assert lines[0].startswith("run s (simulated model): 10 ok, 0 errors")
+    command = f"tcbreplay record --resume s --store {tmp_path} --shard 2/2 --limit 20"
+    assert lines[1:] == [
+        "the run misses 10 of the 20 samples asked for: shard 2/2 has not finished: run it "
+        f"(the same command with --shard 2/2, or: {command}); then: tcbreplay score s --store "
+        f"{tmp_path}"
+    ]
+    refused = cli("score", "s", "--store", tmp_path)
+    assert refused.exit_code == 1
+    assert refused.stderr.splitlines()[1] == (
+        f"Hint: shard 2/2 has not finished: run it (the same command with --shard 2/2, or: "
+        f"{command}); or score what is there with --allow-incomplete"
+    )
+    scored = cli("score", "s", "--store", tmp_path, "--allow-incomplete", "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["warnings"] == [
+        "run incomplete: 10 of the 20 samples asked for recorded, scored as they are; shard "
+        f"2/2 has not finished: run it (the same command with --shard 2/2, or: {command})"
+    ]
+    rest = cli(*shlex.split(command)[1:], "--quiet")
+    assert rest.exit_code == 0, rest.output
+    assert "recorded 10 in" in rest.stdout
+    assert len(_keys(tmp_path / "s")) == 20
+    assert Run(tmp_path / "s").status == "partial"
+
+
+def test_score_while_a_shard_records_says_so_and_suggests_no_writer_it_refuses(tmp_path):
+    # `score --allow-incomplete` and `score` suggested `record --resume s`, which a shard
+    # recording refuses, and which records outside the selection
+    assert _shard_cli(tmp_path, "2/2", "--limit", "4").exit_code == 0
+    with ShardWriter(tmp_path / "s", (1, 2)) as shard:  # shard 1 records
+        shard.update_manifest(status="recording")
+        refused = cli("score", "s", "--store", tmp_path)
+        assert refused.exit_code == 1
+        assert refused.stderr.splitlines()[1] == (
+            "Hint: shard 1/2 is still recording; or score what is there with --allow-incomplete"
+        )
+        scored = cli("score", "s", "--store", tmp_path, "--allow-incomplete", "--format", "json")
+        assert scored.exit_code == 0, scored.output
+        assert json.loads(scored.stdout)["warnings"] == [
+            "run recording: 2 of the 4 samples asked for recorded, scored as they are; shard "
+            "1/2 is still recording"
+        ]
+        assert "--resume" not in refused.stderr + scored.stdout
+
+
+def test_a_shard_stopped_or_interrupted_is_continued_with_its_shard_and_selection(
+    tmp_path, monkeypatch
+):
+    # the hints named the whole run's commands (record --retry-errors r, record --resume r):
+    # refused while other shards record, and recording outside the selection
+    store = Store(tmp_path)
+    _record(store, "r", shard=(1, 3), limit=6, trials=2)
+    run = Run(tmp_path / "r")
+    assert runner.retry_hint(run, (2, 3), {"limit": 6, "sample_ids": None}).startswith(
+        f"once fixed, continue with: tcbreplay record --retry-errors r --store {tmp_path} "
+        "--shard 2/3 --limit 6 ("
+    )
+
+    def interrupted(*args, **kwargs):  # Ctrl-C midway
+        raise runner.RecordInterrupted(runner.RecordSummary(
+            run_id="r", run_dir=str(tmp_path / "r"), status="recording", total=188, recorded=5,
+            ok=5, errors=0, retries=0, duration_s=1.0,
+        ))  # fmt: skip
+
+    monkeypatch.setattr(runner, "record_run", interrupted)
+    result = cli("record", "--model", MODEL, "--store", tmp_path, "--run-id", "r", "--shard",
+                 "2/3", "--limit", "6", "--trials", "2", "--quiet")  # fmt: skip
+    assert result.exit_code == 130, result.output
+    assert result.stderr.splitlines()[1] == (
+        f"Hint: continue with: tcbreplay record --resume r --store {tmp_path} --shard 2/3 --limit 6"
+    )
+
+
+def test_the_summary_of_shards_is_the_one_that_settled_the_run(tmp_path):
+    """A shard that finishes before another starts writes the run's manifest, incomplete;
+    record --engine ray reported that shard's summary ("10/94 ok ... the run misses 84
+    samples") when it came first, where the run was partial with 20 of 20."""
+    store = Store(tmp_path)
+    first = _record(store, "r", shard=(1, 2), limit=20)
+    second = _record(store, "r", shard=(2, 2), limit=20)
+    assert (first.status, first.recorded, second.status, second.recorded) == (
+        "incomplete", 10, "partial", 20,
+    )  # fmt: skip
+    assert settling([first, second]) is second
+    assert settling([second, first]) is second

@@ -27,6 +27,8 @@ from tcbreplay._score import run as score_module
 from tcbreplay._score import translate
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import row_index
+from tcbreplay._store.shards import deal, select
 from tcbreplay.errors import EngineError
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -194,10 +196,11 @@ def test_a_shard_run_again_by_ray_keeps_its_rate_window(ray_cluster, tmp_path):
     samples = pq.read_table(run_dir / "samples.parquet").to_pylist()
     ai = pq.read_table(run_dir / "messages.parquet", filters=[("type", "==", "ai")])
     assert sorted(ai["sample_index"].to_pylist()) == sorted(s["sample_index"] for s in samples)
-    for shard in (0, 1):
-        calls = sorted(
-            s["finished_at"].timestamp() for s in samples if s["sample_index"] % 2 == shard
-        )
+    ids = [s.sample_id for s in load_inputs("tool-call").dataset.samples]
+    for shard in (1, 2):  # the rows of the selection's places shard - 1, shard + 1, ...
+        rows = {row_index(k, t, len(ids)) for k, t in deal(select(ids, None, ONE_TURN), 4,
+                                                             (shard, 2))}  # fmt: skip
+        calls = sorted(s["finished_at"].timestamp() for s in samples if s["sample_index"] in rows)
         # at most 6 calls within any 55 s (a call's time is its sample's end, to 0.05 s)
         most = max(sum(1 for t in calls if start <= t < start + 55) for start in calls)
         assert most == 6, (shard, [round(t - calls[0], 2) for t in calls])
@@ -244,3 +247,40 @@ def test_a_ray_of_the_commands_own_starts_without_a_word(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert done.stdout.startswith("run r (simulated model): 2/2 ok")
+
+
+def test_recording_on_ray_reports_the_run_as_every_shard_left_it(ray_cluster, tmp_path,
+                                                                 monkeypatch):  # fmt: skip
+    """Shard 1's task finishes before shard 2's starts recording (made to: shard 2 waits for
+    it), so shard 1 writes the run's manifest first, incomplete. record printed shard 1's
+    summary ("10/94 ok ... recorded 20 ... the run misses 84 samples") where the run was
+    partial with 20 of 20; the summary is the run's once both have finished."""
+    from tcbreplay._record import on_ray
+
+    record_on_ray = on_ray.record_on_ray
+    flag = str(tmp_path / "shard-1-finished")
+
+    def in_order(record_shard, tasks, address=None):
+        def shard(which, windows):  # (in a Ray worker: imports its own)
+            import time
+            from pathlib import Path
+
+            deadline = time.monotonic() + 120
+            while which[0] == 2 and not Path(flag).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            summary = record_shard(which, windows)
+            if which[0] == 1:
+                Path(flag).touch()
+            return summary
+
+        return record_on_ray(shard, tasks, address)
+
+    monkeypatch.setattr(on_ray, "record_on_ray", in_order)
+    result = cli("record", "--model", "sim:seed=5", "--store", tmp_path, "--run-id", "r",
+                 "--engine", "ray", "--limit", "20", "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("run r (simulated model): 20/20 ok (partial: 94 in the dataset)")
+    assert "; recorded 20 in" in lines[0]
+    assert lines[1].startswith("partial run: record the rest with")
+    assert (tmp_path / "shard-1-finished").exists()  # shard 1 did finish first
