@@ -8,6 +8,7 @@ for type checking alone.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -56,7 +57,12 @@ def import_graph(typing: bool = False) -> dict[str, set[str]]:
     """Each tcbreplay module and the tcbreplay modules it imports (anywhere in its body;
     ``typing``: also under ``if TYPE_CHECKING:``);
     ``from package import name`` counts as importing ``package.name`` when that is a module,
-    and as importing ``package`` when it is not."""
+    and as importing ``package`` when it is not. (Read once per test run: a copy each call.)"""
+    return {module: set(targets) for module, targets in _read_graph(typing).items()}
+
+
+@functools.cache
+def _read_graph(typing: bool) -> dict[str, frozenset[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
@@ -74,7 +80,7 @@ def import_graph(typing: bool = False) -> dict[str, set[str]]:
             for target in targets:
                 if target in modules and target != module:
                     graph[module].add(target)
-    return graph
+    return {module: frozenset(targets) for module, targets in graph.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -303,6 +303,8 @@ ONE_TURN = ["hi-there", "what-can-you-do", "thanks-bye", "good-morning", "tell-a
             "capital-of-france"]  # fmt: skip
 
 
+# real minutes: the shares' arithmetic is tested in test_rate_shares.py
+@pytest.mark.slow
 def test_a_recording_in_four_processes_keeps_to_max_rpm(tmp_path):
     """--max-rpm 6 --processes 4 on one-call samples: the run sends its 6 calls of the
     minute and waits; interrupted then, it holds 6 samples (equal shares of 1.5 let each

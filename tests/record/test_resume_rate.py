@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from clocks import FakeClock
 from helpers import cli_process, journal_lines, wait_for
 
@@ -190,6 +191,8 @@ def _resume_for(store_dir: Path, seconds: float) -> tuple[int, str]:
     return proc.returncode, err
 
 
+# about 20 s of waiting on real minutes (the library-level tests above cover the counting)
+@pytest.mark.slow
 def test_a_killed_recording_resumed_keeps_to_max_rpm(tmp_path):
     """--max-rpm 6 on one-call samples: the recording makes its 6 calls and waits for its
     window; it is killed there (kill -9) and resumed at once, twice (the journal of the
