@@ -12,11 +12,11 @@ its shard's window as the dead one left it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from tcbreplay._ray import cluster_cpus, ray_session
 from tcbreplay._record.retry import RateLimiter, RecentUse
+from tcbreplay._store.objects import store_root
 from tcbreplay._store.runs import Run
 from tcbreplay.errors import EngineError, StoreError, TcbReplayError
 
@@ -64,7 +64,7 @@ def settling(summaries: list[Any]) -> Any:
     if not wrote:
         return summaries[-1]
     try:
-        finished_at = Run(Path(wrote[0].run_dir)).manifest.get("finished_at")
+        finished_at = Run(store_root(wrote[0].run_dir)).manifest.get("finished_at")
     except StoreError:
         finished_at = None
     return next(
