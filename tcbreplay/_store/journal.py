@@ -10,6 +10,7 @@ journal is a series of numbered objects (``journal/<n>.jsonl``), each written wh
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -32,7 +33,7 @@ from tcbreplay._store.objects import (
     list_names,
     url,
 )
-from tcbreplay._store.parquet import read_table, write_messages, write_parquet
+from tcbreplay._store.parquet import parquet_file, read_table, write_messages, write_parquet
 from tcbreplay._store.schema import (
     DIVERGENCES,
     DIVERGENCES_SCHEMA,
@@ -48,7 +49,7 @@ from tcbreplay._store.schema import (
     sample_rows,
     with_optional_columns,
 )
-from tcbreplay.errors import RunLockedError, StoreError
+from tcbreplay.errors import RunLockedError, StoreError, first_line
 
 
 def drop_torn_tail(path: Path) -> None:
@@ -122,6 +123,47 @@ def journal_records(run_dir: Path) -> Iterator[dict[str, Any]]:
     """The records of every journal of a run, the latest of a sample last."""
     for path in journals(run_dir):
         yield from read_journal(path)
+
+
+def unfolded(run_dir: Path) -> int:
+    """How many samples the journals hold that the Parquet files do not (yet).
+
+    A fold killed after it wrote the files, before it removed the journals, leaves records
+    the files hold already. A record is matched as the fold matches rows, by sample id and
+    trial, and its latest one is told from the row of an earlier recording of the sample
+    (``--retry-errors``) by its ``finished_at``. The samples file's key columns are read
+    only when a journal holds a record."""
+    latest: dict[tuple[str, int], Any] = {}
+    for record in journal_records(run_dir):
+        latest[(record["sample_id"], record.get("trial", 0))] = _finished(record)
+    if not latest or not (run_dir / SAMPLES).exists():
+        return len(latest)
+    folded = _folded(run_dir / SAMPLES)
+    return sum(1 for key, finished in latest.items() if folded.get(key, ()) != finished)
+
+
+def _finished(record: dict[str, Any]) -> Any:
+    """A record's ``finished_at`` as its row would hold it: a time, or None (or text that no
+    row holds, which the fold would refuse)."""
+    value = record.get("finished_at")
+    if isinstance(value, str):
+        with suppress(ValueError):
+            return dt.datetime.fromisoformat(value)
+    return value
+
+
+def _folded(path: Path) -> dict[tuple[str, int], dt.datetime | None]:
+    """The (sample id, trial) of a samples file's rows, and when each finished."""
+    try:
+        with parquet_file(path) as file:
+            trial = "trial" in file.schema_arrow.names  # (not in a version 1 file: trial 0)
+            columns = ["sample_id", "finished_at", *(["trial"] if trial else [])]
+            table = file.read(columns=columns)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise StoreError(f"{path}: not a readable Parquet file ({first_line(exc)})") from exc
+    ids = table["sample_id"].to_pylist()
+    trials = table["trial"].to_pylist() if trial else [0] * len(ids)
+    return dict(zip(zip(ids, trials, strict=True), table["finished_at"].to_pylist(), strict=True))
 
 
 def fold_journal(run_dir: Path, given: list[dict[str, Any]] | None = None) -> None:

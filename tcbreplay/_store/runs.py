@@ -212,19 +212,11 @@ class Run:
 
     def unfolded_records(self) -> int:
         """How many finished samples wait in the journal, not yet in the Parquet files (a
-        recording still going, or one that was killed)."""
-        from tcbreplay._store.journal import journals
+        recording still going, or one that was killed); see
+        :func:`tcbreplay._store.journal.unfolded`."""
+        from tcbreplay._store.journal import unfolded
 
-        waiting = 0
-        for path in journals(self.dir):
-            try:
-                with path.open("rb") as f:
-                    waiting += sum(
-                        chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 22), b"")
-                    )
-            except FileNotFoundError:
-                continue
-        return waiting
+        return unfolded(self.dir)
 
     def recorded_ids(self) -> dict[tuple[str, int], str]:
         """Map every stored (sample id, trial) to its status (journal entries override

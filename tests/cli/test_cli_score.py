@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import io
 import json
@@ -456,15 +457,14 @@ def test_an_unfinished_run_without_totals_says_what_it_holds(sim_copy):
 
 
 def _samples_waiting(run_dir: Path, journal: str, count: int) -> None:
-    """The run marked recording, its first ``count`` samples written again to ``journal`` as
-    a killed recording leaves them."""
+    """The run marked recording, its first ``count`` samples recorded again into ``journal``
+    as a killed recording leaves them (finished later than their rows: not folded yet)."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["status"] = "recording"
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     rows = pq.read_table(run_dir / "samples.parquet").slice(0, count).to_pylist()
-    (run_dir / journal).write_text(
-        "".join(json.dumps({"sample": r}, default=str) + "\n" for r in rows)
-    )
+    again = [{**r, "finished_at": r["finished_at"] + dt.timedelta(minutes=5)} for r in rows]
+    (run_dir / journal).write_text("".join(json.dumps(r, default=str) + "\n" for r in again))
 
 
 def test_samples_waiting_in_the_journal_are_named(sim_copy):

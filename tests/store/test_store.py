@@ -243,6 +243,38 @@ def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monke
     ]  # fmt: skip
 
 
+def test_a_fold_killed_before_removing_the_journal_counts_only_what_waits(store, monkeypatch):
+    """The journal a fold killed after its Parquet writes leaves holds samples the files hold
+    already: the samples said to wait are those appended since, a retried one included."""
+    run_dir = store.run_dir(RUN)
+    writer = new_run(store)
+    writer.append(record("a", 0, status="error", n_ai=0))
+    writer.append(record("b", 1))
+    assert Run(run_dir).unfolded_records() == 2  # no Parquet files yet
+
+    def killed(paths):
+        raise KeyboardInterrupt  # (kill -9: nothing after it runs)
+
+    monkeypatch.setattr(journal_mod, "_remove", killed)
+    with pytest.raises(KeyboardInterrupt):
+        writer.fold()
+    writer.close()
+    monkeypatch.undo()
+    assert (run_dir / JOURNAL).exists() and len(samples_of(run_dir)) == 2
+    assert Run(run_dir).unfolded_records() == 0
+    writer = store.resume_run(RUN)
+    retried = {**record("a", 0), "finished_at": "2024-01-01T00:05:00+00:00"}
+    writer.append(retried)
+    writer.append(record("c", 2))
+    writer.close()
+    assert Run(run_dir).unfolded_records() == 2  # a's retry and c, not a's error nor b
+    fold_journal(run_dir)
+    assert Run(run_dir).unfolded_records() == 0
+    assert [(r["sample_id"], r["status"]) for r in samples_of(run_dir)] == [
+        ("a", "ok"), ("b", "ok"), ("c", "ok"),
+    ]  # fmt: skip
+
+
 def test_later_journal_record_replaces_earlier_one(store):
     writer = new_run(store)
     writer.append(record("a", 0, status="error", n_ai=0))

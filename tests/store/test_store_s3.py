@@ -597,6 +597,35 @@ def test_kill_9_leaves_the_run_readable_and_resume_loses_nothing(s3_store, monke
     assert scores[0].sort("sample_index").equals(scores[1].sort("sample_index"))
 
 
+class Killed(BaseException):
+    """kill -9 at a step: nothing after it runs (no handler catches it as an error)."""
+
+
+def test_a_fold_killed_before_removing_its_batches_leaves_none_said_to_wait(s3_store, monkeypatch):
+    # killed once both Parquet files were written, before the journal's batches were
+    # removed and the manifest updated: the batches hold samples the files hold already
+    from tcbreplay._store import journal as journal_mod
+
+    def killed(paths: list[Path]) -> None:
+        raise Killed
+
+    model = parse_model("sim:seed=5")
+    monkeypatch.setattr(journal_mod, "_remove", killed)
+    with pytest.raises(Killed):
+        record_run(load_inputs("tool-call"), model, Store(s3_store), run_id="f", limit=6)
+    run = Store(s3_store).open_run("f")
+    assert run.has_data() and chunk_numbers(run.dir / "journal")
+    assert run.unfolded_records() == 0
+    result = cli("score", "f", "--store", s3_store, "--allow-incomplete")
+    assert result.exit_code == 0, result.output
+    assert "wait in" not in result.output
+    # a resumed recording folds them again, each sample once
+    monkeypatch.undo()
+    summary = record_run(load_inputs("tool-call"), model, Store(s3_store), run_id="f", limit=6)
+    assert summary.recorded == 6 and not chunk_numbers(run.dir / "journal")
+    assert score_run(Store(s3_store), "f", write=False).scores.height == 6
+
+
 # -- credentials -----------------------------------------------------------------------------
 
 
