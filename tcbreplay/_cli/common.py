@@ -108,6 +108,31 @@ def _from_group(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def _store_from_group(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The command's store (:func:`_from_group`); one given both before the command and after
+    it is a usage error unless both name the same place (a store's own URL or folder)."""
+    before = ctx.find_root().params.get(param.name or "")
+    given = ctx.get_parameter_source(param.name or "") is click.core.ParameterSource.COMMANDLINE
+    if ctx.parent is not None and before is not None and given and not _same_store(before, value):
+        raise click.UsageError(
+            f"--store given twice: {str(before)!r} before the command and {str(value)!r} "
+            "after it; give one store",
+            ctx=ctx,
+        )
+    return _from_group(ctx, param, value)
+
+
+def _same_store(first: Any, second: Any) -> bool:
+    """Whether two ``--store`` values name one store (a URL is refused here, unshown, as it
+    would be by the command, when it holds credentials)."""
+    from tcbreplay._store.objects import is_remote, store_root
+
+    roots = store_root(first), store_root(second)
+    if is_remote(roots[0]) or is_remote(roots[1]):
+        return str(roots[0]) == str(roots[1])
+    return roots[0].resolve() == roots[1].resolve()
+
+
 def _store_of(ctx: click.Context) -> Any:
     """The store a command line names, as far as it is parsed (for shell completion)."""
     from tcbreplay._store.runs import Store
@@ -158,7 +183,7 @@ STORE_OPTION = click.option(
     show_default=True,
     envvar=STORE_ENVVAR,
     show_envvar=True,
-    callback=_from_group,
+    callback=_store_from_group,
     help=STORE_HELP,
 )
 

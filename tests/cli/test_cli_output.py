@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import shutil
 import time
@@ -170,6 +171,42 @@ def test_store_and_format_before_the_command(template, tmp_path):
     assert cli("--format", "csv", "runs", "--format", "json", "--store", root).stdout == (
         after.stdout
     )
+
+
+def test_two_stores_in_one_command_line_are_a_usage_error(template, tmp_path):
+    # `tcbreplay --store A runs --store B` read B and said nothing of A
+    root, _ = template
+    other = tmp_path / "other"
+    for args in (["--store", root, "runs", "--store", other],
+                 ["--store", other, "score", "x", "--store", root],
+                 ["--store", other, "audit", "verify", "x", "--store", root],
+                 ["--store", "s3://bucket/traces", "runs", "--store", root]):  # fmt: skip
+        result = cli(*args)
+        assert result.exit_code == 2, (args, result.output)
+        first, second = args[1], args[-1]
+        assert result.stderr.splitlines()[0] == (
+            f"Error: --store given twice: {str(first)!r} before the command and "
+            f"{str(second)!r} after it; give one store"
+        )
+        assert result.stdout == ""
+    assert not other.exists()
+
+
+@pytest.mark.parametrize(
+    "same",
+    [
+        lambda root: root,
+        lambda root: f"{root}/",
+        lambda root: os.path.relpath(root),
+        lambda root: f"file://{root}",
+    ],
+)
+def test_the_same_store_given_twice_is_that_store(template, same):
+    root, _ = template
+    expected = cli("runs", "--store", root, "--format", "json")
+    result = cli("--store", same(root), "runs", "--store", root, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == expected.stdout
 
 
 def test_the_command_line_beats_the_environment_and_the_environment_still_works(template):
