@@ -93,22 +93,33 @@ class RateWindows:
         self._limiters: dict[Any, RateLimiter] = {}
 
     def _limiter(
-        self, key: Any, rpm: float | None, tpm: float | None, recent: RecentUse | None = None
+        self,
+        key: Any,
+        rpm: float | None,
+        tpm: float | None,
+        recent: RecentUse | None = None,
+        others: tuple[float, float] = (1.0, 1.0),
     ) -> RateLimiter:
         limiter = self._limiters.get(key)
         if limiter is None:
             limiter = self._limiters[key] = RateLimiter(rpm, tpm)
             if recent is not None:
-                limiter.prefill(recent)
+                limiter.prefill(recent, others=others)
         return limiter
 
     async def acquire(
-        self, key: Any, rpm: float | None, tpm: float | None, recent: RecentUse | None = None
+        self,
+        key: Any,
+        rpm: float | None,
+        tpm: float | None,
+        recent: RecentUse | None = None,
+        others: tuple[float, float] = (1.0, 1.0),
     ) -> float:
         """Wait until one more call of ``key`` fits its windows; the seconds waited.
-        ``recent``: what the shard's stored rows say it called in the last minute, which a
-        window made now starts with (a window this actor holds already knows better)."""
-        limiter = self._limiter(key, rpm, tpm, recent)
+        ``recent``: what the stored rows say the shard (and, counted as ``others`` parts of
+        one, the run's other rows) called in the last minute, which a window made now starts
+        with (a window this actor holds already knows better)."""
+        limiter = self._limiter(key, rpm, tpm, recent, others)
         before = limiter.waited
         await limiter.acquire()
         return limiter.waited - before
@@ -120,7 +131,9 @@ class RateWindows:
 class SharedLimiter(RateLimiter):
     """A shard's limiter whose windows the :class:`RateWindows` actor holds (``key``: the
     shard); its limits, the shard's share, as a :class:`RateLimiter`'s; ``recent``: the
-    shard's calls of the last minute its stored rows show, for a window the actor makes."""
+    shard's calls of the last minute its stored rows show, for a window the actor makes,
+    and ``others`` the parts of one it counts of each call and token of the run's other rows
+    (:meth:`tcbreplay._record.options.RecordOptions.run_parts`)."""
 
     def __init__(
         self,
@@ -129,16 +142,20 @@ class SharedLimiter(RateLimiter):
         rpm: float | None,
         tpm: float | None,
         recent: RecentUse | None = None,
+        others: tuple[float, float] = (1.0, 1.0),
     ) -> None:
         super().__init__(rpm, tpm)
         self._windows = windows
         self._key = key
         self._recent = recent
+        self._others = others
 
     async def acquire(self) -> None:
         if self.active:
             recent, self._recent = self._recent, None  # (sent once)
-            self.waited += await self._windows.acquire.remote(self._key, self.rpm, self.tpm, recent)
+            self.waited += await self._windows.acquire.remote(
+                self._key, self.rpm, self.tpm, recent, self._others
+            )
 
     def record_tokens(self, tokens: int | None) -> None:
         if self.tpm and tokens:  # (not waited for: its call is made)

@@ -141,7 +141,12 @@ class RecordOptions:
         A process of share s of its shard's S counts s/S of each call of ``recent`` (1/P of
         its tokens) and admits a call only while a whole one fits (:meth:`RateLimiter.acquire`),
         so the processes together add at most S less what the shard stored. A process with
-        little left to do does not hand its share to the others.
+        little left to do does not hand its share to the others. Of each call of the run's
+        other rows (``recent.others``) it counts s/R (R: ``--max-rpm``), its part of the run's
+        (:meth:`run_parts`): all processes of all shards together then add at most R less
+        what the run stored, however a recording with another N, or none, dealt the rows
+        that hold it. (Its own rows' calls count more, s/S: those its shard's predecessor
+        made, which no shard running on meanwhile counts.)
         """
         calls = self.shard_calls(shard)
         rpm = None if calls is None else whole_shares(calls, processes)[process]
@@ -152,8 +157,20 @@ class RecordOptions:
         limiter = RateLimiter(rpm, tpm, clock=clock)
         if recent is not None:
             share = 1.0 if rpm is None or calls is None else rpm / calls
-            limiter.prefill(recent, calls=share, tokens=1 / processes)
+            limiter.prefill(
+                recent, calls=share, tokens=1 / processes, others=self.run_parts(limiter)
+            )
         return limiter
+
+    def run_parts(self, limiter: RateLimiter) -> tuple[float, float]:
+        """The parts of the run's calls and tokens a minute that ``limiter``'s limits are
+        (1 for a limit the run has not): what it counts of each call and token of rows that
+        other shards stored."""
+        calls = self.calls_per_minute()
+        return (
+            limiter.rpm / calls if calls and limiter.rpm else 1.0,
+            limiter.tpm / self.max_tpm if self.max_tpm and limiter.tpm else 1.0,
+        )
 
     def processes_for(self, samples: int, shard: tuple[int, int] | None = None) -> int:
         """Processes a recording of ``samples`` runs: as :meth:`process_count` says, no more

@@ -155,13 +155,22 @@ class RateLimiter:
     def active(self) -> bool:
         return bool(self.rpm or self.tpm)
 
-    def prefill(self, recent: RecentUse, calls: float = 1.0, tokens: float = 1.0) -> None:
+    def prefill(
+        self,
+        recent: RecentUse,
+        calls: float = 1.0,
+        tokens: float = 1.0,
+        others: tuple[float, float] = (1.0, 1.0),
+    ) -> None:
         """Start the windows with calls and tokens made before this limiter (wall-clock
         times, read against its clock), each call counted as ``calls`` of one and each
-        token as ``tokens``: a process's part of the run's (its share of the run's calls a
-        minute over the run's, 1/P of the tokens for one of P processes)."""
+        token as ``tokens``: a process's part of its shard's (its share of the shard's calls
+        a minute over the shard's, 1/P of the tokens for one of P processes); and those of
+        ``recent.others`` (the run's other rows) as ``others``: its parts of the run's."""
         if not self.active:
             return
+        if recent.others is not None:
+            self.prefill(recent.others, *others)
         now, wall = self.clock.monotonic(), self.clock.now()
         since = wall - self.window
 
@@ -236,16 +245,21 @@ class RecentUse:
     window earlier than it does here): one per AI message, one per retry (``attempts`` - 1),
     and one more for a sample that ended in error (its last call may have failed); its
     tokens, the usage its messages report, at the same time.
+
+    A shard's (:func:`recent_use`) holds its own rows' in ``calls`` and ``tokens``, and the
+    run's other rows' in ``others``: calls of other shards, or of a recording with another
+    N (or none) that stored them before this one resumed the run.
     """
 
     calls: list[float] = field(default_factory=list)
     tokens: list[tuple[float, int]] = field(default_factory=list)
+    others: RecentUse | None = None
 
     @classmethod
-    def of(cls, samples: Iterable[tuple[float, str, int | None, int, int | None]]) -> RecentUse:
-        """From stored samples' (finished_at, status, attempts, AI messages, tokens)."""
+    def of(cls, samples: Iterable[tuple[Any, ...]]) -> RecentUse:
+        """From stored samples' (finished_at, status, attempts, AI messages, tokens, ...)."""
         use = cls()
-        for finished_at, status, attempts, ai_messages, tokens in samples:
+        for finished_at, status, attempts, ai_messages, tokens, *_ in samples:
             calls = ai_messages + max(0, (attempts or 1) - 1) + (status != "ok")
             use.calls.extend([finished_at] * calls)
             if tokens:
@@ -256,9 +270,19 @@ class RecentUse:
 def recent_use(
     run_dir: Path, rows: Collection[int] | None = None, clock: Clock = SYSTEM_CLOCK
 ) -> RecentUse:
-    """The calls and tokens of the samples the run in ``run_dir`` stored in the last minute
-    (``rows``: only those of these row numbers, a shard's): what a recording resuming it
-    starts its windows with."""
+    """The calls and tokens of the samples the run in ``run_dir`` stored in the last minute:
+    what a recording resuming it starts its windows with. ``rows``: a shard's row numbers,
+    whose samples' are its own; the rest are its ``others``, whichever shard stored them.
+
+    A shard counts the others' too: shards resumed with another N than the recording that
+    stored the last minute's rows (or a whole run resumed as shards) deal those rows out
+    otherwise, so that a shard whose rows hold few of its calls would start a window
+    nearly empty while one whose rows hold many waits, beyond --max-rpm together."""
     from tcbreplay._store.recent import recent_samples
 
-    return RecentUse.of(recent_samples(run_dir, clock.now() - WINDOW_S, rows))
+    samples = recent_samples(run_dir, clock.now() - WINDOW_S)
+    if rows is None:
+        return RecentUse.of(samples)
+    use = RecentUse.of(s for s in samples if s.row in rows)
+    use.others = RecentUse.of(s for s in samples if s.row not in rows)
+    return use

@@ -417,7 +417,9 @@ def run_plan(
             # kept by an actor, so that the task run again after its worker died keeps to
             # it (forked processes cannot call Ray: theirs stay their own)
             own = opts.rate_limiter(process, processes, shard)
-            limiter: RateLimiter = SharedLimiter(rate_windows, shard, own.rpm, own.tpm, recent)
+            limiter: RateLimiter = SharedLimiter(
+                rate_windows, shard, own.rpm, own.tpm, recent, opts.run_parts(own)
+            )
         else:  # each process starts with its part of the recent calls
             limiter = opts.rate_limiter(process, processes, shard, recent)
         policy = CallPolicy(

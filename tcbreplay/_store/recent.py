@@ -30,6 +30,7 @@ class RecentSample(NamedTuple):
     attempts: int | None  # 1 plus the model calls retried
     ai_messages: int  # the model calls that answered
     tokens: int | None  # the usage its messages report
+    row: int | None  # its sample_index (which shard's it is)
 
 
 # Journal lines are appended as samples finish, so nearly in finished_at order; a line this
@@ -70,6 +71,7 @@ def _from_record(record: dict[str, Any]) -> RecentSample:
         len(ai),
         _sum(_tokens(m.get("total_tokens"), m.get("input_tokens"), m.get("output_tokens"))
              for m in ai),
+        record.get("sample_index"),
     )  # fmt: skip
 
 
@@ -153,6 +155,7 @@ def _rows_since(run_dir: Path, since: float, rows: Collection[int] | None) -> li
                 # without its messages: every message counted as a call (more than it made)
                 ai if ai is not None else (row.get("n_messages") or 0),
                 tokens.get(index),
+                index,
             )
         )
     return out

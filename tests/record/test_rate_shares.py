@@ -1,12 +1,15 @@
 """--max-rpm R split over K processes, shards or Ray tasks keeps the run to R calls a minute:
 the shares are whole calls that sum to R (equal shares of 1.5 let each of 4 processes send 2,
-8 a minute under --max-rpm 6), and no share is 0. The recordings themselves: in
-test_record_processes.py and test_shard.py."""
+8 a minute under --max-rpm 6), and no share is 0; shards resumed with another N (or a run
+resumed as shards) count the calls every shard stored in the last minute. The recordings
+themselves: in test_record_processes.py and test_shard.py."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
+from pathlib import Path
 
 import pytest
 from clocks import FakeClock
@@ -14,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tcbreplay._record.options import RecordOptions, whole_shares
-from tcbreplay._record.retry import RecentUse
+from tcbreplay._record.retry import RecentUse, recent_use
 from tcbreplay._record.runner import check_shard_rate
+from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError
 
 
@@ -184,3 +188,87 @@ def test_recording_on_ray_starts_no_more_tasks_than_calls_a_minute(tmp_path, mon
     on_ray({"max_rpm": 4})
     on_ray({}, overwrite=True)  # the run deleted: its settings no more
     assert started == [2, 5, 3, 4, 5]
+
+
+def _killed_run(root: Path, calls: dict[int, int], ago: float) -> Path:
+    """A run whose recording was killed with ``calls`` in its journal (row: the model calls
+    its sample made, an AI message each), every sample finished ``ago`` seconds before the
+    tests' clocks start: the run's folder."""
+    writer = Store(root).create_run({"run_id": "r", "created_at": "2027-01-01T00:00:00+00:00"})
+    finished = dt.datetime.fromtimestamp(FakeClock().now() - ago, dt.UTC).isoformat()
+    for row, made in calls.items():
+        writer.append({"run_id": "r", "sample_id": f"s{row}", "sample_index": row, "input": "q",
+                       "gold": [], "status": "ok", "attempts": 1, "finished_at": finished,
+                       "messages": [{"type": "ai", "message": {}}] * made})  # fmt: skip
+    writer.close()
+    return writer.dir
+
+
+def _rows(shard: tuple[int, int], rows: int = 12) -> set[int]:
+    """Shard I of N's rows of a whole dataset: those whose number is I-1 modulo N."""
+    return {row for row in range(rows) if row % shard[1] == shard[0] - 1}
+
+
+@pytest.mark.parametrize(
+    ("stored", "shards"),
+    [
+        # a whole recording's 6 calls, all in the rows of shard 1 of 2: shard 2 started
+        # an empty window and sent 3 at once (9 in the minute)
+        ({0: 2, 2: 2, 4: 2}, 2),
+        # shards 1/2 and 2/2 killed (3 calls each), resumed as 3 shards: shard 3/3, whose
+        # rows hold none of those calls, sent 2 at once (8)
+        ({0: 1, 1: 1, 3: 1, 4: 1, 6: 1, 7: 1}, 3),
+    ],
+)
+def test_shards_resumed_with_another_n_count_every_shards_last_minute(tmp_path, stored, shards):
+    """--max-rpm 6, 6 calls stored 10 s ago: shards resumed with another N than the
+    recording that stored them send nothing until those calls leave the window, whichever
+    shard's rows they are in."""
+    run_dir = _killed_run(tmp_path, stored, ago=10)
+    options = RecordOptions(workers=4, processes=2, max_rpm=6)
+    made = []
+    for i in range(1, shards + 1):
+        shard = (i, shards)
+        use = recent_use(run_dir, _rows(shard), clock=FakeClock())
+        processes = options.processes_for(samples=6, shard=shard)
+        made += [t for own in _admitted(options, processes, shard, 3, use) for t in own]
+    assert min(made) >= 50  # (the stored calls leave the window 50 s from the start)
+    assert _most_in_a_minute(made + [-10.0] * 6) == 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    calls=st.integers(1, 12),
+    shards=st.integers(1, 4),
+    processes=st.integers(1, 3),
+    # the last minute of the recording before: (its row, seconds before the start)
+    stored=st.lists(st.tuples(st.integers(0, 11), st.integers(1, 59 * 4).map(lambda q: q / 4))),
+)
+def test_shards_resumed_at_once_keep_the_run_and_each_shard_to_its_minute(
+    calls, shards, processes, stored
+):
+    """Whatever rows the last minute's calls are in (a recording with another N stored them):
+    the run's minute holds at most --max-rpm calls, and no shard's new calls more than its
+    share less the calls stored in its own rows (which a shard resumed alone, beside shards
+    that run on, must keep to: they count none of its rows)."""
+    if shards > calls:
+        return  # refused (check_shard_rate)
+    stored = stored[:calls]  # (the recording before kept to --max-rpm)
+    options = RecordOptions(workers=8, processes=processes, max_rpm=calls)
+    made: list[float] = []
+    for i in range(1, shards + 1):
+        rows = _rows((i, shards))
+        ours = [-ago for row, ago in stored if row in rows]
+        theirs = [-ago for row, ago in stored if row not in rows]
+        clock = FakeClock()
+        use = RecentUse(calls=[clock.now() + t for t in ours],
+                        others=RecentUse(calls=[clock.now() + t for t in theirs]))  # fmt: skip
+        p = options.processes_for(samples=100, shard=(i, shards))
+        own = [t for times in _admitted(options, p, (i, shards), 3, use) for t in times]
+        share = options.shard_calls((i, shards))
+        for start in sorted(own + ours):
+            after = sum(1 for t in own if start <= t < start + 60)
+            before = sum(1 for t in ours if start <= t < start + 60)
+            assert after <= max(0, share - before), (i, start)
+        made += own
+    assert _most_in_a_minute(made + [-ago for _, ago in stored]) <= calls
