@@ -32,6 +32,7 @@ from tcbreplay._store.objects import (
     is_remote,
     list_names,
     url,
+    version,
 )
 from tcbreplay._store.parquet import parquet_file, read_table, write_messages, write_parquet
 from tcbreplay._store.schema import (
@@ -125,21 +126,49 @@ def journal_records(run_dir: Path) -> Iterator[dict[str, Any]]:
         yield from read_journal(path)
 
 
-def unfolded(run_dir: Path) -> int:
+def unfolded(run_dir: Path, manifest_files: dict[str, Any] | None = None) -> int:
     """How many samples the journals hold that the Parquet files do not (yet).
 
-    A fold killed after it wrote the files, before it removed the journals, leaves records
-    the files hold already. A record is matched as the fold matches rows, by sample id and
-    trial, and its latest one is told from the row of an earlier recording of the sample
-    (``--retry-errors``) by its ``finished_at``. The samples file's key columns are read
-    only when a journal holds a record."""
+    The journals' lines, counted without reading them, while ``samples.parquet`` is absent
+    or the very file the manifest recorded (``manifest_files``: the manifest's ``files``):
+    a fold removes the journals before it records its files, so lines written since are
+    new. A fold killed after it wrote the files, before it removed the journals, leaves
+    records the files hold already, and a file the manifest does not know: then each record
+    is matched as the fold matches rows, by sample id and trial, and its latest one is told
+    from the row of an earlier recording of the sample (``--retry-errors``) by its
+    ``finished_at``. Only the samples file's key columns are read."""
+    samples = run_dir / SAMPLES
+    files = manifest_files if isinstance(manifest_files, dict) else {}
+    if not samples.exists() or _as_recorded(samples, files.get(SAMPLES)):
+        return _lines(journals(run_dir))
     latest: dict[tuple[str, int], Any] = {}
     for record in journal_records(run_dir):
         latest[(record["sample_id"], record.get("trial", 0))] = _finished(record)
-    if not latest or not (run_dir / SAMPLES).exists():
-        return len(latest)
-    folded = _folded(run_dir / SAMPLES)
+    if not latest:
+        return 0
+    folded = _folded(samples)
     return sum(1 for key, finished in latest.items() if folded.get(key, ()) != finished)
+
+
+def _as_recorded(path: Path, known: Any) -> bool:
+    """Whether ``path`` is the version of the file the manifest's record ``known`` is of."""
+    if not isinstance(known, dict):
+        return False
+    now = version(path)
+    return known.get("size") == now["size"] and known.get("mtime_ns") == now["mtime_ns"]
+
+
+def _lines(paths: list[Path]) -> int:
+    """The complete lines of ``paths`` (a torn last one left out), counted unread."""
+    lines = 0
+    for path in paths:
+        try:
+            with path.open("rb") as f:
+                while chunk := f.read(1 << 22):
+                    lines += chunk.count(b"\n")
+        except FileNotFoundError:  # (folded meanwhile)
+            continue
+    return lines
 
 
 def _finished(record: dict[str, Any]) -> Any:

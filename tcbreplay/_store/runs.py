@@ -216,7 +216,7 @@ class Run:
         :func:`tcbreplay._store.journal.unfolded`."""
         from tcbreplay._store.journal import unfolded
 
-        return unfolded(self.dir)
+        return unfolded(self.dir, self.manifest.get("files"))
 
     def recorded_ids(self) -> dict[tuple[str, int], str]:
         """Map every stored (sample id, trial) to its status (journal entries override
