@@ -34,7 +34,9 @@ METRICS = ("tsa", "tp", "ahr")
 OUTCOMES = ("exact", "write_exact", "first_divergence")
 SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
 PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
-_CHUNK_CELLS = 20_000_000  # resample indices held in memory at once
+_CHUNK_CELLS = 20_000_000  # resample indices drawn at once (how the seed's stream is cut)
+_COUNT_CELLS = 4_000_000  # of which counted and weighted at once
+_COUNT_BY_ROW = 10_000  # samples from which each resample is counted by itself
 # Each metric and tool keeps its draws for the percentiles, 8 bytes a resample (8 MB at this
 # bound); past a million resamples the percentiles' own sampling error is far below the
 # digits shown, so more would only cost memory and time.
@@ -184,18 +186,18 @@ def diff_runs(
     if joined.height == 0:
         raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
 
-    def index_batches() -> Iterator[np.ndarray]:
-        # drawn again from the seed for each statistic, the same every time: a batch at a
-        # time in memory, however many resamples
-        return _resamples(np.random.default_rng(seed), joined.height, n_boot)
-
+    boot = _Bootstrap(joined.height, n_boot, seed)
     alpha = (1 - confidence) / 2
     # the abet scorer's tsa is pooled: hits over all samples / gold calls over all samples
     pooled = ("ahr", "tsa") if scoring == "abet" else ("ahr",)
-    runs = {m: _metric_delta(joined, m, index_batches, alpha, m in pooled) for m in METRICS}
+    pending = {m: _metric_delta(joined, m, boot, alpha, m in pooled) for m in METRICS}
     for m in OUTCOMES[:2]:  # shares of the samples where defined (none: no write role)
         if joined[m].null_count() < joined.height or joined[f"{m}_b"].null_count() < joined.height:
-            runs[m] = _metric_delta(joined, m, index_batches, alpha)
+            pending[m] = _metric_delta(joined, m, boot, alpha)
+    pending_tools = _tool_deltas(joined, pairs_a, pairs_b, boot, alpha)
+    runs = {m: finish() for m, finish in pending.items()}
+    tools = [{**entry, **{f"ahr_{k}": v for k, v in finish().items()}}
+             for entry, finish in pending_tools]  # fmt: skip
     deltas = joined.select(
         "sample_id",
         *(pl.col(m).alias(f"{m}_a") for m in METRICS),
@@ -225,7 +227,6 @@ def diff_runs(
         .otherwise(pl.lit("same"))
         .alias("change")
     )
-    tools = _tool_deltas(joined, pairs_a, pairs_b, index_batches, alpha)
     return DiffResult(
         run_a=a_run.run_id,
         run_b=b_run.run_id,
@@ -285,7 +286,7 @@ def _by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
     )
 
 
-def _resamples(rng: np.random.Generator, n: int, n_boot: int):
+def _resamples(rng: np.random.Generator, n: int, n_boot: int) -> Iterator[np.ndarray]:
     """Batches of bootstrap index arrays, shape (batch, n)."""
     batch = max(1, min(n_boot, _CHUNK_CELLS // max(n, 1)))
     done = 0
@@ -295,28 +296,74 @@ def _resamples(rng: np.random.Generator, n: int, n_boot: int):
         done += size
 
 
+class _Bootstrap:
+    """The sums of per-sample columns over each of ``n_boot`` resamples of ``n`` samples
+    (drawn with replacement from ``seed``), every column over the same resamples.
+
+    A resample's sum of a column is the column weighted by how many times the resample drew
+    each sample: the draws are counted once per resample and multiplied with every column at
+    once, rather than each column gathered at the drawn indexes. Sums of integers (counts,
+    arguments) are exact; sums of fractions (tsa, tp) may differ from a gathered sum in their
+    last bits. Two equal columns are one column, so the two sides of an unchanged metric get
+    the same sums to the bit (and a delta of exactly 0).
+    """
+
+    def __init__(self, n: int, n_boot: int, seed: int) -> None:
+        self.n, self.n_boot, self.seed = n, n_boot, seed
+        self._columns: list[np.ndarray] = []
+        self._sums: np.ndarray | None = None
+
+    def column(self, values: np.ndarray) -> int:
+        """Where ``values`` (one per sample) will be in :meth:`sums`."""
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        for k, known in enumerate(self._columns):
+            if np.array_equal(known, values):
+                return k
+        self._columns.append(values)
+        return len(self._columns) - 1
+
+    def sums(self) -> np.ndarray:
+        """Each resample's sum of each column, shape (n_boot, columns); drawn once."""
+        if self._sums is None:
+            table = np.column_stack(self._columns) if self._columns else np.zeros((self.n, 0))
+            sums = np.empty((self.n_boot, table.shape[1]))
+            rows = max(1, min(self.n_boot, _COUNT_CELLS // max(self.n, 1)))
+            weights = np.empty((rows, self.n))
+            done = 0
+            for batch in _resamples(np.random.default_rng(self.seed), self.n, self.n_boot):
+                for start in range(0, len(batch), rows):
+                    drawn = batch[start : start + rows]
+                    block = weights[: len(drawn)]
+                    if self.n >= _COUNT_BY_ROW:  # a row at a time: fewer, smaller passes
+                        for k, row in enumerate(drawn):
+                            block[k] = np.bincount(row, minlength=self.n)
+                    else:  # few samples: every row of the block in one count
+                        flat = (drawn + (np.arange(len(drawn)) * self.n)[:, None]).ravel()
+                        block[:] = np.bincount(flat, minlength=block.size).reshape(block.shape)
+                    sums[done : done + len(drawn)] = block @ table
+                    done += len(drawn)
+            self._sums = sums
+        return self._sums
+
+
 def _ratio(num: np.ndarray | int, den: np.ndarray | int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
 
 
 def _metric_delta(
-    joined: pl.DataFrame,
-    metric: str,
-    batches: Callable[[], Iterator[np.ndarray]],
-    alpha: float,
-    pooled: bool = False,
-) -> dict[str, Any]:
+    joined: pl.DataFrame, metric: str, boot: _Bootstrap, alpha: float, pooled: bool = False
+) -> Callable[[], dict[str, Any]]:
     """Run-level values of both runs, their delta and its bootstrap interval: the mean of the
-    defined per-sample values, or when ``pooled`` a ratio of sums over the samples."""
+    defined per-sample values, or when ``pooled`` a ratio of sums over the samples. Returns
+    what computes them once every statistic's columns are in ``boot``."""
     if pooled:
         num_a, den_a = _pooled_parts(joined, metric, "")
         num_b, den_b = _pooled_parts(joined, metric, "_b")
+        na, da, nb, db = (boot.column(c) for c in (num_a, den_a, num_b, den_b))
 
-        def stat(idx: np.ndarray) -> np.ndarray:
-            return _ratio(num_b[idx].sum(-1), den_b[idx].sum(-1)) - _ratio(
-                num_a[idx].sum(-1), den_a[idx].sum(-1)
-            )
+        def stat(s: np.ndarray) -> np.ndarray:
+            return _ratio(s[:, nb], s[:, db]) - _ratio(s[:, na], s[:, da])
 
         # integer sums divided once, as score does
         value_a = float(_ratio(int(num_a.sum()), int(den_a.sum())))
@@ -324,27 +371,29 @@ def _metric_delta(
     else:
         va = joined[metric].to_numpy().astype(float)
         vb = joined[f"{metric}_b"].to_numpy().astype(float)
-        defined_a, defined_b = ~np.isnan(va), ~np.isnan(vb)
-        za, zb = np.nan_to_num(va), np.nan_to_num(vb)
+        za, ca = boot.column(np.nan_to_num(va)), boot.column(~np.isnan(va))
+        zb, cb = boot.column(np.nan_to_num(vb)), boot.column(~np.isnan(vb))
 
-        def stat(idx: np.ndarray) -> np.ndarray:
-            mean_b = _ratio(zb[idx].sum(-1), defined_b[idx].sum(-1))
-            mean_a = _ratio(za[idx].sum(-1), defined_a[idx].sum(-1))
-            return mean_b - mean_a
+        def stat(s: np.ndarray) -> np.ndarray:
+            return _ratio(s[:, zb], s[:, cb]) - _ratio(s[:, za], s[:, ca])
 
         # the point values the way score computes them (polars mean), to the last bit
         value_a = _mean(joined[metric])
         value_b = _mean(joined[f"{metric}_b"])
-    draws = np.concatenate([stat(idx) for idx in batches()])
-    draws = draws[~np.isnan(draws)]
-    low, high = np.quantile(draws, [alpha, 1 - alpha]) if len(draws) else (np.nan, np.nan)
-    return {
-        "a": _num(value_a),
-        "b": _num(value_b),
-        "delta": _num(value_b - value_a),
-        "ci_low": _num(low),
-        "ci_high": _num(high),
-    }
+
+    def finish() -> dict[str, Any]:
+        draws = stat(boot.sums())
+        draws = draws[~np.isnan(draws)]
+        low, high = np.quantile(draws, [alpha, 1 - alpha]) if len(draws) else (np.nan, np.nan)
+        return {
+            "a": _num(value_a),
+            "b": _num(value_b),
+            "delta": _num(value_b - value_a),
+            "ci_low": _num(low),
+            "ci_high": _num(high),
+        }
+
+    return finish
 
 
 def _pooled_parts(joined: pl.DataFrame, metric: str, side: str) -> tuple[np.ndarray, np.ndarray]:
@@ -365,10 +414,11 @@ def _tool_deltas(
     joined: pl.DataFrame,
     pairs_a: pl.DataFrame | None,
     pairs_b: pl.DataFrame | None,
-    batches: Callable[[], Iterator[np.ndarray]],
+    boot: _Bootstrap,
     alpha: float,
-) -> list[dict[str, Any]]:
-    """Per tool: ahr over its paired calls in each run, the delta and its interval."""
+) -> list[tuple[dict[str, Any], Callable[[], dict[str, Any]]]]:
+    """Per tool: its paired calls in each run, and what computes ahr over them in each run,
+    the delta and its interval (see :func:`_metric_delta`)."""
     if pairs_a is None or pairs_b is None:
         return []
     order = joined.select("sample_id").with_row_index("k")
@@ -399,15 +449,8 @@ def _tool_deltas(
                 "args_total_b": tb,
             }
         )
-        delta = _metric_delta(frame, "ahr", batches, alpha, pooled=True)
-        out.append(
-            {
-                "tool": tool,
-                "paired_a": int(pa_.sum()),
-                "paired_b": int(pb_.sum()),
-                **{f"ahr_{k}": v for k, v in delta.items()},
-            }
-        )
+        entry = {"tool": tool, "paired_a": int(pa_.sum()), "paired_b": int(pb_.sum())}
+        out.append((entry, _metric_delta(frame, "ahr", boot, alpha, pooled=True)))
     return out
 
 
