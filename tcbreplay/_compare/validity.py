@@ -45,7 +45,7 @@ METRICS: dict[str, str] = {
     "covered": HIGHER,
 }
 CONFIDENCE = 0.95
-_CHUNK_CELLS = 4_000_000  # resample weights held in memory at once
+_CHUNK_CELLS = 4_000_000  # resample counts held in memory at once
 
 
 @dataclass
@@ -165,11 +165,16 @@ def scores_validity(
     _, cluster = np.unique(frame["sample_id"].to_numpy(), return_inverse=True)
     y = frame["outcome"].to_numpy().astype(bool)
     n_clusters = int(cluster.max()) + 1
-    metrics = {}
-    for name, orientation in METRICS.items():
-        if name not in frame.columns:
-            continue
-        metrics[name] = _metric(frame[name], orientation, y, cluster, n_clusters, n_boot, seed)
+    pending = {
+        name: _Metric(frame[name], orientation, y, cluster)
+        for name, orientation in METRICS.items()
+        if name in frame.columns
+    }
+    for counts in _counts(n_clusters, n_boot, seed):  # each draw once, for every metric
+        weights = counts.astype(float)
+        for metric in pending.values():
+            metric.add_draws(weights)
+    metrics = {name: metric.finish() for name, metric in pending.items()}
     trials = int(cast(int, scores["trial"].max())) + 1 if scores.height else 1
     return Validity(
         run_id=run_id,
@@ -191,46 +196,53 @@ def scores_validity(
     )
 
 
-def _metric(
-    column: pl.Series,
-    orientation: str,
-    y: np.ndarray,
-    cluster: np.ndarray,
-    n_clusters: int,
-    n_boot: int,
-    seed: int,
-) -> dict[str, Any]:
-    """One metric's row of the table."""
-    values, note = metric_values(column, orientation)
-    keep = ~np.isnan(values)
-    x, yy, cl = values[keep], y[keep], cluster[keep]
-    oriented = -x if orientation == LOWER else x
-    out: dict[str, Any] = {
-        "orientation": orientation,
-        "n": int(keep.sum()),
-        "n_true": int(yy.sum()),
-        "n_false": int((~yy).sum()),
-    }
-    if not keep.any():
-        note = "undefined for every sample" + (
-            " (no tool roles declared: score with --role write=...)"
-            if column.name == "write_exact"
-            else ""
-        )
-    ones = np.ones((1, len(x)))
-    point = _stats(ones, x, oriented, yy)
-    draws = [_stats(w, x, oriented, yy) for w in _weights(cl, n_clusters, n_boot, seed)]
-    for key, value in point.items():
-        out[key] = _num(value[0])
-        sample = np.concatenate([d[key] for d in draws])
-        sample = sample[~np.isnan(sample)]
-        if len(sample):
-            low_high = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
-            out[f"{key}_ci"] = [_num(v) for v in low_high]
-        else:
-            out[f"{key}_ci"] = [None, None]
-    out["note"] = note
-    return out
+class _Metric:
+    """One metric's row of the table: its point values from the samples as they are, its
+    intervals from the draws added (:meth:`add_draws`) as they come."""
+
+    def __init__(
+        self, column: pl.Series, orientation: str, y: np.ndarray, cluster: np.ndarray
+    ) -> None:
+        values, self.note = metric_values(column, orientation)
+        keep = ~np.isnan(values)
+        x, yy, kept = values[keep], y[keep], cluster[keep]
+        # each observation's sample (None: the samples themselves, one each, in order)
+        self.cluster = None if np.array_equal(kept, np.arange(len(cluster))) else kept
+        oriented = -x if orientation == LOWER else x
+        self.out: dict[str, Any] = {
+            "orientation": orientation,
+            "n": int(keep.sum()),
+            "n_true": int(yy.sum()),
+            "n_false": int((~yy).sum()),
+        }
+        if not keep.any():
+            self.note = "undefined for every sample" + (
+                " (no tool roles declared: score with --role write=...)"
+                if column.name == "write_exact"
+                else ""
+            )
+        self.point = _stats(np.ones((1, len(x))), x, oriented, yy)
+        self.groups = _Groups(oriented, yy, flipped=orientation == LOWER)
+        self.draws: list[dict[str, np.ndarray]] = []
+
+    def add_draws(self, counts: np.ndarray) -> None:
+        """The statistics of a batch of resamples: ``counts`` (batch, samples), how many
+        times each resample drew each sample."""
+        self.draws.append(self.groups.stats(counts, self.cluster))
+
+    def finish(self) -> dict[str, Any]:
+        out = dict(self.out)
+        for key, value in self.point.items():
+            out[key] = _num(value[0])
+            sample = np.concatenate([d[key] for d in self.draws])
+            sample = sample[~np.isnan(sample)]
+            if len(sample):
+                low_high = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+                out[f"{key}_ci"] = [_num(v) for v in low_high]
+            else:
+                out[f"{key}_ci"] = [None, None]
+        out["note"] = self.note
+        return out
 
 
 def metric_values(column: pl.Series, orientation: str) -> tuple[np.ndarray, str | None]:
@@ -267,19 +279,81 @@ def roc_points(
     return [0.0, *(fp / negatives).tolist()], [0.0, *(tp / positives).tolist()]
 
 
-def _weights(cluster: np.ndarray, n_clusters: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
-    """Batches of bootstrap weights of the observations, shape (batch, n): how many times
-    each one's sample was drawn. The same draws for every metric (seeded anew each time)."""
+def _counts(n_clusters: int, n_boot: int, seed: int) -> Iterator[np.ndarray]:
+    """Batches of bootstrap draws, shape (batch, samples): how many times each resample
+    drew each sample (its trials together)."""
     rng = np.random.default_rng(seed)
-    batch = max(1, min(n_boot, _CHUNK_CELLS // max(len(cluster), n_clusters, 1)))
+    batch = max(1, min(n_boot, _CHUNK_CELLS // max(n_clusters, 1)))
     done = 0
     while done < n_boot:
         size = min(batch, n_boot - done)
         drawn = rng.integers(0, n_clusters, size=(size, n_clusters))
         offsets = (np.arange(size) * n_clusters)[:, None]
         counts = np.bincount((drawn + offsets).ravel(), minlength=size * n_clusters)
-        yield counts.reshape(size, n_clusters)[:, cluster].astype(float)
+        yield counts.reshape(size, n_clusters)
         done += size
+
+
+class _Groups:
+    """A metric's observations grouped by value and outcome: every statistic of
+    :func:`_stats` depends on a resample only through how many times it drew each group, so
+    a batch of resamples is counted into groups once (a pass over the observations a
+    resample) and the statistics are computed over the few groups."""
+
+    def __init__(self, oriented: np.ndarray, y: np.ndarray, flipped: bool) -> None:
+        self.levels, level = np.unique(oriented, return_inverse=True)  # ascending, as _auc
+        self.group = level.reshape(-1) * 2 + y  # group 2l + outcome
+        self.size = 2 * len(self.levels)
+        # x and oriented of each group, the outcome of each (the groups of a level side by
+        # side), and the unweighted means _correlation centres on
+        self.x = np.repeat(-self.levels if flipped else self.levels, 2)
+        self.s = np.repeat(self.levels, 2)
+        self.y = np.tile([False, True], len(self.levels))
+        self.s_mean = float(oriented.mean()) if len(oriented) else 0.0
+        self.y_mean = float(y.mean()) if len(y) else 0.0
+        self.scale = float(np.abs(oriented - self.s_mean).max()) if len(oriented) else 0.0
+
+    def stats(self, counts: np.ndarray, cluster: np.ndarray | None) -> dict[str, np.ndarray]:
+        """:func:`_stats` of each resample of ``counts`` (``cluster``: each observation's
+        sample, None for the samples themselves), from its weights of the groups."""
+        weights = np.empty((len(counts), self.size))
+        for k, row in enumerate(counts):
+            drawn = row if cluster is None else row[cluster]
+            weights[k] = np.bincount(self.group, weights=drawn, minlength=self.size)
+        yf = self.y.astype(float)
+        wt, wf = weights @ yf, weights @ (1 - yf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean_true = np.where(wt > 0, (weights @ (self.x * yf)) / wt, np.nan)
+            mean_false = np.where(wf > 0, (weights @ (self.x * (1 - yf))) / wf, np.nan)
+        return {
+            "mean_if_true": mean_true,
+            "mean_if_false": mean_false,
+            "auc": self._auc(weights, wt, wf),
+            "r": self._correlation(weights),
+        }
+
+    def _auc(self, weights: np.ndarray, wt: np.ndarray, wf: np.ndarray) -> np.ndarray:
+        if not self.size:
+            return np.full(len(weights), np.nan)
+        pos, neg = weights[:, 1::2], weights[:, 0::2]  # per level, ascending
+        below = np.cumsum(neg, axis=1) - neg  # failures scoring lower than each level
+        wins = (pos * (below + 0.5 * neg)).sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((wt > 0) & (wf > 0), wins / (wt * wf), np.nan)
+
+    def _correlation(self, weights: np.ndarray) -> np.ndarray:
+        if not self.size:
+            return np.full(len(weights), np.nan)
+        xs, ys = self.s - self.s_mean, self.y - self.y_mean
+        total = weights.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mx, my = (weights @ xs) / total, (weights @ ys) / total
+            vx = (weights @ (xs * xs)) / total - mx * mx
+            vy = (weights @ (ys * ys)) / total - my * my
+            cov = (weights @ (xs * ys)) / total - mx * my
+            scale = max(self.scale, 1e-300) ** 2
+            flat = (vx <= 1e-12 * scale) | (vy <= 1e-12)
+            return np.where(flat, np.nan, np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0))
 
 
 def _stats(

@@ -16,6 +16,7 @@ from helpers import TAU_WRITE, cli, import_tau_bench
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tcbreplay._compare import validity as validity_module
 from tcbreplay._compare.outcomes import Outcomes, check_expression
 from tcbreplay._compare.validity import pass_hat_k, roc_points, scores_validity
 from tcbreplay.errors import InputError
@@ -291,6 +292,34 @@ def test_two_hundred_samples_and_two_thousand_resamples_take_well_under_seconds(
     start = time.process_time()
     scores_validity(scores, outcomes, n_boot=2000)
     assert time.process_time() - start < 2.0
+
+
+@pytest.mark.parametrize("flipped", [False, True])
+@pytest.mark.parametrize("samples, trials, levels", [(60, 1, 5), (40, 3, 50), (7, 2, 1), (0, 1, 3)])
+def test_resampled_statistics_by_group_are_those_of_the_weighted_observations(
+    samples, trials, levels, flipped
+):
+    """The statistics of each resample, from its counts of the groups (value and outcome),
+    are those the observations weighted by how often their sample was drawn give: AUC to
+    the bit (sums of whole counts), the means and r to rounding."""
+    rng = np.random.default_rng(samples + levels)
+    cluster = np.repeat(np.arange(samples), trials)
+    x = rng.integers(0, levels, len(cluster)) / max(levels - 1, 1)
+    y = rng.integers(0, 2, len(cluster)).astype(bool)
+    oriented = -x if flipped else x
+    counts = np.concatenate(list(validity_module._counts(max(samples, 1), 300, seed=2)))
+    by_group = validity_module._Groups(oriented, y, flipped).stats(counts, cluster)
+    weighted = validity_module._stats(counts[:, cluster].astype(float), x, oriented, y)
+    assert by_group.keys() == weighted.keys()
+    np.testing.assert_array_equal(by_group["auc"], weighted["auc"])
+    for key in ("mean_if_true", "mean_if_false", "r"):
+        np.testing.assert_allclose(by_group[key], weighted[key], rtol=1e-9, atol=1e-12)
+    if samples and levels > 1:
+        assert not np.isnan(by_group["auc"]).all()
+    if trials == 1:  # the samples themselves: drawn as they are, unindexed
+        alone = validity_module._Groups(oriented, y, flipped).stats(counts.astype(float), None)
+        for key, value in by_group.items():
+            np.testing.assert_array_equal(alone[key], value)
 
 
 @pytest.mark.parametrize(
