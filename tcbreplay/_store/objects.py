@@ -141,8 +141,8 @@ def store_root(root: str | os.PathLike[str]) -> Path:
         ) from None
     try:
         # listings are not cached: another process may write the store meanwhile
-        path = UPath(text.rstrip("/"), use_listings_cache=False)
-        path.fs  # noqa: B018 (the scheme's filesystem, which may be missing)
+        path = UPath(text.rstrip("/"), use_listings_cache=False, **client_options(scheme))
+        _tries(path.fs)  # (the scheme's filesystem, which may be missing)
     except ImportError as exc:
         package = _PACKAGES.get(scheme, "the fsspec filesystem of " + scheme)
         raise InputError(
@@ -152,6 +152,36 @@ def store_root(root: str | os.PathLike[str]) -> Path:
     except ValueError as exc:  # a scheme fsspec does not know
         raise InputError(f"--store {text}: {first_line(exc)}") from exc
     return cast(Path, path)
+
+
+# An S3 store's client gives up on an endpoint that accepts connections and never answers
+# (a stopped server, a proxy, a partition) after CONNECT_S to connect or READ_S without a byte,
+# and tries a request at most ATTEMPTS times (botocore's standard retries, unless the
+# environment's AWS_MAX_ATTEMPTS or AWS_RETRY_MODE say otherwise); s3fs tries again on its own
+# only S3FS_RETRIES times (an attribute of its instances, not an option). With botocore's
+# defaults under s3fs's (60 s, 5 attempts, 5 tries) a silent endpoint held a command for about
+# 25 minutes; now for about 2.
+S3_CONNECT_S = 10
+S3_READ_S = 20
+S3_ATTEMPTS = 3
+S3FS_RETRIES = 2
+
+
+def client_options(scheme: str) -> dict[str, Any]:
+    """The options a store's filesystem of ``scheme`` is made with (see :data:`S3_READ_S`)."""
+    if scheme not in ("s3", "s3a"):
+        return {}
+    config: dict[str, Any] = {"connect_timeout": S3_CONNECT_S, "read_timeout": S3_READ_S}
+    if not {"AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"} & os.environ.keys():
+        config["retries"] = {"max_attempts": S3_ATTEMPTS, "mode": "standard"}
+    return {"config_kwargs": config}
+
+
+def _tries(fs: Any) -> Any:
+    """``fs``, trying a request again on its own (s3fs: on timeouts) S3FS_RETRIES times."""
+    if _is_s3(fs):
+        fs.retries = S3FS_RETRIES
+    return fs
 
 
 def _accepted() -> str:
@@ -303,7 +333,7 @@ def reader_fs(fs: Any) -> Any:
     if not _is_s3(fs):
         return fs
     options = {**fs.storage_options, "default_cache_type": "none"}
-    return _asks_once(cast(Any, type(fs)))(skip_instance_cache=True, **options)
+    return _tries(_asks_once(cast(Any, type(fs)))(skip_instance_cache=True, **options))
 
 
 @functools.cache
@@ -571,6 +601,11 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         return f"access denied ({text})", _CREDENTIALS_HINT
     if "Endpoint" in name or "connect" in text.lower():
         return text, "is the network up, and the endpoint right (AWS_ENDPOINT_URL_S3)?"
+    if "timeout" in name.lower() or "timeout" in text.lower():
+        return text, (
+            f"the store did not answer within {S3_READ_S} s, {S3_ATTEMPTS} times: is its "
+            "endpoint up (AWS_ENDPOINT_URL_S3)? AWS_MAX_ATTEMPTS sets how often to try"
+        )
     return text, None
 
 

@@ -736,3 +736,55 @@ def test_an_empty_prefix_of_a_bucket_is_a_store_without_runs(s3_store):
     result = cli("sql", "select count(*) as n from runs", "--store", s3_store, "--format", "json")
     assert result.exit_code == 0, result.output
     assert "nothing is stored under this prefix yet" in result.stderr
+
+
+@pytest.fixture
+def silent_endpoint(monkeypatch) -> Iterator[str]:
+    """An endpoint on loopback that takes connections and never answers (a stopped server),
+    with the S3 client's limits cut to a second and one try."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    taken: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                taken.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    for name, value in (("S3_CONNECT_S", 1), ("S3_READ_S", 1), ("S3_ATTEMPTS", 1),
+                        ("S3FS_RETRIES", 1)):  # fmt: skip
+        monkeypatch.setattr(objects, name, value)
+    for key, value in S3_ENVIRONMENT.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
+    monkeypatch.delenv("AWS_RETRY_MODE", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{server.getsockname()[1]}")
+    try:
+        yield "s3://silent-bucket/team"
+    finally:
+        stop.set()
+        thread.join()
+        for connection in taken:
+            connection.close()
+        server.close()
+
+
+def test_an_endpoint_that_never_answers_is_given_up_on_in_one_line(silent_endpoint):
+    """Before, botocore's limits under s3fs's own tries held `runs` for about 25 minutes on
+    such an endpoint, printing nothing."""
+    import time
+
+    started = time.monotonic()
+    result = cli("runs", "--store", silent_endpoint)
+    took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith(f"Error: {silent_endpoint}: Read timeout on endpoint URL")
+    assert lines[1].startswith("Hint: the store did not answer within 1 s, 1 times")
+    assert "Traceback" not in result.output
+    assert took < 15  # one try of each request, a second each
