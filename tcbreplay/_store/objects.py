@@ -160,7 +160,7 @@ def store_root(root: str | os.PathLike[str]) -> Path:
 # environment's AWS_MAX_ATTEMPTS or AWS_RETRY_MODE say otherwise); s3fs tries again on its own
 # only S3FS_RETRIES times (an attribute of its instances, not an option). With botocore's
 # defaults under s3fs's (60 s, 5 attempts, 5 tries) a silent endpoint held a command for about
-# 25 minutes; now for about 2.
+# 25 minutes; now for about 3 (2 min 49 s for `runs`).
 S3_CONNECT_S = 10
 S3_READ_S = 20
 S3_ATTEMPTS = 3
