@@ -13,15 +13,19 @@ metadata).
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import shlex
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tcbreplay._importers.openai import to_openai
 from tcbreplay._store.export import run_traces
-from tcbreplay._store.files import json_text, staged, writing
+from tcbreplay._store.files import json_text, staged
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DATASET, MANIFEST
 from tcbreplay.errors import InputError, StoreError, TcbReplayError, TraceError
@@ -36,78 +40,101 @@ def export_traces(
     run: Run, out_dir: Path, fmt: str = "langchain", *, error: type[TcbReplayError] = InputError
 ) -> list[Path]:
     """Write the run's traces (in ``fmt``), dataset, tools and manifest into ``out_dir``, all
-    under temporary names until every one is whole."""
+    under temporary names until every one is whole.
+
+    The traces are read, converted and written a slice of samples at a time
+    (:data:`tcbreplay._store.export.SLICE_SAMPLES`); the dataset is held whole, as text."""
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     with run.reading():  # not deleted (record --overwrite) while it is read
         manifest = run.manifest
-        traces = run_traces(run)
-        if fmt == "otlp":
-            _add_timings(run, traces)
+        traces = run_traces(run, timings=fmt == "otlp")
         try:
-            dataset = (run.dir / DATASET).read_bytes()
+            dataset = Dataset((run.dir / DATASET).read_bytes().decode("utf-8"))
         except OSError as exc:
             raise StoreError(f"{run.dir / DATASET}: cannot read it: {exc.strerror}") from exc
-    entry_meta = {}
-    for line in dataset.decode("utf-8").splitlines():
-        if line.strip():
-            entry = json.loads(line)
-            entry_meta[str(entry.get("id"))] = entry.get("metadata") or {}
-    tools = (manifest.get("tools") or {}).get("specs") or []
-    lines = []
-    for trace in traces:
-        if trace["status"] == "missing" or fmt == "otlp":
-            continue
-        try:
-            lines.append(_line(trace, entry_meta.get(trace["sample_id"], {}), fmt))
-        except TraceError as exc:
-            raise StoreError(f"run {run.run_id!r}: sample {trace['sample_id']!r}: {exc}") from exc
-    if fmt == "otlp":
-        from tcbreplay._importers.otel.write import requests
+        tools = (manifest.get("tools") or {}).get("specs") or []
+        stored = (t for t in traces if t["status"] != "missing")
+        if fmt == "otlp":
+            from tcbreplay._importers.otel.write import requests
 
-        entries = {
-            str(e.get("id")): e
-            for e in map(json.loads, filter(str.strip, dataset.decode("utf-8").splitlines()))
-        }
-        stored = [t for t in traces if t["status"] != "missing"]
-        model = (manifest.get("model") or {}).get("name")
-        lines = list(requests(run.run_id, stored, entries, tools, model))
-    with writing(out_dir, error=error):
-        out_dir.mkdir(parents=True, exist_ok=True)
-    traces_name = OTLP_TRACES if fmt == "otlp" else TRACES
-    written = [out_dir / traces_name, out_dir / DATASET, out_dir / TOOLS, out_dir / MANIFEST]
-    texts = [
-        "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines),
-        dataset.decode("utf-8"),
-        json_text(tools),
-        json_text(manifest),
-    ]
-    with staged(error) as files:
-        for path, text in zip(written, texts, strict=True):
-            files.write(path, partial(_write_text, text=text))
+            model = (manifest.get("model") or {}).get("name")
+            lines = requests(run.run_id, stored, dataset.entries(), tools, model)
+        else:
+            lines = (_stored_line(run, trace, dataset, fmt) for trace in stored)
+        traces_name = OTLP_TRACES if fmt == "otlp" else TRACES
+        written = [out_dir / traces_name, out_dir / DATASET, out_dir / TOOLS, out_dir / MANIFEST]
+        texts = [dataset.text, json_text(tools), json_text(manifest)]
+        with staged(error) as files:
+            files.folder(out_dir)
+            files.write(written[0], partial(_write_lines, lines=lines))
+            for path, text in zip(written[1:], texts, strict=True):
+                files.write(path, partial(_write_text, text=text))
     return written
 
 
-def _add_timings(run: Run, traces: list[dict[str, Any]]) -> None:
-    """Each trace's start and end, and its messages' latencies (the spans' times)."""
-    import pyarrow.parquet as pq
+class Dataset:
+    """A run's dataset file, held as its text, its entries parsed as they are asked for (an
+    entry is found by its id: the last line with that id)."""
 
-    from tcbreplay._store.schema import MESSAGES, SAMPLES
+    # where a line ends, as str.splitlines cuts them
+    _ENDS = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
-    columns = ["sample_id", "trial", "sample_index", "started_at", "finished_at"]
-    samples = pq.read_table(run.dir / SAMPLES, columns=columns).to_pylist()
-    messages = pq.read_table(run.dir / MESSAGES, columns=["sample_index", "position", "latency_s"])
-    latencies: dict[int, dict[int, float | None]] = {}
-    for index, position, latency in zip(
-        *(messages[c].to_pylist() for c in messages.column_names), strict=True
-    ):
-        latencies.setdefault(index, {})[position] = latency
-    rows = {(r["sample_id"], r["trial"]): r for r in samples}
-    for trace in traces:
-        row = rows[(trace["sample_id"], trace["trial"])]
-        trace["started_at"], trace["finished_at"] = row["started_at"], row["finished_at"]
-        own = latencies.get(row["sample_index"], {})
-        trace["latencies"] = [own.get(k) for k in range(len(trace["messages"]))]
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lines: dict[str, int] = {}
+        self._spans = array("q")
+        start = 0
+        for found in itertools.chain(self._ENDS.finditer(text), [None]):
+            end = found.start() if found else len(text)
+            if text[start:end].strip():
+                self._lines[str(json.loads(text[start:end]).get("id"))] = len(self._spans) // 2
+                self._spans.extend((start, end))
+            start = found.end() if found else end
+
+    def get(self, sample_id: str) -> dict[str, Any] | None:
+        """The entry of ``sample_id``, None if the dataset has none."""
+        k = self._lines.get(sample_id)
+        if k is None:
+            return None
+        return json.loads(self.text[self._spans[2 * k] : self._spans[2 * k + 1]])
+
+    def entries(self) -> Entries:
+        """The entries as a mapping by id (which raises KeyError for an id it lacks)."""
+        return Entries(self)
+
+
+class Entries(Mapping[str, dict[str, Any]]):
+    """A dataset's entries by id, each parsed when it is looked up."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self._dataset = dataset
+
+    def __getitem__(self, sample_id: str) -> dict[str, Any]:
+        entry = self._dataset.get(sample_id)
+        if entry is None:
+            raise KeyError(sample_id)
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dataset._lines)
+
+    def __len__(self) -> int:
+        return len(self._dataset._lines)
+
+
+def _stored_line(run: Run, trace: dict[str, Any], dataset: Dataset, fmt: str) -> dict[str, Any]:
+    entry = dataset.get(trace["sample_id"]) or {}
+    try:
+        return _line(trace, entry.get("metadata") or {}, fmt)
+    except TraceError as exc:
+        raise StoreError(f"run {run.run_id!r}: sample {trace['sample_id']!r}: {exc}") from exc
+
+
+def _write_lines(tmp: Path, lines: Iterable[dict[str, Any]]) -> None:
+    with tmp.open("w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
 def _write_text(tmp: Path, text: str) -> None:

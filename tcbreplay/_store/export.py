@@ -1,23 +1,28 @@
 """A run exported as JSON Lines: its samples, its messages and a copy of its manifest
 (``export --format tables``), and its traces read back sample by sample for the exports
-that ``import`` reads (:func:`run_traces`)."""
+that ``import`` reads (:func:`run_traces`).
+
+Both read the run a slice of :data:`SLICE_SAMPLES` samples at a time (a range of
+``sample_index``, as scoring cuts a run into parts) and write each slice before reading the
+next: an export's memory holds one slice, whatever the run's size."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tcbreplay._store.files import (
     json_text,
     staged,
-    writing,
 )
-from tcbreplay._store.objects import is_remote
-from tcbreplay._store.parquet import read_table
+from tcbreplay._store.parquet import parquet_file
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import (
     MANIFEST,
@@ -35,6 +40,13 @@ from tcbreplay.errors import (
     first_line,
 )
 
+# samples (distinct sample_index values) an export reads, converts and writes at a time
+SLICE_SAMPLES = 20_000
+# a slice's bounds: lo (inclusive) and hi (exclusive) sample_index; (None, None) for the
+# rows that have no sample_index, which every ordering here puts last
+Bounds = tuple[int | None, int | None]
+_UNNUMBERED: Bounds = (None, None)
+
 
 def export_jsonl(
     run: Run, out_dir: Path, *, error: type[TcbReplayError] = InputError
@@ -43,76 +55,202 @@ def export_jsonl(
 
     The three files are written under temporary names and renamed once all are whole: an
     export that fails or is killed leaves the files of an earlier one as they were. A failure
-    to write is ``error`` (``out_dir`` is the user's choice; StoreError inside the store)."""
+    to write is ``error`` (``out_dir`` is the user's choice; StoreError inside the store).
+    Samples keep the file's order, messages go in sample order and position (whatever the
+    file's row groups), a slice of samples at a time."""
     with run.reading():  # not deleted (record --overwrite) while it is read
-        tables = {}
-        for name in (SAMPLES, MESSAGES):  # both read before anything is written
-            try:
-                tables[name] = read_table(run.dir / name)
-            except (OSError, pa.ArrowException) as exc:
-                unfinished = run.status not in ("complete", "imported")
-                raise StoreError(
-                    f"{run.dir / name}: cannot read it: {first_line(exc)}",
-                    hint=f"the run is {run.status}; {finish_hint(run)}" if unfinished else None,
-                ) from exc
+        hint = partial(_unfinished_hint, run)
+        # both opened before anything is written
+        samples = Slices(run.dir / SAMPLES, None, hint=hint)
+        messages = Slices(run.dir / MESSAGES, None, hint=hint)
+        bounds = messages.bounds()  # its own: every message, whether or not its sample is
         manifest = json_text(run.manifest)
-    if not is_remote(out_dir):  # (object storage has no folders to make)
-        with writing(out_dir, error=error):
-            out_dir.mkdir(parents=True, exist_ok=True)
-    # messages in sample order and position, whatever the file's row groups
-    tables[MESSAGES] = tables[MESSAGES].sort_by(
-        [("sample_index", "ascending"), ("position", "ascending")]
-    )
-    written = [out_dir / name.replace(".parquet", ".jsonl") for name in tables]
-    with staged(error) as files:
-        for path, table in zip(written, tables.values(), strict=True):
-            files.write(path, partial(_write_jsonl_table, table))
-        written.append(out_dir / MANIFEST)
-        files.write(written[-1], lambda tmp: tmp.write_text(manifest, encoding="utf-8"))
+        written = [out_dir / name.replace(".parquet", ".jsonl") for name in (SAMPLES, MESSAGES)]
+        with staged(error) as files:
+            files.folder(out_dir)
+            files.write(written[0], partial(_write_jsonl, samples.batches()))
+            sorted_messages = (
+                messages.read(b).sort_by([("sample_index", "ascending"), ("position", "ascending")])
+                for b in bounds
+            )
+            files.write(written[1], partial(_write_jsonl, sorted_messages))
+            written.append(out_dir / MANIFEST)
+            files.write(written[-1], lambda tmp: tmp.write_text(manifest, encoding="utf-8"))
     return written
 
 
-def _write_jsonl_table(table: pa.Table, path: Path) -> None:
+def _unfinished_hint(run: Run) -> str | None:
+    unfinished = run.status not in ("complete", "imported")
+    return f"the run is {run.status}; {finish_hint(run)}" if unfinished else None
+
+
+def _write_jsonl(tables: Iterator[pa.Table], path: Path) -> None:
     import jsonlines
 
     with jsonlines.open(path, mode="w") as writer:
-        for batch in table.to_batches(max_chunksize=10_000):
-            writer.write_all(_jsonable(row) for row in batch.to_pylist())
+        for table in tables:
+            for batch in table.to_batches(max_chunksize=10_000):
+                writer.write_all(_jsonable(row) for row in batch.to_pylist())
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in row.items()}
 
 
-def run_traces(run: Run) -> list[dict[str, Any]]:
+class Slices:
+    """A run's Parquet file read a range of ``sample_index`` at a time: only the row groups
+    whose statistics say they hold some of the range are read, and only its rows kept."""
+
+    def __init__(
+        self,
+        path: Path,
+        columns: list[str] | None,
+        *,
+        hint: Callable[[], str | None] | None = None,
+    ) -> None:
+        """Open the file (its footer); ``columns``: those to read of the ones it has (all when
+        None). A file that cannot be read is a StoreError naming it, with ``hint()``."""
+        self.path = path
+        self._hint = hint
+        try:
+            self._file = parquet_file(path)
+            names = self._file.schema_arrow.names
+            self._columns = names if columns is None else [c for c in columns if c in names]
+            self._groups = self._statistics()
+        except (OSError, pa.ArrowException) as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: BaseException) -> StoreError:
+        hint = self._hint() if self._hint else None
+        return StoreError(f"{self.path}: cannot read it: {first_line(exc)}", hint=hint)
+
+    def _statistics(self) -> list[tuple[int, Any, Any, bool]]:
+        """Each row group's least and greatest sample_index (None when unknown) and whether
+        it may hold rows without one."""
+        meta = self._file.metadata
+        names = [meta.schema.column(k).name for k in range(meta.num_columns)]
+        if "sample_index" not in names:
+            raise self._error(ValueError("it has no sample_index column"))
+        column = names.index("sample_index")
+        groups = []
+        for k in range(meta.num_row_groups):
+            stats = meta.row_group(k).column(column).statistics
+            if stats is None or not stats.has_min_max:
+                groups.append((k, None, None, True))
+            else:
+                nulls = not stats.has_null_count or stats.null_count > 0
+                groups.append((k, stats.min, stats.max, nulls))
+        return groups
+
+    def bounds(self) -> list[Bounds]:
+        """The file's sample_index values cut into slices of :data:`SLICE_SAMPLES` values,
+        ascending, then the rows without one (if any)."""
+        try:
+            column = self._file.read(columns=["sample_index"])["sample_index"]
+        except (OSError, pa.ArrowException) as exc:
+            raise self._error(exc) from exc
+        values = pc.unique(column.drop_null()).sort().to_numpy()
+        out: list[Bounds] = []
+        for k in range(0, len(values), SLICE_SAMPLES):
+            end = k + SLICE_SAMPLES
+            out.append((int(values[k]), int(values[end]) if end < len(values) else None))
+        if out:  # the last slice goes to the greatest value
+            out[-1] = (out[-1][0], int(values[-1]) + 1)
+        if column.null_count:
+            out.append(_UNNUMBERED)
+        return out
+
+    def read(self, bounds: Bounds) -> pa.Table:
+        """The rows of a slice, in the file's order."""
+        lo, hi = bounds
+        parts = []
+        try:
+            for k, least, most, nulls in self._groups:
+                if bounds == _UNNUMBERED:
+                    if not nulls:
+                        continue
+                elif least is not None and (most < lo or least >= hi):
+                    continue
+                table = self._file.read_row_group(k, columns=self._columns)
+                index = table["sample_index"]
+                if bounds == _UNNUMBERED:
+                    keep = pc.is_null(index)
+                else:
+                    keep = pc.and_(pc.greater_equal(index, lo), pc.less(index, hi))
+                parts.append(table.filter(keep))
+            if not parts:
+                return self._file.schema_arrow.empty_table().select(self._columns)
+            return pa.concat_tables(parts)
+        except (OSError, pa.ArrowException) as exc:
+            raise self._error(exc) from exc
+
+    def batches(self) -> Iterator[pa.Table]:
+        """The whole file in its order, a row group at a time."""
+        try:
+            for k in range(self._file.metadata.num_row_groups):
+                yield self._file.read_row_group(k, columns=self._columns)
+        except (OSError, pa.ArrowException) as exc:
+            raise self._error(exc) from exc
+
+
+_TRACE_COLUMNS = ["sample_id", "trial", "sample_index", "status", "error", "error_type", "metadata"]
+_TIMES = ["started_at", "finished_at"]
+
+
+def run_traces(run: Run, *, timings: bool = False) -> Iterator[dict[str, Any]]:
     """Every stored sample and trial of a run in ``sample_index`` order: ``sample_id``,
     ``trial``, ``status``, ``error``, ``error_type``, ``metadata`` (an object or None) and
-    ``messages`` (each as ``message_to_dict`` wrote it). The caller holds ``run.reading()``."""
-    import json
+    ``messages`` (each as ``message_to_dict`` wrote it); with ``timings``, also
+    ``started_at``, ``finished_at`` and ``latencies`` (each message's, by position).
 
-    tables = {}
-    for name, schema in ((SAMPLES, SAMPLES_SCHEMA), (MESSAGES, MESSAGES_SCHEMA)):
-        try:
-            tables[name] = with_optional_columns(read_table(run.dir / name), schema)
-        except (OSError, pa.ArrowException) as exc:
-            raise StoreError(f"{run.dir / name}: cannot read it: {first_line(exc)}") from exc
-    messages: dict[int, list[dict[str, Any]]] = {}
-    ordered = (
-        tables[MESSAGES]
-        .select(["sample_index", "position", "message"])
-        .sort_by([("sample_index", "ascending"), ("position", "ascending")])
-    )
+    The files are opened here (a StoreError if they cannot be); the traces are read a slice
+    of samples at a time as they are taken. The caller holds ``run.reading()`` until then."""
+    samples = Slices(run.dir / SAMPLES, _TRACE_COLUMNS + (_TIMES if timings else []))
+    extra = ["latency_s"] if timings else []
+    messages = Slices(run.dir / MESSAGES, ["sample_index", "position", "message", *extra])
+    bounds = samples.bounds()
+
+    def traces() -> Iterator[dict[str, Any]]:
+        for b in bounds:
+            yield from _slice_traces(samples.read(b), messages.read(b), timings)
+
+    return traces()
+
+
+def _slice_traces(samples: pa.Table, messages: pa.Table, timings: bool) -> list[dict[str, Any]]:
+    """The traces of a slice's samples and messages, in sample_index order."""
+    samples = with_optional_columns(samples, SAMPLES_SCHEMA)
+    messages = with_optional_columns(messages, MESSAGES_SCHEMA)
+    by_index: dict[int, list[dict[str, Any]]] = {}
+    ordered = messages.sort_by([("sample_index", "ascending"), ("position", "ascending")])
     for index, text in zip(
         ordered["sample_index"].to_pylist(), ordered["message"].to_pylist(), strict=True
     ):
-        messages.setdefault(index, []).append(json.loads(text))
-    samples = tables[SAMPLES].sort_by("sample_index")
+        by_index.setdefault(index, []).append(json.loads(text))
+    samples = samples.sort_by("sample_index")
     out = []
-    for row in samples.select(
-        ["sample_id", "trial", "sample_index", "status", "error", "error_type", "metadata"]
-    ).to_pylist():
+    for row in samples.select(_TRACE_COLUMNS).to_pylist():
         meta = row.pop("metadata")
         row["metadata"] = json.loads(meta) if meta else None
-        row["messages"] = messages.get(row.pop("sample_index"), [])
+        row["messages"] = by_index.get(row.pop("sample_index"), [])
         out.append(row)
+    if timings:
+        _add_timings(out, samples, messages)
     return out
+
+
+def _add_timings(traces: list[dict[str, Any]], samples: pa.Table, messages: pa.Table) -> None:
+    """Each trace's start and end, and its messages' latencies (the spans' times)."""
+    columns = ["sample_id", "trial", "sample_index", *_TIMES]
+    latencies: dict[int, dict[int, float | None]] = {}
+    for index, position, latency in zip(
+        *(messages[c].to_pylist() for c in ("sample_index", "position", "latency_s")),
+        strict=True,
+    ):
+        latencies.setdefault(index, {})[position] = latency
+    rows = {(r["sample_id"], r["trial"]): r for r in samples.select(columns).to_pylist()}
+    for trace in traces:
+        row = rows[(trace["sample_id"], trace["trial"])]
+        trace["started_at"], trace["finished_at"] = row["started_at"], row["finished_at"]
+        own = latencies.get(row["sample_index"], {})
+        trace["latencies"] = [own.get(k) for k in range(len(trace["messages"]))]

@@ -97,3 +97,35 @@ def test_tables_keep_the_old_export(recorded, tmp_path):
     ]  # fmt: skip
     first = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
     assert first["trial"] == 0 and json.loads(first["metadata"]) == {"k": 0, "tags": ["a"]}
+
+
+@pytest.mark.parametrize("fmt", ["langchain", "openai", "otlp", "tables"])
+def test_an_export_in_slices_writes_the_bytes_of_one_slice(recorded, tmp_path, monkeypatch, fmt):
+    """Export reads a run a slice of samples at a time: a run of many slices, its messages
+    shuffled into row groups of a few rows each (so a slice reads some of them, in no order),
+    exports byte for byte what one slice of the whole run exports."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from tcbreplay._store import export as store_export
+
+    run_dir = recorded / "rec"
+    whole = tmp_path / "whole"
+    assert cli("export", "rec", "-o", whole, "--format", fmt, "--store", recorded).exit_code == 0
+    copy = tmp_path / "copy"
+    (copy / "rec").mkdir(parents=True)
+    for name in ("manifest.json", "dataset.jsonl"):
+        (copy / "rec" / name).write_bytes((run_dir / name).read_bytes())
+    samples = pq.read_table(run_dir / "samples.parquet")
+    pq.write_table(samples, copy / "rec" / "samples.parquet", row_group_size=4)
+    messages = pq.read_table(run_dir / "messages.parquet")
+    shuffled = messages.take(np.random.default_rng(1).permutation(messages.num_rows))
+    pq.write_table(shuffled, copy / "rec" / "messages.parquet", row_group_size=16)
+    monkeypatch.setattr(store_export, "SLICE_SAMPLES", 3)
+    assert samples.num_rows == 60  # twenty slices
+    sliced = tmp_path / "sliced"
+    assert cli("export", "rec", "-o", sliced, "--format", fmt, "--store", copy).exit_code == 0
+    names = sorted(p.name for p in whole.iterdir())
+    assert names == sorted(p.name for p in sliced.iterdir())
+    for name in names:
+        assert (sliced / name).read_bytes() == (whole / name).read_bytes(), name

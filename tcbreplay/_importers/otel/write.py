@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -31,16 +31,17 @@ _KIND_INTERNAL, _KIND_CLIENT = 1, 3
 
 def requests(
     run_id: str,
-    traces: list[dict[str, Any]],
-    entries: dict[str, dict[str, Any]],
+    traces: Iterable[dict[str, Any]],
+    entries: Mapping[str, dict[str, Any]],
     tools: list[dict[str, Any]],
     model: str | None,
 ) -> Iterator[dict[str, Any]]:
     """The run's trials as OTLP/JSON export requests of up to :data:`BATCH` traces.
 
-    ``traces``: :func:`tcbreplay._store.export.run_traces`' rows, each with its
-    ``started_at`` (ISO text or None) and ``latencies`` (a message's latency or None, by
-    position); ``entries``: the dataset entries by sample id; ``tools``: the run's tools."""
+    ``traces``: :func:`tcbreplay._store.export.run_traces`' rows (taken one by one, so a
+    run's are read as they are written), each with its ``started_at`` (ISO text or None) and
+    ``latencies`` (a message's latency or None, by position); ``entries``: the dataset
+    entries by sample id; ``tools``: the run's tools."""
     resource = {"attributes": [_kv("service.name", "tcbreplay"), _kv("tcbreplay.run_id", run_id)]}
     definitions = json.dumps(
         [{"type": "function", **tool} for tool in tools], ensure_ascii=False, separators=(",", ":")
