@@ -42,6 +42,8 @@ from tcbreplay.errors import (
 
 # samples (distinct sample_index values) an export reads, converts and writes at a time
 SLICE_SAMPLES = 20_000
+# memory the row groups that span slices may keep for the next ones (see Slices.read)
+KEEP_BYTES = 512 * 2**20
 # a slice's bounds: lo (inclusive) and hi (exclusive) sample_index; (None, None) for the
 # rows that have no sample_index, which every ordering here puts last
 Bounds = tuple[int | None, int | None]
@@ -117,6 +119,8 @@ class Slices:
             names = self._file.schema_arrow.names
             self._columns = names if columns is None else [c for c in columns if c in names]
             self._groups = self._statistics()
+            self._kept: dict[int, pa.Table] = {}  # a row group's rows after the last slice
+            self._kept_from: int | None = None  # that slice's end
         except (OSError, pa.ArrowException) as exc:
             raise self._error(exc) from exc
 
@@ -161,8 +165,14 @@ class Slices:
         return out
 
     def read(self, bounds: Bounds) -> pa.Table:
-        """The rows of a slice, in the file's order."""
+        """The rows of a slice, in the file's order.
+
+        A row group that reaches past the slice keeps its later rows in memory for the next
+        slice (when it is further on, and up to :data:`KEEP_BYTES` in all): a file written in
+        sample order is then read once, though a row group spans several slices."""
         lo, hi = bounds
+        if lo is None or (self._kept_from is not None and lo < self._kept_from):
+            self._kept = {}
         parts = []
         try:
             for k, least, most, nulls in self._groups:
@@ -171,13 +181,19 @@ class Slices:
                         continue
                 elif least is not None and (most < lo or least >= hi):
                     continue
-                table = self._file.read_row_group(k, columns=self._columns)
+                table = self._kept.pop(k, None)
+                if table is None:
+                    table = self._file.read_row_group(k, columns=self._columns)
                 index = table["sample_index"]
                 if bounds == _UNNUMBERED:
-                    keep = pc.is_null(index)
-                else:
-                    keep = pc.and_(pc.greater_equal(index, lo), pc.less(index, hi))
-                parts.append(table.filter(keep))
+                    parts.append(table.filter(pc.is_null(index)))
+                    continue
+                parts.append(table.filter(pc.and_(pc.greater_equal(index, lo), pc.less(index, hi))))
+                if most is not None and most >= hi:
+                    later = table.filter(pc.greater_equal(index, hi))
+                    if later.nbytes + sum(t.nbytes for t in self._kept.values()) <= KEEP_BYTES:
+                        self._kept[k] = later
+            self._kept_from = hi
             if not parts:
                 return self._file.schema_arrow.empty_table().select(self._columns)
             return pa.concat_tables(parts)

@@ -123,9 +123,12 @@ def test_an_export_in_slices_writes_the_bytes_of_one_slice(recorded, tmp_path, m
     pq.write_table(shuffled, copy / "rec" / "messages.parquet", row_group_size=16)
     monkeypatch.setattr(store_export, "SLICE_SAMPLES", 3)
     assert samples.num_rows == 60  # twenty slices
-    sliced = tmp_path / "sliced"
-    assert cli("export", "rec", "-o", sliced, "--format", fmt, "--store", copy).exit_code == 0
     names = sorted(p.name for p in whole.iterdir())
-    assert names == sorted(p.name for p in sliced.iterdir())
-    for name in names:
-        assert (sliced / name).read_bytes() == (whole / name).read_bytes(), name
+    for keep in (store_export.KEEP_BYTES, 0):  # row groups kept for the next slices, or not
+        monkeypatch.setattr(store_export, "KEEP_BYTES", keep)
+        sliced = tmp_path / f"sliced-{keep}"
+        result = cli("export", "rec", "-o", sliced, "--format", fmt, "--store", copy)
+        assert result.exit_code == 0, result.output
+        assert names == sorted(p.name for p in sliced.iterdir())
+        for name in names:
+            assert (sliced / name).read_bytes() == (whole / name).read_bytes(), (keep, name)
