@@ -22,7 +22,7 @@ from tcbreplay._store.files import (
     json_text,
     staged,
 )
-from tcbreplay._store.parquet import parquet_file
+from tcbreplay._store.parquet import parquet_file, read_table
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import (
     MANIFEST,
@@ -150,7 +150,7 @@ class Slices:
         """The file's sample_index values cut into slices of :data:`SLICE_SAMPLES` values,
         ascending, then the rows without one (if any)."""
         try:
-            column = self._file.read(columns=["sample_index"])["sample_index"]
+            column = read_table(self.path, columns=["sample_index"])["sample_index"]
         except (OSError, pa.ArrowException) as exc:
             raise self._error(exc) from exc
         values = pc.unique(column.drop_null()).sort().to_numpy()
