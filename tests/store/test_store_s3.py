@@ -337,10 +337,13 @@ def test_report_diff_audit_and_export_as_on_a_local_store(s3_sim_copy, sim_copy,
     for args in (["diff", run_id, run_id], ["audit", "verify", run_id]):
         _same(_ok(*args, "--store", root), _ok(*args, "--store", url), root, url)
     for name, store in (("local", root), ("s3", url)):
-        _ok("export", run_id, "-o", tmp_path / name, "--store", store)
+        for fmt in ("langchain", "openai", "otlp", "tables"):  # (otlp crashed on s3)
+            _ok("export", run_id, "-o", tmp_path / name / fmt, "--format", fmt, "--store", store)
         _ok("report", run_id, "-o", tmp_path / f"{name}.html", "--store", store)
-    for path in sorted((tmp_path / "local").iterdir()):
-        assert path.read_bytes() == (tmp_path / "s3" / path.name).read_bytes(), path.name
+    local = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*.*"))
+    assert len(local) == 15  # four files of each traces form, three of the tables
+    for path in local:
+        assert (tmp_path / "local" / path).read_bytes() == (tmp_path / "s3" / path).read_bytes()
     assert (tmp_path / "s3.html").stat().st_size > 10_000
 
 
