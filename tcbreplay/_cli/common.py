@@ -119,7 +119,30 @@ def _store_from_group(ctx: click.Context, param: click.Parameter, value: Any) ->
             "after it; give one store",
             ctx=ctx,
         )
-    return _from_group(ctx, param, value)
+    value = _from_group(ctx, param, value)
+    global _COMMAND_STORE
+    _COMMAND_STORE = value
+    return value
+
+
+# the store the running command reads (its --store), for an error of its object storage that
+# reached the command line's edge (see _Cli.invoke)
+_COMMAND_STORE: Any = None
+
+
+def _store_failure(exc: BaseException) -> tuple[str, str | None] | None:
+    """A failure of the command's store on object storage (the network lost in the middle
+    of a command) as the one line and hint that say it; None for anything else."""
+    if _COMMAND_STORE is None or "://" not in str(_COMMAND_STORE):
+        return None
+    if type(exc).__module__ == "builtins" and not isinstance(exc, ConnectionError | TimeoutError):
+        return None  # a local file's error, not the network's
+    from tcbreplay._store.objects import storage_failure
+
+    found = storage_failure(exc)
+    if found is None:
+        return None
+    return f"{str(_COMMAND_STORE).rstrip('/')}: {found[0]}", found[1]
 
 
 def _same_store(first: Any, second: Any) -> bool:
@@ -261,6 +284,8 @@ class _Cli(KnownCommand, click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
+        global _COMMAND_STORE
+        _COMMAND_STORE = None  # (set by the command's --store)
         try:
             with warnings.catch_warnings():
                 _show_warnings_as_lines()
@@ -278,9 +303,24 @@ class _Cli(KnownCommand, click.Group):
             # the place read or written failed (a disk full, a folder read-only), not
             # tcbreplay: one line naming it; the library names what it writes itself
             if exc.errno not in PLACE_ERRORS:
+                self._exit_on_store_failure(ctx, exc)
                 raise
             where = f"{exc.filename}: " if exc.filename else ""
             click.echo(f"Error: {where}{reason(exc)}", err=True)
+            ctx.exit(1)
+        except Exception as exc:
+            self._exit_on_store_failure(ctx, exc)
+            raise
+
+    @staticmethod
+    def _exit_on_store_failure(ctx: click.Context, exc: BaseException) -> None:
+        """Exit 1 with one line when ``exc`` is a failure of the command's object storage
+        that no step of the library said in its own words (the network lost mid-command)."""
+        found = _store_failure(exc)
+        if found is not None:
+            click.echo(f"Error: {_shown(found[0])}", err=True)
+            if found[1]:
+                click.echo(f"Hint: {_shown(found[1])}", err=True)
             ctx.exit(1)
 
 

@@ -587,14 +587,30 @@ _CREDENTIALS_HINT = (
 )
 
 
+# an exception of a storage library as a traceback's last line names it
+_RAISED = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?(\w*(?:Connection|Connector|Timeout|Credentials|Endpoint)\w*"
+    r"(?:Error|Exception)):\s*(.+)$",
+    re.MULTILINE,
+)
+
+
 def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
     """A failure of object storage in a few words, and a hint; None for any other exception.
     (Asked only of what a remote place's operations raised: any OSError is the store's.)"""
     module = type(exc).__module__ or ""
-    if not (isinstance(exc, OSError) or module.split(".")[0] in _STORAGE_MODULES):
-        return None
     name = type(exc).__name__
-    text = first_line(exc) or name
+    if module.split(".")[0] in ("duckdb", "_duckdb"):
+        # DuckDB reading through the store's filesystem: the storage library's exception
+        # is inside its text, with the traceback DuckDB copied
+        raised = _RAISED.findall(str(exc))
+        if not raised:
+            return None
+        name, text = raised[-1]
+    elif isinstance(exc, OSError) or module.split(".")[0] in _STORAGE_MODULES:
+        text = first_line(exc) or name
+    else:
+        return None
     if "Credential" in name or "credential" in text.lower():
         return text, _CREDENTIALS_HINT
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:

@@ -791,3 +791,51 @@ def test_an_endpoint_that_never_answers_is_given_up_on_in_one_line(silent_endpoi
     assert lines[1].startswith("Hint: the store did not answer within 1 s, 1 times")
     assert "Traceback" not in result.output
     assert took < 15  # one try of each request, a second each
+
+
+def _lost(kind: str) -> Exception:
+    """What a command met when the network to its store went in its middle (as a hostile
+    review saw each, killing a proxy in front of the S3 server under `score`)."""
+    import botocore.exceptions
+    import duckdb
+
+    url = "http://127.0.0.1:5057/bkt/big"
+    if kind == "refused":
+        return ConnectionRefusedError(111, "Connection refused")
+    if kind == "botocore":
+        return botocore.exceptions.EndpointConnectionError(endpoint_url=url)
+    return duckdb.IOException(  # DuckDB's read through fsspec, the traceback in its text
+        'Traceback (most recent call last):\n  File "s3fs/core.py", line 114, in _call_s3\n'
+        f'botocore.exceptions.EndpointConnectionError: Could not connect to the endpoint URL: "{url}"'
+    )
+
+
+@pytest.mark.parametrize(
+    "kind, where",
+    # (botocore's error at the release is tried again for half a minute first: the same edge)
+    [("refused", "reading"), ("botocore", "reading"), ("duckdb", "reading"),
+     ("refused", "releasing")],
+)  # fmt: skip
+def test_the_network_lost_mid_command_is_one_line_naming_the_store(
+    s3_sim_copy, sim_copy, monkeypatch, kind, where
+):
+    url, run_id = s3_sim_copy
+    root, _ = sim_copy
+    from tcbreplay._store.runs import Run
+
+    def lost(*args: Any) -> bool:
+        raise _lost(kind)
+
+    if where == "reading":  # (a step that says a failure of the store in its own words)
+        monkeypatch.setattr(Run, "has_data", lost)
+    else:  # the scores' lock given back once they are written: no step's words but the edge's
+        monkeypatch.setattr(locks, "delete_object", lost)
+    result = cli("score", run_id, "--store", url)
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"Error: {url}"), result.output
+    assert ("Connection refused" if kind == "refused" else "Could not connect") in lines[0]
+    assert lines[1].startswith("Hint: is the network up"), result.output
+    if where == "reading":  # on a folder the same exception is no failure of object storage
+        crashed = cli("score", run_id, "--store", root, crash_ok=True)
+        assert crashed.exception is not None and not isinstance(crashed.exception, SystemExit)
