@@ -806,7 +806,8 @@ def _lost(kind: str) -> Exception:
         return botocore.exceptions.EndpointConnectionError(endpoint_url=url)
     return duckdb.IOException(  # DuckDB's read through fsspec, the traceback in its text
         'Traceback (most recent call last):\n  File "s3fs/core.py", line 114, in _call_s3\n'
-        f'botocore.exceptions.EndpointConnectionError: Could not connect to the endpoint URL: "{url}"'
+        "botocore.exceptions.EndpointConnectionError: "
+        f'Could not connect to the endpoint URL: "{url}"'
     )
 
 
