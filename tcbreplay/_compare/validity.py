@@ -305,7 +305,7 @@ class _Groups:
         self.group = level.reshape(-1) * 2 + y  # group 2l + outcome
         self.size = 2 * len(self.levels)
         # x and oriented of each group, the outcome of each (the groups of a level side by
-        # side), and the unweighted means _correlation centres on
+        # side), and what _correlation centres on: the observations' means, the farthest
         self.x = np.repeat(-self.levels if flipped else self.levels, 2)
         self.s = np.repeat(self.levels, 2)
         self.y = np.tile([False, True], len(self.levels))
@@ -320,47 +320,19 @@ class _Groups:
         for k, row in enumerate(counts):
             drawn = row if cluster is None else row[cluster]
             weights[k] = np.bincount(self.group, weights=drawn, minlength=self.size)
-        yf = self.y.astype(float)
-        wt, wf = weights @ yf, weights @ (1 - yf)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean_true = np.where(wt > 0, (weights @ (self.x * yf)) / wt, np.nan)
-            mean_false = np.where(wf > 0, (weights @ (self.x * (1 - yf))) / wf, np.nan)
-        return {
-            "mean_if_true": mean_true,
-            "mean_if_false": mean_false,
-            "auc": self._auc(weights, wt, wf),
-            "r": self._correlation(weights),
-        }
-
-    def _auc(self, weights: np.ndarray, wt: np.ndarray, wf: np.ndarray) -> np.ndarray:
-        if not self.size:
-            return np.full(len(weights), np.nan)
-        pos, neg = weights[:, 1::2], weights[:, 0::2]  # per level, ascending
-        below = np.cumsum(neg, axis=1) - neg  # failures scoring lower than each level
-        wins = (pos * (below + 0.5 * neg)).sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where((wt > 0) & (wf > 0), wins / (wt * wf), np.nan)
-
-    def _correlation(self, weights: np.ndarray) -> np.ndarray:
-        if not self.size:
-            return np.full(len(weights), np.nan)
-        xs, ys = self.s - self.s_mean, self.y - self.y_mean
-        total = weights.sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mx, my = (weights @ xs) / total, (weights @ ys) / total
-            vx = (weights @ (xs * xs)) / total - mx * mx
-            vy = (weights @ (ys * ys)) / total - my * my
-            cov = (weights @ (xs * ys)) / total - mx * my
-            scale = max(self.scale, 1e-300) ** 2
-            flat = (vx <= 1e-12 * scale) | (vy <= 1e-12)
-            return np.where(flat, np.nan, np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0))
+        return _stats(weights, self.x, self.s, self.y, (self.s_mean, self.y_mean, self.scale))
 
 
 def _stats(
-    w: np.ndarray, x: np.ndarray, oriented: np.ndarray, y: np.ndarray
+    w: np.ndarray,
+    x: np.ndarray,
+    oriented: np.ndarray,
+    y: np.ndarray,
+    centre: tuple[float, float, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per row of weights ``w`` (batch, n): the means by outcome of ``x``, and AUC and r of
-    ``oriented`` against ``y``, each observation counted as often as its weight says."""
+    ``oriented`` against ``y``, each observation counted as often as its weight says (an
+    observation may stand for a group of equal ones: ``centre``, see :func:`_correlation`)."""
     yf = y.astype(float)
     wt, wf = w @ yf, w @ (1 - yf)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -370,7 +342,7 @@ def _stats(
         "mean_if_true": mean_true,
         "mean_if_false": mean_false,
         "auc": _auc(w, oriented, y, wt, wf),
-        "r": _correlation(w, oriented, yf),
+        "r": _correlation(w, oriented, yf, centre),
     }
 
 
@@ -391,19 +363,24 @@ def _auc(w: np.ndarray, s: np.ndarray, y: np.ndarray, wt: np.ndarray, wf: np.nda
         return np.where((wt > 0) & (wf > 0), wins / (wt * wf), np.nan)
 
 
-def _correlation(w: np.ndarray, s: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _correlation(
+    w: np.ndarray, s: np.ndarray, y: np.ndarray, centre: tuple[float, float, float] | None = None
+) -> np.ndarray:
     """Weighted Pearson correlation of ``s`` and ``y`` (the point-biserial r), NaN where
-    either is constant."""
+    either is constant. Centred first on the observations' unweighted means, and a spread
+    below 1e-12 of the largest distance from them squared counts as none; ``centre``: those
+    means and that distance, of the observations that ``s`` and ``y`` stand for as groups."""
     if len(s) == 0:
         return np.full(len(w), np.nan)
-    xs, ys = s - s.mean(), y - y.mean()  # centred first: fewer digits lost below
+    s_mean, y_mean, far = centre or (s.mean(), y.mean(), np.abs(s - s.mean()).max())
+    xs, ys = s - s_mean, y - y_mean  # centred first: fewer digits lost below
     total = w.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         mx, my = (w @ xs) / total, (w @ ys) / total
         vx = (w @ (xs * xs)) / total - mx * mx
         vy = (w @ (ys * ys)) / total - my * my
         cov = (w @ (xs * ys)) / total - mx * my
-        scale = max(float(np.abs(xs).max()), 1e-300) ** 2
+        scale = max(float(far), 1e-300) ** 2
         flat = (vx <= 1e-12 * scale) | (vy <= 1e-12)
         return np.where(flat, np.nan, np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0))
 
