@@ -69,7 +69,7 @@ def input_sha256(
     if not isinstance(known, dict):
         raise StoreError(f"{where}: {known!r} is not an object (sha256, size, mtime_ns)")
     now = objects.version(path)
-    if known.get("size") == now["size"] and known.get("mtime_ns") == now["mtime_ns"]:
+    if objects.same_version(known, now):
         digest = known.get("sha256")
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise StoreError(f"{where}: sha256 {digest!r} is not a sha256 in hex")

@@ -31,6 +31,7 @@ from tcbreplay._store.objects import (
     create_object,
     is_remote,
     list_names,
+    same_version,
     url,
     version,
 )
@@ -139,7 +140,7 @@ def unfolded(run_dir: Path, manifest_files: dict[str, Any] | None = None) -> int
     ``finished_at``. Only the samples file's key columns are read."""
     samples = run_dir / SAMPLES
     files = manifest_files if isinstance(manifest_files, dict) else {}
-    if not samples.exists() or _as_recorded(samples, files.get(SAMPLES)):
+    if not samples.exists() or same_version(files.get(SAMPLES), version(samples)):
         return _lines(journals(run_dir))
     latest: dict[tuple[str, int], Any] = {}
     for record in journal_records(run_dir):
@@ -148,14 +149,6 @@ def unfolded(run_dir: Path, manifest_files: dict[str, Any] | None = None) -> int
         return 0
     folded = _folded(samples)
     return sum(1 for key, finished in latest.items() if folded.get(key, ()) != finished)
-
-
-def _as_recorded(path: Path, known: Any) -> bool:
-    """Whether ``path`` is the version of the file the manifest's record ``known`` is of."""
-    if not isinstance(known, dict):
-        return False
-    now = version(path)
-    return known.get("size") == now["size"] and known.get("mtime_ns") == now["mtime_ns"]
 
 
 def _lines(paths: list[Path]) -> int:

@@ -566,6 +566,16 @@ def version(path: Path) -> dict[str, Any]:
     return found
 
 
+def same_version(known: Any, now: dict[str, Any]) -> bool:
+    """Whether a file's recorded version ``known`` (the manifest's size and modification
+    time of it) is its :func:`version` ``now``."""
+    return (
+        isinstance(known, dict)
+        and known.get("size") == now["size"]
+        and known.get("mtime_ns") == now["mtime_ns"]
+    )
+
+
 def written_ago(path: Path) -> tuple[float, str]:
     """How long ago an object was last written (by the store's clock), and its version."""
     fs, where = fs_path(path)
