@@ -80,6 +80,7 @@ def test_compare_two_models(tmp_path):
     assert cells(out, "missed-call")[1:3] == ["+0.5000", "+0.5000"]  # improved
 
 
+@pytest.mark.slow  # three commands, each a process of its own
 def test_import_tau_bench_and_run_validity(tmp_path):
     tau = DATA / "tau-bench"
     out = run_example(

@@ -17,10 +17,15 @@ from tcbreplay._importers import inspect as inspect_dialect
 from tcbreplay._importers.dialect import TraceFile
 
 # found, not imported: inspect_ai takes seconds to import, paid by the tests that run, not by
-# every collection of the suite
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("inspect_ai") is None, reason="needs inspect_ai (tcbreplay[inspect])"
-)
+# every collection of the suite; and they run in make test-slow (writing the module's log with
+# inspect_ai's own code took 10-20 s of make test's 4 minutes)
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("inspect_ai") is None,
+        reason="needs inspect_ai (tcbreplay[inspect])",
+    ),
+    pytest.mark.slow,
+]
 
 DATA = TEST_DATA
 

@@ -241,6 +241,7 @@ _OBJECTS = st.lists(st.tuples(_KEYS, json_values), max_size=6) | st.builds(
 )
 
 
+@pytest.mark.slow  # 300 examples, each read by json.loads and the kernel: seconds
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_OBJECTS, max_size=5), st.data())
 def test_first_repeated_key_is_pythons_reading(objects, data):
