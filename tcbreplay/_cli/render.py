@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
@@ -141,17 +142,45 @@ def print_grids(
     from rich.console import Console
 
     console = Console(file=file or sys.stdout, soft_wrap=False, width=_width(file))
+    draw_grids(console, grids, deadline)
+
+
+def draw_grids(console: Console, grids: Sequence[Grid], deadline: float | None = None) -> None:
+    """Draw grids as tables on ``console``: rich draws the title, header and caption, and
+    the rows are written as the plain lines rich would draw (when it would not shrink the
+    columns: see :mod:`tcbreplay._cli.table_rows`)."""
+    from tcbreplay._cli.table_rows import divider, rows_text
+
     for grid in grids:
         fit = _fit(grid, console.width)
-        for start in range(0, max(len(fit.cells), 1), _DRAW_ROWS):
+        n = len(fit.cells)
+        bar = divider(console, fit.widths)
+        if bar is not None:
+            console.print(_table(fit, 0, 0))  # title and header (and caption, with no rows)
+        for start in range(0, max(n, 1), _DRAW_ROWS):
             if start and deadline is not None and time.monotonic() > deadline:
                 raise QueryLimitError(
                     f"drawing the table ran past the time limit and was stopped after {start} "
-                    f"of {len(fit.cells)} rows",
+                    f"of {n} rows",
                     hint="--format csv or json prints the rows at once; or raise the limit "
                     "with --timeout SECONDS (0: no limit)",
                 )
-            console.print(_table(fit, start, start + _DRAW_ROWS))
+            if bar is None:
+                console.print(_table(fit, start, start + _DRAW_ROWS))
+            else:
+                rows = fit.cells[start : start + _DRAW_ROWS]
+                right = fit.numeric[: len(fit.widths)]
+                by_rich = partial(_rich_row, console, fit, start)
+                console.file.write(rows_text(rows, fit.widths, right, bar, by_rich))
+        if bar is not None and n and fit.caption:
+            console.print(_table(fit, n, n))  # the caption alone
+
+
+def _rich_row(console: Console, fit: _Fit, start: int, i: int) -> str:
+    """The row ``start + i`` of a fitted grid as rich draws it."""
+    with console.capture() as drawn:
+        console.print(_table(fit, start + i, start + i + 1, frame=False))
+    return drawn.get()
 
 
 def _width(file: TextIO | None) -> int | None:
@@ -222,21 +251,22 @@ def _fit(grid: Grid, width: int) -> _Fit:
     return _Fit(grid, cells, widths, numeric, printable(caption))
 
 
-def _table(fit: _Fit, start: int, end: int) -> Table:
+def _table(fit: _Fit, start: int, end: int, frame: bool = True) -> Table:
     """The rows ``start:end`` of a fitted grid as a rich table: the first rows with the
-    title and the header, the last with the caption."""
+    title and the header, the last with the caption (unless not ``frame``)."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    grid, last = fit.grid, end >= len(fit.cells)
+    grid = fit.grid
+    first, last = frame and not start, frame and end >= len(fit.cells)
     table = Table(
-        title=Text(printable(grid.title)) if grid.title and not start else None,
+        title=Text(printable(grid.title)) if grid.title and first else None,
         title_justify="left",
         caption=Text(fit.caption) if fit.caption and last else None,
         box=box.MINIMAL_HEAVY_HEAD,
         show_edge=False,
-        show_header=not start,
+        show_header=first,
         pad_edge=False,
     )
     for i, width in enumerate(fit.widths):
