@@ -63,7 +63,7 @@ def test_score_an_inspect_log(tmp_path):
     pytest.importorskip("inspect_ai")
     log = DATA / "inspect" / "mockllm-2-samples-2-epochs.json"
     out = run_example("score_inspect_log.sh", log, cwd=tmp_path)
-    assert "run inspect: 4/4 samples imported (2 trials each)" in out
+    assert "run inspect: 2 samples, 2 trials each: 4/4 trials imported" in out
     assert cells(out, "ahr  argument hallucination rate")[1:4] == ["0.1250", "0.125", "1/8 args"]
     assert cells(out, "2")[1:3] == ["0.5000", "1.0000"]  # pass^2, pass@2
     # the worst sample first: mul's second epoch, where the model passed a wrong value
@@ -89,7 +89,7 @@ def test_import_tau_bench_and_run_validity(tmp_path):
         tau / "airline-tools.json",
         cwd=tmp_path,
     )
-    assert "run tau: 20/20 samples imported (4 trials each)" in out
+    assert "run tau: 5 samples, 4 trials each: 20/20 trials imported" in out
     assert cells(out, "write_exact  write calls as gold")[3] == "7/20 samples"
     assert "tau: outcome reward >= 1  (scoring spec)" in out
     # the numbers of BENCHMARKS.md's validity table (AUC: bootstrap-free)
@@ -121,7 +121,9 @@ def test_score_production_traces(tmp_path, traces):
     out = run_example(
         "score_production_traces.sh", DATA / traces, dataset, DATA / "tools_shop.json", cwd=tmp_path
     )
-    assert "run production: 6/10 samples imported (2 trials each), 4 without a trace" in out
+    assert (
+        "run production: 5 samples, 2 trials each: 6/10 trials imported, 4 without a trace" in out
+    )
     assert cells(out, "tp   trajectory precision")[1:4] == ["0.4500", "0.45", "10 samples"]
     assert cells(out, "ahr  argument hallucination rate")[1:4] == ["0.3750", "0.375", "3/8 args"]
     # the worst samples: the failed trace among them, as its sample's trial 0

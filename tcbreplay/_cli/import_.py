@@ -154,11 +154,12 @@ def import_command(
         per = "outermost agent span" if sample_by == "agent" else "trace"
         click.echo(f"samples: one per {per} (--sample-by chooses)", err=True)
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
-    trials = f" ({summary.trials} trials each)" if summary.trials > 1 else ""
-    line = (
-        f"run {summary.run_id}: {summary.imported}/{summary.samples} samples imported{trials}"
-        f"{missing} -> {summary.run_dir}"
-    )
+    done = f"{summary.imported}/{summary.samples * summary.trials}"
+    if summary.trials > 1:  # a sample's trials counted one by one
+        done = f"{summary.samples} samples, {summary.trials} trials each: {done} trials"
+    else:
+        done += " samples"
+    line = f"run {summary.run_id}: {done} imported{missing} -> {summary.run_dir}"
     emit(summary_output(summary, [line]), output_format())
 
 

@@ -32,9 +32,9 @@ class ImportSummary:
 
     run_id: str
     run_dir: str
-    samples: int
-    imported: int
-    missing: int
+    samples: int  # the dataset's samples, each with ``trials`` trials
+    imported: int  # trials (samples, with one trial each) stored from a trace
+    missing: int  # trials with no trace (status missing)
     format: str = "langchain"
     sniffed: str | None = None  # why the format was chosen, when --format was not given
     trials: int = 1
@@ -146,7 +146,7 @@ def _import(
     return ImportSummary(
         run_id=run_id,
         run_dir=str(writer.dir),
-        samples=len(records),
+        samples=len(records) // trials,  # every sample has every trial, missing or not
         imported=imported,
         missing=len(records) - imported,
         format=fmt,

@@ -124,7 +124,9 @@ def test_import_and_score(tmp_path):
                  DATA / "observations.parquet", "--run-id", "lf", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
     assert result.stderr.startswith("format: langfuse (a Parquet file of Langfuse observations")
-    assert "run lf: 6/10 samples imported (2 trials each), 4 without a trace" in result.stdout
+    assert (
+        "run lf: 5 samples, 2 trials each: 6/10 trials imported, 4 without a trace" in result.stdout
+    )
     scored = cli("score", "lf", "--store", root, "--format", "json")
     assert scored.exit_code == 0, scored.output
 

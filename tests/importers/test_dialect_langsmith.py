@@ -124,7 +124,9 @@ def test_import_with_a_dataset_scores(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stderr == f"format: langsmith ({FORMS['posted.multipart']}); --format " \
         "chooses another\n"  # fmt: skip
-    assert "run ls: 6/10 samples imported (2 trials each), 4 without a trace" in result.stdout
+    assert (
+        "run ls: 5 samples, 2 trials each: 6/10 trials imported, 4 without a trace" in result.stdout
+    )
     rows = json.loads(cli("sql", "select sample_id, trial, status from samples where status "
                           "!= 'missing' order by all", "--format", "json", "--store",
                           root).stdout)  # fmt: skip

@@ -263,7 +263,7 @@ def test_a_repeated_sample_and_trial_is_refused_but_trials_are_kept(tmp_path, sh
                  "openai", "--traces", write_jsonl(tmp_path / "t.jsonl", lines[:2]),
                  "--run-id", "x", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "(2 trials each), 2 without a trace (status missing)" in result.stdout
+    assert "2 trials each: 2/4 trials imported, 2 without a trace (status missing)" in result.stdout
     rows = sql(root, "select sample_id, trial, status from samples order by sample_index")
     assert [(r["sample_id"], r["trial"], r["status"]) for r in rows] == [
         ("add", 0, "ok"),
@@ -335,7 +335,7 @@ def test_tau_bench_results_import_with_nothing_else(tmp_path, monkeypatch):
     result = cli("import", "--format", "tau-bench", "--traces", "gpt-4o-airline-sample.json",
                  "--tools", "airline-tools.json", "--run-id", "tau", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "run tau: 20/20 samples imported (4 trials each)" in result.stdout
+    assert "run tau: 5 samples, 4 trials each: 20/20 trials imported" in result.stdout
     rows = sql(
         root,
         "select sample_id, trial, metadata->>'reward' as reward, "
@@ -361,6 +361,23 @@ def test_tau_bench_results_import_with_nothing_else(tmp_path, monkeypatch):
     columns = ["sample_id", "trial", "n_gold", *SCORE_COLUMNS, "pairs", "status"]
     assert ours.select(columns).equals(theirs.select(columns))
     assert ours["n_gold"].sum() > 0 and ours["n_agent"].sum() > 0
+
+
+def test_an_import_with_trials_counts_samples_and_trials_apart(tmp_path):
+    """Reported: 5 samples x 4 trials printed as "20/20 samples imported (4 trials each)"."""
+    from tcbreplay import import_traces
+    from tcbreplay._store.runs import Store
+
+    traces, tools = TAU / "gpt-4o-airline-sample.json", TAU / "airline-tools.json"
+    summary = import_traces(
+        None, traces, Store(tmp_path / "lib"), "tau", fmt="tau-bench", tools=str(tools)
+    )
+    assert (summary.samples, summary.trials, summary.imported, summary.missing) == (5, 4, 20, 0)
+    result = cli("--format", "json", "import", "--format", "tau-bench", "--traces", traces,
+                 "--tools", tools, "--run-id", "tau", "--store", tmp_path / "cli")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["samples"], data["trials"], data["imported"]) == (5, 4, 20)
 
 
 def test_tau_bench_is_told_from_the_file(tmp_path):

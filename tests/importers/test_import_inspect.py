@@ -55,7 +55,7 @@ def test_a_log_written_by_inspect_ai_imports_with_one_command_and_scores(eval_lo
     result = cli("import", "--traces", eval_log, "--run-id", "ins", "--store", root)
     assert result.exit_code == 0, result.output
     assert result.stderr.startswith("format: inspect (an inspect_ai .eval log")
-    assert "run ins: 4/4 samples imported (2 trials each)" in result.stdout
+    assert "run ins: 2 samples, 2 trials each: 4/4 trials imported" in result.stdout
     assert scores(root, "ins") == [
         ("add", 0, 1.0, 1.0, 0, 2),
         ("add", 1, 1.0, 1.0, 0, 2),
