@@ -1,6 +1,6 @@
 """The machine as this process uses it: how many cores it may use (its CPU affinity where
-the OS reports one), and Python's collector of reference cycles held off while a stage
-builds a large structure it keeps whole."""
+the OS reports one), how much memory is free, and Python's collector of reference cycles held
+off while a stage builds a large structure it keeps whole."""
 
 from __future__ import annotations
 
@@ -15,6 +15,22 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def free_memory() -> int | None:
+    """Bytes of memory the machine could give a process now (Linux's MemAvailable: free
+    memory and the caches it may drop; elsewhere the free pages), or None if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
 
 
 @contextlib.contextmanager

@@ -106,3 +106,46 @@ class DivergenceError(TcbReplayError):
 
 class LiveCallRefused(TcbReplayError):
     """A model call a replay with ``--offline`` would have made live."""
+
+
+# what an allocator says inside another error (Arrow's memory pools, Rust's, DuckDB's)
+_OUT_OF_MEMORY = ("realloc of size", "malloc of size", "failed to allocate", "out of memory")
+MEMORY_HINT = (
+    "close what else holds memory, or run it on a machine with more; a query's own memory "
+    "is set with --memory-limit"
+)
+
+
+def out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) says memory ran out: a
+    MemoryError (pyarrow's ArrowMemoryError is one), DuckDB's OutOfMemoryException, or an
+    allocator's words in another error's text."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryException":
+            return True
+        if any(words in str(exc).lower() for words in _OUT_OF_MEMORY):
+            return True
+        hidden = exc.__suppress_context__
+        exc, seen = exc.__cause__ or (None if hidden else exc.__context__), seen + 1
+    return False
+
+
+def memory_words(exc: BaseException, doing: str) -> str:
+    """``out of memory while {doing} (N GB free); the allocator's words``."""
+    from tcbreplay._machine import free_memory
+
+    free = free_memory()
+    left = f" ({free / 1e9:.1f} GB free)" if free is not None else ""
+    detail = first_line(exc) if str(exc).strip() else ""  # a bare MemoryError says nothing
+    return f"out of memory while {doing}{left}" + (f"; {detail}" if detail else "")
+
+
+def read_error(
+    place: object, exc: BaseException, what: str = "it", hint: str | None = None
+) -> StoreError:
+    """The :class:`StoreError` of ``place`` that could not be read because of ``exc``: in
+    so many words when memory ran out, else ``PLACE: cannot read WHAT: the error``."""
+    if out_of_memory(exc):
+        return StoreError(memory_words(exc, f"reading {place}"), hint=MEMORY_HINT)
+    return StoreError(f"{place}: cannot read {what}: {first_line(exc)}", hint=hint)

@@ -18,7 +18,14 @@ from tcbreplay._secrets import redact
 from tcbreplay._store.files import reason
 from tcbreplay._store.objects import names_object_storage
 from tcbreplay._version import __version__
-from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
+from tcbreplay.errors import (
+    MEMORY_HINT,
+    InputError,
+    TcbReplayError,
+    TcbReplayWarning,
+    memory_words,
+    out_of_memory,
+)
 
 STORE_ENVVAR = "TCBREPLAY_STORE"
 # what every command can print its results as (tcbreplay._cli.render prints them)
@@ -309,6 +316,11 @@ class _Cli(KnownCommand, click.Group):
             click.echo(f"Error: {where}{reason(exc)}", err=True)
             ctx.exit(1)
         except Exception as exc:
+            if out_of_memory(exc):  # the machine's limit, not a bug: one line, no traceback
+                doing = f"running tcbreplay {ctx.invoked_subcommand or ''}".rstrip()
+                click.echo(f"Error: {_shown(memory_words(exc, doing))}", err=True)
+                click.echo(f"Hint: {MEMORY_HINT}", err=True)
+                ctx.exit(1)
             self._exit_on_store_failure(ctx, exc)
             raise
 

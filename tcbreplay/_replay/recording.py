@@ -42,7 +42,7 @@ from tcbreplay._replay.fingerprint import (
 )
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA, with_optional_columns
-from tcbreplay.errors import StoreError, first_line
+from tcbreplay.errors import StoreError, read_error
 
 # (sample id, trial)
 Key = tuple[str, int]
@@ -443,7 +443,7 @@ def _read(run: Run) -> tuple[dict[Key, _Row], _Texts]:
         texts.finish()
     except (OSError, ValueError, pa.ArrowException) as exc:
         texts.close()
-        raise StoreError(f"{run.dir}: cannot read its samples ({first_line(exc)})") from exc
+        raise read_error(run.dir, exc, "its samples") from exc
     rows: dict[Key, _Row] = {}
     for row in samples.to_pylist():
         rows[(row["sample_id"], row["trial"])] = _Row(row.get("tools"), row.get("status") or "ok")

@@ -24,7 +24,7 @@ from tcbreplay import _json
 from tcbreplay._score import kernels
 from tcbreplay._score.metrics import tool_properties
 from tcbreplay._store.views import query_text
-from tcbreplay.errors import EngineError, StoreError, first_line
+from tcbreplay.errors import EngineError, StoreError, first_line, out_of_memory, read_error
 
 
 @dataclass
@@ -51,6 +51,8 @@ def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int,
     try:
         rows = con.execute(query_text("score_split"), {"parts": max(1, parts)}).fetchall()
     except duckdb.Error as exc:
+        if out_of_memory(exc):
+            raise read_error("the run's samples", exc) from exc
         raise StoreError(f"cannot read the run's samples: {first_line(exc)}") from exc
     if rows:
         for count, column in zip(rows[0][:2], ("sample_index", "sample_id"), strict=True):
@@ -576,6 +578,8 @@ def first_rows(s: np.ndarray, n: int) -> np.ndarray:
 def _unreadable(
     con: duckdb.DuckDBPyConnection, bounds: dict[str, Any], exc: duckdb.Error
 ) -> StoreError:
+    if out_of_memory(exc):
+        return read_error("the run's traces", exc)
     return StoreError(f"cannot read the run's traces: {_malformed(con, bounds) or first_line(exc)}")
 
 

@@ -37,7 +37,7 @@ from tcbreplay.errors import (
     InputError,
     StoreError,
     TcbReplayError,
-    first_line,
+    read_error,
 )
 
 # samples (distinct sample_index values) an export reads, converts and writes at a time
@@ -126,7 +126,7 @@ class Slices:
 
     def _error(self, exc: BaseException) -> StoreError:
         hint = self._hint() if self._hint else None
-        return StoreError(f"{self.path}: cannot read it: {first_line(exc)}", hint=hint)
+        return read_error(self.path, exc, hint=hint)
 
     def _statistics(self) -> list[tuple[int, Any, Any, bool]]:
         """Each row group's least and greatest sample_index (None when unknown) and whether

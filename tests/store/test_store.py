@@ -563,6 +563,47 @@ def test_export_of_unreadable_parquet_is_a_one_line_error(sim_run, tmp_path, dam
     assert not out.exists()
 
 
+def _arrow_out_of_memory(monkeypatch) -> None:
+    """Every Parquet row group read fails in pyarrow's own allocator, as when memory runs
+    out (a buffer grown past what any machine has: ``ArrowMemoryError: realloc of size ...
+    failed``)."""
+    import pyarrow as pa
+
+    def read_row_group(self, *args, **kwargs):
+        pa.allocate_buffer(16, resizable=True).resize(1 << 62)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", read_row_group)
+
+
+def test_memory_running_out_in_an_export_says_so(sim_run, tmp_path, monkeypatch):
+    """Reported: "cannot read it: realloc of size ... failed" did not say out of memory."""
+    from click.testing import CliRunner
+
+    from tcbreplay._cli import main
+    from tcbreplay.errors import StoreError
+
+    sim_store, run_id = sim_run
+    run = sim_store.open_run(run_id)
+    _arrow_out_of_memory(monkeypatch)
+    with pytest.raises(StoreError) as raised:
+        export_jsonl(run, tmp_path / "lib")
+    path = run.dir / "samples.parquet"
+    assert re.fullmatch(
+        rf"out of memory while reading {re.escape(str(path))} \(\d+\.\d GB free\); "
+        r"realloc of size \d+ failed",
+        str(raised.value),
+    ), raised.value
+    assert "--memory-limit" in raised.value.hint
+    assert type(raised.value.__cause__).__name__ == "ArrowMemoryError"
+    result = CliRunner().invoke(
+        main, ["export", run_id, "-o", str(tmp_path / "cli"), "--store", str(sim_store.root)]
+    )
+    assert result.exit_code == 1
+    error, hint = result.stderr.splitlines()
+    assert error.startswith(f"Error: out of memory while reading {path} (") and "realloc" in error
+    assert hint.startswith("Hint: close what else holds memory")
+
+
 def test_resume_hints_name_a_store_that_is_not_the_default(tmp_path):
     assert Run(Path("traces") / "r1").resume_command() == "tcbreplay record --resume r1"
     assert (

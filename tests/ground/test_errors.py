@@ -1,0 +1,60 @@
+"""Errors worded for a user: memory running out is said in so many words."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+from helpers import cli
+
+from tcbreplay.errors import StoreError, out_of_memory, read_error
+
+
+def arrow_out_of_memory() -> pa.ArrowMemoryError:
+    """The error pyarrow's allocator raises when it cannot have the memory asked for."""
+    try:
+        pa.allocate_buffer(1 << 62)
+    except pa.ArrowMemoryError as exc:
+        return exc
+    raise AssertionError("pyarrow allocated 4 EiB")
+
+
+def test_memory_running_out_is_told_from_the_error():
+    wrapped = StoreError("wrapped")
+    wrapped.__cause__ = arrow_out_of_memory()
+    said = [
+        arrow_out_of_memory(),
+        MemoryError(),
+        duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block"),
+        RuntimeError("Failed to allocate 1 GiB"),
+        wrapped,
+    ]
+    assert all(out_of_memory(exc) for exc in said)
+    others = [OSError(5, "Input/output error"), pa.ArrowInvalid("bad file"), ValueError("memory")]
+    assert not any(out_of_memory(exc) for exc in others)
+
+
+def test_a_read_failing_for_memory_says_out_of_memory():
+    error = read_error("traces/r1/messages.parquet", arrow_out_of_memory())
+    assert str(error).startswith("out of memory while reading traces/r1/messages.parquet (")
+    assert "GB free); malloc of size" in str(error) and error.hint
+    other = read_error("traces/r1/messages.parquet", pa.ArrowInvalid("not a Parquet file"))
+    assert str(other) == "traces/r1/messages.parquet: cannot read it: not a Parquet file"
+
+
+@pytest.mark.parametrize("raised", ["arrow", "duckdb"])
+def test_memory_running_out_anywhere_in_a_command_is_one_line(store, monkeypatch, raised):
+    import tcbreplay._query.sql
+
+    def run_sql(*args, **kwargs):
+        if raised == "arrow":
+            pa.allocate_buffer(1 << 62)
+        raise duckdb.OutOfMemoryException("Out of Memory Error: failed to allocate data")
+
+    monkeypatch.setattr(tcbreplay._query.sql, "run_sql", run_sql)
+    result = cli("sql", "select 1", "--store", store.root)
+    assert result.exit_code == 1
+    error, hint = result.stderr.splitlines()
+    assert error.startswith("Error: out of memory while running tcbreplay sql (")
+    assert ("malloc of size" if raised == "arrow" else "failed to allocate data") in error
+    assert hint.startswith("Hint: close what else holds memory")
