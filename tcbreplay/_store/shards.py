@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tcbreplay import _json
-from tcbreplay._store.locks import held_shards
+from tcbreplay._store.locks import held_shards, lock_holder
 from tcbreplay._store.objects import is_remote
-from tcbreplay._store.schema import DATASET
+from tcbreplay._store.schema import DATASET, LOCK
 
 if TYPE_CHECKING:
     from tcbreplay._store.runs import Run
@@ -90,8 +90,10 @@ class ShardProgress:
     """Where a sharded recording that has not settled stands: its ``shards`` (N), the rows
     its selection asks for (``asked``: the samples it selects, each ``trials`` times) and
     those of them not stored (``missing``), the shards a live process records
-    (``recording``) and those that miss rows with none recording them (``unfinished``), and
-    its selection (``selection``: its ``limit`` and ``sample_ids``)."""
+    (``recording``) and those that miss rows with none recording them (``unfinished``), the
+    shard folding every shard's samples into the run (``folding``: it holds the run's lock
+    once every row is stored), and its selection (``selection``: its ``limit`` and
+    ``sample_ids``)."""
 
     shards: int
     asked: int
@@ -100,6 +102,7 @@ class ShardProgress:
     recording: list[int] = field(default_factory=list)
     unfinished: list[int] = field(default_factory=list)
     selection: dict[str, Any] = field(default_factory=dict)
+    folding: int | None = None
 
     @property
     def partial(self) -> bool:
@@ -134,6 +137,11 @@ class ShardProgress:
                 f"(the same command with --shard {which}, or: {command}"
                 + ("" if one else f", for I in {_numbers(self.unfinished)}")
                 + ")"
+            )
+        if not parts and self.folding is not None:  # the last shard to finish, at it now
+            parts.append(
+                f"shard {self.folding}/{self.shards} is folding every shard's samples into the "
+                "run: wait for it to finish"
             )
         if not parts:  # every row stored, not yet folded (the last shard was killed folding)
             command = shard_command(run, (1, self.shards), self.selection)
@@ -195,6 +203,10 @@ def shard_progress(run: Run, ids: Sequence[str] | None = None) -> ShardProgress 
     recording = sorted(
         int(m[1]) for name in held_shards(run.dir) if (m := names.fullmatch(name)) is not None
     )
+    folding = None
+    if not recording and not any(missing):  # the last shard lets go of its own lock to fold
+        holder = re.match(rf"shard ([0-9]+)/{shards} ", lock_holder(run.dir / LOCK) or "")
+        folding = int(holder[1]) if holder else None
     return ShardProgress(
         shards=shards,
         asked=len(positions) * trials,
@@ -203,6 +215,7 @@ def shard_progress(run: Run, ids: Sequence[str] | None = None) -> ShardProgress 
         recording=recording,
         unfinished=[i for i in range(1, shards + 1) if missing[i - 1] and i not in recording],
         selection={"limit": stored.get("limit"), "sample_ids": stored.get("sample_ids")},
+        folding=folding,
     )
 
 

@@ -24,6 +24,7 @@ from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 from tcbreplay._store import writer
 from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.shards import finish_hint
 from tcbreplay._store.writer import ShardWriter
 from tcbreplay.errors import InputError, RunLockedError
 
@@ -107,6 +108,36 @@ def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
         pass
 
 
+def test_a_shard_run_again_beside_the_last_one_folding_says_it_is_folding(tmp_path, monkeypatch):
+    """Reported: a killed shard run again beside the last one said "run any shard again"
+    while that one folded the run, which then ended complete."""
+    store, run_dir = Store(tmp_path), tmp_path / "r"
+    record_run(load_inputs("tool-call"), parse_model(MODEL), store, run_id="r", limit=2,
+               shard=(1, 2))  # fmt: skip
+    with ShardWriter(run_dir, (1, 2)) as shard:  # shard 1 run again, beside shard 2
+        shard.update_manifest(status="recording")
+        args = ("record", "--model", MODEL, "--run-id", "r", "--store", tmp_path, "--shard",
+                "2/2", "--limit", "2", "--quiet")  # fmt: skip
+        assert cli(*args).exit_code == 0  # the fold left to shard 1, which then stops
+    # every row stored, none folding: the last shard was killed folding
+    assert "did not fold: run any shard again" in finish_hint(Run(run_dir))
+    said = []
+    fold = writer.RunWriter._fold
+
+    def folding(self, records=None):  # what the other shard, and score, say meanwhile
+        said.append(finish_hint(Run(run_dir)))
+        said.append(cli("score", "r", "--store", tmp_path).stderr)
+        fold(self, records)
+
+    monkeypatch.setattr(writer.RunWriter, "_fold", folding)
+    with ShardWriter(run_dir, (2, 2)) as last:
+        assert last.fold() is True
+    waiting = "shard 2/2 is folding every shard's samples into the run: wait for it to finish"
+    assert said[0] == waiting
+    assert f"Hint: {waiting}; or score what is there with --allow-incomplete" in said[1]
+    assert len(_keys(run_dir)) == 2  # both shards' rows folded
+
+
 def _listed_status(root: Path) -> str:
     result = cli("runs", "--store", root, "--format", "json")
     assert result.exit_code == 0, result.output
@@ -170,7 +201,7 @@ def test_shards_at_once_one_killed_then_run_again_lose_and_duplicate_nothing(tmp
     keys = _keys(run_dir)
     assert len(keys) == len(set(keys)) == N_SAMPLES
     assert not list(run_dir.glob("journal*"))
-    assert Run(run_dir).status == "complete"
+    assert len(_keys(run_dir)) == 2  # both shards' rows folded
     assert _scores(Store(store_dir), "r") == clean
 
 
