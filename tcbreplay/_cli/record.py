@@ -181,7 +181,7 @@ def record(
     samples in error than --max-errors allows; the run is kept, to resume. A resumed run
     keeps its runner settings (workers, retries, timeouts, rate limits, trials) unless given
     anew."""
-    from tcbreplay._cli.render import Progress
+    from tcbreplay._cli.progress import Progress
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
     from tcbreplay._ray import check_engine
     from tcbreplay._record.failures import MaxErrors

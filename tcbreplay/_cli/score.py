@@ -115,7 +115,7 @@ def score(
 ) -> None:  # fmt: skip
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.grids import bfcl_output, score_output
-    from tcbreplay._cli.render import working
+    from tcbreplay._cli.progress import working
     from tcbreplay._score.options import ScoreOptions
     from tcbreplay._score.roles import parse_names, parse_roles
     from tcbreplay._score.run import score_run

@@ -511,7 +511,7 @@ def test_the_progress_line_keeps_its_numbers_at_80_columns():
     """Reported: at 80 columns done/total, rate and ETA were cut first."""
     from rich.console import Console
 
-    from tcbreplay._cli.render import Progress
+    from tcbreplay._cli.progress import Progress
 
     for width in (80, 60):
         console = Console(width=width, record=True, file=io.StringIO())
@@ -531,7 +531,7 @@ def test_the_progress_line_keeps_its_numbers_at_80_columns():
 
 
 def test_plain_progress_lines_say_the_same():
-    from tcbreplay._cli.render import Progress
+    from tcbreplay._cli.progress import Progress
 
     out = io.StringIO()
     progress = Progress("recording sim", file=out)

@@ -541,7 +541,7 @@ class _Terminal(io.StringIO):
 
 
 def test_a_spinner_shows_on_a_terminal_only():
-    from tcbreplay._cli.render import working
+    from tcbreplay._cli.progress import working
 
     terminal, log = _Terminal(), io.StringIO()
     with working("scoring run-1 …", file=terminal):
