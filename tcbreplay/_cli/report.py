@@ -47,9 +47,24 @@ from tcbreplay._cli.common import (
     help="The samples' outcome for the validity panel, as in tcbreplay validity (default: "
     "reward >= 1 where samples have a reward).",
 )
+@click.option(
+    "--samples",
+    "limit",
+    type=click.IntRange(min=0),
+    default=2_000,  # _report.shown.SAMPLES, not imported: the command line starts light
+    show_default=True,
+    help="Samples the page shows with their transcripts; past it, those regressed, in error "
+    "or failed first, then a seeded choice of the rest (every number counts all samples).",
+)
+@click.option(
+    "--all-samples", is_flag=True, help="Show every sample (the file grows with the run)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of that choice.")
 @FORMAT_OPTION
 @STORE_OPTION
-def report(run_ids, output, allow_incomplete, scoring, outcome, fmt, store) -> None:
+def report(
+    run_ids, output, allow_incomplete, scoring, outcome, limit, all_samples, seed, fmt, store
+) -> None:
     """Write one self-contained HTML report of the runs (the first is the baseline)."""
     from tcbreplay._cli.render import Grid, Output
     from tcbreplay._report import write_report
@@ -62,6 +77,8 @@ def report(run_ids, output, allow_incomplete, scoring, outcome, fmt, store) -> N
         allow_incomplete=allow_incomplete,
         scoring=scoring,
         outcome=outcome,
+        samples=None if all_samples else limit,
+        seed=seed,
     )
     data = {"path": str(path), "runs": list(run_ids)}
     emit(Output(grids=[Grid(["path"], [(str(path),)])], text=[str(path)], data=data), fmt)

@@ -17,6 +17,7 @@ from pathlib import Path
 from tcbreplay._report.charts import figures, plotly_js
 from tcbreplay._report.data import ReportData, collect
 from tcbreplay._report.page import render_page
+from tcbreplay._report.shown import SAMPLES, SEED
 from tcbreplay._store.files import output_target
 from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError
@@ -31,15 +32,19 @@ def build_report(
     allow_incomplete: bool = False,
     scoring: str = "spec",
     outcome: str | None = None,
+    samples: int | None = SAMPLES,
+    seed: int = SEED,
 ) -> str:
     """Build the report of ``run_ids`` as HTML text; the first run is the baseline;
     ``scoring``: the scoring whose numbers it shows; ``outcome``: see
     :func:`tcbreplay._compare.outcomes.read_outcomes` (by default, runs whose samples have a
-    reward get the validity panel)."""
+    reward get the validity panel); ``samples``: how many samples the page shows with their
+    transcripts (None: all), the rest left out as :mod:`tcbreplay._report.shown` chooses
+    with ``seed``."""
     with reading(store, run_ids):  # the page shows transcripts: read up to its last one
         report = collect(
             store, list(run_ids), allow_incomplete=allow_incomplete, scoring=scoring,
-            outcome=outcome,
+            outcome=outcome, samples=samples, seed=seed,
         )  # fmt: skip
         return render_page(report, figures(report), plotly_js())
 
@@ -61,6 +66,8 @@ def write_report(
     allow_incomplete: bool = False,
     scoring: str = "spec",
     outcome: str | None = None,
+    samples: int | None = SAMPLES,
+    seed: int = SEED,
 ) -> Path:
     """Build the report and write it to ``output`` atomically; return the path written.
 
@@ -77,8 +84,9 @@ def write_report(
             f"{path}: directory {target.parent} does not exist", hint="create it first"
         )
     text = build_report(
-        store, run_ids, allow_incomplete=allow_incomplete, scoring=scoring, outcome=outcome
-    )
+        store, run_ids, allow_incomplete=allow_incomplete, scoring=scoring, outcome=outcome,
+        samples=samples, seed=seed,
+    )  # fmt: skip
     tmp = target.with_name(f".{target.name}.tmp")
     try:
         if special:

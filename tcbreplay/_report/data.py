@@ -21,22 +21,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tcbreplay import _json
 from tcbreplay._compare.diff import diff_runs
 from tcbreplay._compare.outcomes import read_outcomes
 from tcbreplay._compare.validity import Validity, scores_validity
-from tcbreplay._score import translate
+from tcbreplay._report.calls import Call, keyed, load_calls
+from tcbreplay._report.shown import SAMPLES, SEED, Shown, choose
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
-from tcbreplay._score.metrics import GoldRules, explain_sample
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SAMPLES_SCHEMA
-from tcbreplay._store.views import connect
 from tcbreplay.errors import InputError, TcbReplayError
 
-# (name, arguments): an object, or any other JSON value or text as it was stored
-Call = tuple[str, Any]
 METRICS = ("tsa", "tp", "ahr")
 N_BOOT = 1000
 CONFIDENCE = 0.95
@@ -61,19 +57,6 @@ _SAMPLE_COLUMNS = [
 def row_key(sample_id: str, trial: int) -> str:
     """The name of a sample's trial in the report: its id (trial 0), else with the trial."""
     return sample_id if not trial else f"{sample_id} (trial {trial})"
-
-
-def keyed(frame: pl.DataFrame) -> pl.DataFrame:
-    """A frame of rows with ``sample_id`` and ``trial``: ``sample_id`` the row's name
-    (:func:`row_key`), and the sample's own id as ``base_id``."""
-    if "trial" not in frame.columns:  # scored before trials: every row is trial 0
-        frame = frame.with_columns(pl.lit(0, pl.Int32).alias("trial"))
-    key = (
-        pl.when(pl.col("trial") > 0)
-        .then(pl.format("{} (trial {})", "sample_id", "trial"))
-        .otherwise(pl.col("sample_id"))
-    )
-    return frame.with_columns(pl.col("sample_id").alias("base_id"), key.alias("sample_id"))
 
 
 def read_columns(path: Any, schema: Any, columns: list[str]) -> pl.DataFrame:
@@ -117,6 +100,13 @@ class RunData:
     # when its samples carry an outcome: how each metric tracks it, and the rows behind it
     validity: Validity | None = None
     validity_rows: pl.DataFrame | None = None
+    # the sample_index of each row the page shows (None: every row); the calls, pairings and
+    # transcripts above are those rows'
+    shown_indices: list[int] | None = None
+    # per tool, over every sample: arguments of paired calls the tool does not take
+    invented: Counter[str] = field(default_factory=Counter)
+    # every call's name, gold calls' then agent calls', in the order the run first uses them
+    call_names: list[str] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -128,8 +118,7 @@ class RunData:
 
     def failed(self) -> dict[str, bool]:
         """Per sample: not a perfect match (see :func:`is_failed`)."""
-        cols = ("sample_id", "status", "tp", "args_invalid", "args_missing")
-        return {row[0]: is_failed(*row[1:]) for row in self.scores.select(cols).iter_rows()}
+        return failed_rows(self.scores)
 
 
 @dataclass
@@ -157,6 +146,25 @@ class ReportData:
     regressed: list[bool]
     tools: list[str]
     tool_rows: list[ToolRow] = field(default_factory=list)
+    # how the samples shown were chosen, when they are not all (see tcbreplay._report.shown)
+    shown: Shown | None = None
+
+    @property
+    def n_samples(self) -> int:
+        """The runs' samples (their union), shown or not."""
+        return self.shown.total if self.shown is not None else len(self.sample_ids)
+
+    def shown_rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The rows of a run's frame that the page shows (every row unless it chose some)."""
+        if self.shown is None:
+            return frame
+        return frame.filter(pl.col("sample_id").is_in(self.sample_ids))
+
+
+def failed_rows(scores: pl.DataFrame) -> dict[str, bool]:
+    """Per row of a scores frame: not a perfect match (see :func:`is_failed`)."""
+    cols = ("sample_id", "status", "tp", "args_invalid", "args_missing")
+    return {row[0]: is_failed(*row[1:]) for row in scores.select(cols).iter_rows()}
 
 
 def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> bool:
@@ -195,17 +203,20 @@ def collect(
     allow_incomplete: bool = False,
     scoring: str = "spec",
     outcome: str | None = None,
+    samples: int | None = SAMPLES,
+    seed: int = SEED,
 ) -> ReportData:
     """Load every run and compute the table flags and the per-tool breakdown, with the
     numbers of ``scoring`` (and, where samples carry an outcome, the validity of each
-    metric)."""
+    metric). ``samples``: how many samples the page shows in full (None: all), chosen as
+    :func:`tcbreplay._report.shown.choose` does with ``seed``; the numbers count every one."""
     if not run_ids:
         raise InputError("name at least one run id")
     duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
     if duplicates:
         raise InputError(f"run {duplicates[0]!r} is named twice")
     runs = [
-        load_run(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
+        load_scores(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
         for run_id in run_ids
     ]
     for run in runs:
@@ -229,15 +240,33 @@ def collect(
             continue
         run.diff = diff.runs
         regressed_ids.update(diff.regressed)
+    # diff compares samples over their trials: each trial of a regressed sample is flagged
+    regressed = [base.get(sid, sid) in regressed_ids for sid in sample_ids]
+    in_error = set()
+    for run in runs:
+        in_error.update(run.scores.filter(pl.col("status") != "ok")["sample_id"].to_list())
+    kinds = {
+        "regressed": regressed,
+        "in error": [sid in in_error for sid in sample_ids],
+        "failed": failed,
+    }
+    positions, shown = choose(kinds, len(sample_ids), samples, seed)
+    if shown is not None:
+        sample_ids = [sample_ids[k] for k in positions]
+        failed = [failed[k] for k in positions]
+        regressed = [regressed[k] for k in positions]
+    keep = None if shown is None else set(sample_ids)
+    for run in runs:
+        load_calls(run, keep)
     tools = _tool_names(runs)
     return ReportData(
         runs=runs,
         sample_ids=sample_ids,
         failed=failed,
-        # diff compares samples over their trials: each trial of a regressed sample is flagged
-        regressed=[base.get(sid, sid) in regressed_ids for sid in sample_ids],
+        regressed=regressed,
         tools=tools,
         tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
+        shown=shown,
     )
 
 
@@ -246,76 +275,30 @@ def load_run(
 ) -> RunData:
     """A run's scores (of ``scoring``), samples, agent and gold calls, and the AHR pairing of
     every sample."""
+    run = load_scores(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
+    load_calls(run, None)
+    return run
+
+
+def load_scores(
+    store: Store, run_id: str, *, allow_incomplete: bool = False, scoring: str = "spec"
+) -> RunData:
+    """A run's scores (of ``scoring``) and samples, without its calls (:func:`load_calls`)."""
     run = store.open_run(run_id)
     summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring)
     samples = keyed(read_columns(run.samples_path, SAMPLES_SCHEMA, _SAMPLE_COLUMNS))
     samples = samples.sort("sample_index")
-    con = connect(runs=[run], with_scores=False)
-    try:
-        # the calls as scoring reads them: a gold list or tool_calls that is no list holds
-        # none, an element that is no object is a call named '' without arguments
-        tables = translate.load_calls(con)
-    finally:
-        con.close()
-    ids = keyed(tables.samples)["sample_id"].to_list()
-    gold: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
-    agent: dict[str, list[Call]] = {sid: [] for sid in samples["sample_id"]}
-    for calls, side in ((gold, tables.gold), (agent, tables.agent)):
-        for s, name, args in side.select("s", "name", "args").iter_rows():
-            calls.setdefault(ids[s], []).append((name or "", _read_args(args)))
-    rules: dict[str, list[dict[str, Any]]] = {}
-    for s, *texts in tables.gold.select("s", *translate.RULES).iter_rows():
-        rules.setdefault(ids[s], []).append(
-            {k: _read_args(t) for k, t in zip(translate.RULES, texts, strict=True) if t}
-        )
-    own_tools = {
-        ids[s]: _read_args(text)
-        for s, text in tables.samples.select("s", "tools").iter_rows()
-        if text is not None
-    }
-    schemas = list((run.manifest.get("tools") or {}).get("specs") or [])
-    explanations = {
-        sid: explain_sample(
-            _object_args(agent[sid]),
-            _with_rules(_object_args(gold.get(sid, [])), rules.get(sid, [])),
-            own_tools.get(sid, schemas),
-        )
-        for sid in agent
-    }
     return RunData(
         run=run,
         summary=summary,
         scores=scores,
         samples=samples,
-        agent=agent,
-        gold=gold,
-        explanations=explanations,
+        agent={},
+        gold={},
+        explanations={},
         scored_in_memory=in_memory,
         intervals=metric_intervals(scores),
-        gold_rules={sid: r for sid, r in rules.items() if any(r)},
-        own_tools=own_tools,
     )
-
-
-def _with_rules(
-    calls: list[tuple[str, dict[str, Any]]], rules: list[dict[str, Any]]
-) -> list[tuple[str, dict[str, Any], GoldRules]]:
-    """Gold calls with their rules, as explain_sample takes them."""
-    return [(n, a, GoldRules.of(r)) for (n, a), r in zip(calls, rules, strict=True)]
-
-
-def _read_args(text: str | None) -> Any:
-    """Arguments text (canonical JSON from DuckDB) as a Python value; text Python cannot read
-    (DuckDB's number words such as ``inf``) stays text, to be shown as it is."""
-    try:
-        return _json.loads(text) if text else {}
-    except ValueError:  # LimitError too: a value beyond the limits is shown as its text
-        return text
-
-
-def _object_args(calls: list[Call]) -> list[tuple[str, dict[str, Any]]]:
-    """Calls whose arguments are no JSON object read as having none, as scoring reads them."""
-    return [(name, args if isinstance(args, dict) else {}) for name, args in calls]
 
 
 def _scores(
@@ -412,9 +395,7 @@ def _tool_names(runs: list[RunData]) -> list[str]:
         for tool in run.tool_schemas:
             names.setdefault(tool["name"], None)
     for run in runs:
-        for calls in (*run.gold.values(), *run.agent.values()):
-            for name, _ in calls:
-                names.setdefault(name, None)
+        names.update(dict.fromkeys(run.call_names))
     return list(names)
 
 
@@ -429,8 +410,6 @@ def tool_breakdown(run: RunData, tools: list[str]) -> list[ToolRow]:
         row.args = int(item.get("args_total") or 0)
         row.invalid_args = int(item.get("args_invalid") or 0)
         row.missing_args = int(item.get("args_missing") or 0)
-    for sid, calls in run.agent.items():
-        for pair in run.explanations[sid]["pairs"]:
-            verdicts = pair["args"].values()
-            rows[calls[pair["agent"]][0]].invented_args += sum(v == "unknown" for v in verdicts)
+    for tool, invented in run.invented.items():
+        rows[tool].invented_args += invented
     return [rows[tool] for tool in tools]

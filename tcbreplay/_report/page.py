@@ -15,8 +15,9 @@ from importlib import resources
 from typing import Any
 
 from tcbreplay._report.charts import run_color, tp_normalised
-from tcbreplay._report.data import ReportData, RunData
+from tcbreplay._report.data import ReportData, RunData, failed_rows
 from tcbreplay._report.replay import divergence_views, replay_card
+from tcbreplay._report.shown import shown_note
 from tcbreplay._report.transcripts import transcripts
 from tcbreplay._report.validity_panel import validity_panel
 from tcbreplay._store.schema import utcnow
@@ -44,6 +45,7 @@ def render_page(report: ReportData, charts: dict[str, Any], plotly_js: str) -> s
         "tool_options": "".join(_option(t, t) for t in report.tools),
         "category_options": "".join(_option(c, c) for c in _categories(report)),
         "tp_hint": _tp_hint(report),
+        "shown": shown_note(report.shown),
         "regressed_option": (
             '<option value="regressed">regressed (vs first run)</option>'
             if len(report.runs) > 1
@@ -120,7 +122,7 @@ def _meta(report: ReportData) -> str:
     n_runs = len(report.runs)
     when = utcnow().strftime("%Y-%m-%d %H:%M UTC")
     return html.escape(
-        f"{n_runs} run{'s' if n_runs > 1 else ''} · {len(report.sample_ids):,} samples · "
+        f"{n_runs} run{'s' if n_runs > 1 else ''} · {report.n_samples:,} samples · "
         f"generated {when} by tcbreplay {__version__}"
     )
 
@@ -328,7 +330,7 @@ def table_payload(report: ReportData) -> dict[str, Any]:
     """One array per column of the samples table, aligned with ``report.sample_ids``."""
     first: dict[str, dict[str, Any]] = {}
     for run in report.runs:
-        for row in run.samples.iter_rows(named=True):
+        for row in report.shown_rows(run.samples).iter_rows(named=True):
             first.setdefault(row["sample_id"], row)
     n_gold: dict[str, int] = {}
     for run in report.runs:
@@ -360,14 +362,16 @@ def table_payload(report: ReportData) -> dict[str, Any]:
             "failed": [int(f) for f in report.failed],
             "regressed": [int(r) for r in report.regressed],
         },
-        "cols": [_run_columns(run, report.sample_ids) for run in report.runs],
+        "cols": [_run_columns(run, report) for run in report.runs],
     }
 
 
-def _run_columns(run: RunData, sample_ids: list[str]) -> dict[str, list[Any]]:
-    scores = {r["sample_id"]: r for r in run.scores.iter_rows(named=True)}
-    samples = {r["sample_id"]: r for r in run.samples.iter_rows(named=True)}
-    failed = run.failed()
+def _run_columns(run: RunData, report: ReportData) -> dict[str, list[Any]]:
+    sample_ids = report.sample_ids
+    shown_scores = report.shown_rows(run.scores)
+    scores = {r["sample_id"]: r for r in shown_scores.iter_rows(named=True)}
+    samples = {r["sample_id"]: r for r in report.shown_rows(run.samples).iter_rows(named=True)}
+    failed = failed_rows(shown_scores)
     names = ("tsa", "tp", "ahr", "calls", "inv", "tot", "mis", "status", "failed", "tin", "tout")
     cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur")}
     for sid in sample_ids:
@@ -421,8 +425,9 @@ def details_payload(report: ReportData) -> dict[str, Any]:
     for run in report.runs:
         messages = transcripts(run)
         diverged = divergence_views(run, lambda m: _message(m, strings))
-        errors = dict(run.samples.select("sample_id", "error").iter_rows())
-        metadata = dict(run.samples.select("sample_id", "metadata").iter_rows())
+        rows = report.shown_rows(run.samples)
+        errors = dict(rows.select("sample_id", "error").iter_rows())
+        metadata = dict(rows.select("sample_id", "metadata").iter_rows())
         per_sample: list[Any] = []
         for sid in report.sample_ids:
             if sid not in run.agent:

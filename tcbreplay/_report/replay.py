@@ -16,9 +16,10 @@ import json
 import re
 from typing import Any
 
-from tcbreplay._report.data import RunData, row_key
+from tcbreplay._report.data import RunData, keyed, read_columns, row_key
 from tcbreplay._report.transcripts import transcripts_of
-from tcbreplay._store.runs import Store
+from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.schema import SAMPLES_SCHEMA
 from tcbreplay.errors import TcbReplayError
 
 # the replay block's figures a card shows, with their labels
@@ -65,23 +66,25 @@ def divergence_views(run: RunData, message: Any) -> dict[str, dict[str, Any]]:
     rows = pq.read_table(run.run.divergences_path).to_pylist()
     if not rows:
         return {}
+    if run.shown_indices is not None:  # the page shows some samples: theirs
+        shown = set(run.agent)  # the rows whose calls the report kept
+        rows = [r for r in rows if row_key(r["sample_id"], r["trial"]) in shown]
     parent_id = str((run.run.manifest.get("replay") or {}).get("parent_run_id") or "")
-    parent = None
-    try:
-        parent = Store(run.run.dir.parent).open_run(parent_id)
-        theirs = transcripts_of(parent)
-    except TcbReplayError:
-        theirs = {}
-    mine = transcripts_of(run.run)
     metadata = {
         r[0]: json.loads(r[1]) if r[1] else {}
         for r in run.samples.select("sample_id", "metadata").iter_rows()
     }
+    parent = None
+    try:
+        parent = Store(run.run.dir.parent).open_run(parent_id)
+        theirs = transcripts_of(parent, _parent_indices(parent, rows, metadata, run))
+    except TcbReplayError:
+        theirs = {}
+    mine = transcripts_of(run.run, run.shown_indices)
     out: dict[str, dict[str, Any]] = {}
     for row in rows:
         key = row_key(row["sample_id"], row["trial"])
-        served = (metadata.get(key) or {}).get("replay") or {}
-        their_key = row_key(row["sample_id"], int(served.get("parent_trial", row["trial"])))
+        their_key = _their_key(row, metadata)
         own, other = mine.get(key, []), theirs.get(their_key, [])
         k = _message_index(row["path"]) if row["component"] in ("messages", "tool_output") else None
         at = 0 if k is None else k + _leading_system(own)
@@ -96,6 +99,24 @@ def divergence_views(run: RunData, message: Any) -> dict[str, dict[str, Any]]:
         }
         out[key] = view
     return out
+
+
+def _their_key(row: dict[str, Any], metadata: dict[str, Any]) -> str:
+    """The parent's row a diverged row replayed (its sample, the trial it served)."""
+    served = (metadata.get(row_key(row["sample_id"], row["trial"])) or {}).get("replay") or {}
+    return row_key(row["sample_id"], int(served.get("parent_trial", row["trial"])))
+
+
+def _parent_indices(
+    parent: Run, rows: list[dict[str, Any]], metadata: dict[str, Any], run: RunData
+) -> list[int] | None:
+    """The parent's sample_index of each diverged row shown (None: every row is shown)."""
+    if run.shown_indices is None:
+        return None
+    wanted = {_their_key(row, metadata) for row in rows}
+    columns = ["sample_id", "trial", "sample_index"]
+    frame = keyed(read_columns(parent.samples_path, SAMPLES_SCHEMA, columns))
+    return [i for sid, i in frame.select("sample_id", "sample_index").iter_rows() if sid in wanted]
 
 
 def _message_index(path: str) -> int | None:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
+
+import polars as pl
 
 from tcbreplay import _json
 from tcbreplay._report.data import Call, RunData, keyed, read_columns
+from tcbreplay._store.export import Slices
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import MESSAGES_SCHEMA
+from tcbreplay._store.schema import MESSAGES_SCHEMA, with_optional_columns
 
 
 def message_text(content: Any) -> str:
@@ -37,15 +41,25 @@ def message_text(content: Any) -> str:
 
 
 def transcripts(run: RunData) -> dict[str, list[dict[str, Any]]]:
-    """Every sample's stored messages, read as JSON: type, text, calls, tokens, latency."""
-    return transcripts_of(run.run)
+    """Every shown sample's stored messages, read as JSON: type, text, calls, tokens,
+    latency."""
+    return transcripts_of(run.run, run.shown_indices)
 
 
-def transcripts_of(run: Run) -> dict[str, list[dict[str, Any]]]:
-    """:func:`transcripts` of a run of the store (by its row names, :func:`row_key`)."""
+def transcripts_of(
+    run: Run, indices: Sequence[int] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """:func:`transcripts` of a run of the store (by its row names, :func:`row_key`): of the
+    rows whose sample_index is in ``indices`` (every row when None), only the row groups
+    that hold them read."""
     columns = ["sample_id", "trial", "position", "type", "message", "input_tokens",
                "output_tokens", "latency_s"]  # fmt: skip
-    frame = keyed(read_columns(run.messages_path, MESSAGES_SCHEMA, columns))
+    if indices is None:
+        frame = keyed(read_columns(run.messages_path, MESSAGES_SCHEMA, columns))
+    else:
+        read = Slices(run.messages_path, [*columns, "sample_index"]).read_indices(indices)
+        table = with_optional_columns(read, MESSAGES_SCHEMA).select(columns)
+        frame = keyed(cast(pl.DataFrame, pl.from_arrow(table)))
     frame = frame.sort("sample_id", "position").select(
         "sample_id", "position", "type", "message", "input_tokens", "output_tokens", "latency_s"
     )

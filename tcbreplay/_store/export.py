@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -194,6 +195,27 @@ class Slices:
                     if later.nbytes + sum(t.nbytes for t in self._kept.values()) <= KEEP_BYTES:
                         self._kept[k] = later
             self._kept_from = hi
+            if not parts:
+                return self._file.schema_arrow.empty_table().select(self._columns)
+            return pa.concat_tables(parts)
+        except (OSError, pa.ArrowException) as exc:
+            raise self._error(exc) from exc
+
+    def read_indices(self, indices: Sequence[int]) -> pa.Table:
+        """The rows whose sample_index is one of ``indices``, in the file's order: only the
+        row groups whose statistics say they may hold one are read, a row group at a time
+        (a report reads the few samples it shows of a large run so)."""
+        wanted = np.unique(np.asarray(indices, dtype=np.int64))
+        values = pa.array(wanted)
+        parts = []
+        try:
+            for k, least, most, _ in self._groups:
+                if least is not None:
+                    at = np.searchsorted(wanted, least)
+                    if at == len(wanted) or wanted[at] > most:
+                        continue
+                table = self._file.read_row_group(k, columns=self._columns)
+                parts.append(table.filter(pc.is_in(table["sample_index"], value_set=values)))
             if not parts:
                 return self._file.schema_arrow.empty_table().select(self._columns)
             return pa.concat_tables(parts)

@@ -88,3 +88,29 @@ def test_a_report_of_100_samples_is_at_most_1_5_mb(tmp_path):
     assert result.exit_code == 0, result.output
     assert len(payload(out.read_text(encoding="utf-8"), "report-data")["samples"]["id"]) == 100
     assert out.stat().st_size <= 1_500_000
+
+
+def test_samples_sets_how_many_the_page_shows(tmp_path):
+    store = Store(tmp_path / "traces")
+    import_hand_run(store, "hand-a", "traces_a.jsonl")
+    out = tmp_path / "report.html"
+    common = ("hand-a", "--samples", 2, "-o", out, "--store", store.root)
+    result = cli("report", *common, "--seed", 5)
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    assert len(payload(page, "report-data")["samples"]["id"]) == 2
+    assert "Showing 2 of 6 samples with their transcripts: all 1 in error, 1 of the 3" in page
+    assert "(seed 5)" in page
+    result = cli("report", *common, "--all-samples")
+    assert result.exit_code == 0, result.output
+    page = out.read_text(encoding="utf-8")
+    assert len(payload(page, "report-data")["samples"]["id"]) == 6 and 'id="shown"' not in page
+
+
+def test_samples_is_a_count(tmp_path):
+    from tcbreplay._report.shown import SAMPLES
+
+    result = cli("report", "r", "--samples", -1, "-o", tmp_path / "r.html")
+    assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
+    option = next(p for p in main.commands["report"].params if p.name == "limit")
+    assert option.default == SAMPLES  # the command line's default is the library's

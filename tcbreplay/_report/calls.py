@@ -1,0 +1,176 @@
+"""The calls the report reads: each shown sample's agent and gold calls, gold rules, own tools
+and AHR pairing (:func:`tcbreplay._score.metrics.explain_sample`), and over every sample the
+names used and the invented arguments of paired calls, a part of the run at a time.
+
+Calls are read as scoring reads them (:func:`tcbreplay._score.translate.load_calls`), their
+arguments as JSON. A sample not shown is paired only when one of its calls passes a key its
+tool does not take (found by DuckDB, ``queries/report_call_keys.sql``): pairing the others
+could count no invented argument.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from tcbreplay import _json
+from tcbreplay._score import translate
+from tcbreplay._score.metrics import GoldRules, explain_sample, tool_properties
+from tcbreplay._score.translate import ALL_SAMPLES
+from tcbreplay._store.views import connect, query_text
+
+if TYPE_CHECKING:
+    from tcbreplay._report.data import RunData
+
+# (name, arguments): an object, or any other JSON value or text as it was stored
+Call = tuple[str, Any]
+# samples whose calls a report reads and pairs at a time
+PART_SAMPLES = 50_000
+
+
+def keyed(frame: pl.DataFrame) -> pl.DataFrame:
+    """A frame of rows with ``sample_id`` and ``trial``: ``sample_id`` the row's name
+    (:func:`row_key`), and the sample's own id as ``base_id``."""
+    if "trial" not in frame.columns:  # scored before trials: every row is trial 0
+        frame = frame.with_columns(pl.lit(0, pl.Int32).alias("trial"))
+    key = (
+        pl.when(pl.col("trial") > 0)
+        .then(pl.format("{} (trial {})", "sample_id", "trial"))
+        .otherwise(pl.col("sample_id"))
+    )
+    return frame.with_columns(pl.col("sample_id").alias("base_id"), key.alias("sample_id"))
+
+
+def load_calls(data: RunData, shown: set[str] | None) -> None:
+    """Read the run's calls a part of :data:`PART_SAMPLES` samples at a time: keep the calls,
+    gold rules, own tools and AHR pairing of the rows in ``shown`` (every row when None), and
+    count over every row the names used and the invented arguments of paired calls."""
+    run = data.run
+    if shown is not None:
+        rows = data.samples.filter(pl.col("sample_id").is_in(list(shown)))
+        data.shown_indices = rows["sample_index"].to_list()
+    kept = data.samples["sample_id"].to_list()
+    if shown is not None:
+        kept = [sid for sid in kept if sid in shown]
+    data.gold = {sid: [] for sid in kept}
+    data.agent = {sid: [] for sid in kept}
+    rules: dict[str, list[dict[str, Any]]] = {}
+    schemas = data.tool_schemas
+    schema_props = tool_properties(schemas)
+    names: tuple[dict[str, None], dict[str, None]] = ({}, {})
+    con = connect(runs=[run], with_scores=False)
+    try:
+        n_parts = -(-data.samples.height // PART_SAMPLES)
+        parts = [ALL_SAMPLES] if n_parts <= 1 else translate.split_samples(con, n_parts)
+        for part in parts:
+            # the calls as scoring reads them: a gold list or tool_calls that is no list holds
+            # none, an element that is no object is a call named '' without arguments
+            tables = translate.load_calls(con, part)
+            ids = keyed(tables.samples)["sample_id"].to_list()
+            for seen, side in zip(names, (tables.gold, tables.agent), strict=True):
+                ordered = side.select("s", "name").sort("s", maintain_order=True)
+                seen.update(dict.fromkeys(n or "" for n in ordered["name"].to_list()))
+            own_tools = {
+                ids[s]: read_args(text)
+                for s, text in tables.samples.select("s", "tools").iter_rows()
+                if text is not None
+            }
+            # a sample not shown is paired only when a call may have an invented argument
+            explain = set(ids)
+            agent_side = tables.agent
+            if shown is not None:
+                may = _may_invent(con, tables.agent, ids, own_tools, schema_props)
+                explain = {sid for k, sid in enumerate(ids) if sid in shown or k in may}
+                agent_side = tables.agent.filter(
+                    pl.col("s").is_in([k for k, sid in enumerate(ids) if sid in explain])
+                )
+            agent: dict[str, list[Call]] = {}
+            for s, name, args in agent_side.select("s", "name", "args").iter_rows():
+                agent.setdefault(ids[s], []).append((name or "", read_args(args)))
+            gold: dict[str, list[Call]] = {}
+            gold_side = tables.gold.filter(
+                pl.col("s").is_in([s for s, sid in enumerate(ids) if sid in explain])
+            )
+            for s, name, args in gold_side.select("s", "name", "args").iter_rows():
+                gold.setdefault(ids[s], []).append((name or "", read_args(args)))
+            for s, *texts in gold_side.select("s", *translate.RULES).iter_rows():
+                rules.setdefault(ids[s], []).append(
+                    {k: read_args(t) for k, t in zip(translate.RULES, texts, strict=True) if t}
+                )
+            for sid in (i for i in ids if i in explain):  # in sample order
+                calls = agent.get(sid, [])
+                explained = explain_sample(
+                    object_args(calls),
+                    with_rules(object_args(gold.get(sid, [])), rules.get(sid, [])),
+                    own_tools.get(sid, schemas),
+                )
+                for pair in explained["pairs"]:
+                    verdicts = pair["args"].values()
+                    data.invented[calls[pair["agent"]][0]] += sum(v == "unknown" for v in verdicts)
+                if sid in data.agent:
+                    data.agent[sid] = calls
+                    data.gold[sid] = gold.get(sid, [])
+                    data.explanations[sid] = explained
+                    if sid in own_tools:
+                        data.own_tools[sid] = own_tools[sid]
+                else:
+                    rules.pop(sid, None)
+    finally:
+        con.close()
+    data.call_names = list({**names[0], **names[1]})
+    data.gold_rules = {sid: r for sid, r in rules.items() if any(r)}
+
+
+def _may_invent(
+    con: Any,
+    agent: pl.DataFrame,
+    ids: list[str],
+    own_tools: dict[str, Any],
+    props: dict[str, dict[str, Any]],
+) -> set[int]:
+    """The samples (``s``) with an agent call that may pass a key its tool does not take
+    (``props``: each tool's parameters; a sample with tools of its own is judged by them),
+    paired or not: a superset of those whose pairing counts an invented argument."""
+    cursor = con.cursor()
+    try:
+        cursor.register("_calls", agent.select("s", "name", "args").to_arrow())
+        found = pl.from_arrow(cursor.sql(query_text("report_call_keys")).to_arrow_table())
+    finally:
+        cursor.close()
+    assert isinstance(found, pl.DataFrame)
+    pairs = [(tool, key) for tool, params in props.items() for key in params]
+    known = pl.DataFrame(pairs, schema={"name": pl.String, "key": pl.String}, orient="row")
+    own = [k for k, sid in enumerate(ids) if sid in own_tools]
+    # a null key (args no JSON) matches nothing: its sample is paired
+    may = set(
+        found.filter(~pl.col("s").is_in(own)).join(known, on=["name", "key"], how="anti")["s"]
+    )
+    own_props: dict[int, dict[str, dict[str, Any]]] = {}
+    for s, name, key in found.filter(pl.col("s").is_in(own)).iter_rows():
+        if s not in own_props:
+            own_props[s] = tool_properties(own_tools[ids[s]])
+        if key is None or key not in own_props[s].get(name, {}):
+            may.add(s)
+    return may
+
+
+def with_rules(
+    calls: list[tuple[str, dict[str, Any]]], rules: list[dict[str, Any]]
+) -> list[tuple[str, dict[str, Any], GoldRules]]:
+    """Gold calls with their rules, as explain_sample takes them."""
+    return [(n, a, GoldRules.of(r)) for (n, a), r in zip(calls, rules, strict=True)]
+
+
+def read_args(text: str | None) -> Any:
+    """Arguments text (canonical JSON from DuckDB) as a Python value; text Python cannot read
+    (DuckDB's number words such as ``inf``) stays text, to be shown as it is."""
+    try:
+        return _json.loads(text) if text else {}
+    except ValueError:  # LimitError too: a value beyond the limits is shown as its text
+        return text
+
+
+def object_args(calls: list[Call]) -> list[tuple[str, dict[str, Any]]]:
+    """Calls whose arguments are no JSON object read as having none, as scoring reads them."""
+    return [(name, args if isinstance(args, dict) else {}) for name, args in calls]

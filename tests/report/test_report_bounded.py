@@ -1,0 +1,197 @@
+"""A report past its number of samples: which samples it shows, what the page says, and that
+its numbers are those of the report that shows every sample."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from report_helpers import import_hand_run, payload
+
+from tcbreplay._report import build_report, collect
+from tcbreplay._report.shown import KINDS, SAMPLES, choose
+from tcbreplay._report.transcripts import transcripts
+from tcbreplay._score.run import score_run
+from tcbreplay._store.export import Slices
+from tcbreplay._store.parquet import read_table
+from tcbreplay._store.runs import Store
+
+
+@pytest.fixture(scope="module")
+def sim_reports(sim_run):
+    """The sim run's report data and page showing every sample, and showing 5 more than its
+    failed: (store, run_id, full, bounded, limit, pages: {"full", "bounded"})."""
+    store, run_id = sim_run
+    full = collect(store, [run_id], samples=None)
+    limit = sum(full.failed) + 5
+    assert limit < len(full.sample_ids)  # so the rest is a choice
+    pages = {
+        "full": build_report(store, [run_id], samples=None),
+        "bounded": build_report(store, [run_id], samples=limit),
+    }
+    return store, run_id, full, collect(store, [run_id], samples=limit), limit, pages
+
+
+def _numbers(report):
+    """Everything a report counts over every sample."""
+    return (
+        report.n_samples,
+        report.tools,
+        report.tool_rows,
+        [
+            # (a run scored in memory has the time it was scored)
+            (
+                {k: v for k, v in r.summary.items() if k != "scored_at"},
+                r.intervals,
+                r.failed(),
+                r.invented,
+                r.call_names,
+            )
+            for r in report.runs
+        ],
+    )
+
+
+def _in_error(report):
+    scores = report.runs[0].scores.select("sample_id", "status")
+    return {s for s, status in scores.iter_rows() if status != "ok"}
+
+
+def test_failed_samples_come_first_then_a_seeded_choice_of_the_rest(sim_reports):
+    _, _, full, bounded, limit, _ = sim_reports
+    failed = {s for s, f in zip(full.sample_ids, full.failed, strict=True) if f}
+    shown = bounded.sample_ids
+    assert len(shown) == limit
+    assert failed <= set(shown)
+    assert shown == [s for s in full.sample_ids if s in set(shown)]  # in the run's order
+    assert bounded.failed == [s in failed for s in shown]
+    in_error = _in_error(full)
+    kinds = {"in error": len(in_error), "failed": len(failed - in_error)}
+    assert bounded.shown.kinds == {kind: (n, n) for kind, n in kinds.items() if n}
+    assert bounded.shown.rest == (5, len(full.sample_ids) - len(failed))
+    assert bounded.shown.total == len(full.sample_ids) == bounded.n_samples
+
+
+def test_the_choice_is_seeded(sim_reports):
+    store, run_id, _, bounded, limit, _ = sim_reports
+    other = collect(store, [run_id], samples=limit, seed=1)
+    assert other.sample_ids != bounded.sample_ids
+    assert other.shown.kinds == bounded.shown.kinds and other.shown.rest == bounded.shown.rest
+
+
+def test_the_numbers_count_every_sample(sim_reports):
+    _, _, full, bounded, _, _ = sim_reports
+    assert _numbers(bounded) == _numbers(full)
+
+
+def test_only_the_shown_samples_are_read_and_paired(sim_reports):
+    _, _, full, bounded, _, _ = sim_reports
+    run, every = bounded.runs[0], full.runs[0]
+    shown = bounded.sample_ids
+    assert list(run.agent) == list(run.gold) == list(run.explanations) == shown
+    assert {s: every.explanations[s] for s in shown} == run.explanations
+    assert {s: every.agent[s] for s in shown} == run.agent
+    assert (
+        run.shown_indices
+        == run.samples.filter(run.samples["sample_id"].is_in(shown))["sample_index"].to_list()
+    )
+    messages = transcripts(run)
+    assert set(messages) <= set(shown) and len(messages) > len(shown) // 2
+    everything = transcripts(every)
+    assert messages == {s: everything[s] for s in messages}
+
+
+def test_the_page_shows_the_chosen_samples_and_says_so(sim_reports):
+    _, _, full, bounded, limit, pages = sim_reports
+    page = pages["bounded"]
+    data, details = payload(page, "report-data"), payload(page, "report-details")
+    assert data["samples"]["id"] == bounded.sample_ids  # built again: the same choice
+    assert len(details["runs"][0]["samples"]) == len(details["gold"]) == limit
+    note = re.search(r'<p class="hint" id="shown">(.*?)</p>', page).group(1)
+    assert note.startswith(f"Showing {limit} of {len(full.sample_ids)} samples with their")
+    assert f": all {sum(full.failed)} failed, 5 others chosen" in note  # none in error
+    assert "at random (seed 0)" in note
+    head = re.compile(r'^.*?<section id="samples"', re.S)
+    before = [_unstamped(head.search(text).group(0)) for text in (page, pages["full"])]
+    assert before[0] == before[1]
+    assert data["charts"] == payload(pages["full"], "report-data")["charts"]
+
+
+def _unstamped(page: str) -> str:
+    return re.sub(r"generated [^·<]*UTC", "", page)
+
+
+def test_below_the_number_the_page_is_the_whole_one(sim_run, sim_reports):
+    store, run_id = sim_run
+    small = build_report(store, [run_id], samples=SAMPLES)
+    assert 'id="shown"' not in small
+    assert _unstamped(small) == _unstamped(sim_reports[-1]["full"])
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    """Two imported runs of six hand-written samples, and their report showing every one."""
+    store = Store(tmp_path_factory.mktemp("hand") / "traces")
+    run_ids = [
+        import_hand_run(store, "hand-a", "traces_a.jsonl"),
+        import_hand_run(store, "hand-b", "traces_b.jsonl"),
+    ]
+    for run_id in run_ids:  # stored scores: each report reads them, not scores again
+        score_run(store, run_id)
+    return store, run_ids, collect(store, run_ids, samples=None)
+
+
+def test_a_comparison_shows_its_regressed_samples_first(hand):
+    store, run_ids, full = hand
+    regressed = [s for s, r in zip(full.sample_ids, full.regressed, strict=True) if r]
+    failed = [s for s, f in zip(full.sample_ids, full.failed, strict=True) if f]
+    assert regressed == ["perfect"] and len(failed) > 2
+    bounded = collect(store, run_ids, samples=3)
+    others = len(set(failed) - {"perfect", "crashed"})
+    assert bounded.shown.kinds == {"regressed": (1, 1), "in error": (1, 1), "failed": (1, others)}
+    assert {"perfect", "crashed"} <= set(bounded.sample_ids)
+    assert "perfect" in bounded.sample_ids
+    assert set(bounded.sample_ids) <= set(failed) | {"perfect"}
+    assert bounded.regressed == [s == "perfect" for s in bounded.sample_ids]
+    assert _numbers(bounded) == _numbers(full)
+    assert [r.diff for r in bounded.runs] == [r.diff for r in full.runs]
+
+
+def test_invented_arguments_are_counted_over_samples_not_shown(hand):
+    store, run_ids, full = hand
+    assert any(r.invented_args for r in full.tool_rows)
+    bounded = collect(store, run_ids, samples=0)  # every sample left out, every one counted
+    assert bounded.sample_ids == [] and bounded.shown.rest == (0, 1)
+    assert _numbers(bounded) == _numbers(full)
+
+
+def test_choose_takes_the_kinds_in_order():
+    kinds = {
+        "regressed": [True, False, False, False, False, False],
+        "in error": [True, True, False, False, False, False],
+        "failed": [True, True, True, True, False, False],
+    }
+    positions, shown = choose(kinds, 6, 4, seed=3)
+    assert positions[:2] == [0, 1] and len(positions) == 4
+    assert set(positions[2:]) <= {2, 3}
+    assert shown.kinds == {"regressed": (1, 1), "in error": (1, 1), "failed": (2, 2)}
+    assert shown.rest == (0, 2) and shown.shown == 4
+    assert choose(kinds, 6, 4, seed=3) == (positions, shown)
+    assert choose(kinds, 6, 2, seed=3)[0] == [0, 1]
+    assert {tuple(choose(kinds, 6, 3, seed=s)[0]) for s in range(20)} == {(0, 1, 2), (0, 1, 3)}
+    assert choose(kinds, 6, 6) == (list(range(6)), None)
+    assert choose(kinds, 6, None) == (list(range(6)), None)
+    assert list(KINDS) == ["regressed", "in error", "failed"]
+
+
+def test_slices_read_the_rows_of_some_samples(sim_run):
+    store, run_id = sim_run
+    path = store.open_run(run_id).messages_path
+    table = read_table(path)
+    wanted = [3, 0, 41, 41, 90]
+    got = Slices(path, ["sample_index", "position"]).read_indices(wanted)
+    index = table["sample_index"].to_numpy()
+    assert sorted(got["sample_index"].to_pylist()) == sorted(index[np.isin(index, wanted)].tolist())
+    assert got.column_names == ["sample_index", "position"]
+    assert Slices(path, ["sample_index"]).read_indices([10**6]).num_rows == 0
