@@ -1,7 +1,9 @@
 """``tcbreplay report``: one self-contained HTML file that shows one or more scored runs.
 
 The page needs no network: plotly.js (a partial bundle vendored in ``vendor/``), the
-styles, the table script and every datum are inline. Nothing is written to the
+styles, the table script and every datum are inline; past
+:data:`tcbreplay._report.shown.SAMPLES` samples, the rows and transcripts of those it
+shows. Nothing is written to the
 store: runs never scored, or scored before their traces last changed, are scored
 in memory (see :mod:`tcbreplay._report.data`).
 """

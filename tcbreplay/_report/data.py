@@ -7,7 +7,9 @@ messages are read as JSON. Scores come from the run's stored default scoring
 the run is scored in memory; nothing is written to the store. Later runs are
 compared with the first by :func:`tcbreplay._compare.diff.diff_runs`. A sample's trials
 are rows of their own, each named by :func:`row_key` (its id, and ``(trial t)`` after it
-for t > 0), so every table and transcript is keyed by that name.
+for t > 0), so every table and transcript is keyed by that name. Past a number of rows the
+page shows some (:mod:`tcbreplay._report.shown`): the calls and pairings of those are kept,
+the numbers still count every row (:mod:`tcbreplay._report.calls`).
 """
 
 from __future__ import annotations

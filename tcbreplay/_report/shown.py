@@ -1,13 +1,15 @@
-"""The samples a report shows in full: every one up to a limit, past it those that matter most
-and a seeded choice of the rest.
+"""The samples a report shows in full: every one up to a number, past it a choice that keeps
+the samples that matter most and a seeded sample of the rest.
 
 A sample shown has its row in the samples table and its trajectories and transcript in the
 page; the cards, charts and per-tool numbers count every sample whatever is shown. Past the
-limit the page shows, in this order, the samples regressed (vs the first run), those that
-ended in error while recording, the others that failed, and then the rest; a kind that does
-not fit whole is a choice of its samples at random (``numpy``'s generator, seeded), as are
-the rest that fill the page up to the limit. The same runs, limit and seed show the same
-samples.
+number, three quarters of it go to the samples regressed (vs the first run), in error
+(while recording) and otherwise failed, a sample counted in the first of those kinds it
+is: shared evenly among the kinds, a kind with fewer samples than its share shown whole and
+its room left to the next ones. The last quarter, and what the kinds leave, goes to the rest;
+what the rest leaves goes back to the kinds. Within a kind, and in the rest, the samples
+shown are a choice at random (``numpy``'s generator, seeded): the same runs, number and seed
+show the same samples.
 """
 
 from __future__ import annotations
@@ -49,26 +51,46 @@ def choose(
     :data:`KINDS`, a flag per sample (a sample goes with the first of its kinds)."""
     if limit is None or total <= limit:
         return list(range(total)), None
-    rng = np.random.default_rng(seed)
     left = np.ones(total, dtype=bool)  # not yet of a kind
-    chosen: list[np.ndarray] = []
-    room = limit
-    shown = Shown(total=total, limit=limit, seed=seed)
+    groups: dict[str, np.ndarray] = {}
     for kind in KINDS:
         flags = np.asarray(kinds.get(kind) or [False] * total, dtype=bool)
         members = np.flatnonzero(flags & left)
         left &= ~flags
-        if not len(members):
-            continue
-        picked = _pick(rng, members, room)
-        shown.kinds[kind] = (len(picked), len(members))
-        chosen.append(picked)
-        room -= len(picked)
+        if len(members):
+            groups[kind] = members
     others = np.flatnonzero(left)
-    picked = _pick(rng, others, room)
-    shown.rest = (len(picked), len(others))
-    chosen.append(picked)
-    return sorted(int(k) for k in np.concatenate(chosen)), shown
+    sizes = [len(m) for m in groups.values()]
+    shares = _share(sizes, limit - limit // 4)
+    rest = min(len(others), limit - sum(shares))
+    more = _share([n - k for n, k in zip(sizes, shares, strict=True)], limit - sum(shares) - rest)
+    rng = np.random.default_rng(seed)
+    shown = Shown(total=total, limit=limit, seed=seed)
+    chosen = []
+    for (kind, members), k, extra in zip(groups.items(), shares, more, strict=True):
+        chosen.append(_pick(rng, members, k + extra))
+        shown.kinds[kind] = (k + extra, len(members))
+    chosen.append(_pick(rng, others, rest))
+    shown.rest = (rest, len(others))
+    return sorted(int(k) for k in np.concatenate([np.empty(0, np.int64), *chosen])), shown
+
+
+def _share(sizes: list[int], room: int) -> list[int]:
+    """``room`` shared evenly among groups of ``sizes``, none given more than its size, what
+    one cannot take going to the others (the first ones first)."""
+    given = [0] * len(sizes)
+    open_ = [k for k, n in enumerate(sizes) if n]
+    while room > 0 and open_:
+        share = max(1, room // len(open_))
+        for k in list(open_):
+            take = min(share, sizes[k] - given[k], room)
+            given[k] += take
+            room -= take
+            if given[k] == sizes[k]:
+                open_.remove(k)
+            if not room:
+                break
+    return given
 
 
 def _pick(rng: np.random.Generator, members: np.ndarray, room: int) -> np.ndarray:

@@ -20,12 +20,12 @@ from tcbreplay._store.runs import Store
 
 @pytest.fixture(scope="module")
 def sim_reports(sim_run):
-    """The sim run's report data and page showing every sample, and showing 5 more than its
-    failed: (store, run_id, full, bounded, limit, pages: {"full", "bounded"})."""
+    """The sim run's report data and page showing every sample, and showing 10 fewer:
+    (store, run_id, full, bounded, limit, pages: {"full", "bounded"})."""
     store, run_id = sim_run
     full = collect(store, [run_id], samples=None)
-    limit = sum(full.failed) + 5
-    assert limit < len(full.sample_ids)  # so the rest is a choice
+    limit = len(full.sample_ids) - 10
+    assert sum(full.failed) <= limit - limit // 4  # every failed one is shown
     pages = {
         "full": build_report(store, [run_id], samples=None),
         "bounded": build_report(store, [run_id], samples=limit),
@@ -69,7 +69,8 @@ def test_failed_samples_come_first_then_a_seeded_choice_of_the_rest(sim_reports)
     in_error = _in_error(full)
     kinds = {"in error": len(in_error), "failed": len(failed - in_error)}
     assert bounded.shown.kinds == {kind: (n, n) for kind, n in kinds.items() if n}
-    assert bounded.shown.rest == (5, len(full.sample_ids) - len(failed))
+    rest = len(full.sample_ids) - len(failed)
+    assert bounded.shown.rest == (rest - 10, rest)
     assert bounded.shown.total == len(full.sample_ids) == bounded.n_samples
 
 
@@ -110,7 +111,8 @@ def test_the_page_shows_the_chosen_samples_and_says_so(sim_reports):
     assert len(details["runs"][0]["samples"]) == len(details["gold"]) == limit
     note = re.search(r'<p class="hint" id="shown">(.*?)</p>', page).group(1)
     assert note.startswith(f"Showing {limit} of {len(full.sample_ids)} samples with their")
-    assert f": all {sum(full.failed)} failed, 5 others chosen" in note  # none in error
+    rest = len(full.sample_ids) - sum(full.failed)
+    assert f": all {sum(full.failed)} failed, {rest - 10} others chosen" in note  # none in error
     assert "at random (seed 0)" in note
     head = re.compile(r'^.*?<section id="samples"', re.S)
     before = [_unstamped(head.search(text).group(0)) for text in (page, pages["full"])]
@@ -172,12 +174,19 @@ def test_choose_takes_the_kinds_in_order():
         "in error": [True, True, False, False, False, False],
         "failed": [True, True, True, True, False, False],
     }
-    positions, shown = choose(kinds, 6, 4, seed=3)
+    positions, shown = choose(kinds, 6, 4, seed=3)  # 3 to the kinds, 1 to the rest
     assert positions[:2] == [0, 1] and len(positions) == 4
-    assert set(positions[2:]) <= {2, 3}
-    assert shown.kinds == {"regressed": (1, 1), "in error": (1, 1), "failed": (2, 2)}
-    assert shown.rest == (0, 2) and shown.shown == 4
+    assert positions[2] in (2, 3) and positions[3] in (4, 5)
+    assert shown.kinds == {"regressed": (1, 1), "in error": (1, 1), "failed": (1, 2)}
+    assert shown.rest == (1, 2) and shown.shown == 4
     assert choose(kinds, 6, 4, seed=3) == (positions, shown)
+    assert choose(kinds, 6, 5, seed=3)[0][:4] == [0, 1, 2, 3]  # what the rest leaves
+    everything_failed = {"failed": [True] * 6}
+    assert choose(everything_failed, 6, 4)[1].kinds == {"failed": (4, 6)}
+    many = {"in error": [k < 100 for k in range(1000)], "failed": [k < 200 for k in range(1000)]}
+    shared = choose(many, 1000, 100)[1]
+    assert shared.kinds == {"in error": (38, 100), "failed": (37, 100)}
+    assert shared.rest == (25, 800)
     assert choose(kinds, 6, 2, seed=3)[0] == [0, 1]
     assert {tuple(choose(kinds, 6, 3, seed=s)[0]) for s in range(20)} == {(0, 1, 2), (0, 1, 3)}
     assert choose(kinds, 6, 6) == (list(range(6)), None)
@@ -195,3 +204,40 @@ def test_slices_read_the_rows_of_some_samples(sim_run):
     assert sorted(got["sample_index"].to_pylist()) == sorted(index[np.isin(index, wanted)].tolist())
     assert got.column_names == ["sample_index", "position"]
     assert Slices(path, ["sample_index"]).read_indices([10**6]).num_rows == 0
+
+
+def _with_texts(view, strings):
+    """A divergence view with its parent's messages' texts in place of their indices."""
+    return {**view, "pt": [[m[0], strings[m[1]], *m[2:]] for m in view["pt"]]}
+
+
+@pytest.mark.slow
+def test_a_replay_shows_the_divergences_of_its_shown_samples(sim_run, tmp_path):
+    from report_helpers import drifted_replay
+
+    store, parent, replay = drifted_replay(sim_run, tmp_path / "traces")
+    views = []
+    for limit in (None, 90):
+        page = build_report(store, [parent, replay], allow_incomplete=True, samples=limit)
+        data, details = payload(page, "report-data"), payload(page, "report-details")
+        entries = zip(data["samples"]["id"], details["runs"][1]["samples"], strict=True)
+        views.append(
+            {s: _with_texts(e["v"], details["strings"]) for s, e in entries if e and "v" in e}
+        )
+    full, bounded = views
+    assert len(data["samples"]["id"]) == 90
+    assert bounded and bounded == {s: full[s] for s in data["samples"]["id"] if s in full}
+
+
+@pytest.mark.slow
+def test_the_validity_panel_counts_every_sample(tmp_path):
+    from helpers import import_tau_bench
+
+    store = Store(import_tau_bench(tmp_path / "traces"))
+    pages = [build_report(store, ["tau"], samples=limit) for limit in (None, 2)]
+    assert 'id="shown"' in pages[1] and 'id="validity"' in pages[0]
+    head = re.compile(r'^.*?<section id="samples"', re.S)
+    before = [_unstamped(head.search(page).group(0)) for page in pages]
+    assert before[0] == before[1]
+    charts = [payload(page, "report-data")["charts"] for page in pages]
+    assert any(name.startswith("chart-roc") for name in charts[0]) and charts[0] == charts[1]
