@@ -119,8 +119,8 @@ def shown_note(shown: Shown | None) -> str:
         parts.append(f"{shown.rest[0]:,} {'others' if parts else 'samples'} chosen at random")
     text = (
         f"Showing {shown.shown:,} of {shown.total:,} samples with their transcripts: "
-        f"{', '.join(parts)} (seed {shown.seed}). The cards, charts and per-tool numbers count "
-        "every sample; tcbreplay report --samples N (or --all-samples) shows more, and "
-        "tcbreplay export or tcbreplay sql reach every sample."
+        f"{', '.join(parts)} (seed {shown.seed}). The cards, charts, per-tool numbers and "
+        "validity panel count every sample; tcbreplay report --samples N (or --all-samples) "
+        "shows more, and tcbreplay export or tcbreplay sql reach every sample."
     )
     return f'<p class="hint" id="shown">{html.escape(text)}</p>'

@@ -16,11 +16,11 @@ from urllib.parse import urlencode
 import polars as pl
 import pytest
 from helpers import ROOT, TEST_DATA
-from report_helpers import import_hand_run
+from report_helpers import import_hand_run, payload
 
 from tcbreplay._compare.diff import diff_runs
 from tcbreplay._query.sql import run_sql
-from tcbreplay._report import write_report
+from tcbreplay._report import collect, write_report
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 
@@ -510,3 +510,25 @@ def test_a_replay_shows_its_parent_beside_it_from_the_first_divergence(browser, 
         opened.page.screenshot(path=str(ARTIFACTS / "report-replay.png"))
     finally:
         opened.page.close()
+
+
+def test_a_page_of_some_samples_shows_them_and_says_so(browser, sim_run, tmp_path):
+    """Past its number of samples the page's table holds the shown ones, each opens with its
+    transcript, and a link to a sample not shown opens nothing, without an error."""
+    store, run_id = sim_run
+    path = write_report(store, [run_id], tmp_path / "some.html", samples=10)
+    shown = payload(path.read_text(encoding="utf-8"), "report-data")["samples"]["id"]
+    opened = Opened(browser, path)
+    try:
+        assert opened.count() == 10 == len(shown)
+        assert opened.page.inner_text("#shown").startswith("Showing 10 of ")
+        assert "transcript" in opened.open_sample(shown[0]).lower()
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()
+    hidden = next(s for s in collect(store, [run_id], samples=None).sample_ids if s not in shown)
+    linked = Opened(browser, path, f"#run={run_id}&sample={hidden}")
+    try:
+        assert linked.page.locator("#detail").is_hidden() and linked.errors == []
+    finally:
+        linked.page.close()
