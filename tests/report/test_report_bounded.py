@@ -10,6 +10,8 @@ import pytest
 from report_helpers import import_hand_run, payload
 
 from tcbreplay._report import build_report, collect
+from tcbreplay._report.charts import figures, plotly_js
+from tcbreplay._report.page import render_page
 from tcbreplay._report.shown import KINDS, SAMPLES, choose
 from tcbreplay._report.transcripts import transcripts
 from tcbreplay._score.run import score_run
@@ -26,11 +28,12 @@ def sim_reports(sim_run):
     full = collect(store, [run_id], samples=None)
     limit = len(full.sample_ids) - 10
     assert sum(full.failed) <= limit - limit // 4  # every failed one is shown
+    bounded = collect(store, [run_id], samples=limit)
     pages = {
-        "full": build_report(store, [run_id], samples=None),
-        "bounded": build_report(store, [run_id], samples=limit),
+        name: render_page(report, figures(report), plotly_js())
+        for name, report in (("full", full), ("bounded", bounded))
     }
-    return store, run_id, full, collect(store, [run_id], samples=limit), limit, pages
+    return store, run_id, full, bounded, limit, pages
 
 
 def _numbers(report):
@@ -107,7 +110,7 @@ def test_the_page_shows_the_chosen_samples_and_says_so(sim_reports):
     _, _, full, bounded, limit, pages = sim_reports
     page = pages["bounded"]
     data, details = payload(page, "report-data"), payload(page, "report-details")
-    assert data["samples"]["id"] == bounded.sample_ids  # built again: the same choice
+    assert data["samples"]["id"] == bounded.sample_ids
     assert len(details["runs"][0]["samples"]) == len(details["gold"]) == limit
     note = re.search(r'<p class="hint" id="shown">(.*?)</p>', page).group(1)
     assert note.startswith(f"Showing {limit} of {len(full.sample_ids)} samples with their")
