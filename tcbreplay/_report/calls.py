@@ -10,7 +10,9 @@ could count no invented argument.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -18,10 +20,8 @@ from tcbreplay import _json
 from tcbreplay._score import translate
 from tcbreplay._score.metrics import GoldRules, explain_sample, tool_properties
 from tcbreplay._score.translate import ALL_SAMPLES
+from tcbreplay._store.runs import Run
 from tcbreplay._store.views import connect, query_text
-
-if TYPE_CHECKING:
-    from tcbreplay._report.data import RunData
 
 # (name, arguments): an object, or any other JSON value or text as it was stored
 Call = tuple[str, Any]
@@ -42,26 +42,39 @@ def keyed(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(pl.col("sample_id").alias("base_id"), key.alias("sample_id"))
 
 
-def load_calls(data: RunData, shown: set[str] | None) -> None:
-    """Read the run's calls a part of :data:`PART_SAMPLES` samples at a time: keep the calls,
-    gold rules, own tools and AHR pairing of the rows in ``shown`` (every row when None), and
-    count over every row the names used and the invented arguments of paired calls."""
-    run = data.run
-    if shown is not None:
-        rows = data.samples.filter(pl.col("sample_id").is_in(list(shown)))
-        data.shown_indices = rows["sample_index"].to_list()
-    kept = data.samples["sample_id"].to_list()
+@dataclass
+class Calls:
+    """A run's calls as the report keeps them: per row shown, its agent and gold calls, AHR
+    pairing, gold rules (where any) and own tools (where it has some); over every row, the
+    invented arguments of paired calls per tool and the names calls use."""
+
+    agent: dict[str, list[Call]] = field(default_factory=dict)
+    gold: dict[str, list[Call]] = field(default_factory=dict)
+    explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gold_rules: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    own_tools: dict[str, Any] = field(default_factory=dict)
+    invented: Counter[str] = field(default_factory=Counter)
+    # gold calls' names, then agent calls', in the order the run first uses them
+    call_names: list[str] = field(default_factory=list)
+
+
+def load_calls(
+    run: Run, samples: pl.DataFrame, schemas: list[dict[str, Any]], shown: set[str] | None
+) -> Calls:
+    """Read the run's calls a part of :data:`PART_SAMPLES` samples at a time: keep those of
+    the rows (``samples``, in sample order) in ``shown`` (every row when None), and count over
+    every row the names used and the invented arguments of paired calls (``schemas``: the
+    tools of samples without tools of their own)."""
+    kept = samples["sample_id"].to_list()
     if shown is not None:
         kept = [sid for sid in kept if sid in shown]
-    data.gold = {sid: [] for sid in kept}
-    data.agent = {sid: [] for sid in kept}
+    data = Calls(gold={sid: [] for sid in kept}, agent={sid: [] for sid in kept})
     rules: dict[str, list[dict[str, Any]]] = {}
-    schemas = data.tool_schemas
     schema_props = tool_properties(schemas)
     names: tuple[dict[str, None], dict[str, None]] = ({}, {})
     con = connect(runs=[run], with_scores=False)
     try:
-        n_parts = -(-data.samples.height // PART_SAMPLES)
+        n_parts = -(-samples.height // PART_SAMPLES)
         parts = [ALL_SAMPLES] if n_parts <= 1 else translate.split_samples(con, n_parts)
         for part in parts:
             # the calls as scoring reads them: a gold list or tool_calls that is no list holds
@@ -120,6 +133,7 @@ def load_calls(data: RunData, shown: set[str] | None) -> None:
         con.close()
     data.call_names = list({**names[0], **names[1]})
     data.gold_rules = {sid: r for sid, r in rules.items() if any(r)}
+    return data
 
 
 def _may_invent(

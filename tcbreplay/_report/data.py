@@ -259,7 +259,7 @@ def collect(
         regressed = [regressed[k] for k in positions]
     keep = None if shown is None else set(sample_ids)
     for run in runs:
-        load_calls(run, keep)
+        add_calls(run, keep)
     tools = _tool_names(runs)
     return ReportData(
         runs=runs,
@@ -278,14 +278,14 @@ def load_run(
     """A run's scores (of ``scoring``), samples, agent and gold calls, and the AHR pairing of
     every sample."""
     run = load_scores(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
-    load_calls(run, None)
+    add_calls(run, None)
     return run
 
 
 def load_scores(
     store: Store, run_id: str, *, allow_incomplete: bool = False, scoring: str = "spec"
 ) -> RunData:
-    """A run's scores (of ``scoring``) and samples, without its calls (:func:`load_calls`)."""
+    """A run's scores (of ``scoring``) and samples, without its calls (:func:`add_calls`)."""
     run = store.open_run(run_id)
     summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring)
     samples = keyed(read_columns(run.samples_path, SAMPLES_SCHEMA, _SAMPLE_COLUMNS))
@@ -301,6 +301,18 @@ def load_scores(
         scored_in_memory=in_memory,
         intervals=metric_intervals(scores),
     )
+
+
+def add_calls(data: RunData, shown: set[str] | None) -> None:
+    """Add the run's calls (:func:`tcbreplay._report.calls.load_calls`): those of the rows in
+    ``shown`` (every row when None), and the invented arguments and names of every row."""
+    calls = load_calls(data.run, data.samples, data.tool_schemas, shown)
+    if shown is not None:
+        rows = data.samples.filter(pl.col("sample_id").is_in(list(shown)))
+        data.shown_indices = rows["sample_index"].to_list()
+    data.agent, data.gold, data.explanations = calls.agent, calls.gold, calls.explanations
+    data.gold_rules, data.own_tools = calls.gold_rules, calls.own_tools
+    data.invented, data.call_names = calls.invented, calls.call_names
 
 
 def _scores(
