@@ -15,10 +15,11 @@ from typing import Any
 
 import polars as pl
 
+from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, ScoresCheck
 from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
 from tcbreplay._score.options import missing_scoring_hint
-from tcbreplay._score.results import read_scoring_file, read_summary
+from tcbreplay._score.results import read_summary, scoring_file_batches
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
@@ -37,17 +38,6 @@ OUTCOME_FIELDS = (
     "first_divergence", "n_first_divergence", "roles", "focus", "covered", "n_covered",
     "covered_samples",
 )  # fmt: skip
-
-
-@dataclass
-class Difference:
-    """One field that differs between stored and recomputed results."""
-
-    scoring: str
-    sample_id: str | None
-    field: str
-    stored: Any
-    recomputed: Any
 
 
 @dataclass
@@ -124,19 +114,46 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                     )
             elif digest != hashes[name] and name not in report.changed_files:
                 report.changed_files.append(name)
-        fresh = score_run(store, run_id, options, write=False, allow_incomplete=True)
+        check = _ScoresOf(run, folder)
+        fresh = score_run(
+            store, run_id, options, write=False, allow_incomplete=True, each_part=check.add
+        )
         trial_fields = tuple(key for key in TRIAL_FIELDS + OUTCOME_FIELDS if key in stored_summary)
         for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS + trial_fields:
             if not same_numbers(stored_summary.get(key), fresh.summary.get(key)):
                 report.differences.append(
                     Difference(folder.name, None, key, stored_summary.get(key), fresh.summary[key])
                 )
-        # a scores file written before a column was added is compared without it
-        needed = [c for c in fresh.scores.columns if c not in SCORES_ADDED]
-        stored = read_scoring_file(run, folder / "scores.parquet", needed)
-        report.differences += _compare_scores(folder.name, stored, fresh.scores)
-        report.samples_checked = max(report.samples_checked, fresh.scores.height)
+        report.differences += check.finish()
+        report.samples_checked = max(report.samples_checked, check.rows)
     return report
+
+
+class _ScoresOf:
+    """A stored scoring's per-sample scores compared with a re-score's as its parts come
+    (:class:`~tcbreplay._compare.audit_scores.ScoresCheck`); the stored file opened at the
+    first part, once the re-score has found nothing wrong with the run."""
+
+    def __init__(self, run: Run, folder: Path) -> None:
+        self.run, self.folder = run, folder
+        self.check: ScoresCheck | None = None
+
+    def add(self, fresh: pl.DataFrame) -> None:
+        if self.check is None:
+            # a scores file written before a column was added is compared without it
+            needed = [c for c in fresh.columns if c not in SCORES_ADDED]
+            read = [c for c in fresh.columns if c not in UNCOMPARED or c in KEYS]
+            path = self.folder / "scores.parquet"
+            empty, batches = scoring_file_batches(self.run, path, needed, read)
+            self.check = ScoresCheck(self.folder.name, empty, batches)
+        self.check.add(fresh)
+
+    @property
+    def rows(self) -> int:
+        return self.check.rows if self.check is not None else 0
+
+    def finish(self) -> list[Difference]:
+        return self.check.finish() if self.check is not None else []
 
 
 # Run-level means are exact sums divided once (tcbreplay._score.fold); scorings stored before
@@ -166,34 +183,3 @@ def _hash_now(path: Path) -> str:
         return sha256_file(path)
     except OSError as exc:
         raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-
-
-def _compare_scores(scoring: str, stored: pl.DataFrame, fresh: pl.DataFrame) -> list[Difference]:
-    out = []
-    keys = ["sample_id", "trial"]
-    if "trial" not in stored.columns:  # scored before trials: every row is trial 0
-        stored = stored.with_columns(pl.lit(0, pl.Int32).alias("trial"))
-    stored_ids = set(stored.select(keys).iter_rows())
-    fresh_ids = set(fresh.select(keys).iter_rows())
-    for key in sorted(fresh_ids - stored_ids):
-        out.append(Difference(scoring, _label(*key), "sample", None, "present"))
-    for key in sorted(stored_ids - fresh_ids):
-        out.append(Difference(scoring, _label(*key), "sample", "present", None))
-    joined = fresh.join(stored, on=keys, suffix="__stored")
-    for column in fresh.columns:
-        # run_id is the directory's name: a run copied or renamed keeps its numbers; scoring
-        # is the folder's, and a scoring stored as spec under an earlier version's defaults
-        # (abs_tol 1e-9) is re-scored with the options it records, whose name today differs
-        if column in (*keys, "run_id", "scoring") or f"{column}__stored" not in joined.columns:
-            continue
-        a, b = pl.col(column), pl.col(f"{column}__stored")
-        differs = joined.filter(~(a.eq_missing(b)))
-        rows = differs.select(*keys, column, f"{column}__stored").iter_rows()
-        for sid, trial, new, old in rows:
-            out.append(Difference(scoring, _label(sid, trial), column, old, new))
-    return out
-
-
-def _label(sample_id: str, trial: int) -> str:
-    """A sample named as the user knows it: its id, and its trial when it has several."""
-    return sample_id if not trial else f"{sample_id} (trial {trial})"

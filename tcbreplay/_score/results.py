@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.parts import PartResult, tool_sums
 from tcbreplay._store.files import Staged, json_text, remove, staged
 from tcbreplay._store.locks import WRITABLE_HINT
-from tcbreplay._store.parquet import read_table, write_frame_to
+from tcbreplay._store.parquet import parquet_file, read_table, write_frame_to
 from tcbreplay._store.runs import DEFAULT_STORE, Run
 from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
 from tcbreplay.errors import InputError, StoreError, first_line
@@ -83,23 +84,71 @@ def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
 
 def read_scoring_file(run: Run, path: Path, columns: list[str]) -> pl.DataFrame:
     """A stored scoring's Parquet file (scores or pairs), with at least ``columns``."""
-    hint = rescore_hint(run, path.parent.name)
     try:
         # read by Arrow, which reports a corrupt file where Polars may panic
         frame = pl.from_arrow(read_table(path))
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise StoreError(
-            f"{path}: not a readable Parquet file ({first_line(exc)})", hint=hint
-        ) from exc
+        raise _unreadable(run, path, exc) from exc
     assert isinstance(frame, pl.DataFrame)
-    if "trial" not in frame.columns and "sample_id" in frame.columns:
-        # scored before trials (store version 1): every row is trial 0
-        at = frame.columns.index("sample_id") + 1
-        frame = frame.insert_column(at, pl.Series("trial", [0] * frame.height, pl.Int32))
-    missing = [name for name in columns if name not in frame.columns]
-    if missing:
-        raise StoreError(f"{path}: no column {', '.join(missing)}", hint=hint)
+    frame = _with_trial(frame)
+    _check_columns(run, path, frame.columns, columns)
     return frame
+
+
+# the rows of a stored scoring's file read at once (:func:`scoring_file_batches`)
+BATCH_ROWS = ROW_GROUP_ROWS
+
+
+def scoring_file_batches(
+    run: Run, path: Path, columns: list[str], read: list[str]
+) -> tuple[pl.DataFrame, Iterator[pl.DataFrame]]:
+    """A stored scoring's Parquet file (scores or pairs), with at least ``columns``, read
+    batch by batch (a row group at most each): an empty frame of its columns of ``read``,
+    and the batches of those (a file that turns out unreadable on the way raises then)."""
+    try:
+        source = parquet_file(path)
+        names = source.schema_arrow.names
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise _unreadable(run, path, exc) from exc
+    _check_columns(run, path, [*names, "trial"] if "sample_id" in names else names, columns)
+    read = [name for name in read if name in names]
+
+    def frame(batch: pa.RecordBatch | pa.Table) -> pl.DataFrame:
+        found = pl.from_arrow(batch)
+        assert isinstance(found, pl.DataFrame)
+        return _with_trial(found)
+
+    def batches() -> Iterator[pl.DataFrame]:
+        try:
+            for batch in source.iter_batches(batch_size=BATCH_ROWS, columns=read):
+                yield frame(batch)
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise _unreadable(run, path, exc) from exc
+
+    return frame(source.schema_arrow.empty_table().select(read)), batches()
+
+
+def _unreadable(run: Run, path: Path, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"{path}: not a readable Parquet file ({first_line(exc)})",
+        hint=rescore_hint(run, path.parent.name),
+    )
+
+
+def _with_trial(frame: pl.DataFrame) -> pl.DataFrame:
+    """A stored scoring's rows; scored before trials (store version 1): every row trial 0."""
+    if "trial" in frame.columns or "sample_id" not in frame.columns:
+        return frame
+    at = frame.columns.index("sample_id") + 1
+    return frame.insert_column(at, pl.Series("trial", [0] * frame.height, pl.Int32))
+
+
+def _check_columns(run: Run, path: Path, found: list[str], columns: list[str]) -> None:
+    missing = [name for name in columns if name not in found]
+    if missing:
+        raise StoreError(
+            f"{path}: no column {', '.join(missing)}", hint=rescore_hint(run, path.parent.name)
+        )
 
 
 def write_results(
@@ -157,13 +206,16 @@ _SORTED = frozenset({"sample_index"})
 class ResultsWriter:
     """The default scorer's results, folded part by part in sample order: each part's rows
     written to the scores and pairs files and its listed samples to the dashboard file's body
-    (``files``: the scoring's staged files; None: the rows are kept in memory instead), its
-    tally added up, the hashes of its keys and its rows for pass^k kept."""
+    (``files``: the scoring's staged files; None: the rows are kept in memory instead, or
+    handed to ``each_part`` when given), its tally added up, the hashes of its keys and its
+    rows for pass^k kept."""
 
     def __init__(
-        self, run: Run | None, options: ScoreOptions, dashboard: str, files: Staged | None
-    ) -> None:
+        self, run: Run | None, options: ScoreOptions, dashboard: str, files: Staged | None,
+        each_part: Callable[[pl.DataFrame], None] | None = None,
+    ) -> None:  # fmt: skip
         self.run = run
+        self._each_part = each_part
         self.tally = Tally()
         self.summary_rows: list[pl.DataFrame] = []
         self.tools: pl.DataFrame | None = None
@@ -219,6 +271,9 @@ class ResultsWriter:
         self.keys.append(part.keys)
         if part.trial_rows is not None:
             self.trial_rows.append(part.trial_rows)
+        if self._files is None and self._each_part is not None:
+            self._each_part(part.scores)
+            return
         if self._files is None:
             self.frames.append(part.scores)
             self.pairs.append(part.pairs)

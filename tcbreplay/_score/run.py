@@ -11,7 +11,7 @@ the default (the metric spec, docs/metrics.md; :mod:`tcbreplay._score.scorers.de
 from __future__ import annotations
 
 import warnings
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import ExitStack
 from typing import Any
 
@@ -65,11 +65,17 @@ def score_run(
     dashboard: str = "mismatches",
     engine: str = "local",
     ray_address: str | None = None,
+    each_part: Callable[[pl.DataFrame], None] | None = None,
 ) -> ScoreResult:
     """Score one run from its raw traces; write per-sample scores, summary and dashboard file.
 
     ``engine``: ``local`` scores the run's parts in threads of this process, ``ray`` as Ray
-    tasks (``ray_address``: the cluster's; see :mod:`tcbreplay._ray`), with the same results."""
+    tasks (``ray_address``: the cluster's; see :mod:`tcbreplay._ray`), with the same results.
+    ``each_part`` (with ``write=False``): each part's scores are handed to it in sample order
+    as they come, and not kept (the result holds the summary only), so what is held does not
+    grow with the run; a scorer that takes the whole run at once hands it the whole run's."""
+    if each_part is not None and write:
+        raise ValueError("each_part: the scores are handed over instead of written")
     options = options or ScoreOptions()
     if dashboard not in DASHBOARD_MODES:
         raise InputError(f"--dashboard {dashboard!r}: choose one of {', '.join(DASHBOARD_MODES)}")
@@ -83,13 +89,15 @@ def score_run(
     run = store.open_run(run_id)
     with run.reading():  # no record --overwrite meanwhile
         return _score_run(
-            run, options, allow_incomplete, write, dashboard, store, engine, ray_address
-        )
+            run, options, allow_incomplete, write, dashboard, store, engine, ray_address,
+            each_part,
+        )  # fmt: skip
 
 
 def _score_run(
     run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str,
     store: Store | None = None, engine: str = "local", ray_address: str | None = None,
+    each_part: Callable[[pl.DataFrame], None] | None = None,
 ) -> ScoreResult:  # fmt: skip
     check_scorable(run, allow_incomplete)
     gold = None
@@ -102,7 +110,7 @@ def _score_run(
         # the dataset's gold only
         dashboard = "none"
     if options.scorer != DEFAULT_SCORER:
-        return _score_whole(run, options, write, dashboard, gold, audit)
+        return _score_whole(run, options, write, dashboard, gold, audit, each_part)
     parts = _parts(run, options)
     # parts run side by side, a worker per core, so each gets its share of the cores
     con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // _workers(parts)))
@@ -120,10 +128,12 @@ def _score_run(
             else:
                 source = local_parts(con, ranges, plan, _workers(len(ranges)))
             if not write:
-                results = ResultsWriter(run, options, "none", None)
+                results = ResultsWriter(run, options, "none", None, each_part)
                 _fold(source, results, con)
-                scores = results.scores()
                 summary = _summary(run, options, results, audit, plan)
+                if each_part is not None:
+                    return _result(run, summary, absent)
+                scores = results.scores()
                 return _result(run, summary, absent, scores=scores, pairs=results.pairs_frame())
             with run.writing_results(), staged(hint=WRITABLE_HINT) as files:
                 results = ResultsWriter(run, options, plan.dashboard, files)
@@ -143,7 +153,7 @@ def _score_run(
 
 def _score_whole(
     run: Run, options: ScoreOptions, write: bool, dashboard: str, gold: pa.Table | None,
-    audit: Any,
+    audit: Any, each_part: Callable[[pl.DataFrame], None] | None = None,
 ) -> ScoreResult:  # fmt: skip
     """Score a run with a scorer that takes the whole run at once (abet, bfcl)."""
     con = connect(runs=[run], with_scores=False)
@@ -176,6 +186,9 @@ def _score_whole(
         **trial_summary(scores),
         "audit": audit.finish(scores),
     }
+    if each_part is not None:
+        each_part(scores)
+        return _result(run, summary, absent)
     result = _result(run, summary, absent, scores=scores, pairs=scored.pairs)
     if write:
         write_results(run, options, scored, scores, summary, dashboard, result)

@@ -254,6 +254,56 @@ def test_edited_per_sample_score_is_caught(scored):
     ]
 
 
+def test_a_run_of_many_parts_is_verified_a_part_at_a_time(scored, monkeypatch):
+    """The re-score's parts are compared as they come with the stored rows of their samples,
+    read alongside (never the whole file at once): an edit in a late part is reported as
+    when the run is one part (tests/compare/test_audit_scores.py cuts the comparison finer)."""
+    from tcbreplay._compare import audit
+    from tcbreplay._compare.audit_scores import ScoresCheck
+    from tcbreplay._score import results
+    from tcbreplay._score import run as scoring
+
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    victim = frame.filter(pl.col("tp") < 1).sort("sample_index").row(-1, named=True)
+    assert victim["sample_index"] >= 50
+    rewrite_scores(path, victim["sample_id"], tp=1.0)
+    monkeypatch.setattr(scoring, "SPLIT_MIN_SAMPLES", 1)
+    monkeypatch.setattr(scoring, "PART_SAMPLES", 24)  # 4 parts
+    monkeypatch.setattr(scoring, "usable_cores", lambda: 1)
+    monkeypatch.setattr(results, "BATCH_ROWS", 8)
+    read = [0]  # the stored rows read so far
+    seen = []  # per part: its rows, the fresh rows so far, the stored rows read by then
+    real_batches, real_add = audit.scoring_file_batches, ScoresCheck.add
+
+    def counted(*args):
+        empty, batches = real_batches(*args)
+
+        def each():
+            for batch in batches:
+                read[0] += batch.height
+                yield batch
+
+        return empty, each()
+
+    def add(self, fresh):
+        real_add(self, fresh)
+        seen.append((fresh.height, self.rows, read[0]))
+
+    monkeypatch.setattr(audit, "scoring_file_batches", counted)
+    monkeypatch.setattr(ScoresCheck, "add", add)
+    parted = verify(root, run_id)
+    assert parted.exit_code == 1, (parted.output, parted.exception)
+    assert parted.stdout.splitlines() == [  # as one part says it (the test before)
+        f"spec: sample {victim['sample_id']}: tp: stored 1.0, recomputed {victim['tp']!r}"
+    ]
+    assert len(seen) == 4 and max(rows for rows, _, _ in seen) <= 24
+    for _, fresh_rows, stored_rows in seen:  # as far as the part's samples, a batch past
+        assert stored_rows <= fresh_rows + 8
+    assert read[0] == 94
+
+
 def test_edited_run_level_number_is_caught(scored):
     root, run_id = scored
     path = root / run_id / "scores" / "spec" / "summary.json"
