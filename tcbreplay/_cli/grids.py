@@ -4,10 +4,11 @@ a diff, an audit, a query and a record or import summary (printed by :func:`emit
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
-from tcbreplay._cli.render import Grid, Output, Whole
+from tcbreplay._cli.render import Grid, Output, Whole, rows_json_parts, to_json
 
 _METRIC_LABELS = {
     "tsa": "tsa  tool selection accuracy",
@@ -238,7 +239,19 @@ def diff_output(result: Any, limit: int = 10) -> Output:
                 title=f"{change} (first {moved.height})",
             )
         )
-    return Output(grids=grids, rows=rows, data=result.to_dict())
+    return Output(grids=grids, rows=rows, json_text=partial(diff_json, result))
+
+
+def diff_json(result: Any, indent: int | None = 2) -> Iterator[str]:
+    """``to_json(result.to_dict(), indent)``, the same text in pieces: every sample's deltas,
+    the last entry, written by :func:`rows_json_parts`."""
+    head = to_json(result.to_dict(samples=False), indent)
+    if indent is None:
+        yield f'{head[:-1]},"samples":'
+    else:
+        yield f'{head[:-2]},\n{" " * indent}"samples": '
+    yield from rows_json_parts(result.samples, indent, level=1)
+    yield "\n}" if indent else "}"
 
 
 def audit_output(report: Any, limit: int = 200) -> Output:

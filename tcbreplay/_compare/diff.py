@@ -34,6 +34,8 @@ METRICS = ("tsa", "tp", "ahr")
 OUTCOMES = ("exact", "write_exact", "first_divergence")
 SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
 PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
+# what diff reads of the scores (a file written before trials or the outcomes reads without)
+DIFF_COLUMNS = [*SCORE_COLUMNS, "trial", *OUTCOMES]
 _CHUNK_CELLS = 20_000_000  # resample indices drawn at once (how the seed's stream is cut)
 _COUNT_CELLS = 4_000_000  # of which counted and weighted at once
 _COUNT_BY_ROW = 10_000  # samples from which each resample is counted by itself
@@ -95,16 +97,22 @@ class DiffResult:
 
 
 def load_scores(
-    store: Store, run: Run, scoring: str, like: list[Run] | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    store: Store, run: Run, scoring: str, like: list[Run] | None = None,
+    columns: list[str] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:  # fmt: skip
     """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
     options it was stored with in one of the runs ``like``, else those its name stands for
-    (so also when the run's files changed since it was stored: :meth:`Run.changed_since`)."""
+    (so also when the run's files changed since it was stored: :meth:`Run.changed_since`).
+    ``columns``: only these of the scores, those the scoring has (None: all of them); of the
+    pairs, only ``PAIR_COLUMNS``."""
     folder = run.scores_dir(scoring)
     if (folder / "scores.parquet").exists() and _named_options(run, scoring, current=True):
         pairs_path = folder / "pairs.parquet"
-        pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS) if pairs_path.exists() else None
-        return read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS), pairs
+        pairs = None
+        if pairs_path.exists():
+            pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS, PAIR_COLUMNS, ("tool",))
+        path = folder / "scores.parquet"
+        return read_scoring_file(run, path, SCORE_COLUMNS, columns), pairs
     from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
     from tcbreplay._score.run import score_run
 
@@ -116,7 +124,10 @@ def load_scores(
             hint=missing_scoring_hint(run.run_id, scoring, stored),
         )
     result = score_run(store, run.run_id, options, write=False)
-    return result.scores, result.pairs
+    scores, pairs = result.scores, result.pairs
+    if columns is not None:
+        scores = scores.select(c for c in columns if c in scores.columns)
+    return scores, pairs.select(PAIR_COLUMNS) if pairs is not None else None
 
 
 def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
@@ -172,17 +183,20 @@ def diff_runs(
         )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
-        a, pairs_a = load_scores(store, a_run, scoring, like=[b_run])
-        b, pairs_b = load_scores(store, b_run, scoring, like=[a_run])
+        a, pairs_a = load_scores(store, a_run, scoring, like=[b_run], columns=DIFF_COLUMNS)
+        b, pairs_b = load_scores(store, b_run, scoring, like=[a_run], columns=DIFF_COLUMNS)
     a, b = _with_outcomes(a), _with_outcomes(b)
     trials = {"a": _trials(a), "b": _trials(b)}
     if trials["a"] > 1 or trials["b"] > 1:
         a, b = _by_sample(a, scoring), _by_sample(b, scoring)
     columns = [*SCORE_COLUMNS, *OUTCOMES]
-    joined = (
-        a.select(columns).join(b.select(columns), on="sample_id", suffix="_b").sort("sample_index")
+    joined = _joined(a.select(columns), b.select(columns))
+    # the ids of one run only, sorted (by code point, as Python sorts them)
+    only_a, only_b = (
+        x.join(y, on="sample_id", how="anti")["sample_id"].unique().sort().to_list()
+        for x, y in ((a, b), (b, a))
     )
-    ids_a, ids_b = set(a["sample_id"]), set(b["sample_id"])
+    del a, b  # (the joined rows are what is compared)
     if joined.height == 0:
         raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
 
@@ -232,8 +246,8 @@ def diff_runs(
         run_b=b_run.run_id,
         scoring=scoring,
         n_common=joined.height,
-        only_a=sorted(ids_a - ids_b),
-        only_b=sorted(ids_b - ids_a),
+        only_a=only_a,
+        only_b=only_b,
         runs=runs,
         tools=tools,
         samples=deltas,
@@ -244,6 +258,20 @@ def diff_runs(
         improved=deltas.filter(pl.col("change") == "improved")["sample_id"].to_list(),
         trials=trials,
     )
+
+
+def _joined(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``a`` and ``b`` of the same sample_id side by side (``b``'s columns named
+    with ``_b``), in the order of ``a``'s sample_index: the ids are joined alone, and each
+    side's rows gathered once, in that order."""
+    rows = (
+        a.select("sample_id", "sample_index")
+        .with_row_index("at_a")
+        .join(b.select("sample_id").with_row_index("at_b"), on="sample_id")
+        .sort("sample_index")
+    )
+    side_b = b.drop("sample_id")[rows["at_b"]]
+    return pl.concat([a[rows["at_a"]], side_b.rename(lambda name: f"{name}_b")], how="horizontal")
 
 
 def _with_outcomes(scores: pl.DataFrame) -> pl.DataFrame:
@@ -422,22 +450,32 @@ def _tool_deltas(
     if pairs_a is None or pairs_b is None:
         return []
     order = joined.select("sample_id").with_row_index("k")
-    tools = sorted(set(pairs_a["tool"]) | set(pairs_b["tool"]))
+    tools = sorted(set(pairs_a["tool"].unique()) | set(pairs_b["tool"].unique()))
+    # each run's paired calls summed per tool and common sample, its row k in ``joined``:
+    # the sample ids joined once per run, not once per tool
+    sides = [
+        pairs.lazy()
+        .join(order.lazy(), on="sample_id")
+        .group_by("tool", "k")
+        .agg(
+            pl.col("args_invalid").sum().alias("inv"),
+            (pl.col("args_invalid") + pl.col("args_valid")).sum().alias("tot"),
+            pl.len().alias("paired"),
+        )
+        .collect(engine="streaming")
+        for pairs in (pairs_a, pairs_b)
+    ]
     out = []
     for tool in tools:
         arrays = []
-        for pairs in (pairs_a, pairs_b):
-            per = (
-                pairs.filter(pl.col("tool") == tool)
-                .group_by("sample_id")
-                .agg(
-                    pl.col("args_invalid").sum().alias("inv"),
-                    (pl.col("args_invalid") + pl.col("args_valid")).sum().alias("tot"),
-                    pl.len().alias("paired"),
-                )
-            )
-            full = order.join(per, on="sample_id", how="left").fill_null(0).sort("k")
-            arrays.append((full["inv"].to_numpy(), full["tot"].to_numpy(), full["paired"]))
+        for per in sides:
+            mine = per.filter(pl.col("tool") == tool)
+            at = mine["k"].to_numpy()
+            full = {}
+            for name in ("inv", "tot", "paired"):
+                full[name] = np.zeros(joined.height, np.int64)
+                full[name][at] = mine[name].fill_null(0).to_numpy()
+            arrays.append((full["inv"], full["tot"], full["paired"]))
         (ia, ta, pa_), (ib, tb, pb_) = arrays
         frame = pl.DataFrame(
             {

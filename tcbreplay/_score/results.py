@@ -82,8 +82,18 @@ def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
     return summary, options
 
 
-def read_scoring_file(run: Run, path: Path, columns: list[str]) -> pl.DataFrame:
-    """A stored scoring's Parquet file (scores or pairs), with at least ``columns``."""
+def read_scoring_file(
+    run: Run, path: Path, columns: list[str], read: list[str] | None = None,
+    categorical: tuple[str, ...] = (),
+) -> pl.DataFrame:  # fmt: skip
+    """A stored scoring's Parquet file (scores or pairs), with at least ``columns``.
+
+    ``read``: only those of these columns it has (``columns`` among them), a batch at a time,
+    each batch's texts taken over by Polars as it comes (at 1M samples, the file's columns
+    at once take half again the memory), and ``categorical``: these as categories."""
+    if read is not None:
+        empty, batches = scoring_file_batches(run, path, columns, read, categorical)
+        return pl.concat([empty, *batches])
     try:
         # read by Arrow, which reports a corrupt file where Polars may panic
         frame = pl.from_arrow(read_table(path))
@@ -100,23 +110,26 @@ BATCH_ROWS = ROW_GROUP_ROWS
 
 
 def scoring_file_batches(
-    run: Run, path: Path, columns: list[str], read: list[str]
-) -> tuple[pl.DataFrame, Iterator[pl.DataFrame]]:
+    run: Run, path: Path, columns: list[str], read: list[str],
+    categorical: tuple[str, ...] = (),
+) -> tuple[pl.DataFrame, Iterator[pl.DataFrame]]:  # fmt: skip
     """A stored scoring's Parquet file (scores or pairs), with at least ``columns``, read
-    batch by batch (a row group at most each): an empty frame of its columns of ``read``,
-    and the batches of those (a file that turns out unreadable on the way raises then)."""
+    batch by batch (a row group at most each): an empty frame of its columns of ``read``
+    (``categorical`` of them as categories), and the batches of those (a file that turns out
+    unreadable on the way raises then)."""
     try:
-        source = parquet_file(path)
+        source = parquet_file(path, read_dictionary=list(categorical))
         names = source.schema_arrow.names
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise _unreadable(run, path, exc) from exc
-    _check_columns(run, path, [*names, "trial"] if "sample_id" in names else names, columns)
+    _check_columns(run, path, _names_with_trial(names), columns)
+    trial = "trial" in read and "trial" not in names  # (a file of store version 1)
     read = [name for name in read if name in names]
 
     def frame(batch: pa.RecordBatch | pa.Table) -> pl.DataFrame:
         found = pl.from_arrow(batch)
         assert isinstance(found, pl.DataFrame)
-        return _with_trial(found)
+        return _with_trial(found) if trial else found
 
     def batches() -> Iterator[pl.DataFrame]:
         try:
@@ -141,6 +154,11 @@ def _with_trial(frame: pl.DataFrame) -> pl.DataFrame:
         return frame
     at = frame.columns.index("sample_id") + 1
     return frame.insert_column(at, pl.Series("trial", [0] * frame.height, pl.Int32))
+
+
+def _names_with_trial(names: list[str]) -> list[str]:
+    """A stored file's columns as it is read (:func:`_with_trial`)."""
+    return [*names, "trial"] if "sample_id" in names and "trial" not in names else names
 
 
 def _check_columns(run: Run, path: Path, found: list[str], columns: list[str]) -> None:

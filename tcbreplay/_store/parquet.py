@@ -41,10 +41,11 @@ def read_schema(path: Path) -> pa.Schema:
     return pq.read_schema(where, filesystem=filesystem)
 
 
-def parquet_file(path: Path) -> pq.ParquetFile:
-    """A store's Parquet file opened for reading batch by batch, wherever the store is."""
+def parquet_file(path: Path, **options: Any) -> pq.ParquetFile:
+    """A store's Parquet file opened for reading batch by batch, wherever the store is
+    (``options``: ``pq.ParquetFile``'s, such as ``read_dictionary``)."""
     where, filesystem = arrow_source(path)
-    return pq.ParquetFile(where, filesystem=filesystem)
+    return pq.ParquetFile(where, filesystem=filesystem, **options)
 
 
 def read_metadata(path: Path) -> pq.FileMetaData:

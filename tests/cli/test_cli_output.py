@@ -17,6 +17,8 @@ import pytest
 from click.testing import CliRunner
 from clocks import FakeClock
 from helpers import ROOT, TEST_DATA, cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tcbreplay._cli import main
 
@@ -625,3 +627,62 @@ def test_the_manual_shows_the_formats_once():
     manual = "\n".join(page.read_text(encoding="utf-8") for page in pages)
     assert manual.count("--format table|json|jsonl|csv|markdown") == 1
     assert "`--format table|json`" not in manual and "`--format table|csv|json`" not in manual
+
+
+# ---------------------------------------------------------------- json of many rows
+
+
+TRICKY_FLOATS = [
+    0.0, -0.0, 1.0, 0.1, 1 / 3, 1e-4, 9.999999999999999e-05, 1e-05, -3e-06, 5e-324,
+    9999999999999998.0, 1e16, -3e17, 1.7976931348623157e308, float("nan"), float("inf"),
+    float("-inf"), None, 0.00012, 123456.789,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("rows", [50_000, 3, 1])
+def test_rows_json_is_the_text_of_the_python_writer(rows, monkeypatch):
+    """Every float as Python writes it (an exponent below 1e-4 and from 1e16 on), NaN and
+    the infinities as null, texts escaped alike; indented at any depth, or on one line;
+    written in pieces of any number of rows."""
+    import polars as pl
+
+    from tcbreplay._cli import render
+    from tcbreplay._cli.render import rows_json, to_json
+
+    monkeypatch.setattr(render, "JSON_ROWS", rows)
+
+    n = len(TRICKY_FLOATS)
+    texts = ["a", "é ü", "\x00\x1f\x7f", '"\\/', "\n\t\r\b\f", "\u2028😀", "", None] * 3
+    frame = pl.DataFrame(
+        {
+            "sample_id": texts[:n],
+            "x": pl.Series(TRICKY_FLOATS, dtype=pl.Float64),
+            "y": pl.Series(TRICKY_FLOATS[::-1], dtype=pl.Float32),
+            "k": pl.Series(range(-n // 2, n - n // 2), dtype=pl.Int64),
+            "big": pl.Series([2**64 - 1] * n, dtype=pl.UInt64),
+            "ok": [True, False, None, True] * (n // 4),
+            "none": [None] * n,
+        }
+    )
+    for indent in (2, None):
+        for level in (0, 1, 3):
+            expected = to_json(frame.to_dicts(), indent)
+            if indent and level:
+                expected = expected.replace("\n", "\n" + " " * indent * level)
+            assert rows_json(frame, indent, level) == expected, (indent, level)
+    assert rows_json(frame.clear()) == "[]"
+    # a frame of other values (times, lists) is written by Python's writer
+    other = frame.with_columns(when=pl.lit("2026-01-02").str.to_date(), xs=pl.lit([1.0, 1e-9]))
+    assert rows_json(other) == to_json(other.to_dicts())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True) | st.none(), max_size=8))
+def test_rows_json_writes_any_float_as_python_does(values):
+    import polars as pl
+
+    from tcbreplay._cli.render import rows_json, to_json
+
+    frame = pl.DataFrame({"x": pl.Series(values, dtype=pl.Float64)})
+    assert rows_json(frame) == to_json(frame.to_dicts())
+    assert rows_json(frame, None) == to_json(frame.to_dicts(), None)

@@ -284,6 +284,52 @@ def test_library_matches_cli(pair):
     assert "samples" not in result.to_dict(samples=False)
 
 
+def test_json_and_jsonl_are_the_text_of_the_python_writer(pair):
+    """The samples are written by orjson, the text Python's writer gives the same object."""
+    from tcbreplay._cli.render import to_json
+
+    result = diff_runs(Store(pair.root), pair.a, pair.b, n_boot=50)
+    assert result.samples.height == 94 and result.samples["d_tp"].drop_nulls().abs().max() > 0
+    for fmt, indent in (("json", 2), ("jsonl", None)):
+        printed = cli("diff", pair.a, pair.b, "--store", pair.root, "--format", fmt,
+                      "--bootstrap", "50")  # fmt: skip
+        assert printed.exit_code == 0, (printed.output, printed.exception)
+        assert printed.stdout == to_json(result.to_dict(), indent) + "\n"
+
+
+def test_only_the_columns_compared_are_read(pair, monkeypatch):
+    """Of the stored files, diff reads the columns it compares, a batch at a time: not the
+    texts it does not show (run_id, scoring, category, status), nor the whole file at once."""
+    from tcbreplay._score import results
+
+    read = {}
+    real = results.parquet_file
+
+    def recorded(path, **options):
+        source = real(path, **options)
+
+        class Batches:
+            schema_arrow = source.schema_arrow
+
+            def iter_batches(self, **asked):
+                read[path.name] = (asked["columns"], options)
+                return source.iter_batches(**asked)
+
+        return Batches()
+
+    def whole(*args, **options):
+        raise AssertionError("read whole")
+
+    monkeypatch.setattr(results, "parquet_file", recorded)
+    monkeypatch.setattr(results, "read_table", whole)
+    out = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "10")
+    assert out["n_common"] == 94 and len(out["tools"]) == 3
+    assert read == {
+        "scores.parquet": (diff_module.DIFF_COLUMNS, {"read_dictionary": []}),
+        "pairs.parquet": (diff_module.PAIR_COLUMNS, {"read_dictionary": ["tool"]}),
+    }
+
+
 def test_abet_scoring_is_compared_without_tools(pair):
     out = diff_json(pair.root, pair.a, pair.b, "--scoring", "abet")
     assert out["scoring"] == "abet" and out["tools"] == []
