@@ -13,13 +13,14 @@ common samples (``n_boot`` resamples with replacement, percentile interval, seed
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import polars as pl
 
+from tcbreplay._compare.resampling import ResampleSums, ratio
 from tcbreplay._score.results import read_scoring_file, read_summary
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES
@@ -37,8 +38,6 @@ PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
 # what diff reads of the scores (a file written before trials or the outcomes reads without)
 DIFF_COLUMNS = [*SCORE_COLUMNS, "trial", *OUTCOMES]
 _CHUNK_CELLS = 20_000_000  # resample indices drawn at once (how the seed's stream is cut)
-_COUNT_CELLS = 4_000_000  # of which counted and weighted at once
-_COUNT_BY_ROW = 10_000  # samples from which each resample is counted by itself
 # Each metric and tool keeps its draws for the percentiles, 8 bytes a resample (8 MB at this
 # bound); past a million resamples the percentiles' own sampling error is far below the
 # digits shown, so more would only cost memory and time.
@@ -200,7 +199,7 @@ def diff_runs(
     if joined.height == 0:
         raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
 
-    boot = _Bootstrap(joined.height, n_boot, seed)
+    boot = ResampleSums(joined.height, n_boot, seed, _CHUNK_CELLS)
     alpha = (1 - confidence) / 2
     # the abet scorer's tsa is pooled: hits over all samples / gold calls over all samples
     pooled = ("ahr", "tsa") if scoring == "abet" else ("ahr",)
@@ -314,73 +313,8 @@ def _by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
     )
 
 
-def _resamples(rng: np.random.Generator, n: int, n_boot: int) -> Iterator[np.ndarray]:
-    """Batches of bootstrap index arrays, shape (batch, n)."""
-    batch = max(1, min(n_boot, _CHUNK_CELLS // max(n, 1)))
-    done = 0
-    while done < n_boot:
-        size = min(batch, n_boot - done)
-        yield rng.integers(0, n, size=(size, n))
-        done += size
-
-
-class _Bootstrap:
-    """The sums of per-sample columns over each of ``n_boot`` resamples of ``n`` samples
-    (drawn with replacement from ``seed``), every column over the same resamples.
-
-    A resample's sum of a column is the column weighted by how many times the resample drew
-    each sample: the draws are counted once per resample and multiplied with every column at
-    once, rather than each column gathered at the drawn indexes. Sums of integers (counts,
-    arguments) are exact; sums of fractions (tsa, tp) may differ from a gathered sum in their
-    last bits. Two equal columns are one column, so the two sides of an unchanged metric get
-    the same sums to the bit (and a delta of exactly 0).
-    """
-
-    def __init__(self, n: int, n_boot: int, seed: int) -> None:
-        self.n, self.n_boot, self.seed = n, n_boot, seed
-        self._columns: list[np.ndarray] = []
-        self._sums: np.ndarray | None = None
-
-    def column(self, values: np.ndarray) -> int:
-        """Where ``values`` (one per sample) will be in :meth:`sums`."""
-        values = np.ascontiguousarray(values, dtype=np.float64)
-        for k, known in enumerate(self._columns):
-            if np.array_equal(known, values):
-                return k
-        self._columns.append(values)
-        return len(self._columns) - 1
-
-    def sums(self) -> np.ndarray:
-        """Each resample's sum of each column, shape (n_boot, columns); drawn once."""
-        if self._sums is None:
-            table = np.column_stack(self._columns) if self._columns else np.zeros((self.n, 0))
-            sums = np.empty((self.n_boot, table.shape[1]))
-            rows = max(1, min(self.n_boot, _COUNT_CELLS // max(self.n, 1)))
-            weights = np.empty((rows, self.n))
-            done = 0
-            for batch in _resamples(np.random.default_rng(self.seed), self.n, self.n_boot):
-                for start in range(0, len(batch), rows):
-                    drawn = batch[start : start + rows]
-                    block = weights[: len(drawn)]
-                    if self.n >= _COUNT_BY_ROW:  # a row at a time: fewer, smaller passes
-                        for k, row in enumerate(drawn):
-                            block[k] = np.bincount(row, minlength=self.n)
-                    else:  # few samples: every row of the block in one count
-                        flat = (drawn + (np.arange(len(drawn)) * self.n)[:, None]).ravel()
-                        block[:] = np.bincount(flat, minlength=block.size).reshape(block.shape)
-                    sums[done : done + len(drawn)] = block @ table
-                    done += len(drawn)
-            self._sums = sums
-        return self._sums
-
-
-def _ratio(num: np.ndarray | int, den: np.ndarray | int) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
-
-
 def _metric_delta(
-    joined: pl.DataFrame, metric: str, boot: _Bootstrap, alpha: float, pooled: bool = False
+    joined: pl.DataFrame, metric: str, boot: ResampleSums, alpha: float, pooled: bool = False
 ) -> Callable[[], dict[str, Any]]:
     """Run-level values of both runs, their delta and its bootstrap interval: the mean of the
     defined per-sample values, or when ``pooled`` a ratio of sums over the samples. Returns
@@ -391,11 +325,11 @@ def _metric_delta(
         na, da, nb, db = (boot.column(c) for c in (num_a, den_a, num_b, den_b))
 
         def stat(s: np.ndarray) -> np.ndarray:
-            return _ratio(s[:, nb], s[:, db]) - _ratio(s[:, na], s[:, da])
+            return ratio(s[:, nb], s[:, db]) - ratio(s[:, na], s[:, da])
 
         # integer sums divided once, as score does
-        value_a = float(_ratio(int(num_a.sum()), int(den_a.sum())))
-        value_b = float(_ratio(int(num_b.sum()), int(den_b.sum())))
+        value_a = float(ratio(int(num_a.sum()), int(den_a.sum())))
+        value_b = float(ratio(int(num_b.sum()), int(den_b.sum())))
     else:
         va = joined[metric].to_numpy().astype(float)
         vb = joined[f"{metric}_b"].to_numpy().astype(float)
@@ -403,7 +337,7 @@ def _metric_delta(
         zb, cb = boot.column(np.nan_to_num(vb)), boot.column(~np.isnan(vb))
 
         def stat(s: np.ndarray) -> np.ndarray:
-            return _ratio(s[:, zb], s[:, cb]) - _ratio(s[:, za], s[:, ca])
+            return ratio(s[:, zb], s[:, cb]) - ratio(s[:, za], s[:, ca])
 
         # the point values the way score computes them (polars mean), to the last bit
         value_a = _mean(joined[metric])
@@ -442,7 +376,7 @@ def _tool_deltas(
     joined: pl.DataFrame,
     pairs_a: pl.DataFrame | None,
     pairs_b: pl.DataFrame | None,
-    boot: _Bootstrap,
+    boot: ResampleSums,
     alpha: float,
 ) -> list[tuple[dict[str, Any], Callable[[], dict[str, Any]]]]:
     """Per tool: its paired calls in each run, and what computes ahr over them in each run,
@@ -479,8 +413,8 @@ def _tool_deltas(
         (ia, ta, pa_), (ib, tb, pb_) = arrays
         frame = pl.DataFrame(
             {
-                "ahr": _ratio(ia.astype(float), ta.astype(float)),
-                "ahr_b": _ratio(ib.astype(float), tb.astype(float)),
+                "ahr": ratio(ia.astype(float), ta.astype(float)),
+                "ahr_b": ratio(ib.astype(float), tb.astype(float)),
                 "args_invalid": ia,
                 "args_total": ta,
                 "args_invalid_b": ib,

@@ -518,32 +518,6 @@ def test_interval_is_paired(tmp_path):
     assert m["ci_high"] == pytest.approx(-0.1, abs=1e-9)
 
 
-@pytest.mark.parametrize("by_row", [10_000, 1])
-@pytest.mark.parametrize(
-    "n, n_boot, chunk, count", [(1, 7, 20, 4), (97, 300, 1000, 250), (5, 9, 20, 4)]
-)
-def test_resampled_sums_are_the_sums_of_the_drawn_samples(
-    monkeypatch, n, n_boot, chunk, count, by_row
-):
-    """Each resample's sums, counted once and weighted, are the columns gathered at the
-    indexes the seed draws (with the draws cut into batches, and the batches into blocks,
-    of any size): integers to the bit, fractions to rounding."""
-    monkeypatch.setattr(diff_module, "_CHUNK_CELLS", chunk)
-    monkeypatch.setattr(diff_module, "_COUNT_CELLS", count)
-    monkeypatch.setattr(diff_module, "_COUNT_BY_ROW", by_row)  # (the two ways of counting)
-    rng = np.random.default_rng(3)
-    fractions, integers = rng.uniform(0, 1, n), rng.integers(0, 9, n)
-    boot = diff_module._Bootstrap(n, n_boot, seed=4)
-    at = [boot.column(fractions), boot.column(integers), boot.column(integers.copy())]
-    assert at == [0, 1, 1]  # an equal column is the same column
-    drawn = np.concatenate(list(diff_module._resamples(np.random.default_rng(4), n, n_boot)))
-    assert drawn.shape == (n_boot, n)
-    sums = boot.sums()
-    assert sums.shape == (n_boot, 2)
-    np.testing.assert_allclose(sums[:, 0], fractions[drawn].sum(axis=1), rtol=1e-12)
-    assert (sums[:, 1] == integers[drawn].sum(axis=1)).all()
-
-
 def test_interval_width_matches_normal_theory(tmp_path):
     rng = np.random.default_rng(5)
     n = 400
