@@ -44,8 +44,12 @@ _FIRST_HARD = 12
 _HEADER_MIN = 6  # a header folds onto more lines (after an underscore) rather than go below this
 # rows drawn at a time: between them, the time limit of the query is checked
 _DRAW_ROWS = 500
-# control characters (C0, DEL, C1) and the marks that reorder text on the screen
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# control characters (C0, DEL, C1), the marks that reorder text on the screen, and a zero-width
+# joiner that joins nothing before it (first in a text, or after another): rich's measure of
+# a cell starting with two fails (IndexError) when it cuts it
+_UNPRINTABLE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|(?<![^\u200d])\u200d"
+)
 
 
 @dataclass
@@ -129,7 +133,8 @@ def emit(
 
 def printable(text: str) -> str:
     """``text`` with control characters and bidirectional marks escaped (``\\x1b``,
-    ``\\u202e``), so that terminal escapes in trace data are shown, not obeyed."""
+    ``\\u202e``), so that terminal escapes in trace data are shown, not obeyed; and a joiner
+    that joins nothing before it (``\\u200d``)."""
     return _UNPRINTABLE.sub(_escape, text)
 
 

@@ -150,3 +150,21 @@ def test_sql_draws_the_rows_rich_draws(store, monkeypatch):
     assert plain.exit_code == reference.exit_code == 0, plain.output
     assert plain.stdout == reference.stdout
     assert "…" in plain.stdout and "60 rows" in plain.stdout
+
+
+@pytest.mark.parametrize("width", [8, 12, 20, 40])
+def test_joiners_that_join_nothing_are_shown_escaped_not_a_traceback(store, monkeypatch, width):
+    """rich fails (IndexError) cutting a cell that starts with two zero-width joiners: such a
+    joiner, first or after another, is shown as \\u200d, as controls are."""
+    query = (
+        "select chr(8205) || chr(8205) || 'か' || repeat('漢', 30) as x, "
+        "'a' || chr(8205) || 'b' as y"
+    )
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = cli("sql", query, "--store", store)
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and result.stdout.startswith("x")
+    assert "\\u200d" in result.stdout  # the first joiner, escaped, whatever the cut
+    if width == 40:  # the whole of x shown, and y beside it
+        assert "\\u200d\\u200dか" in result.stdout
+        assert "a\u200db" in result.stdout  # a joiner between two characters is left as it is
