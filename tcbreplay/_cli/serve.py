@@ -42,7 +42,7 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
     try:
         click.echo(
             f"serving {run_id} ({len(recording.samples)} samples and trials, "
-            f"{sum(len(v) for v in recording.index().values())} turns) at {server.url}",
+            f"{recording.turn_count()} turns) at {server.url}",
             err=True,
         )
         click.echo(f"  OpenAI:    base_url={server.url}/v1", err=True)

@@ -106,6 +106,8 @@ def _recorded_tools(run: Run) -> Toolset:
 def stored_system(recording: RecordedRun) -> str | None:
     """The system text every sample's stored messages start with, if they all start with the
     same one."""
+    if not recording.starts_with_system():  # (the messages' types tell, not their texts)
+        return None
     found: set[str] = set()
     for _, first in recording.first_messages():
         if first is None:

@@ -135,9 +135,12 @@ class RecordedChatModel(BaseChatModel):
                 state.forked_at = turn
             return None, state
         key = state.key if state is not None else _metadata_key(run_manager)
-        hit = self.recording.lookup(digest, key)
+        # the request's first message: only samples that start with it can answer it
+        items = request["messages"]
+        first = canonical_json(items[0]) if items else ""
+        hit = self.recording.lookup(digest, key, first)
         if hit is None and state is None and key is not None:
-            hit = self.recording.lookup(digest)
+            hit = self.recording.lookup(digest, first=first)
         if hit is not None:
             found, recorded = hit
             (message,) = messages_from_dict(

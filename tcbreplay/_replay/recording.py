@@ -8,13 +8,16 @@ sampling settings (:mod:`tcbreplay._replay.fingerprint`). That is the request an
 that gives the model its whole conversation, as LangChain's agents do; an agent that sends
 less (a summary of the history) asks something else, and diverges.
 
-Memory stays flat however long the run: loading reads the run's message texts once, in
-record batches, into a temporary file (unlinked at once: it goes with the process, and
-forked workers read it too), and keeps only where each one lies. A sample's messages, and
-its turns' fingerprints, are read back when it is asked for (a replay asks when it starts
-the sample), and the last :data:`CACHED` samples read are kept. A lookup without a sample
-(``serve``, the recorded model outside a replay) needs every turn's fingerprint: those are
-indexed once, on the first such lookup (:meth:`RecordedRun.index`). Canonical requests are
+Memory stays flat however large the run, and a replay of a few samples reads only theirs:
+loading reads the samples' keys, tools and status (not their messages). A sample's messages
+are read when it is asked for (a replay asks when it starts the sample), with those of the
+:data:`SLICE_SAMPLES` samples around it (a range of ``sample_index``): only the row groups of
+``messages.parquet`` whose statistics say they hold some of the slice are read
+(:class:`~tcbreplay._store.export.Slices`), and the texts last read are kept, up to
+:data:`CACHE_BYTES`. A lookup without a sample (``serve``, the recorded model outside a
+replay) first reads each sample's first message (after its system prompt), which the
+request's must be: the samples that start as the request does are the only ones whose turns
+it can match, and their fingerprints are computed when asked for. Canonical requests are
 rebuilt when a request finds no turn, to say where it differs.
 """
 
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import OrderedDict, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,8 +42,9 @@ from tcbreplay._replay.fingerprint import (
     request_text,
     sha256_text,
 )
+from tcbreplay._store.export import Slices
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA, with_optional_columns
+from tcbreplay._store.schema import SAMPLES_SCHEMA, with_optional_columns
 from tcbreplay.errors import StoreError, read_error
 
 # (sample id, trial)
@@ -52,8 +55,13 @@ _NO_PARAMS = ("import",)
 _NEAREST_SAMPLES = 200
 # samples kept read (more than a replay runs at once)
 CACHED = 1024
-# message texts read per batch while loading
-_BATCH_ROWS = 8192
+# samples whose messages are read together (a range of sample_index): a replay asks for its
+# samples about in order, and the row groups that hold a slice are read once for all of it
+SLICE_SAMPLES = 4096
+# message text kept read (characters), the most recently read kept
+CACHE_BYTES = 128 * 2**20
+# rows of row groups that reach past a slice, kept for the next slices (Slices.read)
+KEEP_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -99,15 +107,14 @@ class ToolOutput:
     position: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Row:
     """What is kept of a sample until it is read: its own tools (JSON text), its status, and
-    where its messages lie (``first``: its first entry in the sorted message order)."""
+    its ``sample_index`` (its messages'; None when it has none)."""
 
     tools: str | None
     status: str
-    first: int = 0
-    count: int = 0
+    index: int | None
 
 
 class _Samples(Mapping[Key, SampleRecording]):
@@ -139,11 +146,14 @@ class RecordedRun:
     params: dict[str, Any]
     params_known: bool
     _rows: dict[Key, _Row] = field(default_factory=dict, repr=False)
-    _texts: _Texts | None = field(default=None, repr=False)
+    _messages: _Messages | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
     _index: dict[str, list[tuple[Key, Turn]]] | None = field(default=None, repr=False)
-    # each sample's first canonical message (JSON text), read with the index
+    # each sample's first canonical message (JSON text; "" when it has none), and the samples
+    # whose requests may begin with a message (its JSON text; "": none), read once
     _firsts: dict[Key, str] = field(default_factory=dict, repr=False)
+    _starting: dict[str, list[Key]] | None = field(default=None, repr=False)
+    _layout: _Layout | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, run: Run) -> RecordedRun:
@@ -164,7 +174,8 @@ class RecordedRun:
         )
         if not run.has_data():
             raise StoreError(f"run {run.run_id!r} has no stored samples to replay")
-        out._rows, out._texts = _read(run)
+        out._rows = _read_rows(run)
+        out._messages = _Messages(run.messages_path)
         return out
 
     @property
@@ -187,14 +198,14 @@ class RecordedRun:
     def texts(self, key: Key, limit: int | None = None) -> list[str]:
         """A sample's stored message texts (its first ``limit`` only, when given)."""
         row = self._rows[key]
-        assert self._texts is not None
-        count = row.count if limit is None else min(limit, row.count)
-        return self._texts.read(row.first, count)
+        assert self._messages is not None
+        texts = [] if row.index is None else self._messages.texts(row.index)
+        return texts if limit is None else texts[:limit]
 
-    def _read_sample(self, key: Key) -> SampleRecording:
+    def _read_sample(self, key: Key, texts: list[str] | None = None) -> SampleRecording:
         row = self._rows[key]
         own = _own_tools(row.tools)
-        texts = self.texts(key)
+        texts = self.texts(key) if texts is None else texts
         tools_json = canonical_json(self.tools if own is None else own)
         system, items, _ = canonical_messages((json.loads(t) for t in texts), self.system)
         lead = len(texts) - len(items)
@@ -211,42 +222,95 @@ class RecordedRun:
 
     def index(self) -> dict[str, list[tuple[Key, Turn]]]:
         """Every recorded turn by its request's fingerprint (built on the first call, by
-        reading each sample once; a replay, which looks up within a sample, never needs
-        it)."""
+        reading every sample once, a slice at a time; lookups that give the request's first
+        message need none of it: :meth:`matches`)."""
         if self._index is None:
+            assert self._messages is not None
+            by_index = {row.index: key for key, row in self._rows.items() if row.index is not None}
+            found: dict[Key, list[Turn]] = {}
+            for texts in self._messages.every_slice(max(by_index, default=-1)):
+                for number, these in texts.items():
+                    key = by_index.get(number)
+                    if key is not None:
+                        found[key] = self._read_sample(key, these).turns
             index: dict[str, list[tuple[Key, Turn]]] = {}
-            for key in self._rows:
-                sample = self._cache.get(key) or self._read_sample(key)
-                for turn in sample.turns:
+            for key in self._rows:  # in the run's order
+                for turn in found.get(key, ()):
                     index.setdefault(turn.fingerprint, []).append((key, turn))
-                self._firsts[key] = self._first(sample.texts)
             self._index = index
         return self._index
 
-    def _first(self, texts: list[str]) -> str:
-        """The canonical JSON of the first message (after the system prompt) of ``texts``."""
-        _, items, _ = canonical_messages((json.loads(t) for t in texts[:3]), self.system)
-        return canonical_json(items[0]) if items else ""
+    def turn_count(self) -> int:
+        """How many AI turns the run recorded (its messages' types, not their texts)."""
+        return self._read_layout().turns
+
+    def starting(self) -> dict[str, list[Key]]:
+        """The samples, in the run's order, by the canonical JSON of the first message a
+        request to them holds (after the system prompt; "" for a sample whose first message
+        is an answer, whose first request holds none): read once, the first messages only."""
+        if self._starting is None:
+            layout = self._read_layout()
+            assert self._messages is not None
+            heads = self._messages.heads(layout.lead)
+            starting: dict[str, list[Key]] = {}
+            for key, row in self._rows.items():
+                texts = heads.get(row.index, []) if row.index is not None else []
+                _, items, _ = canonical_messages((json.loads(t) for t in texts), self.system)
+                first = canonical_json(items[0]) if items else ""
+                self._firsts[key] = first
+                if items:
+                    starting.setdefault(first, []).append(key)
+                    if items[0]["role"] == "assistant":
+                        starting.setdefault("", []).append(key)
+            self._starting = starting
+        return self._starting
+
+    def _read_layout(self) -> _Layout:
+        if self._layout is None:
+            assert self._messages is not None
+            self._layout = self._messages.layout(
+                max((r.index for r in self._rows.values() if r.index is not None), default=-1)
+            )
+        return self._layout
 
     def tools_of(self, key: Key | None) -> dict[str, Any]:
         sample = self.samples.get(key) if key else None
         return sample.tools if sample is not None and sample.tools is not None else self.tools
 
-    def lookup(self, fingerprint: str, key: Key | None = None) -> tuple[Key, Turn] | None:
+    def lookup(
+        self, fingerprint: str, key: Key | None = None, first: str | None = None
+    ) -> tuple[Key, Turn] | None:
         """The recorded turn asked for by a request of this fingerprint: of the sample and
-        trial ``key`` only when given, else the first of any sample's."""
+        trial ``key`` only when given, else the first of any sample's (``first``: as for
+        :meth:`matches`)."""
         if key is not None:
             sample = self.samples.get(key)
             if sample is None:
                 return None
             return next(((key, t) for t in sample.turns if t.fingerprint == fingerprint), None)
-        found = self.matches(fingerprint)
+        found = self.matches(fingerprint, first)
         return found[0] if found else None
 
-    def matches(self, fingerprint: str) -> list[tuple[Key, Turn]]:
+    def matches(self, fingerprint: str, first: str | None = None) -> list[tuple[Key, Turn]]:
         """Every recorded turn (of any sample and trial) asked for by a request of this
-        fingerprint, in the run's order."""
-        return self.index().get(fingerprint) or []
+        fingerprint, in the run's order. ``first``: the canonical JSON of the request's first
+        message ("" when it has none), which a matching turn's request has too: then only
+        the samples that start with it are read (:meth:`starting`), else every sample
+        (:meth:`index`)."""
+        if first is None:
+            return self.index().get(fingerprint) or []
+        keys = self.starting().get(first) or []
+        self._prefetch(keys)
+        return [(k, t) for k in keys for t in self.sample(k).turns if t.fingerprint == fingerprint]
+
+    def _prefetch(self, keys: list[Key]) -> None:
+        """Read the messages of the samples of ``keys`` not read yet, at once (only the row
+        groups that hold them)."""
+        missing = [k for k in keys if k not in self._cache]
+        if len(missing) > 1:
+            assert self._messages is not None
+            indexes = [self._rows[k].index for k in missing]
+            self._messages.prefetch([i for i in indexes if i is not None])
 
     def requests(self, key: Key) -> Iterator[Request]:
         """The canonical requests of a sample's recorded turns, in order."""
@@ -296,24 +360,37 @@ class RecordedRun:
         to it (edit distance), at most :data:`_NEAREST_SAMPLES`."""
         from rapidfuzz import fuzz, process
 
-        if not self._firsts:
-            for key in self._rows:
-                self._firsts[key] = self._first(self.texts(key, 3))
+        self.starting()
         messages = request["messages"]
         first = canonical_json(messages[0]) if messages else ""
         same = [key for key, text in self._firsts.items() if text == first]
         if same:
+            self._prefetch(same[:_NEAREST_SAMPLES])
             return same[:_NEAREST_SAMPLES]
         keys = list(self._firsts)
         found = process.extract(first, list(self._firsts.values()), scorer=fuzz.ratio,
                                 limit=_NEAREST_SAMPLES // 10)  # fmt: skip
-        return [keys[i] for _, _, i in sorted(found, key=lambda hit: (-hit[1], hit[2]))]
+        nearest = [keys[i] for _, _, i in sorted(found, key=lambda hit: (-hit[1], hit[2]))]
+        self._prefetch(nearest)
+        return nearest
+
+    def starts_with_system(self) -> bool:
+        """Whether every sample's first stored message (of those that have one) is a system
+        message (their types only are read)."""
+        import numpy as np
+
+        layout = self._read_layout()
+        ours = np.array([r.index for r in self._rows.values() if r.index is not None], np.int64)
+        return not bool(np.any((layout.first[ours] >= 0) & ~layout.first_is_system[ours]))
 
     def first_messages(self) -> Iterator[tuple[Key, dict[str, Any] | None]]:
         """Each sample's first stored message (None where it has none), without reading
-        the rest."""
-        for key in self._rows:
-            texts = self.texts(key, 1)
+        the rest: only the row groups that hold a first message are read."""
+        layout = self._read_layout()
+        assert self._messages is not None
+        heads = self._messages.heads(layout.first)
+        for key, row in self._rows.items():
+            texts = heads.get(row.index, []) if row.index is not None else []
             yield key, json.loads(texts[0]) if texts else None
 
     def tool_outputs(self, key: Key) -> tuple[dict[str, ToolOutput], dict[int, ToolOutput]]:
@@ -367,106 +444,178 @@ def _own_tools(text: str | None) -> dict[str, Any] | None:
     return canonical_tools(schemas) if isinstance(schemas, list) else None
 
 
-class _Texts:
-    """Message texts in a temporary file (unlinked: see the module), read back by their
-    place in an order of (sample, position)."""
+@dataclass
+class _Layout:
+    """Where a run's samples' first messages lie, per ``sample_index``, from the types and
+    positions of its messages (not their texts)."""
 
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(prefix="tcbreplay-recording-")  # noqa: SIM115 (kept open)
+    turns: int  # the AI messages of the run's samples
+    first: Any  # the position of the sample's first stored message (-1: it has none)
+    first_is_system: Any  # whether that message is a system message
+    lead: Any  # the position of its first message that is not a system one (-1: none)
+
+
+class _Messages:
+    """A run's message texts by ``sample_index``, read a slice of :data:`SLICE_SAMPLES`
+    samples at a time (only the row groups whose statistics hold some of the slice); those
+    last read are kept, up to :data:`CACHE_BYTES` characters."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+        self._reader = self._open()  # here: a file that cannot be read fails the load
+        self._pid = os.getpid()
+        self._cache: OrderedDict[int, list[str]] = OrderedDict()
         self._size = 0
-        # per entry of the sorted order: the text's offset and length in the file
-        self.offsets: Any = None
-        self.lengths: Any = None
 
-    def append(self, array: Any) -> tuple[Any, Any]:
-        """Write an Arrow string array's texts (nulls as ``null``); their offsets and
-        lengths in the file."""
+    def _open(self) -> Slices:
+        return Slices(self.path, ["sample_index", "position", "message"], keep_bytes=KEEP_BYTES)
+
+    def reader(self) -> Slices:
+        """The file, opened again in a forked process (which shares no reader's state)."""
+        if self._pid != os.getpid():
+            self._reader, self._pid = self._open(), os.getpid()
+            self._cache, self._size = OrderedDict(), 0
+        return self._reader
+
+    def texts(self, index: int) -> list[str]:
+        """The texts of the messages of ``sample_index`` (by position)."""
+        found = self._cache.get(index)
+        if found is not None:
+            self._cache.move_to_end(index)
+            return found
+        lo = index - index % SLICE_SAMPLES
+        read = _grouped(self.reader().read((lo, lo + SLICE_SAMPLES)))
+        # a sample without messages is not read again for as long as its slice is kept
+        self._keep({i: read.get(i, []) for i in range(lo, lo + SLICE_SAMPLES)})
+        return read.get(index, [])
+
+    def prefetch(self, indexes: list[int]) -> None:
+        """Read the texts of these samples not kept yet at once."""
+        missing = [i for i in indexes if i not in self._cache]
+        if missing:
+            read = _grouped(self.reader().read_indices(missing))
+            self._keep({i: read.get(i, []) for i in missing})
+
+    def _keep(self, read: dict[int, list[str]]) -> None:
+        for index, texts in read.items():
+            old = self._cache.pop(index, None)
+            if old is not None:
+                self._size -= _size(old)
+            self._cache[index] = texts
+            self._size += _size(texts)
+        while self._size > CACHE_BYTES and len(self._cache) > 1:
+            _, texts = self._cache.popitem(last=False)
+            self._size -= _size(texts)
+
+    def every_slice(self, last: int) -> Iterator[dict[int, list[str]]]:
+        """The texts of every sample_index up to ``last``, a slice at a time (not kept)."""
+        for lo in range(0, last + 1, SLICE_SAMPLES):
+            yield _grouped(self.reader().read((lo, lo + SLICE_SAMPLES)))
+
+    def layout(self, last: int) -> _Layout:
+        """The :class:`_Layout` of sample_index 0 to ``last``, from each row group's
+        sample_index, position and type."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        size = last + 1
+        none = np.iinfo(np.int64).max
+        first = np.full(size, none, np.int64)  # position * 2, + 1 unless a system message
+        lead = np.full(size, none, np.int64)
+        ai = np.zeros(size, np.int64)
+        for table in self.reader().batches(["sample_index", "position", "type"]):
+            index, position = _numbers(table)
+            kinds = pc.fill_null(table["type"], "")
+            system = pc.equal(kinds, "system").to_numpy(zero_copy_only=False)
+            ours = (index >= 0) & (index < size) & (position >= 0)
+            np.minimum.at(first, index[ours], position[ours] * 2 + ~system[ours])
+            other = ours & ~system
+            np.minimum.at(lead, index[other], position[other])
+            answers = ours & pc.equal(kinds, "ai").to_numpy(zero_copy_only=False)
+            ai += np.bincount(index[answers], minlength=size)
+        has = first != none
+        return _Layout(
+            turns=int(ai.sum()),
+            first=np.where(has, first // 2, -1),
+            first_is_system=has & (first % 2 == 0),
+            lead=np.where(lead != none, lead, -1),
+        )
+
+    def heads(self, upto: Any) -> dict[int, list[str]]:
+        """The texts of each sample_index's messages at positions up to ``upto[index]``
+        (by position): only the row groups that hold one are read, and of those only the
+        texts' column is read beside sample_index and position."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if array.null_count:
-            array = pc.fill_null(array, "null")
-        if not pa.types.is_large_string(array.type):
-            array = array.cast(pa.large_string())
-        _, offsets_buffer, data = array.buffers()
-        ends = np.frombuffer(offsets_buffer, dtype=np.int64)[
-            array.offset : array.offset + len(array) + 1
-        ]
-        start, stop = int(ends[0]), int(ends[-1])
-        self._file.write(memoryview(data)[start:stop])
-        offsets = ends[:-1] - start + self._size
-        self._size += stop - start
-        return offsets, np.diff(ends)
-
-    def read(self, first: int, count: int) -> list[str]:
-        fd = self._file.fileno()
-        out = []
-        for i in range(first, first + count):
-            length = int(self.lengths[i])
-            out.append(os.pread(fd, length, int(self.offsets[i])).decode("utf-8") if length else "")
-        return out
-
-    def finish(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
+        found: dict[int, list[tuple[int, str]]] = {}
+        reader = self.reader()
+        for k in range(reader.row_groups):
+            index, position = _numbers(reader.read_group(k, ["sample_index", "position"]))
+            ours = np.flatnonzero((index >= 0) & (index < len(upto)))
+            ours = ours[position[ours] <= upto[index[ours]]]
+            if not len(ours):
+                continue
+            texts = pc.fill_null(reader.read_group(k, ["message"])["message"], "null")
+            taken = texts.take(pa.array(ours)).to_pylist()
+            for i, p, text in zip(index[ours].tolist(), position[ours].tolist(), taken,
+                                  strict=True):  # fmt: skip
+                found.setdefault(i, []).append((p, text))
+        return {i: [t for _, t in sorted(rows, key=lambda r: r[0])] for i, rows in found.items()}
 
 
-def _read(run: Run) -> tuple[dict[Key, _Row], _Texts]:
-    """The run's samples (own tools, status, where their messages lie) and its message
-    texts, written to a temporary file batch by batch."""
+def _numbers(table: Any) -> tuple[Any, Any]:
+    """A table's sample_index and position as numpy arrays (-1 where null)."""
     import numpy as np
+    import pyarrow.compute as pc
+
+    return tuple(  # type: ignore[return-value]
+        np.asarray(pc.fill_null(table[c], -1).to_numpy(), dtype=np.int64)
+        for c in ("sample_index", "position")
+    )
+
+
+def _grouped(table: Any) -> dict[int, list[str]]:
+    """Message rows (sample_index, position, message) as each sample_index's texts, by
+    position (a null message as ``null``)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    table = table.sort_by([("sample_index", "ascending"), ("position", "ascending")])
+    if not table.num_rows:
+        return {}
+    index = np.asarray(table["sample_index"].to_numpy(), dtype=np.int64)
+    texts = pc.fill_null(table["message"], "null").to_pylist()
+    starts = np.flatnonzero(np.r_[True, np.diff(index) != 0]).tolist()
+    ends = [*starts[1:], len(index)]
+    return {int(index[a]): texts[a:b] for a, b in zip(starts, ends, strict=True)}
+
+
+def _size(texts: list[str]) -> int:
+    return 64 + sum(len(t) for t in texts)
+
+
+def _read_rows(run: Run) -> dict[Key, _Row]:
+    """The run's samples: their own tools, status and sample_index."""
     import pyarrow as pa
 
-    from tcbreplay._store.parquet import parquet_file, read_table
+    from tcbreplay._store.parquet import read_table
 
-    texts = _Texts()
+    columns = ["sample_id", "trial", "sample_index", "tools", "status"]
     try:
         samples = with_optional_columns(
-            read_table(run.samples_path, columns=_present(run.samples_path,
-                          ["sample_id", "trial", "tools", "status"])),
+            read_table(run.samples_path, columns=_present(run.samples_path, columns)),
             SAMPLES_SCHEMA,
-        )  # fmt: skip
-        keys = with_optional_columns(
-            read_table(run.messages_path,
-                          columns=_present(run.messages_path, ["sample_id", "trial", "position"])),
-            MESSAGES_SCHEMA,
-        )  # fmt: skip
-        offsets, lengths = [], []
-        messages = parquet_file(run.messages_path)
-        for batch in messages.iter_batches(batch_size=_BATCH_ROWS, columns=["message"]):
-            where, length = texts.append(batch.column(0))
-            offsets.append(where)
-            lengths.append(length)
-        texts.finish()
+        )
     except (OSError, ValueError, pa.ArrowException) as exc:
-        texts.close()
         raise read_error(run.dir, exc, "its samples") from exc
     rows: dict[Key, _Row] = {}
     for row in samples.to_pylist():
-        rows[(row["sample_id"], row["trial"])] = _Row(row.get("tools"), row.get("status") or "ok")
-    # each message's sample as a number (by sample id, then trial), then the sorted order
-    ids = keys["sample_id"].combine_chunks().dictionary_encode()
-    codes = np.asarray(ids.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    trials = np.asarray(keys["trial"].to_numpy(), dtype=np.int64)
-    positions = np.asarray(keys["position"].to_numpy(), dtype=np.int64)
-    order = np.lexsort((positions, trials, codes))
-    texts.offsets = np.concatenate(offsets)[order] if offsets else np.zeros(0, np.int64)
-    texts.lengths = np.concatenate(lengths)[order] if lengths else np.zeros(0, np.int64)
-    names = ids.dictionary.to_pylist()
-    sorted_codes, sorted_trials = codes[order], trials[order]
-    if len(order):
-        starts = np.flatnonzero(
-            np.r_[True, (np.diff(sorted_codes) != 0) | (np.diff(sorted_trials) != 0)]
+        rows[(row["sample_id"], row["trial"])] = _Row(
+            row.get("tools"), row.get("status") or "ok", row.get("sample_index")
         )
-        counts = np.diff(np.r_[starts, len(order)])
-        for start, count in zip(starts.tolist(), counts.tolist(), strict=True):
-            found = rows.get((names[int(sorted_codes[start])], int(sorted_trials[start])))
-            if found is not None:
-                found.first, found.count = start, count
-    return rows, texts
+    return rows
 
 
 def _present(path: Any, columns: list[str]) -> list[str]:

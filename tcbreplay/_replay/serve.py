@@ -82,7 +82,9 @@ class ReplayService:
     def __init__(self, recording: RecordedRun, log: Any = None) -> None:
         self.recording = recording
         self.log = log
-        recording.index()  # every turn's fingerprint, before the first request
+        # the samples by their first message, before the first request: a request's turns
+        # are looked for among those that start as it does
+        recording.starting()
         self._lock = threading.Lock()
         self._threads: OrderedDict[str, Conversation] = OrderedDict()
         self._started: dict[str, int] = {}  # fingerprint -> conversations begun with it
@@ -155,7 +157,8 @@ class ReplayService:
         items = canonical.request["messages"]
         turn = assistant_turns(items)
         conversation = self._conversation(canonical) if turn else None
-        hit = self._match(canonical.fingerprint, conversation)
+        hit = self._match(canonical.fingerprint, canonical.parts[0] if items else "",
+                          conversation)  # fmt: skip
         if conversation is None:
             conversation = Conversation(hit[0] if hit else None)
         if hit is None:
@@ -177,9 +180,12 @@ class ReplayService:
             return Reply(200, wire.stream(answer, request), "text/event-stream")
         return Reply(200, wire.answer(answer, request))
 
-    def _match(self, print_: str, conversation: Conversation | None) -> tuple[Key, Turn] | None:
-        """The recorded turn that answers a request of this fingerprint (see the module)."""
-        found = self.recording.matches(print_)
+    def _match(
+        self, print_: str, first: str, conversation: Conversation | None
+    ) -> tuple[Key, Turn] | None:
+        """The recorded turn that answers a request of this fingerprint, whose first message
+        is ``first`` (see the module)."""
+        found = self.recording.matches(print_, first)
         if not found:
             return None
         if conversation is not None:

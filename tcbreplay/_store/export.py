@@ -8,14 +8,14 @@ next: an export's memory holds one slice, whatever the run's size."""
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -110,11 +110,15 @@ class Slices:
         columns: list[str] | None,
         *,
         hint: Callable[[], str | None] | None = None,
+        keep_bytes: int | None = None,
     ) -> None:
         """Open the file (its footer); ``columns``: those to read of the ones it has (all when
-        None). A file that cannot be read is a StoreError naming it, with ``hint()``."""
+        None). A file that cannot be read is a StoreError naming it, with ``hint()``.
+        ``keep_bytes``: what :meth:`read` may keep for the next slices (:data:`KEEP_BYTES`
+        unless given)."""
         self.path = path
         self._hint = hint
+        self._keep_bytes = keep_bytes
         try:
             self._file = parquet_file(path)
             names = self._file.schema_arrow.names
@@ -192,7 +196,8 @@ class Slices:
                 parts.append(table.filter(pc.and_(pc.greater_equal(index, lo), pc.less(index, hi))))
                 if most is not None and most >= hi:
                     later = table.filter(pc.greater_equal(index, hi))
-                    if later.nbytes + sum(t.nbytes for t in self._kept.values()) <= KEEP_BYTES:
+                    keep = KEEP_BYTES if self._keep_bytes is None else self._keep_bytes
+                    if later.nbytes + sum(t.nbytes for t in self._kept.values()) <= keep:
                         self._kept[k] = later
             self._kept_from = hi
             if not parts:
@@ -201,32 +206,44 @@ class Slices:
         except (OSError, pa.ArrowException) as exc:
             raise self._error(exc) from exc
 
-    def read_indices(self, indices: Sequence[int]) -> pa.Table:
+    def read_indices(self, indices: Collection[int]) -> pa.Table:
         """The rows whose sample_index is one of ``indices``, in the file's order: only the
-        row groups whose statistics say they may hold one are read, a row group at a time
-        (a report reads the few samples it shows of a large run so)."""
-        wanted = np.unique(np.asarray(indices, dtype=np.int64))
-        values = pa.array(wanted)
+        row groups whose statistics say they may hold one are read (a replay and a report read
+        the few samples they need of a large run so)."""
+        wanted = sorted(set(indices))
+        if not wanted:
+            return self._file.schema_arrow.empty_table().select(self._columns)
+        ask = pa.array(wanted, self._file.schema_arrow.field("sample_index").type)
         parts = []
         try:
             for k, least, most, _ in self._groups:
                 if least is not None:
-                    at = np.searchsorted(wanted, least)
+                    at = bisect.bisect_left(wanted, least)
                     if at == len(wanted) or wanted[at] > most:
                         continue
                 table = self._file.read_row_group(k, columns=self._columns)
-                parts.append(table.filter(pc.is_in(table["sample_index"], value_set=values)))
+                parts.append(table.filter(pc.is_in(table["sample_index"], value_set=ask)))
             if not parts:
                 return self._file.schema_arrow.empty_table().select(self._columns)
             return pa.concat_tables(parts)
         except (OSError, pa.ArrowException) as exc:
             raise self._error(exc) from exc
 
-    def batches(self) -> Iterator[pa.Table]:
-        """The whole file in its order, a row group at a time."""
+    @property
+    def row_groups(self) -> int:
+        """How many row groups the file has."""
+        return self._file.metadata.num_row_groups
+
+    def batches(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """The whole file in its order, a row group at a time (``columns``: these of the
+        file's, else those it was opened with)."""
+        for k in range(self._file.metadata.num_row_groups):
+            yield self.read_group(k, columns)
+
+    def read_group(self, k: int, columns: list[str] | None = None) -> pa.Table:
+        """Row group ``k``'s rows (``columns``: as for :meth:`batches`)."""
         try:
-            for k in range(self._file.metadata.num_row_groups):
-                yield self._file.read_row_group(k, columns=self._columns)
+            return self._file.read_row_group(k, columns=columns or self._columns)
         except (OSError, pa.ArrowException) as exc:
             raise self._error(exc) from exc
 
