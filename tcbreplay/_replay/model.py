@@ -138,9 +138,9 @@ class RecordedChatModel(BaseChatModel):
         # the request's first message: only samples that start with it can answer it
         items = request["messages"]
         first = canonical_json(items[0]) if items else ""
-        hit = self.recording.lookup(digest, key, first)
+        hit = self.recording.lookup(digest, key, first, turn)
         if hit is None and state is None and key is not None:
-            hit = self.recording.lookup(digest, first=first)
+            hit = self.recording.lookup(digest, first=first, turn=turn)
         if hit is not None:
             found, recorded = hit
             (message,) = messages_from_dict(

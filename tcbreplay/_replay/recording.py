@@ -59,7 +59,7 @@ CACHED = 1024
 # samples about in order, and the row groups that hold a slice are read once for all of it
 SLICE_SAMPLES = 4096
 # message text kept read (characters), the most recently read kept
-CACHE_BYTES = 128 * 2**20
+CACHE_BYTES = 64 * 2**20
 # rows of row groups that reach past a slice, kept for the next slices (Slices.read)
 KEEP_BYTES = 256 * 2**20
 
@@ -154,6 +154,12 @@ class RecordedRun:
     _firsts: dict[Key, str] = field(default_factory=dict, repr=False)
     _starting: dict[str, list[Key]] | None = field(default=None, repr=False)
     _layout: _Layout | None = field(default=None, repr=False)
+    # each sample's first turn by its fingerprint, read with ``_starting``
+    _openings: dict[str, list[tuple[Key, Turn]]] | None = field(default=None, repr=False)
+    # the turns of the samples :meth:`matches` looked in (the index, built as it is needed)
+    _turns: dict[Key, tuple[Turn, ...]] = field(default_factory=dict, repr=False)
+    # the canonical JSON of the run's tools and sampling settings
+    _jsons: tuple[str, str] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, run: Run) -> RecordedRun:
@@ -203,14 +209,20 @@ class RecordedRun:
         return texts if limit is None else texts[:limit]
 
     def _read_sample(self, key: Key, texts: list[str] | None = None) -> SampleRecording:
+        return self._build(key, self.texts(key) if texts is None else texts)[0]
+
+    def _build(self, key: Key, texts: list[str]) -> tuple[SampleRecording, list[dict[str, Any]]]:
+        """A sample read from its stored texts (all of them, or its first ones: then the
+        turns those hold), and its canonical messages."""
         row = self._rows[key]
         own = _own_tools(row.tools)
-        texts = self.texts(key) if texts is None else texts
-        tools_json = canonical_json(self.tools if own is None else own)
+        if self._jsons is None:
+            self._jsons = (canonical_json(self.tools), canonical_json(self.params))
+        tools_json = self._jsons[0] if own is None else canonical_json(own)
+        params_json = self._jsons[1]
         system, items, _ = canonical_messages((json.loads(t) for t in texts), self.system)
         lead = len(texts) - len(items)
         system_json = canonical_json(system)
-        params_json = canonical_json(self.params)
         parts = [canonical_json(item) for item in items]
         turns: list[Turn] = []
         for k, item in enumerate(items):
@@ -218,7 +230,7 @@ class RecordedRun:
                 continue
             text = request_text(parts[:k], params_json, system_json, tools_json)
             turns.append(Turn(len(turns), k + lead, sha256_text(text)))
-        return SampleRecording(texts, turns, own, row.status)
+        return SampleRecording(texts, turns, own, row.status), items
 
     def index(self) -> dict[str, list[tuple[Key, Turn]]]:
         """Every recorded turn by its request's fingerprint (built on the first call, by
@@ -247,22 +259,32 @@ class RecordedRun:
     def starting(self) -> dict[str, list[Key]]:
         """The samples, in the run's order, by the canonical JSON of the first message a
         request to them holds (after the system prompt; "" for a sample whose first message
-        is an answer, whose first request holds none): read once, the first messages only."""
+        is an answer, whose first request holds none). Read once, with each sample's first
+        turn (:meth:`matches` of a first request): only the messages up to each sample's
+        first answer are read."""
         if self._starting is None:
+            import numpy as np
+
             layout = self._read_layout()
             assert self._messages is not None
-            heads = self._messages.heads(layout.lead)
+            heads = self._messages.heads(np.where(layout.first_ai >= 0, layout.first_ai,
+                                                  layout.lead))  # fmt: skip
             starting: dict[str, list[Key]] = {}
+            openings: dict[str, list[tuple[Key, Turn]]] = {}
             for key, row in self._rows.items():
                 texts = heads.get(row.index, []) if row.index is not None else []
-                _, items, _ = canonical_messages((json.loads(t) for t in texts), self.system)
+                sample, items = self._build(key, texts)
                 first = canonical_json(items[0]) if items else ""
                 self._firsts[key] = first
                 if items:
                     starting.setdefault(first, []).append(key)
                     if items[0]["role"] == "assistant":
                         starting.setdefault("", []).append(key)
-            self._starting = starting
+                if sample.turns:
+                    openings.setdefault(sample.turns[0].fingerprint, []).append(
+                        (key, sample.turns[0])
+                    )
+            self._starting, self._openings = starting, openings
         return self._starting
 
     def _read_layout(self) -> _Layout:
@@ -278,36 +300,52 @@ class RecordedRun:
         return sample.tools if sample is not None and sample.tools is not None else self.tools
 
     def lookup(
-        self, fingerprint: str, key: Key | None = None, first: str | None = None
-    ) -> tuple[Key, Turn] | None:
+        self, fingerprint: str, key: Key | None = None, first: str | None = None,
+        turn: int | None = None,
+    ) -> tuple[Key, Turn] | None:  # fmt: skip
         """The recorded turn asked for by a request of this fingerprint: of the sample and
-        trial ``key`` only when given, else the first of any sample's (``first``: as for
-        :meth:`matches`)."""
+        trial ``key`` only when given, else the first of any sample's (``first``, ``turn``:
+        as for :meth:`matches`)."""
         if key is not None:
             sample = self.samples.get(key)
             if sample is None:
                 return None
             return next(((key, t) for t in sample.turns if t.fingerprint == fingerprint), None)
-        found = self.matches(fingerprint, first)
+        found = self.matches(fingerprint, first, turn)
         return found[0] if found else None
 
-    def matches(self, fingerprint: str, first: str | None = None) -> list[tuple[Key, Turn]]:
+    def matches(
+        self, fingerprint: str, first: str | None = None, turn: int | None = None
+    ) -> list[tuple[Key, Turn]]:
         """Every recorded turn (of any sample and trial) asked for by a request of this
         fingerprint, in the run's order. ``first``: the canonical JSON of the request's first
-        message ("" when it has none), which a matching turn's request has too: then only
-        the samples that start with it are read (:meth:`starting`), else every sample
-        (:meth:`index`)."""
+        message ("" when it has none), which a matching turn's request has too, and ``turn``
+        its assistant messages. A first request (turn 0) is looked up among the samples'
+        first turns (:meth:`starting`); a later one among the samples that start as it
+        does, each read when first looked in; without ``first``, in :meth:`index`."""
         if first is None:
             return self.index().get(fingerprint) or []
+        if self._index is not None:
+            return self._index.get(fingerprint) or []
+        if turn == 0:
+            self.starting()
+            assert self._openings is not None
+            return list(self._openings.get(fingerprint) or [])
         keys = self.starting().get(first) or []
-        self._prefetch(keys)
-        return [(k, t) for k in keys for t in self.sample(k).turns if t.fingerprint == fingerprint]
+        # each sample's turns computed once (a first message may start thousands of samples),
+        # in sample_index order: each slice is read once, and a client that goes through the
+        # run in order finds the next samples read with this one's slice
+        unknown = [k for k in keys if k not in self._turns]
+        for key in sorted(unknown, key=lambda k: self._rows[k].index or 0):
+            self._turns[key] = tuple(self.sample(key).turns)
+        return [(k, t) for k in keys for t in self._turns[k] if t.fingerprint == fingerprint]
 
-    def _prefetch(self, keys: list[Key]) -> None:
-        """Read the messages of the samples of ``keys`` not read yet, at once (only the row
-        groups that hold them)."""
-        missing = [k for k in keys if k not in self._cache]
-        if len(missing) > 1:
+    def prefetch(self, keys: list[Key]) -> None:
+        """Read the messages of the samples of ``keys`` not read yet, at once: only the row
+        groups that hold one are read, and only their rows kept (up to
+        :data:`CACHE_BYTES`)."""
+        missing = [k for k in keys if k not in self._cache and k in self._rows]
+        if missing:
             assert self._messages is not None
             indexes = [self._rows[k].index for k in missing]
             self._messages.prefetch([i for i in indexes if i is not None])
@@ -365,13 +403,13 @@ class RecordedRun:
         first = canonical_json(messages[0]) if messages else ""
         same = [key for key, text in self._firsts.items() if text == first]
         if same:
-            self._prefetch(same[:_NEAREST_SAMPLES])
+            self.prefetch(same[:_NEAREST_SAMPLES])
             return same[:_NEAREST_SAMPLES]
         keys = list(self._firsts)
         found = process.extract(first, list(self._firsts.values()), scorer=fuzz.ratio,
                                 limit=_NEAREST_SAMPLES // 10)  # fmt: skip
         nearest = [keys[i] for _, _, i in sorted(found, key=lambda hit: (-hit[1], hit[2]))]
-        self._prefetch(nearest)
+        self.prefetch(nearest)
         return nearest
 
     def starts_with_system(self) -> bool:
@@ -453,6 +491,7 @@ class _Layout:
     first: Any  # the position of the sample's first stored message (-1: it has none)
     first_is_system: Any  # whether that message is a system message
     lead: Any  # the position of its first message that is not a system one (-1: none)
+    first_ai: Any  # the position of its first AI message (-1: none)
 
 
 class _Messages:
@@ -474,7 +513,6 @@ class _Messages:
         """The file, opened again in a forked process (which shares no reader's state)."""
         if self._pid != os.getpid():
             self._reader, self._pid = self._open(), os.getpid()
-            self._cache, self._size = OrderedDict(), 0
         return self._reader
 
     def texts(self, index: int) -> list[str]:
@@ -497,13 +535,16 @@ class _Messages:
             self._keep({i: read.get(i, []) for i in missing})
 
     def _keep(self, read: dict[int, list[str]]) -> None:
+        """Keep what was just read, whole, and of what was read before as much as
+        :data:`CACHE_BYTES` leaves room for (a slice larger than that is not read again for
+        each of its samples)."""
         for index, texts in read.items():
             old = self._cache.pop(index, None)
             if old is not None:
                 self._size -= _size(old)
             self._cache[index] = texts
             self._size += _size(texts)
-        while self._size > CACHE_BYTES and len(self._cache) > 1:
+        while self._size > CACHE_BYTES and len(self._cache) > len(read):
             _, texts = self._cache.popitem(last=False)
             self._size -= _size(texts)
 
@@ -522,6 +563,7 @@ class _Messages:
         none = np.iinfo(np.int64).max
         first = np.full(size, none, np.int64)  # position * 2, + 1 unless a system message
         lead = np.full(size, none, np.int64)
+        first_ai = np.full(size, none, np.int64)
         ai = np.zeros(size, np.int64)
         for table in self.reader().batches(["sample_index", "position", "type"]):
             index, position = _numbers(table)
@@ -533,12 +575,14 @@ class _Messages:
             np.minimum.at(lead, index[other], position[other])
             answers = ours & pc.equal(kinds, "ai").to_numpy(zero_copy_only=False)
             ai += np.bincount(index[answers], minlength=size)
+            np.minimum.at(first_ai, index[answers], position[answers])
         has = first != none
         return _Layout(
             turns=int(ai.sum()),
             first=np.where(has, first // 2, -1),
             first_is_system=has & (first % 2 == 0),
             lead=np.where(lead != none, lead, -1),
+            first_ai=np.where(first_ai != none, first_ai, -1),
         )
 
     def heads(self, upto: Any) -> dict[int, list[str]]:

@@ -46,11 +46,14 @@ from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
 from tcbreplay._store.runs import DEFAULT_STORE, Store, validate_run_id
 from tcbreplay._store.schema import DIVERGENCES
+from tcbreplay._store.shards import select
 from tcbreplay.errors import InputError, LiveCallRefused, StoreError
 
 SOURCE = "replay"  # the manifest's source of a replay
 # the divergences a summary lists
 SHOWN = 20
+# a selection of at most this many samples and trials is read at once, before it is replayed
+PREFETCH = 4096
 
 
 @dataclass
@@ -191,6 +194,12 @@ def replay_run(
     )
     if sample_ids is None and parent.status == "partial":
         sample_ids = sorted({sid for sid, _ in recording.samples})
+    elif limit is not None or sample_ids:
+        # a few samples: their messages read at once, from the row groups that hold them
+        ids = [s.sample_id for s in inputs.dataset.samples]
+        chosen = select(ids, limit, sample_ids)
+        if len(chosen) * trials <= PREFETCH:
+            recording.prefetch([(ids[k], t) for k in chosen for t in range(trials)])
     summary = run_plan(
         inputs,
         plan,

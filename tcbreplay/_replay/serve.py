@@ -157,7 +157,7 @@ class ReplayService:
         items = canonical.request["messages"]
         turn = assistant_turns(items)
         conversation = self._conversation(canonical) if turn else None
-        hit = self._match(canonical.fingerprint, canonical.parts[0] if items else "",
+        hit = self._match(canonical.fingerprint, canonical.parts[0] if items else "", turn,
                           conversation)  # fmt: skip
         if conversation is None:
             conversation = Conversation(hit[0] if hit else None)
@@ -181,17 +181,17 @@ class ReplayService:
         return Reply(200, wire.answer(answer, request))
 
     def _match(
-        self, print_: str, first: str, conversation: Conversation | None
+        self, print_: str, first: str, turn: int, conversation: Conversation | None
     ) -> tuple[Key, Turn] | None:
         """The recorded turn that answers a request of this fingerprint, whose first message
-        is ``first`` (see the module)."""
-        found = self.recording.matches(print_, first)
-        if not found:
-            return None
-        if conversation is not None:
-            mine = next((hit for hit in found if hit[0] == conversation.key), None)
+        is ``first``, holding ``turn`` answers (see the module)."""
+        if conversation is not None and conversation.key is not None:
+            mine = self.recording.lookup(print_, conversation.key)
             if mine is not None:
                 return mine
+        found = self.recording.matches(print_, first, turn)
+        if not found:
+            return None
         if len(found) == 1:
             return found[0]
         n = self._started.get(print_, 0)

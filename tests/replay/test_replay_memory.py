@@ -179,10 +179,10 @@ def test_matching_by_first_message_finds_what_the_whole_index_finds(grouped, gro
     store, run_id = grouped
     recording = RecordedRun.load(store.open_run(run_id))
     starting = recording.starting()
-    # the first messages are read from the row groups of the users' messages only
+    # the messages up to each first answer are read: no row group of tool outputs
     kinds = pq.read_table(Path(store.root) / run_id / "messages.parquet", columns=["type"])
     types = {t for k in groups_read for t in _group_types(store, run_id, k)}
-    assert types == {"human"} and set(kinds["type"].to_pylist()) > types
+    assert types == {"human", "ai"} and "tool" in set(kinds["type"].to_pylist())
     assert recording._index is None and len(starting) > 40
     index = RecordedRun.load(store.open_run(run_id)).index()
     checked = 0
@@ -191,7 +191,9 @@ def test_matching_by_first_message_finds_what_the_whole_index_finds(grouped, gro
                                  strict=True):  # fmt: skip
             messages = request["messages"]
             first = canonical_json(messages[0]) if messages else ""
-            assert recording.matches(turn.fingerprint, first) == index[turn.fingerprint]
+            expected = index[turn.fingerprint]
+            assert recording.matches(turn.fingerprint, first, turn.turn) == expected
+            assert recording.matches(turn.fingerprint, first) == expected
             checked += 1
     assert checked == recording.turn_count() == sum(len(v) for v in index.values())
     assert recording.matches("0" * 64, "") == []
@@ -200,3 +202,18 @@ def test_matching_by_first_message_finds_what_the_whole_index_finds(grouped, gro
 def _group_types(store: Store, run_id: str, k: int) -> set[str]:
     path = Path(store.root) / run_id / "messages.parquet"
     return set(pq.ParquetFile(path).read_row_group(k, columns=["type"])["type"].to_pylist())
+
+
+def test_a_slice_larger_than_the_cache_is_read_once_for_all_its_samples(grouped, groups_read,
+                                                                         monkeypatch):  # fmt: skip
+    store, run_id = grouped
+    monkeypatch.setattr(recording_module, "SLICE_SAMPLES", 8)
+    monkeypatch.setattr(recording_module, "CACHE_BYTES", 1)
+    recording = RecordedRun.load(store.open_run(run_id))
+    path = Path(store.root) / run_id / "messages.parquet"
+    keys = sorted(recording.samples, key=lambda k: recording._rows[k].index or 0)
+    for key in keys:
+        assert recording.sample(key).texts
+    last = max(recording._rows[k].index or 0 for k in keys)
+    once = sum(len(_holding(path, lo, lo + 8)) for lo in range(0, last + 1, 8))
+    assert 0 < len(groups_read) <= once
