@@ -840,3 +840,18 @@ def test_the_network_lost_mid_command_is_one_line_naming_the_store(
     if where == "reading":  # on a folder the same exception is no failure of object storage
         crashed = cli("score", run_id, "--store", root, crash_ok=True)
         assert crashed.exception is not None and not isinstance(crashed.exception, SystemExit)
+
+
+def test_a_recording_on_s3_is_read_as_a_local_one(s3_sim_copy, sim_copy):
+    from tcbreplay._replay.recording import RecordedRun
+
+    url, run_id = s3_sim_copy
+    remote = RecordedRun.load(Store(url).open_run(run_id))
+    local = RecordedRun.load(Store(sim_copy[0]).open_run(sim_copy[1]))
+    keys = list(local.samples)
+    remote.prefetch(keys[:3])  # a selection's samples at once
+    for key in (keys[0], keys[17], keys[-1]):  # and others a slice at a time
+        assert remote.sample(key).texts == local.sample(key).texts
+        assert remote.sample(key).turns == local.sample(key).turns
+    assert remote.starting() == local.starting()
+    assert remote.turn_count() == local.turn_count() > 0
