@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tcbreplay._replay import messages as messages_module
 from tcbreplay._replay import recording as recording_module
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._store.runs import Store
@@ -72,8 +73,8 @@ def test_loading_a_run_holds_none_of_its_message_texts(padded):
 def test_reading_every_sample_keeps_only_the_last_ones_read(padded, monkeypatch):
     store, run_id, size = padded
     monkeypatch.setattr(recording_module, "CACHED", 4)
-    monkeypatch.setattr(recording_module, "SLICE_SAMPLES", 4)
-    monkeypatch.setattr(recording_module, "CACHE_BYTES", size // 50)
+    monkeypatch.setattr(messages_module, "SLICE_SAMPLES", 4)
+    monkeypatch.setattr(messages_module, "CACHE_BYTES", size // 50)
 
     def read_all() -> RecordedRun:
         recording = RecordedRun.load(store.open_run(run_id))
@@ -157,7 +158,7 @@ def _holding(path: Path, lo: int, hi: int) -> set[int]:
 def test_a_sample_is_read_from_the_row_groups_of_its_slice_only(grouped, groups_read,
                                                                   monkeypatch):  # fmt: skip
     store, run_id = grouped
-    monkeypatch.setattr(recording_module, "SLICE_SAMPLES", 2)
+    monkeypatch.setattr(messages_module, "SLICE_SAMPLES", 2)
     recording = RecordedRun.load(store.open_run(run_id))
     path = Path(store.root) / run_id / "messages.parquet"
     key = list(recording.samples)[41]
@@ -207,8 +208,8 @@ def _group_types(store: Store, run_id: str, k: int) -> set[str]:
 def test_a_slice_larger_than_the_cache_is_read_once_for_all_its_samples(grouped, groups_read,
                                                                          monkeypatch):  # fmt: skip
     store, run_id = grouped
-    monkeypatch.setattr(recording_module, "SLICE_SAMPLES", 8)
-    monkeypatch.setattr(recording_module, "CACHE_BYTES", 1)
+    monkeypatch.setattr(messages_module, "SLICE_SAMPLES", 8)
+    monkeypatch.setattr(messages_module, "CACHE_BYTES", 1)
     recording = RecordedRun.load(store.open_run(run_id))
     path = Path(store.root) / run_id / "messages.parquet"
     keys = sorted(recording.samples, key=lambda k: recording._rows[k].index or 0)
