@@ -147,6 +147,8 @@ class RecordedRun:
     _layout: Layout | None = field(default=None, repr=False)
     # each sample's first turn by its fingerprint, read with ``_starting``
     _openings: dict[str, list[tuple[Key, Turn]]] | None = field(default=None, repr=False)
+    # each sample's first answer (its position, its stored JSON), read with ``_starting``
+    _first_answers: dict[Key, tuple[int, str]] = field(default_factory=dict, repr=False)
     # the turns of the samples :meth:`matches` looked in (the index, built as it is needed)
     _turns: dict[Key, tuple[Turn, ...]] = field(default_factory=dict, repr=False)
     # the canonical JSON of the run's tools and sampling settings
@@ -191,6 +193,15 @@ class RecordedRun:
         if len(self._cache) > CACHED:
             self._cache.popitem(last=False)
         return found
+
+    def message(self, key: Key, position: int) -> dict[str, Any]:
+        """A sample's stored message at ``position``: its first answer as :meth:`starting`
+        read it (no slice read: a conversation's first request is answered so), any other
+        from the sample's messages."""
+        first = self._first_answers.get(key)
+        if first is not None and first[0] == position:
+            return json.loads(first[1])
+        return self.sample(key).message(position)
 
     def texts(self, key: Key, limit: int | None = None) -> list[str]:
         """A sample's stored message texts (its first ``limit`` only, when given)."""
@@ -272,9 +283,9 @@ class RecordedRun:
                     if items[0]["role"] == "assistant":
                         starting.setdefault("", []).append(key)
                 if sample.turns:
-                    openings.setdefault(sample.turns[0].fingerprint, []).append(
-                        (key, sample.turns[0])
-                    )
+                    opening = sample.turns[0]
+                    openings.setdefault(opening.fingerprint, []).append((key, opening))
+                    self._first_answers[key] = (opening.position, texts[opening.position])
             self._starting, self._openings = starting, openings
         return self._starting
 

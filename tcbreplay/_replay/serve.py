@@ -208,7 +208,7 @@ class ReplayService:
         """A recorded message, and its canonical JSON (the last few kept)."""
         found = self._answers.get((key, position))
         if found is None:
-            message = self.recording.sample(key).message(position)
+            message = self.recording.message(key, position)
             found = (message, canonical_json(message_entry(message)[1]))
             self._answers[(key, position)] = found
             if len(self._answers) > 4096:

@@ -218,3 +218,23 @@ def test_a_slice_larger_than_the_cache_is_read_once_for_all_its_samples(grouped,
     last = max(recording._rows[k].index or 0 for k in keys)
     once = sum(len(_holding(path, lo, lo + 8)) for lo in range(0, last + 1, 8))
     assert 0 < len(groups_read) <= once
+
+
+def test_first_answers_are_served_from_the_startup_read(grouped, groups_read):
+    """serve answers a conversation's first request with the sample's first answer, which
+    the startup read (messages up to each first answer) holds: no slice is read for it."""
+    store, run_id = grouped
+    recording = RecordedRun.load(store.open_run(run_id))
+    recording.starting()
+    firsts = {}
+    del groups_read[:]
+    assert recording._openings is not None
+    for hits in recording._openings.values():
+        for key, turn in hits:
+            firsts[key] = recording.message(key, turn.position)
+    assert len(firsts) > 40 and groups_read == []
+    fresh = RecordedRun.load(store.open_run(run_id))
+    for key, message in firsts.items():
+        position = fresh.sample(key).turns[0].position
+        assert message == fresh.sample(key).message(position)
+        assert message["type"] == "ai"
