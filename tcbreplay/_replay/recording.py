@@ -8,16 +8,18 @@ sampling settings (:mod:`tcbreplay._replay.fingerprint`). That is the request an
 that gives the model its whole conversation, as LangChain's agents do; an agent that sends
 less (a summary of the history) asks something else, and diverges.
 
-Memory stays flat however large the run, and a replay of a few samples reads only theirs:
-loading reads the samples' keys, tools and status (not their messages). A sample's messages
-are read when it is asked for (a replay asks when it starts the sample), with those of the
-slice of samples around it (:mod:`tcbreplay._replay.messages`: only the row groups of
-``messages.parquet`` that hold some of the slice are read, and the texts last read are kept up
-to a size). A lookup without a sample (``serve``, the recorded model outside a replay) first
-reads each sample's first message (after its system prompt), which the request's must be: the
-samples that start as the request does are the only ones whose turns it can match, and their
-fingerprints are computed when asked for. Canonical requests are
-rebuilt when a request finds no turn, to say where it differs.
+The messages held stay bounded however large the run (what grows with it is an entry per
+sample: its key, tools, status and, once ``serve`` starts, its first message and first
+answer), and a replay of a few samples reads only theirs: loading reads the samples' keys,
+tools and status (not their messages). A sample's messages are read when it is asked for (a
+replay asks when it starts the sample), with those of the slice of samples around it
+(:mod:`tcbreplay._replay.messages`: only the row groups of ``messages.parquet`` that hold some
+of the slice are read, and the texts last read are kept up to a size). A lookup without a
+sample (``serve``, the recorded model outside a replay) first reads each sample's first
+message (after its system prompt), which the request's must be: the samples that start as the
+request does are the only ones whose turns it can match, and their fingerprints are computed
+when asked for. Canonical requests are rebuilt when a request finds no turn, to say where it
+differs.
 """
 
 from __future__ import annotations
