@@ -108,6 +108,35 @@ class Dataset:
         """The dataset in the one normalised shape tcbreplay stores."""
         return [s.to_dict() for s in self.samples]
 
+    def for_run(self) -> list[dict[str, Any]] | Path:
+        """What a new run's ``dataset.jsonl`` is made of: the entries (a stored dataset: its
+        file, copied as it is)."""
+        return self.entries()
+
+    def ids(self) -> list[str]:
+        """The sample ids, in dataset order."""
+        return [s.sample_id for s in self.samples]
+
+    def take(self, positions: Iterable[int]) -> list[Sample]:
+        """The samples at these dataset positions."""
+        return [self.samples[k] for k in positions]
+
+    def sample(self, sample_id: str) -> Sample | None:
+        """The sample of this id, if there is one."""
+        return self.by_id.get(sample_id)
+
+    def own_tools(self) -> Sample | None:
+        """The first sample with tools of its own, if any."""
+        return next((s for s in self.samples if s.tools is not None), None)
+
+    def sha256_stored(self) -> str:
+        """sha256 of the dataset as a run stores it (``dataset.jsonl``: one entry a line, as
+        :func:`tcbreplay._store.files.write_jsonl_atomic` writes them)."""
+        digest = hashlib.sha256()
+        for entry in self.entries():
+            digest.update((json.dumps(entry, ensure_ascii=False) + "\n").encode())
+        return digest.hexdigest()
+
     def tool_names(self) -> set[str]:
         return {c.name for s in self.samples for c in s.target}
 
@@ -131,6 +160,19 @@ def load_dataset(path: str | Path, params: Mapping[str, set[str]] | None = None)
     raw, where = _parse_entries(text, label)
     samples = parse_entries(raw, label, where, params)
     return Dataset(samples=samples, source=str(path), sha256=hashlib.sha256(data).hexdigest())
+
+
+def entry_sample(entry: Any, index: int, label: str, where: str) -> Sample:
+    """Entry ``index`` of a dataset (``where``: its place in ``label``) as a sample, checked
+    as :func:`parse_entries` checks it, but for ids repeated in other entries."""
+    try:
+        sample = replace(_parse_entry(entry, index), where=where)
+    except _EntryProblem as exc:
+        raise DatasetError(f"{label}: {where}: {exc}") from None
+    problems = _tool_problems(sample, {}, label) if sample.tools is not None else []
+    if problems:
+        raise DatasetError("\n".join(problems))
+    return sample
 
 
 def dataset_from_entries(
