@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
-from tcbreplay._inputs.dataset import Sample
+from tcbreplay._inputs.dataset import Dataset, Sample
 from tcbreplay._ray import check_engine, ray_module, ray_session
 from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
 from tcbreplay._record.agent_factory import (
@@ -224,7 +224,7 @@ def record_run(
         check_shard_store(store.root, "--engine ray (shards)")
         ray_module()  # missing: refused before anything is written
         # no more tasks than the trials the recording selects (see check_shard_count)
-        selected = len(_select(inputs.dataset.samples, limit, sample_ids))
+        selected = len(_select(inputs.dataset, limit, sample_ids))
         most = selected * (_given_trials(options) or 1)
         run_id = validate_run_id(
             default_run_id(inputs, choice, agent) if run_id is None else run_id
@@ -326,7 +326,7 @@ def run_plan(
             hint="give the shards another --run-id, or remove the run's folder from the "
             "store before they start",
         )
-    selected = _select(inputs.dataset.samples, limit, sample_ids)
+    selected = _select(inputs.dataset, limit, sample_ids)
     # what the shards of one recording must agree on beside their inputs (see _check_selection)
     selection = {"limit": limit, "sample_ids": sorted(sample_ids) if sample_ids else None}
     asked = selection if source is None else None  # (a replay's command names its own)
@@ -357,7 +357,7 @@ def run_plan(
             **kept,
         )
         try:
-            writer = store.create_run(manifest, inputs.dataset.entries())
+            writer = store.create_run(manifest, inputs.dataset.for_run())
             tasks = _tasks(selected, opts.trials or 1, entries, {}, set(), shard)
         except RunLockedError:
             if shard is None:
@@ -483,7 +483,7 @@ def _progress(
     finished (None: not a shard, or the run settled)."""
     if shard is None:
         return None
-    return shard_progress(Run(run_dir), [s.sample_id for s in inputs.dataset.samples])
+    return shard_progress(Run(run_dir), inputs.dataset.ids())
 
 
 # one recording of a sample: the sample, its trial and its row's sample_index
@@ -661,23 +661,21 @@ def _options(
     return RecordOptions.resolve(options or {}, stored)
 
 
-def _select(
-    samples: list[Sample], limit: int | None, sample_ids: Sequence[str] | None
-) -> list[Sample]:
+def _select(dataset: Dataset, limit: int | None, sample_ids: Sequence[str] | None) -> list[Sample]:
     """The samples ``--sample-id`` names (all when none), in dataset order, the first
-    ``--limit`` of them (see :func:`select`)."""
+    ``--limit`` of them (see :func:`select`), parsed (only they, of a stored dataset)."""
+    ids = dataset.ids()
     if sample_ids:
-        known = {s.sample_id for s in samples}
+        known = set(ids)
         for sample_id in sample_ids:
             if sample_id not in known:
-                first = ", ".join(s.sample_id for s in samples[:3])
                 raise InputError(
                     f"--sample-id {sample_id!r}: the dataset has no sample of that id",
-                    hint=f"its ids are like {first}" if samples else None,
+                    hint=f"its ids are like {', '.join(ids[:3])}" if ids else None,
                 )
     if limit is not None and limit < 1:
         raise InputError(f"--limit {limit}: must be at least 1")
-    return [samples[k] for k in select([s.sample_id for s in samples], limit, sample_ids)]
+    return dataset.take(select(ids, limit, sample_ids))
 
 
 def retry_hint(

@@ -21,13 +21,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from tcbreplay._inputs.benchmarks import (
-    DATASET_FILE,
-    FORMER_TOOLS,
-    BenchmarkInputs,
-    read_dataset_file,
-)
-from tcbreplay._inputs.dataset import dataset_from_entries, load_dataset
+from tcbreplay._inputs.benchmarks import DATASET_FILE, FORMER_TOOLS, BenchmarkInputs
+from tcbreplay._inputs.dataset import load_dataset
+from tcbreplay._inputs.stored import StoredDataset
 from tcbreplay._inputs.tools import Toolset, load_toolset, toolset_from_dicts
 from tcbreplay._replay.fingerprint import content
 from tcbreplay._replay.recording import RecordedRun
@@ -46,15 +42,8 @@ def replay_inputs(
     """The inputs a replay of ``run`` runs with (see the module)."""
     manifest = run.manifest
     toolset = load_toolset(tools) if tools else _recorded_tools(run)
-    if dataset is not None:
-        ds = load_dataset(dataset, toolset.params())
-    else:
-        stored = (manifest.get("dataset") or {}).get("file", DATASET_FILE)
-        entries = read_dataset_file(run.dir / stored)
-        ds = dataset_from_entries(entries, f"{run.run_id}/{DATASET_FILE}")
-        ds.source = (manifest.get("dataset") or {}).get("source") or ds.source
-        ds.sha256 = (manifest.get("dataset") or {}).get("sha256")
-    own = next((s for s in ds.samples if s.tools is not None), None)
+    ds = load_dataset(dataset, toolset.params()) if dataset is not None else stored_dataset(run)
+    own = ds.own_tools()
     if own is not None:
         raise InputError(
             f"run {run.run_id!r}: sample {own.sample_id!r} has tools of its own; a replay runs "
@@ -85,6 +74,20 @@ def replay_inputs(
         system_prompt_source=source,
         system_prompt_sha256=sha,
     )
+
+
+def stored_dataset(run: Run) -> StoredDataset:
+    """The dataset ``run`` stored, read as it is asked for (see :class:`StoredDataset`)."""
+    recorded = run.manifest.get("dataset") or {}
+    return StoredDataset(
+        dataset_file(run), f"{run.run_id}/{DATASET_FILE}", recorded.get("source"),
+        recorded.get("sha256"),
+    )  # fmt: skip
+
+
+def dataset_file(run: Run) -> Path:
+    """Where ``run`` keeps its dataset."""
+    return run.dir / (run.manifest.get("dataset") or {}).get("file", DATASET_FILE)
 
 
 def _recorded_tools(run: Run) -> Toolset:

@@ -30,6 +30,7 @@ from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
 from tcbreplay._record.failures import Outcome
 from tcbreplay._record.models import (
+    ModelChoice,
     build_chat_model,
     check_credentials,
     parse_model,
@@ -44,7 +45,7 @@ from tcbreplay._replay.model import RecordedChatModel
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
-from tcbreplay._store.runs import DEFAULT_STORE, Store, validate_run_id
+from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
 from tcbreplay._store.schema import DIVERGENCES
 from tcbreplay._store.shards import select
 from tcbreplay.errors import InputError, LiveCallRefused, StoreError
@@ -116,13 +117,24 @@ def replay_run(
     inputs = replay_inputs(parent, recording, system_prompt=system_prompt, tools=tools,
                            dataset=dataset)  # fmt: skip
     run_tools = _tools(inputs, recorded_tools, run_id)
+    trials = max((trial for _, trial in recording.samples), default=0) + 1
+    if sample_ids is None and parent.status == "partial":
+        sample_ids = sorted({sid for sid, _ in recording.samples})
+        chosen = None
+    elif limit is not None or sample_ids:
+        # a few samples: their messages read at once, from the row groups that hold them
+        ids = inputs.dataset.ids()
+        chosen = select(ids, limit, sample_ids)
+        if len(chosen) * trials <= PREFETCH:
+            recording.prefetch([(ids[k], t) for k in chosen for t in range(trials)])
+    else:
+        chosen = None
     live, then_choice = None, None
     if then is not None:
         then_choice = parse_model(then, then_options)
         if not offline:
             check_credentials(then_choice)
-        gold = {s.sample_id: [(c.name, c.args) for c in s.target] for s in inputs.dataset.samples}
-        live = build_chat_model(then_choice, gold)
+        live = build_chat_model(then_choice, _gold(inputs, then_choice, chosen))
     chat_model = RecordedChatModel(recording=recording, live=live, fork_at=fork_at, offline=offline)
     factory_source = agent or ((parent.manifest.get(AGENT_FIELD) or {}).get("factory"))
     factory = load_agent_factory(factory_source) if factory_source else None
@@ -139,20 +151,9 @@ def replay_run(
     if then_choice is not None:
         fork = {"rule": "fork-at" if fork_at is not None else "then", "model": then_choice.id,
                 "turn": fork_at}  # fmt: skip
-    basis = {
-        "parent": run_id,
-        "parent_fingerprint": parent.manifest.get("fingerprint")
-        or (parent.manifest.get("files") or {}).get("messages.parquet"),
-        "dataset": inputs.dataset.entries(),
-        "tools": inputs.toolset.to_list(),
-        "system_prompt": inputs.system_prompt,
-        "agent": factory_source,
-        "then": None if then_choice is None else [then_choice.id, then_choice.settings],
-        "fork_at": fork_at,
-        "recorded_tools": recorded_tools,
-        "offline": offline,
-    }
-    print_ = hashlib.sha256(canonical_json(basis).encode()).hexdigest()
+    basis = replay_basis(parent, inputs, factory_source, then_choice, fork_at, recorded_tools,
+                         offline)  # fmt: skip
+    print_ = _sha256(basis)
     new_run_id = validate_run_id(new_run_id or f"{run_id}-replay-{print_[:8]}")
     if new_run_id == run_id:
         raise InputError(f"--run-id {new_run_id}: the replay needs a run id of its own")
@@ -185,21 +186,12 @@ def replay_run(
     fields: dict[str, Any] = {SOURCE: block}
     if factory is not None:
         fields[AGENT_FIELD] = factory[1]
-    trials = max((trial for _, trial in recording.samples), default=0) + 1
     given = dict(options) if isinstance(options, Mapping) else {}
     opts: Any = (
         dataclasses.replace(options, trials=trials)
         if isinstance(options, RecordOptions)
         else {**given, "trials": trials}
     )
-    if sample_ids is None and parent.status == "partial":
-        sample_ids = sorted({sid for sid, _ in recording.samples})
-    elif limit is not None or sample_ids:
-        # a few samples: their messages read at once, from the row groups that hold them
-        ids = [s.sample_id for s in inputs.dataset.samples]
-        chosen = select(ids, limit, sample_ids)
-        if len(chosen) * trials <= PREFETCH:
-            recording.prefetch([(ids[k], t) for k in chosen for t in range(trials)])
     summary = run_plan(
         inputs,
         plan,
@@ -218,6 +210,42 @@ def replay_run(
         source=SOURCE,
     )
     return replay_summary(store, summary)
+
+
+def replay_basis(
+    parent: Run, inputs: BenchmarkInputs, agent: str | None, then: ModelChoice | None,
+    fork_at: int | None, recorded_tools: bool, offline: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """What decides what a replay of ``parent`` should contain: its fingerprint's basis (the
+    default run id's hash)."""
+    return {
+        "parent": parent.run_id,
+        "parent_fingerprint": parent.manifest.get("fingerprint")
+        or (parent.manifest.get("files") or {}).get("messages.parquet"),
+        "dataset_sha256": inputs.dataset.sha256_stored(),
+        "tools": inputs.toolset.to_list(),
+        "system_prompt": inputs.system_prompt,
+        "agent": agent,
+        "then": None if then is None else [then.id, then.settings],
+        "fork_at": fork_at,
+        "recorded_tools": recorded_tools,
+        "offline": offline,
+    }
+
+
+def _sha256(basis: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(basis).encode()).hexdigest()
+
+
+def _gold(
+    inputs: BenchmarkInputs, choice: ModelChoice, chosen: list[int] | None
+) -> dict[str, list[tuple[str, Any]]]:
+    """The gold plans of the samples replayed (``chosen``: their positions; None: all), which
+    the ``sim`` model plays where it goes on; none for another model."""
+    if not choice.simulated:
+        return {}
+    samples = inputs.dataset.samples if chosen is None else inputs.dataset.take(chosen)
+    return {s.sample_id: [(c.name, c.args) for c in s.target] for s in samples}
 
 
 def _tools(inputs: BenchmarkInputs, recorded: bool, run_id: str) -> list[Any]:

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tcbreplay._inputs.benchmarks import DATASET_FILE, read_dataset_file
-from tcbreplay._inputs.dataset import Sample, dataset_from_entries
+from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.options import RecordOptions
+from tcbreplay._replay.inputs import dataset_file, stored_dataset
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
 from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
@@ -51,10 +51,9 @@ class ServeLog:
         self.writer = writer
         self.run_id = writer.run_id
         self.recording = recording
-        stored = (parent.manifest.get("dataset") or {}).get("file", DATASET_FILE)
-        dataset = dataset_from_entries(read_dataset_file(parent.dir / stored), parent.run_id)
-        self._samples: dict[str, Sample] = {s.sample_id: s for s in dataset.samples}
-        self._entries = len(dataset)
+        self._dataset = stored_dataset(parent)
+        self._samples: dict[str, Sample | None] = {}  # those logged, parsed once
+        self._entries = len(self._dataset)
         self._trials = max((trial for _, trial in recording.samples), default=0) + 1
         self._started = time.perf_counter()
         # each sample's next trial, after those a former server logged
@@ -97,9 +96,7 @@ class ServeLog:
             runner=RecordOptions(trials=max(t for _, t in recording.samples) + 1).to_dict(),
             **{SOURCE: block},
         )
-        entries = read_dataset_file(parent.dir / (parent.manifest.get("dataset") or {}).get(
-            "file", DATASET_FILE))  # fmt: skip
-        return cls(store.create_run(manifest, entries), parent, recording)
+        return cls(store.create_run(manifest, dataset_file(parent)), parent, recording)
 
     def served(self, conversation: Any, messages: list[Any], answer: dict[str, Any]) -> None:
         """A request of ``conversation`` (its ``messages``) answered with ``answer``."""
@@ -115,7 +112,9 @@ class ServeLog:
         if conversation.key is None:
             return
         sample_id, parent_trial = conversation.key
-        sample = self._samples.get(sample_id)
+        if sample_id not in self._samples:
+            self._samples[sample_id] = self._dataset.sample(sample_id)
+        sample = self._samples[sample_id]
         if sample is None:
             return
         slot = conversation.log_slot

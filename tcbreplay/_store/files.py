@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -122,6 +123,17 @@ def write_jsonl_atomic(path: Path, rows: Iterable[Any]) -> None:
         with tmp.open("w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    replace_with(path, write)
+
+
+def copy_atomic(source: Path, path: Path) -> None:
+    """Copy the file ``source`` (local or remote) to ``path``, as the other writes: whole, or
+    not at all."""
+
+    def write(tmp: Path) -> None:
+        with source.open("rb") as f, tmp.open("wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
 
     replace_with(path, write)
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from tcbreplay._store import objects
 from tcbreplay._store.files import (
+    copy_atomic,
     write_jsonl_atomic,
     writing,
 )
@@ -363,11 +364,12 @@ class Store:
         return run
 
     def create_run(
-        self, manifest: dict[str, Any], dataset: list[dict[str, Any]] | None = None
+        self, manifest: dict[str, Any], dataset: list[dict[str, Any]] | Path | None = None
     ) -> RunWriter:
         """Create a new run directory and return its locked writer.
 
-        ``dataset`` (normalised entries) is written to ``dataset.jsonl`` first. A folder of the
+        ``dataset`` (normalised entries, or a run's ``dataset.jsonl`` to copy as it is) is
+        written to ``dataset.jsonl`` first. A folder of the
         run's name without a manifest is taken only while it holds no more than a creation
         killed before its manifest leaves; a failure removes the folder if this made it.
         """
@@ -407,8 +409,7 @@ class Store:
             os.close(lock)
             raise
         try:
-            if dataset is not None:
-                write_jsonl_atomic(path / DATASET, dataset)
+            _write_dataset(path / DATASET, dataset)
             writer.write_manifest(
                 {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
             )
@@ -421,7 +422,7 @@ class Store:
         return writer
 
     def _create_remote(
-        self, path: Path, manifest: dict[str, Any], dataset: list[dict[str, Any]] | None
+        self, path: Path, manifest: dict[str, Any], dataset: list[dict[str, Any]] | Path | None
     ) -> RunWriter:
         """:meth:`create_run` on object storage: its lock object taken first (a conditional
         create), then the same checks; a failure removes what this wrote."""
@@ -441,8 +442,7 @@ class Store:
                 release_lock(lock)
                 raise
         try:
-            if dataset is not None:
-                write_jsonl_atomic(path / DATASET, dataset)
+            _write_dataset(path / DATASET, dataset)
             writer.write_manifest(
                 {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
             )
@@ -543,6 +543,14 @@ class Store:
 
 
 # What a creation of a run killed before its manifest leaves in the folder (the journal empty)
+def _write_dataset(path: Path, dataset: list[dict[str, Any]] | Path | None) -> None:
+    """A new run's ``dataset.jsonl``: its entries written, or another run's file copied."""
+    if isinstance(dataset, list):
+        write_jsonl_atomic(path, dataset)
+    elif dataset is not None:
+        copy_atomic(dataset, path)
+
+
 _FIRST_FILES = {LOCK, JOURNAL, DATASET, DATASET + ".tmp", MANIFEST + ".tmp"}
 
 
