@@ -18,14 +18,17 @@ from tcbreplay.errors import DatasetError, StoreError
 
 TOOL = {"name": "add", "parameters": {"type": "object", "properties": {"a": {}}}}
 ENTRIES = [
-    {"id": 7, "input": "seven", "target": [{"name": "add", "args": {"a": 1}}]},
+    {"id": 70, "input": "seventy", "target": [{"name": "add", "args": {"a": 1}}]},
     {"id": 'say "hi" \\ there', "input": "escaped", "target": []},
     {"id": "é-ü", "input": "not ASCII", "target": [], "category": "c"},
     # a key named tools that is not the entry's: no tools of its own
     {"id": "nested", "input": "x", "target": [], "metadata": {"tools": ["add"]}},
     {"id": "own", "input": "y", "target": [{"name": "add", "args": {}}], "tools": [TOOL]},
     {"id": -3, "input": "negative", "target": []},
+    {"id": 0, "input": "zero", "target": []},
+    {"input": "no id: its position", "target": []},
 ]
+STRING_IDS = [{"id": f"case-{k}", "input": f"é {k}", "target": []} for k in range(9)]
 
 
 def stored(folder: Path, entries: list[dict], blank: bool = False) -> Path:
@@ -38,23 +41,32 @@ def stored(folder: Path, entries: list[dict], blank: bool = False) -> Path:
     return path
 
 
-def test_it_reads_as_the_dataset_parsed_whole(tmp_path):
-    path = stored(tmp_path, ENTRIES, blank=True)
+@pytest.fixture(params=[stored_module.BLOCK, 7, 150])
+def block(request, monkeypatch) -> int:
+    """The bytes read at once: blocks of whole lines, or of a line's part (7 bytes)."""
+    monkeypatch.setattr(stored_module, "BLOCK", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("entries", [ENTRIES, STRING_IDS], ids=["line by line", "at once"])
+def test_it_reads_as_the_dataset_parsed_whole(tmp_path, block, entries):
+    path = stored(tmp_path, entries, blank=entries is ENTRIES)
     whole = dataset_from_entries(json.loads(line) for line in path.read_text().splitlines()
                                  if line.strip())  # fmt: skip
     lazy = StoredDataset(path, "run/dataset.jsonl")
-    assert len(lazy) == len(whole) == len(ENTRIES)
-    assert lazy.ids() == whole.ids() == ["7", 'say "hi" \\ there', "é-ü", "nested", "own", "-3"]
-    assert lazy.take(range(len(ENTRIES))) == whole.samples
+    assert len(lazy) == len(whole) == len(entries)
+    assert lazy.ids() == whole.ids() == [str(e.get("id", k)) for k, e in enumerate(entries)]
+    assert lazy.take(range(len(entries))) == whole.samples
     assert [s.index for s in lazy.take([5, 0])] == [5, 0]
-    assert lazy.sample("own") == whole.by_id["own"]
+    assert lazy.sample(whole.samples[2].sample_id) == whole.samples[2]
     assert lazy.sample("none") is None
-    assert lazy.own_tools() == whole.own_tools() == whole.by_id["own"]
+    assert lazy.own_tools() == whole.own_tools()
     assert lazy.samples == whole.samples
     # the stored form's sha256: the file's bytes, as the entries would be written
     assert lazy.sha256_stored() == hashlib.sha256(path.read_bytes()).hexdigest()
-    plain = stored(tmp_path / "plain", ENTRIES)
+    plain = stored(tmp_path / "plain", entries)
     assert whole.sha256_stored() == StoredDataset(plain, "plain").sha256_stored()
+    assert (whole.own_tools() is None) == (entries is STRING_IDS)
     assert whole.sha256_stored() == hashlib.sha256(plain.read_bytes()).hexdigest()
 
 
@@ -83,7 +95,7 @@ def test_only_the_entries_asked_for_are_parsed(tmp_path, monkeypatch):
     lazy = StoredDataset(path, "run/dataset.jsonl")
     assert parsed == []
     lazy.take([2])
-    lazy.sample("7")
+    lazy.sample("70")
     assert parsed == [2, 0]
 
 
