@@ -157,6 +157,8 @@ def replay_run(
     new_run_id = validate_run_id(new_run_id or f"{run_id}-replay-{print_[:8]}")
     if new_run_id == run_id:
         raise InputError(f"--run-id {new_run_id}: the replay needs a run id of its own")
+    if not overwrite:
+        print_ = _former_fingerprint(store, new_run_id, basis, inputs) or print_
     command = _command(run_id, new_run_id, store, system_prompt, tools, dataset, agent, then,
                        then_options, fork_at, recorded_tools, offline)  # fmt: skip
     block = {
@@ -217,7 +219,8 @@ def replay_basis(
     fork_at: int | None, recorded_tools: bool, offline: bool,
 ) -> dict[str, Any]:  # fmt: skip
     """What decides what a replay of ``parent`` should contain: its fingerprint's basis (the
-    default run id's hash)."""
+    default run id's hash), the dataset by the sha256 of its stored form (of a parent's own,
+    of its file: no entry parsed)."""
     return {
         "parent": parent.run_id,
         "parent_fingerprint": parent.manifest.get("fingerprint")
@@ -235,6 +238,26 @@ def replay_basis(
 
 def _sha256(basis: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(basis).encode()).hexdigest()
+
+
+def _former_fingerprint(
+    store: Store, run_id: str, basis: dict[str, Any], inputs: BenchmarkInputs
+) -> str | None:
+    """The fingerprint of replay ``run_id`` when an older tcbreplay made it of these same
+    inputs (its fingerprint hashed the dataset's entries, read whole here, once): so that
+    one cut short is finished by giving its ``--run-id``. None: no such run."""
+    if not store.exists(run_id):
+        return None
+    manifest = store.open_run(run_id).manifest
+    stored = manifest.get("fingerprint")
+    block = manifest.get(SOURCE) or {}
+    if manifest.get("source") != SOURCE or block.get("parent_run_id") != basis["parent"]:
+        return None
+    if stored == _sha256(basis):
+        return None
+    former = {k: v for k, v in basis.items() if k != "dataset_sha256"}
+    former["dataset"] = inputs.dataset.entries()
+    return stored if _sha256(former) == stored else None
 
 
 def _gold(
