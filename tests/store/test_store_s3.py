@@ -368,6 +368,11 @@ def test_record_and_replay_on_s3_score_as_locally(s3_store, tmp_path, monkeypatc
     assert {"r/manifest.json", "r/samples.parquet", "r/messages.parquet", "r/dataset.jsonl",
             "again/manifest.json", "again/samples.parquet"} <= set(keys)  # fmt: skip
     assert not [k for k in keys if "/journal/" in k or k.endswith(("writer.lock", ".tmp"))]
+    # the replay's dataset: its parent's file, copied on the store as it is
+    bucket = s3_store.removeprefix("s3://")
+    copied = _fs().cat_file(f"{bucket}/again/dataset.jsonl")
+    assert copied == _fs().cat_file(f"{bucket}/r/dataset.jsonl")
+    assert copied == (local / "again" / "dataset.jsonl").read_bytes()
     for run_id in ("r", "again"):
         scores = [
             score_run(Store(s), run_id, write=False).scores.drop("run_id").sort("sample_index")
