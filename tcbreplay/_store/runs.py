@@ -542,7 +542,6 @@ class Store:
             )
 
 
-# What a creation of a run killed before its manifest leaves in the folder (the journal empty)
 def _write_dataset(path: Path, dataset: list[dict[str, Any]] | Path | None) -> None:
     """A new run's ``dataset.jsonl``: its entries written, or another run's file copied."""
     if isinstance(dataset, list):
@@ -551,6 +550,7 @@ def _write_dataset(path: Path, dataset: list[dict[str, Any]] | Path | None) -> N
         copy_atomic(dataset, path)
 
 
+# What a creation of a run killed before its manifest leaves in the folder (the journal empty)
 _FIRST_FILES = {LOCK, JOURNAL, DATASET, DATASET + ".tmp", MANIFEST + ".tmp"}
 
 
