@@ -36,7 +36,7 @@ OUTCOMES = ("exact", "write_exact", "first_divergence")
 SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
 PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
 # what diff reads of the scores (a file written before trials or the outcomes reads without)
-DIFF_COLUMNS = [*SCORE_COLUMNS, "trial", *OUTCOMES]
+DIFF_COLUMNS = [*SCORE_COLUMNS, "trial", *OUTCOMES, "pairs"]
 _CHUNK_CELLS = 20_000_000  # resample indices drawn at once (how the seed's stream is cut)
 # Each metric and tool keeps its draws for the percentiles, 8 bytes a resample (8 MB at this
 # bound); past a million resamples the percentiles' own sampling error is far below the
@@ -189,13 +189,26 @@ def diff_runs(
     if trials["a"] > 1 or trials["b"] > 1:
         a, b = _by_sample(a, scoring), _by_sample(b, scoring)
     columns = [*SCORE_COLUMNS, *OUTCOMES]
-    joined = _joined(a.select(columns), b.select(columns))
+    at_a, at_b = _rows(a, b)
+    joined = _joined(a.select(columns), b.select(columns), at_a, at_b)
+    same_ids = len(at_a) == a.height == b.height
     # the ids of one run only, sorted (by code point, as Python sorts them)
     only_a, only_b = (
-        x.join(y, on="sample_id", how="anti")["sample_id"].unique().sort().to_list()
+        []
+        if same_ids
+        else x.join(y, on="sample_id", how="anti")["sample_id"].unique().sort().to_list()
         for x, y in ((a, b), (b, a))
     )
+    # each run's paired calls, by the row of its scores they are of (None: by sample id)
+    pair_rows = {side: None if trials["a"] > 1 or trials["b"] > 1 else _pair_rows(frame, pairs)
+                 for side, frame, pairs in (("a", a, pairs_a), ("b", b, pairs_b))}  # fmt: skip
+    rows_a, rows_b = a.height, b.height
     del a, b  # (the joined rows are what is compared)
+    # pairs matched by row need their sample ids no more (at 10M samples, a GB a run)
+    if pairs_a is not None and pair_rows["a"] is not None:
+        pairs_a = pairs_a.drop("sample_id")
+    if pairs_b is not None and pair_rows["b"] is not None:
+        pairs_b = pairs_b.drop("sample_id")
     if joined.height == 0:
         raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
 
@@ -207,7 +220,10 @@ def diff_runs(
     for m in OUTCOMES[:2]:  # shares of the samples where defined (none: no write role)
         if joined[m].null_count() < joined.height or joined[f"{m}_b"].null_count() < joined.height:
             pending[m] = _metric_delta(joined, m, boot, alpha)
-    pending_tools = _tool_deltas(joined, pairs_a, pairs_b, boot, alpha)
+    sides = [(pairs_a, pair_rows.pop("a"), _k_of_rows(at_a, rows_a)),
+             (pairs_b, pair_rows.pop("b"), _k_of_rows(at_b, rows_b))]  # fmt: skip
+    del pairs_a, pairs_b  # (let go in turn as they are read)
+    pending_tools = _tool_deltas(joined, sides, boot, alpha)
     runs = {m: finish() for m, finish in pending.items()}
     tools = [{**entry, **{f"ahr_{k}": v for k, v in finish().items()}}
              for entry, finish in pending_tools]  # fmt: skip
@@ -259,18 +275,63 @@ def diff_runs(
     )
 
 
-def _joined(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``a`` and ``b`` of the same sample_id side by side (``b``'s columns named
-    with ``_b``), in the order of ``a``'s sample_index: the ids are joined alone, and each
-    side's rows gathered once, in that order."""
+def _rows(a: pl.DataFrame, b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Where each sample id both ``a`` and ``b`` hold is in each of them (ids are unique in
+    each), in the order of ``a``'s sample_index. Two runs of one dataset list the same ids
+    in the same order: then no join is needed."""
+    if a["sample_id"].equals(b["sample_id"]):
+        at = np.argsort(a["sample_index"].to_numpy(), kind="stable")
+        return at, at
     rows = (
         a.select("sample_id", "sample_index")
         .with_row_index("at_a")
         .join(b.select("sample_id").with_row_index("at_b"), on="sample_id")
         .sort("sample_index")
     )
-    side_b = b.drop("sample_id")[rows["at_b"]]
-    return pl.concat([a[rows["at_a"]], side_b.rename(lambda name: f"{name}_b")], how="horizontal")
+    return rows["at_a"].to_numpy(), rows["at_b"].to_numpy()
+
+
+def _joined(a: pl.DataFrame, b: pl.DataFrame, at_a: np.ndarray, at_b: np.ndarray) -> pl.DataFrame:
+    """The rows ``at_a`` of ``a`` and ``at_b`` of ``b`` side by side (``b``'s columns named
+    with ``_b``): each side's rows gathered once, or taken as they are when already in
+    that order."""
+
+    def rows(frame: pl.DataFrame, at: np.ndarray) -> pl.DataFrame:
+        in_order = len(at) == frame.height and bool((at == np.arange(len(at))).all())
+        return frame if in_order else frame[at]
+
+    side_b = rows(b.drop("sample_id"), at_b).rename(lambda name: f"{name}_b")
+    return pl.concat([rows(a, at_a), side_b], how="horizontal")
+
+
+def _k_of_rows(at: np.ndarray, height: int) -> np.ndarray:
+    """For each row of a run's scores, its row in the joined rows (-1: not common)."""
+    k = np.full(height, -1, dtype=np.int64)
+    k[at] = np.arange(len(at))
+    return k
+
+
+def _pair_rows(scores: pl.DataFrame, pairs: pl.DataFrame | None) -> np.ndarray | None:
+    """The row of ``scores`` each of ``pairs`` is of, when the pairs file lists each row's
+    pairs (as many as its ``pairs`` count) in the rows' order, as scoring writes them; None
+    otherwise (a file written otherwise): then the pairs are matched by sample id."""
+    if pairs is None or "pairs" not in scores.columns:
+        return None
+    counts = scores["pairs"].fill_null(0).to_numpy().astype(np.int64)
+    if (counts < 0).any() or int(counts.sum()) != pairs.height:
+        return None
+    if not pairs.height:
+        return np.zeros(0, np.int64)
+    # where each row's pairs start, and where the pairs file's run of one id starts
+    having = np.flatnonzero(counts)
+    starts = np.cumsum(counts)[having] - counts[having]
+    runs = pairs["sample_id"].rle_id().to_numpy()
+    run_starts = np.flatnonzero(np.diff(runs, prepend=-1))
+    if not np.array_equal(starts, run_starts):
+        return None
+    if not scores["sample_id"].gather(having).equals(pairs["sample_id"].gather(starts)):
+        return None
+    return np.repeat(np.arange(len(counts)), counts)
 
 
 def _with_outcomes(scores: pl.DataFrame) -> pl.DataFrame:
@@ -320,28 +381,52 @@ def _metric_delta(
     defined per-sample values, or when ``pooled`` a ratio of sums over the samples. Returns
     what computes them once every statistic's columns are in ``boot``."""
     if pooled:
-        num_a, den_a = _pooled_parts(joined, metric, "")
-        num_b, den_b = _pooled_parts(joined, metric, "_b")
-        na, da, nb, db = (boot.column(c) for c in (num_a, den_a, num_b, den_b))
+        return _pooled_delta(
+            (None, *_pooled_parts(joined, metric, "")),
+            (None, *_pooled_parts(joined, metric, "_b")),
+            boot,
+            alpha,
+        )
+    va = joined[metric].to_numpy().astype(float)
+    vb = joined[f"{metric}_b"].to_numpy().astype(float)
+    za, ca = boot.column(np.nan_to_num(va)), boot.column(~np.isnan(va))
+    zb, cb = boot.column(np.nan_to_num(vb)), boot.column(~np.isnan(vb))
 
-        def stat(s: np.ndarray) -> np.ndarray:
-            return ratio(s[:, nb], s[:, db]) - ratio(s[:, na], s[:, da])
+    def stat(s: np.ndarray) -> np.ndarray:
+        return ratio(s[:, zb], s[:, cb]) - ratio(s[:, za], s[:, ca])
 
-        # integer sums divided once, as score does
-        value_a = float(ratio(int(num_a.sum()), int(den_a.sum())))
-        value_b = float(ratio(int(num_b.sum()), int(den_b.sum())))
-    else:
-        va = joined[metric].to_numpy().astype(float)
-        vb = joined[f"{metric}_b"].to_numpy().astype(float)
-        za, ca = boot.column(np.nan_to_num(va)), boot.column(~np.isnan(va))
-        zb, cb = boot.column(np.nan_to_num(vb)), boot.column(~np.isnan(vb))
+    # the point values the way score computes them (polars mean), to the last bit
+    return _finish(stat, _mean(joined[metric]), _mean(joined[f"{metric}_b"]), boot, alpha)
 
-        def stat(s: np.ndarray) -> np.ndarray:
-            return ratio(s[:, zb], s[:, cb]) - ratio(s[:, za], s[:, ca])
 
-        # the point values the way score computes them (polars mean), to the last bit
-        value_a = _mean(joined[metric])
-        value_b = _mean(joined[f"{metric}_b"])
+# one run's side of a pooled metric: the samples (None: every one, in joined's order), and
+# at each the numerator and denominator whose sums make the metric
+Pooled = tuple[np.ndarray | None, np.ndarray, np.ndarray]
+
+
+def _pooled_delta(
+    side_a: Pooled, side_b: Pooled, boot: ResampleSums, alpha: float
+) -> Callable[[], dict[str, Any]]:
+    """:func:`_metric_delta` of a ratio of sums over the samples."""
+    (at_a, num_a, den_a), (at_b, num_b, den_b) = side_a, side_b
+    na, da = boot.column(num_a, at_a), boot.column(den_a, at_a)
+    nb, db = boot.column(num_b, at_b), boot.column(den_b, at_b)
+
+    def stat(s: np.ndarray) -> np.ndarray:
+        return ratio(s[:, nb], s[:, db]) - ratio(s[:, na], s[:, da])
+
+    # integer sums divided once, as score does
+    value_a = float(ratio(int(num_a.sum()), int(den_a.sum())))
+    value_b = float(ratio(int(num_b.sum()), int(den_b.sum())))
+    return _finish(stat, value_a, value_b, boot, alpha)
+
+
+def _finish(
+    stat: Callable[[np.ndarray], np.ndarray], value_a: float, value_b: float,
+    boot: ResampleSums, alpha: float,
+) -> Callable[[], dict[str, Any]]:  # fmt: skip
+    """What computes a metric's values, delta and interval once every statistic's columns
+    are in ``boot``: ``stat`` takes the resamples' sums to the delta's draws."""
 
     def finish() -> dict[str, Any]:
         draws = stat(boot.sums())
@@ -374,60 +459,73 @@ def _pooled_parts(joined: pl.DataFrame, metric: str, side: str) -> tuple[np.ndar
 
 def _tool_deltas(
     joined: pl.DataFrame,
-    pairs_a: pl.DataFrame | None,
-    pairs_b: pl.DataFrame | None,
+    sides: list[tuple[pl.DataFrame | None, np.ndarray | None, np.ndarray]],
     boot: ResampleSums,
     alpha: float,
 ) -> list[tuple[dict[str, Any], Callable[[], dict[str, Any]]]]:
     """Per tool: its paired calls in each run, and what computes ahr over them in each run,
-    the delta and its interval (see :func:`_metric_delta`)."""
-    if pairs_a is None or pairs_b is None:
+    the delta and its interval (see :func:`_metric_delta`). ``sides``: each run's pairs, the
+    row of its scores each pair is of (:func:`_pair_rows`, or None) and each row's row in
+    ``joined`` (:func:`_k_of_rows`), taken out of the list as they are read."""
+    if any(pairs is None for pairs, _, _ in sides):
         return []
+    tools = sorted(set().union(*(pairs["tool"].unique() for pairs, _, _ in sides)))  # type: ignore[index]
     order = joined.select("sample_id").with_row_index("k")
-    tools = sorted(set(pairs_a["tool"].unique()) | set(pairs_b["tool"].unique()))
-    # each run's paired calls summed per tool and common sample, its row k in ``joined``:
-    # the sample ids joined once per run, not once per tool
-    sides = [
-        pairs.lazy()
-        .join(order.lazy(), on="sample_id")
-        .group_by("tool", "k")
-        .agg(
-            pl.col("args_invalid").sum().alias("inv"),
-            (pl.col("args_invalid") + pl.col("args_valid")).sum().alias("tot"),
-            pl.len().alias("paired"),
+    # each run's pairs as arrays, once: tool, row k in ``joined`` (-1: of a sample not
+    # common), and the arguments' counts; each run's pairs let go as soon as read
+    arrays = []
+    while sides:
+        pairs, rows, k_of_row = sides.pop(0)
+        assert pairs is not None
+        if rows is not None:  # by the row of the run's scores each pair is of
+            k = k_of_row[rows]
+        else:  # by sample id
+            k = (
+                pairs.select("sample_id")
+                .join(order, on="sample_id", how="left", maintain_order="left")["k"]
+                .fill_null(-1)
+                .cast(pl.Int64)
+                .to_numpy()
+            )
+        codes = np.full(pairs.height, -1, dtype=np.int32)
+        for c, tool in enumerate(tools):
+            codes[(pairs["tool"] == tool).fill_null(False).to_numpy()] = c
+        codes[k < 0] = -1  # (pairs of samples not common)
+        inv, valid = (
+            pairs[c].fill_null(0).cast(pl.Int32).to_numpy() for c in ("args_invalid", "args_valid")
         )
-        .collect(engine="streaming")
-        for pairs in (pairs_a, pairs_b)
-    ]
+        arrays.append((codes, k, inv, valid))
+        del pairs, rows
     out = []
-    for tool in tools:
-        arrays = []
-        for per in sides:
-            mine = per.filter(pl.col("tool") == tool)
-            at = mine["k"].to_numpy()
-            full = {}
-            for name in ("inv", "tot", "paired"):
-                full[name] = np.zeros(joined.height, np.int64)
-                full[name][at] = mine[name].fill_null(0).to_numpy()
-            arrays.append((full["inv"], full["tot"], full["paired"]))
-        (ia, ta, pa_), (ib, tb, pb_) = arrays
-        frame = pl.DataFrame(
-            {
-                "ahr": ratio(ia.astype(float), ta.astype(float)),
-                "ahr_b": ratio(ib.astype(float), tb.astype(float)),
-                "args_invalid": ia,
-                "args_total": ta,
-                "args_invalid_b": ib,
-                "args_total_b": tb,
-            }
-        )
-        entry = {"tool": tool, "paired_a": int(pa_.sum()), "paired_b": int(pb_.sum())}
-        out.append((entry, _metric_delta(frame, "ahr", boot, alpha, pooled=True)))
+    for c, tool in enumerate(tools):
+        parts = []
+        for codes, k, inv, valid in arrays:
+            keep = codes == c
+            at, (inv_at, valid_at, paired) = _summed_by(k[keep], inv[keep], valid[keep])
+            parts.append((at, inv_at, inv_at + valid_at, int(paired.sum())))
+        entry = {"tool": tool, "paired_a": parts[0][3], "paired_b": parts[1][3]}
+        out.append((entry, _pooled_delta(parts[0][:3], parts[1][:3], boot, alpha)))
     return out
 
 
+def _summed_by(k: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The distinct ``k`` ascending, and at each the sum of each of ``values`` and the count
+    of its entries (pairs come in the order of their samples, so ``k`` is most often sorted
+    already)."""
+    if len(k) > 1 and (np.diff(k) < 0).any():
+        order = np.argsort(k, kind="stable")
+        k, values = k[order], tuple(v[order] for v in values)
+    starts = np.flatnonzero(np.diff(k, prepend=-1))  # (k is 0 or more)
+    if not len(starts):
+        return k, tuple(np.zeros(0, np.int64) for _ in range(len(values) + 1))
+    sums = tuple(np.add.reduceat(np.asarray(v, np.int64), starts) for v in values)
+    return k[starts], (*sums, np.diff(starts, append=len(k)))
+
+
 def _mean(series: pl.Series) -> float:
-    defined = series.drop_nulls()
+    # in one chunk, as score sums the column (a mean of several chunks may differ in its
+    # last bit)
+    defined = series.rechunk().drop_nulls()
     return cast(float, defined.mean()) if defined.len() else float("nan")
 
 

@@ -38,27 +38,44 @@ class ResampleSums:
 
     Sums of integers (counts, arguments) are exact; sums of fractions (tsa, tp) may differ
     from a gathered sum in their last bits. Two equal columns are one column, so the two
-    sides of an unchanged metric get the same sums to the bit.
+    sides of an unchanged metric get the same sums to the bit. A column that is 0 at most
+    samples (a tool's arguments) can be given by its other values and their samples alone,
+    and takes the room of every sample only while the sums are drawn.
     """
 
     def __init__(self, n: int, n_boot: int, seed: int, chunk_cells: int) -> None:
         self.n, self.n_boot, self.seed, self.chunk_cells = n, n_boot, seed, chunk_cells
-        self._columns: list[np.ndarray] = []
+        # (None, values) for a column of every sample; (samples, values) for one given there
+        self._columns: list[tuple[np.ndarray | None, np.ndarray]] = []
         self._sums: np.ndarray | None = None
 
-    def column(self, values: np.ndarray) -> int:
-        """Where ``values`` (one per sample) will be in :meth:`sums`."""
+    def column(self, values: np.ndarray, at: np.ndarray | None = None) -> int:
+        """Where ``values`` (one per sample; or one per sample of ``at``, ascending, the
+        column 0 elsewhere) will be in :meth:`sums`."""
+        if self._sums is not None:
+            raise RuntimeError("a column given after the sums were drawn")
         values = np.ascontiguousarray(values, dtype=np.float64)
-        for k, known in enumerate(self._columns):
-            if np.array_equal(known, values):
+        if at is not None:
+            at = np.ascontiguousarray(at, dtype=np.int64)
+        for k, (known_at, known) in enumerate(self._columns):
+            same_samples = (known_at is None and at is None) or (
+                known_at is not None and at is not None and np.array_equal(known_at, at)
+            )
+            if same_samples and np.array_equal(known, values):
                 return k
-        self._columns.append(values)
+        self._columns.append((at, values))
         return len(self._columns) - 1
 
     def sums(self) -> np.ndarray:
-        """Each resample's sum of each column, shape (n_boot, columns); drawn once."""
+        """Each resample's sum of each column, shape (n_boot, columns); drawn once. The
+        columns are let go once put in one table."""
         if self._sums is None:
-            table = np.column_stack(self._columns) if self._columns else np.zeros((self.n, 0))
+            columns: list = self._columns
+            self._columns = []
+            table = np.zeros((self.n, len(columns)))
+            for k, (at, values) in enumerate(columns):
+                table[slice(None) if at is None else at, k] = values
+                columns[k] = None  # (let go as soon as the table holds it)
             sums = np.empty((self.n_boot, table.shape[1]))
             rows = max(1, min(self.n_boot, COUNT_CELLS // max(self.n, 1)))
             weights = np.empty((rows, self.n))

@@ -330,6 +330,56 @@ def test_only_the_columns_compared_are_read(pair, monkeypatch):
     }
 
 
+def test_pairs_are_matched_by_the_rows_they_are_of(pair, monkeypatch):
+    """Stored pairs list each scores row's pairs in the rows' order: diff matches them to
+    samples by row, with the same result as matching them by sample id."""
+    found = []
+    real = diff_module._pair_rows
+
+    def spied(scores, pairs):
+        found.append(real(scores, pairs))
+        return found[-1]
+
+    monkeypatch.setattr(diff_module, "_pair_rows", spied)
+    by_row = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200")
+    assert len(found) == 2 and all(rows is not None for rows in found)
+    pairs = pl.read_parquet(pair.root / pair.a / "scores" / "spec" / "pairs.parquet")
+    scores = read_scores(pair.root, pair.a)
+    assert (scores["sample_id"].gather(found[0]) == pairs["sample_id"]).all()
+    monkeypatch.setattr(diff_module, "_pair_rows", lambda scores, pairs: None)
+    assert diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200") == by_row
+
+
+def test_a_run_listing_its_samples_in_another_order_compares_the_same(pair, pair_copy):
+    """B's scores rows reversed (its pairs not): its samples are found by id, and its pairs
+    by sample id; the comparison is the one of the runs as scored."""
+    before = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200")
+    path = pair_copy / pair.b / "scores" / "spec" / "scores.parquet"
+    write_table(pl.read_parquet(path).reverse().to_arrow(), path)
+    assert diff_module._pair_rows(
+        pl.read_parquet(path),
+        pl.read_parquet(path.with_name("pairs.parquet")),
+    ) is None  # fmt: skip
+    assert diff_json(pair_copy, pair.a, pair.b, "--bootstrap", "200") == before
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_pair_counts_are_summed_per_sample(order):
+    rng = np.random.default_rng(9)
+    k = np.sort(rng.integers(0, 40, 300))
+    if order == "shuffled":
+        k = rng.permutation(k)
+    inv, valid = rng.integers(0, 3, 300), rng.integers(0, 5, 300)
+    at, (inv_at, valid_at, count) = diff_module._summed_by(k, inv, valid)
+    expected = sorted(set(k.tolist()))
+    assert at.tolist() == expected
+    assert inv_at.tolist() == [int(inv[k == x].sum()) for x in expected]
+    assert valid_at.tolist() == [int(valid[k == x].sum()) for x in expected]
+    assert count.tolist() == [int((k == x).sum()) for x in expected]
+    empty = diff_module._summed_by(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert [len(a) for a in (empty[0], *empty[1])] == [0, 0, 0]
+
+
 def test_abet_scoring_is_compared_without_tools(pair):
     out = diff_json(pair.root, pair.a, pair.b, "--scoring", "abet")
     assert out["scoring"] == "abet" and out["tools"] == []

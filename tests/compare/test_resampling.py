@@ -31,3 +31,21 @@ def test_resampled_sums_are_the_sums_of_the_drawn_samples(
     assert sums.shape == (n_boot, 2)
     np.testing.assert_allclose(sums[:, 0], fractions[drawn].sum(axis=1), rtol=1e-12)
     assert (sums[:, 1] == integers[drawn].sum(axis=1)).all()
+
+
+def test_a_column_given_at_some_samples_sums_as_the_whole_column():
+    """A column given by its values at some samples sums as the column with 0 elsewhere, to
+    the bit for integers; the same samples and values are the same column."""
+    n = 50
+    rng = np.random.default_rng(5)
+    at = np.sort(rng.choice(n, 12, replace=False))
+    values = rng.integers(1, 9, len(at))
+    whole = np.zeros(n)
+    whole[at] = values
+    boot = ResampleSums(n, 40, seed=6, chunk_cells=200)
+    where = [boot.column(whole), boot.column(values, at), boot.column(values.copy(), at.copy())]
+    assert where == [0, 1, 1]
+    sums = boot.sums()
+    assert (sums[:, 0] == sums[:, 1]).all()
+    with pytest.raises(RuntimeError):
+        boot.column(whole)
