@@ -41,16 +41,20 @@ from tcbreplay._cli.common import (
 def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> None:
     """Compare RUN_B with RUN_A: paired deltas (B − A) with bootstrap intervals."""
     from tcbreplay._cli.grids import diff_output
+    from tcbreplay._cli.progress import working
     from tcbreplay._compare.diff import diff_runs
     from tcbreplay._store.runs import Store
 
-    result = diff_runs(
-        Store(store),
-        run_a,
-        run_b,
-        scoring=scoring,
-        n_boot=n_boot,
-        seed=seed,
-        confidence=confidence,
-    )
+    doing = f"comparing {run_b} with {run_a}"
+    with working(f"{doing} …") as say:
+        result = diff_runs(
+            Store(store),
+            run_a,
+            run_b,
+            scoring=scoring,
+            n_boot=n_boot,
+            seed=seed,
+            confidence=confidence,
+            progress=lambda done, total: say(f"{doing}: {done:,} of {total:,} resamples …"),
+        )
     emit(diff_output(result, limit), fmt)

@@ -4,7 +4,7 @@ rich bar on a terminal, plain lines otherwise)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -15,18 +15,19 @@ if TYPE_CHECKING:  # rich is imported where a bar is drawn
 
 
 @contextmanager
-def working(message: str, file: TextIO | None = None) -> Iterator[None]:
+def working(message: str, file: TextIO | None = None) -> Iterator[Callable[[str], None]]:
     """A spinner with ``message`` while a step runs, on a terminal only (logs stay clean);
-    it leaves nothing on the screen."""
+    it leaves nothing on the screen. Yields what says another message in its place (such as
+    how far the step has come)."""
     file = file or sys.stderr
     if not file.isatty():
-        yield
+        yield lambda _message: None
         return
     from rich.console import Console
     from rich.markup import escape
 
-    with Console(file=file).status(escape(message)):
-        yield
+    with Console(file=file).status(escape(message)) as status:
+        yield lambda message: status.update(escape(message))
 
 
 def _clock(seconds: float) -> str:

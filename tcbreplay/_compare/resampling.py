@@ -9,7 +9,7 @@ report's intervals are taken this way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -66,9 +66,10 @@ class ResampleSums:
         self._columns.append((at, values))
         return len(self._columns) - 1
 
-    def sums(self) -> np.ndarray:
+    def sums(self, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
         """Each resample's sum of each column, shape (n_boot, columns); drawn once. The
-        columns are let go once put in one table."""
+        columns are let go once put in one table. ``progress``: told the resamples done and
+        their number as they are drawn."""
         if self._sums is None:
             columns: list = self._columns
             self._columns = []
@@ -93,6 +94,8 @@ class ResampleSums:
                         block[:] = np.bincount(flat, minlength=block.size).reshape(block.shape)
                     sums[done : done + len(drawn)] = block @ table
                     done += len(drawn)
+                    if progress is not None:
+                        progress(done, self.n_boot)
             self._sums = sums
         return self._sums
 

@@ -552,6 +552,19 @@ def test_a_spinner_shows_on_a_terminal_only():
     assert log.getvalue() == ""
 
 
+def test_a_spinner_says_how_far_its_step_has_come():
+    from tcbreplay._cli.progress import working
+
+    terminal, log = _Terminal(), io.StringIO()
+    with working("comparing b with a …", file=terminal) as say:
+        say("comparing b with a: 500 of 2,000 resamples …")
+        time.sleep(0.3)  # (the spinner redraws a few times a second)
+    with working("comparing b with a …", file=log) as say:
+        say("comparing b with a: 500 of 2,000 resamples …")
+    assert "500 of 2,000 resamples" in terminal.getvalue()
+    assert log.getvalue() == ""
+
+
 def test_score_writes_nothing_but_results_off_a_terminal(sim_copy):
     root, run_id = sim_copy
     result = cli("score", run_id, "--store", root, "--format", "json")

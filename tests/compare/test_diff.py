@@ -380,6 +380,14 @@ def test_pair_counts_are_summed_per_sample(order):
     assert [len(a) for a in (empty[0], *empty[1])] == [0, 0, 0]
 
 
+def test_progress_is_told_the_resamples_drawn(pair):
+    told = []
+    diff_runs(Store(pair.root), pair.a, pair.b, n_boot=300, progress=lambda *n: told.append(n))
+    assert told and told[-1] == (300, 300)
+    assert all(total == 300 for _, total in told)
+    assert [done for done, _ in told] == sorted({done for done, _ in told})
+
+
 def test_abet_scoring_is_compared_without_tools(pair):
     out = diff_json(pair.root, pair.a, pair.b, "--scoring", "abet")
     assert out["scoring"] == "abet" and out["tools"] == []
