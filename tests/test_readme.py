@@ -47,7 +47,7 @@ def test_the_two_commands_show_the_demo_numbers():
 def test_the_import_table_names_every_dialect():
     from tcbreplay._cli import main
 
-    (fmt,) = [p for p in main.commands["import"].params if p.name == "fmt"]
+    (fmt,) = [p for p in main.get_command(click.Context(main), "import").params if p.name == "fmt"]
     assert isinstance(fmt.type, click.Choice)
     for dialect in fmt.type.choices:
         assert f"`{dialect}`" in TEXT, f"the README's import table lacks {dialect}"

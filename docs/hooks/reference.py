@@ -37,9 +37,10 @@ def commands(
         cmd = main
     yield path, cmd
     if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            sub = cmd.commands[name]
-            if not sub.hidden:
+        ctx = click.Context(cmd, info_name=path[-1])
+        for name in cmd.list_commands(ctx):  # a lazily loading group's too
+            sub = cmd.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
                 yield from commands(sub, (*path, name))
 
 

@@ -1,7 +1,8 @@
 """The ``tcbreplay`` command line: parse options, call one library function, render the result.
 
 Library modules are imported inside each command so that ``score`` and ``sql``
-never load LangChain. Each command lives in the module named after it.
+never load LangChain. Each command lives in the module named after it, imported when the
+command is asked for (``COMMAND_MODULES`` in :mod:`tcbreplay._cli.common`).
 """
 
 from __future__ import annotations
@@ -13,23 +14,6 @@ import sys
 import traceback
 from types import TracebackType
 
-from tcbreplay._cli import (  # noqa: F401  (importing a command's module registers it)
-    audit,
-    catalog,
-    collect,
-    diff,
-    export,
-    import_,
-    query,
-    record,
-    replay,
-    report,
-    runs,
-    score,
-    serve,
-    sql,
-    validity,
-)
 from tcbreplay._cli.common import main
 from tcbreplay._secrets import redact
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import math
 import os
 import sys
@@ -258,9 +259,26 @@ class KnownCommand(click.Command):
 
 class _Cli(KnownCommand, click.Group):
     """Turn typed errors, and usage errors, into one ``Error:`` line (plus a hint) and an
-    exit code."""
+    exit code; load each command's module when the command is asked for (click's lazily
+    loading group), so that ``tcbreplay score`` imports the score command alone."""
 
     command_class = KnownCommand
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a command's name: the module under tcbreplay._cli that registers it on this group
+        self.lazy_commands = lazy_commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            # an unknown name loads every command: click suggests the close names it holds
+            names = [cmd_name] if cmd_name in self.lazy_commands else list(self.lazy_commands)
+            for name in names:
+                importlib.import_module(f"tcbreplay._cli.{self.lazy_commands[name]}")
+        return self.commands.get(cmd_name)
 
     def main(
         self,
@@ -359,7 +377,32 @@ def _show_warnings_as_lines() -> None:
     warnings.showwarning = show
 
 
-@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+# each command's module under tcbreplay._cli (which registers it on main), imported when the
+# command is run or listed: `tcbreplay score` imports the score command's alone
+COMMAND_MODULES = {
+    "audit": "audit",
+    "catalog": "catalog",
+    "collect": "collect",
+    "diff": "diff",
+    "export": "export",
+    "import": "import_",
+    "query": "query",
+    "record": "record",
+    "replay": "replay",
+    "report": "report",
+    "runs": "runs",
+    "score": "score",
+    "serve": "serve",
+    "sql": "sql",
+    "validity": "validity",
+}
+
+
+@click.group(
+    cls=_Cli,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    lazy_commands=COMMAND_MODULES,
+)
 @click.version_option(__version__, prog_name="tcbreplay")
 @click.option(
     "--store",

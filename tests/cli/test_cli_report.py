@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import click
 from click.testing import CliRunner
 from report_helpers import import_hand_run, payload
 
@@ -112,5 +113,6 @@ def test_samples_is_a_count(tmp_path):
 
     result = cli("report", "r", "--samples", -1, "-o", tmp_path / "r.html")
     assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.output
-    option = next(p for p in main.commands["report"].params if p.name == "limit")
+    command = main.get_command(click.Context(main), "report")
+    option = next(p for p in command.params if p.name == "limit")
     assert option.default == SAMPLES  # the command line's default is the library's

@@ -220,8 +220,11 @@ def test_scoring_twice_gives_identical_scores(sim_copy):
 
 
 def test_score_does_not_import_langchain_or_langgraph(sim_copy):
-    # nor, for --format json, rich (it draws tables) or asyncio (it waits): their imports
-    # take about 0.1 s of a small run's start
+    # nor, for --format json, rich (it draws tables) or asyncio (it waits), nor the other
+    # commands' modules: their imports take about 0.15 s of a small run's start
+    from tcbreplay._cli.common import COMMAND_MODULES
+
+    others = tuple(f"tcbreplay._cli.{m}" for m in COMMAND_MODULES.values() if m != "score")
     root, run_id = sim_copy
     code = textwrap.dedent(
         f"""
@@ -230,7 +233,8 @@ def test_score_does_not_import_langchain_or_langgraph(sim_copy):
         main(["score", {run_id!r}, "--store", {str(root)!r}, "--format", "json"],
              standalone_mode=False)
         loaded = [m for m in sys.modules
-                  if m.startswith(("langchain", "langgraph", "rich", "asyncio"))]
+                  if m.startswith(("langchain", "langgraph", "rich", "asyncio"))
+                  or m in {others!r}]
         assert not loaded, loaded
         print("clean")
         """

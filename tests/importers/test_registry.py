@@ -10,6 +10,7 @@ import inspect
 import json
 from pathlib import Path
 
+import click
 import pytest
 from helpers import TESTS, cli
 
@@ -23,7 +24,8 @@ TOOLS_JSON = TESTS / "data" / "tools_shop.json"
 
 
 def format_option():
-    (option,) = [p for p in main.commands["import"].params if p.name == "fmt"]
+    command = main.get_command(click.Context(main), "import")
+    (option,) = [p for p in command.params if p.name == "fmt"]
     return option
 
 
