@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tcbreplay.errors import QueryLimitError
 
-if TYPE_CHECKING:  # rich is imported where a table is drawn: json and csv need none
+if TYPE_CHECKING:  # rich is imported where a table is drawn by it: json and csv need none
     import polars as pl
     from rich.console import Console
     from rich.table import Table
+
+    from tcbreplay._cli.table_rows import PlainConsole
 
 # the width of a table printed to a file or a pipe, unless COLUMNS says otherwise
 PIPE_WIDTH = 120
@@ -149,16 +151,25 @@ def print_grids(
     """Print grids as tables that fit the terminal (or :data:`PIPE_WIDTH` columns), some
     rows at a time; past ``deadline`` (``time.monotonic()``), stop with a
     :class:`QueryLimitError`."""
-    from rich.console import Console
+    from tcbreplay._cli.table_rows import plain_console
 
-    console = Console(file=file or sys.stdout, soft_wrap=False, width=_width(file))
+    file = file or sys.stdout
+    width = _width(file)
+    console: Console | PlainConsole | None = plain_console(file, width)
+    if console is None:
+        from rich.console import Console
+
+        console = Console(file=file, soft_wrap=False, width=width)
     draw_grids(console, grids, deadline)
 
 
-def draw_grids(console: Console, grids: Sequence[Grid], deadline: float | None = None) -> None:
-    """Draw grids as tables on ``console``: rich draws the title, header and caption, and
-    the rows are written as the plain lines rich would draw (when it would not shrink the
-    columns: see :mod:`tcbreplay._cli.table_rows`)."""
+def draw_grids(
+    console: Console | PlainConsole, grids: Sequence[Grid], deadline: float | None = None
+) -> None:
+    """Draw grids as tables on ``console``: rich draws the title, header and caption (on a
+    :class:`~tcbreplay._cli.table_rows.PlainConsole`, those it would draw as plain lines
+    are written as such), and the rows are written as the plain lines rich would draw (when
+    it would not shrink the columns: see :mod:`tcbreplay._cli.table_rows`)."""
     from tcbreplay._cli.table_rows import divider, rows_text
 
     for grid in grids:
@@ -166,7 +177,7 @@ def draw_grids(console: Console, grids: Sequence[Grid], deadline: float | None =
         n = len(fit.cells)
         bar = divider(console, fit.widths)
         if bar is not None:
-            console.print(_table(fit, 0, 0))  # title and header (and caption, with no rows)
+            _frame(console, fit, 0, 0)  # title and header (and caption, with no rows)
         for start in range(0, max(n, 1), _DRAW_ROWS):
             if start and deadline is not None and time.monotonic() > deadline:
                 raise QueryLimitError(
@@ -176,20 +187,52 @@ def draw_grids(console: Console, grids: Sequence[Grid], deadline: float | None =
                     "with --timeout SECONDS (0: no limit)",
                 )
             if bar is None:
-                console.print(_table(fit, start, start + _DRAW_ROWS))
+                _rich(console).print(_table(fit, start, start + _DRAW_ROWS))
             else:
                 rows = fit.cells[start : start + _DRAW_ROWS]
                 right = fit.numeric[: len(fit.widths)]
                 by_rich = partial(_rich_row, console, fit, start)
                 console.file.write(rows_text(rows, fit.widths, right, bar, by_rich))
         if bar is not None and n and fit.caption:
-            console.print(_table(fit, n, n))  # the caption alone
+            _frame(console, fit, n, n)  # the caption alone
 
 
-def _rich_row(console: Console, fit: _Fit, start: int, i: int) -> str:
+def _frame(console: Console | PlainConsole, fit: _Fit, start: int, end: int) -> None:
+    """Print what a table of the rows ``start:end`` of a fitted grid has besides its rows
+    (no rows are given): the title and header with the first rows, the caption with the
+    last."""
+    from tcbreplay._cli.table_rows import PlainConsole, frame_text
+
+    if isinstance(console, PlainConsole):
+        grid = fit.grid
+        first, last = not start, end >= len(fit.cells)
+        text = frame_text(
+            printable(grid.title) if grid.title and first else None,
+            [_fold_header(c, w) for c, w in zip(grid.columns, fit.widths, strict=False)]
+            if first
+            else None,
+            fit.widths,
+            fit.numeric[: len(fit.widths)],
+            fit.caption if fit.caption and last else None,
+        )
+        if text is not None:
+            console.file.write(text)
+            return
+    _rich(console).print(_table(fit, start, end))
+
+
+def _rich(console: Console | PlainConsole) -> Console:
+    """The rich console that draws on ``console``'s file."""
+    from tcbreplay._cli.table_rows import PlainConsole
+
+    return console.rich() if isinstance(console, PlainConsole) else console
+
+
+def _rich_row(console: Console | PlainConsole, fit: _Fit, start: int, i: int) -> str:
     """The row ``start + i`` of a fitted grid as rich draws it."""
-    with console.capture() as drawn:
-        console.print(_table(fit, start + i, start + i + 1, frame=False))
+    drawing = _rich(console)
+    with drawing.capture() as drawn:
+        drawing.print(_table(fit, start + i, start + i + 1, frame=False))
     return drawn.get()
 
 

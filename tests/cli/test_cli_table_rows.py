@@ -4,6 +4,9 @@ every table here is drawn both ways (rich alone is the way tables were drawn bef
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from unittest import mock
 
 import pytest
@@ -36,6 +39,8 @@ class AsciiFile(io.StringIO):
 def console(kind: str, width: int):
     from rich.console import Console
 
+    if kind == "plain":  # a file that is not a terminal, drawn on without rich where it can be
+        return table_rows.PlainConsole(io.StringIO(), width)
     if kind == "terminal":  # the header is bold; rows carry no style
         return Console(file=io.StringIO(), width=width, soft_wrap=False, force_terminal=True,
                        color_system="truecolor")  # fmt: skip
@@ -47,7 +52,7 @@ def both_ways(grids: list[Grid], kind: str, width: int, chunk: int = 500) -> tup
     """The grids drawn with plain rows, and drawn by rich alone, ``chunk`` rows at a time."""
     drawn = []
     for plain in (True, False):
-        target = console(kind, width)
+        target = console(kind if plain or kind != "plain" else "file", width)
         with mock.patch.object(render, "_DRAW_ROWS", chunk):
             if plain:
                 draw_grids(target, grids)
@@ -82,7 +87,7 @@ def check(grid: Grid, kind: str, width: int, chunk: int) -> None:
 
 
 @settings(max_examples=15)
-@given(grids(), st.sampled_from(["file", "terminal", "ascii"]), st.integers(1, 140),
+@given(grids(), st.sampled_from(["file", "terminal", "ascii", "plain"]), st.integers(1, 140),
        st.integers(1, 4))  # fmt: skip
 def test_plain_rows_are_the_rows_rich_draws(grid, kind, width, chunk):
     check(grid, kind, width, chunk)
@@ -90,13 +95,59 @@ def test_plain_rows_are_the_rows_rich_draws(grid, kind, width, chunk):
 
 @pytest.mark.slow
 @settings(max_examples=1000)
-@given(grids(), st.sampled_from(["file", "terminal", "ascii"]), st.integers(1, 140),
+@given(grids(), st.sampled_from(["file", "terminal", "ascii", "plain"]), st.integers(1, 140),
        st.integers(1, 4))  # fmt: skip
 def test_plain_rows_are_the_rows_rich_draws_many_times(grid, kind, width, chunk):
     check(grid, kind, width, chunk)
 
 
-@pytest.mark.parametrize("kind", ["file", "terminal", "ascii"])
+# titles, headers and captions as plain as a file's table draws them without rich: spaces
+# (leading, trailing, doubled), underscores where headers fold, lengths about a table's width
+ASCII = st.text(st.sampled_from(list("ab Z_09.-")), max_size=90)
+
+
+@st.composite
+def ascii_grids(draw) -> Grid:
+    columns = draw(st.lists(ASCII, min_size=1, max_size=5))
+    cell = st.none() | st.integers(-(10**6), 10**6) | ASCII
+    rows = draw(st.lists(st.tuples(*[cell] * len(columns)), max_size=4))
+    return Grid(columns, rows, title=draw(st.none() | ASCII), caption=draw(st.none() | ASCII))
+
+
+@settings(max_examples=40)
+@given(ascii_grids(), st.integers(1, 140), st.integers(1, 4))
+def test_plain_titles_headers_and_captions_are_the_ones_rich_draws(grid, width, chunk):
+    fitted = render._fit(grid, width)
+    shown = zip(grid.columns, fitted.widths, strict=False)  # (columns left out: fewer widths)
+    head = [render._fold_header(c, w) for c, w in shown]
+    right = fitted.numeric[: len(fitted.widths)]
+    drawn = fitted.widths and table_rows.frame_text(grid.title, head, fitted.widths, right, None)
+    event("frame plain" if drawn else "frame by rich")
+    check(grid, "plain", width, chunk)
+
+
+def test_a_file_that_is_not_a_terminal_gets_its_table_without_rich():
+    """rich takes about 45 ms to import: most of what a small run's score spends drawing."""
+    grid = Grid(["tool", "gold_calls", "ahr"], [("add", 3, 0.5), ("list", 1, None)],
+                title="run  (model)", caption="2 tools")  # fmt: skip
+    code = (
+        "import io, sys\n"
+        "from tcbreplay._cli.render import Grid, print_grids\n"
+        "out = io.StringIO()\n"
+        f"print_grids([Grid({grid.columns!r}, {grid.rows!r}, title={grid.title!r}, "
+        f"caption={grid.caption!r})], out)\n"
+        "print([m for m in sys.modules if m.startswith('rich')])\n"
+        "print(out.getvalue(), end='')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={
+        k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")
+    }, check=True)  # fmt: skip
+    loaded, drawn = done.stdout.split("\n", 1)
+    assert loaded == "[]"
+    assert drawn == both_ways([grid], "file", 120)[1]
+
+
+@pytest.mark.parametrize("kind", ["file", "terminal", "ascii", "plain"])
 @pytest.mark.parametrize("width", [12, 13, 40])
 def test_wide_characters_and_emoji_are_cut_where_rich_cuts_them(kind, width):
     # ASCII cut by rich, and cut by the table before (its "…" is not ASCII); a wide
