@@ -142,7 +142,7 @@ def score_in_task(
     connection of its own."""
     run = Run(store_root(run_dir))
     with run.reading():
-        con = connect(runs=[run], with_scores=False, threads=1)
+        con = connect(runs=[run], traces_only=True, threads=1)
         try:
             if gold is not None:
                 use_gold(con, gold)

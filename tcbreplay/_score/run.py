@@ -113,7 +113,8 @@ def _score_run(
         return _score_whole(run, options, write, dashboard, gold, audit, each_part)
     parts = _parts(run, options)
     # parts run side by side, a worker per core, so each gets its share of the cores
-    con = connect(runs=[run], with_scores=False, threads=max(1, usable_cores() // _workers(parts)))
+    threads = max(1, usable_cores() // _workers(parts))
+    con = connect(runs=[run], traces_only=True, threads=threads)
     try:
         absent = use_gold(con, gold) if gold is not None else 0
         with ExitStack() as stack:

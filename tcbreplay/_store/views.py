@@ -87,6 +87,7 @@ def connect(
     runs: Iterable[Run] | None = None,
     *,
     with_scores: bool = True,
+    traces_only: bool = False,
     lock: bool = True,
     threads: int | None = None,
     memory_limit: str | None = None,
@@ -94,7 +95,9 @@ def connect(
     """Open an in-memory DuckDB connection with the store's runs bound to the views
     (``threads``: DuckDB's threads, by default one per core; ``memory_limit``: DuckDB's,
     such as '4GB' or '50%', by default DuckDB's own). ``lock``: the connection may then read
-    the runs' folders only (see :mod:`tcbreplay._store.sandbox`)."""
+    the runs' folders only (see :mod:`tcbreplay._store.sandbox`). ``traces_only``: the
+    views ``samples`` and ``messages`` alone, what scoring reads (no macros, derived views
+    or store-wide tables: about 18 ms less to open)."""
     if runs is not None:  # runs named by the caller: one they cannot read is an error
         run_list = list(runs)
         for run in run_list:
@@ -103,7 +106,10 @@ def connect(
         run_list = readable_runs(store) if store else []
     if not lock:
         con = _new_connection(threads)
-        create_views(con, run_list, with_scores=with_scores, materialize=False)
+        if traces_only:
+            bind_traces(con, run_list)
+        else:
+            create_views(con, run_list, with_scores=with_scores, materialize=False)
         return con
     spill = spill_dir()
     con = open_connection(
@@ -111,7 +117,10 @@ def connect(
     )
     try:
         con.execute("set enable_progress_bar = false")  # it would draw on the user's terminal
-        create_views(con, run_list, with_scores=with_scores, materialize=False)
+        if traces_only:
+            bind_traces(con, run_list)
+        else:
+            create_views(con, run_list, with_scores=with_scores, materialize=False)
         lock_down(con, [r.dir.resolve() for r in run_list], spill)
     except BaseException as exc:
         con.close()
@@ -170,12 +179,8 @@ def create_views(
     con: duckdb.DuckDBPyConnection, run_list: list[Run], *, with_scores: bool, materialize: bool
 ) -> None:
     """Create the views (``materialize``: the manifest tables are stored, for a catalog file)."""
-    register_filesystems(con, run_list)
+    bind_traces(con, run_list)
     con.execute(query_text("macros"))
-    _bind_files(con, "samples", [r.samples_path for r in run_list if r.has_data()], SAMPLES_SCHEMA)
-    _bind_files(
-        con, "messages", [r.messages_path for r in run_list if r.has_data()], MESSAGES_SCHEMA
-    )
     con.execute(f"create or replace view tool_calls as {query_text('tool_calls')}")
     con.execute(f"create or replace view gold_calls as {query_text('gold_calls')}")
     divergences = [r.divergences_path for r in run_list if r.divergences_path.exists()]
@@ -203,6 +208,15 @@ def create_views(
         con.unregister("_runs_table")
         con.unregister("_tools_table")
         con.unregister("_scorings_table")
+
+
+def bind_traces(con: duckdb.DuckDBPyConnection, run_list: list[Run]) -> None:
+    """Bind the views ``samples`` and ``messages`` to the runs' files."""
+    register_filesystems(con, run_list)
+    _bind_files(con, "samples", [r.samples_path for r in run_list if r.has_data()], SAMPLES_SCHEMA)
+    _bind_files(
+        con, "messages", [r.messages_path for r in run_list if r.has_data()], MESSAGES_SCHEMA
+    )
 
 
 def register_filesystems(con: duckdb.DuckDBPyConnection, run_list: list[Run]) -> None:
