@@ -36,8 +36,6 @@ from tcbreplay._score.results import (
     write_results,
 )
 from tcbreplay._score.roles import focus_tools, tool_roles
-from tcbreplay._score.scorers.abet import score_tables_abet
-from tcbreplay._score.scorers.bfcl import score_run_bfcl
 from tcbreplay._store.files import staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.objects import is_remote
@@ -436,8 +434,14 @@ def _repeated(sample_id: str, trial: int) -> StoreError:
 
 
 def _scored_whole(con: Any, options: ScoreOptions) -> Scored:
+    # the scorers that take the whole run, imported when asked for (a default scoring's
+    # start does without them)
     if options.scorer == "abet":
+        from tcbreplay._score.scorers.abet import score_tables_abet
+
         return score_tables_abet(translate.load_calls(con, translate.split_samples(con, 1)[0]))
+    from tcbreplay._score.scorers.bfcl import score_run_bfcl
+
     return score_run_bfcl(con)
 
 

@@ -384,10 +384,12 @@ def tools_table(con: duckdb.DuckDBPyConnection, schemas: list[dict[str, Any]]) -
     ]
     texts: list[tuple[Any, ...]] = []
     if rows:
+        # typed as Arrow would infer them: inferring loads dateutil (3 ms) to look for its
+        # relativedelta
         frame = pa.table(
             {
-                "t": [r[0] for r in rows],
-                "k": [r[1] for r in rows],
+                "t": pa.array([r[0] for r in rows], pa.int64()),
+                "k": pa.array([r[1] for r in rows], pa.string()),
                 "d": pa.array([r[2] for r in rows], pa.string()),
             }
         )
