@@ -46,7 +46,7 @@ class StoredDataset(Dataset):
         self.label = label
         self.source = source or label
         self.sha256 = sha256
-        self._ids, self._offsets, self._stored_sha256, self._maybe_tools = _scan(path)
+        self._ids, self._offsets, self._stored_sha256, self._maybe_tools = _scan(path, label)
         if not self._ids:
             raise DatasetError(f"{label}: the dataset has no entries")
         self._all: list[Sample] | None = None
@@ -110,7 +110,7 @@ class StoredDataset(Dataset):
         return entry_sample(entry, k, self.label, f"entry {k}")
 
 
-def _scan(path: Path) -> tuple[list[str], Any, str, list[int]]:
+def _scan(path: Path, label: str) -> tuple[list[str], Any, str, list[int]]:
     """The file's ids and the places of their lines, in order; its sha256; the positions of
     the entries that may have tools of their own. Ids repeated are refused, as a dataset
     refuses them."""
@@ -136,7 +136,7 @@ def _scan(path: Path) -> tuple[list[str], Any, str, list[int]]:
         for k, sample_id in enumerate(ids):
             if sample_id in seen:
                 raise DatasetError(
-                    f"{path}: entry {k}: duplicate id {sample_id!r} (also entry {seen[sample_id]})"
+                    f"{label}: entry {k}: duplicate id {sample_id!r} (also entry {seen[sample_id]})"
                 )
             seen[sample_id] = k
     places = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
@@ -169,8 +169,11 @@ def _block_lines(block: bytes, ids: list[str], maybe_tools: list[int]) -> Any:
     starts = starts[starts < len(block)]
     found = _STRING_IDS.findall(b"\n" + block)
     if len(found) == len(starts) and _TOOLS not in block:
-        ids.extend(b"\n".join(found).decode("utf-8").split("\n"))
-        return starts
+        try:
+            ids.extend(b"\n".join(found).decode("utf-8").split("\n"))
+            return starts
+        except UnicodeDecodeError:  # read line by line below, which names the entry
+            pass
     places = []
     place = 0
     for line in io.BytesIO(block):

@@ -131,11 +131,17 @@ def copy_atomic(source: Path, path: Path) -> None:
     """Copy the file ``source`` (local or remote) to ``path``, as the other writes: whole, or
     not at all."""
 
+    try:
+        f = source.open("rb")
+    except OSError as exc:  # the file copied is the one to name
+        raise StoreError(f"{source}: cannot be read ({exc.strerror or exc})") from exc
+
     def write(tmp: Path) -> None:
-        with source.open("rb") as f, tmp.open("wb") as out:
+        with tmp.open("wb") as out:
             shutil.copyfileobj(f, out, 1 << 20)
 
-    replace_with(path, write)
+    with f:
+        replace_with(path, write)
 
 
 def json_text(obj: Any) -> str:

@@ -103,7 +103,13 @@ def test_repeated_ids_and_broken_lines_are_refused(tmp_path):
     path = tmp_path / "dataset.jsonl"
     line = json.dumps({"id": "a", "input": "x", "target": []})
     path.write_text(f"{line}\n{line}\n")
-    with pytest.raises(DatasetError, match=r"entry 1: duplicate id 'a' \(also entry 0\)"):
+    with pytest.raises(
+        DatasetError, match=r"^run/dataset.jsonl: entry 1: duplicate id 'a' \(also entry 0\)"
+    ):
+        StoredDataset(path, "run/dataset.jsonl")
+    # bytes that are no UTF-8 in an id: the entry that holds them is named
+    path.write_bytes(f"{line}\n".encode() + b'{"id": "b\xff", "input": "x", "target": []}\n')
+    with pytest.raises(StoreError, match="unreadable dataset file: entry 1: 'utf-8'"):
         StoredDataset(path, "run/dataset.jsonl")
     path.write_text(f"{line}\n{{not json\n")
     with pytest.raises(StoreError, match="unreadable dataset file: entry 1"):

@@ -547,3 +547,19 @@ def test_an_output_beside_the_store_is_written(scored, tmp_path):
                  ("report", run_id, "-o", beside / "r.html")):  # fmt: skip
         result = cli(*args, "--store", root)
         assert result.exit_code == 0, (args, result.output)
+
+
+def test_a_file_copied_that_cannot_be_read_is_the_one_named(tmp_path):
+    """A run's dataset copied from its parent's (replay): a parent's file gone is named, and
+    nothing is left in its place."""
+    from tcbreplay._store.files import copy_atomic
+
+    source, target = tmp_path / "parent" / "dataset.jsonl", tmp_path / "child" / "dataset.jsonl"
+    target.parent.mkdir()
+    with pytest.raises(StoreError, match=rf"^{source}: cannot be read \("):
+        copy_atomic(source, target)
+    assert list(target.parent.iterdir()) == []
+    source.parent.mkdir()
+    source.write_bytes(b'{"id": "a"}\n')
+    copy_atomic(source, target)
+    assert target.read_bytes() == source.read_bytes()
