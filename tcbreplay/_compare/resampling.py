@@ -40,7 +40,8 @@ class ResampleSums:
     from a gathered sum in their last bits. Two equal columns are one column, so the two
     sides of an unchanged metric get the same sums to the bit. A column that is 0 at most
     samples (a tool's arguments) can be given by its other values and their samples alone,
-    and takes the room of every sample only while the sums are drawn.
+    and takes the room of every sample only while the sums are drawn; it is the same column
+    as one given whole with the same values.
     """
 
     def __init__(self, n: int, n_boot: int, seed: int, chunk_cells: int) -> None:
@@ -57,11 +58,8 @@ class ResampleSums:
         values = np.ascontiguousarray(values, dtype=np.float64)
         if at is not None:
             at = np.ascontiguousarray(at, dtype=np.int64)
-        for k, (known_at, known) in enumerate(self._columns):
-            same_samples = (known_at is None and at is None) or (
-                known_at is not None and at is not None and np.array_equal(known_at, at)
-            )
-            if same_samples and np.array_equal(known, values):
+        for k, known in enumerate(self._columns):
+            if _same_column(known, (at, values)):
                 return k
         self._columns.append((at, values))
         return len(self._columns) - 1
@@ -98,6 +96,28 @@ class ResampleSums:
                         progress(done, self.n_boot)
             self._sums = sums
         return self._sums
+
+
+def _same_column(
+    a: tuple[np.ndarray | None, np.ndarray], b: tuple[np.ndarray | None, np.ndarray]
+) -> bool:
+    """Whether two columns (``(None, values)`` of every sample, or ``(samples, values)``)
+    hold the same value at every sample: so that the sums' table has the columns it would
+    have of the same columns given whole."""
+    (at_a, a_values), (at_b, b_values) = a, b
+    if at_a is None and at_b is None:
+        return np.array_equal(a_values, b_values)
+    if at_a is None or at_b is None:  # the whole column is the other one's values, 0 elsewhere
+        whole, at, values = (
+            (a_values, at_b, b_values) if at_a is None else (b_values, at_a, a_values)
+        )
+        return np.array_equal(whole[at], values) and int(np.count_nonzero(whole)) == int(
+            np.count_nonzero(values)
+        )
+    shown_a, shown_b = a_values != 0, b_values != 0  # (the samples given a 0 are as left out)
+    return np.array_equal(at_a[shown_a], at_b[shown_b]) and np.array_equal(
+        a_values[shown_a], b_values[shown_b]
+    )
 
 
 def ratio(num: np.ndarray | int, den: np.ndarray | int) -> np.ndarray:

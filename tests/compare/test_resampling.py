@@ -35,17 +35,33 @@ def test_resampled_sums_are_the_sums_of_the_drawn_samples(
 
 def test_a_column_given_at_some_samples_sums_as_the_whole_column():
     """A column given by its values at some samples sums as the column with 0 elsewhere, to
-    the bit for integers; the same samples and values are the same column."""
+    the bit for integers; and it is the same column as that one given whole (or given with
+    0 at more samples), so the sums' table is the one of the columns given whole."""
     n = 50
     rng = np.random.default_rng(5)
     at = np.sort(rng.choice(n, 12, replace=False))
     values = rng.integers(1, 9, len(at))
     whole = np.zeros(n)
     whole[at] = values
+    other = whole.copy()
+    other[at[0]] += 1
+    more = np.union1d(at, [k for k in range(n) if k not in at][:3])
+    padded = np.where(np.isin(more, at), whole[more], 0)
     boot = ResampleSums(n, 40, seed=6, chunk_cells=200)
-    where = [boot.column(whole), boot.column(values, at), boot.column(values.copy(), at.copy())]
-    assert where == [0, 1, 1]
+    where = [
+        boot.column(values, at),
+        boot.column(whole),
+        boot.column(values.copy(), at.copy()),
+        boot.column(padded, more),
+        boot.column(other),
+        boot.column(other[at], at),
+        boot.column(values[1:], at[1:]),
+    ]
+    assert where == [0, 0, 0, 0, 1, 1, 2]
     sums = boot.sums()
-    assert (sums[:, 0] == sums[:, 1]).all()
+    assert sums.shape == (40, 3)
+    drawn = np.concatenate(list(resamples(np.random.default_rng(6), n, 40, 200)))
+    for k, column in enumerate((whole, other, np.where(np.arange(n) == at[0], 0, whole))):
+        assert (sums[:, k] == column[drawn].sum(axis=1)).all()
     with pytest.raises(RuntimeError):
         boot.column(whole)
