@@ -13,7 +13,7 @@ common samples (``n_boot`` resamples with replacement, percentile interval, seed
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from tcbreplay._compare.resampling import ResampleSums, ratio
-from tcbreplay._score.results import read_scoring_file, read_summary
+from tcbreplay._score.results import read_scoring_file, read_summary, scoring_file_batches
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES
 from tcbreplay.errors import InputError
@@ -35,6 +35,7 @@ METRICS = ("tsa", "tp", "ahr")
 OUTCOMES = ("exact", "write_exact", "first_divergence")
 SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
 PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
+_PAIR_NUMBERS = PAIR_COLUMNS[1:]  # (read apart from the ids, which are mostly only checked)
 # what diff reads of the scores (a file written before trials or the outcomes reads without)
 DIFF_COLUMNS = [*SCORE_COLUMNS, "trial", *OUTCOMES, "pairs"]
 _CHUNK_CELLS = 20_000_000  # resample indices drawn at once (how the seed's stream is cut)
@@ -102,16 +103,23 @@ def load_scores(
     """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
     options it was stored with in one of the runs ``like``, else those its name stands for
     (so also when the run's files changed since it was stored: :meth:`Run.changed_since`).
-    ``columns``: only these of the scores, those the scoring has (None: all of them); of the
-    pairs, only ``PAIR_COLUMNS``."""
+    ``columns``: only these of the scores, those the scoring has (None: all of them). Of the
+    pairs, ``PAIR_COLUMNS``, each pair's sample given by the row of the scores it is of
+    (``row``) where the pairs list each row's pairs in the rows' order, as scoring writes
+    them (:func:`pair_rows`), else by its ``sample_id``."""
     folder = run.scores_dir(scoring)
     if (folder / "scores.parquet").exists() and _named_options(run, scoring, current=True):
+        found = read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS, columns)
         pairs_path = folder / "pairs.parquet"
-        pairs = None
-        if pairs_path.exists():
-            pairs = read_scoring_file(run, pairs_path, PAIR_COLUMNS, PAIR_COLUMNS, ("tool",))
-        path = folder / "scores.parquet"
-        return read_scoring_file(run, path, SCORE_COLUMNS, columns), pairs
+        if not pairs_path.exists():
+            return found, None
+        numbers = read_scoring_file(run, pairs_path, PAIR_COLUMNS, _PAIR_NUMBERS, ("tool",))
+        _, batches = scoring_file_batches(run, pairs_path, PAIR_COLUMNS, ["sample_id"])
+        rows = pair_rows(found, numbers.height, (batch["sample_id"] for batch in batches))
+        if rows is not None:  # (the pairs' ids were only read to check them, not kept)
+            return found, numbers.with_columns(row=pl.Series(rows))
+        ids = read_scoring_file(run, pairs_path, PAIR_COLUMNS, ["sample_id"])["sample_id"]
+        return found, numbers.with_columns(ids)
     from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
     from tcbreplay._score.run import score_run
 
@@ -126,7 +134,12 @@ def load_scores(
     scores, pairs = result.scores, result.pairs
     if columns is not None:
         scores = scores.select(c for c in columns if c in scores.columns)
-    return scores, pairs.select(PAIR_COLUMNS) if pairs is not None else None
+    if pairs is None:
+        return scores, None
+    rows = pair_rows(scores, pairs.height, [pairs["sample_id"]])
+    if rows is not None:
+        return scores, pairs.select(_PAIR_NUMBERS).with_columns(row=pl.Series(rows))
+    return scores, pairs.select(PAIR_COLUMNS)
 
 
 def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
@@ -190,6 +203,8 @@ def diff_runs(
     a, b = _with_outcomes(a), _with_outcomes(b)
     trials = {"a": _trials(a), "b": _trials(b)}
     if trials["a"] > 1 or trials["b"] > 1:
+        # compared by sample: the pairs matched to samples by id, not by the trials' rows
+        pairs_a, pairs_b = _with_ids(pairs_a, a), _with_ids(pairs_b, b)
         a, b = _by_sample(a, scoring), _by_sample(b, scoring)
     columns = [*SCORE_COLUMNS, *OUTCOMES]
     at_a, at_b = _rows(a, b)
@@ -202,16 +217,8 @@ def diff_runs(
         else x.join(y, on="sample_id", how="anti")["sample_id"].unique().sort().to_list()
         for x, y in ((a, b), (b, a))
     )
-    # each run's paired calls, by the row of its scores they are of (None: by sample id)
-    pair_rows = {side: None if trials["a"] > 1 or trials["b"] > 1 else _pair_rows(frame, pairs)
-                 for side, frame, pairs in (("a", a, pairs_a), ("b", b, pairs_b))}  # fmt: skip
     rows_a, rows_b = a.height, b.height
     del a, b  # (the joined rows are what is compared)
-    # pairs matched by row need their sample ids no more (at 10M samples, a GB a run)
-    if pairs_a is not None and pair_rows["a"] is not None:
-        pairs_a = pairs_a.drop("sample_id")
-    if pairs_b is not None and pair_rows["b"] is not None:
-        pairs_b = pairs_b.drop("sample_id")
     if joined.height == 0:
         raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
 
@@ -223,8 +230,7 @@ def diff_runs(
     for m in OUTCOMES[:2]:  # shares of the samples where defined (none: no write role)
         if joined[m].null_count() < joined.height or joined[f"{m}_b"].null_count() < joined.height:
             pending[m] = _metric_delta(joined, m, boot, alpha)
-    sides = [(pairs_a, pair_rows.pop("a"), _k_of_rows(at_a, rows_a)),
-             (pairs_b, pair_rows.pop("b"), _k_of_rows(at_b, rows_b))]  # fmt: skip
+    sides = [(pairs_a, _k_of_rows(at_a, rows_a)), (pairs_b, _k_of_rows(at_b, rows_b))]
     del pairs_a, pairs_b  # (let go in turn as they are read)
     pending_tools = _tool_deltas(joined, sides, boot, alpha)
     boot.sums(progress)  # (drawn once, for every statistic)
@@ -315,27 +321,47 @@ def _k_of_rows(at: np.ndarray, height: int) -> np.ndarray:
     return k
 
 
-def _pair_rows(scores: pl.DataFrame, pairs: pl.DataFrame | None) -> np.ndarray | None:
-    """The row of ``scores`` each of ``pairs`` is of, when the pairs file lists each row's
-    pairs (as many as its ``pairs`` count) in the rows' order, as scoring writes them; None
-    otherwise (a file written otherwise): then the pairs are matched by sample id."""
-    if pairs is None or "pairs" not in scores.columns:
+def pair_rows(
+    scores: pl.DataFrame, n_pairs: int, id_batches: Iterable[pl.Series]
+) -> np.ndarray | None:
+    """The row of ``scores`` each of ``n_pairs`` pairs is of, when the pairs (whose sample
+    ids come in ``id_batches``, in order) list each row's pairs (its ``pairs`` count) in the
+    rows' order, as scoring writes them; None otherwise (a file written otherwise: the pairs
+    are then matched by sample id). The ids are checked a batch at a time, and not kept:
+    each row's pairs are one run of its id, starting where the counts say."""
+    if "pairs" not in scores.columns:
         return None
     counts = scores["pairs"].fill_null(0).to_numpy().astype(np.int64)
-    if (counts < 0).any() or int(counts.sum()) != pairs.height:
+    if (counts < 0).any() or int(counts.sum()) != n_pairs:
         return None
-    if not pairs.height:
-        return np.zeros(0, np.int64)
-    # where each row's pairs start, and where the pairs file's run of one id starts
-    having = np.flatnonzero(counts)
+    having = np.flatnonzero(counts)  # the rows with pairs, and where their pairs start
     starts = np.cumsum(counts)[having] - counts[having]
-    runs = pairs["sample_id"].rle_id().to_numpy()
-    run_starts = np.flatnonzero(np.diff(runs, prepend=-1))
-    if not np.array_equal(starts, run_starts):
-        return None
-    if not scores["sample_id"].gather(having).equals(pairs["sample_id"].gather(starts)):
+    ids = scores["sample_id"]
+    seen = found = 0  # pairs and runs of one id seen so far
+    last: Any = None  # the id the batch before ended with
+    for batch in id_batches:
+        if not len(batch):
+            continue
+        runs = batch.rle_id().to_numpy()
+        local = np.flatnonzero(np.diff(runs, prepend=-1))
+        if seen and batch[0] == last:  # a run going on from the batch before
+            local = local[1:]
+        upto = found + len(local)
+        if upto > len(starts) or not np.array_equal(local + seen, starts[found:upto]):
+            return None
+        if not ids.gather(having[found:upto]).equals(batch.gather(local)):
+            return None
+        seen, found, last = seen + len(batch), upto, batch[-1]
+    if seen != n_pairs or found != len(starts):
         return None
     return np.repeat(np.arange(len(counts)), counts)
+
+
+def _with_ids(pairs: pl.DataFrame | None, scores: pl.DataFrame) -> pl.DataFrame | None:
+    """``pairs`` with each pair's sample id (those given by their row of ``scores``)."""
+    if pairs is None or "row" not in pairs.columns:
+        return pairs
+    return pairs.with_columns(scores["sample_id"].gather(pairs["row"])).drop("row")
 
 
 def _with_outcomes(scores: pl.DataFrame) -> pl.DataFrame:
@@ -463,26 +489,26 @@ def _pooled_parts(joined: pl.DataFrame, metric: str, side: str) -> tuple[np.ndar
 
 def _tool_deltas(
     joined: pl.DataFrame,
-    sides: list[tuple[pl.DataFrame | None, np.ndarray | None, np.ndarray]],
+    sides: list[tuple[pl.DataFrame | None, np.ndarray]],
     boot: ResampleSums,
     alpha: float,
 ) -> list[tuple[dict[str, Any], Callable[[], dict[str, Any]]]]:
     """Per tool: its paired calls in each run, and what computes ahr over them in each run,
-    the delta and its interval (see :func:`_metric_delta`). ``sides``: each run's pairs, the
-    row of its scores each pair is of (:func:`_pair_rows`, or None) and each row's row in
-    ``joined`` (:func:`_k_of_rows`), taken out of the list as they are read."""
-    if any(pairs is None for pairs, _, _ in sides):
+    the delta and its interval (see :func:`_metric_delta`). ``sides``: each run's pairs (see
+    :func:`load_scores`) and each of its scores rows' row in ``joined`` (:func:`_k_of_rows`),
+    taken out of the list as they are read."""
+    if any(pairs is None for pairs, _ in sides):
         return []
-    tools = sorted(set().union(*(pairs["tool"].unique() for pairs, _, _ in sides)))  # type: ignore[index]
+    tools = sorted(set().union(*(pairs["tool"].unique() for pairs, _ in sides)))  # type: ignore[index]
     order = joined.select("sample_id").with_row_index("k")
     # each run's pairs as arrays, once: tool, row k in ``joined`` (-1: of a sample not
     # common), and the arguments' counts; each run's pairs let go as soon as read
     arrays = []
     while sides:
-        pairs, rows, k_of_row = sides.pop(0)
+        pairs, k_of_row = sides.pop(0)
         assert pairs is not None
-        if rows is not None:  # by the row of the run's scores each pair is of
-            k = k_of_row[rows]
+        if "row" in pairs.columns:  # by the row of the run's scores each pair is of
+            k = k_of_row[pairs["row"].to_numpy()]
         else:  # by sample id
             k = (
                 pairs.select("sample_id")
@@ -499,7 +525,7 @@ def _tool_deltas(
             pairs[c].fill_null(0).cast(pl.Int32).to_numpy() for c in ("args_invalid", "args_valid")
         )
         arrays.append((codes, k, inv, valid))
-        del pairs, rows
+        del pairs
     out = []
     for c, tool in enumerate(tools):
         parts = []

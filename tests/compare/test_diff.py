@@ -312,7 +312,7 @@ def test_only_the_columns_compared_are_read(pair, monkeypatch):
             schema_arrow = source.schema_arrow
 
             def iter_batches(self, **asked):
-                read[path.name] = (asked["columns"], options)
+                read.setdefault(path.name, []).append((asked["columns"], options))
                 return source.iter_batches(**asked)
 
         return Batches()
@@ -324,30 +324,51 @@ def test_only_the_columns_compared_are_read(pair, monkeypatch):
     monkeypatch.setattr(results, "read_table", whole)
     out = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "10")
     assert out["n_common"] == 94 and len(out["tools"]) == 3
-    assert read == {
-        "scores.parquet": (diff_module.DIFF_COLUMNS, {"read_dictionary": []}),
-        "pairs.parquet": (diff_module.PAIR_COLUMNS, {"read_dictionary": ["tool"]}),
-    }
+    # each run's pairs: the numbers kept, then the ids only checked (a batch at a time)
+    scores = (diff_module.DIFF_COLUMNS, {"read_dictionary": []})
+    pairs = [(diff_module.PAIR_COLUMNS[1:], {"read_dictionary": ["tool"]}),
+             (["sample_id"], {"read_dictionary": []})]  # fmt: skip
+    assert read == {"scores.parquet": [scores] * 2, "pairs.parquet": pairs * 2}
 
 
 def test_pairs_are_matched_by_the_rows_they_are_of(pair, monkeypatch):
     """Stored pairs list each scores row's pairs in the rows' order: diff matches them to
     samples by row, with the same result as matching them by sample id."""
     found = []
-    real = diff_module._pair_rows
+    real = diff_module.pair_rows
 
-    def spied(scores, pairs):
-        found.append(real(scores, pairs))
+    def spied(scores, n_pairs, batches):
+        found.append(real(scores, n_pairs, batches))
         return found[-1]
 
-    monkeypatch.setattr(diff_module, "_pair_rows", spied)
+    monkeypatch.setattr(diff_module, "pair_rows", spied)
     by_row = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200")
     assert len(found) == 2 and all(rows is not None for rows in found)
     pairs = pl.read_parquet(pair.root / pair.a / "scores" / "spec" / "pairs.parquet")
     scores = read_scores(pair.root, pair.a)
     assert (scores["sample_id"].gather(found[0]) == pairs["sample_id"]).all()
-    monkeypatch.setattr(diff_module, "_pair_rows", lambda scores, pairs: None)
+    monkeypatch.setattr(diff_module, "pair_rows", lambda *given: None)
     assert diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200") == by_row
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+def test_pair_rows_are_checked_a_batch_at_a_time(pair, size):
+    """The pairs' ids in batches of any size (a run of one id across two batches) give the
+    rows they give whole; pairs out of the rows' order, or more or fewer, give none."""
+    scores = read_scores(pair.root, pair.a)
+    ids = pl.read_parquet(pair.root / pair.a / "scores" / "spec" / "pairs.parquet")["sample_id"]
+
+    def batches(series):
+        return (series.slice(k, size) for k in range(0, len(series), size))
+
+    whole = diff_module.pair_rows(scores, len(ids), [ids])
+    assert whole is not None and (scores["sample_id"].gather(whole) == ids).all()
+    assert (diff_module.pair_rows(scores, len(ids), batches(ids)) == whole).all()
+    assert diff_module.pair_rows(scores, len(ids), batches(ids.reverse())) is None
+    assert diff_module.pair_rows(scores, len(ids) - 1, batches(ids[1:])) is None
+    moved = pl.concat([ids[1:2], ids[:1], ids[2:]])  # two samples' first pairs swapped
+    if moved[0] != ids[0]:
+        assert diff_module.pair_rows(scores, len(ids), batches(moved)) is None
 
 
 def test_a_run_listing_its_samples_in_another_order_compares_the_same(pair, pair_copy):
@@ -356,10 +377,8 @@ def test_a_run_listing_its_samples_in_another_order_compares_the_same(pair, pair
     before = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200")
     path = pair_copy / pair.b / "scores" / "spec" / "scores.parquet"
     write_table(pl.read_parquet(path).reverse().to_arrow(), path)
-    assert diff_module._pair_rows(
-        pl.read_parquet(path),
-        pl.read_parquet(path.with_name("pairs.parquet")),
-    ) is None  # fmt: skip
+    ids = pl.read_parquet(path.with_name("pairs.parquet"))["sample_id"]
+    assert diff_module.pair_rows(pl.read_parquet(path), len(ids), [ids]) is None
     assert diff_json(pair_copy, pair.a, pair.b, "--bootstrap", "200") == before
 
 
