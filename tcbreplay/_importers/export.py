@@ -14,7 +14,6 @@ metadata).
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import shlex
 from array import array
@@ -23,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tcbreplay import _json
 from tcbreplay._importers.openai import to_openai
 from tcbreplay._store.export import run_traces
 from tcbreplay._store.files import json_text, staged
@@ -43,10 +43,13 @@ def export_traces(
     under temporary names until every one is whole.
 
     The traces are read, converted and written a slice of samples at a time
-    (:data:`tcbreplay._store.export.SLICE_SAMPLES`); the dataset is held whole, as text."""
+    (:data:`tcbreplay._store.export.SLICE_SAMPLES`); the dataset is held whole, as text.
+    Python's cycle collector is off meanwhile (the values read hold no cycles; see
+    :func:`tcbreplay._json.collector_paused`)."""
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
-    with run.reading():  # not deleted (record --overwrite) while it is read
+    # not deleted (record --overwrite) while it is read
+    with run.reading(), _json.collector_paused():
         manifest = run.manifest
         traces = run_traces(run, timings=fmt == "otlp")
         try:
@@ -59,9 +62,10 @@ def export_traces(
             from tcbreplay._importers.otel.write import requests
 
             model = (manifest.get("model") or {}).get("name")
-            lines = requests(run.run_id, stored, dataset.entries(), tools, model)
+            found = requests(run.run_id, stored, dataset.entries(), tools, model)
+            lines = ((request, False) for request in found)
         else:
-            lines = (_stored_line(run, trace, dataset, fmt) for trace in stored)
+            lines = ((_stored_line(run, trace, dataset, fmt), trace["plain"]) for trace in stored)
         traces_name = OTLP_TRACES if fmt == "otlp" else TRACES
         written = [out_dir / traces_name, out_dir / DATASET, out_dir / TOOLS, out_dir / MANIFEST]
         texts = [dataset.text, json_text(tools), json_text(manifest)]
@@ -77,8 +81,9 @@ class Dataset:
     """A run's dataset file, held as its text, its entries parsed as they are asked for (an
     entry is found by its id: the last line with that id)."""
 
-    # where a line ends, as str.splitlines cuts them
-    _ENDS = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+    # where a line ends: at "\n" only, as the dataset reader cuts them (str.splitlines would
+    # also cut inside strings holding U+2028, U+2029 or U+0085, which JSON leaves unescaped)
+    _ENDS = re.compile("\n")
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -88,7 +93,7 @@ class Dataset:
         for found in itertools.chain(self._ENDS.finditer(text), [None]):
             end = found.start() if found else len(text)
             if text[start:end].strip():
-                self._lines[str(json.loads(text[start:end]).get("id"))] = len(self._spans) // 2
+                self._lines[str(_json.parse(text[start:end]).get("id"))] = len(self._spans) // 2
                 self._spans.extend((start, end))
             start = found.end() if found else end
 
@@ -97,7 +102,7 @@ class Dataset:
         k = self._lines.get(sample_id)
         if k is None:
             return None
-        return json.loads(self.text[self._spans[2 * k] : self._spans[2 * k + 1]])
+        return _json.parse(self.text[self._spans[2 * k] : self._spans[2 * k + 1]])
 
     def entries(self) -> Entries:
         """The entries as a mapping by id (which raises KeyError for an id it lacks)."""
@@ -131,10 +136,11 @@ def _stored_line(run: Run, trace: dict[str, Any], dataset: Dataset, fmt: str) ->
         raise StoreError(f"run {run.run_id!r}: sample {trace['sample_id']!r}: {exc}") from exc
 
 
-def _write_lines(tmp: Path, lines: Iterable[dict[str, Any]]) -> None:
+def _write_lines(tmp: Path, lines: Iterable[tuple[dict[str, Any], bool]]) -> None:
+    """Write each line (and whether orjson may write it, see :func:`_json.dumps_plain`)."""
     with tmp.open("w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        for line, plain in lines:
+            f.write(_json.dumps_plain(line, plain) + "\n")
 
 
 def _write_text(tmp: Path, text: str) -> None:

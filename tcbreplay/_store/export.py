@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-import json
 from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tcbreplay import _json
 from tcbreplay._store.files import (
     json_text,
     staged,
@@ -254,8 +254,9 @@ _TIMES = ["started_at", "finished_at"]
 
 def run_traces(run: Run, *, timings: bool = False) -> Iterator[dict[str, Any]]:
     """Every stored sample and trial of a run in ``sample_index`` order: ``sample_id``,
-    ``trial``, ``status``, ``error``, ``error_type``, ``metadata`` (an object or None) and
-    ``messages`` (each as ``message_to_dict`` wrote it); with ``timings``, also
+    ``trial``, ``status``, ``error``, ``error_type``, ``metadata`` (an object or None),
+    ``messages`` (each as ``message_to_dict`` wrote it) and ``plain`` (whether orjson read
+    every JSON value of it, see :func:`tcbreplay._json.parse_plain`); with ``timings``, also
     ``started_at``, ``finished_at`` and ``latencies`` (each message's, by position).
 
     The files are opened here (a StoreError if they cannot be); the traces are read a slice
@@ -277,17 +278,24 @@ def _slice_traces(samples: pa.Table, messages: pa.Table, timings: bool) -> list[
     samples = with_optional_columns(samples, SAMPLES_SCHEMA)
     messages = with_optional_columns(messages, MESSAGES_SCHEMA)
     by_index: dict[int, list[dict[str, Any]]] = {}
+    # the sample_index values of the messages Python's reader read (see _json.parse_plain)
+    not_plain: set[int] = set()
     ordered = messages.sort_by([("sample_index", "ascending"), ("position", "ascending")])
     for index, text in zip(
         ordered["sample_index"].to_pylist(), ordered["message"].to_pylist(), strict=True
     ):
-        by_index.setdefault(index, []).append(json.loads(text))
+        message, plain = _json.parse_plain(text)
+        by_index.setdefault(index, []).append(message)
+        if not plain:
+            not_plain.add(index)
     samples = samples.sort_by("sample_index")
     out = []
     for row in samples.select(_TRACE_COLUMNS).to_pylist():
         meta = row.pop("metadata")
-        row["metadata"] = json.loads(meta) if meta else None
-        row["messages"] = by_index.get(row.pop("sample_index"), [])
+        row["metadata"], plain = _json.parse_plain(meta) if meta else (None, True)
+        index = row.pop("sample_index")
+        row["messages"] = by_index.get(index, [])
+        row["plain"] = plain and index not in not_plain
         out.append(row)
     if timings:
         _add_timings(out, samples, messages)

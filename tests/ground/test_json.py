@@ -149,6 +149,34 @@ def test_parse_reads_what_orjson_would_read_otherwise_as_python_does(text):
     assert _same(_json.parse(text.encode()), json.loads(text))
 
 
+@settings(max_examples=150)
+@given(JSON_VALUES, st.booleans())
+def test_a_value_parse_plain_read_is_written_back_as_the_same_value(value, ascii_only):
+    """What export writes: the value read, written by orjson where orjson read it, else by
+    Python's writer; read again, it is the value Python's reader reads (NaN, infinities,
+    long integers and lone surrogates included)."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    read, plain = _json.parse_plain(text)
+    written = _json.dumps_plain({"v": read, "n": 2**63 - 1, "s": "é"}, plain)
+    assert _same(json.loads(written), {"v": json.loads(text), "n": 2**63 - 1, "s": "é"})
+
+
+@pytest.mark.parametrize(
+    "text", ["[NaN, -Infinity]", "1e400", "18446744073709551616", '"\\ud800"', '{"a": NaN}']
+)
+def test_what_orjson_would_write_otherwise_is_not_plain(text):
+    read, plain = _json.parse_plain(text)
+    assert not plain
+    assert _same(json.loads(_json.dumps_plain(read, plain)), json.loads(text))
+    # (orjson itself writes NaN as null: the flag is what keeps it from doing so here)
+    if read != read or read in (float("inf"), float("-inf")):
+        assert json.loads(_json.dumps_plain(read, True)) is None
+
+
+def test_a_value_orjson_refuses_to_write_is_written_by_python_even_when_called_plain():
+    assert json.loads(_json.dumps_plain([2**70, "\ud800"], True)) == [2**70, "\ud800"]
+
+
 @pytest.mark.parametrize("text", ["", "[1,", "{'a': 1}", "nul", "[1] x"])
 def test_parse_refuses_what_json_loads_refuses(text):
     with pytest.raises(json.JSONDecodeError) as expected:

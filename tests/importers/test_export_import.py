@@ -132,3 +132,47 @@ def test_an_export_in_slices_writes_the_bytes_of_one_slice(recorded, tmp_path, m
         assert names == sorted(p.name for p in sliced.iterdir())
         for name in names:
             assert (sliced / name).read_bytes() == (whole / name).read_bytes(), (keep, name)
+
+
+def test_values_orjson_would_write_otherwise_come_back_as_they_were(tmp_path):
+    """Export writes by orjson what orjson read, and by Python's writer the rest: a call
+    whose arguments hold NaN, an infinity and an integer beyond 64 bits (which orjson
+    would write as null, or refuse) comes back as it was, beside one orjson reads. The
+    dataset's inputs hold U+2028, which JSON leaves unescaped: its lines end at "\n" only."""
+    from langchain_core.messages import AIMessage, HumanMessage, messages_to_dict
+
+    odd = {"a": float("nan"), "b": float("-inf"), "c": 2**70, "d": "é\u2028"}
+
+    def messages(args: dict) -> list[dict]:
+        call = {"id": "c1", "name": "add_numbers", "args": args}
+        return messages_to_dict(
+            [HumanMessage("What is 2 plus 3?"), AIMessage("", tool_calls=[call])]
+        )
+
+    lines = [{"sample_id": "odd", "messages": messages(odd)},
+             {"sample_id": "plain", "messages": messages({"a": 2, "b": 3})}]  # fmt: skip
+    traces = tmp_path / "t.jsonl"
+    traces.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([{"id": s, "input": "What is 2 plus 3?\u2028", "target": []}
+                                   for s in ("odd", "plain")]))  # fmt: skip
+    root = tmp_path / "traces"
+    tools = DATA / "tools_shop.json"
+    imported = cli("import", "--format", "langchain", "--dataset", dataset, "--tools", tools,
+                   "--traces", traces, "--run-id", "x", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    out = tmp_path / "out"
+    assert cli("export", "x", "-o", out, "--store", root).exit_code == 0
+    back = {
+        row["sample_id"]: row["messages"][1]["data"]["tool_calls"][0]["args"]
+        for row in map(json.loads, (out / "traces.jsonl").read_text().split("\n")[:-1])
+    }
+    assert back["plain"] == {"a": 2, "b": 3}
+    assert back["odd"]["a"] != back["odd"]["a"]  # NaN
+    assert (back["odd"]["b"], back["odd"]["c"], back["odd"]["d"]) == (
+        float("-inf"),
+        2**70,
+        "é\u2028",
+    )
+    again = export_and_import(root, "x", "langchain", tmp_path)
+    assert message_hashes(again, "x") == message_hashes(root, "x")
