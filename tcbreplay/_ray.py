@@ -74,7 +74,10 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
         logging.getLogger(_TOKEN_SETUP_LOGGER).setLevel(logging.ERROR)
     try:
         ray.init(
-            address=where,
+            # "local": a Ray of the command's own, not whichever cluster was started last on
+            # this machine (what Ray joins given no address: someone else's, or a dead one it
+            # then retries for minutes)
+            address=where or "local",
             logging_level=logging.WARNING,
             log_to_driver=False,
             include_dashboard=False,

@@ -284,3 +284,35 @@ def test_recording_on_ray_reports_the_run_as_every_shard_left_it(ray_cluster, tm
     assert "; recorded 20 in" in lines[0]
     assert lines[1].startswith("partial run: record the rest with")
     assert (tmp_path / "shard-1-finished").exists()  # shard 1 did finish first
+
+
+_OWN_RAY = """
+import time
+from tcbreplay._ray import ray_session
+started = time.monotonic()
+with ray_session(None) as ray:
+    print(ray.get_runtime_context().gcs_address, round(time.monotonic() - started, 1))
+"""
+
+
+def test_without_an_address_a_command_starts_a_ray_of_its_own(ray_cluster):
+    """Given no address, Ray joins the cluster started last on the machine (named in its
+    temporary folder): someone else's, or a dead one it retries for minutes. A command
+    without --ray-address or RAY_ADDRESS starts its own instead, even with one running (the
+    tests' own) and a dead one named last."""
+    import tempfile
+    from pathlib import Path
+
+    running = ray_cluster.get_runtime_context().gcs_address
+    with socket.socket() as bound, tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        bound.bind(("127.0.0.1", 0))  # never listening: a dead cluster's address
+        dead = f"127.0.0.1:{bound.getsockname()[1]}"
+        (Path(tmp) / "ray").mkdir()
+        (Path(tmp) / "ray" / "ray_current_cluster").write_text(dead)
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        env["RAY_TMPDIR"] = tmp
+        done = subprocess.run([sys.executable, "-c", _OWN_RAY], env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    address, _ = done.stdout.split()
+    assert address not in (dead, running)
