@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
-from typing import Any
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format
+from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format, sigterm_as_ctrl_c
 
 
 @main.command()
@@ -55,13 +53,10 @@ def collect(run_id, port, host, sample_by, store) -> None:
         log(f"collect: run {run_id}: listening on {endpoint} (POST /v1/traces)")
         log("collect: Ctrl-C finishes the run")
 
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
+    with sigterm_as_ctrl_c():  # SIGTERM finishes the run as Ctrl-C does
         summary = collect_run(
             Store(store), run_id, host=host, port=port, sample_by=sample_by, log=log, ready=ready
         )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     refused = f", {summary.refused} refused" if summary.refused else ""
     line = (
         f"run {summary.run_id}: {summary.samples} samples from {summary.spans} spans "
@@ -69,7 +64,3 @@ def collect(run_id, port, host, sample_by, store) -> None:
     )
     emit(summary_output(summary, [line]), output_format())
     sys.stdout.flush()
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # SIGTERM finishes the run as Ctrl-C does

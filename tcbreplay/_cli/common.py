@@ -6,10 +6,12 @@ import errno
 import importlib
 import math
 import os
+import signal
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -421,6 +423,22 @@ def main(store: Path | None, fmt: str | None) -> None:
     Shell completion (bash; zsh_source, fish_source for those shells):
       eval "$(_TCBREPLAY_COMPLETE=bash_source tcbreplay)"
     """
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM taken as Ctrl-C for the block (a KeyboardInterrupt in the main thread): what
+    Kubernetes, Slurm and job arrays send to stop a job, which then stops as it does on
+    Ctrl-C (what it finished kept, its lock let go) instead of dying at once."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main, options_dict
+from tcbreplay._cli.common import (
+    FORMAT_OPTION,
+    STORE_OPTION,
+    emit,
+    main,
+    options_dict,
+    sigterm_as_ctrl_c,
+)
 from tcbreplay._store.objects import store_root
 from tcbreplay.errors import InputError, StoreError
 
@@ -263,23 +270,24 @@ def record(
     label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")
     progress = Progress(label, quiet=quiet)
     try:
-        summary = record_run(
-            inputs,
-            choice,
-            store_,
-            run_id=run_id,
-            options=given,
-            progress=progress,
-            retry_errors=bool(retry_id),
-            overwrite=overwrite,
-            limit=limit,
-            sample_ids=sample_ids or None,
-            max_errors=budget,
-            agent=agent,
-            shard=shard_,
-            engine=engine,
-            ray_address=ray_address,
-        )
+        with sigterm_as_ctrl_c():  # a job stopped by its scheduler keeps what it finished
+            summary = record_run(
+                inputs,
+                choice,
+                store_,
+                run_id=run_id,
+                options=given,
+                progress=progress,
+                retry_errors=bool(retry_id),
+                overwrite=overwrite,
+                limit=limit,
+                sample_ids=sample_ids or None,
+                max_errors=budget,
+                agent=agent,
+                shard=shard_,
+                engine=engine,
+                ray_address=ray_address,
+            )
     except RecordInterrupted as stop:
         progress.close()
         s = stop.summary

@@ -268,7 +268,8 @@ def test_kill_9_of_the_parent_kills_the_children_and_resume_loses_nothing(tmp_pa
 
 @pytest.mark.slow
 @needs_proc
-def test_ctrl_c_stops_the_children_and_keeps_what_they_finished(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C, a job scheduler
+def test_ctrl_c_stops_the_children_and_keeps_what_they_finished(tmp_path, stop):
     store_dir = tmp_path / "traces"
     # still going when Ctrl-C comes on a loaded machine (about 14 s of waiting in all)
     proc = cli_process("record", "--model", "sim:latency=0.4", "--run-id", "c", "--store",
@@ -277,7 +278,7 @@ def test_ctrl_c_stops_the_children_and_keeps_what_they_finished(tmp_path):
     wait_for(lambda: journal_lines(run_dir) >= 5)
     children = _children(proc.pid)
     assert len(children) == 2
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)  # to the parent alone
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "Interrupted: kept" in err

@@ -88,7 +88,8 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # Ctrl-C, a job scheduler
+def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path, stop):
     store_dir = tmp_path / "traces"
     # latency long enough that the run is still going when Ctrl-C comes on a loaded machine
     # (about 28 s of waiting in all); the resume makes up for it with more workers
@@ -96,7 +97,7 @@ def test_ctrl_c_stops_cleanly_and_keeps_finished_samples(tmp_path):
                 str(store_dir), "--workers", "2")  # fmt: skip
     run_dir = store_dir / "c"
     wait_for(lambda: journal_lines(run_dir) >= 5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "Interrupted: kept" in err
