@@ -39,7 +39,7 @@ _SECRET_PARTS = ("apikey", "accesskey", "secretkey", "privatekey", "password", "
                  "secret", "credential", "authorization", "accesstoken", "authtoken",
                  "sessionid")  # fmt: skip
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _AUTH_VALUE = re.compile(r"\s*(Bearer|Basic|Token|Digest)\s+\S{8,}", re.IGNORECASE)
 
 _registered: set[str] = set()
@@ -92,7 +92,8 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with every known secret's value replaced by ``[redacted]``."""
     if not text:
         return text
-    secrets = set(_env_secrets(os.environ if environ is None else environ)) | _registered
+    env = os.environ if environ is None else environ
+    secrets = set(_env_secrets(env)) | _registered | _url_credentials(text, *env.values())
     # longest first, so that a secret containing another is replaced whole
     for secret in sorted(secrets, key=len, reverse=True):
         text = _pattern(secret).sub(REDACTED, text)
@@ -110,7 +111,22 @@ def _env_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _string_secrets(path: str, text: str, env: Mapping[str, str]) -> Iterator[Finding]:
+def _url_credentials(*texts: str) -> set[str]:
+    """The credentials of the URLs in ``texts`` (user info, secret query parameters), as
+    :func:`redact` removes them: those of the error text itself, and those of any
+    environment variable's URL (an endpoint such as ``AWS_ENDPOINT_URL_S3``, a proxy), which
+    a storage library may quote in its error whatever the variable's name."""
+    found: set[str] = set()
+    for text in texts:
+        if "://" in text:
+            for _, values in _url_secrets(text):
+                found.update(v for v in values if len(v) >= MIN_SECRET_LENGTH)
+    return found
+
+
+def _url_secrets(text: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Why, and which values, for each credential of a URL in ``text``: its user info (and
+    the user and password in it), and its query parameters with a secret's name."""
     for url in _URL.findall(text):
         try:
             parts = urlsplit(url)
@@ -120,11 +136,16 @@ def _string_secrets(path: str, text: str, env: Mapping[str, str]) -> Iterator[Fi
             userinfo = parts.netloc.rpartition("@")[0]
             user, _, password = userinfo.partition(":")
             values = tuple(unquote(v) for v in (userinfo, user, password) if v)
-            yield Finding(path, "holds a URL with a user name or password", values)
+            yield "holds a URL with a user name or password", values
         for query in (parts.query, parts.fragment):
             for key, value in parse_qsl(query, keep_blank_values=True):
                 if value and is_secret_name(key):
-                    yield Finding(path, f"holds a URL whose parameter {key!r} is secret", (value,))
+                    yield f"holds a URL whose parameter {key!r} is secret", (value,)
+
+
+def _string_secrets(path: str, text: str, env: Mapping[str, str]) -> Iterator[Finding]:
+    for why, values in _url_secrets(text):
+        yield Finding(path, why, values)
     match = _AUTH_VALUE.match(text)
     if match:
         yield Finding(path, f"looks like a credential ({match.group(1)} ...)", (text.strip(),))

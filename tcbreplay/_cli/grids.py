@@ -4,6 +4,7 @@ a diff, an audit, a query and a record or import summary (printed by :func:`emit
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -461,7 +462,7 @@ def validity_output(results: list[Any]) -> Output:
 def replay_output(summary: Any, store: Any) -> Output:
     """A replay's summary: table: what it served and where samples diverged; the others: its
     fields (the first divergences among them)."""
-    where = "" if str(store) == "traces" else f" --store {store}"
+    where = "" if str(store) == "traces" else f" --store {shlex.quote(str(store))}"
     kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.by_component.items()))
     tools = ", ".join(f"{k} {v}" for k, v in sorted(summary.tool_outputs.items())) or "none"
     lines = [

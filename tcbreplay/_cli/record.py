@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -350,7 +351,7 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
         if summary.status == "partial":
             lines.append(f"partial run: record the rest with: {run_.resume_command()}")
         score = f"tcbreplay score {summary.run_id}" + (
-            f" --store {store}" if str(store) != "traces" else ""
+            f" --store {shlex.quote(str(store))}" if str(store) != "traces" else ""
         )
         if sharded is not None:  # counted against what the shards were asked for
             if summary.status == "incomplete":

@@ -629,10 +629,28 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         return text, "is the network up, and the endpoint right (AWS_ENDPOINT_URL_S3)?"
     if "timeout" in name.lower() or "timeout" in text.lower():
         return text, (
-            f"the store did not answer within {S3_READ_S} s, {S3_ATTEMPTS} times: is its "
+            f"the store did not answer within {S3_READ_S} s, {_attempts()}: is its "
             "endpoint up (AWS_ENDPOINT_URL_S3)? AWS_MAX_ATTEMPTS sets how often to try"
         )
     return text, None
+
+
+# the attempts botocore makes of a request in each retry mode, unless AWS_MAX_ATTEMPTS says
+_MODE_ATTEMPTS = {"legacy": 5, "standard": 3, "adaptive": 3}
+
+
+def _attempts() -> str:
+    """How often a request was tried (see :func:`client_options`): S3_ATTEMPTS, or what the
+    environment's AWS_MAX_ATTEMPTS or AWS_RETRY_MODE say instead."""
+    given = os.environ.get("AWS_MAX_ATTEMPTS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return f"{int(given)} times (AWS_MAX_ATTEMPTS)"
+    mode = os.environ.get("AWS_RETRY_MODE", "").strip().lower()
+    if mode in _MODE_ATTEMPTS:
+        return f"{_MODE_ATTEMPTS[mode]} times (AWS_RETRY_MODE {mode})"
+    if {"AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"} & os.environ.keys():
+        return "as often as AWS_MAX_ATTEMPTS and AWS_RETRY_MODE say"
+    return f"{S3_ATTEMPTS} times"
 
 
 @contextmanager

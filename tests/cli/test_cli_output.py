@@ -686,3 +686,19 @@ def test_rows_json_writes_any_float_as_python_does(values):
     frame = pl.DataFrame({"x": pl.Series(values, dtype=pl.Float64)})
     assert rows_json(frame) == to_json(frame.to_dicts())
     assert rows_json(frame, None) == to_json(frame.to_dicts(), None)
+
+
+@pytest.mark.slow  # (a recording and its replay: about 7 s)
+def test_the_commands_suggested_name_a_store_with_a_space_as_one_argument(tmp_path):
+    import shlex
+
+    store = tmp_path / "sp ace"
+    recorded = cli("record", "--model", "sim:seed=1", "--limit", "1", "--run-id", "q",
+                   "--store", store)  # fmt: skip
+    assert recorded.exit_code == 0, recorded.output
+    replayed = cli("replay", "q", "--store", store)
+    assert replayed.exit_code == 0, replayed.output
+    for output in (recorded.output, replayed.output):
+        (line,) = [x for x in output.splitlines() if x.startswith("next: ")]
+        words = shlex.split(line.removeprefix("next: "))
+        assert words[-2:] == ["--store", str(store)]

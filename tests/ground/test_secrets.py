@@ -164,6 +164,37 @@ def test_find_secrets_gives_the_values_to_redact():
 # ---------------------------------------------------------------- redaction
 
 
+def test_redact_removes_the_credentials_of_urls_in_the_text_and_in_the_environment():
+    """A storage library quotes its endpoint (AWS_ENDPOINT_URL_S3, a variable whose name says
+    nothing of a secret) in its errors: the user info and secret query parameters of any
+    environment variable's URL, and of any URL in the text, are removed."""
+    environ = {"AWS_ENDPOINT_URL_S3": "http://eu:endpointpass9@127.0.0.1:1/?token=qsecret77"}
+    text = "Custom endpoint `http://eu:endpointpass9@127.0.0.1:1/?token=qsecret77` is bad"
+    assert (
+        redact(text, environ)
+        == "Custom endpoint `http://[redacted]@127.0.0.1:1/?token=[redacted]` is bad"
+    )
+    assert redact("at endpointpass9 and qsecret77", environ) == "at [redacted] and [redacted]"
+    quoted = "see https://host.invalid/o?X-Amz-Signature=abcdef123456&part=2"
+    assert redact(quoted, {}) == "see https://host.invalid/o?X-Amz-Signature=[redacted]&part=2"
+    assert (
+        redact("http://host.invalid/?page=1234567890", {}) == "http://host.invalid/?page=1234567890"
+    )
+
+
+def test_an_endpoints_credentials_never_reach_the_screen(monkeypatch, tmp_path):
+    monkeypatch.setenv(
+        "AWS_ENDPOINT_URL_S3", "http://eu:endpointpass9@127.0.0.1:1/?token=qsecret77"
+    )
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    result = cli("runs", "--store", "s3://bucket/team")
+    assert result.exit_code != 0
+    assert result.output.startswith("Error: s3://bucket/team: ")
+    assert "endpointpass9" not in result.output and "qsecret77" not in result.output
+    assert "Traceback" not in result.output
+
+
 def test_redact_replaces_every_secret_variable_and_its_quoted_forms(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-FAKE/with+chars")
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-FAKE-0987654321")

@@ -798,6 +798,15 @@ def test_an_endpoint_that_never_answers_is_given_up_on_in_one_line(silent_endpoi
     assert took < 15  # one try of each request, a second each
 
 
+@pytest.mark.slow  # (about 3 s)
+def test_the_hint_counts_the_attempts_the_environment_asked_for(silent_endpoint, monkeypatch):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # (the fixture's own setting: 1)
+    result = cli("runs", "--store", silent_endpoint)
+    assert result.exit_code == 1, result.output
+    hint = result.output.strip().splitlines()[1]
+    assert hint.startswith("Hint: the store did not answer within 1 s, 2 times (AWS_MAX_ATTEMPTS)")
+
+
 def _lost(kind: str) -> Exception:
     """What a command met when the network to its store went in its middle (as a hostile
     review saw each, killing a proxy in front of the S3 server under `score`)."""
