@@ -6,6 +6,7 @@ import errno
 import importlib
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -423,6 +424,29 @@ def main(store: Path | None, fmt: str | None) -> None:
     Shell completion (bash; zsh_source, fish_source for those shells):
       eval "$(_TCBREPLAY_COMPLETE=bash_source tcbreplay)"
     """
+
+
+class InputFile(click.Path):
+    """A file of this machine given as input (a dataset, traces, a system prompt): a URL is
+    refused in one line (object storage holds stores, ``--store s3://...``, not inputs),
+    instead of being read as a path whose ``//`` collapsed."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and _URL_START.match(value):
+            self.fail(
+                f"{value}: a URL; give a file of this machine (a store may be on object "
+                "storage, its inputs may not)",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
+_URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+INPUT_FILE = InputFile()
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, KnownCommand, emit, main, output_format
+from tcbreplay._cli.common import INPUT_FILE, STORE_OPTION, KnownCommand, emit, main, output_format
 from tcbreplay._importers import registry
 from tcbreplay.errors import InputError, TraceError
 
@@ -44,7 +44,7 @@ class _ImportCommand(KnownCommand):
 @main.command("import", cls=_ImportCommand)
 @click.option(
     "--dataset",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="The samples' inputs and gold calls (not needed for tau-bench and tau2, nor for "
     "inspect logs whose samples hold their calls; with bfcl: BFCL's questions). LangSmith's "
     "and Langfuse's traces are matched to its samples by an id they carry or by their input "
@@ -59,7 +59,7 @@ class _ImportCommand(KnownCommand):
 )
 @click.option(
     "--traces",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     required=True,
     help="The traces file: JSONL of {sample_id, messages, ...} lines, a τ-bench or τ²-bench "
     "results file, an inspect_ai log, LangSmith runs, Langfuse observations, a dashboard file, "
@@ -75,7 +75,7 @@ class _ImportCommand(KnownCommand):
 )
 @click.option(
     "--answers",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="With --format bfcl: BFCL's possible answers for the --dataset questions.",
 )
 @click.option(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
 import click
 
 from tcbreplay._cli.common import (
     FORMAT_OPTION,
+    INPUT_FILE,
     STORE_OPTION,
     emit,
     main,
@@ -22,11 +22,11 @@ from tcbreplay.errors import InputError, StoreError
 
 @main.command()
 @click.option("--benchmark", help="Built-in benchmark (default tool-call).")
-@click.option("--dataset", type=click.Path(dir_okay=False, path_type=Path), help="Dataset file.")
+@click.option("--dataset", type=INPUT_FILE, help="Dataset file.")
 @click.option("--tools", help="Tools as module:attr.")
 @click.option(
     "--system-prompt",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="Text file of the agent's system prompt (default: the benchmark's).",
 )
 @click.option(

@@ -10,6 +10,7 @@ import click
 
 from tcbreplay._cli.common import (
     FORMAT_OPTION,
+    INPUT_FILE,
     STORE_OPTION,
     complete_run_id,
     emit,
@@ -17,15 +18,15 @@ from tcbreplay._cli.common import (
     options_dict,
 )
 
-_FILE = click.Path(dir_okay=False, path_type=Path)
-
 
 @main.command()
 @click.argument("run_id", shell_complete=complete_run_id)
 @click.option("--run-id", "new_run_id", help="The replay's run id [default: RUN-replay-<hash>].")
-@click.option("--system-prompt", type=_FILE, help="Replay with this system prompt (a text file).")
+@click.option(
+    "--system-prompt", type=INPUT_FILE, help="Replay with this system prompt (a text file)."
+)
 @click.option("--tools", help="Replay with these tools (module:attr, or a JSON file).")
-@click.option("--dataset", type=_FILE, help="Replay with this dataset's inputs.")
+@click.option("--dataset", type=INPUT_FILE, help="Replay with this dataset's inputs.")
 @click.option(
     "--agent",
     metavar="MODULE:FACTORY",

@@ -168,6 +168,11 @@ class Toolset:
 
 def load_toolset(source: str) -> Toolset:
     """Load tools from ``module:attr`` or from a JSON file of function schemas."""
+    if "://" in source:  # (read as a path, its // would collapse into a file not found)
+        raise ToolSchemaError(
+            f"{source}: a URL; give a file of this machine, or module:attr (a store may be on "
+            "object storage, its inputs may not)"
+        )
     path = Path(source)
     if source.endswith(".json") or (path.is_file() and ":" not in source):
         return _from_json(path)

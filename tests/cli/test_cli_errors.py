@@ -193,6 +193,22 @@ def test_missing_dataset_file(tmp_path, store_dir, traces_file):
     assert_input_error(run_cli(args, store_dir), "cannot read dataset")
 
 
+@pytest.mark.parametrize(
+    "option", ["--dataset", "--system-prompt", "--tools", "--traces", "import --dataset"]
+)
+def test_an_input_given_as_a_url_is_refused_in_one_line(store_dir, traces_file, option):
+    """Before, s3://b/x.json was read as the path s3:/b/x.json, not found."""
+    url = "s3://bucket/team/input.json"
+    if option == "--traces":
+        args = import_args(DATA / "ds_problems.json", SHOP_JSON, traces_file)
+        args[args.index("--traces") + 1] = url
+    elif option == "import --dataset":
+        args = import_args(url, SHOP_JSON, traces_file)
+    else:
+        args = record_args(option, url)
+    assert_input_error(run_cli(args, store_dir), f"{url}: a URL; give a file of this machine")
+
+
 # ---------------------------------------------------------------- Python tool specs
 
 GOOD_TOOLS = '''
