@@ -65,9 +65,8 @@ def load_calls(
     the rows (``samples``, in sample order) in ``shown`` (every row when None), and count over
     every row the names used and the invented arguments of paired calls (``schemas``: the
     tools of samples without tools of their own)."""
-    kept = samples["sample_id"].to_list()
-    if shown is not None:
-        kept = [sid for sid in kept if sid in shown]
+    ids = samples["sample_id"]
+    kept = (ids if shown is None else ids.filter(ids.is_in(list(shown)))).to_list()
     data = Calls(gold={sid: [] for sid in kept}, agent={sid: [] for sid in kept})
     rules: dict[str, list[dict[str, Any]]] = {}
     schema_props = tool_properties(schemas)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from tcbreplay._compare.diff import diff_runs
 from tcbreplay._compare.outcomes import read_outcomes
@@ -33,7 +34,7 @@ from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import SAMPLES_SCHEMA
+from tcbreplay._store.schema import SAMPLES_SCHEMA, SCORES_SCHEMA
 from tcbreplay.errors import InputError, TcbReplayError
 
 METRICS = ("tsa", "tp", "ahr")
@@ -44,7 +45,11 @@ CONFIDENCE = 0.95
 _CHUNK_CELLS = 2_000_000
 # Values differing by less than this are the same score (tp is a ratio of small integers).
 _EPS = 1e-9
-_SAMPLE_COLUMNS = [
+# the samples' columns read for every row: what the report keys on or counts over the run
+_ROW_COLUMNS = ["sample_id", "trial", "sample_index", "category"]
+# those read for the rows the page shows only (at ten million samples, input, gold and
+# metadata alone are gigabytes)
+_SHOWN_COLUMNS = [
     "sample_id",
     "trial",
     "sample_index",
@@ -58,6 +63,24 @@ _SAMPLE_COLUMNS = [
     "duration_s",
     "metadata",
 ]
+# the scores' columns the report reads: the page's, the intervals' and the validity panel's
+_SCORE_COLUMNS = [
+    "sample_id",
+    "trial",
+    "sample_index",
+    "status",
+    "n_agent",
+    "tsa",
+    "tp",
+    "ahr",
+    "args_invalid",
+    "args_total",
+    "args_missing",
+    "exact",
+    "write_exact",
+    "first_divergence",
+    "covered",
+]
 
 
 def row_key(sample_id: str, trial: int) -> str:
@@ -66,27 +89,56 @@ def row_key(sample_id: str, trial: int) -> str:
 
 
 def read_columns(path: Any, schema: Any, columns: list[str]) -> pl.DataFrame:
-    """Columns of a run file, a version 1 file's as trial 0 without metadata."""
-    from tcbreplay._store.parquet import read_table
+    """Columns of a run file, a version 1 file's as trial 0 without metadata: only those
+    columns are read."""
+    from tcbreplay._store.parquet import read_schema, read_table
     from tcbreplay._store.schema import with_optional_columns
 
-    frame = pl.from_arrow(with_optional_columns(read_table(path), schema).select(columns))
+    names = set(read_schema(path).names)
+    table = read_table(path, columns=[c for c in columns if c in names])
+    wanted = pa.schema([schema.field(c) for c in columns if c in schema.names])
+    table = with_optional_columns(table, wanted)
+    frame = pl.from_arrow(table.select([c for c in columns if c in table.column_names]))
     assert isinstance(frame, pl.DataFrame)
     return frame
 
 
-def read_frame(path: Any) -> pl.DataFrame:
-    """A Parquet file of the store as a frame, wherever the store is."""
-    from tcbreplay._store.parquet import read_table
+def read_rows(path: Any, schema: Any, columns: list[str], indices: list[int] | None) -> pl.DataFrame:
+    """:func:`read_columns` of the rows whose sample_index is in ``indices`` (every row when
+    None), in sample order: only the row groups that hold them read, one at a time."""
+    from tcbreplay._store.export import Slices
+    from tcbreplay._store.schema import with_optional_columns
 
-    frame = pl.from_arrow(read_table(path))
+    if indices is None:
+        return read_columns(path, schema, columns).sort("sample_index")
+    table = Slices(path, columns).read_indices(indices)
+    wanted = pa.schema([schema.field(c) for c in columns if c in schema.names])
+    table = with_optional_columns(table, wanted)
+    frame = pl.from_arrow(table.select([c for c in columns if c in table.column_names]))
+    assert isinstance(frame, pl.DataFrame)
+    return frame.sort("sample_index")
+
+
+def read_frame(path: Any, columns: list[str] | None = None) -> pl.DataFrame:
+    """A Parquet file of the store as a frame, wherever the store is (``columns``: those of
+    them it has, else every one)."""
+    from tcbreplay._store.parquet import read_schema, read_table
+
+    if columns is not None:
+        names = set(read_schema(path).names)
+        columns = [c for c in columns if c in names]
+    frame = pl.from_arrow(read_table(path, columns=columns))
     assert isinstance(frame, pl.DataFrame)
     return frame
 
 
 @dataclass
 class RunData:
-    """One run as the report needs it, every per-sample frame in the run's sample order."""
+    """One run as the report needs it, every per-sample frame in the run's sample order.
+
+    ``scores`` and ``samples`` hold every row, with the few columns the report counts or
+    keys on over the whole run; ``shown_samples`` every column the page shows of its rows
+    (filled by :func:`add_calls`)."""
 
     run: Run
     summary: dict[str, Any]
@@ -113,6 +165,10 @@ class RunData:
     invented: Counter[str] = field(default_factory=Counter)
     # every call's name, gold calls' then agent calls', in the order the run first uses them
     call_names: list[str] = field(default_factory=list)
+    # the samples' categories, over every row (sorted, none empty)
+    categories: list[str] = field(default_factory=list)
+    # the shown rows (every row when the page shows all) with every column the page shows
+    shown_samples: pl.DataFrame | None = None
 
     @property
     def run_id(self) -> str:
@@ -125,6 +181,18 @@ class RunData:
     def failed(self) -> dict[str, bool]:
         """Per sample: not a perfect match (see :func:`is_failed`)."""
         return failed_rows(self.scores)
+
+    def shown(self) -> pl.DataFrame:
+        """The rows of its samples the page shows, with every column it shows (a diverged
+        row of a replay is one of them)."""
+        if self.shown_samples is None:
+            raise ValueError(f"run {self.run_id!r}: its shown samples are not read (add_calls)")
+        return self.shown_samples
+
+    @property
+    def n_failed(self) -> int:
+        """How many of the run's rows failed (see :func:`is_failed`)."""
+        return int(self.scores.select(failed_expr().sum()).item())
 
 
 @dataclass
@@ -179,6 +247,16 @@ def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> b
     return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
 
 
+def failed_expr() -> pl.Expr:
+    """:func:`is_failed` of each row of a scores frame, as a column ``failed``."""
+    return (
+        pl.col("status").ne_missing("ok")
+        | (pl.col("tp") < 1.0 - _EPS)
+        | (pl.col("args_invalid") > 0)
+        | (pl.col("args_missing") > 0)
+    ).alias("failed")
+
+
 def run_validity(
     run: Run, scores: pl.DataFrame, outcome: str | None, n_boot: int, seed: int = 0
 ) -> tuple[Validity | None, pl.DataFrame | None]:
@@ -227,16 +305,7 @@ def collect(
     ]
     for run in runs:
         run.validity, run.validity_rows = run_validity(run.run, run.scores, outcome, N_BOOT)
-    sample_ids: list[str] = []
-    seen: set[str] = set()
-    for run in runs:
-        for sid in run.samples["sample_id"]:
-            if sid not in seen:
-                seen.add(sid)
-                sample_ids.append(sid)
-    failed_by_run = [run.failed() for run in runs]
-    failed = [any(f.get(sid, False) for f in failed_by_run) for sid in sample_ids]
-    base = {k: b for run in runs for k, b in run.samples.select("sample_id", "base_id").rows()}
+    rows = _union(runs)  # every row of any run, in the order the runs first have it
     regressed_ids: set[str] = set()
     for run in runs[1:]:
         try:
@@ -247,20 +316,16 @@ def collect(
         run.diff = diff.runs
         regressed_ids.update(diff.regressed)
     # diff compares samples over their trials: each trial of a regressed sample is flagged
-    regressed = [base.get(sid, sid) in regressed_ids for sid in sample_ids]
-    in_error = set()
-    for run in runs:
-        in_error.update(run.scores.filter(pl.col("status") != "ok")["sample_id"].to_list())
-    kinds = {
-        "regressed": regressed,
-        "in error": [sid in in_error for sid in sample_ids],
-        "failed": failed,
-    }
-    positions, shown = choose(kinds, len(sample_ids), samples, seed)
-    if shown is not None:
-        sample_ids = [sample_ids[k] for k in positions]
-        failed = [failed[k] for k in positions]
-        regressed = [regressed[k] for k in positions]
+    rows = rows.with_columns(pl.col("base_id").is_in(list(regressed_ids)).alias("regressed"))
+    flags = {name: rows[name].to_numpy() for name in ("regressed", "in_error", "failed")}
+    kinds = {"regressed": flags["regressed"], "in error": flags["in_error"],
+             "failed": flags["failed"]}  # fmt: skip
+    positions, shown = choose(kinds, rows.height, samples, seed)
+    at = pl.Series(positions, dtype=pl.UInt32)
+    picked = rows if shown is None else rows.select(pl.all().gather(at))
+    sample_ids = picked["sample_id"].to_list()
+    failed = picked["failed"].to_list()
+    regressed = picked["regressed"].to_list()
     keep = None if shown is None else set(sample_ids)
     for run in runs:
         add_calls(run, keep)
@@ -274,6 +339,36 @@ def collect(
         tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
         shown=shown,
     )
+
+
+def _union(runs: list[RunData]) -> pl.DataFrame:
+    """The rows of every run (sample_id, base_id), each once, in the order the runs first
+    have them, with whether it failed in any run and whether it ended in error in any."""
+    frames = [
+        run.samples.select("sample_id", "base_id")
+        .join(
+            run.scores.select(
+                "sample_id",
+                failed_expr().fill_null(False),
+                (pl.col("status") != "ok").fill_null(False).alias("in_error"),
+            ),
+            on="sample_id",
+            how="left",
+            maintain_order="left",
+        )
+        .with_columns(pl.col("failed", "in_error").fill_null(False))
+        for run in runs
+    ]
+    if len(frames) == 1:
+        return frames[0]
+    every = pl.concat(frames).with_row_index("k")
+    first = every.group_by("sample_id", maintain_order=True).agg(
+        pl.col("k").first(),
+        pl.col("base_id").last(),  # (as a dict of them all would have it)
+        pl.col("failed").any(),
+        pl.col("in_error").any(),
+    )
+    return first.sort("k").drop("k")
 
 
 def load_run(
@@ -292,8 +387,9 @@ def load_scores(
     """A run's scores (of ``scoring``) and samples, without its calls (:func:`add_calls`)."""
     run = store.open_run(run_id)
     summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring)
-    samples = keyed(read_columns(run.samples_path, SAMPLES_SCHEMA, _SAMPLE_COLUMNS))
-    samples = samples.sort("sample_index")
+    samples = keyed(read_columns(run.samples_path, SAMPLES_SCHEMA, _ROW_COLUMNS))
+    categories = samples["category"].unique().drop_nulls().to_list()
+    samples = samples.drop("category").sort("sample_index")
     return RunData(
         run=run,
         summary=summary,
@@ -304,6 +400,7 @@ def load_scores(
         explanations={},
         scored_in_memory=in_memory,
         intervals=metric_intervals(scores),
+        categories=sorted(c for c in categories if c),
     )
 
 
@@ -314,6 +411,9 @@ def add_calls(data: RunData, shown: set[str] | None) -> None:
     if shown is not None:
         rows = data.samples.filter(pl.col("sample_id").is_in(list(shown)))
         data.shown_indices = rows["sample_index"].to_list()
+    data.shown_samples = keyed(
+        read_rows(data.run.samples_path, SAMPLES_SCHEMA, _SHOWN_COLUMNS, data.shown_indices)
+    )
     data.agent, data.gold, data.explanations = calls.agent, calls.gold, calls.explanations
     data.gold_rules, data.own_tools = calls.gold_rules, calls.own_tools
     data.invented, data.call_names = calls.invented, calls.call_names
@@ -347,7 +447,7 @@ def _scores(
             )
         )
         if current:
-            scores = keyed(read_frame(folder / "scores.parquet"))
+            scores = keyed(read_frame(folder / "scores.parquet", _SCORE_COLUMNS))
             return summary, scores.sort("sample_index"), False
     except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
         pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
@@ -363,8 +463,17 @@ def _scores(
             f"run {run.run_id!r} has no scoring {scoring!r}",
             hint=missing_scoring_hint(run.run_id, scoring, []),
         )
-    result = score_run(store, run.run_id, options, allow_incomplete=allow_incomplete, write=False)
-    return result.summary, keyed(result.scores).sort("sample_index"), True
+    parts: list[pl.DataFrame] = []  # each part's scores as it comes, the report's columns
+    result = score_run(
+        store, run.run_id, options, allow_incomplete=allow_incomplete, write=False,
+        each_part=lambda part: parts.append(part.select(c for c in _SCORE_COLUMNS if c in part.columns)),
+    )  # fmt: skip
+    if not parts:
+        empty = pl.from_arrow(SCORES_SCHEMA.empty_table())
+        assert isinstance(empty, pl.DataFrame)
+        parts = [empty.select(_SCORE_COLUMNS)]
+    scores = pl.concat(parts, rechunk=True)
+    return result.summary, keyed(scores).sort("sample_index"), True
 
 
 def metric_intervals(

@@ -132,14 +132,13 @@ def _option(value: str, label: str) -> str:
 
 
 def _categories(report: ReportData) -> list[str]:
-    cats = {c for run in report.runs for c in run.samples["category"].to_list() if c}
-    return sorted(cats)
+    return sorted({c for run in report.runs for c in run.categories})
 
 
 def _card(k: int, run: RunData, report: ReportData) -> str:
     s = run.summary
     model = run.run.manifest.get("model") or {}
-    failed = sum(run.failed().values())
+    failed = run.n_failed
     badges = '<span class="badge">simulated</span>' if model.get("simulated") else ""
     if k == 0 and len(report.runs) > 1:
         badges += '<span class="badge base">baseline</span>'
@@ -260,7 +259,7 @@ def _leaderboard(report: ReportData) -> str:
             f'<td class="num">{_fmt(s.get("exact"))}</td>'
             + (f'<td class="num">{_fmt(s.get("write_exact"))}</td>' if writes else "")
             + f'<td class="num">{s.get("n_samples", 0):,}</td>'
-            f'<td class="num">{sum(run.failed().values()):,}</td>'
+            f'<td class="num">{run.n_failed:,}</td>'
             f'<td class="num">{s.get("n_errors", 0):,}</td></tr>'
         )
     head = (
@@ -330,7 +329,7 @@ def table_payload(report: ReportData) -> dict[str, Any]:
     """One array per column of the samples table, aligned with ``report.sample_ids``."""
     first: dict[str, dict[str, Any]] = {}
     for run in report.runs:
-        for row in report.shown_rows(run.samples).iter_rows(named=True):
+        for row in run.shown().iter_rows(named=True):
             first.setdefault(row["sample_id"], row)
     n_gold: dict[str, int] = {}
     for run in report.runs:
@@ -370,7 +369,7 @@ def _run_columns(run: RunData, report: ReportData) -> dict[str, list[Any]]:
     sample_ids = report.sample_ids
     shown_scores = report.shown_rows(run.scores)
     scores = {r["sample_id"]: r for r in shown_scores.iter_rows(named=True)}
-    samples = {r["sample_id"]: r for r in report.shown_rows(run.samples).iter_rows(named=True)}
+    samples = {r["sample_id"]: r for r in run.shown().iter_rows(named=True)}
     failed = failed_rows(shown_scores)
     names = ("tsa", "tp", "ahr", "calls", "inv", "tot", "mis", "status", "failed", "tin", "tout")
     cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur")}
@@ -425,7 +424,7 @@ def details_payload(report: ReportData) -> dict[str, Any]:
     for run in report.runs:
         messages = transcripts(run)
         diverged = divergence_views(run, lambda m: _message(m, strings))
-        rows = report.shown_rows(run.samples)
+        rows = run.shown()
         errors = dict(rows.select("sample_id", "error").iter_rows())
         metadata = dict(rows.select("sample_id", "metadata").iter_rows())
         per_sample: list[Any] = []

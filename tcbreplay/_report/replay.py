@@ -72,7 +72,7 @@ def divergence_views(run: RunData, message: Any) -> dict[str, dict[str, Any]]:
     parent_id = str((run.run.manifest.get("replay") or {}).get("parent_run_id") or "")
     metadata = {
         r[0]: json.loads(r[1]) if r[1] else {}
-        for r in run.samples.select("sample_id", "metadata").iter_rows()
+        for r in run.shown().select("sample_id", "metadata").iter_rows()
     }
     parent = None
     try:

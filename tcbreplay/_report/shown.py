@@ -15,6 +15,7 @@ show the same samples.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,7 +45,7 @@ class Shown:
 
 
 def choose(
-    kinds: dict[str, list[bool]], total: int, limit: int | None, seed: int = SEED
+    kinds: dict[str, Sequence[bool] | np.ndarray], total: int, limit: int | None, seed: int = SEED
 ) -> tuple[list[int], Shown | None]:
     """The positions (ascending) of the samples shown, of ``total``, and how they were chosen
     (None when all are: ``limit`` None, or no fewer than ``total``). ``kinds``: per kind of
@@ -54,7 +55,8 @@ def choose(
     left = np.ones(total, dtype=bool)  # not yet of a kind
     groups: dict[str, np.ndarray] = {}
     for kind in KINDS:
-        flags = np.asarray(kinds.get(kind) or [False] * total, dtype=bool)
+        given = kinds.get(kind)
+        flags = np.zeros(total, dtype=bool) if given is None else np.asarray(given, dtype=bool)
         members = np.flatnonzero(flags & left)
         left &= ~flags
         if len(members):
