@@ -10,6 +10,7 @@ report's intervals are taken this way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -77,17 +78,23 @@ class ResampleSums:
                 columns[k] = None  # (let go as soon as the table holds it)
             sums = np.empty((self.n_boot, table.shape[1]))
             rows = max(1, min(self.n_boot, COUNT_CELLS // max(self.n, 1)))
-            weights = np.empty((rows, self.n))
+            # counted as floats at once: the same counts, without an integer copy to convert
+            ones = np.ones(self.n) if self.n >= COUNT_BY_ROW else None
+            # (a resample at a time: its count is the block)
+            weights = np.empty((rows, self.n)) if rows > 1 or ones is None else None
             done = 0
             rng = np.random.default_rng(self.seed)
-            for batch in resamples(rng, self.n, self.n_boot, self.chunk_cells):
+            for batch in _ahead(resamples(rng, self.n, self.n_boot, self.chunk_cells)):
                 for start in range(0, len(batch), rows):
                     drawn = batch[start : start + rows]
-                    block = weights[: len(drawn)]
-                    if self.n >= COUNT_BY_ROW:  # a row at a time: fewer, smaller passes
+                    if weights is None:
+                        block = np.bincount(drawn[0], ones, self.n)[None, :]
+                    elif ones is not None:  # a row at a time: fewer, smaller passes
+                        block = weights[: len(drawn)]
                         for k, row in enumerate(drawn):
-                            block[k] = np.bincount(row, minlength=self.n)
+                            block[k] = np.bincount(row, ones, self.n)
                     else:  # few samples: every row of the block in one count
+                        block = weights[: len(drawn)]
                         flat = (drawn + (np.arange(len(drawn)) * self.n)[:, None]).ravel()
                         block[:] = np.bincount(flat, minlength=block.size).reshape(block.shape)
                     sums[done : done + len(drawn)] = block @ table
@@ -96,6 +103,16 @@ class ResampleSums:
                         progress(done, self.n_boot)
             self._sums = sums
         return self._sums
+
+
+def _ahead(batches: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    """``batches``, the next one drawn in a thread while the caller counts this one (numpy
+    draws without the GIL; the draws stay one stream, in order)."""
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(next, batches, None)
+        while (batch := pending.result()) is not None:
+            pending = pool.submit(next, batches, None)
+            yield batch
 
 
 def _same_column(

@@ -65,3 +65,26 @@ def test_a_column_given_at_some_samples_sums_as_the_whole_column():
         assert (sums[:, k] == column[drawn].sum(axis=1)).all()
     with pytest.raises(RuntimeError):
         boot.column(whole)
+
+
+@pytest.mark.parametrize("n, count", [(12_000, 4_000_000), (12_000, 1)])
+def test_the_counts_weigh_the_columns_as_integer_counts_did(monkeypatch, n, count):
+    """Past COUNT_BY_ROW samples, the draws are counted as floats (a resample's count the
+    block itself when blocks are of one resample): the sums are those of integer counts
+    converted and multiplied in the same blocks, to the bit."""
+    monkeypatch.setattr(resampling, "COUNT_CELLS", count)
+    rng = np.random.default_rng(9)
+    table = np.stack([rng.integers(0, 7, n) / 7, rng.integers(0, 5, n)], axis=1)
+    boot = ResampleSums(n, 30, seed=2, chunk_cells=50_000)
+    boot.column(table[:, 0])
+    boot.column(table[:, 1])
+    rows = max(1, min(30, count // n))
+    expected = []
+    for batch in resamples(np.random.default_rng(2), n, 30, 50_000):
+        for start in range(0, len(batch), rows):
+            drawn = batch[start : start + rows]
+            block = np.empty((len(drawn), n))
+            for k, row in enumerate(drawn):
+                block[k] = np.bincount(row, minlength=n)
+            expected.append(block @ table)
+    assert boot.sums().tobytes() == np.concatenate(expected).tobytes()

@@ -28,6 +28,8 @@ from tcbreplay._report.charts import (
     tp_bins,
     tp_normalised,
 )
+from tcbreplay._compare.resampling import resamples
+from tcbreplay._report.data import _CHUNK_CELLS, metric_intervals
 from tcbreplay._report.page import script_json
 from tcbreplay._score.metrics import explain_sample
 from tcbreplay._score.run import score_run
@@ -287,6 +289,37 @@ def test_intervals_contain_the_value(one_run_html, sim_run):
         low, high = run.intervals[metric]
         assert low <= run.summary[metric] <= high
         assert low < high
+
+
+def test_intervals_are_the_quantiles_of_the_resampled_metrics():
+    """The intervals are those of the run's rows drawn with replacement from the seed and
+    each metric recomputed over them (tsa over the rows it is defined for, ahr over their
+    arguments), to rounding."""
+    rng = np.random.default_rng(8)
+    n = 300
+    tsa = np.where(rng.uniform(size=n) < 0.1, np.nan, rng.integers(0, 4, n) / 3)
+    scores = pl.DataFrame(
+        {
+            "tsa": tsa,
+            "tp": rng.integers(0, 5, n) / 4,
+            "args_invalid": rng.integers(0, 2, n),
+            "args_total": rng.integers(0, 4, n),
+        }
+    )
+    got = metric_intervals(scores, n_boot=200, seed=5)
+    drawn = np.concatenate(list(resamples(np.random.default_rng(5), n, 200, _CHUNK_CELLS)))
+    defined = ~np.isnan(tsa)
+    per_draw = {
+        "tsa": np.nan_to_num(tsa)[drawn].sum(axis=1) / defined[drawn].sum(axis=1),
+        "tp": scores["tp"].to_numpy()[drawn].mean(axis=1),
+        "ahr": (
+            scores["args_invalid"].to_numpy()[drawn].sum(axis=1)
+            / scores["args_total"].to_numpy()[drawn].sum(axis=1)
+        ),
+    }
+    for metric, values in per_draw.items():
+        expected = np.quantile(values, [0.025, 0.975])
+        assert got[metric] == pytest.approx(tuple(expected), rel=1e-12, abs=1e-15)
 
 
 def test_write_report_writes_the_page(hand, tmp_path):

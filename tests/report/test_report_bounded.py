@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import polars as pl
 import pytest
 from report_helpers import import_hand_run, payload
 
@@ -195,6 +196,33 @@ def test_choose_takes_the_kinds_in_order():
     assert choose(kinds, 6, 6) == (list(range(6)), None)
     assert choose(kinds, 6, None) == (list(range(6)), None)
     assert list(KINDS) == ["regressed", "in error", "failed"]
+
+
+def test_the_heavy_columns_are_read_for_the_shown_samples_only(sim_run, monkeypatch):
+    """Input, gold, metadata and error are read of the samples the page shows, never of the
+    whole file: at ten million samples they alone are gigabytes."""
+    from tcbreplay._store import parquet
+
+    reads, real = [], parquet.read_table
+
+    def spy(path, **options):
+        reads.append((path.name, options.get("columns")))
+        return real(path, **options)
+
+    monkeypatch.setattr(parquet, "read_table", spy)
+    store, run_id = sim_run
+    report = collect(store, [run_id], samples=5)
+    heavy = {"input", "gold", "metadata", "error"}
+    whole = [columns for name, columns in reads if name == "samples.parquet"]
+    assert whole and all(c is not None and not heavy & set(c) for c in whole)
+    run = report.runs[0]
+    assert not heavy & set(run.samples.columns) and not heavy & set(run.scores.columns)
+    shown = run.shown()
+    assert shown["sample_id"].to_list() == report.sample_ids and heavy <= set(shown.columns)
+    assert shown["sample_index"].to_list() == run.shown_indices
+    every = pl.read_parquet(run.run.samples_path).filter(pl.col("sample_index").is_in(
+        run.shown_indices)).sort("sample_index")  # fmt: skip
+    assert shown.select(*heavy).equals(every.select(*heavy))
 
 
 def test_slices_read_the_rows_of_some_samples(sim_run):
