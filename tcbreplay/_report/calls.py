@@ -38,6 +38,8 @@ def keyed(frame: pl.DataFrame) -> pl.DataFrame:
     (:func:`row_key`), and the sample's own id as ``base_id``."""
     if "trial" not in frame.columns:  # scored before trials: every row is trial 0
         frame = frame.with_columns(pl.lit(0, pl.Int32).alias("trial"))
+    if not (frame["trial"] > 0).any():  # every name is the id: one column, not two
+        return frame.with_columns(pl.col("sample_id").alias("base_id"))
     key = (
         pl.when(pl.col("trial") > 0)
         .then(pl.format("{} (trial {})", "sample_id", "trial"))

@@ -344,21 +344,19 @@ def collect(
 def _union(runs: list[RunData]) -> pl.DataFrame:
     """The rows of every run (sample_id, base_id), each once, in the order the runs first
     have them, with whether it failed in any run and whether it ended in error in any."""
-    frames = [
-        run.samples.select("sample_id", "base_id")
-        .join(
-            run.scores.select(
-                "sample_id",
-                failed_expr().fill_null(False),
-                (pl.col("status") != "ok").fill_null(False).alias("in_error"),
-            ),
-            on="sample_id",
-            how="left",
-            maintain_order="left",
+    frames = []
+    for run in runs:
+        flags = run.scores.select(
+            "sample_id",
+            failed_expr().fill_null(False),
+            (pl.col("status") != "ok").fill_null(False).alias("in_error"),
         )
-        .with_columns(pl.col("failed", "in_error").fill_null(False))
-        for run in runs
-    ]
+        rows = run.samples.select("sample_id", "base_id")
+        if rows["sample_id"].equals(flags["sample_id"]):  # the same rows in the same order
+            frames.append(rows.with_columns(flags["failed"], flags["in_error"]))
+            continue
+        rows = rows.join(flags, on="sample_id", how="left", maintain_order="left")
+        frames.append(rows.with_columns(pl.col("failed", "in_error").fill_null(False)))
     if len(frames) == 1:
         return frames[0]
     every = pl.concat(frames).with_row_index("k")
