@@ -20,6 +20,7 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay import _json
+from tcbreplay._json import MAX_DEPTH, MAX_INT_DIGITS
 from tcbreplay._score import translate
 from tcbreplay._score.metrics import DEFAULT_COMPARE, GoldRules, explain_sample, tool_properties
 from tcbreplay._score.scorers.default import score_part
@@ -104,10 +105,11 @@ def load_calls(
             if shown is not None:
                 may = _may_invent(con, tables.agent, ids, own_tools, schema_props)
                 explain = {sid for sid in ids if sid in shown}
-                others = {(k, name) for k, name in may if ids[k] not in shown}
-                if others:
+                hidden = [k for k in may["s"].unique().to_list() if ids[k] not in shown]
+                if hidden:
                     if tools is None:
                         tools = translate.tools_table(con, schemas)
+                    others = may.filter(pl.col("s").is_in(hidden))
                     _count_invented(
                         con, flat, tools, others, ids, own_tools, schema_props, data.invented
                     )
@@ -156,45 +158,44 @@ def _count_invented(
     con: Any,
     flat: translate.FlatCalls,
     tools: translate.Tools,
-    calls: set[tuple[int, str]],
+    calls: pl.DataFrame,
     ids: list[str],
     own_tools: dict[str, Any],
     props: dict[str, dict[str, Any]],
     invented: Counter[str],
 ) -> None:
     """Add to ``invented`` the arguments that their tool does not take of the paired calls
-    named in ``calls`` (``(s, name)``: each sample of ``flat`` and the name of its calls that
-    may pass one), the pairing chosen by the scoring kernel with the default comparison: the
-    same pairing :func:`explain_sample` chooses, for a fraction of its time (a tenth of a
-    large run's samples may invent an argument)."""
+    among ``calls`` (:func:`_may_invent`'s: each call of ``flat`` that may pass one, by its
+    sample ``s`` and number ``i``, with how many keys it passes that its tool does not take,
+    null where the call is to be read to know), the pairing chosen by the scoring kernel with
+    the default comparison: the same pairing :func:`explain_sample` chooses, for a fraction
+    of its time (a tenth of a large run's samples may invent an argument)."""
     own = None
     if flat.tools is not None:
         own = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
     pairs = score_part(flat, tools, DEFAULT_COMPARE, own, covered=False).pairs
-    keyed_pairs = pairs.join(
-        flat.samples.select("sample_id", "trial").with_row_index("s"),
-        on=["sample_id", "trial"],
-        how="inner",
-    ).filter(pl.col("s").is_in(sorted({s for s, _ in calls})))
-    at = flat.agent.first[keyed_pairs["s"].to_numpy()] + keyed_pairs["agent_index"].to_numpy()
-    names = flat.agent.name.take(pa.array(at)).to_pylist()
-    texts = flat.agent.args.take(pa.array(at)).to_pylist()
-    by_sample: dict[int, dict[str, dict[str, Any]]] = {}
-    for s, name, text in zip(keyed_pairs["s"].to_list(), names, texts, strict=True):
-        name = name or ""
-        if (s, name) not in calls:  # every key its tool takes: none invented
-            continue
+    paired = (
+        pairs.join(
+            flat.samples.select("sample_id", "trial").with_row_index("s"),
+            on=["sample_id", "trial"],
+            how="inner",
+        )
+        .select(pl.col("s").cast(pl.Int64), pl.col("agent_index").cast(pl.Int64).alias("i"))
+        .join(calls.with_columns(pl.col("s", "i").cast(pl.Int64)), on=["s", "i"])
+    )
+    known = paired.filter(pl.col("unknown").is_not_null())
+    for name, n in known.group_by("name").agg(pl.col("unknown").sum()).iter_rows():
+        invented[name] += n
+    read = paired.filter(pl.col("unknown").is_null())
+    at = flat.agent.first[read["s"].to_numpy()] + read["i"].to_numpy()
+    texts = flat.agent.args.take(pa.array(at, pa.int64())).to_pylist()
+    for s, name, text in zip(read["s"].to_list(), read["name"].to_list(), texts, strict=True):
         args = read_args(text)
         if not isinstance(args, dict):  # no object: read as no arguments, as scoring reads
             continue
         sid = ids[s]
-        if sid in own_tools:
-            if s not in by_sample:
-                by_sample[s] = tool_properties(own_tools[sid])
-            params = by_sample[s].get(name) or {}
-        else:
-            params = props.get(name) or {}
-        invented[name] += sum(key not in params for key in args)
+        params = (tool_properties(own_tools[sid]) if sid in own_tools else props).get(name)
+        invented[name] += sum(key not in (params or {}) for key in args)
 
 
 def _may_invent(
@@ -203,31 +204,44 @@ def _may_invent(
     ids: list[str],
     own_tools: dict[str, Any],
     props: dict[str, dict[str, Any]],
-) -> set[tuple[int, str]]:
-    """The samples (``s``) with an agent call that may pass a key its tool does not take, and
-    the name of those calls (``props``: each tool's parameters; a sample with tools of its own
-    is judged by them), paired or not: a superset of those whose pairing counts an invented
-    argument."""
+) -> pl.DataFrame:
+    """The agent calls that may pass a key their tool does not take (``props``: each tool's
+    parameters; a sample with tools of its own is judged by them), paired or not: their
+    sample ``s``, number ``i`` and ``name``, and how many such keys they pass (``unknown``;
+    null for a call whose arguments are to be read to know)."""
     cursor = con.cursor()
     try:
-        cursor.register("_calls", agent.select("s", "name", "args").to_arrow())
-        found = pl.from_arrow(cursor.sql(query_text("report_call_keys")).to_arrow_table())
+        cursor.register("_calls", agent.select("s", "i", "name", "args").to_arrow())
+        limits = {"depth": MAX_DEPTH, "digits": MAX_INT_DIGITS}
+        found = pl.from_arrow(
+            cursor.sql(query_text("report_call_keys"), params=limits).to_arrow_table()
+        )
     finally:
         cursor.close()
     assert isinstance(found, pl.DataFrame)
     pairs = [(tool, key) for tool, params in props.items() for key in params]
     known = pl.DataFrame(pairs, schema={"name": pl.String, "key": pl.String}, orient="row")
     own = [k for k, sid in enumerate(ids) if sid in own_tools]
-    # a null key (args no JSON) matches nothing: its sample is paired
+    # a null key (args to read) matches nothing: its call is read
     unknown = found.filter(~pl.col("s").is_in(own)).join(known, on=["name", "key"], how="anti")
-    may = set(unknown.select("s", "name").iter_rows())
     own_props: dict[int, dict[str, dict[str, Any]]] = {}
-    for s, name, key in found.filter(pl.col("s").is_in(own)).iter_rows():
+    rows = []
+    for s, i, name, key in found.filter(pl.col("s").is_in(own)).iter_rows():
         if s not in own_props:
             own_props[s] = tool_properties(own_tools[ids[s]])
         if key is None or key not in own_props[s].get(name, {}):
-            may.add((s, name))
-    return may
+            rows.append((s, i, name, key))
+    if rows:
+        unknown = pl.concat(
+            [unknown, pl.DataFrame(rows, schema=unknown.schema, orient="row")]
+        )
+    return unknown.group_by("s", "i", "name").agg(
+        pl.when(pl.col("key").is_null().any())
+        .then(None)
+        .otherwise(pl.len())
+        .cast(pl.Int64)
+        .alias("unknown")
+    )
 
 
 def with_rules(
