@@ -10,8 +10,14 @@ with calls as (
         coalesce(name, '') as name,
         args,
         json_valid(args)
-        and length(args) - length(replace(replace(args, '[', ''), '{', '')) <= $depth
-        and not regexp_matches(args, '[0-9]{' || ($digits + 1) || '}') as plain
+        and (
+            length(args) <= $depth
+            or length(args) - length(replace(replace(args, '[', ''), '{', '')) <= $depth
+        )
+        and (
+            length(args) <= $digits
+            or not regexp_matches(args, '[0-9]{' || ($digits + 1) || '}')
+        ) as plain
     from _calls
     where args is not null
 )
