@@ -84,6 +84,7 @@ class ResampleSums:
             weights = np.empty((rows, self.n)) if rows > 1 or ones is None else None
             done = 0
             rng = np.random.default_rng(self.seed)
+            block: np.ndarray
             for batch in _ahead(resamples(rng, self.n, self.n_boot, self.chunk_cells)):
                 for start in range(0, len(batch), rows):
                     drawn = batch[start : start + rows]

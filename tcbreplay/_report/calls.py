@@ -72,8 +72,8 @@ def load_calls(
     the rows (``samples``, in sample order) in ``shown`` (every row when None), and count over
     every row the names used and the invented arguments of paired calls (``schemas``: the
     tools of samples without tools of their own)."""
-    ids = samples["sample_id"]
-    kept = (ids if shown is None else ids.filter(ids.is_in(list(shown)))).to_list()
+    every = samples["sample_id"]
+    kept = (every if shown is None else every.filter(every.is_in(list(shown)))).to_list()
     data = Calls(gold={sid: [] for sid in kept}, agent={sid: [] for sid in kept})
     rules: dict[str, list[dict[str, Any]]] = {}
     schema_props = tool_properties(schemas)
@@ -232,9 +232,7 @@ def _may_invent(
         if key is None or key not in own_props[s].get(name, {}):
             rows.append((s, i, name, key))
     if rows:
-        unknown = pl.concat(
-            [unknown, pl.DataFrame(rows, schema=unknown.schema, orient="row")]
-        )
+        unknown = pl.concat([unknown, pl.DataFrame(rows, schema=unknown.schema, orient="row")])
     return unknown.group_by("s", "i", "name").agg(
         pl.when(pl.col("key").is_null().any())
         .then(None)

@@ -103,7 +103,9 @@ def read_columns(path: Any, schema: Any, columns: list[str]) -> pl.DataFrame:
     return frame
 
 
-def read_rows(path: Any, schema: Any, columns: list[str], indices: list[int] | None) -> pl.DataFrame:
+def read_rows(
+    path: Any, schema: Any, columns: list[str], indices: list[int] | None
+) -> pl.DataFrame:
     """:func:`read_columns` of the rows whose sample_index is in ``indices`` (every row when
     None), in sample order: only the row groups that hold them read, one at a time."""
     from tcbreplay._store.export import Slices
@@ -462,10 +464,13 @@ def _scores(
             hint=missing_scoring_hint(run.run_id, scoring, []),
         )
     parts: list[pl.DataFrame] = []  # each part's scores as it comes, the report's columns
+
+    def keep(part: pl.DataFrame) -> None:
+        parts.append(part.select(c for c in _SCORE_COLUMNS if c in part.columns))
+
     result = score_run(
-        store, run.run_id, options, allow_incomplete=allow_incomplete, write=False,
-        each_part=lambda part: parts.append(part.select(c for c in _SCORE_COLUMNS if c in part.columns)),
-    )  # fmt: skip
+        store, run.run_id, options, allow_incomplete=allow_incomplete, write=False, each_part=keep
+    )
     if not parts:
         empty = pl.from_arrow(SCORES_SCHEMA.empty_table())
         assert isinstance(empty, pl.DataFrame)

@@ -15,7 +15,7 @@ show the same samples.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,7 +45,10 @@ class Shown:
 
 
 def choose(
-    kinds: dict[str, Sequence[bool] | np.ndarray], total: int, limit: int | None, seed: int = SEED
+    kinds: Mapping[str, Sequence[bool] | np.ndarray],
+    total: int,
+    limit: int | None,
+    seed: int = SEED,
 ) -> tuple[list[int], Shown | None]:
     """The positions (ascending) of the samples shown, of ``total``, and how they were chosen
     (None when all are: ``limit`` None, or no fewer than ``total``). ``kinds``: per kind of

@@ -19,6 +19,7 @@ from helpers import TEST_DATA, cli, fifo_read, import_tau_bench, with_messages
 from report_helpers import import_hand_run, payload
 
 import tcbreplay._report as report_package
+from tcbreplay._compare.resampling import resamples
 from tcbreplay._report import build_report, collect, write_report
 from tcbreplay._report.charts import (
     PLOTLY_JS,
@@ -28,7 +29,6 @@ from tcbreplay._report.charts import (
     tp_bins,
     tp_normalised,
 )
-from tcbreplay._compare.resampling import resamples
 from tcbreplay._report.data import _CHUNK_CELLS, metric_intervals
 from tcbreplay._report.page import script_json
 from tcbreplay._score.metrics import explain_sample
