@@ -225,6 +225,32 @@ def test_the_heavy_columns_are_read_for_the_shown_samples_only(sim_run, monkeypa
     assert shown.select(*heavy).equals(every.select(*heavy))
 
 
+def test_calls_beyond_what_duckdb_splits_as_python_would_are_read_in_python():
+    """Per agent call, the keys its tool does not take are counted by DuckDB; a call whose
+    arguments are no JSON, or may be beyond the limits Python reads JSON within (too deep, an
+    integer too long), is to be read in Python (null): Python reads those as text, which
+    invents nothing, where DuckDB would count their keys."""
+    import duckdb
+
+    from tcbreplay._json import MAX_DEPTH, MAX_INT_DIGITS
+    from tcbreplay._report.calls import _may_invent
+
+    deep = '{"zz": ' + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "}"
+    long, longest = (
+        '{"zz": ' + "7" * digits + "}" for digits in (MAX_INT_DIGITS + 1, MAX_INT_DIGITS)
+    )
+    args = ['{"a": 1, "zz": 2, "yy": 3}', '{"a": 1}', deep, long, "not json", None, longest]
+    agent = pl.DataFrame({"s": [0, 0, 1, 1, 2, 2, 3], "i": [0, 1, 0, 1, 0, 1, 0],
+                          "name": ["t"] * 7, "args": args})  # fmt: skip
+    con = duckdb.connect()
+    try:
+        found = _may_invent(con, agent, ["a", "b", "c", "d"], {}, {"t": {"a": {}}})
+    finally:
+        con.close()
+    rows = sorted(found.select("s", "i", "unknown").iter_rows())
+    assert rows == [(0, 0, 2), (1, 0, None), (1, 1, None), (2, 0, None), (3, 0, 1)]
+
+
 def test_slices_read_the_rows_of_some_samples(sim_run):
     store, run_id = sim_run
     path = store.open_run(run_id).messages_path
