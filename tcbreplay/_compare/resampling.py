@@ -10,7 +10,6 @@ report's intervals are taken this way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -85,7 +84,7 @@ class ResampleSums:
             done = 0
             rng = np.random.default_rng(self.seed)
             block: np.ndarray
-            for batch in _ahead(resamples(rng, self.n, self.n_boot, self.chunk_cells)):
+            for batch in resamples(rng, self.n, self.n_boot, self.chunk_cells):
                 for start in range(0, len(batch), rows):
                     drawn = batch[start : start + rows]
                     if weights is None:
@@ -104,16 +103,6 @@ class ResampleSums:
                         progress(done, self.n_boot)
             self._sums = sums
         return self._sums
-
-
-def _ahead(batches: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-    """``batches``, the next one drawn in a thread while the caller counts this one (numpy
-    draws without the GIL; the draws stay one stream, in order)."""
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(next, batches, None)
-        while (batch := pending.result()) is not None:
-            pending = pool.submit(next, batches, None)
-            yield batch
 
 
 def _same_column(
