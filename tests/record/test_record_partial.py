@@ -29,6 +29,7 @@ def _ids(store: Path, run_id: str) -> list[str]:
     return [r["sample_id"] for r in sorted(rows, key=lambda r: r["sample_index"])]
 
 
+@pytest.mark.slow  # (whole recordings and resumes: 7-18 s in `make test` on 2 cores)
 def test_limit_records_a_partial_run_that_the_same_command_without_it_completes(tmp_path):
     store = tmp_path / "traces"
     args = ["record", "--model", "sim:seed=3", "--run-id", "p", "--store", store, "--quiet"]
@@ -74,6 +75,7 @@ def test_limit_records_a_partial_run_that_the_same_command_without_it_completes(
     assert "Warning" not in cli("score", "p", "--store", store).stdout
 
 
+@pytest.mark.slow  # (whole recordings and resumes: 7-18 s in `make test` on 2 cores)
 def test_sample_ids_record_those_samples_and_resume_completes_the_run(tmp_path):
     store = tmp_path / "traces"
     wanted = [IDS[40], IDS[3]]
@@ -149,6 +151,7 @@ def _gemini(path: Path, server: GeminiServer, store: Path, *args: object):
     )  # fmt: skip
 
 
+@pytest.mark.slow  # (two recordings against a slow server: 4-5 s each)
 @pytest.mark.parametrize("how", ["--resume", "the same command"])
 def test_a_resumed_run_keeps_its_workers_and_rate_limits(slow_server, tmp_path, how):
     server, path = slow_server
@@ -171,6 +174,7 @@ def test_a_resumed_run_keeps_its_workers_and_rate_limits(slow_server, tmp_path, 
     assert (runner["workers"], runner["processes"], runner["max_rpm"]) == (8, 1, 6000)
 
 
+@pytest.mark.slow  # (whole recordings and resumes: 7-18 s in `make test` on 2 cores)
 def test_settings_given_to_a_resumed_run_replace_the_stored_ones(slow_server, tmp_path):
     server, path = slow_server
     store = tmp_path / "traces"
@@ -212,6 +216,7 @@ def test_a_setting_that_contradicts_the_stored_ones_is_refused_before_the_run_is
     assert snapshot(store) == before
 
 
+@pytest.mark.slow  # (whole recordings and resumes: 7-18 s in `make test` on 2 cores)
 def test_a_scoring_made_before_a_resume_is_shown_stale_and_diffed_anew(tmp_path):
     # the scores of the first 5 samples stayed the run's numbers in `runs` (beside its 94
     # samples) and in `diff` (5 common samples) once the run was resumed to its end
