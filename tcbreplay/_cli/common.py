@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -453,7 +454,11 @@ INPUT_FILE = InputFile()
 def sigterm_as_ctrl_c() -> Iterator[None]:
     """SIGTERM taken as Ctrl-C for the block (a KeyboardInterrupt in the main thread): what
     Kubernetes, Slurm and job arrays send to stop a job, which then stops as it does on
-    Ctrl-C (what it finished kept, its lock let go) instead of dying at once."""
+    Ctrl-C (what it finished kept, its lock let go) instead of dying at once. (Only the main
+    thread may set a handler: a command invoked from another keeps the one it has.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield

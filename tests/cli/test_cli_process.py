@@ -76,3 +76,25 @@ def test_output_to_dev_stdout_through_a_pipe(sim_run, command):
         assert done.stdout.startswith(b"<!doctype html>")
     else:
         assert done.stdout[8:12] == b"DUCK"  # a DuckDB database file's magic bytes
+
+
+def test_sigterm_is_ctrl_c_in_the_block_and_left_as_it_was_after():
+    import signal
+    import threading
+
+    from tcbreplay._cli.common import sigterm_as_ctrl_c
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), sigterm_as_ctrl_c():
+        signal.raise_signal(signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) == before
+    seen: list[object] = []
+
+    def other_thread() -> None:  # only the main thread may set a handler: left alone
+        with sigterm_as_ctrl_c():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert seen == [before]
