@@ -71,6 +71,7 @@ def test_score_an_inspect_log(tmp_path):
     assert (tmp_path / "traces" / "inspect" / "scores" / "spec" / "summary.json").exists()
 
 
+@pytest.mark.slow  # four commands, each a process of its own (about 4 s under load)
 def test_compare_two_models(tmp_path):
     out = run_example("compare_two_models.sh", *REPORT, cwd=tmp_path)
     assert "run model-a: 6/6 samples imported" in out and "run model-b: 6/6" in out

@@ -31,8 +31,19 @@ def test_a_command_prints_all_its_output_and_exits_0(sim_run):
     ("args", "code", "first_line"),
     [
         (["score", "no-such-run", "--store", "{store}"], 2, "Error: run 'no-such-run' not found"),
-        (["score", "--no-such-option"], 2, "Error: No such option '--no-such-option'"),
-        (["sql", "delete from samples", "--store", "{store}"], 2, "Error: "),
+        # a process each (1-2 s under the suite's load): the rest of the kinds in test-slow
+        pytest.param(
+            ["score", "--no-such-option"],
+            2,
+            "Error: No such option '--no-such-option'",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            ["sql", "delete from samples", "--store", "{store}"],
+            2,
+            "Error: ",
+            marks=pytest.mark.slow,
+        ),
         ([], 2, "Usage: "),
     ],
 )
@@ -60,6 +71,7 @@ def test_a_closed_pipe_is_no_traceback(sim_run):
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow  # two processes (about 5 s under the suite's load)
 @pytest.mark.parametrize("command", ["report", "catalog"])
 def test_output_to_dev_stdout_through_a_pipe(sim_run, command):
     """``-o /dev/stdout`` when stdout is a pipe: written into the pipe, not refused because

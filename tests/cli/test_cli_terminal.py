@@ -17,7 +17,9 @@ from contextlib import contextmanager
 import pytest
 from helpers import ROOT, cli
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+# a recording and three commands in tmux panes (about 8 s under the suite's load)
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"),
+              pytest.mark.slow]  # fmt: skip
 
 WIDTH = 80
 SAMPLES = "select * from samples order by sample_index limit 3"

@@ -450,6 +450,7 @@ def test_openais_wrapped_form_as_tau_bench_declares_it():
     assert len(toolset.schemas) == 14
 
 
+@pytest.mark.slow  # imports three SDKs' types (about 5 s under the suite's load)
 def test_sdk_types_of_every_shape_read_as_the_same_schema(tmp_path):
     """Each SDK's own tool type, dumped as that SDK writes it, reads as one bare schema."""
     from anthropic.types import ToolParam

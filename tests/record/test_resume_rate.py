@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -101,11 +102,18 @@ def _record(store: Store, **options) -> None:
                run_id="r", options=RecordOptions(workers=4, **options))  # fmt: skip
 
 
-def test_recent_samples_are_the_rows_stored_since_a_time(tmp_path):
-    store = Store(tmp_path)
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[Path, float]:
+    """The built-in benchmark recorded once: the store's folder, and a time just before."""
+    root = tmp_path_factory.mktemp("recent")
     before = time.time()
-    _record(store)
-    run_dir = tmp_path / "r"
+    _record(Store(root))
+    return root, before
+
+
+def test_recent_samples_are_the_rows_stored_since_a_time(recorded):
+    root, before = recorded
+    run_dir = root / "r"
     rows = pq.read_table(run_dir / "samples.parquet").to_pylist()
     ai = pq.read_table(run_dir / "messages.parquet", filters=[("type", "==", "ai")])
     counts: dict[int, int] = {}
@@ -128,12 +136,11 @@ def test_recent_samples_are_the_rows_stored_since_a_time(tmp_path):
     )
 
 
-def test_recent_samples_of_a_journal_not_folded_yet(tmp_path):
+def test_recent_samples_of_a_journal_not_folded_yet(recorded, tmp_path):
     """A killed recording leaves its samples in its journal: read from its end."""
-    store = Store(tmp_path)
-    before = time.time()
-    _record(store)
+    root, before = recorded
     run_dir = tmp_path / "r"
+    shutil.copytree(root / "r", run_dir)
     folded = recent_samples(run_dir, since=before - 1)
     # the run's rows as the journal of a recording killed before it folded them
     rows = _journal_of(run_dir)

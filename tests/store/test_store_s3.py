@@ -217,6 +217,7 @@ class _TasksHere:
         return {"CPU": 2.0}
 
 
+@pytest.mark.slow  # (about 3 s under the suite's load)
 def test_ray_tasks_find_a_run_on_s3_at_its_url(s3_sim_copy, sim_copy, monkeypatch):
     # a task was given the run's folder as a local path (s3:/bucket/...), and every scoring
     # with --engine ray of a store on object storage failed: "deleted by another process"
@@ -309,6 +310,7 @@ def test_duckdb_asks_a_files_size_once_per_connection(s3_sim_copy, monkeypatch):
         fs.info(path + ".absent")
 
 
+@pytest.mark.slow  # (about 4 s under the suite's load)
 def test_an_uploaded_run_is_read_whole_by_its_first_scoring_only(s3_sim_copy, monkeypatch):
     """Uploaded objects are newer than the manifest says: the first scoring hashes them
     (downloads them whole), the next takes the sha256 recorded for that version (ETag)."""
@@ -386,6 +388,7 @@ def test_record_and_replay_on_s3_score_as_locally(s3_store, tmp_path, monkeypatc
     assert S3_SECRET not in json.dumps(manifest)
 
 
+@pytest.mark.slow  # (about 3 s under the suite's load)
 def test_record_overwrite_replaces_the_run_on_s3(s3_store):
     args = ["record", "--model", "sim:seed=3", "--run-id", "o", "--limit", "5", "--quiet"]
     _ok(*args, "--store", s3_store)
@@ -413,6 +416,7 @@ def test_removing_a_run_removes_its_own_objects_and_no_others(s3_server):
     assert _keys(f"s3://{bucket}") == sorted(others)
 
 
+@pytest.mark.slow  # (about 2 s under the suite's load)
 def test_a_store_url_holding_a_wildcard_is_refused_and_other_stores_keep_their_runs(s3_server):
     # record --store 's3://b/zz*' --overwrite deleted the run in zz1 and in zz2
     bucket = new_bucket()
@@ -456,6 +460,7 @@ def test_shards_on_s3_are_refused_by_the_library_before_anything_is_written(s3_s
         assert not _keys(s3_store)
 
 
+@pytest.mark.slow  # (about 2 s under the suite's load)
 def test_a_resume_refused_on_s3_leaves_the_run_as_it_was(s3_store):
     # the checks and the claim of the run are one step under its lock there too
     args = ["record", "--model", "sim", "--run-id", "t", "--quiet", "--store", s3_store]
@@ -609,6 +614,7 @@ class Killed(BaseException):
     """kill -9 at a step: nothing after it runs (no handler catches it as an error)."""
 
 
+@pytest.mark.slow  # (about 4 s under the suite's load)
 def test_a_fold_killed_before_removing_its_batches_leaves_none_said_to_wait(s3_store, monkeypatch):
     # killed once both Parquet files were written, before the journal's batches were
     # removed and the manifest updated: the batches hold samples the files hold already
@@ -782,6 +788,7 @@ def silent_endpoint(monkeypatch) -> Iterator[str]:
         server.close()
 
 
+@pytest.mark.slow  # (about 3 s under the suite's load)
 def test_an_endpoint_that_never_answers_is_given_up_on_in_one_line(silent_endpoint):
     """Before, botocore's limits under s3fs's own tries held `runs` for about 25 minutes on
     such an endpoint, printing nothing."""
