@@ -118,8 +118,9 @@ def validity_runs(
                     f"--scoring bfcl: run {run.run_id!r}: the bfcl scoring gives no per-sample "
                     "metrics (tsa, tp, ahr ...) to compare with the outcome"
                 )
-            scores, _ = load_scores(store, run, name)
+            # the outcomes first: a run without any is refused before it is read or scored
             outcomes = read_outcomes(run, outcome)
+            scores, _ = load_scores(store, run, name)
         out.append(
             scores_validity(
                 scores, outcomes, run_id=run.run_id, scoring=name, n_boot=n_boot, seed=seed

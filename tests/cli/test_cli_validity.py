@@ -27,6 +27,20 @@ def test_a_run_whose_samples_carry_no_metadata_has_no_outcome(sim_run):
     ]
 
 
+def test_a_run_without_outcomes_is_refused_before_it_is_scored(sim_copy, monkeypatch):
+    """Its scores are neither read nor made in memory (at 1M samples, seconds) to say so."""
+    from tcbreplay._compare import validity
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run's scores were read before its outcomes")
+
+    monkeypatch.setattr(validity, "load_scores", never)
+    root, run_id = sim_copy
+    result = cli("validity", run_id, "--store", root)
+    assert result.exit_code == 2
+    assert error_lines(result)[0].startswith(f"Error: run {run_id!r}: its samples carry no ")
+
+
 @pytest.mark.parametrize(
     ("outcome", "message"),
     [
