@@ -304,11 +304,13 @@ def serve_run(
     store = store if isinstance(store, Store) else Store(store)
     parent = store.open_run(run_id)
     recording = RecordedRun.load(parent)
-    log = None if log_run is None else ServeLog.open(store, parent, recording, log_run)
-    try:
-        service = ReplayService(recording, log)
-        return ReplayServer(service, host, port, verbose)
-    except BaseException:
-        if log is not None:
-            log.close()
-        raise
+    service = ReplayService(recording)
+    # bound before the log run is made: a port that cannot be had leaves the store as it was
+    server = ReplayServer(service, host, port, verbose)
+    if log_run is not None:
+        try:
+            service.log = ServeLog.open(store, parent, recording, log_run)
+        except BaseException:
+            server.close()
+            raise
+    return server

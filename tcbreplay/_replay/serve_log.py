@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
+from tcbreplay._inputs.stored import StoredDataset
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._replay.inputs import dataset_file, stored_dataset
@@ -47,11 +48,11 @@ _INPUTS = ("benchmark", "dataset", "tools", "system_prompt")
 class ServeLog:
     """The run a server logs to (see the module)."""
 
-    def __init__(self, writer: RunWriter, parent: Run, recording: RecordedRun) -> None:
+    def __init__(self, writer: RunWriter, dataset: StoredDataset, recording: RecordedRun) -> None:
         self.writer = writer
         self.run_id = writer.run_id
         self.recording = recording
-        self._dataset = stored_dataset(parent)
+        self._dataset = dataset
         self._samples: dict[str, Sample | None] = {}  # those logged, parsed once
         self._entries = len(self._dataset)
         self._trials = max((trial for _, trial in recording.samples), default=0) + 1
@@ -69,6 +70,9 @@ class ServeLog:
         if run_id == parent.run_id:
             raise InputError(f"--log-run {run_id}: the log needs a run id of its own")
         command = _command(parent.run_id, run_id, store)
+        # the parent's dataset read before the log run is made or taken up: a file that
+        # cannot be read leaves the store as it was
+        dataset = stored_dataset(parent)
         if store.exists(run_id):
             block = store.open_run(run_id).manifest.get(SOURCE) or {}
             if block.get("served_by") != SERVED_BY or block.get("parent_run_id") != parent.run_id:
@@ -79,7 +83,7 @@ class ServeLog:
                 )
             writer = store.resume_run(run_id)
             writer.update_manifest(status="recording")
-            return cls(writer, parent, recording)
+            return cls(writer, dataset, recording)
         simulated = bool((parent.manifest.get("model") or {}).get("simulated"))
         model = {"id": f"replay:{parent.run_id}", "provider": SOURCE, "name": parent.run_id,
                  "settings": {}, "simulated": simulated, "then": None}  # fmt: skip
@@ -96,7 +100,7 @@ class ServeLog:
             runner=RecordOptions(trials=max(t for _, t in recording.samples) + 1).to_dict(),
             **{SOURCE: block},
         )
-        return cls(store.create_run(manifest, dataset_file(parent)), parent, recording)
+        return cls(store.create_run(manifest, dataset_file(parent)), dataset, recording)
 
     def served(self, conversation: Any, messages: list[Any], answer: dict[str, Any]) -> None:
         """A request of ``conversation`` (its ``messages``) answered with ``answer``."""

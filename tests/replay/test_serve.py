@@ -464,6 +464,27 @@ def test_bad_input_exits_2(root, server):
     assert taken.exit_code == 2 and "no log of a server" in taken.output
 
 
+def test_a_server_that_cannot_start_makes_no_log_run(root, server, tmp_path):
+    """A port taken, or a parent whose dataset file cannot be read: refused in one line,
+    and the store holds no log run."""
+    before = sorted(p.name for p in root.iterdir())
+    taken = cli("serve", PARENT, "--port", server.port, "--log-run", "never", "--store", root)
+    assert taken.exit_code == 2 and "cannot listen there" in taken.output
+    assert sorted(p.name for p in root.iterdir()) == before
+    store = tmp_path / "traces"
+    shutil.copytree(root / PARENT, store / PARENT)
+    dataset = store / PARENT / "dataset.jsonl"
+    first = dataset.read_bytes().split(b"\n", 1)[0]
+    dataset.write_bytes(first + b"\n" + dataset.read_bytes())  # its first entry twice
+    broken = cli("serve", PARENT, "--port", 0, "--log-run", "never", "--store", store)
+    assert broken.exit_code == 2, broken.output
+    assert [line for line in broken.output.splitlines() if line.startswith("Error:")] == [
+        f"Error: {PARENT}/dataset.jsonl: entry 1: duplicate id {json.loads(first)['id']!r} "
+        "(also entry 0)"
+    ]
+    assert sorted(p.name for p in store.iterdir()) == [PARENT]
+
+
 # ---------------------------------------------------------------- the τ-bench sample
 
 
