@@ -62,12 +62,19 @@ def import_graph(typing: bool = False) -> dict[str, set[str]]:
 
 
 @functools.cache
+def _trees() -> dict[str, ast.AST]:
+    """Each module's syntax tree, parsed once for both graphs."""
+    return {module: ast.parse(path.read_text(), str(path)) for module, path in _modules().items()}
+
+
+@functools.cache
 def _read_graph(typing: bool) -> dict[str, frozenset[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {m: set() for m in modules}
+    trees = _trees()
     for module, path in modules.items():
         is_package = path.name == "__init__.py"
-        tree = ast.parse(path.read_text(), str(path))
+        tree = trees[module]
         for node in ast.walk(tree) if typing else _runtime_nodes(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):

@@ -448,6 +448,7 @@ def test_a_query_past_its_timeout_is_one_error_line(template, command):
     ]
 
 
+@pytest.mark.slow  # waits for its timeout (about 2 s)
 def test_drawing_the_table_counts_against_the_timeout(template, monkeypatch):
     """Reported: the query's rows came at once, and drawing them took minutes past
     --timeout; csv gives every row at once. (Rows are drawn at some 70,000 a second now:
@@ -532,6 +533,7 @@ def test_the_limits_default_to_300_s_and_half_the_memory(template):
         assert "[default: 300; x>=0]" in cli(command, "--help").stdout
 
 
+@pytest.mark.slow  # a process, stopped mid-query (about 2 s)
 def test_ctrl_c_stops_a_long_query_with_exit_130(tmp_path):
     proc = cli_process("sql", SLOW, "--store", str(tmp_path / "none"))
     # the warning of the missing store comes just before the query starts

@@ -92,6 +92,7 @@ def test_a_query_that_needs_more_memory_than_its_limit_is_stopped(one_run):
     assert info.value.hint == "raise it with --memory-limit SIZE (such as 8GB or 75%)"
 
 
+@pytest.mark.slow  # (about 2 s under load)
 def test_rows_that_would_take_more_memory_than_the_limit_are_not_fetched(one_run):
     """A cross join streams its rows out of DuckDB within its limit: held in Python they
     would fill the machine's memory."""

@@ -291,6 +291,7 @@ def test_max_errors_allows_some_samples_in_error(dataset, server, key, tmp_path,
     assert "next: tcbreplay score r" in result.stdout
 
 
+@pytest.mark.slow  # (about 3 s under load)
 def test_a_400_of_one_sample_in_a_run_that_answers_is_that_samples_error(
     dataset, server, key, tmp_path
 ):

@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 import pyarrow as pa
+import pytest
 import reference_metrics as ref
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -54,6 +55,7 @@ def candidate_tables(draw):
     return rows, n_agent, n_gold, np.array(same)
 
 
+@pytest.mark.slow  # 300 examples against brute force (2-6 s under load)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(candidate_tables())
 def test_choose_pairs_matches_align_one_and_brute_force(table):
@@ -121,6 +123,7 @@ def score_names(run: list[tuple[list[int], list[int]]]):
     return tsa, tp, same, pairs[:found]
 
 
+@pytest.mark.slow  # 300 examples against brute force (2-5 s under load)
 @settings(max_examples=300, deadline=None)
 @given(name_runs())
 def test_name_tables_match_brute_force(run):
@@ -172,6 +175,7 @@ def test_encode_texts_gives_one_code_per_distinct_text():
     assert dict_data[: state[1]].tobytes() == b"abb\xc3\xa9"
 
 
+@pytest.mark.slow  # 200 examples (2-4 s under load)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(candidate_tables(), st.integers(1, 5))
 def test_picked_and_tool_totals_count_the_chosen_pairs(table, codes):

@@ -598,6 +598,7 @@ def test_number_words_python_cannot_read_are_a_clear_error(scorer):
         score_tables(samples, messages, TOOLS, ScoreOptions(scorer=scorer))
 
 
+@pytest.mark.slow  # (about 2 s under load)
 def test_a_long_sample_with_equal_sequences_needs_no_table():
     """Sequence tables are only made for samples whose name sequences differ: 30,000 equal
     calls on each side would need 3.6 GB of them."""
@@ -609,6 +610,7 @@ def test_a_long_sample_with_equal_sequences_needs_no_table():
 # --- the name metrics at scale ----------------------------------------------------------------
 
 
+@pytest.mark.slow  # (about 2 s under load)
 def test_tp_with_more_than_60k_distinct_names():
     """Each name is one symbol however many distinct names a run has (past the UTF-16
     surrogate range of code points) and whatever their script or prefixes."""

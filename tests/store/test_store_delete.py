@@ -389,6 +389,7 @@ def _delete_during(monkeypatch, module, name: str, store: Store, run_id: str) ->
     return tried
 
 
+@pytest.mark.slow  # (about 3 s under load)
 def test_report_holds_its_runs_until_the_page_is_written(two_runs, tmp_path, monkeypatch):
     """`record --overwrite` while report read the run: the report came out with the
     transcripts missing, or died with FileNotFoundError. The deletion is refused now."""
