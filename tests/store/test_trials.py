@@ -22,7 +22,6 @@ from tcbreplay.errors import InputError
 DATA = TEST_DATA
 V1 = DATA / "store_v1"
 BUILTIN = BENCHMARKS["tool-call"]
-N = len(json.loads(BUILTIN.dataset.read_text()))
 # the built-in benchmark's first entries, for the tests that record it several times over
 SMALL = 10
 
@@ -36,12 +35,20 @@ def small_dataset(tmp_path):
     return path
 
 
+# the built-in benchmark's first entries, recorded in three trials by the tests of the views
+THREE = 30
+
+
 @pytest.fixture(scope="module")
 def three_trials(tmp_path_factory):
-    """The built-in benchmark recorded with ``sim:seed=7,error_rate=0.3`` in three trials."""
-    store = Store(tmp_path_factory.mktemp("trials") / "traces")
+    """The built-in benchmark's first THREE entries recorded with ``sim:seed=7,error_rate=0.3``
+    in three trials."""
+    folder = tmp_path_factory.mktemp("trials")
+    dataset = folder / "first.json"
+    dataset.write_text(json.dumps(json.loads(BUILTIN.dataset.read_text())[:THREE]))
+    store = Store(folder / "traces")
     record_run(
-        load_inputs("tool-call"),
+        load_inputs("tool-call", dataset=dataset),
         parse_model("sim:seed=7,error_rate=0.3"),
         store,
         run_id="t3",
@@ -64,16 +71,16 @@ def calls_by_trial(store: Store, run_id: str) -> dict[int, list[tuple]]:
 
 def test_k_trials_store_k_rows_per_sample_keyed_by_sample_and_trial(three_trials):
     rows = pq.read_table(three_trials.run_dir("t3") / "samples.parquet").to_pylist()
-    assert len(rows) == 3 * N
+    assert len(rows) == 3 * THREE
     keys = [(r["sample_id"], r["trial"]) for r in rows]
     assert len(set(keys)) == len(keys)
     assert {r["trial"] for r in rows} == {0, 1, 2}
     # sample_index: the entry's position, after all rows of the trials before
     entry = {str(e["id"]): i for i, e in enumerate(json.loads(BUILTIN.dataset.read_text()))}
-    assert all(r["sample_index"] == entry[r["sample_id"]] + r["trial"] * N for r in rows)
+    assert all(r["sample_index"] == entry[r["sample_id"]] + r["trial"] * THREE for r in rows)
     manifest = json.loads((three_trials.run_dir("t3") / "manifest.json").read_text())
     assert manifest["runner"]["trials"] == 3
-    assert manifest["totals"]["samples"] == manifest["totals"]["recorded"] == 3 * N
+    assert manifest["totals"]["samples"] == manifest["totals"]["recorded"] == 3 * THREE
     assert manifest["schema_version"] == SCHEMA_VERSION
 
 
@@ -86,7 +93,7 @@ def test_every_view_carries_the_trial(three_trials):
         assert [t for t, _ in counts] == [0, 1, 2], view
     assert cli("score", "t3", "--store", three_trials.root).exit_code == 0
     rows = run_sql(three_trials, "select trial, count(*) from scores group by 1 order by 1").rows
-    assert rows == [(0, N), (1, N), (2, N)]
+    assert rows == [(0, THREE), (1, THREE), (2, THREE)]
     # a trial's messages are its own: joined on (sample_id, trial), every row finds its sample
     orphans = run_sql(
         three_trials,
@@ -103,15 +110,15 @@ def test_every_scoring_view_carries_the_trial(three_trials, tmp_path):
     rows = cli("sql", "select scoring, trial, count(*) as n from scores_all group by all "
                "order by all", "--format", "json", "--store", root)  # fmt: skip
     assert json.loads(rows.stdout) == [
-        {"scoring": scoring, "trial": trial, "n": N}
+        {"scoring": scoring, "trial": trial, "n": THREE}
         for scoring in ("abet", "spec")
         for trial in range(3)
     ]
     rows = cli("sql", "select scoring, trials, n_samples from scorings order by scoring",
                "--format", "json", "--store", root)  # fmt: skip
     assert json.loads(rows.stdout) == [
-        {"scoring": "abet", "trials": 3, "n_samples": 3 * N},
-        {"scoring": "spec", "trials": 3, "n_samples": 3 * N},
+        {"scoring": "abet", "trials": 3, "n_samples": 3 * THREE},
+        {"scoring": "spec", "trials": 3, "n_samples": 3 * THREE},
     ]
 
 
@@ -157,8 +164,9 @@ def test_limit_and_trials_compose_and_a_resumed_run_keeps_its_trials(tmp_path, s
 
 def test_the_sim_varies_by_trial_and_trial_0_is_a_run_without_trials(three_trials, sim_run):
     by_trial = calls_by_trial(three_trials, "t3")
-    store, run_id = sim_run  # the same model, recorded without trials
-    assert by_trial[0] == calls_by_trial(store, run_id)[0]
+    store, run_id = sim_run  # the same model, recorded without trials, on every entry
+    first = {str(e["id"]) for e in json.loads(BUILTIN.dataset.read_text())[:THREE]}
+    assert by_trial[0] == [c for c in calls_by_trial(store, run_id)[0] if c[0] in first]
     assert by_trial[1] != by_trial[0] and by_trial[2] != by_trial[1]
     ids = run_sql(three_trials, "select distinct trial, message->'data'->>'id' from messages "
                   "where type = 'ai'").rows  # fmt: skip
