@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 from click.testing import CliRunner, Result
 
@@ -154,3 +156,35 @@ def with_messages(table, texts: list) -> object:
     at = table.schema.get_field_index("message")
     table = table.set_column(at, "message", pa.array(texts, pa.string()))
     return table.drop_columns([n for n in ("calls",) if n in table.column_names])
+
+
+class TasksHere:
+    """Ray's API as ray_parts uses it, each task run in this process on arguments that have
+    crossed a pickle, as they cross to a worker: what a task is given must name the run
+    wherever it runs. (A real Ray's workers would not see what a test sets in this process's
+    environment after the tests' Ray started, such as the moto server's address.)"""
+
+    class exceptions:  # (as ray.exceptions)
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
+            cause: BaseException
+
+    def remote(self, num_cpus: int) -> Any:
+        def task(function: Any) -> Any:
+            def run(*args: Any) -> Any:
+                return function(*pickle.loads(pickle.dumps(args)))
+
+            return SimpleNamespace(remote=run)
+
+        return task
+
+    def get(self, result: Any) -> Any:
+        return result
+
+    def put(self, value: Any) -> Any:
+        return value
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2.0}

@@ -8,18 +8,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import re
 import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import s3fs
-from helpers import cli, cli_process, import_tau_bench, wait_for
+from helpers import TasksHere, cli, cli_process, import_tau_bench, wait_for
 from upath import UPath
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -185,38 +183,6 @@ def test_score_gives_the_numbers_and_files_of_a_local_store(s3_sim_copy, sim_cop
     _same(_ok("sql", query, "--store", root), _ok("sql", query, "--store", url), root, url)
 
 
-class _TasksHere:
-    """Ray's API as ray_parts uses it, each task run in this process on arguments that have
-    crossed a pickle, as they cross to a worker: what a task is given must name the run
-    wherever it runs (a real Ray's workers would not see the moto server's environment,
-    which this process sets after the tests' Ray has started)."""
-
-    class exceptions:  # (as ray.exceptions)
-        class RayError(Exception):
-            pass
-
-        class RayTaskError(RayError):
-            cause: BaseException
-
-    def remote(self, num_cpus: int) -> Any:
-        def task(function: Any) -> Any:
-            def run(*args: Any) -> Any:
-                return function(*pickle.loads(pickle.dumps(args)))
-
-            return SimpleNamespace(remote=run)
-
-        return task
-
-    def get(self, result: Any) -> Any:
-        return result
-
-    def put(self, value: Any) -> Any:
-        return value
-
-    def cluster_resources(self) -> dict[str, float]:
-        return {"CPU": 2.0}
-
-
 @pytest.mark.slow  # (about 3 s under the suite's load)
 def test_ray_tasks_find_a_run_on_s3_at_its_url(s3_sim_copy, sim_copy, monkeypatch):
     # a task was given the run's folder as a local path (s3:/bucket/...), and every scoring
@@ -226,7 +192,7 @@ def test_ray_tasks_find_a_run_on_s3_at_its_url(s3_sim_copy, sim_copy, monkeypatc
 
     @contextlib.contextmanager
     def joined(address: str | None) -> Iterator[Any]:
-        yield _TasksHere()
+        yield TasksHere()
 
     monkeypatch.setattr(score_module, "ray_session", joined)
     monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 3)
