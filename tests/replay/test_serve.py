@@ -485,6 +485,37 @@ def test_a_server_that_cannot_start_makes_no_log_run(root, server, tmp_path):
     assert sorted(p.name for p in store.iterdir()) == [PARENT]
 
 
+def test_an_entry_found_unreadable_while_serving_is_one_line_and_the_server_goes_on(
+    root, tmp_path, capfd
+):
+    """An entry of the parent's dataset file whose id reads but whose rest does not (the log
+    parses an entry when a conversation of its sample first comes): that request gets a 500
+    naming the file and entry, stderr one line and no traceback, and the others are served."""
+    store = tmp_path / "traces"
+    shutil.copytree(root / PARENT, store / PARENT)
+    dataset = store / PARENT / "dataset.jsonl"
+    lines = dataset.read_bytes().splitlines(keepends=True)
+    k = next(i for i, line in enumerate(lines) if b'"mul-7-by-8"' in line)
+    lines[k] = b'{"id": "mul-7-by-8", "input": \n'
+    dataset.write_bytes(b"".join(lines))
+    with serve_run(store, PARENT, log_run="log") as server:
+        status, _, text = post(server, "/v1/chat/completions", {
+            "model": "m", "tools": openai_tools(), "messages": [
+                {"role": "system", "content": INPUTS.system_prompt},
+                {"role": "user", "content": sample_input("mul-7-by-8")}]})  # fmt: skip
+        assert openai_loop(server.url, sample_input(SAMPLES[1]))
+    assert status == 500, text
+    assert f"dataset.jsonl: unreadable dataset file: entry {k}" in json.loads(text)["error"][
+        "message"]  # fmt: skip
+    err = capfd.readouterr().err
+    assert "Traceback" not in err
+    said = [line for line in err.splitlines() if line.startswith("Error:")]
+    assert len(said) == 1
+    assert said[0].startswith(f"Error: {dataset}: unreadable dataset file: entry {k}: ")
+    rows = sql(store, "select sample_id from samples where run_id = 'log'")
+    assert rows == [{"sample_id": SAMPLES[1]}]
+
+
 # ---------------------------------------------------------------- the τ-bench sample
 
 
