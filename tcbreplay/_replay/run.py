@@ -131,7 +131,7 @@ def replay_run(
         chosen = None
     live, then_choice = None, None
     if then is not None:
-        then_choice = parse_model(then, then_options)
+        then_choice = parse_model(then, then_options, "--then")
         if not offline:
             check_credentials(then_choice)
         live = build_chat_model(then_choice, _gold(inputs, then_choice, chosen))

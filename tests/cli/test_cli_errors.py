@@ -346,6 +346,32 @@ def test_record_refuses_other_bad_options(store_dir, extra, fragment):
     assert_input_error(run_cli(record_args(*extra), store_dir), fragment)
 
 
+# a key is the value of this variable in the last case (its name, a secret's)
+KEY = "sk-proj-0123456789abcdefSECRET"
+
+
+@pytest.mark.parametrize(
+    ("model", "fragment"),
+    [
+        (f"openai:gpt-4o?api_key={KEY}", "has a setting 'api_key', whose name is a secret's"),
+        (f"sim:seed=4,token={KEY}", "has a setting 'token'"),
+        (f"openai:gpt-4o?x=https://user:{KEY}@proxy.example", "holds a URL with a user name"),
+        (f"openai:{KEY}", "holds the value of OPENAI_API_KEY"),
+    ],
+)
+def test_a_secret_in_a_model_string_is_refused_and_never_shown(store_dir, monkeypatch, model,
+                                                                 fragment):  # fmt: skip
+    """The model string names the run and is written into its manifest: a secret in it is
+    refused, without the string in the error."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    before = snapshot(store_dir)
+    args = ["record", "--model", model, "--run-id", "r", "--quiet"]
+    result = run_cli(args, store_dir)
+    assert_input_error(result, f"--model: the model string {fragment}", "secrets are not accepted")
+    assert KEY not in result.output
+    assert snapshot(store_dir) == before
+
+
 @pytest.mark.parametrize(
     ("model", "fragment"),
     [

@@ -228,6 +228,15 @@ def test_bad_input_exits_2(root, unchanged, tmp_path):
     resumed = cli("record", "--resume", "same", "--store", root)
     assert resumed.exit_code == 2
     assert "is a replay" in resumed.output and "tcbreplay replay sim-seed7" in resumed.output
+    before = sorted(p.name for p in root.iterdir())
+    for then in ("openai:gpt-4o?api_key=sk-proj-0123456789abcdef", "sim:seed=4,apiKey=0123456789ab"):
+        secret = cli("replay", PARENT, "--then", then, "--limit", 1, "--store", root)
+        assert secret.exit_code == 2, secret.output
+        assert "Error: --then: the model string has a setting" in secret.output
+        assert then.rpartition("=")[2] not in secret.output
+    named = cli("replay", PARENT, "--then", "bogus:model", "--limit", 1, "--store", root)
+    assert named.exit_code == 2 and "Error: --then bogus:model: " in named.output
+    assert sorted(p.name for p in root.iterdir()) == before
 
 
 # ---------------------------------------------------------------- forks

@@ -10,12 +10,13 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._secrets import find_secrets, register
+from tcbreplay._secrets import find_secrets, is_secret_name, register
 from tcbreplay.errors import ModelError
 
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
@@ -45,6 +46,8 @@ class ModelChoice:
     provider: str
     name: str
     settings: dict[str, Any] = field(default_factory=dict)
+    # the option that gave it (--model, or replay's --then), for errors to name
+    option: str = field(default="--model", compare=False)
 
     @property
     def simulated(self) -> bool:
@@ -60,8 +63,12 @@ class ModelChoice:
         }
 
 
-def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelChoice:
-    """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings."""
+def parse_model(
+    model: str, options: Mapping[str, str] | None = None, option: str = "--model"
+) -> ModelChoice:
+    """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings
+    (``option``: the option that gave ``model``, which errors name)."""
+    _refuse_model_secrets(model, option)
     options = dict(options or {})
     parsed = {key: _parse_value(key, text) for key, text in options.items()}
     for key, value in parsed.items():
@@ -71,14 +78,40 @@ def parse_model(model: str, options: Mapping[str, str] | None = None) -> ModelCh
 
         # --model-option pairs get the checks of sim options given in the model string
         settings = parse_sim_options(model.partition(":")[2], options)
-        return ModelChoice(id=model, provider="sim", name="sim", settings=settings)
+        return ModelChoice(model, "sim", "sim", settings, option)
     settings = parsed
     provider, sep, name = model.partition(":")
     if not sep or not provider or not name:
         raise ModelError(
-            f"--model {model!r}: expected PROVIDER:NAME (for example {DEFAULT_MODEL}) or sim"
+            f"{option} {model!r}: expected PROVIDER:NAME (for example {DEFAULT_MODEL}) or sim"
         )
-    return ModelChoice(id=model, provider=provider, name=name, settings=settings)
+    return ModelChoice(model, provider, name, settings, option)
+
+
+# the pieces of a model string that may be key=value settings (sim's a=1,b=2, a URL-like
+# ?a=1&b=2, or a provider's own separators)
+_MODEL_PIECES = re.compile(r"[?&,;:/\s]+")
+
+
+def _refuse_model_secrets(model: str, option: str) -> None:
+    """Refuse a model string that holds a secret (a ``key=...`` setting with a secret's
+    name, a credential in a URL, a ``Bearer ...`` value, a secret variable's value): the
+    string names the run and is written into its manifest. The string is not shown."""
+    why = next(
+        (f"has a setting {key!r}, whose name is a secret's"
+         for key, sep, _ in (piece.partition("=") for piece in _MODEL_PIECES.split(model))
+         if sep and is_secret_name(key.strip())),
+        None,
+    )  # fmt: skip
+    if why is None:
+        finding = next(find_secrets(option, model), None)
+        why = None if finding is None else finding.why
+    if why is not None:
+        raise ModelError(
+            f"{option}: the model string {why}; secrets are not accepted in it",
+            hint="pass secrets by environment (such as the provider's API key variable, "
+            "OPENAI_API_KEY for openai); they are never recorded",
+        )
 
 
 def model_from_manifest(model: Mapping[str, Any]) -> ModelChoice:
@@ -106,7 +139,8 @@ def with_transport(choice: ModelChoice, options: Mapping[str, str]) -> ModelChoi
     parsed = {key: _parse_value(key, text) for key, text in options.items()}
     for key, value in parsed.items():
         _refuse_secrets(key, value)
-    return ModelChoice(choice.id, choice.provider, choice.name, {**choice.settings, **parsed})
+    return ModelChoice(choice.id, choice.provider, choice.name, {**choice.settings, **parsed},
+                       choice.option)  # fmt: skip
 
 
 def check_credentials(choice: ModelChoice, environ: Mapping[str, str] | None = None) -> None:
@@ -116,7 +150,7 @@ def check_credentials(choice: ModelChoice, environ: Mapping[str, str] | None = N
     if not names or any(environ.get(n) for n in names):
         return
     raise ModelError(
-        f"{names[0]} is not set: --model {choice.id} needs an API key",
+        f"{names[0]} is not set: {choice.option} {choice.id} needs an API key",
         hint=f"export {names[0]}=... (it is never recorded), or use --model sim to record offline",
     )
 
@@ -139,11 +173,11 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
     try:
         return init_chat_model(choice.name, model_provider=choice.provider, **kwargs)
     except ImportError as exc:
-        raise ModelError(f"--model {choice.id}: {exc}") from exc
+        raise ModelError(f"{choice.option} {choice.id}: {exc}") from exc
     except (ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0]
         hint = provider_hint(choice) if first.startswith("Unsupported provider") else None
-        raise ModelError(f"--model {choice.id}: {first}", hint=hint) from exc
+        raise ModelError(f"{choice.option} {choice.id}: {first}", hint=hint) from exc
 
 
 # names people give providers that LangChain knows by another
@@ -173,7 +207,7 @@ def provider_hint(choice: ModelChoice) -> str | None:
     )
     if close is None:
         return f"providers LangChain knows: {', '.join(sorted(known))}" if known else None
-    return f"did you mean --model {close}:{choice.name}?"
+    return f"did you mean {choice.option} {close}:{choice.name}?"
 
 
 def effective_settings(choice: ModelChoice, chat_model: Any) -> dict[str, Any]:
