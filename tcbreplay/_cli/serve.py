@@ -8,6 +8,7 @@ import signal
 import click
 
 from tcbreplay._cli.common import STORE_OPTION, complete_run_id, main
+from tcbreplay.errors import InputError
 
 
 @main.command()
@@ -34,6 +35,8 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
     from tcbreplay._replay.serve import serve_run
     from tcbreplay._store.runs import Store
 
+    if not host.strip():  # an empty address is every interface's to the OS
+        raise InputError("--host '': give an address to listen on (127.0.0.1: this machine only)")
     server = serve_run(Store(store), run_id, host=host, port=port, log_run=log_run,
                        verbose=verbose)  # fmt: skip
     recording = server.service.recording

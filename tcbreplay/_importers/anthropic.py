@@ -67,7 +67,9 @@ def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Rep
     out: list[Any] = []
     system = line.get("system")
     if system is not None:
-        if not isinstance(system, (str, list)):
+        if not isinstance(system, (str, list)) or (
+            isinstance(system, list) and not all(_text_block(b) for b in system)
+        ):
             raise message_problem(place, 0, "system must be a string or a list of text blocks")
         out.append(SystemMessage(content=system))
     for k, m in enumerate(raw):
@@ -157,3 +159,10 @@ def _user_turn(
     if pending:
         out.append(human(content=pending))
     return out
+
+
+def _text_block(block: Any) -> bool:
+    """A block a system prompt's list may hold: text, as a string or a ``text`` block."""
+    if isinstance(block, dict):
+        return block.get("type") == "text" and isinstance(block.get("text"), str)
+    return isinstance(block, str)

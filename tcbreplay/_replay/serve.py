@@ -26,6 +26,7 @@ events, with its length.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -283,7 +284,17 @@ def _body(body: bytes) -> dict[str, Any]:
         raise WireError(f"the request body is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise WireError("the request body must be a JSON object")
+    if _SURROGATE.search(body):  # an escape of half a UTF-16 pair: checked whole
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise WireError("the request body holds half a surrogate pair (such as \\ud800): "
+                            "not Unicode text") from None  # fmt: skip
     return value
+
+
+# a JSON escape of a UTF-16 surrogate (paired, it is one character; alone, no text)
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _one_line(text: str) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay._replay.wire import ROUTES, WIRES
+from tcbreplay._secrets import redact
 from tcbreplay.errors import InputError, TcbReplayError
 
 # the largest request body read (a conversation of a long agent run fits many times)
@@ -73,6 +74,8 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
     :class:`_Refused` for one that cannot be read."""
     end = buffer.find(b"\r\n\r\n", 0, MAX_HEAD + 4)
     if end < 0:
+        if buffer.find(b"\n\n", 0, MAX_HEAD + 2) >= 0:  # (never inside a head of CRLF lines)
+            raise _Refused(400, "request and header lines end in CRLF (\\r\\n), not LF alone")
         if len(buffer) > MAX_HEAD:
             raise _Refused(431, f"a request line and headers of more than {MAX_HEAD} bytes")
         return None
@@ -101,7 +104,7 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
         if method == "POST":
             raise _Refused(411, "a request body with a Content-Length is required")
         return end + 4, _Request(method, target, headers, b"", keep_alive)
-    if not length.isdigit():
+    if not (length.isascii() and length.isdigit()):  # (str.isdigit takes "²" too)
         raise _Refused(400, f"Content-Length {length[:40]!r}: not a length")
     size = int(length)
     if size > MAX_BODY:
@@ -110,6 +113,13 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
         return None
     body = bytes(buffer[end + 4 : end + 4 + size])
     return end + 4 + size, _Request(method, target, headers, body, keep_alive)
+
+
+def shown_path(target: str) -> str:
+    """A request's target as said in a reply or a log line: its query string left out (a
+    client may put its key there, as ``?api_key=...``), secrets' values redacted."""
+    path, query, _ = target.partition("?")
+    return redact(path) + ("?..." if query else "")
 
 
 class _Connection(asyncio.Protocol):
@@ -133,7 +143,7 @@ class _Connection(asyncio.Protocol):
         try:
             self._answer_all()
         except Exception:  # a crash in tcbreplay: said, shown, and the server goes on
-            traceback.print_exc(file=sys.stderr)
+            sys.stderr.write(redact(traceback.format_exc()))
             self._send(Reply(500, WIRES["openai"].error(500, "the server failed: see its log")),
                        close=True)  # fmt: skip
 
@@ -154,7 +164,7 @@ class _Connection(asyncio.Protocol):
             self.continued = False
             self._send(self.server.answer(request), close=not request.keep_alive)
             if self.server.verbose:
-                sys.stderr.write(f"{request.method} {request.path}\n")
+                sys.stderr.write(f"{request.method} {shown_path(request.path)}\n")
 
     def _continue(self) -> None:
         """Tell a client that waits before sending its body (``Expect: 100-continue``) to go on."""
@@ -238,17 +248,17 @@ class ReplayServer:
             try:
                 return self.service.handle(wire, request.body)
             except TcbReplayError as exc:  # the store unreadable: one line, as a command says
-                message = " ".join(str(exc).split())
+                message = redact(" ".join(str(exc).split()))
                 print(f"Error: {message}", file=sys.stderr, flush=True)
                 return Reply(500, WIRES[wire].error(500, message))
             except Exception as exc:  # a crash in tcbreplay: said, and the server goes on
-                traceback.print_exc(file=sys.stderr)
-                message = " ".join(f"{type(exc).__name__}: {exc}".split())
+                sys.stderr.write(redact(traceback.format_exc()))
+                message = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))
                 return Reply(500, WIRES[wire].error(500, message))
         if request.method == "GET" and path in ("", "/v1"):
             return Reply(200, self.service.info())
-        status = 405 if wire is not None else 404
-        message = (f"{request.method} {request.path[:200]}: not served (POST "
+        status = 405 if wire is not None or path in ("", "/v1") else 404
+        message = (f"{request.method} {shown_path(request.path)[:200]}: not served (POST "
                    "/v1/chat/completions or /v1/messages)")  # fmt: skip
         return Reply(status, WIRES[wire or "openai"].error(status, message))
 

@@ -100,6 +100,23 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
+def _schema(spec: dict[str, Any], place: str, key: str) -> dict[str, Any]:
+    """``spec``, a tool whose ``key`` (its JSON schema) is an object, if given, with
+    ``properties`` an object and ``required`` a list of names, and whose description is text;
+    else refused, naming ``place``."""
+    schema = spec.get(key)
+    if schema is not None and not (
+        isinstance(schema, dict)
+        and isinstance(schema.get("properties", {}), dict | None)
+        and isinstance(schema.get("required", []), list | None)
+    ):
+        raise WireError(f"{place}.{key}: a JSON schema object is required (properties an "
+                        "object, required a list)")  # fmt: skip
+    if not isinstance(spec.get("description", ""), str | None):
+        raise WireError(f"{place}.description: a string is required")
+    return spec
+
+
 def _messages(body: Mapping[str, Any]) -> list[Any]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -205,11 +222,11 @@ class OpenAIWire(Wire):
             spec = tool.get("function") if isinstance(tool, dict) else None
             if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
                 raise WireError(f"tools[{k}]: a function tool with a name is required")
-            specs.append(spec)
+            specs.append(_schema(spec, f"tools[{k}].function", "parameters"))
         for k, spec in enumerate(functions):
             if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
                 raise WireError(f"functions[{k}]: a function with a name is required")
-            specs.append(spec)
+            specs.append(_schema(spec, f"functions[{k}]", "parameters"))
         options = body.get("stream_options")
         return WireRequest(
             messages=messages,
@@ -308,6 +325,7 @@ class AnthropicWire(Wire):
         for k, tool in enumerate(tools):
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 raise WireError(f"tools[{k}]: a tool with a name is required")
+            _schema(tool, f"tools[{k}]", "input_schema")
             specs.append({"name": tool["name"], "description": tool.get("description") or "",
                           "parameters": tool.get("input_schema") or {}})  # fmt: skip
         return WireRequest(

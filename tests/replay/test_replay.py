@@ -229,7 +229,8 @@ def test_bad_input_exits_2(root, unchanged, tmp_path):
     assert resumed.exit_code == 2
     assert "is a replay" in resumed.output and "tcbreplay replay sim-seed7" in resumed.output
     before = sorted(p.name for p in root.iterdir())
-    for then in ("openai:gpt-4o?api_key=sk-proj-0123456789abcdef", "sim:seed=4,apiKey=0123456789ab"):
+    keys = ("openai:gpt-4o?api_key=sk-proj-0123456789abcdef", "sim:seed=4,apiKey=0123456789ab")
+    for then in keys:
         secret = cli("replay", PARENT, "--then", then, "--limit", 1, "--store", root)
         assert secret.exit_code == 2, secret.output
         assert "Error: --then: the model string has a setting" in secret.output

@@ -292,6 +292,20 @@ def post(server, path: str, body: Any, headers: dict | None = None) -> tuple[int
         ("/v1/messages", {"messages": [{"role": "user", "content": 7}]}, 400, "content"),
         ("/v1/messages", b"[" * 5000 + b"]" * 5000, 400, "not JSON"),
         ("/v1/embeddings", {"input": "x"}, 404, "not served"),
+        # reached the code past the checks before, which failed with a 500 and a traceback
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": "x"}}]}, 400,
+         "tools[0].function.parameters: a JSON schema object"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": {"required": 5}}}]},
+         400, "tools[0].function.parameters"),
+        ("/v1/messages", {"messages": [{"role": "user", "content": "hi"}],
+                          "tools": [{"name": "f", "input_schema": ["x"]}]}, 400,
+         "tools[0].input_schema"),
+        ("/v1/messages", {"system": [1], "messages": [{"role": "user", "content": "hi"}]}, 400,
+         "system must be a string or a list of text blocks"),
+        ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "\\ud800"}]}', 400,
+         "half a surrogate pair"),
     ],
 )  # fmt: skip
 def test_a_malformed_request_gets_4xx_and_one_line_of_json(server, path, body, status, says):
@@ -321,13 +335,34 @@ def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
     huge = raw(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n"
                b"Connection: close\r\n\r\n")  # fmt: skip
     assert huge.startswith(b"HTTP/1.1 413")
+    superscript = raw("POST /v1/messages HTTP/1.1\r\nContent-Length: \u00b2\r\n"
+                      "Connection: close\r\n\r\n{}".encode("latin-1"))  # fmt: skip
+    assert superscript.startswith(b"HTTP/1.1 400") and b"not a length" in superscript
+    bare_lf = raw(b"GET / HTTP/1.1\nHost: x\n\n")  # answered at once, not left waiting
+    assert bare_lf.startswith(b"HTTP/1.1 400") and b"CRLF" in bare_lf
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
     conn.request("GET", "/v1/chat/completions")
+    assert conn.getresponse().status == 405
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("HEAD", "/")
     assert conn.getresponse().status == 405
     # and it still answers
     assert openai_loop(server.url, sample_input("mul-7-by-8")) == [
         ("multiply_numbers", {"a": 8, "b": 7})
     ]
+
+
+def test_a_query_string_is_never_said_back_nor_logged(root, capfd):
+    """A client may put its key in the URL: neither a reply nor the --verbose log shows it."""
+    key = "sk-proj-QUERYSECRET0123456789"
+    with serve_run(root, PARENT, verbose=True) as server:
+        code, _, text = post(server, f"/v1/models?api_key={key}", {"x": 1})
+        assert code == 404 and "/v1/models?...: not served" in text
+        code, _, text = post(server, f"/v1/chat/completions?key={key}", {"messages": 1})
+        assert code == 400
+    err = capfd.readouterr().err
+    assert "POST /v1/models?..." in err and "POST /v1/chat/completions?..." in err
+    assert key not in err + text
 
 
 def test_serve_listens_on_loopback_unless_told(root):
@@ -457,6 +492,8 @@ def test_bad_input_exits_2(root, server):
     assert taken.exit_code == 2
     assert f"--port {server.port}: cannot listen there" in taken.output
     assert "Hint: --port 0 takes a free port" in taken.output
+    empty = cli("serve", PARENT, "--host", "", "--store", root)  # the OS: every interface
+    assert empty.exit_code == 2 and "Error: --host '': give an address" in empty.output
     same = cli("serve", PARENT, "--log-run", PARENT, "--store", root)
     assert same.exit_code == 2 and "a run id of its own" in same.output
     shutil.copytree(root / PARENT, root / "not-a-log")
