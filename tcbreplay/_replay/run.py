@@ -45,6 +45,7 @@ from tcbreplay._replay.model import RecordedChatModel
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
+from tcbreplay._secrets import redact
 from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
 from tcbreplay._store.schema import DIVERGENCES
 from tcbreplay._store.shards import select
@@ -315,7 +316,7 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
         ):  # fmt: skip
             record["status"] = "diverged"
             record["error_type"] = None
-            record["error"] = f"diverged at {divergence.line()}"
+            record["error"] = redact(f"diverged at {divergence.line()}")
         record["metadata"] = {**(record.get("metadata") or {}), "replay": state.to_dict()}
         record["divergences"] = [] if divergence is None else [divergence.to_dict()]
         # a divergence, or a live call --offline refused, is the replay's outcome, not a

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from tcbreplay import _json
+from tcbreplay._secrets import redact
 from tcbreplay._version import __version__
 from tcbreplay.errors import (
     StoreError,
@@ -563,7 +564,7 @@ def sample_record(
         "status": status,
         "attempts": attempts,
         "error_type": error_type,
-        "error": error,
+        "error": None if error is None else redact(error),  # (said again as the docs say)
         "started_at": started_at,
         "finished_at": finished_at,
         "duration_s": duration_s,

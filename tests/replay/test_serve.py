@@ -450,6 +450,23 @@ def test_the_log_run_holds_what_was_served_and_each_divergence(root):
     assert cli("audit", "verify", "log", "--store", root).exit_code == 0
 
 
+def test_a_divergence_stored_as_an_error_text_is_redacted(root, monkeypatch):
+    """A client that sends a secret variable's value diverges; the sample's error text says
+    where, with the value redacted, as every error text on its way into the store."""
+    key = "sk-proj-ENVSECRET0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    with serve_run(root, PARENT, log_run="log-secret") as server:
+        code, _, text = post(server, "/v1/chat/completions", {
+            "model": "m", "tools": openai_tools(), "messages": [
+                {"role": "system", "content": INPUTS.system_prompt},
+                {"role": "user", "content": sample_input("mul-7-by-8") + f" My key: {key}"}]})
+        assert code == 409, text
+    rows = sql(root, "select status, error from samples where run_id = 'log-secret'")
+    assert len(rows) == 1 and rows[0]["status"] == "diverged"
+    assert "diverged at turn 0" in rows[0]["error"] and "[redacted]" in rows[0]["error"]
+    assert key not in rows[0]["error"]
+
+
 @pytest.mark.slow  # server processes, started three times
 def test_a_killed_server_keeps_its_log_and_the_same_command_goes_on(root, tmp_path):
     command = ["serve", PARENT, "--port", "0", "--log-run", "crash", "--store", str(root)]
