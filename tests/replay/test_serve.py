@@ -456,10 +456,11 @@ def test_a_divergence_stored_as_an_error_text_is_redacted(root, monkeypatch):
     key = "sk-proj-ENVSECRET0123456789abcdef"
     monkeypatch.setenv("OPENAI_API_KEY", key)
     with serve_run(root, PARENT, log_run="log-secret") as server:
-        code, _, text = post(server, "/v1/chat/completions", {
-            "model": "m", "tools": openai_tools(), "messages": [
-                {"role": "system", "content": INPUTS.system_prompt},
-                {"role": "user", "content": sample_input("mul-7-by-8") + f" My key: {key}"}]})
+        said = sample_input("mul-7-by-8") + f" My key: {key}"
+        body = {"model": "m", "tools": openai_tools(), "messages": [
+            {"role": "system", "content": INPUTS.system_prompt},
+            {"role": "user", "content": said}]}  # fmt: skip
+        code, _, text = post(server, "/v1/chat/completions", body)
         assert code == 409, text
     rows = sql(root, "select status, error from samples where run_id = 'log-secret'")
     assert len(rows) == 1 and rows[0]["status"] == "diverged"
