@@ -47,13 +47,17 @@ class RecordedChatModel(BaseChatModel):
 
     ``RecordedChatModel.from_run("run-id")`` reads a run of the store; ``live``: a model
     that goes on where the recording has no answer; ``fork_at``: the turn from which every
-    request goes to ``live``; ``offline``: a request for ``live`` fails at once.
+    request goes to ``live``; ``offline``: a request for ``live`` fails at once; ``system``:
+    the system prompt the replaying agent was given (None: the recording's), the system of
+    its requests that start with no system message. An agent given an empty prompt sends
+    none: its requests' system is then "", not the recording's prompt, and they diverge.
     """
 
     recording: RecordedRun = Field(repr=False, exclude=True)
     live: Any = Field(default=None, repr=False, exclude=True)
     fork_at: int | None = None
     offline: bool = False
+    system: str | None = Field(default=None, repr=False)
     tool_schemas: dict[str, Any] = Field(default_factory=dict, repr=False)
     call_params: dict[str, Any] = Field(default_factory=dict)
     bound_tools: list[Any] = Field(default_factory=list, repr=False, exclude=True)
@@ -114,9 +118,8 @@ class RecordedChatModel(BaseChatModel):
         held = self._tools_text
         if held is None or held[0] is not self.tool_schemas:
             held = self._tools_text = (self.tool_schemas, canonical_json(self.tool_schemas))
-        return conversation.request(
-            messages, self.tool_schemas, held[1], params, self.recording.system
-        )
+        system = self.recording.system if self.system is None else self.system
+        return conversation.request(messages, self.tool_schemas, held[1], params, system)
 
     def _answer(
         self, messages: list[BaseMessage], stop: Any, run_manager: Any, kwargs: dict[str, Any]

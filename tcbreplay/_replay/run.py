@@ -136,7 +136,8 @@ def replay_run(
         if not offline:
             check_credentials(then_choice)
         live = build_chat_model(then_choice, _gold(inputs, then_choice, chosen))
-    chat_model = RecordedChatModel(recording=recording, live=live, fork_at=fork_at, offline=offline)
+    chat_model = RecordedChatModel(recording=recording, live=live, fork_at=fork_at, offline=offline,
+                                   system=inputs.system_prompt)  # fmt: skip
     factory_source = agent or ((parent.manifest.get(AGENT_FIELD) or {}).get("factory"))
     factory = load_agent_factory(factory_source) if factory_source else None
     plan = AgentPlan(

@@ -168,6 +168,18 @@ def test_a_changed_system_prompt_diverges_every_sample_at_turn_0_on_system(root,
     assert allowed.exit_code == 0, allowed.output  # the same command: the run is complete
 
 
+def test_an_empty_system_prompt_diverges_too(root, tmp_path):
+    """An agent given an empty prompt sends no system message: that is not the recording's
+    prompt (a request without one was taken for the run's prompt, and matched)."""
+    code, summary = replay(root, "--run-id", "no-prompt", "--limit", 3, "--system-prompt",
+                           prompt_file(tmp_path, ""))  # fmt: skip
+    assert code == 1
+    assert summary["by_component"] == {"system": 3}
+    rows = sql(root, "select distinct component, replayed from divergences "
+               "where run_id = 'no-prompt'")  # fmt: skip
+    assert rows == [{"component": "system", "replayed": '""'}]
+
+
 def test_a_changed_tool_schema_names_the_tool_and_the_parameter(root):
     code, summary = replay(root, "--run-id", "schema", "--tools", "replay_fixtures:SCHEMA",
                            "--limit", 10)  # fmt: skip
