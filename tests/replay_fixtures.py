@@ -54,3 +54,8 @@ def react_graph(model, tools, system_prompt):
     graph.add_conditional_edges("model", tools_condition)
     graph.add_edge("tools", "model")
     return graph.compile()
+
+
+def failing_factory(model, tools, system_prompt):
+    """An --agent factory that fails when it is called."""
+    raise ValueError("boom")

@@ -27,6 +27,7 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
+from tcbreplay._record.agent import CallPolicy
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
 from tcbreplay._record.failures import Outcome
 from tcbreplay._record.models import (
@@ -149,6 +150,8 @@ def replay_run(
         finish=replay_totals,
         middleware=(unknown_tools_middleware(),) if recorded_tools else (),
     )
+    if plan.factory is not None:
+        plan.agent(CallPolicy())  # a factory that fails does so before the run is made
     fork = None
     if then_choice is not None:
         fork = {"rule": "fork-at" if fork_at is not None else "then", "model": then_choice.id,

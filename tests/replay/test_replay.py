@@ -249,6 +249,9 @@ def test_bad_input_exits_2(root, unchanged, tmp_path):
         assert then.rpartition("=")[2] not in secret.output
     named = cli("replay", PARENT, "--then", "bogus:model", "--limit", 1, "--store", root)
     assert named.exit_code == 2 and "Error: --then bogus:model: " in named.output
+    failing = cli("replay", PARENT, "--agent", "replay_fixtures:failing_factory", "--limit", 1,
+                  "--store", root)  # fmt: skip
+    assert failing.exit_code == 2 and "the factory failed: ValueError: boom" in failing.output
     assert sorted(p.name for p in root.iterdir()) == before
 
 
