@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import shlex
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +51,7 @@ from tcbreplay._secrets import redact
 from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
 from tcbreplay._store.schema import DIVERGENCES
 from tcbreplay._store.shards import select
-from tcbreplay.errors import InputError, LiveCallRefused, StoreError
+from tcbreplay.errors import InputError, LiveCallRefused, StoreError, TcbReplayWarning
 
 SOURCE = "replay"  # the manifest's source of a replay
 # the divergences a summary lists
@@ -67,6 +68,7 @@ class ReplaySummary(RecordSummary):
     turns_served: int = 0
     live_calls: int = 0
     diverged_samples: int = 0
+    forked_samples: int = 0  # samples --fork-at sent to the --then model at its turn
     tool_outputs_compared: int = 0
     tool_outputs_drifted: int = 0
     tool_outputs: dict[str, int] = field(default_factory=dict)
@@ -108,6 +110,10 @@ def replay_run(
     (workers, processes, timeouts; trials are the run's). Running it again finishes a
     replay that was cut short.
     """
+    if then_options and then is None:
+        raise InputError(
+            f"--model-option {next(iter(then_options))}: sets the --then model; give --then MODEL"
+        )
     if fork_at is not None and (then is None or fork_at < 0):
         raise InputError(
             f"--fork-at {fork_at}: needs --then MODEL (the model that goes on from that turn)"
@@ -216,7 +222,15 @@ def replay_run(
         why_stopped=lambda stop: f"{stop.reason}: {stop.outcome.error}",
         source=SOURCE,
     )
-    return replay_summary(store, summary)
+    done = replay_summary(store, summary)
+    if fork_at is not None and done.recorded and not done.forked_samples:
+        warnings.warn(
+            f"--fork-at {fork_at}: no sample reached turn {fork_at}, so none was forked (turn 0 "
+            "is a sample's first request)",
+            TcbReplayWarning,
+            stacklevel=2,
+        )
+    return done
 
 
 def replay_basis(
@@ -360,13 +374,14 @@ def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:
 def replay_totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
     """The replay block with the run's totals, from its sample rows' ``metadata.replay``."""
     block = dict(manifest.get(SOURCE) or {})
-    served = live = diverged = served_tools = 0
+    served = live = diverged = served_tools = forked = 0
     outcomes: dict[str, int] = {}
     for row in rows:
         replay = (json.loads(row["metadata"]) if row.get("metadata") else {}).get(SOURCE) or {}
         served += len(replay.get("served") or [])
         live += int(replay.get("live_calls") or 0)
         diverged += replay.get("diverged_at") is not None
+        forked += replay.get("forked_at") is not None
         served_tools += int(replay.get("tool_outputs_served") or 0)
         for outcome, n in (replay.get("tool_outputs") or {}).items():
             outcomes[outcome] = outcomes.get(outcome, 0) + int(n)
@@ -374,6 +389,7 @@ def replay_totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[
         turns_served=served,
         live_calls=live,
         diverged_samples=diverged,
+        forked_samples=forked,
         tool_outputs_compared=sum(outcomes.values()),
         tool_outputs_drifted=outcomes.get("drift", 0),
         tool_outputs={k: outcomes[k] for k in sorted(outcomes)},
@@ -406,6 +422,7 @@ def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
         turns_served=int(block.get("turns_served") or 0),
         live_calls=int(block.get("live_calls") or 0),
         diverged_samples=int(block.get("diverged_samples") or 0),
+        forked_samples=int(block.get("forked_samples") or 0),
         tool_outputs_compared=int(block.get("tool_outputs_compared") or 0),
         tool_outputs_drifted=int(block.get("tool_outputs_drifted") or 0),
         tool_outputs=dict(block.get("tool_outputs") or {}),

@@ -249,6 +249,9 @@ def test_bad_input_exits_2(root, unchanged, tmp_path):
         assert then.rpartition("=")[2] not in secret.output
     named = cli("replay", PARENT, "--then", "bogus:model", "--limit", 1, "--store", root)
     assert named.exit_code == 2 and "Error: --then bogus:model: " in named.output
+    unused = cli("replay", PARENT, "--model-option", "temperature=0", "--store", root)
+    assert unused.exit_code == 2, unused.output
+    assert "Error: --model-option temperature: sets the --then model" in unused.output
     failing = cli("replay", PARENT, "--agent", "replay_fixtures:failing_factory", "--limit", 1,
                   "--store", root)  # fmt: skip
     assert failing.exit_code == 2 and "the factory failed: ValueError: boom" in failing.output
@@ -287,6 +290,7 @@ def test_fork_at_forks_every_sample_at_that_turn(root):
     }
     assert {r["forked"] for r in rows if r["turns"] == 1} == {None}
     assert summary["live_calls"] > sum(r["turns"] > 1 for r in rows) > 20
+    assert summary["forked_samples"] == sum(r["turns"] > 1 for r in rows)
     manifest = json.loads((root / "fork" / "manifest.json").read_text())
     assert manifest["replay"]["fork"] == {"rule": "fork-at", "model": "sim:seed=11", "turn": 1}
     result = cli("score", "fork", "--gold-run", PARENT, "--format", "json", "--store", root)
@@ -299,6 +303,14 @@ def test_fork_at_forks_every_sample_at_that_turn(root):
         f"rest with: {command})"
     ]
     assert cli("diff", PARENT, "fork", "--store", root).exit_code in (0, 1)
+
+
+def test_a_fork_at_no_sample_reaches_says_so(root):
+    far = cli("replay", PARENT, "--run-id", "far", "--limit", 2, "--fork-at", 1000, "--then",
+              "sim:seed=11", "--format", "json", "--store", root)  # fmt: skip
+    assert far.exit_code == 0, far.output
+    assert "Warning: --fork-at 1000: no sample reached turn 1000, so none was forked" in far.stderr
+    assert json.loads(far.stdout)["forked_samples"] == 0
 
 
 def test_offline_refuses_a_live_call_at_once(root):
