@@ -25,6 +25,7 @@ events, with its length.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -83,6 +84,8 @@ class ReplayService:
     def __init__(self, recording: RecordedRun, log: Any = None) -> None:
         self.recording = recording
         self.log = log
+        # what is held while serving: the served run's read lock (see serve_run)
+        self.held = contextlib.ExitStack()
         # the samples by their first message, before the first request: a request's turns
         # are looked for among those that start as it does
         recording.starting()
@@ -106,9 +109,10 @@ class ReplayService:
         }).encode()  # fmt: skip
 
     def close(self) -> Any:
-        """Close the log, if any (its summary, or None)."""
+        """Close the log, if any (its summary, or None), and let the served run go."""
         log, self.log = self.log, None
-        return None if log is None else log.close()
+        with self.held:
+            return None if log is None else log.close()
 
     def handle(self, wire_name: str, body: bytes) -> Reply:
         """The reply to a request body sent to ``wire_name``'s path."""
@@ -314,10 +318,14 @@ def serve_run(
 
     store = store if isinstance(store, Store) else Store(store)
     parent = store.open_run(run_id)
-    recording = RecordedRun.load(parent)
-    service = ReplayService(recording)
-    # bound before the log run is made: a port that cannot be had leaves the store as it was
-    server = ReplayServer(service, host, port, verbose)
+    with contextlib.ExitStack() as held:
+        # read, as score and export read a run: record --overwrite cannot delete it meanwhile
+        held.enter_context(parent.reading())
+        recording = RecordedRun.load(parent)
+        service = ReplayService(recording)
+        # bound before the log run is made: a port that cannot be had leaves the store as it was
+        server = ReplayServer(service, host, port, verbose)
+        service.held.enter_context(held.pop_all())
     if log_run is not None:
         try:
             service.log = ServeLog.open(store, parent, recording, log_run)

@@ -485,8 +485,8 @@ class Store:
             with dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
                 if not held:
                     raise RunLockedError(
-                        f"run {run_id!r} is being read (scored, reported, audited, diffed or "
-                        "exported) by another process",
+                        f"run {run_id!r} is being read (scored, reported, audited, diffed, "
+                        "exported or served) by another process",
                         hint="wait for it to finish",
                     )
                 discard_folder(path)

@@ -365,6 +365,24 @@ def test_a_query_string_is_never_said_back_nor_logged(root, capfd):
     assert key not in err + text
 
 
+def test_a_served_run_cannot_be_overwritten_meanwhile(root, tmp_path):
+    """record --overwrite of the served run is refused while it is served (the server would
+    go on answering from a recording no longer in the store), and done once it stops."""
+    store = tmp_path / "traces"
+    shutil.copytree(root / PARENT, store / PARENT)
+    again = ["record", "--model", "sim:seed=5", "--run-id", PARENT, "--limit", 2, "--overwrite",
+             "--quiet", "--store", store]  # fmt: skip
+    with serve_run(store, PARENT):
+        refused = cli(*again)
+        assert refused.exit_code != 0
+        assert (
+            f"run {PARENT!r} is being read (scored, reported, audited, diffed, exported or "
+            "served)" in refused.output
+        )
+        assert (store / PARENT / "messages.parquet").exists()
+    assert cli(*again).exit_code == 0
+
+
 def test_serve_listens_on_loopback_unless_told(root):
     server = serve_run(root, PARENT)
     try:

@@ -405,8 +405,8 @@ def test_report_holds_its_runs_until_the_page_is_written(two_runs, tmp_path, mon
     (refused,) = tried
     assert isinstance(refused, RunLockedError)
     assert str(refused) == (
-        f"run {run_id!r} is being read (scored, reported, audited, diffed or exported) by "
-        "another process"
+        f"run {run_id!r} is being read (scored, reported, audited, diffed, exported or served) "
+        "by another process"
     )
     assert without_lock(snapshot(root)) == before
     assert out.read_text().count("Hi there!") >= 2  # a transcript of each run
