@@ -174,7 +174,15 @@ class RecordedRun:
             params_known=known,
         )
         if not run.has_data():
-            raise StoreError(f"run {run.run_id!r} has no stored samples to replay")
+            from tcbreplay._store.shards import finish_hint
+
+            waiting = run.unfolded_records()
+            raise StoreError(
+                f"run {run.run_id!r} has no stored samples to replay (status {run.status})"
+                + (f": {waiting} finished samples wait in its journal, not yet folded into "
+                   "its Parquet files" if waiting else ""),
+                hint=finish_hint(run),
+            )  # fmt: skip
         out._rows = _read_rows(run)
         out._messages = MessageTexts(run.messages_path)
         return out

@@ -129,6 +129,16 @@ def replay_run(
     if sample_ids is None and parent.status == "partial":
         sample_ids = sorted({sid for sid, _ in recording.samples})
         chosen = None
+        if dataset is not None:  # the samples the parent recorded, which it must hold
+            held = set(inputs.dataset.ids())
+            missing = [sid for sid in sample_ids if sid not in held]
+            if missing:
+                raise InputError(
+                    f"--dataset {dataset}: no sample {missing[0]!r} (of {len(missing)} missing), "
+                    f"which run {run_id!r} recorded; a replay's dataset holds the samples the "
+                    "run recorded",
+                    hint="give a dataset with them, or choose samples with --sample-id",
+                )
     elif limit is not None or sample_ids:
         # a few samples: their messages read at once, from the row groups that hold them
         ids = inputs.dataset.ids()

@@ -177,13 +177,15 @@ class ReplayService:
         conversation.served.append((turn, recorded.position))
         message, part = self._recorded(key, recorded.position)
         self._remember(conversation, canonical, part)
-        self.served += 1
         if self.log is not None:
             self.log.served(conversation, request.messages, message)
         answer = Answer.of(message, turn)
         if request.stream:
-            return Reply(200, wire.stream(answer, request), "text/event-stream")
-        return Reply(200, wire.answer(answer, request))
+            reply = Reply(200, wire.stream(answer, request), "text/event-stream")
+        else:
+            reply = Reply(200, wire.answer(answer, request))
+        self.served += 1  # (counted once answered: a request that failed is no served one)
+        return reply
 
     def _match(
         self, print_: str, first: str, turn: int, conversation: Conversation | None
@@ -239,9 +241,9 @@ class ReplayService:
         if conversation.key is None and where is not None:
             conversation.key = where[0]
         conversation.divergence = divergence
-        self.diverged += 1
         if self.log is not None:
             self.log.diverged(conversation, request.messages)
+        self.diverged += 1
         nearest = None
         if where is not None:
             (sample_id, trial), number = where

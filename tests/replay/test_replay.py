@@ -258,6 +258,32 @@ def test_bad_input_exits_2(root, unchanged, tmp_path):
     assert sorted(p.name for p in root.iterdir()) == before
 
 
+def test_a_run_killed_before_its_first_fold_says_how_to_finish_it(tmp_path):
+    """Its finished samples wait in the journal: replay and serve say so, and how to finish
+    the run (they said only that it held no samples)."""
+    import pyarrow.parquet as pq
+
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=3,latency=0", "--run-id", "cut", "--limit", 3,
+               "--quiet", "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    run = store / "cut"
+    rows = pq.read_table(run / "samples.parquet").to_pylist()
+    (run / "journal.jsonl").write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+    for name in ("samples.parquet", "messages.parquet"):
+        (run / name).unlink()
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "status": "interrupted"}))
+    for command in ("replay", "serve"):
+        result = cli(command, "cut", "--store", store)
+        assert result.exit_code == 1, result.output
+        assert result.output.splitlines() == [
+            "Error: run 'cut' has no stored samples to replay (status interrupted): 3 finished "
+            "samples wait in its journal, not yet folded into its Parquet files",
+            f"Hint: finish it with: tcbreplay record --resume cut --store {store}",
+        ]
+
+
 # ---------------------------------------------------------------- forks
 
 

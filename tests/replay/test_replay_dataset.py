@@ -137,3 +137,23 @@ def test_the_same_command_again_finishes_a_replay_under_its_default_run_id(root)
     assert first.run_id == again.run_id
     assert first.run_id.startswith(f"{PARENT}-replay-")
     assert (again.recorded, again.attempted) == (3, 2)
+
+
+def test_a_dataset_without_a_sample_the_partial_parent_recorded_names_it(tmp_path):
+    """A partial run replays the samples it recorded; a --dataset without one of them is
+    refused naming --dataset (it was said to be a --sample-id no one gave)."""
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=3,latency=0", "--run-id", "few", "--limit", 3,
+               "--quiet", "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    lines = (store / "few" / "dataset.jsonl").read_text().splitlines(keepends=True)
+    smaller = tmp_path / "two.jsonl"
+    smaller.write_text("".join(lines[:2]))
+    result = cli("replay", "few", "--dataset", smaller, "--store", store)
+    assert result.exit_code == 2, result.output
+    third = json.loads(lines[2])["id"]
+    assert result.output.splitlines()[0] == (
+        f"Error: --dataset {smaller}: no sample {third!r} (of 1 missing), which run 'few' "
+        "recorded; a replay's dataset holds the samples the run recorded"
+    )
+    assert sorted(p.name for p in store.iterdir()) == ["few"]

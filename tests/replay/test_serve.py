@@ -576,6 +576,10 @@ def test_an_entry_found_unreadable_while_serving_is_one_line_and_the_server_goes
             "model": "m", "tools": openai_tools(), "messages": [
                 {"role": "system", "content": INPUTS.system_prompt},
                 {"role": "user", "content": sample_input("mul-7-by-8")}]})  # fmt: skip
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        conn.request("GET", "/")
+        counted = json.loads(conn.getresponse().read())
+        assert (counted["served"], counted["diverged"]) == (0, 0)  # the failed one is neither
         assert openai_loop(server.url, sample_input(SAMPLES[1]))
     assert status == 500, text
     assert f"dataset.jsonl: unreadable dataset file: entry {k}" in json.loads(text)["error"][
