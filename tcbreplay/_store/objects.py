@@ -64,6 +64,9 @@ EXTRA_HINT = "pip install 'tcbreplay[s3]'"
 # and Polars (* ? [...]); ] closes [. Braces are no pattern to any of them (DuckDB 2.0,
 # Polars 2.1, fsspec 2026.6: tried), and stay allowed.
 WILDCARDS = "*?[]"
+# what a bucket's name is made of (S3's and Cloud Storage's rules, and legacy S3 names' capitals
+# and underscores)
+_BUCKET = re.compile(r"[A-Za-z0-9._-]+")
 _SAFE_HINT = "name the store without * ? [ ]: letters, digits, '.', '_', '-' and '/' are safe"
 
 
@@ -95,6 +98,12 @@ def store_root(root: str | os.PathLike[str]) -> Path:
     if is_remote(root):
         return cast(Path, root)
     text = os.fspath(root)
+    if any(ord(char) < 32 or char == "\x7f" for char in text):
+        # (a command printed to run next could not quote it for a shell to paste)
+        raise InputError(
+            "--store: the store's name holds a control character (a tab, a newline...)",
+            hint="name the store without one: letters, digits, '.', '_', '-' and '/' are safe",
+        )
     _check_scheme(text)
     if _FILE_URL.match(text):
         return _local_root(text, _file_url_path(text))
@@ -127,10 +136,23 @@ def store_root(root: str | os.PathLike[str]) -> Path:
     _check_no_wildcards(text, text)
     if not parts.netloc:
         raise InputError(f"--store {text}: no bucket", hint=f"give {scheme}://BUCKET/PREFIX")
+    if not _BUCKET.fullmatch(parts.netloc):  # (not shown: s3://KEY%3ASECRET%40bucket/p)
+        raise InputError(
+            f"--store {scheme}://...: its bucket name holds a character no bucket name has "
+            "(they are letters, digits, '.', '_' and '-')",
+            hint=f"give {scheme}://BUCKET/PREFIX, its credentials in the cloud's environment or "
+            "config files",
+        )
     if "//" in parts.path.rstrip("/"):  # an empty folder name: s3://b//p, s3://b/${EMPTY}/p
         raise InputError(
             f"--store {text}: an empty folder name (//) in the prefix",
             hint=f"give {scheme}://BUCKET/PREFIX with one slash between names",
+        )
+    if {".", ".."} & set(parts.path.split("/")):  # keys of their own to S3, not folders
+        raise InputError(
+            f"--store {text}: a '.' or '..' folder name in the prefix, which object storage "
+            "keeps as a name (and the store's readers resolve)",
+            hint=f"give {scheme}://BUCKET/PREFIX without . or .. between its slashes",
         )
     try:
         from upath import UPath

@@ -645,6 +645,14 @@ def test_a_missing_bucket_is_one_line(s3_server):
         ("s3://KEY:1234/RET@bucket/traces", "the URL holds credentials or options"),
         ("s3:/bucket/traces", "a URL of object storage takes two slashes"),
         ("S3:bucket", "a URL of object storage takes two slashes"),
+        # written under keys holding "." and "..", which the readers resolved: never scored
+        ("s3://bucket/x/./traces", "a '.' or '..' folder name in the prefix"),
+        ("s3://bucket/a/../traces", "a '.' or '..' folder name in the prefix"),
+        ("s3://bucket/..", "a '.' or '..' folder name in the prefix"),
+        # a credential percent-encoded got past the check of one, and botocore quoted it
+        ("s3://KEY%3ASEC%40bucket/traces", "its bucket name holds a character no bucket name"),
+        ("s3://bucket/tab\tx", "the store's name holds a control character"),
+        ("s3://bucket/new\nline", "the store's name holds a control character"),
     ],
 )
 def test_a_mistyped_store_url_is_refused_before_anything_is_written(

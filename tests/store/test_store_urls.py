@@ -84,6 +84,17 @@ def test_a_store_in_a_folder_holding_a_wildcard_is_refused(tmp_path, monkeypatch
     assert list((tmp_path / "a[1]").iterdir()) == []
 
 
+@pytest.mark.parametrize("char", ["\t", "\n", "\x1b", "\x7f"])
+def test_a_store_named_with_a_control_character_is_refused(tmp_path, char):
+    # the commands printed to run next showed a tab as \x09 inside quotes: pasted, another store
+    with pytest.raises(InputError) as caught:
+        Store(tmp_path / f"a{char}b")
+    assert str(caught.value) == (
+        "--store: the store's name holds a control character (a tab, a newline...)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_braces_are_no_wildcard(tmp_path):
     assert Store(tmp_path / "l{a,b}").root == tmp_path / "l{a,b}"
 
