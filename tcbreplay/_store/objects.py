@@ -475,6 +475,19 @@ def exists(path: Path) -> bool:
     return bool(fs.exists(where))
 
 
+def is_file(path: Path) -> bool:
+    """Whether a file is at ``path``. On object storage a failure to look (a timeout, access
+    denied) raises: fsspec's ``isfile`` says False then, and a command went on to its next
+    request, which waited as long again."""
+    if not is_remote(path):
+        return path.is_file()
+    fs, where = fs_path(path)
+    try:
+        return bool(fs.info(where).get("type") == "file")
+    except FileNotFoundError:
+        return False
+
+
 def check_bucket(path: Path) -> None:
     """Refuse a place whose bucket does not exist (where an empty prefix of one that does
     is a store with no runs yet)."""

@@ -335,7 +335,7 @@ class Store:
         it cannot be read)."""
         path = self.run_dir(run_id)
         with objects.failures(self.root):
-            found = (path / MANIFEST).is_file()
+            found = objects.is_file(path / MANIFEST)
         if not found:
             known = [r.run_id for r in self.runs()]
             by_lower = {name.lower(): name for name in reversed(known)}

@@ -780,6 +780,20 @@ def test_an_endpoint_that_never_answers_is_given_up_on_in_one_line(silent_endpoi
 
 
 @pytest.mark.slow  # (about 3 s)
+def test_a_run_looked_for_on_a_silent_endpoint_is_given_up_on_at_once(silent_endpoint,
+                                                                      monkeypatch):  # fmt: skip
+    """The look for the run's manifest failed and was taken for "no such run": the store was
+    then listed, and score waited out its tries twice (5.6 minutes, not 3)."""
+
+    def listed(self):
+        raise AssertionError("the store was listed after its first request failed")
+
+    monkeypatch.setattr(Store, "runs", listed)
+    with pytest.raises(StoreError, match=r"(on|to the) endpoint URL"):
+        Store(silent_endpoint).open_run("r")  # (a read timeout, or the connect one)
+
+
+@pytest.mark.slow  # (about 3 s)
 def test_the_hint_counts_the_attempts_the_environment_asked_for(silent_endpoint, monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # (the fixture's own setting: 1)
     result = cli("runs", "--store", silent_endpoint)
