@@ -100,6 +100,14 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     return text
 
 
+def shown_path(target: str) -> str:
+    """An HTTP request's target as a server of ours says it in a reply or a log line: its
+    query string left out (a client may put its key there, as ``?api_key=...``), secrets'
+    values redacted."""
+    path, query, _ = target.partition("?")
+    return redact(path) + ("?..." if query else "")
+
+
 def _env_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     """Secret value -> the name of the environment variable holding it: a variable whose
     name means a credential, unless it holds a path that exists (``PWD``: the working

@@ -190,6 +190,15 @@ def _trace(trace_id: str, observations: list[dict[str, Any]]) -> Unmatched:
     by_id = {str(o["id"]): o for o in observations}
     ordered = _in_order(observations, by_id)
     roots = [o for o in ordered if str(o.get("parent_observation_id")) not in by_id]
+    reached = {id(o) for o in ordered}
+    unreached = [o for o in observations if id(o) not in reached]
+    if not roots or unreached:  # parents that go round: no root above them
+        first = (unreached or observations)[0]
+        raise TraceError(
+            f"{first['_place']} (trace {trace_id}): the observations' parents go round in a "
+            f"cycle (observation {first['id']}'s parent is {first.get('parent_observation_id')}"
+            "): the trace has no root"
+        )
     root = roots[0]
     place = f"{root['_place']} (trace {trace_id})"
     told = Conversation()

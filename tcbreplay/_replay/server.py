@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay._replay.wire import ROUTES, WIRES
-from tcbreplay._secrets import redact
+from tcbreplay._secrets import redact, shown_path
 from tcbreplay.errors import InputError, TcbReplayError
 
 # the largest request body read (a conversation of a long agent run fits many times)
@@ -113,13 +113,6 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
         return None
     body = bytes(buffer[end + 4 : end + 4 + size])
     return end + 4 + size, _Request(method, target, headers, body, keep_alive)
-
-
-def shown_path(target: str) -> str:
-    """A request's target as said in a reply or a log line: its query string left out (a
-    client may put its key there, as ``?api_key=...``), secrets' values redacted."""
-    path, query, _ = target.partition("?")
-    return redact(path) + ("?..." if query else "")
 
 
 class _Connection(asyncio.Protocol):

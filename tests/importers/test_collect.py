@@ -185,7 +185,64 @@ def test_a_bad_payload_gets_400_and_a_log_line_and_nothing_else_changes(
 
 def test_an_unknown_path_is_404(tmp_path):
     with collecting(tmp_path / "store") as (endpoint, _log, _summary):
-        assert post(f"{endpoint}/v1/metrics", b"{}", "application/json")[0] == 404
+        status, answer = post(f"{endpoint}/v1/metrics?api_key=sk-0123456789", b"{}",
+                              "application/json")  # fmt: skip
+        assert status == 404
+        assert b"/v1/metrics?..." in answer and b"sk-0123456789" not in answer
+
+
+def test_a_gzip_body_past_the_limit_once_decompressed_is_413_and_not_kept(tmp_path, monkeypatch):
+    """A few MB of gzip can hold gigabytes (it was decompressed whole, and written)."""
+    monkeypatch.setattr(collect_module, "MAX_BODY", 2**20)
+    bomb = gzip.compress(b'{"resourceSpans": [], "x": "' + b" " * 2**21 + b'"}')
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, summary):
+        status, answer = post(f"{endpoint}/v1/traces", bomb, "application/json",
+                              **{"Content-Encoding": "gzip"})  # fmt: skip
+        assert status == 413, answer
+        assert b"once decompressed" in answer
+    assert summary[0].refused == 1
+    assert not (store / "live" / "received.otlp.jsonl").read_bytes()
+
+
+def test_a_lone_surrogate_in_a_span_is_400_and_not_kept(tmp_path):
+    """Valid JSON escapes, in JSON text a span attribute holds: no text UTF-8 can store (the
+    request got a 500 after it was kept, and the run could not be taken up again)."""
+    request = next(json.loads(line) for line in JSON_LINES if b"resourceSpans" in line)
+    span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    said = '[{"role": "assistant", "parts": [{"type": "text", "content": "\\ud800"}]}]'
+    span["attributes"].append({"key": "gen_ai.output.messages", "value": {"stringValue": said}})
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, summary):
+        status, answer = post(f"{endpoint}/v1/traces", json.dumps(request).encode(),
+                              "application/json")  # fmt: skip
+        assert status == 400
+        assert "holds a lone surrogate \\ud800" in json.loads(answer)["message"]
+    assert summary[0].refused == 1
+    assert not (store / "live" / "received.otlp.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"POST /v1/traces HTTP/1.1\r\nContent-Length: abc\r\n\r\n", 400),
+        (b"POST /v1/traces HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+        (b"POST /v1/traces HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n", 400),
+        (b"GET /v1/traces HTTP/1.1\r\n\r\n", 405),
+        (b"PUT /v1/traces HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405),
+    ],
+)
+def test_malformed_http_gets_a_4xx_of_json(tmp_path, head, status):
+    """(They got no answer and a traceback, an HTML 501 page, or waited for the client.)"""
+    import socket
+
+    with collecting(tmp_path / "store") as (endpoint, _log, _summary):
+        host, port = endpoint.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(head)
+            answer = conn.recv(65536)
+    assert answer.startswith(f"HTTP/1.1 {status}".encode()), answer
+    assert b"application/json" in answer
 
 
 @pytest.mark.slow  # a process of its own

@@ -185,6 +185,20 @@ def test_an_observation_without_a_trace_id_is_refused():
         read("o.jsonl", data=data.encode() + b"\n")
 
 
+@pytest.mark.parametrize("own", [True, False])
+def test_observations_whose_parents_go_round_are_refused(own):
+    """A trace's root made its own parent, or a child of its child: a crash (no root)."""
+    observations = rows()
+    trace = observations[0]["trace_id"]
+    mine = [o for o in observations if o["trace_id"] == trace]
+    root = next(o for o in mine if not o.get("parent_observation_id"))
+    child = next(o for o in mine if o.get("parent_observation_id") == root["id"])
+    root["parent_observation_id"] = root["id"] if own else child["id"]
+    data = "".join(json.dumps(o) + "\n" for o in observations).encode()
+    with pytest.raises(TraceError, match=f"trace {trace}\\): the observations' parents go round"):
+        read("o.jsonl", data=data)
+
+
 @pytest.mark.slow  # the agent runs in a process of its own, traced by the SDK
 def test_the_real_sdk_traces_as_the_agent_returned(tmp_path):
     """The agent traced anew by Langfuse's handler: its spans, made observations as Langfuse's

@@ -250,6 +250,47 @@ def test_what_cannot_be_read_is_refused_with_its_place(data, error):
     assert str(caught.value).startswith(error)
 
 
+def _one_trace(change) -> bytes:
+    """The first trace of openai_v2_latest (its four requests) with ``change(spans)`` made to
+    its spans, in the order they were exported (chat, execute_tool, chat, invoke_agent)."""
+    lines = (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[:4]
+    docs = [json.loads(line) for line in lines]
+    change([d["resourceSpans"][0]["scopeSpans"][0]["spans"][0] for d in docs])
+    return "".join(json.dumps(d) + "\n" for d in docs).encode()
+
+
+def _set(k: int, **fields):
+    return lambda spans: spans[k].update(fields)
+
+
+def _cycle(spans):  # the root the child of its first chat span, which is its own child
+    spans[3]["parentSpanId"] = spans[0]["spanId"]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        # a crash (min() of no root), and no sample when collected
+        (lambda spans: spans[3].update(parentSpanId=spans[3]["spanId"]),
+         "its spans' parents go round in a cycle"),
+        (_cycle, "its spans' parents go round in a cycle"),
+        # the trace's other messages were left out of its sample, in silence
+        (_set(2, spanId=""), "t.jsonl: line 3: not a readable OTLP export request (ValueError: "
+         'span "chat gpt-4o-mini" has no spanId)'),
+        (_set(1, traceId=""), "t.jsonl: line 2: not a readable OTLP export request (ValueError: "
+         "span "),
+        # the store could not write it: a traceback
+        (_set(0, attributes=[{"key": "gen_ai.output.messages", "value": {"stringValue":
+          '[{"role": "assistant", "parts": [{"type": "text", "content": "\\ud800"}]}]'}}]),
+         "holds a lone surrogate \\ud800, which is not valid Unicode"),
+    ],
+)  # fmt: skip
+def test_spans_that_cannot_make_a_sample_are_refused_with_their_place(change, error):
+    with pytest.raises(TraceError) as caught:
+        otlp.read(TraceFile("t.jsonl", data=_one_trace(change)), None)
+    assert error in str(caught.value)
+
+
 def test_a_framed_file_of_several_requests(tmp_path):
     body = (OTEL / "openai_v2_latest.otlp.pb").read_bytes()
     framed = struct.pack(">I", len(body)) + body

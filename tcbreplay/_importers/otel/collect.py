@@ -26,10 +26,10 @@ place in the run and in the received files.
 
 from __future__ import annotations
 
-import gzip
 import json
 import threading
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -40,6 +40,7 @@ from typing import Any
 from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
+from tcbreplay._secrets import shown_path
 from tcbreplay._store.files import write_jsonl_atomic
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
@@ -207,10 +208,7 @@ class Collector:
         """One request's body: decoded, kept, made into samples; its number of spans. A
         :class:`TraceError` for a body that cannot be read (nothing is kept of it)."""
         if encoding == "gzip":
-            try:
-                body = gzip.decompress(body)
-            except (OSError, EOFError) as exc:
-                raise TraceError(f"not gzip data ({exc})") from exc
+            body = gunzip(body, MAX_BODY)
         elif encoding not in ("", "identity"):
             raise TraceError(f"Content-Encoding {encoding!r}: send gzip or none")
         kind = content_type.split(";")[0].strip().lower()
@@ -426,6 +424,31 @@ class BodyError(Exception):
         self.code = code
 
 
+def gunzip(body: bytes, limit: int) -> bytes:
+    """A gzip body (of one member or more) decompressed, at most ``limit`` bytes of it: a
+    :class:`BodyError` (413) past that, before more is made (a few MB of gzip can hold
+    gigabytes), a :class:`TraceError` for what is not gzip."""
+    out: list[bytes] = []
+    size = 0
+    data = body
+    try:
+        while data:
+            member = zlib.decompressobj(wbits=31)
+            while data and not member.eof:
+                chunk = member.decompress(data, limit + 1 - size)
+                size += len(chunk)
+                if size > limit:
+                    raise BodyError(413, f"a request of more than {limit} bytes once decompressed")
+                out.append(chunk)
+                data = member.unconsumed_tail
+            if not member.eof:
+                raise TraceError("not gzip data (cut short)")
+            data = member.unused_data.lstrip(b"\x00")  # (padding after the last member)
+    except zlib.error as exc:
+        raise TraceError(f"not gzip data ({exc})") from exc
+    return b"".join(out)
+
+
 def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
     """A request's body, by its ``Content-Length`` or in chunks (``Transfer-Encoding:
     chunked``, as OpenTelemetry's JavaScript exporters send it), at most ``limit`` bytes."""
@@ -434,8 +457,11 @@ def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
         size = 0
         while True:
             line = rfile.readline(1024)
+            size_text = line.split(b";")[0].strip()
             try:
-                chunk = int(line.split(b";")[0].strip(), 16)
+                chunk = int(size_text, 16)
+                if not size_text.isalnum():  # (int() takes a sign, and "_" between digits)
+                    raise ValueError
             except ValueError:
                 raise BodyError(400, f"a badly chunked body (chunk size {line[:20]!r})") from None
             if chunk == 0:
@@ -447,7 +473,10 @@ def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
                 raise BodyError(413, f"a request of more than {limit} bytes")
             parts.append(rfile.read(chunk))
             rfile.readline(1024)  # the chunk's CRLF
-    length = int(headers.get("Content-Length") or 0)
+    given = (headers.get("Content-Length") or "0").strip()
+    if not (given.isascii() and given.isdigit()):
+        raise BodyError(400, f"Content-Length {given[:40]!r}: not a length")
+    length = int(given)
     if length > limit:
         raise BodyError(413, f"a request of {length} bytes, more than {limit}")
     return bytes(rfile.read(length))
@@ -466,7 +495,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(exc.code, str(exc))
             return
         if kind is None:
-            self._answer(404, f"no such path {self.path!r}: post to /v1/traces or /v1/logs")
+            path = shown_path(self.path)  # (a query string may hold a key)
+            self._answer(404, f"no such path {path!r}: post to /v1/traces or /v1/logs")
             return
         try:
             spans = self.collector.receive(
@@ -477,15 +507,24 @@ class _Handler(BaseHTTPRequestHandler):
         except TraceError as exc:
             self._refuse(400, str(exc))
             return
+        except BodyError as exc:
+            self._refuse(exc.code, str(exc))
+            return
         except Exception as exc:  # a crash of ours must not end the receiver: say it, refuse
             self._refuse(500, f"{type(exc).__name__}: {exc}")
             raise
         self._answer(200, "", spans)
 
+    def _not_posted(self) -> None:
+        self.close_connection = True  # (a body it may have sent is not read)
+        self._refuse(405, f"{self.command}: post OTLP export requests (POST /v1/traces)")
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_posted
+
     def _refuse(self, code: int, why: str) -> None:
         self.collector.refused += 1
         self.collector.log(
-            f"collect: {self.client_address[0]} {self.path}: refused ({code}): {why}"
+            f"collect: {self.client_address[0]} {shown_path(self.path)}: refused ({code}): {why}"
         )
         self._answer(code, why)
 

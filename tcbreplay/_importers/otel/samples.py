@@ -92,6 +92,12 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
     out: list[Group] = []
     for trace_id, by_id in traces.items():
         roots = [s for s in by_id.values() if not s.parent_id or s.parent_id not in by_id]
+        if not roots:  # each span's parent is in the trace: they go round
+            first = min(by_id.values(), key=lambda s: (s.start, s.span_id))
+            raise TraceError(
+                f"trace {trace_id}: its spans' parents go round in a cycle (span {first.span_id}"
+                f"'s parent is {first.parent_id}): it has no root span"
+            )
         root = min(roots, key=lambda s: (s.start, s.span_id))
         if sample_by == "trace":
             out.append(Group(trace_id, root, list(by_id.values())))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -123,7 +124,57 @@ def decode_json(doc: Any, place: str) -> Batch:
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
         detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         raise TraceError(f"{place}: not a readable OTLP export request ({detail})") from exc
+    refuse_surrogates(batch, place)
     return batch
+
+
+# an escape of a UTF-16 surrogate in JSON text a value holds (at any depth of escaping)
+_SURROGATE_TEXT = re.compile(r"\\+u[dD][89a-fA-F]")
+
+
+def refuse_surrogates(batch: Batch, place: str) -> None:
+    """Refuse a batch holding a lone surrogate, which UTF-8 (and so the store) cannot hold:
+    in a span's or log record's values, or in JSON text a value holds (the messages of GenAI
+    spans); named by its span."""
+    held: list[tuple[str, Any]] = [
+        (f"span {span.span_id}", (span.name, span.status_message, span.attributes,
+                                  [(e.name, e.attributes, e.body) for e in span.events]))
+        for span in batch.spans
+    ]  # fmt: skip
+    for log in batch.logs:
+        event = log.event
+        held.append((f"a log record of span {log.span_id}", (event.name, event.attributes,
+                                                              event.body)))  # fmt: skip
+    for where, value in held:
+        surrogate = _surrogate(value)
+        if surrogate:
+            raise TraceError(
+                f"{place}: {where}: holds a lone surrogate {surrogate}, which is not valid Unicode"
+            )
+
+
+def _surrogate(value: Any) -> str | None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += item.values()
+        elif isinstance(item, list | tuple):
+            stack += item
+        elif isinstance(item, str) and not item.isascii():
+            found = _json.lone_surrogate(item)
+            if found:
+                return found
+        if isinstance(item, str) and "\\u" in item and _SURROGATE_TEXT.search(item):
+            try:
+                inner = json.loads(item)
+            except ValueError:
+                continue
+            found = _json.lone_surrogate(inner)
+            if found:
+                return found
+            stack.append(inner)
+    return None
 
 
 def _list(value: Any) -> list[Any]:
@@ -139,9 +190,13 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str) -> Spa
     code = status.get("code", 0)
     if isinstance(code, str):  # the enum's name, as protobuf's JSON printer writes it
         code = {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code, 0)
+    trace_id, span_id = _hex_id(raw.get("traceId"), 16), _hex_id(raw.get("spanId"), 8)
+    if not trace_id or not span_id:  # (its messages would be left out of its trace's sample)
+        name = json.dumps(str(raw.get("name") or ""))
+        raise ValueError(f"span {name} has no {'traceId' if not trace_id else 'spanId'}")
     return Span(
-        trace_id=_hex_id(raw.get("traceId"), 16),
-        span_id=_hex_id(raw.get("spanId"), 8),
+        trace_id=trace_id,
+        span_id=span_id,
         parent_id=_hex_id(raw.get("parentSpanId"), 8),
         name=str(raw.get("name") or ""),
         start=int(raw.get("startTimeUnixNano") or 0),
@@ -325,6 +380,7 @@ def decode_proto(body: bytes, place: str) -> Batch:
                         break
                     batch.spans.append(_proto_span(s, resource, scope))
         if batch.spans:
+            refuse_surrogates(batch, place)
             return batch
     try:
         logs = logs_pb2.ExportLogsServiceRequest.FromString(body)
@@ -343,6 +399,7 @@ def decode_proto(body: bytes, place: str) -> Batch:
                 time = r.time_unix_nano or r.observed_time_unix_nano
                 event = Event(str(name), time, attributes, body_value)
                 batch.logs.append(LogRecord(r.trace_id.hex(), r.span_id.hex(), event))
+    refuse_surrogates(batch, place)
     return batch
 
 
