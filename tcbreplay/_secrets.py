@@ -89,7 +89,11 @@ def register(findings: Iterable[Finding]) -> None:
 
 
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every known secret's value replaced by ``[redacted]``."""
+    """``text`` with every known secret's value replaced by ``[redacted]``, and every value
+    that says it is one: after ``Bearer`` (``Basic``, ``Token``), after a name that is a
+    secret's (``api_key=...``, ``"client_secret": "..."``), and a provider's key by its form
+    (``sk-...``, ``AIza...``, ``AKIA...``): error texts imported from elsewhere quote keys
+    this machine's environment does not hold."""
     if not text:
         return text
     env = os.environ if environ is None else environ
@@ -97,7 +101,30 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     # longest first, so that a secret containing another is replaced whole
     for secret in sorted(secrets, key=len, reverse=True):
         text = _pattern(secret).sub(REDACTED, text)
-    return text
+    text = _AUTH_IN_TEXT.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _NAMED_VALUE.sub(_named_value, text)
+    return _KEY_FORMS.sub(REDACTED, text)
+
+
+# what says a value in a text is a secret (see redact)
+_AUTH_IN_TEXT = re.compile(r"\b((?:Bearer|Basic|Token)\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{8,}")
+_NAMED_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9_.-]*)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+                          r"(?!\[redacted\])([^\s\"'\\,;&}\]:=]{8,})")  # fmt: skip
+_KEY_FORMS = re.compile(
+    r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|AKIA[0-9A-Z]{16}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,})"
+)
+
+
+def _named_value(match: re.Match[str]) -> str:
+    """A ``name: value`` of a text with its value redacted when the name ends in a secret's
+    word (``api_key``, ``x-auth-token``; not ``KeyError``, ``token_count``, a bare ``key``)."""
+    words = [w.lower() for w in _WORDS.findall(match.group(1))]
+    if not words or words == ["key"] or words == ["keys"]:
+        return match.group(0)
+    if words[-1] in _SECRET_WORDS or "".join(words).endswith(_SECRET_PARTS):
+        return match.group(1) + match.group(2) + REDACTED
+    return match.group(0)
 
 
 def shown_path(target: str) -> str:

@@ -296,6 +296,31 @@ def test_a_key_inside_a_longer_base64_text_is_redacted_at_any_alignment(
         assert len(tail) <= len(encoded) - (len(prefix) + len(SLASHY)) * 4 // 3
 
 
+OTHER_KEY = "sk-proj-SECRETabcdef1234567890XYZ"  # no variable of this machine holds it
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (f"401: Authorization: Bearer {OTHER_KEY}", "401: Authorization: Bearer [redacted]"),
+        (f"Incorrect API key provided: {OTHER_KEY}.", "Incorrect API key provided: [redacted]."),
+        ("exception: api_key=abcdefgh12345", "exception: api_key=[redacted]"),
+        ('{"client_secret": "abcdefghijkl"}', '{"client_secret": "[redacted]"}'),
+        ("x-goog-api-key: AIzaSyA1234567890abcdefghijklmnopqrstu", "x-goog-api-key: [redacted]"),
+        ("creds AKIAABCDEFGHIJKLMNOP here", "creds [redacted] here"),
+        # no secret: a name that does not end in a secret's word, a bare key, a count
+        ("KeyError: arguments_of_the_call", "KeyError: arguments_of_the_call"),
+        ("sort key: abcdefghijklmnop", "sort key: abcdefghijklmnop"),
+        ("max_tokens=100000000, n: 1", "max_tokens=100000000, n: 1"),
+        ("token_count: 123456789", "token_count: 123456789"),
+    ],
+)  # fmt: skip
+def test_a_value_that_says_it_is_a_secret_is_redacted_without_the_environment(text, shown):
+    """Error texts imported from elsewhere quote keys this machine does not hold (they were
+    stored as they came, and printed by sql)."""
+    assert redact(text, environ={}) == shown
+
+
 def test_text_that_merely_resembles_a_key_is_kept(monkeypatch):
     monkeypatch.setenv("SOME_API_KEY", SLASHY)
     text = "AIzaSECRET9f8e7d/-=x AIzaSECRET9f8e7d%2F%2C%3Dx aizasecret9f8e7d/+=x QUl6YVNFQ1JF"
