@@ -68,7 +68,7 @@ def export_traces(
             lines = ((_stored_line(run, trace, dataset, fmt), trace["plain"]) for trace in stored)
         traces_name = OTLP_TRACES if fmt == "otlp" else TRACES
         written = [out_dir / traces_name, out_dir / DATASET, out_dir / TOOLS, out_dir / MANIFEST]
-        texts = [dataset.text, json_text(tools), json_text(manifest)]
+        texts = [dataset.only(_held(run)), json_text(tools), json_text(manifest)]
         with staged(error) as files:
             files.folder(out_dir)
             files.write(written[0], partial(_write_lines, lines=lines))
@@ -107,6 +107,28 @@ class Dataset:
     def entries(self) -> Entries:
         """The entries as a mapping by id (which raises KeyError for an id it lacks)."""
         return Entries(self)
+
+    def only(self, ids: set[str]) -> str:
+        """The dataset's text with only the entries of ``ids``, in its order (its whole text
+        when it has no other)."""
+        if not set(self._lines) - ids:
+            return self.text
+        spans, kept = self._spans, sorted(self._lines[i] for i in ids if i in self._lines)
+        return "".join(self.text[spans[2 * k] : spans[2 * k + 1]] + "\n" for k in kept)
+
+
+def _held(run: Run) -> set[str]:
+    """The ids of the samples the run holds (a row of its, even of status missing): what an
+    import of the export stores again. A partial run's others are not in it, and the export's
+    dataset leaves them out, or the import would store them as missing, and score them."""
+    from tcbreplay._store.parquet import read_table
+    from tcbreplay._store.schema import SAMPLES
+
+    try:
+        column = read_table(run.dir / SAMPLES, columns=["sample_id"]).column("sample_id")
+    except OSError as exc:
+        raise StoreError(f"{run.dir / SAMPLES}: cannot read it: {exc}") from exc
+    return set(column.unique().to_pylist())
 
 
 class Entries(Mapping[str, dict[str, Any]]):

@@ -56,6 +56,27 @@ def test_a_recorded_run_round_trips_through_openai_with_its_scores(recorded, tmp
     assert message_hashes(again, "rec") == message_hashes(other, "rec")
 
 
+def test_a_partial_run_round_trips_with_its_samples_only(tmp_path):
+    """A run recorded with --limit: its export's dataset held every entry, and the import
+    stored the others as missing, which scored as making no calls (tsa 1.0 became 0.16)."""
+    root = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=11,latency=0,error_rate=0.3", "--limit", 12,
+               "--trials", 2, "--run-id", "part", "--quiet", "--store", root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    other = export_and_import(root, "part", "langchain", tmp_path)
+    exported = (tmp_path / "export-langchain" / "dataset.jsonl").read_text().splitlines()
+    held = [r["sample_id"] for r in samples(root, "part") if r["trial"] == 0]
+    assert [json.loads(line)["id"] for line in exported] == held
+    # each row as it was but its number (a trial's rows follow its dataset's, now 12 long)
+    assert [{**r, "sample_index": None} for r in samples(other, "part")] == [
+        {**r, "sample_index": None} for r in samples(root, "part")]  # fmt: skip
+
+    def by_sample(frame):
+        return frame.drop("sample_index").sort("sample_id", "trial")
+
+    assert by_sample(scores(other, "part")).equals(by_sample(scores(root, "part")))
+
+
 @pytest.mark.parametrize("fmt", ["langchain", "openai"])
 def test_an_imported_run_round_trips_with_equal_hashes(tmp_path, fmt):
     """τ-bench's trajectories, imported from OpenAI's form: either export gives them back."""
