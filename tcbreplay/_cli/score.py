@@ -148,4 +148,7 @@ def score(
     if fmt in ("table", "markdown"):  # above the metrics: a failed run must not look passed
         for warning in result.warnings:
             click.echo(f"Warning: {warning}")
+    elif fmt not in ("json", "jsonl"):  # (whose summary holds them): on stderr, off the rows
+        for warning in result.warnings:
+            click.echo(f"Warning: {warning}", err=True)
     emit(output, fmt)

@@ -490,6 +490,21 @@ def test_samples_waiting_in_the_journal_are_named(sim_copy):
     ]
 
 
+def test_csv_says_the_warnings_on_stderr(sim_copy):
+    """The rows of csv have no room for them: they were said nowhere, and a failed run
+    scored with --allow-incomplete looked passed."""
+    root, run_id = sim_copy
+    manifest_path = root / run_id / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, "status": "interrupted"}))
+    result = cli("score", run_id, "--store", str(root), "--allow-incomplete", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("run_id,scoring,metric,value,count,n,unit\n")
+    assert "Warning" not in result.stdout
+    assert result.stderr.splitlines() == [
+        "Warning: run interrupted: 94 of 94 samples recorded, scored as they are"]  # fmt: skip
+
+
 def test_samples_waiting_in_shard_journals_are_named(sim_copy):
     # they were said to wait in journal.jsonl, for `record --resume` (refused while shards
     # record)
