@@ -57,4 +57,10 @@ def diff(run_a, run_b, scoring, n_boot, seed, confidence, fmt, limit, store) -> 
             confidence=confidence,
             progress=lambda done, total: say(f"{doing}: {done:,} of {total:,} resamples …"),
         )
+    if fmt in ("table", "markdown"):  # above the deltas, as score says its own
+        for warning in result.warnings:
+            click.echo(f"Warning: {warning}")
+    elif fmt not in ("json", "jsonl"):  # (whose output holds them): on stderr, off the rows
+        for warning in result.warnings:
+            click.echo(f"Warning: {warning}", err=True)
     emit(diff_output(result, limit), fmt)

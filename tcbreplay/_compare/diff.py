@@ -65,6 +65,8 @@ class DiffResult:
     regressed: list[str] = field(default_factory=list)
     improved: list[str] = field(default_factory=list)
     trials: dict[str, int] = field(default_factory=lambda: {"a": 1, "b": 1})
+    # what a reader of the deltas must know: errors, runs not complete, samples left out
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def trials_note(self) -> str:
@@ -78,6 +80,7 @@ class DiffResult:
 
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
         out = {
+            "warnings": self.warnings,
             "run_a": self.run_a,
             "run_b": self.run_b,
             "scoring": self.scoring,
@@ -201,6 +204,7 @@ def diff_runs(
         a, pairs_a = load_scores(store, a_run, scoring, like=[b_run], columns=DIFF_COLUMNS)
         b, pairs_b = load_scores(store, b_run, scoring, like=[a_run], columns=DIFF_COLUMNS)
     a, b = _with_outcomes(a), _with_outcomes(b)
+    warnings = [*_run_warnings("A", a_run), *_run_warnings("B", b_run)]
     trials = {"a": _trials(a), "b": _trials(b)}
     if trials["a"] > 1 or trials["b"] > 1:
         # compared by sample: the pairs matched to samples by id, not by the trials' rows
@@ -221,6 +225,11 @@ def diff_runs(
     del a, b  # (the joined rows are what is compared)
     if joined.height == 0:
         raise InputError(f"runs {run_a!r} and {run_b!r} have no sample ids in common")
+    if only_a or only_b:
+        warnings.append(
+            f"{joined.height} samples in common are compared; {len(only_a)} of A only and "
+            f"{len(only_b)} of B only are left out (--format json lists them: only_a, only_b)"
+        )
 
     boot = ResampleSums(joined.height, n_boot, seed, _CHUNK_CELLS)
     alpha = (1 - confidence) / 2
@@ -282,7 +291,26 @@ def diff_runs(
         regressed=deltas.filter(pl.col("change") == "regressed")["sample_id"].to_list(),
         improved=deltas.filter(pl.col("change") == "improved")["sample_id"].to_list(),
         trials=trials,
+        warnings=warnings,
     )
+
+
+def _run_warnings(which: str, run: Any) -> list[str]:
+    """What a comparison with ``run`` must say of it: samples that ended in error (they
+    score as agents that made no call; its manifest's totals count them), a run that did not
+    finish."""
+    out = []
+    totals = run.manifest.get("totals") or {}
+    errors, recorded = totals.get("errors"), totals.get("recorded")
+    if isinstance(errors, int) and errors > 0:
+        of = f" of its {recorded}" if isinstance(recorded, int) else ""
+        out.append(
+            f"{which} ({run.run_id}): {errors}{of} samples and trials ended in error; they "
+            "score as agents that made no calls"
+        )
+    if run.status not in ("complete", "partial"):
+        out.append(f"{which} ({run.run_id}) is {run.status}: not every sample was recorded")
+    return out
 
 
 def _rows(a: pl.DataFrame, b: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:

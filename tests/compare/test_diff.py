@@ -218,6 +218,7 @@ def test_run_against_itself(pair):
         assert m["a"] == m["b"]
         assert (m["delta"], m["ci_low"], m["ci_high"]) == (0.0, 0.0, 0.0)
     assert out["regressed"] == [] and out["improved"] == []
+    assert out["warnings"] == []
     assert {s["change"] for s in out["samples"]} == {"same"}
     for tool in out["tools"]:
         assert tool["paired_a"] == tool["paired_b"]
@@ -470,6 +471,37 @@ def pair_copy(pair, tmp_path) -> Path:
     root = tmp_path / "traces"
     shutil.copytree(pair.root, root)
     return root
+
+
+def test_errors_a_run_that_did_not_finish_and_samples_left_out_are_said(pair, pair_copy):
+    """(A run whose every sample crashed compared as unchanged, in silence; the samples of
+    one run only were named in json alone.)"""
+    root = pair_copy
+    manifest_path = root / pair.b / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["status"] = "failed"
+    manifest["totals"] = {**manifest["totals"], "errors": 4}
+    manifest_path.write_text(json.dumps(manifest))
+    result = cli("diff", pair.a, pair.b, "--bootstrap", 10, "--store", root)
+    assert result.exit_code == 0, result.output
+    said = [
+        f"Warning: B ({pair.b}): 4 of its 94 samples and trials ended in error; they score "
+        "as agents that made no calls",
+        f"Warning: B ({pair.b}) is failed: not every sample was recorded",
+    ]
+    assert result.stdout.splitlines()[:2] == said
+    as_csv = cli("diff", pair.a, pair.b, "--bootstrap", 10, "--format", "csv", "--store", root)
+    assert as_csv.stderr.splitlines() == said
+    out = diff_json(root, pair.a, pair.b, "--bootstrap", 10)
+    assert out["warnings"] == [line.removeprefix("Warning: ") for line in said]
+    few = cli("record", "--model", "sim:seed=8,latency=0", "--limit", 5, "--run-id", "few",
+              "--quiet", "--store", root)  # fmt: skip
+    assert few.exit_code == 0, few.output
+    out = diff_json(root, pair.a, "few", "--bootstrap", 10)
+    assert out["warnings"] == [
+        "5 samples in common are compared; 89 of A only and 0 of B only are left out "
+        "(--format json lists them: only_a, only_b)"
+    ]
 
 
 def test_named_tolerances_are_scored_in_memory(pair, pair_copy):
