@@ -11,6 +11,7 @@ statement). Never evaluated by Python.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -107,6 +108,16 @@ def _default(run: Run, fields: dict) -> str:
     )
 
 
+@functools.cache
+def _names() -> frozenset[str]:
+    """DuckDB's unreserved keywords: words it reads as a column's name where one stands
+    (label, value, type, name, source, year...), which metadata fields are called."""
+    found = duckdb.execute(
+        "select keyword_name from duckdb_keywords() where keyword_category = 'unreserved'"
+    ).fetchall()
+    return frozenset(row[0] for row in found)
+
+
 def check_expression(expression: str, option: str = "--outcome") -> None:
     """Refuse an outcome that is not one SQL expression of names, literals, operators,
     parentheses and the allowed keywords and functions."""
@@ -135,6 +146,8 @@ def check_expression(expression: str, option: str = "--outcome") -> None:
         # keyword such as `and` or `in` may stand before a parenthesis without calling it
         if word in _FUNCTIONS or (name == "keyword" and word in _KEYWORDS):
             continue
+        if name == "keyword" and word in _names() and not after.startswith("("):
+            continue  # a word DuckDB takes for a column's name: a metadata field's (label)
         if name == "keyword":
             raise InputError(f"{option}: {text!r} is not allowed in an outcome expression")
         if name == "identifier" and after.startswith("("):
