@@ -267,6 +267,10 @@ def _cycle(spans):  # the root the child of its first chat span, which is its ow
     spans[3]["parentSpanId"] = spans[0]["spanId"]
 
 
+def _twice(spans):  # the tool span sent with the id of the first chat span: one was dropped
+    spans[1]["spanId"] = spans[0]["spanId"]
+
+
 @pytest.mark.parametrize(
     ("change", "error"),
     [
@@ -274,6 +278,7 @@ def _cycle(spans):  # the root the child of its first chat span, which is its ow
         (lambda spans: spans[3].update(parentSpanId=spans[3]["spanId"]),
          "its spans' parents go round in a cycle"),
         (_cycle, "its spans' parents go round in a cycle"),
+        (_twice, "comes twice, holding other values each time"),
         # the trace's other messages were left out of its sample, in silence
         (_set(2, spanId=""), "t.jsonl: line 3: not a readable OTLP export request (ValueError: "
          'span "chat gpt-4o-mini" has no spanId)'),

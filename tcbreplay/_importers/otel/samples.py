@@ -88,7 +88,14 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
         raise TraceError(f"sample_by {sample_by!r}: choose trace or agent")
     traces: dict[str, dict[str, Span]] = {}
     for span in spans:
-        traces.setdefault(span.trace_id, {})[span.span_id] = span
+        trace = traces.setdefault(span.trace_id, {})
+        seen = trace.get(span.span_id)
+        if seen is not None and seen != span:  # (sent again as it was: one span)
+            raise TraceError(
+                f"trace {span.trace_id}: span {span.span_id} comes twice, holding other "
+                "values each time: which one is the trace's cannot be told"
+            )
+        trace[span.span_id] = span
     out: list[Group] = []
     for trace_id, by_id in traces.items():
         roots = [s for s in by_id.values() if not s.parent_id or s.parent_id not in by_id]
