@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import pytest
 from click.testing import CliRunner
 from report_helpers import import_hand_run, payload
 
@@ -91,6 +92,7 @@ def test_a_report_of_100_samples_is_at_most_1_5_mb(tmp_path):
     assert out.stat().st_size <= 1_500_000
 
 
+@pytest.mark.slow  # (about 3 s: three reports)
 def test_samples_sets_how_many_the_page_shows(tmp_path):
     store = Store(tmp_path / "traces")
     import_hand_run(store, "hand-a", "traces_a.jsonl")

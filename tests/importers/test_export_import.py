@@ -120,7 +120,11 @@ def test_tables_keep_the_old_export(recorded, tmp_path):
     assert first["trial"] == 0 and json.loads(first["metadata"]) == {"k": 0, "tags": ["a"]}
 
 
-@pytest.mark.parametrize("fmt", ["langchain", "openai", "otlp", "tables"])
+@pytest.mark.parametrize(
+    "fmt",
+    ["langchain",
+     *(pytest.param(f, marks=pytest.mark.slow) for f in ("openai", "otlp", "tables"))],  # 2-3 s
+)  # fmt: skip
 def test_an_export_in_slices_writes_the_bytes_of_one_slice(recorded, tmp_path, monkeypatch, fmt):
     """Export reads a run a slice of samples at a time: a run of many slices, its messages
     shuffled into row groups of a few rows each (so a slice reads some of them, in no order),

@@ -501,7 +501,8 @@ def _refusing_server(body: dict):
 @pytest.mark.parametrize(
     ("model", "variable", "path"),
     [("openai:gpt-4o-mini", "OPENAI_API_KEY", "/v1"),
-     ("anthropic:claude-opus-4-7", "ANTHROPIC_API_KEY", "")],
+     pytest.param("anthropic:claude-opus-4-7", "ANTHROPIC_API_KEY", "",
+                  marks=pytest.mark.slow)],  # (about 3.5 s: OpenAI's path is the same code)
 )  # fmt: skip
 def test_a_refused_key_stops_openai_and_anthropic_recordings_too(
     tmp_path, monkeypatch, model, variable, path

@@ -181,8 +181,10 @@ def test_resume_refuses_other_inputs(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("drop", "missing"), [("dataset", "dataset"), ("tools", "tools.source, tools.specs")]
-)
+    ("drop", "missing"),
+    [("dataset", "dataset"),
+     pytest.param("tools", "tools.source, tools.specs", marks=pytest.mark.slow)],  # (2.3 s)
+)  # fmt: skip
 def test_resume_names_what_its_manifest_lacks(tmp_path, drop, missing):
     """--resume rebuilds the inputs from the manifest: a manifest without them is one error
     naming what is missing, and the run's data files stay as they were."""

@@ -251,6 +251,7 @@ def test_record_on_ray_without_ray_says_how_to_install_it(tmp_path, monkeypatch)
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # (about 2.5 s)
 def test_overwrite_on_a_ray_that_cannot_be_joined_keeps_the_run(tmp_path):
     # Ray is joined before anything is deleted
     store = Store(tmp_path)

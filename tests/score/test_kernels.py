@@ -44,7 +44,10 @@ def test_python_reads_the_kernels_constants_and_declares_none_of_its_own():
     package = Path(kernels.__file__).parents[2]
     assigned = []
     for path in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        text = path.read_text()
+        if not any(name in text for name in KERNEL_CONSTANTS):  # (parsing them all took 4 s)
+            continue
+        for node in ast.walk(ast.parse(text)):
             targets = node.targets if isinstance(node, ast.Assign) else []
             names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
             assigned += [
@@ -153,6 +156,7 @@ def test_a_locale_handle_other_than_number_locale_is_refused():
         value_equal(texts, 0, 3, texts, 3, 4, 0.5, 0.0, scratch, number_locale() + 8)
 
 
+@pytest.mark.slow  # (about 3 s: a process of its own)
 def test_kernels_not_built_are_one_line_that_says_how_to_build_them(tmp_path):
     # a clone nobody installed: the extension is absent (here: hidden from the import)
     code = textwrap.dedent(

@@ -83,6 +83,7 @@ def test_every_command_that_reads_reads_it(v1_store, tmp_path):
     assert diffed.exit_code == 0, diffed.output
 
 
+@pytest.mark.slow  # (about 2.5 s: a recording)
 def test_a_version_1_recording_resumes_and_takes_more_trials(v1_store):
     """Its manifest names the built-in tools by the module path of version 1
     (tcbreplay.benchmarks...), which today's package has under _inputs: resuming it failed
