@@ -267,6 +267,14 @@ def _cycle(spans):  # the root the child of its first chat span, which is its ow
     spans[3]["parentSpanId"] = spans[0]["spanId"]
 
 
+def _counted(value):  # the first chat span's input tokens as ``value`` (an OTLP AnyValue)
+    def change(spans):
+        kept = [a for a in spans[0]["attributes"] if a["key"] != "gen_ai.usage.input_tokens"]
+        spans[0]["attributes"] = [*kept, {"key": "gen_ai.usage.input_tokens", "value": value}]
+
+    return change
+
+
 def _twice(spans):  # the tool span sent with the id of the first chat span: one was dropped
     spans[1]["spanId"] = spans[0]["spanId"]
 
@@ -279,6 +287,9 @@ def _twice(spans):  # the tool span sent with the id of the first chat span: one
          "its spans' parents go round in a cycle"),
         (_cycle, "its spans' parents go round in a cycle"),
         (_twice, "comes twice, holding other values each time"),
+        # stored as 0 input tokens
+        (_counted({"stringValue": "lots"}), "a token count of 'lots': not an integer"),
+        (_counted({"boolValue": True}), "a token count of 'True': not an integer"),
         # the trace's other messages were left out of its sample, in silence
         (_set(2, spanId=""), "t.jsonl: line 3: not a readable OTLP export request (ValueError: "
          'span "chat gpt-4o-mini" has no spanId)'),

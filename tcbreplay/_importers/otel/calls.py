@@ -118,12 +118,16 @@ def text_of(value: Any) -> str:
 
 
 def as_int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
+    """A token count a span holds (an integer, or its digits as text), None when it holds
+    none; another value is refused (it was read as none, and its call's counts as 0)."""
+    if value is None:
         return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    if not isinstance(value, bool):
+        try:
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    raise TraceError(f"a token count of {str(value)[:40]!r}: not an integer")
 
 
 def function_schema(tool: Any) -> dict[str, Any] | None:
