@@ -204,6 +204,12 @@ def _traces(runs: list[dict[str, Any]], label: str) -> tuple[list[Unmatched], st
                 f"{group[0]['_place']}: its trace's root run ({root_id}) is not in the file",
                 hint="export whole traces (every run of each trace)",
             )
+        parent = root.get("parent_run_id")
+        if parent and str(parent) in by_id:  # its own parent, or one of its runs': a cycle
+            raise TraceError(
+                f"{root['_place']}: the root run {root_id} of its trace has a parent in the "
+                f"file ({parent}): the runs' parents go round in a cycle"
+            )
         group.sort(key=lambda r: (str(r.get("dotted_order") or ""), str(r.get("start_time"))))
         traces.append(_trace(root, group, by_id))
         models |= {m for r in group if (m := _model_name(r))}

@@ -206,6 +206,19 @@ def test_a_trace_no_sample_matches_is_refused_with_its_place(tmp_path):
 # ---------------------------------------------------------------- what the reading gets right
 
 
+@pytest.mark.parametrize("own", [True, False])
+def test_a_root_run_whose_parent_is_in_the_trace_is_refused(own):
+    """A root its own parent imported as if nothing were wrong; one whose parent is its
+    child said that --tools is required."""
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    root = next(r for r in runs if not r.get("parent_run_id"))
+    child = next(r for r in runs if r.get("parent_run_id") == root["id"])
+    root["parent_run_id"] = root["id"] if own else child["id"]
+    data = "".join(json.dumps(r) + "\n" for r in runs).encode()
+    with pytest.raises(TraceError, match="its trace has a parent in the file .*go round"):
+        langsmith.read(TraceFile("runs.jsonl", data=data), None)
+
+
 def test_a_tool_result_without_its_call_id_answers_the_first_open_call_of_its_name(tmp_path):
     """A tool traced outside LangChain (``@traceable``) names no call id."""
     runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
