@@ -215,7 +215,7 @@ def test_a_root_run_whose_parent_is_in_the_trace_is_refused(own):
     child = next(r for r in runs if r.get("parent_run_id") == root["id"])
     root["parent_run_id"] = root["id"] if own else child["id"]
     data = "".join(json.dumps(r) + "\n" for r in runs).encode()
-    with pytest.raises(TraceError, match="its trace has a parent in the file .*go round"):
+    with pytest.raises(TraceError, match=r"its trace has a parent in the file .*go round"):
         langsmith.read(TraceFile("runs.jsonl", data=data), None)
 
 
