@@ -101,7 +101,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     # longest first, so that a secret containing another is replaced whole
     for secret in sorted(secrets, key=len, reverse=True):
         text = _pattern(secret).sub(REDACTED, text)
-    text = _AUTH_IN_TEXT.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _AUTH_IN_TEXT.sub(_credential, text)
     text = _NAMED_VALUE.sub(_named_value, text)
     return _KEY_FORMS.sub(REDACTED, text)
 
@@ -114,6 +114,15 @@ _KEY_FORMS = re.compile(
     r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|AKIA[0-9A-Z]{16}"
     r"|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,})"
 )
+
+
+def _credential(match: re.Match[str]) -> str:
+    """``Bearer VALUE`` with its value redacted when it reads as a credential (a digit in it,
+    or 16 characters or more), not as words (``Token limitations``)."""
+    value = match.group(0)[len(match.group(1)) :]
+    if len(value) >= 16 or any(c.isdigit() for c in value):
+        return match.group(1) + REDACTED
+    return match.group(0)
 
 
 def _named_value(match: re.Match[str]) -> str:

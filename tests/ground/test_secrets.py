@@ -310,6 +310,7 @@ OTHER_KEY = "sk-proj-SECRETabcdef1234567890XYZ"  # no variable of this machine h
         ("creds AKIAABCDEFGHIJKLMNOP here", "creds [redacted] here"),
         # no secret: a name that does not end in a secret's word, a bare key, a count
         ("KeyError: arguments_of_the_call", "KeyError: arguments_of_the_call"),
+        ("Token limitations apply", "Token limitations apply"),
         ("sort key: abcdefghijklmnop", "sort key: abcdefghijklmnop"),
         ("max_tokens=100000000, n: 1", "max_tokens=100000000, n: 1"),
         ("token_count: 123456789", "token_count: 123456789"),
