@@ -56,6 +56,7 @@ def test_each_rule_scores_as_the_readme_says(rules_run):
     }  # fmt: skip
 
 
+@pytest.mark.slow  # (3 s)
 def test_comparison_options_have_their_own_folder_and_verify(rules_run, tmp_path):
     scored(rules_run)  # the default scoring, made here: no test relies on another's order
     summary, rows = scored(rules_run, "--strings", "bfcl", "--types", "strict")

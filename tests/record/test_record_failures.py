@@ -520,7 +520,11 @@ def test_a_refused_key_stops_openai_and_anthropic_recordings_too(
     assert seen[0] == 1  # neither the SDK nor tcbreplay tried again
 
 
-@pytest.mark.parametrize("model", ["openai:gpt-4o-mini", "anthropic:claude-opus-4-7"])
+@pytest.mark.parametrize(
+    "model",
+    ["openai:gpt-4o-mini",
+     pytest.param("anthropic:claude-opus-4-7", marks=pytest.mark.slow)],  # (4 s; the same code)
+)  # fmt: skip
 def test_the_sdks_own_retries_are_off(monkeypatch, model):
     """tcbreplay retries and counts each attempt; an SDK retrying too would multiply them."""
     from tcbreplay._record.models import build_chat_model, parse_model

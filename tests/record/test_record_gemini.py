@@ -456,6 +456,7 @@ def test_server_faults_and_turns():
     assert times == sorted(times)
 
 
+@pytest.mark.slow  # (1.3 s of waiting)
 def test_hang_ends_as_sample_timeout(dataset, server, store, key):
     server.inject(Fault.hang(30), input=MUL)
     summary = _record(dataset, server, store, timeout=1, retries=0)
@@ -471,6 +472,7 @@ def test_hang_ends_as_sample_timeout(dataset, server, store, key):
     assert summary.error_types == {"SampleTimeout": 1}
 
 
+@pytest.mark.slow  # (1.3 s of waiting)
 def test_hung_call_is_retried_with_a_client_timeout(dataset, server, store, key):
     """``--model-option timeout=S`` bounds each HTTP call, so one hung call is retried
     instead of spending the whole sample's ``--timeout``."""
@@ -504,6 +506,7 @@ def test_response_without_candidates_is_not_an_ok_sample(dataset, server, store,
     assert _samples(summary.run_dir)["mul"]["status"] == "error"
 
 
+@pytest.mark.slow  # (processes of their own)
 def test_two_processes_record_what_one_records_against_gemini_server(dataset, server, store, key):
     """The provider's client is built before the fork and used by each child process."""
 
@@ -529,7 +532,7 @@ def test_two_processes_record_what_one_records_against_gemini_server(dataset, se
 # -- a key the provider quotes back (issue #18) ----------------------------------------------
 
 
-@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_a_key_the_provider_quotes_is_redacted_wherever_errors_go(
     dataset, server, store, key, monkeypatch, tmp_path, processes
 ):

@@ -361,6 +361,7 @@ def test_unwritable_outputs_are_refused(hand, tmp_path):
             write_report(store, run_ids, "/proc/r.html")
 
 
+@pytest.mark.slow  # (a process of its own, 2 s)
 def test_report_imports_neither_langchain_nor_plotly(hand):
     """Nor plotly.py: the figures are plain JSON for the vendored plotly.js."""
     store, run_ids = hand
@@ -376,6 +377,7 @@ def test_report_imports_neither_langchain_nor_plotly(hand):
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow  # (2 s)
 def test_runs_without_common_samples_are_reported_without_comparison(sim_run, tmp_path):
     import shutil
 
@@ -580,6 +582,7 @@ def test_tp_histogram_counts_samples_when_the_runs_are_the_same_size(sim_runs_pa
         assert y[0] == scores.filter(pl.col("tp") == 0).height
 
 
+@pytest.mark.slow  # (2 s)
 def test_tp_histogram_shows_shares_when_the_runs_differ_in_size(sim_run, tmp_path):
     """94 samples against 6: counts would compare the runs' sizes; shares compare scores."""
     import shutil

@@ -123,6 +123,7 @@ def test_span_texts_fills_what_is_left_out():
     assert out[:4].tobytes() == b"bc{}"
 
 
+@pytest.mark.slow  # (3 s: 200 examples)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.binary(max_size=6), max_size=6), st.binary(max_size=3), st.data())
 def test_span_texts_are_the_spans_end_to_end(texts, fill, data):

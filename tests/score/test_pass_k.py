@@ -130,6 +130,7 @@ def test_score_prints_pass_k_with_several_trials(trial_store):
     assert json.loads(cli("score", "k1", "--store", root, "--format", "json").stdout)["trials"] == 1
 
 
+@pytest.mark.slow  # (2 s)
 def test_diff_pairs_by_sample_over_trials_and_says_so(trial_store):
     root = trial_store.root
     # the scores file read below, made here (diff alone does not write one): the test does

@@ -98,6 +98,7 @@ def test_a_version_1_recording_resumes_and_takes_more_trials(v1_store):
     assert json.loads(scored.stdout)["n_samples"] == 188
 
 
+@pytest.mark.slow  # (3 s: a replay)
 def test_it_has_no_divergences_and_replays_as_recorded(v1_store):
     """Version 4 added replays and their divergences: a version 1 run has none, and replays
     to the same calls through today's agent and tools."""

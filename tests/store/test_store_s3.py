@@ -250,6 +250,7 @@ def test_duckdb_reads_exactly_the_byte_ranges_it_asks_for(s3_sim_copy):
     assert fetched == [100]  # not a read-ahead block (50 MB, or the rest of the file)
 
 
+@pytest.mark.slow  # (2 s)
 def test_duckdb_asks_a_files_size_once_per_connection(s3_sim_copy, monkeypatch):
     """DuckDB opens a file again for every scan; the reader asks S3 for its details once (one
     HEAD), and a reader made later (the next connection) asks again."""
