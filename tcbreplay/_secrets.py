@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tcbreplay.errors import ModelError
+
 REDACTED = "[redacted]"
 # Shorter values are no real keys, and replacing them would blank out ordinary words.
 MIN_SECRET_LENGTH = 8
@@ -108,7 +110,8 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
 
 # what says a value in a text is a secret (see redact)
 _AUTH_IN_TEXT = re.compile(r"\b((?:Bearer|Basic|Token)\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{8,}")
-_NAMED_VALUE = re.compile(r"([A-Za-z][A-Za-z0-9_.-]*)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
+# (a name is taken whole, never backtracked into: a text's every word is tried once)
+_NAMED_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]++)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
                           r"(?!\[redacted\])([^\s\"'\\,;&}\]:=]{8,})")  # fmt: skip
 _KEY_FORMS = re.compile(
     r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|AKIA[0-9A-Z]{16}"
@@ -129,11 +132,84 @@ def _named_value(match: re.Match[str]) -> str:
     """A ``name: value`` of a text with its value redacted when the name ends in a secret's
     word (``api_key``, ``x-auth-token``; not ``KeyError``, ``token_count``, a bare ``key``)."""
     words = [w.lower() for w in _WORDS.findall(match.group(1))]
-    if not words or words == ["key"] or words == ["keys"]:
+    if words in ([], ["key"], ["keys"]) or not _ends_in_secret(words):
         return match.group(0)
-    if words[-1] in _SECRET_WORDS or "".join(words).endswith(_SECRET_PARTS):
-        return match.group(1) + match.group(2) + REDACTED
-    return match.group(0)
+    return match.group(1) + match.group(2) + REDACTED
+
+
+def _ends_in_secret(words: list[str]) -> bool:
+    return words[-1] in _SECRET_WORDS or "".join(words).endswith(_SECRET_PARTS)
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_attribute(name: str) -> bool:
+    """A span attribute (or a field of one) whose value is a secret: its name ends in a
+    secret's word (``http.request.header.authorization``, ``api_key``, ``x-goog-api-key``),
+    not in a count's or a conversation's (``llm.token_count.prompt``, ``session.id``)."""
+    words = [w.lower() for w in _WORDS.findall(name)]
+    return bool(words) and words[-2:] != ["session", "id"] and _ends_in_secret(words)
+
+
+def scrub(name: str, value: Any) -> Any:
+    """A span attribute's value as tcbreplay keeps it: ``[redacted]`` for a secret's
+    (:func:`is_secret_attribute`), and a text's credentials redacted as :func:`redact` finds
+    them by their form (in URLs, after ``Bearer``, after a secret's name, a provider's key),
+    without this machine's own secrets (whose patterns are too slow to try on every value);
+    ``value`` itself when nothing is secret. Each look starts with a quick test of the text,
+    for spans' values are many."""
+    if is_secret_attribute(name):
+        return REDACTED if value not in (None, "", REDACTED) else value
+    if not isinstance(value, str) or len(value) < MIN_SECRET_LENGTH:
+        return value
+    text = value
+    if "://" in text:
+        for _, values in _url_secrets(text):
+            for secret in sorted(values, key=len, reverse=True):
+                text = _pattern(secret).sub(REDACTED, text)
+    if "Bearer " in text or "Basic " in text or "Token " in text:
+        text = _AUTH_IN_TEXT.sub(_credential, text)
+    if (
+        "sk-" in text or "AIza" in text or "AKIA" in text or "xox" in text
+        or ("_" in text and ("hf_" in text or "ghp_" in text or "gho_" in text
+                             or "ghu_" in text or "ghs_" in text or "ghr_" in text))
+    ):  # fmt: skip
+        text = _KEY_FORMS.sub(REDACTED, text)
+    if ":" in text or "=" in text:
+        text = _named_values(text)
+    return value if text == value else text
+
+
+# the words a secret's name ends in (their starts: "pass" for password, passwd, passphrase),
+# what may follow one before its value, and the characters of a name
+_NAME_WORDS = ("key", "token", "secret", "pass", "pwd", "credential", "auth", "cookie", "bearer",
+               "sig", "sessionid")  # fmt: skip
+_BEFORE_VALUE = re.compile(r"[a-z]{0,8}\\?[\"']?\s*[:=]")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _named_values(text: str) -> str:
+    """``text`` with :data:`_NAMED_VALUE`'s secrets redacted, as its ``sub`` would, tried
+    only where a secret's word stands before ``:`` or ``=`` (the whole text is not scanned)."""
+    lower = text.lower()
+    starts = set()
+    for word in _NAME_WORDS:
+        at = lower.find(word)
+        while at >= 0:
+            if _BEFORE_VALUE.match(lower, at + len(word)):
+                start = at
+                while start and text[start - 1] in _NAME_CHARS:
+                    start -= 1
+                starts.add(start)
+            at = lower.find(word, at + 1)
+    if not starts:
+        return text
+    out, done = [], 0
+    for start in sorted(starts):
+        match = _NAMED_VALUE.match(text, start) if start >= done else None
+        if match:
+            out += [text[done:start], _named_value(match)]
+            done = match.end()
+    return "".join(out) + text[done:]
 
 
 def shown_path(target: str) -> str:
@@ -263,3 +339,29 @@ def _strings(value: Any) -> tuple[str, ...]:
         elif item is not None and not isinstance(item, bool):
             out.append(str(item))
     return tuple(out)
+
+
+# the pieces of a model string that may be key=value settings (sim's a=1,b=2, a URL-like
+# ?a=1&b=2, or a provider's own separators)
+_MODEL_PIECES = re.compile(r"[?&,;:/\s]+")
+
+
+def refuse_model_secrets(model: str, option: str) -> None:
+    """Refuse a model string that holds a secret (a ``key=...`` setting with a secret's
+    name, a credential in a URL, a ``Bearer ...`` value, a secret variable's value): the
+    string names the run and is written into its manifest. The string is not shown."""
+    why = next(
+        (f"has a setting {key!r}, whose name is a secret's"
+         for key, sep, _ in (piece.partition("=") for piece in _MODEL_PIECES.split(model))
+         if sep and is_secret_name(key.strip())),
+        None,
+    )  # fmt: skip
+    if why is None:
+        finding = next(find_secrets(option, model), None)
+        why = None if finding is None else finding.why
+    if why is not None:
+        raise ModelError(
+            f"{option}: the model string {why}; secrets are not accepted in it",
+            hint="pass secrets by environment (such as the provider's API key variable, "
+            "OPENAI_API_KEY for openai); they are never recorded",
+        )

@@ -20,6 +20,7 @@ from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
 from tcbreplay._inputs.tools import load_toolset, toolset_from_dicts
 from tcbreplay._machine import collector_paused
+from tcbreplay._secrets import refuse_model_secrets, scrub
 from tcbreplay._store.files import names_a_file
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
@@ -82,6 +83,8 @@ def _import(
 ) -> ImportSummary:
     if model is not None and lone_surrogate(model):
         raise InputError(f"--model {model!r}: not valid UTF-8 text")
+    if model is not None:
+        refuse_model_secrets(model, "--model")
     if lone_surrogate(str(traces)):  # the manifest keeps its name, as UTF-8 text
         raise InputError(
             f"--traces {str(traces)!r}: the name is not valid UTF-8", hint="rename the file"
@@ -110,7 +113,8 @@ def _import(
     records = _records(run_id, inputs.dataset, source.lines, path.name)
     trials = max(r["trial"] for r in records) + 1
     now = utcnow().isoformat()
-    label = model or source.model or "unknown"
+    # a model name read from the traces is kept without a secret it may hold (?api_key=...)
+    label = model or scrub("model", source.model) or "unknown"
     manifest = new_manifest(
         run_id,
         now,

@@ -9,18 +9,15 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from collecting import collecting, post
 from helpers import TEST_DATA, cli, cli_process
 
 from tcbreplay._importers.otel import collect as collect_module
-from tcbreplay._importers.otel.collect import Collector, collect
+from tcbreplay._importers.otel.collect import Collector
 from tcbreplay._store.runs import Store
 
 OTEL = TEST_DATA / "otel"
@@ -34,40 +31,6 @@ CALLS = {  # what make_openai_v2.py scripted the model to call (7 x 9: its mista
         ["add_numbers", {"a": 33.0, "b": 1.2}],
     ],
 }  # fmt: skip
-
-
-def post(url: str, body: bytes, content_type: str, **headers: str) -> tuple[int, bytes]:
-    request = urllib.request.Request(
-        url, data=body, method="POST", headers={"Content-Type": content_type, **headers}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
-@contextmanager
-def collecting(store: Path, run_id: str = "live", **options):
-    """``collect`` on a free port in a thread; yields its endpoint and log, and the summary
-    (a list, filled once the collection is finished on leaving)."""
-    stop, ready, log, summary = threading.Event(), threading.Event(), [], []
-    endpoint: list[str] = []
-
-    def run() -> None:
-        summary.append(
-            collect(Store(store), run_id, port=0, log=log.append, stop=stop,
-                    ready=lambda url: (endpoint.append(url), ready.set()), **options)
-        )  # fmt: skip
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert ready.wait(10)
-    try:
-        yield endpoint[0], log, summary
-    finally:
-        stop.set()
-        thread.join(20)
 
 
 def calls_by_input(store: Path, run_id: str) -> dict[str, list]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._secrets import scrub
 from tcbreplay.errors import InputError, TraceError
 
 # what the two requests hold at their top
@@ -79,10 +80,15 @@ class Batch:
 
     spans: list[Span] = field(default_factory=list)
     logs: list[LogRecord] = field(default_factory=list)
+    # how many attribute values were secrets, redacted in the batch and in the request read
+    # (an OTLP/JSON document is changed in place; a protobuf one is ``kept``, encoded again)
+    redacted: int = 0
+    kept: bytes | None = None
 
     def extend(self, other: Batch) -> None:
         self.spans.extend(other.spans)
         self.logs.extend(other.logs)
+        self.redacted += other.redacted
 
 
 def attach_logs(spans: Iterable[Span], logs: Iterable[LogRecord]) -> None:
@@ -102,23 +108,24 @@ def attach_logs(spans: Iterable[Span], logs: Iterable[LogRecord]) -> None:
 
 
 def decode_json(doc: Any, place: str) -> Batch:
-    """An OTLP/JSON export request (traces or logs) as spans and log records."""
+    """An OTLP/JSON export request (traces or logs) as spans and log records. A secret's
+    value is redacted (:func:`tcbreplay._secrets.scrub`) in the batch and in ``doc`` too."""
     if not isinstance(doc, dict) or not (SPANS_KEY in doc or LOGS_KEY in doc):
         raise TraceError(f"{place}: not an OTLP export request (no {SPANS_KEY} nor {LOGS_KEY})")
     batch = Batch()
     try:
         for rs in _list(doc.get(SPANS_KEY)):
-            resource = _attributes((rs.get("resource") or {}).get("attributes"))
+            resource = _attributes((rs.get("resource") or {}).get("attributes"), batch)
             for ss in _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")):
                 scope = str(
                     (ss.get("scope") or ss.get("instrumentationLibrary") or {}).get("name") or ""
                 )
                 for raw in _list(ss.get("spans")):
-                    batch.spans.append(_json_span(raw, resource, scope))
+                    batch.spans.append(_json_span(raw, resource, scope, batch))
         for rl in _list(doc.get(LOGS_KEY)):
             for sl in _list(rl.get("scopeLogs") or rl.get("instrumentationLibraryLogs")):
                 for raw in _list(sl.get("logRecords")):
-                    log = _json_log(raw)
+                    log = _json_log(raw, batch)
                     if log is not None:
                         batch.logs.append(log)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
@@ -185,7 +192,7 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
-def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str) -> Span:
+def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str, batch: Batch) -> Span:
     status = raw.get("status") or {}
     code = status.get("code", 0)
     if isinstance(code, str):  # the enum's name, as protobuf's JSON printer writes it
@@ -201,12 +208,12 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str) -> Spa
         name=str(raw.get("name") or ""),
         start=int(raw.get("startTimeUnixNano") or 0),
         end=int(raw.get("endTimeUnixNano") or 0),
-        attributes=_attributes(raw.get("attributes")),
+        attributes=_attributes(raw.get("attributes"), batch),
         events=[
             Event(
                 str(e.get("name") or ""),
                 int(e.get("timeUnixNano") or 0),
-                _attributes(e.get("attributes")),
+                _attributes(e.get("attributes"), batch),
             )
             for e in _list(raw.get("events"))
         ],
@@ -217,43 +224,53 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str) -> Spa
     )
 
 
-def _json_log(raw: dict[str, Any]) -> LogRecord | None:
+def _json_log(raw: dict[str, Any], batch: Batch) -> LogRecord | None:
     trace_id = _hex_id(raw.get("traceId"), 16)
     span_id = _hex_id(raw.get("spanId"), 8)
     if not trace_id or not span_id:
         return None
-    attributes = _attributes(raw.get("attributes"))
+    attributes = _attributes(raw.get("attributes"), batch)
     name = raw.get("eventName") or attributes.get("event.name") or ""
     time = int(raw.get("timeUnixNano") or raw.get("observedTimeUnixNano") or 0)
-    body = any_value(raw["body"]) if raw.get("body") else None
+    body = any_value(raw["body"], "", batch) if raw.get("body") else None
     return LogRecord(trace_id, span_id, Event(str(name), time, attributes, body))
 
 
-def _attributes(items: Any) -> dict[str, Any]:
+def _attributes(items: Any, batch: Batch) -> dict[str, Any]:
     """OTLP key-value pairs as a dict."""
     out: dict[str, Any] = {}
     for item in _list(items):
-        out[str(item["key"])] = any_value(item.get("value") or {})
+        key = str(item["key"])
+        out[key] = any_value(item.setdefault("value", {}) or {}, key, batch)
     return out
 
 
-def any_value(value: dict[str, Any]) -> Any:
-    """An OTLP/JSON ``AnyValue`` as a Python value."""
+def any_value(value: dict[str, Any], name: str, batch: Batch) -> Any:
+    """An OTLP/JSON ``AnyValue`` (of an attribute ``name``) as a Python value; a secret's
+    value redacted (:func:`scrub`), in ``value`` too, and counted in ``batch``."""
     if "stringValue" in value:
-        return value["stringValue"]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "arrayValue" in value:
-        return [any_value(v) for v in _list((value["arrayValue"] or {}).get("values"))]
-    if "kvlistValue" in value:
-        return _attributes((value["kvlistValue"] or {}).get("values"))
-    if "bytesValue" in value:
-        return value["bytesValue"]
-    return None
+        decoded = value["stringValue"]
+    elif "intValue" in value:
+        decoded = int(value["intValue"])
+    elif "doubleValue" in value:
+        decoded = float(value["doubleValue"])
+    elif "boolValue" in value:
+        decoded = bool(value["boolValue"])
+    elif "arrayValue" in value:
+        items = _list((value["arrayValue"] or {}).get("values"))
+        decoded = [any_value(v, "", batch) for v in items]
+    elif "kvlistValue" in value:
+        decoded = _attributes((value["kvlistValue"] or {}).get("values"), batch)
+    elif "bytesValue" in value:
+        decoded = value["bytesValue"]
+    else:
+        decoded = None
+    kept = scrub(name, decoded)
+    if kept is not decoded:
+        value.clear()
+        value["stringValue"] = kept
+        batch.redacted += 1
+    return kept
 
 
 def _hex_id(value: Any, size: int) -> str:
@@ -371,17 +388,20 @@ def decode_proto(body: bytes, place: str) -> Batch:
     batch = Batch()
     if request is not None:
         for rs in request.resource_spans:
-            resource = {kv.key: _proto_value(kv.value) for kv in rs.resource.attributes}
+            resource = _proto_attributes(rs.resource.attributes, batch)
             for ss in rs.scope_spans:
                 scope = ss.scope.name
                 for s in ss.spans:
                     if len(s.trace_id) != 16 or len(s.span_id) != 8:
                         batch.spans.clear()
                         break
-                    batch.spans.append(_proto_span(s, resource, scope))
+                    batch.spans.append(_proto_span(s, resource, scope, batch))
         if batch.spans:
             refuse_surrogates(batch, place)
+            if batch.redacted:
+                batch.kept = request.SerializeToString()
             return batch
+        batch.redacted = 0
     try:
         logs = logs_pb2.ExportLogsServiceRequest.FromString(body)
     except DecodeError as exc:
@@ -393,17 +413,19 @@ def decode_proto(body: bytes, place: str) -> Batch:
             for r in sl.log_records:
                 if len(r.trace_id) != 16 or len(r.span_id) != 8:
                     continue
-                attributes = {kv.key: _proto_value(kv.value) for kv in r.attributes}
+                attributes = _proto_attributes(r.attributes, batch)
                 name = getattr(r, "event_name", "") or attributes.get("event.name") or ""
-                body_value = _proto_value(r.body) if r.HasField("body") else None
+                body_value = _proto_value(r.body, "", batch) if r.HasField("body") else None
                 time = r.time_unix_nano or r.observed_time_unix_nano
                 event = Event(str(name), time, attributes, body_value)
                 batch.logs.append(LogRecord(r.trace_id.hex(), r.span_id.hex(), event))
     refuse_surrogates(batch, place)
+    if batch.redacted:
+        batch.kept = logs.SerializeToString()
     return batch
 
 
-def _proto_span(s: Any, resource: dict[str, Any], scope: str) -> Span:
+def _proto_span(s: Any, resource: dict[str, Any], scope: str, batch: Batch) -> Span:
     return Span(
         trace_id=s.trace_id.hex(),
         span_id=s.span_id.hex(),
@@ -411,9 +433,9 @@ def _proto_span(s: Any, resource: dict[str, Any], scope: str) -> Span:
         name=s.name,
         start=s.start_time_unix_nano,
         end=s.end_time_unix_nano,
-        attributes={kv.key: _proto_value(kv.value) for kv in s.attributes},
+        attributes=_proto_attributes(s.attributes, batch),
         events=[
-            Event(e.name, e.time_unix_nano, {kv.key: _proto_value(kv.value) for kv in e.attributes})
+            Event(e.name, e.time_unix_nano, _proto_attributes(e.attributes, batch))
             for e in s.events
         ],
         status=s.status.code,
@@ -423,15 +445,27 @@ def _proto_span(s: Any, resource: dict[str, Any], scope: str) -> Span:
     )
 
 
-def _proto_value(v: Any) -> Any:
+def _proto_attributes(items: Any, batch: Batch) -> dict[str, Any]:
+    return {kv.key: _proto_value(kv.value, kv.key, batch) for kv in items}
+
+
+def _proto_value(v: Any, name: str, batch: Batch) -> Any:
+    """A protobuf ``AnyValue`` as :func:`any_value` reads it, a secret's value redacted in
+    ``v`` too."""
     kind = v.WhichOneof("value")
     if kind == "array_value":
-        return [_proto_value(x) for x in v.array_value.values]
-    if kind == "kvlist_value":
-        return {kv.key: _proto_value(kv.value) for kv in v.kvlist_value.values}
-    if kind == "bytes_value":
-        return base64.b64encode(v.bytes_value).decode("ascii")
-    return None if kind is None else getattr(v, kind)
+        decoded: Any = [_proto_value(x, "", batch) for x in v.array_value.values]
+    elif kind == "kvlist_value":
+        decoded = _proto_attributes(v.kvlist_value.values, batch)
+    elif kind == "bytes_value":
+        decoded = base64.b64encode(v.bytes_value).decode("ascii")
+    else:
+        decoded = None if kind is None else getattr(v, kind)
+    kept = scrub(name, decoded)
+    if kept is not decoded:
+        v.string_value = kept
+        batch.redacted += 1
+    return kept
 
 
 def read_proto(data: bytes, label: str) -> Batch:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._secrets import find_secrets, is_secret_name, register
+from tcbreplay._secrets import find_secrets, refuse_model_secrets, register
 from tcbreplay.errors import ModelError
 
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
@@ -68,7 +67,7 @@ def parse_model(
 ) -> ModelChoice:
     """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings
     (``option``: the option that gave ``model``, which errors name)."""
-    _refuse_model_secrets(model, option)
+    refuse_model_secrets(model, option)
     options = dict(options or {})
     parsed = {key: _parse_value(key, text) for key, text in options.items()}
     for key, value in parsed.items():
@@ -86,32 +85,6 @@ def parse_model(
             f"{option} {model!r}: expected PROVIDER:NAME (for example {DEFAULT_MODEL}) or sim"
         )
     return ModelChoice(model, provider, name, settings, option)
-
-
-# the pieces of a model string that may be key=value settings (sim's a=1,b=2, a URL-like
-# ?a=1&b=2, or a provider's own separators)
-_MODEL_PIECES = re.compile(r"[?&,;:/\s]+")
-
-
-def _refuse_model_secrets(model: str, option: str) -> None:
-    """Refuse a model string that holds a secret (a ``key=...`` setting with a secret's
-    name, a credential in a URL, a ``Bearer ...`` value, a secret variable's value): the
-    string names the run and is written into its manifest. The string is not shown."""
-    why = next(
-        (f"has a setting {key!r}, whose name is a secret's"
-         for key, sep, _ in (piece.partition("=") for piece in _MODEL_PIECES.split(model))
-         if sep and is_secret_name(key.strip())),
-        None,
-    )  # fmt: skip
-    if why is None:
-        finding = next(find_secrets(option, model), None)
-        why = None if finding is None else finding.why
-    if why is not None:
-        raise ModelError(
-            f"{option}: the model string {why}; secrets are not accepted in it",
-            hint="pass secrets by environment (such as the provider's API key variable, "
-            "OPENAI_API_KEY for openai); they are never recorded",
-        )
 
 
 def model_from_manifest(model: Mapping[str, Any]) -> ModelChoice:

@@ -1,0 +1,162 @@
+"""Secrets in span attributes (an HTTP instrumentor's ``Authorization`` header, a URL with
+Gemini's ``?key=``, invocation parameters with an ``api_key``) are redacted where tcbreplay
+reads spans: in the samples, in ``collect``'s received files, and in the run an import
+writes. The spans are openai-v2's real ones (the fixtures), with the attributes added through
+the real protobuf types of opentelemetry-proto."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from collecting import collecting, post
+from google.protobuf import json_format
+from helpers import TEST_DATA, cli
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+
+from tcbreplay._importers.otel import spans as otlp
+from tcbreplay._secrets import REDACTED, scrub
+
+OTEL = TEST_DATA / "otel"
+# none of these is a real key: each has the form of one
+BEARER = "Bearer sk-proj-Tq4bXr9LmN2pQ7vW1yZ3aB5cD8eF0gH"
+GEMINI_KEY = "AIzaSyD4k7Qx9Lm2Np5Rt8Vw1Yz3Bc6Ef0Gh-Jk"
+INVOKE_KEY = "f3a9c1e7b5d2a8c4e6f0"
+SECRETS = ("sk-proj-Tq4bXr9LmN2pQ7vW1yZ3aB5cD8eF0gH", GEMINI_KEY, INVOKE_KEY)
+ADDED = {
+    "http.request.header.authorization": [BEARER],
+    "url.full": f"https://generativelanguage.googleapis.com/v1beta/models/m:generate?key={GEMINI_KEY}",
+    "llm.invocation_parameters": json.dumps({"temperature": 0, "api_key": INVOKE_KEY}),
+    "llm.token_count.prompt": 12,
+    "session.id": "conversation-0042",
+}
+KEPT = {
+    "http.request.header.authorization": REDACTED,
+    "url.full": "https://generativelanguage.googleapis.com/v1beta/models/m:generate?key=[redacted]",
+    "llm.invocation_parameters": '{"temperature": 0, "api_key": "[redacted]"}',
+    "llm.token_count.prompt": 12,
+    "session.id": "conversation-0042",
+}
+
+
+def _value(value: object) -> common_pb2.AnyValue:
+    if isinstance(value, list):
+        return common_pb2.AnyValue(
+            array_value=common_pb2.ArrayValue(values=[_value(v) for v in value])
+        )
+    if isinstance(value, int):
+        return common_pb2.AnyValue(int_value=value)
+    return common_pb2.AnyValue(string_value=str(value))
+
+
+def with_secrets() -> trace_service_pb2.ExportTraceServiceRequest:
+    """The fixture's request, every span given the attributes of ADDED."""
+    request = trace_service_pb2.ExportTraceServiceRequest.FromString(
+        (OTEL / "openai_v2_latest.otlp.pb").read_bytes()
+    )
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                span.attributes.extend(
+                    common_pb2.KeyValue(key=k, value=_value(v)) for k, v in ADDED.items()
+                )
+    return request
+
+
+def as_otlp_json(request: trace_service_pb2.ExportTraceServiceRequest) -> bytes:
+    """The request in OTLP/JSON (ids in hex, as OTLP/JSON writes them, not base64)."""
+    doc = json_format.MessageToDict(request)
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = __import__("base64").b64decode(span[key]).hex()
+    return json.dumps(doc).encode()
+
+
+def stored_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())
+
+
+def test_scrub_redacts_secrets_and_keeps_counts_ids_and_plain_values():
+    for name, value in ADDED.items():
+        assert scrub(name, value) == KEPT[name] or scrub(name, value) == [REDACTED]
+    plain = "https://api.openai.com/v1/chat/completions"
+    assert scrub("url.full", plain) is plain
+    assert (
+        scrub("gen_ai.request.model", "gpt-4o?api_key=" + INVOKE_KEY) == "gpt-4o?api_key=[redacted]"
+    )
+    assert scrub("gen_ai.usage.input_tokens", 31) == 31
+    assert scrub("x-goog-api-key", GEMINI_KEY) == REDACTED
+    assert scrub("error.message", f"401 for {BEARER}") == "401 for Bearer [redacted]"
+
+
+def test_decoded_spans_hold_no_secret_and_the_request_is_kept_without_them():
+    request = with_secrets()
+    batch = otlp.decode_proto(request.SerializeToString(), "request")
+    assert batch.redacted >= 3 * len(batch.spans)  # (an array, and its elements)
+    for span in batch.spans:
+        assert {k: span.attributes[k] for k in KEPT} == KEPT
+    assert batch.kept is not None and not any(s.encode() in batch.kept for s in SECRETS)
+    again = otlp.decode_proto(batch.kept, "kept")
+    assert again.redacted == 0 and [s.attributes for s in again.spans] == [
+        s.attributes for s in batch.spans
+    ]
+    doc = json.loads(as_otlp_json(request))
+    from_json = otlp.decode_json(doc, "request")
+    assert [s.attributes for s in from_json.spans] == [s.attributes for s in batch.spans]
+    assert not any(s in json.dumps(doc) for s in SECRETS)  # the document, changed in place
+
+
+def test_collect_keeps_no_secret_in_its_received_files_or_its_run(tmp_path):
+    request = with_secrets()
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, summary):
+        status, _ = post(f"{endpoint}/v1/traces", request.SerializeToString(),
+                         "application/x-protobuf")  # fmt: skip
+        assert status == 200
+        status, _ = post(f"{endpoint}/v1/traces", as_otlp_json(request), "application/json")
+        assert status == 200
+    assert summary[0].spans == 2 * len(otlp.decode_proto(request.SerializeToString(), "r").spans)
+    run = store / "live"
+    kept = stored_bytes(run)
+    assert not any(s.encode() in kept for s in SECRETS)
+    assert b"conversation-0042" in (run / "received.otlp.pb").read_bytes()
+    # the received files import as they are, into the same calls
+    for name in ("received.otlp.pb", "received.otlp.jsonl"):
+        result = cli("import", "--traces", run / name, "--run-id", name.split(".")[-1],
+                     "--store", store)  # fmt: skip
+        assert result.exit_code == 0, result.output
+
+
+def test_an_import_of_spans_with_secrets_stores_none(tmp_path):
+    traces = tmp_path / "spans.otlp.jsonl"
+    traces.write_bytes(as_otlp_json(with_secrets()) + b"\n")
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "imported", "--store", store)
+    assert result.exit_code == 0, result.output
+    assert not any(s.encode() in stored_bytes(store / "imported") for s in SECRETS)
+
+
+def test_a_model_name_with_a_key_is_kept_without_it_and_refused_as_an_option(tmp_path):
+    request = with_secrets()
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                for kv in span.attributes:
+                    if kv.key in ("gen_ai.request.model", "gen_ai.response.model"):
+                        kv.value.string_value = f"gpt-4o?api_key={INVOKE_KEY}"
+    traces = tmp_path / "spans.otlp.jsonl"
+    traces.write_bytes(as_otlp_json(request) + b"\n")
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "named", "--store", store)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((store / "named" / "manifest.json").read_text())
+    assert manifest["model"]["id"] == "gpt-4o?api_key=[redacted]"
+    refused = cli("import", "--traces", traces, "--run-id", "given", "--store", store,
+                  "--model", f"gpt-4o?api_key={INVOKE_KEY}")  # fmt: skip
+    assert refused.exit_code != 0 and INVOKE_KEY not in refused.output
+    assert "secrets are not accepted" in refused.output
+    assert not (store / "given").exists()
