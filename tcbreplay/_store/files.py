@@ -211,14 +211,19 @@ class Staged:
     def commit(self) -> None:
         """Rename every file into place, in the order they were begun.
 
-        Files on object storage are uploaded in that order instead, which is not one step: so
-        the last one, whose presence marks the set complete (a scoring's summary), is removed
-        first and uploaded last, and a set cut short is absent, never mixed with an older
-        one's files."""
-        remote = [path for _, path in self._files if is_remote(path)]
-        if len(remote) > 1:
-            with writing(remote[-1], error=self._error, hint=self._hint):
-                objects.remove_object(remote[-1])
+        Each rename is one step, but a set of them is not (nor are uploads to object storage,
+        done in that order instead): so the files a set replaces are removed first, the last
+        one (whose presence marks the set complete: a scoring's summary, an export's
+        manifest) first of all, and it takes its place last. A commit cut short (a kill -9
+        between two renames) leaves some of the new files without that last one, which reads
+        as unfinished, and never a new file beside an older set's."""
+        if len(self._files) > 1:
+            for _, path in reversed(self._files):
+                with writing(path, error=self._error, hint=self._hint):
+                    if is_remote(path):
+                        objects.remove_object(path)
+                    else:
+                        path.unlink(missing_ok=True)
         while self._files:
             tmp, path = self._files[0]
             with writing(path, error=self._error, hint=self._hint):
