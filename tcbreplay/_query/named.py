@@ -16,6 +16,7 @@ from typing import Any
 from tcbreplay import _json
 from tcbreplay._query.sql import QueryResult, run_sql
 from tcbreplay._store.runs import Store
+from tcbreplay._store.schema import SCORES
 from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
 
@@ -46,6 +47,11 @@ class NamedQuery:
                 textual = default is None or isinstance(default, str)
                 if textual and isinstance(value, (int, float)) and not isinstance(value, bool):
                     value = given[key]
+                elif _whole(default) and not (_whole(value) and value >= 0):
+                    raise QueryError(
+                        f"query {self.name}: parameter {key!r} takes a whole number of 0 or more, not "
+                        f"{given[key]!r} (-p {key}={default})"
+                    )
                 values[key] = value
             elif default is _REQUIRED:
                 raise QueryError(f"query {self.name}: parameter {key!r} is required (-p {key}=...)")
@@ -58,6 +64,10 @@ class NamedQuery:
             f"{k}" if v is _REQUIRED else f"{k}={json.dumps(v)}" for k, v in self.params.items()
         ]
         return ", ".join(parts)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _parse(text: str) -> Any:
@@ -112,4 +122,21 @@ def run_named(
     params = query.bind(given or {})
     if isinstance(params.get("run_id"), str):  # a run the store lacks: say so, not 0 rows
         store.open_run(params["run_id"])
+    if isinstance(params.get("scoring"), str):  # a scoring no run holds: the same
+        _check_scoring(store, params["scoring"], params.get("run_id"), name)
     return run_sql(store, query.sql, params, timeout=timeout, memory_limit=memory_limit)
+
+
+def _check_scoring(store: Store, scoring: str, run_id: Any, name: str) -> None:
+    """A :class:`QueryError` when no run the query reads holds a scoring named ``scoring``
+    (its answer would be 0 rows, which says nothing of why)."""
+    runs = [store.open_run(run_id)] if isinstance(run_id, str) else store.runs()
+    stored = {p.parent.name for run in runs for p in (run.dir / SCORES).glob("*/summary.json")}
+    if scoring in stored or not runs:
+        return
+    if isinstance(run_id, str):
+        whose = f"run {run_id!r} holds no scoring"
+    else:
+        whose = "no run in the store holds a scoring"
+    known = ", ".join(sorted(stored)) or "none: score a run first, tcbreplay score RUN"
+    raise QueryError(f"query {name}: {whose} named {scoring!r} (stored: {known})")

@@ -473,3 +473,25 @@ def test_per_sample(traces):
         assert r["ahr"] == pytest.approx(ahr) if ahr is not None else r["ahr"] is None
     shares = [r["successes"] / r["trials"] for r in rows]
     assert shares == sorted(shares)
+
+
+@pytest.mark.parametrize("value", ["abc", "2.5", "-1", "true"])
+def test_a_limit_that_is_no_whole_number_is_refused_in_one_line(traces, value):
+    result = cli("query", "worst_samples", "-p", f"limit={value}", "--store", traces.root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        f"Error: query worst_samples: parameter 'limit' takes a whole number of 0 or more, "
+        f"not '{value}' (-p limit=20)"
+    ]
+
+
+def test_a_scoring_no_run_holds_is_an_error_not_an_empty_table(traces):
+    result = cli("query", "worst_samples", "-p", "scoring=nosuch", "--store", traces.root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        "Error: query worst_samples: no run in the store holds a scoring named 'nosuch' (stored: "
+    )
+    run_id = traces.run_ids[0]
+    one = cli("query", "worst_samples", "-p", "scoring=nosuch", "-p", f"run_id={run_id}",
+              "--store", traces.root)  # fmt: skip
+    assert one.exit_code == 2 and f"run '{run_id}' holds no scoring named 'nosuch'" in one.stderr
