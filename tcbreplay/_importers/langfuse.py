@@ -109,6 +109,7 @@ def read_observations(file: TraceFile) -> list[dict[str, Any]]:
     else:
         raw = _json_rows(file)
     out = []
+    seen: dict[str, dict[str, Any]] = {}
     for place, row in raw:
         if not isinstance(row, dict):
             raise TraceError(f"{place}: an observation must be an object")
@@ -121,6 +122,15 @@ def read_observations(file: TraceFile) -> list[dict[str, Any]]:
         if isinstance(obs["metadata"], dict):  # a map of JSON texts, in the blob export
             obs["metadata"] = {k: _parsed(v, place) for k, v in obs["metadata"].items()}
         obs["type"] = str(obs["type"]).upper()
+        first = seen.setdefault(str(obs["id"]), obs)
+        if first is not obs:  # exported twice: read once, and only if it is the same
+            if first != {**obs, "_place": first["_place"]}:
+                raise TraceError(
+                    f"{place}: observation {str(obs['id'])!r} is in the file again with other "
+                    f"values than at {first['_place']}",
+                    hint="give each observation its own id",
+                )
+            continue
         obs["_place"] = place
         out.append(obs)
     return out

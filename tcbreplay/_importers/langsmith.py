@@ -106,9 +106,18 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
 def read_runs(file: TraceFile) -> list[dict[str, Any]]:
     """Every run of the file, its posts and patches merged, in the order first seen."""
     merged: dict[str, dict[str, Any]] = {}
+    posted: dict[str, tuple[str, dict[str, Any]]] = {}
     for place, op, run in _operations(file):
         if not isinstance(run, dict) or run.get("id") is None:
             raise TraceError(f"{place}: a run must be an object with an id")
+        if op == "post":  # posted again (a client's retry) only as it was: else one is lost
+            first_place, first = posted.setdefault(str(run["id"]), (place, run))
+            if first is not run and first != run:
+                raise TraceError(
+                    f"{place}: run {str(run['id'])!r} is posted again with other values than "
+                    f"at {first_place}",
+                    hint="a run's later values come in a patch; give each run its own id",
+                )
         known = merged.setdefault(str(run["id"]), {"_place": place})
         # a patch names only what it changes: a field it leaves null keeps its posted value
         known.update((k, v) for k, v in run.items() if op == "post" or v is not None)

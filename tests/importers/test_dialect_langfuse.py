@@ -199,6 +199,21 @@ def test_observations_whose_parents_go_round_are_refused(own):
         read("o.jsonl", data=data)
 
 
+def test_an_observation_exported_twice_is_read_once_and_refused_when_it_differs():
+    """An export repeated in one file gave a trace its messages twice."""
+    observations = rows()
+    again = "".join(json.dumps(o) + "\n" for o in [*observations, observations[2]]).encode()
+    once = read("observations.jsonl")
+    assert [stored(x) for x in read("o.jsonl", data=again).lines] == [stored(x) for x in once.lines]
+    changed = observations[2] | {"name": "another"}
+    data = "".join(json.dumps(o) + "\n" for o in [*observations, changed]).encode()
+    where = rf"o\.jsonl: line {len(observations) + 1}: observation '{changed['id']}' is in the file"
+    with pytest.raises(
+        TraceError, match=where + r" again with other values than at o\.jsonl: line 3"
+    ):
+        read("o.jsonl", data=data)
+
+
 @pytest.mark.slow  # the agent runs in a process of its own, traced by the SDK
 def test_the_real_sdk_traces_as_the_agent_returned(tmp_path):
     """The agent traced anew by Langfuse's handler: its spans, made observations as Langfuse's

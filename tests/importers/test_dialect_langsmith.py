@@ -336,3 +336,17 @@ def test_the_real_sdk_posting_zstd_multipart_imports_as_the_agent_returned(tmp_p
     for path in root.rglob("*"):
         if path.is_file():
             assert generate.FAKE_KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_run_posted_again_is_read_once_and_refused_when_its_values_differ():
+    """A client's retry posts a run again as it was; one posted again with other values
+    would lose one of them."""
+    lines = (DATA / "runs.jsonl").read_text().splitlines()
+    retried = "\n".join([*lines, lines[1]]) + "\n"
+    source = langsmith.read(TraceFile("runs.jsonl", data=retried.encode()), None)
+    assert [stored(x) for x in source.lines] == [stored(x) for x in read("runs.jsonl").lines]
+    changed = json.loads(lines[1]) | {"name": "another"}
+    data = "\n".join([*lines, json.dumps(changed)]) + "\n"
+    with pytest.raises(TraceError, match=rf"line {len(lines) + 1}: run '{changed['id']}' is posted "
+                       r"again with other values than at runs.jsonl: line 2"):  # fmt: skip
+        langsmith.read(TraceFile("runs.jsonl", data=data.encode()), None)
