@@ -98,9 +98,12 @@ def writing(
         raise write_error(path, failure, error, hint) from exc
 
 
+TEMPORARY_SUFFIX = ".tmp"
+
+
 def temporary(path: Path) -> Path:
     """The temporary name a file is written under before it is renamed to ``path``."""
-    return path.with_name(path.name + ".tmp")
+    return path.with_name(path.name + TEMPORARY_SUFFIX)
 
 
 def replace_with(path: Path, write: Callable[[Path], T], **how: Any) -> T:

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from tcbreplay._store import objects
 from tcbreplay._store.files import (
+    TEMPORARY_SUFFIX,
     copy_atomic,
     write_jsonl_atomic,
     writing,
@@ -286,6 +287,10 @@ class Run:
             made = _make_dir(folder)
         try:
             with dir_lock(folder, fcntl.LOCK_EX):
+                # what a scoring killed before its renames left (no other writes now)
+                for stale in folder.glob(f"*/*{TEMPORARY_SUFFIX}"):
+                    with suppress(OSError):
+                        stale.unlink()
                 yield
         except BaseException:
             if made:  # a first scoring that failed leaves no folder (once no other wrote)

@@ -52,3 +52,16 @@ def test_an_export_cut_short_is_not_taken_for_the_one_before(sim_run, tmp_path, 
     assert cli("export", run_id, "-o", out, "--store", store.root).exit_code != 0
     assert sorted(p.name for p in out.iterdir()) == ["traces.jsonl"]  # no dataset, no manifest
     assert (out / "traces.jsonl").read_text() != "an earlier export's"
+
+
+def test_what_a_killed_scoring_left_is_removed_by_the_next(sim_copy):
+    root, run_id = sim_copy
+    assert cli("score", run_id, "--store", root).exit_code == 0
+    scores = root / run_id / "scores"
+    left = [scores / "spec" / "scores.parquet.tmp", scores / "spec_only-x" / "pairs.parquet.tmp"]
+    for path in left:  # as a kill -9 before the renames leaves them
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"PAR1 cut short")
+    assert cli("score", run_id, "--store", root).exit_code == 0
+    assert not any(path.exists() for path in left)
+    assert (scores / "spec" / "summary.json").exists()
