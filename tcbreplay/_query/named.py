@@ -49,8 +49,8 @@ class NamedQuery:
                     value = given[key]
                 elif _whole(default) and not (_whole(value) and value >= 0):
                     raise QueryError(
-                        f"query {self.name}: parameter {key!r} takes a whole number of 0 or more, not "
-                        f"{given[key]!r} (-p {key}={default})"
+                        f"query {self.name}: parameter {key!r} takes a whole number of 0 or "
+                        f"more, not {given[key]!r} (-p {key}={default})"
                     )
                 values[key] = value
             elif default is _REQUIRED:
