@@ -58,9 +58,10 @@ def collect(run_id, port, host, sample_by, store) -> None:
             Store(store), run_id, host=host, port=port, sample_by=sample_by, log=log, ready=ready
         )
     refused = f", {summary.refused} refused" if summary.refused else ""
+    earlier = f", {summary.earlier_requests} before this start" if summary.earlier_requests else ""
     line = (
         f"run {summary.run_id}: {summary.samples} samples from {summary.spans} spans "
-        f"({summary.requests} requests{refused}) -> {summary.run_dir}"
+        f"({summary.requests} requests{earlier}{refused}) -> {summary.run_dir}"
     )
     emit(summary_output(summary, [line]), output_format())
     sys.stdout.flush()

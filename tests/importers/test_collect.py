@@ -283,3 +283,14 @@ def test_quiet_samples_are_let_go_and_read_back_when_more_comes(tmp_path, monkey
     summary = collector.finish()
     assert summary.samples >= 3
     assert calls_by_input(tmp_path / "store", "m")["pen price?"] == [["list_items", {}]]
+
+
+def test_a_collection_taken_up_again_counts_the_requests_of_the_run(tmp_path):
+    store = tmp_path / "store"
+    with collecting(store, "again") as (endpoint, _log, first):
+        assert post(f"{endpoint}/v1/traces", PB, "application/x-protobuf")[0] == 200
+    with collecting(store, "again") as (endpoint, _log, second):
+        assert post(f"{endpoint}/v1/traces", JSON_LINES[1], "application/json")[0] == 200
+    (before,), (after,) = first, second
+    assert (after.requests, after.earlier_requests) == (2, 1)
+    assert after.spans > before.spans and after.samples == 4

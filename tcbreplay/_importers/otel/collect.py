@@ -73,6 +73,7 @@ class CollectSummary:
     requests: int
     refused: int
     status: str = "complete"
+    earlier_requests: int = 0  # of the requests, those a collection before this one received
 
 
 @dataclass
@@ -118,7 +119,8 @@ class Collector:
         self.run_id = run_id
         self.sample_by = sample_by
         self.log: Log = log or (lambda line: None)
-        self.requests = self.refused = self.span_count = 0
+        # requests and spans of the run (earlier_requests: those received before this start)
+        self.requests = self.refused = self.span_count = self.earlier_requests = 0
         self._lock = threading.Lock()
         self._traces: dict[str, _Trace] = {}
         # the traces whose spans are in memory, the least recently added to first
@@ -189,6 +191,9 @@ class Collector:
             if batch is not None:
                 self._take(batch, (name, start, size), time.monotonic())
                 self._let_go(time.monotonic())
+                self.requests += 1
+                self.span_count += len(batch.spans)
+        self.earlier_requests = self.requests
         if chunks:
             self.log(f"collect: {self.run_id}: {len(self._rows)} samples from the received files")
 
@@ -371,6 +376,7 @@ class Collector:
             self.span_count,
             self.requests,
             self.refused,
+            earlier_requests=self.earlier_requests,
         )
 
     def close(self) -> None:
