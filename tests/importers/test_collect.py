@@ -294,3 +294,18 @@ def test_a_collection_taken_up_again_counts_the_requests_of_the_run(tmp_path):
     (before,), (after,) = first, second
     assert (after.requests, after.earlier_requests) == (2, 1)
     assert after.spans > before.spans and after.samples == 4
+
+
+@pytest.mark.parametrize("time", ["999999999999999999999999999", "-5"])
+def test_a_span_time_beyond_otlps_range_is_400_and_not_kept(tmp_path, time):
+    """Such a time crashed the collection's end (no datetime that far): the run stayed
+    unfinished."""
+    doc = json.loads(next(x for x in JSON_LINES if x.startswith(b'{"resourceSpans"')))
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                span["startTimeUnixNano"] = time
+    with collecting(tmp_path / "store") as (endpoint, log, summary):
+        status, body = post(f"{endpoint}/v1/traces", json.dumps(doc).encode(), "application/json")
+        assert status == 400 and b"startTimeUnixNano" in body
+    assert summary[0].status == "complete" and summary[0].requests == 0

@@ -206,13 +206,13 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str, batch:
         span_id=span_id,
         parent_id=_hex_id(raw.get("parentSpanId"), 8),
         name=str(raw.get("name") or ""),
-        start=int(raw.get("startTimeUnixNano") or 0),
-        end=int(raw.get("endTimeUnixNano") or 0),
+        start=_nanos(raw, "startTimeUnixNano"),
+        end=_nanos(raw, "endTimeUnixNano"),
         attributes=_attributes(raw.get("attributes"), batch),
         events=[
             Event(
                 str(e.get("name") or ""),
-                int(e.get("timeUnixNano") or 0),
+                _nanos(e, "timeUnixNano"),
                 _attributes(e.get("attributes"), batch),
             )
             for e in _list(raw.get("events"))
@@ -224,6 +224,15 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str, batch:
     )
 
 
+def _nanos(raw: dict[str, Any], key: str) -> int:
+    """A time in nanoseconds since 1970 (OTLP's fixed64): 0 when absent, a ValueError (the
+    request is not readable) beyond the field's range."""
+    value = int(raw.get(key) or 0)
+    if not 0 <= value < 2**64:
+        raise ValueError(f"{key} {value} is no time (nanoseconds since 1970, below 2**64)")
+    return value
+
+
 def _json_log(raw: dict[str, Any], batch: Batch) -> LogRecord | None:
     trace_id = _hex_id(raw.get("traceId"), 16)
     span_id = _hex_id(raw.get("spanId"), 8)
@@ -231,7 +240,7 @@ def _json_log(raw: dict[str, Any], batch: Batch) -> LogRecord | None:
         return None
     attributes = _attributes(raw.get("attributes"), batch)
     name = raw.get("eventName") or attributes.get("event.name") or ""
-    time = int(raw.get("timeUnixNano") or raw.get("observedTimeUnixNano") or 0)
+    time = _nanos(raw, "timeUnixNano") or _nanos(raw, "observedTimeUnixNano")
     body = any_value(raw["body"], "", batch) if raw.get("body") else None
     return LogRecord(trace_id, span_id, Event(str(name), time, attributes, body))
 
