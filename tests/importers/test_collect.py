@@ -305,7 +305,7 @@ def test_a_span_time_beyond_otlps_range_is_400_and_not_kept(tmp_path, time):
         for ss in rs["scopeSpans"]:
             for span in ss["spans"]:
                 span["startTimeUnixNano"] = time
-    with collecting(tmp_path / "store") as (endpoint, log, summary):
+    with collecting(tmp_path / "store") as (endpoint, _log, summary):
         status, body = post(f"{endpoint}/v1/traces", json.dumps(doc).encode(), "application/json")
         assert status == 400 and b"startTimeUnixNano" in body
     assert summary[0].status == "complete" and summary[0].requests == 0
