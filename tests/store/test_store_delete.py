@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli, snapshot
+from helpers import cli, snapshot, unscored_copy
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS
 from tcbreplay._record import runner as record_mod
@@ -44,13 +44,21 @@ def other_dataset(tmp_path) -> Path:
     return path
 
 
-@pytest.fixture
-def two_runs(sim_copy) -> tuple[Path, str]:
-    """A store holding a copy of the session's run and a second run, KEEP."""
-    root, run_id = sim_copy
+@pytest.fixture(scope="module")
+def two_runs_once(sim_run, tmp_path_factory) -> tuple[Path, str]:
+    """A store holding a copy of the session's run and a second run, KEEP (made once)."""
+    root, run_id = unscored_copy(*sim_run, tmp_path_factory.mktemp("two") / "traces")
     shutil.copytree(root / run_id, root / KEEP)
     assert cli("score", KEEP, "--store", root).exit_code == 0
     return root, run_id
+
+
+@pytest.fixture
+def two_runs(two_runs_once, tmp_path) -> tuple[Path, str]:
+    """A private copy of ``two_runs_once``: the session's run and KEEP."""
+    root, run_id = two_runs_once
+    shutil.copytree(root, tmp_path / "traces")
+    return tmp_path / "traces", run_id
 
 
 def without_lock(tree: dict[str, str]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import ROOT, TEST_DATA, cli, snapshot
+from helpers import ROOT, TEST_DATA, cli, snapshot, unscored_copy
 from journal_records import record as journal_record
 
 from tcbreplay._score.run import score_run
@@ -78,12 +78,20 @@ def leftovers(*roots: Path) -> list[str]:
     return found
 
 
-@pytest.fixture
-def scored(sim_copy) -> tuple[Path, str]:
-    """A private copy of the session's run, scored."""
-    root, run_id = sim_copy
+@pytest.fixture(scope="module")
+def scored_once(sim_run, tmp_path_factory) -> tuple[Path, str]:
+    """A copy of the session's run without its scores, scored by this module (once)."""
+    root, run_id = unscored_copy(*sim_run, tmp_path_factory.mktemp("scored") / "traces")
     assert cli("score", run_id, "--store", root).exit_code == 0
     return root, run_id
+
+
+@pytest.fixture
+def scored(scored_once, tmp_path) -> tuple[Path, str]:
+    """A private copy of the session's run, scored (a copy of ``scored_once``)."""
+    root, run_id = scored_once
+    shutil.copytree(root, tmp_path / "traces")
+    return tmp_path / "traces", run_id
 
 
 # ---------------------------------------------------------------- a --store under a file
