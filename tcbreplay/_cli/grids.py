@@ -259,6 +259,9 @@ def audit_output(report: Any, limit: int = 200) -> Output:
     """What differs between stored and recomputed scores; table: one line each, and a
     ``verified:`` line when nothing does."""
     lines = [
+        f"changed since the run wrote it: {name} (sha256 differs from the manifest)"
+        for name in report.changed_since_written
+    ] + [
         f"changed since scoring: {name} (sha256 differs from the audit record)"
         for name in report.changed_files
     ]
@@ -285,7 +288,8 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         lines.append(verdict)
     grid = Grid(
         ["kind", "scoring", "sample_id", "field", "stored", "recomputed"],
-        [("file", None, None, name, None, None) for name in report.changed_files]
+        [("file", None, None, name, None, None) for name in report.changed_since_written]
+        + [("file", None, None, name, None, None) for name in report.changed_files]
         + [
             ("score", d.scoring, d.sample_id, d.field, d.stored, d.recomputed)
             for d in report.differences
@@ -293,7 +297,8 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         title=f"audit of {report.run_id}",
         caption=verdict
         if report.ok
-        else f"{len(report.changed_files)} files changed, {len(report.differences)} differences",
+        else f"{len(report.changed_files) + len(report.changed_since_written)} files changed, "
+        f"{len(report.differences)} differences",
     )
     return Output(grids=[grid], text=lines, data=report.to_dict())
 

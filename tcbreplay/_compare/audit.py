@@ -17,7 +17,7 @@ import polars as pl
 
 from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, ScoresCheck
 from tcbreplay._compare.replay_audit import verify_replay
-from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
+from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, written_sha256
 from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_summary, scoring_file_batches
 from tcbreplay._store.runs import Run, Store
@@ -49,12 +49,14 @@ class AuditReport:
     samples_checked: int = 0
     differences: list[Difference] = field(default_factory=list)
     changed_files: list[str] = field(default_factory=list)
+    # data files whose sha256 is not the one the manifest recorded when the run wrote them
+    changed_since_written: list[str] = field(default_factory=list)
     replay_of: str | None = None  # a replay's parent, whose turns it served
     turns_checked: int = 0  # a replay's served turns checked against the parent's messages
 
     @property
     def ok(self) -> bool:
-        return not self.differences and not self.changed_files
+        return not self.differences and not self.changed_files and not self.changed_since_written
 
     def to_dict(self) -> dict[str, Any]:
         replay = {"replay_of": self.replay_of, "turns_checked": self.turns_checked}
@@ -65,6 +67,7 @@ class AuditReport:
             "samples_checked": self.samples_checked,
             **(replay if self.replay_of is not None else {}),
             "changed_files": self.changed_files,
+            "changed_since_written": self.changed_since_written,
             "differences": [d.__dict__ for d in self.differences],
         }
 
@@ -97,6 +100,9 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         report.turns_checked, found = verify_replay(store, run)
         report.differences += [Difference("replay", *item) for item in found]
     digests = {name: _hash_now(run.dir / name) for name in AUDITED_FILES}
+    report.changed_since_written = [  # rows changed by hand (and maybe scored since)
+        name for name, digest in digests.items() if written_sha256(run, name) not in (None, digest)
+    ]
     for folder in folders:
         stored_summary, options = read_summary(run, folder)
         audit = stored_summary.get("audit")

@@ -83,6 +83,25 @@ def input_sha256(
     return sha256_file(path), now
 
 
+def written_sha256(run: Run, name: str) -> str | None:
+    """The sha256 the run's manifest recorded for its file ``name`` when it wrote it (None
+    for a run that recorded none: an import, an older version)."""
+    known = (run.manifest.get("files") or {}).get(name)
+    digest = known.get("sha256") if isinstance(known, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def check_written(run: Run, name: str, digest: str) -> None:
+    """Refuse a data file whose sha256 is not the one the run wrote (a copy of the store
+    keeps it): rows removed or changed by hand would be scored as if recorded."""
+    if written_sha256(run, name) not in (None, digest):
+        raise StoreError(
+            f"{run.dir / name}: not the file the run wrote (its sha256 is not the one "
+            f"{MANIFEST} recorded): it was changed or replaced since; restore it, or record "
+            "the run again"
+        )
+
+
 def earlier_audit(folder: Path) -> dict[str, Any] | None:
     """The audit record of the scoring stored in ``folder``, if one is there and reads as
     JSON (what it holds is checked where it is used)."""
@@ -103,8 +122,11 @@ class PendingAudit:
     ``audit verify`` always hashes the files anew.
     """
 
-    def __init__(self, run: Run, options: dict[str, Any], folder: Path | None = None) -> None:
+    def __init__(
+        self, run: Run, options: dict[str, Any], folder: Path | None = None, strict: bool = True
+    ) -> None:
         self.run = run
+        self.strict = strict  # a file the run did not write refused (see check_written)
         self.options = options
         self.folder = folder
         self.hashes: dict[str, str] = {}
@@ -118,6 +140,8 @@ class PendingAudit:
             earlier = earlier_audit(self.folder) if self.folder is not None else None
             for name in AUDITED_FILES:
                 self.hashes[name], self.seen[name] = input_sha256(self.run, name, earlier)
+                if self.strict:
+                    check_written(self.run, name, self.hashes[name])
         except BaseException as exc:  # raised by finish(), in the thread that can report it
             self._error = exc
 
@@ -136,7 +160,10 @@ class PendingAudit:
         }
 
 
-def audit_record(run: Run, options: dict[str, Any], folder: Path | None = None) -> PendingAudit:
+def audit_record(
+    run: Run, options: dict[str, Any], folder: Path | None = None, strict: bool = True
+) -> PendingAudit:
     """Start hashing the run's inputs; ``finish()`` returns the audit record (``folder``: the
-    scoring's, whose earlier audit record may hold the hashes)."""
-    return PendingAudit(run, options, folder)
+    scoring's, whose earlier audit record may hold the hashes; ``strict``: a data file the run
+    did not write is refused, as a scoring to be stored must)."""
+    return PendingAudit(run, options, folder, strict)

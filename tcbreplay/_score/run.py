@@ -102,7 +102,7 @@ def _score_run(
     if options.gold_run is not None:
         gold = gold_calls(store or Store(run.dir.parent), run, options.gold_run)
     # hashes files in a thread meanwhile
-    audit = audit_record(run, options.to_dict(), run.scores_dir(options.scoring))
+    audit = audit_record(run, options.to_dict(), run.scores_dir(options.scoring), strict=write)
     if options.scorer == "bfcl" or options.focused or options.gold_run or options.side != "agent":
         # the dashboard file has the original benchmark's metrics of every agent call against
         # the dataset's gold only

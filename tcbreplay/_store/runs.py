@@ -203,6 +203,13 @@ class Run:
                 "that are in the store folder itself (copy the run into it)"
             )
         self.manifest  # noqa: B018 (read and checked on first use)
+        there = [path.exists() for path in (self.samples_path, self.messages_path)]
+        if any(there) and not all(there):  # one of the two removed: its rows would be lost
+            missing = self.messages_path if there[0] else self.samples_path
+            raise StoreError(
+                f"{missing}: missing, where the run's other data file is there: the run's files "
+                "are damaged (restore the file, or record the run again with --overwrite)"
+            )
         if self.has_data():
             for path, schema in ((self.samples_path, SAMPLES_SCHEMA),
                                  (self.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
@@ -530,7 +537,7 @@ class Store:
         :data:`~tcbreplay._store.writer.Claim`)."""
         run = self.open_run(run_id)
         if shard is None:
-            return RunWriter(run.dir, claim=claim)
+            return RunWriter(run.dir, claim=claim, existing=True)
         return ShardWriter(run.dir, shard, claim)
 
     def check_output(self, path: Path, option: str = "-o") -> None:

@@ -30,7 +30,7 @@ from tcbreplay._store.locks import (
     sign_lock,
     take_lock,
 )
-from tcbreplay._store.objects import is_remote, remove_object, remove_tree
+from tcbreplay._store.objects import is_remote, remove_object, remove_tree, same_version, version
 from tcbreplay._store.schema import (
     DATA_FILES,
     DIVERGENCES,
@@ -46,6 +46,7 @@ from tcbreplay._store.schema import (
 from tcbreplay.errors import (
     InputError,
     RunLockedError,
+    StoreError,
     TcbReplayError,
 )
 
@@ -79,8 +80,15 @@ Claim = Callable[[dict[str, Any]], dict[str, Any]]
 class RunWriter:
     """The one writer of a run: appends finished samples to the journal, then folds it in."""
 
-    def __init__(self, path: Path, lock: Lock | None = None, claim: Claim | None = None) -> None:
-        """Take the run (``lock``: its lock, already taken; ``claim``: see :data:`Claim`)."""
+    def __init__(
+        self,
+        path: Path,
+        lock: Lock | None = None,
+        claim: Claim | None = None,
+        existing: bool = False,
+    ) -> None:
+        """Take the run (``lock``: its lock, already taken; ``claim``: see :data:`Claim`;
+        ``existing``: a run written before, whose data files must be those it wrote)."""
         from tcbreplay._store.journal import drop_torn_tail
 
         self.dir = path
@@ -93,6 +101,8 @@ class RunWriter:
         self._journal: Any = None
         try:
             refuse_shards(path)
+            if existing:  # before anything of it changes
+                self._check_unchanged()
             fields = None if claim is None else claim(read_manifest(path))
             if lock is None and isinstance(self._lock_fd, int):
                 sign_lock(self._lock_fd, path / LOCK)
@@ -177,6 +187,7 @@ class RunWriter:
         from tcbreplay._store.journal import fold_journal
 
         self._check_lock()
+        self._check_unchanged()
         fold_journal(self.dir, records)
         # the files are written in this version's layout (a version 1 run's included)
         names = [*DATA_FILES, *([DIVERGENCES] if (self.dir / DIVERGENCES).exists() else [])]
@@ -184,6 +195,27 @@ class RunWriter:
             schema_version=SCHEMA_VERSION,
             files={name: file_record(self.dir / name) for name in names},
         )
+
+    def _check_unchanged(self) -> None:
+        """Refuse to fold into data files that are not those the run wrote (rows removed or
+        changed by hand): the fold would keep them, and record their hash as the run's own.
+        A file of the version the manifest recorded is not read; another (a copied store)
+        is hashed."""
+        known = self.manifest.get("files")
+        files = known if isinstance(known, dict) else {}
+        for name in DATA_FILES:
+            path, entry = self.dir / name, files.get(name)
+            if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+                continue
+            with writing(path, hint=WRITABLE_HINT):
+                unchanged = not path.exists() or same_version(entry, version(path))
+                digest = entry["sha256"] if unchanged else file_record(path)["sha256"]
+            if digest != entry["sha256"]:
+                raise StoreError(
+                    f"{path}: not the file the run wrote (its sha256 is not the one "
+                    f"{MANIFEST} recorded): it was changed or replaced since; restore it, "
+                    "or record the run again with --overwrite"
+                )
 
     def discard(self) -> None:
         """Remove the run (one this writer made and could not finish), then release it."""

@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import TEST_DATA, cli, snapshot
+from helpers import TEST_DATA, as_the_run_wrote, cli, snapshot
 
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._store.runs import Store
@@ -329,6 +329,7 @@ def test_dashboard_pairs_each_input_with_its_calls_in_any_file_order(sim_copy, s
     path = root / run_id / "samples.parquet"
     table = pq.read_table(path)
     pq.write_table(table.take(pa.array(range(table.num_rows - 1, -1, -1))), path)
+    as_the_run_wrote(path)
     summary = score_json(root, run_id, "--dashboard", "all", "--scorer", scorer)
     samples = json.loads(Path(summary["dashboard_file"]).read_text())["samples"]
     by_index = table.sort_by("sample_index")["input"].to_pylist()
@@ -617,6 +618,7 @@ def test_files_rewritten_by_polars_score_the_same(sim_copy):
     for name in ("samples.parquet", "messages.parquet"):
         path = root / run_id / name
         pl.read_parquet(path).write_parquet(path)
+        as_the_run_wrote(path)
         assert pa.types.is_large_string(pq.read_schema(path).field("sample_id").type)
     after = score_json(root, run_id, "--dashboard", "none")
     keep = ("tsa", "tp", "ahr", "n_samples", "args_invalid", "args_total", "by_tool")

@@ -361,21 +361,27 @@ def test_changed_raw_message_is_caught(scored):
     result = verify(root, run_id)
     assert result.exit_code == 1, (result.output, result.exception)
     lines = result.stdout.splitlines()
-    assert (
-        lines[0] == "changed since scoring: messages.parquet (sha256 differs from the audit record)"
-    )
+    assert lines[:2] == [
+        "changed since the run wrote it: messages.parquet (sha256 differs from the manifest)",
+        "changed since scoring: messages.parquet (sha256 differs from the audit record)",
+    ]
     assert f"spec: sample {sid}: args_invalid: stored 0, recomputed 1" in lines
     assert f"spec: sample {sid}: ahr: stored 0.0, recomputed 0.5" in lines
     assert "verified" not in result.stdout
 
     report = json.loads(verify(root, run_id, "--format", "json").stdout)
     assert set(report) == {
-        "run_id", "ok", "scorings", "samples_checked", "changed_files", "differences"
+        "run_id", "ok", "scorings", "samples_checked", "changed_files", "changed_since_written",
+        "differences",
     }  # fmt: skip
     assert report["ok"] is False
     assert report["run_id"] == run_id and report["scorings"] == ["spec"]
     assert report["samples_checked"] == 94
-    assert report["changed_files"] == ["messages.parquet"]
+    assert report["changed_files"] == report["changed_since_written"] == ["messages.parquet"]
+    # scored again, the changed file is refused: it is not the one the run wrote
+    again = cli("score", run_id, "--store", root)
+    assert again.exit_code == 1
+    assert "messages.parquet: not the file the run wrote" in again.output
     for d in report["differences"]:
         assert set(d) == {"scoring", "sample_id", "field", "stored", "recomputed"}
         assert d["scoring"] == "spec"
@@ -566,7 +572,7 @@ def test_library_score_then_verify(sim_copy):
     assert report.ok and report.scorings == [REL_FOLDER]
     assert report.to_dict() == {
         "run_id": run_id, "ok": True, "scorings": [REL_FOLDER], "samples_checked": 94,
-        "changed_files": [], "differences": [],
+        "changed_files": [], "changed_since_written": [], "differences": [],
     }  # fmt: skip
 
 

@@ -16,7 +16,7 @@ import zipfile
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import TEST_DATA, cli, with_messages
+from helpers import TEST_DATA, as_the_run_wrote, cli, with_messages
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
@@ -360,6 +360,7 @@ def hand_made(tmp_path):
             else:
                 at = table.schema.get_field_index(column)
                 pq.write_table(table.set_column(at, column, pa.array(texts, pa.string())), path)
+            as_the_run_wrote(path)
 
     return root, rewrite
 

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from conftest import DATA, TESTS
-from helpers import cli, with_messages
+from helpers import as_the_run_wrote, cli, with_messages
 from reference_metrics import score_sample, tp, tsa, values_equal
 
 from tcbreplay._importers import tau2
@@ -331,6 +331,7 @@ def test_a_malformed_user_message_is_named_when_the_users_side_is_scored(tmp_pat
     messages = table["message"].to_pylist()
     messages[row] = '{"type": "human", "data": {'
     pq.write_table(with_messages(table, messages), path)
+    as_the_run_wrote(path)
     # the agent's side reads no human message
     assert cli("score", "tel", "--store", tmp_path).exit_code == 0
     result = cli("score", "tel", "--side", "user", "--store", tmp_path)

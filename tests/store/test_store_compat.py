@@ -10,7 +10,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import TEST_DATA, cli
+from helpers import TEST_DATA, as_the_run_wrote, cli
 
 V1 = TEST_DATA / "store_v1"
 # the numbers that version printed for the recorded run (score --format json)
@@ -148,5 +148,6 @@ def test_a_file_without_the_calls_column_scores_the_same(sim_copy):
     before = pq.read_table(scores)
     path = root / run_id / "messages.parquet"
     pq.write_table(pq.read_table(path).drop_columns(["calls"]), path)
+    as_the_run_wrote(path)
     assert cli("score", run_id, "--store", root, "--format", "json").exit_code == 0
     assert pq.read_table(scores).equals(before)
