@@ -44,6 +44,7 @@ from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import LOCK, new_manifest, row_index, utcnow
 from tcbreplay._store.shards import (
+    SELECTION,
     SETTLED,
     SHARD_SELECTION,
     ShardProgress,
@@ -330,8 +331,9 @@ def run_plan(
     # what the shards of one recording must agree on beside their inputs (see _check_selection)
     selection = {"limit": limit, "sample_ids": sorted(sample_ids) if sample_ids else None}
     asked = selection if source is None else None  # (a replay's command names its own)
-    # the manifest's, with the shards' N (the latest shard's: Ray's may change when run again)
-    kept = {} if shard is None else {SHARD_SELECTION: {**selection, "shards": shard[1]}}
+    # the manifest's: with the shards' N (the latest shard's: Ray's may change when run again),
+    # or what a recording not in shards asked for (an interrupted one's hint asks for it)
+    kept = {SHARD_SELECTION: {**selection, "shards": shard[1]}} if shard else {SELECTION: asked}
     print_ = fingerprint
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
         store.delete_run(run_id)

@@ -34,6 +34,8 @@ __all__ = [
 # the manifest's record of the samples a sharded recording's shards were asked for
 # (``limit``, ``sample_ids``) and of their N (``shards``, the latest shard's)
 SHARD_SELECTION = "shard_selection"
+# the same of a recording not in shards, the latest one (its finish hint asks for them again)
+SELECTION = "selection"
 # a run in these states is between recordings: a new one (sharded or not) may ask for others
 SETTLED = ("complete", "partial")
 
@@ -225,6 +227,9 @@ def finish_hint(run: Run) -> str:
     progress = shard_progress(run)
     if progress is not None:
         return progress.next_steps(run)
+    asked = run.manifest.get(SELECTION)
+    if run.status not in SETTLED and isinstance(asked, dict):  # cut short: what it asked for
+        return f"finish it with: {shard_command(run, None, asked)}"
     return f"finish it with: {run.resume_command()}"
 
 

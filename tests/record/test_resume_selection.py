@@ -1,0 +1,32 @@
+"""A recording of some samples (--limit, --sample-id) cut short (kill -9) is finished by the
+command its hints give, which asks for the same samples: it recorded the whole dataset (54
+paid calls nobody asked for, of a --limit 40 run of 94)."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import cli
+
+
+def test_the_finish_hint_of_a_cut_short_recording_asks_for_its_samples_again(tmp_path):
+    root = tmp_path / "traces"
+    result = cli("record", "--model", "sim", "--limit", "5", "--sample-id", "tell-a-joke",
+                 "--run-id", "k", "--quiet", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manifest_path = root / "k" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["selection"] == {"limit": 5, "sample_ids": ["tell-a-joke"]}
+    # settled (partial): the hint records the rest of the dataset
+    partial = cli("score", "k", "--store", root)
+    assert partial.exit_code == 0
+    assert f"record the rest with: tcbreplay record --resume k --store {root})" in partial.output
+    manifest["status"] = "recording"  # as a kill -9 leaves it
+    manifest_path.write_text(json.dumps(manifest))
+    scored = cli("score", "k", "--store", root)
+    assert scored.exit_code == 1
+    hint = (
+        f"finish it with: tcbreplay record --resume k --store {root} --sample-id tell-a-joke "
+        "--limit 5"
+    )
+    assert hint in scored.output, scored.output
