@@ -457,3 +457,31 @@ def test_a_crash_traceback_never_shows_a_key(key, capsys):
 
     err = capsys.readouterr().err
     assert "RuntimeError: unexpected: [redacted]" in err and key not in err
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        'headers=["Authorization: Bearer abcdefgh12345"]',
+        "foo=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        'extra_body={"k": "sk-proj-abcdefghijklmnopqrstuvwxyz"}',
+        'model_kwargs={"user": "AKIAABCDEFGHIJKLMNOP"}',
+        'extra_body={"note": "api_key=abcdefgh12345"}',
+    ],
+)
+def test_a_model_option_holding_a_credential_by_its_form_is_refused(tmp_path, option):
+    """A header line, a provider's key or a name=value inside a value: written into the
+    manifest as given (the forms error texts are redacted of)."""
+    result = cli("record", "--model", "sim", "--model-option", option, "--limit", "1",
+                 "--store", tmp_path / "s")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "holds a credential by its form" in result.output
+    secret = option.split("=", 1)[1]
+    assert not any(part in result.output for part in re.findall(r"[A-Za-z0-9_-]{12,}", secret))
+    assert not (tmp_path / "s").exists()
+
+
+def test_option_values_with_words_like_token_or_key_hold_no_secret():
+    for value in (["Token limit reached"], "keyboard shortcuts", {"max_tokens": 4096},
+                  "The Bearer of news", "sk-short"):  # fmt: skip
+        assert list(_secrets.find_secrets("stop", value, environ={})) == [], value
