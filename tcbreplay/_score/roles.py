@@ -82,10 +82,18 @@ def _quoted(name: str) -> str:
 
 def parse_names(values: Iterable[str], option: str) -> tuple[str, ...]:
     """Repeated ``--only``/``--without`` options (``NAME,NAME,...`` each, quoted as
-    :func:`split_names` reads them) as one tuple; empty names are left out."""
-    return tuple(
-        name for value in values for name in split_names(value, f"{option} {value!r}") if name
-    )
+    :func:`split_names` reads them) as one tuple; an empty name is refused (left out, the
+    option would score every tool in silence)."""
+    out: list[str] = []
+    for value in values:
+        names = split_names(value, f"{option} {value!r}")
+        if not names or not all(name.strip() for name in names):
+            raise InputError(
+                f"{option} {value!r}: an empty name; give tool or role names, "
+                "comma-separated (--only write,search_flights)"
+            )
+        out += names
+    return tuple(out)
 
 
 def parse_roles(values: Iterable[str]) -> tuple[tuple[str, str], ...]:

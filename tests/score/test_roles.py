@@ -412,6 +412,10 @@ def test_without_leaves_tools_out_and_diff_names_the_scoring(tau_store, tmp_path
         (["--only", "nope"], "Error: --only nope: the run has no tool 'nope'"),
         (["--only", "think", "--without", "think"], "Error: --only and --without both name"),
         (["--only", "a/b"], "Error: --only 'a/b': a focus names tools or roles"),
+        (["--only", ""], "Error: --only '': an empty name"),
+        (["--only", ","], "Error: --only ',': an empty name"),
+        (["--without", " "], "Error: --without ' ': an empty name"),
+        (["--only", "think,,calculate"], "Error: --only 'think,,calculate': an empty name"),
     ],
 )
 def test_focus_errors_are_one_line_exit_2(tau_store, args, message):
@@ -446,3 +450,19 @@ def test_report_shows_a_focused_scoring(tau_store, tmp_path):
     assert out.stat().st_size > 0
     missing = cli("report", "tau", "--scoring", "spec_only-nope", "-o", out, "--store", tau_store)
     assert missing.exit_code == 2 and "Error: --only nope" in missing.stderr
+
+
+def test_a_focus_scored_again_with_other_roles_says_it_replaces_the_one_stored(tau_store):
+    """Roles do not name the folder: spec_only-write of other roles replaced it in silence."""
+    first = ("--role", "write=book_reservation", "--only", "write")
+    assert score_json(tau_store, *first)["focus"] == {"tools": ["book_reservation"]}
+    again = cli("score", "tau", "--store", tau_store, "--role", "write=cancel_reservation",
+                "--only", "write")  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert (
+        "Warning: scores/spec_only-write held a scoring with other roles "
+        "(book_reservation=write); this one's (cancel_reservation=write) replace it"
+    ) in again.stderr
+    same = cli("score", "tau", "--store", tau_store, "--role", "write=cancel_reservation",
+               "--only", "write")  # fmt: skip
+    assert same.exit_code == 0 and "other roles" not in same.stderr
