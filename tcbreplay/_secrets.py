@@ -270,13 +270,15 @@ def _string_secrets(path: str, text: str, env: Mapping[str, str]) -> Iterator[Fi
         yield Finding(path, why, values)
     match = _AUTH_VALUE.match(text)
     if match:
+        found = True
         yield Finding(path, f"looks like a credential ({match.group(1)} ...)", (text.strip(),))
-    elif not found and scrub("", text) != text:  # a header line, a key, a name=value inside
-        yield Finding(path, "holds a credential by its form (Bearer ..., api_key=..., sk-...)",
-                      (text,))  # fmt: skip
     for secret, variable in env.items():
         if _pattern(secret).search(text):
+            found = True
             yield Finding(path, f"holds the value of {variable}", (secret,))
+    if not found and scrub("", text) != text:  # a header line, a key, a name=value inside
+        yield Finding(path, "holds a credential by its form (Bearer ..., api_key=..., sk-...)",
+                      (text,))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tcbreplay._secrets import redact
 from tcbreplay._store import objects
 from tcbreplay._store.files import (
     TEMPORARY_SUFFIX,
@@ -386,6 +387,10 @@ class Store:
         killed before its manifest leaves; a failure removes the folder if this made it.
         """
         run_id = validate_run_id(manifest["run_id"])
+        if redact(run_id) != run_id:  # it names a folder, and is printed in every next step
+            raise InputError(
+                "--run-id: the run id holds a secret's value (or a key by its form); choose another"
+            )
         path = self.root / run_id
         if is_remote(path):
             return self._create_remote(path, manifest, dataset)

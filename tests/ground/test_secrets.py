@@ -485,3 +485,15 @@ def test_option_values_with_words_like_token_or_key_hold_no_secret():
     for value in (["Token limit reached"], "keyboard shortcuts", {"max_tokens": 4096},
                   "The Bearer of news", "sk-short"):  # fmt: skip
         assert list(_secrets.find_secrets("stop", value, environ={})) == [], value
+
+
+def test_a_run_id_holding_a_secrets_value_is_refused_unshown(tmp_path, monkeypatch):
+    """It names the run's folder and every next step printed (the success path showed it)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRETVALUE1234567890abc")
+    for run_id in ("sk-SECRETVALUE1234567890abc", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"):
+        result = cli("record", "--model", "sim", "--limit", "1", "--run-id", run_id,
+                     "--store", tmp_path / "s")  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert "the run id holds a secret's value" in result.output
+        assert run_id not in result.output
+    assert not (tmp_path / "s").exists()
