@@ -20,7 +20,7 @@ VIEWS = ("runs", "tools", "samples", "messages", "tool_calls", "gold_calls", "sc
          "scores_all", "scorings", "divergences")  # fmt: skip
 
 
-def write_catalog(store: Store, path: Path) -> list[str]:
+def write_catalog(store: Store, path: str | Path) -> list[str]:
     """Write a DuckDB database file holding the store's views, for any DuckDB client.
 
     Views point at the run files by absolute path; ``runs``, ``tools`` and ``scorings`` are
@@ -30,6 +30,7 @@ def write_catalog(store: Store, path: Path) -> list[str]:
     import shutil
     import tempfile
 
+    path = Path(path)
     store.check_output(path)
     runs = readable_runs(store)
     target, special = output_target(path)

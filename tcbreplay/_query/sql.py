@@ -5,6 +5,7 @@ time and memory limit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from tcbreplay._query.limits import run_statements
 from tcbreplay._query.statements import check_read_only
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import connect, query_text
+from tcbreplay.errors import QueryError
 
 
 @dataclass
@@ -43,6 +45,8 @@ def run_sql(
     no limit). ``memory_limit``: DuckDB's (such as '4GB' or '50%'), which also bounds the
     rows held in memory; by default DuckDB's own. Ctrl-C stops the query.
     """
+    if timeout is not None and not (isinstance(timeout, (int, float)) and 0 <= timeout < math.inf):
+        raise QueryError(f"timeout {timeout!r}: give seconds, 0 or more (0 or None: no limit)")
     statements = check_read_only(sql)
     con = connect(store, memory_limit=memory_limit)
     run_ids = {row[0] for row in con.execute("select run_id from runs").fetchall()}

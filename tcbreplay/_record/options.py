@@ -88,7 +88,10 @@ class RecordOptions:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(given) - names)
         if unknown:
-            raise TypeError(f"not a runner setting: {', '.join(unknown)}")
+            raise InputError(
+                f"options: not a runner setting: {', '.join(map(repr, unknown))}",
+                hint=f"runner settings: {', '.join(sorted(names))}",
+            )
         kept = {k: v for k, v in (stored or {}).items() if k in names and k not in given}
         if "workers" in given:
             kept.pop("processes", None)

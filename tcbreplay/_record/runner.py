@@ -197,10 +197,11 @@ def record_run(
     ``options``: the runner settings; a mapping gives only some of them, the rest being the
     resumed run's stored ones (the defaults for a new run). Each sample is recorded
     ``trials`` times (trials 0 to K - 1; by default a resumed run's trials, else 1).
-    ``limit`` and ``sample_ids`` record only the first ``limit`` samples of the dataset, or
-    of those with these ids (each for every trial): the run is then ``partial``, and a later
-    recording of it can complete it. ``agent``: a ``MODULE:FACTORY`` that builds the agent
-    (see :mod:`tcbreplay._record.agent_factory`), instead of the built-in one.
+    ``limit`` and ``sample_ids`` (a string: one id) record only the first ``limit`` samples
+    of the dataset, or of those with these ids (each for every trial): the run is then
+    ``partial``, and a later recording of it can complete it. ``agent``: a
+    ``MODULE:FACTORY`` that builds the agent (see :mod:`tcbreplay._record.agent_factory`),
+    instead of the built-in one.
     ``shard`` (I, N): record only shard I of N (the rows selected, dealt out one by one by
     their place in the selection: see :mod:`tcbreplay._store.shards`), beside the other
     shards on this or other machines sharing the store, with
@@ -215,6 +216,8 @@ def record_run(
     retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
     when more samples than it allows are left in error; the run is kept either way.
     """
+    if isinstance(sample_ids, str):  # one id, not its letters
+        sample_ids = [sample_ids]
     tools = runnable_tools(inputs)
     budget = None if max_errors is None else MaxErrors.parse(max_errors)
     check_engine(engine, ray_address)

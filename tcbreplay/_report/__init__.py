@@ -62,7 +62,7 @@ def reading(store: Store, run_ids: list[str]) -> Iterator[None]:
 
 def write_report(
     store: Store,
-    run_ids: list[str],
+    run_ids: list[str] | str,
     output: str | Path,
     *,
     allow_incomplete: bool = False,
@@ -76,6 +76,8 @@ def write_report(
     A symlink is followed: the file it points to is replaced. An existing path that is no
     regular file (a FIFO, a device such as /dev/stdout) is written to as it is.
     """
+    if isinstance(run_ids, str):  # one run, not its letters
+        run_ids = [run_ids]
     path = Path(output)
     store.check_output(path)
     if path.is_dir():

@@ -331,6 +331,13 @@ def test_write_report_writes_the_page(hand, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temporary file left
 
 
+def test_one_run_id_as_a_string_is_that_run(hand, tmp_path):
+    """Its letters before: run 'd' not found."""
+    store, run_ids = hand
+    one = write_report(store, run_ids[0], tmp_path / "one.html").read_text(encoding="utf-8")
+    assert one == write_report(store, run_ids[:1], tmp_path / "r.html").read_text("utf-8")
+
+
 def test_unknown_run_is_refused(hand, tmp_path):
     store, run_ids = hand
     with pytest.raises(RunNotFoundError, match="no-such-run"):
