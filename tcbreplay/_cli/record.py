@@ -292,7 +292,7 @@ def record(
     except RecordInterrupted as stop:
         progress.close()
         s = stop.summary
-        click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
+        click.echo(f"Interrupted: kept {_kept(s, selection)} in {s.run_dir}", err=True)
         again = shard_command(Run(store_root(s.run_dir)), shard_, selection)
         click.echo(f"Hint: continue with: {again}", err=True)
         sys.exit(130)
@@ -304,6 +304,18 @@ def record(
     finally:
         progress.close()
     _finish(summary, fmt, store, selection, budget, export_jsonl)
+
+
+def _kept(summary, selection) -> str:
+    """How many samples an interrupted recording keeps, of those it asked for (``selection``:
+    its ``limit`` and ``sample_ids``) when it asked for some."""
+    limit, ids = selection.get("limit"), selection.get("sample_ids")
+    if limit is None and not ids:
+        return f"{summary.recorded}/{summary.total} samples"
+    trials = max(summary.trials, 1)
+    entries = len(ids) if ids else summary.total // trials
+    asked = min(entries, limit if limit is not None else entries) * trials
+    return f"{summary.recorded}/{asked} samples asked for ({summary.total} in the dataset)"
 
 
 def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, failed=False) -> None:
