@@ -234,13 +234,22 @@ def diff_output(result: Any, limit: int = 10) -> Output:
             Grid(
                 ["sample_id", "d_tsa", "d_tp", "d_ahr"],
                 [
-                    (r["sample_id"], _signed(r["d_tsa"]), _signed(r["d_tp"]), _signed(r["d_ahr"]))
+                    (r["sample_id"], _signed(r["d_tsa"]), _signed(r["d_tp"]), _ahr_change(r))
                     for r in moved.iter_rows(named=True)
                 ],
                 title=f"{change} (first {moved.height})",
             )
         )
     return Output(grids=grids, rows=rows, json_text=partial(diff_json, result))
+
+
+def _ahr_change(row: dict[str, Any]) -> str:
+    """A sample's change of ahr: its delta, or, where one side judged no argument (ahr
+    undefined, which to above 0 counts as worse), both values (``none→0.5000``)."""
+    a, b = row["ahr_a"], row["ahr_b"]
+    if row["d_ahr"] is not None or (a is None and b is None):
+        return _signed(row["d_ahr"])
+    return Whole(f"{'none' if a is None else f'{a:.4f}'}→{'none' if b is None else f'{b:.4f}'}")
 
 
 def diff_json(result: Any, indent: int | None = 2) -> Iterator[str]:

@@ -703,3 +703,13 @@ def test_under_the_abet_scorer_tsa_is_pooled_as_score_pools_it(pair, pair_copy):
         for r in (pair.a, pair.b)
     ]
     assert means != [scored[pair.a]["tsa"], scored[pair.b]["tsa"]]  # the check can tell
+
+
+def test_a_sample_regressed_by_an_ahr_from_undefined_shows_both_values():
+    """Its row said "+0.0000 +0.0000 —", which shows no reason for it to be listed."""
+    from tcbreplay._cli.grids import _ahr_change
+
+    assert _ahr_change({"ahr_a": None, "ahr_b": 1.0, "d_ahr": None}) == "none→1.0000"
+    assert _ahr_change({"ahr_a": 0.5, "ahr_b": None, "d_ahr": None}) == "0.5000→none"
+    assert _ahr_change({"ahr_a": 0.25, "ahr_b": 0.5, "d_ahr": 0.25}) == "+0.2500"
+    assert _ahr_change({"ahr_a": None, "ahr_b": None, "d_ahr": None}) == "—"
