@@ -48,7 +48,7 @@ from tcbreplay._store.schema import (
     utcnow,
 )
 from tcbreplay._store.shards import finish_hint, shard_command, shard_progress
-from tcbreplay._store.views import connect, connect_tables, query_text
+from tcbreplay._store.views import connect, connect_tables, query_text, shown_status
 from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
 
@@ -290,7 +290,7 @@ def _journal_place(run: Run) -> tuple[str, str]:
 def check_scorable(run: Run, allow_incomplete: bool) -> None:
     """Refuse runs with nothing stored, and unfinished runs unless allowed; say so when
     finished samples wait in the journal, where scoring does not read."""
-    status = run.status
+    status = shown_status(run) or run.status
     waiting = run.unfolded_records()
     where, folder = _journal_place(run)
     journal = (

@@ -227,6 +227,8 @@ def finish_hint(run: Run) -> str:
     progress = shard_progress(run)
     if progress is not None:
         return progress.next_steps(run)
+    if run.status == "recording" and lock_holder(run.dir / LOCK) is not None:
+        return "a process is recording it: wait for that recording to end"
     asked = run.manifest.get(SELECTION)
     if run.status not in SETTLED and isinstance(asked, dict):  # cut short: what it asked for
         return f"finish it with: {shard_command(run, None, asked)}"

@@ -417,10 +417,10 @@ def _number(value: object) -> float | None:
     return None
 
 
-def _status(run: Run) -> str | None:
+def shown_status(run: Run) -> str | None:
     """The manifest's status, but ``interrupted`` for a run still marked ``recording`` whose
     writer is gone (killed before it could say so), and no shard of it records either: no
-    process is recording it."""
+    process is recording it (as ``runs`` and ``score`` say it)."""
     status = run.manifest.get("status")
     if status == "recording" and lock_holder(run.dir / LOCK) is None and not held_shards(run.dir):
         return "interrupted"
@@ -436,7 +436,7 @@ def _runs_table(runs: list[Run]) -> pa.Table:
         rows.append(
             {
                 "run_id": run.run_id,
-                "status": _status(run),
+                "status": shown_status(run),
                 "created_at": m.get("created_at"),
                 "finished_at": m.get("finished_at"),
                 "benchmark": (m.get("benchmark") or {}).get("name"),

@@ -30,3 +30,34 @@ def test_the_finish_hint_of_a_cut_short_recording_asks_for_its_samples_again(tmp
         "--limit 5"
     )
     assert hint in scored.output, scored.output
+
+
+def test_score_says_a_run_is_being_recorded_or_interrupted_as_runs_does(tmp_path):
+    """It said "(status recording)" of a killed run that runs called interrupted, and told to
+    resume a run another process was recording (a resume it would refuse)."""
+    from tcbreplay._store.locks import acquire_lock, release_lock
+
+    root = tmp_path / "traces"
+    assert cli("record", "--model", "sim", "--limit", "3", "--run-id", "k", "--quiet",
+               "--store", root).exit_code == 0  # fmt: skip
+    manifest_path = root / "k" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["status"] = "recording"
+    manifest_path.write_text(json.dumps(manifest))
+    lock = acquire_lock(root / "k" / "writer.lock")  # as a live recording holds it
+    try:
+        live = cli("score", "k", "--store", root)
+        assert live.exit_code == 1
+        assert live.stderr.splitlines() == [
+            "Error: run 'k' is recording: not every sample was recorded",
+            "Hint: a process is recording it: wait for that recording to end; or score what "
+            "is there with --allow-incomplete",
+        ]
+    finally:
+        release_lock(lock)
+    killed = cli("score", "k", "--store", root)
+    assert killed.exit_code == 1
+    assert killed.stderr.splitlines()[0] == (
+        "Error: run 'k' is interrupted: not every sample was recorded"
+    )
+    assert "--resume k" in killed.stderr and "--limit 3" in killed.stderr
