@@ -3,6 +3,8 @@ read, from a folder or object storage alike (:func:`read_table`)."""
 
 from __future__ import annotations
 
+import os
+import threading
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -126,7 +128,7 @@ def with_calls(table: pa.Table) -> pa.Table:
     import duckdb  # here: as pyarrow.compute above
 
     names = [n for n in MESSAGES_SCHEMA.names if n != "calls"]
-    con = duckdb.connect(config={"threads": 1})  # rows in the order given
+    con = _calls_database().cursor()  # a connection of its own, to a database made once
     try:
         con.register("written", table.select(["type", "message"]))
         calls = con.sql(f"select {MESSAGE_CALLS} as calls from written").to_arrow_table()
@@ -136,6 +138,24 @@ def with_calls(table: pa.Table) -> pa.Table:
         con.close()
     column = calls["calls"].cast(pa.string())
     return pa.Table.from_arrays([table[n] for n in names] + [column], schema=MESSAGES_SCHEMA)
+
+
+# the in-memory DuckDB database with_calls reads messages in, made once per process (a
+# database takes about 40 ms to open; a connection to it, from any thread, microseconds)
+_calls_db: tuple[int, Any] | None = None
+_calls_db_lock = threading.Lock()
+
+
+def _calls_database() -> Any:
+    """The database of :func:`with_calls`: one thread (rows come back in the order given),
+    made again in a forked child (a parent's is not to be used there)."""
+    import duckdb
+
+    global _calls_db
+    with _calls_db_lock:
+        if _calls_db is None or _calls_db[0] != os.getpid():
+            _calls_db = (os.getpid(), duckdb.connect(config={"threads": 1}))
+        return _calls_db[1]
 
 
 def write_messages(table: pa.Table, path: Path) -> None:
