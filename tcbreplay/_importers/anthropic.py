@@ -18,6 +18,7 @@ from tcbreplay import _json
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.lines import (
     first_messages,
+    kept_keys,
     message_problem,
     read_jsonl,
     repeated_key_problem,
@@ -60,6 +61,14 @@ def read_lines(data: bytes, label: str) -> list[TraceLine]:
     return read_jsonl(data, label, convert, extra_keys=("system",))
 
 
+# the keys of a turn this dialect reads (with those of the Messages API's answer; any other is
+# kept beside it: see kept_keys)
+_KNOWN = frozenset(
+    {"role", "content", "id", "type", "model", "stop_reason", "stop_sequence", "usage", "container"}
+)
+_CALLS_IN = "a turn's calls are its content's tool_use blocks, their results tool_result blocks"
+
+
 def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Repeats) -> list[Any]:
     """Messages API turns (and the line's ``system``) as LangChain messages."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -77,12 +86,14 @@ def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Rep
             raise message_problem(
                 place, k, "not an Anthropic message (role user, assistant or system)"
             )
+        kept = kept_keys(m, _KNOWN, place, k, _CALLS_IN)
         content = m.get("content")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}] if m["role"] == "assistant" else content
         elif not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
             raise message_problem(place, k, "content must be a string or a list of blocks")
         try:
+            start = len(out)
             if m["role"] == "system":
                 out.append(SystemMessage(content=content))
             elif m["role"] == "assistant":
@@ -114,6 +125,8 @@ def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Rep
                 out.append(HumanMessage(content=content))
             else:
                 out += _user_turn(content, place, k, HumanMessage, ToolMessage)
+            if kept and len(out) > start:  # with the turn's first message
+                out[start].additional_kwargs.update(kept)
         except ValueError as exc:  # pydantic's: a field of the wrong type
             raise message_problem(place, k, "not an Anthropic message", exc) from exc
     return out

@@ -145,6 +145,25 @@ def message_problem(place: str, k: int, what: str, exc: Exception | None = None)
     return TraceError(f"{place}: message {k}: {what}{detail}")
 
 
+def kept_keys(
+    m: dict[str, Any], known: frozenset[str], place: str, k: int, calls_in: str
+) -> dict[str, Any]:
+    """The keys of message ``k`` its dialect does not read, to be kept with the message
+    (its ``additional_kwargs``: nothing the file holds is dropped); refused when one may be
+    meant to hold calls, its name near a known key's (``tool_call``, ``contents``) or naming
+    a tool, call or function: read as no calls, it would score as an agent that made none
+    (``calls_in``: where the dialect's calls are)."""
+    import difflib
+
+    extra = {key: value for key, value in m.items() if key not in known}
+    for key in extra:
+        near = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.75)
+        if near or any(word in str(key).lower() for word in ("tool", "call", "function")):
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise message_problem(place, k, f"unknown key {key!r}{hint}; {calls_in}")
+    return extra
+
+
 def repeated_key_problem(place: str, k: int, what: str, args: Any, repeats: _json.Repeats) -> None:
     """Refuse a call's arguments object (``what``, in message ``k``) that repeats a key: read,
     it would keep the key's last value, and the metric spec makes that an error."""

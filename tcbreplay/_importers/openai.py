@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tcbreplay import _json
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
-from tcbreplay._importers.lines import first_messages, message_problem, read_jsonl
+from tcbreplay._importers.lines import first_messages, kept_keys, message_problem, read_jsonl
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 from tcbreplay.errors import TraceError
 
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 # an assistant message's fields kept in LangChain's additional_kwargs when they hold a value,
 # so that export writes them back
 _ASSISTANT_EXTRAS = ("refusal", "audio", "function_call", "annotations", "reasoning_content")
+# the keys of a message this dialect reads (any other is kept beside it: see kept_keys)
+_KNOWN = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", *_ASSISTANT_EXTRAS})
+_CALLS_IN = "an assistant message's calls are its tool_calls, a tool message's its tool_call_id"
 # the system role LangChain marks a developer message with
 _DEVELOPER = "__openai_role__"
 
@@ -74,17 +77,20 @@ def convert(
         if not isinstance(content, (str, list)):
             raise message_problem(place, k, "content must be a string, a list of parts or null")
         name = m.get("name")
+        kept = kept_keys(m, _KNOWN, place, k, _CALLS_IN)
         try:
             if role in ("system", "developer"):
                 extra = {_DEVELOPER: "developer"} if role == "developer" else {}
-                out.append(SystemMessage(content=content, name=name, additional_kwargs=extra))
+                out.append(
+                    SystemMessage(content=content, name=name, additional_kwargs={**kept, **extra})
+                )
             elif role == "user":
-                out.append(HumanMessage(content=content, name=name))
+                out.append(HumanMessage(content=content, name=name, additional_kwargs=kept))
             elif role == "assistant":
                 calls = m.get("tool_calls") or []
                 if not isinstance(calls, list):
                     raise message_problem(place, k, "tool_calls must be a list")
-                extras = {key: m[key] for key in _ASSISTANT_EXTRAS if m.get(key)}
+                extras = {**kept, **{key: m[key] for key in _ASSISTANT_EXTRAS if m.get(key)}}
                 out.append(
                     AIMessage(
                         content=content,
@@ -97,7 +103,11 @@ def convert(
                 call_id = m.get("tool_call_id")
                 if not isinstance(call_id, str):
                     raise message_problem(place, k, "a tool message needs a tool_call_id")
-                out.append(ToolMessage(content=content, tool_call_id=call_id, name=name))
+                out.append(
+                    ToolMessage(
+                        content=content, tool_call_id=call_id, name=name, additional_kwargs=kept
+                    )
+                )
             else:
                 raise message_problem(
                     place, k, f"role {role!r}: not system, developer, user, assistant or tool"
@@ -125,13 +135,16 @@ def _tool_call(call: Any, place: str, k: int, j: int) -> dict[str, Any]:
 
 def parse_arguments(text: str, where: str) -> dict[str, Any]:
     """A model's arguments text as a call's arguments: the object it holds, or, for text that
-    is not a JSON object (or beyond the JSON limits), the text under INVALID_ARGUMENTS. An
+    is not a JSON object, the text under INVALID_ARGUMENTS (JSON beyond the limits of
+    :mod:`tcbreplay._json` is refused, ``where`` naming it, as in any file read). An
     object that repeats a key is refused (``where`` names the arguments), as the metric spec
     makes it an error; inside its values, a repeated key keeps its last value."""
     repeats: _json.Repeats = {}
     try:
         value = _json.loads(text, repeats=repeats)
-    except (ValueError, _json.LimitError):
+    except _json.LimitError as exc:  # beyond what tcbreplay stores: refused, as in any JSON
+        raise TraceError(f"{where}: {exc.problem}", hint=_json.HINT) from None
+    except ValueError:
         value = None
     if not isinstance(value, dict):
         return {INVALID_ARGUMENTS: text}

@@ -40,3 +40,20 @@ def test_it_reads_the_system_prompt_and_the_calls():
     assert [m["type"] for m in line.messages] == ["system", "human", "ai", "tool"]
     ai = json.loads(line.messages[2]["message"])  # as the store keeps it
     assert ai["data"]["tool_calls"][0]["args"] == {"a": 3, "b": 2}
+
+
+def test_calls_beside_the_content_are_refused_and_other_keys_kept():
+    """A turn holding "tool_use": [...] beside its content gave a sample of no calls."""
+    import pytest
+
+    from tcbreplay.errors import TraceError
+
+    beside = {**LINE, "messages": [LINE["messages"][0], {"role": "assistant", "content": "",
+              "tool_use": [LINE["messages"][1]["content"][0]]}]}  # fmt: skip
+    with pytest.raises(TraceError, match=r"line 1: message 1: unknown key 'tool_use'; a turn's "
+                       "calls are its content's tool_use blocks"):  # fmt: skip
+        anthropic.read(file_of(beside), None)
+    tagged = {**LINE, "messages": [{**LINE["messages"][0], "turn": 1}, *LINE["messages"][1:]]}
+    source = anthropic.read(file_of(tagged), None)
+    user = json.loads(source.lines[0].messages[0]["message"])
+    assert user["data"]["additional_kwargs"] == {"turn": 1}

@@ -46,3 +46,36 @@ def test_it_reads_the_calls_from_the_bytes():
     assert [(line.sample_id, line.trial) for line in source.lines] == [("add", 0), ("add", 1)]
     ai = json.loads(source.lines[0].messages[1]["message"])  # as the store keeps it
     assert ai["data"]["tool_calls"][0]["args"] == {"a": 3, "b": 2}
+
+
+def test_a_misspelt_or_call_bearing_key_is_refused_and_any_other_kept():
+    """tool_call for tool_calls gave a sample of no calls, exit 0 (the key dropped)."""
+    import pytest
+
+    from tcbreplay.errors import TraceError
+
+    misspelt = {"role": "assistant", "content": None, "tool_call": [CALL]}
+    typo = {**LINE, "messages": [LINE["messages"][0], misspelt]}
+    where = r"t\.jsonl: line 1: message 1: unknown key 'tool_call' \(did you mean 'tool_calls'\?\)"
+    with pytest.raises(TraceError, match=where + "; an assistant message's calls are"):
+        openai.read(file_of(typo), None)
+    user = {"role": "user", "content": "What is 2 plus 3?", "timestamp": "2026-11-30T02:00:00Z"}
+    other = {**LINE, "messages": [user, *LINE["messages"][1:]]}
+    source = openai.read(file_of(other), None)
+    kept = json.loads(source.lines[0].messages[0]["message"])
+    assert kept["data"]["additional_kwargs"] == {"timestamp": "2026-11-30T02:00:00Z"}
+
+
+def test_arguments_beyond_the_json_limits_are_refused_with_their_place():
+    """They were stored as "arguments not a JSON object", their valid keys lost with them."""
+    import pytest
+
+    from tcbreplay.errors import TraceError
+
+    text = '{"a": ' + "9" * 641 + ', "b": 2}'
+    huge = {"id": "c1", "type": "function", "function": {"name": "add_numbers", "arguments": text}}
+    answer = {"role": "assistant", "content": None, "tool_calls": [huge]}
+    line = {**LINE, "messages": [LINE["messages"][0], answer]}
+    where = r"line 1: message 1: tool_calls\[0\]\.function\.arguments: "
+    with pytest.raises(TraceError, match=where + "an integer of 641 digits"):
+        openai.read(file_of(line), None)
