@@ -308,7 +308,12 @@ def _run_warnings(which: str, run: Any) -> list[str]:
             f"{which} ({run.run_id}): {errors}{of} samples and trials ended in error; they "
             "score as agents that made no calls"
         )
-    if run.status not in ("complete", "partial"):
+    missing = totals.get("missing")
+    if isinstance(missing, int) and missing > 0:  # an import's samples no trace held
+        out.append(f"{which} ({run.run_id}): {missing} samples of its dataset are missing from "
+                   "its traces")  # fmt: skip
+    # finished: every sample recorded or imported, or those a --limit / --sample-id asked for
+    if run.status not in ("complete", "imported", "partial"):
         out.append(f"{which} ({run.run_id}) is {run.status}: not every sample was recorded")
     return out
 

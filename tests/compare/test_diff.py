@@ -713,3 +713,17 @@ def test_a_sample_regressed_by_an_ahr_from_undefined_shows_both_values():
     assert _ahr_change({"ahr_a": 0.5, "ahr_b": None, "d_ahr": None}) == "0.5000→none"
     assert _ahr_change({"ahr_a": 0.25, "ahr_b": 0.5, "d_ahr": 0.25}) == "+0.2500"
     assert _ahr_change({"ahr_a": None, "ahr_b": None, "d_ahr": None}) == "—"
+
+
+def test_two_imported_runs_are_not_said_to_be_unfinished(tmp_path):
+    """Every import was warned of as "imported: not every sample was recorded"."""
+    data = TEST_DATA / "report"
+    root = tmp_path / "s"
+    for run_id, traces in (("a", "traces_a.jsonl"), ("b", "traces_b.jsonl")):
+        made = cli("import", "--dataset", data / "dataset.json", "--tools",
+                   TEST_DATA / "tools_shop.json", "--traces", data / traces, "--run-id", run_id,
+                   "--store", root)  # fmt: skip
+        assert made.exit_code == 0, made.output
+    result = cli("diff", "a", "b", "--store", root)
+    assert result.exit_code == 0, result.output
+    assert "not every sample was recorded" not in result.output
