@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Use tcbreplay from Python: import two runs of traces, score them, ask SQL questions of the
 store, and compare the runs, as the command line does.
 

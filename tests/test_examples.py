@@ -20,7 +20,7 @@ REPORT = (DATA / "report/dataset.json", DATA / "tools_shop.json",
 def run_example(name: str, *args: Path, cwd: Path) -> str:
     """Run ``examples/NAME`` in ``cwd``, whose ./traces is the store; its stdout."""
     script = EXAMPLES / name
-    command = [sys.executable, script] if script.suffix == ".py" else ["bash", script]
+    command = [script]  # run as the docs show it (examples/NAME ...): by its #! line
     env = {
         **os.environ,
         # the tcbreplay of this environment, as a user's activated virtualenv gives it

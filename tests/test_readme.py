@@ -44,6 +44,24 @@ def test_the_two_commands_show_the_demo_numbers():
     assert "tp   trajectory precision        │ 0.9411 │ 0.9410925363053021" in TEXT
 
 
+@pytest.mark.slow  # records the whole demo (94 samples)
+def test_the_score_output_shown_is_what_score_prints(tmp_path):
+    """Every line the README shows `score demo-sim` print, as it prints it (a row it gained,
+    covered, was missing from the page)."""
+    from helpers import cli
+
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=7", "--run-id", "demo-sim", "--quiet",
+               "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    printed = cli("score", "demo-sim", "--store", store)
+    assert printed.exit_code == 0, printed.output
+    block = TEXT.split("$ tcbreplay score demo-sim\n", 1)[1].split("\n```", 1)[0]
+    shown = [line.rstrip() for line in block.splitlines()]
+    actual = [line.rstrip().replace(str(store), "traces") for line in printed.output.splitlines()]
+    assert actual == shown
+
+
 def test_the_import_table_names_every_dialect():
     from tcbreplay._cli import main
 
