@@ -85,7 +85,10 @@ class _ImportCommand(KnownCommand):
     "from the actions its simulations were checked against (reward_info.action_checks).",
 )
 @click.option(
-    "--model", "model_label", help="Label of the model that produced the traces (default: unknown)."
+    "--model",
+    "model_label",
+    help="Label of the model that produced the traces (default: the model the traces name, "
+    "else unknown).",
 )
 @click.option(
     "--sample-by",

@@ -24,7 +24,7 @@ from typing import Any
 
 from tcbreplay import _json
 from tcbreplay._importers.openai import to_openai
-from tcbreplay._store.export import run_traces
+from tcbreplay._store.export import check_run, run_traces
 from tcbreplay._store.files import json_text, staged
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DATASET, MANIFEST
@@ -37,7 +37,11 @@ TOOLS = "tools.json"
 
 
 def export_traces(
-    run: Run, out_dir: Path, fmt: str = "langchain", *, error: type[TcbReplayError] = InputError
+    run: Run,
+    out_dir: str | Path,
+    fmt: str = "langchain",
+    *,
+    error: type[TcbReplayError] = InputError,
 ) -> list[Path]:
     """Write the run's traces (in ``fmt``), dataset, tools and manifest into ``out_dir``, all
     under temporary names until every one is whole.
@@ -46,6 +50,8 @@ def export_traces(
     (:data:`tcbreplay._store.export.SLICE_SAMPLES`); the dataset is held whole, as text.
     Python's cycle collector is off meanwhile (the values read hold no cycles; see
     :func:`tcbreplay._json.collector_paused`)."""
+    check_run(run, "export_traces")
+    out_dir = Path(out_dir)
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     # not deleted (record --overwrite) while it is read

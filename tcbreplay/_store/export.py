@@ -51,8 +51,16 @@ Bounds = tuple[int | None, int | None]
 _UNNUMBERED: Bounds = (None, None)
 
 
+def check_run(run: Any, function: str) -> None:
+    """Refuse what is no :class:`Run` (a run id given for one) in one line."""
+    if not isinstance(run, Run):
+        raise InputError(
+            f"{function}: takes a run (store.open_run(run_id)), not {type(run).__name__} {run!r}"
+        )
+
+
 def export_jsonl(
-    run: Run, out_dir: Path, *, error: type[TcbReplayError] = InputError
+    run: Run, out_dir: str | Path, *, error: type[TcbReplayError] = InputError
 ) -> list[Path]:
     """Write the run's samples and messages as JSONL files beside a copy of the manifest.
 
@@ -61,6 +69,8 @@ def export_jsonl(
     to write is ``error`` (``out_dir`` is the user's choice; StoreError inside the store).
     Samples keep the file's order, messages go in sample order and position (whatever the
     file's row groups), a slice of samples at a time."""
+    check_run(run, "export_jsonl")
+    out_dir = Path(out_dir)
     with run.reading():  # not deleted (record --overwrite) while it is read
         hint = partial(_unfinished_hint, run)
         # both opened before anything is written

@@ -201,3 +201,22 @@ def test_values_orjson_would_write_otherwise_come_back_as_they_were(tmp_path):
     )
     again = export_and_import(root, "x", "langchain", tmp_path)
     assert message_hashes(again, "x") == message_hashes(root, "x")
+
+
+def test_the_library_exports_take_a_run_and_a_folder_as_text(sim_run, tmp_path):
+    """A run id given for the run was an AttributeError, a folder as text a TypeError."""
+    from tcbreplay import export_jsonl, export_traces
+    from tcbreplay.errors import InputError
+
+    store, run_id = sim_run
+    for export in (export_traces, export_jsonl):
+        with pytest.raises(InputError, match=r"takes a run \(store.open_run\(run_id\)\), not str"):
+            export(run_id, str(tmp_path / "x"))
+    written = export_traces(store.open_run(run_id), str(tmp_path / "out"))
+    assert [p.name for p in written] == ["traces.jsonl", "dataset.jsonl", "tools.json",
+                                         "manifest.json"]  # fmt: skip
+    assert [p.name for p in export_jsonl(store.open_run(run_id), str(tmp_path / "j"))] == [
+        "samples.jsonl",
+        "messages.jsonl",
+        "manifest.json",
+    ]
