@@ -56,6 +56,13 @@ def _none_fits(file: TraceFile, verdicts: dict[str, Sniff]) -> TraceError:
     close = [v for v in verdicts.values() if v.close]
     if len(close) == 1:
         return TraceError(f"{file.name}: cannot tell its format: {close[0].reason}", hint=hint)
-    lines = [f"{file.name}: cannot tell its format: no dialect fits it"]
-    lines += [f"  {name}: {v.reason}" for name, v in verdicts.items()]
-    return TraceError("\n".join(lines), hint=hint)
+    if not file.data.strip():
+        return TraceError(f"{file.name}: it is empty: no traces to import")
+    # one line: each reason once, after the dialects that gave it
+    by_reason: dict[str, list[str]] = {}
+    for name, v in verdicts.items():
+        by_reason.setdefault(v.reason, []).append(name)
+    reasons = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
+    return TraceError(
+        f"{file.name}: cannot tell its format: no dialect fits it ({reasons})", hint=hint
+    )

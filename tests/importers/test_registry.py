@@ -136,5 +136,5 @@ def test_a_registered_dialect_is_in_the_help_and_in_every_refusal(fake, tmp_path
     notes.write_text("hello\n")
     result = cli("import", "--traces", notes, "--run-id", "x", "--store", tmp_path / "s")
     assert result.exit_code == 2
-    assert "Error:   fake: it does not start with FAKE" in result.stderr.splitlines()
+    assert "; fake: it does not start with FAKE)" in result.stderr.splitlines()[0]
     assert result.stderr.splitlines()[-1].endswith(", bfcl, fake)")
