@@ -92,7 +92,7 @@ class Validity:
 
 def validity_runs(
     store: Store,
-    run_ids: list[str],
+    run_ids: list[str] | str,
     *,
     outcome: str | None = None,
     scoring: str | None = None,
@@ -106,8 +106,13 @@ def validity_runs(
         raise InputError(f"--bootstrap {n_boot}: give 1 to {MAX_BOOT}")
     if seed < 0:
         raise InputError(f"--seed {seed}: must be 0 or more")
+    if isinstance(run_ids, str):  # one run, not its letters
+        run_ids = [run_ids]
     if not run_ids:
         raise InputError("name at least one run")
+    named = [r for r in dict.fromkeys(run_ids) if run_ids.count(r) > 1]
+    if named:  # (report refuses it alike)
+        raise InputError(f"run {named[0]!r} is named twice")
     out = []
     for run_id in run_ids:
         run = store.open_run(run_id)

@@ -160,14 +160,14 @@ def test_tau_bench_table_and_csv(tau_store):
     assert "tau: outcome reward >= 1  (scoring spec)" in table.stdout
     assert "20 trials with an outcome (7 true, 13 false), 0 without, of 5 samples" in table.stdout
     assert "pass^k outcome" in table.stdout
-    csv = cli("validity", "tau", "tau", "--store", tau_store, "--format", "csv").stdout
+    csv = cli("validity", "tau", "--store", tau_store, "--format", "csv").stdout
     lines = csv.splitlines()
     assert lines[0].startswith("run_id,scoring,outcome,metric,orientation,n,")
-    assert len(lines) == 1 + 2 * 7  # two runs, seven metrics each
-    both = json.loads(
-        cli("validity", "tau", "tau", "--store", tau_store, "--format", "json").stdout
-    )
-    assert [b["run_id"] for b in both] == ["tau", "tau"]
+    assert len(lines) == 1 + 7  # seven metrics
+    one = json.loads(cli("validity", "tau", "--store", tau_store, "--format", "json").stdout)
+    assert one["run_id"] == "tau"  # one run: its object
+    twice = cli("validity", "tau", "tau", "--store", tau_store)  # printed twice, as report refuses
+    assert twice.exit_code == 2 and twice.stderr.startswith("Error: run 'tau' is named twice")
 
 
 def test_an_outcome_expression_and_a_bare_field(tau_store):
