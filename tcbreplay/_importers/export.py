@@ -51,7 +51,7 @@ def export_traces(
     Python's cycle collector is off meanwhile (the values read hold no cycles; see
     :func:`tcbreplay._json.collector_paused`)."""
     check_run(run, "export_traces")
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir) if isinstance(out_dir, str) else out_dir  # (a URL's path stays)
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     # not deleted (record --overwrite) while it is read

@@ -70,7 +70,7 @@ def export_jsonl(
     Samples keep the file's order, messages go in sample order and position (whatever the
     file's row groups), a slice of samples at a time."""
     check_run(run, "export_jsonl")
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir) if isinstance(out_dir, str) else out_dir  # (a URL's path stays)
     with run.reading():  # not deleted (record --overwrite) while it is read
         hint = partial(_unfinished_hint, run)
         # both opened before anything is written
