@@ -104,7 +104,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
         text = _pattern(secret).sub(REDACTED, text)
     text = _AUTH_IN_TEXT.sub(_credential, text)
-    text = _NAMED_VALUE.sub(_named_value, text)
+    text = _named_values(text)
     return _KEY_FORMS.sub(REDACTED, text)
 
 
@@ -183,7 +183,7 @@ def scrub(name: str, value: Any) -> Any:
 # what may follow one before its value, and the characters of a name
 _NAME_WORDS = ("key", "token", "secret", "pass", "pwd", "credential", "auth", "cookie", "bearer",
                "sig", "sessionid")  # fmt: skip
-_BEFORE_VALUE = re.compile(r"[a-z]{0,8}\\?[\"']?\s*[:=]")
+_BEFORE_VALUE = re.compile(r"[a-z]{0,10}\\?[\"']?\s*[:=]")  # (auth, then "orization")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 

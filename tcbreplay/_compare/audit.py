@@ -17,9 +17,10 @@ import polars as pl
 
 from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, ScoresCheck
 from tcbreplay._compare.replay_audit import verify_replay
-from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, written_sha256
+from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
 from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_summary, scoring_file_batches
+from tcbreplay._store.files import written_sha256
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
@@ -101,7 +102,9 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         report.differences += [Difference("replay", *item) for item in found]
     digests = {name: _hash_now(run.dir / name) for name in AUDITED_FILES}
     report.changed_since_written = [  # rows changed by hand (and maybe scored since)
-        name for name, digest in digests.items() if written_sha256(run, name) not in (None, digest)
+        name
+        for name, digest in digests.items()
+        if written_sha256(run.manifest, name) not in (None, digest)
     ]
     for folder in folders:
         stored_summary, options = read_summary(run, folder)

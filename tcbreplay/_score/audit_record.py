@@ -13,6 +13,7 @@ import polars as pl
 
 from tcbreplay import _json
 from tcbreplay._store import objects
+from tcbreplay._store.files import not_written, written_sha256
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DEFAULT_SCORER, MANIFEST, MESSAGES, SAMPLES
 from tcbreplay._store.views import queries_dir
@@ -83,23 +84,11 @@ def input_sha256(
     return sha256_file(path), now
 
 
-def written_sha256(run: Run, name: str) -> str | None:
-    """The sha256 the run's manifest recorded for its file ``name`` when it wrote it (None
-    for a run that recorded none: an import, an older version)."""
-    known = (run.manifest.get("files") or {}).get(name)
-    digest = known.get("sha256") if isinstance(known, dict) else None
-    return digest if isinstance(digest, str) else None
-
-
 def check_written(run: Run, name: str, digest: str) -> None:
     """Refuse a data file whose sha256 is not the one the run wrote (a copy of the store
     keeps it): rows removed or changed by hand would be scored as if recorded."""
-    if written_sha256(run, name) not in (None, digest):
-        raise StoreError(
-            f"{run.dir / name}: not the file the run wrote (its sha256 is not the one "
-            f"{MANIFEST} recorded): it was changed or replaced since; restore it, or record "
-            "the run again"
-        )
+    if written_sha256(run.manifest, name) not in (None, digest):
+        raise not_written(run.dir / name)
 
 
 def earlier_audit(folder: Path) -> dict[str, Any] | None:

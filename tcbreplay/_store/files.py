@@ -292,6 +292,24 @@ def output_target(path: Path) -> tuple[Path, bool]:
     return Path(os.path.realpath(path)), False
 
 
+def written_sha256(manifest: dict[str, Any], name: str) -> str | None:
+    """The sha256 a run's ``manifest`` recorded for its data file ``name`` when the run wrote
+    it (None for a run that recorded none: an import, an older version)."""
+    files = manifest.get("files")
+    known = files.get(name) if isinstance(files, dict) else None
+    digest = known.get("sha256") if isinstance(known, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def not_written(path: Path) -> StoreError:
+    """The error for a run's data file whose sha256 is not the one its manifest recorded."""
+    return StoreError(
+        f"{path}: not the file the run wrote (its sha256 is not the one manifest.json "
+        "recorded): it was changed or replaced since; restore it, or record the run again "
+        "with --overwrite"
+    )
+
+
 def file_record(path: Path) -> dict[str, Any]:
     """sha256, size and modification time of a file, as the manifest keeps them."""
     import hashlib

@@ -14,9 +14,11 @@ from typing import Any
 
 from tcbreplay._store.files import (
     file_record,
+    not_written,
     write_error,
     write_json_atomic,
     writing,
+    written_sha256,
 )
 from tcbreplay._store.journal import ChunkJournal
 from tcbreplay._store.locks import (
@@ -46,7 +48,6 @@ from tcbreplay._store.schema import (
 from tcbreplay.errors import (
     InputError,
     RunLockedError,
-    StoreError,
     TcbReplayError,
 )
 
@@ -201,21 +202,17 @@ class RunWriter:
         changed by hand): the fold would keep them, and record their hash as the run's own.
         A file of the version the manifest recorded is not read; another (a copied store)
         is hashed."""
-        known = self.manifest.get("files")
-        files = known if isinstance(known, dict) else {}
+        manifest = self.manifest
         for name in DATA_FILES:
-            path, entry = self.dir / name, files.get(name)
-            if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            path, recorded = self.dir / name, written_sha256(manifest, name)
+            if recorded is None:
                 continue
+            known = manifest["files"][name]
             with writing(path, hint=WRITABLE_HINT):
-                unchanged = not path.exists() or same_version(entry, version(path))
-                digest = entry["sha256"] if unchanged else file_record(path)["sha256"]
-            if digest != entry["sha256"]:
-                raise StoreError(
-                    f"{path}: not the file the run wrote (its sha256 is not the one "
-                    f"{MANIFEST} recorded): it was changed or replaced since; restore it, "
-                    "or record the run again with --overwrite"
-                )
+                unchanged = not path.exists() or same_version(known, version(path))
+                digest = recorded if unchanged else file_record(path)["sha256"]
+            if digest != recorded:
+                raise not_written(path)
 
     def discard(self) -> None:
         """Remove the run (one this writer made and could not finish), then release it."""

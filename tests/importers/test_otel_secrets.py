@@ -160,3 +160,11 @@ def test_a_model_name_with_a_key_is_kept_without_it_and_refused_as_an_option(tmp
     assert refused.exit_code != 0 and INVOKE_KEY not in refused.output
     assert "secrets are not accepted" in refused.output
     assert not (store / "given").exists()
+
+
+def test_a_long_secret_name_before_its_value_is_found_in_a_text():
+    """The quick look for a secret's name allowed 8 letters after its word: authorization
+    (auth, then 9) went unredacted."""
+    assert scrub("note", "authorization=abcdef123456") == "authorization=[redacted]"
+    assert scrub("note", "Passphrase: hunter2hunter2") == "Passphrase: [redacted]"
+    assert scrub("note", "KeyError: something went wrong") == "KeyError: something went wrong"
