@@ -19,7 +19,9 @@ from typing import Any
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
 
+# besides every 5xx but 501 and 505 (Cloudflare's 520-524, Anthropic's 529 overloaded)
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_NOT_TRANSIENT_5XX = frozenset({501, 505})
 _TRANSIENT_NAMES = frozenset(
     {"ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
      "RemoteProtocolError", "ReadError", "WriteError", "ServerError", "ServerDisconnectedError",
@@ -56,8 +58,8 @@ def status_code(exc: BaseException) -> int | None:
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
     code = status_code(exc)
-    if code is not None:
-        return code in TRANSIENT_STATUS
+    if code is not None and not 200 <= code < 300:  # (a 2xx whose reply could not be read: below)
+        return code in TRANSIENT_STATUS or (500 <= code < 600 and code not in _NOT_TRANSIENT_5XX)
     for e in _chain(exc):
         if getattr(e, "transient", False) or isinstance(e, (TimeoutError, ConnectionError)):
             return True

@@ -441,3 +441,42 @@ def test_a_run_that_cannot_be_resumed_is_left_as_it_was(sim_copy, case, how, cod
     where = f"{root / run_id / case}: " if case.endswith(".parquet") else f"run {run_id!r} "
     assert errors[0].startswith(f"Error: {where}"), errors
     assert snapshot(root) == before
+
+
+def _sdk_error(kind: str, status: int) -> Exception:
+    """An exception of a provider SDK's own type for an HTTP status, as its client raises it."""
+    import httpx
+
+    response = httpx.Response(status, request=httpx.Request("POST", "http://127.0.0.1:1/v1"))
+    if kind == "openai":
+        import openai
+
+        return openai.APIStatusError(f"Error code: {status}", response=response, body=None)
+    import anthropic
+
+    return anthropic.APIStatusError(f"Error code: {status}", response=response, body=None)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    ("status", "transient"),
+    [(529, True), (520, True), (522, True), (524, True), (501, False), (400, False)],
+)
+def test_every_5xx_but_501_and_505_is_transient(kind, status, transient):
+    """Anthropic's 529 (overloaded) and Cloudflare's 52x failed a sample at once."""
+    assert is_transient(_sdk_error(kind, status)) is transient
+
+
+def test_a_200_whose_body_is_no_json_is_transient():
+    """langchain-openai gives the 200 response with the JSONDecodeError: the status was
+    taken for the verdict (not transient), and one proxy blip failed the sample."""
+    import json
+
+    import httpx
+
+    try:
+        json.loads("<html>502 Bad Gateway</html>")
+    except json.JSONDecodeError as exc:
+        exc.response = httpx.Response(200, request=httpx.Request("POST", "http://127.0.0.1:1"))
+        assert is_transient(exc)
+    assert not is_transient(_sdk_error("openai", 404))
