@@ -306,15 +306,23 @@ def record(
     _finish(summary, fmt, store, selection, budget, export_jsonl)
 
 
-def _kept(summary, selection) -> str:
-    """How many samples an interrupted recording keeps, of those it asked for (``selection``:
-    its ``limit`` and ``sample_ids``) when it asked for some."""
+def _asked(summary, selection) -> int | None:
+    """How many samples (and trials) a recording asked for (``selection``: its ``limit``
+    and ``sample_ids``); None when it asked for the whole dataset."""
     limit, ids = selection.get("limit"), selection.get("sample_ids")
     if limit is None and not ids:
-        return f"{summary.recorded}/{summary.total} samples"
+        return None
     trials = max(summary.trials, 1)
     entries = len(ids) if ids else summary.total // trials
-    asked = min(entries, limit if limit is not None else entries) * trials
+    return min(entries, limit if limit is not None else entries) * trials
+
+
+def _kept(summary, selection) -> str:
+    """How many samples an interrupted recording keeps, of those it asked for when it asked
+    for some."""
+    asked = _asked(summary, selection)
+    if asked is None:
+        return f"{summary.recorded}/{summary.total} samples"
     return f"{summary.recorded}/{asked} samples asked for ({summary.total} in the dataset)"
 
 
@@ -351,7 +359,7 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
             "nothing to record (--overwrite records it again)"
         )
     else:
-        lines.append(_summary_line(summary))
+        lines.append(_summary_line(summary, selection))
     if not failed:
         if summary.errors:
             kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
@@ -390,8 +398,9 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
     emit(summary_output(summary, lines), fmt)
 
 
-def _summary_line(summary) -> str:
-    """One line: what the run holds and what this recording did."""
+def _summary_line(summary, selection) -> str:
+    """One line: what the run holds and what this recording did (``selection``: what it
+    asked for)."""
     sim = " (simulated model)" if summary.simulated else ""
     tokens = ""
     if summary.input_tokens is not None or summary.output_tokens is not None:
@@ -408,7 +417,13 @@ def _summary_line(summary) -> str:
                 f" in the dataset, {summary.trials} trials each)"
             )
     elif summary.status == "failed":
+        asked = _asked(summary, selection)
         held = f"{summary.ok}/{summary.total} ok (stopped)"
+        if asked is not None:
+            held = (
+                f"{summary.ok}/{asked} ok of those asked for (stopped; {summary.total} in the "
+                "dataset)"
+            )
     elif summary.sharding is not None:  # a shard: what the run holds is said below
         held = f"{summary.ok} ok" + (" so far" if summary.status == "recording" else "")
     elif summary.status == "recording":  # a shard done, others not yet

@@ -31,3 +31,21 @@ from tcbreplay._cli.record import _kept
 def test_an_interruption_counts_the_samples_asked_for(selection, trials, said):
     summary = SimpleNamespace(recorded=6, total=94 * trials, trials=trials)
     assert _kept(summary, selection) == said
+
+
+def test_a_stopped_recording_counts_the_samples_asked_for():
+    """A --limit 5 run stopped on a 401 said "0/94 ok (stopped)"."""
+    from tcbreplay._cli.record import _summary_line
+
+    summary = SimpleNamespace(
+        run_id="r", simulated=False, input_tokens=None, output_tokens=None, ok=0, total=94,
+        status="failed", trials=1, recorded=3, sharding=None, errors=3, retries=0, attempted=3,
+        duration_s=0.4, run_dir="traces/r",
+    )  # fmt: skip
+    line = _summary_line(summary, {"limit": 5, "sample_ids": []})
+    assert line.startswith(
+        "run r: 0/5 ok of those asked for (stopped; 94 in the dataset), 3 errors"
+    )
+    assert _summary_line(summary, {"limit": None, "sample_ids": []}).startswith(
+        "run r: 0/94 ok (stopped), "
+    )
