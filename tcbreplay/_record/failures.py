@@ -120,9 +120,13 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
         if stop.failed > 1
         else "the first sample failed after its retries"
     )
-    return f"no model call was answered: {first} ({error}): " + _unanswered_fix(
-        stop.outcome.error or "", base_url
-    )
+    answered = _SERVER_ERROR.search(stop.outcome.error or "")  # answered, with errors
+    what = "no model call succeeded" if answered else "no model call was answered"
+    return f"{what}: {first} ({error}): " + _unanswered_fix(stop.outcome.error or "", base_url)
+
+
+# an error a provider's server answered with (a 5xx, overloaded, unavailable)
+_SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
 
 
 def _unanswered_fix(error: str, base_url: str | None) -> str:
@@ -135,6 +139,11 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
         return "rate limited: set --max-rpm or --max-tpm, or lower --workers"
     if re.search(r"\b400\b|INVALID_ARGUMENT|invalid", error, re.I):
         return "the provider refuses the request: check --model and --model-option settings"
+    if _SERVER_ERROR.search(error):
+        return (
+            "the provider answered with server errors: try again later (the same command, or "
+            "--retry-errors), or raise --retries and --backoff"
+        )
     where = base_url or "the provider"
     return (
         f"check that {where} can be reached (--model-option base_url=... for a proxy or a "

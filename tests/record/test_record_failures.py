@@ -226,7 +226,9 @@ def test_the_sim_failing_every_call_stops_after_its_first_wave(tmp_path):
         )  # fmt: skip
         assert result.exit_code == 1, result.output
         (error,) = _errors(result)
-        assert "no model call was answered: the first 4 samples failed after their retries" in error
+        # (the sim's fault is a 503: answered, with a server error)
+        assert "no model call succeeded: the first 4 samples failed after their retries" in error
+        assert "the provider answered with server errors: try again later" in error
         assert "SimTransientError" in error
         assert len(_rows(store)) < 94
 

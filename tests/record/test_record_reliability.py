@@ -480,3 +480,15 @@ def test_a_200_whose_body_is_no_json_is_transient():
         exc.response = httpx.Response(200, request=httpx.Request("POST", "http://127.0.0.1:1"))
         assert is_transient(exc)
     assert not is_transient(_sdk_error("openai", 404))
+
+
+def test_a_stop_on_server_errors_does_not_blame_reaching_the_server():
+    """Every first call answered 503: the stop said to check the endpoint could be reached."""
+    from tcbreplay._record.failures import _unanswered_fix
+
+    answered = _unanswered_fix("OpenAIAPIError: Error code: 503 - overloaded", "http://h/v1")
+    assert answered.startswith("the provider answered with server errors: try again later")
+    overloaded = _unanswered_fix("AnthropicOverloadedError: Overloaded", None)
+    assert "can be reached" not in overloaded
+    unreached = _unanswered_fix("APIConnectionError: Connection error.", "http://h/v1")
+    assert unreached.startswith("check that http://h/v1 can be reached")
