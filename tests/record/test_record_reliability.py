@@ -62,7 +62,7 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path):
         result = CliRunner().invoke(main, ["score", "k", "--store", str(store_dir), *extra])
         assert result.exit_code == 1
         assert result.stderr.splitlines() == [
-            f"Error: run 'k' has no stored samples yet (status recording): {kept} finished "
+            f"Error: run 'k' has no stored samples yet (status interrupted): {kept} finished "
             "samples wait in journal.jsonl, which `record --resume` folds into the Parquet "
             "files that scoring reads",
             f"Hint: finish it with: tcbreplay record --resume k --store {store_dir}",
