@@ -450,24 +450,38 @@ _URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 INPUT_FILE = InputFile()
 
 
+class Stopped:
+    """How a block under :func:`sigterm_as_ctrl_c` was stopped: the exit code a stopped
+    command gives is the shell's for that signal (128 + its number: 130 for Ctrl-C, 143 for
+    SIGTERM), so that a scheduler sees which of the two it was."""
+
+    signal: int = signal.SIGINT
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(self.signal)
+
+
 @contextmanager
-def sigterm_as_ctrl_c() -> Iterator[None]:
+def sigterm_as_ctrl_c() -> Iterator[Stopped]:
     """SIGTERM taken as Ctrl-C for the block (a KeyboardInterrupt in the main thread): what
     Kubernetes, Slurm and job arrays send to stop a job, which then stops as it does on
     Ctrl-C (what it finished kept, its lock let go) instead of dying at once. (Only the main
     thread may set a handler: a command invoked from another keeps the one it has.)"""
+    stopped = Stopped()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stopped
         return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        stopped.signal = signum
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield
+        yield stopped
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

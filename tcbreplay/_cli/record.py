@@ -271,7 +271,9 @@ def record(
     label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")
     progress = Progress(label, quiet=quiet)
     try:
-        with sigterm_as_ctrl_c():  # a job stopped by its scheduler keeps what it finished
+        with (
+            sigterm_as_ctrl_c() as stopped
+        ):  # a job stopped by its scheduler keeps what it finished
             summary = record_run(
                 inputs,
                 choice,
@@ -295,7 +297,7 @@ def record(
         click.echo(f"Interrupted: kept {_kept(s, selection)} in {s.run_dir}", err=True)
         again = shard_command(Run(store_root(s.run_dir)), shard_, selection)
         click.echo(f"Hint: continue with: {again}", err=True)
-        sys.exit(130)
+        sys.exit(stopped.exit_code)
     except RecordError as failed:
         progress.close()
         if failed.summary is not None:

@@ -16,6 +16,7 @@ from tcbreplay._cli.common import (
     emit,
     main,
     options_dict,
+    sigterm_as_ctrl_c,
 )
 
 
@@ -88,31 +89,32 @@ def replay(
     }
     progress = Progress(f"replaying {run_id}", quiet=quiet)
     try:
-        summary = replay_run(
-            Store(store),
-            run_id,
-            new_run_id=new_run_id,
-            system_prompt=system_prompt,
-            tools=tools,
-            dataset=dataset,
-            agent=agent,
-            then=then,
-            then_options=options_dict(model_options, "--model-option"),
-            fork_at=fork_at,
-            recorded_tools=recorded_tools,
-            offline=offline,
-            options=given,
-            progress=progress,
-            overwrite=overwrite,
-            limit=limit,
-            sample_ids=sample_ids or None,
-        )
+        with sigterm_as_ctrl_c() as stopped:  # a job stopped by its scheduler keeps its samples
+            summary = replay_run(
+                Store(store),
+                run_id,
+                new_run_id=new_run_id,
+                system_prompt=system_prompt,
+                tools=tools,
+                dataset=dataset,
+                agent=agent,
+                then=then,
+                then_options=options_dict(model_options, "--model-option"),
+                fork_at=fork_at,
+                recorded_tools=recorded_tools,
+                offline=offline,
+                options=given,
+                progress=progress,
+                overwrite=overwrite,
+                limit=limit,
+                sample_ids=sample_ids or None,
+            )
     except RecordInterrupted as stop:
         progress.close()
         s = stop.summary
         click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
         click.echo(f"Hint: continue with: {Run(Path(s.run_dir)).resume_command()}", err=True)
-        sys.exit(130)
+        sys.exit(stopped.exit_code)
     finally:
         progress.close()
     emit(replay_output(summary, store), fmt)

@@ -97,8 +97,10 @@ def test_sigterm_is_ctrl_c_in_the_block_and_left_as_it_was_after():
     from tcbreplay._cli.common import sigterm_as_ctrl_c
 
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(KeyboardInterrupt), sigterm_as_ctrl_c():
+    with pytest.raises(KeyboardInterrupt), sigterm_as_ctrl_c() as stopped:
+        assert stopped.exit_code == 130  # not stopped yet: Ctrl-C's code
         signal.raise_signal(signal.SIGTERM)
+    assert stopped.exit_code == 143  # the shell's code for SIGTERM: a scheduler sees which
     assert signal.getsignal(signal.SIGTERM) == before
     seen: list[object] = []
 

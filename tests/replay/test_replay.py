@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
-from helpers import TEST_DATA, cli
+from helpers import TEST_DATA, cli, cli_process, journal_lines, wait_for
 
 from tcbreplay._replay.fingerprint import message_hashes
 from tcbreplay._replay.run import replay_run
@@ -583,3 +584,20 @@ def test_each_trial_is_answered_by_its_own_recording(tmp_path):
     # the trials differ: a replay that answered every trial with one trial's turns would not
     # give the parent's calls
     assert len({json.dumps(v) for v in by_trial.values()}) > 1
+
+
+@pytest.mark.slow
+def test_a_replay_stopped_by_its_scheduler_keeps_its_samples_and_exits_143(root, tmp_path):
+    # forked at turn 0 onto a slow live model: still going when SIGTERM comes
+    store = tmp_path / "traces"
+    shutil.copytree(root / PARENT, store / PARENT)
+    slow = "sim:seed=11,latency=0.3"
+    proc = cli_process("replay", PARENT, "--run-id", "stopped", "--fork-at", "0", "--then", slow,
+                       "--workers", "2", "--store", str(store))  # fmt: skip
+    wait_for(lambda: journal_lines(store / "stopped") >= 3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err  # a scheduler's stop, as a shell reports it
+    assert "Interrupted: kept" in err and "Traceback" not in err
+    manifest = json.loads((store / "stopped" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
