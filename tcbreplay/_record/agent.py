@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
-from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient
+from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient, too_long_a_wait
 
 
 @dataclass
@@ -29,6 +29,8 @@ class SampleState:
     errors: list[str] = field(default_factory=list)
     answered: int = 0  # model calls answered
     model_error: BaseException | None = None  # the model call's failure that ended the sample
+    # the provider asked to wait longer than retries wait (seconds): the run stops
+    asked_wait: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,11 @@ def _middleware(policy: CallPolicy) -> Any:
                         exc = CallTimeout(
                             f"model call did not answer within {policy.call_timeout:g} s"
                         )
-                    if attempt > policy.retries or not is_transient(exc):
+                    too_long = too_long_a_wait(exc, policy.clock)
+                    if attempt > policy.retries or not is_transient(exc) or too_long:
                         if state is not None:
                             state.model_error = exc
+                            state.asked_wait = too_long
                         if exc is caught:
                             raise
                         raise exc from caught

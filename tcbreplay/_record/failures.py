@@ -1,7 +1,8 @@
 """When a recording stops early, and how many samples left in error a recording may end with.
 
 Errors that retrying cannot fix stop the run at the first one: the provider refused the key
-(authentication), the key may not use the model (permission), or the model does not exist.
+(authentication), the key may not use the model (permission), the model does not exist, or
+the provider asks to wait longer than retries wait (a quota used up for the hour or the day).
 A run none of whose model calls was ever answered stops once a whole first wave of samples
 (one per worker) has failed after its retries: an unreachable host, a wrong base URL, a
 request every sample gets wrong. What was finished stays stored, and the run can be resumed.
@@ -14,12 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._record.retry import status_code
+from tcbreplay._record.retry import MAX_DELAY, status_code
 from tcbreplay.errors import InputError
 
 AUTHENTICATION = "authentication"
 PERMISSION = "permission"
 UNKNOWN_MODEL = "unknown model"
+LONG_WAIT = "long wait"
 # every sample of the first wave failed before any model call was answered
 UNANSWERED = "unanswered"
 
@@ -37,6 +39,7 @@ class Outcome:
     answered: bool  # some model call of the sample was answered
     stop: str | None = None  # why the whole run must stop (AUTHENTICATION, ...)
     error: str | None = None  # "ErrorType: message", one line, redacted
+    wait: float | None = None  # LONG_WAIT: the seconds the provider asked to wait
 
 
 def stop_reason(exc: BaseException) -> str | None:
@@ -110,6 +113,12 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
         return (
             f"the API key may not use {choice.id} ({error}): set {key} to a key with access "
             "to it, or choose another --model"
+        )
+    if stop.reason == LONG_WAIT:
+        return (
+            f"the provider asks to wait {stop.outcome.wait or MAX_DELAY:,.0f} s before the next "
+            f"call, longer than retries wait ({MAX_DELAY:.0f} s): a quota is used up ({error}); "
+            "continue once it is over, or set --max-rpm/--max-tpm below it"
         )
     if stop.reason == UNKNOWN_MODEL:
         where = f" at {base_url}" if base_url else ""

@@ -114,6 +114,13 @@ def _retry_info(details: Any) -> float | None:
     return None
 
 
+def too_long_a_wait(exc: BaseException, clock: Clock = SYSTEM_CLOCK) -> float | None:
+    """The wait the provider asked for, when it is longer than retries wait (MAX_DELAY): a
+    quota used up for the hour or the day, which a retry two minutes later only spends."""
+    asked = retry_after(exc, clock)
+    return asked if asked is not None and asked > MAX_DELAY else None
+
+
 def backoff_delay(
     base: float, attempt: int, exc: BaseException | None = None, clock: Clock = SYSTEM_CLOCK
 ) -> float:

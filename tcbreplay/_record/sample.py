@@ -10,7 +10,7 @@ from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import SampleState, current_sample
-from tcbreplay._record.failures import Outcome, stop_reason
+from tcbreplay._record.failures import LONG_WAIT, Outcome, stop_reason
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
@@ -71,12 +71,13 @@ async def run_sample(
     # only a model call's failure can stop the run, never a tool's or the sample's deadline
     stop = None
     if error is not None and state.model_error is not None:
-        stop = stop_reason(state.model_error)
+        stop = LONG_WAIT if state.asked_wait else stop_reason(state.model_error)
     outcome = Outcome(
         status=record["status"],
         answered=state.answered > 0,
         stop=stop,
         error=None if error is None else f"{record['error_type']}: {record['error']}",
+        wait=state.asked_wait if stop == LONG_WAIT else None,
     )
     return record, outcome
 

@@ -237,6 +237,22 @@ def test_retry_after_is_honoured(gemini):
     assert second.at - first.at >= 0.95  # backoff alone would be ~0.01 s
 
 
+def test_a_wait_longer_than_retries_wait_stops_the_run_without_retrying(gemini):
+    """A used-up quota's 429 asks for an hour: a retry two minutes later would only be
+    refused again, so the run stops at once and says when to run it again."""
+    server, inputs, store = gemini
+    server.inject(Fault.rate_limit(retry_after=3600))
+    with pytest.raises(
+        RecordError,
+        match=r"asks to wait 3,600 s .* longer than retries wait "
+        r"\(120 s\): a quota is used up .*429.*continue once it is over",
+    ):
+        _gemini_record(server, inputs, store, retries=5, backoff=0.01)
+    assert len(server.requests) == 1  # not retried
+    (row,) = _samples(store.run_dir("g"))
+    assert row["status"] == "error" and row["attempts"] == 1
+
+
 def test_hung_model_call_is_retried_after_call_timeout(gemini):
     server, inputs, store = gemini
     server.inject(Fault.hang(20), requests=[1])
