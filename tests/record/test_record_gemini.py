@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -357,6 +359,22 @@ def test_transient_error_then_success_is_retried(dataset, server, store, key, fa
     # only the successful attempt's messages are stored
     types = [r["type"] for r in _messages(summary.run_dir)["seq"]]
     assert types == ["human", "ai", "tool", "ai", "tool", "ai"]
+
+
+def test_a_retried_server_error_prints_nothing_under_quiet(dataset, server, key, tmp_path):
+    # langchain_core left a coroutine of google-genai's aiohttp response never awaited on
+    # every failed call, and Python printed a RuntimeWarning for it past --quiet
+    server.inject(Fault.error(503), input=SEQ, times=1)
+    done = subprocess.run(
+        [sys.executable, "-m", "tcbreplay", "record", "--dataset", str(dataset), "--tools", TOOLS,
+         "--system-prompt", str(PROMPT),
+         "--model", MODEL, "--model-option", f"base_url={server.url}", "--backoff", "0.01",
+         "--store", str(tmp_path / "quiet"), "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [r.status for r in server.requests_for(SEQ)][:2] == [503, 200]
+    assert done.stderr == ""
 
 
 def test_transient_error_without_retries_is_an_error(dataset, server, store, key):

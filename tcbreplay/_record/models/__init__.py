@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,6 +140,12 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
     # settings recorded by an older version may hold a secret: keep it out of error texts
     register(f for key, value in choice.settings.items() for f in find_secrets(key, value))
     kwargs = dict(choice.settings)
+    # langchain_core reads a failed call's response with a synchronous .json(), which on
+    # google-genai's aiohttp response is a coroutine never awaited: Python printed a
+    # RuntimeWarning for every failed call, past --quiet (the error itself is kept)
+    warnings.filterwarnings(
+        "ignore", "coroutine 'ClientResponse.json' was never awaited", RuntimeWarning
+    )
     if choice.provider in SDK_RETRIES_OFF:
         # The record runner retries with backoff itself; SDK retries would hide attempts
         # (and multiply them: a refused connection would be tried 9 times, not 3).
