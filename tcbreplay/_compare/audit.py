@@ -135,6 +135,8 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                 )
         report.differences += check.finish()
         report.samples_checked = max(report.samples_checked, check.rows)
+    # after the re-scores, which name a message that is not JSON in one line
+    report.differences += calls_differences(run)
     return report
 
 
@@ -185,6 +187,41 @@ def same_numbers(stored: Any, fresh: Any) -> bool:
             same_numbers(a, b) for a, b in zip(stored, fresh, strict=True)
         )
     return type(stored) is type(fresh) and stored == fresh
+
+
+# messages whose calls differ listed one by one, the rest counted
+CALLS_SHOWN = 3
+
+
+def calls_differences(run: Run) -> list[Difference]:
+    """Messages whose stored ``calls`` (what scoring reads) are not the calls their message
+    holds: a rewrite of either that kept the files' hashes in step (the manifest's and the
+    audit record's) would otherwise re-score to the same numbers and verify."""
+    from tcbreplay._store.views import connect, query_text
+
+    con = connect(runs=[run], traces_only=True)
+    try:
+        rows = con.execute(query_text("audit_calls"), {"shown": CALLS_SHOWN}).fetchall()
+    finally:
+        con.close()
+    found = [
+        Difference(
+            "messages",
+            sample_id,
+            f"calls of message {position} (trial {trial})",
+            _cut(calls),
+            _cut(held),
+        )
+        for sample_id, trial, position, calls, held, _ in rows
+    ]
+    more = rows[0][-1] - len(rows) if rows else 0
+    if more:
+        found.append(Difference("messages", None, "calls", f"{more} more messages", "differ"))
+    return found
+
+
+def _cut(text: str | None, most: int = 200) -> str | None:
+    return text if text is None or len(text) <= most else text[: most - 1] + "…"
 
 
 def _hash_now(path: Path) -> str:

@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import TEST_DATA, cli, snapshot, unscored_copy
+from helpers import TEST_DATA, as_the_run_wrote, cli, snapshot, unscored_copy
 
 from tcbreplay._compare.audit import verify_run
 from tcbreplay._score import audit_record
@@ -397,6 +397,34 @@ def test_changed_raw_message_is_caught(scored):
         "covered_samples",
     }  # fmt: skip
     assert run_level["args_invalid"]["recomputed"] == run_level["args_invalid"]["stored"] + 1
+
+
+def test_calls_column_rewritten_with_every_hash_in_step_is_caught(scored):
+    """Scoring reads each message's stored ``calls``, derived from the message when the file
+    is written: a store rewritten with other calls there, its manifest's hashes and its
+    scoring made again to match, re-scored to the same numbers and verified."""
+    root, run_id = scored
+    path = root / run_id / "messages.parquet"
+    rows = pq.read_table(path).to_pylist()
+    changed = [r for r in rows if r["calls"] and "add_numbers" in r["calls"]][:4]
+    for row in changed:
+        row["calls"] = row["calls"].replace("add_numbers", "multiply_numbers")
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(path)), path)
+    as_the_run_wrote(path)
+    score(root, run_id)  # the scoring made again: its audit record vouches for the new bytes
+
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    lines = result.stdout.splitlines()
+    first = min(changed, key=lambda r: (r["sample_id"], r["trial"], r["position"]))
+    held = json.dumps(json.loads(first["message"])["data"]["tool_calls"], separators=(",", ":"))
+    assert lines[0] == (
+        f"messages: sample {first['sample_id']}: calls of message {first['position']} "
+        f"(trial {first['trial']}): stored {first['calls']!r}, recomputed {held!r}"
+    )
+    assert lines[3] == "messages: run: calls: stored '1 more messages', recomputed 'differ'"
+    assert len(lines) == 4  # the scores follow from the (rewritten) column: no other line
+    assert not verify_run(Store(root), run_id).ok
 
 
 def test_changed_message_text_that_moves_no_score_is_still_reported(scored):
