@@ -114,7 +114,7 @@ def content(value: Any) -> Any:
             parts.append({"type": "text", "text": part})
         elif isinstance(part, Mapping):
             kind = part.get("type")
-            if kind in _DROPPED_PARTS:
+            if isinstance(kind, str) and kind in _DROPPED_PARTS:  # (a type may be any JSON)
                 continue
             if kind == "text" or (kind is None and "text" in part):
                 parts.append({"type": "text", "text": str(part.get("text") or "")})

@@ -106,7 +106,8 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
         return end + 4, _Request(method, target, headers, b"", keep_alive)
     if not (length.isascii() and length.isdigit()):  # (str.isdigit takes "²" too)
         raise _Refused(400, f"Content-Length {length[:40]!r}: not a length")
-    size = int(length)
+    digits = length.lstrip("0") or "0"  # (int() refuses a text of over 4,300 digits)
+    size = int(digits) if len(digits) <= len(str(MAX_BODY)) else MAX_BODY + 1
     if size > MAX_BODY:
         raise _Refused(413, f"a request body of {size} bytes: at most {MAX_BODY}")
     if len(buffer) < end + 4 + size:

@@ -317,6 +317,16 @@ def test_a_malformed_request_gets_4xx_and_one_line_of_json(server, path, body, s
     assert says in error["message"]
 
 
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions"])
+@pytest.mark.parametrize("kind", [{}, [], 5])
+def test_a_content_part_whose_type_is_not_text_gets_4xx(server, path, kind):
+    body = {"model": "m", "max_tokens": 10,
+            "messages": [{"role": "user", "content": [{"type": kind, "text": "x"}]}]}  # fmt: skip
+    code, _, text = post(server, path, body)
+    assert 400 <= code < 500, text  # was 500: TypeError: unhashable type
+    assert "error" in json.loads(text)
+
+
 def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
     def raw(data: bytes) -> bytes:
         with socket.create_connection((server.host, server.port), timeout=30) as s:
@@ -335,6 +345,12 @@ def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
     huge = raw(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n"
                b"Connection: close\r\n\r\n")  # fmt: skip
     assert huge.startswith(b"HTTP/1.1 413")
+    longer = raw(b"POST /v1/messages HTTP/1.1\r\nContent-Length: " + b"1" * 5000
+                 + b"\r\nConnection: close\r\n\r\n")  # fmt: skip
+    assert longer.startswith(b"HTTP/1.1 413")  # (int() takes at most 4,300 digits)
+    zeros = raw(b"POST /v1/messages HTTP/1.1\r\nContent-Length: " + b"0" * 4300
+                + b"2\r\nConnection: close\r\n\r\n{}")  # fmt: skip
+    assert zeros.startswith(b"HTTP/1.1 400") and b"messages" in zeros  # the body read: 2 bytes
     superscript = raw("POST /v1/messages HTTP/1.1\r\nContent-Length: \u00b2\r\n"
                       "Connection: close\r\n\r\n{}".encode("latin-1"))  # fmt: skip
     assert superscript.startswith(b"HTTP/1.1 400") and b"not a length" in superscript
