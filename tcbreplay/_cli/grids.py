@@ -485,6 +485,11 @@ def replay_output(summary: Any, store: Any) -> Output:
         + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
         f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
     ]  # fmt: skip
+    if not summary.attempted and summary.recorded:
+        lines.append(
+            f"(already replayed: {summary.run_id} holds every sample of a replay with these "
+            "inputs and this code; --overwrite replays it again)"
+        )
     if summary.awaiting_user:
         lines.append(
             f"{summary.awaiting_user} samples' recordings go on with another user message, "

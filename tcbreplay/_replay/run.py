@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import shlex
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -174,6 +175,12 @@ def replay_run(
                 "turn": fork_at}  # fmt: skip
     basis = replay_basis(parent, inputs, factory_source, then_choice, fork_at, recorded_tools,
                          offline)  # fmt: skip
+    # the code that runs, so that a tool or an agent changed under the same name is a replay
+    # of its own, never an earlier one's result
+    basis["code"] = {
+        "tools": {} if recorded_tools else code_sha256(run_tools, inputs.toolset.source),
+        "agent": None if factory is None else factory[1].get("sha256"),
+    }
     print_ = _sha256(basis)
     new_run_id = validate_run_id(new_run_id or f"{run_id}-replay-{print_[:8]}")
     if new_run_id == run_id:
@@ -265,6 +272,26 @@ def replay_basis(
     }
 
 
+def code_sha256(tools: Sequence[Any], source: str = "") -> dict[str, str]:
+    """The sha256 of the source file of each module that defines the tools' code (a tool's
+    function or coroutine, else the tool itself) and of the module ``source`` names (the
+    tools' ``MODULE:ATTR``), by module name: the code a replay runs (not what those modules
+    import)."""
+    module, sep, _ = source.partition(":")
+    names = {module} if sep and module else set()
+    for tool in tools:
+        code = getattr(tool, "func", None) or getattr(tool, "coroutine", None) or tool
+        name = getattr(code, "__module__", None)
+        if isinstance(name, str):
+            names.add(name)
+    out = {}
+    for name in sorted(names):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path and Path(path).is_file():
+            out[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return out
+
+
 def _sha256(basis: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(basis).encode()).hexdigest()
 
@@ -284,7 +311,11 @@ def _former_fingerprint(
         return None
     if stored == _sha256(basis):
         return None
-    former = {k: v for k, v in basis.items() if k != "dataset_sha256"}
+    # before the code was hashed (its replay's tools and agent taken as they are now)
+    uncoded = {k: v for k, v in basis.items() if k != "code"}
+    if _sha256(uncoded) == stored:
+        return stored
+    former = {k: v for k, v in uncoded.items() if k != "dataset_sha256"}
     former["dataset"] = inputs.dataset.entries()
     return stored if _sha256(former) == stored else None
 

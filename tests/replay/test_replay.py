@@ -206,6 +206,31 @@ def test_a_changed_tool_drifts_on_exactly_the_samples_that_call_it(root):
     assert summary["tool_outputs_drifted"] == summary["tool_outputs"]["drift"] > 0
 
 
+def test_a_tool_changed_under_the_same_name_is_a_replay_of_its_own(root, tmp_path, monkeypatch):
+    """The default run id hashes the tools' code: a tool edited in place was reported as the
+    earlier replay's result (0 diverged, exit 0) by the same command."""
+    module = tmp_path / "edited_tools.py"
+    source = (
+        "from tcbreplay._inputs.benchmarks.tool_call.tools import add_numbers, list_items, "
+        "multiply_numbers\nTOOLS = [list_items, add_numbers, multiply_numbers]\n"
+    )
+    module.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["--tools", "edited_tools:TOOLS", "--sample-id", "mul-7-by-8"]
+    first = cli("replay", PARENT, *args, "--store", root)
+    assert first.exit_code == 0, first.output
+    again = cli("replay", PARENT, *args, "--store", root)
+    assert again.exit_code == 0, again.output
+    run_id = first.stdout.split()[1]
+    assert again.stdout.split()[1] == run_id
+    assert f"(already replayed: {run_id} holds every sample" in again.stdout
+    assert "already" not in first.stdout
+    module.write_text(source + "# edited\n")
+    edited = cli("replay", PARENT, *args, "--store", root)
+    assert edited.exit_code == 0, edited.output
+    assert edited.stdout.split()[1] != run_id and "already" not in edited.stdout
+
+
 def test_recorded_tools_serve_the_recorded_outputs_and_nothing_drifts(root):
     calling = sorted(samples_calling(root, "add_numbers"))[:12]
     code, summary = replay(
