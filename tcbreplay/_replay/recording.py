@@ -187,6 +187,11 @@ class RecordedRun:
         out._messages = MessageTexts(run.messages_path)
         return out
 
+    def recorded_ids(self) -> set[str]:
+        """The ids of the samples it holds a recording of (a row not ``missing``: an import
+        stores as missing a sample its traces lack)."""
+        return {sid for (sid, _), row in self._rows.items() if row.status != "missing"}
+
     @property
     def samples(self) -> Mapping[Key, SampleRecording]:
         """Every sample and trial, each read when looked up (see the module)."""

@@ -127,12 +127,28 @@ def replay_run(
                            dataset=dataset)  # fmt: skip
     run_tools = _tools(inputs, recorded_tools, run_id)
     trials = max((trial for _, trial in recording.samples), default=0) + 1
-    if sample_ids is None and parent.status == "partial":
-        sample_ids = sorted({sid for sid, _ in recording.samples})
+    held = recording.recorded_ids()
+    known = set(inputs.dataset.ids())  # (an id the dataset lacks is refused by the runner)
+    unrecorded = [sid for sid in sample_ids or () if sid in known and sid not in held]
+    if unrecorded:
+        raise InputError(
+            f"--sample-id {unrecorded[0]!r}: run {run_id!r} holds no recording of it, to replay"
+        )
+    lacking = [] if sample_ids else [sid for sid in inputs.dataset.ids() if sid not in held]
+    if lacking or (not sample_ids and parent.status == "partial"):
+        # a run recorded in part (--limit, a shard, interrupted, an import of some traces):
+        # the samples it recorded, which alone have anything to replay
+        if lacking and parent.status != "partial":
+            warnings.warn(
+                f"run {run_id!r} holds no recording of {len(lacking)} of the dataset's "
+                f"samples (such as {lacking[0]!r}): the replay replays the {len(held)} it holds",
+                TcbReplayWarning,
+                stacklevel=2,
+            )
+        sample_ids = sorted(held)
         chosen = None
         if dataset is not None:  # the samples the parent recorded, which it must hold
-            held = set(inputs.dataset.ids())
-            missing = [sid for sid in sample_ids if sid not in held]
+            missing = [sid for sid in sample_ids if sid not in known]
             if missing:
                 raise InputError(
                     f"--dataset {dataset}: no sample {missing[0]!r} (of {len(missing)} missing), "

@@ -313,6 +313,27 @@ def test_a_run_killed_before_its_first_fold_says_how_to_finish_it(tmp_path):
 # ---------------------------------------------------------------- forks
 
 
+def test_a_run_recorded_in_part_replays_the_samples_it_holds(tmp_path):
+    """A shard's run (as an interrupted one, an import of some traces) holds some of the
+    dataset's samples: the others were replayed with nothing to serve, all 'diverged'."""
+    store = tmp_path / "traces"
+    shard = cli("record", "--model", "sim:seed=1", "--limit", 10, "--shard", "1/2",
+                "--run-id", "sh", "--store", store, "--quiet")  # fmt: skip
+    assert shard.exit_code == 0, shard.output
+    result = cli("replay", "sh", "--store", store, "--quiet", "--format", "json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["recorded"], summary["diverged_samples"], summary["ok"]) == (5, 0, 5)
+    assert "Warning: run 'sh' holds no recording of 89 of the dataset's samples" in result.stderr
+    held = {r["sample_id"] for r in sql(store, "select sample_id from samples where run_id = 'sh'")}
+    assert len(held) == 5
+    dataset = (store / "sh" / "dataset.jsonl").read_text().splitlines()
+    missing = next(json.loads(line)["id"] for line in dataset if json.loads(line)["id"] not in held)
+    refused = cli("replay", "sh", "--store", store, "--sample-id", missing)
+    assert refused.exit_code == 2
+    assert f"--sample-id {missing!r}: run 'sh' holds no recording of it" in refused.output
+
+
 def test_then_goes_on_live_where_a_sample_diverges(root, tmp_path):
     code, summary = replay(root, "--run-id", "then", "--limit", 12, "--then", "sim:seed=11",
                            "--system-prompt", prompt_file(tmp_path, "Be brief."))  # fmt: skip
