@@ -104,6 +104,15 @@ class DivergenceError(TcbReplayError):
         self.divergence = divergence
 
 
+class RecordedFailure(TcbReplayError):
+    """A replayed request where its recording ended in error: the error it ended in, again
+    (``error_type``, ``error``: the recorded sample's)."""
+
+    def __init__(self, error_type: str | None, error: str | None) -> None:
+        super().__init__(f"{error_type or 'Error'}: {error or 'the recorded sample ended here'}")
+        self.error_type, self.error = error_type, error
+
+
 class LiveCallRefused(TcbReplayError):
     """A model call a replay with ``--offline`` would have made live."""
 

@@ -498,6 +498,11 @@ def replay_output(summary: Any, store: Any) -> Output:
     errors = {k: v for k, v in summary.error_types.items() if k != "diverged"}
     if errors:
         lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
+    if summary.recorded_errors:
+        lines.append(
+            f"{summary.recorded_errors} samples ended in the error their recording ended in, "
+            "where it did (no change)"
+        )
     for d in summary.divergences[:10]:
         trial = f" (trial {d['trial']})" if d["trial"] else ""
         lines.append(

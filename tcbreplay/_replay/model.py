@@ -39,7 +39,7 @@ from tcbreplay._replay.fingerprint import (
 )
 from tcbreplay._replay.recording import Key, RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
-from tcbreplay.errors import DivergenceError, LiveCallRefused
+from tcbreplay.errors import DivergenceError, LiveCallRefused, RecordedFailure
 
 
 class RecordedChatModel(BaseChatModel):
@@ -155,6 +155,17 @@ class RecordedChatModel(BaseChatModel):
             if state is not None:
                 state.serve(turn, recorded.position, message)  # type: ignore[arg-type]
             return message, state  # type: ignore[return-value]
+        if state is not None and self.live is None:
+            ended = self.recording.samples.get(state.key)
+            # every recorded turn served, and the recording ended in error where the next
+            # would have been: the replay ends there as the recording did
+            if (
+                ended is not None
+                and ended.status == "error"
+                and (turn == len(ended.turns) == len(state.served))
+            ):
+                state.recorded_error = True
+                raise RecordedFailure(*ended.error)
         _, _, call_ids = canonical_messages(messages, self.recording.system)
         component = state.component(call_ids) if state is not None else None
         divergence = self.recording.divergence(request, key, component)

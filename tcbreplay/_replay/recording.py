@@ -75,6 +75,7 @@ class SampleRecording:
     turns: list[Turn]
     tools: dict[str, Any] | None = None  # the sample's own tools (canonical), or the run's
     status: str = "ok"
+    error: tuple[str | None, str | None] = (None, None)  # of a sample in error: type, text
 
     def message(self, position: int) -> dict[str, Any]:
         return json.loads(self.texts[position])
@@ -108,6 +109,7 @@ class _Row:
     tools: str | None
     status: str
     index: int | None
+    error: tuple[str | None, str | None] = (None, None)  # its error_type and error
 
 
 class _Samples(Mapping[Key, SampleRecording]):
@@ -247,7 +249,7 @@ class RecordedRun:
                 continue
             text = request_text(parts[:k], params_json, system_json, tools_json)
             turns.append(Turn(len(turns), k + lead, sha256_text(text)))
-        return SampleRecording(texts, turns, own, row.status), items
+        return SampleRecording(texts, turns, own, row.status, row.error), items
 
     def index(self) -> dict[str, list[tuple[Key, Turn]]]:
         """Every recorded turn by its request's fingerprint (built on the first call, by
@@ -505,7 +507,7 @@ def _read_rows(run: Run) -> dict[Key, _Row]:
 
     from tcbreplay._store.parquet import read_table
 
-    columns = ["sample_id", "trial", "sample_index", "tools", "status"]
+    columns = ["sample_id", "trial", "sample_index", "tools", "status", "error_type", "error"]
     try:
         samples = with_optional_columns(
             read_table(run.samples_path, columns=_present(run.samples_path, columns)),
@@ -516,7 +518,10 @@ def _read_rows(run: Run) -> dict[Key, _Row]:
     rows: dict[Key, _Row] = {}
     for row in samples.to_pylist():
         rows[(row["sample_id"], row["trial"])] = _Row(
-            row.get("tools"), row.get("status") or "ok", row.get("sample_index")
+            row.get("tools"),
+            row.get("status") or "ok",
+            row.get("sample_index"),
+            (row.get("error_type"), row.get("error")),
         )
     return rows
 

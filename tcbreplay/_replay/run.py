@@ -77,6 +77,8 @@ class ReplaySummary(RecordSummary):
     by_component: dict[str, int] = field(default_factory=dict)
     # samples whose recording goes on with another user message, which the agent cannot send
     awaiting_user: int = 0
+    # samples that ended in the error their recording ended in, where it did
+    recorded_errors: int = 0
 
 
 def replay_run(
@@ -392,11 +394,13 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
             record["status"] = "diverged"
             record["error_type"] = None
             record["error"] = redact(f"diverged at {divergence.line()}")
+        if state.recorded_error and recorded is not None:  # the recording's error, as stored
+            record["error_type"], record["error"] = recorded.error
         record["metadata"] = {**(record.get("metadata") or {}), "replay": state.to_dict()}
         record["divergences"] = [] if divergence is None else [divergence.to_dict()]
         # a divergence, or a live call --offline refused, is the replay's outcome, not a
         # model that cannot be reached (which would stop the run)
-        refused = record["error_type"] == LiveCallRefused.__name__
+        refused = record["error_type"] == LiveCallRefused.__name__ or state.recorded_error
         outcome = dataclasses.replace(
             outcome, status=record["status"], answered=outcome.answered or diverged or refused
         )
@@ -431,7 +435,7 @@ def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:
 def replay_totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[str, Any]:
     """The replay block with the run's totals, from its sample rows' ``metadata.replay``."""
     block = dict(manifest.get(SOURCE) or {})
-    served = live = diverged = served_tools = forked = 0
+    served = live = diverged = served_tools = forked = recorded_errors = 0
     outcomes: dict[str, int] = {}
     for row in rows:
         replay = (json.loads(row["metadata"]) if row.get("metadata") else {}).get(SOURCE) or {}
@@ -439,6 +443,7 @@ def replay_totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[
         live += int(replay.get("live_calls") or 0)
         diverged += replay.get("diverged_at") is not None
         forked += replay.get("forked_at") is not None
+        recorded_errors += bool(replay.get("recorded_error"))
         served_tools += int(replay.get("tool_outputs_served") or 0)
         for outcome, n in (replay.get("tool_outputs") or {}).items():
             outcomes[outcome] = outcomes.get(outcome, 0) + int(n)
@@ -451,6 +456,7 @@ def replay_totals(rows: list[dict[str, Any]], manifest: dict[str, Any]) -> dict[
         tool_outputs_drifted=outcomes.get("drift", 0),
         tool_outputs={k: outcomes[k] for k in sorted(outcomes)},
         tool_outputs_served=served_tools,
+        recorded_errors=recorded_errors,
     )
     return {SOURCE: block}
 
@@ -486,6 +492,7 @@ def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
         divergences=[{k: v for k, v in r.items() if k != "run_id"} for r in rows[:SHOWN]],
         by_component=by_component,
         awaiting_user=awaiting,
+        recorded_errors=int(block.get("recorded_errors") or 0),
     )
 
 

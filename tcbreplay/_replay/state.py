@@ -30,6 +30,7 @@ class SampleReplay:
     forked_at: int | None = None
     divergence: Divergence | None = None
     continued: bool = False  # went on with the live model after diverging
+    recorded_error: bool = False  # ended in the error its recording ended in, where it did
     tools: Counter[str] = field(default_factory=Counter)  # outcome -> live outputs compared
     tools_served: int = 0  # outputs served from the recording
     served_calls: set[str] = field(default_factory=set)  # call ids of the turns served
@@ -96,6 +97,7 @@ class SampleReplay:
             "continued": self.continued,
             "tool_outputs": {k: self.tools[k] for k in sorted(self.tools)},
             "tool_outputs_served": self.tools_served,
+            **({"recorded_error": True} if self.recorded_error else {}),
         }
 
 

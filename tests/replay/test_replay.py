@@ -334,6 +334,26 @@ def test_a_run_recorded_in_part_replays_the_samples_it_holds(tmp_path):
     assert f"--sample-id {missing!r}: run 'sh' holds no recording of it" in refused.output
 
 
+def test_a_sample_recorded_in_error_ends_in_its_error_and_is_no_change(tmp_path):
+    """A sample whose recording ended in error has no answer where it ended: the replay
+    reported a 'messages' divergence there (exit 1) for an unchanged agent."""
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=5,fault_rate=0.4", "--limit", 12, "--retries", 0,
+               "--max-errors", "100%", "--run-id", "flt", "--store", store, "--quiet")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    query = "select sample_id, status, error_type, error from samples where run_id = "
+    parent = {r["sample_id"]: r for r in sql(store, query + "'flt'")}
+    errors = {sid for sid, r in parent.items() if r["status"] == "error"}
+    assert 0 < len(errors) < 12
+    result = cli("replay", "flt", "--run-id", "again", "--store", store, "--format", "json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["diverged_samples"] == 0
+    assert summary["recorded_errors"] == summary["errors"] == len(errors)
+    rows = sql(store, query + "'again'")
+    assert {r["sample_id"]: r for r in rows} == parent  # each error as its recording's
+
+
 def test_then_goes_on_live_where_a_sample_diverges(root, tmp_path):
     code, summary = replay(root, "--run-id", "then", "--limit", 12, "--then", "sim:seed=11",
                            "--system-prompt", prompt_file(tmp_path, "Be brief."))  # fmt: skip
