@@ -495,7 +495,12 @@ def replay_output(summary: Any, store: Any) -> Output:
             f"{summary.awaiting_user} samples' recordings go on with another user message, "
             "which a replay through an agent cannot send (it sends each sample's first one only)"
         )
-    errors = {k: v for k, v in summary.error_types.items() if k != "diverged"}
+    errors = {k: v for k, v in summary.error_types.items() if k not in ("diverged", "missing")}
+    if summary.error_types.get("missing"):
+        lines.append(
+            f"{summary.error_types['missing']} trials not replayed: {summary.parent_run_id} "
+            "holds no recording of them (status missing)"
+        )
     if errors:
         lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
     if summary.recorded_errors:

@@ -119,6 +119,10 @@ def replay(
         progress.close()
     emit(replay_output(summary, store), fmt)
     # an error the recording ended in too, where it did, is no change
-    errors = summary.errors - summary.error_types.get("diverged", 0) - summary.recorded_errors
+    errors = (
+        summary.errors
+        - summary.recorded_errors
+        - sum(summary.error_types.get(kind, 0) for kind in ("diverged", "missing"))
+    )  # (missing: trials the parent holds no recording of, not replayed)
     if errors or (summary.diverged_samples and not allow_divergence):
         sys.exit(1)

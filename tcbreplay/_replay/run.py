@@ -50,7 +50,7 @@ from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
 from tcbreplay._secrets import redact
 from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
-from tcbreplay._store.schema import DIVERGENCES
+from tcbreplay._store.schema import DIVERGENCES, sample_record, utcnow
 from tcbreplay._store.shards import select
 from tcbreplay.errors import InputError, LiveCallRefused, StoreError, TcbReplayWarning
 
@@ -376,6 +376,10 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
         key = (sample.sample_id, trial)
         state = SampleReplay(key, recording)
         recorded = recording.samples.get(key)
+        if recorded is None or recorded.status == "missing":
+            # a trial the parent holds no recording of (an import's trace files, a serve
+            # log, may hold some trials of a sample): nothing to replay, no divergence
+            return _unrecorded(sample, run_id, trial, index, state), Outcome("missing", True)
         if first_message and recorded is not None:
             text = recorded.first_human()
             if text is not None and text != sample.input:
@@ -407,6 +411,19 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
         return record, outcome
 
     return run_one
+
+
+def _unrecorded(
+    sample: Sample, run_id: str, trial: int, index: int, state: SampleReplay
+) -> dict[str, Any]:
+    now = utcnow().isoformat()
+    error = f"no recording of trial {trial} in {state.recording.run_id}"
+    record = sample_record(run_id, sample, status="missing", messages=[], attempts=0,
+                           started_at=now, finished_at=now, error=error, trial=trial,
+                           sample_index=index)  # fmt: skip
+    record["metadata"] = {**(record.get("metadata") or {}), "replay": state.to_dict()}
+    record["divergences"] = []
+    return record
 
 
 def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:

@@ -354,6 +354,32 @@ def test_a_sample_recorded_in_error_ends_in_its_error_and_is_no_change(tmp_path)
     assert {r["sample_id"]: r for r in rows} == parent  # each error as its recording's
 
 
+def test_a_trial_the_parent_lacks_is_not_replayed_and_no_divergence(tmp_path):
+    """An import may hold some trials of a sample (a trace file without one of them): that
+    trial was replayed with nothing to serve, a divergence, exit 1."""
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=3", "--limit", 4, "--trials", 2, "--run-id", "tr",
+               "--store", store, "--quiet")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    out = tmp_path / "ex"
+    assert cli("export", "tr", "-o", out, "--format", "openai", "--store", store).exit_code == 0
+    seven = tmp_path / "seven.jsonl"
+    seven.write_text("".join((out / "traces.jsonl").read_text().splitlines(True)[:7]))
+    imported = cli("import", "--format", "openai", "--traces", seven, "--dataset",
+                   out / "dataset.jsonl", "--tools", out / "tools.json", "--run-id", "seven",
+                   "--store", store)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    result = cli("replay", "seven", "--run-id", "again", "--recorded-tools", "--store", store)
+    assert result.exit_code == 0, result.output
+    assert "0 diverged, 7 ok" in result.stdout
+    assert "1 trials not replayed: seven holds no recording of them" in result.stdout
+    lacking = sql(store, "select sample_id, trial from samples where run_id = 'seven' and "
+                         "status = 'missing'")  # fmt: skip
+    assert sql(store, "select sample_id, trial from samples where run_id = 'again' and "
+                      "status = 'missing'") == lacking  # fmt: skip
+    assert len(lacking) == 1
+
+
 def test_then_goes_on_live_where_a_sample_diverges(root, tmp_path):
     code, summary = replay(root, "--run-id", "then", "--limit", 12, "--then", "sim:seed=11",
                            "--system-prompt", prompt_file(tmp_path, "Be brief."))  # fmt: skip
