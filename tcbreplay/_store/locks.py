@@ -27,7 +27,7 @@ from tcbreplay._store.objects import (
     url,
     written_ago,
 )
-from tcbreplay._store.schema import SHARD_LOCKS
+from tcbreplay._store.schema import LOCK, SHARD_LOCKS
 from tcbreplay.errors import RunLockedError
 
 WAIT_HINT = "wait for it to finish; a writer that died releases the run by itself"
@@ -141,6 +141,12 @@ def held_shards(run_dir: Path) -> dict[str, str]:
         if holder is not None:
             out[path.name] = holder
     return out
+
+
+def being_written(run_dir: Path) -> bool:
+    """Whether a live process writes the run now: its writer holds the run's lock, or a
+    shard's recording its own (what ``runs``, ``score`` and the hints to finish a run ask)."""
+    return lock_holder(run_dir / LOCK) is not None or bool(held_shards(run_dir))
 
 
 def release_lock(lock: Lock) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tcbreplay import _json
-from tcbreplay._store.locks import held_shards, lock_holder
+from tcbreplay._store.locks import being_written, held_shards, lock_holder
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.schema import DATASET, LOCK
 
@@ -227,7 +227,7 @@ def finish_hint(run: Run) -> str:
     progress = shard_progress(run)
     if progress is not None:
         return progress.next_steps(run)
-    if run.status == "recording" and lock_holder(run.dir / LOCK) is not None:
+    if run.status == "recording" and being_written(run.dir):
         return "a process is recording it: wait for that recording to end"
     asked = run.manifest.get(SELECTION)
     if run.status not in SETTLED and isinstance(asked, dict):  # cut short: what it asked for

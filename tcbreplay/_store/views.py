@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from tcbreplay._machine import usable_cores
 from tcbreplay._store import objects
-from tcbreplay._store.locks import held_shards, lock_holder
+from tcbreplay._store.locks import being_written
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.parquet import read_schema
 from tcbreplay._store.runs import Run, Store, check_columns, check_inside
@@ -45,7 +45,6 @@ from tcbreplay._store.schema import (
     DEFAULT_SCORER,
     DEFAULT_SCORING,
     DIVERGENCES_SCHEMA,
-    LOCK,
     MESSAGE_CALLS,
     MESSAGES_SCHEMA,
     OPTIONAL_COLUMNS,
@@ -422,7 +421,7 @@ def shown_status(run: Run) -> str | None:
     writer is gone (killed before it could say so), and no shard of it records either: no
     process is recording it (as ``runs`` and ``score`` say it)."""
     status = run.manifest.get("status")
-    if status == "recording" and lock_holder(run.dir / LOCK) is None and not held_shards(run.dir):
+    if status == "recording" and not being_written(run.dir):
         return "interrupted"
     return status
 
