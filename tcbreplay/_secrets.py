@@ -18,6 +18,7 @@ import functools
 import json
 import os
 import re
+import string
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -155,23 +156,33 @@ def scrub(name: str, value: Any) -> Any:
     (:func:`is_secret_attribute`), and a text's credentials redacted as :func:`redact` finds
     them by their form (in URLs, after ``Bearer``, after a secret's name, a provider's key),
     without this machine's own secrets (whose patterns are too slow to try on every value);
-    ``value`` itself when nothing is secret. Each look starts with a quick test of the text,
-    for spans' values are many."""
+    ``value`` itself when nothing is secret. Spans' values are many and almost none holds a
+    credential: one quick test of the text (:func:`_may_hold_credential`) lets most by."""
     if is_secret_attribute(name):
         return REDACTED if value not in (None, "", REDACTED) else value
     if not isinstance(value, str) or len(value) < MIN_SECRET_LENGTH:
         return value
+    if "://" in value:
+        return _scrub_text(value)
+    # (the length first: a call costs as much as a look for a word, and most values are short)
+    if len(value) < _SHORTEST_CREDENTIAL or not _may_hold_credential(value):
+        return value
+    return _scrub_text(value)
+
+
+def _scrub_text(value: str) -> str:
+    """A text with its credentials redacted as :func:`scrub` finds them (``value`` itself when
+    it holds none); each look starts with a quick test of the text."""
     text = value
     if "://" in text:
         for _, values in _url_secrets(text):
             for secret in sorted(values, key=len, reverse=True):
                 text = _pattern(secret).sub(REDACTED, text)
-    if "Bearer " in text or "Basic " in text or "Token " in text:
+    if "Bearer" in text or "Basic" in text or "Token" in text:  # (any space after: "Bearer\t")
         text = _AUTH_IN_TEXT.sub(_credential, text)
     if (
         "sk-" in text or "AIza" in text or "AKIA" in text or "xox" in text
-        or ("_" in text and ("hf_" in text or "ghp_" in text or "gho_" in text
-                             or "ghu_" in text or "ghs_" in text or "ghr_" in text))
+        or ("_" in text and ("hf_" in text or _GITHUB_KEY.search(text)))
     ):  # fmt: skip
         text = _KEY_FORMS.sub(REDACTED, text)
     if ":" in text or "=" in text:
@@ -179,18 +190,23 @@ def scrub(name: str, value: Any) -> Any:
     return value if text == value else text
 
 
+# (the start of a GitHub token of _KEY_FORMS: one search, not one for each letter)
+_GITHUB_KEY = re.compile(r"gh[pousr]_")
 # the words a secret's name ends in (their starts: "pass" for password, passwd, passphrase),
 # what may follow one before its value, and the characters of a name
 _NAME_WORDS = ("key", "token", "secret", "pass", "pwd", "credential", "auth", "cookie", "bearer",
                "sig", "sessionid")  # fmt: skip
 _BEFORE_VALUE = re.compile(r"[a-z]{0,10}\\?[\"']?\s*[:=]")  # (auth, then "orization")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def _named_values(text: str) -> str:
     """``text`` with :data:`_NAMED_VALUE`'s secrets redacted, as its ``sub`` would, tried
     only where a secret's word stands before ``:`` or ``=`` (the whole text is not scanned)."""
     lower = text.lower()
+    if len(lower) != len(text):  # "İ" is two characters in lower case: places would shift
+        lower = text.translate(_ASCII_LOWER)
     starts = set()
     for word in _NAME_WORDS:
         at = lower.find(word)
@@ -210,6 +226,37 @@ def _named_values(text: str) -> str:
             out += [text[done:start], _named_value(match)]
             done = match.end()
     return "".join(out) + text[done:]
+
+
+# The shortest text without a URL that scrub may change: a secret's name of three letters
+# (pwd, sig; a bare "key" is none), "=" and a value of MIN_SECRET_LENGTH ("Token " and a
+# value, or a provider's key such as xoxb- and 10 characters, are longer).
+_SHORTEST_CREDENTIAL = len("pwd=") + MIN_SECRET_LENGTH
+# What a text holds in lower case where a value in it follows Bearer (Basic, Token), and,
+# with ":" or "=" in it, where one follows a secret's name.
+_AUTH_WORDS = ("bearer", "basic", "token")
+_AUTH_AND_NAME_WORDS = (*_AUTH_WORDS, *(w for w in _NAME_WORDS if w not in _AUTH_WORDS))
+
+
+def _may_hold_credential(text: str) -> bool:
+    """False for a text without ``://``, of :data:`_SHORTEST_CREDENTIAL` characters or
+    more, that none of :func:`_scrub_text`'s looks would change (nearly every span's value):
+    it lacks what each form they redact holds, each looked for once, where one character
+    every form of a look holds (the "-" of sk-... and xoxb-...) is not missing (a search for
+    one character is many times quicker than one for a word). True for every text the looks
+    change, and for some more (which they then keep as it is)."""
+    if (
+        ("A" in text and ("AIza" in text or "AKIA" in text))
+        or ("-" in text and ("sk-" in text or "xox" in text))
+        or ("_" in text and ("hf_" in text or _GITHUB_KEY.search(text)))
+    ):  # a provider's key by its form (_KEY_FORMS)
+        return True
+    lower = text.lower()  # (names are of any case; Bearer and Token are names of secrets too)
+    # (a loop, not any(): a generator's cost is that of a search for a word or two)
+    for word in _AUTH_AND_NAME_WORDS if ":" in text or "=" in text else _AUTH_WORDS:
+        if word in lower:
+            return True
+    return False
 
 
 def shown_path(target: str) -> str:

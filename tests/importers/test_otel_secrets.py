@@ -6,17 +6,20 @@ the real protobuf types of opentelemetry-proto."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
+import pytest
 from collecting import collecting, post
 from google.protobuf import json_format
 from helpers import TEST_DATA, cli
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 
+from tcbreplay import _secrets
 from tcbreplay._importers.otel import spans as otlp
-from tcbreplay._secrets import REDACTED, scrub
+from tcbreplay._secrets import MIN_SECRET_LENGTH, REDACTED, redact, scrub
 
 OTEL = TEST_DATA / "otel"
 # none of these is a real key: each has the form of one
@@ -168,3 +171,53 @@ def test_a_long_secret_name_before_its_value_is_found_in_a_text():
     assert scrub("note", "authorization=abcdef123456") == "authorization=[redacted]"
     assert scrub("note", "Passphrase: hunter2hunter2") == "Passphrase: [redacted]"
     assert scrub("note", "KeyError: something went wrong") == "KeyError: something went wrong"
+
+
+# ---------------------------------------------------------------- scrub's quick test
+
+# texts made of: what comes before, what each form scrub redacts starts with (in other cases
+# too, and near misses), what may come between, a value, and what comes after
+BEFORE = ["", "x ", "İİİİİİ ", '{"']
+STARTS = ["Bearer", "bearer", "Basic", "Token", "TOKEN", "api_key", "API_KEY", "apiKey",
+          "Authorization", "PASSWORD", "passphrase", "pwd", "sig", "x-auth-token",
+          "client_secret", "Cookie", "credentials", "key", "KeyError", "token_count", "sk-",
+          "sk-proj-", "AIza", "AKIA", "ghp_", "xoxb-", "hf_", "role"]  # fmt: skip
+BETWEEN = ["", " ", "\t", "=", ":", ": ", '":"', '\\": \\"', " = "]
+VALUES = ["1234567", "12345678", "abcdefghijklmnop", "0123456789abcdefghijABCDEFGHIJ0123", REDACTED]
+AFTER = ["", '"}', " and more"]
+
+
+def by_every_look(text: str) -> str:
+    """What scrub's looks make of a text without a URL when none of them is skipped."""
+    text = _secrets._AUTH_IN_TEXT.sub(_secrets._credential, text)
+    text = _secrets._KEY_FORMS.sub(REDACTED, text)
+    return _secrets._named_values(text)
+
+
+def test_scrubs_quick_tests_let_by_no_text_its_looks_would_change():
+    """A span's value is scrubbed only where a quick test finds what a credential's form
+    holds (for speed: values are many): it finds it wherever one is."""
+    for parts in itertools.product(BEFORE, STARTS, BETWEEN, VALUES, AFTER):
+        text = "".join(parts)
+        expected = by_every_look(text) if len(text) >= MIN_SECRET_LENGTH else text
+        assert scrub("note", text) == expected, text
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # the shortest of each form (the quick test lets shorter texts by)
+        ("pwd=12345678", "pwd=[redacted]"),
+        ("aKey=1234567", "aKey=1234567"),
+        ("aKey=12345678", "aKey=[redacted]"),
+        ("Token abcdefg1", "Token [redacted]"),
+        ("xoxb-1234567890", "[redacted]"),
+        # any space after Bearer, as redact reads it
+        ("Authorization: Bearer\tabcdefgh12345678", "Authorization: Bearer\t[redacted]"),
+        # a text with "İ", which is two characters in lower case, before the name
+        ("İİİİİİ api_key=abcdefgh12345678", "İİİİİİ api_key=[redacted]"),
+    ],
+)
+def test_the_shortest_credentials_and_the_rarer_forms_are_scrubbed(text, kept):
+    assert scrub("note", text) == kept
+    assert redact(text, environ={}) == kept
