@@ -297,8 +297,8 @@ def diff_runs(
 
 def _run_warnings(which: str, run: Any) -> list[str]:
     """What a comparison with ``run`` must say of it: samples that ended in error (they
-    score as agents that made no call; its manifest's totals count them), a run that did not
-    finish."""
+    score with the calls made before the error; its manifest's totals count them), a run
+    that did not finish."""
     out = []
     totals = run.manifest.get("totals") or {}
     errors, recorded = totals.get("errors"), totals.get("recorded")
@@ -306,7 +306,7 @@ def _run_warnings(which: str, run: Any) -> list[str]:
         of = f" of its {recorded}" if isinstance(recorded, int) else ""
         out.append(
             f"{which} ({run.run_id}): {errors}{of} samples and trials ended in error; they "
-            "score as agents that made no calls"
+            "score with the calls made before the error"
         )
     missing = totals.get("missing")
     if isinstance(missing, int) and missing > 0:  # an import's samples no trace held

@@ -34,7 +34,7 @@ from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import SAMPLES_SCHEMA, SCORES_SCHEMA
+from tcbreplay._store.schema import SAMPLES_SCHEMA, SCORES, SCORES_SCHEMA
 from tcbreplay.errors import InputError, TcbReplayError
 
 METRICS = ("tsa", "tp", "ahr")
@@ -243,19 +243,27 @@ def failed_rows(scores: pl.DataFrame) -> dict[str, bool]:
     return {row[0]: is_failed(*row[1:]) for row in scores.select(cols).iter_rows()}
 
 
-def is_failed(status: str, tp: float, args_invalid: int, args_missing: int) -> bool:
+def is_failed(
+    status: str, tp: float | None, args_invalid: int | None, args_missing: int | None
+) -> bool:
     """A sample failed unless it recorded fine and matched gold: same names, every argument
-    valid, no gold argument left out."""
-    return status != "ok" or tp < 1.0 - _EPS or args_invalid > 0 or args_missing > 0
+    valid, no gold argument left out (a count a scorer leaves null, as abet does
+    ``args_missing``, is none)."""
+    return (
+        status != "ok"
+        or (tp is not None and tp < 1.0 - _EPS)
+        or (args_invalid or 0) > 0
+        or (args_missing or 0) > 0
+    )
 
 
 def failed_expr() -> pl.Expr:
     """:func:`is_failed` of each row of a scores frame, as a column ``failed``."""
     return (
         pl.col("status").ne_missing("ok")
-        | (pl.col("tp") < 1.0 - _EPS)
-        | (pl.col("args_invalid") > 0)
-        | (pl.col("args_missing") > 0)
+        | (pl.col("tp") < 1.0 - _EPS).fill_null(False)
+        | (pl.col("args_invalid").fill_null(0) > 0)
+        | (pl.col("args_missing").fill_null(0) > 0)
     ).alias("failed")
 
 
@@ -298,6 +306,8 @@ def collect(
     :func:`tcbreplay._report.shown.choose` does with ``seed``; the numbers count every one."""
     if not run_ids:
         raise InputError("name at least one run id")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"--seed {seed}: must be 0 or more")
     duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
     if duplicates:
         raise InputError(f"run {duplicates[0]!r} is named twice")
@@ -459,9 +469,10 @@ def _scores(
         else wanted
     )
     if options is None:
+        stored = sorted(p.parent.name for p in (run.dir / SCORES).glob("*/summary.json"))
         raise InputError(
             f"run {run.run_id!r} has no scoring {scoring!r}",
-            hint=missing_scoring_hint(run.run_id, scoring, []),
+            hint=missing_scoring_hint(run.run_id, scoring, stored),
         )
     parts: list[pl.DataFrame] = []  # each part's scores as it comes, the report's columns
 

@@ -224,7 +224,8 @@ def _banner(run: RunData) -> str:
         return ""
     return (
         f'<div class="banner" role="alert">{errors:,} of {s.get("n_samples", 0):,} samples '
-        "ended in error while recording and score as samples without calls: these metrics do "
+        "ended in error while recording and score with the calls made before the error: these "
+        "metrics do "
         "not measure the model alone, and the run is listed after the others</div>"
     )
 

@@ -10,9 +10,11 @@ the default (the metric spec, docs/metrics.md; :mod:`tcbreplay._score.scorers.de
 
 from __future__ import annotations
 
+import shlex
 import warnings
 from collections.abc import Callable, Generator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -39,7 +41,7 @@ from tcbreplay._score.roles import focus_tools, tool_roles
 from tcbreplay._store.files import staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.objects import is_remote
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.runs import DEFAULT_STORE, Run, Store
 from tcbreplay._store.schema import (
     DEFAULT_SCORER,
     JOURNAL,
@@ -308,7 +310,7 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
     if status not in SCORABLE and not allow_incomplete:
         raise StoreError(
             f"run {run.run_id!r} is {status}: not every sample was recorded",
-            hint=f"{finish_hint(run)}; or score what is there with --allow-incomplete",
+            hint=f"{finish_hint(run)}; or score what is there with: {_incomplete_score(run)}",
         )
     if journal:
         warnings.warn(
@@ -319,7 +321,7 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
 
 def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     """What a reader must know before the metrics: samples that ended in error while
-    recording (they score as agents that made no calls), a partial or unfinished run."""
+    recording (they score with the calls made before the error), a partial or unfinished run."""
     out = []
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
     status = run.status
@@ -344,7 +346,12 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         out.append(
             f"{errors} of {n} samples "
             + ("are stored as errors or missing" if imported else "ended in error while recording")
-            + " and score as samples without calls: these metrics do not measure the model alone"
+            + (
+                " and score with the calls their traces hold (a missing one, none)"
+                if imported
+                else " and score with the calls made before the error"
+            )
+            + ": these metrics do not measure the model alone"
             + ("" if imported else again)
         )
     total = (run.manifest.get("totals") or {}).get("samples")
@@ -528,3 +535,11 @@ def _roles(
         known = [s.get("name") for s in schemas] + [name for name, _ in own]
         focus = focus_tools(options.only, options.without, roles, [n for n in known if n])
     return roles, focus
+
+
+def _incomplete_score(run: Run) -> str:
+    """The command that scores what an unfinished run holds (which diff and report then
+    read), naming its store unless it is the default."""
+    store = run.dir.parent
+    where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
+    return f"tcbreplay score {shlex.quote(run.run_id)}{where} --allow-incomplete"

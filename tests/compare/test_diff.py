@@ -486,7 +486,7 @@ def test_errors_a_run_that_did_not_finish_and_samples_left_out_are_said(pair, pa
     assert result.exit_code == 0, result.output
     said = [
         f"Warning: B ({pair.b}): 4 of its 94 samples and trials ended in error; they score "
-        "as agents that made no calls",
+        "with the calls made before the error",
         f"Warning: B ({pair.b}) is failed: not every sample was recorded",
     ]
     assert result.stdout.splitlines()[:2] == said

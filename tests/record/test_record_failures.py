@@ -416,8 +416,9 @@ def test_score_of_a_run_with_errors_says_so_above_the_metrics(runs_with_and_with
     n_errors = int(first.split()[1])
     assert n_errors >= 1
     assert first == (
-        f"Warning: {n_errors} of 94 samples ended in error while recording and score as samples "
-        "without calls: these metrics do not measure the model alone; re-run them with: "
+        f"Warning: {n_errors} of 94 samples ended in error while recording and score with the "
+        "calls made before the error: these metrics do not measure the model alone; re-run "
+        "them with: "
         f"tcbreplay record --retry-errors errors --store {store}"
     )
     assert second.startswith("errors  (sim:seed=1,error_rate=0,fault_rate=0.03)")  # the table

@@ -51,7 +51,7 @@ def test_score_says_a_run_is_being_recorded_or_interrupted_as_runs_does(tmp_path
         assert live.stderr.splitlines() == [
             "Error: run 'k' is recording: not every sample was recorded",
             "Hint: a process is recording it: wait for that recording to end; or score what "
-            "is there with --allow-incomplete",
+            f"is there with: tcbreplay score k --store {root} --allow-incomplete",
         ]
     finally:
         release_lock(lock)

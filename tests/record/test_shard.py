@@ -134,7 +134,10 @@ def test_a_shard_run_again_beside_the_last_one_folding_says_it_is_folding(tmp_pa
         assert last.fold() is True
     waiting = "shard 2/2 is folding every shard's samples into the run: wait for it to finish"
     assert said[0] == waiting
-    assert f"Hint: {waiting}; or score what is there with --allow-incomplete" in said[1]
+    assert (
+        f"Hint: {waiting}; or score what is there with: tcbreplay score r --store {tmp_path} "
+        "--allow-incomplete" in said[1]
+    )
     assert len(_keys(run_dir)) == 2  # both shards' rows folded
 
 
@@ -519,7 +522,8 @@ def test_an_unfinished_sharded_run_names_the_shards_to_run_and_their_command(tmp
     assert refused.exit_code == 1
     assert refused.stderr.splitlines()[1] == (
         f"Hint: shard 2/2 has not finished: run it (the same command with --shard 2/2, or: "
-        f"{command}); or score what is there with --allow-incomplete"
+        f"{command}); or score what is there with: tcbreplay score s --store {tmp_path} "
+        "--allow-incomplete"
     )
     scored = cli("score", "s", "--store", tmp_path, "--allow-incomplete", "--format", "json")
     assert scored.exit_code == 0, scored.output
@@ -543,7 +547,8 @@ def test_score_while_a_shard_records_says_so_and_suggests_no_writer_it_refuses(t
         refused = cli("score", "s", "--store", tmp_path)
         assert refused.exit_code == 1
         assert refused.stderr.splitlines()[1] == (
-            "Hint: shard 1/2 is still recording; or score what is there with --allow-incomplete"
+            "Hint: shard 1/2 is still recording; or score what is there with: tcbreplay score s "
+            f"--store {tmp_path} --allow-incomplete"
         )
         scored = cli("score", "s", "--store", tmp_path, "--allow-incomplete", "--format", "json")
         assert scored.exit_code == 0, scored.output

@@ -353,6 +353,25 @@ def test_bad_run_lists_are_refused(hand, run_ids, message):
         collect(hand[0], run_ids)
 
 
+def test_an_abet_scoring_is_reported_and_bad_choices_are_one_line(tmp_path):
+    """abet leaves args_missing null: the report crashed on it (TypeError); a seed below 0
+    crashed once samples were chosen; an unknown scoring's hint said there was none stored."""
+    store = Store(tmp_path / "traces")
+    run_id = import_hand_run(store, "hand-a", "traces_a.jsonl")
+    assert cli("score", run_id, "--scorer", "abet", "--store", store.root).exit_code == 0
+    made = cli("report", run_id, "--scoring", "abet", "-o", tmp_path / "r.html", "--store",
+               store.root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+    seed = cli("report", run_id, "--seed", -1, "--samples", 2, "-o", tmp_path / "s.html",
+               "--store", store.root)  # fmt: skip
+    assert seed.exit_code == 2 and seed.output == "Error: --seed -1: must be 0 or more\n"
+    unknown = cli("report", run_id, "--scoring", "nope", "-o", tmp_path / "u.html", "--store",
+                  store.root)  # fmt: skip
+    assert unknown.exit_code == 2
+    assert f"(scorings of {run_id}: abet)" in unknown.output
+
+
 def test_unwritable_outputs_are_refused(hand, tmp_path):
     store, run_ids = hand
     with pytest.raises(InputError, match="does not exist"):
