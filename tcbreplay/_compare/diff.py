@@ -12,6 +12,7 @@ common samples (``n_boot`` resamples with replacement, percentile interval, seed
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -101,7 +102,7 @@ class DiffResult:
 
 def load_scores(
     store: Store, run: Run, scoring: str, like: list[Run] | None = None,
-    columns: list[str] | None = None,
+    columns: list[str] | None = None, options: ScoreOptions | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:  # fmt: skip
     """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
     options it was stored with in one of the runs ``like``, else those its name stands for
@@ -109,9 +110,11 @@ def load_scores(
     ``columns``: only these of the scores, those the scoring has (None: all of them). Of the
     pairs, ``PAIR_COLUMNS``, each pair's sample given by the row of the scores it is of
     (``row``) where the pairs list each row's pairs in the rows' order, as scoring writes
-    them (:func:`pair_rows`), else by its ``sample_id``."""
+    them (:func:`pair_rows`), else by its ``sample_id``. ``options``: computed in memory with
+    these, whatever is stored."""
     folder = run.scores_dir(scoring)
-    if (folder / "scores.parquet").exists() and _named_options(run, scoring, current=True):
+    kept = options is None and (folder / "scores.parquet").exists()
+    if kept and _named_options(run, scoring, current=True):
         found = read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS, columns)
         pairs_path = folder / "pairs.parquet"
         if not pairs_path.exists():
@@ -126,7 +129,7 @@ def load_scores(
     from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
     from tcbreplay._score.run import score_run
 
-    options = _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
+    options = options or _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
     if options is None:
         stored = sorted(p.parent.name for p in (run.dir / SCORES).glob("*/summary.json"))
         raise InputError(
@@ -153,6 +156,59 @@ def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
         if (folder / "summary.json").exists() and _named_options(run, scoring):
             return read_summary(run, folder)[1]
     return None
+
+
+def _unlike_options(a: Run, b: Run, scoring: str) -> tuple[ScoreOptions | None, list[str]]:
+    """Of two runs whose stored scorings of one name were scored with other options (the
+    name leaves out the roles: ``--role``, a role file) or chose other tools to focus on: A's
+    options, to score B with in memory (None: B's stored scores are compared), and what the
+    comparison must say."""
+    found_a, found_b = _stored_summary(a, scoring), _stored_summary(b, scoring)
+    if found_a is None or found_b is None:
+        return None, []
+    (summary_a, options_a), (summary_b, options_b) = found_a, found_b
+    if options_a != options_b:
+        return options_a, [
+            f"B ({b.run_id}) was scored {scoring} with other options than A ({a.run_id}) "
+            f"({_options_text(options_a, options_b)}): B is scored in memory with A's"
+        ]
+    focus_a, focus_b = summary_a.get("focus"), summary_b.get("focus")
+    if focus_a != focus_b:
+        return None, [
+            f"the runs' {scoring} focus on other tools (their specs give them other roles): "
+            f"A {_focus_text(focus_a)}, B {_focus_text(focus_b)}"
+        ]
+    return None, []
+
+
+def _stored_summary(run: Run, scoring: str) -> tuple[dict[str, Any], ScoreOptions] | None:
+    folder = run.scores_dir(scoring)
+    if not (folder / "summary.json").exists() or not _named_options(run, scoring, current=True):
+        return None
+    return read_summary(run, folder)
+
+
+def _options_text(a: ScoreOptions, b: ScoreOptions) -> str:
+    """What differs between two scorings' options: ``roles B's (A: A's)``, ..."""
+    out = []
+    for name in (f.name for f in dataclasses.fields(a)):
+        mine, theirs = getattr(b, name), getattr(a, name)
+        if mine != theirs:
+            out.append(f"{name} {_option_value(mine)} (A: {_option_value(theirs)})")
+    return "; ".join(out)
+
+
+def _option_value(value: Any) -> str:
+    if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
+        return ", ".join("=".join(map(str, pair)) for pair in value) or "none"
+    if isinstance(value, tuple):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
+def _focus_text(focus: Any) -> str:
+    tools = focus.get("tools") if isinstance(focus, dict) else None
+    return ", ".join(map(str, tools)) if isinstance(tools, list) else "every tool"
 
 
 def _named_options(run: Run, scoring: str, current: bool = False) -> bool:
@@ -201,10 +257,12 @@ def diff_runs(
         )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
+        as_a, differ = _unlike_options(a_run, b_run, scoring)
         a, pairs_a = load_scores(store, a_run, scoring, like=[b_run], columns=DIFF_COLUMNS)
-        b, pairs_b = load_scores(store, b_run, scoring, like=[a_run], columns=DIFF_COLUMNS)
+        b, pairs_b = load_scores(store, b_run, scoring, like=[a_run], columns=DIFF_COLUMNS,
+                                 options=as_a)  # fmt: skip
     a, b = _with_outcomes(a), _with_outcomes(b)
-    warnings = [*_run_warnings("A", a_run), *_run_warnings("B", b_run)]
+    warnings = [*differ, *_run_warnings("A", a_run), *_run_warnings("B", b_run)]
     trials = {"a": _trials(a), "b": _trials(b)}
     if trials["a"] > 1 or trials["b"] > 1:
         # compared by sample: the pairs matched to samples by id, not by the trials' rows

@@ -727,3 +727,28 @@ def test_two_imported_runs_are_not_said_to_be_unfinished(tmp_path):
     result = cli("diff", "a", "b", "--store", root)
     assert result.exit_code == 0, result.output
     assert "not every sample was recorded" not in result.output
+
+
+def test_stored_scorings_of_one_name_with_other_roles_are_made_alike(tmp_path):
+    """A scoring's name leaves out its roles: two runs of the same traces, focused on their
+    write tools with book_reservation made a read tool in one, were compared as they were
+    stored (tsa, tp and exact moved, 3 samples 'regressed'), without a word."""
+    store = tmp_path / "traces"
+    traces = TEST_DATA / "tau2" / "gpt-4.1_airline_sample.json"
+    for run_id in ("a", "b"):
+        made = cli("import", "--traces", traces, "--run-id", run_id, "--store", store)
+        assert made.exit_code == 0, made.output
+    scored = [cli("score", "a", "--only", "write", "--role", "read=book_reservation",
+                  "--store", store),
+              cli("score", "b", "--only", "write", "--store", store)]  # fmt: skip
+    assert all(s.exit_code == 0 for s in scored), [s.output for s in scored]
+    result = cli("diff", "a", "b", "--scoring", "spec_only-write", "--format", "json",
+                 "--store", store)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["warnings"][0] == (
+        "B (b) was scored spec_only-write with other options than A (a) (roles none (A: "
+        "book_reservation=read)): B is scored in memory with A's"
+    )
+    assert all(d["delta"] == 0 for d in out["metrics"].values() if d["delta"] is not None)
+    assert out["regressed"] == out["improved"] == []
