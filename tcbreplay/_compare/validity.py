@@ -258,7 +258,9 @@ def metric_values(column: pl.Series, orientation: str) -> tuple[np.ndarray, str 
     if orientation != LATER:
         return values, None
     defined = values[~np.isnan(values)]
-    never = (float(defined.max()) + 1) if len(defined) else 0.0
+    if not len(defined):  # none seen (a scorer without it, or no sample left the gold path):
+        return values, None  # "one past the latest" is no number: undefined for every sample
+    never = float(defined.max()) + 1
     note = None
     if np.isnan(values).any():
         note = f"never off the gold path counts as {never:g} (one past the latest seen)"

@@ -264,6 +264,19 @@ def test_first_divergence_never_is_best_and_write_exact_without_roles_says_so():
     assert "no tool roles declared" in result["write_exact"]["note"]
 
 
+def test_first_divergence_with_none_seen_is_undefined_not_made_up():
+    """A scoring without it (abet) or a run that never left the gold path: 'one past the
+    latest seen' has no value, and 0 made an AUC of 0.5 over n of every sample."""
+    scores = pl.DataFrame(
+        {"sample_id": ["a", "b", "c"], "trial": [0, 0, 0], "first_divergence": [None] * 3},
+        schema={"sample_id": pl.String, "trial": pl.Int32, "first_divergence": pl.Int64},
+    )
+    outcomes = pl.DataFrame({"sample_id": ["a", "b", "c"], "trial": [0] * 3,
+                             "outcome": [True, False, True]})  # fmt: skip
+    row = scores_validity(scores, Outcomes("x", outcomes), n_boot=10).metrics["first_divergence"]
+    assert row["n"] == 0 and row["auc"] is None and row["r"] is None
+
+
 def test_pass_k_of_true_false_metrics_beside_the_outcome():
     frame = pl.DataFrame(
         {
