@@ -181,6 +181,18 @@ def _unlike_options(a: Run, b: Run, scoring: str) -> tuple[ScoreOptions | None, 
     return None, []
 
 
+def _benchmarks_differ(a: Run, b: Run) -> list[str]:
+    """Runs of two benchmarks (tau-bench and tau2, say): their samples are paired by id, and
+    the same id may be another task in each."""
+    names = [((run.manifest.get("benchmark") or {}).get("name") or "?") for run in (a, b)]
+    if names[0] == names[1]:
+        return []
+    return [
+        f"A ({a.run_id}) is a run of {names[0]}, B ({b.run_id}) of {names[1]}: samples are "
+        "paired by id alone, and an id may be another task in each"
+    ]
+
+
 def _stored_summary(run: Run, scoring: str) -> tuple[dict[str, Any], ScoreOptions] | None:
     folder = run.scores_dir(scoring)
     if not (folder / "summary.json").exists() or not _named_options(run, scoring, current=True):
@@ -262,7 +274,8 @@ def diff_runs(
         b, pairs_b = load_scores(store, b_run, scoring, like=[a_run], columns=DIFF_COLUMNS,
                                  options=as_a)  # fmt: skip
     a, b = _with_outcomes(a), _with_outcomes(b)
-    warnings = [*differ, *_run_warnings("A", a_run), *_run_warnings("B", b_run)]
+    warnings = [*differ, *_benchmarks_differ(a_run, b_run), *_run_warnings("A", a_run),
+                *_run_warnings("B", b_run)]  # fmt: skip
     trials = {"a": _trials(a), "b": _trials(b)}
     if trials["a"] > 1 or trials["b"] > 1:
         # compared by sample: the pairs matched to samples by id, not by the trials' rows

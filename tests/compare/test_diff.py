@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from helpers import TEST_DATA, cli, snapshot
+from helpers import TEST_DATA, cli, import_tau_bench, snapshot
 
 from tcbreplay._compare import diff as diff_module
 from tcbreplay._compare.diff import MAX_BOOT, diff_runs
@@ -752,3 +752,17 @@ def test_stored_scorings_of_one_name_with_other_roles_are_made_alike(tmp_path):
     )
     assert all(d["delta"] == 0 for d in out["metrics"].values() if d["delta"] is not None)
     assert out["regressed"] == out["improved"] == []
+
+
+def test_runs_of_two_benchmarks_are_paired_by_id_with_a_warning(tmp_path):
+    """tau-bench's sample '2' and tau2's '2' are other tasks: they were paired without a word."""
+    store = import_tau_bench(tmp_path / "traces")
+    traces = TEST_DATA / "tau2" / "gpt-4.1_airline_sample.json"
+    made = cli("import", "--traces", traces, "--run-id", "t2", "--store", store)
+    assert made.exit_code == 0, made.output
+    result = cli("diff", "tau", "t2", "--format", "json", "--store", store)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"][0] == (
+        "A (tau) is a run of tau-bench, B (t2) of tau2: samples are paired by id alone, and an "
+        "id may be another task in each"
+    )
