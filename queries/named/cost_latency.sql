@@ -37,7 +37,11 @@ select
     m.model_turns,
     m.input_tokens,
     m.output_tokens,
-    coalesce(m.input_tokens, 0) + coalesce(m.output_tokens, 0) as total_tokens,
+    -- (null when neither count is known: an import whose traces carry no token counts)
+    case
+        when m.input_tokens is null and m.output_tokens is null then null
+        else coalesce(m.input_tokens, 0) + coalesce(m.output_tokens, 0)
+    end as total_tokens,
     round(m.model_s, 4) as model_s,
     round(m.tool_s, 4) as tool_s,
     round(s.duration_s, 4) as duration_s

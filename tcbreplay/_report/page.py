@@ -187,7 +187,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
     foot = (
         f"{s.get('n_samples', 0):,} samples · {failed:,} failed · "
         f"{s.get('n_errors', 0):,} errors · {s.get('args_missing', 0):,} gold args left out · "
-        f"tokens {totals.get('input_tokens') or 0:,} in / {totals.get('output_tokens') or 0:,} out"
+        + _tokens(totals.get("input_tokens"), totals.get("output_tokens"))
     )
     return (
         f'<article class="card" style="--run: {run_color(k)}" data-run="{html.escape(run.run_id)}">'
@@ -228,6 +228,13 @@ def _banner(run: RunData) -> str:
         "metrics do "
         "not measure the model alone, and the run is listed after the others</div>"
     )
+
+
+def _tokens(given: Any, made: Any) -> str:
+    """A run's token counts, or that it has none (an import whose traces carry none)."""
+    if given is None and made is None:
+        return "no token counts"
+    return f"tokens {given or 0:,} in / {made or 0:,} out"
 
 
 def _leaderboard(report: ReportData) -> str:

@@ -286,13 +286,15 @@ def test_cost_latency(traces):
                 "model_turns": ai.height,
                 "input_tokens": int(inp.sum()) if inp.len() else None,
                 "output_tokens": int(out.sum()) if out.len() else None,
-                "total_tokens": int(inp.sum()) + int(out.sum()),
+                # (none when neither count is known)
+                "total_tokens": int(inp.sum()) + int(out.sum()) if inp.len() or out.len() else None,
                 "model_s": total_or_none(ai["latency_s"]),
                 "tool_s": total_or_none(tool["latency_s"]),
                 "duration_s": sample["duration_s"],
             }
         )  # fmt: skip
-    expected.sort(key=lambda r: (-r["total_tokens"], r["run_id"], r["sample_id"], r["trial"]))
+    expected.sort(key=lambda r: (r["total_tokens"] is None, -(r["total_tokens"] or 0),
+                                 r["run_id"], r["sample_id"], r["trial"]))  # fmt: skip
     rows = query_json(traces.root, "cost_latency", "limit=100000")
     assert query_json(traces.root, "cost_latency") == rows[:50]
     assert len(rows) == len(expected)

@@ -554,6 +554,10 @@ def test_an_imported_run_is_titled_by_its_own_benchmark(tmp_path):
     page = build_report(Store(root), ["tau"])
     assert "<title>tcbreplay report: τ-bench</title>" in page
     assert "<h1>tcbreplay report: τ-bench</h1>" in page
+    # its traces carry no token counts: the card said "tokens 0 in / 0 out"
+    assert "no token counts" in page and "tokens 0 in" not in page
+    costs = cli("query", "cost_latency", "-p", "run_id=tau", "--format", "json", "--store", root)
+    assert {row["total_tokens"] for row in json.loads(costs.stdout)} == {None}
     assert cli("score", "tau", "--store", root).exit_code == 0
     assert [p.name for p in (root / "tau" / "evaluations").iterdir()] == ["τ-bench_tau.json"]
 
