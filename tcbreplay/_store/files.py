@@ -292,9 +292,17 @@ def output_target(path: Path) -> tuple[Path, bool]:
     return Path(os.path.realpath(path)), False
 
 
+# a manifest's mark of a fold under way: its data files may be the old ones or the fold's,
+# until the fold records them (one cut short is folded again from the journal it kept)
+FOLDING = "folding"
+
+
 def written_sha256(manifest: dict[str, Any], name: str) -> str | None:
     """The sha256 a run's ``manifest`` recorded for its data file ``name`` when the run wrote
-    it (None for a run that recorded none: an import, an older version)."""
+    it (None for a run that recorded none: an import, an older version; or while a fold is
+    under way, or was cut short: see FOLDING)."""
+    if manifest.get(FOLDING):
+        return None
     files = manifest.get("files")
     known = files.get(name) if isinstance(files, dict) else None
     digest = known.get("sha256") if isinstance(known, dict) else None

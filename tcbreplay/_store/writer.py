@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._store.files import (
+    FOLDING,
     file_record,
     not_written,
     write_error,
@@ -133,6 +134,8 @@ class RunWriter:
 
     def update_manifest(self, **fields: Any) -> dict[str, Any]:
         manifest = {**self.manifest, **fields}
+        if manifest.get(FOLDING) is None:  # (the mark of a fold under way, gone once done)
+            manifest.pop(FOLDING, None)
         self.write_manifest(manifest)
         return manifest
 
@@ -189,12 +192,17 @@ class RunWriter:
 
         self._check_lock()
         self._check_unchanged()
+        # Until the fold has recorded its files, they may be the old ones or the fold's: a
+        # fold cut short (before it recorded them) leaves them unvouched for (FOLDING), and
+        # is folded again from the journal it kept
+        self.update_manifest(**{FOLDING: True})
         fold_journal(self.dir, records)
         # the files are written in this version's layout (a version 1 run's included)
         names = [*DATA_FILES, *([DIVERGENCES] if (self.dir / DIVERGENCES).exists() else [])]
         self.update_manifest(
             schema_version=SCHEMA_VERSION,
             files={name: file_record(self.dir / name) for name in names},
+            **{FOLDING: None},
         )
 
     def _check_unchanged(self) -> None:

@@ -26,6 +26,7 @@ from tcbreplay._store import journal as journal_mod
 from tcbreplay._store import parquet as parquet_mod
 from tcbreplay._store import runs as store_mod
 from tcbreplay._store.export import export_jsonl
+from tcbreplay._store.files import file_record
 from tcbreplay._store.journal import fold_journal, read_journal
 from tcbreplay._store.parquet import MessagesWriter
 from tcbreplay._store.runs import Run, Store, validate_run_id
@@ -241,6 +242,39 @@ def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monke
     assert sorted((m["sample_id"], m["position"]) for m in msgs) == [
         ("a", 0), ("b", 0), ("b", 1), ("b", 2),
     ]  # fmt: skip
+
+
+def test_a_second_fold_killed_before_it_records_its_files_is_folded_again(store, monkeypatch):
+    """A resumed run's fold killed after its Parquet writes (the journal kept, its files not yet
+    recorded in the manifest) was refused ever after as files the run did not write: resume
+    and score both failed, and only --overwrite (every sample lost) was left."""
+    run_dir = store.run_dir(RUN)
+    writer = new_run(store)
+    writer.append(record("a", 0))
+    writer.fold()  # the first fold records its files
+    writer.close()
+    writer = store.resume_run(RUN)
+    writer.append(record("b", 1))
+
+    def killed(paths):
+        raise KeyboardInterrupt  # (kill -9: nothing after it runs)
+
+    monkeypatch.setattr(journal_mod, "_remove", killed)
+    with pytest.raises(KeyboardInterrupt):
+        writer.fold()
+    writer.close()
+    monkeypatch.undo()
+    assert Run(run_dir).unfolded_records() == 0  # b is in the files already
+    writer = store.resume_run(RUN)  # refused before: not the file the run wrote
+    writer.append(record("c", 2))
+    writer.fold()
+    writer.close()
+    manifest = Run(run_dir).manifest
+    assert "folding" not in manifest
+    assert (
+        manifest["files"]["samples.parquet"]["sha256"] == file_record(run_dir / SAMPLES)["sha256"]
+    )
+    assert [r["sample_id"] for r in samples_of(run_dir)] == ["a", "b", "c"]
 
 
 def test_a_fold_killed_before_removing_the_journal_counts_only_what_waits(store, monkeypatch):
