@@ -148,7 +148,8 @@ def store_root(root: str | os.PathLike[str]) -> Path:
             f"--store {text}: an empty folder name (//) in the prefix",
             hint=f"give {scheme}://BUCKET/PREFIX with one slash between names",
         )
-    if {".", ".."} & set(parts.path.split("/")):  # keys of their own to S3, not folders
+    # keys of their own to S3, not folders; %2e%2e too, which DuckDB's readers decode
+    if {".", ".."} & {unquote(name) for name in parts.path.split("/")}:
         raise InputError(
             f"--store {text}: a '.' or '..' folder name in the prefix, which object storage "
             "keeps as a name (and the store's readers resolve)",

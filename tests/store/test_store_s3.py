@@ -650,6 +650,9 @@ def test_a_missing_bucket_is_one_line(s3_server):
         ("s3://bucket/x/./traces", "a '.' or '..' folder name in the prefix"),
         ("s3://bucket/a/../traces", "a '.' or '..' folder name in the prefix"),
         ("s3://bucket/..", "a '.' or '..' folder name in the prefix"),
+        # percent-encoded: a key of its own to S3, decoded and resolved by DuckDB's readers
+        ("s3://bucket/%2e%2e/x", "a '.' or '..' folder name in the prefix"),
+        ("s3://bucket/%2E/x", "a '.' or '..' folder name in the prefix"),
         # a credential percent-encoded got past the check of one, and botocore quoted it
         ("s3://KEY%3ASEC%40bucket/traces", "its bucket name holds a character no bucket name"),
         ("s3://bucket/tab\tx", "the store's name holds a control character"),
