@@ -198,6 +198,7 @@ class LeaseLock:
         self._etag = etag
         self._body = text.encode()
         self.lost: RunLockedError | None = None
+        self._renewed = time.monotonic()  # when the store last took this holder's renewal
         self._stop = threading.Event()
         self._mutex = threading.Lock()
         self._thread = threading.Thread(target=self._keep, name="tcbreplay-lease", daemon=True)
@@ -236,22 +237,35 @@ class LeaseLock:
     def _keep(self) -> None:
         while not self._stop.wait(RENEW_S):
             with self._mutex:
-                if self._stop.is_set():
+                if self._stop.is_set() or not self._renew():
                     return
-                try:
-                    self._etag = replace_object(self.path, self._body, self._etag)
-                except PreconditionFailed:
-                    self.lost = RunLockedError(
-                        f"{url(self.path)}: another process took this lock over (this one did "
-                        f"not renew it for {round(LEASE_S)} s)",
-                        hint="the run is that process's now: run the command again once it is done",
-                    )
-                    return
-                except Exception:
-                    continue
+
+    def _renew(self) -> bool:
+        """Renew the lease (under the mutex); False once another process took it over."""
+        if self.lost is not None:
+            return False
+        try:
+            self._etag = replace_object(self.path, self._body, self._etag)
+        except PreconditionFailed:
+            self.lost = RunLockedError(
+                f"{url(self.path)}: another process took this lock over (this one did "
+                f"not renew it for {round(LEASE_S)} s)",
+                hint="the run is that process's now: run the command again once it is done",
+            )
+            return False
+        except Exception:
+            return True  # (the store out of reach a moment: tried again at the next turn)
+        self._renewed = time.monotonic()
+        return True
 
     def check(self) -> None:
-        """Raise if another process took the lock over."""
+        """Raise if another process took the lock over. A holder whose last renewal is
+        overdue (the process was paused: SIGSTOP, a swapped-out machine) renews first, so
+        that it never writes once its lease may have passed to another process."""
+        if self.lost is None and time.monotonic() - self._renewed >= 2 * RENEW_S:
+            with self._mutex:
+                if time.monotonic() - self._renewed >= 2 * RENEW_S:
+                    self._renew()
         if self.lost is not None:
             raise self.lost
 

@@ -535,6 +535,26 @@ def test_a_dead_writers_lock_is_taken_over_after_its_lease(s3_store, monkeypatch
     assert lease_holder(path) is None
 
 
+@pytest.mark.slow
+def test_a_writer_back_from_a_pause_past_its_lease_writes_no_batch(s3_store, monkeypatch):
+    """A writer paused (SIGSTOP) past its lease, its lock taken over meanwhile, wrote one more
+    batch when it came back, before its renewal found the lock gone: the batch number the
+    new holder wanted next was taken, and the rightful writer was the one stopped."""
+    monkeypatch.setattr(locks, "RENEW_S", 0.2)
+    path = Store(s3_store).root / "paused" / "writer.lock"
+    paused = LeaseLock.take(path, "run 'paused'")
+    paused.forget()  # its renewals stop, as a paused process's do
+    monkeypatch.setattr(locks, "LEASE_S", 1.0)
+    wait_for(lambda: lease_holder(path) is None, timeout=30)
+    taker = LeaseLock.take(path, "run 'paused'")
+    journal = ChunkJournal(path.parent / "journal", paused)  # back: its journal writes
+    journal.write('{"line": 1}\n')
+    with pytest.raises(RunLockedError, match="another process took this lock over"):
+        journal.close()
+    assert chunk_numbers(path.parent / "journal") == []
+    taker.release()
+
+
 def test_journal_batches_are_created_only_if_absent(s3_store):
     folder = Store(s3_store).root / "run" / "journal"
     first, second = ChunkJournal(folder, None), ChunkJournal(folder, None)
