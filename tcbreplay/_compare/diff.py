@@ -68,6 +68,8 @@ class DiffResult:
     trials: dict[str, int] = field(default_factory=lambda: {"a": 1, "b": 1})
     # what a reader of the deltas must know: errors, runs not complete, samples left out
     warnings: list[str] = field(default_factory=list)
+    # of them, those of the comparison itself: scorings made alike, other benchmarks
+    caveats: list[str] = field(default_factory=list)
 
     @property
     def trials_note(self) -> str:
@@ -274,8 +276,8 @@ def diff_runs(
         b, pairs_b = load_scores(store, b_run, scoring, like=[a_run], columns=DIFF_COLUMNS,
                                  options=as_a)  # fmt: skip
     a, b = _with_outcomes(a), _with_outcomes(b)
-    warnings = [*differ, *_benchmarks_differ(a_run, b_run), *_run_warnings("A", a_run),
-                *_run_warnings("B", b_run)]  # fmt: skip
+    caveats = [*differ, *_benchmarks_differ(a_run, b_run)]
+    warnings = [*caveats, *_run_warnings("A", a_run), *_run_warnings("B", b_run)]
     trials = {"a": _trials(a), "b": _trials(b)}
     if trials["a"] > 1 or trials["b"] > 1:
         # compared by sample: the pairs matched to samples by id, not by the trials' rows
@@ -363,6 +365,7 @@ def diff_runs(
         improved=deltas.filter(pl.col("change") == "improved")["sample_id"].to_list(),
         trials=trials,
         warnings=warnings,
+        caveats=caveats,
     )
 
 

@@ -157,6 +157,7 @@ class RunData:
     own_tools: dict[str, Any] = field(default_factory=dict)
     diff: dict[str, dict[str, Any]] | None = None
     diff_error: str | None = None
+    diff_caveats: list[str] = field(default_factory=list)  # of the comparison with the first
     # when its samples carry an outcome: how each metric tracks it, and the rows behind it
     validity: Validity | None = None
     validity_rows: pl.DataFrame | None = None
@@ -326,6 +327,7 @@ def collect(
             run.diff_error = str(exc)
             continue
         run.diff = diff.runs
+        run.diff_caveats = diff.caveats
         regressed_ids.update(diff.regressed)
     # diff compares samples over their trials: each trial of a regressed sample is flagged
     rows = rows.with_columns(pl.col("base_id").is_in(list(regressed_ids)).alias("regressed"))

@@ -179,6 +179,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
             f'<div class="metric" data-metric="{key}"><div class="label">{label}</div>'
             f'<div class="value">{_fmt(value)}</div>{ci_text}<div class="n">{n}</div></div>'
         )
+    cells += [f'<div class="note">{html.escape(caveat)}</div>' for caveat in run.diff_caveats]
     if run.diff_error:
         cells.append(
             f'<div class="note">No comparison with {html.escape(report.runs[0].run_id)}: '

@@ -752,6 +752,11 @@ def test_stored_scorings_of_one_name_with_other_roles_are_made_alike(tmp_path):
     )
     assert all(d["delta"] == 0 for d in out["metrics"].values() if d["delta"] is not None)
     assert out["regressed"] == out["improved"] == []
+    # the report's comparison says it too, on B's card
+    page = cli("report", "a", "b", "--scoring", "spec_only-write", "-o", tmp_path / "r.html",
+               "--store", store)  # fmt: skip
+    assert page.exit_code == 0, page.output
+    assert "B is scored in memory with A&#x27;s" in (tmp_path / "r.html").read_text("utf-8")
 
 
 def test_runs_of_two_benchmarks_are_paired_by_id_with_a_warning(tmp_path):
