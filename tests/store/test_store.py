@@ -244,6 +244,20 @@ def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monke
     ]  # fmt: skip
 
 
+def fold_killed_before_removing_the_journal(writer: RunWriter, monkeypatch) -> None:
+    """``writer``'s fold killed once its Parquet files are written (kill -9: nothing after
+    it runs), then the writer let go of."""
+
+    def killed(paths):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(journal_mod, "_remove", killed)
+    with pytest.raises(KeyboardInterrupt):
+        writer.fold()
+    writer.close()
+    monkeypatch.undo()
+
+
 def test_a_second_fold_killed_before_it_records_its_files_is_folded_again(store, monkeypatch):
     """A resumed run's fold killed after its Parquet writes (the journal kept, its files not yet
     recorded in the manifest) was refused ever after as files the run did not write: resume
@@ -255,15 +269,7 @@ def test_a_second_fold_killed_before_it_records_its_files_is_folded_again(store,
     writer.close()
     writer = store.resume_run(RUN)
     writer.append(record("b", 1))
-
-    def killed(paths):
-        raise KeyboardInterrupt  # (kill -9: nothing after it runs)
-
-    monkeypatch.setattr(journal_mod, "_remove", killed)
-    with pytest.raises(KeyboardInterrupt):
-        writer.fold()
-    writer.close()
-    monkeypatch.undo()
+    fold_killed_before_removing_the_journal(writer, monkeypatch)
     assert Run(run_dir).unfolded_records() == 0  # b is in the files already
     writer = store.resume_run(RUN)  # refused before: not the file the run wrote
     writer.append(record("c", 2))
@@ -285,15 +291,7 @@ def test_a_fold_killed_before_removing_the_journal_counts_only_what_waits(store,
     writer.append(record("a", 0, status="error", n_ai=0))
     writer.append(record("b", 1))
     assert Run(run_dir).unfolded_records() == 2  # no Parquet files yet
-
-    def killed(paths):
-        raise KeyboardInterrupt  # (kill -9: nothing after it runs)
-
-    monkeypatch.setattr(journal_mod, "_remove", killed)
-    with pytest.raises(KeyboardInterrupt):
-        writer.fold()
-    writer.close()
-    monkeypatch.undo()
+    fold_killed_before_removing_the_journal(writer, monkeypatch)
     assert (run_dir / JOURNAL).exists() and len(samples_of(run_dir)) == 2
     assert Run(run_dir).unfolded_records() == 0
     writer = store.resume_run(RUN)
