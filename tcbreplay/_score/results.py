@@ -37,7 +37,7 @@ from tcbreplay._score.parts import PartResult, tool_sums
 from tcbreplay._store.files import Staged, json_text, remove, staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.parquet import parquet_file, read_table, write_frame_to
-from tcbreplay._store.runs import DEFAULT_STORE, Run
+from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning, first_line
 
@@ -47,10 +47,8 @@ def rescore_hint(run: Run, scoring: str) -> str | None:
     options = ScoreOptions.from_scoring(scoring)
     if options is None:
         return None
-    store = run.dir.parent
-    where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
     flags = options.score_flags()
-    return f"score it again: tcbreplay score {shlex.quote(run.run_id)}{flags}{where}"
+    return f"score it again: tcbreplay score {shlex.quote(run.run_id)}{flags}{run.store_option()}"
 
 
 def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:

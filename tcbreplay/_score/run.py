@@ -14,7 +14,6 @@ import shlex
 import warnings
 from collections.abc import Callable, Generator
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -41,7 +40,7 @@ from tcbreplay._score.roles import focus_tools, tool_roles
 from tcbreplay._store.files import staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.objects import is_remote
-from tcbreplay._store.runs import DEFAULT_STORE, Run, Store
+from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import (
     DEFAULT_SCORER,
     JOURNAL,
@@ -540,6 +539,4 @@ def _roles(
 def _incomplete_score(run: Run) -> str:
     """The command that scores what an unfinished run holds (which diff and report then
     read), naming its store unless it is the default."""
-    store = run.dir.parent
-    where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
-    return f"tcbreplay score {shlex.quote(run.run_id)}{where} --allow-incomplete"
+    return f"tcbreplay score {shlex.quote(run.run_id)}{run.store_option()} --allow-incomplete"

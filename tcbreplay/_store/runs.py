@@ -147,11 +147,16 @@ class Run:
         except StoreError:  # no manifest (yet): a recording
             return None
 
+    def store_option(self) -> str:
+        """`` --store STORE`` as the commands a hint gives name the run's store ('' for the
+        default one)."""
+        store = self.dir.parent
+        return "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
+
     def resume_command(self, flag: str = "--resume") -> str:
         """The command that finishes recording this run (naming its store unless default);
         ``flag="--retry-errors"`` records its failed samples again too."""
-        store = self.dir.parent
-        where = "" if store == Path(DEFAULT_STORE) else f" --store {shlex.quote(str(store))}"
+        where = self.store_option()
         if self._source() == "import":  # an import that was killed
             return f"the same tcbreplay import again (it replaces the unfinished run){where}"
         if self._source() == "collect":  # a collection that was killed
