@@ -225,6 +225,8 @@ class ReportData:
     tool_rows: list[ToolRow] = field(default_factory=list)
     # how the samples shown were chosen, when they are not all (see tcbreplay._report.shown)
     shown: Shown | None = None
+    # the stored scoring whose numbers the page shows (``report --scoring``)
+    scoring: str = "spec"
 
     @property
     def n_samples(self) -> int:
@@ -352,6 +354,7 @@ def collect(
         tools=tools,
         tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
         shown=shown,
+        scoring=scoring,
     )
 
 

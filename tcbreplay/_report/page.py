@@ -123,7 +123,7 @@ def _meta(report: ReportData) -> str:
     when = utcnow().strftime("%Y-%m-%d %H:%M UTC")
     return html.escape(
         f"{n_runs} run{'s' if n_runs > 1 else ''} · {report.n_samples:,} samples · "
-        f"generated {when} by tcbreplay {__version__}"
+        f"scoring {report.scoring} · generated {when} by tcbreplay {__version__}"
     )
 
 

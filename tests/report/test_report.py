@@ -362,7 +362,9 @@ def test_an_abet_scoring_is_reported_and_bad_choices_are_one_line(tmp_path):
     made = cli("report", run_id, "--scoring", "abet", "-o", tmp_path / "r.html", "--store",
                store.root)  # fmt: skip
     assert made.exit_code == 0, made.output
-    assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert page.startswith("<!doctype html>")
+    assert "samples · scoring abet · generated" in page  # the page names what it shows
     seed = cli("report", run_id, "--seed", -1, "--samples", 2, "-o", tmp_path / "s.html",
                "--store", store.root)  # fmt: skip
     assert seed.exit_code == 2 and seed.output == "Error: --seed -1: must be 0 or more\n"
