@@ -307,6 +307,54 @@ def test_spans_that_cannot_make_a_sample_are_refused_with_their_place(change, er
     assert error in str(caught.value)
 
 
+def _proto_with_span(trace_id: bytes, span_id: bytes) -> bytes:
+    """openai_v2_latest's protobuf request (3 traces) with one more span, of these ids, in a
+    scope of its own after the others' (the spans before it were dropped, those after kept)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest.FromString((OTEL / "openai_v2_latest.otlp.pb").read_bytes())
+    spans = request.resource_spans[0].scope_spans[0].spans
+    odd = request.resource_spans[0].scope_spans.add().spans.add()
+    odd.CopyFrom(spans[0])
+    odd.trace_id, odd.span_id = trace_id, span_id
+    return request.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("trace_id", "span_id", "error"),
+    [
+        # the valid spans before it were dropped, those after kept: 1 sample of 3, exit 0
+        (b"\x01" * 16, b"\x07" * 7, "has a trace id of 16 bytes and a span id of 7 (OTLP's "
+         "are 16 and 8)"),
+        # UnboundLocalError: a traceback
+        (b"\x01" * 9, b"\x02" * 8, "has a trace id of 9 bytes and a span id of 8"),
+        (b"", b"", "1 span(s) of the request have no trace id and no span id"),
+    ],
+)  # fmt: skip
+def test_a_protobuf_span_with_ids_of_other_lengths_refuses_its_request(
+    tmp_path, trace_id, span_id, error
+):
+    path = tmp_path / "odd.pb"
+    path.write_bytes(_proto_with_span(trace_id, span_id))
+    store = tmp_path / "store"
+    result = cli("import", "--traces", path, "--run-id", "odd", "--store", store)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: odd.pb: ") and error in result.output
+    assert "Traceback" not in result.output and "\n" not in result.output.split("Hint:")[0][:-1]
+    assert not (store / "odd").exists()
+
+
+def test_an_empty_json_request_holds_nothing_but_is_a_request():
+    """``{}``: OTLP/JSON's request of no spans (protobuf's empty body), not a foreign file."""
+    from tcbreplay._importers.otel.spans import decode_json
+
+    assert not decode_json({}, "r").spans
+    with pytest.raises(TraceError, match="not an OTLP export request"):
+        decode_json({"data": []}, "r")
+
+
 def test_a_framed_file_of_several_requests(tmp_path):
     body = (OTEL / "openai_v2_latest.otlp.pb").read_bytes()
     framed = struct.pack(">I", len(body)) + body

@@ -128,3 +128,46 @@ def test_a_model_call_inside_another_is_the_same_call_read_once():
     (group,) = groups([outer, inner])
     built = build(group, "trace", "t.json")
     assert [m["type"] for m in built.line.messages] == ["human", "ai"]
+
+
+def test_a_failed_tool_run_answers_its_call_with_its_error(tmp_path):
+    """openai-v2's spans with two tool runs failed (status ERROR): one without a result and
+    no later model call (its call was left unanswered, the error stored nowhere), one whose
+    result a later model call was sent (its tool message said success)."""
+    lines = []
+    for raw in (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines():
+        doc = json.loads(raw)
+        for rs in doc.get("resourceSpans", []):
+            for ss in rs["scopeSpans"]:
+                kept = []
+                for span in ss["spans"]:
+                    first = span["traceId"].startswith("16ec9d")
+                    if span["name"].startswith("execute_tool") and first:
+                        span["status"] = {"code": 2, "message": "bad input"}
+                        span["attributes"] = [
+                            a for a in span["attributes"] if a["key"] != "gen_ai.tool.call.result"
+                        ] + [{"key": "error.type", "value": {"stringValue": "ValueError"}}]
+                    elif span["name"].startswith("execute_tool list_items"):
+                        span["status"] = {"code": 2, "message": "timed out"}
+                    sent = [a for a in span["attributes"] if a["key"] == "gen_ai.input.messages"]
+                    if first and sent and '"role":"tool"' in sent[0]["value"]["stringValue"]:
+                        continue  # the model call after the tool run: none
+                    kept.append(span)
+                ss["spans"] = kept
+        lines.append(json.dumps(doc))
+    path = tmp_path / "failed.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    source = otlp.read(TraceFile.at(path), None)
+    tools = {
+        line.sample_id[:6]: [m["data"] for m in map(json.loads, (x["message"] for x in
+                             line.messages)) if m["type"] == "tool"]
+        for line in source.lines
+    }  # fmt: skip
+    (failed,) = tools["16ec9d"]
+    assert (failed["content"], failed["status"], failed["name"]) == (
+        "bad input",
+        "error",
+        "multiply_numbers",
+    )
+    assert [m["status"] for m in tools["b4b4b9"]] == ["error"]
+    assert [m["status"] for m in tools["229807"]] == ["error", "success", "success"]

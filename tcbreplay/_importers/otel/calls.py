@@ -76,6 +76,9 @@ class ToolRun:
     args: dict[str, Any] | None
     result: str | None
     error: bool = False
+    # why it failed (its span's status message, exception or error type), for a failed run
+    # without a result: the tool message that answers its call says it
+    error_text: str | None = None
     duration_s: float | None = None
     description: str | None = None
 

@@ -35,7 +35,7 @@ from tcbreplay._importers.otel.calls import (
     json_value,
     text_of,
 )
-from tcbreplay._importers.otel.spans import STATUS_ERROR, Event, Span
+from tcbreplay._importers.otel.spans import Event, Span
 
 OPERATION = "gen_ai.operation.name"
 MODEL_CALLS = ("chat", "text_completion", "generate_content")
@@ -118,6 +118,7 @@ def tool_run(span: Span, place: str) -> ToolRun:
     where = f"{place}: span {span.span_id}: gen_ai.tool.call.arguments"
     raw = a.get("gen_ai.tool.call.arguments")
     result = a.get("gen_ai.tool.call.result")
+    failed = span.failure()
     return ToolRun(
         span_id=span.span_id,
         start=span.start,
@@ -125,7 +126,8 @@ def tool_run(span: Span, place: str) -> ToolRun:
         call_id=a.get("gen_ai.tool.call.id"),
         args=None if raw is None else arguments(raw, where),
         result=None if result is None else text_of(result),
-        error=span.status == STATUS_ERROR or "error.type" in a,
+        error=failed is not None,
+        error_text=None if failed is None else failed[0],
         duration_s=span.duration_s,
         description=a.get("gen_ai.tool.description"),
     )

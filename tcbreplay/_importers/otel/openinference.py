@@ -27,7 +27,7 @@ from tcbreplay._importers.otel.calls import (
     json_value,
     text_of,
 )
-from tcbreplay._importers.otel.spans import STATUS_ERROR, Span
+from tcbreplay._importers.otel.spans import Span
 
 KIND = "openinference.span.kind"
 _ROLES = {"system": "system", "developer": "system", "user": "user", "human": "user",
@@ -86,7 +86,8 @@ def tool_run(span: Span, place: str) -> ToolRun:
         args = arguments(raw_args, f"{where}: the tool's arguments")
     call_id = a.get("tool_call.id")
     result = a.get("output.value")
-    error = span.status == STATUS_ERROR
+    failed = span.failure()
+    error = failed is not None
     message = _tool_message(result)
     if message is not None:  # LangChain's ToolMessage, as OpenInference's LangChain writes it
         result = text_of(message.get("content"))
@@ -100,6 +101,7 @@ def tool_run(span: Span, place: str) -> ToolRun:
         args=args,
         result=None if result is None else text_of(result),
         error=error,
+        error_text=None if failed is None else failed[0],
         duration_s=span.duration_s,
         description=a.get("tool.description"),
     )

@@ -338,7 +338,7 @@ def _with_results(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
             run = by_id.get(call.id) if call.id else None
             if run is None and unnamed.get(call.name):
                 run = unnamed[call.name].pop(0)
-            if run is not None and run.result is not None:
+            if run is not None and (run.result is not None or run.error):
                 result.append(Entry(_result(run, call.id), run=run))
     return result
 
@@ -358,7 +358,8 @@ def _from_runs(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
 
 
 def _result(run: ToolRun, call_id: str | None) -> Message:
-    return Message("tool", run.result or "", call_id=call_id, name=run.name, error=run.error)
+    text = run.result if run.result is not None else run.error_text
+    return Message("tool", text or "", call_id=call_id, name=run.name, error=run.error)
 
 
 def stored(entries: list[Entry]) -> list[dict[str, Any]]:
@@ -403,8 +404,9 @@ def stored(entries: list[Entry]) -> list[dict[str, Any]]:
             kind = "ai"
         elif m.role == "tool":
             data = _common("tool", m.text, m.name)
+            failed = m.error or (e.run is not None and e.run.error)
             data.update(tool_call_id=m.call_id or "", artifact=None,
-                        status="error" if m.error else "success")  # fmt: skip
+                        status="error" if failed else "success")  # fmt: skip
             if e.run is not None and m.call_id:
                 latency = e.run.duration_s
             kind = "tool"

@@ -60,6 +60,20 @@ class Span:
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
 
+    def failure(self) -> tuple[str, str | None] | None:
+        """Why the span failed and the error's type, or None when it did not: failed spans
+        have status ERROR or (GenAI's convention) an ``error.type``; the reason is the
+        status message, else the ``exception`` event's message, else the type."""
+        error_type = self.attributes.get("error.type")
+        if self.status != STATUS_ERROR and error_type is None:
+            return None
+        exception = next((e for e in self.events if e.name == "exception"), None)
+        detail = exception.attributes if exception is not None else {}
+        error_type = error_type if error_type is not None else detail.get("exception.type")
+        kind = None if error_type is None else str(error_type)
+        why = self.status_message or detail.get("exception.message") or kind
+        return (str(why) if why else "the span failed"), kind
+
     @property
     def duration_s(self) -> float | None:
         return (self.end - self.start) / 1e9 if self.end >= self.start > 0 else None
@@ -110,6 +124,8 @@ def attach_logs(spans: Iterable[Span], logs: Iterable[LogRecord]) -> None:
 def decode_json(doc: Any, place: str) -> Batch:
     """An OTLP/JSON export request (traces or logs) as spans and log records. A secret's
     value is redacted (:func:`tcbreplay._secrets.scrub`) in the batch and in ``doc`` too."""
+    if doc == {}:  # an export request of nothing (protobuf's empty request, written as JSON)
+        return Batch()
     if not isinstance(doc, dict) or not (SPANS_KEY in doc or LOGS_KEY in doc):
         raise TraceError(f"{place}: not an OTLP export request (no {SPANS_KEY} nor {LOGS_KEY})")
     batch = Batch()
@@ -389,6 +405,7 @@ def decode_proto(body: bytes, place: str) -> Batch:
     from google.protobuf.message import DecodeError
 
     traces_pb2, logs_pb2 = proto_modules()
+    problem = None  # why the body is no traces request, when it is none
     try:
         request = traces_pb2.ExportTraceServiceRequest.FromString(body)
     except DecodeError as exc:
@@ -396,15 +413,28 @@ def decode_proto(body: bytes, place: str) -> Batch:
         problem = str(exc)
     batch = Batch()
     if request is not None:
+        # A logs request reads as a traces request whose "spans" (its log records) have no
+        # ids (the fields that hold them in a span have other types in a log record): such
+        # a request is read as logs below. A span with ids of other lengths is refused,
+        # and so is the request that holds it: none of its spans is taken without it.
+        idless = 0
         for rs in request.resource_spans:
             resource = _proto_attributes(rs.resource.attributes, batch)
             for ss in rs.scope_spans:
                 scope = ss.scope.name
                 for s in ss.spans:
-                    if len(s.trace_id) != 16 or len(s.span_id) != 8:
-                        batch.spans.clear()
-                        break
-                    batch.spans.append(_proto_span(s, resource, scope, batch))
+                    if len(s.trace_id) == 16 and len(s.span_id) == 8:
+                        batch.spans.append(_proto_span(s, resource, scope, batch))
+                    elif s.trace_id or s.span_id:
+                        raise TraceError(
+                            f"{place}: span {s.name!r} has a trace id of {len(s.trace_id)} "
+                            f"bytes and a span id of {len(s.span_id)} (OTLP's are 16 and 8)"
+                        )
+                    else:
+                        idless += 1
+        if batch.spans and idless:
+            raise TraceError(f"{place}: {idless} span(s) of the request have no trace id "
+                             "and no span id")  # fmt: skip
         if batch.spans:
             refuse_surrogates(batch, place)
             if batch.redacted:
@@ -415,7 +445,7 @@ def decode_proto(body: bytes, place: str) -> Batch:
         logs = logs_pb2.ExportLogsServiceRequest.FromString(body)
     except DecodeError as exc:
         raise TraceError(
-            f"{place}: not an OTLP protobuf export request ({(request and problem) or exc})"
+            f"{place}: not an OTLP protobuf export request ({problem or exc})"
         ) from exc
     for rl in logs.resource_logs:
         for sl in rl.scope_logs:

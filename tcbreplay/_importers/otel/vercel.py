@@ -26,7 +26,7 @@ from tcbreplay._importers.otel.calls import (
     json_value,
     text_of,
 )
-from tcbreplay._importers.otel.spans import STATUS_ERROR, Span
+from tcbreplay._importers.otel.spans import Span
 
 OPERATION = "ai.operationId"
 _AGENTS = ("ai.generateText", "ai.streamText")
@@ -97,6 +97,7 @@ def tool_run(span: Span, place: str) -> ToolRun:
     a = span.attributes
     raw = a.get("ai.toolCall.args", a.get("ai.toolCall.input"))
     result = a.get("ai.toolCall.result", a.get("ai.toolCall.output"))
+    failed = span.failure()
     return ToolRun(
         span_id=span.span_id,
         start=span.start,
@@ -104,7 +105,8 @@ def tool_run(span: Span, place: str) -> ToolRun:
         call_id=a.get("ai.toolCall.id") or None,
         args=None if raw is None else arguments(raw, f"{place}: span {span.span_id}: args"),
         result=None if result is None else text_of(result),
-        error=span.status == STATUS_ERROR,
+        error=failed is not None,
+        error_text=None if failed is None else failed[0],
         duration_s=span.duration_s,
     )
 
