@@ -105,7 +105,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
         text = _pattern(secret).sub(REDACTED, text)
     text = _AUTH_IN_TEXT.sub(_credential, text)
-    text = _named_values(text)
+    text = _cookies_and_flags(_named_values(text))
     return _KEY_FORMS.sub(REDACTED, text)
 
 
@@ -187,7 +187,39 @@ def _scrub_text(value: str) -> str:
         text = _KEY_FORMS.sub(REDACTED, text)
     if ":" in text or "=" in text:
         text = _named_values(text)
+    text = _cookies_and_flags(text)
     return value if text == value else text
+
+
+# A cookie header's value, whole (``Cookie: sid=...; theme=dark``: the names in it are the
+# cookies', no secret's), and a command line's option named as a secret is, with its value
+# after a space (``--password VALUE``, ``--api-key VALUE``; ``--api-key=VALUE`` is a named
+# value already).
+_COOKIE_VALUE = re.compile(
+    r"(?<![a-z0-9_.-])((?:set-)?cookie\\?[\"']?\s*[:=]\s*\\?[\"']?)(?!\[redacted\])"
+    r"[^\r\n\"'\\]{8,}",
+    re.IGNORECASE,
+)
+_OPTION_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_-])(--([A-Za-z][A-Za-z0-9_-]*)[ \t]+)(?!-|\[redacted\])"
+    r"[^\s\"'\\,;&}\]]{8,}"
+)
+
+
+def _cookies_and_flags(text: str) -> str:
+    """``text`` with the values of :data:`_COOKIE_VALUE` and :data:`_OPTION_VALUE` redacted."""
+    if "--" in text:
+        text = _OPTION_VALUE.sub(_option_value, text)
+    if ("ookie" in text or "OOKIE" in text) and (":" in text or "=" in text):
+        text = _COOKIE_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def _option_value(match: re.Match[str]) -> str:
+    words = [w.lower() for w in _WORDS.findall(match.group(2))]
+    if words in ([], ["key"], ["keys"]) or not _ends_in_secret(words):
+        return match.group(0)
+    return match.group(1) + REDACTED
 
 
 # (the start of a GitHub token of _KEY_FORMS: one search, not one for each letter)
@@ -253,7 +285,8 @@ def _may_hold_credential(text: str) -> bool:
         return True
     lower = text.lower()  # (names are of any case; Bearer and Token are names of secrets too)
     # (a loop, not any(): a generator's cost is that of a search for a word or two)
-    for word in _AUTH_AND_NAME_WORDS if ":" in text or "=" in text else _AUTH_WORDS:
+    named = ":" in text or "=" in text or "--" in text  # (--password VALUE: _OPTION_VALUE)
+    for word in _AUTH_AND_NAME_WORDS if named else _AUTH_WORDS:  # noqa: SIM110 (see above)
         if word in lower:
             return True
     return False

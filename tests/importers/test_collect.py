@@ -147,11 +147,67 @@ def test_a_bad_payload_gets_400_and_a_log_line_and_nothing_else_changes(
 
 
 def test_an_unknown_path_is_404(tmp_path):
-    with collecting(tmp_path / "store") as (endpoint, _log, _summary):
+    with collecting(tmp_path / "store") as (endpoint, log, _summary):
         status, answer = post(f"{endpoint}/v1/metrics?api_key=sk-0123456789", b"{}",
                               "application/json")  # fmt: skip
         assert status == 404
         assert b"/v1/metrics?..." in answer and b"sk-0123456789" not in answer
+        # OTLP/JSON's empty request: one of nothing (protobuf's empty body was taken; it got 400)
+        assert post(f"{endpoint}/v1/traces", b"{}", "application/json") == (200, b"{}")
+    # a line on stderr, as every other refusal has (a 404 had none)
+    assert any("/v1/metrics?...: refused (404): no such path" in line for line in log), log
+
+
+def test_a_body_shorter_than_its_length_is_400_and_not_kept(tmp_path):
+    """The first of three traces, sent with the length of all three (a client cut off): it
+    was answered 200, the first trace stored and the others lost, unknown to the exporter."""
+    import socket
+
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        host, port = endpoint.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            conn.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                         b"application/x-protobuf\r\nContent-Length: %d\r\n\r\n" % len(PB)
+                         + PB[: len(PB) // 3])  # fmt: skip
+            conn.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := conn.recv(65536):  # (the answer, then the server closes)
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    assert f"the body ended after {len(PB) // 3} of its {len(PB)} bytes".encode() in answer
+    assert summary[0].samples == 0 and summary[0].refused == 1
+    assert any("refused (400): the body ended after" in line for line in log), log
+    assert not (store / "live" / "received.otlp.pb").read_bytes()
+
+
+def test_a_burst_of_exporters_waits_to_be_accepted_not_reset(tmp_path):
+    """64 exporters that connect at once, before the receiver accepts any: socketserver's
+    backlog of 5 reset or stalled the connections past it, and their spans were lost."""
+    import socket
+
+    collector = Collector(Store(tmp_path / "store"), "live")
+    receiver = collect_module.Receiver(collector, "127.0.0.1", 0)
+    conns = []
+    try:
+        for _ in range(64):  # (not served: each connection waits in the backlog)
+            conns.append(socket.create_connection(receiver.server_address[:2], timeout=1))
+    finally:
+        for conn in conns:
+            conn.close()
+        receiver.server_close()
+        collector.close()
+    assert len(conns) == 64
+
+
+def test_a_request_that_comes_as_the_collector_stops_is_503_to_be_sent_again(tmp_path):
+    """A keep-alive connection posting while the run is finished: its files were closed
+    under it (a 500, which exporters do not retry, and a traceback)."""
+    collector = Collector(Store(tmp_path / "store"), "live")
+    collector.finish()
+    with pytest.raises(collect_module.BodyError) as refused:
+        collector.receive(PB, "application/x-protobuf")
+    assert refused.value.code == 503 and "stopping" in str(refused.value)
 
 
 def test_a_gzip_body_past_the_limit_once_decompressed_is_413_and_not_kept(tmp_path, monkeypatch):

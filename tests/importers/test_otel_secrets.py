@@ -181,7 +181,8 @@ BEFORE = ["", "x ", "İİİİİİ ", '{"']
 STARTS = ["Bearer", "bearer", "Basic", "Token", "TOKEN", "api_key", "API_KEY", "apiKey",
           "Authorization", "PASSWORD", "passphrase", "pwd", "sig", "x-auth-token",
           "client_secret", "Cookie", "credentials", "key", "KeyError", "token_count", "sk-",
-          "sk-proj-", "AIza", "AKIA", "ghp_", "xoxb-", "hf_", "role"]  # fmt: skip
+          "sk-proj-", "AIza", "AKIA", "ghp_", "xoxb-", "hf_", "role", "--api-key", "--password",
+          "set-cookie", "--max-tokens"]  # fmt: skip
 BETWEEN = ["", " ", "\t", "=", ":", ": ", '":"', '\\": \\"', " = "]
 VALUES = ["1234567", "12345678", "abcdefghijklmnop", "0123456789abcdefghijABCDEFGHIJ0123", REDACTED]
 AFTER = ["", '"}', " and more"]
@@ -191,7 +192,7 @@ def by_every_look(text: str) -> str:
     """What scrub's looks make of a text without a URL when none of them is skipped."""
     text = _secrets._AUTH_IN_TEXT.sub(_secrets._credential, text)
     text = _secrets._KEY_FORMS.sub(REDACTED, text)
-    return _secrets._named_values(text)
+    return _secrets._cookies_and_flags(_secrets._named_values(text))
 
 
 def test_scrubs_quick_tests_let_by_no_text_its_looks_would_change():
@@ -216,6 +217,17 @@ def test_scrubs_quick_tests_let_by_no_text_its_looks_would_change():
         ("Authorization: Bearer\tabcdefgh12345678", "Authorization: Bearer\t[redacted]"),
         # a text with "İ", which is two characters in lower case, before the name
         ("İİİİİİ api_key=abcdefgh12345678", "İİİİİİ api_key=[redacted]"),
+        # a cookie header's value, whose names are the cookies' (they were kept)
+        ("headers={'Cookie': 'sid=QQQ333cookie444'}", "headers={'Cookie': '[redacted]'}"),
+        ("Cookie: session=abcdefgh1234; theme=dark\r\nHost: h", "Cookie: [redacted]\r\nHost: h"),
+        ("cookie_count=123456789", "cookie_count=123456789"),
+        # a command line's option with its value after a space (kept)
+        ("ran: tool --password QQQ555pw666 -v", "ran: tool --password [redacted] -v"),
+        ("--api-key abcdefgh12345678 --verbose", "--api-key [redacted] --verbose"),
+        (
+            "--max-tokens 100000000 --password-file /etc/pw.txt",
+            "--max-tokens 100000000 --password-file /etc/pw.txt",
+        ),
     ],
 )
 def test_the_shortest_credentials_and_the_rarer_forms_are_scrubbed(text, kept):

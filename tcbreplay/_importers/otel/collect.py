@@ -27,6 +27,7 @@ place in the run and in the received files.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 import zlib
@@ -122,6 +123,7 @@ class Collector:
         # requests and spans of the run (earlier_requests: those received before this start)
         self.requests = self.refused = self.span_count = self.earlier_requests = 0
         self._lock = threading.Lock()
+        self._finishing = False  # set (under the lock) once the run is being finished
         self._traces: dict[str, _Trace] = {}
         # the traces whose spans are in memory, the least recently added to first
         self._loaded: OrderedDict[str, None] = OrderedDict()
@@ -235,6 +237,8 @@ class Collector:
                 f"Content-Type {content_type!r}: send application/x-protobuf or application/json"
             )
         with self._lock:
+            if self._finishing:  # a request on a connection still open as the collector stops
+                raise BodyError(503, "the collector is stopping: send it again to the next one")
             f = self._files[name]
             start = f.tell()
             f.write(raw)
@@ -339,6 +343,7 @@ class Collector:
         """Every trace still without a sample made one, the journal folded, the dataset and
         tools written, the run complete and released."""
         with self._lock:
+            self._finishing = True
             try:
                 for trace_id, trace in list(self._traces.items()):
                     if not trace.built:
@@ -381,9 +386,11 @@ class Collector:
 
     def close(self) -> None:
         """Release the run unfinished (its samples stay in the journal)."""
-        for f in self._files.values():
-            f.close()
-        self._writer.close()
+        with self._lock:
+            self._finishing = True
+            for f in self._files.values():
+                f.close()
+            self._writer.close()
 
 
 def _gold(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -480,7 +487,7 @@ def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
             size += chunk
             if size > limit:
                 raise BodyError(413, f"a request of more than {limit} bytes")
-            parts.append(rfile.read(chunk))
+            parts.append(_whole(rfile, chunk))
             rfile.readline(1024)  # the chunk's CRLF
     given = (headers.get("Content-Length") or "0").strip()
     if not (given.isascii() and given.isdigit()):
@@ -488,7 +495,16 @@ def read_body(rfile: Any, headers: Any, limit: int = MAX_BODY) -> bytes:
     length = int(given)
     if length > limit:
         raise BodyError(413, f"a request of {length} bytes, more than {limit}")
-    return bytes(rfile.read(length))
+    return _whole(rfile, length)
+
+
+def _whole(rfile: Any, size: int) -> bytes:
+    """The next ``size`` bytes of ``rfile``: a body that ends before (the client closed the
+    connection, or sent less than it announced) is refused, never read as a request."""
+    data = bytes(rfile.read(size))
+    if len(data) < size:
+        raise BodyError(400, f"the body ended after {len(data)} of its {size} bytes")
+    return data
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -505,7 +521,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if kind is None:
             path = shown_path(self.path)  # (a query string may hold a key)
-            self._answer(404, f"no such path {path!r}: post to /v1/traces or /v1/logs")
+            self._refuse(404, f"no such path {path!r}: post to /v1/traces or /v1/logs")
             return
         try:
             spans = self.collector.receive(
@@ -517,6 +533,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(400, str(exc))
             return
         except BodyError as exc:
+            self.close_connection = exc.code == 503  # (the collector stops: it takes no more)
             self._refuse(exc.code, str(exc))
             return
         except Exception as exc:  # a crash of ours must not end the receiver: say it, refuse
@@ -558,6 +575,9 @@ class Receiver(ThreadingHTTPServer):
     """The OTLP/HTTP receiver of a collector, on ``host:port`` (port 0: any free one)."""
 
     daemon_threads = True
+    # connections the kernel holds until they are accepted (socketserver's default, 5,
+    # reset the connections of a burst of exporters, and lost their spans)
+    request_queue_size = 1024
 
     def __init__(self, collector: Collector, host: str, port: int) -> None:
         handler = type("Handler", (_Handler,), {"collector": collector})
@@ -566,6 +586,14 @@ class Receiver(ThreadingHTTPServer):
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         self.collector = collector
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone before its answer is a line of the log; anything else, a traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+            self.collector.log(f"collect: {client_address[0]}: the client left ({exc})")
+            return
+        super().handle_error(request, client_address)
 
     @property
     def endpoint(self) -> str:
