@@ -188,14 +188,16 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
     stripped = text.lstrip()
     if not stripped:
         raise DatasetError(f"{label}: the file is empty")
+    repeats: _json.Repeats = {}  # objects that repeat a key (see _refuse_repeated_keys)
     if stripped.startswith("["):
         try:
-            raw = _json.loads(text)
+            raw = _json.loads(text, repeats=repeats)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
         except _json.LimitError as exc:
             raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
-        where = [f"entry {i}" for i in range(len(raw))]
+        where = [f"entry {i}" for i in range(len(raw))] if isinstance(raw, list) else []
+        _refuse_repeated_keys(raw if isinstance(raw, list) else [], where, repeats, label)
         _refuse_lone_surrogates(raw, where, text, label)
         return raw, where
     if stripped.startswith("{") and ('"eval_cases"' in text or '"evalCases"' in text):
@@ -209,7 +211,7 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         if not line.strip():
             continue
         try:
-            raw.append(_json.loads(line, first_line=lineno))
+            raw.append(_json.loads(line, first_line=lineno, repeats=repeats))
         except json.JSONDecodeError as exc:
             raise DatasetError(
                 f"{label}: line {lineno}: not valid JSON: {exc.msg}",
@@ -218,8 +220,34 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         except _json.LimitError as exc:
             raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
         where.append(f"line {lineno}")
+    _refuse_repeated_keys(raw, where, repeats, label)
     _refuse_lone_surrogates(raw, where, text, label)
     return raw, where
+
+
+def _refuse_repeated_keys(
+    raw: list[Any], where: list[str], repeats: _json.Repeats, label: str
+) -> None:
+    """Refuse entries with an object that repeats a key (``repeats``: those the reading
+    noted): JSON keeps the key's last value, and the earlier one given would be dropped
+    unsaid (an input, a gold call's argument)."""
+    if not repeats:
+        return
+    problems = []
+    for entry, place in zip(raw, where, strict=True):
+        stack = [entry]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                key = _json.repeated_key(item, repeats)
+                if key is not None:
+                    problems.append(f"{label}: {place}: an object repeats the key {key!r}")
+                    break
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+    if problems:
+        raise DatasetError("\n".join(problems), hint="give each key once in each object")
 
 
 def _evalset(text: str, label: str) -> tuple[list[Any], list[str]] | None:

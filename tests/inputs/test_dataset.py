@@ -767,3 +767,25 @@ def test_record_refuses_a_dataset_with_its_own_tools(tmp_path):
         "Error: ds.json: entry 0: has tools of its own, which have no code to run"
     )
     assert not (tmp_path / "traces").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        # the first input was dropped: the sample was recorded with "hello"
+        ('{"id": "a", "input": "Add 3 and 4", "target": [], "input": "hello"}\n',
+         "d.jsonl: line 1: an object repeats the key 'input'"),
+        # a gold argument given twice: scored against its last value
+        ('{"id": "a", "input": "x", "target": []}\n{"id": "b", "input": "x", "target": '
+         '[{"name": "f", "args": {"a": 1, "a": 9}}]}\n',
+         "d.jsonl: line 2: an object repeats the key 'a'"),
+        ('[{"id": "a", "input": "x", "target": []}, {"id": "b", "input": "y", "id": "c", '
+         '"target": []}]', "d.jsonl: entry 1: an object repeats the key 'id'"),
+    ],
+)  # fmt: skip
+def test_an_entry_that_repeats_a_key_is_refused(tmp_path, text, error):
+    path = tmp_path / "d.jsonl"
+    path.write_text(text)
+    with pytest.raises(DatasetError) as caught:
+        load_dataset(path)
+    assert str(caught.value) == error
