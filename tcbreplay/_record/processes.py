@@ -91,7 +91,9 @@ def record_in_processes(
             on_outcome(outcome)
 
     run_in_processes(
-        split_workers(options.workers, processes),
+        # no more workers than samples (each worker waits its turn to start: 100,000 of them
+        # for 5 samples took minutes after the last), as in one process
+        split_workers(min(options.workers, max(len(samples), processes)), processes),
         len(samples),
         child,
         on_line,

@@ -160,6 +160,24 @@ def test_process_count_and_worker_split(monkeypatch):
     assert sum(split_workers(5, 5)) == 5
 
 
+def test_a_childs_workers_are_no_more_than_the_samples(tmp_path, monkeypatch):
+    """--workers 20000 for 2 samples: each child started all its workers, each a few ms after
+    the one before, and the recording ended 51 s after its samples (0.4 s in one process)."""
+    from tcbreplay._record import processes
+
+    shares = []
+    real = processes.run_in_processes
+
+    def noted(given, *args, **kwargs):
+        shares.append(given)
+        return real(given, *args, **kwargs)
+
+    monkeypatch.setattr(processes, "run_in_processes", noted)
+    record_run(load_inputs("tool-call"), parse_model("sim"), Store(tmp_path), run_id="r",
+               options=RecordOptions(workers=20_000, processes=2), limit=3)  # fmt: skip
+    assert shares == [[2, 1]]
+
+
 def test_rate_limits_are_shared_out_between_processes():
     options = RecordOptions(workers=8, max_rpm=60, max_tpm=900)
     limiters = [options.rate_limiter(p, 3) for p in range(3)]
