@@ -34,7 +34,8 @@ class NamedQuery:
     sql: str
 
     def bind(self, given: Mapping[str, str]) -> dict[str, Any]:
-        """Parameter values from ``-p key=value`` strings (JSON when they parse)."""
+        """Parameter values from ``-p key=value`` strings (JSON when they parse, but for text
+        parameters: those whose default is text or null)."""
         unknown = sorted(set(given) - set(self.params))
         if unknown:
             known = ", ".join(self.params) or "none"
@@ -43,9 +44,10 @@ class NamedQuery:
         for key, default in self.params.items():
             if key in given:
                 value = _parse(given[key])
-                # A bare number for a text parameter (a run id such as 123) stays text.
+                # A text parameter takes the text given (a run id such as 123, true or null),
+                # unless it is a JSON string ("true" in quotes: true)
                 textual = default is None or isinstance(default, str)
-                if textual and isinstance(value, (int, float)) and not isinstance(value, bool):
+                if textual and not isinstance(value, str):
                     value = given[key]
                 elif _whole(default) and not (_whole(value) and value >= 0):
                     raise QueryError(

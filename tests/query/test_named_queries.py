@@ -388,14 +388,19 @@ def test_unknown_query_exits_2_with_the_list():
     assert bad.exit_code == 2 and bad.stderr.startswith("Error: query name '../sql'")
 
 
-def test_numeric_run_id_selects_that_run(traces, tmp_path):
+@pytest.mark.parametrize("run_id", ["123", "true", "null", "1.50"])
+def test_a_run_id_that_reads_as_json_selects_that_run(traces, tmp_path, run_id):
+    """true was bound as a boolean (a conversion error), null as null (every run's rows)."""
     root = tmp_path / "traces"
-    shutil.copytree(traces.root / "shapes", root / "123")
+    shutil.copytree(traces.root / "shapes", root / run_id)
     shutil.copytree(traces.root / "faulty", root / "faulty")
-    result = cli("query", "error_breakdown", "-p", "run_id=123", "--store", root, "--format",
-                 "json")  # fmt: skip
+    result = cli("query", "error_breakdown", "-p", f"run_id={run_id}", "--store", root,
+                 "--format", "json")  # fmt: skip
     assert result.exit_code == 0, result.stderr
-    assert {r["run_id"] for r in json.loads(result.stdout)} == {"123"}
+    assert {r["run_id"] for r in json.loads(result.stdout)} == {run_id}
+    quoted = cli("query", "error_breakdown", "-p", f'run_id="{run_id}"', "--store", root,
+                 "--format", "json")  # fmt: skip
+    assert {r["run_id"] for r in json.loads(quoted.stdout)} == {run_id}
 
 
 # ---------------------------------------------------------------- parameters, unit level
@@ -422,7 +427,9 @@ def test_bind_required_defaults_and_json_values():
     assert q.bind({"kind": "tool"}) == {"kind": "tool", "limit": 5, "label": "all", "since": None}
     bound = q.bind({"kind": "[1, 2]", "limit": "7", "label": '"7"', "since": "2024-01-01"})
     assert bound == {"kind": [1, 2], "limit": 7, "label": "7", "since": "2024-01-01"}
-    assert q.bind({"kind": "null", "label": "true"})["label"] is True
+    # a text parameter (default text or null) takes the text given: a run named true
+    assert q.bind({"kind": "null", "label": "true", "since": "null"}) == {
+        "kind": None, "limit": 5, "label": "true", "since": "null"}  # fmt: skip
     with pytest.raises(QueryError, match="unknown parameter 'lmit' \\(takes kind, limit"):
         q.bind({"kind": "x", "lmit": "3"})
 
