@@ -23,7 +23,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -174,6 +174,21 @@ def draw_grids(
 
     for grid in grids:
         fit = _fit(grid, console.width)
+        # a title or caption wider than a table narrower than the console is a line of its
+        # own, wrapped to the console (rich wraps it to the table's width: "1 row" under a
+        # column of one character, a letter a line)
+        width = _table_width(fit.widths)
+        roomier = width < console.width
+        above = printable(grid.title) if grid.title else None
+        if above is not None and len(above) > width and roomier:
+            fit = replace(fit, grid=replace(fit.grid, title=None))
+        else:
+            above = None
+        below = fit.caption if fit.caption and len(fit.caption) > width and roomier else None
+        if below is not None:
+            fit = replace(fit, caption="")
+        if above is not None:
+            console.file.write(_wrapped(above, console.width))
         n = len(fit.cells)
         bar = divider(console, fit.widths)
         if bar is not None:
@@ -195,6 +210,17 @@ def draw_grids(
                 console.file.write(rows_text(rows, fit.widths, right, bar, by_rich))
         if bar is not None and n and fit.caption:
             _frame(console, fit, n, n)  # the caption alone
+        if below is not None:
+            console.file.write(_wrapped(below, console.width))
+
+
+def _wrapped(text: str, width: int) -> str:
+    """``text`` as lines of at most ``width`` characters (a longer word on a line of its own,
+    whole), each ending in a newline."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+    return "".join(f"{line}\n" for line in lines or [""])
 
 
 def _frame(console: Console | PlainConsole, fit: _Fit, start: int, end: int) -> None:

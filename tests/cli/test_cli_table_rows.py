@@ -126,6 +126,25 @@ def test_plain_titles_headers_and_captions_are_the_ones_rich_draws(grid, width, 
     check(grid, "plain", width, chunk)
 
 
+@pytest.mark.parametrize("kind", ["file", "terminal", "plain"])
+def test_a_title_or_caption_wider_than_the_table_is_a_line_of_its_own(kind):
+    """``sql "select 1 as x"`` printed its caption a letter a line (rich wraps it to the
+    table's width)."""
+    grid = Grid(["x"], [(1,)], title="a title of words", caption="1 row")
+    plain, reference = both_ways([grid], kind, 80)
+    assert plain == reference
+    lines = [line.strip() for line in plain.replace("\x1b[1m", "").replace("\x1b[0m", "")
+             .splitlines()]  # fmt: skip
+    assert lines == ["a title of words", "x", "━", "1", "1 row"]
+    assert [
+        line.strip()
+        for line in both_ways([Grid(["x"], [], caption="0 rows")], kind, 80)[0]
+        .replace("\x1b[1m", "")
+        .replace("\x1b[0m", "")
+        .splitlines()
+    ] == ["x", "━", "0 rows"]
+
+
 def test_a_file_that_is_not_a_terminal_gets_its_table_without_rich():
     """rich takes about 45 ms to import: most of what a small run's score spends drawing."""
     grid = Grid(["tool", "gold_calls", "ahr"], [("add", 3, 0.5), ("list", 1, None)],
