@@ -6,6 +6,8 @@ time and memory limit.
 from __future__ import annotations
 
 import math
+import shlex
+import warnings
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from tcbreplay._query.limits import run_statements
 from tcbreplay._query.statements import check_read_only
 from tcbreplay._store.runs import Store
 from tcbreplay._store.views import connect, query_text
-from tcbreplay.errors import QueryError
+from tcbreplay.errors import QueryError, TcbReplayWarning
 
 
 @dataclass
@@ -52,8 +54,47 @@ def run_sql(
     run_ids = {row[0] for row in con.execute("select run_id from runs").fetchall()}
     root = store.root.resolve()
     statements = [resolve_run_paths(text, root, run_ids) for text in statements]
+    stale = _stale_scorings(con, statements, params)  # (the statements close the connection)
     columns, rows = run_statements(con, statements, params, timeout=timeout)
+    for run, scoring in stale:
+        where = store.open_run(run).store_option()
+        warnings.warn(
+            TcbReplayWarning(
+                f"run {run!r}: its {scoring} scoring is of its files before they changed "
+                f"(recorded or folded since): tcbreplay score {shlex.quote(run)}{where} scores "
+                "it again"
+            ),
+            stacklevel=2,
+        )
     return QueryResult(columns=columns, rows=rows)
+
+
+# the views whose rows are a stored scoring's (``scorings`` has its own ``stale`` column)
+_SCORES_VIEWS = frozenset({"scores", "scores_all"})
+
+
+def _stale_scorings(
+    con: duckdb.DuckDBPyConnection, statements: list[str], params: Mapping[str, Any] | None
+) -> list[tuple[str, str]]:
+    """The stored scorings a query over the scores views may read that are of their run's
+    files before they changed (``runs`` shows them as stale; the views hold them as they
+    were), as (run, scoring): of the run ``params`` names as ``run_id``, or of every run."""
+    if not any(_names(text) & _SCORES_VIEWS for text in statements):
+        return []
+    run_id = (params or {}).get("run_id")
+    bound = {"run_id": run_id if isinstance(run_id, str) else None}
+    return con.execute(query_text("stale_scorings"), bound).fetchall()
+
+
+def _names(sql: str) -> set[str]:
+    """The names (identifiers and keywords, in lower case) ``sql`` holds, as DuckDB reads it."""
+    found = duckdb.tokenize(sql)
+    ends = [position for position, _ in found[1:]] + [len(sql)]
+    return {
+        sql[start:end].rstrip().strip('"').lower()
+        for (start, kind), end in zip(found, ends, strict=True)
+        if kind.name in ("identifier", "keyword")
+    }
 
 
 _GLOB = frozenset("*?[{")

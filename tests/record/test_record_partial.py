@@ -243,6 +243,15 @@ def test_a_scoring_made_before_a_resume_is_shown_stale_and_diffed_anew(tmp_path)
     diff = cli("diff", "p", "q", "--store", store)
     assert diff.exit_code == 0, diff.output
     assert "(94 common samples" in diff.stdout  # p scored anew, in memory
+    # the views hold the stale scoring as it was: a query of them says so (it said nothing)
+    said = "Warning: run 'p': its spec scoring is of its files before they changed"
+    worst = cli("query", "worst_samples", "-p", "run_id=p", "--store", store)
+    assert worst.exit_code == 0 and said in worst.stderr, worst.stderr
+    assert f"tcbreplay score p --store {store} scores it again" in worst.stderr
+    assert said not in cli("query", "worst_samples", "-p", "run_id=q", "--store", store).stderr
+    assert said in cli("sql", "select count(*) from Scores_All", "--store", store).stderr
+    assert said not in cli("sql", "select count(*) from samples", "--store", store).stderr
 
     assert cli("score", "p", "--store", store).exit_code == 0
     assert json.loads(cli(*query).stdout)[0] == {"run_id": "p", "stale": False, "n_samples": 94}
+    assert said not in cli("query", "worst_samples", "-p", "run_id=p", "--store", store).stderr
