@@ -323,7 +323,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     recording (they score with the calls made before the error), a partial or unfinished run."""
     out = []
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
-    status = run.status
+    status = shown_status(run) or run.status  # (interrupted, not recording, once none writes)
     replayed = run.manifest.get("source") == "replay"
     sharded = None if status in SCORABLE or replayed else shard_progress(run)
     if replayed:

@@ -104,6 +104,9 @@ def test_a_sharded_run_refuses_other_writers_while_a_shard_records(tmp_path):
             assert other.fold() is False  # shard 1 still records: the fold is left to it
     assert Run(run_dir).status == "recording"
     assert _listed_status(tmp_path) == "interrupted"  # no process records it now
+    # and score says the same of it (it said "run recording")
+    scored = cli("score", "r", "--store", tmp_path, "--allow-incomplete", "--format", "json")
+    assert json.loads(scored.stdout)["warnings"][0].startswith("run interrupted: "), scored.stdout
     with store.resume_run("r"):  # every shard done: the run is writable as a whole again
         pass
 
