@@ -168,7 +168,7 @@ def _inputs_of(source: SourceTraces, fmt: str, tools: str | None) -> BenchmarkIn
         )
     if tools is not None:
         toolset = load_toolset(tools)
-    elif source.tools:
+    elif source.tools is not None:  # the tools the traces show offered or called: maybe none
         toolset = toolset_from_dicts(source.tools, f"{source.dataset.source} (its tools)")
     else:
         raise InputError(

@@ -374,6 +374,43 @@ def test_import_takes_the_file_alone_and_scores_it(tmp_path):
     assert scored.exit_code == 0, scored.output
 
 
+def test_traces_that_offered_and_called_no_tool_import_with_no_tools(tmp_path):
+    """An agent's trace that happened to use no tool: the tools are those offered or called,
+    here none (it was refused: --tools is required)."""
+
+    def toolless(doc):
+        for rs in doc.get("resourceSpans", []):
+            for ss in rs["scopeSpans"]:
+                spans = []
+                for span in ss["spans"]:
+                    said = {a["key"]: a["value"].get("stringValue", "") for a in span["attributes"]}
+                    if not span["traceId"].startswith("16ec9d") or "execute_tool" in span["name"]:
+                        continue
+                    if "tool_call" in said.get("gen_ai.output.messages", ""):
+                        continue  # the model call that called the tool
+                    span["attributes"] = [a for a in span["attributes"] if "tool" not in a["key"]]
+                    for a in span["attributes"]:
+                        if a["key"] == "gen_ai.input.messages":
+                            sent = json.loads(a["value"]["stringValue"])
+                            kept = [m for m in sent if m["role"] in ("system", "user")]
+                            a["value"]["stringValue"] = json.dumps(kept)
+                    spans.append(span)
+                ss["spans"] = spans
+        return doc
+
+    lines = (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()
+    path = tmp_path / "no-tools.jsonl"
+    path.write_text("".join(json.dumps(toolless(json.loads(line))) + "\n" for line in lines))
+    store = tmp_path / "store"
+    result = cli("import", "--traces", path, "--run-id", "nt", "--store", store)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((store / "nt" / "manifest.json").read_text())
+    assert manifest["tools"]["specs"] == []
+    scored = cli("--format", "json", "score", "nt", "--store", store)
+    assert scored.exit_code == 0, scored.output
+    assert json.loads(scored.stdout)["exact"] == 1.0
+
+
 def test_the_import_says_what_a_sample_is(tmp_path):
     """A sample per trace or per agent span: the import says which, for the span dialects
     only."""
