@@ -8,7 +8,7 @@ of :mod:`tcbreplay._importers.archives`, as inspect_ai reads it whole. Each samp
 LangChain messages (an assistant's ``tool_calls``, a tool message's ``tool_call_id``; a call
 inspect could not parse is the agent's and scores as an invalid argument), its ``metadata``,
 ``target`` and scores as the trial's metadata, an ``error`` as status error. Gold calls come
-from ``--dataset`` (keyed by sample id) or, without one, from each sample's metadata when it
+from ``--dataset`` (by sample id and input, see :func:`_dataset_id`) or, without one, from each sample's metadata when it
 holds them as a dataset entry does (``target`` as a list of ``{"name", "args"}``, or
 ``tool_call_names`` and ``tool_call_args``). The tools, when ``--tools`` is left out, are
 those the log's model calls were offered. What inspect_ai read but the store cannot hold (a
@@ -97,8 +97,11 @@ def read_log(path: Path, data: bytes, inputs: BenchmarkInputs | None) -> SourceT
         if sample.scores:
             metadata["scores"] = {name: score.value for name, score in sample.scores.items()}
         error = sample.error.message if sample.error is not None else None
+        sample_id = str(sample.id)
+        if inputs is not None:
+            sample_id = _dataset_id(sample, inputs.dataset, place, inputs.dataset.source)
         line = TraceLine(
-            sample_id=str(sample.id),
+            sample_id=sample_id,
             messages=serialize_messages(_messages(sample.messages), {}),
             trial=sample.epoch - 1,
             status="ok" if error is None else "error",
@@ -180,6 +183,45 @@ def _dataset(samples: list[Any], label: str) -> Dataset | None:
         return dataset_from_entries(list(entries.values()), label)
     except DatasetError as exc:  # gold calls in the metadata in no shape a dataset has
         raise TraceError(str(exc)) from None
+
+
+def _dataset_id(sample: Any, dataset: Dataset, place: str, source: str | None) -> str:
+    """The id of the ``dataset`` sample a log's ``sample`` is: the one of its id whose input
+    is its input, else the one sample whose input it is. Ids alone may pair other questions:
+    a log of a dataset without ids numbers its samples from 1, a dataset file from 0."""
+    text = _words(_input_text(sample.input))
+    same_id = dataset.by_id.get(str(sample.id))
+    if same_id is not None and _words(same_id.input) == text:
+        return same_id.sample_id
+    same_input = [s.sample_id for s in dataset.samples if _words(s.input) == text]
+    if len(same_input) == 1:
+        return same_input[0]
+    named = Path(source).name if source else "the dataset"
+    if len(same_input) > 1:
+        raise TraceError(
+            f"{place}: its input is the input of {len(same_input)} samples of {named} "
+            f"({', '.join(map(repr, same_input[:3]))}), none of its id",
+            hint="give the dataset's samples the ids the log's samples have",
+        )
+    if same_id is not None:
+        raise TraceError(
+            f"{place}: its input {_short(text)} is not the input of {named}'s sample "
+            f"{same_id.sample_id!r} ({_short(_words(same_id.input))}), nor of any other",
+            hint="a log of samples without ids numbers them from 1, a dataset without ids "
+            "from 0: give both the same ids",
+        )
+    raise TraceError(
+        f"{place}: no sample of {named} has its id or its input ({_short(text)})",
+        hint="import it with the dataset the eval ran on",
+    )
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _input_text(value: Any) -> str:
