@@ -8,11 +8,12 @@ of :mod:`tcbreplay._importers.archives`, as inspect_ai reads it whole. Each samp
 LangChain messages (an assistant's ``tool_calls``, a tool message's ``tool_call_id``; a call
 inspect could not parse is the agent's and scores as an invalid argument), its ``metadata``,
 ``target`` and scores as the trial's metadata, an ``error`` as status error. Gold calls come
-from ``--dataset`` (by sample id and input, see :func:`_dataset_id`) or, without one, from each sample's metadata when it
-holds them as a dataset entry does (``target`` as a list of ``{"name", "args"}``, or
-``tool_call_names`` and ``tool_call_args``). The tools, when ``--tools`` is left out, are
-those the log's model calls were offered. What inspect_ai read but the store cannot hold (a
-value beyond the JSON limits, a lone surrogate) is refused naming the sample.
+from ``--dataset`` (by sample id and input, see :func:`_dataset_id`) or, without one, from
+each sample's metadata when it holds them as a dataset entry does (``target`` as a list of
+``{"name", "args"}``, or ``tool_call_names`` and ``tool_call_args``). The tools, when
+``--tools`` is left out, are those the log's model calls were offered. What inspect_ai read
+but the store cannot hold (a value beyond the JSON limits, a lone surrogate) is refused naming
+the sample.
 """
 
 from __future__ import annotations

@@ -114,16 +114,18 @@ def test_a_log_is_paired_with_the_dataset_by_input_where_ids_disagree(tmp_path):
     trace was paired with the next question's gold, in silence. Here the ids are swapped."""
     log = write_log(tmp_path / "logs", epochs=1, fmt="json")
     swapped = tmp_path / "swapped.json"
-    swapped.write_text(json.dumps([{"id": "mul", "input": QUESTIONS["add"], "target": GOLD["add"]},
-                                   {"id": "add", "input": QUESTIONS["mul"], "target": GOLD["mul"]}]))  # fmt: skip
+    entries = [{"id": "mul", "input": QUESTIONS["add"], "target": GOLD["add"]},
+               {"id": "add", "input": QUESTIONS["mul"], "target": GOLD["mul"]}]  # fmt: skip
+    swapped.write_text(json.dumps(entries))
     root = tmp_path / "traces"
     result = cli("import", "--traces", log, "--dataset", swapped, "--tools",
                  DATA / "tools_shop.json", "--run-id", "ins", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
     assert scores(root, "ins") == [("add", 0, 1.0, 1.0, 0, 2), ("mul", 0, 1.0, 1.0, 0, 2)]
     other = tmp_path / "other.json"
-    other.write_text(json.dumps([{"id": "add", "input": "What is 1 plus 1?", "target": []},
-                                 {"id": "mul", "input": QUESTIONS["mul"], "target": []}]))  # fmt: skip
+    entries = [{"id": "add", "input": "What is 1 plus 1?", "target": []},
+               {"id": "mul", "input": QUESTIONS["mul"], "target": []}]  # fmt: skip
+    other.write_text(json.dumps(entries))
     refused = cli("import", "--traces", log, "--dataset", other, "--tools",
                   DATA / "tools_shop.json", "--run-id", "other", "--store", root)  # fmt: skip
     assert refused.exit_code == 2
