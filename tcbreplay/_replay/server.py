@@ -177,6 +177,9 @@ class _Connection(asyncio.Protocol):
             f"Server: tcbreplay-serve\r\nContent-Type: {reply.content_type}\r\n"
             f"Content-Length: {len(body)}\r\n"
             + ("Cache-Control: no-cache\r\n" if stream else "")
+            # the OpenAI and Anthropic SDKs retry a 409 (and a 5xx) unless told not to: asked
+            # again, a recording answers the same, and each retry was logged as a trial
+            + ("X-Should-Retry: false\r\n" if reply.status >= 400 else "")
             + ("Connection: close\r\n" if close else "")
             + "\r\n"
         )

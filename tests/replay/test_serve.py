@@ -15,6 +15,7 @@ import json
 import shutil
 import signal
 import socket
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,28 @@ def test_a_request_that_matches_nothing_gets_409_naming_the_nearest(server):
         "system",
         "mul-7-by-8",
     )
+
+
+def test_an_sdk_with_its_default_retries_is_told_not_to_ask_again(server):
+    """Both SDKs retry a 409 twice by default: each divergence was answered three times (1.4 s)
+    and a --log-run logged three trials of it."""
+    import anthropic
+    import openai
+
+    def diverged() -> int:
+        with urllib.request.urlopen(server.url + "/", timeout=10) as answer:
+            return json.loads(answer.read())["diverged"]
+
+    before = diverged()
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="not-needed")
+    with pytest.raises(openai.ConflictError):
+        client.chat.completions.create(model="m", tools=openai_tools(), messages=[
+            {"role": "user", "content": "Multiply 7 by 9 for me."}])  # fmt: skip
+    other = anthropic.Anthropic(base_url=server.url, api_key="not-needed")
+    with pytest.raises(anthropic.ConflictError):
+        said = [{"role": "user", "content": "Multiply 7 by 8."}]
+        other.messages.create(model="m", max_tokens=9, system="You are a bank.", messages=said)
+    assert diverged() - before == 2
 
 
 def test_a_changed_tool_output_diverges_on_tool_output(server):
