@@ -36,6 +36,7 @@ from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.bfcl_calls import DecodeError, decode_result, json_safe
 from tcbreplay._inputs.dataset import Dataset, GoldCall, Sample, lone_surrogate
 from tcbreplay._inputs.tools import ToolSchema, Toolset, schemas_from_items
+from tcbreplay._secrets import redact
 from tcbreplay.errors import DatasetError, InputError, ToolSchemaError, TraceError
 
 # BFCL's categories whose answers its AST checker judges in Python (the non-live ones)
@@ -321,9 +322,16 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
         raise InputError("--format bfcl needs --dataset")
     found = read_results(file.data, file.name, inputs)
     return SourceTraces(
-        [TraceLine(sample_id, line["messages"], status=line["status"])
+        [TraceLine(sample_id, line["messages"], status=line["status"], error=line["error"],
+                   error_type=INFERENCE_ERROR_TYPE if line["error"] else None)
          for sample_id, line in found.items()]
     )  # fmt: skip
+
+
+# how bfcl-eval writes a result whose inference failed (its traceback beside it), and the
+# error type tcbreplay stores for it
+INFERENCE_ERROR = "Error during inference"
+INFERENCE_ERROR_TYPE = "bfcl_inference"
 
 
 def read_results(data: bytes, label: str, inputs: BenchmarkInputs) -> dict[str, dict[str, Any]]:
@@ -347,6 +355,9 @@ def read_results(data: bytes, label: str, inputs: BenchmarkInputs) -> dict[str, 
         seen[sample_id] = lineno
         if not isinstance(result, (list, str)):
             raise TraceError(f"{place}: result must be a list of calls or a string of calls")
+        failed = isinstance(result, str) and result.startswith(INFERENCE_ERROR)
+        if isinstance(result, str) and failed:  # the provider's error: it may quote the key
+            result = redact(result, environ={})
         sample = samples[sample_id]
         question = [
             kinds.get(m["role"], HumanMessage)(content=m["content"])
@@ -369,9 +380,39 @@ def read_results(data: bytes, label: str, inputs: BenchmarkInputs) -> dict[str, 
             content=result if isinstance(result, str) else "",
             tool_calls=tool_calls,
             response_metadata=metadata,
+            usage_metadata=_usage(line, place),
         )
-        out[sample_id] = {"status": "ok", "messages": serialize_messages([*question, answer], {})}
+        messages = serialize_messages([*question, answer], {})
+        messages[-1]["latency_s"] = _count(line, "latency", place, float)  # the answer's
+        out[sample_id] = {"status": "error" if failed else "ok",
+                          "error": result if failed else None, "messages": messages}  # fmt: skip
     return out
+
+
+def _usage(line: dict[str, Any], place: str) -> Any:
+    """The token counts bfcl-eval writes beside a result (``input_token_count``,
+    ``output_token_count``), as a message's usage; None without them."""
+    given = _count(line, "input_token_count", place, int)
+    made = _count(line, "output_token_count", place, int)
+    if given is None and made is None:
+        return None
+    return {"input_tokens": given or 0, "output_tokens": made or 0,
+            "total_tokens": (given or 0) + (made or 0)}  # fmt: skip
+
+
+def _count(line: dict[str, Any], key: str, place: str, kind: type) -> Any:
+    """``line[key]``, a number of 0 or more (of ``kind``: int, or float), or None. bfcl-eval
+    writes a list of them for a multi-turn question: their sum."""
+    value = line.get(key)
+    if value is None:
+        return None
+    values = value if isinstance(value, list) else [value]
+    flat = [v for item in values for v in (item if isinstance(item, list) else [item])]
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in flat)
+    if not ok or (kind is int and any(isinstance(v, float) and not v.is_integer() for v in flat)):
+        raise TraceError(f"{place}: {key} {value!r} is not a count of 0 or more")
+    total = sum(flat)
+    return int(total) if kind is int else float(total)
 
 
 def _renamed(result: Any, sample: Sample) -> dict[str, str]:
