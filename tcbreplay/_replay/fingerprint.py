@@ -13,7 +13,9 @@ non-ASCII kept; :func:`canonical_json`). Exactly this enters it:
   message after the first other message). ``tool_calls`` is ``[{"name", "arguments"}]`` in
   the message's order (invalid calls, whose arguments are not an object, after them with
   their text as ``arguments``); a tool message's ``name`` is that of the call it answers
-  (found by its call id), else its own.
+  (found by its call id), else its own, and its ``call`` the place of that call among its
+  message's calls (which result answers which call: results given to each other's calls ask
+  the model something else), absent where no call has its id.
 - ``tools``: ``{name: {"description", "parameters", "required", ...}}``: each tool's
   description, its parameters' JSON schemas by name (the ``properties`` of its parameters
   schema), its required parameters sorted, and any other key of that schema but ``type``.
@@ -170,8 +172,9 @@ def _calls(data: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 # one message in the canonical form, before its conversation is known: its role, its item (a
-# tool message named by itself), its tool call id, and the names of the calls it makes by id
-Entry = tuple[str, dict[str, Any], str | None, dict[str, str]]
+# tool message named by itself), its tool call id, and the calls it makes by id (each call's
+# name and place among them)
+Entry = tuple[str, dict[str, Any], str | None, dict[str, tuple[str, int]]]
 
 
 def message_entry(message: Any) -> Entry:
@@ -180,11 +183,11 @@ def message_entry(message: Any) -> Entry:
     kind, data = _data(message)
     role = _ROLES.get(kind, kind)
     call_id = None
-    calls: dict[str, str] = {}
+    calls: dict[str, tuple[str, int]] = {}
     if role == "assistant":
-        for call in data.get("tool_calls") or []:
+        for k, call in enumerate(data.get("tool_calls") or []):
             if call.get("id"):
-                calls[str(call["id"])] = str(call.get("name") or "")
+                calls[str(call["id"])] = (str(call.get("name") or ""), k)
         item = {"role": role, "content": content(data.get("content")), "tool_calls": _calls(data)}
     elif role == "tool":
         call_id = data.get("tool_call_id")
@@ -217,17 +220,18 @@ def assemble(
     leading: list[str] = []
     out: list[dict[str, Any]] = []
     call_ids: list[str | None] = []
-    names: dict[str, str] = {}  # call id -> tool name, from the assistant messages so far
+    # call id -> the tool's name and the call's place in its message, from the assistant
+    # messages so far
+    made: dict[str, tuple[str, int]] = {}
     for role, item, call_id, calls in entries:
         if role == "system" and not out and leading_system:
             text = item["content"]
             leading.append(text if isinstance(text, str) else canonical_json(text))
             continue
-        names.update(calls)
-        if role == "tool" and call_id:
-            name = names.get(call_id)
-            if name and name != item["name"]:
-                item = {**item, "name": name}
+        made.update(calls)
+        if role == "tool" and call_id and call_id in made:
+            name, place = made[call_id]
+            item = {**item, "name": name or item["name"], "call": place}
         out.append(item)
         call_ids.append(call_id)
     return ("\n\n".join(leading) if leading else system), out, call_ids

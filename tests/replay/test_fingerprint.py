@@ -60,7 +60,7 @@ def test_the_canonical_request_holds_what_the_model_sees():
             {"role": "user", "content": "What is 2 plus 3?"},
             {"role": "assistant", "content": "",
              "tool_calls": [{"name": "add_numbers", "arguments": {"a": 3, "b": 2}}]},
-            {"role": "tool", "name": "add_numbers", "content": {"result": 5}},
+            {"role": "tool", "name": "add_numbers", "content": {"result": 5}, "call": 0},
         ],
         "tools": {
             "add_numbers": {"description": "Add two numbers.", "required": ["a", "b"],
@@ -114,6 +114,23 @@ def test_each_change_is_found_at_its_smallest_path(change, path):
     replayed = canonical_request(messages, TOOLS, {})
     assert fingerprint(recorded) != fingerprint(replayed)
     assert first_difference(recorded, replayed)[0] == path
+
+
+def test_which_result_answers_which_call_enters_it():
+    """Two calls of one tool, their results in the recorded order but given to each other's
+    call ids (a bug of concurrent tool runs): the model reads each call's result as the
+    other's, yet the request matched the recording."""
+
+    def asked(answers: list[tuple[str, str]]) -> dict:
+        calls = [{"name": "add_numbers", "args": {"a": a, "b": 1}, "id": f"c{a}"} for a in (8, 45)]
+        results = [ToolMessage(text, tool_call_id=call) for call, text in answers]
+        messages = [HumanMessage("Add 1 to 8 and to 45."), AIMessage("", tool_calls=calls)]
+        return canonical_request([*messages, *results], TOOLS, {})
+
+    recorded = asked([("c8", '{"result": 9}'), ("c45", '{"result": 46}')])
+    swapped = asked([("c45", '{"result": 9}'), ("c8", '{"result": 46}')])
+    assert fingerprint(recorded) != fingerprint(swapped)
+    assert first_difference(recorded, swapped)[0] == "messages[2].call"
 
 
 def test_a_changed_tool_and_setting_name_their_parts():
