@@ -59,3 +59,23 @@ def react_graph(model, tools, system_prompt):
 def failing_factory(model, tools, system_prompt):
     """An --agent factory that fails when it is called."""
     raise ValueError("boom")
+
+
+def asks_twice_then_stops(model, tools, system_prompt):
+    """An --agent that asks for its first turn twice, then stops (runs no tool it is asked to
+    call, asks for no turn after)."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    bound = model.bind_tools(tools)
+
+    async def call_model(state: MessagesState) -> dict:
+        prompt = [SystemMessage(system_prompt)] if system_prompt else []
+        await bound.ainvoke(prompt + state["messages"])
+        return {"messages": [await bound.ainvoke(prompt + state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_edge(START, "model")
+    graph.add_edge("model", END)
+    return graph.compile()

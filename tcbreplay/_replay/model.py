@@ -162,7 +162,7 @@ class RecordedChatModel(BaseChatModel):
             if (
                 ended is not None
                 and ended.status == "error"
-                and (turn == len(ended.turns) == len(state.served))
+                and (turn == len(ended.turns) == state.turns_reached)
             ):
                 state.recorded_error = True
                 raise RecordedFailure(*ended.error)

@@ -432,7 +432,9 @@ def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:
     recorded = state.recording.samples.get(state.key)
     if record["status"] != "ok" or state.divergence is not None or state.live_calls:
         return
-    if recorded is None or len(state.served) >= len(recorded.turns):
+    # (turns asked for, not answers served: an agent that asked one turn twice and stopped
+    # had as many answers as the recording's two turns)
+    if recorded is None or state.turns_reached >= len(recorded.turns):
         return
     replayed = [json.loads(m["message"]) for m in record["messages"]]
     _, mine, _ = canonical_messages(replayed, state.recording.system)
@@ -441,7 +443,7 @@ def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:
     )
     k = len(mine)
     state.divergence = Divergence(
-        len(state.served),
+        state.turns_reached,
         "messages",
         f"messages[{k}]",
         json.dumps(theirs[k], ensure_ascii=False, sort_keys=True) if k < len(theirs) else None,

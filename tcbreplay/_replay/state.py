@@ -40,6 +40,11 @@ class SampleReplay:
     _outputs: dict[str, ToolOutput] | None = None
     _pool: ToolPool | None = None
 
+    @property
+    def turns_reached(self) -> int:
+        """The recorded turns the replay asked for, each once however often it asked."""
+        return len({turn for turn, _ in self.served})
+
     def serve(self, turn: int, position: int, message: AIMessage) -> None:
         self.served.append((turn, position))
         self.served_calls.update(str(c["id"]) for c in message.tool_calls if c.get("id"))

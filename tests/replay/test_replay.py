@@ -465,6 +465,27 @@ def test_a_langgraph_graph_of_ones_own_records_and_replays(tmp_path):
     assert "--agent replay_fixtures:DRIFTED: DRIFTED is list, not callable" in bad.output
 
 
+def test_an_agent_that_asks_a_turn_twice_then_stops_diverges_where_it_stopped(tmp_path):
+    """Answers served were counted, not turns asked for: an agent that asked its first turn
+    twice and stopped had as many as a recording of two turns, and was no change."""
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:react_graph",
+                 "--run-id", "mine", "--limit", 12, "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    query = ("select sample_id, count(*) n from messages where run_id = 'mine' and type = 'ai' "
+             "group by sample_id")  # fmt: skip
+    turns = {row["sample_id"]: row["n"] for row in sql(store.root, query)}
+    longer = sorted(sid for sid, n in turns.items() if n > 1)
+    assert longer and len(longer) < 12  # (some samples answer in one turn)
+    summary = replay_run(store, "mine", new_run_id="twice",
+                         agent="replay_fixtures:asks_twice_then_stops")  # fmt: skip
+    rows = sql(store.root, "select sample_id, status from samples where run_id = 'twice'")
+    assert sorted(r["sample_id"] for r in rows if r["status"] == "diverged") == longer
+    at = sql(store.root, "select distinct turn from divergences where run_id = 'twice'")
+    assert at == [{"turn": 1}]
+    assert summary.diverged_samples == len(longer)
+
+
 # ---------------------------------------------------------------- imported runs
 
 
