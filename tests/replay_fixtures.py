@@ -79,3 +79,18 @@ def asks_twice_then_stops(model, tools, system_prompt):
     graph.add_edge(START, "model")
     graph.add_edge("model", END)
     return graph.compile()
+
+
+def forbids_tools(model, tools, system_prompt):
+    """:func:`react_graph`, its model bound with ``tool_choice="none"``."""
+    return react_graph(_Bound(model, tool_choice="none"), tools, system_prompt)
+
+
+class _Bound:
+    """A model whose ``bind_tools`` binds these settings too."""
+
+    def __init__(self, model, **settings):
+        self.model, self.settings = model, settings
+
+    def bind_tools(self, tools, **kwargs):
+        return self.model.bind_tools(tools, **{**self.settings, **kwargs})

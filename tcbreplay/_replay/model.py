@@ -29,6 +29,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
+from tcbreplay._replay.choice import conflict
 from tcbreplay._replay.fingerprint import (
     Conversation,
     assistant_turns,
@@ -144,18 +145,22 @@ class RecordedChatModel(BaseChatModel):
         hit = self.recording.lookup(digest, key, first, turn)
         if hit is None and state is None and key is not None:
             hit = self.recording.lookup(digest, first=first, turn=turn)
+        refused = None  # the recorded answer, where the request's tool_choice forbids it
         if hit is not None:
             found, recorded = hit
             (message,) = messages_from_dict(
                 [self.recording.samples[found].message(recorded.position)]
             )
-            if message.id is not None and any(m.id == message.id for m in messages):
-                # LangGraph would take it for the earlier message of that id and replace it
-                message.id = f"{message.id}-turn-{turn}"
-            if state is not None:
-                state.serve(turn, recorded.position, message)  # type: ignore[arg-type]
-            return message, state  # type: ignore[return-value]
-        if state is not None and self.live is None:
+            made = [str(c.get("name")) for c in getattr(message, "tool_calls", None) or []]
+            refused = conflict(turn, {**self.bound_kwargs, **kwargs}, made)
+            if refused is None:
+                if message.id is not None and any(m.id == message.id for m in messages):
+                    # LangGraph would take it for the earlier message of that id and replace it
+                    message.id = f"{message.id}-turn-{turn}"
+                if state is not None:
+                    state.serve(turn, recorded.position, message)  # type: ignore[arg-type]
+                return message, state  # type: ignore[return-value]
+        if refused is None and state is not None and self.live is None:
             ended = self.recording.samples.get(state.key)
             # every recorded turn served, and the recording ended in error where the next
             # would have been: the replay ends there as the recording did
@@ -168,7 +173,7 @@ class RecordedChatModel(BaseChatModel):
                 raise RecordedFailure(*ended.error)
         _, _, call_ids = canonical_messages(messages, self.recording.system)
         component = state.component(call_ids) if state is not None else None
-        divergence = self.recording.divergence(request, key, component)
+        divergence = refused or self.recording.divergence(request, key, component)
         if state is not None:
             state.divergence = divergence
             if self.live is not None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._replay.choice import conflict
 from tcbreplay._replay.divergence import Divergence, message_index
 from tcbreplay._replay.fingerprint import (
     Request,
@@ -168,13 +169,18 @@ class ReplayService:
         if hit is None:
             return self._diverged(wire, request, canonical, conversation, turn)
         key, recorded = hit
+        message, part = self._recorded(key, recorded.position)
+        made = [str(c.get("name")) for c in (message.get("data") or {}).get("tool_calls") or []]
+        refused = conflict(turn, request.choice, made)
+        if refused is not None:  # the request forbids what the recorded turn did
+            return self._diverged(wire, request, canonical, conversation, turn,
+                                  (key, turn, refused))  # fmt: skip
         if conversation.key != key:  # it went on in another sample: served from there on
             conversation.served = []
         conversation.key = key
         conversation.divergence = None
         conversation.served = [s for s in conversation.served if s[0] < turn]
         conversation.served.append((turn, recorded.position))
-        message, part = self._recorded(key, recorded.position)
         self._remember(conversation, canonical, part)
         if self.log is not None:
             self.log.served(conversation, request.messages, message)
@@ -232,11 +238,17 @@ class ReplayService:
 
     def _diverged(
         self, wire: Wire, request: WireRequest, canonical: _Canonical, conversation: Conversation,
-        turn: int,
+        turn: int, refused: tuple[Key, int, Divergence] | None = None,
     ) -> Reply:  # fmt: skip
+        """The 409 of a request no recorded turn answers, or (``refused``: the sample, turn
+        and divergence) one whose turn it forbids."""
         items = canonical.request["messages"]
-        where, divergence = self.recording.nearest(canonical.request, conversation.key,
-                                                   _tool_output(items))  # fmt: skip
+        where: tuple[Key, int] | None
+        if refused is not None:
+            where, divergence = (refused[0], refused[1]), refused[2]
+        else:
+            where, divergence = self.recording.nearest(canonical.request, conversation.key,
+                                                       _tool_output(items))  # fmt: skip
         if conversation.key is None and where is not None:
             conversation.key = where[0]
         conversation.divergence = divergence

@@ -19,7 +19,7 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay._replay.fingerprint import (
@@ -42,6 +42,10 @@ class WireError(TcbReplayError):
         self.kind = kind
 
 
+# the settings of a request that say which answers it allows
+_CHOICE = ("tool_choice", "parallel_tool_calls")
+
+
 @dataclass
 class WireRequest:
     """A request as read from the wire: its messages (LangChain's, and each one's part of the
@@ -57,6 +61,9 @@ class WireRequest:
     model: str
     stream: bool
     usage_in_stream: bool = False
+    # what the request allows an answer (``tool_choice``, ``parallel_tool_calls``; see
+    # :mod:`tcbreplay._replay.choice`)
+    choice: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -236,6 +243,7 @@ class OpenAIWire(Wire):
             params=canonical_params(body),
             model=str(body.get("model") or ""),
             stream=bool(body.get("stream")),
+            choice={k: body[k] for k in _CHOICE if k in body},
             usage_in_stream=isinstance(options, dict) and bool(options.get("include_usage")),
         )
 
@@ -336,6 +344,7 @@ class AnthropicWire(Wire):
             params=canonical_params(body),
             model=str(body.get("model") or ""),
             stream=bool(body.get("stream")),
+            choice={k: body[k] for k in _CHOICE if k in body},
         )
 
     def _blocks(self, answer: Answer) -> list[dict[str, Any]]:

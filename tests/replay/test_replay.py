@@ -486,6 +486,30 @@ def test_an_agent_that_asks_a_turn_twice_then_stops_diverges_where_it_stopped(tm
     assert summary.diverged_samples == len(longer)
 
 
+def test_an_agent_that_forbids_the_recorded_calls_diverges_on_tool_choice(tmp_path):
+    """tool_choice is in no fingerprint: an agent bound with tool_choice="none" was served
+    every recorded tool call (0 diverged, exit 0)."""
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:react_graph",
+                 "--run-id", "mine", "--limit", 16, "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    query = ("select sample_id, message from messages where run_id = 'mine' and type = 'ai' "
+             "order by sample_id, position")  # fmt: skip
+    first: dict[str, dict] = {}
+    for row in sql(store.root, query):
+        first.setdefault(row["sample_id"], json.loads(row["message"]))
+    calling = sorted(sid for sid, m in first.items() if m["data"].get("tool_calls"))
+    assert calling
+    summary = replay_run(store, "mine", new_run_id="none",
+                         agent="replay_fixtures:forbids_tools")  # fmt: skip
+    assert summary.diverged_samples == len(calling)
+    rows = sql(store.root, "select sample_id, component, path, replayed from divergences "
+               "where run_id = 'none' order by sample_id")  # fmt: skip
+    assert [r["sample_id"] for r in rows] == calling
+    assert {(r["component"], r["path"], r["replayed"]) for r in rows} == {
+        ("params", "params.tool_choice", '"none"')}  # fmt: skip
+
+
 # ---------------------------------------------------------------- imported runs
 
 

@@ -272,6 +272,36 @@ def test_an_sdk_with_its_default_retries_is_told_not_to_ask_again(server):
     assert diverged() - before == 2
 
 
+def test_a_request_that_forbids_the_recorded_calls_gets_409_on_tool_choice(server):
+    """tool_choice is in no fingerprint: "none" was answered with the recorded tool call."""
+    import anthropic
+    import openai
+
+    messages = [{"role": "system", "content": INPUTS.system_prompt},
+                {"role": "user", "content": sample_input("mul-7-by-8")}]  # fmt: skip
+    client = openai_client(server.url)
+    answered = client.chat.completions.create(model="m", messages=messages, tools=openai_tools())
+    assert answered.choices[0].message.tool_calls  # the recording calls a tool here
+    with pytest.raises(openai.ConflictError) as caught:
+        client.chat.completions.create(model="m", messages=messages, tools=openai_tools(),
+                                       tool_choice="none")  # fmt: skip
+    said = caught.value.body["divergence"]
+    assert (said["component"], said["path"], said["replayed"]) == (
+        "params", "params.tool_choice", '"none"')  # fmt: skip
+    assert caught.value.body["nearest"]["sample_id"] == "mul-7-by-8"
+    forced = {"type": "function", "function": {"name": "list_items"}}
+    with pytest.raises(openai.ConflictError):
+        client.chat.completions.create(model="m", messages=messages, tools=openai_tools(),
+                                       tool_choice=forced)  # fmt: skip
+    other = anthropic_client(server.url)
+    tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
+              "input_schema": t["function"]["parameters"]} for t in openai_tools()]  # fmt: skip
+    with pytest.raises(anthropic.ConflictError) as caught:
+        other.messages.create(model="m", max_tokens=9, system=INPUTS.system_prompt, tools=tools,
+                              messages=messages[1:], tool_choice={"type": "none"})  # fmt: skip
+    assert caught.value.body["error"]["divergence"]["path"] == "params.tool_choice"
+
+
 def test_a_changed_tool_output_diverges_on_tool_output(server):
     import openai
 

@@ -1,0 +1,76 @@
+"""What a request's ``tool_choice`` (and ``parallel_tool_calls``) allows of an answer.
+
+These settings are not in a recording's fingerprints (a run records how its model was made,
+not how each call bound its tools), so a request that forbids what the recorded turn did
+still finds that turn. A model asked with them could not have answered so: a recorded answer
+that calls a tool where ``tool_choice`` is ``none``, calls none where it is required (``any``,
+``required``, ``True``), calls another than the one named, or calls several where
+``parallel_tool_calls`` is false (Anthropic's ``disable_parallel_tool_use``), is a
+divergence at ``params.tool_choice`` (``params.parallel_tool_calls``). The forms read are
+LangChain's ``bind_tools(tool_choice=...)`` (a tool's name, ``"any"``, ``True``, ...),
+OpenAI's and Anthropic's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tcbreplay._replay.divergence import Divergence
+from tcbreplay._replay.fingerprint import canonical_json
+
+_FREE = ("auto", "")
+_REQUIRED = ("any", "required")
+
+
+def _wanted(choice: Any) -> tuple[str, str | None] | None:
+    """What ``choice`` asks: ("none", None), ("required", None), ("named", NAME), or None
+    for an answer's free choice."""
+    if choice is None or choice is False or choice in _FREE:
+        return None
+    if choice is True or choice in _REQUIRED:
+        return "required", None
+    if choice == "none":
+        return "none", None
+    if isinstance(choice, str):
+        return "named", choice
+    if isinstance(choice, Mapping):
+        kind = choice.get("type")
+        if kind in ("function", "tool"):
+            function = choice.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
+            return ("named", str(name)) if name else ("required", None)
+        if kind in _REQUIRED:
+            return "required", None
+        if kind == "none":
+            return "none", None
+    return None
+
+
+def parallel_allowed(settings: Mapping[str, Any]) -> bool:
+    """Whether a request's settings let an answer make several calls."""
+    if settings.get("parallel_tool_calls") is False:
+        return False
+    choice = settings.get("tool_choice")
+    return not (isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use") is True)
+
+
+def conflict(turn: int, settings: Mapping[str, Any], calls: Sequence[str]) -> Divergence | None:
+    """The divergence of a recorded answer making ``calls`` (tool names) at ``turn`` from a
+    request of these ``settings`` (its ``tool_choice`` and ``parallel_tool_calls``), or None
+    when a model asked so could have answered it."""
+    choice = settings.get("tool_choice")
+    wanted = _wanted(choice)
+    made = canonical_json(list(calls))
+    if wanted is not None:
+        kind, name = wanted
+        wrong = (
+            (kind == "none" and calls)
+            or (kind == "required" and not calls)
+            or (kind == "named" and (not calls or any(c != name for c in calls)))
+        )
+        if wrong:
+            return Divergence(turn, "params", "params.tool_choice", made, canonical_json(choice))
+    if len(calls) > 1 and not parallel_allowed(settings):
+        return Divergence(turn, "params", "params.parallel_tool_calls", made, "false")
+    return None
