@@ -160,15 +160,19 @@ class RecordedChatModel(BaseChatModel):
                 if state is not None:
                     state.serve(turn, recorded.position, message)  # type: ignore[arg-type]
                 return message, state  # type: ignore[return-value]
-        if refused is None and state is not None and self.live is None:
+        if refused is None and state is not None:
             ended = self.recording.samples.get(state.key)
             # every recorded turn served, and the recording ended in error where the next
-            # would have been: the replay ends there as the recording did
+            # would have been: the replay ends there as the recording did, or, with a live
+            # model (--then), goes on live from there: no change either way, no divergence
             if (
                 ended is not None
                 and ended.status == "error"
                 and (turn == len(ended.turns) == state.turns_reached)
             ):
+                if self.live is not None:
+                    state.continued = True
+                    return None, state
                 state.recorded_error = True
                 raise RecordedFailure(*ended.error)
         _, _, call_ids = canonical_messages(messages, self.recording.system)

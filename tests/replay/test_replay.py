@@ -352,6 +352,16 @@ def test_a_sample_recorded_in_error_ends_in_its_error_and_is_no_change(tmp_path)
     assert summary["recorded_errors"] == summary["errors"] == len(errors)
     rows = sql(store, query + "'again'")
     assert {r["sample_id"]: r for r in rows} == parent  # each error as its recording's
+    # with --then, such a sample goes on live where its recording ended: no divergence (it
+    # reported one at a path the parent holds, recorded null, exit 1)
+    result = cli("replay", "flt", "--run-id", "then", "--then", "sim:seed=7", "--store", store,
+                 "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["diverged_samples"], summary["recorded_errors"]) == (0, 0)
+    assert not sql(store, "select * from divergences where run_id = 'then'")
+    went_on = {r["sample_id"] for r in sql(store, query + "'then'") if r["status"] == "ok"}
+    assert errors <= went_on  # each went on live, and ended
 
 
 def test_a_trial_the_parent_lacks_is_not_replayed_and_no_divergence(tmp_path):
