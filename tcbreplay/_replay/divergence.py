@@ -77,7 +77,8 @@ def first_difference(recorded: dict[str, Any], replayed: dict[str, Any]) -> tupl
 
 
 def _diff(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
-    if a == b and type(a) is type(b):
+    # (containers are compared item by item: [true] == [1] in Python, not in JSON)
+    if type(a) is type(b) and not isinstance(a, (dict, list)) and a == b:
         return None
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):

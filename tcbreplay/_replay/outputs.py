@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tcbreplay._replay.fingerprint import content, tool_content
+from tcbreplay._replay.fingerprint import canonical_json, content, tool_content
 from tcbreplay._replay.recording import ToolOutput
 
 OUTCOMES = ("same", "cosmetic", "drift", "error", "unknown_tool")
@@ -25,9 +25,10 @@ def compare_output(
     recorded: ToolOutput, replayed: Any, status: str | None, known_tool: bool
 ) -> str:
     """How a live tool output compares with the recorded one (one of :data:`OUTCOMES`)."""
-    if content(replayed) == content(recorded.content):
+    # compared as JSON text: in Python true == 1, and {"a": true} == {"a": 1}
+    if canonical_json(content(replayed)) == canonical_json(content(recorded.content)):
         return "same"
-    if tool_content(replayed) == tool_content(recorded.content):
+    if canonical_json(tool_content(replayed)) == canonical_json(tool_content(recorded.content)):
         return "cosmetic"
     if not known_tool:
         return "unknown_tool"

@@ -262,3 +262,17 @@ def test_recorded_tool_outputs_are_served_by_call_not_by_order():
     assert pool.take("add_numbers", {"a": 1, "b": 2}).position == 6
     assert pool.take("add_numbers", {"a": 1, "b": 2}) is None  # each output once
     assert pool.take("multiply_numbers", {"a": 1, "b": 2}) is None
+
+
+def test_a_boolean_for_a_number_in_a_tool_output_is_drift_found_at_its_path():
+    """true == 1 in Python: the output was called cosmetic, yet the request diverged, at
+    the whole message list (no difference was found in it)."""
+    from tcbreplay._replay.outputs import compare_output
+
+    recorded = ToolOutput("list_items", {}, '{"items": [{"item_id": 1}]}', "success", 2)
+    assert compare_output(recorded, '{"items": [{"item_id": true}]}', "success", True) == "drift"
+    assert compare_output(recorded, '{"items":[{"item_id":1.0}]}', "success", True) == "cosmetic"
+    assert compare_output(recorded, '{"items": [{"item_id": 1}]}', "success", True) == "same"
+    one = {"messages": [{"role": "tool", "content": {"items": [{"item_id": 1}]}}]}
+    other = {"messages": [{"role": "tool", "content": {"items": [{"item_id": True}]}}]}
+    assert first_difference(one, other)[0] == "messages[0].content.items[0].item_id"
