@@ -90,14 +90,16 @@ def convert(
                 calls = m.get("tool_calls") or []
                 if not isinstance(calls, list):
                     raise message_problem(place, k, "tool_calls must be a list")
-                extras = {**kept, **{key: m[key] for key in _ASSISTANT_EXTRAS if m.get(key)}}
+                made = [_tool_call(c, place, k, j) for j, c in enumerate(calls)]
+                legacy = m.get("function_call")
+                if legacy is not None:  # the API's call before tool_calls: a call all the same
+                    if not isinstance(legacy, dict):
+                        raise message_problem(place, k, "function_call must be an object")
+                    made.append(_tool_call({"function": legacy}, place, k, len(made)))
+                extras = {**kept, **{key: m[key] for key in _ASSISTANT_EXTRAS
+                                     if m.get(key) and key != "function_call"}}  # fmt: skip
                 out.append(
-                    AIMessage(
-                        content=content,
-                        name=name,
-                        tool_calls=[_tool_call(c, place, k, j) for j, c in enumerate(calls)],
-                        additional_kwargs=extras,
-                    )
+                    AIMessage(content=content, name=name, tool_calls=made, additional_kwargs=extras)
                 )
             elif role == "tool":
                 call_id = m.get("tool_call_id")

@@ -79,3 +79,17 @@ def test_arguments_beyond_the_json_limits_are_refused_with_their_place():
     where = r"line 1: message 1: tool_calls\[0\]\.function\.arguments: "
     with pytest.raises(TraceError, match=where + "an integer of 641 digits"):
         openai.read(file_of(line), None)
+
+
+def test_a_legacy_function_call_is_a_call():
+    """The API's call before tool_calls was kept aside (additional_kwargs): the sample scored
+    as an agent that made no call."""
+    call = {"name": "add_numbers", "arguments": '{"a": 3, "b": 2}'}
+    legacy = {"role": "assistant", "content": None, "function_call": call}
+    line = {"sample_id": "add", "messages": [LINE["messages"][0], legacy]}
+    (read,) = openai.read(file_of(line), None).lines
+    data = json.loads(read.messages[-1]["message"])["data"]
+    assert [(c["name"], c["args"]) for c in data["tool_calls"]] == [
+        ("add_numbers", {"a": 3, "b": 2})
+    ]
+    assert "function_call" not in data["additional_kwargs"]
