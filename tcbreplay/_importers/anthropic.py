@@ -103,8 +103,14 @@ def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Rep
                     if isinstance(b, dict) and b.get("type") == "tool_use"
                 ]
                 usage = m.get("usage")
-                if not isinstance(usage, dict):
-                    usage = {}
+                if usage is not None and not isinstance(usage, dict):
+                    raise message_problem(place, k, "usage must be an object")
+                usage = usage or {}
+                for name in ("input_tokens", "output_tokens"):
+                    n = usage.get(name)
+                    if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+                        raise message_problem(place, k, f"usage.{name} {n!r}: not a count of "
+                                              "tokens (a whole number)")  # fmt: skip
                 message = AIMessage(
                     content=content,
                     tool_calls=calls,
@@ -113,8 +119,9 @@ def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Rep
                         key: m[key] for key in ("model", "stop_reason") if m.get(key) is not None
                     },
                 )
-                if isinstance(usage.get("input_tokens"), int):
-                    tokens_in, tokens_out = usage["input_tokens"], usage.get("output_tokens") or 0
+                if usage.get("input_tokens") is not None or usage.get("output_tokens") is not None:
+                    tokens_in = usage.get("input_tokens") or 0
+                    tokens_out = usage.get("output_tokens") or 0
                     message.usage_metadata = {
                         "input_tokens": tokens_in,
                         "output_tokens": tokens_out,

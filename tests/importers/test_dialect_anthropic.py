@@ -57,3 +57,24 @@ def test_calls_beside_the_content_are_refused_and_other_keys_kept():
     source = anthropic.read(file_of(tagged), None)
     user = json.loads(source.lines[0].messages[0]["message"])
     assert user["data"]["additional_kwargs"] == {"turn": 1}
+
+
+def test_token_counts_that_are_no_counts_are_refused_with_their_place():
+    """'7' crashed (TypeError), true crashed (ArrowTypeError), 2.7 was stored as 2."""
+    import pytest
+
+    from tcbreplay.errors import TraceError
+
+    for usage, shown in (({"input_tokens": 5, "output_tokens": "7"}, "usage.output_tokens '7'"),
+                         ({"input_tokens": True}, "usage.input_tokens True"),
+                         ({"input_tokens": 5, "output_tokens": 2.7}, "usage.output_tokens 2.7"),
+                         ("many", "usage must be an object")):  # fmt: skip
+        answer = {**LINE["messages"][1], "usage": usage}
+        line = {**LINE, "messages": [LINE["messages"][0], answer, *LINE["messages"][2:]]}
+        with pytest.raises(TraceError, match=r"t\.jsonl: line 1: message 1: ") as caught:
+            anthropic.read(file_of(line), None)
+        assert shown in str(caught.value)
+    answer = {**LINE["messages"][1], "usage": {"output_tokens": 4}}
+    (read,) = anthropic.read(file_of({**LINE, "messages": [LINE["messages"][0], answer]}),
+                             None).lines  # fmt: skip
+    assert (read.messages[-1]["input_tokens"], read.messages[-1]["output_tokens"]) == (0, 4)
