@@ -57,8 +57,10 @@ _FIELDS = {
     "status_message": ("status_message", "statusMessage"),
     "model": ("provided_model_name", "providedModelName", "model"),
     "tool_definitions": ("tool_definitions", "toolDefinitions"),
+    # a generation's token counts: v3's usage_details, the older usage
+    "usage": ("usage_details", "usageDetails", "usage"),
 }
-_JSON_COLUMNS = ("input", "output", "metadata", "tool_definitions")
+_JSON_COLUMNS = ("input", "output", "metadata", "tool_definitions", "usage")
 
 
 def sniff(file: TraceFile) -> Sniff:
@@ -314,7 +316,31 @@ def _answer(obs: dict[str, Any], where: str) -> Any:
     found = AIMessage(value) if isinstance(value, str) else message(value, f"{where}: output")
     if not isinstance(found, AIMessage):
         raise TraceError(f"{where}: its output is no model turn (an assistant's message)")
+    if found.usage_metadata is None:
+        found.usage_metadata = _usage(obs, where)
     return found
+
+
+# the names of a generation's input and output token counts in its usage
+_IN = ("input", "input_tokens", "prompt_tokens", "promptTokens")
+_OUT = ("output", "output_tokens", "completion_tokens", "completionTokens")
+
+
+def _usage(obs: dict[str, Any], where: str) -> Any:
+    """A generation's token counts as a message's usage (None where it has none)."""
+    usage = obs.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    counts = []
+    for names in (_IN, _OUT):
+        n = next((usage[k] for k in names if usage.get(k) is not None), None)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise TraceError(f"{where}: a token count of {n!r}: not a whole number of 0 or more")
+        counts.append(n)
+    if counts == [None, None]:
+        return None
+    given, made = counts[0] or 0, counts[1] or 0
+    return {"input_tokens": given, "output_tokens": made, "total_tokens": given + made}
 
 
 def _tool_result(obs: dict[str, Any], where: str) -> tuple[Any, str | None, str]:

@@ -83,6 +83,19 @@ def test_every_export_gives_what_the_agent_returned(name):
     assert stored(source.lines[1])[2]["data"]["tool_calls"][1]["name"] == "multiply_numbers"
 
 
+@pytest.mark.parametrize("name", FORMS)
+def test_every_export_keeps_each_generations_token_counts(name):
+    """usage_details were read nowhere: every sample's tokens were null (LangSmith's export of
+    the same agent runs kept them)."""
+    for line, agent in zip(read(name).lines, expected(), strict=True):
+        made = [(m["input_tokens"], m["output_tokens"]) for m in line.messages if m["type"] == "ai"]
+        said = [((m["data"].get("usage_metadata") or {}).get("input_tokens"),
+                 (m["data"].get("usage_metadata") or {}).get("output_tokens"))
+                for m in agent.get("messages", []) if m["type"] == "ai"]  # fmt: skip
+        assert made == said
+    assert any(m["input_tokens"] for m in read(name).lines[0].messages)
+
+
 def test_the_public_apis_answer_reads_too():
     ui = json.loads((DATA / "observations.json").read_text())
     data = json.dumps({"data": ui, "meta": {"page": 1}}).encode()
