@@ -103,7 +103,7 @@ def read_log(path: Path, data: bytes, inputs: BenchmarkInputs | None) -> SourceT
             sample_id = _dataset_id(sample, inputs.dataset, place, inputs.dataset.source)
         line = TraceLine(
             sample_id=sample_id,
-            messages=serialize_messages(_messages(sample.messages), {}),
+            messages=serialize_messages(_messages(sample.messages, sample.events), {}),
             trial=sample.epoch - 1,
             status="ok" if error is None else "error",
             error=error,
@@ -134,10 +134,30 @@ def _refuse_unstorable(value: Any, place: str) -> None:
         raise TraceError(f"{place}: holds a lone surrogate {surrogate}, which is not valid Unicode")
 
 
-def _messages(messages: list[Any]) -> list[Any]:
-    """inspect_ai's chat messages as LangChain messages."""
+def _usage_by_message(events: list[Any] | None) -> dict[str, dict[str, int]]:
+    """Each model call's token counts (its event's output usage) by the id of the assistant
+    message it answered with."""
+    found: dict[str, dict[str, int]] = {}
+    for event in events or []:
+        output = (
+            getattr(event, "output", None) if getattr(event, "event", None) == "model" else None
+        )
+        message = getattr(output, "message", None)
+        usage = getattr(output, "usage", None)
+        if message is None or usage is None or not getattr(message, "id", None):
+            continue
+        given, made = usage.input_tokens or 0, usage.output_tokens or 0
+        found[message.id] = {"input_tokens": given, "output_tokens": made,
+                             "total_tokens": given + made}  # fmt: skip
+    return found
+
+
+def _messages(messages: list[Any], events: list[Any] | None = None) -> list[Any]:
+    """inspect_ai's chat messages as LangChain messages, an assistant's with the token counts
+    of the model call that answered it (``events``: the sample's)."""
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
+    usage = _usage_by_message(events)
     out: list[Any] = []
     for m in messages:
         if m.role == "system":
@@ -157,7 +177,10 @@ def _messages(messages: list[Any]) -> list[Any]:
                 }
                 for call in m.tool_calls or []
             ]
-            out.append(AIMessage(content=m.text, tool_calls=calls, id=m.id))
+            answer = AIMessage(content=m.text, tool_calls=calls, id=m.id)
+            if m.id in usage:
+                answer.usage_metadata = usage[m.id]  # type: ignore[assignment]
+            out.append(answer)
         elif m.role == "tool":
             out.append(
                 ToolMessage(

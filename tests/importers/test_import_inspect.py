@@ -266,3 +266,19 @@ def test_the_dialect_reads_a_log_given_as_bytes(tmp_path):
     assert sorted(line.sample_id for line in source.lines) == ["add", "mul"]
     assert source.dataset is not None  # the samples' metadata holds their gold calls
     assert source.tools and {t["name"] for t in source.tools} == {"add_numbers", "multiply_numbers"}
+
+
+def test_each_model_calls_token_counts_are_its_answers(tmp_path):
+    """The log's model events hold each call's usage: every imported sample's tokens were
+    null. Per sample they add up to inspect_ai's own model_usage."""
+    from inspect_ai.log import read_eval_log
+
+    path = DATA / "inspect" / "mockllm-2-samples-2-epochs.json"
+    log = read_eval_log(str(path))
+    source = inspect_dialect.read(TraceFile(path.name, data=path.read_bytes()), None)
+    for line, sample in zip(source.lines, log.samples, strict=True):
+        (usage,) = sample.model_usage.values()
+        ai = [m for m in line.messages if m["type"] == "ai"]
+        assert all(m["input_tokens"] is not None for m in ai)
+        assert sum(m["input_tokens"] for m in ai) == usage.input_tokens
+        assert sum(m["output_tokens"] for m in ai) == usage.output_tokens
