@@ -285,6 +285,8 @@ def _journal_place(run: Run) -> tuple[str, str]:
         return f"the journal's batches ({JOURNAL_CHUNKS}/)", "`record --resume`"
     if any(run.dir.glob("journal-*-of-*.jsonl")):  # record --shard I/N's journals
         return "the shards' journals (journal-I-of-N.jsonl)", "the last shard to finish"
+    if run.manifest.get("source") in ("replay", "collect"):  # (record --resume refuses them)
+        return JOURNAL, f"`{run.resume_command()}`"
     return JOURNAL, "`record --resume`"
 
 

@@ -574,6 +574,9 @@ def test_a_killed_server_keeps_its_log_and_the_same_command_goes_on(root, tmp_pa
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert not (root / "crash" / "samples.parquet").exists()  # never folded: only the journal
+    # score names the command that folds it (it named record --resume, which refuses a log)
+    said = cli("score", "crash", "--store", root).output
+    assert f"which `tcbreplay serve {PARENT} --log-run crash" in said, said
     # the same command again: the log goes on, and a stop (SIGTERM, as Ctrl-C) folds it
     for stop in (signal.SIGTERM, signal.SIGINT):
         proc, url = start()
