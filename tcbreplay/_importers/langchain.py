@@ -10,7 +10,6 @@ from tcbreplay import _json
 from tcbreplay._importers.dialect import GUESS, Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.lines import (
     first_messages,
-    invalid_calls_as_calls,
     message_problem,
     read_jsonl,
     repeated_key_problem,
@@ -75,9 +74,6 @@ def _with_call_ids(item: Any) -> Any:
     data = item.get("data") if isinstance(item, dict) else None
     if not isinstance(data, dict):
         return item
-    if item.get("type") in ("ai", "AIMessageChunk") and data.get("invalid_tool_calls"):
-        data = invalid_calls_as_calls(data)
-        item = {**item, "data": data}
     calls = data.get("tool_calls")
     if not isinstance(calls, list) or all(not isinstance(c, dict) or "id" in c for c in calls):
         return item

@@ -9,7 +9,6 @@ is stored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -171,29 +170,6 @@ def repeated_key_problem(place: str, k: int, what: str, args: Any, repeats: _jso
     key = _json.repeated_key(args, repeats)
     if key is not None:
         raise message_problem(place, k, f"{what} repeats the key {key!r}")
-
-
-def invalid_calls_as_calls(data: dict[str, Any]) -> dict[str, Any]:
-    """An AI message's data with its ``invalid_tool_calls`` (LangChain's: calls whose
-    arguments its parser could not read) after its ``tool_calls``, each with its text under
-    :data:`~tcbreplay._store.schema.INVALID_ARGUMENTS`, as the openai dialect keeps such a
-    call: the agent made it, and it scores as an invalid argument (left where LangChain put
-    it, scoring saw no call)."""
-    from tcbreplay._store.schema import INVALID_ARGUMENTS
-
-    invalid = data.get("invalid_tool_calls")
-    if not isinstance(invalid, list) or not invalid:
-        return data
-    calls = data.get("tool_calls")
-    made = list(calls) if isinstance(calls, list) else []
-    for call in invalid:
-        if not isinstance(call, dict):
-            continue
-        args = call.get("args")
-        text = args if isinstance(args, str) else json.dumps(args) if args is not None else ""
-        made.append({"name": str(call.get("name") or ""), "args": {INVALID_ARGUMENTS: text},
-                     "id": call.get("id"), "type": "tool_call"})  # fmt: skip
-    return {**data, "tool_calls": made, "invalid_tool_calls": []}
 
 
 def token_problem(messages: list[dict[str, Any]]) -> str | None:

@@ -20,7 +20,6 @@ from typing import Any
 
 from tcbreplay import _json
 from tcbreplay._importers import openai
-from tcbreplay._importers.lines import invalid_calls_as_calls
 from tcbreplay.errors import TraceError
 
 _LC_KINDS = {
@@ -187,8 +186,6 @@ def message(value: Any, where: str) -> Any:
     else:
         raise TraceError(f"{where}: not a message (LangChain's, or one with a role)")
     data = {k: v for k, v in data.items() if k != "type"}
-    if kind == "ai":
-        data = invalid_calls_as_calls(data)
     if kind == "ai" and isinstance(data.get("tool_calls"), list):
         data["tool_calls"] = [
             {"id": None, **c} if isinstance(c, dict) else c for c in data["tool_calls"]

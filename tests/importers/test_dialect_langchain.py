@@ -40,20 +40,3 @@ def test_it_reads_a_sample_per_line_from_the_bytes():
     assert [line.sample_id for line in source.lines] == ["0", "catalog-then-multiply", "7"]
     assert source.dataset is None
     assert source.lines[0].messages[0]["type"] == "system"
-
-
-def test_an_invalid_tool_call_is_a_call_with_invalid_arguments():
-    """LangChain keeps a call whose arguments its parser could not read in invalid_tool_calls:
-    it was left there, and the sample scored as making no call (the openai dialect keeps the
-    same call under INVALID_ARGUMENTS, an invalid argument)."""
-    from tcbreplay._store.schema import INVALID_ARGUMENTS
-
-    ai = {"type": "ai", "data": {"content": "", "tool_calls": [], "invalid_tool_calls": [
-        {"name": "add_numbers", "args": '{"a": 3, "b": 2', "id": "c1", "error": "bad JSON",
-         "type": "invalid_tool_call"}]}}  # fmt: skip
-    line = {"sample_id": "s0", "messages": [{"type": "human", "data": {"content": "2 + 3?"}}, ai]}
-    (read,) = langchain.read(file_of(line), None).lines
-    data = json.loads(read.messages[-1]["message"])["data"]
-    assert [(c["name"], c["args"], c["id"]) for c in data["tool_calls"]] == [
-        ("add_numbers", {INVALID_ARGUMENTS: '{"a": 3, "b": 2'}, "c1")]  # fmt: skip
-    assert data["invalid_tool_calls"] == []
