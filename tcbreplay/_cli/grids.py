@@ -485,6 +485,11 @@ def replay_output(summary: Any, store: Any) -> Output:
         + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
         f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
     ]  # fmt: skip
+    if summary.forked_samples:
+        lines.append(
+            f"{summary.forked_samples} samples went on with the --then model at the --fork-at "
+            "turn (their recordings served before it)"
+        )
     if not summary.attempted and summary.recorded:
         lines.append(
             f"(already replayed: {summary.run_id} holds every sample of a replay with these "

@@ -420,6 +420,11 @@ def test_fork_at_forks_every_sample_at_that_turn(root):
     assert {r["forked"] for r in rows if r["turns"] == 1} == {None}
     assert summary["live_calls"] > sum(r["turns"] > 1 for r in rows) > 20
     assert summary["forked_samples"] == sum(r["turns"] > 1 for r in rows)
+    # the table says it too (only the manifest and --format json did)
+    shown = cli("replay", PARENT, "--run-id", "fork", "--fork-at", 1, "--then", "sim:seed=11",
+                "--model-option", "error_rate=1", "--limit", 40, "--store", root)  # fmt: skip
+    said = f"{summary['forked_samples']} samples went on with the --then model at the --fork-at"
+    assert said in shown.stdout, shown.output
     manifest = json.loads((root / "fork" / "manifest.json").read_text())
     assert manifest["replay"]["fork"] == {"rule": "fork-at", "model": "sim:seed=11", "turn": 1}
     result = cli("score", "fork", "--gold-run", PARENT, "--format", "json", "--store", root)
