@@ -47,6 +47,13 @@ def convert(raw: list[Any], line: dict[str, Any], place: str, repeats: _json.Rep
 
     messages = []
     for k, item in enumerate(raw):
+        data = item.get("data") if isinstance(item, dict) else None
+        usage = data.get("usage_metadata") if isinstance(data, dict) else None
+        for name, n in usage.items() if isinstance(usage, dict) else ():
+            if name.endswith("_tokens") and (isinstance(n, bool) or not isinstance(n, int)):
+                # (LangChain would read true as 1 and "5" as 5)
+                raise message_problem(place, k, f"usage_metadata.{name} {n!r}: not a count of "
+                                      "tokens (a whole number)")  # fmt: skip
         for j, call in enumerate(_tool_calls(item)):
             args = call.get("args") if isinstance(call, dict) else None
             repeated_key_problem(place, k, f"tool_calls[{j}].args", args, repeats)

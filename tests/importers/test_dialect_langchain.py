@@ -40,3 +40,17 @@ def test_it_reads_a_sample_per_line_from_the_bytes():
     assert [line.sample_id for line in source.lines] == ["0", "catalog-then-multiply", "7"]
     assert source.dataset is None
     assert source.lines[0].messages[0]["type"] == "system"
+
+
+def test_token_counts_that_are_no_counts_are_refused_with_their_place():
+    """LangChain reads true as 1 and "5" as 5: they were stored so."""
+    import pytest
+
+    from tcbreplay.errors import TraceError
+
+    for n in (True, "5", 2.5):
+        ai = {"type": "ai", "data": {"content": "hi", "usage_metadata": {
+            "input_tokens": n, "output_tokens": 1, "total_tokens": 2}}}  # fmt: skip
+        line = {"sample_id": "s0", "messages": [{"type": "human", "data": {"content": "?"}}, ai]}
+        with pytest.raises(TraceError, match=r"line 1: message 1: usage_metadata\.input_tokens "):
+            langchain.read(file_of(line), None)
