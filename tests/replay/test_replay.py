@@ -480,6 +480,7 @@ def test_a_langgraph_graph_of_ones_own_records_and_replays(tmp_path):
     assert "--agent replay_fixtures:DRIFTED: DRIFTED is list, not callable" in bad.output
 
 
+@pytest.mark.slow  # (a recording of its own, then its replay: 3-4 s)
 def test_an_agent_that_asks_a_turn_twice_then_stops_diverges_where_it_stopped(tmp_path):
     """Answers served were counted, not turns asked for: an agent that asked its first turn
     twice and stopped had as many as a recording of two turns, and was no change."""
@@ -501,6 +502,7 @@ def test_an_agent_that_asks_a_turn_twice_then_stops_diverges_where_it_stopped(tm
     assert summary.diverged_samples == len(longer)
 
 
+@pytest.mark.slow  # (a recording of its own, then its replay: 3-4 s)
 def test_an_agent_that_forbids_the_recorded_calls_diverges_on_tool_choice(tmp_path):
     """tool_choice is in no fingerprint: an agent bound with tool_choice="none" was served
     every recorded tool call (0 diverged, exit 0)."""
