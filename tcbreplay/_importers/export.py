@@ -196,8 +196,12 @@ def _line(trace: dict[str, Any], entry_meta: dict[str, Any], fmt: str) -> dict[s
 def import_command(out_dir: Path, fmt: str, run_id: str) -> str:
     """The command that imports an export back."""
     q = shlex.quote
-    if fmt == "otlp":  # its spans hold the dataset and the tools
-        return f"tcbreplay import --traces {q(str(out_dir / OTLP_TRACES))} --run-id {q(run_id)}"
+    if fmt == "otlp":  # its spans hold the entries and tools of the samples they trace; the
+        # dataset and tools files hold those of the samples without a trace (missing) too
+        return (
+            f"tcbreplay import --traces {q(str(out_dir / OTLP_TRACES))} --dataset "
+            f"{q(str(out_dir / DATASET))} --tools {q(str(out_dir / TOOLS))} --run-id {q(run_id)}"
+        )
     return (
         f"tcbreplay import --format {fmt} --traces {q(str(out_dir / TRACES))} --dataset "
         f"{q(str(out_dir / DATASET))} --tools {q(str(out_dir / TOOLS))} --run-id {q(run_id)}"

@@ -149,4 +149,7 @@ def function_schema(tool: Any) -> dict[str, Any] | None:
     params = fn.get("parameters", fn.get("input_schema", fn.get("inputSchema")))
     if isinstance(params, dict):
         out["parameters"] = params
+    role = tool.get("role", fn.get("role"))  # tcbreplay's (export --format otlp writes it)
+    if role is not None:
+        out["role"] = role
     return out

@@ -123,7 +123,9 @@ def _trace_spans(
             sent.append(_genai_message(m))
         else:
             sent.append(_genai_message(m))
-        clock += took
+        # at least a nanosecond on: spans of a run without latencies (an import's) would all
+        # start at once, and a reader orders them by their start (then by their random ids)
+        clock += max(took, 1)
     own = {k: v for k, v in (trace.get("metadata") or {}).items()
            if (entry.get("metadata") or {}).get(k, ...) != v}  # fmt: skip
     attributes = [
