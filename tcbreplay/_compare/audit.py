@@ -154,6 +154,7 @@ class _ScoresOf:
             # a scores file written before a column was added is compared without it
             needed = [c for c in fresh.columns if c not in SCORES_ADDED]
             read = [c for c in fresh.columns if c not in UNCOMPARED or c in KEYS]
+            read.append("scoring")  # checked against the folder's name (see ScoresCheck)
             path = self.folder / "scores.parquet"
             empty, batches = scoring_file_batches(self.run, path, needed, read)
             self.check = ScoresCheck(self.folder.name, empty, batches)

@@ -44,6 +44,8 @@ class ScoresCheck:
     def __init__(self, scoring: str, empty: pl.DataFrame, stored: Iterator[pl.DataFrame]):
         self.scoring = scoring
         self.rows = 0  # the fresh rows compared
+        self._stored_rows = 0  # the stored rows read
+        empty = empty.drop("scoring", strict=False)
         self._empty = empty
         self._stored = stored
         self._held = empty  # stored rows read past the last part's sample indexes
@@ -51,6 +53,7 @@ class ScoresCheck:
         self._found: dict[str, list[tuple[int, Difference]]] = {}
         self._fresh_left: list[pl.DataFrame] = []  # rows not paired in their part's range
         self._stored_left: list[pl.DataFrame] = []
+        self._misfiled: list[tuple[str, int, Any]] = []  # stored rows of another scoring
 
     def add(self, fresh: pl.DataFrame) -> None:
         """Compare the next part of the fresh scores with the stored rows of its range."""
@@ -65,7 +68,8 @@ class ScoresCheck:
 
     def finish(self) -> list[Difference]:
         """Pair the rows left over with each other, and list every difference."""
-        stored = pl.concat([*self._stored_left, self._held, *self._stored])
+        rest = [self._taken(batch) for batch in self._stored]
+        stored = pl.concat([*self._stored_left, self._held, *rest])
         fresh_parts = self._fresh_left
         fresh = pl.concat(fresh_parts) if fresh_parts else pl.DataFrame()
         self._fresh_left = self._stored_left = []
@@ -82,7 +86,21 @@ class ScoresCheck:
         for column in self._columns:
             found = sorted(self._found.get(column, []), key=lambda item: item[0])
             out += [difference for _, difference in found]
+        if self._stored_rows != self.rows and not out:  # a row given twice pairs up twice
+            out.append(Difference(self.scoring, None, "rows", self._stored_rows, self.rows))
+        for sid, trial, given in self._misfiled:  # the views file a row by this column
+            out.append(Difference(self.scoring, label(sid, trial), "scoring", given, self.scoring))
         return out
+
+    def _taken(self, batch: pl.DataFrame) -> pl.DataFrame:
+        """A batch of stored rows as read: counted, and its rows filed under another scoring
+        than the folder's (the views file a row by its ``scoring``) noted, that column gone."""
+        self._stored_rows += batch.height
+        if "scoring" not in batch.columns:
+            return batch
+        other = batch.filter(pl.col("scoring").ne_missing(self.scoring))
+        self._misfiled += other.select(*KEYS, "scoring").iter_rows()
+        return batch.drop("scoring")
 
     def _stored_upto(self, top: int) -> pl.DataFrame:
         """The stored rows of sample indexes up to ``top`` (and any without one): read on
@@ -99,7 +117,7 @@ class ScoresCheck:
             batch = next(self._stored, None)
             if batch is None:
                 break
-            self._held = batch
+            self._held = self._taken(batch)
         return pl.concat(taken) if taken else self._empty
 
     def _compare(

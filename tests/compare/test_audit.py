@@ -16,6 +16,7 @@ import pytest
 from helpers import TEST_DATA, as_the_run_wrote, cli, snapshot, unscored_copy
 
 from tcbreplay._compare.audit import verify_run
+from tcbreplay._compare.audit_scores import label
 from tcbreplay._score import audit_record
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.run import score_run
@@ -327,6 +328,37 @@ def test_removed_sample_row_is_caught(scored):
     ]
 
 
+def test_a_row_given_twice_is_caught(scored):
+    """A duplicated row paired with its sample twice and verified; validity, diff (an
+    IndexError), report and sql then counted that sample three times."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    twice = pl.concat([frame, frame[1:2], frame[1:2]])
+    pq.write_table(twice.to_arrow().cast(SCORES_SCHEMA), path)
+    report = verify_run(Store(root), run_id)
+    assert [(d.field, d.stored, d.recomputed) for d in report.differences] == [
+        ("rows", frame.height + 2, frame.height)
+    ]
+
+
+def test_a_row_filed_under_another_scoring_is_caught(scored):
+    """The views file a row by its scoring column: one set to abet in spec's file left spec's
+    queries (and verify passed)."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    moved = frame.with_columns(
+        pl.when(pl.int_range(pl.len()) == 3).then(pl.lit("abet")).otherwise(pl.col("scoring"))
+        .alias("scoring")
+    )  # fmt: skip
+    pq.write_table(moved.to_arrow().cast(SCORES_SCHEMA), path)
+    report = verify_run(Store(root), run_id)
+    assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
+        (label(frame["sample_id"][3], frame["trial"][3]), "scoring", "abet", "spec")
+    ]
+
+
 def test_changed_raw_message_is_caught(scored):
     root, run_id = scored
     scores = pl.read_parquet(root / run_id / "scores" / "spec" / "scores.parquet")
@@ -630,6 +662,9 @@ def former_default(tmp_path) -> Path:
     assert score(root, "r", "--abs-tol", "1e-9")["args_invalid"] == 0
     scores = root / "r" / "scores"
     (scores / "spec_rel-1e-09_abs-1e-09").rename(scores / "spec")
+    rows = scores / "spec" / "scores.parquet"  # its rows filed under spec, as 0.1 wrote them
+    frame = pl.read_parquet(rows).with_columns(scoring=pl.lit("spec"))
+    pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), rows)
     path = scores / "spec" / "summary.json"
     summary = json.loads(path.read_text())
     old = {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 1e-9}
