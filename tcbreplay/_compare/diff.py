@@ -376,13 +376,15 @@ def _run_warnings(which: str, run: Any) -> list[str]:
     out = []
     totals = run.manifest.get("totals") or {}
     errors, recorded = totals.get("errors"), totals.get("recorded")
+    missing = totals.get("missing")
+    if isinstance(errors, int) and isinstance(missing, int):
+        errors -= missing  # (an import counts the samples its traces lack among its errors)
     if isinstance(errors, int) and errors > 0:
         of = f" of its {recorded}" if isinstance(recorded, int) else ""
         out.append(
             f"{which} ({run.run_id}): {errors}{of} samples and trials ended in error; they "
             "score with the calls made before the error"
         )
-    missing = totals.get("missing")
     if isinstance(missing, int) and missing > 0:  # an import's samples no trace held
         out.append(f"{which} ({run.run_id}): {missing} samples of its dataset are missing from "
                    "its traces")  # fmt: skip

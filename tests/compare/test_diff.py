@@ -771,3 +771,23 @@ def test_runs_of_two_benchmarks_are_paired_by_id_with_a_warning(tmp_path):
         "A (tau) is a run of tau-bench, B (t2) of tau2: samples are paired by id alone, and an "
         "id may be another task in each"
     )
+
+
+def test_an_imports_missing_samples_are_said_missing_not_ended_in_error(tmp_path):
+    """An import counts the samples its traces lack among its totals' errors: diff said they
+    'ended in error' and 'score with the calls made before the error', beside the right
+    warning that they are missing."""
+    entries = [{"id": f"s{k}", "input": f"q{k}", "target": []} for k in range(3)]
+    (tmp_path / "ds.json").write_text(json.dumps(entries))
+    line = {"sample_id": "s0", "messages": [{"role": "user", "content": "q0"},
+                                            {"role": "assistant", "content": "hi"}]}  # fmt: skip
+    (tmp_path / "t.jsonl").write_text(json.dumps(line) + "\n")
+    store = tmp_path / "traces"
+    for run_id in ("a", "b"):
+        made = cli("import", "--format", "openai", "--traces", tmp_path / "t.jsonl", "--dataset",
+                   tmp_path / "ds.json", "--tools", TEST_DATA / "tools_shop.json", "--run-id",
+                   run_id, "--store", store)  # fmt: skip
+        assert made.exit_code == 0, made.output
+    warnings = diff_json(store, "a", "b")["warnings"]
+    assert "A (a): 2 samples of its dataset are missing from its traces" in warnings
+    assert not any("ended in error" in w for w in warnings), warnings
