@@ -25,6 +25,7 @@ import pyarrow as pa
 from tcbreplay._secrets import redact
 from tcbreplay._store import objects
 from tcbreplay._store.files import (
+    FOLDING,
     TEMPORARY_SUFFIX,
     copy_atomic,
     write_jsonl_atomic,
@@ -210,7 +211,9 @@ class Run:
             )
         self.manifest  # noqa: B018 (read and checked on first use)
         there = [path.exists() for path in (self.samples_path, self.messages_path)]
-        if any(there) and not all(there):  # one of the two removed: its rows would be lost
+        # one of the two removed, its rows lost; but a fold cut short between its two renames
+        # (the first of a run: no file before) is folded again from its journal (FOLDING)
+        if any(there) and not all(there) and not self.manifest.get(FOLDING):
             missing = self.messages_path if there[0] else self.samples_path
             raise StoreError(
                 f"{missing}: missing, where the run's other data file is there: the run's files "

@@ -283,6 +283,39 @@ def test_a_second_fold_killed_before_it_records_its_files_is_folded_again(store,
     assert [r["sample_id"] for r in samples_of(run_dir)] == ["a", "b", "c"]
 
 
+def test_a_first_fold_killed_between_its_two_files_is_folded_again(store, monkeypatch):
+    """A run's first fold killed once its messages file was in place, not yet its samples
+    file (kill -9, or a disk full): every command refused the run as damaged, and the hint
+    (--overwrite) would have deleted the journal, every finished sample in it."""
+    run_dir = store.run_dir(RUN)
+    writer = new_run(store)
+    writer.append(record("a", 0, status="error", n_ai=0))
+    writer.append(record("b", 1))
+    real = journal_mod.write_parquet
+
+    def killed_on_samples(table, path):
+        if path.name == SAMPLES:
+            raise KeyboardInterrupt  # (kill -9: nothing after it runs)
+        real(table, path)
+
+    monkeypatch.setattr(journal_mod, "write_parquet", killed_on_samples)
+    with pytest.raises(KeyboardInterrupt):
+        writer.fold()
+    writer.close()
+    monkeypatch.undo()
+    assert (run_dir / "messages.parquet").exists() and not (run_dir / SAMPLES).exists()
+    assert not Run(run_dir).has_data() and Run(run_dir).unfolded_records() == 2
+    Run(run_dir).check()  # readable: the journal holds its samples (it was refused)
+    writer = store.resume_run(RUN)
+    writer.append(record("c", 2))
+    writer.fold()
+    writer.close()
+    assert [(r["sample_id"], r["status"]) for r in samples_of(run_dir)] == [
+        ("a", "error"), ("b", "ok"), ("c", "ok")]  # fmt: skip
+    assert sorted({m["sample_id"] for m in messages_of(run_dir)}) == ["a", "b", "c"]
+    assert "folding" not in Run(run_dir).manifest
+
+
 def test_a_fold_killed_before_removing_the_journal_counts_only_what_waits(store, monkeypatch):
     """The journal a fold killed after its Parquet writes leaves holds samples the files hold
     already: the samples said to wait are those appended since, a retried one included."""
