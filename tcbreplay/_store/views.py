@@ -455,7 +455,40 @@ def _runs_table(runs: list[Run]) -> pa.Table:
                 "trials": totals.get("trials") or (m.get("runner") or {}).get("trials") or 1,
             }
         )
-    return pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)
+    try:
+        return pa.Table.from_pylist(rows, schema=_RUNS_SCHEMA)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return pa.Table.from_pylist([_typed(row) for row in rows], schema=_RUNS_SCHEMA)
+
+
+# where the runs table's columns come from in a manifest (those of another name)
+_MANIFEST_NAMES = {
+    **{k: f"totals.{k}" for k in ("recorded", "ok", "errors", "input_tokens", "output_tokens")},
+    "trials": "totals.trials", "n_samples": "dataset.n_entries",
+    "dataset_sha256": "dataset.sha256", "benchmark": "benchmark.name", "model": "model.id",
+    "provider": "model.provider", "toolkit_version": "toolkit.version",
+}  # fmt: skip
+
+
+def _typed(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of the runs table with each value of another type than its column's (a
+    manifest edited by hand: totals.ok "x") null, with a warning naming it."""
+    out = dict(row)
+    for name, value in row.items():
+        if value is None:
+            continue
+        try:
+            pa.array([value], _RUNS_SCHEMA.field(name).type)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            warnings.warn(
+                SkippedRunWarning(
+                    f"run {row['run_id']!r}: its manifest's {_MANIFEST_NAMES.get(name, name)} "
+                    f"{value!r:.40} is not a {_RUNS_SCHEMA.field(name).type}: shown as null"
+                ),
+                stacklevel=4,
+            )
+            out[name] = None
+    return out
 
 
 def _tools_table(runs: list[Run]) -> pa.Table:

@@ -571,3 +571,26 @@ def test_a_file_copied_that_cannot_be_read_is_the_one_named(tmp_path):
     source.write_bytes(b'{"id": "a"}\n')
     copy_atomic(source, target)
     assert target.read_bytes() == source.read_bytes()
+
+
+def test_a_manifest_value_of_another_type_is_null_in_runs_with_a_warning(scored):
+    """totals.ok "x" (a manifest edited by hand) made runs, sql and query of every run of the
+    store end in a traceback (ArrowInvalid), 10**30 in an OverflowError."""
+    root, run_id = scored
+    shutil.copytree(root / run_id, root / "edited")
+    path = root / "edited" / MANIFEST
+    manifest = json.loads(path.read_text())
+    manifest["run_id"] = "edited"
+    manifest["totals"].update(ok="x", recorded=10**30)
+    path.write_text(json.dumps(manifest))
+    counted = cli("sql", f"select count(*) as n from samples where run_id = '{run_id}'",
+                  "--format", "json", "--store", root)  # fmt: skip
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.stdout)[0]["n"] > 0
+    assert "Warning: run 'edited': its manifest's totals.ok 'x' is not a int64: shown as " in (
+        counted.stderr
+    )
+    runs = cli("runs", "--format", "json", "--store", root)
+    assert runs.exit_code == 0, runs.output
+    row = next(r for r in json.loads(runs.stdout) if r["run_id"] == "edited")
+    assert row["ok"] is None
