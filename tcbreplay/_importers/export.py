@@ -62,6 +62,9 @@ def export_traces(
             dataset = Dataset((run.dir / DATASET).read_bytes().decode("utf-8"))
         except OSError as exc:
             raise StoreError(f"{run.dir / DATASET}: cannot read it: {exc.strerror}") from exc
+        except (ValueError, AttributeError) as exc:  # not UTF-8, a line no JSON object
+            detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise StoreError(f"{run.dir / DATASET}: unreadable dataset file: {detail}") from exc
         tools = (manifest.get("tools") or {}).get("specs") or []
         stored = (t for t in traces if t["status"] != "missing")
         if fmt == "otlp":

@@ -594,3 +594,14 @@ def test_a_manifest_value_of_another_type_is_null_in_runs_with_a_warning(scored)
     assert runs.exit_code == 0, runs.output
     row = next(r for r in json.loads(runs.stdout) if r["run_id"] == "edited")
     assert row["ok"] is None
+
+
+def test_export_of_a_damaged_dataset_file_is_one_line(scored, tmp_path):
+    """A cut dataset.jsonl ended export in a JSONDecodeError traceback."""
+    root, run_id = scored
+    path = root / run_id / "dataset.jsonl"
+    path.write_bytes(path.read_bytes()[:1000])
+    result = cli("export", run_id, "-o", tmp_path / "ex", "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: {path}: unreadable dataset file: ")
+    assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "ex").exists()
