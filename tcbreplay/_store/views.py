@@ -348,9 +348,17 @@ def stored_scorings(run: Run) -> list[tuple[str, Path, dict]]:
         try:
             summary = json.loads(summary_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            continue
+            summary = None
         path = summary_path.parent / "scores.parquet"
-        if isinstance(summary, dict) and path.exists():
+        if not isinstance(summary, dict):  # (a truncated scores file is said so too)
+            warnings.warn(
+                SkippedRunWarning(
+                    f"left out the {summary_path.parent.name} scoring of run {run.run_id!r}: "
+                    f"{summary_path}: unreadable summary (score the run again)"
+                ),
+                stacklevel=2,
+            )
+        elif path.exists():
             found.append((summary_path.parent.name, path, summary))
     return found
 

@@ -605,3 +605,15 @@ def test_export_of_a_damaged_dataset_file_is_one_line(scored, tmp_path):
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"Error: {path}: unreadable dataset file: ")
     assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "ex").exists()
+
+
+def test_a_scoring_whose_summary_cannot_be_read_is_left_out_with_a_warning(scored):
+    """It was left out of runs and sql in silence (a cut scores file had its warning)."""
+    root, run_id = scored
+    summary = root / run_id / "scores" / "spec" / "summary.json"
+    summary.write_text("{")
+    listed = cli("runs", "--store", root)
+    assert listed.exit_code == 0, listed.output
+    said = f"Warning: left out the spec scoring of run {run_id!r}: {summary}: unreadable summary"
+    assert said in listed.stderr
+    assert said in cli("sql", "select * from scorings", "--store", root).stderr
