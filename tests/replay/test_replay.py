@@ -480,14 +480,21 @@ def test_a_langgraph_graph_of_ones_own_records_and_replays(tmp_path):
     assert "--agent replay_fixtures:DRIFTED: DRIFTED is list, not callable" in bad.output
 
 
+def graph_run(tmp_path: Path, limit: int) -> Store:
+    """A store of run 'mine': ``limit`` samples recorded through a LangGraph graph of one's own."""
+    store = Store(tmp_path / "traces")
+    agent = "replay_fixtures:react_graph"
+    result = cli("record", "--model", "sim:seed=3", "--agent", agent, "--run-id", "mine",
+                 "--limit", limit, "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return store
+
+
 @pytest.mark.slow  # (a recording of its own, then its replay: 3-4 s)
 def test_an_agent_that_asks_a_turn_twice_then_stops_diverges_where_it_stopped(tmp_path):
     """Answers served were counted, not turns asked for: an agent that asked its first turn
     twice and stopped had as many as a recording of two turns, and was no change."""
-    store = Store(tmp_path / "traces")
-    result = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:react_graph",
-                 "--run-id", "mine", "--limit", 12, "--quiet", "--store", store.root)  # fmt: skip
-    assert result.exit_code == 0, result.output
+    store = graph_run(tmp_path, 12)
     query = ("select sample_id, count(*) n from messages where run_id = 'mine' and type = 'ai' "
              "group by sample_id")  # fmt: skip
     turns = {row["sample_id"]: row["n"] for row in sql(store.root, query)}
@@ -506,10 +513,7 @@ def test_an_agent_that_asks_a_turn_twice_then_stops_diverges_where_it_stopped(tm
 def test_an_agent_that_forbids_the_recorded_calls_diverges_on_tool_choice(tmp_path):
     """tool_choice is in no fingerprint: an agent bound with tool_choice="none" was served
     every recorded tool call (0 diverged, exit 0)."""
-    store = Store(tmp_path / "traces")
-    result = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:react_graph",
-                 "--run-id", "mine", "--limit", 16, "--quiet", "--store", store.root)  # fmt: skip
-    assert result.exit_code == 0, result.output
+    store = graph_run(tmp_path, 16)
     query = ("select sample_id, message from messages where run_id = 'mine' and type = 'ai' "
              "order by sample_id, position")  # fmt: skip
     first: dict[str, dict] = {}
