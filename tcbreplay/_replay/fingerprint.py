@@ -249,6 +249,11 @@ class Conversation:
         # id(message) -> (the message, kept so the id stays its own; its content and tool
         # calls as read; its entry; its item's canonical JSON)
         self._held: dict[int, tuple[Any, Any, Any, Entry, str]] = {}
+        # the JSON of a tool message's item as assemble names it by the call it answers (a
+        # copy made anew at each request), by its content object (a held entry's), name and
+        # call: each request repeats every tool message before it
+        # (the content kept with it: its id stays its own)
+        self._named: dict[tuple[int, str, Any], tuple[Any, str]] = {}
 
     def _entry(self, message: Any) -> tuple[Entry, str]:
         content = getattr(message, "content", None)
@@ -260,6 +265,14 @@ class Conversation:
         text = canonical_json(entry[1])
         self._held[id(message)] = (message, content, calls, entry, text)
         return entry, text
+
+    def _named_json(self, item: dict[str, Any]) -> str:
+        content = item.get("content")
+        key = (id(content), str(item.get("name")), item.get("call"))
+        found = self._named.get(key)
+        if found is None or found[0] is not content:
+            found = self._named[key] = (content, canonical_json(item))
+        return found[1]
 
     def request(
         self,
@@ -276,7 +289,7 @@ class Conversation:
         texts = {id(entry[1]): text for entry, text in read}
         text, items, _ = assemble((entry for entry, _ in read), system)
         # an item renamed by assemble is a copy, not held: its JSON is written here
-        items_json = [texts.get(id(item)) or canonical_json(item) for item in items]
+        items_json = [texts.get(id(item)) or self._named_json(item) for item in items]
         request = {"system": text, "messages": items, "tools": dict(tools), "params": dict(params)}
         digest = sha256_text(
             request_text(items_json, canonical_json(request["params"]), canonical_json(text),
