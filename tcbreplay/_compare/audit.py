@@ -9,13 +9,14 @@ compares everything.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, ScoresCheck
+from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, PairsCheck, ScoresCheck
 from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
 from tcbreplay._score.options import missing_scoring_hint
@@ -33,6 +34,9 @@ SUMMARY_FIELDS = (
 BREAKDOWN_FIELDS = ("by_tool", "by_category")
 # written since trials: checked where the stored summary has them
 TRIAL_FIELDS = ("trials", "by_trial", "by_sample", "pass_k")
+# the run's fields beside the numbers (from its manifest), checked where the stored summary
+# has them
+RUN_FIELDS = ("model", "simulated", "run_status")
 # written since the outcome metrics and roles: checked where the stored summary has them
 OUTCOME_FIELDS = (
     "exact", "n_exact", "exact_samples", "write_exact", "n_write_exact", "write_exact_samples",
@@ -127,7 +131,8 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         fresh = score_run(
             store, run_id, options, write=False, allow_incomplete=True, each_part=check.add
         )
-        trial_fields = tuple(key for key in TRIAL_FIELDS + OUTCOME_FIELDS if key in stored_summary)
+        later = TRIAL_FIELDS + OUTCOME_FIELDS + RUN_FIELDS
+        trial_fields = tuple(key for key in later if key in stored_summary)
         for key in SUMMARY_FIELDS + BREAKDOWN_FIELDS + trial_fields:
             if not same_numbers(stored_summary.get(key), fresh.summary.get(key)):
                 report.differences.append(
@@ -141,15 +146,19 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
 
 
 class _ScoresOf:
-    """A stored scoring's per-sample scores compared with a re-score's as its parts come
-    (:class:`~tcbreplay._compare.audit_scores.ScoresCheck`); the stored file opened at the
-    first part, once the re-score has found nothing wrong with the run."""
+    """A stored scoring's per-sample scores and pairs compared with a re-score's as its parts
+    come (:class:`~tcbreplay._compare.audit_scores.ScoresCheck`, ``PairsCheck``); the stored
+    files opened at the first part, once the re-score has found nothing wrong with the run."""
 
     def __init__(self, run: Run, folder: Path) -> None:
         self.run, self.folder = run, folder
         self.check: ScoresCheck | None = None
+        self.pairs: PairsCheck | None = None
 
-    def add(self, fresh: pl.DataFrame) -> None:
+    def add(self, fresh: pl.DataFrame, pairs: pl.DataFrame | None) -> None:
+        if self.pairs is None:
+            self.pairs = PairsCheck(self.folder.name, self._stored_pairs(pairs))
+        self.pairs.add(pairs)
         if self.check is None:
             # a scores file written before a column was added is compared without it
             needed = [c for c in fresh.columns if c not in SCORES_ADDED]
@@ -164,8 +173,18 @@ class _ScoresOf:
     def rows(self) -> int:
         return self.check.rows if self.check is not None else 0
 
+    def _stored_pairs(self, fresh: pl.DataFrame | None) -> Iterator[pl.DataFrame] | None:
+        """The stored pairs file's rows, batch by batch, of the re-score's columns (None: no
+        such file)."""
+        path = self.folder / "pairs.parquet"
+        if not path.exists():
+            return None
+        columns = [] if fresh is None else fresh.columns
+        return scoring_file_batches(self.run, path, ["sample_id"], columns)[1]
+
     def finish(self) -> list[Difference]:
-        return self.check.finish() if self.check is not None else []
+        found = self.check.finish() if self.check is not None else []
+        return found + (self.pairs.finish() if self.pairs is not None else [])
 
 
 # Run-level means are exact sums divided once (tcbreplay._score.fold); scorings stored before

@@ -160,3 +160,82 @@ def _aligned(fresh: pl.DataFrame, stored: pl.DataFrame) -> bool:
 def label(sample_id: str, trial: int) -> str:
     """A sample named as the user knows it: its id, and its trial when it has several."""
     return sample_id if not trial else f"{sample_id} (trial {trial})"
+
+
+# pairs that differ listed one by one, the rest counted
+PAIRS_SHOWN = 5
+
+
+class PairsCheck:
+    """A re-score's pairs (each agent call's gold call, and its arguments' counts), given
+    part by part in sample order (:meth:`add`), compared row for row with the stored pairs
+    file, read alongside a batch at a time (``stored``; None: there is no such file): the
+    file lists each sample's pairs in the order scoring writes them, so what is held is a
+    part and a batch whatever the run's size. :meth:`finish` says what differs."""
+
+    def __init__(self, scoring: str, stored: Iterator[pl.DataFrame] | None) -> None:
+        self.scoring = scoring
+        self._stored = stored
+        self._fresh = pl.DataFrame()  # rows of either side not compared yet
+        self._held = pl.DataFrame()
+        self._at = 0  # the rows compared
+        self._fresh_rows = self._stored_rows = 0
+        self._differ = 0
+        self._shown: list[Difference] = []
+
+    def add(self, fresh: pl.DataFrame | None) -> None:
+        """Compare the next part's pairs with as many stored rows."""
+        if fresh is None or not fresh.height:
+            return
+        self._fresh_rows += fresh.height
+        self._fresh = pl.concat([self._fresh, fresh]) if self._fresh.height else fresh
+        while self._stored is not None and self._held.height < self._fresh.height:
+            batch = next(self._stored, None)
+            if batch is None:
+                break
+            self._stored_rows += batch.height
+            self._held = pl.concat([self._held, batch]) if self._held.height else batch
+        self._compare(min(self._fresh.height, self._held.height))
+
+    def finish(self) -> list[Difference]:
+        """Every difference: the rows that differ (the first few shown), and a file with
+        other rows than the re-score's, or none."""
+        if self._stored is None:
+            if not self._fresh_rows:
+                return []
+            return [Difference(self.scoring, None, "pairs.parquet", None, "present")]
+        for batch in self._stored:
+            self._stored_rows += batch.height
+        out = list(self._shown)
+        if self._differ > len(self._shown):
+            more = self._differ - len(self._shown)
+            out.append(Difference(self.scoring, None, "pairs", f"{more} more pairs", "differ"))
+        if self._stored_rows != self._fresh_rows:
+            out.append(
+                Difference(self.scoring, None, "pairs rows", self._stored_rows, self._fresh_rows)
+            )
+        return out
+
+    def _compare(self, count: int) -> None:
+        if not count:
+            return
+        fresh, stored = self._fresh.head(count), self._held.head(count)
+        self._fresh, self._held = self._fresh.slice(count), self._held.slice(count)
+        columns = [c for c in fresh.columns if c in stored.columns]
+        renamed = stored.select(columns).rename(lambda name: f"{name}__stored")
+        joined = pl.concat([fresh.select(columns), renamed], how="horizontal")
+        differs = [~pl.col(c).eq_missing(pl.col(f"{c}__stored")) for c in columns]
+        found = joined.with_row_index(_ROW, offset=self._at).filter(pl.any_horizontal(differs))
+        self._at += count
+        self._differ += found.height
+        for row in found.head(PAIRS_SHOWN - len(self._shown)).iter_rows(named=True):
+            column = next((c for c in columns if row[c] != row[f"{c}__stored"]), columns[0])
+            self._shown.append(
+                Difference(
+                    self.scoring,
+                    label(row["sample_id"], row.get("trial") or 0),
+                    f"pairs row {row[_ROW]}: {column}",
+                    row[f"{column}__stored"],
+                    row[column],
+                )
+            )

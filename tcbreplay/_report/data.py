@@ -481,7 +481,7 @@ def _scores(
         )
     parts: list[pl.DataFrame] = []  # each part's scores as it comes, the report's columns
 
-    def keep(part: pl.DataFrame) -> None:
+    def keep(part: pl.DataFrame, _pairs: pl.DataFrame | None) -> None:
         parts.append(part.select(c for c in _SCORE_COLUMNS if c in part.columns))
 
     result = score_run(

@@ -233,6 +233,9 @@ def _roles_text(roles: dict[str, Any]) -> str:
     return ", ".join(f"{tool}={role}" for tool, role in sorted(roles.items())) or "none"
 
 
+# what is handed a part's scores and pairs (None: a scorer without pairs) as they come
+PartSink = Callable[[pl.DataFrame, pl.DataFrame | None], None]
+
 # the dashboard file's samples held in memory before they go to its body file
 BODY_BUFFER = 8 << 20
 
@@ -252,7 +255,7 @@ class ResultsWriter:
 
     def __init__(
         self, run: Run | None, options: ScoreOptions, dashboard: str, files: Staged | None,
-        each_part: Callable[[pl.DataFrame], None] | None = None,
+        each_part: PartSink | None = None,
     ) -> None:  # fmt: skip
         self.run = run
         self._each_part = each_part
@@ -312,7 +315,7 @@ class ResultsWriter:
         if part.trial_rows is not None:
             self.trial_rows.append(part.trial_rows)
         if self._files is None and self._each_part is not None:
-            self._each_part(part.scores)
+            self._each_part(part.scores, part.pairs)
             return
         if self._files is None:
             self.frames.append(part.scores)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from contextlib import ExitStack
 from typing import Any
 
@@ -31,6 +31,7 @@ from tcbreplay._score.metrics import trial_summary
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.parts import Focus, PartPlan, PartResult
 from tcbreplay._score.results import (
+    PartSink,
     ResultsWriter,
     Scored,
     ScoreResult,
@@ -64,15 +65,16 @@ def score_run(
     dashboard: str = "mismatches",
     engine: str = "local",
     ray_address: str | None = None,
-    each_part: Callable[[pl.DataFrame], None] | None = None,
+    each_part: PartSink | None = None,
 ) -> ScoreResult:
     """Score one run from its raw traces; write per-sample scores, summary and dashboard file.
 
     ``engine``: ``local`` scores the run's parts in threads of this process, ``ray`` as Ray
     tasks (``ray_address``: the cluster's; see :mod:`tcbreplay._ray`), with the same results.
-    ``each_part`` (with ``write=False``): each part's scores are handed to it in sample order
-    as they come, and not kept (the result holds the summary only), so what is held does not
-    grow with the run; a scorer that takes the whole run at once hands it the whole run's."""
+    ``each_part`` (with ``write=False``): each part's scores and pairs are handed to it in
+    sample order as they come, and not kept (the result holds the summary only), so what is
+    held does not grow with the run; a scorer that takes the whole run at once hands it the
+    whole run's."""
     if each_part is not None and write:
         raise ValueError("each_part: the scores are handed over instead of written")
     options = options or ScoreOptions()
@@ -96,7 +98,7 @@ def score_run(
 def _score_run(
     run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str,
     store: Store | None = None, engine: str = "local", ray_address: str | None = None,
-    each_part: Callable[[pl.DataFrame], None] | None = None,
+    each_part: PartSink | None = None,
 ) -> ScoreResult:  # fmt: skip
     check_scorable(run, allow_incomplete)
     gold = None
@@ -153,7 +155,7 @@ def _score_run(
 
 def _score_whole(
     run: Run, options: ScoreOptions, write: bool, dashboard: str, gold: pa.Table | None,
-    audit: Any, each_part: Callable[[pl.DataFrame], None] | None = None,
+    audit: Any, each_part: PartSink | None = None,
 ) -> ScoreResult:  # fmt: skip
     """Score a run with a scorer that takes the whole run at once (abet, bfcl)."""
     con = connect(runs=[run], with_scores=False)
@@ -187,7 +189,7 @@ def _score_whole(
         "audit": audit.finish(scores),
     }
     if each_part is not None:
-        each_part(scores)
+        each_part(scores, scored.pairs)
         return _result(run, summary, absent)
     result = _result(run, summary, absent, scores=scores, pairs=scored.pairs)
     if write:

@@ -280,6 +280,8 @@ def test_a_run_of_many_parts_is_verified_a_part_at_a_time(scored, monkeypatch):
 
     def counted(*args):
         empty, batches = real_batches(*args)
+        if args[1].name != "scores.parquet":  # (the pairs file is read alongside too)
+            return empty, batches
 
         def each():
             for batch in batches:
@@ -303,6 +305,52 @@ def test_a_run_of_many_parts_is_verified_a_part_at_a_time(scored, monkeypatch):
     for _, fresh_rows, stored_rows in seen:  # as far as the part's samples, a batch past
         assert stored_rows <= fresh_rows + 8
     assert read[0] == 94
+
+
+def test_an_edited_or_removed_pairs_file_is_caught(scored):
+    """diff reads a scoring's pairs (each call's counts, per tool): verify passed a pairs file
+    edited, emptied or removed."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "pairs.parquet"
+    pairs = pl.read_parquet(path)
+    row = pairs.row(4, named=True)
+    edited = pairs.with_columns(
+        pl.when(pl.int_range(pl.len()) == 4).then(pl.col("args_invalid") + 5)
+        .otherwise(pl.col("args_invalid")).alias("args_invalid")
+    )  # fmt: skip
+    pq.write_table(edited.to_arrow(), path)
+    report = verify_run(Store(root), run_id)
+    assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
+        (
+            row["sample_id"],
+            "pairs row 4: args_invalid",
+            row["args_invalid"] + 5,
+            row["args_invalid"],
+        )
+    ]
+    pq.write_table(pairs.clear().to_arrow(), path)
+    found = [(d.field, d.stored, d.recomputed) for d in verify_run(Store(root), run_id).differences]
+    assert found == [("pairs rows", 0, pairs.height)]
+    path.unlink()
+    result = verify(root, run_id)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "spec: run: pairs.parquet: stored None, recomputed 'present'"
+    ]
+
+
+def test_an_edited_model_in_the_summary_is_caught(scored):
+    """The summary names the model the report and runs show: taken from the manifest, which
+    the audit record vouches for."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    path.write_text(json.dumps({**summary, "model": "gpt-4o", "simulated": False}))
+    report = verify_run(Store(root), run_id)
+    assert [(d.field, d.stored, d.recomputed) for d in report.differences] == [
+        ("model", "gpt-4o", summary["model"]),
+        ("simulated", False, True),
+    ]
 
 
 def test_edited_run_level_number_is_caught(scored):
@@ -419,9 +467,11 @@ def test_changed_raw_message_is_caught(scored):
         assert d["scoring"] == "spec"
     per_sample = {(d["sample_id"], d["field"]) for d in report["differences"] if d["sample_id"]}
     # the wrong value also takes the sample off the gold path at its first call, and leaves
-    # its gold call undone
+    # its gold call undone; its pair's count of invalid arguments differs too
     outcome = {(sid, "exact"), (sid, "first_divergence"), (sid, "covered")}
-    assert per_sample == {(sid, "args_invalid"), (sid, "ahr"), *outcome}
+    pairs = {(i, f) for i, f in per_sample if f.startswith("pairs row ")}
+    assert per_sample - pairs == {(sid, "args_invalid"), (sid, "ahr"), *outcome}
+    assert [(i, f.split(": ")[-1]) for i, f in pairs] == [(sid, "args_invalid")]
     run_level = {d["field"]: d for d in report["differences"] if d["sample_id"] is None}
     assert set(run_level) == {
         "args_invalid", "ahr", "by_tool", "by_category",

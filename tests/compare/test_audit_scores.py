@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tcbreplay._compare.audit_scores import ScoresCheck
+from tcbreplay._compare.audit_scores import PAIRS_SHOWN, PairsCheck, ScoresCheck
 
 
 def fresh_scores(n: int = 40) -> pl.DataFrame:
@@ -95,3 +95,52 @@ def test_identical_files_and_a_file_in_another_order_have_no_differences():
     stored = fresh.sample(fraction=1.0, shuffle=True, seed=3)
     assert check(fresh, fresh, 10, 4) == []
     assert check(fresh, stored, 10, 4) == []
+
+
+def fresh_pairs(n: int = 30) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "sample_id": [f"s{i // 3:03d}" for i in range(n)],
+            "trial": pl.Series([0] * n, dtype=pl.Int32),
+            "agent_index": [i % 3 for i in range(n)],
+            "tool": ["add"] * n,
+            "args_invalid": [i % 2 for i in range(n)],
+        }
+    )
+
+
+def pairs_check(fresh: pl.DataFrame, stored: pl.DataFrame | None, part: int, batch: int):
+    batches = None
+    if stored is not None:
+        batches = (stored.slice(at, batch) for at in range(0, stored.height, batch))
+    pairs = PairsCheck("spec", batches)
+    for at in range(0, fresh.height, part):
+        pairs.add(fresh.slice(at, part))
+    return [(d.sample_id, d.field, d.stored, d.recomputed) for d in pairs.finish()]
+
+
+@pytest.mark.parametrize(("part", "batch"), [(30, 30), (1, 1), (7, 4), (4, 7), (30, 2)])
+def test_pairs_that_differ_are_found_however_cut(part, batch):
+    fresh = fresh_pairs()
+    edited = fresh.with_columns(
+        pl.when(pl.int_range(pl.len()).is_in([2, 29]))
+        .then(9)
+        .otherwise(pl.col("args_invalid"))
+        .alias("args_invalid")
+    )
+    assert pairs_check(fresh, fresh, part, batch) == []
+    assert pairs_check(fresh, edited, part, batch) == [
+        ("s000", "pairs row 2: args_invalid", 9, 0),
+        ("s009", "pairs row 29: args_invalid", 9, 1),
+    ]
+    assert pairs_check(fresh, edited.head(20), part, batch)[-1] == (None, "pairs rows", 20, 30)
+    assert pairs_check(fresh, fresh.clear(), part, batch) == [(None, "pairs rows", 0, 30)]
+    assert pairs_check(fresh, None, part, batch) == [(None, "pairs.parquet", None, "present")]
+
+
+def test_pairs_past_the_first_few_are_counted():
+    fresh = fresh_pairs()
+    edited = fresh.with_columns(args_invalid=pl.col("args_invalid") + 1)
+    found = pairs_check(fresh, edited, 7, 4)
+    assert len(found) == PAIRS_SHOWN + 1
+    assert found[-1] == (None, "pairs", f"{30 - PAIRS_SHOWN} more pairs", "differ")
