@@ -22,7 +22,12 @@ import numpy as np
 import polars as pl
 
 from tcbreplay._compare.resampling import ResampleSums, ratio
-from tcbreplay._score.results import read_scoring_file, read_summary, scoring_file_batches
+from tcbreplay._score.results import (
+    read_scoring_file,
+    read_summary,
+    refuse_repeated_rows,
+    scoring_file_batches,
+)
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES
 from tcbreplay.errors import InputError
@@ -118,6 +123,7 @@ def load_scores(
     kept = options is None and (folder / "scores.parquet").exists()
     if kept and _named_options(run, scoring, current=True):
         found = read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS, columns)
+        refuse_repeated_rows(run, folder / "scores.parquet", found)
         pairs_path = folder / "pairs.parquet"
         if not pairs_path.exists():
             return found, None

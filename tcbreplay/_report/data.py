@@ -32,6 +32,7 @@ from tcbreplay._report.calls import Call, keyed, load_calls
 from tcbreplay._report.shown import SAMPLES, SEED, Shown, choose
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
+from tcbreplay._score.results import refuse_repeated_rows
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SAMPLES_SCHEMA, SCORES, SCORES_SCHEMA
@@ -443,6 +444,7 @@ def _scores(
     folder = run.scores_dir(scoring)
     wanted = ScoreOptions.from_scoring(scoring)
     stored_options = None
+    kept: pl.DataFrame | None = None  # the stored scores, when current
     try:
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         audit = summary.get("audit") or {}
@@ -462,12 +464,14 @@ def _scores(
             )
         )
         if current:
-            scores = keyed(read_frame(folder / "scores.parquet", _SCORE_COLUMNS))
-            return summary, scores.sort("sample_index"), False
+            kept = read_frame(folder / "scores.parquet", _SCORE_COLUMNS)
     except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
         pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
     except TcbReplayError:
         stored_options = None  # options no version writes: scored by the name below
+    if kept is not None:
+        refuse_repeated_rows(run, folder / "scores.parquet", kept)
+        return summary, keyed(kept).sort("sample_index"), False
     options = (
         stored_options
         if stored_options is not None and (stored_options.scoring == scoring)

@@ -104,6 +104,28 @@ def read_scoring_file(
     return frame
 
 
+def refuse_repeated_rows(run: Run, path: Path, scores: pl.DataFrame) -> None:
+    """Refuse a stored scores file in which two rows are of one sample and trial: written so
+    by hand, not by scoring (every comparison would count that sample twice)."""
+    keys = [key for key in ("sample_id", "trial") if key in scores.columns]
+    if "sample_id" not in keys or scores.height < 2:
+        return
+    hashes = np.sort(scores.select(pl.struct(keys).hash()).to_series().to_numpy())
+    if not (hashes[1:] == hashes[:-1]).any():  # (a tenth of the time of a count of keys)
+        return
+    repeated = scores.filter(pl.struct(keys).is_duplicated())
+    if not repeated.height:  # two keys of one hash
+        return
+    first = repeated.row(0, named=True)
+    trial = first.get("trial") or 0
+    sample = first["sample_id"] if not trial else f"{first['sample_id']} (trial {trial})"
+    raise StoreError(
+        f"{path}: sample {sample} has more than one row (not as scoring wrote it)",
+        hint=f"tcbreplay audit verify {shlex.quote(run.run_id)}{run.store_option()} lists what "
+        "changed; score it again to replace the file",
+    )
+
+
 # the rows of a stored scoring's file read at once (:func:`scoring_file_batches`)
 BATCH_ROWS = ROW_GROUP_ROWS
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers import TEST_DATA, cli, import_tau_bench, snapshot
 
@@ -557,6 +559,24 @@ def test_stored_scores_without_a_column_exit_1(pair, pair_copy):
     result = cli("diff", pair.a, pair.b, "--store", root)
     assert result.exit_code == 1, (result.output, result.exception)
     assert result.stderr.splitlines()[0] == f"Error: {path}: no column tp"
+
+
+def test_stored_scores_with_a_row_given_twice_exit_1(pair, pair_copy):
+    """A scores file holding a sample's row twice (written so by hand) was compared as if the
+    run had the sample twice (95 common samples of 94); the report counted it twice too."""
+    root = pair_copy
+    path = root / pair.a / "scores" / "spec" / "scores.parquet"
+    table = pq.read_table(path)
+    pq.write_table(pa.concat_tables([table, table.slice(3, 1)]), path)
+    twice = table["sample_id"][3].as_py()
+    hint = f"Hint: tcbreplay audit verify {pair.a} --store {root} lists what changed; score it "
+    for command in (("diff", pair.a, pair.b), ("report", pair.a, "-o", root.parent / "r.html")):
+        result = cli(*command, "--store", root)
+        assert result.exit_code == 1, (result.output, result.exception)
+        assert result.stderr.splitlines() == [
+            f"Error: {path}: sample {twice} has more than one row (not as scoring wrote it)",
+            hint + "again to replace the file",
+        ]
 
 
 def test_corrupt_summary_of_the_scoring_taken_in_memory_exits_1(pair, pair_copy):
