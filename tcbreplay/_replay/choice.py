@@ -16,43 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tcbreplay._record.tool_choice import asked, parallel_allowed
 from tcbreplay._replay.divergence import Divergence
 from tcbreplay._replay.fingerprint import canonical_json
-
-_FREE = ("auto", "")
-_REQUIRED = ("any", "required")
-
-
-def _wanted(choice: Any) -> tuple[str, str | None] | None:
-    """What ``choice`` asks: ("none", None), ("required", None), ("named", NAME), or None
-    for an answer's free choice."""
-    if choice is None or choice is False or choice in _FREE:
-        return None
-    if choice is True or choice in _REQUIRED:
-        return "required", None
-    if choice == "none":
-        return "none", None
-    if isinstance(choice, str):
-        return "named", choice
-    if isinstance(choice, Mapping):
-        kind = choice.get("type")
-        if kind in ("function", "tool"):
-            function = choice.get("function")
-            name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
-            return ("named", str(name)) if name else ("required", None)
-        if kind in _REQUIRED:
-            return "required", None
-        if kind == "none":
-            return "none", None
-    return None
-
-
-def parallel_allowed(settings: Mapping[str, Any]) -> bool:
-    """Whether a request's settings let an answer make several calls."""
-    if settings.get("parallel_tool_calls") is False:
-        return False
-    choice = settings.get("tool_choice")
-    return not (isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use") is True)
 
 
 def conflict(turn: int, settings: Mapping[str, Any], calls: Sequence[str]) -> Divergence | None:
@@ -60,7 +26,7 @@ def conflict(turn: int, settings: Mapping[str, Any], calls: Sequence[str]) -> Di
     request of these ``settings`` (its ``tool_choice`` and ``parallel_tool_calls``), or None
     when a model asked so could have answered it."""
     choice = settings.get("tool_choice")
-    wanted = _wanted(choice)
+    wanted = asked(choice)
     made = canonical_json(list(calls))
     if wanted is not None:
         kind, name = wanted

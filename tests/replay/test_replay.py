@@ -531,6 +531,26 @@ def test_an_agent_that_forbids_the_recorded_calls_diverges_on_tool_choice(tmp_pa
         ("params", "params.tool_choice", '"none"')}  # fmt: skip
 
 
+@pytest.mark.slow  # (a recording of its own, then its replay: 3-4 s)
+def test_an_agent_that_binds_tool_choice_replays_its_own_recording_unchanged(tmp_path):
+    """The sim answered as if no tool_choice were bound, so a recording of an agent bound
+    with tool_choice="none" held calls, and its own replay diverged on every sample."""
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:forbids_tools",
+                 "--run-id", "none", "--limit", 8, "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    calls = sql(store.root, "select count(*) n from messages where run_id = 'none' "
+                "and type = 'ai' and calls <> '[]'")  # fmt: skip
+    assert calls == [{"n": 0}]
+    summary = replay_run(store, "none", new_run_id="again",
+                         agent="replay_fixtures:forbids_tools")  # fmt: skip
+    assert summary.diverged_samples == 0
+    rows = sql(
+        store.root, "select count(*) n from samples where run_id = 'again' and status = 'ok'"
+    )
+    assert rows == [{"n": 8}]
+
+
 # ---------------------------------------------------------------- imported runs
 
 

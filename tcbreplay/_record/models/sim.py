@@ -4,8 +4,9 @@ For each sample it plays the gold trajectory through the real tools, with
 mistakes drawn from a random generator seeded by ``(seed, sample id, trial)`` only
 (trial 0 by ``(seed, sample id)``, as before trials): skip a call, add a wrong call,
 swap two calls, change a value, invent an argument. It may group consecutive calls
-into one AI message (parallel calls). Every AI message it writes names it as
-simulated in ``response_metadata``.
+into one AI message (parallel calls). It answers as the tools are bound
+(``tool_choice``, ``parallel_tool_calls``: :func:`_as_bound`). Every AI message it
+writes names it as simulated in ``response_metadata``.
 
 Options (``sim:seed=7,error_rate=0.2``): ``seed`` (int, 0), ``error_rate``
 (probability of a mistake per gold call, 0.15), ``mistakes`` (kinds joined by
@@ -31,6 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from tcbreplay._record.tool_choice import asked, parallel_allowed
 from tcbreplay.errors import ModelError
 
 # The key of the run config's metadata under which the runner names each sample: the sim
@@ -49,6 +51,8 @@ _DEFAULTS: dict[str, Any] = {
     "fault_rate": 0.0,
 }
 _INVENTED_KEYS = ("unit", "currency", "precision", "note", "round_to")
+# how a call binds the tools (bind_tools' keywords, or a call's own): the answers follow them
+BINDING = ("tool_choice", "parallel_tool_calls")
 
 
 class SimTransientError(RuntimeError):
@@ -209,8 +213,10 @@ class SimChatModel(BaseChatModel):
     # Kept out of repr: LangChain serializes the model's repr on every call for its callbacks.
     samples: dict[str, list[tuple[str, dict[str, Any]]]] = Field(repr=False)
     tool_schemas: list[dict[str, Any]] = Field(default_factory=list, repr=False)
+    # how the tools were bound (bind_tools' tool_choice and parallel_tool_calls): answered so
+    binding: dict[str, Any] = Field(default_factory=dict, repr=False)
     _calls: _CallCounts = PrivateAttr(default_factory=lambda: _CallCounts())
-    _bound: dict[tuple[int, ...], SimChatModel] = PrivateAttr(default_factory=dict)
+    _bound: dict[tuple[Any, ...], SimChatModel] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], samples: Mapping[str, Any]) -> SimChatModel:
@@ -226,21 +232,27 @@ class SimChatModel(BaseChatModel):
         return {"settings": self.settings}
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> SimChatModel:
-        """Keep the tools' schemas: wrong calls are drawn from them.
+        """Keep the tools' schemas, from which wrong calls are drawn, and how they are bound
+        (``tool_choice``, ``parallel_tool_calls``), which the answers follow.
 
         The agent binds its tools before every model call; the bound copy is reused for
-        the same tools, so its schemas and LangChain's serialized form are computed once.
+        the same tools and binding, so its schemas and LangChain's serialized form are
+        computed once.
         """
         from langchain_core.utils.function_calling import convert_to_openai_function
 
-        key = tuple(id(t) for t in tools)
+        binding = {k: kwargs[k] for k in BINDING if kwargs.get(k) is not None}
+        key = (*(id(t) for t in tools), json.dumps(binding, sort_keys=True, default=str))
         bound = self._bound.get(key)
         if bound is None:
             schemas = [convert_to_openai_function(t) for t in tools]
-            bound = self._bound[key] = self.model_copy(update={"tool_schemas": schemas})
+            update = {"tool_schemas": schemas, "binding": binding}
+            bound = self._bound[key] = self.model_copy(update=update)
         return bound
 
-    def _turn(self, messages: list[BaseMessage], run_manager: Any) -> AIMessage:
+    def _turn(
+        self, messages: list[BaseMessage], run_manager: Any, asked: Mapping[str, Any]
+    ) -> AIMessage:
         metadata = getattr(run_manager, "metadata", None) or {}
         sample_id = metadata.get(SAMPLE_ID_KEY)
         if sample_id is None or sample_id not in self.samples:
@@ -260,10 +272,16 @@ class SimChatModel(BaseChatModel):
         plan = plan_turns(
             sample_id, self.samples[sample_id], self.tool_schemas, self.settings, trial
         )
+        binding = {**self.binding, **{k: asked[k] for k in BINDING if asked.get(k) is not None}}
+        if not parallel_allowed(binding):  # one call a turn
+            plan = [[call] for calls in plan for call in calls]
+        planned = plan[turn] if turn < len(plan) else []
+        draw = random.Random(_seed(self.settings["seed"], sample_id, f"bound:{turn}"))
+        answer = _as_bound(planned, plan, binding, self.tool_schemas, draw)
         tag = sample_id if not trial else f"{sample_id}-t{trial}"
         metadata_out = {"model_name": MODEL_NAME, "simulated": True, "finish_reason": "STOP"}
         usage_in = sum(len(str(m.content).split()) for m in messages) + 1
-        if turn < len(plan):
+        if answer:
             calls = [
                 {
                     "name": c["name"],
@@ -271,7 +289,7 @@ class SimChatModel(BaseChatModel):
                     "id": f"sim-{tag}-{turn}-{j}",
                     "type": "tool_call",
                 }
-                for j, c in enumerate(plan[turn])
+                for j, c in enumerate(answer)
             ]
             usage_out = sum(len(json.dumps(c["args"])) // 4 + 2 for c in calls)
             message = AIMessage(content="", tool_calls=calls, response_metadata=metadata_out)
@@ -291,13 +309,36 @@ class SimChatModel(BaseChatModel):
         latency = float(self.settings.get("latency", 0.0))
         if latency:
             time.sleep(latency)
-        return ChatResult(generations=[ChatGeneration(message=self._turn(messages, run_manager))])
+        message = self._turn(messages, run_manager, kwargs)
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         latency = float(self.settings.get("latency", 0.0))
         if latency:
             await asyncio.sleep(latency)
-        return ChatResult(generations=[ChatGeneration(message=self._turn(messages, run_manager))])
+        message = self._turn(messages, run_manager, kwargs)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _as_bound(
+    planned: list[dict[str, Any]], plan: list[list[dict[str, Any]]], binding: Mapping[str, Any],
+    tools: Sequence[Mapping[str, Any]], draw: random.Random,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """A turn's planned calls as its binding's ``tool_choice`` lets them be: none where it is
+    ``none``; those of the tool it names (else that tool's first planned call, else the tool
+    without arguments); where a call is required and none is planned, a wrong call drawn from
+    the tools (what a model forced to call something does)."""
+    wanted = asked(binding.get("tool_choice"))
+    if wanted is None:
+        return planned
+    kind, name = wanted
+    if kind == "none":
+        return []
+    if kind == "named":
+        mine = [call for call in planned if call["name"] == name]
+        later = (call for calls in plan for call in calls if call["name"] == name)
+        return mine or [next(later, {"name": name, "args": {}})]
+    return planned or [_wrong_call(draw, None, tools)]
 
 
 class _CallCounts:
