@@ -223,6 +223,32 @@ def test_langchain_chat_openai_in_a_langgraph_agent_replays(parent_calls, server
 # ---------------------------------------------------------------- divergences
 
 
+def test_a_huge_first_message_finds_its_nearest_by_its_head(server, monkeypatch):
+    """The nearest samples were found by the edit distance of the whole first message to
+    each sample's: a 60 MB one kept the server (which answers one request at a time) busy
+    for 34 s. Their heads are weighed (fuzz.ratio's time grows with both lengths)."""
+    import openai
+    from rapidfuzz import process
+
+    from tcbreplay._replay import recording
+
+    weighed: list[int] = []
+    real = process.extract
+
+    def extract(query, choices, **kwargs):
+        weighed.extend([len(query), *(len(c) for c in choices)])
+        return real(query, choices, **kwargs)
+
+    monkeypatch.setattr(process, "extract", extract)
+    text = "Multiply 7 by 8 for me. " + "And then some more. " * 200_000  # 4 MB
+    with pytest.raises(openai.ConflictError) as caught:
+        openai_client(server.url).chat.completions.create(model="m", tools=openai_tools(),
+            messages=[{"role": "system", "content": INPUTS.system_prompt},
+                      {"role": "user", "content": text}])  # fmt: skip
+    assert caught.value.body["nearest"] == {"sample_id": "mul-7-by-8", "trial": 0, "turn": 0}
+    assert weighed and max(weighed) <= recording._NEAREST_CHARS
+
+
 def test_a_request_that_matches_nothing_gets_409_naming_the_nearest(server):
     import anthropic
     import openai
