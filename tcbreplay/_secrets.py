@@ -104,13 +104,17 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     # longest first, so that a secret containing another is replaced whole
     for secret in sorted(secrets, key=len, reverse=True):
         text = _pattern(secret).sub(REDACTED, text)
-    text = _AUTH_IN_TEXT.sub(_credential, text)
+    text = _auth_values(text)
     text = _cookies_and_flags(_named_values(text))
     return _KEY_FORMS.sub(REDACTED, text)
 
 
 # what says a value in a text is a secret (see redact)
-_AUTH_IN_TEXT = re.compile(r"\b((?:Bearer|Basic|Token)\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{8,}")
+_AUTH_IN_TEXT = re.compile(
+    r"\b((?:Bearer|Basic|Token)\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE
+)
+# HTTP Digest's answer: its parameters to the line's end (``Digest username="...", ...``)
+_DIGEST_IN_TEXT = re.compile(r"\b(Digest\s+)(?!\[redacted\])(?=[A-Za-z]+=)[^\r\n]{8,}", re.I)
 # (a name is taken whole, never backtracked into: a text's every word is tried once)
 _NAMED_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]++)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
                           r"(?!\[redacted\])([^\s\"'\\,;&}\]:=]{8,})")  # fmt: skip
@@ -122,11 +126,22 @@ _KEY_FORMS = re.compile(
 
 def _credential(match: re.Match[str]) -> str:
     """``Bearer VALUE`` with its value redacted when it reads as a credential (a digit in it,
-    or 16 characters or more), not as words (``Token limitations``)."""
+    or 16 characters or more), not as words (``Token limitations``); after the word in
+    lower case (``authorization: bearer VALUE``), prose's more often: a digit in it."""
     value = match.group(0)[len(match.group(1)) :]
-    if len(value) >= 16 or any(c.isdigit() for c in value):
+    digit = any(c.isdigit() for c in value)
+    if digit or (len(value) >= 16 and not match.group(1).islower()):
         return match.group(1) + REDACTED
     return match.group(0)
+
+
+def _auth_values(text: str) -> str:
+    """``text`` with the values after ``Bearer``, ``Basic``, ``Token`` (any case) and HTTP
+    Digest's parameters redacted."""
+    text = _AUTH_IN_TEXT.sub(_credential, text)
+    if "igest" in text or "IGEST" in text:
+        text = _DIGEST_IN_TEXT.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
 
 
 def _named_value(match: re.Match[str]) -> str:
@@ -178,8 +193,9 @@ def _scrub_text(value: str) -> str:
         for _, values in _url_secrets(text):
             for secret in sorted(values, key=len, reverse=True):
                 text = _pattern(secret).sub(REDACTED, text)
-    if "Bearer" in text or "Basic" in text or "Token" in text:  # (any space after: "Bearer\t")
-        text = _AUTH_IN_TEXT.sub(_credential, text)
+    lower = text.lower()
+    if any(word in lower for word in _AUTH_WORDS):  # (any space after: "Bearer\t")
+        text = _auth_values(text)
     if (
         "sk-" in text or "AIza" in text or "AKIA" in text or "xox" in text
         or ("_" in text and ("hf_" in text or _GITHUB_KEY.search(text)))
@@ -266,7 +282,7 @@ def _named_values(text: str) -> str:
 _SHORTEST_CREDENTIAL = len("pwd=") + MIN_SECRET_LENGTH
 # What a text holds in lower case where a value in it follows Bearer (Basic, Token), and,
 # with ":" or "=" in it, where one follows a secret's name.
-_AUTH_WORDS = ("bearer", "basic", "token")
+_AUTH_WORDS = ("bearer", "basic", "token", "digest")
 _AUTH_AND_NAME_WORDS = (*_AUTH_WORDS, *(w for w in _NAME_WORDS if w not in _AUTH_WORDS))
 
 

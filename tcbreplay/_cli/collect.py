@@ -7,7 +7,14 @@ import time
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format, sigterm_as_ctrl_c
+from tcbreplay._cli.common import (
+    STORE_OPTION,
+    emit,
+    listen_on,
+    main,
+    output_format,
+    sigterm_as_ctrl_c,
+)
 
 
 @main.command()
@@ -45,6 +52,7 @@ def collect(run_id, port, host, sample_by, store) -> None:
     from tcbreplay._store.runs import Store, validate_run_id
 
     validate_run_id(run_id)
+    warning = listen_on(host)
 
     def log(line: str) -> None:
         click.echo(f"{time.strftime('%H:%M:%S')} {line}", err=True)
@@ -52,6 +60,8 @@ def collect(run_id, port, host, sample_by, store) -> None:
     def ready(endpoint: str) -> None:
         log(f"collect: run {run_id}: listening on {endpoint} (POST /v1/traces)")
         log("collect: Ctrl-C finishes the run")
+        if warning:
+            click.echo(warning, err=True)
 
     with sigterm_as_ctrl_c():  # SIGTERM finishes the run as Ctrl-C does
         summary = collect_run(

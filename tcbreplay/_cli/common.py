@@ -534,3 +534,16 @@ MEMORY_OPTION = click.option(
     "for printing may take: a size such as 4GB, or a share of the machine's memory such "
     "as 50%.",
 )
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def listen_on(host: str) -> str | None:
+    """Refuse an empty ``--host`` (every interface's address to the OS); the warning a host
+    other than loopback is given, or None."""
+    if not host.strip():
+        raise InputError("--host '': give an address to listen on (127.0.0.1: this machine only)")
+    if host not in LOOPBACK:
+        return f"Warning: listening on {host}, not on loopback only"
+    return None

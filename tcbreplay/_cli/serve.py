@@ -7,8 +7,7 @@ import signal
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, complete_run_id, main
-from tcbreplay.errors import InputError
+from tcbreplay._cli.common import STORE_OPTION, complete_run_id, listen_on, main
 
 
 @main.command()
@@ -35,8 +34,7 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
     from tcbreplay._replay.serve import serve_run
     from tcbreplay._store.runs import Store
 
-    if not host.strip():  # an empty address is every interface's to the OS
-        raise InputError("--host '': give an address to listen on (127.0.0.1: this machine only)")
+    warning = listen_on(host)
     server = serve_run(Store(store), run_id, host=host, port=port, log_run=log_run,
                        verbose=verbose)  # fmt: skip
     recording = server.service.recording
@@ -50,8 +48,8 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
         )
         click.echo(f"  OpenAI:    base_url={server.url}/v1", err=True)
         click.echo(f"  Anthropic: base_url={server.url}", err=True)
-        if host not in ("127.0.0.1", "localhost", "::1"):
-            click.echo(f"Warning: listening on {host}, not on loopback only", err=True)
+        if warning:
+            click.echo(warning, err=True)
         if log_run:
             click.echo(f"  logging to run {log_run}", err=True)
         server.serve_forever()

@@ -308,12 +308,22 @@ OTHER_KEY = "sk-proj-SECRETabcdef1234567890XYZ"  # no variable of this machine h
         ('{"client_secret": "abcdefghijkl"}', '{"client_secret": "[redacted]"}'),
         ("x-goog-api-key: AIzaSyA1234567890abcdefghijklmnopqrstu", "x-goog-api-key: [redacted]"),
         ("creds AKIAABCDEFGHIJKLMNOP here", "creds [redacted] here"),
+        # a header in lower case, as proxies and HTTP/2 write it; HTTP Digest's answer
+        ("proxy said: authorization: bearer Zq9xTT7pLmW3vR8sLOWER",
+         "proxy said: authorization: bearer [redacted]"),
+        ("BEARER ZQ9XTT7PLMW3VR8S1234", "BEARER [redacted]"),
+        ('Authorization: Digest username="u", realm="r", response="6629fae49393a0539745"',
+         "Authorization: Digest [redacted]"),
         # no secret: a name that does not end in a secret's word, a bare key, a count
         ("KeyError: arguments_of_the_call", "KeyError: arguments_of_the_call"),
         ("Token limitations apply", "Token limitations apply"),
         ("sort key: abcdefghijklmnop", "sort key: abcdefghijklmnop"),
         ("max_tokens=100000000, n: 1", "max_tokens=100000000, n: 1"),
         ("token_count: 123456789", "token_count: 123456789"),
+        ("the bearer of good news arrives", "the bearer of good news arrives"),
+        ("basic understanding of internationalization",
+         "basic understanding of internationalization"),
+        ("a digest of the week: everything new", "a digest of the week: everything new"),
     ],
 )  # fmt: skip
 def test_a_value_that_says_it_is_a_secret_is_redacted_without_the_environment(text, shown):

@@ -186,8 +186,7 @@ def test_a_burst_of_exporters_waits_to_be_accepted_not_reset(tmp_path):
     backlog of 5 reset or stalled the connections past it, and their spans were lost."""
     import socket
 
-    collector = Collector(Store(tmp_path / "store"), "live")
-    receiver = collect_module.Receiver(collector, "127.0.0.1", 0)
+    receiver = collect_module.Receiver("127.0.0.1", 0)
     conns = []
     try:
         for _ in range(64):  # (not served: each connection waits in the backlog)
@@ -196,7 +195,6 @@ def test_a_burst_of_exporters_waits_to_be_accepted_not_reset(tmp_path):
         for conn in conns:
             conn.close()
         receiver.server_close()
-        collector.close()
     assert len(conns) == 64
 
 
@@ -313,6 +311,48 @@ def test_ctrl_c_finishes_the_run(tmp_path):
     assert "run c: 3 samples from 16 spans (1 requests)" in out
     assert json.loads((store / "c" / "manifest.json").read_text())["status"] == "complete"
     assert cli("score", "c", "--store", store).exit_code == 0
+
+
+def test_a_refusal_quoting_a_header_keeps_no_secret(tmp_path):
+    """Refusals quote what the client sent (a Content-Type, a Content-Encoding): a key in it
+    went to the log and back to the client as it came."""
+    key = "Zq9xTT7pLmW3vR8sCT"
+    with collecting(tmp_path / "store") as (endpoint, log, _summary):
+        status, answer = post(f"{endpoint}/v1/traces", PB, f"text/plain; api_key={key}")
+        assert status == 400
+        status, answer2 = post(f"{endpoint}/v1/traces", PB, "application/x-protobuf",
+                               **{"Content-Encoding": f"br; Bearer {key}1"})  # fmt: skip
+        assert status == 400
+    said = "\n".join(log).encode() + answer + answer2
+    assert b"api_key=[redacted]" in said and b"Bearer [redacted]" in said
+    assert key.encode() not in said
+
+
+@pytest.mark.parametrize("host", ["", "  "])
+def test_an_empty_host_is_refused_not_every_interface(tmp_path, host):
+    result = cli("collect", "--run-id", "h", "--host", host, "--port", "0",
+                 "--store", tmp_path / "store")  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        "Error: --host '': give an address to listen on (127.0.0.1: this machine only)"
+    )
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_port_that_cannot_be_had_leaves_the_store_as_it_was(tmp_path):
+    """The run was made before the port was bound: a busy port left an empty run, listed by
+    runs as interrupted."""
+    import socket
+
+    store = tmp_path / "store"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli("collect", "--run-id", "c3", "--port", port, "--store", store)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"Error: cannot listen on 127.0.0.1:{port}: ")
+    assert not (store / "c3").exists()
 
 
 def test_a_run_that_was_not_collected_is_not_added_to(tmp_path):

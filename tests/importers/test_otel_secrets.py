@@ -134,6 +134,63 @@ def test_collect_keeps_no_secret_in_its_received_files_or_its_run(tmp_path):
         assert result.exit_code == 0, result.output
 
 
+# in the parts of a request no attribute is read from: names, status messages, a scope's
+# attributes, links (none of these is a real key either)
+ELSEWHERE = ("Zq9xTT7pLmW3vR8sNAME", "Zq9xTT7pLmW3vR8sEVENT", "Zq9xTT7pLmW3vR8sSTATUS",
+             "Zq9xTT7pLmW3vR8sSCOPE", "Zq9xTT7pLmW3vR8sLINK", "Zq9xTT7pLmW3vR8sLOWER")  # fmt: skip
+
+
+def with_secrets_elsewhere() -> trace_service_pb2.ExportTraceServiceRequest:
+    from opentelemetry.proto.trace.v1 import trace_pb2
+
+    name, event, status, scope, link, lower = ELSEWHERE
+    request = with_secrets()
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            ss.scope.attributes.append(common_pb2.KeyValue(key="api_key", value=_value(scope)))
+            for span in ss.spans:
+                span.name += f" Bearer {name}"
+                span.events.append(trace_pb2.Span.Event(name=f"exception api_key={event}"))
+                span.status.message = f"Unauthorized: authorization: bearer {lower}, token={status}"
+                span.links.append(
+                    trace_pb2.Span.Link(
+                        trace_id=span.trace_id,
+                        span_id=span.span_id,
+                        attributes=[common_pb2.KeyValue(key="authorization", value=_value(link))],
+                    )
+                )
+    return request
+
+
+def test_secrets_outside_the_attributes_read_are_kept_nowhere(tmp_path):
+    """Only the attributes spans are read with were scrubbed: a span's or event's name, its
+    status message, a scope's attributes and links went into collect's received files (and
+    the span's name into its sample's metadata) as they came; and an authorization header
+    in lower case (``bearer``) was never redacted."""
+    request = with_secrets_elsewhere()
+    batch = otlp.decode_proto(request.SerializeToString(), "request")
+    assert batch.kept is not None and not any(s.encode() in batch.kept for s in ELSEWHERE)
+    assert all(span.name.endswith(" Bearer [redacted]") for span in batch.spans)
+    doc = json.loads(as_otlp_json(request))
+    otlp.decode_json(doc, "request")
+    assert not any(s in json.dumps(doc) for s in ELSEWHERE)
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, _summary):
+        for body, kind in ((request.SerializeToString(), "application/x-protobuf"),
+                           (as_otlp_json(request), "application/json")):  # fmt: skip
+            assert post(f"{endpoint}/v1/traces", body, kind)[0] == 200
+    run = store / "live"
+    for name in ("received.otlp.pb", "received.otlp.jsonl"):
+        held = (run / name).read_bytes()
+        assert held and not any(s.encode() in held for s in ELSEWHERE), name
+        assert b"conversation-0042" in held
+    found = cli("sql", "--store", store, "--format", "json",
+                "select metadata, error from samples")  # fmt: skip
+    assert found.exit_code == 0, found.output
+    assert "Bearer [redacted]" in found.stdout
+    assert not any(s in found.stdout for s in ELSEWHERE)
+
+
 def test_an_import_of_spans_with_secrets_stores_none(tmp_path):
     traces = tmp_path / "spans.otlp.jsonl"
     traces.write_bytes(as_otlp_json(with_secrets()) + b"\n")

@@ -41,7 +41,7 @@ from typing import Any
 from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
-from tcbreplay._secrets import shown_path
+from tcbreplay._secrets import redact, shown_path
 from tcbreplay._store.files import write_jsonl_atomic
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
@@ -548,6 +548,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_posted
 
     def _refuse(self, code: int, why: str) -> None:
+        why = redact(why)  # (it may quote a header or a value the client sent)
         self.collector.refused += 1
         self.collector.log(
             f"collect: {self.client_address[0]} {shown_path(self.path)}: refused ({code}): {why}"
@@ -579,18 +580,29 @@ class Receiver(ThreadingHTTPServer):
     # reset the connections of a burst of exporters, and lost their spans)
     request_queue_size = 1024
 
-    def __init__(self, collector: Collector, host: str, port: int) -> None:
-        handler = type("Handler", (_Handler,), {"collector": collector})
+    def __init__(self, host: str, port: int) -> None:
+        """Bound, but answering nothing until :meth:`serve` is given the collector: a port that
+        cannot be had leaves the store as it was."""
+        handler = type("Handler", (_Handler,), {})
         try:
             super().__init__((host, port), handler)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-        self.collector = collector
+        self.collector: Collector | None = None
+
+    def serve(self, collector: Collector) -> threading.Thread:
+        """Answer requests into ``collector``, in a thread of its own (returned, started)."""
+        self.collector = self.RequestHandlerClass.collector = collector  # type: ignore[attr-defined]
+        serving = threading.Thread(target=self.serve_forever, args=(0.1,), daemon=True)
+        serving.start()
+        return serving
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client gone before its answer is a line of the log; anything else, a traceback."""
         exc = sys.exc_info()[1]
-        if isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+        if self.collector is not None and isinstance(
+            exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+        ):
             self.collector.log(f"collect: {client_address[0]}: the client left ({exc})")
             return
         super().handle_error(request, client_address)
@@ -623,14 +635,13 @@ def collect(
             hint="collect into a local store (--store FOLDER), then copy the finished run's "
             "folder to object storage with its own tools",
         )
-    collector = Collector(store, run_id, sample_by=sample_by, log=log)
+    receiver = Receiver(host, port)  # bound before the run is made or opened
     try:
-        receiver = Receiver(collector, host, port)
+        collector = Collector(store, run_id, sample_by=sample_by, log=log)
     except BaseException:
-        collector.close()
+        receiver.server_close()
         raise
-    serving = threading.Thread(target=receiver.serve_forever, args=(0.1,), daemon=True)
-    serving.start()
+    serving = receiver.serve(collector)
     try:
         if ready is not None:
             ready(receiver.endpoint)

@@ -15,7 +15,7 @@ import binascii
 import json
 import re
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +130,7 @@ def decode_json(doc: Any, place: str) -> Batch:
         raise TraceError(f"{place}: not an OTLP export request (no {SPANS_KEY} nor {LOGS_KEY})")
     batch = Batch()
     try:
+        _scrub_unread_json(doc, batch)
         for rs in _list(doc.get(SPANS_KEY)):
             resource = _attributes((rs.get("resource") or {}).get("attributes"), batch)
             for ss in _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")):
@@ -149,6 +150,73 @@ def decode_json(doc: Any, place: str) -> Batch:
         raise TraceError(f"{place}: not a readable OTLP export request ({detail})") from exc
     refuse_surrogates(batch, place)
     return batch
+
+
+# What a request holds beside the attributes its spans and log records are read with: names,
+# status messages, scopes and their attributes, links, a log request's resource, fields
+# unknown here. Each text in it is scrubbed as an attribute's value is (:func:`scrub`, by its
+# field's name), each attribute in it by its key, so that a received file keeps no secret (the
+# attributes read are scrubbed as they are read, once). The fields read apart, by level:
+_READ_JSON = {"spans": ("attributes", "events"), "events": ("attributes",),
+              "logRecords": ("attributes", "body")}  # fmt: skip
+_NESTED_JSON = ("scopeSpans", "instrumentationLibrarySpans", "spans", "events", "scopeLogs",
+                "instrumentationLibraryLogs", "logRecords")  # fmt: skip
+
+
+def _scrub_unread_json(doc: dict[str, Any], batch: Batch) -> None:
+    """Scrub what of an OTLP/JSON request is not read as an attribute (see above)."""
+    levels = [(kind, item) for kind in (SPANS_KEY, LOGS_KEY) for item in _items(doc.get(kind))]
+    while levels:
+        kind, node = levels.pop()
+        read = _READ_JSON.get(kind, ())
+        for key, value in node.items():
+            if key in _NESTED_JSON:  # a level below, whose own fields are seen to there
+                level = key.replace("instrumentationLibrary", "scope")
+                levels += [(level, item) for item in _items(value)]
+                continue
+            if key in read:
+                continue
+            if kind == SPANS_KEY and key == "resource" and isinstance(value, dict):
+                rest = {k: v for k, v in value.items() if k != "attributes"}
+                value.update(_scrub_tree(rest, batch))  # (its attributes are read)
+            else:
+                node[key] = _scrub_tree(value, batch, key)
+
+
+def _items(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _scrub_tree(value: Any, batch: Batch, name: str = "") -> Any:
+    """``value`` (JSON) with each text scrubbed by the name of its field, and each OTLP
+    attribute (``{"key": K, "value": {...}}``) by its key, in place (a text: the text kept);
+    counted in ``batch``. (A loop: a request may nest as deep as JSON lets it.)"""
+    if isinstance(value, str):
+        kept = scrub(name, value)
+        batch.redacted += int(kept is not value)
+        return kept
+    stack: list[tuple[Any, str]] = [(value, name)]
+    while stack:
+        node, field_name = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("key"), str) and isinstance(node.get("value"), dict):
+                any_value(node["value"], node["key"], batch)
+                continue
+            places: Iterable[tuple[Any, str]] = ((k, k) for k in node)
+        elif isinstance(node, list):
+            places = ((k, field_name) for k in range(len(node)))
+        else:
+            continue
+        for place, named in places:
+            item = node[place]
+            if isinstance(item, str):
+                kept = scrub(named, item)
+                if kept is not item:
+                    node[place] = kept
+                    batch.redacted += 1
+            elif isinstance(item, dict | list):
+                stack.append((item, named))
+    return value
 
 
 # an escape of a UTF-16 surrogate in JSON text a value holds (at any depth of escaping)
@@ -417,14 +485,12 @@ def decode_proto(body: bytes, place: str) -> Batch:
         # ids (the fields that hold them in a span have other types in a log record): such
         # a request is read as logs below. A span with ids of other lengths is refused,
         # and so is the request that holds it: none of its spans is taken without it.
-        idless = 0
+        idless = spans = 0
         for rs in request.resource_spans:
-            resource = _proto_attributes(rs.resource.attributes, batch)
             for ss in rs.scope_spans:
-                scope = ss.scope.name
                 for s in ss.spans:
                     if len(s.trace_id) == 16 and len(s.span_id) == 8:
-                        batch.spans.append(_proto_span(s, resource, scope, batch))
+                        spans += 1
                     elif s.trace_id or s.span_id:
                         raise TraceError(
                             f"{place}: span {s.name!r} has a trace id of {len(s.trace_id)} "
@@ -432,10 +498,16 @@ def decode_proto(body: bytes, place: str) -> Batch:
                         )
                     else:
                         idless += 1
-        if batch.spans and idless:
+        if spans and idless:
             raise TraceError(f"{place}: {idless} span(s) of the request have no trace id "
                              "and no span id")  # fmt: skip
-        if batch.spans:
+        if spans:
+            _scrub_unread_proto(request, _READ_PROTO_TRACES, batch)
+            for rs in request.resource_spans:
+                resource = _proto_attributes(rs.resource.attributes, batch)
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        batch.spans.append(_proto_span(s, resource, ss.scope.name, batch))
             refuse_surrogates(batch, place)
             if batch.redacted:
                 batch.kept = request.SerializeToString()
@@ -447,6 +519,7 @@ def decode_proto(body: bytes, place: str) -> Batch:
         raise TraceError(
             f"{place}: not an OTLP protobuf export request ({problem or exc})"
         ) from exc
+    _scrub_unread_proto(logs, _READ_PROTO_LOGS, batch)
     for rl in logs.resource_logs:
         for sl in rl.scope_logs:
             for r in sl.log_records:
@@ -462,6 +535,48 @@ def decode_proto(body: bytes, place: str) -> Batch:
     if batch.redacted:
         batch.kept = logs.SerializeToString()
     return batch
+
+
+# the fields of a protobuf request's messages read apart (see _READ_JSON), by message
+_READ_PROTO_LOGS = {"LogRecord": ("attributes", "body")}
+_READ_PROTO_TRACES = {
+    "Span": ("attributes",),
+    "Event": ("attributes",),
+    "Resource": ("attributes",),
+}
+
+
+def _scrub_unread_proto(request: Any, read: Mapping[str, tuple[str, ...]], batch: Batch) -> None:
+    """Scrub what of a protobuf request is not read as an attribute, in place (as
+    :func:`_scrub_unread_json` does): each text field by its name, each ``KeyValue`` by its
+    key; ``read``: the fields read apart, by message."""
+    from google.protobuf.descriptor import FieldDescriptor
+    from google.protobuf.message import Message
+
+    stack = [request]
+    while stack:
+        message = stack.pop()
+        kind = message.DESCRIPTOR.name
+        if kind == "KeyValue":
+            _proto_value(message.value, message.key, batch)
+            continue
+        skip = read.get(kind, ())
+        for field_, value in message.ListFields():
+            if field_.name in skip:
+                continue
+            if field_.type == FieldDescriptor.TYPE_MESSAGE:
+                stack += [value] if isinstance(value, Message) else list(value)
+            elif field_.type == FieldDescriptor.TYPE_STRING:
+                texts = [value] if isinstance(value, str) else list(value)
+                kept = [scrub(field_.name, text) for text in texts]
+                changed = sum(a is not b for a, b in zip(kept, texts, strict=True))
+                if not changed:
+                    continue
+                batch.redacted += changed
+                if isinstance(value, str):
+                    setattr(message, field_.name, kept[0])
+                else:
+                    value[:] = kept
 
 
 def _proto_span(s: Any, resource: dict[str, Any], scope: str, batch: Batch) -> Span:
