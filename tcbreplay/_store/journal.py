@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -188,10 +188,15 @@ def _folded(path: Path) -> dict[tuple[str, int], dt.datetime | None]:
     return dict(zip(zip(ids, trials, strict=True), table["finished_at"].to_pylist(), strict=True))
 
 
-def fold_journal(run_dir: Path, given: list[dict[str, Any]] | None = None) -> None:
+def fold_journal(
+    run_dir: Path, given: list[dict[str, Any]] | None = None,
+    before_write: Callable[[], None] = lambda: None,
+) -> None:  # fmt: skip
     """Merge journal records (its shards' too) into the Parquet files (latest record per
     sample wins); only while no shard appends to its journal. ``given``: records held in
     memory, taken as the journal's (which must be empty: they are not written to it first).
+    ``before_write`` is called before each file is written or removed (a writer on object
+    storage checks there that it still holds the run: it may have been paused meanwhile).
 
     Both files are rewritten through temporary names and renamed, messages first;
     the journals are removed last, so a crash at any point can be folded again.
@@ -203,6 +208,7 @@ def fold_journal(run_dir: Path, given: list[dict[str, Any]] | None = None) -> No
     for record in journal_records(run_dir) if given is None else given:
         records[(record["sample_id"], record.get("trial", 0))] = record
     if not records and (run_dir / SAMPLES).exists():
+        before_write()
         _remove(paths)
         return
     keep = set(records)
@@ -224,9 +230,13 @@ def fold_journal(run_dir: Path, given: list[dict[str, Any]] | None = None) -> No
                 _table(divergence_rows(records.values()), DIVERGENCES_SCHEMA),
             ]
         ).sort_by([("sample_index", "ascending"), ("turn", "ascending")])
+        before_write()
         write_parquet(divergences, run_dir / DIVERGENCES)
+    before_write()
     write_messages(message_table, run_dir / MESSAGES)
+    before_write()
     write_parquet(sample_table, run_dir / SAMPLES)
+    before_write()
     _remove(paths)
 
 

@@ -213,7 +213,7 @@ class LeaseLock:
             etag = create_object(path, text.encode())
         except PreconditionFailed:
             try:
-                age, etag = written_ago(path)
+                age, etag = written_ago(path, store_clock=True)
                 holder = read_bytes(path).decode(errors="replace").strip() or "another process"
             except FileNotFoundError:  # released meanwhile: try once more
                 etag = create_object(path, text.encode())

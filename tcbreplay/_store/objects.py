@@ -612,14 +612,34 @@ def same_version(known: Any, now: dict[str, Any]) -> bool:
     )
 
 
-def written_ago(path: Path) -> tuple[float, str]:
-    """How long ago an object was last written (by the store's clock), and its version."""
+def written_ago(path: Path, store_clock: bool = False) -> tuple[float, str]:
+    """How long ago an object was last written, and its version: by this machine's clock
+    against the store's time of the write, or (``store_clock``) by the store's own clock
+    alone, read from an object written beside it for the purpose (removed at once): a
+    machine whose clock is off by a minute would otherwise take a live writer's lock, or
+    wait an hour for a dead one's. That costs a write, so only a writer asks for it."""
     fs, where = fs_path(path)
     info = fs.info(where)
+    etag = _etag(fs, where, None)
+    written = _modified(fs, where, info)
+    if not store_clock:
+        return time.time() - written, etag
+    probe = path.with_name(f"{path.name}.clock-{os.getpid()}-{time.monotonic_ns()}")
+    fs_probe, probe_where = fs_path(probe)
+    fs_probe.pipe_file(probe_where, b"")
+    try:
+        now = _modified(fs_probe, probe_where, fs_probe.info(probe_where))
+    finally:
+        remove_object(probe)
+    return now - written, etag
+
+
+def _modified(fs: Any, where: str, info: dict[str, Any]) -> float:
+    """An object's time of writing, in seconds since 1970, by the store's clock."""
     modified = info.get("LastModified") or fs.modified(where)
     if modified.tzinfo is None:
         modified = modified.replace(tzinfo=dt.UTC)
-    return time.time() - modified.timestamp(), _etag(fs, where, None)
+    return float(modified.timestamp())
 
 
 # the libraries whose exceptions are failures of the object store (its credentials, its

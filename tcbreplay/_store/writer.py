@@ -196,7 +196,7 @@ class RunWriter:
         # fold cut short (before it recorded them) leaves them unvouched for (FOLDING), and
         # is folded again from the journal it kept
         self.update_manifest(**{FOLDING: True})
-        fold_journal(self.dir, records)
+        fold_journal(self.dir, records, before_write=self._check_lock)
         # the files are written in this version's layout (a version 1 run's included)
         names = [*DATA_FILES, *([DIVERGENCES] if (self.dir / DIVERGENCES).exists() else [])]
         self.update_manifest(

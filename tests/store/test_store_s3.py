@@ -555,6 +555,63 @@ def test_a_writer_back_from_a_pause_past_its_lease_writes_no_batch(s3_store, mon
     taker.release()
 
 
+def test_a_writer_that_lost_its_lock_during_its_fold_writes_no_data_file(s3_store, monkeypatch):
+    """A writer paused inside its fold past its lease checked its lock as the fold began and
+    at the manifest only: back, it wrote its samples and messages files over those of the
+    writer that took the run over (whose complete run then read as A's rows, and was refused
+    as damaged). It checks before each file now, and writes none."""
+    from tcbreplay._store import journal
+
+    store = Store(s3_store)
+    model = parse_model("sim:seed=6")
+    record_run(load_inputs("tool-call"), model, store, run_id="f", limit=6)  # fmt: skip
+    run = store.run_dir("f")
+    before = {name: objects.read_bytes(run / name) for name in ("samples.parquet",
+                                                                "messages.parquet")}  # fmt: skip
+    real = journal.sample_rows
+
+    def taken_over(records):  # the fold has begun: another writer takes the lock meanwhile
+        lock = run / "writer.lock"
+        objects.replace_object(lock, b"pid 1 on elsewhere", objects.written_ago(lock)[1])
+        monkeypatch.setattr(locks, "RENEW_S", 0.0)  # as if paused: its renewal is overdue
+        return real(records)
+
+    monkeypatch.setattr(journal, "sample_rows", taken_over)
+    with pytest.raises(RunLockedError, match="another process took this lock over"):
+        record_run(load_inputs("tool-call"), model, store, run_id="f", limit=10)  # fmt: skip
+    for name, data in before.items():
+        assert objects.read_bytes(run / name) == data, name
+    assert chunk_numbers(run / "journal")  # its four samples wait in the journal
+
+
+@pytest.mark.parametrize("skew", [45.0, -3600.0])
+def test_a_lock_is_judged_by_the_stores_clock_not_this_machines(s3_store, monkeypatch, skew):
+    """A lock's age was this machine's time less the store's time of its last renewal: a
+    clock 45 s ahead took a live writer's lock over (and that writer lost its run), one an
+    hour behind waited an hour for a dead writer's."""
+    monkeypatch.setattr(locks, "RENEW_S", 0.2)
+    path = Store(s3_store).root / f"skew{int(skew)}" / "writer.lock"
+    alive = LeaseLock.take(path, "run 'skew'")
+    real = objects.time.time
+    monkeypatch.setattr(objects.time, "time", lambda: real() + skew)
+    if skew > 0:
+        with pytest.raises(RunLockedError, match=r"renewed \d+ s ago"):
+            LeaseLock.take(path, "run 'skew'")
+        alive.release()
+        return
+    alive.forget()  # it renews no more, as if its process had died
+    monkeypatch.setattr(locks, "LEASE_S", 1.0)
+    wait_for(lambda: _taken(path), timeout=30)
+
+
+def _taken(path: Path) -> bool:
+    try:
+        LeaseLock.take(path, "run 'skew'").release()
+        return True
+    except RunLockedError:
+        return False
+
+
 def test_journal_batches_are_created_only_if_absent(s3_store):
     folder = Store(s3_store).root / "run" / "journal"
     first, second = ChunkJournal(folder, None), ChunkJournal(folder, None)
