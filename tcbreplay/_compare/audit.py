@@ -8,6 +8,8 @@ compares everything.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,8 +20,8 @@ import polars as pl
 
 from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, PairsCheck, ScoresCheck
 from tcbreplay._compare.replay_audit import verify_replay
-from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file
-from tcbreplay._score.options import missing_scoring_hint
+from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, sql_sha256
+from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.results import read_summary, scoring_file_batches
 from tcbreplay._store.files import written_sha256
 from tcbreplay._store.runs import Run, Store
@@ -100,6 +102,12 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
             hint = missing_scoring_hint(run_id, scoring, [f.name for f in everything])
         raise InputError(f"run {run_id!r} has no {what} to verify", hint=hint)
     report = AuditReport(run_id=run.run_id, scorings=[f.name for f in folders])
+    # scores a scoring did not finish (it writes its summary last): diff would read them
+    for orphan in sorted(p.parent for p in (run.dir / SCORES).glob("*/scores.parquet")):
+        if orphan not in everything and (scoring is None or orphan.name == scoring):
+            report.differences.append(
+                Difference(orphan.name, None, "summary.json", None, "scores without a summary")
+            )
     if replay:
         report.replay_of = str((run.manifest.get("replay") or {}).get("parent_run_id") or "")
         report.turns_checked, found = verify_replay(store, run)
@@ -118,6 +126,7 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                 Difference(folder.name, None, "audit", None, "the summary has no audit record")
             )
             audit = {}
+        report.differences += _record_differences(folder.name, audit, stored_summary, options)
         hashes = audit.get("inputs_sha256") or {}
         for name, digest in digests.items():
             if name not in hashes:  # a file the record does not vouch for is not verified
@@ -143,6 +152,26 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     # after the re-scores, which name a message that is not JSON in one line
     report.differences += calls_differences(run)
     return report
+
+
+def _record_differences(
+    scoring: str, audit: dict[str, Any], summary: dict[str, Any], options: ScoreOptions
+) -> list[Difference]:
+    """What an audit record says of the scoring itself that is not so: the SQL it ran is
+    not today's (an earlier version's, or the record edited), or its options' hash is not
+    that of the options the summary holds."""
+    if not audit:
+        return []
+    found = []
+    today = sql_sha256(options.scorer)
+    if audit.get("sql_sha256") != today:
+        found.append(Difference(scoring, None, "sql_sha256", audit.get("sql_sha256"), today))
+    text = json.dumps(summary.get("options"), sort_keys=True)
+    given = hashlib.sha256(text.encode()).hexdigest()
+    if audit.get("options_sha256") != given:
+        found.append(Difference(scoring, None, "options_sha256", audit.get("options_sha256"),
+                                given))  # fmt: skip
+    return found
 
 
 class _ScoresOf:

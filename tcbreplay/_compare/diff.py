@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from tcbreplay._compare.resampling import ResampleSums, ratio
+from tcbreplay._score.audit_record import sql_sha256
 from tcbreplay._score.results import (
     read_scoring_file,
     read_summary,
@@ -238,9 +239,17 @@ def _named_options(run: Run, scoring: str, current: bool = False) -> bool:
     as they are."""
     folder = run.scores_dir(scoring)
     if not (folder / "summary.json").exists():
-        return True  # read as it is (a scores file without its summary is an error there)
+        # a scoring writes its summary last: scores without one are no scoring it finished
+        return False
     summary, options = read_summary(run, folder)
-    return options.scoring == scoring and not (current and run.changed_since(summary))
+    if options.scoring != scoring:
+        return False
+    if not current:
+        return True
+    audit = summary.get("audit")
+    # scored by other SQL than today's (an earlier version's): scored again, as report does
+    sql = audit.get("sql_sha256") if isinstance(audit, dict) else None
+    return sql in (None, sql_sha256(options.scorer)) and not run.changed_since(summary)
 
 
 def diff_runs(

@@ -353,6 +353,49 @@ def test_an_edited_model_in_the_summary_is_caught(scored):
     ]
 
 
+def test_scores_without_their_summary_are_not_taken_for_a_scoring(scored):
+    """A scoring writes its summary last: a folder with scores and no summary (forged, or
+    its summary removed) was read by diff as stored (tp 1.0 everywhere) while verify passed
+    over it."""
+    from tcbreplay._compare.diff import diff_runs
+
+    root, run_id = scored
+    folder = root / run_id / "scores" / "spec"
+    true_tp = json.loads((folder / "summary.json").read_text())["tp"]
+    (folder / "summary.json").unlink()
+    frame = pl.read_parquet(folder / "scores.parquet").with_columns(tp=pl.lit(1.0))
+    pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), folder / "scores.parquet")
+    assert diff_runs(Store(root), run_id, run_id).runs["tp"]["a"] == pytest.approx(true_tp)
+    assert cli("score", run_id, "--store", root, "--strings", "bfcl").exit_code == 0
+    report = verify_run(Store(root), run_id)
+    assert [(d.scoring, d.field, d.recomputed) for d in report.differences] == [
+        ("spec", "summary.json", "scores without a summary")
+    ]
+
+
+def test_a_scoring_by_other_sql_or_with_edited_options_is_caught(scored):
+    """verify passed a record whose SQL hash was not today's SQL, or whose options' hash was
+    not its options'; diff took such a scoring's numbers (report scored it again)."""
+    from tcbreplay._compare.diff import diff_runs
+
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    audit = summary["audit"]
+    forged = {**summary, "tp": 0.5, "audit": {**audit, "sql_sha256": "0" * 64}}
+    path.write_text(json.dumps(forged))
+    scores = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(scores)
+    pq.write_table(frame.with_columns(tp=pl.lit(0.5)).to_arrow().cast(SCORES_SCHEMA), scores)
+    assert diff_runs(Store(root), run_id, run_id).runs["tp"]["a"] == pytest.approx(summary["tp"])
+    found = {d.field: (d.stored, d.recomputed) for d in verify_run(Store(root), run_id).differences}
+    assert found["sql_sha256"] == ("0" * 64, audit["sql_sha256"])
+    pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), scores)
+    path.write_text(json.dumps({**summary, "audit": {**audit, "options_sha256": "1" * 64}}))
+    report = verify_run(Store(root), run_id)
+    assert [(d.field, d.stored) for d in report.differences] == [("options_sha256", "1" * 64)]
+
+
 def test_edited_run_level_number_is_caught(scored):
     root, run_id = scored
     path = root / run_id / "scores" / "spec" / "summary.json"
@@ -720,6 +763,8 @@ def former_default(tmp_path) -> Path:
     old = {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 1e-9}
     summary.update(scoring="spec", options=old)
     summary["audit"]["options"] = old
+    text = json.dumps(old, sort_keys=True)  # (its hash, as every version has written it)
+    summary["audit"]["options_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     path.write_text(json.dumps(summary))
     return root
 

@@ -97,6 +97,11 @@ def synthetic_run(root: Path, run_id: str, scores: pl.DataFrame) -> None:
         full.select(SCORES_SCHEMA.names).to_arrow().cast(SCORES_SCHEMA),
         root / run_id / "scores" / "spec" / "scores.parquet",
     )
+    # the summary a scoring writes last (scores without one are no finished scoring)
+    options = {"scorer": "spec", "rel_tol": 1e-9, "abs_tol": 0.0, "strings": "exact",
+               "types": "lenient"}  # fmt: skip
+    write_json_atomic(root / run_id / "scores" / "spec" / "summary.json",
+                      {"run_id": run_id, "scoring": "spec", "options": options})  # fmt: skip
 
 
 def metric_frame(tp, tsa=None, inv=None, tot=None) -> pl.DataFrame:
