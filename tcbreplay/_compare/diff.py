@@ -297,7 +297,7 @@ def diff_runs(
     if trials["a"] > 1 or trials["b"] > 1:
         # compared by sample: the pairs matched to samples by id, not by the trials' rows
         pairs_a, pairs_b = _with_ids(pairs_a, a), _with_ids(pairs_b, b)
-        a, b = _by_sample(a, scoring), _by_sample(b, scoring)
+        a, b = by_sample(a, scoring), by_sample(b, scoring)
     columns = [*SCORE_COLUMNS, *OUTCOMES]
     at_a, at_b = _rows(a, b)
     joined = _joined(a.select(columns), b.select(columns), at_a, at_b)
@@ -502,7 +502,7 @@ def _trials(scores: pl.DataFrame) -> int:
     return 1 if last is None else cast(int, last) + 1
 
 
-def _by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
+def by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
     """One row per sample over its trials: tsa and tp their means (under ``abet``, tsa pooled
     over the trials' gold calls, as that scorer pools it), ahr and its arguments pooled."""
     tsa: pl.Expr

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay._compare.diff import diff_runs
+from tcbreplay._compare.diff import by_sample, diff_runs
 from tcbreplay._compare.outcomes import read_outcomes
 from tcbreplay._compare.resampling import ResampleSums, ratio
 from tcbreplay._compare.validity import Validity, scores_validity
@@ -70,6 +70,7 @@ _SCORE_COLUMNS = [
     "trial",
     "sample_index",
     "status",
+    "n_gold",
     "n_agent",
     "tsa",
     "tp",
@@ -415,7 +416,7 @@ def load_scores(
         gold={},
         explanations={},
         scored_in_memory=in_memory,
-        intervals=metric_intervals(scores),
+        intervals=metric_intervals(scores, scoring),
         categories=sorted(c for c in categories if c),
     )
 
@@ -500,16 +501,28 @@ def _scores(
 
 
 def metric_intervals(
-    scores: pl.DataFrame, n_boot: int = N_BOOT, seed: int = 0, confidence: float = CONFIDENCE
-) -> dict[str, tuple[float, float] | None]:
+    scores: pl.DataFrame, scoring: str = "spec", n_boot: int = N_BOOT, seed: int = 0,
+    confidence: float = CONFIDENCE,
+) -> dict[str, tuple[float, float] | None]:  # fmt: skip
     """Percentile bootstrap intervals of the run-level tsa, tp and ahr: the run's samples
-    resampled with replacement ``n_boot`` times (seeded, so a report is reproducible)."""
+    resampled with replacement ``n_boot`` times (seeded, so a report is reproducible). A
+    sample's trials are resampled together (they are no independent samples: as ``diff``
+    does, :func:`~tcbreplay._compare.diff.by_sample`), and each metric is the ratio its
+    scoring takes: under ``abet`` tsa is pooled over the gold calls, as that scorer pools it."""
+    if scores.height and "trial" in scores.columns and (scores["trial"] > 0).any():
+        ids = "base_id" if "base_id" in scores.columns else "sample_id"
+        scores = by_sample(scores.with_columns(pl.col(ids).alias("sample_id")), scoring)
     n = scores.height
     if n == 0:
         return dict.fromkeys(METRICS)
     boot = ResampleSums(n, n_boot, seed, _CHUNK_CELLS)
     tsa = scores["tsa"].to_numpy().astype(float)
-    at = {"tsa": (boot.column(np.nan_to_num(tsa)), boot.column(~np.isnan(tsa)))}
+    if scoring == "abet":  # hits over gold calls (hits = tsa x gold calls, held exactly)
+        gold = scores["n_gold"].to_numpy().astype(np.int64)
+        hits = np.rint(np.nan_to_num(tsa) * gold)
+        at = {"tsa": (boot.column(hits), boot.column(gold))}
+    else:
+        at = {"tsa": (boot.column(np.nan_to_num(tsa)), boot.column(~np.isnan(tsa)))}
     del tsa  # (each column is let go once the sums' table holds it: at 10M, 80 MB each)
     at["tp"] = (boot.column(scores["tp"].to_numpy().astype(float)), boot.column(np.ones(n)))
     at["ahr"] = (

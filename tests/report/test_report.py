@@ -322,6 +322,48 @@ def test_intervals_are_the_quantiles_of_the_resampled_metrics():
         assert got[metric] == pytest.approx(tuple(expected), rel=1e-12, abs=1e-15)
 
 
+def _scores_frame(n_gold: list[int], tsa: list[float], trials: int = 1) -> pl.DataFrame:
+    n = len(n_gold)
+    return pl.DataFrame(
+        {
+            "sample_id": [f"s{i}" for i in range(n)] * trials,
+            "trial": pl.Series([t for t in range(trials) for _ in range(n)], dtype=pl.Int32),
+            "sample_index": list(range(n)) * trials,
+            "n_gold": n_gold * trials,
+            "tsa": tsa * trials,
+            "tp": [(i % 4) / 3 for i in range(n)] * trials,
+            "args_invalid": [i % 2 for i in range(n)] * trials,
+            "args_total": [2] * n * trials,
+            "exact": [None] * n * trials,
+            "write_exact": [None] * n * trials,
+            "first_divergence": [None] * n * trials,
+        },
+        schema_overrides={"exact": pl.Boolean, "write_exact": pl.Boolean,
+                          "first_divergence": pl.Int32},
+    )  # fmt: skip
+
+
+def test_an_abet_intervals_tsa_is_pooled_as_its_value_is():
+    """abet's tsa pools hits over gold calls (20 of 29 here): the interval resampled the
+    samples' unweighted mean, 0.000-0.300 around a TSA of 0.690."""
+    scores = _scores_frame([20] + [1] * 9, [1.0] + [0.0] * 9)
+    low, high = metric_intervals(scores, "abet", n_boot=500, seed=0)["tsa"]
+    assert low <= 20 / 29 <= high
+    assert metric_intervals(scores, "spec", n_boot=500, seed=0)["tsa"][1] < 20 / 29
+
+
+def test_a_samples_trials_are_resampled_together():
+    """Ten identical trials of each sample made the intervals a third as wide as one trial's:
+    trials are no independent samples (diff and validity resample samples too)."""
+    rng = np.random.default_rng(3)
+    n = 40
+    tsa = (rng.integers(0, 4, n) / 3).tolist()
+    one = metric_intervals(_scores_frame([3] * n, tsa), n_boot=300, seed=2)
+    ten = metric_intervals(_scores_frame([3] * n, tsa, trials=10), n_boot=300, seed=2)
+    for metric in ("tsa", "tp", "ahr"):
+        assert ten[metric] == pytest.approx(one[metric], rel=1e-12), metric
+
+
 def test_write_report_writes_the_page(hand, tmp_path):
     store, run_ids = hand
     out = write_report(store, run_ids, tmp_path / "r.html")
