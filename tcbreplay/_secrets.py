@@ -34,8 +34,16 @@ MIN_SECRET_LENGTH = 8
 # is not one: max_tokens and max_output_tokens are counts.
 _SECRET_WORDS = frozenset(
     {"key", "keys", "apikey", "passkey", "token", "secret", "secrets", "password", "passwords",
-     "passwd", "pwd", "passphrase", "credential", "credentials", "auth", "authorization",
-     "cookie", "bearer", "signature", "sig"}
+     "passwd", "pwd", "pass", "passphrase", "credential", "credentials", "creds", "auth",
+     "authorization", "cookie", "bearer", "signature", "sig", "pat", "jwt"}
+)  # fmt: skip
+# The words before "key" that make a name no secret's (a tool's ``sort_key`` argument, a
+# record's ``primary_key``, a ``public_key``): such values were redacted from tool calls.
+_PLAIN_KEYS = frozenset(
+    {"sort", "primary", "foreign", "partition", "cache", "idempotency", "dedup", "dedupe",
+     "lookup", "group", "row", "hash", "map", "unique", "composite", "index", "order", "shard",
+     "routing", "message", "object", "bucket", "file", "public", "record", "item", "table",
+     "column", "field", "entry", "dict", "sorting", "join", "grouping", "cluster", "range"}
 )  # fmt: skip
 # Run together, a name holding one of these is a secret's name too (apiKey, x-goog-api-key).
 _SECRET_PARTS = ("apikey", "accesskey", "secretkey", "privatekey", "password", "passwd",
@@ -120,7 +128,9 @@ _NAMED_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]++)(\\?[\"']?\s*[:
                           r"(?!\[redacted\])([^\s\"'\\,;&}\]:=]{8,})")  # fmt: skip
 _KEY_FORMS = re.compile(
     r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|AKIA[0-9A-Z]{16}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,})"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abpr]-[A-Za-z0-9-]{10,}"
+    r"|hf_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{30,}|[sr]k_(?:live|test)_[A-Za-z0-9]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
 )
 
 
@@ -154,6 +164,8 @@ def _named_value(match: re.Match[str]) -> str:
 
 
 def _ends_in_secret(words: list[str]) -> bool:
+    if words[-1] in ("key", "keys") and len(words) > 1 and words[-2] in _PLAIN_KEYS:
+        return False
     return words[-1] in _SECRET_WORDS or "".join(words).endswith(_SECRET_PARTS)
 
 
@@ -197,7 +209,7 @@ def _scrub_text(value: str) -> str:
     if any(word in lower for word in _AUTH_WORDS):  # (any space after: "Bearer\t")
         text = _auth_values(text)
     if (
-        "sk-" in text or "AIza" in text or "AKIA" in text or "xox" in text
+        "sk-" in text or "AIza" in text or "AKIA" in text or "xox" in text or "eyJ" in text
         or ("_" in text and ("hf_" in text or _GITHUB_KEY.search(text)))
     ):  # fmt: skip
         text = _KEY_FORMS.sub(REDACTED, text)
@@ -238,8 +250,8 @@ def _option_value(match: re.Match[str]) -> str:
     return match.group(1) + REDACTED
 
 
-# (the start of a GitHub token of _KEY_FORMS: one search, not one for each letter)
-_GITHUB_KEY = re.compile(r"gh[pousr]_")
+# (the starts of _KEY_FORMS' keys with "_" in them: one search, not one for each form)
+_GITHUB_KEY = re.compile(r"gh[pousr]_|github_pat_|gsk_|[sr]k_(?:live|test)_")
 # the words a secret's name ends in (their starts: "pass" for password, passwd, passphrase),
 # what may follow one before its value, and the characters of a name
 _NAME_WORDS = ("key", "token", "secret", "pass", "pwd", "credential", "auth", "cookie", "bearer",
@@ -297,6 +309,7 @@ def _may_hold_credential(text: str) -> bool:
         ("A" in text and ("AIza" in text or "AKIA" in text))
         or ("-" in text and ("sk-" in text or "xox" in text))
         or ("_" in text and ("hf_" in text or _GITHUB_KEY.search(text)))
+        or "eyJ" in text  # (a JSON Web Token)
     ):  # a provider's key by its form (_KEY_FORMS)
         return True
     lower = text.lower()  # (names are of any case; Bearer and Token are names of secrets too)

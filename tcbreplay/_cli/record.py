@@ -265,7 +265,9 @@ def record(
         run_id = existing
     else:
         inputs = load_inputs(benchmark, dataset, tools, system_prompt)
-        choice = parse_model(model or DEFAULT_MODEL, options_dict(model_options, "--model-option"))
+        choice = parse_model(
+            DEFAULT_MODEL if model is None else model, options_dict(model_options, "--model-option")
+        )
     # what this recording asks for, which the commands it suggests ask for again
     selection = {"limit": limit, "sample_ids": list(sample_ids)}
     label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")

@@ -50,7 +50,8 @@ def key(monkeypatch) -> str:
     ["api_key", "apiKey", "APIKEY", "x-goog-api-key", "X-Api-Key", "Authorization",
      "Proxy-Authorization", "access_token", "client_secret", "password", "credentials",
      "Cookie", "aws_secret_access_key", "hf_token", "WATSONX_APIKEY", "session_id",
-     "sessionId", "X-Session-ID", "MYSQL_PWD", "db_pwd"],
+     "sessionId", "X-Session-ID", "MYSQL_PWD", "db_pwd", "DB_PASS", "GITHUB_PAT",
+     "CI_JOB_JWT", "SERVICE_CREDS"],
 )  # fmt: skip
 def test_secret_names(name):
     assert is_secret_name(name)
@@ -59,7 +60,8 @@ def test_secret_names(name):
 @pytest.mark.parametrize(
     "name",
     ["max_tokens", "max_output_tokens", "max_completion_tokens", "temperature", "base_url",
-     "keyword", "top_k", "timeout", "additional_headers", "monkey"],
+     "keyword", "top_k", "timeout", "additional_headers", "monkey", "PATH", "bypass",
+     "compass"],
 )  # fmt: skip
 def test_names_that_are_no_secret(name):
     assert not is_secret_name(name)
@@ -312,6 +314,13 @@ OTHER_KEY = "sk-proj-SECRETabcdef1234567890XYZ"  # no variable of this machine h
         ("proxy said: authorization: bearer Zq9xTT7pLmW3vR8sLOWER",
          "proxy said: authorization: bearer [redacted]"),
         ("BEARER ZQ9XTT7PLMW3VR8S1234", "BEARER [redacted]"),
+        # keys by their forms: GitHub's fine-grained token, Groq's, Stripe's, a JWT
+        ("github_pat_11ABCDEFG0123456789abcdefghijklmnopqrstuvwxyz", "[redacted]"),
+        ("key gsk_abcdefghijklmnopqrstuvwxyz0123456789 here", "key [redacted] here"),
+        ("sk_live_abcdefghijklmnopqrstuvwx and rk_test_abcdefghijklmnopqrstuvwx",
+         "[redacted] and [redacted]"),
+        ("jwt: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3",
+         "jwt: [redacted]"),
         ('Authorization: Digest username="u", realm="r", response="6629fae49393a0539745"',
          "Authorization: Digest [redacted]"),
         # no secret: a name that does not end in a secret's word, a bare key, a count
@@ -321,6 +330,10 @@ OTHER_KEY = "sk-proj-SECRETabcdef1234567890XYZ"  # no variable of this machine h
         ("max_tokens=100000000, n: 1", "max_tokens=100000000, n: 1"),
         ("token_count: 123456789", "token_count: 123456789"),
         ("the bearer of good news arrives", "the bearer of good news arrives"),
+        # a key of a record, not a secret: a tool's arguments keep them
+        ('{"sort_key": "created_at_desc", "primary_key": "order-123456"}',
+         '{"sort_key": "created_at_desc", "primary_key": "order-123456"}'),
+        ("public_key=ssh-ed25519-AAAAC3NzaC1lZDI1", "public_key=ssh-ed25519-AAAAC3NzaC1lZDI1"),
         ("basic understanding of internationalization",
          "basic understanding of internationalization"),
         ("a digest of the week: everything new", "a digest of the week: everything new"),

@@ -290,3 +290,13 @@ def test_scrubs_quick_tests_let_by_no_text_its_looks_would_change():
 def test_the_shortest_credentials_and_the_rarer_forms_are_scrubbed(text, kept):
     assert scrub("note", text) == kept
     assert redact(text, environ={}) == kept
+
+
+def test_a_tool_calls_record_keys_are_kept_and_its_secrets_are_not():
+    """A GenAI span's messages are scanned as text: a tool's ``sort_key`` argument was
+    blanked like an ``api_key`` (and so scored otherwise than the same call from LangSmith)."""
+    args = {"sort_key": "created_at_desc", "primary_key": "order-123456", "api_key": INVOKE_KEY}
+    text = json.dumps([{"role": "assistant", "parts": [
+        {"type": "tool_call", "id": "c1", "name": "list_items", "arguments": args}]}])  # fmt: skip
+    kept = json.loads(scrub("gen_ai.output.messages", text))[0]["parts"][0]["arguments"]
+    assert kept == {**args, "api_key": REDACTED}

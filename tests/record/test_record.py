@@ -357,3 +357,14 @@ def test_a_provider_langchain_does_not_know_gets_the_one_meant(model, hint):
     with pytest.raises(ModelError, match="Unsupported provider") as info:
         build_chat_model(parse_model(model))
     assert info.value.hint == hint
+
+
+def test_an_empty_model_is_refused_not_taken_for_the_default(tmp_path):
+    """`--model ''` (an unset variable in a script) recorded with the default provider."""
+    result = cli("record", "--model", "", "--store", tmp_path / "s")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        "Error: --model '': expected PROVIDER:NAME (for example google_genai:gemini-2.5-flash) "
+        "or sim"
+    )
+    assert not (tmp_path / "s").exists()
