@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
+import warnings
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
@@ -28,7 +29,13 @@ from tcbreplay._store.export import check_run, run_traces
 from tcbreplay._store.files import json_text, staged
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DATASET, MANIFEST
-from tcbreplay.errors import InputError, StoreError, TcbReplayError, TraceError
+from tcbreplay.errors import (
+    InputError,
+    StoreError,
+    TcbReplayError,
+    TcbReplayWarning,
+    TraceError,
+)
 
 EXPORT_FORMATS = ("langchain", "openai", "otlp")
 TRACES = "traces.jsonl"
@@ -66,6 +73,8 @@ def export_traces(
             detail = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise StoreError(f"{run.dir / DATASET}: unreadable dataset file: {detail}") from exc
         tools = (manifest.get("tools") or {}).get("specs") or []
+        if fmt != "langchain":
+            _warn_of_user_calls(run, fmt)
         stored = (t for t in traces if t["status"] != "missing")
         if fmt == "otlp":
             from tcbreplay._importers.otel.write import requests
@@ -124,6 +133,32 @@ class Dataset:
             return self.text
         spans, kept = self._spans, sorted(self._lines[i] for i in ids if i in self._lines)
         return "".join(self.text[spans[2 * k] : spans[2 * k + 1]] + "\n" for k in kept)
+
+
+def _warn_of_user_calls(run: Run, fmt: str) -> None:
+    """Warn that the user's own tool calls (τ²-bench's user, in dual control) are left out:
+    the OpenAI and OTLP forms give only the assistant calls (an import of the export scores
+    ``--side user`` and ``both`` otherwise)."""
+    import pyarrow.compute as pc
+
+    from tcbreplay._store.parquet import read_table
+    from tcbreplay._store.schema import MESSAGES
+
+    try:
+        table = read_table(run.dir / MESSAGES, columns=["type", "calls"])
+    except OSError as exc:
+        raise StoreError(f"{run.dir / MESSAGES}: cannot read it: {exc}") from exc
+    human = pc.equal(table["type"], "human")
+    calling = pc.and_(human, pc.not_equal(pc.fill_null(table["calls"], "[]"), "[]"))
+    count = pc.sum(calling).as_py() or 0
+    if count:
+        warnings.warn(
+            TcbReplayWarning(
+                f"{count} user messages of run {run.run_id} make tool calls, which --format "
+                f"{fmt} cannot hold: they are left out (--format langchain keeps them)"
+            ),
+            stacklevel=2,
+        )
 
 
 def _held(run: Run) -> set[str]:

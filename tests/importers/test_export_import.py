@@ -220,3 +220,35 @@ def test_the_library_exports_take_a_run_and_a_folder_as_text(sim_run, tmp_path):
         "messages.jsonl",
         "manifest.json",
     ]
+
+
+@pytest.mark.parametrize("fmt", ["langchain", "openai", "otlp"])
+def test_the_users_own_tool_calls_are_kept_or_said_left_out(tmp_path, fmt):
+    """τ²-bench's user calls tools too (dual control): the OpenAI and OTLP forms cannot hold
+    a user's calls, and an export in them dropped 433 of them without a word (an import of it
+    scored --side user 0.0 where the run scored 0.82). langchain keeps them; the others say
+    how many they leave out."""
+    root = tmp_path / "traces"
+    telecom = TEST_DATA / "tau2" / "gpt-4.1_telecom_sample.json"
+    assert cli("import", "--traces", telecom, "--run-id", "tel", "--store", root).exit_code == 0
+    found = cli("sql", "--store", root, "--format", "json", "select count(*) n from messages "
+                "where type = 'human' and calls <> '[]'")  # fmt: skip
+    calling = json.loads(found.stdout)[0]["n"]
+    assert calling > 0
+    result = cli("export", "tel", "-o", tmp_path / fmt, "--format", fmt, "--store", root)
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    if fmt == "langchain":
+        assert warned == []
+        other = export_and_import(root, "tel", fmt, tmp_path)
+        user = [json.loads(cli("score", "tel", "--side", "user", "--format", "json",
+                               "--store", where).stdout) for where in (root, other)]  # fmt: skip
+        assert [(u["tsa"], u["tp"], u["n_samples"]) for u in user] == [
+            (user[0]["tsa"], user[0]["tp"], user[0]["n_samples"])
+        ] * 2
+        assert user[0]["tsa"] > 0
+    else:
+        assert warned == [
+            f"Warning: {calling} user messages of run tel make tool calls, which --format {fmt} "
+            "cannot hold: they are left out (--format langchain keeps them)"
+        ]
