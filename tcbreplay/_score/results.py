@@ -196,13 +196,13 @@ def write_results(
 ) -> None:  # fmt: skip
     """Write the result files side by side (Arrow, Polars and DuckDB release the GIL), one
     scoring process at a time."""
-    with run.writing_results():
-        _write_files(run, options, scored, scores, summary, dashboard, result)
+    with run.writing_results() as check:
+        _write_files(run, options, scored, scores, summary, dashboard, result, check)
 
 
 def _write_files(
     run: Run, options: ScoreOptions, scored: Scored, scores: pl.DataFrame,
-    summary: dict[str, Any], dashboard: str, result: ScoreResult,
+    summary: dict[str, Any], dashboard: str, result: ScoreResult, check: Callable[[], None],
 ) -> None:  # fmt: skip
     folder = run.scores_dir(options.scoring)
     result.scores_path = folder / "scores.parquet"
@@ -210,7 +210,7 @@ def _write_files(
     # every file under a temporary name until all are whole: a full disk, or a kill, leaves
     # the results of the scoring before as they were (and no scores without their summary);
     # a failure removes the folders made for them
-    with staged(hint=WRITABLE_HINT) as files:
+    with staged(hint=WRITABLE_HINT, before_write=check) as files:
         for place in [folder] + ([dashboard_file.parent] if dashboard_file else []):
             files.folder(place)
         with ThreadPoolExecutor(max_workers=3) as pool:

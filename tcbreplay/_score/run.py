@@ -137,7 +137,10 @@ def _score_run(
                     return _result(run, summary, absent)
                 scores = results.scores()
                 return _result(run, summary, absent, scores=scores, pairs=results.pairs_frame())
-            with run.writing_results(), staged(hint=WRITABLE_HINT) as files:
+            with (
+                run.writing_results() as check,
+                staged(hint=WRITABLE_HINT, before_write=check) as files,
+            ):
                 results = ResultsWriter(run, options, plan.dashboard, files)
                 try:
                     _fold(source, results, con)

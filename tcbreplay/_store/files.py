@@ -161,9 +161,13 @@ class Staged:
     """Files written under temporary names and renamed into place together once every one is
     whole (see :func:`staged`)."""
 
-    def __init__(self, error: type[TcbReplayError], hint: str | None) -> None:
+    def __init__(
+        self, error: type[TcbReplayError], hint: str | None,
+        before_write: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
         self._error = error
         self._hint = hint
+        self._before_write = before_write or (lambda: None)
         self._files: list[tuple[Path, Path]] = []
         self._folders: list[Path] = []  # made for the files, deepest first
         self._lock = threading.Lock()  # files may be written from threads side by side
@@ -224,6 +228,7 @@ class Staged:
             for _, path in reversed(self._files):
                 with writing(path, error=self._error, hint=self._hint):
                     if is_remote(path):
+                        self._before_write()
                         objects.remove_object(path)
                     else:
                         path.unlink(missing_ok=True)
@@ -231,6 +236,7 @@ class Staged:
             tmp, path = self._files[0]
             with writing(path, error=self._error, hint=self._hint):
                 if is_remote(path):
+                    self._before_write()
                     objects.upload(tmp, path)
                 else:
                     os.replace(tmp, path)
@@ -251,11 +257,16 @@ class Staged:
 
 
 @contextmanager
-def staged(error: type[TcbReplayError] = StoreError, hint: str | None = None) -> Iterator[Staged]:
+def staged(
+    error: type[TcbReplayError] = StoreError, hint: str | None = None,
+    before_write: Callable[[], None] | None = None,
+) -> Iterator[Staged]:  # fmt: skip
     """Files that belong together: written under temporary names in the block, renamed into
     place when it ends well; a failure or an interruption (before the renames, which take
-    microseconds) leaves the files that were there as they were and no temporary file."""
-    files = Staged(error, hint)
+    microseconds) leaves the files that were there as they were and no temporary file.
+    ``before_write``: called before each object is removed or uploaded on object storage (a
+    writer's check that it still holds its lock)."""
+    files = Staged(error, hint, before_write)
     try:
         yield files
         files.commit()

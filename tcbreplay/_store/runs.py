@@ -15,7 +15,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -285,16 +285,19 @@ class Run:
             os.close(fd)
 
     @contextmanager
-    def writing_results(self) -> Iterator[None]:
+    def writing_results(self) -> Iterator[Callable[[], None]]:
         """One process at a time writes the run's results (scores, dashboard file); another
         waits for its turn. The ``scores`` folder is made for them, and removed again when
-        the block fails and leaves it empty (a local store)."""
+        the block fails and leaves it empty (a local store). Yields what to call before each
+        file is put in place (:func:`~tcbreplay._store.files.staged`'s ``before_write``): on
+        object storage, a check that this process still holds the lock (it may have been
+        paused past its lease meanwhile, and another scoring taken over)."""
         if is_remote(self.dir):
             where = self.dir / SCORES / LOCK
             with writing(where, hint=WRITABLE_HINT):
                 lock = wait_for_lease(where, f"the scores of run {self.run_id!r}")
             try:
-                yield
+                yield lock.check
             finally:
                 lock.release()
             return
@@ -307,7 +310,7 @@ class Run:
                 for stale in folder.glob(f"*/*{TEMPORARY_SUFFIX}"):
                     with suppress(OSError):
                         stale.unlink()
-                yield
+                yield _nothing_to_check
         except BaseException:
             if made:  # a first scoring that failed leaves no folder (once no other wrote)
                 with suppress(OSError):
@@ -662,3 +665,7 @@ def _kind(arrow_type: pa.DataType) -> str:
     if pa.types.is_timestamp(arrow_type):
         return "times"
     return str(arrow_type)
+
+
+def _nothing_to_check() -> None:
+    """A folder's lock is the kernel's: held until the process ends, nothing to check."""

@@ -584,6 +584,27 @@ def test_a_writer_that_lost_its_lock_during_its_fold_writes_no_data_file(s3_stor
     assert chunk_numbers(run / "journal")  # its four samples wait in the journal
 
 
+def test_a_scoring_that_lost_its_lock_puts_no_file_in_place(s3_store, monkeypatch):
+    """The scores' lock was checked as it was taken only: a scoring paused past its lease
+    uploaded its files over those of the scoring that took the lock over."""
+    store = Store(s3_store)
+    record_run(load_inputs("tool-call"), parse_model("sim:seed=2"), store, run_id="sc", limit=5)
+    folder = store.run_dir("sc") / "scores"
+    real = score_module._summary
+
+    def taken_over(*args, **kwargs):  # the files are staged: another scoring takes the lock
+        lock = folder / "writer.lock"
+        objects.replace_object(lock, b"pid 1 on elsewhere", objects.written_ago(lock)[1])
+        monkeypatch.setattr(locks, "RENEW_S", 0.0)  # as if paused: its renewal is overdue
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(score_module, "_summary", taken_over)
+    with pytest.raises(RunLockedError, match="another process took this lock over"):
+        score_run(store, "sc")
+    assert not objects.exists(folder / "spec" / "summary.json")
+    assert not objects.exists(folder / "spec" / "scores.parquet")
+
+
 @pytest.mark.parametrize("skew", [45.0, -3600.0])
 def test_a_lock_is_judged_by_the_stores_clock_not_this_machines(s3_store, monkeypatch, skew):
     """A lock's age was this machine's time less the store's time of its last renewal: a
