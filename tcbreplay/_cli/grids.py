@@ -275,6 +275,9 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         for name in report.changed_files
     ]
     for d in report.differences[:limit]:
+        if d.recomputed == "differ" and d.sample_id is None:  # the rest of a list, counted
+            lines.append(f"{d.scoring}: {d.stored} differ too")
+            continue
         where = f"sample {d.sample_id}" if d.sample_id is not None else "run"
         # a replay's: the parent's value, then the replay's
         words = ("parent's", "replay's") if d.scoring == "replay" else ("stored", "recomputed")
@@ -283,6 +286,11 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         )
     if len(report.differences) > limit:
         lines.append(f"... and {len(report.differences) - limit} more differences")
+    lines += [
+        f"note: {name} was scored by other SQL than this version's (an earlier version's): "
+        "its numbers are compared with a re-score by this version's"
+        for name in report.other_sql
+    ]
     verdict = (
         f"verified: {', '.join(report.scorings)} of {report.run_id}: "
         f"{report.samples_checked} samples identical to a re-score from raw traces"

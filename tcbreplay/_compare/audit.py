@@ -21,7 +21,7 @@ import polars as pl
 from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, PairsCheck, ScoresCheck
 from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, sql_sha256
-from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
+from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_summary, scoring_file_batches
 from tcbreplay._store.files import written_sha256
 from tcbreplay._store.runs import Run, Store
@@ -58,6 +58,9 @@ class AuditReport:
     changed_files: list[str] = field(default_factory=list)
     # data files whose sha256 is not the one the manifest recorded when the run wrote them
     changed_since_written: list[str] = field(default_factory=list)
+    # scorings made by other SQL than this version's (an earlier version's): their numbers
+    # are compared with a re-score by today's, and say nothing is wrong if identical
+    other_sql: list[str] = field(default_factory=list)
     replay_of: str | None = None  # a replay's parent, whose turns it served
     turns_checked: int = 0  # a replay's served turns checked against the parent's messages
 
@@ -75,6 +78,7 @@ class AuditReport:
             **(replay if self.replay_of is not None else {}),
             "changed_files": self.changed_files,
             "changed_since_written": self.changed_since_written,
+            "other_sql": self.other_sql,
             "differences": [d.__dict__ for d in self.differences],
         }
 
@@ -126,7 +130,9 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                 Difference(folder.name, None, "audit", None, "the summary has no audit record")
             )
             audit = {}
-        report.differences += _record_differences(folder.name, audit, stored_summary, options)
+        if audit and audit.get("sql_sha256") != sql_sha256(options.scorer):
+            report.other_sql.append(folder.name)
+        report.differences += _options_difference(folder.name, audit, stored_summary)
         hashes = audit.get("inputs_sha256") or {}
         for name, digest in digests.items():
             if name not in hashes:  # a file the record does not vouch for is not verified
@@ -154,24 +160,18 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     return report
 
 
-def _record_differences(
-    scoring: str, audit: dict[str, Any], summary: dict[str, Any], options: ScoreOptions
+def _options_difference(
+    scoring: str, audit: dict[str, Any], summary: dict[str, Any]
 ) -> list[Difference]:
-    """What an audit record says of the scoring itself that is not so: the SQL it ran is
-    not today's (an earlier version's, or the record edited), or its options' hash is not
-    that of the options the summary holds."""
+    """An audit record whose options' hash is not that of the options the summary holds
+    (which every version has written alike: the record or the options edited)."""
     if not audit:
         return []
-    found = []
-    today = sql_sha256(options.scorer)
-    if audit.get("sql_sha256") != today:
-        found.append(Difference(scoring, None, "sql_sha256", audit.get("sql_sha256"), today))
     text = json.dumps(summary.get("options"), sort_keys=True)
     given = hashlib.sha256(text.encode()).hexdigest()
-    if audit.get("options_sha256") != given:
-        found.append(Difference(scoring, None, "options_sha256", audit.get("options_sha256"),
-                                given))  # fmt: skip
-    return found
+    if audit.get("options_sha256") == given:
+        return []
+    return [Difference(scoring, None, "options_sha256", audit.get("options_sha256"), given)]
 
 
 class _ScoresOf:

@@ -373,9 +373,10 @@ def test_scores_without_their_summary_are_not_taken_for_a_scoring(scored):
     ]
 
 
-def test_a_scoring_by_other_sql_or_with_edited_options_is_caught(scored):
-    """verify passed a record whose SQL hash was not today's SQL, or whose options' hash was
-    not its options'; diff took such a scoring's numbers (report scored it again)."""
+def test_a_scoring_by_other_sql_is_said_and_edited_options_are_caught(scored):
+    """A record whose SQL hash is not today's SQL (an earlier version's) verifies on its
+    numbers and says so; one whose options' hash is not its options' fails. diff took such a
+    scoring's numbers as stored (report scored it again)."""
     from tcbreplay._compare.diff import diff_runs
 
     root, run_id = scored
@@ -388,9 +389,17 @@ def test_a_scoring_by_other_sql_or_with_edited_options_is_caught(scored):
     frame = pl.read_parquet(scores)
     pq.write_table(frame.with_columns(tp=pl.lit(0.5)).to_arrow().cast(SCORES_SCHEMA), scores)
     assert diff_runs(Store(root), run_id, run_id).runs["tp"]["a"] == pytest.approx(summary["tp"])
-    found = {d.field: (d.stored, d.recomputed) for d in verify_run(Store(root), run_id).differences}
-    assert found["sql_sha256"] == ("0" * 64, audit["sql_sha256"])
+    report = verify_run(Store(root), run_id)
+    assert report.other_sql == ["spec"] and not report.ok  # (its numbers were forged too)
     pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), scores)
+    path.write_text(json.dumps({**summary, "audit": {**audit, "sql_sha256": "0" * 64}}))
+    result = verify(root, run_id)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "note: spec was scored by other SQL than this version's (an earlier version's): its "
+        "numbers are compared with a re-score by this version's",
+        f"verified: spec of {run_id}: 94 samples identical to a re-score from raw traces",
+    ]
     path.write_text(json.dumps({**summary, "audit": {**audit, "options_sha256": "1" * 64}}))
     report = verify_run(Store(root), run_id)
     assert [(d.field, d.stored) for d in report.differences] == [("options_sha256", "1" * 64)]
@@ -495,7 +504,7 @@ def test_changed_raw_message_is_caught(scored):
     report = json.loads(verify(root, run_id, "--format", "json").stdout)
     assert set(report) == {
         "run_id", "ok", "scorings", "samples_checked", "changed_files", "changed_since_written",
-        "differences",
+        "other_sql", "differences",
     }  # fmt: skip
     assert report["ok"] is False
     assert report["run_id"] == run_id and report["scorings"] == ["spec"]
@@ -547,7 +556,7 @@ def test_calls_column_rewritten_with_every_hash_in_step_is_caught(scored):
         f"messages: sample {first['sample_id']}: calls of message {first['position']} "
         f"(trial {first['trial']}): stored {first['calls']!r}, recomputed {held!r}"
     )
-    assert lines[3] == "messages: run: calls: stored '1 more messages', recomputed 'differ'"
+    assert lines[3] == "messages: 1 more messages differ too"
     assert len(lines) == 4  # the scores follow from the (rewritten) column: no other line
     assert not verify_run(Store(root), run_id).ok
 
@@ -725,7 +734,7 @@ def test_library_score_then_verify(sim_copy):
     assert report.ok and report.scorings == [REL_FOLDER]
     assert report.to_dict() == {
         "run_id": run_id, "ok": True, "scorings": [REL_FOLDER], "samples_checked": 94,
-        "changed_files": [], "changed_since_written": [], "differences": [],
+        "changed_files": [], "changed_since_written": [], "other_sql": [], "differences": [],
     }  # fmt: skip
 
 
