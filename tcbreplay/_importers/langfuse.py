@@ -34,7 +34,14 @@ from tcbreplay._importers import parquet
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile, TraceLine
 from tcbreplay._importers.lines import token_problem
 from tcbreplay._importers.matching import Unmatched, source_of
-from tcbreplay._importers.trees import Conversation, calls_of, input_text, message, offered_tools
+from tcbreplay._importers.trees import (
+    Conversation,
+    calls_of,
+    input_text,
+    message,
+    offered_tools,
+    usage_of,
+)
 from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
@@ -222,7 +229,8 @@ def _trace(trace_id: str, observations: list[dict[str, Any]]) -> Unmatched:
         if kind == "GENERATION":
             told.model_call(_given(obs, where), _answer(obs, where))
         else:
-            told.tool_call(str(obs.get("name") or ""), *_tool_result(obs, where))
+            told.tool_call(str(obs.get("name") or ""), *_tool_result(obs, where),
+                           args=obs.get("input"))  # fmt: skip
     messages = told.messages or _root_messages(root, place)
     stored = serialize_messages(messages, {})
     problem = token_problem(stored) or _json.lone_surrogate(stored)
@@ -321,26 +329,9 @@ def _answer(obs: dict[str, Any], where: str) -> Any:
     return found
 
 
-# the names of a generation's input and output token counts in its usage
-_IN = ("input", "input_tokens", "prompt_tokens", "promptTokens")
-_OUT = ("output", "output_tokens", "completion_tokens", "completionTokens")
-
-
 def _usage(obs: dict[str, Any], where: str) -> Any:
     """A generation's token counts as a message's usage (None where it has none)."""
-    usage = obs.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    counts = []
-    for names in (_IN, _OUT):
-        n = next((usage[k] for k in names if usage.get(k) is not None), None)
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
-            raise TraceError(f"{where}: a token count of {n!r}: not a whole number of 0 or more")
-        counts.append(n)
-    if counts == [None, None]:
-        return None
-    given, made = counts[0] or 0, counts[1] or 0
-    return {"input_tokens": given, "output_tokens": made, "total_tokens": given + made}
+    return usage_of(obs.get("usage"), where)
 
 
 def _tool_result(obs: dict[str, Any], where: str) -> tuple[Any, str | None, str]:
@@ -356,8 +347,8 @@ def _tool_result(obs: dict[str, Any], where: str) -> tuple[Any, str | None, str]
         content = value
     elif value is not None:
         content = json.dumps(value, ensure_ascii=False)
-    if status == "error" and not content:
-        content = str(obs.get("status_message") or "")
+    if status == "error" and not content:  # an error's text, redacted as every error is
+        content = redact(str(obs.get("status_message") or ""))
     metadata = obs.get("metadata")
     if not call_id and isinstance(metadata, dict) and isinstance(metadata.get("tool_call_id"), str):
         call_id = metadata["tool_call_id"]

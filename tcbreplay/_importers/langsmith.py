@@ -46,6 +46,7 @@ from tcbreplay._importers.trees import (
     lc_kind,
     message,
     offered_tools,
+    usage_of,
 )
 from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
@@ -255,7 +256,8 @@ def _trace(
         if kind == "llm":
             told.model_call(_llm_inputs(run, where), _llm_output(run, where))
         else:
-            told.tool_call(str(run.get("name") or ""), *_tool_result(run, where))
+            told.tool_call(str(run.get("name") or ""), *_tool_result(run, where),
+                           args=run.get("inputs"))  # fmt: skip
     messages = told.messages
     if not messages:
         messages = _root_messages(root, place)
@@ -328,6 +330,10 @@ def _llm_output(run: dict[str, Any], where: str) -> Any:
         choice = out["choices"][0]
         turn = choice.get("message") if isinstance(choice, dict) else None
         found = message(turn, f"{where}: choices[0].message")
+        # (OpenAI's counts beside its choices, and the ones LangSmith's wrapper adds)
+        if isinstance(found, AIMessage) and not found.usage_metadata:
+            usage = out.get("usage_metadata") or out.get("usage")
+            found.usage_metadata = usage_of(usage, f"{where}: usage")  # type: ignore[assignment]
     elif isinstance(out, dict):
         value = out.get("output", out)
         found = message(value, f"{where}: outputs") if isinstance(value, dict) else None
@@ -354,8 +360,8 @@ def _tool_result(run: dict[str, Any], where: str) -> tuple[Any, str | None, str]
         content = value
     elif value is not None:
         content = json.dumps(value, ensure_ascii=False)
-    if run.get("error"):
-        content, status = _error_text(run["error"]), "error"
+    if run.get("error"):  # an error's text, redacted as every stored error is
+        content, status = redact(_error_text(run["error"])), "error"
     return content, call_id, status
 
 

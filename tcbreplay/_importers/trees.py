@@ -38,7 +38,8 @@ class Conversation:
 
     def __init__(self) -> None:
         self.messages: list[Any] = []
-        self._pending: list[tuple[str, str]] = []  # (call id, tool name) not yet answered
+        # (call id, tool name, arguments) of the calls not yet answered
+        self._pending: list[tuple[str, str, Any]] = []
         self._answered: set[str] = set()
 
     def model_call(self, given: list[Any], answer: Any) -> None:
@@ -54,16 +55,20 @@ class Conversation:
             self._add(answer)
 
     def tool_call(
-        self, name: str, content: Any, call_id: str | None, status: str = "success"
-    ) -> None:
-        """A tool call's result; ``call_id`` None: the first unanswered call of its name."""
+        self, name: str, content: Any, call_id: str | None, status: str = "success",
+        args: Any = None,
+    ) -> None:  # fmt: skip
+        """A tool call's result; ``call_id`` None: the unanswered call of its name made with
+        ``args`` (the tool run's inputs: parallel calls of one tool may end in any order),
+        else the first unanswered call of its name."""
         from langchain_core.messages import ToolMessage
 
         if call_id and call_id in self._answered:
             return  # among the messages already
         if not call_id:
             named = [p for p in self._pending if p[1] == name] or self._pending
-            call_id = named[0][0] if named else ""
+            same = [p for p in named if args is not None and p[2] == args]
+            call_id = (same or named)[0][0] if named else ""
         self._add(ToolMessage(content=content, tool_call_id=call_id, name=name, status=status))
 
     def _open(self, call_id: str) -> bool:
@@ -75,7 +80,7 @@ class Conversation:
         else:
             self.messages.append(message)
         for call in getattr(message, "tool_calls", None) or []:
-            self._pending.append((call.get("id") or "", call.get("name") or ""))
+            self._pending.append((call.get("id") or "", call.get("name") or "", call.get("args")))
         if message.type == "tool":
             self._answered.add(message.tool_call_id)
             self._pending = [p for p in self._pending if p[0] != message.tool_call_id]
@@ -177,7 +182,9 @@ def message(value: Any, where: str) -> Any:
         kind = _ROLES.get(value["role"])
         if kind is None:
             raise TraceError(f"{where}: role {value['role']!r}: not a message's role")
-        data = {k: v for k, v in value.items() if k != "role"}
+        # (the OpenAI SDK's message dump names every field: "tool_calls": null on a turn
+        # without calls, "function_call", "refusal", "audio" null too)
+        data = {k: v for k, v in value.items() if k != "role" and (v is not None or k == "content")}
         if value["role"] == "developer":
             data = {**data, "additional_kwargs": {"__openai_role__": "developer"}}
     elif isinstance(value.get("type"), str):
@@ -205,3 +212,26 @@ def _openai_calls(value: dict[str, Any]) -> bool:
     """Whether a role dict's tool calls are OpenAI's (``function``), not LangChain's."""
     calls = value.get("tool_calls")
     return isinstance(calls, list) and any(isinstance(c, dict) and "function" in c for c in calls)
+
+
+# the names of a model call's input and output token counts in a usage object (LangChain's,
+# OpenAI's, Langfuse's)
+_IN = ("input", "input_tokens", "prompt_tokens", "promptTokens")
+_OUT = ("output", "output_tokens", "completion_tokens", "completionTokens")
+
+
+def usage_of(usage: Any, where: str) -> dict[str, int] | None:
+    """A usage object's token counts as a message's ``usage_metadata`` (None where it holds
+    none); a count that is no whole number of 0 or more is refused."""
+    if not isinstance(usage, dict):
+        return None
+    counts = []
+    for names in (_IN, _OUT):
+        n = next((usage[k] for k in names if usage.get(k) is not None), None)
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+            raise TraceError(f"{where}: a token count of {n!r}: not a whole number of 0 or more")
+        counts.append(n)
+    if counts == [None, None]:
+        return None
+    given, made = counts[0] or 0, counts[1] or 0
+    return {"input_tokens": given, "output_tokens": made, "total_tokens": given + made}

@@ -297,6 +297,25 @@ def test_a_secret_in_an_error_is_redacted(monkeypatch):
     assert line.error == "AuthError('bad key [redacted]')"
 
 
+def test_a_failed_tool_runs_error_is_redacted_in_its_result():
+    """The trial's error was redacted, the tool message holding a tool run's error was not."""
+    key = "sk-abcdef1234567890abcdef"
+    runs = [
+        {"id": "t", "trace_id": "t", "run_type": "chain", "inputs": {"q": "Hi"}},
+        {"id": "l", "trace_id": "t", "parent_run_id": "t", "run_type": "llm",
+         "inputs": {"messages": [{"role": "user", "content": "Hi"}]},
+         "outputs": {"choices": [{"message": {"role": "assistant", "content": None,
+                     "tool_calls": [{"id": "c1", "type": "function", "function": {
+                         "name": "greet", "arguments": "{}"}}]}}]}},
+        {"id": "g", "trace_id": "t", "parent_run_id": "t", "run_type": "tool",
+         "name": "greet", "inputs": {}, "error": f"RuntimeError('kaboom api_key={key}')"},
+    ]  # fmt: skip
+    data = "".join(json.dumps(run) + "\n" for run in runs).encode()
+    (line,) = langsmith.read(TraceFile("r.jsonl", data=data), None).lines
+    stored = json.loads(line.messages[-1]["message"])
+    assert stored["data"]["content"] == "RuntimeError('kaboom api_key=[redacted]')"
+
+
 def test_a_run_of_a_trace_whose_root_is_missing_is_refused():
     child = {"id": "c", "trace_id": "t", "parent_run_id": "t", "run_type": "tool", "name": "x"}
     with pytest.raises(TraceError, match=r"its trace's root run \(t\) is not in the file"):
@@ -350,3 +369,106 @@ def test_a_run_posted_again_is_read_once_and_refused_when_its_values_differ():
     with pytest.raises(TraceError, match=rf"line {len(lines) + 1}: run '{changed['id']}' is posted "
                        r"again with other values than at runs.jsonl: line 2"):  # fmt: skip
         langsmith.read(TraceFile("runs.jsonl", data=data.encode()), None)
+
+
+def test_an_openai_turn_dumped_whole_reads_and_a_result_finds_its_call_by_arguments():
+    """The OpenAI SDK's message dump names every field ("tool_calls": null on a text turn,
+    which was refused); a tool run that names no call id answers the call of its name made
+    with its inputs (parallel calls of one tool end in any order), else the first open one."""
+    from langchain_core.messages import AIMessage
+
+    from tcbreplay._importers.trees import Conversation, message
+
+    turn = message({"role": "assistant", "content": "done", "tool_calls": None,
+                    "function_call": None, "refusal": None, "audio": None}, "x")  # fmt: skip
+    assert isinstance(turn, AIMessage) and turn.content == "done" and turn.tool_calls == []
+    told = Conversation()
+    calls = [{"id": f"c{k}", "name": "greet", "args": {"name": who}}
+             for k, who in ((1, "Zoë"), (2, "Ünal"))]  # fmt: skip
+    told.model_call([message("hi", "x")], AIMessage("", tool_calls=calls))
+    told.tool_call("greet", "hello Ünal", None, args={"name": "Ünal"})
+    told.tool_call("greet", "hello Zoë", None, args={"name": "Zoë"})
+    assert [(m.tool_call_id, m.content) for m in told.messages[2:]] == [
+        ("c1", "hello Zoë"), ("c2", "hello Ünal")]  # fmt: skip
+
+
+@pytest.mark.slow  # (the SDK's tracing in this process, flushed: 5 s)
+def test_wrap_openai_traces_import_with_their_results_paired_and_their_tokens(
+    tmp_path, monkeypatch
+):
+    """The real SDK tracing the real OpenAI client (``wrap_openai``), answers served by a
+    mock transport: a plain text answer carries ``"tool_calls": null``, which was refused;
+    the OpenAI runs' token counts were dropped; and two calls of one tool whose runs ended
+    in the other order got each other's results (the tool runs name no call id: their
+    inputs are the calls' arguments)."""
+    import httpx
+    import openai
+    from langsmith import Client, traceable
+    from langsmith.wrappers import wrap_openai
+    from langsmith_server import SESSION_ID, LangSmithServer
+
+    monkeypatch.setenv("LANGSMITH_TRACING", "true")
+    calls = [
+        {"id": f"c{k}", "type": "function",
+         "function": {"name": "greet", "arguments": json.dumps({"name": who})}}
+        for k, who in ((1, "Zoë"), (2, "Ünal"))
+    ]  # fmt: skip
+    answers = iter([
+        {"id": "x1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+             "role": "assistant", "content": None, "tool_calls": calls}}],
+         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}},
+        {"id": "x2", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+         "choices": [{"index": 0, "finish_reason": "stop", "message": {
+             "role": "assistant", "content": "done"}}],
+         "usage": {"prompt_tokens": 30, "completion_tokens": 2, "total_tokens": 32}},
+    ])  # fmt: skip
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=next(answers)))
+    tools = [{"type": "function", "function": {"name": "greet", "parameters": {
+        "type": "object", "properties": {"name": {"type": "string"}}}}}]  # fmt: skip
+    with LangSmithServer("multipart") as server:
+        client = Client(api_url=server.url, api_key="lsv2_pt_" + "0" * 32 + "_0000000000")
+        model = wrap_openai(
+            openai.OpenAI(api_key="not-needed", base_url="http://model.invalid/v1",
+                          http_client=httpx.Client(transport=transport)),
+            tracing_extra={"client": client},
+        )  # fmt: skip
+
+        @traceable(run_type="tool", client=client)
+        def greet(name):
+            return "hello " + name
+
+        @traceable(run_type="chain", client=client, name="agent")
+        def agent(question):
+            messages = [{"role": "user", "content": question}]
+            turn = model.chat.completions.create(model="m", messages=messages, tools=tools)
+            made = turn.choices[0].message
+            messages.append(made.model_dump(exclude_none=True))
+            results = {
+                c.id: greet(**json.loads(c.function.arguments)) for c in reversed(made.tool_calls)
+            }  # (the second call ends first)
+            messages += [{"role": "tool", "tool_call_id": c.id, "content": results[c.id]}
+                         for c in made.tool_calls]  # fmt: skip
+            model.chat.completions.create(model="m", messages=messages, tools=tools)
+
+        agent("Greet Zoë and Ünal")
+        client.flush()
+        listed = Client(api_url=server.url, api_key="x", auto_batch_tracing=False)
+        runs = [r.model_dump(mode="json") for r in listed.list_runs(project_id=SESSION_ID)]
+    traces = tmp_path / "runs.jsonl"
+    traces.write_text("".join(json.dumps(run) + "\n" for run in runs))
+    root = tmp_path / "traces"
+    result = cli("import", "--traces", traces, "--run-id", "w", "--store", root)
+    assert result.exit_code == 0, result.output
+    rows = cli("sql", "--store", root, "--format", "json", "select type, message->>'$.data."
+               "content' content, message->>'$.data.tool_call_id' call, input_tokens, "
+               "output_tokens from messages order by position")  # fmt: skip
+    found = [(r["type"], r["content"], r["call"], r["input_tokens"], r["output_tokens"])
+             for r in json.loads(rows.stdout)]  # fmt: skip
+    assert found == [
+        ("human", "Greet Zoë and Ünal", None, None, None),
+        ("ai", "", None, 11, 7),
+        ("tool", "hello Zoë", "c1", None, None),
+        ("tool", "hello Ünal", "c2", None, None),
+        ("ai", "done", None, 30, 2),
+    ]
