@@ -1,14 +1,17 @@
 -- Which tool the agent called where gold had which, position by position (null: no call there).
+-- The agent's gold calls only, numbered among themselves (a user's gold calls, as τ²-bench's
+-- dual control has them, are the user's to make: tool_calls holds the agent's).
 -- params: run_id = null
 with gold as (
     select
         run_id,
         sample_id,
         trial,
-        call_index,
+        (row_number() over (partition by run_id, sample_id, trial order by call_index) - 1)::integer
+            as call_index,
         name
     from gold_calls
-    where $run_id is null or run_id = $run_id
+    where side = 'agent' and ($run_id is null or run_id = $run_id)
 ),
 
 agent as (

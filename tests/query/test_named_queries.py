@@ -504,3 +504,21 @@ def test_a_scoring_no_run_holds_is_an_error_not_an_empty_table(traces):
     one = cli("query", "worst_samples", "-p", "scoring=nosuch", "-p", f"run_id={run_id}",
               "--store", traces.root)  # fmt: skip
     assert one.exit_code == 2 and f"run '{run_id}' holds no scoring named 'nosuch'" in one.stderr
+
+
+def test_tool_confusion_pairs_the_agents_calls_with_the_agents_gold(tmp_path):
+    """τ²-bench's gold holds the user's calls too (dual control), numbered among the agent's:
+    the agent's calls were set against the user's gold (toggle -> ping), and the positions
+    did not add up to the scoring's."""
+    root = tmp_path / "traces"
+    telecom = TEST_DATA / "tau2" / "gpt-4.1_telecom_sample.json"
+    assert cli("import", "--traces", telecom, "--run-id", "tel", "--store", root).exit_code == 0
+    assert cli("score", "tel", "--store", root).exit_code == 0
+    rows = query_json(root, "tool_confusion", "run_id=tel")
+    user = cli("sql", "--store", root, "--format", "json",
+               "select distinct name from gold_calls where side = 'user'")  # fmt: skip
+    user_tools = {r["name"] for r in json.loads(user.stdout)}
+    assert user_tools and not user_tools & {r["gold_tool"] for r in rows}
+    stored = pl.read_parquet(root / "tel" / "scores" / "spec" / "scores.parquet")
+    positions = stored.select(pl.max_horizontal("n_gold", "n_agent").sum()).item()
+    assert sum(r["calls"] for r in rows) == positions
