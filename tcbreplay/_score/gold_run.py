@@ -22,7 +22,11 @@ from tcbreplay.errors import InputError, StoreError
 def gold_calls(store: Store, run: Run, gold_run: str) -> pa.Table:
     """The calls of run ``gold_run`` as gold: (sample_id, trial, gold JSON text)."""
     if gold_run == run.run_id:
-        raise InputError(f"--gold-run {gold_run}: a run scored against itself is all correct")
+        raise InputError(
+            f"--gold-run {gold_run}: the run itself: give another run to score its calls against",
+            hint="a run scored against its own calls is all correct but for the arguments its "
+            "tools do not take, which are invalid whatever the gold",
+        )
     other = store.open_run(gold_run)
     if not other.has_data():
         raise StoreError(f"--gold-run {gold_run}: the run has no stored samples yet")

@@ -777,3 +777,28 @@ def test_a_ray_address_that_answers_but_is_no_ray_cluster_is_refused_at_once(sim
     assert len(result.stderr.strip().splitlines()) == 2  # the error, and its hint
     assert time.monotonic() - started < 10
     assert not (root / run_id / "scores").exists()
+
+
+def test_a_run_against_itself_is_refused_and_against_its_copy_keeps_invented_keys(
+    sim_run, tmp_path
+):
+    """The refusal said a run scored against itself "is all correct"; against an exact copy
+    it is not: an argument its tool does not take is invalid whatever the gold."""
+    store, run_id = sim_run
+    root = tmp_path / "traces"
+    for name in (run_id, "copy"):
+        shutil.copytree(store.run_dir(run_id), root / name, ignore=shutil.ignore_patterns("scores"))
+    itself = cli("score", run_id, "--gold-run", run_id, "--store", root)
+    assert itself.exit_code == 2
+    assert itself.stderr.splitlines() == [
+        f"Error: --gold-run {run_id}: the run itself: give another run to score its calls against",
+        "Hint: a run scored against its own calls is all correct but for the arguments its tools "
+        "do not take, which are invalid whatever the gold",
+    ]
+    result = cli("score", run_id, "--gold-run", "copy", "--format", "json", "--store", root)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    invented = cli("query", "invented_keys", "-p", f"run_id={run_id}", "-p", "limit=1000",
+                   "--format", "json", "--store", root)  # fmt: skip
+    assert (summary["tsa"], summary["tp"]) == (1.0, 1.0)
+    assert summary["args_invalid"] == sum(r["times"] for r in json.loads(invented.stdout)) > 0
