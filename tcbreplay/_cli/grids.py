@@ -50,7 +50,7 @@ def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
         title += "  [simulated model]"
     missing = "" if abet else f", {summary['args_missing']} gold args left out"
     caption = (
-        f"{summary['n_samples']} samples, {summary['n_errors']} with recording errors{missing}; "
+        f"{summary['n_samples']} samples, {_not_ok(summary)}{missing}; "
         f"scoring: {summary['scoring']}"
     )
     shown = Grid(
@@ -340,8 +340,7 @@ def bfcl_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
             ["category", "valid", "total", "accuracy"],
             rows,
             title=title,
-            caption=f"{summary['n_errors']} samples with recording errors; "
-            f"scoring: {summary['scoring']}",
+            caption=f"{_not_ok(summary)}; scoring: {summary['scoring']}",
             digits=".4f",
             null="—",
         )
@@ -549,3 +548,12 @@ def _cut(text: str | None, width: int = 60) -> str:
     if text is None:
         return "(nothing)"
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _not_ok(summary: dict[str, Any]) -> str:
+    """A scoring's samples that are not ok, as its caption says them: in error (recording's
+    or an import's), and missing (an import's samples without a trace) apart."""
+    missing = summary.get("n_missing") or 0
+    errors = (summary.get("n_errors") or 0) - missing
+    said = f"{errors} with recording errors"
+    return said + (f", {missing} missing (no trace)" if missing else "")

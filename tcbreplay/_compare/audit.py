@@ -38,7 +38,7 @@ BREAKDOWN_FIELDS = ("by_tool", "by_category")
 TRIAL_FIELDS = ("trials", "by_trial", "by_sample", "pass_k")
 # the run's fields beside the numbers (from its manifest), checked where the stored summary
 # has them
-RUN_FIELDS = ("model", "simulated", "run_status")
+RUN_FIELDS = ("model", "simulated", "run_status", "n_missing")
 # written since the outcome metrics and roles: checked where the stored summary has them
 OUTCOME_FIELDS = (
     "exact", "n_exact", "exact_samples", "write_exact", "n_write_exact", "write_exact_samples",

@@ -220,14 +220,19 @@ def _outcome_metrics(s: dict[str, Any]) -> list[tuple[str, Any, str, str]]:
 def _banner(run: RunData) -> str:
     """A run whose samples ended in error while recording says so above its metrics."""
     s = run.summary
-    errors = s.get("n_errors") or 0
-    if not errors:
+    missing = s.get("n_missing") or 0
+    errors = (s.get("n_errors") or 0) - missing
+    if not errors and not missing:
         return ""
+    said = []
+    if errors:
+        said.append(f"{errors:,} of {s.get('n_samples', 0):,} samples ended in error and score "
+                    "with the calls made before the error")  # fmt: skip
+    if missing:
+        said.append(f"{missing:,} are missing (no trace) and score with no calls")
     return (
-        f'<div class="banner" role="alert">{errors:,} of {s.get("n_samples", 0):,} samples '
-        "ended in error while recording and score with the calls made before the error: these "
-        "metrics do "
-        "not measure the model alone, and the run is listed after the others</div>"
+        f'<div class="banner" role="alert">{"; ".join(said)}: these metrics do not measure '
+        "the model alone, and the run is listed after the others</div>"
     )
 
 

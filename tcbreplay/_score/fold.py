@@ -93,7 +93,8 @@ class Tally:
 
     all: _Group = field(default_factory=_Group)
     args_missing: int = 0
-    n_errors: int = 0
+    n_errors: int = 0  # samples whose status is not ok
+    n_missing: int = 0  # of them, those an import stored missing (no trace)
     outcomes: bool = False  # the scores hold exact, write_exact and first_divergence
     n_exact: int = 0
     exact_samples: int = 0
@@ -112,6 +113,7 @@ class Tally:
         tally = cls(all=_group(scores))
         tally.args_missing = int(scores["args_missing"].sum())
         tally.n_errors = int((scores["status"] != "ok").sum())
+        tally.n_missing = int((scores["status"] == "missing").sum())
         if "exact" in scores.columns:
             tally.outcomes = True
             exact = scores["exact"].drop_nulls()
@@ -135,6 +137,7 @@ class Tally:
         self.all.add(other.all)
         self.args_missing += other.args_missing
         self.n_errors += other.n_errors
+        self.n_missing += other.n_missing
         self.outcomes = self.outcomes or other.outcomes
         self.has_covered = self.has_covered or other.has_covered
         for name in ("n_exact", "exact_samples", "n_write_exact", "write_exact_samples",
@@ -160,6 +163,7 @@ class Tally:
             "args_total": a.args_total,
             "args_missing": self.args_missing,
             "n_errors": self.n_errors,
+            "n_missing": self.n_missing,
         }
         if self.outcomes:
             out.update(

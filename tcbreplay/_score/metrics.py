@@ -180,6 +180,7 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
         "args_total": total,
         "args_missing": int(scores["args_missing"].sum()),
         "n_errors": int((scores["status"] != "ok").sum()),
+        "n_missing": int((scores["status"] == "missing").sum()),
     }
 
 

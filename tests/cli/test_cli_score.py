@@ -802,3 +802,32 @@ def test_a_run_against_itself_is_refused_and_against_its_copy_keeps_invented_key
                    "--format", "json", "--store", root)  # fmt: skip
     assert (summary["tsa"], summary["tp"]) == (1.0, 1.0)
     assert summary["args_invalid"] == sum(r["times"] for r in json.loads(invented.stdout)) > 0
+
+
+def test_missing_samples_are_said_missing_not_in_error(tmp_path):
+    """An import's sample without a trace is stored missing and counted among n_errors: the
+    table said "with recording errors" and the report "ended in error while recording"."""
+    dataset = tmp_path / "ds.jsonl"
+    dataset.write_text("".join(json.dumps({"id": i, "input": f"q {i}", "target": [
+        {"name": "list_items", "args": {}}]}) + "\n" for i in ("a", "b", "c")))  # fmt: skip
+    messages = [{"type": "human", "data": {"content": "q a"}},
+                {"type": "ai", "data": {"content": "", "tool_calls": [
+                    {"name": "list_items", "args": {}, "id": "1"}]}}]  # fmt: skip
+    traces = tmp_path / "t.jsonl"
+    traces.write_text(json.dumps({"sample_id": "a", "messages": messages}) + "\n"
+                      + json.dumps({"sample_id": "b", "status": "error", "error": "boom",
+                                    "messages": messages[:1]}) + "\n")  # fmt: skip
+    root = tmp_path / "traces"
+    tools = TEST_DATA / "tools_shop.json"
+    imported = cli("import", "--format", "langchain", "--traces", traces, "--dataset", dataset,
+                   "--tools", tools, "--run-id", "m", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    result = cli("score", "m", "--store", root)
+    assert result.exit_code == 0, result.output
+    assert "3 samples, 1 with recording errors, 1 missing (no trace)" in result.stdout
+    summary = json.loads(cli("score", "m", "--format", "json", "--store", root).stdout)
+    assert (summary["n_errors"], summary["n_missing"]) == (2, 1)
+    page = tmp_path / "r.html"
+    assert cli("report", "m", "-o", page, "--store", root).exit_code == 0
+    assert ("1 of 3 samples ended in error and score with the calls made before the error; "
+            "1 are missing (no trace) and score with no calls") in page.read_text()  # fmt: skip
