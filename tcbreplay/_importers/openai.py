@@ -14,6 +14,7 @@ counts it as an invalid argument (and ``export`` writes the text back as it was)
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from tcbreplay import _json
@@ -148,12 +149,32 @@ def parse_arguments(text: str, where: str) -> dict[str, Any]:
         raise TraceError(f"{where}: {exc.problem}", hint=_json.HINT) from None
     except ValueError:
         value = None
-    if not isinstance(value, dict):
+    # (NaN and Infinity are no JSON, and 1e400 no number a store's JSON holds: the agent's
+    # text is stored as it is, as any other that is no JSON object)
+    if not isinstance(value, dict) or not _finite(value):
         return {INVALID_ARGUMENTS: text}
     key = _json.repeated_key(value, repeats)
     if key is not None:
         raise TraceError(f"{where} repeats the key {key!r}")
+    surrogate = _json.lone_surrogate(value, text)
+    if surrogate:
+        raise TraceError(f"{where}: holds a lone surrogate {surrogate}, which is not valid Unicode")
     return value
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a JSON value is finite (Python's reader takes ``NaN``,
+    ``Infinity``, and reads ``1e400`` as infinity)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return True
 
 
 def arguments_text(args: Any) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tcbreplay._importers import openai
 from tcbreplay._importers.dialect import TraceFile
 
@@ -78,6 +80,33 @@ def test_arguments_beyond_the_json_limits_are_refused_with_their_place():
     line = {**LINE, "messages": [LINE["messages"][0], answer]}
     where = r"line 1: message 1: tool_calls\[0\]\.function\.arguments: "
     with pytest.raises(TraceError, match=where + "an integer of 641 digits"):
+        openai.read(file_of(line), None)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_arguments_holding_no_finite_number_are_the_agents_invalid_text(value):
+    """Python's reader takes NaN and Infinity (no JSON) and reads 1e400 as infinity: they
+    were stored as values no store's JSON holds."""
+    from tcbreplay._store.schema import INVALID_ARGUMENTS
+
+    text = '{"a": ' + value + ', "b": 3}'
+    call = {"id": "c1", "type": "function", "function": {"name": "add_numbers", "arguments": text}}
+    answer = {"role": "assistant", "content": None, "tool_calls": [call]}
+    (read,) = openai.read(file_of({**LINE, "messages": [LINE["messages"][0], answer]}), None).lines
+    data = json.loads(read.messages[-1]["message"])["data"]
+    assert [c["args"] for c in data["tool_calls"]] == [{INVALID_ARGUMENTS: text}]
+
+
+def test_a_lone_surrogate_in_arguments_is_refused_with_its_place():
+    """It crashed the fold (UnicodeEncodeError, a traceback); elsewhere one is refused."""
+    from tcbreplay.errors import TraceError
+
+    text = '{"a": "\\ud800", "b": 3}'
+    call = {"id": "c1", "type": "function", "function": {"name": "add_numbers", "arguments": text}}
+    answer = {"role": "assistant", "content": None, "tool_calls": [call]}
+    line = {**LINE, "messages": [LINE["messages"][0], answer]}
+    where = r"line 1: message 1: tool_calls\[0\]\.function\.arguments: holds a lone surrogate"
+    with pytest.raises(TraceError, match=where):
         openai.read(file_of(line), None)
 
 
