@@ -94,3 +94,28 @@ class _Bound:
 
     def bind_tools(self, tools, **kwargs):
         return self.model.bind_tools(tools, **{**self.settings, **kwargs})
+
+
+def crash_on_answers(model, tools, system_prompt):
+    """:func:`react_graph` whose model node raises on the model's final answer (its calls
+    run as usual): every sample ends in the agent's own error, after answered model calls."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    bound = model.bind_tools(tools)
+
+    async def call_model(state: MessagesState) -> dict:
+        prompt = [SystemMessage(system_prompt)] if system_prompt else []
+        answer = await bound.ainvoke(prompt + state["messages"])
+        if not answer.tool_calls:
+            raise ValueError("the agent's own failure")
+        return {"messages": [answer]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    return graph.compile()

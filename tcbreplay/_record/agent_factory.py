@@ -76,9 +76,30 @@ def build_custom_agent(
             f"--agent {source}: the factory failed: {type(exc).__name__}: {exc}",
             hint="it is called as factory(model=..., tools=[...], system_prompt='...')",
         ) from exc
-    if not callable(getattr(graph, "astream", None)):
+    if not callable(getattr(graph, "astream", None)) or not hasattr(graph, "with_config"):
         raise InputError(
             f"--agent {source}: the factory returned {type(graph).__name__}, not a graph",
             hint="return a compiled LangGraph graph (StateGraph(...).compile(), create_agent)",
         )
-    return graph
+    # its model calls answered are counted as the built-in agent's middleware counts them:
+    # a first wave of samples failing after answers is no unreachable provider
+    return graph.with_config(callbacks=[_answered_counter()])
+
+
+def _answered_counter() -> Any:
+    """A callback handler counting a sample's model calls that were answered, in the
+    sample's state (the context of the task that runs it,
+    :data:`tcbreplay._record.agent.current_sample`)."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    from tcbreplay._record.agent import current_sample
+
+    class Answered(BaseCallbackHandler):
+        run_inline = True  # (a count: no thread for it)
+
+        def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+            state = current_sample.get(None)
+            if state is not None:
+                state.answered += 1
+
+    return Answered()

@@ -89,8 +89,8 @@ def _manifest(store: Path) -> dict:
     return json.loads((store / "r" / "manifest.json").read_text())
 
 
-def _rows(store: Path) -> list[dict]:
-    return pq.read_table(store / "r" / "samples.parquet").to_pylist()
+def _rows(store: Path, run_id: str = "r") -> list[dict]:
+    return pq.read_table(store / run_id / "samples.parquet").to_pylist()
 
 
 # -- errors retrying cannot fix stop the run at the first one --------------------------------
@@ -231,6 +231,27 @@ def test_the_sim_failing_every_call_stops_after_its_first_wave(tmp_path):
         assert "the provider answered with server errors: try again later" in error
         assert "SimTransientError" in error
         assert len(_rows(store)) < 94
+
+
+def test_an_agent_of_ones_own_whose_samples_fail_after_answers_is_not_stopped(tmp_path):
+    """Only the built-in agent counted answered model calls: an agent of one's own failing
+    its first wave of samples was stopped as if no call had been answered (\"check that the
+    provider can be reached\"), --max-errors ignored; and its replay likewise."""
+    store = tmp_path / "traces"
+    agent = "replay_fixtures:crash_on_answers"
+    result = cli("record", "--model", "sim:seed=3", "--agent", agent, "--run-id", "crash",
+                 "--limit", "12", "--workers", "2", "--max-errors", "100%", "--quiet",
+                 "--store", store)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = _rows(store, "crash")
+    assert len(rows) == 12 and {r["status"] for r in rows} == {"error"}
+    assert cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:react_graph",
+               "--run-id", "base", "--limit", "12", "--workers", "2", "--quiet",
+               "--store", store).exit_code == 0  # fmt: skip
+    replayed = cli("replay", "base", "--agent", agent, "--run-id", "again", "--workers", "2",
+                   "--store", store)  # fmt: skip
+    assert "stopped" not in replayed.output, replayed.output
+    assert len(_rows(store, "again")) == 12
 
 
 # -- samples left in error: --max-errors -----------------------------------------------------
