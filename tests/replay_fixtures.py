@@ -119,3 +119,25 @@ def crash_on_answers(model, tools, system_prompt):
     graph.add_conditional_edges("model", tools_condition)
     graph.add_edge("tools", "model")
     return graph.compile()
+
+
+def forbids_tools_per_call(model, tools, system_prompt):
+    """:func:`react_graph` whose model is asked with ``tool_choice="none"`` at each call
+    (``ainvoke``'s keywords), not bound with it."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    bound = model.bind_tools(tools)
+
+    async def call_model(state: MessagesState) -> dict:
+        prompt = [SystemMessage(system_prompt)] if system_prompt else []
+        return {"messages": [await bound.ainvoke(prompt + state["messages"], tool_choice="none")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    return graph.compile()

@@ -202,15 +202,16 @@ class RecordedChatModel(BaseChatModel):
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         message, state = self._answer(messages, stop, run_manager, kwargs)
-        if message is None:
-            message = self._live_model(state).invoke(messages, _config(run_manager), stop=stop)
+        if message is None:  # (the call's own settings with it: tool_choice, temperature)
+            live = self._live_model(state)
+            message = live.invoke(messages, _config(run_manager), stop=stop, **kwargs)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         message, state = self._answer(messages, stop, run_manager, kwargs)
         if message is None:
             live = self._live_model(state)
-            message = await live.ainvoke(messages, _config(run_manager), stop=stop)
+            message = await live.ainvoke(messages, _config(run_manager), stop=stop, **kwargs)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 

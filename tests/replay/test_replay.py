@@ -551,6 +551,19 @@ def test_an_agent_that_binds_tool_choice_replays_its_own_recording_unchanged(tmp
     assert rows == [{"n": 8}]
 
 
+@pytest.mark.slow  # (a recording of its own, then its replay: 3-4 s)
+def test_the_live_model_of_then_is_asked_with_the_calls_own_settings(tmp_path):
+    """An agent asking each call with tool_choice="none" (not bound with it) diverged, and
+    the live model --then names was asked without it: its answers called tools."""
+    store = graph_run(tmp_path, 8)
+    summary = replay_run(store, "mine", new_run_id="live", then="sim:seed=3",
+                         agent="replay_fixtures:forbids_tools_per_call")  # fmt: skip
+    assert summary.live_calls > 0
+    calls = sql(store.root, "select count(*) n from messages where run_id = 'live' "
+                "and type = 'ai' and calls <> '[]'")  # fmt: skip
+    assert calls == [{"n": 0}]
+
+
 # ---------------------------------------------------------------- imported runs
 
 
