@@ -86,3 +86,10 @@ def test_a_call_may_bind_them_too(sim):
     """``model.bind(tool_choice=...)`` hands them to each call, over bind_tools' own."""
     bound = sim.bind_tools(TOOLS, tool_choice="required").bind(tool_choice="none")
     assert answers(bound) == [[]]
+
+
+def test_a_named_tool_not_bound_is_refused_as_a_provider_refuses_it(sim):
+    from tcbreplay.errors import ModelError
+
+    with pytest.raises(ModelError, match="tool_choice names 'nope', which is not among the tools"):
+        answers(sim.bind_tools(TOOLS, tool_choice="nope"))

@@ -335,6 +335,8 @@ def _as_bound(
     if kind == "none":
         return []
     if kind == "named":
+        if name not in {tool["name"] for tool in tools}:  # (a provider answers 400)
+            raise ModelError(f"sim: tool_choice names {name!r}, which is not among the tools")
         mine = [call for call in planned if call["name"] == name]
         later = (call for calls in plan for call in calls if call["name"] == name)
         return mine or [next(later, {"name": name, "args": {}})]
