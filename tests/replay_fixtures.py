@@ -141,3 +141,9 @@ def forbids_tools_per_call(model, tools, system_prompt):
     graph.add_conditional_edges("model", tools_condition)
     graph.add_edge("tools", "model")
     return graph.compile()
+
+
+def requires_a_call(model, tools, system_prompt):
+    """:func:`react_graph`, its model bound with ``tool_choice="required"``: it never ends on
+    its own (it stops at the graph's recursion limit, in error)."""
+    return react_graph(_Bound(model, tool_choice="required"), tools, system_prompt)

@@ -390,6 +390,7 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
         finally:
             current_replay.reset(token)
         _ended_early(state, record)
+        _ended_as_recorded(state, record)
         divergence = state.divergence
         diverged = divergence is not None
         if divergence is not None and not state.continued and record["error_type"] in (
@@ -424,6 +425,20 @@ def _unrecorded(
     record["metadata"] = {**(record.get("metadata") or {}), "replay": state.to_dict()}
     record["divergences"] = []
     return record
+
+
+def _ended_as_recorded(state: SampleReplay, record: dict[str, Any]) -> None:
+    """A sample whose agent failed itself (a recursion limit, a node's exception) where its
+    recording did, every recorded turn served, with the recording's error type: no change
+    (the replay's model finds only an error met where a next turn would be asked)."""
+    recorded = state.recording.samples.get(state.key)
+    if (
+        recorded is None or recorded.status != "error" or record["status"] != "error"
+        or state.divergence is not None or state.live_calls or state.recorded_error
+    ):  # fmt: skip
+        return
+    if state.turns_reached >= len(recorded.turns) and record["error_type"] == recorded.error[0]:
+        state.recorded_error = True
 
 
 def _ended_early(state: SampleReplay, record: dict[str, Any]) -> None:

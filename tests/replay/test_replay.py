@@ -564,6 +564,22 @@ def test_the_live_model_of_then_is_asked_with_the_calls_own_settings(tmp_path):
     assert calls == [{"n": 0}]
 
 
+@pytest.mark.slow  # (a recording of its own, then its replay: 3-4 s)
+def test_an_agent_failing_itself_where_its_recording_did_is_no_change(tmp_path):
+    """A recording whose samples ended in the agent's own error (the graph's recursion
+    limit) replayed unchanged: every turn served, then the same error, reported as a
+    failure (status failed, no recorded error counted) rather than as the recording's."""
+    store = Store(tmp_path / "traces")
+    agent = "replay_fixtures:requires_a_call"
+    result = cli("record", "--model", "sim:seed=3", "--agent", agent, "--run-id", "loop",
+                 "--limit", 3, "--max-errors", "1.0", "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    errors = sql(store.root, "select distinct error_type from samples where run_id = 'loop'")
+    assert errors == [{"error_type": "GraphRecursionError"}]
+    summary = replay_run(store, "loop", new_run_id="again", agent=agent)
+    assert (summary.diverged_samples, summary.recorded_errors) == (0, 3)
+
+
 # ---------------------------------------------------------------- imported runs
 
 
