@@ -15,7 +15,6 @@ the numbers still count every row (:mod:`tcbreplay._report.calls`).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,7 @@ from tcbreplay._report.calls import Call, keyed, load_calls
 from tcbreplay._report.shown import SAMPLES, SEED, Shown, choose
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
-from tcbreplay._score.results import refuse_repeated_rows
+from tcbreplay._score.results import read_summary, refuse_repeated_rows
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SAMPLES_SCHEMA, SCORES, SCORES_SCHEMA
@@ -447,7 +446,7 @@ def _scores(
     stored_options = None
     kept: pl.DataFrame | None = None  # the stored scores, when current
     try:
-        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        summary, _ = read_summary(run, folder)  # (its shape checked: a bad one scored anew)
         audit = summary.get("audit") or {}
         hashes = audit.get("inputs_sha256") or {}
         stored_options = ScoreOptions.from_dict(summary.get("options") or {})
@@ -557,7 +556,7 @@ def tool_breakdown(run: RunData, tools: list[str]) -> list[ToolRow]:
     """Per tool: the scorer's ``by_tool`` counts, plus the invented keys among paired calls."""
     rows = {tool: ToolRow(run.run_id, tool) for tool in tools}
     for item in run.summary.get("by_tool") or []:
-        row = rows[item["tool"]]
+        row = rows.setdefault(item["tool"], ToolRow(run.run_id, item["tool"]))
         row.gold_calls = int(item.get("gold_calls") or 0)
         row.agent_calls = int(item.get("agent_calls") or 0)
         row.paired_calls = int(item.get("paired") or 0)

@@ -74,11 +74,40 @@ def read_summary(run: Run, folder: Path) -> tuple[dict[str, Any], ScoreOptions]:
             f"{path}: audit.inputs_sha256 is not the sha256 of {', '.join(AUDITED_FILES)}",
             hint=hint,
         )
+    problem = _summary_problem(summary)
+    if problem:
+        raise StoreError(f"{path}: {problem}", hint=hint)
     try:
         options = ScoreOptions.from_dict(summary.get("options") or {})
     except (InputError, TypeError) as exc:
         raise StoreError(f"{path}: options: {first_line(exc)}", hint=hint) from exc
     return summary, options
+
+
+# a summary's run-level numbers (a count, a share, a mean, or null where undefined)
+_SUMMARY_NUMBERS = (
+    "tsa", "tp", "ahr", "n_samples", "n_tsa", "n_tp", "args_invalid", "args_total",
+    "args_missing", "n_errors", "n_missing", "exact", "n_exact", "exact_samples", "write_exact",
+    "n_write_exact", "write_exact_samples", "first_divergence", "n_first_divergence",
+    "covered", "n_covered", "covered_samples", "trials",
+)  # fmt: skip
+
+
+def _summary_problem(summary: dict[str, Any]) -> str | None:
+    """What in a summary its readers cannot take (a number that is text, a breakdown that
+    is no list of objects naming their tool or category), or None."""
+    for key in _SUMMARY_NUMBERS:
+        value = summary.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return f"{key} is {value!r}, not a number"
+    for key, name in (("by_tool", "tool"), ("by_category", "category")):
+        rows = summary.get(key)
+        if rows is not None and not (
+            isinstance(rows, list)
+            and all(isinstance(r, dict) and isinstance(r.get(name), str | None) for r in rows)
+        ):
+            return f"{key} is not a list of objects naming their {name}"
+    return None
 
 
 def read_scoring_file(

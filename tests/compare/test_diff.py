@@ -584,6 +584,26 @@ def test_stored_scores_with_a_row_given_twice_exit_1(pair, pair_copy):
         ]
 
 
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [({"n_tsa": "abc"}, "n_tsa is 'abc', not a number"),
+     ({"tsa": True}, "tsa is True, not a number"),
+     ({"by_tool": [{"tool": 3}]}, "by_tool is not a list of objects naming their tool")],
+)  # fmt: skip
+def test_a_summary_of_another_shape_is_an_error_not_a_traceback(pair, pair_copy, edit, problem):
+    """A summary whose numbers are text, or whose breakdown names no tool, crashed report
+    (a KeyError, a ValueError: 46 lines of traceback); diff and runs went on with it."""
+    root = pair_copy
+    path = root / pair.a / "scores" / "spec" / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    result = cli("diff", pair.a, pair.b, "--store", root)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stderr.splitlines()[0] == f"Error: {path}: {problem}"
+    page = root.parent / "r.html"
+    shown = cli("report", pair.a, "-o", page, "--store", root)  # (scored anew, in memory)
+    assert shown.exit_code == 0, (shown.output, shown.exception)
+
+
 def test_corrupt_summary_of_the_scoring_taken_in_memory_exits_1(pair, pair_copy):
     root = pair_copy
     assert cli("score", pair.b, "--store", root, "--rel-tol", "1e-3").exit_code == 0
