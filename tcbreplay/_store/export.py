@@ -23,6 +23,7 @@ from tcbreplay._store.files import (
     json_text,
     staged,
 )
+from tcbreplay._store.locks import being_written
 from tcbreplay._store.parquet import parquet_file, read_table
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import (
@@ -52,10 +53,19 @@ _UNNUMBERED: Bounds = (None, None)
 
 
 def check_run(run: Any, function: str) -> None:
-    """Refuse what is no :class:`Run` (a run id given for one) in one line."""
+    """Refuse what is no :class:`Run` (a run id given for one), and a run with nothing stored
+    yet (killed before its first fold), in one line."""
     if not isinstance(run, Run):
         raise InputError(
             f"{function}: takes a run (store.open_run(run_id)), not {type(run).__name__} {run!r}"
+        )
+    if not run.has_data():  # (as score says it: a read of the file named what it lacks)
+        status = run.status
+        if status == "recording" and not being_written(run.dir):  # its writer killed
+            status = "interrupted"
+        raise StoreError(
+            f"run {run.run_id!r} has no stored samples yet (status {status})",
+            hint=finish_hint(run),
         )
 
 

@@ -233,6 +233,7 @@ def test_the_sim_failing_every_call_stops_after_its_first_wave(tmp_path):
         assert len(_rows(store)) < 94
 
 
+@pytest.mark.slow  # (two recordings and a replay: 3 s)
 def test_an_agent_of_ones_own_whose_samples_fail_after_answers_is_not_stopped(tmp_path):
     """Only the built-in agent counted answered model calls: an agent of one's own failing
     its first wave of samples was stopped as if no call had been answered (\"check that the

@@ -807,3 +807,20 @@ def test_a_lock_files_text_is_quoted_on_one_line_cut_short(tmp_path):
         os.close(fd)
     assert shown is not None and "\n" not in shown and len(shown) <= SHOWN_CHARS
     assert shown.startswith("pid 1 Hint: run rm -rf ~ to fix")
+
+
+def test_export_of_a_run_killed_before_its_first_fold_says_so_in_one_line(store, tmp_path):
+    """score and report said the run has no stored samples yet and how to finish it; export
+    said only that samples.parquet could not be read (a raw read error)."""
+    from helpers import cli
+
+    writer = new_run(store)
+    writer.append(record("s1", 0))
+    writer.close()  # killed: the journal holds a sample, no Parquet file is written
+    for fmt in ("tables", "langchain"):
+        result = cli("export", RUN, "-o", tmp_path / fmt, "--format", fmt, "--store", store.root)
+        assert result.exit_code == 1, result.output
+        error, hint = result.stderr.splitlines()
+        assert error == f"Error: run '{RUN}' has no stored samples yet (status interrupted)"
+        assert hint.startswith("Hint: ")
+    assert not (tmp_path / "tables").exists()

@@ -555,6 +555,7 @@ def test_a_writer_back_from_a_pause_past_its_lease_writes_no_batch(s3_store, mon
     taker.release()
 
 
+@pytest.mark.slow  # (two recordings or a scoring on the local S3 server: 2-3 s)
 def test_a_writer_that_lost_its_lock_during_its_fold_writes_no_data_file(s3_store, monkeypatch):
     """A writer paused inside its fold past its lease checked its lock as the fold began and
     at the manifest only: back, it wrote its samples and messages files over those of the
@@ -584,6 +585,7 @@ def test_a_writer_that_lost_its_lock_during_its_fold_writes_no_data_file(s3_stor
     assert chunk_numbers(run / "journal")  # its four samples wait in the journal
 
 
+@pytest.mark.slow  # (two recordings or a scoring on the local S3 server: 2-3 s)
 def test_a_scoring_that_lost_its_lock_puts_no_file_in_place(s3_store, monkeypatch):
     """The scores' lock was checked as it was taken only: a scoring paused past its lease
     uploaded its files over those of the scoring that took the lock over."""
