@@ -149,6 +149,8 @@ def _store_failure(exc: BaseException) -> tuple[str, str | None] | None:
         return None
     if type(exc).__module__ == "builtins" and not isinstance(exc, ConnectionError | TimeoutError):
         return None  # a local file's error, not the network's
+    if isinstance(exc, BrokenPipeError):  # the output's reader gone (| head), as locally
+        return None
     from tcbreplay._store.objects import storage_failure
 
     found = storage_failure(exc)
