@@ -677,6 +677,9 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         text = first_line(exc) or name
     else:
         return None
+    # an endpoint's query string may carry a token of any name (redaction knows the names
+    # of secrets, not every name a service gives one): left out, as servers' logs leave it
+    text = _URL_QUERY.sub(r"\1?...", text)
     if "Credential" in name or "credential" in text.lower():
         return text, _CREDENTIALS_HINT
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
@@ -690,6 +693,9 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         )
     return text, None
 
+
+# a URL's query string, after its scheme, host and path
+_URL_QUERY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"`<>]*)\?[^\s#'\"`<>]*")
 
 # the attempts botocore makes of a request in each retry mode, unless AWS_MAX_ATTEMPTS says
 _MODE_ATTEMPTS = {"legacy": 5, "standard": 3, "adaptive": 3}

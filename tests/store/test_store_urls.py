@@ -130,3 +130,19 @@ def test_a_folder_whose_name_reads_as_a_scheme_is_a_folder(tmp_path, monkeypatch
     root = Store("foo:bar").root
     assert root == tmp_path / "foo:bar" and root.is_absolute()
     assert Store("traces").root == Path("traces")  # other relative stores stay as given
+
+
+def test_an_endpoints_query_string_is_never_shown(monkeypatch):
+    """The endpoint's user info was redacted in the error that names it, a token in its
+    query string (of a name no secret has) was not."""
+    from helpers import cli
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://user:EPSECRET12@127.0.0.1:5958/?tok=QSECRET12")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    result = cli("runs", "--store", "s3://bucket/prefix")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("Error: s3://bucket/prefix: ")
+    assert "?..." in result.stderr
+    assert "QSECRET12" not in result.output and "EPSECRET12" not in result.output
