@@ -18,7 +18,7 @@ from tcbreplay._importers import otlp
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.sniff import sniff
 from tcbreplay._inputs.benchmarks import load_inputs
-from tcbreplay.errors import TraceError
+from tcbreplay.errors import TcbReplayWarning, TraceError
 
 OTEL = TEST_DATA / "otel"
 SHOP = ROOT / "tcbreplay" / "_inputs" / "benchmarks" / "tool_call"
@@ -211,7 +211,11 @@ def test_a_sample_per_agent_span_on_request(tmp_path):
         lines.append(json.dumps(doc))
     path = tmp_path / "one-trace.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    by_trace = otlp.read(TraceFile.at(path), None)
+    # (one sample of three agent runs' calls: said, with the option that parts them)
+    with pytest.warns(
+        TcbReplayWarning, match="1 traces hold several agent runs .*--sample-by agent"
+    ):
+        by_trace = otlp.read(TraceFile.at(path), None)
     by_agent = otlp.read(TraceFile.at(path), None, sample_by="agent")
     assert [line.sample_id for line in by_trace.lines] == ["0af7651916cd43dd8448eb211c80319c"]
     assert len(by_agent.lines) == 3

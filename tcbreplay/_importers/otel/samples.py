@@ -20,6 +20,7 @@ alone, each a call and its result.
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from tcbreplay._importers.otel import genai, openinference, vercel
 from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn, json_value
 from tcbreplay._importers.otel.spans import STATUS_ERROR, Span
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
-from tcbreplay.errors import DatasetError, TraceError
+from tcbreplay.errors import DatasetError, TcbReplayWarning, TraceError
 
 if TYPE_CHECKING:
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
@@ -58,6 +59,7 @@ class Group:
     trace_id: str
     root: Span
     spans: list[Span]
+    agents: int = 0  # of a whole trace's: its agent runs (outermost agent spans)
 
     def sample_id(self, sample_by: str) -> str:
         own = self.root.attributes.get(SAMPLE_ID)
@@ -106,11 +108,11 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
                 f"'s parent is {first.parent_id}): it has no root span"
             )
         root = min(roots, key=lambda s: (s.start, s.span_id))
-        if sample_by == "trace":
-            out.append(Group(trace_id, root, list(by_id.values())))
-            continue
         agents = [s for s in by_id.values() if _is_agent(s)]
         outermost = {s.span_id: s for s in agents if _ancestor(s, by_id, _is_agent) is None}
+        if sample_by == "trace":
+            out.append(Group(trace_id, root, list(by_id.values()), len(outermost)))
+            continue
         if not outermost:
             out.append(Group(trace_id, root, list(by_id.values())))
             continue
@@ -438,13 +440,24 @@ def read_samples(
     samples as a dataset (input: the first user message; gold calls: none, unless the spans
     hold their dataset entries) and the tools the model calls were offered."""
     built = []
+    merged = 0  # traces of several agent runs, each taken as one sample
     for g in groups(spans, sample_by):
+        merged += g.agents > 1
         built.append(build(g, sample_by, label))
         for span in g.spans:  # read: their messages, the largest part, can go
             if span is not g.root:
                 span.attributes, span.events = {}, []
     if not built:
         raise TraceError(f"{label}: no spans in the file")
+    if merged:
+        warnings.warn(
+            TcbReplayWarning(
+                f"{label}: {merged} traces hold several agent runs (agent spans none of which "
+                "holds another), each trace taken as one sample with every run's calls "
+                "(--sample-by agent makes a sample of each run)"
+            ),
+            stacklevel=2,
+        )
     if inputs is not None:
         _match(built, inputs.dataset, label)
     else:
