@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
@@ -39,7 +38,7 @@ from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.parquet import parquet_file, read_table, write_frame_to
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
-from tcbreplay.errors import InputError, StoreError, TcbReplayWarning, first_line
+from tcbreplay.errors import InputError, StoreError, first_line
 
 
 def rescore_hint(run: Run, scoring: str) -> str | None:
@@ -256,28 +255,29 @@ def _write_files(
             for job in jobs:
                 job.result()
         # the summary last: its presence marks a complete scoring
-        warn_of_other_roles(folder, summary)
+        replaced = other_roles(folder, summary)
+        if replaced:
+            result.warnings.append(replaced)
         text = json_text(summary)
         files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
     result.dashboard_path = dashboard_file
 
 
-def warn_of_other_roles(folder: Path, summary: dict[str, Any]) -> None:
-    """Warn that the scoring stored in ``folder``, which this one replaces, had other roles
-    (``--role`` does not name the folder: a focus on a role keeps other tools then)."""
+def other_roles(folder: Path, summary: dict[str, Any]) -> str | None:
+    """The warning that the scoring stored in ``folder``, which this one replaces, had other
+    roles (``--role`` does not name the folder: a focus on a role keeps other tools then), or
+    None; it goes with the scoring's other warnings (``ScoreResult.warnings``)."""
     try:
         earlier = _json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):  # none there (or unreadable: replaced as it is)
-        return
+        return None
     old = earlier.get("roles") if isinstance(earlier, dict) else None
     if isinstance(old, dict) and old != (summary.get("roles") or {}):
-        warnings.warn(
-            TcbReplayWarning(
-                f"scores/{folder.name} held a scoring with other roles ({_roles_text(old)}); "
-                f"this one's ({_roles_text(summary.get('roles') or {})}) replace it"
-            ),
-            stacklevel=2,
+        return (
+            f"scores/{folder.name} held a scoring with other roles ({_roles_text(old)}); "
+            f"this one's ({_roles_text(summary.get('roles') or {})}) replace it"
         )
+    return None
 
 
 def _roles_text(roles: dict[str, Any]) -> str:
@@ -329,6 +329,7 @@ class ResultsWriter:
         self._writing: list[Future[None]] = []
         self.scores_path: Path | None = None
         self.dashboard_path: Path | None = None
+        self.replaced_roles: str | None = None  # the warning of other_roles, once finished
         self._body: Any = None
         # the dashboard file's samples held here up to BODY_BUFFER bytes, then in its body
         # file: a small run's are written after its scores files (whose failure names them)
@@ -471,7 +472,7 @@ class ResultsWriter:
                     out.write(TAIL)
         text = json_text(summary)
         folder = self.pairs_path.parent
-        warn_of_other_roles(folder, summary)
+        self.replaced_roles = other_roles(folder, summary)
         self._files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, "utf-8"))
 
     def close(self) -> None:

@@ -148,10 +148,13 @@ def _score_run(
                     results.finish(summary)
                 finally:
                     results.close()
-            return _result(
+            found = _result(
                 run, summary, absent, scores_path=results.scores_path,
                 dashboard_path=results.dashboard_path,
             )  # fmt: skip
+            if results.replaced_roles:
+                found.warnings.append(results.replaced_roles)
+            return found
     finally:
         con.close()
 

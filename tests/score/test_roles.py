@@ -459,10 +459,17 @@ def test_a_focus_scored_again_with_other_roles_says_it_replaces_the_one_stored(t
     again = cli("score", "tau", "--store", tau_store, "--role", "write=cancel_reservation",
                 "--only", "write")  # fmt: skip
     assert again.exit_code == 0, again.output
-    assert (
-        "Warning: scores/spec_only-write held a scoring with other roles "
+    said = (
+        "scores/spec_only-write held a scoring with other roles "
         "(book_reservation=write); this one's (cancel_reservation=write) replace it"
-    ) in again.stderr
+    )
+    assert f"Warning: {said}" in again.stdout.splitlines()  # (above the metrics, as others)
     same = cli("score", "tau", "--store", tau_store, "--role", "write=cancel_reservation",
                "--only", "write")  # fmt: skip
-    assert same.exit_code == 0 and "other roles" not in same.stderr
+    assert same.exit_code == 0 and "other roles" not in same.output
+    # among the JSON summary's warnings, where scripts read them (it went to stderr only)
+    back = score_json(tau_store, *first)
+    assert back["warnings"] == [
+        "scores/spec_only-write held a scoring with other roles (cancel_reservation=write); "
+        "this one's (book_reservation=write) replace it"
+    ]
