@@ -35,17 +35,22 @@ COSMETIC = [list_items, add_numbers, multiply_numbers_cosmetic]
 SCHEMA = [list_items, add_numbers_int, multiply_numbers]
 
 
-def react_graph(model, tools, system_prompt):
-    """A ReAct loop as a LangGraph graph of one's own: a model node, a tool node."""
+def react_graph(model, tools, system_prompt, answer=None):
+    """A ReAct loop as a LangGraph graph of one's own: a model node, a tool node.
+    ``answer(bound, messages)``: how the model node asks the bound model (by default, with
+    the messages only)."""
     from langchain_core.messages import SystemMessage
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
     bound = model.bind_tools(tools)
 
+    async def ask(bound, messages):
+        return await bound.ainvoke(messages)
+
     async def call_model(state: MessagesState) -> dict:
         prompt = [SystemMessage(system_prompt)] if system_prompt else []
-        return {"messages": [await bound.ainvoke(prompt + state["messages"])]}
+        return {"messages": [await (answer or ask)(bound, prompt + state["messages"])]}
 
     graph = StateGraph(MessagesState)
     graph.add_node("model", call_model)
@@ -99,48 +104,24 @@ class _Bound:
 def crash_on_answers(model, tools, system_prompt):
     """:func:`react_graph` whose model node raises on the model's final answer (its calls
     run as usual): every sample ends in the agent's own error, after answered model calls."""
-    from langchain_core.messages import SystemMessage
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
 
-    bound = model.bind_tools(tools)
-
-    async def call_model(state: MessagesState) -> dict:
-        prompt = [SystemMessage(system_prompt)] if system_prompt else []
-        answer = await bound.ainvoke(prompt + state["messages"])
-        if not answer.tool_calls:
+    async def answer(bound, messages):
+        made = await bound.ainvoke(messages)
+        if not made.tool_calls:
             raise ValueError("the agent's own failure")
-        return {"messages": [answer]}
+        return made
 
-    graph = StateGraph(MessagesState)
-    graph.add_node("model", call_model)
-    graph.add_node("tools", ToolNode(tools))
-    graph.add_edge(START, "model")
-    graph.add_conditional_edges("model", tools_condition)
-    graph.add_edge("tools", "model")
-    return graph.compile()
+    return react_graph(model, tools, system_prompt, answer)
 
 
 def forbids_tools_per_call(model, tools, system_prompt):
     """:func:`react_graph` whose model is asked with ``tool_choice="none"`` at each call
     (``ainvoke``'s keywords), not bound with it."""
-    from langchain_core.messages import SystemMessage
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
 
-    bound = model.bind_tools(tools)
+    async def answer(bound, messages):
+        return await bound.ainvoke(messages, tool_choice="none")
 
-    async def call_model(state: MessagesState) -> dict:
-        prompt = [SystemMessage(system_prompt)] if system_prompt else []
-        return {"messages": [await bound.ainvoke(prompt + state["messages"], tool_choice="none")]}
-
-    graph = StateGraph(MessagesState)
-    graph.add_node("model", call_model)
-    graph.add_node("tools", ToolNode(tools))
-    graph.add_edge(START, "model")
-    graph.add_conditional_edges("model", tools_condition)
-    graph.add_edge("tools", "model")
-    return graph.compile()
+    return react_graph(model, tools, system_prompt, answer)
 
 
 def requires_a_call(model, tools, system_prompt):

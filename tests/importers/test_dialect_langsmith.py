@@ -403,7 +403,7 @@ def test_wrap_openai_traces_import_with_their_results_paired_and_their_tokens(
     inputs are the calls' arguments)."""
     import httpx
     import openai
-    from langsmith import Client, traceable
+    from langsmith import Client, traceable, tracing_context
     from langsmith.wrappers import wrap_openai
     from langsmith_server import SESSION_ID, LangSmithServer
 
@@ -451,7 +451,9 @@ def test_wrap_openai_traces_import_with_their_results_paired_and_their_tokens(
                          for c in made.tool_calls]  # fmt: skip
             model.chat.completions.create(model="m", messages=messages, tools=tools)
 
-        agent("Greet Zoë and Ünal")
+        # on whatever an earlier test of this process made of the SDK's tracing switch
+        with tracing_context(enabled=True, client=client):
+            agent("Greet Zoë and Ünal")
         client.flush()
         listed = Client(api_url=server.url, api_key="x", auto_batch_tracing=False)
         runs = [r.model_dump(mode="json") for r in listed.list_runs(project_id=SESSION_ID)]
