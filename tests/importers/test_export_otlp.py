@@ -109,6 +109,7 @@ def test_an_imported_run_reads_back_equal(tmp_path):
     assert scores(other, "ot").equals(scores(root, "ot"))
 
 
+@pytest.mark.slow  # (2-4 s: make test keeps under its 4 minutes)
 def test_an_imported_run_of_two_turns_a_missing_sample_and_roles_reads_back_equal(tmp_path):
     """An import keeps no latencies: every span started at once, and the reader ordered a
     sample's turns by their random ids (calls swapped and repeated: tp 0.154 -> 0.078 on

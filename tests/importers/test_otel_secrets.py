@@ -168,12 +168,19 @@ def test_secrets_outside_the_attributes_read_are_kept_nowhere(tmp_path):
     the span's name into its sample's metadata) as they came; and an authorization header
     in lower case (``bearer``) was never redacted."""
     request = with_secrets_elsewhere()
-    batch = otlp.decode_proto(request.SerializeToString(), "request")
+    # read to be kept (collect's received files): every text of the request
+    batch = otlp.decode_proto(request.SerializeToString(), "request", whole=True)
     assert batch.kept is not None and not any(s.encode() in batch.kept for s in ELSEWHERE)
     assert all(span.name.endswith(" Bearer [redacted]") for span in batch.spans)
     doc = json.loads(as_otlp_json(request))
-    otlp.decode_json(doc, "request")
+    otlp.decode_json(doc, "request", whole=True)
     assert not any(s in json.dumps(doc) for s in ELSEWHERE)
+    # read to be imported: what the spans are read with (names, status messages)
+    for read in (otlp.decode_proto(request.SerializeToString(), "request"),
+                 otlp.decode_json(json.loads(as_otlp_json(request)), "request")):  # fmt: skip
+        held = json.dumps([(s.name, s.status_message, [e.name for e in s.events])
+                           for s in read.spans])  # fmt: skip
+        assert "Bearer [redacted]" in held and not any(s in held for s in ELSEWHERE)
     store = tmp_path / "store"
     with collecting(store) as (endpoint, _log, _summary):
         for body, kind in ((request.SerializeToString(), "application/x-protobuf"),

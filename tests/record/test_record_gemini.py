@@ -361,6 +361,7 @@ def test_transient_error_then_success_is_retried(dataset, server, store, key, fa
     assert types == ["human", "ai", "tool", "ai", "tool", "ai"]
 
 
+@pytest.mark.slow  # (2-4 s: make test keeps under its 4 minutes)
 def test_a_retried_server_error_prints_nothing_under_quiet(dataset, server, key, tmp_path):
     # langchain_core left a coroutine of google-genai's aiohttp response never awaited on
     # every failed call, and Python printed a RuntimeWarning for it past --quiet

@@ -227,6 +227,7 @@ def _gemini_record(server, inputs, store, **options):
     return record_run(inputs, spec, store, run_id="g", options=RecordOptions(**options))
 
 
+@pytest.mark.slow  # (2-4 s: make test keeps under its 4 minutes)
 def test_retry_after_is_honoured(gemini):
     server, inputs, store = gemini
     server.inject(Fault.rate_limit(retry_after=1), requests=[1])

@@ -326,6 +326,7 @@ def test_a_resume_cannot_ask_for_fewer_trials_than_the_run_holds(tmp_path):
     assert len(_keys(tmp_path / "t")) == 20
 
 
+@pytest.mark.slow  # (2-4 s: make test keeps under its 4 minutes)
 def test_a_shard_that_leaves_the_run_incomplete_says_so(tmp_path):
     # it printed "next: tcbreplay score s", which score refuses, and when run again "already
     # holds all 47 samples; nothing to record (--overwrite records it again)"

@@ -74,6 +74,7 @@ def test_scoring_it_again_gives_the_numbers_it_gave(v1_store, scorer, expected):
     assert {k: summary[k] for k in expected} == expected
 
 
+@pytest.mark.slow  # (2-4 s: make test keeps under its 4 minutes)
 def test_every_command_that_reads_reads_it(v1_store, tmp_path):
     assert cli("runs", "--store", v1_store).exit_code == 0
     assert cli("score", "imp-v1", "--store", v1_store).exit_code == 0

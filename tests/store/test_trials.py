@@ -84,6 +84,7 @@ def test_k_trials_store_k_rows_per_sample_keyed_by_sample_and_trial(three_trials
     assert manifest["schema_version"] == SCHEMA_VERSION
 
 
+@pytest.mark.slow  # (2-4 s: make test keeps under its 4 minutes)
 def test_every_view_carries_the_trial(three_trials):
     for view in ("samples", "messages", "tool_calls", "gold_calls"):
         counts = run_sql(
@@ -221,6 +222,7 @@ def test_metadata_of_the_dataset_is_in_sql(tmp_path):
     ]
 
 
+@pytest.mark.slow  # (2-4 s: make test keeps under its 4 minutes)
 def test_a_version_1_store_reads_as_trial_0_without_metadata(tmp_path):
     root = tmp_path / "store"
     shutil.copytree(V1, root)

@@ -224,12 +224,12 @@ class Collector:
                 doc = json.loads(body)
             except (ValueError, RecursionError) as exc:
                 raise TraceError(f"not JSON ({exc})") from exc
-            batch = otlp.decode_json(doc, "request")
+            batch = otlp.decode_json(doc, "request", whole=True)
             if batch.redacted:  # the request as kept: its secrets redacted (see decode_json)
                 body = json.dumps(doc, ensure_ascii=False).encode()
             name, raw = JSON_FILE, body.replace(b"\r", b"").replace(b"\n", b"") + b"\n"
         elif kind in ("application/x-protobuf", "application/protobuf"):
-            batch = otlp.decode_proto(body, "request")
+            batch = otlp.decode_proto(body, "request", whole=True)
             body = batch.kept or body
             name, raw = PROTO_FILE, len(body).to_bytes(4, "big") + body
         else:

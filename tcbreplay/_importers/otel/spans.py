@@ -121,7 +121,7 @@ def attach_logs(spans: Iterable[Span], logs: Iterable[LogRecord]) -> None:
 # ---- OTLP/JSON
 
 
-def decode_json(doc: Any, place: str) -> Batch:
+def decode_json(doc: Any, place: str, whole: bool = False) -> Batch:
     """An OTLP/JSON export request (traces or logs) as spans and log records. A secret's
     value is redacted (:func:`tcbreplay._secrets.scrub`) in the batch and in ``doc`` too."""
     if doc == {}:  # an export request of nothing (protobuf's empty request, written as JSON)
@@ -130,7 +130,8 @@ def decode_json(doc: Any, place: str) -> Batch:
         raise TraceError(f"{place}: not an OTLP export request (no {SPANS_KEY} nor {LOGS_KEY})")
     batch = Batch()
     try:
-        _scrub_unread_json(doc, batch)
+        if whole:  # the document is kept (collect's received file): every text of it
+            _scrub_unread_json(doc, batch)
         for rs in _list(doc.get(SPANS_KEY)):
             resource = _attributes((rs.get("resource") or {}).get("attributes"), batch)
             for ss in _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")):
@@ -161,6 +162,13 @@ _READ_JSON = {"spans": ("attributes", "events"), "events": ("attributes",),
               "logRecords": ("attributes", "body")}  # fmt: skip
 _NESTED_JSON = ("scopeSpans", "instrumentationLibrarySpans", "spans", "events", "scopeLogs",
                 "instrumentationLibraryLogs", "logRecords")  # fmt: skip
+# fields whose value is an id or a number (one of any other form is refused as it is read):
+# no secret fits them, and they are most of a span's fields
+_PLAIN_JSON = frozenset(
+    {"traceId", "spanId", "parentSpanId", "startTimeUnixNano", "endTimeUnixNano",
+     "timeUnixNano", "observedTimeUnixNano", "kind", "flags", "droppedAttributesCount",
+     "droppedEventsCount", "droppedLinksCount", "severityNumber"}
+)  # fmt: skip
 
 
 def _scrub_unread_json(doc: dict[str, Any], batch: Batch) -> None:
@@ -174,13 +182,21 @@ def _scrub_unread_json(doc: dict[str, Any], batch: Batch) -> None:
                 level = key.replace("instrumentationLibrary", "scope")
                 levels += [(level, item) for item in _items(value)]
                 continue
-            if key in read:
+            if key in read or key in _PLAIN_JSON:
                 continue
             if kind == SPANS_KEY and key == "resource" and isinstance(value, dict):
                 rest = {k: v for k, v in value.items() if k != "attributes"}
                 value.update(_scrub_tree(rest, batch))  # (its attributes are read)
             else:
                 node[key] = _scrub_tree(value, batch, key)
+
+
+def _text(value: str, batch: Batch) -> str:
+    """A name or message a span is read with (its sample's metadata, its error), scrubbed as
+    an attribute's value is; counted in ``batch``."""
+    kept = scrub("", value)
+    batch.redacted += int(kept is not value)
+    return kept
 
 
 def _items(value: Any) -> list[dict[str, Any]]:
@@ -289,20 +305,20 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str, batch:
         trace_id=trace_id,
         span_id=span_id,
         parent_id=_hex_id(raw.get("parentSpanId"), 8),
-        name=str(raw.get("name") or ""),
+        name=_text(str(raw.get("name") or ""), batch),
         start=_nanos(raw, "startTimeUnixNano"),
         end=_nanos(raw, "endTimeUnixNano"),
         attributes=_attributes(raw.get("attributes"), batch),
         events=[
             Event(
-                str(e.get("name") or ""),
+                _text(str(e.get("name") or ""), batch),
                 _nanos(e, "timeUnixNano"),
                 _attributes(e.get("attributes"), batch),
             )
             for e in _list(raw.get("events"))
         ],
         status=int(code),
-        status_message=str(status.get("message") or ""),
+        status_message=_text(str(status.get("message") or ""), batch),
         resource=resource,
         scope=scope,
     )
@@ -323,7 +339,7 @@ def _json_log(raw: dict[str, Any], batch: Batch) -> LogRecord | None:
     if not trace_id or not span_id:
         return None
     attributes = _attributes(raw.get("attributes"), batch)
-    name = raw.get("eventName") or attributes.get("event.name") or ""
+    name = _text(str(raw.get("eventName") or attributes.get("event.name") or ""), batch)
     time = _nanos(raw, "timeUnixNano") or _nanos(raw, "observedTimeUnixNano")
     body = any_value(raw["body"], "", batch) if raw.get("body") else None
     return LogRecord(trace_id, span_id, Event(str(name), time, attributes, body))
@@ -467,7 +483,7 @@ def framed(data: bytes) -> list[bytes] | None:
     return out
 
 
-def decode_proto(body: bytes, place: str) -> Batch:
+def decode_proto(body: bytes, place: str, whole: bool = False) -> Batch:
     """One protobuf export request: of traces, or else of logs (the two share their first
     field's number, so a request is taken for a logs one when it holds no readable span)."""
     from google.protobuf.message import DecodeError
@@ -502,7 +518,8 @@ def decode_proto(body: bytes, place: str) -> Batch:
             raise TraceError(f"{place}: {idless} span(s) of the request have no trace id "
                              "and no span id")  # fmt: skip
         if spans:
-            _scrub_unread_proto(request, _READ_PROTO_TRACES, batch)
+            if whole:  # the request is kept (collect's received file): every text of it
+                _scrub_unread_proto(request, _READ_PROTO_TRACES, batch)
             for rs in request.resource_spans:
                 resource = _proto_attributes(rs.resource.attributes, batch)
                 for ss in rs.scope_spans:
@@ -519,7 +536,8 @@ def decode_proto(body: bytes, place: str) -> Batch:
         raise TraceError(
             f"{place}: not an OTLP protobuf export request ({problem or exc})"
         ) from exc
-    _scrub_unread_proto(logs, _READ_PROTO_LOGS, batch)
+    if whole:
+        _scrub_unread_proto(logs, _READ_PROTO_LOGS, batch)
     for rl in logs.resource_logs:
         for sl in rl.scope_logs:
             for r in sl.log_records:
@@ -527,6 +545,7 @@ def decode_proto(body: bytes, place: str) -> Batch:
                     continue
                 attributes = _proto_attributes(r.attributes, batch)
                 name = getattr(r, "event_name", "") or attributes.get("event.name") or ""
+                name = _text(str(name), batch)
                 body_value = _proto_value(r.body, "", batch) if r.HasField("body") else None
                 time = r.time_unix_nano or r.observed_time_unix_nano
                 event = Event(str(name), time, attributes, body_value)
@@ -584,16 +603,16 @@ def _proto_span(s: Any, resource: dict[str, Any], scope: str, batch: Batch) -> S
         trace_id=s.trace_id.hex(),
         span_id=s.span_id.hex(),
         parent_id=s.parent_span_id.hex(),
-        name=s.name,
+        name=_text(s.name, batch),
         start=s.start_time_unix_nano,
         end=s.end_time_unix_nano,
         attributes=_proto_attributes(s.attributes, batch),
         events=[
-            Event(e.name, e.time_unix_nano, _proto_attributes(e.attributes, batch))
+            Event(_text(e.name, batch), e.time_unix_nano, _proto_attributes(e.attributes, batch))
             for e in s.events
         ],
         status=s.status.code,
-        status_message=s.status.message,
+        status_message=_text(s.status.message, batch),
         resource=resource,
         scope=scope,
     )
