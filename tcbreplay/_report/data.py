@@ -446,10 +446,10 @@ def _scores(
     stored_options = None
     kept: pl.DataFrame | None = None  # the stored scores, when current
     try:
-        summary, _ = read_summary(run, folder)  # (its shape checked: a bad one scored anew)
+        # its shape and options checked (a bad one is scored anew, by the folder's name)
+        summary, stored_options = read_summary(run, folder)
         audit = summary.get("audit") or {}
         hashes = audit.get("inputs_sha256") or {}
-        stored_options = ScoreOptions.from_dict(summary.get("options") or {})
         current = (
             run.has_data()
             and "by_tool" in summary
