@@ -77,6 +77,11 @@ def s3_server():
             else:
                 os.environ[name] = value
         server.stop()
+        # fsspec keeps each filesystem it made, with the endpoint and credentials the
+        # environment held then: a later test's store would ask this stopped server
+        import s3fs
+
+        s3fs.S3FileSystem.clear_instance_cache()
 
 
 def new_bucket() -> str:
