@@ -128,3 +128,26 @@ def requires_a_call(model, tools, system_prompt):
     """:func:`react_graph`, its model bound with ``tool_choice="required"``: it never ends on
     its own (it stops at the graph's recursion limit, in error)."""
     return react_graph(_Bound(model, tool_choice="required"), tools, system_prompt)
+
+
+def drops_prompt(model, tools, system_prompt):
+    """:func:`react_graph` that sends no system message, whatever prompt it is given."""
+    return react_graph(model, tools, "")
+
+
+def own_prompt(model, tools, system_prompt):
+    """:func:`react_graph` that sends a system message of its own instead of the prompt."""
+    return react_graph(model, tools, "You are a careful calculator.")
+
+
+def prompt_per_turn(model, tools, system_prompt):
+    """:func:`react_graph` whose system message says how many messages the conversation
+    holds: another at each turn."""
+    from langchain_core.messages import SystemMessage
+
+    async def answer(bound, messages):
+        rest = [m for m in messages if m.type != "system"]
+        told = [SystemMessage(f"{system_prompt} ({len(rest)} messages so far)")]
+        return await bound.ainvoke(told + rest)
+
+    return react_graph(model, tools, system_prompt, answer)

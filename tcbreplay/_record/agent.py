@@ -31,6 +31,21 @@ class SampleState:
     model_error: BaseException | None = None  # the model call's failure that ended the sample
     # the provider asked to wait longer than retries wait (seconds): the run stops
     asked_wait: float | None = None
+    # an agent of one's own (``--agent``): the run's prompt it was given, and the contents of
+    # the system messages each answered model call's request began with (see sent_system);
+    # the built-in agent's requests begin with the prompt, and keep neither
+    prompt: str | None = None
+    systems: list[list[Any]] = field(default_factory=list)
+
+    def sent_system(self) -> list[list[Any]] | None:
+        """What the stored messages lack of the requests this sample's model calls were
+        sent: the contents of the system messages each answered call's request began with,
+        a list per call, when any is not the run's prompt (None when every one is, and
+        for the built-in agent)."""
+        if self.prompt is None:
+            return None
+        expected = [self.prompt] if self.prompt else []
+        return None if all(sent == expected for sent in self.systems) else self.systems
 
 
 @dataclass(frozen=True)

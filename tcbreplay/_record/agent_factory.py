@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tcbreplay._store.schema import SYSTEM_KEPT
 from tcbreplay.errors import InputError
 
 AgentFactory = Callable[..., Any]
@@ -61,7 +62,8 @@ def load_agent_factory(source: str) -> tuple[AgentFactory, dict[str, Any]]:
         raise InputError(f"--agent {source}: {attr} is {type(factory).__name__}, not callable")
     path = getattr(module, "__file__", None)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
-    return factory, {"factory": source, "sha256": digest}
+    # (its runs keep the system messages their requests began with: SYSTEM_KEPT)
+    return factory, {"factory": source, "sha256": digest, SYSTEM_KEPT: True}
 
 
 def build_custom_agent(
@@ -81,25 +83,47 @@ def build_custom_agent(
             f"--agent {source}: the factory returned {type(graph).__name__}, not a graph",
             hint="return a compiled LangGraph graph (StateGraph(...).compile(), create_agent)",
         )
-    # its model calls answered are counted as the built-in agent's middleware counts them:
-    # a first wave of samples failing after answers is no unreachable provider
-    return graph.with_config(callbacks=[_answered_counter()])
+    # its model calls answered are counted as the built-in agent's middleware counts them
+    # (a first wave of samples failing after answers is no unreachable provider), and the
+    # system messages its requests began with are kept where they are not the prompt
+    return graph.with_config(callbacks=[_call_watcher(system_prompt)])
 
 
-def _answered_counter() -> Any:
-    """A callback handler counting a sample's model calls that were answered, in the
-    sample's state (the context of the task that runs it,
-    :data:`tcbreplay._record.agent.current_sample`)."""
+def _call_watcher(system_prompt: str) -> Any:
+    """A callback handler keeping, in a sample's state (the context of the task that runs
+    it, :data:`tcbreplay._record.agent.current_sample`), how many of its model calls were
+    answered and the system messages each answered call's request began with: a graph of
+    one's own may send the prompt it was given, another, or none, and its stored messages
+    do not say (replay compares its requests with those)."""
     from langchain_core.callbacks import BaseCallbackHandler
 
     from tcbreplay._record.agent import current_sample
 
-    class Answered(BaseCallbackHandler):
-        run_inline = True  # (a count: no thread for it)
+    class Watcher(BaseCallbackHandler):
+        run_inline = True  # (a count and a list: no thread for them)
 
-        def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        def __init__(self) -> None:
+            self.sent: dict[Any, list[Any]] = {}  # a call under way -> its system contents
+
+        def on_chat_model_start(
+            self, serialized: Any, messages: list[list[Any]], *, run_id: Any, **kwargs: Any
+        ) -> None:
+            leading = []
+            for message in messages[0] if messages else ():
+                if getattr(message, "type", None) != "system":
+                    break
+                leading.append(message.content)
+            self.sent[run_id] = leading
+
+        def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+            sent = self.sent.pop(run_id, [])
             state = current_sample.get(None)
             if state is not None:
                 state.answered += 1
+                state.prompt = system_prompt
+                state.systems.append(sent)
 
-    return Answered()
+        def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+            self.sent.pop(run_id, None)
+
+    return Watcher()

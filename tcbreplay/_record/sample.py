@@ -15,7 +15,7 @@ from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._secrets import redact
-from tcbreplay._store.schema import sample_record, utcnow
+from tcbreplay._store.schema import SENT_SYSTEM_KEY, sample_record, utcnow
 
 
 async def run_sample(
@@ -67,6 +67,7 @@ async def run_sample(
         error=None if error is None else _one_line(error),
         trial=trial,
         sample_index=sample_index,
+        metadata=None if (sent := state.sent_system()) is None else {SENT_SYSTEM_KEY: sent},
     )
     # only a model call's failure can stop the run, never a tool's or the sample's deadline
     stop = None

@@ -49,9 +49,12 @@ class RecordedChatModel(BaseChatModel):
     ``RecordedChatModel.from_run("run-id")`` reads a run of the store; ``live``: a model
     that goes on where the recording has no answer; ``fork_at``: the turn from which every
     request goes to ``live``; ``offline``: a request for ``live`` fails at once; ``system``:
-    the system prompt the replaying agent was given (None: the recording's), the system of
-    its requests that start with no system message. An agent given an empty prompt sends
-    none: its requests' system is then "", not the recording's prompt, and they diverge.
+    the system prompt the replaying agent was given (None: the recording's). A request that
+    starts with no system message has the system "": an agent that drops the prompt it was
+    given diverges from a recording that was sent one. Only a run recorded by an agent of
+    one's own before runs kept what their requests began with (its manifest's ``agent``
+    lacks ``system_kept``) is taken to have been sent its prompt, and ``system`` is then the
+    system of requests that start with none.
     """
 
     recording: RecordedRun = Field(repr=False, exclude=True)
@@ -119,7 +122,12 @@ class RecordedChatModel(BaseChatModel):
         held = self._tools_text
         if held is None or held[0] is not self.tool_schemas:
             held = self._tools_text = (self.tool_schemas, canonical_json(self.tool_schemas))
-        system = self.recording.system if self.system is None else self.system
+        # a request that begins with no system message was sent none; but a recording that
+        # does not say what its agent sent is taken to have been sent its prompt, and so is
+        # a request of an agent given one
+        system = ""
+        if not self.recording.system_known:
+            system = self.recording.system if self.system is None else self.system
         return conversation.request(messages, self.tool_schemas, held[1], params, system)
 
     def _answer(

@@ -2,7 +2,8 @@
 fingerprint, and what its tools answered.
 
 The request of a recorded AI turn is rebuilt from the store: the run's system prompt (or the
-system messages the sample's messages start with, as imported runs keep them), every
+system messages the sample's messages start with, as imported runs keep them; or those an
+agent of one's own sent instead, as its samples' metadata keeps them), every
 message before the turn in the sample, the run's tools (or the sample's own) and the model's
 sampling settings (:mod:`tcbreplay._replay.fingerprint`). That is the request an agent sends
 that gives the model its whole conversation, as LangChain's agents do; an agent that sends
@@ -30,6 +31,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcbreplay._record.agent_factory import AGENT_FIELD
 from tcbreplay._replay.divergence import Divergence, describe, distance
 from tcbreplay._replay.fingerprint import (
     Request,
@@ -44,7 +46,12 @@ from tcbreplay._replay.fingerprint import (
 )
 from tcbreplay._replay.messages import Layout, MessageTexts
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import SAMPLES_SCHEMA, with_optional_columns
+from tcbreplay._store.schema import (
+    SAMPLES_SCHEMA,
+    SENT_SYSTEM_KEY,
+    SYSTEM_KEPT,
+    with_optional_columns,
+)
 from tcbreplay.errors import StoreError, read_error
 
 # (sample id, trial)
@@ -114,6 +121,9 @@ class _Row:
     status: str
     index: int | None
     error: tuple[str | None, str | None] = (None, None)  # its error_type and error
+    # the system text each answered request began with, where an agent of one's own sent
+    # other system messages than the run's prompt (SENT_SYSTEM_KEY); None: the prompt
+    systems: list[str] | None = None
 
 
 class _Samples(Mapping[Key, SampleRecording]):
@@ -144,6 +154,10 @@ class RecordedRun:
     tools: dict[str, Any]
     params: dict[str, Any]
     params_known: bool
+    # whether the recording says which system messages its requests began with: False for
+    # a run recorded by an agent of one's own before runs kept them (SYSTEM_KEPT), whose
+    # requests are taken to have begun with its prompt
+    system_known: bool = True
     _rows: dict[Key, _Row] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -172,12 +186,15 @@ class RecordedRun:
         settings = model.get("effective_settings") or model.get("settings") or {}
         params = canonical_params(settings) if known and model.get("provider") != "sim" else {}
         schemas = (manifest.get("tools") or {}).get("specs") or []
+        agent = manifest.get(AGENT_FIELD)
+        kept = isinstance(agent, dict) and agent.get(SYSTEM_KEPT) is True
         out = cls(
             run_id=run.run_id,
             system=str((manifest.get("system_prompt") or {}).get("text") or ""),
             tools=canonical_tools(schemas),
             params=params,
             params_known=known,
+            system_known=not agent or kept,
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint
@@ -189,7 +206,7 @@ class RecordedRun:
                    "its Parquet files" if waiting else ""),
                 hint=finish_hint(run),
             )  # fmt: skip
-        out._rows = _read_rows(run)
+        out._rows = _read_rows(run, sent_system=kept)
         out._messages = MessageTexts(run.messages_path)
         return out
 
@@ -245,12 +262,13 @@ class RecordedRun:
         params_json = self._jsons[1]
         system, items, _ = canonical_messages((json.loads(t) for t in texts), self.system)
         lead = len(texts) - len(items)
-        system_json = canonical_json(system)
+        systems = [canonical_json(text) for text in row.systems or (system,)]
         parts = [canonical_json(item) for item in items]
         turns: list[Turn] = []
         for k, item in enumerate(items):
             if item["role"] != "assistant":
                 continue
+            system_json = systems[min(len(turns), len(systems) - 1)]
             text = request_text(parts[:k], params_json, system_json, tools_json)
             turns.append(Turn(len(turns), k + lead, sha256_text(text)))
         return SampleRecording(texts, turns, own, row.status, row.error), items
@@ -379,11 +397,14 @@ class RecordedRun:
         if sample is None:
             return
         system, items, _ = canonical_messages((json.loads(t) for t in sample.texts), self.system)
+        systems = self._rows[key].systems or [system]
         tools = self.tools_of(key)
+        turn = 0
         for k, item in enumerate(items):
             if item["role"] == "assistant":
-                yield {"system": system, "messages": items[:k], "tools": tools,
-                       "params": self.params}  # fmt: skip
+                yield {"system": systems[min(turn, len(systems) - 1)], "messages": items[:k],
+                       "tools": tools, "params": self.params}  # fmt: skip
+                turn += 1
 
     def divergence(self, request: Request, key: Key | None, component: Any = None) -> Divergence:
         """Where ``request``, which no recorded turn answers, first differs from the nearest
@@ -513,13 +534,15 @@ def _own_tools(text: str | None) -> dict[str, Any] | None:
     return canonical_tools(schemas) if isinstance(schemas, list) else None
 
 
-def _read_rows(run: Run) -> dict[Key, _Row]:
-    """The run's samples: their own tools, status and sample_index."""
+def _read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, _Row]:
+    """The run's samples: their own tools, status and sample_index (and, with
+    ``sent_system``, the system messages an agent of one's own sent instead of the prompt)."""
     import pyarrow as pa
 
     from tcbreplay._store.parquet import read_table
 
     columns = ["sample_id", "trial", "sample_index", "tools", "status", "error_type", "error"]
+    columns += ["metadata"] if sent_system else []
     try:
         samples = with_optional_columns(
             read_table(run.samples_path, columns=_present(run.samples_path, columns)),
@@ -534,8 +557,25 @@ def _read_rows(run: Run) -> dict[Key, _Row]:
             row.get("status") or "ok",
             row.get("sample_index"),
             (row.get("error_type"), row.get("error")),
+            _sent_systems(row.get("metadata")),
         )
     return rows
+
+
+def _sent_systems(metadata: str | None) -> list[str] | None:
+    """The system text of each answered request a trial's metadata says its agent sent
+    (see :data:`SENT_SYSTEM_KEY`); None when it says none (the prompt was sent)."""
+    if not metadata or SENT_SYSTEM_KEY not in metadata:
+        return None
+    sent = json.loads(metadata).get(SENT_SYSTEM_KEY)
+    if not isinstance(sent, list) or not sent:
+        return None
+    return [
+        canonical_messages(
+            [{"type": "system", "content": c} for c in contents if isinstance(contents, list)]
+        )[0]
+        for contents in sent
+    ]
 
 
 def _present(path: Any, columns: list[str]) -> list[str]:

@@ -382,6 +382,15 @@ def _json_or_null(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
+# a trial's metadata key for what its stored messages lack of its requests: the contents of
+# the system messages each answered model call's request began with (a list per call), kept
+# by an agent of one's own (``--agent``) where they are not the run's prompt; a run whose
+# manifest's ``agent`` says ``system_kept`` keeps them, and replay compares its requests'
+# with these (an older run's requests are taken to have begun with its prompt)
+SENT_SYSTEM_KEY = "tcbreplay_system"
+SYSTEM_KEPT = "system_kept"
+
+
 def metadata_text(metadata: dict[str, Any] | None) -> str | None:
     """A sample's metadata as stored: JSON text of the object, null when it has none."""
     return json.dumps(metadata, ensure_ascii=False) if metadata else None

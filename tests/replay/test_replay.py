@@ -490,6 +490,74 @@ def graph_run(tmp_path: Path, limit: int) -> Store:
     return store
 
 
+def test_an_agent_that_drops_its_prompt_diverges_on_system(tmp_path):
+    """A request that began with no system message was given the prompt the replaying agent
+    was given: an agent that drops it replayed a recording that was sent it "unchanged"."""
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:seed=3", "--run-id", "builtin", "--limit", 3,
+                 "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = replay_run(store, "builtin", new_run_id="dropped",
+                         agent="replay_fixtures:drops_prompt")  # fmt: skip
+    assert summary.diverged_samples == 3
+    rows = sql(store.root, "select distinct turn, component, replayed from divergences "
+               "where run_id = 'dropped'")  # fmt: skip
+    assert rows == [{"turn": 0, "component": "system", "replayed": '""'}]
+
+
+@pytest.mark.slow  # (a recording and three replays of it, each agent: 2-3 s)
+@pytest.mark.parametrize("agent", ["own_prompt", "drops_prompt", "prompt_per_turn"])
+def test_what_an_agent_of_ones_own_sent_is_kept_and_replays_unchanged(tmp_path, agent):
+    """The stored messages do not say what system messages an agent of one's own began its
+    requests with: the recording took them for the run's prompt, and the agent's own replay
+    diverged at turn 0 (or, with no system message, matched only as any prompt-dropper did)."""
+    store = Store(tmp_path / "traces")
+    agent = f"replay_fixtures:{agent}"
+    chosen = ["hi-there", "subtract-twice", "ten-minus-then-scale", "product-2-to-6"]
+    result = cli("record", "--model", "sim:seed=3", "--agent", agent, "--run-id", "mine",
+                 *(f"--sample-id={name}" for name in chosen), "--quiet",
+                 "--store", store.root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((store.root / "mine" / "manifest.json").read_text())
+    assert manifest["agent"]["system_kept"] is True
+    kept = sql(store.root, "select sample_id, s.metadata ->> '$.tcbreplay_system' as sent, "
+               "count(*) as answers from samples s join messages m "
+               "using (run_id, sample_id, trial) where run_id = 'mine' and m.type = 'ai' "
+               "group by all")  # fmt: skip
+    assert sorted(row["answers"] for row in kept) == [1, 3, 4, 4]
+    for row in kept:  # a list per answered call: the ones before each stored answer
+        sent = json.loads(row["sent"])
+        assert len(sent) == row["answers"]
+        if agent.endswith("drops_prompt"):
+            assert set(map(json.dumps, sent)) == {"[]"}
+        elif agent.endswith("own_prompt"):
+            assert set(map(json.dumps, sent)) == {'["You are a careful calculator."]'}
+        else:
+            assert len(set(map(json.dumps, sent))) == len(sent)
+    summary = replay_run(store, "mine", new_run_id="again")  # the run's own agent
+    assert (summary.diverged_samples, summary.live_calls, summary.ok) == (0, 0, 4)
+    # an agent that sends the prompt, as the built-in one does: not what this one sent
+    sends = replay_run(store, "mine", new_run_id="sends", agent="replay_fixtures:react_graph")
+    assert sends.diverged_samples == 4
+    first = sql(store.root, "select distinct turn, component from divergences "
+                "where run_id = 'sends'")  # fmt: skip
+    assert first == [{"turn": 0, "component": "system"}]
+
+
+@pytest.mark.slow  # (a recording and its replay: 2 s)
+def test_a_run_of_ones_own_agent_from_before_is_taken_to_have_been_sent_its_prompt(tmp_path):
+    """A run recorded by an agent of one's own before runs kept what their requests began
+    with: its samples are taken to have been sent the prompt, as before (a request that
+    begins with none is given the prompt the replaying agent was given)."""
+    store = graph_run(tmp_path, 3)
+    path = store.root / "mine" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["agent"]["system_kept"]
+    path.write_text(json.dumps(manifest))
+    summary = replay_run(store, "mine", new_run_id="again", agent="replay_fixtures:drops_prompt")
+    assert (summary.diverged_samples, summary.ok) == (0, 3)
+
+
 @pytest.mark.slow  # (a recording of its own, then its replay: 3-4 s)
 def test_an_agent_that_asks_a_turn_twice_then_stops_diverges_where_it_stopped(tmp_path):
     """Answers served were counted, not turns asked for: an agent that asked its first turn
