@@ -223,6 +223,43 @@ def test_a_sample_per_agent_span_on_request(tmp_path):
     assert sorted(map(len, map(calls_of, by_agent.lines))) == [1, 1, 3]
 
 
+def test_spans_outside_every_agent_run_are_kept_or_said(tmp_path):
+    """By agent span, the spans of a trace outside its agent runs were dropped: a failed
+    workflow span around them (its error in no sample, no word of it), and a model call made
+    outside any agent with its messages."""
+    docs = []
+    for raw in (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines():
+        doc = json.loads(raw)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    span["traceId"] = "0af7651916cd43dd8448eb211c80319c"
+                    span.setdefault("parentSpanId", "00f067aa0ba902b7")
+        docs.append(doc)
+    first = docs[0]["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    workflow = {**first[-1], "spanId": "00f067aa0ba902b7", "name": "workflow",
+                "attributes": [], "status": {"code": 2, "message": "the workflow crashed"}}  # fmt: skip
+    del workflow["parentSpanId"]
+    first.append(workflow)
+    path = tmp_path / "one-trace.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    with pytest.warns(TcbReplayWarning, match="span 'workflow' .* failed outside its agent "
+                      "runs \\(the workflow crashed\\): with --sample-by agent no sample"):  # fmt: skip
+        by_agent = otlp.read(TraceFile.at(path), None, sample_by="agent")
+    assert len(by_agent.lines) == 3
+    assert {line.status for line in by_agent.lines} == {"ok"}
+    # the first agent's spans moved out of it: a sample of their own, failed as their root did
+    for span in first:
+        if span.get("parentSpanId") == "f5f346cccc53988c":
+            span["parentSpanId"] = "00f067aa0ba902b7"
+    path.write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    by_agent = otlp.read(TraceFile.at(path), None, sample_by="agent")
+    outside = [line for line in by_agent.lines if line.sample_id == "00f067aa0ba902b7"]
+    assert len(by_agent.lines) == 4 and len(outside) == 1
+    assert (outside[0].status, outside[0].error) == ("error", "the workflow crashed")
+    assert calls_of(outside[0]) == [("multiply_numbers", {"a": 7, "b": 9})]
+
+
 def test_ids_in_base64_as_protobufs_json_printer_writes_them_are_read_as_hex(tmp_path):
     doc = json.loads((OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[0])
     for rs in doc["resourceSpans"]:

@@ -117,6 +117,7 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
             out.append(Group(trace_id, root, list(by_id.values())))
             continue
         members: dict[str, list[Span]] = {span_id: [] for span_id in outermost}
+        outside: list[Span] = []  # in no agent run
         for span in by_id.values():
             top = (
                 span
@@ -125,9 +126,41 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
             )
             if top is not None:
                 members[top.span_id].append(span)
+            else:
+                outside.append(span)
         runs = [Group(trace_id, outermost[k], v) for k, v in members.items()]
+        runs.extend(_outside_runs(trace_id, outside))
         out.extend(sorted(runs, key=lambda g: (g.root.start, g.root.span_id)))
     return out
+
+
+def _outside_runs(trace_id: str, outside: list[Span]) -> list[Group]:
+    """The spans of a trace outside its agent runs, by agent span: a sample of their own
+    when they hold a model call or a tool run (its root the first of their roots, its status
+    that root's); else nothing, and a warning where one of them failed (its error is no
+    agent run's)."""
+    if not outside:
+        return []
+    ids = {s.span_id for s in outside}
+    root = min(
+        (s for s in outside if not s.parent_id or s.parent_id not in ids),
+        key=lambda s: (s.start, s.span_id),
+    )
+    for span in outside:
+        convention = _convention(span)
+        if convention.is_model_call(span) or convention.is_tool_run(span):
+            return [Group(trace_id, root, outside)]
+    failed = next((s for s in outside if s.status == STATUS_ERROR), None)
+    if failed is not None:
+        warnings.warn(
+            TcbReplayWarning(
+                f"trace {trace_id}: span {failed.name!r} ({failed.span_id}) failed outside "
+                f"its agent runs ({failed.status_message or 'no message'}): with --sample-by "
+                "agent no sample keeps its error (--sample-by trace does)"
+            ),
+            stacklevel=3,
+        )
+    return []
 
 
 def _is_outermost(outermost: dict[str, Span]) -> Any:
