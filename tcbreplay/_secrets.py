@@ -124,8 +124,9 @@ _AUTH_IN_TEXT = re.compile(
 # HTTP Digest's answer: its parameters to the line's end (``Digest username="...", ...``)
 _DIGEST_IN_TEXT = re.compile(r"\b(Digest\s+)(?!\[redacted\])(?=[A-Za-z]+=)[^\r\n]{8,}", re.I)
 # (a name is taken whole, never backtracked into: a text's every word is tried once)
+# (a value may hold ":", as a password or a user:password pair does)
 _NAMED_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]++)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
-                          r"(?!\[redacted\])([^\s\"'\\,;&}\]:=]{8,})")  # fmt: skip
+                          r"(?!\[redacted\])([^\s\"'\\,;&}\]=][^\s\"'\\,;&}\]=]{7,})")  # fmt: skip
 _KEY_FORMS = re.compile(
     r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|AKIA[0-9A-Z]{16}"
     r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abpr]-[A-Za-z0-9-]{10,}"
@@ -137,12 +138,19 @@ _KEY_FORMS = re.compile(
 def _credential(match: re.Match[str]) -> str:
     """``Bearer VALUE`` with its value redacted when it reads as a credential (a digit in it,
     or 16 characters or more), not as words (``Token limitations``); after the word in
-    lower case (``authorization: bearer VALUE``), prose's more often: a digit in it."""
+    lower case (``authorization: bearer VALUE``), prose's more often: a digit in it. After
+    an ``Authorization:`` header's name, always (``Basic`` of a short user:password)."""
     value = match.group(0)[len(match.group(1)) :]
     digit = any(c.isdigit() for c in value)
     if digit or (len(value) >= 16 and not match.group(1).islower()):
         return match.group(1) + REDACTED
+    if _AFTER_HEADER.search(match.string, 0, match.start()):
+        return match.group(1) + REDACTED
     return match.group(0)
+
+
+# an Authorization header's name and separator, just before its scheme
+_AFTER_HEADER = re.compile(r"authorization\\?[\"']?\s*[:=]\s*\\?[\"']?\Z", re.IGNORECASE)
 
 
 def _auth_values(text: str) -> str:

@@ -323,6 +323,13 @@ OTHER_KEY = "sk-proj-SECRETabcdef1234567890XYZ"  # no variable of this machine h
          "jwt: [redacted]"),
         ('Authorization: Digest username="u", realm="r", response="6629fae49393a0539745"',
          "Authorization: Digest [redacted]"),
+        # a value holding ":" was cut there, and kept whole; a short Basic after the header
+        ("password=ab:cdSECRET9 next", "password=[redacted] next"),
+        ("{'password': 'pa:ss9999x'}", "{'password': '[redacted]'}"),
+        ("X-Api-Key: abc:defgh12345", "X-Api-Key: [redacted]"),
+        ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic [redacted]"),
+        ('"authorization": "basic dXNlcjpwYXNz"', '"authorization": "basic [redacted]"'),
+        ("the Basic plan, and Basic features", "the Basic plan, and Basic features"),
         # no secret: a name that does not end in a secret's word, a bare key, a count
         ("KeyError: arguments_of_the_call", "KeyError: arguments_of_the_call"),
         ("Token limitations apply", "Token limitations apply"),
