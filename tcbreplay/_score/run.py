@@ -49,7 +49,7 @@ from tcbreplay._store.schema import (
     SCORES_SCHEMA,
     utcnow,
 )
-from tcbreplay._store.shards import finish_hint, shard_command, shard_progress
+from tcbreplay._store.shards import SELECTION, finish_hint, shard_command, shard_progress
 from tcbreplay._store.views import connect, connect_tables, query_text, shown_status
 from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
@@ -346,7 +346,10 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         errors -= diverged
     if errors:
         imported = run.manifest.get("source") == "import"
-        again = f"; re-run them with: {run.resume_command('--retry-errors')}"
+        # (with what the recording asked for: a bare --retry-errors records the whole dataset)
+        asked = run.manifest.get(SELECTION)
+        retry = shard_command(run, None, asked if isinstance(asked, dict) else {}, "--retry-errors")
+        again = f"; re-run them with: {retry}"
         if sharded is not None:  # not the whole run's: the selection's, once no shard records
             retry = shard_command(run, None, sharded.selection, "--retry-errors")
             again = f"; re-run them, once every shard has finished, with: {retry}"

@@ -230,9 +230,13 @@ def finish_hint(run: Run) -> str:
     if run.status == "recording" and being_written(run.dir):
         return "a process is recording it: wait for that recording to end"
     asked = run.manifest.get(SELECTION)
+    # a run that stopped with samples in error: --resume would leave them so
+    totals = run.manifest.get("totals")
+    errors = totals.get("errors") if isinstance(totals, dict) else None
+    flag = "--retry-errors" if isinstance(errors, int) and errors > 0 else "--resume"
     if run.status not in SETTLED and isinstance(asked, dict):  # cut short: what it asked for
-        return f"finish it with: {shard_command(run, None, asked)}"
-    return f"finish it with: {run.resume_command()}"
+        return f"finish it with: {shard_command(run, None, asked, flag)}"
+    return f"finish it with: {run.resume_command(flag)}"
 
 
 def _dataset_ids(run: Run) -> list[str] | None:

@@ -61,3 +61,28 @@ def test_score_says_a_run_is_being_recorded_or_interrupted_as_runs_does(tmp_path
         "Error: run 'k' is interrupted: not every sample was recorded"
     )
     assert "--resume k" in killed.stderr and "--limit 3" in killed.stderr
+
+
+def test_the_hints_for_samples_in_error_retry_them_with_the_samples_asked_for(tmp_path):
+    """score's "re-run them with" gave a bare --retry-errors, which records the whole dataset
+    (74 samples nobody asked for, of a --limit 20 run); and a run stopped with samples in
+    error was to be finished with --resume, which leaves them in error."""
+    root = tmp_path / "traces"
+    result = cli("record", "--model", "sim:fault_rate=0.3,seed=1", "--retries", "0", "--limit",
+                 "20", "--max-errors", "100%", "--run-id", "k", "--quiet", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    scored = cli("score", "k", "--store", root)
+    assert scored.exit_code == 0
+    assert f"re-run them with: tcbreplay record --retry-errors k --store {root} --limit 20" in (
+        " ".join(scored.output.split())
+    )
+    manifest_path = root / "k" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["totals"]["errors"] > 0
+    manifest["status"] = "failed"  # as a recording that stopped leaves it
+    manifest_path.write_text(json.dumps(manifest))
+    stopped = cli("score", "k", "--store", root)
+    assert stopped.exit_code == 1
+    assert f"finish it with: tcbreplay record --retry-errors k --store {root} --limit 20" in (
+        stopped.output
+    )
