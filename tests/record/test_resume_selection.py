@@ -68,8 +68,9 @@ def test_the_hints_for_samples_in_error_retry_them_with_the_samples_asked_for(tm
     (74 samples nobody asked for, of a --limit 20 run); and a run stopped with samples in
     error was to be finished with --resume, which leaves them in error."""
     root = tmp_path / "traces"
-    result = cli("record", "--model", "sim:fault_rate=0.3,seed=1", "--retries", "0", "--limit",
-                 "20", "--max-errors", "100%", "--run-id", "k", "--quiet", "--store", root)  # fmt: skip
+    result = cli("record", "--model", "sim:fault_rate=0.3,seed=1", "--retries", "0",
+                 "--limit", "20", "--max-errors", "100%", "--run-id", "k", "--quiet",
+                 "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
     scored = cli("score", "k", "--store", root)
     assert scored.exit_code == 0
