@@ -15,8 +15,8 @@ set -euo pipefail
 tcbreplay record --model sim:seed=7,error_rate=0.3 --limit 12 --run-id base --quiet
 
 # 2. the change under test: the recorded system prompt, one sentence longer
-python3 -c 'import json; print(json.load(open("traces/base/manifest.json"))["system_prompt"]["text"])' \
-    > prompt.txt
+python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["system_prompt"]["text"])' \
+    "${TCBREPLAY_STORE:-traces}/base/manifest.json" > prompt.txt
 echo "Always show your working." >> prompt.txt
 
 # 3. replay with it: every request is answered from the recording while it asks what the

@@ -17,8 +17,9 @@ REPORT = (DATA / "report/dataset.json", DATA / "tools_shop.json",
           DATA / "report/traces_a.jsonl", DATA / "report/traces_b.jsonl")  # fmt: skip
 
 
-def run_example(name: str, *args: Path, cwd: Path) -> str:
-    """Run ``examples/NAME`` in ``cwd``, whose ./traces is the store; its stdout."""
+def run_example(name: str, *args: Path, cwd: Path, store: Path | None = None) -> str:
+    """Run ``examples/NAME`` in ``cwd``, whose ./traces is the store (``store``: the one
+    TCBREPLAY_STORE names instead); its stdout."""
     script = EXAMPLES / name
     command = [script]  # run as the docs show it (examples/NAME ...): by its #! line
     env = {
@@ -28,6 +29,8 @@ def run_example(name: str, *args: Path, cwd: Path) -> str:
         "COLUMNS": "120",
     }
     env.pop("TCBREPLAY_STORE", None)
+    if store is not None:
+        env["TCBREPLAY_STORE"] = str(store)
     out = subprocess.run(
         [*command, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
@@ -154,8 +157,10 @@ def test_use_the_library(tmp_path):
 
 @pytest.mark.slow  # six commands, each a process of its own: seconds of CPU
 def test_replay_a_changed_prompt(tmp_path):
-    """The Replay page's worked example (docs/replay.md includes the script)."""
-    out = run_example("replay_a_changed_prompt.sh", cwd=tmp_path)
+    """The Replay page's worked example (docs/replay.md includes the script), with the store
+    its header names: it read traces/base/manifest.json whatever TCBREPLAY_STORE said."""
+    store = tmp_path / "elsewhere" / "store"
+    out = run_example("replay_a_changed_prompt.sh", cwd=tmp_path, store=store)
     assert "run base (simulated model): 12/12 ok" in out
     assert "Always show your working." in (tmp_path / "prompt.txt").read_text()
     assert (
@@ -166,6 +171,6 @@ def test_replay_a_changed_prompt(tmp_path):
     assert "replay new-prompt-live of base: 12 samples, 12 diverged (system x12), 12 ok" in out
     assert "new-prompt-live vs base  (12 common samples" in out
     assert "spec_gold-base" in out
-    assert (tmp_path / "traces" / "new-prompt-live" / "scores" / "spec_gold-base").is_dir()
+    assert (store / "new-prompt-live" / "scores" / "spec_gold-base").is_dir()
     page = (ROOT / "docs" / "replay.md").read_text()
     assert "<!-- include: examples/replay_a_changed_prompt.sh -->" in page

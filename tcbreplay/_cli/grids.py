@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from tcbreplay._cli.render import Grid, Output, Whole, rows_json_parts, to_json
+from tcbreplay._replay.divergence import Divergence
 
 _METRIC_LABELS = {
     "tsa": "tsa  tool selection accuracy",
@@ -522,10 +523,8 @@ def replay_output(summary: Any, store: Any) -> Output:
         )
     for d in summary.divergences[:10]:
         trial = f" (trial {d['trial']})" if d["trial"] else ""
-        lines.append(
-            f"  {d['sample_id']}{trial}: turn {d['turn']}: {d['component']} at {d['path']}: "
-            f"{_cut(d['recorded'])} -> {_cut(d['replayed'])}"
-        )
+        found = Divergence(d["turn"], d["component"], d["path"], d["recorded"], d["replayed"])
+        lines.append(f"  {d['sample_id']}{trial}: {found.line()}")
     if summary.diverged_samples > 10:
         lines.append(
             f'  ... all of them: tcbreplay sql "select * from divergences where run_id = '
@@ -542,12 +541,6 @@ def replay_output(summary: Any, store: Any) -> Output:
         title=f"divergences of {summary.run_id}",
     )
     return Output(grids=[grid], text=lines, data=data)
-
-
-def _cut(text: str | None, width: int = 60) -> str:
-    if text is None:
-        return "(nothing)"
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _not_ok(summary: dict[str, Any]) -> str:

@@ -49,10 +49,13 @@ class Progress:
         file: TextIO | None = None,
         console: Console | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        verb: str = "recorded",
     ):
         self.label = label
+        self.verb = verb  # what a plain line says was done ("replayed")
         self.total = 0
         self.done = self.errors = self.retries = 0
+        self.diverged = 0  # a replay's samples that diverged (no errors)
         self.quiet = quiet
         self.file = file or sys.stderr
         self.console = console  # for tests: a console of a given width, recorded
@@ -91,12 +94,14 @@ class Progress:
             self._bar.start()
 
     def numbers(self) -> str:
-        """done/total, samples per second, time left, errors and retries."""
+        """done/total, samples per second, time left, errors and retries (and a replay's
+        divergences, once there are some)."""
         elapsed = max(self.clock.monotonic() - self.started, 1e-9)
         rate = self.done / elapsed
         eta = _clock((self.total - self.done) / rate) if self.done else "-:--:--"
+        diverged = f"diverged {self.diverged}  " if self.diverged else ""
         return (
-            f"{self.done}/{self.total}  {rate:.1f}/s  eta {eta}  "
+            f"{self.done}/{self.total}  {rate:.1f}/s  eta {eta}  {diverged}"
             f"errors {self.errors}  retries {self.retries}"
         )
 
@@ -106,7 +111,8 @@ class Progress:
 
     def __call__(self, record: dict[str, Any]) -> None:
         self.done += 1
-        self.errors += record["status"] != "ok"
+        self.errors += record["status"] == "error"
+        self.diverged += record["status"] == "diverged"
         if self.quiet:
             return
         if self._bar is not None:
@@ -115,7 +121,7 @@ class Progress:
         now = self.clock.monotonic()
         if self.done == self.total or now - self._last_line >= 2.0:
             self._last_line = now
-            print(f"recorded {self.numbers()}", file=self.file, flush=True)
+            print(f"{self.verb} {self.numbers()}", file=self.file, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -87,7 +87,7 @@ def replay(
         for name, value in (("workers", workers), ("processes", processes), ("timeout", timeout))
         if value is not None
     }
-    progress = Progress(f"replaying {run_id}", quiet=quiet)
+    progress = Progress(f"replaying {run_id}", quiet=quiet, verb="replayed")
     try:
         with sigterm_as_ctrl_c() as stopped:  # a job stopped by its scheduler keeps its samples
             summary = replay_run(

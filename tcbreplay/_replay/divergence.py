@@ -53,17 +53,35 @@ class Divergence:
         return asdict(self)
 
     def line(self) -> str:
-        """One line for a person: ``turn 0: system: "You are ..." -> "You were ..."``."""
+        """One line for a person: ``turn 0: system: "You are ..." -> "You were ..."``, each
+        side cut to where the two first differ."""
+        start = _common_prefix(self.recorded or "", self.replayed or "")
         return (
             f"turn {self.turn}: {self.component} at {self.path}: "
-            f"{_short(self.recorded)} -> {_short(self.replayed)}"
+            f"{_short(self.recorded, start)} -> {_short(self.replayed, start)}"
         )
 
 
-def _short(text: str | None, width: int = 80) -> str:
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _short(text: str | None, differs_at: int = 0, width: int = 80) -> str:
+    """``text`` in ``width`` characters or so: from a little before ``differs_at`` (where
+    it differs from the other side), "…" where it is cut."""
     if text is None:
         return "(nothing)"
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    begin = max(0, min(differs_at - width // 4, len(text) - width + 1))
+    head = "…" if begin else ""
+    end = begin + width - len(head)
+    return head + text[begin:end] + ("…" if end < len(text) else "")
 
 
 def first_difference(recorded: dict[str, Any], replayed: dict[str, Any]) -> tuple[str, Any, Any]:

@@ -546,6 +546,20 @@ def test_plain_progress_lines_say_the_same():
     assert "eta 0:00:00  errors 0  retries 0" in out.getvalue()
 
 
+def test_a_replays_progress_counts_divergences_apart_from_errors():
+    """A replay's progress said "recorded 12/12 ... errors 12" of 12 samples that diverged
+    and none in error, above a summary saying 12 diverged, 0 errors."""
+    from tcbreplay._cli.progress import Progress
+
+    out = io.StringIO()
+    progress = Progress("replaying base", file=out, verb="replayed")
+    progress.start(3)
+    for status in ("diverged", "diverged", "error"):
+        progress({"status": status})
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("replayed 3/3  ") and "diverged 2  errors 1  retries 0" in last
+
+
 # ---------------------------------------------------------------- hints
 
 

@@ -162,6 +162,21 @@ def test_a_long_text_is_cut_to_its_first_difference():
     assert len(divergence.recorded) < 300
 
 
+def test_the_line_for_a_person_shows_where_the_two_sides_differ():
+    """A sentence added to a long prompt: the line cut both sides to their first 80
+    characters, the same on both, and never showed the sentence."""
+    prompt = "Answer as a short sentence with the value rounded to two decimals. " * 4
+    recorded = canonical_request([SystemMessage(prompt), HumanMessage("hi")], TOOLS, {})
+    replayed = canonical_request(
+        [SystemMessage(prompt + "Always show your working."), HumanMessage("hi")], TOOLS, {}
+    )
+    line = describe(0, recorded, replayed).line()
+    before, after = line.split(": ", 2)[2].split(" -> ")
+    assert before != after
+    assert "Always show your working." in after and "Always" not in before
+    assert len(before) <= 81 and len(after) <= 81
+
+
 def test_the_nearest_recorded_request_shares_the_most():
     conversation = langchain_conversation()
     turn0 = canonical_request(conversation[:2], TOOLS, {})
