@@ -548,5 +548,5 @@ def _not_ok(summary: dict[str, Any]) -> str:
     or an import's), and missing (an import's samples without a trace) apart."""
     missing = summary.get("n_missing") or 0
     errors = (summary.get("n_errors") or 0) - missing
-    said = f"{errors} with recording errors"
-    return said + (f", {missing} missing (no trace)" if missing else "")
+    said = [f"{errors} with recording errors"] if errors or not missing else []
+    return ", ".join(said + ([f"{missing} missing (no trace)"] if missing else []))

@@ -77,7 +77,7 @@ def test_imported_answers_score_as_bfcls_checker_judges_them(bfcl_files, tmp_pat
         "valid": sum(expected.get(q, (False,))[0] for q in parallel),
         "total": len(parallel),
     }
-    assert summary["n_errors"] == missing
+    assert summary["n_errors"] == summary["n_missing"] == missing
 
 
 def test_the_table_and_the_scores_view(bfcl_files, tmp_path):

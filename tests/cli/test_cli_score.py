@@ -827,6 +827,15 @@ def test_missing_samples_are_said_missing_not_in_error(tmp_path):
     assert "3 samples, 1 with recording errors, 1 missing (no trace)" in result.stdout
     summary = json.loads(cli("score", "m", "--format", "json", "--store", root).stdout)
     assert (summary["n_errors"], summary["n_missing"]) == (2, 1)
+    # the other scorers said all of them "with recording errors", and kept no n_missing
+    # abet's said all of them "with recording errors", and kept no n_missing (bfcl's too:
+    # test_cli_bfcl)
+    other = cli("score", "m", "--scorer", "abet", "--store", root)
+    assert other.exit_code == 0, other.output
+    assert "3 samples, 1 with recording errors, 1 missing (no trace)" in other.stdout
+    data = json.loads(cli("score", "m", "--scorer", "abet", "--format", "json",
+                          "--store", root).stdout)  # fmt: skip
+    assert (data["n_errors"], data["n_missing"]) == (2, 1)
     page = tmp_path / "r.html"
     assert cli("report", "m", "-o", page, "--store", root).exit_code == 0
     assert ("1 of 3 samples ended in error and score with the calls made before the error; "

@@ -109,6 +109,10 @@ def score_tables_abet(tables: translate.CallTables) -> Scored:
         pl.Series("args_missing", [None] * len(counts), dtype=pl.Int64),
         pl.Series("pairs", [c["pairs"] for c in counts], dtype=pl.Int32),
     )
-    metrics = {**summarize(counts), "n_errors": int((scores["status"] != "ok").sum())}
+    metrics = {
+        **summarize(counts),
+        "n_errors": int((scores["status"] != "ok").sum()),
+        "n_missing": int((scores["status"] == "missing").sum()),  # (of the errors)
+    }
     by_category = category_breakdown(scores, pooled_tsa=True)
     return Scored(scores=scores, metrics=metrics, by_category=by_category, _tables=tables)

@@ -331,6 +331,7 @@ def summarize(scores: pl.DataFrame) -> dict[str, Any]:
         "error_types": dict(sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))),
         "n_samples": scores.height,
         "n_errors": int((scores["status"] != "ok").sum()),
+        "n_missing": int((scores["status"] == "missing").sum()),  # (of the errors)
     }
 
 
