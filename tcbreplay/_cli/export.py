@@ -53,7 +53,11 @@ def export(run_id, output, fmt, store) -> None:
         notes = []
     else:
         files = [str(path) for path in export_traces(run, output, fmt)]
-        notes = [f"next: {import_command(output, fmt, run_id)}"]
+        # (the store holds the run: the same id is for another store)
+        notes = [
+            "next, into another store (--store), or with another --run-id into this one: "
+            + import_command(output, fmt, run_id)
+        ]
     grid = Grid(["path"], [(f,) for f in files])
     data = {"run_id": run_id, "format": fmt, "files": files}
     emit(Output(grids=[grid], text=files + notes, data=data, notes=notes), output_format())

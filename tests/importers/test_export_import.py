@@ -22,7 +22,9 @@ def export_and_import(root: Path, run_id: str, fmt: str, tmp_path: Path) -> Path
     assert result.exit_code == 0, result.output
     names = [Path(line).name for line in result.stdout.splitlines()[:-1]]
     assert names == ["traces.jsonl", "dataset.jsonl", "tools.json", "manifest.json"]
-    command = result.stdout.splitlines()[-1].removeprefix("next: tcbreplay ").split()
+    said, command_line = result.stdout.splitlines()[-1].split(": tcbreplay ")
+    assert said == "next, into another store (--store), or with another --run-id into this one"
+    command = command_line.split()
     assert command[:3] == ["import", "--format", fmt]
     other = tmp_path / f"other-{fmt}"
     imported = cli(*command, "--store", other)
