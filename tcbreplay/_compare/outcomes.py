@@ -178,4 +178,11 @@ def _reason(exc: duckdb.Error) -> str:
     missing = re.match(r'Referenced column (".*?") not found', text)
     if missing:  # DuckDB's candidates would name the column that holds the row's ids
         return f"no metadata field {missing[1]}"
+    # a.b where a is no field: DuckDB reads a as a table's name
+    table = re.match(r'Referenced table (".*?") not found', text)
+    if table:
+        return f"no metadata field {table[1]} (a.b names the field b inside the field a)"
+    key = re.match(r'Could not find key (".*?") in struct', text)
+    if key:
+        return f"no field {key[1]} inside the metadata field it is read from"
     return " ".join(text.split())

@@ -373,8 +373,17 @@ def _parse_entry(entry: Any, index: int) -> Sample:
         "an entry has id, input, its gold calls, category, metadata, order and tools; put "
         "other fields in metadata",
     )  # fmt: skip
-    if problem:
+    if problem:  # said with the first problem of the rest, if it has one (a gold call's key)
+        try:
+            _parse_known(entry, index)
+        except _EntryProblem as exc:
+            raise _EntryProblem(f"{problem}; {exc}") from None
         raise _EntryProblem(problem)
+    return _parse_known(entry, index)
+
+
+def _parse_known(entry: dict[str, Any], index: int) -> Sample:
+    """An entry's sample, from its known keys (see _parse_entry)."""
     if "input" not in entry:
         raise _EntryProblem("missing input")
     text = entry["input"]

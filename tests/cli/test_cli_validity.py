@@ -46,6 +46,11 @@ def test_a_run_without_outcomes_is_refused_before_it_is_scored(sim_copy, monkeyp
     [
         ("rewrd >= 1", "Error: --outcome 'rewrd >= 1': no metadata field \"rewrd\""),
         ("reward >=", "Error: --outcome 'reward >=': syntax error at or near \">=\""),
+        # a nested field of no field, and a field no nested field has: DuckDB's words before
+        ("foo.bar = 1", "Error: --outcome 'foo.bar = 1': no metadata field \"foo\" (a.b names "
+                        "the field b inside the field a)"),
+        ("reward_info.nosuch = 1", "Error: --outcome 'reward_info.nosuch = 1': no field "
+                                   "\"nosuch\" inside the metadata field it is read from"),
         ("user_cost", "Error: --outcome 'user_cost': gives 0.0035475000000000003 (DOUBLE) for "
                       "sample '0' trial 0; an outcome must be true or false (or a number 0 or 1)"),
         ("(select 1) = 1", "Error: --outcome '(select 1) = 1': 'select' is not allowed in an "

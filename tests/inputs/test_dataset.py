@@ -256,6 +256,14 @@ def test_jsonl_problems_name_the_line():
             {"input": "x", "target": [], "prompt": "y"},
             "unknown key 'prompt' in the entry (did you mean input?)",
         ),
+        # an entry's unknown key and its gold call's: said together (the call's, with its
+        # hint, was not said until the entry's was fixed)
+        (
+            {"input": "x", "extra": 1, "target": [{"name": "f", "kwargs": {}}]},
+            "unknown key 'extra' in the entry (an entry has id, input, its gold calls, "
+            "category, metadata, order and tools; put other fields in metadata); unknown key "
+            "'kwargs' in target[0] (did you mean args?)",
+        ),
         ({"input": "x", "target": [], "categry": "y"}, "(did you mean category?)"),
         (
             {"input": "x", "target": [], "reward": 1.0},
