@@ -197,10 +197,10 @@ def test_the_semantic_conventions_published_examples():
     ]  # fmt: skip
 
 
-def test_a_sample_per_agent_span_on_request(tmp_path):
-    """Three agent runs put under one trace (the real spans, given one trace id and a common
-    parent): one sample by trace, three by agent span, each its agent span's id."""
-    lines = []
+def one_trace_of_three_runs() -> list[dict]:
+    """openai-v2's real spans of three agent runs, given one trace id and a common parent
+    (00f067aa0ba902b7, which no span is): its OTLP/JSON requests."""
+    docs = []
     for raw in (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines():
         doc = json.loads(raw)
         for rs in doc["resourceSpans"]:
@@ -208,9 +208,15 @@ def test_a_sample_per_agent_span_on_request(tmp_path):
                 for span in ss["spans"]:
                     span["traceId"] = "0af7651916cd43dd8448eb211c80319c"
                     span.setdefault("parentSpanId", "00f067aa0ba902b7")
-        lines.append(json.dumps(doc))
+        docs.append(doc)
+    return docs
+
+
+def test_a_sample_per_agent_span_on_request(tmp_path):
+    """Three agent runs put under one trace (the real spans, given one trace id and a common
+    parent): one sample by trace, three by agent span, each its agent span's id."""
     path = tmp_path / "one-trace.jsonl"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(json.dumps(doc) for doc in one_trace_of_three_runs()) + "\n")
     # (one sample of three agent runs' calls: said, with the option that parts them)
     with pytest.warns(
         TcbReplayWarning, match="1 traces hold several agent runs .*--sample-by agent"
@@ -227,15 +233,7 @@ def test_spans_outside_every_agent_run_are_kept_or_said(tmp_path):
     """By agent span, the spans of a trace outside its agent runs were dropped: a failed
     workflow span around them (its error in no sample, no word of it), and a model call made
     outside any agent with its messages."""
-    docs = []
-    for raw in (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines():
-        doc = json.loads(raw)
-        for rs in doc["resourceSpans"]:
-            for ss in rs["scopeSpans"]:
-                for span in ss["spans"]:
-                    span["traceId"] = "0af7651916cd43dd8448eb211c80319c"
-                    span.setdefault("parentSpanId", "00f067aa0ba902b7")
-        docs.append(doc)
+    docs = one_trace_of_three_runs()
     first = docs[0]["resourceSpans"][0]["scopeSpans"][0]["spans"]
     failed = {"code": 2, "message": "the workflow crashed"}
     workflow = {**first[-1], "spanId": "00f067aa0ba902b7", "name": "workflow",
