@@ -16,7 +16,7 @@ tcbreplay import --traces "$results" --run-id tau2
 for side in agent user both; do
     tcbreplay score tau2 --side "$side" >/dev/null
 done
-# the outcome defaults to reward >= 1 (τ²'s success)
+# the outcome defaults to abs(reward - 1) <= 1e-6 (τ²'s success)
 for scoring in spec spec_side-user spec_side-both; do
     tcbreplay validity tau2 --scoring "$scoring" --bootstrap 200
 done

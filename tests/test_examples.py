@@ -95,7 +95,7 @@ def test_import_tau_bench_and_run_validity(tmp_path):
     )
     assert "run tau: 5 samples, 4 trials each: 20/20 trials imported" in out
     assert cells(out, "write_exact  write calls as gold")[3] == "7/20 samples"
-    assert "tau: outcome reward >= 1  (scoring spec)" in out
+    assert "tau: outcome abs(reward - 1) <= 1e-6  (scoring spec)" in out
     # the numbers of BENCHMARKS.md's validity table (AUC: bootstrap-free)
     assert cells(out, "write_exact")[:6] == ["write_exact", "higher", "20", "0.8571", "0.0769",
                                              "0.8901"]  # fmt: skip
@@ -106,7 +106,7 @@ def test_import_tau_bench_and_run_validity(tmp_path):
 def test_tau2_sides(tmp_path):
     out = run_example("tau2_sides.sh", DATA / "tau2" / "gpt-4.1_telecom_sample.json", cwd=tmp_path)
     assert "run tau2: 5/5 samples imported" in out
-    tables = out.split("tau2: outcome reward >= 1")[1:]
+    tables = out.split("tau2: outcome abs(reward - 1) <= 1e-6")[1:]
     assert [t.split("\n", 1)[0].strip() for t in tables] == [
         "(scoring spec)", "(scoring spec_side-user)", "(scoring spec_side-both)",
     ]  # fmt: skip

@@ -45,7 +45,7 @@ from tcbreplay._cli.common import (
     "--outcome",
     metavar="FIELD|EXPRESSION",
     help="The samples' outcome for the validity panel, as in tcbreplay validity (default: "
-    "reward >= 1 where samples have a reward).",
+    "abs(reward - 1) <= 1e-6 where samples have a reward).",
 )
 @click.option(
     "--samples",

@@ -26,7 +26,8 @@ from tcbreplay._cli.common import (
     "--outcome",
     metavar="FIELD|EXPRESSION",
     help="The outcome: a metadata field (true/false or 0/1) or an SQL expression over "
-    'metadata fields, such as "reward >= 1" (the default, when samples have a reward).',
+    'metadata fields, such as "reward >= 1"; default when samples have a reward: '
+    '"abs(reward - 1) <= 1e-6", τ-bench\'s success.',
 )
 @click.option(
     "--scoring",

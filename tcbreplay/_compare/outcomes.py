@@ -23,7 +23,8 @@ from tcbreplay._store.runs import Run
 from tcbreplay._store.views import connect, query_text
 from tcbreplay.errors import InputError
 
-DEFAULT_OUTCOME = "reward >= 1"
+# a reward of 1 (within 1e-6): success as τ-bench and τ²-bench count it
+DEFAULT_OUTCOME = "abs(reward - 1) <= 1e-6"
 # what an outcome expression may say besides names, literals and operators
 _KEYWORDS = frozenset(
     {"and", "or", "not", "is", "null", "true", "false", "in", "between", "like", "ilike",
@@ -50,7 +51,8 @@ class Outcomes:
 
 def read_outcomes(run: Run, expression: str | None = None) -> Outcomes:
     """The outcome of every sample and trial of ``run``: ``expression`` over its metadata,
-    or by default ``reward >= 1`` when some sample has a numeric ``reward``.
+    or by default ``abs(reward - 1) <= 1e-6`` (τ-bench's and τ²-bench's success) when some
+    sample has a numeric ``reward``.
 
     A number counts as an outcome only when it is 0 or 1; null (a field a sample lacks)
     means no outcome.

@@ -101,7 +101,7 @@ def validity_runs(
 ) -> list[Validity]:
     """For each run, how well every metric of its latest scoring (or ``scoring``) tracks the
     outcome of its samples (``outcome``: a metadata field or expression; by default
-    ``reward >= 1``, see :func:`~tcbreplay._compare.outcomes.read_outcomes`)."""
+    ``abs(reward - 1) <= 1e-6``, see :func:`~tcbreplay._compare.outcomes.read_outcomes`)."""
     if not 1 <= n_boot <= MAX_BOOT:
         raise InputError(f"--bootstrap {n_boot}: give 1 to {MAX_BOOT}")
     if seed < 0:

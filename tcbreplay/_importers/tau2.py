@@ -7,7 +7,9 @@ gold calls the task's ``evaluation_criteria.actions`` (``{"action_id", "requesto
 every argument compared; ``[]``: none), and an action whose requestor is the user is a gold call
 of the side ``user``, a call the simulated user makes on its own device (telecom). Each
 simulation is the trial ``trial`` of its task, its ``reward``, ``reward_info``,
-``termination_reason``, costs and duration the trial's metadata; its messages are read as the
+``termination_reason``, costs and duration the trial's metadata (a simulation that ended in
+an ``infrastructure_error``, which τ² counts in no metric, is stored with status ``error``);
+its messages are read as the
 store keeps them: flat calls ``{id, name, arguments}`` as LangChain tool calls, a tool result
 (``{role: "tool", id, content}``) as a tool message answering the call of that id, and the
 user's own calls on the human message that makes them, where scoring finds them only with
@@ -50,6 +52,9 @@ DOMAIN_TOOLS = {
     "telecom": ("tau2-telecom-tools.json", "tau2-telecom-user-tools.json"),
 }
 # a simulation's fields kept as its trial's metadata (τ²'s "id" as simulation_id)
+# the termination of a simulation that failed for reasons outside the agent and the user
+# (the model's API, the environment): τ² leaves it out of every metric; stored as an error
+INFRASTRUCTURE_ERROR = "infrastructure_error"
 _TRIAL_META = ("reward_info", "termination_reason", "agent_cost", "user_cost", "duration", "seed")
 # a task's fields kept as its sample's metadata (beside the evaluation criteria but its actions)
 _TASK_META = ("description", "user_scenario", "ticket", "initial_state")
@@ -114,15 +119,18 @@ def read(
             unmatched.append(f"{where}: its task is not among the file's tasks")
         elif checks is not None and _gold_of(checks) != _gold_of(tasks[task_id][1]):
             unmatched.append(f"{where}: checked against other actions than its task's")
-        lines.append(
-            TraceLine(
-                sample_id=task_id,
-                messages=_messages(sim["messages"], place, repeats),
-                trial=trial,
-                metadata=_trial_metadata(sim),
-                place=place,
-            )
+        line = TraceLine(
+            sample_id=task_id,
+            messages=_messages(sim["messages"], place, repeats),
+            trial=trial,
+            metadata=_trial_metadata(sim),
+            place=place,
         )
+        if sim.get("termination_reason") == INFRASTRUCTURE_ERROR:
+            # a run τ² counts in none of its metrics: not the agent's doing
+            line.status, line.error_type = "error", INFRASTRUCTURE_ERROR
+            line.error = "the simulation ended in an infrastructure error, not by the agent"
+        lines.append(line)
     if unmatched:
         raise _mismatch(label, unmatched, len(sims))
     dataset = _dataset(tasks, checked, domain, label)

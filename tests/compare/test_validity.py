@@ -112,7 +112,7 @@ def test_tau_bench_numbers_match_an_independent_computation(tau_store):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     rows, samples = tau_rows(tau_store)
-    assert out["outcome"] == "reward >= 1"
+    assert out["outcome"] == "abs(reward - 1) <= 1e-6"
     assert out["n"] == 20 and out["n_true"] == 7 and out["n_false"] == 13
     assert set(out["metrics"]) == {name for name, _ in METRICS}
     assert sum(r[3 + 4] for r in rows) == 7  # write_exact: 7 of the 20 trials
@@ -157,7 +157,7 @@ def test_tau_bench_numbers_match_an_independent_computation(tau_store):
 def test_tau_bench_table_and_csv(tau_store):
     table = cli("validity", "tau", "--store", tau_store)
     assert table.exit_code == 0, table.output
-    assert "tau: outcome reward >= 1  (scoring spec)" in table.stdout
+    assert "tau: outcome abs(reward - 1) <= 1e-6  (scoring spec)" in table.stdout
     assert "20 trials with an outcome (7 true, 13 false), 0 without, of 5 samples" in table.stdout
     assert "pass^k outcome" in table.stdout
     csv = cli("validity", "tau", "--store", tau_store, "--format", "csv").stdout
@@ -182,6 +182,26 @@ def test_an_outcome_expression_and_a_bare_field(tau_store):
     # a nested field: task 12's trial lacks reward_info.reward? counted, not dropped
     nested = auc("--outcome", "reward_info.reward = 1")
     assert nested["n"] + nested["no_outcome"] == 20
+
+
+def test_the_default_outcome_is_the_benchmarks_success_within_a_millionth(tmp_path):
+    """τ-bench and τ²-bench count a reward within 1e-6 of 1 as solved; the default outcome
+    was reward >= 1, so a reward of 0.9999995 was a failure (pass^1 0.30, not τ-bench's 0.35)."""
+    trajectories = json.loads((TAU / "gpt-4o-airline-sample.json").read_text())
+    solved = [t for t in trajectories if t["reward"] == 1.0]
+    solved[0]["reward"] = 0.9999995
+    unsolved = next(t for t in trajectories if t["reward"] == 0.0)
+    unsolved["reward"] = 0.999998  # (not within a millionth)
+    traces = tmp_path / "tau.json"
+    traces.write_text(json.dumps(trajectories))
+    root = tmp_path / "traces"
+    imported = cli("import", "--format", "tau-bench", "--traces", traces, "--tools",
+                   TAU / "airline-tools.json", "--run-id", "t", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    out = json.loads(cli("validity", "t", "--format", "json", "--store", root).stdout)
+    assert (out["n_true"], out["n_false"]) == (len(solved), 20 - len(solved))
+    pass_1 = next(row for row in out["pass_k"] if row["k"] == 1)
+    assert pass_1["outcome"] == len(solved) / 20
 
 
 def test_the_same_seed_gives_the_same_intervals_and_another_seed_others(tau_store):
