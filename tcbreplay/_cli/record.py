@@ -249,7 +249,7 @@ def record(
                 "and --run-id (--model-option may correct how requests travel: base_url=..., "
                 "timeout=...)",
             )
-        run = store_.open_run(existing)
+        run = store_.open_run(existing, writing=True)
         manifest = run.manifest
         if manifest.get("source") == "replay":
             raise InputError(

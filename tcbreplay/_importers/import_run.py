@@ -257,7 +257,7 @@ def _drop_unfinished_import(store: Store, run_id: str) -> None:
     """Remove a run an import began but never finished (its process was killed), which would
     block the run id; refused while that import still runs."""
     try:
-        manifest = store.open_run(run_id).manifest
+        manifest = store.open_run(run_id, writing=True).manifest
     except TcbReplayError:
         return  # not a run this can judge: creating the run says what is wrong
     if manifest.get("source") == "import" and manifest.get("status") == "recording":

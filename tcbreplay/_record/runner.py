@@ -376,7 +376,7 @@ def run_plan(
     if writer is None:
         # Checked before the writer takes the run, a run of other inputs is refused at once;
         # everything is checked again under the run's lock (claim).
-        run = store.open_run(run_id)
+        run = store.open_run(run_id, writing=True)
         _check_resumable(run.manifest, print_, run, source, shard)
         recorded: dict[tuple[str, int], str] = {}
 
@@ -594,7 +594,7 @@ def _stored_runner(store: Store, run_id: str, overwrite: bool) -> dict[str, Any]
     given anew (None: no such run, or one ``overwrite`` deletes)."""
     if overwrite or not store.exists(run_id):
         return None
-    return store.open_run(run_id).manifest.get("runner")
+    return store.open_run(run_id, writing=True).manifest.get("runner")
 
 
 def _given_trials(options: RecordOptions | Mapping[str, Any] | None) -> int | None:

@@ -322,7 +322,7 @@ def _former_fingerprint(
     one cut short is finished by giving its ``--run-id``. None: no such run."""
     if not store.exists(run_id):
         return None
-    manifest = store.open_run(run_id).manifest
+    manifest = store.open_run(run_id, writing=True).manifest
     stored = manifest.get("fingerprint")
     block = manifest.get(SOURCE) or {}
     if manifest.get("source") != SOURCE or block.get("parent_run_id") != basis["parent"]:

@@ -74,7 +74,7 @@ class ServeLog:
         # cannot be read leaves the store as it was
         dataset = stored_dataset(parent)
         if store.exists(run_id):
-            block = store.open_run(run_id).manifest.get(SOURCE) or {}
+            block = store.open_run(run_id, writing=True).manifest.get(SOURCE) or {}
             if block.get("served_by") != SERVED_BY or block.get("parent_run_id") != parent.run_id:
                 raise InputError(
                     f"--log-run {run_id}: the store holds a run of that id that is no log of "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import warnings
 from collections.abc import Callable, Collection, Iterator
 from functools import partial
 from pathlib import Path
@@ -39,6 +40,7 @@ from tcbreplay.errors import (
     InputError,
     StoreError,
     TcbReplayError,
+    TcbReplayWarning,
     read_error,
 )
 
@@ -54,7 +56,8 @@ _UNNUMBERED: Bounds = (None, None)
 
 def check_run(run: Any, function: str) -> None:
     """Refuse what is no :class:`Run` (a run id given for one), and a run with nothing stored
-    yet (killed before its first fold), in one line."""
+    yet (killed before its first fold), in one line; warn of a run not finished, whose
+    export holds what its Parquet files hold (not the samples waiting in its journal)."""
     if not isinstance(run, Run):
         raise InputError(
             f"{function}: takes a run (store.open_run(run_id)), not {type(run).__name__} {run!r}"
@@ -66,6 +69,20 @@ def check_run(run: Any, function: str) -> None:
         raise StoreError(
             f"run {run.run_id!r} has no stored samples yet (status {status})",
             hint=finish_hint(run),
+        )
+    status = run.status
+    if status == "recording" and not being_written(run.dir):  # its writer killed
+        status = "interrupted"
+    waiting = run.unfolded_records()
+    if waiting or status not in ("complete", "imported", "partial"):
+        said = (
+            f"{waiting} finished samples wait in its journal, not in this export"
+            if waiting
+            else "not every sample was recorded"
+        )
+        warnings.warn(
+            TcbReplayWarning(f"run {run.run_id!r} is {status}: {said}; {finish_hint(run)}"),
+            stacklevel=3,
         )
 
 

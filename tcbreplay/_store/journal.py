@@ -16,6 +16,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -222,6 +223,7 @@ def fold_journal(
     message_table = pa.concat_tables(messages).sort_by(
         [("sample_index", "ascending"), ("position", "ascending")]
     )
+    fold = uuid.uuid4().hex  # (each file's footer says it: Run.check sees a fold cut short)
     replayed = any("divergences" in r for r in records.values())
     if replayed or (run_dir / DIVERGENCES).exists():  # a replay's (no other run has them)
         divergences = pa.concat_tables(
@@ -231,11 +233,11 @@ def fold_journal(
             ]
         ).sort_by([("sample_index", "ascending"), ("turn", "ascending")])
         before_write()
-        write_parquet(divergences, run_dir / DIVERGENCES)
+        write_parquet(divergences, run_dir / DIVERGENCES, fold=fold)
     before_write()
-    write_messages(message_table, run_dir / MESSAGES)
+    write_messages(message_table, run_dir / MESSAGES, fold)
     before_write()
-    write_parquet(sample_table, run_dir / SAMPLES)
+    write_parquet(sample_table, run_dir / SAMPLES, fold=fold)
     before_write()
     _remove(paths)
 

@@ -56,7 +56,31 @@ def read_metadata(path: Path) -> pq.FileMetaData:
     return pq.read_metadata(where, filesystem=filesystem)
 
 
-def write_parquet(table: pa.Table, path: Path, level: int | None = None) -> None:
+# a Parquet footer's key for the fold that wrote a run's data file: the files of one fold hold
+# the same value, so that a reader tells a run whose fold was cut short (or is under way)
+# between its renames from one whose files agree (see Run.check)
+FOLD_KEY = b"tcbreplay.fold"
+
+
+def with_fold(schema: pa.Schema, fold: str | None) -> pa.Schema:
+    """``schema`` with the mark of fold ``fold`` among its metadata (None: as it is)."""
+    if fold is None:
+        return schema
+    return schema.with_metadata({**(schema.metadata or {}), FOLD_KEY: fold.encode()})
+
+
+def fold_of(schema: pa.Schema) -> str | None:
+    """The fold that wrote a file of this (footer's) schema; None for a file written before
+    folds were marked."""
+    mark = (schema.metadata or {}).get(FOLD_KEY)
+    return None if mark is None else mark.decode()
+
+
+def write_parquet(
+    table: pa.Table, path: Path, level: int | None = None, fold: str | None = None
+) -> None:
+    """Write a Parquet file atomically with zstd (``fold``: the fold it belongs to)."""
+    table = table.replace_schema_metadata(with_fold(table.schema, fold).metadata)
     options = (
         dict(PARQUET_OPTIONS) if level is None else {**PARQUET_OPTIONS, "compression_level": level}
     )
@@ -80,8 +104,8 @@ class MessagesWriter:
     keep the order they are written in (sample order, then position); files of other
     layouts read the same, only slower."""
 
-    def __init__(self, path: Path) -> None:
-        self._writer = pq.ParquetWriter(path, MESSAGES_SCHEMA, **PARQUET_OPTIONS)
+    def __init__(self, path: Path, fold: str | None = None) -> None:
+        self._writer = pq.ParquetWriter(path, with_fold(MESSAGES_SCHEMA, fold), **PARQUET_OPTIONS)
         self._pending: dict[str | None, list[pa.Table]] = {}
         self.rows_written = 0
 
@@ -158,11 +182,12 @@ def _calls_database() -> Any:
         return _calls_db[1]
 
 
-def write_messages(table: pa.Table, path: Path) -> None:
-    """Write ``messages.parquet`` atomically, laid out by :class:`MessagesWriter`."""
+def write_messages(table: pa.Table, path: Path, fold: str | None = None) -> None:
+    """Write ``messages.parquet`` atomically, laid out by :class:`MessagesWriter` (``fold``:
+    the fold it belongs to)."""
 
     def write(tmp: Path) -> None:
-        writer = MessagesWriter(tmp)
+        writer = MessagesWriter(tmp, fold)
         try:
             writer.write(table)
             writer.close()

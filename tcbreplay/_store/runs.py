@@ -46,7 +46,7 @@ from tcbreplay._store.locks import (
     wait_for_lease,
 )
 from tcbreplay._store.objects import is_remote
-from tcbreplay._store.parquet import read_schema, read_table
+from tcbreplay._store.parquet import fold_of, read_schema, read_table
 from tcbreplay._store.schema import (
     DATASET,
     DIVERGENCES,
@@ -189,20 +189,21 @@ class Run:
     def has_data(self) -> bool:
         return self.samples_path.exists() and self.messages_path.exists()
 
-    def check(self) -> None:
+    def check(self, *, writing: bool = False) -> None:
         """Refuse a run that cannot be read, the one place every command decides it: a
         folder whose name is no run id, or that is a symbolic link (it must be in the store
         folder itself: SQL may read the runs' folders and nothing else), a manifest that
         cannot be read, or Parquet files not in the store format (footers only) or linked
-        out of the folder."""
+        out of the folder; and, but to a writer (``writing``: it folds them again), data
+        files of two folds."""
         try:
             validate_run_id(self.run_id)
         except InputError as exc:  # a folder renamed by hand: no command could name it
             raise StoreError(f"{self.dir}: {exc}; rename the folder") from exc
         with objects.failures(self.dir):
-            self._check_files()
+            self._check_files(writing)
 
-    def _check_files(self) -> None:
+    def _check_files(self, writing: bool = False) -> None:
         target = self.dir.resolve()
         if not is_remote(self.dir) and target != self.dir.parent.resolve() / self.run_id:
             raise StoreError(
@@ -220,13 +221,31 @@ class Run:
                 "are damaged (restore the file, or record the run again with --overwrite)"
             )
         if self.has_data():
+            folds: dict[str, str | None] = {}
             for path, schema in ((self.samples_path, SAMPLES_SCHEMA),
                                  (self.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
                 check_inside(path, self.dir)
-                check_columns(path, schema)
+                folds[path.name] = fold_of(check_columns(path, schema))
             if self.divergences_path.exists():
                 check_inside(self.divergences_path, self.dir)
-                check_columns(self.divergences_path, DIVERGENCES_SCHEMA)
+                found = check_columns(self.divergences_path, DIVERGENCES_SCHEMA)
+                folds[self.divergences_path.name] = fold_of(found)
+            # (a file without the mark: written by an older version, or by hand; no telling)
+            if not writing and len({fold for fold in folds.values() if fold}) > 1:
+                self._two_folds(folds)
+
+    def _two_folds(self, folds: dict[str, str | None]) -> None:
+        """Refuse data files written by two folds: one of the journal into them was cut
+        short between its renames, or is under way; read, they mix two versions of the run
+        (a sample's row of one, its messages of the other)."""
+        raise StoreError(
+            f"run {self.run_id!r}: its data files are of two versions ("
+            + ", ".join(sorted(folds))
+            + "): a fold of its journal into them is under way, "
+            "or was cut short; reading them would mix the two",
+            hint="wait for the command that writes it to end; if none does, finish the run "
+            f"with: {self.resume_command()}",
+        )
 
     def unfolded_records(self) -> int:
         """How many finished samples wait in the journal, not yet in the Parquet files (a
@@ -354,9 +373,9 @@ class Store:
             if not p.name.startswith(DELETED_PREFIX) and (p / MANIFEST).is_file()
         ]
 
-    def open_run(self, run_id: str) -> Run:
+    def open_run(self, run_id: str, *, writing: bool = False) -> Run:
         """The run ``run_id``, checked as :meth:`Run.check` says (a :class:`StoreError` if
-        it cannot be read)."""
+        it cannot be read; ``writing``: for a writer, which folds its files again)."""
         path = self.run_dir(run_id)
         with objects.failures(self.root):
             found = objects.is_file(path / MANIFEST)
@@ -384,7 +403,7 @@ class Store:
                 hint = f"the store {self.root} holds no runs: is --store right?"
             raise RunNotFoundError(f"run {run_id!r} not found in store {self.root}", hint=hint)
         run = Run(path)
-        run.check()
+        run.check(writing=writing)
         return run
 
     def create_run(
@@ -551,7 +570,7 @@ class Store:
         shard I of N of it, beside the others (see :class:`ShardWriter`); ``claim``: checks
         the manifest under the run's lock and says what to write into it (see
         :data:`~tcbreplay._store.writer.Claim`)."""
-        run = self.open_run(run_id)
+        run = self.open_run(run_id, writing=True)
         if shard is None:
             return RunWriter(run.dir, claim=claim, existing=True)
         return ShardWriter(run.dir, shard, claim)
@@ -622,10 +641,11 @@ def check_inside(path: Path, folder: Path) -> None:
         raise StoreError(f"{path}: a symbolic link to {target}, outside the run folder")
 
 
-def check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) -> None:
+def check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) -> pa.Schema:
     """Refuse a run file without the store's columns (those older versions lacked, and
     ``added`` ones, may be left out), or with a column of another kind of type (text,
-    integers, numbers, times; a column of nulls only fits any), read from its footer only."""
+    integers, numbers, times; a column of nulls only fits any), read from its footer only;
+    the footer's schema."""
     try:
         found = read_schema(path)
     except (OSError, pa.ArrowInvalid) as exc:
@@ -649,6 +669,7 @@ def check_columns(path: Path, schema: pa.Schema, added: tuple[str, ...] = ()) ->
                 f"{path}: column {field.name} holds {actual}, where the store format has "
                 f"{_kind(field.type)} ({field.type})"
             )
+    return found
 
 
 _TEXT_TYPES = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view)

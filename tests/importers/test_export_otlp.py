@@ -26,7 +26,7 @@ def export_and_import(root: Path, run_id: str, tmp_path: Path) -> tuple[Path, Pa
     assert result.exit_code == 0, result.output
     names = [Path(line).name for line in result.stdout.splitlines()[:-1]]
     assert names == ["traces.otlp.jsonl", "dataset.jsonl", "tools.json", "manifest.json"]
-    command = result.stdout.splitlines()[-1].removeprefix("next: tcbreplay ").split()
+    command = result.stdout.splitlines()[-1].split(": tcbreplay ")[1].split()
     assert command[:2] == ["import", "--traces"]  # the spans hold the dataset and tools
     other = tmp_path / "other"
     imported = cli(*command, "--store", other)

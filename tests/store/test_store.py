@@ -222,17 +222,24 @@ def test_fold_interrupted_between_the_two_files_can_be_folded_again(store, monke
     writer.close()
     real = journal_mod.write_parquet
 
-    def crash_on_samples(table, path):
+    def crash_on_samples(table, path, **options):
         if path.name == SAMPLES:
             raise OSError("disk full")
-        real(table, path)
+        real(table, path, **options)
 
     monkeypatch.setattr(journal_mod, "write_parquet", crash_on_samples)
     with pytest.raises(OSError):
         fold_journal(run_dir)
     assert (run_dir / JOURNAL).exists()  # the journal is removed only after both files
+    # the new messages beside the old samples: read, a's row (ok) came with no messages and
+    # b's messages with no row, every reader's numbers wrong; only a writer may open it
+    two = r"^run 'run-1': its data files are of two versions \(messages.parquet, samples.parquet\)"
+    with pytest.raises(StoreError, match=two + ": a fold of its journal"):
+        store.open_run(RUN)
+    store.open_run(RUN, writing=True)
     monkeypatch.setattr(journal_mod, "write_parquet", real)
     fold_journal(run_dir)
+    store.open_run(RUN)
     rows = samples_of(run_dir)
     assert [(r["sample_id"], r["status"], r["n_messages"]) for r in rows] == [
         ("a", "error", 1),
@@ -293,10 +300,10 @@ def test_a_first_fold_killed_between_its_two_files_is_folded_again(store, monkey
     writer.append(record("b", 1))
     real = journal_mod.write_parquet
 
-    def killed_on_samples(table, path):
+    def killed_on_samples(table, path, **options):
         if path.name == SAMPLES:
             raise KeyboardInterrupt  # (kill -9: nothing after it runs)
-        real(table, path)
+        real(table, path, **options)
 
     monkeypatch.setattr(journal_mod, "write_parquet", killed_on_samples)
     with pytest.raises(KeyboardInterrupt):
@@ -824,3 +831,25 @@ def test_export_of_a_run_killed_before_its_first_fold_says_so_in_one_line(store,
         assert error == f"Error: run '{RUN}' has no stored samples yet (status interrupted)"
         assert hint.startswith("Hint: ")
     assert not (tmp_path / "tables").exists()
+
+
+def test_an_unfinished_run_is_exported_with_a_warning(store):
+    """An interrupted recording's export held the samples of its Parquet files, said nothing
+    of the finished samples waiting in its journal, and imported as a complete run."""
+    from helpers import cli
+
+    writer = new_run(store)
+    writer.append(record("a", 0))
+    writer.fold()
+    writer.close()
+    writer = store.resume_run(RUN)  # a sample finished, then the recording killed: no fold
+    writer.append(record("b", 1))
+    writer.close()
+    for fmt in ("langchain", "tables"):  # (this run has no dataset file: langchain fails after)
+        out = store.root.parent / fmt
+        result = cli("export", RUN, "-o", out, "--format", fmt, "--store", store.root)
+        assert result.exit_code == (0 if fmt == "tables" else 1), result.output
+        assert result.stderr.startswith(
+            f"Warning: run {RUN!r} is interrupted: 1 finished samples wait in its journal, not "
+            f"in this export; finish it with: tcbreplay record --resume {RUN} --store "
+        ), result.stderr

@@ -158,7 +158,7 @@ class Collector:
                 collect={"sample_by": self.sample_by},
             )  # fmt: skip
             return store.create_run(manifest, [])
-        run = store.open_run(self.run_id)
+        run = store.open_run(self.run_id, writing=True)
         if run.manifest.get("source") != SOURCE:
             raise InputError(
                 f"run {self.run_id!r} exists and was not collected: collect cannot add to it",
