@@ -31,6 +31,11 @@ _KEY_INVALID = re.compile(r"API_KEY_INVALID|API key not valid|invalid[ _]api[ _]
 _QUOTED = 200
 
 
+class ChildFailed(RuntimeError):
+    """A recording process (``--processes``) ended before returning every sample it was
+    given: killed, most often (the runner says it in one line, with how to go on)."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What the runner needs to know of a finished sample (sent between processes)."""

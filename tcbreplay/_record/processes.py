@@ -25,7 +25,7 @@ from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import aclose_model
-from tcbreplay._record.failures import Outcome, RecordStop
+from tcbreplay._record.failures import ChildFailed, Outcome, RecordStop
 from tcbreplay._record.loop import run_loop
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions, whole_shares
 from tcbreplay._record.sample import run_sample
@@ -39,10 +39,6 @@ _RETRY = "retry"
 
 class RemoteRetry(Exception):
     """A model call that a child process is retrying (for the parent's progress)."""
-
-
-class ChildFailed(RuntimeError):
-    """A recording process ended before returning every sample it was given."""
 
 
 def record_in_processes(

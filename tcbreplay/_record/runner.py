@@ -27,7 +27,14 @@ from tcbreplay._record.agent_factory import (
     build_custom_agent,
     load_agent_factory,
 )
-from tcbreplay._record.failures import Breaker, MaxErrors, Outcome, RecordStop, stop_message
+from tcbreplay._record.failures import (
+    Breaker,
+    ChildFailed,
+    MaxErrors,
+    Outcome,
+    RecordStop,
+    stop_message,
+)
 from tcbreplay._record.loop import lean_gc, run_loop
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models import (
@@ -470,6 +477,12 @@ def run_plan(
             hint=f"the run keeps its {stop.summary.recorded} finished samples; "
             + retry_hint(Run(writer.dir), shard, asked),
             summary=stop.summary,
+        ) from None
+    except ChildFailed as exc:  # killed (the kernel's out-of-memory killer, a signal)
+        raise RecordError(
+            f"recording of {run_id} stopped: {exc}",
+            hint="the run keeps the samples its processes finished; "
+            + retry_hint(Run(writer.dir), shard, asked),
         ) from None
     summary.processes = processes
     summary.trials = opts.trials or 1
