@@ -358,9 +358,16 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
     elif not summary.attempted:
         sim = " (simulated model)" if summary.simulated else ""
         asked = " asked for" if summary.status == "partial" else ""
+        # a recording killed after its last sample: its fold (or status) finished now
+        took_over = (
+            f"; the {summary.took_over} recording that left it unfinished is finished (its "
+            f"journal folded): the run is {summary.status} now"
+            if summary.took_over
+            else ""
+        )
         lines.append(
-            f"run {summary.run_id}{sim} already holds all {summary.recorded} samples{asked}; "
-            "nothing to record (--overwrite records it again)"
+            f"run {summary.run_id}{sim} already holds all {summary.recorded} samples{asked}"
+            f"{took_over}; nothing to record (--overwrite records it again)"
         )
     else:
         lines.append(_summary_line(summary, selection))

@@ -47,6 +47,7 @@ from tcbreplay._record.models import (
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
 from tcbreplay._record.retry import RateLimiter, RecentUse, recent_use
 from tcbreplay._record.sample import SampleTimeout, run_sample
+from tcbreplay._store.files import FOLDING
 from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import LOCK, new_manifest, row_index, utcnow
@@ -101,6 +102,9 @@ class RecordSummary:
     finished_at: str | None = None
     # a shard's, while its recording is under way: what its selection misses, of which shards
     sharding: ShardProgress | None = None
+    # a recording that resumed a run another left unfinished (killed, or stopped): what it
+    # found ("interrupted": a recording or its fold cut short; "failed"); None otherwise
+    took_over: str | None = None
 
 
 def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None) -> str:
@@ -349,6 +353,7 @@ def run_plan(
         store.delete_run(run_id)
     writer = None
     already = 0
+    found: dict[str, Any] = {}  # a resumed run's status and fold mark, as the claim read them
     recent = RecentUse()  # a resumed run's calls and tokens of the last minute
     entries = len(inputs.dataset)
     if shard is not None:  # shards started at once: one makes the run, the others wait
@@ -393,6 +398,7 @@ def run_plan(
             selections one is refused (both passed when the check read the manifest of the
             resume, and the write came later)."""
             nonlocal opts, recorded
+            found.update(status=manifest.get("status"), folding=manifest.get(FOLDING))
             _check_resumable(manifest, print_, run, source, shard)
             recorded = run.recorded_ids()
             _check_trials(run_id, _given_trials(options), manifest, recorded, shard)
@@ -487,6 +493,8 @@ def run_plan(
     summary.processes = processes
     summary.trials = opts.trials or 1
     summary.sharding = _progress(writer.dir, shard, inputs)
+    if shard is None and (found.get("folding") or found.get("status") in ("recording", "failed")):
+        summary.took_over = "failed" if found.get("status") == "failed" else "interrupted"
     if budget is not None and not budget.allows(summary.errors, summary.recorded):
         raise RecordError(errors_message(summary, budget),
                           hint=retry_hint(Run(writer.dir), shard, asked),

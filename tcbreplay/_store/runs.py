@@ -159,7 +159,11 @@ class Run:
         ``flag="--retry-errors"`` records its failed samples again too."""
         where = self.store_option()
         if self._source() == "import":  # an import that was killed
-            return f"the same tcbreplay import again (it replaces the unfinished run){where}"
+            return (
+                "the same tcbreplay import again"
+                + (f" (with{where})" if where else "")
+                + ": it replaces the unfinished run"
+            )
         if self._source() == "collect":  # a collection that was killed
             return f"tcbreplay collect --run-id {shlex.quote(self.run_id)}{where}"
         if self._source() == "replay":  # the command that made it, which resumes it

@@ -621,8 +621,8 @@ def test_an_import_killed_midway_is_replaced_by_the_same_import(tmp_path, store)
     result = cli("score", "imp", "--store", str(store.root))
     assert result.exit_code == 1
     assert result.stderr.splitlines()[1] == (
-        f"Hint: finish it with: the same tcbreplay import again (it replaces the unfinished run)"
-        f" --store {store.root}"
+        f"Hint: finish it with: the same tcbreplay import again (with --store {store.root}): it "
+        "replaces the unfinished run"
     )
     # no process writes it: runs says interrupted, not recording (until one does)
     assert _listed_status(store) == "interrupted"

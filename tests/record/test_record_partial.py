@@ -65,6 +65,17 @@ def test_limit_records_a_partial_run_that_the_same_command_without_it_completes(
     again = cli(*args, "--limit", "5")  # the same command: nothing left to do
     assert again.exit_code == 0
     assert "already holds all 5 samples asked for; nothing to record" in again.stdout
+    # killed after its last sample (its status, or its fold, not written): the same command
+    # finished it, and said "nothing to record" as if it had done nothing
+    manifest = _manifest(store, "p")
+    (store / "p" / "manifest.json").write_text(json.dumps({**manifest, "status": "recording"}))
+    finished = cli(*args, "--limit", "5")
+    assert finished.exit_code == 0, finished.output
+    assert (
+        "already holds all 5 samples asked for; the interrupted recording that left it "
+        "unfinished is finished (its journal folded): the run is partial now; nothing to record"
+    ) in finished.stdout
+    assert _manifest(store, "p")["status"] == "partial"
 
     rest = cli(*args)
     assert rest.exit_code == 0, rest.output
