@@ -41,6 +41,7 @@ from tcbreplay._replay.fingerprint import (
     assemble,
     assistant_turns,
     canonical_json,
+    canonical_messages,
     canonical_tools,
     message_entry,
     request_text,
@@ -107,6 +108,34 @@ class ReplayService:
             "served": self.served, "diverged": self.diverged,
             "endpoints": ["/v1/chat/completions", "/v1/messages"],
         }).encode()  # fmt: skip
+
+    def take_up(self, logged: dict[tuple[str, int], Any]) -> int:
+        """Go on with the conversations a former server of the same log answered
+        (:meth:`~tcbreplay._replay.serve_log.ServeLog.logged`): a request that continues one
+        is its sample's same trial in the log, as it would have been without the restart
+        (not a trial of its own). How many were taken up."""
+        taken = 0
+        for (sample_id, trial), found in logged.items():
+            block = found.metadata.get("replay") or {}
+            served = [tuple(pair) for pair in block.get("served") or []]
+            parent_trial = block.get("parent_trial")
+            key = (sample_id, parent_trial if isinstance(parent_trial, int) else -1)
+            if found.status != "ok" or not served or key not in self.recording.samples:
+                continue  # (a diverged one goes on diverging: no request of it matches)
+            requests = list(self.recording.requests(key))
+            asked = requests[min(served[-1][0], len(requests) - 1)] if requests else {}
+            system, items, _ = canonical_messages(
+                (json.loads(text) for text in found.texts), asked.get("system", "")
+            )
+            parts = [canonical_json(item) for item in items]
+            thread = _thread(canonical_json(system), parts)
+            self._threads[thread] = Conversation(
+                key, served, None, thread, found.started_at, (sample_id, trial)
+            )
+            taken += 1
+        while len(self._threads) > CONVERSATIONS:
+            self._threads.popitem(last=False)
+        return taken
 
     def close(self) -> Any:
         """Close the log, if any (its summary, or None), and let the served run go."""
@@ -337,6 +366,8 @@ def serve_run(
     if log_run is not None:
         try:
             service.log = ServeLog.open(store, parent, recording, log_run)
+            # a server of this log before (killed, or stopped): its conversations go on
+            service.take_up(service.log.logged())
         except BaseException:
             server.close()
             raise

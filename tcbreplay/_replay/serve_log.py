@@ -23,6 +23,7 @@ import hashlib
 import json
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,17 @@ SERVED_BY = "serve"
 SOURCE = "replay"
 # the manifest fields that describe the inputs, the parent's
 _INPUTS = ("benchmark", "dataset", "tools", "system_prompt")
+
+
+@dataclass
+class Logged:
+    """A conversation a log run holds: its status, when it began, its metadata (its
+    ``replay`` block says what was served from where) and its stored messages' texts."""
+
+    status: str
+    started_at: str
+    metadata: dict[str, Any]
+    texts: list[str]
 
 
 class ServeLog:
@@ -101,6 +113,41 @@ class ServeLog:
             **{SOURCE: block},
         )
         return cls(store.create_run(manifest, dataset_file(parent)), dataset, recording)
+
+    def logged(self) -> dict[tuple[str, int], Logged]:
+        """What a former server logged to this run, by sample and trial (the latest record
+        of each, from the Parquet files and then the journal a killed server left): the
+        conversations a restarted server goes on with, each in its own trial."""
+        from tcbreplay._store.journal import journal_records
+        from tcbreplay._store.parquet import read_table
+
+        found: dict[tuple[str, int], Logged] = {}
+        run = Run(self.writer.dir)
+        if run.has_data():
+            columns = ["sample_id", "trial", "sample_index", "status", "started_at", "metadata"]
+            rows = read_table(run.samples_path, columns=columns).to_pylist()
+            texts: dict[int, list[tuple[int, str]]] = {}
+            table = read_table(run.messages_path, columns=["sample_index", "position", "message"])
+            for index, position, text in zip(*(table[c].to_pylist() for c in table.column_names),
+                                             strict=True):  # fmt: skip
+                texts.setdefault(index, []).append((position, text))
+            for row in rows:
+                these = [text for _, text in sorted(texts.get(row["sample_index"], []))]
+                started = row["started_at"]
+                found[(row["sample_id"], row["trial"])] = Logged(
+                    row["status"],
+                    started.isoformat() if started is not None else utcnow().isoformat(),
+                    json.loads(row["metadata"]) if row["metadata"] else {},
+                    these,
+                )
+        for record in journal_records(self.writer.dir):
+            found[(record["sample_id"], record.get("trial", 0))] = Logged(
+                record["status"],
+                str(record.get("started_at") or utcnow().isoformat()),
+                record.get("metadata") or {},
+                [m["message"] for m in record.get("messages") or []],
+            )
+        return found
 
     def served(self, conversation: Any, messages: list[Any], answer: dict[str, Any]) -> None:
         """A request of ``conversation`` (its ``messages``) answered with ``answer``."""

@@ -620,6 +620,53 @@ def test_a_killed_server_keeps_its_log_and_the_same_command_goes_on(root, tmp_pa
     assert cli("audit", "verify", "crash", "--store", root).exit_code == 0
 
 
+@pytest.mark.parametrize(
+    "killed", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["stopped", "killed"]
+)  # (3-4 s each: one in test-slow)
+def test_a_conversation_across_a_restart_stays_one_trial(root, parent_calls, killed):
+    """A server stopped (or killed: its journal alone left) in the middle of a conversation,
+    and started again with the same --log-run: the rest of the conversation was logged as
+    a trial of its own beside a stub of its first turns (tsa 0.875 where 1.0 was served)."""
+    sample_id, trial = max(parent_calls, key=lambda k: (len(parent_calls[k]), k))
+    assert trial == 0 and len(parent_calls[(sample_id, 0)]) >= 2  # several turns to split
+    log = f"span-{killed}"
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": INPUTS.system_prompt},
+        {"role": "user", "content": sample_input(sample_id)},
+    ]
+    made = []
+
+    def turn(url: str) -> bool:
+        """One request of the conversation; whether it asked for tools."""
+        answer = openai_client(url).chat.completions.create(
+            model="any", messages=messages, tools=openai_tools()
+        )
+        message = answer.choices[0].message
+        messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+        for call in message.tool_calls or []:
+            args = json.loads(call.function.arguments)
+            made.append((call.function.name, args))
+            messages.append({"role": "tool", "tool_call_id": call.id,
+                             "content": run_tool(call.function.name, args)})  # fmt: skip
+        return bool(message.tool_calls)
+
+    with serve_run(root, PARENT, log_run=log) as first:
+        assert turn(first.url)  # the first answer: calls, and more to come
+        if killed:  # what kill -9 leaves: the journal, no Parquet files, no final status
+            shutil.copytree(root / log, root.parent / "left")
+    if killed:
+        shutil.rmtree(root / log)
+        shutil.copytree(root.parent / "left", root / log)
+        shutil.rmtree(root.parent / "left")
+    with serve_run(root, PARENT, log_run=log) as again:
+        while turn(again.url):
+            pass
+    assert made == parent_calls[(sample_id, 0)]
+    rows = sql(root, f"select sample_id, trial, status from samples where run_id = '{log}'")
+    assert rows == [{"sample_id": sample_id, "trial": 0, "status": "ok"}]
+    assert run_calls(root, log) == {(sample_id, 0): made}
+
+
 def test_bad_input_exits_2(root, server):
     assert cli("serve", "nope", "--store", root).exit_code == 2
     taken = cli("serve", PARENT, "--port", server.port, "--store", root)
