@@ -19,6 +19,7 @@ def tcbreplay(*args: str, **kwargs) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # (a process of its own: 3-4 s under the suite's load)
 def test_a_command_prints_all_its_output_and_exits_0(sim_run):
     store, run_id = sim_run
     done = tcbreplay("score", run_id, "--store", str(store.root), "--format", "json")
@@ -56,6 +57,7 @@ def test_errors_keep_their_exit_code_and_message(sim_run, args, code, first_line
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # (a process of its own: about 3 s under the suite's load)
 def test_a_closed_pipe_is_no_traceback(sim_run):
     """``tcbreplay ... | head -1``: the reader goes away before the output is flushed."""
     store, _ = sim_run

@@ -114,6 +114,7 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
+@pytest.mark.slow  # (a property test: 3-4 s)
 @settings(max_examples=150)
 @given(JSON_VALUES, st.booleans(), st.booleans())
 def test_parse_reads_what_json_loads_reads(value, ascii_only, as_bytes):

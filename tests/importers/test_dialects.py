@@ -182,6 +182,7 @@ def anthropic_lines() -> list[dict]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow  # (the anthropic SDK's types take seconds to import: 4-12 s under load)
 def test_an_anthropic_sdk_file_imports_with_one_command_and_scores(tmp_path, shop_dataset):
     traces = write_jsonl(tmp_path / "anthropic.jsonl", anthropic_lines())
     root = tmp_path / "traces"
