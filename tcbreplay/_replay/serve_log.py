@@ -117,7 +117,7 @@ class ServeLog:
     def logged(self) -> dict[tuple[str, int], Logged]:
         """What a former server logged to this run, by sample and trial (the latest record
         of each, from the Parquet files and then the journal a killed server left): the
-        conversations a restarted server goes on with, each in its own trial."""
+        conversations a restarted server goes on with, each in the trial it has."""
         from tcbreplay._store.journal import journal_records
         from tcbreplay._store.parquet import read_table
 

@@ -62,17 +62,14 @@ def check_run(run: Any, function: str) -> None:
         raise InputError(
             f"{function}: takes a run (store.open_run(run_id)), not {type(run).__name__} {run!r}"
         )
+    status = run.status
+    if status == "recording" and not being_written(run.dir):  # its writer killed
+        status = "interrupted"
     if not run.has_data():  # (as score says it: a read of the file named what it lacks)
-        status = run.status
-        if status == "recording" and not being_written(run.dir):  # its writer killed
-            status = "interrupted"
         raise StoreError(
             f"run {run.run_id!r} has no stored samples yet (status {status})",
             hint=finish_hint(run),
         )
-    status = run.status
-    if status == "recording" and not being_written(run.dir):  # its writer killed
-        status = "interrupted"
     waiting = run.unfolded_records()
     if waiting or status not in ("complete", "imported", "partial"):
         said = (
