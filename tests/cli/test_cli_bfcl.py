@@ -38,7 +38,11 @@ def import_run(files, traces, run_id="bfcl-run"):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("variant", ["exact", "parallel calls reordered", "optional left out"])
+@pytest.mark.parametrize(
+    "variant",
+    ["exact", *(pytest.param(v, marks=pytest.mark.slow)  # (3 s each: in test-slow)
+                for v in ("parallel calls reordered", "optional left out"))],
+)  # fmt: skip
 def test_imported_answers_score_as_bfcls_checker_judges_them(bfcl_files, tmp_path, variant):
     pytest.importorskip("bfcl_eval", reason="BFCL's checker: make install puts it in .venv")
     from bench import bfcl_reference

@@ -150,6 +150,7 @@ def test_parse_reads_what_orjson_would_read_otherwise_as_python_does(text):
     assert _same(_json.parse(text.encode()), json.loads(text))
 
 
+@pytest.mark.slow  # (a property test: 3 s)
 @settings(max_examples=150)
 @given(JSON_VALUES, st.booleans())
 def test_a_value_parse_plain_read_is_written_back_as_the_same_value(value, ascii_only):

@@ -229,6 +229,7 @@ def test_encode_texts_numbers_texts_in_order_of_first_sight(sides):
     assert stored == list(known)
 
 
+@pytest.mark.slow  # (a property test of 300 examples: 3-4 s)
 @settings(max_examples=300, deadline=None)
 @given(
     st.sets(st.integers(-50, 50), max_size=12)
