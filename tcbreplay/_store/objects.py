@@ -586,6 +586,19 @@ def _etag(fs: Any, where: str, response: object) -> str:
     return _info_etag(fs.info(where))
 
 
+def open_known(path: Path) -> tuple[Any, tuple[str, str, int]]:
+    """An object opened for reading only the bytes asked (no read-ahead), after one request
+    for its details; and the version it was opened at: (URL, ETag, size). On S3 a read of
+    the object replaced since fails (s3fs compares the ETag of each response) rather than
+    mixing two versions."""
+    fs, where = fs_path(path)
+    info = fs.info(where)
+    size = int(info["size"])
+    opened = fs.open(where, "rb", size=size, cache_type="none")
+    opened.details = info  # (else asked again at the first read)
+    return opened, (url(path), _info_etag(info), size)
+
+
 def _info_etag(info: dict[str, Any]) -> str:
     """An object's version as its filesystem's info names it (S3's ETag, GCS's md5)."""
     return str(info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("mtime"))

@@ -20,7 +20,7 @@ from tcbreplay._store.files import (
 from tcbreplay._store.locks import (
     WRITABLE_HINT,
 )
-from tcbreplay._store.objects import arrow_source, is_remote
+from tcbreplay._store.objects import arrow_source, is_remote, open_known
 from tcbreplay._store.schema import (
     MESSAGE_CALLS,
     MESSAGES_SCHEMA,
@@ -39,8 +39,9 @@ def read_table(path: Path, **options: Any) -> pa.Table:
 
 def read_schema(path: Path) -> pa.Schema:
     """A store's Parquet file's schema, read from its footer."""
-    where, filesystem = arrow_source(path)
-    return pq.read_schema(where, filesystem=filesystem)
+    if is_remote(path):
+        return read_metadata(path).schema.to_arrow_schema()
+    return pq.read_schema(path)
 
 
 def parquet_file(path: Path, **options: Any) -> pq.ParquetFile:
@@ -51,9 +52,35 @@ def parquet_file(path: Path, **options: Any) -> pq.ParquetFile:
 
 
 def read_metadata(path: Path) -> pq.FileMetaData:
-    """A store's Parquet file's metadata (rows, row groups), read from its footer."""
-    where, filesystem = arrow_source(path)
-    return pq.read_metadata(where, filesystem=filesystem)
+    """A store's Parquet file's metadata (rows, row groups), read from its footer; of an
+    object, once per version (:func:`_remote_footer`)."""
+    if is_remote(path):
+        return _remote_footer(path)
+    return pq.read_metadata(path)
+
+
+# footers of objects by (URL, ETag, size): a command asks a file's schema, row counts and fold
+# mark several times (checking the run, binding its views, planning the scoring); each asked
+# pyarrow's filesystem for the object twice and read the footer through a 5 MB read-ahead.
+# Now a version's footer is read once, by the bytes it holds; a file replaced since is
+# another version, read anew (the request for its details is made every time)
+_FOOTERS: dict[tuple[str, str, int], pq.FileMetaData] = {}
+_FOOTERS_KEPT = 256
+_FOOTERS_LOCK = threading.Lock()
+
+
+def _remote_footer(path: Path) -> pq.FileMetaData:
+    opened, key = open_known(path)
+    with opened:
+        with _FOOTERS_LOCK:
+            found = _FOOTERS.get(key)
+        if found is None:
+            found = pq.read_metadata(opened)
+            with _FOOTERS_LOCK:
+                if len(_FOOTERS) >= _FOOTERS_KEPT:
+                    _FOOTERS.pop(next(iter(_FOOTERS)))
+                _FOOTERS[key] = found
+    return found
 
 
 # a Parquet footer's key for the fold that wrote a run's data file: the files of one fold hold

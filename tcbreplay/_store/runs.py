@@ -191,7 +191,15 @@ class Run:
         return False
 
     def has_data(self) -> bool:
-        return self.samples_path.exists() and self.messages_path.exists()
+        return all(self._present(SAMPLES, MESSAGES))
+
+    def _present(self, *names: str) -> list[bool]:
+        """Whether each of the files ``names`` is in the run's folder: on object storage by
+        one listing of the folder, not a request per file."""
+        if is_remote(self.dir):
+            listed = set(objects.list_names(self.dir))
+            return [name in listed for name in names]
+        return [(self.dir / name).exists() for name in names]
 
     def check(self, *, writing: bool = False) -> None:
         """Refuse a run that cannot be read, the one place every command decides it: a
@@ -215,7 +223,8 @@ class Run:
                 "that are in the store folder itself (copy the run into it)"
             )
         self.manifest  # noqa: B018 (read and checked on first use)
-        there = [path.exists() for path in (self.samples_path, self.messages_path)]
+        there = self._present(SAMPLES, MESSAGES, DIVERGENCES)
+        diverged = there.pop()
         # one of the two removed, its rows lost; but a fold cut short between its two renames
         # (the first of a run: no file before) is folded again from its journal (FOLDING)
         if any(there) and not all(there) and not self.manifest.get(FOLDING):
@@ -224,13 +233,13 @@ class Run:
                 f"{missing}: missing, where the run's other data file is there: the run's files "
                 "are damaged (restore the file, or record the run again with --overwrite)"
             )
-        if self.has_data():
+        if all(there):
             folds: dict[str, str | None] = {}
             for path, schema in ((self.samples_path, SAMPLES_SCHEMA),
                                  (self.messages_path, MESSAGES_SCHEMA)):  # fmt: skip
                 check_inside(path, self.dir)
                 folds[path.name] = fold_of(check_columns(path, schema))
-            if self.divergences_path.exists():
+            if diverged:
                 check_inside(self.divergences_path, self.dir)
                 found = check_columns(self.divergences_path, DIVERGENCES_SCHEMA)
                 folds[self.divergences_path.name] = fold_of(found)

@@ -282,6 +282,46 @@ def test_duckdb_asks_a_files_size_once_per_connection(s3_sim_copy, monkeypatch):
         fs.info(path + ".absent")
 
 
+def test_a_files_footer_is_read_once_per_version(s3_store, monkeypatch):
+    """A command asks a file's schema and row counts several times: its footer is read once
+    per version of the object (one HEAD each time, to know the version), and a file put again
+    at the same key is read anew."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tcbreplay._store import parquet
+
+    def put(rows: int) -> None:
+        sink = io.BytesIO()
+        pq.write_table(pa.table({"x": list(range(rows))}), sink)
+        objects.put_bytes(path, sink.getvalue())
+
+    read: list[object] = []
+    real = pq.read_metadata
+    monkeypatch.setattr(pq, "read_metadata", lambda f, *a, **k: read.append(f) or real(f, *a, **k))
+    asked: list[str] = []
+    info = s3fs.S3FileSystem._info
+
+    async def counted(self, where, *args, **kwargs):
+        asked.append(where)
+        return await info(self, where, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_info", counted)
+    s3fs.S3FileSystem.clear_instance_cache()  # (a filesystem made before binds the real one)
+    path = Store(s3_store).root / "r" / "samples.parquet"
+    put(3)
+    asked.clear()
+    assert [parquet.read_metadata(path).num_rows for _ in range(3)] == [3, 3, 3]
+    assert parquet.read_schema(path).names == ["x"]
+    assert len(read) == 1 and len(asked) == 4
+    put(5)  # another version, at the same key
+    assert parquet.read_metadata(path).num_rows == 5 and len(read) == 2
+    with pytest.raises(FileNotFoundError):
+        parquet.read_metadata(path.parent / "messages.parquet")
+
+
 @pytest.mark.slow  # (about 4 s under the suite's load)
 def test_an_uploaded_run_is_read_whole_by_its_first_scoring_only(s3_sim_copy, monkeypatch):
     """Uploaded objects are newer than the manifest says: the first scoring hashes them
