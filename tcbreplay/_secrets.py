@@ -119,8 +119,9 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
 
 # what says a value in a text is a secret (see redact)
 _AUTH_IN_TEXT = re.compile(
-    r"\b((?:Bearer|Basic|Token)\s+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE
-)
+    r"\b((?:Bearer|Basic|Token)(?:\s|%20|\+)+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{8,}",
+    re.IGNORECASE,
+)  # (the space percent-encoded, or a "+", in a URL's query)
 # HTTP Digest's answer: its parameters to the line's end (``Digest username="...", ...``)
 _DIGEST_IN_TEXT = re.compile(r"\b(Digest\s+)(?!\[redacted\])(?=[A-Za-z]+=)[^\r\n]{8,}", re.I)
 # (a name is taken whole, never backtracked into: a text's every word is tried once)
@@ -210,8 +211,13 @@ def _scrub_text(value: str) -> str:
     it holds none); each look starts with a quick test of the text."""
     text = value
     if "://" in text:
-        for _, values in _url_secrets(text):
-            for secret in sorted(values, key=len, reverse=True):
+        # the user info of each URL, at the URL, whatever its length; and the password (the
+        # user info, a secret parameter) wherever else the text echoes it, as redact does
+        # (a user name alone is no secret: "the user manual" stays)
+        echoed = {v for _, values in _url_secrets(text) for v in values[-2:]}
+        text = _URL.sub(_without_userinfo, text)
+        for secret in sorted(echoed, key=len, reverse=True):
+            if len(secret) >= MIN_SECRET_LENGTH:
                 text = _pattern(secret).sub(REDACTED, text)
     lower = text.lower()
     if any(word in lower for word in _AUTH_WORDS):  # (any space after: "Bearer\t")
@@ -361,18 +367,45 @@ def _url_credentials(*texts: str) -> set[str]:
     return found
 
 
+def _userinfo(url: str) -> str | None:
+    """The user info of a URL (``user:password`` before its host), None without one. A
+    password holding ``/`` (as ``urllib.parse.quote`` leaves it) ends the host where a URL
+    parser reads it: a "host" whose port is no number, then ``@`` further on, is user info."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return None
+    if "@" in netloc:
+        return netloc.rpartition("@")[0]
+    host, colon, port = netloc.partition(":")
+    rest = url.partition("://")[2]
+    if colon and host and not port.isdigit() and "@" in rest:
+        return rest.partition("@")[0] or None
+    return None
+
+
+def _without_userinfo(match: re.Match[str]) -> str:
+    url = match.group(0)
+    userinfo = _userinfo(url)
+    if userinfo is None or userinfo == REDACTED:
+        return url
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{REDACTED}{rest[len(userinfo) :]}"
+
+
 def _url_secrets(text: str) -> Iterator[tuple[str, tuple[str, ...]]]:
     """Why, and which values, for each credential of a URL in ``text``: its user info (and
-    the user and password in it), and its query parameters with a secret's name."""
+    the user and password in it; the user info and password last), and its query parameters
+    with a secret's name."""
     for url in _URL.findall(text):
         try:
             parts = urlsplit(url)
         except ValueError:
             continue
-        if "@" in parts.netloc:
-            userinfo = parts.netloc.rpartition("@")[0]
+        userinfo = _userinfo(url)
+        if userinfo is not None:
             user, _, password = userinfo.partition(":")
-            values = tuple(unquote(v) for v in (userinfo, user, password) if v)
+            values = tuple(unquote(v) for v in (user, userinfo, password) if v)
             yield "holds a URL with a user name or password", values
         for query in (parts.query, parts.fragment):
             for key, value in parse_qsl(query, keep_blank_values=True):
@@ -408,7 +441,7 @@ def _pattern(secret: str) -> re.Pattern[str]:
     (either hex case, any safe set, once or more: ``%2F``, ``%2f``, ``%252F``), JSON-escaped
     (``\\/``, ``\\u002f``, nested in JSON strings), or ``+`` read back as a space.
     """
-    texts = {secret, *_base64_forms(secret)}
+    texts = {secret, *_base64_forms(secret)} - {""}  # (an empty form would match everywhere)
     # longest first: a padded form before the same form unpadded
     alternatives = sorted(texts, key=len, reverse=True)
     return re.compile("|".join("".join(map(_char_pattern, t)) for t in alternatives))

@@ -207,6 +207,53 @@ def test_an_import_of_spans_with_secrets_stores_none(tmp_path):
     assert not any(s.encode() in stored_bytes(store / "imported") for s in SECRETS)
 
 
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # a user info of any length, redacted at its URL; a user name alone is no secret
+        ("is mongodb://u:p4ssw0rd99@cluster0/x up?", "is mongodb://[redacted]@cluster0/x up?"),
+        (
+            "see https://user@example.com/x and the user manual",
+            "see https://[redacted]@example.com/x and the user manual",
+        ),
+        # the password echoed elsewhere, as Basic's base64 of user:password
+        (
+            "Basic dTpwNHNzdzByZDk5 for mongodb://u:p4ssw0rd99@c",
+            "Basic [redacted] for mongodb://[redacted]@c",
+        ),
+        # a password with "/", as urllib's quote leaves it, ends the host a parser reads
+        ("postgres://bob:S3cr3t/P%40ss@db/x", "postgres://[redacted]@db/x"),
+        ("https://medium.com/@someone/post", "https://medium.com/@someone/post"),
+        ("http://host:8080/a@b", "http://host:8080/a@b"),
+        # Bearer and its value with the space percent-encoded
+        ("header Bearer%20tokABCDEF123456", "header Bearer%20[redacted]"),
+    ],
+)
+def test_the_credentials_of_a_url_are_redacted_at_the_url(text, kept):
+    assert scrub("note", text) == kept
+
+
+def test_a_conversation_quoting_a_url_with_a_short_user_imports_without_its_password(tmp_path):
+    """A one-letter user name once made every position of the attribute's text a match: the
+    messages' JSON was broken, the trace refused."""
+    text = (OTEL / "openai_v2_latest.otlp.jsonl").read_text()
+    assert "You are the shop's assistant." in text
+    traces = tmp_path / "spans.otlp.jsonl"
+    quoted = "You are the shop's assistant (mongodb://u:p4ssw0rd99@db/shop)."
+    traces.write_text(text.replace("You are the shop's assistant.", quoted))
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "quoted", "--store", store)
+    assert result.exit_code == 0, result.output
+    query = (
+        "select distinct message->>'$.data.content' as content from messages where type = 'system'"
+    )
+    systems = cli("sql", query, "--format", "json", "--store", store)
+    assert json.loads(systems.output) == [
+        {"content": "You are the shop's assistant (mongodb://[redacted]@db/shop)."}
+    ]
+    assert b"p4ssw0rd99" not in stored_bytes(store / "quoted")
+
+
 def test_a_model_name_with_a_key_is_kept_without_it_and_refused_as_an_option(tmp_path):
     request = with_secrets()
     for rs in request.resource_spans:
