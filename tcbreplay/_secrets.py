@@ -206,6 +206,33 @@ def scrub(name: str, value: Any) -> Any:
     return _scrub_text(value)
 
 
+def scrub_json(value: Any, name: str = "") -> Any:
+    """A JSON value (a sample's metadata as an importer read it) with each text scrubbed as
+    an attribute of its field's name is (:func:`scrub`); the items of a list by the list's
+    name. A copy where something changed; deep values by a loop, not recursion."""
+    if isinstance(value, str):
+        return scrub(name, value)
+    if not isinstance(value, dict | list):
+        return value
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, str]] = [(value, root, 0, name)]
+    while stack:
+        node, parent, place, named = stack.pop()
+        if isinstance(node, dict):
+            copy: Any = dict(node)
+            items: Iterable[tuple[Any, str]] = ((k, str(k)) for k in node)
+        elif isinstance(node, list):
+            copy = list(node)
+            items = ((k, named) for k in range(len(node)))
+        else:
+            parent[place] = scrub(named, node) if isinstance(node, str) else node
+            continue
+        parent[place] = copy
+        for key, child_name in items:
+            stack.append((copy[key], copy, key, child_name))
+    return root[0]
+
+
 def _scrub_text(value: str) -> str:
     """A text with its credentials redacted as :func:`scrub` finds them (``value`` itself when
     it holds none); each look starts with a quick test of the text."""

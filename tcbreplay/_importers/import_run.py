@@ -20,7 +20,7 @@ from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
 from tcbreplay._inputs.tools import load_toolset, toolset_from_dicts
 from tcbreplay._machine import collector_paused
-from tcbreplay._secrets import refuse_model_secrets, scrub
+from tcbreplay._secrets import refuse_model_secrets, scrub, scrub_json
 from tcbreplay._store.files import names_a_file
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
@@ -229,7 +229,8 @@ def _records(
                     error="no trace in the imported file" if found is None else found.error,
                     trial=trial,
                     sample_index=row_index(sample.index, trial, len(dataset)),
-                    metadata=None if found is None else found.metadata,
+                    # (a format's names, tags and notes may quote a credential)
+                    metadata=None if found is None else scrub_json(found.metadata),
                 )
             )
     return records

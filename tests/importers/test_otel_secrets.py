@@ -354,3 +354,42 @@ def test_a_tool_calls_record_keys_are_kept_and_its_secrets_are_not():
         {"type": "tool_call", "id": "c1", "name": "list_items", "arguments": args}]}])  # fmt: skip
     kept = json.loads(scrub("gen_ai.output.messages", text))[0]["parts"][0]["arguments"]
     assert kept == {**args, "api_key": REDACTED}
+
+
+# credentials of the forms scrub finds, where formats keep names, tags and notes
+META_SECRETS = ("NAMETOKEN12345", "abcdefghijk12345", "sk-proj-INSPECTMETA0000000000000000")
+
+
+def _langsmith_with_secrets(folder: Path) -> Path:
+    lines = (TEST_DATA / "langsmith" / "runs.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert first["name"] == "LangGraph" and first.get("parent_run_id") is None
+    first["name"] = "LangGraph token=NAMETOKEN12345"
+    first["tags"] = ["Bearer abcdefghijk12345", "sk-proj-INSPECTMETA0000000000000000"]
+    path = folder / "runs.jsonl"
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    return path
+
+
+def _inspect_with_secrets(folder: Path) -> Path:
+    log = json.loads((TEST_DATA / "inspect" / "mockllm-2-samples-2-epochs.json").read_text())
+    for sample in log["samples"]:
+        sample["metadata"].update(
+            api_key="sk-proj-INSPECTMETA0000000000000000",
+            note="Bearer abcdefghijk12345 token=NAMETOKEN12345",
+        )
+    path = folder / "log.json"
+    path.write_text(json.dumps(log))
+    return path
+
+
+@pytest.mark.parametrize("make", [_langsmith_with_secrets, _inspect_with_secrets])
+def test_a_formats_names_tags_and_metadata_are_stored_without_credentials(make, tmp_path):
+    traces = make(tmp_path)
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "meta", "--store", store)
+    assert result.exit_code == 0, result.output
+    stored = stored_bytes(store / "meta")
+    assert not [s for s in META_SECRETS if s.encode() in stored]
+    metadata = cli("sql", "select metadata from samples", "--format", "json", "--store", store)
+    assert "[redacted]" in metadata.output
