@@ -69,9 +69,21 @@ def collect(run_id, port, host, sample_by, store) -> None:
         )
     refused = f", {summary.refused} refused" if summary.refused else ""
     earlier = f", {summary.earlier_requests} before this start" if summary.earlier_requests else ""
+    unstored = (
+        f"; {summary.unstored} {'trace' if summary.unstored == 1 else 'traces'} not stored"
+        if summary.unstored
+        else ""
+    )
     line = (
         f"run {summary.run_id}: {summary.samples} samples from {summary.spans} spans "
-        f"({summary.requests} requests{earlier}{refused}) -> {summary.run_dir}"
+        f"({summary.requests} requests{earlier}{refused}){unstored} -> {summary.run_dir}"
     )
     emit(summary_output(summary, [line]), output_format())
     sys.stdout.flush()
+    if summary.unstored:  # received, acknowledged, and not in the run: the collection failed
+        click.echo(
+            "Error: the spans of each trace not stored are in the run's received files; "
+            "the lines above say why each made no sample",
+            err=True,
+        )
+        sys.exit(1)

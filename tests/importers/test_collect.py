@@ -405,3 +405,45 @@ def test_a_span_time_beyond_otlps_range_is_400_and_not_kept(tmp_path, time):
         status, body = post(f"{endpoint}/v1/traces", json.dumps(doc).encode(), "application/json")
         assert status == 400 and b"startTimeUnixNano" in body
     assert summary[0].status == "complete" and summary[0].requests == 0
+
+
+def test_an_empty_request_is_answered_and_kept_nowhere(tmp_path):
+    """{} gets 200, as exporters expect, and no line: a received file's first line must hold
+    spans for the file to import as it is."""
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, summary):
+        assert post(f"{endpoint}/v1/traces", b"{}", "application/json") == (200, b"{}")
+        first = next(x for x in JSON_LINES if x.startswith(b'{"resourceSpans"'))
+        assert post(f"{endpoint}/v1/traces", first, "application/json") == (200, b"{}")
+    assert summary[0].requests == 2 and summary[0].unstored == 0
+    received = store / "live" / "received.otlp.jsonl"
+    assert received.read_bytes().splitlines() == [first]
+    again = cli("import", "--traces", received, "--run-id", "again", "--store", store)
+    assert again.exit_code == 0, again.output
+
+
+def test_a_trace_whose_spans_make_no_sample_is_counted_and_the_collection_fails(
+    tmp_path, monkeypatch
+):
+    """A span sent again with other values is known only once both came, after the first
+    was acknowledged: the trace is said in the log, counted at the end, and collect exits 1
+    (it was dropped from the closing line before)."""
+    store = tmp_path / "store"
+    first = next(x for x in JSON_LINES if x.startswith(b'{"resourceSpans"'))
+    doc = json.loads(first)
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["name"] = span["name"] + " (sent again, changed)"
+    with collecting(store) as (endpoint, log, summary):
+        assert post(f"{endpoint}/v1/traces", first, "application/json")[0] == 200
+        assert post(f"{endpoint}/v1/traces", json.dumps(doc).encode(), "application/json")[0] == 200
+    assert summary[0].unstored == 1
+    assert any(": not stored (" in line and "comes twice" in line for line in log), log
+
+    def collected(*args, **kwargs):
+        return summary[0]
+
+    monkeypatch.setattr(collect_module, "collect", collected)
+    result = cli("collect", "--run-id", "live", "--port", "0", "--store", store)
+    assert result.exit_code == 1
+    assert "; 1 trace not stored -> " in result.stdout
+    assert result.stderr.startswith("Error: the spans of each trace not stored are in the run's")

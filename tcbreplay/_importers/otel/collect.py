@@ -11,8 +11,9 @@ flushed before it is acknowledged, so a kill -9 loses nothing acknowledged; eith
 imports as it is (``import --format otlp``). A trace becomes a sample as soon as its root
 span has arrived (read as the otlp dialect reads it), appended to the run's journal like a
 recorded sample, and again whenever more of it arrives (the journal's last record of a
-sample wins). A payload that cannot be read gets HTTP 400 and a line in the log; nothing
-else changes.
+sample wins); a trace that still makes none when the run finishes is counted in the summary
+(``unstored``: the collection failed). A payload that cannot be read gets HTTP 400 and a
+line in the log; nothing else changes.
 
 Stopping (Ctrl-C, SIGTERM) finishes the run: every trace not yet a sample becomes one (its
 earliest span as its root), the journal is folded, the run's dataset (each sample's input,
@@ -75,6 +76,7 @@ class CollectSummary:
     refused: int
     status: str = "complete"
     earlier_requests: int = 0  # of the requests, those a collection before this one received
+    unstored: int = 0  # traces received whose spans make no sample (each said in the log)
 
 
 @dataclass
@@ -133,6 +135,7 @@ class Collector:
         self._called: dict[str, set[str]] = {}
         self._trials: dict[str, int] = {}
         self._per_sample: dict[str, int] = {}  # rows made of each sample id
+        self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
         self._writer = self._open(store)
         self.dir = self._writer.dir
         try:
@@ -239,6 +242,9 @@ class Collector:
         with self._lock:
             if self._finishing:  # a request on a connection still open as the collector stops
                 raise BodyError(503, "the collector is stopping: send it again to the next one")
+            if not batch.spans and not batch.logs:  # ({}: nothing to keep, and a received
+                self.requests += 1  # file's first line must be a request holding spans)
+                return 0
             f = self._files[name]
             start = f.tell()
             f.write(raw)
@@ -292,7 +298,9 @@ class Collector:
                 self._store(otel_samples.build(group, self.sample_by, "received"))
         except TcbReplayError as exc:
             self.log(f"collect: trace {trace_id}: not stored ({exc})")
+            self._unstored[trace_id] = str(exc)
             return
+        self._unstored.pop(trace_id, None)
         trace.built = True
 
     def _store(self, built: otel_samples.Built) -> None:
@@ -382,6 +390,7 @@ class Collector:
             self.requests,
             self.refused,
             earlier_requests=self.earlier_requests,
+            unstored=len(self._unstored),
         )
 
     def close(self) -> None:
