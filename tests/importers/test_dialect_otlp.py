@@ -550,3 +550,56 @@ def test_every_fixture_has_an_example_on_a_page():
         "vercel_ai.otlp.jsonl",  # the Vercel AI SDK
         "shop.evalset.json",  # ADK eval sets as gold
     } <= named
+
+
+def _first_answer_changed(change) -> str:
+    """openai-v2's spans with the first model answer holding a call (its
+    gen_ai.output.messages) changed by ``change(messages)``: the file's text."""
+    lines = (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()
+    doc = json.loads(lines[0])
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for kv in span["attributes"]:
+                    if kv["key"] == "gen_ai.output.messages" and "tool_call" in str(kv["value"]):
+                        messages = json.loads(kv["value"]["stringValue"])
+                        kv["value"]["stringValue"] = json.dumps(change(messages))
+                        return "\n".join([json.dumps(doc), *lines[1:]]) + "\n"
+    raise AssertionError("no answer with a call in the fixture")
+
+
+def _args_not_arguments(messages):
+    part = messages[0]["parts"][0]
+    part["args"] = part.pop("arguments")
+    return messages
+
+
+def _named_by_an_object(messages):
+    messages[0]["parts"][0]["name"] = {"x": 1}
+    return messages
+
+
+def _openais_shape(messages):
+    return [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f"}}]}]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda messages: messages[0], "an object, not a list of messages"),
+        (_args_not_arguments, "tool_call 'multiply_numbers' holds no 'arguments' but 'args'"),
+        (lambda m: [{**m[0], "parts": {"type": "text"}}], "parts are an object, not a list"),
+        (_named_by_an_object, "a tool_call part's name is an object, not text"),
+        (_openais_shape, "holds OpenAI's tool_calls, not GenAI's parts"),
+    ],
+)
+def test_a_genai_message_whose_calls_would_be_lost_is_refused(change, said, tmp_path):
+    """Each of these was read as an answer without its call (or a call without arguments,
+    or named by Python's repr), exit 0: a run scored as if the agent called nothing."""
+    traces = tmp_path / "spans.otlp.jsonl"
+    traces.write_text(_first_answer_changed(change))
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "bad", "--store", store)
+    assert result.exit_code == 2, result.output
+    assert "gen_ai.output.messages" in result.stderr and said in result.stderr, result.stderr
+    assert not (store / "bad").exists()

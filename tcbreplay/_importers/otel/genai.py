@@ -36,6 +36,7 @@ from tcbreplay._importers.otel.calls import (
     text_of,
 )
 from tcbreplay._importers.otel.spans import Event, Span
+from tcbreplay.errors import TraceError
 
 OPERATION = "gen_ai.operation.name"
 MODEL_CALLS = ("chat", "text_completion", "generate_content")
@@ -81,9 +82,10 @@ def turn(span: Span, place: str) -> Turn:
             system = _parts_text(json_value(source[SYSTEM], f"{where}: {SYSTEM}"))
             if system:
                 inputs.append(Message("system", system))
-        for m in _list(json_value(source.get(INPUT), f"{where}: {INPUT}")):
+        for m in _messages(json_value(source.get(INPUT), f"{where}: {INPUT}"), f"{where}: {INPUT}"):
             inputs.extend(message_of(m, f"{where}: {INPUT}"))
-        answered = _list(json_value(source.get(OUTPUT), f"{where}: {OUTPUT}"))
+        answered = _messages(json_value(source.get(OUTPUT), f"{where}: {OUTPUT}"),
+                             f"{where}: {OUTPUT}")  # fmt: skip
         for m in answered[:1]:  # several choices: the agent goes on with the first
             outputs.extend(message_of(m, f"{where}: {OUTPUT}"))
     else:
@@ -137,25 +139,24 @@ def message_of(m: Any, where: str) -> list[Message]:
     """One GenAI message (``{"role", "parts"}``) as messages: a message of tool results is
     one tool message per result."""
     if not isinstance(m, dict):
-        return []
+        raise TraceError(f"{where}: a message is {_kind(m)}, not an object with role and parts")
     role = str(m.get("role") or "user")
+    if "parts" not in m and "tool_calls" in m:  # (its calls were read as none)
+        raise TraceError(f"{where}: a {role} message holds OpenAI's tool_calls, not GenAI's parts")
     texts: list[str] = []
     calls: list[Call] = []
     results: list[Message] = []
-    for part in _list(m.get("parts")):
+    parts = m.get("parts")
+    if parts is not None and not isinstance(parts, list):
+        raise TraceError(f"{where}: a {role} message's parts are {_kind(parts)}, not a list")
+    for part in parts or []:
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
         if kind == "text":
             texts.append(text_of(part.get("content")))
         elif kind in ("tool_call", "function_call"):
-            calls.append(
-                Call(
-                    _str(part.get("id")),
-                    str(part.get("name") or ""),
-                    arguments(part.get("arguments"), f"{where}: {part.get('name')!r} arguments"),
-                )
-            )
+            calls.append(_part_call(part, where))
         elif kind == "tool_call_response":
             results.append(
                 Message("tool", text_of(part.get("response")), call_id=_str(part.get("id")))
@@ -234,6 +235,38 @@ def _parts_text(parts: Any) -> str:
         elif isinstance(part, dict) and part.get("type", "text") == "text":
             texts.append(text_of(part.get("content", part.get("text"))))
     return "\n".join(t for t in texts if t)
+
+
+def _part_call(part: dict[str, Any], where: str) -> Call:
+    """A ``tool_call`` part as a call; refused where its name is no text, or where it holds
+    no ``arguments`` but other fields (``args``: read as none, it scored as every argument
+    missing)."""
+    name = part.get("name")
+    if name is not None and not isinstance(name, str):
+        raise TraceError(f"{where}: a tool_call part's name is {_kind(name)}, not text")
+    if "arguments" not in part:
+        other = sorted(set(part) - {"type", "id", "name"})
+        if other:
+            held = ", ".join(map(repr, other))
+            raise TraceError(f"{where}: tool_call {name!r} holds no 'arguments' but {held}")
+    args = arguments(part.get("arguments"), f"{where}: {name!r} arguments")
+    return Call(_str(part.get("id")), name or "", args)
+
+
+def _messages(value: Any, where: str) -> list[Any]:
+    """A messages attribute's list (absent: none); one message alone, or anything else, is
+    refused: its calls would be lost without a word."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TraceError(f"{where}: {_kind(value)}, not a list of messages")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", str: "a text", list: "a list", bool: "a boolean"}.get(
+        type(value), "a number" if isinstance(value, int | float) else "null"
+    )
 
 
 def _list(value: Any) -> list[Any]:
