@@ -83,9 +83,11 @@ class Built:
     called: dict[str, set[str]] = field(default_factory=dict)
 
 
-def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
+def groups(spans: Iterable[Span], sample_by: str = "trace", label: str = "") -> list[Group]:
     """The spans as samples (see the module docstring), in the order their traces first
-    appear (a trace's agent spans in the order they began)."""
+    appear (a trace's agent spans in the order they began); ``label``, the file they came
+    from, begins an error's text."""
+    at = f"{label}: " if label else ""
     if sample_by not in SAMPLE_BY:
         raise TraceError(f"sample_by {sample_by!r}: choose trace or agent")
     traces: dict[str, dict[str, Span]] = {}
@@ -94,7 +96,7 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
         seen = trace.get(span.span_id)
         if seen is not None and seen != span:  # (sent again as it was: one span)
             raise TraceError(
-                f"trace {span.trace_id}: span {span.span_id} comes twice, holding other "
+                f"{at}trace {span.trace_id}: span {span.span_id} comes twice, holding other "
                 "values each time: which one is the trace's cannot be told"
             )
         trace[span.span_id] = span
@@ -104,8 +106,8 @@ def groups(spans: Iterable[Span], sample_by: str = "trace") -> list[Group]:
         if not roots:  # each span's parent is in the trace: they go round
             first = min(by_id.values(), key=lambda s: (s.start, s.span_id))
             raise TraceError(
-                f"trace {trace_id}: its spans' parents go round in a cycle (span {first.span_id}"
-                f"'s parent is {first.parent_id}): it has no root span"
+                f"{at}trace {trace_id}: its spans' parents go round in a cycle (span "
+                f"{first.span_id}'s parent is {first.parent_id}): it has no root span"
             )
         root = min(roots, key=lambda s: (s.start, s.span_id))
         agents = [s for s in by_id.values() if _is_agent(s)]
@@ -210,10 +212,15 @@ def build(group: Group, sample_by: str, label: str) -> Built:
         # a model call (tool run) inside another is the same one, seen by two instrumentors
         if _ancestor(span, by_id, lambda s, kind=kind: kinds[s.span_id][1] == kind) is not None:
             continue
-        if kind == "model":
-            turns.append(convention.turn(span, place))
-        else:
-            runs.append(convention.tool_run(span, place))
+        try:
+            if kind == "model":
+                turns.append(convention.turn(span, place))
+            else:
+                runs.append(convention.tool_run(span, place))
+        except TraceError as exc:  # (a value's own error, such as a token count's: placed)
+            if str(exc).startswith(place):
+                raise
+            raise TraceError(f"{place}: span {span.span_id}: {exc}") from exc
     if not turns and _convention(group.root) is genai and genai.INPUT in group.root.attributes:
         turns.append(genai.turn(group.root, place))  # an agent that never called its model
     turns.sort(key=lambda t: (t.start, t.span_id))
@@ -474,7 +481,7 @@ def read_samples(
     hold their dataset entries) and the tools the model calls were offered."""
     built = []
     merged = 0  # traces of several agent runs, each taken as one sample
-    for g in groups(spans, sample_by):
+    for g in groups(spans, sample_by, label):
         merged += g.agents > 1
         built.append(build(g, sample_by, label))
         for span in g.spans:  # read: their messages, the largest part, can go
