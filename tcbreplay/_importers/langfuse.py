@@ -218,6 +218,13 @@ def _trace(trace_id: str, observations: list[dict[str, Any]]) -> Unmatched:
             f"cycle (observation {first['id']}'s parent is {first.get('parent_observation_id')}"
             "): the trace has no root"
         )
+    lost = next((o for o in roots if o.get("parent_observation_id")), None)
+    if lost is not None:  # its place in the trace, and so its messages' order, unknown
+        raise TraceError(
+            f"{lost['_place']} (trace {trace_id}): observation {lost['id']}'s parent "
+            f"{lost['parent_observation_id']} is not in the file",
+            hint="export whole traces (every observation of each trace)",
+        )
     root = roots[0]
     place = f"{root['_place']} (trace {trace_id})"
     told = Conversation()

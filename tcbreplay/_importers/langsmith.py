@@ -220,11 +220,40 @@ def _traces(runs: list[dict[str, Any]], label: str) -> tuple[list[Unmatched], st
                 f"{root['_place']}: the root run {root_id} of its trace has a parent in the "
                 f"file ({parent}): the runs' parents go round in a cycle"
             )
+        _check_descent(group, root_id, by_id)
         group.sort(key=lambda r: (str(r.get("dotted_order") or ""), str(r.get("start_time"))))
         traces.append(_trace(root, group, by_id))
         models |= {m for r in group if (m := _model_name(r))}
     traces.sort(key=lambda t: (str(t.began), t.line.sample_id))
     return traces, models.pop() if len(models) == 1 else None
+
+
+def _check_descent(
+    group: list[dict[str, Any]], root_id: str, by_id: dict[str, dict[str, Any]]
+) -> None:
+    """Refuse a trace holding a run that does not descend from its root run (its parents go
+    round, or one is not in the file): where it sits, and so its messages, is unknown (its
+    model call was left out, or taken for one inside another)."""
+    reached = {root_id}
+    for run in group:
+        path: list[str] = []
+        at = run
+        while str(at["id"]) not in reached:
+            path.append(str(at["id"]))
+            parent = at.get("parent_run_id")
+            if parent is None or str(parent) not in by_id or str(parent) in path:
+                why = (
+                    "its parents go round in a cycle" if parent is not None and str(parent) in path
+                    else f"its parent {parent} is not in the file" if parent is not None
+                    else "it has no parent"
+                )  # fmt: skip
+                raise TraceError(
+                    f"{run['_place']}: run {run['id']} does not descend from its trace's root "
+                    f"run {root_id}: {why}",
+                    hint="export whole traces (every run of each trace)",
+                )
+            at = by_id[str(parent)]
+        reached.update(path)
 
 
 def _root_of(run: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:

@@ -212,6 +212,17 @@ def test_observations_whose_parents_go_round_are_refused(own):
         read("o.jsonl", data=data)
 
 
+def test_an_observation_whose_parent_is_not_in_the_file_is_refused():
+    """A generation whose parent was not exported came after the whole trace: the trace
+    imported without its question, exit 0."""
+    observations = rows()
+    generation = next(o for o in observations if o["type"] == "GENERATION")
+    generation["parent_observation_id"] = "ffffffffffffffff"
+    data = "".join(json.dumps(o) + "\n" for o in observations).encode()
+    with pytest.raises(TraceError, match="parent ffffffffffffffff is not in the file"):
+        read("o.jsonl", data=data)
+
+
 def test_an_observation_exported_twice_is_read_once_and_refused_when_it_differs():
     """An export repeated in one file gave a trace its messages twice."""
     observations = rows()

@@ -219,6 +219,21 @@ def test_a_root_run_whose_parent_is_in_the_trace_is_refused(own):
         langsmith.read(TraceFile("runs.jsonl", data=data), None)
 
 
+@pytest.mark.parametrize("cut", ["cycle", "missing"])
+def test_a_run_that_does_not_descend_from_its_root_is_refused(cut):
+    """A model run and its LLM run made each other's parent (or the model run's parent not
+    in the file) imported the trace without its question and first call, exit 0."""
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    root = next(r for r in runs if not r.get("parent_run_id"))
+    model = next(r for r in runs if r.get("parent_run_id") == root["id"] and r["name"] == "model")
+    llm = next(r for r in runs if r.get("parent_run_id") == model["id"])
+    model["parent_run_id"] = llm["id"] if cut == "cycle" else "0" * 8 + model["id"][8:]
+    data = "".join(json.dumps(r) + "\n" for r in runs).encode()
+    said = "its parents go round in a cycle" if cut == "cycle" else "is not in the file"
+    with pytest.raises(TraceError, match=f"does not descend from its trace's root run .*{said}"):
+        langsmith.read(TraceFile("runs.jsonl", data=data), None)
+
+
 def test_a_tool_result_without_its_call_id_answers_the_first_open_call_of_its_name(tmp_path):
     """A tool traced outside LangChain (``@traceable``) names no call id."""
     runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
