@@ -845,6 +845,7 @@ def finish_run(
             if r["status"] != "ok":
                 key = r["error_type"] or r["status"]
                 error_types[key] = error_types.get(key, 0) + 1
+        before = writer.manifest.get("totals") or {}
         tokens_in = [r["input_tokens"] for r in rows if r["input_tokens"] is not None]
         tokens_out = [r["output_tokens"] for r in rows if r["output_tokens"] is not None]
         totals: dict[str, Any] = {
@@ -855,7 +856,8 @@ def finish_run(
             "retries": sum(max(0, (r["attempts"] or 1) - 1) for r in rows),
             "input_tokens": sum(tokens_in) if tokens_in else None,
             "output_tokens": sum(tokens_out) if tokens_out else None,
-            "duration_s": round(duration, 3),
+            # (the run's: each recording's, resumed or not, added up as its tokens are)
+            "duration_s": round((before.get("duration_s") or 0) + duration, 3),
         }
         diverged = error_types.get("diverged", 0)
         if diverged:  # a replay's samples that diverged (counted among the errors)
@@ -874,7 +876,14 @@ def finish_run(
         if finish is not None and folded:
             ending.update(finish(rows, writer.manifest))
         finished_at = None
-        if folded:
+        before = getattr(writer, "before", None)
+        ended = {**writer.manifest, "status": status, "totals": totals, **ending}
+        if folded and before is not None and _same_but_times(ended, before):
+            # nothing recorded (a rerun of a finished recording): the manifest, which scorings'
+            # audit records hash, is put back as it was
+            writer.write_manifest(before)
+            finished_at = before.get("finished_at")
+        elif folded:
             finished_at = utcnow().isoformat()
             writer.update_manifest(status=status, finished_at=finished_at, totals=totals, **ending)
     finally:
@@ -894,6 +903,18 @@ def finish_run(
         error_types=error_types,
         finished_at=finished_at,
     )
+
+
+def _same_but_times(ended: dict[str, Any], before: dict[str, Any]) -> bool:
+    """Whether a manifest as a recording would end it differs from the one before it only in
+    its times (its finish, and the duration added to the totals)."""
+
+    def timeless(manifest: dict[str, Any]) -> dict[str, Any]:
+        totals = {k: v for k, v in (manifest.get("totals") or {}).items() if k != "duration_s"}
+        kept = {k: v for k, v in manifest.items() if k not in ("finished_at", "totals")}
+        return {**kept, "totals": totals}
+
+    return "finished_at" in before and timeless(ended) == timeless(before)
 
 
 def _short_of(rows: list[dict[str, Any]], ids: set[str], trials: int) -> bool:

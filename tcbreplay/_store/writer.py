@@ -105,7 +105,13 @@ class RunWriter:
             refuse_shards(path)
             if existing:  # before anything of it changes
                 self._check_unchanged()
-            fields = None if claim is None else claim(read_manifest(path))
+            # (the manifest as it was before this writer: a recording that records nothing
+            # puts it back as it was, see finish_run)
+            self.before: dict[str, Any] | None = None
+            fields = None
+            if claim is not None:
+                self.before = read_manifest(path)
+                fields = claim(self.before)
             if lock is None and isinstance(self._lock_fd, int):
                 sign_lock(self._lock_fd, path / LOCK)
             if isinstance(self._lock_fd, LeaseLock):  # on object storage: batches of lines
@@ -324,6 +330,7 @@ class ShardWriter(RunWriter):
                         hint=f"give every shard the same N; or {WAIT_HINT}",
                     )
                 fields = None if claim is None else claim(read_manifest(path))
+                self.before = None  # (the last shard to finish writes the manifest)
                 self._sign()  # (a shard refused leaves the run's lock as it was)
                 self._shard_fd = take_lock(path / shard_lock(shard))
                 journal = path / shard_journal(shard)

@@ -180,6 +180,27 @@ def test_resume_refuses_other_inputs(tmp_path):
     assert "exists with other inputs" in other.output
 
 
+def test_a_recording_that_records_nothing_leaves_the_manifest_as_it_was(tmp_path):
+    """A CI job's record step run again wrote a new finish time (and a duration of 0) into
+    the manifest, which the scoring's audit record hashes: audit verify failed, exit 1. A
+    resume adds its duration to the run's, as it adds its tokens."""
+    store = tmp_path / "traces"
+    args = ["record", "--model", "sim:seed=1", "--run-id", "x", "--store", str(store), "--quiet"]
+    runner = CliRunner()
+    assert runner.invoke(main, [*args, "--limit", "3"]).exit_code == 0
+    first = json.loads((store / "x" / "manifest.json").read_text())["totals"]["duration_s"]
+    assert runner.invoke(main, [*args, "--limit", "6"]).exit_code == 0  # three more
+    totals = json.loads((store / "x" / "manifest.json").read_text())["totals"]
+    assert totals["recorded"] == 6 and totals["duration_s"] > first > 0
+    assert runner.invoke(main, ["score", "x", "--store", str(store)]).exit_code == 0
+    manifest = (store / "x" / "manifest.json").read_bytes()
+    again = runner.invoke(main, [*args, "--limit", "6"])
+    assert again.exit_code == 0 and "nothing to record" in again.output
+    assert (store / "x" / "manifest.json").read_bytes() == manifest
+    verified = runner.invoke(main, ["audit", "verify", "x", "--store", str(store)])
+    assert verified.exit_code == 0, verified.output
+
+
 @pytest.mark.parametrize(
     ("drop", "missing"),
     [("dataset", "dataset"),
