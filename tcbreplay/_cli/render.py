@@ -67,7 +67,25 @@ class Grid:
     time_format: str = "%Y-%m-%d %H:%M:%S"  # how a table and markdown show a time
 
     def records(self) -> list[dict[str, Any]]:
-        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+        """The rows as objects, keyed by column; a name a column before took is given a
+        number (``status``, ``status_1``): two columns of one name (a join of two views)
+        were one key, the first's value lost."""
+        keys = unique_names(self.columns)
+        return [dict(zip(keys, row, strict=True)) for row in self.rows]
+
+
+def unique_names(columns: Sequence[str]) -> list[str]:
+    """``columns`` with each name that an earlier column took numbered (a number no other
+    column's name holds)."""
+    taken, seen, out = set(columns), set(), []
+    for name in columns:
+        key, n = name, 0
+        while key in seen or (key != name and key in taken):
+            n += 1
+            key = f"{name}_{n}"
+        seen.add(key)
+        out.append(key)
+    return out
 
 
 class Whole(str):

@@ -86,6 +86,17 @@ def test_json_format_is_an_array_of_row_objects(template):
     ]
 
 
+def test_columns_of_one_name_are_each_an_object_key(template):
+    """A join of two views holds two status columns: the JSON object kept the second only."""
+    root, run_id = template
+    query = ("select s.sample_id, s.status, t.status, 1 as status_1 from samples s join scores "
+             f"t using (run_id, sample_id, trial) where s.run_id = '{run_id}' limit 1")  # fmt: skip
+    [row] = sql_rows(root, query)
+    assert list(row) == ["sample_id", "status", "status_2", "status_1"]
+    lines = sql(root, query, "jsonl").stdout.splitlines()
+    assert list(json.loads(lines[0])) == list(row)
+
+
 def test_csv_format(template):
     root, _ = template
     result = sql(
