@@ -16,7 +16,7 @@ from typing import Any
 from tcbreplay import _json
 from tcbreplay._query.sql import QueryResult, run_sql
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import SCORES
+from tcbreplay._store.schema import DEFAULT_SCORING, SCORES
 from tcbreplay._store.views import queries_dir
 from tcbreplay.errors import QueryError
 
@@ -126,7 +126,13 @@ def run_named(
         store.open_run(params["run_id"])
     if isinstance(params.get("scoring"), str):  # a scoring no run holds: the same
         _check_scoring(store, params["scoring"], params.get("run_id"), name)
+    elif _READS_SCORES.search(query.sql):  # the scores view: the default scoring's
+        _check_scoring(store, DEFAULT_SCORING, params.get("run_id"), name)
     return run_sql(store, query.sql, params, timeout=timeout, memory_limit=memory_limit)
+
+
+# a query reading the scores view (the default scoring), not scores_all by a parameter
+_READS_SCORES = re.compile(r"\b(?:from|join)\s+scores\b(?!_)", re.IGNORECASE)
 
 
 def _check_scoring(store: Store, scoring: str, run_id: Any, name: str) -> None:

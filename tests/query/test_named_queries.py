@@ -506,6 +506,19 @@ def test_a_scoring_no_run_holds_is_an_error_not_an_empty_table(traces):
     assert one.exit_code == 2 and f"run '{run_id}' holds no scoring named 'nosuch'" in one.stderr
 
 
+def test_a_query_of_the_scores_view_on_a_run_never_scored_is_an_error(tmp_path):
+    """per_sample reads the default scoring's view: a run never scored answered 0 rows."""
+    root = tmp_path / "traces"
+    telecom = TEST_DATA / "tau2" / "gpt-4.1_telecom_sample.json"
+    assert cli("import", "--traces", telecom, "--run-id", "tel", "--store", root).exit_code == 0
+    result = cli("query", "per_sample", "-p", "run_id=tel", "--store", root)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: query per_sample: run 'tel' holds no scoring named")
+    assert cli("score", "tel", "--store", root).exit_code == 0
+    scored = cli("query", "per_sample", "-p", "run_id=tel", "--format", "json", "--store", root)
+    assert scored.exit_code == 0 and json.loads(scored.stdout)
+
+
 def test_tool_confusion_pairs_the_agents_calls_with_the_agents_gold(tmp_path):
     """τ²-bench's gold holds the user's calls too (dual control), numbered among the agent's:
     the agent's calls were set against the user's gold (toggle -> ping), and the positions
