@@ -487,12 +487,15 @@ def sigterm_as_ctrl_c() -> Iterator[Stopped]:
 
 
 def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InputError(f"{flag} {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = value
+        key = key.strip()
+        if key in out and out[key] != value:  # (the last one won, in silence)
+            raise InputError(f"{flag} {pair!r}: {key} is given twice ({key}={out[key]} too)")
+        out[key] = value
     return out
 
 

@@ -334,16 +334,26 @@ def test_record_without_an_api_key(store_dir, monkeypatch):
     assert_input_error(run_cli(args, store_dir), "GOOGLE_API_KEY is not set", "--model sim")
 
 
+TWICE = "--model-option 'error_rate=0.2': error_rate is given twice (error_rate=0.1 too)"
+
+
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [
         (["--benchmark", "nope"], "unknown benchmark 'nope'"),
         (["--model-option", "api_key=abc"], "secrets are not accepted"),
         (["--model-option", "novalue"], "expected KEY=VALUE"),
+        # (the last value won, in silence)
+        (["--model-option", "error_rate=0.1", "--model-option", "error_rate=0.2"], TWICE),
     ],
 )
 def test_record_refuses_other_bad_options(store_dir, extra, fragment):
     assert_input_error(run_cli(record_args(*extra), store_dir), fragment)
+
+
+def test_a_sim_setting_given_twice_is_refused(store_dir):
+    args = ["record", "--model", "sim:seed=3,seed=4", "--run-id", "twice", "--quiet"]
+    assert_input_error(run_cli(args, store_dir), "seed is given twice in sim:seed=3,seed=4")
 
 
 # a key is the value of this variable in the last case (its name, a secret's)

@@ -69,7 +69,12 @@ def parse_sim_options(text: str, options: Mapping[str, Any] | None = None) -> di
     """
     out = dict(_DEFAULTS)
     pairs = [(p, "sim option") for p in filter(None, (p.strip() for p in text.split(",")))]
-    given = {p.partition("=")[0].strip() for p, _ in pairs}
+    given: set[str] = set()
+    for part, _ in pairs:
+        key = part.partition("=")[0].strip()
+        if key in given:  # (the last one won, in silence, and named the run)
+            raise ModelError(f"sim option {part!r}: {key} is given twice in sim:{text}")
+        given.add(key)
     for key, value in (options or {}).items():
         if key in given:  # the model id names the run: it must not say another value
             raise ModelError(f"--model-option {key}={value}: {key} is given in sim:{text} too")
