@@ -331,6 +331,11 @@ class _Cli(KnownCommand, click.Group):
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
         except OSError as exc:
+            if isinstance(exc, BrokenPipeError) and _output_gone():
+                # the output's reader went away (| head): it read what it wanted. Exit 0,
+                # as when the output fit in the pipe before it left (exit 1 came or not by
+                # the timing of the two)
+                ctx.exit(0)
             # the place read or written failed (a disk full, a folder read-only), not
             # tcbreplay: one line naming it; the library names what it writes itself
             if exc.errno not in PLACE_ERRORS:
@@ -358,6 +363,23 @@ class _Cli(KnownCommand, click.Group):
             if found[1]:
                 click.echo(f"Hint: {_shown(found[1])}", err=True)
             ctx.exit(1)
+
+
+def _output_gone() -> bool:
+    """Whether this process's stdout or stderr is a pipe whose reader has gone (poll's error
+    on its writing end), not a pipe of the library's own (a child process's)."""
+    import select
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # (a test's capture, a closed stream)
+            continue
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+            return True
+    return False
 
 
 def _shown(text: str) -> str:

@@ -69,7 +69,7 @@ def test_a_closed_pipe_is_no_traceback(sim_run):
     proc.stdout.read(10)
     proc.stdout.close()
     stderr = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) in (0, 1, 120)
+    assert proc.wait(timeout=120) == 0  # (0 or 1 by the timing, before)
     assert "Traceback" not in stderr
 
 
