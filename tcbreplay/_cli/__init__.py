@@ -8,6 +8,7 @@ command is asked for (``COMMAND_MODULES`` in :mod:`tcbreplay._cli.common`).
 from __future__ import annotations
 
 import atexit
+import codecs
 import contextlib
 import os
 import sys
@@ -29,6 +30,7 @@ def run() -> None:
     way, traceback included.
     """
     sys.excepthook = _print_redacted
+    usable_streams()
     # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would
     # only spin (see BENCHMARKS.md)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -46,6 +48,42 @@ def run() -> None:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(code or 0)
+
+
+def usable_streams() -> None:
+    """stdout and stderr as every command can write them: one the shell closed (``>&-``) is
+    the null device (a traceback, exit 1, before: a record's run was stored all the same),
+    and one whose encoding cannot hold every character (``PYTHONIOENCODING=ascii``, a
+    ``C`` locale) writes the others as JSON's escapes (``\\u2014``), valid in a JSON string
+    and readable in a table (a UnicodeEncodeError's traceback, before)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:  # (opened at once: the file descriptor no file of a run takes)
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+            continue
+        encoding = str(getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+        if not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors=_ESCAPES)
+
+
+_ESCAPES = "tcbreplay-json-escapes"
+
+
+def _json_escapes(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out = []
+    for char in error.object[error.start : error.end]:
+        code = ord(char)
+        if code > 0xFFFF:  # a surrogate pair, as JSON writes it
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), error.end
+
+
+codecs.register_error(_ESCAPES, _json_escapes)
 
 
 def _print_redacted(

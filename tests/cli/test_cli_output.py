@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -718,3 +719,21 @@ def test_the_commands_suggested_name_a_store_with_a_space_as_one_argument(tmp_pa
         (line,) = [x for x in output.splitlines() if x.startswith("next: ")]
         words = shlex.split(line.removeprefix("next: "))
         assert words[-2:] == ["--store", str(store)]
+
+
+def test_closed_and_ascii_streams_are_written_without_a_traceback(monkeypatch):
+    """>&- left sys.stdout None (AttributeError traceback, exit 1); PYTHONIOENCODING=ascii
+    failed on the first '—' (UnicodeEncodeError). The console script makes both usable."""
+    from tcbreplay._cli import usable_streams
+
+    raw = io.BytesIO()
+    ascii_out = io.TextIOWrapper(raw, encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", None)
+    monkeypatch.setattr(sys, "stderr", ascii_out)
+    usable_streams()
+    assert sys.stdout is not None and sys.stdout.write("dropped") == 7
+    sys.stderr.write(json.dumps({"x": "é—😀"}, ensure_ascii=False))
+    sys.stderr.flush()
+    assert raw.getvalue() == b'{"x": "\\u00e9\\u2014\\ud83d\\ude00"}'
+    assert json.loads(raw.getvalue()) == {"x": "é—😀"}
+    sys.stdout.close()
