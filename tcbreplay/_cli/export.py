@@ -41,12 +41,13 @@ def export(run_id, output, fmt, store) -> None:
 
     The output format goes before the command: tcbreplay --format json export ..."""
     from tcbreplay._cli.render import Grid, Output
-    from tcbreplay._importers.export import export_traces, import_command
+    from tcbreplay._importers.export import check_export_folder, export_traces, import_command
     from tcbreplay._store.export import export_jsonl
     from tcbreplay._store.runs import Store
 
     store_ = Store(store)
     store_.check_output(output)
+    check_export_folder(Path(output), fmt)
     run = store_.open_run(run_id)
     if fmt == "tables":
         files = [str(path) for path in export_jsonl(run, output)]

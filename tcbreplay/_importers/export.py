@@ -95,6 +95,27 @@ def export_traces(
     return written
 
 
+# what each export writes (``tables``: the store's tables, see tcbreplay._store.export)
+_WRITES = {
+    "tables": {"samples.jsonl", "messages.jsonl", MANIFEST},
+    "otlp": {OTLP_TRACES, DATASET, TOOLS, MANIFEST},
+    **{fmt: {TRACES, DATASET, TOOLS, MANIFEST} for fmt in EXPORT_FORMATS if fmt != "otlp"},
+}
+
+
+def check_export_folder(out_dir: Path, fmt: str) -> None:
+    """Refuse a folder holding the files of another export that this one (``fmt``) would
+    leave beside its own: a manifest of one run beside the traces of another, in silence."""
+    other = set().union(*_WRITES.values()) - _WRITES.get(fmt, set())
+    left = sorted(name for name in other if (out_dir / name).exists())
+    if left:
+        raise InputError(
+            f"-o {out_dir}: it holds {', '.join(left)} of another export, which this one "
+            f"(--format {fmt}) would leave beside its own files",
+            hint="give an empty folder, or remove those files",
+        )
+
+
 class Dataset:
     """A run's dataset file, held as its text, its entries parsed as they are asked for (an
     entry is found by its id: the last line with that id)."""

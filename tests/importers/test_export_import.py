@@ -122,6 +122,20 @@ def test_tables_keep_the_old_export(recorded, tmp_path):
     assert first["trial"] == 0 and json.loads(first["metadata"]) == {"k": 0, "tags": ["a"]}
 
 
+def test_an_export_into_a_folder_of_another_export_is_refused(recorded, tmp_path):
+    """An export in another format beside an earlier one left the earlier traces beside the
+    new manifest: an uploaded artefact mixed two runs."""
+    out = tmp_path / "out"
+    assert cli("export", "rec", "-o", out, "--store", recorded).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    again = cli("export", "rec", "-o", out, "--store", recorded)  # the same export: replaced
+    assert again.exit_code == 0, again.output
+    other = cli("export", "rec", "-o", out, "--format", "otlp", "--store", recorded)
+    assert other.exit_code == 2
+    assert other.stderr.startswith(f"Error: -o {out}: it holds traces.jsonl of another export")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 @pytest.mark.parametrize(
     "fmt",
     ["langchain",
