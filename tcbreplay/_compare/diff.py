@@ -31,6 +31,7 @@ from tcbreplay._score.results import (
 )
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES
+from tcbreplay._store.views import shown_status
 from tcbreplay.errors import InputError
 
 if TYPE_CHECKING:
@@ -404,8 +405,9 @@ def _run_warnings(which: str, run: Any) -> list[str]:
         out.append(f"{which} ({run.run_id}): {missing} samples of its dataset are missing from "
                    "its traces")  # fmt: skip
     # finished: every sample recorded or imported, or those a --limit / --sample-id asked for
-    if run.status not in ("complete", "imported", "partial"):
-        out.append(f"{which} ({run.run_id}) is {run.status}: not every sample was recorded")
+    status = shown_status(run) or run.status  # (interrupted, not recording, once none writes)
+    if status not in ("complete", "imported", "partial"):
+        out.append(f"{which} ({run.run_id}) is {status}: not every sample was recorded")
     return out
 
 

@@ -11,7 +11,6 @@ the default (the metric spec, docs/metrics.md; :mod:`tcbreplay._score.scorers.de
 from __future__ import annotations
 
 import shlex
-import warnings
 from collections.abc import Generator
 from contextlib import ExitStack
 from typing import Any
@@ -52,7 +51,7 @@ from tcbreplay._store.schema import (
 from tcbreplay._store.shards import SELECTION, finish_hint, shard_command, shard_progress
 from tcbreplay._store.views import connect, connect_tables, query_text, shown_status
 from tcbreplay._version import __version__
-from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
+from tcbreplay.errors import InputError, StoreError
 
 
 def score_run(
@@ -302,14 +301,7 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
     """Refuse runs with nothing stored, and unfinished runs unless allowed; say so when
     finished samples wait in the journal, where scoring does not read."""
     status = shown_status(run) or run.status
-    waiting = run.unfolded_records()
-    where, folder = _journal_place(run)
-    journal = (
-        f"{waiting} finished samples wait in {where}, which {folder} folds into the Parquet "
-        "files that scoring reads"
-        if waiting
-        else ""
-    )
+    journal = _waiting(run)
     if not run.has_data():
         raise StoreError(
             f"run {run.run_id!r} has no stored samples yet (status {status})"
@@ -321,11 +313,18 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
             f"run {run.run_id!r} is {status}: not every sample was recorded",
             hint=f"{finish_hint(run)}; or score what is there with: {_incomplete_score(run)}",
         )
-    if journal:
-        warnings.warn(
-            TcbReplayWarning(f"{journal}; run {run.run_id!r} is scored without them"),
-            stacklevel=2,
-        )
+
+
+def _waiting(run: Run) -> str:
+    """What finished samples wait in the run's journal, unread by scoring ('' for none)."""
+    waiting = run.unfolded_records()
+    if not waiting:
+        return ""
+    where, folder = _journal_place(run)
+    return (
+        f"{waiting} finished samples wait in {where}, which {folder} folds into the Parquet "
+        "files that scoring reads"
+    )
 
 
 def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
@@ -366,6 +365,9 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
             + ": these metrics do not measure the model alone"
             + ("" if imported else again)
         )
+    journal = _waiting(run)
+    if journal:  # (a killed recording's: in the result's warnings, as the others are)
+        out.append(f"{journal}; run {run.run_id!r} is scored without them")
     total = (run.manifest.get("totals") or {}).get("samples")
     if status == "partial":
         out.append(

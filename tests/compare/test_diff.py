@@ -480,6 +480,21 @@ def pair_copy(pair, tmp_path) -> Path:
     return root
 
 
+def test_a_run_whose_writer_was_killed_is_said_interrupted_not_recording(pair, pair_copy):
+    """diff called it "recording" (its manifest's word), as if a process still wrote it,
+    where runs and score say interrupted."""
+    root = pair_copy
+    manifest_path = root / pair.b / "manifest.json"
+    manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()),
+                                         "status": "recording"}))  # fmt: skip
+    result = cli("diff", pair.a, pair.b, "--bootstrap", 10, "--format", "json", "--store", root)
+    assert result.exit_code == 0, result.output
+    said = f"B ({pair.b}) is interrupted: not every sample was recorded"
+    assert said in json.loads(result.stdout)["warnings"]
+    manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()),
+                                         "status": "complete"}))  # fmt: skip
+
+
 def test_errors_a_run_that_did_not_finish_and_samples_left_out_are_said(pair, pair_copy):
     """(A run whose every sample crashed compared as unchanged, in silence; the samples of
     one run only were named in json alone.)"""
