@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, complete_run_id, emit, main
+from tcbreplay.errors import InputError
 
 
 @main.command()
@@ -121,22 +124,24 @@ def score(
     from tcbreplay._score.run import score_run
     from tcbreplay._store.runs import Store
 
+    options = ScoreOptions(
+        scorer=scorer,
+        rel_tol=rel_tol,
+        abs_tol=abs_tol,
+        strings=strings,
+        types=types,
+        roles=parse_roles(roles),
+        only=parse_names(only, "--only"),
+        without=parse_names(without, "--without"),
+        gold_run=gold_run,
+        side=side,
+    )
+    _check_dashboard(dashboard, options)
     with working(f"scoring {run_id} …"):
         result = score_run(
             Store(store),
             run_id,
-            ScoreOptions(
-                scorer=scorer,
-                rel_tol=rel_tol,
-                abs_tol=abs_tol,
-                strings=strings,
-                types=types,
-                roles=parse_roles(roles),
-                only=parse_names(only, "--only"),
-                without=parse_names(without, "--without"),
-                gold_run=gold_run,
-                side=side,
-            ),
+            options,
             allow_incomplete=allow_incomplete,
             dashboard=dashboard,
             engine=engine,
@@ -152,3 +157,25 @@ def score(
         for warning in result.warnings:
             click.echo(f"Warning: {warning}", err=True)
     emit(output, fmt)
+
+
+def _check_dashboard(dashboard: str, options: Any) -> None:
+    """Refuse a --dashboard given with options whose scoring writes no dashboard file (it
+    holds the original benchmark's metrics of every agent call against the dataset's gold):
+    the file was left out in silence."""
+    source = click.get_current_context().get_parameter_source("dashboard")
+    if dashboard == "none" or source is not click.core.ParameterSource.COMMANDLINE:
+        return
+    given = (
+        ("--scorer bfcl", options.scorer == "bfcl"),
+        ("--only/--without", options.focused),
+        ("--gold-run", options.gold_run is not None),
+        (f"--side {options.side}", options.side != "agent"),
+    )
+    why = [flag for flag, on in given if on]
+    if why:
+        raise InputError(
+            f"--dashboard {dashboard}: a scoring with {why[0]} writes no dashboard file (it "
+            "holds the benchmark's metrics of every agent call against the dataset's gold)",
+            hint="leave --dashboard out, or score without " + why[0],
+        )

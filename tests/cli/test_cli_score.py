@@ -364,6 +364,19 @@ def test_dashboard_none_writes_no_file(sim_copy):
     assert not (root / run_id / "evaluations").exists()
 
 
+def test_a_dashboard_asked_of_a_scoring_that_writes_none_is_refused(sim_copy):
+    """--dashboard all with --only was left out in silence (dashboard_file null, no
+    warning); without --dashboard, --only scores as before."""
+    root, run_id = sim_copy
+    refused = cli("score", run_id, "--only", "add_numbers", "--dashboard", "all",
+                  "--store", str(root))  # fmt: skip
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith(
+        "Error: --dashboard all: a scoring with --only/--without writes no dashboard file"
+    )
+    assert score_json(root, run_id, "--only", "add_numbers")["dashboard_file"] is None
+
+
 def test_other_tolerances_get_their_own_folder(sim_copy):
     root, run_id = sim_copy
     default = score_json(root, run_id)
