@@ -13,6 +13,7 @@ hold terminal escapes, which would otherwise reach the terminal.
 
 from __future__ import annotations
 
+import base64
 import csv
 import datetime as dt
 import io
@@ -556,7 +557,25 @@ def _rows_text(frame: pl.DataFrame, indent: int | None) -> str:
 def _json_default(value: Any) -> Any:
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
+    if isinstance(value, dt.timedelta):  # (Python's text, "1 day, 0:00:00", before)
+        return iso_duration(value)
+    if isinstance(value, bytes | bytearray | memoryview):  # (Python's repr, "b'ab'", before)
+        return base64.b64encode(bytes(value)).decode()
     return str(value)
+
+
+def iso_duration(value: dt.timedelta) -> str:
+    """An interval as ISO 8601 writes a duration (``P1DT1H30M``, ``PT0.5S``, ``-PT2S``)."""
+    sign = "-" if value < dt.timedelta(0) else ""
+    micros = abs(value) // dt.timedelta(microseconds=1)
+    days, rest = divmod(micros, 86_400 * 10**6)
+    hours, rest = divmod(rest, 3_600 * 10**6)
+    minutes, rest = divmod(rest, 60 * 10**6)
+    seconds = f"{rest // 10**6}.{rest % 10**6:06d}".rstrip("0").rstrip(".") if rest else ""
+    time = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n)
+    time += f"{seconds}S" if seconds else ""
+    text = (f"{days}D" if days else "") + (f"T{time}" if time else "")
+    return f"{sign}P{text or 'T0S'}"
 
 
 def _finite(obj: Any) -> Any:

@@ -215,7 +215,7 @@ class MaxErrors:
         try:
             if raw.endswith("%"):
                 return cls._fraction(float(raw[:-1]) / 100, raw)
-            if re.fullmatch(r"[0-9]+", raw):
+            if re.fullmatch(r"-?[0-9]+", raw):  # (-1: a count, not a fraction, refused)
                 return cls._count(int(raw), raw)
             return cls._fraction(float(raw), raw)
         except ValueError:

@@ -97,6 +97,16 @@ def test_columns_of_one_name_are_each_an_object_key(template):
     assert list(json.loads(lines[0])) == list(row)
 
 
+def test_intervals_and_blobs_are_json_values_not_pythons_text(template):
+    """An interval was "1 day, 0:00:00" and a blob "b'ab'" (Python's str and repr)."""
+    root, _ = template
+    query = ("select interval 90 minute a, interval 1 day b, interval '1.5 seconds' c, "
+             "-interval 2 second d, interval 0 second e, '\\x61\\x62'::blob f")  # fmt: skip
+    assert sql_rows(root, query) == [
+        {"a": "PT1H30M", "b": "P1D", "c": "PT1.5S", "d": "-PT2S", "e": "PT0S", "f": "YWI="}
+    ]
+
+
 def test_csv_format(template):
     root, _ = template
     result = sql(
