@@ -603,3 +603,21 @@ def test_a_genai_message_whose_calls_would_be_lost_is_refused(change, said, tmp_
     assert result.exit_code == 2, result.output
     assert "gen_ai.output.messages" in result.stderr and said in result.stderr, result.stderr
     assert not (store / "bad").exists()
+
+
+def test_a_tool_run_that_answers_no_call_is_warned_of(recwarn):
+    """An execute_tool span whose call id no model answer names was left out in silence."""
+
+    def mistyped(spans):
+        for a in spans[1]["attributes"]:
+            if a["key"] == "gen_ai.tool.call.id":
+                a["value"] = {"stringValue": "zz"}
+
+    with pytest.warns(TcbReplayWarning) as caught:
+        otlp.read(TraceFile("t.jsonl", data=_one_trace(mistyped)), None)
+    [said] = [str(w.message) for w in caught]
+    assert said.startswith("t.jsonl: trace ")
+    assert "1 tool runs answer no call its model made, left out of the sample's messages: " in said
+    assert said.endswith("(zz)")
+    otlp.read(TraceFile("t.jsonl", data=_one_trace(lambda spans: None)), None)
+    assert not [w for w in recwarn if isinstance(w.message, TcbReplayWarning)]

@@ -225,7 +225,17 @@ def build(group: Group, sample_by: str, label: str) -> Built:
         turns.append(genai.turn(group.root, place))  # an agent that never called its model
     turns.sort(key=lambda t: (t.start, t.span_id))
     runs.sort(key=lambda r: (r.start, r.span_id))
-    entries = conversation(turns, runs)
+    unmatched: list[ToolRun] = []
+    entries = conversation(turns, runs, unmatched)
+    if unmatched:  # (a tool the agent ran without its model asking, or a call id mistyped)
+        named = ", ".join(f"{r.name} ({r.call_id or 'no call id'})" for r in unmatched[:3])
+        warnings.warn(
+            TcbReplayWarning(
+                f"{place}: {len(unmatched)} tool runs answer no call its model made, left out "
+                f"of the sample's messages: {named}" + (" ..." if len(unmatched) > 3 else "")
+            ),
+            stacklevel=2,
+        )
     root = group.root
     input_text = next((e.message.text for e in entries if e.message.role == "user"), None)
     if input_text is None:
@@ -321,9 +331,12 @@ class Entry:
     run: ToolRun | None = None
 
 
-def conversation(turns: Sequence[Turn], runs: Sequence[ToolRun]) -> list[Entry]:
+def conversation(
+    turns: Sequence[Turn], runs: Sequence[ToolRun], unmatched: list[ToolRun] | None = None
+) -> list[Entry]:
     """The model calls' messages as one conversation, tool results from the tool runs (see
-    the module docstring)."""
+    the module docstring); ``unmatched`` is given the runs that answer no call the model
+    made (left out of the conversation)."""
     out: list[Entry] = []
     keys: list[tuple[Any, ...]] = []
     for t in turns:
@@ -337,7 +350,7 @@ def conversation(turns: Sequence[Turn], runs: Sequence[ToolRun]) -> list[Entry]:
             keys.append(m.key())
     if not any(e.message.calls for e in out) and runs:
         return _from_runs(out, runs)
-    return _with_results(out, runs)
+    return _with_results(out, runs, [] if unmatched is None else unmatched)
 
 
 def _overlap(laid: list[tuple[Any, ...]], sent: list[tuple[Any, ...]]) -> int:
@@ -351,15 +364,19 @@ def _overlap(laid: list[tuple[Any, ...]], sent: list[tuple[Any, ...]]) -> int:
     return 0
 
 
-def _with_results(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
+def _with_results(
+    out: list[Entry], runs: Sequence[ToolRun], unmatched: list[ToolRun]
+) -> list[Entry]:
     """``out`` with each call no tool message answers answered by its tool run (by call id,
-    else the next run of that tool), and each tool message given its run (for latency)."""
+    else the next run of that tool), and each tool message given its run (for latency);
+    the runs that answer no call go to ``unmatched``."""
     by_id = {r.call_id: r for r in runs if r.call_id}
     unnamed: dict[str, list[ToolRun]] = {}
     for r in runs:
         if not r.call_id:
             unnamed.setdefault(r.name, []).append(r)
     answered = {e.message.call_id for e in out if e.message.role == "tool"}
+    used: set[int] = set()  # (the runs that answer a call)
     result: list[Entry] = []
     k = 0
     while k < len(out):
@@ -375,13 +392,17 @@ def _with_results(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
             result.append(tool)
             k += 1
         for call in e.message.calls:
-            if call.id is not None and call.id in answered:
-                continue
             run = by_id.get(call.id) if call.id else None
             if run is None and unnamed.get(call.name):
                 run = unnamed[call.name].pop(0)
+            if run is not None:
+                used.add(id(run))
+            if call.id is not None and call.id in answered:
+                continue
             if run is not None and (run.result is not None or run.error):
                 result.append(Entry(_result(run, call.id), run=run))
+    used.update(id(e.run) for e in result if e.run is not None)
+    unmatched.extend(r for r in runs if id(r) not in used)
     return result
 
 
