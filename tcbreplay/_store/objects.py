@@ -30,6 +30,7 @@ wildcard, which fsspec and DuckDB would take for a pattern (:data:`WILDCARDS`).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
 import os
@@ -368,7 +369,7 @@ def _asks_once(base: Any) -> Any:
     class AsksOnce(base):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self._details: dict[str, dict[str, Any]] = {}
+            self._details: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
         async def _info(
             self, path: str, bucket: Any = None, key: Any = None, refresh: bool = False,
@@ -379,10 +380,15 @@ def _asks_once(base: Any) -> Any:
                 return cast(dict[str, Any], await super()._info(path, refresh=refresh,
                                                                 version_id=version_id))  # fmt: skip
             name = self._strip_protocol(path)
-            found = self._details.get(name)
-            if found is None:
-                found = self._details[name] = await super()._info(path)
-            return found
+            asking = self._details.get(name)
+            if asking is None:  # (DuckDB's threads ask at once: one request, all wait for it)
+                asking = self._details[name] = asyncio.ensure_future(super()._info(path))
+            try:
+                return cast(dict[str, Any], await asyncio.shield(asking))
+            except BaseException:
+                if self._details.get(name) is asking:  # an absence, a failure: asked again
+                    del self._details[name]
+                raise
 
     AsksOnce.__name__ = AsksOnce.__qualname__ = f"{base.__name__}AsksOnce"
     return AsksOnce
