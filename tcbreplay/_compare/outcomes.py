@@ -15,6 +15,7 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -49,6 +50,11 @@ class Outcomes:
     frame: pl.DataFrame  # sample_id, trial, outcome
 
 
+class NoOutcome(InputError):
+    """A run whose samples carry no outcome to read (no metadata; none given and no numeric
+    reward), as opposed to an outcome that cannot be read."""
+
+
 def read_outcomes(run: Run, expression: str | None = None) -> Outcomes:
     """The outcome of every sample and trial of ``run``: ``expression`` over its metadata,
     or by default ``abs(reward - 1) <= 1e-6`` (τ-bench's and τ²-bench's success) when some
@@ -60,9 +66,10 @@ def read_outcomes(run: Run, expression: str | None = None) -> Outcomes:
     con = connect(runs=[run], with_scores=False)
     try:
         (structure,) = con.execute(query_text("outcome_structure")).fetchone() or (None,)
-        fields = json.loads(structure) if structure else None
+        fields = _signed(json.loads(structure)) if structure else None
+        structure = json.dumps(fields) if structure else structure
         if not isinstance(fields, dict) or not fields:
-            raise InputError(
+            raise NoOutcome(
                 f"run {run.run_id!r}: its samples carry no metadata, so there is no outcome "
                 "to compare the metrics with",
                 hint="import traces whose samples carry one, such as τ-bench's reward",
@@ -99,10 +106,21 @@ def read_outcomes(run: Run, expression: str | None = None) -> Outcomes:
     return Outcomes(expression=expression, frame=frame)
 
 
+def _signed(structure: Any) -> Any:
+    """A metadata structure with its unsigned integers (DuckDB's type for JSON integers of
+    0 and more) read as signed ones: ``reward - 1`` of a reward 0 overflowed (UBIGINT), and
+    the default outcome failed on rewards written 0 and 1."""
+    if isinstance(structure, dict):
+        return {k: _signed(v) for k, v in structure.items()}
+    if isinstance(structure, list):
+        return [_signed(v) for v in structure]
+    return "HUGEINT" if structure == "UBIGINT" else structure
+
+
 def _default(run: Run, fields: dict) -> str:
     if fields.get("reward") in _NUMERIC:
         return DEFAULT_OUTCOME
-    raise InputError(
+    raise NoOutcome(
         f"run {run.run_id!r}: no outcome given, and its samples' metadata has no numeric "
         "reward; give --outcome FIELD or --outcome EXPRESSION",
         hint=f"metadata fields: {', '.join(sorted(fields))} (such as --outcome "

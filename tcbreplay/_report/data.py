@@ -15,6 +15,7 @@ the numbers still count every row (:mod:`tcbreplay._report.calls`).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay._compare.diff import by_sample, diff_runs
-from tcbreplay._compare.outcomes import read_outcomes
+from tcbreplay._compare.outcomes import NoOutcome, read_outcomes
 from tcbreplay._compare.resampling import ResampleSums, ratio
 from tcbreplay._compare.validity import Validity, scores_validity
 from tcbreplay._report.calls import Call, keyed, load_calls
@@ -35,7 +36,7 @@ from tcbreplay._score.results import read_summary, refuse_repeated_rows
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SAMPLES_SCHEMA, SCORES, SCORES_SCHEMA
-from tcbreplay.errors import InputError, TcbReplayError
+from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
 
 METRICS = ("tsa", "tp", "ahr")
 N_BOOT = 1000
@@ -284,9 +285,12 @@ def run_validity(
         result = scores_validity(
             frame, outcomes, run_id=run.run_id, scoring="spec", n_boot=n_boot, seed=seed
         )
-    except InputError:
+    except InputError as exc:
         if outcome is not None:
             raise
+        if not isinstance(exc, NoOutcome):  # the samples' own outcome, unreadable: said
+            warnings.warn(TcbReplayWarning(f"no validity panel for run {run.run_id!r}: {exc}"),
+                          stacklevel=2)  # fmt: skip
         return None, None
     rows = frame.with_columns(pl.col("trial").cast(pl.Int64)).join(
         outcomes.frame, on=["sample_id", "trial"]

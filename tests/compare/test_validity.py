@@ -395,3 +395,38 @@ def test_the_report_shows_the_outcome_metrics_beside_the_three(tau_store, tmp_pa
     assert "exact ↑" in board and "write exact ↑" in board
     assert f'<td class="num">{summary["exact"]:.3f}</td>' in board
     assert f'<td class="num">{summary["write_exact"]:.3f}</td>' in board
+
+
+def test_rewards_written_as_integers_take_the_default_outcome(tmp_path):
+    """Rewards 0 and 1 as JSON integers read as unsigned (UBIGINT): reward - 1 overflowed
+    on 0, validity exited 2 and the report left its panel out in silence."""
+    dataset = tmp_path / "ds.json"
+    dataset.write_text(json.dumps([
+        {"id": f"s{k}", "input": "hi", "target": [{"name": "list_items", "args": {}}]}
+        for k in range(2)
+    ]))  # fmt: skip
+    call = {"id": "c1", "type": "function", "function": {"name": "list_items", "arguments": "{}"}}
+    called = {"role": "assistant", "content": None, "tool_calls": [call]}
+    traces = tmp_path / "tr.jsonl"
+    traces.write_text(
+        json.dumps({"sample_id": "s0", "messages": [{"role": "user", "content": "hi"}, called],
+                    "metadata": {"reward": 1}}) + "\n"
+        + json.dumps({"sample_id": "s1", "messages": [{"role": "user", "content": "hi"},
+                      {"role": "assistant", "content": "no"}], "metadata": {"reward": 0}}) + "\n"
+    )  # fmt: skip
+    store = tmp_path / "st"
+    imported = cli("import", "--store", store, "--format", "openai", "--dataset", dataset,
+                   "--tools", "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS",
+                   "--traces", traces, "--run-id", "r")  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    result = cli("validity", "r", "--format", "json", "--store", store)
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["outcome"] == "abs(reward - 1) <= 1e-6" and (
+        found["n_true"],
+        found["n_false"],
+    ) == (1, 1)
+    assert (found["metrics"]["tp"]["auc"], found["metrics"]["tp"]["r"]) == (1.0, 1.0)
+    report = cli("report", "r", "-o", tmp_path / "r.html", "--store", store)
+    assert report.exit_code == 0, report.output
+    assert "Does a metric track success" in (tmp_path / "r.html").read_text()
