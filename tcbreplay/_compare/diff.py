@@ -402,8 +402,8 @@ def _run_warnings(which: str, run: Any) -> list[str]:
             "score with the calls made before the error"
         )
     if isinstance(missing, int) and missing > 0:  # an import's samples no trace held
-        out.append(f"{which} ({run.run_id}): {missing} samples of its dataset are missing from "
-                   "its traces")  # fmt: skip
+        out.append(f"{which} ({run.run_id}): {missing} samples and trials of its dataset are "
+                   "missing from its traces")  # fmt: skip
     # finished: every sample recorded or imported, or those a --limit / --sample-id asked for
     status = shown_status(run) or run.status  # (interrupted, not recording, once none writes)
     if status not in ("complete", "imported", "partial"):

@@ -849,5 +849,5 @@ def test_an_imports_missing_samples_are_said_missing_not_ended_in_error(tmp_path
                    run_id, "--store", store)  # fmt: skip
         assert made.exit_code == 0, made.output
     warnings = diff_json(store, "a", "b")["warnings"]
-    assert "A (a): 2 samples of its dataset are missing from its traces" in warnings
+    assert "A (a): 2 samples and trials of its dataset are missing from its traces" in warnings
     assert not any("ended in error" in w for w in warnings), warnings
