@@ -365,9 +365,6 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
             + ": these metrics do not measure the model alone"
             + ("" if imported else again)
         )
-    journal = _waiting(run)
-    if journal:  # (a killed recording's: in the result's warnings, as the others are)
-        out.append(f"{journal}; run {run.run_id!r} is scored without them")
     total = (run.manifest.get("totals") or {}).get("samples")
     if status == "partial":
         out.append(
@@ -383,6 +380,9 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         # (a run cut short before its manifest had its totals says how many it holds)
         of = f" of {total}" if isinstance(total, int) else ""
         out.append(f"run {status}: {n}{of} samples recorded, scored as they are")
+    journal = _waiting(run)
+    if journal:  # (a killed recording's: in the result's warnings, as the others are)
+        out.append(f"{journal}; run {run.run_id!r} is scored without them")
     return out
 
 

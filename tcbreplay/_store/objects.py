@@ -30,7 +30,6 @@ wildcard, which fsspec and DuckDB would take for a pattern (:data:`WILDCARDS`).
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import functools
 import os
@@ -369,7 +368,7 @@ def _asks_once(base: Any) -> Any:
     class AsksOnce(base):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self._details: dict[str, asyncio.Future[dict[str, Any]]] = {}
+            self._details: dict[str, Any] = {}  # (path: the future of its details)
 
         async def _info(
             self, path: str, bucket: Any = None, key: Any = None, refresh: bool = False,
@@ -379,6 +378,8 @@ def _asks_once(base: Any) -> Any:
             if refresh or version_id is not None:
                 return cast(dict[str, Any], await super()._info(path, refresh=refresh,
                                                                 version_id=version_id))  # fmt: skip
+            import asyncio  # (s3fs's loop runs it; a command on a local store never needs it)
+
             name = self._strip_protocol(path)
             asking = self._details.get(name)
             if asking is None:  # (DuckDB's threads ask at once: one request, all wait for it)

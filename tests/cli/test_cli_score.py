@@ -501,9 +501,9 @@ def test_samples_waiting_in_the_journal_are_named(sim_copy):
     assert data["n_samples"] == 94
     # (under warnings, as the docs say of JSON; it was on stderr only)
     assert data["warnings"] == [
+        "run interrupted: 94 of 94 samples recorded, scored as they are",
         "3 finished samples wait in journal.jsonl, which `record --resume` folds into "
         f"the Parquet files that scoring reads; run {run_id!r} is scored without them",
-        "run interrupted: 94 of 94 samples recorded, scored as they are",
     ]
     assert result.stderr == ""
 
@@ -530,7 +530,7 @@ def test_samples_waiting_in_shard_journals_are_named(sim_copy):
     _samples_waiting(root / run_id, "journal-2-of-2.jsonl", 2)
     result = cli("score", run_id, "--store", str(root), "--allow-incomplete", "--format", "json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["warnings"][0].startswith(
+    assert json.loads(result.stdout)["warnings"][-1].startswith(
         "2 finished samples wait in the shards' journals (journal-I-of-N.jsonl), which "
         "the last shard to finish folds into the Parquet files that scoring reads"
     )
