@@ -144,6 +144,12 @@ bench-scale: install
 bench-s3: install
 	$(BIN)/python -m bench.s3_bench
 
+# Requests per command on object storage (not part of `make test`): the 1k run of `make bench`
+# on moto's S3 server on loopback, each command once, its requests counted by method.
+.PHONY: bench-s3-requests
+bench-s3-requests: install
+	$(BIN)/python -m bench.s3_requests
+
 # Scoring with gold rules on every sample (not part of `make test`): the 1M run of `make bench`
 # and the same run with accept lists and order-free groups, `tcbreplay score` timed on both,
 # a slice of the second checked against the plain-Python spec; appended to BENCHMARKS.md.
