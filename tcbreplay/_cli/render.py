@@ -427,10 +427,11 @@ def _is_atomic(rows: Sequence[Sequence[Any]], i: int) -> bool:
     )
 
 
-def table_cell(value: Any, grid: Grid, limit: int | None = None) -> str:
-    """A value as a table or markdown cell shows it (on one line, control characters
-    escaped); text longer than twice ``limit`` keeps its first and last ``limit``
-    characters around an ellipsis (enough for any cut of a cell ``limit`` wide)."""
+def table_cell(value: Any, grid: Grid, limit: int | None = None, lines: str = " ") -> str:
+    """A value as a table or markdown cell shows it (on one line, its lines joined by
+    ``lines``, control characters escaped); text longer than twice ``limit`` keeps its
+    first and last ``limit`` characters around an ellipsis (enough for any cut of a cell
+    ``limit`` wide)."""
     if value is None:
         return grid.null
     if isinstance(value, float):
@@ -442,7 +443,7 @@ def table_cell(value: Any, grid: Grid, limit: int | None = None) -> str:
     text = str(value)
     if limit is not None and len(text) > 2 * limit + 1 and not isinstance(value, (int, Whole)):
         text = text[:limit] + "…" + text[-limit:]
-    return printable(" ".join(text.splitlines()))
+    return printable(lines.join(text.splitlines()))
 
 
 # ---------------------------------------------------------------- markdown, csv, json
@@ -451,8 +452,8 @@ def table_cell(value: Any, grid: Grid, limit: int | None = None) -> str:
 def grid_markdown(grid: Grid) -> str:
     """A GitHub-flavoured Markdown table, title above and caption below, cells in full."""
 
-    def cell(value: Any) -> str:
-        return table_cell(value, grid).replace("\\", "\\\\").replace("|", "\\|")
+    def cell(value: Any) -> str:  # (a line break as GitHub's tables take one: <br>)
+        return table_cell(value, grid, lines="<br>").replace("\\", "\\\\").replace("|", "\\|")
 
     numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
     lines = [f"**{printable(grid.title)}**", ""] if grid.title else []

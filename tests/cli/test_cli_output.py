@@ -399,6 +399,14 @@ def test_a_long_cell_is_cut_before_it_is_drawn():
     assert cells[0].startswith("aaa") and cells[0].endswith("a") and "…" in cells[0]
 
 
+def test_a_markdown_cell_keeps_its_line_breaks():
+    """The docs say cells in full: a line break became a space."""
+    from tcbreplay._cli.render import Grid, grid_markdown
+
+    text = grid_markdown(Grid(["x", "y"], [("a\nb|c", "p\\q")]))
+    assert text.splitlines()[2] == "| a<br>b\\|c | p\\\\q |"
+
+
 def _drawn(grid, **kwargs) -> str:
     from tcbreplay._cli.render import print_grids
 
