@@ -9,12 +9,14 @@ take, are agent behaviour to be scored; only traces that cannot be read are refu
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tcbreplay._importers import registry
 from tcbreplay._importers.dialect import SourceTraces, TraceFile, TraceLine
+from tcbreplay._importers.export import OTLP_TRACES, TRACES
 from tcbreplay._importers.sniff import sniff
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
@@ -23,7 +25,7 @@ from tcbreplay._machine import collector_paused
 from tcbreplay._secrets import refuse_model_secrets, scrub, scrub_json
 from tcbreplay._store.files import names_a_file
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
+from tcbreplay._store.schema import MANIFEST, new_manifest, row_index, sample_record, utcnow
 from tcbreplay.errors import InputError, TcbReplayError, TraceError
 
 
@@ -110,16 +112,23 @@ def _import(
             )
     source = dialect.read(file, inputs, **options)
     inputs = _named(inputs or _inputs_of(source, fmt, tools), source, fmt)
+    exported = _exported_run(path)
+    if exported is not None and source.benchmark is None:  # export's folder: its run's names
+        benchmark = exported["benchmark"]
+        inputs = replace(inputs, name=str(benchmark["name"]),
+                         title=str(benchmark.get("title") or inputs.title))  # fmt: skip
     records = _records(run_id, inputs.dataset, source.lines, path.name)
     trials = max(r["trial"] for r in records) + 1
     now = utcnow().isoformat()
     # a model name read from the traces is kept without a secret it may hold (?api_key=...)
-    label = model or scrub("model", source.model) or "unknown"
+    recorded = (exported or {}).get("model") or {}
+    label = model or scrub("model", source.model) or scrub("model", recorded.get("id")) or "unknown"
+    simulated = model is None and bool(recorded.get("simulated"))  # (its numbers a sim's)
     manifest = new_manifest(
         run_id,
         now,
         inputs.manifest_fields(),
-        {"id": label, "provider": "import", "name": label, "settings": {}, "simulated": False},
+        {"id": label, "provider": "import", "name": label, "settings": {}, "simulated": simulated},
         source="import",
         traces={"source": str(path), "format": fmt, "sha256": hashlib.sha256(data).hexdigest()},
     )
@@ -157,6 +166,24 @@ def _import(
         sniffed=sniffed,
         trials=trials,
     )
+
+
+def _exported_run(traces: Path) -> dict[str, Any] | None:
+    """The manifest ``tcbreplay export`` wrote beside ``traces`` (its traces file, in an
+    export's folder): the exported run's benchmark and model, which an import of the folder
+    keeps (the benchmark was 'custom' and the model 'unknown', before). None elsewhere."""
+    if traces.name not in (TRACES, OTLP_TRACES):
+        return None
+    try:
+        found = json.loads((traces.parent / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    benchmark = found.get("benchmark") if isinstance(found, dict) else None
+    if not isinstance(benchmark, dict) or not isinstance(benchmark.get("name"), str):
+        return None
+    if not isinstance(found.get("model"), dict):
+        found["model"] = {}
+    return cast(dict[str, Any], found)
 
 
 def _inputs_of(source: SourceTraces, fmt: str, tools: str | None) -> BenchmarkInputs:

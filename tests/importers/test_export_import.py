@@ -46,6 +46,12 @@ def test_a_recorded_run_round_trips_through_langchain(recorded, tmp_path):
     statuses = {r["status"] for r in samples(recorded, "rec")}
     assert statuses == {"ok", "error"}  # errors go and come back as errors
     assert {r["trial"] for r in samples(recorded, "rec")} == {0, 1}
+    # the export's folder names its run's benchmark and model (they were custom, unknown)
+    before, after = (
+        json.loads((s / "rec" / "manifest.json").read_text()) for s in (recorded, other)
+    )
+    assert after["benchmark"] == before["benchmark"]
+    assert (after["model"]["id"], after["model"]["simulated"]) == (before["model"]["id"], True)
 
 
 def test_a_recorded_run_round_trips_through_openai_with_its_scores(recorded, tmp_path):
