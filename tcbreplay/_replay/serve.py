@@ -59,9 +59,9 @@ from tcbreplay._replay.wire import (
 )
 from tcbreplay._store.schema import utcnow
 
-# conversations remembered, to tell which sample and trial a request goes on (the oldest
-# are forgotten first)
-CONVERSATIONS = 100_000
+# conversations' turns remembered (a conversation by its messages up to each answer), to
+# tell which sample and trial a request goes on (the oldest are forgotten first)
+CONVERSATIONS = 500_000
 
 
 @dataclass
@@ -128,10 +128,16 @@ class ReplayService:
                 (json.loads(text) for text in found.texts), asked.get("system", "")
             )
             parts = [canonical_json(item) for item in items]
-            thread = _thread(canonical_json(system), parts)
-            self._threads[thread] = Conversation(
+            system_json = canonical_json(system)
+            thread = _thread(system_json, parts)
+            conversation = Conversation(
                 key, served, None, thread, found.started_at, (sample_id, trial)
             )
+            # by its messages up to each answer: a request sent again (a client's retry
+            # across the restart) goes on it too
+            for k, item in enumerate(items):
+                if item["role"] == "assistant":
+                    self._threads[_thread(system_json, parts[: k + 1])] = conversation
             taken += 1
         while len(self._threads) > CONVERSATIONS:
             self._threads.popitem(last=False)
@@ -257,12 +263,14 @@ class ReplayService:
         return found
 
     def _remember(self, conversation: Conversation, canonical: _Canonical, answer: str) -> None:
+        """The conversation found again by its messages up to this answer; by those up to
+        its earlier answers too (kept): a request sent again (a client's retry after a
+        timeout) goes on the same conversation, not a new trial."""
         thread = _thread(canonical.system_json, [*canonical.parts, answer])
-        if conversation.thread is not None:
-            self._threads.pop(conversation.thread, None)
         conversation.thread = thread
         self._threads[thread] = conversation
-        if len(self._threads) > CONVERSATIONS:
+        self._threads.move_to_end(thread)
+        while len(self._threads) > CONVERSATIONS:
             self._threads.popitem(last=False)
 
     def _diverged(

@@ -652,6 +652,8 @@ def test_a_conversation_across_a_restart_stays_one_trial(root, parent_calls, kil
 
     with serve_run(root, PARENT, log_run=log) as first:
         assert turn(first.url)  # the first answer: calls, and more to come
+        sent = list(messages)
+        assert turn(first.url)  # the second
         if killed:  # what kill -9 leaves: the journal, no Parquet files, no final status
             shutil.copytree(root / log, root.parent / "left")
     if killed:
@@ -659,12 +661,58 @@ def test_a_conversation_across_a_restart_stays_one_trial(root, parent_calls, kil
         shutil.copytree(root.parent / "left", root / log)
         shutil.rmtree(root.parent / "left")
     with serve_run(root, PARENT, log_run=log) as again:
+        # the client's retry of the second request, unanswered as the server went down
+        openai_client(again.url).chat.completions.create(
+            model="any", messages=sent, tools=openai_tools()
+        )
         while turn(again.url):
             pass
     assert made == parent_calls[(sample_id, 0)]
     rows = sql(root, f"select sample_id, trial, status from samples where run_id = '{log}'")
     assert rows == [{"sample_id": sample_id, "trial": 0, "status": "ok"}]
     assert run_calls(root, log) == {(sample_id, 0): made}
+
+
+def test_a_request_sent_again_stays_in_its_conversation(root, parent_calls):
+    """A client's retry (the SDKs retry after a timeout or a dropped connection) of a
+    request after the first answer began a trial of its own in the log: one conversation
+    logged as two, and audit verify counted more turns served than it had."""
+    sample_id, _ = max(parent_calls, key=lambda k: (len(parent_calls[k]), k))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": INPUTS.system_prompt},
+        {"role": "user", "content": sample_input(sample_id)},
+    ]
+    made = []
+
+    def turn(url: str) -> bool:
+        answer = openai_client(url).chat.completions.create(
+            model="any", messages=messages, tools=openai_tools()
+        )
+        message = answer.choices[0].message
+        messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+        for call in message.tool_calls or []:
+            args = json.loads(call.function.arguments)
+            made.append((call.function.name, args))
+            messages.append({"role": "tool", "tool_call_id": call.id,
+                             "content": run_tool(call.function.name, args)})  # fmt: skip
+        return bool(message.tool_calls)
+
+    with serve_run(root, PARENT, log_run="retried") as server:
+        assert turn(server.url)  # turn 0: calls
+        sent = list(messages)
+        more = turn(server.url)  # turn 1, then the same request again: a retry
+        openai_client(server.url).chat.completions.create(
+            model="any", messages=sent, tools=openai_tools()
+        )
+        while more:
+            more = turn(server.url)
+    assert made == parent_calls[(sample_id, 0)]
+    rows = sql(root, "select trial, status, json_extract(metadata, '$.replay.served') as served "
+                     "from samples where run_id = 'retried'")  # fmt: skip
+    assert len(rows) == 1 and rows[0]["trial"] == 0 and rows[0]["status"] == "ok"
+    turns = [pair[0] for pair in json.loads(rows[0]["served"])]
+    assert turns == list(range(len(turns)))  # each turn once
+    assert cli("audit", "verify", "retried", "--store", root).exit_code == 0
 
 
 def test_bad_input_exits_2(root, server):
