@@ -33,9 +33,25 @@ def gold_calls(store: Store, run: Run, gold_run: str) -> pa.Table:
     with other.reading():
         con = connect(runs=[other], with_scores=False)
         try:
-            return con.sql(query_text("gold_run_calls")).to_arrow_table()
+            gold = con.sql(query_text("gold_run_calls")).to_arrow_table()
         finally:
             con.close()
+    if (run.manifest.get("replay") or {}).get("parent_run_id") == gold_run:
+        gold = _by_parent_trial(run, gold)
+    return gold
+
+
+def _by_parent_trial(run: Run, gold: pa.Table) -> pa.Table:
+    """``gold`` (the parent's calls by its sample and trial) keyed by ``run``'s trials: a
+    trial of a serve log is answered by the parent trial its metadata names
+    (``replay.parent_trial``; the log numbers its trials as conversations began), which it
+    was scored against by number before."""
+    con = connect(runs=[run], with_scores=False)
+    try:
+        con.register("_parent_gold", gold)
+        return con.sql(query_text("gold_run_by_parent_trial")).to_arrow_table()
+    finally:
+        con.close()
 
 
 def use_gold(con: Any, gold: pa.Table) -> int:

@@ -715,6 +715,40 @@ def test_a_request_sent_again_stays_in_its_conversation(root, parent_calls):
     assert cli("audit", "verify", "retried", "--store", root).exit_code == 0
 
 
+def test_a_log_scored_against_its_parent_takes_the_trial_each_conversation_was_served(
+    root, parent_calls
+):
+    """The log numbers its trials as conversations began; --gold-run PARENT paired them with
+    the parent's trials by number: a conversation served whole from parent trial 0 as the
+    log's trial 1 was scored against no calls (tp 0, exact false)."""
+    sample_id, _ = max(parent_calls, key=lambda k: (len(parent_calls[k]), k))
+    question = {"role": "user", "content": sample_input(sample_id)}
+    brief = {"role": "system", "content": INPUTS.system_prompt + " Be brief."}
+    messages: list[dict[str, Any]] = [{"role": "system", "content": INPUTS.system_prompt}, question]
+    with serve_run(root, PARENT, log_run="by-trial") as server:
+        client = openai_client(server.url)
+        with pytest.raises(Exception, match="409"):  # another prompt: trial 0, diverged
+            client.chat.completions.create(model="any", tools=openai_tools(),
+                                           messages=[brief, question])  # fmt: skip
+        while True:  # the recorded conversation, whole: trial 1, from parent trial 0
+            message = (
+                client.chat.completions.create(model="any", messages=messages, tools=openai_tools())
+                .choices[0]
+                .message
+            )
+            messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+            for call in message.tool_calls or []:
+                result = run_tool(call.function.name, json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            if not message.tool_calls:
+                break
+    scored = cli("score", "by-trial", "--gold-run", PARENT, "--store", root)
+    assert scored.exit_code == 0 and "not in --gold-run" not in scored.output, scored.output
+    rows = sql(root, "select trial, tp from scores_all where run_id = 'by-trial' and "
+                     f"scoring = 'spec_gold-{PARENT}' order by trial")  # fmt: skip
+    assert rows[1] == {"trial": 1, "tp": 1.0}
+
+
 def test_bad_input_exits_2(root, server):
     assert cli("serve", "nope", "--store", root).exit_code == 2
     taken = cli("serve", PARENT, "--port", server.port, "--store", root)
