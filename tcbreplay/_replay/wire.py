@@ -395,7 +395,9 @@ class AnthropicWire(Wire):
             out.append(event("content_block_stop", {"index": k}))
         out.append(event("message_delta", {
             "delta": {"stop_reason": self._stop(answer), "stop_sequence": None},
-            "usage": {"output_tokens": answer.output_tokens},
+            # (the whole call's, as the API's message_delta holds them: langchain-anthropic
+            # reads the usage of a stream from this event alone)
+            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
         }))  # fmt: skip
         out.append(event("message_stop", {}))
         return b"".join(out)

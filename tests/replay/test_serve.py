@@ -201,6 +201,11 @@ def test_a_streamed_answer_is_server_sent_events_as_each_api_sends_them(server):
     assert names == ["event: message_start", "event: content_block_start",
                      "event: content_block_delta", "event: content_block_stop",
                      "event: message_delta", "event: message_stop"]  # fmt: skip
+    # the whole call's usage on message_delta, where langchain-anthropic reads a stream's
+    # (it read 0 input tokens)
+    data = {e.split("\n")[0]: json.loads(e.split("\ndata: ")[1]) for e in text.split("\n\n") if e}
+    start, delta = data["event: message_start"], data["event: message_delta"]
+    assert delta["usage"]["input_tokens"] == start["message"]["usage"]["input_tokens"] > 0
 
 
 def test_langchain_chat_openai_in_a_langgraph_agent_replays(parent_calls, server):
