@@ -187,7 +187,9 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
         )
     foot = (
         f"{s.get('n_samples', 0):,} samples · {failed:,} failed · "
-        f"{s.get('n_errors', 0):,} errors · {s.get('args_missing', 0):,} gold args left out · "
+        f"{_errors(run):,} errors · "
+        + (f"{_diverged(run):,} diverged · " if _diverged(run) else "")
+        + f"{s.get('args_missing', 0):,} gold args left out · "
         + _tokens(totals.get("input_tokens"), totals.get("output_tokens"))
     )
     return (
@@ -217,23 +219,41 @@ def _outcome_metrics(s: dict[str, Any]) -> list[tuple[str, Any, str, str]]:
     return out
 
 
+def _diverged(run: RunData) -> int:
+    """A replay's samples that diverged from their recording (among its errors: they score
+    with the calls made until then, the replay's finding, not a failure of recording)."""
+    return int((run.run.manifest.get("totals") or {}).get("diverged") or 0)
+
+
+def _errors(run: RunData) -> int:
+    """The run's samples that ended in error, a replay's divergences aside."""
+    return (run.summary.get("n_errors") or 0) - _diverged(run)
+
+
 def _banner(run: RunData) -> str:
-    """A run whose samples ended in error while recording says so above its metrics."""
+    """A run whose samples ended in error while recording (or a replay's that diverged)
+    says so above its metrics."""
     s = run.summary
     missing = s.get("n_missing") or 0
-    errors = (s.get("n_errors") or 0) - missing
-    if not errors and not missing:
-        return ""
+    errors = _errors(run) - missing
+    diverged = _diverged(run)
     said = []
     if errors:
         said.append(f"{errors:,} of {s.get('n_samples', 0):,} samples ended in error and score "
                     "with the calls made before the error")  # fmt: skip
     if missing:
         said.append(f"{missing:,} are missing (no trace) and score with no calls")
-    return (
-        f'<div class="banner" role="alert">{"; ".join(said)}: these metrics do not measure '
-        "the model alone, and the run is listed after the others</div>"
-    )
+    if said:
+        return (
+            f'<div class="banner" role="alert">{"; ".join(said)}: these metrics do not measure '
+            "the model alone, and the run is listed after the others</div>"
+        )
+    if diverged:
+        return (
+            f'<div class="banner" role="note">{diverged:,} of {s.get("n_samples", 0):,} samples '
+            "diverged from their recording and score with the calls made until then</div>"
+        )
+    return ""
 
 
 def _tokens(given: Any, made: Any) -> str:
@@ -249,7 +269,7 @@ def _leaderboard(report: ReportData) -> str:
         ahr = s.get("ahr")
         # runs with recording errors are not ranked among the others: they come last
         return (
-            bool(s.get("n_errors")),
+            bool(_errors(run)),
             -(s.get("tp") or 0),
             -(s.get("tsa") or 0),
             ahr if ahr is not None else 2.0,
@@ -262,8 +282,8 @@ def _leaderboard(report: ReportData) -> str:
         run = report.runs[k]
         s = run.summary
         model = (run.run.manifest.get("model") or {}).get("id") or ""
-        place = "—" if s.get("n_errors") else str(rank)
-        tag = ' <span class="tag errors">recording errors</span>' if s.get("n_errors") else ""
+        place = "—" if _errors(run) else str(rank)
+        tag = ' <span class="tag errors">recording errors</span>' if _errors(run) else ""
         rows.append(
             f'<tr style="--run: {run_color(k)}"><td>{place}</td>'
             f'<td><span class="swatch"></span>{html.escape(run.run_id)}{tag}</td>'
@@ -274,7 +294,7 @@ def _leaderboard(report: ReportData) -> str:
             + (f'<td class="num">{_fmt(s.get("write_exact"))}</td>' if writes else "")
             + f'<td class="num">{s.get("n_samples", 0):,}</td>'
             f'<td class="num">{run.n_failed:,}</td>'
-            f'<td class="num">{s.get("n_errors", 0):,}</td></tr>'
+            f'<td class="num">{_errors(run):,}</td></tr>'
         )
     head = (
         "<tr><th>#</th><th>run</th><th>model</th><th class=num>TP ↑</th><th class=num>TSA ↑</th>"

@@ -708,3 +708,9 @@ def test_a_replay_shows_its_block_and_each_divergence_beside_its_parent(sim_run,
         assert json.loads(strings[first[1]])["result"] == json.loads(view["recorded"])
         mine = details["runs"][1]["samples"][ids.index(sample_id)]["t"]
         assert json.loads(strings[mine[2][1]])["result"] == json.loads(view["replayed"])
+    # diverged samples are the replay's finding, not errors of recording (helper-71: "N
+    # errors", a banner of errors, the run left unranked)
+    n = block["diverged_samples"]
+    assert f"{n:,} diverged · " in cards[1] and " 0 errors · " in cards[1]
+    assert "ended in error" not in cards[1] and f"{n:,} of " in cards[1]
+    assert "recording errors" not in re.search(r"leaderboard.*?</table>", page, re.S)[0]
