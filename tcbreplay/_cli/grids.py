@@ -498,7 +498,7 @@ def replay_output(summary: Any, store: Any) -> Output:
             f"{summary.forked_samples} samples went on with the --then model at the --fork-at "
             "turn (their recordings served before it)"
         )
-    if not summary.attempted and summary.recorded:
+    if summary.already_replayed:
         lines.append(
             f"(already replayed: {summary.run_id} holds every sample of a replay with these "
             "inputs and this code; --overwrite replays it again)"

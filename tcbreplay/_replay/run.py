@@ -74,6 +74,9 @@ class ReplaySummary(RecordSummary):
     tool_outputs_drifted: int = 0
     tool_outputs: dict[str, int] = field(default_factory=dict)
     divergences: list[dict[str, Any]] = field(default_factory=list)  # the first SHOWN
+    divergences_total: int = 0  # the divergences view's rows of the run (all of them)
+    # the run held every sample of a replay with these inputs already: nothing replayed now
+    already_replayed: bool = False
     by_component: dict[str, int] = field(default_factory=dict)
     # samples whose recording goes on with another user message, which the agent cannot send
     awaiting_user: int = 0
@@ -524,6 +527,8 @@ def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
         tool_outputs_drifted=int(block.get("tool_outputs_drifted") or 0),
         tool_outputs=dict(block.get("tool_outputs") or {}),
         divergences=[{k: v for k, v in r.items() if k != "run_id"} for r in rows[:SHOWN]],
+        divergences_total=len(rows),
+        already_replayed=not summary.attempted and bool(summary.recorded),
         by_component=by_component,
         awaiting_user=awaiting,
         recorded_errors=int(block.get("recorded_errors") or 0),

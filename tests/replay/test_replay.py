@@ -156,6 +156,9 @@ def test_a_changed_system_prompt_diverges_every_sample_at_turn_0_on_system(root,
     assert code == 1
     assert summary["diverged_samples"] == 94
     assert summary["by_component"] == {"system": 94}
+    # the first 20 listed, and how many there are (cut to 20 without a word, before)
+    assert (len(summary["divergences"]), summary["divergences_total"]) == (20, 94)
+    assert summary["already_replayed"] is False
     rows = sql(root, "select distinct turn, component, path, replayed from divergences "
                "where run_id = 'prompt'")  # fmt: skip
     assert rows == [{"turn": 0, "component": "system", "path": "system",
@@ -167,6 +170,9 @@ def test_a_changed_system_prompt_diverges_every_sample_at_turn_0_on_system(root,
                   prompt_file(tmp_path, "Answer briefly."), "--allow-divergence", "--quiet",
                   "--store", root)  # fmt: skip
     assert allowed.exit_code == 0, allowed.output  # the same command: the run is complete
+    again = replay(root, "--run-id", "prompt", "--system-prompt",
+                   prompt_file(tmp_path, "Answer briefly."), "--allow-divergence")[1]  # fmt: skip
+    assert again["already_replayed"] is True and again["divergences_total"] == 94
 
 
 def test_an_empty_system_prompt_diverges_too(root, tmp_path):
