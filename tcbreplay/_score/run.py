@@ -369,7 +369,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     if status == "partial":
         out.append(
             f"partial run: {n} of {total} samples recorded; the metrics cover only those "
-            f"({'replay' if replayed else 'record'} the rest with: {run.resume_command()})"
+            f"({_rest(run, replayed)})"
         )
     elif sharded is not None:  # counted against what the shards were asked for
         out.append(
@@ -384,6 +384,27 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     if journal:  # (a killed recording's: in the result's warnings, as the others are)
         out.append(f"{journal}; run {run.run_id!r} is scored without them")
     return out
+
+
+def _rest(run: Run, replayed: bool) -> str:
+    """How a partial run gets the rest of its samples: recorded, replayed; a serve log holds
+    the conversations its clients had, and a replay every sample its partial parent holds
+    (the command that made it again would do nothing: helper-71)."""
+    if not replayed:
+        return f"record the rest with: {run.resume_command()}"
+    block = run.manifest.get("replay") or {}
+    if block.get("served_by"):
+        return "a serve log holds the conversations its clients had"
+    parent_id = block.get("parent_run_id")
+    parent = Run(run.dir.parent / str(parent_id)) if parent_id else None
+    try:
+        partial = parent is not None and parent.status == "partial"
+    except StoreError:  # (the parent removed since, or unreadable: the command as it is)
+        partial = False
+    if parent is not None and partial:
+        return (f"its parent {parent_id} holds no more: record the rest of it with: "
+                f"{parent.resume_command()}, then replay again")  # fmt: skip
+    return f"replay the rest with: {run.resume_command()}"
 
 
 # runs smaller than this are scored in one part

@@ -319,6 +319,21 @@ def test_a_run_killed_before_its_first_fold_says_how_to_finish_it(tmp_path):
 # ---------------------------------------------------------------- forks
 
 
+def test_a_replay_of_a_partial_run_says_where_the_rest_comes_from(tmp_path):
+    """score said to 'replay the rest with' the command that made the replay, which does
+    nothing more: the replay holds every sample its partial parent holds."""
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=1", "--limit", 4, "--run-id", "p",
+               "--store", store, "--quiet")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert cli("replay", "p", "--run-id", "r0", "--store", store, "--quiet").exit_code == 0
+    scored = cli("score", "r0", "--store", store)
+    assert scored.exit_code == 0, scored.output
+    said = ("the metrics cover only those (its parent p holds no more: record the rest of it "
+            f"with: tcbreplay record --resume p --store {store}, then replay again)")  # fmt: skip
+    assert said in scored.stdout
+
+
 def test_a_run_recorded_in_part_replays_the_samples_it_holds(tmp_path):
     """A shard's run (as an interrupted one, an import of some traces) holds some of the
     dataset's samples: the others were replayed with nothing to serve, all 'diverged'."""
