@@ -49,6 +49,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str = "application/json"
+    allow: str | None = None  # a 405's Allow header: the methods the path takes
 
 
 @dataclass
@@ -108,12 +109,21 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
         raise _Refused(400, f"Content-Length {length[:40]!r}: not a length")
     digits = length.lstrip("0") or "0"  # (int() refuses a text of over 4,300 digits)
     size = int(digits) if len(digits) <= len(str(MAX_BODY)) else MAX_BODY + 1
-    if size > MAX_BODY:
-        raise _Refused(413, f"a request body of {size} bytes: at most {MAX_BODY}")
+    if size > MAX_BODY:  # (the length as given, up to 40 digits: not MAX_BODY + 1)
+        raise _Refused(413, f"a request body of {digits[:40]} bytes: at most {MAX_BODY}")
     if len(buffer) < end + 4 + size:
         return None
     body = bytes(buffer[end + 4 : end + 4 + size])
     return end + 4 + size, _Request(method, target, headers, body, keep_alive)
+
+
+def _wire_asked(buffer: bytearray) -> str:
+    """The wire whose path a request's line names (its errors in that API's shape), else
+    OpenAI's."""
+    line = bytes(buffer[: buffer.find(b"\r\n") if b"\r\n" in buffer else 2048])
+    words = line.decode("latin-1").split(" ")
+    path = words[1].split("?", 1)[0].rstrip("/") if len(words) > 1 else ""
+    return ROUTES.get(path) or "openai"
 
 
 class _Connection(asyncio.Protocol):
@@ -145,9 +155,9 @@ class _Connection(asyncio.Protocol):
         while self.buffer and not self.closing:
             try:
                 found = _parse(self.buffer)
-            except _Refused as refused:
-                self._send(Reply(refused.status, WIRES["openai"].error(refused.status,
-                                                                       str(refused))),
+            except _Refused as refused:  # (in the error shape of the path asked, if any)
+                wire = WIRES[_wire_asked(self.buffer)]
+                self._send(Reply(refused.status, wire.error(refused.status, str(refused))),
                            close=refused.close)  # fmt: skip
                 return
             if found is None:
@@ -181,6 +191,7 @@ class _Connection(asyncio.Protocol):
             # again, a recording answers the same, and each retry was logged as a trial
             + ("X-Should-Retry: false\r\n" if reply.status >= 400 else "")
             + ("Connection: close\r\n" if close else "")
+            + (f"Allow: {reply.allow}\r\n" if reply.allow else "")
             + "\r\n"
         )
         self.transport.write(head.encode("latin-1") + body)
@@ -257,7 +268,8 @@ class ReplayServer:
         status = 405 if wire is not None or path in ("", "/v1") else 404
         message = (f"{request.method} {shown_path(request.path)[:200]}: not served (POST "
                    "/v1/chat/completions or /v1/messages)")  # fmt: skip
-        return Reply(status, WIRES[wire or "openai"].error(status, message))
+        allow = None if status == 404 else ("POST" if wire is not None else "GET")
+        return Reply(status, WIRES[wire or "openai"].error(status, message), allow=allow)
 
     def serve_forever(self) -> None:
         """Serve until :meth:`stop` (or Ctrl-C, which raises KeyboardInterrupt here)."""

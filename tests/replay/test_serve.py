@@ -426,9 +426,12 @@ def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
     no_length = raw(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
                     b"Connection: close\r\n\r\n0\r\n\r\n")  # fmt: skip
     assert no_length.startswith(b"HTTP/1.1 411")
+    # in Anthropic's shape on its path (OpenAI's, before), naming the length given
+    assert json.loads(no_length.split(b"\r\n\r\n", 1)[1])["type"] == "error"
     huge = raw(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n"
                b"Connection: close\r\n\r\n")  # fmt: skip
-    assert huge.startswith(b"HTTP/1.1 413")
+    assert huge.startswith(b"HTTP/1.1 413") and b"a request body of 999999999999 bytes" in huge
+    assert json.loads(huge.split(b"\r\n\r\n", 1)[1])["type"] == "error"
     longer = raw(b"POST /v1/messages HTTP/1.1\r\nContent-Length: " + b"1" * 5000
                  + b"\r\nConnection: close\r\n\r\n")  # fmt: skip
     assert longer.startswith(b"HTTP/1.1 413")  # (int() takes at most 4,300 digits)
@@ -442,7 +445,8 @@ def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
     assert bare_lf.startswith(b"HTTP/1.1 400") and b"CRLF" in bare_lf
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
     conn.request("GET", "/v1/chat/completions")
-    assert conn.getresponse().status == 405
+    refused = conn.getresponse()
+    assert (refused.status, refused.getheader("Allow")) == (405, "POST")
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
     conn.request("HEAD", "/")
     assert conn.getresponse().status == 405
