@@ -397,6 +397,7 @@ def test_the_report_shows_the_outcome_metrics_beside_the_three(tau_store, tmp_pa
     assert f'<td class="num">{summary["write_exact"]:.3f}</td>' in board
 
 
+@pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_rewards_written_as_integers_take_the_default_outcome(tmp_path):
     """Rewards 0 and 1 as JSON integers read as unsigned (UBIGINT): reward - 1 overflowed
     on 0, validity exited 2 and the report left its panel out in silence."""

@@ -128,6 +128,7 @@ def test_tables_keep_the_old_export(recorded, tmp_path):
     assert first["trial"] == 0 and json.loads(first["metadata"]) == {"k": 0, "tags": ["a"]}
 
 
+@pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_an_export_into_a_folder_of_another_export_is_refused(recorded, tmp_path):
     """An export in another format beside an earlier one left the earlier traces beside the
     new manifest: an uploaded artefact mixed two runs."""

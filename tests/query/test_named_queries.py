@@ -506,6 +506,7 @@ def test_a_scoring_no_run_holds_is_an_error_not_an_empty_table(traces):
     assert one.exit_code == 2 and f"run '{run_id}' holds no scoring named 'nosuch'" in one.stderr
 
 
+@pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_a_query_of_the_scores_view_on_a_run_never_scored_is_an_error(tmp_path):
     """per_sample reads the default scoring's view: a run never scored answered 0 rows."""
     root = tmp_path / "traces"

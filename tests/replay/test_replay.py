@@ -319,6 +319,7 @@ def test_a_run_killed_before_its_first_fold_says_how_to_finish_it(tmp_path):
 # ---------------------------------------------------------------- forks
 
 
+@pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_a_replay_of_a_partial_run_says_where_the_rest_comes_from(tmp_path):
     """score said to 'replay the rest with' the command that made the replay, which does
     nothing more: the replay holds every sample its partial parent holds."""

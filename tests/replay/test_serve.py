@@ -682,6 +682,7 @@ def test_a_conversation_across_a_restart_stays_one_trial(root, parent_calls, kil
     assert run_calls(root, log) == {(sample_id, 0): made}
 
 
+@pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_a_request_sent_again_stays_in_its_conversation(root, parent_calls):
     """A client's retry (the SDKs retry after a timeout or a dropped connection) of a
     request after the first answer began a trial of its own in the log: one conversation
@@ -724,6 +725,7 @@ def test_a_request_sent_again_stays_in_its_conversation(root, parent_calls):
     assert cli("audit", "verify", "retried", "--store", root).exit_code == 0
 
 
+@pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_a_log_scored_against_its_parent_takes_the_trial_each_conversation_was_served(
     root, parent_calls
 ):
