@@ -343,7 +343,8 @@ def test_an_uploaded_run_is_read_whole_by_its_first_scoring_only(s3_sim_copy, mo
     assert _ok("audit", "verify", run_id, "--store", url).startswith("verified")
 
 
-@pytest.mark.slow  # (four commands over S3, each as on a local store: 9-12 s)
+# (four commands over S3, each as on a local store: about 10 s, in make test: every command
+# works on s3:// there)
 def test_report_diff_audit_and_export_as_on_a_local_store(s3_sim_copy, sim_copy, tmp_path):
     url, run_id = s3_sim_copy
     root, _ = sim_copy
