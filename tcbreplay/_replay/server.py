@@ -36,7 +36,14 @@ from tcbreplay.errors import InputError, TcbReplayError
 MAX_BODY = 64 * 2**20
 # the largest request line and headers
 MAX_HEAD = 64 * 2**10
+# seconds a connection may go without sending a byte: one in the middle of a request gets
+# 408, an idle kept-alive one is closed (connections that sent half a request and waited
+# were held for ever, and enough of them took every file descriptor)
+IDLE_SECONDS = 30.0
+# connections held at once; one more is answered 503 and closed
+MAX_CONNECTIONS = 4096
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            408: "Request Timeout", 503: "Service Unavailable",
             409: "Conflict", 411: "Length Required", 413: "Content Too Large",
             431: "Request Header Fields Too Large", 500: "Internal Server Error",
             505: "HTTP Version Not Supported"}  # fmt: skip
@@ -135,14 +142,39 @@ class _Connection(asyncio.Protocol):
         self.transport: Any = None
         self.closing = False
         self.continued = False  # "100 Continue" sent for the request being read
+        self._idle: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        self.server.connections += 1
+        if self.server.connections > MAX_CONNECTIONS:
+            message = f"more than {MAX_CONNECTIONS} connections at once: try again"
+            self._send(Reply(503, WIRES["openai"].error(503, message)), close=True)
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._wait()
+
+    def _wait(self) -> None:
+        """(Again) the clock of a connection that sends nothing (see IDLE_SECONDS)."""
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = asyncio.get_running_loop().call_later(IDLE_SECONDS, self._timed_out)
+
+    def _timed_out(self) -> None:
+        if self.closing:
+            return
+        if self.buffer:  # half a request: said, as HTTP says a request that took too long
+            message = f"no byte of the request came for {IDLE_SECONDS:g} s"
+            self._send(Reply(408, WIRES[_wire_asked(self.buffer)].error(408, message)),
+                       close=True)  # fmt: skip
+        else:
+            self.closing = True
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
+        self._wait()
         self.buffer += data
         try:
             self._answer_all()
@@ -198,9 +230,14 @@ class _Connection(asyncio.Protocol):
         if close:
             self.closing = True
             self.transport.close()
+        elif self._idle is not None:  # (idle from its last answer on, not its last byte)
+            self._wait()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
+        self.server.connections -= 1
+        if self._idle is not None:
+            self._idle.cancel()
 
 
 class ReplayServer:
@@ -234,6 +271,7 @@ class ReplayServer:
         self._ready = threading.Event()
         self._stop_asked = False  # a stop asked before the loop runs: serving ends at once
         self._thread: threading.Thread | None = None
+        self.connections = 0  # held now (the loop's thread alone counts them)
 
     @property
     def host(self) -> str:

@@ -456,6 +456,27 @@ def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
     ]
 
 
+def test_a_connection_that_sends_nothing_is_closed(server, monkeypatch):
+    """Connections that sent half a request and waited were held for ever: 20,000 of them
+    took every file descriptor, and curl got an empty reply."""
+    from tcbreplay._replay import server as server_module
+
+    monkeypatch.setattr(server_module, "IDLE_SECONDS", 0.3)
+    with socket.create_connection((server.host, server.port), timeout=10) as half:
+        half.sendall(b"POST /v1/messages HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")
+        answer = half.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 408")  # in Anthropic's shape, on its path
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["type"] == "error"
+        assert half.recv(1) == b""  # closed
+    with socket.create_connection((server.host, server.port), timeout=10) as idle:
+        idle.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert idle.recv(65536).startswith(b"HTTP/1.1 200")
+        assert idle.recv(1) == b""  # kept alive, then closed once idle
+    monkeypatch.setattr(server_module, "MAX_CONNECTIONS", 0)  # one more than it holds: 503
+    with socket.create_connection((server.host, server.port), timeout=10) as extra:
+        assert extra.recv(65536).startswith(b"HTTP/1.1 503")
+
+
 def test_a_query_string_is_never_said_back_nor_logged(root, capfd):
     """A client may put its key in the URL: neither a reply nor the --verbose log shows it."""
     key = "sk-proj-QUERYSECRET0123456789"
