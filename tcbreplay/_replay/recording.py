@@ -406,6 +406,26 @@ class RecordedRun:
                        "tools": tools, "params": self.params}  # fmt: skip
                 turn += 1
 
+    def ended_in_error(self, request: Request, key: Key | None = None) -> Key | None:
+        """The sample and trial (of ``key`` only, when given; else of those that start as
+        ``request`` does) whose recording ended in error at exactly ``request``: every turn
+        before it answered, and this one failed (a provider's 5xx, a timeout). None for
+        none."""
+        turn = assistant_turns(request["messages"])
+        for k in [key] if key is not None else self._similar(request):
+            sample = self.samples.get(k)
+            if sample is None or sample.status != "error" or len(sample.turns) != turn:
+                continue
+            system, items, _ = canonical_messages(
+                (json.loads(t) for t in sample.texts), self.system
+            )
+            systems = self._rows[k].systems or [system]
+            failed = {"system": systems[min(turn, len(systems) - 1)], "messages": items,
+                      "tools": self.tools_of(k), "params": self.params}  # fmt: skip
+            if failed == request:
+                return k
+        return None
+
     def divergence(self, request: Request, key: Key | None, component: Any = None) -> Divergence:
         """Where ``request``, which no recorded turn answers, first differs from the nearest
         recorded request (of its sample when ``key`` is given, else of samples that start

@@ -202,6 +202,9 @@ class ReplayService:
         if conversation is None:
             conversation = Conversation(hit[0] if hit else None)
         if hit is None:
+            failed = self.recording.ended_in_error(canonical.request, conversation.key)
+            if failed is not None:  # answered as recorded: with its error (no divergence)
+                return self._recorded_error(wire, failed)
             return self._diverged(wire, request, canonical, conversation, turn)
         key, recorded = hit
         message, part = self._recorded(key, recorded.position)
@@ -272,6 +275,15 @@ class ReplayService:
         self._threads.move_to_end(thread)
         while len(self._threads) > CONVERSATIONS:
             self._threads.popitem(last=False)
+
+    def _recorded_error(self, wire: Wire, key: Key) -> Reply:
+        """The reply to a request whose recording ended in an error there: a 502 (the
+        provider failed) saying which, as replay ends such a sample in its recorded error."""
+        kind, text = self.recording.samples[key].error
+        message = (f"sample {key[0]!r} (trial {key[1]}): its recording ended here in an error "
+                   f"({kind}: {' '.join(str(text).split())[:500]})")  # fmt: skip
+        self.served += 1  # (answered as recorded)
+        return Reply(502, wire.error(502, message, "api_error"))
 
     def _diverged(
         self, wire: Wire, request: WireRequest, canonical: _Canonical, conversation: Conversation,

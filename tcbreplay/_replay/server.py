@@ -43,7 +43,7 @@ IDLE_SECONDS = 30.0
 # connections held at once; one more is answered 503 and closed
 MAX_CONNECTIONS = 4096
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            408: "Request Timeout", 503: "Service Unavailable",
+            408: "Request Timeout", 502: "Bad Gateway", 503: "Service Unavailable",
             409: "Conflict", 411: "Length Required", 413: "Content Too Large",
             431: "Request Header Fields Too Large", 500: "Internal Server Error",
             505: "HTTP Version Not Supported"}  # fmt: skip

@@ -781,6 +781,45 @@ def test_a_log_scored_against_its_parent_takes_the_trial_each_conversation_was_s
     assert rows[1] == {"trial": 1, "tp": 1.0}
 
 
+def test_a_turn_whose_recording_ended_in_an_error_gets_that_error(tmp_path):
+    """A request exactly as recorded, where the recording ended in a provider's error, got
+    a 409 'no recorded turn answers this request' with no nearest (replay calls it no
+    change): it gets a 502 naming the sample and the recorded error."""
+    import openai
+
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=5,fault_rate=0.4", "--limit", 12, "--retries", 0,
+               "--max-errors", "100%", "--run-id", "flt", "--store", store, "--quiet")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    failed = sql(store, "select sample_id, error_type from samples where status = 'error'")
+    assert failed
+    with serve_run(store, "flt") as server:
+        for row in failed:
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": INPUTS.system_prompt},
+                {"role": "user", "content": sample_input(row["sample_id"])},
+            ]
+            with pytest.raises(openai.APIStatusError) as caught:
+                while True:  # the recorded turns, then the one that failed
+                    message = (
+                        openai_client(server.url)
+                        .chat.completions.create(
+                            model="any", messages=messages, tools=openai_tools()
+                        )
+                        .choices[0]
+                        .message
+                    )
+                    messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+                    for call in message.tool_calls or []:
+                        result = run_tool(call.function.name, json.loads(call.function.arguments))
+                        messages.append({"role": "tool", "tool_call_id": call.id,
+                                         "content": result})  # fmt: skip
+            assert caught.value.status_code == 502
+            said = str(caught.value)
+            assert f"sample {row['sample_id']!r} (trial 0): its recording ended here" in said
+            assert row["error_type"] in said
+
+
 def test_bad_input_exits_2(root, server):
     assert cli("serve", "nope", "--store", root).exit_code == 2
     taken = cli("serve", PARENT, "--port", server.port, "--store", root)
