@@ -132,6 +132,29 @@ def openai_loop(base_url: str, user: str, *, stream: bool = False) -> list[tuple
     raise AssertionError("no final answer in 10 turns")
 
 
+def opening(sample_id: str) -> list[dict[str, Any]]:
+    """A conversation's first request: the benchmark's prompt and the sample's question."""
+    return [{"role": "system", "content": INPUTS.system_prompt},
+            {"role": "user", "content": sample_input(sample_id)}]  # fmt: skip
+
+
+def next_turn(url: str, messages: list[dict[str, Any]], made: list[tuple] | None = None) -> bool:
+    """One request of a conversation on the OpenAI SDK: ``messages`` extended with the answer
+    and its tools' results (each call made added to ``made``); whether it asked for tools."""
+    answer = openai_client(url).chat.completions.create(
+        model="any", messages=messages, tools=openai_tools()
+    )
+    message = answer.choices[0].message
+    messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+    for call in message.tool_calls or []:
+        args = json.loads(call.function.arguments)
+        if made is not None:
+            made.append((call.function.name, args))
+        messages.append({"role": "tool", "tool_call_id": call.id,
+                         "content": run_tool(call.function.name, args)})  # fmt: skip
+    return bool(message.tool_calls)
+
+
 def anthropic_loop(base_url: str, user: str, *, stream: bool = False) -> list[tuple]:
     """The same agent on the Anthropic SDK."""
     client = anthropic_client(base_url)
@@ -660,25 +683,11 @@ def test_a_conversation_across_a_restart_stays_one_trial(root, parent_calls, kil
     sample_id, trial = max(parent_calls, key=lambda k: (len(parent_calls[k]), k))
     assert trial == 0 and len(parent_calls[(sample_id, 0)]) >= 2  # several turns to split
     log = f"span-{killed}"
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": INPUTS.system_prompt},
-        {"role": "user", "content": sample_input(sample_id)},
-    ]
+    messages = opening(sample_id)
     made = []
 
     def turn(url: str) -> bool:
-        """One request of the conversation; whether it asked for tools."""
-        answer = openai_client(url).chat.completions.create(
-            model="any", messages=messages, tools=openai_tools()
-        )
-        message = answer.choices[0].message
-        messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
-        for call in message.tool_calls or []:
-            args = json.loads(call.function.arguments)
-            made.append((call.function.name, args))
-            messages.append({"role": "tool", "tool_call_id": call.id,
-                             "content": run_tool(call.function.name, args)})  # fmt: skip
-        return bool(message.tool_calls)
+        return next_turn(url, messages, made)
 
     with serve_run(root, PARENT, log_run=log) as first:
         assert turn(first.url)  # the first answer: calls, and more to come
@@ -709,24 +718,11 @@ def test_a_request_sent_again_stays_in_its_conversation(root, parent_calls):
     request after the first answer began a trial of its own in the log: one conversation
     logged as two, and audit verify counted more turns served than it had."""
     sample_id, _ = max(parent_calls, key=lambda k: (len(parent_calls[k]), k))
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": INPUTS.system_prompt},
-        {"role": "user", "content": sample_input(sample_id)},
-    ]
+    messages = opening(sample_id)
     made = []
 
     def turn(url: str) -> bool:
-        answer = openai_client(url).chat.completions.create(
-            model="any", messages=messages, tools=openai_tools()
-        )
-        message = answer.choices[0].message
-        messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
-        for call in message.tool_calls or []:
-            args = json.loads(call.function.arguments)
-            made.append((call.function.name, args))
-            messages.append({"role": "tool", "tool_call_id": call.id,
-                             "content": run_tool(call.function.name, args)})  # fmt: skip
-        return bool(message.tool_calls)
+        return next_turn(url, messages, made)
 
     with serve_run(root, PARENT, log_run="retried") as server:
         assert turn(server.url)  # turn 0: calls
@@ -762,18 +758,8 @@ def test_a_log_scored_against_its_parent_takes_the_trial_each_conversation_was_s
         with pytest.raises(Exception, match="409"):  # another prompt: trial 0, diverged
             client.chat.completions.create(model="any", tools=openai_tools(),
                                            messages=[brief, question])  # fmt: skip
-        while True:  # the recorded conversation, whole: trial 1, from parent trial 0
-            message = (
-                client.chat.completions.create(model="any", messages=messages, tools=openai_tools())
-                .choices[0]
-                .message
-            )
-            messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
-            for call in message.tool_calls or []:
-                result = run_tool(call.function.name, json.loads(call.function.arguments))
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-            if not message.tool_calls:
-                break
+        while next_turn(server.url, messages):  # the recorded conversation, whole: trial 1
+            pass
     scored = cli("score", "by-trial", "--gold-run", PARENT, "--store", root)
     assert scored.exit_code == 0 and "not in --gold-run" not in scored.output, scored.output
     rows = sql(root, "select trial, tp from scores_all where run_id = 'by-trial' and "
@@ -795,25 +781,10 @@ def test_a_turn_whose_recording_ended_in_an_error_gets_that_error(tmp_path):
     assert failed
     with serve_run(store, "flt") as server:
         for row in failed:
-            messages: list[dict[str, Any]] = [
-                {"role": "system", "content": INPUTS.system_prompt},
-                {"role": "user", "content": sample_input(row["sample_id"])},
-            ]
+            messages = opening(row["sample_id"])
             with pytest.raises(openai.APIStatusError) as caught:
                 while True:  # the recorded turns, then the one that failed
-                    message = (
-                        openai_client(server.url)
-                        .chat.completions.create(
-                            model="any", messages=messages, tools=openai_tools()
-                        )
-                        .choices[0]
-                        .message
-                    )
-                    messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
-                    for call in message.tool_calls or []:
-                        result = run_tool(call.function.name, json.loads(call.function.arguments))
-                        messages.append({"role": "tool", "tool_call_id": call.id,
-                                         "content": result})  # fmt: skip
+                    next_turn(server.url, messages)
             assert caught.value.status_code == 502
             said = str(caught.value)
             assert f"sample {row['sample_id']!r} (trial 0): its recording ended here" in said
