@@ -298,11 +298,12 @@ def _journal_place(run: Run) -> tuple[str, str]:
 
 
 def check_scorable(run: Run, allow_incomplete: bool) -> None:
-    """Refuse runs with nothing stored, and unfinished runs unless allowed; say so when
-    finished samples wait in the journal, where scoring does not read."""
+    """Refuse runs with nothing stored (saying what finished samples wait in the journal,
+    where scoring does not read), and unfinished runs unless allowed (the journal's samples
+    of one scored as it is are among its warnings: recording_warnings)."""
     status = shown_status(run) or run.status
-    journal = _waiting(run)
     if not run.has_data():
+        journal = _waiting(run)
         raise StoreError(
             f"run {run.run_id!r} has no stored samples yet (status {status})"
             + (f": {journal}" if journal else ""),
