@@ -434,6 +434,29 @@ def test_a_content_part_whose_type_is_not_text_gets_4xx(server, path, kind):
     assert "error" in json.loads(text)
 
 
+@pytest.mark.parametrize(
+    ("path", "extra", "said"),
+    [
+        ("/v1/chat/completions", {"stream": "yes"}, "stream 'yes': true or false"),
+        ("/v1/chat/completions", {"tool_choice": 17}, "tool_choice 17: a text or an object"),
+        ("/v1/chat/completions", {"n": 2}, "n 2: a recording holds one answer a turn"),
+        ("/v1/messages", {"max_tokens": "lots"}, "max_tokens 'lots': a whole number"),
+        (
+            "/v1/messages",
+            {"messages": [{"role": "system", "content": "x"}]},
+            "messages[0].role 'system': user or assistant",
+        ),
+    ],
+)
+def test_settings_the_api_would_refuse_get_400(server, path, extra, said):
+    """Each was answered 200 as if not given (one choice for n 2, a stream for "yes"); an
+    Anthropic message of role system got a 409 for a divergence."""
+    question = [{"role": "user", "content": sample_input("mul-7-by-8")}]
+    body = {"model": "m", "max_tokens": 10, "messages": question, **extra}
+    code, _, text = post(server, path, body)
+    assert code == 400 and said in text, text
+
+
 def test_broken_http_gets_4xx_json_and_the_server_goes_on(server):
     def raw(data: bytes) -> bytes:
         with socket.create_connection((server.host, server.port), timeout=30) as s:
