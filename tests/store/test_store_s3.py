@@ -127,6 +127,20 @@ def _fs() -> s3fs.S3FileSystem:
     return s3fs.S3FileSystem(use_listings_cache=False)
 
 
+def count_details_asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths s3fs asks an object's details of (a HEAD each), from here on in the test
+    (filesystems made after this call)."""
+    asked: list[str] = []
+    real = s3fs.S3FileSystem._info
+
+    async def counted(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(path)
+        return await real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_info", counted)
+    return asked
+
+
 def _keys(url: str) -> list[str]:
     """Every object under a store URL, relative to it."""
     root = url.removeprefix("s3://")
@@ -260,14 +274,7 @@ def test_duckdb_asks_a_files_size_once_per_connection(s3_sim_copy, monkeypatch):
     """DuckDB opens a file again for every scan; the reader asks S3 for its details once (one
     HEAD), and a reader made later (the next connection) asks again."""
     url, run_id = s3_sim_copy
-    asked: list[str] = []
-    real = s3fs.S3FileSystem._info
-
-    async def counted(self, path, *args, **kwargs):
-        asked.append(path)
-        return await real(self, path, *args, **kwargs)
-
-    monkeypatch.setattr(s3fs.S3FileSystem, "_info", counted)
+    asked = count_details_asked(monkeypatch)
     path = f"{url.removeprefix('s3://')}/{run_id}/messages.parquet"
     fs = objects.reader_fs(objects.fs_path(Store(url).root)[0])
     sizes = []
@@ -301,14 +308,7 @@ def test_a_files_footer_is_read_once_per_version(s3_store, monkeypatch):
     read: list[object] = []
     real = pq.read_metadata
     monkeypatch.setattr(pq, "read_metadata", lambda f, *a, **k: read.append(f) or real(f, *a, **k))
-    asked: list[str] = []
-    info = s3fs.S3FileSystem._info
-
-    async def counted(self, where, *args, **kwargs):
-        asked.append(where)
-        return await info(self, where, *args, **kwargs)
-
-    monkeypatch.setattr(s3fs.S3FileSystem, "_info", counted)
+    asked = count_details_asked(monkeypatch)
     s3fs.S3FileSystem.clear_instance_cache()  # (a filesystem made before binds the real one)
     path = Store(s3_store).root / "r" / "samples.parquet"
     put(3)
