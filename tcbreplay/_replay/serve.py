@@ -204,7 +204,7 @@ class ReplayService:
         if hit is None:
             failed = self.recording.ended_in_error(canonical.request, conversation.key)
             if failed is not None:  # answered as recorded: with its error (no divergence)
-                return self._recorded_error(wire, failed)
+                return self._recorded_error(wire, request, conversation, failed)
             return self._diverged(wire, request, canonical, conversation, turn)
         key, recorded = hit
         message, part = self._recorded(key, recorded.position)
@@ -276,10 +276,19 @@ class ReplayService:
         while len(self._threads) > CONVERSATIONS:
             self._threads.popitem(last=False)
 
-    def _recorded_error(self, wire: Wire, key: Key) -> Reply:
+    def _recorded_error(
+        self, wire: Wire, request: WireRequest, conversation: Conversation, key: Key
+    ) -> Reply:
         """The reply to a request whose recording ended in an error there: a 502 (the
-        provider failed) saying which, as replay ends such a sample in its recorded error."""
+        provider failed) saying which, as replay ends such a sample in its recorded error
+        (and the log's conversation ends in it too)."""
         kind, text = self.recording.samples[key].error
+        if conversation.key != key:
+            conversation.served = []
+        conversation.key = key
+        conversation.divergence = None
+        if self.log is not None:
+            self.log.failed(conversation, request.messages, (kind, text))
         message = (f"sample {key[0]!r} (trial {key[1]}): its recording ended here in an error "
                    f"({kind}: {' '.join(str(text).split())[:500]})")  # fmt: skip
         self.served += 1  # (answered as recorded)

@@ -5,7 +5,8 @@ parent and ``served_by: serve``): one sample per conversation, under the sample 
 of the recording it was answered from, holding the conversation as its last request had it
 and the answer given (each answer the parent's stored message, as ``audit verify`` checks),
 with ``metadata.replay.served`` and, for a conversation whose last request matched nothing,
-status ``diverged`` and its row in ``divergences``. The conversations of a sample are its
+status ``diverged`` and its row in ``divergences`` (for one answered with the error its
+recording ended in, status ``error`` with that error). The conversations of a sample are its
 trials in the order they began (the first trial 0, and so on): a client that replays each
 trial once, in order, gets the parent's trial numbers, and one that replays a sample again
 gets trials of its own; ``metadata.replay.parent_trial`` names the recorded trial each was
@@ -157,9 +158,15 @@ class ServeLog:
         """A request of ``conversation`` that no recorded turn answers."""
         self._append(conversation, messages, None)
 
+    def failed(self, conversation: Any, messages: list[Any], error: tuple[str, str]) -> None:
+        """A request of ``conversation`` answered with the error (its type and text) its
+        recording ended in there: the conversation ends in that error, as a replay's does."""
+        self._append(conversation, messages, None, error)
+
     def _append(
-        self, conversation: Any, messages: list[Any], answer: dict[str, Any] | None
-    ) -> None:
+        self, conversation: Any, messages: list[Any], answer: dict[str, Any] | None,
+        error: tuple[str, str] | None = None,
+    ) -> None:  # fmt: skip
         if conversation.key is None:
             return
         sample_id, parent_trial = conversation.key
@@ -174,15 +181,21 @@ class ServeLog:
             self._next[sample_id] = slot[1] + 1
         trial = slot[1]
         divergence = conversation.divergence
+        status, error_type, said = "ok", None, None
+        if divergence is not None:
+            status, said = "diverged", f"diverged at {divergence.line()}"
+        elif error is not None:
+            status, (error_type, said) = "error", error
         record = sample_record(
             self.run_id,
             sample,
-            status="ok" if divergence is None else "diverged",
+            status=status,
             messages=self._messages(conversation, messages, answer),
             attempts=1,
             started_at=conversation.started_at,
             finished_at=utcnow().isoformat(),
-            error=None if divergence is None else f"diverged at {divergence.line()}",
+            error_type=error_type,
+            error=said,
             trial=trial,
             sample_index=row_index(sample.index, trial, self._entries),
             metadata={SOURCE: {
@@ -194,6 +207,7 @@ class ServeLog:
                 "continued": False,
                 "tool_outputs": {},
                 "tool_outputs_served": 0,
+                **({"recorded_error": True} if error is not None else {}),
             }},
         )  # fmt: skip
         record["divergences"] = [] if divergence is None else [divergence.to_dict()]

@@ -802,7 +802,7 @@ def test_a_turn_whose_recording_ended_in_an_error_gets_that_error(tmp_path):
     assert made.exit_code == 0, made.output
     failed = sql(store, "select sample_id, error_type from samples where status = 'error'")
     assert failed
-    with serve_run(store, "flt") as server:
+    with serve_run(store, "flt", log_run="flt-log") as server:
         for row in failed:
             messages = opening(row["sample_id"])
             with pytest.raises(openai.APIStatusError) as caught:
@@ -812,6 +812,13 @@ def test_a_turn_whose_recording_ended_in_an_error_gets_that_error(tmp_path):
             said = str(caught.value)
             assert f"sample {row['sample_id']!r} (trial 0): its recording ended here" in said
             assert row["error_type"] in said
+    # the log ends each such conversation in its recorded error, as replay ends a sample
+    logged = sql(store, "select sample_id, status, error_type, error, "
+                 "json_extract(metadata, '$.replay.recorded_error')::bool as recorded_error "
+                 "from samples where run_id = 'flt-log' order by sample_id")  # fmt: skip
+    recorded = sql(store, "select sample_id, error_type, error from samples where run_id = "
+                   "'flt' and status = 'error' order by sample_id")  # fmt: skip
+    assert logged == [{**r, "status": "error", "recorded_error": True} for r in recorded]
 
 
 def test_bad_input_exits_2(root, server):
