@@ -125,7 +125,8 @@ def backoff_delay(
     base: float, attempt: int, exc: BaseException | None = None, clock: Clock = SYSTEM_CLOCK
 ) -> float:
     """Exponential backoff with jitter for retry ``attempt`` (1-based), never below Retry-After."""
-    delay = base * (2 ** (attempt - 1)) * (0.5 + random.random())
+    # (the doubling stops once past any wait: 2 ** 1024 is no float, and --retries has no cap)
+    delay = base * (2.0 ** min(attempt - 1, 64)) * (0.5 + random.random())
     asked = retry_after(exc, clock) if exc is not None else None
     if asked is not None:
         delay = max(delay, asked)

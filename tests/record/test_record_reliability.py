@@ -368,6 +368,8 @@ def test_retry_after_header_and_retry_info():
     assert backoff_delay(0.01, 1, _Status(429, {"retry-after": "3"})) >= 3.0
     delays = [backoff_delay(1.0, attempt) for attempt in (1, 2, 3, 4)]
     assert all(0.5 * 2**k <= d <= 1.5 * 2**k for k, d in enumerate(delays))
+    # a retry past the 1,024th (--retries has no cap) waits the longest, no OverflowError
+    assert backoff_delay(1.0, 5000) == backoff_delay(0.001, 10**6) == 120.0
 
 
 def test_rate_limiter_keeps_calls_per_window():
