@@ -97,6 +97,15 @@ def test_json_and_protobuf_requests_are_received_as_they_come(tmp_path):
     assert summary[0].samples == 6
     assert sum(len(v) for v in calls_by_input(store, "live").values()) == 10
     assert (store / "live" / "received.otlp.pb").stat().st_size == len(PB) + 4
+    # the run's model is the one its model calls answered with, as an import names it
+    (store / "both.otlp.jsonl").write_bytes(b"\n".join(JSON_LINES) + b"\n")
+    imported = cli("import", "--traces", store / "both.otlp.jsonl", "--run-id", "file",
+                   "--store", store)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    model = {r: json.loads((store / r / "manifest.json").read_text())["model"]
+             for r in ("live", "file")}  # fmt: skip
+    assert model["live"]["id"] == model["file"]["id"] == "gpt-4o-mini-2024-07-18"
+    assert model["live"]["provider"] == "collect"
 
 
 def test_chunked_bodies_are_read_as_javascripts_exporter_sends_them(tmp_path):

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,7 +42,7 @@ from typing import Any
 from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
-from tcbreplay._secrets import redact, shown_path
+from tcbreplay._secrets import redact, scrub, shown_path
 from tcbreplay._store.files import write_jsonl_atomic
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
@@ -136,6 +136,8 @@ class Collector:
         self._trials: dict[str, int] = {}
         self._per_sample: dict[str, int] = {}  # rows made of each sample id
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
+        # each row's model calls' models (the run's model: the most common, as import's)
+        self._models: dict[tuple[str, int], list[str]] = {}
         self._writer = self._open(store)
         self.dir = self._writer.dir
         try:
@@ -314,6 +316,7 @@ class Collector:
             self._rows[key] = len(self._rows)
             self._per_sample[sid] = self._per_sample.get(sid, 0) + 1
         index = self._rows[key]
+        self._models[key] = built.models
         entry = built.entry or {"id": sid, "input": built.input, "target": []}
         self._entries.setdefault(sid, entry)
         for tool in built.tools:
@@ -372,6 +375,7 @@ class Collector:
                 status_of = Run(self.dir).recorded_ids()
                 errors = sum(1 for s in status_of.values() if s != "ok")
                 self._writer.update_manifest(
+                    **self._model(manifest["model"]),
                     status="complete",
                     finished_at=utcnow().isoformat(),
                     dataset=manifest["dataset"],
@@ -392,6 +396,15 @@ class Collector:
             earlier_requests=self.earlier_requests,
             unstored=len(self._unstored),
         )
+
+    def _model(self, model: dict[str, Any]) -> dict[str, Any]:
+        """The manifest's model, named (as ``import`` names it) by the model most model
+        calls answered with, when the spans name one; nothing to change otherwise."""
+        counted = Counter(m for models in self._models.values() for m in models)
+        if not counted:
+            return {}
+        name = scrub("model", counted.most_common(1)[0][0])
+        return {"model": {**model, "id": name, "name": name}}
 
     def close(self) -> None:
         """Release the run unfinished (its samples stay in the journal)."""
