@@ -530,10 +530,17 @@ def _strings(value: Any) -> tuple[str, ...]:
 _MODEL_PIECES = re.compile(r"[?&,;:/\s]+")
 
 
-def refuse_model_secrets(model: str, option: str) -> None:
+# where a secret given in a model string or option goes instead
+SECRETS_HINT = (
+    "pass secrets by environment (the provider's API key variable); they are never recorded"
+)
+
+
+def refuse_model_secrets(model: str, option: str, hint: str = SECRETS_HINT) -> None:
     """Refuse a model string that holds a secret (a ``key=...`` setting with a secret's
     name, a credential in a URL, a ``Bearer ...`` value, a secret variable's value): the
-    string names the run and is written into its manifest. The string is not shown."""
+    string names the run and is written into its manifest. The string is not shown;
+    ``hint`` says where its secret goes instead."""
     why = next(
         (f"has a setting {key!r}, whose name is a secret's"
          for key, sep, _ in (piece.partition("=") for piece in _MODEL_PIECES.split(model))
@@ -545,7 +552,5 @@ def refuse_model_secrets(model: str, option: str) -> None:
         why = None if finding is None else finding.why
     if why is not None:
         raise ModelError(
-            f"{option}: the model string {why}; secrets are not accepted in it",
-            hint="pass secrets by environment (such as the provider's API key variable, "
-            "OPENAI_API_KEY for openai); they are never recorded",
+            f"{option}: the model string {why}; secrets are not accepted in it", hint=hint
         )

@@ -107,6 +107,26 @@ def test_model_options_holding_a_secret_are_refused(key, value, fragment):
     assert "environment" in caught.value.hint
 
 
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("anthropic:claude-x", "ANTHROPIC_API_KEY for anthropic"),
+        ("openai:gpt-4o", "OPENAI_API_KEY for openai"),
+        ("google_genai:gemini-2.5-flash", "GOOGLE_API_KEY or GEMINI_API_KEY for google_genai"),
+        ("other:model", "the provider's API key variable"),
+        ("sim", "the sim model takes no secret"),
+        (f"sim:seed=4,token={FAKE}", "the sim model takes no secret"),
+        (f"openai:gpt-4o?api_key={FAKE}", "OPENAI_API_KEY for openai"),
+    ],
+)  # fmt: skip
+def test_a_refused_secret_hint_names_the_models_own_key_variable(model, said):
+    """The hint named GOOGLE_API_KEY (or OPENAI_API_KEY) whatever the model's provider."""
+    with pytest.raises(ModelError) as caught:
+        parse_model(model, {} if FAKE in model else {"api_key": FAKE})
+    assert said in caught.value.hint
+    assert FAKE not in str(caught.value) and FAKE not in caught.value.hint
+
+
 def test_a_model_option_holding_the_environments_key_is_refused(key):
     with pytest.raises(ModelError, match="--model-option note: holds the value of GOOGLE_API_KEY"):
         parse_model(MODEL, {"note": f"my key is {key}"})

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._secrets import find_secrets, refuse_model_secrets, register
+from tcbreplay._secrets import SECRETS_HINT, find_secrets, refuse_model_secrets, register
 from tcbreplay.errors import ModelError
 
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
@@ -68,11 +68,12 @@ def parse_model(
 ) -> ModelChoice:
     """Resolve ``sim[:k=v,...]`` or ``PROVIDER:NAME`` plus ``--model-option`` settings
     (``option``: the option that gave ``model``, which errors name)."""
-    refuse_model_secrets(model, option)
+    hint = secrets_hint(model.partition(":")[0])
+    refuse_model_secrets(model, option, hint)
     options = dict(options or {})
     parsed = {key: _parse_value(key, text) for key, text in options.items()}
     for key, value in parsed.items():
-        _refuse_secrets(key, value)
+        _refuse_secrets(key, value, hint)
     if model == "sim" or model.startswith("sim:"):
         from tcbreplay._record.models.sim import parse_sim_options
 
@@ -112,7 +113,7 @@ def with_transport(choice: ModelChoice, options: Mapping[str, str]) -> ModelChoi
         raise ModelError("--model-option: the sim model has no transport settings")
     parsed = {key: _parse_value(key, text) for key, text in options.items()}
     for key, value in parsed.items():
-        _refuse_secrets(key, value)
+        _refuse_secrets(key, value, secrets_hint(choice.provider))
     return ModelChoice(choice.id, choice.provider, choice.name, {**choice.settings, **parsed},
                        choice.option)  # fmt: skip
 
@@ -210,7 +211,17 @@ def _parse_value(key: str, text: str) -> Any:
         return text
 
 
-def _refuse_secrets(key: str, value: Any) -> None:
+def secrets_hint(provider: str) -> str:
+    """Where a secret given in a model string or option goes instead, for ``provider``."""
+    if provider == "sim":
+        return "the sim model takes no secret; a provider's key goes in the environment"
+    names = KEY_VARIABLES.get(provider)
+    if not names:
+        return SECRETS_HINT
+    return f"pass secrets by environment ({' or '.join(names)} for {provider}); they are never recorded"
+
+
+def _refuse_secrets(key: str, value: Any, hint: str = SECRETS_HINT) -> None:
     """Refuse an option that holds a secret anywhere: it would be written into the manifest."""
     finding = next(find_secrets(key, value), None)
     if finding is None:
@@ -221,9 +232,7 @@ def _refuse_secrets(key: str, value: Any) -> None:
         where = f" (at {finding.path})" if finding.path != key else ""
         problem = f" {finding.why}{where};"
     raise ModelError(
-        f"--model-option {key}:{problem} secrets are not accepted as options",
-        hint="pass secrets by environment (such as the provider's API key variable, "
-        "GOOGLE_API_KEY for google_genai); they are never recorded",
+        f"--model-option {key}:{problem} secrets are not accepted as options", hint=hint
     )
 
 
