@@ -29,6 +29,7 @@ from tcbreplay._score.results import (
     refuse_repeated_rows,
     scoring_file_batches,
 )
+from tcbreplay._store.parquet import read_table
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES
 from tcbreplay._store.views import shown_status
@@ -193,13 +194,36 @@ def _unlike_options(a: Run, b: Run, scoring: str) -> tuple[ScoreOptions | None, 
 
 def _benchmarks_differ(a: Run, b: Run) -> list[str]:
     """Runs of two benchmarks (tau-bench and tau2, say): their samples are paired by id, and
-    the same id may be another task in each."""
+    the same id may be another task in each. Runs of one benchmark name but other datasets
+    (two imports are both ``custom``): the samples in common whose input or gold differ."""
     names = [((run.manifest.get("benchmark") or {}).get("name") or "?") for run in (a, b)]
-    if names[0] == names[1]:
+    if names[0] != names[1]:
+        return [
+            f"A ({a.run_id}) is a run of {names[0]}, B ({b.run_id}) of {names[1]}: samples are "
+            "paired by id alone, and an id may be another task in each"
+        ]
+    datasets = [(run.manifest.get("dataset") or {}).get("sha256") for run in (a, b)]
+    if (datasets[0] == datasets[1] and datasets[0] is not None) or not (
+        a.has_data() and b.has_data()
+    ):  # (a run only begun holds its samples in its journal: its scores tell no input)
         return []
+    tasks = [
+        pl.from_arrow(read_table(run.samples_path, columns=["sample_id", "input", "gold"])).unique(
+            "sample_id", keep="first"
+        )  # (each trial holds its sample's task)
+        for run in (a, b)
+    ]
+    joined = tasks[0].join(tasks[1], on="sample_id", suffix="_b")  # type: ignore[union-attr]
+    other = joined.filter(
+        (pl.col("input") != pl.col("input_b")) | (pl.col("gold") != pl.col("gold_b"))
+    )
+    if other.height == 0:
+        return []
+    first = other["sample_id"].sort()[0]
     return [
-        f"A ({a.run_id}) is a run of {names[0]}, B ({b.run_id}) of {names[1]}: samples are "
-        "paired by id alone, and an id may be another task in each"
+        f"{other.height} of the {joined.height} samples in common are another task in A "
+        f"({a.run_id}) and B ({b.run_id}), their input or gold calls not the same (the first: "
+        f"{first!r}): samples are paired by id alone"
     ]
 
 

@@ -833,6 +833,38 @@ def test_runs_of_two_benchmarks_are_paired_by_id_with_a_warning(tmp_path):
     )
 
 
+def test_imports_of_other_datasets_are_paired_by_id_with_a_warning(tmp_path):
+    """Two imports are both of benchmark 'custom': a sample of one id and another input or
+    gold in each was paired without a word (and the report's comparison with it)."""
+    tools = TEST_DATA / "tools_shop.json"
+    gold = [{"name": "list_items", "args": {}}]
+    tasks = {"one": ["what is sold?", "q1"], "two": ["something else entirely", "q1"],
+             "same": ["what is sold?", "q1"]}  # fmt: skip
+    store = tmp_path / "traces"
+    for run_id, inputs in tasks.items():
+        entries = [{"id": f"s{k}", "input": text, "target": gold} for k, text in enumerate(inputs)]
+        (tmp_path / f"{run_id}.json").write_text(json.dumps(entries))
+        lines = [{"sample_id": f"s{k}", "messages": [{"role": "user", "content": text},
+                                                     {"role": "assistant", "content": "hi"}]}
+                 for k, text in enumerate(inputs)]  # fmt: skip
+        (tmp_path / f"{run_id}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        made = cli("import", "--format", "openai", "--traces", tmp_path / f"{run_id}.jsonl",
+                   "--dataset", tmp_path / f"{run_id}.json", "--tools", tools, "--run-id",
+                   run_id, "--store", store)  # fmt: skip
+        assert made.exit_code == 0, made.output
+    result = cli("diff", "one", "two", "--format", "json", "--store", store)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"] == [
+        "1 of the 2 samples in common are another task in A (one) and B (two), their input or "
+        "gold calls not the same (the first: 's0'): samples are paired by id alone"
+    ]
+    same = cli("diff", "one", "same", "--format", "json", "--store", store)
+    assert same.exit_code == 0 and json.loads(same.stdout)["warnings"] == [], same.output
+    page = cli("report", "one", "two", "-o", tmp_path / "r.html", "--store", store)
+    assert page.exit_code == 0, page.output
+    assert "another task in A (one) and B (two)" in (tmp_path / "r.html").read_text("utf-8")
+
+
 def test_an_imports_missing_samples_are_said_missing_not_ended_in_error(tmp_path):
     """An import counts the samples its traces lack among its totals' errors: diff said they
     'ended in error' and 'score with the calls made before the error', beside the right
