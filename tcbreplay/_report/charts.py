@@ -8,6 +8,7 @@ which also keeps the page's chart data to a few numbers per run.
 
 from __future__ import annotations
 
+import html
 from importlib import resources
 from typing import Any
 
@@ -48,6 +49,13 @@ def plotly_js() -> str:
     """The vendored plotly.js bundle, as the page embeds it."""
     package = resources.files("tcbreplay._report")
     return package.joinpath(PLOTLY_JS).read_text(encoding="utf-8")
+
+
+def plotly_text(text: str) -> str:
+    """A text from the traces (a tool's name) as plotly.js shows it as it is: plotly.js
+    reads a label's tags (``<a href>``, ``<span style>``, ``<br>``) and entities as markup,
+    so ``&``, ``<`` and ``>`` go as entities, which it shows as the characters."""
+    return html.escape(text, quote=False)
 
 
 def run_color(k: int) -> str:
@@ -131,7 +139,10 @@ def tools_figure(report: ReportData) -> dict[str, Any]:
     for k, run in enumerate(report.runs):
         suffix = "" if k == 0 else str(k + 1)
         left = k * (width + spacing)
-        layout[f"xaxis{suffix}"] = _axis(domain=[left, left + width], anchor=f"y{suffix}")
+        # (tools named like numbers are still names: not placed on a number line)
+        layout[f"xaxis{suffix}"] = _axis(
+            domain=[left, left + width], anchor=f"y{suffix}", type="category"
+        )
         layout[f"yaxis{suffix}"] = (
             _axis(anchor="x", title={"text": "count"})
             if k == 0
@@ -143,7 +154,7 @@ def tools_figure(report: ReportData) -> dict[str, Any]:
             data.append(
                 _bar(
                     label,
-                    [r.tool for r in rows],
+                    [plotly_text(r.tool) for r in rows],
                     [getattr(r, key) for r in rows],
                     color,
                     hover,

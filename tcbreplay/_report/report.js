@@ -5,12 +5,18 @@
   const $ = (id) => document.getElementById(id);
   const D = JSON.parse($("report-data").textContent);
   let X = null; // trajectories and transcripts: parsed at the first click
-  const details = () => X || (X = JSON.parse($("report-details").textContent));
+  // an integer beyond a double's (2^53) kept as its digits, where the browser can say them
+  // (JSON.rawJSON): a call's argument 9007199254740993 is not shown as ...992
+  const exact = (k, v, at) => typeof v === "number" && !Number.isSafeInteger(v) && at &&
+    typeof JSON.rawJSON === "function" && /^-?\d+$/.test(at.source) ? JSON.rawJSON(at.source) : v;
+  const details = () => X || (X = JSON.parse($("report-details").textContent, exact));
   const S = D.samples, R = D.runs, N = S.id.length;
   const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
   const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
   const fmt = (v, d = 3) => (v == null ? "—" : Number(v).toFixed(d));
   const json = (v) => esc(JSON.stringify(v));
+  // a key's own value (an argument named constructor or __proto__ is no Object's member)
+  const own = (o, k) => (o != null && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined);
 
   const charts = Object.entries(D.charts).map(([id, fig]) =>
     Plotly.newPlot(id, fig.data, fig.layout, { displaylogo: false, responsive: true }));
@@ -156,17 +162,17 @@
     // arguments that are no object (scored as none) are shown as their JSON
     const object = args !== null && typeof args === "object" && !Array.isArray(args);
     const arg = (k, v) => {
-      const m = (marks && marks[k]) || (missing && missing.includes(k) ? "missing" : "") ||
+      const m = own(marks, k) || (missing && missing.includes(k) ? "missing" : "") ||
         (optional && optional.includes(k) ? "optional" : "");
       const tag = m ? `<span class="tag ${m}">${TAGS[m]}</span>` : "";
-      const others = (accept[k] || []).filter((x) => v === undefined || json(x) !== json(v));
+      const others = (own(accept, k) || []).filter((x) => v === undefined || json(x) !== json(v));
       const alt = others.length ? `<span class="alt"> | ${others.map(json).join(" | ")}</span>` : "";
       const value = v === undefined ? "" : json(v);
       const isOpt = opt.includes(k) ? '<span class="opt">?</span>' : "";
       return `<span class="arg${m ? " " + m : ""}">${esc(k)}${isOpt}=${value}${alt}${tag}</span>`;
     };
     const parts = !object ? [json(args)] : Object.entries(args).map(([k, v]) => arg(k, v));
-    if (object) opt.filter((k) => !(k in args)).forEach((k) => parts.push(arg(k, undefined)));
+    if (object) opt.filter((k) => own(args, k) === undefined).forEach((k) => parts.push(arg(k, undefined)));
     const group = rules && rules.group !== undefined ?
       `<span class="tag group" title="calls of one group may come in any order">group ${json(rules.group)}</span>` : "";
     return `<span class="call mono"><span class="name">${esc(name)}</span>(${parts.join(", ")})${group}</span>`;

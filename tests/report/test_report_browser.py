@@ -532,3 +532,56 @@ def test_a_page_of_some_samples_shows_them_and_says_so(browser, sim_run, tmp_pat
         assert linked.page.locator("#detail").is_hidden() and linked.errors == []
     finally:
         linked.page.close()
+
+
+def test_trace_text_is_shown_as_text_in_charts_and_arguments_as_given(browser, tmp_path):
+    """Tool names from traces were drawn by plotly.js as markup (a link to another site, a
+    60px span) and names like numbers placed on a number line; an argument named
+    ``constructor`` broke the detail with a JS error; an integer past 2^53 was shown
+    rounded (as the gold value it was marked wrong against)."""
+    from helpers import cli
+
+    big = 9007199254740993
+    tools = [{"name": "add", "description": "add", "parameters": {"type": "object", "properties":
+              {"a": {"type": "number"}, "b": {"type": "number"}}}}]  # fmt: skip
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    gold = [{"name": "add", "args": {"a": big, "b": 1}}]
+    (tmp_path / "ds.json").write_text(json.dumps([{"id": "s", "input": "q", "target": gold}]))
+    names = ['<a href="https://evil.example/x">add</a>', '<span style="font-size:60px">BIG</span>',
+             "1e3", "7", "a&amp;b"]  # fmt: skip
+    calls = [("add", f'{{"a": {big - 1}, "b": 1, "constructor": 3}}')] + [(n, "{}") for n in names]
+    line = {"sample_id": "s", "messages": [{"role": "user", "content": "q"}, {
+        "role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{k}", "type": "function", "function": {"name": n, "arguments": a}}
+            for k, (n, a) in enumerate(calls)]}]}  # fmt: skip
+    (tmp_path / "t.jsonl").write_text(json.dumps(line) + "\n")
+    root = tmp_path / "traces"
+    made = cli("import", "--format", "openai", "--dataset", tmp_path / "ds.json", "--tools",
+               tmp_path / "tools.json", "--traces", tmp_path / "t.jsonl", "--run-id", "odd",
+               "--store", root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    opened = Opened(browser, write_report(Store(root), ["odd"], tmp_path / "r.html"))
+    try:
+        axis = opened.page.evaluate(
+            """() => {
+                const chart = document.getElementById('chart-tools');
+                const ticks = [...chart.querySelectorAll('.xtick text')];
+                return {type: chart._fullLayout.xaxis.type, ticks: ticks.map(t => t.textContent),
+                        links: chart.querySelectorAll('a').length,
+                        styled: chart.querySelectorAll('.xtick tspan[style]').length};
+            }"""
+        )
+        assert axis["type"] == "category"
+        assert sorted(axis["ticks"]) == sorted(["add", *names])
+        assert axis["links"] == 0 and axis["styled"] == 0
+        body = opened.open_sample("s")
+        args = opened.page.locator("#d-body .traj .arg")
+        shown = {args.nth(k).inner_text(): args.nth(k).get_attribute("class")
+                 for k in range(args.count())}  # fmt: skip
+        assert shown[f"a={big}"] == "arg"  # gold's, its digits
+        assert shown[f"a={big - 1}wrong"] == "arg wrong"
+        assert shown["constructor=3invented"] == "arg unknown"
+        assert names[0] in body
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()
