@@ -453,16 +453,30 @@ def grid_markdown(grid: Grid) -> str:
     """A GitHub-flavoured Markdown table, title above and caption below, cells in full."""
 
     def cell(value: Any) -> str:  # (a line break as GitHub's tables take one: <br>)
-        return table_cell(value, grid, lines="<br>").replace("\\", "\\\\").replace("|", "\\|")
+        # (joined by U+2028 first: splitlines has split the text's own at it, so it is ours)
+        parts = table_cell(value, grid, lines="\u2028").split("\u2028")
+        return "<br>".join(markdown_text(part) for part in parts)
 
     numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
-    lines = [f"**{printable(grid.title)}**", ""] if grid.title else []
+    lines = [f"**{markdown_text(printable(grid.title))}**", ""] if grid.title else []
     lines.append("| " + " | ".join(cell(c) for c in grid.columns) + " |")
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in grid.rows]
     if grid.caption:
-        lines += ["", printable(grid.caption)]
+        lines += ["", markdown_text(printable(grid.caption))]
     return "\n".join(lines) + "\n"
+
+
+# what Markdown would read as markup in a text from the traces: HTML and entities, links and
+# images, code, emphasis, a table's cell end (an underscore only where it can emphasise: not
+# inside a word, as in add_numbers)
+_MARKDOWN = re.compile(r"[\\|<>&\[\]`*]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as Markdown shows it as it is (GitHub's flavour, HTML allowed): each
+    character it would read as markup escaped by a backslash."""
+    return _MARKDOWN.sub(lambda m: "\\" + m[0], text)
 
 
 def rows_csv(columns: list[str], rows: Sequence[Sequence[Any]]) -> str:

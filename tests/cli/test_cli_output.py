@@ -407,6 +407,55 @@ def test_a_markdown_cell_keeps_its_line_breaks():
     assert text.splitlines()[2] == "| a<br>b\\|c | p\\\\q |"
 
 
+def test_markdown_shows_trace_text_as_it_is_not_as_markup():
+    """Tool names and titles from traces went into Markdown as they were: rendered (HTML
+    allowed, as GitHub's and most renderers do), a name made a link, a <script> element, or
+    hid the rest of the table (<!--)."""
+    from html.parser import HTMLParser
+
+    from markdown_it import MarkdownIt
+
+    from tcbreplay._cli.render import Grid, grid_markdown
+
+    texts = ['<a href="https://evil.example/x">add</a>', "<img src=x onerror=alert(1)>",
+             "[link](https://evil.example)", "![i](https://evil.example/i.png)", "&amp; &lt;",
+             "*em* _em_ `code` add_numbers a\\b|c", "<!-- the rest"]  # fmt: skip
+    title = "run (model<script>alert(3)</script>)"
+    page = (
+        MarkdownIt("commonmark", {"html": True})
+        .enable("table")
+        .render(
+            grid_markdown(Grid(["tool", "n"], [(t, k) for k, t in enumerate(texts)], title=title))
+        )
+    )
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[str] = []
+            self.text: dict[str, list[str]] = {"td": [], "strong": []}
+            self.open: str | None = None
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            if tag in self.text:
+                self.open = tag
+                self.text[tag].append("")
+
+        def handle_endtag(self, tag):
+            self.open = None if tag == self.open else self.open
+
+        def handle_data(self, data):
+            if self.open:
+                self.text[self.open][-1] += data
+
+    cells = Cells()
+    cells.feed(page)
+    assert set(cells.tags) <= {"p", "strong", "table", "thead", "tbody", "tr", "th", "td"}
+    assert cells.text["td"][::2] == texts
+    assert cells.text["strong"] == [title]
+
+
 def _drawn(grid, **kwargs) -> str:
     from tcbreplay._cli.render import print_grids
 
@@ -486,8 +535,8 @@ def test_terminal_escapes_in_trace_data_are_shown_escaped(hostile, args, fmt):
     assert result.exit_code == 0, result.output
     for char in "\x1b\x07\x9b":
         assert char not in result.output, repr(result.output)
-    # shown escaped (markdown escapes the backslash itself), cut in a table
-    shown = result.output.replace("\\\\", "\\")
+    # shown escaped (markdown escapes the backslash and brackets themselves), cut in a table
+    shown = re.sub(r"\\([\\\[\]])", r"\1", result.output) if fmt == "markdown" else result.output
     expected = "\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m"
     assert expected in shown if fmt == "markdown" else "\\x1b" in shown, result.output
 
