@@ -47,6 +47,8 @@ _FIRST_HARD = 12
 _HEADER_MIN = 6  # a header folds onto more lines (after an underscore) rather than go below this
 # rows drawn at a time: between them, the time limit of the query is checked
 _DRAW_ROWS = 500
+# rows laid out between two looks at a deadline
+_FIT_ROWS = 20_000
 # control characters (C0, DEL, C1), the marks that reorder text on the screen, and a zero-width
 # joiner that joins nothing before it (first in a text, or after another): rich's measure of
 # a cell starting with two fails (IndexError) when it cuts it
@@ -192,7 +194,7 @@ def draw_grids(
     from tcbreplay._cli.table_rows import divider, rows_text
 
     for grid in grids:
-        fit = _fit(grid, console.width)
+        fit = _fit(grid, console.width, deadline)
         # a title or caption wider than a table narrower than the console is a line of its
         # own, wrapped to the console (rich wraps it to the table's width: "1 row" under a
         # column of one character, a letter a line)
@@ -214,12 +216,7 @@ def draw_grids(
             _frame(console, fit, 0, 0)  # title and header (and caption, with no rows)
         for start in range(0, max(n, 1), _DRAW_ROWS):
             if start and deadline is not None and time.monotonic() > deadline:
-                raise QueryLimitError(
-                    f"drawing the table ran past the time limit and was stopped after {start} "
-                    f"of {n} rows",
-                    hint="--format csv or json prints the rows at once; or raise the limit "
-                    "with --timeout SECONDS (0: no limit)",
-                )
+                raise _past_deadline("drawing", start, n)
             if bar is None:
                 _rich(console).print(_table(fit, start, start + _DRAW_ROWS))
             else:
@@ -308,9 +305,24 @@ class _Fit:
     caption: str
 
 
-def _fit(grid: Grid, width: int) -> _Fit:
+def _past_deadline(doing: str, done: int, n: int) -> QueryLimitError:
+    return QueryLimitError(
+        f"{doing} the table ran past the time limit and was stopped after {done} of {n} rows",
+        hint="--format csv or json prints the rows at once; or raise the limit with --timeout "
+        "SECONDS (0: no limit)",
+    )
+
+
+def _fit(grid: Grid, width: int, deadline: float | None = None) -> _Fit:
     # no cell is shown wider than the table: longer ones are cut before they are measured
-    cells = [[table_cell(v, grid, width) for v in row] for row in grid.rows]
+    # (all of them, to measure the columns: a long table's time goes here, so the deadline
+    # is looked at as they are made)
+    cells: list[list[str]] = []
+    for start in range(0, len(grid.rows), _FIT_ROWS):
+        if start and deadline is not None and time.monotonic() > deadline:
+            raise _past_deadline("laying out", start, len(grid.rows))
+        rows = grid.rows[start : start + _FIT_ROWS]
+        cells += [[table_cell(v, grid, width) for v in row] for row in rows]
     numeric = [_is_numeric(grid.rows, i) for i in range(len(grid.columns))]
     # natural: all of it; tight: headers folded; soft: other text cut; hard: the first too
     natural, tight, soft, hard = [], [], [], []

@@ -494,6 +494,32 @@ def test_drawing_the_table_counts_against_the_timeout(template, monkeypatch):
     assert len(sql(root, query, "csv").stdout.splitlines()) == 1 + 20000
 
 
+@pytest.mark.slow  # waits for its timeout (about 2 s)
+def test_laying_out_the_table_counts_against_the_timeout(template, monkeypatch):
+    """Reported: 10M rows drawn as a table with --timeout 3 took 51 s and 2.8 GB, every
+    cell laid out before the deadline was looked at (here each is laid out slowly, so that
+    the laying out is what is late)."""
+    from tcbreplay._cli import render
+
+    cell = render.table_cell
+
+    def slowly(*args, **kwargs):
+        time.sleep(0.00005)
+        return cell(*args, **kwargs)
+
+    monkeypatch.setattr(render, "table_cell", slowly)
+    root, _ = template
+    started = time.monotonic()
+    result = cli("sql", "select range as n from range(200000)", "--timeout", "2", "--store", root)
+    assert result.exit_code == 1, result.output
+    assert time.monotonic() - started < 8  # (all of them: 10 s and more)
+    (error, hint) = result.stderr.splitlines()
+    assert error.startswith("Error: laying out the table ran past the time limit and was "
+                            "stopped after "), error  # fmt: skip
+    assert hint.startswith("Hint: ") and "--timeout" in hint
+    assert result.stdout == ""
+
+
 def test_a_long_cell_is_cut_in_the_table_and_whole_in_json_and_csv(template):
     root, _ = template
     query = "select repeat('ab', 2000000) as text"
