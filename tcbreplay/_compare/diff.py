@@ -192,6 +192,10 @@ def _unlike_options(a: Run, b: Run, scoring: str) -> tuple[ScoreOptions | None, 
     return None, []
 
 
+# what makes a sample the task it is
+TASK_COLUMNS = ["sample_id", "input", "gold"]
+
+
 def _benchmarks_differ(a: Run, b: Run) -> list[str]:
     """Runs of two benchmarks (tau-bench and tau2, say): their samples are paired by id, and
     the same id may be another task in each. Runs of one benchmark name but other datasets
@@ -207,13 +211,15 @@ def _benchmarks_differ(a: Run, b: Run) -> list[str]:
         a.has_data() and b.has_data()
     ):  # (a run only begun holds its samples in its journal: its scores tell no input)
         return []
-    tasks = [
-        pl.from_arrow(read_table(run.samples_path, columns=["sample_id", "input", "gold"])).unique(
-            "sample_id", keep="first"
-        )  # (each trial holds its sample's task)
+    tasks = [  # (each trial holds its sample's task: one row of each sample)
+        cast(pl.DataFrame, pl.from_arrow(read_table(run.samples_path, columns=TASK_COLUMNS)))
         for run in (a, b)
     ]
-    joined = tasks[0].join(tasks[1], on="sample_id", suffix="_b")  # type: ignore[union-attr]
+    joined = (
+        tasks[0].unique("sample_id", keep="first").join(
+            tasks[1].unique("sample_id", keep="first"), on="sample_id", suffix="_b"
+        )
+    )  # fmt: skip
     other = joined.filter(
         (pl.col("input") != pl.col("input_b")) | (pl.col("gold") != pl.col("gold_b"))
     )

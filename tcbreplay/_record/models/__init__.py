@@ -218,7 +218,8 @@ def secrets_hint(provider: str) -> str:
     names = KEY_VARIABLES.get(provider)
     if not names:
         return SECRETS_HINT
-    return f"pass secrets by environment ({' or '.join(names)} for {provider}); they are never recorded"
+    variables = " or ".join(names)
+    return f"pass secrets by environment ({variables} for {provider}); they are never recorded"
 
 
 def _refuse_secrets(key: str, value: Any, hint: str = SECRETS_HINT) -> None:
