@@ -297,6 +297,11 @@ def diff_runs(
     """Paired comparison of two runs on their common samples. ``progress``: told the
     bootstrap's resamples done and their number as they are drawn (at 10M samples, about
     a third of a second each)."""
+    for name, value in (("--bootstrap", n_boot), ("--seed", seed)):
+        if not isinstance(value, int) or isinstance(value, bool):  # (the Python API's callers)
+            raise InputError(f"{name} {value!r}: a whole number is required")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+        raise InputError(f"--confidence {confidence!r}: a number between 0 and 1 is required")
     if n_boot < 1:
         raise InputError("--bootstrap must be at least 1")
     if n_boot > MAX_BOOT:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -439,6 +440,19 @@ def test_runs_without_common_samples_exit_2(pair, tmp_path):
     )
     with pytest.raises(InputError):
         diff_runs(Store(root), pair.a, "shapes")
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [({"n_boot": 10.5}, "--bootstrap 10.5: a whole number"),
+     ({"n_boot": True}, "--bootstrap True: a whole number"),
+     ({"seed": "1"}, "--seed '1': a whole number"),
+     ({"confidence": "0.9"}, "--confidence '0.9': a number between 0 and 1")],
+)  # fmt: skip
+def test_the_python_api_refuses_settings_of_another_type_in_one_line(pair, given, said):
+    """diff_runs(n_boot=10.5) raised a bare TypeError from deep in the bootstrap."""
+    with pytest.raises(InputError, match=re.escape(said)):
+        diff_runs(Store(pair.root), pair.a, pair.b, **given)
 
 
 @pytest.mark.parametrize(
