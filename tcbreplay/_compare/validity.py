@@ -227,6 +227,10 @@ class _Metric:
                 if column.name == "write_exact"
                 else ""
             )
+        elif not (yy.any() and (~yy).any()):  # (an empty ROC curve, and no r, said why)
+            one = (f"every sample it is defined for has outcome {bool(yy[0])}: AUC and r need "
+                   "samples of both outcomes")  # fmt: skip
+            self.note = one if self.note is None else f"{self.note}; {one}"
         self.point = _stats(np.ones((1, len(x))), x, oriented, yy)
         self.groups = _Groups(oriented, yy, flipped=orientation == LOWER)
         self.draws: list[dict[str, np.ndarray]] = []

@@ -31,6 +31,11 @@ def validity_panel(report: ReportData) -> str:
             f"<td>{_cell(m['r'])}</td><td>{_ci(m['r_ci'])}</td></tr>"
             for name, m in v.metrics.items()
         )
+        notes = "".join(
+            f'<p class="hint">{html.escape(name)}: {html.escape(m["note"])}</p>'
+            for name, m in v.metrics.items()
+            if m.get("note")
+        )
         caption = (
             f"{v.n:,} {'trials' if v.trials > 1 else 'samples'} with an outcome "
             f"({v.n_true:,} true, {v.n_false:,} false), {v.no_outcome:,} without"
@@ -42,7 +47,7 @@ def validity_panel(report: ReportData) -> str:
             f'<div class="table-scroll"><table class="validity"><thead><tr><th>metric</th>'
             "<th>better</th><th>n</th><th>mean if true</th><th>mean if false</th><th>AUC</th>"
             "<th>95% CI</th><th>r</th><th>95% CI</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></div>"
+            f"<tbody>{rows}</tbody></table>{notes}</div>"
             f'<div class="chart" id="chart-roc-{k}"></div></div></div>'
         )
     if not blocks:

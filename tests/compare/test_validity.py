@@ -284,6 +284,20 @@ def test_first_divergence_never_is_best_and_write_exact_without_roles_says_so():
     assert "no tool roles declared" in result["write_exact"]["note"]
 
 
+def test_outcomes_all_alike_are_said_to_leave_auc_undefined():
+    """Every outcome true: AUC and r undefined, the ROC panel an empty curve, and no word why."""
+    scores = pl.DataFrame({"sample_id": ["a", "b", "c"], "trial": [0, 0, 0],
+                           "tp": [1.0, 0.5, 0.0], "first_divergence": [None, 1, 0]},
+                          schema_overrides={"trial": pl.Int32})  # fmt: skip
+    outcomes = pl.DataFrame({"sample_id": ["a", "b", "c"], "trial": [0] * 3,
+                             "outcome": [True] * 3})  # fmt: skip
+    result = scores_validity(scores, Outcomes("x", outcomes), n_boot=10).metrics
+    said = "every sample it is defined for has outcome True: AUC and r need samples of both"
+    assert result["tp"]["auc"] is None and result["tp"]["note"].startswith(said)
+    assert result["first_divergence"]["note"].endswith(said + " outcomes")
+    assert "counts as 2" in result["first_divergence"]["note"]
+
+
 def test_first_divergence_with_none_seen_is_undefined_not_made_up():
     """A scoring without it (abet) or a run that never left the gold path: 'one past the
     latest seen' has no value, and 0 made an AUC of 0.5 over n of every sample."""
