@@ -128,7 +128,7 @@ def test_score_production_traces(tmp_path, traces):
     assert (
         "run production: 5 samples, 2 trials each: 6/10 trials imported, 4 without a trace" in out
     )
-    assert cells(out, "tp   trajectory precision")[1:4] == ["0.4500", "0.45", "10 samples"]
+    assert cells(out, "tp   trajectory precision")[1:4] == ["0.4500", "0.45", "10 trials"]
     assert cells(out, "ahr  argument hallucination rate")[1:4] == ["0.3750", "0.375", "3/8 args"]
     # the worst samples: the failed trace among them, as its sample's trial 0
     worst = [[c.strip() for c in line.split("│")] for line in out.splitlines()]

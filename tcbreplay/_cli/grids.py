@@ -34,25 +34,26 @@ def query_output(result: Any) -> Output:
 def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
     """The metrics of a scoring, its per-tool and per-category tables; json: the summary."""
     abet = (summary.get("options") or {}).get("scorer") == "abet"
-    tsa_unit = "gold calls" if abet else "samples"
+    # what the counts count: a sample's trials each, with several (the run's rows)
+    each = "trials" if summary.get("trials", 1) > 1 else "samples"
+    tsa_unit = "gold calls" if abet else each
     over = {
         "tsa": (None, summary["n_tsa"], tsa_unit),
-        "tp": (None, summary["n_tp"], "samples"),
+        "tp": (None, summary["n_tp"], each),
         "ahr": (summary["args_invalid"], summary["args_total"], "args"),
     }
     if "exact" in summary:  # the default scorer's outcome metrics
-        over["exact"] = (summary["exact_samples"], summary["n_exact"], "samples")
-        over["write_exact"] = (summary["write_exact_samples"], summary["n_write_exact"], "samples")
+        over["exact"] = (summary["exact_samples"], summary["n_exact"], each)
+        over["write_exact"] = (summary["write_exact_samples"], summary["n_write_exact"], each)
         over["first_divergence"] = (None, summary["n_first_divergence"], "diverging")
     if "covered" in summary:
-        over["covered"] = (summary["covered_samples"], summary["n_covered"], "samples")
+        over["covered"] = (summary["covered_samples"], summary["n_covered"], each)
     title = f"{summary['run_id']}  ({summary.get('model') or 'unknown model'})"
     if summary.get("simulated"):
         title += "  [simulated model]"
     missing = "" if abet else f", {summary['args_missing']} gold args left out"
     caption = (
-        f"{summary['n_samples']} samples, {_not_ok(summary)}{missing}; "
-        f"scoring: {summary['scoring']}"
+        f"{summary['n_samples']} {each}, {_not_ok(summary)}{missing}; scoring: {summary['scoring']}"
     )
     shown = Grid(
         ["metric", "value", "exact", "over"],

@@ -229,11 +229,18 @@ class ReportData:
     shown: Shown | None = None
     # the stored scoring whose numbers the page shows (``report --scoring``)
     scoring: str = "spec"
+    # the runs' samples (their union; n_samples counts each trial of one)
+    n_tasks: int = 0
 
     @property
     def n_samples(self) -> int:
-        """The runs' samples (their union), shown or not."""
+        """The runs' rows, a sample's trials each (their union), shown or not."""
         return self.shown.total if self.shown is not None else len(self.sample_ids)
+
+    @property
+    def rows_word(self) -> str:
+        """What a row of the page is: a sample, or (with trials) a sample's trial."""
+        return "trials" if self.n_tasks and self.n_samples != self.n_tasks else "samples"
 
     def shown_rows(self, frame: pl.DataFrame) -> pl.DataFrame:
         """The rows of a run's frame that the page shows (every row unless it chose some)."""
@@ -360,6 +367,7 @@ def collect(
         tool_rows=[row for run in runs for row in tool_breakdown(run, tools)],
         shown=shown,
         scoring=scoring,
+        n_tasks=rows["base_id"].n_unique(),
     )
 
 

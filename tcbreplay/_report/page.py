@@ -122,9 +122,16 @@ def _meta(report: ReportData) -> str:
     n_runs = len(report.runs)
     when = utcnow().strftime("%Y-%m-%d %H:%M UTC")
     return html.escape(
-        f"{n_runs} run{'s' if n_runs > 1 else ''} · {report.n_samples:,} samples · "
+        f"{n_runs} run{'s' if n_runs > 1 else ''} · {_counted(report)} · "
         f"scoring {report.scoring} · generated {when} by tcbreplay {__version__}"
     )
+
+
+def _counted(report: ReportData) -> str:
+    """The runs' samples, and their trials when there are several (the table's rows)."""
+    if report.rows_word == "samples":
+        return f"{report.n_samples:,} samples"
+    return f"{report.n_samples:,} trials of {report.n_tasks:,} samples"
 
 
 def _option(value: str, label: str) -> str:
@@ -186,7 +193,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
             f"{html.escape(run.diff_error)}</div>"
         )
     foot = (
-        f"{s.get('n_samples', 0):,} samples · {failed:,} failed · "
+        f"{s.get('n_samples', 0):,} {_each(s)} · {failed:,} failed · "
         f"{_errors(run):,} errors · "
         + (f"{_diverged(run):,} diverged · " if _diverged(run) else "")
         + f"{s.get('args_missing', 0):,} gold args left out · "
@@ -230,6 +237,11 @@ def _errors(run: RunData) -> int:
     return (run.summary.get("n_errors") or 0) - _diverged(run)
 
 
+def _each(summary: dict[str, Any]) -> str:
+    """What a run's counts count: its samples, or with several trials its samples' trials."""
+    return "trials" if (summary.get("trials") or 1) > 1 else "samples"
+
+
 def _banner(run: RunData) -> str:
     """A run whose samples ended in error while recording (or a replay's that diverged)
     says so above its metrics."""
@@ -237,9 +249,10 @@ def _banner(run: RunData) -> str:
     missing = s.get("n_missing") or 0
     errors = _errors(run) - missing
     diverged = _diverged(run)
+    each = _each(s)
     said = []
     if errors:
-        said.append(f"{errors:,} of {s.get('n_samples', 0):,} samples ended in error and score "
+        said.append(f"{errors:,} of {s.get('n_samples', 0):,} {each} ended in error and score "
                     "with the calls made before the error")  # fmt: skip
     if missing:
         said.append(f"{missing:,} are missing (no trace) and score with no calls")
@@ -250,7 +263,7 @@ def _banner(run: RunData) -> str:
         )
     if diverged:
         return (
-            f'<div class="banner" role="note">{diverged:,} of {s.get("n_samples", 0):,} samples '
+            f'<div class="banner" role="note">{diverged:,} of {s.get("n_samples", 0):,} {each} '
             "diverged from their recording and score with the calls made until then</div>"
         )
     return ""
@@ -386,6 +399,7 @@ def table_payload(report: ReportData) -> dict[str, Any]:
     return {
         "runs": runs,
         "tools": report.tools,
+        "rows": report.rows_word,  # what a row of the table is: samples, or trials
         "samples": {
             "id": report.sample_ids,
             "cat": [first[s]["category"] for s in report.sample_ids],

@@ -120,7 +120,7 @@
     const count = $("row-count");
     count.dataset.count = rows.length;
     const n = (v) => v.toLocaleString("en-US");
-    count.textContent = rows.length === N ? `${n(N)} samples` : `${n(rows.length)} of ${n(N)} samples`;
+    count.textContent = rows.length === N ? `${n(N)} ${D.rows}` : `${n(rows.length)} of ${n(N)} ${D.rows}`;
     $("p-info").textContent = rows.length ?
       `${start + 1}–${start + shown.length} of ${rows.length}, page ${state.page + 1} of ${pages}` :
       "no sample matches";

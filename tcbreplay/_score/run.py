@@ -333,6 +333,9 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     recording (they score with the calls made before the error), a partial or unfinished run."""
     out = []
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
+    # what the counts count: a sample's trials each, with several (the run's rows)
+    trials = (run.manifest.get("totals") or {}).get("trials") or metrics.get("trials") or 1
+    each = "trials" if isinstance(trials, int) and trials > 1 else "samples"
     status = shown_status(run) or run.status  # (interrupted, not recording, once none writes)
     replayed = run.manifest.get("source") == "replay"
     sharded = None if status in SCORABLE or replayed else shard_progress(run)
@@ -340,7 +343,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         diverged = int((run.manifest.get("totals") or {}).get("diverged") or 0)
         if diverged:
             out.append(
-                f"{diverged} of {n} samples diverged from their recording and score with the "
+                f"{diverged} of {n} {each} diverged from their recording and score with the "
                 'calls made until then (tcbreplay sql "select * from divergences" says where)'
             )
         errors -= diverged
@@ -356,7 +359,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
         if replayed:
             again = f"; replay them again with: {run.resume_command()} --overwrite"
         out.append(
-            f"{errors} of {n} samples "
+            f"{errors} of {n} {each} "
             + ("are stored as errors or missing" if imported else "ended in error while recording")
             + (
                 " and score with the calls their traces hold (a missing one, none)"
@@ -369,7 +372,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     total = (run.manifest.get("totals") or {}).get("samples")
     if status == "partial":
         out.append(
-            f"partial run: {n} of {total} samples recorded; the metrics cover only those "
+            f"partial run: {n} of {total} {each} recorded; the metrics cover only those "
             f"({_rest(run, replayed)})"
         )
     elif sharded is not None:  # counted against what the shards were asked for
@@ -380,7 +383,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     elif status not in SCORABLE:
         # (a run cut short before its manifest had its totals says how many it holds)
         of = f" of {total}" if isinstance(total, int) else ""
-        out.append(f"run {status}: {n}{of} samples recorded, scored as they are")
+        out.append(f"run {status}: {n}{of} {each} recorded, scored as they are")
     journal = _waiting(run)
     if journal:  # (a killed recording's: in the result's warnings, as the others are)
         out.append(f"{journal}; run {run.run_id!r} is scored without them")

@@ -130,6 +130,29 @@ def test_score_prints_pass_k_with_several_trials(trial_store):
     assert json.loads(cli("score", "k1", "--store", root, "--format", "json").stdout)["trials"] == 1
 
 
+def test_counts_of_a_run_of_trials_say_trials_not_samples(trial_store, tmp_path):
+    """A sample has trials (glossary): a run of 3 trials of each of SAMPLES samples said
+    '3 x SAMPLES samples' in score's table and the report's header and card."""
+    root = trial_store.root
+    n = 3 * SAMPLES
+    table = cli("score", "k3", "--store", root).stdout
+    assert f"│ {n} trials" in table and f"{n} trials, " in table, table
+    assert f"{SAMPLES} samples" not in table and f"{n} samples" not in table
+    one = cli("score", "k1", "--store", root).stdout
+    assert f"{SAMPLES} samples, " in one and "trials" not in one.split("per tool")[0]
+    csv_units = {
+        line.rsplit(",", 1)[1]
+        for line in cli("score", "k3", "--store", root, "--format", "csv").stdout.splitlines()[1:]
+    }
+    assert csv_units <= {"trials", "args", "diverging", "no write role"}, csv_units  # fmt: skip
+    page = cli("report", "k1", "k3", "-o", tmp_path / "r.html", "--store", root)
+    assert page.exit_code == 0, page.output
+    text = (tmp_path / "r.html").read_text("utf-8")
+    assert f"2 runs · {n} trials of {SAMPLES} samples · " in text
+    assert f"{n} trials · " in text and f"{SAMPLES} samples · " in text  # the two cards
+    assert '"rows": "trials"' in text or '"rows":"trials"' in text
+
+
 @pytest.mark.slow  # (2 s)
 def test_diff_pairs_by_sample_over_trials_and_says_so(trial_store):
     root = trial_store.root
