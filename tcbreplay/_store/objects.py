@@ -339,7 +339,30 @@ def _check_not_url_like(text: str) -> None:
 def fs_path(path: Path) -> tuple[Any, str]:
     """The fsspec filesystem of a remote place, and the place as that filesystem names it."""
     remote = cast(Any, path)
-    return remote.fs, remote.path
+    fs = remote.fs
+    if _is_s3(fs):
+        _without_continue(fs)
+    return fs, remote.path
+
+
+def _without_continue(fs: Any) -> None:
+    """``fs``'s S3 client sending a body at once, without ``Expect: 100-continue``.
+
+    botocore asks for a ``100 Continue`` before each upload's body, and aiohttp (under
+    s3fs) waits for it with no time limit: an endpoint that went silent held a write, and
+    the command, for ever (24 minutes until it answered again, Ctrl-C or not), where reads
+    give up after S3_READ_S. Sent at once, a body's answer is waited for as a read's is."""
+    client = fs.s3  # (made once per filesystem: no request is sent)
+    if getattr(fs, "_tcbreplay_client", None) is client:
+        return
+    client.meta.events.register_last(
+        "before-call.s3", _drop_continue, unique_id="tcbreplay-no-100-continue"
+    )
+    fs._tcbreplay_client = client
+
+
+def _drop_continue(params: dict[str, Any], **kwargs: Any) -> None:
+    params.get("headers", {}).pop("Expect", None)
 
 
 def reader_fs(fs: Any) -> Any:

@@ -944,6 +944,20 @@ def test_a_run_looked_for_on_a_silent_endpoint_is_given_up_on_at_once(silent_end
         Store(silent_endpoint).open_run("r")  # (a read timeout, or the connect one)
 
 
+@pytest.mark.parametrize("write", ["put_bytes", "create_object"])
+def test_a_write_to_a_silent_endpoint_is_given_up_on_as_a_read_is(silent_endpoint, write):
+    """botocore asked for '100 Continue' before each upload's body, and aiohttp waited for
+    it with no limit: a write to an endpoint gone silent (a journal batch, the writer's
+    lock) held `record` for 24 minutes, Ctrl-C or not. The body is now sent at once, and its
+    answer waited for as a read's."""
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(Exception, match=r"(on|to the) endpoint URL"):  # (read, or connect)
+        getattr(objects, write)(Store(silent_endpoint).root / "r" / "journal.jsonl", b"{}\n")
+    assert time.monotonic() - started < 15  # one try, a second each (before: for ever)
+
+
 @pytest.mark.slow  # (about 3 s)
 def test_the_hint_counts_the_attempts_the_environment_asked_for(silent_endpoint, monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # (the fixture's own setting: 1)
