@@ -718,6 +718,12 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         name, text = raised[-1]
     elif isinstance(exc, OSError) or module.split(".")[0] in _STORAGE_MODULES:
         text = first_line(exc) or name
+    elif isinstance(exc, ValueError) and _raised_in(exc, "create_endpoint"):
+        # botocore's, making the client: maybe the URL as given, with a user and password
+        text = _USER_INFO.sub("[redacted]@", first_line(exc) or name)
+        return (f"the S3 endpoint is not a valid http:// or https:// URL ({text})",
+                "set AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url to "
+                "http(s)://HOST[:PORT]")  # fmt: skip
     else:
         return None
     # an endpoint's query string may carry a token of any name (redaction knows the names
@@ -736,6 +742,19 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         )
     return text, None
 
+
+def _raised_in(exc: BaseException, function: str) -> bool:
+    """Whether ``exc`` was raised inside a function of that name (or one it called)."""
+    frame = exc.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_name == function:
+            return True
+        frame = frame.tb_next
+    return False
+
+
+# a URL's user (and password) before its host, with a scheme or without
+_USER_INFO = re.compile(r"(?<![^\s/])[^\s/]*@")
 
 # a URL's query string, after its scheme, host and path
 _URL_QUERY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"`<>]*)\?[^\s#'\"`<>]*")

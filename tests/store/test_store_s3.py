@@ -944,6 +944,27 @@ def test_a_run_looked_for_on_a_silent_endpoint_is_given_up_on_at_once(silent_end
         Store(silent_endpoint).open_run("r")  # (a read timeout, or the connect one)
 
 
+@pytest.mark.parametrize(
+    "endpoint",
+    ["user:Pa55w0rdXYZ@127.0.0.1:1", "http://user:Pa55w0rdXYZ@exa mple",
+     "http://user:Pa55w0rdXYZ@[::1", "nonsense"],
+)  # fmt: skip
+def test_an_endpoint_that_is_no_url_is_said_in_one_line_without_its_password(monkeypatch, endpoint):
+    """botocore's ValueError making the client came out as a traceback, ending in the URL as
+    given: without a scheme, its password was not redacted."""
+    for key, value in S3_ENVIRONMENT.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+    for command in (["runs"], ["record", "--model", "sim", "--limit", "1", "--quiet"]):
+        result = cli(*command, "--store", "s3://bkt/team")
+        assert result.exit_code == 1, result.output
+        (error, hint) = result.output.strip().splitlines()
+        assert error.startswith("Error: s3://bkt/team: the S3 endpoint is not a valid http:// "
+                                "or https:// URL"), error  # fmt: skip
+        assert hint.startswith("Hint: set AWS_ENDPOINT_URL_S3")
+        assert "Pa55w0rdXYZ" not in result.output
+
+
 @pytest.mark.parametrize("write", ["put_bytes", "create_object"])
 def test_a_write_to_a_silent_endpoint_is_given_up_on_as_a_read_is(silent_endpoint, write):
     """botocore asked for '100 Continue' before each upload's body, and aiohttp waited for
