@@ -414,6 +414,33 @@ def test_record_overwrite_replaces_the_run_on_s3(s3_store):
     assert not [key for key in keys if "/scores/" in key]  # the old run's scores went with it
 
 
+def test_a_journal_delete_refused_is_one_line_and_the_rerun_finishes(s3_store, monkeypatch):
+    """A bucket that refuses DeleteObject (a policy, or S3's 503 SlowDown) made record's
+    fold of the journal end in a traceback; the run, kept, is finished by a rerun."""
+    remove = objects.remove_object
+
+    def refused(path):
+        if path.parent.name == "journal":  # (journal/<n>.jsonl)
+            raise PermissionError("Access Denied")
+        remove(path)
+
+    args = ["record", "--model", "sim:seed=3,latency=0", "--run-id", "nd", "--limit", "6",
+            "--quiet", "--store", s3_store]  # fmt: skip
+    monkeypatch.setattr(objects, "remove_object", refused)
+    result = cli(*args)
+    assert result.exit_code == 1, result.output
+    (error, hint) = result.output.strip().splitlines()[-2:]
+    assert error.startswith(f"Error: {s3_store}/nd/journal") and "access denied" in error, error
+    assert hint.startswith("Hint: ")
+    assert "Traceback" not in result.output
+    monkeypatch.setattr(objects, "remove_object", remove)
+    _ok(*args)  # (the first released its lock as it failed: the rerun folds the journal)
+    rows = json.loads(_ok("sql", "select count(*) as n, count(distinct sample_id) as d from "
+                          "samples where run_id = 'nd'", "--format", "json", "--store",
+                          s3_store))  # fmt: skip
+    assert rows == [{"n": 6, "d": 6}]
+
+
 def test_removing_a_run_removes_its_own_objects_and_no_others(s3_server):
     # fsspec's rm(recursive=True) took the run's place for a glob pattern: removing
     # zz*/victim removed zz1/victim and zz2/victim, other stores' runs
