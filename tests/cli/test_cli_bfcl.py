@@ -84,6 +84,7 @@ def test_imported_answers_score_as_bfcls_checker_judges_them(bfcl_files, tmp_pat
     assert summary["n_errors"] == summary["n_missing"] == missing
 
 
+@pytest.mark.slow  # (about 4.5 s under the suite's load)
 def test_the_table_and_the_scores_view(bfcl_files, tmp_path):
     traces, _ = results_file(tmp_path / "results.jsonl", "wrong value")
     assert import_run(bfcl_files, traces).exit_code == 0

@@ -92,6 +92,7 @@ def test_python_pairing_is_the_brute_force_optimum(problem):
         assert align_pairs(cands, len(agent), blocks, small_block=small) == chosen
 
 
+@pytest.mark.slow  # (about 3 s: 200 examples)
 @settings(max_examples=200, deadline=None)
 @given(block_problems())
 def test_without_blocks_the_pairing_is_the_ordered_one(problem):

@@ -414,6 +414,7 @@ def test_record_overwrite_replaces_the_run_on_s3(s3_store):
     assert not [key for key in keys if "/scores/" in key]  # the old run's scores went with it
 
 
+@pytest.mark.slow  # (about 4 s)
 def test_a_journal_delete_refused_is_one_line_and_the_rerun_finishes(s3_store, monkeypatch):
     """A bucket that refuses DeleteObject (a policy, or S3's 503 SlowDown) made record's
     fold of the journal end in a traceback; the run, kept, is finished by a rerun."""
@@ -1000,6 +1001,7 @@ def test_an_endpoint_that_is_no_url_is_said_in_one_line_without_its_password(
         assert "Pa55w0rdXYZ" not in result.output
 
 
+@pytest.mark.slow  # (about 2 s each: a try of a second, on a silent endpoint)
 @pytest.mark.parametrize("write", ["put_bytes", "create_object"])
 def test_a_write_to_a_silent_endpoint_is_given_up_on_as_a_read_is(silent_endpoint, write):
     """botocore asked for '100 Continue' before each upload's body, and aiohttp waited for
