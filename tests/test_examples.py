@@ -94,7 +94,7 @@ def test_import_tau_bench_and_run_validity(tmp_path):
         cwd=tmp_path,
     )
     assert "run tau: 5 samples, 4 trials each: 20/20 trials imported" in out
-    assert cells(out, "write_exact  write calls as gold")[3] == "7/20 samples"
+    assert cells(out, "write_exact  write calls as gold")[3] == "7/20 trials"
     assert "tau: outcome abs(reward - 1) <= 1e-6  (scoring spec)" in out
     # the numbers of BENCHMARKS.md's validity table (AUC: bootstrap-free)
     assert cells(out, "write_exact")[:6] == ["write_exact", "higher", "20", "0.8571", "0.0769",
