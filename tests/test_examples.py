@@ -136,6 +136,7 @@ def test_score_production_traces(tmp_path, traces):
     assert ["mul-7-by-8", "0", "0", "0", "NULL", "1", "0", "error"] in worst
 
 
+@pytest.mark.slow  # (about 2.5 s: a process of its own)
 def test_use_the_library(tmp_path):
     out = run_example("use_the_library.py", *REPORT, tmp_path / "store", cwd=tmp_path)
     assert out.splitlines() == [

@@ -22,6 +22,7 @@ def hand_store(tmp_path) -> Store:
     return store
 
 
+@pytest.mark.slow  # (about 3 s)
 def test_report_prints_the_path_it_wrote(tmp_path):
     store = hand_store(tmp_path)
     out = tmp_path / "report.html"

@@ -190,6 +190,7 @@ def test_the_openai_sdk_in_a_loop_gets_the_recorded_turns(parent_calls, server, 
         assert made == parent_calls[(sample_id, 0)], sample_id
 
 
+@pytest.mark.slow  # (about 3 s)
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
 def test_the_anthropic_sdk_in_a_loop_gets_the_recorded_turns(parent_calls, server, stream):
     for sample_id in SAMPLES:
