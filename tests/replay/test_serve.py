@@ -278,6 +278,7 @@ def test_a_huge_first_message_finds_its_nearest_by_its_head(server, monkeypatch)
     assert weighed and max(weighed) <= recording._NEAREST_CHARS
 
 
+@pytest.mark.slow  # (about 2.6 s)
 def test_a_request_that_matches_nothing_gets_409_naming_the_nearest(server):
     import anthropic
     import openai

@@ -247,6 +247,7 @@ def snapshot(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")}
 
 
+@pytest.mark.slow  # (about 3 s)
 def test_unscored_runs_are_scored_in_memory_without_writing(tmp_path):
     store = Store(tmp_path / "traces")
     for run_id, traces in (("a", "traces_a.jsonl"), ("b", "traces_b.jsonl")):

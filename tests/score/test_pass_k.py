@@ -130,6 +130,7 @@ def test_score_prints_pass_k_with_several_trials(trial_store):
     assert json.loads(cli("score", "k1", "--store", root, "--format", "json").stdout)["trials"] == 1
 
 
+@pytest.mark.slow  # (about 3 s: a report)
 def test_counts_of_a_run_of_trials_say_trials_not_samples(trial_store, tmp_path):
     """A sample has trials (glossary): a run of 3 trials of each of SAMPLES samples said
     '3 x SAMPLES samples' in score's table and the report's header and card."""
