@@ -11,6 +11,7 @@ from typing import Any
 
 from tcbreplay._cli.render import Grid, Output, Whole, rows_json_parts, to_json
 from tcbreplay._replay.divergence import Divergence
+from tcbreplay._store.schema import counted_as
 
 _METRIC_LABELS = {
     "tsa": "tsa  tool selection accuracy",
@@ -34,8 +35,7 @@ def query_output(result: Any) -> Output:
 def score_output(summary: dict[str, Any], extra: dict[str, Any]) -> Output:
     """The metrics of a scoring, its per-tool and per-category tables; json: the summary."""
     abet = (summary.get("options") or {}).get("scorer") == "abet"
-    # what the counts count: a sample's trials each, with several (the run's rows)
-    each = "trials" if summary.get("trials", 1) > 1 else "samples"
+    each = counted_as(summary.get("trials"))
     tsa_unit = "gold calls" if abet else each
     over = {
         "tsa": (None, summary["n_tsa"], tsa_unit),

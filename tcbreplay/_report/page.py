@@ -20,7 +20,7 @@ from tcbreplay._report.replay import divergence_views, replay_card
 from tcbreplay._report.shown import shown_note
 from tcbreplay._report.transcripts import transcripts
 from tcbreplay._report.validity_panel import validity_panel
-from tcbreplay._store.schema import utcnow
+from tcbreplay._store.schema import counted_as, utcnow
 from tcbreplay._version import __version__
 
 _MARKER = re.compile(r"\{\{(\w+)\}\}")
@@ -193,7 +193,7 @@ def _card(k: int, run: RunData, report: ReportData) -> str:
             f"{html.escape(run.diff_error)}</div>"
         )
     foot = (
-        f"{s.get('n_samples', 0):,} {_each(s)} · {failed:,} failed · "
+        f"{s.get('n_samples', 0):,} {counted_as(s.get('trials'))} · {failed:,} failed · "
         f"{_errors(run):,} errors · "
         + (f"{_diverged(run):,} diverged · " if _diverged(run) else "")
         + f"{s.get('args_missing', 0):,} gold args left out · "
@@ -237,11 +237,6 @@ def _errors(run: RunData) -> int:
     return (run.summary.get("n_errors") or 0) - _diverged(run)
 
 
-def _each(summary: dict[str, Any]) -> str:
-    """What a run's counts count: its samples, or with several trials its samples' trials."""
-    return "trials" if (summary.get("trials") or 1) > 1 else "samples"
-
-
 def _banner(run: RunData) -> str:
     """A run whose samples ended in error while recording (or a replay's that diverged)
     says so above its metrics."""
@@ -249,7 +244,7 @@ def _banner(run: RunData) -> str:
     missing = s.get("n_missing") or 0
     errors = _errors(run) - missing
     diverged = _diverged(run)
-    each = _each(s)
+    each = counted_as(s.get("trials"))
     said = []
     if errors:
         said.append(f"{errors:,} of {s.get('n_samples', 0):,} {each} ended in error and score "

@@ -46,6 +46,7 @@ from tcbreplay._store.schema import (
     JOURNAL,
     JOURNAL_CHUNKS,
     SCORES_SCHEMA,
+    counted_as,
     utcnow,
 )
 from tcbreplay._store.shards import SELECTION, finish_hint, shard_command, shard_progress
@@ -333,9 +334,7 @@ def recording_warnings(run: Run, metrics: dict[str, Any]) -> list[str]:
     recording (they score with the calls made before the error), a partial or unfinished run."""
     out = []
     n, errors = metrics.get("n_samples", 0), metrics.get("n_errors", 0)
-    # what the counts count: a sample's trials each, with several (the run's rows)
-    trials = (run.manifest.get("totals") or {}).get("trials") or metrics.get("trials") or 1
-    each = "trials" if isinstance(trials, int) and trials > 1 else "samples"
+    each = counted_as((run.manifest.get("totals") or {}).get("trials") or metrics.get("trials"))
     status = shown_status(run) or run.status  # (interrupted, not recording, once none writes)
     replayed = run.manifest.get("source") == "replay"
     sharded = None if status in SCORABLE or replayed else shard_progress(run)

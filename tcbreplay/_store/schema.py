@@ -219,6 +219,12 @@ def with_optional_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return table.select([name for name in schema.names if name in table.column_names])
 
 
+def counted_as(trials: object) -> str:
+    """What a count of a run's rows counts, as its tables say: samples, or with several
+    trials (each a row of its sample) trials."""
+    return "trials" if isinstance(trials, int) and trials > 1 else "samples"
+
+
 def row_index(index: int, trial: int, entries: int) -> int:
     """The ``sample_index`` of trial ``trial`` of dataset entry ``index`` (of ``entries``):
     the entry's position for trial 0, as before trials, and after all of trial t - 1's rows
