@@ -76,6 +76,14 @@ class Conversation:
     started_at: str = field(default_factory=lambda: utcnow().isoformat())
     log_slot: tuple[str, int] | None = None  # its sample and trial in the log run
 
+    def goes_on_in(self, key: Key) -> None:
+        """Answered from the recording of ``key``: no longer diverged, and served from here
+        on when it went on in another sample."""
+        if self.key != key:
+            self.served = []
+        self.key = key
+        self.divergence = None
+
 
 class ReplayService:
     """Answers requests from a recorded run (see the module); ``log``, when given, is told
@@ -213,10 +221,7 @@ class ReplayService:
         if refused is not None:  # the request forbids what the recorded turn did
             return self._diverged(wire, request, canonical, conversation, turn,
                                   (key, turn, refused))  # fmt: skip
-        if conversation.key != key:  # it went on in another sample: served from there on
-            conversation.served = []
-        conversation.key = key
-        conversation.divergence = None
+        conversation.goes_on_in(key)
         conversation.served = [s for s in conversation.served if s[0] < turn]
         conversation.served.append((turn, recorded.position))
         self._remember(conversation, canonical, part)
@@ -283,10 +288,7 @@ class ReplayService:
         provider failed) saying which, as replay ends such a sample in its recorded error
         (and the log's conversation ends in it too)."""
         kind, text = self.recording.samples[key].error
-        if conversation.key != key:
-            conversation.served = []
-        conversation.key = key
-        conversation.divergence = None
+        conversation.goes_on_in(key)
         if self.log is not None:
             self.log.failed(conversation, request.messages, (kind, text))
         message = (f"sample {key[0]!r} (trial {key[1]}): its recording ended here in an error "
