@@ -68,6 +68,7 @@ from tcbreplay.errors import (
     RunExistsError,
     RunLockedError,
     StoreError,
+    TcbReplayError,
     first_line,
 )
 
@@ -107,20 +108,43 @@ class RecordSummary:
     took_over: str | None = None
 
 
-def fingerprint(inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None) -> str:
+def fingerprint(
+    inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None, former: bool = False
+) -> str:
     """sha256 of everything that decides what a recording should contain (``agent``: the
-    ``--agent`` factory, only when given, so runs of the built-in agent keep theirs)."""
+    ``--agent`` factory, only when given, so runs of the built-in agent keep theirs). The sim
+    model is named by its settings alone, however they were spelled (``sim:seed=7``, ``sim``
+    with ``--model-option seed=7``); ``former``: as tcbreplay hashed it before, with the
+    model string as given."""
     fields = inputs.manifest_fields()
     basis = {
         "dataset": inputs.dataset.entries(),
         "tools": fields["tools"]["specs"],
         "system_prompt": fields["system_prompt"]["text"],
-        "model": choice.id,
+        "model": "sim" if choice.simulated and not former else choice.id,
         "settings": {k: v for k, v in choice.settings.items() if k not in TRANSPORT_SETTINGS},
         **({"agent": agent} if agent else {}),
     }
     text = json.dumps(basis, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _run_fingerprint(
+    store: Store, run_id: str, inputs: BenchmarkInputs, choice: ModelChoice,
+    agent: str | None, overwrite: bool,
+) -> str:  # fmt: skip
+    """The fingerprint a recording of run ``run_id`` checks the run's against: the former one
+    (see :func:`fingerprint`) when an older tcbreplay recorded the run of these same inputs,
+    so that its run is resumed as before."""
+    print_ = fingerprint(inputs, choice, agent)
+    if not choice.simulated or overwrite or not store.exists(run_id):
+        return print_
+    try:
+        stored = store.open_run(run_id, writing=True).manifest.get("fingerprint")
+    except TcbReplayError:  # said by the recording's own look at the run
+        return print_
+    former = fingerprint(inputs, choice, agent, former=True)
+    return former if stored == former else print_
 
 
 def default_run_id(inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None) -> str:
@@ -282,13 +306,14 @@ def record_run(
     if factory is not None:
         fields[AGENT_FIELD] = factory[1]
     model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
+    run_id = validate_run_id(default_run_id(inputs, choice, agent) if run_id is None else run_id)
     return run_plan(
         inputs,
         plan,
         store,
-        run_id=validate_run_id(default_run_id(inputs, choice, agent) if run_id is None else run_id),
+        run_id=run_id,
         model=model,
-        fingerprint=fingerprint(inputs, choice, agent),
+        fingerprint=_run_fingerprint(store, run_id, inputs, choice, agent, overwrite),
         fields=fields,
         options=options,
         progress=progress,

@@ -180,6 +180,49 @@ def test_resume_refuses_other_inputs(tmp_path):
     assert "exists with other inputs" in other.output
 
 
+@pytest.mark.parametrize(
+    "again",
+    [["--model", "sim:error_rate=0.15,seed=1"], ["--model", "sim", "--model-option", "seed=1"]],
+)
+def test_the_sim_model_spelled_another_way_is_the_same_run(tmp_path, again):
+    """The same settings of the sim model, spelled otherwise, were other inputs: the default
+    run id named another run, and a shard or a rerun given the run's id was refused."""
+    store = tmp_path / "traces"
+    runner = CliRunner()
+    for run_id in ([], ["--run-id", "x"]):
+        args = ["record", *run_id, "--store", str(store), "--quiet"]
+        first = runner.invoke(main, [*args, "--model", "sim:seed=1", "--limit", "2"])
+        assert first.exit_code == 0, first.output
+        more = runner.invoke(main, [*args, *again, "--limit", "3"])
+        assert more.exit_code == 0, more.output
+    runs = sorted(p.name for p in store.iterdir())
+    assert len(runs) == 2 and "x" in runs
+    assert [len(_samples(store / run)) for run in runs] == [3, 3]
+
+
+def test_a_sim_run_an_older_tcbreplay_recorded_is_resumed_as_before(tmp_path):
+    """Its manifest holds the fingerprint of the model string as given."""
+    from tcbreplay._record.runner import fingerprint
+
+    store = tmp_path / "traces"
+    args = ["record", "--model", "sim:seed=1", "--run-id", "x", "--store", str(store), "--quiet"]
+    runner = CliRunner()
+    assert runner.invoke(main, [*args, "--limit", "2"]).exit_code == 0
+    path = store / "x" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    former = fingerprint(load_inputs("tool-call"), parse_model("sim:seed=1"), former=True)
+    assert former != manifest["fingerprint"]
+    path.write_text(json.dumps({**manifest, "fingerprint": former}))
+    resumed = runner.invoke(main, [*args, "--limit", "3"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(_samples(store / "x")) == 3
+    assert runner.invoke(main, ["record", "--resume", "x", "--store", str(store), "--limit", "4",
+                                "--quiet"]).exit_code == 0  # fmt: skip
+    assert len(_samples(store / "x")) == 4
+    other = runner.invoke(main, [*args[:2], "sim:seed=2", *args[3:], "--limit", "5"])
+    assert other.exit_code == 2 and "exists with other inputs" in other.output
+
+
 def test_a_recording_that_records_nothing_leaves_the_manifest_as_it_was(tmp_path):
     """A CI job's record step run again wrote a new finish time (and a duration of 0) into
     the manifest, which the scoring's audit record hashes: audit verify failed, exit 1. A
