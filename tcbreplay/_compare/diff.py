@@ -378,14 +378,9 @@ def diff_runs(
         *(pl.col(m).alias(f"{m}_a") for m in OUTCOMES),
         *(pl.col(f"{m}_b") for m in OUTCOMES),
     )
-    # ahr from undefined (no paired arguments) to above 0 is worse, and the reverse better.
-    ahr_up = (pl.col("d_ahr") > 0) | (pl.col("ahr_a").is_null() & (pl.col("ahr_b") > 0))
+    # ahr from above 0 to undefined (no paired arguments) is better: worse_by_metric's reverse
     ahr_down = (pl.col("d_ahr") < 0) | ((pl.col("ahr_a") > 0) & pl.col("ahr_b").is_null())
-    worse = (
-        (pl.col("d_tsa") < 0).fill_null(False)
-        | (pl.col("d_tp") < 0).fill_null(False)
-        | ahr_up.fill_null(False)
-    )
+    worse = pl.any_horizontal(list(worse_by_metric().values()))
     better = (
         (pl.col("d_tsa") > 0).fill_null(False)
         | (pl.col("d_tp") > 0).fill_null(False)
@@ -418,6 +413,19 @@ def diff_runs(
         warnings=warnings,
         caveats=caveats,
     )
+
+
+def worse_by_metric() -> dict[str, pl.Expr]:
+    """Per metric of :data:`METRICS`, whether a sample got worse in B, over the per-sample
+    deltas (``d_tsa``, ``d_tp``, ``d_ahr``, ``ahr_a``, ``ahr_b``): tsa or tp lower, ahr higher
+    (from undefined, no argument judged, to above 0 too). A sample that got worse in any
+    regressed."""
+    ahr_up = (pl.col("d_ahr") > 0) | (pl.col("ahr_a").is_null() & (pl.col("ahr_b") > 0))
+    return {
+        "tsa": (pl.col("d_tsa") < 0).fill_null(False),
+        "tp": (pl.col("d_tp") < 0).fill_null(False),
+        "ahr": ahr_up.fill_null(False),
+    }
 
 
 def _run_warnings(which: str, run: Any) -> list[str]:

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay._compare.diff import by_sample, diff_runs
+from tcbreplay._compare.diff import by_sample, diff_runs, worse_by_metric
 from tcbreplay._compare.outcomes import NoOutcome, read_outcomes
 from tcbreplay._compare.resampling import ResampleSums, ratio
 from tcbreplay._compare.validity import Validity, scores_validity
@@ -160,6 +160,10 @@ class RunData:
     diff: dict[str, dict[str, Any]] | None = None
     diff_error: str | None = None
     diff_caveats: list[str] = field(default_factory=list)  # of the comparison with the first
+    # of a later run compared with the first: the samples (base_id) that got worse, and in
+    # which metrics (``worse``: bit k set for METRICS[k] worse), as diff decides it over
+    # their trials
+    worse: pl.DataFrame | None = None
     # when its samples carry an outcome: how each metric tracks it, and the rows behind it
     validity: Validity | None = None
     validity_rows: pl.DataFrame | None = None
@@ -231,6 +235,8 @@ class ReportData:
     scoring: str = "spec"
     # the runs' samples (their union; n_samples counts each trial of one)
     n_tasks: int = 0
+    # each row's sample (its id without the trial), aligned with ``sample_ids``
+    base_ids: list[str] = field(default_factory=list)
 
     @property
     def n_samples(self) -> int:
@@ -342,6 +348,7 @@ def collect(
             continue
         run.diff = diff.runs
         run.diff_caveats = diff.caveats
+        run.worse = worse_samples(diff.samples)
         regressed_ids.update(diff.regressed)
     # diff compares samples over their trials: each trial of a regressed sample is flagged
     rows = rows.with_columns(pl.col("base_id").is_in(list(regressed_ids)).alias("regressed"))
@@ -352,6 +359,7 @@ def collect(
     at = pl.Series(positions, dtype=pl.UInt32)
     picked = rows if shown is None else rows.select(pl.all().gather(at))
     sample_ids = picked["sample_id"].to_list()
+    base_ids = picked["base_id"].to_list()
     failed = picked["failed"].to_list()
     regressed = picked["regressed"].to_list()
     keep = None if shown is None else set(sample_ids)
@@ -368,6 +376,19 @@ def collect(
         shown=shown,
         scoring=scoring,
         n_tasks=rows["base_id"].n_unique(),
+        base_ids=base_ids,
+    )
+
+
+def worse_samples(deltas: pl.DataFrame) -> pl.DataFrame:
+    """Of diff's per-sample deltas, the samples that got worse (``base_id``) and in which
+    metrics (``worse``: bit k set for :data:`METRICS` [k])."""
+    by_metric = worse_by_metric()
+    bits = pl.sum_horizontal(
+        by_metric[m].cast(pl.UInt8) * (1 << k) for k, m in enumerate(METRICS)
+    ).cast(pl.UInt8)
+    return deltas.select(pl.col("sample_id").alias("base_id"), bits.alias("worse")).filter(
+        pl.col("worse") > 0
     )
 
 

@@ -414,9 +414,10 @@ def _run_columns(run: RunData, report: ReportData) -> dict[str, list[Any]]:
     scores = {r["sample_id"]: r for r in shown_scores.iter_rows(named=True)}
     samples = {r["sample_id"]: r for r in run.shown().iter_rows(named=True)}
     failed = failed_rows(shown_scores)
+    worse = dict(run.worse.iter_rows()) if run.worse is not None else {}
     names = ("tsa", "tp", "ahr", "calls", "inv", "tot", "mis", "status", "failed", "tin", "tout")
-    cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur")}
-    for sid in sample_ids:
+    cols: dict[str, list[Any]] = {k: [] for k in (*names, "dur", "worse")}
+    for sid, base_id in zip(sample_ids, report.base_ids, strict=True):
         s, m = scores.get(sid), samples.get(sid)
         values = (
             [
@@ -434,8 +435,12 @@ def _run_columns(run: RunData, report: ReportData) -> dict[str, list[Any]]:
                 _num(m["duration_s"], 3),
             ]
             if s is not None and m is not None
-            else [None] * len(cols)
+            else [None] * (len(cols) - 1)
         )
+        # the metrics in which the sample got worse than in the first run (bits in
+        # data.METRICS order), every row of it marked (a trial this run lacks too): the rows
+        # the "regressed" filter shows
+        values.append(worse.get(base_id, 0))
         for key, value in zip(cols, values, strict=True):
             cols[key].append(value)
     return cols

@@ -22,12 +22,14 @@
     Plotly.newPlot(id, fig.data, fig.layout, { displaylogo: false, responsive: true }));
 
   /* ---- table ---- */
-  // Markers beside a later run's value that is worse than the first run's (see "regressed").
-  const lower = (r, s, m) => r > 0 && D.cols[r][m][s] != null && D.cols[0][m][s] != null &&
-    D.cols[r][m][s] < D.cols[0][m][s] - 1e-9;
-  const higherAhr = (r, s) => r > 0 && D.cols[r].ahr[s] != null && D.cols[0].tp[s] != null &&
-    D.cols[r].ahr[s] > (D.cols[0].ahr[s] ?? 0) + 1e-9;
-  const mark = (sign, what) => `<span class="down" title="${what} than in the first run">${sign}</span>`;
+  // Markers beside a later run's metric in which the sample got worse than in the first run,
+  // as diff decides it (the "regressed" filter's samples): with trials, over the sample's
+  // trials, so each of its trials' rows is marked. Bits as data.METRICS orders them.
+  const WORSE = { tsa: 1, tp: 2, ahr: 4 };
+  const worse = (r, s, m) => (D.cols[r].worse[s] & WORSE[m]) !== 0;
+  const over = D.rows === "trials" ? " (the sample over its trials, as diff compares it)" : "";
+  const mark = (sign, what) =>
+    `<span class="down" title="${what} than in the first run${over}">${sign}</span>`;
   const pill = (v, lowerBetter) => {
     if (v == null) return '<span class="pill none">—</span>';
     const best = lowerBetter ? v <= 0 : v >= 1;
@@ -50,11 +52,11 @@
       { key: `calls${r}`, run: r, label: "calls", num: true, get: (s) => C.calls[s],
         cell: (s) => C.calls[s] ?? "—" },
       { key: `tsa${r}`, run: r, label: "TSA", num: true, get: (s) => C.tsa[s],
-        cell: (s) => pill(C.tsa[s], false) + (lower(r, s, "tsa") ? mark("▼", "lower") : "") },
+        cell: (s) => pill(C.tsa[s], false) + (worse(r, s, "tsa") ? mark("▼", "lower") : "") },
       { key: `tp${r}`, run: r, label: "TP", num: true, get: (s) => C.tp[s],
-        cell: (s) => pill(C.tp[s], false) + (lower(r, s, "tp") ? mark("▼", "lower") : "") },
+        cell: (s) => pill(C.tp[s], false) + (worse(r, s, "tp") ? mark("▼", "lower") : "") },
       { key: `ahr${r}`, run: r, label: "AHR", num: true, get: (s) => C.ahr[s],
-        cell: (s) => pill(C.ahr[s], true) + (higherAhr(r, s) ? mark("▲", "higher") : "") });
+        cell: (s) => pill(C.ahr[s], true) + (worse(r, s, "ahr") ? mark("▲", "higher") : "") });
   });
 
   const state = { sort: "idx", desc: false, page: 0, size: 100, rows: [] };

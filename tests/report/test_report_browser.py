@@ -216,6 +216,53 @@ def test_regressed_filter_and_sorting(two_run_page, sim_runs_pair):
     assert values == sorted(values) and values[0] < values[-1]
 
 
+def test_every_row_of_a_regressed_sample_is_marked_as_diff_decides(browser, tmp_path):
+    """The markers compared a row with the first run's same row (trial 0 with trial 0), the
+    regressed filter diff's verdict over a sample's trials: τ-bench's tasks 0 and 2, one trial
+    in A and four in B, were listed as regressed without a marker. Each row of a sample that
+    got worse is marked in each metric diff finds worse, and no other row."""
+    from helpers import TAU_BENCH, cli
+
+    results = json.loads((TAU_BENCH / "gpt-4o-airline-sample.json").read_text())
+    (tmp_path / "a.json").write_text(json.dumps([r for r in results if r["trial"] == 0]))
+    (tmp_path / "b.json").write_text(json.dumps(results))
+    root = tmp_path / "traces"
+    for run_id in ("a", "b"):
+        made = cli("import", "--format", "tau-bench", "--traces", tmp_path / f"{run_id}.json",
+                   "--tools", TAU_BENCH / "airline-tools.json", "--run-id", run_id,
+                   "--store", root)  # fmt: skip
+        assert made.exit_code == 0, made.output
+    deltas = diff_runs(Store(root), "a", "b").samples
+    worse = {
+        row["sample_id"]: {m for m in ("tsa", "tp") if (row[f"d_{m}"] or 0) < 0}
+        | ({"ahr"} if (row["ahr_b"] or 0) > (row["ahr_a"] or 0) else set())
+        for row in deltas.iter_rows(named=True)
+    }
+    assert {sid for sid, metrics in worse.items() if metrics} == {"0", "2"}
+    opened = Opened(browser, write_report(Store(root), ["a", "b"], tmp_path / "r.html"))
+    try:
+        page = opened.page
+        marked = page.evaluate(
+            """() => [...document.querySelectorAll('#samples-table tbody tr')].map(tr => [
+                tr.children[1].innerText,
+                [...tr.children].map((td, k) => td.querySelector('span.down') ? k + 1 : 0)
+                    .filter(Boolean)])"""
+        )
+        assert len(marked) == 20
+        names = {column(r, m): m for r in (0, 1) for m in ("tsa", "tp", "ahr")}
+        for row_id, columns in marked:
+            assert all(c > column(1, "calls") for c in columns), row_id  # later runs' only
+            assert {names[c] for c in columns} == worse[row_id.split(" ")[0]], row_id
+        title = page.get_attribute("#samples-table tbody span.down", "title")
+        assert "over its trials" in title
+        page.select_option("#f-show", "regressed")
+        ids = page.locator("#samples-table tbody tr td:nth-child(2)").all_inner_texts()
+        assert sorted(ids) == sorted(r for r, columns in marked if columns)
+        assert len(ids) == 8 and opened.errors == []
+    finally:
+        page.close()
+
+
 def test_clicking_a_sample_shows_its_transcript(two_run_page, sim_runs_pair):
     store, run_ids = sim_runs_pair
     run = store.open_run(run_ids[0])
