@@ -15,6 +15,14 @@
   const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ESC[c]);
   const fmt = (v, d = 3) => (v == null ? "—" : Number(v).toFixed(d));
   const json = (v) => esc(JSON.stringify(v));
+  // control characters and the marks that reorder text shown escaped (\x1b, \u202e), as the
+  // terminal's tables show them (tcbreplay._cli.render's _UNPRINTABLE, kept alike): a sample
+  // id starting with U+202E was drawn reversed
+  const UNPRINTABLE =
+    /[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|(?<![^\u200d])\u200d/g;
+  const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, "0");
+  const printable = (v) => String(v ?? "").replace(UNPRINTABLE,
+    (c) => (c.charCodeAt(0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
   // a key's own value (an argument named constructor or __proto__ is no Object's member)
   const own = (o, k) => (o != null && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined);
 
@@ -38,8 +46,8 @@
   };
   const cols = [
     { key: "idx", label: "#", num: true, get: (s) => s, cell: (s) => s + 1 },
-    { key: "id", label: "sample", cls: "id", title: true, get: (s) => S.id[s],
-      cell: (s) => `<code>${esc(S.id[s])}</code>` },
+    { key: "id", label: "sample", cls: "id", title: (s) => printable(S.id[s]), get: (s) => S.id[s],
+      cell: (s) => `<code>${esc(printable(S.id[s]))}</code>` },
     { key: "cat", label: "category", cls: "cat", title: true, get: (s) => S.cat[s] || "",
       cell: (s) => esc(S.cat[s]) },
     { key: "input", label: "input", cls: "input", title: true, get: (s) => S.input[s],
@@ -117,7 +125,8 @@
     const start = state.page * size, shown = rows.slice(start, start + size);
     $("samples-table").tBodies[0].innerHTML = shown.map((s) =>
       `<tr data-s="${s}"${S.failed[s] ? ' class="failed"' : ""}>` + cols.map((c) =>
-        `<td class="${c.num ? "num" : ""} ${c.cls || ""}"${c.title ? ` title="${esc(c.get(s))}"` : ""}>` +
+        `<td class="${c.num ? "num" : ""} ${c.cls || ""}"${c.title ? ` title="${esc(
+          c.title === true ? c.get(s) : c.title(s))}"` : ""}>` +
         `${c.cell(s)}</td>`).join("") + "</tr>").join("");
     const count = $("row-count");
     count.dataset.count = rows.length;
@@ -322,7 +331,7 @@
     detail.s = s;
     if (run != null) detail.run = run;
     if (D.cols[detail.run].tp[s] == null) detail.run = Math.max(0, D.cols.findIndex((c) => c.tp[s] != null));
-    $("d-title").textContent = S.id[s];
+    $("d-title").textContent = printable(S.id[s]);
     render();
     $("detail").hidden = $("backdrop").hidden = false;
     $("d-body").scrollTop = 0;

@@ -632,3 +632,55 @@ def test_trace_text_is_shown_as_text_in_charts_and_arguments_as_given(browser, t
         assert opened.errors == [] and opened.requests == []
     finally:
         opened.page.close()
+
+
+def test_sample_ids_with_bidi_controls_are_shown_escaped_not_reversed(browser, tmp_path):
+    """A sample id starting with U+202E (right-to-left override) was drawn reversed in the
+    table and the detail's title; it is shown with its controls escaped (``\\u202e``), as the
+    terminal's tables show them, and its link still opens it."""
+    from helpers import cli
+
+    ids = ["\u202eevil-id", "ok-\u2067abc\u2069-x", "tab\there"]
+    shown = ["\\u202eevil-id", "ok-\\u2067abc\\u2069-x", "tab\\x09here"]
+    parameters = {"type": "object", "properties": {"a": {"type": "number"}}}
+    tools = [{"name": "add", "description": "add", "parameters": parameters}]
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    gold = [{"name": "add", "args": {"a": 1}}]
+    dataset = [{"id": sid, "input": "q", "target": gold} for sid in ids]
+    (tmp_path / "ds.json").write_text(json.dumps(dataset))
+    call = {"id": "c", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": None, "tool_calls": [call]}]  # fmt: skip
+    lines = [{"sample_id": sid, "messages": messages} for sid in ids]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    root = tmp_path / "traces"
+    made = cli("import", "--format", "openai", "--dataset", tmp_path / "ds.json", "--tools",
+               tmp_path / "tools.json", "--traces", tmp_path / "t.jsonl", "--run-id", "bidi",
+               "--store", root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    path = write_report(Store(root), ["bidi"], tmp_path / "r.html")
+    opened = Opened(browser, path, _fragment("bidi", ids[0]))
+    try:
+        page = opened.page
+        assert page.inner_text("#d-title") == shown[0]
+        cells = page.locator("#samples-table tbody td.id")
+        assert cells.all_inner_texts() == shown
+        assert [cells.nth(k).get_attribute("title") for k in range(3)] == shown
+        # drawn left to right: each letter of the ids further right than the one before
+        lefts = page.evaluate(
+            """() => [...document.querySelectorAll('#samples-table tbody td.id code')].map(c => {
+                const text = c.firstChild, at = [];
+                for (let i = 0; i < text.length; i++) {
+                    if (!/[a-z]/.test(text.data[i])) continue;
+                    const range = document.createRange();
+                    range.setStart(text, i);
+                    range.setEnd(text, i + 1);
+                    at.push(range.getBoundingClientRect().left);
+                }
+                return at;
+            })"""
+        )
+        assert all(at == sorted(at) and len(set(at)) == len(at) for at in lefts), lefts
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()
