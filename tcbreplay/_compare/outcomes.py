@@ -75,7 +75,7 @@ def read_outcomes(run: Run, expression: str | None = None) -> Outcomes:
                 hint="import traces whose samples carry one, such as τ-bench's reward",
             )
         if expression is None:
-            expression = _default(run, fields)
+            expression = _default(run, fields, con)
         option = f"--outcome {expression!r}"
         check_expression(expression, option)
         sql = (
@@ -88,6 +88,8 @@ def read_outcomes(run: Run, expression: str | None = None) -> Outcomes:
             kind = str(cursor.description[2][1]) if cursor.description else ""
             rows = cursor.fetchall()
         except duckdb.Error as exc:
+            # a field of several types is JSON to DuckDB, whose error lists every overload
+            _refuse_mixed(con, fields, expression, option, exc)
             raise InputError(
                 f"{option}: {_reason(exc)}",
                 hint=f"metadata fields: {', '.join(sorted(fields))}",
@@ -117,8 +119,11 @@ def _signed(structure: Any) -> Any:
     return "HUGEINT" if structure == "UBIGINT" else structure
 
 
-def _default(run: Run, fields: dict) -> str:
-    if fields.get("reward") in _NUMERIC:
+def _default(run: Run, fields: dict, con: duckdb.DuckDBPyConnection) -> str:
+    reward = fields.get("reward")
+    # (a reward of several types, numbers among them, is a numeric reward the outcome cannot
+    # read: said by _refuse_mixed)
+    if reward in _NUMERIC or (reward == "JSON" and "a number" in _types(con, ("reward",))):
         return DEFAULT_OUTCOME
     raise NoOutcome(
         f"run {run.run_id!r}: no outcome given, and its samples' metadata has no numeric "
@@ -189,6 +194,64 @@ def _as_outcome(row: tuple, kind: str, option: str) -> bool | None:
         "(or a number 0 or 1)",
         hint='compare it, as in --outcome "reward >= 1"',
     )
+
+
+# JSON's types as a message says them (json_type's names)
+_TYPE_WORDS = {"UBIGINT": "a number", "BIGINT": "a number", "DOUBLE": "a number",
+               "VARCHAR": "text", "BOOLEAN": "true/false", "OBJECT": "an object",
+               "ARRAY": "an array"}  # fmt: skip
+
+
+def _types(con: duckdb.DuckDBPyConnection, path: tuple[str, ...]) -> dict[str, tuple[str, int]]:
+    """The types (:data:`_TYPE_WORDS`) a metadata field holds, each with the first sample and
+    trial that holds it."""
+    pointer = "".join("/" + key.replace("~", "~0").replace("/", "~1") for key in path)
+    rows = con.execute(query_text("outcome_field_types"), {"pointer": pointer}).fetchall()
+    out: dict[str, tuple[str, int]] = {}
+    for kind, sample_id, trial in rows:
+        out.setdefault(_TYPE_WORDS.get(kind, kind.lower()), (sample_id, trial))
+    return out
+
+
+def _json_paths(structure: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The metadata fields DuckDB reads as JSON: those whose values are of several types
+    (or empty objects), nested ones too (not inside lists)."""
+    if structure == "JSON":
+        return [path]
+    if isinstance(structure, dict):
+        return [p for key, value in structure.items() for p in _json_paths(value, (*path, key))]
+    return []
+
+
+def _refuse_mixed(
+    con: duckdb.DuckDBPyConnection, fields: dict, expression: str, option: str, exc: Exception
+) -> None:
+    """Refuse an expression that failed on a metadata field of several types (1, "1" and
+    true across samples): one line naming the field and where each type is."""
+    names = {expression[start:end].strip().strip('"').lower() for start, end in _spans(expression)}
+    for path in _json_paths(fields):
+        if path[0].lower() not in names:
+            continue
+        types = _types(con, path)
+        if len(types) < 2:
+            continue
+        name = ".".join(path)
+        where = ", ".join(
+            f"{word} in sample {sample_id!r} trial {trial}"
+            for word, (sample_id, trial) in types.items()
+        )
+        raise InputError(
+            f"{option}: the metadata field {name!r} is {where}; an outcome reads a field of "
+            "one type",
+            hint=f"give it one type in every sample's metadata, or convert it, as in --outcome "
+            f'"try_cast({name} as double) >= 1"',
+        ) from exc
+
+
+def _spans(expression: str) -> list[tuple[int, int]]:
+    """Where each of the expression's tokens starts and ends."""
+    starts = [start for start, _ in duckdb.tokenize(expression)]
+    return list(zip(starts, [*starts[1:], len(expression)], strict=True))
 
 
 def _reason(exc: duckdb.Error) -> str:

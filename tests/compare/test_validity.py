@@ -445,3 +445,50 @@ def test_rewards_written_as_integers_take_the_default_outcome(tmp_path):
     report = cli("report", "r", "-o", tmp_path / "r.html", "--store", store)
     assert report.exit_code == 0, report.output
     assert "Does a metric track success" in (tmp_path / "r.html").read_text()
+
+
+def test_a_reward_of_several_types_is_one_line_naming_the_field_and_its_samples(tmp_path):
+    """Rewards 1, "1" and true across samples are JSON to DuckDB: validity and report --outcome
+    failed with DuckDB's error listing every overload of '-' (a paragraph), and validity
+    without one said the run had no numeric reward. One line names the field and where each
+    type is, and the hint's conversion is read."""
+    dataset = tmp_path / "ds.json"
+    rewards = [1, "1", True, 0]
+    dataset.write_text(json.dumps([
+        {"id": f"s{k}", "input": "hi", "target": [{"name": "list_items", "args": {}}]}
+        for k in range(len(rewards))
+    ]))  # fmt: skip
+    call = {"id": "c1", "type": "function", "function": {"name": "list_items", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None,
+                "tool_calls": [call]}]  # fmt: skip
+    traces = tmp_path / "tr.jsonl"
+    traces.write_text("".join(
+        json.dumps({"sample_id": f"s{k}", "messages": messages, "metadata": {"reward": r}}) + "\n"
+        for k, r in enumerate(rewards)
+    ))  # fmt: skip
+    store = tmp_path / "st"
+    imported = cli("import", "--store", store, "--format", "openai", "--dataset", dataset,
+                   "--tools", "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS",
+                   "--traces", traces, "--run-id", "r")  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    said = (
+        "the metadata field 'reward' is a number in sample 's0' trial 0, text in sample 's1' "
+        "trial 0, true/false in sample 's2' trial 0; an outcome reads a field of one type"
+    )
+    for args in ([], ["--outcome", "abs(reward - 1) <= 1e-6"], ["--outcome", "reward = true"]):
+        result = cli("validity", "r", *args, "--store", store)
+        assert result.exit_code == 2, result.output
+        error, hint = result.output.splitlines()
+        assert error.startswith("Error: --outcome ") and error.endswith(said), error
+        assert hint.startswith("Hint: ") and "try_cast(reward as double) >= 1" in hint
+    converted = cli("validity", "r", "--outcome", "try_cast(reward as double) >= 1",
+                    "--format", "json", "--store", store)  # fmt: skip
+    assert converted.exit_code == 0, converted.output
+    found = json.loads(converted.stdout)
+    assert (found["n_true"], found["n_false"]) == (3, 1)
+    out = tmp_path / "r.html"
+    given = cli("report", "r", "-o", out, "--outcome", "abs(reward - 1) <= 1e-6", "--store", store)
+    assert given.exit_code == 2 and said in given.output and len(given.output) < 400
+    default = cli("report", "r", "-o", out, "--store", store)
+    assert default.exit_code == 0 and "Warning: no validity panel for run 'r': " in default.output
+    assert said in default.output
