@@ -30,7 +30,7 @@ BUCKET = "bench-requests"
 COMMANDS = (
     ("score", "score", "{run}", "--format", "json", "--dashboard", "none"),
     ("score again", "score", "{run}", "--format", "json", "--dashboard", "none"),
-    ("diff", "diff", "{run}", "{run}", "--bootstrap", "10"),
+    ("diff", "diff", "{run}", "{run}", "--bootstrap", "40"),
     ("audit verify", "audit", "verify", "{run}"),
     ("export otlp", "export", "{run}", "-o", "{out}/otlp", "--format", "otlp"),
     ("report", "report", "{run}", "-o", "{out}/report.html"),

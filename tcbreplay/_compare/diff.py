@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import polars as pl
 
-from tcbreplay._compare.resampling import ResampleSums, ratio
+from tcbreplay._compare.resampling import ResampleSums, ratio, refuse_few_resamples
 from tcbreplay._score.audit_record import sql_sha256
 from tcbreplay._score.results import (
     read_scoring_file,
@@ -302,14 +302,13 @@ def diff_runs(
             raise InputError(f"{name} {value!r}: a whole number is required")
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
         raise InputError(f"--confidence {confidence!r}: a number between 0 and 1 is required")
-    if n_boot < 1:
-        raise InputError("--bootstrap must be at least 1")
+    if not 0 < confidence < 1:
+        raise InputError("--confidence must be between 0 and 1")
+    refuse_few_resamples(n_boot, confidence)
     if n_boot > MAX_BOOT:
         raise InputError(f"--bootstrap {n_boot}: at most {MAX_BOOT}")
     if seed < 0:
         raise InputError(f"--seed {seed}: must be 0 or more")
-    if not 0 < confidence < 1:
-        raise InputError("--confidence must be between 0 and 1")
     if not _SCORING_NAME.fullmatch(scoring):
         raise InputError(
             f"--scoring {scoring!r}: not a scoring name (a folder under scores/, such as spec, "

@@ -9,9 +9,12 @@ report's intervals are taken this way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+
+from tcbreplay.errors import InputError
 
 COUNT_CELLS = 4_000_000  # resample counts weighted at once
 COUNT_BY_ROW = 10_000  # samples from which each resample is counted by itself
@@ -131,3 +134,26 @@ def ratio(num: np.ndarray | int, den: np.ndarray | int) -> np.ndarray:
     """``num / den`` where ``den`` is above 0, NaN elsewhere."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
+
+
+def least_resamples(confidence: float) -> int:
+    """The fewest resamples a percentile interval at ``confidence`` is taken from: each tail
+    outside it, ``(1 - confidence) / 2`` of the resamples, holds one at least (40 at 95%).
+    With fewer its ends are the most extreme resamples, which need not enclose the estimate:
+    one resample gave an "interval" of that one draw."""
+    return math.ceil(round(2 / (1 - confidence), 9))  # (2 / 0.05 is 40.00000000000004)
+
+
+def refuse_few_resamples(n_boot: int, confidence: float) -> None:
+    """Refuse fewer resamples than :func:`least_resamples` for an interval at ``confidence``."""
+    least = least_resamples(confidence)
+    if n_boot < least:
+        level, tail = f"{confidence * 100:.10g}%", f"{(1 - confidence) * 50:.10g}%"
+        raise InputError(
+            f"--bootstrap {n_boot}: a {level} interval needs at least {least} resamples, so "
+            f"that each {tail} tail outside it holds one (with fewer its ends are the most "
+            "extreme resamples, which need not enclose the estimate)",
+            hint="leave --bootstrap out for 2,000 resamples"
+            if least <= 2000
+            else f"give --bootstrap {least} or more, or a lower --confidence",
+        )

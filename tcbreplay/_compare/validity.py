@@ -27,6 +27,7 @@ import polars as pl
 
 from tcbreplay._compare.diff import MAX_BOOT, load_scores
 from tcbreplay._compare.outcomes import Outcomes, read_outcomes
+from tcbreplay._compare.resampling import least_resamples, refuse_few_resamples
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import DEFAULT_SCORER
 from tcbreplay._store.views import stored_scorings
@@ -102,8 +103,9 @@ def validity_runs(
     """For each run, how well every metric of its latest scoring (or ``scoring``) tracks the
     outcome of its samples (``outcome``: a metadata field or expression; by default
     ``abs(reward - 1) <= 1e-6``, see :func:`~tcbreplay._compare.outcomes.read_outcomes`)."""
-    if not 1 <= n_boot <= MAX_BOOT:
-        raise InputError(f"--bootstrap {n_boot}: give 1 to {MAX_BOOT}")
+    refuse_few_resamples(n_boot, CONFIDENCE)
+    if n_boot > MAX_BOOT:
+        raise InputError(f"--bootstrap {n_boot}: give {least_resamples(CONFIDENCE)} to {MAX_BOOT}")
     if seed < 0:
         raise InputError(f"--seed {seed}: must be 0 or more")
     if isinstance(run_ids, str):  # one run, not its letters

@@ -141,7 +141,16 @@ def test_the_latest_scoring_is_the_default(tau_root, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--bootstrap", "0"], "Error: --bootstrap 0: give 1 to 1000000"),
+        *(
+            (
+                ["--bootstrap", n],
+                f"Error: --bootstrap {n}: a 95% interval needs at least 40 "
+                "resamples, so that each 2.5% tail outside it holds one (with fewer its ends are "
+                "the most extreme resamples, which need not enclose the estimate)",
+            )
+            for n in ("0", "1", "39")
+        ),
+        (["--bootstrap", "1000001"], "Error: --bootstrap 1000001: give 40 to 1000000"),
         (["--seed", "-1"], "Error: --seed -1: must be 0 or more"),
     ],
 )

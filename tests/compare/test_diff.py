@@ -331,7 +331,7 @@ def test_only_the_columns_compared_are_read(pair, monkeypatch):
 
     monkeypatch.setattr(results, "parquet_file", recorded)
     monkeypatch.setattr(results, "read_table", whole)
-    out = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "10")
+    out = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "40")
     assert out["n_common"] == 94 and len(out["tools"]) == 3
     # each run's pairs: the numbers kept, then the ids only checked (a batch at a time)
     scores = (diff_module.DIFF_COLUMNS, {"read_dictionary": []})
@@ -455,11 +455,34 @@ def test_the_python_api_refuses_settings_of_another_type_in_one_line(pair, given
         diff_runs(Store(pair.root), pair.a, pair.b, **given)
 
 
+def test_too_few_resamples_for_the_interval_are_refused_naming_the_least(pair):
+    """--bootstrap 1 gave an "interval" of its one resample, which need not hold the estimate
+    (τ-bench's tsa: +0.0625 in [+0.1250, +0.1250]). A percentile interval needs each tail
+    outside it to hold a resample: 40 at 95%, 200 at 99%; at the least, it holds the estimate."""
+    for args, said in (
+        (["--bootstrap", "1"], "--bootstrap 1: a 95% interval needs at least 40 resamples, so "
+         "that each 2.5% tail outside it holds one (with fewer its ends are the most extreme "
+         "resamples, which need not enclose the estimate)"),
+        (["--bootstrap", "39"], "--bootstrap 39: a 95% interval needs at least 40 resamples"),
+        (["--bootstrap", "199", "--confidence", "0.99"],
+         "--bootstrap 199: a 99% interval needs at least 200 resamples, so that each 0.5% tail"),
+    ):  # fmt: skip
+        result = cli("diff", pair.a, pair.b, *args, "--store", pair.root)
+        assert result.exit_code == 2 and result.stderr.startswith(f"Error: {said}"), result.output
+        assert result.stderr.splitlines()[1] == "Hint: leave --bootstrap out for 2,000 resamples"
+    with pytest.raises(InputError, match="needs at least 200 resamples"):
+        diff_runs(Store(pair.root), pair.a, pair.b, n_boot=100, confidence=0.99)
+    for args in (["--bootstrap", "40"], ["--bootstrap", "20", "--confidence", "0.9"]):
+        metrics = diff_json(pair.root, pair.a, pair.b, *args)["metrics"]
+        for m in metrics.values():
+            assert m["ci_low"] <= m["delta"] <= m["ci_high"], (args, m)
+
+
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--bootstrap", "0", "Error: --bootstrap must be at least 1"),
-        ("--bootstrap", "-5", "Error: --bootstrap must be at least 1"),
+        ("--bootstrap", "0", "Error: --bootstrap 0: a 95% interval needs at least 40 resamples"),
+        ("--bootstrap", "-5", "Error: --bootstrap -5: a 95% interval needs at least 40"),
         ("--confidence", "1.5", "Error: --confidence must be between 0 and 1"),
         ("--confidence", "1", "Error: --confidence must be between 0 and 1"),
         ("--confidence", "0", "Error: --confidence must be between 0 and 1"),
@@ -501,7 +524,7 @@ def test_a_run_whose_writer_was_killed_is_said_interrupted_not_recording(pair, p
     manifest_path = root / pair.b / "manifest.json"
     manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()),
                                          "status": "recording"}))  # fmt: skip
-    result = cli("diff", pair.a, pair.b, "--bootstrap", 10, "--format", "json", "--store", root)
+    result = cli("diff", pair.a, pair.b, "--bootstrap", 40, "--format", "json", "--store", root)
     assert result.exit_code == 0, result.output
     said = f"B ({pair.b}) is interrupted: not every sample was recorded"
     assert said in json.loads(result.stdout)["warnings"]
@@ -518,7 +541,7 @@ def test_errors_a_run_that_did_not_finish_and_samples_left_out_are_said(pair, pa
     manifest["status"] = "failed"
     manifest["totals"] = {**manifest["totals"], "errors": 4}
     manifest_path.write_text(json.dumps(manifest))
-    result = cli("diff", pair.a, pair.b, "--bootstrap", 10, "--store", root)
+    result = cli("diff", pair.a, pair.b, "--bootstrap", 40, "--store", root)
     assert result.exit_code == 0, result.output
     said = [
         f"Warning: B ({pair.b}): 4 of its 94 samples and trials ended in error; they score "
@@ -526,14 +549,14 @@ def test_errors_a_run_that_did_not_finish_and_samples_left_out_are_said(pair, pa
         f"Warning: B ({pair.b}) is failed: not every sample was recorded",
     ]
     assert result.stdout.splitlines()[:2] == said
-    as_csv = cli("diff", pair.a, pair.b, "--bootstrap", 10, "--format", "csv", "--store", root)
+    as_csv = cli("diff", pair.a, pair.b, "--bootstrap", 40, "--format", "csv", "--store", root)
     assert as_csv.stderr.splitlines() == said
-    out = diff_json(root, pair.a, pair.b, "--bootstrap", 10)
+    out = diff_json(root, pair.a, pair.b, "--bootstrap", 40)
     assert out["warnings"] == [line.removeprefix("Warning: ") for line in said]
     few = cli("record", "--model", "sim:seed=8,latency=0", "--limit", 5, "--run-id", "few",
               "--quiet", "--store", root)  # fmt: skip
     assert few.exit_code == 0, few.output
-    out = diff_json(root, pair.a, "few", "--bootstrap", 10)
+    out = diff_json(root, pair.a, "few", "--bootstrap", 40)
     assert out["warnings"] == [
         "5 samples in common are compared; 89 of A only and 0 of B only are left out "
         "(--format json lists them: only_a, only_b)"
