@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class TcbReplayError(Exception):
     """Base of every error tcbreplay reports to a user without a traceback."""
@@ -88,9 +90,36 @@ class SkippedRunWarning(TcbReplayWarning):
 
 
 def first_line(exc: BaseException) -> str:
-    """An exception's message in one line (its first two non-empty lines joined)."""
+    """An exception's message in one line (its first two non-empty lines joined); of one whose
+    message is a Python traceback, the exception that traceback ends in (see :func:`_raised`)."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
+    if lines and _TRACEBACK in lines[0]:
+        return _raised(lines)
     return " ".join(lines[:2]) if lines else type(exc).__name__
+
+
+# what begins a Python traceback, as DuckDB copies one into its error when a Python filesystem
+# (fsspec's, reading a store on object storage) raised: its first line said nothing
+_TRACEBACK = "Traceback (most recent call last):"
+# a frame of a traceback: its file and function
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+, in (?P<function>\S+)')
+
+
+def _raised(lines: list[str]) -> str:
+    """The exception a traceback's ``lines`` end in, with the place it was raised when it
+    says nothing more than its name (``IsADirectoryError (raised in s3fs/core.py, modified)``)."""
+    frames = [index for index, line in enumerate(lines) if _FRAME.match(line)]
+    after = lines[frames[-1] + 1 :] if frames else lines[1:]
+    said = [line.strip() for line in after if not line[:1].isspace()]  # (not a code line)
+    text = " ".join(said[:2]).rstrip(": ") or "an exception"
+    if frames and ":" not in text:
+        frame = _FRAME.match(lines[frames[-1]])
+        assert frame is not None
+        # (a library's file from its package on: s3fs/core.py; any other, by its name)
+        where = frame["file"].replace("\\", "/").rsplit("site-packages/", 1)[-1]
+        where = where.rsplit("/", 1)[-1] if where.startswith("/") else where
+        text += f" (raised in {where}, {frame['function']})"
+    return text
 
 
 class DivergenceError(TcbReplayError):

@@ -414,6 +414,12 @@ def _asks_once(base: Any) -> Any:
                     del self._details[name]
                 raise
 
+        async def _glob(self, path: str, **kwargs: Any) -> Any:
+            # the files a pattern matches, as DuckDB's glob of a local folder gives them:
+            # fsspec's gives folders too (a run's scores/), which DuckDB then opened as files
+            kwargs.setdefault("withdirs", False)
+            return await super()._glob(path, **kwargs)
+
     AsksOnce.__name__ = AsksOnce.__qualname__ = f"{base.__name__}AsksOnce"
     return AsksOnce
 

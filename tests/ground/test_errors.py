@@ -1,4 +1,5 @@
-"""Errors worded for a user: memory running out is said in so many words."""
+"""Errors worded for a user: memory running out is said in so many words, and a traceback
+as the exception it ends in."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pyarrow as pa
 import pytest
 from helpers import cli
 
-from tcbreplay.errors import StoreError, out_of_memory, read_error
+from tcbreplay.errors import StoreError, first_line, out_of_memory, read_error
 
 
 def arrow_out_of_memory() -> pa.ArrowMemoryError:
@@ -58,3 +59,23 @@ def test_memory_running_out_anywhere_in_a_command_is_one_line(store, monkeypatch
     assert error.startswith("Error: out of memory while running tcbreplay sql (")
     assert ("malloc of size" if raised == "arrow" else "failed to allocate data") in error
     assert hint.startswith("Hint: close what else holds memory")
+
+
+def test_an_error_whose_message_is_a_traceback_says_the_exception_it_ends_in():
+    """DuckDB copies a Python filesystem's traceback into its error: `sql` on an s3:// store
+    said only "query failed: Traceback (most recent call last): File ...threading.py"."""
+    copied = duckdb.IOException(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.11/threading.py", line 1002, in _bootstrap\n'
+        '  File "/venv/lib/python3.11/site-packages/s3fs/core.py", line 2445, in modified\n'
+        "IsADirectoryError: "
+    )
+    assert first_line(copied) == "IsADirectoryError (raised in s3fs/core.py, modified)"
+    said = duckdb.IOException(
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/s3fs/core.py", line 114, in _call_s3\n'
+        "    raise translated\n"
+        "PermissionError: Access Denied\n"
+    )
+    assert first_line(said) == "PermissionError: Access Denied"
+    assert first_line(ValueError("one\n\ntwo\nthree")) == "one two"

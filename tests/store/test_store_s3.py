@@ -240,6 +240,31 @@ def test_sql_reads_the_views_and_the_run_files_and_nothing_else(s3_sim_copy, sim
     assert "disabled by configuration" in result.output
 
 
+def test_a_glob_in_sql_reads_a_runs_files_not_its_folders(s3_store):
+    """fsspec's glob gave a run's scores/ and evaluations/ folders too, which DuckDB opened as
+    files: `sql "select * from read_blob('r1/*')"` failed with "query failed: Traceback (most
+    recent call last): ...". It reads the files, as on a folder."""
+    _ok("record", "--model", "sim:seed=3,latency=0", "--run-id", "r1", "--limit", "2", "--quiet",
+        "--store", s3_store)  # fmt: skip
+    _ok("score", "r1", "--store", s3_store)
+
+    def names(pattern: str) -> list[str]:
+        query = f"select filename from read_blob('{pattern}') order by filename"
+        rows = json.loads(_ok("sql", query, "--format", "json", "--store", s3_store))
+        return [row["filename"].removeprefix(f"{s3_store}/r1/") for row in rows]
+
+    assert names("r1/*") == ["dataset.jsonl", "manifest.json", "messages.parquet",
+                             "samples.parquet"]  # fmt: skip
+    assert {"scores/spec/summary.json", "scores/spec/scores.parquet"} <= set(names("r1/**"))
+    assert not [name for name in names("r1/**") if name in ("scores", "evaluations")]
+    # a folder named as a file: the exception the traceback ends in, not its first line
+    result = cli("sql", "select * from read_blob('r1/scores')", "--store", s3_store)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (
+        "Error: query failed: IsADirectoryError (raised in s3fs/core.py, modified)"
+    )
+
+
 def test_duckdb_reads_the_store_through_fsspec_and_installs_no_extension(s3_sim_copy):
     from tcbreplay._store.views import connect
 
