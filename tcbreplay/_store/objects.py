@@ -143,7 +143,9 @@ def store_root(root: str | os.PathLike[str]) -> Path:
             hint=f"give {scheme}://BUCKET/PREFIX, its credentials in the cloud's environment or "
             "config files",
         )
-    if "//" in parts.path.rstrip("/"):  # an empty folder name: s3://b//p, s3://b/${EMPTY}/p
+    # an empty folder name: s3://b//p, s3://b/${EMPTY}/p, s3://b/p/${EMPTY}/ (a slash at the
+    # end is none: s3://b/p/ is s3://b/p)
+    if "//" in parts.path:
         raise InputError(
             f"--store {text}: an empty folder name (//) in the prefix",
             hint=f"give {scheme}://BUCKET/PREFIX with one slash between names",

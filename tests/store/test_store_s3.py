@@ -839,6 +839,9 @@ def test_a_missing_bucket_is_one_line(s3_server):
     ("url", "says"),
     [
         ("s3://bucket//traces", "an empty folder name (//) in the prefix"),
+        # at the end too (s3://b/p/${EMPTY}/): it was taken for s3://bucket/traces
+        ("s3://bucket/traces//", "an empty folder name (//) in the prefix"),
+        ("s3://bucket//", "an empty folder name (//) in the prefix"),
         ("s3://bucket/traces#frag", "the URL holds credentials or options"),
         ("s3://[bucket/traces", "not a URL tcbreplay can read"),
         # a secret holding a slash: the URL's host is then KEY:SEC
@@ -876,6 +879,11 @@ def test_a_mistyped_store_url_is_refused_before_anything_is_written(
 def test_a_scheme_in_capitals_is_the_same_store(s3_sim_copy):
     url, run_id = s3_sim_copy
     assert str(Store("S3" + url[2:]).run_dir(run_id)) == f"{url}/{run_id}"
+
+
+def test_one_slash_at_the_end_is_the_same_store(s3_sim_copy):
+    url, run_id = s3_sim_copy
+    assert str(Store(url + "/").run_dir(run_id)) == f"{url}/{run_id}"
 
 
 def test_runs_of_an_empty_store_on_s3_is_an_empty_table(s3_store):
