@@ -535,12 +535,15 @@ def check_bucket(path: Path) -> None:
     with failures(path):
         there = fs.exists(bucket)
     if not there:
-        scheme = url(path).split("://", 1)[0]
-        raise StoreError(
-            f"{url(path)}: no such bucket ({bucket})",
-            hint=f"make it with the cloud's own tools, or give --store {scheme}://BUCKET/PREFIX "
-            "of one that exists",
-        )
+        raise StoreError(f"{url(path)}: no such bucket ({bucket})", hint=_no_bucket_hint(url(path)))
+
+
+def _no_bucket_hint(place: str) -> str:
+    scheme = place.split("://", 1)[0]
+    return (
+        f"make it with the cloud's own tools, or give --store {scheme}://BUCKET/PREFIX of one "
+        "that exists"
+    )
 
 
 def list_names(folder: Path) -> list[str]:
@@ -561,9 +564,18 @@ def _precondition_failed(exc: BaseException) -> bool:
     """Whether a write was refused by its condition (HTTP 412)."""
     if isinstance(exc, FileExistsError):
         return True
-    cause = exc.__cause__
-    code = getattr(cause, "response", {}).get("Error", {}).get("Code")
-    return code == "PreconditionFailed"
+    return _s3_error(exc).get("Code") == "PreconditionFailed"
+
+
+def _s3_error(exc: BaseException) -> dict[str, Any]:
+    """The error S3 answered that ``exc`` (botocore's, or s3fs's OSError made of it) is of:
+    its ``Code``, ``Message`` and the like; empty for any other exception."""
+    for raised in (exc, exc.__cause__):
+        error = getattr(raised, "response", None)
+        error = error.get("Error") if isinstance(error, dict) else None
+        if isinstance(error, dict):
+            return error
+    return {}
 
 
 class PreconditionFailed(Exception):
@@ -737,6 +749,11 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
     # an endpoint's query string may carry a token of any name (redaction knows the names
     # of secrets, not every name a service gives one): left out, as servers' logs leave it
     text = _URL_QUERY.sub(r"\1?...", text)
+    answered = _s3_error(exc)
+    if answered.get("Code") == "NoSuchBucket":  # (s3fs says only "...bucket does not exist")
+        bucket = answered.get("BucketName")
+        said = f"no such bucket ({bucket})" if isinstance(bucket, str) else "no such bucket"
+        return said, _no_bucket_hint("s3://")
     if "Credential" in name or "credential" in text.lower():
         return text, _CREDENTIALS_HINT
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import s3fs
-from helpers import TasksHere, cli, cli_process, import_tau_bench, wait_for
+from helpers import TAU_BENCH, TasksHere, cli, cli_process, import_tau_bench, wait_for
 from upath import UPath
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -823,13 +823,24 @@ def test_a_failure_of_the_store_is_one_line_with_its_secret_redacted(s3_store, m
     assert "[redacted]" in result.output and "AWS_PROFILE" in result.output
 
 
-def test_a_missing_bucket_is_one_line(s3_server):
-    result = cli("record", "--model", "sim", "--run-id", "m", "--limit", "1", "--quiet",
-                 "--store", "s3://tcbreplay-no-such-bucket/traces")  # fmt: skip
-    assert result.exit_code == 1
-    assert "Traceback" not in result.output
-    assert "s3://tcbreplay-no-such-bucket/traces/m" in result.output
-    assert "does not exist" in result.output
+@pytest.mark.parametrize("command", ["record", "import"])
+def test_a_missing_bucket_is_one_line_naming_it(s3_server, command):
+    # record and import said "cannot write: The specified bucket does not exist", with the
+    # hint to fix the store's permissions
+    url = "s3://tcbreplay-no-such-bucket/traces"
+    if command == "record":
+        args = ["record", "--model", "sim", "--run-id", "m", "--limit", "1", "--quiet"]
+    else:
+        args = ["import", "--format", "tau-bench", "--traces",
+                TAU_BENCH / "gpt-4o-airline-sample.json", "--tools",
+                TAU_BENCH / "airline-tools.json", "--run-id", "m"]  # fmt: skip
+    result = cli(*args, "--store", url)
+    assert result.exit_code == 1, result.output
+    (error, hint) = result.stderr.strip().splitlines()
+    assert error == (
+        f"Error: {url}/m/writer.lock: cannot write: no such bucket (tcbreplay-no-such-bucket)"
+    )
+    assert hint.startswith("Hint: make it with the cloud's own tools")
 
 
 # -- store URLs a user mistypes, and outputs that are no store ------------------------------
