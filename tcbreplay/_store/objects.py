@@ -564,17 +564,17 @@ def _precondition_failed(exc: BaseException) -> bool:
     """Whether a write was refused by its condition (HTTP 412)."""
     if isinstance(exc, FileExistsError):
         return True
-    return _s3_error(exc).get("Code") == "PreconditionFailed"
+    return _s3_answer(exc).get("Error", {}).get("Code") == "PreconditionFailed"
 
 
-def _s3_error(exc: BaseException) -> dict[str, Any]:
-    """The error S3 answered that ``exc`` (botocore's, or s3fs's OSError made of it) is of:
-    its ``Code``, ``Message`` and the like; empty for any other exception."""
+def _s3_answer(exc: BaseException) -> dict[str, Any]:
+    """What S3 answered that ``exc`` (botocore's, or s3fs's OSError made of it) is of: its
+    ``Error`` (``Code``, ``Message``...) and ``ResponseMetadata`` (``HTTPStatusCode``); empty
+    for any other exception."""
     for raised in (exc, exc.__cause__):
-        error = getattr(raised, "response", None)
-        error = error.get("Error") if isinstance(error, dict) else None
-        if isinstance(error, dict):
-            return error
+        answer = getattr(raised, "response", None)
+        if isinstance(answer, dict) and isinstance(answer.get("Error"), dict):
+            return answer
     return {}
 
 
@@ -749,11 +749,22 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
     # an endpoint's query string may carry a token of any name (redaction knows the names
     # of secrets, not every name a service gives one): left out, as servers' logs leave it
     text = _URL_QUERY.sub(r"\1?...", text)
-    answered = _s3_error(exc)
-    if answered.get("Code") == "NoSuchBucket":  # (s3fs says only "...bucket does not exist")
-        bucket = answered.get("BucketName")
+    answer = _s3_answer(exc)
+    error = answer.get("Error", {})
+    if error.get("Code") == "NoSuchBucket":  # (s3fs says only "...bucket does not exist")
+        bucket = error.get("BucketName")
         said = f"no such bucket ({bucket})" if isinstance(bucket, str) else "no such bucket"
         return said, _no_bucket_hint("s3://")
+    status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if error.get("Code") in _SLOW_DOWN or (isinstance(status, int) and status >= 500):
+        # (tried again already, by botocore and s3fs: what is left is to wait)
+        said = " ".join(str(part) for part in (status, error.get("Code")) if part)
+        said += f" ({error['Message']})" if error.get("Message") else ""
+        what = "asked to slow down" if error.get("Code") in _SLOW_DOWN else "failed for a moment"
+        return _URL_QUERY.sub(r"\1?...", f"the store {what}: {said}"), (
+            f"a passing failure: each request was tried {_attempts()}; run the command again "
+            "in a moment"
+        )
     if "Credential" in name or "credential" in text.lower():
         return text, _CREDENTIALS_HINT
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
@@ -783,6 +794,10 @@ _USER_INFO = re.compile(r"(?<![^\s/])[^\s/]*@")
 
 # a URL's query string, after its scheme, host and path
 _URL_QUERY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"`<>]*)\?[^\s#'\"`<>]*")
+
+# S3's answers that it takes too many requests (HTTP 503; others' services' words for it)
+_SLOW_DOWN = frozenset({"SlowDown", "Throttling", "ThrottlingException", "TooManyRequests",
+                        "RequestLimitExceeded"})  # fmt: skip
 
 # the attempts botocore makes of a request in each retry mode, unless AWS_MAX_ATTEMPTS says
 _MODE_ATTEMPTS = {"legacy": 5, "standard": 3, "adaptive": 3}

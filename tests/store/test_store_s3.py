@@ -843,6 +843,55 @@ def test_a_missing_bucket_is_one_line_naming_it(s3_server, command):
     assert hint.startswith("Hint: make it with the cloud's own tools")
 
 
+def test_a_slow_down_on_the_locks_clock_is_said_as_such_not_as_permissions(
+    s3_store, monkeypatch, request
+):
+    """S3's 503 SlowDown, answered to the object that reads the store's clock beside a lock,
+    said "cannot write: [Errno 16] Please reduce your request rate." with the hint to fix
+    the store's permissions. Each request is tried again (botocore, then s3fs) before it is
+    said, and the hint says so."""
+    from aiobotocore.awsrequest import AioAWSResponse
+    from aiobotocore.endpoint import AioEndpoint
+    from botocore.awsrequest import HeadersDict
+
+    bucket_prefix = s3_store.removeprefix("s3://")
+    _fs().pipe_file(f"{bucket_prefix}/r/writer.lock", b"pid 1 on elsewhere")  # (not renewed)
+
+    class Body:
+        async def read(self) -> bytes:
+            return (b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate."
+                    b"</Message></Error>")  # fmt: skip
+
+    sent: list[str] = []
+    real = AioEndpoint._send
+
+    async def slow_down(self: Any, sending: Any) -> Any:
+        if sending.method == "PUT" and ".clock-" in sending.url:
+            sent.append(sending.url)
+            headers = HeadersDict({"Content-Type": "application/xml"})
+            return AioAWSResponse(sending.url, 503, headers, Body())
+        return await real(self, sending)
+
+    monkeypatch.setattr(AioEndpoint, "_send", slow_down)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    monkeypatch.setattr(objects, "S3FS_RETRIES", 1)
+    s3fs.S3FileSystem.clear_instance_cache()  # (a client of its own, made with those)
+    request.addfinalizer(s3fs.S3FileSystem.clear_instance_cache)
+    result = cli("record", "--model", "sim", "--run-id", "r", "--limit", "1", "--quiet",
+                 "--store", s3_store)  # fmt: skip
+    assert result.exit_code == 1, result.output
+    (error, hint) = result.stderr.strip().splitlines()
+    assert error == (
+        f"Error: {s3_store}/r/writer.lock: cannot write: the store asked to slow down: "
+        "503 SlowDown (Please reduce your request rate.)"
+    )
+    assert hint == (
+        "Hint: a passing failure: each request was tried 2 times (AWS_MAX_ATTEMPTS); run the "
+        "command again in a moment"
+    )
+    assert len(sent) == 2  # botocore's two attempts, as the hint says
+
+
 # -- store URLs a user mistypes, and outputs that are no store ------------------------------
 
 
