@@ -42,6 +42,7 @@ from pathlib import Path, PurePath
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlsplit
 
+from tcbreplay._secrets import redact
 from tcbreplay.errors import InputError, StoreError, TcbReplayError, first_line
 
 T = TypeVar("T")
@@ -765,6 +766,9 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
             f"a passing failure: each request was tried {_attempts()}; run the command again "
             "in a moment"
         )
+    process = _credential_process_failure(exc)
+    if process is not None:
+        return process
     if "Credential" in name or "credential" in text.lower():
         return text, _CREDENTIALS_HINT
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
@@ -777,6 +781,28 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
             "endpoint up (AWS_ENDPOINT_URL_S3)? AWS_MAX_ATTEMPTS sets how often to try"
         )
     return text, None
+
+
+# the most of what a failed credential_process wrote that an error quotes
+PROCESS_SHOWN_CHARS = 100
+
+
+def _credential_process_failure(exc: BaseException) -> tuple[str, str] | None:
+    """The failure of the AWS profile's ``credential_process`` (botocore's error quotes all it
+    wrote to stderr, which may hold secrets redaction knows no name or form of): its first
+    line, redacted and cut short; None for any other exception."""
+    details = getattr(exc, "kwargs", None)
+    if type(exc).__name__ != "CredentialRetrievalError" or not isinstance(details, dict):
+        return None
+    if details.get("provider") != "custom-process":  # (botocore's name for credential_process)
+        return None
+    said = redact(next((line.strip() for line in str(details.get("error_msg") or "").splitlines()
+                        if line.strip()), ""))  # fmt: skip
+    if len(said) > PROCESS_SHOWN_CHARS:
+        said = said[: PROCESS_SHOWN_CHARS - 3] + "..."
+    return (f"the AWS profile's credential_process failed{f' ({said})' if said else ''}",
+            "run the profile's credential_process yourself to see all it wrote (tcbreplay "
+            "quotes its first line only: it may write secrets)")  # fmt: skip
 
 
 def _raised_in(exc: BaseException, function: str) -> bool:
