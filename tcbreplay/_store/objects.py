@@ -739,6 +739,12 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
         name, text = raised[-1]
     elif isinstance(exc, OSError) or module.split(".")[0] in _STORAGE_MODULES:
         text = first_line(exc) or name
+    elif _no_content_length(exc):
+        return (
+            "the S3 server answered a HEAD request without a Content-Length (an object's "
+            "size), which tcbreplay needs",
+            "is AWS_ENDPOINT_URL_S3 an S3-compatible server, not a proxy that drops the header?",
+        )
     elif isinstance(exc, ValueError) and _raised_in(exc, "create_endpoint"):
         # botocore's, making the client: maybe the URL as given, with a user and password
         text = _USER_INFO.sub("[redacted]@", first_line(exc) or name)
@@ -803,6 +809,11 @@ def _credential_process_failure(exc: BaseException) -> tuple[str, str] | None:
     return (f"the AWS profile's credential_process failed{f' ({said})' if said else ''}",
             "run the profile's credential_process yourself to see all it wrote (tcbreplay "
             "quotes its first line only: it may write secrets)")  # fmt: skip
+
+
+def _no_content_length(exc: BaseException) -> bool:
+    """Whether ``exc`` is s3fs's KeyError at a HEAD answered without a ``Content-Length``."""
+    return isinstance(exc, KeyError) and exc.args == ("ContentLength",) and _raised_in(exc, "_info")
 
 
 def _raised_in(exc: BaseException, function: str) -> bool:

@@ -925,6 +925,37 @@ def test_a_slow_down_on_the_locks_clock_is_said_as_such_not_as_permissions(
     assert len(sent) == 2  # botocore's two attempts, as the hint says
 
 
+def test_a_head_answered_without_a_content_length_is_one_line(s3_store, monkeypatch):
+    """An S3-compatible server (or a proxy) answering HEAD without Content-Length crashed every
+    command that read the store: a traceback ending in "KeyError: 'ContentLength'"."""
+    from aiobotocore.endpoint import AioEndpoint
+
+    _ok("record", "--model", "sim:seed=3,latency=0", "--run-id", "h", "--limit", "2", "--quiet",
+        "--store", s3_store)  # fmt: skip
+    real = AioEndpoint._send
+
+    async def without_length(self: Any, sending: Any) -> Any:
+        answer = await real(self, sending)
+        if sending.method == "HEAD":
+            answer.headers.pop("Content-Length", None)
+        return answer
+
+    monkeypatch.setattr(AioEndpoint, "_send", without_length)
+    said = (
+        "the S3 server answered a HEAD request without a Content-Length (an object's size), "
+        "which tcbreplay needs"
+    )
+    result = cli("score", "h", "--store", s3_store)
+    assert result.exit_code == 1, result.output
+    (error, hint) = result.stderr.strip().splitlines()
+    assert error == f"Error: {s3_store}: {said}"
+    assert hint.startswith("Hint: is AWS_ENDPOINT_URL_S3 an S3-compatible server")
+    # a reader of every run leaves out the one it cannot read, saying why
+    result = cli("runs", "--store", s3_store)
+    assert result.exit_code == 0, result.output
+    assert f"Warning: left out run 'h': {s3_store}/h: {said}" in result.stderr
+
+
 # -- store URLs a user mistypes, and outputs that are no store ------------------------------
 
 
