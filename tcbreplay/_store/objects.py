@@ -688,14 +688,52 @@ def written_ago(path: Path, store_clock: bool = False) -> tuple[float, str]:
     written = _modified(fs, where, info)
     if not store_clock:
         return time.time() - written, etag
-    probe = path.with_name(f"{path.name}.clock-{os.getpid()}-{time.monotonic_ns()}")
+    probe = path.with_name(f"{path.name}{CLOCK_PROBE}{os.getpid()}-{time.monotonic_ns()}")
     fs_probe, probe_where = fs_path(probe)
     fs_probe.pipe_file(probe_where, b"")
     try:
         now = _modified(fs_probe, probe_where, fs_probe.info(probe_where))
     finally:
-        remove_object(probe)
+        with suppress(Exception):  # (its work done: one left is removed by a later reading)
+            remove_object(probe)
+    _remove_old_probes(path, now)
     return now - written, etag
+
+
+# the clock probes beside a lock: ``writer.lock.clock-<pid>-<n>``
+CLOCK_PROBE = ".clock-"
+_CLOCK_PROBE = re.compile(r".+\.clock-\d+-\d+")
+# A clock probe this old by the store's clock (seconds) is one whose removal failed, not one
+# another process is reading now (a probe lives for two requests, which a silent endpoint
+# gives up on within about 3 minutes)
+OLD_PROBE_S = 300.0
+_looked_beside: set[str] = set()  # the locks whose old probes this process looked for
+
+
+def is_clock_probe(name: str) -> bool:
+    """Whether ``name`` is a clock probe's, which a lock leaves beside it when the probe's
+    removal fails (an empty object, part of no run)."""
+    return _CLOCK_PROBE.fullmatch(name) is not None
+
+
+def _remove_old_probes(lock: Path, now: float) -> None:
+    """Remove the clock probes beside ``lock`` older than OLD_PROBE_S at the store's time
+    ``now`` (their removal failed: a 503, a policy that refused it), once per process and
+    lock: best done, never failing the reading of the clock."""
+    if url(lock) in _looked_beside:
+        return
+    _looked_beside.add(url(lock))
+    fs, folder = fs_path(lock.parent)
+    with suppress(Exception):
+        for entry in fs.ls(folder, detail=True):
+            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            if not (name.startswith(lock.name + CLOCK_PROBE) and is_clock_probe(name)):
+                continue
+            if entry.get("type") == "file" and now - _modified(fs, entry["name"], entry) >= (
+                OLD_PROBE_S
+            ):
+                with suppress(Exception):
+                    fs.rm_file(entry["name"])
 
 
 def _modified(fs: Any, where: str, info: dict[str, Any]) -> float:

@@ -627,8 +627,11 @@ def _refuse_leftovers(path: Path) -> None:
     """Refuse a folder without a manifest that holds more than a creation's first files:
     samples of a run whose deletion was cut short by an older tcbreplay, or files put there
     by hand, that a new run would take for its own."""
-    if is_remote(path):  # (a journal's batches are never empty)
-        found = [name for name in objects.list_names(path) if name not in _FIRST_FILES]
+    if is_remote(path):  # (a journal's batches are never empty; a lock may leave a probe)
+        found = [
+            name for name in objects.list_names(path)
+            if name not in _FIRST_FILES and not objects.is_clock_probe(name)
+        ]  # fmt: skip
     else:
         found = sorted(p.name for p in path.iterdir() if p.name not in _FIRST_FILES)
         journal = path / JOURNAL

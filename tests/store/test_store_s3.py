@@ -735,6 +735,39 @@ def _taken(path: Path) -> bool:
         return False
 
 
+def test_a_clock_probe_whose_removal_failed_is_removed_later_and_blocks_no_run(
+    s3_store, monkeypatch
+):
+    """The object written beside a lock to read the store's clock, when its removal failed (a
+    503, a policy refusing deletes), failed the lock's taking and was left for good: and a
+    run folder holding one was refused by `record` as "not a run"."""
+    path = Store(s3_store).root / "p" / "writer.lock"
+    holder = LeaseLock.take(path, "run 'p'")
+    remove = objects.remove_object
+
+    def refused(place: Path) -> None:
+        if ".clock-" in place.name:
+            raise PermissionError("Access Denied")
+        remove(place)
+
+    monkeypatch.setattr(objects, "remove_object", refused)
+    with pytest.raises(RunLockedError, match="is being written by"):  # (its clock was read)
+        LeaseLock.take(path, "run 'p'")
+    monkeypatch.setattr(objects, "remove_object", remove)
+    holder.release()
+    assert len([key for key in _keys(s3_store) if ".clock-" in key]) == 1
+    _ok("record", "--model", "sim", "--run-id", "p", "--limit", "1", "--quiet",
+        "--store", s3_store)  # fmt: skip
+    # the next process that reads the store's clock beside the lock removes it, once old
+    monkeypatch.setattr(objects, "OLD_PROBE_S", 0.0)
+    monkeypatch.setattr(objects, "_looked_beside", set())
+    holder = LeaseLock.take(path, "run 'p'")
+    with pytest.raises(RunLockedError):
+        LeaseLock.take(path, "run 'p'")
+    holder.release()
+    assert not [key for key in _keys(s3_store) if ".clock-" in key]
+
+
 def test_journal_batches_are_created_only_if_absent(s3_store):
     folder = Store(s3_store).root / "run" / "journal"
     first, second = ChunkJournal(folder, None), ChunkJournal(folder, None)
