@@ -16,8 +16,9 @@
   const fmt = (v, d = 3) => (v == null ? "—" : Number(v).toFixed(d));
   const json = (v) => esc(JSON.stringify(v));
   // control characters and the marks that reorder text shown escaped (\x1b, \u202e), as the
-  // terminal's tables show them (tcbreplay._cli.render's _UNPRINTABLE, kept alike): a sample
-  // id starting with U+202E was drawn reversed
+  // terminal's tables show them (tcbreplay._cli.render's _UNPRINTABLE, kept alike), in the
+  // names of samples, categories and tools: a sample id starting with U+202E was drawn
+  // reversed, and a category's reversed the rest of the sample's facts line
   const UNPRINTABLE =
     /[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|(?<![^\u200d])\u200d/g;
   const hex = (c, n) => c.charCodeAt(0).toString(16).padStart(n, "0");
@@ -48,8 +49,8 @@
     { key: "idx", label: "#", num: true, get: (s) => s, cell: (s) => s + 1 },
     { key: "id", label: "sample", cls: "id", title: (s) => printable(S.id[s]), get: (s) => S.id[s],
       cell: (s) => `<code>${esc(printable(S.id[s]))}</code>` },
-    { key: "cat", label: "category", cls: "cat", title: true, get: (s) => S.cat[s] || "",
-      cell: (s) => esc(S.cat[s]) },
+    { key: "cat", label: "category", cls: "cat", title: (s) => printable(S.cat[s]),
+      get: (s) => S.cat[s] || "", cell: (s) => esc(printable(S.cat[s])) },
     { key: "input", label: "input", cls: "input", title: true, get: (s) => S.input[s],
       cell: (s) => esc(S.input[s]) },
     { key: "ngold", label: "gold calls", num: true, get: (s) => S.ngold[s], cell: (s) => S.ngold[s] },
@@ -186,7 +187,7 @@
     if (object) opt.filter((k) => own(args, k) === undefined).forEach((k) => parts.push(arg(k, undefined)));
     const group = rules && rules.group !== undefined ?
       `<span class="tag group" title="calls of one group may come in any order">group ${json(rules.group)}</span>` : "";
-    return `<span class="call mono"><span class="name">${esc(name)}</span>(${parts.join(", ")})${group}</span>`;
+    return `<span class="call mono"><span class="name">${esc(printable(name))}</span>(${parts.join(", ")})${group}</span>`;
   }
 
   const calls = (n) => (n ? `${n} call${n > 1 ? "s" : ""}` : "no calls");
@@ -219,7 +220,7 @@
 
   function transcript(run, e) {
     const own = e.o !== undefined, specs = own ? e.o : run.tools;
-    const tools = specs.map((t) => `<div><code>${esc(t.name)}(${Object.keys(
+    const tools = specs.map((t) => `<div><code>${esc(printable(t.name))}(${Object.keys(
       (t.parameters || {}).properties || {}).map(esc).join(", ")})</code> — ${esc(t.description)}</div>`);
     const from = '<span class="stats">from the run manifest</span>';
     const toolsFrom = own ? '<span class="stats">the sample\'s own</span>' : from;
@@ -237,7 +238,7 @@
   // one transcript message; "mark": a value (JSON) to mark in its text, "cls": more classes
   function message([type, t, extra, tin, tout, lat, bad], mark, cls) {
     const strs = details().strings;
-    const who = { human: "user", ai: "AI", tool: `tool · ${esc(extra && extra[0])}` }[type] || esc(type);
+    const who = { human: "user", ai: "AI", tool: `tool · ${esc(printable(extra && extra[0]))}` }[type] || esc(type);
     const stats = [tin != null ? `${tin} in` : "", tout != null ? `${tout} out` : "",
       lat != null ? `${(lat * 1000).toFixed(lat < 0.01 ? 1 : 0)} ms` : ""].filter(Boolean).join(" · ");
     const status = type === "tool" && extra && extra[1] === "error" ? ' <span class="tag wrong">error</span>' : "";
@@ -249,7 +250,7 @@
     }
     if (bad) {
       h += '<div class="error">unparseable tool calls (not agent calls here): ' +
-        bad.map(([n, a, err]) => `${esc(n)} ${esc(a)}${err ? ` (${esc(err)})` : ""}`).join("; ") +
+        bad.map(([n, a, err]) => `${esc(printable(n))} ${esc(a)}${err ? ` (${esc(err)})` : ""}`).join("; ") +
         "</div>";
     }
     return h + "</div>";
@@ -297,7 +298,7 @@
   function render() {
     const s = detail.s, r = detail.run, x = details(), run = x.runs[r], e = run.samples[s];
     const C = D.cols[r];
-    let h = `<div class="facts"><span>category <b>${esc(S.cat[s] || "—")}</b></span>` +
+    let h = `<div class="facts"><span>category <b>${esc(printable(S.cat[s]) || "—")}</b></span>` +
       `<span>gold calls <b>${S.ngold[s]}</b></span>` +
       `<span>${failedIn(s)}</span>` +
       (S.regressed[s] ? "<span><b>regressed</b> vs the first run</span>" : "") + "</div>" +

@@ -684,3 +684,43 @@ def test_sample_ids_with_bidi_controls_are_shown_escaped_not_reversed(browser, t
         assert opened.errors == [] and opened.requests == []
     finally:
         opened.page.close()
+
+
+def test_categories_and_tool_names_with_bidi_controls_are_shown_escaped(browser, tmp_path):
+    """A category starting with U+202E reversed the rest of the sample's facts line, and a
+    tool's name its entries in the transcript; they are shown escaped, as sample ids are."""
+    from helpers import cli
+
+    name, category = "\u202eadd", "\u202ecat"
+    parameters = {"type": "object", "properties": {"a": {"type": "number"}}}
+    tools = [{"name": name, "description": "adds", "parameters": parameters}]
+    (tmp_path / "tools.json").write_text(json.dumps(tools))
+    gold = [{"name": name, "args": {"a": 1}}]
+    dataset = [{"id": "s", "input": "q", "target": gold, "category": category}]
+    (tmp_path / "ds.json").write_text(json.dumps(dataset))
+    call = {"id": "c", "type": "function", "function": {"name": name, "arguments": '{"a": 1}'}}
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c", "content": "2"}]  # fmt: skip
+    (tmp_path / "t.jsonl").write_text(json.dumps({"sample_id": "s", "messages": messages}))
+    root = tmp_path / "traces"
+    made = cli("import", "--format", "openai", "--dataset", tmp_path / "ds.json", "--tools",
+               tmp_path / "tools.json", "--traces", tmp_path / "t.jsonl", "--run-id", "bidi",
+               "--store", root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    path = write_report(Store(root), ["bidi"], tmp_path / "r.html")
+    opened = Opened(browser, path, _fragment("bidi", "s"))
+    try:
+        page = opened.page
+        cell = page.locator("#samples-table tbody td.cat")
+        assert cell.inner_text() == "\\u202ecat" == cell.get_attribute("title")
+        assert "category \\u202ecat" in page.inner_text("#d-body .facts")
+        page.evaluate(
+            "() => document.querySelectorAll('#d-body details').forEach(d => d.open = true)"
+        )
+        body = page.inner_text("#d-body")
+        assert "→ \\u202eadd(a=1)" in body and "\\u202eadd(a)" in body  # the call, the tool
+        assert "\u202e" not in body
+        assert opened.errors == [] and opened.requests == []
+    finally:
+        opened.page.close()
