@@ -66,6 +66,12 @@ def dir_lock(path: Path, how: int) -> Iterator[bool]:
         os.close(fd)
 
 
+def _taken_meanwhile(what: str) -> RunLockedError:
+    return RunLockedError(
+        f"{what} was taken by another process at the same moment", hint="wait for it to finish"
+    )
+
+
 def take_lock(path: Path) -> Lock:
     """Take the lock of a run (``path``: its writer.lock) or raise naming the process that
     holds it."""
@@ -216,7 +222,10 @@ class LeaseLock:
                 age, etag = written_ago(path, store_clock=True)
                 holder = read_bytes(path).decode(errors="replace").strip() or "another process"
             except FileNotFoundError:  # released meanwhile: try once more
-                etag = create_object(path, text.encode())
+                try:
+                    etag = create_object(path, text.encode())
+                except PreconditionFailed:  # and taken again by another
+                    raise _taken_meanwhile(what) from None
                 return cls(path, etag, text)
             if age < LEASE_S:
                 raise RunLockedError(
@@ -228,10 +237,7 @@ class LeaseLock:
             try:  # a dead writer's: replaced, unless another process took it meanwhile
                 etag = replace_object(path, text.encode(), etag)
             except PreconditionFailed:
-                raise RunLockedError(
-                    f"{what} was taken by another process at the same moment",
-                    hint="wait for it to finish",
-                ) from None
+                raise _taken_meanwhile(what) from None
         return cls(path, etag, text)
 
     def _keep(self) -> None:

@@ -610,6 +610,26 @@ def test_of_two_writers_creating_the_lock_at_once_one_wins(s3_store):
     held[0].release()
 
 
+def test_a_lock_released_and_taken_again_while_looked_at_is_refused_in_one_line(
+    s3_store, monkeypatch
+):
+    """Between the taker's create refused (412) and its look at the holder, the lock was
+    released (the look finds none) and taken again by a third process: its create again
+    refused escaped as PreconditionFailed, a traceback."""
+    path = Store(s3_store).root / "run" / "writer.lock"
+    third = LeaseLock.take(path, "run 'run'")
+    try:
+
+        def released(*args, **kwargs):
+            raise FileNotFoundError(str(path))
+
+        monkeypatch.setattr(locks, "written_ago", released)
+        with pytest.raises(RunLockedError, match="taken by another process at the same moment"):
+            LeaseLock.take(path, "run 'run'")
+    finally:
+        third.release()
+
+
 @pytest.mark.slow
 def test_a_dead_writers_lock_is_taken_over_after_its_lease(s3_store, monkeypatch):
     monkeypatch.setattr(locks, "RENEW_S", 0.2)
