@@ -783,6 +783,12 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
             "size), which tcbreplay needs",
             "is AWS_ENDPOINT_URL_S3 an S3-compatible server, not a proxy that drops the header?",
         )
+    elif isinstance(exc, ValueError) and _raised_in(exc, "_retrieve_credentials_using"):
+        # botocore reading what the profile's credential_process wrote (JSON's error quotes
+        # no text of it)
+        return (f"the AWS profile's credential_process wrote no JSON credentials ({exc})",
+                "run the profile's credential_process yourself: it is to write the JSON the "
+                "AWS CLI's documentation of credential_process gives")  # fmt: skip
     elif isinstance(exc, ValueError) and _raised_in(exc, "create_endpoint"):
         # botocore's, making the client: maybe the URL as given, with a user and password
         text = _USER_INFO.sub("[redacted]@", first_line(exc) or name)

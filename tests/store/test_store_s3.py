@@ -909,6 +909,33 @@ def test_a_failed_credential_process_is_quoted_by_its_first_line_redacted(
         assert "Wq7Lm2Xp9Rb4Kd8N" not in result.output and "Hq3Vn8Tz1Lc6" not in result.output
 
 
+def test_a_credential_process_that_writes_no_json_is_one_line(
+    s3_server, tmp_path, monkeypatch, request
+):
+    """botocore's JSONDecodeError, reading what the process wrote, was a traceback."""
+    process = tmp_path / "credentials.sh"
+    process.write_text("#!/bin/sh\necho 'key tok-Wq7Lm2Xp9Rb4Kd8N'\n")
+    process.chmod(0o755)
+    config = tmp_path / "config"
+    config.write_text(f"[profile team]\ncredential_process = {process}\n")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "team")
+    s3fs.S3FileSystem.clear_instance_cache()  # (a client of its own, with that profile)
+    request.addfinalizer(s3fs.S3FileSystem.clear_instance_cache)
+    for command in (["runs"], ["record", "--model", "sim", "--limit", "1", "--quiet"]):
+        result = cli(*command, "--store", "s3://bkt/team")
+        assert result.exit_code == 1, result.output
+        (error, hint) = result.stderr.strip().splitlines()
+        assert error == (
+            "Error: s3://bkt/team: the AWS profile's credential_process wrote no JSON "
+            "credentials (Expecting value: line 1 column 1 (char 0))"
+        )
+        assert hint.startswith("Hint: run the profile's credential_process yourself")
+        assert "Wq7Lm2Xp9Rb4Kd8N" not in result.output
+
+
 @pytest.mark.parametrize("command", ["record", "import"])
 def test_a_missing_bucket_is_one_line_naming_it(s3_server, command):
     # record and import said "cannot write: The specified bucket does not exist", with the
