@@ -122,11 +122,13 @@ def test_chunked_bodies_are_read_as_javascripts_exporter_sends_them(tmp_path):
     assert summary[0].samples == 3
 
 
-def test_gzip_bodies_are_read(tmp_path):
+@pytest.mark.parametrize("coding", ["gzip", "GZIP", "Gzip "])
+def test_gzip_bodies_are_read(tmp_path, coding):
+    """Content codings are case-insensitive (RFC 9110): GZIP got 400."""
     with collecting(tmp_path / "store") as (endpoint, _log, summary):
-        status, _ = post(f"{endpoint}/v1/traces", gzip.compress(PB), "application/x-protobuf",
-                         **{"Content-Encoding": "gzip"})  # fmt: skip
-        assert status == 200
+        status, answer = post(f"{endpoint}/v1/traces", gzip.compress(PB),
+                              "application/x-protobuf", **{"Content-Encoding": coding})  # fmt: skip
+        assert status == 200, answer
     assert summary[0].samples == 3
 
 

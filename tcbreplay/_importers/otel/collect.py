@@ -219,9 +219,10 @@ class Collector:
     def receive(self, body: bytes, content_type: str, encoding: str = "") -> int:
         """One request's body: decoded, kept, made into samples; its number of spans. A
         :class:`TraceError` for a body that cannot be read (nothing is kept of it)."""
-        if encoding == "gzip":
+        coding = encoding.strip().lower()  # (content codings are case-insensitive: RFC 9110)
+        if coding == "gzip":
             body = gunzip(body, MAX_BODY)
-        elif encoding not in ("", "identity"):
+        elif coding not in ("", "identity"):
             raise TraceError(f"Content-Encoding {encoding!r}: send gzip or none")
         kind = content_type.split(";")[0].strip().lower()
         if kind == "application/json":
