@@ -141,6 +141,9 @@ def test_gzip_bodies_are_read(tmp_path, coding):
         (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
          "application/json", "not a readable OTLP export request"),
         (PB, "text/plain", "Content-Type 'text/plain': send application/x-protobuf or"),
+        # (json.loads took them, they were kept, and were no request once read again)
+        (JSON_LINES[1].decode().encode("utf-16"), "application/json", "not UTF-8 JSON"),
+        (JSON_LINES[1].decode().encode("utf-32"), "application/json", "not UTF-8 JSON"),
     ],
 )  # fmt: skip
 def test_a_bad_payload_gets_400_and_a_log_line_and_nothing_else_changes(
@@ -155,6 +158,19 @@ def test_a_bad_payload_gets_400_and_a_log_line_and_nothing_else_changes(
     assert any("/v1/traces: refused (400): " in line and why in line for line in log), log
     assert (summary[0].samples, summary[0].refused) == (3, 1)
     assert (store / "live" / "received.otlp.pb").read_bytes()[4:] == PB  # the bad one not kept
+
+
+def test_a_utf8_byte_order_mark_is_dropped_from_what_is_kept(tmp_path):
+    """(JSON is read as UTF-8 text now; a BOM kept on a line past the first is no JSON.)"""
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, _log, summary):
+        assert post(f"{endpoint}/v1/traces", JSON_LINES[1], "application/json")[0] == 200
+        status, _ = post(f"{endpoint}/v1/traces", b"\xef\xbb\xbf" + JSON_LINES[2],
+                         "application/json")  # fmt: skip
+        assert status == 200
+    assert summary[0].requests == 2
+    received = (store / "live" / "received.otlp.jsonl").read_bytes()
+    assert received.splitlines() == [JSON_LINES[1], JSON_LINES[2]]
 
 
 def test_an_unknown_path_is_404(tmp_path):
@@ -390,6 +406,60 @@ def test_quiet_samples_are_let_go_and_read_back_when_more_comes(tmp_path, monkey
     summary = collector.finish()
     assert summary.samples >= 3
     assert calls_by_input(tmp_path / "store", "m")["pen price?"] == [["list_items", {}]]
+
+
+def test_a_request_not_read_again_keeps_its_sample_and_no_place_is_given_twice(tmp_path):
+    """A UTF-16 request an earlier version kept (and acknowledged), then a kill: taken up
+    again, its trace was skipped, the next sample given its place (sample_index 0 twice: the
+    run could not be scored) and the closing line counted three samples of the four."""
+    store = tmp_path / "store"
+    docs = [json.loads(x) for x in JSON_LINES if x.startswith(b'{"resourceSpans"')]
+    request, spans = docs[0], docs[0]["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans += [span for doc in docs[1:] for rs in doc["resourceSpans"] for ss in rs["scopeSpans"]
+              for span in ss["spans"] if span["traceId"] == spans[0]["traceId"]]  # fmt: skip
+    whole = json.dumps(request, ensure_ascii=False)  # (a whole trace: a sample)
+    killed = Collector(Store(store), "k")
+    killed.receive(whole.encode(), "application/json")
+    killed.receive(PB, "application/x-protobuf")
+    killed.close()  # (as a kill -9 leaves it: the samples in the journal)
+    # the request as that version kept it: UTF-16, its newline bytes taken out
+    utf16 = whole.encode("utf-16").replace(b"\r", b"").replace(b"\n", b"") + b"\n"
+    (store / "k" / "received.otlp.jsonl").write_bytes(utf16)
+    log: list[str] = []
+    summary = Collector(Store(store), "k", log=log.append).finish()
+    assert any("received.otlp.jsonl at byte 0: skipped" in line for line in log), log
+    rows = cli("--format", "json", "sql", "select sample_index from samples where run_id = 'k'",
+               "--store", store)  # fmt: skip
+    indices = [row["sample_index"] for row in json.loads(rows.output)]
+    assert summary.samples == len(indices) == len(set(indices)) == 4
+    scored = cli("score", "k", "--store", store)
+    assert scored.exit_code == 0, scored.output
+    assert any("1 samples kept as the run holds them" in line for line in log), log
+
+
+def test_a_run_an_earlier_version_gave_a_place_twice_is_mended_when_taken_up_again(tmp_path):
+    """The journal such a resume left: the samples made again at the places before theirs (the
+    skipped request's sample, at 0, beside another at 0). Taken up again, each sample made
+    again from the received files takes a free place; the one not made again keeps its own."""
+    store = tmp_path / "store"
+    killed = Collector(Store(store), "k")
+    for line in JSON_LINES[:6]:  # (a whole trace, its root last)
+        killed.receive(line, "application/json")
+    killed.receive(PB, "application/x-protobuf")
+    killed.close()
+    journal = store / "k" / "journal.jsonl"
+    records = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert [r["sample_index"] for r in records] == [0, 1, 2, 3]  # (the JSON line's trace first)
+    moved = [{**r, "sample_index": r["sample_index"] - 1} for r in records[1:]]
+    with journal.open("a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in moved)
+    (store / "k" / "received.otlp.jsonl").write_bytes(b"")  # (its request skipped, as UTF-16)
+    summary = Collector(Store(store), "k").finish()
+    rows = cli("--format", "json", "sql", "select sample_index from samples where run_id = 'k'",
+               "--store", store)  # fmt: skip
+    indices = [row["sample_index"] for row in json.loads(rows.output)]
+    assert summary.samples == len(indices) == len(set(indices)) == 4
+    assert cli("score", "k", "--store", store).exit_code == 0
 
 
 def test_a_collection_taken_up_again_counts_the_requests_of_the_run(tmp_path):

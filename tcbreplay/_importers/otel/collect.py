@@ -33,7 +33,7 @@ import threading
 import time
 import zlib
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -46,7 +46,7 @@ from tcbreplay._secrets import redact, scrub, shown_path
 from tcbreplay._store.files import write_jsonl_atomic
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import DATASET, new_manifest, sample_record, utcnow
+from tcbreplay._store.schema import DATASET, SAMPLES, new_manifest, sample_record, utcnow
 from tcbreplay._store.writer import RunWriter, journal_line
 from tcbreplay.errors import DatasetError, InputError, StoreError, TcbReplayError, TraceError
 
@@ -138,6 +138,11 @@ class Collector:
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
         # each row's model calls' models (the run's model: the most common, as import's)
         self._models: dict[tuple[str, int], list[str]] = {}
+        # the rows of the run before this start (a collection taken up again): their places,
+        # kept; the places of new rows follow theirs
+        self._held: dict[tuple[str, int], int] = {}
+        self._twice: set[int] = set()  # held places of two rows (an earlier version's doing)
+        self._next_index = 0
         self._writer = self._open(store)
         self.dir = self._writer.dir
         try:
@@ -180,6 +185,9 @@ class Collector:
 
         drop_torn_tail(self.dir / JSON_FILE)
         _drop_torn_frame(self.dir / PROTO_FILE)
+        self._held = {key: r["sample_index"] for key, r in _held_rows(self.dir, ["sample_index"])}
+        self._next_index = 1 + max(self._held.values(), default=-1)
+        self._twice = {i for i, n in Counter(self._held.values()).items() if n > 1}
         chunks: list[tuple[int, str, int, int]] = []
         offset = 0
         with (self.dir / JSON_FILE).open("rb") as f:
@@ -203,6 +211,22 @@ class Collector:
         self.earlier_requests = self.requests
         if chunks:
             self.log(f"collect: {self.run_id}: {len(self._rows)} samples from the received files")
+        # rows whose requests were not read again (skipped above) stay in the run as they are
+        kept = {key for key in self._held if key not in self._rows}
+        if kept:
+            columns = ["input", "gold", "category"]
+            latest = {k: r for k, r in _held_rows(self.dir, columns) if k in kept}
+            for (sid, trial), r in latest.items():
+                self._rows[(sid, trial)] = self._held[(sid, trial)]
+                self._per_sample[sid] = self._per_sample.get(sid, 0) + 1
+                entry = {"id": sid, "input": r["input"], "target": r["gold"]}
+                if r.get("category") is not None:
+                    entry["category"] = r["category"]
+                self._entries.setdefault(sid, entry)
+            self.log(
+                f"collect: {self.run_id}: {len(kept)} samples kept as the run holds them, their "
+                "requests in the received files not read again (said above)"
+            )
 
     def _decode_chunk(self, name: str, start: int, size: int) -> otlp.Batch | None:
         with (self.dir / name).open("rb") as f:
@@ -226,8 +250,13 @@ class Collector:
             raise TraceError(f"Content-Encoding {encoding!r}: send gzip or none")
         kind = content_type.split(";")[0].strip().lower()
         if kind == "application/json":
+            body = body.removeprefix(b"\xef\xbb\xbf")  # (a BOM mid-file: a line import refuses)
             try:
-                doc = json.loads(body)
+                # OTLP/JSON is UTF-8; json.loads(bytes) takes UTF-16 and UTF-32 too, kept and
+                # acknowledged, then unreadable from the received file
+                doc = json.loads(body.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise TraceError(f"not UTF-8 JSON (OTLP/JSON is UTF-8; {exc})") from exc
             except (ValueError, RecursionError) as exc:
                 raise TraceError(f"not JSON ({exc})") from exc
             batch = otlp.decode_json(doc, "request", whole=True)
@@ -314,7 +343,7 @@ class Collector:
             line.trial = self._trials.setdefault(f"{sid}\x00{root.span_id}", self._next_trial(sid))
         key = (sid, line.trial)
         if key not in self._rows:
-            self._rows[key] = len(self._rows)
+            self._rows[key] = self._index(key)
             self._per_sample[sid] = self._per_sample.get(sid, 0) + 1
         index = self._rows[key]
         self._models[key] = built.models
@@ -334,6 +363,15 @@ class Collector:
             trial=line.trial, sample_index=index, metadata=line.metadata,
         )  # fmt: skip
         self._writer.append_line(journal_line(record))
+
+    def _index(self, key: tuple[str, int]) -> int:
+        """A new row's sample_index: the one the run gave the sample before this start (a
+        collection taken up again), or one no row of the run has (also where the run gave
+        its place to two rows: the other keeps it)."""
+        if key in self._held and self._held[key] not in self._twice:
+            return self._held[key]
+        self._next_index += 1
+        return self._next_index - 1
 
     def _next_trial(self, sample_id: str) -> int:
         return self._per_sample.get(sample_id, 0)
@@ -429,6 +467,29 @@ def _normalised(entries: list[dict[str, Any]], where: Path) -> list[dict[str, An
     except DatasetError as exc:
         raise StoreError(str(exc)) from None
     return dataset.entries()
+
+
+def _held_rows(
+    run_dir: Path, columns: list[str]
+) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:
+    """The rows a run holds, folded then in its journal (a sample's last one is its own),
+    each with its (sample id, trial) and ``columns`` of it (``gold`` read as JSON)."""
+    import pyarrow as pa
+
+    from tcbreplay._store.journal import journal_records
+    from tcbreplay._store.parquet import read_table
+
+    if (run_dir / SAMPLES).exists():
+        try:
+            table = read_table(run_dir / SAMPLES, columns=["sample_id", "trial", *columns])
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise StoreError(f"{run_dir / SAMPLES}: not a readable Parquet file ({exc})") from exc
+        for row in table.to_pylist():
+            if "gold" in row:
+                row["gold"] = json.loads(row["gold"])
+            yield (row["sample_id"], row["trial"]), row
+    for record in journal_records(run_dir):
+        yield (record["sample_id"], record.get("trial", 0)), record
 
 
 def _iso(nanos: int) -> str | None:
