@@ -84,6 +84,72 @@ def test_openinference_spans_of_a_langgraph_agent_collected_live_read_as_their_f
     assert live == calls_by_input(store, "file")
 
 
+def sdk_tracer(endpoint: str, trace_id: int | None = None):
+    """A tracer of the OpenTelemetry SDK exporting each span as it ends (the OTLP/HTTP
+    exporter, protobuf) to ``endpoint``, and its provider; ``trace_id``: every trace's id."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    class Ids(RandomIdGenerator):
+        def generate_trace_id(self) -> int:
+            return trace_id or super().generate_trace_id()
+
+    provider = TracerProvider(id_generator=Ids())
+    exporter = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("tcbreplay-tests"), provider
+
+
+def chat_span(tracer, question: str, answer: str) -> None:
+    """A model call as the GenAI conventions write it, asked ``question``."""
+    said = [{"role": "user", "parts": [{"type": "text", "content": question}]}]
+    answered = [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]
+    with tracer.start_as_current_span("chat gpt-4o-mini", attributes={
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.input.messages": json.dumps(said), "gen_ai.output.messages": json.dumps(answered),
+    }):  # fmt: skip
+        pass
+
+
+def samples_of(store: Path, run_id: str) -> list[tuple]:
+    query = (
+        "select sample_id, trial, input, n_messages from samples "
+        f"where run_id = '{run_id}' order by sample_index"
+    )
+    rows = cli("--format", "json", "sql", query, "--store", store)
+    assert rows.exit_code == 0, rows.output
+    return [tuple(row.values()) for row in json.loads(rows.output)]
+
+
+def test_a_later_parentless_span_that_comes_before_the_root_makes_no_trial_of_its_own(tmp_path):
+    """A parentless span of the trace begun after its root (a guard's check) and ended before
+    the rest: it came first, made the trace a sample, and the root made another trial of it
+    (trial 0: no messages, its dataset entry's input empty; import: one sample)."""
+    from opentelemetry.context import Context
+
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        tracer, provider = sdk_tracer(endpoint, trace_id=0x7777 << 64)
+        with tracer.start_as_current_span(
+            "invoke_agent shop", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ):
+            with tracer.start_as_current_span("guard", context=Context()):  # (no parent)
+                pass
+            chat_span(tracer, "What is 2 plus 3?", "It is 5.")
+        provider.shutdown()
+    assert summary[0].samples == 1, log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--store", store)
+    assert imported.exit_code == 0, imported.output
+    assert samples_of(store, "live") == samples_of(store, "file")
+    assert samples_of(store, "live")[0][2:] == ("What is 2 plus 3?", 2)
+    # the dataset entry too: made of the trace as it is, not of its first span to come
+    dataset = (store / "live" / "dataset.jsonl").read_text()
+    assert json.loads(dataset)["input"] == "What is 2 plus 3?"
+
+
 def test_json_and_protobuf_requests_are_received_as_they_come(tmp_path):
     store = tmp_path / "store"
     with collecting(store) as (endpoint, _log, summary):

@@ -131,6 +131,7 @@ class Collector:
         self._loaded: OrderedDict[str, None] = OrderedDict()
         self._rows: dict[tuple[str, int], int] = {}  # (sample id, trial) -> its row
         self._entries: dict[str, dict[str, Any]] = {}
+        self._entry_by: dict[str, str] = {}  # sample id -> the trace (or agent run) of its entry
         self._tools: dict[str, dict[str, Any]] = {}
         self._called: dict[str, set[str]] = {}
         self._trials: dict[str, int] = {}
@@ -339,8 +340,11 @@ class Collector:
         line = built.line
         root = built.group.root
         sid = line.sample_id
+        # the sample's own trial: one per trace (its root may change as more of it comes: a
+        # later-starting parentless span can come before the trace's root), one per agent run
+        made_by = root.span_id if self.sample_by == "agent" else built.group.trace_id
         if otel_samples.TRIAL not in root.attributes:
-            line.trial = self._trials.setdefault(f"{sid}\x00{root.span_id}", self._next_trial(sid))
+            line.trial = self._trials.setdefault(f"{sid}\x00{made_by}", self._next_trial(sid))
         key = (sid, line.trial)
         if key not in self._rows:
             self._rows[key] = self._index(key)
@@ -348,7 +352,9 @@ class Collector:
         index = self._rows[key]
         self._models[key] = built.models
         entry = built.entry or {"id": sid, "input": built.input, "target": []}
-        self._entries.setdefault(sid, entry)
+        # the dataset entry: the first trace's (or agent run's) of the sample, as it is now
+        if self._entry_by.setdefault(sid, made_by) == made_by:
+            self._entries[sid] = entry
         for tool in built.tools:
             self._tools.setdefault(tool["name"], tool)
         for name, args in built.called.items():
