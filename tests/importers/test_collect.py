@@ -150,6 +150,79 @@ def test_a_later_parentless_span_that_comes_before_the_root_makes_no_trial_of_it
     assert json.loads(dataset)["input"] == "What is 2 plus 3?"
 
 
+def agent_runs(endpoint: str, runs: list[tuple[str, dict]]) -> list[str]:
+    """Agent runs (a question, the ``tcbreplay.*`` attributes of its root span) as traces the
+    OpenTelemetry SDK exports, each a model call under an agent span; their trace ids."""
+    tracer, provider = sdk_tracer(endpoint)
+    traces = []
+    for question, attributes in runs:
+        with tracer.start_as_current_span("invoke_agent shop", attributes={
+            "gen_ai.operation.name": "invoke_agent", **attributes,
+        }) as root:  # fmt: skip
+            chat_span(tracer, question, "Done.")
+        traces.append(format(root.get_span_context().trace_id, "032x"))
+    provider.shutdown()
+    return traces
+
+
+def test_a_second_trace_of_a_sample_and_trial_does_not_replace_the_first(tmp_path):
+    """Two traces whose roots say the same tcbreplay.sample_id and tcbreplay.trial: the second
+    replaced the first in silence (exit 0), the dataset keeping the first's input; import
+    refuses them. The second is not stored, said naming both traces, and collect exits 1."""
+    store = tmp_path / "store"
+    tagged = {"tcbreplay.sample_id": "s1", "tcbreplay.trial": 0}
+    with collecting(store) as (endpoint, log, summary):
+        first, second = agent_runs(endpoint, [("first", tagged), ("second", tagged)])
+    assert (summary[0].samples, summary[0].unstored) == (1, 1)
+    assert samples_of(store, "live") == [("s1", 0, "first", 2)]
+    assert json.loads((store / "live" / "dataset.jsonl").read_text())["input"] == "first"
+    said = [line for line in log if "appears twice" in line]
+    assert said == [
+        f"collect: trace {second}: not stored (sample ('s1', 0) appears twice: trace {first} "
+        "made it first, and is kept; give each trace of a sample a tcbreplay.trial of its own)"
+    ], log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--store", store)
+    assert imported.exit_code == 2 and "sample ('s1', 0) appears twice" in imported.output
+
+
+def test_a_trace_without_a_trial_takes_the_first_its_sample_has_not(tmp_path):
+    """(It took the number of the sample's trials: 1, that of the trace before, which it
+    replaced; import numbers it 0.)"""
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        agent_runs(endpoint, [("Hi", {"tcbreplay.sample_id": "s1", "tcbreplay.trial": 1}),
+                              ("Hi", {"tcbreplay.sample_id": "s1"})])  # fmt: skip
+    assert (summary[0].samples, summary[0].unstored) == (2, 0), log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--store", store)
+    assert imported.exit_code == 0, imported.output
+    assert sorted(samples_of(store, "live")) == sorted(samples_of(store, "file")) == [
+        ("s1", 0, "Hi", 2), ("s1", 1, "Hi", 2)
+    ]  # fmt: skip
+
+
+def test_agent_runs_of_one_trace_naming_one_sample_are_its_trials(tmp_path):
+    """(--sample-by agent: the runs of a trace are numbered together, none refused.)"""
+    store = tmp_path / "store"
+    with collecting(store, sample_by="agent") as (endpoint, log, summary):
+        tracer, provider = sdk_tracer(endpoint)
+        with tracer.start_as_current_span("workflow"):
+            for _ in range(2):
+                with tracer.start_as_current_span("invoke_agent shop", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "tcbreplay.sample_id": "s1",
+                }):  # fmt: skip
+                    chat_span(tracer, "Hi", "Done.")
+        provider.shutdown()
+    assert (summary[0].samples, summary[0].unstored) == (2, 0), log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--sample-by", "agent",
+                   "--store", store)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    assert samples_of(store, "live") == samples_of(store, "file")
+    assert [row[:2] for row in samples_of(store, "live")] == [("s1", 0), ("s1", 1)]
+
+
 def test_json_and_protobuf_requests_are_received_as_they_come(tmp_path):
     store = tmp_path / "store"
     with collecting(store) as (endpoint, _log, summary):

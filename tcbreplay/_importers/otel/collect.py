@@ -135,7 +135,9 @@ class Collector:
         self._tools: dict[str, dict[str, Any]] = {}
         self._called: dict[str, set[str]] = {}
         self._trials: dict[str, int] = {}
-        self._per_sample: dict[str, int] = {}  # rows made of each sample id
+        self._per_sample: dict[str, set[int]] = {}  # the trials of each sample id
+        # what made each row: its trace (or agent run); "" for a row the run held before
+        self._made_by: dict[tuple[str, int], str] = {}
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
         # each row's model calls' models (the run's model: the most common, as import's)
         self._models: dict[tuple[str, int], list[str]] = {}
@@ -219,7 +221,8 @@ class Collector:
             latest = {k: r for k, r in _held_rows(self.dir, columns) if k in kept}
             for (sid, trial), r in latest.items():
                 self._rows[(sid, trial)] = self._held[(sid, trial)]
-                self._per_sample[sid] = self._per_sample.get(sid, 0) + 1
+                self._per_sample.setdefault(sid, set()).add(trial)
+                self._made_by[(sid, trial)] = ""
                 entry = {"id": sid, "input": r["input"], "target": r["gold"]}
                 if r.get("category") is not None:
                     entry["category"] = r["category"]
@@ -327,28 +330,50 @@ class Collector:
             spans = [replace(s, events=list(s.events)) for s in spans]
             otlp.attach_logs(spans, trace.logs)
         try:
-            for group in otel_samples.groups(spans, self.sample_by):
-                self._store(otel_samples.build(group, self.sample_by, "received"))
+            groups = otel_samples.groups(spans, self.sample_by)
+            built = [otel_samples.build(g, self.sample_by, "received") for g in groups]
+            claimed: dict[tuple[str, int], str] = {}
+            for b in built:  # all of them or none (a sample of another trace is not replaced)
+                self._claim(b, claimed)
         except TcbReplayError as exc:
-            self.log(f"collect: trace {trace_id}: not stored ({exc})")
+            if self._unstored.get(trace_id) != str(exc):  # (said once, not again at the end)
+                self.log(f"collect: trace {trace_id}: not stored ({exc})")
             self._unstored[trace_id] = str(exc)
             return
+        for b in built:
+            self._store(b)
         self._unstored.pop(trace_id, None)
         trace.built = True
+
+    def _claim(self, built: otel_samples.Built, claimed: dict[tuple[str, int], str]) -> None:
+        """Number the trial of a sample built (its own, or the next its sample id has not):
+        a :class:`TraceError` if another trace (or agent run) made that trial already."""
+        line, group = built.line, built.group
+        made_by = _made_by(group, self.sample_by)
+        if otel_samples.TRIAL not in group.root.attributes:
+            line.trial = self._trials.setdefault(
+                f"{line.sample_id}\x00{made_by}", self._next_trial(line.sample_id, claimed)
+            )
+        key = (line.sample_id, line.trial)
+        other = claimed.get(key, self._made_by.get(key, made_by))
+        if other != made_by:
+            held = f"{other} made it first" if other else "the run held it before this start"
+            raise TraceError(
+                f"sample {key} appears twice: {held}, and is kept; give each trace of a "
+                f"sample a {otel_samples.TRIAL} of its own"
+            )
+        claimed[key] = made_by
 
     def _store(self, built: otel_samples.Built) -> None:
         line = built.line
         root = built.group.root
         sid = line.sample_id
-        # the sample's own trial: one per trace (its root may change as more of it comes: a
-        # later-starting parentless span can come before the trace's root), one per agent run
-        made_by = root.span_id if self.sample_by == "agent" else built.group.trace_id
-        if otel_samples.TRIAL not in root.attributes:
-            line.trial = self._trials.setdefault(f"{sid}\x00{made_by}", self._next_trial(sid))
+        made_by = _made_by(built.group, self.sample_by)
         key = (sid, line.trial)
         if key not in self._rows:
             self._rows[key] = self._index(key)
-            self._per_sample[sid] = self._per_sample.get(sid, 0) + 1
+            self._per_sample.setdefault(sid, set()).add(line.trial)
+            self._made_by[key] = made_by
         index = self._rows[key]
         self._models[key] = built.models
         entry = built.entry or {"id": sid, "input": built.input, "target": []}
@@ -379,8 +404,11 @@ class Collector:
         self._next_index += 1
         return self._next_index - 1
 
-    def _next_trial(self, sample_id: str) -> int:
-        return self._per_sample.get(sample_id, 0)
+    def _next_trial(self, sample_id: str, claimed: dict[tuple[str, int], str]) -> int:
+        """The first trial of the sample no row has (one a trace numbered itself may be), nor
+        another sample of the same trace (``claimed``)."""
+        trials = self._per_sample.get(sample_id, set()) | {t for s, t in claimed if s == sample_id}
+        return next(n for n in range(len(trials) + 1) if n not in trials)
 
     def _let_go(self, now: float) -> None:
         """Let go of the spans of samples quiet for LINGER seconds, or beyond the KEEP most
@@ -458,6 +486,15 @@ class Collector:
             for f in self._files.values():
                 f.close()
             self._writer.close()
+
+
+def _made_by(group: otel_samples.Group, sample_by: str) -> str:
+    """What makes one trial of a sample: its trace (however its root changes as more of it
+    comes: a later-starting parentless span can come before the trace's root), or its agent
+    run."""
+    if sample_by == "agent":
+        return f"trace {group.trace_id} (agent span {group.root.span_id})"
+    return f"trace {group.trace_id}"
 
 
 def _gold(entry: dict[str, Any]) -> list[dict[str, Any]]:
