@@ -74,15 +74,21 @@ def collect(run_id, port, host, sample_by, store) -> None:
         if summary.unstored
         else ""
     )
+    if summary.stale:
+        traces = "trace" if summary.stale == 1 else "traces"
+        its = "its" if summary.stale == 1 else "their"
+        unstored += f"; {summary.stale} {traces} kept as stored before {its} later spans"
     line = (
         f"run {summary.run_id}: {summary.samples} samples from {summary.spans} spans "
         f"({summary.requests} requests{earlier}{refused}){unstored} -> {summary.run_dir}"
     )
     emit(summary_output(summary, [line]), output_format())
     sys.stdout.flush()
-    if summary.unstored:  # received, acknowledged, and not in the run: the collection failed
+    if summary.unstored or summary.stale:  # received, acknowledged, not in the run: it failed
+        counted = (("not stored", summary.unstored), ("kept as stored before", summary.stale))
+        which = " or ".join(what for what, n in counted if n)
         click.echo(
-            "Error: the spans of each trace not stored are in the run's received files; "
+            f"Error: the spans of each trace {which} are in the run's received files; "
             "the lines above say why each made no sample",
             err=True,
         )

@@ -667,3 +667,43 @@ def test_a_trace_whose_spans_make_no_sample_is_counted_and_the_collection_fails(
     assert result.exit_code == 1
     assert "; 1 trace not stored -> " in result.stdout
     assert result.stderr.startswith("Error: the spans of each trace not stored are in the run's")
+
+
+def test_a_stored_trace_whose_later_spans_make_no_sample_says_it_is_kept_as_it_was(
+    tmp_path, monkeypatch
+):
+    """A whole trace, stored, then one of its spans sent again with other values: collect said
+    "not stored" (and "1 trace not stored") while the trace's sample stayed in the run, as it
+    was, and was scored. It says what is kept: the sample as stored before."""
+    store = tmp_path / "store"
+    trace = json.loads(JSON_LINES[1])["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+    again = json.loads(JSON_LINES[1])
+    again["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] += " (sent again, changed)"
+    with collecting(store) as (endpoint, log, summary):
+        for line in JSON_LINES[:6]:  # the first trace, its root last
+            kind = "logs" if line.startswith(b'{"resourceLogs"') else "traces"
+            assert post(f"{endpoint}/v1/{kind}", line, "application/json")[0] == 200
+        stored = (store / "live" / "journal.jsonl").read_text().splitlines()
+        assert (
+            post(f"{endpoint}/v1/traces", json.dumps(again).encode(), "application/json")[0] == 200
+        )
+        assert (store / "live" / "journal.jsonl").read_text().splitlines() == stored
+    assert (summary[0].samples, summary[0].unstored, summary[0].stale) == (1, 0, 1)
+    said = [line for line in log if trace in line]
+    assert len(said) == 1 and said[0].startswith(
+        f"collect: trace {trace}: kept as stored before: the spans of it that came since are "
+        "not in the run ("
+    ), log
+    assert "comes twice" in said[0]
+    record = json.loads(stored[-1])
+    assert samples_of(store, "live") == [(trace, 0, record["input"], len(record["messages"]))]
+    assert record["input"] == "Multiply 7 by 8 for me." and len(record["messages"]) == 5
+
+    def collected(*args, **kwargs):
+        return summary[0]
+
+    monkeypatch.setattr(collect_module, "collect", collected)
+    result = cli("collect", "--run-id", "live", "--port", "0", "--store", store)
+    assert result.exit_code == 1
+    assert "; 1 trace kept as stored before its later spans -> " in result.stdout
+    assert result.stderr.startswith("Error: the spans of each trace kept as stored before are in")

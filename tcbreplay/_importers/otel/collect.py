@@ -12,7 +12,8 @@ imports as it is (``import --format otlp``). A trace becomes a sample as soon as
 span has arrived (read as the otlp dialect reads it), appended to the run's journal like a
 recorded sample, and again whenever more of it arrives (the journal's last record of a
 sample wins); a trace that still makes none when the run finishes is counted in the summary
-(``unstored``: the collection failed). A payload that cannot be read gets HTTP 400 and a
+(``unstored``: the collection failed), and one whose later spans make none keeps the samples
+it made before, counted too (``stale``). A payload that cannot be read gets HTTP 400 and a
 line in the log; nothing else changes.
 
 Stopping (Ctrl-C, SIGTERM) finishes the run: every trace not yet a sample becomes one (its
@@ -77,6 +78,8 @@ class CollectSummary:
     status: str = "complete"
     earlier_requests: int = 0  # of the requests, those a collection before this one received
     unstored: int = 0  # traces received whose spans make no sample (each said in the log)
+    # traces whose samples stay as made before spans of them came that make none (each said)
+    stale: int = 0
 
 
 @dataclass
@@ -139,6 +142,7 @@ class Collector:
         # what made each row: its trace (or agent run); "" for a row the run held before
         self._made_by: dict[tuple[str, int], str] = {}
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
+        self._stale: dict[str, str] = {}  # traces whose samples stay as they were made: why
         # each row's model calls' models (the run's model: the most common, as import's)
         self._models: dict[tuple[str, int], list[str]] = {}
         # the rows of the run before this start (a collection taken up again): their places,
@@ -336,14 +340,22 @@ class Collector:
             for b in built:  # all of them or none (a sample of another trace is not replaced)
                 self._claim(b, claimed)
         except TcbReplayError as exc:
-            if self._unstored.get(trace_id) != str(exc):  # (said once, not again at the end)
-                self.log(f"collect: trace {trace_id}: not stored ({exc})")
-            self._unstored[trace_id] = str(exc)
+            self._refuse(trace_id, trace.built, str(exc))
             return
         for b in built:
             self._store(b)
         self._unstored.pop(trace_id, None)
+        self._stale.pop(trace_id, None)
         trace.built = True
+
+    def _refuse(self, trace_id: str, stored: bool, why: str) -> None:
+        """Say (once) why a trace's spans make no sample: one ``stored`` before keeps the
+        samples it made then, without the spans that came since."""
+        said = self._stale if stored else self._unstored
+        if said.get(trace_id) != why:  # (not again as more of it comes, nor at the end)
+            what = "kept as stored before: the spans of it that came since are not in the run"
+            self.log(f"collect: trace {trace_id}: {what if stored else 'not stored'} ({why})")
+        said[trace_id] = why
 
     def _claim(self, built: otel_samples.Built, claimed: dict[tuple[str, int], str]) -> None:
         """Number the trial of a sample built (its own, or the next its sample id has not):
@@ -468,6 +480,7 @@ class Collector:
             self.refused,
             earlier_requests=self.earlier_requests,
             unstored=len(self._unstored),
+            stale=len(self._stale),
         )
 
     def _model(self, model: dict[str, Any]) -> dict[str, Any]:
