@@ -71,4 +71,27 @@ def read_batch(data: bytes, label: str) -> otlp.Batch:
         return otlp.read_json_lines(body, label)
     if not body.strip():
         raise TraceError(f"{label}: the file is empty")
+    _check_frames(data, label)
     return otlp.read_proto(data, label)
+
+
+def _check_frames(data: bytes, label: str) -> None:
+    """Refuse, naming the request, a file framed as the collector's file exporter frames its
+    requests (each after its size) whose framing breaks: read as one request, it was refused
+    as protobuf's "Wire format was corrupt", naming none."""
+    if otlp.looks_like_proto(data[:5]) != "framed" or otlp.framed(data) is not None:
+        return
+    at = k = 0
+    while at + 4 <= len(data):
+        size, k = int.from_bytes(data[at : at + 4], "big"), k + 1
+        where = f"{label}: request {k} at byte {at}"
+        if at + 4 + size > len(data):
+            raise TraceError(
+                f"{where} is cut short: {len(data) - at - 4} of its {size} bytes are there",
+                hint="a file cut as it was written (collect taking the run up again drops such "
+                f"a request: it was never acknowledged); the requests before it end at byte {at}",
+            )
+        if size and data[at + 4] != 0x0A:
+            raise TraceError(f"{where}: not an OTLP protobuf export request")
+        at += 4 + size
+    raise TraceError(f"{label}: {len(data) - at} bytes after request {k}, too few for a size")

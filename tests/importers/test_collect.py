@@ -707,3 +707,29 @@ def test_a_stored_trace_whose_later_spans_make_no_sample_says_it_is_kept_as_it_w
     assert result.exit_code == 1
     assert "; 1 trace kept as stored before its later spans -> " in result.stdout
     assert result.stderr.startswith("Error: the spans of each trace kept as stored before are in")
+
+
+def test_a_received_file_cut_as_it_was_written_imports_refused_naming_the_request(tmp_path):
+    """The received protobuf file of a collection killed as it wrote a request, imported as it
+    is: protobuf's "Wire format was corrupt" named no request."""
+    store = tmp_path / "store"
+    killed = Collector(Store(store), "k")
+    killed.receive(PB, "application/x-protobuf")
+    killed.receive(gzip.compress(PB), "application/x-protobuf", "gzip")
+    killed.close()
+    received = store / "k" / "received.otlp.pb"
+    with received.open("ab") as f:  # (the third request, cut by the kill)
+        f.write(len(PB).to_bytes(4, "big") + PB[:100])
+    at = 2 * (len(PB) + 4)
+    result = cli("import", "--traces", received, "--run-id", "again", "--store", store)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        f"Error: received.otlp.pb: request 3 at byte {at} is cut short: 100 of its {len(PB)} "
+        "bytes are there"
+    )
+    assert f"the requests before it end at byte {at}" in result.stderr
+    assert not (store / "again").exists()
+    with received.open("rb+") as f:  # cut there, the file imports
+        f.truncate(at)
+    result = cli("import", "--traces", received, "--run-id", "again", "--store", store)
+    assert result.exit_code == 0, result.output
