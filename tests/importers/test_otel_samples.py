@@ -14,6 +14,7 @@ from tcbreplay._importers import otlp
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn
 from tcbreplay._importers.otel.samples import conversation
+from tcbreplay.errors import TcbReplayWarning
 
 OTEL = TEST_DATA / "otel"
 FIXTURES = sorted(p.name for p in OTEL.glob("*.otlp.*"))
@@ -171,3 +172,58 @@ def test_a_failed_tool_run_answers_its_call_with_its_error(tmp_path):
     )
     assert [m["status"] for m in tools["b4b4b9"]] == ["error"]
     assert [m["status"] for m in tools["229807"]] == ["error", "success", "success"]
+
+
+def first_trace(change) -> TraceFile:
+    """The first trace of openai_v2_latest (chat, execute_tool, chat, invoke_agent: its four
+    requests) with ``change(spans)`` made to its spans, as a file ``t.jsonl``."""
+    lines = (OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[:4]
+    docs = [json.loads(line) for line in lines]
+    change([d["resourceSpans"][0]["scopeSpans"][0]["spans"][0] for d in docs])
+    return TraceFile("t.jsonl", data="".join(json.dumps(d) + "\n" for d in docs).encode())
+
+
+def _attribute(span: dict, key: str, value: str) -> None:
+    kept = [a for a in span["attributes"] if a["key"] != key]
+    span["attributes"] = [*kept, {"key": key, "value": {"stringValue": value}}]
+
+
+def _answers_without_calling(spans):
+    """The model answers at once, in text; the tool run is still in the trace."""
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content": "hello"}]}]
+    _attribute(spans[0], "gen_ai.output.messages", json.dumps(answer))
+    spans[2]["attributes"] = []  # (the second model call: none)
+
+
+def test_a_tool_run_the_model_never_asked_for_is_no_call_of_its_agent():
+    """Model calls holding messages but no calls: the tool run was made an agent call (and
+    scored as one) instead of being left out as a run that answers no call."""
+    with pytest.warns(TcbReplayWarning) as caught:
+        source = otlp.read(first_trace(_answers_without_calling), None)
+    (line,) = source.lines
+    data = [json.loads(m["message"]) for m in line.messages]
+    assert [m["type"] for m in data] == ["system", "human", "ai"]
+    assert data[-1]["data"]["tool_calls"] == []
+    [said] = [str(w.message) for w in caught]
+    assert "1 tool runs answer no call its model made, left out of the sample's messages: " in said
+    assert said.endswith("multiply_numbers (call_0_0_0)")
+
+
+def test_an_agent_span_whose_model_calls_are_unseen_is_told_by_its_tool_runs(recwarn):
+    """No model call span, the agent span holding the question and the final answer: its tool
+    runs are its calls (the model that asked for them was not traced)."""
+
+    def agent_only(spans):
+        spans[0]["attributes"] = spans[2]["attributes"] = []  # (no model call spans)
+        said = [{"role": "user", "parts": [{"type": "text", "content": "Multiply 7 by 8."}]}]
+        answer = [{"role": "assistant", "parts": [{"type": "text", "content": "63."}]}]
+        _attribute(spans[3], "gen_ai.input.messages", json.dumps(said))
+        _attribute(spans[3], "gen_ai.output.messages", json.dumps(answer))
+
+    (line,) = otlp.read(first_trace(agent_only), None).lines
+    data = [json.loads(m["message"])["data"] for m in line.messages]
+    assert [(d["type"], d["content"]) for d in data] == [
+        ("human", "Multiply 7 by 8."), ("ai", ""), ("tool", '{"result": 63}'), ("ai", "63."),
+    ]  # fmt: skip
+    assert [c["name"] for c in data[1]["tool_calls"]] == ["multiply_numbers"]
+    assert not [w for w in recwarn if isinstance(w.message, TcbReplayWarning)]

@@ -13,7 +13,7 @@ The conversation: each model call's messages sent, those not already laid out (a
 input repeats the history before it), then its answer; a model call inside another (one
 instrumentor's span around another's) is the same call, read once. Tool results no model
 call was sent (the last calls of a sample) come from the tool runs, matched by call id; a
-sample whose model calls hold no messages (content capture off) is told by its tool runs
+sample whose model calls hold no answer (content capture off) is told by its tool runs
 alone, each a call and its result.
 """
 
@@ -221,12 +221,13 @@ def build(group: Group, sample_by: str, label: str) -> Built:
             if str(exc).startswith(place):
                 raise
             raise TraceError(f"{place}: span {span.span_id}: {exc}") from exc
-    if not turns and _convention(group.root) is genai and genai.INPUT in group.root.attributes:
-        turns.append(genai.turn(group.root, place))  # an agent that never called its model
+    unseen = not turns  # (no model call: an agent span's messages say the run, if any)
+    if unseen and _convention(group.root) is genai and genai.INPUT in group.root.attributes:
+        turns.append(genai.turn(group.root, place))
     turns.sort(key=lambda t: (t.start, t.span_id))
     runs.sort(key=lambda r: (r.start, r.span_id))
     unmatched: list[ToolRun] = []
-    entries = conversation(turns, runs, unmatched)
+    entries = conversation(turns, runs, unmatched, models_seen=not unseen)
     if unmatched:  # (a tool the agent ran without its model asking, or a call id mistyped)
         named = ", ".join(f"{r.name} ({r.call_id or 'no call id'})" for r in unmatched[:3])
         warnings.warn(
@@ -332,11 +333,15 @@ class Entry:
 
 
 def conversation(
-    turns: Sequence[Turn], runs: Sequence[ToolRun], unmatched: list[ToolRun] | None = None
+    turns: Sequence[Turn],
+    runs: Sequence[ToolRun],
+    unmatched: list[ToolRun] | None = None,
+    models_seen: bool = True,
 ) -> list[Entry]:
     """The model calls' messages as one conversation, tool results from the tool runs (see
     the module docstring); ``unmatched`` is given the runs that answer no call the model
-    made (left out of the conversation)."""
+    made (left out of the conversation). Without ``models_seen`` the turns are an agent
+    span's messages, its model calls untraced: its tool runs are its calls."""
     out: list[Entry] = []
     keys: list[tuple[Any, ...]] = []
     for t in turns:
@@ -348,7 +353,10 @@ def conversation(
         for m in t.outputs:
             out.append(Entry(m, turn=t))
             keys.append(m.key())
-    if not any(e.message.calls for e in out) and runs:
+    # only where no model answer was captured can the tool runs say what the model called:
+    # an answer in text alone called nothing, and a tool run beside it answers no call
+    said = any(e.message.calls or (models_seen and e.turn and e.message.text.strip()) for e in out)
+    if runs and not said:
         return _from_runs(out, runs)
     return _with_results(out, runs, [] if unmatched is None else unmatched)
 
@@ -407,8 +415,8 @@ def _with_results(
 
 
 def _from_runs(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
-    """A sample whose model calls hold no tool calls told by its tool runs: the messages
-    before the first answer, each run as a call and its result, then the last answer."""
+    """A sample whose model calls hold no answer (none, or empty ones) told by its tool
+    runs: the messages sent, each run as a call and its result, then the last answer."""
     head = [e for e in out if e.turn is None]
     last = [e for e in out if e.turn is not None][-1:]
     body: list[Entry] = []
