@@ -14,7 +14,7 @@ from tcbreplay._importers import otlp
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn
 from tcbreplay._importers.otel.samples import conversation
-from tcbreplay.errors import TcbReplayWarning
+from tcbreplay.errors import TcbReplayWarning, TraceError
 
 OTEL = TEST_DATA / "otel"
 FIXTURES = sorted(p.name for p in OTEL.glob("*.otlp.*"))
@@ -227,3 +227,53 @@ def test_an_agent_span_whose_model_calls_are_unseen_is_told_by_its_tool_runs(rec
     ]  # fmt: skip
     assert [c["name"] for c in data[1]["tool_calls"]] == ["multiply_numbers"]
     assert not [w for w in recwarn if isinstance(w.message, TcbReplayWarning)]
+
+
+def _http_trace(trace_id: str) -> str:
+    """A trace of one HTTP server span (an auto-instrumented service's health check), in the
+    resource and scope of openai_v2_latest's first request: OTLP/JSON, a line."""
+    doc = json.loads((OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[0])
+    (span,) = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    span.update(traceId=trace_id, spanId="00f067aa0ba902b7", name="GET /health", kind=2)
+    del span["parentSpanId"]
+    span["attributes"] = [
+        {"key": "http.request.method", "value": {"stringValue": "GET"}},
+        {"key": "url.path", "value": {"stringValue": "/health"}},
+        {"key": "http.response.status_code", "value": {"intValue": "200"}},
+    ]
+    return json.dumps(doc) + "\n"
+
+
+def test_a_trace_of_no_model_call_tool_run_or_agent_is_left_out_and_said():
+    """An HTTP trace beside the agent's was a sample of no messages, scored as an agent that
+    did nothing, without a word."""
+    data = (OTEL / "openai_v2_latest.otlp.jsonl").read_bytes() + _http_trace("ab" * 16).encode()
+    with pytest.warns(TcbReplayWarning) as caught:
+        source = otlp.read(TraceFile("t.jsonl", data=data), None)
+    assert len(source.lines) == 3 and "ab" * 16 not in {li.sample_id for li in source.lines}
+    assert [str(w.message) for w in caught] == [
+        "t.jsonl: 1 traces hold no model call, tool run or agent span (GenAI, OpenInference, "
+        f"the AI SDK), left out: trace {'ab' * 16} ('GET /health')"
+    ]
+
+
+def test_a_file_of_no_model_call_tool_run_or_agent_is_refused():
+    """OpenLLMetry's own attributes (gen_ai.prompt.N.*, which are not read) and an HTTP
+    trace: each imported as a sample of no messages."""
+
+    def openllmetry(spans):
+        for span in spans:
+            span["attributes"] = [
+                {"key": "traceloop.span.kind", "value": {"stringValue": "task"}},
+                {"key": "gen_ai.prompt.0.role", "value": {"stringValue": "user"}},
+            ]
+
+    data = first_trace(openllmetry).data + _http_trace("ab" * 16).encode()
+    with pytest.raises(TraceError) as caught:
+        otlp.read(TraceFile("t.jsonl", data=data), None)
+    assert str(caught.value) == (
+        "t.jsonl: no GenAI spans: no model call, tool run or agent span (GenAI, OpenInference, "
+        "the AI SDK) in its 2 traces; the spans' attributes: traceloop.span.kind, "
+        "gen_ai.prompt.N.role, http.request.method, url.path, http.response.status_code"
+    )
+    assert "docs/otlp.md" in caught.value.hint

@@ -7,7 +7,8 @@ its agent: OpenInference's LangChain spans call a LangGraph agent a ``CHAIN``). 
 ``AGENT``, the AI SDK's ``generateText``/``streamText``) and the spans under it are a sample,
 for traces that hold several agent runs; a trace without one is still a sample. Its id is
 the trace id (the agent span's id), in hex, unless the spans say otherwise
-(``tcbreplay.sample_id``, as ``export --format otlp`` writes).
+(``tcbreplay.sample_id``, as ``export --format otlp`` writes). A trace of no model call, tool
+run or agent span (an HTTP request's) is no sample: left out, and said.
 
 The conversation: each model call's messages sent, those not already laid out (a call's
 input repeats the history before it), then its answer; a model call inside another (one
@@ -20,6 +21,7 @@ alone, each a call and its result.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
 
 SAMPLE_BY = ("trace", "agent")
+_READ = "GenAI, OpenInference, the AI SDK"  # the conventions, as warnings name them
+_NAMES_SHOWN = 12  # attribute names an error lists at most
+_INDEX = re.compile(r"\.\d+(?=\.|$)")  # an index in a flattened attribute's name
 # what export --format otlp writes on a sample's root span, to be read back the same
 SAMPLE_ID = "tcbreplay.sample_id"
 TRIAL = "tcbreplay.trial"
@@ -190,6 +195,17 @@ def _convention(span: Span) -> ModuleType:
 
 def _is_agent(span: Span) -> bool:
     return bool(_convention(span).is_agent(span))
+
+
+def holds_agent(group: Group) -> bool:
+    """Whether a span of ``group`` is a model call, a tool run or an agent span in a
+    convention read here: a trace of none (an HTTP request's, or in a convention not read)
+    is no agent's, and no sample."""
+    for span in group.spans:
+        c = _convention(span)
+        if c.is_model_call(span) or c.is_tool_run(span) or c.is_agent(span):
+            return True
+    return False
 
 
 def build(group: Group, sample_by: str, label: str) -> Built:
@@ -510,14 +526,42 @@ def read_samples(
     hold their dataset entries) and the tools the model calls were offered."""
     built = []
     merged = 0  # traces of several agent runs, each taken as one sample
+    unread: Group | None = None  # the first trace of no agent's (see holds_agent)
+    left_out = 0  # and how many
+    names: dict[str, None] = {}  # the attributes of such traces' spans, their indices as N
     for g in groups(spans, sample_by, label):
+        if not holds_agent(g):
+            left_out += 1
+            unread = unread or g
+            for span in g.spans:
+                for key in span.attributes:
+                    if len(names) < _NAMES_SHOWN:
+                        names.setdefault(_INDEX.sub(".N", key))
+            continue
         merged += g.agents > 1
         built.append(build(g, sample_by, label))
         for span in g.spans:  # read: their messages, the largest part, can go
             if span is not g.root:
                 span.attributes, span.events = {}, []
-    if not built:
+    if not built and not left_out:
         raise TraceError(f"{label}: no spans in the file")
+    if not built:
+        seen = ", ".join(names) if names else "none"
+        raise TraceError(
+            f"{label}: no GenAI spans: no model call, tool run or agent span ({_READ}) in "
+            f"its {left_out} trace{'s' if left_out > 1 else ''}; the spans' attributes: {seen}",
+            hint="docs/otlp.md lists the attributes each convention is read by (OpenLLMetry's "
+            "own gen_ai.prompt.N.* attributes are not among them)",
+        )
+    if unread is not None:
+        warnings.warn(
+            TcbReplayWarning(
+                f"{label}: {left_out} traces hold no model call, tool run or agent span "
+                f"({_READ}), left out: trace {unread.trace_id} ({unread.root.name!r})"
+                + (" ..." if left_out > 1 else "")
+            ),
+            stacklevel=2,
+        )
     if merged:
         warnings.warn(
             TcbReplayWarning(
