@@ -277,3 +277,49 @@ def test_a_file_of_no_model_call_tool_run_or_agent_is_refused():
         "gen_ai.prompt.N.role, http.request.method, url.path, http.response.status_code"
     )
     assert "docs/otlp.md" in caught.value.hint
+
+
+def _without_call_ids(spans):
+    """Gemini's calls, which have no ids: none on the parts, none on the tool run."""
+    for span in spans:
+        for a in span["attributes"]:
+            if a["key"] in ("gen_ai.input.messages", "gen_ai.output.messages"):
+                said = json.loads(a["value"]["stringValue"])
+                for m in said:
+                    for part in m["parts"]:
+                        part.pop("id", None)
+                a["value"]["stringValue"] = json.dumps(said)
+        span["attributes"] = [a for a in span["attributes"] if a["key"] != "gen_ai.tool.call.id"]
+
+
+def test_a_call_without_an_id_is_answered_once():
+    """Its result, sent to the next model call, was stored again from its tool run."""
+    (line,) = otlp.read(first_trace(_without_call_ids), None).lines
+    data = [json.loads(m["message"])["data"] for m in line.messages]
+    assert [(d["type"], d["content"]) for d in data] == [
+        ("system", "You are the shop's assistant."),
+        ("human", "Multiply 7 by 8 for me."),
+        ("ai", ""),
+        ("tool", '{"result": 63}'),
+        ("ai", "7 times 8 is 63.00."),
+    ]
+    assert data[2]["tool_calls"][0]["id"] is None
+
+
+def test_calls_without_ids_are_answered_in_order():
+    """Two calls of one answer, without ids (or with empty ones), both results sent on: each
+    answered once, in order; the one result not sent comes from its tool run."""
+    idless = Message("assistant", "", [Call(None, "add", {"a": 1}), Call(None, "mul", {"a": 2})])
+    runs = [
+        ToolRun(span_id="t1", start=2, name="add", call_id=None, args={"a": 1}, result="3"),
+        ToolRun(span_id="t2", start=3, name="mul", call_id=None, args={"a": 2}, result="4"),
+    ]
+    sent = [USER, idless, Message("tool", "3"), Message("tool", "4")]
+    entries = conversation([turn("a", [USER], [idless], 1), turn("b", sent, [ANSWER], 5)], runs)
+    assert [(e.message.role, e.message.text) for e in entries] == [
+        ("user", USER.text), ("assistant", ""), ("tool", "3"), ("tool", "4"), ("assistant", "5."),
+    ]  # fmt: skip
+    assert [e.run for e in entries[2:4]] == runs
+    half = [USER, idless, Message("tool", "3")]  # the second result never sent
+    entries = conversation([turn("a", [USER], [idless], 1), turn("b", half, [ANSWER], 5)], runs)
+    assert [e.message.text for e in entries if e.message.role == "tool"] == ["3", "4"]

@@ -393,7 +393,8 @@ def _with_results(
 ) -> list[Entry]:
     """``out`` with each call no tool message answers answered by its tool run (by call id,
     else the next run of that tool), and each tool message given its run (for latency);
-    the runs that answer no call go to ``unmatched``."""
+    the runs that answer no call go to ``unmatched``. Calls without an id (Gemini's) are
+    answered by the results without one that follow them, in order."""
     by_id = {r.call_id: r for r in runs if r.call_id}
     unnamed: dict[str, list[ToolRun]] = {}
     for r in runs:
@@ -409,10 +410,13 @@ def _with_results(
         k += 1
         if e.message.role != "assistant" or not e.message.calls:
             continue
+        idless: list[Entry] = []  # the results after it without a call id, in order
         while k < len(out) and out[k].message.role == "tool":
             tool = out[k]
             if tool.run is None and tool.message.call_id in by_id:
                 tool.run = by_id[tool.message.call_id]
+            if tool.message.call_id is None:
+                idless.append(tool)
             result.append(tool)
             k += 1
         for call in e.message.calls:
@@ -422,6 +426,10 @@ def _with_results(
             if run is not None:
                 used.add(id(run))
             if call.id is not None and call.id in answered:
+                continue
+            if call.id is None and idless:  # (calls without ids are answered in order)
+                tool = idless.pop(0)
+                tool.run = tool.run or run
                 continue
             if run is not None and (run.result is not None or run.error):
                 result.append(Entry(_result(run, call.id), run=run))
