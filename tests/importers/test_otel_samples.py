@@ -323,3 +323,45 @@ def test_calls_without_ids_are_answered_in_order():
     half = [USER, idless, Message("tool", "3")]  # the second result never sent
     entries = conversation([turn("a", [USER], [idless], 1), turn("b", half, [ANSWER], 5)], runs)
     assert [e.message.text for e in entries if e.message.role == "tool"] == ["3", "4"]
+
+
+def _began_together(spans):
+    """The two model calls with one start time (the second's span id the lower)."""
+    spans[2]["startTimeUnixNano"] = spans[0]["startTimeUnixNano"]
+
+
+def _no_times(spans):
+    for span in spans:
+        del span["startTimeUnixNano"], span["endTimeUnixNano"]
+
+
+@pytest.mark.parametrize("change", [_began_together, _no_times])
+def test_model_calls_of_one_start_time_are_laid_out_by_what_they_were_sent(change, recwarn):
+    """Ordered by span id, the second call came first: the user message and the call were
+    laid out twice (two agent calls for one), without a word."""
+    (line,) = otlp.read(first_trace(change), None).lines
+    data = [json.loads(m["message"])["data"] for m in line.messages]
+    assert [d["type"] for d in data] == ["system", "human", "ai", "tool", "ai"]
+    assert [c["name"] for d in data if d["type"] == "ai" for c in d["tool_calls"]] == [
+        "multiply_numbers"
+    ]
+    assert not [w for w in recwarn if isinstance(w.message, TcbReplayWarning)]
+
+
+def test_model_calls_whose_order_cannot_be_told_are_said():
+    """One start time, and neither call was sent the other's answer."""
+
+    def apart(spans):
+        _began_together(spans)
+        _attribute(spans[2], "gen_ai.input.messages", json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": "And 2 by 3?"}]}]
+        ))  # fmt: skip
+
+    with pytest.warns(TcbReplayWarning) as caught:
+        otlp.read(first_trace(apart), None)
+    [said] = [str(w.message) for w in caught]
+    assert said.startswith("t.jsonl: trace 16ec9d")
+    assert said.endswith(
+        ": model calls ca5ab68de1baaaf1 and f6c00bf52f9ecc31 began at the same time, and "
+        "neither was sent the other's answer: their order cannot be told (laid out in this order)"
+    )

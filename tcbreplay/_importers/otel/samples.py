@@ -11,7 +11,8 @@ the trace id (the agent span's id), in hex, unless the spans say otherwise
 run or agent span (an HTTP request's) is no sample: left out, and said.
 
 The conversation: each model call's messages sent, those not already laid out (a call's
-input repeats the history before it), then its answer; a model call inside another (one
+input repeats the history before it), then its answer, in the order the calls began (calls of
+one start time in the order their messages tell); a model call inside another (one
 instrumentor's span around another's) is the same call, read once. Tool results no model
 call was sent (the last calls of a sample) come from the tool runs, matched by call id; a
 sample whose model calls hold no answer (content capture off) is told by its tool runs
@@ -240,7 +241,7 @@ def build(group: Group, sample_by: str, label: str) -> Built:
     unseen = not turns  # (no model call: an agent span's messages say the run, if any)
     if unseen and _convention(group.root) is genai and genai.INPUT in group.root.attributes:
         turns.append(genai.turn(group.root, place))
-    turns.sort(key=lambda t: (t.start, t.span_id))
+    turns = _in_order(turns, place)
     runs.sort(key=lambda r: (r.start, r.span_id))
     unmatched: list[ToolRun] = []
     entries = conversation(turns, runs, unmatched, models_seen=not unseen)
@@ -286,6 +287,41 @@ def build(group: Group, sample_by: str, label: str) -> Built:
             tools[name] = {"name": name, "description": descriptions[name]}
     models = [t.model for t in turns if t.model]
     return Built(group, line, input_text, entry, list(tools.values()), models, called)
+
+
+def _in_order(turns: list[Turn], place: str) -> list[Turn]:
+    """The model calls in the order they were made: by start time; calls that began at the
+    same time (or have none) by what they were sent (a call sent another's answer is the later;
+    else the one sent more), with a warning where that cannot tell either."""
+    turns.sort(key=lambda t: (t.start, len(t.inputs), t.span_id))
+    unclear: tuple[Turn, Turn] | None = None
+    for k in range(1, len(turns)):
+        a, b = turns[k - 1], turns[k]
+        if a.start != b.start or _follows(b, a):
+            continue
+        if _follows(a, b):
+            turns[k - 1], turns[k] = b, a
+        elif unclear is None:
+            unclear = (a, b)
+    if unclear is not None:
+        a, b = unclear
+        warnings.warn(
+            TcbReplayWarning(
+                f"{place}: model calls {a.span_id} and {b.span_id} began at the same time"
+                f"{'' if a.start else ' (they have no start time)'}, and neither was sent the "
+                "other's answer: their order cannot be told (laid out in this order)"
+            ),
+            stacklevel=3,
+        )
+    return turns
+
+
+def _follows(b: Turn, a: Turn) -> bool:
+    """Whether model call ``b`` was sent ``a``'s answer (or, ``a`` holding none, its
+    messages): it was made after ``a``. Any call follows one that holds no message."""
+    held = a.outputs or a.inputs
+    sent = {m.key() for m in b.inputs}
+    return all(m.key() in sent for m in held)
 
 
 def _function(tool: Any) -> dict[str, Any] | None:
