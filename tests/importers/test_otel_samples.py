@@ -365,3 +365,22 @@ def test_model_calls_whose_order_cannot_be_told_are_said():
         ": model calls ca5ab68de1baaaf1 and f6c00bf52f9ecc31 began at the same time, and "
         "neither was sent the other's answer: their order cannot be told (laid out in this order)"
     )
+
+
+def test_times_that_are_not_nanoseconds_are_said_once():
+    """Milliseconds since 1970 (as some exporters write them) were read as nanoseconds, every
+    latency a millionth of itself, without a word."""
+
+    def milliseconds(spans):
+        for span in spans:
+            for key in ("startTimeUnixNano", "endTimeUnixNano"):
+                span[key] = str(int(span[key]) // 1_000_000)
+
+    with pytest.warns(TcbReplayWarning) as caught:
+        otlp.read(first_trace(milliseconds), None)
+    [said] = [str(w.message) for w in caught]
+    assert said == (
+        "t.jsonl: span f6c00bf52f9ecc31 ('chat gpt-4o-mini') begins at 1795790200368, before "
+        "the year 2000 as nanoseconds since 1970 (OTLP's unit): the file's times look like "
+        "milliseconds: read as nanoseconds, its latencies are 1,000,000 times too small"
+    )

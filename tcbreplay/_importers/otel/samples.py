@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 SAMPLE_BY = ("trace", "agent")
 _READ = "GenAI, OpenInference, the AI SDK"  # the conventions, as warnings name them
 _NAMES_SHOWN = 12  # attribute names an error lists at most
+# 2000 and 2100 in nanoseconds since 1970: a span's times are between them
+_Y2000, _Y2100 = 946_684_800 * 10**9, 4_102_444_800 * 10**9
+_UNITS = (("seconds", 10**9), ("milliseconds", 10**6), ("microseconds", 10**3))
 _INDEX = re.compile(r"\.\d+(?=\.|$)")  # an index in a flattened attribute's name
 # what export --format otlp writes on a sample's root span, to be read back the same
 SAMPLE_ID = "tcbreplay.sample_id"
@@ -573,7 +576,9 @@ def read_samples(
     unread: Group | None = None  # the first trace of no agent's (see holds_agent)
     left_out = 0  # and how many
     names: dict[str, None] = {}  # the attributes of such traces' spans, their indices as N
+    odd_time: Span | None = None  # the first span whose times are not nanoseconds
     for g in groups(spans, sample_by, label):
+        odd_time = odd_time or next((s for s in g.spans if 0 < (s.start or s.end) < _Y2000), None)
         if not holds_agent(g):
             left_out += 1
             unread = unread or g
@@ -615,6 +620,8 @@ def read_samples(
             ),
             stacklevel=2,
         )
+    if odd_time is not None:
+        _say_odd_time(odd_time, label)
     if inputs is not None:
         _match(built, inputs.dataset, label)
     else:
@@ -625,6 +632,25 @@ def read_samples(
     models = Counter(m for b in built for m in b.models)
     model = models.most_common(1)[0][0] if models else None
     return SourceTraces(lines, dataset, tools, model)
+
+
+def _say_odd_time(span: Span, label: str) -> None:
+    """Warn of times that are not nanoseconds since 1970 (seconds, milliseconds or
+    microseconds, as some exporters write them, where their size says so): they are read as
+    they are."""
+    time = span.start or span.end
+    said = "the latencies read from the file's times are wrong"
+    for unit, factor in _UNITS:  # (a time of this century in that unit)
+        if _Y2000 // factor <= time < _Y2100 // factor:
+            said = (f"the file's times look like {unit}: read as nanoseconds, its latencies "
+                    f"are {factor:,} times too small")  # fmt: skip
+    warnings.warn(
+        TcbReplayWarning(
+            f"{label}: span {span.span_id} ({span.name!r}) begins at {time}, before the year "
+            f"2000 as nanoseconds since 1970 (OTLP's unit): {said}"
+        ),
+        stacklevel=3,
+    )
 
 
 def _number_trials(built: list[Built]) -> None:
