@@ -69,6 +69,12 @@ def read_batch(data: bytes, label: str) -> otlp.Batch:
     body = data.removeprefix(b"\xef\xbb\xbf")
     if body.lstrip()[:1] == b"{":
         return otlp.read_json_lines(body, label)
+    if body.lstrip()[:1] == b"[":  # (else read as protobuf: "corrupt", which says nothing)
+        raise TraceError(
+            f"{label}: a JSON array, not an OTLP export request: OTLP/JSON is one request "
+            '({"resourceSpans": [...]}) a file, or one a line (JSON Lines)',
+            hint="write each request of the array on a line of its own",
+        )
     if not body.strip():
         raise TraceError(f"{label}: the file is empty")
     _check_frames(data, label)

@@ -282,6 +282,9 @@ def test_ids_in_base64_as_protobufs_json_printer_writes_them_are_read_as_hex(tmp
          "t.jsonl: line 1: not a readable OTLP export request (ValueError: id 'xyz'"),
         (b'{"resourceSpans": []}\n', "t.jsonl: no spans in the file"),
         (b"\x0a\xff\xff\xff\xff\x0f\x00", "t.jsonl: not an OTLP protobuf export request"),
+        # read as protobuf: "not an OTLP protobuf export request (... Wire format was corrupt)"
+        (b' [{"resourceSpans": []}]\n', "t.jsonl: a JSON array, not an OTLP export request: "
+         'OTLP/JSON is one request ({"resourceSpans": [...]}) a file, or one a line'),
     ],
 )  # fmt: skip
 def test_what_cannot_be_read_is_refused_with_its_place(data, error):
