@@ -624,3 +624,31 @@ def test_a_tool_run_that_answers_no_call_is_warned_of(recwarn):
     assert said.endswith("(zz)")
     otlp.read(TraceFile("t.jsonl", data=_one_trace(lambda spans: None)), None)
     assert not [w for w in recwarn if isinstance(w.message, TcbReplayWarning)]
+
+
+@pytest.mark.parametrize("dataset", [True, False])
+def test_the_traces_of_one_sample_are_its_trials_in_the_order_they_began(dataset):
+    """The first trace, and after it in the file a copy of it that began a second earlier:
+    the trials were numbered in file order, the later run trial 0."""
+    earlier = "0af7651916cd43dd8448eb211c80319c"
+
+    def named(spans):  # (without a dataset, the traces say their sample)
+        if not dataset:
+            spans[3]["attributes"].append(
+                {"key": "tcbreplay.sample_id", "value": {"stringValue": "mul"}}
+            )
+
+    first = _one_trace(named)
+    copy = json.loads("[" + ",".join(first.decode().splitlines()) + "]")
+    for doc in copy:
+        for span in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            span["traceId"] = earlier
+            for key in ("startTimeUnixNano", "endTimeUnixNano"):
+                span[key] = str(int(span[key]) - 10**9)
+    data = first + "".join(json.dumps(d) + "\n" for d in copy).encode()
+    inputs = load_inputs(None, SHOP / "dataset.json", SHOP_TOOLS, None, need_prompt=False)
+    source = otlp.read(TraceFile("t.jsonl", data=data), inputs if dataset else None)
+    trials = {line.metadata["trace_id"]: (line.sample_id, line.trial) for line in source.lines}
+    sample = "mul-7-by-8" if dataset else "mul"
+    assert trials[earlier] == (sample, 0)
+    assert sorted(trials.values()) == [(sample, 0), (sample, 1)]

@@ -654,9 +654,10 @@ def _say_odd_time(span: Span, label: str) -> None:
 
 
 def _number_trials(built: list[Built]) -> None:
-    """Samples of the same id without a trial of their own: trials in order."""
+    """Samples of the same id without a trial of their own: trials in the order they began
+    (those of one start time in the file's order)."""
     seen: dict[str, int] = {}
-    for b in built:
+    for b in sorted(built, key=lambda b: b.group.root.start):
         if TRIAL in b.group.root.attributes:
             continue
         n = seen.get(b.line.sample_id, 0)
@@ -666,11 +667,10 @@ def _number_trials(built: list[Built]) -> None:
 
 def _match(built: list[Built], dataset: Dataset, label: str) -> None:
     """Each sample named by the dataset entry it is: by id (its own, or its trace's), else
-    by input text; samples of one entry are its trials, in order."""
+    by input text; samples of one entry are its trials, in the order they began."""
     by_input: dict[str, str] = {}
     for s in dataset.samples:
         by_input.setdefault(s.input.strip(), s.sample_id)
-    seen: dict[str, int] = {}
     for b in built:
         sid = b.line.sample_id
         if sid not in dataset.by_id:
@@ -684,9 +684,7 @@ def _match(built: list[Built], dataset: Dataset, label: str) -> None:
                     "out to take each trace as a sample",
                 )
             b.line.sample_id = found
-        if TRIAL not in b.group.root.attributes:
-            b.line.trial = seen.get(b.line.sample_id, 0)
-            seen[b.line.sample_id] = b.line.trial + 1
+    _number_trials(built)
 
 
 def _dataset(built: list[Built], label: str) -> Dataset:
