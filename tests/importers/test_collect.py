@@ -223,6 +223,29 @@ def test_agent_runs_of_one_trace_naming_one_sample_are_its_trials(tmp_path):
     assert [row[:2] for row in samples_of(store, "live")] == [("s1", 0), ("s1", 1)]
 
 
+def test_a_trace_of_no_model_call_tool_run_or_agent_is_left_out_and_said(tmp_path):
+    """An instrumented service's every request is exported: its health checks were samples
+    of no messages, scored as an agent that did nothing (import leaves them out)."""
+    from tcbreplay.errors import TcbReplayWarning
+
+    store = tmp_path / "store"
+    said = r"1 trace holds no model call, tool run or agent span, left out: trace [0-9a-f]{32} "
+    with (
+        pytest.warns(TcbReplayWarning, match=said + r"\('GET /health'\)$"),
+        collecting(store) as (endpoint, log, summary),
+    ):
+        tracer, provider = sdk_tracer(endpoint)
+        with tracer.start_as_current_span("GET /health", attributes={
+            "http.request.method": "GET", "url.path": "/health",
+        }):  # fmt: skip
+            pass
+        with tracer.start_as_current_span("POST /chat"):
+            chat_span(tracer, "Hi", "Hello.")
+        provider.shutdown()
+    assert (summary[0].samples, summary[0].no_agent, summary[0].unstored) == (1, 1, 0), log
+    assert [row[2] for row in samples_of(store, "live")] == ["Hi"]
+
+
 def test_json_and_protobuf_requests_are_received_as_they_come(tmp_path):
     store = tmp_path / "store"
     with collecting(store) as (endpoint, _log, summary):

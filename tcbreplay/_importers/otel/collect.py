@@ -13,8 +13,10 @@ span has arrived (read as the otlp dialect reads it), appended to the run's jour
 recorded sample, and again whenever more of it arrives (the journal's last record of a
 sample wins); a trace that still makes none when the run finishes is counted in the summary
 (``unstored``: the collection failed), and one whose later spans make none keeps the samples
-it made before, counted too (``stale``). A payload that cannot be read gets HTTP 400 and a
-line in the log; nothing else changes.
+it made before, counted too (``stale``). A trace of no model call, tool run or agent span
+(an HTTP request's) makes no sample, as ``import`` makes none of it: counted (``no_agent``)
+and said in a warning. A payload that cannot be read gets HTTP 400 and a line in the log;
+nothing else changes.
 
 Stopping (Ctrl-C, SIGTERM) finishes the run: every trace not yet a sample becomes one (its
 earliest span as its root), the journal is folded, the run's dataset (each sample's input,
@@ -32,6 +34,7 @@ import json
 import sys
 import threading
 import time
+import warnings
 import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
@@ -49,7 +52,14 @@ from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DATASET, SAMPLES, new_manifest, sample_record, utcnow
 from tcbreplay._store.writer import RunWriter, journal_line
-from tcbreplay.errors import DatasetError, InputError, StoreError, TcbReplayError, TraceError
+from tcbreplay.errors import (
+    DatasetError,
+    InputError,
+    StoreError,
+    TcbReplayError,
+    TcbReplayWarning,
+    TraceError,
+)
 
 JSON_FILE = "received.otlp.jsonl"
 PROTO_FILE = "received.otlp.pb"
@@ -80,6 +90,10 @@ class CollectSummary:
     unstored: int = 0  # traces received whose spans make no sample (each said in the log)
     # traces whose samples stay as made before spans of them came that make none (each said)
     stale: int = 0
+    # traces of no agent's (no model call, tool run or agent span: an HTTP request's), left
+    # out as import leaves them out, and the first of them (trace id, its root span's name)
+    no_agent: int = 0
+    first_no_agent: tuple[str, str] | None = None
 
 
 @dataclass
@@ -142,6 +156,8 @@ class Collector:
         # what made each row: its trace (or agent run); "" for a row the run held before
         self._made_by: dict[tuple[str, int], str] = {}
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
+        # traces of no agent's so far (see otel_samples.holds_agent): their root span's name
+        self._no_agent: dict[str, str] = {}
         self._stale: dict[str, str] = {}  # traces whose samples stay as they were made: why
         # each row's model calls' models (the run's model: the most common, as import's)
         self._models: dict[tuple[str, int], list[str]] = {}
@@ -335,7 +351,15 @@ class Collector:
             otlp.attach_logs(spans, trace.logs)
         try:
             groups = otel_samples.groups(spans, self.sample_by)
-            built = [otel_samples.build(g, self.sample_by, "received") for g in groups]
+            # (an HTTP request's trace, in a service whose every request is exported)
+            agents = [g for g in groups if otel_samples.holds_agent(g)]
+            if len(agents) < len(groups):
+                self._no_agent.setdefault(trace_id, groups[0].root.name)
+            else:
+                self._no_agent.pop(trace_id, None)
+            if not agents:
+                return
+            built = [otel_samples.build(g, self.sample_by, "received") for g in agents]
             claimed: dict[tuple[str, int], str] = {}
             for b in built:  # all of them or none (a sample of another trace is not replaced)
                 self._claim(b, claimed)
@@ -471,6 +495,16 @@ class Collector:
                 )  # fmt: skip
             finally:
                 self._writer.close()
+        if self._no_agent:
+            (trace_id, root), n = next(iter(self._no_agent.items())), len(self._no_agent)
+            warnings.warn(
+                TcbReplayWarning(
+                    f"{n} {'trace holds' if n == 1 else 'traces hold'} no model call, tool run "
+                    f"or agent span, left out: trace {trace_id} ({root!r})"
+                    + (" ..." if n > 1 else "")
+                ),
+                stacklevel=2,
+            )
         return CollectSummary(
             self.run_id,
             str(self.dir),
@@ -481,6 +515,8 @@ class Collector:
             earlier_requests=self.earlier_requests,
             unstored=len(self._unstored),
             stale=len(self._stale),
+            no_agent=len(self._no_agent),
+            first_no_agent=next(iter(self._no_agent.items()), None),
         )
 
     def _model(self, model: dict[str, Any]) -> dict[str, Any]:
