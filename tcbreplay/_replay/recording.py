@@ -406,6 +406,18 @@ class RecordedRun:
                        "tools": tools, "params": self.params}  # fmt: skip
                 turn += 1
 
+    def failed_request(self, key: Key) -> Request | None:
+        """The canonical request a sample's recording failed at (every turn before it
+        answered; a provider's 5xx, a timeout), None when it did not end in error."""
+        sample = self.samples.get(key)
+        if sample is None or sample.status != "error":
+            return None
+        system, items, _ = canonical_messages((json.loads(t) for t in sample.texts), self.system)
+        systems = self._rows[key].systems or [system]
+        turn = len(sample.turns)
+        return {"system": systems[min(turn, len(systems) - 1)], "messages": items,
+                "tools": self.tools_of(key), "params": self.params}  # fmt: skip
+
     def ended_in_error(self, request: Request, key: Key | None = None) -> Key | None:
         """The sample and trial (of ``key`` only, when given; else of those that start as
         ``request`` does) whose recording ended in error at exactly ``request``: every turn
@@ -416,13 +428,7 @@ class RecordedRun:
             sample = self.samples.get(k)
             if sample is None or sample.status != "error" or len(sample.turns) != turn:
                 continue
-            system, items, _ = canonical_messages(
-                (json.loads(t) for t in sample.texts), self.system
-            )
-            systems = self._rows[k].systems or [system]
-            failed = {"system": systems[min(turn, len(systems) - 1)], "messages": items,
-                      "tools": self.tools_of(k), "params": self.params}  # fmt: skip
-            if failed == request:
+            if self.failed_request(k) == request:
                 return k
         return None
 
@@ -437,14 +443,18 @@ class RecordedRun:
     ) -> tuple[tuple[Key, int] | None, Divergence]:
         """The nearest recorded request to ``request`` (its sample and trial, and turn; None
         when there is none to compare with) and where ``request`` first differs from it
-        (see :meth:`divergence`)."""
+        (see :meth:`divergence`). The recorded requests are those answered and, of a sample
+        whose recording ended in error, the one it failed at."""
         turn = assistant_turns(request["messages"])
         keys = [key] if key is not None else self._similar(request)
         best: tuple[Key, int] | None = None
         found: Request | None = None
         best_distance = None
         for k in keys:
-            for number, recorded in enumerate(self.requests(k)):
+            # the requests answered, and the one the recording failed at (a request that
+            # differs from it diverges there, and is told how)
+            failed = self.failed_request(k)
+            for number, recorded in enumerate([*self.requests(k), *filter(None, [failed])]):
                 here = distance(recorded, request)
                 if best_distance is None or here < best_distance:
                     best, found, best_distance = (k, number), recorded, here

@@ -823,6 +823,60 @@ def test_a_turn_whose_recording_ended_in_an_error_gets_that_error(tmp_path):
     assert logged == [{**r, "status": "error", "recorded_error": True} for r in recorded]
 
 
+def test_a_changed_request_where_the_recording_failed_says_how_and_is_logged(tmp_path):
+    """A request that differs from the one a recording failed at got a 409 measured against
+    nothing ('messages: (nothing) -> [...]', nearest null) or against the last answered
+    request ('messages[1]: (nothing) -> {assistant...}'), and its divergence was left out of
+    the log run: it is said against the failed request (nearest: that sample and turn), and
+    logged."""
+    import openai
+
+    store = tmp_path / "traces"
+    # (8 workers: the first wave holds a sample answered, and the recording goes on)
+    made = cli("record", "--model", "sim:seed=7,fault_rate=0.5", "--limit", 20, "--retries", 0,
+               "--max-errors", "100%", "--workers", 8, "--processes", 1, "--run-id", "flt",
+               "--store", store, "--quiet")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    failed = [r["sample_id"] for r in sql(store, "select sample_id from samples where status "
+                                          "= 'error' order by sample_id")]  # fmt: skip
+    said: dict[str, tuple[int, int, dict]] = {}  # sample -> (turn, status, error body)
+    where: dict[str, str] = {}
+    with serve_run(store, "flt", log_run="flt-log") as server:
+        for sample_id in failed:
+            messages = opening(sample_id)
+            with pytest.raises(openai.APIStatusError) as caught:
+                while True:  # the recorded turns, up to the one that failed
+                    next_turn(server.url, messages)
+            assert caught.value.status_code == 502
+            if messages[-1]["role"] == "tool":  # a tool answered otherwise
+                messages[-1] = {**messages[-1], "content": '{"result": -1}'}
+            else:  # another system prompt
+                messages[0] = {**messages[0], "content": "Reply in French."}
+            with pytest.raises(openai.APIStatusError) as caught:
+                next_turn(server.url, messages)
+            turn = sum(m["role"] == "assistant" for m in messages)
+            said[sample_id] = (turn, caught.value.status_code, caught.value.body)
+            # (the path of the tool message changed: the request's messages after the system)
+            where[sample_id] = f"messages[{len(messages) - 2}]" if turn else "system"
+    for sample_id, (turn, status, error) in said.items():
+        assert status == 409, error
+        assert error["nearest"] == {"sample_id": sample_id, "trial": 0, "turn": turn}
+        divergence = error["divergence"]
+        assert divergence["turn"] == turn
+        assert divergence["component"] == ("tool_output" if turn else "system"), error
+        assert divergence["path"].startswith(where[sample_id]), error
+        assert divergence["recorded"] is not None
+    assert {turn > 0 for turn, _, _ in said.values()} == {True, False}  # both kinds seen
+    # each divergence is in the log run, the conversation diverged there
+    logged = sql(store, "select sample_id, s.status, d.component from samples s join "
+                 "divergences d using (run_id, sample_id, trial) where run_id = 'flt-log' "
+                 "order by sample_id")  # fmt: skip
+    assert logged == [
+        {"sample_id": sid, "status": "diverged", "component": error["divergence"]["component"]}
+        for sid, (_, _, error) in sorted(said.items())
+    ]
+
+
 def test_bad_input_exits_2(root, server):
     assert cli("serve", "nope", "--store", root).exit_code == 2
     taken = cli("serve", PARENT, "--port", server.port, "--store", root)
