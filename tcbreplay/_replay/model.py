@@ -168,21 +168,20 @@ class RecordedChatModel(BaseChatModel):
                 if state is not None:
                     state.serve(turn, recorded.position, message)  # type: ignore[arg-type]
                 return message, state  # type: ignore[return-value]
-        if refused is None and state is not None:
-            ended = self.recording.samples.get(state.key)
-            # every recorded turn served, and the recording ended in error where the next
-            # would have been: the replay ends there as the recording did, or, with a live
-            # model (--then), goes on live from there: no change either way, no divergence
-            if (
-                ended is not None
-                and ended.status == "error"
-                and (turn == len(ended.turns) == state.turns_reached)
-            ):
-                if self.live is not None:
-                    state.continued = True
-                    return None, state
-                state.recorded_error = True
-                raise RecordedFailure(*ended.error)
+        # the very request the recording failed at (every turn before it answered, the same
+        # system, tools and tool outputs): the replay ends there as the recording did, or,
+        # with a live model (--then), goes on live from there: no change either way, no
+        # divergence. Any other request diverges, however its recording ended.
+        if (
+            refused is None
+            and state is not None
+            and self.recording.ended_in_error(request, state.key) is not None
+        ):
+            if self.live is not None:
+                state.continued = True
+                return None, state
+            state.recorded_error = True
+            raise RecordedFailure(*self.recording.samples[state.key].error)
         _, _, call_ids = canonical_messages(messages, self.recording.system)
         component = state.component(call_ids) if state is not None else None
         divergence = refused or self.recording.divergence(request, key, component)

@@ -386,6 +386,47 @@ def test_a_sample_recorded_in_error_ends_in_its_error_and_is_no_change(tmp_path)
     assert errors <= went_on  # each went on live, and ended
 
 
+def test_a_changed_request_where_the_recording_failed_is_a_divergence(tmp_path):
+    """Only the very request a recording failed at gets its recorded error: a replay whose
+    prompt changed, or whose tool output drifted right before the failure, was told "no
+    change" for such samples (exit 0, no divergence) however the request had changed."""
+    store = tmp_path / "traces"
+    # (8 workers: the first wave holds a sample answered, and the recording goes on)
+    made = cli("record", "--model", "sim:seed=7,fault_rate=0.5", "--limit", 20, "--retries", 0,
+               "--max-errors", "100%", "--workers", 8, "--processes", 1, "--run-id", "flt",
+               "--store", store, "--quiet")  # fmt: skip
+    assert made.exit_code == 0, made.output
+    errors = {r["sample_id"] for r in sql(store, "select sample_id from samples where "
+                                          "run_id = 'flt' and status = 'error'")}  # fmt: skip
+    assert errors
+    prompt = prompt_file(tmp_path, "Reply in French.")
+    result = cli("replay", "flt", "--run-id", "prompt", "--system-prompt", prompt, "--store",
+                 store, "--format", "json")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["diverged_samples"], summary["recorded_errors"]) == (20, 0)
+    rows = sql(store, "select sample_id, turn, component, replayed from divergences "
+               "where run_id = 'prompt'")  # fmt: skip
+    failed = [r for r in rows if r["sample_id"] in errors]
+    assert len(failed) == len(errors)
+    # said against the request the recording failed at: its system prompt differs
+    assert all((r["component"], r["replayed"]) == ("system", '"Reply in French."')
+               for r in failed)  # fmt: skip
+    # a tool output that drifted right before the recorded failure
+    result = cli("replay", "flt", "--run-id", "drift", "--tools", "replay_fixtures:DRIFTED",
+                 "--store", store, "--format", "json")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    rows = sql(store, "select sample_id, turn, component, path from divergences "
+               "where run_id = 'drift'")  # fmt: skip
+    assert rows and all(r["sample_id"] in errors for r in rows)
+    assert {(r["component"], r["path"]) for r in rows} == {
+        ("tool_output", "messages[2].content.result")
+    }
+    drifted = {r["sample_id"] for r in rows}
+    summary = json.loads(result.stdout)
+    assert summary["recorded_errors"] == len(errors - drifted)
+
+
 def test_a_trial_the_parent_lacks_is_not_replayed_and_no_divergence(tmp_path):
     """An import may hold some trials of a sample (a trace file without one of them): that
     trial was replayed with nothing to serve, a divergence, exit 1."""
