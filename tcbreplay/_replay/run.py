@@ -49,8 +49,9 @@ from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
 from tcbreplay._secrets import redact
+from tcbreplay._store.files import check_unchanged
 from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
-from tcbreplay._store.schema import DIVERGENCES, sample_record, utcnow
+from tcbreplay._store.schema import DATA_FILES, DIVERGENCES, sample_record, utcnow
 from tcbreplay._store.shards import select
 from tcbreplay.errors import InputError, LiveCallRefused, StoreError, TcbReplayWarning
 
@@ -127,6 +128,9 @@ def replay_run(
             else f"--fork-at {fork_at}: a turn is 0 or more"
         )
     parent = store.open_run(run_id)
+    # a parent whose data files were changed or damaged since it wrote them is refused before
+    # the replay's run is made (its samples would each fail to be read, in a failed run)
+    check_unchanged(parent.dir, parent.manifest, DATA_FILES)
     recording = RecordedRun.load(parent)
     inputs = replay_inputs(parent, recording, system_prompt=system_prompt, tools=tools,
                            dataset=dataset)  # fmt: skip

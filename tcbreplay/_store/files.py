@@ -329,6 +329,28 @@ def not_written(path: Path) -> StoreError:
     )
 
 
+def check_unchanged(folder: Path, manifest: dict[str, Any], names: Iterable[str]) -> None:
+    """Refuse a run's data files ``names`` that are not those it wrote (changed by hand, or
+    damaged since), as :func:`not_written`: a file of the version ``manifest`` recorded is
+    not read, another (a copied store) is hashed; a file of no recorded sha256 is taken as
+    it is."""
+    for name in names:
+        path, recorded = folder / name, written_sha256(manifest, name)
+        if recorded is None:
+            continue
+        try:
+            with objects.failures(folder):
+                if not path.exists():
+                    continue
+                if objects.same_version(manifest["files"][name], objects.version(path)):
+                    continue
+                digest = file_record(path)["sha256"]
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read it: {first_line(exc)}") from exc
+        if digest != recorded:
+            raise not_written(path)
+
+
 def file_record(path: Path) -> dict[str, Any]:
     """sha256, size and modification time of a file, as the manifest keeps them."""
     import hashlib

@@ -316,6 +316,36 @@ def test_a_run_killed_before_its_first_fold_says_how_to_finish_it(tmp_path):
         ]
 
 
+def test_a_damaged_parent_is_refused_before_the_replay_is_made(tmp_path):
+    """A parent whose messages.parquet was damaged since it was written made a replay run
+    that failed at its first sample, left in the store (status failed, no samples), as
+    serve refuses the same parent at once: refused, the store as it was."""
+    import pyarrow.parquet as pq
+
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=3,latency=0", "--run-id", "p", "--limit", 3,
+               "--quiet", "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    path = store / "p" / "messages.parquet"
+    column = pq.ParquetFile(path).schema_arrow.get_field_index("message")
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(column)
+    data = bytearray(path.read_bytes())
+    # the zstd frame of the texts' first page, its magic number broken (the size kept)
+    frame = data.index(b"\x28\xb5\x2f\xfd", chunk.data_page_offset)
+    data[frame : frame + 4] = b"\xff" * 4
+    path.write_bytes(bytes(data))
+    with pytest.raises(OSError):  # (damaged indeed)
+        pq.read_table(path)
+    result = cli("replay", "p", "--run-id", "r", "--store", store)
+    assert result.exit_code == 1, result.output
+    assert sorted(p.name for p in store.iterdir()) == ["p"]
+    assert result.output.splitlines()[0] == (
+        f"Error: {path}: not the file the run wrote (its sha256 is not the one manifest.json "
+        "recorded): it was changed or replaced since; restore it, or record the run again "
+        "with --overwrite"
+    )
+
+
 # ---------------------------------------------------------------- forks
 
 
