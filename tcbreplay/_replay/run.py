@@ -86,7 +86,7 @@ class ReplaySummary(RecordSummary):
 
 
 def replay_run(
-    store: Store,
+    store: Store | str | Path,
     run_id: str,
     *,
     new_run_id: str | None = None,
@@ -105,8 +105,8 @@ def replay_run(
     limit: int | None = None,
     sample_ids: Sequence[str] | None = None,
 ) -> ReplaySummary:
-    """Replay run ``run_id`` of ``store`` into run ``new_run_id`` (by default
-    ``<run_id>-replay-<hash of the options>``); see the module.
+    """Replay run ``run_id`` of ``store`` (a Store or its path) into run ``new_run_id`` (by
+    default ``<run_id>-replay-<hash of the options>``); see the module.
 
     ``system_prompt``, ``tools``, ``dataset`` and ``agent`` (a ``MODULE:FACTORY``) are the
     changes under test, as ``record`` takes them; by default, the run's own. ``then``: a
@@ -127,6 +127,7 @@ def replay_run(
             if then is None
             else f"--fork-at {fork_at}: a turn is 0 or more"
         )
+    store = store if isinstance(store, Store) else Store(store)
     parent = store.open_run(run_id)
     # a parent whose data files were changed or damaged since it wrote them is refused before
     # the replay's run is made (its samples would each fail to be read, in a failed run)

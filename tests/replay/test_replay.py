@@ -800,10 +800,14 @@ def test_replay_run_is_the_librarys(root):
     assert isinstance(summary, tcbreplay.ReplaySummary)
     assert (summary.recorded, summary.diverged_samples, summary.parent_run_id) == (3, 0, PARENT)
     assert summary.status == "partial"
-    # the same call again goes on where it stopped (the run is resumed, not made anew)
-    more = tcbreplay.replay_run(Store(root), PARENT, new_run_id="lib", limit=5,
+    # the same call again goes on where it stopped (the run is resumed, not made anew); the
+    # store given by its path, as serve_run and from_run take it (an AttributeError: 'str'
+    # object has no attribute 'open_run')
+    more = tcbreplay.replay_run(str(root), PARENT, new_run_id="lib", limit=5,
                                 recorded_tools=True)  # fmt: skip
     assert (more.recorded, more.attempted, more.status) == (5, 2, "partial")
+    again = tcbreplay.replay_run(root, PARENT, new_run_id="lib", limit=5, recorded_tools=True)
+    assert (again.recorded, again.attempted) == (5, 0)
     other = cli("replay", PARENT, "--run-id", "lib", "--store", root)  # other options
     assert other.exit_code == 2
     assert "exists with other inputs" in other.output
