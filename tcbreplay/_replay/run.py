@@ -43,7 +43,7 @@ from tcbreplay._record.runner import AgentPlan, RecordSummary, run_plan
 from tcbreplay._record.sample import run_sample
 from tcbreplay._replay.divergence import Divergence
 from tcbreplay._replay.fingerprint import canonical_json, canonical_messages
-from tcbreplay._replay.inputs import replay_inputs
+from tcbreplay._replay.inputs import replay_inputs, stored_dataset
 from tcbreplay._replay.model import RecordedChatModel
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
@@ -52,7 +52,7 @@ from tcbreplay._secrets import redact
 from tcbreplay._store.files import check_unchanged
 from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
 from tcbreplay._store.schema import DATA_FILES, DIVERGENCES, sample_record, utcnow
-from tcbreplay._store.shards import select
+from tcbreplay._store.shards import SELECTION, SHARD_SELECTION, select
 from tcbreplay.errors import InputError, LiveCallRefused, StoreError, TcbReplayWarning
 
 SOURCE = "replay"  # the manifest's source of a replay
@@ -148,7 +148,18 @@ def replay_run(
     if lacking or (not sample_ids and parent.status == "partial"):
         # a run recorded in part (--limit, a shard, interrupted, an import of some traces):
         # the samples it recorded, which alone have anything to replay
-        if lacking and parent.status != "partial":
+        asked = _asked(parent, inputs.dataset.ids() if dataset is None else None)
+        if asked is not None:  # those its recording asked for (--limit, --sample-id)
+            unrecorded = [sid for sid in lacking if sid in asked]
+            if unrecorded:
+                warnings.warn(
+                    f"run {run_id!r} holds no recording of {len(unrecorded)} of the "
+                    f"{len(asked)} samples its recording asked for (such as "
+                    f"{unrecorded[0]!r}): the replay replays the {len(held)} it holds",
+                    TcbReplayWarning,
+                    stacklevel=2,
+                )
+        elif lacking and parent.status != "partial":
             warnings.warn(
                 f"run {run_id!r} holds no recording of {len(lacking)} of the dataset's "
                 f"samples (such as {lacking[0]!r}): the replay replays the {len(held)} it holds",
@@ -274,6 +285,23 @@ def replay_run(
             stacklevel=2,
         )
     return done
+
+
+def _asked(parent: Run, ids: list[str] | None) -> set[str] | None:
+    """The samples the parent's recording asked for, when its manifest says it asked for some
+    only (``--limit``, ``--sample-id``, of a recording in shards or not); None when it asked
+    for the whole dataset or does not say. ``ids``: the parent's dataset's sample ids (None:
+    read from its stored dataset)."""
+    manifest = parent.manifest
+    selection = manifest.get(SHARD_SELECTION) or manifest.get(SELECTION)
+    if not isinstance(selection, dict):
+        return None
+    limit, chosen = selection.get("limit"), selection.get("sample_ids")
+    if limit is None and not chosen:
+        return None
+    if ids is None:
+        ids = stored_dataset(parent).ids()
+    return {ids[k] for k in select(ids, limit, chosen)}
 
 
 def replay_basis(

@@ -376,7 +376,9 @@ def test_a_run_recorded_in_part_replays_the_samples_it_holds(tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["recorded"], summary["diverged_samples"], summary["ok"]) == (5, 0, 5)
-    assert "Warning: run 'sh' holds no recording of 89 of the dataset's samples" in result.stderr
+    # (of the 10 its recording asked for: the other 84 were not asked for)
+    said = "Warning: run 'sh' holds no recording of 5 of the 10 samples its recording asked for"
+    assert said in result.stderr
     held = {r["sample_id"] for r in sql(store, "select sample_id from samples where run_id = 'sh'")}
     assert len(held) == 5
     dataset = (store / "sh" / "dataset.jsonl").read_text().splitlines()
@@ -384,6 +386,31 @@ def test_a_run_recorded_in_part_replays_the_samples_it_holds(tmp_path):
     refused = cli("replay", "sh", "--store", store, "--sample-id", missing)
     assert refused.exit_code == 2
     assert f"--sample-id {missing!r}: run 'sh' holds no recording of it" in refused.output
+
+
+def test_a_failed_limit_run_warns_only_of_the_samples_it_was_asked_for(tmp_path):
+    """A --limit run that failed (status failed, not partial) was warned of as lacking the 91
+    of the dataset's samples it was never asked for: its manifest's selection decides."""
+    store = tmp_path / "traces"
+    failed = cli("record", "--model", "sim:seed=1,fault_rate=1", "--limit", 3, "--retries", 0,
+                 "--max-errors", "100%", "--run-id", "f3", "--store", store, "--quiet")  # fmt: skip
+    assert failed.exit_code == 1, failed.output
+    assert json.loads((store / "f3" / "manifest.json").read_text())["status"] == "failed"
+    result = cli("replay", "f3", "--store", store, "--quiet", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["recorded"] == 3
+    assert "Warning" not in result.stderr
+    # one stopped at its first sample (one worker), before it recorded all it was asked for:
+    # warned of those it lacks
+    stopped = cli("record", "--model", "sim:seed=1,fault_rate=1", "--limit", 10, "--retries", 0,
+                  "--max-errors", "100%", "--workers", 1, "--run-id", "f10", "--store", store,
+                  "--quiet")  # fmt: skip
+    assert stopped.exit_code == 1, stopped.output
+    result = cli("replay", "f10", "--store", store, "--quiet", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["recorded"] == 1
+    assert ("Warning: run 'f10' holds no recording of 9 of the 10 samples its recording asked "
+            "for") in result.stderr  # fmt: skip
 
 
 def test_a_sample_recorded_in_error_ends_in_its_error_and_is_no_change(tmp_path):
