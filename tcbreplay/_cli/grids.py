@@ -494,7 +494,12 @@ def replay_output(summary: Any, store: Any) -> Output:
         + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
         f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
     ]  # fmt: skip
-    if summary.forked_samples:
+    if summary.forked_samples and summary.offline:  # (no live call left the recording)
+        lines.append(
+            f"{summary.forked_samples} samples reached the --fork-at turn, where --offline "
+            "refused their call to the --then model (LiveCallRefused)"
+        )
+    elif summary.forked_samples:
         lines.append(
             f"{summary.forked_samples} samples went on with the --then model at the --fork-at "
             "turn (their recordings served before it)"

@@ -83,6 +83,8 @@ class ReplaySummary(RecordSummary):
     awaiting_user: int = 0
     # samples that ended in the error their recording ended in, where it did
     recorded_errors: int = 0
+    # --offline: every call for the --then model was refused (forked samples went on with none)
+    offline: bool = False
 
 
 def replay_run(
@@ -565,6 +567,7 @@ def replay_summary(store: Store, summary: RecordSummary) -> ReplaySummary:
         by_component=by_component,
         awaiting_user=awaiting,
         recorded_errors=int(block.get("recorded_errors") or 0),
+        offline=bool(block.get("offline")),
     )
 
 

@@ -573,6 +573,14 @@ def test_offline_refuses_a_live_call_at_once(root):
     assert code == 1
     assert summary["error_types"] == {"LiveCallRefused": 5}
     assert summary["live_calls"] == 0
+    assert (summary["forked_samples"], summary["offline"]) == (5, True)
+    # the summary said "5 samples went on with the --then model" beside 0 live calls
+    table = cli("replay", PARENT, "--run-id", "offline", "--fork-at", 0, "--then",
+                "sim:seed=11", "--offline", "--limit", 5, "--quiet", "--store", root)  # fmt: skip
+    assert table.exit_code == 1, table.output
+    assert "went on" not in table.stdout
+    assert ("5 samples reached the --fork-at turn, where --offline refused their call to the "
+            "--then model (LiveCallRefused)") in table.stdout  # fmt: skip
 
 
 # ---------------------------------------------------------------- an agent of one's own
