@@ -12,7 +12,8 @@ non-ASCII kept; :func:`canonical_json`). Exactly this enters it:
   ``{"role": "tool", "name", "content"}`` or ``{"role": "system", "content"}`` (a system
   message after the first other message). ``tool_calls`` is ``[{"name", "arguments"}]`` in
   the message's order (invalid calls, whose arguments are not an object, after them with
-  their text as ``arguments``); a tool message's ``name`` is that of the call it answers
+  ``{INVALID_ARGUMENTS: their text}`` as ``arguments``: :func:`message_calls`); a tool
+  message's ``name`` is that of the call it answers
   (found by its call id), else its own, and its ``call`` the place of that call among its
   message's calls (which result answers which call: results given to each other's calls ask
   the model something else), absent where no call has its id.
@@ -45,6 +46,8 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from tcbreplay._store.schema import INVALID_ARGUMENTS
 
 # settings that change what a model answers, under the name the canonical form gives them
 SAMPLING = (
@@ -162,13 +165,30 @@ def _data(message: Any) -> tuple[str, Mapping[str, Any]]:
     return kind, data
 
 
-def _calls(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    out = []
+def _invalid(args: Any) -> bool:
+    """Whether a call's arguments are the text of ones that are no JSON object, as the store
+    keeps them (``{INVALID_ARGUMENTS: text}``)."""
+    return isinstance(args, Mapping) and len(args) == 1 and INVALID_ARGUMENTS in args
+
+
+def message_calls(data: Mapping[str, Any]) -> list[tuple[str | None, str, Any]]:
+    """A message's calls (id, name, arguments) in the canonical order: the valid ones, then
+    the invalid ones, each in its message's order. An invalid call's arguments are
+    ``{INVALID_ARGUMENTS: text}`` whether LangChain kept it in ``invalid_tool_calls`` (its
+    text as ``args``) or a reader of OpenAI's or Anthropic's form in ``tool_calls``: so a
+    recorded message and the same message sent back over either API are one."""
+    valid: list[tuple[str | None, str, Any]] = []
+    invalid: list[tuple[str | None, str, Any]] = []
     for call in data.get("tool_calls") or []:
-        out.append({"name": str(call.get("name") or ""), "arguments": normalized(call.get("args"))})
+        args = normalized(call.get("args"))
+        found = (str(call["id"]) if call.get("id") else None, str(call.get("name") or ""), args)
+        (invalid if _invalid(args) else valid).append(found)
     for call in data.get("invalid_tool_calls") or []:
-        out.append({"name": str(call.get("name") or ""), "arguments": call.get("args")})
-    return out
+        text = {INVALID_ARGUMENTS: call.get("args")}
+        invalid.append(
+            (str(call["id"]) if call.get("id") else None, str(call.get("name") or ""), text)
+        )
+    return valid + invalid
 
 
 # one message in the canonical form, before its conversation is known: its role, its item (a
@@ -185,10 +205,12 @@ def message_entry(message: Any) -> Entry:
     call_id = None
     calls: dict[str, tuple[str, int]] = {}
     if role == "assistant":
-        for k, call in enumerate(data.get("tool_calls") or []):
-            if call.get("id"):
-                calls[str(call["id"])] = (str(call.get("name") or ""), k)
-        item = {"role": role, "content": content(data.get("content")), "tool_calls": _calls(data)}
+        made = message_calls(data)
+        for k, (made_id, name, _) in enumerate(made):
+            if made_id:
+                calls[made_id] = (name, k)
+        listed = [{"name": name, "arguments": args} for _, name, args in made]
+        item = {"role": role, "content": content(data.get("content")), "tool_calls": listed}
     elif role == "tool":
         call_id = data.get("tool_call_id")
         item = {

@@ -92,6 +92,11 @@ class Answer:
         for call in data.get("invalid_tool_calls") or []:
             calls.append((str(call.get("id") or ""), str(call.get("name") or ""),
                           {INVALID_ARGUMENTS: call.get("args")}))  # fmt: skip
+        # LangChain keeps invalid calls apart, after the others: in the order made, where the
+        # provider's own form says it (a client answers the calls in the order it is given)
+        made = {call_id: k for k, call_id in enumerate(_order_made(data))}
+        if calls and all(i in made for i, _, _ in calls):
+            calls.sort(key=lambda call: made[call[0]])
         calls = [(i or f"call_{turn}_{k}", name, args) for k, (i, name, args) in enumerate(calls)]
         usage = data.get("usage_metadata") or {}
         return cls(
@@ -101,6 +106,21 @@ class Answer:
             input_tokens=int(usage.get("input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),
         )
+
+
+def _order_made(data: Mapping[str, Any]) -> list[str]:
+    """The ids of a stored message's calls in the order its model made them, where the
+    provider's own form is kept beside LangChain's: OpenAI's ``additional_kwargs.tool_calls``,
+    Anthropic's ``tool_use`` content blocks."""
+    extra = data.get("additional_kwargs")
+    raw = extra.get("tool_calls") if isinstance(extra, Mapping) else None
+    if isinstance(raw, list):
+        return [str(c["id"]) for c in raw if isinstance(c, Mapping) and c.get("id")]
+    found = data.get("content")
+    if not isinstance(found, list):
+        return []
+    return [str(p["id"]) for p in found if isinstance(p, Mapping) and p.get("id")
+            and p.get("type") in ("tool_use", "tool_call")]  # fmt: skip
 
 
 def _dumps(value: Any) -> bytes:

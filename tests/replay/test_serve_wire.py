@@ -1,0 +1,152 @@
+"""``serve``'s wire layer: what it answers in each API's form, and what it says of a request
+it refuses or cannot answer, with the real OpenAI and Anthropic SDKs as its clients (raw
+sockets for what no SDK sends)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import cli
+
+from tcbreplay._replay.serve import serve_run
+
+SYSTEM = "You are a shop."
+QUESTION = "Add 2 and 3 and multiply 4 by 5"
+TOOLS = [
+    {"name": "add_numbers", "description": "Add two numbers.",
+     "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                     "b": {"type": "number"}},
+                    "required": ["a", "b"]}},
+    {"name": "multiply_numbers", "description": "Multiply two numbers.",
+     "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                                                     "b": {"type": "number"}},
+                    "required": ["a", "b"]}},
+]  # fmt: skip
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    return [{"type": "function", "function": t} for t in TOOLS]
+
+
+def anthropic_tools() -> list[dict[str, Any]]:
+    return [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+            for t in TOOLS]  # fmt: skip
+
+
+def import_run(root: Path, run_id: str, messages: list[Any]) -> None:
+    """A run of one sample whose conversation is ``messages`` (LangChain's), imported from a
+    traces file of the langchain dialect."""
+    from langchain_core.messages import messages_to_dict
+
+    folder = root.parent / f"{run_id}-files"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dataset.json").write_text(json.dumps([{"id": "s", "input": QUESTION,
+                                                      "target": []}]))  # fmt: skip
+    (folder / "tools.json").write_text(json.dumps(TOOLS))
+    line = {"sample_id": "s", "messages": messages_to_dict(messages)}
+    (folder / "traces.jsonl").write_text(json.dumps(line) + "\n")
+    made = cli("import", "--format", "langchain", "--dataset", folder / "dataset.json",
+               "--tools", folder / "tools.json", "--traces", folder / "traces.jsonl",
+               "--run-id", run_id, "--store", root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+
+
+def parallel_turn(arguments: tuple[str, str]) -> Any:
+    """The model's first answer, two calls (c1 add_numbers, c2 multiply_numbers) as OpenAI
+    sends them, read by LangChain: arguments that are no JSON object make an invalid call,
+    which LangChain keeps in ``invalid_tool_calls``, after the valid ones."""
+    from langchain_core.messages import AIMessage
+
+    calls = [{"id": f"c{k + 1}", "type": "function", "function": {"name": name, "arguments": a}}
+             for k, (name, a) in enumerate(zip(["add_numbers", "multiply_numbers"], arguments,
+                                               strict=True))]  # fmt: skip
+    return AIMessage(content="", additional_kwargs={"tool_calls": calls})
+
+
+def conversation(arguments: tuple[str, str], results: tuple[str, str]) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    return [
+        SystemMessage(SYSTEM),
+        HumanMessage(QUESTION),
+        parallel_turn(arguments),
+        ToolMessage(results[0], tool_call_id="c1", name="add_numbers"),
+        ToolMessage(results[1], tool_call_id="c2", name="multiply_numbers"),
+        AIMessage("Done."),
+    ]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    """A store with two imported runs: ``mixed`` (the first call's arguments no JSON object,
+    LangChain's invalid call) and ``valid`` (both calls valid)."""
+    root = tmp_path_factory.mktemp("wire") / "traces"
+    mixed = conversation(("{bad", '{"a": 4, "b": 5}'), ("error: bad arguments", "20"))
+    assert mixed[2].invalid_tool_calls and mixed[2].tool_calls[0]["id"] == "c2"
+    import_run(root, "mixed", mixed)
+    import_run(root, "valid", conversation(('{"a": 2, "b": 3}', '{"a": 4, "b": 5}'),
+                                           ('{"result": 5}', '{"result": 20}')))  # fmt: skip
+    return root
+
+
+def openai_client(url: str) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=url + "/v1", api_key="not-needed", max_retries=0)
+
+
+def anthropic_client(url: str) -> Any:
+    import anthropic
+
+    return anthropic.Anthropic(base_url=url, api_key="not-needed", max_retries=0)
+
+
+# ---------------------------------------------------------------- invalid calls
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "streamed"])
+def test_an_openai_client_that_sends_back_an_invalid_call_verbatim_is_answered(root, stream):
+    """The invalid call was served after the valid one, and its echo got a 409 at
+    ``tool_calls[1].arguments: "{bad" -> {"[tcbreplay: ...]": "{bad"}``."""
+    with serve_run(root, "mixed") as server:
+        client = openai_client(server.url)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
+                                          {"role": "user", "content": QUESTION}]  # fmt: skip
+        kwargs = {"model": "m", "messages": messages, "tools": openai_tools()}
+        if stream:
+            with client.chat.completions.stream(**kwargs) as events:
+                message = events.get_final_completion().choices[0].message
+        else:
+            message = client.chat.completions.create(**kwargs).choices[0].message
+        served = [(c.id, c.function.name, c.function.arguments) for c in message.tool_calls]
+        assert served == [("c1", "add_numbers", "{bad"),
+                          ("c2", "multiply_numbers", '{"a": 4, "b": 5}')]  # fmt: skip
+        messages.append(message.model_dump(exclude_none=True, exclude={"parsed"}))
+        messages += [{"role": "tool", "tool_call_id": "c1", "content": "error: bad arguments"},
+                     {"role": "tool", "tool_call_id": "c2", "content": "20"}]  # fmt: skip
+        final = client.chat.completions.create(**kwargs).choices[0].message
+        assert final.content == "Done."
+        assert server.service.diverged == 0
+
+
+def test_an_anthropic_client_that_sends_back_an_invalid_call_verbatim_is_answered(root):
+    with serve_run(root, "mixed") as server:
+        client = anthropic_client(server.url)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
+        kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "messages": messages,
+                  "tools": anthropic_tools()}  # fmt: skip
+        answer = client.messages.create(**kwargs)
+        assert [(b.id, b.name) for b in answer.content] == [
+            ("c1", "add_numbers"),
+            ("c2", "multiply_numbers"),
+        ]
+        messages.append({"role": "assistant", "content": answer.content})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c1", "content": "error: bad arguments"},
+            {"type": "tool_result", "tool_use_id": "c2", "content": "20"}]})  # fmt: skip
+        final = client.messages.create(**kwargs)
+        assert [b.text for b in final.content] == ["Done."]
+        assert server.service.diverged == 0
