@@ -90,15 +90,18 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
     lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
     words = lines[0].split(" ")
     if len(words) != 3 or not words[2].startswith("HTTP/") or not words[1].startswith("/"):
-        raise _Refused(400, f"not an HTTP request line: {lines[0][:80]!r}")
+        raise _Refused(400, f"not an HTTP request line: {_shown_line(lines[0])!r}")
     method, target, version = words
     if version not in ("HTTP/1.1", "HTTP/1.0"):
         raise _Refused(505, f"{version}: HTTP/1.1 only")
     headers: dict[str, str] = {}
-    for line in lines[1:]:
+    for number, line in enumerate(lines[1:], 1):
         name, colon, value = line.partition(":")
         if not colon or not name or name != name.strip():
-            raise _Refused(400, f"not a header line: {line[:80]!r}")
+            # (never the line itself: a header's value may be a key, as Authorization's)
+            named = f" {redact(name[:40])!r}" if colon and name.strip() else ""
+            raise _Refused(400, f"header line {number}{named}: not a header line (Name: value, "
+                                "no space before the colon; its value not shown)")  # fmt: skip
         name, value = name.lower(), value.strip()
         if name in headers and name == "content-length" and headers[name] != value:
             raise _Refused(400, "two Content-Length headers that differ")
@@ -122,6 +125,13 @@ def _parse(buffer: bytearray) -> tuple[int, _Request] | None:
         return None
     body = bytes(buffer[end + 4 : end + 4 + size])
     return end + 4 + size, _Request(method, target, headers, body, keep_alive)
+
+
+def _shown_line(line: str) -> str:
+    """A request line as a reply says it: cut to 80 characters, each query string as
+    ``?...`` (a client may put its key there) and secrets' values redacted."""
+    words = [word.split("?", 1)[0] + "?..." if "?" in word else word for word in line.split(" ")]
+    return redact(" ".join(words))[:80]
 
 
 def _wire_asked(buffer: bytearray) -> str:

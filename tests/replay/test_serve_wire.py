@@ -5,6 +5,7 @@ sockets for what no SDK sends)."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,51 @@ def test_an_anthropic_client_that_sends_back_an_invalid_call_verbatim_is_answere
         final = client.messages.create(**kwargs)
         assert [b.text for b in final.content] == ["Done."]
         assert server.service.diverged == 0
+
+
+# ---------------------------------------------------------------- what a 4xx says back
+
+
+def raw(server: Any, data: bytes) -> tuple[bytes, dict[str, Any]]:
+    """What the server answers to bytes sent as they are: its status line and its JSON."""
+    with socket.create_connection((server.host, server.port), timeout=30) as s:
+        s.sendall(data)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0], json.loads(body)
+
+
+def test_a_4xx_never_says_back_a_key_in_the_request_line_or_a_header(root, capfd):
+    """Both were quoted in the error's message, which the SDKs put in their exceptions'
+    text: ``not an HTTP request line: 'POST http://...?key=AIza...'`` and ``not a header
+    line: 'Authorization : Bearer sk-proj-...'``."""
+    google = "AIzaSyLEAKED1234567890abcdefghijklmnop"
+    openai_key = "sk-proj-LEAKEDLEAKED1234567890"
+    answers = []
+    with serve_run(root, "valid") as server:
+        status, said = raw(server, b"POST http://127.0.0.1/v1/chat/completions?key=" +
+                           google.encode() + b" HTTP/1.1\r\nContent-Length: 2\r\n"
+                           b"Connection: close\r\n\r\n{}")  # fmt: skip
+        answers.append(said)
+        assert status == b"HTTP/1.1 400 Bad Request"
+        assert said["error"]["message"] == (
+            "not an HTTP request line: 'POST http://127.0.0.1/v1/chat/completions?... HTTP/1.1'"
+        )
+        status, said = raw(server, b"POST /v1/messages HTTP/1.1\r\nContent-Length: 2\r\n"
+                           b"Authorization : Bearer " + openai_key.encode()
+                           + b"\r\nConnection: close\r\n\r\n{}")  # fmt: skip
+        answers.append(said)
+        assert status == b"HTTP/1.1 400 Bad Request"
+        assert said["error"]["message"] == (
+            "header line 2 'Authorization ': not a header line (Name: value, no space before "
+            "the colon; its value not shown)")  # fmt: skip
+        status, said = raw(server, b"POST /v1/messages HTTP/1.1\r\n" + openai_key.encode()
+                           + b"\r\nConnection: close\r\n\r\n")  # fmt: skip
+        answers.append(said)
+        assert status == b"HTTP/1.1 400 Bad Request"
+        assert said["error"]["message"].startswith("header line 1: not a header line")
+    shown = json.dumps(answers) + capfd.readouterr().err
+    assert google not in shown and openai_key not in shown
+    assert "LEAKED" not in shown
