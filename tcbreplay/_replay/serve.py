@@ -48,6 +48,7 @@ from tcbreplay._replay.fingerprint import (
     sha256_text,
 )
 from tcbreplay._replay.recording import Key, RecordedRun, Turn
+from tcbreplay._replay.sent import as_sent
 from tcbreplay._replay.server import ReplayServer, Reply
 from tcbreplay._replay.wire import (
     WIRES,
@@ -319,12 +320,14 @@ class ReplayService:
         if where is not None:
             (sample_id, trial), number = where
             nearest = {"sample_id": sample_id, "trial": trial, "turn": number}
-        message = f"no recorded turn answers this request: {divergence.line()}"
+        # (the log keeps the canonical request's path, as replay's divergences have it)
+        said, line = as_sent(divergence, items, request, wire.name)
+        message = f"no recorded turn answers this request: {line}"
         if nearest is not None:
             message += f" (nearest: sample {nearest['sample_id']}, trial {nearest['trial']}, "
             message += f"turn {nearest['turn']})"
         body = wire.error(409, _one_line(message), "divergence", nearest=nearest,
-                          divergence=divergence.to_dict())  # fmt: skip
+                          divergence=said.to_dict())  # fmt: skip
         return Reply(409, body)
 
 

@@ -64,6 +64,11 @@ class WireRequest:
     # what the request allows an answer (``tool_choice``, ``parallel_tool_calls``; see
     # :mod:`tcbreplay._replay.choice`)
     choice: dict[str, Any] = field(default_factory=dict)
+    # where each message is in the body as sent (``messages[3]``; ``system``; on Anthropic's
+    # form a tool_result block, a message of its own, ``messages[2].content[1]``), worked out
+    # when asked (a 409's), and how many messages the body's list holds
+    places: Callable[[], list[str]] = list
+    sent: int = 0
 
 
 @dataclass
@@ -187,13 +192,14 @@ class MessageCache:
 
     def read(
         self, wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]]
-    ) -> tuple[list[Any], list[Entry], list[str]]:
-        """The messages of ``units`` (what ``convert`` reads, one at a time), their entries
-        and entries' JSON. A unit ``convert`` refuses is read again with those before it, so
-        that the error names its place."""
+    ) -> tuple[list[Any], list[Entry], list[str], list[int]]:
+        """The messages of ``units`` (what ``convert`` reads, one at a time), their entries,
+        entries' JSON, and how many messages each unit is. A unit ``convert`` refuses is read
+        again with those before it, so that the error names its place."""
         messages: list[Any] = []
         entries: list[Entry] = []
         parts: list[str] = []
+        counts: list[int] = []
         for k, unit in enumerate(units):
             key = wire + json.dumps(unit)
             found = self._found.get(key)
@@ -213,7 +219,8 @@ class MessageCache:
             messages += found[0]
             entries += found[1]
             parts += found[2]
-        return messages, entries, parts
+            counts.append(len(found[0]))
+        return messages, entries, parts, counts
 
 
 def _convert(convert: Callable[[list[Any]], list[Any]], units: list[Any]) -> list[Any]:
@@ -225,13 +232,41 @@ def _convert(convert: Callable[[list[Any]], list[Any]], units: list[Any]) -> lis
 
 def _units(
     wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]],
-    cache: MessageCache | None,
-) -> tuple[list[Any], list[Entry], list[str]]:  # fmt: skip
-    if cache is not None:
-        return cache.read(wire, units, convert)
-    messages = _convert(convert, units)
-    entries = [message_entry(m) for m in messages]
-    return messages, entries, [canonical_json(e[1]) for e in entries]
+    cache: MessageCache | None, place: Callable[[int, Any, int], list[str]],
+) -> tuple[list[Any], list[Entry], list[str], Callable[[], list[str]]]:  # fmt: skip
+    """The messages of ``units``, their entries and entries' JSON, and what gives each
+    one's place in the body (``place(k, unit, n)``: those of the ``n`` messages unit ``k``
+    is)."""
+    messages, entries, parts, counts = (cache or MessageCache(0)).read(wire, units, convert)
+
+    def places() -> list[str]:
+        return [p for k, unit in enumerate(units) for p in place(k, unit, counts[k])]
+
+    return messages, entries, parts, places
+
+
+def _openai_places(k: int, unit: Any, n: int) -> list[str]:
+    return [f"messages[{k}]"] * n
+
+
+def _anthropic_places(k: int, unit: Any, n: int) -> list[str]:
+    """Where the ``n`` messages of the body's message ``k`` are: each tool_result block of a
+    user turn is a message of its own, and so are the blocks between them."""
+    blocks = unit.get("content") if isinstance(unit, dict) else None
+    if n < 2 or not isinstance(blocks, list):
+        return [f"messages[{k}]"] * n
+    starts: list[int] = []
+    pending = None  # the first of the blocks since the last tool_result
+    for j, block in enumerate(blocks):
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            starts += ([] if pending is None else [pending]) + [j]
+            pending = None
+        elif pending is None:
+            pending = j
+    starts += [] if pending is None else [pending]
+    if len(starts) != n:  # (not as the reader splits them: the message, then)
+        return [f"messages[{k}]"] * n
+    return [f"messages[{k}].content[{j}]" for j in starts]
 
 
 class Wire:
@@ -262,8 +297,9 @@ class OpenAIWire(Wire):
         from tcbreplay._importers import openai
 
         _settings(body, self.name)
-        messages, entries, parts = _units(
-            self.name, _messages(body), lambda ms: openai.convert(ms, {}, "messages"), cache
+        sent = _messages(body)
+        messages, entries, parts, places = _units(
+            self.name, sent, lambda ms: openai.convert(ms, {}, "messages"), cache, _openai_places
         )
         tools = body.get("tools") or []
         functions = body.get("functions") or []  # the form before tools
@@ -290,6 +326,8 @@ class OpenAIWire(Wire):
             stream=bool(body.get("stream")),
             choice={k: body[k] for k in _CHOICE if k in body},
             usage_in_stream=isinstance(options, dict) and bool(options.get("include_usage")),
+            places=places,
+            sent=len(sent),
         )
 
     def _calls(self, answer: Answer) -> list[dict[str, Any]]:
@@ -370,9 +408,16 @@ class AnthropicWire(Wire):
             return anthropic.convert(rest, line, "messages", {})
 
         units: list[Any] = list(_messages(body))
+        sent = len(units)
         if body.get("system") is not None:
             units.insert(0, _System(body["system"]))
-        messages, entries, parts = _units(self.name, units, convert, cache)
+
+        def place(k: int, unit: Any, n: int) -> list[str]:
+            if isinstance(unit, _System):
+                return ["system"] * n
+            return _anthropic_places(k - len(units) + sent, unit, n)
+
+        messages, entries, parts, places = _units(self.name, units, convert, cache, place)
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise WireError("tools: a list of {name, description, input_schema} is required")
@@ -392,6 +437,8 @@ class AnthropicWire(Wire):
             model=str(body.get("model") or ""),
             stream=bool(body.get("stream")),
             choice={k: body[k] for k in _CHOICE if k in body},
+            places=places,
+            sent=sent,
         )
 
     def _blocks(self, answer: Answer) -> list[dict[str, Any]]:

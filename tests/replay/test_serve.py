@@ -291,7 +291,7 @@ def test_a_request_that_matches_nothing_gets_409_naming_the_nearest(server):
     body = caught.value.body
     assert body["type"] == "divergence"
     assert body["nearest"] == {"sample_id": "mul-7-by-8", "trial": 0, "turn": 0}
-    assert body["divergence"]["path"] == "messages[0].content"
+    assert body["divergence"]["path"] == "messages[1].content"  # the request's, system counted
     assert json.loads(body["divergence"]["replayed"]) == "Multiply 7 by 9 for me."
     assert "nearest: sample mul-7-by-8" in body["message"]
     other = anthropic_client(server.url)
@@ -374,7 +374,7 @@ def test_a_changed_tool_output_diverges_on_tool_output(server):
         client.chat.completions.create(model="m", messages=messages, tools=openai_tools())
     divergence = caught.value.body["divergence"]
     assert (divergence["turn"], divergence["component"]) == (1, "tool_output")
-    assert divergence["path"] == "messages[2].content.result"
+    assert divergence["path"] == "messages[3].content.result"  # the client's messages[3]
     assert caught.value.body["nearest"]["turn"] == 1
 
 

@@ -199,3 +199,78 @@ def test_a_4xx_never_says_back_a_key_in_the_request_line_or_a_header(root, capfd
     shown = json.dumps(answers) + capfd.readouterr().err
     assert google not in shown and openai_key not in shown
     assert "LEAKED" not in shown
+
+
+# ---------------------------------------------------------------- where a 409 points
+
+
+def first_turn_openai(client: Any) -> list[dict[str, Any]]:
+    """The conversation's first request and its answer, as the OpenAI SDK gets it."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    answer = client.chat.completions.create(model="m", messages=messages, tools=openai_tools())
+    return [*messages, answer.choices[0].message.model_dump(exclude_none=True)]
+
+
+def test_a_409_points_into_the_openai_request_as_sent(root):
+    """The path indexed the canonical messages, which leave the system message out: the
+    client's messages[3] was ``messages[2]``; results in reverse order said ``messages at
+    messages[2].call: 0 -> 1``."""
+    import openai
+
+    with serve_run(root, "valid") as server:
+        client = openai_client(server.url)
+        said = []
+        for results in [('{"result": 6}', '{"result": 20}'), ('{"result": 5}', '{"result": 21}')]:
+            messages = first_turn_openai(client) + [
+                {"role": "tool", "tool_call_id": f"c{k + 1}", "content": r}
+                for k, r in enumerate(results)
+            ]
+            with pytest.raises(openai.ConflictError) as caught:
+                client.chat.completions.create(model="m", messages=messages, tools=openai_tools())
+            said.append(caught.value.body["divergence"])
+        assert [(d["component"], d["path"]) for d in said] == [
+            ("tool_output", "messages[3].content.result"),
+            ("tool_output", "messages[4].content.result"),
+        ]
+        reversed_ = [
+            *first_turn_openai(client),
+            {"role": "tool", "tool_call_id": "c2", "content": '{"result": 20}'},
+            {"role": "tool", "tool_call_id": "c1", "content": '{"result": 5}'},
+        ]
+        with pytest.raises(openai.ConflictError) as caught:
+            client.chat.completions.create(model="m", messages=reversed_, tools=openai_tools())
+    divergence = caught.value.body["divergence"]
+    assert (divergence["path"], divergence["recorded"], divergence["replayed"]) == (
+        "messages[3].tool_call_id", '"c1"', '"c2"')  # fmt: skip
+    assert caught.value.body["message"].startswith(
+        "no recorded turn answers this request: turn 1: tool results in another order than "
+        "the calls of messages[2]: messages[3] answers c2 (multiply_numbers) where the "
+        "recording's answered c1 (add_numbers); give the results in the calls' order"
+    )
+
+
+def test_a_409_points_into_the_anthropic_request_as_sent(root):
+    """Each tool_result block is a message of its own in the canonical form: the path said
+    ``messages[3]`` for the second block of the client's ``messages[2]``."""
+    import anthropic
+
+    def results(*given: tuple[str, str]) -> list[dict[str, Any]]:
+        return [{"type": "tool_result", "tool_use_id": i, "content": c} for i, c in given]
+
+    with serve_run(root, "valid") as server:
+        client = anthropic_client(server.url)
+        kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "tools": anthropic_tools()}
+        asked = [{"role": "user", "content": QUESTION}]
+        answer = client.messages.create(messages=asked, **kwargs)
+        asked.append({"role": "assistant", "content": answer.content})
+        said = []
+        for sent in [results(("c1", '{"result": 5}'), ("c2", '{"result": 21}')),
+                     results(("c2", '{"result": 20}'), ("c1", '{"result": 5}'))]:  # fmt: skip
+            with pytest.raises(anthropic.ConflictError) as caught:
+                client.messages.create(messages=[*asked, {"role": "user", "content": sent}],
+                                       **kwargs)  # fmt: skip
+            said.append(caught.value.body["error"])
+    assert said[0]["divergence"]["path"] == "messages[2].content[1].content.result"
+    assert said[1]["divergence"]["path"] == "messages[2].content[0].tool_use_id"
+    assert "tool results in another order than the calls of messages[1]: messages[2].content[0] " \
+        "answers c2 (multiply_numbers)" in said[1]["message"]  # fmt: skip

@@ -1,0 +1,93 @@
+"""Where a divergence lies in the request body a client of ``serve`` sent.
+
+A divergence's path indexes the canonical request (:mod:`tcbreplay._replay.fingerprint`): its
+messages without the system messages it starts with, each tool_result block of an Anthropic
+user turn a message of its own. A client reads its 409 against the body it sent: there the
+path names the same message (``messages[3]``; on Anthropic's form a tool_result block,
+``messages[2].content[1]``), then the part of it as the canonical form has it
+(``.content.result``: inside the JSON its tool answered). Tool results given in another
+order than the calls they answer are said so, by the calls' ids: which result answers which
+call is part of what the model reads, so the recording answers them in its own order only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from tcbreplay._replay.divergence import Divergence, message_index
+from tcbreplay._replay.wire import WireRequest
+
+
+def as_sent(
+    divergence: Divergence, items: list[dict[str, Any]], request: WireRequest, wire: str
+) -> tuple[Divergence, str]:
+    """``divergence`` of ``request`` (whose canonical messages are ``items``) with its path
+    into the body as sent (see the module), and its line for a person."""
+    index = message_index(divergence.path)
+    places = [] if index is None else request.places()
+    if index is None or not places:
+        return divergence, divergence.line()
+    kept = _items(request)  # the entry of each canonical message
+    rest = divergence.path[len(f"messages[{index}]") :]
+    if index >= len(kept):  # a message the recording has after the request's last one
+        moved = replace(divergence, path=f"messages[{request.sent}]{rest}")
+        return moved, moved.line()
+    if rest == ".call":
+        found = _reordered(divergence, items, request, places, kept, index, wire)
+        if found is not None:
+            return found
+    moved = replace(divergence, path=places[kept[index]] + rest)
+    return moved, moved.line()
+
+
+def _items(request: WireRequest) -> list[int]:
+    """The entry each canonical message is: every one but the system messages the request
+    starts with (as :func:`~tcbreplay._replay.fingerprint.assemble` takes them)."""
+    out: list[int] = []
+    for k, entry in enumerate(request.entries):
+        if entry[0] == "system" and not out:
+            continue
+        out.append(k)
+    return out
+
+
+def _reordered(
+    divergence: Divergence, items: list[dict[str, Any]], request: WireRequest, places: list[str],
+    kept: list[int], index: int, wire: str,
+) -> tuple[Divergence, str] | None:  # fmt: skip
+    """The divergence of a tool message that answers another call than the recorded one
+    there, said as results in another order than the calls, when its run of tool messages
+    answers distinct calls of the message before it out of their order; else None."""
+    first = last = index
+    while first > 0 and items[first - 1].get("role") == "tool":
+        first -= 1
+    while last + 1 < len(items) and items[last + 1].get("role") == "tool":
+        last += 1
+    answered = [c for j in range(first, last + 1) if isinstance(c := items[j].get("call"), int)]
+    if first == 0 or len(answered) <= last - first or len(set(answered)) < len(answered):
+        return None  # (a result that answers no call of it, or two that answer one)
+    if answered == sorted(answered):  # (in order: another call, not another order)
+        return None
+    try:
+        recorded = json.loads(divergence.recorded or "")
+    except ValueError:
+        return None
+    calls = {place: (call_id, name) for call_id, (name, place) in
+             request.entries[kept[first - 1]][3].items()}  # fmt: skip
+    given = request.entries[kept[index]][2]
+    if not isinstance(recorded, int) or recorded not in calls or given is None:
+        return None
+    was_id, was_name = calls[recorded]
+    name = items[index].get("name")
+    place = places[kept[index]]
+    key = "tool_use_id" if wire == "anthropic" else "tool_call_id"
+    moved = replace(divergence, path=f"{place}.{key}", recorded=json.dumps(was_id),
+                    replayed=json.dumps(given))  # fmt: skip
+    line = (
+        f"turn {divergence.turn}: tool results in another order than the calls of "
+        f"{places[kept[first - 1]]}: {place} answers {given} ({name}) where the "
+        f"recording's answered {was_id} ({was_name}); give the results in the calls' order"
+    )
+    return moved, line
