@@ -50,6 +50,7 @@ from tcbreplay._replay.fingerprint import (
 from tcbreplay._replay.recording import Key, RecordedRun, Turn
 from tcbreplay._replay.sent import as_sent
 from tcbreplay._replay.server import ReplayServer, Reply
+from tcbreplay._replay.settings import not_finite
 from tcbreplay._replay.wire import (
     WIRES,
     Answer,
@@ -364,6 +365,9 @@ def _body(body: bytes) -> dict[str, Any]:
         raise WireError(f"the request body is not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise WireError("the request body must be a JSON object")
+    # (Python's reader takes NaN and Infinity, which no JSON holds and the APIs refuse)
+    if (b"NaN" in body or b"Infinity" in body) and (where := not_finite(value)) is not None:
+        raise WireError(f"{where}: NaN and Infinity are no JSON numbers")
     # half a UTF-16 pair gets in only by an escape (alone, it is no text the log can keep)
     if b"\\u" in body and _json.lone_surrogate(value):
         raise WireError(

@@ -29,6 +29,7 @@ from tcbreplay._replay.fingerprint import (
     content,
     message_entry,
 )
+from tcbreplay._replay.settings import refused
 from tcbreplay._store.schema import INVALID_ARGUMENTS
 from tcbreplay.errors import TcbReplayError
 
@@ -150,27 +151,11 @@ def _schema(spec: dict[str, Any], place: str, key: str) -> dict[str, Any]:
 
 
 def _settings(body: Mapping[str, Any], api: str) -> None:
-    """Refuse settings the API would refuse, or whose answer a recording cannot give (they
-    were taken, and answered as if not given: one choice for n 2, a stream for "yes")."""
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise WireError(f"stream {body['stream']!r}: true or false")
-    choice = body.get("tool_choice")
-    if choice is not None and not isinstance(choice, str | dict):
-        raise WireError(f"tool_choice {choice!r}: a text or an object")
-    if api == "openai" and body.get("n") not in (None, 1):
-        raise WireError(f"n {body['n']!r}: a recording holds one answer a turn; ask for one")
-    if api == "anthropic":
-        tokens = body.get("max_tokens")
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
-                                   or tokens < 1):  # fmt: skip
-            raise WireError(f"max_tokens {tokens!r}: a whole number of 1 or more")
-        for k, message in enumerate(body.get("messages") or []):
-            role = message.get("role") if isinstance(message, dict) else None
-            if role not in ("user", "assistant"):
-                raise WireError(
-                    f"messages[{k}].role {role!r}: user or assistant (a system prompt goes in "
-                    "system)"
-                )
+    """Refuse settings the API would refuse, or whose answer a recording cannot give
+    (:mod:`tcbreplay._replay.settings`)."""
+    said = refused(body, api)
+    if said is not None:
+        raise WireError(said)
 
 
 def _messages(body: Mapping[str, Any]) -> list[Any]:

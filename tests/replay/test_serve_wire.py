@@ -274,3 +274,74 @@ def test_a_409_points_into_the_anthropic_request_as_sent(root):
     assert said[1]["divergence"]["path"] == "messages[2].content[0].tool_use_id"
     assert "tool results in another order than the calls of messages[1]: messages[2].content[0] " \
         "answers c2 (multiply_numbers)" in said[1]["message"]  # fmt: skip
+
+
+# ---------------------------------------------------------------- settings the APIs refuse
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ({"parallel_tool_calls": "no"}, "parallel_tool_calls 'no': true or false"),
+        ({"tool_choice": {"type": "function"}},
+         "tool_choice.function.name: the name of the function tool to call is required"),
+        ({"tool_choice": "any"}, "tool_choice 'any': none, auto, required or an object"),
+        ({"temperature": 3}, "temperature 3: a number from 0 to 2"),
+        ({"top_p": "high"}, "top_p 'high': a number from 0 to 1"),
+    ],
+)  # fmt: skip
+def test_settings_openai_refuses_get_400_naming_the_field(root, extra, said):
+    """Each was answered 200: two parallel calls for "no", the recorded calls for a
+    tool_choice naming no function."""
+    import openai
+
+    with serve_run(root, "valid") as server:
+        client = openai_client(server.url)
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="m", messages=messages, tools=openai_tools(),
+                                           **extra)  # fmt: skip
+    assert caught.value.body["message"].startswith(said)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ({"messages": "Hi"}, "messages: a non-empty list of messages is required"),
+        ({"messages": {"role": "user", "content": "Hi"}},
+         "messages: a non-empty list of messages is required"),
+        ({"tool_choice": {"type": "tool"}},
+         "tool_choice.name: the name of the tool to use is required (type tool)"),
+        ({"tool_choice": {"type": "auto", "disable_parallel_tool_use": "yes"}},
+         "tool_choice.disable_parallel_tool_use 'yes': true or false"),
+        ({"extra_body": {"temperature": 1.5}}, "temperature 1.5: a number from 0 to 1"),
+    ],
+)  # fmt: skip
+def test_settings_anthropic_refuses_get_400_naming_the_field(root, extra, said):
+    """``messages`` a text or an object said ``messages[0].role None: user or assistant``
+    (the text's characters taken for messages); the others were answered 200."""
+    import anthropic
+
+    with serve_run(root, "valid") as server:
+        client = anthropic_client(server.url)
+        kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "tools": anthropic_tools(),
+                  "messages": [{"role": "user", "content": QUESTION}], **extra}  # fmt: skip
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            client.messages.create(**kwargs)
+    assert caught.value.body["error"]["message"] == said
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_nan_in_a_request_gets_400_naming_the_field(root, path):
+    """Python's reader takes NaN, which no JSON holds (the SDKs refuse to send it; curl
+    does not): ``temperature: NaN`` was answered 200."""
+    import http.client
+
+    body = (b'{"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "NaN"}],'
+            b' "temperature": NaN}')  # fmt: skip
+    with serve_run(root, "valid") as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        conn.request("POST", path, body, {"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        said = json.loads(answer.read())["error"]["message"]
+    assert (answer.status, said) == (400, "temperature: NaN and Infinity are no JSON numbers")

@@ -1,0 +1,119 @@
+"""The settings of a request to ``serve`` that its API would refuse, or whose answer a
+recording cannot give: each said in one line naming the field (``serve`` answers 400).
+
+Taken, they were answered as if not given, or as something else: one choice for ``n: 2``, a
+stream for ``"stream": "yes"``, several calls for ``"parallel_tool_calls": "no"`` (not
+false), any call for a ``tool_choice`` of type function that names none, an answer for
+``temperature: NaN``. The forms are the APIs' own: OpenAI's ``tool_choice`` is ``none``,
+``auto``, ``required`` or an object naming a function (a custom tool, or allowed tools);
+Anthropic's an object of type ``auto``, ``any``, ``tool`` (with a name) or ``none``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# the numbers each API takes of a sampling setting, from the lowest to the highest
+_RANGES = {
+    "openai": {"temperature": (0, 2), "top_p": (0, 1), "frequency_penalty": (-2, 2),
+               "presence_penalty": (-2, 2)},
+    "anthropic": {"temperature": (0, 1), "top_p": (0, 1)},
+}  # fmt: skip
+_OPENAI_CHOICES = ("none", "auto", "required")
+_ANTHROPIC_CHOICES = ("auto", "any", "tool", "none")
+
+
+def refused(body: Mapping[str, Any], api: str) -> str | None:
+    """Why the API ``api`` (``openai``, ``anthropic``) would refuse the settings of a
+    request ``body``, or None."""
+    if "stream" in body and not isinstance(body["stream"], bool):
+        return f"stream {body['stream']!r}: true or false"
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        return f"parallel_tool_calls {parallel!r}: true or false"
+    said = _tool_choice(body.get("tool_choice"), api)
+    if said is not None:
+        return said
+    for name, (low, high) in _RANGES[api].items():
+        value = body.get(name)
+        if value is not None and not _number_in(value, low, high):
+            return f"{name} {value!r}: a number from {low} to {high}"
+    if api == "openai" and body.get("n") not in (None, 1):
+        return f"n {body['n']!r}: a recording holds one answer a turn; ask for one"
+    if api == "anthropic":
+        tokens = body.get("max_tokens")
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                                   or tokens < 1):  # fmt: skip
+            return f"max_tokens {tokens!r}: a whole number of 1 or more"
+        messages = body.get("messages")  # (a text or an object: the list's check says so)
+        for k, message in enumerate(messages if isinstance(messages, list) else []):
+            role = message.get("role") if isinstance(message, dict) else None
+            if role not in ("user", "assistant"):
+                return (f"messages[{k}].role {role!r}: user or assistant (a system prompt goes "
+                        "in system)")  # fmt: skip
+    return None
+
+
+def _number_in(value: Any, low: float, high: float) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+
+
+def _tool_choice(choice: Any, api: str) -> str | None:
+    """Why ``choice`` is no ``tool_choice`` of the API's, or None."""
+    if choice is None:
+        return None
+    if api == "anthropic":
+        if not isinstance(choice, dict):
+            return f'tool_choice {choice!r}: an object ({{"type": "auto"}}, any, tool or none)'
+        kind = choice.get("type")
+        if kind not in _ANTHROPIC_CHOICES:
+            return f"tool_choice.type {kind!r}: auto, any, tool or none"
+        if kind == "tool" and not _name(choice.get("name")):
+            return "tool_choice.name: the name of the tool to use is required (type tool)"
+        parallel = choice.get("disable_parallel_tool_use")
+        if parallel is not None and not isinstance(parallel, bool):
+            return f"tool_choice.disable_parallel_tool_use {parallel!r}: true or false"
+        return None
+    if isinstance(choice, str):
+        if choice not in _OPENAI_CHOICES:
+            return f"tool_choice {choice!r}: none, auto, required or an object naming a function"
+        return None
+    if not isinstance(choice, dict):
+        return f"tool_choice {choice!r}: a text or an object"
+    kind = choice.get("type")
+    if kind in ("function", "custom"):
+        named = choice.get(kind)
+        if not (isinstance(named, dict) and _name(named.get("name"))):
+            return f"tool_choice.{kind}.name: the name of the {kind} tool to call is required"
+        return None
+    if kind == "allowed_tools":
+        if not isinstance(choice.get("allowed_tools"), dict):
+            return "tool_choice.allowed_tools: an object ({mode, tools}) is required"
+        return None
+    return f"tool_choice.type {kind!r}: function, custom or allowed_tools"
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def not_finite(value: Any) -> str | None:
+    """The path of the first NaN or infinity in a request body read by Python's reader
+    (``temperature``, ``messages[1].content``), which no JSON holds, or None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path or "the body"
+        if isinstance(item, dict):
+            stack += reversed([(f"{path}.{k}" if path else str(k), v) for k, v in item.items()])
+        elif isinstance(item, list):
+            stack += reversed([(f"{path}[{i}]", v) for i, v in enumerate(item)])
+    return None
