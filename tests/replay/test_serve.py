@@ -856,8 +856,8 @@ def test_a_changed_request_where_the_recording_failed_says_how_and_is_logged(tmp
                 next_turn(server.url, messages)
             turn = sum(m["role"] == "assistant" for m in messages)
             said[sample_id] = (turn, caught.value.status_code, caught.value.body)
-            # (the path of the tool message changed: the request's messages after the system)
-            where[sample_id] = f"messages[{len(messages) - 2}]" if turn else "system"
+            # (the path of the tool message changed, in the request's body as sent)
+            where[sample_id] = f"messages[{len(messages) - 1}]" if turn else "system"
     for sample_id, (turn, status, error) in said.items():
         assert status == 409, error
         assert error["nearest"] == {"sample_id": sample_id, "trial": 0, "turn": turn}
