@@ -13,7 +13,7 @@ from langchain_core.messages import message_to_dict, messages_from_dict
 from tcbreplay._importers import otlp
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn
-from tcbreplay._importers.otel.samples import conversation
+from tcbreplay._importers.otel.conversation import conversation
 from tcbreplay.errors import TcbReplayWarning, TraceError
 
 OTEL = TEST_DATA / "otel"
