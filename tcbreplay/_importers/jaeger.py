@@ -8,7 +8,9 @@ Each span: ``traceID``, ``spanID``, ``operationName``, its parent in ``reference
 ``event`` names one, the others are its attributes) and the ``processID`` of its process
 (``serviceName``). A failed span has the tag ``otel.status_code`` ``ERROR`` (or ``error``
 true). The spans are read as :mod:`tcbreplay._importers.otel.samples` says, as the ``otlp``
-dialect reads them; Jaeger v2's OTLP answer (``/api/v3/traces``) is that dialect's.
+dialect reads them, a secret's value redacted as that dialect redacts it (each tag, log field
+and process tag by its key, names as texts: :func:`tcbreplay._secrets.scrub`); Jaeger v2's
+OTLP answer (``/api/v3/traces``) is that dialect's.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tcbreplay import _json
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile
 from tcbreplay._importers.otel.samples import read_samples
-from tcbreplay._importers.otel.spans import STATUS_ERROR, Event, Span
+from tcbreplay._importers.otel.spans import STATUS_ERROR, Batch, Event, Span, scrubbed
 from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
@@ -48,8 +50,9 @@ def read(
     return read_samples(read_spans(file.data, file.name), file.name, inputs, sample_by)
 
 
-def read_spans(data: bytes, label: str) -> list[Span]:
-    """Every span of a Jaeger trace export."""
+def read_spans(data: bytes, label: str, batch: Batch | None = None) -> list[Span]:
+    """Every span of a Jaeger trace export, its secrets redacted (counted in ``batch``)."""
+    batch = Batch() if batch is None else batch
     try:
         doc = _json.loads(data.decode("utf-8-sig"))
     except UnicodeDecodeError as exc:
@@ -70,14 +73,14 @@ def read_spans(data: bytes, label: str) -> list[Span]:
         processes = trace.get("processes") or {}
         for j, raw in enumerate(trace["spans"]):
             try:
-                out.append(_span(raw, processes))
+                out.append(_span(raw, processes, batch))
             except (AttributeError, TypeError, ValueError, KeyError) as exc:
                 detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
                 raise TraceError(f"{place}: spans[{j}]: not a Jaeger span ({detail})") from exc
     return out
 
 
-def _span(raw: dict[str, Any], processes: dict[str, Any]) -> Span:
+def _span(raw: dict[str, Any], processes: dict[str, Any], batch: Batch) -> Span:
     parent = raw.get("parentSpanID") or ""
     trace_id = _hex(raw["traceID"], 32)
     for ref in raw.get("references") or []:
@@ -86,25 +89,25 @@ def _span(raw: dict[str, Any], processes: dict[str, Any]) -> Span:
         if ref.get("refType") == "CHILD_OF" and same:
             parent = ref.get("spanID") or ""
             break
-    tags = _tags(raw.get("tags"))
+    tags = _tags(raw.get("tags"), batch)
     status = 0
     if tags.get("otel.status_code") == "ERROR" or tags.get("error") is True:
         status = STATUS_ERROR
     start = int(raw.get("startTime") or 0) * 1000
     process = processes.get(str(raw.get("processID"))) or raw.get("process") or {}
-    resource = _tags(process.get("tags"))
+    resource = _tags(process.get("tags"), batch)
     if process.get("serviceName"):
-        resource["service.name"] = process["serviceName"]
+        resource["service.name"] = scrubbed("service.name", process["serviceName"], batch)
     events = []
     for log in raw.get("logs") or []:
-        fields = _tags(log.get("fields"))
+        fields = _tags(log.get("fields"), batch)
         name = fields.pop("event", "")
         events.append(Event(str(name), int(log.get("timestamp") or 0) * 1000, fields))
     return Span(
         trace_id=trace_id,
         span_id=_hex(raw["spanID"], 16),
         parent_id=_hex(parent, 16) if parent else "",
-        name=str(raw.get("operationName") or ""),
+        name=scrubbed("", str(raw.get("operationName") or ""), batch),
         start=start,
         end=start + int(raw.get("duration") or 0) * 1000,
         attributes=tags,
@@ -116,13 +119,15 @@ def _span(raw: dict[str, Any], processes: dict[str, Any]) -> Span:
     )
 
 
-def _tags(items: Any) -> dict[str, Any]:
+def _tags(items: Any, batch: Batch) -> dict[str, Any]:
+    """Typed tags (``{key, type, value}``) as attributes, each value scrubbed by its key."""
     out: dict[str, Any] = {}
     for tag in items or []:
         value = tag.get("value")
         if tag.get("type") == "int64" and isinstance(value, str):
             value = int(value)
-        out[str(tag["key"])] = value
+        key = str(tag["key"])
+        out[key] = scrubbed(key, value, batch)
     return out
 
 

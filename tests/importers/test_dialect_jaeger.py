@@ -4,10 +4,11 @@ against Jaeger's own fixtures (tests/data/otel/jaeger/README.md says what they a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers import TEST_DATA, load_script
+from helpers import TEST_DATA, cli, load_script
 
 from tcbreplay._importers import jaeger, otlp
 from tcbreplay._importers.dialect import TraceFile
@@ -88,3 +89,67 @@ def test_a_span_jaeger_did_not_write_is_refused_with_its_place():
     with pytest.raises(TraceError) as caught:
         jaeger.read_spans(json.dumps(doc).encode(), "j.json")
     assert str(caught.value).startswith("j.json: data[0]: spans[0]: not a Jaeger span (KeyError")
+
+
+# none of these is a real key: each has the form of one (as tests/importers/test_otel_secrets.py)
+PROVIDER_KEY = "sk-proj-Tq4bXr9LmN2pQ7vW1yZ3aB5cD8eF0gH"
+INVOKE_KEY = "f3a9c1e7b5d2a8c4e6f0"
+SERVICE_TOKEN = "Zq9xTT7pLmW3vR8sSERVICE"
+LOG_KEY = "Zq9xTT7pLmW3vR8sLOGFIELD"
+
+
+def _with_secrets(folder: Path) -> Path:
+    """The committed GenAI file, every span given secrets where a Jaeger export keeps them:
+    typed tags (a header, a URL's key, a model name and invocation parameters quoting one),
+    its name, its messages, a log's fields, its process's tags and service name."""
+    doc = json.loads((JAEGER / "openai_v2.jaeger.json").read_text())
+    for trace in doc["data"]:
+        for process in trace["processes"].values():
+            process["serviceName"] += f" token={SERVICE_TOKEN}"
+            process["tags"].append({"key": "api_key", "type": "string", "value": SERVICE_TOKEN})
+        for span in trace["spans"]:
+            span["operationName"] += f" Bearer {PROVIDER_KEY}"
+            for tag in span["tags"]:
+                if tag["key"] in ("gen_ai.request.model", "gen_ai.response.model"):
+                    tag["value"] += f"?api_key={PROVIDER_KEY}"
+                if tag["key"] == "gen_ai.input.messages":
+                    tag["value"] = tag["value"].replace(
+                        "You are the shop's assistant.", f"Use the key {PROVIDER_KEY}."
+                    )
+            span["tags"] += [
+                {"key": "http.request.header.authorization", "type": "string",
+                 "value": f"Bearer {PROVIDER_KEY}"},
+                {"key": "url.full", "type": "string",
+                 "value": f"https://example.com/v1/chat?key={INVOKE_KEY}"},
+                {"key": "llm.invocation_parameters", "type": "string",
+                 "value": json.dumps({"temperature": 0, "api_key": INVOKE_KEY})},
+            ]  # fmt: skip
+            span["logs"] = [
+                {"timestamp": span["startTime"], "fields": [
+                    {"key": "event", "type": "string", "value": f"retry api_key={LOG_KEY}"},
+                    {"key": "x-goog-api-key", "type": "string", "value": LOG_KEY}]}
+            ]  # fmt: skip
+    path = folder / "secrets.jaeger.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_an_import_of_a_jaeger_export_stores_no_secret(tmp_path):
+    """Jaeger's tags were taken as they came: a key in a span's messages, model name or
+    headers was stored in the messages, the manifest and the journal, and shown by sql."""
+    traces = _with_secrets(tmp_path)
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "j", "--store", store)
+    assert result.exit_code == 0, result.output
+    stored = b"".join(p.read_bytes() for p in sorted((store / "j").rglob("*")) if p.is_file())
+    secrets = (PROVIDER_KEY, INVOKE_KEY, SERVICE_TOKEN, LOG_KEY)
+    assert not [s for s in secrets if s.encode() in stored]
+    assert not [s for s in secrets if s in result.output]
+    found = cli("sql", "--store", store, "--format", "json",
+                "select message->>'$.data.response_metadata.model_name' as model "
+                "from messages where type = 'ai' limit 1")  # fmt: skip
+    assert json.loads(found.stdout) == [{"model": "gpt-4o-mini-2024-07-18?api_key=[redacted]"}]
+    # the same spans read as their OTLP request are: the messages, the secrets kept alike
+    spans = jaeger.read_spans(traces.read_bytes(), "j.json")
+    assert spans[0].attributes["http.request.header.authorization"] == "[redacted]"
+    assert spans[0].name.endswith("Bearer [redacted]")

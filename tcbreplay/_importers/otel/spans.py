@@ -194,7 +194,14 @@ def _scrub_unread_json(doc: dict[str, Any], batch: Batch) -> None:
 def _text(value: str, batch: Batch) -> str:
     """A name or message a span is read with (its sample's metadata, its error), scrubbed as
     an attribute's value is; counted in ``batch``."""
-    kept = scrub("", value)
+    return scrubbed("", value, batch)
+
+
+def scrubbed(name: str, value: Any, batch: Batch) -> Any:
+    """A plain value of attribute ``name`` (a span's name or message: ``""``) as tcbreplay
+    keeps it (:func:`scrub`); a redaction counted in ``batch``. For the span formats that
+    are not OTLP (Jaeger's tags), which are read without :func:`any_value`."""
+    kept = scrub(name, value)
     batch.redacted += int(kept is not value)
     return kept
 
