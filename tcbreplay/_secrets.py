@@ -19,7 +19,7 @@ import json
 import os
 import re
 import string
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -49,6 +49,23 @@ _PLAIN_KEYS = frozenset(
 _SECRET_PARTS = ("apikey", "accesskey", "secretkey", "privatekey", "password", "passwd",
                  "secret", "credential", "authorization", "accesstoken", "authtoken",
                  "sessionid")  # fmt: skip
+# Inside message content and tool calls' arguments, where a name that only ends in a secret's
+# word is ordinary data (page_token, boarding_pass, license_key, signature), a name is a
+# credential's when its last word is one of these, or its last two words run together are
+# (api_key, x-goog-api-key, aws_secret_access_key, refresh_token; a "pwd" alone is the working
+# folder), or it is "token" alone: see is_credential_name. (Each is a name the rule of
+# attributes redacts too: inside content, what is redacted is a part of what it redacts.)
+_CREDENTIAL_WORDS = frozenset(
+    {"password", "passwords", "passwd", "passphrase", "pwd", "secret", "secrets", "credential",
+     "credentials", "authorization", "auth", "cookie", "bearer", "apikey", "accesstoken",
+     "authtoken"}
+)  # fmt: skip
+_CREDENTIAL_PAIRS = frozenset(
+    {"apikey", "apikeys", "apitoken", "accesstoken", "refreshtoken", "idtoken", "authtoken",
+     "bearertoken", "sessiontoken", "securitytoken", "oauthtoken", "csrftoken", "xsrftoken",
+     "secrettoken", "privatetoken", "bottoken", "accesskey", "secretkey", "privatekey",
+     "signingkey", "encryptionkey", "masterkey", "subscriptionkey", "authkey"}
+)  # fmt: skip
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _AUTH_VALUE = re.compile(r"\s*(Bearer|Basic|Token|Digest)\s+\S{8,}", re.IGNORECASE)
@@ -61,6 +78,39 @@ def is_secret_name(name: str) -> bool:
     words = [w.lower() for w in _WORDS.findall(name)]
     compact = "".join(words)
     return any(w in _SECRET_WORDS for w in words) or any(p in compact for p in _SECRET_PARTS)
+
+
+def is_credential_name(name: str) -> bool:
+    """A name inside message content or a tool call's arguments that is a credential's
+    (``api_key``, ``password``, ``client_secret``, ``Authorization``, ``access_token``,
+    ``x-goog-api-key``, ``token``), not one that only ends in a secret's word
+    (``page_token``, ``next_page_token``, ``boarding_pass``, ``license_key``, ``s3_key``)."""
+    return _credential_words([w.lower() for w in _WORDS.findall(name)])
+
+
+def _credential_words(words: list[str]) -> bool:
+    if not words or words == ["pwd"]:
+        return False
+    return (
+        words[-1] in _CREDENTIAL_WORDS
+        or "".join(words[-2:]) in _CREDENTIAL_PAIRS
+        or words == ["token"]
+    )
+
+
+def _secret_words(words: list[str]) -> bool:
+    """The words of a name before a value in a text that say the value is a secret: ending in
+    a secret's word (``api_key``, ``x-auth-token``; not ``KeyError``, ``token_count``, a bare
+    ``key``)."""
+    return words not in ([], ["key"], ["keys"]) and _ends_in_secret(words)
+
+
+def _content_query_name(name: str) -> bool:
+    """A URL's query parameter inside message content whose value is a credential: a
+    credential's name, a bare ``key`` or ``sig`` (Gemini's ``?key=``, a signed URL's), a
+    ``signature`` (``X-Amz-Signature``)."""
+    words = [w.lower() for w in _WORDS.findall(name)]
+    return _credential_words(words) or words in (["key"], ["sig"]) or words[-1:] == ["signature"]
 
 
 @dataclass(frozen=True)
@@ -113,7 +163,7 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
         text = _pattern(secret).sub(REDACTED, text)
     text = _auth_values(text)
-    text = _cookies_and_flags(_named_values(text))
+    text = _cookies_and_flags(_named_values(text, _secret_words), _secret_words)
     return _KEY_FORMS.sub(REDACTED, text)
 
 
@@ -122,6 +172,8 @@ _AUTH_IN_TEXT = re.compile(
     r"\b((?:Bearer|Basic|Token)(?:\s|%20|\+)+)(?!\[redacted\])[A-Za-z0-9._~+/=-]{8,}",
     re.IGNORECASE,
 )  # (the space percent-encoded, or a "+", in a URL's query)
+# inside message content, the scheme's word stands alone: "--page-token VALUE" is data
+_AUTH_IN_CONTENT = re.compile(r"(?<![-.])" + _AUTH_IN_TEXT.pattern, re.IGNORECASE)
 # HTTP Digest's answer: its parameters to the line's end (``Digest username="...", ...``)
 _DIGEST_IN_TEXT = re.compile(r"\b(Digest\s+)(?!\[redacted\])(?=[A-Za-z]+=)[^\r\n]{8,}", re.I)
 # (a name is taken whole, never backtracked into: a text's every word is tried once)
@@ -154,20 +206,21 @@ def _credential(match: re.Match[str]) -> str:
 _AFTER_HEADER = re.compile(r"authorization\\?[\"']?\s*[:=]\s*\\?[\"']?\Z", re.IGNORECASE)
 
 
-def _auth_values(text: str) -> str:
-    """``text`` with the values after ``Bearer``, ``Basic``, ``Token`` (any case) and HTTP
-    Digest's parameters redacted."""
-    text = _AUTH_IN_TEXT.sub(_credential, text)
+def _auth_values(text: str, content: bool = False) -> str:
+    """``text`` with the values after ``Bearer``, ``Basic``, ``Token`` (any case; inside
+    ``content``, the word not the end of a name such as ``page-token``) and HTTP Digest's
+    parameters redacted."""
+    text = (_AUTH_IN_CONTENT if content else _AUTH_IN_TEXT).sub(_credential, text)
     if "igest" in text or "IGEST" in text:
         text = _DIGEST_IN_TEXT.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 
-def _named_value(match: re.Match[str]) -> str:
-    """A ``name: value`` of a text with its value redacted when the name ends in a secret's
-    word (``api_key``, ``x-auth-token``; not ``KeyError``, ``token_count``, a bare ``key``)."""
+def _named_value(match: re.Match[str], secret: Callable[[list[str]], bool]) -> str:
+    """A ``name: value`` of a text with its value redacted when the words of its name are a
+    ``secret``'s (:func:`_secret_words`, or inside content :func:`_credential_words`)."""
     words = [w.lower() for w in _WORDS.findall(match.group(1))]
-    if words in ([], ["key"], ["keys"]) or not _ends_in_secret(words):
+    if not secret(words):
         return match.group(0)
     return match.group(1) + match.group(2) + REDACTED
 
@@ -196,14 +249,31 @@ def scrub(name: str, value: Any) -> Any:
     credential: one quick test of the text (:func:`_may_hold_credential`) lets most by."""
     if is_secret_attribute(name):
         return REDACTED if value not in (None, "", REDACTED) else value
+    return _scrub_value(value, content=False)
+
+
+def scrub_content(name: str, value: Any) -> Any:
+    """A value inside a span's messages (their text or JSON text, a tool call's arguments or
+    result, the tools offered) as tcbreplay keeps it: as :func:`scrub` keeps an attribute's,
+    but a name says its value is a credential only when it is a credential's
+    (:func:`is_credential_name`: ``api_key``, ``password``; not ``page_token`` nor
+    ``boarding_pass``), and in a URL, a query parameter so named or a bare ``key``/``sig``
+    (:func:`_content_query_name`). Credentials by their form (a URL's user info, a
+    ``Bearer`` value, a provider's key) are redacted as anywhere else."""
+    if is_credential_name(name):
+        return REDACTED if value not in (None, "", REDACTED) else value
+    return _scrub_value(value, content=True)
+
+
+def _scrub_value(value: Any, content: bool) -> Any:
     if not isinstance(value, str) or len(value) < MIN_SECRET_LENGTH:
         return value
     if "://" in value:
-        return _scrub_text(value)
+        return _scrub_text(value, content)
     # (the length first: a call costs as much as a look for a word, and most values are short)
     if len(value) < _SHORTEST_CREDENTIAL or not _may_hold_credential(value):
         return value
-    return _scrub_text(value)
+    return _scrub_text(value, content)
 
 
 def scrub_json(value: Any, name: str = "") -> Any:
@@ -233,30 +303,33 @@ def scrub_json(value: Any, name: str = "") -> Any:
     return root[0]
 
 
-def _scrub_text(value: str) -> str:
-    """A text with its credentials redacted as :func:`scrub` finds them (``value`` itself when
-    it holds none); each look starts with a quick test of the text."""
+def _scrub_text(value: str, content: bool = False) -> str:
+    """A text with its credentials redacted as :func:`scrub` finds them (``content``: as
+    :func:`scrub_content` does; ``value`` itself when it holds none); each look starts with
+    a quick test of the text."""
     text = value
+    secret = _credential_words if content else _secret_words
     if "://" in text:
         # the user info of each URL, at the URL, whatever its length; and the password (the
         # user info, a secret parameter) wherever else the text echoes it, as redact does
         # (a user name alone is no secret: "the user manual" stays)
-        echoed = {v for _, values in _url_secrets(text) for v in values[-2:]}
+        query = _content_query_name if content else is_secret_name
+        echoed = {v for _, values in _url_secrets(text, query) for v in values[-2:]}
         text = _URL.sub(_without_userinfo, text)
-        for secret in sorted(echoed, key=len, reverse=True):
-            if len(secret) >= MIN_SECRET_LENGTH:
-                text = _pattern(secret).sub(REDACTED, text)
+        for echo in sorted(echoed, key=len, reverse=True):
+            if len(echo) >= MIN_SECRET_LENGTH:
+                text = _pattern(echo).sub(REDACTED, text)
     lower = text.lower()
     if any(word in lower for word in _AUTH_WORDS):  # (any space after: "Bearer\t")
-        text = _auth_values(text)
+        text = _auth_values(text, content)
     if (
         "sk-" in text or "AIza" in text or "AKIA" in text or "xox" in text or "eyJ" in text
         or ("_" in text and ("hf_" in text or _GITHUB_KEY.search(text)))
     ):  # fmt: skip
         text = _KEY_FORMS.sub(REDACTED, text)
     if ":" in text or "=" in text:
-        text = _named_values(text)
-    text = _cookies_and_flags(text)
+        text = _named_values(text, secret)
+    text = _cookies_and_flags(text, secret)
     return value if text == value else text
 
 
@@ -275,18 +348,19 @@ _OPTION_VALUE = re.compile(
 )
 
 
-def _cookies_and_flags(text: str) -> str:
-    """``text`` with the values of :data:`_COOKIE_VALUE` and :data:`_OPTION_VALUE` redacted."""
+def _cookies_and_flags(text: str, secret: Callable[[list[str]], bool] = _secret_words) -> str:
+    """``text`` with the values of :data:`_COOKIE_VALUE` and :data:`_OPTION_VALUE` (an option
+    whose name's words are a ``secret``'s) redacted."""
     if "--" in text:
-        text = _OPTION_VALUE.sub(_option_value, text)
+        text = _OPTION_VALUE.sub(lambda m: _option_value(m, secret), text)
     if ("ookie" in text or "OOKIE" in text) and (":" in text or "=" in text):
         text = _COOKIE_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
     return text
 
 
-def _option_value(match: re.Match[str]) -> str:
+def _option_value(match: re.Match[str], secret: Callable[[list[str]], bool]) -> str:
     words = [w.lower() for w in _WORDS.findall(match.group(2))]
-    if words in ([], ["key"], ["keys"]) or not _ends_in_secret(words):
+    if not secret(words):
         return match.group(0)
     return match.group(1) + REDACTED
 
@@ -302,9 +376,10 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
-def _named_values(text: str) -> str:
-    """``text`` with :data:`_NAMED_VALUE`'s secrets redacted, as its ``sub`` would, tried
-    only where a secret's word stands before ``:`` or ``=`` (the whole text is not scanned)."""
+def _named_values(text: str, secret: Callable[[list[str]], bool] = _secret_words) -> str:
+    """``text`` with :data:`_NAMED_VALUE`'s secrets (a name whose words are a ``secret``'s)
+    redacted, as its ``sub`` would, tried only where a secret's word stands before ``:`` or
+    ``=`` (the whole text is not scanned)."""
     lower = text.lower()
     if len(lower) != len(text):  # "İ" is two characters in lower case: places would shift
         lower = text.translate(_ASCII_LOWER)
@@ -324,7 +399,7 @@ def _named_values(text: str) -> str:
     for start in sorted(starts):
         match = _NAMED_VALUE.match(text, start) if start >= done else None
         if match:
-            out += [text[done:start], _named_value(match)]
+            out += [text[done:start], _named_value(match, secret)]
             done = match.end()
     return "".join(out) + text[done:]
 
@@ -420,10 +495,12 @@ def _without_userinfo(match: re.Match[str]) -> str:
     return f"{scheme}://{REDACTED}{rest[len(userinfo) :]}"
 
 
-def _url_secrets(text: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+def _url_secrets(
+    text: str, secret_name: Callable[[str], bool] = is_secret_name
+) -> Iterator[tuple[str, tuple[str, ...]]]:
     """Why, and which values, for each credential of a URL in ``text``: its user info (and
     the user and password in it; the user info and password last), and its query parameters
-    with a secret's name."""
+    with a secret's name (``secret_name``)."""
     for url in _URL.findall(text):
         try:
             parts = urlsplit(url)
@@ -436,7 +513,7 @@ def _url_secrets(text: str) -> Iterator[tuple[str, tuple[str, ...]]]:
             yield "holds a URL with a user name or password", values
         for query in (parts.query, parts.fragment):
             for key, value in parse_qsl(query, keep_blank_values=True):
-                if value and is_secret_name(key):
+                if value and secret_name(key):
                     yield f"holds a URL whose parameter {key!r} is secret", (value,)
 
 

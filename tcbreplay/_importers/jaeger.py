@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 from tcbreplay import _json
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile
 from tcbreplay._importers.otel.samples import read_samples
-from tcbreplay._importers.otel.spans import STATUS_ERROR, Batch, Event, Span, scrubbed
+from tcbreplay._importers.otel.spans import (
+    STATUS_ERROR,
+    Batch,
+    Event,
+    Span,
+    event_content,
+    scrubbed,
+    warn_content_redacted,
+)
 from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
@@ -47,7 +55,12 @@ def read(
     file: TraceFile, inputs: BenchmarkInputs | None, *, sample_by: str = "trace"
 ) -> SourceTraces:
     """The export's spans as samples."""
-    return read_samples(read_spans(file.data, file.name), file.name, inputs, sample_by)
+    batch = Batch()
+    spans = read_spans(file.data, file.name, batch)
+    try:
+        return read_samples(spans, file.name, inputs, sample_by)
+    finally:
+        warn_content_redacted(batch, file.name)
 
 
 def read_spans(data: bytes, label: str, batch: Batch | None = None) -> list[Span]:
@@ -72,6 +85,7 @@ def read_spans(data: bytes, label: str, batch: Batch | None = None) -> list[Span
             raise TraceError(f"{place}: a trace needs its spans")
         processes = trace.get("processes") or {}
         for j, raw in enumerate(trace["spans"]):
+            batch.where = f"{place}: spans[{j}]"
             try:
                 out.append(_span(raw, processes, batch))
             except (AttributeError, TypeError, ValueError, KeyError) as exc:
@@ -100,7 +114,9 @@ def _span(raw: dict[str, Any], processes: dict[str, Any], batch: Batch) -> Span:
         resource["service.name"] = scrubbed("service.name", process["serviceName"], batch)
     events = []
     for log in raw.get("logs") or []:
-        fields = _tags(log.get("fields"), batch)
+        raw_fields = log.get("fields") or []
+        named = next((f.get("value") for f in raw_fields if f.get("key") == "event"), None)
+        fields = _tags(raw_fields, batch, event_content(str(named or "")))
         name = fields.pop("event", "")
         events.append(Event(str(name), int(log.get("timestamp") or 0) * 1000, fields))
     return Span(
@@ -119,15 +135,16 @@ def _span(raw: dict[str, Any], processes: dict[str, Any], batch: Batch) -> Span:
     )
 
 
-def _tags(items: Any, batch: Batch) -> dict[str, Any]:
-    """Typed tags (``{key, type, value}``) as attributes, each value scrubbed by its key."""
+def _tags(items: Any, batch: Batch, content: str | None = None) -> dict[str, Any]:
+    """Typed tags (``{key, type, value}``) as attributes, each value scrubbed by its key
+    (``content``: inside a conversation, see :func:`scrubbed`)."""
     out: dict[str, Any] = {}
     for tag in items or []:
         value = tag.get("value")
         if tag.get("type") == "int64" and isinstance(value, str):
             value = int(value)
         key = str(tag["key"])
-        out[key] = scrubbed(key, value, batch)
+        out[key] = scrubbed(key, value, batch, content)
     return out
 
 

@@ -61,7 +61,10 @@ def read(
     """The file's spans as samples (see the module docstring)."""
     batch = read_batch(file.data, file.name)
     otlp.attach_logs(batch.spans, batch.logs)
-    return read_samples(batch.spans, file.name, inputs, sample_by)
+    try:
+        return read_samples(batch.spans, file.name, inputs, sample_by)
+    finally:
+        otlp.warn_content_redacted(batch, file.name)
 
 
 def read_batch(data: bytes, label: str) -> otlp.Batch:

@@ -145,6 +145,11 @@ def test_an_import_of_a_jaeger_export_stores_no_secret(tmp_path):
     secrets = (PROVIDER_KEY, INVOKE_KEY, SERVICE_TOKEN, LOG_KEY)
     assert not [s for s in secrets if s.encode() in stored]
     assert not [s for s in secrets if s in result.output]
+    assert (
+        "Warning: secrets.jaeger.json: 8 value(s) inside messages or tool calls held a "
+        "credential and are stored as [redacted], the first at data[0]: spans[0]: "
+        "gen_ai.input.messages" in result.output
+    )
     found = cli("sql", "--store", store, "--format", "json",
                 "select message->>'$.data.response_metadata.model_name' as model "
                 "from messages where type = 'ai' limit 1")  # fmt: skip

@@ -393,3 +393,146 @@ def test_a_formats_names_tags_and_metadata_are_stored_without_credentials(make, 
     assert not [s for s in META_SECRETS if s.encode() in stored]
     metadata = cli("sql", "select metadata from samples", "--format", "json", "--store", store)
     assert "[redacted]" in metadata.output
+
+
+# ---------------------------------------------------------------- inside messages
+
+# ordinary data in a conversation or a tool call's arguments that the name rule of attributes
+# redacted (a name ending in token, key or pass): kept in messages, redacted in attributes
+CONTENT_KEPT = [
+    '{"page_token": "CAESBgjQ2f8Y", "next_page_token": "CAESBgjQ2f8Z"}',
+    '{"pageToken": "CAESBgjQ2f8Y", "continuation_token": "c0nt1nuat10n"}',
+    '{"boarding_pass": "BP12345678", "s3_key": "reports/2024/q1.csv"}',
+    '{"license_key": "LK-1234-5678", "event_key": "evt_12345678"}',
+    "My boarding pass: BP12345678, please check in",
+    '{"type": "thinking", "signature": "EqQBCkgIARABGAIiQ"}',
+    "ran: lister --page-token CAESBgjQ2f8Y",
+    "see https://api.example.com/items?page_token=CAESBgjQ2f8Y",
+    "PWD=/home/agent/project",
+]
+# credentials there: by their names and by their forms
+CONTENT_REDACTED = [
+    ('{"api_key": "f3a9c1e7b5d2a8c4e6f0"}', '{"api_key": "[redacted]"}'),
+    ('{"password": "hunter2hunter2"}', '{"password": "[redacted]"}'),
+    ('{"client_secret": "abcdefgh12345678"}', '{"client_secret": "[redacted]"}'),
+    ('{"access_token": "ya29.a0AfH6SMxx"}', '{"access_token": "[redacted]"}'),
+    ('{"refreshToken": "1//0gLxxxxxxxx"}', '{"refreshToken": "[redacted]"}'),
+    ('{"x-goog-api-key": "abcdefgh12345678"}', '{"x-goog-api-key": "[redacted]"}'),
+    ("AWS_SECRET_ACCESS_KEY=abcdefgh12345678", "AWS_SECRET_ACCESS_KEY=[redacted]"),
+    ("token=abcdefgh12345678", "token=[redacted]"),
+    ("Authorization: Bearer abcdefgh12345678", "Authorization: Bearer [redacted]"),
+    (f"use {GEMINI_KEY} now", "use [redacted] now"),
+    ("is mongodb://u:p4ssw0rd99@db/x up?", "is mongodb://[redacted]@db/x up?"),
+    (
+        "mongodb://u:p4ssw0rd99@db/x with api_key=abcdefgh12345678",
+        "mongodb://[redacted]@db/x with api_key=[redacted]",
+    ),
+    (
+        "get https://g.example.com/m?key=abcdefgh12345678",
+        "get https://g.example.com/m?key=[redacted]",
+    ),
+    ("ran: tool --password QQQ555pw666 -v", "ran: tool --password [redacted] -v"),
+    ("Cookie: sid=abcdefgh1234; theme=dark", "Cookie: [redacted]"),
+]
+
+
+@pytest.mark.parametrize("text", CONTENT_KEPT)
+def test_ordinary_data_in_messages_is_kept_that_an_attribute_would_lose(text):
+    """Messages were scrubbed with the rule of attributes: a tool's page_token argument, a
+    boarding pass in the user's words, a thinking block's signature became [redacted]."""
+    assert _secrets.scrub_content("", text) == text
+    assert scrub("note", text) != text  # (an attribute's text keeps the broader rule)
+
+
+@pytest.mark.parametrize(("text", "kept"), CONTENT_REDACTED)
+def test_credentials_in_messages_are_still_redacted(text, kept):
+    assert _secrets.scrub_content("", text) == kept
+
+
+def test_a_field_named_as_a_credential_is_redacted_whole_inside_a_message():
+    assert _secrets.scrub_content("api_key", "f3a9c1e7") == REDACTED
+    assert _secrets.scrub_content("page_token", "f3a9c1e7") == "f3a9c1e7"
+    assert _secrets.is_credential_name("OPENAI_API_KEY")
+    assert not _secrets.is_credential_name("next_page_token")
+
+
+def _conversation_with(folder: Path, args: str, said: str) -> Path:
+    """openai-v2's real spans, the model's call to multiply_numbers given ``args`` too (JSON
+    members) and the user's question followed by ``said``."""
+    text = (OTEL / "openai_v2_latest.otlp.jsonl").read_text()
+    call, question = '{\\"a\\":7,\\"b\\":9', "Multiply 7 by 8 for me."
+    assert call in text and question in text
+    extra = json.dumps(args)[1:-1]  # (as the text of a JSON string)
+    text = text.replace(call, call + "," + extra).replace(question, f"{question} {said}")
+    path = folder / "spans.otlp.jsonl"
+    path.write_text(text)
+    return path
+
+
+def test_an_import_keeps_a_conversations_data_and_says_what_it_redacted(tmp_path):
+    """A tool call's ``page_token`` and ``boarding_pass`` arguments, and the user's "boarding
+    pass: ...", were stored as [redacted] without a word: the call scored as hallucinated,
+    the input matched no dataset entry."""
+    args = (
+        '"page_token":"CAESBgjQ2f8Y","boarding_pass":"BP12345678","api_key":"f3a9c1e7b5d2a8c4e6f0"'
+    )
+    said = "My boarding pass: BP12345678, next_page_token=CAESBgjQ2f8Y."
+    traces = _conversation_with(tmp_path, args, said)
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "kept", "--store", store)
+    assert result.exit_code == 0, result.output
+    calls = cli("sql", "--store", store, "--format", "json",
+                "select distinct to_json(args) as args from tool_calls "
+                "where name = 'multiply_numbers'")  # fmt: skip
+    assert calls.exit_code == 0, calls.output
+    assert [json.loads(r["args"]) for r in json.loads(calls.stdout)] == [
+        {"a": 7, "b": 9, "page_token": "CAESBgjQ2f8Y", "boarding_pass": "BP12345678",
+         "api_key": REDACTED}
+    ]  # fmt: skip
+    asked = cli("sql", "--store", store, "--format", "json",
+                "select distinct message->>'$.data.content' as content from messages "
+                "where type = 'human'")  # fmt: skip
+    assert f"Multiply 7 by 8 for me. {said}" in [r["content"] for r in json.loads(asked.stdout)]
+    assert b"f3a9c1e7b5d2a8c4e6f0" not in stored_bytes(store / "kept")
+    # said once, counted, with the first place
+    warned = [line for line in result.output.splitlines() if "held a credential" in line]
+    assert len(warned) == 1, result.output
+    assert warned[0].startswith("Warning: spans.otlp.jsonl: 3 value(s) inside messages or ")
+    assert "stored as [redacted], the first at line 1: span " in warned[0]
+    assert warned[0].split(", the first at ")[1].split(" (")[0].endswith(": gen_ai.output.messages")
+
+
+def test_an_import_with_nothing_redacted_in_its_messages_says_nothing_of_it(tmp_path):
+    traces = _conversation_with(tmp_path, '"page_token":"CAESBgjQ2f8Y"', "Thanks.")
+    result = cli("import", "--traces", traces, "--run-id", "plain", "--store", tmp_path / "s")
+    assert result.exit_code == 0, result.output
+    assert "held a credential" not in result.output
+
+
+def test_protobuf_spans_keep_a_conversations_data_as_json_ones_do():
+    request = trace_service_pb2.ExportTraceServiceRequest.FromString(
+        (OTEL / "openai_v2_latest.otlp.pb").read_bytes()
+    )
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    span.attributes.append(
+        common_pb2.KeyValue(
+            key="gen_ai.tool.call.arguments",
+            value=_value('{"page_token": "CAESBgjQ2f8Y", "password": "hunter2hunter2"}'),
+        )
+    )
+    batch = otlp.decode_proto(request.SerializeToString(), "request.pb")
+    kept = batch.spans[0].attributes["gen_ai.tool.call.arguments"]
+    assert kept == '{"page_token": "CAESBgjQ2f8Y", "password": "[redacted]"}'
+    assert batch.content_redacted == 1
+    assert (
+        batch.first_content == f"request.pb: span {span.span_id.hex()}: gen_ai.tool.call.arguments"
+    )
+
+
+def test_inside_messages_no_text_loses_more_than_as_an_attribute():
+    """The rule inside messages is narrower than an attribute's: whatever it redacts, an
+    attribute's rule redacts too (it adds no look of its own)."""
+    for parts in itertools.product(BEFORE, STARTS, BETWEEN, VALUES, AFTER):
+        text = "".join(parts)
+        if scrub("note", text) == text:
+            assert _secrets.scrub_content("", text) == text, text

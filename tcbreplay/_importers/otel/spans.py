@@ -15,13 +15,14 @@ import binascii
 import json
 import re
 import struct
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._secrets import scrub
-from tcbreplay.errors import InputError, TraceError
+from tcbreplay._secrets import REDACTED, scrub, scrub_content
+from tcbreplay.errors import InputError, TcbReplayWarning, TraceError
 
 # what the two requests hold at their top
 SPANS_KEY = "resourceSpans"
@@ -29,6 +30,36 @@ LOGS_KEY = "resourceLogs"
 # the status code of a span that failed (OTLP's STATUS_CODE_ERROR)
 STATUS_ERROR = 2
 OTEL_HINT = "pip install 'tcbreplay[otel]'"
+# The attributes that hold a conversation (its messages, the tool calls' arguments and
+# results, the tools offered), in each convention read (GenAI's, OpenLLMetry's indexed
+# gen_ai.prompt.N.*, OpenInference's, the Vercel AI SDK's), and the events whose attributes
+# and body are a message (GenAI's per-message events): a credential in them is redacted by
+# :func:`tcbreplay._secrets.scrub_content`, whose names are narrower than an attribute's (a
+# tool's ``page_token`` argument is data, an ``api_key`` one is not), and counted apart, to
+# be said (:func:`warn_content_redacted`): such a value no longer reads as it was written.
+CONTENT = frozenset(
+    {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+     "gen_ai.tool.definitions", "gen_ai.tool.description", "gen_ai.tool.call.arguments",
+     "gen_ai.tool.call.result", "gen_ai.prompt", "gen_ai.completion", "gen_ai.event.content",
+     "input.value", "output.value", "tool_call.function.arguments", "tool.parameters",
+     "tool.description", "ai.prompt", "ai.prompt.messages", "ai.prompt.tools",
+     "ai.response.text", "ai.response.toolCalls", "ai.response.object", "ai.toolCall.args",
+     "ai.toolCall.input", "ai.toolCall.result", "ai.toolCall.output"}
+)  # fmt: skip
+_CONTENT_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.",
+                     "llm.output_messages.", "llm.tools.")  # fmt: skip
+_CONTENT_EVENTS = "gen_ai."
+
+
+def is_content(name: str) -> bool:
+    """Whether attribute ``name`` holds a conversation (see :data:`CONTENT`)."""
+    return name in CONTENT or name.startswith(_CONTENT_PREFIXES)
+
+
+def event_content(name: str) -> str | None:
+    """Where an event's attributes and body are a message (GenAI's per-message events),
+    what to call them in a warning; else None."""
+    return f"event {name}" if name.startswith(_CONTENT_EVENTS) else None
 
 
 @dataclass(slots=True)
@@ -98,11 +129,35 @@ class Batch:
     # (an OTLP/JSON document is changed in place; a protobuf one is ``kept``, encoded again)
     redacted: int = 0
     kept: bytes | None = None
+    # of those, the values inside messages and tool calls (is_content), and where the first
+    # was; ``where``: the place of the span (log record) being read
+    content_redacted: int = 0
+    first_content: str = ""
+    where: str = ""
 
     def extend(self, other: Batch) -> None:
         self.spans.extend(other.spans)
         self.logs.extend(other.logs)
         self.redacted += other.redacted
+        self.content_redacted += other.content_redacted
+        self.first_content = self.first_content or other.first_content
+
+
+def warn_content_redacted(batch: Batch, label: str) -> None:
+    """Say in one warning how many values inside the messages and tool calls of ``label``
+    were redacted as credentials, and where the first was (a tool call's argument so
+    redacted no longer matches its gold value)."""
+    if not batch.content_redacted:
+        return
+    first = batch.first_content.removeprefix(f"{label}: ")
+    warnings.warn(
+        TcbReplayWarning(
+            f"{label}: {batch.content_redacted} value(s) inside messages or tool calls held a "
+            f"credential and are stored as {REDACTED}, the first at {first} (an argument so "
+            "redacted no longer matches its gold value)"
+        ),
+        stacklevel=2,
+    )
 
 
 def attach_logs(spans: Iterable[Span], logs: Iterable[LogRecord]) -> None:
@@ -128,22 +183,23 @@ def decode_json(doc: Any, place: str, whole: bool = False) -> Batch:
         return Batch()
     if not isinstance(doc, dict) or not (SPANS_KEY in doc or LOGS_KEY in doc):
         raise TraceError(f"{place}: not an OTLP export request (no {SPANS_KEY} nor {LOGS_KEY})")
-    batch = Batch()
+    batch = Batch(where=place)
     try:
         if whole:  # the document is kept (collect's received file): every text of it
             _scrub_unread_json(doc, batch)
         for rs in _list(doc.get(SPANS_KEY)):
+            batch.where = f"{place}: a resource"
             resource = _attributes((rs.get("resource") or {}).get("attributes"), batch)
             for ss in _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")):
                 scope = str(
                     (ss.get("scope") or ss.get("instrumentationLibrary") or {}).get("name") or ""
                 )
                 for raw in _list(ss.get("spans")):
-                    batch.spans.append(_json_span(raw, resource, scope, batch))
+                    batch.spans.append(_json_span(raw, resource, scope, batch, place))
         for rl in _list(doc.get(LOGS_KEY)):
             for sl in _list(rl.get("scopeLogs") or rl.get("instrumentationLibraryLogs")):
                 for raw in _list(sl.get("logRecords")):
-                    log = _json_log(raw, batch)
+                    log = _json_log(raw, batch, place)
                     if log is not None:
                         batch.logs.append(log)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
@@ -197,11 +253,22 @@ def _text(value: str, batch: Batch) -> str:
     return scrubbed("", value, batch)
 
 
-def scrubbed(name: str, value: Any, batch: Batch) -> Any:
+def scrubbed(name: str, value: Any, batch: Batch, content: str | None = None) -> Any:
     """A plain value of attribute ``name`` (a span's name or message: ``""``) as tcbreplay
-    keeps it (:func:`scrub`); a redaction counted in ``batch``. For the span formats that
-    are not OTLP (Jaeger's tags), which are read without :func:`any_value`."""
-    kept = scrub(name, value)
+    keeps it: by :func:`scrub`, or inside a conversation (``name`` one of :data:`CONTENT`,
+    or a field of ``content``, the attribute or event holding it) by
+    :func:`tcbreplay._secrets.scrub_content`; a redaction counted in ``batch``. Jaeger's
+    tags are read with it too."""
+    if content is None and is_content(name):
+        content = name
+    if content is None:
+        kept = scrub(name, value)
+    else:
+        kept = scrub_content(name, value)
+        if kept is not value:
+            batch.content_redacted += 1
+            if not batch.first_content:
+                batch.first_content = f"{batch.where}: {content}" if batch.where else content
     batch.redacted += int(kept is not value)
     return kept
 
@@ -299,7 +366,9 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
-def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str, batch: Batch) -> Span:
+def _json_span(
+    raw: dict[str, Any], resource: dict[str, Any], scope: str, batch: Batch, place: str
+) -> Span:
     status = raw.get("status") or {}
     code = status.get("code", 0)
     if isinstance(code, str):  # the enum's name, as protobuf's JSON printer writes it
@@ -308,6 +377,7 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str, batch:
     if not trace_id or not span_id:  # (its messages would be left out of its trace's sample)
         name = json.dumps(str(raw.get("name") or ""))
         raise ValueError(f"span {name} has no {'traceId' if not trace_id else 'spanId'}")
+    batch.where = f"{place}: span {span_id}"
     return Span(
         trace_id=trace_id,
         span_id=span_id,
@@ -316,19 +386,18 @@ def _json_span(raw: dict[str, Any], resource: dict[str, Any], scope: str, batch:
         start=_nanos(raw, "startTimeUnixNano"),
         end=_nanos(raw, "endTimeUnixNano"),
         attributes=_attributes(raw.get("attributes"), batch),
-        events=[
-            Event(
-                _text(str(e.get("name") or ""), batch),
-                _nanos(e, "timeUnixNano"),
-                _attributes(e.get("attributes"), batch),
-            )
-            for e in _list(raw.get("events"))
-        ],
+        events=[_json_event(e, batch) for e in _list(raw.get("events"))],
         status=int(code),
         status_message=_text(str(status.get("message") or ""), batch),
         resource=resource,
         scope=scope,
     )
+
+
+def _json_event(raw: dict[str, Any], batch: Batch) -> Event:
+    name = str(raw.get("name") or "")
+    attributes = _attributes(raw.get("attributes"), batch, event_content(name))
+    return Event(_text(name, batch), _nanos(raw, "timeUnixNano"), attributes)
 
 
 def _nanos(raw: dict[str, Any], key: str) -> int:
@@ -340,30 +409,35 @@ def _nanos(raw: dict[str, Any], key: str) -> int:
     return value
 
 
-def _json_log(raw: dict[str, Any], batch: Batch) -> LogRecord | None:
+def _json_log(raw: dict[str, Any], batch: Batch, place: str) -> LogRecord | None:
     trace_id = _hex_id(raw.get("traceId"), 16)
     span_id = _hex_id(raw.get("spanId"), 8)
     if not trace_id or not span_id:
         return None
+    batch.where = f"{place}: a log record of span {span_id}"
     attributes = _attributes(raw.get("attributes"), batch)
     name = _text(str(raw.get("eventName") or attributes.get("event.name") or ""), batch)
     time = _nanos(raw, "timeUnixNano") or _nanos(raw, "observedTimeUnixNano")
-    body = any_value(raw["body"], "", batch) if raw.get("body") else None
+    content = event_content(name)
+    body = any_value(raw["body"], "", batch, content) if raw.get("body") else None
     return LogRecord(trace_id, span_id, Event(str(name), time, attributes, body))
 
 
-def _attributes(items: Any, batch: Batch) -> dict[str, Any]:
-    """OTLP key-value pairs as a dict."""
+def _attributes(items: Any, batch: Batch, content: str | None = None) -> dict[str, Any]:
+    """OTLP key-value pairs as a dict (``content``: inside a conversation, see
+    :func:`scrubbed`)."""
     out: dict[str, Any] = {}
     for item in _list(items):
         key = str(item["key"])
-        out[key] = any_value(item.setdefault("value", {}) or {}, key, batch)
+        out[key] = any_value(item.setdefault("value", {}) or {}, key, batch, content)
     return out
 
 
-def any_value(value: dict[str, Any], name: str, batch: Batch) -> Any:
+def any_value(value: dict[str, Any], name: str, batch: Batch, content: str | None = None) -> Any:
     """An OTLP/JSON ``AnyValue`` (of an attribute ``name``) as a Python value; a secret's
-    value redacted (:func:`scrub`), in ``value`` too, and counted in ``batch``."""
+    value redacted (:func:`scrubbed`), in ``value`` too, and counted in ``batch``."""
+    if content is None and is_content(name):
+        content = name
     if "stringValue" in value:
         decoded = value["stringValue"]
     elif "intValue" in value:
@@ -374,18 +448,17 @@ def any_value(value: dict[str, Any], name: str, batch: Batch) -> Any:
         decoded = bool(value["boolValue"])
     elif "arrayValue" in value:
         items = _list((value["arrayValue"] or {}).get("values"))
-        decoded = [any_value(v, "", batch) for v in items]
+        decoded = [any_value(v, "", batch, content) for v in items]
     elif "kvlistValue" in value:
-        decoded = _attributes((value["kvlistValue"] or {}).get("values"), batch)
+        decoded = _attributes((value["kvlistValue"] or {}).get("values"), batch, content)
     elif "bytesValue" in value:
         decoded = value["bytesValue"]
     else:
         decoded = None
-    kept = scrub(name, decoded)
+    kept = scrubbed(name, decoded, batch, content)
     if kept is not decoded:
         value.clear()
         value["stringValue"] = kept
-        batch.redacted += 1
     return kept
 
 
@@ -502,7 +575,7 @@ def decode_proto(body: bytes, place: str, whole: bool = False) -> Batch:
     except DecodeError as exc:
         request = None
         problem = str(exc)
-    batch = Batch()
+    batch = Batch(where=place)
     if request is not None:
         # A logs request reads as a traces request whose "spans" (its log records) have no
         # ids (the fields that hold them in a span have other types in a log record): such
@@ -528,15 +601,17 @@ def decode_proto(body: bytes, place: str, whole: bool = False) -> Batch:
             if whole:  # the request is kept (collect's received file): every text of it
                 _scrub_unread_proto(request, _READ_PROTO_TRACES, batch)
             for rs in request.resource_spans:
+                batch.where = f"{place}: a resource"
                 resource = _proto_attributes(rs.resource.attributes, batch)
                 for ss in rs.scope_spans:
                     for s in ss.spans:
+                        batch.where = f"{place}: span {s.span_id.hex()}"
                         batch.spans.append(_proto_span(s, resource, ss.scope.name, batch))
             refuse_surrogates(batch, place)
             if batch.redacted:
                 batch.kept = request.SerializeToString()
             return batch
-        batch.redacted = 0
+        batch = Batch(where=place)
     try:
         logs = logs_pb2.ExportLogsServiceRequest.FromString(body)
     except DecodeError as exc:
@@ -550,10 +625,14 @@ def decode_proto(body: bytes, place: str, whole: bool = False) -> Batch:
             for r in sl.log_records:
                 if len(r.trace_id) != 16 or len(r.span_id) != 8:
                     continue
+                batch.where = f"{place}: a log record of span {r.span_id.hex()}"
                 attributes = _proto_attributes(r.attributes, batch)
                 name = getattr(r, "event_name", "") or attributes.get("event.name") or ""
                 name = _text(str(name), batch)
-                body_value = _proto_value(r.body, "", batch) if r.HasField("body") else None
+                content = event_content(name)
+                body_value = (
+                    _proto_value(r.body, "", batch, content) if r.HasField("body") else None
+                )
                 time = r.time_unix_nano or r.observed_time_unix_nano
                 event = Event(str(name), time, attributes, body_value)
                 batch.logs.append(LogRecord(r.trace_id.hex(), r.span_id.hex(), event))
@@ -615,7 +694,11 @@ def _proto_span(s: Any, resource: dict[str, Any], scope: str, batch: Batch) -> S
         end=s.end_time_unix_nano,
         attributes=_proto_attributes(s.attributes, batch),
         events=[
-            Event(_text(e.name, batch), e.time_unix_nano, _proto_attributes(e.attributes, batch))
+            Event(
+                _text(e.name, batch),
+                e.time_unix_nano,
+                _proto_attributes(e.attributes, batch, event_content(e.name)),
+            )
             for e in s.events
         ],
         status=s.status.code,
@@ -625,26 +708,27 @@ def _proto_span(s: Any, resource: dict[str, Any], scope: str, batch: Batch) -> S
     )
 
 
-def _proto_attributes(items: Any, batch: Batch) -> dict[str, Any]:
-    return {kv.key: _proto_value(kv.value, kv.key, batch) for kv in items}
+def _proto_attributes(items: Any, batch: Batch, content: str | None = None) -> dict[str, Any]:
+    return {kv.key: _proto_value(kv.value, kv.key, batch, content) for kv in items}
 
 
-def _proto_value(v: Any, name: str, batch: Batch) -> Any:
+def _proto_value(v: Any, name: str, batch: Batch, content: str | None = None) -> Any:
     """A protobuf ``AnyValue`` as :func:`any_value` reads it, a secret's value redacted in
     ``v`` too."""
+    if content is None and is_content(name):
+        content = name
     kind = v.WhichOneof("value")
     if kind == "array_value":
-        decoded: Any = [_proto_value(x, "", batch) for x in v.array_value.values]
+        decoded: Any = [_proto_value(x, "", batch, content) for x in v.array_value.values]
     elif kind == "kvlist_value":
-        decoded = _proto_attributes(v.kvlist_value.values, batch)
+        decoded = _proto_attributes(v.kvlist_value.values, batch, content)
     elif kind == "bytes_value":
         decoded = base64.b64encode(v.bytes_value).decode("ascii")
     else:
         decoded = None if kind is None else getattr(v, kind)
-    kept = scrub(name, decoded)
+    kept = scrubbed(name, decoded, batch, content)
     if kept is not decoded:
         v.string_value = kept
-        batch.redacted += 1
     return kept
 
 
