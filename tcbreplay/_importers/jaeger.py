@@ -27,9 +27,11 @@ from tcbreplay._importers.otel.spans import (
     Event,
     Span,
     event_content,
+    number,
     scrubbed,
     warn_content_redacted,
 )
+from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
 if TYPE_CHECKING:
@@ -89,7 +91,8 @@ def read_spans(data: bytes, label: str, batch: Batch | None = None) -> list[Span
             try:
                 out.append(_span(raw, processes, batch))
             except (AttributeError, TypeError, ValueError, KeyError) as exc:
-                detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                # (redacted: an exception's text may quote a value, which may be a secret)
+                detail = f"{type(exc).__name__}: {' '.join(redact(str(exc)).split())[:200]}"
                 raise TraceError(f"{place}: spans[{j}]: not a Jaeger span ({detail})") from exc
     return out
 
@@ -141,9 +144,9 @@ def _tags(items: Any, batch: Batch, content: str | None = None) -> dict[str, Any
     out: dict[str, Any] = {}
     for tag in items or []:
         value = tag.get("value")
-        if tag.get("type") == "int64" and isinstance(value, str):
-            value = int(value)
         key = str(tag["key"])
+        if tag.get("type") == "int64" and isinstance(value, str):
+            value = number(value, int, key, batch, "int64 value")
         out[key] = scrubbed(key, value, batch, content)
     return out
 

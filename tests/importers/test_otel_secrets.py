@@ -536,3 +536,64 @@ def test_inside_messages_no_text_loses_more_than_as_an_attribute():
         text = "".join(parts)
         if scrub("note", text) == text:
             assert _secrets.scrub_content("", text) == text, text
+
+
+# ---------------------------------------------------------------- errors quote no value
+
+PASSWORD = "correcthorsebatterystaple"
+
+
+def _with_a_bad_number(field: str) -> tuple[bytes, str]:
+    """openai-v2's first request, its first span given a ``db.password`` whose ``field``
+    (intValue, doubleValue) is a password, not a number; and that span's id."""
+    doc = json.loads((OTEL / "openai_v2_latest.otlp.jsonl").read_text().splitlines()[0])
+    span = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"].append({"key": "db.password", "value": {field: PASSWORD}})
+    return json.dumps(doc).encode(), span["spanId"]
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"), [("intValue", "an integer"), ("doubleValue", "a number")]
+)
+def test_a_value_that_is_no_number_is_named_not_quoted(field, expected, tmp_path):
+    """The error quoted Python's: ``invalid literal for int() with base 10:
+    'correcthorsebatterystaple'``, the value of a db.password, and named no span."""
+    body, span_id = _with_a_bad_number(field)
+    traces = tmp_path / "bad.otlp.jsonl"
+    traces.write_bytes(body + b"\n")
+    store = tmp_path / "store"
+    result = cli("import", "--traces", traces, "--run-id", "bad", "--store", store)
+    assert result.exit_code == 2, result.output
+    assert PASSWORD not in result.output
+    assert result.output.startswith(
+        f"Error: bad.otlp.jsonl: line 1: span {span_id}: attribute 'db.password': its {field} "
+        f"is not {expected} (the value is not shown)\n"
+    )
+    assert not (store / "bad").exists()
+
+
+def test_collect_answers_a_value_that_is_no_number_without_quoting_it(tmp_path):
+    body, span_id = _with_a_bad_number("intValue")
+    with collecting(tmp_path / "store") as (endpoint, log, _summary):
+        status, answer = post(f"{endpoint}/v1/traces", body, "application/json")
+    assert status == 400
+    assert PASSWORD.encode() not in answer and not [line for line in log if PASSWORD in line]
+    assert f"span {span_id}: attribute 'db.password': its intValue is not an integer" in (
+        answer.decode()
+    )
+
+
+def test_a_jaeger_tag_that_is_no_number_is_named_not_quoted(tmp_path):
+    doc = json.loads((OTEL / "jaeger" / "openai_v2.jaeger.json").read_text())
+    doc["data"][0]["spans"][1]["tags"].append(
+        {"key": "db.password", "type": "int64", "value": PASSWORD}
+    )
+    traces = tmp_path / "bad.jaeger.json"
+    traces.write_text(json.dumps(doc))
+    result = cli("import", "--traces", traces, "--run-id", "bad", "--store", tmp_path / "s")
+    assert result.exit_code == 2, result.output
+    assert PASSWORD not in result.output
+    assert result.output.startswith(
+        "Error: bad.jaeger.json: data[0]: spans[1]: attribute 'db.password': its int64 value "
+        "is not an integer (the value is not shown)"
+    )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._secrets import REDACTED, scrub, scrub_content
+from tcbreplay._secrets import REDACTED, redact, scrub, scrub_content
 from tcbreplay.errors import InputError, TcbReplayWarning, TraceError
 
 # what the two requests hold at their top
@@ -203,7 +203,8 @@ def decode_json(doc: Any, place: str, whole: bool = False) -> Batch:
                     if log is not None:
                         batch.logs.append(log)
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
-        detail = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        # (redacted: an exception's text may quote a value, and the value may be a secret)
+        detail = f"{type(exc).__name__}: {' '.join(redact(str(exc)).split())[:200]}"
         raise TraceError(f"{place}: not a readable OTLP export request ({detail})") from exc
     refuse_surrogates(batch, place)
     return batch
@@ -441,9 +442,9 @@ def any_value(value: dict[str, Any], name: str, batch: Batch, content: str | Non
     if "stringValue" in value:
         decoded = value["stringValue"]
     elif "intValue" in value:
-        decoded = int(value["intValue"])
+        decoded = number(value["intValue"], int, name, batch)
     elif "doubleValue" in value:
-        decoded = float(value["doubleValue"])
+        decoded = number(value["doubleValue"], float, name, batch)
     elif "boolValue" in value:
         decoded = bool(value["boolValue"])
     elif "arrayValue" in value:
@@ -460,6 +461,24 @@ def any_value(value: dict[str, Any], name: str, batch: Batch, content: str | Non
         value.clear()
         value["stringValue"] = kept
     return kept
+
+
+def number(
+    raw: Any, kind: type[int] | type[float], name: str, batch: Batch, field_: str = ""
+) -> Any:
+    """An attribute's ``intValue`` (``doubleValue``; ``field_``: what the format calls it) as
+    ``kind``; a :class:`TraceError` naming the span and the attribute, not the value (an
+    attribute may hold a secret, as a ``db.password`` whose value is no number does), for
+    one that is none."""
+    try:
+        return kind(raw)
+    except (TypeError, ValueError, OverflowError):
+        what = f"attribute {name!r}" if name else "an attribute's array item"
+        field_ = field_ or ("intValue" if kind is int else "doubleValue")
+        expected = "an integer" if kind is int else "a number"
+        raise TraceError(
+            f"{batch.where}: {what}: its {field_} is not {expected} (the value is not shown)"
+        ) from None
 
 
 def _hex_id(value: Any, size: int) -> str:
