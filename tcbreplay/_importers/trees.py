@@ -5,7 +5,9 @@ The messages are those the first model call was given, then, in the order the ca
 each model call's answer (a model turn, with its tool calls) and each tool call's result (a
 tool message, for the call whose id it names, else the first unanswered call of its name). A
 result no tool call of the trace gave, but a later model call was given, is taken from that
-model call's messages (a tool run outside the tracing).
+model call's messages (a tool run outside the tracing). A call id may come again in a later
+turn (servers that number each turn's calls from ``call_0``): a result answers the latest
+unanswered call of its id, and one taken from a model call's messages the call of its turn.
 
 Messages are read in each shape these traces hold them: LangChain's serialised form
 (``{"lc": 1, "type": "constructor", "id": [..., "AIMessage"], "kwargs": {...}}``),
@@ -38,9 +40,11 @@ class Conversation:
 
     def __init__(self) -> None:
         self.messages: list[Any] = []
-        # (call id, tool name, arguments) of the calls not yet answered
-        self._pending: list[tuple[str, str, Any]] = []
+        # (call id, tool name, arguments, turn: the model turns up to its own) of the calls
+        # not yet answered
+        self._pending: list[tuple[str, str, Any, int]] = []
         self._answered: set[str] = set()
+        self._turns = 0
 
     def model_call(self, given: list[Any], answer: Any) -> None:
         """A model call: the messages it was given, and its answer (None if it failed)."""
@@ -48,8 +52,10 @@ class Conversation:
             for message in given:
                 self._add(message)
         else:
+            turn = 0  # the model turns of ``given`` up to the message
             for message in given:
-                if message.type == "tool" and self._open(message.tool_call_id):
+                turn += message.type == "ai"
+                if message.type == "tool" and self._open(message.tool_call_id, turn):
                     self._add(message)  # a result no tool call of the trace gave
         if answer is not None:
             self._add(answer)
@@ -63,7 +69,7 @@ class Conversation:
         else the first unanswered call of its name."""
         from langchain_core.messages import ToolMessage
 
-        if call_id and call_id in self._answered:
+        if call_id and call_id in self._answered and not self._waiting(call_id):
             return  # among the messages already
         if not call_id:
             named = [p for p in self._pending if p[1] == name] or self._pending
@@ -71,19 +77,33 @@ class Conversation:
             call_id = (same or named)[0][0] if named else ""
         self._add(ToolMessage(content=content, tool_call_id=call_id, name=name, status=status))
 
-    def _open(self, call_id: str) -> bool:
-        return call_id not in self._answered and any(p[0] == call_id for p in self._pending)
+    def _waiting(self, call_id: str) -> bool:
+        return any(p[0] == call_id for p in self._pending)
+
+    def _open(self, call_id: str, turn: int) -> bool:
+        """Whether a result of a model call's messages, after its ``turn``-th model turn,
+        answers a call not yet answered: the call of its id, of that turn where the id was
+        answered before (made again in a later turn)."""
+        if call_id not in self._answered:
+            return self._waiting(call_id)
+        return any(p[0] == call_id and p[3] == turn for p in self._pending)
 
     def _add(self, message: Any) -> None:
         if message.type == "tool":
             self._insert_result(message)
         else:
             self.messages.append(message)
+            self._turns += message.type == "ai"
         for call in getattr(message, "tool_calls", None) or []:
-            self._pending.append((call.get("id") or "", call.get("name") or "", call.get("args")))
+            self._pending.append(
+                (call.get("id") or "", call.get("name") or "", call.get("args"), self._turns)
+            )
         if message.type == "tool":
             self._answered.add(message.tool_call_id)
-            self._pending = [p for p in self._pending if p[0] != message.tool_call_id]
+            # (the latest call of the id: one made again later is the one waiting)
+            waiting = [k for k, p in enumerate(self._pending) if p[0] == message.tool_call_id]
+            if waiting:
+                del self._pending[waiting[-1]]
 
     def _insert_result(self, result: Any) -> None:
         """A tool result after the results of calls made before its call in the same turn

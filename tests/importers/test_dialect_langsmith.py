@@ -489,3 +489,109 @@ def test_wrap_openai_traces_import_with_their_results_paired_and_their_tokens(
         ("tool", "hello Ünal", "c2", None, None),
         ("ai", "done", None, 30, 2),
     ]
+
+
+def _reused_ids_told(*, mul_traced: bool):
+    """A conversation whose server numbers each turn's calls from ``call_0``: add, then mul,
+    both ``call_0``; the mul tool run traced or not (then its result is in the last model
+    call's messages only)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from tcbreplay._importers.trees import Conversation
+
+    asked = HumanMessage("What is 2 plus 3, times 2?")
+    add = AIMessage("", tool_calls=[{"id": "call_0", "name": "add", "args": {"a": 2, "b": 3}}])
+    mul = AIMessage("", tool_calls=[{"id": "call_0", "name": "mul", "args": {"a": 5, "b": 2}}])
+    five = ToolMessage("5", tool_call_id="call_0", name="add")
+    ten = ToolMessage("10", tool_call_id="call_0", name="mul")
+    told = Conversation()
+    told.model_call([asked], add)
+    told.tool_call("add", "5", "call_0")
+    told.model_call([asked, add, five], mul)
+    if mul_traced:
+        told.tool_call("mul", "10", "call_0")
+    told.model_call([asked, add, five, mul, ten], AIMessage("10"))
+    return [(m.type, m.content) for m in told.messages]
+
+
+@pytest.mark.parametrize("mul_traced", [True, False])
+def test_a_call_id_made_again_in_a_later_turn_gets_its_own_result(mul_traced):
+    """The second call_0's result was taken for one already among the messages and left
+    out (or, its tool run untraced, the first call_0's result taken for it)."""
+    assert _reused_ids_told(mul_traced=mul_traced) == [
+        ("human", "What is 2 plus 3, times 2?"),
+        ("ai", ""),
+        ("tool", "5"),
+        ("ai", ""),
+        ("tool", "10"),
+        ("ai", "10"),
+    ]
+
+
+@pytest.mark.slow  # (LangGraph, LangChain's OpenAI client and tracer imported, run: 3 s)
+def test_a_real_trace_whose_server_reuses_call_ids_keeps_every_result(tmp_path):
+    """A LangGraph agent (``create_agent``) on LangChain's real ``ChatOpenAI``, against a
+    server that numbers each turn's calls from ``call_0`` (as several OpenAI-compatible
+    servers do; answers served by a mock transport), traced by LangChain's own LangSmith
+    tracer into the loopback LangSmith: the second turn's result, ``10``, was missing from
+    the stored messages."""
+    import httpx
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+    from langchain_core.tracers.langchain import LangChainTracer
+    from langchain_openai import ChatOpenAI
+    from langsmith import Client
+    from langsmith_server import SESSION_ID, LangSmithServer
+
+    def answer(content, call=None):
+        calls = None if call is None else [{"id": "call_0", "type": "function", "function": {
+            "name": call[0], "arguments": json.dumps(call[1])}}]  # fmt: skip
+        return {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
+                             "message": {"role": "assistant", "content": content,
+                                         "tool_calls": calls}}]}  # fmt: skip
+
+    answers = iter([answer(None, ("add", {"a": 2, "b": 3})),
+                    answer(None, ("mul", {"a": 5, "b": 2})), answer("10")])  # fmt: skip
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=next(answers)))
+
+    @tool
+    def add(a: int, b: int) -> str:
+        """Add two numbers."""
+        return str(a + b)
+
+    @tool
+    def mul(a: int, b: int) -> str:
+        """Multiply two numbers."""
+        return str(a * b)
+
+    model = ChatOpenAI(model="m", api_key="not-needed", base_url="http://model.invalid/v1",
+                       http_client=httpx.Client(transport=transport))  # fmt: skip
+    agent = create_agent(model, tools=[add, mul])
+    with LangSmithServer("multipart") as server:
+        client = Client(api_url=server.url, api_key="lsv2_pt_" + "0" * 32 + "_0000000000")
+        tracer = LangChainTracer(client=client, project_name="p")
+        agent.invoke({"messages": [{"role": "user", "content": "What is 2 plus 3, times 2?"}]},
+                     {"callbacks": [tracer]})  # fmt: skip
+        tracer.wait_for_futures()
+        client.flush()
+        listed = Client(api_url=server.url, api_key="x", auto_batch_tracing=False)
+        runs = [r.model_dump(mode="json") for r in listed.list_runs(project_id=SESSION_ID)]
+    tool_runs = [r for r in runs if r["run_type"] == "tool"]
+    assert [r["outputs"]["output"]["tool_call_id"] for r in tool_runs] == ["call_0"] * 2
+    traces = tmp_path / "runs.jsonl"
+    traces.write_text("".join(json.dumps(run) + "\n" for run in runs))
+    root = tmp_path / "traces"
+    result = cli("import", "--traces", traces, "--run-id", "w", "--store", root)
+    assert result.exit_code == 0, result.output
+    rows = cli("sql", "--store", root, "--format", "json", "select type, message->>'$.data."
+               "content' content, message->>'$.data.tool_call_id' call from messages "
+               "order by position")  # fmt: skip
+    assert [(r["type"], r["content"], r["call"]) for r in json.loads(rows.stdout)] == [
+        ("human", "What is 2 plus 3, times 2?", None),
+        ("ai", "", None),
+        ("tool", "5", "call_0"),
+        ("ai", "", None),
+        ("tool", "10", "call_0"),
+        ("ai", "10", None),
+    ]
