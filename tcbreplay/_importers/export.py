@@ -21,7 +21,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcbreplay import _json
 from tcbreplay._importers.openai import to_openai
@@ -36,6 +36,9 @@ from tcbreplay.errors import (
     TcbReplayWarning,
     TraceError,
 )
+
+if TYPE_CHECKING:
+    from tcbreplay._importers.otel.write import Unsent
 
 EXPORT_FORMATS = ("langchain", "openai", "otlp")
 TRACES = "traces.jsonl"
@@ -73,14 +76,15 @@ def export_traces(
             detail = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise StoreError(f"{run.dir / DATASET}: unreadable dataset file: {detail}") from exc
         tools = (manifest.get("tools") or {}).get("specs") or []
-        if fmt != "langchain":
-            _warn_of_user_calls(run, fmt)
+        user_calls = _user_calls(run) if fmt != "langchain" else 0
         stored = (t for t in traces if t["status"] != "missing")
+        unsent = None
         if fmt == "otlp":
-            from tcbreplay._importers.otel.write import requests
+            from tcbreplay._importers.otel.write import Unsent, requests
 
+            unsent = Unsent()
             model = (manifest.get("model") or {}).get("name")
-            found = requests(run.run_id, stored, dataset.entries(), tools, model)
+            found = requests(run.run_id, stored, dataset.entries(), tools, model, unsent)
             lines = ((request, False) for request in found)
         else:
             lines = ((_stored_line(run, trace, dataset, fmt), trace["plain"]) for trace in stored)
@@ -92,6 +96,7 @@ def export_traces(
             files.write(written[0], partial(_write_lines, lines=lines))
             for path, text in zip(written[1:], texts, strict=True):
                 files.write(path, partial(_write_text, text=text))
+        _warn_of_left_out(run, fmt, user_calls, unsent)
     return written
 
 
@@ -156,10 +161,34 @@ class Dataset:
         return "".join(self.text[spans[2 * k] : spans[2 * k + 1]] + "\n" for k in kept)
 
 
-def _warn_of_user_calls(run: Run, fmt: str) -> None:
-    """Warn that the user's own tool calls (τ²-bench's user, in dual control) are left out:
-    the OpenAI and OTLP forms give only the assistant calls (an import of the export scores
-    ``--side user`` and ``both`` otherwise)."""
+def _warn_of_left_out(run: Run, fmt: str, user_calls: int, unsent: Unsent | None) -> None:
+    """Warn, in one line, of what the export leaves out: the user's own tool calls
+    (τ²-bench's user, in dual control), which the OpenAI and OTLP forms cannot hold (they
+    give only the assistant calls: an import of the export scores ``--side user`` and
+    ``both`` otherwise); and in OTLP, the messages after a trial's last model answer, which
+    no model call was sent (see :mod:`tcbreplay._importers.otel.write`)."""
+    left = []
+    if user_calls:
+        left.append(f"{user_calls} user messages of run {run.run_id} make tool calls")
+    if unsent is not None and unsent.count:
+        of_run = "" if left else f" of run {run.run_id}"
+        left.append(
+            f"{unsent.count} messages{of_run} come after their trial's last model answer (the "
+            f"first in {unsent.first})"
+        )
+    if left:
+        warnings.warn(
+            TcbReplayWarning(
+                f"{' and '.join(left)}, which --format {fmt} cannot hold: they are left out "
+                "(--format langchain keeps them)"
+            ),
+            stacklevel=3,
+        )
+
+
+def _user_calls(run: Run) -> int:
+    """How many of the run's user messages make tool calls (τ²-bench's user, in dual
+    control)."""
     import pyarrow.compute as pc
 
     from tcbreplay._store.parquet import read_table
@@ -171,15 +200,7 @@ def _warn_of_user_calls(run: Run, fmt: str) -> None:
         raise StoreError(f"{run.dir / MESSAGES}: cannot read it: {exc}") from exc
     human = pc.equal(table["type"], "human")
     calling = pc.and_(human, pc.not_equal(pc.fill_null(table["calls"], "[]"), "[]"))
-    count = pc.sum(calling).as_py() or 0
-    if count:
-        warnings.warn(
-            TcbReplayWarning(
-                f"{count} user messages of run {run.run_id} make tool calls, which --format "
-                f"{fmt} cannot hold: they are left out (--format langchain keeps them)"
-            ),
-            stacklevel=2,
-        )
+    return int(pc.sum(calling).as_py() or 0)
 
 
 def _held(run: Run) -> set[str]:

@@ -270,8 +270,17 @@ def test_the_users_own_tool_calls_are_kept_or_said_left_out(tmp_path, fmt):
             (user[0]["tsa"], user[0]["tp"], user[0]["n_samples"])
         ] * 2
         assert user[0]["tsa"] > 0
-    else:
+    elif fmt == "openai":
         assert warned == [
             f"Warning: {calling} user messages of run tel make tool calls, which --format {fmt} "
             "cannot hold: they are left out (--format langchain keeps them)"
         ]
+    else:  # (and the user's last words, after the agent's last answer: no span holds them)
+        assert len(warned) == 1
+        assert warned[0].startswith(
+            f"Warning: {calling} user messages of run tel make tool calls and 5 messages come "
+            "after their trial's last model answer (the first in sample "
+        )
+        assert warned[0].endswith(
+            "which --format otlp cannot hold: they are left out (--format langchain keeps them)"
+        )

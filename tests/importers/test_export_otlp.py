@@ -153,3 +153,40 @@ def test_an_imported_run_of_two_turns_a_missing_sample_and_roles_reads_back_equa
     before = json.loads(cli("score", "imp", "--format", "json", "--store", root).stdout)
     assert summary["write_exact"] == before["write_exact"] == 2 / 3  # (s3 missing)
     assert summary["n_samples"] == 3
+
+
+# the messages after their trial's last model answer that are no tool result
+_AFTER_LAST_ANSWER = """
+with last as (select sample_index, max(position) as answered from messages where type = 'ai'
+              group by all)
+select count(*) as n from messages join last using (sample_index)
+where position > answered and type <> 'tool'
+"""
+
+
+def test_messages_after_the_last_answer_are_said_left_out(tmp_path):
+    """τ²-bench's user says a last word after the agent's last answer (``###STOP###``,
+    ``###TRANSFER###``): no span held it, and the export dropped it without a word (its
+    import had fewer messages than the run)."""
+    root = tmp_path / "traces"
+    airline = TEST_DATA / "tau2" / "gpt-4.1_airline_sample.json"
+    assert cli("import", "--traces", airline, "--run-id", "air", "--store", root).exit_code == 0
+    found = cli("sql", "--store", root, "--format", "json", _AFTER_LAST_ANSWER)
+    (after,) = json.loads(found.stdout)
+    assert after["n"] > 0
+    result = cli("export", "air", "-o", tmp_path / "x", "--format", "otlp", "--store", root)
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    assert len(warned) == 1, result.stderr
+    assert warned[0].startswith(
+        f"Warning: {after['n']} messages of run air come after their trial's last model answer "
+        "(the first in sample "
+    )
+    assert warned[0].endswith(
+        "which --format otlp cannot hold: they are left out (--format langchain keeps them)"
+    )
+    _, other = export_and_import(root, "air", tmp_path)
+    counted = [json.loads(cli("sql", "--store", where, "--format", "json",
+                              "select count(*) as n from messages").stdout)[0]["n"]
+               for where in (root, other)]  # fmt: skip
+    assert counted[1] == counted[0] - after["n"]  # the messages said, and no others

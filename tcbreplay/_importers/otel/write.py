@@ -10,6 +10,10 @@ the span's status, ``error.type``); under it a ``chat`` span per model answer (t
 before it, sent; the answer, with its id, model and token counts) and an ``execute_tool``
 span per tool result, each as long as its latency. The file is JSON Lines, a request of up
 to :data:`BATCH` traces a line, as the collector's file exporter writes them.
+
+A message after a trial's last model answer that is no tool result (a user's last word, such
+as τ²-bench's ``###TRANSFER###``) was sent to no model call, and no span holds it: such
+messages are counted (:class:`Unsent`), for the export to say.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,26 +34,40 @@ _OK, _ERROR = 0, STATUS_ERROR
 _KIND_INTERNAL, _KIND_CLIENT = 1, 3
 
 
+@dataclass
+class Unsent:
+    """The messages no span holds (after their trial's last model answer, no tool result):
+    how many, and the trial of the first (``sample S, trial T``)."""
+
+    count: int = 0
+    first: str = ""
+
+
 def requests(
     run_id: str,
     traces: Iterable[dict[str, Any]],
     entries: Mapping[str, dict[str, Any]],
     tools: list[dict[str, Any]],
     model: str | None,
+    unsent: Unsent | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The run's trials as OTLP/JSON export requests of up to :data:`BATCH` traces.
 
     ``traces``: :func:`tcbreplay._store.export.run_traces`' rows (taken one by one, so a
     run's are read as they are written), each with its ``started_at`` (ISO text or None) and
     ``latencies`` (a message's latency or None, by position); ``entries``: the dataset
-    entries by sample id; ``tools``: the run's tools."""
+    entries by sample id; ``tools``: the run's tools; ``unsent`` is given the messages no
+    span holds."""
+    unsent = Unsent() if unsent is None else unsent
     resource = {"attributes": [_kv("service.name", "tcbreplay"), _kv("tcbreplay.run_id", run_id)]}
     definitions = json.dumps(
         [{"type": "function", **tool} for tool in tools], ensure_ascii=False, separators=(",", ":")
     )
     spans: list[dict[str, Any]] = []
     for k, trace in enumerate(traces, 1):
-        spans.extend(_trace_spans(run_id, trace, entries[trace["sample_id"]], definitions, model))
+        spans.extend(
+            _trace_spans(run_id, trace, entries[trace["sample_id"]], definitions, model, unsent)
+        )
         if k % BATCH == 0:
             yield _request(resource, spans)
             spans = []
@@ -70,6 +89,7 @@ def _trace_spans(
     entry: dict[str, Any],
     definitions: str,
     model: str | None,
+    unsent: Unsent,
 ) -> list[dict[str, Any]]:
     sample_id, trial = trace["sample_id"], trace["trial"]
     seed = hashlib.sha256(f"{run_id}\x00{sample_id}\x00{trial}".encode()).hexdigest()
@@ -126,6 +146,12 @@ def _trace_spans(
         # at least a nanosecond on: spans of a run without latencies (an import's) would all
         # start at once, and a reader orders them by their start (then by their random ids)
         clock += max(took, 1)
+    last_ai = max((k for k, m in enumerate(messages) if m.get("type") == "ai"), default=None)
+    if last_ai is not None:  # (without an answer, the root span holds them all: ``given``)
+        left = sum(m.get("type") != "tool" for m in messages[last_ai + 1 :])
+        if left:
+            unsent.count += left
+            unsent.first = unsent.first or f"sample {sample_id}, trial {trial}"
     own = {k: v for k, v in (trace.get("metadata") or {}).items()
            if (entry.get("metadata") or {}).get(k, ...) != v}  # fmt: skip
     attributes = [
