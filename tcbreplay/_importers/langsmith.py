@@ -18,8 +18,10 @@ A sample is a trace (a root run and the runs under it), told by
 :class:`~tcbreplay._importers.trees.Conversation`: the messages its first LLM run was given,
 then each LLM run's answer (a model turn) and each tool run's result, in the order they ran (a
 LangChain tool run's output names the call it answers); LLM and tool runs inside a tool run
-or an LLM run (a tool that runs an agent of its own) are left out. A root run's error makes
-the trial's status error.
+or an LLM run (a tool that runs an agent of its own) are left out. A tool run without outputs
+and without an error (still running when exported, or killed) gave no result: its call is
+stored without one (unless a later LLM run was given it), and the import says how many. A root
+run's error makes the trial's status error.
 
 The traces hold no gold calls: ``--dataset`` gives them, each trace matched to a sample by its
 ``reference_example_id`` or its id, else by its input text; without one, each trace is a sample
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +52,7 @@ from tcbreplay._importers.trees import (
     usage_of,
 )
 from tcbreplay._secrets import redact
-from tcbreplay.errors import TraceError
+from tcbreplay.errors import TcbReplayWarning, TraceError
 
 if TYPE_CHECKING:
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
@@ -96,9 +99,20 @@ def sniff(file: TraceFile) -> Sniff:
 def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
     """The file's traces, a sample each (matched to ``inputs``' dataset when given)."""
     runs = read_runs(file)
-    traces, model = _traces(runs, file.name)
+    unfinished: list[str] = []
+    traces, model = _traces(runs, file.name, unfinished)
     if not traces:
         raise TraceError(f"{file.name}: no runs in the file")
+    if unfinished:
+        warnings.warn(
+            TcbReplayWarning(
+                f"{file.name}: {len(unfinished)} tool runs have no outputs and no error (still "
+                "running when exported, or killed): no result of theirs is stored (a later LLM "
+                "run gives one it was given), the first at "
+                f"{unfinished[0].removeprefix(file.name + ': ')}"
+            ),
+            stacklevel=2,
+        )
     dataset = None if inputs is None else inputs.dataset
     offered = [tool for run in runs for tool in _offered(run)]
     return source_of(traces, dataset, file.name, offered=offered, model=model)
@@ -199,9 +213,12 @@ def _parquet(file: TraceFile) -> Iterator[tuple[str, str, Any]]:
 # ---------------------------------------------------------------- traces and their messages
 
 
-def _traces(runs: list[dict[str, Any]], label: str) -> tuple[list[Unmatched], str | None]:
+def _traces(
+    runs: list[dict[str, Any]], label: str, unfinished: list[str]
+) -> tuple[list[Unmatched], str | None]:
     """Each trace of the runs (its root and the runs under it), and the model its LLM runs
-    name, when they name one."""
+    name, when they name one; ``unfinished`` is given the places of the tool runs that gave
+    no result."""
     by_id = {str(run["id"]): run for run in runs}
     members: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
@@ -222,7 +239,7 @@ def _traces(runs: list[dict[str, Any]], label: str) -> tuple[list[Unmatched], st
             )
         _check_descent(group, root_id, by_id)
         group.sort(key=lambda r: (str(r.get("dotted_order") or ""), str(r.get("start_time"))))
-        traces.append(_trace(root, group, by_id))
+        traces.append(_trace(root, group, by_id, unfinished))
         models |= {m for r in group if (m := _model_name(r))}
     traces.sort(key=lambda t: (str(t.began), t.line.sample_id))
     return traces, models.pop() if len(models) == 1 else None
@@ -270,9 +287,13 @@ def _root_of(run: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> str:
 
 
 def _trace(
-    root: dict[str, Any], runs: list[dict[str, Any]], by_id: dict[str, dict[str, Any]]
+    root: dict[str, Any],
+    runs: list[dict[str, Any]],
+    by_id: dict[str, dict[str, Any]],
+    unfinished: list[str],
 ) -> Unmatched:
-    """A trace as a sample's trial: its messages, status and metadata."""
+    """A trace as a sample's trial: its messages, status and metadata (the places of its tool
+    runs that gave no result added to ``unfinished``)."""
     from tcbreplay._record.messages import serialize_messages
 
     place = f"{root['_place']} (trace {root['id']})"
@@ -284,6 +305,8 @@ def _trace(
         where = f"{run['_place']} ({kind} run {run.get('name')!r})"
         if kind == "llm":
             told.model_call(_llm_inputs(run, where), _llm_output(run, where))
+        elif run.get("outputs") is None and not run.get("error"):
+            unfinished.append(where)  # no result: not an empty one (its call stays open)
         else:
             told.tool_call(str(run.get("name") or ""), *_tool_result(run, where),
                            args=run.get("inputs"))  # fmt: skip

@@ -15,7 +15,7 @@ from tcbreplay._importers import langsmith
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.sniff import sniff
 from tcbreplay._inputs.benchmarks import load_inputs
-from tcbreplay.errors import TraceError
+from tcbreplay.errors import TcbReplayWarning, TraceError
 
 DATA = TEST_DATA / "langsmith"
 # the fixtures' generator: its agent, key and samples
@@ -595,3 +595,44 @@ def test_a_real_trace_whose_server_reuses_call_ids_keeps_every_result(tmp_path):
         ("tool", "10", "call_0"),
         ("ai", "10", None),
     ]
+
+
+def _killed_in_its_tool(*, later_runs: bool) -> bytes:
+    """The fixture's first trace as ``list_runs()`` shows a run killed while its tool ran:
+    the tool run and its parents pending (no outputs, no end); with ``later_runs``, the
+    runs after it kept (only the tool run's end was lost: the next LLM run was given its
+    result)."""
+    runs = [json.loads(line) for line in (DATA / "runs.jsonl").read_text().splitlines()]
+    trace = runs[0]["trace_id"]
+    ordered = sorted((r for r in runs if r["trace_id"] == trace), key=lambda r: r["dotted_order"])
+    at = next(k for k, r in enumerate(ordered) if r["run_type"] == "tool")
+    tool = ordered[at]
+    pending = {tool["id"]} | ({tool["parent_run_id"], trace} if not later_runs else set())
+    kept = ordered if later_runs else ordered[: at + 1]
+    for run in kept:
+        if run["id"] in pending:
+            run.update(outputs=None, end_time=None, status="pending")
+    return "".join(json.dumps(r) + "\n" for r in kept).encode()
+
+
+def test_a_tool_run_without_outputs_gives_no_result_and_is_said():
+    """A tool run still running (or killed) became an empty "success" result, in silence."""
+    data = _killed_in_its_tool(later_runs=False)
+    with pytest.warns(TcbReplayWarning) as said:
+        source = langsmith.read(TraceFile("runs.jsonl", data=data), None)
+    assert [str(w.message) for w in said] == [
+        "runs.jsonl: 1 tool runs have no outputs and no error (still running when exported, "
+        "or killed): no result of theirs is stored (a later LLM run gives one it was given), "
+        "the first at line 5 (tool run 'list_items')"
+    ]
+    (line,) = source.lines
+    told = [(m["type"], m["data"].get("tool_calls")) for m in stored(line)]
+    assert [kind for kind, _ in told] == ["system", "human", "ai"]  # the call, no tool message
+    assert [c["name"] for c in told[2][1]] == ["list_items"]
+
+
+def test_a_tool_run_without_outputs_takes_the_result_a_later_llm_run_was_given():
+    data = _killed_in_its_tool(later_runs=True)
+    with pytest.warns(TcbReplayWarning, match="1 tool runs have no outputs"):
+        source = langsmith.read(TraceFile("runs.jsonl", data=data), None)
+    assert turns(stored(source.lines[0])) == turns(expected()[0]["messages"])
