@@ -68,6 +68,9 @@ class SourceTraces:
     tools: list[dict[str, Any]] | None = None
     model: str | None = None
     benchmark: tuple[str, str] | None = None  # (name, title), where the format names one
+    # why the format gives no tools where it may (τ²: a domain whose tools do not ship), for
+    # the error that asks for --tools
+    no_tools: str | None = None
 
 
 @dataclass(frozen=True)

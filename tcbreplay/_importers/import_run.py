@@ -198,8 +198,9 @@ def _inputs_of(source: SourceTraces, fmt: str, tools: str | None) -> BenchmarkIn
     elif source.tools is not None:  # the tools the traces show offered or called: maybe none
         toolset = toolset_from_dicts(source.tools, f"{source.dataset.source} (its tools)")
     else:
+        why = f": {source.no_tools}" if source.no_tools else ""
         raise InputError(
-            "--tools is required", hint="give module:attr or a tools.json file (any shape)"
+            f"--tools is required{why}", hint="give module:attr or a tools.json file (any shape)"
         )
     check_against_tools(source.dataset, toolset.params(), Path(source.dataset.source).name)
     return BenchmarkInputs(

@@ -136,12 +136,14 @@ def read(
     dataset = _dataset(tasks, checked, domain, label)
     found = info.get("agent_info")
     agent: dict[str, Any] = found if isinstance(found, dict) else {}
+    tools = builtin_tools(domain)
     return SourceTraces(
         lines,
         dataset,
-        tools=builtin_tools(domain),
+        tools=tools,
         model=agent.get("llm") if isinstance(agent.get("llm"), str) else None,
         benchmark=("tau2", "τ²-bench"),
+        no_tools=None if tools is not None else _no_tools(domain),
     )
 
 
@@ -153,6 +155,15 @@ def builtin_tools(domain: str | None) -> list[dict[str, Any]] | None:
     for name in DOMAIN_TOOLS[domain]:
         tools += json.loads((VENDOR / name).read_text(encoding="utf-8"))
     return tools
+
+
+def _no_tools(domain: str | None) -> str:
+    """Why a file's domain gives no tools: its name and the domains whose tools ship."""
+    shipped = ", ".join(DOMAIN_TOOLS)
+    if domain is None:
+        return (f"the file names no τ² domain (info.environment_info.domain_name), and "
+                f"tcbreplay ships the tools of {shipped} only")  # fmt: skip
+    return f"tcbreplay ships no tools for the τ² domain {domain!r}, only for {shipped}"
 
 
 def _document(data: bytes, label: str, repeats: _json.Repeats) -> dict[str, Any]:

@@ -162,6 +162,35 @@ def test_tools_option_overrides_the_shipped_ones(tmp_path):
     assert result.exit_code == 2 and "get_user_details" in result.output
 
 
+@pytest.mark.parametrize(
+    ("domain", "said"),
+    [
+        ("mock", "tcbreplay ships no tools for the τ² domain 'mock', only for airline, retail, "
+                 "telecom"),
+        (None, "the file names no τ² domain (info.environment_info.domain_name), and tcbreplay "
+               "ships the tools of airline, retail, telecom only"),
+    ],
+)  # fmt: skip
+def test_a_domain_without_shipped_tools_is_named_when_tools_are_asked_for(tmp_path, domain, said):
+    """τ²'s own mock domain (or a file naming none) said only "--tools is required"."""
+    doc = json.loads(AIRLINE.read_text())
+    if domain is None:
+        del doc["info"]["environment_info"]["domain_name"]
+    else:
+        doc["info"]["environment_info"]["domain_name"] = domain
+    path = tmp_path / "mock.json"
+    path.write_text(json.dumps(doc))
+    store = tmp_path / "s"
+    result = cli("import", "--traces", path, "--run-id", "m", "--store", store)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"Error: --tools is required: {said}\n"), result.output
+    assert not (store / "m").exists()
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(tau2.builtin_tools("airline")))
+    given = cli("import", "--traces", path, "--tools", tools, "--run-id", "m", "--store", store)
+    assert given.exit_code == 0, given.output
+
+
 def test_tasks_that_do_not_match_their_simulations_are_reported(tmp_path):
     def edit(doc):
         doc["tasks"][0]["evaluation_criteria"]["actions"][0]["arguments"]["summary"] = "other"
