@@ -502,6 +502,26 @@ def test_an_import_keeps_a_conversations_data_and_says_what_it_redacted(tmp_path
     assert warned[0].split(", the first at ")[1].split(" (")[0].endswith(": gen_ai.output.messages")
 
 
+def test_collect_says_what_it_redacted_inside_messages_as_import_does(tmp_path):
+    """collect redacted credentials inside messages as import does, without a word."""
+    from tcbreplay.errors import TcbReplayWarning
+
+    args = '"page_token":"CAESBgjQ2f8Y","api_key":"f3a9c1e7b5d2a8c4e6f0"'
+    traces = _conversation_with(tmp_path, args, "Thanks.")
+    said = (
+        r"^collect: 3 value\(s\) inside messages or tool calls held a credential and are "
+        r"stored as \[redacted\], the first at request 1: span [0-9a-f]{16}: gen_ai\."
+    )
+    with (
+        pytest.warns(TcbReplayWarning, match=said),
+        collecting(tmp_path / "store") as (endpoint, _log, summary),
+    ):
+        for line in traces.read_bytes().splitlines():
+            assert post(f"{endpoint}/v1/traces", line, "application/json")[0] == 200
+    assert summary[0].samples == 3  # (the file's three traces)
+    assert b"f3a9c1e7b5d2a8c4e6f0" not in stored_bytes(tmp_path / "store" / "live")
+
+
 def test_an_import_with_nothing_redacted_in_its_messages_says_nothing_of_it(tmp_path):
     traces = _conversation_with(tmp_path, '"page_token":"CAESBgjQ2f8Y"', "Thanks.")
     result = cli("import", "--traces", traces, "--run-id", "plain", "--store", tmp_path / "s")

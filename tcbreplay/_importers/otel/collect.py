@@ -158,6 +158,9 @@ class Collector:
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
         # traces of no agent's so far (see otel_samples.holds_agent): their root span's name
         self._no_agent: dict[str, str] = {}
+        # the values inside messages and tool calls redacted as credentials in the requests
+        # this collection received (said when it finishes; see otlp.warn_content_redacted)
+        self._content = otlp.Batch()
         self._stale: dict[str, str] = {}  # traces whose samples stay as they were made: why
         # each row's model calls' models (the run's model: the most common, as import's)
         self._models: dict[tuple[str, int], list[str]] = {}
@@ -298,6 +301,12 @@ class Collector:
         with self._lock:
             if self._finishing:  # a request on a connection still open as the collector stops
                 raise BodyError(503, "the collector is stopping: send it again to the next one")
+            if batch.content_redacted:
+                number = self.requests - self.earlier_requests + 1
+                self._content.content_redacted += batch.content_redacted
+                self._content.first_content = self._content.first_content or (
+                    batch.first_content.replace("request", f"request {number}", 1)
+                )
             if not batch.spans and not batch.logs:  # ({}: nothing to keep, and a received
                 self.requests += 1  # file's first line must be a request holding spans)
                 return 0
@@ -495,6 +504,7 @@ class Collector:
                 )  # fmt: skip
             finally:
                 self._writer.close()
+        otlp.warn_content_redacted(self._content, "collect")
         if self._no_agent:
             (trace_id, root), n = next(iter(self._no_agent.items())), len(self._no_agent)
             warnings.warn(
