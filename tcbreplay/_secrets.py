@@ -177,9 +177,13 @@ _AUTH_IN_CONTENT = re.compile(r"(?<![-.])" + _AUTH_IN_TEXT.pattern, re.IGNORECAS
 # HTTP Digest's answer: its parameters to the line's end (``Digest username="...", ...``)
 _DIGEST_IN_TEXT = re.compile(r"\b(Digest\s+)(?!\[redacted\])(?=[A-Za-z]+=)[^\r\n]{8,}", re.I)
 # (a name is taken whole, never backtracked into: a text's every word is tried once)
-# (a value may hold ":", as a password or a user:password pair does)
+# (a value may hold ":", as a password or a user:password pair does; a quoted one, spaces
+# too, up to its closing quote: a passphrase of words, unless it is an authorization's scheme
+# and value, whose scheme is kept: see _AUTH_IN_TEXT)
 _NAMED_VALUE = re.compile(r"(?<![A-Za-z0-9_.-])([A-Za-z0-9_.-]++)(\\?[\"']?\s*[:=]\s*\\?[\"']?)"
-                          r"(?!\[redacted\])([^\s\"'\\,;&}\]=][^\s\"'\\,;&}\]=]{7,})")  # fmt: skip
+                          r"(?!\[redacted\])(?!(?i:bearer|basic|token|digest)\s)"
+                          r"((?<=\")[^\"\\\r\n]{8,}(?=\\?\")|(?<=')[^'\\\r\n]{8,}(?=\\?')"
+                          r"|[^\s\"'\\,;&}\]=][^\s\"'\\,;&}\]=]{7,})")  # fmt: skip
 _KEY_FORMS = re.compile(
     r"\b(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|AIza[0-9A-Za-z_-]{30,}|AKIA[0-9A-Z]{16}"
     r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|xox[abpr]-[A-Za-z0-9-]{10,}"

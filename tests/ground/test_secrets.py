@@ -349,6 +349,14 @@ OTHER_KEY = "sk-proj-SECRETabcdef1234567890XYZ"  # no variable of this machine h
         ("X-Api-Key: abc:defgh12345", "X-Api-Key: [redacted]"),
         ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic [redacted]"),
         ('"authorization": "basic dXNlcjpwYXNz"', '"authorization": "basic [redacted]"'),
+        # a quoted passphrase of words, up to its closing quote (its first word was too short
+        # to be taken, and kept the rest)
+        ('{"password": "correct horse battery staple"}', '{"password": "[redacted]"}'),
+        ("{'db_password': 'correct horse battery'}", "{'db_password': '[redacted]'}"),
+        ('{\\"password\\": \\"correct horse battery\\", \\"user\\": \\"ann\\"}',
+         '{\\"password\\": \\"[redacted]\\", \\"user\\": \\"ann\\"}'),
+        ('{"password": "x", "note": "a long value here"}',
+         '{"password": "x", "note": "a long value here"}'),
         ("the Basic plan, and Basic features", "the Basic plan, and Basic features"),
         # no secret: a name that does not end in a secret's word, a bare key, a count
         ("KeyError: arguments_of_the_call", "KeyError: arguments_of_the_call"),
