@@ -172,15 +172,13 @@ def print_grids(
     """Print grids as tables that fit the terminal (or :data:`PIPE_WIDTH` columns), some
     rows at a time; past ``deadline`` (``time.monotonic()``), stop with a
     :class:`QueryLimitError`."""
-    from tcbreplay._cli.table_rows import plain_console
+    from tcbreplay._cli.table_rows import plain_console, rich_console
 
     file = file or sys.stdout
     width = _width(file)
     console: Console | PlainConsole | None = plain_console(file, width)
     if console is None:
-        from rich.console import Console
-
-        console = Console(file=file, soft_wrap=False, width=width)
+        console = rich_console(file, width)
     draw_grids(console, grids, deadline)
 
 

@@ -43,10 +43,22 @@ class PlainConsole:
 
     def rich(self) -> Console:
         if self._rich is None:
-            from rich.console import Console
-
-            self._rich = Console(file=self.file, soft_wrap=False, width=self.width)
+            self._rich = rich_console(self.file, self.width)
         return self._rich
+
+
+def rich_console(file: TextIO, width: int | None) -> Console:
+    """rich's console drawing on ``file``, ``width`` columns wide, whose reader gone (``|
+    head``) raises BrokenPipeError, as a write of Python's own does: the command's edge then
+    exits 0 (rich's own handling of it exits 1, or 0, by the timing of the reader's exit)."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console(file=file, soft_wrap=False, width=width)
 
 
 def plain_console(file: TextIO, width: int | None) -> PlainConsole | None:

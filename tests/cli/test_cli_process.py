@@ -73,6 +73,22 @@ def test_a_closed_pipe_is_no_traceback(sim_run):
     assert "Traceback" not in stderr
 
 
+@pytest.mark.slow  # (a process of its own)
+def test_a_pipe_closed_before_rich_draws_exits_0(sim_run):
+    """A table's title, header or caption that is not plain ASCII is drawn by rich, whose
+    own handling of a reader gone (``| head``) exited 1; the CLI's exits 0."""
+    store, _ = sim_run
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tcbreplay", "sql", 'select sample_id as "é" from samples',
+         "--store", str(store.root), "--format", "table"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    proc.stdout.close()  # (gone before the first line is drawn)
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, stderr
+    assert "Traceback" not in stderr
+
+
 @pytest.mark.slow  # two processes (about 5 s under the suite's load)
 @pytest.mark.parametrize("command", ["report", "catalog"])
 def test_output_to_dev_stdout_through_a_pipe(sim_run, command):
