@@ -227,7 +227,9 @@ def trial_summary(scores: pl.DataFrame) -> dict[str, Any]:
     pass_k = []
     for k in range(1, fewest + 1):
         hat = sum(m * math.comb(c, k) / math.comb(n, k) for n, c, m in counts)
-        at = sum(m * (1 - math.comb(n - c, k) / math.comb(n, k)) for n, c, m in counts)
+        # (as a difference of whole numbers first: pass@1 is then pass^1 to the bit)
+        at = sum(m * ((math.comb(n, k) - math.comb(n - c, k)) / math.comb(n, k))
+                 for n, c, m in counts)  # fmt: skip
         pass_k.append(
             {"k": k, "pass_hat_k": hat / per_sample.height, "pass_at_k": at / per_sample.height}
         )

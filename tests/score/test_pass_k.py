@@ -49,6 +49,19 @@ def test_a_clean_sample_is_what_the_readme_says(case, clean):
     assert frame.select(success()).item() is clean
 
 
+def test_pass_at_1_is_pass_hat_1_to_the_bit():
+    """pass@1 (1 - C(n-c, 1)/C(n, 1)) and pass^1 (C(c, 1)/C(n, 1)) differed in the last digit
+    (0.5555555555555557 against 0.5555555555555555), so a check of their equality failed;
+    with unequal trials both are the mean of the samples' shares, not the rows' share."""
+    bad = (1.0, 0.5, 0.0, 0)
+    trials = [("a", [CLEAN, bad, bad]), ("b", [CLEAN, CLEAN, bad]), ("c", [CLEAN, bad, CLEAN]),
+              ("d", [CLEAN, CLEAN]), ("e", [bad, bad, bad, CLEAN])]  # fmt: skip
+    frame = rows(*((sid, t, *case) for sid, cases in trials for t, case in enumerate(cases)))
+    first = trial_summary(frame)["pass_k"][0]
+    assert first["pass_at_k"] == first["pass_hat_k"]
+    assert first["pass_hat_k"] == pytest.approx((1 / 3 + 2 / 3 + 2 / 3 + 1 + 1 / 4) / 5)
+
+
 def test_pass_hat_k_and_pass_at_k_by_hand():
     """Three trials: a succeeds in all, b in one, c in none."""
     bad = (1.0, 0.5, 0.0, 0)
