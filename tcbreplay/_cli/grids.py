@@ -293,6 +293,7 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         "its numbers are compared with a re-score by this version's"
         for name in report.other_sql
     ]
+    lines += [f"note: {note}" for note in report.notes]
     verdict = (
         f"verified: {', '.join(report.scorings)} of {report.run_id}: "
         f"{report.samples_checked} samples identical to a re-score from raw traces"

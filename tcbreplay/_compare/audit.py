@@ -23,9 +23,10 @@ from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, sql_sha256
 from tcbreplay._score.options import missing_scoring_hint
 from tcbreplay._score.results import read_summary, scoring_file_batches
-from tcbreplay._store.files import written_sha256
+from tcbreplay._store import objects
+from tcbreplay._store.files import written_dataset_sha256, written_sha256
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import SCORES, SCORES_ADDED
+from tcbreplay._store.schema import DATASET, SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
 
 # Run-level fields compared by verify; the rest of a summary (times, paths) may differ.
@@ -63,6 +64,8 @@ class AuditReport:
     other_sql: list[str] = field(default_factory=list)
     replay_of: str | None = None  # a replay's parent, whose turns it served
     turns_checked: int = 0  # a replay's served turns checked against the parent's messages
+    # what could not be checked, and why (a run or scoring written before its sha256 was)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -79,6 +82,7 @@ class AuditReport:
             "changed_files": self.changed_files,
             "changed_since_written": self.changed_since_written,
             "other_sql": self.other_sql,
+            "notes": self.notes,
             "differences": [d.__dict__ for d in self.differences],
         }
 
@@ -122,6 +126,7 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         for name, digest in digests.items()
         if written_sha256(run.manifest, name) not in (None, digest)
     ]
+    _check_dataset(run, report)
     for folder in folders:
         stored_summary, options = read_summary(run, folder)
         audit = stored_summary.get("audit")
@@ -158,6 +163,27 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
     # after the re-scores, which name a message that is not JSON in one line
     report.differences += calls_differences(run)
     return report
+
+
+def _check_dataset(run: Run, report: AuditReport) -> None:
+    """The run's ``dataset.jsonl`` (the gold calls ``export`` writes) against the sha256 the
+    manifest recorded when the run wrote it; a manifest written before it recorded one has
+    only the sha256 of the file the run was made from, which vouches for it only where the
+    run stored that file as it was."""
+    path = run.dir / DATASET
+    recorded = written_dataset_sha256(run.manifest)
+    digest = _hash_now(path) if objects.is_file(path) else None
+    if recorded is not None:
+        if digest != recorded:
+            report.changed_since_written.append(DATASET)
+        return
+    source = (run.manifest.get("dataset") or {}).get("sha256")
+    if digest is not None and digest != source:
+        report.notes.append(
+            f"{DATASET} not checked: its sha256 is not the manifest's dataset sha256, which "
+            "is of the file the run was made from (a run written by an earlier version records "
+            f"none of {DATASET} itself)"
+        )
 
 
 def _options_difference(

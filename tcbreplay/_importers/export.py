@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from tcbreplay import _json
 from tcbreplay._importers.openai import to_openai
 from tcbreplay._store.export import check_run, run_traces
-from tcbreplay._store.files import json_text, staged
+from tcbreplay._store.files import check_dataset_written, json_text, staged
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import DATASET, MANIFEST
 from tcbreplay.errors import (
@@ -69,7 +69,9 @@ def export_traces(
         manifest = run.manifest
         traces = run_traces(run, timings=fmt == "otlp")
         try:
-            dataset = Dataset((run.dir / DATASET).read_bytes().decode("utf-8"))
+            data = (run.dir / DATASET).read_bytes()
+            check_dataset_written(manifest, run.dir / DATASET, data)
+            dataset = Dataset(data.decode("utf-8"))
         except OSError as exc:
             raise StoreError(f"{run.dir / DATASET}: cannot read it: {exc.strerror}") from exc
         except (ValueError, AttributeError) as exc:  # not UTF-8, a line no JSON object

@@ -320,6 +320,19 @@ def written_sha256(manifest: dict[str, Any], name: str) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
+# the manifest's sha256 of the run's dataset.jsonl as the run wrote it (``dataset`` block):
+# its ``sha256`` is of the file the run was made from, which a run stores normalised
+DATASET_SHA256 = "stored_sha256"
+
+
+def written_dataset_sha256(manifest: dict[str, Any]) -> str | None:
+    """The sha256 a run's ``manifest`` recorded for its ``dataset.jsonl`` when the run wrote
+    it (None for a run written before it was recorded)."""
+    dataset = manifest.get("dataset")
+    digest = dataset.get(DATASET_SHA256) if isinstance(dataset, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
 def not_written(path: Path) -> StoreError:
     """The error for a run's data file whose sha256 is not the one its manifest recorded."""
     return StoreError(
@@ -327,6 +340,18 @@ def not_written(path: Path) -> StoreError:
         "recorded): it was changed or replaced since; restore it, or record the run again "
         "with --overwrite"
     )
+
+
+def check_dataset_written(manifest: dict[str, Any], path: Path, data: bytes) -> None:
+    """Refuse a run's ``dataset.jsonl`` (at ``path``, its bytes ``data``) whose sha256 is not
+    the one ``manifest`` recorded when the run wrote it, as :func:`not_written`: an export
+    takes the gold calls from it, and would carry others than the run's scores (a run written
+    before the sha256 was recorded is taken as it is)."""
+    import hashlib
+
+    recorded = written_dataset_sha256(manifest)
+    if recorded is not None and hashlib.sha256(data).hexdigest() != recorded:
+        raise not_written(path)
 
 
 def check_unchanged(folder: Path, manifest: dict[str, Any], names: Iterable[str]) -> None:

@@ -25,9 +25,11 @@ import pyarrow as pa
 from tcbreplay._secrets import redact
 from tcbreplay._store import objects
 from tcbreplay._store.files import (
+    DATASET_SHA256,
     FOLDING,
     TEMPORARY_SUFFIX,
     copy_atomic,
+    file_record,
     write_jsonl_atomic,
     writing,
 )
@@ -469,7 +471,7 @@ class Store:
             os.close(lock)
             raise
         try:
-            _write_dataset(path / DATASET, dataset)
+            manifest = _write_dataset(path / DATASET, dataset, manifest)
             writer.write_manifest(
                 {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
             )
@@ -502,7 +504,7 @@ class Store:
                 release_lock(lock)
                 raise
         try:
-            _write_dataset(path / DATASET, dataset)
+            manifest = _write_dataset(path / DATASET, dataset, manifest)
             writer.write_manifest(
                 {**manifest, "schema_version": SCHEMA_VERSION, "status": "recording"}
             )
@@ -602,12 +604,20 @@ class Store:
             )
 
 
-def _write_dataset(path: Path, dataset: list[dict[str, Any]] | Path | None) -> None:
-    """A new run's ``dataset.jsonl``: its entries written, or another run's file copied."""
+def _write_dataset(
+    path: Path, dataset: list[dict[str, Any]] | Path | None, manifest: dict[str, Any]
+) -> dict[str, Any]:
+    """A new run's ``dataset.jsonl``: its entries written, or another run's file copied; the
+    manifest with the file's sha256 in its dataset block (``export`` and ``audit verify``
+    hold the file to it)."""
     if isinstance(dataset, list):
         write_jsonl_atomic(path, dataset)
     elif dataset is not None:
         copy_atomic(dataset, path)
+    block = manifest.get("dataset")
+    if dataset is None or not isinstance(block, dict):
+        return manifest
+    return {**manifest, "dataset": {**block, DATASET_SHA256: file_record(path)["sha256"]}}
 
 
 # What a creation of a run killed before its manifest leaves in the folder (the journal empty)

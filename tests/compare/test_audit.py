@@ -504,7 +504,7 @@ def test_changed_raw_message_is_caught(scored):
     report = json.loads(verify(root, run_id, "--format", "json").stdout)
     assert set(report) == {
         "run_id", "ok", "scorings", "samples_checked", "changed_files", "changed_since_written",
-        "other_sql", "differences",
+        "other_sql", "notes", "differences",
     }  # fmt: skip
     assert report["ok"] is False
     assert report["run_id"] == run_id and report["scorings"] == ["spec"]
@@ -607,6 +607,51 @@ def test_summary_without_a_files_sha256_is_not_verified(scored):
         f"spec: run: inputs_sha256 samples.parquet: stored None, "
         f"recomputed {sha256(root / run_id / 'samples.parquet')!r}"
     ]
+
+
+def test_an_edited_dataset_file_is_caught(scored):
+    """Reported: a gold call changed in the run's dataset.jsonl verified (exit 0), though
+    `export` takes its gold calls from that file, and the export's import scored otherwise."""
+    root, run_id = scored
+    path = root / run_id / "dataset.jsonl"
+    manifest = json.loads((root / run_id / "manifest.json").read_text())
+    assert manifest["dataset"]["stored_sha256"] == sha256(path)  # as the run wrote it
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    entry = next(e for e in entries if e["target"])
+    entry["target"] = []
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        "changed since the run wrote it: dataset.jsonl (sha256 differs from the manifest)"
+    ]
+    assert verify_run(Store(root), run_id).changed_since_written == ["dataset.jsonl"]
+    path.unlink()  # a removed one too
+    assert verify_run(Store(root), run_id).changed_since_written == ["dataset.jsonl"]
+
+
+def test_a_dataset_file_of_a_run_without_its_sha256_is_said_unchecked(scored):
+    """A manifest written before it recorded dataset.jsonl's sha256 holds only the one of the
+    file the run was made from: the file is checked against that where they agree, else a
+    note says it is not checked."""
+    root, run_id = scored
+    manifest_path = root / run_id / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["dataset"]["stored_sha256"]
+    manifest_path.write_text(json.dumps(manifest))
+    score(root, run_id)  # (the manifest changed since scoring)
+    result = verify(root, run_id)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.splitlines()[0] == (
+        "note: dataset.jsonl not checked: its sha256 is not the manifest's dataset sha256, "
+        "which is of the file the run was made from (a run written by an earlier version "
+        "records none of dataset.jsonl itself)"
+    )
+    assert result.stdout.splitlines()[1].startswith("verified: ")
+    manifest["dataset"]["sha256"] = sha256(root / run_id / "dataset.jsonl")  # stored as it was
+    manifest_path.write_text(json.dumps(manifest))
+    score(root, run_id)
+    assert verify_run(Store(root), run_id).notes == []
 
 
 # ---------------------------------------------------------------- broken store files
@@ -734,7 +779,8 @@ def test_library_score_then_verify(sim_copy):
     assert report.ok and report.scorings == [REL_FOLDER]
     assert report.to_dict() == {
         "run_id": run_id, "ok": True, "scorings": [REL_FOLDER], "samples_checked": 94,
-        "changed_files": [], "changed_since_written": [], "other_sql": [], "differences": [],
+        "changed_files": [], "changed_since_written": [], "other_sql": [], "notes": [],
+        "differences": [],
     }  # fmt: skip
 
 

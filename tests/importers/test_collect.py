@@ -16,6 +16,7 @@ import pytest
 from collecting import collecting, post
 from helpers import TEST_DATA, cli, cli_process
 
+from tcbreplay._compare.audit import verify_run
 from tcbreplay._importers.otel import collect as collect_module
 from tcbreplay._importers.otel.collect import Collector
 from tcbreplay._store.runs import Store
@@ -568,6 +569,10 @@ def test_quiet_samples_are_let_go_and_read_back_when_more_comes(tmp_path, monkey
     summary = collector.finish()
     assert summary.samples >= 3
     assert calls_by_input(tmp_path / "store", "m")["pen price?"] == [["list_items", {}]]
+    # the dataset written as the collection ends is the one its manifest vouches for
+    assert cli("score", "m", "--store", tmp_path / "store").exit_code == 0
+    report = verify_run(Store(tmp_path / "store"), "m")
+    assert report.ok and report.notes == [], report
 
 
 def test_a_request_not_read_again_keeps_its_sample_and_no_place_is_given_twice(tmp_path):

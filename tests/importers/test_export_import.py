@@ -4,6 +4,7 @@ messages (equal hashes) and the same scores, for a recorded run and for an impor
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,28 @@ def test_tables_keep_the_old_export(recorded, tmp_path):
     ]  # fmt: skip
     first = json.loads((out / "samples.jsonl").read_text().splitlines()[0])
     assert first["trial"] == 0 and json.loads(first["metadata"]) == {"k": 0, "tags": ["a"]}
+
+
+@pytest.mark.parametrize("fmt", ["langchain", "otlp"])
+def test_a_dataset_file_the_run_did_not_write_is_refused(recorded, tmp_path, fmt):
+    """Reported: a gold call changed in the run's dataset.jsonl was exported as the run's,
+    and the export's import scored otherwise (ahr 0.33 became 0.67) while `audit verify`
+    passed."""
+    root = tmp_path / "traces"
+    shutil.copytree(recorded / "rec", root / "rec")
+    path = root / "rec" / "dataset.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    next(e for e in entries if e["target"])["target"] = []
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    out = tmp_path / "out"
+    result = cli("export", "rec", "-o", out, "--format", fmt, "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"Error: {path}: not the file the run wrote (its sha256 is not the one manifest.json "
+        "recorded): it was changed or replaced since; restore it, or record the run again "
+        "with --overwrite"
+    )
+    assert not out.exists()
 
 
 @pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)

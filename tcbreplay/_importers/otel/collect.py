@@ -47,7 +47,7 @@ from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._secrets import redact, scrub, shown_path
-from tcbreplay._store.files import write_jsonl_atomic
+from tcbreplay._store.files import DATASET_SHA256, file_record, write_jsonl_atomic
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DATASET, SAMPLES, new_manifest, sample_record, utcnow
@@ -485,7 +485,10 @@ class Collector:
                 write_jsonl_atomic(self.dir / DATASET, _normalised(entries, self.dir / DATASET))
                 tools = otel_samples.tools_of(self._tools, self._called)
                 manifest = self._writer.manifest
-                manifest["dataset"] = {**manifest["dataset"], "n_entries": len(entries)}
+                manifest["dataset"] = {
+                    **manifest["dataset"], "n_entries": len(entries),
+                    DATASET_SHA256: file_record(self.dir / DATASET)["sha256"],
+                }  # fmt: skip
                 manifest["tools"] = {**manifest["tools"], "specs": tools}
                 errors = 0
                 from tcbreplay._store.runs import Run
