@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from tcbreplay._compare.audit_dashboard import check_dashboard
 from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, PairsCheck, ScoresCheck
 from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, sql_sha256
@@ -160,6 +161,10 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                 )
         report.differences += check.finish()
         report.samples_checked = max(report.samples_checked, check.rows)
+    board = check_dashboard(run, everything, scoring)
+    report.changed_files += board.changed
+    report.differences += board.differences
+    report.notes += board.notes
     # after the re-scores, which name a message that is not JSON in one line
     report.differences += calls_differences(run)
     return report

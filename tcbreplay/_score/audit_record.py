@@ -120,6 +120,7 @@ class PendingAudit:
         self.folder = folder
         self.hashes: dict[str, str] = {}
         self.seen: dict[str, dict[str, Any]] = {}
+        self.earlier: dict[str, Any] | None = None  # the audit record of the scoring before
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._hash, daemon=True)
         self._thread.start()
@@ -127,6 +128,7 @@ class PendingAudit:
     def _hash(self) -> None:
         try:
             earlier = earlier_audit(self.folder) if self.folder is not None else None
+            self.earlier = earlier
             for name in AUDITED_FILES:
                 self.hashes[name], self.seen[name] = input_sha256(self.run, name, earlier)
                 if self.strict:
@@ -139,7 +141,7 @@ class PendingAudit:
         if self._error is not None:
             raise self._error
         options_text = json.dumps(self.options, sort_keys=True)
-        return {
+        record = {
             "toolkit_version": __version__,
             "inputs_sha256": dict(self.hashes),
             "inputs_seen": dict(self.seen),
@@ -147,6 +149,12 @@ class PendingAudit:
             "options": self.options,
             "options_sha256": hashlib.sha256(options_text.encode()).hexdigest(),
         }
+        # the dashboard file the scoring before wrote, which one that writes none leaves (one
+        # that writes it records it anew: tcbreplay._score.dashboard.dashboard_record)
+        board = (self.earlier or {}).get("dashboard")
+        if isinstance(board, dict):
+            record["dashboard"] = board
+        return record
 
 
 def audit_record(

@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay._score import kernels
+from tcbreplay._score.audit_record import sha256_file
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
 from tcbreplay._store.parquet import read_table
@@ -29,6 +30,13 @@ from tcbreplay.errors import StoreError
 def dashboard_path(run: Run) -> Path:
     """Where the run's dashboard file goes: ``evaluations/<title>_<run_id>.json``."""
     return run.dir / DASHBOARD_DIR / f"{_title(run)}_{run.run_id}.json"
+
+
+def dashboard_record(path: Path, written: Path) -> dict[str, str]:
+    """What a scoring's audit record holds of the dashboard file it wrote to ``path`` (its
+    bytes at ``written``, a temporary name): its place in the run's folder and its sha256,
+    which ``audit verify`` holds the file to."""
+    return {"file": f"{DASHBOARD_DIR}/{path.name}", "sha256": sha256_file(written)}
 
 
 def _title(run: Run) -> str:

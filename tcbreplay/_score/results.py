@@ -27,7 +27,14 @@ import pyarrow.parquet as pq
 from tcbreplay import _json
 from tcbreplay._score import translate
 from tcbreplay._score.audit_record import AUDITED_FILES
-from tcbreplay._score.dashboard import BETWEEN, TAIL, dashboard_path, head_text, write_dashboard
+from tcbreplay._score.dashboard import (
+    BETWEEN,
+    TAIL,
+    dashboard_path,
+    dashboard_record,
+    head_text,
+    write_dashboard,
+)
 from tcbreplay._score.exact_match import summarize_exact_match
 from tcbreplay._score.fold import Tally
 from tcbreplay._score.metrics import summarize
@@ -244,16 +251,22 @@ def _write_files(
         with ThreadPoolExecutor(max_workers=3) as pool:
             # derived results, rewritten by every scoring: fast compression
             frame = scores.cast(_scores_dtypes())
-            jobs = [pool.submit(files.write, result.scores_path, partial(write_frame_to, frame))]
+            jobs: list[Future[Any]] = [
+                pool.submit(files.write, result.scores_path, partial(write_frame_to, frame))
+            ]
             if scored.pairs is not None:
                 pairs = partial(write_frame_to, scored.pairs)
                 jobs.append(pool.submit(files.write, folder / "pairs.parquet", pairs))
             if dashboard_file is not None:
                 parts = scored.parts()
                 write = partial(write_dashboard, run, scores, parts, summary, dashboard)
-                jobs.append(pool.submit(files.write, dashboard_file, write))
+                board = pool.submit(files.write, dashboard_file, partial(_written_at, write))
+                jobs.append(board)
             for job in jobs:
                 job.result()
+        if dashboard_file is not None:
+            record = dashboard_record(dashboard_file, board.result())
+            summary["audit"]["dashboard"] = record
         # the summary last: its presence marks a complete scoring
         replaced = other_roles(folder, summary)
         if replaced:
@@ -261,6 +274,12 @@ def _write_files(
         text = json_text(summary)
         files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
     result.dashboard_path = dashboard_file
+
+
+def _written_at(write: Callable[[Path], None], tmp: Path) -> Path:
+    """Write the file at ``tmp``; its path (for :func:`dashboard_record`)."""
+    write(tmp)
+    return tmp
 
 
 def other_roles(folder: Path, summary: dict[str, Any]) -> str | None:
@@ -470,6 +489,9 @@ class ResultsWriter:
                     for held in self._board:
                         out.write(held)
                     out.write(TAIL)
+                tmp = self._tmp[self.dashboard_path]
+                record = dashboard_record(self.dashboard_path, tmp)
+                summary["audit"]["dashboard"] = record
         text = json_text(summary)
         folder = self.pairs_path.parent
         self.replaced_roles = other_roles(folder, summary)

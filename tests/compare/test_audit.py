@@ -229,6 +229,10 @@ def test_abet_scoring_verifies_too(scored):
     assert result.exit_code == 0
     report = json.loads(result.stdout)
     assert report["ok"] is True and report["scorings"] == ["abet", "spec"]
+    # the dashboard file it wrote (a scorer of the whole run writes it in one go) is recorded
+    summary = json.loads((root / run_id / "scores" / "abet" / "summary.json").read_text())
+    (board,) = (root / run_id / "evaluations").glob("*.json")
+    assert summary["audit"]["dashboard"]["sha256"] == sha256(board)
 
 
 # ---------------------------------------------------------------- tampering
@@ -652,6 +656,84 @@ def test_a_dataset_file_of_a_run_without_its_sha256_is_said_unchecked(scored):
     manifest_path.write_text(json.dumps(manifest))
     score(root, run_id)
     assert verify_run(Store(root), run_id).notes == []
+
+
+def dashboard_file(root: Path, run_id: str) -> Path:
+    (path,) = (root / run_id / "evaluations").glob("*.json")
+    return path
+
+
+def test_an_edited_dashboard_file_is_caught(scored):
+    """Reported: the dashboard file (the published tsa, ahr and tp) edited to say tsa 1.0
+    verified, exit 0. The scoring that writes it records its sha256, and its numbers are
+    held to the scoring's."""
+    root, run_id = scored
+    path = dashboard_file(root, run_id)
+    summary = json.loads((root / run_id / "scores" / "spec" / "summary.json").read_text())
+    assert summary["audit"]["dashboard"] == {
+        "file": f"evaluations/{path.name}", "sha256": sha256(path)
+    }  # fmt: skip
+    text = path.read_text()
+    tsa = json.dumps(summary["tsa"])
+    assert f'"tsa": {tsa}' in text.splitlines()[0]
+    changed = (
+        f"changed since scoring: evaluations/{path.name} (sha256 differs from the audit record)"
+    )
+    path.write_text(text.replace(f'"tsa": {tsa}', '"tsa": 1.0', 1))
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        changed,
+        f"spec: run: dashboard results.tsa: stored 1.0, recomputed {summary['tsa']!r}",
+    ]
+    path.write_text(text.replace('"input":', '"input": ', 1))  # a sample's, the numbers kept
+    assert verify(root, run_id).stdout.splitlines() == [changed]
+    path.unlink()
+    assert verify_run(Store(root), run_id).changed_files == [f"evaluations/{path.name}"]
+
+
+def test_a_dashboard_file_scored_before_its_sha256_is_held_to_its_numbers(scored):
+    """A scoring stored before its audit record held the dashboard file's sha256: the file's
+    numbers are checked against the scoring's, its samples are not, which a note says."""
+    root, run_id = scored
+    path = dashboard_file(root, run_id)
+    summary_path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    del summary["audit"]["dashboard"]
+    summary_path.write_text(json.dumps(summary))
+    note = (
+        f"note: evaluations/{path.name}: its samples are not checked: it was written before "
+        "scorings recorded its sha256 (score spec again to record one)"
+    )
+    result = verify(root, run_id)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.splitlines()[0] == note
+    tsa = json.dumps(summary["tsa"])
+    path.write_text(path.read_text().replace(f'"tsa": {tsa}', '"tsa": 1.0', 1))
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        f"spec: run: dashboard results.tsa: stored 1.0, recomputed {summary['tsa']!r}",
+        note,
+    ]
+
+
+def test_the_dashboard_file_is_held_to_the_scoring_that_wrote_it_last(scored):
+    """Each scoring with a dashboard writes the one file, and records it; a scoring again
+    without a dashboard keeps the record of the file it wrote. The file verifies while it is
+    one they record; else it changed since the latest of them, which says so."""
+    root, run_id = scored
+    score(root, run_id, "--rel-tol", "1e-3")
+    assert verify(root, run_id).exit_code == 0
+    score(root, run_id, "--dashboard", "none")  # spec again: the latest to record one
+    assert verify(root, run_id).exit_code == 0
+    path = dashboard_file(root, run_id)
+    path.write_text(path.read_text().replace('"input":', '"input": ', 1))
+    assert verify(root, run_id, "--scoring", REL_FOLDER).exit_code == 0  # not its to answer
+    result = verify(root, run_id, "--scoring", "spec")
+    assert result.stdout.splitlines() == [
+        f"changed since scoring: evaluations/{path.name} (sha256 differs from the audit record)"
+    ]
 
 
 # ---------------------------------------------------------------- broken store files
