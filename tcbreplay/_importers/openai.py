@@ -8,13 +8,15 @@ such as the SDK's ``ChatCompletionMessage.model_dump()`` writes them. Out
 
 Arguments that are not a JSON object are the agent's behaviour, not bad input: the call is
 stored with its text under :data:`INVALID_ARGUMENTS`, a parameter no tool has, so scoring
-counts it as an invalid argument (and ``export`` writes the text back as it was).
+counts it as an invalid argument (and ``export`` writes the text back as it was). ``NaN``,
+``Infinity`` and ``-Infinity`` (no JSON, but what Python's reader and writer take) are
+values, as every dialect that gives arguments as an object stores them (and ``export``
+writes them back so): the arguments are still an object.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import TYPE_CHECKING, Any
 
 from tcbreplay import _json
@@ -141,7 +143,9 @@ def parse_arguments(text: str, where: str) -> dict[str, Any]:
     is not a JSON object, the text under INVALID_ARGUMENTS (JSON beyond the limits of
     :mod:`tcbreplay._json` is refused, ``where`` naming it, as in any file read). An
     object that repeats a key is refused (``where`` names the arguments), as the metric spec
-    makes it an error; inside its values, a repeated key keeps its last value."""
+    makes it an error; inside its values, a repeated key keeps its last value. ``NaN`` and
+    ``Infinity`` are read as values (and ``1e400`` as infinity), as Python's reader reads
+    them in any dialect whose arguments are an object: the same calls score the same."""
     repeats: _json.Repeats = {}
     try:
         value = _json.loads(text, repeats=repeats)
@@ -149,9 +153,7 @@ def parse_arguments(text: str, where: str) -> dict[str, Any]:
         raise TraceError(f"{where}: {exc.problem}", hint=_json.HINT) from None
     except ValueError:
         value = None
-    # (NaN and Infinity are no JSON, and 1e400 no number a store's JSON holds: the agent's
-    # text is stored as it is, as any other that is no JSON object)
-    if not isinstance(value, dict) or not _finite(value):
+    if not isinstance(value, dict):
         return {INVALID_ARGUMENTS: text}
     key = _json.repeated_key(value, repeats)
     if key is not None:
@@ -160,21 +162,6 @@ def parse_arguments(text: str, where: str) -> dict[str, Any]:
     if surrogate:
         raise TraceError(f"{where}: holds a lone surrogate {surrogate}, which is not valid Unicode")
     return value
-
-
-def _finite(value: Any) -> bool:
-    """Whether every number in a JSON value is finite (Python's reader takes ``NaN``,
-    ``Infinity``, and reads ``1e400`` as infinity)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return False
-        if isinstance(item, dict):
-            stack += item.values()
-        elif isinstance(item, list):
-            stack += item
-    return True
 
 
 def arguments_text(args: Any) -> str:

@@ -652,3 +652,13 @@ def test_the_traces_of_one_sample_are_its_trials_in_the_order_they_began(dataset
     sample = "mul-7-by-8" if dataset else "mul"
     assert trials[earlier] == (sample, 0)
     assert sorted(trials.values()) == [(sample, 0), (sample, 1)]
+
+
+def test_arguments_as_text_holding_nan_read_as_the_same_object_holds_them():
+    """A convention gives a call's arguments as JSON text or as an object: NaN and Infinity
+    were values in an object, and made the text invalid arguments whole."""
+    from tcbreplay._importers.otel.calls import arguments
+
+    given = arguments('{"a": NaN, "b": [Infinity], "c": 1e400}', "span s: arguments")
+    held = arguments({"a": float("nan"), "b": [float("inf")], "c": float("inf")}, "span s")
+    assert json.dumps(given) == json.dumps(held) == '{"a": NaN, "b": [Infinity], "c": Infinity}'

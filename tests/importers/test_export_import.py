@@ -4,6 +4,7 @@ messages (equal hashes) and the same scores, for a recorded run and for an impor
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from run_contents import message_hashes, record_mixed_run, samples, scores
 
 DATA = TEST_DATA
 TAU = DATA / "tau-bench"
+# calls whose arguments hold NaN, Infinity and [NaN], in LangChain's form
+NONFINITE = DATA / "import" / "nonfinite"
 
 
 def export_and_import(root: Path, run_id: str, fmt: str, tmp_path: Path) -> Path:
@@ -247,6 +250,32 @@ def test_values_orjson_would_write_otherwise_come_back_as_they_were(tmp_path):
     )
     again = export_and_import(root, "x", "langchain", tmp_path)
     assert message_hashes(again, "x") == message_hashes(root, "x")
+
+
+@pytest.mark.parametrize("fmt", ["langchain", "openai", "otlp"])
+def test_non_finite_argument_values_score_the_same_after_any_round_trip(tmp_path, fmt):
+    """Reported: calls whose arguments hold NaN, Infinity and [NaN], imported in LangChain's
+    form, scored ahr 3/7; exported in OpenAI's form and imported, 3/3 with 6 arguments
+    missing: the openai dialect kept each arguments text whole as invalid arguments. NaN
+    and infinities are values in every dialect, and the export writes them back so."""
+    root = tmp_path / "traces"
+    imported = cli("import", "--format", "langchain", "--dataset", NONFINITE / "dataset.jsonl",
+                   "--tools", NONFINITE / "tools.json", "--traces", NONFINITE / "traces.jsonl",
+                   "--run-id", "nf", "--store", root)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    result = cli("export", "nf", "-o", tmp_path / "out", "--format", fmt, "--store", root)
+    assert result.exit_code == 0, result.output
+    command = shlex.split(result.stdout.splitlines()[-1].split(": tcbreplay ")[1])
+    other = tmp_path / "other"
+    again = cli(*command, "--store", other)
+    assert again.exit_code == 0, again.output
+    counts = ("ahr", "args_invalid", "args_total", "args_missing")
+    before, after = (
+        json.loads(cli("score", "nf", "--format", "json", "--store", where).stdout)
+        for where in (root, other)
+    )
+    assert [after[k] for k in counts] == [before[k] for k in counts] == [3 / 7, 3, 7, 0]
+    assert scores(other, "nf").equals(scores(root, "nf"))
 
 
 def test_the_library_exports_take_a_run_and_a_folder_as_text(sim_run, tmp_path):
