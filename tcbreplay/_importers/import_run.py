@@ -120,9 +120,11 @@ def _import(
     records = _records(run_id, inputs.dataset, source.lines, path.name)
     trials = max(r["trial"] for r in records) + 1
     now = utcnow().isoformat()
-    # a model name read from the traces is kept without a secret it may hold (?api_key=...)
+    # a model name read from the traces is kept without a secret it may hold (?api_key=...);
+    # an export's run names its model as recorded, where its spans name the one that answered
+    # (the sim's "tcbreplay-sim (simulated)" for sim:seed=7)
     recorded = (exported or {}).get("model") or {}
-    label = model or scrub("model", source.model) or scrub("model", recorded.get("id")) or "unknown"
+    label = model or scrub("model", recorded.get("id")) or scrub("model", source.model) or "unknown"
     simulated = model is None and bool(recorded.get("simulated"))  # (its numbers a sim's)
     manifest = new_manifest(
         run_id,

@@ -75,6 +75,12 @@ def test_a_recorded_run_reads_back_equal(recorded, tmp_path):
     statuses = {r["status"] for r in samples(recorded, "rec")}
     assert statuses == {"ok", "error"}  # errors go and come back as errors
     assert {r["trial"] for r in samples(recorded, "rec")} == {0, 1}
+    # the run's model as recorded (sim:seed=...), not as its answers name it (tcbreplay-sim)
+    before, after = (
+        json.loads((s / "rec" / "manifest.json").read_text()) for s in (recorded, other)
+    )
+    assert (after["model"]["id"], after["model"]["simulated"]) == (before["model"]["id"], True)
+    assert before["model"]["id"].startswith("sim:")
     # read back, written and read again: the same messages (an import's times are its own)
     _, again = export_and_import(other, "rec", tmp_path / "again")
     assert message_hashes(again, "rec") == message_hashes(other, "rec")
