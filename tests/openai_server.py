@@ -6,10 +6,18 @@ first user message's text), a list of turns, each a list of tool calls ``(name, 
 after the last turn it answers with ``answer`` (or "Done."). The turn is the number of
 assistant messages already in the request, so real tool execution happens between requests
 (several calls in one turn are parallel calls). Call ids are ``call_<input#>_<turn>_<k>``.
+A request with ``"stream": true`` is answered as the API streams: server-sent events, each a
+``chat.completion.chunk``, the last with the finish reason and usage, then ``[DONE]``.
 
     with OpenAIServer({"What is 2 + 3?": [[("add_numbers", {"a": 3, "b": 2})]]}) as server:
+        server.inject(Fault.cut(), input="What is 2 + 3?", turn=0, times=1)
         client = openai.OpenAI(base_url=server.url, api_key="sk-test")
         ...  # server.requests: the JSON bodies received
+
+Fault kinds (each answers with a 200): ``Fault.cut`` (a stream that stops half-way through
+the turn's tool-call arguments or text, before its finish reason, and closes),
+``Fault.not_json`` (a proxy's HTML page), ``Fault.no_choices`` (``"choices": []``),
+``Fault.arguments`` (the turn's calls with these arguments, as the model wrote them).
 """
 
 from __future__ import annotations
@@ -17,11 +25,56 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Call = tuple[str, Mapping[str, Any]]
 MODEL = "gpt-4o-mini-2024-07-18"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One way to answer a request badly; build with the class methods."""
+
+    kind: str  # "cut" | "not_json" | "no_choices" | "arguments"
+    arguments: str = ""
+
+    @classmethod
+    def cut(cls) -> Fault:
+        """A streamed answer cut off half-way, before its finish reason."""
+        return cls("cut")
+
+    @classmethod
+    def not_json(cls) -> Fault:
+        """A 200 whose body is an HTML page (a proxy's), not JSON."""
+        return cls("not_json")
+
+    @classmethod
+    def no_choices(cls) -> Fault:
+        """A 200 completion with ``"choices": []``."""
+        return cls("no_choices")
+
+    @classmethod
+    def with_arguments(cls, text: str) -> Fault:
+        """The turn's calls with ``text`` as their arguments (any text, JSON or not)."""
+        return cls("arguments", text)
+
+
+@dataclass
+class _Rule:
+    fault: Fault
+    input: str | None
+    turn: int | None
+    times: int | None
+    hits: int = 0
+
+    def matches(self, text: str | None, turn: int) -> bool:
+        if self.input is not None and text != self.input:
+            return False
+        if self.turn is not None and turn != self.turn:
+            return False
+        return self.times is None or self.hits < self.times
 
 
 class OpenAIServer:
@@ -35,6 +88,7 @@ class OpenAIServer:
         self.script = dict(script)
         self.answers = dict(answers or {})
         self.requests: list[dict[str, Any]] = []
+        self._rules: list[_Rule] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._lock = threading.Lock()
 
@@ -52,9 +106,30 @@ class OpenAIServer:
                 with server._lock:
                     server.requests.append(body)
                     number = len(server.requests)
-                payload = json.dumps(server.answer(body, number)).encode()
+                    fault = server._fault(body)
+                completion = server.answer(body, number)
+                if fault is not None and fault.kind == "not_json":
+                    self._send(b"<html>502 Bad Gateway</html>", "text/html")
+                    return
+                if fault is not None and fault.kind == "no_choices":
+                    completion["choices"] = []
+                if fault is not None and fault.kind == "arguments":
+                    for call in completion["choices"][0]["message"].get("tool_calls") or []:
+                        call["function"]["arguments"] = fault.arguments
+                if not body.get("stream"):
+                    self._send(json.dumps(completion).encode(), "application/json")
+                    return
                 self.send_response(200)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()  # (HTTP/1.0: the stream ends when the connection closes)
+                for chunk in _chunks(completion, cut=fault is not None and fault.kind == "cut"):
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                if fault is None or fault.kind != "cut":
+                    self.wfile.write(b"data: [DONE]\n\n")
+
+            def _send(self, payload: bytes, content_type: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -71,15 +146,31 @@ class OpenAIServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
+    def inject(
+        self,
+        fault: Fault,
+        *,
+        input: str | None = None,
+        turn: int | None = None,
+        times: int | None = None,
+    ) -> None:
+        """Answer with ``fault`` the requests of this input (first user text) at this turn
+        (``times``: only so many of them). Rules are tried in the order they were added."""
+        self._rules.append(_Rule(fault, input, turn, times))
+
+    def _fault(self, body: dict[str, Any]) -> Fault | None:
+        text, turn = _input_and_turn(body)
+        rule = next((r for r in self._rules if r.matches(text, turn)), None)
+        if rule is None:
+            return None
+        rule.hits += 1
+        return rule.fault
+
     def answer(self, body: dict[str, Any], number: int) -> dict[str, Any]:
         """The completion for a request: the script's next turn of calls, or the answer."""
         messages = body.get("messages") or []
-        user = next((m for m in messages if m.get("role") == "user"), {})
-        text = user.get("content")
-        if isinstance(text, list):
-            text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+        text, turn = _input_and_turn(body)
         turns = self.script.get(text or "", [])
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
         index = list(self.script).index(text) if text in self.script else 0
         message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
         if turn < len(turns):
@@ -107,3 +198,51 @@ class OpenAIServer:
             "usage": {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7},
             "system_fingerprint": "fp_test",
         }
+
+
+def _input_and_turn(body: dict[str, Any]) -> tuple[str | None, int]:
+    """The first user message's text, and the number of assistant messages."""
+    messages = body.get("messages") or []
+    user = next((m for m in messages if m.get("role") == "user"), {})
+    text = user.get("content")
+    if isinstance(text, list):
+        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+    return text, sum(1 for m in messages if m.get("role") == "assistant")
+
+
+def _chunks(completion: dict[str, Any], cut: bool = False) -> list[dict[str, Any]]:
+    """A completion as the API streams it: a chunk with the message (each call's arguments,
+    or the text, in two halves), then one with the finish reason and usage; ``cut``: up to
+    the first half only. No choice: no chunk."""
+    if not completion["choices"]:
+        return []
+    choice = completion["choices"][0]
+    message = choice["message"]
+    head = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
+    head["object"] = "chat.completion.chunk"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    if message.get("tool_calls"):
+        first, second = [], []
+        for k, call in enumerate(message["tool_calls"]):
+            text = call["function"]["arguments"]
+            n = len(text) // 2
+            first.append(
+                {"index": k, **call, "function": {**call["function"], "arguments": text[:n]}}
+            )
+            second.append({"index": k, "function": {"arguments": text[n:]}})
+        deltas = [{"role": "assistant", "tool_calls": first}, {"tool_calls": second}]
+    else:
+        n = len(message["content"]) // 2
+        deltas = [
+            {"role": "assistant", "content": message["content"][:n]},
+            {"content": message["content"][n:]},
+        ]
+    parts = [chunk(delta) for delta in deltas]
+    if cut:
+        return parts[:1]
+    last = chunk({}, choice["finish_reason"])
+    last["usage"] = completion["usage"]
+    return [*parts, last]

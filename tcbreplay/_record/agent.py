@@ -99,7 +99,7 @@ def _middleware(policy: CallPolicy) -> Any:
                 try:
                     async with asyncio.timeout(policy.call_timeout):
                         response = await handler(request)
-                    _check_not_empty(response)
+                    _check_reply(response, _streams(request.model))
                 except Exception as caught:
                     exc = caught
                     if isinstance(caught, TimeoutError) and not isinstance(caught, CallTimeout):
@@ -163,10 +163,42 @@ class EmptyModelResponse(RuntimeError):
     transient = True
 
 
-def _check_not_empty(response: Any) -> None:
+class TruncatedReply(RuntimeError):
+    """A streamed reply ended before the provider said why it stopped (no finish or stop
+    reason): the stream was cut off mid-way, and what came is no whole answer (retried)."""
+
+    transient = True
+
+
+# where each provider's reply says why the model stopped (``response_metadata``): a streamed
+# reply gets it from its last event, so one without it was cut off before that event came (a
+# reply not streamed comes whole or not at all; other providers' keys are not known here)
+_FINISH_KEYS = {
+    "openai": "finish_reason",
+    "anthropic": "stop_reason",
+    "google_genai": "finish_reason",
+}
+
+
+def _streams(model: Any) -> bool:
+    """Whether LangChain streams the replies of ``model`` (``--model-option streaming=true``)."""
+    return getattr(model, "streaming", None) is True and not getattr(
+        model, "disable_streaming", False
+    )
+
+
+def _check_reply(response: Any, streamed: bool) -> None:
+    """Refuse a reply that is no answer of the model: one cut off mid-stream (``streamed``),
+    or one with no content and no tool calls."""
     for message in getattr(response, "result", None) or []:
         if getattr(message, "type", None) != "ai":
             continue
+        metadata = getattr(message, "response_metadata", None) or {}
+        key = _FINISH_KEYS.get(str(metadata.get("model_provider")))
+        if streamed and key is not None and metadata.get(key) is None:
+            raise TruncatedReply(
+                f"the streamed reply ended without a {key}: it was cut off before its end"
+            )
         if message.content or getattr(message, "tool_calls", None):
             continue
         if getattr(message, "invalid_tool_calls", None):

@@ -134,13 +134,17 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
         if stop.failed > 1
         else "the first sample failed after its retries"
     )
-    answered = _SERVER_ERROR.search(stop.outcome.error or "")  # answered, with errors
+    error_text = stop.outcome.error or ""
+    # answered, with errors or with replies that were no answer
+    answered = _SERVER_ERROR.search(error_text) or error_text.startswith(_BAD_REPLIES)
     what = "no model call succeeded" if answered else "no model call was answered"
     return f"{what}: {first} ({error}): " + _unanswered_fix(stop.outcome.error or "", base_url)
 
 
 # an error a provider's server answered with (a 5xx, overloaded, unavailable)
 _SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
+# a reply the provider sent that was no answer (see tcbreplay._record.agent)
+_BAD_REPLIES = ("TruncatedReply:",)
 
 
 def _unanswered_fix(error: str, base_url: str | None) -> str:
@@ -149,6 +153,11 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
         return "check the endpoint, or raise --call-timeout"
     if kind == "SampleTimeout":
         return "check the endpoint, or raise --timeout"
+    if kind == "TruncatedReply":
+        return (
+            "the provider's streamed replies were cut off before their end: try again later, "
+            "or record without --model-option streaming=true"
+        )
     if re.search(r"\b429\b|RESOURCE_EXHAUSTED|rate limit", error, re.I):
         return "rate limited: set --max-rpm or --max-tpm, or lower --workers"
     if re.search(r"\b400\b|INVALID_ARGUMENT|invalid", error, re.I):

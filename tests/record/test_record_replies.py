@@ -1,0 +1,140 @@
+"""Replies a provider sends that are no whole answer of the model, through the real clients.
+
+``ChatOpenAI`` talks to :class:`openai_server.OpenAIServer` over HTTP, as in a recording, and
+``ChatAnthropic`` to :class:`anthropic_server.AnthropicServer`: a stream cut off before its
+finish reason, a 200 that cannot be read, tool-call arguments that are no JSON object.
+Nothing in tcbreplay, LangChain or the SDKs is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anthropic_server
+import pyarrow.parquet as pq
+import pytest
+from helpers import cli
+from openai_server import Fault, OpenAIServer
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._store.runs import Store
+
+pytest.importorskip("langchain_openai")
+
+MODEL = "openai:gpt-4o-mini"
+TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+PROMPT = BENCHMARKS["tool-call"].system_prompt
+ADD, GREET = "What is 25 plus 4.5?", "Hi there!"
+SCRIPT = {ADD: [[("add_numbers", {"a": 25.0, "b": 4.5})]], GREET: []}
+ANSWERS = {ADD: "The total is 29.5.", GREET: "Hello! How can I help?"}
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    path = tmp_path / "dataset.json"
+    entries = [
+        {
+            "id": "add",
+            "input": ADD,
+            "target": [{"name": "add_numbers", "args": {"a": 25, "b": 4.5}}],
+        },
+        {"id": "greet", "input": GREET, "target": []},
+    ]
+    path.write_text(json.dumps(entries))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def key(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-key-for-a-loopback-server")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-a-loopback-server")
+
+
+# each provider's model, server and faults, and the finish reason its answer ends with
+PROVIDERS = {
+    "openai": (MODEL, OpenAIServer, Fault, "finish_reason", "stop"),
+    "anthropic": ("anthropic:claude-opus-4-7", anthropic_server.AnthropicServer,
+                  anthropic_server.Fault, "stop_reason", "end_turn"),
+}  # fmt: skip
+
+
+def _record(dataset, server, tmp_path, streaming=False, model=MODEL, **options):
+    inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+    settings = {"base_url": server.url, **({"streaming": "true"} if streaming else {})}
+    opts = RecordOptions(**{"workers": 1, "backoff": 0.01, **options})
+    return record_run(inputs, parse_model(model, settings), Store(tmp_path / "traces"), run_id="r",
+                      options=opts)  # fmt: skip
+
+
+def _samples(run_dir) -> dict[str, dict]:
+    return {r["sample_id"]: r for r in pq.read_table(Path(run_dir) / "samples.parquet").to_pylist()}
+
+
+def _messages(run_dir, sample_id) -> list[dict]:
+    rows = pq.read_table(Path(run_dir) / "messages.parquet").to_pylist()
+    rows = sorted((r for r in rows if r["sample_id"] == sample_id), key=lambda r: r["position"])
+    return [json.loads(r["message"])["data"] for r in rows]
+
+
+# -- a stream cut off ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_stream_cut_off_is_retried_and_never_stored_as_the_answer(dataset, tmp_path, provider):
+    """A stream that stopped mid tool-call arguments was stored ``ok``: LangChain filled the
+    broken JSON in as {"a": 25.0} and that call ran; one cut after half the answer's text was
+    stored as the final answer, without finish reason or usage."""
+    model, server_class, faults, finish, reason = PROVIDERS[provider]
+    pytest.importorskip(f"langchain_{provider}")
+    with server_class(SCRIPT, ANSWERS) as server:
+        server.inject(faults.cut(), input=ADD, turn=0, times=1)  # mid the arguments
+        server.inject(faults.cut(), input=ADD, turn=1, times=1)  # mid the answer's text
+        summary = _record(dataset, server, tmp_path, streaming=True, model=model)
+    assert all(request["stream"] for request in server.requests)
+
+    row = _samples(summary.run_dir)["add"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 3, None)
+    messages = _messages(summary.run_dir, "add")
+    (call,) = messages[1]["tool_calls"]
+    assert (call["name"], call["args"]) == ("add_numbers", {"a": 25.0, "b": 4.5})
+    assert json.loads(messages[2]["content"]) == {"result": 29.5}
+    answer = messages[-1]
+    assert answer["content"] in (
+        "The total is 29.5.",
+        [{"type": "text", "text": "The total is 29.5.", "index": 0}],
+    )
+    assert answer["response_metadata"][finish] == reason
+    assert answer["usage_metadata"]["output_tokens"] == 7
+    assert _samples(summary.run_dir)["greet"]["attempts"] == 1
+
+
+def test_a_stream_cut_off_at_every_attempt_is_an_error_saying_so(dataset, tmp_path):
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.cut(), input=GREET)
+        summary = _record(dataset, server, tmp_path, streaming=True, retries=1)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 2, "TruncatedReply")
+    assert "cut off" in row["error"]
+    # the half answer is not stored: only the input
+    assert [m["type"] for m in _messages(summary.run_dir, "greet")] == ["human"]
+
+
+def test_a_stop_on_streams_cut_off_names_them_not_the_network(dataset, tmp_path):
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.cut())
+        result = cli("record", "--model", MODEL, "--model-option", f"base_url={server.url}",
+                     "--model-option", "streaming=true", "--dataset", dataset, "--tools", TOOLS,
+                     "--system-prompt", PROMPT,
+                     "--workers", "1", "--retries", "1", "--backoff", "0.01",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert "no model call succeeded" in error
+    assert "(TruncatedReply: " in error
+    assert error.endswith("record without --model-option streaming=true")
+    assert "can be reached" not in error
