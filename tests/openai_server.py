@@ -16,8 +16,10 @@ A request with ``"stream": true`` is answered as the API streams: server-sent ev
 
 Fault kinds (each answers with a 200): ``Fault.cut`` (a stream that stops half-way through
 the turn's tool-call arguments or text, before its finish reason, and closes),
-``Fault.not_json`` (a proxy's HTML page), ``Fault.no_choices`` (``"choices": []``),
-``Fault.arguments`` (the turn's calls with these arguments, as the model wrote them).
+``Fault.error_event`` (a stream that breaks off half-way with an error, as the API sends one),
+``Fault.not_json`` (a proxy's HTML page, which may quote the request's key),
+``Fault.no_choices`` (``"choices": []``, streamed or not), ``Fault.with_arguments`` (the
+turn's calls with these arguments, as the model wrote them).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ MODEL = "gpt-4o-mini-2024-07-18"
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "cut" | "not_json" | "no_choices" | "arguments"
-    arguments: str = ""
+    kind: str  # "cut" | "error_event" | "not_json" | "no_choices" | "arguments"
+    text: str = ""  # the page (not_json), the arguments (arguments)
 
     @classmethod
     def cut(cls) -> Fault:
@@ -46,9 +48,15 @@ class Fault:
         return cls("cut")
 
     @classmethod
-    def not_json(cls) -> Fault:
-        """A 200 whose body is an HTML page (a proxy's), not JSON."""
-        return cls("not_json")
+    def error_event(cls) -> Fault:
+        """A stream that breaks off half-way with an error (a server error) instead of its end."""
+        return cls("error_event")
+
+    @classmethod
+    def not_json(cls, page: str = "<html>502 Bad Gateway</html>") -> Fault:
+        """A 200 whose body is an HTML page (a proxy's), not JSON; ``{api_key}`` in it is
+        replaced by the request's key."""
+        return cls("not_json", page)
 
     @classmethod
     def no_choices(cls) -> Fault:
@@ -109,22 +117,28 @@ class OpenAIServer:
                     fault = server._fault(body)
                 completion = server.answer(body, number)
                 if fault is not None and fault.kind == "not_json":
-                    self._send(b"<html>502 Bad Gateway</html>", "text/html")
+                    key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    self._send(fault.text.replace("{api_key}", key).encode(), "text/html")
                     return
                 if fault is not None and fault.kind == "no_choices":
                     completion["choices"] = []
                 if fault is not None and fault.kind == "arguments":
                     for call in completion["choices"][0]["message"].get("tool_calls") or []:
-                        call["function"]["arguments"] = fault.arguments
+                        call["function"]["arguments"] = fault.text
                 if not body.get("stream"):
                     self._send(json.dumps(completion).encode(), "application/json")
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()  # (HTTP/1.0: the stream ends when the connection closes)
-                for chunk in _chunks(completion, cut=fault is not None and fault.kind == "cut"):
+                broken = fault is not None and fault.kind in ("cut", "error_event")
+                for chunk in _chunks(completion, cut=broken):
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                if fault is None or fault.kind != "cut":
+                if broken and fault.kind == "error_event":
+                    error = {"message": "The server had an error while processing your request.",
+                             "type": "server_error", "param": None, "code": None}  # fmt: skip
+                    self.wfile.write(b"data: " + json.dumps({"error": error}).encode() + b"\n\n")
+                if not broken:
                     self.wfile.write(b"data: [DONE]\n\n")
 
             def _send(self, payload: bytes, content_type: str) -> None:

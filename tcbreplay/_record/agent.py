@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
-from tcbreplay._record.retry import RateLimiter, backoff_delay, is_transient, too_long_a_wait
+from tcbreplay._record.retry import (
+    RateLimiter,
+    backoff_delay,
+    is_transient,
+    too_long_a_wait,
+    unreadable_reply,
+)
 
 
 @dataclass
@@ -106,6 +112,8 @@ def _middleware(policy: CallPolicy) -> Any:
                         exc = CallTimeout(
                             f"model call did not answer within {policy.call_timeout:g} s"
                         )
+                    elif (wrong := unreadable_reply(caught)) is not None:
+                        exc = UnreadableReply(f"the provider's reply {wrong}: {_quoted(caught)}")
                     too_long = too_long_a_wait(exc, policy.clock)
                     if attempt > policy.retries or not is_transient(exc) or too_long:
                         if state is not None:
@@ -159,6 +167,13 @@ class CallTimeout(TimeoutError):
 
 class EmptyModelResponse(RuntimeError):
     """The provider answered with no content and no tool calls (retried: it may be passing)."""
+
+    transient = True
+
+
+class UnreadableReply(RuntimeError):
+    """The provider answered 200 with a reply that could not be read (a proxy's page, no
+    choices) or that broke off with an error event (retried: it may be passing)."""
 
     transient = True
 
@@ -234,6 +249,16 @@ def inline_tracing_hooks() -> Iterator[None]:
         yield
     finally:
         langsmith.set_runtime_overrides()
+
+
+def _quoted(exc: BaseException) -> str:
+    """An error as an UnreadableReply quotes it: its type and text, without the last word of
+    a text LangChain cut short (``...``): a key the reply quoted may be cut there, and a part
+    of a key is not redacted (the whole text is, where it is stored or shown)."""
+    text = " ".join(str(exc).split())
+    if text.endswith("..."):
+        text = text[:-3].rpartition(" ")[0] + " …"
+    return f"{type(exc).__name__}: {text}"
 
 
 def _short(exc: BaseException) -> str:

@@ -144,7 +144,7 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
 # an error a provider's server answered with (a 5xx, overloaded, unavailable)
 _SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
 # a reply the provider sent that was no answer (see tcbreplay._record.agent)
-_BAD_REPLIES = ("TruncatedReply:",)
+_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:")
 
 
 def _unanswered_fix(error: str, base_url: str | None) -> str:
@@ -157,6 +157,12 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
         return (
             "the provider's streamed replies were cut off before their end: try again later, "
             "or record without --model-option streaming=true"
+        )
+    if kind == "UnreadableReply":
+        where = base_url or "the provider's endpoint"
+        return (
+            f"the provider answered with replies that could not be used: check that {where} "
+            "is the model's API (a proxy's or a login page is not), or try again later"
         )
     if re.search(r"\b429\b|RESOURCE_EXHAUSTED|rate limit", error, re.I):
         return "rate limited: set --max-rpm or --max-tpm, or lower --workers"

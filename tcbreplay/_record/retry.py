@@ -1,17 +1,19 @@
 """When to retry a model call, how long to wait, and the run-wide rate limit.
 
-Transient failures (rate limits, 5xx, timeouts, dropped connections) are retried
-with exponential backoff and jitter, waiting at least as long as the provider's
-``Retry-After`` (or Google's ``RetryInfo.retryDelay``) asks; anything else (400,
-authentication, a bug) fails at once.
+Transient failures (rate limits, 5xx, timeouts, dropped connections, a 200 whose reply
+cannot be read) are retried with exponential backoff and jitter, waiting at least as long as
+the provider's ``Retry-After`` (or Google's ``RetryInfo.retryDelay``) asks; anything else
+(400, authentication, a bug) fails at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import random
 import re
+import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +26,16 @@ TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _NOT_TRANSIENT_5XX = frozenset({501, 505})
 _TRANSIENT_NAMES = frozenset(
     {"ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
-     "RemoteProtocolError", "ReadError", "WriteError", "ServerError", "ServerDisconnectedError",
-     # a 200 whose body is not JSON: typically a proxy's error page
-     "JSONDecodeError"}
+     "RemoteProtocolError", "ReadError", "WriteError", "ServerError", "ServerDisconnectedError"}
 )  # fmt: skip
+# LangChain's words for a 2xx reply it could not read: a page that is no JSON (from an
+# OpenAI-compatible endpoint), a completion without choices (none, none streamed, missing, null)
+_UNREADABLE = (
+    "Unexpected response type from OpenAI-compatible endpoint",
+    "No generations found in stream",
+    "Response missing 'choices' key",
+    "Received response with null value for 'choices'",
+)
 MAX_DELAY = 120.0
 # the rate limiter's window: a minute
 WINDOW_S = 60.0
@@ -56,9 +64,12 @@ def status_code(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: rate limits, server errors, timeouts, dropped connections."""
+    """Worth retrying: rate limits, server errors, timeouts, dropped connections, a reply
+    that could not be read."""
+    if unreadable_reply(exc) is not None:
+        return True
     code = status_code(exc)
-    if code is not None and not 200 <= code < 300:  # (a 2xx whose reply could not be read: below)
+    if code is not None:
         return code in TRANSIENT_STATUS or (500 <= code < 600 and code not in _NOT_TRANSIENT_5XX)
     for e in _chain(exc):
         if getattr(e, "transient", False) or isinstance(e, (TimeoutError, ConnectionError)):
@@ -66,6 +77,49 @@ def is_transient(exc: BaseException) -> bool:
         if type(e).__name__ in _TRANSIENT_NAMES:
             return True
     return False
+
+
+def unreadable_reply(exc: BaseException) -> str | None:
+    """What was wrong with the provider's reply ("could not be read", ...), when a model call
+    failed on the reply rather than on its request: a 2xx whose body could not be read (no
+    JSON, a proxy's page, a completion without choices), or a stream that broke off with an
+    error event. None when the call failed otherwise."""
+    code = status_code(exc)
+    if code is not None and not 200 <= code < 300:
+        return None
+    for e in _chain(exc):
+        if _error_event(e):
+            return "broke off with an error"
+    if code is not None:
+        return "could not be read"
+    for e in _chain(exc):
+        first = str(e.args[0]) if e.args else ""
+        if isinstance(e, json.JSONDecodeError) or (
+            isinstance(e, (ValueError, KeyError, TypeError)) and first.startswith(_UNREADABLE)
+        ):
+            return "could not be read"
+        # (LangChain takes the first of a completion's choices: an IndexError when it has none)
+        if isinstance(e, IndexError) and _raised_in(e, "langchain_core.language_models."):
+            return "held no answer"
+    return None
+
+
+def _error_event(exc: BaseException) -> bool:
+    """Whether ``exc`` is an SDK's error for an ``error`` event in a stream begun with a 200:
+    Anthropic's is an APIStatusError of status 200 (its body an error), OpenAI's a bare
+    APIError."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and body.get("type") == "error":
+        return True
+    openai = sys.modules.get("openai")  # (not imported: the error is not its)
+    return openai is not None and type(exc) is openai.APIError and body is not None
+
+
+def _raised_in(exc: BaseException, module: str) -> bool:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith(module)
 
 
 def retry_after(exc: BaseException, clock: Clock = SYSTEM_CLOCK) -> float | None:

@@ -138,3 +138,65 @@ def test_a_stop_on_streams_cut_off_names_them_not_the_network(dataset, tmp_path)
     assert "(TruncatedReply: " in error
     assert error.endswith("record without --model-option streaming=true")
     assert "can be reached" not in error
+
+
+# -- a 200 that cannot be read -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "streaming"),
+    [(Fault.not_json(), False), (Fault.no_choices(), False),
+     (Fault.not_json(), True), (Fault.no_choices(), True), (Fault.error_event(), True)],
+    ids=["page", "no-choices", "page-streamed", "no-choices-streamed", "error-event"],
+)  # fmt: skip
+def test_a_reply_that_cannot_be_read_is_retried(dataset, tmp_path, fault, streaming):
+    """A proxy's HTML page (ValueError), a completion with "choices": [] (IndexError) and a
+    stream that broke off with an error (APIError) failed the sample at once."""
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(fault, input=GREET, times=1)
+        summary = _record(dataset, server, tmp_path, streaming=streaming)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+    assert _messages(summary.run_dir, "greet")[-1]["content"] == ANSWERS[GREET]
+
+
+def test_an_error_event_mid_stream_of_anthropic_is_retried(dataset, tmp_path):
+    """An ``overloaded_error`` event after a 200 was an APIStatusError of status 200: the
+    status was taken for the verdict, and the sample failed at once."""
+    pytest.importorskip("langchain_anthropic")
+    model, server_class, faults, *_ = PROVIDERS["anthropic"]
+    with server_class(SCRIPT, ANSWERS) as server:
+        server.inject(faults.error_event(), input=ADD, turn=1, times=1)
+        summary = _record(dataset, server, tmp_path, streaming=True, model=model)
+
+    row = _samples(summary.run_dir)["add"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+
+
+def test_a_stop_on_unreadable_replies_names_them_and_quotes_no_part_of_the_key(
+    dataset, tmp_path, monkeypatch
+):
+    """The stop said to check that the endpoint can be reached and the network; and a page
+    quoting the key, cut by LangChain inside it, left the key's first part unredacted."""
+    key = "gateway-key-quoted-by-a-proxy-0123456789"  # (no form redact knows)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    page = "<html><p>" + "x" * 150 + " Bad Gateway for {api_key}</p></html>"
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.not_json(page))
+        store = tmp_path / "traces"
+        result = cli("record", "--model", MODEL, "--model-option", f"base_url={server.url}",
+                     "--dataset", dataset, "--tools", TOOLS, "--system-prompt", PROMPT,
+                     "--workers", "1", "--retries", "1", "--backoff", "0.01",
+                     "--store", store, "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert "no model call succeeded" in error
+    assert "(UnreadableReply: the provider's reply could not be read: ValueError: " in error
+    assert f"check that {server.url} is the model's API" in error
+    assert "can be reached" not in error
+    (row,) = _samples(store / "r").values()
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 2, "UnreadableReply")
+    assert "Bad Gateway" in row["error"]
+    for text in (result.output, row["error"]):
+        assert key[:8] not in text, text
