@@ -21,6 +21,7 @@ from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
+from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 
 pytest.importorskip("langchain_openai")
@@ -200,3 +201,30 @@ def test_a_stop_on_unreadable_replies_names_them_and_quotes_no_part_of_the_key(
     assert "Bad Gateway" in row["error"]
     for text in (result.output, row["error"]):
         assert key[:8] not in text, text
+
+
+# -- arguments that are no JSON object -------------------------------------------------------
+
+
+@pytest.mark.parametrize("arguments", ['"{\\"a\\": 25, \\"b\\": 4.5}"', "[25, 4.5]"])
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_arguments_that_are_no_json_object_are_the_agents_and_stored(
+    dataset, tmp_path, arguments, streaming
+):
+    """A JSON string or a list as a call's arguments failed the whole sample
+    (``ValidationError: 1 validation error for AIMessage``), and the model's message was lost.
+    It is kept as LangChain keeps arguments that are no JSON: an invalid call, which is not
+    run and which the metrics do not count as a call."""
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.with_arguments(arguments), input=ADD, turn=0)
+        summary = _record(dataset, server, tmp_path, streaming=streaming)
+
+    row = _samples(summary.run_dir)["add"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 1, None)
+    _human, ai = _messages(summary.run_dir, "add")
+    assert ai["tool_calls"] == []
+    (invalid,) = ai["invalid_tool_calls"]
+    assert (invalid["name"], invalid["args"]) == ("add_numbers", arguments)
+    scores = score_run(Store(tmp_path / "traces"), "r", write=False).scores
+    (scored,) = scores.filter(scores["sample_id"] == "add").to_dicts()
+    assert (scored["status"], scored["n_agent"], scored["tsa"]) == ("ok", 0, 0.0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._record.models.openai_calls import keep_non_object_arguments_invalid
 from tcbreplay._secrets import SECRETS_HINT, find_secrets, refuse_model_secrets, register
 from tcbreplay.errors import ModelError
 
@@ -152,13 +153,16 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
         # (and multiply them: a refused connection would be tried 9 times, not 3).
         kwargs.setdefault("max_retries", 0)
     try:
-        return init_chat_model(choice.name, model_provider=choice.provider, **kwargs)
+        model = init_chat_model(choice.name, model_provider=choice.provider, **kwargs)
     except ImportError as exc:
         raise ModelError(f"{choice.option} {choice.id}: {exc}") from exc
     except (ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0]
         hint = provider_hint(choice) if first.startswith("Unsupported provider") else None
         raise ModelError(f"{choice.option} {choice.id}: {first}", hint=hint) from exc
+    # a tool call whose arguments are no JSON object is the agent's, not a lost reply
+    keep_non_object_arguments_invalid()
+    return model
 
 
 # names people give providers that LangChain knows by another
