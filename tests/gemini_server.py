@@ -18,10 +18,11 @@ Fault kinds: ``Fault.rate_limit`` (429 + ``Retry-After`` + RetryInfo), ``Fault.e
 (any status with a Google-style error body; 500/503/400 ..., optional ``Retry-After``),
 ``Fault.echo_key`` (an error quoting the request's API key), ``Fault.bad_key`` (Google's answer
 to a key that is not valid: 400 INVALID_ARGUMENT, reason API_KEY_INVALID),
-``Fault.malformed`` (``"not_json"`` or ``"no_candidates"``), ``Fault.hang`` (sleep, then
-answer normally). Each :class:`RecordedRequest` has its arrival time (``at``, monotonic
-seconds), so retry and back-off tests can measure the gaps between attempts;
-:attr:`GeminiServer.max_in_flight` is the most requests it was answering at once.
+``Fault.malformed`` (``"not_json"`` or ``"no_candidates"``), ``Fault.finish`` (a candidate
+with no content and this ``finishReason``: ``SAFETY``, ``MALFORMED_FUNCTION_CALL``, ...),
+``Fault.hang`` (sleep, then answer normally). Each :class:`RecordedRequest` has its arrival
+time (``at``, monotonic seconds), so retry and back-off tests can measure the gaps between
+attempts; :attr:`GeminiServer.max_in_flight` is the most requests it was answering at once.
 """
 
 from __future__ import annotations
@@ -68,13 +69,14 @@ def default_usage(text: str, turn: int, n_calls: int) -> tuple[int, int]:
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "status" | "not_json" | "no_candidates" | "hang"
+    kind: str  # "status" | "not_json" | "no_candidates" | "finish" | "hang"
     status: int = 200
     message: str = ""
     retry_after: str | None = None
     seconds: float = 0.0
     details: tuple[dict[str, Any], ...] = ()
     encode: Callable[[str], str] | None = None  # how {api_key} is quoted in ``message``
+    reason: str | None = None  # the candidate's finishReason (finish)
 
     @classmethod
     def error(
@@ -130,6 +132,13 @@ class Fault:
         if how not in ("not_json", "no_candidates"):
             raise ValueError(f"malformed: expected not_json or no_candidates, got {how!r}")
         return cls(how)
+
+    @classmethod
+    def finish(cls, reason: str, message: str = "") -> Fault:
+        """A 200 whose candidate has no content, only ``finishReason`` (and ``finishMessage``),
+        as Gemini answers when it withholds a reply (``SAFETY``) or cannot parse the
+        function call the model wrote (``MALFORMED_FUNCTION_CALL``)."""
+        return cls("finish", message=message, reason=reason)
 
     @classmethod
     def hang(cls, seconds: float = 30.0) -> Fault:
@@ -354,6 +363,13 @@ class GeminiServer:
         elif fault.kind == "no_candidates":
             usage = {"promptTokenCount": 1, "candidatesTokenCount": 0, "totalTokenCount": 1}
             self._send_json(handler, record, 200, {"usageMetadata": usage})
+        elif fault.kind == "finish":
+            candidate = {"finishReason": fault.reason, "index": 0}
+            if fault.message:
+                candidate["finishMessage"] = fault.message
+            usage = {"promptTokenCount": 1, "totalTokenCount": 1}
+            body = {"candidates": [candidate], "usageMetadata": usage}
+            self._send_json(handler, record, 200, {**body, "modelVersion": self.model_version})
         else:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
             key = record.headers.get("x-goog-api-key", "")

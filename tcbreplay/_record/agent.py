@@ -171,6 +171,14 @@ class EmptyModelResponse(RuntimeError):
     transient = True
 
 
+# finish reasons of a reply with no content and no call that are the model's own behaviour, to
+# be scored, not retried: Gemini's MALFORMED_FUNCTION_CALL (the model wrote a function call the
+# API could not parse), as a call whose arguments are no JSON is kept (invalid_tool_calls).
+# Retried, the model's failed calls would be drawn again until one passes, and the run would
+# score it above what it does. (SAFETY and the like are the provider withholding the reply.)
+MODELS_OWN_FAILURES = frozenset({"MALFORMED_FUNCTION_CALL"})
+
+
 class UnreadableReply(RuntimeError):
     """The provider answered 200 with a reply that could not be read (a proxy's page, no
     choices) or that broke off with an error event (retried: it may be passing)."""
@@ -218,7 +226,11 @@ def _check_reply(response: Any, streamed: bool) -> None:
             continue
         if getattr(message, "invalid_tool_calls", None):
             continue
-        raise EmptyModelResponse("the model answered with no content and no tool calls")
+        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+        if reason in MODELS_OWN_FAILURES:
+            continue
+        said = f" (finish reason {reason})" if reason else ""
+        raise EmptyModelResponse(f"the model answered with no content and no tool calls{said}")
 
 
 @contextlib.contextmanager

@@ -144,7 +144,7 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
 # an error a provider's server answered with (a 5xx, overloaded, unavailable)
 _SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
 # a reply the provider sent that was no answer (see tcbreplay._record.agent)
-_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:")
+_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:")
 
 
 def _unanswered_fix(error: str, base_url: str | None) -> str:
@@ -157,6 +157,11 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
         return (
             "the provider's streamed replies were cut off before their end: try again later, "
             "or record without --model-option streaming=true"
+        )
+    if kind == "EmptyModelResponse":
+        return (
+            "the provider answered with empty replies (their finish reason says why; SAFETY: "
+            "it withheld them): check --model, its --model-option settings and the prompt"
         )
     if kind == "UnreadableReply":
         where = base_url or "the provider's endpoint"

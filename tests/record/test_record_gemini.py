@@ -525,6 +525,41 @@ def test_response_without_candidates_is_not_an_ok_sample(dataset, server, store,
     assert _samples(summary.run_dir)["mul"]["status"] == "error"
 
 
+def test_an_empty_reply_is_retried_and_its_error_names_its_finish_reason(
+    dataset, server, store, key
+):
+    """A reply Gemini withheld (finishReason SAFETY) was an EmptyModelResponse whose text
+    did not say why."""
+    server.inject(Fault.finish("SAFETY"), input=MUL)
+    summary = _record(dataset, server, store, retries=1)
+
+    row = _samples(summary.run_dir)["mul"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 2, "EmptyModelResponse")
+    assert (
+        row["error"]
+        == "the model answered with no content and no tool calls (finish reason SAFETY)"
+    )
+
+
+def test_a_malformed_function_call_is_the_models_answer_not_retried(dataset, server, store, key):
+    """MALFORMED_FUNCTION_CALL (the model wrote a call the API could not parse) was retried
+    as an empty reply until a draw passed: the run scored the model above what it does. It
+    is the model's behaviour, stored as its answer (no call) and scored."""
+    message = "Malformed function call: print(default_api.multiply_numbers(a=3, b="
+    server.inject(Fault.finish("MALFORMED_FUNCTION_CALL", message), input=MUL)
+    summary = _record(dataset, server, store)
+
+    row = _samples(summary.run_dir)["mul"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 1, None)
+    assert len(server.requests_for(MUL)) == 1
+    _human, answer = (json.loads(r["message"])["data"] for r in _messages(summary.run_dir)["mul"])
+    assert (answer["content"], answer["tool_calls"], answer["invalid_tool_calls"]) == ("", [], [])
+    assert answer["response_metadata"]["finish_reason"] == "MALFORMED_FUNCTION_CALL"
+    scores = score_run(store, summary.run_id, write=False).scores
+    (scored,) = scores.filter(scores["sample_id"] == "mul").to_dicts()
+    assert (scored["status"], scored["n_agent"], scored["tsa"]) == ("ok", 0, 0.0)
+
+
 @pytest.mark.slow  # (processes of their own)
 def test_two_processes_record_what_one_records_against_gemini_server(dataset, server, store, key):
     """The provider's client is built before the fork and used by each child process."""

@@ -228,3 +228,12 @@ def test_arguments_that_are_no_json_object_are_the_agents_and_stored(
     scores = score_run(Store(tmp_path / "traces"), "r", write=False).scores
     (scored,) = scores.filter(scores["sample_id"] == "add").to_dicts()
     assert (scored["status"], scored["n_agent"], scored["tsa"]) == ("ok", 0, 0.0)
+
+
+def test_a_stop_on_empty_replies_does_not_blame_the_network():
+    from tcbreplay._record.failures import _unanswered_fix
+
+    error = "EmptyModelResponse: the model answered with no content and no tool calls (finish "
+    fix = _unanswered_fix(error + "reason SAFETY)", "http://h/v1")
+    assert fix.startswith("the provider answered with empty replies")
+    assert "can be reached" not in fix
