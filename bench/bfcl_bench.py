@@ -1,14 +1,16 @@
 """BFCL agreement: tcbreplay's verdicts against BFCL's own checker on BFCL's own questions.
 
 The 1,000 non-live questions of ``bfcl-eval`` (simple_python, multiple, parallel,
-parallel_multiple) get answers synthesized in variants (:mod:`bench.bfcl_variants`), each
-answer in one of BFCL's result forms in turn. BFCL's checker judges every answer
-(:mod:`bench.bfcl_reference`); tcbreplay imports each variant's answers
-(``import --format bfcl``) and scores them twice: ``--scorer bfcl``, which must agree with
-BFCL on every sample (valid or not, and the error type), and the spec scorer, whose
-verdict is "clean" when tsa = 1, tp = 1, ahr 0 or null and args_missing 0 (with the
-scoring options ``--strings bfcl --types strict`` where this tcbreplay has them). Prints
-the table and writes it to BENCHMARKS.md under "## BFCL agreement" (other sections kept).
+parallel_multiple), and four derived from them for a rule BFCL's data does not exercise
+(:func:`bench.bfcl_variants.derived`), get answers synthesized in variants
+(:mod:`bench.bfcl_variants`), each answer in one of BFCL's result forms in turn. BFCL's
+checker judges every answer (:mod:`bench.bfcl_reference`); tcbreplay imports each
+variant's answers (``import --format bfcl``) and scores them twice: ``--scorer bfcl``,
+which must agree with BFCL on every sample (valid or not, and the error type), and the spec
+scorer, whose verdict is "clean" when tsa = 1, tp = 1, ahr 0 or null and args_missing 0
+(with the scoring options ``--strings bfcl --types strict --rel-tol 0`` where this
+tcbreplay has them). Prints the table and writes it to BENCHMARKS.md under "## BFCL
+agreement" (other sections, and the section's notes, kept).
 Exits 1 if ``--scorer bfcl`` disagrees anywhere, or the spec scorer where no deliberate
 difference explains it.
 
@@ -28,11 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import bfcl_reference as reference
-from bench.bfcl_variants import VARIANTS, form_of, render
+from bench.bfcl_variants import DERIVED_FROM, VARIANTS, derived, form_of, render
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
 SECTION = "## BFCL agreement"
+NOTES = "### Notes"  # what people wrote below the generated part of the section: kept
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
 COMMAND = "make bench-bfcl"
 # the spec scorer's deliberate differences from BFCL's checker, by BFCL's error type on an
@@ -47,13 +50,15 @@ DIFFERENCES = {
 # quirks say why
 MEANT_VALID = (
     "exact", "another acceptable value", "case, space or punctuation", "optional left out",
-    "optional supplied", "parallel calls reordered", "int for a float",
+    "optional supplied", "optional supplied as empty", "parallel calls reordered",
+    "int for a float", "a float the answer lists for an integer",
 )  # fmt: skip
 
 
 def bfcl_files(out: Path) -> tuple[Path, Path, list[dict[str, Any]], list[dict[str, Any]]]:
     """BFCL's questions and possible answers of the four categories, each pair of files
-    joined into one (their lines unchanged)."""
+    joined into one (their lines unchanged), then the questions derived from them
+    (:func:`bench.bfcl_variants.derived`)."""
     import bfcl_eval
 
     data = Path(bfcl_eval.__file__).parent / "data"
@@ -63,18 +68,24 @@ def bfcl_files(out: Path) -> tuple[Path, Path, list[dict[str, Any]], list[dict[s
         q_lines += (data / f"BFCL_v4_{category}.json").read_text().splitlines()
         a_lines += (data / "possible_answer" / f"BFCL_v4_{category}.json").read_text().splitlines()
     q_lines, a_lines = [x for x in q_lines if x.strip()], [x for x in a_lines if x.strip()]
+    answer_of = {a["id"]: a for a in map(json.loads, a_lines)}
+    extra = derived([json.loads(x) for x in q_lines], answer_of)
+    q_lines += [json.dumps(q) for q, _ in extra]
+    a_lines += [json.dumps(a) for _, a in extra]
     questions.write_text("\n".join(q_lines) + "\n")
     answers.write_text("\n".join(a_lines) + "\n")
     return questions, answers, [json.loads(x) for x in q_lines], [json.loads(x) for x in a_lines]
 
 
 def spec_options() -> Any:
-    """The spec scorer's options: BFCL's string folding and strict types, once they exist."""
+    """The spec scorer's options: BFCL's string folding, strict types and exact numbers (as
+    docs/bfcl.md gives them), once they exist."""
     from tcbreplay._score.options import ScoreOptions
 
     names = {f.name for f in dataclasses.fields(ScoreOptions)}
     if {"strings", "types"} <= names:
-        return ScoreOptions(strings="bfcl", types="strict"), "--strings bfcl --types strict"
+        options = ScoreOptions(rel_tol=0.0, strings="bfcl", types="strict")
+        return options, "--strings bfcl --types strict --rel-tol 0"
     return ScoreOptions(), "defaults (no --strings/--types in this tcbreplay yet)"
 
 
@@ -83,7 +94,9 @@ Differ = list[tuple[str, str, str, bool]]  # sample id, variant, BFCL's error ty
 
 def run(
     out: Path,
-) -> tuple[list[dict[str, Any]], list[str], str, list[tuple[str, str, str]], Differ]:
+) -> tuple[
+    list[dict[str, Any]], list[str], str, list[tuple[str, str, str]], Differ, tuple[int, int]
+]:
     import polars as pl
 
     import tcbreplay
@@ -155,7 +168,9 @@ def run(
              "agree": agree, "spec_clean": clean_n, "spec_agree": spec_agree,
              "bfcl_s": bfcl_s, "ours_s": ours_s}
         )  # fmt: skip
-    return rows, mismatches, options_label, refused, differ
+    n_derived = sum(int(q["id"].rsplit("_", 1)[1]) >= DERIVED_FROM for q in questions)
+    counts = (len(questions) - n_derived, n_derived)
+    return rows, mismatches, options_label, refused, differ, counts
 
 
 def differences(differ: Differ) -> tuple[str, int]:
@@ -215,7 +230,8 @@ def _pct(part: int, whole: int) -> str:
 
 
 def write_section(text: str, path: Path = BENCHMARKS_MD) -> None:
-    """Replace the "## BFCL agreement" section of BENCHMARKS.md (or add it at the end)."""
+    """Replace the "## BFCL agreement" section of BENCHMARKS.md (or add it at the end),
+    keeping its notes (from a line "### Notes" to the section's end): people write them."""
     old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     start = old.find(SECTION + "\n")
     if start < 0:
@@ -223,7 +239,10 @@ def write_section(text: str, path: Path = BENCHMARKS_MD) -> None:
         return
     end = old.find("\n## ", start + len(SECTION))
     rest = "" if end < 0 else old[end:]
-    path.write_text(old[:start] + text.rstrip("\n") + "\n" + rest, encoding="utf-8")
+    section = old[start:] if end < 0 else old[start:end]
+    notes = section.find("\n" + NOTES + "\n")
+    kept = "" if notes < 0 else "\n" + section[notes:].strip("\n") + "\n"
+    path.write_text(old[:start] + text.rstrip("\n") + "\n" + kept + rest, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import bfcl_eval  # noqa: F401  (make bench-bfcl installs it)
 
-    rows, mismatches, options_label, refused, differ = run(args.out)
+    rows, mismatches, options_label, refused, differ, (n_bfcl, n_derived) = run(args.out)
     body = table(rows)
     print(body)
     differ_table, unexplained = differences(differ)
@@ -247,12 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     seconds = sum(r["bfcl_s"] for r in rows), sum(r["ours_s"] for r in rows)
     section = (
         f"{SECTION}\n\n`{COMMAND}` ({dt.date.today().isoformat()}, bfcl-eval "
-        f"{version('bfcl-eval')}): BFCL's 1,000 non-live questions ({', '.join(CATEGORIES)}), "
-        "answered in variants synthesized from its possible answers (`bench/bfcl_variants.py`; "
-        "a variant that does not apply to a question, such as reordering a single call, leaves "
-        "it out). The answers take BFCL's three result forms in turn: calls with JSON-text "
-        "arguments, calls with object arguments (both with dots in names rewritten as "
-        "underscores, as providers do), and a Python call string.\n\n"
+        f"{version('bfcl-eval')}): BFCL's {n_bfcl:,} non-live questions "
+        f"({', '.join(CATEGORIES)}) and {n_derived} derived from them (each a copy of one with "
+        "an integer parameter's answer written as floats, which BFCL's data has nowhere: "
+        "`derived` in `bench/bfcl_variants.py`), answered in variants synthesized from the "
+        "possible answers (`bench/bfcl_variants.py`; a variant that does not apply to a "
+        "question, such as reordering a single call, leaves it out). The answers take BFCL's "
+        "three result forms in turn: calls with JSON-text arguments, calls with object "
+        "arguments (both with dots in names rewritten as underscores, as providers do), and a "
+        "Python call string.\n\n"
         "- *BFCL: valid*: its own checker's verdict (`bench/bfcl_reference.py`);\n"
         "- *`--scorer bfcl` agrees*: samples with the same verdict and the same error type;\n"
         "- *spec: clean*: samples the spec scorer scores tsa 1, tp 1, ahr 0 or null and "

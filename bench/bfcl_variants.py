@@ -13,6 +13,7 @@ own checker and with tcbreplay, and compare.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -133,6 +134,19 @@ def optional_supplied(question, answer):  # type: ignore[no-untyped-def]
     return calls
 
 
+# the empty value of each type BFCL's checker may take for its optional mark ""
+_EMPTY: dict[str, Any] = {"string": "", "any": "", "array": [], "tuple": []}
+
+
+def optional_empty(question, answer):  # type: ignore[no-untyped-def]
+    """A string or list parameter that may be left out given empty (``""``, ``[]``)."""
+    for k, _, param, acceptable, schema in _each_param(question, answer):
+        empty = _EMPTY.get(schema.get("type"))
+        if "" in acceptable and empty is not None:
+            return _set(canonical(question, answer), k, param, copy.copy(empty))
+    return None
+
+
 def reordered(question, answer):  # type: ignore[no-untyped-def]
     """A parallel question's calls in reverse order."""
     calls = canonical(question, answer)
@@ -157,6 +171,16 @@ def float_for_int(question, answer):  # type: ignore[no-untyped-def]
         values = _values(acceptable)
         if schema.get("type") == "integer" and values and type(values[0]) is int:
             return _set(canonical(question, answer), k, param, float(values[0]))
+    return None
+
+
+def float_listed_for_int(question, answer):  # type: ignore[no-untyped-def]
+    """An integer parameter whose answer's first value is a float, given that float (BFCL's
+    own data has none: see :func:`derived`)."""
+    for k, _, param, acceptable, schema in _each_param(question, answer):
+        values = _values(acceptable)
+        if schema.get("type") == "integer" and values and type(values[0]) is float:
+            return _set(canonical(question, answer), k, param, values[0])
     return None
 
 
@@ -214,13 +238,49 @@ VARIANTS: dict[str, Callable[..., list[Call] | None]] = {
     "case, space or punctuation": case_space_punct,
     "optional left out": optional_left_out,
     "optional supplied": optional_supplied,
+    "optional supplied as empty": optional_empty,
     "parallel calls reordered": reordered,
     "int for a float": int_for_float,
     "10.0 for an integer": float_for_int,
+    "a float the answer lists for an integer": float_listed_for_int,
     "wrong value": wrong_value,
     "invented key": invented_key,
     "wrong function": wrong_function,
 }
+
+
+# a derived question's number: its source's plus this (BFCL's numbers stay below it)
+DERIVED_FROM = 10_000
+
+
+def derived(
+    questions: list[dict[str, Any]], answer_of: dict[str, dict[str, Any]]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Questions with their answers that BFCL's data lacks, each derived from one of its own
+    (unchanged but for its id and one answer): per category, the first question with an
+    integer parameter answered by integers only, that parameter's values written as floats
+    (``[5.0]`` for ``[5]``: BFCL's checker then takes a float for it, the type of the
+    answer's first value), as ``<category>_<DERIVED_FROM + its number>``."""
+    out = []
+    done = set()
+    for question in questions:
+        category, number = question["id"].rsplit("_", 1)
+        if category in done:
+            continue
+        answer = answer_of[question["id"]]
+        for k, name, param, acceptable, schema in _each_param(question, answer):
+            values = _values(acceptable)
+            if schema.get("type") == "integer" and values and all(type(v) is int for v in values):
+                qid = f"{category}_{DERIVED_FROM + int(number)}"
+                changed = json.loads(json.dumps(answer))
+                changed["id"] = qid
+                changed["ground_truth"][k][name][param] = [
+                    v if v == "" else float(v) for v in acceptable
+                ]
+                out.append(({**question, "id": qid}, changed))
+                done.add(category)
+                break
+    return out
 
 
 def render(calls: list[Call], form: str, question: dict[str, Any]) -> Any:

@@ -180,8 +180,13 @@ def pair_counts(
     for key, value in agent_args.items():
         if key not in declared:
             bad = True  # (a) no such parameter
-        elif integers is not None and (name, key) in integers and type(value) is float:
-            bad = True  # strict types: a float for an integer parameter
+        elif (
+            integers is not None
+            and (name, key) in integers
+            and type(value) is float
+            and type(gold_args.get(key)) is not float
+        ):
+            bad = True  # strict types: a float for an integer parameter (gold's not a float)
         elif key not in compared:
             bad = False  # any value of a key not compared
         else:

@@ -39,7 +39,8 @@ from tcbreplay.errors import InputError
     type=click.Choice(["lenient", "strict"]),
     default="lenient",
     show_default=True,
-    help="strict: a float for an integer parameter is invalid, even 10.0 (as BFCL does).",
+    help="strict: a float for an integer parameter is invalid, even 10.0, unless gold's "
+    "value is a float (as BFCL does).",
 )
 @click.option(
     "--scorer",

@@ -246,15 +246,15 @@ def _gold_call(
             raise DatasetError(
                 f"{where}: ground_truth[{k}].{name}.{param} must be a list of acceptable values"
             )
-        if any(v == "" for v in values):
-            optional.append(param)
         schema = properties[param] if isinstance(properties.get(param), dict) else {}
-        options = _acceptable(
-            [v for v in values if v != ""], schema, f"{where}: ground_truth[{k}].{name}.{param}"
-        )
+        given = [v for v in values if v != ""]
+        options = _acceptable(given, schema, f"{where}: ground_truth[{k}].{name}.{param}")
         if options:
             args[param] = options[0]
-        if len(options) > 1:
+        if len(given) < len(values):  # "" among them: the parameter may be left out
+            optional.append(param)
+            options = [*options, *(v for v in _empty_values(given, schema) if v not in options)]
+        if len(options) > 1 or (options and param not in args):
             accept[param] = options
     return BfclGoldCall(
         name=name,
@@ -264,6 +264,21 @@ def _gold_call(
         group=0 if "parallel" in category else None,
         bfcl={"answer": answer, "function": function},
     )
+
+
+def _empty_values(given: list[Any], schema: dict[str, Any]) -> list[Any]:
+    """The values BFCL's checker takes for its optional mark ``""`` (``given``: the answer's
+    other values): ``""`` for a string parameter (its string check folds both sides, so
+    ``" "`` is taken too) or where the first value is a string (compared as it is), and
+    ``[]`` for an array or tuple whose first value is a list or that has none (its list
+    checks read ``""`` as a list of no items)."""
+    first = given[0] if given else None
+    out: list[Any] = []
+    if schema.get("type") in ("string", "any") or type(first) is str:
+        out.append("")
+    if schema.get("type") in ("array", "tuple") and (not given or type(first) is list):
+        out.append([])
+    return out
 
 
 def _acceptable(values: list[Any], schema: dict[str, Any], where: str) -> list[Any]:

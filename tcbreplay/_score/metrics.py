@@ -48,7 +48,8 @@ class Compare:
     """How values are compared: number tolerances, ``strings`` (``exact``, or ``bfcl``:
     lowercase, without spaces and ``,./-_*^``, ``'`` read as ``"``, as BFCL's checker
     compares them) and ``types`` (``lenient``, or ``strict``: a float for a parameter whose
-    schema says ``"type": "integer"`` is invalid, even 10.0)."""
+    schema says ``"type": "integer"`` is invalid, even 10.0, unless gold's own value for it
+    is a float, as BFCL takes the type of its answer's first value)."""
 
     rel_tol: float = DEFAULT_REL_TOL
     abs_tol: float = DEFAULT_ABS_TOL
@@ -281,17 +282,22 @@ def arg_verdicts(
     of a key gold leaves out), ``accepted`` (another of the key's acceptable values) and
     ``not_compared`` (a key the gold call's ``compare`` leaves out); invalid are ``unknown``
     (a: the tool has no such parameter), ``not_integer`` (a float for an integer parameter,
-    with ``types`` strict), ``wrong`` (b: none of gold's values for the key), ``not_default``
-    and ``no_default`` (c: gold lacks the key, which has no acceptable values, and the value
-    is not the declared default, or there is none). ``params`` maps parameter names to their
-    JSON schemas."""
+    with ``types`` strict, where gold's value is not a float), ``wrong`` (b: none of gold's
+    values for the key), ``not_default`` and ``no_default`` (c: gold lacks the key, which
+    has no acceptable values, and the value is not the declared default, or there is none).
+    ``params`` maps parameter names to their JSON schemas."""
     params = params or {}
     out = {}
     for key, value in agent_args.items():
         schema = params.get(key)
         if key not in params:
             out[key] = "unknown"
-        elif compare.types == "strict" and isinstance(value, float) and _integer(schema):
+        elif (
+            compare.types == "strict"
+            and isinstance(value, float)
+            and _integer(schema)
+            and not isinstance(gold_args.get(key), float)
+        ):
             out[key] = "not_integer"
         elif not rules.compared(key):
             out[key] = "not_compared"

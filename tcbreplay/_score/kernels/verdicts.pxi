@@ -28,7 +28,7 @@ ctypedef struct Params:
     uint8_t *scratch
     Py_ssize_t scratch_size
     int strings  # STRINGS_EXACT or STRINGS_BFCL
-    bint strict  # types strict: a float for an integer parameter is invalid
+    bint strict  # types strict: a float for an integer parameter is invalid, but for gold's float
     # samples with tools of their own: set[s] (-1: the run's tools); set k's tools are rows
     # set_first[k]:set_first[k + 1] of set_code (a name code) and set_lo/set_hi (its
     # parameter rows); NULL: no sample has its own
@@ -183,9 +183,7 @@ cdef inline Verdict judge(
                 v.invalid += 1
                 continue
             k_lo, k_hi = a_spans[4 * k + 2], a_spans[4 * k + 3]
-            if params.strict and params.integer[param] and kind_of(a_data, k_lo, k_hi) == K_FLOAT:
-                v.invalid += 1
-                continue
+            # (types strict holds nothing here: a float is gold's own value, so it passes)
             if compares and not listed(
                 params.compare_data, m_lo, m_hi, a_data, a_spans[4 * k], a_spans[4 * k + 1]
             ):
@@ -221,7 +219,13 @@ cdef inline Verdict judge(
             v.invalid += 1
             continue
         k_lo, k_hi = a_spans[4 * k + 2], a_spans[4 * k + 3]  # now the value
-        if params.strict and params.integer[param] and kind_of(a_data, k_lo, k_hi) == K_FLOAT:
+        if (
+            params.strict and params.integer[param] and kind_of(a_data, k_lo, k_hi) == K_FLOAT
+            and not (
+                other >= 0
+                and kind_of(g_data, g_spans[4 * other + 2], g_spans[4 * other + 3]) == K_FLOAT
+            )
+        ):  # a float for an integer parameter, unless gold's own value is a float
             v.invalid += 1
             continue
         if compares and not listed(
