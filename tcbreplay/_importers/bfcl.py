@@ -47,17 +47,6 @@ _ID = re.compile(r"(.+)_\d+")
 
 
 @dataclass(frozen=True)
-class BfclGoldCall(GoldCall):
-    """A gold call with BFCL's acceptable values, optional parameters and order group (the
-    gold rules), and BFCL's own answer for it."""
-
-    bfcl: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "bfcl": self.bfcl}
-
-
-@dataclass(frozen=True)
 class BfclSample(Sample):
     """A question with its own functions (``tools``, read as tool schemas)."""
 
@@ -221,7 +210,7 @@ def _sample(
 
 def _gold_call(
     call: Any, k: int, category: str, functions: list[dict[str, Any]], where: str
-) -> BfclGoldCall:
+) -> GoldCall:
     if not (
         isinstance(call, dict) and len(call) == 1 and isinstance(next(iter(call.values())), dict)
     ):
@@ -256,7 +245,7 @@ def _gold_call(
             options = [*options, *(v for v in _empty_values(given, schema) if v not in options)]
         if len(options) > 1 or (options and param not in args):
             accept[param] = options
-    return BfclGoldCall(
+    return GoldCall(  # with BFCL's acceptable values, optional parameters and order group
         name=name,
         args=args,
         accept=accept or None,

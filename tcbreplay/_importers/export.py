@@ -92,7 +92,7 @@ def export_traces(
             lines = ((_stored_line(run, trace, dataset, fmt), trace["plain"]) for trace in stored)
         traces_name = OTLP_TRACES if fmt == "otlp" else TRACES
         written = [out_dir / traces_name, out_dir / DATASET, out_dir / TOOLS, out_dir / MANIFEST]
-        texts = [dataset.only(_held(run)), json_text(tools), json_text(manifest)]
+        texts = [dataset.only(_held(run)), json_text(_declared_once(tools)), json_text(manifest)]
         with staged(error) as files:
             files.folder(out_dir)
             files.write(written[0], partial(_write_lines, lines=lines))
@@ -100,6 +100,21 @@ def export_traces(
                 files.write(path, partial(_write_text, text=text))
         _warn_of_left_out(run, fmt, user_calls, unsent)
     return written
+
+
+def _declared_once(tools: list[Any]) -> list[Any]:
+    """The run's tools as a tools file declares them: each name once, its first declaration.
+    A run whose samples declare a tool differently (BFCL's questions: ``import --format bfcl``
+    keeps every distinct function) holds each sample's own in its dataset entry's ``tools``,
+    which is what scores it; the manifest's copy keeps them all."""
+    seen = set()
+    out = []
+    for tool in tools:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if name is None or name not in seen:
+            seen.add(name)
+            out.append(tool)
+    return out
 
 
 # what each export writes (``tables``: the store's tables, see tcbreplay._store.export)

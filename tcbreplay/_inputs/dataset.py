@@ -319,7 +319,8 @@ ENTRY_KEYS = (
     "id", "input", "target", "tool_call_names", "tool_call_args", "category", "metadata",
     "order", "tools",
 )  # fmt: skip
-CALL_KEYS = ("name", "args", "accept", "optional", "group", "compare", "side")
+# (bfcl: BFCL's answer, as import --format bfcl keeps it and export writes it back)
+CALL_KEYS = ("name", "args", "accept", "optional", "group", "compare", "side", "bfcl")
 _ENTRY_ALIASES = {
     "sample_id": "id",
     "task_id": "id",

@@ -16,6 +16,10 @@ A gold call in a dataset's ``target`` list is ``{"name", "args"}`` with, optiona
 - ``side``: ``"agent"`` (the default) or ``"user"``: a call the user is to make (τ²-bench's
   actions whose requestor is the user, on the user's own device), scored with
   ``score --side user`` and never against the agent's calls.
+- ``bfcl``: ``{"answer", "function"}``, BFCL's own answer for the call and the function
+  schema its checker reads, as ``import --format bfcl`` keeps them (``score --scorer bfcl``
+  reads them; an export of such a run writes them back). Its keys are BFCL's and are not
+  checked against the tool's parameters: BFCL's answers name some their functions lack.
 
 An entry's ``"order": "any"`` makes all its calls one such block: stored as the group
 :data:`ANY_ORDER` on every call. This module checks all of it, and a call's keys against a
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # the group every call of an entry with "order": "any" is stored with
@@ -52,6 +56,7 @@ class GoldCall:
     group: int | str | None = None
     compare: tuple[str, ...] | None = None
     side: str | None = None  # None: the agent's
+    bfcl: dict[str, Any] | None = field(default=None, compare=False)  # BFCL's answer, function
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "args": self.args}
@@ -65,6 +70,8 @@ class GoldCall:
             out["compare"] = list(self.compare)
         if self.side is not None:
             out["side"] = self.side
+        if self.bfcl is not None:
+            out["bfcl"] = self.bfcl
         return out
 
     @property
@@ -137,6 +144,18 @@ def call_rules(call: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise GoldProblem(f"{where}.side must be {' or '.join(map(repr, SIDES))}")
         if side != "agent":  # the agent's is the default, stored without a side
             out["side"] = side
+    if "bfcl" in call:
+        kept = call["bfcl"]
+        if not (
+            isinstance(kept, dict)
+            and isinstance(kept.get("answer"), dict)
+            and isinstance(kept.get("function"), dict)
+        ):
+            raise GoldProblem(
+                f"{where}.bfcl must be BFCL's answer and function, as import --format bfcl "
+                'keeps them ({"answer": {...}, "function": {...}})'
+            )
+        out["bfcl"] = kept
     return out
 
 
@@ -183,7 +202,9 @@ def stored_calls(calls: Sequence[GoldCall], order: str | None) -> list[dict[str,
 
 def key_problems(call: GoldCall, params: set[str]) -> list[str]:
     """Keys of a gold call's args, accept and optional that the tool (``params``) lacks,
-    each as a problem."""
+    each as a problem (none for a call with BFCL's answer: its keys are BFCL's)."""
+    if call.bfcl is not None:  # BFCL's answers name some parameters their functions lack
+        return []
     problems = []
     for what, keys in (("passes", call.args), ("accepts values of", call.accept or {}),
                        ("makes optional", call.optional or ()),
