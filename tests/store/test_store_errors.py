@@ -597,10 +597,20 @@ def test_a_manifest_value_of_another_type_is_null_in_runs_with_a_warning(scored)
 
 
 def test_export_of_a_damaged_dataset_file_is_one_line(scored, tmp_path):
-    """A cut dataset.jsonl ended export in a JSONDecodeError traceback."""
+    """A cut dataset.jsonl ended export in a JSONDecodeError traceback. It is not the file
+    the run wrote (its manifest's stored_sha256); of a run whose manifest has none (an older
+    tcbreplay's), it is unreadable."""
     root, run_id = scored
     path = root / run_id / "dataset.jsonl"
     path.write_bytes(path.read_bytes()[:1000])
+    result = cli("export", run_id, "-o", tmp_path / "ex", "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: {path}: not the file the run wrote")
+    assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "ex").exists()
+    manifest = root / run_id / "manifest.json"
+    fields = json.loads(manifest.read_text())
+    del fields["dataset"]["stored_sha256"]
+    manifest.write_text(json.dumps(fields))
     result = cli("export", run_id, "-o", tmp_path / "ex", "--store", root)
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"Error: {path}: unreadable dataset file: ")
