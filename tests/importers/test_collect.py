@@ -230,7 +230,10 @@ def test_a_trace_of_no_model_call_tool_run_or_agent_is_left_out_and_said(tmp_pat
     from tcbreplay.errors import TcbReplayWarning
 
     store = tmp_path / "store"
-    said = r"1 trace holds no model call, tool run or agent span, left out: trace [0-9a-f]{32} "
+    said = (
+        r"^collect: 1 trace holds no model call, tool run or agent span \(GenAI, "
+        r"OpenInference, the AI SDK\), left out: trace [0-9a-f]{32} "
+    )
     with (
         pytest.warns(TcbReplayWarning, match=said + r"\('GET /health'\)$"),
         collecting(store) as (endpoint, log, summary),

@@ -252,7 +252,7 @@ def test_a_trace_of_no_model_call_tool_run_or_agent_is_left_out_and_said():
         source = otlp.read(TraceFile("t.jsonl", data=data), None)
     assert len(source.lines) == 3 and "ab" * 16 not in {li.sample_id for li in source.lines}
     assert [str(w.message) for w in caught] == [
-        "t.jsonl: 1 traces hold no model call, tool run or agent span (GenAI, OpenInference, "
+        "t.jsonl: 1 trace holds no model call, tool run or agent span (GenAI, OpenInference, "
         f"the AI SDK), left out: trace {'ab' * 16} ('GET /health')"
     ]
 

@@ -34,7 +34,6 @@ import json
 import sys
 import threading
 import time
-import warnings
 import zlib
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
@@ -57,7 +56,6 @@ from tcbreplay.errors import (
     InputError,
     StoreError,
     TcbReplayError,
-    TcbReplayWarning,
     TraceError,
 )
 
@@ -510,14 +508,7 @@ class Collector:
         otlp.warn_content_redacted(self._content, "collect")
         if self._no_agent:
             (trace_id, root), n = next(iter(self._no_agent.items())), len(self._no_agent)
-            warnings.warn(
-                TcbReplayWarning(
-                    f"{n} {'trace holds' if n == 1 else 'traces hold'} no model call, tool run "
-                    f"or agent span, left out: trace {trace_id} ({root!r})"
-                    + (" ..." if n > 1 else "")
-                ),
-                stacklevel=2,
-            )
+            otel_samples.warn_no_agent("collect", n, trace_id, root)
         return CollectSummary(
             self.run_id,
             str(self.dir),

@@ -210,6 +210,19 @@ def holds_agent(group: Group) -> bool:
     return False
 
 
+def warn_no_agent(label: str, count: int, trace_id: str, root: str) -> None:
+    """Say in one warning the ``count`` traces of no agent's (see :func:`holds_agent`) left
+    out of ``label``, naming the first (its id, its root span's name)."""
+    traces = "trace holds" if count == 1 else "traces hold"
+    warnings.warn(
+        TcbReplayWarning(
+            f"{label}: {count} {traces} no model call, tool run or agent span ({_READ}), left "
+            f"out: trace {trace_id} ({root!r})" + (" ..." if count > 1 else "")
+        ),
+        stacklevel=3,
+    )
+
+
 def build(group: Group, sample_by: str, label: str) -> Built:
     """One sample's trace line (messages, status, metadata) from its spans."""
     place = f"{label}: trace {group.trace_id}"
@@ -413,14 +426,7 @@ def read_samples(
             "own gen_ai.prompt.N.* attributes are not among them)",
         )
     if unread is not None:
-        warnings.warn(
-            TcbReplayWarning(
-                f"{label}: {left_out} traces hold no model call, tool run or agent span "
-                f"({_READ}), left out: trace {unread.trace_id} ({unread.root.name!r})"
-                + (" ..." if left_out > 1 else "")
-            ),
-            stacklevel=2,
-        )
+        warn_no_agent(label, left_out, unread.trace_id, unread.root.name)
     if merged:
         warnings.warn(
             TcbReplayWarning(
