@@ -876,18 +876,24 @@ def test_a_failure_of_the_store_is_one_line_with_its_secret_redacted(s3_store, m
     assert "[redacted]" in result.output and "AWS_PROFILE" in result.output
 
 
-def test_a_failed_credential_process_is_quoted_by_its_first_line_redacted(
-    s3_server, tmp_path, monkeypatch, request
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        # all it wrote to stderr was echoed, where redaction knows only secrets' names and forms
+        ("echo 'refresh failed: token=tok-Wq7Lm2Xp9Rb4Kd8N' >&2\n"
+         "echo 'the password of the vault is Hq3Vn8Tz1Lc6' >&2\nexit 1\n",
+         "failed (refresh failed: token=[redacted])"),
+        # botocore's JSONDecodeError, reading what the process wrote, was a traceback
+        ("echo 'key tok-Wq7Lm2Xp9Rb4Kd8N'\n",
+         "wrote no JSON credentials (Expecting value: line 1 column 1 (char 0))"),
+    ],
+    ids=["failed", "no JSON"],
+)  # fmt: skip
+def test_a_failed_credential_process_is_one_line_quoting_nothing_secret(
+    s3_server, tmp_path, monkeypatch, request, script, said
 ):
-    """The AWS profile's credential_process that failed had all it wrote to stderr echoed in
-    the error, where redaction knows only secrets' names and forms."""
     process = tmp_path / "credentials.sh"
-    process.write_text(
-        "#!/bin/sh\n"
-        "echo 'refresh failed: token=tok-Wq7Lm2Xp9Rb4Kd8N' >&2\n"
-        "echo 'the password of the vault is Hq3Vn8Tz1Lc6' >&2\n"
-        "exit 1\n"
-    )
+    process.write_text("#!/bin/sh\n" + script)
     process.chmod(0o755)
     config = tmp_path / "config"
     config.write_text(f"[profile team]\ncredential_process = {process}\n")
@@ -901,39 +907,9 @@ def test_a_failed_credential_process_is_quoted_by_its_first_line_redacted(
         result = cli(*command, "--store", "s3://bkt/team")
         assert result.exit_code == 1, result.output
         (error, hint) = result.stderr.strip().splitlines()
-        assert error == (
-            "Error: s3://bkt/team: the AWS profile's credential_process failed (refresh failed: "
-            "token=[redacted])"
-        )
+        assert error == f"Error: s3://bkt/team: the AWS profile's credential_process {said}"
         assert hint.startswith("Hint: run the profile's credential_process yourself")
         assert "Wq7Lm2Xp9Rb4Kd8N" not in result.output and "Hq3Vn8Tz1Lc6" not in result.output
-
-
-def test_a_credential_process_that_writes_no_json_is_one_line(
-    s3_server, tmp_path, monkeypatch, request
-):
-    """botocore's JSONDecodeError, reading what the process wrote, was a traceback."""
-    process = tmp_path / "credentials.sh"
-    process.write_text("#!/bin/sh\necho 'key tok-Wq7Lm2Xp9Rb4Kd8N'\n")
-    process.chmod(0o755)
-    config = tmp_path / "config"
-    config.write_text(f"[profile team]\ncredential_process = {process}\n")
-    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    monkeypatch.setenv("AWS_PROFILE", "team")
-    s3fs.S3FileSystem.clear_instance_cache()  # (a client of its own, with that profile)
-    request.addfinalizer(s3fs.S3FileSystem.clear_instance_cache)
-    for command in (["runs"], ["record", "--model", "sim", "--limit", "1", "--quiet"]):
-        result = cli(*command, "--store", "s3://bkt/team")
-        assert result.exit_code == 1, result.output
-        (error, hint) = result.stderr.strip().splitlines()
-        assert error == (
-            "Error: s3://bkt/team: the AWS profile's credential_process wrote no JSON "
-            "credentials (Expecting value: line 1 column 1 (char 0))"
-        )
-        assert hint.startswith("Hint: run the profile's credential_process yourself")
-        assert "Wq7Lm2Xp9Rb4Kd8N" not in result.output
 
 
 @pytest.mark.parametrize("command", ["record", "import"])
