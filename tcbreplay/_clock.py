@@ -27,5 +27,10 @@ class Clock:
 
         await asyncio.sleep(seconds)
 
+    def sleep_blocking(self, seconds: float) -> None:
+        """Wait ``seconds`` blocking the thread: a synchronous model call's, in a thread of
+        its own."""
+        time.sleep(seconds)
+
 
 SYSTEM_CLOCK = Clock()

@@ -33,3 +33,7 @@ class FakeClock(Clock):
         self.sleeps.append(seconds)
         self.t += max(0.0, seconds)
         await asyncio.sleep(0)
+
+    def sleep_blocking(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += max(0.0, seconds)

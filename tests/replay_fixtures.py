@@ -151,3 +151,35 @@ def prompt_per_turn(model, tools, system_prompt):
         return await bound.ainvoke(told + rest)
 
     return react_graph(model, tools, system_prompt, answer)
+
+
+def sync_graph(model, tools, system_prompt):
+    """:func:`react_graph` whose model node is a plain function calling the model with
+    ``invoke`` (LangGraph runs it in a thread), as LangGraph's own examples write it."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    bound = model.bind_tools(tools)
+
+    def call_model(state: MessagesState) -> dict:
+        prompt = [SystemMessage(system_prompt)] if system_prompt else []
+        return {"messages": [bound.invoke(prompt + state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition)
+    graph.add_edge("tools", "model")
+    return graph.compile()
+
+
+def own_model(model, tools, system_prompt):
+    """:func:`react_graph` over a model of its own (a copy of the sim it is given, made anew),
+    not the one it is given."""
+    from tcbreplay._record.models.sim import SimChatModel
+
+    return react_graph(SimChatModel.from_settings(model.settings, model.samples), tools,
+                       system_prompt)  # fmt: skip
+

@@ -13,9 +13,10 @@ when it has none). The graph takes ``{"messages": [{"role": "user", "content": .
 and keeps the conversation under ``"messages"`` in its state; the runner streams it (its
 ``astream`` with ``stream_mode="values"``) and stores the messages of the last state.
 
-The built-in agent retries transient model failures, keeps to ``--max-rpm`` and
-``--max-tpm`` and times each call (its middleware); a graph of one's own does what its
-model does (a provider's model retries as its ``max_retries`` says).
+``model`` keeps to the recording's call policy as the built-in agent's model calls do (see
+:mod:`tcbreplay._record.policed_model`): transient failures retried, ``--max-rpm``,
+``--max-tpm`` and ``--call-timeout`` kept, a refused key stopping the run. A model the graph
+makes itself does not: it is said once.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from __future__ import annotations
 import hashlib
 import importlib
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tcbreplay._record.agent import CallPolicy
 from tcbreplay._store.schema import SYSTEM_KEPT
-from tcbreplay.errors import InputError
+from tcbreplay.errors import InputError, TcbReplayWarning
 
 AgentFactory = Callable[..., Any]
 
@@ -67,12 +70,21 @@ def load_agent_factory(source: str) -> tuple[AgentFactory, dict[str, Any]]:
 
 
 def build_custom_agent(
-    factory: AgentFactory, source: str, model: Any, tools: list[Any], system_prompt: str
+    factory: AgentFactory,
+    source: str,
+    model: Any,
+    tools: list[Any],
+    system_prompt: str,
+    policy: CallPolicy | None = None,
 ) -> Any:
-    """The graph ``factory`` builds (see the module); a factory that fails, or returns what
-    cannot be streamed, is an error naming it."""
+    """The graph ``factory`` builds (see the module) with ``model`` under ``policy`` (its
+    retries, rate limits and call timeout); a factory that fails, or returns what cannot be
+    streamed, is an error naming it."""
+    from tcbreplay._record.policed_model import under_policy
+
+    policed = under_policy(model, policy or CallPolicy(), source)
     try:
-        graph = factory(model=model, tools=list(tools), system_prompt=system_prompt)
+        graph = factory(model=policed, tools=list(tools), system_prompt=system_prompt)
     except Exception as exc:
         raise InputError(
             f"--agent {source}: the factory failed: {type(exc).__name__}: {exc}",
@@ -86,28 +98,42 @@ def build_custom_agent(
     # its model calls answered are counted as the built-in agent's middleware counts them
     # (a first wave of samples failing after answers is no unreachable provider), and the
     # system messages its requests began with are kept where they are not the prompt
-    return graph.with_config(callbacks=[_call_watcher(system_prompt)])
+    return graph.with_config(callbacks=[_call_watcher(system_prompt, source)])
 
 
-def _call_watcher(system_prompt: str) -> Any:
+def _call_watcher(system_prompt: str, source: str) -> Any:
     """A callback handler keeping, in a sample's state (the context of the task that runs
     it, :data:`tcbreplay._record.agent.current_sample`), how many of its model calls were
     answered and the system messages each answered call's request began with: a graph of
     one's own may send the prompt it was given, another, or none, and its stored messages
-    do not say (replay compares its requests with those)."""
+    do not say (replay compares its requests with those). A call of a model the graph made
+    itself, which keeps to none of the recording's settings, is said once."""
     from langchain_core.callbacks import BaseCallbackHandler
 
     from tcbreplay._record.agent import current_sample
+    from tcbreplay._record.policed_model import outside_policy
 
     class Watcher(BaseCallbackHandler):
         run_inline = True  # (a count and a list: no thread for them)
 
         def __init__(self) -> None:
             self.sent: dict[Any, list[Any]] = {}  # a call under way -> its system contents
+            self.warned = False
 
         def on_chat_model_start(
             self, serialized: Any, messages: list[list[Any]], *, run_id: Any, **kwargs: Any
         ) -> None:
+            if not self.warned and outside_policy():
+                self.warned = True
+                name = ((serialized or {}).get("id") or ["a chat model"])[-1]
+                warnings.warn(
+                    TcbReplayWarning(
+                        f"--agent {source}: its graph calls a model it was not given "
+                        f"({name}): --retries, --max-rpm, --max-tpm and --call-timeout do "
+                        "not apply to its calls (build the graph with the model it is given)"
+                    ),
+                    stacklevel=2,
+                )
             leading = []
             for message in messages[0] if messages else ():
                 if getattr(message, "type", None) != "system":

@@ -18,6 +18,7 @@ import asyncio
 import multiprocessing
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection, wait
@@ -253,9 +254,12 @@ async def _child_loop(
         except (EOFError, OSError):
             os._exit(1)  # the parent is gone: nothing here can be stored any more
 
+    sending = threading.Lock()  # (a retry of a graph's synchronous call: from its thread)
+
     def send(message: tuple) -> None:
         try:
-            conn.send(message)
+            with sending:
+                conn.send(message)
         except OSError:
             os._exit(1)  # the parent is gone
 

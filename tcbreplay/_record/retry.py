@@ -14,6 +14,7 @@ import json
 import random
 import re
 import sys
+import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,6 +214,7 @@ class RateLimiter:
         self._tokens: collections.deque[tuple[float, float]] = collections.deque()
         self._token_sum = 0.0
         self._lock = asyncio.Lock()
+        self._mutex = threading.Lock()
         self.waited = 0.0
 
     @property
@@ -263,26 +265,43 @@ class RateLimiter:
         if not self.active:
             return
         async with self._lock:
-            while True:
-                now = self.clock.monotonic()
-                self._expire(now)
-                wait = 0.0
-                # (a window with no call takes one: below 1 call, none would ever fit)
-                if self.rpm and self._call_sum + 1 > self.rpm + _EPSILON and self._calls:
-                    wait = self._calls[0][0] + self.window - now
-                if self.tpm and self._token_sum >= self.tpm and self._tokens:
-                    wait = max(wait, self._tokens[0][0] + self.window - now)
-                if wait <= 0:
-                    self._calls.append((now, 1.0))
-                    self._call_sum += 1.0
-                    return
-                self.waited += wait
+            while (wait := self._admit()) > 0:
                 await self.clock.sleep(wait)
+
+    def acquire_blocking(self) -> None:
+        """:meth:`acquire` for a synchronous call, in a thread of its own (a LangGraph node
+        that is a plain function runs in one): it waits by blocking that thread. A
+        limiter whose windows are kept elsewhere keeps its share here, in its own."""
+        if not self.active:
+            return
+        while (wait := self._admit()) > 0:
+            self.clock.sleep_blocking(wait)
+
+    def _admit(self) -> float:
+        """Count one more call if it fits in both windows now (0.0), else the seconds to
+        wait before asking again (counted in ``waited``). Under a lock of threads: the
+        calls of :meth:`acquire_blocking` come from other threads than the event loop's."""
+        with self._mutex:
+            now = self.clock.monotonic()
+            self._expire(now)
+            wait = 0.0
+            # (a window with no call takes one: below 1 call, none would ever fit)
+            if self.rpm and self._call_sum + 1 > self.rpm + _EPSILON and self._calls:
+                wait = self._calls[0][0] + self.window - now
+            if self.tpm and self._token_sum >= self.tpm and self._tokens:
+                wait = max(wait, self._tokens[0][0] + self.window - now)
+            if wait <= 0:
+                self._calls.append((now, 1.0))
+                self._call_sum += 1.0
+                return 0.0
+            self.waited += wait
+            return wait
 
     def record_tokens(self, tokens: int | None) -> None:
         if self.tpm and tokens:
-            self._tokens.append((self.clock.monotonic(), tokens))
-            self._token_sum += tokens
+            with self._mutex:
+                self._tokens.append((self.clock.monotonic(), tokens))
+                self._token_sum += tokens
 
     def _expire(self, now: float) -> None:
         while self._calls and self._calls[0][0] <= now - self.window:

@@ -175,11 +175,12 @@ class AgentPlan:
     middleware: tuple[Any, ...] = ()  # the built-in agent's, after the recording's
 
     def agent(self, policy: CallPolicy) -> Any:
-        """The agent of one process (``policy``: the built-in agent's middleware's)."""
+        """The agent of one process (``policy``: its model calls', kept by the built-in
+        agent's middleware or by the model a factory is given)."""
         if self.factory is not None:
             factory, source = self.factory
             return build_custom_agent(
-                factory, source, self.chat_model, self.tools, self.system_prompt
+                factory, source, self.chat_model, self.tools, self.system_prompt, policy
             )
         return build_agent(self.chat_model, self.tools, self.system_prompt, policy, self.middleware)
 

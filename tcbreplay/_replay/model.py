@@ -95,7 +95,8 @@ class RecordedChatModel(BaseChatModel):
         among ``kwargs``). Copies are kept: agents bind their tools before every call."""
         from langchain_core.utils.function_calling import convert_to_openai_function
 
-        key = (tuple(id(t) for t in tools), repr(sorted(kwargs.items())))
+        # (and the class: see tcbreplay._record.policed_model, whose copies keep this cache)
+        key = (type(self), tuple(id(t) for t in tools), repr(sorted(kwargs.items())))
         copy = self.bound.get(key)
         if copy is None:
             schemas = [convert_to_openai_function(t) for t in tools]

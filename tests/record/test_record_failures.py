@@ -256,6 +256,74 @@ def test_an_agent_of_ones_own_whose_samples_fail_after_answers_is_not_stopped(tm
     assert len(_rows(store, "again")) == 12
 
 
+# -- an agent of one's own keeps to the same rules --------------------------------------------
+
+# a graph whose model node is a coroutine, and one whose node is a plain function (run by
+# LangGraph in a thread), calling the model they are given
+AGENTS = ["replay_fixtures:react_graph", "replay_fixtures:sync_graph"]
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=["async", "sync"])
+def test_an_agent_of_ones_own_retries_a_rate_limit_as_the_built_in_one(
+    dataset, server, key, tmp_path, agent
+):
+    """--agent's model was the run's with its SDK's retries off (for tcbreplay's own, which
+    only the built-in agent had): one 429 failed its sample at attempts 1, --retries 5 or
+    not, while the manifest said retries 5."""
+    server.inject(Fault.rate_limit(retry_after=0), input=_text(3), times=1)
+    store = tmp_path / "traces"
+    result = _record(dataset, store, server.url, "--agent", agent, "--retries", "5",
+                     "--workers", "2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = {r["sample_id"]: r for r in _rows(store)}
+    assert len(rows) == N and {r["status"] for r in rows.values()} == {"ok"}
+    assert rows["m3"]["attempts"] == 2
+    assert {r["attempts"] for k, r in rows.items() if k != "m3"} == {1}
+    assert _manifest(store)["totals"]["retries"] == 1
+    assert sum(r.status == 429 for r in server.requests) == 1
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=["async", "sync"])
+@pytest.mark.parametrize("first", [1, 5], ids=["refused-at-once", "revoked-later"])
+def test_an_agent_of_ones_own_stops_at_the_first_refused_key(
+    dataset, server, key, tmp_path, agent, first
+):
+    """A key refused from the first request was said as "no model call was answered ...
+    check that http://... can be reached"; one revoked after 4 requests failed every sample
+    after it (18 of 20) where the built-in agent stops at the first."""
+    refused = Fault.error(401, "Request had invalid authentication credentials.")
+    server.inject(refused, requests=range(first, 1000))
+    store = tmp_path / "traces"
+    result = _record(dataset, store, server.url, "--agent", agent, "--retries", "5",
+                     "--workers", "1")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    (error,) = _errors(result)
+    assert error.startswith("Error: recording of r stopped: the provider refused the API key")
+    assert "set GOOGLE_API_KEY to a valid key" in error
+    assert len(server.requests) == first  # the 401 not retried, no sample after it
+    assert _manifest(store)["stopped"].startswith("authentication")
+    rows = _rows(store)
+    assert [r["status"] for r in rows] == ["ok"] * ((first - 1) // 2) + ["error"]
+    assert KEY not in result.output
+
+
+def test_an_agent_calling_a_model_it_made_itself_is_warned_of_once(tmp_path):
+    """The recording's retries and rate limits hold the model a factory is given: a graph
+    that calls another is said, once."""
+    store = tmp_path / "traces"
+    result = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:own_model",
+                 "--limit", "4", "--workers", "2", "--quiet", "--store", store)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "Warning: --agent replay_fixtures:own_model: its graph calls a model it was not given "
+        "(SimChatModel): --retries, --max-rpm, --max-tpm and --call-timeout do not apply to "
+        "its calls (build the graph with the model it is given)"
+    ]
+    quiet = cli("record", "--model", "sim:seed=3", "--agent", "replay_fixtures:react_graph",
+                "--limit", "4", "--quiet", "--store", store)  # fmt: skip
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.output
+
+
 # -- samples left in error: --max-errors -----------------------------------------------------
 
 

@@ -247,7 +247,13 @@ class SimChatModel(BaseChatModel):
         from langchain_core.utils.function_calling import convert_to_openai_function
 
         binding = {k: kwargs[k] for k in BINDING if kwargs.get(k) is not None}
-        key = (*(id(t) for t in tools), json.dumps(binding, sort_keys=True, default=str))
+        # (and for the class: a copy of another, under a recording's call policy, keeps
+        # this cache but must bind copies of its own class)
+        key = (
+            type(self),
+            *(id(t) for t in tools),
+            json.dumps(binding, sort_keys=True, default=str),
+        )
         bound = self._bound.get(key)
         if bound is None:
             schemas = [convert_to_openai_function(t) for t in tools]

@@ -1,0 +1,283 @@
+"""The chat model an agent of one's own (``--agent``) is given: the run's, its calls kept to
+the recording's call policy as the built-in agent's middleware keeps its own (see
+:mod:`tcbreplay._record.agent`): transient failures retried with backoff (``--retries``,
+``--backoff``, the provider's ``Retry-After``), ``--max-rpm`` and ``--max-tpm``,
+``--call-timeout``, and the failure that ends a call kept for the rule that stops the run
+(:mod:`tcbreplay._record.failures`: a refused key stops it at the first sample).
+
+The model is a copy of the run's, of a subclass of its class made here: ``bind_tools``,
+``with_structured_output`` and the provider's settings are its class's own, and whatever they
+make calls the model back through ``ainvoke``, ``invoke``, ``astream`` or ``stream``, which
+the subclass wraps (each attempt a call of its own, with its callbacks, as the middleware's
+retries are). A stream is retried until its first chunk; a synchronous call (a graph's node
+that is a plain function, run by LangGraph in a thread) waits by blocking its thread, and
+``--call-timeout`` gives up on it while it goes on in another (a synchronous ``stream``
+cannot be cut short: said once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import time
+import warnings
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from typing import Any
+
+from tcbreplay._record.agent import (
+    CallPolicy,
+    CallTimeout,
+    SampleState,
+    UnreadableReply,
+    _check_reply,
+    _quoted,
+    _short,
+    _streams,
+    current_sample,
+)
+from tcbreplay._record.retry import (
+    backoff_delay,
+    is_transient,
+    too_long_a_wait,
+    unreadable_reply,
+)
+from tcbreplay.errors import TcbReplayWarning
+
+# set while a call of a policed model is under way (its callbacks see it): a model call the
+# graph makes otherwise is of a model it made itself (see :func:`outside_policy`)
+_policed: contextvars.ContextVar[bool] = contextvars.ContextVar("tcbreplay_policed", default=False)
+
+
+def under_policy(chat_model: Any, policy: CallPolicy, source: str = "--agent") -> Any:
+    """A copy of ``chat_model`` whose calls keep to ``policy`` (see the module); ``source``:
+    the ``--agent`` given, which a warning names."""
+    cls = type(chat_model)
+    namespace = {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        **_policed_methods(cls, policy, source),
+    }
+    policed = type(cls.__name__, (cls,), namespace)
+    model = chat_model.model_copy()
+    object.__setattr__(model, "__class__", policed)  # (the same fields: only methods differ)
+    return model
+
+
+def outside_policy() -> bool:
+    """Whether a model call starting now (seen by a callback) is none of a policed model's."""
+    return not _policed.get()
+
+
+def _policed_methods(cls: type, policy: CallPolicy, source: str) -> dict[str, Any]:
+    base_ainvoke, base_invoke = cls.ainvoke, cls.invoke  # type: ignore[attr-defined]
+    base_astream, base_stream = cls.astream, cls.stream  # type: ignore[attr-defined]
+    warned: list[bool] = []
+
+    async def ainvoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return await _acall(policy, self, lambda: base_ainvoke(self, input, config, **kwargs))
+
+    def invoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return _call(policy, self, lambda: base_invoke(self, input, config, **kwargs))
+
+    async def astream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        async for chunk in _astream(policy, lambda: base_astream(self, input, config, **kwargs)):
+            yield chunk
+
+    def stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        if policy.call_timeout is not None and not warned:
+            warned.append(True)
+            warnings.warn(
+                TcbReplayWarning(
+                    f"--agent {source}: its graph streams its model synchronously (stream), "
+                    f"which --call-timeout {policy.call_timeout:g} cannot cut short (the "
+                    "model's own timeout applies: --model-option timeout=...)"
+                ),
+                stacklevel=2,
+            )
+        yield from _stream(policy, lambda: base_stream(self, input, config, **kwargs))
+
+    return {"ainvoke": ainvoke, "invoke": invoke, "astream": astream, "stream": stream}
+
+
+class _Attempts:
+    """The attempts at one model call under ``policy``, and what the sample's state keeps of
+    them (its retries, their errors, the failure that ended the call)."""
+
+    def __init__(self, policy: CallPolicy) -> None:
+        self.policy = policy
+        self.state: SampleState | None = current_sample.get(None)
+        self.attempt = 0
+
+    def failed(self, caught: Exception, timed_out: bool = False, last: bool = False) -> float:
+        """The seconds to wait before trying the call again after ``caught`` (``timed_out``:
+        it ran past ``--call-timeout``); raises the failure when it is not tried again
+        (``last``: it is not, as a stream that failed once under way)."""
+        self.attempt += 1
+        exc: Exception = caught
+        if timed_out:
+            exc = CallTimeout(f"model call did not answer within {self.policy.call_timeout:g} s")
+        elif (wrong := unreadable_reply(caught)) is not None:  # (as the middleware says it)
+            exc = UnreadableReply(f"the provider's reply {wrong}: {_quoted(caught)}")
+        too_long = too_long_a_wait(exc, self.policy.clock)
+        if last or self.attempt > self.policy.retries or not is_transient(exc) or too_long:
+            if self.state is not None:
+                self.state.model_error = exc
+                self.state.asked_wait = too_long
+            if exc is caught:
+                raise caught
+            raise exc from caught
+        if self.state is not None:
+            self.state.retries += 1
+            self.state.errors.append(f"{type(exc).__name__}: {_short(exc)}")
+        if self.policy.on_retry is not None:
+            self.policy.on_retry(exc)
+        return backoff_delay(self.policy.backoff, self.attempt, exc, self.policy.clock)
+
+    def answered(self, message: Any, elapsed: float) -> None:
+        """Count an answer's tokens in the rate limit and keep how long it took."""
+        usage = getattr(message, "usage_metadata", None) or {}
+        self.policy.limiter.record_tokens(usage.get("total_tokens"))
+        if self.state is not None and getattr(message, "id", None):
+            self.state.timings[message.id] = elapsed
+
+
+def _check_answer(message: Any, model: Any) -> None:
+    """Refuse what is no answer of ``model`` as the built-in agent does (retried): a reply
+    cut off mid-stream, or one with no content and no tool calls."""
+    from langchain.agents.middleware.types import ModelResponse
+
+    _check_reply(ModelResponse(result=[message]), _streams(model))
+
+
+async def _acall(policy: CallPolicy, model: Any, call: Callable[[], Awaitable[Any]]) -> Any:
+    attempts = _Attempts(policy)
+    while True:
+        await policy.limiter.acquire()
+        t0 = time.perf_counter()
+        token = _policed.set(True)
+        deadline = asyncio.timeout(policy.call_timeout)
+        try:
+            async with deadline:
+                message = await call()
+            _check_answer(message, model)
+        except Exception as caught:
+            delay = attempts.failed(caught, deadline.expired())
+            await policy.clock.sleep(delay)
+            continue
+        finally:
+            _policed.reset(token)
+        attempts.answered(message, time.perf_counter() - t0)
+        return message
+
+
+def _call(policy: CallPolicy, model: Any, call: Callable[[], Any]) -> Any:
+    attempts = _Attempts(policy)
+    while True:
+        policy.limiter.acquire_blocking()
+        t0 = time.perf_counter()
+        token = _policed.set(True)
+        try:
+            message = _within(policy.call_timeout, call)
+            _check_answer(message, model)
+        except Exception as caught:
+            policy.clock.sleep_blocking(attempts.failed(caught))
+            continue
+        finally:
+            _policed.reset(token)
+        attempts.answered(message, time.perf_counter() - t0)
+        return message
+
+
+def _within(timeout: float | None, call: Callable[[], Any]) -> Any:
+    """What ``call`` returns; past ``timeout`` seconds, :class:`CallTimeout` (the call is
+    left to finish in its thread, its answer unread)."""
+    if timeout is None:
+        return call()
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tcbreplay-call")
+    future = pool.submit(contextvars.copy_context().run, call)
+    pool.shutdown(wait=False)
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        if future.done():  # the call's own
+            raise
+        raise CallTimeout(f"model call did not answer within {timeout:g} s") from None
+
+
+async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, None]]) -> Any:
+    attempts = _Attempts(policy)
+    while True:
+        await policy.limiter.acquire()
+        t0 = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        ends = None if policy.call_timeout is None else loop.time() + policy.call_timeout
+        chunks = stream()
+        token = _policed.set(True)
+        deadline = asyncio.timeout_at(ends)
+        try:
+            async with deadline:
+                first = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except Exception as caught:
+            delay = attempts.failed(caught, deadline.expired())
+            await policy.clock.sleep(delay)
+            continue
+        finally:
+            _policed.reset(token)
+        break
+    whole = first
+    yield first
+    try:
+        while True:
+            token = _policed.set(True)
+            deadline = asyncio.timeout_at(ends)
+            try:
+                async with deadline:
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                break
+            except Exception as caught:  # (a stream under way is not retried)
+                attempts.failed(caught, deadline.expired(), last=True)
+            finally:
+                _policed.reset(token)
+            whole = whole + chunk
+            yield chunk
+    finally:
+        await chunks.aclose()
+    attempts.answered(whole, time.perf_counter() - t0)
+
+
+def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+    attempts = _Attempts(policy)
+    while True:
+        policy.limiter.acquire_blocking()
+        t0 = time.perf_counter()
+        chunks = stream()
+        token = _policed.set(True)
+        try:
+            first = next(chunks)
+        except StopIteration:
+            return
+        except Exception as caught:
+            policy.clock.sleep_blocking(attempts.failed(caught))
+            continue
+        finally:
+            _policed.reset(token)
+        break
+    whole = first
+    yield first
+    while True:
+        token = _policed.set(True)
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            break
+        except Exception as caught:  # (a stream under way is not retried)
+            attempts.failed(caught, last=True)
+        finally:
+            _policed.reset(token)
+        whole = whole + chunk
+        yield chunk
+    attempts.answered(whole, time.perf_counter() - t0)
