@@ -183,3 +183,57 @@ def own_model(model, tools, system_prompt):
     return react_graph(SimChatModel.from_settings(model.settings, model.samples), tools,
                        system_prompt)  # fmt: skip
 
+
+def plain_list_graph(model, tools, system_prompt):
+    """A graph whose state keeps ``messages: list`` without LangGraph's ``add_messages``
+    reducer: the conversation stays as it was given, the user's message a dict."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        messages: list
+
+    bound = model.bind_tools(tools)
+
+    async def call(state: State) -> dict:
+        return {"messages": state["messages"] + [await bound.ainvoke(state["messages"])]}
+
+    graph = StateGraph(State)
+    graph.add_node("call", call)
+    graph.add_edge(START, "call")
+    graph.add_edge("call", END)
+    return graph.compile()
+
+
+class _Streams:
+    """A runnable like a graph, whose stream ``values`` gives (or ``raising`` raises)."""
+
+    def __init__(self, values=(), raising=None):
+        self.values, self.raising = values, raising
+
+    def with_config(self, **kwargs):
+        return self
+
+    async def astream(self, input, config=None, stream_mode=None):
+        for value in self.values:
+            yield value
+        if self.raising is not None:
+            raise self.raising
+
+
+def none_messages(model, tools, system_prompt):
+    """A graph whose state has ``messages`` None."""
+    return _Streams([{"messages": None}])
+
+
+def raises_cancelled(model, tools, system_prompt):
+    """A graph that raises ``CancelledError`` of its own (no one cancelled it)."""
+    import asyncio
+
+    return _Streams(raising=asyncio.CancelledError())
+
+
+def exits(model, tools, system_prompt):
+    """A graph that calls ``sys.exit(5)``."""
+    return _Streams(raising=SystemExit(5))

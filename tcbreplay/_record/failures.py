@@ -169,6 +169,8 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
             f"the provider answered with replies that could not be used: check that {where} "
             "is the model's API (a proxy's or a login page is not), or try again later"
         )
+    if kind in ("AgentStateError", "AgentRaised"):  # (see tcbreplay._record.sample)
+        return "the agent failed on its own: check the graph that --agent builds"
     if re.search(r"\b429\b|RESOURCE_EXHAUSTED|rate limit", error, re.I):
         return "rate limited: set --max-rpm or --max-tpm, or lower --workers"
     if re.search(r"\b400\b|INVALID_ARGUMENT|invalid", error, re.I):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tcbreplay._inputs.dataset import Sample
@@ -33,12 +34,12 @@ async def run_sample(
     t0 = time.perf_counter()
     state = SampleState()
     current_sample.set(state)
-    messages: list[Any] = []
+    last: Any = None  # the graph's last state
     error: BaseException | None = None
     deadline = asyncio.timeout(options.timeout)
     try:
         async with deadline:
-            async for value in agent.astream(
+            async for last in agent.astream(  # noqa: B007 (its last value is read below)
                 {"messages": [{"role": "user", "content": sample.input}]},
                 config={
                     "metadata": {SAMPLE_ID_KEY: sample.sample_id, TRIAL_KEY: trial},
@@ -46,7 +47,7 @@ async def run_sample(
                 },
                 stream_mode="values",
             ):
-                messages = value["messages"]
+                pass
     except TimeoutError as exc:  # the sample's deadline, or a model call's (CallTimeout)
         expired = deadline.expired()
         error = (
@@ -54,11 +55,23 @@ async def run_sample(
         )
     except Exception as exc:  # agent behaviour and provider failures are data
         error = exc
+    except (asyncio.CancelledError, SystemExit) as exc:
+        # the agent's own (a graph of one's own may raise them): the sample's error; a
+        # cancellation of the task that runs it (Ctrl-C, a stopped run) goes on
+        task = asyncio.current_task()
+        if isinstance(exc, asyncio.CancelledError) and task is not None and task.cancelling():
+            raise
+        error = AgentRaised(f"the agent raised {type(exc).__name__}{_args(exc)}")
+    try:
+        messages = serialize_messages(state_messages(last), state.timings)
+    except AgentStateError as exc:
+        messages = []
+        error = error or AgentStateError(f"sample {sample.sample_id}: {exc}")
     record = sample_record(
         run_id,
         sample,
         status="ok" if error is None else "error",
-        messages=serialize_messages(messages, state.timings),
+        messages=messages,
         attempts=1 + state.retries,
         started_at=started_at.isoformat(),
         finished_at=utcnow().isoformat(),
@@ -85,6 +98,62 @@ async def run_sample(
 
 class SampleTimeout(TimeoutError):
     """A sample ran past ``--timeout``."""
+
+
+class AgentRaised(RuntimeError):
+    """The agent raised what ends a task or a program (``CancelledError``, ``SystemExit``):
+    its sample's error, not the recording's end."""
+
+
+class AgentStateError(ValueError):
+    """The agent's last state holds no messages that can be read."""
+
+
+def state_messages(state: Any) -> list[Any]:
+    """The messages of a graph's last state (None: it gave none), as LangChain messages:
+    those a graph keeps in any form LangChain's ``convert_to_messages`` reads (message
+    objects, ``{"role": ..., "content": ...}`` dicts, ``(role, content)`` pairs), as a
+    state without the ``add_messages`` reducer keeps them; raises :class:`AgentStateError`
+    saying what the state holds instead."""
+    from langchain_core.messages import convert_to_messages
+
+    if state is None:
+        return []
+    if isinstance(state, Mapping):
+        if "messages" not in state:
+            keys = ", ".join(repr(k) for k in list(state)[:5]) or "none"
+            raise AgentStateError(
+                f"the graph's last state holds no 'messages' (its keys: {keys}): the "
+                "conversation is kept under 'messages'"
+            )
+        messages = state["messages"]
+    elif hasattr(state, "messages"):
+        messages = state.messages
+    else:
+        raise AgentStateError(
+            f"the graph's last state is {type(state).__name__}, not a mapping with 'messages'"
+        )
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Iterable):
+        raise AgentStateError(
+            f"the graph's last state has 'messages' {type(messages).__name__}, not a list "
+            "of messages"
+        )
+    messages = list(messages)
+    for k, message in enumerate(messages):
+        try:
+            messages[k] = convert_to_messages([message])[0]
+        except Exception as exc:  # (LangChain's ValueError, TypeError, NotImplementedError...)
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # (not its link)
+            raise AgentStateError(
+                f"the graph's last state: messages[{k}] ({type(message).__name__}) is no "
+                f"message LangChain reads: {why[:200]}"
+            ) from None
+    return messages
+
+
+def _args(exc: BaseException) -> str:
+    """``(5)`` of ``SystemExit(5)``: what the agent gave it, if anything."""
+    return f"({', '.join(repr(a) for a in exc.args)})" if exc.args else ""
 
 
 def _one_line(exc: BaseException) -> str:
