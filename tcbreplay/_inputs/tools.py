@@ -350,3 +350,23 @@ def _module_sha256(module: Any) -> str | None:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+def code_sha256(tools: Sequence[Any], source: str = "") -> dict[str, str]:
+    """The sha256 of the source file of each module that defines the tools' code (a tool's
+    function or coroutine, else the tool itself) and of the module ``source`` names (the
+    tools' ``MODULE:ATTR``), by module name: the code a recording or a replay runs (not
+    what those modules import)."""
+    module, sep, _ = source.partition(":")
+    names = {module} if sep and module else set()
+    for tool in tools:
+        code = getattr(tool, "func", None) or getattr(tool, "coroutine", None) or tool
+        name = getattr(code, "__module__", None)
+        if isinstance(name, str):
+            names.add(name)
+    out = {}
+    for name in sorted(names):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path and Path(path).is_file():
+            out[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return out

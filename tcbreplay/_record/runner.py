@@ -19,6 +19,7 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, Sample
+from tcbreplay._inputs.tools import code_sha256
 from tcbreplay._ray import check_engine, ray_module, ray_session
 from tcbreplay._record.agent import CallPolicy, aclose_model, build_agent, inline_tracing_hooks
 from tcbreplay._record.agent_factory import (
@@ -109,13 +110,18 @@ class RecordSummary:
 
 
 def fingerprint(
-    inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None, former: bool = False
+    inputs: BenchmarkInputs,
+    choice: ModelChoice,
+    agent: str | None = None,
+    former: bool = False,
+    code: Mapping[str, Any] | None = None,
 ) -> str:
     """sha256 of everything that decides what a recording should contain (``agent``: the
-    ``--agent`` factory, only when given, so runs of the built-in agent keep theirs). The sim
-    model is named by its settings alone, however they were spelled (``sim:seed=7``, ``sim``
-    with ``--model-option seed=7``); ``former``: as tcbreplay hashed it before, with the
-    model string as given."""
+    ``--agent`` factory, only when given, so runs of the built-in agent keep theirs; ``code``:
+    the sha256 of the user's code it runs, see :func:`user_code`, only when there is any). The
+    sim model is named by its settings alone, however they were spelled (``sim:seed=7``,
+    ``sim`` with ``--model-option seed=7``); ``former``: as tcbreplay hashed it before, with
+    the model string as given."""
     fields = inputs.manifest_fields()
     basis = {
         "dataset": inputs.dataset.entries(),
@@ -124,27 +130,49 @@ def fingerprint(
         "model": "sim" if choice.simulated and not former else choice.id,
         "settings": {k: v for k, v in choice.settings.items() if k not in TRANSPORT_SETTINGS},
         **({"agent": agent} if agent else {}),
+        **({"code": dict(code)} if code else {}),
     }
     text = json.dumps(basis, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def user_code(inputs: BenchmarkInputs, agent: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The sha256 of the code of the user's a recording runs, which a resumed run must run
+    too: the module of the ``--agent`` factory (``agent``: what the manifest records of it),
+    and the modules that define the tools of ``--tools`` (as a replay hashes them, see
+    :func:`tcbreplay._inputs.tools.code_sha256`). tcbreplay's own modules (the built-in
+    benchmarks' tools) are left out: they change with tcbreplay, which the manifest's
+    versions record, and the fingerprints of runs of the built-in agent and tools stay as
+    they were."""
+    code: dict[str, Any] = {}
+    if agent is not None:
+        code["agent"] = agent.get("sha256")
+    tools = code_sha256(inputs.toolset.tools or [], inputs.toolset.source)
+    tools = {name: sha for name, sha in tools.items() if name.partition(".")[0] != "tcbreplay"}
+    if tools:
+        code["tools"] = tools
+    return code
+
+
 def _run_fingerprint(
     store: Store, run_id: str, inputs: BenchmarkInputs, choice: ModelChoice,
-    agent: str | None, overwrite: bool,
+    agent: str | None, overwrite: bool, code: Mapping[str, Any] | None = None,
 ) -> str:  # fmt: skip
-    """The fingerprint a recording of run ``run_id`` checks the run's against: the former one
+    """The fingerprint a recording of run ``run_id`` checks the run's against: a former one
     (see :func:`fingerprint`) when an older tcbreplay recorded the run of these same inputs,
-    so that its run is resumed as before."""
-    print_ = fingerprint(inputs, choice, agent)
-    if not choice.simulated or overwrite or not store.exists(run_id):
+    so that its run is resumed as before: before the user's ``code`` was hashed, and, of the
+    sim model, before its settings alone named it."""
+    print_ = fingerprint(inputs, choice, agent, code=code)
+    if overwrite or not store.exists(run_id):
         return print_
     try:
         stored = store.open_run(run_id, writing=True).manifest.get("fingerprint")
     except TcbReplayError:  # said by the recording's own look at the run
         return print_
-    former = fingerprint(inputs, choice, agent, former=True)
-    return former if stored == former else print_
+    formers = {fingerprint(inputs, choice, agent)}
+    if choice.simulated:
+        formers.add(fingerprint(inputs, choice, agent, former=True))
+    return stored if stored in formers else print_
 
 
 def default_run_id(inputs: BenchmarkInputs, choice: ModelChoice, agent: str | None = None) -> str:
@@ -308,13 +336,14 @@ def record_run(
         fields[AGENT_FIELD] = factory[1]
     model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
     run_id = validate_run_id(default_run_id(inputs, choice, agent) if run_id is None else run_id)
+    code = user_code(inputs, None if factory is None else factory[1])
     return run_plan(
         inputs,
         plan,
         store,
         run_id=run_id,
         model=model,
-        fingerprint=_run_fingerprint(store, run_id, inputs, choice, agent, overwrite),
+        fingerprint=_run_fingerprint(store, run_id, inputs, choice, agent, overwrite, code),
         fields=fields,
         options=options,
         progress=progress,
@@ -415,7 +444,7 @@ def run_plan(
         # Checked before the writer takes the run, a run of other inputs is refused at once;
         # everything is checked again under the run's lock (claim).
         run = store.open_run(run_id, writing=True)
-        _check_resumable(run.manifest, print_, run, source, shard)
+        _check_resumable(run.manifest, print_, run, source, shard, _changed(inputs, fields))
         recorded: dict[tuple[str, int], str] = {}
 
         def claim(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -425,7 +454,7 @@ def run_plan(
             resume, and the write came later)."""
             nonlocal opts, recorded
             found.update(status=manifest.get("status"), folding=manifest.get(FOLDING))
-            _check_resumable(manifest, print_, run, source, shard)
+            _check_resumable(manifest, print_, run, source, shard, _changed(inputs, fields))
             recorded = run.recorded_ids()
             _check_trials(run_id, _given_trials(options), manifest, recorded, shard)
             _check_selection(run_id, selection, manifest, shard)
@@ -750,17 +779,47 @@ def errors_message(summary: RecordSummary, budget: MaxErrors) -> str:
     )
 
 
+def _changed(
+    inputs: BenchmarkInputs, fields: dict[str, Any]
+) -> Callable[[dict[str, Any]], str | None]:
+    """What says, of a run's manifest, which module of the user's code a recording of
+    ``inputs`` (its manifest's ``fields``) finds changed since the run was recorded: that of
+    the ``--agent`` factory, or of ``--tools`` (tcbreplay's own not: see :func:`user_code`);
+    None when neither is."""
+
+    def changed(manifest: dict[str, Any]) -> str | None:
+        agent, was = fields.get(AGENT_FIELD) or {}, manifest.get(AGENT_FIELD) or {}
+        if (
+            agent
+            and was.get("factory") == agent.get("factory")
+            and was.get("sha256") not in (None, agent.get("sha256"))
+        ):
+            return f"the module of --agent {agent['factory']} changed since the run was recorded"
+        tools, source = manifest.get("tools") or {}, inputs.toolset.source
+        if (
+            tools.get("source") == source
+            and source.partition(".")[0] != "tcbreplay"
+            and tools.get("sha256") not in (None, inputs.toolset.sha256)
+        ):
+            return f"the module of --tools {source} changed since the run was recorded"
+        return None
+
+    return changed
+
+
 def _check_resumable(
     manifest: dict[str, Any],
     expected: str,
     run: Run,
     source: str | None = None,
     shard: tuple[int, int] | None = None,
+    changed: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> None:
     """Refuse a run this recording cannot extend: imported, made another way (a replay when
-    recording, a recording when replaying: ``source``), of other inputs, or with a data
-    file that is no Parquet file (its footer read only: the file is read in full when the
-    journal is folded into it, after the recording, which a broken file would have wasted)."""
+    recording, a recording when replaying: ``source``), of other inputs (``changed`` says
+    which module of the user's code changed, if one did), or with a data file that is no
+    Parquet file (its footer read only: the file is read in full when the journal is folded
+    into it, after the recording, which a broken file would have wasted)."""
     import pyarrow as pa
 
     from tcbreplay._store.parquet import read_schema
@@ -777,11 +836,18 @@ def _check_resumable(
             else "use another --run-id, or --overwrite to replace it",
         )
     if manifest.get("fingerprint") != expected:
-        raise InputError(
-            f"run {run.run_id!r} exists with other inputs (dataset, tools, prompt or model)",
-            hint="give every shard the same inputs, or use another --run-id"
+        code = changed(manifest) if changed is not None else None
+        which = code or "dataset, tools, prompt or model, or the code of --agent or --tools"
+        hint = (
+            "give every shard the same inputs, or use another --run-id"
             if shard is not None  # (--overwrite is refused with --shard)
-            else "use another --run-id, or --overwrite to replace it",
+            else "use another --run-id, or --overwrite to replace it"
+        )
+        raise InputError(
+            f"run {run.run_id!r} exists with other inputs ({which})",
+            hint=f"to go on with the run, put the module back as it was; or {hint}"
+            if code
+            else hint,
         )
     for path in (run.samples_path, run.messages_path):
         if not path.exists():

@@ -20,7 +20,6 @@ import dataclasses
 import hashlib
 import json
 import shlex
-import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Sample
+from tcbreplay._inputs.tools import code_sha256
 from tcbreplay._record.agent import CallPolicy
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
 from tcbreplay._record.failures import Outcome
@@ -326,26 +326,6 @@ def replay_basis(
         "recorded_tools": recorded_tools,
         "offline": offline,
     }
-
-
-def code_sha256(tools: Sequence[Any], source: str = "") -> dict[str, str]:
-    """The sha256 of the source file of each module that defines the tools' code (a tool's
-    function or coroutine, else the tool itself) and of the module ``source`` names (the
-    tools' ``MODULE:ATTR``), by module name: the code a replay runs (not what those modules
-    import)."""
-    module, sep, _ = source.partition(":")
-    names = {module} if sep and module else set()
-    for tool in tools:
-        code = getattr(tool, "func", None) or getattr(tool, "coroutine", None) or tool
-        name = getattr(code, "__module__", None)
-        if isinstance(name, str):
-            names.add(name)
-    out = {}
-    for name in sorted(names):
-        path = getattr(sys.modules.get(name), "__file__", None)
-        if path and Path(path).is_file():
-            out[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return out
 
 
 def _sha256(basis: dict[str, Any]) -> str:

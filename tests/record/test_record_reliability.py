@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -221,6 +222,87 @@ def test_a_sim_run_an_older_tcbreplay_recorded_is_resumed_as_before(tmp_path):
     assert len(_samples(store / "x")) == 4
     other = runner.invoke(main, [*args[:2], "sim:seed=2", *args[3:], "--limit", "5"])
     assert other.exit_code == 2 and "exists with other inputs" in other.output
+
+
+# the user's code a recording runs: a module of an --agent factory, of --tools, and one that
+# defines a tool's function for the module --tools names
+AGENT_V1 = "from replay_fixtures import react_graph as build\n"
+TOOL_V1 = '''
+def multiply_numbers(a: float, b: float) -> dict:
+    """Multiply two numbers and return their product."""
+    return {"result": a * b}
+'''
+TOOLS_MODULE = """
+from tcbreplay._inputs.benchmarks.tool_call.tools import add_numbers, list_items
+from {impl} import multiply_numbers
+
+TOOLS = [list_items, add_numbers, multiply_numbers]
+"""
+
+
+def test_a_run_whose_agent_or_tools_code_changed_is_refused_as_other_inputs(tmp_path, monkeypatch):
+    """A run resumed after its --agent module or a tool's body was edited took the new code
+    beside the samples of the old (exit 0, the manifest keeping the first module's sha256):
+    the fingerprint hashed the MODULE:FACTORY string and the tool specs alone."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = {"agent": "agent_code_x", "tools": "tools_code_x", "impl": "tool_impl_x"}
+    for name in names.values():
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    files = {key: tmp_path / f"{name}.py" for key, name in names.items()}
+    files["agent"].write_text(AGENT_V1)
+    files["impl"].write_text(TOOL_V1)
+    files["tools"].write_text(TOOLS_MODULE.format(impl=names["impl"]))
+    runner = CliRunner()
+    args = ["record", "--model", "sim:seed=1", "--agent", f"{names['agent']}:build", "--tools",
+            f"{names['tools']}:TOOLS", "--store", str(tmp_path / "traces"), "--quiet"]  # fmt: skip
+
+    def record(limit: int):
+        return runner.invoke(main, [*args, "--limit", str(limit)])
+
+    first = record(2)
+    assert first.exit_code == 0, first.output
+    (run_dir,) = (tmp_path / "traces").iterdir()
+    for key, edit, says in [
+        ("agent", "# another prompt\n", f"the module of --agent {names['agent']}:build changed"),
+        ("tools", "# another tool\n", f"the module of --tools {names['tools']}:TOOLS changed"),
+        ("impl", "# another body\n", "the code of --agent or --tools"),
+    ]:
+        before = files[key].read_text()
+        files[key].write_text(before + edit)
+        refused = record(4)
+        assert refused.exit_code == 2, refused.output
+        assert f"Error: run '{run_dir.name}' exists with other inputs (" in refused.stderr
+        assert says in refused.stderr
+        resumed = runner.invoke(main, ["record", "--resume", run_dir.name, "--store",
+                                       str(tmp_path / "traces"), "--limit", "4"])  # fmt: skip
+        assert resumed.exit_code == 2 and says in resumed.stderr, resumed.output
+        assert len(_samples(run_dir)) == 2
+        files[key].write_text(before)  # put back: the run goes on
+    assert record(3).exit_code == 0
+    assert len(_samples(run_dir)) == 3
+
+
+def test_a_run_of_ones_own_agent_an_older_tcbreplay_recorded_is_resumed_as_before(
+    tmp_path, monkeypatch
+):
+    """Its manifest holds the fingerprint of its inputs without the code's sha256."""
+    from tcbreplay._record.runner import fingerprint
+
+    store = tmp_path / "traces"
+    agent = "replay_fixtures:react_graph"
+    args = ["record", "--model", "sim:seed=1", "--agent", agent, "--run-id", "x", "--store",
+            str(store), "--quiet"]  # fmt: skip
+    runner = CliRunner()
+    assert runner.invoke(main, [*args, "--limit", "2"]).exit_code == 0
+    path = store / "x" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    former = fingerprint(load_inputs("tool-call"), parse_model("sim:seed=1"), agent)
+    assert former != manifest["fingerprint"]
+    path.write_text(json.dumps({**manifest, "fingerprint": former}))
+    resumed = runner.invoke(main, [*args, "--limit", "3"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(_samples(store / "x")) == 3
 
 
 def test_a_recording_that_records_nothing_leaves_the_manifest_as_it_was(tmp_path):
