@@ -136,25 +136,45 @@ def tp_blocks(
 
 
 def tool_params(tools: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """tool name -> {param: declared default, or _NO_DEFAULT}."""
+    """tool name -> {param: declared default, or _NO_DEFAULT}; a tool that takes free-form
+    arguments (``additionalProperties`` true or a schema, or parameters with no
+    ``properties``) has every other key as ``ANY_KEY``, with no default."""
     out: dict[str, dict[str, Any]] = {}
     for spec in tools:
-        props = (spec.get("parameters") or {}).get("properties") or {}
+        parameters = spec.get("parameters") or {}
+        props = parameters.get("properties") or {}
         params = out.setdefault(spec["name"], {})
         for param, schema in props.items():
             has_default = isinstance(schema, dict) and "default" in schema
             params[param] = schema["default"] if has_default else _NO_DEFAULT
+        given = isinstance(spec.get("parameters"), dict)  # (none given: a tool of none)
+        more = parameters.get("additionalProperties") if given else False
+        if (
+            more is True
+            or isinstance(more, dict)
+            or (more is None and "properties" not in parameters)
+        ):
+            params[ANY_KEY] = _NO_DEFAULT
     return out
 
 
-def integer_params(tools: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """(tool, param) whose schema says "type": "integer"."""
-    out = set()
+# (a tool's params: any key the tool does not declare is one it takes)
+ANY_KEY = object()
+
+
+def integer_params(tools: Sequence[Mapping[str, Any]]) -> set[tuple[str, Any]]:
+    """(tool, param) whose schema says "type": "integer" (``ANY_KEY``: every key a tool of
+    free-form arguments does not declare, when its ``additionalProperties`` say so)."""
+    out: set[tuple[str, Any]] = set()
     for spec in tools:
-        props = (spec.get("parameters") or {}).get("properties") or {}
+        parameters = spec.get("parameters") or {}
+        props = parameters.get("properties") or {}
         for param, schema in props.items():
             if isinstance(schema, dict) and schema.get("type") == "integer":
                 out.add((spec["name"], param))
+        more = parameters.get("additionalProperties")
+        if isinstance(more, dict) and more.get("type") == "integer":
+            out.add((spec["name"], ANY_KEY))
     return out
 
 
@@ -171,7 +191,11 @@ def pair_counts(
 ) -> tuple[int, int, int]:
     """(invalid, valid, missing) of one agent call paired with one gold call of tool ``name``;
     ``integers``: the integer parameters when types are strict (None: lenient)."""
-    declared = params.get(name, {})
+    declared = dict(params.get(name, {}))
+    if ANY_KEY in declared:  # free-form: the keys passed are the tool's too
+        declared = {**dict.fromkeys(agent_args, _NO_DEFAULT), **declared}
+        if integers is not None and (name, ANY_KEY) in integers:
+            integers = integers | {(name, k) for k in agent_args if k not in params[name]}
     accept = (rules or {}).get("accept") or {}
     optional = set((rules or {}).get("optional") or [])
     compare = (rules or {}).get("compare")

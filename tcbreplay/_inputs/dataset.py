@@ -141,7 +141,7 @@ class Dataset:
         return {c.name for s in self.samples for c in s.target}
 
 
-def load_dataset(path: str | Path, params: Mapping[str, set[str]] | None = None) -> Dataset:
+def load_dataset(path: str | Path, params: Mapping[str, set[str] | None] | None = None) -> Dataset:
     """Read a dataset file (JSON array or JSONL) and validate it.
 
     With ``params`` (tool name -> parameter names) gold calls are checked against the
@@ -281,7 +281,7 @@ def parse_entries(
     raw: list[Any],
     label: str,
     where: list[str],
-    params: Mapping[str, set[str]] | None = None,
+    params: Mapping[str, set[str] | None] | None = None,
 ) -> list[Sample]:
     """Normalise raw entries into samples; raise one DatasetError listing every problem."""
     problems: list[str] = []
@@ -501,20 +501,22 @@ def _calls_from_lists(obj: dict[str, Any], prefix: str) -> tuple[GoldCall, ...]:
     return tuple(calls)
 
 
-def check_against_tools(dataset: Dataset, params: Mapping[str, set[str]], label: str) -> None:
+def check_against_tools(
+    dataset: Dataset, params: Mapping[str, set[str] | None], label: str
+) -> None:
     """Raise a DatasetError for gold calls to unknown tools or with arguments a tool does not take.
 
-    ``params`` maps each tool name to the names of its parameters.
+    ``params`` maps each tool name to the names of its parameters (None: it takes any).
     """
     problems = [p for sample in dataset.samples for p in _tool_problems(sample, params, label)]
     if problems:
         raise DatasetError("\n".join(problems))
 
 
-def _tool_problems(sample: Sample, params: Mapping[str, set[str]], label: str) -> list[str]:
+def _tool_problems(sample: Sample, params: Mapping[str, set[str] | None], label: str) -> list[str]:
     place = f"{label}: {sample.where or f'entry {sample.index}'}"
     if sample.tools is not None:  # its own tools
-        params = {t.name: t.param_names for t in sample.tools}
+        params = {t.name: None if t.free_form else t.param_names for t in sample.tools}
     problems = []
     for i, call in enumerate(sample.target):
         if call.name not in params:

@@ -200,12 +200,15 @@ def stored_calls(calls: Sequence[GoldCall], order: str | None) -> list[dict[str,
     return out
 
 
-def key_problems(call: GoldCall, params: set[str]) -> list[str]:
-    """Keys of a gold call's args, accept and optional that the tool (``params``) lacks,
-    each as a problem (none for a call with BFCL's answer: its keys are BFCL's)."""
-    if call.bfcl is not None:  # BFCL's answers name some parameters their functions lack
-        return []
-    problems = []
+def key_problems(call: GoldCall, params: set[str] | None) -> list[str]:
+    """Keys of a gold call's args, accept and optional that the tool (``params``; None: one
+    that takes any argument) lacks, each as a problem (none for a call with BFCL's answer:
+    its keys are BFCL's)."""
+    problems: list[str] = []
+    # (a tool of free-form arguments takes any key; BFCL's answers name some parameters
+    # their functions lack)
+    if params is None or call.bfcl is not None:
+        return problems
     for what, keys in (("passes", call.args), ("accepts values of", call.accept or {}),
                        ("makes optional", call.optional or ()),
                        ("compares", call.compare or ())):  # fmt: skip

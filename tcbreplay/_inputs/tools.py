@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._inputs.parameters import extra_arguments
 from tcbreplay._inputs.roles import check_role
 from tcbreplay._json import lone_surrogate
 from tcbreplay.errors import ToolSchemaError
@@ -44,6 +45,12 @@ class ToolSchema:
     @property
     def param_names(self) -> set[str]:
         return set(self.parameters.get("properties", {}))
+
+    @property
+    def free_form(self) -> bool:
+        """Whether the tool takes arguments besides its declared ones (see
+        :func:`tcbreplay._inputs.parameters.extra_arguments`)."""
+        return extra_arguments(self.parameters) is not None
 
     def defaults(self) -> dict[str, Any]:
         """Parameters with a declared default, and that default."""
@@ -159,8 +166,10 @@ class Toolset:
     sha256: str | None = None
     tools: list[Any] | None = field(default=None, repr=False)
 
-    def params(self) -> dict[str, set[str]]:
-        return {s.name: s.param_names for s in self.schemas}
+    def params(self) -> dict[str, set[str] | None]:
+        """Each tool's parameter names (None: it takes any argument, see
+        :func:`tcbreplay._inputs.parameters.extra_arguments`)."""
+        return {s.name: None if s.free_form else s.param_names for s in self.schemas}
 
     def to_list(self) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.schemas]

@@ -13,6 +13,7 @@ their calls that may pass such a key are read in Python.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,13 @@ import pyarrow as pa
 from tcbreplay import _json
 from tcbreplay._json import MAX_DEPTH, MAX_INT_DIGITS
 from tcbreplay._score import translate
-from tcbreplay._score.metrics import DEFAULT_COMPARE, GoldRules, explain_sample, tool_properties
+from tcbreplay._score.metrics import (
+    DEFAULT_COMPARE,
+    GoldRules,
+    explain_sample,
+    free_form_tools,
+    tool_properties,
+)
 from tcbreplay._score.scorers.default import score_part
 from tcbreplay._score.translate import ALL_SAMPLES
 from tcbreplay._store.runs import Run
@@ -77,6 +84,7 @@ def load_calls(
     data = Calls(gold={sid: [] for sid in kept}, agent={sid: [] for sid in kept})
     rules: dict[str, list[dict[str, Any]]] = {}
     schema_props = tool_properties(schemas)
+    free = set(free_form_tools(schemas))  # (tools whose arguments no key of is invented)
     names: tuple[dict[str, None], dict[str, None]] = ({}, {})
     con = connect(runs=[run], with_scores=False)
     tools = None  # the run's tools as the kernel takes them, once a part needs them
@@ -103,7 +111,7 @@ def load_calls(
             explain = set(ids)
             agent_side = tables.agent
             if shown is not None:
-                may = _may_invent(con, tables.agent, ids, own_tools, schema_props)
+                may = _may_invent(con, tables.agent, ids, own_tools, schema_props, free)
                 explain = {sid for sid in ids if sid in shown}
                 hidden = [k for k in may["s"].unique().to_list() if ids[k] not in shown]
                 if hidden:
@@ -112,7 +120,7 @@ def load_calls(
                     others = may.filter(pl.col("s").is_in(hidden))
                     _count_invented(
                         con, flat, tools, others, ids, own_tools, schema_props, data.invented
-                    )
+                    )  # (free-form tools' calls are none of _may_invent's)
                 agent_side = tables.agent.filter(
                     pl.col("s").is_in([k for k, sid in enumerate(ids) if sid in explain])
                 )
@@ -204,9 +212,11 @@ def _may_invent(
     ids: list[str],
     own_tools: dict[str, Any],
     props: dict[str, dict[str, Any]],
+    free: Collection[str] = (),
 ) -> pl.DataFrame:
     """The agent calls that may pass a key their tool does not take (``props``: each tool's
-    parameters; a sample with tools of its own is judged by them), paired or not: their
+    parameters; ``free``: the tools that take any key, whose calls pass none such; a sample
+    with tools of its own is judged by them), paired or not: their
     sample ``s``, number ``i`` and ``name``, and how many such keys they pass (``unknown``;
     null for a call whose arguments are to be read to know)."""
     cursor = con.cursor()
@@ -223,13 +233,16 @@ def _may_invent(
     known = pl.DataFrame(pairs, schema={"name": pl.String, "key": pl.String}, orient="row")
     own = [k for k, sid in enumerate(ids) if sid in own_tools]
     # a null key (args to read) matches nothing: its call is read
-    unknown = found.filter(~pl.col("s").is_in(own)).join(known, on=["name", "key"], how="anti")
-    own_props: dict[int, dict[str, dict[str, Any]]] = {}
+    run_calls = found.filter(~pl.col("s").is_in(own) & ~pl.col("name").is_in(list(free)))
+    unknown = run_calls.join(known, on=["name", "key"], how="anti")
+    own_props: dict[int, tuple[dict[str, dict[str, Any]], dict[str, Any]]] = {}
     rows = []
     for s, i, name, key in found.filter(pl.col("s").is_in(own)).iter_rows():
         if s not in own_props:
-            own_props[s] = tool_properties(own_tools[ids[s]])
-        if key is None or key not in own_props[s].get(name, {}):
+            schemas = own_tools[ids[s]]
+            own_props[s] = (tool_properties(schemas), free_form_tools(schemas))
+        params, others = own_props[s]
+        if name not in others and (key is None or key not in params.get(name, {})):
             rows.append((s, i, name, key))
     if rows:
         unknown = pl.concat([unknown, pl.DataFrame(rows, schema=unknown.schema, orient="row")])

@@ -28,6 +28,7 @@ from typing import Any, cast
 
 import polars as pl
 
+from tcbreplay._inputs.parameters import extra_arguments
 from tcbreplay._score.pairing import align_one_pairs, align_pairs, blocks_of
 
 DEFAULT_REL_TOL = 1e-9
@@ -277,6 +278,7 @@ def arg_verdicts(
     params: dict[str, Any] | None,
     compare: Compare = DEFAULT_COMPARE,
     rules: GoldRules = NO_RULES,
+    others: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Judge each argument of one paired call: valid are ``ok`` (gold's value, or the default
     of a key gold leaves out), ``accepted`` (another of the key's acceptable values) and
@@ -285,12 +287,14 @@ def arg_verdicts(
     with ``types`` strict, where gold's value is not a float), ``wrong`` (b: none of gold's
     values for the key), ``not_default`` and ``no_default`` (c: gold lacks the key, which
     has no acceptable values, and the value is not the declared default, or there is none).
-    ``params`` maps parameter names to their JSON schemas."""
+    ``params`` maps parameter names to their JSON schemas; ``others``: the schema of any
+    other key, for a tool that takes free-form arguments (see :func:`free_form_tools`; None:
+    it takes no other, which is ``unknown``)."""
     params = params or {}
     out = {}
     for key, value in agent_args.items():
-        schema = params.get(key)
-        if key not in params:
+        schema = params.get(key, others)
+        if key not in params and others is None:
             out[key] = "unknown"
         elif (
             compare.types == "strict"
@@ -343,6 +347,20 @@ def tool_properties(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
     return out
 
 
+def free_form_tools(tools: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each tool name that takes arguments besides the parameters it declares (free-form
+    arguments: see :func:`tcbreplay._inputs.parameters.extra_arguments`), and their JSON schema
+    (``{}``: any); of a tool declared more than once, of its last declaration that takes
+    them."""
+    out: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        params = tool.get("parameters")
+        extra = extra_arguments(params) if isinstance(params, Mapping) else None
+        if extra is not None:
+            out[tool["name"]] = extra
+    return out
+
+
 # a gold call as explain_sample takes it: (name, args) or (name, args, rules)
 GoldLike = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], GoldRules]
 
@@ -360,14 +378,15 @@ def explain_sample(
     (``optional``: optional gold keys left out; ``blocks``: each gold call's block, see
     :func:`tcbreplay._score.pairing.blocks_of`); the same choice scoring makes.
     """
-    props = tool_properties(tools)
+    props, free = tool_properties(tools), free_form_tools(tools)
     rules = [call[2] if len(call) > 2 else NO_RULES for call in gold]
     cands: dict[tuple[int, int], tuple[int, int, dict[str, str], list[str], list[str]]] = {}
     for i, (name, args) in enumerate(agent):
         for j, (gname, gargs, *_) in enumerate(gold):
             if name != gname:
                 continue
-            verdicts = arg_verdicts(args, gargs, props.get(name), compare, rules[j])
+            verdicts = arg_verdicts(args, gargs, props.get(name), compare, rules[j],
+                                    free.get(name))  # fmt: skip
             invalid = sum(v not in VALID_VERDICTS for v in verdicts.values())
             missing = missing_keys(args, gargs, rules[j])
             left_out = [k for k in gargs if k not in args and k in rules[j].optional]

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from tcbreplay import _json
 from tcbreplay._score import kernels
-from tcbreplay._score.metrics import tool_properties
+from tcbreplay._score.metrics import free_form_tools, tool_properties
 from tcbreplay._store.views import query_text
 from tcbreplay.errors import EngineError, StoreError, first_line, out_of_memory, read_error
 
@@ -313,6 +313,9 @@ class Tools:
     # per tool: (escaped parameter name, canonical default text or None)
     params: list[list[tuple[bytes, bytes | None]]]
     properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the tools that take free-form arguments, and their schema (see free_form_tools): the
+    # kernel knows their declared parameters only, so their pairs are judged in Python
+    free_form: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def integers(self) -> list[list[bool]]:
         """Per tool and parameter (as ``params``): the schema says ``"type": "integer"``."""
@@ -404,7 +407,8 @@ def tools_table(con: duckdb.DuckDBPyConnection, schemas: list[dict[str, Any]]) -
     params: list[list[tuple[bytes, bytes | None]]] = [[] for _ in properties]
     for t, key, default in texts:
         params[t].append((key.encode()[1:-1], None if default is None else default.encode()))
-    return Tools(names=list(properties), params=params, properties=properties)
+    return Tools(names=list(properties), params=params, properties=properties,
+                 free_form=free_form_tools(schemas))  # fmt: skip
 
 
 def _has_default(schema: Any) -> bool:

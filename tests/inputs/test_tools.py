@@ -13,6 +13,8 @@ import pytest
 from helpers import TEST_DATA, cli
 
 from tcbreplay._inputs.tools import ToolSchema, load_toolset, toolset_from_dicts
+from tcbreplay._report import collect
+from tcbreplay._store.runs import Store
 from tcbreplay.errors import InputError, ToolSchemaError
 
 DATA = TEST_DATA
@@ -536,3 +538,74 @@ def test_one_tool_outside_a_list_is_refused_with_a_hint(tmp_path):
     with pytest.raises(ToolSchemaError) as info:
         load_toolset(write_json(tmp_path, {"name": "a", "parameters": {}}))
     assert "in a list" in info.value.hint
+
+
+# ---------------------------------------------------------------- free-form arguments
+
+FREE_FORM_MODULE = """
+from langchain_core.tools import StructuredTool
+
+
+def _log(**fields) -> str:
+    return "logged"
+
+
+# LangChain's tools of a JSON-schema dict: free-form arguments, besides declared ones or not
+log = StructuredTool(name="log", description="Log fields.", func=_log, args_schema={
+    "type": "object", "properties": {"level": {"type": "string"}},
+    "additionalProperties": True})
+note = StructuredTool(name="note", description="Note anything.", func=_log,
+                      args_schema={"type": "object"})
+# a tool of no arguments, as LangChain writes one
+ping = StructuredTool(name="ping", description="Ping.", func=_log,
+                      args_schema={"type": "object", "properties": {}})
+TOOLS = [log, note, ping]
+"""
+
+
+def test_a_tool_taking_free_form_arguments_takes_any_key_and_none_is_invented(
+    tool_module, tmp_path
+):
+    """A tool of additionalProperties true (or of no properties at all) refused every gold
+    call passing an argument it does not declare ("passes 'user', which log does not take");
+    scored, such an argument was invented."""
+    name = tool_module(FREE_FORM_MODULE)
+    toolset = load_toolset(f"{name}:TOOLS")
+    assert toolset.params() == {"log": None, "note": None, "ping": set()}
+    dataset = tmp_path / "free.jsonl"
+    dataset.write_text(
+        '{"id": "a", "input": "log it", "target": [{"name": "log", '
+        '"args": {"level": "info", "user": "ann"}}]}\n'
+        '{"id": "b", "input": "note it", "target": [{"name": "note", "args": {"x": 1}}]}\n'
+    )
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("You log.")
+    store = tmp_path / "traces"
+    args = ["--dataset", dataset, "--tools", f"{name}:TOOLS", "--system-prompt", prompt]
+    recorded = cli("record", "--model", "sim:seed=1,mistakes=invented_arg,error_rate=1",
+                   *args, "--run-id", "r", "--store", store, "--quiet")  # fmt: skip
+    assert recorded.exit_code == 0, recorded.output
+    scored = cli("score", "r", "--store", store, "--format", "json")
+    assert scored.exit_code == 0, scored.output
+    # the sim's invented argument is one more key the free-form tools take: invalid (gold
+    # lacks it, and it has no default), never invented; gold's own keys are valid
+    by_tool = {t["tool"]: t for t in json.loads(scored.stdout)["by_tool"]}
+    assert {t: (by_tool[t]["args_invalid"], by_tool[t]["args_total"]) for t in by_tool} == {
+        "log": (1, 3),
+        "note": (1, 2),
+    }
+    for samples in (None, 0):  # every sample shown, or none (counted another way)
+        report = collect(Store(store), ["r"], samples=samples)
+        rows = {r.tool: (r.invalid_args, r.invented_args) for r in report.tool_rows}
+        assert (rows["log"], rows["note"]) == ((1, 0), (1, 0))
+    refused = cli("record", "--model", "sim:seed=1", "--dataset", _dataset(tmp_path, "ping"),
+                  *args[2:], "--run-id", "p", "--store", store)  # fmt: skip
+    assert refused.exit_code == 2
+    assert "gold call 0 (ping) passes 'x', which ping does not take" in refused.stderr
+
+
+def _dataset(tmp_path: Path, tool: str) -> Path:
+    path = tmp_path / f"{tool}.jsonl"
+    path.write_text(f'{{"id": "a", "input": "go", "target": [{{"name": "{tool}", '
+                    '"args": {"x": 1}}]}\n')  # fmt: skip
+    return path

@@ -171,6 +171,7 @@ def _judge(
             "cannot split tool-call arguments into keys: "
             f"an arguments object repeats a key: {text[:200]}"
         )
+    _free_form_pending(pairs, names, tools, own_tools)
     _decide_pending(pairs, flat, names, tools, own_tools, compare, samples["sample_id"])
     return _Judged(tsa, tp, same, pairs, names, a_code, g_code, options)
 
@@ -336,6 +337,24 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
+def _free_form_pending(
+    pairs: np.ndarray, names: pl.Series, tools: Tools, own_tools: SampleTools | None
+) -> None:
+    """Leave to Python (in place) the candidate pairs of calls to a tool that takes free-form
+    arguments, whose keys beyond the declared ones the kernel takes for invented."""
+    sets = [tools] + (own_tools.sets if own_tools is not None else [])
+    if not any(tool_set.free_form for tool_set in sets):
+        return
+    # per tool set (0: the run's tools; k + 1: the samples' own set k), the free-form codes
+    free = np.zeros((len(sets), len(names) + 1), dtype=np.bool_)
+    for k, tool_set in enumerate(sets):
+        free[k, : len(names)] = names.is_in(list(tool_set.free_form)).to_numpy()
+    which = np.zeros(len(pairs), dtype=np.int64)
+    if own_tools is not None:
+        which = own_tools.set[pairs[:, kernels.SAMPLE]].astype(np.int64) + 1
+    pairs[free[which, pairs[:, kernels.TOOL]], kernels.PENDING] = 1
+
+
 def _decide_pending(
     pairs: np.ndarray, flat: FlatCalls, names: pl.Series, tools: Tools,
     own_tools: SampleTools | None, compare: Compare, samples: pl.Series,
@@ -359,10 +378,11 @@ def _decide_pending(
                 {k: read_args(t, where) for k, t in texts.items() if t is not None}
             )
         name = names[tool]
-        properties = tools.properties
+        tool_set = tools
         if own_tools is not None and own_tools.set[s] >= 0:
-            properties = own_tools.sets[int(own_tools.set[s])].properties
-        verdicts = arg_verdicts(agent_args, gold_args, properties.get(name), compare, rules)
+            tool_set = own_tools.sets[int(own_tools.set[s])]
+        verdicts = arg_verdicts(agent_args, gold_args, tool_set.properties.get(name), compare,
+                                rules, tool_set.free_form.get(name))  # fmt: skip
         invalid = sum(v not in VALID_VERDICTS for v in verdicts.values())
         pairs[k, kernels.INVALID] = invalid
         pairs[k, kernels.VALID] = len(verdicts) - invalid
