@@ -269,6 +269,7 @@ def record(
             DEFAULT_MODEL if model is None else model, options_dict(model_options, "--model-option")
         )
     # what this recording asks for, which the commands it suggests ask for again
+    sample_ids = tuple(dict.fromkeys(sample_ids))  # (an id given twice: one sample)
     selection = {"limit": limit, "sample_ids": list(sample_ids)}
     label = f"recording {choice.id}" + (" (simulated)" if choice.simulated else "")
     progress = Progress(label, quiet=quiet)

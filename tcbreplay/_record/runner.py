@@ -282,6 +282,7 @@ def record_run(
     """
     if isinstance(sample_ids, str):  # one id, not its letters
         sample_ids = [sample_ids]
+    sample_ids = _once(sample_ids)
     tools = runnable_tools(inputs)
     budget = None if max_errors is None else MaxErrors.parse(max_errors)
     check_engine(engine, ray_address)
@@ -387,6 +388,7 @@ def run_plan(
     ``source`` of the runs this makes (None: recordings; ``replay``); ``shard`` and
     ``rate_windows``: see :func:`record_run`."""
     check_shard(shard)
+    sample_ids = _once(sample_ids)
     if shard is not None:
         check_shard_store(store.root)  # before anything is written
     if shard is not None and overwrite:
@@ -740,6 +742,12 @@ def _options(
     if isinstance(options, RecordOptions):
         return options
     return RecordOptions.resolve(options or {}, stored)
+
+
+def _once(sample_ids: Sequence[str] | None) -> list[str] | None:
+    """``--sample-id``s, each once (in the order first given): an id given twice is one
+    sample, asked for once."""
+    return list(dict.fromkeys(sample_ids)) if sample_ids else None
 
 
 def _select(dataset: Dataset, limit: int | None, sample_ids: Sequence[str] | None) -> list[Sample]:

@@ -17,11 +17,15 @@ each replaced by the one given (``--dataset``, ``--tools``, ``--system-prompt``)
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from tcbreplay._inputs.benchmarks import DATASET_FILE, FORMER_TOOLS, BenchmarkInputs
+from tcbreplay._inputs.benchmarks import (
+    DATASET_FILE,
+    FORMER_TOOLS,
+    BenchmarkInputs,
+    read_system_prompt,
+)
 from tcbreplay._inputs.dataset import load_dataset
 from tcbreplay._inputs.stored import StoredDataset
 from tcbreplay._inputs.tools import Toolset, load_toolset, toolset_from_dicts
@@ -55,12 +59,8 @@ def replay_inputs(
     sha: str | None
     if system_prompt is not None:
         path = Path(system_prompt)
-        try:
-            raw = path.read_bytes()
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: cannot read system prompt: {exc}") from exc
-        source, sha = str(path), hashlib.sha256(raw).hexdigest()
+        text, sha = read_system_prompt(path)
+        source = str(path)
     else:
         text = stored_system(recording) or str(prompt.get("text") or "")
         source, sha = prompt.get("source"), prompt.get("sha256")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -797,3 +798,14 @@ def test_an_entry_that_repeats_a_key_is_refused(tmp_path, text, error):
     with pytest.raises(DatasetError) as caught:
         load_dataset(path)
     assert str(caught.value) == error
+
+
+def test_a_system_prompt_file_s_utf8_bom_is_no_part_of_the_prompt(tmp_path):
+    """A prompt written by an editor that begins files with a byte order mark was sent to the
+    model with it ("\\ufeffYou are..."), where a dataset's is dropped."""
+    path = tmp_path / "prompt.txt"
+    raw = "\ufeffYou are a helper.\r\nBe brief.".encode()
+    path.write_bytes(raw)
+    inputs = load_inputs(system_prompt=path)
+    assert inputs.system_prompt == "You are a helper.\r\nBe brief."
+    assert inputs.system_prompt_sha256 == hashlib.sha256(raw).hexdigest()  # the file's bytes

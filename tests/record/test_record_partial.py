@@ -107,6 +107,19 @@ def test_sample_ids_record_those_samples_and_resume_completes_the_run(tmp_path):
     assert _ids(store, "s") == IDS
 
 
+def test_a_sample_id_given_twice_is_one_sample_asked_for(tmp_path):
+    """A repeated --sample-id was counted twice: a stopped recording of two samples said
+    "0/3 ok of those asked for", and the manifest's selection held the id twice."""
+    store = tmp_path / "traces"
+    result = cli("record", "--model", "sim:seed=1,fault_rate=1", "--retries", "0", "--run-id",
+                 "s", "--store", store, "--quiet", "--sample-id", IDS[3], "--sample-id",
+                 IDS[3], "--sample-id", IDS[0])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert result.stdout.startswith("run s (simulated model): 0/2 ok of those asked for (")
+    assert _manifest(store, "s")["selection"]["sample_ids"] == sorted([IDS[3], IDS[0]])
+    assert sorted(_ids(store, "s")) == sorted([IDS[3], IDS[0]])
+
+
 def test_an_unknown_sample_id_is_refused_before_anything_is_written(tmp_path):
     store = tmp_path / "traces"
     assert cli("record", "--model", "sim", "--run-id", "x", "--store", store, "--quiet",

@@ -125,12 +125,7 @@ def load_inputs(
         ds = load_dataset(dataset_path, toolset.params())
     text, sha = "", None
     if prompt_path is not None:
-        try:
-            raw = prompt_path.read_bytes()
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{prompt_path}: cannot read system prompt: {exc}") from exc
-        sha = hashlib.sha256(raw).hexdigest()
+        text, sha = read_system_prompt(prompt_path)
     elif need_prompt:
         raise InputError("--system-prompt FILE is needed with a custom --dataset and --tools")
     custom = base is None or dataset or tools
@@ -143,6 +138,17 @@ def load_inputs(
         system_prompt_source=str(prompt_path) if prompt_path else None,
         system_prompt_sha256=sha,
     )
+
+
+def read_system_prompt(path: Path) -> tuple[str, str]:
+    """A system prompt file's text and the sha256 of its bytes. A UTF-8 byte order mark
+    that begins it is no part of the prompt (an editor's, as a dataset's is)."""
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read system prompt: {exc}") from exc
+    return text, hashlib.sha256(raw).hexdigest()
 
 
 # the built-in tools under the module paths of earlier versions, which their manifests name
