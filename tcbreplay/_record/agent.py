@@ -102,13 +102,16 @@ def _middleware(policy: CallPolicy) -> Any:
                 attempt += 1
                 await policy.limiter.acquire()
                 t0 = time.perf_counter()
+                deadline = asyncio.timeout(policy.call_timeout)
                 try:
-                    async with asyncio.timeout(policy.call_timeout):
+                    async with deadline:
                         response = await handler(request)
                     _check_reply(response, _streams(request.model))
                 except Exception as caught:
                     exc = caught
-                    if isinstance(caught, TimeoutError) and not isinstance(caught, CallTimeout):
+                    # --call-timeout's deadline passed (a client's own timeout, such as
+                    # aiohttp's, is a TimeoutError too, and is left as it says)
+                    if deadline.expired() and not isinstance(caught, CallTimeout):
                         exc = CallTimeout(
                             f"model call did not answer within {policy.call_timeout:g} s"
                         )

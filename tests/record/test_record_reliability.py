@@ -657,3 +657,21 @@ def test_a_stop_on_server_errors_does_not_blame_reaching_the_server():
     assert "can be reached" not in overloaded
     unreached = _unanswered_fix("APIConnectionError: Connection error.", "http://h/v1")
     assert unreached.startswith("check that http://h/v1 can be reached")
+
+
+@pytest.mark.parametrize("call_timeout", [None, 30.0])
+def test_a_timeout_of_the_clients_own_is_not_said_as_call_timeouts(call_timeout):
+    """A TimeoutError the provider's client raised itself (aiohttp's read timeout) was said as
+    --call-timeout's "did not answer within ... s", and without a --call-timeout it raised
+    TypeError (None formatted as a number)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from tcbreplay._record.agent import CallPolicy, _middleware
+
+    async def handler(_request):
+        raise TimeoutError("Timeout on reading data from socket")
+
+    recording = _middleware(CallPolicy(retries=0, call_timeout=call_timeout))
+    with pytest.raises(TimeoutError, match=r"^Timeout on reading data from socket$"):
+        asyncio.run(recording.awrap_model_call(SimpleNamespace(model=None), handler))
