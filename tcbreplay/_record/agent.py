@@ -89,6 +89,49 @@ def build_agent(
     )
 
 
+class ModelAttempts:
+    """The attempts at one model call under ``policy``, and what the sample's state keeps of
+    them (its retries, their errors, the failure that ended the call): the built-in agent's
+    middleware's and an ``--agent`` factory's model's (:mod:`tcbreplay._record.policed_model`)."""
+
+    def __init__(self, policy: CallPolicy) -> None:
+        self.policy = policy
+        self.state: SampleState | None = current_sample.get(None)
+        self.attempt = 0
+
+    def failed(self, caught: Exception, timed_out: bool = False, last: bool = False) -> float:
+        """The seconds to wait before trying the call again after ``caught`` (``timed_out``:
+        it ran past ``--call-timeout``); raises the failure when it is not tried again
+        (``last``: it is not, as a stream that failed once under way)."""
+        self.attempt += 1
+        exc: Exception = caught
+        if timed_out:
+            exc = CallTimeout(f"model call did not answer within {self.policy.call_timeout:g} s")
+        elif (wrong := unreadable_reply(caught)) is not None:
+            exc = UnreadableReply(f"the provider's reply {wrong}: {_quoted(caught)}")
+        too_long = too_long_a_wait(exc, self.policy.clock)
+        if last or self.attempt > self.policy.retries or not is_transient(exc) or too_long:
+            if self.state is not None:
+                self.state.model_error = exc
+                self.state.asked_wait = too_long
+            if exc is caught:
+                raise caught
+            raise exc from caught
+        if self.state is not None:
+            self.state.retries += 1
+            self.state.errors.append(f"{type(exc).__name__}: {_short(exc)}")
+        if self.policy.on_retry is not None:
+            self.policy.on_retry(exc)
+        return backoff_delay(self.policy.backoff, self.attempt, exc, self.policy.clock)
+
+    def answered(self, message: Any, elapsed: float) -> None:
+        """Count an answer's tokens in the rate limit and keep how long it took."""
+        usage = getattr(message, "usage_metadata", None) or {}
+        self.policy.limiter.record_tokens(usage.get("total_tokens"))
+        if self.state is not None and getattr(message, "id", None):
+            self.state.timings[message.id] = elapsed
+
+
 def _middleware(policy: CallPolicy) -> Any:
     from langchain.agents.middleware import AgentMiddleware
 
@@ -96,10 +139,8 @@ def _middleware(policy: CallPolicy) -> Any:
         """Time calls, retry transient model failures, keep to the rate limit."""
 
         async def awrap_model_call(self, request, handler):
-            state = current_sample.get(None)
-            attempt = 0
+            attempts = ModelAttempts(policy)
             while True:
-                attempt += 1
                 await policy.limiter.acquire()
                 t0 = time.perf_counter()
                 deadline = asyncio.timeout(policy.call_timeout)
@@ -108,39 +149,16 @@ def _middleware(policy: CallPolicy) -> Any:
                         response = await handler(request)
                     _check_reply(response, _streams(request.model))
                 except Exception as caught:
-                    exc = caught
                     # --call-timeout's deadline passed (a client's own timeout, such as
                     # aiohttp's, is a TimeoutError too, and is left as it says)
-                    if deadline.expired() and not isinstance(caught, CallTimeout):
-                        exc = CallTimeout(
-                            f"model call did not answer within {policy.call_timeout:g} s"
-                        )
-                    elif (wrong := unreadable_reply(caught)) is not None:
-                        exc = UnreadableReply(f"the provider's reply {wrong}: {_quoted(caught)}")
-                    too_long = too_long_a_wait(exc, policy.clock)
-                    if attempt > policy.retries or not is_transient(exc) or too_long:
-                        if state is not None:
-                            state.model_error = exc
-                            state.asked_wait = too_long
-                        if exc is caught:
-                            raise
-                        raise exc from caught
-                    if state is not None:
-                        state.retries += 1
-                        state.errors.append(f"{type(exc).__name__}: {_short(exc)}")
-                    if policy.on_retry is not None:
-                        policy.on_retry(exc)
-                    delay = backoff_delay(policy.backoff, attempt, exc, policy.clock)
-                    await policy.clock.sleep(delay)
+                    timed_out = deadline.expired() and not isinstance(caught, CallTimeout)
+                    await policy.clock.sleep(attempts.failed(caught, timed_out))
                     continue
                 elapsed = time.perf_counter() - t0
-                if state is not None:
-                    state.answered += 1
+                if attempts.state is not None:
+                    attempts.state.answered += 1
                 for message in getattr(response, "result", None) or []:
-                    usage = getattr(message, "usage_metadata", None) or {}
-                    policy.limiter.record_tokens(usage.get("total_tokens"))
-                    if state is not None and getattr(message, "id", None):
-                        state.timings[message.id] = elapsed
+                    attempts.answered(message, elapsed)
                 return response
 
         async def awrap_tool_call(self, request, handler):

@@ -28,19 +28,9 @@ from typing import Any
 from tcbreplay._record.agent import (
     CallPolicy,
     CallTimeout,
-    SampleState,
-    UnreadableReply,
+    ModelAttempts,
     _check_reply,
-    _quoted,
-    _short,
     _streams,
-    current_sample,
-)
-from tcbreplay._record.retry import (
-    backoff_delay,
-    is_transient,
-    too_long_a_wait,
-    unreadable_reply,
 )
 from tcbreplay.errors import TcbReplayWarning
 
@@ -100,48 +90,6 @@ def _policed_methods(cls: type, policy: CallPolicy, source: str) -> dict[str, An
     return {"ainvoke": ainvoke, "invoke": invoke, "astream": astream, "stream": stream}
 
 
-class _Attempts:
-    """The attempts at one model call under ``policy``, and what the sample's state keeps of
-    them (its retries, their errors, the failure that ended the call)."""
-
-    def __init__(self, policy: CallPolicy) -> None:
-        self.policy = policy
-        self.state: SampleState | None = current_sample.get(None)
-        self.attempt = 0
-
-    def failed(self, caught: Exception, timed_out: bool = False, last: bool = False) -> float:
-        """The seconds to wait before trying the call again after ``caught`` (``timed_out``:
-        it ran past ``--call-timeout``); raises the failure when it is not tried again
-        (``last``: it is not, as a stream that failed once under way)."""
-        self.attempt += 1
-        exc: Exception = caught
-        if timed_out:
-            exc = CallTimeout(f"model call did not answer within {self.policy.call_timeout:g} s")
-        elif (wrong := unreadable_reply(caught)) is not None:  # (as the middleware says it)
-            exc = UnreadableReply(f"the provider's reply {wrong}: {_quoted(caught)}")
-        too_long = too_long_a_wait(exc, self.policy.clock)
-        if last or self.attempt > self.policy.retries or not is_transient(exc) or too_long:
-            if self.state is not None:
-                self.state.model_error = exc
-                self.state.asked_wait = too_long
-            if exc is caught:
-                raise caught
-            raise exc from caught
-        if self.state is not None:
-            self.state.retries += 1
-            self.state.errors.append(f"{type(exc).__name__}: {_short(exc)}")
-        if self.policy.on_retry is not None:
-            self.policy.on_retry(exc)
-        return backoff_delay(self.policy.backoff, self.attempt, exc, self.policy.clock)
-
-    def answered(self, message: Any, elapsed: float) -> None:
-        """Count an answer's tokens in the rate limit and keep how long it took."""
-        usage = getattr(message, "usage_metadata", None) or {}
-        self.policy.limiter.record_tokens(usage.get("total_tokens"))
-        if self.state is not None and getattr(message, "id", None):
-            self.state.timings[message.id] = elapsed
-
-
 def _check_answer(message: Any, model: Any) -> None:
     """Refuse what is no answer of ``model`` as the built-in agent does (retried): a reply
     cut off mid-stream, or one with no content and no tool calls."""
@@ -151,7 +99,7 @@ def _check_answer(message: Any, model: Any) -> None:
 
 
 async def _acall(policy: CallPolicy, model: Any, call: Callable[[], Awaitable[Any]]) -> Any:
-    attempts = _Attempts(policy)
+    attempts = ModelAttempts(policy)
     while True:
         await policy.limiter.acquire()
         t0 = time.perf_counter()
@@ -172,7 +120,7 @@ async def _acall(policy: CallPolicy, model: Any, call: Callable[[], Awaitable[An
 
 
 def _call(policy: CallPolicy, model: Any, call: Callable[[], Any]) -> Any:
-    attempts = _Attempts(policy)
+    attempts = ModelAttempts(policy)
     while True:
         policy.limiter.acquire_blocking()
         t0 = time.perf_counter()
@@ -206,7 +154,7 @@ def _within(timeout: float | None, call: Callable[[], Any]) -> Any:
 
 
 async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, None]]) -> Any:
-    attempts = _Attempts(policy)
+    attempts = ModelAttempts(policy)
     while True:
         await policy.limiter.acquire()
         t0 = time.perf_counter()
@@ -250,7 +198,7 @@ async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, 
 
 
 def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator[Any]:
-    attempts = _Attempts(policy)
+    attempts = ModelAttempts(policy)
     while True:
         policy.limiter.acquire_blocking()
         t0 = time.perf_counter()
