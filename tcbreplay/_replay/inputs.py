@@ -31,6 +31,7 @@ from tcbreplay._inputs.stored import StoredDataset
 from tcbreplay._inputs.tools import Toolset, load_toolset, toolset_from_dicts
 from tcbreplay._replay.fingerprint import content
 from tcbreplay._replay.recording import RecordedRun
+from tcbreplay._store.files import not_written, written_dataset_sha256
 from tcbreplay._store.runs import Run
 from tcbreplay.errors import InputError, ToolSchemaError
 
@@ -77,12 +78,16 @@ def replay_inputs(
 
 
 def stored_dataset(run: Run) -> StoredDataset:
-    """The dataset ``run`` stored, read as it is asked for (see :class:`StoredDataset`)."""
+    """The dataset ``run`` stored, read as it is asked for (see :class:`StoredDataset`);
+    refused, as :func:`~tcbreplay._store.files.not_written`, when the file is not the one the
+    run wrote (its gold calls are the replay's too)."""
     recorded = run.manifest.get("dataset") or {}
-    return StoredDataset(
-        dataset_file(run), f"{run.run_id}/{DATASET_FILE}", recorded.get("source"),
-        recorded.get("sha256"),
-    )  # fmt: skip
+    path = dataset_file(run)
+    stored = StoredDataset(path, f"{run.run_id}/{DATASET_FILE}", recorded.get("source"),
+                           recorded.get("sha256"))  # fmt: skip
+    if written_dataset_sha256(run.manifest) not in (None, stored.sha256_stored()):
+        raise not_written(path)
+    return stored
 
 
 def dataset_file(run: Run) -> Path:

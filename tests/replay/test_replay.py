@@ -346,6 +346,25 @@ def test_a_damaged_parent_is_refused_before_the_replay_is_made(tmp_path):
     )
 
 
+def test_a_parent_whose_dataset_file_was_changed_is_refused(tmp_path):
+    """A parent's dataset.jsonl edited since the run wrote it (a gold call changed) gave the
+    replay other gold calls than the parent's, without a word."""
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=3,latency=0", "--run-id", "p", "--limit", 3,
+               "--quiet", "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    path = store / "p" / "dataset.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    entries[0]["target"] = [{"name": "list_items", "args": {}}]
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    result = cli("replay", "p", "--run-id", "r", "--store", store)
+    assert result.exit_code == 1, result.output
+    assert sorted(p.name for p in store.iterdir()) == ["p"]
+    assert result.output.splitlines()[0].startswith(
+        f"Error: {path}: not the file the run wrote (its sha256 is not the one manifest.json"
+    )
+
+
 # ---------------------------------------------------------------- forks
 
 
