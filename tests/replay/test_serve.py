@@ -918,9 +918,15 @@ def test_an_entry_found_unreadable_while_serving_is_one_line_and_the_server_goes
 ):
     """An entry of the parent's dataset file whose id reads but whose rest does not (the log
     parses an entry when a conversation of its sample first comes): that request gets a 500
-    naming the file and entry, stderr one line and no traceback, and the others are served."""
+    naming the file and entry, stderr one line and no traceback, and the others are served.
+    (A parent that recorded its dataset file's sha256 is refused at once: this one is of a
+    run an older tcbreplay wrote, without it.)"""
     store = tmp_path / "traces"
     shutil.copytree(root / PARENT, store / PARENT)
+    manifest = store / PARENT / "manifest.json"
+    fields = json.loads(manifest.read_text())
+    del fields["dataset"]["stored_sha256"]
+    manifest.write_text(json.dumps(fields))
     dataset = store / PARENT / "dataset.jsonl"
     lines = dataset.read_bytes().splitlines(keepends=True)
     k = next(i for i, line in enumerate(lines) if b'"mul-7-by-8"' in line)
@@ -946,6 +952,19 @@ def test_an_entry_found_unreadable_while_serving_is_one_line_and_the_server_goes
     assert said[0].startswith(f"Error: {dataset}: unreadable dataset file: entry {k}: ")
     rows = sql(store, "select sample_id from samples where run_id = 'log'")
     assert rows == [{"sample_id": SAMPLES[1]}]
+
+
+def test_a_log_run_of_a_parent_whose_dataset_file_was_changed_is_refused(root, tmp_path):
+    """The log run's dataset entries are the parent's: an edited file was taken as it is."""
+    from tcbreplay.errors import StoreError
+
+    store = tmp_path / "traces"
+    shutil.copytree(root / PARENT, store / PARENT)
+    dataset = store / PARENT / "dataset.jsonl"
+    dataset.write_bytes(dataset.read_bytes().replace(b'"mul-7-by-8"', b'"mul-7-by-9"'))
+    with pytest.raises(StoreError, match=r"dataset\.jsonl: not the file the run wrote"):
+        serve_run(store, PARENT, log_run="log").close()
+    assert sorted(p.name for p in store.iterdir()) == [PARENT]
 
 
 # ---------------------------------------------------------------- the τ-bench sample
