@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import time
 import warnings
@@ -169,6 +170,8 @@ async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, 
         except StopAsyncIteration:
             return
         except Exception as caught:
+            with contextlib.suppress(Exception):  # (the failed stream's connection let go)
+                await chunks.aclose()
             delay = attempts.failed(caught, deadline.expired())
             await policy.clock.sleep(delay)
             continue
@@ -209,6 +212,7 @@ def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator
         except StopIteration:
             return
         except Exception as caught:
+            _close(chunks)
             policy.clock.sleep_blocking(attempts.failed(caught))
             continue
         finally:
@@ -216,16 +220,27 @@ def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator
         break
     whole = first
     yield first
-    while True:
-        token = _policed.set(True)
-        try:
-            chunk = next(chunks)
-        except StopIteration:
-            break
-        except Exception as caught:  # (a stream under way is not retried)
-            attempts.failed(caught, last=True)
-        finally:
-            _policed.reset(token)
-        whole = whole + chunk
-        yield chunk
+    try:
+        while True:
+            token = _policed.set(True)
+            try:
+                chunk = next(chunks)
+            except StopIteration:
+                break
+            except Exception as caught:  # (a stream under way is not retried)
+                attempts.failed(caught, last=True)
+            finally:
+                _policed.reset(token)
+            whole = whole + chunk
+            yield chunk
+    finally:
+        _close(chunks)
     attempts.answered(whole, time.perf_counter() - t0)
+
+
+def _close(chunks: Iterator[Any]) -> None:
+    """Let a stream's connection go (a generator's ``close``), whatever became of it."""
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
