@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from tcbreplay._score import kernels
 from tcbreplay._score.audit_record import sha256_file
+from tcbreplay._score.texts import one_array, valid_mask
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
 from tcbreplay._store.parquet import read_table
@@ -68,11 +69,10 @@ def listed_samples(scores: pl.DataFrame, mode: str) -> np.ndarray:
 
 def input_buffers(inputs: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, ...]:
     """Input texts (nullable) as :func:`samples_text` takes them: offsets, bytes, validity."""
-    column = inputs.cast(pa.large_string())
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+    column = one_array(inputs)
     offsets, data = kernels.text_buffers(column)
-    return offsets, data, column.is_valid().to_numpy(zero_copy_only=False)
+    valid = valid_mask(column)
+    return offsets, data, np.ones(len(column), np.bool_) if valid is None else valid
 
 
 def samples_text(

@@ -397,7 +397,7 @@ class ResultsWriter:
         assert self.scores_path is not None
         self._written()  # the part before's rows first (memory held: two parts' rows)
         self._start_writing({
-            self.scores_path: _large_strings(part.scores.to_arrow().cast(SCORES_SCHEMA)),
+            self.scores_path: _large_strings(part.scores.to_arrow(), SCORES_SCHEMA),
             self.pairs_path: _large_strings(part.pairs.to_arrow()),
         })  # fmt: skip
         if self.dashboard_path is not None and part.listed:
@@ -542,16 +542,17 @@ class ResultsWriter:
         return bool((keys[1:] == keys[:-1]).any())
 
 
-def _large_strings(table: pa.Table) -> pa.Table:
-    """A table whose texts are Arrow's large strings, as the scores files have held them from
-    the first (Polars may hand out views or plain strings): a file's bytes do not depend on
-    which path wrote it."""
+def _large_strings(table: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
+    """``table`` in ``schema`` (its own if none), with texts as Arrow's large strings, as the
+    scores files have held them from the first (Polars may hand out views or plain strings):
+    a file's bytes do not depend on which path wrote it. Cast only where a type differs
+    (a cast imports pyarrow.compute: see tcbreplay._score.texts)."""
     text = (pa.types.is_string_view, pa.types.is_string)
-    schema = pa.schema(
+    target = pa.schema(
         pa.field(f.name, pa.large_string()) if any(t(f.type) for t in text) else f
-        for f in table.schema
+        for f in (table.schema if schema is None else schema)
     )
-    return table.cast(schema)
+    return table if table.schema.equals(target) else table.cast(target)
 
 
 def _copy(source: Any, target: Any) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tcbreplay._inputs.roles import ROLES
+from tcbreplay._score.texts import filter_texts
 from tcbreplay._score.translate import FlatCalls, FlatSide, first_rows
 from tcbreplay.errors import InputError
 
@@ -202,6 +202,8 @@ def restrict(
     """The calls of ``flat`` to the tools ``names`` only (``exclude``: to every other tool),
     on both sides (positions renumbered within each sample); ``order_free``: all gold calls
     left one block, in any order."""
+    import pyarrow.compute as pc  # here: see tcbreplay._score.texts
+
     keep = pa.array(sorted(names), pa.string())
     sides = []
     for side in (flat.agent, flat.gold):
@@ -235,21 +237,19 @@ def restrict_calls(
     """The calls of ``flat`` each mask marks (a bool per agent call, per gold call); every
     sample stays, with the calls it keeps; ``order_free``: as :func:`restrict`'s."""
     sides = []
-    masks = []
     for side, mask in ((flat.agent, agent_keep), (flat.gold, gold_keep)):
         s = side.s[mask]
-        masks.append(pa.array(mask))
         sides.append(
             FlatSide(
                 s=s,
-                name=side.name.filter(masks[-1]),
-                args=side.args.filter(masks[-1]),
+                name=filter_texts(side.name, mask),
+                args=filter_texts(side.args, mask),
                 first=first_rows(s, flat.samples.height),
             )
         )
     rules = None
     if flat.rules is not None:
-        rules = {k: v.filter(masks[1]) for k, v in flat.rules.items()}
+        rules = {k: filter_texts(v, gold_keep) for k, v in flat.rules.items()}
     if order_free:
         rules = _order_free(rules, len(sides[1].s))
     return FlatCalls(

@@ -18,11 +18,11 @@ import duckdb
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tcbreplay import _json
 from tcbreplay._score import kernels
 from tcbreplay._score.metrics import free_form_tools, tool_properties
+from tcbreplay._score.texts import texts_of, validity
 from tcbreplay._store.views import query_text
 from tcbreplay.errors import EngineError, StoreError, first_line, out_of_memory, read_error
 
@@ -223,6 +223,8 @@ def load_flat(
     if position.null_count or not kernel.in_call_order(s, _int64(position)):
         # in sample and message order (a message without a position first; the sort is
         # stable)
+        import pyarrow.compute as pc  # here: see tcbreplay._score.texts
+
         keys = pa.table({"s": s, "position": position})
         at = pc.sort_indices(
             keys, sort_keys=[("s", "ascending", "at_start"), ("position", "ascending", "at_start")]
@@ -256,14 +258,14 @@ def _split_calls(
             break
         room *= 4
     name_lo, name_hi, args_lo, args_hi = (span[:count] for span in spans)
-    name = _texts(data, name_lo, name_hi, _NO_NAME)
+    name = texts_of(data, name_lo, name_hi, _NO_NAME)
     kind = kind[:count]
     name = _as_text(con, name, kind)
     calls_s = s[row[:count]]
     return FlatSide(
         s=calls_s,
         name=name,
-        args=_texts(data, args_lo, args_hi, _NO_ARGS),
+        args=texts_of(data, args_lo, args_hi, _NO_ARGS),
         first=first_rows(calls_s, n),
     )
 
@@ -280,28 +282,6 @@ def _as_text(con: duckdb.DuckDBPyConnection, texts: pa.Array, kind: np.ndarray) 
     for k, value in zip(by_duckdb.tolist(), read, strict=True):
         whole[k] = value
     return pa.array(whole, pa.large_string())
-
-
-def _texts(
-    data: np.ndarray, lo: np.ndarray, hi: np.ndarray, fill: np.ndarray,
-    valid: np.ndarray | None = None,
-) -> pa.Array:  # fmt: skip
-    """The byte ranges ``data[lo:hi]`` (``fill`` where ``lo`` is -1) as Arrow text, null where
-    ``valid`` is False."""
-    offsets = np.empty(len(lo) + 1, dtype=np.int64)
-    out = kernels.functions().span_texts(data, lo, hi, fill, offsets)
-    bitmap, nulls = _validity(valid)
-    return pa.Array.from_buffers(
-        pa.large_string(), len(lo), [bitmap, pa.py_buffer(offsets), pa.py_buffer(out)], nulls
-    )
-
-
-def _validity(valid: np.ndarray | None) -> tuple[pa.Buffer | None, int]:
-    """Arrow's validity bitmap of ``valid`` (None when every entry is valid), and the nulls."""
-    if valid is None:
-        return None, 0
-    nulls = len(valid) - int(np.count_nonzero(valid))
-    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
 
 
 @dataclass
@@ -354,6 +334,8 @@ def sample_tool_sets(
 ) -> SampleTools:
     """Each distinct tool list of the samples (JSON text per sample, null: the run's tools)
     as :class:`Tools`."""
+    import pyarrow.compute as pc  # here: see tcbreplay._score.texts
+
     codes = (
         pc.dictionary_encode(texts).combine_chunks()
         if isinstance(texts, pa.ChunkedArray)
@@ -435,6 +417,8 @@ def _gold_side(
     flat_s = gold.row  # the text at row k is sample k's
     # a call without a side is the agent's
     if sides != ["agent"] or side_of.null_count < len(side_of):
+        import pyarrow.compute as pc  # here: see tcbreplay._score.texts
+
         keep = pc.is_in(pc.fill_null(side_of, "agent"), pa.array(sides)).to_numpy(
             zero_copy_only=False
         )
@@ -465,7 +449,7 @@ class _Gold:
 
     def names(self, con: duckdb.DuckDBPyConnection) -> pa.Array:
         """Each call's name as json_transform reads a VARCHAR, null where left out or null."""
-        bitmap, nulls = _validity(self.name_kind != kernels.NAME_NONE)
+        bitmap, nulls = validity(self.name_kind != kernels.NAME_NONE)
         buffers = [bitmap, pa.py_buffer(self.name_offsets), pa.py_buffer(self.name_bytes)]
         names = pa.Array.from_buffers(pa.large_string(), len(self.row), buffers, nulls)
         return _as_text(con, names, self.name_kind)
@@ -487,7 +471,7 @@ class _Gold:
         kind = np.full(count, kernels.NAME_NONE, dtype=np.int8)
         lo[calls], hi[calls] = self.extra[kernels.EXTRA_LO, at], self.extra[kernels.EXTRA_HI, at]
         kind[calls] = self.extra_kind[at]
-        values = _texts(self.out, lo, hi, _NO_NAME, kind != kernels.NAME_NONE)
+        values = texts_of(self.out, lo, hi, _NO_NAME, kind != kernels.NAME_NONE)
         return _as_text(con, values, kind) if kernels.GOLD_KEYS[j] == "side" else values
 
 
@@ -498,6 +482,8 @@ def _read_gold(con: duckdb.DuckDBPyConnection, texts: pa.Array) -> _Gold:
     gold, slow = _read_gold_once(texts, np.zeros(len(texts), dtype=np.bool_))
     if not slow.any():
         return gold
+    import pyarrow.compute as pc  # here: see tcbreplay._score.texts
+
     written = _written(con, texts.filter(pa.array(slow)))
     texts = pc.replace_with_mask(texts.cast(pa.large_string()), pa.array(slow), written)
     gold, again = _read_gold_once(texts, slow)  # the others read as before

@@ -159,6 +159,55 @@ cdef Py_ssize_t split_calls_at(
     return n
 
 
+def kept_texts(
+    const int64_t[::1] offsets, const uint8_t[::1] data, const uint8_t[::1] keep,
+    int64_t[::1] out_offsets,
+):
+    """The texts data[offsets[k]:offsets[k+1]] whose keep[k] is nonzero, end to end, their
+    starts written into out_offsets (one entry more than the texts kept)."""
+    cdef Py_ssize_t k, j = 0, size = 0, n = offsets.shape[0] - 1, width
+    if n < 0 or keep.shape[0] < n:
+        raise ValueError("kept_texts: keep is shorter than the texts")
+    with nogil:
+        for k in range(n):
+            if keep[k]:
+                out_offsets[j] = size
+                size += offsets[k + 1] - offsets[k]
+                j += 1
+        out_offsets[j] = size
+    out = np.empty(max(size, 1), dtype=np.uint8)
+    cdef uint8_t[::1] target = out
+    j = 0
+    with nogil:
+        for k in range(n):
+            if keep[k]:
+                width = offsets[k + 1] - offsets[k]
+                memcpy(&target[out_offsets[j]], &data[offsets[k]], width)
+                j += 1
+    return out
+
+
+def same_as_previous(
+    const int64_t[::1] offsets, const uint8_t[::1] data, const uint8_t[::1] valid,
+    uint8_t[::1] out,
+):
+    """out[k] = text k+1 (data[offsets[k+1]:offsets[k+2]]) equals text k, both valid (a byte
+    each, nonzero when valid): Arrow's equal(texts[1:], texts[:-1]), nulls as False."""
+    cdef Py_ssize_t k, n = offsets.shape[0] - 1, a, b, width
+    if n < 1 or valid.shape[0] < n or out.shape[0] < n - 1:
+        if n >= 1:
+            raise ValueError("same_as_previous: valid and out are too short")
+        return
+    with nogil:
+        for k in range(n - 1):
+            a, b = offsets[k], offsets[k + 1]
+            width = b - a
+            out[k] = (
+                valid[k] != 0 and valid[k + 1] != 0 and offsets[k + 2] - b == width
+                and (width == 0 or memcmp(&data[a], &data[b], width) == 0)
+            )
+
+
 def span_texts(
     const uint8_t[::1] data, const int64_t[::1] lo, const int64_t[::1] hi,
     const uint8_t[::1] fill, int64_t[::1] offsets,

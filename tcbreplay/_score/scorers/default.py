@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tcbreplay._score import kernels
 from tcbreplay._score.exact_match import first_divergence
@@ -32,6 +31,7 @@ from tcbreplay._score.metrics import (
     success,
 )
 from tcbreplay._score.roles import restrict_calls
+from tcbreplay._score.texts import filled_texts, same_as_previous
 from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
 from tcbreplay.errors import StoreError
 
@@ -305,20 +305,13 @@ def _gold_rules(flat: FlatCalls, options: kernels.KernelOptions) -> None:
     if flat.rules is None:
         return
     gold, n = flat.gold, flat.samples.height
-    options.accept_offsets, options.accept_data = text_buffers(
-        pc.fill_null(flat.rules["accept"], "")
-    )
-    options.optional_offsets, options.optional_data = text_buffers(
-        pc.fill_null(flat.rules["optional"], "")
-    )
-    options.compare_offsets, options.compare_data = text_buffers(
-        pc.fill_null(flat.rules["compare"], "")
-    )
+    options.accept_offsets, options.accept_data = filled_texts(flat.rules["accept"])
+    options.optional_offsets, options.optional_data = filled_texts(flat.rules["optional"])
+    options.compare_offsets, options.compare_data = filled_texts(flat.rules["compare"])
     group, s = flat.rules["group"], gold.s
     joins = np.zeros(len(s), dtype=np.bool_)  # the call is in its predecessor's block
     if len(s) > 1:
-        same = pc.fill_null(pc.equal(group[1:], group[:-1]), False)
-        joins[1:] = same.to_numpy(zero_copy_only=False) & (s[1:] == s[:-1])
+        joins[1:] = same_as_previous(group) & (s[1:] == s[:-1])
     block = np.cumsum(~joins) - 1
     if len(s):
         block -= block[gold.first[s]]
