@@ -191,8 +191,17 @@ def _tables(part: PartResult) -> PartResult:
     return replace(part, **{k: v.to_arrow() for k, v in found.items() if v is not None})
 
 
+# The scores and pairs rows stay Arrow tables on the driver: its writer takes them as they
+# are, where making them Polars frames and Arrow tables again cost it about 0.15 s a part of
+# 250,000 samples, on the one process every part passes through.
+_KEPT_AS_TABLES = ("scores", "pairs")
+
+
 def _frames(part: PartResult) -> PartResult:
-    """A part a task returned (:func:`_tables`) with its frames as Polars frames again."""
-    found: dict[str, Any] = {name: getattr(part, name) for name in _FRAMES}
+    """A part a task returned (:func:`_tables`) with its frames as Polars frames again, but
+    its scores and pairs rows (see _KEPT_AS_TABLES)."""
+    found: dict[str, Any] = {
+        name: getattr(part, name) for name in _FRAMES if name not in _KEPT_AS_TABLES
+    }
     frames: dict[str, Any] = {k: pl.from_arrow(v) for k, v in found.items() if v is not None}
     return replace(part, **frames)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from tcbreplay._score import dashboard, translate
 from tcbreplay._score.fold import Tally
@@ -79,8 +80,9 @@ class PartResult:
     (runs of 2+ trials), its listed samples of the dashboard file (the text, and how many)
     and, when the plan keeps them, its calls."""
 
-    scores: pl.DataFrame
-    pairs: pl.DataFrame
+    # Polars frames, or Arrow tables when the part was scored in a Ray task
+    scores: pl.DataFrame | pa.Table
+    pairs: pl.DataFrame | pa.Table
     tool_counts: pl.DataFrame
     keys: np.ndarray
     tally: Tally | None = None

@@ -386,19 +386,19 @@ class ResultsWriter:
         if part.trial_rows is not None:
             self.trial_rows.append(part.trial_rows)
         if self._files is None and self._each_part is not None:
-            self._each_part(part.scores, part.pairs)
+            self._each_part(_frame(part.scores), _frame(part.pairs))
             return
         if self._files is None:
-            self.frames.append(part.scores)
-            self.pairs.append(part.pairs)
+            self.frames.append(_frame(part.scores))
+            self.pairs.append(_frame(part.pairs))
             if part.flat is not None:
                 self.flat.append(part.flat)
             return
         assert self.scores_path is not None
         self._written()  # the part before's rows first (memory held: two parts' rows)
         self._start_writing({
-            self.scores_path: _large_strings(part.scores.to_arrow(), SCORES_SCHEMA),
-            self.pairs_path: _large_strings(part.pairs.to_arrow()),
+            self.scores_path: _large_strings(_table(part.scores), SCORES_SCHEMA),
+            self.pairs_path: _large_strings(_table(part.pairs)),
         })  # fmt: skip
         if self.dashboard_path is not None and part.listed:
             chunk = (BETWEEN if self.listed else b"") + part.board
@@ -540,6 +540,20 @@ class ResultsWriter:
         two equal hashes, which the store is then asked about."""
         keys = np.sort(np.concatenate(self.keys), kind="stable")  # sorted runs: merged
         return bool((keys[1:] == keys[:-1]).any())
+
+
+def _frame(rows: pl.DataFrame | pa.Table) -> pl.DataFrame:
+    """A part's rows (see :class:`PartResult`) as a Polars frame."""
+    if isinstance(rows, pl.DataFrame):
+        return rows
+    frame = pl.from_arrow(rows)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _table(rows: pl.DataFrame | pa.Table) -> pa.Table:
+    """A part's rows (see :class:`PartResult`) as an Arrow table."""
+    return rows if isinstance(rows, pa.Table) else rows.to_arrow()
 
 
 def _large_strings(table: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
