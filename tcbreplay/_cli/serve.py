@@ -24,13 +24,14 @@ from tcbreplay._cli.common import STORE_OPTION, complete_run_id, listen_on, main
 @click.option("--verbose", is_flag=True, help="Print a line per request on stderr.")
 @STORE_OPTION
 def serve(run_id, host, port, log_run, verbose, store) -> None:
-    """Serve RUN_ID's recorded turns as OpenAI Chat Completions (POST /v1/chat/completions)
-    and Anthropic Messages (POST /v1/messages), streamed or not, until Ctrl-C.
+    """Serve RUN_ID's recorded turns as OpenAI Chat Completions (POST /v1/chat/completions),
+    Anthropic Messages (POST /v1/messages) and Gemini generateContent (POST
+    /v1beta/models/MODEL:generateContent), streamed or not, until Ctrl-C.
 
     Each request is answered with the recorded turn whose request fingerprint matches; one
     that matches none gets HTTP 409, naming the nearest recorded request and where it
     first differs. Point an SDK's base URL at it: OpenAI's at http://HOST:PORT/v1,
-    Anthropic's at http://HOST:PORT."""
+    Anthropic's and Gemini's at http://HOST:PORT."""
     from tcbreplay._replay.serve import serve_run
     from tcbreplay._store.runs import Store
 

@@ -4,8 +4,9 @@ A divergence's path indexes the canonical request (:mod:`tcbreplay._replay.finge
 messages without the system messages it starts with, each tool_result block of an Anthropic
 user turn a message of its own. A client reads its 409 against the body it sent: there the
 path names the same message (``messages[3]``; on Anthropic's form a tool_result block,
-``messages[2].content[1]``), then the part of it as the canonical form has it
-(``.content.result``: inside the JSON its tool answered). Tool results given in another
+``messages[2].content[1]``; on Gemini's a part, ``contents[2].parts[0]``), then the part of
+it as the canonical form has it (``.content.result``: inside the JSON its tool answered; on
+Gemini's form ``.functionResponse.response.result``). Tool results given in another
 order than the calls they answer are said so, by the calls' ids: which result answers which
 call is part of what the model reads, so the recording answers them in its own order only.
 """
@@ -38,7 +39,9 @@ def as_sent(
         found = _reordered(divergence, items, request, places, kept, index, wire)
         if found is not None:
             return found
-    moved = replace(divergence, path=places[kept[index]] + rest)
+    place = places[kept[index]]
+    path = request.inside(place, rest) if request.inside is not None else place + rest
+    moved = replace(divergence, path=path)
     return moved, moved.line()
 
 
@@ -82,12 +85,18 @@ def _reordered(
     was_id, was_name = calls[recorded]
     name = items[index].get("name")
     place = places[kept[index]]
-    key = "tool_use_id" if wire == "anthropic" else "tool_call_id"
-    moved = replace(divergence, path=f"{place}.{key}", recorded=json.dumps(was_id),
-                    replayed=json.dumps(given))  # fmt: skip
+    if wire == "gemini":  # (its calls have no ids: a result answers a call by its name)
+        moved = replace(divergence, path=f"{place}.functionResponse.name",
+                        recorded=json.dumps(was_name), replayed=json.dumps(name))  # fmt: skip
+        said = (str(name), was_name)
+    else:
+        key = "tool_use_id" if wire == "anthropic" else "tool_call_id"
+        moved = replace(divergence, path=f"{place}.{key}", recorded=json.dumps(was_id),
+                        replayed=json.dumps(given))  # fmt: skip
+        said = (f"{given} ({name})", f"{was_id} ({was_name})")
     line = (
         f"turn {divergence.turn}: tool results in another order than the calls of "
-        f"{places[kept[first - 1]]}: {place} answers {given} ({name}) where the "
-        f"recording's answered {was_id} ({was_name}); give the results in the calls' order"
+        f"{places[kept[first - 1]]}: {place} answers {said[0]} where the recording's "
+        f"answered {said[1]}; give the results in the calls' order"
     )
     return moved, line

@@ -1,7 +1,8 @@
-"""``serve``: a recorded run answering over HTTP, as OpenAI's and Anthropic's APIs, so that
-agents outside LangChain (an SDK in a loop, any framework with a base URL) replay too.
+"""``serve``: a recorded run answering over HTTP, as OpenAI's, Anthropic's and Gemini's APIs,
+so that agents outside LangChain (an SDK in a loop, any framework with a base URL) replay
+too.
 
-Each request is read in its API's form (:mod:`tcbreplay._replay.wire`), made canonical and
+Each request is read in its API's form (:mod:`tcbreplay._replay.routes`), made canonical and
 fingerprinted as a replay's are (:mod:`tcbreplay._replay.fingerprint`), and answered with
 the recorded turn of that fingerprint. A request that matches none gets HTTP 409 naming the
 nearest recorded request (its sample, trial and turn) and the first difference from it.
@@ -48,11 +49,11 @@ from tcbreplay._replay.fingerprint import (
     sha256_text,
 )
 from tcbreplay._replay.recording import Key, RecordedRun, Turn
+from tcbreplay._replay.routes import WIRES
 from tcbreplay._replay.sent import as_sent
 from tcbreplay._replay.server import ReplayServer, Reply
 from tcbreplay._replay.settings import not_finite
 from tcbreplay._replay.wire import (
-    WIRES,
     Answer,
     MessageCache,
     Wire,
@@ -116,7 +117,8 @@ class ReplayService:
         return json.dumps({
             "run_id": self.recording.run_id, "samples": len(self.recording.samples),
             "served": self.served, "diverged": self.diverged,
-            "endpoints": ["/v1/chat/completions", "/v1/messages"],
+            "endpoints": ["/v1/chat/completions", "/v1/messages",
+                          "/v1beta/models/{model}:generateContent"],
         }).encode()  # fmt: skip
 
     def take_up(self, logged: dict[tuple[str, int], Any]) -> int:
@@ -159,12 +161,13 @@ class ReplayService:
         with self.held:
             return None if log is None else log.close()
 
-    def handle(self, wire_name: str, body: bytes) -> Reply:
-        """The reply to a request body sent to ``wire_name``'s path."""
+    def handle(self, wire_name: str, body: bytes, target: str = "") -> Reply:
+        """The reply to a request body sent to ``wire_name``'s path (``target``: the path as
+        sent, with its query string)."""
         wire = WIRES[wire_name]
         with self._lock:
             try:
-                request = wire.read(_body(body), self._messages)
+                request = wire.read(_body(body), self._messages, target)
             except WireError as exc:
                 return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
             return self._answer(wire, request, self._canonical(request))

@@ -1,7 +1,7 @@
 """The HTTP/1.1 server ``serve`` runs: asyncio's (on uvloop, the event loop recordings run on),
 one thread, with a reader of requests of its own.
 
-It reads what the two APIs' clients send: a request line, headers, and a body of the length
+It reads what the APIs' clients send: a request line, headers, and a body of the length
 its ``Content-Length`` gives (a chunked body is refused with 411), requests one after another
 on a kept-alive connection (HTTP/1.0's closed unless asked otherwise). Anything it cannot
 read gets a 4xx status and one line of JSON, and the connection is closed when what follows
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._replay.wire import ROUTES, WIRES
+from tcbreplay._replay.routes import SERVED, WIRES, route, shape
 from tcbreplay._secrets import redact, shown_path
 from tcbreplay.errors import InputError, TcbReplayError
 
@@ -139,8 +139,8 @@ def _wire_asked(buffer: bytearray) -> str:
     OpenAI's."""
     line = bytes(buffer[: buffer.find(b"\r\n") if b"\r\n" in buffer else 2048])
     words = line.decode("latin-1").split(" ")
-    path = words[1].split("?", 1)[0].rstrip("/") if len(words) > 1 else ""
-    return ROUTES.get(path) or "openai"
+    path = words[1].split("?", 1)[0] if len(words) > 1 else ""
+    return shape(path)
 
 
 class _Connection(asyncio.Protocol):
@@ -299,10 +299,10 @@ class ReplayServer:
     def answer(self, request: _Request) -> Reply:
         """The reply to one request read off a connection."""
         path = request.path.split("?", 1)[0].rstrip("/")
-        wire = ROUTES.get(path)
+        wire = route(path)
         if request.method == "POST" and wire is not None:
             try:
-                return self.service.handle(wire, request.body)
+                return self.service.handle(wire, request.body, request.path)
             except TcbReplayError as exc:  # the store unreadable: one line, as a command says
                 message = redact(" ".join(str(exc).split()))
                 print(f"Error: {message}", file=sys.stderr, flush=True)
@@ -314,10 +314,9 @@ class ReplayServer:
         if request.method == "GET" and path in ("", "/v1"):
             return Reply(200, self.service.info())
         status = 405 if wire is not None or path in ("", "/v1") else 404
-        message = (f"{request.method} {shown_path(request.path)[:200]}: not served (POST "
-                   "/v1/chat/completions or /v1/messages)")  # fmt: skip
+        message = f"{request.method} {shown_path(request.path)[:200]}: not served ({SERVED})"
         allow = None if status == 404 else ("POST" if wire is not None else "GET")
-        return Reply(status, WIRES[wire or "openai"].error(status, message), allow=allow)
+        return Reply(status, WIRES[shape(path)].error(status, message), allow=allow)
 
     def serve_forever(self) -> None:
         """Serve until :meth:`stop` (or Ctrl-C, which raises KeyboardInterrupt here)."""

@@ -1,4 +1,6 @@
-"""The two wire forms ``serve`` speaks: OpenAI's Chat Completions and Anthropic's Messages.
+"""The wire forms ``serve`` speaks: OpenAI's Chat Completions and Anthropic's Messages here,
+Gemini's and OpenAI's Responses in modules of their own (:mod:`tcbreplay._replay.routes`
+says which path is which).
 
 Each :class:`Wire` reads a request body into LangChain messages (by the importers' readers,
 so a conversation has one fingerprint whichever form it comes in), its tools' schemas and
@@ -70,6 +72,9 @@ class WireRequest:
     # when asked (a 409's), and how many messages the body's list holds
     places: Callable[[], list[str]] = list
     sent: int = 0
+    # a path into a message (its place, the rest of the canonical path: ``.content.result``)
+    # as the body has it, where the form names its fields otherwise (Gemini's); None: as is
+    inside: Callable[[str, str], str] | None = None
 
 
 @dataclass
@@ -259,8 +264,11 @@ class Wire:
 
     name = ""
 
-    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
-        """A request body (a JSON object) as a request (``cache``: the messages read before)."""
+    def read(
+        self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""
+    ) -> WireRequest:
+        """A request body (a JSON object) as a request (``cache``: the messages read before;
+        ``target``: the path it was sent to, with its query string)."""
         raise NotImplementedError
 
     def answer(self, answer: Answer, request: WireRequest) -> bytes:
@@ -278,7 +286,9 @@ class OpenAIWire(Wire):
 
     name = "openai"
 
-    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
+    def read(
+        self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""
+    ) -> WireRequest:
         from tcbreplay._importers import openai
 
         _settings(body, self.name)
@@ -380,7 +390,9 @@ class AnthropicWire(Wire):
 
     name = "anthropic"
 
-    def read(self, body: Mapping[str, Any], cache: MessageCache | None = None) -> WireRequest:
+    def read(
+        self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""
+    ) -> WireRequest:
         from tcbreplay._importers import anthropic
 
         _settings(body, self.name)
@@ -503,13 +515,4 @@ _KINDS = {
     411: "invalid_request_error",
     413: "request_too_large",
     500: "api_error",
-}
-
-WIRES: dict[str, Wire] = {"openai": OpenAIWire(), "anthropic": AnthropicWire()}
-# the paths each is served at (with and without the /v1 a base URL may hold)
-ROUTES = {
-    "/v1/chat/completions": "openai",
-    "/chat/completions": "openai",
-    "/v1/messages": "anthropic",
-    "/messages": "anthropic",
 }

@@ -1,0 +1,41 @@
+"""Which wire form ``serve`` answers at which path: each :class:`~tcbreplay._replay.wire.Wire`
+by its name, and the paths it is served at (with and without the ``/v1`` a base URL may
+hold; Gemini's by the pattern of its model's methods)."""
+
+from __future__ import annotations
+
+from tcbreplay._replay import wire_gemini
+from tcbreplay._replay.wire import AnthropicWire, OpenAIWire, Wire
+
+WIRES: dict[str, Wire] = {
+    "openai": OpenAIWire(),
+    "anthropic": AnthropicWire(),
+    "gemini": wire_gemini.GeminiWire(),
+}
+ROUTES = {
+    "/v1/chat/completions": "openai",
+    "/chat/completions": "openai",
+    "/v1/messages": "anthropic",
+    "/messages": "anthropic",
+}
+# what a request to a path not served is told
+SERVED = ("POST /v1/chat/completions, /v1/messages or "
+          "/v1beta/models/{model}:generateContent")  # fmt: skip
+
+
+def route(path: str) -> str | None:
+    """The name of the wire served at ``path`` (its query string left out), or None."""
+    path = path.rstrip("/")
+    found = ROUTES.get(path)
+    if found is None and wire_gemini.matches(path):
+        return "gemini"
+    return found
+
+
+def shape(path: str) -> str:
+    """The name of the wire whose error shape an answer at ``path`` takes: the one served
+    there, Gemini's at any method of a Gemini model (``:countTokens``), else OpenAI's."""
+    found = route(path)
+    if found is None and wire_gemini.PATH.match(path.rstrip("/")):
+        return "gemini"
+    return found or "openai"

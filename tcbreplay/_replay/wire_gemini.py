@@ -1,0 +1,455 @@
+"""Gemini's ``generateContent`` as a wire form of ``serve``: ``POST
+/v1beta/models/{model}:generateContent`` (and ``/v1/...``, as google-genai 3.6 sends it),
+``:streamGenerateContent?alt=sse`` for a stream of server-sent events, as the SDKs ask it
+(without ``alt=sse``, the JSON array form, refused with a 400).
+
+A request's ``contents`` become LangChain messages: a ``model`` content one AI message (its
+text parts joined, its ``functionCall`` parts its tool calls; ``thought`` parts, the
+model's reasoning, left out as the canonical form leaves reasoning out), a ``user`` content
+a human message per run of text parts and a tool message per ``functionResponse`` part;
+``systemInstruction`` the system message. Gemini's calls carry no ids: a response answers
+the call of its id where the client sent one, else the first call of its name in the model
+content before it that no response answered yet, which is how the API pairs them. A
+response of ``{"output": value}`` alone (how LangChain sends a tool's text) is that value
+(its JSON, unless text); any other is the JSON of the object. Part kinds other than text,
+``functionCall`` and ``functionResponse`` (inline data, files, code execution) are refused
+with a 400 naming the part, not left out.
+
+A function declaration's ``parameters`` (Gemini's schema: upper-case types) are read as the
+JSON schema they stand for (lower-case types, ``propertyOrdering`` left out: it orders, it
+does not constrain); ``parametersJsonSchema`` as given. ``generationConfig``'s sampling
+settings are the canonical ones (``maxOutputTokens`` is ``max_tokens``), and ``toolConfig``'s
+``functionCallingConfig`` what the answer may do (``NONE``, ``ANY``, one allowed name).
+
+The answer: ``candidates[0].content.parts`` (its text, then a ``functionCall`` per call, no
+ids), ``finishReason: STOP`` and ``usageMetadata``; errors as Google's
+``{"error": {"code", "message", "status"}}``. The API key (``?key=`` or
+``x-goog-api-key``) is never read, nor said back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._replay.wire import (
+    Answer,
+    MessageCache,
+    Wire,
+    WireError,
+    WireRequest,
+    _dumps,
+    _schema,
+    _units,
+)
+
+# /{version}/models/{model}:{method}, the version as the SDKs send it (or none, under a base
+# URL that holds it)
+PATH = re.compile(r"^(?:/v1[a-z0-9]*)?/models/(?P<model>[^/:]+):(?P<method>[A-Za-z]+)$")
+METHODS = ("generateContent", "streamGenerateContent")
+# Google's status names of the HTTP statuses serve answers
+_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT",
+           408: "DEADLINE_EXCEEDED", 409: "ABORTED", 411: "INVALID_ARGUMENT",
+           413: "INVALID_ARGUMENT", 431: "INVALID_ARGUMENT", 500: "INTERNAL",
+           502: "UNAVAILABLE", 503: "UNAVAILABLE", 505: "INVALID_ARGUMENT"}  # fmt: skip
+# generationConfig's sampling settings, under the names canonical_params reads
+_SETTINGS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k",
+             "maxOutputTokens": "max_tokens", "seed": "seed", "stopSequences": "stop",
+             "presencePenalty": "presence_penalty",
+             "frequencyPenalty": "frequency_penalty"}  # fmt: skip
+_RANGES = {"temperature": (0, 2), "topP": (0, 1)}
+_PART_KINDS = ("text", "functionCall", "functionResponse")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+def _camel(name: str) -> str:
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)
+
+
+def _get(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """A field of a request's object by its lowerCamelCase name, or its snake_case one (the
+    API reads both, as protobuf's JSON does: google-genai sends ``parameters_json_schema``)."""
+    if name in obj:
+        return obj[name]
+    return obj.get(_snake(name), default)
+
+
+def matches(path: str) -> bool:
+    """Whether ``path`` (no query string) is a Gemini method this wire answers."""
+    found = PATH.match(path)
+    return found is not None and found["method"] in METHODS
+
+
+class _Content(dict[str, Any]):
+    """A content of the request as a unit of its messages: the content, its place in
+    ``contents`` and the call id of each of its parts (a call's own, or the one a response
+    answers; None for other parts)."""
+
+    def __init__(self, content: Any, k: int, ids: list[str | None]) -> None:
+        super().__init__({"content": content, "k": k, "ids": ids})
+
+
+class _System(dict[str, Any]):
+    """The request's ``systemInstruction`` as a unit of its messages."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__({"\x00systemInstruction": value})
+        self.value = value
+
+
+def _parts(content: Any, place: str) -> list[dict[str, Any]]:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) for p in parts):
+        raise WireError(f"{place}.parts: a non-empty list of parts is required")
+    return parts
+
+
+def _kind(part: dict[str, Any], place: str) -> str:
+    """Which of text, functionCall, functionResponse a part is (refused otherwise)."""
+    found = [kind for kind in _PART_KINDS if kind in part or _snake(kind) in part]
+    if len(found) != 1:
+        other = [_camel(k) for k in part]
+        other = [k for k in other if k not in ("thought", "thoughtSignature", "videoMetadata")]
+        said = f" ({', '.join(other[:3])} is not served)" if other and not found else ""
+        raise WireError(f"{place}: a part of text, functionCall or functionResponse is "
+                        f"required{said}")  # fmt: skip
+    return found[0]
+
+
+def _units_of(contents: list[Any]) -> list[_Content]:
+    """The contents as units, each part's call id found (see the module)."""
+    units: list[_Content] = []
+    open_calls: list[tuple[str, str]] = []  # (id, name) of the last model content's calls
+    for k, content in enumerate(contents):
+        place = f"contents[{k}]"
+        if not isinstance(content, dict):
+            raise WireError(f"{place}: a content object ({{role, parts}}) is required")
+        role = content.get("role", "user")
+        if role not in ("user", "model"):
+            raise WireError(f"{place}.role {role!r}: user or model")
+        parts = _parts(content, place)
+        ids: list[str | None] = []
+        if role == "model":
+            open_calls = []
+        for j, part in enumerate(parts):
+            kind = _kind(part, f"{place}.parts[{j}]")
+            if kind == "text":
+                ids.append(None)
+                continue
+            value = _get(part, kind)
+            if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+                raise WireError(f"{place}.parts[{j}].{kind}: an object with a name is required")
+            given = value.get("id") if isinstance(value.get("id"), str) else None
+            if kind == "functionCall":
+                if role != "model":
+                    raise WireError(f"{place}.parts[{j}]: a functionCall in a user content")
+                call_id = given or f"call_{k}_{j}"
+                open_calls.append((call_id, value["name"]))
+                ids.append(call_id)
+                continue
+            if role != "user":
+                raise WireError(f"{place}.parts[{j}]: a functionResponse in a model content")
+            taken = next((c for c in open_calls if c[0] == given), None) or next(
+                (c for c in open_calls if c[1] == value["name"]), None
+            )
+            if taken is not None:
+                open_calls.remove(taken)
+            ids.append(taken[0] if taken is not None else given or "")
+        units.append(_Content(content, k, ids))
+    return units
+
+
+def _text(part: dict[str, Any], place: str) -> str:
+    if not isinstance(part["text"], str):
+        raise WireError(f"{place}.text: a string is required")
+    return part["text"]
+
+
+def _response_content(response: Any, place: str) -> str:
+    """A functionResponse's ``response`` as a tool message's content (see the module)."""
+    if not isinstance(response, dict):
+        raise WireError(f"{place}.functionResponse.response: an object is required")
+    value = response["output"] if set(response) == {"output"} else response
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _convert(units: list[Any]) -> list[Any]:
+    """The LangChain messages of units (see the module)."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    out: list[Any] = []
+    for unit in units:
+        if isinstance(unit, _System):
+            parts = _parts(unit.value, "systemInstruction")
+            texts = []
+            for j, part in enumerate(parts):
+                if "text" not in part:
+                    raise WireError(f"systemInstruction.parts[{j}]: a text part is required")
+                texts.append(_text(part, f"systemInstruction.parts[{j}]"))
+            out.append(SystemMessage(content="".join(texts)))
+            continue
+        content, k, ids = unit["content"], unit["k"], unit["ids"]
+        place = f"contents[{k}]"
+        parts = content["parts"]
+        if content.get("role", "user") == "model":
+            text, calls = [], []
+            for j, part in enumerate(parts):
+                if "text" in part:
+                    if not part.get("thought"):  # (reasoning: see the module)
+                        text.append(_text(part, f"{place}.parts[{j}]"))
+                    continue
+                call = _get(part, "functionCall")
+                args = call.get("args")
+                if args is not None and not isinstance(args, dict):
+                    raise WireError(f"{place}.parts[{j}].functionCall.args: an object is required")
+                calls.append({"name": call["name"], "args": args or {}, "id": ids[j]})
+            out.append(AIMessage(content="".join(text), tool_calls=calls))
+            continue
+        pending: list[str] = []
+        for j, part in enumerate(parts):
+            if "text" in part:
+                pending.append(_text(part, f"{place}.parts[{j}]"))
+                continue
+            if pending:
+                out.append(HumanMessage(content="".join(pending)))
+                pending = []
+            response = _get(part, "functionResponse")
+            out.append(ToolMessage(
+                content=_response_content(response.get("response"), f"{place}.parts[{j}]"),
+                tool_call_id=ids[j] or "", name=response["name"],
+            ))  # fmt: skip
+        if pending:
+            out.append(HumanMessage(content="".join(pending)))
+    return out
+
+
+def _places(k: int, unit: Any, n: int) -> list[str]:
+    """Where the ``n`` messages of a unit are: a user content's functionResponse parts are
+    each a message of its own, named by its part, and so are the runs of text parts between
+    them (a content of text alone is named as a whole)."""
+    if isinstance(unit, _System):
+        return ["systemInstruction"] * n
+    place = f"contents[{unit['k']}]"
+    parts = unit["content"]["parts"]
+    if unit["content"].get("role", "user") == "model":
+        return [place] * n
+    starts: list[int] = []
+    pending = None  # the first of the text parts since the last functionResponse
+    for j, part in enumerate(parts):
+        if _get(part, "functionResponse") is not None:
+            starts += ([] if pending is None else [pending]) + [j]
+            pending = None
+        elif pending is None:
+            pending = j
+    starts += [] if pending is None else [pending]
+    if len(starts) != n or (n == 1 and pending is not None):
+        return [place] * n
+    return [f"{place}.parts[{j}]" for j in starts]
+
+
+def _inside(contents: list[Any]) -> Callable[[str, str], str]:
+    """A path into a message as the body has it (see WireRequest.inside): a tool message's
+    content is its part's ``functionResponse.response`` (``.output`` where it was
+    unwrapped), its name and the call it answers the response's ``name``; a model
+    content's calls its functionCall parts."""
+
+    def inside(place: str, rest: str) -> str:
+        found = re.fullmatch(r"contents\[(\d+)\](?:\.parts\[(\d+)\])?", place)
+        if found is None or not isinstance(content := contents[int(found[1])], dict):
+            return place + rest
+        parts = content["parts"]
+        calls = [j for j, p in enumerate(parts) if _get(p, "functionCall") is not None]
+        called = re.match(r"\.tool_calls\[(\d+)\](\.arguments|\.name)?", rest)
+        if found[2] is None and called is not None and int(called[1]) < len(calls):
+            field = {".arguments": ".args", ".name": ".name", None: ""}[called[2]]
+            at = f".parts[{calls[int(called[1])]}].functionCall{field}"
+            return place + at + rest[called.end() :]
+        response = _get(parts[int(found[2])], "functionResponse") if found[2] else None
+        if not isinstance(response, dict):
+            return place + rest
+        for field in (".content", ".name", ".call"):
+            if rest == field or rest[len(field) : len(field) + 1] in (".", "["):
+                given = response.get("response")
+                unwrapped = isinstance(given, dict) and set(given) == {"output"}
+                sent = ".functionResponse." + (
+                    "name"
+                    if field != ".content"
+                    else "response.output"
+                    if unwrapped
+                    else "response"
+                )
+                return place + sent + rest[len(field) :]
+        return place + rest
+
+    return inside
+
+
+def _json_schema(schema: Any) -> Any:
+    """A Gemini schema as the JSON schema it stands for (see the module)."""
+    if isinstance(schema, list):
+        return [_json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        key = _camel(key)
+        if key == "propertyOrdering":
+            continue
+        if key == "type" and isinstance(value, str):
+            out[key] = value.lower()
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: _json_schema(s) for name, s in value.items()}
+        elif key in ("items", "anyOf", "oneOf", "allOf", "not"):
+            out[key] = _json_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise WireError("tools: a list of {functionDeclarations: [...]} is required")
+    specs: list[dict[str, Any]] = []
+    for k, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise WireError(f"tools[{k}]: an object is required")
+        other = [_camel(key) for key in tool if _camel(key) != "functionDeclarations"]
+        if other:
+            raise WireError(f"tools[{k}]: function declarations only ({other[0]} is not served)")
+        declarations = _get(tool, "functionDeclarations") or []
+        if not isinstance(declarations, list):
+            raise WireError(f"tools[{k}].functionDeclarations: a list is required")
+        for j, spec in enumerate(declarations):
+            place = f"tools[{k}].functionDeclarations[{j}]"
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                raise WireError(f"{place}: a function declaration with a name is required")
+            raw = _get(spec, "parametersJsonSchema") is not None
+            key = "parametersJsonSchema" if raw else "parameters"
+            given = {"description": spec.get("description"), key: _get(spec, key)}
+            _schema(given, place, key)
+            parameters = given[key]
+            specs.append({
+                "name": spec["name"], "description": spec.get("description") or "",
+                "parameters": parameters if raw else _json_schema(parameters),
+            })  # fmt: skip
+    return specs
+
+
+def _config(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``generationConfig``'s sampling settings (canonical names), refusing what the API
+    would refuse or a recording cannot give."""
+    config = _get(body, "generationConfig") or {}
+    if not isinstance(config, dict):
+        raise WireError("generationConfig: an object is required")
+    config = {_camel(k): v for k, v in config.items()}
+    count = config.get("candidateCount")
+    if count not in (None, 1):
+        raise WireError(f"generationConfig.candidateCount {count!r}: a recording holds one "
+                        "answer a turn; ask for one")  # fmt: skip
+    for name, (low, high) in _RANGES.items():
+        value = config.get(name)
+        if value is not None and not (
+            isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and low <= value <= high
+        ):  # fmt: skip
+            raise WireError(f"generationConfig.{name} {value!r}: a number from {low} to {high}")
+    return canonical_params({_SETTINGS[k]: v for k, v in config.items() if k in _SETTINGS})
+
+
+def _choice(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``toolConfig.functionCallingConfig`` as the OpenAI form :mod:`~tcbreplay._replay.choice`
+    reads: ``NONE`` none, ``ANY`` required (one allowed name: that function), ``AUTO`` free."""
+    config = _get(body, "toolConfig") or {}
+    calling = _get(config, "functionCallingConfig") if isinstance(config, dict) else None
+    if calling is None:
+        return {}
+    if not isinstance(calling, dict):
+        raise WireError("toolConfig.functionCallingConfig: an object is required")
+    mode = calling.get("mode", "AUTO")
+    if mode not in ("AUTO", "ANY", "NONE", "VALIDATED", "MODE_UNSPECIFIED"):
+        raise WireError(f"toolConfig.functionCallingConfig.mode {mode!r}: AUTO, ANY, NONE or "
+                        "VALIDATED")  # fmt: skip
+    names = _get(calling, "allowedFunctionNames") or []
+    if mode == "NONE":
+        return {"tool_choice": "none"}
+    if mode == "ANY" and isinstance(names, list) and len(names) == 1:
+        return {"tool_choice": {"type": "function", "function": {"name": names[0]}}}
+    return {"tool_choice": "required"} if mode == "ANY" else {}
+
+
+class GeminiWire(Wire):
+    """``generateContent`` and ``streamGenerateContent`` (see the module)."""
+
+    name = "gemini"
+
+    def read(
+        self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""
+    ) -> WireRequest:
+        path, _, query = target.partition("?")
+        found = PATH.match(path.rstrip("/"))
+        contents = body.get("contents")
+        if not isinstance(contents, list) or not contents:
+            raise WireError("contents: a non-empty list of contents is required")
+        units: list[Any] = list(_units_of(contents))
+        if _get(body, "systemInstruction") is not None:
+            units.insert(0, _System(_get(body, "systemInstruction")))
+        messages, entries, parts, places = _units(self.name, units, _convert, cache, _places)
+        stream = found is not None and found["method"] == "streamGenerateContent"
+        if stream and "alt=sse" not in query.split("&"):
+            raise WireError("streamGenerateContent: ?alt=sse is required (server-sent events, as "
+                            "the SDKs ask; the JSON array form is not served)")  # fmt: skip
+        return WireRequest(
+            messages=messages,
+            entries=entries,
+            parts=parts,
+            tools=_tools(body),
+            params=_config(body),
+            model=found["model"] if found is not None else "",
+            stream=stream,
+            choice=_choice(body),
+            places=places,
+            sent=len(contents),
+            inside=_inside(contents),
+        )
+
+    def _response(self, answer: Answer, request: WireRequest, parts: list[Any],
+                  last: bool = True) -> dict[str, Any]:  # fmt: skip
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        out: dict[str, Any] = {"candidates": [candidate]}
+        if last:
+            candidate["finishReason"] = "STOP"
+            out["usageMetadata"] = {
+                "promptTokenCount": answer.input_tokens,
+                "candidatesTokenCount": answer.output_tokens,
+                "totalTokenCount": answer.input_tokens + answer.output_tokens,
+            }
+        out.update(modelVersion=request.model, responseId=answer.id)
+        return out
+
+    def _parts(self, answer: Answer) -> list[dict[str, Any]]:
+        parts: list[dict[str, Any]] = [{"text": answer.text}] if answer.text else []
+        parts += [{"functionCall": {"name": name, "args": args or {}}}
+                  for _, name, args in answer.calls]  # fmt: skip
+        return parts or [{"text": ""}]
+
+    def answer(self, answer: Answer, request: WireRequest) -> bytes:
+        return _dumps(self._response(answer, request, self._parts(answer)))
+
+    def stream(self, answer: Answer, request: WireRequest) -> bytes:
+        parts = self._parts(answer)
+        # the text first, then the calls with the finish and usage, as the API streams them
+        chunks = [parts] if len(parts) == 1 or not answer.text else [parts[:1], parts[1:]]
+        return b"".join(b"data: " + _dumps(self._response(answer, request, p, k == len(chunks) - 1))
+                        + b"\r\n\r\n" for k, p in enumerate(chunks))  # fmt: skip
+
+    def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
+        state = _STATUS.get(status, "INVALID_ARGUMENT" if status < 500 else "INTERNAL")
+        return _dumps({"error": {"code": status, "message": message, "status": state, **extra}})
