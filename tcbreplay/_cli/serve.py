@@ -24,9 +24,10 @@ from tcbreplay._cli.common import STORE_OPTION, complete_run_id, listen_on, main
 @click.option("--verbose", is_flag=True, help="Print a line per request on stderr.")
 @STORE_OPTION
 def serve(run_id, host, port, log_run, verbose, store) -> None:
-    """Serve RUN_ID's recorded turns as OpenAI Chat Completions (POST /v1/chat/completions),
-    Anthropic Messages (POST /v1/messages) and Gemini generateContent (POST
-    /v1beta/models/MODEL:generateContent), streamed or not, until Ctrl-C.
+    """Serve RUN_ID's recorded turns as OpenAI Chat Completions (POST /v1/chat/completions)
+    and Responses (POST /v1/responses), Anthropic Messages (POST /v1/messages) and Gemini
+    generateContent (POST /v1beta/models/MODEL:generateContent), streamed or not, until
+    Ctrl-C.
 
     Each request is answered with the recorded turn whose request fingerprint matches; one
     that matches none gets HTTP 409, naming the nearest recorded request and where it

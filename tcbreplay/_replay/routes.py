@@ -4,22 +4,25 @@ hold; Gemini's by the pattern of its model's methods)."""
 
 from __future__ import annotations
 
-from tcbreplay._replay import wire_gemini
+from tcbreplay._replay import wire_gemini, wire_responses
 from tcbreplay._replay.wire import AnthropicWire, OpenAIWire, Wire
 
 WIRES: dict[str, Wire] = {
     "openai": OpenAIWire(),
     "anthropic": AnthropicWire(),
     "gemini": wire_gemini.GeminiWire(),
+    "responses": wire_responses.ResponsesWire(),
 }
 ROUTES = {
     "/v1/chat/completions": "openai",
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
     "/messages": "anthropic",
+    "/v1/responses": "responses",
+    "/responses": "responses",
 }
 # what a request to a path not served is told
-SERVED = ("POST /v1/chat/completions, /v1/messages or "
+SERVED = ("POST /v1/chat/completions, /v1/responses, /v1/messages or "
           "/v1beta/models/{model}:generateContent")  # fmt: skip
 
 

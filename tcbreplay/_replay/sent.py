@@ -90,7 +90,7 @@ def _reordered(
                         recorded=json.dumps(was_name), replayed=json.dumps(name))  # fmt: skip
         said = (str(name), was_name)
     else:
-        key = "tool_use_id" if wire == "anthropic" else "tool_call_id"
+        key = {"anthropic": "tool_use_id", "responses": "call_id"}.get(wire, "tool_call_id")
         moved = replace(divergence, path=f"{place}.{key}", recorded=json.dumps(was_id),
                         replayed=json.dumps(given))  # fmt: skip
         said = (f"{given} ({name})", f"{was_id} ({was_name})")

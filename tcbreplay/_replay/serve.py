@@ -1,6 +1,6 @@
-"""``serve``: a recorded run answering over HTTP, as OpenAI's, Anthropic's and Gemini's APIs,
-so that agents outside LangChain (an SDK in a loop, any framework with a base URL) replay
-too.
+"""``serve``: a recorded run answering over HTTP, as OpenAI's (Chat Completions and Responses),
+Anthropic's and Gemini's APIs, so that agents outside LangChain (an SDK in a loop, any
+framework with a base URL) replay too.
 
 Each request is read in its API's form (:mod:`tcbreplay._replay.routes`), made canonical and
 fingerprinted as a replay's are (:mod:`tcbreplay._replay.fingerprint`), and answered with
@@ -117,7 +117,7 @@ class ReplayService:
         return json.dumps({
             "run_id": self.recording.run_id, "samples": len(self.recording.samples),
             "served": self.served, "diverged": self.diverged,
-            "endpoints": ["/v1/chat/completions", "/v1/messages",
+            "endpoints": ["/v1/chat/completions", "/v1/responses", "/v1/messages",
                           "/v1beta/models/{model}:generateContent"],
         }).encode()  # fmt: skip
 

@@ -249,6 +249,41 @@ def test_a_409_points_into_the_openai_request_as_sent(root):
     )
 
 
+def test_a_409_points_into_the_responses_request_as_sent(root):
+    """On ``/v1/responses`` a model turn is an assistant message and the function_call items
+    after it: a call's path names its item, a result's its function_call_output item."""
+    import openai
+
+    with serve_run(root, "valid") as server:
+        client = openai_client(server.url)
+        kwargs = {"model": "m", "instructions": SYSTEM,
+                  "tools": [{"type": "function", **t} for t in TOOLS]}  # fmt: skip
+        asked: list[Any] = [{"role": "user", "content": QUESTION}]
+        answer = client.responses.create(input=asked, **kwargs)
+        assert [(o.type, o.call_id) for o in answer.output] == [
+            ("function_call", "c1"), ("function_call", "c2")]  # fmt: skip
+        asked += [o.model_dump(exclude_none=True) for o in answer.output]
+
+        def results(*given: tuple[str, str]) -> list[dict[str, Any]]:
+            return [{"type": "function_call_output", "call_id": i, "output": o} for i, o in given]
+
+        said = []
+        for sent in [results(("c1", '{"result": 5}'), ("c2", '{"result": 21}')),
+                     results(("c2", '{"result": 20}'), ("c1", '{"result": 5}'))]:  # fmt: skip
+            with pytest.raises(openai.ConflictError) as caught:
+                client.responses.create(input=[*asked, *sent], **kwargs)
+            said.append(caught.value.body)
+        final = client.responses.create(
+            input=[*asked, *results(("c1", '{"result": 5}'), ("c2", '{"result": 20}'))], **kwargs
+        )
+        assert final.output_text == "Done."
+    assert said[0]["divergence"]["path"] == "input[4].output.result"
+    assert said[1]["divergence"]["path"] == "input[3].call_id"
+    assert ("tool results in another order than the calls of input[1]: input[3] answers c2 "
+            "(multiply_numbers) where the recording's answered c1 (add_numbers)"
+            ) in said[1]["message"]  # fmt: skip
+
+
 def test_a_409_points_into_the_anthropic_request_as_sent(root):
     """Each tool_result block is a message of its own in the canonical form: the path said
     ``messages[3]`` for the second block of the client's ``messages[2]``."""

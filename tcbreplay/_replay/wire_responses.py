@@ -1,0 +1,360 @@
+"""OpenAI's Responses API as a wire form of ``serve``: ``POST /v1/responses``, which
+ChatOpenAI switches to by itself (``use_responses_api``, ``reasoning=...``).
+
+A request's ``input`` (a text, or a list of items) becomes LangChain messages: ``instructions``
+the system message; a ``message`` item of role ``system`` or ``developer`` a system message,
+``user`` a human message, ``assistant`` (its ``output_text`` parts) an AI message together
+with the ``function_call`` items that follow it (one model turn, which a client sends back as
+those items); a ``function_call`` item a call (its ``arguments`` JSON text, read as Chat
+Completions' are: text that is no JSON object is an invalid call); a ``function_call_output``
+item the tool message of its ``call_id``. ``reasoning`` items are left out, as the canonical
+form leaves reasoning out. What a recording cannot answer is refused with a 400 naming it: a
+conversation kept by OpenAI (``previous_response_id``, ``conversation``, an
+``item_reference``), another kind of item or tool (built-in tools such as ``web_search``).
+
+The answer: a ``response`` object whose ``output`` is a ``message`` item (its text as
+``output_text``), then a ``function_call`` item per call (``call_id`` the recorded id), with
+``usage``; streamed as the API's events (``response.created``, per item
+``response.output_item.added``, its text's or arguments' deltas and ``.done``,
+``response.output_item.done``, then ``response.completed``); errors in OpenAI's shape.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._replay.wire import (
+    Answer,
+    MessageCache,
+    OpenAIWire,
+    WireError,
+    WireRequest,
+    _dumps,
+    _schema,
+    _units,
+)
+
+_RANGES = {"temperature": (0, 2), "top_p": (0, 1)}
+_ROLES = ("user", "assistant", "system", "developer")
+_TEXT_PARTS = ("input_text", "output_text", "text")
+# what a request leaves to a conversation OpenAI keeps: no recording holds it
+_STATEFUL = ("previous_response_id", "conversation")
+
+
+class _Turn(dict[str, Any]):
+    """Items of ``input`` that are one message (an assistant message and the calls after it
+    are one model turn), and where the first of them is."""
+
+    def __init__(self, items: list[Any], k: int) -> None:
+        super().__init__({"k": k, "items": items})
+        self.k = k
+        self.members = items  # (the dict's list: an item added is in its JSON too)
+
+
+def _text(content: Any, place: str) -> Any:
+    """A message item's content: a text, or its parts (text parts joined by the canonical
+    form; others, such as ``input_image``, kept as parts)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not all(isinstance(p, dict) for p in content):
+        raise WireError(f"{place}.content: a text or a list of content parts is required")
+    parts: list[dict[str, Any]] = []
+    for j, part in enumerate(content):
+        kind = part.get("type")
+        if kind in _TEXT_PARTS:
+            if not isinstance(part.get("text"), str):
+                raise WireError(f"{place}.content[{j}].text: a string is required")
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "refusal":
+            parts.append({"type": "text", "text": str(part.get("refusal") or "")})
+        elif isinstance(kind, str) and kind:
+            parts.append(part)
+        else:
+            raise WireError(f"{place}.content[{j}]: a content part with a type is required")
+    return parts
+
+
+def _turns(items: list[Any]) -> list[_Turn]:
+    """The input's items as messages (see the module)."""
+    out: list[_Turn] = []
+    for k, item in enumerate(items):
+        place = f"input[{k}]"
+        if not isinstance(item, dict):
+            raise WireError(f"{place}: an input item (an object) is required")
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "reasoning":
+            continue
+        if kind == "message":
+            if item.get("role") not in _ROLES:
+                raise WireError(f"{place}.role {item.get('role')!r}: user, assistant, system or "
+                                "developer")  # fmt: skip
+            out.append(_Turn([item], k))
+        elif kind == "function_call":
+            for key in ("call_id", "name"):
+                if not isinstance(item.get(key), str):
+                    raise WireError(f"{place}.{key}: a string is required")
+            # (the items before it, reasoning left out, are a model turn's: it is one more call)
+            last = out[-1].members[0] if out else {}
+            if last.get("role") == "assistant" or last.get("type") == kind:
+                out[-1].members.append(item)
+            else:
+                out.append(_Turn([item], k))
+        elif kind == "function_call_output":
+            if not isinstance(item.get("call_id"), str):
+                raise WireError(f"{place}.call_id: a string is required")
+            out.append(_Turn([item], k))
+        elif kind == "item_reference":
+            raise WireError(f"{place}: an item_reference names an item OpenAI keeps; send the "
+                            "item itself")  # fmt: skip
+        else:
+            raise WireError(f"{place}.type {kind!r}: message, function_call or "
+                            "function_call_output (reasoning left out)")  # fmt: skip
+    return out
+
+
+def _convert(units: list[Any]) -> list[Any]:
+    """The LangChain messages of the input's turns (and ``instructions``)."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from tcbreplay._importers.openai import parse_arguments
+
+    out: list[Any] = []
+    for unit in units:
+        if isinstance(unit, _Instructions):
+            out.append(SystemMessage(content=unit.value))
+            continue
+        first, place = unit.members[0], f"input[{unit.k}]"
+        if first.get("type") == "function_call_output":
+            output = first.get("output")
+            if not isinstance(output, str | list):
+                raise WireError(f"{place}.output: a text or a list of content parts is required")
+            result = output if isinstance(output, str) else _text(output, place + ".output")
+            out.append(ToolMessage(content=result, tool_call_id=first["call_id"]))
+            continue
+        role = first.get("role", "assistant")
+        if role != "assistant":
+            text = _text(first.get("content"), place)
+            system = role in ("system", "developer")
+            out.append(SystemMessage(content=text) if system else HumanMessage(content=text))
+            continue
+        said = "" if first.get("type") == "function_call" else _text(first.get("content"), place)
+        calls = []
+        for j, item in enumerate(unit.members):
+            if item.get("type") != "function_call":
+                continue
+            where = f"input[{unit.k + j}].arguments"
+            text = item.get("arguments")
+            if not isinstance(text, str):
+                raise WireError(f"{where}: JSON text is required")
+            # (a TraceError of arguments beyond what is stored: a 400, its line naming them)
+            args = parse_arguments(text, where) if text else {}
+            calls.append({"name": item["name"], "args": args, "id": item["call_id"]})
+        out.append(AIMessage(content=said, tool_calls=calls))
+    return out
+
+
+class _Instructions(dict[str, Any]):
+    """The request's ``instructions`` as a unit of its messages."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__({"\x00instructions": value})
+        self.value = value
+
+
+def _places(k: int, unit: Any, n: int) -> list[str]:
+    if isinstance(unit, _Instructions):
+        return ["instructions"] * n
+    return [f"input[{unit.k}]"] * n
+
+
+def _inside(turns: list[_Turn]) -> Callable[[str, str], str]:
+    """A path into a message as the body has it: a model turn's ``tool_calls[i]`` its i-th
+    function_call item (``.arguments``, ``.name``), a tool message's content its
+    ``output``, the call it answers its ``call_id``."""
+    by_place = {f"input[{t.k}]": t for t in turns}
+
+    def inside(place: str, rest: str) -> str:
+        turn = by_place.get(place)
+        if turn is None:
+            return place + rest
+        called = re.match(r"\.tool_calls\[(\d+)\]", rest)
+        calls = [j for j, item in enumerate(turn.members) if item.get("type") == "function_call"]
+        if called is not None and int(called[1]) < len(calls):
+            return f"input[{turn.k + calls[int(called[1])]}]" + rest[called.end() :]
+        if turn.members[0].get("type") == "function_call_output":
+            for field, sent in ((".content", ".output"), (".call", ".call_id")):
+                if rest == field or rest[len(field) : len(field) + 1] in (".", "["):
+                    return place + sent + rest[len(field) :]
+        return place + rest
+
+    return inside
+
+
+def _settings(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's sampling settings (canonical names), refusing what the API would refuse
+    or a recording cannot give."""
+    for key in _STATEFUL:
+        if body.get(key) is not None:
+            raise WireError(f"{key}: a conversation kept by OpenAI is not served; send the whole "
+                            "input")  # fmt: skip
+    for key in ("stream", "parallel_tool_calls"):
+        if key in body and not isinstance(body[key], bool):
+            raise WireError(f"{key} {body[key]!r}: true or false")
+    for name, (low, high) in _RANGES.items():
+        value = body.get(name)
+        if value is not None and not (
+            isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and low <= value <= high
+        ):  # fmt: skip
+            raise WireError(f"{name} {value!r}: a number from {low} to {high}")
+    tokens = body.get("max_output_tokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                               or tokens < 1):  # fmt: skip
+        raise WireError(f"max_output_tokens {tokens!r}: a whole number of 1 or more")
+    params = canonical_params(body)
+    reasoning = body.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, dict):
+        raise WireError("reasoning: an object ({effort, summary}) is required")
+    if reasoning and reasoning.get("effort") is not None:
+        params["reasoning_effort"] = reasoning["effort"]
+    return params
+
+
+def _choice(body: Mapping[str, Any]) -> dict[str, Any]:
+    choice = body.get("tool_choice")
+    if choice is None or choice in ("none", "auto", "required"):
+        pass
+    elif not isinstance(choice, dict):
+        raise WireError(f"tool_choice {choice!r}: none, auto, required or an object naming a "
+                        "function")  # fmt: skip
+    elif choice.get("type") == "function":
+        if not (isinstance(choice.get("name"), str) and choice["name"]):
+            raise WireError("tool_choice.name: the name of the function to call is required")
+    elif choice.get("type") != "allowed_tools":
+        raise WireError(f"tool_choice.type {choice.get('type')!r}: function or allowed_tools")
+    return {k: body[k] for k in ("tool_choice", "parallel_tool_calls") if k in body}
+
+
+def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise WireError("tools: a list of {type: function, name, parameters} is required")
+    specs: list[dict[str, Any]] = []
+    for k, tool in enumerate(tools):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            raise WireError(f"tools[{k}]: function tools only ({kind!r} is not served)")
+        if not isinstance(tool.get("name"), str):
+            raise WireError(f"tools[{k}]: a function tool with a name is required")
+        _schema(tool, f"tools[{k}]", "parameters")
+        specs.append({"name": tool["name"], "description": tool.get("description") or "",
+                      "parameters": tool.get("parameters") or {}})  # fmt: skip
+    return specs
+
+
+class ResponsesWire(OpenAIWire):
+    """``POST /v1/responses`` (see the module); its errors are Chat Completions'."""
+
+    name = "responses"
+
+    def read(
+        self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""
+    ) -> WireRequest:
+        params = _settings(body)
+        given = body.get("input")
+        if isinstance(given, str):
+            given = [{"type": "message", "role": "user", "content": given}]
+        if not isinstance(given, list) or not given:
+            raise WireError("input: a text or a non-empty list of input items is required")
+        turns = _turns(given)
+        units: list[Any] = list(turns)
+        if body.get("instructions") is not None:
+            if not isinstance(body["instructions"], str):
+                raise WireError("instructions: a string is required")
+            units.insert(0, _Instructions(body["instructions"]))
+        messages, entries, parts, places = _units(self.name, units, _convert, cache, _places)
+        return WireRequest(
+            messages=messages,
+            entries=entries,
+            parts=parts,
+            tools=_tools(body),
+            params=params,
+            model=str(body.get("model") or ""),
+            stream=bool(body.get("stream")),
+            choice=_choice(body),
+            places=places,
+            sent=len(given),
+            inside=_inside(turns),
+        )
+
+    def _items(self, answer: Answer) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        if answer.text or not answer.calls:
+            text = {"type": "output_text", "text": answer.text, "annotations": [], "logprobs": []}
+            items.append({"id": f"msg_{answer.id}", "type": "message", "status": "completed",
+                          "role": "assistant", "content": [text]})  # fmt: skip
+        for call in self._calls(answer):
+            items.append({"id": f"fc_{call['id']}", "type": "function_call",
+                          "status": "completed", "call_id": call["id"],
+                          "name": call["function"]["name"],
+                          "arguments": call["function"]["arguments"]})  # fmt: skip
+        return items
+
+    def _response(self, answer: Answer, request: WireRequest, done: bool) -> dict[str, Any]:
+        return {
+            "id": f"resp_{answer.id}", "object": "response", "created_at": int(time.time()),
+            "status": "completed" if done else "in_progress", "model": request.model,
+            "output": self._items(answer) if done else [], "error": None,
+            "incomplete_details": None, "parallel_tool_calls": True, "tool_choice": "auto",
+            "tools": [], "usage": {
+                "input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens,
+                "total_tokens": answer.input_tokens + answer.output_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0}} if done else None,
+        }  # fmt: skip
+
+    def answer(self, answer: Answer, request: WireRequest) -> bytes:
+        return _dumps(self._response(answer, request, True))
+
+    def stream(self, answer: Answer, request: WireRequest) -> bytes:
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": self._response(answer, request, False)}
+        ]
+        for k, item in enumerate(self._items(answer)):
+            at = {"output_index": k, "item_id": item["id"]}
+            if item["type"] == "message":
+                part = item["content"][0]
+                events += [
+                    {"type": "response.output_item.added", "output_index": k,
+                     "item": {**item, "status": "in_progress", "content": []}},
+                    {"type": "response.content_part.added", **at, "content_index": 0,
+                     "part": {**part, "text": ""}},
+                    {"type": "response.output_text.delta", **at, "content_index": 0,
+                     "delta": part["text"], "logprobs": []},
+                    {"type": "response.output_text.done", **at, "content_index": 0,
+                     "text": part["text"], "logprobs": []},
+                    {"type": "response.content_part.done", **at, "content_index": 0,
+                     "part": part},
+                ]  # fmt: skip
+            else:
+                events += [
+                    {"type": "response.output_item.added", "output_index": k,
+                     "item": {**item, "status": "in_progress", "arguments": ""}},
+                    {"type": "response.function_call_arguments.delta", **at,
+                     "delta": item["arguments"]},
+                    {"type": "response.function_call_arguments.done", **at,
+                     "name": item["name"], "arguments": item["arguments"]},
+                ]  # fmt: skip
+            events.append({"type": "response.output_item.done", "output_index": k, "item": item})
+        events.append({"type": "response.completed",
+                       "response": self._response(answer, request, True)})  # fmt: skip
+        return b"".join(
+            b"event: " + e["type"].encode() + b"\ndata: "
+            + _dumps({**e, "sequence_number": n}) + b"\n\n"
+            for n, e in enumerate(events)
+        )  # fmt: skip

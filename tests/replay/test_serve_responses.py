@@ -1,0 +1,224 @@
+"""``serve`` as OpenAI's Responses API (``POST /v1/responses``): the sim run of the built-in
+benchmark answering the real openai SDK's ``client.responses`` (JSON, ``stream=True`` and its
+stream helper) and ChatOpenAI with ``use_responses_api`` in a LangChain agent, with no
+divergence; a changed tool output gets its 409 with a path into ``input``; a malformed
+request a 4xx of one line; the key is never said back."""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import json
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tcbreplay._inputs.benchmarks import load_inputs
+from tcbreplay._replay.serve import serve_run
+
+PARENT = "sim-seed7"
+INPUTS = load_inputs("tool-call")
+TOOLS = {t.name: t for t in INPUTS.toolset.tools}
+SAMPLES = ["mul-7-by-8", "3-notebooks-2-pens", "backpack-plus-4-pens"]
+KEY = "sk-proj-LEAKEDresponses0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def root(sim_run, tmp_path_factory) -> Path:
+    store, run_id = sim_run
+    path = tmp_path_factory.mktemp("responses") / "traces"
+    shutil.copytree(store.run_dir(run_id), path / run_id)
+    shutil.rmtree(path / run_id / "scores", ignore_errors=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def parent_calls(sim_run) -> dict[str, list[tuple]]:
+    """Each sample's calls in trial 0 of the recording, in order."""
+    from tcbreplay._replay.recording import RecordedRun
+
+    store, run_id = sim_run
+    recording = RecordedRun.load(store.open_run(run_id))
+    out = {}
+    for sample_id in SAMPLES:
+        messages = [json.loads(text) for text in recording.sample((sample_id, 0)).texts]
+        out[sample_id] = [(c["name"], c["args"]) for m in messages
+                          for c in (m.get("data") or {}).get("tool_calls") or []]  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(root):
+    with serve_run(root, PARENT) as running:
+        yield running
+
+
+def sample_input(sample_id: str) -> str:
+    return next(s.input for s in INPUTS.dataset.samples if s.sample_id == sample_id)
+
+
+def run_tool(name: str, args: dict) -> str:
+    out = TOOLS[name].invoke(args)
+    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+
+
+@functools.cache
+def tools() -> list[dict[str, Any]]:
+    from langchain_core.utils.function_calling import convert_to_openai_function
+
+    return [{"type": "function", **convert_to_openai_function(t)} for t in INPUTS.toolset.tools]
+
+
+def client(url: str) -> Any:
+    import openai
+
+    return openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0)
+
+
+def respond(url: str, items: list[Any], how: str = "json") -> Any:
+    """One request of a conversation on ``client.responses``: its response."""
+    kwargs = {"model": "gpt-x", "instructions": INPUTS.system_prompt, "input": items,
+              "tools": tools()}  # fmt: skip
+    if how == "helper":
+        with client(url).responses.stream(**kwargs) as events:
+            return events.get_final_response()
+    if how == "events":
+        events = list(client(url).responses.create(stream=True, **kwargs))
+        assert events[0].type == "response.created" and events[-1].type == "response.completed"
+        return events[-1].response
+    return client(url).responses.create(**kwargs)
+
+
+def loop(url: str, user: str, how: str) -> list[tuple]:
+    """An agent on the Responses API: ask, run the tools asked for, until it answers."""
+    items: list[Any] = [{"role": "user", "content": user}]
+    made = []
+    for _ in range(10):
+        response = respond(url, items, how)
+        assert response.status == "completed" and response.usage.input_tokens > 0
+        items += [item.model_dump(exclude_none=True) for item in response.output]
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            assert response.output_text.startswith("The answer is")
+            return made
+        for call in calls:
+            args = json.loads(call.arguments)
+            made.append((call.name, args))
+            items.append({"type": "function_call_output", "call_id": call.call_id,
+                          "output": run_tool(call.name, args)})  # fmt: skip
+    raise AssertionError("no final answer in 10 turns")
+
+
+@pytest.mark.parametrize("how", ["json", "events", "helper"])
+def test_the_openai_sdks_responses_in_a_loop_get_the_recorded_turns(root, parent_calls, how):
+    """``POST /v1/responses`` got a 404."""
+    with serve_run(root, PARENT) as server:
+        for sample_id in SAMPLES:
+            assert loop(server.url, sample_input(sample_id), how) == parent_calls[sample_id]
+        assert server.service.diverged == 0
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "streamed"])
+def test_chat_openai_on_the_responses_api_in_an_agent_replays(root, parent_calls, streaming):
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+
+    with serve_run(root, PARENT) as server:
+        model = ChatOpenAI(model="gpt-x", base_url=server.url + "/v1", api_key=KEY,
+                           max_retries=0, use_responses_api=True, streaming=streaming)  # fmt: skip
+        agent = create_agent(model, INPUTS.toolset.tools, system_prompt=INPUTS.system_prompt)
+        for sample_id in SAMPLES:
+            state = agent.invoke({"messages": [{"role": "user",
+                                                "content": sample_input(sample_id)}]})  # fmt: skip
+            made = [(c["name"], c["args"]) for m in state["messages"]
+                    for c in getattr(m, "tool_calls", None) or []]  # fmt: skip
+            assert made == parent_calls[sample_id], sample_id
+            assert state["messages"][-1].text.startswith("The answer is")
+        assert server.service.diverged == 0
+
+
+def test_a_changed_tool_output_gets_409_with_its_path_into_input(server):
+    import openai
+
+    items: list[Any] = [{"role": "user", "content": sample_input("mul-7-by-8")}]
+    response = respond(server.url, items)
+    (call,) = response.output
+    items += [call.model_dump(exclude_none=True),
+              {"type": "function_call_output", "call_id": call.call_id,
+               "output": '{"result": 57}'}]  # fmt: skip
+    with pytest.raises(openai.ConflictError) as caught:
+        respond(server.url, items)
+    said = caught.value.body
+    assert said["type"] == "divergence"
+    assert (said["divergence"]["component"], said["divergence"]["path"]) == (
+        "tool_output", "input[2].output.result")  # fmt: skip
+    assert said["nearest"] == {"sample_id": "mul-7-by-8", "trial": 0, "turn": 1}
+    changed = [*items[:1], {**items[1], "arguments": '{"a": 8, "b": 6}'}, items[2]]
+    with pytest.raises(openai.ConflictError) as caught:
+        respond(server.url, changed)
+    assert caught.value.body["divergence"]["path"] == "input[1].arguments.b"
+
+
+def post(server: Any, path: str, body: Any, headers: dict | None = None) -> tuple[int, str]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("POST", path, data, {"Content-Type": "application/json", **(headers or {})})
+    response = conn.getresponse()
+    text = response.read().decode()
+    conn.close()
+    return response.status, text
+
+
+ASK = [{"role": "user", "content": "Multiply 7 by 8 for me."}]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"{not json", "the request body is not JSON"),
+        ({"model": "m"}, "input: a text or a non-empty list of input items is required"),
+        ({"input": [{"role": "wizard", "content": "x"}]},
+         "input[0].role 'wizard': user, assistant, system or developer"),
+        ({"input": [*ASK, {"type": "computer_call", "call_id": "c"}]},
+         "input[1].type 'computer_call': message, function_call or function_call_output"),
+        ({"input": [*ASK, {"type": "item_reference", "id": "msg_1"}]},
+         "input[1]: an item_reference names an item OpenAI keeps"),
+        ({"input": [*ASK, {"type": "function_call", "name": "f", "arguments": "{}"}]},
+         "input[1].call_id: a string is required"),
+        ({"input": ASK, "previous_response_id": "resp_1"},
+         "previous_response_id: a conversation kept by OpenAI is not served"),
+        ({"input": ASK, "tools": [{"type": "web_search"}]},
+         "tools[0]: function tools only ('web_search' is not served)"),
+        ({"input": ASK, "tools": [{"type": "function", "name": "f", "parameters": [1]}]},
+         "tools[0].parameters: a JSON schema object is required"),
+        ({"input": ASK, "tool_choice": {"type": "function"}},
+         "tool_choice.name: the name of the function to call is required"),
+        ({"input": ASK, "temperature": 3}, "temperature 3: a number from 0 to 2"),
+        ({"input": ASK, "stream": "yes"}, "stream 'yes': true or false"),
+        ({"input": ASK, "instructions": ["x"]}, "instructions: a string is required"),
+    ],
+)  # fmt: skip
+def test_a_malformed_request_gets_4xx_and_one_line_of_json(server, body, says):
+    code, text = post(server, f"/v1/responses?key={KEY}", body, {"Authorization": f"Bearer {KEY}"})
+    assert code == 400
+    assert text.count("\n") == 1
+    error = json.loads(text)["error"]
+    assert error["message"].startswith(says), error["message"]
+    assert KEY not in text
+
+
+def test_the_key_is_never_said_back_nor_logged(root, capfd):
+    with serve_run(root, PARENT, verbose=True) as server:
+        with socket.create_connection((server.host, server.port), timeout=30) as s:
+            s.sendall(f"POST /v1/responses?key={KEY} HTTP/1.1\r\nAuthorization : Bearer {KEY}"
+                      "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".encode())  # fmt: skip
+            said = b"".join(iter(lambda: s.recv(65536), b"")).decode()
+        assert said.startswith("HTTP/1.1 400")
+        code, text = post(server, f"/v1/responses?key={KEY}", {"input": "Unrecorded"})
+        assert code == 409
+    shown = said + text + capfd.readouterr().err
+    assert "POST /v1/responses?..." in shown
+    assert KEY not in shown and "LEAKED" not in shown
