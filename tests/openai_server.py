@@ -18,8 +18,10 @@ Fault kinds (each answers with a 200): ``Fault.cut`` (a stream that stops half-w
 the turn's tool-call arguments or text, before its finish reason, and closes),
 ``Fault.error_event`` (a stream that breaks off half-way with an error, as the API sends one),
 ``Fault.not_json`` (a proxy's HTML page, which may quote the request's key),
-``Fault.no_choices`` (``"choices": []``, streamed or not), ``Fault.with_arguments`` (the
-turn's calls with these arguments, as the model wrote them).
+``Fault.no_choices`` (``"choices": []``, streamed or not), ``Fault.error_body`` (an
+``{"error": {...}}`` body instead of the completion, as some compatible gateways answer when
+overloaded; streamed: one event holding it), ``Fault.with_arguments`` (the turn's calls with
+these arguments, as the model wrote them).
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ MODEL = "gpt-4o-mini-2024-07-18"
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "cut" | "error_event" | "not_json" | "no_choices" | "arguments"
-    text: str = ""  # the page (not_json), the arguments (arguments)
+    kind: str  # "cut" | "error_event" | "not_json" | "no_choices" | "error_body" | "arguments"
+    text: str = ""  # the page (not_json), the arguments (arguments), the error (error_body)
 
     @classmethod
     def cut(cls) -> Fault:
@@ -62,6 +64,11 @@ class Fault:
     def no_choices(cls) -> Fault:
         """A 200 completion with ``"choices": []``."""
         return cls("no_choices")
+
+    @classmethod
+    def error_body(cls, error: Mapping[str, Any]) -> Fault:
+        """A 200 whose body is ``{"error": error}`` (streamed: one event holding it)."""
+        return cls("error_body", json.dumps({"error": dict(error)}))
 
     @classmethod
     def with_arguments(cls, text: str) -> Fault:
@@ -119,6 +126,15 @@ class OpenAIServer:
                 if fault is not None and fault.kind == "not_json":
                     key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                     self._send(fault.text.replace("{api_key}", key).encode(), "text/html")
+                    return
+                if fault is not None and fault.kind == "error_body":
+                    if not body.get("stream"):
+                        self._send(fault.text.encode(), "application/json")
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.end_headers()
+                    self.wfile.write(b"data: " + fault.text.encode() + b"\n\n")
                     return
                 if fault is not None and fault.kind == "no_choices":
                     completion["choices"] = []

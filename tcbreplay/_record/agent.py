@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import contextvars
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from tcbreplay._clock import SYSTEM_CLOCK, Clock
 from tcbreplay._record.retry import (
     RateLimiter,
     backoff_delay,
+    error_reply,
     is_transient,
     too_long_a_wait,
     unreadable_reply,
@@ -107,6 +108,8 @@ class ModelAttempts:
         exc: Exception = caught
         if timed_out:
             exc = CallTimeout(f"model call did not answer within {self.policy.call_timeout:g} s")
+        elif (error := error_reply(caught)) is not None and error[1] is not None:
+            exc = ErrorReply.of(error[0], error[1], streamed=error[2])
         elif (wrong := unreadable_reply(caught)) is not None:
             exc = UnreadableReply(f"the provider's reply {wrong}: {_quoted(caught)}")
         too_long = too_long_a_wait(exc, self.policy.clock)
@@ -205,6 +208,35 @@ class UnreadableReply(RuntimeError):
     choices) or that broke off with an error event (retried: it may be passing)."""
 
     transient = True
+
+
+class ErrorReply(RuntimeError):
+    """The provider answered 200 with an error (a body ``{"error": ...}``, an error event in a
+    stream) of a known kind: taken as the HTTP status that kind is answered with, retried as
+    that status is (overloaded, rate limited, a server error) and otherwise the sample's
+    error, naming it (its ``status_code``: that status)."""
+
+    def __init__(self, text: str, status_code: int) -> None:
+        super().__init__(text)
+        self.status_code = status_code
+
+    @classmethod
+    def of(cls, error: Mapping[str, Any], status: int, streamed: bool) -> ErrorReply:
+        kind, code = error.get("type"), error.get("code")
+        named = [str(kind)] if kind else []
+        if code is not None and str(code) != str(status):
+            named.append(f"({code})" if named else str(code))
+        message = " ".join(str(error.get("message") or "no message").split())
+        said = (
+            "the provider's stream broke off with an error"
+            if streamed
+            else "the provider answered 200 with an error"
+        )
+        what = f"{' '.join(named)}: {message}" if named else message
+        return cls(
+            f"{said}, taken as a {status}: {what}",
+            status,
+        )
 
 
 class TruncatedReply(RuntimeError):

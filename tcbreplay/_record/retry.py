@@ -1,9 +1,9 @@
 """When to retry a model call, how long to wait, and the run-wide rate limit.
 
 Transient failures (rate limits, 5xx, timeouts, dropped connections, a 200 whose reply
-cannot be read) are retried with exponential backoff and jitter, waiting at least as long as
-the provider's ``Retry-After`` (or Google's ``RetryInfo.retryDelay``) asks; anything else
-(400, authentication, a bug) fails at once.
+cannot be read or holds an error of such a kind) are retried with exponential backoff and
+jitter, waiting at least as long as the provider's ``Retry-After`` (or Google's
+``RetryInfo.retryDelay``) asks; anything else (400, authentication, a bug) fails at once.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import random
 import re
 import sys
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,8 +83,8 @@ def is_transient(exc: BaseException) -> bool:
 def unreadable_reply(exc: BaseException) -> str | None:
     """What was wrong with the provider's reply ("could not be read", ...), when a model call
     failed on the reply rather than on its request: a 2xx whose body could not be read (no
-    JSON, a proxy's page, a completion without choices), or a stream that broke off with an
-    error event. None when the call failed otherwise."""
+    JSON, a proxy's page, a completion without choices) or held an error, or a stream that
+    broke off with an error event. None when the call failed otherwise."""
     code = status_code(exc)
     if code is not None and not 200 <= code < 300:
         return None
@@ -93,6 +93,8 @@ def unreadable_reply(exc: BaseException) -> str | None:
             return "broke off with an error"
     if code is not None:
         return "could not be read"
+    if error_reply(exc) is not None:  # (of a kind not known: a known one is taken as its status)
+        return "held an error"
     for e in _chain(exc):
         first = str(e.args[0]) if e.args else ""
         if isinstance(e, json.JSONDecodeError) or (
@@ -102,6 +104,59 @@ def unreadable_reply(exc: BaseException) -> str | None:
         # (LangChain takes the first of a completion's choices: an IndexError when it has none)
         if isinstance(e, IndexError) and _raised_in(e, "langchain_core.language_models."):
             return "held no answer"
+    return None
+
+
+# a provider's words for the kind of an error (its "type", "code" or "status"), and the HTTP
+# status each kind is answered with when the error comes as one; first match wins
+_ERROR_KINDS = (
+    (re.compile(r"auth|api.?key|UNAUTHENTICATED", re.I), 401),
+    (re.compile(r"permission", re.I), 403),
+    (re.compile(r"not.?found", re.I), 404),
+    (re.compile(r"rate.?limit|too.?many|RESOURCE_EXHAUSTED|quota|^requests$|^tokens$", re.I), 429),
+    (re.compile(r"overloaded", re.I), 529),
+    (re.compile(r"timeout|DEADLINE_EXCEEDED", re.I), 504),
+    (re.compile(r"unavailable", re.I), 503),
+    (re.compile(r"server|^api.?error$|internal", re.I), 500),
+    (re.compile(r"invalid|bad.?request|context.?length|too.?large", re.I), 400),
+)
+
+
+def error_reply(exc: BaseException) -> tuple[Mapping[str, Any], int | None, bool] | None:
+    """The error a provider answered 200 with, when a model call failed on one: a body
+    ``{"error": {...}}`` instead of a completion (some OpenAI-compatible gateways answer so when
+    overloaded), or an error event in a stream. Returns the error, the HTTP status its kind
+    stands for (its code when that is one, else its type's words; None: not known), and
+    whether it came in a stream."""
+    code = status_code(exc)
+    if code is not None and not 200 <= code < 300:
+        return None
+    for e in _chain(exc):
+        if _error_event(e):
+            error, streamed = getattr(e, "body", None), True
+            if isinstance(error, Mapping) and error.get("type") == "error":  # (Anthropic's)
+                error = error.get("error")
+        # (LangChain's ChatOpenAI raises the body's "error" as it came)
+        elif isinstance(e, ValueError) and e.args and _raised_in(e, "langchain_openai."):
+            error, streamed = e.args[0], False
+        else:
+            continue
+        if isinstance(error, Mapping):
+            return error, _error_status(error), streamed
+    return None
+
+
+def _error_status(error: Mapping[str, Any]) -> int | None:
+    for key in ("code", "status"):
+        value = error.get(key)
+        if isinstance(value, (int, str)) and str(value).isdigit() and 400 <= int(value) < 600:
+            return int(value)
+    for key in ("code", "type", "status"):  # (a code says more than a type: invalid_api_key)
+        value = error.get(key)
+        if isinstance(value, str):
+            for words, status in _ERROR_KINDS:
+                if words.search(value):
+                    return status
     return None
 
 

@@ -203,6 +203,87 @@ def test_a_stop_on_unreadable_replies_names_them_and_quotes_no_part_of_the_key(
         assert key[:8] not in text, text
 
 
+# -- a 200 whose body is an error -----------------------------------------------------------
+
+OVERLOADED = {"message": "The engine is currently overloaded.", "type": "overloaded_error"}
+RATE_LIMITED = {"message": "Slow down.", "type": "requests", "code": "rate_limit_exceeded"}
+BAD_GATEWAY = {"message": "Upstream error", "code": 502}
+LOADING = {"message": "Model is loading, try again shortly"}  # (of no kind known: unreadable)
+TOO_LONG = {"message": "This model's maximum context length is 8192 tokens.",
+            "type": "invalid_request_error", "code": "context_length_exceeded"}  # fmt: skip
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("error", [OVERLOADED, RATE_LIMITED, BAD_GATEWAY, LOADING],
+                         ids=["overloaded", "rate-limited", "code-502", "no-kind"])  # fmt: skip
+def test_a_200_holding_a_retryable_error_is_retried(dataset, tmp_path, error, streaming):
+    """A gateway's 200 whose body is ``{"error": {...}}`` (overloaded) failed the sample at
+    once (``ValueError: {'message': ...}``), as a request the provider refused."""
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.error_body(error), input=GREET, times=1)
+        summary = _record(dataset, server, tmp_path, streaming=streaming)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+    assert _messages(summary.run_dir, "greet")[-1]["content"] == ANSWERS[GREET]
+
+
+def test_a_200_holding_an_error_of_the_request_fails_naming_it(dataset, tmp_path):
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.error_body(TOO_LONG), input=GREET)
+        summary = _record(dataset, server, tmp_path)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 1, "ErrorReply")
+    assert row["error"] == (
+        "the provider answered 200 with an error, taken as a 400: invalid_request_error "
+        "(context_length_exceeded): This model's maximum context length is 8192 tokens."
+    )
+    assert len(server.requests) == 3  # add's two, greet's one
+
+
+def test_a_stop_on_200s_holding_errors_says_the_servers_errors(dataset, tmp_path):
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.error_body(OVERLOADED))
+        result = cli("record", "--model", MODEL, "--model-option", f"base_url={server.url}",
+                     "--dataset", dataset, "--tools", TOOLS, "--system-prompt", PROMPT,
+                     "--workers", "1", "--retries", "1", "--backoff", "0.01",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert "no model call succeeded" in error
+    assert "(ErrorReply: the provider answered 200 with an error, taken as a 529: " in error
+    assert "the provider answered with server errors" in error
+
+
+def test_a_200_holding_a_refused_key_stops_the_run_as_a_401_does(dataset, tmp_path):
+    refused = {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+               "code": "invalid_api_key"}  # fmt: skip
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.error_body(refused))
+        result = cli("record", "--model", MODEL, "--model-option", f"base_url={server.url}",
+                     "--dataset", dataset, "--tools", TOOLS, "--system-prompt", PROMPT,
+                     "--workers", "1", "--store", tmp_path / "traces", "--run-id", "r",
+                     "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert "stopped: the provider refused the API key (ErrorReply: " in error
+    assert "taken as a 401: invalid_request_error (invalid_api_key): Incorrect" in error
+    assert len(server.requests) == 1
+
+
+def test_an_error_a_200_holds_is_said_by_its_kind_and_code():
+    from tcbreplay._record.agent import ErrorReply
+
+    assert str(ErrorReply.of(BAD_GATEWAY, 502, streamed=False)) == (
+        "the provider answered 200 with an error, taken as a 502: Upstream error"
+    )
+    assert str(ErrorReply.of(RATE_LIMITED, 429, streamed=True)) == (
+        "the provider's stream broke off with an error, taken as a 429: requests "
+        "(rate_limit_exceeded): Slow down."
+    )
+
+
 # -- arguments that are no JSON object -------------------------------------------------------
 
 
