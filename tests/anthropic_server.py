@@ -12,8 +12,10 @@ request. A request with ``"stream": true`` is answered with the API's server-sen
         server.inject(Fault.cut(), input="What is 2 + 3?", turn=0, times=1)
         ...  # base_url=server.url; server.requests: the JSON bodies received
 
-Fault kinds (streams only, each after a 200): ``Fault.cut`` (the stream stops half-way through
-the first block's input JSON or text, before the stop reason, and closes),
+Fault kinds (each after a 200): ``Fault.at_token_limit`` (the answer's text cut half-way,
+``stop_reason`` ``max_tokens``, streamed or not); for streams only, ``Fault.cut`` (the stream
+stops half-way through the first block's input JSON or text, before the stop reason, and
+closes),
 ``Fault.error_event`` (an ``error`` event of this type, ``overloaded_error`` by default, after
 the first block's delta, as the API sends one mid-stream).
 """
@@ -35,13 +37,18 @@ MODEL = "claude-sonnet-4-5-20250929"
 class Fault:
     """One way to answer a streamed request badly; build with the class methods."""
 
-    kind: str  # "cut" | "error_event"
+    kind: str  # "cut" | "error_event" | "max_tokens"
     error_type: str = "overloaded_error"
 
     @classmethod
     def cut(cls) -> Fault:
         """A stream cut off half-way through its first block, before its stop reason."""
         return cls("cut")
+
+    @classmethod
+    def at_token_limit(cls) -> Fault:
+        """The answer's text cut half-way, ``"stop_reason": "max_tokens"``."""
+        return cls("max_tokens")
 
     @classmethod
     def error_event(cls, error_type: str = "overloaded_error") -> Fault:
@@ -87,8 +94,9 @@ class AnthropicServer:
         turn: int | None = None,
         times: int | None = None,
     ) -> None:
-        """Answer with ``fault`` the streamed requests of this input at this turn (``times``:
-        only so many of them). Rules are tried in the order they were added."""
+        """Answer with ``fault`` the requests of this input at this turn (``times``: only so
+        many of them; a fault of streams leaves others whole). Rules are tried in the order
+        they were added."""
         self._rules.append(_Rule(fault, input, turn, times))
 
     def __enter__(self) -> AnthropicServer:
@@ -102,6 +110,12 @@ class AnthropicServer:
                     number = len(server.requests)
                     fault = server._fault(body)
                 message = server.answer(body, number)
+                if fault is not None and fault.kind == "max_tokens":
+                    message["stop_reason"] = "max_tokens"
+                    for block in message["content"]:
+                        if block["type"] == "text":
+                            block["text"] = block["text"][: len(block["text"]) // 2]
+                    fault = None
                 if not body.get("stream"):
                     payload = json.dumps(message).encode()
                     self.send_response(200)

@@ -20,6 +20,7 @@ Fault kinds: ``Fault.rate_limit`` (429 + ``Retry-After`` + RetryInfo), ``Fault.e
 to a key that is not valid: 400 INVALID_ARGUMENT, reason API_KEY_INVALID),
 ``Fault.malformed`` (``"not_json"`` or ``"no_candidates"``), ``Fault.finish`` (a candidate
 with no content and this ``finishReason``: ``SAFETY``, ``MALFORMED_FUNCTION_CALL``, ...),
+``Fault.at_token_limit`` (the turn's text cut half-way, ``finishReason`` ``MAX_TOKENS``),
 ``Fault.hang`` (sleep, then answer normally). Each :class:`RecordedRequest` has its arrival
 time (``at``, monotonic seconds), so retry and back-off tests can measure the gaps between
 attempts; :attr:`GeminiServer.max_in_flight` is the most requests it was answering at once.
@@ -69,7 +70,7 @@ def default_usage(text: str, turn: int, n_calls: int) -> tuple[int, int]:
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "status" | "not_json" | "no_candidates" | "finish" | "hang"
+    kind: str  # "status" | "not_json" | "no_candidates" | "finish" | "max_tokens" | "hang"
     status: int = 200
     message: str = ""
     retry_after: str | None = None
@@ -139,6 +140,11 @@ class Fault:
         as Gemini answers when it withholds a reply (``SAFETY``) or cannot parse the
         function call the model wrote (``MALFORMED_FUNCTION_CALL``)."""
         return cls("finish", message=message, reason=reason)
+
+    @classmethod
+    def at_token_limit(cls) -> Fault:
+        """The turn's answer with its text cut half-way and ``finishReason`` ``MAX_TOKENS``."""
+        return cls("max_tokens", reason="MAX_TOKENS")
 
     @classmethod
     def hang(cls, seconds: float = 30.0) -> Fault:
@@ -343,6 +349,15 @@ class GeminiServer:
             if self._stop.wait(fault.seconds):
                 return
             fault = None
+        if fault is not None and fault.kind == "max_tokens" and text in self.script:
+            answer = self._answer(text, turn or 0)
+            candidate = answer["candidates"][0]
+            candidate["finishReason"] = "MAX_TOKENS"
+            for part in candidate["content"]["parts"]:
+                if "text" in part:
+                    part["text"] = part["text"][: len(part["text"]) // 2]
+            self._send_json(handler, record, 200, answer)
+            return
         if fault is not None:
             self._send_fault(handler, record, fault)
             return

@@ -20,8 +20,9 @@ the turn's tool-call arguments or text, before its finish reason, and closes),
 ``Fault.not_json`` (a proxy's HTML page, which may quote the request's key),
 ``Fault.no_choices`` (``"choices": []``, streamed or not), ``Fault.error_body`` (an
 ``{"error": {...}}`` body instead of the completion, as some compatible gateways answer when
-overloaded; streamed: one event holding it), ``Fault.with_arguments`` (the turn's calls with
-these arguments, as the model wrote them).
+overloaded; streamed: one event holding it), ``Fault.at_token_limit`` (the turn's text or
+calls' arguments cut half-way, finish reason ``length``), ``Fault.with_arguments`` (the
+turn's calls with these arguments, as the model wrote them).
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ MODEL = "gpt-4o-mini-2024-07-18"
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "cut" | "error_event" | "not_json" | "no_choices" | "error_body" | "arguments"
+    # "cut" | "error_event" | "not_json" | "no_choices" | "error_body" | "length" | "arguments"
+    kind: str
     text: str = ""  # the page (not_json), the arguments (arguments), the error (error_body)
 
     @classmethod
@@ -69,6 +71,12 @@ class Fault:
     def error_body(cls, error: Mapping[str, Any]) -> Fault:
         """A 200 whose body is ``{"error": error}`` (streamed: one event holding it)."""
         return cls("error_body", json.dumps({"error": dict(error)}))
+
+    @classmethod
+    def at_token_limit(cls) -> Fault:
+        """The turn's text or calls' arguments cut half-way, ``"finish_reason": "length"``:
+        the model stopped at its token limit (``max_tokens``)."""
+        return cls("length")
 
     @classmethod
     def with_arguments(cls, text: str) -> Fault:
@@ -138,6 +146,15 @@ class OpenAIServer:
                     return
                 if fault is not None and fault.kind == "no_choices":
                     completion["choices"] = []
+                if fault is not None and fault.kind == "length":
+                    choice = completion["choices"][0]
+                    choice["finish_reason"] = "length"
+                    message = choice["message"]
+                    for call in message.get("tool_calls") or []:
+                        text = call["function"]["arguments"]
+                        call["function"]["arguments"] = text[: len(text) // 2]
+                    if message["content"]:
+                        message["content"] = message["content"][: len(message["content"]) // 2]
                 if fault is not None and fault.kind == "arguments":
                     for call in completion["choices"][0]["message"].get("tool_calls") or []:
                         call["function"]["arguments"] = fault.text

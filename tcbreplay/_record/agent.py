@@ -150,7 +150,7 @@ def _middleware(policy: CallPolicy) -> Any:
                 try:
                     async with deadline:
                         response = await handler(request)
-                    _check_reply(response, _streams(request.model))
+                    _check_reply(response, request.model)
                 except Exception as caught:
                     # --call-timeout's deadline passed (a client's own timeout, such as
                     # aiohttp's, is a TimeoutError too, and is left as it says)
@@ -239,6 +239,26 @@ class ErrorReply(RuntimeError):
         )
 
 
+# finish reasons of a reply the model stopped at its token limit (``max_tokens``): OpenAI's
+# (and compatible servers'), Anthropic's, Gemini's
+TOKEN_LIMIT_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
+
+
+class TokenLimitReply(RuntimeError):
+    """The model stopped at its token limit: what it wrote (a text, a tool call's arguments) is
+    cut off, no whole answer. Not retried: the same limit would cut it again; the sample's
+    error, saying to raise the limit."""
+
+    @classmethod
+    def of(cls, model: Any, reason: str) -> TokenLimitReply:
+        limit = getattr(model, "max_tokens", None) or getattr(model, "max_output_tokens", None)
+        said = f"max_tokens={limit}" if limit else "max_tokens not set: the provider's own"
+        return cls(
+            f"the model stopped at its token limit ({said}, finish reason {reason}): what it "
+            "wrote is cut off; raise --model-option max_tokens=N"
+        )
+
+
 class TruncatedReply(RuntimeError):
     """A streamed reply ended before the provider said why it stopped (no finish or stop
     reason): the stream was cut off mid-way, and what came is no whole answer (retried)."""
@@ -263,9 +283,10 @@ def _streams(model: Any) -> bool:
     )
 
 
-def _check_reply(response: Any, streamed: bool) -> None:
-    """Refuse a reply that is no answer of the model: one cut off mid-stream (``streamed``),
-    or one with no content and no tool calls."""
+def _check_reply(response: Any, model: Any) -> None:
+    """Refuse a reply of ``model`` that is no answer of the model: one cut off mid-stream,
+    one the model stopped at its token limit, one with no content and no tool calls."""
+    streamed = _streams(model)
     for message in getattr(response, "result", None) or []:
         if getattr(message, "type", None) != "ai":
             continue
@@ -275,6 +296,11 @@ def _check_reply(response: Any, streamed: bool) -> None:
             raise TruncatedReply(
                 f"the streamed reply ended without a {key}: it was cut off before its end"
             )
+        reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+        # (a replay's model serves what a recording stored: one made before such replies were
+        # refused holds them as answers, replayed as they were)
+        if reason in TOKEN_LIMIT_REASONS and not getattr(model, "serves_recorded_turns", False):
+            raise TokenLimitReply.of(model, str(reason))
         if message.content or getattr(message, "tool_calls", None):
             continue
         if getattr(message, "invalid_tool_calls", None):

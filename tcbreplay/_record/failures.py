@@ -144,7 +144,7 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
 # an error a provider's server answered with (a 5xx, overloaded, unavailable)
 _SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
 # a reply the provider sent that was no answer (see tcbreplay._record.agent)
-_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:")
+_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:", "TokenLimitReply:")
 
 
 def _unanswered_fix(error: str, base_url: str | None) -> str:
@@ -162,6 +162,11 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
         return (
             "the provider answered with empty replies (their finish reason says why; SAFETY: "
             "it withheld them): check --model, its --model-option settings and the prompt"
+        )
+    if kind == "TokenLimitReply":  # (a model setting: --retry-errors keeps it)
+        return (
+            "the model's replies stopped at its token limit: record again with a higher "
+            "--model-option max_tokens=N (another run)"
         )
     if kind == "UnreadableReply":
         where = base_url or "the provider's endpoint"

@@ -31,7 +31,6 @@ from tcbreplay._record.agent import (
     CallTimeout,
     ModelAttempts,
     _check_reply,
-    _streams,
 )
 from tcbreplay.errors import TcbReplayWarning
 
@@ -92,11 +91,12 @@ def _policed_methods(cls: type, policy: CallPolicy, source: str) -> dict[str, An
 
 
 def _check_answer(message: Any, model: Any) -> None:
-    """Refuse what is no answer of ``model`` as the built-in agent does (retried): a reply
-    cut off mid-stream, or one with no content and no tool calls."""
+    """Refuse what is no answer of ``model`` as the built-in agent does: a reply cut off
+    mid-stream, or with no content and no tool calls (retried), or at the model's token
+    limit (not)."""
     from langchain.agents.middleware.types import ModelResponse
 
-    _check_reply(ModelResponse(result=[message]), _streams(model))
+    _check_reply(ModelResponse(result=[message]), model)
 
 
 async def _acall(policy: CallPolicy, model: Any, call: Callable[[], Awaitable[Any]]) -> Any:

@@ -21,7 +21,7 @@ request from that turn on to the live model even when the recording answers it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict
@@ -56,6 +56,10 @@ class RecordedChatModel(BaseChatModel):
     lacks ``system_kept``) is taken to have been sent its prompt, and ``system`` is then the
     system of requests that start with none.
     """
+
+    # its answers are the recording's turns, as they were stored: the recording's checks of
+    # a reply (see tcbreplay._record.agent's _check_reply) do not judge them again
+    serves_recorded_turns: ClassVar[bool] = True
 
     recording: RecordedRun = Field(repr=False, exclude=True)
     live: Any = Field(default=None, repr=False, exclude=True)

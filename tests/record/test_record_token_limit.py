@@ -1,0 +1,197 @@
+"""A reply the model stopped at its token limit, through the real clients of the three
+providers (OpenAI's ``finish_reason`` ``length``, Anthropic's ``stop_reason`` ``max_tokens``,
+Gemini's ``finishReason`` ``MAX_TOKENS``) against the loopback servers: the sample is an error
+saying so, never the model's answer, and the run counts it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anthropic_server
+import gemini_server
+import openai_server
+import pyarrow.parquet as pq
+import pytest
+from helpers import cli
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._record.models import parse_model
+from tcbreplay._record.options import RecordOptions
+from tcbreplay._record.runner import record_run
+from tcbreplay._store.runs import Store
+
+TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+PROMPT = BENCHMARKS["tool-call"].system_prompt
+ADD, GREET = "What is 25 plus 4.5?", "Hi there!"
+SCRIPT = {ADD: [[("add_numbers", {"a": 25.0, "b": 4.5})]], GREET: []}
+ANSWERS = {ADD: "The total is 29.5.", GREET: "Hello! How can I help you today?"}
+
+# each provider's model, server, faults, and the finish reason its reply said
+PROVIDERS = {
+    "openai": ("openai:gpt-4o-mini", openai_server.OpenAIServer, openai_server.Fault, "length"),
+    "anthropic": ("anthropic:claude-opus-4-7", anthropic_server.AnthropicServer,
+                  anthropic_server.Fault, "max_tokens"),
+    "google_genai": ("google_genai:gemini-2.5-flash", gemini_server.GeminiServer,
+                     gemini_server.Fault, "MAX_TOKENS"),
+}  # fmt: skip
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    path = tmp_path / "dataset.json"
+    entries = [
+        {"id": "add", "input": ADD,
+         "target": [{"name": "add_numbers", "args": {"a": 25, "b": 4.5}}]},
+        {"id": "greet", "input": GREET, "target": []},
+    ]  # fmt: skip
+    path.write_text(json.dumps(entries))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-key-for-a-loopback-server")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-a-loopback-server")
+    monkeypatch.setenv("GOOGLE_API_KEY", "fake-gemini-key-for-a-loopback-server")
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+
+
+def _samples(run_dir) -> dict[str, dict]:
+    return {r["sample_id"]: r for r in pq.read_table(Path(run_dir) / "samples.parquet").to_pylist()}
+
+
+def _messages(run_dir, sample_id) -> list[dict]:
+    rows = pq.read_table(Path(run_dir) / "messages.parquet").to_pylist()
+    rows = sorted((r for r in rows if r["sample_id"] == sample_id), key=lambda r: r["position"])
+    return [json.loads(r["message"])["data"] for r in rows]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_reply_at_the_token_limit_is_an_error_saying_so_not_retried(dataset, tmp_path, provider):
+    """A reply cut at max_tokens was stored as the model's answer, status ok: half the
+    answer's text was the final answer, scored as if whole."""
+    model, server_class, faults, reason = PROVIDERS[provider]
+    pytest.importorskip(f"langchain_{provider}")
+    with server_class(SCRIPT, answers=ANSWERS) as server:
+        server.inject(faults.at_token_limit(), input=GREET)
+        inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+        choice = parse_model(model, {"base_url": server.url, "max_tokens": "12"})
+        options = RecordOptions(workers=1, backoff=0.01)
+        summary = record_run(inputs, choice, Store(tmp_path / "traces"), run_id="r",
+                             options=options)  # fmt: skip
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 1, "TokenLimitReply")
+    assert row["error"] == (
+        f"the model stopped at its token limit (max_tokens=12, finish reason {reason}): what it "
+        "wrote is cut off; raise --model-option max_tokens=N"
+    )
+    # the cut answer is not stored: only the input
+    assert [m["type"] for m in _messages(summary.run_dir, "greet")] == ["human"]
+    assert _samples(summary.run_dir)["add"]["status"] == "ok"
+    assert (summary.errors, summary.error_types) == (1, {"TokenLimitReply": 1})
+
+
+def test_a_reply_at_the_token_limit_is_counted_and_said_by_record(dataset, tmp_path):
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(openai_server.Fault.at_token_limit(), input=ADD, turn=0)  # a cut call
+        result = cli("record", "--model", "openai:gpt-4o-mini",
+                     "--model-option", f"base_url={server.url}", "--dataset", dataset,
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", "2",
+                     "--max-errors", "1", "--store", tmp_path / "traces", "--run-id", "r",
+                     "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "1/2 ok, 1 errors" in result.output
+    assert "errors: TokenLimitReply x1 (" in result.output
+    row = _samples(tmp_path / "traces" / "r")["add"]
+    assert row["error"].startswith(
+        "the model stopped at its token limit (max_tokens not set: the provider's own, "
+        "finish reason length)"
+    )
+    assert len(server.requests) == 2  # greet's, and add's first turn once: not retried
+
+
+def test_a_stop_on_replies_at_the_token_limit_says_to_raise_it(dataset, tmp_path):
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(openai_server.Fault.at_token_limit())
+        result = cli("record", "--model", "openai:gpt-4o-mini",
+                     "--model-option", f"base_url={server.url}",
+                     "--model-option", "max_tokens=5", "--dataset", dataset,
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", "1",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert "no model call succeeded: the first sample failed after its retries" in error
+    assert "(TokenLimitReply: the model stopped at its token limit (max_tokens=5, " in error
+    assert error.endswith(
+        "the model's replies stopped at its token limit: record again with a higher "
+        "--model-option max_tokens=N (another run)"
+    )
+    assert "can be reached" not in error
+
+
+def test_an_empty_gemini_reply_at_the_token_limit_is_not_retried(dataset, tmp_path):
+    """Gemini's thinking can spend the whole limit: a reply with no content ending
+    MAX_TOKENS was retried as an empty reply, to be cut again at every attempt."""
+    pytest.importorskip("langchain_google_genai")
+    with gemini_server.GeminiServer(SCRIPT, answers=ANSWERS) as server:
+        server.inject(gemini_server.Fault.finish("MAX_TOKENS"), input=GREET)
+        inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+        choice = parse_model("google_genai:gemini-2.5-flash", {"base_url": server.url})
+        summary = record_run(inputs, choice, Store(tmp_path / "traces"), run_id="r",
+                             options=RecordOptions(workers=1, backoff=0.01))  # fmt: skip
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 1, "TokenLimitReply")
+    assert len(server.requests_for(GREET)) == 1
+
+
+def test_an_agents_own_model_refuses_a_reply_at_the_token_limit_once():
+    """The model an ``--agent`` factory is given keeps to the same rule."""
+    import asyncio
+
+    from langchain_openai import ChatOpenAI
+
+    from tcbreplay._record.agent import CallPolicy, SampleState, TokenLimitReply, current_sample
+    from tcbreplay._record.policed_model import under_policy
+
+    state = SampleState()
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(openai_server.Fault.at_token_limit())
+        chat = ChatOpenAI(model="gpt-4o-mini", base_url=server.url, max_tokens=9, max_retries=0)
+        model = under_policy(chat, CallPolicy(retries=2, backoff=0.01))
+
+        async def call() -> None:
+            current_sample.set(state)
+            await model.ainvoke(GREET)
+
+        with pytest.raises(TokenLimitReply, match=r"\(max_tokens=9, finish reason length\)"):
+            asyncio.run(call())
+    assert (len(server.requests), state.retries) == (1, 0)
+    assert isinstance(state.model_error, TokenLimitReply)
+
+
+def test_a_reply_at_the_token_limit_an_older_recording_stored_replays_as_it_was(
+    dataset, tmp_path, monkeypatch
+):
+    """A run recorded before such replies were refused holds one as an ``ok`` answer: its
+    replay serves the recorded turn as it is (the recording is what it replays), not an
+    error the recording did not have."""
+    import tcbreplay._record.agent as agent_module
+    from tcbreplay._replay.run import replay_run
+
+    store = Store(tmp_path / "traces")
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(openai_server.Fault.at_token_limit(), input=GREET)
+        with monkeypatch.context() as older:  # (as tcbreplay recorded before)
+            older.setattr(agent_module, "TOKEN_LIMIT_REASONS", frozenset())
+            inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+            choice = parse_model("openai:gpt-4o-mini", {"base_url": server.url})
+            record_run(inputs, choice, store, run_id="r", options=RecordOptions(workers=1))
+    assert _samples(tmp_path / "traces" / "r")["greet"]["status"] == "ok"
+
+    summary = replay_run(store, "r", new_run_id="again")
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["error"]) == ("ok", None)
+    assert _messages(summary.run_dir, "greet")[-1]["response_metadata"]["finish_reason"] == "length"
