@@ -24,6 +24,8 @@ UNKNOWN_MODEL = "unknown model"
 LONG_WAIT = "long wait"
 # every sample of the first wave failed before any model call was answered
 UNANSWERED = "unanswered"
+# a recording process (--processes) ended before its samples did (see ChildFailed)
+PROCESS_DIED = "process died"
 
 # Google answers a key that is not valid with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
 _KEY_INVALID = re.compile(r"API_KEY_INVALID|API key not valid|invalid[ _]api[ _]key", re.I)

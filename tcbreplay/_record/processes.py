@@ -175,7 +175,7 @@ def _hand_out(
     def failed(i: int) -> None:
         children[i].join(timeout=5)
         raise ChildFailed(
-            f"recording process {children[i].pid} exited (code {children[i].exitcode}) "
+            f"recording process {children[i].pid} {_ended(children[i].exitcode)} "
             f"with {out[i]} samples unfinished"
         ) from None
 
@@ -210,6 +210,17 @@ def _hand_out(
         for conn in conns:
             _drain(conn, on_line)
         raise
+
+
+def _ended(code: int | None) -> str:
+    """How a child ended, by its exit code: a negative one is the signal that killed it (the
+    out-of-memory killer's SIGKILL, most often)."""
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited (code {code})"
 
 
 def _drain(conn: Connection, on_line: Callable[[str, str, Any], None]) -> None:

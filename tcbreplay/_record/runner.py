@@ -29,6 +29,7 @@ from tcbreplay._record.agent_factory import (
     load_agent_factory,
 )
 from tcbreplay._record.failures import (
+    PROCESS_DIED,
     Breaker,
     ChildFailed,
     MaxErrors,
@@ -901,6 +902,10 @@ def _record(
         summary.simulated = simulated
         summary.attempted = len(samples)
         stop.summary = summary
+        raise
+    except ChildFailed as exc:  # (said in the manifest, as a stop is)
+        line = f"{PROCESS_DIED}: {exc}"
+        finish_run(writer, "failed", time.perf_counter() - started, total, line, finish)
         raise
     except BaseException:
         finish_run(writer, "failed", time.perf_counter() - started, total, None, finish)

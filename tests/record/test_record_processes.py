@@ -241,6 +241,32 @@ def test_a_child_that_dies_fails_the_run_and_keeps_what_was_finished(tmp_path, m
     store.resume_run("r").close()  # the run is not left locked
 
 
+def test_a_child_killed_with_sigkill_is_said_in_the_manifest(tmp_path, monkeypatch):
+    """A recording process killed with ``kill -9`` (the out-of-memory killer's signal) left
+    the manifest's ``stopped`` null, the run ``failed`` with no word why, and the line said
+    "exited (code -9)"."""
+    import tcbreplay._record.processes
+
+    real = tcbreplay._record.processes.run_sample
+
+    async def killed_on_one_sample(agent, sample, run_id, options, *trial):
+        if sample.index == 40:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return await real(agent, sample, run_id, options, *trial)
+
+    monkeypatch.setattr(tcbreplay._record.processes, "run_sample", killed_on_one_sample)
+    store = Store(tmp_path / "traces")
+    result = cli("record", "--model", "sim:latency=0.01", "--run-id", "r", "--workers", 4,
+                 "--processes", 2, "--quiet", "--store", store.root)  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = result.stderr.splitlines()[-2]
+    said = r"recording process \d+ was killed by SIGKILL with \d+ samples unfinished"
+    assert re.fullmatch(rf"Error: recording of r stopped: {said}", error), result.stderr
+    manifest = json.loads((store.run_dir("r") / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert re.fullmatch(rf"process died: {said}", manifest["stopped"]), manifest["stopped"]
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
