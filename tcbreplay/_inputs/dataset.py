@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._inputs.finite import refuse_non_finite
 from tcbreplay._inputs.gold import (
     GoldCall,
     GoldProblem,
@@ -158,6 +159,7 @@ def load_dataset(path: str | Path, params: Mapping[str, set[str] | None] | None 
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     raw, where = _parse_entries(text, label)
+    refuse_non_finite(raw, where, text, label)
     samples = parse_entries(raw, label, where, params)
     return Dataset(samples=samples, source=str(path), sha256=hashlib.sha256(data).hexdigest())
 

@@ -575,7 +575,7 @@ def test_values_within_the_limits_load(tmp_path):
     text = json.dumps(
         {"input": "9" * 5000, "target": [{"name": "f", "args": {"a": "A", "b": "B", "c": "C"}}]}
     )
-    for key, value in {"A": nested(96), "B": "9" * 640, "C": "9" * 5000 + ".5"}.items():
+    for key, value in {"A": nested(96), "B": "9" * 640, "C": "0." + "9" * 5000}.items():
         text = text.replace(f'"{key}"', value)
     (sample,) = load_dataset(write(tmp_path, "ds.jsonl", text + "\n")).samples
     assert sample.target[0].args["b"] == int("9" * 640)  # digits in a string or a float: no limit
@@ -809,3 +809,60 @@ def test_a_system_prompt_file_s_utf8_bom_is_no_part_of_the_prompt(tmp_path):
     inputs = load_inputs(system_prompt=path)
     assert inputs.system_prompt == "You are a helper.\r\nBe brief."
     assert inputs.system_prompt_sha256 == hashlib.sha256(raw).hexdigest()  # the file's bytes
+
+
+# ---------------------------------------------------------------- numbers JSON has not
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"), ("1e999", "1e999"),
+     ("9" * 400 + ".5", "9" * 400 + ".5")],
+    ids=["nan", "infinity", "-infinity", "1e999", "400-digits"],
+)  # fmt: skip
+def test_a_gold_value_that_is_no_finite_number_is_refused_with_its_line_and_field(
+    tmp_path, fmt, value, said
+):
+    """A gold argument NaN (or Infinity, or 1e999: infinity as a float) was taken: Python's
+    reader accepts them, and a NaN equals nothing, so the gold call could never be matched."""
+    path = write(tmp_path, f"ds.{fmt}", _entries_text(fmt, value))
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    place = "line 3: entry 1" if fmt == "json" else "line 2"
+    assert str(info.value) == (
+        f"ds.{fmt}: {place}: target[0].args.a is {said}, which is no finite number "
+        "(JSON has none): give a number, or a string"
+    )
+
+
+def test_a_value_that_is_no_finite_number_is_refused_anywhere_with_its_path(tmp_path):
+    text = (
+        '[{"input": "NaN in a string is text", "target": []},\n'
+        ' {"input": "b", "tool_call_names": ["add_numbers"],\n'
+        '  "tool_call_args": [{"a": 1, "b": [2, {"c": NaN}]}]}]\n'
+    )
+    with pytest.raises(DatasetError) as info:
+        load_dataset(write(tmp_path, "ds.json", text))
+    assert str(info.value).startswith("ds.json: line 3: entry 1: tool_call_args[0].b[1].c is NaN")
+    with pytest.raises(DatasetError, match=r"^ds.jsonl: line 1: metadata\.score is Infinity"):
+        load_dataset(
+            write(
+                tmp_path,
+                "ds.jsonl",
+                '{"input": "a", "target": [], "metadata": {"score": Infinity}}',
+            )
+        )
+
+
+def test_record_refuses_a_nan_gold_value_in_one_line_before_anything_is_written(tmp_path):
+    dataset = write(tmp_path, "ds.jsonl", _entries_text("jsonl", "NaN"))
+    root = tmp_path / "traces"
+    result = cli("record", "--model", "sim:seed=1", "--dataset", dataset, "--run-id", "r",
+                 "--store", root)  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        "Error: ds.jsonl: line 2: target[0].args.a is NaN, which is no finite number (JSON has "
+        "none): give a number, or a string"
+    ]
+    assert not root.exists()
