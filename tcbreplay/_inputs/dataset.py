@@ -39,6 +39,7 @@ from tcbreplay._inputs.gold import (
     key_problems,
     stored_calls,
 )
+from tcbreplay._inputs.spread import spread_over_lines
 from tcbreplay._inputs.tools import ToolSchema, schemas_from_items
 from tcbreplay._json import _SURROGATE_ESCAPE, lone_surrogate
 from tcbreplay.errors import DatasetError, ToolSchemaError
@@ -215,8 +216,9 @@ def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
         try:
             raw.append(_json.loads(line, first_line=lineno, repeats=repeats))
         except json.JSONDecodeError as exc:
+            said = spread_over_lines(text, lineno) or f"line {lineno}: not valid JSON: {exc.msg}"
             raise DatasetError(
-                f"{label}: line {lineno}: not valid JSON: {exc.msg}",
+                f"{label}: {said}",
                 hint="a dataset is a JSON array or one JSON object per line",
             ) from exc
         except _json.LimitError as exc:

@@ -866,3 +866,39 @@ def test_record_refuses_a_nan_gold_value_in_one_line_before_anything_is_written(
         "none): give a number, or a string"
     ]
     assert not root.exists()
+
+
+# ---------------------------------------------------------------- JSON spread over lines
+
+
+PRETTY = json.dumps({"id": "a", "input": "x", "target": []}, indent=2)  # 5 lines
+
+
+@pytest.mark.parametrize("name", ["ds.json", "ds.jsonl"])
+def test_one_pretty_printed_object_is_said_to_be_no_json_lines(tmp_path, name):
+    """It was "line 1: not valid JSON: Expecting property name enclosed in double quotes",
+    of a file that is valid JSON."""
+    with pytest.raises(DatasetError) as info:
+        load_dataset(write(tmp_path, name, PRETTY + "\n"))
+    assert problems(info) == [
+        f"{name}: lines 1-5: one JSON object spread over lines, not JSON Lines (one entry a "
+        "line): put the entries in a JSON array, or each on a line of its own"
+    ]
+
+
+def test_an_entry_of_json_lines_broken_over_lines_is_named_by_its_lines(tmp_path):
+    one = '{"input": "y", "target": []}'
+    text = one + "\n" + one + "\n" + PRETTY + "\n" + one + "\n"
+    with pytest.raises(DatasetError) as info:
+        load_dataset(write(tmp_path, "ds.jsonl", text))
+    assert problems(info) == [
+        "ds.jsonl: lines 3-7: one JSON object spread over lines, not JSON Lines (one entry a "
+        "line): put the entries in a JSON array, or each on a line of its own"
+    ]
+
+
+def test_an_error_inside_an_object_spread_over_lines_names_its_own_line(tmp_path):
+    text = '{"input": "y", "target": []}\n{\n  "input": "x",\n  "target": [}\n}\n'
+    with pytest.raises(DatasetError) as info:
+        load_dataset(write(tmp_path, "ds.jsonl", text))
+    assert problems(info)[0].startswith("ds.jsonl: line 4: not valid JSON: ")
