@@ -227,6 +227,16 @@ def none_messages(model, tools, system_prompt):
     return _Streams([{"messages": None}])
 
 
+def yields_nothing(model, tools, system_prompt):
+    """A graph whose stream ends without a state."""
+    return _Streams([])
+
+
+def no_messages(model, tools, system_prompt):
+    """A graph whose last state has ``messages`` empty."""
+    return _Streams([{"messages": []}])
+
+
 def raises_cancelled(model, tools, system_prompt):
     """A graph that raises ``CancelledError`` of its own (no one cancelled it)."""
     import asyncio

@@ -110,15 +110,15 @@ class AgentStateError(ValueError):
 
 
 def state_messages(state: Any) -> list[Any]:
-    """The messages of a graph's last state (None: it gave none), as LangChain messages:
-    those a graph keeps in any form LangChain's ``convert_to_messages`` reads (message
-    objects, ``{"role": ..., "content": ...}`` dicts, ``(role, content)`` pairs), as a
-    state without the ``add_messages`` reducer keeps them; raises :class:`AgentStateError`
-    saying what the state holds instead."""
+    """The messages of a graph's last state, as LangChain messages: those a graph keeps in
+    any form LangChain's ``convert_to_messages`` reads (message objects, ``{"role": ...,
+    "content": ...}`` dicts, ``(role, content)`` pairs), as a state without the
+    ``add_messages`` reducer keeps them; raises :class:`AgentStateError` saying what the state
+    holds instead, or that there is none (None: the graph gave no state) or no message."""
     from langchain_core.messages import convert_to_messages
 
     if state is None:
-        return []
+        raise AgentStateError("the graph returned no messages: its stream ended without a state")
     if isinstance(state, Mapping):
         if "messages" not in state:
             keys = ", ".join(repr(k) for k in list(state)[:5]) or "none"
@@ -139,6 +139,10 @@ def state_messages(state: Any) -> list[Any]:
             "of messages"
         )
     messages = list(messages)
+    if not messages:
+        raise AgentStateError(
+            "the graph returned no messages: its last state's 'messages' is empty"
+        )
     for k, message in enumerate(messages):
         try:
             messages[k] = convert_to_messages([message])[0]

@@ -42,6 +42,10 @@ def test_a_graph_keeping_its_messages_as_dicts_is_recorded(tmp_path):
     [
         ("none_messages", "AgentStateError",
          "the graph's last state has 'messages' NoneType, not a list of messages"),
+        ("yields_nothing", "AgentStateError",
+         "the graph returned no messages: its stream ended without a state"),
+        ("no_messages", "AgentStateError",
+         "the graph returned no messages: its last state's 'messages' is empty"),
         ("raises_cancelled", "AgentRaised", "the agent raised CancelledError"),
         ("exits", "AgentRaised", "the agent raised SystemExit(5)"),
     ],
@@ -50,7 +54,8 @@ def test_what_a_graph_leaves_or_raises_is_its_sample_s_error_in_one_line(
     tmp_path, agent, error_type, says
 ):
     """``messages`` None crashed the recording with a traceback, a CancelledError of the
-    graph's own too, and SystemExit(5) ended it with exit 5 and no word."""
+    graph's own too, and SystemExit(5) ended it with exit 5 and no word; a graph that gave
+    no state, or no messages, was stored ``ok`` with an empty conversation."""
     store = tmp_path / "traces"
     result = cli("record", "--model", "sim:seed=1", "--agent", f"replay_fixtures:{agent}",
                  "--limit", "3", "--workers", "1", "--run-id", "r", "--quiet",
@@ -70,8 +75,8 @@ def test_the_messages_of_a_state_are_read_in_any_form_langchain_reads():
         {"messages": [{"role": "user", "content": "hi"}, ("assistant", "hello"), AIMessage("x")]}
     )
     assert [(m.type, m.content) for m in said] == [("human", "hi"), ("ai", "hello"), ("ai", "x")]
-    assert state_messages(None) == []
     for state, says in [
+        (None, "the graph returned no messages: its stream ended without a state"),
         ({"msgs": []}, "holds no 'messages' (its keys: 'msgs')"),
         ({"messages": "hi"}, "has 'messages' str, not a list of messages"),
         (
