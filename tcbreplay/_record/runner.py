@@ -49,6 +49,7 @@ from tcbreplay._record.models import (
 from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
 from tcbreplay._record.retry import RateLimiter, RecentUse, recent_use
 from tcbreplay._record.sample import SampleTimeout, run_sample
+from tcbreplay._record.tool_names import check_tool_names
 from tcbreplay._store.files import FOLDING
 from tcbreplay._store.locks import lock_holder
 from tcbreplay._store.runs import Run, Store, validate_run_id
@@ -285,6 +286,9 @@ def record_run(
         sample_ids = [sample_ids]
     sample_ids = _once(sample_ids)
     tools = runnable_tools(inputs)
+    check_tool_names(
+        (t.name for t in inputs.toolset.schemas), choice, f"--tools {inputs.toolset.source}"
+    )
     budget = None if max_errors is None else MaxErrors.parse(max_errors)
     check_engine(engine, ray_address)
     if engine == "ray":
