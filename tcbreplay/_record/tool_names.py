@@ -15,6 +15,9 @@ from tcbreplay.errors import InputError
 
 _FUNCTION_NAME = (re.compile(r"[a-zA-Z0-9_-]{1,64}"), "1 to 64 letters, digits, _ and -",
                   "^[a-zA-Z0-9_-]{1,64}$")  # fmt: skip
+# Anthropic's API says its rule in its 400: ^[a-zA-Z0-9_-]{1,128}$ (its SDK's types do not)
+_TOOL_NAME = (re.compile(r"[a-zA-Z0-9_-]{1,128}"), "1 to 128 letters, digits, _ and -",
+              "^[a-zA-Z0-9_-]{1,128}$")  # fmt: skip
 _GEMINI_NAME = (
     re.compile(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"),
     "a letter or _, then letters, digits, _, ., : and -, 128 at most",
@@ -25,7 +28,7 @@ _GEMINI_NAME = (
 RULES = {
     "openai": ("OpenAI", _FUNCTION_NAME),
     "azure_openai": ("Azure OpenAI", _FUNCTION_NAME),
-    "anthropic": ("Anthropic", _FUNCTION_NAME),
+    "anthropic": ("Anthropic", _TOOL_NAME),
     "google_genai": ("Gemini", _GEMINI_NAME),
     "google_vertexai": ("Gemini", _GEMINI_NAME),
 }

@@ -43,6 +43,7 @@ def dataset(tmp_path):
 
 
 OPENAI_RULE = "1 to 64 letters, digits, _ and - (^[a-zA-Z0-9_-]{1,64}$)"
+ANTHROPIC_RULE = "1 to 128 letters, digits, _ and - (^[a-zA-Z0-9_-]{1,128}$)"
 GEMINI_RULE = (
     "a letter or _, then letters, digits, _, ., : and -, 128 at most "
     "(^[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}$)"
@@ -53,8 +54,8 @@ GEMINI_RULE = (
     ("model", "tools", "said"),
     [
         ("openai:gpt-4o-mini", "shop.add", f"OpenAI takes: {OPENAI_RULE}"),
-        ("anthropic:claude-opus-4-7", "add numbers", f"Anthropic takes: {OPENAI_RULE}"),
-        ("anthropic:claude-opus-4-7", "a" * 65, f"Anthropic takes: {OPENAI_RULE}"),
+        ("anthropic:claude-opus-4-7", "add numbers", f"Anthropic takes: {ANTHROPIC_RULE}"),
+        ("anthropic:claude-opus-4-7", "a" * 129, f"Anthropic takes: {ANTHROPIC_RULE}"),
         ("google_genai:gemini-2.5-flash", "1add", f"Gemini takes: {GEMINI_RULE}"),
     ],
     indirect=["tools"],
@@ -78,6 +79,7 @@ def test_a_tool_name_the_provider_refuses_is_refused_before_the_run(
     ("model", "settings", "name"),
     [
         ("google_genai:gemini-2.5-flash", {}, "shop.add:v2"),  # (Gemini's own rule)
+        ("anthropic:claude-opus-4-7", {}, "a" * 128),  # (longer than OpenAI's 64)
         ("openai:my-model", {"base_url": "http://localhost:8000/v1"}, "shop.add"),  # not OpenAI
         ("sim", {}, "add numbers"),
     ],
