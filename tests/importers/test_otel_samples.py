@@ -384,3 +384,38 @@ def test_times_that_are_not_nanoseconds_are_said_once():
         "the year 2000 as nanoseconds since 1970 (OTLP's unit): the file's times look like "
         "milliseconds: read as nanoseconds, its latencies are 1,000,000 times too small"
     )
+
+
+def _without_result(spans):
+    """The tool run's span holds no result (the agent was killed while its tool ran: no
+    later model call either)."""
+    kept = [a for a in spans[1]["attributes"] if a["key"] != "gen_ai.tool.call.result"]
+    spans[1]["attributes"] = kept
+    spans[2]["attributes"] = []
+
+
+def _no_content(spans):
+    """Content capture off: no messages on the model calls, no result on the tool run."""
+    _without_result(spans)
+    for span in spans:
+        span["attributes"] = [
+            a for a in span["attributes"]
+            if a["key"] not in ("gen_ai.input.messages", "gen_ai.output.messages")
+        ]  # fmt: skip
+
+
+@pytest.mark.parametrize("change", [_without_result, _no_content])
+def test_a_tool_run_without_a_result_keeps_its_call_open_and_is_said(change):
+    """An execute_tool span without gen_ai.tool.call.result: its call was left unanswered
+    in silence (or, told by the tool runs alone, answered by an empty success)."""
+    with pytest.warns(TcbReplayWarning) as caught:
+        (line,) = otlp.read(first_trace(change), None).lines
+    data = [json.loads(m["message"]) for m in line.messages]
+    assert data[-1]["type"] == "ai"
+    assert [c["name"] for c in data[-1]["data"]["tool_calls"]] == ["multiply_numbers"]
+    assert "tool" not in [m["type"] for m in data]
+    assert [str(w.message) for w in caught] == [
+        "t.jsonl: 1 tool runs hold no result and no error (cut short, or their content not "
+        "captured): their calls are stored without a result: trace "
+        "16ec9dc6a3edd0fc7ca41b4fcde927a3 span 89d8f800cc274c13 (multiply_numbers)"
+    ]

@@ -44,6 +44,8 @@ from typing import Any
 
 from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel import spans as otlp
+from tcbreplay._importers.otel.calls import ToolRun
+from tcbreplay._importers.otel.conversation import warn_resultless
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._secrets import redact, scrub, shown_path
 from tcbreplay._store.files import DATASET_SHA256, file_record, write_jsonl_atomic
@@ -156,6 +158,8 @@ class Collector:
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
         # traces of no agent's so far (see otel_samples.holds_agent): their root span's name
         self._no_agent: dict[str, str] = {}
+        # the tool runs without a result of each trace's samples as last built (said at the end)
+        self._resultless: dict[str, list[ToolRun]] = {}
         # the values inside messages and tool calls redacted as credentials in the requests
         # this collection received (said when it finishes; see otlp.warn_content_redacted)
         self._content = otlp.Batch()
@@ -375,6 +379,7 @@ class Collector:
             return
         for b in built:
             self._store(b)
+        self._resultless[trace_id] = [r for b in built for r in b.resultless]
         self._unstored.pop(trace_id, None)
         self._stale.pop(trace_id, None)
         trace.built = True
@@ -509,6 +514,8 @@ class Collector:
         if self._no_agent:
             (trace_id, root), n = next(iter(self._no_agent.items())), len(self._no_agent)
             otel_samples.warn_no_agent("collect", n, trace_id, root)
+        if resultless := [(t, r) for t, runs in self._resultless.items() for r in runs]:
+            warn_resultless("collect", len(resultless), *resultless[0])
         return CollectSummary(
             self.run_id,
             str(self.dir),

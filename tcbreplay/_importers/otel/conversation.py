@@ -6,18 +6,22 @@ history before it), then its answer, in the order the calls were put in (see
 :mod:`tcbreplay._importers.otel.samples`). Tool results no model call was sent (the last
 calls of a sample) come from the tool runs, matched by call id; a sample whose model calls
 hold no answer (content capture off) is told by its tool runs alone, each a call and its
-result.
+result. A tool run that holds no result and did not fail (its span ended without one, or its
+content was not captured) gave none: its call is stored without a result, not with an empty
+one, and the run is handed back to be said.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay._importers.otel.calls import Call, Message, ToolRun, Turn
+from tcbreplay.errors import TcbReplayWarning
 
-__all__ = ["Entry", "conversation", "stored"]
+__all__ = ["Entry", "conversation", "stored", "warn_resultless"]
 
 
 @dataclass(slots=True)
@@ -35,11 +39,13 @@ def conversation(
     runs: Sequence[ToolRun],
     unmatched: list[ToolRun] | None = None,
     models_seen: bool = True,
+    resultless: list[ToolRun] | None = None,
 ) -> list[Entry]:
     """The model calls' messages as one conversation, tool results from the tool runs (see
     the module docstring); ``unmatched`` is given the runs that answer no call the model
-    made (left out of the conversation). Without ``models_seen`` the turns are an agent
-    span's messages, its model calls untraced: its tool runs are its calls."""
+    made (left out of the conversation), ``resultless`` the runs whose call was left without
+    a result because they hold none. Without ``models_seen`` the turns are an agent span's
+    messages, its model calls untraced: its tool runs are its calls."""
     out: list[Entry] = []
     keys: list[tuple[Any, ...]] = []
     for t in turns:
@@ -54,9 +60,10 @@ def conversation(
     # only where no model answer was captured can the tool runs say what the model called:
     # an answer in text alone called nothing, and a tool run beside it answers no call
     said = any(e.message.calls or (models_seen and e.turn and e.message.text.strip()) for e in out)
+    resultless = [] if resultless is None else resultless
     if runs and not said:
-        return _from_runs(out, runs)
-    return _with_results(out, runs, [] if unmatched is None else unmatched)
+        return _from_runs(out, runs, resultless)
+    return _with_results(out, runs, [] if unmatched is None else unmatched, resultless)
 
 
 def _overlap(laid: list[tuple[Any, ...]], sent: list[tuple[Any, ...]]) -> int:
@@ -71,11 +78,15 @@ def _overlap(laid: list[tuple[Any, ...]], sent: list[tuple[Any, ...]]) -> int:
 
 
 def _with_results(
-    out: list[Entry], runs: Sequence[ToolRun], unmatched: list[ToolRun]
+    out: list[Entry],
+    runs: Sequence[ToolRun],
+    unmatched: list[ToolRun],
+    resultless: list[ToolRun],
 ) -> list[Entry]:
     """``out`` with each call no tool message answers answered by its tool run (by call id,
     else the next run of that tool), and each tool message given its run (for latency);
-    the runs that answer no call go to ``unmatched``. Calls without an id (Gemini's) are
+    the runs that answer no call go to ``unmatched``, those that would answer one but hold
+    no result to ``resultless``. Calls without an id (Gemini's) are
     answered by the results without one that follow them, in order."""
     by_id = {r.call_id: r for r in runs if r.call_id}
     unnamed: dict[str, list[ToolRun]] = {}
@@ -113,16 +124,19 @@ def _with_results(
                 tool = idless.pop(0)
                 tool.run = tool.run or run
                 continue
-            if run is not None and (run.result is not None or run.error):
+            if run is not None and _gave_result(run):
                 result.append(Entry(_result(run, call.id), run=run))
+            elif run is not None:
+                resultless.append(run)
     used.update(id(e.run) for e in result if e.run is not None)
     unmatched.extend(r for r in runs if id(r) not in used)
     return result
 
 
-def _from_runs(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
+def _from_runs(out: list[Entry], runs: Sequence[ToolRun], resultless: list[ToolRun]) -> list[Entry]:
     """A sample whose model calls hold no answer (none, or empty ones) told by its tool
-    runs: the messages sent, each run as a call and its result, then the last answer."""
+    runs: the messages sent, each run as a call and its result (a run that holds none, to
+    ``resultless``: its call alone), then the last answer."""
     head = [e for e in out if e.turn is None]
     last = [e for e in out if e.turn is not None][-1:]
     body: list[Entry] = []
@@ -130,13 +144,35 @@ def _from_runs(out: list[Entry], runs: Sequence[ToolRun]) -> list[Entry]:
         call_id = r.call_id or f"run-{r.span_id}"
         call = Call(call_id, r.name, r.args if r.args is not None else {})
         body.append(Entry(Message("assistant", "", [call])))
-        body.append(Entry(_result(r, call_id), run=r))
+        if _gave_result(r):
+            body.append(Entry(_result(r, call_id), run=r))
+        else:
+            resultless.append(r)
     return head + body + last
+
+
+def _gave_result(run: ToolRun) -> bool:
+    """Whether a tool run says how it ended: a result, or a failure (its error the result)."""
+    return run.result is not None or run.error
 
 
 def _result(run: ToolRun, call_id: str | None) -> Message:
     text = run.result if run.result is not None else run.error_text
     return Message("tool", text or "", call_id=call_id, name=run.name, error=run.error)
+
+
+def warn_resultless(label: str, count: int, trace_id: str, run: ToolRun) -> None:
+    """Say in one warning the ``count`` tool runs of ``label`` that hold no result (see
+    :func:`conversation`), naming the first (its trace, span and tool)."""
+    more = " ..." if count > 1 else ""
+    warnings.warn(
+        TcbReplayWarning(
+            f"{label}: {count} tool runs hold no result and no error (cut short, or their "
+            "content not captured): their calls are stored without a result: trace "
+            f"{trace_id} span {run.span_id} ({run.name}){more}"
+        ),
+        stacklevel=3,
+    )
 
 
 def stored(entries: list[Entry]) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from tcbreplay._importers.dialect import SourceTraces, TraceLine
 from tcbreplay._importers.lines import MAX_TRIALS, token_problem
 from tcbreplay._importers.otel import genai, openinference, vercel
 from tcbreplay._importers.otel.calls import ToolRun, Turn, json_value
-from tcbreplay._importers.otel.conversation import conversation, stored
+from tcbreplay._importers.otel.conversation import conversation, stored, warn_resultless
 from tcbreplay._importers.otel.spans import STATUS_ERROR, Span
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay.errors import DatasetError, TcbReplayWarning, TraceError
@@ -88,6 +88,7 @@ class Built:
     tools: list[dict[str, Any]]
     models: list[str]
     called: dict[str, set[str]] = field(default_factory=dict)
+    resultless: list[ToolRun] = field(default_factory=list)  # runs that gave their call none
 
 
 def groups(spans: Iterable[Span], sample_by: str = "trace", label: str = "") -> list[Group]:
@@ -258,7 +259,8 @@ def build(group: Group, sample_by: str, label: str) -> Built:
     turns = _in_order(turns, place)
     runs.sort(key=lambda r: (r.start, r.span_id))
     unmatched: list[ToolRun] = []
-    entries = conversation(turns, runs, unmatched, models_seen=not unseen)
+    resultless: list[ToolRun] = []
+    entries = conversation(turns, runs, unmatched, models_seen=not unseen, resultless=resultless)
     if unmatched:  # (a tool the agent ran without its model asking, or a call id mistyped)
         named = ", ".join(f"{r.name} ({r.call_id or 'no call id'})" for r in unmatched[:3])
         warnings.warn(
@@ -300,7 +302,7 @@ def build(group: Group, sample_by: str, label: str) -> Built:
         if name in descriptions and name not in tools:
             tools[name] = {"name": name, "description": descriptions[name]}
     models = [t.model for t in turns if t.model]
-    return Built(group, line, input_text, entry, list(tools.values()), models, called)
+    return Built(group, line, input_text, entry, list(tools.values()), models, called, resultless)
 
 
 def _in_order(turns: list[Turn], place: str) -> list[Turn]:
@@ -427,6 +429,8 @@ def read_samples(
         )
     if unread is not None:
         warn_no_agent(label, left_out, unread.trace_id, unread.root.name)
+    if resultless := [(b.group.trace_id, r) for b in built for r in b.resultless]:
+        warn_resultless(label, len(resultless), *resultless[0])
     if merged:
         warnings.warn(
             TcbReplayWarning(
