@@ -14,9 +14,11 @@ A sample is a trace (every observation of one ``trace_id``), told by
 :class:`~tcbreplay._importers.trees.Conversation`: the messages its first ``GENERATION`` was
 given, then, in the order they began, each generation's answer (a model turn) and each
 ``TOOL`` observation's result (the call it answers named by its output or its metadata's
-``tool_call_id``); generations and tools inside a generation or a tool are left out. A trace
-whose first top-level observation has level ``ERROR`` is a trial in error, its
-``status_message`` the error.
+``tool_call_id``); generations and tools inside a generation or a tool are left out. A ``TOOL``
+observation whose output is null and whose level is no ``ERROR`` (still running when exported,
+or killed) gave no result: its call is stored without one (unless a later generation was given
+it), and the import says how many. A trace whose first top-level observation has level
+``ERROR`` is a trial in error, its ``status_message`` the error.
 
 The traces hold no gold calls: ``--dataset`` gives them, each trace matched to a sample by its
 trace id, else by its input text; without one, each trace is a sample of its own, with the tools
@@ -27,6 +29,7 @@ its generations were offered (``tool_definitions``, or the ``tools`` of their in
 from __future__ import annotations
 
 import json
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from tcbreplay import _json
@@ -43,7 +46,7 @@ from tcbreplay._importers.trees import (
     usage_of,
 )
 from tcbreplay._secrets import redact
-from tcbreplay.errors import TraceError
+from tcbreplay.errors import TcbReplayWarning, TraceError
 
 if TYPE_CHECKING:
     from tcbreplay._inputs.benchmarks import BenchmarkInputs
@@ -101,7 +104,18 @@ def read(file: TraceFile, inputs: BenchmarkInputs | None) -> SourceTraces:
     traces: dict[str, list[dict[str, Any]]] = {}
     for obs in observations:
         traces.setdefault(str(obs["trace_id"]), []).append(obs)
-    found = [_trace(trace_id, group) for trace_id, group in traces.items()]
+    unfinished: list[str] = []
+    found = [_trace(trace_id, group, unfinished) for trace_id, group in traces.items()]
+    if unfinished:
+        warnings.warn(
+            TcbReplayWarning(
+                f"{file.name}: {len(unfinished)} tool observations have no output and no error "
+                "(still running when exported, or killed): no result of theirs is stored (a "
+                "later generation gives one it was given), the first at "
+                f"{unfinished[0].removeprefix(file.name + ': ')}"
+            ),
+            stacklevel=2,
+        )
     found.sort(key=lambda t: (str(t.began), t.line.sample_id))
     models = {o["model"] for o in observations if o.get("model") and o["type"] == "GENERATION"}
     dataset = None if inputs is None else inputs.dataset
@@ -202,8 +216,9 @@ def _json_rows(file: TraceFile) -> list[tuple[str, Any]]:
     return [(f"{file.name}: observation {n}", row) for n, row in enumerate(doc)]
 
 
-def _trace(trace_id: str, observations: list[dict[str, Any]]) -> Unmatched:
-    """A trace as a sample's trial: its messages, status and metadata."""
+def _trace(trace_id: str, observations: list[dict[str, Any]], unfinished: list[str]) -> Unmatched:
+    """A trace as a sample's trial: its messages, status and metadata (the places of its tool
+    observations that gave no result added to ``unfinished``)."""
     from tcbreplay._record.messages import serialize_messages
 
     by_id = {str(o["id"]): o for o in observations}
@@ -235,6 +250,8 @@ def _trace(trace_id: str, observations: list[dict[str, Any]]) -> Unmatched:
         where = f"{obs['_place']} ({kind.lower()} {obs.get('name')!r})"
         if kind == "GENERATION":
             told.model_call(_given(obs, where), _answer(obs, where))
+        elif obs.get("output") is None and obs.get("level") != "ERROR":
+            unfinished.append(where)  # no result: not an empty one (its call stays open)
         else:
             told.tool_call(str(obs.get("name") or ""), *_tool_result(obs, where),
                            args=obs.get("input"))  # fmt: skip

@@ -18,7 +18,7 @@ from tcbreplay._importers import langfuse
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.sniff import sniff
 from tcbreplay._inputs.benchmarks import load_inputs
-from tcbreplay.errors import TraceError
+from tcbreplay.errors import TcbReplayWarning, TraceError
 
 DATA = TEST_DATA / "langfuse"
 # the fixtures' generator: its agent, keys and the server's mapping of spans
@@ -262,3 +262,36 @@ def test_the_real_sdk_traces_as_the_agent_returned(tmp_path):
             data = path.read_bytes()
             assert generate_langfuse.PUBLIC_KEY.encode() not in data, path
             assert generate_langfuse.SECRET_KEY.encode() not in data, path
+
+
+def _killed_in_its_tool(*, later: bool) -> bytes:
+    """The fixture's first trace as an export shows it when its agent was killed while its
+    tool ran: the tool observation without output or end; with ``later``, the observations
+    after it kept (only the tool's end was lost: the next generation was given its result)."""
+    trace = rows()[0]["trace_id"]
+    mine = [r for r in rows() if r["trace_id"] == trace]
+    at = next(k for k, r in enumerate(mine) if r["type"] == "TOOL")
+    kept = mine if later else mine[: at + 1]
+    kept[at].update(output=None, end_time=None)
+    return "".join(json.dumps(r) + "\n" for r in kept).encode()
+
+
+def test_a_tool_observation_without_output_gives_no_result_and_is_said():
+    """A tool still running (or killed) became an empty "success" result, in silence."""
+    with pytest.warns(TcbReplayWarning) as said:
+        source = read("o.jsonl", data=_killed_in_its_tool(later=False))
+    assert [str(w.message) for w in said] == [
+        "o.jsonl: 1 tool observations have no output and no error (still running when "
+        "exported, or killed): no result of theirs is stored (a later generation gives one it "
+        "was given), the first at line 5 (tool 'list_items')"
+    ]
+    (line,) = source.lines
+    told = [(m["type"], m["data"].get("tool_calls")) for m in stored(line)]
+    assert [kind for kind, _ in told] == ["system", "human", "ai"]  # the call, no tool message
+    assert [c["name"] for c in told[2][1]] == ["list_items"]
+
+
+def test_a_tool_observation_without_output_takes_the_result_a_later_generation_was_given():
+    with pytest.warns(TcbReplayWarning, match="1 tool observations have no output"):
+        source = read("o.jsonl", data=_killed_in_its_tool(later=True))
+    assert turns(stored(source.lines[0])) == turns(expected()[0]["messages"])
