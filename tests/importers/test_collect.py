@@ -203,6 +203,49 @@ def test_a_trace_without_a_trial_takes_the_first_its_sample_has_not(tmp_path):
     ]  # fmt: skip
 
 
+def test_every_trial_of_a_sample_holds_its_dataset_entrys_input_as_import_stores_it(tmp_path):
+    """Two traces of one sample asked in other words: collect stored each trial's own first
+    user message as the sample's input (the dataset the first's), import the entry's."""
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        agent_runs(endpoint, [("Hi", {"tcbreplay.sample_id": "s1"}),
+                              ("Hello there", {"tcbreplay.sample_id": "s1"})])  # fmt: skip
+    assert (summary[0].samples, summary[0].unstored) == (2, 0), log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--store", store)
+    assert imported.exit_code == 0, imported.output
+    assert samples_of(store, "live") == samples_of(store, "file") == [
+        ("s1", 0, "Hi", 2), ("s1", 1, "Hi", 2)
+    ]  # fmt: skip
+    assert json.loads((store / "live" / "dataset.jsonl").read_text())["input"] == "Hi"
+
+
+def test_the_entry_of_a_sample_is_its_first_traces_to_come_as_imports(tmp_path):
+    """The first trace's model call came, then a whole second trace of the sample, then the
+    first's root: the second made a sample first and its question was the dataset's and every
+    row's; import takes the first trace in the received file, which came first."""
+    from opentelemetry import trace as trace_api
+
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        tracer, provider = sdk_tracer(endpoint)
+        root = tracer.start_span("invoke_agent shop", attributes={
+            "gen_ai.operation.name": "invoke_agent", "tcbreplay.sample_id": "s1",
+        })  # fmt: skip
+        with trace_api.use_span(root, end_on_exit=False):
+            chat_span(tracer, "Hi", "Done.")
+        agent_runs(endpoint, [("Hello there", {"tcbreplay.sample_id": "s1"})])
+        root.end()
+        provider.shutdown()
+    assert (summary[0].samples, summary[0].unstored) == (2, 0), log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--store", store)
+    assert imported.exit_code == 0, imported.output
+    assert sorted(samples_of(store, "live")) == sorted(samples_of(store, "file"))
+    assert {row[2] for row in samples_of(store, "live")} == {"Hi"}
+    assert json.loads((store / "live" / "dataset.jsonl").read_text())["input"] == "Hi"
+
+
 def test_agent_runs_of_one_trace_naming_one_sample_are_its_trials(tmp_path):
     """(--sample-by agent: the runs of a trace are numbered together, none refused.)"""
     store = tmp_path / "store"

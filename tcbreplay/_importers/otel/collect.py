@@ -11,12 +11,13 @@ flushed before it is acknowledged, so a kill -9 loses nothing acknowledged; eith
 imports as it is (``import --format otlp``). A trace becomes a sample as soon as its root
 span has arrived (read as the otlp dialect reads it), appended to the run's journal like a
 recorded sample, and again whenever more of it arrives (the journal's last record of a
-sample wins); a trace that still makes none when the run finishes is counted in the summary
-(``unstored``: the collection failed), and one whose later spans make none keeps the samples
-it made before, counted too (``stale``). A trace of no model call, tool run or agent span
-(an HTTP request's) makes no sample, as ``import`` makes none of it: counted (``no_agent``)
-and said in a warning. A payload that cannot be read gets HTTP 400 and a line in the log;
-nothing else changes.
+sample wins; every trial of a sample holds the dataset entry of the sample's trace that came
+first, as ``import`` stores them); a trace that still makes none when the run finishes is
+counted in the summary (``unstored``: the collection failed), and one whose later spans make
+none keeps the samples it made before, counted too (``stale``). A trace of no model call, tool
+run or agent span (an HTTP request's) makes no sample, as ``import`` makes none of it: counted
+(``no_agent``) and said in a warning. A payload that cannot be read gets HTTP 400 and a line
+in the log; nothing else changes.
 
 Stopping (Ctrl-C, SIGTERM) finishes the run: every trace not yet a sample becomes one (its
 earliest span as its root), the journal is folded, the run's dataset (each sample's input,
@@ -107,6 +108,7 @@ class _Trace:
     built: bool = False
     loaded: bool = True
     seen: float = 0.0
+    rank: int = 0  # how many traces came before it (its place in the received files)
 
 
 @dataclass
@@ -148,7 +150,12 @@ class Collector:
         self._loaded: OrderedDict[str, None] = OrderedDict()
         self._rows: dict[tuple[str, int], int] = {}  # (sample id, trial) -> its row
         self._entries: dict[str, dict[str, Any]] = {}
-        self._entry_by: dict[str, str] = {}  # sample id -> the trace (or agent run) of its entry
+        # sample id -> where the trace (or agent run) of its entry came: the first to come
+        # (as import takes the first in the file), not the first to make a sample
+        self._entry_by: dict[str, tuple[int, int, str]] = {}
+        # each row's trace and the entry its record was written with (rows written before
+        # their sample's entry changed are written again when the run finishes)
+        self._written: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
         self._tools: dict[str, dict[str, Any]] = {}
         self._called: dict[str, set[str]] = {}
         self._trials: dict[str, int] = {}
@@ -339,7 +346,7 @@ class Collector:
     def _trace(self, trace_id: str, chunk: tuple[str, int, int], now: float) -> _Trace:
         trace = self._traces.get(trace_id)
         if trace is None:
-            trace = self._traces[trace_id] = _Trace()
+            trace = self._traces[trace_id] = _Trace(rank=len(self._traces))
         if not trace.loaded:  # let go earlier: read back what came before
             trace.loaded = True
             for name, start, size in trace.chunks:
@@ -378,7 +385,7 @@ class Collector:
             self._refuse(trace_id, trace.built, str(exc))
             return
         for b in built:
-            self._store(b)
+            self._store(b, trace_id)
         self._resultless[trace_id] = [r for b in built for r in b.resultless]
         self._unstored.pop(trace_id, None)
         self._stale.pop(trace_id, None)
@@ -412,7 +419,7 @@ class Collector:
             )
         claimed[key] = made_by
 
-    def _store(self, built: otel_samples.Built) -> None:
+    def _store(self, built: otel_samples.Built, trace_id: str) -> None:
         line = built.line
         root = built.group.root
         sid = line.sample_id
@@ -425,9 +432,16 @@ class Collector:
         index = self._rows[key]
         self._models[key] = built.models
         entry = built.entry or {"id": sid, "input": built.input, "target": []}
-        # the dataset entry: the first trace's (or agent run's) of the sample, as it is now
-        if self._entry_by.setdefault(sid, made_by) == made_by:
+        # the dataset entry: that of the sample's trace (agent run) that came first, as it is
+        # now; every trial's row holds it (its input and gold), as import's rows do
+        came = (self._traces[trace_id].rank, 0, "")
+        if self.sample_by == "agent":  # (import's order of a trace's runs)
+            came = (came[0], root.start, root.span_id)
+        if came <= self._entry_by.setdefault(sid, came):
+            self._entry_by[sid] = came
             self._entries[sid] = entry
+        entry = self._entries[sid]
+        self._written[key] = (trace_id, entry)
         for tool in built.tools:
             self._tools.setdefault(tool["name"], tool)
         for name, args in built.called.items():
@@ -481,6 +495,15 @@ class Collector:
                     if not trace.built:
                         self._trace(trace_id, trace.chunks[-1], time.monotonic())
                         self._build(trace_id, trace)
+                # rows written before their sample's entry changed (its first trace grew)
+                stale = dict.fromkeys(
+                    t for (sid, _), (t, e) in self._written.items() if e != self._entries[sid]
+                )
+                for trace_id in stale:
+                    trace = self._trace(
+                        trace_id, self._traces[trace_id].chunks[-1], time.monotonic()
+                    )
+                    self._build(trace_id, trace)
                 for f in self._files.values():
                     f.close()
                 self._writer.fold()
