@@ -694,6 +694,60 @@ def test_a_collection_taken_up_again_counts_the_requests_of_the_run(tmp_path):
     assert after.spans > before.spans and after.samples == 4
 
 
+def agent_run_request(question: str, attributes: dict, *, as_json: bool) -> bytes:
+    """An agent run (as :func:`agent_runs` makes one) as one export request of its spans, in
+    protobuf or in OTLP/JSON (protobuf's JSON printer: ids in base64)."""
+    from google.protobuf.json_format import MessageToJson
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tcbreplay-tests")
+    with tracer.start_as_current_span("invoke_agent shop", attributes={
+        "gen_ai.operation.name": "invoke_agent", **attributes,
+    }):  # fmt: skip
+        chat_span(tracer, question, "Done.")
+    request = encode_spans(exporter.get_finished_spans())
+    return MessageToJson(request).encode() if as_json else request.SerializeToString()
+
+
+def test_a_collection_taken_up_again_reads_the_requests_in_the_order_they_came(tmp_path):
+    """A protobuf request, then a JSON one, of one sample: taken up again, the JSON file was
+    read first, and its trace took the sample's trial 0 and its dataset entry."""
+    store = tmp_path / "store"
+    s1 = {"tcbreplay.sample_id": "s1"}
+    with collecting(store) as (endpoint, log, _):
+        for question, as_json in (("first", False), ("second", True), ("third", False)):
+            body = agent_run_request(question, s1, as_json=as_json)
+            kind = "application/json" if as_json else "application/x-protobuf"
+            assert post(f"{endpoint}/v1/traces", body, kind)[0] == 200
+    before = samples_of(store, "live")
+    assert [row[:3] for row in before] == [("s1", 0, "first"), ("s1", 1, "first"),
+                                           ("s1", 2, "first")]  # fmt: skip
+    said = "select trial, json_extract_string(message, '$.data.content') from messages " \
+           "where run_id = 'live' and type = 'human' order by trial"  # fmt: skip
+    first = cli("--format", "json", "sql", said, "--store", store)
+    with collecting(store) as (_endpoint, log, summary):
+        pass
+    assert summary[0].earlier_requests == 3, log
+    assert samples_of(store, "live") == before
+    assert cli("--format", "json", "sql", said, "--store", store).output == first.output
+    assert "first" in first.output and "third" in first.output
+    assert (store / "live" / "received.order").read_bytes() == b"pjp"
+    # a run collected before the order was kept: read as it was, and said
+    (store / "live" / "received.order").unlink()
+    with collecting(store) as (_endpoint, log, summary):
+        pass
+    assert "collect: live: 3 requests of the received files are not in received.order" in (
+        "\n".join(log)
+    )
+    assert (store / "live" / "received.order").read_bytes() == b"jpp"
+
+
 @pytest.mark.parametrize("time", ["999999999999999999999999999", "-5"])
 def test_a_span_time_beyond_otlps_range_is_400_and_not_kept(tmp_path, time):
     """Such a time crashed the collection's end (no datetime that far): the run stayed

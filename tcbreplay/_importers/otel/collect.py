@@ -23,10 +23,11 @@ Stopping (Ctrl-C, SIGTERM) finishes the run: every trace not yet a sample become
 earliest span as its root), the journal is folded, the run's dataset (each sample's input,
 no gold calls unless the spans hold them) and tools are written, and its status is
 ``complete``. ``collect`` with the id of a collected run (finished, or killed) goes on with
-it: the received files are read again first. Memory stays flat: a sample's spans are let go
-once it has been quiet for :data:`LINGER` seconds, or is beyond the :data:`KEEP` latest (read
-again from the received files if more of its trace comes); what stays per sample is its
-place in the run and in the received files.
+it: the received files are read again first, in the order their requests came
+(:data:`ORDER_FILE`). Memory stays flat: a sample's spans are let go once it has been quiet
+for :data:`LINGER` seconds, or is beyond the :data:`KEEP` latest (read again from the
+received files if more of its trace comes); what stays per sample is its place in the run
+and in the received files.
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ from tcbreplay._importers.otel.calls import ToolRun
 from tcbreplay._importers.otel.conversation import warn_resultless
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._secrets import redact, scrub, shown_path
-from tcbreplay._store.files import DATASET_SHA256, file_record, write_jsonl_atomic
+from tcbreplay._store.files import (
+    DATASET_SHA256,
+    file_record,
+    replace_with,
+    write_jsonl_atomic,
+)
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DATASET, SAMPLES, new_manifest, sample_record, utcnow
@@ -64,6 +70,10 @@ from tcbreplay.errors import (
 
 JSON_FILE = "received.otlp.jsonl"
 PROTO_FILE = "received.otlp.pb"
+# the order the requests came in across the two files: a letter a request kept, in the order
+# they came (j: the next of JSON_FILE, p: of PROTO_FILE), written after the request itself
+ORDER_FILE = "received.order"
+_TAGS = {JSON_FILE: b"j", PROTO_FILE: b"p"}
 SOURCE = "collect"
 # seconds a sample's spans stay in memory after the last of them arrived (log records of
 # the same flush may follow the spans), and at most how many samples' spans stay
@@ -183,6 +193,7 @@ class Collector:
         try:
             self._files = {name: (self.dir / name).open("ab") for name in (JSON_FILE, PROTO_FILE)}
             self._replay()
+            self._files[ORDER_FILE] = (self.dir / ORDER_FILE).open("ab")
         except BaseException:
             self._writer.close()
             raise
@@ -223,20 +234,8 @@ class Collector:
         self._held = {key: r["sample_index"] for key, r in _held_rows(self.dir, ["sample_index"])}
         self._next_index = 1 + max(self._held.values(), default=-1)
         self._twice = {i for i, n in Counter(self._held.values()).items() if n > 1}
-        chunks: list[tuple[int, str, int, int]] = []
-        offset = 0
-        with (self.dir / JSON_FILE).open("rb") as f:
-            for line in f:
-                chunks.append((0, JSON_FILE, offset, len(line)))
-                offset += len(line)
-        data = (self.dir / PROTO_FILE).read_bytes()
-        at = 0
-        while at + 4 <= len(data):
-            size = int.from_bytes(data[at : at + 4], "big")
-            chunks.append((1, PROTO_FILE, at + 4, size))
-            at += 4 + size
-        # the order they came in is not kept across the two files: JSON's first
-        for _, name, start, size in sorted(chunks):
+        chunks = self._arrived()
+        for name, start, size in chunks:
             batch = self._decode_chunk(name, start, size)
             if batch is not None:
                 self._take(batch, (name, start, size), time.monotonic())
@@ -263,6 +262,45 @@ class Collector:
                 f"collect: {self.run_id}: {len(kept)} samples kept as the run holds them, their "
                 "requests in the received files not read again (said above)"
             )
+
+    def _arrived(self) -> list[tuple[str, int, int]]:
+        """The requests of the received files (file, offset, size) in the order they came, as
+        the order file tells it, which is then written whole: a request it does not name (the
+        last, when a kill came between it and its letter; every one of a run collected before
+        the file was kept) comes after those it names, JSON's first, and is said where both
+        files hold such requests."""
+        queues: dict[bytes, list[tuple[str, int, int]]] = {b"j": [], b"p": []}
+        offset = 0
+        with (self.dir / JSON_FILE).open("rb") as f:
+            for line in f:
+                queues[b"j"].append((JSON_FILE, offset, len(line)))
+                offset += len(line)
+        data = (self.dir / PROTO_FILE).read_bytes()
+        at = 0
+        while at + 4 <= len(data):
+            size = int.from_bytes(data[at : at + 4], "big")
+            queues[b"p"].append((PROTO_FILE, at + 4, size))
+            at += 4 + size
+        path = self.dir / ORDER_FILE
+        said = path.read_bytes() if path.exists() else b""
+        out = []
+        taken = {b"j": 0, b"p": 0}
+        for tag in (said[k : k + 1] for k in range(len(said))):
+            if tag in taken and taken[tag] < len(queues[tag]):
+                out.append(queues[tag][taken[tag]])
+                taken[tag] += 1
+        left = {tag: queues[tag][n:] for tag, n in taken.items()}
+        if left[b"j"] and left[b"p"]:
+            self.log(
+                f"collect: {self.run_id}: {len(left[b'j']) + len(left[b'p'])} requests of the "
+                f"received files are not in {ORDER_FILE} (a run collected before it was kept): "
+                "read JSON's first, then protobuf's"
+            )
+        out += left[b"j"] + left[b"p"]
+        tags = b"".join(_TAGS[name] for name, _, _ in out)
+        if tags != said:
+            replace_with(path, lambda tmp: tmp.write_bytes(tags))
+        return out
 
     def _decode_chunk(self, name: str, start: int, size: int) -> otlp.Batch | None:
         with (self.dir / name).open("rb") as f:
@@ -323,6 +361,8 @@ class Collector:
             start = f.tell()
             f.write(raw)
             f.flush()  # kept: from here on a kill -9 loses nothing of it
+            self._files[ORDER_FILE].write(_TAGS[name])  # (after it: a tag names a whole one)
+            self._files[ORDER_FILE].flush()
             at = start + 4 if name == PROTO_FILE else start
             self._take(batch, (name, at, len(raw) - (4 if name == PROTO_FILE else 0)),
                        time.monotonic())  # fmt: skip
