@@ -201,7 +201,9 @@ def record(
     )
     from tcbreplay._record.options import RecordOptions
     from tcbreplay._record.runner import RecordInterrupted, parse_shard, record_run
+    from tcbreplay._store.files import check_dataset_file
     from tcbreplay._store.runs import Run, Store
+    from tcbreplay._store.schema import DATASET
     from tcbreplay._store.shards import shard_command
     from tcbreplay.errors import RecordError
 
@@ -257,6 +259,7 @@ def record(
                 hint=f"run it again: {run.resume_command()}",
             )
         agent = (manifest.get("agent") or {}).get("factory")
+        check_dataset_file(manifest, run.dir / DATASET)  # (as replay and audit verify do)
         inputs = inputs_from_manifest(manifest, run.dir)
         choice = with_transport(
             model_from_manifest(manifest["model"]),

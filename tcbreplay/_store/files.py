@@ -354,6 +354,22 @@ def check_dataset_written(manifest: dict[str, Any], path: Path, data: bytes) -> 
         raise not_written(path)
 
 
+def check_dataset_file(manifest: dict[str, Any], path: Path) -> None:
+    """Refuse, as :func:`check_dataset_written`, a run's ``dataset.jsonl`` at ``path`` whose
+    sha256 is not the one ``manifest`` recorded, reading it to hash it: a resumed recording
+    takes its inputs from it (a run written before the sha256 was recorded is taken as it is)."""
+    recorded = written_dataset_sha256(manifest)
+    if recorded is None:
+        return
+    try:
+        with objects.failures(path.parent):
+            digest = file_record(path)["sha256"]
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read it: {first_line(exc)}") from exc
+    if digest != recorded:
+        raise not_written(path)
+
+
 def check_unchanged(folder: Path, manifest: dict[str, Any], names: Iterable[str]) -> None:
     """Refuse a run's data files ``names`` that are not those it wrote (changed by hand, or
     damaged since), as :func:`not_written`: a file of the version ``manifest`` recorded is

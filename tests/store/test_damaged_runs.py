@@ -54,6 +54,26 @@ def test_a_data_file_with_rows_removed_by_hand_is_refused(partial, command):
     assert manifest(run) == before and not (run / "scores" / "spec").exists()
 
 
+@pytest.mark.parametrize("flag", ["--resume", "--retry-errors"])
+def test_a_dataset_file_edited_by_hand_is_refused_by_a_resume(partial, flag):
+    """A gold call edited in the run's dataset.jsonl was refused as "exists with other inputs
+    (dataset, tools, prompt or model ...)" (exit 2), a hint to --overwrite the run."""
+    root, run = partial
+    path = run / "dataset.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    entries[0]["target"] = [{"name": "list_items", "args": {}}]
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    before = manifest(run)
+    result = cli("record", flag, "p", "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"Error: {path}: not the file the run wrote (its sha256 is not the one manifest.json "
+        "recorded): it was changed or replaced since; restore it, or record the run again "
+        "with --overwrite"
+    )
+    assert manifest(run) == before
+
+
 def test_a_copied_store_is_no_changed_one(partial, tmp_path):
     """A copy (cp without -p: other modification times) holds the same bytes: scored."""
     _root, run = partial
