@@ -86,7 +86,7 @@ def stored_dataset(run: Run) -> StoredDataset:
     stored = StoredDataset(path, f"{run.run_id}/{DATASET_FILE}", recorded.get("source"),
                            recorded.get("sha256"))  # fmt: skip
     if written_dataset_sha256(run.manifest) not in (None, stored.sha256_stored()):
-        raise not_written(path)
+        raise not_written(path, run.manifest)
     return stored
 
 

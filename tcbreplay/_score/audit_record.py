@@ -88,7 +88,7 @@ def check_written(run: Run, name: str, digest: str) -> None:
     """Refuse a data file whose sha256 is not the one the run wrote (a copy of the store
     keeps it): rows removed or changed by hand would be scored as if recorded."""
     if written_sha256(run.manifest, name) not in (None, digest):
-        raise not_written(run.dir / name)
+        raise not_written(run.dir / name, run.manifest)
 
 
 def earlier_audit(folder: Path) -> dict[str, Any] | None:

@@ -333,12 +333,25 @@ def written_dataset_sha256(manifest: dict[str, Any]) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
-def not_written(path: Path) -> StoreError:
-    """The error for a run's data file whose sha256 is not the one its manifest recorded."""
+# how a run of each origin (its manifest's source; a recording's is none) is made again
+_MADE_AGAIN = {
+    "import": "import its traces again under another --run-id",
+    "collect": "import its received files (received.otlp.*) under another --run-id",
+    "replay": "replay its parent again with --overwrite",
+}
+
+
+def made_again(manifest: dict[str, Any]) -> str:
+    """How the run of ``manifest`` is made again, by its origin (a fix hint's words)."""
+    return _MADE_AGAIN.get(str(manifest.get("source")), "record the run again with --overwrite")
+
+
+def not_written(path: Path, manifest: dict[str, Any]) -> StoreError:
+    """The error for a run's data file whose sha256 is not the one its ``manifest``
+    recorded, saying how a run of its origin is made again."""
     return StoreError(
         f"{path}: not the file the run wrote (its sha256 is not the one manifest.json "
-        "recorded): it was changed or replaced since; restore it, or record the run again "
-        "with --overwrite"
+        f"recorded): it was changed or replaced since; restore it, or {made_again(manifest)}"
     )
 
 
@@ -351,7 +364,7 @@ def check_dataset_written(manifest: dict[str, Any], path: Path, data: bytes) -> 
 
     recorded = written_dataset_sha256(manifest)
     if recorded is not None and hashlib.sha256(data).hexdigest() != recorded:
-        raise not_written(path)
+        raise not_written(path, manifest)
 
 
 def check_dataset_file(manifest: dict[str, Any], path: Path) -> None:
@@ -367,7 +380,7 @@ def check_dataset_file(manifest: dict[str, Any], path: Path) -> None:
     except OSError as exc:
         raise StoreError(f"{path}: cannot read it: {first_line(exc)}") from exc
     if digest != recorded:
-        raise not_written(path)
+        raise not_written(path, manifest)
 
 
 def check_unchanged(folder: Path, manifest: dict[str, Any], names: Iterable[str]) -> None:
@@ -389,7 +402,7 @@ def check_unchanged(folder: Path, manifest: dict[str, Any], names: Iterable[str]
         except OSError as exc:
             raise StoreError(f"{path}: cannot read it: {first_line(exc)}") from exc
         if digest != recorded:
-            raise not_written(path)
+            raise not_written(path, manifest)
 
 
 def file_record(path: Path) -> dict[str, Any]:

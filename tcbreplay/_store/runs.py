@@ -30,6 +30,7 @@ from tcbreplay._store.files import (
     TEMPORARY_SUFFIX,
     copy_atomic,
     file_record,
+    made_again,
     write_jsonl_atomic,
     writing,
 )
@@ -233,7 +234,7 @@ class Run:
             missing = self.messages_path if there[0] else self.samples_path
             raise StoreError(
                 f"{missing}: missing, where the run's other data file is there: the run's files "
-                "are damaged (restore the file, or record the run again with --overwrite)"
+                f"are damaged (restore the file, or {made_again(self.manifest)})"
             )
         if all(there):
             folds: dict[str, str | None] = {}

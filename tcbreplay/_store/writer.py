@@ -226,7 +226,7 @@ class RunWriter:
                 unchanged = not path.exists() or same_version(known, version(path))
                 digest = recorded if unchanged else file_record(path)["sha256"]
             if digest != recorded:
-                raise not_written(path)
+                raise not_written(path, manifest)
 
     def discard(self) -> None:
         """Remove the run (one this writer made and could not finish), then release it."""

@@ -154,6 +154,55 @@ def test_a_dataset_file_the_run_did_not_write_is_refused(recorded, tmp_path, fmt
     assert not out.exists()
 
 
+def _run_of(origin: str, root: Path) -> str:
+    """A run made by ``origin`` (import, collect, replay) in the store ``root``; its id."""
+    spans = TEST_DATA / "otel" / "openai_v2_latest.otlp.pb"
+    if origin == "collect":
+        from tcbreplay._importers.otel.collect import Collector
+        from tcbreplay._store.runs import Store
+
+        collector = Collector(Store(root), origin)
+        collector.receive(spans.read_bytes(), "application/x-protobuf")
+        collector.finish()
+        return origin
+    if origin == "replay":
+        made = cli("record", "--model", "sim:seed=3,latency=0", "--run-id", "p", "--limit", 3,
+                   "--quiet", "--store", root)  # fmt: skip
+        assert made.exit_code == 0, made.output
+        made = cli("replay", "p", "--run-id", origin, "--store", root)
+    else:
+        made = cli("import", "--traces", spans, "--run-id", origin, "--store", root)
+    assert made.exit_code == 0, made.output
+    return origin
+
+
+@pytest.mark.parametrize(
+    ("origin", "again"),
+    [
+        ("import", "import its traces again under another --run-id"),
+        ("collect", "import its received files (received.otlp.*) under another --run-id"),
+        ("replay", "replay its parent again with --overwrite"),
+    ],
+)
+def test_a_changed_dataset_file_of_a_run_not_recorded_says_how_to_make_it_again(
+    tmp_path, origin, again
+):
+    """The refusal said to record the run again with --overwrite, which an import, a
+    collection or a replay is not made by."""
+    root = tmp_path / "traces"
+    run_id = _run_of(origin, root)
+    path = root / run_id / "dataset.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    entries[0]["target"] = [{"name": "list_items", "args": {}}]
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    result = cli("export", run_id, "-o", tmp_path / "out", "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == (
+        f"Error: {path}: not the file the run wrote (its sha256 is not the one manifest.json "
+        f"recorded): it was changed or replaced since; restore it, or {again}"
+    )
+
+
 @pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_an_export_into_a_folder_of_another_export_is_refused(recorded, tmp_path):
     """An export in another format beside an earlier one left the earlier traces beside the

@@ -10,7 +10,7 @@ import json
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli
+from helpers import TEST_DATA, cli
 
 
 @pytest.fixture
@@ -38,6 +38,21 @@ def test_a_run_missing_its_messages_file_is_refused(partial, command):
         "the run's files are damaged (restore the file, or record the run again with --overwrite)"
     )
     assert manifest(run) == before
+
+
+def test_an_imported_run_missing_a_data_file_says_to_import_it_again(tmp_path):
+    """(It said to record the run again with --overwrite: an import is not recorded.)"""
+    root = tmp_path / "traces"
+    spans = TEST_DATA / "otel" / "openai_v2_latest.otlp.pb"
+    made = cli("import", "--traces", spans, "--run-id", "imp", "--store", root)
+    assert made.exit_code == 0, made.output
+    (root / "imp" / "messages.parquet").unlink()
+    result = cli("score", "imp", "--store", root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0].endswith(
+        "the run's files are damaged (restore the file, or import its traces again under "
+        "another --run-id)"
+    )
 
 
 @pytest.mark.parametrize("command", [["score", "p"], ["record", "--resume", "p"]])
