@@ -153,7 +153,7 @@ def _store_failure(exc: BaseException) -> tuple[str, str | None] | None:
         return None
     from tcbreplay._store.objects import storage_failure
 
-    found = storage_failure(exc)
+    found = storage_failure(exc, str(_COMMAND_STORE))
     if found is None:
         return None
     return f"{str(_COMMAND_STORE).rstrip('/')}: {found[0]}", found[1]

@@ -89,7 +89,7 @@ def writing(
             remove(tmp)
         failure = os_failure(exc)
         if is_remote(path) and not isinstance(exc, TcbReplayError):
-            found = objects.storage_failure(exc)
+            found = objects.storage_failure(exc, objects.url(path))
             if found is not None:
                 why, remote_hint = found
                 raise error(f"{path}: cannot write: {why}", hint=remote_hint or hint) from exc

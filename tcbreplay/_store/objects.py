@@ -683,8 +683,8 @@ def written_ago(path: Path, store_clock: bool = False) -> tuple[float, str]:
     machine whose clock is off by a minute would otherwise take a live writer's lock, or
     wait an hour for a dead one's. That costs a write, so only a writer asks for it."""
     fs, where = fs_path(path)
-    info = fs.info(where)
-    etag = _etag(fs, where, None)
+    info = fs.info(where)  # (one HEAD: its version and its time of writing both)
+    etag = _info_etag(info)
     written = _modified(fs, where, info)
     if not store_clock:
         return time.time() - written, etag
@@ -763,9 +763,10 @@ _RAISED = re.compile(
 )
 
 
-def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
+def storage_failure(exc: BaseException, place: str = "s3://") -> tuple[str, str | None] | None:
     """A failure of object storage in a few words, and a hint; None for any other exception.
-    (Asked only of what a remote place's operations raised: any OSError is the store's.)"""
+    (Asked only of what a remote place's operations raised: any OSError is the store's.)
+    ``place``: the URL it was asked of, whose scheme (``s3a://``) a hint repeats."""
     module = type(exc).__module__ or ""
     name = type(exc).__name__
     if module.split(".")[0] in ("duckdb", "_duckdb"):
@@ -805,7 +806,7 @@ def storage_failure(exc: BaseException) -> tuple[str, str | None] | None:
     if error.get("Code") == "NoSuchBucket":  # (s3fs says only "...bucket does not exist")
         bucket = error.get("BucketName")
         said = f"no such bucket ({bucket})" if isinstance(bucket, str) else "no such bucket"
-        return said, _no_bucket_hint("s3://")
+        return said, _no_bucket_hint(place)
     status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode")
     if error.get("Code") in _SLOW_DOWN or (isinstance(status, int) and status >= 500):
         # (tried again already, by botocore and s3fs: what is left is to wait)
@@ -909,7 +910,7 @@ def failures(place: Path) -> Iterator[None]:
     except Exception as exc:
         if not is_remote(place):
             raise
-        found = storage_failure(exc)
+        found = storage_failure(exc, url(place))
         if found is None:
             raise
         why, hint = found

@@ -314,6 +314,21 @@ def test_duckdb_asks_a_files_size_once_per_connection(s3_sim_copy, monkeypatch):
         fs.info(path + ".absent")
 
 
+def test_the_age_of_a_lock_is_one_head_of_it(s3_store, monkeypatch):
+    """written_ago asked the lock's details twice (its time, then its ETag): two HEADs where
+    one answers both, on every look at a lease."""
+    asked = count_details_asked(monkeypatch)
+    s3fs.S3FileSystem.clear_instance_cache()  # (a filesystem made before binds the real one)
+    path = Store(s3_store).root / "r" / "writer.lock"
+    objects.put_bytes(path, b"{}")
+    for store_clock, heads in ((False, 1), (True, 2)):  # (and the clock probe's, once)
+        asked.clear()
+        age, etag = objects.written_ago(path, store_clock=store_clock)
+        assert etag.strip('"') and -60 < age < 60
+        assert len(asked) == heads, asked
+        assert asked.count(asked[0]) == 1
+
+
 def test_a_files_footer_is_read_once_per_version(s3_store, monkeypatch):
     """A command asks a file's schema and row counts several times: its footer is read once
     per version of the object (one HEAD each time, to know the version), and a file put again
@@ -912,11 +927,12 @@ def test_a_failed_credential_process_is_one_line_quoting_nothing_secret(
         assert "Wq7Lm2Xp9Rb4Kd8N" not in result.output and "Hq3Vn8Tz1Lc6" not in result.output
 
 
+@pytest.mark.parametrize("scheme", ["s3", "s3a"])
 @pytest.mark.parametrize("command", ["record", "import"])
-def test_a_missing_bucket_is_one_line_naming_it(s3_server, command):
+def test_a_missing_bucket_is_one_line_naming_it(s3_server, command, scheme):
     # record and import said "cannot write: The specified bucket does not exist", with the
-    # hint to fix the store's permissions
-    url = "s3://tcbreplay-no-such-bucket/traces"
+    # hint to fix the store's permissions; given s3a://, the hint said s3://
+    url = f"{scheme}://tcbreplay-no-such-bucket/traces"
     if command == "record":
         args = ["record", "--model", "sim", "--run-id", "m", "--limit", "1", "--quiet"]
     else:
@@ -929,7 +945,10 @@ def test_a_missing_bucket_is_one_line_naming_it(s3_server, command):
     assert error == (
         f"Error: {url}/m/writer.lock: cannot write: no such bucket (tcbreplay-no-such-bucket)"
     )
-    assert hint.startswith("Hint: make it with the cloud's own tools")
+    assert hint == (
+        "Hint: make it with the cloud's own tools, or give --store "
+        f"{scheme}://BUCKET/PREFIX of one that exists"
+    )
 
 
 def test_a_slow_down_on_the_locks_clock_is_said_as_such_not_as_permissions(
