@@ -147,6 +147,16 @@ def optional_empty(question, answer):  # type: ignore[no-untyped-def]
     return None
 
 
+def optional_default(question, answer):  # type: ignore[no-untyped-def]
+    """A parameter whose answer lists only ``""`` (to be left out) given its schema's declared
+    default (which BFCL's checker refuses: it takes only its answer's values; the tests'
+    vendored questions have none: see :func:`left_out_only`)."""
+    for k, _, param, acceptable, schema in _each_param(question, answer):
+        if acceptable == [""] and "default" in schema:
+            return _set(canonical(question, answer), k, param, copy.deepcopy(schema["default"]))
+    return None
+
+
 def reordered(question, answer):  # type: ignore[no-untyped-def]
     """A parallel question's calls in reverse order."""
     calls = canonical(question, answer)
@@ -239,6 +249,7 @@ VARIANTS: dict[str, Callable[..., list[Call] | None]] = {
     "optional left out": optional_left_out,
     "optional supplied": optional_supplied,
     "optional supplied as empty": optional_empty,
+    "optional supplied as its default": optional_default,
     "parallel calls reordered": reordered,
     "int for a float": int_for_float,
     "10.0 for an integer": float_for_int,
@@ -280,6 +291,37 @@ def derived(
                 out.append(({**question, "id": qid}, changed))
                 done.add(category)
                 break
+    return out
+
+
+def left_out_only(
+    questions: list[dict[str, Any]], answer_of: dict[str, dict[str, Any]]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """As :func:`derived`, for the tests' few vendored questions, which lack what BFCL's full
+    data has (eleven times): per category, the first question with an optional parameter
+    (its answer lists ``""``) whose schema declares a default, answered ``[""]`` alone for it
+    in every call of its function (to be left out: BFCL's checker then refuses the default),
+    as ``<category>_<2 * DERIVED_FROM + its number>``."""
+    out = []
+    done = set()
+    for question in questions:
+        category, number = question["id"].rsplit("_", 1)
+        answer = answer_of[question["id"]]
+        found = next(
+            ((name, param) for _, name, param, acceptable, schema in _each_param(question, answer)
+             if "" in acceptable and _values(acceptable) and "default" in schema),
+            None,
+        )  # fmt: skip
+        if category in done or found is None:
+            continue
+        qid = f"{category}_{2 * DERIVED_FROM + int(number)}"
+        changed = json.loads(json.dumps(answer))
+        changed["id"] = qid
+        for gold in changed["ground_truth"]:
+            if found[1] in gold.get(found[0], {}):
+                gold[found[0]][found[1]] = [""]
+        out.append(({**question, "id": qid}, changed))
+        done.add(category)
     return out
 
 

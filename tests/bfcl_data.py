@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.bfcl_variants import derived
+from bench.bfcl_variants import derived, left_out_only
 
 DATA = Path(__file__).parent / "data" / "bfcl"
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple")
@@ -21,8 +21,9 @@ ANSWERS = {
 }
 BY_ID = {q["id"]: q for q in QUESTIONS}
 # the questions derived from the vendored ones for a rule BFCL's data does not exercise (an
-# integer parameter whose answer lists floats), and all questions with them
-DERIVED = derived(QUESTIONS, ANSWERS)
+# integer parameter whose answer lists floats), or the vendored ones do not (an optional
+# parameter with a declared default answered "" alone), and all questions with them
+DERIVED = derived(QUESTIONS, ANSWERS) + left_out_only(QUESTIONS, ANSWERS)
 ALL_QUESTIONS = QUESTIONS + [q for q, _ in DERIVED]
 ALL_ANSWERS = {**ANSWERS, **{a["id"]: a for _, a in DERIVED}}
 

@@ -32,7 +32,8 @@ from tcbreplay.errors import InputError
     type=click.Choice(["exact", "bfcl"]),
     default="exact",
     show_default=True,
-    help="bfcl: compare strings lowercased, without spaces and ,./-_*^ (as BFCL does).",
+    help="bfcl: compare strings lowercased, without spaces and ,./-_*^, and take no declared "
+    "default for a parameter gold leaves out (as BFCL does).",
 )
 @click.option(
     "--types",

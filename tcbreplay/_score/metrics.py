@@ -48,7 +48,8 @@ __all__ = ["align_one_pairs", "align_pairs", "blocks_of"]
 class Compare:
     """How values are compared: number tolerances, ``strings`` (``exact``, or ``bfcl``:
     lowercase, without spaces and ``,./-_*^``, ``'`` read as ``"``, as BFCL's checker
-    compares them) and ``types`` (``lenient``, or ``strict``: a float for a parameter whose
+    compares them, and no declared default taken for a key gold lacks, as BFCL takes only its
+    answer's values) and ``types`` (``lenient``, or ``strict``: a float for a parameter whose
     schema says ``"type": "integer"`` is invalid, even 10.0, unless gold's own value for it
     is a float, as BFCL takes the type of its answer's first value)."""
 
@@ -286,7 +287,8 @@ def arg_verdicts(
     (a: the tool has no such parameter), ``not_integer`` (a float for an integer parameter,
     with ``types`` strict, where gold's value is not a float), ``wrong`` (b: none of gold's
     values for the key), ``not_default`` and ``no_default`` (c: gold lacks the key, which
-    has no acceptable values, and the value is not the declared default, or there is none).
+    has no acceptable values, and the value is not the declared default, or there is none or
+    ``strings`` is ``bfcl``, which takes none).
     ``params`` maps parameter names to their JSON schemas; ``others``: the schema of any
     other key, for a tool that takes free-form arguments (see :func:`free_form_tools`; None:
     it takes no other, which is ``unknown``)."""
@@ -311,7 +313,7 @@ def arg_verdicts(
             out[key] = "accepted"
         elif key in gold_args:
             out[key] = "wrong"
-        elif isinstance(schema, dict) and "default" in schema:
+        elif isinstance(schema, dict) and "default" in schema and compare.strings != "bfcl":
             same = _equal(value, schema["default"], compare)
             out[key] = "ok" if same else ("wrong" if key in rules.accept else "not_default")
         else:

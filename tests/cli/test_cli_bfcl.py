@@ -86,7 +86,8 @@ def test_imported_answers_score_as_bfcls_checker_judges_them(bfcl_files, tmp_pat
 
 
 # the variants the spec scorer once judged otherwise than BFCL (the rest: make test-slow)
-_SPEC_FAST = ("optional supplied as empty", "a float the answer lists for an integer")
+_SPEC_FAST = ("optional supplied as empty", "a float the answer lists for an integer",
+              "optional supplied as its default")  # fmt: skip
 
 
 @pytest.mark.parametrize(

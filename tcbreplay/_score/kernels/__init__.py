@@ -87,9 +87,9 @@ class Params:
 class KernelOptions:
     """What ``score_samples`` takes beside the calls and the run's tools (None: none).
 
-    ``strings``: STRINGS_EXACT or STRINGS_BFCL; ``strict``: a float for an integer parameter
-    is invalid unless gold's value for it is a float (``integer``: per parameter row of
-    Params). Samples with tools of their own:
+    ``strings``: STRINGS_EXACT or STRINGS_BFCL (which also takes no declared default);
+    ``strict``: a float for an integer parameter is invalid unless gold's value for it is a
+    float (``integer``: per parameter row of Params). Samples with tools of their own:
     ``set`` (int32 per sample, -1: the run's tools), and set k's tools as rows
     ``set_first[k]:set_first[k + 1]`` of ``set_code`` (int32 name codes), ``set_lo`` and
     ``set_hi`` (their parameter rows in Params). Gold rules: per gold call its accept,

@@ -257,7 +257,8 @@ cdef inline Verdict judge(
                     a_data, k_lo, k_hi, params.accept_data, c_spans[4 * accepted + 2],
                     c_spans[4 * accepted + 3], 0, params, NULL, 0, 0,
                 )
-            if equal != 1 and params.has_default[param]:
+            # (BFCL's comparisons take no declared default: only its answer's values)
+            if equal != 1 and params.has_default[param] and params.strings != STRINGS_BFCL:
                 fallback = value_equal_at(
                     a_data, k_lo, k_hi, params.default_data, params.default_offsets[param],
                     params.default_offsets[param + 1], params.rel_tol, params.abs_tol,
