@@ -56,21 +56,37 @@ def test_no_run_id_is_a_usage_error(tmp_path):
     assert "Missing argument" in result.output
 
 
-def test_a_dataset_number_json_has_no_form_for_is_reported(tmp_path):
-    """`record --dataset` stores 1e999 as Infinity and `score` scores it: `report` shows it."""
+def test_a_stored_number_json_has_no_form_for_is_reported(tmp_path):
+    """A gold value of Infinity in a stored run (`record` refuses 1e999 in a dataset since,
+    but a run recorded before, or written by another tool, may hold one): `score` scores it
+    and `report` shows it."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from helpers import as_the_run_wrote
+
     dataset = tmp_path / "ds.jsonl"
     dataset.write_text(
-        '{"id": "huge", "input": "add 1e999 and 2", '
-        '"target": [{"name": "add_numbers", "args": {"a": 1e999, "b": 2}}]}\n'
+        '{"id": "huge", "input": "add 1.5 and 2", '
+        '"target": [{"name": "add_numbers", "args": {"a": 1.5, "b": 2}}]}\n'
         '{"id": "hi", "input": "Hi there!", "target": []}\n'
     )
     root = tmp_path / "traces"
-    for args in (
-        ("record", "--model", "sim:seed=7", "--dataset", dataset, "--run-id", "r", "--quiet"),
-        ("score", "r", "--dashboard", "none"),
-    ):
-        result = cli(*args, "--store", root)
-        assert result.exit_code == 0, result.output
+    result = cli("record", "--model", "sim:seed=7", "--dataset", dataset, "--run-id", "r",
+                 "--quiet", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    samples = root / "r" / "samples.parquet"
+    table = pq.read_table(samples)
+    infinite = json.dumps([{"name": "add_numbers", "args": {"a": float("inf"), "b": 2}}])
+    gold = [infinite if i == "huge" else g for i, g in zip(
+        table["sample_id"].to_pylist(), table["gold"].to_pylist(), strict=True)]  # fmt: skip
+    at = table.schema.get_field_index("gold")
+    pq.write_table(table.set_column(at, table.schema.field(at), pa.array(gold, pa.string())),
+                   samples)  # fmt: skip
+    as_the_run_wrote(samples)
+    result = cli("score", "r", "--dashboard", "none", "--store", root)
+    assert result.exit_code == 0, result.output
     out = tmp_path / "r.html"
     result = cli("report", "r", "-o", out, "--store", root)
     assert result.exit_code == 0, result.output
