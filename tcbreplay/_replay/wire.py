@@ -134,11 +134,11 @@ def _order_made(data: Mapping[str, Any]) -> list[str]:
             and p.get("type") in ("tool_use", "tool_call")]  # fmt: skip
 
 
-def _dumps(value: Any) -> bytes:
+def dumps_json(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _schema(spec: dict[str, Any], place: str, key: str) -> dict[str, Any]:
+def checked_schema(spec: dict[str, Any], place: str, key: str) -> dict[str, Any]:
     """``spec``, a tool whose ``key`` (its JSON schema) is an object, if given, with
     ``properties`` an object and ``required`` a list of names, and whose description is text;
     else refused, naming ``place``."""
@@ -220,7 +220,7 @@ def _convert(convert: Callable[[list[Any]], list[Any]], units: list[Any]) -> lis
         raise WireError(str(exc)) from None
 
 
-def _units(
+def read_units(
     wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]],
     cache: MessageCache | None, place: Callable[[int, Any, int], list[str]],
 ) -> tuple[list[Any], list[Entry], list[str], Callable[[], list[str]]]:  # fmt: skip
@@ -293,7 +293,7 @@ class OpenAIWire(Wire):
 
         _settings(body, self.name)
         sent = _messages(body)
-        messages, entries, parts, places = _units(
+        messages, entries, parts, places = read_units(
             self.name, sent, lambda ms: openai.convert(ms, {}, "messages"), cache, _openai_places
         )
         tools = body.get("tools") or []
@@ -305,11 +305,11 @@ class OpenAIWire(Wire):
             spec = tool.get("function") if isinstance(tool, dict) else None
             if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
                 raise WireError(f"tools[{k}]: a function tool with a name is required")
-            specs.append(_schema(spec, f"tools[{k}].function", "parameters"))
+            specs.append(checked_schema(spec, f"tools[{k}].function", "parameters"))
         for k, spec in enumerate(functions):
             if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
                 raise WireError(f"functions[{k}]: a function with a name is required")
-            specs.append(_schema(spec, f"functions[{k}]", "parameters"))
+            specs.append(checked_schema(spec, f"functions[{k}]", "parameters"))
         options = body.get("stream_options")
         return WireRequest(
             messages=messages,
@@ -345,7 +345,7 @@ class OpenAIWire(Wire):
         }
         if answer.calls:
             message["tool_calls"] = self._calls(answer)
-        return _dumps({
+        return dumps_json({
             "id": f"chatcmpl-{answer.id}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -361,7 +361,7 @@ class OpenAIWire(Wire):
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            return b"data: " + _dumps({**head, "choices": [choice]}) + b"\n\n"
+            return b"data: " + dumps_json({**head, "choices": [choice]}) + b"\n\n"
 
         out = [chunk({"role": "assistant", "content": ""})]
         if answer.text:
@@ -375,13 +375,13 @@ class OpenAIWire(Wire):
         out.append(chunk({}, "tool_calls" if answer.calls else "stop"))
         if request.usage_in_stream:
             usage = {**head, "choices": [], "usage": self._usage(answer)}
-            out.append(b"data: " + _dumps(usage) + b"\n\n")
+            out.append(b"data: " + dumps_json(usage) + b"\n\n")
         out.append(b"data: [DONE]\n\n")
         return b"".join(out)
 
     def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
         kind = kind or _KINDS.get(status, "invalid_request_error")
-        return _dumps({"error": {"message": message, "type": kind, "param": None, "code": kind,
+        return dumps_json({"error": {"message": message, "type": kind, "param": None, "code": kind,
                                  **extra}})  # fmt: skip
 
 
@@ -414,7 +414,7 @@ class AnthropicWire(Wire):
                 return ["system"] * n
             return _anthropic_places(k - len(units) + sent, unit, n)
 
-        messages, entries, parts, places = _units(self.name, units, convert, cache, place)
+        messages, entries, parts, places = read_units(self.name, units, convert, cache, place)
         tools = body.get("tools") or []
         if not isinstance(tools, list):
             raise WireError("tools: a list of {name, description, input_schema} is required")
@@ -422,7 +422,7 @@ class AnthropicWire(Wire):
         for k, tool in enumerate(tools):
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 raise WireError(f"tools[{k}]: a tool with a name is required")
-            _schema(tool, f"tools[{k}]", "input_schema")
+            checked_schema(tool, f"tools[{k}]", "input_schema")
             specs.append({"name": tool["name"], "description": tool.get("description") or "",
                           "parameters": tool.get("input_schema") or {}})  # fmt: skip
         return WireRequest(
@@ -464,11 +464,11 @@ class AnthropicWire(Wire):
     def answer(self, answer: Answer, request: WireRequest) -> bytes:
         message = self._message(answer, request)
         message.update(content=self._blocks(answer), stop_reason=self._stop(answer))
-        return _dumps(message)
+        return dumps_json(message)
 
     def stream(self, answer: Answer, request: WireRequest) -> bytes:
         def event(kind: str, data: dict[str, Any]) -> bytes:
-            body = _dumps({"type": kind, **data})
+            body = dumps_json({"type": kind, **data})
             return b"event: " + kind.encode() + b"\ndata: " + body + b"\n\n"
 
         out = [event("message_start", {"message": self._message(answer, request)})]
@@ -495,7 +495,7 @@ class AnthropicWire(Wire):
 
     def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
         kind = kind or _KINDS.get(status, "invalid_request_error")
-        return _dumps({"type": "error", "error": {"type": kind, "message": message, **extra}})
+        return dumps_json({"type": "error", "error": {"type": kind, "message": message, **extra}})
 
 
 class _System(dict[str, Any]):

@@ -42,9 +42,9 @@ from tcbreplay._replay.wire import (
     Wire,
     WireError,
     WireRequest,
-    _dumps,
-    _schema,
-    _units,
+    checked_schema,
+    dumps_json,
+    read_units,
 )
 
 # /{version}/models/{model}:{method}, the version as the SDKs send it (or none, under a base
@@ -334,7 +334,7 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             raw = _get(spec, "parametersJsonSchema") is not None
             key = "parametersJsonSchema" if raw else "parameters"
             given = {"description": spec.get("description"), key: _get(spec, key)}
-            _schema(given, place, key)
+            checked_schema(given, place, key)
             parameters = given[key]
             specs.append({
                 "name": spec["name"], "description": spec.get("description") or "",
@@ -401,7 +401,7 @@ class GeminiWire(Wire):
         units: list[Any] = list(_units_of(contents))
         if _get(body, "systemInstruction") is not None:
             units.insert(0, _System(_get(body, "systemInstruction")))
-        messages, entries, parts, places = _units(self.name, units, _convert, cache, _places)
+        messages, entries, parts, places = read_units(self.name, units, _convert, cache, _places)
         stream = found is not None and found["method"] == "streamGenerateContent"
         if stream and "alt=sse" not in query.split("&"):
             raise WireError("streamGenerateContent: ?alt=sse is required (server-sent events, as "
@@ -441,15 +441,16 @@ class GeminiWire(Wire):
         return parts or [{"text": ""}]
 
     def answer(self, answer: Answer, request: WireRequest) -> bytes:
-        return _dumps(self._response(answer, request, self._parts(answer)))
+        return dumps_json(self._response(answer, request, self._parts(answer)))
 
     def stream(self, answer: Answer, request: WireRequest) -> bytes:
         parts = self._parts(answer)
         # the text first, then the calls with the finish and usage, as the API streams them
         chunks = [parts] if len(parts) == 1 or not answer.text else [parts[:1], parts[1:]]
-        return b"".join(b"data: " + _dumps(self._response(answer, request, p, k == len(chunks) - 1))
+        last = len(chunks) - 1
+        return b"".join(b"data: " + dumps_json(self._response(answer, request, p, k == last))
                         + b"\r\n\r\n" for k, p in enumerate(chunks))  # fmt: skip
 
     def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
         state = _STATUS.get(status, "INVALID_ARGUMENT" if status < 500 else "INTERNAL")
-        return _dumps({"error": {"code": status, "message": message, "status": state, **extra}})
+        return dumps_json({"error": {"code": status, "message": message, "status": state, **extra}})

@@ -34,9 +34,9 @@ from tcbreplay._replay.wire import (
     OpenAIWire,
     WireError,
     WireRequest,
-    _dumps,
-    _schema,
-    _units,
+    checked_schema,
+    dumps_json,
+    read_units,
 )
 
 _RANGES = {"temperature": (0, 2), "top_p": (0, 1)}
@@ -251,7 +251,7 @@ def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
             raise WireError(f"tools[{k}]: function tools only ({kind!r} is not served)")
         if not isinstance(tool.get("name"), str):
             raise WireError(f"tools[{k}]: a function tool with a name is required")
-        _schema(tool, f"tools[{k}]", "parameters")
+        checked_schema(tool, f"tools[{k}]", "parameters")
         specs.append({"name": tool["name"], "description": tool.get("description") or "",
                       "parameters": tool.get("parameters") or {}})  # fmt: skip
     return specs
@@ -277,7 +277,7 @@ class ResponsesWire(OpenAIWire):
             if not isinstance(body["instructions"], str):
                 raise WireError("instructions: a string is required")
             units.insert(0, _Instructions(body["instructions"]))
-        messages, entries, parts, places = _units(self.name, units, _convert, cache, _places)
+        messages, entries, parts, places = read_units(self.name, units, _convert, cache, _places)
         return WireRequest(
             messages=messages,
             entries=entries,
@@ -319,7 +319,7 @@ class ResponsesWire(OpenAIWire):
         }  # fmt: skip
 
     def answer(self, answer: Answer, request: WireRequest) -> bytes:
-        return _dumps(self._response(answer, request, True))
+        return dumps_json(self._response(answer, request, True))
 
     def stream(self, answer: Answer, request: WireRequest) -> bytes:
         events: list[dict[str, Any]] = [
@@ -355,6 +355,6 @@ class ResponsesWire(OpenAIWire):
                        "response": self._response(answer, request, True)})  # fmt: skip
         return b"".join(
             b"event: " + e["type"].encode() + b"\ndata: "
-            + _dumps({**e, "sequence_number": n}) + b"\n\n"
+            + dumps_json({**e, "sequence_number": n}) + b"\n\n"
             for n, e in enumerate(events)
         )  # fmt: skip
