@@ -56,6 +56,8 @@ def filter_texts(texts: pa.Array | pa.ChunkedArray, keep: np.ndarray) -> pa.Arra
     texts = one_array(texts)
     offsets, data = kernels.text_buffers(texts)
     keep = np.ascontiguousarray(keep, dtype=np.bool_)
+    if len(keep) != len(texts):
+        raise ValueError(f"filter_texts: {len(keep)} flags for {len(texts)} texts")
     count = int(np.count_nonzero(keep))
     out_offsets = np.empty(count + 1, dtype=np.int64)
     out = kernels.functions().kept_texts(offsets, data, keep.view(np.uint8), out_offsets)

@@ -76,3 +76,15 @@ def test_valid_mask_is_arrows_is_valid(texts):
     mask = valid_mask(whole)
     want = whole.is_valid().to_numpy(zero_copy_only=False)
     assert (np.ones(len(whole), np.bool_) if mask is None else mask).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("flags", [2, 4])
+def test_filter_texts_refuses_flags_not_one_per_text(flags):
+    # as Arrow's filter does: a longer mask read memory past the texts
+    texts = pa.array(["a", "b", "c"])
+    with pytest.raises(ValueError, match="flags for 3 texts"):
+        filter_texts(texts, np.ones(flags, np.bool_))
+    with pytest.raises(ValueError, match="not a flag per text"):
+        kernels.functions().kept_texts(
+            *kernels.text_buffers(texts), np.ones(flags, np.uint8), np.empty(4, np.int64)
+        )

@@ -164,26 +164,40 @@ def kept_texts(
     int64_t[::1] out_offsets,
 ):
     """The texts data[offsets[k]:offsets[k+1]] whose keep[k] is nonzero, end to end, their
-    starts written into out_offsets (one entry more than the texts kept)."""
-    cdef Py_ssize_t k, j = 0, size = 0, n = offsets.shape[0] - 1, width
-    if n < 0 or keep.shape[0] < n:
-        raise ValueError("kept_texts: keep is shorter than the texts")
+    starts written into out_offsets (one entry more than the texts kept). Each run of texts
+    kept one after another is copied at once."""
+    cdef Py_ssize_t k, first, j = 0, kept = 0, n = offsets.shape[0] - 1, at = 0, width
+    cdef int64_t dropped
+    if n < 0 or keep.shape[0] != n:
+        raise ValueError("kept_texts: keep is not a flag per text")
     with nogil:
         for k in range(n):
+            kept += keep[k] != 0
+    if out_offsets.shape[0] < kept + 1:
+        raise ValueError("kept_texts: out_offsets has no room for the texts kept")
+    with nogil:
+        dropped = offsets[0] if n >= 0 else 0  # the bytes before the text at hand not kept
+        for k in range(n):
             if keep[k]:
-                out_offsets[j] = size
-                size += offsets[k + 1] - offsets[k]
+                out_offsets[j] = offsets[k] - dropped
                 j += 1
-        out_offsets[j] = size
-    out = np.empty(max(size, 1), dtype=np.uint8)
+            else:
+                dropped += offsets[k + 1] - offsets[k]
+        out_offsets[j] = offsets[n] - dropped
+    out = np.empty(max(out_offsets[j], 1), dtype=np.uint8)
     cdef uint8_t[::1] target = out
-    j = 0
     with nogil:
-        for k in range(n):
-            if keep[k]:
-                width = offsets[k + 1] - offsets[k]
-                memcpy(&target[out_offsets[j]], &data[offsets[k]], width)
-                j += 1
+        k = 0
+        while k < n:
+            if not keep[k]:
+                k += 1
+                continue
+            first = k
+            while k < n and keep[k]:
+                k += 1
+            width = offsets[k] - offsets[first]
+            memcpy(&target[at], &data[offsets[first]], width)
+            at += width
     return out
 
 
