@@ -5,7 +5,9 @@ Errors that retrying cannot fix stop the run at the first one: the provider refu
 the provider asks to wait longer than retries wait (a quota used up for the hour or the day).
 A run none of whose model calls was ever answered stops once a whole first wave of samples
 (one per worker) has failed after its retries: an unreachable host, a wrong base URL, a
-request every sample gets wrong. What was finished stays stored, and the run can be resumed.
+request every sample gets wrong; or every one of them stopped at the model's token limit, which
+no retry lifts (a higher limit is another run). What was finished stays stored, and the run can
+be resumed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ UNKNOWN_MODEL = "unknown model"
 LONG_WAIT = "long wait"
 # every sample of the first wave failed before any model call was answered
 UNANSWERED = "unanswered"
+# every sample of the first wave stopped at the model's token limit (TokenLimitReply): a
+# model setting, that retrying and --retry-errors keep
+TOKEN_LIMIT = "token limit"
 # a recording process (--processes) ended before its samples did (see ChildFailed)
 PROCESS_DIED = "process died"
 
@@ -88,6 +93,7 @@ class Breaker:
         self.wave = max(1, wave)
         self.answered = False
         self.unanswered = 0
+        self.cut = 0  # of the unanswered, those stopped at the model's token limit
         self.tripped = False
         self.seen = 0  # samples finished (and stored)
 
@@ -101,8 +107,9 @@ class Breaker:
         reason = outcome.stop
         if reason is None and not self.answered:
             self.unanswered += 1
+            self.cut += (outcome.error or "").startswith(_TOKEN_LIMIT)
             if self.unanswered >= self.wave:
-                reason = UNANSWERED
+                reason = TOKEN_LIMIT if self.cut == self.unanswered else UNANSWERED
         if reason is not None:
             self.tripped = True
             raise RecordStop(reason, outcome, self.unanswered)
@@ -131,6 +138,8 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
         where = f" at {base_url}" if base_url else ""
         fix = " or --model-option base_url=" if base_url else ""
         return f"no model {choice.name!r}{where} ({error}): check --model{fix}"
+    if stop.reason == TOKEN_LIMIT:
+        return _token_limit_message(stop)
     first = (
         f"the first {stop.failed} samples failed after their retries"
         if stop.failed > 1
@@ -146,7 +155,44 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
 # an error a provider's server answered with (a 5xx, overloaded, unavailable)
 _SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
 # a reply the provider sent that was no answer (see tcbreplay._record.agent)
-_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:", "TokenLimitReply:")
+_TOKEN_LIMIT = "TokenLimitReply:"
+_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:", _TOKEN_LIMIT)
+# what a TokenLimitReply's text says of the limit: "max_tokens=5, finish reason length"
+_LIMIT_SAID = re.compile(r"token limit \((max_tokens.*?, finish reason \S+?)\)")
+
+
+def _token_limit_message(stop: RecordStop) -> str:
+    """The line of a recording whose first samples all stopped at the model's token limit."""
+    error = stop.outcome.error or ""
+    said = _LIMIT_SAID.search(error)
+    where = "the first sample" if stop.failed == 1 else f"each of the first {stop.failed} samples"
+    set_ = (
+        "set --model-option max_tokens=N above the provider's default"
+        if "max_tokens not set" in error
+        else "record again with a higher --model-option max_tokens=N"
+    )
+    return (
+        f"the model stopped at its token limit in {where} "
+        f"({said.group(1) if said else _quote(error)}), and a retry is cut off the same way: "
+        f"{set_}, as another run"
+    )
+
+
+def stop_hint(stop: RecordStop, run_id: str, named: bool) -> str | None:
+    """How to go on after ``stop``, when the usual ``--retry-errors`` cannot help (None
+    otherwise); ``named``: the recording was given its run id (``--run-id``)."""
+    if stop.reason != TOKEN_LIMIT:
+        return None
+    kept = f"the run keeps its {stop.summary.recorded} finished samples, " if stop.summary else ""
+    where = (
+        f"give it another --run-id (or replace {run_id} with --overwrite)"
+        if named
+        else "the same command with it records one under a run id of its own"
+    )
+    return (
+        f"{kept}but --retry-errors would record them with max_tokens as it is, to be cut off "
+        f"again: a higher max_tokens is another run: {where}"
+    )
 
 
 def _unanswered_fix(error: str, base_url: str | None) -> str:
@@ -165,7 +211,7 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
             "the provider answered with empty replies (their finish reason says why; SAFETY: "
             "it withheld them): check --model, its --model-option settings and the prompt"
         )
-    if kind == "TokenLimitReply":  # (a model setting: --retry-errors keeps it)
+    if kind == "TokenLimitReply":  # (among other errors; a model setting --retry-errors keeps)
         return (
             "the model's replies stopped at its token limit: record again with a higher "
             "--model-option max_tokens=N (another run)"

@@ -35,6 +35,7 @@ from tcbreplay._record.failures import (
     MaxErrors,
     Outcome,
     RecordStop,
+    stop_hint,
     stop_message,
 )
 from tcbreplay._record.loop import lean_gc, run_loop
@@ -341,6 +342,7 @@ def record_run(
     if factory is not None:
         fields[AGENT_FIELD] = factory[1]
     model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
+    named = run_id is not None
     run_id = validate_run_id(default_run_id(inputs, choice, agent) if run_id is None else run_id)
     code = user_code(inputs, None if factory is None else factory[1])
     return run_plan(
@@ -360,6 +362,7 @@ def record_run(
         budget=budget,
         simulated=choice.simulated,
         why_stopped=lambda stop: stop_message(stop, choice),
+        how_to_go_on=lambda stop: stop_hint(stop, run_id, named),
         shard=shard,
         rate_windows=rate_windows,
     )
@@ -383,6 +386,7 @@ def run_plan(
     budget: MaxErrors | None = None,
     simulated: bool = False,
     why_stopped: Callable[[RecordStop], str] = str,
+    how_to_go_on: Callable[[RecordStop], str | None] = lambda stop: None,
     source: str | None = None,
     shard: tuple[int, int] | None = None,
     rate_windows: Any = None,
@@ -391,7 +395,8 @@ def run_plan(
     manifest ``model``, ``fields`` and ``fingerprint``, which a resumed run must have), or
     the one of that id resumed (see :func:`record_run`). ``source``: the manifest's
     ``source`` of the runs this makes (None: recordings; ``replay``); ``shard`` and
-    ``rate_windows``: see :func:`record_run`."""
+    ``rate_windows``: see :func:`record_run`. A stop is said by ``why_stopped``, with the
+    hint ``how_to_go_on`` gives (None: to record the failed samples again)."""
     check_shard(shard)
     sample_ids = _once(sample_ids)
     if shard is not None:
@@ -542,7 +547,8 @@ def run_plan(
         stop.summary.sharding = _progress(writer.dir, shard, inputs)
         raise RecordError(
             f"recording of {run_id} stopped: {why_stopped(stop)}",
-            hint=f"the run keeps its {stop.summary.recorded} finished samples; "
+            hint=how_to_go_on(stop)
+            or f"the run keeps its {stop.summary.recorded} finished samples; "
             + retry_hint(Run(writer.dir), shard, asked),
             summary=stop.summary,
         ) from None

@@ -112,23 +112,88 @@ def test_a_reply_at_the_token_limit_is_counted_and_said_by_record(dataset, tmp_p
     assert len(server.requests) == 2  # greet's, and add's first turn once: not retried
 
 
-def test_a_stop_on_replies_at_the_token_limit_says_to_raise_it(dataset, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stop_on_replies_at_the_token_limit_says_to_raise_it(dataset, tmp_path, workers):
+    """The stop said "the first sample failed after its retries" and hinted --retry-errors:
+    such a reply is never retried, and --retry-errors keeps the limit that cut it."""
     with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
         server.inject(openai_server.Fault.at_token_limit())
         result = cli("record", "--model", "openai:gpt-4o-mini",
                      "--model-option", f"base_url={server.url}",
                      "--model-option", "max_tokens=5", "--dataset", dataset,
-                     "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", "1",
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", workers,
                      "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
     assert result.exit_code == 1, result.output
-    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
-    assert "no model call succeeded: the first sample failed after its retries" in error
-    assert "(TokenLimitReply: the model stopped at its token limit (max_tokens=5, " in error
-    assert error.endswith(
-        "the model's replies stopped at its token limit: record again with a higher "
-        "--model-option max_tokens=N (another run)"
+    lines = result.output.splitlines()
+    error = next(line for line in lines if line.startswith("Error:"))
+    where = "the first sample" if workers == 1 else "each of the first 2 samples"
+    assert error == (
+        f"Error: recording of r stopped: the model stopped at its token limit in {where} "
+        "(max_tokens=5, finish reason length), and a retry is cut off the same way: record "
+        "again with a higher --model-option max_tokens=N, as another run"
     )
-    assert "can be reached" not in error
+    hint = next(line for line in lines if line.startswith("Hint:"))
+    assert hint == (
+        f"Hint: the run keeps its {workers} finished samples, but --retry-errors would record "
+        "them with max_tokens as it is, to be cut off again: a higher max_tokens is another "
+        "run: give it another --run-id (or replace r with --overwrite)"
+    )
+    manifest = json.loads((tmp_path / "traces" / "r" / "manifest.json").read_text())
+    assert manifest["stopped"].startswith("token limit: TokenLimitReply: the model stopped")
+    assert len(server.requests) == workers  # none retried
+
+    # as the hint says: a higher limit, the run replaced
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        result = cli("record", "--model", "openai:gpt-4o-mini",
+                     "--model-option", f"base_url={server.url}",
+                     "--model-option", "max_tokens=500", "--dataset", dataset,
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--overwrite",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "2/2 ok" in result.output
+
+
+def test_a_stop_on_replies_at_the_token_limit_of_a_run_named_by_default(dataset, tmp_path):
+    """Without --run-id, a higher limit names another run: the hint says so, and the same
+    command with it records one."""
+    command = ("record", "--model", "openai:gpt-4o-mini", "--dataset", dataset, "--tools", TOOLS,
+               "--system-prompt", PROMPT, "--workers", "1", "--store", tmp_path / "traces",
+               "--quiet")  # fmt: skip
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(openai_server.Fault.at_token_limit(), times=1)
+        result = cli(*command, "--model-option", f"base_url={server.url}")
+        assert result.exit_code == 1, result.output
+        lines = result.output.splitlines()
+        error = next(line for line in lines if line.startswith("Error:"))
+        assert "(max_tokens not set: the provider's own, finish reason length)" in error
+        assert error.endswith(
+            "set --model-option max_tokens=N above the provider's default, as another run"
+        )
+        hint = next(line for line in lines if line.startswith("Hint:"))
+        assert hint.endswith(
+            "a higher max_tokens is another run: the same command with it records one under a "
+            "run id of its own"
+        )
+        result = cli(*command, "--model-option", f"base_url={server.url}",
+                     "--model-option", "max_tokens=500")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert len([p for p in (tmp_path / "traces").iterdir() if p.is_dir()]) == 2
+
+
+def test_a_first_wave_only_partly_at_the_token_limit_stops_as_unanswered():
+    from tcbreplay._record.failures import Breaker, Outcome, RecordStop
+
+    cut = Outcome("error", answered=False, error="TokenLimitReply: the model stopped at ...")
+    breaker = Breaker(wave=2)
+    breaker.see(cut)
+    with pytest.raises(RecordStop) as stop:
+        breaker.see(Outcome("error", answered=False, error="ConnectError: refused"))
+    assert stop.value.reason == "unanswered"
+    breaker = Breaker(wave=2)
+    breaker.see(cut)
+    with pytest.raises(RecordStop) as stop:
+        breaker.see(cut)
+    assert (stop.value.reason, stop.value.failed) == ("token limit", 2)
 
 
 def test_an_empty_gemini_reply_at_the_token_limit_is_not_retried(dataset, tmp_path):
