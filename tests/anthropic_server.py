@@ -13,9 +13,11 @@ request. A request with ``"stream": true`` is answered with the API's server-sen
         ...  # base_url=server.url; server.requests: the JSON bodies received
 
 Fault kinds (each after a 200): ``Fault.at_token_limit`` (the answer's text cut half-way,
-``stop_reason`` ``max_tokens``, streamed or not); for streams only, ``Fault.cut`` (the stream
-stops half-way through the first block's input JSON or text, before the stop reason, and
-closes),
+``stop_reason`` ``max_tokens``, streamed or not); for requests not streamed only,
+``Fault.error_body`` (a body ``{"type": "error", "error": {...}}`` of this type,
+``overloaded_error`` by default, instead of the message); for streams only, ``Fault.cut``
+(the stream stops half-way through the first block's input JSON or text, before the stop
+reason, and closes),
 ``Fault.error_event`` (an ``error`` event of this type, ``overloaded_error`` by default, after
 the first block's delta, as the API sends one mid-stream).
 """
@@ -35,10 +37,11 @@ MODEL = "claude-sonnet-4-5-20250929"
 
 @dataclass(frozen=True)
 class Fault:
-    """One way to answer a streamed request badly; build with the class methods."""
+    """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "cut" | "error_event" | "max_tokens"
+    kind: str  # "cut" | "error_event" | "max_tokens" | "error_body"
     error_type: str = "overloaded_error"
+    message: str = "Overloaded"
 
     @classmethod
     def cut(cls) -> Fault:
@@ -49,6 +52,12 @@ class Fault:
     def at_token_limit(cls) -> Fault:
         """The answer's text cut half-way, ``"stop_reason": "max_tokens"``."""
         return cls("max_tokens")
+
+    @classmethod
+    def error_body(cls, error_type: str = "overloaded_error", message: str = "Overloaded") -> Fault:
+        """A 200 whose body is ``{"type": "error", "error": {"type": error_type, "message":
+        message}}``, to a request not streamed."""
+        return cls("error_body", error_type, message)
 
     @classmethod
     def error_event(cls, error_type: str = "overloaded_error") -> Fault:
@@ -116,6 +125,9 @@ class AnthropicServer:
                         if block["type"] == "text":
                             block["text"] = block["text"][: len(block["text"]) // 2]
                     fault = None
+                if fault is not None and fault.kind == "error_body" and not body.get("stream"):
+                    error = {"type": fault.error_type, "message": fault.message}
+                    message = {"type": "error", "error": error}
                 if not body.get("stream"):
                     payload = json.dumps(message).encode()
                     self.send_response(200)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
+from tcbreplay._record.models.anthropic_calls import ErrorBody
 
 # besides every 5xx but 501 and 505 (Cloudflare's 520-524, Anthropic's 529 overloaded)
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -125,7 +126,8 @@ _ERROR_KINDS = (
 def error_reply(exc: BaseException) -> tuple[Mapping[str, Any], int | None, bool] | None:
     """The error a provider answered 200 with, when a model call failed on one: a body
     ``{"error": {...}}`` instead of a completion (some OpenAI-compatible gateways answer so when
-    overloaded), or an error event in a stream. Returns the error, the HTTP status its kind
+    overloaded; Anthropic's API so, its body's ``type`` ``error``), or an error event in a
+    stream. Returns the error, the HTTP status its kind
     stands for (its code when that is one, else its type's words; None: not known), and
     whether it came in a stream."""
     code = status_code(exc)
@@ -139,6 +141,8 @@ def error_reply(exc: BaseException) -> tuple[Mapping[str, Any], int | None, bool
         # (LangChain's ChatOpenAI raises the body's "error" as it came)
         elif isinstance(e, ValueError) and e.args and _raised_in(e, "langchain_openai."):
             error, streamed = e.args[0], False
+        elif isinstance(e, ErrorBody):  # (ChatAnthropic's, see anthropic_calls)
+            error, streamed = e.error, False
         else:
             continue
         if isinstance(error, Mapping):

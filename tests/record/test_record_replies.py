@@ -284,6 +284,58 @@ def test_an_error_a_200_holds_is_said_by_its_kind_and_code():
     )
 
 
+# Anthropic's API answers so too (its body's "type" "error"): langchain-anthropic failed
+# reading it, "TypeError: 'NoneType' object is not iterable"
+ANTHROPIC = "anthropic:claude-opus-4-7"
+
+
+@pytest.mark.parametrize("kind", ["overloaded_error", "rate_limit_error", "api_error"])
+def test_a_200_holding_an_anthropic_error_to_retry_is_retried(dataset, tmp_path, kind):
+    pytest.importorskip("langchain_anthropic")
+    with anthropic_server.AnthropicServer(SCRIPT, ANSWERS) as server:
+        server.inject(anthropic_server.Fault.error_body(kind), input=GREET, times=1)
+        summary = _record(dataset, server, tmp_path, model=ANTHROPIC)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+    assert _messages(summary.run_dir, "greet")[-1]["content"] == ANSWERS[GREET]
+
+
+def test_a_200_holding_an_anthropic_error_of_the_request_fails_naming_it(dataset, tmp_path):
+    pytest.importorskip("langchain_anthropic")
+    with anthropic_server.AnthropicServer(SCRIPT, ANSWERS) as server:
+        fault = anthropic_server.Fault.error_body("invalid_request_error", "max_tokens: too big")
+        server.inject(fault, input=GREET)
+        summary = _record(dataset, server, tmp_path, model=ANTHROPIC)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 1, "ErrorReply")
+    assert row["error"] == (
+        "the provider answered 200 with an error, taken as a 400: invalid_request_error: "
+        "max_tokens: too big"
+    )
+    assert _samples(summary.run_dir)["add"]["status"] == "ok"
+
+
+def test_a_200_holding_an_anthropic_refused_key_stops_the_run(dataset, tmp_path):
+    pytest.importorskip("langchain_anthropic")
+    with anthropic_server.AnthropicServer(SCRIPT, ANSWERS) as server:
+        fault = anthropic_server.Fault.error_body("authentication_error", "invalid x-api-key")
+        server.inject(fault)
+        result = cli("record", "--model", ANTHROPIC, "--model-option", f"base_url={server.url}",
+                     "--dataset", dataset, "--tools", TOOLS, "--system-prompt", PROMPT,
+                     "--workers", "1", "--store", tmp_path / "traces", "--run-id", "r",
+                     "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert error == (
+        "Error: recording of r stopped: the provider refused the API key (ErrorReply: the "
+        "provider answered 200 with an error, taken as a 401: authentication_error: invalid "
+        "x-api-key): set ANTHROPIC_API_KEY to a valid key"
+    )
+    assert len(server.requests) == 1
+
+
 # -- arguments that are no JSON object -------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._record.models.anthropic_calls import raise_error_bodies
 from tcbreplay._record.models.openai_calls import keep_non_object_arguments_invalid
 from tcbreplay._secrets import SECRETS_HINT, find_secrets, refuse_model_secrets, register
 from tcbreplay.errors import ModelError
@@ -162,6 +163,8 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
         raise ModelError(f"{choice.option} {choice.id}: {first}", hint=hint) from exc
     # a tool call whose arguments are no JSON object is the agent's, not a lost reply
     keep_non_object_arguments_invalid()
+    # a 200 whose body is an error is that error, not a reply that fails to be read
+    raise_error_bodies()
     return model
 
 
