@@ -193,6 +193,7 @@ def record(
     from tcbreplay._inputs.benchmarks import inputs_from_manifest, load_inputs
     from tcbreplay._ray import check_engine
     from tcbreplay._record.failures import MaxErrors
+    from tcbreplay._record.finish import RecordInterrupted
     from tcbreplay._record.models import (
         DEFAULT_MODEL,
         model_from_manifest,
@@ -200,7 +201,8 @@ def record(
         with_transport,
     )
     from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import RecordInterrupted, parse_shard, record_run
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._record.selection import parse_shard
     from tcbreplay._store.files import check_dataset_file
     from tcbreplay._store.runs import Run, Store
     from tcbreplay._store.schema import DATASET

@@ -78,7 +78,7 @@ def replay(
     ended in error (--allow-divergence: diverged samples do not count), 0 when none did."""
     from tcbreplay._cli.grids import replay_output
     from tcbreplay._cli.progress import Progress
-    from tcbreplay._record.runner import RecordInterrupted
+    from tcbreplay._record.finish import RecordInterrupted
     from tcbreplay._replay.run import replay_run
     from tcbreplay._store.runs import Run, Store
 

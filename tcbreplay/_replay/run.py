@@ -32,6 +32,7 @@ from tcbreplay._inputs.tools import code_sha256
 from tcbreplay._record.agent import CallPolicy
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
 from tcbreplay._record.failures import Outcome
+from tcbreplay._record.finish import RecordSummary
 from tcbreplay._record.models import (
     ModelChoice,
     build_chat_model,
@@ -39,7 +40,8 @@ from tcbreplay._record.models import (
     parse_model,
 )
 from tcbreplay._record.options import ProgressFn, RecordOptions
-from tcbreplay._record.runner import AgentPlan, RecordSummary, run_plan
+from tcbreplay._record.plan import AgentPlan
+from tcbreplay._record.runner import run_plan
 from tcbreplay._record.sample import run_sample
 from tcbreplay._replay.divergence import Divergence
 from tcbreplay._replay.fingerprint import canonical_json, canonical_messages

@@ -242,7 +242,7 @@ class ServeLog:
 
     def close(self) -> Any:
         """Fold the journal into the run's files and write its totals (a RecordSummary)."""
-        from tcbreplay._record.runner import finish_run
+        from tcbreplay._record.finish import finish_run
         from tcbreplay._replay.run import replay_totals
 
         total = self._entries * self._trials
