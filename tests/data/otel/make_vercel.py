@@ -35,7 +35,7 @@ QUESTIONS = {
 def main() -> None:
     from openai_server import OpenAIServer
 
-    from tcbreplay._importers.otel.collect import read_body
+    from tcbreplay._importers.otel.collect_http import read_body
 
     bodies: list[bytes] = []
 
