@@ -869,3 +869,26 @@ def test_a_received_file_cut_as_it_was_written_imports_refused_naming_the_reques
         f.truncate(at)
     result = cli("import", "--traces", received, "--run-id", "again", "--store", store)
     assert result.exit_code == 0, result.output
+
+
+def test_a_request_kept_after_a_cut_tail_is_read_where_it_was_written(tmp_path):
+    """A collection taken up again cuts the request a kill left half-written; the next request
+    kept is then written where the cut was, and found there: the file's position was read
+    before the cut, so its place was the cut request's end, and reading it back (a trace let
+    go, then read again) read other bytes."""
+    from tcbreplay._importers.otel.collect_files import PROTO_FILE
+
+    store = tmp_path / "store"
+    killed = Collector(Store(store), "k")
+    killed.receive(PB, "application/x-protobuf")
+    killed.close()
+    with (store / "k" / "received.otlp.pb").open("ab") as f:  # (cut by the kill)
+        f.write(len(PB).to_bytes(4, "big") + PB[:100])
+    again = Collector(Store(store), "k")
+    try:
+        where = again._received.append(PROTO_FILE, PB)
+        assert where == (PROTO_FILE, len(PB) + 8, len(PB))
+        batch = again._received.read(*where)
+        assert batch is not None and batch.spans
+    finally:
+        again.close()

@@ -5,6 +5,7 @@ back when more of a trace comes or when a stopped collection is taken up again."
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -45,6 +46,8 @@ class ReceivedFiles:
 
         drop_torn_tail(self.dir / JSON_FILE)
         _drop_torn_frame(self.dir / PROTO_FILE)
+        for name in (JSON_FILE, PROTO_FILE):  # (their positions were read before the cut)
+            self._files[name].seek(0, os.SEEK_END)
 
     def append(self, name: str, body: bytes) -> tuple[str, int, int]:
         """Keep a request's ``body`` in the received file ``name`` (a line of JSON, or a
