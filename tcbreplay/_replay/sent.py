@@ -14,6 +14,7 @@ call is part of what the model reads, so the recording answers them in its own o
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -27,13 +28,18 @@ def as_sent(
     """``divergence`` of ``request`` (whose canonical messages are ``items``) with its path
     into the body as sent (see the module), and its line for a person."""
     index = message_index(divergence.path)
+    listed = _LISTS.get(wire, "messages")  # the body's list of messages
+    if divergence.path == "messages" and listed != "messages":  # (the list as a whole)
+        moved = replace(divergence, path=listed)
+        return moved, moved.line()
     places = [] if index is None else request.places()
     if index is None or not places:
         return divergence, divergence.line()
     kept = _items(request)  # the entry of each canonical message
     rest = divergence.path[len(f"messages[{index}]") :]
     if index >= len(kept):  # a message the recording has after the request's last one
-        moved = replace(divergence, path=f"messages[{request.sent}]{rest}")
+        moved = replace(divergence, path=_after(divergence, items, places, listed, request.sent)
+                        + rest)  # fmt: skip
         return moved, moved.line()
     if rest == ".call":
         found = _reordered(divergence, items, request, places, kept, index, wire)
@@ -43,6 +49,29 @@ def as_sent(
     path = request.inside(place, rest) if request.inside is not None else place + rest
     moved = replace(divergence, path=path)
     return moved, moved.line()
+
+
+# the body's list of messages, where a wire names it otherwise than ``messages``
+_LISTS = {"gemini": "contents", "responses": "input"}
+
+
+def _after(
+    divergence: Divergence, items: list[dict[str, Any]], places: list[str], listed: str,
+    sent: int,
+) -> str:  # fmt: skip
+    """Where the message the recording has after the request's last one would be in the
+    body: the next block of the last message's content when both are tool results and that
+    content holds its results as blocks (Anthropic's tool_result blocks, Gemini's
+    functionResponse parts), else the next entry of the body's list."""
+    try:
+        recorded = json.loads(divergence.recorded or "null")
+    except ValueError:
+        recorded = None
+    tool = isinstance(recorded, dict) and recorded.get("role") == "tool"
+    found = re.fullmatch(r"(.+\.(?:parts|content))\[(\d+)\]", places[-1])
+    if tool and items and items[-1].get("role") == "tool" and found is not None:
+        return f"{found[1]}[{int(found[2]) + 1}]"
+    return f"{listed}[{sent}]"
 
 
 def _items(request: WireRequest) -> list[int]:

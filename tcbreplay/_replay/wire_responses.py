@@ -48,12 +48,18 @@ _STATEFUL = ("previous_response_id", "conversation")
 
 class _Turn(dict[str, Any]):
     """Items of ``input`` that are one message (an assistant message and the calls after it
-    are one model turn), and where the first of them is."""
+    are one model turn), and where each of them is (a reasoning item between them is none
+    of its items, but counts in the places of those after it)."""
 
     def __init__(self, items: list[Any], k: int) -> None:
-        super().__init__({"k": k, "items": items})
+        self.at = [k]  # (the dict's lists: an item added is in its JSON too)
+        super().__init__({"k": k, "items": items, "at": self.at})
         self.k = k
-        self.members = items  # (the dict's list: an item added is in its JSON too)
+        self.members = items
+
+    def add(self, item: Any, k: int) -> None:
+        self.members.append(item)
+        self.at.append(k)
 
 
 def _text(content: Any, place: str) -> Any:
@@ -101,7 +107,7 @@ def _turns(items: list[Any]) -> list[_Turn]:
             # (the items before it, reasoning left out, are a model turn's: it is one more call)
             last = out[-1].members[0] if out else {}
             if last.get("role") == "assistant" or last.get("type") == kind:
-                out[-1].members.append(item)
+                out[-1].add(item, k)
             else:
                 out.append(_Turn([item], k))
         elif kind == "function_call_output":
@@ -147,7 +153,7 @@ def _convert(units: list[Any]) -> list[Any]:
         for j, item in enumerate(unit.members):
             if item.get("type") != "function_call":
                 continue
-            where = f"input[{unit.k + j}].arguments"
+            where = f"input[{unit.at[j]}].arguments"
             text = item.get("arguments")
             if not isinstance(text, str):
                 raise WireError(f"{where}: JSON text is required")
@@ -185,7 +191,7 @@ def _inside(turns: list[_Turn]) -> Callable[[str, str], str]:
         called = re.match(r"\.tool_calls\[(\d+)\]", rest)
         calls = [j for j, item in enumerate(turn.members) if item.get("type") == "function_call"]
         if called is not None and int(called[1]) < len(calls):
-            return f"input[{turn.k + calls[int(called[1])]}]" + rest[called.end() :]
+            return f"input[{turn.at[calls[int(called[1])]]}]" + rest[called.end() :]
         if turn.members[0].get("type") == "function_call_output":
             for field, sent in ((".content", ".output"), (".call", ".call_id")):
                 if rest == field or rest[len(field) : len(field) + 1] in (".", "["):

@@ -273,10 +273,24 @@ def test_a_409_points_into_the_responses_request_as_sent(root):
             with pytest.raises(openai.ConflictError) as caught:
                 client.responses.create(input=[*asked, *sent], **kwargs)
             said.append(caught.value.body)
+        # a reasoning item between the message and the calls is no message, but an item
+        # (the path said input[3] for the call at input[4]); a result left out is input[4]
+        # (it said messages[4])
+        reasoned = [asked[0], {"type": "message", "role": "assistant",
+                               "content": [{"type": "output_text", "text": ""}]},
+                    {"type": "reasoning", "id": "rs_1", "summary": []}, asked[1],
+                    {**asked[2], "arguments": '{"a": 4, "b": 6}'},
+                    *results(("c1", '{"result": 5}'), ("c2", '{"result": 20}'))]  # fmt: skip
+        for sent in [reasoned, [*asked, *results(("c1", '{"result": 5}'))]]:
+            with pytest.raises(openai.ConflictError) as caught:
+                client.responses.create(input=sent, **kwargs)
+            said.append(caught.value.body)
         final = client.responses.create(
             input=[*asked, *results(("c1", '{"result": 5}'), ("c2", '{"result": 20}'))], **kwargs
         )
         assert final.output_text == "Done."
+    assert said[2]["divergence"]["path"] == "input[4].arguments.b"
+    assert (said[3]["divergence"]["path"], said[3]["divergence"]["replayed"]) == ("input[4]", None)
     assert said[0]["divergence"]["path"] == "input[4].output.result"
     assert said[1]["divergence"]["path"] == "input[3].call_id"
     assert ("tool results in another order than the calls of input[1]: input[3] answers c2 "
