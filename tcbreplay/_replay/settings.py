@@ -96,8 +96,19 @@ def _tool_choice(choice: Any, api: str) -> str | None:
     if kind == "allowed_tools":
         if not isinstance(choice.get("allowed_tools"), dict):
             return "tool_choice.allowed_tools: an object ({mode, tools}) is required"
-        return None
+        return allowed_refused(choice["allowed_tools"], "tool_choice.allowed_tools")
     return f"tool_choice.type {kind!r}: function, custom or allowed_tools"
+
+
+def allowed_refused(allowed: Mapping[str, Any], place: str) -> str | None:
+    """Why an ``allowed_tools`` choice's ``mode`` and ``tools`` (at ``place``) are not
+    OpenAI's, or None: which calls it allows is read from them
+    (:func:`~tcbreplay._replay.choice.allowed_tools`)."""
+    if allowed.get("mode") not in ("auto", "required"):
+        return f"{place}.mode {allowed.get('mode')!r}: auto or required"
+    if not isinstance(allowed.get("tools"), list):
+        return f"{place}.tools: a list of the tools allowed is required"
+    return None
 
 
 def _name(value: Any) -> bool:

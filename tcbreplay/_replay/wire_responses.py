@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._replay.settings import allowed_refused
 from tcbreplay._replay.wire import (
     Answer,
     MessageCache,
@@ -243,6 +244,15 @@ def _choice(body: Mapping[str, Any]) -> dict[str, Any]:
             raise WireError("tool_choice.name: the name of the function to call is required")
     elif choice.get("type") != "allowed_tools":
         raise WireError(f"tool_choice.type {choice.get('type')!r}: function or allowed_tools")
+    else:
+        said = allowed_refused(choice, "tool_choice")
+        if said is not None:
+            raise WireError(said)
+    # (max_tool_calls counts calls of built-in tools, which are not served: no function call)
+    calls = body.get("max_tool_calls")
+    if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int)
+                              or calls < 1):  # fmt: skip
+        raise WireError(f"max_tool_calls {calls!r}: a whole number of 1 or more")
     return {k: body[k] for k in ("tool_choice", "parallel_tool_calls") if k in body}
 
 

@@ -8,6 +8,16 @@ import pytest
 from tcbreplay._replay.choice import conflict
 
 
+def chat_allowed(mode: str, *names: str) -> dict:
+    tools = [{"type": "function", "function": {"name": n}} for n in names]
+    return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
+
+
+def responses_allowed(mode: str, *names: str) -> dict:
+    return {"type": "allowed_tools", "mode": mode,
+            "tools": [{"type": "function", "name": n} for n in names]}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("settings", "calls", "path"),
     [
@@ -29,6 +39,15 @@ from tcbreplay._replay.choice import conflict
         ({"parallel_tool_calls": False}, ["add"], None),
         ({"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}, ["a", "b"],
          "params.parallel_tool_calls"),
+        # allowed_tools: Chat Completions' form, then the Responses API's
+        ({"tool_choice": chat_allowed("required", "add", "list")}, ["list", "add"], None),
+        ({"tool_choice": chat_allowed("auto", "add")}, [], None),
+        ({"tool_choice": chat_allowed("auto", "add")}, ["mul"], "params.tool_choice"),
+        ({"tool_choice": chat_allowed("required", "add")}, [], "params.tool_choice"),
+        ({"tool_choice": responses_allowed("required", "add")}, ["add"], None),
+        ({"tool_choice": responses_allowed("required", "add")}, ["mul"], "params.tool_choice"),
+        ({"tool_choice": responses_allowed("required", "add")}, [], "params.tool_choice"),
+        ({"tool_choice": responses_allowed("auto", "add", "mul")}, ["add", "mul"], None),
     ],
 )  # fmt: skip
 def test_an_answer_the_request_forbids_diverges(settings, calls, path):

@@ -349,6 +349,17 @@ def test_a_request_that_forbids_the_recorded_calls_gets_409_on_tool_choice(serve
     with pytest.raises(openai.ConflictError):
         client.chat.completions.create(model="m", messages=messages, tools=openai_tools(),
                                        tool_choice=forced)  # fmt: skip
+    # (allowed_tools that leave the recorded call out was answered with it)
+    for names, allowed in [(["add_numbers"], False), (["add_numbers", "multiply_numbers"], True)]:
+        choice = {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+            {"type": "function", "function": {"name": n}} for n in names]}}  # fmt: skip
+        try:
+            client.chat.completions.create(model="m", messages=messages, tools=openai_tools(),
+                                           tool_choice=choice)  # fmt: skip
+            assert allowed, names
+        except openai.ConflictError as caught:
+            assert not allowed, names
+            assert caught.body["divergence"]["path"] == "params.tool_choice"
     other = anthropic_client(server.url)
     tools = [{"name": t["function"]["name"], "description": t["function"]["description"],
               "input_schema": t["function"]["parameters"]} for t in openai_tools()]  # fmt: skip

@@ -162,6 +162,40 @@ def test_a_changed_tool_output_gets_409_with_its_path_into_input(server):
     assert caught.value.body["divergence"]["path"] == "input[1].arguments.b"
 
 
+def allowed(mode: str, *names: str) -> dict[str, Any]:
+    return {"type": "allowed_tools", "mode": mode,
+            "tools": [{"type": "function", "name": n} for n in names]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("choice", "forbids"),
+    [
+        ("none", True),
+        ({"type": "function", "name": "add_numbers"}, True),
+        (allowed("required", "add_numbers"), True),
+        (allowed("auto", "add_numbers", "list_items"), True),
+        (allowed("required", "add_numbers", "multiply_numbers"), False),
+        ({"type": "function", "name": "multiply_numbers"}, False),
+    ],
+)  # fmt: skip
+def test_a_tool_choice_that_forbids_the_recorded_call_gets_409(server, choice, forbids):
+    """An allowed_tools choice leaving out the recorded call was answered with it."""
+    import openai
+
+    items = [{"role": "user", "content": sample_input("mul-7-by-8")}]
+    kwargs = {"model": "gpt-x", "instructions": INPUTS.system_prompt, "input": items,
+              "tools": tools(), "tool_choice": choice}  # fmt: skip
+    if not forbids:
+        (call,) = client(server.url).responses.create(**kwargs).output
+        assert call.name == "multiply_numbers"
+        return
+    with pytest.raises(openai.ConflictError) as caught:
+        client(server.url).responses.create(**kwargs)
+    said = caught.value.body["divergence"]
+    assert (said["component"], said["path"], said["recorded"]) == (
+        "params", "params.tool_choice", '["multiply_numbers"]')  # fmt: skip
+
+
 def post(server: Any, path: str, body: Any, headers: dict | None = None) -> tuple[int, str]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
@@ -196,6 +230,11 @@ ASK = [{"role": "user", "content": "Multiply 7 by 8 for me."}]
          "tools[0].parameters: a JSON schema object is required"),
         ({"input": ASK, "tool_choice": {"type": "function"}},
          "tool_choice.name: the name of the function to call is required"),
+        ({"input": ASK, "tool_choice": {"type": "allowed_tools", "mode": "all", "tools": []}},
+         "tool_choice.mode 'all': auto or required"),
+        ({"input": ASK, "tool_choice": {"type": "allowed_tools", "mode": "auto"}},
+         "tool_choice.tools: a list of the tools allowed is required"),
+        ({"input": ASK, "max_tool_calls": 0}, "max_tool_calls 0: a whole number of 1 or more"),
         ({"input": ASK, "temperature": 3}, "temperature 3: a number from 0 to 2"),
         ({"input": ASK, "stream": "yes"}, "stream 'yes': true or false"),
         ({"input": ASK, "instructions": ["x"]}, "instructions: a string is required"),

@@ -335,6 +335,8 @@ def test_a_409_points_into_the_anthropic_request_as_sent(root):
         ({"tool_choice": {"type": "function"}},
          "tool_choice.function.name: the name of the function tool to call is required"),
         ({"tool_choice": "any"}, "tool_choice 'any': none, auto, required or an object"),
+        ({"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "all", "tools": []}}},
+         "tool_choice.allowed_tools.mode 'all': auto or required"),
         ({"temperature": 3}, "temperature 3: a number from 0 to 2"),
         ({"top_p": "high"}, "top_p 'high': a number from 0 to 1"),
     ],
