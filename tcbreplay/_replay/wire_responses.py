@@ -8,9 +8,11 @@ with the ``function_call`` items that follow it (one model turn, which a client 
 those items); a ``function_call`` item a call (its ``arguments`` JSON text, read as Chat
 Completions' are: text that is no JSON object is an invalid call); a ``function_call_output``
 item the tool message of its ``call_id``. ``reasoning`` items are left out, as the canonical
-form leaves reasoning out. What a recording cannot answer is refused with a 400 naming it: a
-conversation kept by OpenAI (``previous_response_id``, ``conversation``, an
-``item_reference``), another kind of item or tool (built-in tools such as ``web_search``).
+form leaves reasoning out. ``text.format`` is the sampling setting Chat Completions calls
+``response_format`` (in that API's form). What a recording cannot answer is refused with a
+400 naming it: state kept by OpenAI (``previous_response_id``, ``conversation``, an
+``item_reference``, a ``prompt`` template), another kind of item or tool (built-in tools
+such as ``web_search``), ``n`` other than 1.
 
 The answer: a ``response`` object whose ``output`` is a ``message`` item (its text as
 ``output_text``), then a ``function_call`` item per call (``call_id`` the recorded id), with
@@ -223,13 +225,44 @@ def _settings(body: Mapping[str, Any]) -> dict[str, Any]:
     if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
                                or tokens < 1):  # fmt: skip
         raise WireError(f"max_output_tokens {tokens!r}: a whole number of 1 or more")
+    if body.get("prompt") is not None:
+        raise WireError("prompt: a prompt template kept by OpenAI is not served; send its "
+                        "instructions and input")  # fmt: skip
+    if body.get("n") not in (None, 1):  # (no field of the API's: Chat Completions' n)
+        raise WireError(f"n {body['n']!r}: a recording holds one answer a turn; ask for one")
     params = canonical_params(body)
     reasoning = body.get("reasoning")
     if reasoning is not None and not isinstance(reasoning, dict):
         raise WireError("reasoning: an object ({effort, summary}) is required")
-    if reasoning and reasoning.get("effort") is not None:
-        params["reasoning_effort"] = reasoning["effort"]
+    effort = (reasoning or {}).get("effort")
+    if effort is not None and not (isinstance(effort, str) and effort):
+        raise WireError(f"reasoning.effort {effort!r}: a text such as low, medium or high")
+    if effort is not None:
+        params["reasoning_effort"] = effort
+    found = _format(body.get("text"))
+    if found is not None:
+        params["response_format"] = found
     return params
+
+
+def _format(text: Any) -> dict[str, Any] | None:
+    """``text.format`` as Chat Completions' ``response_format``, the setting a recording has
+    (its ``json_schema`` form nests what the Responses API has beside the type), or None."""
+    if text is None:
+        return None
+    if not isinstance(text, dict):
+        raise WireError("text: an object ({format, verbosity}) is required")
+    given = text.get("format")
+    if given is None:
+        return None
+    kind = given.get("type") if isinstance(given, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        raise WireError(f"text.format.type {kind!r}: text, json_object or json_schema")
+    if kind == "json_schema":
+        if not isinstance(given.get("schema"), dict) or not isinstance(given.get("name"), str):
+            raise WireError("text.format: a json_schema format needs a name and a schema object")
+        return {"type": kind, "json_schema": {k: v for k, v in given.items() if k != "type"}}
+    return {"type": kind}
 
 
 def _choice(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -235,6 +235,12 @@ ASK = [{"role": "user", "content": "Multiply 7 by 8 for me."}]
         ({"input": ASK, "tool_choice": {"type": "allowed_tools", "mode": "auto"}},
          "tool_choice.tools: a list of the tools allowed is required"),
         ({"input": ASK, "max_tool_calls": 0}, "max_tool_calls 0: a whole number of 1 or more"),
+        ({"input": ASK, "prompt": {"id": "pmpt_1", "version": "2"}},
+         "prompt: a prompt template kept by OpenAI is not served"),
+        ({"input": ASK, "n": 3}, "n 3: a recording holds one answer a turn"),
+        ({"input": ASK, "reasoning": {"effort": 5}}, "reasoning.effort 5: a text such as low"),
+        ({"input": ASK, "text": {"format": {"type": "yaml"}}},
+         "text.format.type 'yaml': text, json_object or json_schema"),
         ({"input": ASK, "temperature": 3}, "temperature 3: a number from 0 to 2"),
         ({"input": ASK, "stream": "yes"}, "stream 'yes': true or false"),
         ({"input": ASK, "instructions": ["x"]}, "instructions: a string is required"),
@@ -247,6 +253,29 @@ def test_a_malformed_request_gets_4xx_and_one_line_of_json(server, body, says):
     error = json.loads(text)["error"]
     assert error["message"].startswith(says), error["message"]
     assert KEY not in text
+
+
+@pytest.mark.parametrize("kind", ["json_schema", "json_object"])
+def test_text_format_is_the_response_format_chat_completions_compares(kind):
+    """``text.format`` was left out: a request asking for another format than the recorded
+    one was answered. ChatOpenAI's bodies for one response_format, on either API, read to
+    the same sampling setting (compared where the recording has it)."""
+    from langchain_openai import ChatOpenAI
+
+    from tcbreplay._replay.routes import WIRES
+
+    schema = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"],
+              "additionalProperties": False}  # fmt: skip
+    wanted = {"type": kind}
+    if kind == "json_schema":
+        wanted["json_schema"] = {"name": "answer", "strict": True, "schema": schema}
+    params = []
+    for responses in (False, True):
+        model = ChatOpenAI(model="gpt-x", api_key=KEY, use_responses_api=responses)
+        body = model._get_request_payload([("user", "Hi")], response_format=wanted)
+        assert ("text" in body) is responses
+        params.append(WIRES["responses" if responses else "openai"].read(body).params)
+    assert params[1] == params[0] == {"response_format": wanted}
 
 
 def test_the_key_is_never_said_back_nor_logged(root, capfd):
