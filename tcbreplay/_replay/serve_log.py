@@ -180,6 +180,10 @@ class ServeLog:
             slot = conversation.log_slot = (sample_id, self._next.get(sample_id, 0))
             self._next[sample_id] = slot[1] + 1
         trial = slot[1]
+        # the turns served that the conversation as stored holds: a request sent again from
+        # an earlier turn (a tool output changed, then a 409) holds fewer than were served
+        held = sum(m.type == "ai" for m in messages) + (answer is not None)
+        served = [list(pair) for pair in conversation.served if pair[0] < held]
         divergence = conversation.divergence
         status, error_type, said = "ok", None, None
         if divergence is not None:
@@ -199,7 +203,7 @@ class ServeLog:
             trial=trial,
             sample_index=row_index(sample.index, trial, self._entries),
             metadata={SOURCE: {
-                "served": [list(pair) for pair in conversation.served],
+                "served": served,
                 "parent_trial": parent_trial,
                 "live_calls": 0,
                 "forked_at": None,

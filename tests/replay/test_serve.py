@@ -778,6 +778,47 @@ def test_a_request_sent_again_stays_in_its_conversation(root, parent_calls):
     assert cli("audit", "verify", "retried", "--store", root).exit_code == 0
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_conversation_sent_again_with_a_changed_output_keeps_a_log_audit_verifies(root, api):
+    """Turns 0 and 1 served, then the same conversation sent again with its tool output
+    changed (a 409): the log held the 409'd request's messages but still said turn 1 was
+    served, and audit verify failed (``served turn 1: parent's {...}, replay's None``)."""
+    import openai
+
+    client = openai_client
+    log = f"resent-{api}"
+    with serve_run(root, PARENT, log_run=log) as server:
+        if api == "chat":
+            messages = opening("mul-7-by-8")
+            assert next_turn(server.url, messages)
+            assert not next_turn(server.url, messages[:])  # turn 1 answered
+            messages[3] = {**messages[3], "content": '{"result": 57}'}
+            with pytest.raises(openai.ConflictError):
+                client(server.url).chat.completions.create(model="m", messages=messages[:4],
+                                                           tools=openai_tools())  # fmt: skip
+        else:
+            kwargs = {
+                "model": "m",
+                "instructions": INPUTS.system_prompt,
+                "tools": [{"type": "function", **t["function"]} for t in openai_tools()],
+            }
+            items: list[Any] = [{"role": "user", "content": sample_input("mul-7-by-8")}]
+            (call,) = client(server.url).responses.create(input=items, **kwargs).output
+            items += [call.model_dump(exclude_none=True),
+                      {"type": "function_call_output", "call_id": call.call_id,
+                       "output": run_tool(call.name, json.loads(call.arguments))}]  # fmt: skip
+            assert client(server.url).responses.create(input=items, **kwargs).output_text
+            items[2] = {**items[2], "output": '{"result": 57}'}
+            with pytest.raises(openai.ConflictError):
+                client(server.url).responses.create(input=items, **kwargs)
+    rows = sql(root, "select status, json_extract(metadata, '$.replay.served') as served "
+                     f"from samples where run_id = '{log}'")  # fmt: skip
+    assert [(r["status"], [p[0] for p in json.loads(r["served"])]) for r in rows] == [
+        ("diverged", [0])]  # fmt: skip
+    verified = cli("audit", "verify", log, "--store", root)
+    assert verified.exit_code == 0, verified.output
+
+
 @pytest.mark.slow  # (a few seconds under the suite's load: make test's budget)
 def test_a_log_scored_against_its_parent_takes_the_trial_each_conversation_was_served(
     root, parent_calls
