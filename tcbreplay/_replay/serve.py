@@ -233,6 +233,7 @@ class ReplayService:
         if self.log is not None:
             self.log.served(conversation, request.messages, message)
         answer = Answer.of(message, turn)
+        self._messages.calls.answered([call[0] for call in answer.calls])
         if request.stream:
             reply = Reply(200, wire.stream(answer, request), "text/event-stream")
         else:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcbreplay._replay.calls import AnsweredCalls
 from tcbreplay._replay.fingerprint import (
     Entry,
     canonical_json,
@@ -179,6 +180,7 @@ class MessageCache:
     def __init__(self, size: int = 20_000) -> None:
         self._size = size
         self._found: OrderedDict[str, tuple[list[Any], list[Entry], list[str]]] = OrderedDict()
+        self.calls = AnsweredCalls(size)  # (which calls were answered together)
 
     def read(
         self, wire: str, units: list[Any], convert: Callable[[list[Any]], list[Any]]

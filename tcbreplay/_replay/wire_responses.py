@@ -7,7 +7,9 @@ the system message; a ``message`` item of role ``system`` or ``developer`` a sys
 with the ``function_call`` items that follow it (one model turn, which a client sends back as
 those items); a ``function_call`` item a call (its ``arguments`` JSON text, read as Chat
 Completions' are: text that is no JSON object is an invalid call); a ``function_call_output``
-item the tool message of its ``call_id``. ``reasoning`` items are left out, as the canonical
+item the tool message of its ``call_id`` (a call after the outputs of a model turn's calls is
+one more of them where the server answered them together: see :func:`_answered`).
+``reasoning`` items are left out, as the canonical
 form leaves reasoning out. ``text.format`` is the sampling setting Chat Completions calls
 ``response_format`` (in that API's form). What a recording cannot answer is refused with a
 400 naming it: state kept by OpenAI (``previous_response_id``, ``conversation``, an
@@ -88,8 +90,9 @@ def _text(content: Any, place: str) -> Any:
     return parts
 
 
-def _turns(items: list[Any]) -> list[_Turn]:
-    """The input's items as messages (see the module)."""
+def _turns(items: list[Any], together: Callable[[str, str], bool] | None = None) -> list[_Turn]:
+    """The input's items as messages (see the module); ``together``: whether two calls (by
+    their ids) were served in one answer (see :func:`_answered`)."""
     out: list[_Turn] = []
     for k, item in enumerate(items):
         place = f"input[{k}]"
@@ -111,6 +114,8 @@ def _turns(items: list[Any]) -> list[_Turn]:
             last = out[-1].members[0] if out else {}
             if last.get("role") == "assistant" or last.get("type") == kind:
                 out[-1].add(item, k)
+            elif together is not None and (model := _answered(out, item, together)):
+                model.add(item, k)
             else:
                 out.append(_Turn([item], k))
         elif kind == "function_call_output":
@@ -124,6 +129,27 @@ def _turns(items: list[Any]) -> list[_Turn]:
             raise WireError(f"{place}.type {kind!r}: message, function_call or "
                             "function_call_output (reasoning left out)")  # fmt: skip
     return out
+
+
+def _answered(
+    turns: list[_Turn], call: dict[str, Any], together: Callable[[str, str], bool]
+) -> _Turn | None:
+    """The model turn ``call`` is one more call of, coming after the outputs of its calls,
+    or None. OpenAI's guide sends parallel calls back each followed by its output
+    (``[call0, out0, call1, out1]``), which reads as the calls of one turn or as turns one
+    after the other (``[call0, out0]`` answered with ``call1``): the server tells them by
+    the calls it answered together."""
+    k = len(turns)
+    while k > 0 and turns[k - 1].members[0].get("type") == "function_call_output":
+        k -= 1
+    if k == 0 or k == len(turns):
+        return None
+    model = turns[k - 1]
+    if model.members[0].get("role", "assistant") != "assistant":
+        return None
+    ids = {item["call_id"] for item in model.members if item.get("type") == "function_call"}
+    answered = all(t.members[0].get("call_id") in ids for t in turns[k:])
+    return model if answered and any(together(i, call["call_id"]) for i in ids) else None
 
 
 def _convert(units: list[Any]) -> list[Any]:
@@ -320,11 +346,11 @@ class ResponsesWire(OpenAIWire):
             given = [{"type": "message", "role": "user", "content": given}]
         if not isinstance(given, list) or not given:
             raise WireError("input: a text or a non-empty list of input items is required")
-        turns = _turns(given)
+        if body.get("instructions") is not None and not isinstance(body["instructions"], str):
+            raise WireError("instructions: a string is required")
+        turns = _turns(given, None if cache is None else cache.calls.together)
         units: list[Any] = list(turns)
         if body.get("instructions") is not None:
-            if not isinstance(body["instructions"], str):
-                raise WireError("instructions: a string is required")
             units.insert(0, _Instructions(body["instructions"]))
         messages, entries, parts, places = read_units(self.name, units, _convert, cache, _places)
         return WireRequest(

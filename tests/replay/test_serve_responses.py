@@ -92,21 +92,25 @@ def respond(url: str, items: list[Any], how: str = "json") -> Any:
     return client(url).responses.create(**kwargs)
 
 
-def loop(url: str, user: str, how: str) -> list[tuple]:
-    """An agent on the Responses API: ask, run the tools asked for, until it answers."""
+def loop(url: str, user: str, how: str, each_after: bool = False) -> list[tuple]:
+    """An agent on the Responses API: ask, run the tools asked for, until it answers
+    (``each_after``: each call sent back followed by its output, as OpenAI's guide does)."""
     items: list[Any] = [{"role": "user", "content": user}]
     made = []
     for _ in range(10):
         response = respond(url, items, how)
         assert response.status == "completed" and response.usage.input_tokens > 0
-        items += [item.model_dump(exclude_none=True) for item in response.output]
         calls = [item for item in response.output if item.type == "function_call"]
+        if not each_after or not calls:
+            items += [item.model_dump(exclude_none=True) for item in response.output]
         if not calls:
             assert response.output_text.startswith("The answer is")
             return made
         for call in calls:
             args = json.loads(call.arguments)
             made.append((call.name, args))
+            if each_after:
+                items.append(call.model_dump(exclude_none=True))
             items.append({"type": "function_call_output", "call_id": call.call_id,
                           "output": run_tool(call.name, args)})  # fmt: skip
     raise AssertionError("no final answer in 10 turns")
@@ -118,6 +122,18 @@ def test_the_openai_sdks_responses_in_a_loop_get_the_recorded_turns(root, parent
     with serve_run(root, PARENT) as server:
         for sample_id in SAMPLES:
             assert loop(server.url, sample_input(sample_id), how) == parent_calls[sample_id]
+        assert server.service.diverged == 0
+
+
+def test_parallel_calls_each_followed_by_its_output_get_the_recorded_turns(root, parent_calls):
+    """OpenAI's guide sends back each call of an answer followed by its output
+    (``[call0, out0, call1, out1]``): read as turns one after the other, it diverged
+    (``input[3].arguments.a``, the second call taken for the next turn's). The samples hold
+    answers of one call after another and one of two calls (3-notebooks-2-pens)."""
+    with serve_run(root, PARENT) as server:
+        for sample_id in SAMPLES:
+            assert loop(server.url, sample_input(sample_id), "json", True) == parent_calls[
+                sample_id]  # fmt: skip
         assert server.service.diverged == 0
 
 
