@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._replay.alike import Alike
 from tcbreplay._replay.choice import conflict
 from tcbreplay._replay.divergence import Divergence, message_index
 from tcbreplay._replay.fingerprint import (
@@ -109,6 +110,7 @@ class ReplayService:
         self._tools: OrderedDict[str, tuple[dict[str, Any], str]] = OrderedDict()
         self._messages = MessageCache()
         self._answers: OrderedDict[tuple[Key, int], tuple[dict[str, Any], str]] = OrderedDict()
+        self._alike = Alike(recording)
         self.served = 0
         self.diverged = 0
 
@@ -170,9 +172,9 @@ class ReplayService:
                 request = wire.read(_body(body), self._messages, target)
             except WireError as exc:
                 return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
-            return self._answer(wire, request, self._canonical(request))
+            return self._answer(wire, request, self._canonical(request, wire))
 
-    def _canonical(self, request: WireRequest) -> _Canonical:
+    def _canonical(self, request: WireRequest, wire: Wire) -> _Canonical:
         """A request in the canonical form, its messages' canonical JSON and fingerprint
         (built from the parts as :func:`~tcbreplay._replay.fingerprint.request_text` does,
         each message encoded once)."""
@@ -182,7 +184,7 @@ class ReplayService:
             given = {k: v for k, v in request.params.items() if k in recording.params}
             params = {**recording.params, **given}
         system, items, _ = assemble(request.entries)
-        tools, tools_json = self._canonical_tools(request.tools)
+        tools, tools_json = self._canonical_tools(request.tools, wire)
         # each message's JSON as read, but a tool message's named by the call it answers
         known = {id(entry[1]): part for entry, part in zip(request.entries, request.parts,
                                                              strict=True)}  # fmt: skip
@@ -196,11 +198,13 @@ class ReplayService:
             sha256_text(text),
         )
 
-    def _canonical_tools(self, specs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
-        sent = json.dumps(specs)
+    def _canonical_tools(
+        self, specs: list[dict[str, Any]], wire: Wire
+    ) -> tuple[dict[str, Any], str]:
+        sent = wire.name + json.dumps(specs)
         found = self._tools.get(sent)
         if found is None:
-            tools = canonical_tools(specs)
+            tools = self._alike.tools(wire, canonical_tools(specs))
             found = self._tools[sent] = (tools, canonical_json(tools))
             if len(self._tools) > 64:
                 self._tools.popitem(last=False)
@@ -315,6 +319,9 @@ class ReplayService:
         else:
             where, divergence = self.recording.nearest(canonical.request, conversation.key,
                                                        _tool_output(items))  # fmt: skip
+            key = where[0] if where is not None else conversation.key
+            divergence = self._alike.tools_divergence(wire, divergence, key,
+                                                      canonical.request["tools"])  # fmt: skip
         if conversation.key is None and where is not None:
             conversation.key = where[0]
         conversation.divergence = divergence

@@ -35,6 +35,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tcbreplay._replay import gemini_terms
 from tcbreplay._replay.fingerprint import canonical_params
 from tcbreplay._replay.wire import (
     Answer,
@@ -389,6 +390,10 @@ class GeminiWire(Wire):
     """``generateContent`` and ``streamGenerateContent`` (see the module)."""
 
     name = "gemini"
+    has_terms = True
+
+    def tool_terms(self, tool: dict[str, Any]) -> Any:
+        return gemini_terms.tool_terms(tool)
 
     def read(
         self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""

@@ -1,0 +1,105 @@
+"""What a Gemini request can say of a recorded run's tools: the terms ``serve``'s Gemini
+wire compares them in.
+
+A recording keeps its tools' JSON schemas as LangChain had them; a Gemini client sends
+less. langchain-google-genai drops ``default``, ``minimum``,
+``maximum`` and ``additionalProperties``, sends ``nullable: true`` for a union with null
+(of the last other alternative), and a property with no type as a string; google-genai
+with ``parameters=`` keeps some of these, with ``parameters_json_schema=`` all.
+
+So both sides are put in one form before they are compared, the *terms*:
+
+- a schema keeps ``type`` (lower case), ``properties``, ``required``, ``items``, ``enum``,
+  ``description``, ``anyOf`` and ``nullable``; every other keyword is left out;
+- a union with null (``anyOf`` holding ``{"type": "null"}``, or a list of types holding
+  ``"null"``) is its last other alternative with ``nullable: true``;
+- a property or item with neither type nor ``anyOf`` is a string.
+
+What still differs in these terms (a changed type, description or enum, a parameter added
+or removed) is a difference; what differs only in what Gemini's clients
+leave out is none.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tcbreplay._replay.fingerprint import normalized
+
+# the schema keywords every Gemini client sends
+KEPT = ("type", "properties", "required", "items", "enum", "description", "anyOf", "nullable")
+
+
+def _camel(name: str) -> str:
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)
+
+
+def _is_null(schema: Any) -> bool:
+    return isinstance(schema, dict) and str(schema.get("type", "")).lower() == "null"
+
+
+def schema_terms(schema: Any, nested: bool = False) -> Any:
+    """A JSON schema (or Gemini's, in either case of keys and types) in the terms (see the
+    module); ``nested``: a property's or an item's."""
+    if not isinstance(schema, dict):
+        return normalized(schema)
+    given = {_camel(str(k)): v for k, v in schema.items()}
+    nullable = given.get("nullable") is True
+    kind = given.get("type")
+    if isinstance(kind, list):
+        kinds = [str(k).lower() for k in kind if str(k).lower() != "null"]
+        nullable = nullable or len(kinds) < len(kind)
+        given["type"] = kinds[-1] if len(kinds) == 1 else kinds or None
+    alternatives = given.get("anyOf")
+    if isinstance(alternatives, list) and any(_is_null(a) for a in alternatives):
+        others = [a for a in alternatives if not _is_null(a)]
+        nullable = True
+        given = {k: v for k, v in given.items() if k != "anyOf"}
+        if others and isinstance(others[-1], dict):
+            given.update({_camel(str(k)): v for k, v in others[-1].items()})
+            return _with_null(schema_terms(given, nested), True)
+    out: dict[str, Any] = {}
+    for key in KEPT:
+        value = given.get(key)
+        if value is None or value == "" or key == "nullable":
+            continue
+        if key == "type":
+            out[key] = value.lower() if isinstance(value, str) else normalized(value)
+        elif key == "properties" and isinstance(value, dict):
+            if value:
+                out[key] = {str(n): schema_terms(s, True) for n, s in value.items()}
+        elif key == "required" and isinstance(value, list):
+            if value:
+                out[key] = sorted(str(r) for r in value)
+        elif key in ("items", "anyOf"):
+            out[key] = (
+                [schema_terms(s, True) for s in value]
+                if isinstance(value, list)
+                else schema_terms(value, True)
+            )
+        else:
+            out[key] = normalized(value)
+    if nested and "type" not in out and "anyOf" not in out:
+        out["type"] = "string"
+    return _with_null(out, nullable)
+
+
+def _with_null(terms: Any, nullable: bool) -> Any:
+    if nullable and isinstance(terms, dict):
+        return {**terms, "nullable": True}
+    return terms
+
+
+def tool_terms(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool in the canonical form (:func:`~tcbreplay._replay.fingerprint.canonical_tools`'
+    value) in the terms, in the same form: its description, its parameters by name and its
+    required ones (so a difference has the path it has in the canonical form)."""
+    schema = {k: v for k, v in tool.items() if k not in ("description", "parameters")}
+    schema.update(type=tool.get("type", "object"), properties=tool.get("parameters") or {})
+    terms = schema_terms(schema)
+    return {
+        "description": str(tool.get("description") or ""),
+        "parameters": terms.get("properties", {}),
+        "required": terms.get("required", []),
+    }

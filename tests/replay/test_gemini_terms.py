@@ -1,0 +1,45 @@
+"""The terms the Gemini wire compares tools in: what its clients leave out is no
+difference, what they send is."""
+
+from __future__ import annotations
+
+import pytest
+
+from tcbreplay._replay.gemini_terms import schema_terms
+
+ALIKE = [
+    ({"type": "integer", "default": 1, "minimum": 1, "maximum": 99}, {"type": "INTEGER"}),
+    ({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+     {"type": "STRING", "nullable": True}),
+    ({"anyOf": [{"type": "string"}, {"type": "null"}]},
+     {"any_of": [{"type": "STRING"}, {"type": "NULL"}]}),
+    ({"type": ["string", "null"]}, {"type": "STRING", "nullable": True}),
+    ({"anyOf": [{"type": "object", "additionalProperties": {"type": "string"}}, {"type": "null"}]},
+     {"type": "OBJECT", "nullable": True}),
+    ({"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+     {"type": "STRING", "nullable": True}),
+    ({"type": "object", "properties": {"x": {}}, "title": "T"},
+     {"type": "OBJECT", "properties": {"x": {"type": "STRING"}}, "propertyOrdering": ["x"]}),
+    ({"type": "number", "enum": [1.0, 2]}, {"type": "NUMBER", "enum": [1, 2]}),
+]  # fmt: skip
+DIFFERENT = [
+    ({"type": "integer"}, {"type": "NUMBER"}),
+    ({"type": "string", "description": "a"}, {"type": "STRING", "description": "b"}),
+    ({"type": "string", "enum": ["a", "b"]}, {"type": "STRING", "enum": ["a"]}),
+    ({"anyOf": [{"type": "string"}, {"type": "null"}]}, {"type": "STRING"}),
+    ({"type": "object", "properties": {"a": {"type": "string"}}},
+     {"type": "OBJECT", "properties": {"a": {"type": "STRING"}, "b": {"type": "STRING"}}}),
+    ({"type": "object", "required": ["a"]}, {"type": "OBJECT"}),
+    ({"type": "array", "items": {"type": "string"}},
+     {"type": "ARRAY", "items": {"type": "INTEGER"}}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("recorded", "sent"), ALIKE)
+def test_what_a_client_leaves_out_is_no_difference(recorded, sent):
+    assert schema_terms(recorded, True) == schema_terms(sent, True)
+
+
+@pytest.mark.parametrize(("recorded", "sent"), DIFFERENT)
+def test_what_a_client_sends_otherwise_is_a_difference(recorded, sent):
+    assert schema_terms(recorded, True) != schema_terms(sent, True)

@@ -1,0 +1,172 @@
+"""``serve``'s Gemini wire compares tools and tool outputs in what a Gemini request can say
+(:mod:`tcbreplay._replay.gemini_terms`): a run recorded with langchain-google-genai, whose
+tools have defaults, Optional and union parameters, bounds and a mapping, replays with no
+divergence to the stack that made it and to google-genai (``parameters=`` and
+``parameters_json_schema=``); a tool changed in those terms still gets its 409."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gemini_terms_tools
+import pytest
+from gemini_server import GeminiServer
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._replay.serve import serve_run
+
+PROMPT = BENCHMARKS["tool-call"].system_prompt.read_text()
+KEY = "AIzaSyLEAKEDgemini0123456789abcdefghijk"
+MODEL = "gemini-2.5-flash"
+TOOLS = {t.name: t for t in gemini_terms_tools.TOOLS}
+# id, input, the scripted model's turns (each a list of calls)
+CASES = [
+    ("order", "Order 2 of sku A1 express",
+     [[("order", {"items": [{"sku": "A1", "qty": 2}], "express": True})]]),
+    ("lookup", "Look up pens", [[("lookup", {"query": "pens", "limit": 3})]]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A store holding the run ``terms``, recorded with langchain-google-genai against the
+    loopback Gemini server."""
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._store.runs import Store
+
+    folder = tmp_path_factory.mktemp("terms")
+    dataset = folder / "dataset.json"
+    dataset.write_text(json.dumps([{"id": sid, "input": text, "target": []}
+                                   for sid, text, _ in CASES]))  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch, GeminiServer({t: s for _, t, s in CASES}) as fake:
+        patch.setenv("GOOGLE_API_KEY", "fake-recording-key-7f3a9c")
+        inputs = load_inputs(None, dataset, "gemini_terms_tools:TOOLS",
+                             BENCHMARKS["tool-call"].system_prompt)  # fmt: skip
+        model = parse_model(f"google_genai:{MODEL}", {"base_url": fake.url})
+        summary = record_run(inputs, model, Store(folder / "traces"), run_id="terms",
+                             options=RecordOptions(workers=1))  # fmt: skip
+    assert summary.ok == len(CASES)
+    return folder / "traces"
+
+
+def calls_of(sample_id: str) -> list[tuple[str, dict]]:
+    return [(n, a) for sid, _, turns in CASES if sid == sample_id for t in turns for n, a in t]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "streamed"])
+def test_chat_google_generative_ai_replays_its_own_recording_of_lossy_tools(recorded, streaming):
+    """Every request got a 409: the client sends no defaults nor bounds, and ``nullable``
+    for Optional."""
+    from langchain.agents import create_agent
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    with serve_run(recorded, "terms") as server:
+        model = ChatGoogleGenerativeAI(model=MODEL, google_api_key=KEY, base_url=server.url,
+                                       max_retries=0, streaming=streaming)  # fmt: skip
+        agent = create_agent(model, gemini_terms_tools.TOOLS, system_prompt=PROMPT)
+        for sample_id, text, _ in CASES:
+            state = agent.invoke({"messages": [{"role": "user", "content": text}]})
+            made = [(c["name"], c["args"]) for m in state["messages"]
+                    for c in getattr(m, "tool_calls", None) or []]  # fmt: skip
+            assert made == calls_of(sample_id), sample_id
+            assert state["messages"][-1].text == "Done."
+        assert (server.service.served, server.service.diverged) == (2 * len(CASES), 0)
+
+
+def genai_config(mode: str, change: Any = None) -> Any:
+    from google.genai import types
+    from langchain_core.utils.function_calling import convert_to_openai_function
+
+    functions = [convert_to_openai_function(t) for t in gemini_terms_tools.TOOLS]
+    if change is not None:
+        change(functions)
+    declared = [types.FunctionDeclaration(name=f["name"], description=f["description"],
+                                          **{mode: f["parameters"]})
+                for f in functions]  # fmt: skip
+    return types.GenerateContentConfig(
+        system_instruction=PROMPT,
+        tools=[types.Tool(function_declarations=declared)],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        temperature=0.7,  # (ChatGoogleGenerativeAI's, recorded with the run)
+    )
+
+
+def output(name: str, args: dict) -> dict:
+    """A tool's output as a google-genai loop sends it: an object as is, else under output."""
+    found = TOOLS[name].invoke(args)
+    return found if isinstance(found, dict) else {"output": found}
+
+
+@pytest.mark.parametrize("mode", ["parameters", "parameters_json_schema"])
+def test_google_genai_replays_the_recording_whichever_schema_it_declares(recorded, mode):
+    """With ``parameters=`` google-genai sends ``any_of`` with a NULL type, bounds as
+    floats and no ``additionalProperties``' case of the recording: a 409 on every request."""
+    from google import genai
+    from google.genai import types
+
+    with serve_run(recorded, "terms") as server:
+        client = genai.Client(api_key=KEY, http_options={"base_url": server.url})
+        for sample_id, text, _ in CASES:
+            contents = [types.Content(role="user", parts=[types.Part.from_text(text=text)])]
+            made = []
+            for _ in range(5):
+                answer = client.models.generate_content(model=MODEL, contents=contents,
+                                                        config=genai_config(mode))  # fmt: skip
+                contents.append(answer.candidates[0].content)
+                calls = answer.function_calls or []
+                if not calls:
+                    break
+                made += [(c.name, dict(c.args or {})) for c in calls]
+                contents.append(types.Content(role="user", parts=[
+                    types.Part.from_function_response(name=c.name, response=output(c.name,
+                                                                                    c.args))
+                    for c in calls]))  # fmt: skip
+            assert made == calls_of(sample_id), sample_id
+        assert server.service.diverged == 0
+
+
+def _drop(name: str, field: str) -> Any:
+    def change(functions: list[dict]) -> None:
+        spec = next(f for f in functions if f["name"] == name)
+        del spec["parameters"]["properties"][field]
+
+    return change
+
+
+def _retype(functions: list[dict]) -> None:
+    next(f for f in functions if f["name"] == "lookup")["parameters"]["properties"]["limit"][
+        "type"
+    ] = "number"
+
+
+def _describe(functions: list[dict]) -> None:
+    next(f for f in functions if f["name"] == "lookup")["description"] = "Look it up."
+
+
+@pytest.mark.parametrize("mode", ["parameters", "parameters_json_schema"])
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        (_drop("lookup", "kind"), "tools.lookup.parameters.kind"),
+        (_retype, "tools.lookup.parameters.limit.type"),
+        (_describe, "tools.lookup.description"),
+    ],
+    ids=["removed", "retyped", "described"],
+)
+def test_a_tool_changed_in_geminis_terms_still_gets_409_there(recorded, mode, change, path):
+    from google import genai
+    from google.genai import errors, types
+
+    with serve_run(recorded, "terms") as server:
+        client = genai.Client(api_key=KEY, http_options={"base_url": server.url})
+        contents = [types.Content(role="user", parts=[types.Part.from_text(text="Look up pens")])]
+        with pytest.raises(errors.ClientError) as caught:
+            client.models.generate_content(model=MODEL, contents=contents,
+                                           config=genai_config(mode, change))  # fmt: skip
+    assert caught.value.code == 409
+    said = caught.value.details["error"]["divergence"]
+    assert (said["component"], said["path"]) == ("tools", path)
