@@ -1,5 +1,6 @@
 """Tools whose schemas a Gemini client cannot send whole (defaults, Optional and unions,
-bounds, a mapping): recorded with
+bounds, a mapping), and tools whose outputs it sends otherwise than LangChain keeps them
+(an object ``{"output": ...}``, a number's text with its newline, a list): recorded with
 langchain-google-genai and served back by tests/replay/test_serve_gemini_terms.py."""
 
 from __future__ import annotations
@@ -34,4 +35,22 @@ def lookup(query: str, limit: int = 5, kind: Literal["a", "b"] | None = None,
     return "found"
 
 
-TOOLS = [order, lookup]
+@tool
+def run_shell(cmd: str) -> dict:
+    """Run a shell command and return its output."""
+    return {"output": "hello"}
+
+
+@tool
+def count(n: int) -> list:
+    """Count to n."""
+    return list(range(n))
+
+
+@tool
+def wc(path: str) -> str:
+    """Count the lines of a file (as `wc -l` prints it)."""
+    return "42\n"
+
+
+TOOLS = [order, lookup, run_shell, count, wc]

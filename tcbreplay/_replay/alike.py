@@ -1,18 +1,24 @@
-"""The recording's own tools standing in for a request's that say the same in the terms of
-the request's API (a wire whose clients send less than a recording holds: Gemini's,
-:mod:`tcbreplay._replay.gemini_terms`), so that such a request has the fingerprint of the
-recorded one it stands for: a request's tool stands for the run's tool of its name when the
-two are alike in the wire's terms.
+"""The recording's own tools and tool results, standing in for a request's that say the same
+in the terms of the request's API (a wire whose clients send less than a recording holds:
+Gemini's, :mod:`tcbreplay._replay.gemini_terms`), so that such a request has the
+fingerprint of the recorded one it stands for.
+
+A request's tool stands for the run's tool of its name when the two are alike in the wire's
+terms. A request's tool message stands for a recorded one of the same tool whose output is
+alike in those terms, among the samples this server answered from (learnt as each is first
+answered from: a tool message follows an answer); where two recorded outputs of one tool
+are alike (``"42"`` and ``"42\\n"``), the one of the sample answered from last.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tcbreplay._replay.divergence import Divergence, describe
-from tcbreplay._replay.fingerprint import canonical_json
+from tcbreplay._replay.fingerprint import assemble, canonical_json, message_entry
 from tcbreplay._replay.recording import Key, RecordedRun
-from tcbreplay._replay.wire import Wire
+from tcbreplay._replay.wire import Wire, WireRequest
 
 
 class Alike:
@@ -20,6 +26,10 @@ class Alike:
 
     def __init__(self, recording: RecordedRun) -> None:
         self.recording = recording
+        # (wire, tool name, the output's terms as JSON) -> the recorded tool message's
+        # canonical content and its text as stored
+        self._outputs: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._learnt: dict[tuple[str, Key], list[tuple[tuple[str, str, str], Any]]] = {}
 
     def tools(self, wire: Wire, tools: dict[str, Any]) -> dict[str, Any]:
         """A request's canonical tools, each alike to the run's tool of its name that one."""
@@ -34,6 +44,46 @@ class Alike:
                 tool = mine
             out[name] = tool
         return out
+
+    def learn(self, wire: Wire, key: Key) -> None:
+        """Know the tool outputs of the sample of ``key`` (answered from), before others'."""
+        if not wire.has_terms:
+            return
+        found = self._learnt.get((wire.name, key))
+        if found is None:
+            found = []
+            stored = [json.loads(text) for text in self.recording.texts(key)]
+            entries = [message_entry(m) for m in stored]
+            _, items, _ = assemble(entries)
+            skipped = len(stored) - len(items)
+            for k, item in enumerate(items):
+                if item["role"] == "tool":
+                    terms = canonical_json(wire.output_terms(item["content"]))
+                    raw = (stored[k + skipped].get("data") or {}).get("content")
+                    found.append(((wire.name, str(item.get("name")), terms), (item["content"],
+                                                                              raw)))  # fmt: skip
+            self._learnt[(wire.name, key)] = found
+        self._outputs.update(found)
+
+    def outputs(
+        self, wire: Wire, request: WireRequest, items: list[dict[str, Any]], parts: list[str]
+    ) -> None:
+        """Each tool message of a request (its canonical ``items``, their JSON ``parts`` and
+        ``request.messages``, changed in place) a recorded one alike to it."""
+        if not wire.has_terms or not self._outputs:
+            return
+        skipped = len(request.messages) - len(items)
+        for k, item in enumerate(items):
+            if item["role"] != "tool":
+                continue
+            terms = canonical_json(wire.output_terms(item["content"]))
+            found = self._outputs.get((wire.name, str(item.get("name")), terms))
+            if found is None or found[0] == item["content"]:
+                continue
+            items[k] = {**item, "content": found[0]}
+            parts[k] = canonical_json(items[k])
+            message = request.messages[k + skipped]
+            request.messages[k + skipped] = message.model_copy(update={"content": found[1]})
 
     def tools_divergence(
         self, wire: Wire, divergence: Divergence, key: Key | None, tools: dict[str, Any]

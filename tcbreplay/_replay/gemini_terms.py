@@ -1,11 +1,14 @@
-"""What a Gemini request can say of a recorded run's tools: the terms ``serve``'s Gemini
-wire compares them in.
+"""What a Gemini request can say of a recorded run's tools and tool results: the terms
+``serve``'s Gemini wire compares them in.
 
-A recording keeps its tools' JSON schemas as LangChain had them; a Gemini client sends
-less. langchain-google-genai drops ``default``, ``minimum``,
+A recording keeps its tools' JSON schemas and its tools' outputs as LangChain had them; a
+Gemini client sends less. langchain-google-genai drops ``default``, ``minimum``,
 ``maximum`` and ``additionalProperties``, sends ``nullable: true`` for a union with null
 (of the last other alternative), and a property with no type as a string; google-genai
-with ``parameters=`` keeps some of these, with ``parameters_json_schema=`` all.
+with ``parameters=`` keeps some of these, with ``parameters_json_schema=`` all. A tool
+result goes as ``functionResponse.response``: the output's JSON where it is JSON text, as
+it is otherwise, and ``{"output": value}`` where that is no object (so ``"42\\n"`` goes as
+``{"output": 42}``).
 
 So both sides are put in one form before they are compared, the *terms*:
 
@@ -13,15 +16,17 @@ So both sides are put in one form before they are compared, the *terms*:
   ``description``, ``anyOf`` and ``nullable``; every other keyword is left out;
 - a union with null (``anyOf`` holding ``{"type": "null"}``, or a list of types holding
   ``"null"``) is its last other alternative with ``nullable: true``;
-- a property or item with neither type nor ``anyOf`` is a string.
+- a property or item with neither type nor ``anyOf`` is a string;
+- a tool output is the ``response`` object a client sends for it.
 
 What still differs in these terms (a changed type, description or enum, a parameter added
-or removed) is a difference; what differs only in what Gemini's clients
+or removed, another output) is a difference; what differs only in what Gemini's clients
 leave out is none.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -103,3 +108,16 @@ def tool_terms(tool: dict[str, Any]) -> dict[str, Any]:
         "parameters": terms.get("properties", {}),
         "required": terms.get("required", []),
     }
+
+
+def output_terms(content: Any) -> Any:
+    """A tool message's content (canonical: text, or the JSON value its text holds) as the
+    ``functionResponse.response`` a Gemini client sends for it."""
+    value = content
+    if isinstance(content, str):
+        try:
+            value = json.loads(content)
+        except (ValueError, RecursionError):
+            value = content
+    value = normalized(value)
+    return value if isinstance(value, dict) else {"output": value}

@@ -152,6 +152,8 @@ class ReplayService:
             for k, item in enumerate(items):
                 if item["role"] == "assistant":
                     self._threads[_thread(system_json, parts[: k + 1])] = conversation
+            for wire in WIRES.values():  # (its tool outputs, as when it was answered)
+                self._alike.learn(wire, key)
             taken += 1
         while len(self._threads) > CONVERSATIONS:
             self._threads.popitem(last=False)
@@ -189,6 +191,7 @@ class ReplayService:
         known = {id(entry[1]): part for entry, part in zip(request.entries, request.parts,
                                                              strict=True)}  # fmt: skip
         parts = [known.get(id(item)) or canonical_json(item) for item in items]
+        self._alike.outputs(wire, request, items, parts)
         system_json = canonical_json(system)
         text = request_text(parts, canonical_json(params), system_json, tools_json)
         return _Canonical(
@@ -231,6 +234,7 @@ class ReplayService:
             return self._diverged(wire, request, canonical, conversation, turn,
                                   (key, turn, refused))  # fmt: skip
         conversation.goes_on_in(key)
+        self._alike.learn(wire, key)
         conversation.served = [s for s in conversation.served if s[0] < turn]
         conversation.served.append((turn, recorded.position))
         self._remember(conversation, canonical, part)

@@ -265,13 +265,17 @@ class Wire:
     """One API's form (see the module)."""
 
     name = ""
-    # whether its clients send less than a recording holds: then tools are compared in its
-    # terms (tool_terms; see tcbreplay._replay.alike)
+    # whether its clients send less than a recording holds: then tools and tool outputs are
+    # compared in its terms (tool_terms, output_terms; see tcbreplay._replay.alike)
     has_terms = False
 
     def tool_terms(self, tool: dict[str, Any]) -> Any:
         """A canonical tool as this API's clients can say it."""
         return tool
+
+    def output_terms(self, content: Any) -> Any:
+        """A tool message's canonical content as this API's clients send it."""
+        return content
 
     def read(
         self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""

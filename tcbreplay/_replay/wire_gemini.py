@@ -11,7 +11,9 @@ a human message per run of text parts and a tool message per ``functionResponse`
 the call of its id where the client sent one, else the first call of its name in the model
 content before it that no response answered yet, which is how the API pairs them. A
 response of ``{"output": value}`` alone (how LangChain sends a tool's text) is that value
-(its JSON, unless text); any other is the JSON of the object. Part kinds other than text,
+(its JSON, unless text); any other is the JSON of the object. Tools and tool outputs are
+compared with the recording's in what a Gemini request can say of them
+(:mod:`tcbreplay._replay.gemini_terms`). Part kinds other than text,
 ``functionCall`` and ``functionResponse`` (inline data, files, code execution) are refused
 with a 400 naming the part, not left out.
 
@@ -394,6 +396,9 @@ class GeminiWire(Wire):
 
     def tool_terms(self, tool: dict[str, Any]) -> Any:
         return gemini_terms.tool_terms(tool)
+
+    def output_terms(self, content: Any) -> Any:
+        return gemini_terms.output_terms(content)
 
     def read(
         self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tcbreplay._replay.gemini_terms import schema_terms
+from tcbreplay._replay.gemini_terms import output_terms, schema_terms
 
 ALIKE = [
     ({"type": "integer", "default": 1, "minimum": 1, "maximum": 99}, {"type": "INTEGER"}),
@@ -43,3 +43,17 @@ def test_what_a_client_leaves_out_is_no_difference(recorded, sent):
 @pytest.mark.parametrize(("recorded", "sent"), DIFFERENT)
 def test_what_a_client_sends_otherwise_is_a_difference(recorded, sent):
     assert schema_terms(recorded, True) != schema_terms(sent, True)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "sent"),
+    [("42\n", "42"), ({"output": "hello"}, "hello"), ([0, 1, 2], "[0, 1, 2]"),
+     ({"a": 1}, {"a": 1.0}), ("not json", "not json")],
+)  # fmt: skip
+def test_a_tool_output_is_the_response_a_client_sends_for_it(recorded, sent):
+    assert output_terms(recorded) == output_terms(sent)
+
+
+@pytest.mark.parametrize(("recorded", "sent"), [("42\n", "43"), ({"output": "hello"}, "bye")])
+def test_another_tool_output_is_a_difference(recorded, sent):
+    assert output_terms(recorded) != output_terms(sent)

@@ -1,8 +1,9 @@
 """``serve``'s Gemini wire compares tools and tool outputs in what a Gemini request can say
 (:mod:`tcbreplay._replay.gemini_terms`): a run recorded with langchain-google-genai, whose
-tools have defaults, Optional and union parameters, bounds and a mapping, replays with no
-divergence to the stack that made it and to google-genai (``parameters=`` and
-``parameters_json_schema=``); a tool changed in those terms still gets its 409."""
+tools have defaults, Optional and union parameters, bounds and a mapping, and whose tools
+return an object, a list and a number's text, replays with no divergence to the stack that
+made it and to google-genai (``parameters=`` and ``parameters_json_schema=``); a tool
+changed in those terms, or another output, still gets its 409."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ CASES = [
     ("order", "Order 2 of sku A1 express",
      [[("order", {"items": [{"sku": "A1", "qty": 2}], "express": True})]]),
     ("lookup", "Look up pens", [[("lookup", {"query": "pens", "limit": 3})]]),
+    ("wc", "Count lines of a.txt", [[("wc", {"path": "a.txt"})]]),
+    ("sh", "Run echo hello", [[("run_shell", {"cmd": "echo hello"})]]),
+    ("count", "Count to 3", [[("count", {"n": 3})]]),
 ]  # fmt: skip
 
 
@@ -59,8 +63,8 @@ def calls_of(sample_id: str) -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["json", "streamed"])
 def test_chat_google_generative_ai_replays_its_own_recording_of_lossy_tools(recorded, streaming):
-    """Every request got a 409: the client sends no defaults nor bounds, and ``nullable``
-    for Optional."""
+    """Every request got a 409: the client sends no defaults nor bounds, ``nullable`` for
+    Optional, and ``{"output": "hello"}`` or ``"42\\n"`` otherwise than recorded."""
     from langchain.agents import create_agent
     from langchain_google_genai import ChatGoogleGenerativeAI
 
@@ -170,3 +174,21 @@ def test_a_tool_changed_in_geminis_terms_still_gets_409_there(recorded, mode, ch
     assert caught.value.code == 409
     said = caught.value.details["error"]["divergence"]
     assert (said["component"], said["path"]) == ("tools", path)
+
+
+def test_another_tool_output_still_gets_409_as_tool_output(recorded):
+    from google import genai
+    from google.genai import errors, types
+
+    with serve_run(recorded, "terms") as server:
+        client = genai.Client(api_key=KEY, http_options={"base_url": server.url})
+        config = genai_config("parameters_json_schema")
+        contents = [types.Content(role="user", parts=[types.Part.from_text(text="Run echo hello")])]
+        answer = client.models.generate_content(model=MODEL, contents=contents, config=config)
+        contents.append(answer.candidates[0].content)
+        contents.append(types.Content(role="user", parts=[types.Part.from_function_response(
+            name="run_shell", response={"output": "goodbye"})]))  # fmt: skip
+        with pytest.raises(errors.ClientError) as caught:
+            client.models.generate_content(model=MODEL, contents=contents, config=config)
+    assert caught.value.code == 409
+    assert caught.value.details["error"]["divergence"]["component"] == "tool_output"
