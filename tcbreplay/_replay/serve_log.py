@@ -34,6 +34,7 @@ from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._replay.inputs import dataset_file, stored_dataset
 from tcbreplay._replay.recording import RecordedRun
+from tcbreplay._replay.wire import Answer
 from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
 from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
 from tcbreplay._store.writer import RunWriter
@@ -232,13 +233,17 @@ class ServeLog:
         served = dict(conversation.served)
         out: list[dict[str, Any]] = []
         turn = 0
+        ids: dict[str, str] = {}  # a served call's id as the request has it -> as recorded
         for message in messages:
             if message.type == "ai":
                 position = served.get(turn)
                 turn += 1
                 if position is not None:
+                    ids.update(_call_ids(message, recorded.texts[position], turn - 1))
                     out.append(_stored(recorded.texts[position]))
                     continue
+            elif message.type == "tool" and message.tool_call_id in ids:
+                message = message.model_copy(update={"tool_call_id": ids[message.tool_call_id]})
             out.extend(serialize_messages([message], {}))
         if answer is not None:  # the turn served last
             out.append(_stored(recorded.texts[conversation.served[-1][1]]))
@@ -252,6 +257,16 @@ class ServeLog:
         total = self._entries * self._trials
         return finish_run(self.writer, "partial", time.perf_counter() - self._started, total,
                           None, replay_totals)  # fmt: skip
+
+
+def _call_ids(sent: Any, text: str, turn: int) -> dict[str, str]:
+    """The ids of a served answer's calls as the request holding it has them (a wire whose
+    calls carry no ids, Gemini's, makes its own) -> the recorded message's (``text``), call by
+    call in the order served: the log's tool messages answer the calls it stores."""
+    served = Answer.of(json.loads(text), turn).calls
+    made = [*(sent.tool_calls or []), *(getattr(sent, "invalid_tool_calls", None) or [])]
+    return {str(c.get("id")): i for c, (i, name, _) in zip(made, served, strict=False)
+            if c.get("id") and c.get("name") == name}  # fmt: skip
 
 
 def _stored(text: str) -> dict[str, Any]:

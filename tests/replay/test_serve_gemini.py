@@ -329,3 +329,43 @@ def test_serve_lists_the_gemini_path_and_its_log_keeps_the_conversation(recorded
     rows = json.loads(cli("sql", "select sample_id, status from samples where run_id = 'served'",
                           "--format", "json", "--store", root).stdout)  # fmt: skip
     assert rows == [{"sample_id": "mul", "status": "ok"}]
+
+
+def test_the_log_answers_the_served_calls_by_their_recorded_ids(recorded, tmp_path):
+    """Gemini's calls carry no ids: the log kept the tool messages under ids the wire made
+    (``call_1_0``) that no stored call had, so a replay of the log diverged at
+    ``messages[2].call``, a server restarted on the log began a new trial, and an export
+    held tool messages answering no call."""
+    import shutil
+
+    root = tmp_path / "traces"
+    shutil.copytree(recorded[0] / "gemini", root / "gemini")
+    with serve_run(root, "gemini", log_run="served") as server:
+        contents = first_turn(server.url, "par")
+        contents.append(results(contents[-1]))
+        assert genai_turn(server.url, contents).parts[0].text == "Done."
+        contents = first_turn(server.url, "seq")
+        contents.append(results(contents[-1]))
+        contents.append(genai_turn(server.url, contents))
+        contents.append(results(contents[-1]))
+    with serve_run(root, "gemini", log_run="served") as server:  # (taken up: same trial)
+        assert genai_turn(server.url, contents).parts[0].text == "Done."
+    rows = json.loads(cli("sql", "select sample_id, trial, status from samples where run_id = "
+                          "'served' order by sample_id", "--format", "json",
+                          "--store", root).stdout)  # fmt: skip
+    assert rows == [{"sample_id": "par", "trial": 0, "status": "ok"},
+                    {"sample_id": "seq", "trial": 0, "status": "ok"}]  # fmt: skip
+    messages = json.loads(cli("sql", "select message from messages where run_id = 'served' "
+                              "order by sample_id, position", "--format", "json",
+                              "--store", root).stdout)  # fmt: skip
+    made: set[str] = set()
+    answered = []
+    for row in messages:
+        data = json.loads(row["message"])["data"]
+        made |= {c["id"] for c in data.get("tool_calls") or []}
+        if data.get("tool_call_id") is not None:
+            answered.append(data["tool_call_id"])
+    assert len(answered) == 4 and set(answered) <= made
+    result = cli("replay", "served", "--recorded-tools", "--offline", "--run-id", "again",
+                 "--quiet", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
