@@ -299,8 +299,9 @@ class ReplayService:
         self, wire: Wire, request: WireRequest, conversation: Conversation, key: Key
     ) -> Reply:
         """The reply to a request whose recording ended in an error there: a 502 (the
-        provider failed) saying which, as replay ends such a sample in its recorded error
-        (and the log's conversation ends in it too)."""
+        provider failed; on a wire whose clients retry it, a status they do not) saying
+        which, as replay ends such a sample in its recorded error (and the log's
+        conversation ends in it too)."""
         kind, text = self.recording.samples[key].error
         conversation.goes_on_in(key)
         if self.log is not None:
@@ -308,7 +309,8 @@ class ReplayService:
         message = (f"sample {key[0]!r} (trial {key[1]}): its recording ended here in an error "
                    f"({kind}: {' '.join(str(text).split())[:500]})")  # fmt: skip
         self.served += 1  # (answered as recorded)
-        return Reply(502, wire.error(502, message, "api_error"))
+        status = wire.recorded_error_status
+        return Reply(status, wire.error(status, message, "api_error"))
 
     def _diverged(
         self, wire: Wire, request: WireRequest, canonical: _Canonical, conversation: Conversation,

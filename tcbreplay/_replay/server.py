@@ -46,7 +46,7 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
             408: "Request Timeout", 502: "Bad Gateway", 503: "Service Unavailable",
             409: "Conflict", 411: "Length Required", 413: "Content Too Large",
             431: "Request Header Fields Too Large", 500: "Internal Server Error",
-            505: "HTTP Version Not Supported"}  # fmt: skip
+            501: "Not Implemented", 505: "HTTP Version Not Supported"}  # fmt: skip
 
 
 @dataclass

@@ -268,6 +268,9 @@ class Wire:
     # whether its clients send less than a recording holds: then tools and tool outputs are
     # compared in its terms (tool_terms, output_terms; see tcbreplay._replay.alike)
     has_terms = False
+    # the status a request is answered with where its recording ended in an error: one its
+    # clients do not retry (each retry would be answered alike, and logged as a trial)
+    recorded_error_status = 502
 
     def tool_terms(self, tool: dict[str, Any]) -> Any:
         """A canonical tool as this API's clients can say it."""

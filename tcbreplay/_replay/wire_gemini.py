@@ -58,6 +58,7 @@ METHODS = ("generateContent", "streamGenerateContent")
 _STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT",
            408: "DEADLINE_EXCEEDED", 409: "ABORTED", 411: "INVALID_ARGUMENT",
            413: "INVALID_ARGUMENT", 431: "INVALID_ARGUMENT", 500: "INTERNAL",
+           501: "UNAVAILABLE",
            502: "UNAVAILABLE", 503: "UNAVAILABLE", 505: "INVALID_ARGUMENT"}  # fmt: skip
 # generationConfig's sampling settings, under the names canonical_params reads
 _SETTINGS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k",
@@ -393,6 +394,9 @@ class GeminiWire(Wire):
 
     name = "gemini"
     has_terms = True
+    # (google-genai, and ChatGoogleGenerativeAI through it, retry 408, 429, 500, 502, 503
+    # and 504 whatever the answer says: 501 is the server error they do not)
+    recorded_error_status = 501
 
     def tool_terms(self, tool: dict[str, Any]) -> Any:
         return gemini_terms.tool_terms(tool)

@@ -369,3 +369,44 @@ def test_the_log_answers_the_served_calls_by_their_recorded_ids(recorded, tmp_pa
     result = cli("replay", "served", "--recorded-tools", "--offline", "--run-id", "again",
                  "--quiet", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
+
+
+def test_a_recorded_error_is_answered_once_with_a_status_gemini_clients_do_not_retry(tmp_path):
+    """A recorded provider error was answered 502, which google-genai retries whatever the
+    answer says: ChatGoogleGenerativeAI (its default retries) sent it 6 times, took half a
+    minute, and the log held 6 error trials."""
+    import time
+
+    from gemini_server import Fault
+    from langchain.agents import create_agent
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._store.runs import Store
+
+    dataset = tmp_path / "dataset.json"
+    samples = [{"id": sid, "input": text, "target": []} for sid, text, _ in CASES
+               if sid in ("mul", "greet")]  # fmt: skip
+    dataset.write_text(json.dumps(samples))
+    with pytest.MonkeyPatch.context() as patch, GeminiServer({t: s for _, t, s in CASES}) as fake:
+        fake.inject(Fault.error(400), input="Hi there!")
+        patch.setenv("GOOGLE_API_KEY", "fake-recording-key-7f3a9c")
+        inputs = load_inputs(None, dataset, TOOLS_SOURCE, BENCHMARKS["tool-call"].system_prompt)
+        model = parse_model(f"google_genai:{MODEL}", {"base_url": fake.url})
+        summary = record_run(inputs, model, Store(tmp_path / "traces"), run_id="failed",
+                             options=RecordOptions(workers=1, retries=0))  # fmt: skip
+    assert summary.errors == 1
+    with serve_run(tmp_path / "traces", "failed", log_run="served") as server:
+        model = ChatGoogleGenerativeAI(model=MODEL, google_api_key=KEY, base_url=server.url)
+        agent = create_agent(model, INPUTS.toolset.tools, system_prompt=PROMPT)
+        began = time.perf_counter()
+        with pytest.raises(Exception, match="recording ended here in an error") as caught:
+            agent.invoke({"messages": [{"role": "user", "content": "Hi there!"}]})
+        assert time.perf_counter() - began < 5
+        assert server.service.served == 1
+    assert "501" in str(caught.value) and "UNAVAILABLE" in str(caught.value)
+    query = "select sample_id, trial, status from samples where run_id = 'served'"
+    rows = json.loads(cli("sql", query, "--format", "json", "--store", tmp_path / "traces").stdout)
+    assert rows == [{"sample_id": "greet", "trial": 0, "status": "error"}]
