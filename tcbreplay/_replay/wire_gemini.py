@@ -14,8 +14,11 @@ response of ``{"output": value}`` alone (how LangChain sends a tool's text) is t
 (its JSON, unless text); any other is the JSON of the object. Tools and tool outputs are
 compared with the recording's in what a Gemini request can say of them
 (:mod:`tcbreplay._replay.gemini_terms`). Part kinds other than text,
-``functionCall`` and ``functionResponse`` (inline data, files, code execution) are refused
-with a 400 naming the part, not left out.
+``functionCall`` and ``functionResponse`` (inline data, files, code execution), alone or
+beside one of these, are refused with a 400 naming the part, not left out; so are fields the
+server cannot read (``functionResponse.parts``, a ``systemInstruction`` part other than
+text, ``cachedContent``, ``generationConfig.responseSchema``, a field given by both its
+names). The settings are read by :mod:`tcbreplay._replay.gemini_settings`.
 
 A function declaration's ``parameters`` (Gemini's schema: upper-case types) are read as the
 JSON schema they stand for (lower-case types, ``propertyOrdering`` left out: it orders, it
@@ -32,20 +35,18 @@ ids), ``finishReason: STOP`` and ``usageMetadata``; errors as Google's
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from tcbreplay._replay import gemini_terms
-from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._replay.gemini_settings import camel, choice, config, field, snake, tools
 from tcbreplay._replay.wire import (
     Answer,
     MessageCache,
     Wire,
     WireError,
     WireRequest,
-    checked_schema,
     dumps_json,
     read_units,
 )
@@ -60,29 +61,16 @@ _STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT",
            413: "INVALID_ARGUMENT", 431: "INVALID_ARGUMENT", 500: "INTERNAL",
            501: "UNAVAILABLE",
            502: "UNAVAILABLE", 503: "UNAVAILABLE", 505: "INVALID_ARGUMENT"}  # fmt: skip
-# generationConfig's sampling settings, under the names canonical_params reads
-_SETTINGS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k",
-             "maxOutputTokens": "max_tokens", "seed": "seed", "stopSequences": "stop",
-             "presencePenalty": "presence_penalty",
-             "frequencyPenalty": "frequency_penalty"}  # fmt: skip
-_RANGES = {"temperature": (0, 2), "topP": (0, 1)}
 _PART_KINDS = ("text", "functionCall", "functionResponse")
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
-
-
-def _camel(name: str) -> str:
-    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)
-
-
-def _get(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
-    """A field of a request's object by its lowerCamelCase name, or its snake_case one (the
-    API reads both, as protobuf's JSON does: google-genai sends ``parameters_json_schema``)."""
-    if name in obj:
-        return obj[name]
-    return obj.get(_snake(name), default)
+# what a part may hold beside its kind: the model's reasoning marks, and metadata
+_PART_MARKS = ("thought", "thoughtSignature", "videoMetadata")
+# the fields of a call and of a response read (any other is refused, not left out)
+_FIELDS = {"functionCall": ("id", "name", "args"),
+           "functionResponse": ("id", "name", "response")}  # fmt: skip
+# a request's fields whose answer a recording cannot give (state kept by Google, an answer
+# of a schema): refused, not left out
+_REFUSED = {"cachedContent": "a cached content is state kept by Google, which a recording "
+                             "has not: send its contents"}  # fmt: skip
 
 
 def matches(path: str) -> bool:
@@ -117,13 +105,20 @@ def _parts(content: Any, place: str) -> list[dict[str, Any]]:
 
 def _kind(part: dict[str, Any], place: str) -> str:
     """Which of text, functionCall, functionResponse a part is (refused otherwise)."""
-    found = [kind for kind in _PART_KINDS if kind in part or _snake(kind) in part]
-    if len(found) != 1:
-        other = [_camel(k) for k in part]
-        other = [k for k in other if k not in ("thought", "thoughtSignature", "videoMetadata")]
-        said = f" ({', '.join(other[:3])} is not served)" if other and not found else ""
+    found = [kind for kind in _PART_KINDS if kind in part or snake(kind) in part]
+    other = [camel(k) for k in part]
+    other = [k for k in other if k not in _PART_MARKS and k not in _PART_KINDS]
+    if len(found) != 1 or other:
+        said = f" ({', '.join(other[:3])} is not served)" if other else ""
         raise WireError(f"{place}: a part of text, functionCall or functionResponse is "
                         f"required{said}")  # fmt: skip
+    if found[0] != "text":
+        value = field(part, found[0])
+        unread = [camel(k) for k in value if camel(k) not in _FIELDS[found[0]]] if isinstance(
+            value, dict) else []  # fmt: skip
+        if unread:
+            raise WireError(f"{place}.{found[0]}.{unread[0]}: not served (a {found[0]} of "
+                            f"{', '.join(_FIELDS[found[0]])} is read)")  # fmt: skip
     return found[0]
 
 
@@ -147,7 +142,7 @@ def _units_of(contents: list[Any]) -> list[_Content]:
             if kind == "text":
                 ids.append(None)
                 continue
-            value = _get(part, kind)
+            value = field(part, kind)
             if not isinstance(value, dict) or not isinstance(value.get("name"), str):
                 raise WireError(f"{place}.parts[{j}].{kind}: an object with a name is required")
             given = value.get("id") if isinstance(value.get("id"), str) else None
@@ -194,8 +189,11 @@ def _convert(units: list[Any]) -> list[Any]:
             parts = _parts(unit.value, "systemInstruction")
             texts = []
             for j, part in enumerate(parts):
-                if "text" not in part:
-                    raise WireError(f"systemInstruction.parts[{j}]: a text part is required")
+                other = [camel(k) for k in part if camel(k) not in ("text", *_PART_MARKS)]
+                if "text" not in part or other:
+                    said = f" ({', '.join(other[:3])} is not served)" if other else ""
+                    raise WireError(f"systemInstruction.parts[{j}]: a text part is "
+                                    f"required{said}")  # fmt: skip
                 texts.append(_text(part, f"systemInstruction.parts[{j}]"))
             out.append(SystemMessage(content="".join(texts)))
             continue
@@ -209,7 +207,7 @@ def _convert(units: list[Any]) -> list[Any]:
                     if not part.get("thought"):  # (reasoning: see the module)
                         text.append(_text(part, f"{place}.parts[{j}]"))
                     continue
-                call = _get(part, "functionCall")
+                call = field(part, "functionCall")
                 args = call.get("args")
                 if args is not None and not isinstance(args, dict):
                     raise WireError(f"{place}.parts[{j}].functionCall.args: an object is required")
@@ -224,7 +222,7 @@ def _convert(units: list[Any]) -> list[Any]:
             if pending:
                 out.append(HumanMessage(content="".join(pending)))
                 pending = []
-            response = _get(part, "functionResponse")
+            response = field(part, "functionResponse")
             out.append(ToolMessage(
                 content=_response_content(response.get("response"), f"{place}.parts[{j}]"),
                 tool_call_id=ids[j] or "", name=response["name"],
@@ -247,7 +245,7 @@ def _places(k: int, unit: Any, n: int) -> list[str]:
     starts: list[int] = []
     pending = None  # the first of the text parts since the last functionResponse
     for j, part in enumerate(parts):
-        if _get(part, "functionResponse") is not None:
+        if field(part, "functionResponse") is not None:
             starts += ([] if pending is None else [pending]) + [j]
             pending = None
         elif pending is None:
@@ -269,124 +267,26 @@ def _inside(contents: list[Any]) -> Callable[[str, str], str]:
         if found is None or not isinstance(content := contents[int(found[1])], dict):
             return place + rest
         parts = content["parts"]
-        calls = [j for j, p in enumerate(parts) if _get(p, "functionCall") is not None]
+        calls = [j for j, p in enumerate(parts) if field(p, "functionCall") is not None]
         called = re.match(r"\.tool_calls\[(\d+)\](\.arguments|\.name)?", rest)
         if found[2] is None and called is not None and int(called[1]) < len(calls):
-            field = {".arguments": ".args", ".name": ".name", None: ""}[called[2]]
-            at = f".parts[{calls[int(called[1])]}].functionCall{field}"
+            named = {".arguments": ".args", ".name": ".name", None: ""}[called[2]]
+            at = f".parts[{calls[int(called[1])]}].functionCall{named}"
             return place + at + rest[called.end() :]
-        response = _get(parts[int(found[2])], "functionResponse") if found[2] else None
+        response = field(parts[int(found[2])], "functionResponse") if found[2] else None
         if not isinstance(response, dict):
             return place + rest
-        for field in (".content", ".name", ".call"):
-            if rest == field or rest[len(field) : len(field) + 1] in (".", "["):
+        for key in (".content", ".name", ".call"):
+            if rest == key or rest[len(key) : len(key) + 1] in (".", "["):
                 given = response.get("response")
                 unwrapped = isinstance(given, dict) and set(given) == {"output"}
                 sent = ".functionResponse." + (
-                    "name"
-                    if field != ".content"
-                    else "response.output"
-                    if unwrapped
-                    else "response"
+                    "name" if key != ".content" else "response.output" if unwrapped else "response"
                 )
-                return place + sent + rest[len(field) :]
+                return place + sent + rest[len(key) :]
         return place + rest
 
     return inside
-
-
-def _json_schema(schema: Any) -> Any:
-    """A Gemini schema as the JSON schema it stands for (see the module)."""
-    if isinstance(schema, list):
-        return [_json_schema(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        key = _camel(key)
-        if key == "propertyOrdering":
-            continue
-        if key == "type" and isinstance(value, str):
-            out[key] = value.lower()
-        elif key == "properties" and isinstance(value, dict):
-            out[key] = {name: _json_schema(s) for name, s in value.items()}
-        elif key in ("items", "anyOf", "oneOf", "allOf", "not"):
-            out[key] = _json_schema(value)
-        else:
-            out[key] = value
-    return out
-
-
-def _tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
-    tools = body.get("tools") or []
-    if not isinstance(tools, list):
-        raise WireError("tools: a list of {functionDeclarations: [...]} is required")
-    specs: list[dict[str, Any]] = []
-    for k, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            raise WireError(f"tools[{k}]: an object is required")
-        other = [_camel(key) for key in tool if _camel(key) != "functionDeclarations"]
-        if other:
-            raise WireError(f"tools[{k}]: function declarations only ({other[0]} is not served)")
-        declarations = _get(tool, "functionDeclarations") or []
-        if not isinstance(declarations, list):
-            raise WireError(f"tools[{k}].functionDeclarations: a list is required")
-        for j, spec in enumerate(declarations):
-            place = f"tools[{k}].functionDeclarations[{j}]"
-            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-                raise WireError(f"{place}: a function declaration with a name is required")
-            raw = _get(spec, "parametersJsonSchema") is not None
-            key = "parametersJsonSchema" if raw else "parameters"
-            given = {"description": spec.get("description"), key: _get(spec, key)}
-            checked_schema(given, place, key)
-            parameters = given[key]
-            specs.append({
-                "name": spec["name"], "description": spec.get("description") or "",
-                "parameters": parameters if raw else _json_schema(parameters),
-            })  # fmt: skip
-    return specs
-
-
-def _config(body: Mapping[str, Any]) -> dict[str, Any]:
-    """``generationConfig``'s sampling settings (canonical names), refusing what the API
-    would refuse or a recording cannot give."""
-    config = _get(body, "generationConfig") or {}
-    if not isinstance(config, dict):
-        raise WireError("generationConfig: an object is required")
-    config = {_camel(k): v for k, v in config.items()}
-    count = config.get("candidateCount")
-    if count not in (None, 1):
-        raise WireError(f"generationConfig.candidateCount {count!r}: a recording holds one "
-                        "answer a turn; ask for one")  # fmt: skip
-    for name, (low, high) in _RANGES.items():
-        value = config.get(name)
-        if value is not None and not (
-            isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and low <= value <= high
-        ):  # fmt: skip
-            raise WireError(f"generationConfig.{name} {value!r}: a number from {low} to {high}")
-    return canonical_params({_SETTINGS[k]: v for k, v in config.items() if k in _SETTINGS})
-
-
-def _choice(body: Mapping[str, Any]) -> dict[str, Any]:
-    """``toolConfig.functionCallingConfig`` as the OpenAI form :mod:`~tcbreplay._replay.choice`
-    reads: ``NONE`` none, ``ANY`` required (one allowed name: that function), ``AUTO`` free."""
-    config = _get(body, "toolConfig") or {}
-    calling = _get(config, "functionCallingConfig") if isinstance(config, dict) else None
-    if calling is None:
-        return {}
-    if not isinstance(calling, dict):
-        raise WireError("toolConfig.functionCallingConfig: an object is required")
-    mode = calling.get("mode", "AUTO")
-    if mode not in ("AUTO", "ANY", "NONE", "VALIDATED", "MODE_UNSPECIFIED"):
-        raise WireError(f"toolConfig.functionCallingConfig.mode {mode!r}: AUTO, ANY, NONE or "
-                        "VALIDATED")  # fmt: skip
-    names = _get(calling, "allowedFunctionNames") or []
-    if mode == "NONE":
-        return {"tool_choice": "none"}
-    if mode == "ANY" and isinstance(names, list) and len(names) == 1:
-        return {"tool_choice": {"type": "function", "function": {"name": names[0]}}}
-    return {"tool_choice": "required"} if mode == "ANY" else {}
 
 
 class GeminiWire(Wire):
@@ -412,9 +312,12 @@ class GeminiWire(Wire):
         contents = body.get("contents")
         if not isinstance(contents, list) or not contents:
             raise WireError("contents: a non-empty list of contents is required")
+        for name, why in _REFUSED.items():
+            if field(body, name) is not None:
+                raise WireError(f"{name}: not served ({why})")
         units: list[Any] = list(_units_of(contents))
-        if _get(body, "systemInstruction") is not None:
-            units.insert(0, _System(_get(body, "systemInstruction")))
+        if field(body, "systemInstruction") is not None:
+            units.insert(0, _System(field(body, "systemInstruction")))
         messages, entries, parts, places = read_units(self.name, units, _convert, cache, _places)
         stream = found is not None and found["method"] == "streamGenerateContent"
         if stream and "alt=sse" not in query.split("&"):
@@ -424,11 +327,11 @@ class GeminiWire(Wire):
             messages=messages,
             entries=entries,
             parts=parts,
-            tools=_tools(body),
-            params=_config(body),
+            tools=tools(body),
+            params=config(body),
             model=found["model"] if found is not None else "",
             stream=stream,
-            choice=_choice(body),
+            choice=choice(body),
             places=places,
             sent=len(contents),
             inside=_inside(contents),

@@ -261,6 +261,29 @@ GENERATE = f"/v1beta/models/{MODEL}:generateContent"
             "mimeType": "image/png", "data": "AA=="}}]}]}, 400,
          "contents[0].parts[0]: a part of text, functionCall or functionResponse is required "
          "(inlineData is not served)"),
+        (GENERATE, {"contents": [{"role": "user", "parts": [{"text": "x", "fileData": {
+            "mimeType": "application/pdf", "fileUri": "gs://b/x.pdf"}}]}]}, 400,
+         "contents[0].parts[0]: a part of text, functionCall or functionResponse is required "
+         "(fileData is not served)"),
+        (GENERATE, {"contents": [*ASK, {"role": "model", "parts": [{"functionCall": {
+            "name": "f", "args": {}}, "codeExecutionResult": {"outcome": "OUTCOME_OK"}}]}]}, 400,
+         "contents[1].parts[0]: a part of text, functionCall or functionResponse is required "
+         "(codeExecutionResult is not served)"),
+        (GENERATE, {"contents": [*ASK, {"role": "model", "parts": [{"functionCall": {
+            "name": "f", "args": {}}}]}, {"role": "user", "parts": [{"functionResponse": {
+                "name": "f", "response": {}, "parts": [{"inlineData": {}}]}}]}]}, 400,
+         "contents[2].parts[0].functionResponse.parts: not served"),
+        (GENERATE, {"contents": ASK, "systemInstruction": {"parts": [{"text": "x",
+            "inlineData": {"mimeType": "image/png", "data": "AA=="}}]}}, 400,
+         "systemInstruction.parts[0]: a text part is required (inlineData is not served)"),
+        (GENERATE, {"contents": ASK, "cachedContent": "cachedContents/abc"}, 400,
+         "cachedContent: not served"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"responseMimeType": "application/json",
+            "responseSchema": {"type": "OBJECT"}}}, 400,
+         "generationConfig.responseSchema: an answer of a schema is not served"),
+        (GENERATE, {"contents": ASK, "tools": [{"functionDeclarations": [{"name": "f"}],
+            "function_declarations": [{"name": "g"}]}]}, 400,
+         "tools[0]: functionDeclarations and function_declarations are both given"),
         (GENERATE, {"contents": [*ASK, {"role": "model", "parts": [{"functionCall": {
             "name": "f", "args": [1]}}]}]}, 400,
          "contents[1].parts[0].functionCall.args: an object is required"),

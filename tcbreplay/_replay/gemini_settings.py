@@ -1,0 +1,151 @@
+"""The settings of a Gemini request, read for :mod:`tcbreplay._replay.wire_gemini`: its
+function declarations as tools, ``generationConfig``'s sampling settings and
+``toolConfig``'s ``functionCallingConfig`` as what an answer may do; and the helpers that read
+a field by either of its names (the API reads lowerCamelCase and snake_case alike, as
+protobuf's JSON does).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._replay.wire import WireError, checked_schema
+
+# generationConfig's sampling settings, under the names canonical_params reads
+_SETTINGS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k",
+             "maxOutputTokens": "max_tokens", "seed": "seed", "stopSequences": "stop",
+             "presencePenalty": "presence_penalty",
+             "frequencyPenalty": "frequency_penalty"}  # fmt: skip
+_RANGES = {"temperature": (0, 2), "topP": (0, 1)}
+_REFUSED_CONFIG = ("responseSchema", "responseJsonSchema")
+
+
+def snake(name: str) -> str:
+    """``functionDeclarations`` as ``function_declarations``."""
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+def camel(name: str) -> str:
+    """``function_declarations`` as ``functionDeclarations``."""
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)
+
+
+def field(obj: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """A field of a request's object by its lowerCamelCase name, or its snake_case one (the
+    API reads both, as protobuf's JSON does: google-genai sends ``parameters_json_schema``)."""
+    if name in obj:
+        if snake(name) != name and snake(name) in obj:
+            raise WireError(f"{name} and {snake(name)} are both given (one field of two "
+                            "names): send one")  # fmt: skip
+        return obj[name]
+    return obj.get(snake(name), default)
+
+
+def _json_schema(schema: Any) -> Any:
+    """A Gemini schema as the JSON schema it stands for (lower-case types,
+    ``propertyOrdering`` left out: it orders, it does not constrain)."""
+    if isinstance(schema, list):
+        return [_json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        key = camel(key)
+        if key == "propertyOrdering":
+            continue
+        if key == "type" and isinstance(value, str):
+            out[key] = value.lower()
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: _json_schema(s) for name, s in value.items()}
+        elif key in ("items", "anyOf", "oneOf", "allOf", "not"):
+            out[key] = _json_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def tools(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise WireError("tools: a list of {functionDeclarations: [...]} is required")
+    specs: list[dict[str, Any]] = []
+    for k, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise WireError(f"tools[{k}]: an object is required")
+        other = [camel(key) for key in tool if camel(key) != "functionDeclarations"]
+        if other:
+            raise WireError(f"tools[{k}]: function declarations only ({other[0]} is not served)")
+        if "functionDeclarations" in tool and "function_declarations" in tool:
+            raise WireError(f"tools[{k}]: functionDeclarations and function_declarations are "
+                            "both given (one field of two names): send one")  # fmt: skip
+        declarations = field(tool, "functionDeclarations") or []
+        if not isinstance(declarations, list):
+            raise WireError(f"tools[{k}].functionDeclarations: a list is required")
+        for j, spec in enumerate(declarations):
+            place = f"tools[{k}].functionDeclarations[{j}]"
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                raise WireError(f"{place}: a function declaration with a name is required")
+            raw = field(spec, "parametersJsonSchema") is not None
+            key = "parametersJsonSchema" if raw else "parameters"
+            given = {"description": spec.get("description"), key: field(spec, key)}
+            checked_schema(given, place, key)
+            parameters = given[key]
+            specs.append({
+                "name": spec["name"], "description": spec.get("description") or "",
+                "parameters": parameters if raw else _json_schema(parameters),
+            })  # fmt: skip
+    return specs
+
+
+def config(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``generationConfig``'s sampling settings (canonical names), refusing what the API
+    would refuse or a recording cannot give."""
+    config = field(body, "generationConfig") or {}
+    if not isinstance(config, dict):
+        raise WireError("generationConfig: an object is required")
+    both = [k for k in config if k != camel(k) and camel(k) in config]
+    if both:
+        raise WireError(f"generationConfig: {camel(both[0])} and {both[0]} are both given "
+                        "(one field of two names): send one")  # fmt: skip
+    config = {camel(k): v for k, v in config.items()}
+    refused = [k for k in _REFUSED_CONFIG if config.get(k) is not None]
+    if refused:
+        raise WireError(f"generationConfig.{refused[0]}: an answer of a schema is not served "
+                        "(a recording's answer was not made to it)")  # fmt: skip
+    count = config.get("candidateCount")
+    if count not in (None, 1):
+        raise WireError(f"generationConfig.candidateCount {count!r}: a recording holds one "
+                        "answer a turn; ask for one")  # fmt: skip
+    for name, (low, high) in _RANGES.items():
+        value = config.get(name)
+        if value is not None and not (
+            isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and low <= value <= high
+        ):  # fmt: skip
+            raise WireError(f"generationConfig.{name} {value!r}: a number from {low} to {high}")
+    return canonical_params({_SETTINGS[k]: v for k, v in config.items() if k in _SETTINGS})
+
+
+def choice(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``toolConfig.functionCallingConfig`` as the OpenAI form :mod:`~tcbreplay._replay.choice`
+    reads: ``NONE`` none, ``ANY`` required (one allowed name: that function), ``AUTO`` free."""
+    config = field(body, "toolConfig") or {}
+    calling = field(config, "functionCallingConfig") if isinstance(config, dict) else None
+    if calling is None:
+        return {}
+    if not isinstance(calling, dict):
+        raise WireError("toolConfig.functionCallingConfig: an object is required")
+    mode = calling.get("mode", "AUTO")
+    if mode not in ("AUTO", "ANY", "NONE", "VALIDATED", "MODE_UNSPECIFIED"):
+        raise WireError(f"toolConfig.functionCallingConfig.mode {mode!r}: AUTO, ANY, NONE or "
+                        "VALIDATED")  # fmt: skip
+    names = field(calling, "allowedFunctionNames") or []
+    if mode == "NONE":
+        return {"tool_choice": "none"}
+    if mode == "ANY" and isinstance(names, list) and len(names) == 1:
+        return {"tool_choice": {"type": "function", "function": {"name": names[0]}}}
+    return {"tool_choice": "required"} if mode == "ANY" else {}
