@@ -132,7 +132,9 @@ def config(body: Mapping[str, Any]) -> dict[str, Any]:
 
 def choice(body: Mapping[str, Any]) -> dict[str, Any]:
     """``toolConfig.functionCallingConfig`` as the OpenAI form :mod:`~tcbreplay._replay.choice`
-    reads: ``NONE`` none, ``ANY`` required (one allowed name: that function), ``AUTO`` free."""
+    reads: ``NONE`` none, ``ANY`` required (one allowed name: that function; several: one
+    of them, as ``allowed_tools``), ``VALIDATED`` with allowed names a call of one of them
+    or none, ``AUTO`` free."""
     config = field(body, "toolConfig") or {}
     calling = field(config, "functionCallingConfig") if isinstance(config, dict) else None
     if calling is None:
@@ -146,6 +148,14 @@ def choice(body: Mapping[str, Any]) -> dict[str, Any]:
     names = field(calling, "allowedFunctionNames") or []
     if mode == "NONE":
         return {"tool_choice": "none"}
-    if mode == "ANY" and isinstance(names, list) and len(names) == 1:
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise WireError("toolConfig.functionCallingConfig.allowedFunctionNames: a list of "
+                        "names is required")  # fmt: skip
+    if mode == "ANY" and len(names) == 1:
         return {"tool_choice": {"type": "function", "function": {"name": names[0]}}}
+    if mode in ("ANY", "VALIDATED") and names:
+        tools = [{"type": "function", "function": {"name": n}} for n in names]
+        kind = "required" if mode == "ANY" else "auto"
+        return {"tool_choice": {"type": "allowed_tools",
+                                "allowed_tools": {"mode": kind, "tools": tools}}}  # fmt: skip
     return {"tool_choice": "required"} if mode == "ANY" else {}

@@ -433,3 +433,40 @@ def test_a_recorded_error_is_answered_once_with_a_status_gemini_clients_do_not_r
     query = "select sample_id, trial, status from samples where run_id = 'served'"
     rows = json.loads(cli("sql", query, "--format", "json", "--store", tmp_path / "traces").stdout)
     assert rows == [{"sample_id": "greet", "trial": 0, "status": "error"}]
+
+
+@pytest.mark.parametrize(
+    ("calling", "status"),
+    [
+        ({"mode": "ANY", "allowedFunctionNames": ["add_numbers"]}, 409),
+        ({"mode": "ANY", "allowedFunctionNames": ["add_numbers", "list_items"]}, 409),
+        ({"mode": "VALIDATED", "allowedFunctionNames": ["add_numbers"]}, 409),
+        ({"mode": "ANY", "allowedFunctionNames": ["add_numbers", "multiply_numbers"]}, 200),
+        ({"mode": "VALIDATED", "allowedFunctionNames": ["multiply_numbers", "list_items"]}, 200),
+        ({"mode": "VALIDATED"}, 200),
+    ],
+    ids=["one-other", "two-others", "validated-other", "two-with-it", "validated-it", "free"],
+)
+def test_a_call_outside_the_allowed_function_names_gets_409(server, calling, status):
+    """With two or more allowedFunctionNames, or VALIDATED, the names were not read: the
+    recorded call of another function was answered 200."""
+    from google.genai import types
+
+    config = genai_config()
+    config.tool_config = types.ToolConfig(
+        function_calling_config=types.FunctionCallingConfig(
+            mode=calling["mode"], allowed_function_names=calling.get("allowedFunctionNames")
+        )
+    )
+    contents = [types.Content(role="user", parts=[types.Part.from_text(text=question("mul"))])]
+    client = genai_client(server.url)
+    if status == 200:
+        answer = client.models.generate_content(model=MODEL, contents=contents, config=config)
+        assert answer.function_calls[0].name == "multiply_numbers"
+        return
+    from google.genai import errors
+
+    with pytest.raises(errors.ClientError) as caught:
+        client.models.generate_content(model=MODEL, contents=contents, config=config)
+    assert caught.value.code == 409
+    assert caught.value.details["error"]["divergence"]["path"] == "params.tool_choice"
