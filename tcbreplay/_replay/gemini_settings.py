@@ -7,6 +7,7 @@ protobuf's JSON does).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -24,11 +25,13 @@ _RANGES = {"temperature": (0, 2), "topP": (0, 1)}
 _REFUSED_CONFIG = ("responseSchema", "responseJsonSchema")
 
 
+@functools.lru_cache(maxsize=4096)
 def snake(name: str) -> str:
     """``functionDeclarations`` as ``function_declarations``."""
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 
 
+@functools.lru_cache(maxsize=4096)
 def camel(name: str) -> str:
     """``function_declarations`` as ``functionDeclarations``."""
     return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), name)

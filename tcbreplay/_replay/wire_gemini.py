@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -122,10 +123,43 @@ def _kind(part: dict[str, Any], place: str) -> str:
     return found[0]
 
 
+class _OpenCalls:
+    """The calls of the last model content no response answered yet, found by id or by name
+    in the order made, each in constant time (a content of n calls and n responses is read
+    in linear time)."""
+
+    def __init__(self) -> None:
+        self._ids: list[str] = []
+        self._taken: list[bool] = []
+        self._by_id: dict[str, deque[int]] = {}
+        self._by_name: dict[str, deque[int]] = {}
+
+    def add(self, call_id: str, name: str) -> None:
+        self._by_id.setdefault(call_id, deque()).append(len(self._ids))
+        self._by_name.setdefault(name, deque()).append(len(self._ids))
+        self._ids.append(call_id)
+        self._taken.append(False)
+
+    def _first(self, found: deque[int] | None) -> int | None:
+        while found and self._taken[found[0]]:
+            found.popleft()
+        return found[0] if found else None
+
+    def take(self, call_id: str | None, name: str) -> str | None:
+        """The call a response answers (of its id, else the first of its name), now taken."""
+        at = self._first(self._by_id.get(call_id)) if call_id is not None else None
+        if at is None:
+            at = self._first(self._by_name.get(name))
+        if at is None:
+            return None
+        self._taken[at] = True
+        return self._ids[at]
+
+
 def _units_of(contents: list[Any]) -> list[_Content]:
     """The contents as units, each part's call id found (see the module)."""
     units: list[_Content] = []
-    open_calls: list[tuple[str, str]] = []  # (id, name) of the last model content's calls
+    open_calls = _OpenCalls()
     for k, content in enumerate(contents):
         place = f"contents[{k}]"
         if not isinstance(content, dict):
@@ -136,7 +170,7 @@ def _units_of(contents: list[Any]) -> list[_Content]:
         parts = _parts(content, place)
         ids: list[str | None] = []
         if role == "model":
-            open_calls = []
+            open_calls = _OpenCalls()
         for j, part in enumerate(parts):
             kind = _kind(part, f"{place}.parts[{j}]")
             if kind == "text":
@@ -150,17 +184,13 @@ def _units_of(contents: list[Any]) -> list[_Content]:
                 if role != "model":
                     raise WireError(f"{place}.parts[{j}]: a functionCall in a user content")
                 call_id = given or f"call_{k}_{j}"
-                open_calls.append((call_id, value["name"]))
+                open_calls.add(call_id, value["name"])
                 ids.append(call_id)
                 continue
             if role != "user":
                 raise WireError(f"{place}.parts[{j}]: a functionResponse in a model content")
-            taken = next((c for c in open_calls if c[0] == given), None) or next(
-                (c for c in open_calls if c[1] == value["name"]), None
-            )
-            if taken is not None:
-                open_calls.remove(taken)
-            ids.append(taken[0] if taken is not None else given or "")
+            taken = open_calls.take(given, value["name"])
+            ids.append(taken if taken is not None else given or "")
         units.append(_Content(content, k, ids))
     return units
 
