@@ -50,6 +50,8 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
         )
         click.echo(f"  OpenAI:    base_url={server.url}/v1", err=True)
         click.echo(f"  Anthropic: base_url={server.url}", err=True)
+        click.echo(f"  Gemini:    base_url={server.url} (POST /v1beta/models/MODEL:"
+                   "generateContent, :streamGenerateContent?alt=sse)", err=True)  # fmt: skip
         if warning:
             click.echo(warning, err=True)
         if log_run:

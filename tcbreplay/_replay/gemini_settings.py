@@ -23,6 +23,29 @@ _SETTINGS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k",
              "frequencyPenalty": "frequency_penalty"}  # fmt: skip
 _RANGES = {"temperature": (0, 2), "topP": (0, 1)}
 _REFUSED_CONFIG = ("responseSchema", "responseJsonSchema")
+# the other sampling settings' kinds, as the API checks them (a whole number may come as
+# 40.0: google-genai's top_k is a float)
+_WHOLE, _POSITIVE = "a whole number", "a whole number of 1 or more"
+_NUMBER, _TEXTS = "a number", "a list of strings"
+_KINDS = {"topK": _POSITIVE, "maxOutputTokens": _POSITIVE, "seed": _WHOLE,
+          "stopSequences": _TEXTS, "presencePenalty": _NUMBER,
+          "frequencyPenalty": _NUMBER}  # fmt: skip
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(value: Any) -> bool:
+    return _number(value) and float(value).is_integer()
+
+
+_KIND_CHECKS = {
+    _WHOLE: _whole,
+    _POSITIVE: lambda v: _whole(v) and v >= 1,
+    _NUMBER: _number,
+    _TEXTS: lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v),
+}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -120,7 +143,7 @@ def config(body: Mapping[str, Any]) -> dict[str, Any]:
         raise WireError(f"generationConfig.{refused[0]}: an answer of a schema is not served "
                         "(a recording's answer was not made to it)")  # fmt: skip
     count = config.get("candidateCount")
-    if count not in (None, 1):
+    if count is not None and (type(count) is not int or count != 1):  # (not True, nor 1.0)
         raise WireError(f"generationConfig.candidateCount {count!r}: a recording holds one "
                         "answer a turn; ask for one")  # fmt: skip
     for name, (low, high) in _RANGES.items():
@@ -130,6 +153,10 @@ def config(body: Mapping[str, Any]) -> dict[str, Any]:
             and math.isfinite(value) and low <= value <= high
         ):  # fmt: skip
             raise WireError(f"generationConfig.{name} {value!r}: a number from {low} to {high}")
+    for name, rule in _KINDS.items():
+        value = config.get(name)
+        if value is not None and not _KIND_CHECKS[rule](value):
+            raise WireError(f"generationConfig.{name} {value!r}: {rule}")
     return canonical_params({_SETTINGS[k]: v for k, v in config.items() if k in _SETTINGS})
 
 

@@ -4,6 +4,8 @@ hold; Gemini's by the pattern of its model's methods)."""
 
 from __future__ import annotations
 
+import re
+
 from tcbreplay._replay import wire_gemini, wire_responses
 from tcbreplay._replay.wire import AnthropicWire, OpenAIWire, Wire
 
@@ -22,8 +24,15 @@ ROUTES = {
     "/responses": "responses",
 }
 # what a request to a path not served is told
-SERVED = ("POST /v1/chat/completions, /v1/responses, /v1/messages or "
-          "/v1beta/models/{model}:generateContent")  # fmt: skip
+SERVED = ("POST /v1/chat/completions, /v1/responses, /v1/messages, "
+          "/v1beta/models/{model}:generateContent or "
+          "/v1beta/models/{model}:streamGenerateContent?alt=sse")  # fmt: skip
+# the paths a client gets to on each wire (GET / lists them)
+ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/messages",
+             "/v1beta/models/{model}:generateContent",
+             "/v1beta/models/{model}:streamGenerateContent?alt=sse"]  # fmt: skip
+# a Gemini API version of its own (no other API serves under it)
+_GEMINI_VERSION = re.compile(r"^/v1(?:alpha|beta)[0-9]*(?:/.*)?$")
 
 
 def route(path: str) -> str | None:
@@ -37,8 +46,10 @@ def route(path: str) -> str | None:
 
 def shape(path: str) -> str:
     """The name of the wire whose error shape an answer at ``path`` takes: the one served
-    there, Gemini's at any method of a Gemini model (``:countTokens``), else OpenAI's."""
+    there, Gemini's at any method of a Gemini model (``:countTokens``) and under Gemini's
+    versions (``GET /v1beta/models``), else OpenAI's."""
     found = route(path)
-    if found is None and wire_gemini.PATH.match(path.rstrip("/")):
+    path = path.rstrip("/")
+    if found is None and (wire_gemini.PATH.match(path) or _GEMINI_VERSION.match(path)):
         return "gemini"
     return found or "openai"

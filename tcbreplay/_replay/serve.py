@@ -50,7 +50,7 @@ from tcbreplay._replay.fingerprint import (
     sha256_text,
 )
 from tcbreplay._replay.recording import Key, RecordedRun, Turn
-from tcbreplay._replay.routes import WIRES
+from tcbreplay._replay.routes import ENDPOINTS, WIRES
 from tcbreplay._replay.sent import as_sent
 from tcbreplay._replay.server import ReplayServer, Reply
 from tcbreplay._replay.settings import not_finite
@@ -119,8 +119,7 @@ class ReplayService:
         return json.dumps({
             "run_id": self.recording.run_id, "samples": len(self.recording.samples),
             "served": self.served, "diverged": self.diverged,
-            "endpoints": ["/v1/chat/completions", "/v1/responses", "/v1/messages",
-                          "/v1beta/models/{model}:generateContent"],
+            "endpoints": ENDPOINTS,
         }).encode()  # fmt: skip
 
     def take_up(self, logged: dict[tuple[str, int], Any]) -> int:

@@ -678,7 +678,8 @@ def test_a_killed_server_keeps_its_log_and_the_same_command_goes_on(root, tmp_pa
         proc = cli_process(*command)
         line = proc.stderr.readline()  # "serving ... at http://127.0.0.1:PORT"
         assert " at http://" in line, line + proc.stderr.read()
-        proc.stderr.readline(), proc.stderr.readline(), proc.stderr.readline()
+        for _ in range(4):  # OpenAI, Anthropic, Gemini, logging to
+            proc.stderr.readline()
         return proc, line.rsplit(" at ", 1)[1].strip()
 
     proc, url = start()

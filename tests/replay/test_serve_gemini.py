@@ -6,6 +6,7 @@ SDK in a loop of its own, streamed and not; a changed request gets its 409 with 
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 from pathlib import Path
@@ -296,6 +297,20 @@ GENERATE = f"/v1beta/models/{MODEL}:generateContent"
          "generationConfig.candidateCount 2: a recording holds one answer a turn"),
         (GENERATE, {"contents": ASK, "generationConfig": {"temperature": 3}}, 400,
          "generationConfig.temperature 3: a number from 0 to 2"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"candidateCount": True}}, 400,
+         "generationConfig.candidateCount True: a recording holds one answer a turn"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"candidateCount": 1.0}}, 400,
+         "generationConfig.candidateCount 1.0: a recording holds one answer a turn"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"maxOutputTokens": -5}}, 400,
+         "generationConfig.maxOutputTokens -5: a whole number of 1 or more"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"topK": "abc"}}, 400,
+         "generationConfig.topK 'abc': a whole number of 1 or more"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"seed": 1.5}}, 400,
+         "generationConfig.seed 1.5: a whole number"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"stop_sequences": "x"}}, 400,
+         "generationConfig.stopSequences 'x': a list of strings"),
+        (GENERATE, {"contents": ASK, "generationConfig": {"presencePenalty": "x"}}, 400,
+         "generationConfig.presencePenalty 'x': a number"),
         (f"/v1beta/models/{MODEL}:streamGenerateContent", {"contents": ASK}, 400,
          "streamGenerateContent: ?alt=sse is required"),
         (f"/v1beta/models/{MODEL}:countTokens", {"contents": ASK}, 404,
@@ -470,3 +485,20 @@ def test_a_call_outside_the_allowed_function_names_gets_409(server, calling, sta
         client.models.generate_content(model=MODEL, contents=contents, config=config)
     assert caught.value.code == 409
     assert caught.value.details["error"]["divergence"]["path"] == "params.tool_choice"
+
+
+def test_gemini_paths_answer_in_googles_shape_and_get_lists_them(server):
+    """``GET /v1beta/models`` got OpenAI's error shape, and ``GET /`` did not list the
+    streamed path."""
+    code, text = post(server, "/v1beta/models", b"")
+    assert code == 404 and json.loads(text)["error"]["status"] == "NOT_FOUND"
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("GET", "/v1beta/models")
+    response = conn.getresponse()
+    error = json.loads(response.read())["error"]
+    assert (response.status, error["code"], error["status"]) == (404, 404, "NOT_FOUND")
+    assert ":streamGenerateContent?alt=sse" in error["message"]
+    conn.request("GET", "/")
+    endpoints = json.loads(conn.getresponse().read())["endpoints"]
+    conn.close()
+    assert "/v1beta/models/{model}:streamGenerateContent?alt=sse" in endpoints
