@@ -413,7 +413,6 @@ def test_a_recorded_error_is_answered_once_with_a_status_gemini_clients_do_not_r
     """A recorded provider error was answered 502, which google-genai retries whatever the
     answer says: ChatGoogleGenerativeAI (its default retries) sent it 6 times, took half a
     minute, and the log held 6 error trials."""
-    import time
 
     from gemini_server import Fault
     from langchain.agents import create_agent
@@ -439,11 +438,9 @@ def test_a_recorded_error_is_answered_once_with_a_status_gemini_clients_do_not_r
     with serve_run(tmp_path / "traces", "failed", log_run="served") as server:
         model = ChatGoogleGenerativeAI(model=MODEL, google_api_key=KEY, base_url=server.url)
         agent = create_agent(model, INPUTS.toolset.tools, system_prompt=PROMPT)
-        began = time.perf_counter()
         with pytest.raises(Exception, match="recording ended here in an error") as caught:
             agent.invoke({"messages": [{"role": "user", "content": "Hi there!"}]})
-        assert time.perf_counter() - began < 5
-        assert server.service.served == 1
+        assert server.service.served == 1  # (asked once: not retried)
     assert "501" in str(caught.value) and "UNAVAILABLE" in str(caught.value)
     query = "select sample_id, trial, status from samples where run_id = 'served'"
     rows = json.loads(cli("sql", query, "--format", "json", "--store", tmp_path / "traces").stdout)
