@@ -38,6 +38,8 @@ _UNREADABLE = (
     "Response missing 'choices' key",
     "Received response with null value for 'choices'",
 )
+# the function of ChatOpenAI's that reads a completion (and raises its body's "error")
+_READ_COMPLETION = "_create_chat_result"
 MAX_DELAY = 120.0
 # the rate limiter's window: a minute
 WINDOW_S = 60.0
@@ -141,6 +143,10 @@ def error_reply(exc: BaseException) -> tuple[Mapping[str, Any], int | None, bool
         # (LangChain's ChatOpenAI raises the body's "error" as it came)
         elif isinstance(e, ValueError) and e.args and _raised_in(e, "langchain_openai."):
             error, streamed = e.args[0], False
+            # (a body {"error": "text"}: the text, as an error of no kind)
+            read = _raised_in(e, "langchain_openai.", _READ_COMPLETION)
+            if read and isinstance(error, str) and not error.startswith(_UNREADABLE):
+                error = {"message": error}
         elif isinstance(e, ErrorBody):  # (ChatAnthropic's, see anthropic_calls)
             error, streamed = e.error, False
         else:
@@ -175,11 +181,13 @@ def _error_event(exc: BaseException) -> bool:
     return openai is not None and type(exc) is openai.APIError and body is not None
 
 
-def _raised_in(exc: BaseException, module: str) -> bool:
+def _raised_in(exc: BaseException, module: str, function: str | None = None) -> bool:
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith(module)
+    if tb is None or function not in (None, tb.tb_frame.f_code.co_name):
+        return False
+    return str(tb.tb_frame.f_globals.get("__name__", "")).startswith(module)
 
 
 def retry_after(exc: BaseException, clock: Clock = SYSTEM_CLOCK) -> float | None:

@@ -228,6 +228,19 @@ def test_a_200_holding_a_retryable_error_is_retried(dataset, tmp_path, error, st
     assert _messages(summary.run_dir, "greet")[-1]["content"] == ANSWERS[GREET]
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_a_200_holding_an_error_that_is_only_text_is_retried(dataset, tmp_path, streaming):
+    """A body ``{"error": "text"}`` failed the sample at once when not streamed
+    (``ValueError: text``), though streamed it was retried."""
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        body = json.dumps({"error": "Model is loading, try again shortly"})
+        server.inject(Fault("error_body", body), input=GREET, times=1)
+        summary = _record(dataset, server, tmp_path, streaming=streaming)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+
+
 def test_a_200_holding_an_error_of_the_request_fails_naming_it(dataset, tmp_path):
     with OpenAIServer(SCRIPT, ANSWERS) as server:
         server.inject(Fault.error_body(TOO_LONG), input=GREET)
