@@ -2,13 +2,15 @@
 refuses would otherwise come back as its 400 on every sample's first call.
 
 Only the provider the run uses is held to its rule, and an ``openai:`` model sent to another
-server (``base_url``: a compatible server, which has rules of its own) is not.
+server (a compatible server, which has rules of its own: ``base_url`` or ``openai_api_base``,
+or the ``OPENAI_BASE_URL`` or ``OPENAI_API_BASE`` the SDK and LangChain read) is not.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tcbreplay._record.models import ModelChoice
 from tcbreplay.errors import InputError
@@ -34,13 +36,22 @@ RULES = {
 }
 # providers whose base_url points at other servers than theirs, with rules of their own
 _COMPATIBLE = frozenset({"openai"})
+# where an openai: model's requests go when not to OpenAI: its settings, then the variables
+# (the SDK reads OPENAI_BASE_URL, LangChain OPENAI_API_BASE)
+_ELSEWHERE_SETTINGS = ("base_url", "openai_api_base")
+_ELSEWHERE_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
 
 
-def check_tool_names(names: Iterable[str], choice: ModelChoice, source: str) -> None:
+def check_tool_names(
+    names: Iterable[str],
+    choice: ModelChoice,
+    source: str,
+    environ: Mapping[str, str] = os.environ,
+) -> None:
     """Refuse, in one line naming it and the rule, the first of the tool ``names`` (of the
     tools ``source``) that the provider of ``choice`` does not take."""
     rule = RULES.get(choice.provider)
-    if rule is None or (choice.provider in _COMPATIBLE and choice.settings.get("base_url")):
+    if rule is None or (choice.provider in _COMPATIBLE and _elsewhere(choice, environ)):
         return
     provider, (pattern, words, regex) = rule
     for name in names:
@@ -49,3 +60,10 @@ def check_tool_names(names: Iterable[str], choice: ModelChoice, source: str) -> 
                 f"{source}: the tool name {name!r} is not one {provider} takes: {words} ({regex})",
                 hint="rename the tool where it is made (a LangChain tool's name=...)",
             )
+
+
+def _elsewhere(choice: ModelChoice, environ: Mapping[str, str]) -> bool:
+    """Whether the requests of ``choice`` go to another server than its provider's."""
+    return any(choice.settings.get(key) for key in _ELSEWHERE_SETTINGS) or any(
+        environ.get(variable) for variable in _ELSEWHERE_VARIABLES
+    )

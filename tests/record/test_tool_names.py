@@ -34,6 +34,13 @@ def tools(tmp_path, monkeypatch, request):
     return "named_tools:TOOLS"
 
 
+@pytest.fixture(autouse=True)
+def to_openai(monkeypatch):
+    """No variable sends openai: models elsewhere than to OpenAI."""
+    for variable in ("OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(variable, raising=False)
+
+
 @pytest.fixture
 def dataset(tmp_path):
     path = tmp_path / "ds.json"
@@ -86,6 +93,42 @@ def test_a_tool_name_the_provider_refuses_is_refused_before_the_run(
 )
 def test_names_the_provider_takes_are_taken(model, settings, name):
     check_tool_names([name, "add_numbers"], parse_model(model, settings), "--tools t:T")
+
+
+@pytest.mark.parametrize(
+    ("settings", "environ"),
+    [
+        ({"openai_api_base": "http://localhost:8000/v1"}, {}),
+        ({}, {"OPENAI_BASE_URL": "http://localhost:8000/v1"}),
+        ({}, {"OPENAI_API_BASE": "http://localhost:8000/v1"}),
+    ],
+    ids=["openai_api_base", "OPENAI_BASE_URL", "OPENAI_API_BASE"],
+)
+def test_an_openai_model_sent_elsewhere_otherwise_than_by_base_url_is_not_checked(
+    settings, environ
+):
+    """A compatible server named by the variable the SDK reads (or LangChain's alias) was
+    held to OpenAI's rule: a run that had recorded was refused before it began."""
+    choice = parse_model("openai:my-model", settings)
+    check_tool_names(["shop.add"], choice, "--tools t:T", environ=environ)
+    with pytest.raises(InputError, match="not one OpenAI takes"):
+        check_tool_names(["shop.add"], parse_model("openai:my-model"), "--tools t:T", environ={})
+
+
+def test_a_compatible_server_named_by_the_sdks_variable_records(tmp_path, dataset, monkeypatch):
+    from openai_server import OpenAIServer
+
+    (tmp_path / "dotted_tools.py").write_text("NAME = 'shop.add'\n" + TOOLS_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-key-for-a-loopback-server")
+    with OpenAIServer({"What is 2 plus 3?": []}, {"What is 2 plus 3?": "5"}) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        result = cli("record", "--model", "openai:my-model", "--dataset", dataset,
+                     "--tools", "dotted_tools:TOOLS", "--system-prompt", tmp_path / "prompt.txt",
+                     "--workers", "1", "--run-id", "r", "--store", tmp_path / "traces",
+                     "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert server.requests[0]["tools"][0]["function"]["name"] == "shop.add"
 
 
 def test_the_first_name_refused_is_named():
