@@ -15,7 +15,8 @@ request. A request with ``"stream": true`` is answered with the API's server-sen
 Fault kinds (each after a 200): ``Fault.at_token_limit`` (the answer's text cut half-way,
 ``stop_reason`` ``max_tokens``, streamed or not); for requests not streamed only,
 ``Fault.error_body`` (a body ``{"type": "error", "error": {...}}`` of this type,
-``overloaded_error`` by default, instead of the message); for streams only, ``Fault.cut``
+``overloaded_error`` by default, instead of the message), ``Fault.body`` (a 200 whose body is
+the JSON given, a gateway's); for streams only, ``Fault.cut``
 (the stream stops half-way through the first block's input JSON or text, before the stop
 reason, and closes),
 ``Fault.error_event`` (an ``error`` event of this type, ``overloaded_error`` by default, after
@@ -39,9 +40,9 @@ MODEL = "claude-sonnet-4-5-20250929"
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "cut" | "error_event" | "max_tokens" | "error_body"
+    kind: str  # "cut" | "error_event" | "max_tokens" | "error_body" | "body"
     error_type: str = "overloaded_error"
-    message: str = "Overloaded"
+    message: str = "Overloaded"  # (the body, as JSON: body)
 
     @classmethod
     def cut(cls) -> Fault:
@@ -58,6 +59,11 @@ class Fault:
         """A 200 whose body is ``{"type": "error", "error": {"type": error_type, "message":
         message}}``, to a request not streamed."""
         return cls("error_body", error_type, message)
+
+    @classmethod
+    def body(cls, body: Mapping[str, Any]) -> Fault:
+        """A 200 whose body is ``body`` instead of the message, to a request not streamed."""
+        return cls("body", message=json.dumps(dict(body)))
 
     @classmethod
     def error_event(cls, error_type: str = "overloaded_error") -> Fault:
@@ -128,6 +134,8 @@ class AnthropicServer:
                 if fault is not None and fault.kind == "error_body" and not body.get("stream"):
                     error = {"type": fault.error_type, "message": fault.message}
                     message = {"type": "error", "error": error}
+                if fault is not None and fault.kind == "body" and not body.get("stream"):
+                    message = json.loads(fault.message)
                 if not body.get("stream"):
                     payload = json.dumps(message).encode()
                     self.send_response(200)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
-from tcbreplay._record.models.anthropic_calls import ErrorBody
+from tcbreplay._record.models.anthropic_calls import ErrorBody, NoMessage
 
 # besides every 5xx but 501 and 505 (Cloudflare's 520-524, Anthropic's 529 overloaded)
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -100,7 +100,7 @@ def unreadable_reply(exc: BaseException) -> str | None:
         return "held an error"
     for e in _chain(exc):
         first = str(e.args[0]) if e.args else ""
-        if isinstance(e, json.JSONDecodeError) or (
+        if isinstance(e, (json.JSONDecodeError, NoMessage)) or (
             isinstance(e, (ValueError, KeyError, TypeError)) and first.startswith(_UNREADABLE)
         ):
             return "could not be read"

@@ -314,6 +314,36 @@ def test_a_200_holding_an_anthropic_error_to_retry_is_retried(dataset, tmp_path,
     assert _messages(summary.run_dir, "greet")[-1]["content"] == ANSWERS[GREET]
 
 
+@pytest.mark.parametrize(
+    "body", [{}, {"type": "error", "error": "Overloaded"}], ids=["empty", "error-text"]
+)
+def test_a_200_of_anthropic_that_is_no_message_is_retried(dataset, tmp_path, body):
+    """A body with no content and no error object (a gateway's ``{}``) failed the sample at
+    once, "TypeError: 'NoneType' object is not iterable", and a run of them stopped telling
+    to check that the server can be reached."""
+    pytest.importorskip("langchain_anthropic")
+    with anthropic_server.AnthropicServer(SCRIPT, ANSWERS) as server:
+        server.inject(anthropic_server.Fault.body(body), input=GREET, times=1)
+        summary = _record(dataset, server, tmp_path, model=ANTHROPIC)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+
+
+def test_a_stop_on_anthropic_200s_that_are_no_message_says_so(dataset, tmp_path):
+    pytest.importorskip("langchain_anthropic")
+    with anthropic_server.AnthropicServer(SCRIPT, ANSWERS) as server:
+        server.inject(anthropic_server.Fault.body({}))
+        result = cli("record", "--model", ANTHROPIC, "--model-option", f"base_url={server.url}",
+                     "--dataset", dataset, "--tools", TOOLS, "--system-prompt", PROMPT,
+                     "--workers", "1", "--retries", "1", "--backoff", "0.01",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert "(UnreadableReply: the provider's reply could not be read: NoMessage: " in error
+    assert "can be reached" not in error
+
+
 def test_a_200_holding_an_anthropic_error_of_the_request_fails_naming_it(dataset, tmp_path):
     pytest.importorskip("langchain_anthropic")
     with anthropic_server.AnthropicServer(SCRIPT, ANSWERS) as server:

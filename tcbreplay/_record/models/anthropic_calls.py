@@ -6,7 +6,9 @@ a 200 whose body is an error (``{"type": "error", "error": {"type": "overloaded_
 reading its content: ``TypeError: 'NoneType' object is not iterable``, the error lost, and
 an overloaded server taken for a bug of the request. Such a reply is raised as
 :class:`ErrorBody`, holding the error, which the recording takes as the status of its kind
-(see :func:`tcbreplay._record.retry.error_reply`). A stream's error event the SDK raises
+(see :func:`tcbreplay._record.retry.error_reply`); one whose error is only text, as an error
+of no kind. A 200 that is no message and holds no error (``{}``, a gateway's) is raised as
+:class:`NoMessage`, a reply that could not be read. A stream's error event the SDK raises
 itself.
 """
 
@@ -29,6 +31,10 @@ class ErrorBody(ValueError):
         self.error = error
 
 
+class NoMessage(ValueError):
+    """A reply whose body was no message (it has no content) and held no error."""
+
+
 def raise_error_bodies() -> None:
     """Have langchain-anthropic (when it is imported) raise a reply whose body is an error as
     :class:`ErrorBody`; idempotent. Any other reply it reads as before."""
@@ -41,8 +47,12 @@ def raise_error_bodies() -> None:
     def _format_output(self: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
         # (the SDK keeps the body's keys a message has not: "error" among them)
         error = getattr(data, "error", None)
-        if isinstance(error, Mapping) and getattr(data, "content", None) is None:
-            raise ErrorBody(error)
+        if getattr(data, "content", None) is None:
+            if isinstance(error, Mapping):
+                raise ErrorBody(error)
+            if isinstance(error, str) and error:
+                raise ErrorBody({"message": error})
+            raise NoMessage("the reply is no message: it has no content")
         return format_output(self, data, *args, **kwargs)
 
     _format_output.tcbreplay = True  # type: ignore[attr-defined]
