@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
+from tcbreplay._record.agent import TOKEN_LIMIT_REASONS, TokenLimitReply
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._replay.choice import conflict
 from tcbreplay._replay.fingerprint import (
@@ -58,7 +59,8 @@ class RecordedChatModel(BaseChatModel):
     """
 
     # its answers are the recording's turns, as they were stored: the recording's checks of
-    # a reply (see tcbreplay._record.agent's _check_reply) do not judge them again
+    # a reply (see tcbreplay._record.agent's _check_reply) do not judge them again; a live
+    # model's it judges itself (see _live_answer)
     serves_recorded_turns: ClassVar[bool] = True
 
     recording: RecordedRun = Field(repr=False, exclude=True)
@@ -216,15 +218,29 @@ class RecordedChatModel(BaseChatModel):
         message, state = self._answer(messages, stop, run_manager, kwargs)
         if message is None:  # (the call's own settings with it: tool_choice, temperature)
             live = self._live_model(state)
-            message = live.invoke(messages, _config(run_manager), stop=stop, **kwargs)
+            message = _live_answer(
+                live.invoke(messages, _config(run_manager), stop=stop, **kwargs), self.live
+            )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         message, state = self._answer(messages, stop, run_manager, kwargs)
         if message is None:
             live = self._live_model(state)
-            message = await live.ainvoke(messages, _config(run_manager), stop=stop, **kwargs)
+            answer = await live.ainvoke(messages, _config(run_manager), stop=stop, **kwargs)
+            message = _live_answer(answer, self.live)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _live_answer(message: Any, live: Any) -> Any:
+    """The live model's reply, refused as a recording refuses it when the model stopped at its
+    token limit (what it wrote is cut off): a recording's turns are served as they were, a
+    live model's are new."""
+    metadata = getattr(message, "response_metadata", None) or {}
+    reason = metadata.get("finish_reason") or metadata.get("stop_reason")
+    if reason in TOKEN_LIMIT_REASONS:
+        raise TokenLimitReply.of(live, str(reason))
+    return message
 
 
 def _config(run_manager: Any) -> dict[str, Any]:

@@ -260,3 +260,25 @@ def test_a_reply_at_the_token_limit_an_older_recording_stored_replays_as_it_was(
     row = _samples(summary.run_dir)["greet"]
     assert (row["status"], row["error"]) == ("ok", None)
     assert _messages(summary.run_dir, "greet")[-1]["response_metadata"]["finish_reason"] == "length"
+
+
+def test_a_live_reply_at_the_token_limit_in_a_replay_is_an_error(dataset, tmp_path):
+    """A replay going on live (``--then``) stored the live model's reply cut at its token limit
+    as the answer, status ok: the recording's turns are served as they were, and the live
+    model's were let through with them."""
+    from tcbreplay._replay.run import replay_run
+
+    store = Store(tmp_path / "traces")
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+        choice = parse_model("openai:gpt-4o-mini", {"base_url": server.url})
+        record_run(inputs, choice, store, run_id="r", options=RecordOptions(workers=1))
+        server.inject(openai_server.Fault.at_token_limit(), input=GREET)
+        summary = replay_run(store, "r", new_run_id="again", then="openai:gpt-4o-mini",
+                             then_options={"base_url": server.url, "max_tokens": "9"},
+                             fork_at=0, options={"workers": 1})  # fmt: skip
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["error_type"]) == ("error", "TokenLimitReply")
+    assert "(max_tokens=9, finish reason length)" in row["error"]
+    assert _samples(summary.run_dir)["add"]["status"] == "ok"
