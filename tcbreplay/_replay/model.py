@@ -21,6 +21,7 @@ request from that turn on to the live model even when the recording answers it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from langchain_core.language_models import BaseChatModel
@@ -28,7 +29,7 @@ from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
-from tcbreplay._record.agent import TOKEN_LIMIT_REASONS, TokenLimitReply
+from tcbreplay._record.agent import _check_reply
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._replay.choice import conflict
 from tcbreplay._replay.fingerprint import (
@@ -233,13 +234,10 @@ class RecordedChatModel(BaseChatModel):
 
 
 def _live_answer(message: Any, live: Any) -> Any:
-    """The live model's reply, refused as a recording refuses it when the model stopped at its
-    token limit (what it wrote is cut off): a recording's turns are served as they were, a
-    live model's are new."""
-    metadata = getattr(message, "response_metadata", None) or {}
-    reason = metadata.get("finish_reason") or metadata.get("stop_reason")
-    if reason in TOKEN_LIMIT_REASONS:
-        raise TokenLimitReply.of(live, str(reason))
+    """The live model's reply, refused as a recording refuses it (see
+    :func:`tcbreplay._record.agent._check_reply`): cut off mid-stream, stopped at its token
+    limit, or empty. A recording's turns are served as they were; a live model's are new."""
+    _check_reply(SimpleNamespace(result=[message]), live)
     return message
 
 

@@ -113,6 +113,25 @@ def test_a_stream_cut_off_is_retried_and_never_stored_as_the_answer(dataset, tmp
     assert _samples(summary.run_dir)["greet"]["attempts"] == 1
 
 
+def test_a_live_stream_cut_off_in_a_replay_is_retried(dataset, tmp_path):
+    """A replay going on live (``--then``, streamed) stored the live model's stream cut off
+    half-way as the sample's answer, status ok: the recorded model's replies are not checked,
+    and the live model's passed with them."""
+    from tcbreplay._replay.run import replay_run
+
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        _record(dataset, server, tmp_path)
+        server.inject(Fault.cut(), input=GREET, times=1)
+        again = replay_run(Store(tmp_path / "traces"),
+                           "r", new_run_id="again", then=MODEL, fork_at=0,
+                           then_options={"base_url": server.url, "streaming": "true"},
+                           options={"workers": 1})  # fmt: skip
+
+    row = _samples(again.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+    assert _messages(again.run_dir, "greet")[-1]["content"] == ANSWERS[GREET]
+
+
 def test_a_stream_cut_off_at_every_attempt_is_an_error_saying_so(dataset, tmp_path):
     with OpenAIServer(SCRIPT, ANSWERS) as server:
         server.inject(Fault.cut(), input=GREET)
