@@ -115,6 +115,7 @@ def unreadable_reply(exc: BaseException) -> str | None:
 _ERROR_KINDS = (
     (re.compile(r"auth|api.?key|UNAUTHENTICATED", re.I), 401),
     (re.compile(r"permission", re.I), 403),
+    (re.compile(r"billing|payment", re.I), 402),
     (re.compile(r"not.?found", re.I), 404),
     (re.compile(r"rate.?limit|too.?many|RESOURCE_EXHAUSTED|quota|^requests$|^tokens$", re.I), 429),
     (re.compile(r"overloaded", re.I), 529),

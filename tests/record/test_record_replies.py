@@ -363,18 +363,26 @@ def test_a_stop_on_anthropic_200s_that_are_no_message_says_so(dataset, tmp_path)
     assert "can be reached" not in error
 
 
-def test_a_200_holding_an_anthropic_error_of_the_request_fails_naming_it(dataset, tmp_path):
+@pytest.mark.parametrize(
+    ("kind", "message", "status"),
+    [("invalid_request_error", "max_tokens: too big", 400),
+     # (was retried as an error of no kind, where a 402 is not: the credit does not come back)
+     ("billing_error", "Your credit balance is too low", 402)],
+    ids=["invalid-request", "billing"],
+)  # fmt: skip
+def test_a_200_holding_an_anthropic_error_of_the_request_fails_naming_it(
+    dataset, tmp_path, kind, message, status
+):
     pytest.importorskip("langchain_anthropic")
     with anthropic_server.AnthropicServer(SCRIPT, ANSWERS) as server:
-        fault = anthropic_server.Fault.error_body("invalid_request_error", "max_tokens: too big")
+        fault = anthropic_server.Fault.error_body(kind, message)
         server.inject(fault, input=GREET)
         summary = _record(dataset, server, tmp_path, model=ANTHROPIC)
 
     row = _samples(summary.run_dir)["greet"]
     assert (row["status"], row["attempts"], row["error_type"]) == ("error", 1, "ErrorReply")
     assert row["error"] == (
-        "the provider answered 200 with an error, taken as a 400: invalid_request_error: "
-        "max_tokens: too big"
+        f"the provider answered 200 with an error, taken as a {status}: {kind}: {message}"
     )
     assert _samples(summary.run_dir)["add"]["status"] == "ok"
 
