@@ -161,20 +161,40 @@ _BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:", _T
 _LIMIT_SAID = re.compile(r"token limit \((max_tokens.*?, finish reason \S+?)\)")
 
 
-def _token_limit_message(stop: RecordStop) -> str:
-    """The line of a recording whose first samples all stopped at the model's token limit."""
+def _token_limit_message(stop: RecordStop, again: str = "record again") -> str:
+    """The line of a recording whose first samples all stopped at the model's token limit
+    (``again``: how the run is made again, a replay's "replay again")."""
     error = stop.outcome.error or ""
     said = _LIMIT_SAID.search(error)
     where = "the first sample" if stop.failed == 1 else f"each of the first {stop.failed} samples"
     set_ = (
         "set --model-option max_tokens=N above the provider's default"
         if "max_tokens not set" in error
-        else "record again with a higher --model-option max_tokens=N"
+        else f"{again} with a higher --model-option max_tokens=N"
     )
     return (
         f"the model stopped at its token limit in {where} "
         f"({said.group(1) if said else _quote(error)}), and a retry is cut off the same way: "
         f"{set_}, as another run"
+    )
+
+
+def replay_stop_message(stop: RecordStop) -> str:
+    """One line: why a replay stopped (its live model's stops said as a recording's)."""
+    if stop.reason == TOKEN_LIMIT:
+        return _token_limit_message(stop, "replay again")
+    return f"{stop.reason}: {stop.outcome.error}"
+
+
+def replay_stop_hint(stop: RecordStop, run_id: str) -> str | None:
+    """How to go on after a replay's ``stop``, when running it again cannot help (None
+    otherwise)."""
+    if stop.reason != TOKEN_LIMIT:
+        return None
+    return (
+        "the same command again would be cut off again: with a higher max_tokens it replays "
+        f"into a run id of its own (with --run-id: give another, or replace {run_id} with "
+        "--overwrite)"
     )
 
 

@@ -31,7 +31,7 @@ from tcbreplay._inputs.dataset import Sample
 from tcbreplay._inputs.tools import code_sha256
 from tcbreplay._record.agent import CallPolicy
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
-from tcbreplay._record.failures import Outcome
+from tcbreplay._record.failures import Outcome, replay_stop_hint, replay_stop_message
 from tcbreplay._record.finish import RecordSummary
 from tcbreplay._record.models import (
     ModelChoice,
@@ -277,7 +277,8 @@ def replay_run(
         limit=limit,
         sample_ids=sample_ids,
         simulated=simulated,
-        why_stopped=lambda stop: f"{stop.reason}: {stop.outcome.error}",
+        why_stopped=replay_stop_message,
+        how_to_go_on=lambda stop: replay_stop_hint(stop, new_run_id),
         source=SOURCE,
     )
     done = replay_summary(store, summary)

@@ -282,3 +282,32 @@ def test_a_live_reply_at_the_token_limit_in_a_replay_is_an_error(dataset, tmp_pa
     assert (row["status"], row["error_type"]) == ("error", "TokenLimitReply")
     assert "(max_tokens=9, finish reason length)" in row["error"]
     assert _samples(summary.run_dir)["add"]["status"] == "ok"
+
+
+def test_a_replay_stopped_by_live_replies_at_the_token_limit_says_to_raise_it(dataset, tmp_path):
+    """The stop said "token limit: TokenLimitReply: ..." and hinted to run the same command
+    again, which is cut off the same way."""
+    store = tmp_path / "traces"
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        result = cli("record", "--model", "openai:gpt-4o-mini",
+                     "--model-option", f"base_url={server.url}", "--dataset", dataset,
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--store", store,
+                     "--run-id", "r", "--quiet")  # fmt: skip
+        assert result.exit_code == 0, result.output
+        server.inject(openai_server.Fault.at_token_limit())
+        result = cli("replay", "r", "--then", "openai:gpt-4o-mini",
+                     "--model-option", f"base_url={server.url}", "--model-option", "max_tokens=5",
+                     "--fork-at", "0", "--run-id", "again", "--workers", "1", "--store", store,
+                     "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert next(line for line in lines if line.startswith("Error:")) == (
+        "Error: recording of again stopped: the model stopped at its token limit in the first "
+        "sample (max_tokens=5, finish reason length), and a retry is cut off the same way: "
+        "replay again with a higher --model-option max_tokens=N, as another run"
+    )
+    assert next(line for line in lines if line.startswith("Hint:")) == (
+        "Hint: the same command again would be cut off again: with a higher max_tokens it "
+        "replays into a run id of its own (with --run-id: give another, or replace again with "
+        "--overwrite)"
+    )
