@@ -54,3 +54,25 @@ def wc(path: str) -> str:
 
 
 TOOLS = [order, lookup, run_shell, count, wc]
+
+
+@tool
+def echo(text: str, wrap: bool = False) -> str | dict:
+    """Say the text back (in an object under "output" where asked)."""
+    return {"output": text} if wrap else text
+
+
+# a tool whose outputs a Gemini client sends alike ({"output": "hi"} and "hi": both as
+# {"output": "hi"}), by sample or by call
+ECHO = [echo]
+
+
+def echo_declaration():
+    """The echo tool as google-genai declares it (its JSON schema)."""
+    from google.genai import types
+    from langchain_core.utils.function_calling import convert_to_openai_function
+
+    spec = convert_to_openai_function(echo)
+    return types.Tool(function_declarations=[types.FunctionDeclaration(
+        name=spec["name"], description=spec["description"],
+        parameters_json_schema=spec["parameters"])])  # fmt: skip

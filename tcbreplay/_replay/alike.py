@@ -5,14 +5,17 @@ fingerprint of the recorded one it stands for.
 
 A request's tool stands for the run's tool of its name when the two are alike in the wire's
 terms. A request's tool message stands for a recorded one of the same tool whose output is
-alike in those terms, among the samples this server answered from (learnt as each is first
-answered from: a tool message follows an answer); where two recorded outputs of one tool
-are alike (``"42"`` and ``"42\\n"``), the one of the sample answered from last.
+alike in those terms: the recorded message in its place in the sample its conversation was
+answered from (so that alike outputs of one tool, ``{"output": "hi"}`` and ``"hi"``, stand
+each for its own, in interleaved conversations and within one sample), else one among the
+samples this server answered from (learnt as each is first answered from: a tool message
+follows an answer), where several are alike the one of the sample answered from last.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from tcbreplay._replay.divergence import Divergence, describe
@@ -30,6 +33,9 @@ class Alike:
         # canonical content and its text as stored
         self._outputs: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._learnt: dict[tuple[str, Key], list[tuple[tuple[str, str, str], Any]]] = {}
+        # (wire, sample) -> its tool messages by their place in its canonical messages:
+        # (tool name, the output's terms as JSON, canonical content, text as stored)
+        self._placed: dict[tuple[str, Key], dict[int, tuple[str, str, Any, Any]]] = {}
 
     def tools(self, wire: Wire, tools: dict[str, Any]) -> dict[str, Any]:
         """A request's canonical tools, each alike to the run's tool of its name that one."""
@@ -52,6 +58,7 @@ class Alike:
         found = self._learnt.get((wire.name, key))
         if found is None:
             found = []
+            placed = self._placed[(wire.name, key)] = {}
             stored = [json.loads(text) for text in self.recording.texts(key)]
             entries = [message_entry(m) for m in stored]
             _, items, _ = assemble(entries)
@@ -62,22 +69,36 @@ class Alike:
                     raw = (stored[k + skipped].get("data") or {}).get("content")
                     found.append(((wire.name, str(item.get("name")), terms), (item["content"],
                                                                               raw)))  # fmt: skip
+                    placed[k] = (str(item.get("name")), terms, item["content"], raw)
             self._learnt[(wire.name, key)] = found
         self._outputs.update(found)
 
     def outputs(
-        self, wire: Wire, request: WireRequest, items: list[dict[str, Any]], parts: list[str]
-    ) -> None:
+        self, wire: Wire, request: WireRequest, items: list[dict[str, Any]], parts: list[str],
+        answered: Callable[[int], Key | None],
+    ) -> None:  # fmt: skip
         """Each tool message of a request (its canonical ``items``, their JSON ``parts`` and
-        ``request.messages``, changed in place) a recorded one alike to it."""
+        ``request.messages``, changed in place) a recorded one alike to it; ``answered(k)``:
+        the sample a conversation of the messages up to ``items[k]`` (an answer, the parts
+        before it final) was answered from, if any."""
         if not wire.has_terms or not self._outputs:
             return
         skipped = len(request.messages) - len(items)
-        for k, item in enumerate(items):
+        last = max((k for k, item in enumerate(items) if item["role"] == "tool"), default=-1)
+        key: Key | None = None
+        for k, item in enumerate(items[: last + 1]):
+            if item["role"] == "assistant":
+                key = answered(k) or key
             if item["role"] != "tool":
                 continue
+            name = str(item.get("name"))
             terms = canonical_json(wire.output_terms(item["content"]))
-            found = self._outputs.get((wire.name, str(item.get("name")), terms))
+            mine = self._placed.get((wire.name, key), {}).get(k) if key is not None else None
+            found: tuple[Any, Any] | None = None
+            if mine is not None and mine[:2] == (name, terms):
+                found = mine[2:]
+            else:
+                found = self._outputs.get((wire.name, name, terms))
             if found is None or found[0] == item["content"]:
                 continue
             items[k] = {**item, "content": found[0]}

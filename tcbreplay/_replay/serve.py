@@ -27,6 +27,7 @@ events, with its length.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -190,8 +191,8 @@ class ReplayService:
         known = {id(entry[1]): part for entry, part in zip(request.entries, request.parts,
                                                              strict=True)}  # fmt: skip
         parts = [known.get(id(item)) or canonical_json(item) for item in items]
-        self._alike.outputs(wire, request, items, parts)
         system_json = canonical_json(system)
+        self._alike.outputs(wire, request, items, parts, self._answered(system_json, parts))
         text = request_text(parts, canonical_json(params), system_json, tools_json)
         return _Canonical(
             {"system": system, "messages": items, "tools": tools, "params": params},
@@ -199,6 +200,26 @@ class ReplayService:
             system_json,
             sha256_text(text),
         )
+
+    def _answered(self, system_json: str, parts: list[str]) -> Callable[[int], Key | None]:
+        """The sample the conversation of ``parts[: k + 1]`` was answered from, for rising
+        ``k`` (the parts hashed once, as :func:`_thread` hashes them, when first asked)."""
+        digest = None
+        done = 0
+
+        def answered(k: int) -> Key | None:
+            nonlocal digest, done
+            if digest is None:
+                digest = hashlib.sha256((system_json + "[").encode("utf-8", "surrogatepass"))
+            for part in parts[done : k + 1]:
+                digest.update((("," if done else "") + part).encode("utf-8", "surrogatepass"))
+                done += 1
+            ended = digest.copy()
+            ended.update(b"]")
+            found = self._threads.get(ended.hexdigest())
+            return None if found is None else found.key
+
+        return answered
 
     def _canonical_tools(
         self, specs: list[dict[str, Any]], wire: Wire

@@ -1,0 +1,143 @@
+"""Tool outputs a Gemini client sends alike (``{"output": "hi"}`` and ``"hi"`` both go as
+``functionResponse.response`` ``{"output": "hi"}``) stand for the recorded message of the
+conversation they are sent in: not another sample's (conversations interleaved), and not
+another call's of the same tool in one sample."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gemini_terms_tools
+import pytest
+from gemini_server import GeminiServer
+from helpers import cli
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._replay.serve import serve_run
+
+PROMPT = BENCHMARKS["tool-call"].system_prompt.read_text()
+KEY = "AIzaSyLEAKEDgemini0123456789abcdefghijk"
+MODEL = "gemini-2.5-flash"
+CASES = [
+    ("wrapped", "Echo hi wrapped", [[("echo", {"text": "hi", "wrap": True})]]),
+    ("plain", "Echo hi plain", [[("echo", {"text": "hi"})]]),
+    ("both", "Echo hi both ways",
+     [[("echo", {"text": "hi"}), ("echo", {"text": "hi", "wrap": True})]]),
+    ("twice", "Echo hi twice",
+     [[("echo", {"text": "hi", "wrap": True})], [("echo", {"text": "hi"})]]),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """A store holding the run ``echo``, recorded with langchain-google-genai against the
+    loopback Gemini server."""
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._store.runs import Store
+
+    folder = tmp_path_factory.mktemp("echo")
+    dataset = folder / "dataset.json"
+    dataset.write_text(json.dumps([{"id": sid, "input": text, "target": []}
+                                   for sid, text, _ in CASES]))  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch, GeminiServer({t: s for _, t, s in CASES}) as fake:
+        patch.setenv("GOOGLE_API_KEY", "fake-recording-key-7f3a9c")
+        inputs = load_inputs(None, dataset, "gemini_terms_tools:ECHO",
+                             BENCHMARKS["tool-call"].system_prompt)  # fmt: skip
+        model = parse_model(f"google_genai:{MODEL}", {"base_url": fake.url})
+        summary = record_run(inputs, model, Store(folder / "traces"), run_id="echo",
+                             options=RecordOptions(workers=1))  # fmt: skip
+    assert summary.ok == len(CASES)
+    return folder / "traces"
+
+
+def _agent(url: str):
+    from langchain.agents import create_agent
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    model = ChatGoogleGenerativeAI(model=MODEL, google_api_key=KEY, base_url=url, max_retries=0)
+    return create_agent(model, gemini_terms_tools.ECHO, system_prompt=PROMPT)
+
+
+def _start(text: str) -> list:
+    from google.genai import types
+
+    return [types.Content(role="user", parts=[types.Part.from_text(text=text)])]
+
+
+def _step(url: str, contents: list) -> bool:
+    """One request of a google-genai loop (so that loops can be interleaved), its answer and
+    the tools' outputs added to ``contents``: whether the answer called tools."""
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(api_key=KEY, http_options={"base_url": url})
+    config = types.GenerateContentConfig(
+        system_instruction=PROMPT, temperature=0.7,
+        tools=[gemini_terms_tools.echo_declaration()],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )  # fmt: skip
+    answer = client.models.generate_content(model=MODEL, contents=contents, config=config)
+    contents.append(answer.candidates[0].content)
+    calls = answer.function_calls or []
+    outputs = [gemini_terms_tools.echo.invoke(dict(c.args or {})) for c in calls]
+    if calls:
+        contents.append(types.Content(role="user", parts=[
+            types.Part.from_function_response(
+                name=c.name, response=out if isinstance(out, dict) else {"output": out})
+            for c, out in zip(calls, outputs, strict=True)]))  # fmt: skip
+    return bool(calls)
+
+
+def test_interleaved_conversations_get_their_own_samples_outputs(recorded):
+    """The output last learnt stood for every alike one: a conversation sending its tool's
+    output after another sample's was answered got a 409 (or that sample's message)."""
+    with serve_run(recorded, "echo") as server:
+        conversations = [_start(text) for _, text, _ in CASES]
+        while any([_step(server.url, contents) for contents in conversations if
+                   contents[-1].role == "user"]):  # fmt: skip
+            pass
+        assert server.service.diverged == 0
+
+
+def test_langchain_replays_alike_outputs_of_one_tool_in_one_sample(recorded):
+    with serve_run(recorded, "echo") as server:
+        agent = _agent(server.url)
+        for _, text, _ in reversed(CASES):
+            state = agent.invoke({"messages": [{"role": "user", "content": text}]})
+            assert state["messages"][-1].text == "Done."
+        assert server.service.diverged == 0
+
+
+def test_the_log_of_interleaved_conversations_across_a_restart_replays(recorded, tmp_path):
+    """The log of conversations interleaved (parallel calls of one tool, a restart in the
+    middle) passes ``audit verify`` and replays with its recorded tools with no divergence."""
+    import shutil
+
+    root = tmp_path / "traces"
+    shutil.copytree(recorded / "echo", root / "echo")
+    conversations = [_start(text) for _, text, _ in CASES]
+    with serve_run(root, "echo", log_run="served") as server:  # (two requests each)
+        for _ in range(2):
+            for contents in conversations:
+                _step(server.url, contents)
+    with serve_run(root, "echo", log_run="served") as server:  # (taken up: same trials)
+        for contents in conversations:
+            while contents[-1].role == "user":
+                _step(server.url, contents)
+        assert server.service.diverged == 0
+    rows = json.loads(cli("sql", "select sample_id, trial, status from samples where run_id = "
+                          "'served' order by sample_id", "--format", "json",
+                          "--store", root).stdout)  # fmt: skip
+    assert rows == [{"sample_id": sid, "trial": 0, "status": "ok"} for sid in
+                    sorted(sid for sid, _, _ in CASES)]  # fmt: skip
+    result = cli("audit", "verify", "served", "--store", root)
+    assert result.exit_code == 0, result.output
+    result = cli("replay", "served", "--recorded-tools", "--offline", "--run-id", "again",
+                 "--quiet", "--store", root)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = json.loads(cli("sql", "select count(*) as n from divergences where run_id = 'again'",
+                          "--format", "json", "--store", root).stdout)  # fmt: skip
+    assert rows == [{"n": 0}]
