@@ -45,8 +45,9 @@ class Alike:
         out: dict[str, Any] = {}
         for name, tool in tools.items():
             mine = recorded.get(name)
-            if mine is not None and mine != tool and _same(wire.tool_terms(mine),
-                                                           wire.tool_terms(tool)):  # fmt: skip
+            alike = mine is not None and _same(wire.tool_terms(mine, tool),
+                                               wire.tool_terms(tool, mine))  # fmt: skip
+            if mine is not None and mine != tool and alike:
                 tool = mine
             out[name] = tool
         return out
@@ -116,8 +117,8 @@ class Alike:
         recorded = self.recording.tools_of(key)
         return describe(
             divergence.turn,
-            {"tools": {n: wire.tool_terms(t) for n, t in recorded.items()}},
-            {"tools": {n: wire.tool_terms(t) for n, t in tools.items()}},
+            {"tools": {n: wire.tool_terms(t, tools.get(n)) for n, t in recorded.items()}},
+            {"tools": {n: wire.tool_terms(t, recorded.get(n)) for n, t in tools.items()}},
         )
 
 

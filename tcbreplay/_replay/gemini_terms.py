@@ -19,6 +19,12 @@ So both sides are put in one form before they are compared, the *terms*:
 - a property or item with neither type nor ``anyOf`` is a string;
 - a tool output is the ``response`` object a client sends for it.
 
+Compared with the other side (``like``: the schema at the same place on the other side),
+what both sides say is kept too: a keyword that both hold (``format``, ``minimum``,
+``default``, ``additionalProperties``, as google-genai sends them) is compared, and a union
+with null of two or more other alternatives is kept whole where the other side sends a
+union there (a client that sends it so says each alternative).
+
 What still differs in these terms (a changed type, description or enum, a parameter added
 or removed, another output) is a difference; what differs only in what Gemini's clients
 leave out is none.
@@ -44,12 +50,35 @@ def _is_null(schema: Any) -> bool:
     return isinstance(schema, dict) and str(schema.get("type", "")).lower() == "null"
 
 
-def schema_terms(schema: Any, nested: bool = False) -> Any:
+def _said(like: Any, key: str, k: int | None = None) -> Any:
+    """The other side's schema under ``key`` (its ``k``-th where a list) or None."""
+    found = like.get(key) if isinstance(like, dict) else None
+    if k is None:
+        return found
+    return found[k] if isinstance(found, list) and k < len(found) else None
+
+
+def _merged(like: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The other side's schema at a union with null it sends, merged with its last other
+    alternative (as a union with null is read)."""
+    alternatives = _said(like, "anyOf")
+    if like is None or not isinstance(alternatives, list):
+        return like
+    others = [a for a in alternatives if not _is_null(a) and isinstance(a, dict)]
+    merged = {k: v for k, v in like.items() if k != "anyOf"}
+    if others:
+        merged.update({_camel(str(k)): v for k, v in others[-1].items()})
+    return merged
+
+
+def schema_terms(schema: Any, nested: bool = False, like: Any = None) -> Any:
     """A JSON schema (or Gemini's, in either case of keys and types) in the terms (see the
-    module); ``nested``: a property's or an item's."""
+    module); ``nested``: a property's or an item's; ``like``: the schema at its place on the
+    side it is compared with."""
     if not isinstance(schema, dict):
         return normalized(schema)
     given = {_camel(str(k)): v for k, v in schema.items()}
+    like = {_camel(str(k)): v for k, v in like.items()} if isinstance(like, dict) else None
     nullable = given.get("nullable") is True
     kind = given.get("type")
     if isinstance(kind, list):
@@ -57,13 +86,14 @@ def schema_terms(schema: Any, nested: bool = False) -> Any:
         nullable = nullable or len(kinds) < len(kind)
         given["type"] = kinds[-1] if len(kinds) == 1 else kinds or None
     alternatives = given.get("anyOf")
-    if isinstance(alternatives, list) and any(_is_null(a) for a in alternatives):
-        others = [a for a in alternatives if not _is_null(a)]
+    others = [a for a in alternatives if not _is_null(a)] if isinstance(alternatives, list) else []
+    whole = len(others) > 1 and isinstance(_said(like, "anyOf"), list)
+    if isinstance(alternatives, list) and len(others) < len(alternatives) and not whole:
         nullable = True
         given = {k: v for k, v in given.items() if k != "anyOf"}
         if others and isinstance(others[-1], dict):
             given.update({_camel(str(k)): v for k, v in others[-1].items()})
-            return _with_null(schema_terms(given, nested), True)
+            return _with_null(schema_terms(given, nested, _merged(like)), True)
     out: dict[str, Any] = {}
     for key in KEPT:
         value = given.get(key)
@@ -73,18 +103,24 @@ def schema_terms(schema: Any, nested: bool = False) -> Any:
             out[key] = value.lower() if isinstance(value, str) else normalized(value)
         elif key == "properties" and isinstance(value, dict):
             if value:
-                out[key] = {str(n): schema_terms(s, True) for n, s in value.items()}
+                said = _said(like, key)
+                out[key] = {str(n): schema_terms(s, True, _said(said, str(n)))
+                            for n, s in value.items()}  # fmt: skip
         elif key == "required" and isinstance(value, list):
             if value:
                 out[key] = sorted(str(r) for r in value)
         elif key in ("items", "anyOf"):
             out[key] = (
-                [schema_terms(s, True) for s in value]
+                [schema_terms(s, True, _said(like, key, k)) for k, s in enumerate(value)]
                 if isinstance(value, list)
-                else schema_terms(value, True)
+                else schema_terms(value, True, _said(like, key))
             )
         else:
             out[key] = normalized(value)
+    for key, value in given.items():  # (what both sides say: see the module)
+        if key not in KEPT and like is not None and key in like and value is not None:
+            schema = key == "additionalProperties" and isinstance(value, dict)  # (no default)
+            out[key] = schema_terms(value, True, like[key]) if schema else normalized(value)
     if nested and "type" not in out and "anyOf" not in out:
         out["type"] = "string"
     return _with_null(out, nullable)
@@ -96,13 +132,18 @@ def _with_null(terms: Any, nullable: bool) -> Any:
     return terms
 
 
-def tool_terms(tool: dict[str, Any]) -> dict[str, Any]:
-    """A tool in the canonical form (:func:`~tcbreplay._replay.fingerprint.canonical_tools`'
-    value) in the terms, in the same form: its description, its parameters by name and its
-    required ones (so a difference has the path it has in the canonical form)."""
+def _schema(tool: dict[str, Any]) -> dict[str, Any]:
     schema = {k: v for k, v in tool.items() if k not in ("description", "parameters")}
     schema.update(type=tool.get("type", "object"), properties=tool.get("parameters") or {})
-    terms = schema_terms(schema)
+    return schema
+
+
+def tool_terms(tool: dict[str, Any], like: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A tool in the canonical form (:func:`~tcbreplay._replay.fingerprint.canonical_tools`'
+    value) in the terms, in the same form: its description, its parameters by name and its
+    required ones (so a difference has the path it has in the canonical form); ``like``: the
+    tool it is compared with."""
+    terms = schema_terms(_schema(tool), like=None if like is None else _schema(like))
     return {
         "description": str(tool.get("description") or ""),
         "parameters": terms.get("properties", {}),

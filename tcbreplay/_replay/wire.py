@@ -272,8 +272,8 @@ class Wire:
     # clients do not retry (each retry would be answered alike, and logged as a trial)
     recorded_error_status = 502
 
-    def tool_terms(self, tool: dict[str, Any]) -> Any:
-        """A canonical tool as this API's clients can say it."""
+    def tool_terms(self, tool: dict[str, Any], like: dict[str, Any] | None = None) -> Any:
+        """A canonical tool as this API's clients can say it (``like``: compared with it)."""
         return tool
 
     def output_terms(self, content: Any) -> Any:

@@ -57,3 +57,29 @@ def test_a_tool_output_is_the_response_a_client_sends_for_it(recorded, sent):
 @pytest.mark.parametrize(("recorded", "sent"), [("42\n", "43"), ({"output": "hello"}, "bye")])
 def test_another_tool_output_is_a_difference(recorded, sent):
     assert output_terms(recorded) != output_terms(sent)
+
+
+# (recorded, sent): keywords both sides hold, and a union with null both send whole, are
+# compared (google-genai sends them); what one side leaves out is still no difference
+SAID_BY_BOTH = [
+    ({"type": "string", "format": "date-time"}, {"type": "STRING", "format": "date"}),
+    ({"type": "integer", "minimum": 1}, {"type": "INTEGER", "minimum": 2}),
+    ({"type": "integer", "default": 1}, {"type": "integer", "default": 2}),
+    ({"type": "object", "default": {"a": 1}}, {"type": "object", "default": {"a": "1"}}),
+    ({"type": "object", "default": {"type": "x"}}, {"type": "object", "default": {"Type": "x"}}),
+    ({"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]},
+     {"anyOf": [{"type": "boolean"}, {"type": "string"}, {"type": "null"}]}),
+    ({"anyOf": [{"type": "object", "additionalProperties": {"type": "string"}}, {"type": "null"}]},
+     {"anyOf": [{"type": "object", "additionalProperties": {"type": "integer"}},
+                {"type": "null"}]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("recorded", "sent"), SAID_BY_BOTH)
+def test_what_both_sides_say_otherwise_is_a_difference(recorded, sent):
+    assert schema_terms(recorded, True, sent) != schema_terms(sent, True, recorded)
+
+
+@pytest.mark.parametrize(("recorded", "sent"), ALIKE)
+def test_what_a_client_leaves_out_is_no_difference_compared_with_it(recorded, sent):
+    assert schema_terms(recorded, True, sent) == schema_terms(sent, True, recorded)

@@ -151,6 +151,26 @@ def _describe(functions: list[dict]) -> None:
     next(f for f in functions if f["name"] == "lookup")["description"] = "Look it up."
 
 
+def _parameters(functions: list[dict], name: str) -> dict:
+    return next(f for f in functions if f["name"] == name)["parameters"]["properties"]
+
+
+def _bound(functions: list[dict]) -> None:
+    _parameters(functions, "order")["items"]["items"]["properties"]["qty"]["minimum"] = 5
+
+
+def _default(functions: list[dict]) -> None:
+    _parameters(functions, "lookup")["limit"]["default"] = 10
+
+
+def _union(functions: list[dict]) -> None:
+    _parameters(functions, "order")["note"]["anyOf"].insert(0, {"type": "integer"})
+
+
+def _values(functions: list[dict]) -> None:
+    _parameters(functions, "order")["tags"]["anyOf"][0]["additionalProperties"]["type"] = "integer"
+
+
 @pytest.mark.parametrize("mode", ["parameters", "parameters_json_schema"])
 @pytest.mark.parametrize(
     ("change", "path"),
@@ -158,8 +178,13 @@ def _describe(functions: list[dict]) -> None:
         (_drop("lookup", "kind"), "tools.lookup.parameters.kind"),
         (_retype, "tools.lookup.parameters.limit.type"),
         (_describe, "tools.lookup.description"),
+        # what google-genai sends whole: changed, a difference too
+        (_bound, "tools.order.parameters.items.items.properties.qty.minimum"),
+        (_default, "tools.lookup.parameters.limit.default"),
+        (_union, "tools.order.parameters.note.anyOf"),
+        (_values, "tools.order.parameters.tags.additionalProperties.type"),
     ],
-    ids=["removed", "retyped", "described"],
+    ids=["removed", "retyped", "described", "bound", "default", "union", "values"],
 )
 def test_a_tool_changed_in_geminis_terms_still_gets_409_there(recorded, mode, change, path):
     from google import genai
