@@ -53,7 +53,13 @@ def wc(path: str) -> str:
     return "42\n"
 
 
-TOOLS = [order, lookup, run_shell, count, wc]
+@tool
+def file_issue(title: str, body: str = "") -> str:
+    """Open an issue (a parameter named title, which LangChain describes itself)."""
+    return "ok"
+
+
+TOOLS = [order, lookup, run_shell, count, wc, file_issue]
 
 
 @tool

@@ -17,6 +17,8 @@ So both sides are put in one form before they are compared, the *terms*:
 - a union with null (``anyOf`` holding ``{"type": "null"}``, or a list of types holding
   ``"null"``) is its last other alternative with ``nullable: true``;
 - a property or item with neither type nor ``anyOf`` is a string;
+- a property named ``title`` whose description is ``title is {...}`` has none (LangChain's
+  client makes that description up for such a property that has none);
 - a tool output is the ``response`` object a client sends for it.
 
 Compared with the other side (``like``: the schema at the same place on the other side),
@@ -104,7 +106,8 @@ def schema_terms(schema: Any, nested: bool = False, like: Any = None) -> Any:
         elif key == "properties" and isinstance(value, dict):
             if value:
                 said = _said(like, key)
-                out[key] = {str(n): schema_terms(s, True, _said(said, str(n)))
+                out[key] = {str(n): schema_terms(_undescribed(str(n), s), True,
+                                                 _said(said, str(n)))
                             for n, s in value.items()}  # fmt: skip
         elif key == "required" and isinstance(value, list):
             if value:
@@ -124,6 +127,17 @@ def schema_terms(schema: Any, nested: bool = False, like: Any = None) -> Any:
     if nested and "type" not in out and "anyOf" not in out:
         out["type"] = "string"
     return _with_null(out, nullable)
+
+
+def _undescribed(name: str, schema: Any) -> Any:
+    """A property's schema without the description LangChain's client makes up for a
+    property named ``title`` (see the module)."""
+    if name != "title" or not isinstance(schema, dict):
+        return schema
+    said = schema.get("description")
+    if isinstance(said, str) and said.startswith("title is {"):
+        return {k: v for k, v in schema.items() if k != "description"}
+    return schema
 
 
 def _with_null(terms: Any, nullable: bool) -> Any:

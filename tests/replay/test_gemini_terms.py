@@ -21,8 +21,14 @@ ALIKE = [
     ({"type": "object", "properties": {"x": {}}, "title": "T"},
      {"type": "OBJECT", "properties": {"x": {"type": "STRING"}}, "propertyOrdering": ["x"]}),
     ({"type": "number", "enum": [1.0, 2]}, {"type": "NUMBER", "enum": [1, 2]}),
+    # (LangChain describes a property named title that has no description itself)
+    ({"type": "object", "properties": {"title": {"type": "string"}}},
+     {"type": "OBJECT", "properties": {"title": {"type": "STRING",
+                                                 "description": "title is {'type': 'string'}"}}}),
 ]  # fmt: skip
 DIFFERENT = [
+    ({"type": "object", "properties": {"title": {"type": "string", "description": "a"}}},
+     {"type": "OBJECT", "properties": {"title": {"type": "STRING", "description": "b"}}}),
     ({"type": "integer"}, {"type": "NUMBER"}),
     ({"type": "string", "description": "a"}, {"type": "STRING", "description": "b"}),
     ({"type": "string", "enum": ["a", "b"]}, {"type": "STRING", "enum": ["a"]}),

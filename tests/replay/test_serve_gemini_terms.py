@@ -30,6 +30,7 @@ CASES = [
     ("wc", "Count lines of a.txt", [[("wc", {"path": "a.txt"})]]),
     ("sh", "Run echo hello", [[("run_shell", {"cmd": "echo hello"})]]),
     ("count", "Count to 3", [[("count", {"n": 3})]]),
+    ("issue", "File an issue", [[("file_issue", {"title": "Bug"})]]),
 ]  # fmt: skip
 
 
