@@ -59,7 +59,13 @@ def file_issue(title: str, body: str = "") -> str:
     return "ok"
 
 
-TOOLS = [order, lookup, run_shell, count, wc, file_issue]
+@tool
+def tag(ids: list[int | str]) -> str:
+    """Tag the items (ids of either kind: LangChain sends the item's last type)."""
+    return "ok"
+
+
+TOOLS = [order, lookup, run_shell, count, wc, file_issue, tag]
 
 
 @tool

@@ -45,7 +45,7 @@ class Alike:
         out: dict[str, Any] = {}
         for name, tool in tools.items():
             mine = recorded.get(name)
-            alike = mine is not None and _same(wire.tool_terms(mine, tool),
+            alike = mine is not None and _same(wire.tool_terms(mine, tool, True),
                                                wire.tool_terms(tool, mine))  # fmt: skip
             if mine is not None and mine != tool and alike:
                 tool = mine
@@ -117,7 +117,7 @@ class Alike:
         recorded = self.recording.tools_of(key)
         return describe(
             divergence.turn,
-            {"tools": {n: wire.tool_terms(t, tools.get(n)) for n, t in recorded.items()}},
+            {"tools": {n: wire.tool_terms(t, tools.get(n), True) for n, t in recorded.items()}},
             {"tools": {n: wire.tool_terms(t, recorded.get(n)) for n, t in tools.items()}},
         )
 

@@ -24,8 +24,8 @@ So both sides are put in one form before they are compared, the *terms*:
 Compared with the other side (``like``: the schema at the same place on the other side),
 what both sides say is kept too: a keyword that both hold (``format``, ``minimum``,
 ``default``, ``additionalProperties``, as google-genai sends them) is compared, and a union
-with null of two or more other alternatives is kept whole where the other side sends a
-union there (a client that sends it so says each alternative).
+(``anyOf``) is kept whole but where the request sends none there, where the recorded one is
+its last alternative (as LangChain's client sends a union with null, or an item's union).
 
 What still differs in these terms (a changed type, description or enum, a parameter added
 or removed, another output) is a difference; what differs only in what Gemini's clients
@@ -73,10 +73,12 @@ def _merged(like: dict[str, Any] | None) -> dict[str, Any] | None:
     return merged
 
 
-def schema_terms(schema: Any, nested: bool = False, like: Any = None) -> Any:
+def schema_terms(
+    schema: Any, nested: bool = False, like: Any = None, recorded: bool = False
+) -> Any:
     """A JSON schema (or Gemini's, in either case of keys and types) in the terms (see the
     module); ``nested``: a property's or an item's; ``like``: the schema at its place on the
-    side it is compared with."""
+    side it is compared with; ``recorded``: the recorded side's (compared with a request's)."""
     if not isinstance(schema, dict):
         return normalized(schema)
     given = {_camel(str(k)): v for k, v in schema.items()}
@@ -89,13 +91,18 @@ def schema_terms(schema: Any, nested: bool = False, like: Any = None) -> Any:
         given["type"] = kinds[-1] if len(kinds) == 1 else kinds or None
     alternatives = given.get("anyOf")
     others = [a for a in alternatives if not _is_null(a)] if isinstance(alternatives, list) else []
-    whole = len(others) > 1 and isinstance(_said(like, "anyOf"), list)
-    if isinstance(alternatives, list) and len(others) < len(alternatives) and not whole:
-        nullable = True
+    with_null = isinstance(alternatives, list) and len(others) < len(alternatives)
+    if like is None:  # (alone: a union with null is its last other alternative)
+        last = with_null
+    else:  # (see the module; a union of one type with null is that type, nullable)
+        sent = isinstance(_said(like, "anyOf"), list)
+        last = (with_null and len(others) < 2) or (recorded and bool(others) and not sent)
+    if isinstance(alternatives, list) and last:
+        nullable = nullable or with_null
         given = {k: v for k, v in given.items() if k != "anyOf"}
         if others and isinstance(others[-1], dict):
             given.update({_camel(str(k)): v for k, v in others[-1].items()})
-            return _with_null(schema_terms(given, nested, _merged(like)), True)
+            return _with_null(schema_terms(given, nested, _merged(like), recorded), nullable)
     out: dict[str, Any] = {}
     for key in KEPT:
         value = given.get(key)
@@ -107,23 +114,24 @@ def schema_terms(schema: Any, nested: bool = False, like: Any = None) -> Any:
             if value:
                 said = _said(like, key)
                 out[key] = {str(n): schema_terms(_undescribed(str(n), s), True,
-                                                 _said(said, str(n)))
+                                                 _said(said, str(n)), recorded)
                             for n, s in value.items()}  # fmt: skip
         elif key == "required" and isinstance(value, list):
             if value:
                 out[key] = sorted(str(r) for r in value)
         elif key in ("items", "anyOf"):
             out[key] = (
-                [schema_terms(s, True, _said(like, key, k)) for k, s in enumerate(value)]
+                [schema_terms(s, True, _said(like, key, k), recorded) for k, s in enumerate(value)]
                 if isinstance(value, list)
-                else schema_terms(value, True, _said(like, key))
+                else schema_terms(value, True, _said(like, key), recorded)
             )
         else:
             out[key] = normalized(value)
     for key, value in given.items():  # (what both sides say: see the module)
         if key not in KEPT and like is not None and key in like and value is not None:
             schema = key == "additionalProperties" and isinstance(value, dict)  # (no default)
-            out[key] = schema_terms(value, True, like[key]) if schema else normalized(value)
+            out[key] = (schema_terms(value, True, like[key], recorded) if schema
+                        else normalized(value))  # fmt: skip
     if nested and "type" not in out and "anyOf" not in out:
         out["type"] = "string"
     return _with_null(out, nullable)
@@ -152,12 +160,14 @@ def _schema(tool: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def tool_terms(tool: dict[str, Any], like: dict[str, Any] | None = None) -> dict[str, Any]:
+def tool_terms(
+    tool: dict[str, Any], like: dict[str, Any] | None = None, recorded: bool = False
+) -> dict[str, Any]:
     """A tool in the canonical form (:func:`~tcbreplay._replay.fingerprint.canonical_tools`'
     value) in the terms, in the same form: its description, its parameters by name and its
     required ones (so a difference has the path it has in the canonical form); ``like``: the
-    tool it is compared with."""
-    terms = schema_terms(_schema(tool), like=None if like is None else _schema(like))
+    tool it is compared with; ``recorded``: the recorded one (compared with a request's)."""
+    terms = schema_terms(_schema(tool), False, None if like is None else _schema(like), recorded)
     return {
         "description": str(tool.get("description") or ""),
         "parameters": terms.get("properties", {}),

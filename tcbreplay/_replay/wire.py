@@ -272,8 +272,11 @@ class Wire:
     # clients do not retry (each retry would be answered alike, and logged as a trial)
     recorded_error_status = 502
 
-    def tool_terms(self, tool: dict[str, Any], like: dict[str, Any] | None = None) -> Any:
-        """A canonical tool as this API's clients can say it (``like``: compared with it)."""
+    def tool_terms(
+        self, tool: dict[str, Any], like: dict[str, Any] | None = None, recorded: bool = False
+    ) -> Any:
+        """A canonical tool as this API's clients can say it (``like``: compared with it;
+        ``recorded``: the recording's, compared with a request's)."""
         return tool
 
     def output_terms(self, content: Any) -> Any:

@@ -328,8 +328,10 @@ class GeminiWire(Wire):
     # and 504 whatever the answer says: 501 is the server error they do not)
     recorded_error_status = 501
 
-    def tool_terms(self, tool: dict[str, Any], like: dict[str, Any] | None = None) -> Any:
-        return gemini_terms.tool_terms(tool, like)
+    def tool_terms(
+        self, tool: dict[str, Any], like: dict[str, Any] | None = None, recorded: bool = False
+    ) -> Any:
+        return gemini_terms.tool_terms(tool, like, recorded)
 
     def output_terms(self, content: Any) -> Any:
         return gemini_terms.output_terms(content)

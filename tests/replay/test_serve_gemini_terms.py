@@ -31,6 +31,7 @@ CASES = [
     ("sh", "Run echo hello", [[("run_shell", {"cmd": "echo hello"})]]),
     ("count", "Count to 3", [[("count", {"n": 3})]]),
     ("issue", "File an issue", [[("file_issue", {"title": "Bug"})]]),
+    ("tag", "Tag 1 and b", [[("tag", {"ids": [1, "b"]})]]),
 ]  # fmt: skip
 
 
@@ -168,6 +169,10 @@ def _union(functions: list[dict]) -> None:
     _parameters(functions, "order")["note"]["anyOf"].insert(0, {"type": "integer"})
 
 
+def _item_union(functions: list[dict]) -> None:
+    _parameters(functions, "tag")["ids"]["items"]["anyOf"][1]["type"] = "boolean"
+
+
 def _values(functions: list[dict]) -> None:
     _parameters(functions, "order")["tags"]["anyOf"][0]["additionalProperties"]["type"] = "integer"
 
@@ -184,8 +189,9 @@ def _values(functions: list[dict]) -> None:
         (_default, "tools.lookup.parameters.limit.default"),
         (_union, "tools.order.parameters.note.anyOf"),
         (_values, "tools.order.parameters.tags.additionalProperties.type"),
+        (_item_union, "tools.tag.parameters.ids.items.anyOf[1].type"),
     ],
-    ids=["removed", "retyped", "described", "bound", "default", "union", "values"],
+    ids=["removed", "retyped", "described", "bound", "default", "union", "values", "item_union"],
 )
 def test_a_tool_changed_in_geminis_terms_still_gets_409_there(recorded, mode, change, path):
     from google import genai
