@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langchain_core.tools import tool
+from langchain_core.tools import StructuredTool, tool
 from pydantic import BaseModel, Field
 
 
@@ -65,7 +65,27 @@ def tag(ids: list[int | str]) -> str:
     return "ok"
 
 
-TOOLS = [order, lookup, run_shell, count, wc, file_issue, tag]
+def _put(**fields: object) -> str:
+    return "ok"
+
+
+# a tool of a JSON schema (as MCP's are): an object property with no properties, which
+# LangChain sends as a string, and an object whose required ones are not all those without
+# a default, which LangChain sends as all those
+put = StructuredTool.from_function(
+    func=_put, name="put", description="Store a record.",
+    args_schema={"type": "object", "properties": {
+        "data": {"type": "object", "description": "any object"},
+        "cfg": {"type": "object", "properties": {"a": {"type": "integer"},
+                                                 "b": {"type": "string"}}, "required": ["b"]},
+        "deep": {"type": "object", "properties": {"inner": {"type": "object", "properties": {
+            "z": {"type": "string", "default": "q"}, "k": {"type": "string"}},
+            "required": ["k"]}}},
+    }, "required": ["data"]},
+)  # fmt: skip
+
+
+TOOLS = [order, lookup, run_shell, count, wc, file_issue, tag, put]
 
 
 @tool

@@ -19,6 +19,10 @@ So both sides are put in one form before they are compared, the *terms*:
 - a property or item with neither type nor ``anyOf`` is a string;
 - a property named ``title`` whose description is ``title is {...}`` has none (LangChain's
   client makes that description up for such a property that has none);
+- where the request has it so (as langchain-google-genai sends a property), a recorded
+  object property with neither properties nor ``additionalProperties`` is a string, and a
+  recorded object property's ``required`` its properties without a default (or, deeper
+  down, all of them);
 - a tool output is the ``response`` object a client sends for it.
 
 Compared with the other side (``like``: the schema at the same place on the other side),
@@ -134,7 +138,30 @@ def schema_terms(
                         else normalized(value))  # fmt: skip
     if nested and "type" not in out and "anyOf" not in out:
         out["type"] = "string"
+    if recorded and nested and like is not None:
+        out = _as_langchain_sends(out, given, like)
     return _with_null(out, nullable)
+
+
+def _as_langchain_sends(out: dict[str, Any], given: dict[str, Any], like: dict[str, Any]) -> Any:
+    """A recorded property's terms as langchain-google-genai sends it, where the request has
+    it so: an object with neither properties nor ``additionalProperties`` as a string, and an
+    object's ``required`` as its properties without a default (see the module)."""
+    properties = given.get("properties")
+    if (out.get("type") == "object" and not properties and not given.get("additionalProperties")
+            and str(like.get("type", "")).lower() == "string"):  # fmt: skip
+        return {**{k: v for k, v in out.items() if k not in ("properties", "required")},
+                "type": "string"}  # fmt: skip
+    said = like.get("required")
+    if isinstance(properties, dict) and isinstance(said, list):
+        made = sorted(str(r) for r in said)
+        # (those without a default; deeper down, where it dropped the defaults, all)
+        undefaulted = [n for n, p in properties.items() if not (isinstance(p, dict)
+                                                                and "default" in p)]  # fmt: skip
+        if made in (sorted(map(str, undefaulted)), sorted(map(str, properties))):
+            out = {k: v for k, v in out.items() if k != "required"}
+            out.update({"required": made} if made else {})
+    return out
 
 
 def _undescribed(name: str, schema: Any) -> Any:

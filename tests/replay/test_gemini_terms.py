@@ -108,3 +108,35 @@ ITEM_UNIONS = [
 def test_a_union_the_request_sends_as_one_type_is_its_last(recorded, sent, alike):
     same = schema_terms(recorded, True, sent, True) == schema_terms(sent, True, recorded)
     assert same is alike
+
+
+# (recorded, sent, alike): properties as langchain-google-genai sends them
+AS_LANGCHAIN_SENDS = [
+    ({"type": "object", "description": "any"}, {"type": "STRING", "description": "any"}, True),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, {"type": "STRING"}, False),
+    ({"type": "object", "additionalProperties": {"type": "string"}}, {"type": "STRING"}, False),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+      "required": ["b"]},
+     {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}, "b": {"type": "STRING"}},
+      "required": ["a", "b"]}, True),
+    ({"type": "object", "properties": {"a": {"type": "integer", "default": 1},
+                                       "b": {"type": "string"}, "c": {"type": "string"}},
+      "required": ["b"]},
+     {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}, "b": {"type": "STRING"},
+                                       "c": {"type": "STRING"}}, "required": ["a", "b"]}, False),
+    ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+      "required": ["b"]},
+     {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}, "b": {"type": "STRING"}},
+      "required": ["a"]}, False),
+    # (deeper down LangChain has dropped the defaults: every property is required)
+    ({"type": "object", "properties": {"a": {"type": "integer", "default": 1},
+                                       "b": {"type": "string"}}, "required": ["b"]},
+     {"type": "OBJECT", "properties": {"a": {"type": "INTEGER"}, "b": {"type": "STRING"}},
+      "required": ["a", "b"]}, True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("recorded", "sent", "alike"), AS_LANGCHAIN_SENDS)
+def test_a_property_as_langchain_sends_it_is_alike(recorded, sent, alike):
+    same = schema_terms(recorded, True, sent, True) == schema_terms(sent, True, recorded)
+    assert same is alike

@@ -32,6 +32,7 @@ CASES = [
     ("count", "Count to 3", [[("count", {"n": 3})]]),
     ("issue", "File an issue", [[("file_issue", {"title": "Bug"})]]),
     ("tag", "Tag 1 and b", [[("tag", {"ids": [1, "b"]})]]),
+    ("put", "Store a record", [[("put", {"data": {"k": 1}, "cfg": {"b": "x"}})]]),
 ]  # fmt: skip
 
 
