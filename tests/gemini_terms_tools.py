@@ -70,8 +70,8 @@ def _put(**fields: object) -> str:
 
 
 # a tool of a JSON schema (as MCP's are): an object property with no properties, which
-# LangChain sends as a string, and an object whose required ones are not all those without
-# a default, which LangChain sends as all those
+# LangChain sends as a string, an object whose required ones are not all those without a
+# default, which LangChain sends as all those, and lists of types, sent as a string
 put = StructuredTool.from_function(
     func=_put, name="put", description="Store a record.",
     args_schema={"type": "object", "properties": {
@@ -81,6 +81,8 @@ put = StructuredTool.from_function(
         "deep": {"type": "object", "properties": {"inner": {"type": "object", "properties": {
             "z": {"type": "string", "default": "q"}, "k": {"type": "string"}},
             "required": ["k"]}}},
+        "since": {"type": ["integer", "null"]},
+        "ids": {"type": "array", "items": {"type": ["string", "null"]}},
     }, "required": ["data"]},
 )  # fmt: skip
 

@@ -22,7 +22,7 @@ So both sides are put in one form before they are compared, the *terms*:
 - where the request has it so (as langchain-google-genai sends a property), a recorded
   object property with neither properties nor ``additionalProperties`` is a string, and a
   recorded object property's ``required`` its properties without a default (or, deeper
-  down, all of them);
+  down, all of them), and a recorded list of types (``["integer", "null"]``) a string;
 - a tool output is the ``response`` object a client sends for it.
 
 Compared with the other side (``like``: the schema at the same place on the other side),
@@ -89,6 +89,7 @@ def schema_terms(
     like = {_camel(str(k)): v for k, v in like.items()} if isinstance(like, dict) else None
     nullable = given.get("nullable") is True
     kind = given.get("type")
+    listed = isinstance(kind, list) and len(kind) > 1
     if isinstance(kind, list):
         kinds = [str(k).lower() for k in kind if str(k).lower() != "null"]
         nullable = nullable or len(kinds) < len(kind)
@@ -139,6 +140,9 @@ def schema_terms(
     if nested and "type" not in out and "anyOf" not in out:
         out["type"] = "string"
     if recorded and nested and like is not None:
+        said = str(like.get("type", "")).lower()
+        if listed and said == "string" and like.get("nullable") is not True:
+            out, nullable = {**out, "type": "string"}, False  # (a list of types: see the module)
         out = _as_langchain_sends(out, given, like)
     return _with_null(out, nullable)
 

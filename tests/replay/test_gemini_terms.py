@@ -136,6 +136,15 @@ AS_LANGCHAIN_SENDS = [
 ]  # fmt: skip
 
 
+AS_LANGCHAIN_SENDS += [
+    ({"type": ["integer", "null"]}, {"type": "STRING"}, True),
+    ({"type": ["string", "integer"]}, {"type": "STRING"}, True),
+    ({"type": ["integer", "null"]}, {"type": "INTEGER", "nullable": True}, True),
+    ({"type": ["integer", "null"]}, {"type": "INTEGER"}, False),
+    ({"type": "integer"}, {"type": "STRING"}, False),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(("recorded", "sent", "alike"), AS_LANGCHAIN_SENDS)
 def test_a_property_as_langchain_sends_it_is_alike(recorded, sent, alike):
     same = schema_terms(recorded, True, sent, True) == schema_terms(sent, True, recorded)

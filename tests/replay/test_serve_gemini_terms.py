@@ -84,6 +84,21 @@ def test_chat_google_generative_ai_replays_its_own_recording_of_lossy_tools(reco
         assert (server.service.served, server.service.diverged) == (2 * len(CASES), 0)
 
 
+def nullable(schema: Any) -> Any:
+    """A schema's lists of a type and null as that type, nullable (as Gemini's Schema, which
+    holds one type, says them)."""
+    if isinstance(schema, list):
+        return [nullable(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: nullable(v) if k in ("properties", "items", "anyOf") or isinstance(v, dict)
+           else v for k, v in schema.items()}  # fmt: skip
+    kinds = schema.get("type")
+    if isinstance(kinds, list) and "null" in kinds and len(kinds) == 2:
+        out.update(type=next(k for k in kinds if k != "null"), nullable=True)
+    return out
+
+
 def genai_config(mode: str, change: Any = None) -> Any:
     from google.genai import types
     from langchain_core.utils.function_calling import convert_to_openai_function
@@ -91,8 +106,8 @@ def genai_config(mode: str, change: Any = None) -> Any:
     functions = [convert_to_openai_function(t) for t in gemini_terms_tools.TOOLS]
     if change is not None:
         change(functions)
-    declared = [types.FunctionDeclaration(name=f["name"], description=f["description"],
-                                          **{mode: f["parameters"]})
+    declared = [types.FunctionDeclaration(name=f["name"], description=f["description"], **{
+        mode: f["parameters"] if mode != "parameters" else nullable(f["parameters"])})
                 for f in functions]  # fmt: skip
     return types.GenerateContentConfig(
         system_instruction=PROMPT,
