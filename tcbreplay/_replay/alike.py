@@ -7,7 +7,9 @@ A request's tool stands for the run's tool of its name when the two are alike in
 terms. A request's tool message stands for a recorded one of the same tool whose output is
 alike in those terms: the recorded message in its place in the sample its conversation was
 answered from (so that alike outputs of one tool, ``{"output": "hi"}`` and ``"hi"``, stand
-each for its own, in interleaved conversations and within one sample), else one among the
+each for its own, in interleaved conversations and within one sample; for a conversation
+this server answered none of, in the first of the samples that start as it does that has
+one there), else one among the
 samples this server answered from (learnt as each is first answered from: a tool message
 follows an answer), where several are alike the one of the sample answered from last.
 """
@@ -54,8 +56,11 @@ class Alike:
 
     def learn(self, wire: Wire, key: Key) -> None:
         """Know the tool outputs of the sample of ``key`` (answered from), before others'."""
-        if not wire.has_terms:
-            return
+        if wire.has_terms:
+            self._outputs.update(self._read(wire, key))
+
+    def _read(self, wire: Wire, key: Key) -> list[tuple[tuple[str, str, str], Any]]:
+        """The tool outputs of the sample of ``key`` (read once)."""
         found = self._learnt.get((wire.name, key))
         if found is None:
             found = []
@@ -72,7 +77,7 @@ class Alike:
                                                                               raw)))  # fmt: skip
                     placed[k] = (str(item.get("name")), terms, item["content"], raw)
             self._learnt[(wire.name, key)] = found
-        self._outputs.update(found)
+        return found
 
     def outputs(
         self, wire: Wire, request: WireRequest, items: list[dict[str, Any]], parts: list[str],
@@ -81,8 +86,9 @@ class Alike:
         """Each tool message of a request (its canonical ``items``, their JSON ``parts`` and
         ``request.messages``, changed in place) a recorded one alike to it; ``answered(k)``:
         the sample a conversation of the messages up to ``items[k]`` (an answer, the parts
-        before it final) was answered from, if any."""
-        if not wire.has_terms or not self._outputs:
+        before it final) was answered from, if any. A conversation this server answered none
+        of (begun with another server) is looked for among the samples that start as it does."""
+        if not wire.has_terms:
             return
         skipped = len(request.messages) - len(items)
         last = max((k for k, item in enumerate(items) if item["role"] == "tool"), default=-1)
@@ -94,11 +100,15 @@ class Alike:
                 continue
             name = str(item.get("name"))
             terms = canonical_json(wire.output_terms(item["content"]))
-            mine = self._placed.get((wire.name, key), {}).get(k) if key is not None else None
+            keys = [key] if key is not None else self.recording.starting().get(parts[0], [])
             found: tuple[Any, Any] | None = None
-            if mine is not None and mine[:2] == (name, terms):
-                found = mine[2:]
-            else:
+            for candidate in keys:
+                self._read(wire, candidate)
+                mine = self._placed[(wire.name, candidate)].get(k)
+                if mine is not None and mine[:2] == (name, terms):
+                    found = mine[2:]
+                    break
+            if found is None:
                 found = self._outputs.get((wire.name, name, terms))
             if found is None or found[0] == item["content"]:
                 continue

@@ -141,3 +141,17 @@ def test_the_log_of_interleaved_conversations_across_a_restart_replays(recorded,
     rows = json.loads(cli("sql", "select count(*) as n from divergences where run_id = 'again'",
                           "--format", "json", "--store", root).stdout)  # fmt: skip
     assert rows == [{"n": 0}]
+
+
+def test_a_conversation_another_server_began_goes_on(recorded):
+    """A conversation begun with one server (stopped, no log) and sent on to another: the
+    new server had learnt no tool output yet, and gave ``{"output": "hi"}``'s sample a 409
+    ``tool_output`` (a Chat Completions client goes on there)."""
+    conversations = [_start(text) for _, text, _ in CASES]
+    with serve_run(recorded, "echo") as server:
+        assert all(_step(server.url, contents) for contents in conversations)
+    with serve_run(recorded, "echo") as server:
+        for contents in conversations:
+            while _step(server.url, contents):
+                pass
+        assert server.service.diverged == 0
