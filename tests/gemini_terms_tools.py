@@ -87,7 +87,13 @@ put = StructuredTool.from_function(
 )  # fmt: skip
 
 
-TOOLS = [order, lookup, run_shell, count, wc, file_issue, tag, put]
+@tool
+def fetch(url: str) -> list:
+    """Fetch a page (its text in content blocks, as an MCP tool answers)."""
+    return [{"type": "text", "text": "<html>"}, {"type": "text", "text": "</html>"}]
+
+
+TOOLS = [order, lookup, run_shell, count, wc, file_issue, tag, put, fetch]
 
 
 @tool

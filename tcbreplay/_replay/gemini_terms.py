@@ -23,7 +23,8 @@ So both sides are put in one form before they are compared, the *terms*:
   object property with neither properties nor ``additionalProperties`` is a string, and a
   recorded object property's ``required`` its properties without a default (or, deeper
   down, all of them), and a recorded list of types (``["integer", "null"]``) a string;
-- a tool output is the ``response`` object a client sends for it.
+- a tool output is the ``response`` object a client sends for it (a list of text blocks its
+  text, as the recording keeps it).
 
 Compared with the other side (``like``: the schema at the same place on the other side),
 what both sides say is kept too: a keyword that both hold (``format``, ``minimum``,
@@ -42,6 +43,7 @@ import json
 import re
 from typing import Any
 
+from tcbreplay._replay.fingerprint import content as message_content
 from tcbreplay._replay.fingerprint import normalized
 
 # the schema keywords every Gemini client sends
@@ -208,8 +210,10 @@ def tool_terms(
 
 def output_terms(content: Any) -> Any:
     """A tool message's content (canonical: text, or the JSON value its text holds) as the
-    ``functionResponse.response`` a Gemini client sends for it."""
-    value = content
+    ``functionResponse.response`` a Gemini client sends for it; a list of text blocks (an
+    MCP tool's content, which LangChain's client sends as that list) as its text, as the
+    recording keeps it."""
+    value = content = message_content(content) if isinstance(content, list) else content
     if isinstance(content, str):
         try:
             value = json.loads(content)

@@ -54,7 +54,9 @@ def test_what_a_client_sends_otherwise_is_a_difference(recorded, sent):
 @pytest.mark.parametrize(
     ("recorded", "sent"),
     [("42\n", "42"), ({"output": "hello"}, "hello"), ([0, 1, 2], "[0, 1, 2]"),
-     ({"a": 1}, {"a": 1.0}), ("not json", "not json")],
+     ({"a": 1}, {"a": 1.0}), ("not json", "not json"),
+     ("ab", [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]),
+     ("42", [{"type": "text", "text": "42"}])],
 )  # fmt: skip
 def test_a_tool_output_is_the_response_a_client_sends_for_it(recorded, sent):
     assert output_terms(recorded) == output_terms(sent)

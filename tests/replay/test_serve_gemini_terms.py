@@ -33,6 +33,7 @@ CASES = [
     ("issue", "File an issue", [[("file_issue", {"title": "Bug"})]]),
     ("tag", "Tag 1 and b", [[("tag", {"ids": [1, "b"]})]]),
     ("put", "Store a record", [[("put", {"data": {"k": 1}, "cfg": {"b": "x"}})]]),
+    ("fetch", "Fetch a.html", [[("fetch", {"url": "a.html"})]]),
 ]  # fmt: skip
 
 
