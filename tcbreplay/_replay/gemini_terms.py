@@ -23,6 +23,8 @@ So both sides are put in one form before they are compared, the *terms*:
   object property with neither properties nor ``additionalProperties`` is a string, and a
   recorded object property's ``required`` its properties without a default (or, deeper
   down, all of them), and a recorded list of types (``["integer", "null"]``) a string;
+- a schema's local ``$ref``s (``#/$defs/Name``, as pydantic's ``model_json_schema`` writes
+  them) are what they name;
 - a tool output is the ``response`` object a client sends for it (a list of text blocks its
   text, as the recording keeps it).
 
@@ -188,9 +190,33 @@ def _with_null(terms: Any, nullable: bool) -> Any:
 
 
 def _schema(tool: dict[str, Any]) -> dict[str, Any]:
-    schema = {k: v for k, v in tool.items() if k not in ("description", "parameters")}
+    schema = {k: v for k, v in tool.items() if k not in ("description", "parameters", *_DEFS)}
     schema.update(type=tool.get("type", "object"), properties=tool.get("parameters") or {})
-    return schema
+    defs: dict[str, Any] = {}
+    for key in _DEFS:
+        found = tool.get(key)
+        defs.update(found if isinstance(found, dict) else {})
+    return _resolved(schema, defs, ()) if defs else schema
+
+
+# where a JSON schema keeps the schemas its $refs name (pydantic's model_json_schema)
+_DEFS = ("$defs", "definitions")
+
+
+def _resolved(schema: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
+    """A schema with its local ``$ref``s (``#/$defs/Name``) replaced by what they name, as
+    the recording keeps it (a reference to itself, a recursive model, is left as it is)."""
+    if isinstance(schema, list):
+        return [_resolved(s, defs, seen) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    name = ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
+    if (name is not None and ref in (f"#/$defs/{name}", f"#/definitions/{name}")
+            and name in defs and name not in seen):  # fmt: skip
+        rest = {k: v for k, v in schema.items() if k != "$ref"}
+        return _resolved({**defs[name], **rest}, defs, (*seen, name))
+    return {k: _resolved(v, defs, seen) for k, v in schema.items()}
 
 
 def tool_terms(

@@ -151,3 +151,25 @@ AS_LANGCHAIN_SENDS += [
 def test_a_property_as_langchain_sends_it_is_alike(recorded, sent, alike):
     same = schema_terms(recorded, True, sent, True) == schema_terms(sent, True, recorded)
     assert same is alike
+
+
+def test_a_schemas_local_refs_are_what_they_name():
+    """pydantic's model_json_schema keeps a nested model under $defs; the recording has it
+    in place."""
+    from tcbreplay._replay.gemini_terms import tool_terms
+
+    item = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}
+    recorded = {
+        "description": "",
+        "required": [],
+        "parameters": {"items": {"type": "array", "items": item}},
+    }
+    sent = {
+        "description": "",
+        "required": [],
+        "$defs": {"Item": {**item, "title": "Item"}},
+        "parameters": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}}},
+    }
+    assert tool_terms(recorded, sent, True) == tool_terms(sent, recorded)
+    changed = {**sent, "$defs": {"Item": {**item, "required": []}}}
+    assert tool_terms(recorded, changed, True) != tool_terms(changed, recorded)
