@@ -26,7 +26,8 @@ So both sides are put in one form before they are compared, the *terms*:
 - a schema's local ``$ref``s (``#/$defs/Name``, as pydantic's ``model_json_schema`` writes
   them) are what they name;
 - a tool output is the ``response`` object a client sends for it (a list of text blocks its
-  text, as the recording keeps it).
+  text, as the recording keeps it); ``{"result": value}`` alone, as google-genai's automatic
+  function calling sends a function's value, is that value's.
 
 Compared with the other side (``like``: the schema at the same place on the other side),
 what both sides say is kept too: a keyword that both hold (``format``, ``minimum``,
@@ -238,7 +239,8 @@ def output_terms(content: Any) -> Any:
     """A tool message's content (canonical: text, or the JSON value its text holds) as the
     ``functionResponse.response`` a Gemini client sends for it; a list of text blocks (an
     MCP tool's content, which LangChain's client sends as that list) as its text, as the
-    recording keeps it."""
+    recording keeps it; ``{"result": value}`` alone (what google-genai's automatic function
+    calling sends for a function's value) as that value."""
     value = content = message_content(content) if isinstance(content, list) else content
     if isinstance(content, str):
         try:
@@ -246,4 +248,6 @@ def output_terms(content: Any) -> Any:
         except (ValueError, RecursionError):
             value = content
     value = normalized(value)
+    if isinstance(value, dict) and set(value) == {"result"}:  # (google-genai's own loop's)
+        return output_terms(value["result"])
     return value if isinstance(value, dict) else {"output": value}

@@ -56,13 +56,19 @@ def test_what_a_client_sends_otherwise_is_a_difference(recorded, sent):
     [("42\n", "42"), ({"output": "hello"}, "hello"), ([0, 1, 2], "[0, 1, 2]"),
      ({"a": 1}, {"a": 1.0}), ("not json", "not json"),
      ("ab", [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]),
-     ("42", [{"type": "text", "text": "42"}])],
+     ("42", [{"type": "text", "text": "42"}]),
+     # (google-genai's automatic function calling sends a function's value under result)
+     ("hi", {"result": "hi"}), ("42\n", {"result": "42\n"}),
+     ({"output": "hello"}, {"result": {"output": "hello"}}), ([0, 1], {"result": [0, 1]})],
 )  # fmt: skip
 def test_a_tool_output_is_the_response_a_client_sends_for_it(recorded, sent):
     assert output_terms(recorded) == output_terms(sent)
 
 
-@pytest.mark.parametrize(("recorded", "sent"), [("42\n", "43"), ({"output": "hello"}, "bye")])
+@pytest.mark.parametrize(
+    ("recorded", "sent"),
+    [("42\n", "43"), ({"output": "hello"}, "bye"), ("hi", {"result": "hi", "more": 1})],
+)
 def test_another_tool_output_is_a_difference(recorded, sent):
     assert output_terms(recorded) != output_terms(sent)
 

@@ -155,3 +155,24 @@ def test_a_conversation_another_server_began_goes_on(recorded):
             while _step(server.url, contents):
                 pass
         assert server.service.diverged == 0
+
+
+def echo(text: str, wrap: bool = False) -> str | dict:
+    """Say the text back (in an object under "output" where asked)."""
+    return {"output": text} if wrap else text
+
+
+def test_google_genai_calling_the_functions_itself_replays(recorded):
+    """google-genai given Python functions calls them itself and sends each value as
+    ``{"result": value}``: every conversation got a 409 ``tool_output`` at its second turn."""
+    from google import genai
+    from google.genai import types
+
+    config = types.GenerateContentConfig(system_instruction=PROMPT, tools=[echo],
+                                         temperature=0.7)  # fmt: skip
+    with serve_run(recorded, "echo") as server:
+        client = genai.Client(api_key=KEY, http_options={"base_url": server.url})
+        for _, text, _ in CASES:
+            answer = client.models.generate_content(model=MODEL, contents=text, config=config)
+            assert answer.text == "Done."
+        assert server.service.diverged == 0
