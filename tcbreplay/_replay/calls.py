@@ -5,25 +5,30 @@ followed by its output) is read by them."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import count
 
 
 class AnsweredCalls:
-    """The ids of calls served in one answer, by pairs (the oldest forgotten first)."""
+    """Each call id served, with the answer it was served in (the oldest ids forgotten
+    first): memory and time linear in the calls, however many one answer holds."""
 
     def __init__(self, size: int = 20_000) -> None:
         self._size = size
-        self._pairs: OrderedDict[frozenset[str], None] = OrderedDict()
+        self._answer: OrderedDict[str, int] = OrderedDict()
+        self._answers = count()
 
     def answered(self, call_ids: list[str]) -> None:
         """The calls of one answer served, by their ids."""
-        for k, first in enumerate(call_ids):
-            for other in call_ids[k + 1 :]:
-                pair = frozenset((first, other))
-                self._pairs[pair] = None
-                self._pairs.move_to_end(pair)
-        while len(self._pairs) > self._size:
-            self._pairs.popitem(last=False)
+        if len(call_ids) < 2:  # (a call alone is together with no other)
+            return
+        answer = next(self._answers)
+        for call_id in call_ids:
+            self._answer[call_id] = answer
+            self._answer.move_to_end(call_id)
+        while len(self._answer) > max(self._size, len(call_ids)):
+            self._answer.popitem(last=False)
 
     def together(self, first: str, other: str) -> bool:
         """Whether calls of these ids were served in one answer."""
-        return frozenset((first, other)) in self._pairs
+        answer = self._answer.get(first)
+        return first != other and answer is not None and self._answer.get(other) == answer
