@@ -176,7 +176,7 @@ def _hand_out(
         children[i].join(timeout=5)
         raise ChildFailed(
             f"recording process {children[i].pid} {_ended(children[i].exitcode)} "
-            f"with {out[i]} samples unfinished"
+            f"with {out[i]} sample{'' if out[i] == 1 else 's'} of its own unfinished"
         ) from None
 
     for i, workers in enumerate(shares):
