@@ -116,3 +116,31 @@ def echo_declaration():
     return types.Tool(function_declarations=[types.FunctionDeclaration(
         name=spec["name"], description=spec["description"],
         parameters_json_schema=spec["parameters"])])  # fmt: skip
+
+
+def record_cases(folder, cases, tools: str, run_id: str, model: str):
+    """Record ``cases`` (id, input, the loopback server's scripted calls) as the run
+    ``run_id`` with langchain-google-genai against the loopback Gemini server, the tools
+    ``tools`` (``module:ATTR``); the store's folder."""
+    import json
+
+    import pytest
+    from gemini_server import GeminiServer
+
+    from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._store.runs import Store
+
+    dataset = folder / "dataset.json"
+    dataset.write_text(json.dumps([{"id": sid, "input": text, "target": []}
+                                   for sid, text, _ in cases]))  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch, GeminiServer({t: s for _, t, s in cases}) as fake:
+        patch.setenv("GOOGLE_API_KEY", "fake-recording-key-7f3a9c")
+        inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
+        choice = parse_model(f"google_genai:{model}", {"base_url": fake.url})
+        summary = record_run(inputs, choice, Store(folder / "traces"), run_id=run_id,
+                             options=RecordOptions(workers=1))  # fmt: skip
+    assert summary.ok == len(cases)
+    return folder / "traces"

@@ -7,15 +7,13 @@ changed in those terms, or another output, still gets its 409."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import gemini_terms_tools
 import pytest
-from gemini_server import GeminiServer
 
-from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._inputs.benchmarks import BENCHMARKS
 from tcbreplay._replay.serve import serve_run
 
 PROMPT = BENCHMARKS["tool-call"].system_prompt.read_text()
@@ -41,24 +39,10 @@ CASES = [
 def recorded(tmp_path_factory) -> Path:
     """A store holding the run ``terms``, recorded with langchain-google-genai against the
     loopback Gemini server."""
-    from tcbreplay._record.models import parse_model
-    from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import record_run
-    from tcbreplay._store.runs import Store
-
     folder = tmp_path_factory.mktemp("terms")
-    dataset = folder / "dataset.json"
-    dataset.write_text(json.dumps([{"id": sid, "input": text, "target": []}
-                                   for sid, text, _ in CASES]))  # fmt: skip
-    with pytest.MonkeyPatch.context() as patch, GeminiServer({t: s for _, t, s in CASES}) as fake:
-        patch.setenv("GOOGLE_API_KEY", "fake-recording-key-7f3a9c")
-        inputs = load_inputs(None, dataset, "gemini_terms_tools:TOOLS",
-                             BENCHMARKS["tool-call"].system_prompt)  # fmt: skip
-        model = parse_model(f"google_genai:{MODEL}", {"base_url": fake.url})
-        summary = record_run(inputs, model, Store(folder / "traces"), run_id="terms",
-                             options=RecordOptions(workers=1))  # fmt: skip
-    assert summary.ok == len(CASES)
-    return folder / "traces"
+    return gemini_terms_tools.record_cases(
+        folder, CASES, "gemini_terms_tools:TOOLS", "terms", MODEL
+    )
 
 
 def calls_of(sample_id: str) -> list[tuple[str, dict]]:
