@@ -65,6 +65,19 @@ def tag(ids: list[int | str]) -> str:
     return "ok"
 
 
+class Parcel(BaseModel):
+    """A parcel to send."""
+
+    weight: float
+    fragile: bool = False
+
+
+@tool
+def pack(parcels: list[Parcel | None]) -> str:
+    """Pack the parcels (an item's union with a model: LangChain sends its type alone)."""
+    return "ok"
+
+
 def _put(**fields: object) -> str:
     return "ok"
 
@@ -93,7 +106,7 @@ def fetch(url: str) -> list:
     return [{"type": "text", "text": "<html>"}, {"type": "text", "text": "</html>"}]
 
 
-TOOLS = [order, lookup, run_shell, count, wc, file_issue, tag, put, fetch]
+TOOLS = [order, lookup, run_shell, count, wc, file_issue, tag, put, fetch, pack]
 
 
 @tool

@@ -23,6 +23,11 @@ So both sides are put in one form before they are compared, the *terms*:
   object property with neither properties nor ``additionalProperties`` is a string, and a
   recorded object property's ``required`` its properties without a default (or, deeper
   down, all of them), and a recorded list of types (``["integer", "null"]``) a string;
+- where the request sends an array's items as one type (no ``anyOf``), a recorded item's
+  union is its last alternative's type: langchain-google-genai sends nothing else of it (a
+  ``list[Model | None]``'s items go as ``{"type": "OBJECT", "nullable": true}``), so the
+  alternative's ``properties``, ``required``, ``items``, ``enum`` and ``description`` are
+  left out where the request's item holds none of them;
 - a schema's local ``$ref``s (``#/$defs/Name``, as pydantic's ``model_json_schema`` writes
   them) are what they name;
 - a tool output is the ``response`` object a client sends for it (a list of text blocks its
@@ -51,6 +56,8 @@ from tcbreplay._replay.fingerprint import normalized
 
 # the schema keywords every Gemini client sends
 KEPT = ("type", "properties", "required", "items", "enum", "description", "anyOf", "nullable")
+# what langchain-google-genai sends of an item's union's alternative: its type alone
+_ITEM_UNION_UNSENT = ("properties", "required", "items", "enum", "description")
 
 
 def _camel(name: str) -> str:
@@ -83,11 +90,13 @@ def _merged(like: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def schema_terms(
-    schema: Any, nested: bool = False, like: Any = None, recorded: bool = False
-) -> Any:
+    schema: Any, nested: bool = False, like: Any = None, recorded: bool = False,
+    item: bool = False,
+) -> Any:  # fmt: skip
     """A JSON schema (or Gemini's, in either case of keys and types) in the terms (see the
-    module); ``nested``: a property's or an item's; ``like``: the schema at its place on the
-    side it is compared with; ``recorded``: the recorded side's (compared with a request's)."""
+    module); ``nested``: a property's or an item's (``item``: an array's items);
+    ``like``: the schema at its place on the side it is compared with; ``recorded``: the
+    recorded side's (compared with a request's)."""
     if not isinstance(schema, dict):
         return normalized(schema)
     given = {_camel(str(k)): v for k, v in schema.items()}
@@ -111,8 +120,13 @@ def schema_terms(
         nullable = nullable or with_null
         given = {k: v for k, v in given.items() if k != "anyOf"}
         if others and isinstance(others[-1], dict):
-            given.update({_camel(str(k)): v for k, v in others[-1].items()})
-            return _with_null(schema_terms(given, nested, _merged(like), recorded), nullable)
+            alternative = {_camel(str(k)): v for k, v in others[-1].items()}
+            if recorded and item and like is not None and not sent:  # (see the module)
+                alternative = {k: v for k, v in alternative.items()
+                               if k not in _ITEM_UNION_UNSENT or k in like}  # fmt: skip
+            given.update(alternative)
+            merged = _merged(like)
+            return _with_null(schema_terms(given, nested, merged, recorded, item), nullable)
     out: dict[str, Any] = {}
     for key in KEPT:
         value = given.get(key)
@@ -133,7 +147,7 @@ def schema_terms(
             out[key] = (
                 [schema_terms(s, True, _said(like, key, k), recorded) for k, s in enumerate(value)]
                 if isinstance(value, list)
-                else schema_terms(value, True, _said(like, key), recorded)
+                else schema_terms(value, True, _said(like, key), recorded, key == "items")
             )
         else:
             out[key] = normalized(value)

@@ -99,6 +99,8 @@ def test_what_a_client_leaves_out_is_no_difference_compared_with_it(recorded, se
     assert schema_terms(recorded, True, sent, True) == schema_terms(sent, True, recorded)
 
 
+PARCEL = {"type": "object", "description": "A parcel.", "required": ["weight"],
+          "properties": {"weight": {"type": "number"}, "fragile": {"type": "boolean"}}}  # fmt: skip
 # (recorded, sent): an item's union LangChain sends as its last type
 ITEM_UNIONS = [
     ({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]}},
@@ -109,6 +111,18 @@ ITEM_UNIONS = [
     ({"type": "string"}, {"anyOf": [{"type": "integer"}, {"type": "string"}]}, False),
     ({"type": "string", "nullable": True},
      {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}, False),
+    # (list[Model | None]: LangChain sends the item's type alone, the model's fields not)
+    ({"type": "array", "items": {"anyOf": [PARCEL, {"type": "null"}]}},
+     {"type": "ARRAY", "items": {"type": "OBJECT", "nullable": True}}, True),
+    ({"type": "array", "items": {"anyOf": [PARCEL, {"type": "null"}]}},
+     {"type": "ARRAY", "items": {"type": "OBJECT"}}, False),
+    ({"type": "array", "items": {"anyOf": [PARCEL, {"type": "null"}]}},
+     {"type": "ARRAY", "items": {"type": "ARRAY", "nullable": True}}, False),
+    ({"type": "array", "items": {"anyOf": [PARCEL, {"type": "null"}]}},
+     {"type": "ARRAY", "items": {"type": "OBJECT", "nullable": True,
+                                 "properties": {"weight": {"type": "STRING"}}}}, False),
+    # (a property's union LangChain sends with the model's fields: no fields, a change)
+    ({"anyOf": [PARCEL, {"type": "null"}]}, {"type": "OBJECT", "nullable": True}, False),
 ]  # fmt: skip
 
 

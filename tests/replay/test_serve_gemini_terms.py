@@ -32,6 +32,7 @@ CASES = [
     ("tag", "Tag 1 and b", [[("tag", {"ids": [1, "b"]})]]),
     ("put", "Store a record", [[("put", {"data": {"k": 1}, "cfg": {"b": "x"}})]]),
     ("fetch", "Fetch a.html", [[("fetch", {"url": "a.html"})]]),
+    ("pack", "Pack a parcel", [[("pack", {"parcels": [{"weight": 1.5, "fragile": True}]})]]),
 ]  # fmt: skip
 
 
@@ -179,6 +180,11 @@ def _item_union(functions: list[dict]) -> None:
     _parameters(functions, "tag")["ids"]["items"]["anyOf"][1]["type"] = "boolean"
 
 
+def _parcel(functions: list[dict]) -> None:
+    parcel = _parameters(functions, "pack")["parcels"]["items"]["anyOf"][0]
+    parcel["properties"]["weight"]["type"] = "integer"
+
+
 def _values(functions: list[dict]) -> None:
     _parameters(functions, "order")["tags"]["anyOf"][0]["additionalProperties"]["type"] = "integer"
 
@@ -196,8 +202,20 @@ def _values(functions: list[dict]) -> None:
         (_union, "tools.order.parameters.note.anyOf"),
         (_values, "tools.order.parameters.tags.additionalProperties.type"),
         (_item_union, "tools.tag.parameters.ids.items.anyOf[1].type"),
+        # (an item's union with a model, which google-genai sends whole)
+        (_parcel, "tools.pack.parameters.parcels.items.properties.weight.type"),
     ],
-    ids=["removed", "retyped", "described", "bound", "default", "union", "values", "item_union"],
+    ids=[
+        "removed",
+        "retyped",
+        "described",
+        "bound",
+        "default",
+        "union",
+        "values",
+        "item_union",
+        "item_model",
+    ],
 )
 def test_a_tool_changed_in_geminis_terms_still_gets_409_there(recorded, mode, change, path):
     from google import genai
