@@ -3,9 +3,13 @@ in the terms of the request's API (a wire whose clients send less than a recordi
 Gemini's, :mod:`tcbreplay._replay.gemini_terms`), so that such a request has the
 fingerprint of the recorded one it stands for.
 
-A request's tool stands for the run's tool of its name when the two are alike in the wire's
-terms. A request's tool message stands for a recorded one of the same tool whose output is
-alike in those terms: the recorded message in its place in the sample its conversation was
+A request's tool stands for a recorded tool of its name when the two are alike in the wire's
+terms: the tool of the sample its conversation was answered from (for a first request, or a
+conversation this server answered none of, of the samples that start as it does, the first
+alike), as each sample of an import may carry tools of its own, else the run's.
+
+A request's tool message stands for a recorded one of the same tool whose output is alike in
+those terms: the recorded message in its place in the sample its conversation was
 answered from (so that alike outputs of one tool, ``{"output": "hi"}`` and ``"hi"``, stand
 each for its own, in interleaved conversations and within one sample; for a conversation
 this server answered none of, in the first of the samples that start as it does that has
@@ -17,11 +21,17 @@ follows an answer), where several are alike the one of the sample answered from 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tcbreplay._replay.divergence import Divergence, describe
-from tcbreplay._replay.fingerprint import assemble, canonical_json, message_entry
+from tcbreplay._replay.fingerprint import (
+    assemble,
+    canonical_json,
+    canonical_tools,
+    message_entry,
+)
 from tcbreplay._replay.recording import Key, RecordedRun
 from tcbreplay._replay.wire import Wire, WireRequest
 
@@ -38,21 +48,50 @@ class Alike:
         # (wire, sample) -> its tool messages by their place in its canonical messages:
         # (tool name, the output's terms as JSON, canonical content, text as stored)
         self._placed: dict[tuple[str, Key], dict[int, tuple[str, str, Any, Any]]] = {}
+        # samples' own tool lists (canonical) by their stored text, the last few read
+        self._lists: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
-    def tools(self, wire: Wire, tools: dict[str, Any]) -> dict[str, Any]:
-        """A request's canonical tools, each alike to the run's tool of its name that one."""
+    def versions(self, keys: Iterable[Key]) -> tuple[str | None, ...]:
+        """The tool lists a request of the samples of ``keys`` may stand for: each sample's
+        own (as stored, once each, in the order of ``keys``), then the run's (None)."""
+        found = dict.fromkeys(self.recording.own_tools_text(key) for key in keys)
+        found.pop(None, None)
+        return (*found, None)
+
+    def tools(
+        self, wire: Wire, tools: dict[str, Any], versions: tuple[str | None, ...] = (None,)
+    ) -> dict[str, Any]:
+        """A request's canonical tools, each alike to a recorded tool of its name that one:
+        the first of ``versions`` (:meth:`versions`: the tools of the samples the request
+        may be of, then the run's) that has a tool of its name alike to it."""
         if not wire.has_terms:
             return tools
-        recorded = self.recording.tools
+        lists = [self._tool_list(text) for text in versions]
         out: dict[str, Any] = {}
         for name, tool in tools.items():
-            mine = recorded.get(name)
-            alike = mine is not None and _same(wire.tool_terms(mine, tool, True),
-                                               wire.tool_terms(tool, mine))  # fmt: skip
-            if mine is not None and mine != tool and alike:
-                tool = mine
+            for recorded in lists:
+                mine = recorded.get(name)
+                if mine is not None and (mine == tool or self._alike(wire, mine, tool)):
+                    tool = mine
+                    break
             out[name] = tool
         return out
+
+    def _alike(self, wire: Wire, mine: dict[str, Any], tool: dict[str, Any]) -> bool:
+        return _same(wire.tool_terms(mine, tool, True), wire.tool_terms(tool, mine))
+
+    def _tool_list(self, text: str | None) -> dict[str, Any]:
+        """A sample's own tools (canonical) from their stored text; None: the run's."""
+        if text is None:
+            return self.recording.tools
+        found = self._lists.get(text)
+        if found is None:
+            schemas = json.loads(text)
+            found = canonical_tools(schemas if isinstance(schemas, list) else [])
+            self._lists[text] = found
+            if len(self._lists) > 256:
+                self._lists.popitem(last=False)
+        return found
 
     def learn(self, wire: Wire, key: Key) -> None:
         """Know the tool outputs of the sample of ``key`` (answered from), before others'."""
@@ -125,11 +164,13 @@ class Alike:
         if not wire.has_terms or divergence.component != "tools":
             return divergence
         recorded = self.recording.tools_of(key)
-        return describe(
+        said = describe(
             divergence.turn,
             {"tools": {n: wire.tool_terms(t, tools.get(n), True) for n, t in recorded.items()}},
             {"tools": {n: wire.tool_terms(t, recorded.get(n)) for n, t in tools.items()}},
         )
+        # (alike in the terms, the tools of another sample stood for them: said as they are)
+        return said if said.component == "tools" else divergence
 
 
 def _same(a: Any, b: Any) -> bool:

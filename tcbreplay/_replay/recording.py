@@ -336,6 +336,10 @@ class RecordedRun:
             )
         return self._layout
 
+    def own_tools_text(self, key: Key) -> str | None:
+        """A sample's own tools as stored (JSON text; None: the run's), its messages unread."""
+        return self._rows[key].tools or None
+
     def tools_of(self, key: Key | None) -> dict[str, Any]:
         sample = self.samples.get(key) if key else None
         return sample.tools if sample is not None and sample.tools is not None else self.tools

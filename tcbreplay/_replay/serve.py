@@ -106,9 +106,11 @@ class ReplayService:
         self._lock = threading.Lock()
         self._threads: OrderedDict[str, Conversation] = OrderedDict()
         self._started: dict[str, int] = {}  # fingerprint -> conversations begun with it
-        # tool lists as sent (their JSON) -> canonical, and its canonical JSON: a client sends
-        # the same tools with every request
-        self._tools: OrderedDict[str, tuple[dict[str, Any], str]] = OrderedDict()
+        # tool lists as sent (their JSON; on a wire of terms, with the recorded lists they may
+        # stand for) -> canonical, and its canonical JSON: a client sends the same tools with
+        # every request
+        self._tools: OrderedDict[tuple[str, tuple[str | None, ...]],
+                                 tuple[dict[str, Any], str]] = OrderedDict()  # fmt: skip
         self._messages = MessageCache()
         self._answers: OrderedDict[tuple[Key, int], tuple[dict[str, Any], str]] = OrderedDict()
         self._alike = Alike(recording)
@@ -186,13 +188,14 @@ class ReplayService:
             given = {k: v for k, v in request.params.items() if k in recording.params}
             params = {**recording.params, **given}
         system, items, _ = assemble(request.entries)
-        tools, tools_json = self._canonical_tools(request.tools, wire)
         # each message's JSON as read, but a tool message's named by the call it answers
         known = {id(entry[1]): part for entry, part in zip(request.entries, request.parts,
                                                              strict=True)}  # fmt: skip
         parts = [known.get(id(item)) or canonical_json(item) for item in items]
         system_json = canonical_json(system)
-        self._alike.outputs(wire, request, items, parts, self._answered(system_json, parts))
+        answered = self._answered(system_json, parts)
+        self._alike.outputs(wire, request, items, parts, answered)
+        tools, tools_json = self._canonical_tools(request.tools, wire, items, parts, answered)
         text = request_text(parts, canonical_json(params), system_json, tools_json)
         return _Canonical(
             {"system": system, "messages": items, "tools": tools, "params": params},
@@ -222,12 +225,24 @@ class ReplayService:
         return answered
 
     def _canonical_tools(
-        self, specs: list[dict[str, Any]], wire: Wire
-    ) -> tuple[dict[str, Any], str]:
-        sent = wire.name + json.dumps(specs)
+        self, specs: list[dict[str, Any]], wire: Wire, items: list[dict[str, Any]],
+        parts: list[str], answered: Callable[[int], Key | None],
+    ) -> tuple[dict[str, Any], str]:  # fmt: skip
+        """A request's tools in the canonical form, and its canonical JSON; on a wire of
+        terms, those alike to a recorded tool that one (of the sample the conversation was
+        answered from, else of those that start as it does, else the run's)."""
+        versions: tuple[str | None, ...] = (None,)
+        if wire.has_terms:
+            last = max((k for k, item in enumerate(items) if item["role"] == "assistant"),
+                       default=None)  # fmt: skip
+            key = answered(last) if last is not None else None
+            keys = [key] if key is not None else self.recording.starting().get(
+                parts[0] if parts else "", [])  # fmt: skip
+            versions = self._alike.versions(keys)
+        sent = (wire.name + json.dumps(specs), versions)
         found = self._tools.get(sent)
         if found is None:
-            tools = self._alike.tools(wire, canonical_tools(specs))
+            tools = self._alike.tools(wire, canonical_tools(specs), versions)
             found = self._tools[sent] = (tools, canonical_json(tools))
             if len(self._tools) > 64:
                 self._tools.popitem(last=False)

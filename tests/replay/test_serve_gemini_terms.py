@@ -248,3 +248,102 @@ def test_another_tool_output_still_gets_409_as_tool_output(recorded):
             client.models.generate_content(model=MODEL, contents=contents, config=config)
     assert caught.value.code == 409
     assert caught.value.details["error"]["divergence"]["component"] == "tool_output"
+
+
+def _search(limit: int) -> dict:
+    """A tool of a JSON schema whose default langchain-google-genai leaves out."""
+    return {"name": "search", "description": "Search the catalog.", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"},
+                                         "limit": {"type": "integer", "default": limit}},
+        "required": ["query"]}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory) -> Path:
+    """An imported run whose samples each carry their own ``search`` (its default 5 in one,
+    10 in the other), the run's tools another list (the shop's)."""
+    import json
+
+    from helpers import TEST_DATA, cli
+
+    folder = tmp_path_factory.mktemp("own-tools")
+    entries = [{"id": "a", "input": "Find pens", "target": [], "tools": [_search(5)]},
+               {"id": "b", "input": "Find ink", "target": [], "tools": [_search(10)]}]  # fmt: skip
+    lines = [{"sample_id": e["id"], "messages": [
+        {"role": "system", "content": "You are a shop."},
+        {"role": "user", "content": e["input"]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "search", "arguments": json.dumps({"query": e["id"]})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        {"role": "assistant", "content": "Done."}]} for e in entries]  # fmt: skip
+    (folder / "ds.json").write_text(json.dumps(entries))
+    (folder / "t.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = cli("import", "--dataset", folder / "ds.json", "--traces", folder / "t.jsonl",
+                 "--tools", TEST_DATA / "tools_shop.json", "--run-id", "own",
+                 "--store", folder / "traces")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return folder / "traces"
+
+
+def test_an_imported_samples_own_tools_stand_for_what_a_gemini_client_sends(imported):
+    """Each request got a 409 (its tools were compared with the run's, which hold no
+    ``search``); and of two samples whose ``search`` a client sends alike, each request
+    stands for its own sample's."""
+    from langchain.agents import create_agent
+    from langchain_core.tools import StructuredTool
+    from langchain_google_genai import ChatGoogleGenerativeAI
+
+    with serve_run(imported, "own") as server:
+        for sample_id, text, limit in (("b", "Find ink", 10), ("a", "Find pens", 5)):
+            spec = _search(limit)
+            search = StructuredTool.from_function(
+                func=lambda **_: "found", name=spec["name"], description=spec["description"],
+                args_schema=spec["parameters"])  # fmt: skip
+            model = ChatGoogleGenerativeAI(model=MODEL, google_api_key=KEY, base_url=server.url,
+                                           max_retries=0)  # fmt: skip
+            agent = create_agent(model, [search], system_prompt="You are a shop.")
+            state = agent.invoke({"messages": [{"role": "user", "content": text}]})
+            assert [c["args"] for c in state["messages"][1].tool_calls] == [{"query": sample_id}]
+            assert state["messages"][-1].text == "Done."
+        assert (server.service.served, server.service.diverged) == (4, 0)
+
+
+def test_an_imported_samples_own_tool_changed_still_gets_409_at_its_path(imported):
+    from google import genai
+    from google.genai import errors, types
+
+    spec = _search(5)
+    spec["parameters"]["properties"]["limit"]["type"] = "number"
+    config = types.GenerateContentConfig(
+        system_instruction="You are a shop.",
+        tools=[types.Tool(function_declarations=[types.FunctionDeclaration(
+            name=spec["name"], description=spec["description"],
+            parameters_json_schema=spec["parameters"])])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )  # fmt: skip
+    with serve_run(imported, "own") as server:
+        client = genai.Client(api_key=KEY, http_options={"base_url": server.url})
+        with pytest.raises(errors.ClientError) as caught:
+            client.models.generate_content(model=MODEL, contents="Find pens", config=config)
+    said = caught.value.details["error"]["divergence"]
+    assert (said["component"], said["path"]) == ("tools", "tools.search.parameters.limit.type")
+
+
+def test_a_tools_divergence_alike_in_geminis_terms_is_said_as_it_is(imported):
+    """Where the request's tools are alike in the terms to those of the sample compared with
+    (another sample's stood for them), the divergence is the canonical one, not "messages
+    at contents: null -> null"."""
+    from tcbreplay._replay.alike import Alike
+    from tcbreplay._replay.divergence import Divergence
+    from tcbreplay._replay.fingerprint import canonical_tools
+    from tcbreplay._replay.recording import RecordedRun
+    from tcbreplay._replay.routes import WIRES
+    from tcbreplay._store.runs import Store
+
+    recording = RecordedRun.load(Store(imported).open_run("own"))
+    sent = _search(5)
+    del sent["parameters"]["properties"]["limit"]["default"]
+    found = Divergence(0, "tools", "tools.search.parameters.limit.default", "5", None)
+    said = Alike(recording).tools_divergence(WIRES["gemini"], found, ("a", 0),
+                                             canonical_tools([sent]))  # fmt: skip
+    assert said == found
