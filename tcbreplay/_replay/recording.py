@@ -158,6 +158,8 @@ class RecordedRun:
     # a run recorded by an agent of one's own before runs kept them (SYSTEM_KEPT), whose
     # requests are taken to have begun with its prompt
     system_known: bool = True
+    # whether its model takes sampling settings (sim's takes none)
+    sampled: bool = True
     _rows: dict[Key, _Row] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -195,6 +197,7 @@ class RecordedRun:
             params=params,
             params_known=known,
             system_known=not agent or kept,
+            sampled=model.get("provider") != "sim",
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint

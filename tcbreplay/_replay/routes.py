@@ -26,11 +26,15 @@ ROUTES = {
 # what a request to a path not served is told
 SERVED = ("POST /v1/chat/completions, /v1/responses, /v1/messages, "
           "/v1beta/models/{model}:generateContent or "
-          "/v1beta/models/{model}:streamGenerateContent?alt=sse")  # fmt: skip
+          "/v1beta/models/{model}:streamGenerateContent?alt=sse; "
+          "GET /v1/responses/{id}")  # fmt: skip
 # the paths a client gets to on each wire (GET / lists them)
 ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/messages",
              "/v1beta/models/{model}:generateContent",
-             "/v1beta/models/{model}:streamGenerateContent?alt=sse"]  # fmt: skip
+             "/v1beta/models/{model}:streamGenerateContent?alt=sse",
+             "GET /v1/responses/{id}"]  # fmt: skip
+# an answer given asked for again by its id (GET): the Responses API's
+_KEPT = re.compile(r"^(?:/v1)?/responses/(?P<id>[^/]+)$")
 # a Gemini API version of its own (no other API serves under it)
 _GEMINI_VERSION = re.compile(r"^/v1(?:alpha|beta)[0-9]*(?:/.*)?$")
 
@@ -53,3 +57,10 @@ def shape(path: str) -> str:
     if found is None and (wire_gemini.PATH.match(path) or _GEMINI_VERSION.match(path)):
         return "gemini"
     return found or "openai"
+
+
+def kept(path: str) -> tuple[str, str] | None:
+    """The wire and the id of an answer asked for again at ``path`` (its query string left
+    out: ``/v1/responses/{id}``), or None."""
+    found = _KEPT.match(path.rstrip("/"))
+    return ("responses", found["id"]) if found is not None else None

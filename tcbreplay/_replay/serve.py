@@ -17,7 +17,8 @@ fingerprint in turn (the first such conversation trial 0, the next trial 1, and 
 Sampling settings: a request's count only where the recording has that setting (a request
 that sets another temperature than the recorded one diverges on ``params``); those it has
 not (Anthropic's required ``max_tokens`` against a recording made without it) are left out,
-as are all of a recording whose model takes none (sim) or whose settings are unknown
+but for ``response_format``, which asks for another answer (:data:`ASKED_ANSWER`); all are
+left out of a recording whose model takes none (sim) or whose settings are unknown
 (imports).
 
 The HTTP server is :mod:`tcbreplay._replay.server`'s. A streamed answer is sent whole, as
@@ -50,6 +51,7 @@ from tcbreplay._replay.fingerprint import (
     request_text,
     sha256_text,
 )
+from tcbreplay._replay.kept import KeptAnswers
 from tcbreplay._replay.recording import Key, RecordedRun, Turn
 from tcbreplay._replay.routes import ENDPOINTS, WIRES
 from tcbreplay._replay.sent import as_sent
@@ -62,8 +64,12 @@ from tcbreplay._replay.wire import (
     WireError,
     WireRequest,
 )
+from tcbreplay._replay.wire_responses import ResponsesWire
 from tcbreplay._store.schema import utcnow
 
+# the settings that ask for another answer, not another way to sample it: counted where the
+# recording has none too (its answers were not made to them), as a replay counts them
+ASKED_ANSWER = ("response_format",)
 # conversations' turns remembered (a conversation by its messages up to each answer), to
 # tell which sample and trial a request goes on (the oldest are forgotten first)
 CONVERSATIONS = 500_000
@@ -114,6 +120,7 @@ class ReplayService:
         self._messages = MessageCache()
         self._answers: OrderedDict[tuple[Key, int], tuple[dict[str, Any], str]] = OrderedDict()
         self._alike = Alike(recording)
+        self._kept = KeptAnswers()
         self.served = 0
         self.diverged = 0
 
@@ -178,6 +185,14 @@ class ReplayService:
                 return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
             return self._answer(wire, request, self._canonical(request, wire))
 
+    def retrieve(self, wire_name: str, answer_id: str, target: str = "") -> Reply:
+        """The reply to ``GET`` of an answer this server gave, by its id (the Responses
+        API's ``/v1/responses/{id}``; ``target``: the path as sent, with its query string)."""
+        wire = WIRES[wire_name]
+        with self._lock:
+            assert isinstance(wire, ResponsesWire)
+            return self._kept.reply(wire, answer_id, target.partition("?")[2])
+
     def _canonical(self, request: WireRequest, wire: Wire) -> _Canonical:
         """A request in the canonical form, its messages' canonical JSON and fingerprint
         (built from the parts as :func:`~tcbreplay._replay.fingerprint.request_text` does,
@@ -185,7 +200,8 @@ class ReplayService:
         recording = self.recording
         params: dict[str, Any] = {}
         if recording.params_known:
-            given = {k: v for k, v in request.params.items() if k in recording.params}
+            given = {k: v for k, v in request.params.items() if k in recording.params
+                     or (k in ASKED_ANSWER and recording.sampled)}  # fmt: skip
             params = {**recording.params, **given}
         system, items, _ = assemble(request.entries)
         # each message's JSON as read, but a tool message's named by the call it answers
@@ -277,6 +293,7 @@ class ReplayService:
             self.log.served(conversation, request.messages, message)
         answer = Answer.of(message, turn)
         self._messages.calls.answered([call[0] for call in answer.calls])
+        self._kept.keep(wire, answer, request)
         if request.stream:
             reply = Reply(200, wire.stream(answer, request), "text/event-stream")
         else:

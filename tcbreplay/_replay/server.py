@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._replay.routes import SERVED, WIRES, route, shape
+from tcbreplay._replay.routes import SERVED, WIRES, kept, route, shape
 from tcbreplay._secrets import redact, shown_path
 from tcbreplay.errors import InputError, TcbReplayError
 
@@ -313,7 +313,10 @@ class ReplayServer:
                 return Reply(500, WIRES[wire].error(500, message))
         if request.method == "GET" and path in ("", "/v1"):
             return Reply(200, self.service.info())
-        status = 405 if wire is not None or path in ("", "/v1") else 404
+        asked = kept(path)
+        if request.method == "GET" and asked is not None:
+            return self.service.retrieve(*asked, request.path)
+        status = 405 if wire is not None or path in ("", "/v1") or asked else 404
         message = f"{request.method} {shown_path(request.path)[:200]}: not served ({SERVED})"
         allow = None if status == 404 else ("POST" if wire is not None else "GET")
         return Reply(status, WIRES[shape(path)].error(status, message), allow=allow)

@@ -76,6 +76,9 @@ class WireRequest:
     # a path into a message (its place, the rest of the canonical path: ``.content.result``)
     # as the body has it, where the form names its fields otherwise (Gemini's); None: as is
     inside: Callable[[str, str], str] | None = None
+    # what the answer says as the request gave it or the server made it (the Responses
+    # API's ``background``, and the ``id`` a client may ask for the answer again by)
+    said_back: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

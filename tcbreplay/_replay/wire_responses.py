@@ -14,7 +14,9 @@ form leaves reasoning out. ``text.format`` is the sampling setting Chat Completi
 ``response_format`` (in that API's form). What a recording cannot answer is refused with a
 400 naming it: state kept by OpenAI (``previous_response_id``, ``conversation``, an
 ``item_reference``, a ``prompt`` template), another kind of item or tool (built-in tools
-such as ``web_search``), ``n`` other than 1.
+such as ``web_search``), ``n`` other than 1, and ``text.verbosity`` (a recording keeps no
+verbosity to compare it with). ``background: true`` is answered finished at once, and the
+answer kept for ``GET /v1/responses/{id}`` (:mod:`tcbreplay._replay.kept`).
 
 The answer: a ``response`` object whose ``output`` is a ``message`` item (its text as
 ``output_text``), then a ``function_call`` item per call (``call_id`` the recorded id), with
@@ -237,7 +239,7 @@ def _settings(body: Mapping[str, Any]) -> dict[str, Any]:
         if body.get(key) is not None:
             raise WireError(f"{key}: a conversation kept by OpenAI is not served; send the whole "
                             "input")  # fmt: skip
-    for key in ("stream", "parallel_tool_calls"):
+    for key in ("stream", "parallel_tool_calls", "background"):
         if key in body and not isinstance(body[key], bool):
             raise WireError(f"{key} {body[key]!r}: true or false")
     for name, (low, high) in _RANGES.items():
@@ -278,6 +280,10 @@ def _format(text: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(text, dict):
         raise WireError("text: an object ({format, verbosity}) is required")
+    if text.get("verbosity") is not None:
+        raise WireError(f"text.verbosity {text['verbosity']!r}: not served (a recording keeps "
+                        "no verbosity its answers were made at, to compare it with); leave it "
+                        "out")  # fmt: skip
     given = text.get("format")
     if given is None:
         return None
@@ -365,6 +371,7 @@ class ResponsesWire(OpenAIWire):
             places=places,
             sent=len(given),
             inside=_inside(turns),
+            said_back={"background": body.get("background") is True},
         )
 
     def _items(self, answer: Answer) -> list[dict[str, Any]]:
@@ -381,8 +388,10 @@ class ResponsesWire(OpenAIWire):
         return items
 
     def _response(self, answer: Answer, request: WireRequest, done: bool) -> dict[str, Any]:
+        said = request.said_back
         return {
-            "id": f"resp_{answer.id}", "object": "response", "created_at": int(time.time()),
+            "id": said.get("id") or f"resp_{answer.id}", "object": "response",
+            "created_at": int(time.time()), "background": bool(said.get("background")),
             "status": "completed" if done else "in_progress", "model": request.model,
             "output": self._items(answer) if done else [], "error": None,
             "incomplete_details": None, "parallel_tool_calls": True, "tool_choice": "auto",
@@ -396,7 +405,9 @@ class ResponsesWire(OpenAIWire):
     def answer(self, answer: Answer, request: WireRequest) -> bytes:
         return dumps_json(self._response(answer, request, True))
 
-    def stream(self, answer: Answer, request: WireRequest) -> bytes:
+    def stream(self, answer: Answer, request: WireRequest, after: int = -1) -> bytes:
+        """The answer's events (``after``: those after this sequence number only, as a
+        client resuming a background response's stream asks)."""
         events: list[dict[str, Any]] = [
             {"type": "response.created", "response": self._response(answer, request, False)}
         ]
@@ -431,5 +442,5 @@ class ResponsesWire(OpenAIWire):
         return b"".join(
             b"event: " + e["type"].encode() + b"\ndata: "
             + dumps_json({**e, "sequence_number": n}) + b"\n\n"
-            for n, e in enumerate(events)
+            for n, e in enumerate(events) if n > after
         )  # fmt: skip

@@ -260,6 +260,8 @@ ASK = [{"role": "user", "content": "Multiply 7 by 8 for me."}]
         ({"input": ASK, "temperature": 3}, "temperature 3: a number from 0 to 2"),
         ({"input": ASK, "stream": "yes"}, "stream 'yes': true or false"),
         ({"input": ASK, "instructions": ["x"]}, "instructions: a string is required"),
+        ({"input": ASK, "text": {"verbosity": "low"}}, "text.verbosity 'low': not served"),
+        ({"input": ASK, "background": "yes"}, "background 'yes': true or false"),
     ],
 )  # fmt: skip
 def test_a_malformed_request_gets_4xx_and_one_line_of_json(server, body, says):
@@ -306,3 +308,63 @@ def test_the_key_is_never_said_back_nor_logged(root, capfd):
     shown = said + text + capfd.readouterr().err
     assert "POST /v1/responses?..." in shown
     assert KEY not in shown and "LEAKED" not in shown
+
+
+def test_a_background_response_is_there_when_asked_for_again(server):
+    """``background: true`` was answered finished, but ``GET /v1/responses/{id}``, which a
+    client polls (or resumes the stream at), got a 404."""
+    import openai
+
+    kwargs = {"model": "gpt-x", "instructions": INPUTS.system_prompt, "tools": tools()}
+    made = []
+    for sample_id in SAMPLES[:2]:
+        asked = [{"role": "user", "content": sample_input(sample_id)}]
+        made.append(client(server.url).responses.create(input=asked, background=True, **kwargs))
+    for response in made:
+        assert response.background is True
+        again = client(server.url).responses.retrieve(response.id)
+        assert again.status == "completed" and again.background is True
+        assert again.model_dump(exclude={"created_at"}) == response.model_dump(
+            exclude={"created_at"})  # fmt: skip
+        events = list(client(server.url).responses.retrieve(response.id, stream=True))
+        assert events[-1].type == "response.completed"
+        assert events[-1].response.output == response.output
+        rest = list(client(server.url).responses.retrieve(response.id, stream=True,
+                                                          starting_after=2))  # fmt: skip
+        assert [e.sequence_number for e in rest] == [e.sequence_number for e in events[3:]]
+    # (each conversation's response its own, though the recorded ids may be alike)
+    assert made[0].id != made[1].id and made[0].output != made[1].output
+    with pytest.raises(openai.NotFoundError, match="no response of that id"):
+        client(server.url).responses.retrieve("resp_unknown")
+
+
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory) -> Path:
+    """A run whose sampling settings are known (recorded with langchain-google-genai at
+    temperature 0.7) and hold no response_format."""
+    import gemini_terms_tools
+
+    cases = [("hi", "Say hi", [[("echo", {"text": "hi"})]])]
+    folder = tmp_path_factory.mktemp("sampled")
+    return gemini_terms_tools.record_cases(folder, cases, "gemini_terms_tools:ECHO", "r",
+                                           "gemini-2.5-flash")  # fmt: skip
+
+
+def test_text_format_against_a_recording_without_one_gets_409_at_params(sampled):
+    """A request asking for a JSON answer was answered the recording's free one: the
+    format was counted only where the recording had one."""
+    import gemini_terms_tools
+    import openai
+    from langchain_core.utils.function_calling import convert_to_openai_function
+
+    echo = [{"type": "function", **convert_to_openai_function(gemini_terms_tools.echo)}]
+    kwargs = {"model": "gpt-x", "instructions": INPUTS.system_prompt, "input": "Say hi",
+              "tools": echo, "temperature": 0.7}  # fmt: skip
+    with serve_run(sampled, "r") as server:
+        assert client(server.url).responses.create(**kwargs).output[0].name == "echo"
+        with pytest.raises(openai.ConflictError) as caught:
+            client(server.url).responses.create(text={"format": {"type": "json_object"}},
+                                                **kwargs)  # fmt: skip
+    said = caught.value.body["divergence"]
+    assert (said["component"], said["path"]) == ("params", "params.response_format")
+    assert (said["recorded"], json.loads(said["replayed"])) == (None, {"type": "json_object"})
