@@ -246,9 +246,11 @@ def _openai_places(k: int, unit: Any, n: int) -> list[str]:
 
 def _anthropic_places(k: int, unit: Any, n: int) -> list[str]:
     """Where the ``n`` messages of the body's message ``k`` are: each tool_result block of a
-    user turn is a message of its own, and so are the blocks between them."""
+    user turn is a message of its own, named by its block (alone too: a result left out
+    after it is the next block), and so are the blocks between them (a turn of text blocks
+    alone is named as a whole)."""
     blocks = unit.get("content") if isinstance(unit, dict) else None
-    if n < 2 or not isinstance(blocks, list):
+    if n < 1 or not isinstance(blocks, list):
         return [f"messages[{k}]"] * n
     starts: list[int] = []
     pending = None  # the first of the blocks since the last tool_result
@@ -259,7 +261,7 @@ def _anthropic_places(k: int, unit: Any, n: int) -> list[str]:
         elif pending is None:
             pending = j
     starts += [] if pending is None else [pending]
-    if len(starts) != n:  # (not as the reader splits them: the message, then)
+    if len(starts) != n or (n == 1 and pending is not None):  # (see above)
         return [f"messages[{k}]"] * n
     return [f"messages[{k}].content[{j}]" for j in starts]
 
