@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 from tcbreplay._replay import wire_gemini, wire_responses
-from tcbreplay._replay.wire import AnthropicWire, OpenAIWire, Wire
+from tcbreplay._replay.wire import OpenAIWire, Wire
+from tcbreplay._replay.wire_anthropic import AnthropicWire
 
 WIRES: dict[str, Wire] = {
     "openai": OpenAIWire(),

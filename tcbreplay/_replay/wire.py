@@ -1,6 +1,6 @@
-"""The wire forms ``serve`` speaks: OpenAI's Chat Completions and Anthropic's Messages here,
-Gemini's and OpenAI's Responses in modules of their own (:mod:`tcbreplay._replay.routes`
-says which path is which).
+"""The wire forms ``serve`` speaks: what they share, and OpenAI's Chat Completions here;
+Anthropic's Messages, Gemini's and OpenAI's Responses in modules of their own
+(:mod:`tcbreplay._replay.routes` says which path is which).
 
 Each :class:`Wire` reads a request body into LangChain messages (by the importers' readers,
 so a conversation has one fingerprint whichever form it comes in), its tools' schemas and
@@ -47,7 +47,7 @@ class WireError(TcbReplayError):
 
 
 # the settings of a request that say which answers it allows
-_CHOICE = ("tool_choice", "parallel_tool_calls")
+CHOICE = ("tool_choice", "parallel_tool_calls")
 
 
 @dataclass
@@ -159,7 +159,7 @@ def checked_schema(spec: dict[str, Any], place: str, key: str) -> dict[str, Any]
     return spec
 
 
-def _settings(body: Mapping[str, Any], api: str) -> None:
+def refuse_settings(body: Mapping[str, Any], api: str) -> None:
     """Refuse settings the API would refuse, or whose answer a recording cannot give
     (:mod:`tcbreplay._replay.settings`)."""
     said = refused(body, api)
@@ -167,7 +167,7 @@ def _settings(body: Mapping[str, Any], api: str) -> None:
         raise WireError(said)
 
 
-def _messages(body: Mapping[str, Any]) -> list[Any]:
+def listed_messages(body: Mapping[str, Any]) -> list[Any]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise WireError("messages: a non-empty list of messages is required")
@@ -244,28 +244,6 @@ def _openai_places(k: int, unit: Any, n: int) -> list[str]:
     return [f"messages[{k}]"] * n
 
 
-def _anthropic_places(k: int, unit: Any, n: int) -> list[str]:
-    """Where the ``n`` messages of the body's message ``k`` are: each tool_result block of a
-    user turn is a message of its own, named by its block (alone too: a result left out
-    after it is the next block), and so are the blocks between them (a turn of text blocks
-    alone is named as a whole)."""
-    blocks = unit.get("content") if isinstance(unit, dict) else None
-    if n < 1 or not isinstance(blocks, list):
-        return [f"messages[{k}]"] * n
-    starts: list[int] = []
-    pending = None  # the first of the blocks since the last tool_result
-    for j, block in enumerate(blocks):
-        if isinstance(block, dict) and block.get("type") == "tool_result":
-            starts += ([] if pending is None else [pending]) + [j]
-            pending = None
-        elif pending is None:
-            pending = j
-    starts += [] if pending is None else [pending]
-    if len(starts) != n or (n == 1 and pending is not None):  # (see above)
-        return [f"messages[{k}]"] * n
-    return [f"messages[{k}].content[{j}]" for j in starts]
-
-
 class Wire:
     """One API's form (see the module)."""
 
@@ -315,8 +293,8 @@ class OpenAIWire(Wire):
     ) -> WireRequest:
         from tcbreplay._importers import openai
 
-        _settings(body, self.name)
-        sent = _messages(body)
+        refuse_settings(body, self.name)
+        sent = listed_messages(body)
         messages, entries, parts, places = read_units(
             self.name, sent, lambda ms: openai.convert(ms, {}, "messages"), cache, _openai_places
         )
@@ -343,7 +321,7 @@ class OpenAIWire(Wire):
             params=canonical_params(body),
             model=str(body.get("model") or ""),
             stream=bool(body.get("stream")),
-            choice={k: body[k] for k in _CHOICE if k in body},
+            choice={k: body[k] for k in CHOICE if k in body},
             usage_in_stream=isinstance(options, dict) and bool(options.get("include_usage")),
             places=places,
             sent=len(sent),
@@ -404,134 +382,13 @@ class OpenAIWire(Wire):
         return b"".join(out)
 
     def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
-        kind = kind or _KINDS.get(status, "invalid_request_error")
+        kind = kind or ERROR_TYPES.get(status, "invalid_request_error")
         return dumps_json({"error": {"message": message, "type": kind, "param": None, "code": kind,
                                  **extra}})  # fmt: skip
 
 
-class AnthropicWire(Wire):
-    """Messages: ``POST /v1/messages``."""
-
-    name = "anthropic"
-
-    def read(
-        self, body: Mapping[str, Any], cache: MessageCache | None = None, target: str = ""
-    ) -> WireRequest:
-        from tcbreplay._importers import anthropic
-
-        _settings(body, self.name)
-
-        def convert(units: list[Any]) -> list[Any]:
-            # the system prompt beside the messages is the first unit (a line's "system")
-            system = [u for u in units if isinstance(u, _System)]
-            line = {"system": system[0].value} if system else {}
-            rest = [u for u in units if not isinstance(u, _System)]
-            return anthropic.convert(rest, line, "messages", {})
-
-        units: list[Any] = list(_messages(body))
-        sent = len(units)
-        if body.get("system") is not None:
-            units.insert(0, _System(body["system"]))
-
-        def place(k: int, unit: Any, n: int) -> list[str]:
-            if isinstance(unit, _System):
-                return ["system"] * n
-            return _anthropic_places(k - len(units) + sent, unit, n)
-
-        messages, entries, parts, places = read_units(self.name, units, convert, cache, place)
-        tools = body.get("tools") or []
-        if not isinstance(tools, list):
-            raise WireError("tools: a list of {name, description, input_schema} is required")
-        specs: list[dict[str, Any]] = []
-        for k, tool in enumerate(tools):
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                raise WireError(f"tools[{k}]: a tool with a name is required")
-            checked_schema(tool, f"tools[{k}]", "input_schema")
-            specs.append({"name": tool["name"], "description": tool.get("description") or "",
-                          "parameters": tool.get("input_schema") or {}})  # fmt: skip
-        return WireRequest(
-            messages=messages,
-            entries=entries,
-            parts=parts,
-            tools=specs,
-            params=canonical_params(body),
-            model=str(body.get("model") or ""),
-            stream=bool(body.get("stream")),
-            choice={k: body[k] for k in _CHOICE if k in body},
-            places=places,
-            sent=sent,
-        )
-
-    def _blocks(self, answer: Answer) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = []
-        if answer.text:
-            blocks.append({"type": "text", "text": answer.text})
-        for call_id, name, args in answer.calls:
-            blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": args or {}})
-        return blocks
-
-    def _message(self, answer: Answer, request: WireRequest) -> dict[str, Any]:
-        return {
-            "id": f"msg_{answer.id}",
-            "type": "message",
-            "role": "assistant",
-            "model": request.model,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
-        }
-
-    def _stop(self, answer: Answer) -> str:
-        return "tool_use" if answer.calls else "end_turn"
-
-    def answer(self, answer: Answer, request: WireRequest) -> bytes:
-        message = self._message(answer, request)
-        message.update(content=self._blocks(answer), stop_reason=self._stop(answer))
-        return dumps_json(message)
-
-    def stream(self, answer: Answer, request: WireRequest) -> bytes:
-        def event(kind: str, data: dict[str, Any]) -> bytes:
-            body = dumps_json({"type": kind, **data})
-            return b"event: " + kind.encode() + b"\ndata: " + body + b"\n\n"
-
-        out = [event("message_start", {"message": self._message(answer, request)})]
-        for k, block in enumerate(self._blocks(answer)):
-            start: dict[str, Any]
-            if block["type"] == "text":
-                start = {"type": "text", "text": ""}
-                delta = {"type": "text_delta", "text": block["text"]}
-            else:
-                start = {**block, "input": {}}
-                arguments = json.dumps(block["input"], ensure_ascii=False)
-                delta = {"type": "input_json_delta", "partial_json": arguments}
-            out.append(event("content_block_start", {"index": k, "content_block": start}))
-            out.append(event("content_block_delta", {"index": k, "delta": delta}))
-            out.append(event("content_block_stop", {"index": k}))
-        out.append(event("message_delta", {
-            "delta": {"stop_reason": self._stop(answer), "stop_sequence": None},
-            # (the whole call's, as the API's message_delta holds them: langchain-anthropic
-            # reads the usage of a stream from this event alone)
-            "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
-        }))  # fmt: skip
-        out.append(event("message_stop", {}))
-        return b"".join(out)
-
-    def error(self, status: int, message: str, kind: str | None = None, **extra: Any) -> bytes:
-        kind = kind or _KINDS.get(status, "invalid_request_error")
-        return dumps_json({"type": "error", "error": {"type": kind, "message": message, **extra}})
-
-
-class _System(dict[str, Any]):
-    """An Anthropic request's system prompt as a unit of its messages (JSON: a dict)."""
-
-    def __init__(self, value: Any) -> None:
-        super().__init__({"\x00system": value})  # no message's JSON
-        self.value = value
-
-
-# the error type each status is given (both APIs name these alike)
-_KINDS = {
+# the error type each status is given (OpenAI's and Anthropic's APIs name these alike)
+ERROR_TYPES = {
     400: "invalid_request_error",
     404: "not_found_error",
     405: "invalid_request_error",
