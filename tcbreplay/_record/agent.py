@@ -259,6 +259,25 @@ class TokenLimitReply(RuntimeError):
         )
 
 
+# stop reasons of a reply the model stopped because its context window was full (the request
+# and what it wrote fill it): Anthropic's
+CONTEXT_WINDOW_REASONS = frozenset({"model_context_window_exceeded"})
+
+
+class ContextWindowReply(RuntimeError):
+    """The model stopped because its context window is full: what it wrote is cut off, no
+    whole answer. Not retried: the same conversation fills it again; the sample's error,
+    saying that a higher ``max_tokens`` does not help (the window holds the request too)."""
+
+    @classmethod
+    def of(cls, reason: str) -> ContextWindowReply:
+        return cls(
+            f"the model's context window is full (stop reason {reason}): what it wrote is cut "
+            "off, and a higher max_tokens does not help; shorten the conversation (fewer turns, "
+            "shorter tool outputs) or use a model with a larger context window"
+        )
+
+
 class TruncatedReply(RuntimeError):
     """A streamed reply ended before the provider said why it stopped (no finish or stop
     reason): the stream was cut off mid-way, and what came is no whole answer (retried)."""
@@ -285,7 +304,8 @@ def _streams(model: Any) -> bool:
 
 def _check_reply(response: Any, model: Any) -> None:
     """Refuse a reply of ``model`` that is no answer of the model: one cut off mid-stream,
-    one the model stopped at its token limit, one with no content and no tool calls."""
+    one the model stopped at its token limit or with its context window full, one with no
+    content and no tool calls."""
     streamed = _streams(model)
     for message in getattr(response, "result", None) or []:
         if getattr(message, "type", None) != "ai":
@@ -301,6 +321,8 @@ def _check_reply(response: Any, model: Any) -> None:
         # refused holds them as answers, replayed as they were)
         if reason in TOKEN_LIMIT_REASONS and not getattr(model, "serves_recorded_turns", False):
             raise TokenLimitReply.of(model, str(reason))
+        if reason in CONTEXT_WINDOW_REASONS and not getattr(model, "serves_recorded_turns", False):
+            raise ContextWindowReply.of(str(reason))
         if message.content or getattr(message, "tool_calls", None):
             continue
         if getattr(message, "invalid_tool_calls", None):

@@ -156,7 +156,8 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
 _SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
 # a reply the provider sent that was no answer (see tcbreplay._record.agent)
 _TOKEN_LIMIT = "TokenLimitReply:"
-_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:", _TOKEN_LIMIT)
+_BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:", _TOKEN_LIMIT,
+                "ContextWindowReply:")  # fmt: skip
 # what a TokenLimitReply's text says of the limit: "max_tokens=5, finish reason length"
 _LIMIT_SAID = re.compile(r"token limit \((max_tokens.*?, finish reason \S+?)\)")
 
@@ -235,6 +236,12 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
         return (
             "the model's replies stopped at its token limit: record again with a higher "
             "--model-option max_tokens=N (another run)"
+        )
+    if kind == "ContextWindowReply":  # (no call answered: the first request fills it)
+        return (
+            "the model's context window was full at the first request, which a higher "
+            "max_tokens does not help: shorten the system prompt, the tools or the inputs, or "
+            "use a model with a larger context window"
         )
     if kind == "UnreadableReply":
         where = base_url or "the provider's endpoint"

@@ -196,6 +196,62 @@ def test_a_first_wave_only_partly_at_the_token_limit_stops_as_unanswered():
     assert (stop.value.reason, stop.value.failed) == ("token limit", 2)
 
 
+def _context_window_full(text: str) -> dict:
+    """Anthropic's reply of a model whose context window filled up as it wrote, as its SDK
+    types it."""
+    from anthropic.types import Message, TextBlock, Usage
+
+    return Message(
+        id="msg_full", type="message", role="assistant", model=anthropic_server.MODEL,
+        content=[TextBlock(type="text", text=text)], stop_reason="model_context_window_exceeded",
+        stop_sequence=None, usage=Usage(input_tokens=199_990, output_tokens=10),
+    ).model_dump(mode="json")  # fmt: skip
+
+
+def test_a_reply_with_the_context_window_full_is_an_error_saying_so(dataset, tmp_path):
+    """Anthropic's stop reason model_context_window_exceeded was stored as the model's whole
+    answer, status ok, though what it wrote was cut off where the window filled up."""
+    pytest.importorskip("langchain_anthropic")
+    with anthropic_server.AnthropicServer(SCRIPT, answers=ANSWERS) as server:
+        server.inject(anthropic_server.Fault.body(_context_window_full("The total")), input=ADD,
+                      turn=1)  # fmt: skip
+        inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+        choice = parse_model("anthropic:claude-opus-4-7", {"base_url": server.url})
+        summary = record_run(inputs, choice, Store(tmp_path / "traces"), run_id="r",
+                             options=RecordOptions(workers=1, backoff=0.01))  # fmt: skip
+
+    row = _samples(summary.run_dir)["add"]
+    assert (row["status"], row["attempts"], row["error_type"]) == (
+        "error", 1, "ContextWindowReply"
+    )  # fmt: skip
+    assert row["error"] == (
+        "the model's context window is full (stop reason model_context_window_exceeded): what "
+        "it wrote is cut off, and a higher max_tokens does not help; shorten the conversation "
+        "(fewer turns, shorter tool outputs) or use a model with a larger context window"
+    )
+    assert [m["type"] for m in _messages(summary.run_dir, "add")] == ["human", "ai", "tool"]
+    assert len(server.requests) == 3  # add's two turns, greet's one: none retried
+    assert _samples(summary.run_dir)["greet"]["status"] == "ok"
+
+
+def test_a_stop_on_a_full_context_window_says_max_tokens_does_not_help(dataset, tmp_path):
+    pytest.importorskip("langchain_anthropic")
+    with anthropic_server.AnthropicServer(SCRIPT, answers=ANSWERS) as server:
+        server.inject(anthropic_server.Fault.body(_context_window_full("Hel")))
+        result = cli("record", "--model", "anthropic:claude-opus-4-7",
+                     "--model-option", f"base_url={server.url}", "--dataset", dataset,
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", "1",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert error.startswith("Error: recording of r stopped: no model call succeeded: ")
+    assert error.endswith(
+        "the model's context window was full at the first request, which a higher max_tokens "
+        "does not help: shorten the system prompt, the tools or the inputs, or use a model "
+        "with a larger context window"
+    )
+
+
 def test_an_empty_gemini_reply_at_the_token_limit_is_not_retried(dataset, tmp_path):
     """Gemini's thinking can spend the whole limit: a reply with no content ending
     MAX_TOKENS was retried as an empty reply, to be cut again at every attempt."""
