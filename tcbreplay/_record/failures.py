@@ -78,11 +78,19 @@ def stop_reason(exc: BaseException) -> str | None:
 class RecordStop(Exception):
     """The runner must stop: ``outcome`` is the sample that decided it."""
 
-    def __init__(self, reason: str, outcome: Outcome, failed: int) -> None:
+    def __init__(
+        self, reason: str, outcome: Outcome, failed: int, cut: int = 0,
+        cut_error: str | None = None, other_error: str | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(reason)
         self.reason = reason
         self.outcome = outcome
         self.failed = failed  # samples that had failed without an answer
+        # of those, the ones stopped at the model's token limit, the first one's error, and
+        # the error of the last one that failed otherwise
+        self.cut = cut
+        self.cut_error = cut_error
+        self.other_error = other_error
         self.summary: Any = None  # the run's summary, once it is finished
 
 
@@ -94,6 +102,8 @@ class Breaker:
         self.answered = False
         self.unanswered = 0
         self.cut = 0  # of the unanswered, those stopped at the model's token limit
+        self.cut_error: str | None = None  # the first of those's error
+        self.other_error: str | None = None  # the last of the others'
         self.tripped = False
         self.seen = 0  # samples finished (and stored)
 
@@ -107,16 +117,22 @@ class Breaker:
         reason = outcome.stop
         if reason is None and not self.answered:
             self.unanswered += 1
-            self.cut += (outcome.error or "").startswith(_TOKEN_LIMIT)
+            if (outcome.error or "").startswith(_TOKEN_LIMIT):
+                self.cut += 1
+                self.cut_error = self.cut_error or outcome.error
+            else:
+                self.other_error = outcome.error
             if self.unanswered >= self.wave:
                 reason = TOKEN_LIMIT if self.cut == self.unanswered else UNANSWERED
         if reason is not None:
             self.tripped = True
-            raise RecordStop(reason, outcome, self.unanswered)
+            raise RecordStop(reason, outcome, self.unanswered, self.cut, self.cut_error,
+                             self.other_error)  # fmt: skip
 
 
-def stop_message(stop: RecordStop, choice: Any) -> str:
-    """One line: why the recording stopped and what to set."""
+def stop_message(stop: RecordStop, choice: Any, again: str = "record again") -> str:
+    """One line: why the recording stopped and what to set (``again``: how the run is made
+    again, a replay's "replay again")."""
     error = _quote(stop.outcome.error)
     keys = key_variables(choice.provider)
     key = keys[0] if keys else "the provider's API key variable"
@@ -139,17 +155,25 @@ def stop_message(stop: RecordStop, choice: Any) -> str:
         fix = " or --model-option base_url=" if base_url else ""
         return f"no model {choice.name!r}{where} ({error}): check --model{fix}"
     if stop.reason == TOKEN_LIMIT:
-        return _token_limit_message(stop)
+        return _token_limit_message(stop, again)
     first = (
         f"the first {stop.failed} samples failed after their retries"
         if stop.failed > 1
         else "the first sample failed after its retries"
     )
-    error_text = stop.outcome.error or ""
+    partly_cut = 0 < stop.cut < stop.failed
+    error_text = (stop.other_error if partly_cut else stop.outcome.error) or ""
     # answered, with errors or with replies that were no answer
     answered = _SERVER_ERROR.search(error_text) or error_text.startswith(_BAD_REPLIES)
-    what = "no model call succeeded" if answered else "no model call was answered"
-    return f"{what}: {first} ({error}): " + _unanswered_fix(stop.outcome.error or "", base_url)
+    what = "no model call succeeded" if answered or partly_cut else "no model call was answered"
+    line = f"{what}: {first} ({_quote(error_text)}): " + _unanswered_fix(error_text, base_url)
+    if partly_cut:  # (the others' fix does not lift the limit)
+        said, set_ = _limit_fix(stop.cut_error or "", again)
+        line += (
+            f"; {stop.cut} of the {stop.failed} stopped at the model's token limit ({said}), "
+            f"which no retry lifts: {set_}, as another run"
+        )
+    return line
 
 
 # an error a provider's server answered with (a 5xx, overloaded, unavailable)
@@ -165,19 +189,24 @@ _LIMIT_SAID = re.compile(r"token limit \((max_tokens.*?, finish reason \S+?)\)")
 def _token_limit_message(stop: RecordStop, again: str = "record again") -> str:
     """The line of a recording whose first samples all stopped at the model's token limit
     (``again``: how the run is made again, a replay's "replay again")."""
-    error = stop.outcome.error or ""
-    said = _LIMIT_SAID.search(error)
+    said, set_ = _limit_fix(stop.outcome.error or "", again)
     where = "the first sample" if stop.failed == 1 else f"each of the first {stop.failed} samples"
+    return (
+        f"the model stopped at its token limit in {where} ({said}), and a retry is cut off the "
+        f"same way: {set_}, as another run"
+    )
+
+
+def _limit_fix(error: str, again: str) -> tuple[str, str]:
+    """What a TokenLimitReply's ``error`` says of the limit ("max_tokens=5, finish reason
+    length"), and what to set instead."""
+    said = _LIMIT_SAID.search(error)
     set_ = (
         "set --model-option max_tokens=N above the provider's default"
         if "max_tokens not set" in error
         else f"{again} with a higher --model-option max_tokens=N"
     )
-    return (
-        f"the model stopped at its token limit in {where} "
-        f"({said.group(1) if said else _quote(error)}), and a retry is cut off the same way: "
-        f"{set_}, as another run"
-    )
+    return said.group(1) if said else _quote(error), set_
 
 
 def replay_stop_message(stop: RecordStop) -> str:

@@ -180,6 +180,33 @@ def test_a_stop_on_replies_at_the_token_limit_of_a_run_named_by_default(dataset,
     assert len([p for p in (tmp_path / "traces").iterdir() if p.is_dir()]) == 2
 
 
+def test_a_first_wave_partly_at_the_token_limit_says_so_beside_the_other_fix(dataset, tmp_path):
+    """A wave of which some samples failed otherwise and some were cut at the token limit
+    stopped with the others' fix alone, never saying that a retry is cut off again."""
+    invalid = {"type": "invalid_request_error", "message": "Unsupported parameter: 'foo'"}
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(openai_server.Fault.at_token_limit(), input=ADD)
+        server.inject(openai_server.Fault.error_body(invalid), input=GREET)
+        result = cli("record", "--model", "openai:gpt-4o-mini",
+                     "--model-option", f"base_url={server.url}",
+                     "--model-option", "max_tokens=5", "--dataset", dataset,
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", "2",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert error.startswith(
+        "Error: recording of r stopped: no model call succeeded: the first 2 samples failed "
+        "after their retries (ErrorReply: the provider answered 200 with an error, taken as a "
+        "400: invalid_request_error: Unsupported parameter: 'foo'): the provider refuses the "
+        "request: check --model and --model-option settings; "
+    )
+    assert error.endswith(
+        "; 1 of the 2 stopped at the model's token limit (max_tokens=5, finish reason length), "
+        "which no retry lifts: record again with a higher --model-option max_tokens=N, as "
+        "another run"
+    )
+
+
 def test_a_first_wave_only_partly_at_the_token_limit_stops_as_unanswered():
     from tcbreplay._record.failures import Breaker, Outcome, RecordStop
 
@@ -188,7 +215,8 @@ def test_a_first_wave_only_partly_at_the_token_limit_stops_as_unanswered():
     breaker.see(cut)
     with pytest.raises(RecordStop) as stop:
         breaker.see(Outcome("error", answered=False, error="ConnectError: refused"))
-    assert stop.value.reason == "unanswered"
+    assert (stop.value.reason, stop.value.failed, stop.value.cut) == ("unanswered", 2, 1)
+    assert (stop.value.cut_error, stop.value.other_error) == (cut.error, "ConnectError: refused")
     breaker = Breaker(wave=2)
     breaker.see(cut)
     with pytest.raises(RecordStop) as stop:
