@@ -130,30 +130,49 @@ class Breaker:
                              self.other_error)  # fmt: skip
 
 
-def stop_message(stop: RecordStop, choice: Any, again: str = "record again") -> str:
-    """One line: why the recording stopped and what to set (``again``: how the run is made
-    again, a replay's "replay again")."""
+@dataclass(frozen=True)
+class Command:
+    """The command whose run stopped, in the words its stop line says."""
+
+    name: str  # "record", "replay"
+    model: str  # the option naming the model it calls: record's --model, a replay's --then
+    # it takes --call-timeout, --max-rpm/--max-tpm, --retries/--backoff and --retry-errors
+    limits: bool = True
+
+
+RECORD = Command("record", "--model")
+# a replay going on live (--then): the same checks, its own options
+REPLAY = Command("replay", "--then", limits=False)
+
+
+def stop_message(stop: RecordStop, choice: Any, command: Command = RECORD) -> str:
+    """One line: why the recording (a ``command``'s run) stopped and what to set; ``choice``:
+    the model it calls (None: a replay that calls none live)."""
     error = _quote(stop.outcome.error)
-    keys = key_variables(choice.provider)
+    keys = key_variables(choice.provider) if choice is not None else ()
     key = keys[0] if keys else "the provider's API key variable"
-    base_url = choice.settings.get("base_url")
+    base_url = choice.settings.get("base_url") if choice is not None else None
+    model = choice.id if choice is not None else "the model"
     if stop.reason == AUTHENTICATION:
         return f"the provider refused the API key ({error}): set {key} to a valid key"
     if stop.reason == PERMISSION:
         return (
-            f"the API key may not use {choice.id} ({error}): set {key} to a key with access "
-            "to it, or choose another --model"
+            f"the API key may not use {model} ({error}): set {key} to a key with access "
+            f"to it, or choose another {command.model}"
         )
     if stop.reason == LONG_WAIT:
+        lower = ", or set --max-rpm/--max-tpm below it" if command.limits else ""
         return (
             f"the provider asks to wait {stop.outcome.wait or MAX_DELAY:,.0f} s before the next "
             f"call, longer than retries wait ({MAX_DELAY:.0f} s): a quota is used up ({error}); "
-            "continue once it is over, or set --max-rpm/--max-tpm below it"
+            f"continue once it is over{lower}"
         )
     if stop.reason == UNKNOWN_MODEL:
+        name = choice.name if choice is not None else model
         where = f" at {base_url}" if base_url else ""
         fix = " or --model-option base_url=" if base_url else ""
-        return f"no model {choice.name!r}{where} ({error}): check --model{fix}"
+        return f"no model {name!r}{where} ({error}): check {command.model}{fix}"
+    again = f"{command.name} again"
     if stop.reason == TOKEN_LIMIT:
         return _token_limit_message(stop, again)
     first = (
@@ -166,7 +185,9 @@ def stop_message(stop: RecordStop, choice: Any, again: str = "record again") -> 
     # answered, with errors or with replies that were no answer
     answered = _SERVER_ERROR.search(error_text) or error_text.startswith(_BAD_REPLIES)
     what = "no model call succeeded" if answered or partly_cut else "no model call was answered"
-    line = f"{what}: {first} ({_quote(error_text)}): " + _unanswered_fix(error_text, base_url)
+    line = f"{what}: {first} ({_quote(error_text)}): " + _unanswered_fix(
+        error_text, base_url, command
+    )
     if partly_cut:  # (the others' fix does not lift the limit)
         said, set_ = _limit_fix(stop.cut_error or "", again)
         line += (
@@ -209,13 +230,6 @@ def _limit_fix(error: str, again: str) -> tuple[str, str]:
     return said.group(1) if said else _quote(error), set_
 
 
-def replay_stop_message(stop: RecordStop) -> str:
-    """One line: why a replay stopped (its live model's stops said as a recording's)."""
-    if stop.reason == TOKEN_LIMIT:
-        return _token_limit_message(stop, "replay again")
-    return f"{stop.reason}: {stop.outcome.error}"
-
-
 def replay_stop_hint(stop: RecordStop, run_id: str) -> str | None:
     """How to go on after a replay's ``stop``, when running it again cannot help (None
     otherwise)."""
@@ -245,16 +259,16 @@ def stop_hint(stop: RecordStop, run_id: str, named: bool) -> str | None:
     )
 
 
-def _unanswered_fix(error: str, base_url: str | None) -> str:
+def _unanswered_fix(error: str, base_url: str | None, command: Command = RECORD) -> str:
     kind = error.partition(":")[0]
     if kind == "CallTimeout":
-        return "check the endpoint, or raise --call-timeout"
+        return "check the endpoint" + (", or raise --call-timeout" if command.limits else "")
     if kind == "SampleTimeout":
         return "check the endpoint, or raise --timeout"
     if kind == "TruncatedReply":
         return (
             "the provider's streamed replies were cut off before their end: try again later, "
-            "or record without --model-option streaming=true"
+            f"or {command.name} without --model-option streaming=true"
         )
     if kind == "EmptyModelResponse":
         return (
@@ -263,8 +277,8 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
         )
     if kind == "TokenLimitReply":  # (among other errors; a model setting --retry-errors keeps)
         return (
-            "the model's replies stopped at its token limit: record again with a higher "
-            "--model-option max_tokens=N (another run)"
+            f"the model's replies stopped at its token limit: {command.name} again with a "
+            "higher --model-option max_tokens=N (another run)"
         )
     if kind == "ContextWindowReply":  # (no call answered: the first request fills it)
         return (
@@ -281,14 +295,23 @@ def _unanswered_fix(error: str, base_url: str | None) -> str:
     if kind in ("AgentStateError", "AgentRaised"):  # (see tcbreplay._record.sample)
         return "the agent failed on its own: check the graph that --agent builds"
     if re.search(r"\b429\b|RESOURCE_EXHAUSTED|rate limit", error, re.I):
-        return "rate limited: set --max-rpm or --max-tpm, or lower --workers"
-    if re.search(r"\b400\b|INVALID_ARGUMENT|invalid", error, re.I):
-        return "the provider refuses the request: check --model and --model-option settings"
-    if _SERVER_ERROR.search(error):
-        return (
-            "the provider answered with server errors: try again later (the same command, or "
-            "--retry-errors), or raise --retries and --backoff"
+        limit = (
+            "set --max-rpm or --max-tpm, or lower --workers"
+            if command.limits
+            else "lower --workers"
         )
+        return f"rate limited: {limit}"
+    if re.search(r"\b400\b|INVALID_ARGUMENT|invalid", error, re.I):
+        return (
+            f"the provider refuses the request: check {command.model} and --model-option settings"
+        )
+    if _SERVER_ERROR.search(error):
+        again = (
+            "(the same command, or --retry-errors), or raise --retries and --backoff"
+            if command.limits
+            else "(the same command)"
+        )
+        return f"the provider answered with server errors: try again later {again}"
     where = base_url or "the provider"
     return (
         f"check that {where} can be reached (--model-option base_url=... for a proxy or a "

@@ -66,7 +66,7 @@ from tcbreplay._record.selection import (
     check_shard_rate,
     parse_shard,
 )
-from tcbreplay._record.tool_names import check_tool_names
+from tcbreplay._record.tool_names import check_toolset_names
 from tcbreplay._store.files import FOLDING
 from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import new_manifest, utcnow
@@ -133,9 +133,7 @@ def record_run(
         sample_ids = [sample_ids]
     sample_ids = _once(sample_ids)
     tools = runnable_tools(inputs)
-    check_tool_names(
-        (t.name for t in inputs.toolset.schemas), choice, f"--tools {inputs.toolset.source}"
-    )
+    check_toolset_names(inputs.toolset, choice)
     budget = None if max_errors is None else MaxErrors.parse(max_errors)
     check_engine(engine, ray_address)
     if engine == "ray":

@@ -1,5 +1,6 @@
-"""The tool names each provider takes, checked once before a recording: a name the provider
-refuses would otherwise come back as its 400 on every sample's first call.
+"""The tool names each provider takes, checked once before a recording (and a replay going on
+live with ``--then``): a name the provider refuses would otherwise come back as its 400 on every
+sample's first call.
 
 Only the provider the run uses is held to its rule, and an ``openai:`` model sent to another
 server (a compatible server, which has rules of its own: ``base_url`` or ``openai_api_base``,
@@ -12,6 +13,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from tcbreplay._inputs.tools import Toolset
 from tcbreplay._record.models import ModelChoice
 from tcbreplay.errors import InputError
 
@@ -60,6 +62,14 @@ def check_tool_names(
                 f"{source}: the tool name {name!r} is not one {provider} takes: {words} ({regex})",
                 hint="rename the tool where it is made (a LangChain tool's name=...)",
             )
+
+
+def check_toolset_names(toolset: Toolset, choice: ModelChoice, source: str | None = None) -> None:
+    """:func:`check_tool_names` of the tools of ``toolset`` (``source``: how the error names
+    them; by default ``--tools`` and the toolset's source)."""
+    check_tool_names(
+        (t.name for t in toolset.schemas), choice, source or f"--tools {toolset.source}"
+    )
 
 
 def _elsewhere(choice: ModelChoice, environ: Mapping[str, str]) -> bool:

@@ -31,7 +31,7 @@ from tcbreplay._inputs.dataset import Sample
 from tcbreplay._inputs.tools import code_sha256
 from tcbreplay._record.agent import CallPolicy
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
-from tcbreplay._record.failures import Outcome, replay_stop_hint, replay_stop_message
+from tcbreplay._record.failures import REPLAY, Outcome, replay_stop_hint, stop_message
 from tcbreplay._record.finish import RecordSummary
 from tcbreplay._record.models import (
     ModelChoice,
@@ -43,6 +43,7 @@ from tcbreplay._record.options import ProgressFn, RecordOptions
 from tcbreplay._record.plan import AgentPlan
 from tcbreplay._record.runner import run_plan
 from tcbreplay._record.sample import run_sample
+from tcbreplay._record.tool_names import check_toolset_names
 from tcbreplay._replay.divergence import Divergence
 from tcbreplay._replay.fingerprint import canonical_json, canonical_messages
 from tcbreplay._replay.inputs import replay_inputs, stored_dataset
@@ -192,7 +193,9 @@ def replay_run(
     live, then_choice = None, None
     if then is not None:
         then_choice = parse_model(then, then_options, "--then")
-        if not offline:
+        if not offline:  # (offline, the live model is sent nothing)
+            named = None if tools else f"run {run_id!r}'s tools ({inputs.toolset.source})"
+            check_toolset_names(inputs.toolset, then_choice, named)
             check_credentials(then_choice)
         live = build_chat_model(then_choice, _gold(inputs, then_choice, chosen))
     chat_model = RecordedChatModel(recording=recording, live=live, fork_at=fork_at, offline=offline,
@@ -277,7 +280,7 @@ def replay_run(
         limit=limit,
         sample_ids=sample_ids,
         simulated=simulated,
-        why_stopped=replay_stop_message,
+        why_stopped=lambda stop: stop_message(stop, then_choice, REPLAY),
         how_to_go_on=lambda stop: replay_stop_hint(stop, new_run_id),
         source=SOURCE,
     )
