@@ -144,12 +144,15 @@ def _check_resumable(
     source: str | None = None,
     shard: tuple[int, int] | None = None,
     changed: Callable[[dict[str, Any]], str | None] | None = None,
+    named: bool = True,
 ) -> None:
     """Refuse a run this recording cannot extend: imported, made another way (a replay when
     recording, a recording when replaying: ``source``), of other inputs (``changed`` says
     which module of the user's code changed, if one did), or with a data file that is no
     Parquet file (its footer read only: the file is read in full when the journal is folded
-    into it, after the recording, which a broken file would have wasted)."""
+    into it, after the recording, which a broken file would have wasted). ``shard``: the
+    user's ``--shard`` (not Ray's tasks, one recording); ``named``: the recording was given
+    its run id (``--run-id``), which the hints then say to change."""
     import pyarrow as pa
 
     from tcbreplay._store.parquet import read_schema
@@ -157,21 +160,22 @@ def _check_resumable(
     if manifest.get("source") in ("import", "collect"):
         how = "imported" if manifest["source"] == "import" else "collected"
         raise InputError(f"run {run.run_id!r} was {how}, not recorded: it cannot be resumed")
+    other = "use another --run-id" if named else "give the recording a --run-id of its own"
     if manifest.get("source") != source:
         made = "a replay" if manifest.get("source") == "replay" else "a recording"
         raise InputError(
             f"run {run.run_id!r} exists as {made}",
-            hint=f"finish it with: {run.resume_command()}; or use another --run-id"
+            hint=f"finish it with: {run.resume_command()}; or {other}"
             if manifest.get("source") == "replay"
-            else "use another --run-id, or --overwrite to replace it",
+            else f"{other}, or --overwrite to replace it",
         )
     if manifest.get("fingerprint") != expected:
         code = changed(manifest) if changed is not None else None
         which = code or "dataset, tools, prompt or model, or the code of --agent or --tools"
         hint = (
-            "give every shard the same inputs, or use another --run-id"
+            f"give every shard the same inputs, or {other}"
             if shard is not None  # (--overwrite is refused with --shard)
-            else "use another --run-id, or --overwrite to replace it"
+            else f"{other}, or --overwrite to replace it"
         )
         raise InputError(
             f"run {run.run_id!r} exists with other inputs ({which})",

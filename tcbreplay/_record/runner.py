@@ -100,6 +100,7 @@ def record_run(
     engine: str = "local",
     ray_address: str | None = None,
     rate_windows: Any = None,
+    named: bool | None = None,
 ) -> RecordSummary:
     """Record the samples of ``inputs`` that the run does not hold yet; return its summary.
 
@@ -122,8 +123,9 @@ def record_run(
     above the calls a minute is refused); the last shard to finish completes the run (see
     :class:`tcbreplay._store.writer.ShardWriter`). ``engine="ray"``: the shards recorded
     as Ray tasks, no more than ``--max-rpm``'s calls a minute (see
-    :mod:`tcbreplay._record.on_ray`; ``ray_address``: the cluster's; ``rate_windows``: in
-    such a task, the actor holding the shards' rate windows).
+    :mod:`tcbreplay._record.on_ray`; ``ray_address``: the cluster's; ``rate_windows`` and
+    ``named``: in such a task, the actor holding the shards' rate windows, and whether the
+    recording was given its run id, which the task is given either way).
 
     Raises :class:`~tcbreplay.errors.RecordError` when the recording stops on an error
     retrying cannot fix (see :mod:`tcbreplay._record.failures`), or, with ``max_errors``,
@@ -145,6 +147,7 @@ def record_run(
         # no more tasks than the trials the recording selects (see check_shard_count)
         selected = len(_select(inputs.dataset, limit, sample_ids))
         most = selected * (_given_trials(options) or 1)
+        named = run_id is not None
         run_id = validate_run_id(
             default_run_id(inputs, choice, agent) if run_id is None else run_id
         )
@@ -158,7 +161,7 @@ def record_run(
             return record_run(
                 inputs, choice, root, run_id=run_id, options=options, retry_errors=retry_errors,
                 limit=limit, sample_ids=sample_ids, max_errors=max_errors, agent=agent,
-                shard=shard, rate_windows=windows,
+                shard=shard, rate_windows=windows, named=named,
             )  # fmt: skip
 
         from tcbreplay._record.on_ray import record_on_ray
@@ -186,7 +189,7 @@ def record_run(
     if factory is not None:
         fields[AGENT_FIELD] = factory[1]
     model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
-    named = run_id is not None
+    named = run_id is not None if named is None else named
     run_id = validate_run_id(default_run_id(inputs, choice, agent) if run_id is None else run_id)
     code = user_code(inputs, None if factory is None else factory[1])
     return run_plan(
@@ -209,6 +212,7 @@ def record_run(
         how_to_go_on=lambda stop: stop_hint(stop, run_id, named),
         shard=shard,
         rate_windows=rate_windows,
+        named=named,
     )
 
 
@@ -234,13 +238,15 @@ def run_plan(
     source: str | None = None,
     shard: tuple[int, int] | None = None,
     rate_windows: Any = None,
+    named: bool = True,
 ) -> RecordSummary:
     """Run ``plan`` over the samples of ``inputs`` into run ``run_id``: a new run (its
     manifest ``model``, ``fields`` and ``fingerprint``, which a resumed run must have), or
     the one of that id resumed (see :func:`record_run`). ``source``: the manifest's
     ``source`` of the runs this makes (None: recordings; ``replay``); ``shard`` and
-    ``rate_windows``: see :func:`record_run`. A stop is said by ``why_stopped``, with the
-    hint ``how_to_go_on`` gives (None: to record the failed samples again)."""
+    ``rate_windows``: see :func:`record_run`; ``named``: the run id was given (``--run-id``),
+    not the recording's default. A stop is said by ``why_stopped``, with the hint
+    ``how_to_go_on`` gives (None: to record the failed samples again)."""
     check_shard(shard)
     sample_ids = _once(sample_ids)
     if shard is not None:
@@ -300,7 +306,10 @@ def run_plan(
         # Checked before the writer takes the run, a run of other inputs is refused at once;
         # everything is checked again under the run's lock (claim).
         run = store.open_run(run_id, writing=True)
-        _check_resumable(run.manifest, print_, run, source, shard, _changed(inputs, fields))
+        # a task of Ray's is one recording's shard, not one the user asked for (--shard)
+        given = shard if rate_windows is None else None
+        _check_resumable(run.manifest, print_, run, source, given, _changed(inputs, fields),
+                         named)  # fmt: skip
         recorded: dict[tuple[str, int], str] = {}
 
         def claim(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -310,7 +319,8 @@ def run_plan(
             resume, and the write came later)."""
             nonlocal opts, recorded
             found.update(status=manifest.get("status"), folding=manifest.get(FOLDING))
-            _check_resumable(manifest, print_, run, source, shard, _changed(inputs, fields))
+            _check_resumable(manifest, print_, run, source, given, _changed(inputs, fields),
+                             named)  # fmt: skip
             recorded = run.recorded_ids()
             _check_trials(run_id, _given_trials(options), manifest, recorded, shard)
             _check_selection(run_id, selection, manifest, shard)
