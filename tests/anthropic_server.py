@@ -16,7 +16,9 @@ Fault kinds (each after a 200): ``Fault.at_token_limit`` (the answer's text cut 
 ``stop_reason`` ``max_tokens``, streamed or not); for requests not streamed only,
 ``Fault.error_body`` (a body ``{"type": "error", "error": {...}}`` of this type,
 ``overloaded_error`` by default, instead of the message), ``Fault.body`` (a 200 whose body is
-the JSON given, a gateway's); for streams only, ``Fault.cut``
+the JSON given, a gateway's); for requests streamed or not, ``Fault.json_body`` (a 200 whose
+body is the JSON given, no events, as a gateway may answer a request for a stream); for
+streams only, ``Fault.cut``
 (the stream stops half-way through the first block's input JSON or text, before the stop
 reason, and closes),
 ``Fault.error_event`` (an ``error`` event of this type, ``overloaded_error`` by default, after
@@ -40,7 +42,7 @@ MODEL = "claude-sonnet-4-5-20250929"
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "cut" | "error_event" | "max_tokens" | "error_body" | "body"
+    kind: str  # "cut" | "error_event" | "max_tokens" | "error_body" | "body" | "json_body"
     error_type: str = "overloaded_error"
     message: str = "Overloaded"  # (the body, as JSON: body)
 
@@ -64,6 +66,11 @@ class Fault:
     def body(cls, body: Mapping[str, Any]) -> Fault:
         """A 200 whose body is ``body`` instead of the message, to a request not streamed."""
         return cls("body", message=json.dumps(dict(body)))
+
+    @classmethod
+    def json_body(cls, body: Mapping[str, Any]) -> Fault:
+        """A 200 whose body is ``body`` as JSON, to a request streamed or not (no events)."""
+        return cls("json_body", message=json.dumps(dict(body)))
 
     @classmethod
     def error_event(cls, error_type: str = "overloaded_error") -> Fault:
@@ -136,7 +143,9 @@ class AnthropicServer:
                     message = {"type": "error", "error": error}
                 if fault is not None and fault.kind == "body" and not body.get("stream"):
                     message = json.loads(fault.message)
-                if not body.get("stream"):
+                if fault is not None and fault.kind == "json_body":
+                    message = json.loads(fault.message)
+                if not body.get("stream") or (fault is not None and fault.kind == "json_body"):
                     payload = json.dumps(message).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

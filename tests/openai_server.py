@@ -22,7 +22,8 @@ the turn's tool-call arguments or text, before its finish reason, and closes),
 ``{"error": {...}}`` body instead of the completion, as some compatible gateways answer when
 overloaded; streamed: one event holding it), ``Fault.at_token_limit`` (the turn's text or
 calls' arguments cut half-way, finish reason ``length``), ``Fault.with_arguments`` (the
-turn's calls with these arguments, as the model wrote them).
+turn's calls with these arguments, as the model wrote them), ``Fault.json_body`` (a body of
+JSON, not events, whether streamed or not, as a gateway may answer a request for a stream).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Fault:
     """One way to answer a request badly; build with the class methods."""
 
     # "cut" | "error_event" | "not_json" | "no_choices" | "error_body" | "length" | "arguments"
+    # | "json_body"
     kind: str
     text: str = ""  # the page (not_json), the arguments (arguments), the error (error_body)
 
@@ -77,6 +79,12 @@ class Fault:
         """The turn's text or calls' arguments cut half-way, ``"finish_reason": "length"``:
         the model stopped at its token limit (``max_tokens``)."""
         return cls("length")
+
+    @classmethod
+    def json_body(cls, body: Mapping[str, Any]) -> Fault:
+        """A 200 whose body is ``body`` as JSON (``Content-Type: application/json``), to a
+        request for a stream too: no events."""
+        return cls("json_body", json.dumps(dict(body)))
 
     @classmethod
     def with_arguments(cls, text: str) -> Fault:
@@ -134,6 +142,9 @@ class OpenAIServer:
                 if fault is not None and fault.kind == "not_json":
                     key = self.headers.get("Authorization", "").removeprefix("Bearer ")
                     self._send(fault.text.replace("{api_key}", key).encode(), "text/html")
+                    return
+                if fault is not None and fault.kind == "json_body":
+                    self._send(fault.text.encode(), "application/json")
                     return
                 if fault is not None and fault.kind == "error_body":
                     if not body.get("stream"):

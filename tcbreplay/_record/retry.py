@@ -148,7 +148,7 @@ def error_reply(exc: BaseException) -> tuple[Mapping[str, Any], int | None, bool
             read = _raised_in(e, "langchain_openai.", _READ_COMPLETION)
             if read and isinstance(error, str) and not error.startswith(_UNREADABLE):
                 error = {"message": error}
-        elif isinstance(e, ErrorBody):  # (ChatAnthropic's, see anthropic_calls)
+        elif isinstance(e, ErrorBody):  # (see anthropic_calls and streamed_bodies)
             error, streamed = e.error, False
         else:
             continue

@@ -304,6 +304,71 @@ def test_a_200_holding_a_refused_key_stops_the_run_as_a_401_does(dataset, tmp_pa
     assert len(server.requests) == 1
 
 
+def _invalid_request(provider: str) -> tuple[dict, str]:
+    """An invalid request's error body as each provider's SDK types it, and how the sample's
+    error says it."""
+    if provider == "openai":
+        from openai.types import ErrorObject
+
+        error = ErrorObject(message="Unsupported parameter: 'foo'", type="invalid_request_error",
+                            param="foo", code="unsupported_parameter")  # fmt: skip
+        said = "invalid_request_error (unsupported_parameter): Unsupported parameter: 'foo'"
+        return {"error": error.model_dump(mode="json", exclude_none=True)}, said
+    from anthropic.types import ErrorResponse, InvalidRequestError
+
+    error = InvalidRequestError(type="invalid_request_error", message="max_tokens: too big")
+    body = ErrorResponse(type="error", error=error, request_id="req_1")
+    return body.model_dump(mode="json"), "invalid_request_error: max_tokens: too big"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_json_error_answering_a_streamed_request_fails_naming_it(dataset, tmp_path, provider):
+    """A 200 whose body is a JSON error, not events, answering a request for a stream, was
+    retried as "No generations found in stream" (a reply that could not be read), its kind
+    lost: an invalid request spent its retries. It is now taken as the same body answering
+    a request not streamed is."""
+    model = PROVIDERS[provider][0]
+    pytest.importorskip(f"langchain_{provider}")
+    body, said = _invalid_request(provider)
+    server_class, faults = PROVIDERS[provider][1:3]
+    with server_class(SCRIPT, ANSWERS) as server:
+        server.inject(faults.json_body(body), input=GREET)
+        summary = _record(dataset, server, tmp_path, streaming=True, model=model)
+    assert all(request["stream"] for request in server.requests)
+
+    row = _samples(summary.run_dir)["greet"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 1, "ErrorReply")
+    assert row["error"] == f"the provider answered 200 with an error, taken as a 400: {said}"
+    assert len(server.requests) == 3  # add's two, greet's one: not retried
+    assert _samples(summary.run_dir)["add"]["status"] == "ok"
+
+
+def test_the_sdks_own_streams_read_a_json_body_so_too():
+    """Read by the SDK's client itself (not streamed by LangChain, not async: as an agent's
+    own code may), a JSON error raises its error; a JSON body holding none is read as before,
+    a stream of no events."""
+    import openai
+
+    from tcbreplay._record.models.anthropic_calls import ErrorBody
+    from tcbreplay._record.models.streamed_bodies import raise_streamed_error_bodies
+
+    raise_streamed_error_bodies()
+    body, _ = _invalid_request("openai")
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.json_body(body), times=1)
+        server.inject(Fault.json_body({"id": "chatcmpl-1", "choices": []}), times=1)
+        client = openai.OpenAI(base_url=server.url, api_key="sk-test", max_retries=0)
+        messages = [{"role": "user", "content": GREET}]
+        stream = client.chat.completions.create(model="gpt-4o-mini", messages=messages,
+                                                stream=True)  # fmt: skip
+        with pytest.raises(ErrorBody) as raised:
+            list(stream)
+        assert raised.value.error["code"] == "unsupported_parameter"
+        stream = client.chat.completions.create(model="gpt-4o-mini", messages=messages,
+                                                stream=True)  # fmt: skip
+        assert list(stream) == []
+
+
 def test_an_error_a_200_holds_is_said_by_its_kind_and_code():
     from tcbreplay._record.agent import ErrorReply
 
