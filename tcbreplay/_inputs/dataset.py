@@ -1,5 +1,6 @@
 """Load and validate datasets: a JSON array or JSONL of entries with gold tool calls (or a
-Google ADK eval set, its cases as entries: :mod:`tcbreplay._inputs.adk_evalset`).
+Google ADK eval set, its cases as entries: :mod:`tcbreplay._inputs.adk_evalset`), the file's
+text read as entries by :mod:`tcbreplay._inputs.dataset_text`.
 
 Three shapes of gold calls are accepted per entry:
 
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tcbreplay import _json
+from tcbreplay._inputs.dataset_text import read_entries
 from tcbreplay._inputs.finite import refuse_non_finite
 from tcbreplay._inputs.gold import (
     GoldCall,
@@ -39,9 +40,8 @@ from tcbreplay._inputs.gold import (
     key_problems,
     stored_calls,
 )
-from tcbreplay._inputs.spread import spread_over_lines
 from tcbreplay._inputs.tools import ToolSchema, schemas_from_items
-from tcbreplay._json import _SURROGATE_ESCAPE, lone_surrogate
+from tcbreplay._json import lone_surrogate
 from tcbreplay.errors import DatasetError, ToolSchemaError
 
 __all__ = ["GoldCall", "lone_surrogate"]
@@ -159,7 +159,7 @@ def load_dataset(path: str | Path, params: Mapping[str, set[str] | None] | None 
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    raw, where = _parse_entries(text, label)
+    raw, where = read_entries(text, label)
     refuse_non_finite(raw, where, text, label)
     samples = parse_entries(raw, label, where, params)
     return Dataset(samples=samples, source=str(path), sha256=hashlib.sha256(data).hexdigest())
@@ -185,100 +185,6 @@ def dataset_from_entries(
     raw = list(entries)
     samples = parse_entries(raw, source, [f"entry {i}" for i in range(len(raw))])
     return Dataset(samples=samples, source=source)
-
-
-def _parse_entries(text: str, label: str) -> tuple[list[Any], list[str]]:
-    stripped = text.lstrip()
-    if not stripped:
-        raise DatasetError(f"{label}: the file is empty")
-    repeats: _json.Repeats = {}  # objects that repeat a key (see _refuse_repeated_keys)
-    if stripped.startswith("["):
-        try:
-            raw = _json.loads(text, repeats=repeats)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{label}: line {exc.lineno}: not valid JSON: {exc.msg}") from exc
-        except _json.LimitError as exc:
-            raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
-        where = [f"entry {i}" for i in range(len(raw))] if isinstance(raw, list) else []
-        _refuse_repeated_keys(raw if isinstance(raw, list) else [], where, repeats, label)
-        _refuse_lone_surrogates(raw, where, text, label)
-        return raw, where
-    if stripped.startswith("{") and ('"eval_cases"' in text or '"evalCases"' in text):
-        evalset = _evalset(text, label)
-        if evalset is not None:
-            return evalset
-    raw, where = [], []
-    # JSON Lines end at "\n" only: str.splitlines would also split inside strings holding
-    # U+2028, U+2029 or U+0085 (a "\r" before the "\n" is JSON whitespace)
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw.append(_json.loads(line, first_line=lineno, repeats=repeats))
-        except json.JSONDecodeError as exc:
-            said = spread_over_lines(text, lineno) or f"line {lineno}: not valid JSON: {exc.msg}"
-            raise DatasetError(
-                f"{label}: {said}",
-                hint="a dataset is a JSON array or one JSON object per line",
-            ) from exc
-        except _json.LimitError as exc:
-            raise DatasetError(f"{label}: {exc}", hint=_json.HINT) from None
-        where.append(f"line {lineno}")
-    _refuse_repeated_keys(raw, where, repeats, label)
-    _refuse_lone_surrogates(raw, where, text, label)
-    return raw, where
-
-
-def _refuse_repeated_keys(
-    raw: list[Any], where: list[str], repeats: _json.Repeats, label: str
-) -> None:
-    """Refuse entries with an object that repeats a key (``repeats``: those the reading
-    noted): JSON keeps the key's last value, and the earlier one given would be dropped
-    unsaid (an input, a gold call's argument)."""
-    if not repeats:
-        return
-    problems = []
-    for entry, place in zip(raw, where, strict=True):
-        stack = [entry]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, dict):
-                key = _json.repeated_key(item, repeats)
-                if key is not None:
-                    problems.append(f"{label}: {place}: an object repeats the key {key!r}")
-                    break
-                stack.extend(item.values())
-            elif isinstance(item, list):
-                stack.extend(item)
-    if problems:
-        raise DatasetError("\n".join(problems), hint="give each key once in each object")
-
-
-def _evalset(text: str, label: str) -> tuple[list[Any], list[str]] | None:
-    """The entries of a Google ADK eval set (see :mod:`tcbreplay._inputs.adk_evalset`), or
-    None when the text is no eval set (one JSON document holding eval cases)."""
-    from tcbreplay._inputs import adk_evalset
-
-    try:
-        doc = _json.loads(text)
-    except (json.JSONDecodeError, _json.LimitError):
-        return None
-    if not adk_evalset.is_evalset(doc):
-        return None
-    raw, where = adk_evalset.entries(doc, label)
-    _refuse_lone_surrogates(raw, where, text, label)
-    return raw, where
-
-
-def _refuse_lone_surrogates(raw: list[Any], where: list[str], text: str, label: str) -> None:
-    if not _SURROGATE_ESCAPE.search(text):
-        return
-    for entry, place in zip(raw, where, strict=True):
-        surrogate = lone_surrogate(entry)
-        if surrogate:
-            raise DatasetError(
-                f"{label}: {place}: holds a lone surrogate {surrogate}, which is not valid Unicode"
-            )
 
 
 def parse_entries(
