@@ -78,6 +78,8 @@ def _short(text: str | None, differs_at: int = 0, width: int = 80) -> str:
         return "(nothing)"
     if len(text) <= width:
         return text
+    if len(text) > 2 and text[0] == text[-1] == '"':  # a JSON string: cut inside its quotes
+        return '"' + _short(text[1:-1], max(0, differs_at - 1), width - 2) + '"'
     begin = max(0, min(differs_at - width // 4, len(text) - width + 1))
     head = "…" if begin else ""
     end = begin + width - len(head)

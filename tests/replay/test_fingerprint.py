@@ -177,6 +177,19 @@ def test_the_line_for_a_person_shows_where_the_two_sides_differ():
     assert len(before) <= 81 and len(after) <= 81
 
 
+def test_a_text_cut_for_the_line_keeps_its_quotes():
+    """A prompt's JSON text cut to its neighbourhood of the difference lost its opening
+    quote (``-> …entence ..."``): both sides are JSON strings, quoted, cut inside."""
+    prompt = "Give the final answer as a short sentence with the value rounded to two decimals.\n"
+    recorded = canonical_request([SystemMessage(prompt), HumanMessage("hi")], TOOLS, {})
+    replayed = canonical_request(
+        [SystemMessage(prompt + "\nAlways show your working.\n"), HumanMessage("hi")], TOOLS, {}
+    )
+    before, after = describe(0, recorded, replayed).line().split(": ", 2)[2].split(" -> ")
+    assert after.startswith('"…') and after.endswith('working.\\n"'), after
+    assert before.startswith('"') and before.endswith('"'), before
+
+
 def test_the_nearest_recorded_request_shares_the_most():
     conversation = langchain_conversation()
     turn0 = canonical_request(conversation[:2], TOOLS, {})
