@@ -29,6 +29,7 @@ from tcbreplay._score.results import (
     refuse_repeated_rows,
     scoring_file_batches,
 )
+from tcbreplay._store.files import written_dataset_sha256
 from tcbreplay._store.parquet import read_table
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES
@@ -207,8 +208,13 @@ def _benchmarks_differ(a: Run, b: Run) -> list[str]:
             "paired by id alone, and an id may be another task in each"
         ]
     datasets = [(run.manifest.get("dataset") or {}).get("sha256") for run in (a, b)]
-    if (datasets[0] == datasets[1] and datasets[0] is not None) or not (
-        a.has_data() and b.has_data()
+    # the dataset.jsonl each run wrote: a replay stores its parent's as it is, and its
+    # samples' input is the first user message sent (an import's may be a task's instruction)
+    written = [written_dataset_sha256(run.manifest) for run in (a, b)]
+    if (
+        (datasets[0] == datasets[1] and datasets[0] is not None)
+        or (written[0] == written[1] and written[0] is not None)
+        or not (a.has_data() and b.has_data())
     ):  # (a run only begun holds its samples in its journal: its scores tell no input)
         return []
     tasks = [  # (each trial holds its sample's task: one row of each sample)

@@ -902,6 +902,18 @@ def test_imports_of_other_datasets_are_paired_by_id_with_a_warning(tmp_path):
     assert "another task in A (one) and B (two)" in (tmp_path / "r.html").read_text("utf-8")
 
 
+def test_a_replay_of_an_import_is_the_same_tasks_as_its_parent(tmp_path):
+    """A replay of a τ-bench import (its dataset file the parent's, byte for byte, no source
+    file's sha256) holds each conversation's first user message as its input, not the task's
+    instruction: diff warned that every sample was another task in A and B."""
+    store = import_tau_bench(tmp_path / "traces")
+    made = cli("replay", "tau", "--run-id", "again", "--recorded-tools", "--allow-divergence",
+               "--quiet", "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    warnings = diff_json(store, "tau", "again")["warnings"]
+    assert not any("another task" in w for w in warnings), warnings
+
+
 def test_an_imports_missing_samples_are_said_missing_not_ended_in_error(tmp_path):
     """An import counts the samples its traces lack among its totals' errors: diff said they
     'ended in error' and 'score with the calls made before the error', beside the right
