@@ -443,6 +443,14 @@ def _run_warnings(which: str, run: Any) -> list[str]:
     missing = totals.get("missing")
     if isinstance(errors, int) and isinstance(missing, int):
         errors -= missing  # (an import counts the samples its traces lack among its errors)
+    diverged = totals.get("diverged") if run.manifest.get("source") == "replay" else None
+    if isinstance(errors, int) and isinstance(diverged, int) and diverged > 0:
+        errors -= diverged  # (a replay counts its divergences among its errors)
+        of = f" of its {recorded}" if isinstance(recorded, int) else ""
+        out.append(
+            f"{which} ({run.run_id}): {diverged}{of} samples and trials diverged from their "
+            "recording; they score with the calls made until then"
+        )
     if isinstance(errors, int) and errors > 0:
         of = f" of its {recorded}" if isinstance(recorded, int) else ""
         out.append(

@@ -914,6 +914,19 @@ def test_a_replay_of_an_import_is_the_same_tasks_as_its_parent(tmp_path):
     assert not any("another task" in w for w in warnings), warnings
 
 
+def test_a_replays_divergences_are_said_diverged_not_ended_in_error(tmp_path):
+    """A replay whose samples all diverged (a new prompt) was said to hold samples that
+    'ended in error' and 'score with the calls made before the error'."""
+    store = import_tau_bench(tmp_path / "traces")
+    made = cli("replay", "tau", "--run-id", "again", "--recorded-tools", "--allow-divergence",
+               "--quiet", "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    warnings = diff_json(store, "tau", "again")["warnings"]
+    assert "B (again): 20 of its 20 samples and trials diverged from their recording; they " \
+        "score with the calls made until then" in warnings, warnings  # fmt: skip
+    assert not any("ended in error" in w for w in warnings), warnings
+
+
 def test_an_imports_missing_samples_are_said_missing_not_ended_in_error(tmp_path):
     """An import counts the samples its traces lack among its totals' errors: diff said they
     'ended in error' and 'score with the calls made before the error', beside the right
