@@ -3,7 +3,9 @@ turns."""
 
 from __future__ import annotations
 
+import shlex
 import signal
+from typing import Any
 
 import click
 
@@ -54,6 +56,8 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
                    "generateContent, :streamGenerateContent?alt=sse)", err=True)  # fmt: skip
         if warning:
             click.echo(warning, err=True)
+        if recording.turn_count() == 0:
+            click.echo(_no_turns(Store(store), run_id), err=True)
         if log_run:
             click.echo(f"  logging to run {log_run}", err=True)
         server.serve_forever()
@@ -67,3 +71,21 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
     if summary is not None:
         line += f"; logged {summary.recorded} conversations to run {summary.run_id}"
     click.echo(line, err=True)
+
+
+def _no_turns(store: Any, run_id: str) -> str:
+    """The warning a run with no recorded answer is served with (a replay whose samples all
+    diverged at their first request, a log that logged nothing): every request gets a 409,
+    and its parent, where it has one, holds the recording."""
+    run = store.open_run(run_id)
+    replay = run.manifest.get("replay") or {}
+    parent = replay.get("parent_run_id") if isinstance(replay, dict) else None
+    where = (
+        f"; its parent holds the recording: tcbreplay serve {shlex.quote(parent)}"
+        f"{run.store_option()}"
+        if isinstance(parent, str)
+        else ""
+    )
+    return (
+        f"Warning: run {run_id} holds no recorded model answer, so every request gets 409" + where
+    )

@@ -945,6 +945,32 @@ def test_bad_input_exits_2(root, server):
     assert taken.exit_code == 2 and "no log of a server" in taken.output
 
 
+def test_a_run_with_no_recorded_answer_is_served_with_a_warning(root, tmp_path, monkeypatch):
+    """A replay whose samples all diverged at their first request (a new prompt) holds no
+    answer: served, it started as any run and answered every request with a 409."""
+    from tcbreplay._replay.server import ReplayServer
+
+    store = tmp_path / "traces"
+    shutil.copytree(root / PARENT, store / PARENT)
+    (tmp_path / "prompt.txt").write_text("Another prompt.\n")
+    made = cli("replay", PARENT, "--run-id", "new-prompt", "--system-prompt",
+               tmp_path / "prompt.txt", "--allow-divergence", "--quiet",
+               "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+
+    def stopped(self: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ReplayServer, "serve_forever", stopped)
+    served = cli("serve", "new-prompt", "--port", 0, "--store", store)
+    assert served.exit_code == 0, served.output
+    assert ("Warning: run new-prompt holds no recorded model answer, so every request gets "
+            f"409; its parent holds the recording: tcbreplay serve {PARENT} --store {store}"
+            ) in served.output  # fmt: skip
+    recorded = cli("serve", PARENT, "--port", 0, "--store", store)
+    assert recorded.exit_code == 0 and "Warning" not in recorded.output, recorded.output
+
+
 def test_a_server_that_cannot_start_makes_no_log_run(root, server, tmp_path):
     """A port taken, or a parent whose dataset file cannot be read: refused in one line,
     and the store holds no log run."""
