@@ -65,3 +65,21 @@ def kept(path: str) -> tuple[str, str] | None:
     out: ``/v1/responses/{id}``), or None."""
     found = _KEPT.match(path.rstrip("/"))
     return ("responses", found["id"]) if found is not None else None
+
+
+def doubled_version(path: str) -> str | None:
+    """The wire a path not served would reach without its first ``/v1`` (``/v1/v1/messages``:
+    a client that adds ``/v1`` itself given a base URL ending in ``/v1``), or None."""
+    path = path.rstrip("/")
+    if not path.startswith("/v1/v1"):
+        return None
+    return route(path[len("/v1") :])
+
+
+def base_url_hint(wire: str) -> str:
+    """What a client of ``wire`` whose base URL holds one ``/v1`` too many is told."""
+    if wire in ("anthropic", "gemini"):
+        name = "Anthropic" if wire == "anthropic" else "Gemini"
+        return (f"; {name}'s client adds /v1 itself: give it the server's address without "
+                "/v1 as its base URL (http://HOST:PORT)")  # fmt: skip
+    return "; the base URL holds /v1 twice: give OpenAI's client http://HOST:PORT/v1"

@@ -28,7 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._replay.routes import SERVED, WIRES, kept, route, shape
+from tcbreplay._replay.routes import (
+    SERVED,
+    WIRES,
+    base_url_hint,
+    doubled_version,
+    kept,
+    route,
+    shape,
+)
 from tcbreplay._secrets import redact, shown_path
 from tcbreplay.errors import InputError, TcbReplayError
 
@@ -318,8 +326,11 @@ class ReplayServer:
             return self.service.retrieve(*asked, request.path)
         status = 405 if wire is not None or path in ("", "/v1") or asked else 404
         message = f"{request.method} {shown_path(request.path)[:200]}: not served ({SERVED})"
+        meant = doubled_version(path) if status == 404 else None
+        if meant is not None:  # (answered in the shape its client reads)
+            message += base_url_hint(meant)
         allow = None if status == 404 else ("POST" if wire is not None else "GET")
-        return Reply(status, WIRES[shape(path)].error(status, message), allow=allow)
+        return Reply(status, WIRES[meant or shape(path)].error(status, message), allow=allow)
 
     def serve_forever(self) -> None:
         """Serve until :meth:`stop` (or Ctrl-C, which raises KeyboardInterrupt here)."""

@@ -331,6 +331,32 @@ def test_a_409_points_into_the_anthropic_request_as_sent(root):
         "answers c2 (multiply_numbers)" in said[1]["message"]  # fmt: skip
 
 
+def test_a_base_url_ending_in_v1_given_to_a_client_that_adds_it_is_said_so(root):
+    """The Anthropic and google-genai SDKs add /v1 (/v1beta) themselves: given the OpenAI
+    base URL (http://HOST:PORT/v1), they got a 404 in OpenAI's shape listing the paths
+    served, which left the user to work out that their base URL was the mistake."""
+    import anthropic
+    from google import genai
+    from google.genai import errors
+
+    with serve_run(root, "valid") as server:
+        client = anthropic_client(server.url + "/v1")
+        with pytest.raises(anthropic.NotFoundError) as caught:
+            client.messages.create(model="m", max_tokens=100, system=SYSTEM,
+                                   messages=[{"role": "user", "content": QUESTION}])  # fmt: skip
+        gemini = genai.Client(api_key="not-needed", http_options={"base_url": server.url + "/v1"})
+        with pytest.raises(errors.ClientError) as refused:
+            gemini.models.generate_content(model="gemini-2.5-flash", contents=QUESTION)
+    body = caught.value.body
+    assert body["type"] == "error" and body["error"]["type"] == "not_found_error", body
+    assert body["error"]["message"].endswith(
+        "; Anthropic's client adds /v1 itself: give it the server's address without /v1 as "
+        "its base URL (http://HOST:PORT)"
+    )
+    assert refused.value.code == 404 and refused.value.status == "NOT_FOUND"
+    assert "Gemini's client adds /v1 itself" in str(refused.value.message)
+
+
 # ---------------------------------------------------------------- settings the APIs refuse
 
 
