@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tcbreplay import _json
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile
+from tcbreplay._importers.otel.otlp_json import number
 from tcbreplay._importers.otel.samples import read_samples
 from tcbreplay._importers.otel.spans import (
     STATUS_ERROR,
@@ -27,7 +28,6 @@ from tcbreplay._importers.otel.spans import (
     Event,
     Span,
     event_content,
-    number,
     scrubbed,
     warn_content_redacted,
 )

@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tcbreplay._importers.dialect import Sniff, SourceTraces, TraceFile
+from tcbreplay._importers.otel import otlp_proto
 from tcbreplay._importers.otel import spans as otlp
+from tcbreplay._importers.otel.otlp_json import read_json_lines
 from tcbreplay._importers.otel.samples import read_samples
 from tcbreplay.errors import TraceError
 
@@ -38,7 +40,7 @@ def sniff(file: TraceFile) -> Sniff:
         otlp.SPANS_KEY in first.value or otlp.LOGS_KEY in first.value
     ):
         return Sniff(1.0, "JSON Lines of OTLP/JSON export requests (resourceSpans)")
-    shape = otlp.looks_like_proto(file.head)
+    shape = otlp_proto.looks_like_proto(file.head)
     if shape is not None and not _text(file.head):
         framed = "framed as the collector's file exporter writes them" if shape == "framed" else ""
         named = file.suffix.lower() in _PROTO_SUFFIXES
@@ -71,7 +73,7 @@ def read_batch(data: bytes, label: str) -> otlp.Batch:
     """Every span and log record of an OTLP file, JSON or protobuf."""
     body = data.removeprefix(b"\xef\xbb\xbf")
     if body.lstrip()[:1] == b"{":
-        return otlp.read_json_lines(body, label)
+        return read_json_lines(body, label)
     if body.lstrip()[:1] == b"[":  # (else read as protobuf: "corrupt", which says nothing)
         raise TraceError(
             f"{label}: a JSON array, not an OTLP export request: OTLP/JSON is one request "
@@ -81,14 +83,14 @@ def read_batch(data: bytes, label: str) -> otlp.Batch:
     if not body.strip():
         raise TraceError(f"{label}: the file is empty")
     _check_frames(data, label)
-    return otlp.read_proto(data, label)
+    return otlp_proto.read_proto(data, label)
 
 
 def _check_frames(data: bytes, label: str) -> None:
     """Refuse, naming the request, a file framed as the collector's file exporter frames its
     requests (each after its size) whose framing breaks: read as one request, it was refused
     as protobuf's "Wire format was corrupt", naming none."""
-    if otlp.looks_like_proto(data[:5]) != "framed" or otlp.framed(data) is not None:
+    if otlp_proto.looks_like_proto(data[:5]) != "framed" or otlp_proto.framed(data) is not None:
         return
     at = k = 0
     while at + 4 <= len(data):

@@ -13,6 +13,7 @@ from helpers import TEST_DATA, cli, load_script
 from tcbreplay._importers import jaeger, otlp
 from tcbreplay._importers.dialect import TraceFile
 from tcbreplay._importers.otel import spans as otlp_spans
+from tcbreplay._importers.otel.otlp_json import decode_json
 from tcbreplay._importers.sniff import sniff
 from tcbreplay.errors import TraceError
 
@@ -25,7 +26,7 @@ def test_jaegers_answer_reads_as_the_otlp_request_it_was_converted_from():
     ids, parent, name, times and service alike, its attributes among Jaeger's tags."""
     (span,) = jaeger.read_spans((JAEGER / "otlp2jaeger-out.json").read_bytes(), "out.json")
     request = json.loads((JAEGER / "otlp2jaeger-in.json").read_text())
-    original = otlp_spans.decode_json(request, "in.json").spans[0]
+    original = decode_json(request, "in.json").spans[0]
     fields = ("trace_id", "span_id", "parent_id", "name", "start", "end")
     assert [getattr(span, f) for f in fields] == [getattr(original, f) for f in fields]
     assert span.resource["service.name"] == original.resource["service.name"] == "telemetrygen"

@@ -391,7 +391,7 @@ def test_a_protobuf_span_with_ids_of_other_lengths_refuses_its_request(
 
 def test_an_empty_json_request_holds_nothing_but_is_a_request():
     """``{}``: OTLP/JSON's request of no spans (protobuf's empty body), not a foreign file."""
-    from tcbreplay._importers.otel.spans import decode_json
+    from tcbreplay._importers.otel.otlp_json import decode_json
 
     assert not decode_json({}, "r").spans
     with pytest.raises(TraceError, match="not an OTLP export request"):

@@ -107,7 +107,8 @@ def test_without_messages_the_tool_runs_tell_the_calls(tmp_path):
 
 def test_a_model_call_inside_another_is_the_same_call_read_once():
     """OpenInference's LangChain span around openai-v2's chat span: one call, two spans."""
-    from tcbreplay._importers.otel.samples import build, groups
+    from tcbreplay._importers.otel.grouping import groups
+    from tcbreplay._importers.otel.samples import build
     from tcbreplay._importers.otel.spans import Span
 
     outer = Span("t" * 32, "a" * 16, "", "ChatOpenAI", 1, 9, {

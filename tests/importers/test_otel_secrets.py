@@ -18,7 +18,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 
 from tcbreplay import _secrets
-from tcbreplay._importers.otel import spans as otlp
+from tcbreplay._importers.otel.otlp_json import decode_json
+from tcbreplay._importers.otel.otlp_proto import decode_proto
 from tcbreplay._secrets import MIN_SECRET_LENGTH, REDACTED, redact, scrub
 
 OTEL = TEST_DATA / "otel"
@@ -98,17 +99,17 @@ def test_scrub_redacts_secrets_and_keeps_counts_ids_and_plain_values():
 
 def test_decoded_spans_hold_no_secret_and_the_request_is_kept_without_them():
     request = with_secrets()
-    batch = otlp.decode_proto(request.SerializeToString(), "request")
+    batch = decode_proto(request.SerializeToString(), "request")
     assert batch.redacted >= 3 * len(batch.spans)  # (an array, and its elements)
     for span in batch.spans:
         assert {k: span.attributes[k] for k in KEPT} == KEPT
     assert batch.kept is not None and not any(s.encode() in batch.kept for s in SECRETS)
-    again = otlp.decode_proto(batch.kept, "kept")
+    again = decode_proto(batch.kept, "kept")
     assert again.redacted == 0 and [s.attributes for s in again.spans] == [
         s.attributes for s in batch.spans
     ]
     doc = json.loads(as_otlp_json(request))
-    from_json = otlp.decode_json(doc, "request")
+    from_json = decode_json(doc, "request")
     assert [s.attributes for s in from_json.spans] == [s.attributes for s in batch.spans]
     assert not any(s in json.dumps(doc) for s in SECRETS)  # the document, changed in place
 
@@ -122,7 +123,7 @@ def test_collect_keeps_no_secret_in_its_received_files_or_its_run(tmp_path):
         assert status == 200
         status, _ = post(f"{endpoint}/v1/traces", as_otlp_json(request), "application/json")
         assert status == 200
-    assert summary[0].spans == 2 * len(otlp.decode_proto(request.SerializeToString(), "r").spans)
+    assert summary[0].spans == 2 * len(decode_proto(request.SerializeToString(), "r").spans)
     run = store / "live"
     kept = stored_bytes(run)
     assert not any(s.encode() in kept for s in SECRETS)
@@ -169,15 +170,15 @@ def test_secrets_outside_the_attributes_read_are_kept_nowhere(tmp_path):
     in lower case (``bearer``) was never redacted."""
     request = with_secrets_elsewhere()
     # read to be kept (collect's received files): every text of the request
-    batch = otlp.decode_proto(request.SerializeToString(), "request", whole=True)
+    batch = decode_proto(request.SerializeToString(), "request", whole=True)
     assert batch.kept is not None and not any(s.encode() in batch.kept for s in ELSEWHERE)
     assert all(span.name.endswith(" Bearer [redacted]") for span in batch.spans)
     doc = json.loads(as_otlp_json(request))
-    otlp.decode_json(doc, "request", whole=True)
+    decode_json(doc, "request", whole=True)
     assert not any(s in json.dumps(doc) for s in ELSEWHERE)
     # read to be imported: what the spans are read with (names, status messages)
-    for read in (otlp.decode_proto(request.SerializeToString(), "request"),
-                 otlp.decode_json(json.loads(as_otlp_json(request)), "request")):  # fmt: skip
+    for read in (decode_proto(request.SerializeToString(), "request"),
+                 decode_json(json.loads(as_otlp_json(request)), "request")):  # fmt: skip
         held = json.dumps([(s.name, s.status_message, [e.name for e in s.events])
                            for s in read.spans])  # fmt: skip
         assert "Bearer [redacted]" in held and not any(s in held for s in ELSEWHERE)
@@ -540,7 +541,7 @@ def test_protobuf_spans_keep_a_conversations_data_as_json_ones_do():
             value=_value('{"page_token": "CAESBgjQ2f8Y", "password": "hunter2hunter2"}'),
         )
     )
-    batch = otlp.decode_proto(request.SerializeToString(), "request.pb")
+    batch = decode_proto(request.SerializeToString(), "request.pb")
     kept = batch.spans[0].attributes["gen_ai.tool.call.arguments"]
     assert kept == '{"page_token": "CAESBgjQ2f8Y", "password": "[redacted]"}'
     assert batch.content_redacted == 1

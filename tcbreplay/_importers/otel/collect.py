@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tcbreplay._importers.otel import samples as otel_samples
+from tcbreplay._importers.otel import grouping
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._importers.otel.collect_files import Log, ReceivedFiles
 from tcbreplay._importers.otel.collect_http import MAX_BODY, BodyError, Receiver, decode_request
@@ -86,7 +86,7 @@ class Collector(TraceSamples):
     def __init__(
         self, store: Store, run_id: str, *, sample_by: str = "trace", log: Log | None = None
     ) -> None:
-        if sample_by not in otel_samples.SAMPLE_BY:
+        if sample_by not in grouping.SAMPLE_BY:
             raise InputError(f"--sample-by {sample_by!r}: choose trace or agent")
         self.run_id = run_id
         self.log: Log = log or (lambda line: None)
@@ -170,7 +170,7 @@ class Collector(TraceSamples):
         otlp.warn_content_redacted(self._content, "collect")
         if self._no_agent:
             (trace_id, root), n = next(iter(self._no_agent.items())), len(self._no_agent)
-            otel_samples.warn_no_agent("collect", n, trace_id, root)
+            grouping.warn_no_agent("collect", n, trace_id, root)
         if resultless := [(t, r) for t, runs in self._resultless.items() for r in runs]:
             warn_resultless("collect", len(resultless), *resultless[0])
         return CollectSummary(

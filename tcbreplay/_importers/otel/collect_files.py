@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from tcbreplay._importers.otel import spans as otlp
+from tcbreplay._importers.otel.otlp_json import decode_json
+from tcbreplay._importers.otel.otlp_proto import decode_proto
 from tcbreplay._store.files import replace_with
 from tcbreplay.errors import TraceError
 
@@ -117,8 +119,8 @@ class ReceivedFiles:
             body = f.read(size)
         try:
             if name == JSON_FILE:
-                return otlp.decode_json(json.loads(body), f"{name} at byte {start}")
-            return otlp.decode_proto(body, f"{name} at byte {start}")
+                return decode_json(json.loads(body), f"{name} at byte {start}")
+            return decode_proto(body, f"{name} at byte {start}")
         except (ValueError, TraceError) as exc:
             self.log(f"collect: {name} at byte {start}: skipped ({exc})")
             return None

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._importers.otel.collect_files import JSON_FILE, PROTO_FILE
+from tcbreplay._importers.otel.otlp_json import decode_json
+from tcbreplay._importers.otel.otlp_proto import decode_proto
 from tcbreplay._secrets import redact, shown_path
 from tcbreplay.errors import InputError, TraceError
 
@@ -61,12 +63,12 @@ def decode_request(
             raise TraceError(f"not UTF-8 JSON (OTLP/JSON is UTF-8; {exc})") from exc
         except (ValueError, RecursionError) as exc:
             raise TraceError(f"not JSON ({exc})") from exc
-        batch = otlp.decode_json(doc, "request", whole=True)
+        batch = decode_json(doc, "request", whole=True)
         if batch.redacted:  # the request as kept: its secrets redacted (see decode_json)
             body = json.dumps(doc, ensure_ascii=False).encode()
         return batch, JSON_FILE, body
     if kind in ("application/x-protobuf", "application/protobuf"):
-        batch = otlp.decode_proto(body, "request", whole=True)
+        batch = decode_proto(body, "request", whole=True)
         return batch, PROTO_FILE, batch.kept or body
     raise TraceError(
         f"Content-Type {content_type!r}: send application/x-protobuf or application/json"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._importers.otel import samples as otel_samples
+from tcbreplay._importers.otel.grouping import Group
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._secrets import scrub
 from tcbreplay._store.files import DATASET_SHA256, file_record, write_jsonl_atomic
@@ -247,7 +248,7 @@ class CollectedRun:
         self._writer.close()
 
 
-def _made_by(group: otel_samples.Group, sample_by: str) -> str:
+def _made_by(group: Group, sample_by: str) -> str:
     """What makes one trial of a sample: its trace (however its root changes as more of it
     comes: a later-starting parentless span can come before the trace's root), or its agent
     run."""

@@ -9,6 +9,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
+from tcbreplay._importers.otel import grouping
 from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel import spans as otlp
 from tcbreplay._importers.otel.calls import ToolRun
@@ -46,7 +47,7 @@ class TraceSamples:
         # the traces whose spans are in memory, the least recently added to first
         self._loaded: OrderedDict[str, None] = OrderedDict()
         self._unstored: dict[str, str] = {}  # traces whose spans made no sample: why
-        # traces of no agent's so far (see otel_samples.holds_agent): their root span's name
+        # traces of no agent's so far (see grouping.holds_agent): their root span's name
         self._no_agent: dict[str, str] = {}
         # the tool runs without a result of each trace's samples as last built (said at the end)
         self._resultless: dict[str, list[ToolRun]] = {}
@@ -89,9 +90,9 @@ class TraceSamples:
             spans = [replace(s, events=list(s.events)) for s in spans]
             otlp.attach_logs(spans, trace.logs)
         try:
-            groups = otel_samples.groups(spans, self.sample_by)
+            groups = grouping.groups(spans, self.sample_by)
             # (an HTTP request's trace, in a service whose every request is exported)
-            agents = [g for g in groups if otel_samples.holds_agent(g)]
+            agents = [g for g in groups if grouping.holds_agent(g)]
             if len(agents) < len(groups):
                 self._no_agent.setdefault(trace_id, groups[0].root.name)
             else:

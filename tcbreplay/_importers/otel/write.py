@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tcbreplay._importers.otel.samples import ENTRY, METADATA, SAMPLE_ID, TRIAL
+from tcbreplay._importers.otel.grouping import SAMPLE_ID
+from tcbreplay._importers.otel.samples import ENTRY, METADATA, TRIAL
 from tcbreplay._importers.otel.spans import STATUS_ERROR
 
 BATCH = 100
