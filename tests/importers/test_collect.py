@@ -203,6 +203,43 @@ def test_a_trace_without_a_trial_takes_the_first_its_sample_has_not(tmp_path):
     ]  # fmt: skip
 
 
+HUMAN_BY_TRIAL = (
+    "select trial, json_extract_string(message, '$.data.content') as said from messages "
+    "where run_id = '{run}' and type = 'human' order by trial"
+)
+
+
+def test_trials_of_a_sample_are_numbered_by_start_time_as_import_numbers_them(tmp_path):
+    """Two traces of one sample, the first begun ending after the whole second came: collect
+    numbered the second trial 0 (the first it could build), import numbers the first 0 (it
+    began first). Both number by start time now."""
+    from opentelemetry import trace as trace_api
+
+    store = tmp_path / "store"
+    with collecting(store) as (endpoint, log, summary):
+        tracer, provider = sdk_tracer(endpoint)
+        root = tracer.start_span("invoke_agent shop", attributes={
+            "gen_ai.operation.name": "invoke_agent", "tcbreplay.sample_id": "s1",
+        })  # fmt: skip
+        with trace_api.use_span(root, end_on_exit=False):
+            chat_span(tracer, "begun first", "Done.")
+        time.sleep(0.01)  # (the second trace's root begins later)
+        agent_runs(endpoint, [("begun second", {"tcbreplay.sample_id": "s1"})])
+        root.end()
+        provider.shutdown()
+    assert (summary[0].samples, summary[0].unstored) == (2, 0), log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--store", store)
+    assert imported.exit_code == 0, imported.output
+    said = {}
+    for run in ("live", "file"):
+        rows = cli("--format", "json", "sql", HUMAN_BY_TRIAL.format(run=run), "--store", store)
+        assert rows.exit_code == 0, rows.output
+        said[run] = [(r["trial"], r["said"]) for r in json.loads(rows.output)]
+    assert said["live"] == said["file"] == [(0, "begun first"), (1, "begun second")]
+    assert sorted(samples_of(store, "live")) == sorted(samples_of(store, "file"))
+
+
 def test_every_trial_of_a_sample_holds_its_dataset_entrys_input_as_import_stores_it(tmp_path):
     """Two traces of one sample asked in other words: collect stored each trial's own first
     user message as the sample's input (the dataset the first's), import the entry's."""

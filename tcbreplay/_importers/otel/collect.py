@@ -12,12 +12,13 @@ imports as it is (``import --format otlp``). A trace becomes a sample as soon as
 span has arrived (read as the otlp dialect reads it), appended to the run's journal like a
 recorded sample, and again whenever more of it arrives (the journal's last record of a
 sample wins; every trial of a sample holds the dataset entry of the sample's trace that came
-first, as ``import`` stores them); a trace that still makes none when the run finishes is
-counted in the summary (``unstored``: the collection failed), and one whose later spans make
-none keeps the samples it made before, counted too (``stale``). A trace of no model call, tool
-run or agent span (an HTTP request's) makes no sample, as ``import`` makes none of it: counted
-(``no_agent``) and said in a warning. A payload that cannot be read gets HTTP 400 and a line
-in the log; nothing else changes.
+first, as ``import`` stores them; the traces of a sample are its trials in the order they
+began, as ``import`` numbers them, once the run finishes); a trace that still makes none when
+the run finishes is counted in the summary (``unstored``: the collection failed), and one
+whose later spans make none keeps the samples it made before, counted too (``stale``). A trace
+of no model call, tool run or agent span (an HTTP request's) makes no sample, as ``import``
+makes none of it: counted (``no_agent``) and said in a warning. A payload that cannot be read
+gets HTTP 400 and a line in the log; nothing else changes.
 
 Stopping (Ctrl-C, SIGTERM) finishes the run: every trace not yet a sample becomes one (its
 earliest span as its root), the journal is folded, the run's dataset (each sample's input,

@@ -60,6 +60,9 @@ class CollectedRun:
         self._tools: dict[str, dict[str, Any]] = {}
         self._called: dict[str, set[str]] = {}
         self._trials: dict[str, int] = {}
+        # of each sample, the traces (agent runs) that numbered their trial here, by what
+        # made them: their place in import's order (see otel_samples.trial_order), their trace
+        self._numbered: dict[str, dict[str, tuple[tuple[int, int, str], str]]] = {}
         self._per_sample: dict[str, set[int]] = {}  # the trials of each sample id
         # what made each row: its trace (or agent run); "" for a row the run held before
         self._made_by: dict[tuple[str, int], str] = {}
@@ -155,6 +158,9 @@ class CollectedRun:
             self._made_by[key] = made_by
         index = self.rows[key]
         self._models[key] = built.models
+        if otel_samples.TRIAL not in root.attributes:
+            order = otel_samples.trial_order(built.group, rank)
+            self._numbered.setdefault(sid, {})[made_by] = (order, trace_id)
         entry = built.entry or {"id": sid, "input": built.input, "target": []}
         # the dataset entry: that of the sample's trace (agent run) that came first, as it is
         # now; every trial's row holds it (its input and gold), as import's rows do
@@ -195,6 +201,22 @@ class CollectedRun:
         another sample of the same trace (``claimed``)."""
         trials = self._per_sample.get(sample_id, set()) | {t for s, t in claimed if s == sample_id}
         return next(n for n in range(len(trials) + 1) if n not in trials)
+
+    def renumber(self, skip: set[str]) -> list[str]:
+        """Give the trials numbered here (those of traces in ``skip`` aside: their rows stay
+        as stored) to their samples' traces in the order they began, as ``import`` numbers
+        them (they were given in the order the traces made samples); the traces whose trial
+        changed, each once, to be made again."""
+        again: dict[str, None] = {}
+        for sid, numbered in self._numbered.items():
+            runs = {by: v for by, v in numbered.items() if v[1] not in skip}
+            slots = sorted(self._trials[f"{sid}\x00{by}"] for by in runs)
+            for by, slot in zip(sorted(runs, key=lambda by: runs[by][0]), slots, strict=True):
+                if self._trials[f"{sid}\x00{by}"] != slot:
+                    self._trials[f"{sid}\x00{by}"] = slot
+                    self._made_by[(sid, slot)] = by
+                    again[runs[by][1]] = None
+        return list(again)
 
     def outdated(self) -> list[str]:
         """The traces of rows written before their sample's entry changed (its first trace

@@ -124,11 +124,16 @@ class TraceSamples:
 
     def _build_rest(self) -> None:
         """Make a sample of every trace still without one (its earliest span as its root),
-        and make again those whose rows were written before their sample's entry changed."""
+        and make again those whose trial was numbered in the order they came rather than the
+        order they began, and those whose rows were written before their sample's entry
+        changed."""
         for trace_id, trace in list(self._traces.items()):
             if not trace.built:
                 self._trace(trace_id, trace.chunks[-1], time.monotonic())
                 self._build(trace_id, trace)
+        for trace_id in self._run.renumber(set(self._stale)):
+            trace = self._trace(trace_id, self._traces[trace_id].chunks[-1], time.monotonic())
+            self._build(trace_id, trace)
         for trace_id in self._run.outdated():
             trace = self._trace(trace_id, self._traces[trace_id].chunks[-1], time.monotonic())
             self._build(trace_id, trace)

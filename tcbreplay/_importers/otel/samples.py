@@ -315,11 +315,21 @@ def _say_odd_time(span: Span, label: str) -> None:
     )
 
 
+def trial_order(group: Group, rank: int) -> tuple[int, int, str]:
+    """Where the sample of ``group`` comes among the trials of its sample id: by the start
+    of its root span; of one start time, by ``rank`` (how many traces came before its trace:
+    a file's order) and then by its root span's id (agent runs of one trace)."""
+    return group.root.start, rank, group.root.span_id
+
+
 def _number_trials(built: list[Built]) -> None:
     """Samples of the same id without a trial of their own: trials in the order they began
-    (those of one start time in the file's order)."""
+    (see :func:`trial_order`; ``collect`` numbers them so too)."""
+    ranks: dict[str, int] = {}
+    for b in built:
+        ranks.setdefault(b.group.trace_id, len(ranks))
     seen: dict[str, int] = {}
-    for b in sorted(built, key=lambda b: b.group.root.start):
+    for b in sorted(built, key=lambda b: trial_order(b.group, ranks[b.group.trace_id])):
         if TRIAL in b.group.root.attributes:
             continue
         n = seen.get(b.line.sample_id, 0)
