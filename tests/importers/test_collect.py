@@ -427,6 +427,48 @@ def test_a_utf8_byte_order_mark_is_dropped_from_what_is_kept(tmp_path):
     assert received.splitlines() == [JSON_LINES[1], JSON_LINES[2]]
 
 
+def test_a_tool_run_answering_no_call_is_said_once_however_often_its_trace_is_built(tmp_path):
+    """A trace made a sample again as each of its spans came (a parentless span first): the
+    warning of a tool run answering no call came again with every span after it, as the CLI
+    shows every warning; it comes once per run now, and a new such run is still said."""
+    import warnings
+
+    from opentelemetry.context import Context
+
+    from tcbreplay.errors import TcbReplayWarning
+
+    def tool_span(tracer, name: str, call_id: str) -> None:
+        with tracer.start_as_current_span(f"execute_tool {name}", attributes={
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.result": "1",
+        }):  # fmt: skip
+            pass
+
+    store = tmp_path / "store"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TcbReplayWarning)  # (as the CLI shows them)
+        with collecting(store) as (endpoint, log, summary):
+            tracer, provider = sdk_tracer(endpoint, trace_id=0x7778 << 64)
+            with tracer.start_as_current_span(
+                "invoke_agent shop", attributes={"gen_ai.operation.name": "invoke_agent"}
+            ):
+                with tracer.start_as_current_span("guard", context=Context()):  # (no parent)
+                    pass
+                chat_span(tracer, "What is 2 plus 3?", "It is 5.")
+                tool_span(tracer, "add", "call_unasked")
+                chat_span(tracer, "What is 2 plus 3?", "It is 5.")
+                tool_span(tracer, "lookup", "call_other")
+            provider.shutdown()
+    assert summary[0].samples == 1, log
+    said = [str(w.message) for w in caught if "answer no call" in str(w.message)]
+    assert [text.split(": ", 2)[-1] for text in said] == [
+        "1 tool runs answer no call its model made, left out of the sample's messages: "
+        "add (call_unasked)",
+        "1 tool runs answer no call its model made, left out of the sample's messages: "
+        "lookup (call_other)",
+    ], said
+
+
 def test_an_unknown_path_is_404(tmp_path):
     with collecting(tmp_path / "store") as (endpoint, log, _summary):
         status, answer = post(f"{endpoint}/v1/metrics?api_key=sk-0123456789", b"{}",

@@ -52,6 +52,9 @@ class TraceSamples:
         # the tool runs without a result of each trace's samples as last built (said at the end)
         self._resultless: dict[str, list[ToolRun]] = {}
         self._stale: dict[str, str] = {}  # traces whose samples stay as they were made: why
+        # the tool runs answering no call said of each trace (each said once, however often
+        # its samples are made again)
+        self._unmatched: dict[str, set[str]] = {}
 
     def _take(self, batch: otlp.Batch, chunk: tuple[str, int, int], now: float) -> None:
         touched: dict[str, _Trace] = {}
@@ -106,8 +109,13 @@ class TraceSamples:
         except TcbReplayError as exc:
             self._refuse(trace_id, trace.built, str(exc))
             return
+        said = self._unmatched.setdefault(trace_id, set())
         for b in built:
             self._run.store(b, trace_id, trace.rank)
+            otel_samples.warn_unmatched(
+                b.line.place, [r for r in b.unmatched if r.span_id not in said]
+            )
+            said.update(r.span_id for r in b.unmatched)
         self._resultless[trace_id] = [r for b in built for r in b.resultless]
         self._unstored.pop(trace_id, None)
         self._stale.pop(trace_id, None)

@@ -64,6 +64,7 @@ class Built:
     models: list[str]
     called: dict[str, set[str]] = field(default_factory=dict)
     resultless: list[ToolRun] = field(default_factory=list)  # runs that gave their call none
+    unmatched: list[ToolRun] = field(default_factory=list)  # runs that answer no call
 
 
 def build(group: Group, sample_by: str, label: str) -> Built:
@@ -103,15 +104,6 @@ def build(group: Group, sample_by: str, label: str) -> Built:
     unmatched: list[ToolRun] = []
     resultless: list[ToolRun] = []
     entries = conversation(turns, runs, unmatched, models_seen=not unseen, resultless=resultless)
-    if unmatched:  # (a tool the agent ran without its model asking, or a call id mistyped)
-        named = ", ".join(f"{r.name} ({r.call_id or 'no call id'})" for r in unmatched[:3])
-        warnings.warn(
-            TcbReplayWarning(
-                f"{place}: {len(unmatched)} tool runs answer no call its model made, left out "
-                f"of the sample's messages: {named}" + (" ..." if len(unmatched) > 3 else "")
-            ),
-            stacklevel=2,
-        )
     root = group.root
     input_text = next((e.message.text for e in entries if e.message.role == "user"), None)
     if input_text is None:
@@ -144,7 +136,25 @@ def build(group: Group, sample_by: str, label: str) -> Built:
         if name in descriptions and name not in tools:
             tools[name] = {"name": name, "description": descriptions[name]}
     models = [t.model for t in turns if t.model]
-    return Built(group, line, input_text, entry, list(tools.values()), models, called, resultless)
+    return Built(
+        group, line, input_text, entry, list(tools.values()), models, called, resultless, unmatched
+    )
+
+
+def warn_unmatched(place: str, unmatched: list[ToolRun]) -> None:
+    """Say the tool runs of the sample at ``place`` that answer no call its model made (a
+    tool the agent ran without its model asking, or a call id mistyped): left out of its
+    messages."""
+    if not unmatched:
+        return
+    named = ", ".join(f"{r.name} ({r.call_id or 'no call id'})" for r in unmatched[:3])
+    warnings.warn(
+        TcbReplayWarning(
+            f"{place}: {len(unmatched)} tool runs answer no call its model made, left out "
+            f"of the sample's messages: {named}" + (" ..." if len(unmatched) > 3 else "")
+        ),
+        stacklevel=3,
+    )
 
 
 def _in_order(turns: list[Turn], place: str) -> list[Turn]:
@@ -256,6 +266,7 @@ def read_samples(
             continue
         merged += g.agents > 1
         built.append(build(g, sample_by, label))
+        warn_unmatched(built[-1].line.place, built[-1].unmatched)
         for span in g.spans:  # read: their messages, the largest part, can go
             if span is not g.root:
                 span.attributes, span.events = {}, []
