@@ -56,6 +56,9 @@ class TraceLine:
     error_type: str | None = None
     metadata: dict[str, Any] | None = None
     place: str = field(default="", compare=False)
+    # what an export of a run in LangChain's or OpenAI's form says (see _importers.timings)
+    attempts: int | None = None
+    duration_s: float | None = None
 
 
 @dataclass

@@ -5,7 +5,8 @@ that ``tcbreplay import`` stores the same messages and scores them the same.
 The folder holds ``traces.jsonl`` (a line per stored sample and trial; samples an import
 found no trace of are left out, and read as missing again), ``dataset.jsonl`` (the run's
 normalised dataset, metadata included), ``tools.json`` (its tool schemas) and a copy of
-``manifest.json``. A line's ``metadata`` holds what the trial adds to its entry's.
+``manifest.json``. A line's ``metadata`` holds what the trial adds to its entry's, and its
+timings (:mod:`tcbreplay._importers.timings`).
 LangChain's form keeps every message as stored; OpenAI's keeps what its messages have room
 for (roles, content, tool calls with their ids; not ids of messages, usage or response
 metadata).
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tcbreplay import _json
+from tcbreplay._importers import timings
 from tcbreplay._importers.openai import to_openai
 from tcbreplay._store.export import check_run, run_traces
 from tcbreplay._store.files import check_dataset_written, json_text, staged
@@ -67,7 +69,7 @@ def export_traces(
     # not deleted (record --overwrite) while it is read
     with run.reading(), _json.collector_paused():
         manifest = run.manifest
-        traces = run_traces(run, timings=fmt == "otlp")
+        traces = run_traces(run, timings=True)
         try:
             data = (run.dir / DATASET).read_bytes()
             check_dataset_written(manifest, run.dir / DATASET, data)
@@ -287,6 +289,7 @@ def _line(trace: dict[str, Any], entry_meta: dict[str, Any], fmt: str) -> dict[s
     own = {k: v for k, v in (trace["metadata"] or {}).items() if entry_meta.get(k, ...) != v}
     if own:
         line["metadata"] = own
+    timings.put(line, trace, fmt)  # (the forms have no fields of their own for them)
     return line
 
 

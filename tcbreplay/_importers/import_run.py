@@ -252,7 +252,8 @@ def _records(
                     sample,
                     status="missing" if found is None else found.status,
                     messages=[] if found is None else found.messages,
-                    attempts=0 if found is None else 1,
+                    attempts=_attempts(found),
+                    duration_s=None if found is None else found.duration_s,
                     started_at=now,
                     finished_at=now,
                     error_type=None if found is None else found.error_type,
@@ -264,6 +265,14 @@ def _records(
                 )
             )
     return records
+
+
+def _attempts(line: TraceLine | None) -> int:
+    """A stored trial's attempts: those its line says (an export's), else 1; none without
+    a line (missing)."""
+    if line is None:
+        return 0
+    return 1 if line.attempts is None else line.attempts
 
 
 def _trials(lines: list[TraceLine], label: str) -> int:

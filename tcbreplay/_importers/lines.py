@@ -4,7 +4,8 @@ trial), checked key by key, its messages turned into LangChain messages by the d
 A line is ``{"sample_id", "messages", "trial"?, "status"?, "error"?, "error_type"?,
 "metadata"?}`` (a dialect may allow more keys, such as Anthropic's ``system``). Anything else
 is refused with its line, and a known alias gets a hint: read silently, it would change what
-is stored.
+is stored. The timings an export writes into the metadata and messages are taken out of them
+(:mod:`tcbreplay._importers.timings`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from tcbreplay import _json
 from tcbreplay._importers.dialect import Sniff, TraceFile, TraceLine
+from tcbreplay._importers.timings import take as take_timings
 from tcbreplay._inputs.dataset import unknown_keys
 from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
@@ -83,7 +85,16 @@ def read_jsonl(
         raw = obj.get("messages")
         if not isinstance(raw, list):
             raise TraceError(f"{place}: messages must be a list")
+        timings = take_timings(obj, raw, place)  # (out of the metadata and messages read)
+        trace.metadata, trace.attempts = obj.get("metadata") or None, timings.attempts
+        trace.duration_s = timings.duration_s
         trace.messages = serialize_messages(convert(raw, obj, place, repeats), {})
+        if timings.latencies is not None:
+            if len(timings.latencies) != len(trace.messages):
+                raise TraceError(f"{place}: {len(timings.latencies)} latencies for "
+                                 f"{len(trace.messages)} messages")  # fmt: skip
+            for message, latency in zip(trace.messages, timings.latencies, strict=True):
+                message["latency_s"] = latency
         problem = token_problem(trace.messages)
         if problem:
             raise TraceError(f"{place}: {problem}")

@@ -283,7 +283,7 @@ class Slices:
 
 
 _TRACE_COLUMNS = ["sample_id", "trial", "sample_index", "status", "error", "error_type", "metadata"]
-_TIMES = ["started_at", "finished_at"]
+_TIMES = ["started_at", "finished_at", "attempts", "duration_s"]
 
 
 def run_traces(run: Run, *, timings: bool = False) -> Iterator[dict[str, Any]]:
@@ -291,7 +291,8 @@ def run_traces(run: Run, *, timings: bool = False) -> Iterator[dict[str, Any]]:
     ``trial``, ``status``, ``error``, ``error_type``, ``metadata`` (an object or None),
     ``messages`` (each as ``message_to_dict`` wrote it) and ``plain`` (whether orjson read
     every JSON value of it, see :func:`tcbreplay._json.parse_plain`); with ``timings``, also
-    ``started_at``, ``finished_at`` and ``latencies`` (each message's, by position).
+    ``started_at``, ``finished_at``, ``attempts``, ``duration_s`` (None where the file has
+    none) and ``latencies`` (each message's, by position).
 
     The files are opened here (a StoreError if they cannot be); the traces are read a slice
     of samples at a time as they are taken. The caller holds ``run.reading()`` until then."""
@@ -337,8 +338,9 @@ def _slice_traces(samples: pa.Table, messages: pa.Table, timings: bool) -> list[
 
 
 def _add_timings(traces: list[dict[str, Any]], samples: pa.Table, messages: pa.Table) -> None:
-    """Each trace's start and end, and its messages' latencies (the spans' times)."""
-    columns = ["sample_id", "trial", "sample_index", *_TIMES]
+    """Each trace's start and end, attempts and duration, and its messages' latencies."""
+    columns = ["sample_id", "trial", "sample_index"]
+    columns += [name for name in _TIMES if name in samples.column_names]
     latencies: dict[int, dict[int, float | None]] = {}
     for index, position, latency in zip(
         *(messages[c].to_pylist() for c in ("sample_index", "position", "latency_s")),
@@ -348,6 +350,7 @@ def _add_timings(traces: list[dict[str, Any]], samples: pa.Table, messages: pa.T
     rows = {(r["sample_id"], r["trial"]): r for r in samples.select(columns).to_pylist()}
     for trace in traces:
         row = rows[(trace["sample_id"], trace["trial"])]
-        trace["started_at"], trace["finished_at"] = row["started_at"], row["finished_at"]
+        for name in _TIMES:
+            trace[name] = row.get(name)
         own = latencies.get(row["sample_index"], {})
         trace["latencies"] = [own.get(k) for k in range(len(trace["messages"]))]

@@ -385,3 +385,58 @@ def test_the_users_own_tool_calls_are_kept_or_said_left_out(tmp_path, fmt):
         assert warned[0].endswith(
             "which --format otlp cannot hold: they are left out (--format langchain keeps them)"
         )
+
+
+def timings(root: Path, run_id: str) -> tuple[list[tuple], list[tuple]]:
+    """Each trial's attempts and duration, and each message's latency, of a stored run."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(root / run_id / "samples.parquet").to_pylist()
+    trials = sorted((r["sample_id"], r["trial"], r["attempts"], r["duration_s"]) for r in rows)
+    messages = pq.read_table(root / run_id / "messages.parquet").to_pylist()
+    latencies = sorted((m["sample_id"], m["trial"], m["position"], m["latency_s"])
+                       for m in messages)  # fmt: skip
+    return trials, latencies
+
+
+@pytest.mark.parametrize("fmt", ["langchain", "openai"])
+def test_attempts_durations_and_latencies_come_back_through_the_json_lines_forms(tmp_path, fmt):
+    """The langchain and openai exports left each trial's attempts and duration and each
+    message's latency out (their import stored 1 attempt, no duration, no latency); the line's
+    metadata and LangChain's response_metadata carry them now, and their import takes them
+    out again: the same messages and metadata, the timings of the run exported."""
+    root = tmp_path / "traces"
+    made = cli("record", "--model", "sim:seed=4,latency=0.01,fault_rate=0.5", "--retries", 3,
+               "--limit", 8, "--run-id", "slow", "--store", root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    trials, latencies = timings(root, "slow")
+    assert any(attempts > 1 for _, _, attempts, _ in trials)  # (retried: the sim's faults)
+    assert all(duration is not None for *_, duration in trials)
+    assert any(latency is not None for *_, latency in latencies)
+    other = export_and_import(root, "slow", fmt, tmp_path)
+    assert timings(other, "slow") == (trials, latencies)
+    assert samples(other, "slow") == samples(root, "slow")
+    if fmt == "langchain":
+        assert message_hashes(other, "slow") == message_hashes(root, "slow")
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        ({"tcbreplay.attempts": "2"}, "metadata.tcbreplay.attempts must be a whole number"),
+        ({"tcbreplay.duration_s": -1}, "metadata.tcbreplay.duration_s must be a number of "
+                                       "seconds, not negative"),
+        ({"tcbreplay.latency_s": [0.5]}, "metadata.tcbreplay.latency_s must be a list of a "
+                                         "latency (or null) per message, 2"),
+    ],
+)  # fmt: skip
+def test_timings_that_are_none_are_refused_naming_the_line(metadata, said):
+    from tcbreplay._importers import openai
+    from tcbreplay.errors import TraceError
+
+    line = {"sample_id": "s1", "metadata": metadata, "messages": [
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+    ]}  # fmt: skip
+    with pytest.raises(TraceError) as refused:
+        openai.read_lines((json.dumps(line) + "\n").encode(), "traces.jsonl")
+    assert str(refused.value).startswith(f"traces.jsonl: line 1: {said}")
