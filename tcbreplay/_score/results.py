@@ -265,7 +265,9 @@ def _write_files(
             for job in jobs:
                 job.result()
         if dashboard_file is not None:
-            record = dashboard_record(dashboard_file, board.result())
+            record = dashboard_record(
+                dashboard_file, board.result(), dashboard, summary["scored_at"]
+            )
             summary["audit"]["dashboard"] = record
         # the summary last: its presence marks a complete scoring
         replaced = other_roles(folder, summary)
@@ -328,6 +330,7 @@ class ResultsWriter:
         each_part: PartSink | None = None,
     ) -> None:  # fmt: skip
         self.run = run
+        self.dashboard = dashboard
         self._each_part = each_part
         self.tally = Tally()
         self.summary_rows: list[pl.DataFrame] = []
@@ -490,7 +493,9 @@ class ResultsWriter:
                         out.write(held)
                     out.write(TAIL)
                 tmp = self._tmp[self.dashboard_path]
-                record = dashboard_record(self.dashboard_path, tmp)
+                record = dashboard_record(
+                    self.dashboard_path, tmp, self.dashboard, summary["scored_at"]
+                )
                 summary["audit"]["dashboard"] = record
         text = json_text(summary)
         folder = self.pairs_path.parent

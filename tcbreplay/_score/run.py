@@ -24,6 +24,7 @@ from tcbreplay._machine import usable_cores
 from tcbreplay._ray import check_engine, cluster_cpus, ray_session
 from tcbreplay._score import fold, translate
 from tcbreplay._score.audit_record import audit_record
+from tcbreplay._score.dashboard import dashboard_path
 from tcbreplay._score.engines import local_parts, ray_parts
 from tcbreplay._score.gold_run import gold_calls, use_gold
 from tcbreplay._score.metrics import trial_summary
@@ -37,6 +38,7 @@ from tcbreplay._score.results import (
     write_results,
 )
 from tcbreplay._score.roles import focus_tools, tool_roles
+from tcbreplay._score.stored import stored_scoring
 from tcbreplay._store.files import staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.objects import is_remote
@@ -110,6 +112,11 @@ def _score_run(
         # the dashboard file has the original benchmark's metrics of every agent call against
         # the dataset's gold only
         dashboard = "none"
+    if write and (summary := stored_scoring(run, options, dashboard, audit)) is not None:
+        folder = run.scores_dir(options.scoring)  # (scoring it again would write it again)
+        board = dashboard_path(run) if dashboard != "none" else None
+        return _result(run, summary, 0, scores_path=folder / "scores.parquet",
+                       dashboard_path=board)  # fmt: skip
     if options.scorer != DEFAULT_SCORER:
         return _score_whole(run, options, write, dashboard, gold, audit, each_part)
     parts = _parts(run, options)

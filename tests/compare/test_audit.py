@@ -671,7 +671,8 @@ def test_an_edited_dashboard_file_is_caught(scored):
     path = dashboard_file(root, run_id)
     summary = json.loads((root / run_id / "scores" / "spec" / "summary.json").read_text())
     assert summary["audit"]["dashboard"] == {
-        "file": f"evaluations/{path.name}", "sha256": sha256(path)
+        "file": f"evaluations/{path.name}", "sha256": sha256(path), "mode": "mismatches",
+        "scored_at": summary["scored_at"],
     }  # fmt: skip
     text = path.read_text()
     tsa = json.dumps(summary["tsa"])

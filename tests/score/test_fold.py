@@ -180,6 +180,7 @@ def test_the_dashboard_file_is_the_same_held_in_memory_or_streamed(sim_copy, mon
 
     monkeypatch.setattr(Path, "open", seen)
     monkeypatch.setattr(results, "BODY_BUFFER", 100)
+    monkeypatch.setattr(score_module, "stored_scoring", lambda *args: None)  # (written again)
     streamed = score_run(Store(root), run_id, dashboard="all").dashboard_path.read_bytes()
     assert bodies  # the body file was written
     assert streamed == held

@@ -21,6 +21,7 @@ import pytest
 from helpers import ROOT, TEST_DATA, cli, snapshot, unscored_copy
 from journal_records import record as journal_record
 
+from tcbreplay._score import run as score_module
 from tcbreplay._score.run import score_run
 from tcbreplay._store.journal import fold_journal
 from tcbreplay._store.runs import Store
@@ -152,7 +153,9 @@ def can_mount_read_only(tmp_path_factory) -> None:
             "RUN/writer.lock",
         ),
         (IMPORT, "imported"),
-        (("score", "RUN"), "RUN/scores/spec/scores.parquet"),
+        # (the dashboard file in another mode: a scoring to be written again, as stored it is
+        # only read: see test_a_read_only_store_says_a_scoring_it_holds)
+        (("score", "RUN", "--dashboard", "all"), "RUN/scores/spec/scores.parquet"),
         (("score", "RUN", "--scorer", "abet"), "RUN/scores/abet"),
     ],
     ids=["record", "record --overwrite", "import", "score", "score --scorer abet"],
@@ -169,6 +172,20 @@ def test_a_read_only_store(can_mount_read_only, scored, command, place):
     assert proc.stderr.splitlines()[1] == (
         "Hint: the store must be writable: give another --store, or fix its permissions"
     )
+    assert snapshot(root) == before
+
+
+@pytest.mark.slow
+def test_a_read_only_store_says_a_scoring_it_holds(can_mount_read_only, scored):
+    """A scoring of the run as stored (same options, files, SQL and toolkit) failed on the
+    read-only mount (it wrote the same files again): it is read now, the store as it was."""
+    root, run_id = scored
+    before = snapshot(root)
+    stored = json.loads((root / run_id / "scores" / "spec" / "summary.json").read_text())
+    proc = tcbreplay("--format", "json", "score", run_id, "--store", root, read_only=(root,))
+    assert proc.returncode == 0, proc.stderr
+    said = json.loads(proc.stdout)
+    assert (said["scored_at"], said["tsa"]) == (stored["scored_at"], stored["tsa"])
     assert snapshot(root) == before
 
 
@@ -276,7 +293,8 @@ def test_score_on_a_full_disk_keeps_the_scoring_before(scored, fsize):
     before) and temporary files."""
     root, run_id = scored
     before = snapshot(root)
-    proc = tcbreplay("score", run_id, "--store", root, fsize=fsize)
+    # (the dashboard file in another mode: written again, not read as stored)
+    proc = tcbreplay("score", run_id, "--dashboard", "all", "--store", root, fsize=fsize)
     assert_one_error(proc, 1, str(root / run_id))
     assert "cannot write: File too large" in proc.stderr
     assert snapshot(root) == before
@@ -350,6 +368,7 @@ def test_scores_on_a_full_disk_are_one_line(scored, monkeypatch):
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] ...")
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    monkeypatch.setattr(score_module, "stored_scoring", lambda *args: None)  # (written again)
     with pytest.raises(StoreError, match=r"scores\.parquet: cannot write: No space left on device"):
         score_run(Store(root), run_id)
     assert snapshot(root) == before
@@ -370,6 +389,7 @@ def test_a_full_disk_while_the_pairs_file_is_written_is_the_one_line(scored, mon
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] ...")
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full_for_pairs)
+    monkeypatch.setattr(score_module, "stored_scoring", lambda *args: None)  # (written again)
     with pytest.raises(StoreError, match=r"pairs\.parquet: cannot write: No space left on device"):
         score_run(Store(root), run_id)
     assert failed and failed[0].startswith("tcbreplay-write")

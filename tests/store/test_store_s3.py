@@ -575,6 +575,8 @@ def test_a_scoring_cut_short_is_absent_never_mixed(s3_sim_copy, monkeypatch):
         upload(local, path)
 
     monkeypatch.setattr(objects, "upload", fails_at_pairs)
+    # (written again, not read as stored: as a scoring of a run resumed since is)
+    monkeypatch.setattr(score_module, "stored_scoring", lambda *args: None)
     with pytest.raises(StoreError, match=r"pairs\.parquet: cannot write: connection reset"):
         score_run(store, run_id)
     # no summary beside new scores: the scoring is absent (not one in a mix of two)
@@ -1295,6 +1297,7 @@ def test_the_network_lost_mid_command_is_one_line_naming_the_store(
         monkeypatch.setattr(Run, "has_data", lost)
     else:  # the scores' lock given back once they are written: no step's words but the edge's
         monkeypatch.setattr(locks, "delete_object", lost)
+        monkeypatch.setattr(score_module, "stored_scoring", lambda *args: None)  # (written)
     result = cli("score", run_id, "--store", url)
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
@@ -1336,3 +1339,73 @@ def test_a_recording_on_s3_is_read_as_a_local_one(s3_sim_copy, sim_copy):
         assert remote.sample(key).turns == local.sample(key).turns
     assert remote.starting() == local.starting()
     assert remote.turn_count() == local.turn_count() > 0
+
+
+# -- read-only credentials -------------------------------------------------------------------
+
+
+def _uploaded(sim_run) -> tuple[str, str]:
+    """``sim_run`` without its scores uploaded into a new bucket (as ``s3_sim_copy``, but a
+    copy of the test's own): (store URL, run_id)."""
+    store, run_id = sim_run
+    url = f"s3://{new_bucket()}/traces"
+    fs = _fs()
+    for path in sorted(store.run_dir(run_id).rglob("*")):
+        relative = path.relative_to(store.root)
+        skip = relative.parts[1] in ("scores", "evaluations") or path.name == "writer.lock"
+        if path.is_file() and not skip:
+            fs.put_file(str(path), f"{url.removeprefix('s3://')}/{relative.as_posix()}")
+    return url, run_id
+
+
+@contextlib.contextmanager
+def read_only(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The AWS libraries given the keys of an IAM user that may read the buckets (GetObject,
+    ListBucket) and nothing else, moto holding every request to its IAM policy meanwhile."""
+    import boto3
+    from moto.core.authorization import enable_iam_authentication
+
+    iam = boto3.client("iam", endpoint_url=s3_server)
+    user = f"reader-{len(iam.list_users()['Users'])}"
+    iam.create_user(UserName=user)
+    policy = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"], "Resource": "*"},
+    ]}  # fmt: skip
+    iam.put_user_policy(UserName=user, PolicyName="read", PolicyDocument=json.dumps(policy))
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    with monkeypatch.context() as patched:
+        patched.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        patched.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        s3fs.S3FileSystem.clear_instance_cache()
+        try:
+            with enable_iam_authentication():
+                yield
+        finally:
+            s3fs.S3FileSystem.clear_instance_cache()
+
+
+def _objects(url: str) -> dict[str, str]:
+    """Every object under a store URL and its ETag (another for each write of it)."""
+    root = url.removeprefix("s3://")
+    return {key: str(info.get("ETag")) for key, info in _fs().find(root, detail=True).items()}
+
+
+def test_a_scored_run_scored_again_with_read_only_credentials_says_its_stored_scoring(
+    s3_server, sim_run, monkeypatch
+):
+    """A scoring of the run with the same options, inputs and toolkit as the stored one would
+    write the same results: it tried to (its lock first) and failed on read-only credentials.
+    It reads the stored scoring now, writing nothing; one that would write others is refused
+    in one line."""
+    url, run_id = _uploaded(sim_run)
+    stored = _ok("score", run_id, "--format", "json", "--store", url)
+    before = _objects(url)
+    with read_only(s3_server, monkeypatch):
+        again = cli("score", run_id, "--format", "json", "--store", url)
+        other = cli("score", run_id, "--rel-tol", "0.5", "--store", url)
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output) == json.loads(stored)  # (its scored_at too: read back)
+    assert _objects(url) == before
+    assert other.exit_code == 1, other.output
+    assert other.output.startswith("Error: ") and S3_SECRET not in other.output
+    assert _objects(url) == before
