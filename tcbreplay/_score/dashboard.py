@@ -8,16 +8,16 @@ file without a Python object per sample or call.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from tcbreplay._score import kernels
-from tcbreplay._score.audit_record import sha256_file
 from tcbreplay._score.texts import one_array, valid_mask
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
@@ -33,14 +33,40 @@ def dashboard_path(run: Run) -> Path:
     return run.dir / DASHBOARD_DIR / f"{_title(run)}_{run.run_id}.json"
 
 
-def dashboard_record(path: Path, written: Path, mode: str, scored_at: str) -> dict[str, str]:
-    """What a scoring's audit record holds of the dashboard file it wrote to ``path`` (its
-    bytes at ``written``, a temporary name): its place in the run's folder and its sha256,
-    which ``audit verify`` holds the file to, its mode and the scoring's ``scored_at`` (a
-    scoring that writes none carries the record of the one before: see
+def dashboard_record(path: Path, sha256: str, mode: str, scored_at: str) -> dict[str, str]:
+    """What a scoring's audit record holds of the dashboard file it wrote to ``path``: its
+    place in the run's folder and its ``sha256`` (taken as it was written: see
+    :class:`Hashed`), which ``audit verify`` holds the file to, its mode and the scoring's
+    ``scored_at`` (a scoring that writes none carries the record of the one before: see
     :mod:`tcbreplay._score.stored`)."""
-    return {"file": f"{DASHBOARD_DIR}/{path.name}", "sha256": sha256_file(written),
-            "mode": mode, "scored_at": scored_at}  # fmt: skip
+    return {"file": f"{DASHBOARD_DIR}/{path.name}", "sha256": sha256, "mode": mode,
+            "scored_at": scored_at}  # fmt: skip
+
+
+class Hashed:
+    """A binary file being written, and the sha256 of what was written to it: the
+    dashboard file's, taken as it is written rather than read back (a run of a million
+    samples' file is hundreds of megabytes)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> None:
+        self._digest.update(data)
+        self._out.write(data)
+
+    def copy_from(self, source: BinaryIO) -> None:
+        """Write what ``source`` holds from where it stands."""
+        while chunk := source.read(COPY_CHUNK):
+            self.write(chunk)
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+# what a copy into the dashboard file reads at a time
+COPY_CHUNK = 1 << 24
 
 
 def _title(run: Run) -> str:
@@ -135,10 +161,10 @@ def write_dashboard(
     summary: dict[str, Any],
     mode: str,
     path: Path,
-) -> None:
+) -> str:
     """Write the dashboard file to ``path`` (a temporary name: see :func:`dashboard_path`)
     from a whole run's scores: ``mode`` as :func:`listed_samples`; ``parts``: the run's
-    calls, consecutive ranges of samples in the order of ``scores``."""
+    calls, consecutive ranges of samples in the order of ``scores``. Its sha256."""
     listed_s = listed_samples(scores, mode)
     # read with Arrow, whose threads are not the ones Polars writes the scores with meanwhile
     table = pa.concat_tables(
@@ -148,7 +174,8 @@ def write_dashboard(
     inputs = input_buffers(table["input"])
     # each listed sample's row of the file (scores are in sample_index order)
     rows = listed_s if np.all(indexes[1:] > indexes[:-1]) else np.argsort(indexes)[listed_s]
-    with path.open("wb") as out:
+    with path.open("wb") as written:
+        out = Hashed(written)
         out.write(head_text(run, summary))
         first = 0
         for part in parts:
@@ -159,3 +186,4 @@ def write_dashboard(
                 out.write(samples_text(part, listed_s[lo:hi] - first, inputs, rows[lo:hi]))
             first += part.samples.height
         out.write(TAIL)
+    return out.hexdigest()

@@ -8,9 +8,7 @@ complete scoring. The default scorer writes them part by part as the parts come
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
@@ -30,6 +28,7 @@ from tcbreplay._score.audit_record import AUDITED_FILES
 from tcbreplay._score.dashboard import (
     BETWEEN,
     TAIL,
+    Hashed,
     dashboard_path,
     dashboard_record,
     head_text,
@@ -260,7 +259,7 @@ def _write_files(
             if dashboard_file is not None:
                 parts = scored.parts()
                 write = partial(write_dashboard, run, scores, parts, summary, dashboard)
-                board = pool.submit(files.write, dashboard_file, partial(_written_at, write))
+                board = pool.submit(files.write, dashboard_file, write)  # (its sha256)
                 jobs.append(board)
             for job in jobs:
                 job.result()
@@ -276,12 +275,6 @@ def _write_files(
         text = json_text(summary)
         files.write(folder / "summary.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
     result.dashboard_path = dashboard_file
-
-
-def _written_at(write: Callable[[Path], None], tmp: Path) -> Path:
-    """Write the file at ``tmp``; its path (for :func:`dashboard_record`)."""
-    write(tmp)
-    return tmp
 
 
 def other_roles(folder: Path, summary: dict[str, Any]) -> str | None:
@@ -483,18 +476,18 @@ class ResultsWriter:
             with self._files.writing(self.dashboard_path):
                 if self._body is not None:
                     self._body.close()
-                with self._tmp[self.dashboard_path].open("wb") as out:
+                with self._tmp[self.dashboard_path].open("wb") as written:
                     assert self.run is not None
+                    out = Hashed(written)  # (its sha256 as it is written, not read back)
                     out.write(head_text(self.run, summary))
                     if self._body is not None:
                         with self._body_path.open("rb") as body:
-                            _copy(body, out)
+                            out.copy_from(body)
                     for held in self._board:
                         out.write(held)
                     out.write(TAIL)
-                tmp = self._tmp[self.dashboard_path]
                 record = dashboard_record(
-                    self.dashboard_path, tmp, self.dashboard, summary["scored_at"]
+                    self.dashboard_path, out.hexdigest(), self.dashboard, summary["scored_at"]
                 )
                 summary["audit"]["dashboard"] = record
         text = json_text(summary)
@@ -572,16 +565,6 @@ def _large_strings(table: pa.Table, schema: pa.Schema | None = None) -> pa.Table
         for f in (table.schema if schema is None else schema)
     )
     return table if table.schema.equals(target) else table.cast(target)
-
-
-def _copy(source: Any, target: Any) -> None:
-    """Copy a file into another from where each stands (in the kernel where it can)."""
-    target.flush()
-    try:
-        while os.copy_file_range(source.fileno(), target.fileno(), 1 << 30):
-            pass
-    except OSError:  # a file system or kernel without it
-        shutil.copyfileobj(source, target, 1 << 24)
 
 
 @cache
