@@ -61,6 +61,14 @@ class StoreError(TcbReplayError):
     """A store or run directory that is unreadable or inconsistent."""
 
 
+class StoreWriteError(StoreError):
+    """A file of the store that could not be written: a full disk, a refusal."""
+
+
+class StoreWriteRefused(StoreWriteError):
+    """A store that refuses writes: read-only credentials or mount, permissions."""
+
+
 class RunLockedError(TcbReplayError):
     """Another live process is writing the run."""
 

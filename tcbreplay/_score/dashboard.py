@@ -33,14 +33,11 @@ def dashboard_path(run: Run) -> Path:
     return run.dir / DASHBOARD_DIR / f"{_title(run)}_{run.run_id}.json"
 
 
-def dashboard_record(path: Path, sha256: str, mode: str, scored_at: str) -> dict[str, str]:
+def dashboard_record(path: Path, sha256: str) -> dict[str, str]:
     """What a scoring's audit record holds of the dashboard file it wrote to ``path``: its
     place in the run's folder and its ``sha256`` (taken as it was written: see
-    :class:`Hashed`), which ``audit verify`` holds the file to, its mode and the scoring's
-    ``scored_at`` (a scoring that writes none carries the record of the one before: see
-    :mod:`tcbreplay._score.stored`)."""
-    return {"file": f"{DASHBOARD_DIR}/{path.name}", "sha256": sha256, "mode": mode,
-            "scored_at": scored_at}  # fmt: skip
+    :class:`Hashed`), which ``audit verify`` holds the file to."""
+    return {"file": f"{DASHBOARD_DIR}/{path.name}", "sha256": sha256}
 
 
 class Hashed:

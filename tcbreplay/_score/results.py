@@ -264,10 +264,7 @@ def _write_files(
             for job in jobs:
                 job.result()
         if dashboard_file is not None:
-            record = dashboard_record(
-                dashboard_file, board.result(), dashboard, summary["scored_at"]
-            )
-            summary["audit"]["dashboard"] = record
+            summary["audit"]["dashboard"] = dashboard_record(dashboard_file, board.result())
         # the summary last: its presence marks a complete scoring
         replaced = other_roles(folder, summary)
         if replaced:
@@ -323,7 +320,6 @@ class ResultsWriter:
         each_part: PartSink | None = None,
     ) -> None:  # fmt: skip
         self.run = run
-        self.dashboard = dashboard
         self._each_part = each_part
         self.tally = Tally()
         self.summary_rows: list[pl.DataFrame] = []
@@ -486,9 +482,7 @@ class ResultsWriter:
                     for held in self._board:
                         out.write(held)
                     out.write(TAIL)
-                record = dashboard_record(
-                    self.dashboard_path, out.hexdigest(), self.dashboard, summary["scored_at"]
-                )
+                record = dashboard_record(self.dashboard_path, out.hexdigest())
                 summary["audit"]["dashboard"] = record
         text = json_text(summary)
         folder = self.pairs_path.parent

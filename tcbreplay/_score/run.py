@@ -24,7 +24,6 @@ from tcbreplay._machine import usable_cores
 from tcbreplay._ray import check_engine, cluster_cpus, ray_session
 from tcbreplay._score import fold, translate
 from tcbreplay._score.audit_record import audit_record
-from tcbreplay._score.dashboard import dashboard_path
 from tcbreplay._score.engines import local_parts, ray_parts
 from tcbreplay._score.gold_run import gold_calls, use_gold
 from tcbreplay._score.metrics import trial_summary
@@ -54,7 +53,7 @@ from tcbreplay._store.schema import (
 from tcbreplay._store.shards import SELECTION, finish_hint, shard_command, shard_progress
 from tcbreplay._store.views import connect, connect_tables, query_text, shown_status
 from tcbreplay._version import __version__
-from tcbreplay.errors import InputError, StoreError
+from tcbreplay.errors import InputError, StoreError, StoreWriteRefused, first_line
 
 
 def score_run(
@@ -112,11 +111,6 @@ def _score_run(
         # the dashboard file has the original benchmark's metrics of every agent call against
         # the dataset's gold only
         dashboard = "none"
-    if write and (summary := stored_scoring(run, options, dashboard, audit)) is not None:
-        folder = run.scores_dir(options.scoring)  # (scoring it again would write it again)
-        board = dashboard_path(run) if dashboard != "none" else None
-        return _result(run, summary, 0, scores_path=folder / "scores.parquet",
-                       dashboard_path=board)  # fmt: skip
     if options.scorer != DEFAULT_SCORER:
         return _score_whole(run, options, write, dashboard, gold, audit, each_part)
     parts = _parts(run, options)
@@ -144,17 +138,22 @@ def _score_run(
                     return _result(run, summary, absent)
                 scores = results.scores()
                 return _result(run, summary, absent, scores=scores, pairs=results.pairs_frame())
-            with (
-                run.writing_results() as check,
-                staged(hint=WRITABLE_HINT, before_write=check) as files,
-            ):
-                results = ResultsWriter(run, options, plan.dashboard, files)
-                try:
-                    _fold(source, results, con)
-                    summary = _summary(run, options, results, audit, plan)
-                    results.finish(summary)
-                finally:
-                    results.close()
+            try:
+                with (
+                    run.writing_results() as check,
+                    staged(hint=WRITABLE_HINT, before_write=check) as files,
+                ):
+                    results = ResultsWriter(run, options, plan.dashboard, files)
+                    try:
+                        _fold(source, results, con)
+                        summary = _summary(run, options, results, audit, plan)
+                        results.finish(summary)
+                    finally:
+                        results.close()
+            except StoreWriteRefused as exc:
+                if (stored := _stored_instead(run, options, audit, exc)) is None:
+                    raise
+                return stored
             found = _result(
                 run, summary, absent, scores_path=results.scores_path,
                 dashboard_path=results.dashboard_path,
@@ -206,8 +205,33 @@ def _score_whole(
         return _result(run, summary, absent)
     result = _result(run, summary, absent, scores=scores, pairs=scored.pairs)
     if write:
-        write_results(run, options, scored, scores, summary, dashboard, result)
+        try:
+            write_results(run, options, scored, scores, summary, dashboard, result)
+        except StoreWriteRefused as exc:
+            if (stored := _stored_instead(run, options, audit, exc)) is None:
+                raise
+            return stored
     return result
+
+
+def _stored_instead(
+    run: Run, options: ScoreOptions, audit: Any, refused: StoreWriteRefused
+) -> ScoreResult | None:
+    """The scoring stored for ``options``, said as such, when the store ``refused`` this
+    scoring its writes (read-only credentials, a read-only mount) and the stored one is what
+    it would have written (see :mod:`tcbreplay._score.stored`); None otherwise."""
+    summary = stored_scoring(run, options, audit)
+    if summary is None:
+        return None
+    folder = run.scores_dir(options.scoring)
+    found = _result(run, summary, 0, scores_path=folder / "scores.parquet")
+    found.warnings.append(
+        f"the store refuses this scoring's writes ({first_line(refused)}): these are the "
+        f"results stored at {summary.get('scored_at', 'an earlier scoring')}, which scoring "
+        "the run again would write again (the same files, options, SQL and toolkit version); "
+        "the dashboard file is left as it is"
+    )
+    return found
 
 
 def _fold(source: Generator[PartResult], results: ResultsWriter, con: Any) -> None:

@@ -24,7 +24,13 @@ from typing import Any, TypeVar
 
 from tcbreplay._store import objects
 from tcbreplay._store.objects import is_remote
-from tcbreplay.errors import StoreError, TcbReplayError, first_line
+from tcbreplay.errors import (
+    StoreError,
+    StoreWriteError,
+    StoreWriteRefused,
+    TcbReplayError,
+    first_line,
+)
 
 T = TypeVar("T")
 
@@ -34,6 +40,8 @@ _HINTS = {
     errno.EDQUOT: _SPACE,
     errno.EFBIG: "the file system (or a limit on file sizes) allows no file that large",
 }
+# the failures of a store that refuses writes (a read-only mount, permissions)
+_REFUSALS = (errno.EROFS, errno.EACCES, errno.EPERM)
 # a library that reports an operating-system failure as text only (Polars: "(os error 28)")
 _OS_ERROR_TEXT = re.compile(r"\(os error (\d+)\)")
 
@@ -58,9 +66,11 @@ def reason(exc: OSError) -> str:
 
 
 def write_error(
-    path: Path, exc: OSError, error: type[TcbReplayError] = StoreError, hint: str | None = None
+    path: Path, exc: OSError, error: type[TcbReplayError] = StoreWriteError, hint: str | None = None
 ) -> TcbReplayError:
     """The one-line error of a failure to write ``path``."""
+    if error is StoreWriteError and exc.errno in _REFUSALS:
+        error = StoreWriteRefused
     return error(f"{path}: cannot write: {reason(exc)}", hint=_HINTS.get(exc.errno or 0, hint))
 
 
@@ -77,7 +87,7 @@ def remove(path: Path) -> None:
 def writing(
     path: Path,
     *temps: Path,
-    error: type[TcbReplayError] = StoreError,
+    error: type[TcbReplayError] = StoreWriteError,
     hint: str | None = None,
 ) -> Iterator[None]:
     """While ``path`` is written: on any failure remove the temporary files ``temps``, and turn
@@ -92,6 +102,8 @@ def writing(
             found = objects.storage_failure(exc, objects.url(path))
             if found is not None:
                 why, remote_hint = found
+                if error is StoreWriteError and why.startswith(objects.ACCESS_DENIED):
+                    error = StoreWriteRefused
                 raise error(f"{path}: cannot write: {why}", hint=remote_hint or hint) from exc
         if failure is None:
             raise
@@ -258,7 +270,7 @@ class Staged:
 
 @contextmanager
 def staged(
-    error: type[TcbReplayError] = StoreError, hint: str | None = None,
+    error: type[TcbReplayError] = StoreWriteError, hint: str | None = None,
     before_write: Callable[[], None] | None = None,
 ) -> Iterator[Staged]:  # fmt: skip
     """Files that belong together: written under temporary names in the block, renamed into

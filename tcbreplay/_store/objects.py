@@ -763,6 +763,10 @@ _RAISED = re.compile(
 )
 
 
+# how a refusal of the credentials is said (see storage_failure)
+ACCESS_DENIED = "access denied"
+
+
 def storage_failure(exc: BaseException, place: str = "s3://") -> tuple[str, str | None] | None:
     """A failure of object storage in a few words, and a hint; None for any other exception.
     (Asked only of what a remote place's operations raised: any OSError is the store's.)
@@ -823,7 +827,7 @@ def storage_failure(exc: BaseException, place: str = "s3://") -> tuple[str, str 
     if "Credential" in name or "credential" in text.lower():
         return text, _CREDENTIALS_HINT
     if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
-        return f"access denied ({text})", _CREDENTIALS_HINT
+        return f"{ACCESS_DENIED} ({text})", _CREDENTIALS_HINT
     if "Endpoint" in name or "connect" in text.lower():
         return text, "is the network up, and the endpoint right (AWS_ENDPOINT_URL_S3)?"
     if "timeout" in name.lower() or "timeout" in text.lower():

@@ -153,9 +153,9 @@ def can_mount_read_only(tmp_path_factory) -> None:
             "RUN/writer.lock",
         ),
         (IMPORT, "imported"),
-        # (the dashboard file in another mode: a scoring to be written again, as stored it is
-        # only read: see test_a_read_only_store_says_a_scoring_it_holds)
-        (("score", "RUN", "--dashboard", "all"), "RUN/scores/spec/scores.parquet"),
+        # (other options than the stored scoring's: its results are not in the store, so
+        # the refusal is the error; see test_a_read_only_store_says_a_scoring_it_holds)
+        (("score", "RUN", "--rel-tol", "0.5"), "RUN/scores/spec_rel-0.5_abs-0"),
         (("score", "RUN", "--scorer", "abet"), "RUN/scores/abet"),
     ],
     ids=["record", "record --overwrite", "import", "score", "score --scorer abet"],
@@ -178,7 +178,8 @@ def test_a_read_only_store(can_mount_read_only, scored, command, place):
 @pytest.mark.slow
 def test_a_read_only_store_says_a_scoring_it_holds(can_mount_read_only, scored):
     """A scoring of the run as stored (same options, files, SQL and toolkit) failed on the
-    read-only mount (it wrote the same files again): it is read now, the store as it was."""
+    read-only mount (it wrote the same files again): the stored one is said now, with the
+    refusal, the store as it was."""
     root, run_id = scored
     before = snapshot(root)
     stored = json.loads((root / run_id / "scores" / "spec" / "summary.json").read_text())
@@ -186,6 +187,8 @@ def test_a_read_only_store_says_a_scoring_it_holds(can_mount_read_only, scored):
     assert proc.returncode == 0, proc.stderr
     said = json.loads(proc.stdout)
     assert (said["scored_at"], said["tsa"]) == (stored["scored_at"], stored["tsa"])
+    (warning,) = said["warnings"]
+    assert "refuses this scoring's writes" in warning and "Read-only file system" in warning
     assert snapshot(root) == before
 
 
@@ -293,8 +296,7 @@ def test_score_on_a_full_disk_keeps_the_scoring_before(scored, fsize):
     before) and temporary files."""
     root, run_id = scored
     before = snapshot(root)
-    # (the dashboard file in another mode: written again, not read as stored)
-    proc = tcbreplay("score", run_id, "--dashboard", "all", "--store", root, fsize=fsize)
+    proc = tcbreplay("score", run_id, "--store", root, fsize=fsize)
     assert_one_error(proc, 1, str(root / run_id))
     assert "cannot write: File too large" in proc.stderr
     assert snapshot(root) == before
