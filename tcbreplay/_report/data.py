@@ -15,6 +15,7 @@ the numbers still count every row (:mod:`tcbreplay._report.calls`).
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -332,8 +333,12 @@ def collect(
     duplicates = [r for r, n in Counter(run_ids).items() if n > 1]
     if duplicates:
         raise InputError(f"run {duplicates[0]!r} is named twice")
+    # the command an unfinished run's hint says to run with --allow-incomplete (the store
+    # added by the run)
+    retry = "tcbreplay report " + " ".join(shlex.quote(r) for r in run_ids)
+    retry += "" if scoring == "spec" else f" --scoring {shlex.quote(scoring)}"
     runs = [
-        load_scores(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring)
+        load_scores(store, run_id, allow_incomplete=allow_incomplete, scoring=scoring, retry=retry)
         for run_id in run_ids
     ]
     for run in runs:
@@ -431,11 +436,17 @@ def load_run(
 
 
 def load_scores(
-    store: Store, run_id: str, *, allow_incomplete: bool = False, scoring: str = "spec"
+    store: Store,
+    run_id: str,
+    *,
+    allow_incomplete: bool = False,
+    scoring: str = "spec",
+    retry: str | None = None,
 ) -> RunData:
-    """A run's scores (of ``scoring``) and samples, without its calls (:func:`add_calls`)."""
+    """A run's scores (of ``scoring``) and samples, without its calls (:func:`add_calls`);
+    ``retry``: the command an unfinished run's hint names (without its store)."""
     run = store.open_run(run_id)
-    summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring)
+    summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring, retry)
     samples = keyed(read_columns(run.samples_path, SAMPLES_SCHEMA, _ROW_COLUMNS))
     categories = samples["category"].unique().drop_nulls().to_list()
     samples = samples.drop("category").sort("sample_index")
@@ -469,7 +480,7 @@ def add_calls(data: RunData, shown: set[str] | None) -> None:
 
 
 def _scores(
-    store: Store, run: Run, allow_incomplete: bool, scoring: str = "spec"
+    store: Store, run: Run, allow_incomplete: bool, scoring: str = "spec", retry: str | None = None
 ) -> tuple[dict[str, Any], pl.DataFrame, bool]:
     """The stored scoring ``scoring`` if its audit record matches the run's files and the
     scoring SQL; otherwise score in memory with the options it was stored with, or those its
@@ -522,8 +533,9 @@ def _scores(
         parts.append(part.select(c for c in _SCORE_COLUMNS if c in part.columns))
 
     result = score_run(
-        store, run.run_id, options, allow_incomplete=allow_incomplete, write=False, each_part=keep
-    )
+        store, run.run_id, options, allow_incomplete=allow_incomplete, write=False, each_part=keep,
+        retry=f"{retry}{run.store_option()} --allow-incomplete" if retry else None,
+    )  # fmt: skip
     if not parts:
         empty = pl.from_arrow(SCORES_SCHEMA.empty_table())
         assert isinstance(empty, pl.DataFrame)

@@ -67,6 +67,7 @@ def score_run(
     engine: str = "local",
     ray_address: str | None = None,
     each_part: PartSink | None = None,
+    retry: str | None = None,
 ) -> ScoreResult:
     """Score one run from its raw traces; write per-sample scores, summary and dashboard file.
 
@@ -75,7 +76,8 @@ def score_run(
     ``each_part`` (with ``write=False``): each part's scores and pairs are handed to it in
     sample order as they come, and not kept (the result holds the summary only), so what is
     held does not grow with the run; a scorer that takes the whole run at once hands it the
-    whole run's."""
+    whole run's. ``retry``: the command an unfinished run's hint says to run with
+    --allow-incomplete (default: this run's ``score``), as the caller's user typed it."""
     if each_part is not None and write:
         raise ValueError("each_part: the scores are handed over instead of written")
     options = options or ScoreOptions()
@@ -92,16 +94,16 @@ def score_run(
     with run.reading():  # no record --overwrite meanwhile
         return _score_run(
             run, options, allow_incomplete, write, dashboard, store, engine, ray_address,
-            each_part,
+            each_part, retry,
         )  # fmt: skip
 
 
 def _score_run(
     run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str,
     store: Store | None = None, engine: str = "local", ray_address: str | None = None,
-    each_part: PartSink | None = None,
+    each_part: PartSink | None = None, retry: str | None = None,
 ) -> ScoreResult:  # fmt: skip
-    check_scorable(run, allow_incomplete)
+    check_scorable(run, allow_incomplete, retry)
     gold = None
     if options.gold_run is not None:
         gold = gold_calls(store or Store(run.dir.parent), run, options.gold_run)
@@ -329,10 +331,11 @@ def _journal_place(run: Run) -> tuple[str, str]:
     return JOURNAL, "`record --resume`"
 
 
-def check_scorable(run: Run, allow_incomplete: bool) -> None:
+def check_scorable(run: Run, allow_incomplete: bool, retry: str | None = None) -> None:
     """Refuse runs with nothing stored (saying what finished samples wait in the journal,
     where scoring does not read), and unfinished runs unless allowed (the journal's samples
-    of one scored as it is are among its warnings: recording_warnings)."""
+    of one scored as it is are among its warnings: recording_warnings), saying to run
+    ``retry`` with --allow-incomplete (default: score)."""
     status = shown_status(run) or run.status
     if not run.has_data():
         journal = _waiting(run)
@@ -344,7 +347,8 @@ def check_scorable(run: Run, allow_incomplete: bool) -> None:
     if status not in SCORABLE and not allow_incomplete:
         raise StoreError(
             f"run {run.run_id!r} is {status}: not every sample was recorded",
-            hint=f"{finish_hint(run)}; or score what is there with: {_incomplete_score(run)}",
+            hint=f"{finish_hint(run)}; or {retry.split()[1] if retry else 'score'} what is "
+            f"there with: {retry or _incomplete_score(run)}",
         )
 
 

@@ -715,3 +715,28 @@ def test_a_replay_shows_its_block_and_each_divergence_beside_its_parent(sim_run,
     assert f"{n:,} diverged · " in cards[1] and " 0 errors · " in cards[1]
     assert "ended in error" not in cards[1] and f"{n:,} of " in cards[1]
     assert "recording errors" not in re.search(r"leaderboard.*?</table>", page, re.S)[0]
+
+
+def test_an_unfinished_run_is_to_be_reported_with_reports_own_allow_incomplete(tmp_path):
+    """The hint of a run not every sample was recorded of said to run `tcbreplay score RUN
+    --allow-incomplete`, a command that is not the one the user ran (report has the flag)."""
+    root = tmp_path / "traces"
+    for run_id in ("a", "k"):
+        recorded = cli("record", "--model", "sim", "--limit", "3", "--run-id", run_id,
+                       "--quiet", "--store", root)  # fmt: skip
+        assert recorded.exit_code == 0, recorded.output
+    manifest_path = root / "k" / "manifest.json"  # its writer killed: interrupted
+    manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()),
+                                         "status": "recording"}))  # fmt: skip
+    result = cli("report", "a", "k", "-o", tmp_path / "r.html", "--store", root)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        "Error: run 'k' is interrupted: not every sample was recorded"
+    )
+    assert result.stderr.splitlines()[1].endswith(
+        f"; or report what is there with: tcbreplay report a k --store {root} --allow-incomplete"
+    ), result.stderr
+    assert not (tmp_path / "r.html").exists()
+    again = cli("report", "a", "k", "-o", tmp_path / "r.html", "--store", root,
+                "--allow-incomplete")  # fmt: skip
+    assert again.exit_code == 0, again.output
