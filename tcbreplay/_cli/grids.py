@@ -489,20 +489,26 @@ def replay_output(summary: Any, store: Any) -> Output:
     where = "" if str(store) == "traces" else f" --store {shlex.quote(str(store))}"
     kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.by_component.items()))
     tools = ", ".join(f"{k} {v}" for k, v in sorted(summary.tool_outputs.items())) or "none"
+    held = _samples(summary.recorded)
+    if summary.trials > 1:  # (as record's summary says them: its rows are trials)
+        held = f"{summary.recorded} trials ({summary.trials} per sample)"
+        if summary.recorded % summary.trials == 0:
+            held = f"{_samples(summary.recorded // summary.trials)}, {summary.trials} trials each"
+            held += f" ({summary.recorded} trials)"
     lines = [
-        f"replay {summary.run_id} of {summary.parent_run_id}: {summary.recorded} samples, "
+        f"replay {summary.run_id} of {summary.parent_run_id}: {held}, "
         f"{summary.diverged_samples} diverged" + (f" ({kinds})" if kinds else "")
         + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
         f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
     ]  # fmt: skip
     if summary.forked_samples and summary.offline:  # (no live call left the recording)
         lines.append(
-            f"{summary.forked_samples} samples reached the --fork-at turn, where --offline "
+            f"{_samples(summary.forked_samples)} reached the --fork-at turn, where --offline "
             "refused their call to the --then model (LiveCallRefused)"
         )
     elif summary.forked_samples:
         lines.append(
-            f"{summary.forked_samples} samples went on with the --then model at the --fork-at "
+            f"{_samples(summary.forked_samples)} went on with the --then model at the --fork-at "
             "turn (their recordings served before it)"
         )
     if summary.already_replayed:
@@ -525,7 +531,7 @@ def replay_output(summary: Any, store: Any) -> Output:
         lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
     if summary.recorded_errors:
         lines.append(
-            f"{summary.recorded_errors} samples ended in the error their recording ended in, "
+            f"{_samples(summary.recorded_errors)} ended in the error their recording ended in, "
             "where it did (no change)"
         )
     for d in summary.divergences[:10]:
@@ -548,6 +554,11 @@ def replay_output(summary: Any, store: Any) -> Output:
         title=f"divergences of {summary.run_id}",
     )
     return Output(grids=[grid], text=lines, data=data)
+
+
+def _samples(n: int) -> str:
+    """``n`` samples, in the singular for one."""
+    return f"{n} sample" if n == 1 else f"{n} samples"
 
 
 def _not_ok(summary: dict[str, Any]) -> str:

@@ -69,7 +69,8 @@ class Progress:
         self.total = total
         self.started = self.clock.monotonic()
         if already and total and not self.quiet:
-            print(f"{already} samples already recorded; recording {total} more", file=self.file)
+            doing = self.verb.removesuffix("ed") + "ing"  # recording, replaying
+            print(f"{already} samples already {self.verb}; {doing} {total} more", file=self.file)
         if total and not self.quiet and (self.console is not None or self.file.isatty()):
             from rich.console import Console
             from rich.progress import BarColumn, ProgressColumn, TextColumn
