@@ -32,7 +32,7 @@ from tcbreplay._cli.common import (
 @FORMAT_OPTION
 @click.option(
     "--limit",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=1),
     default=10,
     show_default=True,
     help="Samples listed per direction.",
