@@ -240,6 +240,15 @@ def read_units(
     return messages, entries, parts, places
 
 
+def _refuse_missing_content(sent: list[Any]) -> None:
+    """A message without content (or null) but an assistant's is a bad request, as the API
+    answers it: read as an empty text, it would diverge (a 409) from any recording."""
+    for k, m in enumerate(sent):
+        role = m.get("role") if isinstance(m, dict) else None
+        if isinstance(role, str) and role != "assistant" and m.get("content") is None:
+            raise WireError(f"messages[{k}].content: a {role} message's content is required")
+
+
 def _openai_places(k: int, unit: Any, n: int) -> list[str]:
     return [f"messages[{k}]"] * n
 
@@ -295,6 +304,7 @@ class OpenAIWire(Wire):
 
         refuse_settings(body, self.name)
         sent = listed_messages(body)
+        _refuse_missing_content(sent)
         messages, entries, parts, places = read_units(
             self.name, sent, lambda ms: openai.convert(ms, {}, "messages"), cache, _openai_places
         )

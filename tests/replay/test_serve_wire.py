@@ -428,3 +428,20 @@ def test_nan_in_a_request_gets_400_naming_the_field(root, path):
         answer = conn.getresponse()
         said = json.loads(answer.read())["error"]["message"]
     assert (answer.status, said) == (400, "temperature: NaN and Infinity are no JSON numbers")
+
+
+@pytest.mark.parametrize("message", [{"role": "user"}, {"role": "user", "content": None}])
+def test_a_user_message_without_content_gets_400_naming_it(root, message):
+    """It was read as an empty text and answered 409 (no recorded turn sends one), where the
+    API answers 400: the request is malformed, not a divergence."""
+    import http.client
+
+    body = json.dumps({"model": "m", "messages": [{"role": "system", "content": SYSTEM},
+                                                  message]}).encode()  # fmt: skip
+    with serve_run(root, "valid") as server:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        error = json.loads(answer.read())["error"]
+    assert (answer.status, error["type"]) == (400, "invalid_request_error")
+    assert error["message"] == "messages[1].content: a user message's content is required"
