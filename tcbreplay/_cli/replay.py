@@ -53,7 +53,11 @@ from tcbreplay._cli.common import (
     metavar="TURN",
     help="Every sample goes on with the --then model from this turn (0: its first request).",
 )
-@click.option("--offline", is_flag=True, help="Any request for a live model fails at once.")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Any request for the --then model fails at once (with --then only).",
+)
 @click.option("--allow-divergence", is_flag=True, help="Exit 0 even when samples diverged.")
 @click.option("--workers", type=int, help="Samples replayed at once [default: 4].")
 @click.option("--processes", type=int, help="Processes the workers are spread over.")

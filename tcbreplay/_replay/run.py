@@ -126,6 +126,8 @@ def replay_run(
         raise InputError(
             f"--model-option {next(iter(then_options))}: sets the --then model; give --then MODEL"
         )
+    if offline and then is None:  # (it refuses the --then model's calls: there are none)
+        raise InputError("--offline: refuses the --then model's calls; give --then MODEL")
     if fork_at is not None and (then is None or fork_at < 0):
         raise InputError(
             f"--fork-at {fork_at}: needs --then MODEL (the model that goes on from that turn)"

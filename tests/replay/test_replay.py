@@ -269,6 +269,12 @@ def test_bad_input_exits_2(root, unchanged, tmp_path):
     forked = cli("replay", PARENT, "--fork-at", 1, "--store", root)
     assert forked.exit_code == 2
     assert "--fork-at 1: needs --then MODEL" in forked.output
+    # --offline without --then was taken in silence (and changed the replay's run id)
+    offline = cli("replay", PARENT, "--offline", "--store", root)
+    assert offline.exit_code == 2
+    assert offline.stderr.splitlines()[0] == (
+        "Error: --offline: refuses the --then model's calls; give --then MODEL"
+    )
     resumed = cli("record", "--resume", "same", "--store", root)
     assert resumed.exit_code == 2
     assert "is a replay" in resumed.output and "tcbreplay replay sim-seed7" in resumed.output

@@ -132,8 +132,8 @@ def test_a_replay_cut_short_by_an_older_version_finishes_under_its_run_id(root):
 
 
 def test_the_same_command_again_finishes_a_replay_under_its_default_run_id(root):
-    first = replay_run(Store(root), PARENT, limit=1, recorded_tools=True, offline=True)
-    again = replay_run(Store(root), PARENT, limit=3, recorded_tools=True, offline=True)
+    first = replay_run(Store(root), PARENT, limit=1, recorded_tools=True)
+    again = replay_run(Store(root), PARENT, limit=3, recorded_tools=True)
     assert first.run_id == again.run_id
     assert first.run_id.startswith(f"{PARENT}-replay-")
     assert (again.recorded, again.attempted) == (3, 2)

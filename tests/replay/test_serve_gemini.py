@@ -404,7 +404,7 @@ def test_the_log_answers_the_served_calls_by_their_recorded_ids(recorded, tmp_pa
         if data.get("tool_call_id") is not None:
             answered.append(data["tool_call_id"])
     assert len(answered) == 4 and set(answered) <= made
-    result = cli("replay", "served", "--recorded-tools", "--offline", "--run-id", "again",
+    result = cli("replay", "served", "--recorded-tools", "--run-id", "again",
                  "--quiet", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
 

@@ -118,7 +118,7 @@ def test_the_log_of_interleaved_conversations_across_a_restart_replays(recorded,
                     sorted(sid for sid, _, _ in CASES)]  # fmt: skip
     result = cli("audit", "verify", "served", "--store", root)
     assert result.exit_code == 0, result.output
-    result = cli("replay", "served", "--recorded-tools", "--offline", "--run-id", "again",
+    result = cli("replay", "served", "--recorded-tools", "--run-id", "again",
                  "--quiet", "--store", root)  # fmt: skip
     assert result.exit_code == 0, result.output
     rows = json.loads(cli("sql", "select count(*) as n from divergences where run_id = 'again'",
