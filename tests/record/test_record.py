@@ -368,3 +368,18 @@ def test_an_empty_model_is_refused_not_taken_for_the_default(tmp_path):
         "or sim"
     )
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("text", ["", " \n\t\n"])
+def test_an_empty_system_prompt_file_is_warned_of_naming_it(tmp_path, text):
+    """An empty (or whitespace-only) --system-prompt file was recorded with in silence: the
+    agent sent no instructions, and nothing said why its calls went astray."""
+    prompt = tmp_path / "empty.txt"
+    prompt.write_text(text)
+    result = cli("record", "--model", "sim", "--limit", 2, "--system-prompt", prompt,
+                 "--run-id", "k", "--quiet", "--store", tmp_path / "traces")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        f"Warning: {prompt}: the system prompt is empty (or whitespace only): the agent is "
+        "sent no instructions"
+    ]

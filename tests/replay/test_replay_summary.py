@@ -41,3 +41,18 @@ def test_a_resumed_replay_says_it_replays_the_rest(tmp_path):
     rest = cli("replay", "k", "--run-id", "r", "--limit", 8, "--store", tmp_path)
     assert rest.exit_code == 0, rest.output
     assert rest.stderr.splitlines()[0] == "5 samples already replayed; replaying 3 more"
+
+
+def test_a_replay_with_an_empty_system_prompt_file_is_warned_of_naming_it(tmp_path):
+    """It replayed with an empty prompt in silence: every sample diverged at its system
+    message, and nothing named the file."""
+    record(tmp_path, "k", "--model", "sim:seed=5", "--limit", 2)
+    prompt = tmp_path / "empty.txt"
+    prompt.write_text("\n")
+    result = cli("replay", "k", "--system-prompt", prompt, "--run-id", "r", "--quiet",
+                 "--store", tmp_path)  # fmt: skip
+    assert result.exit_code == 1, result.output  # (its samples diverged)
+    assert result.stderr.splitlines()[0] == (
+        f"Warning: {prompt}: the system prompt is empty (or whitespace only): the agent is "
+        "sent no instructions"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from tcbreplay import _json
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries, load_dataset, lone_surrogate
 from tcbreplay._inputs.tools import Toolset, load_toolset
-from tcbreplay.errors import InputError, StoreError
+from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
 
 _HERE = Path(__file__).parent
 DATASET_FILE = "dataset.jsonl"  # a run's dataset, in the normalised shape, beside its manifest
@@ -142,12 +143,21 @@ def load_inputs(
 
 def read_system_prompt(path: Path) -> tuple[str, str]:
     """A system prompt file's text and the sha256 of its bytes. A UTF-8 byte order mark
-    that begins it is no part of the prompt (an editor's, as a dataset's is)."""
+    that begins it is no part of the prompt (an editor's, as a dataset's is); an empty one
+    (or whitespace only) is warned of."""
     try:
         raw = path.read_bytes()
         text = raw.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read system prompt: {exc}") from exc
+    if not text.strip():  # (a file made but not yet written, most likely)
+        warnings.warn(
+            TcbReplayWarning(
+                f"{path}: the system prompt is empty (or whitespace only): the agent is sent no "
+                "instructions"
+            ),
+            stacklevel=2,
+        )
     return text, hashlib.sha256(raw).hexdigest()
 
 
