@@ -29,11 +29,13 @@ SERVED = ("POST /v1/chat/completions, /v1/responses, /v1/messages, "
           "/v1beta/models/{model}:generateContent or "
           "/v1beta/models/{model}:streamGenerateContent?alt=sse; "
           "GET /v1/responses/{id}")  # fmt: skip
-# the paths a client gets to on each wire (GET / lists them)
-ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/messages",
-             "/v1beta/models/{model}:generateContent",
-             "/v1beta/models/{model}:streamGenerateContent?alt=sse",
-             "GET /v1/responses/{id}"]  # fmt: skip
+# every path served (GET / lists them): each wire's, with /v1 and without; Gemini's methods
+# under the versions its clients send (google-genai's v1beta, and v1 when asked); what GET
+# answers (this list, and an answer kept by its id)
+ENDPOINTS = [*ROUTES,
+             *(f"/{version}/models/{{model}}:{method}" for version in ("v1beta", "v1")
+               for method in ("generateContent", "streamGenerateContent?alt=sse")),
+             "GET /", "GET /v1", "GET /v1/responses/{id}", "GET /responses/{id}"]  # fmt: skip
 # an answer given asked for again by its id (GET): the Responses API's
 _KEPT = re.compile(r"^(?:/v1)?/responses/(?P<id>[^/]+)$")
 # a Gemini API version of its own (no other API serves under it)

@@ -499,3 +499,26 @@ def test_gemini_paths_answer_in_googles_shape_and_get_lists_them(server):
     endpoints = json.loads(conn.getresponse().read())["endpoints"]
     conn.close()
     assert "/v1beta/models/{model}:streamGenerateContent?alt=sse" in endpoints
+
+
+def test_get_lists_every_path_served_and_each_is_served(server):
+    """``GET /`` left out the paths without /v1 (a base URL without it), Gemini's under /v1
+    (google-genai's ``api_version="v1"``) and GET's own."""
+    from tcbreplay._replay.routes import ROUTES, kept, route
+
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("GET", "/")
+    endpoints = json.loads(conn.getresponse().read())["endpoints"]
+    conn.close()
+    for path in ("/chat/completions", "/messages", "/responses", "GET /", "GET /responses/{id}",
+                 "/v1/models/{model}:generateContent",
+                 "/v1/models/{model}:streamGenerateContent?alt=sse"):  # fmt: skip
+        assert path in endpoints
+    assert set(ROUTES) <= set(endpoints)
+    for listed in endpoints:  # each is served: none listed that is not
+        method, _, path = listed.rpartition(" ")
+        path = path.split("?")[0].replace("{model}", "m").replace("{id}", "resp_1")
+        if method == "GET":
+            assert path in ("/", "/v1") or kept(path) is not None, listed
+        else:
+            assert route(path) is not None, listed
