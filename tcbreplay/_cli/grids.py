@@ -543,9 +543,12 @@ def replay_output(summary: Any, store: Any) -> Output:
             f'  ... all of them: tcbreplay sql "select * from divergences where run_id = '
             f"'{summary.run_id}'\"{where}"
         )
-    lines.append(
-        f"next: tcbreplay score {summary.run_id} --gold-run {summary.parent_run_id}{where}"
-    )
+    # (a sample that diverged scores with the calls it made until then; one in error, alone,
+    # with nothing the model under test did)
+    if summary.ok or summary.error_types.get("diverged"):
+        lines.append(
+            f"next: tcbreplay score {summary.run_id} --gold-run {summary.parent_run_id}{where}"
+        )
     data = dataclasses.asdict(summary)
     columns = ["sample_id", "trial", "turn", "component", "path", "recorded", "replayed"]
     grid = Grid(

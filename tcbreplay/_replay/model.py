@@ -222,6 +222,8 @@ class RecordedChatModel(BaseChatModel):
             message = _live_answer(
                 live.invoke(messages, _config(run_manager), stop=stop, **kwargs), self.live
             )
+            if state is not None:
+                state.live_answered += 1
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
@@ -230,6 +232,8 @@ class RecordedChatModel(BaseChatModel):
             live = self._live_model(state)
             answer = await live.ainvoke(messages, _config(run_manager), stop=stop, **kwargs)
             message = _live_answer(answer, self.live)
+            if state is not None:
+                state.live_answered += 1
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 

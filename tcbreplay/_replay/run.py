@@ -209,7 +209,7 @@ def replay_run(
         run_tools,
         inputs.system_prompt,
         None if factory is None else (factory[0], factory_source or ""),
-        run_one=_sample_runner(recording, first_message=dataset is None),
+        run_one=_sample_runner(recording, first_message=dataset is None, live=live is not None),
         finish=replay_totals,
         middleware=(unknown_tools_middleware(),) if recorded_tools else (),
     )
@@ -391,10 +391,10 @@ def _tools(inputs: BenchmarkInputs, recorded: bool, run_id: str) -> list[Any]:
     return [RecordedOutputTool.wrap(t) for t in tools] if recorded else list(tools)
 
 
-def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
+def _sample_runner(recording: RecordedRun, *, first_message: bool, live: bool = False) -> Any:
     """How the replay runs one trial of a sample: with its :class:`SampleReplay`, which then
     decides its status, divergence and metadata (``first_message``: the user's message is
-    the one the sample's messages start with)."""
+    the one the sample's messages start with; ``live``: a model goes on live, ``--then``)."""
 
     async def run_one(
         agent: Any, sample: Sample, run_id: str, options: RecordOptions, trial: int, index: int
@@ -432,9 +432,13 @@ def _sample_runner(recording: RecordedRun, *, first_message: bool) -> Any:
         # a divergence, or a live call --offline refused, is the replay's outcome, not a
         # model that cannot be reached (which would stop the run)
         refused = record["error_type"] == LiveCallRefused.__name__ or state.recorded_error
-        outcome = dataclasses.replace(
-            outcome, status=record["status"], answered=outcome.answered or diverged or refused
-        )
+        answered = outcome.answered or diverged or refused
+        if live and (state.live_calls or record["status"] == "ok"):
+            # the model that can fail to be reached is the live one: only its answers say it
+            # is reached (the recording's turns served answer whatever it does), and a sample
+            # that never called it says nothing of it
+            answered = state.live_answered > 0
+        outcome = dataclasses.replace(outcome, status=record["status"], answered=answered)
         return record, outcome
 
     return run_one

@@ -27,6 +27,7 @@ class SampleReplay:
     recording: RecordedRun
     served: list[tuple[int, int]] = field(default_factory=list)  # (turn, parent position)
     live_calls: int = 0
+    live_answered: int = 0  # of those, the ones the live model answered (with a reply kept)
     forked_at: int | None = None
     divergence: Divergence | None = None
     continued: bool = False  # went on with the live model after diverging

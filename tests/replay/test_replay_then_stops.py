@@ -1,0 +1,101 @@
+"""A replay going on live (``--then``) stops as ``record`` stops when its live model cannot be
+reached: once a first wave of samples has failed with no answer of the live model (the
+recording's turns served answer whatever the live model does), with a hint that works for a
+replay."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from helpers import cli
+
+from tcbreplay._replay.run import replay_run
+from tcbreplay._store.runs import Store
+from tcbreplay.errors import RecordError
+
+TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+ADD = {"id": "add", "input": "What is 25 plus 4.5?",
+       "target": [{"name": "add_numbers", "args": {"a": 25, "b": 4.5}}]}  # fmt: skip
+GREET = {"id": "greet", "input": "Hi there!", "target": []}
+ADD_MORE = {"id": "add-more", "input": "What is 2 plus 3?",
+            "target": [{"name": "add_numbers", "args": {"a": 2, "b": 3}}]}  # fmt: skip
+GREET_MORE = {"id": "greet-more", "input": "Hello!", "target": []}
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-key-for-a-loopback-server")
+    for variable in ("OPENAI_BASE_URL", "OPENAI_API_BASE"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+@pytest.fixture
+def parent(tmp_path) -> Path:
+    """A store holding run ``r``: four samples recorded with the sim model, two of them
+    calling a tool (two turns), two answering at once."""
+    dataset = tmp_path / "dataset.json"
+    dataset.write_text(json.dumps([ADD, GREET, ADD_MORE, GREET_MORE]))
+    (tmp_path / "prompt.txt").write_text("Use the tools.")
+    store = tmp_path / "traces"
+    result = cli("record", "--model", "sim", "--dataset", dataset, "--tools", TOOLS,
+                 "--system-prompt", tmp_path / "prompt.txt", "--run-id", "r", "--store", store,
+                 "--quiet")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return store
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A loopback base URL nothing listens at (its connections are refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"system_prompt": "terse"}, {"fork_at": 1}],
+    ids=["diverged at turn 0", "recorded turn served, then live"],
+)
+def test_a_replay_whose_live_model_cannot_be_reached_stops_after_its_first_wave(
+    parent, tmp_path, dead_url, change
+):
+    """Every sample went on live to a base URL nothing listens at, yet the replay ran them
+    all (each with its retries) and ended "errors: OpenAIConnectionError x4": a sample that
+    diverged, or was served a recorded turn, counted as answered."""
+    if "system_prompt" in change:
+        (tmp_path / "terse.txt").write_text("Be terse.")
+        change = {"system_prompt": tmp_path / "terse.txt"}
+    with pytest.raises(RecordError) as stop:
+        replay_run(Store(parent), "r", new_run_id="again", then="openai:gpt-4o-mini",
+                   then_options={"base_url": dead_url}, options={"workers": 2, "backoff": 0.01},
+                   **change)  # fmt: skip
+    assert str(stop.value) == (
+        "recording of again stopped: no model call was answered: the first 2 samples failed "
+        "after their retries (OpenAIConnectionError: Connection error.): check that "
+        f"{dead_url} can be reached (--model-option base_url=... for a proxy or a compatible "
+        "endpoint) and the network"
+    )
+    summary = stop.value.summary
+    assert summary.errors == 2
+    assert summary.recorded < 4  # stopped: the rest not replayed
+
+
+def test_a_replay_with_no_sample_ok_does_not_say_to_score_it(parent):
+    """Every sample's live call refused (--offline), the replay still said "next: tcbreplay
+    score ... --gold-run r", to score a run of errors alone."""
+    result = cli("replay", "r", "--then", "sim", "--fork-at", "0", "--offline",
+                 "--run-id", "again", "--store", parent, "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "errors: LiveCallRefused x4" in result.output
+    assert "next:" not in result.output
+    # diverged samples score with the calls they made until then: said for them
+    (parent.parent / "other.txt").write_text("Be terse.")
+    result = cli("replay", "r", "--system-prompt", parent.parent / "other.txt",
+                 "--run-id", "diverged", "--store", parent, "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "next: tcbreplay score diverged --gold-run r" in result.output
