@@ -230,15 +230,25 @@ def _limit_fix(error: str, again: str) -> tuple[str, str]:
     return said.group(1) if said else _quote(error), set_
 
 
-def replay_stop_hint(stop: RecordStop, run_id: str) -> str | None:
-    """How to go on after a replay's ``stop``, when running it again cannot help (None
-    otherwise)."""
-    if stop.reason != TOKEN_LIMIT:
-        return None
+def replay_stop_hint(stop: RecordStop, run_id: str, command: str) -> str:
+    """How to go on after a replay's ``stop`` (``command``: the one that made it, with its
+    ``--run-id``). A replay has no ``--retry-errors``: run again, it replays only the samples
+    it holds no row of, and with another ``--then`` or ``--model-option`` it is refused as a
+    run of other inputs; ``--overwrite`` replays it anew, whatever was fixed."""
+    if stop.reason == TOKEN_LIMIT:
+        return (
+            "the same command again would be cut off again: with a higher max_tokens it "
+            f"replays into a run id of its own (with --run-id: give another, or replace {run_id} "
+            "with --overwrite)"
+        )
+    summary = stop.summary
+    kept, ok = (summary.recorded, summary.ok) if summary is not None else (stop.failed, 0)
+    errors = "all in error" if not ok else f"{kept - ok} of them in error"
+    also = f" (the {ok} that ended ok too)" if ok else ""
     return (
-        "the same command again would be cut off again: with a higher max_tokens it replays "
-        f"into a run id of its own (with --run-id: give another, or replace {run_id} with "
-        "--overwrite)"
+        f"the run keeps its {kept} finished samples, {errors}, which the same command does not "
+        "replay again: once fixed (--then or its --model-option settings corrected in it, where "
+        f"they were at fault), replay them anew with: {command} --overwrite{also}"
     )
 
 

@@ -410,7 +410,7 @@ def run_plan(
         raise RecordError(
             f"recording of {run_id} stopped: {exc}",
             hint="the run keeps the samples its processes finished; "
-            + retry_hint(Run(writer.dir), shard, asked),
+            + retry_hint(Run(writer.dir), shard, asked, source),
         ) from None
     summary.processes = processes
     summary.trials = opts.trials or 1
@@ -425,10 +425,15 @@ def run_plan(
 
 
 def retry_hint(
-    run: Run, shard: tuple[int, int] | None = None, selection: dict[str, Any] | None = None
-) -> str:
+    run: Run, shard: tuple[int, int] | None = None, selection: dict[str, Any] | None = None,
+    source: str | None = None,
+) -> str:  # fmt: skip
     """How to record a run's failed and missing samples again, with other transport settings:
-    those of the recording's ``selection`` (``limit``, ``sample_ids``), of its ``shard``."""
+    those of the recording's ``selection`` (``limit``, ``sample_ids``), of its ``shard``; a
+    replay's (``source``): its command, which replays its missing samples, and takes no
+    setting anew."""
+    if source is not None:
+        return f"continue with: {run.resume_command()}"
     command = shard_command(run, shard, selection or {}, "--retry-errors")
     return (
         f"once fixed, continue with: {command} (it takes --model-option base_url=... or "

@@ -283,7 +283,7 @@ def replay_run(
         sample_ids=sample_ids,
         simulated=simulated,
         why_stopped=lambda stop: stop_message(stop, then_choice, REPLAY),
-        how_to_go_on=lambda stop: replay_stop_hint(stop, new_run_id),
+        how_to_go_on=lambda stop: replay_stop_hint(stop, new_run_id, command),
         source=SOURCE,
     )
     done = replay_summary(store, summary)

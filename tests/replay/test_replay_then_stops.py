@@ -6,9 +6,11 @@ replay."""
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 from pathlib import Path
 
+import openai_server
 import pytest
 from helpers import cli
 
@@ -99,3 +101,64 @@ def test_a_replay_with_no_sample_ok_does_not_say_to_score_it(parent):
                  "--run-id", "diverged", "--store", parent, "--quiet")  # fmt: skip
     assert result.exit_code == 1, result.output
     assert "next: tcbreplay score diverged --gold-run r" in result.output
+
+
+def test_a_stopped_replays_hint_is_a_command_that_replays_it(parent, tmp_path, dead_url):
+    """The hint was record's: "continue with: tcbreplay replay ... (it takes --model-option
+    base_url=... or timeout=..., --call-timeout, --max-rpm and --max-tpm anew)": the replay
+    takes none of the three options, the command with the base URL corrected is refused (a
+    run of other inputs), and unchanged it leaves the samples stored in error as they are."""
+    (tmp_path / "terse.txt").write_text("Be terse.")
+    prompt = tmp_path / "terse.txt"
+    with pytest.raises(RecordError) as stop:
+        replay_run(Store(parent), "r", new_run_id="again", system_prompt=prompt,
+                   then="openai:gpt-4o-mini", then_options={"base_url": dead_url},
+                   options={"workers": 2, "backoff": 0.01})  # fmt: skip
+    command = shlex.join(["tcbreplay", "replay", "r", "--run-id", "again", "--system-prompt",
+                          str(prompt), "--then", "openai:gpt-4o-mini", "--model-option",
+                          f"base_url={dead_url}", "--store", str(parent)])  # fmt: skip
+    assert stop.value.hint == (
+        "the run keeps its 2 finished samples, all in error, which the same command does not "
+        "replay again: once fixed (--then or its --model-option settings corrected in it, where "
+        f"they were at fault), replay them anew with: {command} --overwrite"
+    )
+    script = {ADD["input"]: [[("add_numbers", {"a": 25, "b": 4.5})]],
+              ADD_MORE["input"]: [[("add_numbers", {"a": 2, "b": 3})]]}  # fmt: skip
+    with openai_server.OpenAIServer(script) as server:
+        words = shlex.split(command.replace(dead_url, server.url))[1:]
+        # as it was: the corrected command alone is refused
+        refused = cli(*words, "--quiet")
+        assert refused.exit_code == 2, refused.output
+        assert "exists with other inputs" in refused.output
+        # as the hint says
+        result = cli(*words, "--overwrite", "--quiet")
+    assert result.exit_code == 1, result.output  # (the prompt changed: each sample diverged)
+    assert "4 samples, 4 diverged (system x4), 4 ok" in result.output
+
+
+def test_a_replay_whose_process_died_says_to_run_it_again(parent, monkeypatch):
+    """The hint was record's "continue with: tcbreplay replay ... (it takes --model-option
+    base_url=... or timeout=..., --call-timeout, --max-rpm and --max-tpm anew)"."""
+    import os
+
+    import tcbreplay._replay.run as replay_module
+
+    real = replay_module.run_sample
+
+    async def dies_on_one_sample(agent, sample, *args):
+        if sample.sample_id == ADD_MORE["id"]:
+            os._exit(3)
+        return await real(agent, sample, *args)
+
+    with monkeypatch.context() as dying:
+        dying.setattr(replay_module, "run_sample", dies_on_one_sample)
+        result = cli("replay", "r", "--run-id", "again", "--workers", 2, "--processes", 2,
+                     "--store", parent, "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[-1] == (
+        "Hint: the run keeps the samples its processes finished; continue with: tcbreplay "
+        f"replay r --run-id again --store {parent}"
+    )
+    result = cli("replay", "r", "--run-id", "again", "--store", parent, "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "replay again of r: 4 samples, 0 diverged" in result.output
