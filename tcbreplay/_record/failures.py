@@ -80,7 +80,8 @@ class RecordStop(Exception):
 
     def __init__(
         self, reason: str, outcome: Outcome, failed: int, cut: int = 0,
-        cut_error: str | None = None, other_error: str | None = None,
+        cut_error: str | None = None, other_error: str | None = None, full: int = 0,
+        full_error: str | None = None,
     ) -> None:  # fmt: skip
         super().__init__(reason)
         self.reason = reason
@@ -91,6 +92,9 @@ class RecordStop(Exception):
         self.cut = cut
         self.cut_error = cut_error
         self.other_error = other_error
+        # and the ones whose context window was full (ContextWindowReply), the first one's error
+        self.full = full
+        self.full_error = full_error
         self.summary: Any = None  # the run's summary, once it is finished
 
 
@@ -103,6 +107,8 @@ class Breaker:
         self.unanswered = 0
         self.cut = 0  # of the unanswered, those stopped at the model's token limit
         self.cut_error: str | None = None  # the first of those's error
+        self.full = 0  # of the unanswered, those whose context window was full
+        self.full_error: str | None = None  # the first of those's error
         self.other_error: str | None = None  # the last of the others'
         self.tripped = False
         self.seen = 0  # samples finished (and stored)
@@ -120,6 +126,9 @@ class Breaker:
             if (outcome.error or "").startswith(_TOKEN_LIMIT):
                 self.cut += 1
                 self.cut_error = self.cut_error or outcome.error
+            elif (outcome.error or "").startswith(_CONTEXT_WINDOW):
+                self.full += 1
+                self.full_error = self.full_error or outcome.error
             else:
                 self.other_error = outcome.error
             if self.unanswered >= self.wave:
@@ -127,7 +136,7 @@ class Breaker:
         if reason is not None:
             self.tripped = True
             raise RecordStop(reason, outcome, self.unanswered, self.cut, self.cut_error,
-                             self.other_error)  # fmt: skip
+                             self.other_error, self.full, self.full_error)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -176,15 +185,19 @@ def stop_message(stop: RecordStop, choice: Any, command: Command = RECORD) -> st
     if stop.reason == TOKEN_LIMIT:
         return _token_limit_message(stop, again)
     first = (
-        f"the first {stop.failed} samples failed after their retries"
-        if stop.failed > 1
-        else "the first sample failed after its retries"
+        f"the first {stop.failed} samples failed" if stop.failed > 1 else "the first sample failed"
     )
+    if not stop.cut and not stop.full:  # (a reply cut or with its window full is not retried)
+        first += " after their retries" if stop.failed > 1 else " after its retries"
     partly_cut = 0 < stop.cut < stop.failed
-    error_text = (stop.other_error if partly_cut else stop.outcome.error) or ""
+    # the others' error (neither cut nor full), else a full context window's
+    error_text = (stop.other_error or stop.full_error or stop.outcome.error) or ""
     # answered, with errors or with replies that were no answer
     answered = _SERVER_ERROR.search(error_text) or error_text.startswith(_BAD_REPLIES)
-    what = "no model call succeeded" if answered or partly_cut else "no model call was answered"
+    if answered or partly_cut or stop.full:
+        what = "no model call succeeded"
+    else:
+        what = "no model call was answered"
     line = f"{what}: {first} ({_quote(error_text)}): " + _unanswered_fix(
         error_text, base_url, command
     )
@@ -194,6 +207,13 @@ def stop_message(stop: RecordStop, choice: Any, command: Command = RECORD) -> st
             f"; {stop.cut} of the {stop.failed} stopped at the model's token limit ({said}), "
             f"which no retry lifts: {set_}, as another run"
         )
+    if stop.full and stop.other_error:  # (the others' fix does not empty the window)
+        line += (
+            f"; {stop.full} of the {stop.failed} had the model's context window full at the "
+            "first request, which neither a retry nor a higher max_tokens empties: shorten the "
+            "system prompt, the tools or the inputs, or use a model with a larger context "
+            "window, as another run"
+        )
     return line
 
 
@@ -201,8 +221,9 @@ def stop_message(stop: RecordStop, choice: Any, command: Command = RECORD) -> st
 _SERVER_ERROR = re.compile(r"\b5\d\d\b|overloaded|unavailable", re.I)
 # a reply the provider sent that was no answer (see tcbreplay._record.agent)
 _TOKEN_LIMIT = "TokenLimitReply:"
+_CONTEXT_WINDOW = "ContextWindowReply:"
 _BAD_REPLIES = ("TruncatedReply:", "UnreadableReply:", "EmptyModelResponse:", _TOKEN_LIMIT,
-                "ContextWindowReply:")  # fmt: skip
+                _CONTEXT_WINDOW)  # fmt: skip
 # what a TokenLimitReply's text says of the limit: "max_tokens=5, finish reason length"
 _LIMIT_SAID = re.compile(r"token limit \((max_tokens.*?, finish reason \S+?)\)")
 
@@ -245,27 +266,57 @@ def replay_stop_hint(stop: RecordStop, run_id: str, command: str) -> str:
     kept, ok = (summary.recorded, summary.ok) if summary is not None else (stop.failed, 0)
     errors = "all in error" if not ok else f"{kept - ok} of them in error"
     also = f" (the {ok} that ended ok too)" if ok else ""
+    # what to fix in the command: for samples no retry helps, and for the others
+    cut, full = (stop.cut, stop.full) if stop.reason == UNANSWERED else (0, 0)
+    fixes: list[str] = []
+    if cut + full < stop.failed or not stop.failed:
+        fixes.append(
+            "--then or its --model-option settings corrected in it, where they were at fault"
+        )
+    if cut:
+        fixes.append(
+            f"for the {cut} cut off at the token limit, a higher --model-option max_tokens=N"
+        )
+    if full:
+        fixes.append(
+            f"for the {full} whose context window was full, shorter inputs in --system-prompt, "
+            "--tools or --dataset, or a --then model with a larger context window"
+        )
     return (
         f"the run keeps its {kept} finished samples, {errors}, which the same command does not "
-        "replay again: once fixed (--then or its --model-option settings corrected in it, where "
-        f"they were at fault), replay them anew with: {command} --overwrite{also}"
+        f"replay again: once fixed ({'; '.join(fixes)}), replay them anew with: {command} "
+        f"--overwrite{also}"
     )
 
 
 def stop_hint(stop: RecordStop, run_id: str, named: bool) -> str | None:
     """How to go on after ``stop``, when the usual ``--retry-errors`` cannot help (None
     otherwise); ``named``: the recording was given its run id (``--run-id``)."""
-    if stop.reason != TOKEN_LIMIT:
+    cut, full = (stop.cut, stop.full) if stop.reason == UNANSWERED else (0, 0)
+    if stop.reason == TOKEN_LIMIT:
+        cut = stop.failed
+    if not cut and not full:
         return None
     kept = f"the run keeps its {stop.summary.recorded} finished samples, " if stop.summary else ""
+    vain: list[str] = []  # what --retry-errors would do again in vain
+    other: list[str] = []  # and what another run is
+    if cut:
+        them = "them" if cut == stop.failed else f"the {cut} cut off at the token limit"
+        vain.append(f"record {them} with max_tokens as it is, to be cut off again")
+        other.append("a higher max_tokens")
+    if full:
+        them = "them" if full == stop.failed else f"the {full} whose context window was full"
+        vain.append(f"send {them} the same first requests, to fill the context window again")
+        other.append("shorter inputs or a model with a larger context window")
+    others = " once the others' fault is fixed," if cut + full < stop.failed else ""
     where = (
         f"give it another --run-id (or replace {run_id} with --overwrite)"
         if named
         else "the same command with it records one under a run id of its own"
     )
     return (
-        f"{kept}but --retry-errors would record them with max_tokens as it is, to be cut off "
-        f"again: a higher max_tokens is another run: {where}"
+        f"{kept}but --retry-errors would {' and '.join(vain)}:{others} {' or '.join(other)} is "
+        f"another run: {where}"
     )
 
 

@@ -182,7 +182,9 @@ def test_a_stop_on_replies_at_the_token_limit_of_a_run_named_by_default(dataset,
 
 def test_a_first_wave_partly_at_the_token_limit_says_so_beside_the_other_fix(dataset, tmp_path):
     """A wave of which some samples failed otherwise and some were cut at the token limit
-    stopped with the others' fix alone, never saying that a retry is cut off again."""
+    stopped with the others' fix alone, never saying that a retry is cut off again; then it
+    said "the first 2 samples failed after their retries" (a reply at the token limit is never
+    retried) and hinted --retry-errors, which records the cut ones with the same limit."""
     invalid = {"type": "invalid_request_error", "message": "Unsupported parameter: 'foo'"}
     with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
         server.inject(openai_server.Fault.at_token_limit(), input=ADD)
@@ -193,17 +195,24 @@ def test_a_first_wave_partly_at_the_token_limit_says_so_beside_the_other_fix(dat
                      "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", "2",
                      "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
     assert result.exit_code == 1, result.output
-    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    lines = result.output.splitlines()
+    error = next(line for line in lines if line.startswith("Error:"))
     assert error.startswith(
         "Error: recording of r stopped: no model call succeeded: the first 2 samples failed "
-        "after their retries (ErrorReply: the provider answered 200 with an error, taken as a "
-        "400: invalid_request_error: Unsupported parameter: 'foo'): the provider refuses the "
+        "(ErrorReply: the provider answered 200 with an error, taken as a 400: "
+        "invalid_request_error: Unsupported parameter: 'foo'): the provider refuses the "
         "request: check --model and --model-option settings; "
     )
     assert error.endswith(
         "; 1 of the 2 stopped at the model's token limit (max_tokens=5, finish reason length), "
         "which no retry lifts: record again with a higher --model-option max_tokens=N, as "
         "another run"
+    )
+    assert next(line for line in lines if line.startswith("Hint:")) == (
+        "Hint: the run keeps its 2 finished samples, but --retry-errors would record the 1 cut "
+        "off at the token limit with max_tokens as it is, to be cut off again: once the others' "
+        "fault is fixed, a higher max_tokens is another run: give it another --run-id (or "
+        "replace r with --overwrite)"
     )
 
 
@@ -222,6 +231,72 @@ def test_a_first_wave_only_partly_at_the_token_limit_stops_as_unanswered():
     with pytest.raises(RecordStop) as stop:
         breaker.see(cut)
     assert (stop.value.reason, stop.value.failed) == ("token limit", 2)
+
+
+def test_a_first_wave_partly_with_the_context_window_full_says_so_in_line_and_hints():
+    """A sample whose context window was full, in a first wave with others that failed
+    otherwise, was said nowhere (the line quoted the last error alone), "after their retries"
+    it never had, and both hints said to run its samples again as they were."""
+    from tcbreplay._record.failures import (
+        Breaker,
+        Outcome,
+        RecordStop,
+        replay_stop_hint,
+        stop_hint,
+        stop_message,
+    )
+
+    full = Outcome("error", answered=False, error="ContextWindowReply: the model's context "
+                   "window is full (stop reason model_context_window_exceeded)")  # fmt: skip
+    breaker = Breaker(wave=2)
+    breaker.see(full)
+    with pytest.raises(RecordStop) as stopped:
+        breaker.see(Outcome("error", answered=False, error="ConnectError: refused"))
+    stop = stopped.value
+    assert (stop.reason, stop.failed, stop.full, stop.cut) == ("unanswered", 2, 1, 0)
+    assert (stop.full_error, stop.other_error) == (full.error, "ConnectError: refused")
+    assert stop_message(stop, None) == (
+        "no model call succeeded: the first 2 samples failed (ConnectError: refused): check "
+        "that the provider can be reached (--model-option base_url=... for a proxy or a "
+        "compatible endpoint) and the network; 1 of the 2 had the model's context window full "
+        "at the first request, which neither a retry nor a higher max_tokens empties: shorten "
+        "the system prompt, the tools or the inputs, or use a model with a larger context "
+        "window, as another run"
+    )
+    assert stop_hint(stop, "r", named=True) == (
+        "but --retry-errors would send the 1 whose context window was full the same first "
+        "requests, to fill the context window again: once the others' fault is fixed, shorter "
+        "inputs or a model with a larger context window is another run: give it another "
+        "--run-id (or replace r with --overwrite)"
+    )
+    assert replay_stop_hint(stop, "again", "tcbreplay replay r --run-id again") == (
+        "the run keeps its 2 finished samples, all in error, which the same command does not "
+        "replay again: once fixed (--then or its --model-option settings corrected in it, where "
+        "they were at fault; for the 1 whose context window was full, shorter inputs in "
+        "--system-prompt, --tools or --dataset, or a --then model with a larger context "
+        "window), replay them anew with: tcbreplay replay r --run-id again --overwrite"
+    )
+    # one cut at the token limit beside one refused: a replay's hint says to raise it
+    breaker = Breaker(wave=2)
+    breaker.see(Outcome("error", answered=False, error="TokenLimitReply: the model stopped"))
+    with pytest.raises(RecordStop) as stopped:
+        breaker.see(Outcome("error", answered=False, error="ConnectError: refused"))
+    assert replay_stop_hint(stopped.value, "again", "tcbreplay replay r --run-id again") == (
+        "the run keeps its 2 finished samples, all in error, which the same command does not "
+        "replay again: once fixed (--then or its --model-option settings corrected in it, where "
+        "they were at fault; for the 1 cut off at the token limit, a higher --model-option "
+        "max_tokens=N), replay them anew with: tcbreplay replay r --run-id again --overwrite"
+    )
+    # every one of the wave's context window full: nothing else to fix
+    breaker = Breaker(wave=1)
+    with pytest.raises(RecordStop) as stopped:
+        breaker.see(full)
+    assert replay_stop_hint(stopped.value, "again", "tcbreplay replay r --run-id again") == (
+        "the run keeps its 1 finished samples, all in error, which the same command does not "
+        "replay again: once fixed (for the 1 whose context window was full, shorter inputs in "
+        "--system-prompt, --tools or --dataset, or a --then model with a larger context "
+        "window), replay them anew with: tcbreplay replay r --run-id again --overwrite"
+    )
 
 
 def _context_window_full(text: str) -> dict:
@@ -271,13 +346,26 @@ def test_a_stop_on_a_full_context_window_says_max_tokens_does_not_help(dataset, 
                      "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", "1",
                      "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
     assert result.exit_code == 1, result.output
-    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
-    assert error.startswith("Error: recording of r stopped: no model call succeeded: ")
+    lines = result.output.splitlines()
+    error = next(line for line in lines if line.startswith("Error:"))
+    # (it said "the first sample failed after its retries": such a reply is never retried)
+    assert error.startswith(
+        "Error: recording of r stopped: no model call succeeded: the first sample failed "
+        "(ContextWindowReply: the model's context window is full "
+    )
     assert error.endswith(
         "the model's context window was full at the first request, which a higher max_tokens "
         "does not help: shorten the system prompt, the tools or the inputs, or use a model "
         "with a larger context window"
     )
+    # (it hinted --retry-errors, which sends the same requests, to fill the window again)
+    assert next(line for line in lines if line.startswith("Hint:")) == (
+        "Hint: the run keeps its 1 finished samples, but --retry-errors would send them the "
+        "same first requests, to fill the context window again: shorter inputs or a model "
+        "with a larger context window is another run: give it another --run-id (or replace r "
+        "with --overwrite)"
+    )
+    assert len(server.requests) == 1  # not retried
 
 
 def test_an_empty_gemini_reply_at_the_token_limit_is_not_retried(dataset, tmp_path):
