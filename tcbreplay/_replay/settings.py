@@ -42,6 +42,8 @@ def refused(body: Mapping[str, Any], api: str) -> str | None:
             return f"{name} {value!r}: a number from {low} to {high}"
     if api == "openai" and body.get("n") not in (None, 1):
         return f"n {body['n']!r}: a recording holds one answer a turn; ask for one"
+    if api == "openai" and body.get("verbosity") is not None:
+        return verbosity_refused(body["verbosity"], "verbosity")
     if api == "anthropic":
         tokens = body.get("max_tokens")
         if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
@@ -54,6 +56,12 @@ def refused(body: Mapping[str, Any], api: str) -> str | None:
                 return (f"messages[{k}].role {role!r}: user or assistant (a system prompt goes "
                         "in system)")  # fmt: skip
     return None
+
+
+def verbosity_refused(value: Any, place: str) -> str:
+    """Why a verbosity asked for (at ``place``) is not served: a recording keeps none."""
+    return (f"{place} {value!r}: not served (a recording keeps no verbosity its answers were "
+            "made at, to compare it with); leave it out")  # fmt: skip
 
 
 def _number_in(value: Any, low: float, high: float) -> bool:

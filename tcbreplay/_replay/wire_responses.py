@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tcbreplay._replay.fingerprint import canonical_params
-from tcbreplay._replay.settings import allowed_refused
+from tcbreplay._replay.settings import allowed_refused, verbosity_refused
 from tcbreplay._replay.wire import (
     Answer,
     MessageCache,
@@ -281,9 +281,7 @@ def _format(text: Any) -> dict[str, Any] | None:
     if not isinstance(text, dict):
         raise WireError("text: an object ({format, verbosity}) is required")
     if text.get("verbosity") is not None:
-        raise WireError(f"text.verbosity {text['verbosity']!r}: not served (a recording keeps "
-                        "no verbosity its answers were made at, to compare it with); leave it "
-                        "out")  # fmt: skip
+        raise WireError(verbosity_refused(text["verbosity"], "text.verbosity"))
     given = text.get("format")
     if given is None:
         return None

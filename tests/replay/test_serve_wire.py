@@ -371,11 +371,12 @@ def test_a_base_url_ending_in_v1_given_to_a_client_that_adds_it_is_said_so(root)
          "tool_choice.allowed_tools.mode 'all': auto or required"),
         ({"temperature": 3}, "temperature 3: a number from 0 to 2"),
         ({"top_p": "high"}, "top_p 'high': a number from 0 to 1"),
+        ({"verbosity": "low"}, "verbosity 'low': not served (a recording keeps no verbosity"),
     ],
 )  # fmt: skip
 def test_settings_openai_refuses_get_400_naming_the_field(root, extra, said):
     """Each was answered 200: two parallel calls for "no", the recorded calls for a
-    tool_choice naming no function."""
+    tool_choice naming no function, the recorded answer whatever verbosity was asked."""
     import openai
 
     with serve_run(root, "valid") as server:
