@@ -160,6 +160,20 @@ def config(body: Mapping[str, Any]) -> dict[str, Any]:
     return canonical_params({_SETTINGS[k]: v for k, v in config.items() if k in _SETTINGS})
 
 
+def json_asked(body: Mapping[str, Any]) -> bool:
+    """Whether ``generationConfig.responseMimeType`` asks for a JSON answer (without a
+    schema: one is refused by :func:`config`); ``text/plain``, the default, asks for text,
+    and another type (``text/x.enum``, which needs a schema) is refused."""
+    config = field(body, "generationConfig") or {}
+    mime = field(config, "responseMimeType") if isinstance(config, dict) else None
+    if mime is None or mime == "text/plain":
+        return False
+    if mime != "application/json":
+        raise WireError(f"generationConfig.responseMimeType {mime!r}: text/plain or "
+                        "application/json")  # fmt: skip
+    return True
+
+
 def choice(body: Mapping[str, Any]) -> dict[str, Any]:
     """``toolConfig.functionCallingConfig`` as the OpenAI form :mod:`~tcbreplay._replay.choice`
     reads: ``NONE`` none, ``ANY`` required (one allowed name: that function; several: one

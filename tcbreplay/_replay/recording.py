@@ -160,6 +160,9 @@ class RecordedRun:
     system_known: bool = True
     # whether its model takes sampling settings (sim's takes none)
     sampled: bool = True
+    # whether its answers were asked for JSON (``response_mime_type``), or its settings are
+    # unknown (imports)
+    json_asked: bool = False
     _rows: dict[Key, _Row] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -198,6 +201,7 @@ class RecordedRun:
             params_known=known,
             system_known=not agent or kept,
             sampled=model.get("provider") != "sim",
+            json_asked=not known or _mime(settings) == "application/json",
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint
@@ -620,3 +624,8 @@ def _present(path: Any, columns: list[str]) -> list[str]:
 
     names = read_schema(path).names
     return [c for c in columns if c in names]
+
+
+def _mime(settings: Mapping[str, Any]) -> Any:
+    """The answer's media type a model's settings ask for (ChatGoogleGenerativeAI's)."""
+    return settings.get("response_mime_type", settings.get("responseMimeType"))

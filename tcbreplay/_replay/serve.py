@@ -183,6 +183,11 @@ class ReplayService:
                 request = wire.read(_body(body), self._messages, target)
             except WireError as exc:
                 return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
+            if request.json_asked and not self.recording.json_asked:
+                said = (f"{request.json_asked} 'application/json': not served (the recording's "
+                        "answers were not asked for JSON: its model settings have no "
+                        "response_mime_type application/json); leave it out")  # fmt: skip
+                return Reply(400, wire.error(400, said))
             return self._answer(wire, request, self._canonical(request, wire))
 
     def retrieve(self, wire_name: str, answer_id: str, target: str = "") -> Reply:

@@ -79,6 +79,10 @@ class WireRequest:
     # what the answer says as the request gave it or the server made it (the Responses
     # API's ``background``, and the ``id`` a client may ask for the answer again by)
     said_back: dict[str, Any] = field(default_factory=dict)
+    # the field that asks for a JSON answer without a schema (Gemini's
+    # ``generationConfig.responseMimeType``), or "": only a recording made asking for JSON
+    # answers it
+    json_asked: str = ""
 
 
 @dataclass

@@ -18,7 +18,9 @@ compared with the recording's in what a Gemini request can say of them
 beside one of these, are refused with a 400 naming the part, not left out; so are fields the
 server cannot read (``functionResponse.parts``, a ``systemInstruction`` part other than
 text, ``cachedContent``, ``generationConfig.responseSchema``, a field given by both its
-names). The settings are read by :mod:`tcbreplay._replay.gemini_settings`.
+names), and ``responseMimeType: application/json`` unless the recording was made asking for
+JSON (its answers are text otherwise: :meth:`ReplayService.handle` checks). The settings
+are read by :mod:`tcbreplay._replay.gemini_settings`.
 
 A function declaration's ``parameters`` (Gemini's schema: upper-case types) are read as the
 JSON schema they stand for (lower-case types, ``propertyOrdering`` left out: it orders, it
@@ -41,7 +43,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tcbreplay._replay import gemini_terms
-from tcbreplay._replay.gemini_settings import camel, choice, config, field, snake, tools
+from tcbreplay._replay.gemini_settings import (
+    camel,
+    choice,
+    config,
+    field,
+    json_asked,
+    snake,
+    tools,
+)
 from tcbreplay._replay.wire import (
     Answer,
     MessageCache,
@@ -367,6 +377,7 @@ class GeminiWire(Wire):
             places=places,
             sent=len(contents),
             inside=_inside(contents),
+            json_asked="generationConfig.responseMimeType" if json_asked(body) else "",
         )
 
     def _response(self, answer: Answer, request: WireRequest, parts: list[Any],
