@@ -1,6 +1,8 @@
 """The answers ``serve`` gave that a client may ask for again by their id: the Responses
 API's ``GET /v1/responses/{id}``, which a client polls after ``"background": true`` (and
-may stream, from an event on, with ``?stream=true&starting_after=N``).
+may stream, from an event on, with ``?stream=true&starting_after=N``), cancels (``POST
+/v1/responses/{id}/cancel``: it is finished, and answered as it is) or deletes (``DELETE``:
+forgotten, a 404 from then on).
 
 A background response is answered finished at once (the recording holds its answer), so a
 client that polls while the status is ``queued`` or ``in_progress`` polls no more; one that
@@ -17,7 +19,7 @@ from collections import OrderedDict
 from itertools import count
 
 from tcbreplay._replay.server import Reply
-from tcbreplay._replay.wire import Answer, Wire, WireError, WireRequest
+from tcbreplay._replay.wire import Answer, Wire, WireError, WireRequest, dumps_json
 from tcbreplay._replay.wire_responses import ResponsesWire
 
 # answers kept (each its text and calls, and the request's model: no messages)
@@ -45,15 +47,17 @@ class KeptAnswers:
         while len(self._kept) > self._size:
             self._kept.popitem(last=False)
 
+    def _unknown(self, wire: ResponsesWire, answer_id: str) -> Reply:
+        message = (f"{answer_id[:100]!r}: no response of that id was made by this server "
+                   f"(of the last {self._size} it made, those deleted left out)")  # fmt: skip
+        return Reply(404, wire.error(404, message, "not_found_error"))
+
     def reply(self, wire: ResponsesWire, answer_id: str, query: str) -> Reply:
         """The answer of ``answer_id`` again (``query``: the query string; ``stream=true``
         its events, after ``starting_after``), or a 404."""
         found = self._kept.get(answer_id)
         if found is None:
-            status = 404
-            message = (f"{answer_id[:100]!r}: no response of that id was made by this server "
-                       f"(of the last {self._size} it made)")  # fmt: skip
-            return Reply(status, wire.error(status, message, "not_found_error"))
+            return self._unknown(wire, answer_id)
         answer, request = found
         asked = dict(p.partition("=")[::2] for p in query.split("&") if p)
         if asked.get("stream", "false") not in ("true", "false"):
@@ -64,6 +68,27 @@ class KeptAnswers:
         if not (after.isascii() and after.lstrip("-").isdigit() and len(after) < 12):
             return _refused(wire, f"starting_after {after[:20]!r}: a whole number")
         return Reply(200, wire.stream(answer, request, int(after)), "text/event-stream")
+
+    def cancel(self, wire: ResponsesWire, answer_id: str) -> Reply:
+        """The answer of ``answer_id`` cancelled: as it is, finished (it was answered whole),
+        where it was made with ``background: true``; else a 400, as only those can be
+        cancelled; or a 404."""
+        found = self._kept.get(answer_id)
+        if found is None:
+            return self._unknown(wire, answer_id)
+        answer, request = found
+        if not request.said_back.get("background"):
+            return _refused(wire, f"{answer_id[:100]!r}: only a response made with background: "
+                                  "true can be cancelled")  # fmt: skip
+        return Reply(200, wire.answer(answer, request))
+
+    def delete(self, wire: ResponsesWire, answer_id: str) -> Reply:
+        """Forget the answer of ``answer_id`` (a 404 asked for again): OpenAI's deletion
+        object; or a 404."""
+        if self._kept.pop(answer_id, None) is None:
+            return self._unknown(wire, answer_id)
+        return Reply(200, dumps_json({"id": answer_id, "object": "response.deleted",
+                                      "deleted": True}))  # fmt: skip
 
 
 def _refused(wire: Wire, message: str) -> Reply:

@@ -35,9 +35,13 @@ SERVED = ("POST /v1/chat/completions, /v1/responses, /v1/messages, "
 ENDPOINTS = [*ROUTES,
              *(f"/{version}/models/{{model}}:{method}" for version in ("v1beta", "v1")
                for method in ("generateContent", "streamGenerateContent?alt=sse")),
-             "GET /", "GET /v1", "GET /v1/responses/{id}", "GET /responses/{id}"]  # fmt: skip
-# an answer given asked for again by its id (GET): the Responses API's
+             "GET /", "GET /v1", "GET /v1/responses/{id}", "GET /responses/{id}",
+             "DELETE /v1/responses/{id}", "DELETE /responses/{id}",
+             "POST /v1/responses/{id}/cancel", "POST /responses/{id}/cancel"]  # fmt: skip
+# an answer given asked for again by its id (GET; DELETE forgets it): the Responses API's
 _KEPT = re.compile(r"^(?:/v1)?/responses/(?P<id>[^/]+)$")
+# an answer given asked to be cancelled (POST): the Responses API's
+_CANCEL = re.compile(r"^(?:/v1)?/responses/(?P<id>[^/]+)/cancel$")
 # a Gemini API version of its own (no other API serves under it)
 _GEMINI_VERSION = re.compile(r"^/v1(?:alpha|beta)[0-9]*(?:/.*)?$")
 
@@ -85,3 +89,10 @@ def base_url_hint(wire: str) -> str:
         return (f"; {name}'s client adds /v1 itself: give it the server's address without "
                 "/v1 as its base URL (http://HOST:PORT)")  # fmt: skip
     return "; the base URL holds /v1 twice: give OpenAI's client http://HOST:PORT/v1"
+
+
+def cancel_of(path: str) -> tuple[str, str] | None:
+    """The wire and the id of an answer asked to be cancelled at ``path``
+    (``/v1/responses/{id}/cancel``), or None."""
+    found = _CANCEL.match(path.rstrip("/"))
+    return ("responses", found["id"]) if found is not None else None

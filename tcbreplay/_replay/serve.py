@@ -190,13 +190,26 @@ class ReplayService:
                 return Reply(400, wire.error(400, said))
             return self._answer(wire, request, self._canonical(request, wire))
 
-    def retrieve(self, wire_name: str, answer_id: str, target: str = "") -> Reply:
-        """The reply to ``GET`` of an answer this server gave, by its id (the Responses
-        API's ``/v1/responses/{id}``; ``target``: the path as sent, with its query string)."""
+    def retrieve(
+        self, wire_name: str, answer_id: str, target: str = "", method: str = "GET"
+    ) -> Reply:
+        """The reply to ``GET`` (or ``DELETE``) of an answer this server gave, by its id (the
+        Responses API's ``/v1/responses/{id}``; ``target``: the path as sent, with its query
+        string)."""
         wire = WIRES[wire_name]
         with self._lock:
             assert isinstance(wire, ResponsesWire)
+            if method == "DELETE":
+                return self._kept.delete(wire, answer_id)
             return self._kept.reply(wire, answer_id, target.partition("?")[2])
+
+    def cancel(self, wire_name: str, answer_id: str) -> Reply:
+        """The reply to cancelling an answer this server gave, by its id (the Responses
+        API's ``POST /v1/responses/{id}/cancel``)."""
+        wire = WIRES[wire_name]
+        with self._lock:
+            assert isinstance(wire, ResponsesWire)
+            return self._kept.cancel(wire, answer_id)
 
     def _canonical(self, request: WireRequest, wire: Wire) -> _Canonical:
         """A request in the canonical form, its messages' canonical JSON and fingerprint

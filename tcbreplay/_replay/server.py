@@ -32,6 +32,7 @@ from tcbreplay._replay.routes import (
     SERVED,
     WIRES,
     base_url_hint,
+    cancel_of,
     doubled_version,
     kept,
     route,
@@ -322,14 +323,21 @@ class ReplayServer:
         if request.method == "GET" and path in ("", "/v1"):
             return Reply(200, self.service.info())
         asked = kept(path)
-        if request.method == "GET" and asked is not None:
-            return self.service.retrieve(*asked, request.path)
-        status = 405 if wire is not None or path in ("", "/v1") or asked else 404
+        if request.method in ("GET", "DELETE") and asked is not None:
+            return self.service.retrieve(*asked, request.path, request.method)
+        cancel = cancel_of(path)
+        if request.method == "POST" and cancel is not None:
+            return self.service.cancel(*cancel)
+        status = 405 if wire is not None or path in ("", "/v1") or asked or cancel else 404
         message = f"{request.method} {shown_path(request.path)[:200]}: not served ({SERVED})"
         meant = doubled_version(path) if status == 404 else None
         if meant is not None:  # (answered in the shape its client reads)
             message += base_url_hint(meant)
-        allow = None if status == 404 else ("POST" if wire is not None else "GET")
+        allow = (
+            None
+            if status == 404
+            else ("POST" if wire is not None or cancel else "GET, DELETE" if asked else "GET")
+        )
         return Reply(status, WIRES[meant or shape(path)].error(status, message), allow=allow)
 
     def serve_forever(self) -> None:

@@ -16,7 +16,8 @@ form leaves reasoning out. ``text.format`` is the sampling setting Chat Completi
 ``item_reference``, a ``prompt`` template), another kind of item or tool (built-in tools
 such as ``web_search``), ``n`` other than 1, and ``text.verbosity`` (a recording keeps no
 verbosity to compare it with). ``background: true`` is answered finished at once, and the
-answer kept for ``GET /v1/responses/{id}`` (:mod:`tcbreplay._replay.kept`).
+answer kept for ``GET /v1/responses/{id}`` (and its cancel and ``DELETE``:
+:mod:`tcbreplay._replay.kept`).
 
 The answer: a ``response`` object whose ``output`` is a ``message`` item (its text as
 ``output_text``), then a ``function_call`` item per call (``call_id`` the recorded id), with

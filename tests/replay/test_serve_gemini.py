@@ -504,7 +504,7 @@ def test_gemini_paths_answer_in_googles_shape_and_get_lists_them(server):
 def test_get_lists_every_path_served_and_each_is_served(server):
     """``GET /`` left out the paths without /v1 (a base URL without it), Gemini's under /v1
     (google-genai's ``api_version="v1"``) and GET's own."""
-    from tcbreplay._replay.routes import ROUTES, kept, route
+    from tcbreplay._replay.routes import ROUTES, cancel_of, kept, route
 
     conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
     conn.request("GET", "/")
@@ -518,7 +518,9 @@ def test_get_lists_every_path_served_and_each_is_served(server):
     for listed in endpoints:  # each is served: none listed that is not
         method, _, path = listed.rpartition(" ")
         path = path.split("?")[0].replace("{model}", "m").replace("{id}", "resp_1")
-        if method == "GET":
+        if method in ("GET", "DELETE"):
             assert path in ("/", "/v1") or kept(path) is not None, listed
+        elif path.endswith("/cancel"):
+            assert cancel_of(path) is not None, listed
         else:
             assert route(path) is not None, listed

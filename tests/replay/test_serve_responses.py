@@ -338,6 +338,43 @@ def test_a_background_response_is_there_when_asked_for_again(server):
         client(server.url).responses.retrieve("resp_unknown")
 
 
+def test_a_response_is_cancelled_as_finished_and_deleted_as_openai_does(server):
+    """``POST /v1/responses/{id}/cancel`` got a 404 and ``DELETE /v1/responses/{id}`` a 405,
+    though ``GET`` of the same id was served: a client that cancels a background response
+    it gave up on, or deletes those it kept, got an error."""
+    import openai
+
+    kwargs = {"model": "gpt-x", "instructions": INPUTS.system_prompt, "tools": tools()}
+    asked = [{"role": "user", "content": sample_input(SAMPLES[0])}]
+    background = client(server.url).responses.create(input=asked, background=True, **kwargs)
+    cancelled = client(server.url).responses.cancel(background.id)
+    # (it was finished when answered: a cancel changes nothing, as OpenAI's of a finished one)
+    assert cancelled.status == "completed" and cancelled.background is True
+    assert cancelled.model_dump(exclude={"created_at"}) == background.model_dump(
+        exclude={"created_at"})  # fmt: skip
+    foreground = client(server.url).responses.create(input=asked, **kwargs)
+    with pytest.raises(openai.BadRequestError, match="only a response made with background"):
+        client(server.url).responses.cancel(foreground.id)
+    assert client(server.url).responses.delete(background.id) is None
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("DELETE", f"/v1/responses/{foreground.id}")
+    deleted = conn.getresponse()
+    assert (deleted.status, json.loads(deleted.read())) == (
+        200, {"id": foreground.id, "object": "response.deleted", "deleted": True})  # fmt: skip
+    conn.request("PUT", f"/v1/responses/{foreground.id}")
+    put = conn.getresponse()
+    put.read()
+    assert (put.status, put.getheader("Allow")) == (405, "GET, DELETE")
+    conn.close()
+    for response in (background, foreground):
+        with pytest.raises(openai.NotFoundError, match="no response of that id"):
+            client(server.url).responses.retrieve(response.id)
+        with pytest.raises(openai.NotFoundError):
+            client(server.url).responses.cancel(response.id)
+        with pytest.raises(openai.NotFoundError):
+            client(server.url).responses.delete(response.id)
+
+
 @pytest.fixture(scope="module")
 def sampled(tmp_path_factory) -> Path:
     """A run whose sampling settings are known (recorded with langchain-google-genai at
