@@ -24,11 +24,6 @@ ROUTES = {
     "/v1/responses": "responses",
     "/responses": "responses",
 }
-# what a request to a path not served is told
-SERVED = ("POST /v1/chat/completions, /v1/responses, /v1/messages, "
-          "/v1beta/models/{model}:generateContent or "
-          "/v1beta/models/{model}:streamGenerateContent?alt=sse; "
-          "GET /v1/responses/{id}")  # fmt: skip
 # every path served (GET / lists them): each wire's, with /v1 and without; Gemini's methods
 # under the versions its clients send (google-genai's v1beta, and v1 when asked); what GET
 # answers (this list, and an answer kept by its id)
@@ -38,6 +33,20 @@ ENDPOINTS = [*ROUTES,
              "GET /", "GET /v1", "GET /v1/responses/{id}", "GET /responses/{id}",
              "DELETE /v1/responses/{id}", "DELETE /responses/{id}",
              "POST /v1/responses/{id}/cancel", "POST /responses/{id}/cancel"]  # fmt: skip
+
+
+def _by_method(endpoints: list[str]) -> str:
+    """The paths of ``endpoints`` by their method (those without one are POST's), each
+    method once in the order first listed: ``POST /a, /b; GET /``."""
+    paths: dict[str, list[str]] = {}
+    for listed in endpoints:
+        method, _, path = listed.rpartition(" ")
+        paths.setdefault(method or "POST", []).append(path)
+    return "; ".join(f"{method} {', '.join(found)}" for method, found in paths.items())
+
+
+# what a request to a path not served is told: every path served, as GET / lists them
+SERVED = _by_method(ENDPOINTS)
 # an answer given asked for again by its id (GET; DELETE forgets it): the Responses API's
 _KEPT = re.compile(r"^(?:/v1)?/responses/(?P<id>[^/]+)$")
 # an answer given asked to be cancelled (POST): the Responses API's

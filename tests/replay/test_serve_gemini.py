@@ -524,3 +524,26 @@ def test_get_lists_every_path_served_and_each_is_served(server):
             assert cancel_of(path) is not None, listed
         else:
             assert route(path) is not None, listed
+
+
+def test_a_404_lists_every_path_get_lists(server):
+    """A 404 listed only the main paths (not those without /v1, Gemini's under /v1, nor GET
+    /), where ``GET /`` lists every one: the two lists are one routing table's."""
+    import openai
+
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=30)
+    conn.request("GET", "/")
+    endpoints = json.loads(conn.getresponse().read())["endpoints"]
+    conn.close()
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.embeddings.create(model="m", input="x")
+    said = caught.value.body["message"]
+    assert said.startswith("POST /v1/embeddings: not served (POST /v1/chat/completions, ")
+    listed = said.partition(": not served (")[2].removesuffix(")")
+    by_method = {group.split(" ", 1)[0]: group.split(" ", 1)[1].split(", ")
+                 for group in listed.split("; ")}  # fmt: skip
+    assert sorted(f"{m} {p}" for m, paths in by_method.items() for p in paths) == sorted(
+        e if " " in e else f"POST {e}" for e in endpoints
+    )
+    assert KEY not in said
