@@ -45,6 +45,10 @@ def as_sent(
         found = _reordered(divergence, items, request, places, kept, index, wire)
         if found is not None:
             return found
+        block = _left_out(divergence, items, places, kept, index)
+        if block is not None:
+            moved = replace(divergence, path=block)
+            return moved, moved.line()
     place = places[kept[index]]
     path = request.inside(place, rest) if request.inside is not None else place + rest
     moved = replace(divergence, path=path)
@@ -68,10 +72,33 @@ def _after(
     except ValueError:
         recorded = None
     tool = isinstance(recorded, dict) and recorded.get("role") == "tool"
-    found = re.fullmatch(r"(.+\.(?:parts|content))\[(\d+)\]", places[-1])
-    if tool and items and items[-1].get("role") == "tool" and found is not None:
-        return f"{found[1]}[{int(found[2]) + 1}]"
+    block = _next_block(places[-1])
+    if tool and items and items[-1].get("role") == "tool" and block is not None:
+        return block
     return f"{listed}[{sent}]"
+
+
+def _next_block(place: str) -> str | None:
+    """The place of the block after ``place`` in its message's content, where that content
+    holds its tool results as blocks (``messages[2].content[0]``: ``messages[2].content[1]``),
+    else None."""
+    found = re.fullmatch(r"(.+\.(?:parts|content))\[(\d+)\]", place)
+    return f"{found[1]}[{int(found[2]) + 1}]" if found is not None else None
+
+
+def _left_out(
+    divergence: Divergence, items: list[dict[str, Any]], places: list[str], kept: list[int],
+    index: int,
+) -> str | None:  # fmt: skip
+    """Where the tool result the recording has at ``index`` would be in the body, when the
+    request left it out and went on (its message there answers no call, and the one before
+    it is a tool result of a content of blocks): the next block of that content; else
+    None."""
+    if divergence.replayed is not None or index == 0 or items[index].get("role") == "tool":
+        return None
+    if items[index - 1].get("role") != "tool":
+        return None
+    return _next_block(places[kept[index - 1]])
 
 
 def _items(request: WireRequest) -> list[int]:

@@ -301,7 +301,8 @@ def test_a_409_points_into_the_responses_request_as_sent(root):
 def test_a_409_points_into_the_anthropic_request_as_sent(root):
     """Each tool_result block is a message of its own in the canonical form: the path said
     ``messages[3]`` for the second block of the client's ``messages[2]``, and for a second
-    result left out after the first (where it would go: ``messages[2].content[1]``)."""
+    result left out after the first (where it would go: ``messages[2].content[1]``); left
+    out with messages after it, ``messages[3].call`` (the next message of the body)."""
     import anthropic
 
     def results(*given: tuple[str, str]) -> list[dict[str, Any]]:
@@ -322,11 +323,19 @@ def test_a_409_points_into_the_anthropic_request_as_sent(root):
                 client.messages.create(messages=[*asked, {"role": "user", "content": sent}],
                                        **kwargs)  # fmt: skip
             said.append(caught.value.body["error"])
+        went_on = [{"role": "user", "content": results(("c1", '{"result": 5}'))},
+                   {"role": "assistant", "content": "Done."},
+                   {"role": "user", "content": "And 6 times 7?"}]  # fmt: skip
+        with pytest.raises(anthropic.ConflictError) as caught:
+            client.messages.create(messages=[*asked, *went_on], **kwargs)
+        said.append(caught.value.body["error"])
     assert said[0]["divergence"]["path"] == "messages[2].content[1].content.result"
     assert said[1]["divergence"]["path"] == "messages[2].content[0].tool_use_id"
     assert (said[2]["divergence"]["path"], said[2]["divergence"]["replayed"]) == (
         "messages[2].content[1]", None)  # fmt: skip
     assert said[3]["divergence"]["path"] == "messages[2].content[0].content.result"
+    assert (said[4]["divergence"]["path"], said[4]["divergence"]["replayed"]) == (
+        "messages[2].content[1]", None)  # fmt: skip
     assert "tool results in another order than the calls of messages[1]: messages[2].content[0] " \
         "answers c2 (multiply_numbers)" in said[1]["message"]  # fmt: skip
 
