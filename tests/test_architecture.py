@@ -153,8 +153,9 @@ ALLOWED = {
     "_cli": set(STAGES),
 }
 # The ground floor: what every stage may use (the version, the JSON reader, secret handling,
-# the errors, the clock, the machine's cores, joining Ray). It imports no stage, and no stage
-# imports the package face (``tcbreplay`` itself, the public API built from the stages).
+# the errors, the clock, the machine's cores, joining Ray, counts in words). It imports no
+# stage, and no stage imports the package face (``tcbreplay`` itself, the public API built
+# from the stages).
 GROUND = {
     "tcbreplay._version",
     "tcbreplay._json",
@@ -163,6 +164,7 @@ GROUND = {
     "tcbreplay._clock",
     "tcbreplay._machine",
     "tcbreplay._ray",
+    "tcbreplay._words",
 }
 _LANGCHAIN = re.compile(r"^\s*(from|import)\s+(langchain|langgraph)", re.M)
 

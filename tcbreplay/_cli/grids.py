@@ -12,6 +12,7 @@ from typing import Any
 from tcbreplay._cli.render import Grid, Output, Whole, rows_json_parts, to_json
 from tcbreplay._replay.divergence import Divergence
 from tcbreplay._store.schema import counted_as
+from tcbreplay._words import count
 
 _METRIC_LABELS = {
     "tsa": "tsa  tool selection accuracy",
@@ -498,8 +499,9 @@ def replay_output(summary: Any, store: Any) -> Output:
     lines = [
         f"replay {summary.run_id} of {summary.parent_run_id}: {held}, "
         f"{summary.diverged_samples} diverged" + (f" ({kinds})" if kinds else "")
-        + f", {summary.ok} ok, {summary.turns_served} turns served, {summary.live_calls} live "
-        f"calls; tool outputs compared: {tools} -> {summary.run_dir}"
+        + f", {summary.ok} ok, {count(summary.turns_served, 'turn')} served, "
+        f"{count(summary.live_calls, 'live call')}; tool outputs compared: {tools} -> "
+        f"{summary.run_dir}"
     ]  # fmt: skip
     if summary.forked_samples and summary.offline:  # (no live call left the recording)
         lines.append(
@@ -509,7 +511,7 @@ def replay_output(summary: Any, store: Any) -> Output:
     elif summary.forked_samples:
         lines.append(
             f"{_samples(summary.forked_samples)} went on with the --then model at the --fork-at "
-            "turn (their recordings served before it)"
+            f"turn ({_their(summary.forked_samples)} served before it)"
         )
     if summary.already_replayed:
         lines.append(
@@ -518,21 +520,21 @@ def replay_output(summary: Any, store: Any) -> Output:
         )
     if summary.awaiting_user:
         lines.append(
-            f"{summary.awaiting_user} samples' recordings go on with another user message, "
-            "which a replay through an agent cannot send (it sends each sample's first one only)"
+            f"{_awaiting(summary.awaiting_user)} on with another user message, which a replay "
+            "through an agent cannot send (it sends each sample's first one only)"
         )
     errors = {k: v for k, v in summary.error_types.items() if k not in ("diverged", "missing")}
-    if summary.error_types.get("missing"):
+    if missing := summary.error_types.get("missing", 0):
         lines.append(
-            f"{summary.error_types['missing']} trials not replayed: {summary.parent_run_id} "
-            "holds no recording of them (status missing)"
+            f"{count(missing, 'trial')} not replayed: {summary.parent_run_id} holds no recording "
+            f"of {'it' if missing == 1 else 'them'} (status missing)"
         )
     if errors:
         lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
     if summary.recorded_errors:
         lines.append(
-            f"{_samples(summary.recorded_errors)} ended in the error their recording ended in, "
-            "where it did (no change)"
+            f"{_samples(summary.recorded_errors)} ended in the error "
+            f"{_their(summary.recorded_errors)} ended in, where it did (no change)"
         )
     for d in summary.divergences[:10]:
         trial = f" (trial {d['trial']})" if d["trial"] else ""
@@ -561,7 +563,16 @@ def replay_output(summary: Any, store: Any) -> Output:
 
 def _samples(n: int) -> str:
     """``n`` samples, in the singular for one."""
-    return f"{n} sample" if n == 1 else f"{n} samples"
+    return count(n, "sample")
+
+
+def _their(n: int) -> str:
+    """What ``n`` samples' recordings are called in a line about them."""
+    return "its recording" if n == 1 else "their recordings"
+
+
+def _awaiting(n: int) -> str:
+    return "1 sample's recording goes" if n == 1 else f"{n} samples' recordings go"
 
 
 def _not_ok(summary: dict[str, Any]) -> str:

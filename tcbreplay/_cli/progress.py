@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tcbreplay._clock import SYSTEM_CLOCK, Clock
+from tcbreplay._words import count
 
 if TYPE_CHECKING:  # rich is imported where a bar is drawn
     from rich.console import Console
@@ -70,7 +71,10 @@ class Progress:
         self.started = self.clock.monotonic()
         if already and total and not self.quiet:
             doing = self.verb.removesuffix("ed") + "ing"  # recording, replaying
-            print(f"{already} samples already {self.verb}; {doing} {total} more", file=self.file)
+            print(
+                f"{count(already, 'sample')} already {self.verb}; {doing} {total} more",
+                file=self.file,
+            )
         if total and not self.quiet and (self.console is not None or self.file.isatty()):
             from rich.console import Console
             from rich.progress import BarColumn, ProgressColumn, TextColumn

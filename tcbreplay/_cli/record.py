@@ -17,6 +17,7 @@ from tcbreplay._cli.common import (
     sigterm_as_ctrl_c,
 )
 from tcbreplay._store.objects import store_root
+from tcbreplay._words import count, noun_for
 from tcbreplay.errors import InputError, StoreError
 
 
@@ -332,8 +333,11 @@ def _kept(summary, selection) -> str:
     for some."""
     asked = _asked(summary, selection)
     if asked is None:
-        return f"{summary.recorded}/{summary.total} samples"
-    return f"{summary.recorded}/{asked} samples asked for ({summary.total} in the dataset)"
+        return f"{summary.recorded}/{summary.total} {noun_for(summary.total, 'sample')}"
+    return (
+        f"{summary.recorded}/{asked} {noun_for(asked, 'sample')} asked for ({summary.total} in "
+        "the dataset)"
+    )
 
 
 def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, failed=False) -> None:
@@ -354,16 +358,20 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
     elif not summary.attempted and summary.status == "recording":  # a shard, others still going
         lines.append(
             f"run {summary.run_id}: this shard has nothing left to record; other shards are "
-            f"still recording ({summary.recorded}/{summary.total} samples so far)"
+            f"still recording ({summary.recorded}/{summary.total} "
+            f"{noun_for(summary.total, 'sample')} so far)"
         )
     elif not summary.attempted and summary.status == "incomplete":  # a shard, others missing
         lines.append(
             f"run {summary.run_id}: this shard has nothing left to record; the run holds "
-            f"{summary.recorded}/{summary.total} samples, the rest are other shards'"
+            f"{summary.recorded}/{summary.total} {noun_for(summary.total, 'sample')}, the rest "
+            "are other shards'"
         )
     elif not summary.attempted:
         sim = " (simulated model)" if summary.simulated else ""
         asked = " asked for" if summary.status == "partial" else ""
+        held = count(summary.recorded, "sample")
+        held = f"all {held}" if summary.recorded > 1 else f"its {held}"
         # a recording killed after its last sample: its fold (or status) finished now
         took_over = (
             f"; the {summary.took_over} recording that left it unfinished is finished (its "
@@ -372,7 +380,7 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
             else ""
         )
         lines.append(
-            f"run {summary.run_id}{sim} already holds all {summary.recorded} samples{asked}"
+            f"run {summary.run_id}{sim} already holds {held}{asked}"
             f"{took_over}; nothing to record (--overwrite records it again)"
         )
     else:
@@ -406,7 +414,8 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
             lines.append(f"next, once every shard has finished: {score}")
         elif summary.status == "incomplete":
             lines.append(
-                f"the run misses {summary.total - summary.recorded} samples (of shards not run, "
+                f"the run misses {count(summary.total - summary.recorded, 'sample')} (of shards "
+                "not run, "
                 f"or stopped): run them, or record the rest with: {run_.resume_command()}; "
                 f"then: {score}"
             )
@@ -446,7 +455,8 @@ def _summary_line(summary, selection) -> str:
     elif summary.status == "recording":  # a shard done, others not yet
         held = f"{summary.ok}/{summary.total} ok so far (shards still recording)"
     return (
-        f"run {summary.run_id}{sim}: {held}, {summary.errors} errors, {summary.retries} "
-        f"retries{tokens}; recorded {summary.attempted} in {summary.duration_s:.1f} s "
+        f"run {summary.run_id}{sim}: {held}, {count(summary.errors, 'error')}, "
+        f"{count(summary.retries, 'retry', 'retries')}{tokens}; recorded {summary.attempted} in "
+        f"{summary.duration_s:.1f} s "
         f"-> {summary.run_dir}"
     )

@@ -18,6 +18,7 @@ from tcbreplay._cli.common import (
     options_dict,
     sigterm_as_ctrl_c,
 )
+from tcbreplay._words import noun_for
 
 
 @main.command()
@@ -116,7 +117,8 @@ def replay(
     except RecordInterrupted as stop:
         progress.close()
         s = stop.summary
-        click.echo(f"Interrupted: kept {s.recorded}/{s.total} samples in {s.run_dir}", err=True)
+        kept = f"{s.recorded}/{s.total} {noun_for(s.total, 'sample')}"
+        click.echo(f"Interrupted: kept {kept} in {s.run_dir}", err=True)
         click.echo(f"Hint: continue with: {Run(Path(s.run_dir)).resume_command()}", err=True)
         sys.exit(stopped.exit_code)
     finally:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay._record.retry import MAX_DELAY, status_code
+from tcbreplay._words import count
 from tcbreplay.errors import InputError
 
 AUTHENTICATION = "authentication"
@@ -264,7 +265,8 @@ def replay_stop_hint(stop: RecordStop, run_id: str, command: str) -> str:
         )
     summary = stop.summary
     kept, ok = (summary.recorded, summary.ok) if summary is not None else (stop.failed, 0)
-    errors = "all in error" if not ok else f"{kept - ok} of them in error"
+    errors = "in error" if not ok else f"{kept - ok} of them in error"
+    errors = f"all {errors}" if not ok and kept > 1 else errors
     also = f" (the {ok} that ended ok too)" if ok else ""
     # what to fix in the command: for samples no retry helps, and for the others
     cut, full = (stop.cut, stop.full) if stop.reason == UNANSWERED else (0, 0)
@@ -283,9 +285,9 @@ def replay_stop_hint(stop: RecordStop, run_id: str, command: str) -> str:
             "--tools or --dataset, or a --then model with a larger context window"
         )
     return (
-        f"the run keeps its {kept} finished samples, {errors}, which the same command does not "
-        f"replay again: once fixed ({'; '.join(fixes)}), replay them anew with: {command} "
-        f"--overwrite{also}"
+        f"the run keeps its {count(kept, 'finished sample')}, {errors}, which the same command "
+        f"does not replay again: once fixed ({'; '.join(fixes)}), replay {_them(kept)} anew "
+        f"with: {command} --overwrite{also}"
     )
 
 
@@ -297,15 +299,17 @@ def stop_hint(stop: RecordStop, run_id: str, named: bool) -> str | None:
         cut = stop.failed
     if not cut and not full:
         return None
-    kept = f"the run keeps its {stop.summary.recorded} finished samples, " if stop.summary else ""
+    kept = ""
+    if stop.summary:
+        kept = f"the run keeps its {count(stop.summary.recorded, 'finished sample')}, "
     vain: list[str] = []  # what --retry-errors would do again in vain
     other: list[str] = []  # and what another run is
     if cut:
-        them = "them" if cut == stop.failed else f"the {cut} cut off at the token limit"
+        them = _them(cut) if cut == stop.failed else f"the {cut} cut off at the token limit"
         vain.append(f"record {them} with max_tokens as it is, to be cut off again")
         other.append("a higher max_tokens")
     if full:
-        them = "them" if full == stop.failed else f"the {full} whose context window was full"
+        them = _them(full) if full == stop.failed else f"the {full} whose context window was full"
         vain.append(f"send {them} the same first requests, to fill the context window again")
         other.append("shorter inputs or a model with a larger context window")
     others = " once the others' fault is fixed," if cut + full < stop.failed else ""
@@ -318,6 +322,10 @@ def stop_hint(stop: RecordStop, run_id: str, named: bool) -> str | None:
         f"{kept}but --retry-errors would {' and '.join(vain)}:{others} {' or '.join(other)} is "
         f"another run: {where}"
     )
+
+
+def _them(n: int) -> str:
+    return "it" if n == 1 else "them"
 
 
 def _unanswered_fix(error: str, base_url: str | None, command: Command = RECORD) -> str:

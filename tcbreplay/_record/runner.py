@@ -72,6 +72,7 @@ from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import new_manifest, utcnow
 from tcbreplay._store.shards import SELECTION, SHARD_SELECTION, shard_command
 from tcbreplay._store.writer import RunWriter, check_shard_store
+from tcbreplay._words import count
 from tcbreplay.errors import InputError, RecordError, RunExistsError, RunLockedError
 
 # with the names of the runner's parts (see the module's docstring) that callers import from here
@@ -402,7 +403,7 @@ def run_plan(
         raise RecordError(
             f"recording of {run_id} stopped: {why_stopped(stop)}",
             hint=how_to_go_on(stop)
-            or f"the run keeps its {stop.summary.recorded} finished samples; "
+            or f"the run keeps its {count(stop.summary.recorded, 'finished sample')}; "
             + retry_hint(Run(writer.dir), shard, asked),
             summary=stop.summary,
         ) from None
@@ -444,8 +445,8 @@ def retry_hint(
 def errors_message(summary: RecordSummary, budget: MaxErrors) -> str:
     kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.error_types.items()))
     return (
-        f"{summary.errors} of {summary.recorded} samples of run {summary.run_id} ended in error "
-        f"({kinds}); --max-errors allows {budget}"
+        f"{summary.errors} of {count(summary.recorded, 'sample')} of run {summary.run_id} ended "
+        f"in error ({kinds}); --max-errors allows {budget}"
     )
 
 

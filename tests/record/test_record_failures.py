@@ -126,7 +126,7 @@ def test_an_error_retrying_cannot_fix_stops_the_recording_in_one_line(
     assert "Traceback" not in result.output
     assert "next: tcbreplay score" not in result.output
     hint = result.stderr.splitlines()[-1]
-    assert hint.startswith("Hint: the run keeps its 1 finished samples; once fixed, continue ")
+    assert hint.startswith("Hint: the run keeps its 1 finished sample; once fixed, continue ")
     assert f"tcbreplay record --retry-errors r --store {store}" in hint
     # the first request told all: not retried, no other sample tried
     assert len(server.requests) == 1

@@ -102,7 +102,7 @@ def test_a_reply_at_the_token_limit_is_counted_and_said_by_record(dataset, tmp_p
                      "--max-errors", "1", "--store", tmp_path / "traces", "--run-id", "r",
                      "--quiet")  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "1/2 ok, 1 errors" in result.output
+    assert "1/2 ok, 1 error," in result.output
     assert "errors: TokenLimitReply x1 (" in result.output
     row = _samples(tmp_path / "traces" / "r")["add"]
     assert row["error"].startswith(
@@ -127,6 +127,7 @@ def test_a_stop_on_replies_at_the_token_limit_says_to_raise_it(dataset, tmp_path
     lines = result.output.splitlines()
     error = next(line for line in lines if line.startswith("Error:"))
     where = "the first sample" if workers == 1 else "each of the first 2 samples"
+    kept, them = ("1 finished sample", "it") if workers == 1 else ("2 finished samples", "them")
     assert error == (
         f"Error: recording of r stopped: the model stopped at its token limit in {where} "
         "(max_tokens=5, finish reason length), and a retry is cut off the same way: record "
@@ -134,9 +135,9 @@ def test_a_stop_on_replies_at_the_token_limit_says_to_raise_it(dataset, tmp_path
     )
     hint = next(line for line in lines if line.startswith("Hint:"))
     assert hint == (
-        f"Hint: the run keeps its {workers} finished samples, but --retry-errors would record "
-        "them with max_tokens as it is, to be cut off again: a higher max_tokens is another "
-        "run: give it another --run-id (or replace r with --overwrite)"
+        f"Hint: the run keeps its {kept}, but --retry-errors would record {them} with "
+        "max_tokens as it is, to be cut off again: a higher max_tokens is another run: give it "
+        "another --run-id (or replace r with --overwrite)"
     )
     manifest = json.loads((tmp_path / "traces" / "r" / "manifest.json").read_text())
     assert manifest["stopped"].startswith("token limit: TokenLimitReply: the model stopped")
@@ -292,10 +293,10 @@ def test_a_first_wave_partly_with_the_context_window_full_says_so_in_line_and_hi
     with pytest.raises(RecordStop) as stopped:
         breaker.see(full)
     assert replay_stop_hint(stopped.value, "again", "tcbreplay replay r --run-id again") == (
-        "the run keeps its 1 finished samples, all in error, which the same command does not "
+        "the run keeps its 1 finished sample, in error, which the same command does not "
         "replay again: once fixed (for the 1 whose context window was full, shorter inputs in "
         "--system-prompt, --tools or --dataset, or a --then model with a larger context "
-        "window), replay them anew with: tcbreplay replay r --run-id again --overwrite"
+        "window), replay it anew with: tcbreplay replay r --run-id again --overwrite"
     )
 
 
@@ -360,7 +361,7 @@ def test_a_stop_on_a_full_context_window_says_max_tokens_does_not_help(dataset, 
     )
     # (it hinted --retry-errors, which sends the same requests, to fill the window again)
     assert next(line for line in lines if line.startswith("Hint:")) == (
-        "Hint: the run keeps its 1 finished samples, but --retry-errors would send them the "
+        "Hint: the run keeps its 1 finished sample, but --retry-errors would send it the "
         "same first requests, to fill the context window again: shorter inputs or a model "
         "with a larger context window is another run: give it another --run-id (or replace r "
         "with --overwrite)"

@@ -30,7 +30,7 @@ def test_one_sample_ending_in_its_recordings_error_is_said_in_the_singular(tmp_p
     result = cli("replay", "k", "--run-id", "r", "--quiet", "--store", tmp_path)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("replay r of k: 4 samples, 0 diverged, 3 ok")
-    assert "\n1 sample ended in the error their recording ended in, where it did" in (result.stdout)
+    assert "\n1 sample ended in the error its recording ended in, where it did" in (result.stdout)
 
 
 def test_a_resumed_replay_says_it_replays_the_rest(tmp_path):
@@ -56,3 +56,23 @@ def test_a_replay_with_an_empty_system_prompt_file_is_warned_of_naming_it(tmp_pa
         f"Warning: {prompt}: the system prompt is empty (or whitespace only): the agent is "
         "sent no instructions"
     )
+
+
+def test_one_forked_sample_one_live_call_are_said_in_the_singular(tmp_path):
+    """It said "1 live calls" and "1 samples went on ... (their recordings served before
+    it)"."""
+    record(tmp_path, "k", "--model", "sim:seed=5", "--limit", 1)
+    result = cli("replay", "k", "--run-id", "r", "--then", "sim", "--fork-at", 0, "--quiet",
+                 "--store", tmp_path)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(
+        "replay r of k: 1 sample, 0 diverged, 1 ok, 0 turns served, 1 live call;"
+    )
+    assert lines[1] == (
+        "1 sample went on with the --then model at the --fork-at turn (its recording served "
+        "before it)"
+    )
+    served = cli("replay", "k", "--run-id", "r2", "--quiet", "--store", tmp_path)
+    assert served.exit_code == 0, served.output
+    assert ", 1 ok, 1 turn served, 0 live calls;" in served.stdout
