@@ -491,6 +491,10 @@ def replay_output(summary: Any, store: Any) -> Output:
     kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.by_component.items()))
     tools = ", ".join(f"{k} {v}" for k, v in sorted(summary.tool_outputs.items())) or "none"
     held = _samples(summary.recorded)
+    # what the counts count: a run's rows, trials when it has some (so the head says them)
+    unit = "trial" if summary.trials > 1 else "sample"
+    rows = partial(count, noun=unit)
+    counted = rows if summary.trials > 1 else str
     if summary.trials > 1:  # (as record's summary says them: its rows are trials)
         held = f"{summary.recorded} trials ({summary.trials} per sample)"
         if summary.recorded % summary.trials == 0:
@@ -498,19 +502,20 @@ def replay_output(summary: Any, store: Any) -> Output:
             held += f" ({summary.recorded} trials)"
     lines = [
         f"replay {summary.run_id} of {summary.parent_run_id}: {held}, "
-        f"{summary.diverged_samples} diverged" + (f" ({kinds})" if kinds else "")
-        + f", {summary.ok} ok, {count(summary.turns_served, 'turn')} served, "
+        f"{counted(summary.diverged_samples)} diverged" + (f" ({kinds})" if kinds else "")
+        + f", {counted(summary.ok)} ok, {count(summary.turns_served, 'turn')} served, "
         f"{count(summary.live_calls, 'live call')}; tool outputs compared: {tools} -> "
         f"{summary.run_dir}"
     ]  # fmt: skip
     if summary.forked_samples and summary.offline:  # (no live call left the recording)
         lines.append(
-            f"{_samples(summary.forked_samples)} reached the --fork-at turn, where --offline "
-            "refused their call to the --then model (LiveCallRefused)"
+            f"{rows(summary.forked_samples)} reached the --fork-at turn, where --offline "
+            f"refused {'its' if summary.forked_samples == 1 else 'their'} call to the --then "
+            "model (LiveCallRefused)"
         )
     elif summary.forked_samples:
         lines.append(
-            f"{_samples(summary.forked_samples)} went on with the --then model at the --fork-at "
+            f"{rows(summary.forked_samples)} went on with the --then model at the --fork-at "
             f"turn ({_their(summary.forked_samples)} served before it)"
         )
     if summary.already_replayed:
@@ -520,8 +525,8 @@ def replay_output(summary: Any, store: Any) -> Output:
         )
     if summary.awaiting_user:
         lines.append(
-            f"{_awaiting(summary.awaiting_user)} on with another user message, which a replay "
-            "through an agent cannot send (it sends each sample's first one only)"
+            f"{_awaiting(summary.awaiting_user, unit)} on with another user message, which a "
+            "replay through an agent cannot send (it sends each sample's first one only)"
         )
     errors = {k: v for k, v in summary.error_types.items() if k not in ("diverged", "missing")}
     if missing := summary.error_types.get("missing", 0):
@@ -533,7 +538,7 @@ def replay_output(summary: Any, store: Any) -> Output:
         lines.append("errors: " + ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())))
     if summary.recorded_errors:
         lines.append(
-            f"{_samples(summary.recorded_errors)} ended in the error "
+            f"{rows(summary.recorded_errors)} ended in the error "
             f"{_their(summary.recorded_errors)} ended in, where it did (no change)"
         )
     for d in summary.divergences[:10]:
@@ -571,8 +576,8 @@ def _their(n: int) -> str:
     return "its recording" if n == 1 else "their recordings"
 
 
-def _awaiting(n: int) -> str:
-    return "1 sample's recording goes" if n == 1 else f"{n} samples' recordings go"
+def _awaiting(n: int, unit: str) -> str:
+    return f"1 {unit}'s recording goes" if n == 1 else f"{n} {unit}s' recordings go"
 
 
 def _not_ok(summary: dict[str, Any]) -> str:

@@ -526,7 +526,7 @@ def test_a_trial_the_parent_lacks_is_not_replayed_and_no_divergence(tmp_path):
     assert imported.exit_code == 0, imported.output
     result = cli("replay", "seven", "--run-id", "again", "--recorded-tools", "--store", store)
     assert result.exit_code == 0, result.output
-    assert "0 diverged, 7 ok" in result.stdout
+    assert "0 trials diverged, 7 trials ok" in result.stdout
     assert "1 trial not replayed: seven holds no recording of it" in result.stdout
     lacking = sql(store, "select sample_id, trial from samples where run_id = 'seven' and "
                          "status = 'missing'")  # fmt: skip

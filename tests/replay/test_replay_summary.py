@@ -23,6 +23,21 @@ def test_trials_are_said_as_samples_with_trials_each_as_record_says_them(tmp_pat
     assert result.stdout.startswith("replay r of k: 4 samples, 3 trials each (12 trials), 0 ")
 
 
+def test_a_replay_with_trials_counts_what_diverged_and_ended_ok_in_trials(tmp_path):
+    """Its head said "4 samples, 3 trials each (12 trials), 0 diverged, 12 ok": counts of
+    trials, said as if of samples."""
+    record(tmp_path, "k", "--model", "sim:seed=9", "--limit", 4, "--trials", 3)
+    result = cli("replay", "k", "--run-id", "r", "--quiet", "--store", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(
+        "replay r of k: 4 samples, 3 trials each (12 trials), 0 trials diverged, 12 trials ok, "
+    )
+    moved = cli("replay", "k", "--run-id", "p", "--then", "sim", "--fork-at", 0, "--quiet",
+                "--store", tmp_path)  # fmt: skip
+    assert moved.exit_code == 0, moved.output
+    assert "\n12 trials went on with the --then model at the --fork-at turn" in moved.stdout
+
+
 def test_one_sample_ending_in_its_recordings_error_is_said_in_the_singular(tmp_path):
     """(It said "1 samples ended in the error their recording ended in".)"""
     record(tmp_path, "k", "--model", "sim:fault_rate=0.3,seed=1", "--retries", 0,
