@@ -53,6 +53,7 @@ class Outcome:
     stop: str | None = None  # why the whole run must stop (AUTHENTICATION, ...)
     error: str | None = None  # "ErrorType: message", one line, redacted
     wait: float | None = None  # LONG_WAIT: the seconds the provider asked to wait
+    attempts: int = 1  # its model calls' attempts: 1, plus the retries it took
 
 
 def stop_reason(exc: BaseException) -> str | None:
@@ -82,7 +83,7 @@ class RecordStop(Exception):
     def __init__(
         self, reason: str, outcome: Outcome, failed: int, cut: int = 0,
         cut_error: str | None = None, other_error: str | None = None, full: int = 0,
-        full_error: str | None = None,
+        full_error: str | None = None, retried: int = 0,
     ) -> None:  # fmt: skip
         super().__init__(reason)
         self.reason = reason
@@ -96,6 +97,8 @@ class RecordStop(Exception):
         # and the ones whose context window was full (ContextWindowReply), the first one's error
         self.full = full
         self.full_error = full_error
+        # of those that failed without an answer, the ones retried (a 400 is not)
+        self.retried = retried
         self.summary: Any = None  # the run's summary, once it is finished
 
 
@@ -111,6 +114,7 @@ class Breaker:
         self.full = 0  # of the unanswered, those whose context window was full
         self.full_error: str | None = None  # the first of those's error
         self.other_error: str | None = None  # the last of the others'
+        self.retried = 0  # of the unanswered, those retried before they failed
         self.tripped = False
         self.seen = 0  # samples finished (and stored)
 
@@ -124,6 +128,7 @@ class Breaker:
         reason = outcome.stop
         if reason is None and not self.answered:
             self.unanswered += 1
+            self.retried += outcome.attempts > 1
             if (outcome.error or "").startswith(_TOKEN_LIMIT):
                 self.cut += 1
                 self.cut_error = self.cut_error or outcome.error
@@ -137,7 +142,8 @@ class Breaker:
         if reason is not None:
             self.tripped = True
             raise RecordStop(reason, outcome, self.unanswered, self.cut, self.cut_error,
-                             self.other_error, self.full, self.full_error)  # fmt: skip
+                             self.other_error, self.full, self.full_error,
+                             self.retried)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -188,8 +194,11 @@ def stop_message(stop: RecordStop, choice: Any, command: Command = RECORD) -> st
     first = (
         f"the first {stop.failed} samples failed" if stop.failed > 1 else "the first sample failed"
     )
-    if not stop.cut and not stop.full:  # (a reply cut or with its window full is not retried)
+    # (a reply cut or with its window full is not retried, nor a request refused: a 400)
+    if stop.retried == stop.failed and not stop.cut and not stop.full:
         first += " after their retries" if stop.failed > 1 else " after its retries"
+    elif stop.retried and not stop.cut and not stop.full:
+        first += f", {stop.retried} of them after their retries"
     partly_cut = 0 < stop.cut < stop.failed
     # the others' error (neither cut nor full), else a full context window's
     error_text = (stop.other_error or stop.full_error or stop.outcome.error) or ""

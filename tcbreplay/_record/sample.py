@@ -92,6 +92,7 @@ async def run_sample(
         stop=stop,
         error=None if error is None else f"{record['error_type']}: {record['error']}",
         wait=state.asked_wait if stop == LONG_WAIT else None,
+        attempts=record["attempts"],
     )
     return record, outcome
 

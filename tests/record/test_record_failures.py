@@ -188,6 +188,25 @@ def test_an_unreachable_host_stops_the_recording_within_one_retry_cycle(
     assert "next: tcbreplay score" not in result.output
 
 
+def test_a_wave_refused_with_a_400_is_said_to_have_failed_not_after_retries(
+    dataset, server, key, tmp_path
+):
+    """A 400 is not retried, yet the line said "the first 2 samples failed after their
+    retries"."""
+    server.inject(Fault.error(400, "Unsupported parameter: 'foo'"))  # every request
+    store = tmp_path / "traces"
+    result = _record(dataset, store, server.url, "--workers", "2", "--retries", "3")
+    assert result.exit_code == 1, result.output
+    (error,) = _errors(result)
+    assert error.startswith(
+        "Error: recording of r stopped: no model call was answered: the first 2 samples failed "
+        "(GoogleInvalidRequestError: 400 INVALID_ARGUMENT: Unsupported parameter: 'foo'): "
+    )
+    assert error.endswith("the provider refuses the request: check --model and --model-option "
+                          "settings")  # fmt: skip
+    assert {r["attempts"] for r in _rows(store)} == {1}  # (not retried)
+
+
 def test_a_stopped_run_is_completed_by_retry_errors_with_a_corrected_base_url(
     dataset, server, key, tmp_path
 ):
@@ -459,6 +478,24 @@ def test_the_breaker_stops_on_a_whole_unanswered_wave_and_never_once_answered():
         answered.see(failed)
     with pytest.raises(RecordStop):  # but an error no retry fixes stops it all the same
         answered.see(Outcome("error", answered=True, stop=AUTHENTICATION, error="x"))
+
+
+def test_the_stop_line_says_after_retries_of_the_samples_that_were_retried():
+    """It said "after their retries" of every wave, a 400 (never retried) too."""
+    from tcbreplay._record.failures import Breaker, Outcome, RecordStop, stop_message
+
+    def said(*attempts: int) -> str:
+        breaker = Breaker(wave=len(attempts))
+        with pytest.raises(RecordStop) as stop:
+            for n in attempts:
+                breaker.see(Outcome("error", False, error="ConnectError: refused", attempts=n))
+        return stop_message(stop.value, None).partition(" (")[0]
+
+    assert said(1, 1) == "no model call was answered: the first 2 samples failed"
+    assert said(3) == "no model call was answered: the first sample failed after its retries"
+    assert said(3, 1, 2) == (
+        "no model call was answered: the first 3 samples failed, 2 of them after their retries"
+    )
 
 
 def test_stop_reasons_follow_langchains_error_types_and_status_codes():
