@@ -154,11 +154,14 @@ class Command:
     model: str  # the option naming the model it calls: record's --model, a replay's --then
     # it takes --call-timeout, --max-rpm/--max-tpm, --retries/--backoff and --retry-errors
     limits: bool = True
+    # what its stop line calls the calls it makes: a replay's recorded turns are served, and
+    # only its calls to the --then model go out
+    calls: str = "model call"
 
 
 RECORD = Command("record", "--model")
 # a replay going on live (--then): the same checks, its own options
-REPLAY = Command("replay", "--then", limits=False)
+REPLAY = Command("replay", "--then", limits=False, calls="live model call")
 
 
 def stop_message(stop: RecordStop, choice: Any, command: Command = RECORD) -> str:
@@ -205,9 +208,9 @@ def stop_message(stop: RecordStop, choice: Any, command: Command = RECORD) -> st
     # answered, with errors or with replies that were no answer
     answered = _SERVER_ERROR.search(error_text) or error_text.startswith(_BAD_REPLIES)
     if answered or partly_cut or stop.full:
-        what = "no model call succeeded"
+        what = f"no {command.calls} succeeded"
     else:
-        what = "no model call was answered"
+        what = f"no {command.calls} was answered"
     line = f"{what}: {first} ({_quote(error_text)}): " + _unanswered_fix(
         error_text, base_url, command
     )

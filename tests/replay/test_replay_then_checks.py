@@ -86,7 +86,7 @@ def test_a_tool_name_the_then_models_provider_refuses_is_refused_before_the_repl
         ),
         (
             {"type": "invalid_request_error", "message": "Unsupported parameter: 'foo'"},
-            "no model call was answered: the first sample failed (ErrorReply: "
+            "no live model call was answered: the first sample failed (ErrorReply: "
             "the provider answered 200 with an error, taken as a 400: invalid_request_error: "
             "Unsupported parameter: 'foo'): the provider refuses the request: check --then and "
             "--model-option settings",
