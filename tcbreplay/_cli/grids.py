@@ -184,7 +184,7 @@ def diff_output(result: Any, limit: int = 10) -> Output:
         title=f"{result.run_b} vs {result.run_a}  ({result.n_common} common samples, "
         f"scoring {result.scoring})",
         caption=f"paired bootstrap, {result.n_boot} resamples, seed {result.seed}; "
-        f"{len(result.regressed)} samples regressed, {len(result.improved)} improved"
+        f"{count(len(result.regressed), 'sample')} regressed, {len(result.improved)} improved"
         + (f"; {result.trials_note}" if result.trials_note else ""),
         digits=".4f",
         null="—",

@@ -36,6 +36,7 @@ from tcbreplay._store.schema import (
     with_optional_columns,
 )
 from tcbreplay._store.shards import finish_hint
+from tcbreplay._words import count
 from tcbreplay.errors import (
     InputError,
     StoreError,
@@ -73,7 +74,7 @@ def check_run(run: Any, function: str) -> None:
     waiting = run.unfolded_records()
     if waiting or status not in ("complete", "imported", "partial"):
         said = (
-            f"{waiting} finished samples wait in its journal, not in this export"
+            f"{count(waiting, 'finished sample')} in its journal, not in this export"
             if waiting
             else "not every sample was recorded"
         )

@@ -278,7 +278,9 @@ def test_table_output(pair):
     text = result.stdout
     assert f"{pair.b} vs {pair.a}" in text and "94 common samples" in text
     caption = " ".join(text.split())  # the caption may wrap
-    assert f"{len(out['regressed'])} samples regressed, {len(out['improved'])} improved" in caption
+    regressed = len(out["regressed"])
+    said = f"{regressed} sample{'' if regressed == 1 else 's'} regressed"
+    assert f"{said}, {len(out['improved'])} improved" in caption
     for name in ("tsa", "tp", "ahr", *sorted(TOOLS)):
         assert name in text
     assert out["regressed"][0] in text

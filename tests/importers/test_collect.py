@@ -734,7 +734,7 @@ def test_a_request_not_read_again_keeps_its_sample_and_no_place_is_given_twice(t
     assert summary.samples == len(indices) == len(set(indices)) == 4
     scored = cli("score", "k", "--store", store)
     assert scored.exit_code == 0, scored.output
-    assert any("1 samples kept as the run holds them" in line for line in log), log
+    assert any("1 sample kept as stored in the run" in line for line in log), log
 
 
 def test_a_run_an_earlier_version_gave_a_place_twice_is_mended_when_taken_up_again(tmp_path):

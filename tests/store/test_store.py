@@ -850,6 +850,6 @@ def test_an_unfinished_run_is_exported_with_a_warning(store):
         result = cli("export", RUN, "-o", out, "--format", fmt, "--store", store.root)
         assert result.exit_code == (0 if fmt == "tables" else 1), result.output
         assert result.stderr.startswith(
-            f"Warning: run {RUN!r} is interrupted: 1 finished samples wait in its journal, not "
+            f"Warning: run {RUN!r} is interrupted: 1 finished sample in its journal, not "
             f"in this export; finish it with: tcbreplay record --resume {RUN} --store "
         ), result.stderr

@@ -51,6 +51,7 @@ from tcbreplay._importers.otel.collect_traces import TraceSamples
 from tcbreplay._importers.otel.conversation import warn_resultless
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
+from tcbreplay._words import count
 from tcbreplay.errors import InputError
 
 # seconds a sample's spans stay in memory after the last of them arrived (log records of
@@ -125,12 +126,13 @@ class Collector(TraceSamples):
         self.earlier_requests = self.requests
         if chunks:
             self.log(
-                f"collect: {self.run_id}: {len(self._run.rows)} samples from the received files"
+                f"collect: {self.run_id}: {count(len(self._run.rows), 'sample')} from the "
+                "received files"
             )
         # rows whose requests were not read again (skipped above) stay in the run as they are
         if kept := self._run.keep_held():
             self.log(
-                f"collect: {self.run_id}: {kept} samples kept as the run holds them, their "
+                f"collect: {self.run_id}: {count(kept, 'sample')} kept as stored in the run, "
                 "requests in the received files not read again (said above)"
             )
 
