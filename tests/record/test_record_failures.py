@@ -24,6 +24,7 @@ from gemini_server import Fault, GeminiServer
 from helpers import cli
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS
+from tcbreplay._words import count
 from tcbreplay.errors import InputError
 
 KEY = "fake-gemini-key-for-issue-22"
@@ -381,7 +382,7 @@ def test_samples_left_in_error_exit_non_zero_with_an_end_line_saying_what_failed
         f"Hint: once fixed, continue with: tcbreplay record --retry-errors r --store {store}"
     )
     assert "next: tcbreplay score" not in result.output
-    assert result.stdout.startswith(f"run r: {N - failed}/{N} ok, {failed} errors")
+    assert result.stdout.startswith(f"run r: {N - failed}/{N} ok, {count(failed, 'error')}")
     # the run is complete, its errors stored as rows, and it scores
     assert _manifest(store)["status"] == "complete"
     assert sum(r["status"] == "error" for r in _rows(store)) == failed
