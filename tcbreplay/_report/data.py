@@ -4,47 +4,38 @@ transcripts: :mod:`tcbreplay._report.transcripts`).
 Reads the run directories only and imports neither LangChain nor LangGraph: stored
 messages are read as JSON. Scores come from the run's stored default scoring
 (``scores/spec``) when its audit record matches the run's current files, otherwise
-the run is scored in memory; nothing is written to the store. Later runs are
-compared with the first by :func:`tcbreplay._compare.diff.diff_runs`. A sample's trials
-are rows of their own, each named by :func:`row_key` (its id, and ``(trial t)`` after it
-for t > 0), so every table and transcript is keyed by that name. Past a number of rows the
-page shows some (:mod:`tcbreplay._report.shown`): the calls and pairings of those are kept,
-the numbers still count every row (:mod:`tcbreplay._report.calls`).
+the run is scored in memory; nothing is written to the store
+(:mod:`tcbreplay._report.scores`; their intervals: :mod:`tcbreplay._report.intervals`).
+Later runs are compared with the first by :func:`tcbreplay._compare.diff.diff_runs`. A
+sample's trials are rows of their own, each named by :func:`row_key` (its id, and
+``(trial t)`` after it for t > 0), so every table and transcript is keyed by that name.
+Past a number of rows the page shows some (:mod:`tcbreplay._report.shown`): the calls and
+pairings of those are kept, the numbers still count every row
+(:mod:`tcbreplay._report.calls`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay._compare.diff import by_sample, diff_runs, worse_by_metric
+from tcbreplay._compare.diff import diff_runs, worse_by_metric
 from tcbreplay._compare.outcomes import NoOutcome, read_outcomes
-from tcbreplay._compare.resampling import ResampleSums, ratio
 from tcbreplay._compare.validity import Validity, scores_validity
 from tcbreplay._report.calls import Call, keyed, load_calls
+from tcbreplay._report.intervals import METRICS, N_BOOT, metric_intervals
+from tcbreplay._report.scores import report_scores
 from tcbreplay._report.shown import SAMPLES, SEED, Shown, choose
-from tcbreplay._score.audit_record import current_sha256, sql_sha256
-from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
-from tcbreplay._score.results import read_summary, refuse_repeated_rows
-from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
-from tcbreplay._store.schema import SAMPLES_SCHEMA, SCORES, SCORES_SCHEMA
+from tcbreplay._store.schema import SAMPLES_SCHEMA
 from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
 
-METRICS = ("tsa", "tp", "ahr")
-N_BOOT = 1000
-CONFIDENCE = 0.95
-# resample indexes drawn at once: how the seed's stream is cut, so kept (the same seed gives
-# the intervals reports gave before)
-_CHUNK_CELLS = 2_000_000
 # Values differing by less than this are the same score (tp is a ratio of small integers).
 _EPS = 1e-9
 # the samples' columns read for every row: what the report keys on or counts over the run
@@ -64,25 +55,6 @@ _SHOWN_COLUMNS = [
     "output_tokens",
     "duration_s",
     "metadata",
-]
-# the scores' columns the report reads: the page's, the intervals' and the validity panel's
-_SCORE_COLUMNS = [
-    "sample_id",
-    "trial",
-    "sample_index",
-    "status",
-    "n_gold",
-    "n_agent",
-    "tsa",
-    "tp",
-    "ahr",
-    "args_invalid",
-    "args_total",
-    "args_missing",
-    "exact",
-    "write_exact",
-    "first_divergence",
-    "covered",
 ]
 
 
@@ -122,19 +94,6 @@ def read_rows(
     frame = pl.from_arrow(table.select([c for c in columns if c in table.column_names]))
     assert isinstance(frame, pl.DataFrame)
     return frame.sort("sample_index")
-
-
-def read_frame(path: Any, columns: list[str] | None = None) -> pl.DataFrame:
-    """A Parquet file of the store as a frame, wherever the store is (``columns``: those of
-    them it has, else every one)."""
-    from tcbreplay._store.parquet import read_schema, read_table
-
-    if columns is not None:
-        names = set(read_schema(path).names)
-        columns = [c for c in columns if c in names]
-    frame = pl.from_arrow(read_table(path, columns=columns))
-    assert isinstance(frame, pl.DataFrame)
-    return frame
 
 
 @dataclass
@@ -446,7 +405,7 @@ def load_scores(
     """A run's scores (of ``scoring``) and samples, without its calls (:func:`add_calls`);
     ``retry``: the command an unfinished run's hint names (without its store)."""
     run = store.open_run(run_id)
-    summary, scores, in_memory = _scores(store, run, allow_incomplete, scoring, retry)
+    summary, scores, in_memory = report_scores(store, run, allow_incomplete, scoring, retry)
     samples = keyed(read_columns(run.samples_path, SAMPLES_SCHEMA, _ROW_COLUMNS))
     categories = samples["category"].unique().drop_nulls().to_list()
     samples = samples.drop("category").sort("sample_index")
@@ -477,113 +436,6 @@ def add_calls(data: RunData, shown: set[str] | None) -> None:
     data.agent, data.gold, data.explanations = calls.agent, calls.gold, calls.explanations
     data.gold_rules, data.own_tools = calls.gold_rules, calls.own_tools
     data.invented, data.call_names = calls.invented, calls.call_names
-
-
-def _scores(
-    store: Store, run: Run, allow_incomplete: bool, scoring: str = "spec", retry: str | None = None
-) -> tuple[dict[str, Any], pl.DataFrame, bool]:
-    """The stored scoring ``scoring`` if its audit record matches the run's files and the
-    scoring SQL; otherwise score in memory with the options it was stored with, or those its
-    name stands for (writes nothing)."""
-    folder = run.scores_dir(scoring)
-    wanted = ScoreOptions.from_scoring(scoring)
-    stored_options = None
-    kept: pl.DataFrame | None = None  # the stored scores, when current
-    try:
-        # its shape and options checked (a bad one is scored anew, by the folder's name)
-        summary, stored_options = read_summary(run, folder)
-        audit = summary.get("audit") or {}
-        hashes = audit.get("inputs_sha256") or {}
-        current = (
-            run.has_data()
-            and "by_tool" in summary
-            # a spec folder scored under an earlier version's defaults (abs_tol 1e-9) is not
-            # the default scoring of today (roles given with --role only add write_exact)
-            and wanted is not None
-            and dataclasses.replace(stored_options, roles=()) == wanted
-            and audit.get("sql_sha256") == sql_sha256()
-            and all(
-                hashes.get(path.name) == current_sha256(run, path.name, audit)
-                for path in (run.samples_path, run.messages_path)
-            )
-        )
-        if current:
-            kept = read_frame(folder / "scores.parquet", _SCORE_COLUMNS)
-    except (OSError, ValueError, AttributeError, TypeError, pl.exceptions.PolarsError):
-        pass  # never scored, or unreadable (not JSON, not UTF-8, no object): score below
-    except TcbReplayError:
-        stored_options = None  # options no version writes: scored by the name below
-    if kept is not None:
-        refuse_repeated_rows(run, folder / "scores.parquet", kept)
-        return summary, keyed(kept).sort("sample_index"), False
-    options = (
-        stored_options
-        if stored_options is not None and (stored_options.scoring == scoring)
-        else wanted
-    )
-    if options is None:
-        stored = sorted(p.parent.name for p in (run.dir / SCORES).glob("*/summary.json"))
-        raise InputError(
-            f"run {run.run_id!r} has no scoring {scoring!r}",
-            hint=missing_scoring_hint(run.run_id, scoring, stored),
-        )
-    parts: list[pl.DataFrame] = []  # each part's scores as it comes, the report's columns
-
-    def keep(part: pl.DataFrame, _pairs: pl.DataFrame | None) -> None:
-        parts.append(part.select(c for c in _SCORE_COLUMNS if c in part.columns))
-
-    result = score_run(
-        store, run.run_id, options, allow_incomplete=allow_incomplete, write=False, each_part=keep,
-        retry=f"{retry}{run.store_option()} --allow-incomplete" if retry else None,
-    )  # fmt: skip
-    if not parts:
-        empty = pl.from_arrow(SCORES_SCHEMA.empty_table())
-        assert isinstance(empty, pl.DataFrame)
-        parts = [empty.select(_SCORE_COLUMNS)]
-    scores = pl.concat(parts, rechunk=True)
-    return result.summary, keyed(scores).sort("sample_index"), True
-
-
-def metric_intervals(
-    scores: pl.DataFrame, scoring: str = "spec", n_boot: int = N_BOOT, seed: int = 0,
-    confidence: float = CONFIDENCE,
-) -> dict[str, tuple[float, float] | None]:  # fmt: skip
-    """Percentile bootstrap intervals of the run-level tsa, tp and ahr: the run's samples
-    resampled with replacement ``n_boot`` times (seeded, so a report is reproducible). A
-    sample's trials are resampled together (they are no independent samples: as ``diff``
-    does, :func:`~tcbreplay._compare.diff.by_sample`), and each metric is the ratio its
-    scoring takes: under ``abet`` tsa is pooled over the gold calls, as that scorer pools it."""
-    if scores.height and "trial" in scores.columns and (scores["trial"] > 0).any():
-        ids = "base_id" if "base_id" in scores.columns else "sample_id"
-        scores = by_sample(scores.with_columns(pl.col(ids).alias("sample_id")), scoring)
-    n = scores.height
-    if n == 0:
-        return dict.fromkeys(METRICS)
-    boot = ResampleSums(n, n_boot, seed, _CHUNK_CELLS)
-    tsa = scores["tsa"].to_numpy().astype(float)
-    if scoring == "abet":  # hits over gold calls (hits = tsa x gold calls, held exactly)
-        gold = scores["n_gold"].to_numpy().astype(np.int64)
-        hits = np.rint(np.nan_to_num(tsa) * gold)
-        at = {"tsa": (boot.column(hits), boot.column(gold))}
-    else:
-        at = {"tsa": (boot.column(np.nan_to_num(tsa)), boot.column(~np.isnan(tsa)))}
-    del tsa  # (each column is let go once the sums' table holds it: at 10M, 80 MB each)
-    at["tp"] = (boot.column(scores["tp"].to_numpy().astype(float)), boot.column(np.ones(n)))
-    at["ahr"] = (
-        boot.column(scores["args_invalid"].to_numpy()),
-        boot.column(scores["args_total"].to_numpy()),
-    )
-    sums = boot.sums()
-    alpha = (1 - confidence) / 2
-    out: dict[str, tuple[float, float] | None] = {}
-    for metric, (num, den) in at.items():
-        values = ratio(sums[:, num], sums[:, den])
-        values = values[~np.isnan(values)]
-        out[metric] = None
-        if len(values):
-            low, high = np.quantile(values, [alpha, 1 - alpha])
-            out[metric] = (float(low), float(high))
-    return out
 
 
 def _tool_names(runs: list[RunData]) -> list[str]:
