@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcbreplay._replay.fingerprint import canonical_json, content, tool_content
-from tcbreplay._replay.recording import ToolOutput
+from tcbreplay._replay.tool_pool import ToolOutput
 
 OUTCOMES = ("same", "cosmetic", "drift", "error", "unknown_tool")
 # the outcomes that change what the next request asks

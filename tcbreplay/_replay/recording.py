@@ -26,7 +26,7 @@ differs.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,22 +40,16 @@ from tcbreplay._replay.fingerprint import (
     canonical_messages,
     canonical_params,
     canonical_tools,
-    normalized,
     request_text,
     sha256_text,
 )
 from tcbreplay._replay.messages import Layout, MessageTexts
+from tcbreplay._replay.sample_rows import Key, SampleRow, read_rows
+from tcbreplay._replay.tool_pool import ToolOutput, tool_outputs
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import (
-    SAMPLES_SCHEMA,
-    SENT_SYSTEM_KEY,
-    SYSTEM_KEPT,
-    with_optional_columns,
-)
-from tcbreplay.errors import StoreError, read_error
+from tcbreplay._store.schema import SYSTEM_KEPT
+from tcbreplay.errors import StoreError
 
-# (sample id, trial)
-Key = tuple[str, int]
 # providers whose runs record no sampling settings a request carried
 _NO_PARAMS = ("import",)
 # how many samples a request without its sample is compared with, to say where it differs
@@ -101,31 +95,6 @@ class SampleRecording:
         return None
 
 
-@dataclass
-class ToolOutput:
-    """What a recorded tool call answered."""
-
-    name: str
-    arguments: Any
-    content: Any
-    status: str | None
-    position: int
-
-
-@dataclass(slots=True)
-class _Row:
-    """What is kept of a sample until it is read: its own tools (JSON text), its status, and
-    its ``sample_index`` (its messages'; None when it has none)."""
-
-    tools: str | None
-    status: str
-    index: int | None
-    error: tuple[str | None, str | None] = (None, None)  # its error_type and error
-    # the system text each answered request began with, where an agent of one's own sent
-    # other system messages than the run's prompt (SENT_SYSTEM_KEY); None: the prompt
-    systems: list[str] | None = None
-
-
 class _Samples(Mapping[Key, SampleRecording]):
     """A run's samples by (sample id, trial), each read when it is looked up."""
 
@@ -163,7 +132,7 @@ class RecordedRun:
     # whether its answers were asked for JSON (``response_mime_type``), or its settings are
     # unknown (imports)
     json_asked: bool = False
-    _rows: dict[Key, _Row] = field(default_factory=dict, repr=False)
+    _rows: dict[Key, SampleRow] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
     _index: dict[str, list[tuple[Key, Turn]]] | None = field(default=None, repr=False)
@@ -213,7 +182,7 @@ class RecordedRun:
                    "its Parquet files" if waiting else ""),
                 hint=finish_hint(run),
             )  # fmt: skip
-        out._rows = _read_rows(run, sent_system=kept)
+        out._rows = read_rows(run, sent_system=kept)
         out._messages = MessageTexts(run.messages_path)
         return out
 
@@ -526,46 +495,8 @@ class RecordedRun:
 
     def tool_outputs(self, key: Key) -> tuple[dict[str, ToolOutput], dict[int, ToolOutput]]:
         """A sample's recorded tool outputs by call id, and by position."""
-        by_id: dict[str, ToolOutput] = {}
-        by_position: dict[int, ToolOutput] = {}
         sample = self.samples.get(key)
-        if sample is None:
-            return by_id, by_position
-        calls: dict[str, tuple[str, Any]] = {}
-        for position, text in enumerate(sample.texts):
-            message = json.loads(text)
-            data = message.get("data") or {}
-            if message.get("type") == "ai":
-                for call in data.get("tool_calls") or []:
-                    if call.get("id"):
-                        calls[str(call["id"])] = (str(call.get("name") or ""), call.get("args"))
-            elif message.get("type") == "tool":
-                call_id = data.get("tool_call_id")
-                name, args = calls.get(str(call_id), (str(data.get("name") or ""), None))
-                output = ToolOutput(name, args, data.get("content"), data.get("status"), position)
-                by_position[position] = output
-                if call_id:
-                    by_id[str(call_id)] = output
-        return by_id, by_position
-
-
-class ToolPool:
-    """A sample's recorded tool outputs, served by tool name and arguments: as a multiset,
-    each output once, the outputs of equal calls in their recorded order."""
-
-    def __init__(self, outputs: list[ToolOutput]) -> None:
-        self._free: dict[tuple[str, str], deque[ToolOutput]] = {}
-        for output in sorted(outputs, key=lambda o: o.position):
-            self._free.setdefault(call_key(output.name, output.arguments), deque()).append(output)
-
-    def take(self, name: str, arguments: Any) -> ToolOutput | None:
-        queue = self._free.get(call_key(name, arguments))
-        return queue.popleft() if queue else None
-
-
-def call_key(name: str, arguments: Any) -> tuple[str, str]:
-    """A tool call as the pool knows it: its name and canonical arguments."""
-    return name, canonical_json(normalized(arguments if arguments is not None else {}))
+        return ({}, {}) if sample is None else tool_outputs(sample.texts)
 
 
 def _own_tools(text: str | None) -> dict[str, Any] | None:
@@ -573,57 +504,6 @@ def _own_tools(text: str | None) -> dict[str, Any] | None:
         return None
     schemas = json.loads(text)
     return canonical_tools(schemas) if isinstance(schemas, list) else None
-
-
-def _read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, _Row]:
-    """The run's samples: their own tools, status and sample_index (and, with
-    ``sent_system``, the system messages an agent of one's own sent instead of the prompt)."""
-    import pyarrow as pa
-
-    from tcbreplay._store.parquet import read_table
-
-    columns = ["sample_id", "trial", "sample_index", "tools", "status", "error_type", "error"]
-    columns += ["metadata"] if sent_system else []
-    try:
-        samples = with_optional_columns(
-            read_table(run.samples_path, columns=_present(run.samples_path, columns)),
-            SAMPLES_SCHEMA,
-        )
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise read_error(run.dir, exc, "its samples") from exc
-    rows: dict[Key, _Row] = {}
-    for row in samples.to_pylist():
-        rows[(row["sample_id"], row["trial"])] = _Row(
-            row.get("tools"),
-            row.get("status") or "ok",
-            row.get("sample_index"),
-            (row.get("error_type"), row.get("error")),
-            _sent_systems(row.get("metadata")),
-        )
-    return rows
-
-
-def _sent_systems(metadata: str | None) -> list[str] | None:
-    """The system text of each answered request a trial's metadata says its agent sent
-    (see :data:`SENT_SYSTEM_KEY`); None when it says none (the prompt was sent)."""
-    if not metadata or SENT_SYSTEM_KEY not in metadata:
-        return None
-    sent = json.loads(metadata).get(SENT_SYSTEM_KEY)
-    if not isinstance(sent, list) or not sent:
-        return None
-    return [
-        canonical_messages(
-            [{"type": "system", "content": c} for c in contents if isinstance(contents, list)]
-        )[0]
-        for contents in sent
-    ]
-
-
-def _present(path: Any, columns: list[str]) -> list[str]:
-    from tcbreplay._store.parquet import read_schema
-
-    names = read_schema(path).names
-    return [c for c in columns if c in names]
 
 
 def _mime(settings: Mapping[str, Any]) -> Any:

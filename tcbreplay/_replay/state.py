@@ -16,7 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from tcbreplay._replay.divergence import Divergence, message_index
 from tcbreplay._replay.fingerprint import Conversation
 from tcbreplay._replay.outputs import CHANGED, compare_output
-from tcbreplay._replay.recording import Key, RecordedRun, ToolOutput, ToolPool
+from tcbreplay._replay.recording import Key, RecordedRun
+from tcbreplay._replay.tool_pool import ToolOutput, ToolPool
 
 
 @dataclass

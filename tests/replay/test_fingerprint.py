@@ -20,7 +20,7 @@ from tcbreplay._replay.fingerprint import (
     message_hashes,
     request_text,
 )
-from tcbreplay._replay.recording import ToolOutput, ToolPool
+from tcbreplay._replay.tool_pool import ToolOutput, ToolPool
 
 ADD = {
     "name": "add_numbers",
