@@ -9,7 +9,6 @@ runs out as one conversation.
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from collections import Counter
@@ -413,7 +412,3 @@ def _invalid() -> str:
     from tcbreplay._store.schema import INVALID_ARGUMENTS
 
     return INVALID_ARGUMENTS
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
