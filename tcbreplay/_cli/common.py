@@ -151,7 +151,7 @@ def _store_failure(exc: BaseException) -> tuple[str, str | None] | None:
         return None  # a local file's error, not the network's
     if isinstance(exc, BrokenPipeError):  # the output's reader gone (| head), as locally
         return None
-    from tcbreplay._store.objects import storage_failure
+    from tcbreplay._store.storage_errors import storage_failure
 
     found = storage_failure(exc, str(_COMMAND_STORE))
     if found is None:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from tcbreplay._store import objects
 from tcbreplay._store.objects import is_remote
+from tcbreplay._store.storage_errors import ACCESS_DENIED, storage_failure
 from tcbreplay.errors import (
     StoreError,
     StoreWriteError,
@@ -99,10 +100,10 @@ def writing(
             remove(tmp)
         failure = os_failure(exc)
         if is_remote(path) and not isinstance(exc, TcbReplayError):
-            found = objects.storage_failure(exc, objects.url(path))
+            found = storage_failure(exc, objects.url(path))
             if found is not None:
                 why, remote_hint = found
-                if error is StoreWriteError and why.startswith(objects.ACCESS_DENIED):
+                if error is StoreWriteError and why.startswith(ACCESS_DENIED):
                     error = StoreWriteRefused
                 raise error(f"{path}: cannot write: {why}", hint=remote_hint or hint) from exc
         if failure is None:

@@ -42,7 +42,9 @@ from pathlib import Path, PurePath
 from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlsplit
 
-from tcbreplay._secrets import redact
+from tcbreplay._store import s3_limits
+from tcbreplay._store.s3_limits import client_options
+from tcbreplay._store.storage_errors import no_bucket_hint, s3_answer, storage_failure
 from tcbreplay.errors import InputError, StoreError, TcbReplayError, first_line
 
 T = TypeVar("T")
@@ -180,33 +182,10 @@ def store_root(root: str | os.PathLike[str]) -> Path:
     return cast(Path, path)
 
 
-# An S3 store's client gives up on an endpoint that accepts connections and never answers
-# (a stopped server, a proxy, a partition) after CONNECT_S to connect or READ_S without a byte,
-# and tries a request at most ATTEMPTS times (botocore's standard retries, unless the
-# environment's AWS_MAX_ATTEMPTS or AWS_RETRY_MODE say otherwise); s3fs tries again on its own
-# only S3FS_RETRIES times (an attribute of its instances, not an option). With botocore's
-# defaults under s3fs's (60 s, 5 attempts, 5 tries) a silent endpoint held a command for about
-# 25 minutes; now for about 3 (2 min 49 s for `runs`).
-S3_CONNECT_S = 10
-S3_READ_S = 20
-S3_ATTEMPTS = 3
-S3FS_RETRIES = 2
-
-
-def client_options(scheme: str) -> dict[str, Any]:
-    """The options a store's filesystem of ``scheme`` is made with (see :data:`S3_READ_S`)."""
-    if scheme not in ("s3", "s3a"):
-        return {}
-    config: dict[str, Any] = {"connect_timeout": S3_CONNECT_S, "read_timeout": S3_READ_S}
-    if not {"AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"} & os.environ.keys():
-        config["retries"] = {"max_attempts": S3_ATTEMPTS, "mode": "standard"}
-    return {"config_kwargs": config}
-
-
 def _tries(fs: Any) -> Any:
     """``fs``, trying a request again on its own (s3fs: on timeouts) S3FS_RETRIES times."""
     if _is_s3(fs):
-        fs.retries = S3FS_RETRIES
+        fs.retries = s3_limits.S3FS_RETRIES
     return fs
 
 
@@ -536,15 +515,7 @@ def check_bucket(path: Path) -> None:
     with failures(path):
         there = fs.exists(bucket)
     if not there:
-        raise StoreError(f"{url(path)}: no such bucket ({bucket})", hint=_no_bucket_hint(url(path)))
-
-
-def _no_bucket_hint(place: str) -> str:
-    scheme = place.split("://", 1)[0]
-    return (
-        f"make it with the cloud's own tools, or give --store {scheme}://BUCKET/PREFIX of one "
-        "that exists"
-    )
+        raise StoreError(f"{url(path)}: no such bucket ({bucket})", hint=no_bucket_hint(url(path)))
 
 
 def list_names(folder: Path) -> list[str]:
@@ -565,18 +536,7 @@ def _precondition_failed(exc: BaseException) -> bool:
     """Whether a write was refused by its condition (HTTP 412)."""
     if isinstance(exc, FileExistsError):
         return True
-    return _s3_answer(exc).get("Error", {}).get("Code") == "PreconditionFailed"
-
-
-def _s3_answer(exc: BaseException) -> dict[str, Any]:
-    """What S3 answered that ``exc`` (botocore's, or s3fs's OSError made of it) is of: its
-    ``Error`` (``Code``, ``Message``...) and ``ResponseMetadata`` (``HTTPStatusCode``); empty
-    for any other exception."""
-    for raised in (exc, exc.__cause__):
-        answer = getattr(raised, "response", None)
-        if isinstance(answer, dict) and isinstance(answer.get("Error"), dict):
-            return answer
-    return {}
+    return s3_answer(exc).get("Error", {}).get("Code") == "PreconditionFailed"
 
 
 class PreconditionFailed(Exception):
@@ -742,165 +702,6 @@ def _modified(fs: Any, where: str, info: dict[str, Any]) -> float:
     if modified.tzinfo is None:
         modified = modified.replace(tzinfo=dt.UTC)
     return float(modified.timestamp())
-
-
-# the libraries whose exceptions are failures of the object store (its credentials, its
-# network, its answers), by the module they come from
-_STORAGE_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "google", "adlfs",
-                    "azure", "fsspec")  # fmt: skip
-_CREDENTIALS_HINT = (
-    "tcbreplay takes no credentials: give them to the cloud's own library, in its environment "
-    "or config files (for S3: AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
-    "~/.aws/credentials; AWS_ENDPOINT_URL_S3 for another S3 service)"
-)
-
-
-# an exception of a storage library as a traceback's last line names it
-_RAISED = re.compile(
-    r"^(?:[A-Za-z_][\w.]*\.)?(\w*(?:Connection|Connector|Timeout|Credentials|Endpoint)\w*"
-    r"(?:Error|Exception)):\s*(.+)$",
-    re.MULTILINE,
-)
-
-
-# how a refusal of the credentials is said (see storage_failure)
-ACCESS_DENIED = "access denied"
-
-
-def storage_failure(exc: BaseException, place: str = "s3://") -> tuple[str, str | None] | None:
-    """A failure of object storage in a few words, and a hint; None for any other exception.
-    (Asked only of what a remote place's operations raised: any OSError is the store's.)
-    ``place``: the URL it was asked of, whose scheme (``s3a://``) a hint repeats."""
-    module = type(exc).__module__ or ""
-    name = type(exc).__name__
-    if module.split(".")[0] in ("duckdb", "_duckdb"):
-        # DuckDB reading through the store's filesystem: the storage library's exception
-        # is inside its text, with the traceback DuckDB copied
-        raised = _RAISED.findall(str(exc))
-        if not raised:
-            return None
-        name, text = raised[-1]
-    elif isinstance(exc, OSError) or module.split(".")[0] in _STORAGE_MODULES:
-        text = first_line(exc) or name
-    elif _no_content_length(exc):
-        return (
-            "the S3 server answered a HEAD request without a Content-Length (an object's "
-            "size), which tcbreplay needs",
-            "is AWS_ENDPOINT_URL_S3 an S3-compatible server, not a proxy that drops the header?",
-        )
-    elif isinstance(exc, ValueError) and _raised_in(exc, "_retrieve_credentials_using"):
-        # botocore reading what the profile's credential_process wrote (JSON's error quotes
-        # no text of it)
-        return (f"the AWS profile's credential_process wrote no JSON credentials ({exc})",
-                "run the profile's credential_process yourself: it is to write the JSON the "
-                "AWS CLI's documentation of credential_process gives")  # fmt: skip
-    elif isinstance(exc, ValueError) and _raised_in(exc, "create_endpoint"):
-        # botocore's, making the client: maybe the URL as given, with a user and password
-        text = _USER_INFO.sub("[redacted]@", first_line(exc) or name)
-        return (f"the S3 endpoint is not a valid http:// or https:// URL ({text})",
-                "set AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or the profile's endpoint_url to "
-                "http(s)://HOST[:PORT]")  # fmt: skip
-    else:
-        return None
-    # an endpoint's query string may carry a token of any name (redaction knows the names
-    # of secrets, not every name a service gives one): left out, as servers' logs leave it
-    text = _URL_QUERY.sub(r"\1?...", text)
-    answer = _s3_answer(exc)
-    error = answer.get("Error", {})
-    if error.get("Code") == "NoSuchBucket":  # (s3fs says only "...bucket does not exist")
-        bucket = error.get("BucketName")
-        said = f"no such bucket ({bucket})" if isinstance(bucket, str) else "no such bucket"
-        return said, _no_bucket_hint(place)
-    status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    if error.get("Code") in _SLOW_DOWN or (isinstance(status, int) and status >= 500):
-        # (tried again already, by botocore and s3fs: what is left is to wait)
-        said = " ".join(str(part) for part in (status, error.get("Code")) if part)
-        said += f" ({error['Message']})" if error.get("Message") else ""
-        what = "asked to slow down" if error.get("Code") in _SLOW_DOWN else "failed for a moment"
-        return _URL_QUERY.sub(r"\1?...", f"the store {what}: {said}"), (
-            f"a passing failure: each request was tried {_attempts()}; run the command again "
-            "in a moment"
-        )
-    process = _credential_process_failure(exc)
-    if process is not None:
-        return process
-    if "Credential" in name or "credential" in text.lower():
-        return text, _CREDENTIALS_HINT
-    if isinstance(exc, PermissionError) or "AccessDenied" in text or "Forbidden" in text:
-        return f"{ACCESS_DENIED} ({text})", _CREDENTIALS_HINT
-    if "Endpoint" in name or "connect" in text.lower():
-        return text, "is the network up, and the endpoint right (AWS_ENDPOINT_URL_S3)?"
-    if "timeout" in name.lower() or "timeout" in text.lower():
-        return text, (
-            f"the store did not answer within {S3_READ_S} s, {_attempts()}: is its "
-            "endpoint up (AWS_ENDPOINT_URL_S3)? AWS_MAX_ATTEMPTS sets how often to try"
-        )
-    return text, None
-
-
-# the most of what a failed credential_process wrote that an error quotes
-PROCESS_SHOWN_CHARS = 100
-
-
-def _credential_process_failure(exc: BaseException) -> tuple[str, str] | None:
-    """The failure of the AWS profile's ``credential_process`` (botocore's error quotes all it
-    wrote to stderr, which may hold secrets redaction knows no name or form of): its first
-    line, redacted and cut short; None for any other exception."""
-    details = getattr(exc, "kwargs", None)
-    if type(exc).__name__ != "CredentialRetrievalError" or not isinstance(details, dict):
-        return None
-    if details.get("provider") != "custom-process":  # (botocore's name for credential_process)
-        return None
-    said = redact(next((line.strip() for line in str(details.get("error_msg") or "").splitlines()
-                        if line.strip()), ""))  # fmt: skip
-    if len(said) > PROCESS_SHOWN_CHARS:
-        said = said[: PROCESS_SHOWN_CHARS - 3] + "..."
-    return (f"the AWS profile's credential_process failed{f' ({said})' if said else ''}",
-            "run the profile's credential_process yourself to see all it wrote (tcbreplay "
-            "quotes its first line only: it may write secrets)")  # fmt: skip
-
-
-def _no_content_length(exc: BaseException) -> bool:
-    """Whether ``exc`` is s3fs's KeyError at a HEAD answered without a ``Content-Length``."""
-    return isinstance(exc, KeyError) and exc.args == ("ContentLength",) and _raised_in(exc, "_info")
-
-
-def _raised_in(exc: BaseException, function: str) -> bool:
-    """Whether ``exc`` was raised inside a function of that name (or one it called)."""
-    frame = exc.__traceback__
-    while frame is not None:
-        if frame.tb_frame.f_code.co_name == function:
-            return True
-        frame = frame.tb_next
-    return False
-
-
-# a URL's user (and password) before its host, with a scheme or without
-_USER_INFO = re.compile(r"(?<![^\s/])[^\s/]*@")
-
-# a URL's query string, after its scheme, host and path
-_URL_QUERY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"`<>]*)\?[^\s#'\"`<>]*")
-
-# S3's answers that it takes too many requests (HTTP 503; others' services' words for it)
-_SLOW_DOWN = frozenset({"SlowDown", "Throttling", "ThrottlingException", "TooManyRequests",
-                        "RequestLimitExceeded"})  # fmt: skip
-
-# the attempts botocore makes of a request in each retry mode, unless AWS_MAX_ATTEMPTS says
-_MODE_ATTEMPTS = {"legacy": 5, "standard": 3, "adaptive": 3}
-
-
-def _attempts() -> str:
-    """How often a request was tried (see :func:`client_options`): S3_ATTEMPTS, or what the
-    environment's AWS_MAX_ATTEMPTS or AWS_RETRY_MODE say instead."""
-    given = os.environ.get("AWS_MAX_ATTEMPTS", "").strip()
-    if given.isdigit() and int(given) > 0:
-        return f"{int(given)} times (AWS_MAX_ATTEMPTS)"
-    mode = os.environ.get("AWS_RETRY_MODE", "").strip().lower()
-    if mode in _MODE_ATTEMPTS:
-        return f"{_MODE_ATTEMPTS[mode]} times (AWS_RETRY_MODE {mode})"
-    if {"AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"} & os.environ.keys():
-        return "as often as AWS_MAX_ATTEMPTS and AWS_RETRY_MODE say"
-    return f"{S3_ATTEMPTS} times"
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
 from tcbreplay._score import run as score_module
 from tcbreplay._score.run import score_run
-from tcbreplay._store import locks, objects
+from tcbreplay._store import locks, objects, s3_limits
 from tcbreplay._store.journal import ChunkJournal, chunk_name, chunk_numbers
 from tcbreplay._store.locks import LeaseLock, lease_holder
 from tcbreplay._store.objects import is_remote
@@ -984,7 +984,7 @@ def test_a_slow_down_on_the_locks_clock_is_said_as_such_not_as_permissions(
 
     monkeypatch.setattr(AioEndpoint, "_send", slow_down)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
-    monkeypatch.setattr(objects, "S3FS_RETRIES", 1)
+    monkeypatch.setattr(s3_limits, "S3FS_RETRIES", 1)
     s3fs.S3FileSystem.clear_instance_cache()  # (a client of its own, made with those)
     request.addfinalizer(s3fs.S3FileSystem.clear_instance_cache)
     result = cli("record", "--model", "sim", "--run-id", "r", "--limit", "1", "--quiet",
@@ -1159,7 +1159,7 @@ def silent_endpoint(monkeypatch) -> Iterator[str]:
     thread.start()
     for name, value in (("S3_CONNECT_S", 1), ("S3_READ_S", 1), ("S3_ATTEMPTS", 1),
                         ("S3FS_RETRIES", 1)):  # fmt: skip
-        monkeypatch.setattr(objects, name, value)
+        monkeypatch.setattr(s3_limits, name, value)
     for key, value in S3_ENVIRONMENT.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
