@@ -48,6 +48,7 @@ from tcbreplay._replay.sample_rows import Key, SampleRow, read_rows
 from tcbreplay._replay.tool_pool import ToolOutput, tool_outputs
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import SYSTEM_KEPT
+from tcbreplay._words import count
 from tcbreplay.errors import StoreError
 
 # providers whose runs record no sampling settings a request carried
@@ -178,8 +179,8 @@ class RecordedRun:
             waiting = run.unfolded_records()
             raise StoreError(
                 f"run {run.run_id!r} has no stored samples to replay (status {run.status})"
-                + (f": {waiting} finished samples wait in its journal, not yet folded into "
-                   "its Parquet files" if waiting else ""),
+                + (f": {count(waiting, 'finished sample')} in its journal, not yet folded "
+                   "into its Parquet files" if waiting else ""),
                 hint=finish_hint(run),
             )  # fmt: skip
         out._rows = read_rows(run, sent_system=kept)

@@ -15,6 +15,7 @@ from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import JOURNAL, JOURNAL_CHUNKS, counted_as
 from tcbreplay._store.shards import SELECTION, finish_hint, shard_command, shard_progress
 from tcbreplay._store.views import shown_status
+from tcbreplay._words import count
 from tcbreplay.errors import StoreError
 
 # how a run that scores without --allow-incomplete ended: every sample recorded, imported,
@@ -61,8 +62,8 @@ def _waiting(run: Run) -> str:
         return ""
     where, folder = _journal_place(run)
     return (
-        f"{waiting} finished samples wait in {where}, which {folder} folds into the Parquet "
-        "files that scoring reads"
+        f"{count(waiting, 'finished sample')} {'waits' if waiting == 1 else 'wait'} in {where}, "
+        f"which {folder} folds into the Parquet files that scoring reads"
     )
 
 

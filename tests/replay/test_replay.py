@@ -317,7 +317,7 @@ def test_a_run_killed_before_its_first_fold_says_how_to_finish_it(tmp_path):
         assert result.exit_code == 1, result.output
         assert result.output.splitlines() == [
             "Error: run 'cut' has no stored samples to replay (status interrupted): 3 finished "
-            "samples wait in its journal, not yet folded into its Parquet files",
+            "samples in its journal, not yet folded into its Parquet files",
             f"Hint: finish it with: tcbreplay record --resume cut --store {store} --limit 3",
         ]
 

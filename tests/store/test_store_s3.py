@@ -31,6 +31,7 @@ from tcbreplay._store.journal import ChunkJournal, chunk_name, chunk_numbers
 from tcbreplay._store.locks import LeaseLock, lease_holder
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.runs import Store
+from tcbreplay._words import count
 from tcbreplay.errors import InputError, RunLockedError, StoreError
 
 # Every test here but one talks to the local S3 server (a thread serving HTTP in this process,
@@ -831,7 +832,7 @@ def test_kill_9_leaves_the_run_readable_and_resume_loses_nothing(s3_store, monke
     # readable: listed, and scoring says where the finished samples wait
     result = cli("score", "k", "--store", s3_store)
     assert result.exit_code == 1
-    assert f"{kept} finished samples wait" in result.output
+    assert f"{count(kept, 'finished sample')} wait" in result.output
     # its lock, no longer renewed, is taken over once its lease has run out
     monkeypatch.setattr(locks, "LEASE_S", 0.5)
     wait_for(lambda: lease_holder(run / "writer.lock") is None, timeout=30)
