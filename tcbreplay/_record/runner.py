@@ -401,7 +401,7 @@ def run_plan(
         stop.summary.trials = opts.trials or 1
         stop.summary.sharding = _progress(writer.dir, shard, inputs)
         raise RecordError(
-            f"recording of {run_id} stopped: {why_stopped(stop)}",
+            f"{_what(source)} of {run_id} stopped: {why_stopped(stop)}",
             hint=how_to_go_on(stop)
             or f"the run keeps its {count(stop.summary.recorded, 'finished sample')}; "
             + retry_hint(Run(writer.dir), shard, asked),
@@ -409,7 +409,7 @@ def run_plan(
         ) from None
     except ChildFailed as exc:  # killed (the kernel's out-of-memory killer, a signal)
         raise RecordError(
-            f"recording of {run_id} stopped: {exc}",
+            f"{_what(source)} of {run_id} stopped: {exc}",
             hint="the run keeps the samples its processes finished; "
             + retry_hint(Run(writer.dir), shard, asked, source),
         ) from None
@@ -423,6 +423,11 @@ def run_plan(
                           hint=retry_hint(Run(writer.dir), shard, asked),
                           summary=summary)  # fmt: skip
     return summary
+
+
+def _what(source: str | None) -> str:
+    """What a run made from ``source`` is called in its stop line ("replay", "recording")."""
+    return "replay" if source == "replay" else "recording"
 
 
 def retry_hint(

@@ -475,7 +475,7 @@ def test_a_replay_stopped_by_live_replies_at_the_token_limit_says_to_raise_it(da
     assert result.exit_code == 1, result.output
     lines = result.output.splitlines()
     assert next(line for line in lines if line.startswith("Error:")) == (
-        "Error: recording of again stopped: the model stopped at its token limit in the first "
+        "Error: replay of again stopped: the model stopped at its token limit in the first "
         "sample (max_tokens=5, finish reason length), and a retry is cut off the same way: "
         "replay again with a higher --model-option max_tokens=N, as another run"
     )

@@ -111,4 +111,4 @@ def test_a_replay_stopped_by_its_live_model_says_so_as_record_does(tmp_path, dat
                      "--quiet")  # fmt: skip
     assert result.exit_code == 1, result.output
     error_line = next(line for line in result.output.splitlines() if line.startswith("Error:"))
-    assert error_line == "Error: recording of again stopped: " + said.format(url=server.url)
+    assert error_line == "Error: replay of again stopped: " + said.format(url=server.url)

@@ -77,7 +77,7 @@ def test_a_replay_whose_live_model_cannot_be_reached_stops_after_its_first_wave(
                    then_options={"base_url": dead_url}, options={"workers": 2, "backoff": 0.01},
                    **change)  # fmt: skip
     assert str(stop.value) == (
-        "recording of again stopped: no live model call was answered: the first 2 samples "
+        "replay of again stopped: no live model call was answered: the first 2 samples "
         "failed after their retries (OpenAIConnectionError: Connection error.): check that "
         f"{dead_url} can be reached (--model-option base_url=... for a proxy or a compatible "
         "endpoint) and the network"
