@@ -21,7 +21,8 @@ to a key that is not valid: 400 INVALID_ARGUMENT, reason API_KEY_INVALID),
 ``Fault.malformed`` (``"not_json"`` or ``"no_candidates"``), ``Fault.finish`` (a candidate
 with no content and this ``finishReason``: ``SAFETY``, ``MALFORMED_FUNCTION_CALL``, ...),
 ``Fault.at_token_limit`` (the turn's text cut half-way, ``finishReason`` ``MAX_TOKENS``),
-``Fault.hang`` (sleep, then answer normally). Each :class:`RecordedRequest` has its arrival
+``Fault.hang`` (sleep, then answer normally), ``Fault.json_body`` (a 200 whose body is this
+JSON, sent as JSON even to a request for a stream). Each :class:`RecordedRequest` has its arrival
 time (``at``, monotonic seconds), so retry and back-off tests can measure the gaps between
 attempts; :attr:`GeminiServer.max_in_flight` is the most requests it was answering at once.
 """
@@ -70,7 +71,7 @@ def default_usage(text: str, turn: int, n_calls: int) -> tuple[int, int]:
 class Fault:
     """One way to answer a request badly; build with the class methods."""
 
-    kind: str  # "status" | "not_json" | "no_candidates" | "finish" | "max_tokens" | "hang"
+    kind: str  # "status" | "not_json" | "finish" | "json_body" | ...: see the class methods
     status: int = 200
     message: str = ""
     retry_after: str | None = None
@@ -78,6 +79,7 @@ class Fault:
     details: tuple[dict[str, Any], ...] = ()
     encode: Callable[[str], str] | None = None  # how {api_key} is quoted in ``message``
     reason: str | None = None  # the candidate's finishReason (finish)
+    body: Any = None  # the JSON answered (json_body)
 
     @classmethod
     def error(
@@ -145,6 +147,12 @@ class Fault:
     def at_token_limit(cls) -> Fault:
         """The turn's answer with its text cut half-way and ``finishReason`` ``MAX_TOKENS``."""
         return cls("max_tokens", reason="MAX_TOKENS")
+
+    @classmethod
+    def json_body(cls, body: Any) -> Fault:
+        """A 200 whose body is ``body`` as JSON (``application/json``), not events, even
+        answering a request for a stream: as a gateway answers with an error in JSON."""
+        return cls("json_body", body=body)
 
     @classmethod
     def hang(cls, seconds: float = 30.0) -> Fault:
@@ -372,7 +380,10 @@ class GeminiServer:
         self._send_json(handler, record, 200, self._answer(text, turn or 0))
 
     def _send_fault(self, handler: _Handler, record: RecordedRequest, fault: Fault) -> None:
-        if fault.kind == "not_json":
+        if fault.kind == "json_body":
+            record.status, record.response = 200, fault.body
+            _write(handler, 200, json.dumps(fault.body).encode(), "application/json")
+        elif fault.kind == "not_json":
             record.status = 200
             _write(handler, 200, b"<html>upstream proxy error</html>", "text/html")
         elif fault.kind == "no_candidates":

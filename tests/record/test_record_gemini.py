@@ -518,6 +518,46 @@ def test_body_that_is_not_json_is_an_error(dataset, server, store, key):
     assert summary.ok == 4
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streamed"])
+def test_a_json_error_answering_with_a_200_fails_naming_it(dataset, server, store, key, streaming):
+    """A 200 whose body is Google's JSON error (a gateway's), not a reply nor events, was
+    retried as a reply with no content, the error lost; streamed, it was a 400 as if the
+    server had answered one. It is now taken as the same body from OpenAI's SDK is."""
+    error = {"code": 400, "message": "Request contains an invalid argument.",
+             "status": "INVALID_ARGUMENT"}  # fmt: skip
+    server.inject(Fault.json_body({"error": error}), input=MUL)
+    inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+    settings = {"base_url": server.url, **({"streaming": "true"} if streaming else {})}
+    opts = RecordOptions(workers=4, backoff=0.01)
+    summary = record_run(inputs, parse_model(MODEL, settings), store, run_id="g", options=opts)
+    rpc = "streamGenerateContent" if streaming else "generateContent"
+    assert {r.rpc for r in server.requests} == {rpc}
+
+    row = _samples(summary.run_dir)["mul"]
+    assert (row["status"], row["attempts"], row["error_type"]) == ("error", 1, "ErrorReply")
+    assert row["error"] == (
+        "the provider answered 200 with an error, taken as a 400: "
+        "Request contains an invalid argument."
+    )
+    assert len(server.requests_for(MUL)) == 1  # not retried
+    assert summary.ok == len(CASES) - 1
+
+
+@pytest.mark.parametrize("body", [{"error": "Model is loading"}, {"error": {"message": "Busy"}}],
+                         ids=["text", "no-code"])  # fmt: skip
+def test_a_streamed_json_error_of_no_kind_is_retried(dataset, server, store, key, body):
+    """Streamed, an error with no code failed the sample at once in google-genai
+    (``TypeError``), one that is only text so too (``AttributeError``)."""
+    server.inject(Fault.json_body(body), input=MUL, times=1)
+    inputs = load_inputs(None, dataset, TOOLS, PROMPT)
+    spec = parse_model(MODEL, {"base_url": server.url, "streaming": "true"})
+    opts = RecordOptions(workers=4, backoff=0.01)
+    summary = record_run(inputs, spec, store, run_id="g", options=opts)
+
+    row = _samples(summary.run_dir)["mul"]
+    assert (row["status"], row["attempts"], row["error"]) == ("ok", 2, None)
+
+
 def test_response_without_candidates_is_not_an_ok_sample(dataset, server, store, key):
     server.inject(Fault.malformed("no_candidates"), input=MUL)
     summary = _record(dataset, server, store, retries=0)

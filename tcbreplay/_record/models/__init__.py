@@ -17,6 +17,7 @@ from typing import Any
 
 from tcbreplay import _json
 from tcbreplay._record.models.anthropic_calls import raise_error_bodies
+from tcbreplay._record.models.gemini_bodies import raise_gemini_error_bodies
 from tcbreplay._record.models.openai_calls import keep_non_object_arguments_invalid
 from tcbreplay._record.models.streamed_bodies import raise_streamed_error_bodies
 from tcbreplay._secrets import SECRETS_HINT, find_secrets, refuse_model_secrets, register
@@ -167,6 +168,7 @@ def build_chat_model(choice: ModelChoice, samples: Mapping[str, Any] | None = No
     # a 200 whose body is an error is that error, not a reply that fails to be read
     raise_error_bodies()
     raise_streamed_error_bodies()
+    raise_gemini_error_bodies()
     return model
 
 
