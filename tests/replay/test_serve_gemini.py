@@ -221,18 +221,27 @@ def test_results_in_another_order_than_the_calls_get_409_naming_them(server):
 
 def test_a_result_left_out_gets_409_at_its_place_in_contents(server):
     """The path said ``messages[3]`` (the canonical form's) for the second functionResponse
-    part of ``contents[2]``, ``messages[2]`` where no results were sent."""
+    part of ``contents[2]``, ``messages[2]`` where no results were sent; left out with
+    contents after it, ``contents[3].call`` (the next content of the body)."""
     from google.genai import errors, types
 
     contents = first_turn(server.url, "par")
     (name, args) = CASES[1][2][0][0]
     one = types.Part.from_function_response(name=name, response=json.loads(run_tool(name, args)))
+    went_on = [
+        types.Content(role="user", parts=[one]),
+        types.Content(role="model", parts=[types.Part.from_text(text="Done.")]),
+        types.Content(role="user", parts=[types.Part.from_text(text="And 6 times 7?")]),
+    ]
     said = []
-    for sent in [[*contents, types.Content(role="user", parts=[one])], contents]:
+    for sent in [[*contents, types.Content(role="user", parts=[one])], contents,
+                 [*contents, *went_on]]:  # fmt: skip
         with pytest.raises(errors.ClientError) as caught:
             genai_turn(server.url, sent)
-        said.append(caught.value.details["error"]["divergence"]["path"])
-    assert said == ["contents[2].parts[1]", "contents[2]"]
+        said.append(caught.value.details["error"]["divergence"])
+    assert [d["path"] for d in said] == ["contents[2].parts[1]", "contents[2]",
+                                         "contents[2].parts[1]"]  # fmt: skip
+    assert said[2]["replayed"] is None
 
 
 def post(server: Any, path: str, body: Any, headers: dict | None = None) -> tuple[int, str]:
