@@ -16,12 +16,11 @@ event, and any other body, are read as before.
 from __future__ import annotations
 
 import functools
-import json
 import sys
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from tcbreplay._record.models.anthropic_calls import ErrorBody
+from tcbreplay._record.models.streamed_bodies import raise_body_error
 
 # the module whose client sends google-genai's requests and reads their bodies
 _CLIENT = "google.genai._api_client"
@@ -93,16 +92,6 @@ def _json(response: Any) -> bool:
 
 
 def _raise_error(body: Any) -> None:
-    """Raise the error a body (its text, or its JSON read) holds instead of a reply, if any."""
-    if isinstance(body, (str, bytes)):
-        try:
-            body = json.loads(body)
-        except ValueError:
-            return  # (read as before)
-    if not isinstance(body, Mapping) or "candidates" in body:
-        return
-    error = body.get("error")
-    if isinstance(error, Mapping):
-        raise ErrorBody(error)
-    if isinstance(error, str) and error:
-        raise ErrorBody({"message": error})
+    """Raise the error a body (its text, or its JSON read) holds instead of a reply, if any:
+    a body with ``candidates`` is a reply."""
+    raise_body_error(body, replies=("candidates",))

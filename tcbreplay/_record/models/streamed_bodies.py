@@ -46,7 +46,7 @@ def raise_streamed_error_bodies() -> None:
 def _checked(stream: Any) -> Any:
     def __stream__(self: Any) -> Iterator[Any]:
         if _json(self.response):
-            _raise_error(self.response.read())
+            raise_body_error(self.response.read())
         inner = stream(self)
         try:
             yield from inner
@@ -59,7 +59,7 @@ def _checked(stream: Any) -> Any:
 def _async_checked(stream: Any) -> Any:
     async def __stream__(self: Any) -> AsyncIterator[Any]:
         if _json(self.response):
-            _raise_error(await self.response.aread())
+            raise_body_error(await self.response.aread())
         inner = stream(self)
         try:
             async for item in inner:
@@ -77,16 +77,18 @@ def _json(response: Any) -> bool:
     return kind.strip().lower().endswith("json")
 
 
-def _raise_error(body: bytes) -> None:
-    """Raise the error a JSON ``body`` holds (OpenAI's ``error``, Anthropic's ``{"type":
-    "error", "error": ...}``), if it holds one."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return  # (read as before: no events in it)
-    if not isinstance(data, Mapping):
+def raise_body_error(body: Any, replies: tuple[str, ...] = ()) -> None:
+    """Raise the error a JSON ``body`` (its text, or the JSON read) holds (OpenAI's and
+    Google's ``error``, Anthropic's ``{"type": "error", "error": ...}``), if it holds one and
+    none of the keys a reply has (``replies``)."""
+    if isinstance(body, (str, bytes)):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return  # (read as before: no events in it)
+    if not isinstance(body, Mapping) or any(key in body for key in replies):
         return
-    error = data.get("error")
+    error = body.get("error")
     if isinstance(error, Mapping):
         raise ErrorBody(error)
     if isinstance(error, str) and error:
