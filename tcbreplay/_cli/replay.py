@@ -83,9 +83,10 @@ def replay(
     ended in error (--allow-divergence: diverged samples do not count), 0 when none did."""
     from tcbreplay._cli.grids import replay_output
     from tcbreplay._cli.progress import Progress
-    from tcbreplay._record.finish import RecordInterrupted
-    from tcbreplay._replay.run import replay_run
+    from tcbreplay._record.finish import RecordInterrupted, RecordSummary
+    from tcbreplay._replay.run import replay_run, replay_summary
     from tcbreplay._store.runs import Run, Store
+    from tcbreplay.errors import RecordError
 
     given = {
         name: value
@@ -114,6 +115,11 @@ def replay(
                 limit=limit,
                 sample_ids=sample_ids or None,
             )
+    except RecordError as failed:  # stopped: what it replayed said first, as record says it
+        progress.close()
+        if isinstance(failed.summary, RecordSummary):
+            emit(replay_output(replay_summary(Store(store), failed.summary), store), fmt)
+        raise
     except RecordInterrupted as stop:
         progress.close()
         s = stop.summary

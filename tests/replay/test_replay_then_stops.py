@@ -87,6 +87,20 @@ def test_a_replay_whose_live_model_cannot_be_reached_stops_after_its_first_wave(
     assert summary.recorded < 4  # stopped: the rest not replayed
 
 
+def test_a_stopped_replay_says_what_it_replayed_before_its_error(parent, dead_url, monkeypatch):
+    """A replay its live model stopped printed its error and hint only, where record prints
+    its summary line first: what was replayed, and in which errors."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-for-a-dead-url")
+    result = cli("replay", "r", "--then", "openai:gpt-4o-mini", "--fork-at", "0",
+                 "--model-option", f"base_url={dead_url}", "--workers", "2", "--run-id",
+                 "again", "--store", parent, "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    out = result.stdout.splitlines()
+    assert out[0].startswith("replay again of r: 2 samples, "), result.stdout
+    assert "errors: OpenAIConnectionError x2" in out
+    assert result.stderr.startswith("Error: replay of again stopped: "), result.stderr
+
+
 def test_a_replay_with_no_sample_ok_does_not_say_to_score_it(parent):
     """Every sample's live call refused (--offline), the replay still said "next: tcbreplay
     score ... --gold-run r", to score a run of errors alone."""
