@@ -158,11 +158,12 @@ def with_messages(table, texts: list) -> object:
     return table.drop_columns([n for n in ("calls",) if n in table.column_names])
 
 
-class TasksHere:
-    """Ray's API as ray_parts uses it, each task run in this process on arguments that have
-    crossed a pickle, as they cross to a worker: what a task is given must name the run
-    wherever it runs. (A real Ray's workers would not see what a test sets in this process's
-    environment after the tests' Ray started, such as the moto server's address.)"""
+class ScorersHere:
+    """Ray's API as ray_parts uses it, each scorer's call run in this process on arguments
+    that have crossed a pickle, as they cross to a Ray actor: what a scorer is given must
+    name the run wherever it runs. (A real Ray's actors would not see what a test sets in
+    this process's environment after the tests' Ray started, such as the moto server's
+    address.)"""
 
     class exceptions:  # (as ray.exceptions)
         class RayError(Exception):
@@ -171,14 +172,25 @@ class TasksHere:
         class RayTaskError(RayError):
             cause: BaseException
 
-    def remote(self, num_cpus: int) -> Any:
-        def task(function: Any) -> Any:
-            def run(*args: Any) -> Any:
-                return function(*pickle.loads(pickle.dumps(args)))
+    def remote(self, actor: type) -> Any:
+        """An actor class whose actors are objects of this process, each call of a method
+        given its arguments pickled and unpickled."""
 
-            return SimpleNamespace(remote=run)
+        def started(*args: Any) -> Any:
+            here = actor(*args)
 
-        return task
+            def method(name: str) -> Any:
+                def run(*args: Any) -> Any:
+                    return getattr(here, name)(*pickle.loads(pickle.dumps(args)))
+
+                return SimpleNamespace(remote=run)
+
+            return SimpleNamespace(score=method("score"), pid=method("pid"))
+
+        return SimpleNamespace(options=lambda **_: SimpleNamespace(remote=started))
+
+    def cancel(self, ref: Any) -> None:
+        pass
 
     def get(self, result: Any) -> Any:
         return result

@@ -23,9 +23,10 @@ from tcbreplay._machine import usable_cores
 from tcbreplay._ray import check_engine, cluster_cpus, ray_session
 from tcbreplay._score import fold, translate
 from tcbreplay._score.audit_record import audit_record
-from tcbreplay._score.engines import local_parts, ray_parts
+from tcbreplay._score.engines import local_parts
 from tcbreplay._score.gold_run import gold_calls, use_gold
 from tcbreplay._score.metrics import trial_summary
+from tcbreplay._score.on_ray import ray_parts
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.parts import Focus, PartPlan, PartResult
 from tcbreplay._score.results import (

@@ -66,6 +66,76 @@ def test_scoring_on_ray_writes_what_scoring_here_writes(ray_cluster, sim_copy, m
     assert on_ray == here
 
 
+def _scorer_pids(ray) -> dict[str, int]:
+    """The scorers of this code on the cluster, by name: their processes."""
+    from tcbreplay._score.on_ray import NAMESPACE, code_digest
+
+    names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["namespace"] == NAMESPACE and a["name"].startswith(f"scorer-{code_digest()}-")
+    ]
+    return {n: ray.get(ray.get_actor(n, namespace=NAMESPACE).pid.remote()) for n in names}
+
+
+def test_scorers_stay_on_the_cluster_for_the_next_scoring(ray_cluster, sim_copy, monkeypatch):
+    """A scoring on Ray leaves its scorers on the cluster, one per CPU, named by the code
+    that started them; the next scoring uses the same processes (their imports done), and
+    gets the same results."""
+    root, run_id = sim_copy
+    monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 3)
+    first = score_run(Store(root), run_id, engine="ray", write=False)
+    before = _scorer_pids(ray_cluster)
+    assert len(before) == 2
+    second = score_run(Store(root), run_id, engine="ray", write=False)
+    assert _scorer_pids(ray_cluster) == before
+    here = score_run(Store(root), run_id, write=False)
+    assert first.scores.equals(here.scores) and second.scores.equals(here.scores)
+
+
+def test_scoring_on_ray_survives_a_scorer_killed(ray_cluster, sim_copy, monkeypatch):
+    """A scorer killed (kill -9) as a scoring starts is started again by Ray, which gives it
+    its parts again: the same results, from a new process under the same name."""
+    root, run_id = sim_copy
+    monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 6)
+    here = score_run(Store(root), run_id, write=False)
+    score_run(Store(root), run_id, engine="ray", write=False)  # the scorers started
+    before = _scorer_pids(ray_cluster)
+    killed = sorted(before)[0]
+    os.kill(before[killed], signal.SIGKILL)
+    on_ray = score_run(Store(root), run_id, engine="ray", write=False)
+    assert on_ray.scores.equals(here.scores)
+    after = _scorer_pids(ray_cluster)
+    assert after.keys() == before.keys() and after[killed] != before[killed]
+
+
+def test_a_scorer_leaves_the_cluster_once_idle(ray_cluster):
+    from tcbreplay._score.on_ray import NAMESPACE, Scorer
+
+    scorer = (
+        ray_cluster.remote(Scorer)
+        .options(name="scorer-idle", namespace=NAMESPACE, lifetime="detached", num_cpus=0)
+        .remote(1.0, 0.5)
+    )
+    pid = ray_cluster.get(scorer.pid.remote())
+
+    def named() -> bool:
+        actors = ray_cluster.util.list_named_actors(all_namespaces=True)
+        return any(a["name"] == "scorer-idle" for a in actors)
+
+    assert named()
+    wait_for(lambda: not named(), timeout=30)
+    wait_for(lambda: not _alive(pid), timeout=30)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def test_recording_on_ray_survives_a_worker_killed(ray_cluster, tmp_path):
     """record --engine ray: a shard per CPU (two), each a Ray task; the worker of shard 1 is
     killed (kill -9) midway, Ray runs its task again, which resumes the shard: the run holds

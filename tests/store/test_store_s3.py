@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import s3fs
-from helpers import TAU_BENCH, TasksHere, cli, cli_process, import_tau_bench, wait_for
+from helpers import TAU_BENCH, ScorersHere, cli, cli_process, import_tau_bench, wait_for
 from upath import UPath
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -212,7 +212,7 @@ def test_ray_tasks_find_a_run_on_s3_at_its_url(s3_sim_copy, sim_copy, monkeypatc
 
     @contextlib.contextmanager
     def joined(address: str | None) -> Iterator[Any]:
-        yield TasksHere()
+        yield ScorersHere()
 
     monkeypatch.setattr(score_module, "ray_session", joined)
     monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 3)

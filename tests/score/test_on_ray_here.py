@@ -1,4 +1,4 @@
-"""Where the parts of a scoring run (tcbreplay/_score/engines.py): Ray's tasks, here run in
+"""Scoring on Ray (tcbreplay/_score/on_ray.py): the scorers' parts, here run in
 this process through Ray's API as the engine uses it (tests/score/test_ray.py runs them on
 a real Ray)."""
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import duckdb
 import pytest
-from helpers import TasksHere
+from helpers import ScorersHere
 
-from tcbreplay._score import engines
+from tcbreplay._score import on_ray
 from tcbreplay._score import run as score_module
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
@@ -25,10 +25,10 @@ def tasks_here(monkeypatch) -> list[Any]:
 
     @contextlib.contextmanager
     def joined(address: str | None) -> Iterator[Any]:
-        yield TasksHere()
+        yield ScorersHere()
 
     opened: list[Any] = []
-    real = engines.connect
+    real = on_ray.connect
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         opened.append(real(*args, **kwargs))
@@ -36,8 +36,8 @@ def tasks_here(monkeypatch) -> list[Any]:
 
     monkeypatch.setattr(score_module, "ray_session", joined)
     monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 3)
-    monkeypatch.setattr(engines, "connect", counted)
-    monkeypatch.setattr(engines, "_TASK_CONNECTION", {}, raising=False)  # none kept before
+    monkeypatch.setattr(on_ray, "connect", counted)
+    monkeypatch.setattr(on_ray, "_TASK_CONNECTION", {}, raising=False)  # none kept before
     return opened
 
 
