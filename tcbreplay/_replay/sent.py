@@ -91,14 +91,16 @@ def _left_out(
     index: int,
 ) -> str | None:  # fmt: skip
     """Where the tool result the recording has at ``index`` would be in the body, when the
-    request left it out and went on (its message there answers no call, and the one before
-    it is a tool result of a content of blocks): the next block of that content; else
-    None."""
-    if divergence.replayed is not None or index == 0 or items[index].get("role") == "tool":
+    request left it out and went on (its message there is no tool's): the next block of
+    the content holding the results before it (Anthropic's, Gemini's), else the request's
+    message there (the whole wave left out, or on a wire of one message a result); None
+    when the request has a tool message there."""
+    if divergence.replayed is not None or items[index].get("role") == "tool":
         return None
-    if items[index - 1].get("role") != "tool":
-        return None
-    return _next_block(places[kept[index - 1]])
+    block = None
+    if index > 0 and items[index - 1].get("role") == "tool":
+        block = _next_block(places[kept[index - 1]])
+    return block if block is not None else places[kept[index]]
 
 
 def _items(request: WireRequest) -> list[int]:

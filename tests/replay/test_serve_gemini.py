@@ -244,6 +244,31 @@ def test_a_result_left_out_gets_409_at_its_place_in_contents(server):
     assert said[2]["replayed"] is None
 
 
+def test_every_result_of_a_wave_left_out_gets_409_at_the_content_of_them(server):
+    """Left out with contents after it, the whole wave's functionResponse parts were said
+    at ``contents[2].call``, a field no content has; they are said where they would be
+    (``contents[2]``, the content after the model's calls), in the second wave too."""
+    from google.genai import errors, types
+
+    def text(said: str, role: str = "user") -> Any:
+        return types.Content(role=role, parts=[types.Part.from_text(text=said)])
+
+    par = first_turn(server.url, "par")
+    seq = first_turn(server.url, "seq")
+    seq.append(results(seq[-1]))
+    seq.append(genai_turn(server.url, seq))  # (the second wave's call)
+    said = []
+    for sent in [[*par, text("And 6 times 7?")],
+                 [*par, text("Done.", "model"), text("And 6 times 7?")],
+                 [*seq, text("Done.", "model"), text("And 6 times 7?")]]:  # fmt: skip
+        with pytest.raises(errors.ClientError) as caught:
+            genai_turn(server.url, sent)
+        said.append(caught.value.details["error"])
+    assert [(e["divergence"]["path"], e["divergence"]["replayed"]) for e in said] == [
+        ("contents[2]", None), ("contents[2]", None), ("contents[4]", None)]  # fmt: skip
+    assert "messages at contents[2]: 0 -> (nothing)" in said[0]["message"]
+
+
 def post(server: Any, path: str, body: Any, headers: dict | None = None) -> tuple[int, str]:
     import http.client
 

@@ -340,6 +340,42 @@ def test_a_409_points_into_the_anthropic_request_as_sent(root):
         "answers c2 (multiply_numbers)" in said[1]["message"]  # fmt: skip
 
 
+def test_every_result_of_a_wave_left_out_gets_409_at_the_message_of_them(root):
+    """Left out with messages after it, the whole wave's results were said at
+    ``messages[2].call`` (Anthropic) or ``messages[3].call`` (OpenAI, counting the system
+    message), a field no message has; they are said where they would be: the message after
+    the model's calls (``messages[2]``), or, after some results, the next OpenAI message."""
+    import anthropic
+    import openai
+
+    went_on = [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "And 6?"}]
+    with serve_run(root, "valid") as server:
+        client = anthropic_client(server.url)
+        kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "tools": anthropic_tools()}
+        asked = [{"role": "user", "content": QUESTION}]
+        answer = client.messages.create(messages=asked, **kwargs)
+        asked.append({"role": "assistant", "content": answer.content})
+        said = []
+        for sent in [
+            [*asked, went_on[1]],
+            [*asked, *went_on],
+            [*asked, {"role": "user", "content": [{"type": "text", "text": "And 6?"}]}],
+        ]:
+            with pytest.raises(anthropic.ConflictError) as caught:
+                client.messages.create(messages=sent, **kwargs)
+            said.append(caught.value.body["error"]["divergence"])
+        chat = openai_client(server.url)
+        first = first_turn_openai(chat)
+        one = {"role": "tool", "tool_call_id": "c1", "content": '{"result": 5}'}
+        for sent in [[*first, *went_on], [*first, one, *went_on]]:
+            with pytest.raises(openai.ConflictError) as caught:
+                chat.chat.completions.create(model="m", messages=sent, tools=openai_tools())
+            said.append(caught.value.body["divergence"])
+    assert [(d["path"], d["replayed"]) for d in said] == [
+        ("messages[2]", None), ("messages[2]", None), ("messages[2]", None),
+        ("messages[3]", None), ("messages[4]", None)]  # fmt: skip
+
+
 def test_a_base_url_ending_in_v1_given_to_a_client_that_adds_it_is_said_so(root):
     """The Anthropic and google-genai SDKs add /v1 (/v1beta) themselves: given the OpenAI
     base URL (http://HOST:PORT/v1), they got a 404 in OpenAI's shape listing the paths
