@@ -21,7 +21,7 @@ import click
 
 from tcbreplay._secrets import redact
 from tcbreplay._store.files import reason
-from tcbreplay._store.objects import names_object_storage
+from tcbreplay._store.store_urls import names_object_storage
 from tcbreplay._version import __version__
 from tcbreplay.errors import (
     MEMORY_HINT,
@@ -61,7 +61,7 @@ class _StorePath(click.Path):
     there, and on the option otherwise."""
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        from tcbreplay._store.objects import local_store_path
+        from tcbreplay._store.store_urls import local_store_path
 
         if _given_before_command(ctx, param):
             return value  # `tcbreplay --store X CMD`: X is used, and checked there
@@ -162,7 +162,8 @@ def _store_failure(exc: BaseException) -> tuple[str, str | None] | None:
 def _same_store(first: Any, second: Any) -> bool:
     """Whether two ``--store`` values name one store (a URL is refused here, unshown, as it
     would be by the command, when it holds credentials)."""
-    from tcbreplay._store.objects import is_remote, store_root
+    from tcbreplay._store.objects import is_remote
+    from tcbreplay._store.store_urls import store_root
 
     roots = store_root(first), store_root(second)
     if is_remote(roots[0]) or is_remote(roots[1]):

@@ -16,7 +16,7 @@ from tcbreplay._cli.common import (
     options_dict,
     sigterm_as_ctrl_c,
 )
-from tcbreplay._store.objects import store_root
+from tcbreplay._store.store_urls import store_root
 from tcbreplay._words import count, noun_for
 from tcbreplay.errors import InputError, StoreError
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from tcbreplay._ray import cluster_cpus, ray_session
 from tcbreplay._record.retry import RateLimiter, RecentUse
-from tcbreplay._store.objects import store_root
 from tcbreplay._store.runs import Run
+from tcbreplay._store.store_urls import store_root
 from tcbreplay.errors import EngineError, StoreError, TcbReplayError
 
 # times Ray runs a shard's task again after its worker died

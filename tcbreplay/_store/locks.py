@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tcbreplay._store.files import writing
+from tcbreplay._store.lock_clock import written_ago
 from tcbreplay._store.objects import (
     PreconditionFailed,
     create_object,
@@ -25,7 +26,6 @@ from tcbreplay._store.objects import (
     read_bytes,
     replace_object,
     url,
-    written_ago,
 )
 from tcbreplay._store.schema import LOCK, SHARD_LOCKS
 from tcbreplay.errors import RunLockedError

@@ -34,6 +34,7 @@ from tcbreplay._store.files import (
     write_jsonl_atomic,
     writing,
 )
+from tcbreplay._store.lock_clock import is_clock_probe
 from tcbreplay._store.locks import (
     WAIT_HINT,
     WRITABLE_HINT,
@@ -66,6 +67,7 @@ from tcbreplay._store.schema import (
     SCORES,
     read_manifest,
 )
+from tcbreplay._store.store_urls import store_root
 from tcbreplay._store.writer import (
     DELETED_PREFIX,
     Claim,
@@ -361,7 +363,7 @@ class Store:
 
     def __init__(self, root: str | Path = DEFAULT_STORE) -> None:
         """``root``: a folder, or a URL of object storage (``s3://bucket/prefix``)."""
-        self.root = objects.store_root(root)
+        self.root = store_root(root)
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / validate_run_id(run_id)
@@ -641,7 +643,7 @@ def _refuse_leftovers(path: Path) -> None:
     if is_remote(path):  # (a journal's batches are never empty; a lock may leave a probe)
         found = [
             name for name in objects.list_names(path)
-            if name not in _FIRST_FILES and not objects.is_clock_probe(name)
+            if name not in _FIRST_FILES and not is_clock_probe(name)
         ]  # fmt: skip
     else:
         found = sorted(p.name for p in path.iterdir() if p.name not in _FIRST_FILES)

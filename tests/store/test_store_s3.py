@@ -26,7 +26,7 @@ from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
 from tcbreplay._score import run as score_module
 from tcbreplay._score.run import score_run
-from tcbreplay._store import locks, objects, s3_limits
+from tcbreplay._store import lock_clock, locks, objects, s3_limits
 from tcbreplay._store.journal import ChunkJournal, chunk_name, chunk_numbers
 from tcbreplay._store.locks import LeaseLock, lease_holder
 from tcbreplay._store.objects import is_remote
@@ -324,7 +324,7 @@ def test_the_age_of_a_lock_is_one_head_of_it(s3_store, monkeypatch):
     objects.put_bytes(path, b"{}")
     for store_clock, heads in ((False, 1), (True, 2)):  # (and the clock probe's, once)
         asked.clear()
-        age, etag = objects.written_ago(path, store_clock=store_clock)
+        age, etag = lock_clock.written_ago(path, store_clock=store_clock)
         assert etag.strip('"') and -60 < age < 60
         assert len(asked) == heads, asked
         assert asked.count(asked[0]) == 1
@@ -711,7 +711,7 @@ def test_a_writer_that_lost_its_lock_during_its_fold_writes_no_data_file(s3_stor
 
     def taken_over(records):  # the fold has begun: another writer takes the lock meanwhile
         lock = run / "writer.lock"
-        objects.replace_object(lock, b"pid 1 on elsewhere", objects.written_ago(lock)[1])
+        objects.replace_object(lock, b"pid 1 on elsewhere", lock_clock.written_ago(lock)[1])
         monkeypatch.setattr(locks, "RENEW_S", 0.0)  # as if paused: its renewal is overdue
         return real(records)
 
@@ -734,7 +734,7 @@ def test_a_scoring_that_lost_its_lock_puts_no_file_in_place(s3_store, monkeypatc
 
     def taken_over(*args, **kwargs):  # the files are staged: another scoring takes the lock
         lock = folder / "writer.lock"
-        objects.replace_object(lock, b"pid 1 on elsewhere", objects.written_ago(lock)[1])
+        objects.replace_object(lock, b"pid 1 on elsewhere", lock_clock.written_ago(lock)[1])
         monkeypatch.setattr(locks, "RENEW_S", 0.0)  # as if paused: its renewal is overdue
         return real(*args, **kwargs)
 
@@ -753,8 +753,8 @@ def test_a_lock_is_judged_by_the_stores_clock_not_this_machines(s3_store, monkey
     monkeypatch.setattr(locks, "RENEW_S", 0.2)
     path = Store(s3_store).root / f"skew{int(skew)}" / "writer.lock"
     alive = LeaseLock.take(path, "run 'skew'")
-    real = objects.time.time
-    monkeypatch.setattr(objects.time, "time", lambda: real() + skew)
+    real = lock_clock.time.time
+    monkeypatch.setattr(lock_clock.time, "time", lambda: real() + skew)
     if skew > 0:
         with pytest.raises(RunLockedError, match=r"renewed \d+ s ago"):
             LeaseLock.take(path, "run 'skew'")
@@ -797,8 +797,8 @@ def test_a_clock_probe_whose_removal_failed_is_removed_later_and_blocks_no_run(
     _ok("record", "--model", "sim", "--run-id", "p", "--limit", "1", "--quiet",
         "--store", s3_store)  # fmt: skip
     # the next process that reads the store's clock beside the lock removes it, once old
-    monkeypatch.setattr(objects, "OLD_PROBE_S", 0.0)
-    monkeypatch.setattr(objects, "_looked_beside", set())
+    monkeypatch.setattr(lock_clock, "OLD_PROBE_S", 0.0)
+    monkeypatch.setattr(lock_clock, "_looked_beside", set())
     holder = LeaseLock.take(path, "run 'p'")
     with pytest.raises(RunLockedError):
         LeaseLock.take(path, "run 'p'")

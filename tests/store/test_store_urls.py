@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tcbreplay._store.objects import STORE_SCHEMES, WILDCARDS, local_store_path
 from tcbreplay._store.runs import Store
+from tcbreplay._store.store_urls import STORE_SCHEMES, WILDCARDS, local_store_path
 from tcbreplay.errors import InputError
 
 # URLs of schemes no store can be on: gone with the process (memory), read-only or
