@@ -267,8 +267,9 @@ def _limit_fix(error: str, again: str) -> tuple[str, str]:
 def replay_stop_hint(stop: RecordStop, run_id: str, command: str) -> str:
     """How to go on after a replay's ``stop`` (``command``: the one that made it, with its
     ``--run-id``). A replay has no ``--retry-errors``: run again, it replays only the samples
-    it holds no row of, and with another ``--then`` or ``--model-option`` it is refused as a
-    run of other inputs; ``--overwrite`` replays it anew, whatever was fixed."""
+    it holds no row of; with another ``--then`` or ``--model-option`` it replaces the run only
+    when no sample was answered live (:mod:`tcbreplay._replay.stopped`); ``--overwrite``
+    replays it anew, whatever was fixed."""
     if stop.reason == TOKEN_LIMIT:
         return (
             "the same command again would be cut off again: with a higher max_tokens it "

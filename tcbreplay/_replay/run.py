@@ -50,6 +50,7 @@ from tcbreplay._replay.inputs import replay_inputs, stored_dataset
 from tcbreplay._replay.model import RecordedChatModel
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
+from tcbreplay._replay.stopped import replaced_stop
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
 from tcbreplay._secrets import redact
 from tcbreplay._store.files import check_unchanged
@@ -233,6 +234,10 @@ def replay_run(
         raise InputError(f"--run-id {new_run_id}: the replay needs a run id of its own")
     if not overwrite:
         print_ = _former_fingerprint(store, new_run_id, basis, inputs) or print_
+        replaced = replaced_stop(store, new_run_id, run_id, print_)
+        if replaced is not None:  # (nothing the live model answered is lost: see the module)
+            warnings.warn(replaced, TcbReplayWarning, stacklevel=2)
+            overwrite = True
     command = _command(run_id, new_run_id, store, system_prompt, tools, dataset, agent, then,
                        then_options, fork_at, recorded_tools, offline)  # fmt: skip
     block = {

@@ -99,6 +99,7 @@ class SampleReplay:
         return {
             "served": [list(pair) for pair in self.served],
             "live_calls": self.live_calls,
+            "live_answered": self.live_answered,
             "forked_at": self.forked_at,
             "diverged_at": None if self.divergence is None else self.divergence.turn,
             "continued": self.continued,

@@ -25,6 +25,9 @@ GREET = {"id": "greet", "input": "Hi there!", "target": []}
 ADD_MORE = {"id": "add-more", "input": "What is 2 plus 3?",
             "target": [{"name": "add_numbers", "args": {"a": 2, "b": 3}}]}  # fmt: skip
 GREET_MORE = {"id": "greet-more", "input": "Hello!", "target": []}
+# what the loopback OpenAI server answers the samples that call a tool
+SCRIPT = {ADD["input"]: [[("add_numbers", {"a": 25, "b": 4.5})]],
+          ADD_MORE["input"]: [[("add_numbers", {"a": 2, "b": 3})]]}  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -136,18 +139,56 @@ def test_a_stopped_replays_hint_is_a_command_that_replays_it(parent, tmp_path, d
         "replay again: once fixed (--then or its --model-option settings corrected in it, where "
         f"they were at fault), replay them anew with: {command} --overwrite"
     )
-    script = {ADD["input"]: [[("add_numbers", {"a": 25, "b": 4.5})]],
-              ADD_MORE["input"]: [[("add_numbers", {"a": 2, "b": 3})]]}  # fmt: skip
-    with openai_server.OpenAIServer(script) as server:
+    with openai_server.OpenAIServer(SCRIPT) as server:
         words = shlex.split(command.replace(dead_url, server.url))[1:]
-        # as it was: the corrected command alone is refused
-        refused = cli(*words, "--quiet")
-        assert refused.exit_code == 2, refused.output
-        assert "exists with other inputs" in refused.output
-        # as the hint says
-        result = cli(*words, "--overwrite", "--quiet")
+        result = cli(*words, "--overwrite", "--quiet")  # as the hint says
     assert result.exit_code == 1, result.output  # (the prompt changed: each sample diverged)
     assert "4 samples, 4 diverged (system x4), 4 ok" in result.output
+
+
+def test_a_stopped_replay_run_again_with_its_live_model_corrected_replaces_it(
+    parent, tmp_path, dead_url
+):
+    """A replay its live model never answered, run again with the base URL corrected (the
+    fix a user makes first), was refused: "run 'again' exists with other inputs", though
+    the run held nothing of the live model's to keep."""
+    (tmp_path / "terse.txt").write_text("Be terse.")
+    words = ["replay", "r", "--run-id", "again", "--system-prompt", tmp_path / "terse.txt",
+             "--then", "openai:gpt-4o-mini", "--workers", "2", "--store", parent,
+             "--quiet"]  # fmt: skip
+    stopped = cli(*words, "--model-option", f"base_url={dead_url}")
+    assert stopped.exit_code == 1, stopped.output
+    assert "replay of again stopped: no live model call was answered" in stopped.stderr
+    with openai_server.OpenAIServer(SCRIPT) as server:
+        result = cli(*words, "--model-option", f"base_url={server.url}")
+    assert result.exit_code == 1, result.output  # (the prompt changed: each sample diverged)
+    assert "4 samples, 4 diverged (system x4), 4 ok" in result.stdout
+    assert result.stderr.splitlines() == [
+        "Warning: run 'again' exists with other inputs, but its live model stopped it "
+        "(unanswered) before answering any call: its 2 samples (all in error), replaced by "
+        "this replay"
+    ]
+    manifest = json.loads((parent / "again" / "manifest.json").read_text())
+    assert f"base_url={server.url}" in manifest["replay"]["command"]
+    assert manifest["status"] == "complete" and manifest.get("stopped") is None
+
+
+def test_a_stopped_replay_holding_a_live_answer_is_not_replaced(parent):
+    """What a replay's live model answered is kept: a run stopped after an earlier replay
+    into it was answered live is refused, as any run of other inputs is."""
+    words = ["replay", "r", "--run-id", "again", "--then", "openai:gpt-4o-mini", "--fork-at",
+             "0", "--workers", "2", "--store", parent, "--quiet"]  # fmt: skip
+    with openai_server.OpenAIServer(SCRIPT) as gone:
+        first = cli(*words, "--model-option", f"base_url={gone.url}", "--sample-id", "add")
+    assert first.exit_code == 0, first.output
+    stopped = cli(*words, "--model-option", f"base_url={gone.url}")  # (now nothing listens)
+    assert stopped.exit_code == 1, stopped.output
+    assert "replay of again stopped: no live model call was answered" in stopped.stderr
+    with openai_server.OpenAIServer(SCRIPT) as server:
+        refused = cli(*words, "--model-option", f"base_url={server.url}")
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.startswith("Error: run 'again' exists with other inputs"), refused.stderr
+    assert "Warning" not in refused.stderr
 
 
 def test_a_replay_whose_process_died_says_to_run_it_again(parent, monkeypatch):
