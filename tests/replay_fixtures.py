@@ -247,3 +247,46 @@ def raises_cancelled(model, tools, system_prompt):
 def exits(model, tools, system_prompt):
     """A graph that calls ``sys.exit(5)``."""
     return _Streams(raising=SystemExit(5))
+
+
+# the schema the answers of :func:`asks_a_schema` are asked to follow
+REPLY_SCHEMA = {
+    "type": "object",
+    "properties": {"reply": {"type": "string"}},
+    "required": ["reply"],
+}
+
+
+def asks_a_schema(model, tools, system_prompt):
+    """:func:`react_graph` whose model is asked, at each call, for a JSON answer following
+    :data:`REPLY_SCHEMA`, in the keywords ChatGoogleGenerativeAI's ``with_structured_output``
+    binds (here beside the tools)."""
+
+    async def answer(bound, messages):
+        return await bound.ainvoke(messages, response_mime_type="application/json",
+                                   response_json_schema=REPLY_SCHEMA)  # fmt: skip
+
+    return react_graph(model, tools, system_prompt, answer)
+
+
+# the response_format the calls of :func:`asks_a_format` give (OpenAI's, as ChatOpenAI's
+# ``with_structured_output`` binds it)
+REPLY_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "Reply",
+        "strict": True,
+        "schema": {**REPLY_SCHEMA, "additionalProperties": False},
+    },
+}
+
+
+def asks_a_format(model, tools, system_prompt):
+    """:func:`react_graph` whose model is asked, at each call, for an answer of
+    :data:`REPLY_FORMAT` (its tools bound strict: ChatOpenAI parses the answer of such a
+    call, and takes only strict tools beside it)."""
+
+    async def answer(bound, messages):
+        return await bound.ainvoke(messages, response_format=REPLY_FORMAT)
+
+    return react_graph(_Bound(model, strict=True), tools, system_prompt, answer)

@@ -43,6 +43,9 @@ class SampleState:
     # the built-in agent's requests begin with the prompt, and keep neither
     prompt: str | None = None
     systems: list[list[Any]] = field(default_factory=list)
+    # an agent of one's own: the answer format each answered model call asked for (None
+    # where none: tcbreplay._record.formats)
+    formats: list[Any] = field(default_factory=list)
 
     def sent_system(self) -> list[list[Any]] | None:
         """What the stored messages lack of the requests this sample's model calls were
@@ -53,6 +56,12 @@ class SampleState:
             return None
         expected = [self.prompt] if self.prompt else []
         return None if all(sent == expected for sent in self.systems) else self.systems
+
+    def asked_formats(self) -> list[Any] | None:
+        """The answer format each answered model call asked for, a list per call, when any
+        asked one (None when none did, and for the built-in agent, whose calls ask what
+        the run's model settings say)."""
+        return self.formats if any(f is not None for f in self.formats) else None
 
 
 @dataclass(frozen=True)

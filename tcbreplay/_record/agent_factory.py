@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._record.agent import CallPolicy
-from tcbreplay._store.schema import SYSTEM_KEPT
+from tcbreplay._store.schema import FORMAT_KEPT, SYSTEM_KEPT
 from tcbreplay.errors import InputError, TcbReplayWarning
 
 AgentFactory = Callable[..., Any]
@@ -65,8 +65,9 @@ def load_agent_factory(source: str) -> tuple[AgentFactory, dict[str, Any]]:
         raise InputError(f"--agent {source}: {attr} is {type(factory).__name__}, not callable")
     path = getattr(module, "__file__", None)
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
-    # (its runs keep the system messages their requests began with: SYSTEM_KEPT)
-    return factory, {"factory": source, "sha256": digest, SYSTEM_KEPT: True}
+    # (its runs keep the system messages their requests began with, SYSTEM_KEPT, and the
+    # answer formats its calls asked for, FORMAT_KEPT)
+    return factory, {"factory": source, "sha256": digest, SYSTEM_KEPT: True, FORMAT_KEPT: True}
 
 
 def build_custom_agent(
@@ -104,13 +105,15 @@ def build_custom_agent(
 def _call_watcher(system_prompt: str, source: str) -> Any:
     """A callback handler keeping, in a sample's state (the context of the task that runs
     it, :data:`tcbreplay._record.agent.current_sample`), how many of its model calls were
-    answered and the system messages each answered call's request began with: a graph of
-    one's own may send the prompt it was given, another, or none, and its stored messages
-    do not say (replay compares its requests with those). A call of a model the graph made
+    answered, the system messages each answered call's request began with and the answer
+    format it asked for: a graph of one's own may send the prompt it was given, another, or
+    none, and bind a schema to a call, and its stored messages do not say (replay compares
+    its requests with those). A call of a model the graph made
     itself, which keeps to none of the recording's settings, is said once."""
     from langchain_core.callbacks import BaseCallbackHandler
 
     from tcbreplay._record.agent import current_sample
+    from tcbreplay._record.formats import asked_format
     from tcbreplay._record.policed_model import outside_policy
 
     class Watcher(BaseCallbackHandler):
@@ -118,6 +121,7 @@ def _call_watcher(system_prompt: str, source: str) -> Any:
 
         def __init__(self) -> None:
             self.sent: dict[Any, list[Any]] = {}  # a call under way -> its system contents
+            self.formats: dict[Any, Any] = {}  # a call under way -> the format it asks for
             self.warned = False
 
         def on_chat_model_start(
@@ -140,16 +144,22 @@ def _call_watcher(system_prompt: str, source: str) -> Any:
                     break
                 leading.append(message.content)
             self.sent[run_id] = leading
+            # (the call's keywords are among its invocation parameters: a schema that
+            # with_structured_output binds, or one given to the call)
+            self.formats[run_id] = asked_format(kwargs.get("invocation_params") or {})
 
         def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
             sent = self.sent.pop(run_id, [])
+            asked = self.formats.pop(run_id, None)
             state = current_sample.get(None)
             if state is not None:
                 state.answered += 1
                 state.prompt = system_prompt
                 state.systems.append(sent)
+                state.formats.append(asked)
 
         def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
             self.sent.pop(run_id, None)
+            self.formats.pop(run_id, None)
 
     return Watcher()

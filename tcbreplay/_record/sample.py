@@ -16,7 +16,7 @@ from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._secrets import redact
-from tcbreplay._store.schema import SENT_SYSTEM_KEY, sample_record, utcnow
+from tcbreplay._store.schema import ASKED_FORMAT_KEY, SENT_SYSTEM_KEY, sample_record, utcnow
 
 
 async def run_sample(
@@ -80,7 +80,7 @@ async def run_sample(
         error=None if error is None else _one_line(error),
         trial=trial,
         sample_index=sample_index,
-        metadata=None if (sent := state.sent_system()) is None else {SENT_SYSTEM_KEY: sent},
+        metadata=_kept(state),
     )
     # only a model call's failure can stop the run, never a tool's or the sample's deadline
     stop = None
@@ -166,3 +166,10 @@ def _one_line(exc: BaseException) -> str:
     proxy may have quoted (redacted before it is cut, so no part of a key is left)."""
     text = redact(" ".join(str(exc).split())) or type(exc).__name__
     return text[:2000]
+
+
+def _kept(state: SampleState) -> dict[str, Any] | None:
+    """What a trial's metadata keeps of its requests that its messages lack (an agent of
+    one's own's): the system messages they began with, the answer formats they asked for."""
+    kept = {SENT_SYSTEM_KEY: state.sent_system(), ASKED_FORMAT_KEY: state.asked_formats()}
+    return {k: v for k, v in kept.items() if v is not None} or None

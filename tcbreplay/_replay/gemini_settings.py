@@ -1,8 +1,8 @@
 """The settings of a Gemini request, read for :mod:`tcbreplay._replay.wire_gemini`: its
-function declarations as tools, ``generationConfig``'s sampling settings and
-``toolConfig``'s ``functionCallingConfig`` as what an answer may do; and the helpers that read
-a field by either of its names (the API reads lowerCamelCase and snake_case alike, as
-protobuf's JSON does).
+function declarations as tools, ``generationConfig``'s sampling settings and the schema its
+answer must follow, ``toolConfig``'s ``functionCallingConfig`` as what an answer may do; and
+the helpers that read a field by either of its names (the API reads lowerCamelCase and
+snake_case alike, as protobuf's JSON does).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._replay.fingerprint import canonical_params, normalized
 from tcbreplay._replay.wire import WireError, checked_schema
 
 # generationConfig's sampling settings, under the names canonical_params reads
@@ -22,7 +22,8 @@ _SETTINGS = {"temperature": "temperature", "topP": "top_p", "topK": "top_k",
              "presencePenalty": "presence_penalty",
              "frequencyPenalty": "frequency_penalty"}  # fmt: skip
 _RANGES = {"temperature": (0, 2), "topP": (0, 1)}
-_REFUSED_CONFIG = ("responseSchema", "responseJsonSchema")
+# the fields of a schema the answer must follow (responseSchema in Gemini's form)
+_SCHEMAS = ("responseJsonSchema", "responseSchema")
 # the other sampling settings' kinds, as the API checks them (a whole number may come as
 # 40.0: google-genai's top_k is a float)
 _WHOLE, _POSITIVE = "a whole number", "a whole number of 1 or more"
@@ -138,10 +139,6 @@ def config(body: Mapping[str, Any]) -> dict[str, Any]:
         raise WireError(f"generationConfig: {camel(both[0])} and {both[0]} are both given "
                         "(one field of two names): send one")  # fmt: skip
     config = {camel(k): v for k, v in config.items()}
-    refused = [k for k in _REFUSED_CONFIG if config.get(k) is not None]
-    if refused:
-        raise WireError(f"generationConfig.{refused[0]}: an answer of a schema is not served "
-                        "(a recording's answer was not made to it)")  # fmt: skip
     count = config.get("candidateCount")
     if count is not None and (type(count) is not int or count != 1):  # (not True, nor 1.0)
         raise WireError(f"generationConfig.candidateCount {count!r}: a recording holds one "
@@ -160,9 +157,30 @@ def config(body: Mapping[str, Any]) -> dict[str, Any]:
     return canonical_params({_SETTINGS[k]: v for k, v in config.items() if k in _SETTINGS})
 
 
+def answer_format(body: Mapping[str, Any]) -> tuple[str, Any]:
+    """The field of ``generationConfig`` that gives the schema the answer must follow
+    (``generationConfig.responseJsonSchema``, or ``responseSchema`` read as the JSON schema
+    it stands for), and the ``response_format`` it asks, as a recording keeps a call's
+    (:func:`tcbreplay._record.formats.asked_format`); ("", None) for none."""
+    config = field(body, "generationConfig") or {}
+    given = {k: field(config, k) for k in _SCHEMAS} if isinstance(config, dict) else {}
+    asked = [k for k, v in given.items() if v is not None]
+    if len(asked) > 1:
+        raise WireError("generationConfig: responseJsonSchema and responseSchema are both "
+                        "given: send one")  # fmt: skip
+    if not asked:
+        return "", None
+    schema = given[asked[0]]
+    if not isinstance(schema, dict):
+        raise WireError(f"generationConfig.{asked[0]}: a schema object is required")
+    if asked[0] == "responseSchema":
+        schema = _json_schema(schema)
+    return f"generationConfig.{asked[0]}", normalized({"schema": schema})
+
+
 def json_asked(body: Mapping[str, Any]) -> bool:
-    """Whether ``generationConfig.responseMimeType`` asks for a JSON answer (without a
-    schema: one is refused by :func:`config`); ``text/plain``, the default, asks for text,
+    """Whether ``generationConfig.responseMimeType`` asks for a JSON answer (of a schema
+    too: :func:`answer_format`); ``text/plain``, the default, asks for text,
     and another type (``text/x.enum``, which needs a schema) is refused."""
     config = field(body, "generationConfig") or {}
     mime = field(config, "responseMimeType") if isinstance(config, dict) else None

@@ -30,6 +30,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
 from tcbreplay._record.agent import _check_reply
+from tcbreplay._record.formats import asked_format
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._replay.choice import conflict
 from tcbreplay._replay.fingerprint import (
@@ -39,6 +40,7 @@ from tcbreplay._replay.fingerprint import (
     canonical_messages,
     canonical_params,
     canonical_tools,
+    normalized,
 )
 from tcbreplay._replay.recording import Key, RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
@@ -127,6 +129,11 @@ class RecordedChatModel(BaseChatModel):
         if self.recording.params_known:
             given = {**kwargs, **({"stop": stop} if stop else {})}
             params = {**self.recording.params, **self.call_params, **canonical_params(given)}
+            # a schema the call asks for in a provider's own keywords (Gemini's), compared
+            # where the recording says which each request asked for
+            asked = asked_format({**self.bound_kwargs, **given})
+            if asked is not None and self.recording.formats_known:
+                params["response_format"] = normalized(asked)
         held = self._tools_text
         if held is None or held[0] is not self.tool_schemas:
             held = self._tools_text = (self.tool_schemas, canonical_json(self.tool_schemas))

@@ -5,7 +5,8 @@ The request of a recorded AI turn is rebuilt from the store: the run's system pr
 system messages the sample's messages start with, as imported runs keep them; or those an
 agent of one's own sent instead, as its samples' metadata keeps them), every
 message before the turn in the sample, the run's tools (or the sample's own) and the model's
-sampling settings (:mod:`tcbreplay._replay.fingerprint`). That is the request an agent sends
+sampling settings, with the answer format the call asked for where an agent of one's own kept
+it (:mod:`tcbreplay._replay.fingerprint`). That is the request an agent sends
 that gives the model its whole conversation, as LangChain's agents do; an agent that sends
 less (a summary of the history) asks something else, and diverges.
 
@@ -31,28 +32,24 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._record.agent_factory import AGENT_FIELD
 from tcbreplay._replay.divergence import Divergence, describe, distance
 from tcbreplay._replay.fingerprint import (
     Request,
     assistant_turns,
     canonical_json,
     canonical_messages,
-    canonical_params,
     canonical_tools,
     request_text,
     sha256_text,
 )
 from tcbreplay._replay.messages import Layout, MessageTexts
+from tcbreplay._replay.run_settings import run_settings
 from tcbreplay._replay.sample_rows import Key, SampleRow, read_rows
 from tcbreplay._replay.tool_pool import ToolOutput, tool_outputs
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import SYSTEM_KEPT
 from tcbreplay._words import count
 from tcbreplay.errors import StoreError
 
-# providers whose runs record no sampling settings a request carried
-_NO_PARAMS = ("import",)
 # how many samples a request without its sample is compared with, to say where it differs
 _NEAREST_SAMPLES = 200
 # how much of a first message's text is weighed to find the nearest samples: an edit distance
@@ -133,6 +130,12 @@ class RecordedRun:
     # whether its answers were asked for JSON (``response_mime_type``), or its settings are
     # unknown (imports)
     json_asked: bool = False
+    # whether it says which answer format (a schema) each request asked for: its model
+    # settings and, for an agent of one's own, what its calls bound (FORMAT_KEPT); not for
+    # an older such run, an import, or sim (which takes no settings)
+    formats_known: bool = False
+    # whether any of its requests asked for one (then a request's is compared with it)
+    formats_asked: bool = False
     _rows: dict[Key, SampleRow] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -156,22 +159,18 @@ class RecordedRun:
         """Index a run of the store (its Parquet files: a recording still under way is read
         as far as it was folded)."""
         manifest = run.manifest
-        model = manifest.get("model") or {}
-        known = model.get("provider") not in _NO_PARAMS
-        settings = model.get("effective_settings") or model.get("settings") or {}
-        params = canonical_params(settings) if known and model.get("provider") != "sim" else {}
+        settings = run_settings(manifest)
         schemas = (manifest.get("tools") or {}).get("specs") or []
-        agent = manifest.get(AGENT_FIELD)
-        kept = isinstance(agent, dict) and agent.get(SYSTEM_KEPT) is True
         out = cls(
             run_id=run.run_id,
             system=str((manifest.get("system_prompt") or {}).get("text") or ""),
             tools=canonical_tools(schemas),
-            params=params,
-            params_known=known,
-            system_known=not agent or kept,
-            sampled=model.get("provider") != "sim",
-            json_asked=not known or _mime(settings) == "application/json",
+            params=settings.params,
+            params_known=settings.params_known,
+            system_known=settings.system_known,
+            sampled=settings.sampled,
+            json_asked=settings.json_asked,
+            formats_known=settings.formats_known,
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint
@@ -183,7 +182,10 @@ class RecordedRun:
                    "into its Parquet files" if waiting else ""),
                 hint=finish_hint(run),
             )  # fmt: skip
-        out._rows = read_rows(run, sent_system=kept)
+        out._rows = read_rows(run, sent_system=settings.system_kept)
+        out.formats_asked = out.formats_known and (
+            "response_format" in out.params or any(r.formats for r in out._rows.values())
+        )
         out._messages = MessageTexts(run.messages_path)
         return out
 
@@ -246,7 +248,9 @@ class RecordedRun:
             if item["role"] != "assistant":
                 continue
             system_json = systems[min(len(turns), len(systems) - 1)]
-            text = request_text(parts[:k], params_json, system_json, tools_json)
+            asked = self.params_of(key, len(turns))
+            text = request_text(parts[:k], params_json if asked is self.params
+                                else canonical_json(asked), system_json, tools_json)  # fmt: skip
             turns.append(Turn(len(turns), k + lead, sha256_text(text)))
         return SampleRecording(texts, turns, own, row.status, row.error), items
 
@@ -372,6 +376,12 @@ class RecordedRun:
             indexes = [self._rows[k].index for k in missing]
             self._messages.prefetch([i for i in indexes if i is not None])
 
+    def params_of(self, key: Key, turn: int) -> dict[str, Any]:
+        """The sampling settings of a sample's request of ``turn``: the run's, with the
+        answer format it asked for where its agent kept one (the run's ``params`` itself
+        where not)."""
+        return self._rows[key].params(self.params, turn) if self.formats_known else self.params
+
     def requests(self, key: Key) -> Iterator[Request]:
         """The canonical requests of a sample's recorded turns, in order."""
         sample = self.samples.get(key)
@@ -384,7 +394,7 @@ class RecordedRun:
         for k, item in enumerate(items):
             if item["role"] == "assistant":
                 yield {"system": systems[min(turn, len(systems) - 1)], "messages": items[:k],
-                       "tools": tools, "params": self.params}  # fmt: skip
+                       "tools": tools, "params": self.params_of(key, turn)}  # fmt: skip
                 turn += 1
 
     def failed_request(self, key: Key) -> Request | None:
@@ -397,7 +407,7 @@ class RecordedRun:
         systems = self._rows[key].systems or [system]
         turn = len(sample.turns)
         return {"system": systems[min(turn, len(systems) - 1)], "messages": items,
-                "tools": self.tools_of(key), "params": self.params}  # fmt: skip
+                "tools": self.tools_of(key), "params": self.params_of(key, turn)}  # fmt: skip
 
     def ended_in_error(self, request: Request, key: Key | None = None) -> Key | None:
         """The sample and trial (of ``key`` only, when given; else of those that start as
@@ -505,8 +515,3 @@ def _own_tools(text: str | None) -> dict[str, Any] | None:
         return None
     schemas = json.loads(text)
     return canonical_tools(schemas) if isinstance(schemas, list) else None
-
-
-def _mime(settings: Mapping[str, Any]) -> Any:
-    """The answer's media type a model's settings ask for (ChatGoogleGenerativeAI's)."""
-    return settings.get("response_mime_type", settings.get("responseMimeType"))

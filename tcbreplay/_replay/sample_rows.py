@@ -1,6 +1,6 @@
 """What a replay keeps of a recorded run's samples until they are read: each sample's own tools,
-status, error, ``sample_index`` and the system messages its agent sent, read from
-``samples.parquet`` (not its messages)."""
+status, error, ``sample_index``, and the system messages its agent sent and the answer formats
+its calls asked for, read from ``samples.parquet`` (not its messages)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._replay.fingerprint import canonical_messages
+from tcbreplay._replay.fingerprint import canonical_messages, normalized
 from tcbreplay._store.runs import Run
-from tcbreplay._store.schema import SAMPLES_SCHEMA, SENT_SYSTEM_KEY, with_optional_columns
+from tcbreplay._store.schema import (
+    ASKED_FORMAT_KEY,
+    SAMPLES_SCHEMA,
+    SENT_SYSTEM_KEY,
+    with_optional_columns,
+)
 from tcbreplay.errors import read_error
 
 # (sample id, trial)
@@ -29,11 +34,21 @@ class SampleRow:
     # the system text each answered request began with, where an agent of one's own sent
     # other system messages than the run's prompt (SENT_SYSTEM_KEY); None: the prompt
     systems: list[str] | None = None
+    # the answer format each answered request asked for (its ``response_format``, None where
+    # none), where an agent of one's own asked any (ASKED_FORMAT_KEY); None: none asked
+    formats: list[Any] | None = None
+
+    def params(self, params: dict[str, Any], turn: int) -> dict[str, Any]:
+        """The sampling settings of its request of ``turn``: the run's ``params``, with the
+        answer format that request asked for."""
+        asked = self.formats[turn] if self.formats and turn < len(self.formats) else None
+        return params if asked is None else {**params, "response_format": asked}
 
 
 def read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, SampleRow]:
     """The run's samples: their own tools, status and sample_index (and, with
-    ``sent_system``, the system messages an agent of one's own sent instead of the prompt)."""
+    ``sent_system``, the system messages an agent of one's own sent instead of the prompt,
+    and the answer formats its calls asked for)."""
     import pyarrow as pa
 
     from tcbreplay._store.parquet import read_table
@@ -49,22 +64,30 @@ def read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, SampleRow]:
         raise read_error(run.dir, exc, "its samples") from exc
     rows: dict[Key, SampleRow] = {}
     for row in samples.to_pylist():
+        metadata = row.get("metadata")
+        kept = json.loads(metadata) if metadata and "tcbreplay_" in metadata else {}
         rows[(row["sample_id"], row["trial"])] = SampleRow(
             row.get("tools"),
             row.get("status") or "ok",
             row.get("sample_index"),
             (row.get("error_type"), row.get("error")),
-            _sent_systems(row.get("metadata")),
+            _sent_systems(kept),
+            _asked_formats(kept),
         )
     return rows
 
 
-def _sent_systems(metadata: str | None) -> list[str] | None:
+def _asked_formats(kept: Any) -> list[Any] | None:
+    """The answer format each answered request asked for, as a trial's metadata keeps them
+    (see :data:`ASKED_FORMAT_KEY`); None when it keeps none (none was asked)."""
+    asked = kept.get(ASKED_FORMAT_KEY) if isinstance(kept, dict) else None
+    return [normalized(f) for f in asked] if isinstance(asked, list) and asked else None
+
+
+def _sent_systems(kept: Any) -> list[str] | None:
     """The system text of each answered request a trial's metadata says its agent sent
     (see :data:`SENT_SYSTEM_KEY`); None when it says none (the prompt was sent)."""
-    if not metadata or SENT_SYSTEM_KEY not in metadata:
-        return None
-    sent = json.loads(metadata).get(SENT_SYSTEM_KEY)
+    sent = kept.get(SENT_SYSTEM_KEY) if isinstance(kept, dict) else None
     if not isinstance(sent, list) or not sent:
         return None
     return [

@@ -6,7 +6,9 @@ user turn a message of its own. A client reads its 409 against the body it sent:
 path names the same message (``messages[3]``; on Anthropic's form a tool_result block,
 ``messages[2].content[1]``; on Gemini's a part, ``contents[2].parts[0]``), then the part of
 it as the canonical form has it (``.content.result``: inside the JSON its tool answered; on
-Gemini's form ``.functionResponse.response.result``). Tool results given in another
+Gemini's form ``.functionResponse.response.result``); a difference inside the schema a
+Gemini request's answer must follow is named by its field
+(``generationConfig.responseJsonSchema.properties.city``). Tool results given in another
 order than the calls they answer are said so, by the calls' ids: which result answers which
 call is part of what the model reads, so the recording answers them in its own order only.
 """
@@ -27,6 +29,11 @@ def as_sent(
 ) -> tuple[Divergence, str]:
     """``divergence`` of ``request`` (whose canonical messages are ``items``) with its path
     into the body as sent (see the module), and its line for a person."""
+    schema = "params.response_format.schema"
+    if request.schema_asked and (divergence.path + ".").startswith((schema + ".", schema + "[")):
+        # (in the schema the request gave: its field, as the body names it)
+        moved = replace(divergence, path=request.schema_asked + divergence.path[len(schema) :])
+        return moved, moved.line()
     index = message_index(divergence.path)
     listed = _LISTS.get(wire, "messages")  # the body's list of messages
     if divergence.path == "messages" and listed != "messages":  # (the list as a whole)

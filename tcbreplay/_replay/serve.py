@@ -56,7 +56,7 @@ from tcbreplay._replay.recording import Key, RecordedRun, Turn
 from tcbreplay._replay.routes import ENDPOINTS, WIRES
 from tcbreplay._replay.sent import as_sent
 from tcbreplay._replay.server import ReplayServer, Reply
-from tcbreplay._replay.settings import not_finite
+from tcbreplay._replay.settings import not_finite, unanswerable
 from tcbreplay._replay.wire import (
     Answer,
     MessageCache,
@@ -183,10 +183,8 @@ class ReplayService:
                 request = wire.read(_body(body), self._messages, target)
             except WireError as exc:
                 return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
-            if request.json_asked and not self.recording.json_asked:
-                said = (f"{request.json_asked} 'application/json': not served (the recording's "
-                        "answers were not asked for JSON: its model settings have no "
-                        "response_mime_type application/json); leave it out")  # fmt: skip
+            said = unanswerable(request.schema_asked, request.json_asked, self.recording)
+            if said is not None:
                 return Reply(400, wire.error(400, said))
             return self._answer(wire, request, self._canonical(request, wire))
 

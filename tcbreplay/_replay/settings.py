@@ -136,3 +136,30 @@ def not_finite(value: Any) -> str | None:
         elif isinstance(item, list):
             stack += reversed([(f"{path}[{i}]", v) for i, v in enumerate(item)])
     return None
+
+
+def unanswerable(schema_asked: str, json_asked: str, recording: Any) -> str | None:
+    """Why a request asking for a schema (``schema_asked``: the field that gives it) or a
+    JSON answer (``json_asked``) is not answered from ``recording`` (a
+    :class:`~tcbreplay._replay.recording.RecordedRun`), or None: a schema where none of its
+    requests asked for one, or where it does not say which each asked for (a run of an agent
+    of one's own recorded before runs kept them, an import); JSON without a schema where its
+    answers were not asked for JSON. A schema where its requests asked for some is compared
+    with the one each asked for, as the request's ``response_format``."""
+    if schema_asked and not recording.formats_asked:
+        if not recording.params_known:
+            why = "an imported run does not say which schema its requests asked for"
+        elif not recording.sampled:
+            why = "its model, sim, takes no settings"
+        elif not recording.formats_known:
+            why = ("its agent's run was recorded before runs kept which schema each request "
+                   "asked for")  # fmt: skip
+        else:
+            why = "none of its requests asked for one"
+        return (f"{schema_asked}: an answer of a schema is not served (a recording's answer "
+                f"was not made to it: {why})")  # fmt: skip
+    if json_asked and not schema_asked and not recording.json_asked:
+        return (f"{json_asked} 'application/json': not served (the recording's answers were "
+                "not asked for JSON: its model settings have no response_mime_type "
+                "application/json); leave it out")  # fmt: skip
+    return None

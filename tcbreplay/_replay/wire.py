@@ -83,6 +83,10 @@ class WireRequest:
     # ``generationConfig.responseMimeType``), or "": only a recording made asking for JSON
     # answers it
     json_asked: str = ""
+    # the field that gives a schema the answer must follow (Gemini's
+    # ``generationConfig.responseJsonSchema``), or "": compared as ``response_format`` only
+    # where the recording says which each request asked for (``formats_known``)
+    schema_asked: str = ""
 
 
 @dataclass

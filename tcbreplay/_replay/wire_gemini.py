@@ -17,10 +17,13 @@ compared with the recording's in what a Gemini request can say of them
 ``functionCall`` and ``functionResponse`` (inline data, files, code execution), alone or
 beside one of these, are refused with a 400 naming the part, not left out; so are fields the
 server cannot read (``functionResponse.parts``, a ``systemInstruction`` part other than
-text, ``cachedContent``, ``generationConfig.responseSchema``, a field given by both its
-names), and ``responseMimeType: application/json`` unless the recording was made asking for
-JSON (its answers are text otherwise: :meth:`ReplayService.handle` checks). The settings
-are read by :mod:`tcbreplay._replay.gemini_settings`.
+text, ``cachedContent``, a field given by both its names), and ``responseMimeType:
+application/json`` unless the recording was made asking for JSON (its answers are text
+otherwise: :meth:`ReplayService.handle` checks). A schema the answer must follow
+(``generationConfig.responseJsonSchema``, or ``responseSchema`` read as the JSON schema it
+stands for) is the request's ``response_format``, compared with the one each recorded
+request asked for where the recording says it (refused otherwise: the service checks). The
+settings are read by :mod:`tcbreplay._replay.gemini_settings`.
 
 A function declaration's ``parameters`` (Gemini's schema: upper-case types) are read as the
 JSON schema they stand for (lower-case types, ``propertyOrdering`` left out: it orders, it
@@ -44,6 +47,7 @@ from typing import Any
 
 from tcbreplay._replay import gemini_terms
 from tcbreplay._replay.gemini_settings import (
+    answer_format,
     camel,
     choice,
     config,
@@ -365,12 +369,16 @@ class GeminiWire(Wire):
         if stream and "alt=sse" not in query.split("&"):
             raise WireError("streamGenerateContent: ?alt=sse is required (server-sent events, as "
                             "the SDKs ask; the JSON array form is not served)")  # fmt: skip
+        params = config(body)
+        schema_asked, asked = answer_format(body)
+        if asked is not None:
+            params["response_format"] = asked
         return WireRequest(
             messages=messages,
             entries=entries,
             parts=parts,
             tools=tools(body),
-            params=config(body),
+            params=params,
             model=found["model"] if found is not None else "",
             stream=stream,
             choice=choice(body),
@@ -378,6 +386,7 @@ class GeminiWire(Wire):
             sent=len(contents),
             inside=_inside(contents),
             json_asked="generationConfig.responseMimeType" if json_asked(body) else "",
+            schema_asked=schema_asked,
         )
 
     def _response(self, answer: Answer, request: WireRequest, parts: list[Any],

@@ -395,6 +395,13 @@ def _json_or_null(value: Any) -> str | None:
 # with these (an older run's requests are taken to have begun with its prompt)
 SENT_SYSTEM_KEY = "tcbreplay_system"
 SYSTEM_KEPT = "system_kept"
+# a trial's metadata key for the answer format each answered model call of an agent of one's
+# own asked for (a list per call: its ``response_format``, null where none; see
+# tcbreplay._record.formats), kept where any call asked one; a run whose manifest's ``agent``
+# says ``format_kept`` keeps them, and replay and serve compare its requests' with these (an
+# older run's are not known: serve refuses a request asking for a schema)
+ASKED_FORMAT_KEY = "tcbreplay_format"
+FORMAT_KEPT = "format_kept"
 
 
 def metadata_text(metadata: dict[str, Any] | None) -> str | None:

@@ -1,0 +1,42 @@
+"""The answer format a model call asks for beside its sampling settings: a schema its answer
+must follow (OpenAI's ``response_format``, Gemini's ``response_json_schema`` or
+``response_schema``), in the one form a recording keeps per call (an agent of one's own binds
+one per call: LangChain's ``with_structured_output``) and a replay compares as the
+request's ``response_format`` (:mod:`tcbreplay._replay.fingerprint`).
+
+Gemini's asking for JSON without a schema (``response_mime_type``) is not one: a run says it
+for all its calls, in its model settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+# ChatGoogleGenerativeAI's keywords for a schema (it sends either as responseJsonSchema)
+_GEMINI_SCHEMAS = ("response_json_schema", "response_schema")
+
+
+def asked_format(params: Mapping[str, Any]) -> Any:
+    """The ``response_format`` a call of these LangChain parameters asks for (a call's
+    invocation parameters, a model's keywords or settings), or None: OpenAI's
+    ``response_format`` as given, a Gemini schema as ``{"schema": ...}``; a format that is no
+    JSON object (a class given as it, or one holding what JSON cannot) as ``{"unreadable":
+    its name}``, which no request's equals (a request is compared with it, never answered as
+    though none was asked). Its numbers as given: the canonical form makes them one
+    (``normalized``)."""
+    given = params.get("response_format")
+    key = "response_format"
+    if given is None:
+        key = next((k for k in _GEMINI_SCHEMAS if params.get(k) is not None), "")
+        given = params.get(key) if key else None
+    if given is None:
+        return None
+    try:
+        if not isinstance(given, Mapping):
+            raise TypeError
+        json.dumps(given)  # (kept in the sample's metadata, as JSON)
+    except (TypeError, ValueError):
+        return {"unreadable": getattr(given, "__name__", type(given).__name__)}
+    return dict(given) if key == "response_format" else {"schema": dict(given)}

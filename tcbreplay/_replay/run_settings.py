@@ -1,0 +1,63 @@
+"""What a run's manifest says of the requests its model was sent, for replay: its sampling
+settings, whether those are known (an import's are not) and taken (sim takes none), whether
+its answers were asked for JSON, whether the answer format (a schema) each request asked for
+is known, and whether the system messages its agent sent were kept."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tcbreplay._record.agent_factory import AGENT_FIELD
+from tcbreplay._record.formats import asked_format
+from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._store.schema import FORMAT_KEPT, SYSTEM_KEPT
+
+# providers whose runs record no sampling settings a request carried
+_NO_PARAMS = ("import",)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """See the module; ``system_kept``: the run keeps the system messages its agent of
+    one's own sent (SYSTEM_KEPT), ``system_known``: that, or it has no such agent."""
+
+    params: dict[str, Any]
+    params_known: bool
+    sampled: bool
+    json_asked: bool
+    formats_known: bool
+    system_kept: bool
+    system_known: bool
+
+
+def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
+    """What ``manifest`` says (see the module). The answer format of a run's model settings
+    (a Gemini schema) is its ``response_format``; those its calls asked for beside it are
+    known for the built-in agent (it asks none) and for an agent of one's own whose run
+    keeps them (FORMAT_KEPT)."""
+    model = manifest.get("model") or {}
+    known = model.get("provider") not in _NO_PARAMS
+    settings = model.get("effective_settings") or model.get("settings") or {}
+    taken = known and model.get("provider") != "sim"
+    params = canonical_params(settings) if taken else {}
+    if taken and "response_format" not in params:
+        params.update(canonical_params({"response_format": asked_format(settings)}))
+    agent = manifest.get(AGENT_FIELD)
+    said = agent if isinstance(agent, dict) else {}
+    kept = said.get(SYSTEM_KEPT) is True
+    return RunSettings(
+        params=params,
+        params_known=known,
+        sampled=model.get("provider") != "sim",
+        json_asked=not known or _mime(settings) == "application/json",
+        formats_known=taken and (not agent or said.get(FORMAT_KEPT) is True),
+        system_kept=kept,
+        system_known=not agent or kept,
+    )
+
+
+def _mime(settings: Mapping[str, Any]) -> Any:
+    """The answer's media type a model's settings ask for (ChatGoogleGenerativeAI's)."""
+    return settings.get("response_mime_type", settings.get("responseMimeType"))

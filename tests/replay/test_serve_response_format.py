@@ -1,0 +1,84 @@
+"""OpenAI's ``response_format`` where an agent of one's own gave one to its calls: ``record``
+keeps the format each answered call asked for, and ``serve`` answers a Chat Completions
+request asking for the same one and 409s one asking for another or none, as Gemini's schema
+is compared (``test_serve_gemini_schema.py``)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import openai
+import pytest
+from openai_server import OpenAIServer
+from replay_fixtures import REPLY_FORMAT
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._replay.serve import serve_run
+
+HELLO = "Hi there!"
+ANSWER = '{"reply": "Hello!"}'
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[Path, dict]:
+    """A store holding ``format``, a run of one sample recorded with ChatOpenAI by
+    ``replay_fixtures:asks_a_format``; and the body of its request, its tools as the run
+    keeps them (a recording keeps the run's tools, not how a call bound them: the agent
+    bound them strict)."""
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._store.runs import Store
+
+    folder = tmp_path_factory.mktemp("openai-format")
+    dataset = folder / "dataset.json"
+    dataset.write_text(json.dumps([{"id": "greet", "input": HELLO, "target": []}]))
+    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        OpenAIServer({HELLO: []}, answers={HELLO: ANSWER}) as server,
+    ):
+        patch.setenv("OPENAI_API_KEY", "sk-fake-recording-7f3a9c")
+        inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
+        model = parse_model("openai:gpt-4o-mini", {"base_url": server.url})
+        summary = record_run(inputs, model, Store(folder / "traces"), run_id="format",
+                             options=RecordOptions(workers=1),
+                             agent="replay_fixtures:asks_a_format")  # fmt: skip
+        assert summary.ok == 1
+        (body,) = server.requests
+    assert body["response_format"] == REPLY_FORMAT
+    for tool in body["tools"]:
+        tool["function"].pop("strict")
+        tool["function"]["parameters"].pop("additionalProperties")
+    return folder / "traces", body
+
+
+def answer(url: str, body: dict) -> str | tuple[int, str]:
+    """The text the openai SDK is answered for ``body``, or the status and message of its
+    error."""
+    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-serve-test")
+    try:
+        return client.chat.completions.create(**body).choices[0].message.content or ""
+    except openai.APIStatusError as exc:
+        return exc.status_code, str(exc.body.get("message") if isinstance(exc.body, dict)
+                                    else exc.body)  # fmt: skip
+
+
+def test_the_recorded_response_format_is_answered_and_another_or_none_diverges(recorded):
+    """The recording kept no call's format: the request the agent sent diverged at
+    ``params.response_format`` (recorded none), and one without it was answered."""
+    root, body = recorded
+    other = copy.deepcopy(body)
+    other["response_format"]["json_schema"]["name"] = "Other"
+    none = {k: v for k, v in body.items() if k != "response_format"}
+    with serve_run(root, "format") as server:
+        assert answer(server.url, body) == ANSWER
+        changed = answer(server.url, other)
+        left_out = answer(server.url, none)
+    assert changed == (409, "no recorded turn answers this request: turn 0: params at "
+                       'params.response_format.json_schema.name: "Reply" -> "Other" '
+                       "(nearest: sample greet, trial 0, turn 0)")  # fmt: skip
+    assert left_out[0] == 409
+    assert 'params at params.response_format: {"json_schema": ' in left_out[1]
