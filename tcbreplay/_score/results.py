@@ -39,9 +39,10 @@ from tcbreplay._score.fold import Tally
 from tcbreplay._score.metrics import summarize
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.parts import PartResult, tool_sums
+from tcbreplay._score.result_hashes import HashedFile, seal, write_frame_hashed
 from tcbreplay._store.files import Staged, json_text, remove, staged
 from tcbreplay._store.locks import WRITABLE_HINT
-from tcbreplay._store.parquet import parquet_file, read_table, write_frame_to
+from tcbreplay._store.parquet import parquet_file, read_table
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
 from tcbreplay.errors import InputError, StoreError, first_line
@@ -250,12 +251,14 @@ def _write_files(
         with ThreadPoolExecutor(max_workers=3) as pool:
             # derived results, rewritten by every scoring: fast compression
             frame = scores.cast(_scores_dtypes())
-            jobs: list[Future[Any]] = [
-                pool.submit(files.write, result.scores_path, partial(write_frame_to, frame))
-            ]
+            # (each file's sha256 as it is written, for the audit record)
+            hashed = {"scores.parquet": pool.submit(
+                files.write, result.scores_path, partial(write_frame_hashed, frame)
+            )}  # fmt: skip
             if scored.pairs is not None:
-                pairs = partial(write_frame_to, scored.pairs)
-                jobs.append(pool.submit(files.write, folder / "pairs.parquet", pairs))
+                pairs = partial(write_frame_hashed, scored.pairs)
+                hashed["pairs.parquet"] = pool.submit(files.write, folder / "pairs.parquet", pairs)
+            jobs: list[Future[Any]] = list(hashed.values())
             if dashboard_file is not None:
                 parts = scored.parts()
                 write = partial(write_dashboard, run, scores, parts, summary, dashboard)
@@ -265,6 +268,7 @@ def _write_files(
                 job.result()
         if dashboard_file is not None:
             summary["audit"]["dashboard"] = dashboard_record(dashboard_file, board.result())
+        seal(summary, {name: job.result() for name, job in hashed.items()})
         # the summary last: its presence marks a complete scoring
         replaced = other_roles(folder, summary)
         if replaced:
@@ -332,6 +336,8 @@ class ResultsWriter:
         self.listed = 0
         self._files = files
         self._writers: dict[Path, pq.ParquetWriter] = {}
+        # each Parquet file as its writer writes it, and its sha256 (for the audit record)
+        self._sinks: dict[Path, tuple[Any, HashedFile]] = {}
         self._pending: dict[Path, list[pa.Table]] = {}
         # each file's rows written in a thread of its own (Arrow releases the GIL while it
         # encodes) while the next part is folded in, one part's at a time: the last part's
@@ -444,8 +450,10 @@ class ResultsWriter:
                 # encoded (indexes and counts: a tenth less writing time, files a third
                 # smaller than plain; see BENCHMARKS.md)
                 schema = whole.schema
+                opened = self._tmp[path].open("wb")
+                self._sinks[path] = (opened, HashedFile(opened))
                 writer = pq.ParquetWriter(
-                    self._tmp[path], schema, compression="zstd", compression_level=1,
+                    self._sinks[path][1], schema, compression="zstd", compression_level=1,
                     use_dictionary=[n for n in schema.names if n in _FEW_VALUES],
                     write_statistics=[n for n in schema.names if n in _SORTED],
                     column_encoding={
@@ -464,9 +472,13 @@ class ResultsWriter:
         if rest:
             self._start_writing(rest, last=True)
             self._written()
+        hashes = {}
         for path, writer in self._writers.items():
             with self._files.writing(path):
                 writer.close()
+                opened, hashed = self._sinks.pop(path)
+                opened.close()
+            hashes[path.name] = hashed.hexdigest()
         self._writers = {}
         if self.dashboard_path is not None:
             with self._files.writing(self.dashboard_path):
@@ -484,6 +496,7 @@ class ResultsWriter:
                     out.write(TAIL)
                 record = dashboard_record(self.dashboard_path, out.hexdigest())
                 summary["audit"]["dashboard"] = record
+        seal(summary, hashes)
         text = json_text(summary)
         folder = self.pairs_path.parent
         self.replaced_roles = other_roles(folder, summary)
@@ -499,6 +512,10 @@ class ResultsWriter:
             with suppress(Exception):
                 writer.close()
         self._writers = {}
+        for opened, _ in self._sinks.values():
+            with suppress(OSError):
+                opened.close()
+        self._sinks = {}
         self._board, self._board_bytes = [], 0
         if self._body is not None:
             with suppress(OSError):

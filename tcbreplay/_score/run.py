@@ -214,7 +214,14 @@ def _stored_instead(
     """The scoring stored for ``options``, said as such, when the store ``refused`` this
     scoring its writes (read-only credentials, a read-only mount) and the stored one is what
     it would have written (see :mod:`tcbreplay._score.stored`); None otherwise."""
-    summary = stored_scoring(run, options, audit)
+    try:
+        summary = stored_scoring(run, options, audit)
+    except StoreError as exc:  # (a stored file not as written: never printed as stored)
+        raise StoreError(
+            f"{exc.message}; it cannot stand in for this scoring, whose writes the store "
+            f"refuses ({first_line(refused)})",
+            hint=exc.hint,
+        ) from exc
     if summary is None:
         return None
     folder = run.scores_dir(options.scoring)

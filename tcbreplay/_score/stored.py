@@ -10,16 +10,21 @@ the store takes writes, the run is always scored again: the toolkit's version do
 with every change to its code, so a stored scoring is never taken for a new one. A scoring
 against ``--gold-run`` is never taken from the store (the gold run's files are not in the
 record), nor one whose files do not read as Parquet (what a damaged file's error says to do).
+A stored scoring that would stand in but whose files are not those its scoring wrote (their
+sha256 is not the one it recorded: :mod:`tcbreplay._score.result_hashes`), or that recorded
+none (scored before they were), is refused naming the file: it is never printed as stored.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pyarrow as pa
 
 from tcbreplay._score.audit_record import PendingAudit
 from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.result_hashes import check_stored
 from tcbreplay._score.results import read_summary
 from tcbreplay._store import objects
 from tcbreplay._store.files import TEMPORARY_SUFFIX
@@ -34,7 +39,8 @@ _SAME = ("toolkit_version", "inputs_sha256", "inputs_seen", "sql_sha256", "optio
 
 def stored_scoring(run: Run, options: ScoreOptions, audit: PendingAudit) -> dict[str, Any] | None:
     """The summary of the scoring stored for ``options`` when scoring the run again would
-    write its results again; else None."""
+    write its results again; else None. A StoreError names a file of it that is not as its
+    scoring wrote it (or a scoring that recorded no sha256 of its files)."""
     if options.gold_run is not None:
         return None
     folder = run.scores_dir(options.scoring)
@@ -63,6 +69,12 @@ def stored_scoring(run: Run, options: ScoreOptions, audit: PendingAudit) -> dict
         return None
     if any(before.get(key) != now.get(key) for key in _SAME):
         return None
+    command = (
+        f"tcbreplay score {shlex.quote(run.run_id)}{options.score_flags()}{run.store_option()}"
+    )
+    where = "where the store takes writes (write credentials, a writable mount)"
+    hint = f"score it again {where}: {command}"
+    check_stored(folder, summary, wanted[1:], hint)
     return summary
 
 

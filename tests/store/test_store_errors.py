@@ -192,6 +192,64 @@ def test_a_read_only_store_says_a_scoring_it_holds(can_mount_read_only, scored):
     assert snapshot(root) == before
 
 
+def changed_by_hand(folder: Path, name: str) -> None:
+    """Change a stored scoring's file as a hand would, leaving it readable: a number of the
+    summary, a row of a Parquet file (written again as Parquet)."""
+    path = folder / name
+    if name == "summary.json":
+        summary = json.loads(path.read_text())
+        summary["tsa"] = 1.0 if summary["tsa"] != 1.0 else 0.5
+        path.write_text(json.dumps(summary, indent=2))
+        return
+    table = pq.read_table(path)
+    pq.write_table(table.slice(1), path)  # (a row taken out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["scores.parquet", "pairs.parquet", "summary.json"])
+def test_a_read_only_store_refuses_a_stored_scoring_changed_by_hand(
+    can_mount_read_only, scored, name
+):
+    """A stored file changed since its scoring wrote it (still readable, the same options)
+    was printed as the stored scoring where the store refused writes: its sha256 is checked
+    against the one the scoring recorded, and it is one Error naming it, the store as it
+    was."""
+    root, run_id = scored
+    folder = root / run_id / "scores" / "spec"
+    changed_by_hand(folder, name)
+    before = snapshot(root)
+    proc = tcbreplay("--format", "json", "score", run_id, "--store", root, read_only=(root,))
+    assert_one_error(proc, 1, f"{folder / name}: not the file its scoring wrote")
+    assert "Read-only file system" in proc.stderr.splitlines()[0]
+    assert proc.stderr.splitlines()[1].startswith(
+        "Hint: score it again where the store takes writes"
+    )
+    assert proc.stdout == ""
+    assert snapshot(root) == before
+
+
+@pytest.mark.slow
+def test_a_read_only_store_refuses_a_stored_scoring_that_recorded_no_sha256(
+    can_mount_read_only, scored
+):
+    """A scoring stored by a version that recorded no sha256 of its files cannot be vouched
+    for: it is refused naming its summary, with the command that scores it again."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary.pop("summary_sha256", None)  # (as a scoring before they were recorded)
+    summary["audit"].pop("results_sha256", None)
+    path.write_text(json.dumps(summary, indent=2))
+    before = snapshot(root)
+    proc = tcbreplay("score", run_id, "--store", root, read_only=(root,))
+    assert_one_error(proc, 1, f"{path}: records no sha256 of the scoring's files")
+    assert proc.stderr.splitlines()[1] == (
+        "Hint: score it again where the store takes writes (write credentials, a writable "
+        f"mount): tcbreplay score {run_id} --store {root}"
+    )
+    assert snapshot(root) == before
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
@@ -385,7 +443,7 @@ def test_a_full_disk_while_the_pairs_file_is_written_is_the_one_line(scored, mon
     failed = []
 
     def full_for_pairs(self, table, *args, **kwargs):
-        if "pairs" not in str(self.where):
+        if "pairs" not in str(getattr(self.where, "name", self.where)):  # (a file object)
             return real(self, table, *args, **kwargs)
         failed.append(threading.current_thread().name)
         raise OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28] ...")

@@ -188,7 +188,9 @@ def test_score_gives_the_numbers_and_files_of_a_local_store(s3_sim_copy, sim_cop
     root, _ = sim_copy
     local = _ok("score", run_id, "--format", "json", "--store", root)
     remote = _ok("score", run_id, "--format", "json", "--store", url)
-    drop = ("scored_at", "scores_file", "dashboard_file", "audit")
+    # (the audit record holds the files' versions, an object's ETag; the summary's sha256 is
+    # of it too)
+    drop = ("scored_at", "scores_file", "dashboard_file", "audit", "summary_sha256")
     strip = [{k: v for k, v in json.loads(out).items() if k not in drop} for out in (local, remote)]
     assert strip[0] == strip[1]
     assert (
@@ -1416,4 +1418,31 @@ def test_a_scored_run_scored_again_with_read_only_credentials_says_its_stored_sc
     assert _objects(url) == before
     assert other.exit_code == 1, other.output
     assert other.output.startswith("Error: ") and S3_SECRET not in other.output
+    assert _objects(url) == before
+
+
+def test_a_stored_scoring_changed_on_s3_is_refused_with_read_only_credentials(
+    s3_server, sim_run, monkeypatch
+):
+    """A stored scores file replaced since its scoring wrote it (still Parquet, the same
+    options) was printed as the stored scoring where the credentials may only read: it is
+    one Error naming the file now, writing nothing."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    url, run_id = _uploaded(sim_run)
+    _ok("score", run_id, "--store", url)
+    key = f"{url.removeprefix('s3://')}/{run_id}/scores/spec/scores.parquet"
+    table = pq.read_table(io.BytesIO(_fs().cat_file(key)))
+    changed = io.BytesIO()
+    pq.write_table(table.slice(1), changed)  # (a row taken out)
+    _fs().pipe_file(key, changed.getvalue())
+    before = _objects(url)
+    with read_only(s3_server, monkeypatch):
+        again = cli("score", run_id, "--format", "json", "--store", url)
+    assert again.exit_code == 1, again.output
+    first = again.stderr.splitlines()[0]
+    assert first.startswith(f"Error: {url}/{run_id}/scores/spec/scores.parquet: not the file its")
+    assert "Traceback" not in again.output and S3_SECRET not in again.output
     assert _objects(url) == before

@@ -1,0 +1,145 @@
+"""The sha256 of a scoring's stored files, taken as they are written, and the check that a
+stored scoring is still what its scoring wrote.
+
+The Parquet files' sha256 (``scores.parquet``, ``pairs.parquet``) go in the audit record as
+``results_sha256``: scoring the same run with the same options writes the same bytes, so the
+record stays the same. ``summary.json`` cannot hold the sha256 of its own file: it holds
+``summary_sha256``, that of its text without that field and without ``scored_at`` (as
+:func:`summary_text` writes it), which an edit to any other field changes; without the time,
+so that two scorings of the run with the same options still differ in their ``scored_at``
+only. A stored scoring stands in for one the store refuses to write
+(:mod:`tcbreplay._score.stored`) only where all of them hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tcbreplay._score.audit_record import sha256_file
+from tcbreplay._store.files import json_text
+from tcbreplay.errors import StoreError, first_line
+
+# the audit record's field of the Parquet files' sha256, and the summary's of its own
+RESULTS_SHA256 = "results_sha256"
+SUMMARY_SHA256 = "summary_sha256"
+# the fields of a summary its summary_sha256 is not of (itself; the time of the scoring)
+_UNHASHED = frozenset({SUMMARY_SHA256, "scored_at"})
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class HashedFile(io.RawIOBase):
+    """A binary file being written, as a writer that takes a file object (Arrow's Parquet
+    writer, Polars') writes it, and the sha256 of what was written: taken as it is written,
+    not read back. An operating-system failure of a write is kept (``failure``): Polars
+    hands it on as text without its error number."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        super().__init__()
+        self._out = out
+        self._digest = hashlib.sha256()
+        self._size = 0
+        self.failure: OSError | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        try:
+            self._out.write(data)
+        except OSError as exc:
+            self.failure = exc
+            raise
+        self._digest.update(data)
+        size = memoryview(data).nbytes
+        self._size += size
+        return size
+
+    def tell(self) -> int:
+        return self._size
+
+    @property
+    def name(self) -> Any:
+        """The name of the file written (as a file object's)."""
+        return getattr(self._out, "name", None)
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def write_hashed(path: Path, write: Callable[[BinaryIO], None]) -> str:
+    """Write ``path`` through ``write(file object)``; the sha256 of what it wrote. A failure
+    to write is raised as the operating system's error, whatever the writer made of it."""
+    with path.open("wb") as opened:
+        out = HashedFile(opened)
+        try:
+            write(out)  # type: ignore[arg-type]
+        except Exception as exc:
+            if out.failure is not None and out.failure is not exc:
+                raise out.failure from exc
+            raise
+    return out.hexdigest()
+
+
+def write_frame_hashed(frame: Any, path: Path, level: int = 1) -> str:
+    """Write a Polars frame to ``path`` as :func:`tcbreplay._store.parquet.write_frame_to`
+    does (the same bytes); its sha256."""
+    return write_hashed(
+        path, lambda out: frame.write_parquet(out, compression="zstd", compression_level=level)
+    )
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """The text of ``summary`` whose sha256 is its ``summary_sha256``: as it is stored,
+    without that field and ``scored_at``."""
+    return json_text({key: value for key, value in summary.items() if key not in _UNHASHED})
+
+
+def seal(summary: dict[str, Any], results: dict[str, str]) -> None:
+    """Record the sha256 of the scoring's Parquet files ``results`` (by file name) in the
+    summary's audit record, then the summary's own (last: of everything else)."""
+    summary["audit"][RESULTS_SHA256] = dict(sorted(results.items()))
+    text = summary_text(summary)
+    summary[SUMMARY_SHA256] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def check_stored(folder: Path, summary: dict[str, Any], names: Iterable[str], hint: str) -> None:
+    """Refuse a stored scoring (in ``folder``: its ``summary`` as read, its Parquet files
+    ``names``) one of whose files is not as its scoring wrote it (changed by hand, or
+    damaged), naming that file; or that records no sha256 (scored by a version before they
+    were recorded), since it cannot be vouched for. ``hint``: how to write it again."""
+    path = folder / "summary.json"
+    audit = summary.get("audit") or {}
+    hashes, own = audit.get(RESULTS_SHA256), summary.get(SUMMARY_SHA256)
+    if hashes is None and own is None:
+        raise StoreError(
+            f"{path}: records no sha256 of the scoring's files (scored by an earlier version), "
+            "so it cannot be checked to stand in for this scoring",
+            hint=hint,
+        )
+    text = summary_text(summary)
+    if own != hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest():
+        raise StoreError(
+            f"{path}: {_CHANGED} ({SUMMARY_SHA256} is not that of the rest of it)", hint=hint
+        )
+    for name in names:
+        file = folder / name
+        recorded = hashes.get(name) if isinstance(hashes, dict) else None
+        if not isinstance(recorded, str) or not _SHA256.fullmatch(recorded):
+            raise StoreError(f"{path}: audit.{RESULTS_SHA256} has no sha256 of {name}", hint=hint)
+        try:
+            digest = sha256_file(file)
+        except OSError as exc:
+            raise StoreError(f"{file}: cannot read it: {first_line(exc)}", hint=hint) from exc
+        if digest != recorded:
+            raise StoreError(
+                f"{file}: {_CHANGED} (its sha256 is not the one summary.json recorded)", hint=hint
+            )
+
+
+_CHANGED = "not the file its scoring wrote: changed or replaced since"
