@@ -209,6 +209,39 @@ HUMAN_BY_TRIAL = (
 )
 
 
+def said_by_trial(store: Path, run_id: str) -> list[tuple[int, str]]:
+    """Each trial of the run and what its user said (which trace made it)."""
+    rows = cli("--format", "json", "sql", HUMAN_BY_TRIAL.format(run=run_id), "--store", store)
+    assert rows.exit_code == 0, rows.output
+    return [(r["trial"], r["said"]) for r in json.loads(rows.output)]
+
+
+@pytest.mark.parametrize(
+    "order", [("named", "a"), ("a", "named"), ("a", "b", "named")],
+    ids=["named first", "named second", "named third"],
+)  # fmt: skip
+def test_traces_without_a_trial_beside_one_naming_trial_0_take_the_next(tmp_path, order):
+    """A trace naming tcbreplay.trial 0 and one of its sample naming none: collect made the
+    second trial 1 where the named one came first, and refused the named one where it came
+    later; import numbered the unnamed one 0 too and refused the file ('appears twice').
+    Both keep the trial named and give the others, in the order they began, the first trials
+    their sample has not."""
+    store = tmp_path / "store"
+    named = {"tcbreplay.sample_id": "s1", "tcbreplay.trial": 0}
+    runs = [(said, named if said == "named" else {"tcbreplay.sample_id": "s1"}) for said in order]
+    with collecting(store) as (endpoint, log, summary):
+        agent_runs(endpoint, runs)
+    assert (summary[0].samples, summary[0].unstored) == (len(order), 0), log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--store", store)
+    assert imported.exit_code == 0, imported.output
+    unnamed = [said for said in order if said != "named"]
+    expected = [(0, "named"), *((n + 1, said) for n, said in enumerate(unnamed))]
+    assert said_by_trial(store, "live") == said_by_trial(store, "file") == expected
+    assert sorted(samples_of(store, "live")) == sorted(samples_of(store, "file"))
+    assert not [line for line in log if "not stored" in line], log
+
+
 def test_trials_of_a_sample_are_numbered_by_start_time_as_import_numbers_them(tmp_path):
     """Two traces of one sample, the first begun ending after the whole second came: collect
     numbered the second trial 0 (the first it could build), import numbers the first 0 (it

@@ -125,17 +125,27 @@ class CollectedRun:
                 self._entries.setdefault(sid, entry)
         return len(kept)
 
-    def claim(self, built: otel_samples.Built, claimed: dict[tuple[str, int], str]) -> None:
-        """Number the trial of a sample built (its own, or the next its sample id has not):
-        a :class:`TraceError` if another trace (or agent run) made that trial already."""
+    def claim(
+        self, built: otel_samples.Built, claimed: dict[tuple[str, int], str],
+        taken: dict[tuple[str, int], str],
+    ) -> None:  # fmt: skip
+        """Number the trial of a sample built (its own, or the first its sample id has not):
+        a :class:`TraceError` if another trace (or agent run) made that trial already, but
+        for one that named no trial, whose trial the sample's named trial is then ``taken``
+        from (:meth:`give_up`: as ``import`` numbers only the traces naming none)."""
         line, group = built.line, built.group
         made_by = _made_by(group, self.sample_by)
-        if otel_samples.TRIAL not in group.root.attributes:
+        named = otel_samples.TRIAL in group.root.attributes
+        if not named:
             line.trial = self._trials.setdefault(
                 f"{line.sample_id}\x00{made_by}", self._next_trial(line.sample_id, claimed)
             )
         key = (line.sample_id, line.trial)
         other = claimed.get(key, self._made_by.get(key, made_by))
+        if other != made_by and named and key not in claimed and self._numbered_here(key, other):
+            taken[key] = made_by
+            claimed[key] = made_by
+            return
         if other != made_by:
             held = f"{other} made it first" if other else "the run held it before this start"
             raise TraceError(
@@ -143,6 +153,36 @@ class CollectedRun:
                 f"sample a {otel_samples.TRIAL} of its own"
             )
         claimed[key] = made_by
+
+    def _numbered_here(self, key: tuple[str, int], made_by: str) -> bool:
+        """Whether the trace (or agent run) ``made_by`` holds the trial ``key`` by a number
+        given here (it named none)."""
+        sid, trial = key
+        return made_by in self._numbered.get(sid, {}) and (
+            self._trials.get(f"{sid}\x00{made_by}") == trial
+        )
+
+    def give_up(self, taken: dict[tuple[str, int], str], keep: set[str]) -> list[str]:
+        """Give each trial of ``taken`` (see :meth:`claim`) to the trace (or agent run) that
+        named it; the traces that held them, each once, to be made again (under the first
+        trial their sample then has not). A :class:`TraceError`, nothing given, where such a
+        trace is one of ``keep`` (whose samples stay as stored)."""
+        for key in taken:
+            held_by = self._made_by[key]
+            if self._numbered[key[0]][held_by][1] in keep:
+                raise TraceError(
+                    f"sample {key} appears twice: {held_by} made it first, and is kept; give "
+                    f"each trace of a sample a {otel_samples.TRIAL} of its own"
+                )
+        again: dict[str, None] = {}
+        for key, made_by in taken.items():
+            sid = key[0]
+            held_by = self._made_by[key]
+            _, trace_id = self._numbered[sid].pop(held_by)
+            del self._trials[f"{sid}\x00{held_by}"]
+            self._made_by[key] = made_by
+            again[trace_id] = None
+        return list(again)
 
     def store(self, built: otel_samples.Built, trace_id: str, rank: int) -> None:
         """Append the journal record of a sample built from the trace ``trace_id`` (``rank``:

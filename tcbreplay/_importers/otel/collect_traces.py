@@ -104,8 +104,10 @@ class TraceSamples:
                 return
             built = [otel_samples.build(g, self.sample_by, "received") for g in agents]
             claimed: dict[tuple[str, int], str] = {}
+            taken: dict[tuple[str, int], str] = {}  # trials named here that others held
             for b in built:  # all of them or none (a sample of another trace is not replaced)
-                self._run.claim(b, claimed)
+                self._run.claim(b, claimed, taken)
+            moved = self._run.give_up(taken, set(self._stale))
         except TcbReplayError as exc:
             self._refuse(trace_id, trace.built, str(exc))
             return
@@ -120,6 +122,8 @@ class TraceSamples:
         self._unstored.pop(trace_id, None)
         self._stale.pop(trace_id, None)
         trace.built = True
+        for other in moved:  # (under the first trial their sample has not now)
+            self._build(other, self._trace(other, self._traces[other].chunks[-1], time.monotonic()))
 
     def _refuse(self, trace_id: str, stored: bool, why: str) -> None:
         """Say (once) why a trace's spans make no sample: one ``stored`` before keeps the

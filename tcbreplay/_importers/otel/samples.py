@@ -333,18 +333,21 @@ def trial_order(group: Group, rank: int) -> tuple[int, int, str]:
 
 
 def _number_trials(built: list[Built]) -> None:
-    """Samples of the same id without a trial of their own: trials in the order they began
-    (see :func:`trial_order`; ``collect`` numbers them so too)."""
+    """Samples of the same id without a trial of their own: in the order they began (see
+    :func:`trial_order`), each the first trial of its sample no sample has, those named
+    (``tcbreplay.trial``) kept as named; ``collect`` numbers them so too."""
     ranks: dict[str, int] = {}
+    taken: dict[str, set[int]] = {}
     for b in built:
         ranks.setdefault(b.group.trace_id, len(ranks))
-    seen: dict[str, int] = {}
+        if TRIAL in b.group.root.attributes:
+            taken.setdefault(b.line.sample_id, set()).add(b.line.trial)
     for b in sorted(built, key=lambda b: trial_order(b.group, ranks[b.group.trace_id])):
         if TRIAL in b.group.root.attributes:
             continue
-        n = seen.get(b.line.sample_id, 0)
-        seen[b.line.sample_id] = n + 1
-        b.line.trial = n
+        trials = taken.setdefault(b.line.sample_id, set())
+        b.line.trial = next(n for n in range(len(trials) + 1) if n not in trials)
+        trials.add(b.line.trial)
 
 
 def _match(built: list[Built], dataset: Dataset, label: str) -> None:
