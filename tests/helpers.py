@@ -172,6 +172,9 @@ class ScorersHere:
         class RayTaskError(RayError):
             cause: BaseException
 
+        class RayActorError(RayError):
+            pass
+
     def remote(self, actor: type) -> Any:
         """An actor class whose actors are objects of this process, each call of a method
         given its arguments pickled and unpickled."""

@@ -10,13 +10,14 @@ command that joins the cluster finds them started, their imports done; one idle 
 :data:`KEEP_S` seconds leaves the cluster and frees its memory, and one idle for
 :data:`CLOSE_S` closes the run it had open.
 
-They reserve no CPU (``num_cpus=0``, spread over the cluster's machines): idle, they hold
-nothing another job could use, and busy, each scores one part at a time, with
-:data:`tcbreplay._score.engines.AHEAD` of them given to it ahead. Their names carry a digest
+Each reserves a hundredth of a CPU, spread over the cluster's machines: idle, it holds
+nothing another job misses, and busy, it scores one part at a time, with
+:data:`tcbreplay._score.engines.AHEAD` parts given to it ahead. Their names carry a digest
 of the tcbreplay code the command runs (:func:`code_digest`), so that a command of other
 code never uses them: it starts scorers of its own, and the others leave once idle. A scorer
-killed (kill -9, a machine lost) is started again by Ray, which gives it its parts again: a
-part's results depend only on the store.
+killed (kill -9, a machine lost) is started again by Ray, which gives it its parts again (a
+part's results depend only on the store); one gone for good (it left as the command found it,
+or died too often) is started anew, and its part given to it.
 """
 
 from __future__ import annotations
@@ -70,21 +71,29 @@ def ray_parts(
     kept = scorers(ray, cluster_cpus(ray))
     gold_ref = None if gold is None else ray.put(gold)
     scoring = secrets.token_hex(8)  # this scoring's, for the scorers' connections (see below)
-    pending: deque[Any] = deque()
+
+    def submit(i: int) -> Any:
+        return kept[i % len(kept)].score.remote(location(run), ranges[i], plan, gold_ref, scoring)
+
+    def again(i: int) -> Any:
+        # the scorer left the cluster as this command found it (idle for KEEP_S), or died
+        # more often than Ray starts it again: one started anew scores the part
+        kept[i % len(kept)] = scorer(ray, i % len(kept))
+        return submit(i)
+
+    pending: deque[tuple[int, Any]] = deque()
     given = 0
     try:
         while given < len(ranges) or pending:
             while given < len(ranges) and len(pending) < AHEAD * len(kept):
-                scorer = kept[given % len(kept)]
-                pending.append(
-                    scorer.score.remote(location(run), ranges[given], plan, gold_ref, scoring)
-                )
+                pending.append((given, submit(given)))
                 given += 1
-            yield _result(ray, pending.popleft())
+            i, ref = pending.popleft()
+            yield _result(ray, ref, lambda: again(i))  # noqa: B023 (called at once)
     except BaseException:
         # Ctrl-C, a failed part, or the caller done (a file it writes failed): the parts not
         # begun are not scored (one a scorer has begun runs to its end, and is dropped)
-        for ref in pending:
+        for _, ref in pending:
             with contextlib.suppress(Exception):
                 ray.cancel(ref)
         raise
@@ -93,21 +102,27 @@ def ray_parts(
 def scorers(ray: Any, count: int) -> list[Any]:
     """``count`` scorers of this code on the cluster ``ray`` has joined: those there already,
     the others started."""
-    actor = ray.remote(Scorer)
-    key = code_digest()
-    return [
-        actor.options(
-            name=f"scorer-{key}-{k}",
+    return [scorer(ray, k) for k in range(count)]
+
+
+def scorer(ray: Any, k: int) -> Any:
+    """Scorer ``k`` of this code on the cluster ``ray`` has joined, started if not there."""
+    return (
+        ray.remote(Scorer)
+        .options(
+            name=f"scorer-{code_digest()}-{k}",
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,
-            num_cpus=0,
+            # a hundredth of a CPU: nothing another job misses, but only on machines that
+            # have CPUs for Ray's work (not a head node started with none)
+            num_cpus=0.01,
             scheduling_strategy="SPREAD",
             max_restarts=RETRIES,
             max_task_retries=RETRIES,
-        ).remote(KEEP_S, CLOSE_S)
-        for k in range(count)
-    ]
+        )
+        .remote(KEEP_S, CLOSE_S)
+    )
 
 
 class Scorer:
@@ -177,9 +192,14 @@ def code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def _result(ray: Any, ref: Any) -> PartResult:
+def _result(ray: Any, ref: Any, again: Any) -> PartResult:
+    """The part ``ref`` will hold, as Polars frames (see _frames); if its scorer is gone,
+    the part ``again()`` scores anew."""
     try:
-        return _frames(ray.get(ref))
+        try:
+            return _frames(ray.get(ref))
+        except ray.exceptions.RayActorError:
+            return _frames(ray.get(again()))
     except ray.exceptions.RayTaskError as exc:
         if isinstance(exc.cause, TcbReplayError):  # the store's error, as scoring here says it
             raise exc.cause from None

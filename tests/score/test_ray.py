@@ -109,6 +109,29 @@ def test_scoring_on_ray_survives_a_scorer_killed(ray_cluster, sim_copy, monkeypa
     assert after.keys() == before.keys() and after[killed] != before[killed]
 
 
+def test_a_scorer_gone_as_the_scoring_finds_it_is_started_anew(ray_cluster, sim_copy, monkeypatch):
+    """A scorer may leave the cluster (idle too long) just as a command finds it: its parts
+    fail as Ray says an actor died. The scoring starts it anew and gives it its parts
+    again: the same results."""
+    from tcbreplay._score import on_ray
+
+    root, run_id = sim_copy
+    monkeypatch.setattr(score_module, "_parts_for", lambda samples, cores=None: 4)
+    here = score_run(Store(root), run_id, write=False)
+    found = on_ray.scorers
+
+    def gone_as_found(ray, count):
+        kept = found(ray, count)
+        for scorer in kept:
+            ray.kill(scorer, no_restart=True)
+        return kept
+
+    monkeypatch.setattr(on_ray, "scorers", gone_as_found)
+    on_ray_result = score_run(Store(root), run_id, engine="ray", write=False)
+    assert on_ray_result.scores.equals(here.scores)
+    assert len(_scorer_pids(ray_cluster)) == 2  # started anew
+
+
 def test_a_scorer_leaves_the_cluster_once_idle(ray_cluster):
     from tcbreplay._score.on_ray import NAMESPACE, Scorer
 
