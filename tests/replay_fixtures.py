@@ -290,3 +290,34 @@ def asks_a_format(model, tools, system_prompt):
         return await bound.ainvoke(messages, response_format=REPLY_FORMAT)
 
     return react_graph(_Bound(model, strict=True), tools, system_prompt, answer)
+
+
+def answers_in_a_schema(model, tools, system_prompt):
+    """:func:`react_graph` whose final answer is asked again of the bare model, through
+    ``with_structured_output`` (OpenAI's JSON schema, :data:`REPLY_FORMAT`'s), as a last step:
+    that call is sent no tools, the others the run's."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    bound = model.bind_tools(tools)
+    schema = {"title": "Reply", **REPLY_FORMAT["json_schema"]["schema"]}
+    structured = model.with_structured_output(schema, method="json_schema", strict=True,
+                                              include_raw=True)  # fmt: skip
+    prompt = [SystemMessage(system_prompt)] if system_prompt else []
+
+    async def call_model(state: MessagesState) -> dict:
+        return {"messages": [await bound.ainvoke(prompt + state["messages"])]}
+
+    async def final(state: MessagesState) -> dict:
+        return {"messages": [(await structured.ainvoke(prompt + state["messages"]))["raw"]]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("model", call_model)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_node("final", final)
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", tools_condition, {"tools": "tools", END: "final"})
+    graph.add_edge("tools", "model")
+    graph.add_edge("final", END)
+    return graph.compile()

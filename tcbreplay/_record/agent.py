@@ -46,6 +46,9 @@ class SampleState:
     # an agent of one's own: the answer format each answered model call asked for (None
     # where none: tcbreplay._record.formats)
     formats: list[Any] = field(default_factory=list)
+    # an agent of one's own: the tools each answered model call was sent, where they are not
+    # the sample's (None where they are: tcbreplay._record.call_tools)
+    tools: list[Any] = field(default_factory=list)
 
     def sent_system(self) -> list[list[Any]] | None:
         """What the stored messages lack of the requests this sample's model calls were
@@ -62,6 +65,11 @@ class SampleState:
         asked one (None when none did, and for the built-in agent, whose calls ask what
         the run's model settings say)."""
         return self.formats if any(f is not None for f in self.formats) else None
+
+    def sent_tools(self) -> list[Any] | None:
+        """The tools each answered model call was sent, a list per call (None for a call
+        sent the sample's), when any was sent others (None when none was)."""
+        return self.tools if any(t is not None for t in self.tools) else None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tcbreplay._record.agent import CallPolicy
+from tcbreplay._record.call_tools import tool_names
 from tcbreplay._store.schema import FORMAT_KEPT, SYSTEM_KEPT
 from tcbreplay.errors import InputError, TcbReplayWarning
 
@@ -99,20 +100,24 @@ def build_custom_agent(
     # its model calls answered are counted as the built-in agent's middleware counts them
     # (a first wave of samples failing after answers is no unreachable provider), and the
     # system messages its requests began with are kept where they are not the prompt
-    return graph.with_config(callbacks=[_call_watcher(system_prompt, source)])
+    # (and the tools each call was sent, where they are not those it was given)
+    watcher = _call_watcher(system_prompt, source, tool_names(list(tools)))
+    return graph.with_config(callbacks=[watcher])
 
 
-def _call_watcher(system_prompt: str, source: str) -> Any:
+def _call_watcher(system_prompt: str, source: str, names: list[str]) -> Any:
     """A callback handler keeping, in a sample's state (the context of the task that runs
     it, :data:`tcbreplay._record.agent.current_sample`), how many of its model calls were
-    answered, the system messages each answered call's request began with and the answer
-    format it asked for: a graph of one's own may send the prompt it was given, another, or
-    none, and bind a schema to a call, and its stored messages do not say (replay compares
-    its requests with those). A call of a model the graph made
+    answered, the system messages each answered call's request began with, the answer
+    format it asked for and the tools it was sent where they are not ``names`` (the run's):
+    a graph of one's own may send the prompt it was given, another, or none, bind a schema
+    to a call, or other tools, and its stored messages do not say (replay compares its
+    requests with those). A call of a model the graph made
     itself, which keeps to none of the recording's settings, is said once."""
     from langchain_core.callbacks import BaseCallbackHandler
 
     from tcbreplay._record.agent import current_sample
+    from tcbreplay._record.call_tools import sent_tools
     from tcbreplay._record.formats import asked_format
     from tcbreplay._record.policed_model import outside_policy
 
@@ -122,6 +127,7 @@ def _call_watcher(system_prompt: str, source: str) -> Any:
         def __init__(self) -> None:
             self.sent: dict[Any, list[Any]] = {}  # a call under way -> its system contents
             self.formats: dict[Any, Any] = {}  # a call under way -> the format it asks for
+            self.tools: dict[Any, Any] = {}  # a call under way -> its tools, if not the run's
             self.warned = False
 
         def on_chat_model_start(
@@ -146,20 +152,25 @@ def _call_watcher(system_prompt: str, source: str) -> Any:
             self.sent[run_id] = leading
             # (the call's keywords are among its invocation parameters: a schema that
             # with_structured_output binds, or one given to the call)
-            self.formats[run_id] = asked_format(kwargs.get("invocation_params") or {})
+            params = kwargs.get("invocation_params") or {}
+            self.formats[run_id] = asked_format(params)
+            self.tools[run_id] = sent_tools(params, names)
 
         def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
             sent = self.sent.pop(run_id, [])
             asked = self.formats.pop(run_id, None)
+            tools = self.tools.pop(run_id, None)
             state = current_sample.get(None)
             if state is not None:
                 state.answered += 1
                 state.prompt = system_prompt
                 state.systems.append(sent)
                 state.formats.append(asked)
+                state.tools.append(tools)
 
         def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
             self.sent.pop(run_id, None)
             self.formats.pop(run_id, None)
+            self.tools.pop(run_id, None)
 
     return Watcher()

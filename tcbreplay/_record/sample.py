@@ -16,7 +16,13 @@ from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._secrets import redact
-from tcbreplay._store.schema import ASKED_FORMAT_KEY, SENT_SYSTEM_KEY, sample_record, utcnow
+from tcbreplay._store.schema import (
+    ASKED_FORMAT_KEY,
+    SENT_SYSTEM_KEY,
+    SENT_TOOLS_KEY,
+    sample_record,
+    utcnow,
+)
 
 
 async def run_sample(
@@ -170,6 +176,11 @@ def _one_line(exc: BaseException) -> str:
 
 def _kept(state: SampleState) -> dict[str, Any] | None:
     """What a trial's metadata keeps of its requests that its messages lack (an agent of
-    one's own's): the system messages they began with, the answer formats they asked for."""
-    kept = {SENT_SYSTEM_KEY: state.sent_system(), ASKED_FORMAT_KEY: state.asked_formats()}
+    one's own's): the system messages they began with, the answer formats they asked for, the
+    tools they were sent where those are not the sample's."""
+    kept = {
+        SENT_SYSTEM_KEY: state.sent_system(),
+        ASKED_FORMAT_KEY: state.asked_formats(),
+        SENT_TOOLS_KEY: state.sent_tools(),
+    }
     return {k: v for k, v in kept.items() if v is not None} or None

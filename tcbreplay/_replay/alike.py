@@ -163,7 +163,7 @@ class Alike:
         them, not where the client leaves a keyword out)."""
         if not wire.has_terms or divergence.component != "tools":
             return divergence
-        recorded = self.recording.tools_of(key)
+        recorded = self.recording.tools_of(key, divergence.turn)
         said = describe(
             divergence.turn,
             {"tools": {n: wire.tool_terms(t, tools.get(n), True) for n, t in recorded.items()}},

@@ -74,6 +74,7 @@ class RecordedChatModel(BaseChatModel):
     tool_schemas: dict[str, Any] = Field(default_factory=dict, repr=False)
     call_params: dict[str, Any] = Field(default_factory=dict)
     bound_tools: list[Any] = Field(default_factory=list, repr=False, exclude=True)
+    bound_specs: list[Any] = Field(default_factory=list, repr=False, exclude=True)
     bound_kwargs: dict[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
     bound: dict[Any, Any] = Field(default_factory=dict, repr=False, exclude=True)
     # (tool_schemas, their canonical JSON): written once per set of tools
@@ -114,11 +115,18 @@ class RecordedChatModel(BaseChatModel):
                     "tool_schemas": canonical_tools(schemas),
                     "call_params": canonical_params(kwargs),
                     "bound_tools": list(tools),
+                    "bound_specs": schemas,
                     "bound_kwargs": dict(kwargs),
                     "bound": {},
                 }
             )
         return copy
+
+    def _get_invocation_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict:
+        # the tools a call is sent, among its invocation parameters as a provider's model
+        # binds them (an agent of one's own's calls are watched for them)
+        params = super()._get_invocation_params(stop, **kwargs)
+        return {**params, "tools": self.bound_specs} if self.bound_specs else params
 
     def _request(
         self, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any],

@@ -4,11 +4,12 @@ fingerprint, and what its tools answered.
 The request of a recorded AI turn is rebuilt from the store: the run's system prompt (or the
 system messages the sample's messages start with, as imported runs keep them; or those an
 agent of one's own sent instead, as its samples' metadata keeps them), every
-message before the turn in the sample, the run's tools (or the sample's own) and the model's
-sampling settings, with the answer format the call asked for where an agent of one's own kept
-it (:mod:`tcbreplay._replay.fingerprint`). That is the request an agent sends
-that gives the model its whole conversation, as LangChain's agents do; an agent that sends
-less (a summary of the history) asks something else, and diverges.
+message before the turn in the sample, the run's tools (or the sample's own, or those the call
+was sent where an agent of one's own kept others) and the model's sampling settings, with the
+answer format the call asked for where an agent of one's own kept it
+(:mod:`tcbreplay._replay.fingerprint`). That is the request an agent sends that gives the model
+its whole conversation, as LangChain's agents do; an agent that sends less (a summary of the
+history) asks something else, and diverges.
 
 The messages held stay bounded however large the run (what grows with it is an entry per
 sample: its key, tools, status and, once ``serve`` starts, its first message and first
@@ -238,6 +239,7 @@ class RecordedRun:
         if self._jsons is None:
             self._jsons = (canonical_json(self.tools), canonical_json(self.params))
         tools_json = self._jsons[0] if own is None else canonical_json(own)
+        base = self.tools if own is None else own
         params_json = self._jsons[1]
         system, items, _ = canonical_messages((json.loads(t) for t in texts), self.system)
         lead = len(texts) - len(items)
@@ -249,8 +251,10 @@ class RecordedRun:
                 continue
             system_json = systems[min(len(turns), len(systems) - 1)]
             asked = self.params_of(key, len(turns))
+            sent = row.tools_at(base, len(turns))  # (another than the sample's: its call's)
             text = request_text(parts[:k], params_json if asked is self.params
-                                else canonical_json(asked), system_json, tools_json)  # fmt: skip
+                                else canonical_json(asked), system_json,
+                                tools_json if sent is base else canonical_json(sent))  # fmt: skip
             turns.append(Turn(len(turns), k + lead, sha256_text(text)))
         return SampleRecording(texts, turns, own, row.status, row.error), items
 
@@ -321,9 +325,12 @@ class RecordedRun:
         """A sample's own tools as stored (JSON text; None: the run's), its messages unread."""
         return self._rows[key].tools or None
 
-    def tools_of(self, key: Key | None) -> dict[str, Any]:
+    def tools_of(self, key: Key | None, turn: int | None = None) -> dict[str, Any]:
+        """A sample's tools (its own, or the run's); those its request of ``turn`` was sent."""
         sample = self.samples.get(key) if key else None
-        return sample.tools if sample is not None and sample.tools is not None else self.tools
+        tools = sample.tools if sample is not None and sample.tools is not None else self.tools
+        row = self._rows.get(key) if key and turn is not None else None
+        return tools if row is None or turn is None else row.tools_at(tools, turn)
 
     def lookup(
         self, fingerprint: str, key: Key | None = None, first: str | None = None,
@@ -389,12 +396,12 @@ class RecordedRun:
             return
         system, items, _ = canonical_messages((json.loads(t) for t in sample.texts), self.system)
         systems = self._rows[key].systems or [system]
-        tools = self.tools_of(key)
         turn = 0
         for k, item in enumerate(items):
             if item["role"] == "assistant":
                 yield {"system": systems[min(turn, len(systems) - 1)], "messages": items[:k],
-                       "tools": tools, "params": self.params_of(key, turn)}  # fmt: skip
+                       "tools": self.tools_of(key, turn),
+                       "params": self.params_of(key, turn)}  # fmt: skip
                 turn += 1
 
     def failed_request(self, key: Key) -> Request | None:
@@ -407,7 +414,7 @@ class RecordedRun:
         systems = self._rows[key].systems or [system]
         turn = len(sample.turns)
         return {"system": systems[min(turn, len(systems) - 1)], "messages": items,
-                "tools": self.tools_of(key), "params": self.params_of(key, turn)}  # fmt: skip
+                "tools": self.tools_of(key, turn), "params": self.params_of(key, turn)}  # fmt: skip
 
     def ended_in_error(self, request: Request, key: Key | None = None) -> Key | None:
         """The sample and trial (of ``key`` only, when given; else of those that start as

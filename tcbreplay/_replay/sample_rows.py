@@ -1,6 +1,7 @@
 """What a replay keeps of a recorded run's samples until they are read: each sample's own tools,
-status, error, ``sample_index``, and the system messages its agent sent and the answer formats
-its calls asked for, read from ``samples.parquet`` (not its messages)."""
+status, error, ``sample_index``, and the system messages its agent sent, the answer formats its
+calls asked for and the tools they were sent, read from ``samples.parquet`` (not its
+messages)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tcbreplay._replay.fingerprint import canonical_messages, normalized
+from tcbreplay._replay.fingerprint import canonical_messages, canonical_tools, normalized
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import (
     ASKED_FORMAT_KEY,
     SAMPLES_SCHEMA,
     SENT_SYSTEM_KEY,
+    SENT_TOOLS_KEY,
     with_optional_columns,
 )
 from tcbreplay.errors import read_error
@@ -37,6 +39,18 @@ class SampleRow:
     # the answer format each answered request asked for (its ``response_format``, None where
     # none), where an agent of one's own asked any (ASKED_FORMAT_KEY); None: none asked
     formats: list[Any] | None = None
+    # the tools each answered request was sent (None where the sample's), where an agent of
+    # one's own sent any other (SENT_TOOLS_KEY); None: the sample's, at every request
+    sent_tools: list[Any] | None = None
+
+    def tools_at(self, tools: dict[str, Any], turn: int) -> dict[str, Any]:
+        """The tools of its request of ``turn`` (canonical): ``tools`` (the sample's) itself,
+        or those that request was sent instead (by name among ``tools``, or as a schema)."""
+        sent = self.sent_tools[turn] if self.sent_tools and turn < len(self.sent_tools) else None
+        if not isinstance(sent, list):
+            return tools
+        named = {str(n): tools.get(n, {"unrecorded": True}) for n in sent if isinstance(n, str)}
+        return {**named, **canonical_tools([s for s in sent if isinstance(s, dict)])}
 
     def params(self, params: dict[str, Any], turn: int) -> dict[str, Any]:
         """The sampling settings of its request of ``turn``: the run's ``params``, with the
@@ -48,7 +62,8 @@ class SampleRow:
 def read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, SampleRow]:
     """The run's samples: their own tools, status and sample_index (and, with
     ``sent_system``, the system messages an agent of one's own sent instead of the prompt,
-    and the answer formats its calls asked for)."""
+    the answer formats its calls asked for and the tools they were sent instead of the
+    sample's)."""
     import pyarrow as pa
 
     from tcbreplay._store.parquet import read_table
@@ -73,6 +88,7 @@ def read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, SampleRow]:
             (row.get("error_type"), row.get("error")),
             _sent_systems(kept),
             _asked_formats(kept),
+            _sent_tools(kept),
         )
     return rows
 
@@ -82,6 +98,13 @@ def _asked_formats(kept: Any) -> list[Any] | None:
     (see :data:`ASKED_FORMAT_KEY`); None when it keeps none (none was asked)."""
     asked = kept.get(ASKED_FORMAT_KEY) if isinstance(kept, dict) else None
     return [normalized(f) for f in asked] if isinstance(asked, list) and asked else None
+
+
+def _sent_tools(kept: Any) -> list[Any] | None:
+    """The tools each answered request was sent, as a trial's metadata keeps them (see
+    :data:`SENT_TOOLS_KEY`); None when it keeps none (each was sent the sample's)."""
+    sent = kept.get(SENT_TOOLS_KEY) if isinstance(kept, dict) else None
+    return sent if isinstance(sent, list) and sent else None
 
 
 def _sent_systems(kept: Any) -> list[str] | None:

@@ -402,6 +402,12 @@ SYSTEM_KEPT = "system_kept"
 # older run's are not known: serve refuses a request asking for a schema)
 ASKED_FORMAT_KEY = "tcbreplay_format"
 FORMAT_KEPT = "format_kept"
+# a trial's metadata key for the tools each answered model call of an agent of one's own was
+# sent, where any call was sent other tools than the sample's (a list per call: null where it
+# was sent the sample's, else its tools, each by name where the sample has a tool of that
+# name, else as its schema; see tcbreplay._record.call_tools); replay and serve compare each
+# request's tools with its call's (without the key, every call was sent the sample's tools)
+SENT_TOOLS_KEY = "tcbreplay_tools"
 
 
 def metadata_text(metadata: dict[str, Any] | None) -> str | None:

@@ -236,6 +236,12 @@ class SimChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"settings": self.settings}
 
+    def _get_invocation_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict:
+        # the tools a call is sent, among its invocation parameters as a provider's model
+        # binds them (an agent of one's own's calls are watched for them)
+        params = super()._get_invocation_params(stop, **kwargs)
+        return {**params, "tools": self.tool_schemas} if self.tool_schemas else params
+
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> SimChatModel:
         """Keep the tools' schemas, from which wrong calls are drawn, and how they are bound
         (``tool_choice``, ``parallel_tool_calls``), which the answers follow.
