@@ -10,7 +10,9 @@ Gemini's form ``.functionResponse.response.result``); a difference inside the sc
 Gemini request's answer must follow is named by its field
 (``generationConfig.responseJsonSchema.properties.city``). Tool results given in another
 order than the calls they answer are said so, by the calls' ids: which result answers which
-call is part of what the model reads, so the recording answers them in its own order only.
+call is part of what the model reads, so the recording answers them in its own order only;
+a result that answers another call than the recorded one is named at the API's field of the
+call it answers (``tool_use_id``), the recorded and sent calls' ids for values.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ def as_sent(
         if block is not None:
             moved = replace(divergence, path=block)
             return moved, moved.line()
+        named = _by_id(divergence, items, request, places, kept, index, wire)
+        if named is not None:  # (another call answered: the first result left out, say)
+            return named, named.line()
     place = places[kept[index]]
     path = request.inside(place, rest) if request.inside is not None else place + rest
     moved = replace(divergence, path=path)
@@ -121,6 +126,54 @@ def _items(request: WireRequest) -> list[int]:
     return out
 
 
+def _calls_before(
+    items: list[dict[str, Any]], request: WireRequest, kept: list[int], index: int
+) -> tuple[int, dict[int, tuple[str, str]]]:
+    """Where the run of tool messages holding ``index`` starts, and the calls of the message
+    before it by their places in it (each one's id and name; none where the run starts the
+    request)."""
+    first = index
+    while first > 0 and items[first - 1].get("role") == "tool":
+        first -= 1
+    if first == 0:
+        return first, {}
+    made = request.entries[kept[first - 1]][3]
+    return first, {place: (call_id, name) for call_id, (name, place) in made.items()}
+
+
+def _by_id(
+    divergence: Divergence, items: list[dict[str, Any]], request: WireRequest, places: list[str],
+    kept: list[int], index: int, wire: str,
+) -> Divergence | None:  # fmt: skip
+    """``divergence`` of a tool message that answers another call than the recorded one
+    there, or none of the calls (its path ``.call``, the calls' places in the message before
+    for values), at the API's field of the call a result answers with the recorded and sent
+    calls' ids for values; on Gemini's form its functionResponse's ``id`` where it gave a
+    call's, else its ``name`` with the calls' names (Gemini's calls need no ids). None where
+    the recorded value is no call of the message before the results."""
+    _, calls = _calls_before(items, request, kept, index)
+    try:
+        recorded = json.loads(divergence.recorded or "")
+    except ValueError:
+        return None
+    if items[index].get("role") != "tool" or type(recorded) is not int or recorded not in calls:
+        return None
+    was_id, was_name = calls[recorded]
+    given = request.entries[kept[index]][2]
+    place = places[kept[index]]
+    if wire == "gemini":
+        path = request.inside(place, ".call") if request.inside is not None else place
+        if not path.endswith(".id"):
+            name = items[index].get("name")
+            return replace(divergence, path=path, recorded=json.dumps(was_name),
+                           replayed=None if name is None else json.dumps(name))  # fmt: skip
+    else:
+        key = {"anthropic": "tool_use_id", "responses": "call_id"}.get(wire, "tool_call_id")
+        path = f"{place}.{key}"
+    return replace(divergence, path=path, recorded=json.dumps(was_id),
+                   replayed=None if given is None else json.dumps(given))  # fmt: skip
+
+
 def _reordered(
     divergence: Divergence, items: list[dict[str, Any]], request: WireRequest, places: list[str],
     kept: list[int], index: int, wire: str,
@@ -128,9 +181,8 @@ def _reordered(
     """The divergence of a tool message that answers another call than the recorded one
     there, said as results in another order than the calls, when its run of tool messages
     answers distinct calls of the message before it out of their order; else None."""
-    first = last = index
-    while first > 0 and items[first - 1].get("role") == "tool":
-        first -= 1
+    first, calls = _calls_before(items, request, kept, index)
+    last = index
     while last + 1 < len(items) and items[last + 1].get("role") == "tool":
         last += 1
     answered = [c for j in range(first, last + 1) if isinstance(c := items[j].get("call"), int)]
@@ -138,26 +190,16 @@ def _reordered(
         return None  # (a result that answers no call of it, or two that answer one)
     if answered == sorted(answered):  # (in order: another call, not another order)
         return None
-    try:
-        recorded = json.loads(divergence.recorded or "")
-    except ValueError:
-        return None
-    calls = {place: (call_id, name) for call_id, (name, place) in
-             request.entries[kept[first - 1]][3].items()}  # fmt: skip
+    moved = _by_id(divergence, items, request, places, kept, index, wire)
     given = request.entries[kept[index]][2]
-    if not isinstance(recorded, int) or recorded not in calls or given is None:
+    if moved is None or given is None:
         return None
-    was_id, was_name = calls[recorded]
+    was_id, was_name = calls[json.loads(divergence.recorded or "")]
     name = items[index].get("name")
     place = places[kept[index]]
-    if wire == "gemini":  # (its calls have no ids: a result answers a call by its name)
-        moved = replace(divergence, path=f"{place}.functionResponse.name",
-                        recorded=json.dumps(was_name), replayed=json.dumps(name))  # fmt: skip
+    if moved.path.endswith(".name"):  # (Gemini's calls, by name)
         said = (str(name), was_name)
     else:
-        key = {"anthropic": "tool_use_id", "responses": "call_id"}.get(wire, "tool_call_id")
-        moved = replace(divergence, path=f"{place}.{key}", recorded=json.dumps(was_id),
-                        replayed=json.dumps(given))  # fmt: skip
         said = (f"{given} ({name})", f"{was_id} ({was_name})")
     line = (
         f"turn {divergence.turn}: tool results in another order than the calls of "

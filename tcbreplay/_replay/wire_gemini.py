@@ -303,8 +303,8 @@ def _places(k: int, unit: Any, n: int) -> list[str]:
 def _inside(contents: list[Any]) -> Callable[[str, str], str]:
     """A path into a message as the body has it (see WireRequest.inside): a tool message's
     content is its part's ``functionResponse.response`` (``.output`` where it was
-    unwrapped), its name and the call it answers the response's ``name``; a model
-    content's calls its functionCall parts."""
+    unwrapped), its name the response's ``name``, and the call it answers its ``id`` where
+    that is a call's, else its ``name``; a model content's calls its functionCall parts."""
 
     def inside(place: str, rest: str) -> str:
         found = re.fullmatch(r"contents\[(\d+)\](?:\.parts\[(\d+)\])?", place)
@@ -320,6 +320,8 @@ def _inside(contents: list[Any]) -> Callable[[str, str], str]:
         response = field(parts[int(found[2])], "functionResponse") if found[2] else None
         if not isinstance(response, dict):
             return place + rest
+        if rest == ".call" and response.get("id") in _call_ids(contents[: int(found[1])]):
+            return place + ".functionResponse.id"  # (it answers a call by its id)
         for key in (".content", ".name", ".call"):
             if rest == key or rest[len(key) : len(key) + 1] in (".", "["):
                 given = response.get("response")
@@ -331,6 +333,15 @@ def _inside(contents: list[Any]) -> Callable[[str, str], str]:
         return place + rest
 
     return inside
+
+
+def _call_ids(contents: list[Any]) -> set[str]:
+    """The ids given to the functionCall parts of the last model content of ``contents``."""
+    for content in reversed(contents):
+        if isinstance(content, dict) and content.get("role", "user") == "model":
+            calls = [field(p, "functionCall") for p in content["parts"]]
+            return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)}
+    return set()
 
 
 class GeminiWire(Wire):

@@ -244,6 +244,38 @@ def test_a_result_left_out_gets_409_at_its_place_in_contents(server):
     assert said[2]["replayed"] is None
 
 
+def test_the_first_result_left_out_gets_409_naming_the_call_answered(server):
+    """Only the second call's functionResponse sent: the 409 said
+    ``contents[2].parts[0].functionResponse.name: 0 -> 1``, the calls' positions for values;
+    it gives the names of the calls answered, or their ids where the client gave its calls
+    ids and answered by them."""
+    from google.genai import errors, types
+
+    contents = first_turn(server.url, "par")
+    (_, (name, args)) = CASES[1][2][0]
+    output = json.loads(run_tool(name, args))
+    by_name = types.Part.from_function_response(name=name, response=output)
+    with_ids = types.Content(role="model", parts=[
+        types.Part(function_call=p.function_call.model_copy(update={"id": f"fc{j}"}))
+        for j, p in enumerate(contents[1].parts)
+    ])  # fmt: skip
+    by_id = types.Part(function_response=types.FunctionResponse(id="fc1", name=name,
+                                                                response=output))  # fmt: skip
+    said = []
+    for sent in [[*contents, types.Content(role="user", parts=[by_name])],
+                 [contents[0], with_ids, types.Content(role="user", parts=[by_id])]]:  # fmt: skip
+        with pytest.raises(errors.ClientError) as caught:
+            genai_turn(server.url, sent)
+        said.append(caught.value.details["error"])
+    assert [(e["divergence"]["path"], e["divergence"]["recorded"], e["divergence"]["replayed"])
+            for e in said] == [
+        ("contents[2].parts[0].functionResponse.name", '"list_items"', '"add_numbers"'),
+        ("contents[2].parts[0].functionResponse.id", '"fc0"', '"fc1"'),
+    ]  # fmt: skip
+    assert ('messages at contents[2].parts[0].functionResponse.name: "list_items" -> '
+            '"add_numbers"') in said[0]["message"]  # fmt: skip
+
+
 def test_every_result_of_a_wave_left_out_gets_409_at_the_content_of_them(server):
     """Left out with contents after it, the whole wave's functionResponse parts were said
     at ``contents[2].call``, a field no content has; they are said where they would be

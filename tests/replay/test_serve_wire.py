@@ -340,6 +340,55 @@ def test_a_409_points_into_the_anthropic_request_as_sent(root):
         "answers c2 (multiply_numbers)" in said[1]["message"]  # fmt: skip
 
 
+def test_the_first_result_left_out_gets_409_naming_the_apis_id_field(root):
+    """Only the second call's result sent: the 409 said ``messages[2].content[0].call: 0 ->
+    1`` (Anthropic; ``messages[3].call`` on Chat Completions), a field no API has, and the
+    calls' positions for values (on Responses too, at ``input[3].call_id``); it names the
+    API's own field of the call answered, with the recorded and sent call ids."""
+    import anthropic
+    import openai
+
+    second = '{"result": 20}'
+    with serve_run(root, "valid") as server:
+        claude = anthropic_client(server.url)
+        kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "tools": anthropic_tools()}
+        asked: list[Any] = [{"role": "user", "content": QUESTION}]
+        asked.append(
+            {
+                "role": "assistant",
+                "content": claude.messages.create(messages=asked, **kwargs).content,
+            }
+        )
+        result = {"type": "tool_result", "tool_use_id": "c2", "content": second}
+        with pytest.raises(anthropic.ConflictError) as caught:
+            claude.messages.create(messages=[*asked, {"role": "user", "content": [result]}],
+                                   **kwargs)  # fmt: skip
+        said = [caught.value.body["error"]]
+        chat = openai_client(server.url)
+        sent = [*first_turn_openai(chat), {"role": "tool", "tool_call_id": "c2", "content": second}]
+        with pytest.raises(openai.ConflictError) as caught:
+            chat.chat.completions.create(model="m", messages=sent, tools=openai_tools())
+        said.append(caught.value.body)
+        tools = [{"type": "function", **t} for t in TOOLS]
+        given: list[Any] = [{"role": "user", "content": QUESTION}]
+        answer = chat.responses.create(model="m", instructions=SYSTEM, input=given, tools=tools)
+        given += [o.model_dump(exclude_none=True) for o in answer.output]
+        given.append({"type": "function_call_output", "call_id": "c2", "output": second})
+        with pytest.raises(openai.ConflictError) as caught:
+            chat.responses.create(model="m", instructions=SYSTEM, input=given, tools=tools)
+        said.append(caught.value.body)
+    assert [(s["divergence"]["path"], s["divergence"]["recorded"], s["divergence"]["replayed"])
+            for s in said] == [
+        ("messages[2].content[0].tool_use_id", '"c1"', '"c2"'),
+        ("messages[3].tool_call_id", '"c1"', '"c2"'),
+        ("input[3].call_id", '"c1"', '"c2"'),
+    ]  # fmt: skip
+    assert said[0]["message"].startswith(
+        "no recorded turn answers this request: turn 1: messages at "
+        'messages[2].content[0].tool_use_id: "c1" -> "c2"'
+    )
+
+
 def test_every_result_of_a_wave_left_out_gets_409_at_the_message_of_them(root):
     """Left out with messages after it, the whole wave's results were said at
     ``messages[2].call`` (Anthropic) or ``messages[3].call`` (OpenAI, counting the system
