@@ -269,6 +269,20 @@ def asks_a_schema(model, tools, system_prompt):
     return react_graph(model, tools, system_prompt, answer)
 
 
+def asks_claude_a_schema(model, tools, system_prompt):
+    """:func:`react_graph` whose model is asked, at each call, for a JSON answer following
+    :data:`REPLY_SCHEMA`, in the ``output_config`` ChatAnthropic's
+    ``with_structured_output(method="json_schema")`` binds (here beside the tools)."""
+    schema = {"title": "Reply", **REPLY_SCHEMA}  # (a schema's title names it)
+    structured = model.with_structured_output(schema, method="json_schema")
+    output_config = structured.first.kwargs["output_config"]
+
+    async def answer(bound, messages):
+        return await bound.ainvoke(messages, output_config=output_config)
+
+    return react_graph(model, tools, system_prompt, answer)
+
+
 # the response_format the calls of :func:`asks_a_format` give (OpenAI's, as ChatOpenAI's
 # ``with_structured_output`` binds it)
 REPLY_FORMAT = {

@@ -1,8 +1,9 @@
 """The answer format a model call asks for beside its sampling settings: a schema its answer
 must follow (OpenAI's ``response_format``, Gemini's ``response_json_schema`` or
-``response_schema``), in the one form a recording keeps per call (an agent of one's own binds
-one per call: LangChain's ``with_structured_output``) and a replay compares as the
-request's ``response_format`` (:mod:`tcbreplay._replay.fingerprint`).
+``response_schema``, Anthropic's ``output_config.format``), in the one form a recording keeps
+per call (an agent of one's own binds one per call: LangChain's ``with_structured_output``)
+and a replay compares as the request's ``response_format``
+(:mod:`tcbreplay._replay.fingerprint`).
 
 Gemini's asking for JSON without a schema (``response_mime_type``) is not one: a run says it
 for all its calls, in its model settings.
@@ -21,8 +22,10 @@ _GEMINI_SCHEMAS = ("response_json_schema", "response_schema")
 def asked_format(params: Mapping[str, Any]) -> Any:
     """The ``response_format`` a call of these LangChain parameters asks for (a call's
     invocation parameters, a model's keywords or settings), or None: OpenAI's
-    ``response_format`` as given, a Gemini schema as ``{"schema": ...}``; a format that is no
-    JSON object (a class given as it, or one holding what JSON cannot) as ``{"unreadable":
+    ``response_format`` as given, a Gemini schema, or the schema of Anthropic's
+    ``output_config.format`` (ChatAnthropic's ``with_structured_output`` binds it), as
+    ``{"schema": ...}``; a format that is no JSON object (a class given as it, or one holding
+    what JSON cannot, or an ``output_config.format`` without a schema) as ``{"unreadable":
     its name}``, which no request's equals (a request is compared with it, never answered as
     though none was asked). Its numbers as given: the canonical form makes them one
     (``normalized``)."""
@@ -31,6 +34,13 @@ def asked_format(params: Mapping[str, Any]) -> Any:
     if given is None:
         key = next((k for k in _GEMINI_SCHEMAS if params.get(k) is not None), "")
         given = params.get(key) if key else None
+    if given is None and isinstance(params.get("output_config"), Mapping):
+        found = params["output_config"].get("format")
+        schema = found.get("schema") if isinstance(found, Mapping) else None
+        if found is not None and not isinstance(schema, Mapping):
+            return {"unreadable": "output_config.format"}
+        # (its schema: beside it only its type, json_schema, the one Anthropic has)
+        key, given = "output_config.format", schema
     if given is None:
         return None
     try:

@@ -137,6 +137,8 @@ class RecordedRun:
     formats_known: bool = False
     # whether any of its requests asked for one (then a request's is compared with it)
     formats_asked: bool = False
+    # the fields of Anthropic's output_config its model settings give, but its format
+    output_config: dict[str, Any] = field(default_factory=dict)
     _rows: dict[Key, SampleRow] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -172,6 +174,7 @@ class RecordedRun:
             sampled=settings.sampled,
             json_asked=settings.json_asked,
             formats_known=settings.formats_known,
+            output_config=settings.output_config,
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint

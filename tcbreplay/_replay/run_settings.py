@@ -1,7 +1,8 @@
 """What a run's manifest says of the requests its model was sent, for replay: its sampling
 settings, whether those are known (an import's are not) and taken (sim takes none), whether
 its answers were asked for JSON, whether the answer format (a schema) each request asked for
-is known, and whether the system messages its agent sent were kept."""
+is known, whether the system messages its agent sent were kept, and the fields of
+Anthropic's ``output_config`` its model was given."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ class RunSettings:
     formats_known: bool
     system_kept: bool
     system_known: bool
+    # the model settings' output_config but its format (ChatAnthropic's; its
+    # reasoning_effort, or effort, as the effort it sends there)
+    output_config: dict[str, Any]
 
 
 def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
@@ -55,7 +59,19 @@ def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
         formats_known=taken and (not agent or said.get(FORMAT_KEPT) is True),
         system_kept=kept,
         system_known=not agent or kept,
+        output_config=_output_config(settings) if taken else {},
     )
+
+
+def _output_config(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of the ``output_config`` ChatAnthropic of these settings sends, but its
+    ``format`` (:func:`~tcbreplay._record.formats.asked_format` reads that)."""
+    given = settings.get("output_config")
+    out = {k: v for k, v in given.items() if k != "format"} if isinstance(given, dict) else {}
+    effort = settings.get("reasoning_effort", settings.get("effort"))
+    if effort is not None:
+        out["effort"] = effort
+    return out
 
 
 def _mime(settings: Mapping[str, Any]) -> Any:

@@ -56,7 +56,7 @@ from tcbreplay._replay.recording import Key, RecordedRun, Turn
 from tcbreplay._replay.routes import ENDPOINTS, WIRES
 from tcbreplay._replay.sent import as_sent
 from tcbreplay._replay.server import ReplayServer, Reply
-from tcbreplay._replay.settings import not_finite, unanswerable
+from tcbreplay._replay.settings import not_finite, unanswerable, unrecorded
 from tcbreplay._replay.wire import (
     Answer,
     MessageCache,
@@ -184,6 +184,7 @@ class ReplayService:
             except WireError as exc:
                 return Reply(exc.status, wire.error(exc.status, _one_line(str(exc)), exc.kind))
             said = unanswerable(request.schema_asked, request.json_asked, self.recording)
+            said = said or unrecorded(request.as_recorded, self.recording)
             if said is not None:
                 return Reply(400, wire.error(400, said))
             return self._answer(wire, request, self._canonical(request, wire))

@@ -163,3 +163,28 @@ def unanswerable(schema_asked: str, json_asked: str, recording: Any) -> str | No
                 "not asked for JSON: its model settings have no response_mime_type "
                 "application/json); leave it out")  # fmt: skip
     return None
+
+
+def unrecorded(given: Mapping[str, tuple[str, Any]], recording: Any) -> str | None:
+    """Why a setting served only as ``recording``'s model settings have it (``given``: by its
+    place in the body, its name there and its value; Anthropic's ``output_config.effort``) is
+    not served, or None: where the recording's settings have another or none of it, its
+    answers were not made at it."""
+    from tcbreplay._replay.fingerprint import normalized
+
+    for place, (name, value) in given.items():
+        had = recording.output_config.get(name)  # (none where its settings are not taken)
+        if had is not None and normalized(had) == normalized(value):
+            continue
+        if not recording.params_known:
+            why = "an imported run does not say which settings its answers were made at"
+        elif not recording.sampled:
+            why = "the recording's model, sim, takes no settings"
+        elif had is None:
+            why = (f"the recording's model settings have no {place}: its answers were not "
+                   "made at it")  # fmt: skip
+        else:
+            why = (f"the recording's answers were made at {name} {had!r}, as its model "
+                   "settings say")  # fmt: skip
+        return f"{place} {value!r}: not served ({why}); leave it out"
+    return None

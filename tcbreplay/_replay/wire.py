@@ -84,9 +84,14 @@ class WireRequest:
     # answers it
     json_asked: str = ""
     # the field that gives a schema the answer must follow (Gemini's
-    # ``generationConfig.responseJsonSchema``), or "": compared as ``response_format`` only
-    # where the recording says which each request asked for (``formats_known``)
+    # ``generationConfig.responseJsonSchema``, Anthropic's ``output_config.format.schema``),
+    # or "": compared as ``response_format`` only where the recording says which each
+    # request asked for (``formats_known``)
     schema_asked: str = ""
+    # settings served only where the recording's model settings have them, each by its
+    # place in the body, with its name there and its value (Anthropic's
+    # ``output_config.effort``: ``("effort", "high")``)
+    as_recorded: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

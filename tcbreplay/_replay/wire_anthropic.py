@@ -6,6 +6,11 @@ between them messages of their own); its tools' ``input_schema`` are their param
 answer is a ``message`` (a text block, then a ``tool_use`` block per call); streamed, the
 API's events: ``message_start``, a start, delta and stop per content block, ``message_delta``
 and ``message_stop``; errors as ``{"type": "error", "error": {...}}``.
+
+``output_config.format`` (a JSON schema the answer must follow: ChatAnthropic's
+``with_structured_output(method="json_schema")``) is the request's ``response_format``, as a
+recording keeps a call's (``{"schema": ...}``); another field of ``output_config``
+(``effort``) is served only as the recording's model settings have it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._replay.fingerprint import canonical_params, normalized
 from tcbreplay._replay.wire import (
     CHOICE,
     ERROR_TYPES,
@@ -51,6 +56,37 @@ def _anthropic_places(k: int, unit: Any, n: int) -> list[str]:
     if len(starts) != n or (n == 1 and pending is not None):  # (see above)
         return [f"messages[{k}]"] * n
     return [f"messages[{k}].content[{j}]" for j in starts]
+
+
+# the field of a request's output_config that gives the schema its answer must follow
+_SCHEMA = "output_config.format.schema"
+
+
+def _output_config(config: Any) -> tuple[Any, dict[str, tuple[str, Any]]]:
+    """The ``response_format`` an ``output_config`` asks (its ``format``'s schema as a
+    recording keeps a call's, or None), and its other fields, each by its place with its name
+    and value: served only where the recording's model settings have them."""
+    if config is None:
+        return None, {}
+    if not isinstance(config, dict):
+        raise WireError("output_config: an object ({effort, format}) is required")
+    others = {f"output_config.{k}": (k, v) for k, v in config.items()
+              if k != "format" and v is not None}  # fmt: skip
+    given = config.get("format")
+    if given is None:
+        return None, others
+    if not isinstance(given, dict) or given.get("type") != "json_schema":
+        kind = given.get("type") if isinstance(given, dict) else given
+        raise WireError(f"output_config.format.type {kind!r}: json_schema (a format object "
+                        "{type, schema})")  # fmt: skip
+    schema = given.get("schema")
+    if not isinstance(schema, dict):
+        raise WireError(f"{_SCHEMA}: a JSON schema object is required")
+    extra = [k for k in given if k not in ("type", "schema")]
+    if extra:
+        raise WireError(f"output_config.format.{extra[0]}: not served (a format is its type "
+                        "and schema)")  # fmt: skip
+    return normalized({"schema": schema}), others
 
 
 class AnthropicWire(Wire):
@@ -93,17 +129,23 @@ class AnthropicWire(Wire):
             checked_schema(tool, f"tools[{k}]", "input_schema")
             specs.append({"name": tool["name"], "description": tool.get("description") or "",
                           "parameters": tool.get("input_schema") or {}})  # fmt: skip
+        params = canonical_params(body)
+        asked, as_recorded = _output_config(body.get("output_config"))
+        if asked is not None:
+            params["response_format"] = asked
         return WireRequest(
             messages=messages,
             entries=entries,
             parts=parts,
             tools=specs,
-            params=canonical_params(body),
+            params=params,
             model=str(body.get("model") or ""),
             stream=bool(body.get("stream")),
             choice={k: body[k] for k in CHOICE if k in body},
             places=places,
             sent=sent,
+            schema_asked=_SCHEMA if asked is not None else "",
+            as_recorded=as_recorded,
         )
 
     def _blocks(self, answer: Answer) -> list[dict[str, Any]]:

@@ -1,0 +1,162 @@
+"""Anthropic's ``output_config`` on ``/v1/messages``: ``record`` keeps the schema each call of
+an agent of one's own asked for in ``output_config.format`` (ChatAnthropic's
+``with_structured_output(method="json_schema")``), and ``serve`` answers a request asking for
+the same one, 409s one asking for another or none, and refuses with a 400 one asking a
+recording that kept none, as Gemini's schema and OpenAI's ``response_format`` are compared;
+another field of ``output_config`` (``effort``) is served only as the recording's model
+settings have it. The requests are those ChatAnthropic sent, sent again by the anthropic SDK."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from anthropic_server import AnthropicServer
+from replay_fixtures import REPLY_SCHEMA
+
+from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+from tcbreplay._replay.serve import serve_run
+
+HELLO = "Hi there!"
+ANSWER = '{"reply": "Hello!"}'
+MODEL = "claude-opus-4-7"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """A store holding ``schema``, a run of one sample recorded with ChatAnthropic (its
+    ``reasoning_effort`` high) by ``replay_fixtures:asks_claude_a_schema``; ``plain``, one
+    recorded by the built-in agent (no schema, no effort); and the body of each one's
+    request."""
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._store.runs import Store
+
+    folder = tmp_path_factory.mktemp("anthropic-format")
+    dataset = folder / "dataset.json"
+    dataset.write_text(json.dumps([{"id": "greet", "input": HELLO, "target": []}]))
+    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+    bodies = {}
+    for run_id, agent, options in [
+        ("schema", "replay_fixtures:asks_claude_a_schema", {"reasoning_effort": "high"}),
+        ("plain", None, {}),
+    ]:
+        with (
+            pytest.MonkeyPatch.context() as patch,
+            AnthropicServer({HELLO: []}, answers={HELLO: ANSWER}) as server,
+        ):
+            patch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-recording-7f3a9c")
+            inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
+            model = parse_model(f"anthropic:{MODEL}", {"base_url": server.url, **options})
+            summary = record_run(inputs, model, Store(folder / "traces"), run_id=run_id,
+                                 options=RecordOptions(workers=1), agent=agent)  # fmt: skip
+            assert summary.ok == 1
+            (bodies[run_id],) = server.requests
+    return folder / "traces", bodies
+
+
+def answer(url: str, body: dict[str, Any]) -> str | tuple[int, str]:
+    """The text the anthropic SDK is answered for ``body``, or the status and message of
+    its error."""
+    client = anthropic.Anthropic(
+        base_url=url, api_key="sk-ant-serve-test", max_retries=0, timeout=60
+    )  # (a timeout given: no limit on max_tokens)
+    try:
+        return client.messages.create(**body).content[0].text
+    except anthropic.APIStatusError as exc:
+        return exc.status_code, str(exc.body["error"]["message"])
+
+
+def test_record_keeps_the_schema_of_output_config_format(recorded):
+    """The store kept no call's format: ChatAnthropic's output_config was lost."""
+    from tcbreplay._store.runs import Store
+
+    root, bodies = recorded
+    sent = bodies["schema"]["output_config"]
+    assert (sent["format"]["type"], sent["effort"]) == ("json_schema", "high")
+    assert sent["format"]["schema"]["properties"] == REPLY_SCHEMA["properties"]
+    run = Store(root).open_run("schema")
+    import pyarrow.parquet as pq
+
+    (metadata,) = pq.read_table(run.samples_path, columns=["metadata"])["metadata"].to_pylist()
+    assert json.loads(metadata) == {"tcbreplay_format": [{"schema": sent["format"]["schema"]}]}
+
+
+def test_the_recorded_schema_is_answered_and_another_or_none_gets_409(recorded):
+    """``output_config`` was not read: every request was answered the recorded JSON, one
+    asking another schema or none too."""
+    root, bodies = recorded
+    body = bodies["schema"]
+    other = copy.deepcopy(body)
+    other["output_config"]["format"]["schema"]["properties"]["reply"]["type"] = "integer"
+    none = copy.deepcopy(body)
+    del none["output_config"]["format"]
+    with serve_run(root, "schema") as server:
+        assert answer(server.url, body) == ANSWER
+        changed = answer(server.url, other)
+        left_out = answer(server.url, none)
+    assert changed == (409, "no recorded turn answers this request: turn 0: params at "
+                       "output_config.format.schema.properties.reply.type: "
+                       '"string" -> "integer" (nearest: sample greet, trial 0, turn 0)'
+                       )  # fmt: skip
+    assert left_out[0] == 409
+    assert 'params at params.response_format: {"schema": ' in left_out[1]
+
+
+def test_a_schema_asked_of_a_recording_that_asked_none_gets_400(recorded):
+    """It was answered the recorded text, the schema dropped."""
+    root, bodies = recorded
+    body = {**bodies["plain"], "output_config": bodies["schema"]["output_config"]}
+    body["output_config"] = {"format": body["output_config"]["format"]}
+    with serve_run(root, "plain") as server:
+        assert answer(server.url, body) == (400, (
+            "output_config.format.schema: an answer of a schema is not served (a recording's "
+            "answer was not made to it: none of its requests asked for one)"
+        ))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("run_id", "effort", "said"),
+    [
+        ("plain", "high", "output_config.effort 'high': not served (the recording's model "
+         "settings have no output_config.effort: its answers were not made at it); leave it "
+         "out"),
+        ("schema", "low", "output_config.effort 'low': not served (the recording's answers "
+         "were made at effort 'high', as its model settings say); leave it out"),
+    ],
+)  # fmt: skip
+def test_an_effort_the_recordings_settings_do_not_have_gets_400(recorded, run_id, effort, said):
+    """It was answered as though none was asked; the recorded one is answered."""
+    root, bodies = recorded
+    body = copy.deepcopy(bodies[run_id])
+    body.setdefault("output_config", {})["effort"] = effort
+    with serve_run(root, run_id) as server:
+        assert answer(server.url, body) == (400, said)
+        if run_id == "schema":  # (the recorded effort)
+            assert answer(server.url, bodies[run_id]) == ANSWER
+
+
+def test_a_malformed_output_config_gets_400_naming_the_field(recorded):
+    """Each was answered the recorded JSON, output_config not read."""
+    root, bodies = recorded
+    said = []
+    with serve_run(root, "schema") as server:
+        for config in [
+            "json",
+            {"format": {"type": "json_object"}},
+            {"format": {"type": "json_schema"}},
+            {"format": {"type": "json_schema", "schema": REPLY_SCHEMA, "name": "Reply"}},
+        ]:
+            said.append(answer(server.url, {**bodies["schema"], "output_config": config}))
+    assert said == [
+        (400, "output_config: an object ({effort, format}) is required"),
+        (400, "output_config.format.type 'json_object': json_schema (a format object "
+              "{type, schema})"),
+        (400, "output_config.format.schema: a JSON schema object is required"),
+        (400, "output_config.format.name: not served (a format is its type and schema)"),
+    ]  # fmt: skip
