@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, OutputPath, emit, main
+from tcbreplay._words import count
 
 
 @main.command()
@@ -27,7 +28,7 @@ def catalog(output, fmt, store) -> None:
     from tcbreplay._store.runs import Store
 
     runs = write_catalog(Store(store), output)
-    line = f"{output}: views {', '.join(VIEWS)} over {len(runs)} runs"
+    line = f"{output}: views {', '.join(VIEWS)} over {count(len(runs), 'run')}"
     data = {"path": str(output), "views": list(VIEWS), "runs": runs}
     grid = Grid(["path", "views", "runs"], [(str(output), list(VIEWS), runs)])
     emit(Output(grids=[grid], text=[line], data=data), fmt)

@@ -15,6 +15,7 @@ from tcbreplay._cli.common import (
     output_format,
     sigterm_as_ctrl_c,
 )
+from tcbreplay._words import count
 
 
 @main.command()
@@ -79,8 +80,9 @@ def collect(run_id, port, host, sample_by, store) -> None:
         its = "its" if summary.stale == 1 else "their"
         unstored += f"; {summary.stale} {traces} kept as stored before {its} later spans"
     line = (
-        f"run {summary.run_id}: {summary.samples} samples from {summary.spans} spans "
-        f"({summary.requests} requests{earlier}{refused}){unstored} -> {summary.run_dir}"
+        f"run {summary.run_id}: {count(summary.samples, 'sample')} from "
+        f"{count(summary.spans, 'span')} ({count(summary.requests, 'request')}{earlier}"
+        f"{refused}){unstored} -> {summary.run_dir}"
     )
     emit(summary_output(summary, [line]), output_format())
     sys.stdout.flush()

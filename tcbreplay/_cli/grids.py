@@ -28,8 +28,7 @@ NO_WRITE_ROLE = "write_exact: no tool has the role write (score --role write=NAM
 
 def query_output(result: Any) -> Output:
     """Rows of a query (``sql``, ``query``, ``runs``): a JSON array of row objects."""
-    n = len(result.rows)
-    caption = f"{n} row{'s' if n != 1 else ''}"
+    caption = count(len(result.rows), "row")
     return Output(grids=[Grid(list(result.columns), list(result.rows), caption=caption)])
 
 
@@ -297,12 +296,12 @@ def audit_output(report: Any, limit: int = 200) -> Output:
     lines += [f"note: {note}" for note in report.notes]
     verdict = (
         f"verified: {', '.join(report.scorings)} of {report.run_id}: "
-        f"{report.samples_checked} samples identical to a re-score from raw traces"
+        f"{count(report.samples_checked, 'sample')} identical to a re-score from raw traces"
     )
     if report.replay_of is not None:
         served = (
-            f"replay {report.run_id}: {report.turns_checked} turns served, each the stored "
-            f"message of {report.replay_of}"
+            f"replay {report.run_id}: {count(report.turns_checked, 'turn')} served, each the "
+            f"stored message of {report.replay_of}"
         )
         verdict = f"verified: {served}" + (f"; {verdict[10:]}" if report.scorings else "")
     if report.ok:

@@ -10,6 +10,7 @@ import click
 
 from tcbreplay._cli.common import INPUT_FILE, STORE_OPTION, KnownCommand, emit, main, output_format
 from tcbreplay._importers import registry
+from tcbreplay._words import count
 from tcbreplay.errors import InputError, TraceError
 
 
@@ -159,7 +160,7 @@ def import_command(
     missing = f", {summary.missing} without a trace (status missing)" if summary.missing else ""
     done = f"{summary.imported}/{summary.samples * summary.trials}"
     if summary.trials > 1:  # a sample's trials counted one by one
-        done = f"{summary.samples} samples, {summary.trials} trials each: {done} trials"
+        done = f"{count(summary.samples, 'sample')}, {summary.trials} trials each: {done} trials"
     else:
         done += " samples"
     line = f"run {summary.run_id}: {done} imported{missing} -> {summary.run_dir}"

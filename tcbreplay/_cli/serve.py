@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from tcbreplay._cli.common import STORE_OPTION, complete_run_id, listen_on, main
+from tcbreplay._words import count
 
 
 @main.command()
@@ -67,7 +68,7 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
         signal.signal(signal.SIGTERM, previous)
         summary = server.close()
     service = server.service
-    line = f"served {service.served} requests, {service.diverged} diverged"
+    line = f"served {count(service.served, 'request')}, {service.diverged} diverged"
     if summary is not None:
         line += f"; logged {summary.recorded} conversations to run {summary.run_id}"
     click.echo(line, err=True)

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from tcbreplay import _words
 from tcbreplay._inputs.dataset import Sample
 from tcbreplay._record.agent import aclose_model
 from tcbreplay._record.failures import ChildFailed, Outcome, RecordStop
@@ -176,7 +177,7 @@ def _hand_out(
         children[i].join(timeout=5)
         raise ChildFailed(
             f"recording process {children[i].pid} {_ended(children[i].exitcode)} "
-            f"with {out[i]} sample{'' if out[i] == 1 else 's'} of its own unfinished"
+            f"with {_words.count(out[i], 'sample')} of its own unfinished"
         ) from None
 
     for i, workers in enumerate(shares):

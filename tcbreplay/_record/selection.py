@@ -15,6 +15,7 @@ from tcbreplay._record.options import RecordOptions
 from tcbreplay._store.runs import Run
 from tcbreplay._store.schema import row_index
 from tcbreplay._store.shards import ShardProgress, deal, select, shard_progress
+from tcbreplay._words import count
 from tcbreplay.errors import InputError
 
 
@@ -86,10 +87,10 @@ def check_shard_count(shard: tuple[int, int] | None, samples: int, trials: int) 
     made a run that never completes)."""
     if shard is None or shard[1] <= samples * trials:
         return
-    some = f"{samples} sample{'s' if samples != 1 else ''}"
-    count = some if trials == 1 else f"{samples * trials} trials ({some} x {trials} trials)"
+    some = count(samples, "sample")
+    rows = some if trials == 1 else f"{samples * trials} trials ({some} x {trials} trials)"
     raise InputError(
-        f"--shard {shard[0]}/{shard[1]}: N is more than the {count} this recording selects",
+        f"--shard {shard[0]}/{shard[1]}: N is more than the {rows} this recording selects",
         hint=f"give N from 1 to {samples * trials}: the rows selected are dealt out one by one "
         "to the shards, so that each records one at least",
     )

@@ -22,6 +22,7 @@ from tcbreplay import _json
 from tcbreplay._store.locks import being_written, held_shards, lock_holder
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.schema import DATASET, LOCK
+from tcbreplay._words import count
 
 if TYPE_CHECKING:
     from tcbreplay._store.runs import Run
@@ -115,9 +116,9 @@ class ShardProgress:
         """The rows asked for, in words: ``20 samples asked for``, ``282 trials (94 samples x
         3 trials)``."""
         n, trials = self.asked, self.trials
-        what = f"{n} sample{'s' if n != 1 else ''}"
+        what = count(n, "sample")
         if trials > 1:
-            what = f"{n} trials ({n // trials} samples x {trials} trials)"
+            what = f"{n} trials ({count(n // trials, 'sample')} x {trials} trials)"
         return what + (" asked for" if self.partial else "")
 
     def next_steps(self, run: Run) -> str:

@@ -240,7 +240,7 @@ def test_a_broken_run_is_left_out_with_a_warning(populated, damage, complaint):
     catalog = root.parent / "catalog.duckdb"
     result = cli("catalog", "-o", catalog, "--store", root)
     assert result.exit_code == 0, result.output
-    assert result.stdout.endswith("over 1 runs\n")
+    assert result.stdout.endswith("over 1 run\n")
     assert result.stderr.startswith(f"Warning: left out run {IMPORTED!r}: ")
     # the broken run itself is still an error when named
     result = cli("score", IMPORTED, "--store", root)

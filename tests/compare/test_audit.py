@@ -929,3 +929,21 @@ def test_report_and_diff_do_not_take_a_former_default_for_todays(former_default)
     assert score(former_default, "r")["args_invalid"] == 1  # 5e-10 is not 0 under abs_tol 0
     assert not load_run(store, "r").scored_in_memory
     assert verify(former_default, "r").exit_code == 0
+
+
+def test_a_replay_of_one_sample_verifies_in_the_singular(tmp_path):
+    """It said "1 turns served, each the stored message of one; spec of rp: 1 samples
+    identical"."""
+    root = tmp_path / "traces"
+    made = cli("record", "--model", "sim", "--sample-id", "hi-there", "--run-id", "one",
+               "--quiet", "--store", root)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    replayed = cli("replay", "one", "--run-id", "rp", "--quiet", "--store", root)
+    assert replayed.exit_code == 0, replayed.output
+    score(root, "rp")
+    result = verify(root, "rp")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == (
+        "verified: replay rp: 1 turn served, each the stored message of one; spec of rp: "
+        "1 sample identical to a re-score from raw traces"
+    )

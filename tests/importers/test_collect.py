@@ -664,7 +664,7 @@ def test_ctrl_c_finishes_the_run(tmp_path):
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0
-    assert "run c: 3 samples from 16 spans (1 requests)" in out
+    assert "run c: 3 samples from 16 spans (1 request)" in out
     assert json.loads((store / "c" / "manifest.json").read_text())["status"] == "complete"
     assert cli("score", "c", "--store", store).exit_code == 0
 

@@ -274,6 +274,18 @@ def test_a_repeated_sample_and_trial_is_refused_but_trials_are_kept(tmp_path, sh
     ]
 
 
+def test_an_import_of_one_sample_in_trials_says_the_sample_in_the_singular(tmp_path):
+    """It said "run x: 1 samples, 2 trials each: 2/2 trials imported"."""
+    dataset = tmp_path / "one.json"
+    dataset.write_text(json.dumps(SHOP_DATASET[:1]))
+    lines = [{"sample_id": "add", "trial": t, "messages": []} for t in (0, 1)]
+    result = cli("import", "--dataset", dataset, "--tools", TOOLS_JSON, "--format", "openai",
+                 "--traces", write_jsonl(tmp_path / "t.jsonl", lines), "--run-id", "x",
+                 "--store", tmp_path / "traces")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("run x: 1 sample, 2 trials each: 2/2 trials imported -> ")
+
+
 def test_a_file_in_no_known_shape_asks_for_the_format(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps([{"a": 1}]))

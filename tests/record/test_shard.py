@@ -603,3 +603,13 @@ def test_the_summary_of_shards_is_the_one_that_settled_the_run(tmp_path):
     )  # fmt: skip
     assert settling([first, second]) is second
     assert settling([second, first]) is second
+
+
+def test_a_shard_of_one_sample_in_trials_says_the_sample_in_the_singular(tmp_path):
+    """It said "the run misses 1 of the 2 trials (1 samples x 2 trials) asked for"."""
+    result = _shard_cli(tmp_path, "1/2", "--sample-id", "hi-there", "--trials", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1].startswith(
+        "the run misses 1 of the 2 trials (1 sample x 2 trials) asked for: shard 2/2 has not "
+        "finished"
+    )

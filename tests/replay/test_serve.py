@@ -971,6 +971,24 @@ def test_a_run_with_no_recorded_answer_is_served_with_a_warning(root, tmp_path, 
     assert recorded.exit_code == 0 and "Warning" not in recorded.output, recorded.output
 
 
+def test_a_server_stopped_after_one_request_says_it_in_the_singular(root, monkeypatch):
+    """It said "served 1 requests, 0 diverged"."""
+    from tcbreplay._replay.server import ReplayServer
+
+    serve = ReplayServer.serve_forever
+
+    def one_request(self: Any) -> None:  # served in a thread: one request, then Ctrl-C
+        self.serve_forever = functools.partial(serve, self)
+        self.start()
+        next_turn(self.url, opening(SAMPLES[0]))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ReplayServer, "serve_forever", one_request)
+    result = cli("serve", PARENT, "--port", 0, "--store", root)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == "served 1 request, 0 diverged"
+
+
 def test_a_server_that_cannot_start_makes_no_log_run(root, server, tmp_path):
     """A port taken, or a parent whose dataset file cannot be read: refused in one line,
     and the store holds no log run."""

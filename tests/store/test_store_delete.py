@@ -93,7 +93,7 @@ def assert_gone(root: Path, run_id: str) -> None:
     result = cli("sql", "select distinct run_id from samples", "--store", root, "--format", "csv")
     assert result.stdout.split() == ["run_id", KEEP] and result.stderr == ""
     result = cli("catalog", "-o", root.parent / "catalog.duckdb", "--store", root)
-    assert result.stdout.endswith("over 1 runs\n") and result.stderr == ""
+    assert result.stdout.endswith("over 1 run\n") and result.stderr == ""
 
 
 # ---------------------------------------------------------------- record --overwrite cut short
