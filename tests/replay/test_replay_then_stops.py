@@ -196,7 +196,7 @@ def test_a_replay_whose_process_died_says_to_run_it_again(parent, monkeypatch):
     base_url=... or timeout=..., --call-timeout, --max-rpm and --max-tpm anew)"."""
     import os
 
-    import tcbreplay._replay.run as replay_module
+    import tcbreplay._replay.sample as replay_module
 
     real = replay_module.run_sample
 
