@@ -42,6 +42,7 @@ from tcbreplay._replay.fingerprint import (
     canonical_tools,
     normalized,
 )
+from tcbreplay._replay.nearest import divergence_of, ended_in_error
 from tcbreplay._replay.recording import Key, RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay.errors import DivergenceError, LiveCallRefused, RecordedFailure
@@ -198,7 +199,7 @@ class RecordedChatModel(BaseChatModel):
         if (
             refused is None
             and state is not None
-            and self.recording.ended_in_error(request, state.key) is not None
+            and ended_in_error(self.recording, request, state.key) is not None
         ):
             if self.live is not None:
                 state.continued = True
@@ -207,7 +208,7 @@ class RecordedChatModel(BaseChatModel):
             raise RecordedFailure(*self.recording.samples[state.key].error)
         _, _, call_ids = canonical_messages(messages, self.recording.system)
         component = state.component(call_ids) if state is not None else None
-        divergence = refused or self.recording.divergence(request, key, component)
+        divergence = refused or divergence_of(self.recording, request, key, component)
         if state is not None:
             state.divergence = divergence
             if self.live is not None:

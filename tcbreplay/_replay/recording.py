@@ -22,7 +22,7 @@ sample (``serve``, the recorded model outside a replay) first reads each sample'
 message (after its system prompt), which the request's must be: the samples that start as the
 request does are the only ones whose turns it can match, and their fingerprints are computed
 when asked for. Canonical requests are rebuilt when a request finds no turn, to say where it
-differs.
+differs (:mod:`tcbreplay._replay.nearest`).
 """
 
 from __future__ import annotations
@@ -33,10 +33,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcbreplay._replay.divergence import Divergence, describe, distance
 from tcbreplay._replay.fingerprint import (
     Request,
-    assistant_turns,
     canonical_json,
     canonical_messages,
     canonical_tools,
@@ -51,12 +49,6 @@ from tcbreplay._store.runs import Run
 from tcbreplay._words import count
 from tcbreplay.errors import StoreError
 
-# how many samples a request without its sample is compared with, to say where it differs
-_NEAREST_SAMPLES = 200
-# how much of a first message's text is weighed to find the nearest samples: an edit distance
-# takes time as the product of the two texts' lengths (60 MB against a run's first messages
-# took 34 s, the server answering nothing else meanwhile)
-_NEAREST_CHARS = 4096
 # samples kept read (more than a replay runs at once)
 CACHED = 1024
 
@@ -316,6 +308,12 @@ class RecordedRun:
             self._starting, self._openings = starting, openings
         return self._starting
 
+    def firsts(self) -> dict[Key, str]:
+        """Each sample's first canonical message (JSON text; "" when it has none), read
+        with :meth:`starting`."""
+        self.starting()
+        return self._firsts
+
     def _read_layout(self) -> Layout:
         if self._layout is None:
             assert self._messages is not None
@@ -418,82 +416,6 @@ class RecordedRun:
         turn = len(sample.turns)
         return {"system": systems[min(turn, len(systems) - 1)], "messages": items,
                 "tools": self.tools_of(key, turn), "params": self.params_of(key, turn)}  # fmt: skip
-
-    def ended_in_error(self, request: Request, key: Key | None = None) -> Key | None:
-        """The sample and trial (of ``key`` only, when given; else of those that start as
-        ``request`` does) whose recording ended in error at exactly ``request``: every turn
-        before it answered, and this one failed (a provider's 5xx, a timeout). None for
-        none."""
-        turn = assistant_turns(request["messages"])
-        for k in [key] if key is not None else self._similar(request):
-            sample = self.samples.get(k)
-            if sample is None or sample.status != "error" or len(sample.turns) != turn:
-                continue
-            if self.failed_request(k) == request:
-                return k
-        return None
-
-    def divergence(self, request: Request, key: Key | None, component: Any = None) -> Divergence:
-        """Where ``request``, which no recorded turn answers, first differs from the nearest
-        recorded request (of its sample when ``key`` is given, else of samples that start
-        as it does). ``component(path)`` may name the component of a path (tool_output)."""
-        return self.nearest(request, key, component)[1]
-
-    def nearest(
-        self, request: Request, key: Key | None, component: Any = None
-    ) -> tuple[tuple[Key, int] | None, Divergence]:
-        """The nearest recorded request to ``request`` (its sample and trial, and turn; None
-        when there is none to compare with) and where ``request`` first differs from it
-        (see :meth:`divergence`). The recorded requests are those answered and, of a sample
-        whose recording ended in error, the one it failed at."""
-        turn = assistant_turns(request["messages"])
-        keys = [key] if key is not None else self._similar(request)
-        best: tuple[Key, int] | None = None
-        found: Request | None = None
-        best_distance = None
-        for k in keys:
-            # the requests answered, and the one the recording failed at (a request that
-            # differs from it diverges there, and is told how)
-            failed = self.failed_request(k)
-            for number, recorded in enumerate([*self.requests(k), *filter(None, [failed])]):
-                here = distance(recorded, request)
-                if best_distance is None or here < best_distance:
-                    best, found, best_distance = (k, number), recorded, here
-        divergence = describe(turn, found, request)
-        if component is not None and divergence.component == "messages":
-            named = component(divergence.path)
-            if named:
-                divergence = Divergence(turn, named, divergence.path, divergence.recorded,
-                                        divergence.replayed)  # fmt: skip
-        return best, divergence
-
-    def _similar(self, request: Request) -> list[Key]:
-        """The samples a request without its sample is compared with: those whose first
-        message is the request's, else those whose first message's text is the closest
-        to it (edit distance), at most :data:`_NEAREST_SAMPLES`."""
-        from rapidfuzz import fuzz, process
-
-        self.starting()
-        messages = request["messages"]
-        first = canonical_json(messages[0]) if messages else ""
-        same = [key for key, text in self._firsts.items() if text == first]
-        if same:
-            self.prefetch(same[:_NEAREST_SAMPLES])
-            return same[:_NEAREST_SAMPLES]
-        keys = list(self._firsts)
-        heads = [text[:_NEAREST_CHARS] for text in self._firsts.values()]
-        scorer: Any = fuzz.ratio
-        if len(first) > _NEAREST_CHARS:  # its start weighed against each, as long as it
-            first = first[:_NEAREST_CHARS]
-
-            def scorer(head: str, text: str, **kwargs: Any) -> float:
-                return fuzz.ratio(head[: len(text)], text, **kwargs)
-
-        found = process.extract(first, heads, scorer=scorer,
-                                limit=_NEAREST_SAMPLES // 10)  # fmt: skip
-        nearest = [keys[i] for _, _, i in sorted(found, key=lambda hit: (-hit[1], hit[2]))]
-        self.prefetch(nearest)
-        return nearest
 
     def starts_with_system(self) -> bool:
         """Whether every sample's first stored message (of those that have one) is a system

@@ -52,6 +52,7 @@ from tcbreplay._replay.fingerprint import (
     sha256_text,
 )
 from tcbreplay._replay.kept import KeptAnswers
+from tcbreplay._replay.nearest import ended_in_error, nearest_request
 from tcbreplay._replay.recording import Key, RecordedRun, Turn
 from tcbreplay._replay.routes import ENDPOINTS, WIRES
 from tcbreplay._replay.sent import as_sent
@@ -290,7 +291,7 @@ class ReplayService:
         if conversation is None:
             conversation = Conversation(hit[0] if hit else None)
         if hit is None:
-            failed = self.recording.ended_in_error(canonical.request, conversation.key)
+            failed = ended_in_error(self.recording, canonical.request, conversation.key)
             if failed is not None:  # answered as recorded: with its error (no divergence)
                 return self._recorded_error(wire, request, conversation, failed)
             return self._diverged(wire, request, canonical, conversation, turn)
@@ -392,8 +393,8 @@ class ReplayService:
         if refused is not None:
             where, divergence = (refused[0], refused[1]), refused[2]
         else:
-            where, divergence = self.recording.nearest(canonical.request, conversation.key,
-                                                       _tool_output(items))  # fmt: skip
+            where, divergence = nearest_request(self.recording, canonical.request,
+                                                conversation.key, _tool_output(items))  # fmt: skip
             key = where[0] if where is not None else conversation.key
             divergence = self._alike.tools_divergence(wire, divergence, key,
                                                       canonical.request["tools"])  # fmt: skip

@@ -259,7 +259,7 @@ def test_a_huge_first_message_finds_its_nearest_by_its_head(server, monkeypatch)
     import openai
     from rapidfuzz import process
 
-    from tcbreplay._replay import recording
+    from tcbreplay._replay import nearest
 
     weighed: list[int] = []
     real = process.extract
@@ -275,7 +275,7 @@ def test_a_huge_first_message_finds_its_nearest_by_its_head(server, monkeypatch)
             messages=[{"role": "system", "content": INPUTS.system_prompt},
                       {"role": "user", "content": text}])  # fmt: skip
     assert caught.value.body["nearest"] == {"sample_id": "mul-7-by-8", "trial": 0, "turn": 0}
-    assert weighed and max(weighed) <= recording._NEAREST_CHARS
+    assert weighed and max(weighed) <= nearest._NEAREST_CHARS
 
 
 @pytest.mark.slow  # (about 2.6 s)
