@@ -6,12 +6,13 @@ whatever messages it produced) is appended to the run's journal at once.
 Its parts, each a module: what names a run (:mod:`~tcbreplay._record.run_identity`), what a
 recording runs each sample with (:mod:`~tcbreplay._record.plan`), which rows it records
 (:mod:`~tcbreplay._record.selection`), taking up a run that exists
-(:mod:`~tcbreplay._record.resume`), and ending it (:mod:`~tcbreplay._record.finish`).
+(:mod:`~tcbreplay._record.resume`), running its samples in this process
+(:mod:`~tcbreplay._record.in_process`) or in several (:mod:`~tcbreplay._record.processes`),
+and ending it (:mod:`~tcbreplay._record.finish`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from importlib import metadata
@@ -19,7 +20,7 @@ from typing import Any
 
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._ray import check_engine, ray_module, ray_session
-from tcbreplay._record.agent import CallPolicy, aclose_model
+from tcbreplay._record.agent import CallPolicy
 from tcbreplay._record.agent_factory import AGENT_FIELD, load_agent_factory
 from tcbreplay._record.failures import (
     Breaker,
@@ -30,6 +31,7 @@ from tcbreplay._record.failures import (
     stop_message,
 )
 from tcbreplay._record.finish import RecordInterrupted, RecordSummary, _record, finish_run
+from tcbreplay._record.in_process import record_in_process
 from tcbreplay._record.loop import run_loop
 from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models import (
@@ -38,8 +40,8 @@ from tcbreplay._record.models import (
     check_credentials,
     effective_settings,
 )
-from tcbreplay._record.options import STAGGER, ProgressFn, RecordOptions
-from tcbreplay._record.plan import AgentPlan, SampleRunner, runnable_tools
+from tcbreplay._record.options import ProgressFn, RecordOptions
+from tcbreplay._record.plan import AgentPlan, runnable_tools
 from tcbreplay._record.resume import (
     _await_run,
     _changed,
@@ -53,9 +55,8 @@ from tcbreplay._record.resume import (
 )
 from tcbreplay._record.retry import RateLimiter, RecentUse, recent_use
 from tcbreplay._record.run_identity import _run_fingerprint, default_run_id, fingerprint, user_code
-from tcbreplay._record.sample import SampleTimeout, run_sample
+from tcbreplay._record.sample import SampleTimeout
 from tcbreplay._record.selection import (
-    Task,
     _once,
     _progress,
     _select,
@@ -71,7 +72,7 @@ from tcbreplay._store.files import FOLDING
 from tcbreplay._store.runs import Run, Store, validate_run_id
 from tcbreplay._store.schema import new_manifest, utcnow
 from tcbreplay._store.shards import SELECTION, SHARD_SELECTION, shard_command
-from tcbreplay._store.writer import RunWriter, check_shard_store
+from tcbreplay._store.writer import check_shard_store
 from tcbreplay._words import count
 from tcbreplay.errors import InputError, RecordError, RunExistsError, RunLockedError
 
@@ -378,8 +379,8 @@ def run_plan(
         if processes == 1:
             agent = agent_for(0, on_retry)
             run_loop(
-                _in_process(agent, chat_model, samples, writer, opts, progress, breaker,
-                            plan.run_one)
+                record_in_process(agent, chat_model, samples, writer, opts, progress, breaker,
+                                  plan.run_one)
             )  # fmt: skip
         else:
             from tcbreplay._record.processes import record_in_processes
@@ -453,45 +454,6 @@ def errors_message(summary: RecordSummary, budget: MaxErrors) -> str:
         f"{summary.errors} of {count(summary.recorded, 'sample')} of run {summary.run_id} ended "
         f"in error ({kinds}); --max-errors allows {budget}"
     )
-
-
-async def _in_process(
-    agent: Any,
-    chat_model: Any,
-    samples: list[Task],
-    writer: RunWriter,
-    options: RecordOptions,
-    progress: ProgressFn | None,
-    breaker: Breaker,
-    run_one: SampleRunner | None = None,
-) -> None:
-    queue: asyncio.Queue[Task] = asyncio.Queue()
-    run = run_one or run_sample
-    for job in samples:
-        queue.put_nowait(job)
-
-    async def worker(k: int) -> None:
-        await asyncio.sleep(k * STAGGER)
-        while True:
-            try:
-                sample, trial, index = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            record, outcome = await run(agent, sample, writer.run_id, options, trial, index)
-            writer.append(record)
-            if progress is not None:
-                progress(record)
-            breaker.see(outcome)
-
-    workers = [asyncio.ensure_future(worker(k)) for k in range(min(options.workers, len(samples)))]
-    try:
-        await asyncio.gather(*workers)
-    finally:
-        # a stopped run ends its samples in flight at once (they are recorded when resumed)
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        await aclose_model(chat_model)
 
 
 def _library_versions() -> dict[str, str]:
