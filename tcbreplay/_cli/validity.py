@@ -48,7 +48,7 @@ from tcbreplay._cli.common import (
 @STORE_OPTION
 def validity(run_ids, outcome, scoring, n_boot, seed, fmt, store) -> None:
     """Show how well each metric tracks the samples' outcome: AUC and correlation."""
-    from tcbreplay._cli.grids import validity_output
+    from tcbreplay._cli.validity_tables import validity_output
     from tcbreplay._compare.validity import validity_runs
     from tcbreplay._store.runs import Store
 
