@@ -8,16 +8,16 @@ file without a Python object per sample or call.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from tcbreplay._score import kernels
+from tcbreplay._score.hashed_file import HashedFile
 from tcbreplay._score.texts import one_array, valid_mask
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
@@ -36,34 +36,9 @@ def dashboard_path(run: Run) -> Path:
 def dashboard_record(path: Path, sha256: str) -> dict[str, str]:
     """What a scoring's audit record holds of the dashboard file it wrote to ``path``: its
     place in the run's folder and its ``sha256`` (taken as it was written: see
-    :class:`Hashed`), which ``audit verify`` holds the file to."""
+    :class:`~tcbreplay._score.hashed_file.HashedFile`), which ``audit verify`` holds the
+    file to."""
     return {"file": f"{DASHBOARD_DIR}/{path.name}", "sha256": sha256}
-
-
-class Hashed:
-    """A binary file being written, and the sha256 of what was written to it: the
-    dashboard file's, taken as it is written rather than read back (a run of a million
-    samples' file is hundreds of megabytes)."""
-
-    def __init__(self, out: BinaryIO) -> None:
-        self._out = out
-        self._digest = hashlib.sha256()
-
-    def write(self, data: bytes) -> None:
-        self._digest.update(data)
-        self._out.write(data)
-
-    def copy_from(self, source: BinaryIO) -> None:
-        """Write what ``source`` holds from where it stands."""
-        while chunk := source.read(COPY_CHUNK):
-            self.write(chunk)
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
-
-
-# what a copy into the dashboard file reads at a time
-COPY_CHUNK = 1 << 24
 
 
 def _title(run: Run) -> str:
@@ -172,7 +147,7 @@ def write_dashboard(
     # each listed sample's row of the file (scores are in sample_index order)
     rows = listed_s if np.all(indexes[1:] > indexes[:-1]) else np.argsort(indexes)[listed_s]
     with path.open("wb") as written:
-        out = Hashed(written)
+        out = HashedFile(written)
         out.write(head_text(run, summary))
         first = 0
         for part in parts:

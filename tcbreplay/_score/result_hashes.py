@@ -14,13 +14,13 @@ only. A stored scoring stands in for one the store refuses to write
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from tcbreplay._score.audit_record import sha256_file
+from tcbreplay._score.hashed_file import HashedFile
 from tcbreplay._store.files import json_text
 from tcbreplay.errors import StoreError, first_line
 
@@ -31,45 +31,6 @@ SUMMARY_SHA256 = "summary_sha256"
 _UNHASHED = frozenset({SUMMARY_SHA256, "scored_at"})
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-class HashedFile(io.RawIOBase):
-    """A binary file being written, as a writer that takes a file object (Arrow's Parquet
-    writer, Polars') writes it, and the sha256 of what was written: taken as it is written,
-    not read back. An operating-system failure of a write is kept (``failure``): Polars
-    hands it on as text without its error number."""
-
-    def __init__(self, out: BinaryIO) -> None:
-        super().__init__()
-        self._out = out
-        self._digest = hashlib.sha256()
-        self._size = 0
-        self.failure: OSError | None = None
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        try:
-            self._out.write(data)
-        except OSError as exc:
-            self.failure = exc
-            raise
-        self._digest.update(data)
-        size = memoryview(data).nbytes
-        self._size += size
-        return size
-
-    def tell(self) -> int:
-        return self._size
-
-    @property
-    def name(self) -> Any:
-        """The name of the file written (as a file object's)."""
-        return getattr(self._out, "name", None)
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
 
 
 def write_hashed(path: Path, write: Callable[[BinaryIO], None]) -> str:

@@ -28,7 +28,6 @@ from tcbreplay._score.audit_record import AUDITED_FILES
 from tcbreplay._score.dashboard import (
     BETWEEN,
     TAIL,
-    Hashed,
     dashboard_path,
     dashboard_record,
     head_text,
@@ -36,10 +35,11 @@ from tcbreplay._score.dashboard import (
 )
 from tcbreplay._score.exact_match import summarize_exact_match
 from tcbreplay._score.fold import Tally
+from tcbreplay._score.hashed_file import HashedFile
 from tcbreplay._score.metrics import summarize
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.parts import PartResult, tool_sums
-from tcbreplay._score.result_hashes import HashedFile, seal, write_frame_hashed
+from tcbreplay._score.result_hashes import seal, write_frame_hashed
 from tcbreplay._store.files import Staged, json_text, remove, staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.parquet import parquet_file, read_table
@@ -486,7 +486,7 @@ class ResultsWriter:
                     self._body.close()
                 with self._tmp[self.dashboard_path].open("wb") as written:
                     assert self.run is not None
-                    out = Hashed(written)  # (its sha256 as it is written, not read back)
+                    out = HashedFile(written)  # (its sha256 as it is written, not read back)
                     out.write(head_text(self.run, summary))
                     if self._body is not None:
                         with self._body_path.open("rb") as body:
