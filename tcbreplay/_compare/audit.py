@@ -1,9 +1,9 @@
 """Audit records of scoring, and proof that stored scores follow from the raw traces.
 
 Every scoring stores an audit record beside its scores: the sha256 of the run's
-manifest, samples and messages files, of the SQL and the options it ran with,
-and the toolkit version. :func:`verify_run` re-scores from the raw traces and
-compares everything.
+manifest, samples and messages files, of the SQL and the options it ran with, of the
+files it wrote (:mod:`tcbreplay._score.result_hashes`), and the toolkit version.
+:func:`verify_run` re-scores from the raw traces and compares everything.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, PairsC
 from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, sql_sha256
 from tcbreplay._score.options import missing_scoring_hint
+from tcbreplay._score.result_hashes import changed_since_scoring
 from tcbreplay._score.results import read_summary, scoring_file_batches
 from tcbreplay._store import objects
 from tcbreplay._store.files import written_dataset_sha256, written_sha256
@@ -128,6 +129,7 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         if written_sha256(run.manifest, name) not in (None, digest)
     ]
     _check_dataset(run, report)
+    unsealed: list[str] = []  # scorings that record no sha256 of their own files
     for folder in folders:
         stored_summary, options = read_summary(run, folder)
         audit = stored_summary.get("audit")
@@ -139,6 +141,10 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
         if audit and audit.get("sql_sha256") != sql_sha256(options.scorer):
             report.other_sql.append(folder.name)
         report.differences += _options_difference(folder.name, audit, stored_summary)
+        changed = changed_since_scoring(folder, stored_summary)
+        if changed is None:
+            unsealed.append(f"{SCORES}/{folder.name}")
+        report.changed_files += [f"{SCORES}/{folder.name}/{name}" for name in changed or []]
         hashes = audit.get("inputs_sha256") or {}
         for name, digest in digests.items():
             if name not in hashes:  # a file the record does not vouch for is not verified
@@ -161,6 +167,12 @@ def _verify(store: Store, run: Run, scoring: str | None) -> AuditReport:
                 )
         report.differences += check.finish()
         report.samples_checked = max(report.samples_checked, check.rows)
+    if unsealed:  # (said once, for all of them: their contents are verified all the same)
+        report.notes.append(
+            f"{', '.join(unsealed)}: the sha256 of summary.json, scores.parquet and "
+            "pairs.parquet are not checked: scored by an earlier version, which recorded none "
+            "(score again to record them)"
+        )
     board = check_dashboard(run, everything, scoring)
     report.changed_files += board.changed
     report.differences += board.differences

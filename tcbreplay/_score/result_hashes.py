@@ -8,7 +8,8 @@ record stays the same. ``summary.json`` cannot hold the sha256 of its own file: 
 :func:`summary_text` writes it), which an edit to any other field changes; without the time,
 so that two scorings of the run with the same options still differ in their ``scored_at``
 only. A stored scoring stands in for one the store refuses to write
-(:mod:`tcbreplay._score.stored`) only where all of them hold.
+(:mod:`tcbreplay._score.stored`) only where all of them hold; ``audit verify`` lists each
+file for which one does not (:func:`changed_since_scoring`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, BinaryIO
 
 from tcbreplay._score.audit_record import sha256_file
 from tcbreplay._score.hashed_file import HashedFile
+from tcbreplay._store import objects
 from tcbreplay._store.files import json_text
 from tcbreplay.errors import StoreError, first_line
 
@@ -65,8 +67,40 @@ def seal(summary: dict[str, Any], results: dict[str, str]) -> None:
     """Record the sha256 of the scoring's Parquet files ``results`` (by file name) in the
     summary's audit record, then the summary's own (last: of everything else)."""
     summary["audit"][RESULTS_SHA256] = dict(sorted(results.items()))
-    text = summary_text(summary)
-    summary[SUMMARY_SHA256] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    summary[SUMMARY_SHA256] = _own_sha256(summary)
+
+
+def _own_sha256(summary: dict[str, Any]) -> str:
+    """The sha256 a summary's ``summary_sha256`` is held to: that of :func:`summary_text`."""
+    return hashlib.sha256(summary_text(summary).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def changed_since_scoring(folder: Path, summary: dict[str, Any]) -> list[str] | None:
+    """The names of the stored scoring's files (in ``folder``; ``summary``: its summary as
+    read) that are not as its scoring wrote them: ``summary.json`` where its
+    ``summary_sha256`` is not that of the rest of it, then each Parquet file whose sha256 is
+    not the one ``audit.results_sha256`` records (one removed, or recorded by none, too).
+    None where the scoring records neither (scored by a version before they were)."""
+    audit = summary.get("audit") or {}
+    hashes, own = audit.get(RESULTS_SHA256), summary.get(SUMMARY_SHA256)
+    if hashes is None and own is None:
+        return None
+    changed = [] if own == _own_sha256(summary) else ["summary.json"]
+    recorded = hashes if isinstance(hashes, dict) else {}
+    # the scores file is written by every scoring; the pairs file where it records one
+    names = ["scores.parquet"] + (["pairs.parquet"] if "pairs.parquet" in recorded else [])
+    for name in names:
+        file = folder / name
+        if name not in recorded or not objects.is_file(file):
+            changed.append(name)
+            continue
+        try:
+            digest = sha256_file(file)
+        except OSError as exc:
+            raise StoreError(f"{file}: cannot read it: {first_line(exc)}") from exc
+        if digest != recorded[name]:
+            changed.append(name)
+    return changed
 
 
 def check_stored(folder: Path, summary: dict[str, Any], names: Iterable[str], hint: str) -> None:
@@ -83,8 +117,7 @@ def check_stored(folder: Path, summary: dict[str, Any], names: Iterable[str], hi
             "so it cannot be checked to stand in for this scoring",
             hint=hint,
         )
-    text = summary_text(summary)
-    if own != hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest():
+    if own != _own_sha256(summary):
         raise StoreError(
             f"{path}: {_CHANGED} ({SUMMARY_SHA256} is not that of the rest of it)", hint=hint
         )

@@ -19,6 +19,7 @@ from tcbreplay._compare.audit import verify_run
 from tcbreplay._compare.audit_scores import label
 from tcbreplay._score import audit_record
 from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.result_hashes import seal
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SCORES_SCHEMA, WRITTEN_MESSAGES_SCHEMA
@@ -26,6 +27,7 @@ from tcbreplay._version import __version__
 from tcbreplay.errors import InputError, RunNotFoundError, StoreError
 
 REL_FOLDER = "spec_rel-0.001_abs-0"
+SCORES_CHANGED = "changed since scoring: scores/spec/scores.parquet"
 
 
 def verify(root: Path, run_id: str, *extra: str):
@@ -69,6 +71,24 @@ def rewrite_scores(path: Path, sample_id: str, **changes) -> None:
         for column, value in changes.items()
     )
     pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), path)
+
+
+def without_file_hashes(path: Path) -> None:
+    """Make a stored summary one written before scorings recorded the sha256 of their own
+    files."""
+    summary = json.loads(path.read_text())
+    del summary["summary_sha256"], summary["audit"]["results_sha256"]
+    path.write_text(json.dumps(summary))
+
+
+def resealed(path: Path, summary: dict) -> str:
+    """The text of ``summary`` (stored at ``path``) as a scoring that wrote it and the
+    Parquet files now beside it would have recorded their sha256: a record made so (by an
+    earlier version's SQL, say), not one edited since."""
+    summary = json.loads(json.dumps(summary))
+    hashes = summary["audit"]["results_sha256"]
+    seal(summary, {name: sha256(path.parent / name) for name in hashes})
+    return json.dumps(summary)
 
 
 # ---------------------------------------------------------------- the audit record
@@ -248,12 +268,13 @@ def test_edited_per_sample_score_is_caught(scored):
     result = verify(root, run_id)
     assert result.exit_code == 1, (result.output, result.exception)
     assert result.stdout.splitlines() == [
-        f"spec: sample {victim['sample_id']}: tp: stored 1.0, recomputed {victim['tp']!r}"
+        f"{SCORES_CHANGED} (sha256 differs from the audit record)",
+        f"spec: sample {victim['sample_id']}: tp: stored 1.0, recomputed {victim['tp']!r}",
     ]
     assert "verified" not in result.stdout
 
     report = verify_run(Store(root), run_id)
-    assert not report.ok and report.changed_files == []
+    assert not report.ok and report.changed_files == ["scores/spec/scores.parquet"]
     assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
         (victim["sample_id"], "tp", 1.0, victim["tp"])
     ]
@@ -303,7 +324,8 @@ def test_a_run_of_many_parts_is_verified_a_part_at_a_time(scored, monkeypatch):
     parted = verify(root, run_id)
     assert parted.exit_code == 1, (parted.output, parted.exception)
     assert parted.stdout.splitlines() == [  # as one part says it (the test before)
-        f"spec: sample {victim['sample_id']}: tp: stored 1.0, recomputed {victim['tp']!r}"
+        f"{SCORES_CHANGED} (sha256 differs from the audit record)",
+        f"spec: sample {victim['sample_id']}: tp: stored 1.0, recomputed {victim['tp']!r}",
     ]
     assert len(seen) == 4 and max(rows for rows, _, _ in seen) <= 24
     for _, fresh_rows, stored_rows in seen:  # as far as the part's samples, a batch past
@@ -339,7 +361,8 @@ def test_an_edited_or_removed_pairs_file_is_caught(scored):
     result = verify(root, run_id)
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
-        "spec: run: pairs.parquet: stored None, recomputed 'present'"
+        "changed since scoring: scores/spec/pairs.parquet (sha256 differs from the audit record)",
+        "spec: run: pairs.parquet: stored None, recomputed 'present'",
     ]
 
 
@@ -396,7 +419,7 @@ def test_a_scoring_by_other_sql_is_said_and_edited_options_are_caught(scored):
     report = verify_run(Store(root), run_id)
     assert report.other_sql == ["spec"] and not report.ok  # (its numbers were forged too)
     pq.write_table(frame.to_arrow().cast(SCORES_SCHEMA), scores)
-    path.write_text(json.dumps({**summary, "audit": {**audit, "sql_sha256": "0" * 64}}))
+    path.write_text(resealed(path, {**summary, "audit": {**audit, "sql_sha256": "0" * 64}}))
     result = verify(root, run_id)
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
@@ -460,6 +483,49 @@ def test_a_row_filed_under_another_scoring_is_caught(scored):
     report = verify_run(Store(root), run_id)
     assert [(d.sample_id, d.field, d.stored, d.recomputed) for d in report.differences] == [
         (label(frame["sample_id"][3], frame["trial"][3]), "scoring", "abet", "spec")
+    ]
+
+
+@pytest.mark.parametrize("name", ["scores.parquet", "pairs.parquet", "summary.json"])
+def test_a_scoring_file_not_as_its_scoring_wrote_it_is_caught(scored, name):
+    """A stored scoring file written again with what it held (of the summary: a field the
+    re-score does not give) verified, though its sha256 is not the one its scoring recorded:
+    it is a changed file now, named, exit 1."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / name
+    before = sha256(path)
+    if name == "summary.json":
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps({**summary, "run_id": "another"}))
+    else:
+        pq.write_table(pq.read_table(path), path)  # (the same rows, in other bytes)
+    assert sha256(path) != before
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        f"changed since scoring: scores/spec/{name} (sha256 differs from the audit record)"
+    ]
+    report = verify_run(Store(root), run_id)
+    assert report.changed_files == [f"scores/spec/{name}"] and report.differences == []
+
+
+def test_a_scoring_that_recorded_no_sha256_of_its_files_is_said_once(scored):
+    """Scorings stored before the sha256 of their own files was recorded are verified on
+    their contents, and one note says their files' sha256 are not checked."""
+    root, run_id = scored
+    score(root, run_id, "--scorer", "abet")
+    for scoring in ("abet", "spec"):
+        folder = root / run_id / "scores" / scoring
+        without_file_hashes(folder / "summary.json")
+        scores = folder / "scores.parquet"
+        pq.write_table(pq.read_table(scores), scores)  # (its contents kept: verified)
+    result = verify(root, run_id)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        "note: scores/abet, scores/spec: the sha256 of summary.json, scores.parquet and "
+        "pairs.parquet are not checked: scored by an earlier version, which recorded none "
+        "(score again to record them)",
+        f"verified: abet, spec of {run_id}: 94 samples identical to a re-score from raw traces",
     ]
 
 
@@ -604,7 +670,7 @@ def test_summary_without_a_files_sha256_is_not_verified(scored):
     path = root / run_id / "scores" / "spec" / "summary.json"
     summary = json.loads(path.read_text())
     del summary["audit"]["inputs_sha256"]["samples.parquet"]
-    path.write_text(json.dumps(summary))
+    path.write_text(resealed(path, summary))
     result = verify(root, run_id)
     assert result.exit_code == 1, (result.output, result.exception)
     assert result.stdout.splitlines() == [
@@ -700,7 +766,7 @@ def test_a_dashboard_file_scored_before_its_sha256_is_held_to_its_numbers(scored
     summary_path = root / run_id / "scores" / "spec" / "summary.json"
     summary = json.loads(summary_path.read_text())
     del summary["audit"]["dashboard"]
-    summary_path.write_text(json.dumps(summary))
+    summary_path.write_text(resealed(summary_path, summary))
     note = (
         f"note: evaluations/{path.name}: its samples are not checked: it was written before "
         "scorings recorded its sha256 (score spec again to record one)"
@@ -903,6 +969,7 @@ def former_default(tmp_path) -> Path:
     text = json.dumps(old, sort_keys=True)  # (its hash, as every version has written it)
     summary["audit"]["options_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     path.write_text(json.dumps(summary))
+    without_file_hashes(path)  # (0.1 recorded none)
     return root
 
 
@@ -910,7 +977,9 @@ def test_a_spec_scoring_of_the_former_default_still_verifies(former_default):
     """Its record names abs_tol 1e-9, which verify re-scores with: the same numbers."""
     result = verify(former_default, "r")
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("verified")
+    note, verified = result.stdout.splitlines()
+    assert note.startswith("note: scores/spec: the sha256 of summary.json")
+    assert verified.startswith("verified")
 
 
 def test_report_and_diff_do_not_take_a_former_default_for_todays(former_default):
