@@ -49,7 +49,7 @@ _EXPORTS = {
     "score_run": "tcbreplay._score.run",
     "ScoreOptions": "tcbreplay._score.options",
     "ScoreResult": "tcbreplay._score.results",
-    "read_summary": "tcbreplay._score.results",
+    "read_summary": "tcbreplay._score.read_results",
     # querying, comparing, reporting
     "run_sql": "tcbreplay._query.sql",
     "list_runs": "tcbreplay._query.sql",
@@ -94,8 +94,8 @@ if TYPE_CHECKING:
     from tcbreplay._replay.server import ReplayServer as ReplayServer
     from tcbreplay._report import write_report as write_report
     from tcbreplay._score.options import ScoreOptions as ScoreOptions
+    from tcbreplay._score.read_results import read_summary as read_summary
     from tcbreplay._score.results import ScoreResult as ScoreResult
-    from tcbreplay._score.results import read_summary as read_summary
     from tcbreplay._score.run import score_run as score_run
     from tcbreplay._store.export import export_jsonl as export_jsonl
     from tcbreplay._store.runs import Run as Run

@@ -23,8 +23,8 @@ from tcbreplay._compare.audit_scores import KEYS, UNCOMPARED, Difference, PairsC
 from tcbreplay._compare.replay_audit import verify_replay
 from tcbreplay._score.audit_record import AUDITED_FILES, sha256_file, sql_sha256
 from tcbreplay._score.options import missing_scoring_hint
+from tcbreplay._score.read_results import read_summary, scoring_file_batches
 from tcbreplay._score.result_hashes import changed_since_scoring
-from tcbreplay._score.results import read_summary, scoring_file_batches
 from tcbreplay._store import objects
 from tcbreplay._store.files import written_dataset_sha256, written_sha256
 from tcbreplay._store.runs import Run, Store

@@ -20,7 +20,7 @@ from tcbreplay import _json
 from tcbreplay._compare.audit_scores import Difference
 from tcbreplay._score.audit_record import sha256_file
 from tcbreplay._score.dashboard import dashboard_path
-from tcbreplay._score.results import read_summary
+from tcbreplay._score.read_results import read_summary
 from tcbreplay._store import objects
 from tcbreplay._store.files import names_a_file
 from tcbreplay._store.runs import Run

@@ -23,7 +23,7 @@ import polars as pl
 
 from tcbreplay._compare.resampling import ResampleSums, ratio, refuse_few_resamples
 from tcbreplay._score.audit_record import sql_sha256
-from tcbreplay._score.results import (
+from tcbreplay._score.read_results import (
     read_scoring_file,
     read_summary,
     refuse_repeated_rows,

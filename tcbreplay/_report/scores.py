@@ -15,7 +15,7 @@ import polars as pl
 from tcbreplay._report.calls import keyed
 from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
-from tcbreplay._score.results import read_summary, refuse_repeated_rows
+from tcbreplay._score.read_results import read_summary, refuse_repeated_rows
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Run, Store
 from tcbreplay._store.schema import SCORES, SCORES_SCHEMA

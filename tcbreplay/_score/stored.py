@@ -24,8 +24,8 @@ import pyarrow as pa
 
 from tcbreplay._score.audit_record import PendingAudit
 from tcbreplay._score.options import ScoreOptions
+from tcbreplay._score.read_results import read_summary
 from tcbreplay._score.result_hashes import check_stored
-from tcbreplay._score.results import read_summary
 from tcbreplay._store import objects
 from tcbreplay._store.files import TEMPORARY_SUFFIX
 from tcbreplay._store.parquet import parquet_file

@@ -286,7 +286,7 @@ def test_a_run_of_many_parts_is_verified_a_part_at_a_time(scored, monkeypatch):
     when the run is one part (tests/compare/test_audit_scores.py cuts the comparison finer)."""
     from tcbreplay._compare import audit
     from tcbreplay._compare.audit_scores import ScoresCheck
-    from tcbreplay._score import results
+    from tcbreplay._score import read_results
     from tcbreplay._score import run as scoring
 
     root, run_id = scored
@@ -298,7 +298,7 @@ def test_a_run_of_many_parts_is_verified_a_part_at_a_time(scored, monkeypatch):
     monkeypatch.setattr(scoring, "SPLIT_MIN_SAMPLES", 1)
     monkeypatch.setattr(scoring, "PART_SAMPLES", 24)  # 4 parts
     monkeypatch.setattr(scoring, "usable_cores", lambda: 1)
-    monkeypatch.setattr(results, "BATCH_ROWS", 8)
+    monkeypatch.setattr(read_results, "BATCH_ROWS", 8)
     read = [0]  # the stored rows read so far
     seen = []  # per part: its rows, the fresh rows so far, the stored rows read by then
     real_batches, real_add = audit.scoring_file_batches, ScoresCheck.add

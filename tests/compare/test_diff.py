@@ -311,10 +311,10 @@ def test_json_and_jsonl_are_the_text_of_the_python_writer(pair):
 def test_only_the_columns_compared_are_read(pair, monkeypatch):
     """Of the stored files, diff reads the columns it compares, a batch at a time: not the
     texts it does not show (run_id, scoring, category, status), nor the whole file at once."""
-    from tcbreplay._score import results
+    from tcbreplay._score import read_results
 
     read = {}
-    real = results.parquet_file
+    real = read_results.parquet_file
 
     def recorded(path, **options):
         source = real(path, **options)
@@ -331,8 +331,8 @@ def test_only_the_columns_compared_are_read(pair, monkeypatch):
     def whole(*args, **options):
         raise AssertionError("read whole")
 
-    monkeypatch.setattr(results, "parquet_file", recorded)
-    monkeypatch.setattr(results, "read_table", whole)
+    monkeypatch.setattr(read_results, "parquet_file", recorded)
+    monkeypatch.setattr(read_results, "read_table", whole)
     out = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "40")
     assert out["n_common"] == 94 and len(out["tools"]) == 3
     # each run's pairs: the numbers kept, then the ids only checked (a batch at a time)
