@@ -3,8 +3,8 @@ cluster keeps (:mod:`tcbreplay._score.on_ray`).
 
 Either way the parts' results come back in sample order, as soon as each and those before
 it are done, with at most a few parts scored ahead of the one awaited: the results are
-written and folded part by part (:class:`tcbreplay._score.results.ResultsWriter`), and memory
-holds a few parts whatever the run's size. A failed part stops the others within moments,
+written and folded part by part (:class:`tcbreplay._score.results_writer.ResultsWriter`),
+and memory holds a few parts whatever the run's size. A failed part stops the others within moments,
 and so does Ctrl-C.
 """
 

@@ -29,13 +29,8 @@ from tcbreplay._score.metrics import trial_summary
 from tcbreplay._score.on_ray import ray_parts
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.parts import Focus, PartPlan, PartResult
-from tcbreplay._score.results import (
-    PartSink,
-    ResultsWriter,
-    Scored,
-    ScoreResult,
-    write_results,
-)
+from tcbreplay._score.results import Scored, ScoreResult, write_results
+from tcbreplay._score.results_writer import PartSink, ResultsWriter
 from tcbreplay._score.roles import focus_tools, tool_roles
 from tcbreplay._score.scorable import check_scorable, recording_warnings
 from tcbreplay._score.stored import stored_scoring

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from metric_checks import TOOLS, samples
 
 from tcbreplay._machine import usable_cores
-from tcbreplay._score import engines, fold, results
+from tcbreplay._score import engines, fold, results_writer
 from tcbreplay._score import parts as parts_module
 from tcbreplay._score import run as score_module
 from tcbreplay._score.exact_match import summarize_exact_match
@@ -179,7 +179,7 @@ def test_the_dashboard_file_is_the_same_held_in_memory_or_streamed(sim_copy, mon
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(Path, "open", seen)
-    monkeypatch.setattr(results, "BODY_BUFFER", 100)
+    monkeypatch.setattr(results_writer, "BODY_BUFFER", 100)
     monkeypatch.setattr(score_module, "stored_scoring", lambda *args: None)  # (written again)
     streamed = score_run(Store(root), run_id, dashboard="all").dashboard_path.read_bytes()
     assert bodies  # the body file was written
@@ -196,7 +196,7 @@ def test_the_dashboard_files_sha256_is_taken_as_it_is_written(sim_copy, monkeypa
     import json
 
     root, run_id = sim_copy
-    monkeypatch.setattr(results, "BODY_BUFFER", 100)
+    monkeypatch.setattr(results_writer, "BODY_BUFFER", 100)
     read_back = []
     real_open = Path.open
 
