@@ -26,7 +26,7 @@ from tcbreplay._version import __version__
 _EXPORTS = {
     # the store
     "Store": "tcbreplay._store.runs",
-    "Run": "tcbreplay._store.runs",
+    "Run": "tcbreplay._store.run_dir",
     "export_jsonl": "tcbreplay._store.export",
     # inputs and recording
     "load_inputs": "tcbreplay._inputs.benchmarks",
@@ -98,7 +98,7 @@ if TYPE_CHECKING:
     from tcbreplay._score.results import ScoreResult as ScoreResult
     from tcbreplay._score.run import score_run as score_run
     from tcbreplay._store.export import export_jsonl as export_jsonl
-    from tcbreplay._store.runs import Run as Run
+    from tcbreplay._store.run_dir import Run as Run
     from tcbreplay._store.runs import Store as Store
 
 

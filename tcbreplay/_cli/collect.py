@@ -50,7 +50,8 @@ def collect(run_id, port, host, sample_by, store) -> None:
     again); a payload it cannot read gets HTTP 400 and a line on stderr."""
     from tcbreplay._cli.grids import summary_output
     from tcbreplay._importers.otel.collect import collect as collect_run
-    from tcbreplay._store.runs import Store, validate_run_id
+    from tcbreplay._store.run_dir import validate_run_id
+    from tcbreplay._store.runs import Store
 
     validate_run_id(run_id)
     warning = listen_on(host)

@@ -109,7 +109,8 @@ def import_command(
     from tcbreplay._importers.import_run import import_traces
     from tcbreplay._importers.sniff import sniff
     from tcbreplay._inputs.benchmarks import get_benchmark, load_inputs
-    from tcbreplay._store.runs import Store, validate_run_id
+    from tcbreplay._store.run_dir import validate_run_id
+    from tcbreplay._store.runs import Store
 
     validate_run_id(run_id)
     why = None

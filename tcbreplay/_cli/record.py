@@ -205,7 +205,8 @@ def record(
     from tcbreplay._record.runner import record_run
     from tcbreplay._record.selection import parse_shard
     from tcbreplay._store.files import check_dataset_file
-    from tcbreplay._store.runs import Run, Store
+    from tcbreplay._store.run_dir import Run
+    from tcbreplay._store.runs import Store
     from tcbreplay._store.schema import DATASET
     from tcbreplay._store.shards import shard_command
     from tcbreplay.errors import RecordError
@@ -345,7 +346,7 @@ def _finish(summary, fmt, store, selection, budget=None, export_jsonl=False, fai
     (``selection``: the ``limit`` and ``sample_ids`` it asked for)."""
     from tcbreplay._cli.grids import summary_output
     from tcbreplay._store.export import export_jsonl as export_run
-    from tcbreplay._store.runs import Run
+    from tcbreplay._store.run_dir import Run
     from tcbreplay._store.shards import shard_command
 
     run_ = Run(store_root(summary.run_dir))  # a URL stays one (s3://...)

@@ -85,7 +85,8 @@ def replay(
     from tcbreplay._cli.progress import Progress
     from tcbreplay._record.finish import RecordInterrupted, RecordSummary
     from tcbreplay._replay.run import replay_run, replay_summary
-    from tcbreplay._store.runs import Run, Store
+    from tcbreplay._store.run_dir import Run
+    from tcbreplay._store.runs import Store
     from tcbreplay.errors import RecordError
 
     given = {

@@ -27,7 +27,8 @@ from tcbreplay._score.read_results import read_summary, scoring_file_batches
 from tcbreplay._score.result_hashes import changed_since_scoring
 from tcbreplay._store import objects
 from tcbreplay._store.files import written_dataset_sha256, written_sha256
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DATASET, SCORES, SCORES_ADDED
 from tcbreplay.errors import InputError, StoreError
 

@@ -23,7 +23,7 @@ from tcbreplay._score.dashboard import dashboard_path
 from tcbreplay._score.read_results import read_summary
 from tcbreplay._store import objects
 from tcbreplay._store.files import names_a_file
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import DASHBOARD_DIR
 from tcbreplay.errors import StoreError
 

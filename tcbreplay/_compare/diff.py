@@ -31,7 +31,8 @@ from tcbreplay._score.read_results import (
 )
 from tcbreplay._store.files import written_dataset_sha256
 from tcbreplay._store.parquet import read_table
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SCORES
 from tcbreplay._store.views import shown_status
 from tcbreplay.errors import InputError

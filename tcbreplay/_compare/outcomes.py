@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.views import connect, query_text
 from tcbreplay.errors import InputError
 

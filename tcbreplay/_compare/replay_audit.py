@@ -14,7 +14,8 @@ from typing import Any
 import pyarrow as pa
 
 from tcbreplay._store.parquet import read_schema, read_table
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import MESSAGES_SCHEMA, SAMPLES_SCHEMA, with_optional_columns
 from tcbreplay.errors import RunNotFoundError, StoreError, first_line
 

@@ -28,7 +28,8 @@ import polars as pl
 from tcbreplay._compare.diff import MAX_BOOT, load_scores
 from tcbreplay._compare.outcomes import Outcomes, read_outcomes
 from tcbreplay._compare.resampling import least_resamples, refuse_few_resamples
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DEFAULT_SCORER
 from tcbreplay._store.views import stored_scorings
 from tcbreplay.errors import InputError

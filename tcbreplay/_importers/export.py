@@ -29,7 +29,7 @@ from tcbreplay._importers import timings
 from tcbreplay._importers.openai import to_openai
 from tcbreplay._store.export import check_run, run_traces
 from tcbreplay._store.files import check_dataset_written, json_text, staged
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import DATASET, MANIFEST
 from tcbreplay.errors import (
     InputError,

@@ -7,7 +7,8 @@ from pathlib import Path
 import duckdb
 
 from tcbreplay._store.files import output_target, remove, writing
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.views import create_views, readable_runs
 from tcbreplay.errors import (
     InputError,

@@ -16,7 +16,7 @@ from typing import Any
 
 from tcbreplay._ray import cluster_cpus, ray_session
 from tcbreplay._record.retry import RateLimiter, RecentUse
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.store_urls import store_root
 from tcbreplay.errors import EngineError, StoreError, TcbReplayError
 

@@ -13,7 +13,8 @@ from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._record.agent_factory import AGENT_FIELD
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._store.locks import lock_holder
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import LOCK
 from tcbreplay._store.shards import SETTLED, SHARD_SELECTION
 from tcbreplay.errors import InputError, StoreError, first_line

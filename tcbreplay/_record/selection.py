@@ -12,7 +12,7 @@ from pathlib import Path
 from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, Sample
 from tcbreplay._record.options import RecordOptions
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import row_index
 from tcbreplay._store.shards import ShardProgress, deal, select, shard_progress
 from tcbreplay._words import count

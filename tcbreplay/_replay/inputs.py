@@ -32,7 +32,7 @@ from tcbreplay._inputs.tools import Toolset, load_toolset, toolset_from_dicts
 from tcbreplay._replay.fingerprint import content
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._store.files import not_written, written_dataset_sha256
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay.errors import InputError, ToolSchemaError
 
 

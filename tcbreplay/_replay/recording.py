@@ -45,7 +45,7 @@ from tcbreplay._replay.messages import Layout, MessageTexts
 from tcbreplay._replay.run_settings import run_settings
 from tcbreplay._replay.sample_rows import Key, SampleRow, read_rows
 from tcbreplay._replay.tool_pool import ToolOutput, tool_outputs
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._words import count
 from tcbreplay.errors import StoreError
 

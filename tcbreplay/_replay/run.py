@@ -51,9 +51,11 @@ from tcbreplay._replay.sample import sample_runner
 from tcbreplay._replay.stopped import replaced_stop
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
 from tcbreplay._store.files import check_unchanged
-from tcbreplay._store.runs import DEFAULT_STORE, Run, Store, validate_run_id
+from tcbreplay._store.run_dir import Run, validate_run_id
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DATA_FILES, DIVERGENCES
 from tcbreplay._store.shards import SELECTION, SHARD_SELECTION, select
+from tcbreplay._store.store_urls import DEFAULT_STORE
 from tcbreplay.errors import InputError, StoreError, TcbReplayWarning
 
 SOURCE = "replay"  # the manifest's source of a replay

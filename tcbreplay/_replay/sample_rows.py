@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay._replay.fingerprint import canonical_messages, canonical_tools, normalized
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import (
     ASKED_FORMAT_KEY,
     SAMPLES_SCHEMA,

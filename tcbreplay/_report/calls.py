@@ -32,7 +32,7 @@ from tcbreplay._score.metrics import (
 )
 from tcbreplay._score.scorers.default import score_part
 from tcbreplay._score.translate import ALL_SAMPLES
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.views import connect, query_text
 
 # (name, arguments): an object, or any other JSON value or text as it was stored

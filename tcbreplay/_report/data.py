@@ -32,7 +32,8 @@ from tcbreplay._report.calls import Call, keyed, load_calls
 from tcbreplay._report.intervals import METRICS, N_BOOT, metric_intervals
 from tcbreplay._report.scores import report_scores
 from tcbreplay._report.shown import SAMPLES, SEED, Shown, choose
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SAMPLES_SCHEMA
 from tcbreplay.errors import InputError, TcbReplayError, TcbReplayWarning
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from tcbreplay._report.data import RunData, keyed, read_columns, row_key
 from tcbreplay._report.transcripts import transcripts_of
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SAMPLES_SCHEMA
 from tcbreplay.errors import TcbReplayError
 

@@ -17,7 +17,8 @@ from tcbreplay._score.audit_record import current_sha256, sql_sha256
 from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
 from tcbreplay._score.read_results import read_summary, refuse_repeated_rows
 from tcbreplay._score.run import score_run
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SCORES, SCORES_SCHEMA
 from tcbreplay.errors import InputError, TcbReplayError
 

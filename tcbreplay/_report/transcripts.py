@@ -17,7 +17,7 @@ import polars as pl
 from tcbreplay import _json
 from tcbreplay._report.data import Call, RunData, keyed, read_columns
 from tcbreplay._store.export import Slices
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import MESSAGES_SCHEMA, with_optional_columns
 
 

@@ -14,7 +14,7 @@ import polars as pl
 from tcbreplay import _json
 from tcbreplay._store import objects
 from tcbreplay._store.files import not_written, written_sha256
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import DEFAULT_SCORER, MANIFEST, MESSAGES, SAMPLES
 from tcbreplay._store.views import queries_dir
 from tcbreplay._version import __version__

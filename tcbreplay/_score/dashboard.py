@@ -22,7 +22,7 @@ from tcbreplay._score.texts import one_array, valid_mask
 from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
 from tcbreplay._store.parquet import read_table
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import DASHBOARD_DIR, MANIFEST
 from tcbreplay._store.views import query_text
 from tcbreplay.errors import StoreError

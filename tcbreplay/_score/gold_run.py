@@ -14,7 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.views import connect, query_text
 from tcbreplay.errors import InputError, StoreError
 

@@ -44,7 +44,7 @@ from tcbreplay._score.engines import AHEAD
 from tcbreplay._score.gold_run import use_gold
 from tcbreplay._score.parts import PartPlan, PartResult, score_range
 from tcbreplay._store.objects import is_remote
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.store_urls import store_root
 from tcbreplay._store.views import connect
 from tcbreplay.errors import EngineError, TcbReplayError

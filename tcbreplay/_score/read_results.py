@@ -18,7 +18,7 @@ from tcbreplay import _json
 from tcbreplay._score.audit_record import AUDITED_FILES
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._store.parquet import parquet_file, read_table
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import ROW_GROUP_ROWS
 from tcbreplay.errors import InputError, StoreError, first_line
 

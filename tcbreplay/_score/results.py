@@ -31,7 +31,7 @@ from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.result_hashes import seal, write_frame_hashed
 from tcbreplay._store.files import json_text, staged
 from tcbreplay._store.locks import WRITABLE_HINT
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import SCORES_SCHEMA
 
 

@@ -35,7 +35,7 @@ from tcbreplay._score.parts import PartResult, tool_sums
 from tcbreplay._score.result_hashes import seal
 from tcbreplay._score.results import category_breakdown, other_roles, tool_breakdown
 from tcbreplay._store.files import Staged, json_text, remove
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import ROW_GROUP_ROWS, SCORES_SCHEMA
 
 # what is handed a part's scores and pairs (None: a scorer without pairs) as they come

@@ -36,7 +36,8 @@ from tcbreplay._score.scorable import check_scorable, recording_warnings
 from tcbreplay._score.stored import stored_scoring
 from tcbreplay._store.files import staged
 from tcbreplay._store.locks import WRITABLE_HINT
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DEFAULT_SCORER, SCORES_SCHEMA, utcnow
 from tcbreplay._store.views import connect, connect_tables, query_text
 from tcbreplay._version import __version__

@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 from tcbreplay._store.objects import is_remote
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import JOURNAL, JOURNAL_CHUNKS, counted_as
 from tcbreplay._store.shards import SELECTION, finish_hint, shard_command, shard_progress
 from tcbreplay._store.views import shown_status

@@ -29,7 +29,7 @@ from tcbreplay._score.result_hashes import check_stored
 from tcbreplay._store import objects
 from tcbreplay._store.files import TEMPORARY_SUFFIX
 from tcbreplay._store.parquet import parquet_file
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import DEFAULT_SCORER, SCORES
 from tcbreplay.errors import StoreError
 

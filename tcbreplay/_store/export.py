@@ -26,7 +26,7 @@ from tcbreplay._store.files import (
 )
 from tcbreplay._store.locks import being_written
 from tcbreplay._store.parquet import parquet_file, read_table
-from tcbreplay._store.runs import Run
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import (
     MANIFEST,
     MESSAGES,

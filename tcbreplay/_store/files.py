@@ -428,3 +428,12 @@ def file_record(path: Path) -> dict[str, Any]:
             digest.update(chunk)
     stat = path.stat()  # (of an object: its size and last upload)
     return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def make_dir(path: Path) -> bool:
+    """Make the folder ``path``; whether this made it (False: it was there)."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return False
+    return True

@@ -1,7 +1,7 @@
 """The locks of a run folder (``flock``, released by the kernel when their process dies): the
 one writer's, on ``writer.lock``, which names the process holding it; and the folder's own,
-shared by readers and exclusive for a deletion (see :class:`tcbreplay._store.runs.Run`). On
-object storage the writer's lock is an object its holder renews
+shared by readers and exclusive for a deletion (see :class:`tcbreplay._store.run_dir.Run`).
+On object storage the writer's lock is an object its holder renews
 (:class:`LeaseLock`), and readers take none."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from tcbreplay._store.schema import DATASET, LOCK
 from tcbreplay._words import count
 
 if TYPE_CHECKING:
-    from tcbreplay._store.runs import Run
+    from tcbreplay._store.run_dir import Run
 
 __all__ = [
     "SETTLED", "SHARD_SELECTION", "ShardProgress", "deal", "finish_hint", "select",

@@ -20,6 +20,9 @@ from tcbreplay._store.objects import is_remote, with_retries
 from tcbreplay._store.s3_limits import client_options
 from tcbreplay.errors import InputError, first_line
 
+# the store a command without --store reads and writes (a folder of the working directory)
+DEFAULT_STORE = "traces"
+
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # fsspec's chained URL (simplecache::s3://...): filesystems wrapped in others
 _CHAINED = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)::")

@@ -30,7 +30,8 @@ from tcbreplay._store import objects
 from tcbreplay._store.locks import being_written
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.parquet import read_schema
-from tcbreplay._store.runs import Run, Store, check_columns, check_inside
+from tcbreplay._store.run_dir import Run, check_columns, check_inside
+from tcbreplay._store.runs import Store
 from tcbreplay._store.sandbox import (
     lock_down,
     memory_error,

@@ -23,7 +23,8 @@ from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.runner import record_run
 from tcbreplay._score.run import score_run
 from tcbreplay._store import writer
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 from tcbreplay._store.shards import finish_hint
 from tcbreplay._store.writer import ShardWriter
 from tcbreplay.errors import InputError, RunLockedError

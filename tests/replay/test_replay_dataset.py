@@ -19,7 +19,8 @@ from tcbreplay._replay.fingerprint import canonical_json
 from tcbreplay._replay.inputs import replay_inputs
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.run import replay_basis, replay_run
-from tcbreplay._store.runs import Run, Store
+from tcbreplay._store.run_dir import Run
+from tcbreplay._store.runs import Store
 
 PARENT = "sim-seed7"
 

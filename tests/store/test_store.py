@@ -29,7 +29,8 @@ from tcbreplay._store.export import export_jsonl
 from tcbreplay._store.files import file_record
 from tcbreplay._store.journal import fold_journal, read_journal
 from tcbreplay._store.parquet import MessagesWriter
-from tcbreplay._store.runs import Run, Store, validate_run_id
+from tcbreplay._store.run_dir import Run, validate_run_id
+from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import (
     JOURNAL,
     MANIFEST,

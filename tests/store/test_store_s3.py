@@ -1291,7 +1291,7 @@ def test_the_network_lost_mid_command_is_one_line_naming_the_store(
 ):
     url, run_id = s3_sim_copy
     root, _ = sim_copy
-    from tcbreplay._store.runs import Run
+    from tcbreplay._store.run_dir import Run
 
     def lost(*args: Any) -> bool:
         raise _lost(kind)

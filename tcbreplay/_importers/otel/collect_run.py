@@ -281,7 +281,7 @@ class CollectedRun:
         }  # fmt: skip
         manifest["tools"] = {**manifest["tools"], "specs": tools}
         errors = 0
-        from tcbreplay._store.runs import Run
+        from tcbreplay._store.run_dir import Run
 
         status_of = Run(self.dir).recorded_ids()
         errors = sum(1 for s in status_of.values() if s != "ok")
