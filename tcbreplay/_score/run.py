@@ -26,7 +26,6 @@ from tcbreplay._score.audit_record import audit_record
 from tcbreplay._score.engines import local_parts
 from tcbreplay._score.gold_run import gold_calls, use_gold
 from tcbreplay._score.metrics import trial_summary
-from tcbreplay._score.on_ray import ray_parts
 from tcbreplay._score.options import DASHBOARD_MODES, ScoreOptions
 from tcbreplay._score.parts import Focus, PartPlan, PartResult
 from tcbreplay._score.results import Scored, ScoreResult, write_results
@@ -117,6 +116,8 @@ def _score_run(
                 count = _parts_for(_samples(con))
             plan, ranges = _plan(con, run, options, count, dashboard if write else "none")
             if engine == "ray":
+                from tcbreplay._score.on_ray import ray_parts  # (Ray's engine only)
+
                 source = ray_parts(ray, run, ranges, plan, gold)
             else:
                 source = local_parts(con, ranges, plan, _workers(len(ranges)))
