@@ -288,7 +288,7 @@ def audit_output(report: Any, limit: int = 200) -> Output:
             f"{d.scoring}: {where}: {d.field}: {words[0]} {d.stored!r}, {words[1]} {d.recomputed!r}"
         )
     if len(report.differences) > limit:
-        lines.append(f"... and {len(report.differences) - limit} more differences")
+        lines.append(f"... and {count(len(report.differences) - limit, 'more difference')}")
     lines += [
         f"note: {name} was scored by other SQL than this version's (an earlier version's): "
         "its numbers are compared with a re-score by this version's"
@@ -318,8 +318,8 @@ def audit_output(report: Any, limit: int = 200) -> Output:
         title=f"audit of {report.run_id}",
         caption=verdict
         if report.ok
-        else f"{len(report.changed_files) + len(report.changed_since_written)} files changed, "
-        f"{len(report.differences)} differences",
+        else f"{count(len(report.changed_files) + len(report.changed_since_written), 'file')} "
+        f"changed, {count(len(report.differences), 'difference')}",
     )
     return Output(grids=[grid], text=lines, data=report.to_dict())
 

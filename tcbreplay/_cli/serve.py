@@ -47,8 +47,9 @@ def serve(run_id, host, port, log_run, verbose, store) -> None:
     previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         click.echo(
-            f"serving {run_id} ({len(recording.samples)} samples and trials, "
-            f"{recording.turn_count()} turns) at {server.url}",
+            f"serving {run_id} ("
+            f"{count(len(recording.samples), 'sample and trial', 'samples and trials')}, "
+            f"{count(recording.turn_count(), 'turn')}) at {server.url}",
             err=True,
         )
         click.echo(f"  OpenAI:    base_url={server.url}/v1", err=True)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tcbreplay._cli.render import Grid, Output, Whole
+from tcbreplay._words import count, noun_for
 
 VALIDITY_NOTE = (
     "AUC: the chance that a success scores better than a failure (ties half); 0.5 is no "
@@ -70,7 +71,8 @@ def validity_output(results: list[Any]) -> Output:
             shown = ", ".join(v.no_outcome_samples[:10])
             more = len(v.no_outcome_samples) - 10
             notes.append(
-                f"{v.run_id}: no outcome for {v.no_outcome} trials of samples {shown}"
+                f"{v.run_id}: no outcome for {count(v.no_outcome, 'trial')} of "
+                f"{noun_for(len(v.no_outcome_samples), 'sample')} {shown}"
                 + (f" and {more} more" if more > 0 else "")
             )
         if v.pass_k:

@@ -280,6 +280,29 @@ def test_edited_per_sample_score_is_caught(scored):
     ]
 
 
+def test_one_changed_file_and_one_difference_are_said_in_the_singular(scored):
+    """The markdown table's caption said "1 files changed, 1 differences", and the lines
+    past the limit "... and 1 more differences"."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "scores.parquet"
+    frame = pl.read_parquet(path)
+    victim = frame.filter(pl.col("tp") < 1).sort("sample_index")["sample_id"][0]
+    rewrite_scores(path, victim, tp=1.0)
+    result = verify(root, run_id, "--format", "markdown")
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert "1 file changed, 1 difference" in result.stdout, result.stdout
+    # 201 numbers edited: the lines show 200 of them
+    edited = pl.read_parquet(path).with_columns(
+        tp=pl.lit(-1.0),
+        tsa=pl.lit(-1.0),
+        ahr=pl.when(pl.col("sample_index") < 13).then(-1.0).otherwise(pl.col("ahr")),
+    )
+    pq.write_table(edited.to_arrow().cast(SCORES_SCHEMA), path)
+    lines = verify(root, run_id).stdout.splitlines()
+    assert len(verify_run(Store(root), run_id).differences) == 201
+    assert lines[-1] == "... and 1 more difference", lines[-3:]
+
+
 def test_a_run_of_many_parts_is_verified_a_part_at_a_time(scored, monkeypatch):
     """The re-score's parts are compared as they come with the stored rows of their samples,
     read alongside (never the whole file at once): an edit in a late part is reported as

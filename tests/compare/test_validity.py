@@ -492,3 +492,11 @@ def test_a_reward_of_several_types_is_one_line_naming_the_field_and_its_samples(
     default = cli("report", "r", "-o", out, "--store", store)
     assert default.exit_code == 0 and "Warning: no validity panel for run 'r': " in default.output
     assert said in default.output
+
+
+def test_one_trial_without_an_outcome_is_said_in_the_singular(tmp_path):
+    """It said "no outcome for 1 trials of samples 2"."""
+    root = import_tau_bench(tmp_path / "traces")
+    result = cli("validity", "tau", "--outcome", "reward_info.reward = 1", "--store", root)
+    assert result.exit_code == 0, result.output
+    assert "tau: no outcome for 1 trial of sample 2" in result.stdout.splitlines()

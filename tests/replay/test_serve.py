@@ -1109,3 +1109,21 @@ def test_the_tau_bench_sample_served_to_an_openai_loop_that_replays_its_own_mess
     block = json.loads((root / "tau-served" / "manifest.json").read_text())["replay"]
     assert (block["turns_served"], block["diverged_samples"]) == (served, 0)
     assert cli("audit", "verify", "tau-served", "--store", root).exit_code == 0
+
+
+def test_a_run_of_one_turn_is_served_in_the_singular(tmp_path, monkeypatch):
+    """Its start line said "(1 samples and trials, 1 turns)"."""
+    from tcbreplay._replay.server import ReplayServer
+
+    store = tmp_path / "traces"
+    made = cli("record", "--model", "sim", "--sample-id", "hi-there", "--run-id", "one",
+               "--quiet", "--store", store)  # fmt: skip
+    assert made.exit_code == 0, made.output
+
+    def stopped(self: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ReplayServer, "serve_forever", stopped)
+    served = cli("serve", "one", "--port", 0, "--store", store)
+    assert served.exit_code == 0, served.output
+    assert served.stderr.startswith("serving one (1 sample and trial, 1 turn) at http://")
