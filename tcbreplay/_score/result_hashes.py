@@ -79,7 +79,8 @@ def changed_since_scoring(folder: Path, summary: dict[str, Any]) -> list[str] | 
     """The names of the stored scoring's files (in ``folder``; ``summary``: its summary as
     read) that are not as its scoring wrote them: ``summary.json`` where its
     ``summary_sha256`` is not that of the rest of it, then each Parquet file whose sha256 is
-    not the one ``audit.results_sha256`` records (one removed, or recorded by none, too).
+    not the one ``audit.results_sha256`` records (one removed, or one present that it records
+    no sha256 of, too).
     None where the scoring records neither (scored by a version before they were)."""
     audit = summary.get("audit") or {}
     hashes, own = audit.get(RESULTS_SHA256), summary.get(SUMMARY_SHA256)
@@ -87,8 +88,11 @@ def changed_since_scoring(folder: Path, summary: dict[str, Any]) -> list[str] | 
         return None
     changed = [] if own == _own_sha256(summary) else ["summary.json"]
     recorded = hashes if isinstance(hashes, dict) else {}
-    # the scores file is written by every scoring; the pairs file where it records one
-    names = ["scores.parquet"] + (["pairs.parquet"] if "pairs.parquet" in recorded else [])
+    # the scores file is written by every scoring; the pairs file where it records one, and
+    # every pairs file there is hashed as it is written: one present that it records no
+    # sha256 of is not the scoring's
+    pairs = "pairs.parquet" in recorded or objects.is_file(folder / "pairs.parquet")
+    names = ["scores.parquet"] + (["pairs.parquet"] if pairs else [])
     for name in names:
         file = folder / name
         if name not in recorded or not objects.is_file(file):

@@ -389,6 +389,24 @@ def test_an_edited_or_removed_pairs_file_is_caught(scored):
     ]
 
 
+def test_a_pairs_file_its_audit_record_holds_no_sha256_of_is_caught(scored):
+    """Every pairs file a scoring writes is hashed as it is written: verify passed one that
+    the record holds no sha256 of (the record sealed without it, or edited to remove it)."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    del summary["audit"]["results_sha256"]["pairs.parquet"]
+    unchecked = "changed since scoring: scores/spec/{} (sha256 differs from the audit record)"
+    path.write_text(resealed(path, summary))
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [unchecked.format("pairs.parquet")]
+    path.write_text(json.dumps(summary))  # (not sealed again: its summary_sha256 differs)
+    report = verify_run(Store(root), run_id)
+    assert report.changed_files == ["scores/spec/summary.json", "scores/spec/pairs.parquet"]
+    assert report.differences == []
+
+
 def test_an_edited_model_in_the_summary_is_caught(scored):
     """The summary names the model the report and runs show: taken from the manifest, which
     the audit record vouches for."""
