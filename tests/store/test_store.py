@@ -416,7 +416,7 @@ def test_a_writer_that_died_releases_the_run(store):
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from tcbreplay._store.runs import RunWriter\n"
+        "from tcbreplay._store.writer import RunWriter\n"
         "w = RunWriter(Path(sys.argv[1]))\n"
         "print('locked', flush=True)\n"
         "time.sleep(60)\n"
