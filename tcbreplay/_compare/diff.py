@@ -35,6 +35,7 @@ from tcbreplay._store.run_dir import Run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import SCORES
 from tcbreplay._store.views import shown_status
+from tcbreplay._words import count
 from tcbreplay.errors import InputError
 
 if TYPE_CHECKING:
@@ -447,20 +448,19 @@ def _run_warnings(which: str, run: Any) -> list[str]:
     diverged = totals.get("diverged") if run.manifest.get("source") == "replay" else None
     if isinstance(errors, int) and isinstance(diverged, int) and diverged > 0:
         errors -= diverged  # (a replay counts its divergences among its errors)
-        of = f" of its {recorded}" if isinstance(recorded, int) else ""
         out.append(
-            f"{which} ({run.run_id}): {diverged}{of} samples and trials diverged from their "
-            "recording; they score with the calls made until then"
+            f"{which} ({run.run_id}): {_of(diverged, recorded)} diverged from "
+            f"{_their(diverged)} recording; {_they(diverged)} with the calls made until then"
         )
     if isinstance(errors, int) and errors > 0:
-        of = f" of its {recorded}" if isinstance(recorded, int) else ""
         out.append(
-            f"{which} ({run.run_id}): {errors}{of} samples and trials ended in error; they "
-            "score with the calls made before the error"
+            f"{which} ({run.run_id}): {_of(errors, recorded)} ended in error; "
+            f"{_they(errors)} with the calls made before the error"
         )
     if isinstance(missing, int) and missing > 0:  # an import's samples no trace held
-        out.append(f"{which} ({run.run_id}): {missing} samples and trials of its dataset are "
-                   "missing from its traces")  # fmt: skip
+        are = "is" if missing == 1 else "are"
+        out.append(f"{which} ({run.run_id}): {count(missing, _TRIALS, _TRIALS_MANY)} of its "
+                   f"dataset {are} missing from its traces")  # fmt: skip
     # finished: every sample recorded or imported, or those a --limit / --sample-id asked for
     status = shown_status(run) or run.status  # (interrupted, not recording, once none writes)
     if status not in ("complete", "imported", "partial"):
@@ -745,3 +745,21 @@ def _mean(series: pl.Series) -> float:
 def _num(value: Any) -> float | None:
     value = float(value)
     return None if np.isnan(value) else value
+
+
+_TRIALS, _TRIALS_MANY = "sample and trial", "samples and trials"
+
+
+def _of(n: int, recorded: Any) -> str:
+    """``n`` samples and trials, of the ``recorded`` of the run when known."""
+    if isinstance(recorded, int):
+        return f"{n} of its {count(recorded, _TRIALS, _TRIALS_MANY)}"
+    return count(n, _TRIALS, _TRIALS_MANY)
+
+
+def _their(n: int) -> str:
+    return "its" if n == 1 else "their"
+
+
+def _they(n: int) -> str:
+    return "it scores" if n == 1 else "they score"

@@ -932,6 +932,19 @@ def test_a_replays_divergences_are_said_diverged_not_ended_in_error(tmp_path):
     assert not any("ended in error" in w for w in warnings), warnings
 
 
+def test_one_sample_in_error_and_one_missing_are_said_in_the_singular(pair, pair_copy):
+    root = pair_copy
+    manifest_path = root / pair.b / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["totals"] = {**manifest["totals"], "errors": 2, "missing": 1}
+    manifest_path.write_text(json.dumps(manifest))
+    warnings = diff_json(root, pair.a, pair.b, "--bootstrap", 40)["warnings"]
+    assert f"B ({pair.b}): 1 of its 94 samples and trials ended in error; it scores with the " \
+        "calls made before the error" in warnings  # fmt: skip
+    assert f"B ({pair.b}): 1 sample and trial of its dataset is missing from its traces" \
+        in warnings  # fmt: skip
+
+
 def test_an_imports_missing_samples_are_said_missing_not_ended_in_error(tmp_path):
     """An import counts the samples its traces lack among its totals' errors: diff said they
     'ended in error' and 'score with the calls made before the error', beside the right
