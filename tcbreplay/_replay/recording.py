@@ -131,6 +131,8 @@ class RecordedRun:
     formats_asked: bool = False
     # the fields of Anthropic's output_config its model settings give, but its format
     output_config: dict[str, Any] = field(default_factory=dict)
+    # the fields of OpenAI's reasoning its model settings give (its reasoning_effort as effort)
+    reasoning: dict[str, Any] = field(default_factory=dict)
     _rows: dict[Key, SampleRow] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -167,6 +169,7 @@ class RecordedRun:
             json_asked=settings.json_asked,
             formats_known=settings.formats_known,
             output_config=settings.output_config,
+            reasoning=settings.reasoning,
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint

@@ -2,7 +2,7 @@
 settings, whether those are known (an import's are not) and taken (sim takes none), whether
 its answers were asked for JSON, whether the answer format (a schema) each request asked for
 is known, whether the system messages its agent sent were kept, and the fields of
-Anthropic's ``output_config`` its model was given."""
+Anthropic's ``output_config`` and OpenAI's ``reasoning`` its model was given."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ class RunSettings:
     # the model settings' output_config but its format (ChatAnthropic's; its
     # reasoning_effort, or effort, as the effort it sends there)
     output_config: dict[str, Any]
+    # the model settings' reasoning (ChatOpenAI's; its reasoning_effort as effort)
+    reasoning: dict[str, Any]
 
 
 def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
@@ -60,6 +62,7 @@ def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
         system_kept=kept,
         system_known=not agent or kept,
         output_config=_output_config(settings) if taken else {},
+        reasoning=_reasoning(settings) if taken else {},
     )
 
 
@@ -71,6 +74,16 @@ def _output_config(settings: Mapping[str, Any]) -> dict[str, Any]:
     effort = settings.get("reasoning_effort", settings.get("effort"))
     if effort is not None:
         out["effort"] = effort
+    return out
+
+
+def _reasoning(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of the ``reasoning`` ChatOpenAI of these settings sends (its
+    ``reasoning_effort`` as ``effort``)."""
+    given = settings.get("reasoning")
+    out = {k: v for k, v in given.items() if v is not None} if isinstance(given, dict) else {}
+    if settings.get("reasoning_effort") is not None:
+        out["effort"] = settings["reasoning_effort"]
     return out
 
 

@@ -167,13 +167,17 @@ def unanswerable(schema_asked: str, json_asked: str, recording: Any) -> str | No
 
 def unrecorded(given: Mapping[str, tuple[str, Any]], recording: Any) -> str | None:
     """Why a setting served only as ``recording``'s model settings have it (``given``: by its
-    place in the body, its name there and its value; Anthropic's ``output_config.effort``) is
-    not served, or None: where the recording's settings have another or none of it, its
-    answers were not made at it."""
+    place in the body, its name there and its value; Anthropic's ``output_config.effort``,
+    OpenAI's ``reasoning.effort`` or Chat Completions' ``reasoning_effort``) is not served, or
+    None: where the recording's settings have another or none of it, its answers were not
+    made at it. A place in ``output_config`` is looked for in the recording's, any other in
+    its ``reasoning`` (``reasoning_effort``: its ``effort``)."""
     from tcbreplay._replay.fingerprint import normalized
 
     for place, (name, value) in given.items():
-        had = recording.output_config.get(name)  # (none where its settings are not taken)
+        kept = recording.output_config if place.startswith("output_config.") else (
+            recording.reasoning)  # fmt: skip
+        had = kept.get(name)  # (none where its settings are not taken)
         if had is not None and normalized(had) == normalized(value):
             continue
         if not recording.params_known:

@@ -90,7 +90,8 @@ class WireRequest:
     schema_asked: str = ""
     # settings served only where the recording's model settings have them, each by its
     # place in the body, with its name there and its value (Anthropic's
-    # ``output_config.effort``: ``("effort", "high")``)
+    # ``output_config.effort``: ``("effort", "high")``; OpenAI's ``reasoning.effort`` too,
+    # and Chat Completions' ``reasoning_effort``: ``("effort", "high")``)
     as_recorded: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
 
@@ -178,6 +179,17 @@ def refuse_settings(body: Mapping[str, Any], api: str) -> None:
     said = refused(body, api)
     if said is not None:
         raise WireError(said)
+
+
+def _effort(body: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Chat Completions' ``reasoning_effort``, served only as the recording's model settings
+    have it (:func:`~tcbreplay._replay.settings.unrecorded`)."""
+    effort = body.get("reasoning_effort")
+    if effort is None:
+        return {}
+    if not (isinstance(effort, str) and effort):
+        raise WireError(f"reasoning_effort {effort!r}: a text such as low, medium or high")
+    return {"reasoning_effort": ("effort", effort)}
 
 
 def listed_messages(body: Mapping[str, Any]) -> list[Any]:
@@ -348,6 +360,7 @@ class OpenAIWire(Wire):
             usage_in_stream=isinstance(options, dict) and bool(options.get("include_usage")),
             places=places,
             sent=len(sent),
+            as_recorded=_effort(body),
         )
 
     def _calls(self, answer: Answer) -> list[dict[str, Any]]:

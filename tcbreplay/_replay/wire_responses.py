@@ -9,8 +9,9 @@ those items); a ``function_call`` item a call (its ``arguments`` JSON text, read
 Completions' are: text that is no JSON object is an invalid call); a ``function_call_output``
 item the tool message of its ``call_id`` (a call after the outputs of a model turn's calls is
 one more of them where the server answered them together: see :func:`_answered`).
-``reasoning`` items are left out, as the canonical
-form leaves reasoning out. ``text.format`` is the sampling setting Chat Completions calls
+``reasoning`` items are left out, as the canonical form leaves reasoning out; a field of
+``reasoning`` (``effort``, ``summary``) is served only as the recording's model settings have
+it (a 400 names it otherwise). ``text.format`` is the sampling setting Chat Completions calls
 ``response_format`` (in that API's form). What a recording cannot answer is refused with a
 400 naming it: state kept by OpenAI (``previous_response_id``, ``conversation``, an
 ``item_reference``, a ``prompt`` template), another kind of item or tool (built-in tools
@@ -274,6 +275,13 @@ def _settings(body: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _reasoning(body: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """The fields of ``reasoning`` (read by :func:`_settings`), each by its place with its
+    name and value: served only as the recording's model settings have them."""
+    reasoning = body.get("reasoning") or {}
+    return {f"reasoning.{k}": (k, v) for k, v in reasoning.items() if v is not None}
+
+
 def _format(text: Any) -> dict[str, Any] | None:
     """``text.format`` as Chat Completions' ``response_format``, the setting a recording has
     (its ``json_schema`` form nests what the Responses API has beside the type), or None."""
@@ -371,6 +379,7 @@ class ResponsesWire(OpenAIWire):
             sent=len(given),
             inside=_inside(turns),
             said_back={"background": body.get("background") is True},
+            as_recorded=_reasoning(body),
         )
 
     def _items(self, answer: Answer) -> list[dict[str, Any]]:
