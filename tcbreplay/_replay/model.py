@@ -44,6 +44,7 @@ from tcbreplay._replay.fingerprint import (
 )
 from tcbreplay._replay.nearest import divergence_of, ended_in_error
 from tcbreplay._replay.recording import Key, RecordedRun
+from tcbreplay._replay.settings import call_settings, made_at
 from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay.errors import DivergenceError, LiveCallRefused, RecordedFailure
 
@@ -143,6 +144,13 @@ class RecordedChatModel(BaseChatModel):
             asked = asked_format({**self.bound_kwargs, **given})
             if asked is not None and self.recording.formats_known:
                 params["response_format"] = normalized(asked)
+        # the fields of output_config (but its format) and reasoning the call gives: the
+        # recording's answers were made at them only where its model settings have the same;
+        # any other diverges at params.output_config (or params.reasoning)
+        for place, (name, value) in call_settings({**self.bound_kwargs, **kwargs}).items():
+            if not made_at(self.recording, place, name, value):
+                group = place.partition(".")[0]
+                params[group] = {**params.get(group, {}), name: normalized(value)}
         held = self._tools_text
         if held is None or held[0] is not self.tool_schemas:
             held = self._tools_text = (self.tool_schemas, canonical_json(self.tool_schemas))

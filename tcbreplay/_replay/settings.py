@@ -170,15 +170,10 @@ def unrecorded(given: Mapping[str, tuple[str, Any]], recording: Any) -> str | No
     place in the body, its name there and its value; Anthropic's ``output_config.effort``,
     OpenAI's ``reasoning.effort`` or Chat Completions' ``reasoning_effort``) is not served, or
     None: where the recording's settings have another or none of it, its answers were not
-    made at it. A place in ``output_config`` is looked for in the recording's, any other in
-    its ``reasoning`` (``reasoning_effort``: its ``effort``)."""
-    from tcbreplay._replay.fingerprint import normalized
-
+    made at it."""
     for place, (name, value) in given.items():
-        kept = recording.output_config if place.startswith("output_config.") else (
-            recording.reasoning)  # fmt: skip
-        had = kept.get(name)  # (none where its settings are not taken)
-        if had is not None and normalized(had) == normalized(value):
+        had = _had(recording, place, name)
+        if made_at(recording, place, name, value):
             continue
         if not recording.params_known:
             why = "an imported run does not say which settings its answers were made at"
@@ -192,3 +187,35 @@ def unrecorded(given: Mapping[str, tuple[str, Any]], recording: Any) -> str | No
                    "settings say")  # fmt: skip
         return f"{place} {value!r}: not served ({why}); leave it out"
     return None
+
+
+def _had(recording: Any, place: str, name: str) -> Any:
+    """The value of setting ``name`` (at ``place``) in ``recording``'s model settings, or None
+    (none where its settings are not taken): a place in ``output_config`` is looked for in
+    the recording's, any other in its ``reasoning`` (``reasoning_effort``: its ``effort``)."""
+    kept = recording.output_config if place.startswith("output_config.") else (
+        recording.reasoning)  # fmt: skip
+    return kept.get(name)
+
+
+def made_at(recording: Any, place: str, name: str, value: Any) -> bool:
+    """Whether ``recording``'s model settings have ``value`` for setting ``name`` (at
+    ``place``): its answers were made at it."""
+    from tcbreplay._replay.fingerprint import normalized
+
+    had = _had(recording, place, name)
+    return had is not None and normalized(had) == normalized(value)
+
+
+def call_settings(kwargs: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """The settings among a LangChain call's keywords that are served only as a recording's
+    model settings have them, as :func:`unrecorded` takes them: each field of
+    ChatAnthropic's ``output_config`` but its ``format`` (compared as ``response_format``),
+    and of ChatOpenAI's ``reasoning``."""
+    out: dict[str, tuple[str, Any]] = {}
+    for group, skipped in (("output_config", "format"), ("reasoning", "")):
+        given = kwargs.get(group)
+        if isinstance(given, Mapping):
+            out.update({f"{group}.{k}": (str(k), v) for k, v in given.items()
+                        if k != skipped and v is not None})  # fmt: skip
+    return out

@@ -160,3 +160,31 @@ def test_a_malformed_output_config_gets_400_naming_the_field(recorded):
         (400, "output_config.format.schema: a JSON schema object is required"),
         (400, "output_config.format.name: not served (a format is its type and schema)"),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("run_id", "effort", "diverges"),
+    [("schema", "high", False), ("schema", "low", True), ("plain", "high", True)],
+)
+def test_the_recorded_model_compares_an_effort_a_call_gives(recorded, run_id, effort, diverges):
+    """``replay``'s model answered a call of another effort than the recording's, or of one
+    where it had none: ``output_config.effort`` was not read."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from tcbreplay._replay.model import RecordedChatModel
+    from tcbreplay.errors import DivergenceError
+
+    root, bodies = recorded
+    config = {**bodies[run_id].get("output_config", {}), "effort": effort}
+    model = RecordedChatModel.from_run(run_id, root)
+    bound = model.bind_tools(load_inputs("tool-call").toolset.tools)
+    prompt = BENCHMARKS["tool-call"].system_prompt.read_text()
+    messages = [SystemMessage(prompt), HumanMessage(HELLO)]
+    if not diverges:
+        assert bound.invoke(messages, output_config=config).text == ANSWER
+        return
+    with pytest.raises(DivergenceError) as caught:
+        bound.invoke(messages, output_config=config)
+    assert f'params at params.output_config: (nothing) -> {{"effort": "{effort}"}}' in str(
+        caught.value
+    )

@@ -124,3 +124,34 @@ def test_chat_reasoning_effort_is_served_only_as_recorded(recorded, run_id, chan
     root, body = recorded
     with serve_run(root, run_id) as server:
         assert chat(server.url, body, **changed) == expected
+
+
+@pytest.mark.parametrize(
+    ("run_id", "given", "diverges"),
+    [
+        ("effort", {"reasoning": {"effort": "high"}}, False),
+        ("effort", {"reasoning": {"effort": "low"}}, True),
+        ("effort", {"reasoning": {"effort": "high", "summary": "auto"}}, True),
+        ("plain", {"reasoning": {"effort": "high"}}, True),
+        ("plain", {"reasoning_effort": "high"}, True),
+    ],
+)  # fmt: skip
+def test_the_recorded_model_compares_the_reasoning_a_call_gives(recorded, run_id, given,
+                                                                diverges):  # fmt: skip
+    """``replay``'s model answered a call giving ChatOpenAI's ``reasoning`` as though it
+    gave none."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from tcbreplay._replay.model import RecordedChatModel
+    from tcbreplay.errors import DivergenceError
+
+    model = RecordedChatModel.from_run(run_id, recorded[0])
+    bound = model.bind_tools(load_inputs("tool-call").toolset.tools)
+    prompt = BENCHMARKS["tool-call"].system_prompt.read_text()
+    messages = [SystemMessage(prompt), HumanMessage(HELLO)]
+    if not diverges:
+        assert bound.invoke(messages, **given).text == ANSWER
+        return
+    with pytest.raises(DivergenceError) as caught:
+        bound.invoke(messages, **given)
+    assert "params at params.reasoning" in str(caught.value)
