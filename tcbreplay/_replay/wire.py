@@ -265,6 +265,20 @@ def read_units(
     return messages, entries, parts, places
 
 
+def refuse_unanswered(
+    entries: list[Entry], places: Callable[[], list[str]], key: str, call: str
+) -> None:
+    """Refuse a tool result that answers no call of the conversation (its id, at ``key`` of
+    the result, that of no ``call`` before it), as the API refuses it: a malformed request,
+    not one that differs from a recording."""
+    made: set[str] = set()
+    for k, (role, _, call_id, calls) in enumerate(entries):
+        made.update(calls)
+        if role == "tool" and call_id is not None and call_id not in made:
+            raise WireError(f"{places()[k]}.{key} {call_id!r}: answers no {call} of the "
+                            f"conversation; a result follows the {call} it answers")  # fmt: skip
+
+
 def _refuse_missing_content(sent: list[Any]) -> None:
     """A message without content (or null) but an assistant's is a bad request, as the API
     answers it: read as an empty text, it would diverge (a 409) from any recording."""
@@ -347,6 +361,7 @@ class OpenAIWire(Wire):
             if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
                 raise WireError(f"functions[{k}]: a function with a name is required")
             specs.append(checked_schema(spec, f"functions[{k}]", "parameters"))
+        refuse_unanswered(entries, places, "tool_call_id", "tool call")
         options = body.get("stream_options")
         return WireRequest(
             messages=messages,

@@ -33,6 +33,7 @@ from tcbreplay._replay.wire import (
     listed_messages,
     read_units,
     refuse_settings,
+    refuse_unanswered,
 )
 
 
@@ -129,6 +130,7 @@ class AnthropicWire(Wire):
             checked_schema(tool, f"tools[{k}]", "input_schema")
             specs.append({"name": tool["name"], "description": tool.get("description") or "",
                           "parameters": tool.get("input_schema") or {}})  # fmt: skip
+        refuse_unanswered(entries, places, "tool_use_id", "tool_use")
         params = canonical_params(body)
         asked, as_recorded = _output_config(body.get("output_config"))
         if asked is not None:

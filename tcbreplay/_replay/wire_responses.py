@@ -46,6 +46,7 @@ from tcbreplay._replay.wire import (
     checked_schema,
     dumps_json,
     read_units,
+    refuse_unanswered,
 )
 
 _RANGES = {"temperature": (0, 2), "top_p": (0, 1)}
@@ -366,6 +367,7 @@ class ResponsesWire(OpenAIWire):
         if body.get("instructions") is not None:
             units.insert(0, _Instructions(body["instructions"]))
         messages, entries, parts, places = read_units(self.name, units, _convert, cache, _places)
+        refuse_unanswered(entries, places, "call_id", "function_call")
         return WireRequest(
             messages=messages,
             entries=entries,

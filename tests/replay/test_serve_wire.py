@@ -389,6 +389,49 @@ def test_the_first_result_left_out_gets_409_naming_the_apis_id_field(root):
     )
 
 
+def test_a_result_that_answers_no_call_gets_400_naming_its_id_field(root):
+    """A result whose id is no call's of the conversation got a 409, as a difference from the
+    recording; the APIs answer it 400 (Anthropic's ``invalid_request_error``: a tool_result
+    needs its tool_use), and so does serve, naming the id's field in the body as sent."""
+    import anthropic
+    import openai
+
+    result = '{"result": 5}'
+    with serve_run(root, "valid") as server:
+        claude = anthropic_client(server.url)
+        kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "tools": anthropic_tools()}
+        asked: list[Any] = [{"role": "user", "content": QUESTION}]
+        answer = claude.messages.create(messages=asked, **kwargs)
+        asked.append({"role": "assistant", "content": answer.content})
+        blocks = [{"type": "tool_result", "tool_use_id": "c1", "content": result},
+                  {"type": "tool_result", "tool_use_id": "c9", "content": result}]  # fmt: skip
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            claude.messages.create(messages=[*asked, {"role": "user", "content": blocks}],
+                                   **kwargs)  # fmt: skip
+        said = [(caught.value.body["error"]["type"], caught.value.body["error"]["message"])]
+        chat = openai_client(server.url)
+        sent = [*first_turn_openai(chat), {"role": "tool", "tool_call_id": "c9", "content": result}]
+        with pytest.raises(openai.BadRequestError) as caught:
+            chat.chat.completions.create(model="m", messages=sent, tools=openai_tools())
+        said.append((caught.value.body["type"], caught.value.body["message"]))
+        tools = [{"type": "function", **t} for t in TOOLS]
+        given: list[Any] = [{"role": "user", "content": QUESTION}]
+        answer = chat.responses.create(model="m", instructions=SYSTEM, input=given, tools=tools)
+        given += [o.model_dump(exclude_none=True) for o in answer.output]
+        given.append({"type": "function_call_output", "call_id": "c9", "output": result})
+        with pytest.raises(openai.BadRequestError) as caught:
+            chat.responses.create(model="m", instructions=SYSTEM, input=given, tools=tools)
+        said.append((caught.value.body["type"], caught.value.body["message"]))
+    assert said == [
+        ("invalid_request_error", "messages[2].content[1].tool_use_id 'c9': answers no tool_use "
+         "of the conversation; a result follows the tool_use it answers"),
+        ("invalid_request_error", "messages[3].tool_call_id 'c9': answers no tool call of the "
+         "conversation; a result follows the tool call it answers"),
+        ("invalid_request_error", "input[3].call_id 'c9': answers no function_call of the "
+         "conversation; a result follows the function_call it answers"),
+    ]  # fmt: skip
+
+
 def test_every_result_of_a_wave_left_out_gets_409_at_the_message_of_them(root):
     """Left out with messages after it, the whole wave's results were said at
     ``messages[2].call`` (Anthropic) or ``messages[3].call`` (OpenAI, counting the system
