@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from types import ModuleType
 
 from tcbreplay.errors import EngineError, InputError
@@ -90,12 +91,21 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
             else f"cannot start Ray on this machine: {exc}",
             hint="start one with: ray start --head, then give its address (--ray-address)",
         ) from exc
+    token = _OWN.set(not where)
     try:
         yield ray
     finally:
+        _OWN.reset(token)
         ray.shutdown()
 
 
+def own_ray() -> bool:
+    """Whether the Ray of the :func:`ray_session` this code runs in is the command's own,
+    started on this machine for it and stopped after it (not a cluster joined)."""
+    return _OWN.get()
+
+
+_OWN: ContextVar[bool] = ContextVar("tcbreplay_own_ray", default=False)
 # the logger of Ray's token authentication set-up
 _TOKEN_SETUP_LOGGER = "ray._private.authentication.authentication_token_setup"
 # how long joining waits for the cluster's first answer before saying it cannot be reached

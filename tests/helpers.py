@@ -195,6 +195,10 @@ class ScorersHere:
     def cancel(self, ref: Any) -> None:
         pass
 
+    def get_actor(self, name: str, namespace: str) -> Any:
+        """(Every scorer is there already: no warning of scorers started.)"""
+        return SimpleNamespace(name=name)
+
     def get(self, result: Any) -> Any:
         return result
 

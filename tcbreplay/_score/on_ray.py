@@ -28,6 +28,7 @@ import os
 import secrets
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Generator
 from dataclasses import replace
@@ -39,7 +40,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from tcbreplay._ray import cluster_cpus
+from tcbreplay._ray import cluster_cpus, own_ray
 from tcbreplay._score.engines import AHEAD
 from tcbreplay._score.gold_run import use_gold
 from tcbreplay._score.parts import PartPlan, PartResult, score_range
@@ -47,7 +48,8 @@ from tcbreplay._store.objects import is_remote
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.store_urls import store_root
 from tcbreplay._store.views import connect
-from tcbreplay.errors import EngineError, TcbReplayError
+from tcbreplay._words import count as counted
+from tcbreplay.errors import EngineError, TcbReplayError, TcbReplayWarning
 
 # the Ray namespace of the scorers
 NAMESPACE = "tcbreplay"
@@ -101,8 +103,32 @@ def ray_parts(
 
 def scorers(ray: Any, count: int) -> list[Any]:
     """``count`` scorers of this code on the cluster ``ray`` has joined: those there already,
-    the others started."""
+    the others started, which a warning says on a cluster that outlives the command."""
+    started = sum(not _there(ray, k) for k in range(count))
+    if started and not own_ray():
+        where = ray.get_runtime_context().gcs_address
+        warnings.warn(
+            TcbReplayWarning(
+                f"started {counted(started, 'scorer')} on the Ray cluster at {where}: "
+                f"they stay there for the next scorings, and leave after {KEEP_S / 60:g} "
+                "minutes idle"
+            ),
+            stacklevel=2,
+        )
     return [scorer(ray, k) for k in range(count)]
+
+
+def _there(ray: Any, k: int) -> bool:
+    """Whether scorer ``k`` of this code is on the cluster."""
+    try:
+        ray.get_actor(_name(k), namespace=NAMESPACE)
+    except ValueError:  # (Ray's word for no such actor)
+        return False
+    return True
+
+
+def _name(k: int) -> str:
+    return f"scorer-{code_digest()}-{k}"
 
 
 def scorer(ray: Any, k: int) -> Any:
@@ -110,7 +136,7 @@ def scorer(ray: Any, k: int) -> Any:
     return (
         ray.remote(Scorer)
         .options(
-            name=f"scorer-{code_digest()}-{k}",
+            name=_name(k),
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,

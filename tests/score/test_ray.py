@@ -31,7 +31,13 @@ from tcbreplay._store.schema import row_index
 from tcbreplay._store.shards import deal, select
 from tcbreplay.errors import EngineError
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.slow,
+    # whichever test scores first on the tests' Ray starts the scorers, and is warned of it
+    # (test_starting_scorers_is_said_once tests the warning)
+    pytest.mark.filterwarnings("ignore:started .* on the Ray cluster"),
+]
 
 
 def _written(root, run_id, result) -> dict[str, bytes]:
@@ -130,6 +136,28 @@ def test_a_scorer_gone_as_the_scoring_finds_it_is_started_anew(ray_cluster, sim_
     on_ray_result = score_run(Store(root), run_id, engine="ray", write=False)
     assert on_ray_result.scores.equals(here.scores)
     assert len(_scorer_pids(ray_cluster)) == 2  # started anew
+
+
+def test_starting_scorers_is_said_once(ray_cluster, sim_copy):
+    """A scoring that starts scorers on a cluster it joined says so, where they stay and for
+    how long; the next one, finding them, says nothing."""
+    from tcbreplay._score.on_ray import NAMESPACE
+
+    root, run_id = sim_copy
+    for name in _scorer_pids(ray_cluster):
+        ray_cluster.kill(ray_cluster.get_actor(name, namespace=NAMESPACE), no_restart=True)
+    wait_for(lambda: not _scorer_pids(ray_cluster), timeout=30)
+    address = ray_cluster.get_runtime_context().gcs_address
+    args = ("score", run_id, "--store", root, "--engine", "ray", "--ray-address", address)
+    first = cli(*args)
+    assert first.exit_code == 0, first.output
+    assert (
+        f"Warning: started 2 scorers on the Ray cluster at {address}: they stay there for the "
+        "next scorings, and leave after 5 minutes idle"
+    ) in first.stderr.splitlines()
+    again = cli(*args)
+    assert again.exit_code == 0, again.output
+    assert "scorer" not in again.stderr
 
 
 def test_a_scorer_leaves_the_cluster_once_idle(ray_cluster):
