@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
-from tcbreplay._cli.render import Grid, Output, Whole, rows_json_parts, to_json
+from tcbreplay._cli.render import Grid, Output, Whole
 from tcbreplay._replay.divergence import Divergence
 from tcbreplay._store.schema import counted_as
 from tcbreplay._words import count
@@ -257,7 +257,9 @@ def _ahr_change(row: dict[str, Any]) -> str:
 
 def diff_json(result: Any, indent: int | None = 2) -> Iterator[str]:
     """``to_json(result.to_dict(), indent)``, the same text in pieces: every sample's deltas,
-    the last entry, written by :func:`rows_json_parts`."""
+    the last entry, written by :func:`~tcbreplay._cli.serialize.rows_json_parts`."""
+    from tcbreplay._cli.serialize import rows_json_parts, to_json  # (only json needs them)
+
     head = to_json(result.to_dict(samples=False), indent)
     if indent is None:
         yield f'{head[:-1]},"samples":'

@@ -720,10 +720,10 @@ def test_rows_json_is_the_text_of_the_python_writer(rows, monkeypatch):
     written in pieces of any number of rows."""
     import polars as pl
 
-    from tcbreplay._cli import render
-    from tcbreplay._cli.render import rows_json, to_json
+    from tcbreplay._cli import serialize
+    from tcbreplay._cli.serialize import rows_json, to_json
 
-    monkeypatch.setattr(render, "JSON_ROWS", rows)
+    monkeypatch.setattr(serialize, "JSON_ROWS", rows)
 
     n = len(TRICKY_FLOATS)
     texts = ["a", "é ü", "\x00\x1f\x7f", '"\\/', "\n\t\r\b\f", "\u2028😀", "", None] * 3
@@ -755,7 +755,7 @@ def test_rows_json_is_the_text_of_the_python_writer(rows, monkeypatch):
 def test_rows_json_writes_any_float_as_python_does(values):
     import polars as pl
 
-    from tcbreplay._cli.render import rows_json, to_json
+    from tcbreplay._cli.serialize import rows_json, to_json
 
     frame = pl.DataFrame({"x": pl.Series(values, dtype=pl.Float64)})
     assert rows_json(frame) == to_json(frame.to_dicts())

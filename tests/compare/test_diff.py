@@ -297,7 +297,7 @@ def test_library_matches_cli(pair):
 
 def test_json_and_jsonl_are_the_text_of_the_python_writer(pair):
     """The samples are written by orjson, the text Python's writer gives the same object."""
-    from tcbreplay._cli.render import to_json
+    from tcbreplay._cli.serialize import to_json
 
     result = diff_runs(Store(pair.root), pair.a, pair.b, n_boot=50)
     assert result.samples.height == 94 and result.samples["d_tp"].drop_nulls().abs().max() > 0
