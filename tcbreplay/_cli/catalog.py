@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, OutputPath, emit, main
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
+from tcbreplay._cli.params import OutputPath
 from tcbreplay._words import count
 
 

@@ -7,14 +7,8 @@ import time
 
 import click
 
-from tcbreplay._cli.common import (
-    STORE_OPTION,
-    emit,
-    listen_on,
-    main,
-    output_format,
-    sigterm_as_ctrl_c,
-)
+from tcbreplay._cli.common import STORE_OPTION, emit, main, output_format, sigterm_as_ctrl_c
+from tcbreplay._cli.params import listen_on
 from tcbreplay._words import count
 
 

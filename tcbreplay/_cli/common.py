@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import errno
 import importlib
-import math
 import os
-import re
 import signal
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,11 +18,9 @@ import click
 
 from tcbreplay._secrets import redact
 from tcbreplay._store.files import reason
-from tcbreplay._store.store_urls import names_object_storage
 from tcbreplay._version import __version__
 from tcbreplay.errors import (
     MEMORY_HINT,
-    InputError,
     TcbReplayError,
     TcbReplayWarning,
     memory_words,
@@ -82,24 +77,6 @@ class _StorePath(click.Path):
         env = source is click.core.ParameterSource.ENVIRONMENT
         hint = STORE_ENVVAR if env else "'--store'"
         raise click.BadParameter(message, ctx=ctx, param=param, param_hint=hint)
-
-
-class OutputPath(click.Path):
-    """The ``-o`` path of a command: an empty one is refused (as a path it is the working
-    folder, which no one means)."""
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        if isinstance(value, str) and not value:
-            self.fail("an empty path names no file or folder", param, ctx)
-        if isinstance(value, str) and names_object_storage(value):
-            # not shown: a URL may hold credentials
-            self.fail(
-                "a URL (such as s3://...) is no local path: the files are written here; copy "
-                "them to object storage with its own tools",
-                param,
-                ctx,
-            )
-        return super().convert(value, param, ctx)
 
 
 def _given_before_command(ctx: click.Context | None, param: click.Parameter | None) -> bool:
@@ -452,29 +429,6 @@ def main(store: Path | None, fmt: str | None) -> None:
     """
 
 
-class InputFile(click.Path):
-    """A file of this machine given as input (a dataset, traces, a system prompt): a URL is
-    refused in one line (object storage holds stores, ``--store s3://...``, not inputs),
-    instead of being read as a path whose ``//`` collapsed."""
-
-    def __init__(self) -> None:
-        super().__init__(dir_okay=False, path_type=Path)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and _URL_START.match(value):
-            self.fail(
-                f"{value}: a URL; give a file of this machine (a store may be on object "
-                "storage, its inputs may not)",
-                param,
-                ctx,
-            )
-        return super().convert(value, param, ctx)
-
-
-_URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-INPUT_FILE = InputFile()
-
-
 class Stopped:
     """How a block under :func:`sigterm_as_ctrl_c` was stopped: the exit code a stopped
     command gives is the shell's for that signal (128 + its number: 130 for Ctrl-C, 143 for
@@ -509,69 +463,9 @@ def sigterm_as_ctrl_c() -> Iterator[Stopped]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def options_dict(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InputError(f"{flag} {pair!r}: expected KEY=VALUE")
-        key = key.strip()
-        if key in out and out[key] != value:  # (the last one won, in silence)
-            raise InputError(f"{flag} {pair!r}: {key} is given twice ({key}={out[key]} too)")
-        out[key] = value
-    return out
-
-
 def emit(output: Any, fmt: str, deadline: float | None = None) -> None:
     """Print a command's :class:`~tcbreplay._cli.render.Output` in format ``fmt`` (a table
     still being drawn at ``deadline``, in ``time.monotonic()`` seconds, is stopped)."""
     from tcbreplay._cli.render import emit as emit_output
 
     emit_output(output, fmt, deadline=deadline)
-
-
-def _a_number(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if math.isnan(value):
-        raise click.BadParameter(f"{value} is not a number of seconds", ctx=ctx, param=param)
-    return value
-
-
-# the limits of a query; the library's functions have none unless given
-TIMEOUT_OPTION = click.option(
-    "--timeout",
-    type=click.FloatRange(min=0),
-    default=300,
-    show_default=True,
-    metavar="SECONDS",
-    callback=_a_number,
-    help="Stop the query, and drawing its table, after this long (0: none).",
-)
-
-
-def deadline(timeout: float) -> float | None:
-    """The ``time.monotonic()`` by which a query given ``--timeout`` must be printed."""
-    return time.monotonic() + timeout if timeout else None
-
-
-MEMORY_OPTION = click.option(
-    "--memory-limit",
-    default="50%",
-    show_default=True,
-    metavar="SIZE",
-    help="Most memory DuckDB may use (it spills to disk beyond it), and most the rows held "
-    "for printing may take: a size such as 4GB, or a share of the machine's memory such "
-    "as 50%.",
-)
-
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def listen_on(host: str) -> str | None:
-    """Refuse an empty ``--host`` (every interface's address to the OS); the warning a host
-    other than loopback is given, or None."""
-    if not host.strip():
-        raise InputError("--host '': give an address to listen on (127.0.0.1: this machine only)")
-    if host not in LOOPBACK:
-        return f"Warning: listening on {host}, not on loopback only"
-    return None

@@ -6,14 +6,8 @@ from pathlib import Path
 
 import click
 
-from tcbreplay._cli.common import (
-    STORE_OPTION,
-    OutputPath,
-    complete_run_id,
-    emit,
-    main,
-    output_format,
-)
+from tcbreplay._cli.common import STORE_OPTION, complete_run_id, emit, main, output_format
+from tcbreplay._cli.params import OutputPath
 
 
 @main.command()

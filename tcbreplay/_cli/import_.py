@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from tcbreplay._cli.common import INPUT_FILE, STORE_OPTION, KnownCommand, emit, main, output_format
+from tcbreplay._cli.common import STORE_OPTION, KnownCommand, emit, main, output_format
+from tcbreplay._cli.params import INPUT_FILE
 from tcbreplay._importers import registry
 from tcbreplay._words import count
 from tcbreplay.errors import InputError, TraceError

@@ -7,16 +7,9 @@ from typing import Any
 
 import click
 
-from tcbreplay._cli.common import (
-    FORMAT_OPTION,
-    MEMORY_OPTION,
-    STORE_OPTION,
-    TIMEOUT_OPTION,
-    deadline,
-    emit,
-    main,
-    options_dict,
-)
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
+from tcbreplay._cli.params import options_dict
+from tcbreplay._cli.query_limits import MEMORY_OPTION, TIMEOUT_OPTION, deadline
 
 
 @main.command()

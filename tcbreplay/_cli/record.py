@@ -7,15 +7,8 @@ import sys
 
 import click
 
-from tcbreplay._cli.common import (
-    FORMAT_OPTION,
-    INPUT_FILE,
-    STORE_OPTION,
-    emit,
-    main,
-    options_dict,
-    sigterm_as_ctrl_c,
-)
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main, sigterm_as_ctrl_c
+from tcbreplay._cli.params import INPUT_FILE, options_dict
 from tcbreplay._store.store_urls import store_root
 from tcbreplay._words import count, noun_for
 from tcbreplay.errors import InputError, StoreError

@@ -10,14 +10,13 @@ import click
 
 from tcbreplay._cli.common import (
     FORMAT_OPTION,
-    INPUT_FILE,
     STORE_OPTION,
     complete_run_id,
     emit,
     main,
-    options_dict,
     sigterm_as_ctrl_c,
 )
+from tcbreplay._cli.params import INPUT_FILE, options_dict
 from tcbreplay._words import noun_for
 
 

@@ -9,12 +9,12 @@ import click
 from tcbreplay._cli.common import (
     FORMAT_OPTION,
     STORE_OPTION,
-    OutputPath,
     complete_run_id,
     complete_scoring,
     emit,
     main,
 )
+from tcbreplay._cli.params import OutputPath
 
 
 @main.command()

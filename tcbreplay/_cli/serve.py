@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from tcbreplay._cli.common import STORE_OPTION, complete_run_id, listen_on, main
+from tcbreplay._cli.common import STORE_OPTION, complete_run_id, main
+from tcbreplay._cli.params import listen_on
 from tcbreplay._words import count
 
 

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import click
 
-from tcbreplay._cli.common import (
-    FORMAT_OPTION,
-    MEMORY_OPTION,
-    STORE_OPTION,
-    TIMEOUT_OPTION,
-    deadline,
-    emit,
-    main,
-)
+from tcbreplay._cli.common import FORMAT_OPTION, STORE_OPTION, emit, main
+from tcbreplay._cli.query_limits import MEMORY_OPTION, TIMEOUT_OPTION, deadline
 
 
 @main.command("sql")
