@@ -160,6 +160,8 @@ GROUND = {
     "tcbreplay._version",
     "tcbreplay._json",
     "tcbreplay._secrets",
+    "tcbreplay._scrub",
+    "tcbreplay._model_secrets",
     "tcbreplay.errors",
     "tcbreplay._clock",
     "tcbreplay._machine",

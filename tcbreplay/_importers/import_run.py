@@ -22,7 +22,8 @@ from tcbreplay._inputs.benchmarks import BenchmarkInputs
 from tcbreplay._inputs.dataset import Dataset, check_against_tools, lone_surrogate
 from tcbreplay._inputs.tools import load_toolset, toolset_from_dicts
 from tcbreplay._machine import collector_paused
-from tcbreplay._secrets import refuse_model_secrets, scrub, scrub_json
+from tcbreplay._model_secrets import refuse_model_secrets
+from tcbreplay._scrub import scrub, scrub_json
 from tcbreplay._store.files import names_a_file
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import MANIFEST, new_manifest, row_index, sample_record, utcnow

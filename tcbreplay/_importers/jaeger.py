@@ -9,7 +9,7 @@ Each span: ``traceID``, ``spanID``, ``operationName``, its parent in ``reference
 (``serviceName``). A failed span has the tag ``otel.status_code`` ``ERROR`` (or ``error``
 true). The spans are read as :mod:`tcbreplay._importers.otel.samples` says, as the ``otlp``
 dialect reads them, a secret's value redacted as that dialect redacts it (each tag, log field
-and process tag by its key, names as texts: :func:`tcbreplay._secrets.scrub`); Jaeger v2's
+and process tag by its key, names as texts: :func:`tcbreplay._scrub.scrub`); Jaeger v2's
 OTLP answer (``/api/v3/traces``) is that dialect's.
 """
 

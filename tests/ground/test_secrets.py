@@ -17,10 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import cli, snapshot
 
-from tcbreplay import _secrets
+from tcbreplay import _model_secrets, _secrets
 from tcbreplay._importers.import_run import import_traces
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._inputs.dataset import GoldCall, Sample
+from tcbreplay._model_secrets import find_secrets
 from tcbreplay._record.models import (
     KEY_VARIABLES,
     build_chat_model,
@@ -29,7 +30,7 @@ from tcbreplay._record.models import (
 )
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._record.sample import run_sample
-from tcbreplay._secrets import find_secrets, is_secret_name, redact
+from tcbreplay._secrets import is_secret_name, redact
 from tcbreplay.errors import InputError, ModelError, TcbReplayWarning
 
 FAKE = "sk-test-FAKE1234567890"  # never a real key
@@ -542,7 +543,7 @@ def test_a_model_option_holding_a_credential_by_its_form_is_refused(tmp_path, op
 def test_option_values_with_words_like_token_or_key_hold_no_secret():
     for value in (["Token limit reached"], "keyboard shortcuts", {"max_tokens": 4096},
                   "The Bearer of news", "sk-short"):  # fmt: skip
-        assert list(_secrets.find_secrets("stop", value, environ={})) == [], value
+        assert list(_model_secrets.find_secrets("stop", value, environ={})) == [], value
 
 
 def test_a_run_id_holding_a_secrets_value_is_refused_unshown(tmp_path, monkeypatch):

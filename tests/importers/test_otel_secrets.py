@@ -17,10 +17,11 @@ from helpers import TEST_DATA, cli
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1 import common_pb2
 
-from tcbreplay import _secrets
+from tcbreplay import _scrub, _secrets
 from tcbreplay._importers.otel.otlp_json import decode_json
 from tcbreplay._importers.otel.otlp_proto import decode_proto
-from tcbreplay._secrets import MIN_SECRET_LENGTH, REDACTED, redact, scrub
+from tcbreplay._scrub import scrub
+from tcbreplay._secrets import MIN_SECRET_LENGTH, REDACTED, redact
 
 OTEL = TEST_DATA / "otel"
 # none of these is a real key: each has the form of one
@@ -441,20 +442,20 @@ CONTENT_REDACTED = [
 def test_ordinary_data_in_messages_is_kept_that_an_attribute_would_lose(text):
     """Messages were scrubbed with the rule of attributes: a tool's page_token argument, a
     boarding pass in the user's words, a thinking block's signature became [redacted]."""
-    assert _secrets.scrub_content("", text) == text
+    assert _scrub.scrub_content("", text) == text
     assert scrub("note", text) != text  # (an attribute's text keeps the broader rule)
 
 
 @pytest.mark.parametrize(("text", "kept"), CONTENT_REDACTED)
 def test_credentials_in_messages_are_still_redacted(text, kept):
-    assert _secrets.scrub_content("", text) == kept
+    assert _scrub.scrub_content("", text) == kept
 
 
 def test_a_field_named_as_a_credential_is_redacted_whole_inside_a_message():
-    assert _secrets.scrub_content("api_key", "f3a9c1e7") == REDACTED
-    assert _secrets.scrub_content("page_token", "f3a9c1e7") == "f3a9c1e7"
-    assert _secrets.is_credential_name("OPENAI_API_KEY")
-    assert not _secrets.is_credential_name("next_page_token")
+    assert _scrub.scrub_content("api_key", "f3a9c1e7") == REDACTED
+    assert _scrub.scrub_content("page_token", "f3a9c1e7") == "f3a9c1e7"
+    assert _scrub.is_credential_name("OPENAI_API_KEY")
+    assert not _scrub.is_credential_name("next_page_token")
 
 
 def _conversation_with(folder: Path, args: str, said: str) -> Path:
@@ -556,7 +557,7 @@ def test_inside_messages_no_text_loses_more_than_as_an_attribute():
     for parts in itertools.product(BEFORE, STARTS, BETWEEN, VALUES, AFTER):
         text = "".join(parts)
         if scrub("note", text) == text:
-            assert _secrets.scrub_content("", text) == text, text
+            assert _scrub.scrub_content("", text) == text, text
 
 
 # ---------------------------------------------------------------- errors quote no value

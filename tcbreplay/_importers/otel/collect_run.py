@@ -14,7 +14,7 @@ from typing import Any
 from tcbreplay._importers.otel import samples as otel_samples
 from tcbreplay._importers.otel.grouping import Group
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
-from tcbreplay._secrets import scrub
+from tcbreplay._scrub import scrub
 from tcbreplay._store.files import DATASET_SHA256, file_record, write_jsonl_atomic
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DATASET, SAMPLES, new_manifest, sample_record, utcnow

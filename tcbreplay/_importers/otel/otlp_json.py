@@ -24,13 +24,14 @@ from tcbreplay._importers.otel.spans import (
     scrubbed,
     scrubbed_text,
 )
-from tcbreplay._secrets import redact, scrub
+from tcbreplay._scrub import scrub
+from tcbreplay._secrets import redact
 from tcbreplay.errors import TraceError
 
 
 def decode_json(doc: Any, place: str, whole: bool = False) -> Batch:
     """An OTLP/JSON export request (traces or logs) as spans and log records. A secret's
-    value is redacted (:func:`tcbreplay._secrets.scrub`) in the batch and in ``doc`` too."""
+    value is redacted (:func:`tcbreplay._scrub.scrub`) in the batch and in ``doc`` too."""
     if doc == {}:  # an export request of nothing (protobuf's empty request, written as JSON)
         return Batch()
     if not isinstance(doc, dict) or not (SPANS_KEY in doc or LOGS_KEY in doc):

@@ -22,7 +22,7 @@ from tcbreplay._importers.otel.spans import (
     scrubbed,
     scrubbed_text,
 )
-from tcbreplay._secrets import scrub
+from tcbreplay._scrub import scrub
 from tcbreplay.errors import InputError, TraceError
 
 

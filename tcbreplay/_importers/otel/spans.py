@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
-from tcbreplay._secrets import REDACTED, scrub, scrub_content
+from tcbreplay._scrub import scrub, scrub_content
+from tcbreplay._secrets import REDACTED
 from tcbreplay.errors import TcbReplayWarning, TraceError
 
 # what the two requests hold at their top
@@ -33,7 +34,7 @@ OTEL_HINT = "pip install 'tcbreplay[otel]'"
 # results, the tools offered), in each convention read (GenAI's, OpenLLMetry's indexed
 # gen_ai.prompt.N.*, OpenInference's, the Vercel AI SDK's), and the events whose attributes
 # and body are a message (GenAI's per-message events): a credential in them is redacted by
-# :func:`tcbreplay._secrets.scrub_content`, whose names are narrower than an attribute's (a
+# :func:`tcbreplay._scrub.scrub_content`, whose names are narrower than an attribute's (a
 # tool's ``page_token`` argument is data, an ``api_key`` one is not), and counted apart, to
 # be said (:func:`warn_content_redacted`): such a value no longer reads as it was written.
 CONTENT = frozenset(
@@ -182,7 +183,7 @@ def scrubbed(name: str, value: Any, batch: Batch, content: str | None = None) ->
     """A plain value of attribute ``name`` (a span's name or message: ``""``) as tcbreplay
     keeps it: by :func:`scrub`, or inside a conversation (``name`` one of :data:`CONTENT`,
     or a field of ``content``, the attribute or event holding it) by
-    :func:`tcbreplay._secrets.scrub_content`; a redaction counted in ``batch``. Jaeger's
+    :func:`tcbreplay._scrub.scrub_content`; a redaction counted in ``batch``. Jaeger's
     tags are read with it too."""
     if content is None and is_content(name):
         content = name

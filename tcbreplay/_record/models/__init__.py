@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcbreplay import _json
+from tcbreplay._model_secrets import SECRETS_HINT, find_secrets, refuse_model_secrets
 from tcbreplay._record.models.anthropic_calls import raise_error_bodies
 from tcbreplay._record.models.gemini_bodies import raise_gemini_error_bodies
 from tcbreplay._record.models.openai_calls import keep_non_object_arguments_invalid
 from tcbreplay._record.models.streamed_bodies import raise_streamed_error_bodies
-from tcbreplay._secrets import SECRETS_HINT, find_secrets, refuse_model_secrets, register
+from tcbreplay._secrets import register
 from tcbreplay.errors import ModelError
 
 DEFAULT_MODEL = "google_genai:gemini-2.5-flash"
