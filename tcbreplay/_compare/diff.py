@@ -12,44 +12,32 @@ common samples (``n_boot`` resamples with replacement, percentile interval, seed
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
 
-from tcbreplay._compare.resampling import ResampleSums, ratio, refuse_few_resamples
-from tcbreplay._score.audit_record import sql_sha256
-from tcbreplay._score.read_results import (
-    read_scoring_file,
-    read_summary,
-    refuse_repeated_rows,
-    scoring_file_batches,
+from tcbreplay._compare.deltas import metric_delta, tool_deltas
+from tcbreplay._compare.resampling import ResampleSums, refuse_few_resamples
+from tcbreplay._compare.scored_runs import (
+    DIFF_COLUMNS,
+    METRICS,
+    OUTCOMES,
+    SCORE_COLUMNS,
+    load_scores,
+    unlike_options,
 )
 from tcbreplay._store.files import written_dataset_sha256
 from tcbreplay._store.parquet import read_table
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import SCORES
 from tcbreplay._store.views import shown_status
 from tcbreplay._words import count
 from tcbreplay.errors import InputError
 
-if TYPE_CHECKING:
-    from tcbreplay._score.options import ScoreOptions
-
-METRICS = ("tsa", "tp", "ahr")
-# the outcome metrics: shares (exact, write_exact) and a position, shown beside the three;
-# whether a sample regressed is still decided by the three alone
-OUTCOMES = ("exact", "write_exact", "first_divergence")
-SCORE_COLUMNS = ["sample_id", "sample_index", "n_gold", *METRICS, "args_invalid", "args_total"]
-PAIR_COLUMNS = ["sample_id", "tool", "args_invalid", "args_valid"]
-_PAIR_NUMBERS = PAIR_COLUMNS[1:]  # (read apart from the ids, which are mostly only checked)
-# what diff reads of the scores (a file written before trials or the outcomes reads without)
-DIFF_COLUMNS = [*SCORE_COLUMNS, "trial", *OUTCOMES, "pairs"]
 _CHUNK_CELLS = 20_000_000  # resample indices drawn at once (how the seed's stream is cut)
 # Each metric and tool keeps its draws for the percentiles, 8 bytes a resample (8 MB at this
 # bound); past a million resamples the percentiles' own sampling error is far below the
@@ -113,88 +101,6 @@ class DiffResult:
         return out
 
 
-def load_scores(
-    store: Store, run: Run, scoring: str, like: list[Run] | None = None,
-    columns: list[str] | None = None, options: ScoreOptions | None = None,
-) -> tuple[pl.DataFrame, pl.DataFrame | None]:  # fmt: skip
-    """Stored per-sample scores and chosen pairs of a scoring, or computed in memory with the
-    options it was stored with in one of the runs ``like``, else those its name stands for
-    (so also when the run's files changed since it was stored: :meth:`Run.changed_since`).
-    ``columns``: only these of the scores, those the scoring has (None: all of them). Of the
-    pairs, ``PAIR_COLUMNS``, each pair's sample given by the row of the scores it is of
-    (``row``) where the pairs list each row's pairs in the rows' order, as scoring writes
-    them (:func:`pair_rows`), else by its ``sample_id``. ``options``: computed in memory with
-    these, whatever is stored."""
-    folder = run.scores_dir(scoring)
-    kept = options is None and (folder / "scores.parquet").exists()
-    if kept and _named_options(run, scoring, current=True):
-        found = read_scoring_file(run, folder / "scores.parquet", SCORE_COLUMNS, columns)
-        refuse_repeated_rows(run, folder / "scores.parquet", found)
-        pairs_path = folder / "pairs.parquet"
-        if not pairs_path.exists():
-            return found, None
-        numbers = read_scoring_file(run, pairs_path, PAIR_COLUMNS, _PAIR_NUMBERS, ("tool",))
-        _, batches = scoring_file_batches(run, pairs_path, PAIR_COLUMNS, ["sample_id"])
-        rows = pair_rows(found, numbers.height, (batch["sample_id"] for batch in batches))
-        if rows is not None:  # (the pairs' ids were only read to check them, not kept)
-            return found, numbers.with_columns(row=pl.Series(rows))
-        ids = read_scoring_file(run, pairs_path, PAIR_COLUMNS, ["sample_id"])["sample_id"]
-        return found, numbers.with_columns(ids)
-    from tcbreplay._score.options import ScoreOptions, missing_scoring_hint
-    from tcbreplay._score.run import score_run
-
-    options = options or _stored_options(like or [], scoring) or ScoreOptions.from_scoring(scoring)
-    if options is None:
-        stored = sorted(p.parent.name for p in (run.dir / SCORES).glob("*/summary.json"))
-        raise InputError(
-            f"run {run.run_id!r} has no scoring {scoring!r}",
-            hint=missing_scoring_hint(run.run_id, scoring, stored),
-        )
-    result = score_run(store, run.run_id, options, write=False)
-    scores, pairs = result.scores, result.pairs
-    if columns is not None:
-        scores = scores.select(c for c in columns if c in scores.columns)
-    if pairs is None:
-        return scores, None
-    rows = pair_rows(scores, pairs.height, [pairs["sample_id"]])
-    if rows is not None:
-        return scores, pairs.select(_PAIR_NUMBERS).with_columns(row=pl.Series(rows))
-    return scores, pairs.select(PAIR_COLUMNS)
-
-
-def _stored_options(runs: list[Run], scoring: str) -> ScoreOptions | None:
-    """The options a scoring was stored with in one of ``runs``: its name rounds the
-    tolerances to 6 digits, so the exact ones come from there."""
-    for run in runs:
-        folder = run.scores_dir(scoring)
-        if (folder / "summary.json").exists() and _named_options(run, scoring):
-            return read_summary(run, folder)[1]
-    return None
-
-
-def _unlike_options(a: Run, b: Run, scoring: str) -> tuple[ScoreOptions | None, list[str]]:
-    """Of two runs whose stored scorings of one name were scored with other options (the
-    name leaves out the roles: ``--role``, a role file) or chose other tools to focus on: A's
-    options, to score B with in memory (None: B's stored scores are compared), and what the
-    comparison must say."""
-    found_a, found_b = _stored_summary(a, scoring), _stored_summary(b, scoring)
-    if found_a is None or found_b is None:
-        return None, []
-    (summary_a, options_a), (summary_b, options_b) = found_a, found_b
-    if options_a != options_b:
-        return options_a, [
-            f"B ({b.run_id}) was scored {scoring} with other options than A ({a.run_id}) "
-            f"({_options_text(options_a, options_b)}): B is scored in memory with A's"
-        ]
-    focus_a, focus_b = summary_a.get("focus"), summary_b.get("focus")
-    if focus_a != focus_b:
-        return None, [
-            f"the runs' {scoring} focus on other tools (their specs give them other roles): "
-            f"A {_focus_text(focus_a)}, B {_focus_text(focus_b)}"
-        ]
-    return None, []
-
-
 # what makes a sample the task it is
 TASK_COLUMNS = ["sample_id", "input", "gold"]
 
@@ -241,56 +147,6 @@ def _benchmarks_differ(a: Run, b: Run) -> list[str]:
     ]
 
 
-def _stored_summary(run: Run, scoring: str) -> tuple[dict[str, Any], ScoreOptions] | None:
-    folder = run.scores_dir(scoring)
-    if not (folder / "summary.json").exists() or not _named_options(run, scoring, current=True):
-        return None
-    return read_summary(run, folder)
-
-
-def _options_text(a: ScoreOptions, b: ScoreOptions) -> str:
-    """What differs between two scorings' options: ``roles B's (A: A's)``, ..."""
-    out = []
-    for name in (f.name for f in dataclasses.fields(a)):
-        mine, theirs = getattr(b, name), getattr(a, name)
-        if mine != theirs:
-            out.append(f"{name} {_option_value(mine)} (A: {_option_value(theirs)})")
-    return "; ".join(out)
-
-
-def _option_value(value: Any) -> str:
-    if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
-        return ", ".join("=".join(map(str, pair)) for pair in value) or "none"
-    if isinstance(value, tuple):
-        return ", ".join(map(str, value)) or "none"
-    return str(value)
-
-
-def _focus_text(focus: Any) -> str:
-    tools = focus.get("tools") if isinstance(focus, dict) else None
-    return ", ".join(map(str, tools)) if isinstance(tools, list) else "every tool"
-
-
-def _named_options(run: Run, scoring: str, current: bool = False) -> bool:
-    """Whether the run's stored scoring ``scoring`` was scored with options of that name: a
-    spec folder written under an earlier version's defaults (abs_tol 1e-9) was not, and is
-    compared as if the run had none (scored in memory); ``current``: and of the run's files
-    as they are."""
-    folder = run.scores_dir(scoring)
-    if not (folder / "summary.json").exists():
-        # a scoring writes its summary last: scores without one are no scoring it finished
-        return False
-    summary, options = read_summary(run, folder)
-    if options.scoring != scoring:
-        return False
-    if not current:
-        return True
-    audit = summary.get("audit")
-    # scored by other SQL than today's (an earlier version's): scored again, as report does
-    sql = audit.get("sql_sha256") if isinstance(audit, dict) else None
-    return sql in (None, sql_sha256(options.scorer)) and not run.changed_since(summary)
-
-
 def diff_runs(
     store: Store,
     run_a: str,
@@ -329,7 +185,7 @@ def diff_runs(
         )
     a_run, b_run = store.open_run(run_a), store.open_run(run_b)
     with a_run.reading(), b_run.reading():  # neither deleted (record --overwrite) meanwhile
-        as_a, differ = _unlike_options(a_run, b_run, scoring)
+        as_a, differ = unlike_options(a_run, b_run, scoring)
         a, pairs_a = load_scores(store, a_run, scoring, like=[b_run], columns=DIFF_COLUMNS)
         b, pairs_b = load_scores(store, b_run, scoring, like=[a_run], columns=DIFF_COLUMNS,
                                  options=as_a)  # fmt: skip
@@ -366,13 +222,13 @@ def diff_runs(
     alpha = (1 - confidence) / 2
     # the abet scorer's tsa is pooled: hits over all samples / gold calls over all samples
     pooled = ("ahr", "tsa") if scoring == "abet" else ("ahr",)
-    pending = {m: _metric_delta(joined, m, boot, alpha, m in pooled) for m in METRICS}
+    pending = {m: metric_delta(joined, m, boot, alpha, m in pooled) for m in METRICS}
     for m in OUTCOMES[:2]:  # shares of the samples where defined (none: no write role)
         if joined[m].null_count() < joined.height or joined[f"{m}_b"].null_count() < joined.height:
-            pending[m] = _metric_delta(joined, m, boot, alpha)
+            pending[m] = metric_delta(joined, m, boot, alpha)
     sides = [(pairs_a, _k_of_rows(at_a, rows_a)), (pairs_b, _k_of_rows(at_b, rows_b))]
     del pairs_a, pairs_b  # (let go in turn as they are read)
-    pending_tools = _tool_deltas(joined, sides, boot, alpha)
+    pending_tools = tool_deltas(joined, sides, boot, alpha)
     boot.sums(progress)  # (drawn once, for every statistic)
     runs = {m: finish() for m, finish in pending.items()}
     tools = [{**entry, **{f"ahr_{k}": v for k, v in finish().items()}}
@@ -504,42 +360,6 @@ def _k_of_rows(at: np.ndarray, height: int) -> np.ndarray:
     return k
 
 
-def pair_rows(
-    scores: pl.DataFrame, n_pairs: int, id_batches: Iterable[pl.Series]
-) -> np.ndarray | None:
-    """The row of ``scores`` each of ``n_pairs`` pairs is of, when the pairs (whose sample
-    ids come in ``id_batches``, in order) list each row's pairs (its ``pairs`` count) in the
-    rows' order, as scoring writes them; None otherwise (a file written otherwise: the pairs
-    are then matched by sample id). The ids are checked a batch at a time, and not kept:
-    each row's pairs are one run of its id, starting where the counts say."""
-    if "pairs" not in scores.columns:
-        return None
-    counts = scores["pairs"].fill_null(0).to_numpy().astype(np.int64)
-    if (counts < 0).any() or int(counts.sum()) != n_pairs:
-        return None
-    having = np.flatnonzero(counts)  # the rows with pairs, and where their pairs start
-    starts = np.cumsum(counts)[having] - counts[having]
-    ids = scores["sample_id"]
-    seen = found = 0  # pairs and runs of one id seen so far
-    last: Any = None  # the id the batch before ended with
-    for batch in id_batches:
-        if not len(batch):
-            continue
-        runs = batch.rle_id().to_numpy()
-        local = np.flatnonzero(np.diff(runs, prepend=-1))
-        if seen and batch[0] == last:  # a run going on from the batch before
-            local = local[1:]
-        upto = found + len(local)
-        if upto > len(starts) or not np.array_equal(local + seen, starts[found:upto]):
-            return None
-        if not ids.gather(having[found:upto]).equals(batch.gather(local)):
-            return None
-        seen, found, last = seen + len(batch), upto, batch[-1]
-    if seen != n_pairs or found != len(starts):
-        return None
-    return np.repeat(np.arange(len(counts)), counts)
-
-
 def _with_ids(pairs: pl.DataFrame | None, scores: pl.DataFrame) -> pl.DataFrame | None:
     """``pairs`` with each pair's sample id (those given by their row of ``scores``)."""
     if pairs is None or "row" not in pairs.columns:
@@ -585,166 +405,6 @@ def by_sample(scores: pl.DataFrame, scoring: str) -> pl.DataFrame:
         )
         .sort("sample_index")
     )
-
-
-def _metric_delta(
-    joined: pl.DataFrame, metric: str, boot: ResampleSums, alpha: float, pooled: bool = False
-) -> Callable[[], dict[str, Any]]:
-    """Run-level values of both runs, their delta and its bootstrap interval: the mean of the
-    defined per-sample values, or when ``pooled`` a ratio of sums over the samples. Returns
-    what computes them once every statistic's columns are in ``boot``."""
-    if pooled:
-        return _pooled_delta(
-            (None, *_pooled_parts(joined, metric, "")),
-            (None, *_pooled_parts(joined, metric, "_b")),
-            boot,
-            alpha,
-        )
-    va = joined[metric].to_numpy().astype(float)
-    vb = joined[f"{metric}_b"].to_numpy().astype(float)
-    za, ca = boot.column(np.nan_to_num(va)), boot.column(~np.isnan(va))
-    zb, cb = boot.column(np.nan_to_num(vb)), boot.column(~np.isnan(vb))
-
-    def stat(s: np.ndarray) -> np.ndarray:
-        return ratio(s[:, zb], s[:, cb]) - ratio(s[:, za], s[:, ca])
-
-    # the point values the way score computes them (polars mean), to the last bit
-    return _finish(stat, _mean(joined[metric]), _mean(joined[f"{metric}_b"]), boot, alpha)
-
-
-# one run's side of a pooled metric: the samples (None: every one, in joined's order), and
-# at each the numerator and denominator whose sums make the metric
-Pooled = tuple[np.ndarray | None, np.ndarray, np.ndarray]
-
-
-def _pooled_delta(
-    side_a: Pooled, side_b: Pooled, boot: ResampleSums, alpha: float
-) -> Callable[[], dict[str, Any]]:
-    """:func:`_metric_delta` of a ratio of sums over the samples."""
-    (at_a, num_a, den_a), (at_b, num_b, den_b) = side_a, side_b
-    na, da = boot.column(num_a, at_a), boot.column(den_a, at_a)
-    nb, db = boot.column(num_b, at_b), boot.column(den_b, at_b)
-
-    def stat(s: np.ndarray) -> np.ndarray:
-        return ratio(s[:, nb], s[:, db]) - ratio(s[:, na], s[:, da])
-
-    # integer sums divided once, as score does
-    value_a = float(ratio(int(num_a.sum()), int(den_a.sum())))
-    value_b = float(ratio(int(num_b.sum()), int(den_b.sum())))
-    return _finish(stat, value_a, value_b, boot, alpha)
-
-
-def _finish(
-    stat: Callable[[np.ndarray], np.ndarray], value_a: float, value_b: float,
-    boot: ResampleSums, alpha: float,
-) -> Callable[[], dict[str, Any]]:  # fmt: skip
-    """What computes a metric's values, delta and interval once every statistic's columns
-    are in ``boot``: ``stat`` takes the resamples' sums to the delta's draws."""
-
-    def finish() -> dict[str, Any]:
-        draws = stat(boot.sums())
-        draws = draws[~np.isnan(draws)]
-        low, high = np.quantile(draws, [alpha, 1 - alpha]) if len(draws) else (np.nan, np.nan)
-        return {
-            "a": _num(value_a),
-            "b": _num(value_b),
-            "delta": _num(value_b - value_a),
-            "ci_low": _num(low),
-            "ci_high": _num(high),
-        }
-
-    return finish
-
-
-def _pooled_parts(joined: pl.DataFrame, metric: str, side: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per sample, the numerator and denominator whose sums make a pooled metric: ahr's
-    invalid and total arguments; tsa's hits and gold calls (hits = tsa × gold calls, an
-    integer the division held exactly)."""
-    if metric == "ahr":
-        return (
-            joined[f"args_invalid{side}"].to_numpy().astype(np.int64),
-            joined[f"args_total{side}"].to_numpy().astype(np.int64),
-        )
-    gold = joined[f"n_gold{side}"].to_numpy().astype(np.int64)
-    share = np.nan_to_num(joined[f"{metric}{side}"].to_numpy().astype(float))
-    return np.rint(share * gold).astype(np.int64), gold
-
-
-def _tool_deltas(
-    joined: pl.DataFrame,
-    sides: list[tuple[pl.DataFrame | None, np.ndarray]],
-    boot: ResampleSums,
-    alpha: float,
-) -> list[tuple[dict[str, Any], Callable[[], dict[str, Any]]]]:
-    """Per tool: its paired calls in each run, and what computes ahr over them in each run,
-    the delta and its interval (see :func:`_metric_delta`). ``sides``: each run's pairs (see
-    :func:`load_scores`) and each of its scores rows' row in ``joined`` (:func:`_k_of_rows`),
-    taken out of the list as they are read."""
-    if any(pairs is None for pairs, _ in sides):
-        return []
-    tools = sorted(set().union(*(pairs["tool"].unique() for pairs, _ in sides)))  # type: ignore[index]
-    order = joined.select("sample_id").with_row_index("k")
-    # each run's pairs as arrays, once: tool, row k in ``joined`` (-1: of a sample not
-    # common), and the arguments' counts; each run's pairs let go as soon as read
-    arrays = []
-    while sides:
-        pairs, k_of_row = sides.pop(0)
-        assert pairs is not None
-        if "row" in pairs.columns:  # by the row of the run's scores each pair is of
-            k = k_of_row[pairs["row"].to_numpy()]
-        else:  # by sample id
-            k = (
-                pairs.select("sample_id")
-                .join(order, on="sample_id", how="left", maintain_order="left")["k"]
-                .fill_null(-1)
-                .cast(pl.Int64)
-                .to_numpy()
-            )
-        codes = np.full(pairs.height, -1, dtype=np.int32)
-        for c, tool in enumerate(tools):
-            codes[(pairs["tool"] == tool).fill_null(False).to_numpy()] = c
-        codes[k < 0] = -1  # (pairs of samples not common)
-        inv, valid = (
-            pairs[c].fill_null(0).cast(pl.Int32).to_numpy() for c in ("args_invalid", "args_valid")
-        )
-        arrays.append((codes, k, inv, valid))
-        del pairs
-    out = []
-    for c, tool in enumerate(tools):
-        parts = []
-        for codes, k, inv, valid in arrays:
-            keep = codes == c
-            at, (inv_at, valid_at, paired) = _summed_by(k[keep], inv[keep], valid[keep])
-            parts.append((at, inv_at, inv_at + valid_at, int(paired.sum())))
-        entry = {"tool": tool, "paired_a": parts[0][3], "paired_b": parts[1][3]}
-        out.append((entry, _pooled_delta(parts[0][:3], parts[1][:3], boot, alpha)))
-    return out
-
-
-def _summed_by(k: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
-    """The distinct ``k`` ascending, and at each the sum of each of ``values`` and the count
-    of its entries (pairs come in the order of their samples, so ``k`` is most often sorted
-    already)."""
-    if len(k) > 1 and (np.diff(k) < 0).any():
-        order = np.argsort(k, kind="stable")
-        k, values = k[order], tuple(v[order] for v in values)
-    starts = np.flatnonzero(np.diff(k, prepend=-1))  # (k is 0 or more)
-    if not len(starts):
-        return k, tuple(np.zeros(0, np.int64) for _ in range(len(values) + 1))
-    sums = tuple(np.add.reduceat(np.asarray(v, np.int64), starts) for v in values)
-    return k[starts], (*sums, np.diff(starts, append=len(k)))
-
-
-def _mean(series: pl.Series) -> float:
-    # in one chunk, as score sums the column (a mean of several chunks may differ in its
-    # last bit)
-    defined = series.rechunk().drop_nulls()
-    return cast(float, defined.mean()) if defined.len() else float("nan")
-
-
-def _num(value: Any) -> float | None:
-    value = float(value)
-    return None if np.isnan(value) else value
 
 
 _TRIALS, _TRIALS_MANY = "sample and trial", "samples and trials"

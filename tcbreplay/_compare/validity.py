@@ -25,9 +25,10 @@ from typing import Any, cast
 import numpy as np
 import polars as pl
 
-from tcbreplay._compare.diff import MAX_BOOT, load_scores
+from tcbreplay._compare.diff import MAX_BOOT
 from tcbreplay._compare.outcomes import Outcomes, read_outcomes
 from tcbreplay._compare.resampling import least_resamples, refuse_few_resamples
+from tcbreplay._compare.scored_runs import load_scores
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DEFAULT_SCORER

@@ -1027,7 +1027,8 @@ def test_report_and_diff_do_not_take_a_former_default_for_todays(former_default)
     """report and diff want today's defaults under "spec": they score such a run in memory
     (ahr 1/2 under abs_tol 0, not the stored 0); score then writes today's over it, and
     that verifies too."""
-    from tcbreplay._compare.diff import diff_runs, load_scores
+    from tcbreplay._compare.diff import diff_runs
+    from tcbreplay._compare.scored_runs import load_scores
     from tcbreplay._report.data import load_run
 
     store = Store(former_default)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import TEST_DATA, cli, import_tau_bench, snapshot
 
-from tcbreplay._compare import diff as diff_module
+from tcbreplay._compare import deltas, scored_runs
 from tcbreplay._compare.diff import MAX_BOOT, diff_runs
 from tcbreplay._inputs.benchmarks import load_inputs
 from tcbreplay._record.models import parse_model
@@ -336,8 +336,8 @@ def test_only_the_columns_compared_are_read(pair, monkeypatch):
     out = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "40")
     assert out["n_common"] == 94 and len(out["tools"]) == 3
     # each run's pairs: the numbers kept, then the ids only checked (a batch at a time)
-    scores = (diff_module.DIFF_COLUMNS, {"read_dictionary": []})
-    pairs = [(diff_module.PAIR_COLUMNS[1:], {"read_dictionary": ["tool"]}),
+    scores = (scored_runs.DIFF_COLUMNS, {"read_dictionary": []})
+    pairs = [(scored_runs.PAIR_COLUMNS[1:], {"read_dictionary": ["tool"]}),
              (["sample_id"], {"read_dictionary": []})]  # fmt: skip
     assert read == {"scores.parquet": [scores] * 2, "pairs.parquet": pairs * 2}
 
@@ -346,19 +346,19 @@ def test_pairs_are_matched_by_the_rows_they_are_of(pair, monkeypatch):
     """Stored pairs list each scores row's pairs in the rows' order: diff matches them to
     samples by row, with the same result as matching them by sample id."""
     found = []
-    real = diff_module.pair_rows
+    real = scored_runs.pair_rows
 
     def spied(scores, n_pairs, batches):
         found.append(real(scores, n_pairs, batches))
         return found[-1]
 
-    monkeypatch.setattr(diff_module, "pair_rows", spied)
+    monkeypatch.setattr(scored_runs, "pair_rows", spied)
     by_row = diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200")
     assert len(found) == 2 and all(rows is not None for rows in found)
     pairs = pl.read_parquet(pair.root / pair.a / "scores" / "spec" / "pairs.parquet")
     scores = read_scores(pair.root, pair.a)
     assert (scores["sample_id"].gather(found[0]) == pairs["sample_id"]).all()
-    monkeypatch.setattr(diff_module, "pair_rows", lambda *given: None)
+    monkeypatch.setattr(scored_runs, "pair_rows", lambda *given: None)
     assert diff_json(pair.root, pair.a, pair.b, "--bootstrap", "200") == by_row
 
 
@@ -372,14 +372,14 @@ def test_pair_rows_are_checked_a_batch_at_a_time(pair, size):
     def batches(series):
         return (series.slice(k, size) for k in range(0, len(series), size))
 
-    whole = diff_module.pair_rows(scores, len(ids), [ids])
+    whole = scored_runs.pair_rows(scores, len(ids), [ids])
     assert whole is not None and (scores["sample_id"].gather(whole) == ids).all()
-    assert (diff_module.pair_rows(scores, len(ids), batches(ids)) == whole).all()
-    assert diff_module.pair_rows(scores, len(ids), batches(ids.reverse())) is None
-    assert diff_module.pair_rows(scores, len(ids) - 1, batches(ids[1:])) is None
+    assert (scored_runs.pair_rows(scores, len(ids), batches(ids)) == whole).all()
+    assert scored_runs.pair_rows(scores, len(ids), batches(ids.reverse())) is None
+    assert scored_runs.pair_rows(scores, len(ids) - 1, batches(ids[1:])) is None
     moved = pl.concat([ids[1:2], ids[:1], ids[2:]])  # two samples' first pairs swapped
     if moved[0] != ids[0]:
-        assert diff_module.pair_rows(scores, len(ids), batches(moved)) is None
+        assert scored_runs.pair_rows(scores, len(ids), batches(moved)) is None
 
 
 def test_a_run_listing_its_samples_in_another_order_compares_the_same(pair, pair_copy):
@@ -389,7 +389,7 @@ def test_a_run_listing_its_samples_in_another_order_compares_the_same(pair, pair
     path = pair_copy / pair.b / "scores" / "spec" / "scores.parquet"
     write_table(pl.read_parquet(path).reverse().to_arrow(), path)
     ids = pl.read_parquet(path.with_name("pairs.parquet"))["sample_id"]
-    assert diff_module.pair_rows(pl.read_parquet(path), len(ids), [ids]) is None
+    assert scored_runs.pair_rows(pl.read_parquet(path), len(ids), [ids]) is None
     assert diff_json(pair_copy, pair.a, pair.b, "--bootstrap", "200") == before
 
 
@@ -400,13 +400,13 @@ def test_pair_counts_are_summed_per_sample(order):
     if order == "shuffled":
         k = rng.permutation(k)
     inv, valid = rng.integers(0, 3, 300), rng.integers(0, 5, 300)
-    at, (inv_at, valid_at, count) = diff_module._summed_by(k, inv, valid)
+    at, (inv_at, valid_at, count) = deltas._summed_by(k, inv, valid)
     expected = sorted(set(k.tolist()))
     assert at.tolist() == expected
     assert inv_at.tolist() == [int(inv[k == x].sum()) for x in expected]
     assert valid_at.tolist() == [int(valid[k == x].sum()) for x in expected]
     assert count.tolist() == [int((k == x).sum()) for x in expected]
-    empty = diff_module._summed_by(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    empty = deltas._summed_by(np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert [len(a) for a in (empty[0], *empty[1])] == [0, 0, 0]
 
 
