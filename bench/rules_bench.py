@@ -71,6 +71,7 @@ def check_slice(store: Path, run_id: str, count: int) -> dict[str, Any]:
     """Samples ``count`` from the middle of the run, scored by the plain-Python spec, against
     the stored scores of the default scoring."""
     from tcbreplay._score import translate
+    from tcbreplay._score.flat_calls import RULES
     from tcbreplay._score.metrics import VALID_VERDICTS, GoldRules, explain_sample
     from tcbreplay._score.pairing import blocks_of, trajectory_precision
     from tcbreplay._store.runs import Store
@@ -98,8 +99,8 @@ def check_slice(store: Path, run_id: str, count: int) -> dict[str, Any]:
             "name", "args").iter_rows()]  # fmt: skip
         g_calls = []
         if g is not None:
-            for name, args, *texts in g.select("name", "args", *translate.RULES).iter_rows():
-                rules = {k: json.loads(t) for k, t in zip(translate.RULES, texts, strict=True) if t}
+            for name, args, *texts in g.select("name", "args", *RULES).iter_rows():
+                rules = {k: json.loads(t) for k, t in zip(RULES, texts, strict=True) if t}
                 g_calls.append((name, json.loads(args), GoldRules.of(rules)))
         explained = explain_sample(a_calls, g_calls, specs)
         invalid = valid = missing = 0

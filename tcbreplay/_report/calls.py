@@ -23,6 +23,7 @@ import pyarrow as pa
 from tcbreplay import _json
 from tcbreplay._json import MAX_DEPTH, MAX_INT_DIGITS
 from tcbreplay._score import translate
+from tcbreplay._score.flat_calls import RULES, FlatCalls
 from tcbreplay._score.metrics import (
     DEFAULT_COMPARE,
     GoldRules,
@@ -31,6 +32,7 @@ from tcbreplay._score.metrics import (
     tool_properties,
 )
 from tcbreplay._score.scorers.default import score_part
+from tcbreplay._score.tool_params import Tools, sample_tool_sets, tools_table
 from tcbreplay._score.translate import ALL_SAMPLES
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.views import connect, query_text
@@ -116,7 +118,7 @@ def load_calls(
                 hidden = [k for k in may["s"].unique().to_list() if ids[k] not in shown]
                 if hidden:
                     if tools is None:
-                        tools = translate.tools_table(con, schemas)
+                        tools = tools_table(con, schemas)
                     others = may.filter(pl.col("s").is_in(hidden))
                     _count_invented(
                         con, flat, tools, others, ids, own_tools, schema_props, data.invented
@@ -133,9 +135,9 @@ def load_calls(
             )
             for s, name, args in gold_side.select("s", "name", "args").iter_rows():
                 gold.setdefault(ids[s], []).append((name or "", read_args(args)))
-            for s, *texts in gold_side.select("s", *translate.RULES).iter_rows():
+            for s, *texts in gold_side.select("s", *RULES).iter_rows():
                 rules.setdefault(ids[s], []).append(
-                    {k: read_args(t) for k, t in zip(translate.RULES, texts, strict=True) if t}
+                    {k: read_args(t) for k, t in zip(RULES, texts, strict=True) if t}
                 )
             for sid in (i for i in ids if i in explain):  # in sample order
                 calls = agent.get(sid, [])
@@ -164,8 +166,8 @@ def load_calls(
 
 def _count_invented(
     con: Any,
-    flat: translate.FlatCalls,
-    tools: translate.Tools,
+    flat: FlatCalls,
+    tools: Tools,
     calls: pl.DataFrame,
     ids: list[str],
     own_tools: dict[str, Any],
@@ -180,7 +182,7 @@ def _count_invented(
     of its time (a tenth of a large run's samples may invent an argument)."""
     own = None
     if flat.tools is not None:
-        own = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
+        own = sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
     pairs = score_part(flat, tools, DEFAULT_COMPARE, own, covered=False).pairs
     paired = (
         pairs.join(

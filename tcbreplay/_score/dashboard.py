@@ -17,9 +17,9 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay._score import kernels
+from tcbreplay._score.flat_calls import FlatCalls
 from tcbreplay._score.hashed_file import HashedFile
 from tcbreplay._score.texts import one_array, valid_mask
-from tcbreplay._score.translate import FlatCalls
 from tcbreplay._store.files import MAX_NAME_PART_BYTES, names_a_file
 from tcbreplay._store.parquet import read_table
 from tcbreplay._store.run_dir import Run

@@ -21,10 +21,12 @@ import polars as pl
 import pyarrow as pa
 
 from tcbreplay._score import dashboard, translate
+from tcbreplay._score.flat_calls import FlatCalls
 from tcbreplay._score.fold import Tally
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.roles import restrict
 from tcbreplay._score.scorers.default import score_part
+from tcbreplay._score.tool_params import Tools, sample_tool_sets
 from tcbreplay._store.schema import SCORES_SCHEMA
 
 # the tools a focused scoring keeps (or, exclude, leaves out); None: every tool
@@ -63,7 +65,7 @@ class PartPlan:
 
     run_id: str
     options: ScoreOptions
-    tools: translate.Tools
+    tools: Tools
     roles: dict[str, str]
     focus: Focus = None
     dashboard: str = "none"
@@ -90,7 +92,7 @@ class PartResult:
     trial_rows: pl.DataFrame | None = None
     board: bytes = b""
     listed: int = 0
-    flat: translate.FlatCalls | None = None
+    flat: FlatCalls | None = None
 
 
 class Stopped(Exception):
@@ -114,7 +116,7 @@ def score_range(
         flat = restrict(flat, plan.focus[0], exclude=plan.focus[1])
     own_tools = None
     if flat.tools is not None:
-        own_tools = translate.sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
+        own_tools = sample_tool_sets(con, flat.tools, flat.samples["sample_id"])
     go_on(stop)
     part = score_part(flat, plan.tools, options.compare, own_tools)
     writes = [name for name, role in plan.roles.items() if role == "write"]

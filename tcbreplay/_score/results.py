@@ -21,12 +21,12 @@ import numpy as np
 import polars as pl
 
 from tcbreplay import _json
-from tcbreplay._score import translate
 from tcbreplay._score.dashboard import (
     dashboard_path,
     dashboard_record,
     write_dashboard,
 )
+from tcbreplay._score.flat_calls import CallTables, FlatCalls
 from tcbreplay._score.options import ScoreOptions
 from tcbreplay._score.result_hashes import seal, write_frame_hashed
 from tcbreplay._store.files import json_text, staged
@@ -171,24 +171,24 @@ class Scored:
 
     scores: pl.DataFrame
     metrics: dict[str, Any]
-    flat: list[translate.FlatCalls] = field(default_factory=list)
+    flat: list[FlatCalls] = field(default_factory=list)
     by_tool: list[dict[str, Any]] | None = None
     by_category: list[dict[str, Any]] = field(default_factory=list)
     pairs: pl.DataFrame | None = None
-    _tables: translate.CallTables | None = None
+    _tables: CallTables | None = None
 
     @property
-    def tables(self) -> translate.CallTables:
+    def tables(self) -> CallTables:
         if self._tables is None:
             self._tables = _joined_tables([flat.tables() for flat in self.flat])
         return self._tables
 
-    def parts(self) -> list[translate.FlatCalls]:
+    def parts(self) -> list[FlatCalls]:
         """The run's calls in consecutive ranges of samples, in sample order: the parts
         scored, or one range of the tables (as the original evaluator leaves them)."""
         if self.flat or self._tables is None:
             return self.flat
-        return [translate.FlatCalls.of_tables(self._tables)]
+        return [FlatCalls.of_tables(self._tables)]
 
 
 class ScoreResult:
@@ -241,7 +241,7 @@ class ScoreResult:
         self._pairs = frame
 
 
-def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:
+def _joined_tables(tables: list[CallTables]) -> CallTables:
     """Call tables of consecutive ranges of samples, their ``s`` numbered run-wide."""
     if len(tables) == 1:
         return tables[0]
@@ -253,7 +253,7 @@ def _joined_tables(tables: list[translate.CallTables]) -> translate.CallTables:
             [f.with_columns(pl.col("s") + k) for f, k in zip(frames, offsets, strict=True)]
         )
 
-    return translate.CallTables(
+    return CallTables(
         samples=pl.concat([t.samples.drop("s") for t in tables]).with_row_index("s"),
         agent=shifted("agent"),
         gold=shifted("gold"),

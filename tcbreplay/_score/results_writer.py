@@ -18,7 +18,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tcbreplay._score import translate
 from tcbreplay._score.dashboard import (
     BETWEEN,
     TAIL,
@@ -27,6 +26,7 @@ from tcbreplay._score.dashboard import (
     head_text,
 )
 from tcbreplay._score.exact_match import summarize_exact_match
+from tcbreplay._score.flat_calls import FlatCalls
 from tcbreplay._score.fold import Tally
 from tcbreplay._score.hashed_file import HashedFile
 from tcbreplay._score.metrics import summarize
@@ -71,7 +71,7 @@ class ResultsWriter:
         self.trial_rows: list[pl.DataFrame] = []
         self.frames: list[pl.DataFrame] = []  # in memory: the scores, pairs and calls
         self.pairs: list[pl.DataFrame] = []
-        self.flat: list[translate.FlatCalls] = []
+        self.flat: list[FlatCalls] = []
         self.listed = 0
         self._files = files
         self._writers: dict[Path, pq.ParquetWriter] = {}

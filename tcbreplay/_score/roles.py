@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from tcbreplay._inputs.roles import ROLES
+from tcbreplay._score.flat_calls import FlatCalls, FlatSide, first_rows
 from tcbreplay._score.texts import filter_texts
-from tcbreplay._score.translate import FlatCalls, FlatSide, first_rows
 from tcbreplay.errors import InputError
 
 __all__ = [

@@ -33,6 +33,7 @@ from tcbreplay._score.results_writer import PartSink, ResultsWriter
 from tcbreplay._score.roles import focus_tools, tool_roles
 from tcbreplay._score.scorable import check_scorable, recording_warnings
 from tcbreplay._score.stored import stored_scoring
+from tcbreplay._score.tool_params import tools_table
 from tcbreplay._store.files import staged
 from tcbreplay._store.locks import WRITABLE_HINT
 from tcbreplay._store.run_dir import Run
@@ -412,7 +413,7 @@ def _plan(
     plan = PartPlan(
         run_id=run.run_id if run is not None else "",
         options=options,
-        tools=translate.tools_table(con, schemas),
+        tools=tools_table(con, schemas),
         roles=roles,
         focus=focus,
         dashboard=dashboard,

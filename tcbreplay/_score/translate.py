@@ -4,14 +4,14 @@ Nothing here imports LangChain: the serialized messages are read as JSON. Scorin
 reads every AI message's calls once (``score_agent_calls.sql``: the ``calls`` column, JSON
 text, which ``tcbreplay/_score/kernels/calls.pxi`` splits) and keeps the calls flat as
 Arrow arrays in sample and call order, with ``s`` (the sample's position in sample order); as
-tables, calls are numbered ``i`` (agent) and ``j`` (gold) within their sample. Also here: the tools'
-parameters as scoring reads them (:func:`tools_table`).
+tables, calls are numbered ``i`` (agent) and ``j`` (gold) within their sample: the shapes
+they are kept in are in :mod:`tcbreplay._score.flat_calls`, the tools' parameters as scoring
+reads them in :mod:`tcbreplay._score.tool_params`.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -21,21 +21,10 @@ import pyarrow as pa
 
 from tcbreplay import _json
 from tcbreplay._score import kernels
-from tcbreplay._score.metrics import free_form_tools, tool_properties
+from tcbreplay._score.flat_calls import RULES, CallTables, FlatCalls, FlatSide, first_rows
 from tcbreplay._score.texts import texts_of, validity
 from tcbreplay._store.views import query_text
 from tcbreplay.errors import EngineError, StoreError, first_line, out_of_memory, read_error
-
-
-@dataclass
-class CallTables:
-    """The calls of one run, flat: samples (``s``), agent calls (``s``, ``i``), gold calls
-    (``s``, ``j``); each call with ``name`` and ``args`` (canonical JSON text)."""
-
-    samples: pl.DataFrame
-    agent: pl.DataFrame
-    gold: pl.DataFrame
-
 
 # what a name or arguments left out read as (bytes at an address compiled code can take)
 _NO_NAME = np.frombuffer(b"\0", np.uint8)[:0]
@@ -59,105 +48,6 @@ def split_samples(con: duckdb.DuckDBPyConnection, parts: int) -> list[tuple[int,
             if count:
                 raise StoreError(f"samples.parquet: {count} samples have no {column}")
     return [(lo, hi) for *_, lo, hi in rows if lo is not None and lo < hi] or [ALL_SAMPLES]
-
-
-@dataclass
-class FlatSide:
-    """One side's calls of a range of samples, flat, sorted by sample and call order: each
-    call's sample position ``s``, its ``name`` and ``args`` (canonical JSON text), and each
-    sample's first call (``first``, one entry more than samples)."""
-
-    s: np.ndarray
-    name: pa.Array
-    args: pa.Array
-    first: np.ndarray
-
-    def buffers(self) -> tuple[np.ndarray, ...]:
-        """As compiled code takes the calls: ``first``, then the names' and the arguments'
-        offsets and bytes (see :func:`tcbreplay._score.kernels.text_buffers`)."""
-        return (self.first, *kernels.text_buffers(self.name), *kernels.text_buffers(self.args))
-
-    def index(self) -> np.ndarray:
-        """Each call's number within its sample."""
-        return np.arange(len(self.s), dtype=np.int64) - self.first[self.s]
-
-    @classmethod
-    def of_frame(cls, frame: pl.DataFrame, n: int) -> FlatSide:
-        """The calls of a table of ``n`` samples' calls (``s``, ``name``, ``args``), sorted."""
-        s = frame["s"].to_numpy()
-        return cls(
-            s=s,
-            name=frame["name"].to_arrow(),
-            args=frame["args"].to_arrow(),
-            first=first_rows(s, n),
-        )
-
-    def frame(self, index: str) -> pl.DataFrame:
-        return pl.DataFrame(
-            {
-                "s": self.s,
-                index: self.index(),
-                "name": pl.from_arrow(self.name),
-                "args": pl.from_arrow(self.args),
-            }
-        )
-
-
-# the rules a gold call may carry beside its name and args (canonical JSON text, or null)
-RULES = ("accept", "optional", "group", "compare")
-
-
-@dataclass
-class FlatCalls:
-    """The samples of a range (``s``: position in sample order) and their calls, flat;
-    ``rules``: each gold call's accept, optional, group and compare (JSON text or null), None
-    when no gold call of the range has one; ``tools``: each sample's own tools (JSON text or
-    null), None when no sample has its own; ``keys``: each sample's hash of its (sample_id,
-    trial), as the store's query gives it (None: not read)."""
-
-    samples: pl.DataFrame
-    agent: FlatSide
-    gold: FlatSide
-    rules: dict[str, pa.Array] | None = None
-    tools: pa.Array | None = None
-    keys: np.ndarray | None = None
-
-    def tables(self) -> CallTables:
-        """As tables: the gold calls with their rules, the samples with their own tools
-        (null where none)."""
-        gold = self.gold.frame("j")
-        rules = self.rules or {}
-        gold = gold.with_columns(
-            pl.Series(k, rules.get(k), dtype=pl.String)
-            if k in rules
-            else pl.lit(None, dtype=pl.String).alias(k)
-            for k in RULES
-        )
-        samples = self.samples.with_columns(
-            pl.lit(None, dtype=pl.String).alias("tools")
-            if self.tools is None
-            else pl.Series("tools", self.tools, dtype=pl.String)
-        )
-        return CallTables(samples=samples, agent=self.agent.frame("i"), gold=gold)
-
-    @classmethod
-    def of_tables(cls, tables: CallTables) -> FlatCalls:
-        n = tables.samples.height
-        rules = None
-        if all(k in tables.gold.columns for k in RULES) and any(
-            tables.gold[k].null_count() < tables.gold.height for k in RULES
-        ):
-            rules = {k: tables.gold[k].to_arrow().cast(pa.large_string()) for k in RULES}
-        tools = None
-        if "tools" in tables.samples.columns and tables.samples["tools"].null_count() < n:
-            tools = tables.samples["tools"].to_arrow()
-        return cls(
-            samples=tables.samples.drop("tools", strict=False),
-            agent=FlatSide.of_frame(tables.agent, n),
-            gold=FlatSide.of_frame(tables.gold, n),
-            rules=rules,
-            tools=tools,
-        )
 
 
 # whose calls a scoring compares with gold (score --side): the agent's, the user's or both
@@ -282,119 +172,6 @@ def _as_text(con: duckdb.DuckDBPyConnection, texts: pa.Array, kind: np.ndarray) 
     for k, value in zip(by_duckdb.tolist(), read, strict=True):
         whole[k] = value
     return pa.array(whole, pa.large_string())
-
-
-@dataclass
-class Tools:
-    """The run's tools as scoring needs them: names, and each tool's parameters with their
-    names escaped and defaults written as DuckDB writes JSON (so bytes compare as values)."""
-
-    names: list[str]
-    # per tool: (escaped parameter name, canonical default text or None)
-    params: list[list[tuple[bytes, bytes | None]]]
-    properties: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # the tools that take free-form arguments, and their schema (see free_form_tools): the
-    # kernel knows their declared parameters only, so their pairs are judged in Python
-    free_form: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def integers(self) -> list[list[bool]]:
-        """Per tool and parameter (as ``params``): the schema says ``"type": "integer"``."""
-        return [
-            [_integer(self.properties[name].get(key.decode())) for key, _ in rows]
-            if name in self.properties
-            else [False] * len(rows)
-            for name, rows in zip(self.names, self.params, strict=True)
-        ]
-
-
-def _tool_shaped(tool: Any) -> bool:
-    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-        return False
-    params = tool.get("parameters")
-    return params is None or (
-        isinstance(params, dict) and isinstance(params.get("properties"), dict | None)
-    )
-
-
-def _integer(schema: Any) -> bool:
-    return isinstance(schema, dict) and schema.get("type") == "integer"
-
-
-@dataclass
-class SampleTools:
-    """The tools of the samples of a range that have their own: ``set`` gives each sample's
-    tool set (-1: the run's tools), ``sets`` the tools of each."""
-
-    set: np.ndarray  # int32 per sample
-    sets: list[Tools]
-
-
-def sample_tool_sets(
-    con: duckdb.DuckDBPyConnection, texts: pa.Array, sample_ids: pl.Series
-) -> SampleTools:
-    """Each distinct tool list of the samples (JSON text per sample, null: the run's tools)
-    as :class:`Tools`."""
-    import pyarrow.compute as pc  # here: see tcbreplay._score.texts
-
-    codes = (
-        pc.dictionary_encode(texts).combine_chunks()
-        if isinstance(texts, pa.ChunkedArray)
-        else pc.dictionary_encode(texts)
-    )
-    indices = pc.fill_null(codes.indices, -1).to_numpy(zero_copy_only=False)
-    sets = []
-    for k, text in enumerate(codes.dictionary.to_pylist()):
-        where = f"samples.parquet: sample {sample_ids[int(np.argmax(indices == k))]!r}: "
-        try:
-            schemas = _json.loads(text)
-        except ValueError as exc:
-            raise StoreError(f"{where}its tools are not JSON Python reads: {exc}") from None
-        if not isinstance(schemas, list) or not all(_tool_shaped(t) for t in schemas):
-            raise StoreError(
-                f"{where}its tools are not a list of tool schemas, each with a name and its "
-                "parameters' properties as an object"
-            )
-        sets.append(tools_table(con, schemas))
-    return SampleTools(set=indices.astype(np.int32), sets=sets)
-
-
-def tools_table(con: duckdb.DuckDBPyConnection, schemas: list[dict[str, Any]]) -> Tools:
-    """:class:`Tools` of tool schemas (see :func:`tcbreplay._score.metrics.tool_properties`
-    for a name declared twice)."""
-    properties = tool_properties(schemas)
-    rows = [
-        (t, key, json.dumps(schema["default"]) if _has_default(schema) else None)
-        for t, props in enumerate(properties.values())
-        for key, schema in props.items()
-    ]
-    texts: list[tuple[Any, ...]] = []
-    if rows:
-        # typed as Arrow would infer them: inferring loads dateutil (3 ms) to look for its
-        # relativedelta
-        frame = pa.table(
-            {
-                "t": pa.array([r[0] for r in rows], pa.int64()),
-                "k": pa.array([r[1] for r in rows], pa.string()),
-                "d": pa.array([r[2] for r in rows], pa.string()),
-            }
-        )
-        cur = con.cursor()
-        try:
-            cur.register("_params", frame)
-            texts = cur.sql(
-                "select t, to_json(k)::varchar, json(d)::varchar from _params"
-            ).fetchall()
-        finally:
-            cur.close()
-    params: list[list[tuple[bytes, bytes | None]]] = [[] for _ in properties]
-    for t, key, default in texts:
-        params[t].append((key.encode()[1:-1], None if default is None else default.encode()))
-    return Tools(names=list(properties), params=params, properties=properties,
-                 free_form=free_form_tools(schemas))  # fmt: skip
-
-
-def _has_default(schema: Any) -> bool:
-    return isinstance(schema, dict) and "default" in schema
 
 
 def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -555,16 +332,6 @@ def _combined(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     if isinstance(column, pa.Array):
         return column
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
-
-def first_rows(s: np.ndarray, n: int) -> np.ndarray:
-    """Each of ``n`` samples' first row among rows of samples ``s`` (ascending), and the end."""
-    if len(s) and not 0 <= s[0] <= s[-1] < n:  # rows of no sample here: left of 0 or past n
-        return np.searchsorted(s, np.arange(n + 1))
-    # the rows before each sample, counted: a fifth of the time of n binary searches
-    first = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(s, minlength=n), out=first[1:])
-    return first
 
 
 def _unreadable(

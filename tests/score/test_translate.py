@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tcbreplay._score import translate
+from tcbreplay._score import flat_calls, translate
 from tcbreplay._store.schema import SAMPLES_SCHEMA, WRITTEN_MESSAGES_SCHEMA
 from tcbreplay._store.views import connect_tables
 from tcbreplay.errors import StoreError
@@ -321,7 +321,7 @@ def test_agent_calls_read_as_json_transform_reads_them(lists):
 )
 def test_each_samples_first_row_is_where_a_binary_search_puts_it(n, rows):
     s = np.array(sorted(rows), dtype=np.int64)
-    assert translate.first_rows(s, n).tolist() == np.searchsorted(s, np.arange(n + 1)).tolist()
+    assert flat_calls.first_rows(s, n).tolist() == np.searchsorted(s, np.arange(n + 1)).tolist()
 
 
 # -- the gold calls read by the kernels (gold.pxi), against json_transform's reading ---------

@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from tcbreplay._score import translate
+from tcbreplay._score.flat_calls import CallTables
 from tcbreplay._score.results import Scored, category_breakdown
 
 Call = tuple[str, Any]  # a tool call: its name and its arguments
@@ -77,7 +78,7 @@ def summarize(counts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def score_tables_abet(tables: translate.CallTables) -> Scored:
+def score_tables_abet(tables: CallTables) -> Scored:
     """The original evaluator, sample by sample over ``json.loads``-ed arguments."""
     samples = tables.samples
     ids = samples["sample_id"]

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from tcbreplay._score import kernels
 from tcbreplay._score.exact_match import first_divergence
+from tcbreplay._score.flat_calls import FlatCalls, FlatSide
 from tcbreplay._score.kernels import number_locale, scratch_for, text_buffers
 from tcbreplay._score.metrics import (
     DEFAULT_COMPARE,
@@ -32,7 +33,8 @@ from tcbreplay._score.metrics import (
 )
 from tcbreplay._score.roles import restrict_calls
 from tcbreplay._score.texts import filled_texts, same_as_previous
-from tcbreplay._score.translate import FlatCalls, FlatSide, SampleTools, Tools, read_args
+from tcbreplay._score.tool_params import SampleTools, Tools
+from tcbreplay._score.translate import read_args
 from tcbreplay.errors import StoreError
 
 
