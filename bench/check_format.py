@@ -20,7 +20,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from tcbreplay._store.schema import DATASET, MESSAGES_SCHEMA, SAMPLES_SCHEMA, read_manifest
+from tcbreplay._store.manifest import read_manifest
+from tcbreplay._store.schema import DATASET, MESSAGES_SCHEMA, SAMPLES_SCHEMA
 
 
 def check_run(run_dir: str | Path, limit: int | None = None) -> dict[str, Any]:

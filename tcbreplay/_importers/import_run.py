@@ -25,8 +25,10 @@ from tcbreplay._machine import collector_paused
 from tcbreplay._model_secrets import refuse_model_secrets
 from tcbreplay._scrub import scrub, scrub_json
 from tcbreplay._store.files import names_a_file
+from tcbreplay._store.manifest import new_manifest
+from tcbreplay._store.records import sample_record
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import MANIFEST, new_manifest, row_index, sample_record, utcnow
+from tcbreplay._store.schema import MANIFEST, row_index, utcnow
 from tcbreplay.errors import InputError, TcbReplayError, TraceError
 
 

@@ -214,7 +214,8 @@ def _stored_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The rows of a run's samples file, with those its journals hold (folded or not)."""
     from tcbreplay._store.journal import journal_records
     from tcbreplay._store.parquet import read_table
-    from tcbreplay._store.schema import SAMPLES, sample_rows
+    from tcbreplay._store.records import sample_rows
+    from tcbreplay._store.schema import SAMPLES
 
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     if (run_dir / SAMPLES).exists():

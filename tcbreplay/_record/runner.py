@@ -69,9 +69,10 @@ from tcbreplay._record.selection import (
 )
 from tcbreplay._record.tool_names import check_toolset_names
 from tcbreplay._store.files import FOLDING
+from tcbreplay._store.manifest import new_manifest
 from tcbreplay._store.run_dir import Run, validate_run_id
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import new_manifest, utcnow
+from tcbreplay._store.schema import utcnow
 from tcbreplay._store.shards import SELECTION, SHARD_SELECTION, shard_command
 from tcbreplay._store.writer import check_shard_store
 from tcbreplay._words import count

@@ -16,13 +16,8 @@ from tcbreplay._record.messages import serialize_messages
 from tcbreplay._record.models.sim import SAMPLE_ID_KEY, TRIAL_KEY
 from tcbreplay._record.options import RecordOptions
 from tcbreplay._secrets import redact
-from tcbreplay._store.schema import (
-    ASKED_FORMAT_KEY,
-    SENT_SYSTEM_KEY,
-    SENT_TOOLS_KEY,
-    sample_record,
-    utcnow,
-)
+from tcbreplay._store.records import sample_record
+from tcbreplay._store.schema import ASKED_FORMAT_KEY, SENT_SYSTEM_KEY, SENT_TOOLS_KEY, utcnow
 
 
 async def run_sample(

@@ -18,7 +18,8 @@ from tcbreplay._replay.fingerprint import canonical_messages
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.state import SampleReplay, current_replay
 from tcbreplay._secrets import redact
-from tcbreplay._store.schema import sample_record, utcnow
+from tcbreplay._store.records import sample_record
+from tcbreplay._store.schema import utcnow
 from tcbreplay.errors import LiveCallRefused
 
 

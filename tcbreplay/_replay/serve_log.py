@@ -35,9 +35,11 @@ from tcbreplay._record.options import RecordOptions
 from tcbreplay._replay.inputs import dataset_file, stored_dataset
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.wire import Answer
+from tcbreplay._store.manifest import new_manifest
+from tcbreplay._store.records import sample_record
 from tcbreplay._store.run_dir import Run, validate_run_id
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import new_manifest, row_index, sample_record, utcnow
+from tcbreplay._store.schema import row_index, utcnow
 from tcbreplay._store.store_urls import DEFAULT_STORE
 from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import InputError

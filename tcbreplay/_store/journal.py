@@ -37,6 +37,7 @@ from tcbreplay._store.objects import (
     version,
 )
 from tcbreplay._store.parquet import parquet_file, read_table, write_messages, write_parquet
+from tcbreplay._store.records import divergence_rows, message_rows, sample_rows
 from tcbreplay._store.schema import (
     DIVERGENCES,
     DIVERGENCES_SCHEMA,
@@ -47,9 +48,6 @@ from tcbreplay._store.schema import (
     SAMPLES_SCHEMA,
     SHARD_JOURNALS,
     WRITTEN_MESSAGES_SCHEMA,
-    divergence_rows,
-    message_rows,
-    sample_rows,
     with_optional_columns,
 )
 from tcbreplay.errors import RunLockedError, StoreError, first_line

@@ -32,6 +32,7 @@ from tcbreplay._store.locks import (
     same_file,
     wait_for_lease,
 )
+from tcbreplay._store.manifest import read_manifest
 from tcbreplay._store.objects import is_remote
 from tcbreplay._store.parquet import fold_of, read_schema, read_table
 from tcbreplay._store.schema import (
@@ -44,7 +45,6 @@ from tcbreplay._store.schema import (
     SAMPLES,
     SAMPLES_SCHEMA,
     SCORES,
-    read_manifest,
 )
 from tcbreplay._store.store_urls import DEFAULT_STORE
 from tcbreplay.errors import (

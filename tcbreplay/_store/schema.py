@@ -1,7 +1,8 @@
-"""The store's schema: its file names, Arrow schemas, the sample row and the manifest's shape.
+"""The store's schema: its file names, Arrow schemas and the columns older files lack.
 
-Every writer of a run (recording, importing) builds rows and manifests here, and every
-reader checks them here.
+Every writer of a run (recording, importing) builds its rows of these
+(:mod:`tcbreplay._store.records`) and its manifest by :mod:`tcbreplay._store.manifest`,
+where every reader checks it.
 
 Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.md):
 
@@ -27,19 +28,8 @@ Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Protocol
 
 import pyarrow as pa
-
-from tcbreplay import _json
-from tcbreplay._secrets import redact
-from tcbreplay._version import __version__
-from tcbreplay.errors import (
-    StoreError,
-)
 
 # 2: a trial column in samples, messages and scores (rows keyed by sample_id and trial), and
 # the samples' metadata. 3: the samples' own tools, and gold calls with rules (accept,
@@ -239,155 +229,6 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-# the manifest's fields that readers rely on, and the JSON type each must have when present
-_MANIFEST_FIELDS: dict[str, type] = {
-    "run_id": str,
-    "status": str,
-    "created_at": str,
-    "finished_at": str,
-    "benchmark": dict,
-    "dataset": dict,
-    "tools": dict,
-    "system_prompt": dict,
-    "model": dict,
-    "runner": dict,
-    "files": dict,
-    "totals": dict,
-}
-
-
-_JSON_TYPES: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
-
-
-def read_manifest(path: Path) -> dict[str, Any]:
-    """A run's manifest, checked for the shape its readers rely on."""
-    where = path / MANIFEST
-    try:
-        manifest = _json.loads(where.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise StoreError(
-            f"{where}: unreadable manifest: not UTF-8 text (byte {exc.start}: {exc.reason})"
-        ) from exc
-    except (OSError, ValueError) as exc:  # not JSON, or beyond the limits of JSON input
-        raise StoreError(f"{where}: unreadable manifest: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise StoreError(f"{where}: not a manifest: {_json_type(manifest)}, not an object")
-    version = manifest.get("schema_version")
-    if version not in READABLE_VERSIONS:
-        raise StoreError(
-            f"{where}: schema_version {version!r}, this tcbreplay reads "
-            f"{' and '.join(map(str, READABLE_VERSIONS))}"
-        )
-    if "status" not in manifest:  # every writer sets it first: recording, then how it ended
-        raise StoreError(f"{where}: no status")
-    for key, kind in _MANIFEST_FIELDS.items():
-        value = manifest.get(key)
-        if value is not None and not isinstance(value, kind):
-            raise StoreError(f"{where}: {key} is {_json_type(value)}, not {_JSON_TYPES[kind]}")
-    schemas = (manifest.get("tools") or {}).get("specs", [])
-    if not isinstance(schemas, list) or not all(
-        isinstance(schema, dict) and isinstance(schema.get("name"), str) for schema in schemas
-    ):
-        raise StoreError(f"{where}: tools.specs is not a list of tool schemas, each with a name")
-    for schema in schemas:  # scoring and the tools view read each tool's parameter properties
-        field, value = "parameters", schema.get("parameters")
-        if isinstance(value, dict):
-            field, value = "parameters.properties", value.get("properties")
-        if not isinstance(value, dict | None):
-            raise StoreError(
-                f"{where}: tools.specs: tool {schema['name']!r}: {field} is {_json_type(value)}, "
-                "not an object"
-            )
-    return manifest
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
-
-def sample_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of ``samples.parquet`` from journal records."""
-    rows = []
-    for r in records:
-        msgs = r.get("messages", [])
-        rows.append(
-            {
-                "run_id": r["run_id"],
-                "sample_id": r["sample_id"],
-                "trial": r.get("trial", 0),
-                "sample_index": r["sample_index"],
-                "input": r["input"],
-                "gold": json.dumps(r["gold"], ensure_ascii=False),
-                "tools": _json_or_null(r.get("tools")),
-                "category": r.get("category"),
-                "metadata": metadata_text(r.get("metadata")),
-                "status": r["status"],
-                "attempts": r.get("attempts", 0),
-                "error_type": r.get("error_type"),
-                "error": r.get("error"),
-                "started_at": _ts(r.get("started_at")),
-                "finished_at": _ts(r.get("finished_at")),
-                "duration_s": r.get("duration_s"),
-                "n_messages": len(msgs),
-                "input_tokens": _sum(m.get("input_tokens") for m in msgs),
-                "output_tokens": _sum(m.get("output_tokens") for m in msgs),
-            }
-        )
-    return rows
-
-
-def message_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of ``messages.parquet`` from journal records."""
-    rows = []
-    for r in records:
-        for position, m in enumerate(r.get("messages", [])):
-            rows.append(
-                {
-                    "run_id": r["run_id"],
-                    "sample_id": r["sample_id"],
-                    "trial": r.get("trial", 0),
-                    "sample_index": r["sample_index"],
-                    "position": position,
-                    "type": m["type"],
-                    "message": m["message"],
-                    "input_tokens": m.get("input_tokens"),
-                    "output_tokens": m.get("output_tokens"),
-                    "total_tokens": m.get("total_tokens"),
-                    "latency_s": m.get("latency_s"),
-                }
-            )
-    return rows
-
-
-def divergence_rows(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of ``divergences.parquet`` from journal records (a replay's carry
-    ``divergences``)."""
-    rows = []
-    for r in records:
-        for d in r.get("divergences") or []:
-            rows.append(
-                {
-                    "run_id": r["run_id"],
-                    "sample_id": r["sample_id"],
-                    "trial": r.get("trial", 0),
-                    "sample_index": r["sample_index"],
-                    **{key: d.get(key) for key in ("turn", "component", "path", "recorded",
-                                                   "replayed")},
-                }
-            )  # fmt: skip
-    return rows
-
-
-def _json_or_null(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False)
-
-
 # a trial's metadata key for what its stored messages lack of its requests: the contents of
 # the system messages each answered model call's request began with (a list per call), kept
 # by an agent of one's own (``--agent``) where they are not the run's prompt; a run whose
@@ -408,22 +249,6 @@ FORMAT_KEPT = "format_kept"
 # name, else as its schema; see tcbreplay._record.call_tools); replay and serve compare each
 # request's tools with its call's (without the key, every call was sent the sample's tools)
 SENT_TOOLS_KEY = "tcbreplay_tools"
-
-
-def metadata_text(metadata: dict[str, Any] | None) -> str | None:
-    """A sample's metadata as stored: JSON text of the object, null when it has none."""
-    return json.dumps(metadata, ensure_ascii=False) if metadata else None
-
-
-def _ts(value: Any) -> dt.datetime | None:
-    if value is None or isinstance(value, dt.datetime):
-        return value
-    return dt.datetime.fromisoformat(value)
-
-
-def _sum(values: Iterable[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None
 
 
 SCORES_SCHEMA = pa.schema(
@@ -534,88 +359,3 @@ _RUNS_SCHEMA = pa.schema(
         ("trials", pa.int64()),
     ]
 )
-
-
-class SampleLike(Protocol):
-    """What a sample row needs of a dataset sample (read only)."""
-
-    def gold_calls(self) -> list[dict[str, Any]]: ...  # as stored, with their rules
-
-    def tool_schemas(self) -> list[dict[str, Any]] | None: ...  # its own tools, or None
-
-    @property
-    def sample_id(self) -> str: ...
-    @property
-    def index(self) -> int: ...
-    @property
-    def input(self) -> str: ...
-    @property
-    def category(self) -> str | None: ...
-    @property
-    def metadata(self) -> dict[str, Any] | None: ...
-
-
-def sample_record(
-    run_id: str,
-    sample: SampleLike,
-    *,
-    status: str,
-    messages: list[dict[str, Any]],
-    attempts: int,
-    started_at: str,
-    finished_at: str,
-    duration_s: float | None = None,
-    error_type: str | None = None,
-    error: str | None = None,
-    trial: int = 0,
-    sample_index: int | None = None,
-    metadata: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """One finished trial of a sample as the journal holds it (folded into both Parquet
-    files): the dataset sample, how it ended, and its messages (``message`` JSON text,
-    ``type``, token counts and latency each). ``sample_index``: the row's number
-    (:func:`row_index`; by default the entry's position); ``metadata``: the trial's own,
-    over the entry's."""
-    if status not in STATUSES:
-        raise ValueError(f"status {status!r}: not one of {', '.join(STATUSES)}")
-    merged = {**(sample.metadata or {}), **(metadata or {})}
-    return {
-        "run_id": run_id,
-        "sample_id": sample.sample_id,
-        "trial": trial,
-        "sample_index": sample.index if sample_index is None else sample_index,
-        "input": sample.input,
-        "gold": sample.gold_calls(),
-        "tools": sample.tool_schemas(),
-        "category": sample.category,
-        "metadata": merged or None,
-        "status": status,
-        "attempts": attempts,
-        "error_type": error_type,
-        "error": None if error is None else redact(error),  # (said again as the docs say)
-        "started_at": started_at,
-        "finished_at": finished_at,
-        "duration_s": duration_s,
-        "messages": messages,
-    }
-
-
-def new_manifest(
-    run_id: str,
-    created_at: str,
-    inputs: dict[str, Any],
-    model: dict[str, Any],
-    **fields: Any,
-) -> dict[str, Any]:
-    """A new run's manifest: its id and time, the toolkit, its inputs (``manifest_fields`` of
-    the benchmark inputs: benchmark, dataset, tools, system prompt), its model and any other
-    fields (``source``, ``runner``, ``traces`` ...). ``schema_version`` and ``status`` are
-    set when the run is created."""
-    return {
-        "run_id": run_id,
-        "created_at": created_at,
-        "toolkit": {"name": "tcbreplay", "version": __version__},
-        **inputs,
-        "model": model,
-        **fields,
-    }

@@ -33,6 +33,7 @@ from tcbreplay._store.locks import (
     sign_lock,
     take_lock,
 )
+from tcbreplay._store.manifest import read_manifest
 from tcbreplay._store.objects import is_remote, remove_object, remove_tree, same_version, version
 from tcbreplay._store.schema import (
     DATA_FILES,
@@ -42,7 +43,6 @@ from tcbreplay._store.schema import (
     LOCK,
     MANIFEST,
     SCHEMA_VERSION,
-    read_manifest,
     shard_journal,
     shard_lock,
 )

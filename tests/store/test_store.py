@@ -28,6 +28,7 @@ from tcbreplay._store import runs as store_mod
 from tcbreplay._store.export import export_jsonl
 from tcbreplay._store.files import file_record
 from tcbreplay._store.journal import fold_journal, read_journal
+from tcbreplay._store.manifest import read_manifest
 from tcbreplay._store.parquet import MessagesWriter
 from tcbreplay._store.run_dir import Run, validate_run_id
 from tcbreplay._store.runs import Store
@@ -38,7 +39,6 @@ from tcbreplay._store.schema import (
     SAMPLES,
     SCHEMA_VERSION,
     WRITTEN_MESSAGES_SCHEMA,
-    read_manifest,
 )
 from tcbreplay._store.writer import RunWriter
 from tcbreplay.errors import (

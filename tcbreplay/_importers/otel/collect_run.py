@@ -16,8 +16,10 @@ from tcbreplay._importers.otel.grouping import Group
 from tcbreplay._inputs.dataset import Dataset, dataset_from_entries
 from tcbreplay._scrub import scrub
 from tcbreplay._store.files import DATASET_SHA256, file_record, write_jsonl_atomic
+from tcbreplay._store.manifest import new_manifest
+from tcbreplay._store.records import sample_record
 from tcbreplay._store.runs import Store
-from tcbreplay._store.schema import DATASET, SAMPLES, new_manifest, sample_record, utcnow
+from tcbreplay._store.schema import DATASET, SAMPLES, utcnow
 from tcbreplay._store.writer import RunWriter, journal_line
 from tcbreplay.errors import DatasetError, InputError, StoreError, TraceError
 
