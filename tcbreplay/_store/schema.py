@@ -4,7 +4,7 @@ Every writer of a run (recording, importing) builds its rows of these
 (:mod:`tcbreplay._store.records`) and its manifest by :mod:`tcbreplay._store.manifest`,
 where every reader checks it.
 
-Layout of ``<store>/<run_id>/`` (``schema_version`` 4, documented in docs/store.md):
+Layout of ``<store>/<run_id>/`` (``schema_version`` 5, documented in docs/store.md):
 
 - ``manifest.json``: everything needed to score the run without its inputs.
 - ``dataset.jsonl``: the run's dataset, normalised, one entry per line (for resuming).
