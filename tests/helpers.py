@@ -222,3 +222,31 @@ def as_the_run_wrote(*paths: Path) -> None:
         manifest = json.loads(manifest_path.read_text())
         manifest.setdefault("files", {})[path.name] = file_record(path)
         manifest_path.write_text(json.dumps(manifest))
+
+
+def record_greeting(
+    folder: Path, question: str, model: str, url: str, run_id: str, *,
+    agent: str | None = None, **settings: Any,
+) -> Path:  # fmt: skip
+    """Record one sample, ``greet`` asking ``question`` (the tool-call benchmark's tools and
+    prompt), with ``model`` (a ``--model`` spec, with ``settings``) at ``url``, a loopback
+    server of its provider's wire, by ``agent`` when given (``module:factory``), into the
+    store ``folder/traces``: that store. The caller sets the provider's key."""
+    import json
+
+    from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+    from tcbreplay._record.models import parse_model
+    from tcbreplay._record.options import RecordOptions
+    from tcbreplay._record.runner import record_run
+    from tcbreplay._store.runs import Store
+
+    dataset = folder / "dataset.json"
+    dataset.write_text(json.dumps([{"id": "greet", "input": question, "target": []}]))
+    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
+    inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
+    summary = record_run(
+        inputs, parse_model(model, {"base_url": url, **settings}), Store(folder / "traces"),
+        run_id=run_id, options=RecordOptions(workers=1), agent=agent,
+    )  # fmt: skip
+    assert summary.ok == 1
+    return folder / "traces"

@@ -16,6 +16,7 @@ from typing import Any
 import anthropic
 import pytest
 from anthropic_server import AnthropicServer
+from helpers import record_greeting
 from replay_fixtures import REPLY_SCHEMA
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -32,15 +33,7 @@ def recorded(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
     ``reasoning_effort`` high) by ``replay_fixtures:asks_claude_a_schema``; ``plain``, one
     recorded by the built-in agent (no schema, no effort); and the body of each one's
     request."""
-    from tcbreplay._record.models import parse_model
-    from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import record_run
-    from tcbreplay._store.runs import Store
-
     folder = tmp_path_factory.mktemp("anthropic-format")
-    dataset = folder / "dataset.json"
-    dataset.write_text(json.dumps([{"id": "greet", "input": HELLO, "target": []}]))
-    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
     bodies = {}
     for run_id, agent, options in [
         ("schema", "replay_fixtures:asks_claude_a_schema", {"reasoning_effort": "high"}),
@@ -51,11 +44,8 @@ def recorded(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
             AnthropicServer({HELLO: []}, answers={HELLO: ANSWER}) as server,
         ):
             patch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake-recording-7f3a9c")
-            inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
-            model = parse_model(f"anthropic:{MODEL}", {"base_url": server.url, **options})
-            summary = record_run(inputs, model, Store(folder / "traces"), run_id=run_id,
-                                 options=RecordOptions(workers=1), agent=agent)  # fmt: skip
-            assert summary.ok == 1
+            record_greeting(folder, HELLO, f"anthropic:{MODEL}", server.url, run_id,
+                            agent=agent, **options)  # fmt: skip
             (bodies[run_id],) = server.requests
     return folder / "traces", bodies
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from helpers import record_greeting
 from openai_server import OpenAIServer
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -24,26 +25,14 @@ def recorded(tmp_path_factory) -> tuple[Path, list[dict]]:
     """A store holding ``tools``, a run of one sample recorded with ChatOpenAI by
     ``replay_fixtures:answers_in_a_schema`` (a first call with the run's tools, a last one
     with none); and the bodies of its requests."""
-    from tcbreplay._record.models import parse_model
-    from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import record_run
-    from tcbreplay._store.runs import Store
-
     folder = tmp_path_factory.mktemp("call-tools")
-    dataset = folder / "dataset.json"
-    dataset.write_text(json.dumps([{"id": "greet", "input": HELLO, "target": []}]))
-    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
     with (
         pytest.MonkeyPatch.context() as patch,
         OpenAIServer({HELLO: []}, answers={HELLO: ANSWER}) as server,
     ):
         patch.setenv("OPENAI_API_KEY", "sk-fake-recording-7f3a9c")
-        inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
-        model = parse_model("openai:gpt-4o-mini", {"base_url": server.url})
-        summary = record_run(inputs, model, Store(folder / "traces"), run_id="tools",
-                             options=RecordOptions(workers=1),
-                             agent="replay_fixtures:answers_in_a_schema")  # fmt: skip
-        assert summary.ok == 1
+        record_greeting(folder, HELLO, "openai:gpt-4o-mini", server.url, "tools",
+                        agent="replay_fixtures:answers_in_a_schema")  # fmt: skip
         bodies = list(server.requests)
     assert [len(b.get("tools") or []) for b in bodies] == [3, 0]
     return folder / "traces", bodies

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from gemini_server import GeminiServer
+from helpers import record_greeting
 from replay_fixtures import REPLY_SCHEMA
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -31,26 +32,14 @@ def recorded(tmp_path_factory) -> tuple[Path, list[dict]]:
     ``replay_fixtures:asks_a_schema`` (its calls ask for a JSON answer of REPLY_SCHEMA), and
     ``before``, its copy as a run recorded before runs kept schemas is (its manifest's
     ``agent`` without ``format_kept``); and the generationConfig of each request recorded."""
-    from tcbreplay._record.models import parse_model
-    from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import record_run
-    from tcbreplay._store.runs import Store
-
     folder = tmp_path_factory.mktemp("gemini-schema")
-    dataset = folder / "dataset.json"
-    dataset.write_text(json.dumps([{"id": "greet", "input": HELLO, "target": []}]))
-    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
     with (
         pytest.MonkeyPatch.context() as patch,
         GeminiServer({HELLO: []}, answers={HELLO: ANSWER}) as server,
     ):
         patch.setenv("GOOGLE_API_KEY", "fake-recording-key-7f3a9c")
-        inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
-        model = parse_model(f"google_genai:{MODEL}", {"base_url": server.url})
-        summary = record_run(inputs, model, Store(folder / "traces"), run_id="schema",
-                             options=RecordOptions(workers=1),
-                             agent="replay_fixtures:asks_a_schema")  # fmt: skip
-        assert summary.ok == 1
+        record_greeting(folder, HELLO, f"google_genai:{MODEL}", server.url, "schema",
+                        agent="replay_fixtures:asks_a_schema")  # fmt: skip
         asked = [r.body.get("generationConfig", {}) for r in server.requests]
     root = folder / "traces"
     shutil.copytree(root / "schema", root / "before")

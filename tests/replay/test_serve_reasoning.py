@@ -6,12 +6,12 @@ model settings have them, as Anthropic's ``output_config.effort`` is
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+from helpers import record_greeting
 from openai_server import OpenAIServer
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -26,15 +26,7 @@ def recorded(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
     """A store holding ``effort``, a run of one sample recorded with ChatOpenAI at
     ``reasoning_effort`` high, and ``plain``, one recorded at none; and the body of the
     first one's request (the two are alike but for ``reasoning_effort``)."""
-    from tcbreplay._record.models import parse_model
-    from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import record_run
-    from tcbreplay._store.runs import Store
-
     folder = tmp_path_factory.mktemp("openai-reasoning")
-    dataset = folder / "dataset.json"
-    dataset.write_text(json.dumps([{"id": "greet", "input": HELLO, "target": []}]))
-    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
     bodies = {}
     for run_id, options in [("effort", {"reasoning_effort": "high"}), ("plain", {})]:
         with (
@@ -42,11 +34,7 @@ def recorded(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
             OpenAIServer({HELLO: []}, answers={HELLO: ANSWER}) as server,
         ):
             patch.setenv("OPENAI_API_KEY", "sk-fake-recording-7f3a9c")
-            inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
-            model = parse_model("openai:o4-mini", {"base_url": server.url, **options})
-            summary = record_run(inputs, model, Store(folder / "traces"), run_id=run_id,
-                                 options=RecordOptions(workers=1))  # fmt: skip
-            assert summary.ok == 1
+            record_greeting(folder, HELLO, "openai:o4-mini", server.url, run_id, **options)
             (bodies[run_id],) = server.requests
     assert bodies["effort"]["reasoning_effort"] == "high"
     assert "reasoning_effort" not in bodies["plain"]

@@ -6,15 +6,14 @@ is compared (``test_serve_gemini_schema.py``)."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import openai
 import pytest
+from helpers import record_greeting
 from openai_server import OpenAIServer
 from replay_fixtures import REPLY_FORMAT
 
-from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._replay.serve import serve_run
 
 HELLO = "Hi there!"
@@ -27,26 +26,14 @@ def recorded(tmp_path_factory) -> tuple[Path, dict]:
     ``replay_fixtures:asks_a_format``; and the body of its request, its tools as the run
     keeps them (a recording keeps the run's tools, not how a call bound them: the agent
     bound them strict)."""
-    from tcbreplay._record.models import parse_model
-    from tcbreplay._record.options import RecordOptions
-    from tcbreplay._record.runner import record_run
-    from tcbreplay._store.runs import Store
-
     folder = tmp_path_factory.mktemp("openai-format")
-    dataset = folder / "dataset.json"
-    dataset.write_text(json.dumps([{"id": "greet", "input": HELLO, "target": []}]))
-    tools = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
     with (
         pytest.MonkeyPatch.context() as patch,
         OpenAIServer({HELLO: []}, answers={HELLO: ANSWER}) as server,
     ):
         patch.setenv("OPENAI_API_KEY", "sk-fake-recording-7f3a9c")
-        inputs = load_inputs(None, dataset, tools, BENCHMARKS["tool-call"].system_prompt)
-        model = parse_model("openai:gpt-4o-mini", {"base_url": server.url})
-        summary = record_run(inputs, model, Store(folder / "traces"), run_id="format",
-                             options=RecordOptions(workers=1),
-                             agent="replay_fixtures:asks_a_format")  # fmt: skip
-        assert summary.ok == 1
+        record_greeting(folder, HELLO, "openai:gpt-4o-mini", server.url, "format",
+                        agent="replay_fixtures:asks_a_format")  # fmt: skip
         (body,) = server.requests
     assert body["response_format"] == REPLY_FORMAT
     for tool in body["tools"]:
