@@ -250,3 +250,16 @@ def record_greeting(
     )  # fmt: skip
     assert summary.ok == 1
     return folder / "traces"
+
+
+def chat_answer(url: str, body: dict) -> str | tuple[int, str]:
+    """The text the openai SDK is answered for the Chat Completions request ``body`` by the
+    server at ``url``, or the status and message of its error."""
+    import openai
+
+    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-serve-test")
+    try:
+        return client.chat.completions.create(**body).choices[0].message.content or ""
+    except openai.APIStatusError as exc:
+        return exc.status_code, str(exc.body.get("message") if isinstance(exc.body, dict)
+                                    else exc.body)  # fmt: skip

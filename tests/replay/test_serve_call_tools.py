@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import openai
 import pytest
+from helpers import chat_answer as answer
 from helpers import record_greeting
 from openai_server import OpenAIServer
 
@@ -36,17 +36,6 @@ def recorded(tmp_path_factory) -> tuple[Path, list[dict]]:
         bodies = list(server.requests)
     assert [len(b.get("tools") or []) for b in bodies] == [3, 0]
     return folder / "traces", bodies
-
-
-def answer(url: str, body: dict) -> str | tuple[int, str]:
-    """The text the openai SDK is answered for ``body``, or the status and message of its
-    error."""
-    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-serve-test")
-    try:
-        return client.chat.completions.create(**body).choices[0].message.content or ""
-    except openai.APIStatusError as exc:
-        return exc.status_code, str(exc.body.get("message") if isinstance(exc.body, dict)
-                                    else exc.body)  # fmt: skip
 
 
 def test_record_keeps_the_tools_of_a_call_sent_others(recorded):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import openai
 import pytest
+from helpers import chat_answer as answer
 from helpers import record_greeting
 from openai_server import OpenAIServer
 from replay_fixtures import REPLY_FORMAT
@@ -40,17 +40,6 @@ def recorded(tmp_path_factory) -> tuple[Path, dict]:
         tool["function"].pop("strict")
         tool["function"]["parameters"].pop("additionalProperties")
     return folder / "traces", body
-
-
-def answer(url: str, body: dict) -> str | tuple[int, str]:
-    """The text the openai SDK is answered for ``body``, or the status and message of its
-    error."""
-    client = openai.OpenAI(base_url=url + "/v1", api_key="sk-serve-test")
-    try:
-        return client.chat.completions.create(**body).choices[0].message.content or ""
-    except openai.APIStatusError as exc:
-        return exc.status_code, str(exc.body.get("message") if isinstance(exc.body, dict)
-                                    else exc.body)  # fmt: skip
 
 
 def test_the_recorded_response_format_is_answered_and_another_or_none_diverges(recorded):
