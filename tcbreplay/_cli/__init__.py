@@ -10,15 +10,28 @@ from __future__ import annotations
 import atexit
 import codecs
 import contextlib
+import gc
 import os
 import sys
+import threading
 import traceback
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
-from tcbreplay._cli.common import main
-from tcbreplay._secrets import redact
+if TYPE_CHECKING:
+    from tcbreplay._cli.common import main
 
 __all__ = ["main", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    # ``main`` (click and every command's options) loads once :func:`run` has paused the
+    # garbage collector
+    if name == "main":
+        from tcbreplay._cli.common import main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run() -> None:
@@ -31,9 +44,12 @@ def run() -> None:
     """
     sys.excepthook = _print_redacted
     usable_streams()
+    collector_paused(LOADING_S)
     # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would
     # only spin (see BENCHMARKS.md)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from tcbreplay._cli.common import main
+
     try:
         main()
         code: object = 0
@@ -48,6 +64,25 @@ def run() -> None:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(code or 0)
+
+
+# a command's first second: the modules it loads, about 500 for a scoring (see BENCHMARKS.md)
+LOADING_S = 1.0
+
+
+def collector_paused(seconds: float) -> None:
+    """Pause Python's cyclic garbage collector for the process's next ``seconds``.
+
+    While a command loads its libraries, every few hundred new objects make the collector
+    scan again the objects made since, all of which live on: 30 ms of a 0.4 s scoring, and
+    nothing found. Longer commands (record, serve, a large scoring) collect as usual after
+    it. A child forked meanwhile, which has no timer, collects from its start.
+    """
+    gc.disable()
+    os.register_at_fork(after_in_child=gc.enable)
+    timer = threading.Timer(seconds, gc.enable)
+    timer.daemon = True
+    timer.start()
 
 
 def usable_streams() -> None:
@@ -90,4 +125,6 @@ def _print_redacted(
     kind: type[BaseException], value: BaseException, tb: TracebackType | None
 ) -> None:
     """Print a crash's traceback without any secret it may quote (as typed errors are)."""
+    from tcbreplay._secrets import redact
+
     sys.stderr.write(redact("".join(traceback.format_exception(kind, value, tb))))
