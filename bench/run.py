@@ -24,6 +24,7 @@ import platform
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -156,6 +157,10 @@ class Timing:
     @property
     def cpu(self) -> float:
         return self.best.cpu
+
+    @property
+    def median_wall(self) -> float:
+        return statistics.median(m.wall for m in self.runs)
 
     @property
     def rss_mb(self) -> float:
