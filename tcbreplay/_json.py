@@ -13,11 +13,9 @@ the report's script read far deeper and longer values.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -80,24 +78,6 @@ def parse(text: str | bytes) -> Any:
     reader. Floats read the same (``tests/ground/test_json.py`` holds them to it).
     """
     return parse_plain(text)[0]
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cycle collector off for the block, as it was after.
-
-    JSON values hold no cycles, but the collector counts every dict and list made: reading
-    a slice of stored messages (millions of objects, all kept until the slice is written)
-    sets it off again and again over everything already read. Reading 60,000 samples' traces
-    took 15.8 CPU s with it and 4.6 s without. Objects are still freed as soon as nothing
-    uses them; a cycle made in the block is collected once the collector runs again."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def parse_plain(text: str | bytes) -> tuple[Any, bool]:

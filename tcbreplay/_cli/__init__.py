@@ -10,13 +10,13 @@ from __future__ import annotations
 import atexit
 import codecs
 import contextlib
-import gc
 import os
 import sys
-import threading
 import traceback
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from tcbreplay._machine import collector_paused_for
 
 if TYPE_CHECKING:
     from tcbreplay._cli.common import main
@@ -44,7 +44,10 @@ def run() -> None:
     """
     sys.excepthook = _print_redacted
     usable_streams()
-    collector_paused(LOADING_S)
+    # while the command loads its modules (about 500 for a scoring), every few hundred new
+    # objects made the collector scan again those made since, which all live on: 30 ms of a
+    # 0.4 s scoring, nothing found (see BENCHMARKS.md)
+    collector_paused_for(LOADING_S)
     # tcbreplay does no linear algebra: numpy's BLAS threads, started when numpy loads, would
     # only spin (see BENCHMARKS.md)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -66,23 +69,8 @@ def run() -> None:
     os._exit(code or 0)
 
 
-# a command's first second: the modules it loads, about 500 for a scoring (see BENCHMARKS.md)
+# a command's first second, in which it loads its modules
 LOADING_S = 1.0
-
-
-def collector_paused(seconds: float) -> None:
-    """Pause Python's cyclic garbage collector for the process's next ``seconds``.
-
-    While a command loads its libraries, every few hundred new objects make the collector
-    scan again the objects made since, all of which live on: 30 ms of a 0.4 s scoring, and
-    nothing found. Longer commands (record, serve, a large scoring) collect as usual after
-    it. A child forked meanwhile, which has no timer, collects from its start.
-    """
-    gc.disable()
-    os.register_at_fork(after_in_child=gc.enable)
-    timer = threading.Timer(seconds, gc.enable)
-    timer.daemon = True
-    timer.start()
 
 
 def usable_streams() -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tcbreplay import _json
 from tcbreplay._importers import timings
 from tcbreplay._importers.openai import to_openai
+from tcbreplay._machine import collector_paused
 from tcbreplay._store.export import check_run, run_traces
 from tcbreplay._store.files import check_dataset_written, json_text, staged
 from tcbreplay._store.run_dir import Run
@@ -61,13 +62,13 @@ def export_traces(
     The traces are read, converted and written a slice of samples at a time
     (:data:`tcbreplay._store.export.SLICE_SAMPLES`); the dataset is held whole, as text.
     Python's cycle collector is off meanwhile (the values read hold no cycles; see
-    :func:`tcbreplay._json.collector_paused`)."""
+    :func:`tcbreplay._machine.collector_paused`)."""
     check_run(run, "export_traces")
     out_dir = Path(out_dir) if isinstance(out_dir, str) else out_dir  # (a URL's path stays)
     if fmt not in EXPORT_FORMATS:
         raise InputError(f"--format {fmt!r}: choose one of {', '.join(EXPORT_FORMATS)}")
     # not deleted (record --overwrite) while it is read
-    with run.reading(), _json.collector_paused():
+    with run.reading(), collector_paused():
         manifest = run.manifest
         traces = run_traces(run, timings=True)
         try:

@@ -130,29 +130,3 @@ def test_sigterm_is_ctrl_c_in_the_block_and_left_as_it_was_after():
     thread.start()
     thread.join()
     assert seen == [before]
-
-
-_PAUSED = """
-import gc, os, time
-from tcbreplay._cli import collector_paused
-collector_paused(0.2)
-print("loading", gc.isenabled())
-read, write = os.pipe()
-if os.fork() == 0:
-    os.write(write, str(gc.isenabled()).encode())
-    os._exit(0)
-os.wait()
-print("forked child", os.read(read, 10).decode())
-deadline = time.monotonic() + 30
-while not gc.isenabled() and time.monotonic() < deadline:
-    time.sleep(0.01)
-print("after", gc.isenabled())
-"""
-
-
-def test_the_collector_pauses_while_a_command_loads_and_not_in_a_forked_child():
-    done = subprocess.run(
-        [sys.executable, "-c", _PAUSED], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ["loading False", "forked child True", "after True"]
