@@ -25,12 +25,18 @@ from tcbreplay.errors import EngineError, InputError
 ENGINES = ("local", "ray")
 
 
-def check_engine(engine: str, ray_address: str | None = None) -> None:
-    """Refuse an unknown engine, and an address without Ray."""
+def check_engine(
+    engine: str, ray_address: str | None = None, ray_keep: float | None = None
+) -> None:
+    """Refuse an unknown engine, and an address or a time to keep scorers without Ray."""
     if engine not in ENGINES:
         raise InputError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
     if ray_address is not None and engine != "ray":
         raise InputError("--ray-address applies to --engine ray", hint="add --engine ray")
+    if ray_keep is not None and engine != "ray":
+        raise InputError("--ray-keep applies to --engine ray", hint="add --engine ray")
+    if ray_keep is not None and not 0 <= ray_keep < float("inf"):
+        raise InputError(f"--ray-keep {ray_keep:g}: give the seconds as 0 or more")
     if ray_address is not None and not ray_address.strip():
         raise InputError("--ray-address is empty: give the cluster's HOST:PORT, or leave the "
                          "option out to start a Ray on this machine")  # fmt: skip

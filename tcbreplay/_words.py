@@ -8,6 +8,6 @@ def count(n: int, noun: str, many: str | None = None) -> str:
     return f"{n} {noun_for(n, noun, many)}"
 
 
-def noun_for(n: int, noun: str, many: str | None = None) -> str:
+def noun_for(n: float, noun: str, many: str | None = None) -> str:
     """``noun`` for ``n`` of it, without the number: in the singular for one."""
     return noun if n == 1 else many or noun + "s"

@@ -188,7 +188,7 @@ class ScorersHere:
 
                 return SimpleNamespace(remote=run)
 
-            return SimpleNamespace(score=method("score"), pid=method("pid"))
+            return SimpleNamespace(score=method("score"), pid=method("pid"), keep=method("keep"))
 
         return SimpleNamespace(options=lambda **_: SimpleNamespace(remote=started))
 

@@ -113,10 +113,17 @@ from tcbreplay.errors import InputError
     help="The Ray cluster to join with --engine ray (default: RAY_ADDRESS, else a Ray "
     "started on this machine for the command).",
 )
+@click.option(
+    "--ray-keep",
+    type=float,
+    metavar="SECONDS",
+    help="With --engine ray, how long the scorers stay on the cluster, idle, for the next "
+    "scorings [default: 300]; 0 stops them as this scoring ends.",
+)
 @STORE_OPTION
 def score(
     run_id, fmt, rel_tol, abs_tol, strings, types, scorer, roles, only, without, gold_run,
-    side, allow_incomplete, dashboard, engine, ray_address, store,
+    side, allow_incomplete, dashboard, engine, ray_address, ray_keep, store,
 ) -> None:  # fmt: skip
     """Score a stored run from its raw traces (no model, tools or network)."""
     from tcbreplay._cli.grids import bfcl_output, score_output
@@ -148,6 +155,7 @@ def score(
             dashboard=dashboard,
             engine=engine,
             ray_address=ray_address,
+            ray_keep=ray_keep,
         )
     files = {"scores_file": str(result.scores_path), "dashboard_file": result.dashboard_path}
     summary = {"warnings": result.warnings, **result.summary}

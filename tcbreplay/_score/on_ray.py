@@ -7,8 +7,10 @@ that scores a million samples in under three (BENCHMARKS.md, "Scale"). So the pa
 scored by :class:`Scorer` actors that outlive the command: one per CPU of the cluster, named
 and detached (Ray's ``lifetime="detached"``) in the :data:`NAMESPACE` namespace. The next
 command that joins the cluster finds them started, their imports done; one idle for
-:data:`KEEP_S` seconds leaves the cluster and frees its memory, and one idle for
-:data:`CLOSE_S` closes the run it had open.
+:data:`KEEP_S` seconds (``score --ray-keep``: the last scoring's) leaves the cluster and
+frees its memory, and one idle for :data:`CLOSE_S` closes the run it had open. Kept for no
+time (``--ray-keep 0``), they leave as the scoring ends, the command stopping them; on
+Ctrl-C too, parts begun included.
 
 Each reserves a hundredth of a CPU, spread over the cluster's machines: idle, it holds
 nothing another job misses, and busy, it scores one part at a time, with
@@ -49,6 +51,7 @@ from tcbreplay._store.run_dir import Run
 from tcbreplay._store.store_urls import store_root
 from tcbreplay._store.views import connect
 from tcbreplay._words import count as counted
+from tcbreplay._words import noun_for
 from tcbreplay.errors import EngineError, TcbReplayError, TcbReplayWarning
 
 # the Ray namespace of the scorers
@@ -66,11 +69,16 @@ def ray_parts(
     ranges: list[tuple[int, int]],
     plan: PartPlan,
     gold: pa.Table | None = None,
+    keep_s: float = KEEP_S,
 ) -> Generator[PartResult]:
     """Score ``ranges`` of ``run`` with ``plan`` on the scorers of the Ray ``ray`` has joined
     (see :func:`tcbreplay._ray.ray_session`), one per CPU of its cluster, each reading the
-    store itself (``gold``: the calls of ``--gold-run``); yield the results in order."""
-    kept = scorers(ray, cluster_cpus(ray))
+    store itself (``gold``: the calls of ``--gold-run``); yield the results in order. The
+    scorers stay ``keep_s`` seconds idle on the cluster after it (0: they are stopped as it
+    ends)."""
+    kept = scorers(ray, cluster_cpus(ray), keep_s)
+    for found in kept:  # (those started already, and any given no part by this scoring)
+        found.keep.remote(keep_s)
     gold_ref = None if gold is None else ray.put(gold)
     scoring = secrets.token_hex(8)  # this scoring's, for the scorers' connections (see below)
 
@@ -78,9 +86,9 @@ def ray_parts(
         return kept[i % len(kept)].score.remote(location(run), ranges[i], plan, gold_ref, scoring)
 
     def again(i: int) -> Any:
-        # the scorer left the cluster as this command found it (idle for KEEP_S), or died
+        # the scorer left the cluster as this command found it (idle for its time), or died
         # more often than Ray starts it again: one started anew scores the part
-        kept[i % len(kept)] = scorer(ray, i % len(kept))
+        kept[i % len(kept)] = scorer(ray, i % len(kept), keep_s)
         return submit(i)
 
     pending: deque[tuple[int, Any]] = deque()
@@ -99,23 +107,35 @@ def ray_parts(
             with contextlib.suppress(Exception):
                 ray.cancel(ref)
         raise
+    finally:
+        if not keep_s:  # (another scoring using them meanwhile starts them anew)
+            for kept_scorer in kept:
+                with contextlib.suppress(Exception):
+                    ray.kill(kept_scorer, no_restart=True)
 
 
-def scorers(ray: Any, count: int) -> list[Any]:
+def scorers(ray: Any, count: int, keep_s: float = KEEP_S) -> list[Any]:
     """``count`` scorers of this code on the cluster ``ray`` has joined: those there already,
-    the others started, which a warning says on a cluster that outlives the command."""
+    the others started, which a warning says on a cluster that outlives the command (unless
+    they are kept for no time)."""
     started = sum(not _there(ray, k) for k in range(count))
-    if started and not own_ray():
+    if started and keep_s and not own_ray():
         where = ray.get_runtime_context().gcs_address
         warnings.warn(
             TcbReplayWarning(
                 f"started {counted(started, 'scorer')} on the Ray cluster at {where}: "
-                f"they stay there for the next scorings, and leave after {KEEP_S / 60:g} "
-                "minutes idle"
+                f"they stay there for the next scorings, and leave after {_idle(keep_s)} "
+                "idle (--ray-keep 0: as the scoring ends)"
             ),
             stacklevel=2,
         )
-    return [scorer(ray, k) for k in range(count)]
+    return [scorer(ray, k, keep_s) for k in range(count)]
+
+
+def _idle(seconds: float) -> str:
+    """``seconds`` in words: 5 minutes, 1 second, 1.5 minutes."""
+    value, unit = (seconds / 60, "minute") if seconds >= 60 else (seconds, "second")
+    return f"{value:g} {noun_for(value, unit)}"
 
 
 def _there(ray: Any, k: int) -> bool:
@@ -131,7 +151,7 @@ def _name(k: int) -> str:
     return f"scorer-{code_digest()}-{k}"
 
 
-def scorer(ray: Any, k: int) -> Any:
+def scorer(ray: Any, k: int, keep_s: float = KEEP_S) -> Any:
     """Scorer ``k`` of this code on the cluster ``ray`` has joined, started if not there."""
     return (
         ray.remote(Scorer)
@@ -147,14 +167,15 @@ def scorer(ray: Any, k: int) -> Any:
             max_restarts=RETRIES,
             max_task_retries=RETRIES,
         )
-        .remote(KEEP_S, CLOSE_S)
+        .remote(keep_s, CLOSE_S)
     )
 
 
 class Scorer:
     """A Ray actor that scores the parts it is given, one at a time (see the module); it
     closes the run it scored once idle for ``close_s`` seconds, and leaves the cluster once
-    idle for ``keep_s``."""
+    idle for ``keep_s``, or what the last scoring gave (at least ``close_s``: a scoring that
+    keeps them for no time stops them itself)."""
 
     def __init__(self, keep_s: float, close_s: float) -> None:
         self._keep_s, self._close_s = keep_s, close_s
@@ -173,6 +194,10 @@ class Scorer:
             finally:
                 self._last = time.monotonic()
 
+    def keep(self, keep_s: float) -> None:
+        """Stay ``keep_s`` seconds idle from now on (a later scoring's ``--ray-keep``)."""
+        self._keep_s = keep_s
+
     def pid(self) -> int:
         """The scorer's process."""
         return os.getpid()
@@ -182,14 +207,15 @@ class Scorer:
 
         me = ray.get_runtime_context().current_actor
         while True:
-            time.sleep(min(self._close_s, self._keep_s) / 2)
+            keep_s = max(self._keep_s, self._close_s)
+            time.sleep(min(self._close_s, keep_s) / 2)
             if not self._scoring.acquire(blocking=False):
                 continue
             try:
                 idle = time.monotonic() - self._last
                 if idle >= self._close_s:
                     close_connections()
-                if idle >= self._keep_s:
+                if idle >= keep_s:
                     ray.kill(me, no_restart=True)
                     return
             finally:

@@ -54,13 +54,16 @@ def score_run(
     dashboard: str = "mismatches",
     engine: str = "local",
     ray_address: str | None = None,
+    ray_keep: float | None = None,
     each_part: PartSink | None = None,
     retry: str | None = None,
 ) -> ScoreResult:
     """Score one run from its raw traces; write per-sample scores, summary and dashboard file.
 
     ``engine``: ``local`` scores the run's parts in threads of this process, ``ray`` as Ray
-    tasks (``ray_address``: the cluster's; see :mod:`tcbreplay._ray`), with the same results.
+    tasks (``ray_address``: the cluster's; see :mod:`tcbreplay._ray`), with the same results;
+    ``ray_keep``: the seconds its scorers stay on the cluster, idle, after it (default
+    :data:`tcbreplay._score.on_ray.KEEP_S`; 0: they are stopped as it ends).
     ``each_part`` (with ``write=False``): each part's scores and pairs are handed to it in
     sample order as they come, and not kept (the result holds the summary only), so what is
     held does not grow with the run; a scorer that takes the whole run at once hands it the
@@ -71,7 +74,7 @@ def score_run(
     options = options or ScoreOptions()
     if dashboard not in DASHBOARD_MODES:
         raise InputError(f"--dashboard {dashboard!r}: choose one of {', '.join(DASHBOARD_MODES)}")
-    check_engine(engine, ray_address)
+    check_engine(engine, ray_address, ray_keep)
     if engine == "ray" and options.scorer != DEFAULT_SCORER:
         raise InputError(
             f"--engine ray scores with --scorer spec; --scorer {options.scorer} scores the "
@@ -82,14 +85,14 @@ def score_run(
     with run.reading():  # no record --overwrite meanwhile
         return _score_run(
             run, options, allow_incomplete, write, dashboard, store, engine, ray_address,
-            each_part, retry,
+            each_part, retry, ray_keep,
         )  # fmt: skip
 
 
 def _score_run(
     run: Run, options: ScoreOptions, allow_incomplete: bool, write: bool, dashboard: str,
     store: Store | None = None, engine: str = "local", ray_address: str | None = None,
-    each_part: PartSink | None = None, retry: str | None = None,
+    each_part: PartSink | None = None, retry: str | None = None, ray_keep: float | None = None,
 ) -> ScoreResult:  # fmt: skip
     check_scorable(run, allow_incomplete, retry)
     gold = None
@@ -117,9 +120,10 @@ def _score_run(
                 count = _parts_for(_samples(con))
             plan, ranges = _plan(con, run, options, count, dashboard if write else "none")
             if engine == "ray":
-                from tcbreplay._score.on_ray import ray_parts  # (Ray's engine only)
+                from tcbreplay._score.on_ray import KEEP_S, ray_parts  # (Ray's engine only)
 
-                source = ray_parts(ray, run, ranges, plan, gold)
+                keep_s = KEEP_S if ray_keep is None else ray_keep
+                source = ray_parts(ray, run, ranges, plan, gold, keep_s)
             else:
                 source = local_parts(con, ranges, plan, _workers(len(ranges)))
             if not write:

@@ -743,6 +743,23 @@ def test_a_ray_address_needs_engine_ray(sim_copy):
     assert "--engine ray scores with --scorer spec" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "start"),
+    [
+        (["--ray-keep", "0"], "Error: --ray-keep applies to --engine ray"),
+        (["--engine", "ray", "--ray-keep", "-1"], "Error: --ray-keep -1: give the seconds as 0"),
+        (["--engine", "ray", "--ray-keep", "nan"], "Error: --ray-keep nan: give the seconds"),
+        (["--engine", "ray", "--ray-keep", "soon"], "Error: Invalid value for '--ray-keep'"),
+    ],
+)
+def test_a_time_to_keep_scorers_needs_ray_and_seconds(sim_copy, args, start):
+    root, run_id = sim_copy
+    result = cli("score", run_id, "--store", root, *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(start), result.stderr
+    assert not (root / run_id / "scores").exists()
+
+
 def _closed_port() -> int:
     with socket.socket() as s:  # bound, never listening: a connection to it is refused
         s.bind(("127.0.0.1", 0))

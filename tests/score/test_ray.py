@@ -126,8 +126,8 @@ def test_a_scorer_gone_as_the_scoring_finds_it_is_started_anew(ray_cluster, sim_
     here = score_run(Store(root), run_id, write=False)
     found = on_ray.scorers
 
-    def gone_as_found(ray, count):
-        kept = found(ray, count)
+    def gone_as_found(ray, count, keep_s):
+        kept = found(ray, count, keep_s)
         for scorer in kept:
             ray.kill(scorer, no_restart=True)
         return kept
@@ -153,11 +153,49 @@ def test_starting_scorers_is_said_once(ray_cluster, sim_copy):
     assert first.exit_code == 0, first.output
     assert (
         f"Warning: started 2 scorers on the Ray cluster at {address}: they stay there for the "
-        "next scorings, and leave after 5 minutes idle"
+        "next scorings, and leave after 5 minutes idle (--ray-keep 0: as the scoring ends)"
     ) in first.stderr.splitlines()
     again = cli(*args)
     assert again.exit_code == 0, again.output
     assert "scorer" not in again.stderr
+
+
+def _stop_scorers(ray) -> None:
+    from tcbreplay._score.on_ray import NAMESPACE
+
+    for name in _scorer_pids(ray):
+        ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+    wait_for(lambda: not _scorer_pids(ray), timeout=30)
+
+
+def test_scorers_kept_for_no_time_stop_as_the_scoring_ends(ray_cluster, sim_copy):
+    """--ray-keep 0: the scorers the scoring started are gone when the command ends, and
+    nothing is said of them; the results are the same."""
+    root, run_id = sim_copy
+    _stop_scorers(ray_cluster)
+    here = score_run(Store(root), run_id, write=False)
+    address = ray_cluster.get_runtime_context().gcs_address
+    result = cli("score", run_id, "--store", root, "--engine", "ray", "--ray-address", address,
+                 "--ray-keep", "0", "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "scorer" not in result.stderr
+    assert json.loads(result.stdout)["tsa"] == here.summary["tsa"]
+    wait_for(lambda: not _scorer_pids(ray_cluster), timeout=30)
+
+
+def test_a_scoring_gives_the_scorers_it_finds_its_time_to_keep(ray_cluster, sim_copy,
+                                                               monkeypatch):  # fmt: skip
+    """Scorers started to stay 5 minutes take the next scoring's --ray-keep: kept for a
+    second, they leave once idle that long."""
+    from tcbreplay._score import on_ray
+
+    root, run_id = sim_copy
+    _stop_scorers(ray_cluster)
+    monkeypatch.setattr(on_ray, "CLOSE_S", 0.5)  # (given to the scorers as they start)
+    score_run(Store(root), run_id, engine="ray", write=False)
+    assert len(_scorer_pids(ray_cluster)) == 2
+    score_run(Store(root), run_id, engine="ray", write=False, ray_keep=1)
+    wait_for(lambda: not _scorer_pids(ray_cluster), timeout=30)
 
 
 def test_a_scorer_leaves_the_cluster_once_idle(ray_cluster):
