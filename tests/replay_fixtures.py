@@ -335,3 +335,16 @@ def answers_in_a_schema(model, tools, system_prompt):
     graph.add_edge("tools", "model")
     graph.add_edge("final", END)
     return graph.compile()
+
+
+def claude_provider_strategy(model, tools, system_prompt, schema=REPLY_SCHEMA):
+    """LangChain's ``create_agent`` answering in ``schema`` through ``ProviderStrategy``:
+    each call is given it as an OpenAI ``response_format``, which ChatAnthropic sends as
+    ``output_config.format`` (the schema rewritten by the anthropic SDK's
+    ``transform_schema``)."""
+    from langchain.agents import create_agent
+    from langchain.agents.structured_output import ProviderStrategy
+
+    schema = {"title": "Reply", **schema}
+    return create_agent(model, tools, system_prompt=system_prompt,
+                        response_format=ProviderStrategy(schema))  # fmt: skip

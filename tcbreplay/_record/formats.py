@@ -50,3 +50,31 @@ def asked_format(params: Mapping[str, Any]) -> Any:
     except (TypeError, ValueError):
         return {"unreadable": getattr(given, "__name__", type(given).__name__)}
     return dict(given) if key == "response_format" else {"schema": dict(given)}
+
+
+def format_as_sent(asked: Any, provider: str) -> Any:
+    """``asked`` (an answer format as :func:`asked_format` gives it) in the form the model of
+    ``provider`` sends it, the one a replay compares: ChatAnthropic sends a
+    ``response_format`` (OpenAI's ``json_schema`` one, as LangChain's ``ProviderStrategy``
+    binds it, or a JSON schema) as ``output_config.format``, its schema rewritten by the
+    anthropic SDK's ``transform_schema`` (``additionalProperties`` false, the keywords it
+    does not take moved into descriptions); ``{"schema": ...}`` (``output_config.format``
+    given as such) is sent as given. Any other provider's, an unreadable one, or one the
+    SDK cannot rewrite, as given (without the SDK: its schema, not rewritten)."""
+    if provider != "anthropic" or not isinstance(asked, Mapping):
+        return asked
+    if set(asked) in ({"schema"}, {"unreadable"}):
+        return asked
+    nested = asked.get("json_schema")
+    if asked.get("type") == "json_schema" and isinstance(nested, Mapping) and "schema" in nested:
+        schema = nested["schema"]  # (its name and strict: ChatAnthropic sends neither)
+    else:
+        schema = asked
+    try:
+        from anthropic import transform_schema
+    except ImportError:
+        return {"schema": schema}
+    try:
+        return {"schema": transform_schema(dict(schema))}
+    except (ValueError, TypeError, AssertionError):  # (no schema ChatAnthropic could send)
+        return asked

@@ -143,7 +143,9 @@ class RecordedChatModel(BaseChatModel):
             # where the recording says which each request asked for
             asked = asked_format({**self.bound_kwargs, **given})
             if asked is not None and self.recording.formats_known:
-                params["response_format"] = normalized(asked)
+                params["response_format"] = asked
+            if "response_format" in params:  # (as the recording's model sent one)
+                params["response_format"] = self.recording.format_as_sent(params["response_format"])
         # the fields of output_config (but its format) and reasoning the call gives: the
         # recording's answers were made at them only where its model settings have the same;
         # any other diverges at params.output_config (or params.reasoning)

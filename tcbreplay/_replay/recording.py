@@ -33,11 +33,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcbreplay._record.formats import format_as_sent
 from tcbreplay._replay.fingerprint import (
     Request,
     canonical_json,
     canonical_messages,
     canonical_tools,
+    normalized,
     request_text,
     sha256_text,
 )
@@ -133,6 +135,9 @@ class RecordedRun:
     output_config: dict[str, Any] = field(default_factory=dict)
     # the fields of OpenAI's reasoning its model settings give (its reasoning_effort as effort)
     reasoning: dict[str, Any] = field(default_factory=dict)
+    # its model's provider: a request's answer format is compared as that model sent one
+    # (:meth:`format_as_sent`)
+    provider: str = ""
     _rows: dict[Key, SampleRow] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -170,6 +175,7 @@ class RecordedRun:
             formats_known=settings.formats_known,
             output_config=settings.output_config,
             reasoning=settings.reasoning,
+            provider=settings.provider,
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint
@@ -181,12 +187,17 @@ class RecordedRun:
                    "into its Parquet files" if waiting else ""),
                 hint=finish_hint(run),
             )  # fmt: skip
-        out._rows = read_rows(run, sent_system=settings.system_kept)
+        out._rows = read_rows(run, sent_system=settings.system_kept, provider=settings.provider)
         out.formats_asked = out.formats_known and (
             "response_format" in out.params or any(r.formats for r in out._rows.values())
         )
         out._messages = MessageTexts(run.messages_path)
         return out
+
+    def format_as_sent(self, asked: Any) -> Any:
+        """An answer format a request asks for (``response_format``, canonical) as the
+        recording's model would have sent it: the form its own are compared in."""
+        return normalized(format_as_sent(asked, self.provider))
 
     def recorded_ids(self) -> set[str]:
         """The ids of the samples it holds a recording of (a row not ``missing``: an import

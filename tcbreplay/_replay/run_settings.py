@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tcbreplay._record.agent_factory import AGENT_FIELD
-from tcbreplay._record.formats import asked_format
-from tcbreplay._replay.fingerprint import canonical_params
+from tcbreplay._record.formats import asked_format, format_as_sent
+from tcbreplay._replay.fingerprint import canonical_params, normalized
 from tcbreplay._store.schema import FORMAT_KEPT, SYSTEM_KEPT
 
 # providers whose runs record no sampling settings a request carried
@@ -36,6 +36,9 @@ class RunSettings:
     output_config: dict[str, Any]
     # the model settings' reasoning (ChatOpenAI's; its reasoning_effort as effort)
     reasoning: dict[str, Any]
+    # its model's provider (``anthropic``, ``openai``, ...): the form an answer format is
+    # compared in (:func:`~tcbreplay._record.formats.format_as_sent`)
+    provider: str = ""
 
 
 def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
@@ -50,6 +53,10 @@ def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
     params = canonical_params(settings) if taken else {}
     if taken and "response_format" not in params:
         params.update(canonical_params({"response_format": asked_format(settings)}))
+    provider = str(model.get("provider") or "")
+    if "response_format" in params:  # (as its model sent it)
+        params["response_format"] = normalized(format_as_sent(params["response_format"],
+                                                              provider))  # fmt: skip
     agent = manifest.get(AGENT_FIELD)
     said = agent if isinstance(agent, dict) else {}
     kept = said.get(SYSTEM_KEPT) is True
@@ -63,6 +70,7 @@ def run_settings(manifest: Mapping[str, Any]) -> RunSettings:
         system_known=not agent or kept,
         output_config=_output_config(settings) if taken else {},
         reasoning=_reasoning(settings) if taken else {},
+        provider=provider,
     )
 
 

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tcbreplay._record.formats import format_as_sent
 from tcbreplay._replay.fingerprint import canonical_messages, canonical_tools, normalized
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import (
@@ -59,11 +60,11 @@ class SampleRow:
         return params if asked is None else {**params, "response_format": asked}
 
 
-def read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, SampleRow]:
+def read_rows(run: Run, *, sent_system: bool = False, provider: str = "") -> dict[Key, SampleRow]:
     """The run's samples: their own tools, status and sample_index (and, with
     ``sent_system``, the system messages an agent of one's own sent instead of the prompt,
-    the answer formats its calls asked for and the tools they were sent instead of the
-    sample's)."""
+    the answer formats its calls asked for, as its model of ``provider`` sent them, and the
+    tools they were sent instead of the sample's)."""
     import pyarrow as pa
 
     from tcbreplay._store.parquet import read_table
@@ -87,17 +88,20 @@ def read_rows(run: Run, *, sent_system: bool = False) -> dict[Key, SampleRow]:
             row.get("sample_index"),
             (row.get("error_type"), row.get("error")),
             _sent_systems(kept),
-            _asked_formats(kept),
+            _asked_formats(kept, provider),
             _sent_tools(kept),
         )
     return rows
 
 
-def _asked_formats(kept: Any) -> list[Any] | None:
+def _asked_formats(kept: Any, provider: str) -> list[Any] | None:
     """The answer format each answered request asked for, as a trial's metadata keeps them
-    (see :data:`ASKED_FORMAT_KEY`); None when it keeps none (none was asked)."""
+    (see :data:`ASKED_FORMAT_KEY`), in the form the model of ``provider`` sent it; None when
+    it keeps none (none was asked)."""
     asked = kept.get(ASKED_FORMAT_KEY) if isinstance(kept, dict) else None
-    return [normalized(f) for f in asked] if isinstance(asked, list) and asked else None
+    if not isinstance(asked, list) or not asked:
+        return None
+    return [normalized(format_as_sent(f, provider)) for f in asked]
 
 
 def _sent_tools(kept: Any) -> list[Any] | None:

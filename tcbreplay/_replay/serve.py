@@ -221,6 +221,8 @@ class ReplayService:
             given = {k: v for k, v in request.params.items() if k in recording.params
                      or (k in ASKED_ANSWER and recording.sampled)}  # fmt: skip
             params = {**recording.params, **given}
+            if "response_format" in given:  # (in the form the recording's model sent one)
+                params["response_format"] = recording.format_as_sent(given["response_format"])
         system, items, _ = assemble(request.entries)
         # each message's JSON as read, but a tool message's named by the call it answers
         known = {id(entry[1]): part for entry, part in zip(request.entries, request.parts,

@@ -17,7 +17,7 @@ import anthropic
 import pytest
 from anthropic_server import AnthropicServer
 from helpers import record_greeting
-from replay_fixtures import REPLY_SCHEMA
+from replay_fixtures import REPLY_SCHEMA, claude_provider_strategy
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._replay.serve import serve_run
@@ -31,13 +31,15 @@ MODEL = "claude-opus-4-7"
 def recorded(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
     """A store holding ``schema``, a run of one sample recorded with ChatAnthropic (its
     ``reasoning_effort`` high) by ``replay_fixtures:asks_claude_a_schema``; ``plain``, one
-    recorded by the built-in agent (no schema, no effort); and the body of each one's
-    request."""
+    recorded by the built-in agent (no schema, no effort); ``strategy``, one recorded by
+    ``replay_fixtures:claude_provider_strategy`` (LangChain's create_agent); and the body of
+    each one's request."""
     folder = tmp_path_factory.mktemp("anthropic-format")
     bodies = {}
     for run_id, agent, options in [
         ("schema", "replay_fixtures:asks_claude_a_schema", {"reasoning_effort": "high"}),
         ("plain", None, {}),
+        ("strategy", "replay_fixtures:claude_provider_strategy", {}),
     ]:
         with (
             pytest.MonkeyPatch.context() as patch,
@@ -176,5 +178,63 @@ def test_the_recorded_model_compares_an_effort_a_call_gives(recorded, run_id, ef
     with pytest.raises(DivergenceError) as caught:
         bound.invoke(messages, output_config=config)
     assert f'params at params.output_config: (nothing) -> {{"effort": "{effort}"}}' in str(
+        caught.value
+    )
+
+
+def strategy_agent(model: Any, reply_type: str = "string") -> Any:
+    """``replay_fixtures:claude_provider_strategy``'s agent of ``model``, its schema's
+    ``reply`` of ``reply_type``."""
+    schema = copy.deepcopy(REPLY_SCHEMA)
+    schema["properties"]["reply"]["type"] = reply_type
+    tools = load_inputs("tool-call").toolset.tools
+    prompt = BENCHMARKS["tool-call"].system_prompt.read_text()
+    return claude_provider_strategy(model, tools, prompt, schema)
+
+
+def test_a_provider_strategys_schema_sent_by_chatanthropic_is_answered(recorded):
+    """The request ChatAnthropic sends for create_agent's ProviderStrategy (the schema in
+    output_config.format, rewritten by the anthropic SDK) got a 409: the recording keeps the
+    OpenAI response_format the call was given. Another schema still gets one, naming where
+    it differs."""
+    from langchain_anthropic import ChatAnthropic
+    from langchain_core.messages import HumanMessage
+
+    root, bodies = recorded
+    sent = bodies["strategy"]["output_config"]["format"]["schema"]
+    assert sent["additionalProperties"] is False  # (transform_schema's; the call's has none)
+    with serve_run(root, "strategy") as server:
+
+        def model() -> ChatAnthropic:
+            return ChatAnthropic(model=MODEL, base_url=server.url, api_key="sk-ant-serve-test",
+                                 max_retries=0)  # fmt: skip
+
+        state = strategy_agent(model()).invoke({"messages": [HumanMessage(HELLO)]})
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            strategy_agent(model(), "integer").invoke({"messages": [HumanMessage(HELLO)]})
+    assert state["structured_response"] == json.loads(ANSWER)
+    assert caught.value.status_code == 409
+    assert caught.value.body["error"]["message"] == (
+        "no recorded turn answers this request: turn 0: params at "
+        'output_config.format.schema.properties.reply.type: "string" -> "integer" '
+        "(nearest: sample greet, trial 0, turn 0)"
+    )
+
+
+def test_replay_answers_a_provider_strategys_call_as_recorded(recorded):
+    """``replay``'s model compares a call's response_format in the form ChatAnthropic sent
+    it, as the recording's are (an agent of the recorded one's answered, another diverges)."""
+    from langchain_core.messages import HumanMessage
+
+    from tcbreplay._replay.model import RecordedChatModel
+    from tcbreplay.errors import DivergenceError
+
+    root, _ = recorded
+    model = RecordedChatModel.from_run("strategy", root)
+    state = strategy_agent(model).invoke({"messages": [HumanMessage(HELLO)]})
+    assert state["structured_response"] == json.loads(ANSWER)
+    with pytest.raises(DivergenceError) as caught:
+        strategy_agent(model, "integer").invoke({"messages": [HumanMessage(HELLO)]})
+    assert 'params.response_format.schema.properties.reply.type: "string" -> "integer"' in str(
         caught.value
     )
