@@ -59,6 +59,38 @@ def _anthropic_places(k: int, unit: Any, n: int) -> list[str]:
     return [f"messages[{k}].content[{j}]" for j in starts]
 
 
+def _refuse_older_answers(messages: list[Any]) -> None:
+    """Refuse a tool_result that answers a tool_use of an assistant message before the last
+    one before it, as the API refuses it (each tool_result answers a tool_use of the message
+    before its own; user messages in a row are one turn there): a malformed request, not one
+    that differs from a recording. A result that answers no tool_use at all is said by
+    :func:`~tcbreplay._replay.wire.refuse_unanswered`."""
+    made: dict[str, int] = {}  # each tool_use's id -> the message that made it
+    last: int | None = None  # the last assistant message so far
+    for k, message in enumerate(messages):
+        said: dict[str, Any] = message if isinstance(message, dict) else {}
+        content = said.get("content")
+        blocks: list[Any] = content if isinstance(content, list) else []
+        if said.get("role") == "assistant":
+            last = k
+            for block in blocks:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    made[str(block.get("id"))] = k  # (an id made again: its last)
+            continue
+        for j, block in enumerate(blocks):
+            if not (isinstance(block, dict) and block.get("type") == "tool_result"):
+                continue
+            call_id = block.get("tool_use_id")
+            at = made.get(str(call_id))
+            if at is not None and at != last:
+                raise WireError(
+                    f"messages[{k}].content[{j}].tool_use_id {call_id!r}: answers a tool_use "
+                    f"of messages[{at}], not of the assistant message just before it "
+                    f"(messages[{last}]); a tool_result answers a tool_use of the message "
+                    "before its own"
+                )
+
+
 # the field of a request's output_config that gives the schema its answer must follow
 _SCHEMA = "output_config.format.schema"
 
@@ -131,6 +163,7 @@ class AnthropicWire(Wire):
             specs.append({"name": tool["name"], "description": tool.get("description") or "",
                           "parameters": tool.get("input_schema") or {}})  # fmt: skip
         refuse_unanswered(entries, places, "tool_use_id", "tool_use")
+        _refuse_older_answers(body["messages"])
         params = canonical_params(body)
         asked, as_recorded = _output_config(body.get("output_config"))
         if asked is not None:

@@ -432,6 +432,38 @@ def test_a_result_that_answers_no_call_gets_400_naming_its_id_field(root):
     ]  # fmt: skip
 
 
+def test_an_anthropic_result_answering_an_older_turns_call_gets_400(root):
+    """A tool_result answering a tool_use of an assistant message before the one just before
+    it (the conversation's first calls, after its answer "Done.") got a 409, as a difference
+    from the recording; Anthropic's API answers it 400 (``invalid_request_error``: each
+    tool_result answers a tool_use of the message before its own), and so does serve, naming
+    the id and the messages."""
+    import anthropic
+
+    results = ['{"result": 5}', '{"result": 20}']
+    with serve_run(root, "valid") as server:
+        claude = anthropic_client(server.url)
+        kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "tools": anthropic_tools()}
+        asked: list[Any] = [{"role": "user", "content": QUESTION}]
+        for blocks in [[{"type": "tool_result", "tool_use_id": f"c{k + 1}", "content": r}
+                        for k, r in enumerate(results)], None]:  # fmt: skip
+            answer = claude.messages.create(messages=asked, **kwargs)
+            asked.append({"role": "assistant", "content": answer.content})
+            if blocks:
+                asked.append({"role": "user", "content": blocks})
+        assert answer.content[0].text == "Done."
+        again = {"type": "tool_result", "tool_use_id": "c1", "content": results[0]}
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            claude.messages.create(messages=[*asked, {"role": "user", "content": [again]}],
+                                   **kwargs)  # fmt: skip
+    assert caught.value.body["error"] == {
+        "type": "invalid_request_error",
+        "message": "messages[4].content[0].tool_use_id 'c1': answers a tool_use of "
+        "messages[1], not of the assistant message just before it (messages[3]); a "
+        "tool_result answers a tool_use of the message before its own",
+    }
+
+
 def test_every_result_of_a_wave_left_out_gets_409_at_the_message_of_them(root):
     """Left out with messages after it, the whole wave's results were said at
     ``messages[2].call`` (Anthropic) or ``messages[3].call`` (OpenAI, counting the system
