@@ -279,6 +279,26 @@ def refuse_unanswered(
                             f"conversation; a result follows the {call} it answers")  # fmt: skip
 
 
+def _refuse_older_answers(entries: list[Entry], places: Callable[[], list[str]]) -> None:
+    """Refuse a tool message that answers a call of an assistant message before the last one
+    before it, as Chat Completions refuses it (a tool message follows the assistant message
+    whose call it answers, or another tool message): a malformed request, not one that
+    differs from a recording. One that answers no call is :func:`refuse_unanswered`'s."""
+    made: dict[str, int] = {}  # each call's id -> the message that made it
+    last: int | None = None  # the last assistant message so far
+    for k, (role, _, call_id, calls) in enumerate(entries):
+        if role == "assistant":
+            last = k
+            made.update(dict.fromkeys(calls, k))
+        elif role == "tool" and call_id in made and last is not None and made[call_id] != last:
+            at = places()
+            raise WireError(
+                f"{at[k]}.tool_call_id {call_id!r}: answers a tool call of {at[made[call_id]]}, "
+                f"not of the assistant message before it ({at[last]}); a tool message answers "
+                "a call of the assistant message before it"
+            )
+
+
 def _refuse_missing_content(sent: list[Any]) -> None:
     """A message without content (or null) but an assistant's is a bad request, as the API
     answers it: read as an empty text, it would diverge (a 409) from any recording."""
@@ -362,6 +382,7 @@ class OpenAIWire(Wire):
                 raise WireError(f"functions[{k}]: a function with a name is required")
             specs.append(checked_schema(spec, f"functions[{k}]", "parameters"))
         refuse_unanswered(entries, places, "tool_call_id", "tool call")
+        _refuse_older_answers(entries, places)
         options = body.get("stream_options")
         return WireRequest(
             messages=messages,

@@ -464,6 +464,35 @@ def test_an_anthropic_result_answering_an_older_turns_call_gets_400(root):
     }
 
 
+def test_an_openai_tool_message_answering_an_older_call_gets_400(root):
+    """Chat Completions refuses a tool message answering a call of an assistant message
+    before the last one (after the answer "Done.", a result of the first calls again) as a
+    bad request; serve did so with a 409, as a difference from the recording."""
+    import openai
+
+    with serve_run(root, "valid") as server:
+        chat = openai_client(server.url)
+        sent: list[Any] = [{"role": "system", "content": SYSTEM},
+                           {"role": "user", "content": QUESTION}]  # fmt: skip
+        results = ['{"result": 5}', '{"result": 20}']
+        for turn in range(2):
+            answer = chat.chat.completions.create(model="m", messages=sent, tools=openai_tools())
+            sent.append(answer.choices[0].message.model_dump(exclude_none=True))
+            if turn == 0:
+                sent.append({"role": "tool", "tool_call_id": "c1", "content": results[0]})
+                sent.append({"role": "tool", "tool_call_id": "c2", "content": results[1]})
+        assert answer.choices[0].message.content == "Done."
+        sent.append({"role": "tool", "tool_call_id": "c1", "content": results[0]})
+        with pytest.raises(openai.BadRequestError) as caught:
+            chat.chat.completions.create(model="m", messages=sent, tools=openai_tools())
+    assert (caught.value.body["type"], caught.value.body["message"]) == (
+        "invalid_request_error",
+        "messages[6].tool_call_id 'c1': answers a tool call of messages[2], not of the "
+        "assistant message before it (messages[5]); a tool message answers a call of the "
+        "assistant message before it",
+    )
+
+
 def test_every_result_of_a_wave_left_out_gets_409_at_the_message_of_them(root):
     """Left out with messages after it, the whole wave's results were said at
     ``messages[2].call`` (Anthropic) or ``messages[3].call`` (OpenAI, counting the system
