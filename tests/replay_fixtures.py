@@ -3,6 +3,8 @@ only in form, one whose schema changes, and a LangGraph graph of one's own."""
 
 from __future__ import annotations
 
+from pydantic import BaseModel
+
 from tcbreplay._inputs.benchmarks.tool_call.tools import add_numbers, list_items, multiply_numbers
 
 
@@ -348,3 +350,78 @@ def claude_provider_strategy(model, tools, system_prompt, schema=REPLY_SCHEMA):
     schema = {"title": "Reply", **schema}
     return create_agent(model, tools, system_prompt=system_prompt,
                         response_format=ProviderStrategy(schema))  # fmt: skip
+
+
+class Note(BaseModel):
+    """A reply to the user, and its mood if it has one."""
+
+    reply: str
+    mood: str | None = None
+
+
+def claude_given_a_model_class(model, tools, system_prompt):
+    """:func:`react_graph` whose model is given, at each call, the pydantic model :class:`Note`
+    as its ``response_format``: ChatAnthropic sends its JSON schema as
+    ``output_config.format``, rewritten by the anthropic SDK's ``transform_schema`` (``mood``
+    optional, its default said in its description), where the openai SDK sends another (every
+    field required, no default)."""
+
+    async def answer(bound, messages):
+        return await bound.ainvoke(messages, response_format=Note)
+
+    return react_graph(model, tools, system_prompt, answer)
+
+
+def structured_graph(schema):
+    """A factory of a graph that asks its model once, through
+    ``with_structured_output(schema, method="json_schema")`` (the answer parsed, not the
+    model's message), and keeps what was parsed as its answer (JSON; a pydantic model's
+    fields)."""
+
+    def factory(model, tools, system_prompt):
+        import json
+
+        from langchain_core.messages import AIMessage, SystemMessage
+        from langgraph.graph import END, START, MessagesState, StateGraph
+
+        structured = model.with_structured_output(schema, method="json_schema")
+        prompt = [SystemMessage(system_prompt)] if system_prompt else []
+
+        async def answer(state: MessagesState) -> dict:
+            parsed = await structured.ainvoke(prompt + state["messages"])
+            fields = parsed if isinstance(parsed, dict) else parsed.model_dump()
+            return {"messages": [AIMessage(json.dumps(fields))]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("answer", answer)
+        graph.add_edge(START, "answer")
+        graph.add_edge("answer", END)
+        return graph.compile()
+
+    return factory
+
+
+# an agent asking for answers of REPLY_SCHEMA, and one asking for a number as the reply
+answers_structured = structured_graph({"title": "Reply", **REPLY_SCHEMA})
+answers_a_number = structured_graph(
+    {"title": "Reply", **REPLY_SCHEMA, "properties": {"reply": {"type": "integer"}}}
+)
+
+
+class Reply(BaseModel):
+    """A reply to the user."""
+
+    reply: str
+
+
+class NumberReply(BaseModel):
+    """A reply to the user."""
+
+    reply: int
+
+
+NumberReply.__name__ = NumberReply.__qualname__ = "Reply"  # (the same name, another field)
+
+# as answers_structured and answers_a_number, the schema a pydantic model
+answers_in_a_model = structured_graph(Reply)
+answers_a_number_model = structured_graph(NumberReply)

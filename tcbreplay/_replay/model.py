@@ -124,6 +124,34 @@ class RecordedChatModel(BaseChatModel):
             )
         return copy
 
+    def with_structured_output(
+        self, schema: Any, *, include_raw: bool = False, **kwargs: Any
+    ) -> Any:
+        """The model asked for answers of ``schema`` as the recorded run's model class asks
+        (its answer format: ``method="json_schema"``, or its default), answered with the
+        recorded structured answer and parsed by that class's parser; as a tool where that
+        class binds none (``function_calling``, sim's runs: LangChain's way)."""
+        from tcbreplay._replay.structured import provider_format
+
+        found = provider_format(self.recording.model, schema, kwargs)
+        if found is None:
+            return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+        bound, parser = found
+        llm = self.bind(**bound)
+        if not include_raw:
+            return llm | parser
+        from operator import itemgetter
+
+        from langchain_core.runnables import RunnableMap, RunnablePassthrough
+
+        # (as LangChain's models give it: the answer, and what was parsed or why not)
+        parsed = RunnablePassthrough.assign(
+            parsed=itemgetter("raw") | parser, parsing_error=lambda _: None
+        ).with_fallbacks(
+            [RunnablePassthrough.assign(parsed=lambda _: None)], exception_key="parsing_error"
+        )
+        return RunnableMap(raw=llm) | parsed
+
     def _get_invocation_params(self, stop: list[str] | None = None, **kwargs: Any) -> dict:
         # the tools a call is sent, among its invocation parameters as a provider's model
         # binds them (an agent of one's own's calls are watched for them)
@@ -140,9 +168,10 @@ class RecordedChatModel(BaseChatModel):
             given = {**kwargs, **({"stop": stop} if stop else {})}
             params = {**self.recording.params, **self.call_params, **canonical_params(given)}
             # a schema the call asks for in a provider's own keywords (Gemini's), compared
-            # where the recording says which each request asked for
-            asked = asked_format({**self.bound_kwargs, **given})
-            if asked is not None and self.recording.formats_known:
+            # where the recording says which each request asked for; OpenAI's as it is sent
+            # (a pydantic model's as its JSON schema)
+            asked = asked_format({**self.bound_kwargs, **given}, self.recording.provider)
+            if asked is not None and (self.recording.formats_known or "response_format" in params):
                 params["response_format"] = asked
             if "response_format" in params:  # (as the recording's model sent one)
                 params["response_format"] = self.recording.format_as_sent(params["response_format"])

@@ -138,6 +138,9 @@ class RecordedRun:
     # its model's provider: a request's answer format is compared as that model sent one
     # (:meth:`format_as_sent`)
     provider: str = ""
+    # its manifest's model (provider, name, settings): the class whose answer formats a
+    # replaying agent's with_structured_output binds (tcbreplay._replay.structured)
+    model: dict[str, Any] = field(default_factory=dict)
     _rows: dict[Key, SampleRow] = field(default_factory=dict, repr=False)
     _messages: MessageTexts | None = field(default=None, repr=False)
     _cache: OrderedDict[Key, SampleRecording] = field(default_factory=OrderedDict, repr=False)
@@ -176,6 +179,7 @@ class RecordedRun:
             output_config=settings.output_config,
             reasoning=settings.reasoning,
             provider=settings.provider,
+            model=dict(manifest.get("model") or {}),
         )
         if not run.has_data():
             from tcbreplay._store.shards import finish_hint

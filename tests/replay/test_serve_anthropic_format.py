@@ -32,14 +32,16 @@ def recorded(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
     """A store holding ``schema``, a run of one sample recorded with ChatAnthropic (its
     ``reasoning_effort`` high) by ``replay_fixtures:asks_claude_a_schema``; ``plain``, one
     recorded by the built-in agent (no schema, no effort); ``strategy``, one recorded by
-    ``replay_fixtures:claude_provider_strategy`` (LangChain's create_agent); and the body of
-    each one's request."""
+    ``replay_fixtures:claude_provider_strategy`` (LangChain's create_agent); ``model_class``,
+    one recorded by ``replay_fixtures:claude_given_a_model_class``; and the body of each
+    one's request."""
     folder = tmp_path_factory.mktemp("anthropic-format")
     bodies = {}
     for run_id, agent, options in [
         ("schema", "replay_fixtures:asks_claude_a_schema", {"reasoning_effort": "high"}),
         ("plain", None, {}),
         ("strategy", "replay_fixtures:claude_provider_strategy", {}),
+        ("model_class", "replay_fixtures:claude_given_a_model_class", {}),
     ]:
         with (
             pytest.MonkeyPatch.context() as patch,
@@ -238,3 +240,29 @@ def test_replay_answers_a_provider_strategys_call_as_recorded(recorded):
     assert 'params.response_format.schema.properties.reply.type: "string" -> "integer"' in str(
         caught.value
     )
+
+
+def test_a_model_class_given_to_chatanthropic_is_compared_as_it_sent_it(recorded):
+    """A pydantic model given to ChatAnthropic as its ``response_format`` was kept as the
+    openai SDK sends it (every field required, no default) and compared after the anthropic
+    SDK rewrote that again: the request ChatAnthropic sent got a 409 at
+    ``output_config.format.schema.properties.mood.description``. It is kept as its JSON
+    schema and compared in the form ChatAnthropic sent it; replay answers the agent."""
+    import pyarrow.parquet as pq
+
+    from tcbreplay._replay.run import replay_run
+    from tcbreplay._store.runs import Store
+
+    root, bodies = recorded
+    body = bodies["model_class"]
+    sent = body["output_config"]["format"]["schema"]
+    assert sent["required"] == ["reply"]  # (mood has a default: ChatAnthropic's is optional)
+    with serve_run(root, "model_class") as server:
+        assert answer(server.url, body) == ANSWER
+    run = Store(root).open_run("model_class")
+    (metadata,) = pq.read_table(run.samples_path, columns=["metadata"])["metadata"].to_pylist()
+    (kept,) = json.loads(metadata)["tcbreplay_format"]
+    assert kept["required"] == ["reply"]
+    summary = replay_run(root, "model_class", new_run_id="again")
+    assert summary.divergences == []
+    assert (summary.ok, summary.turns_served, summary.live_calls) == (1, 1, 0)

@@ -81,3 +81,13 @@ def test_the_recorded_model_compares_the_tools_of_each_call(recorded):
     with pytest.raises(DivergenceError) as caught:
         bound.invoke(messages, response_format=format_)
     assert "turn 1: tools at tools" in str(caught.value)
+
+
+def test_the_agent_replays_its_recording_unchanged(recorded):
+    """Its last step's ``with_structured_output(method="json_schema", include_raw=True)``
+    on the recorded model bound the schema as a tool: the replay diverged at ``tools.Reply``."""
+    from tcbreplay._replay.run import replay_run
+
+    summary = replay_run(recorded[0], "tools", new_run_id="again")
+    assert summary.divergences == []
+    assert (summary.ok, summary.turns_served, summary.live_calls) == (1, 2, 0)
