@@ -49,6 +49,20 @@ class SampleState:
     # an agent of one's own: the tools each answered model call was sent, where they are not
     # the sample's (None where they are: tcbreplay._record.call_tools)
     tools: list[Any] = field(default_factory=list)
+    # an agent of one's own: what the last model call was sent (its system contents, format
+    # and tools) where it failed and no call was answered after it (see keep_failed_call)
+    failed_call: tuple[list[Any], Any, Any] | None = None
+
+    def keep_failed_call(self) -> None:
+        """Keep what the call a sample in error failed at was sent beside the answered calls'
+        (the last of each list), as a recording keeps its request: replay and serve compare
+        the request they are sent there with it (a call answered after it: nothing)."""
+        if self.failed_call is not None:
+            sent, asked, tools = self.failed_call
+            self.systems.append(sent)
+            self.formats.append(asked)
+            self.tools.append(tools)
+            self.failed_call = None
 
     def sent_system(self) -> list[list[Any]] | None:
         """What the stored messages lack of the requests this sample's model calls were

@@ -167,10 +167,19 @@ def _call_watcher(system_prompt: str, source: str, names: list[str]) -> Any:
                 state.systems.append(sent)
                 state.formats.append(asked)
                 state.tools.append(tools)
+                state.failed_call = None
 
         def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-            self.sent.pop(run_id, None)
-            self.formats.pop(run_id, None)
-            self.tools.pop(run_id, None)
+            if run_id not in self.sent:  # (no chat model's call)
+                return
+            sent = self.sent.pop(run_id)
+            asked = self.formats.pop(run_id, None)
+            tools = self.tools.pop(run_id, None)
+            state = current_sample.get(None)
+            if state is not None:
+                # the call a sample that ends in error failed at, unless one is answered after
+                # it: kept as an answered call's is (SampleState.keep_failed_call)
+                state.prompt = system_prompt
+                state.failed_call = (sent, asked, tools)
 
     return Watcher()

@@ -68,6 +68,8 @@ async def run_sample(
     except AgentStateError as exc:
         messages = []
         error = error or AgentStateError(f"sample {sample.sample_id}: {exc}")
+    if error is not None:
+        state.keep_failed_call()
     record = sample_record(
         run_id,
         sample,

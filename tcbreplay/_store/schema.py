@@ -249,6 +249,8 @@ FORMAT_KEPT = "format_kept"
 # name, else as its schema; see tcbreplay._record.call_tools); replay and serve compare each
 # request's tools with its call's (without the key, every call was sent the sample's tools)
 SENT_TOOLS_KEY = "tcbreplay_tools"
+# (each of these lists, of a trial that ended in error where its last model call failed, ends
+# with that call's: the request replay and serve end as recorded)
 
 
 SCORES_SCHEMA = pa.schema(
