@@ -4,10 +4,11 @@ stored scoring is still what its scoring wrote.
 The Parquet files' sha256 (``scores.parquet``, ``pairs.parquet``) go in the audit record as
 ``results_sha256``: scoring the same run with the same options writes the same bytes, so the
 record stays the same. ``summary.json`` cannot hold the sha256 of its own file: it holds
-``summary_sha256``, that of its text without that field and without ``scored_at`` (as
-:func:`summary_text` writes it), which an edit to any other field changes; without the time,
-so that two scorings of the run with the same options still differ in their ``scored_at``
-only. A stored scoring stands in for one the store refuses to write
+``summary_sha256``, that of its text without that field (as :func:`summary_text` writes it),
+which an edit to any other field changes, ``scored_at`` too: the time is the scoring's, and
+the warning of a stored scoring standing in names it. Two scorings of the run with the same
+options therefore differ in ``scored_at`` and ``summary_sha256``; their audit records are the
+same. A stored scoring stands in for one the store refuses to write
 (:mod:`tcbreplay._score.stored`) only where all of them hold; ``audit verify`` lists each
 file for which one does not (:func:`changed_since_scoring`).
 """
@@ -29,8 +30,6 @@ from tcbreplay.errors import StoreError, first_line
 # the audit record's field of the Parquet files' sha256, and the summary's of its own
 RESULTS_SHA256 = "results_sha256"
 SUMMARY_SHA256 = "summary_sha256"
-# the fields of a summary its summary_sha256 is not of (itself; the time of the scoring)
-_UNHASHED = frozenset({SUMMARY_SHA256, "scored_at"})
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -59,8 +58,8 @@ def write_frame_hashed(frame: Any, path: Path, level: int = 1) -> str:
 
 def summary_text(summary: dict[str, Any]) -> str:
     """The text of ``summary`` whose sha256 is its ``summary_sha256``: as it is stored,
-    without that field and ``scored_at``."""
-    return json_text({key: value for key, value in summary.items() if key not in _UNHASHED})
+    without that field."""
+    return json_text({key: value for key, value in summary.items() if key != SUMMARY_SHA256})
 
 
 def seal(summary: dict[str, Any], results: dict[str, str]) -> None:

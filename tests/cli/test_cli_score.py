@@ -70,7 +70,8 @@ def scores_frame(store_root: Path, run_id: str, scoring: str = "spec") -> pl.Dat
 
 
 def without_time(summary: dict) -> dict:
-    return {k: v for k, v in summary.items() if k != "scored_at"}
+    """``summary`` without the time of its scoring and its own sha256, which is of it too."""
+    return {k: v for k, v in summary.items() if k not in ("scored_at", "summary_sha256")}
 
 
 def record_custom(workdir: Path, monkeypatch, run_id: str = "custom") -> dict:
@@ -563,7 +564,7 @@ def test_a_run_scored_in_parts_writes_what_one_part_writes(sim_copy, monkeypatch
         monkeypatch.setattr(score, "_parts_for", lambda samples, parts=parts: parts)
         result = score.score_run(Store(root), run_id, dashboard="all")
         summary = json.loads((result.scores_path.parent / "summary.json").read_text())
-        del summary["scored_at"]
+        del summary["scored_at"], summary["summary_sha256"]
         outputs.append(
             (
                 pl.read_parquet(result.scores_path),

@@ -550,6 +550,21 @@ def test_a_scoring_file_not_as_its_scoring_wrote_it_is_caught(scored, name):
     assert report.changed_files == [f"scores/spec/{name}"] and report.differences == []
 
 
+def test_an_edited_scored_at_alone_is_caught(scored):
+    """Reported: an edit of the summary's ``scored_at`` alone verified, its summary_sha256
+    being of the rest only; the time of the scoring is the scoring's too."""
+    root, run_id = scored
+    path = root / run_id / "scores" / "spec" / "summary.json"
+    summary = json.loads(path.read_text())
+    path.write_text(path.read_text().replace(summary["scored_at"], "2020-01-01T00:00:00+00:00"))
+    assert json.loads(path.read_text()) == {**summary, "scored_at": "2020-01-01T00:00:00+00:00"}
+    result = verify(root, run_id)
+    assert result.exit_code == 1, (result.output, result.exception)
+    assert result.stdout.splitlines() == [
+        "changed since scoring: scores/spec/summary.json (sha256 differs from the audit record)"
+    ]
+
+
 def test_a_scoring_that_recorded_no_sha256_of_its_files_is_said_once(scored):
     """Scorings stored before the sha256 of their own files was recorded are verified on
     their contents, and one note says their files' sha256 are not checked."""

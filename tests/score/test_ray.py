@@ -45,7 +45,7 @@ def _written(root, run_id, result) -> dict[str, bytes]:
     files = {name: (folder / name).read_bytes() for name in ("scores.parquet", "pairs.parquet")}
     files["dashboard"] = result.dashboard_path.read_bytes()
     summary = json.loads((folder / "summary.json").read_text())
-    del summary["scored_at"]
+    del summary["scored_at"], summary["summary_sha256"]  # (the time, and the sha256 of it)
     files["summary"] = json.dumps(summary).encode()
     return files
 
