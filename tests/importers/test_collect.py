@@ -337,6 +337,38 @@ def test_agent_runs_of_one_trace_naming_one_sample_are_its_trials(tmp_path):
     assert [row[:2] for row in samples_of(store, "live")] == [("s1", 0), ("s1", 1)]
 
 
+@pytest.mark.parametrize(
+    "order", [("a", "named"), ("named", "a")], ids=["named second", "named first"]
+)
+def test_agent_runs_of_one_trace_naming_trial_0_or_none_are_numbered_as_import_does(
+    tmp_path, order
+):
+    """Reported: --sample-by agent, one trace holding a run of sample s1 naming no trial and
+    then one naming tcbreplay.trial 0: collect refused the trace ('appears twice'), the
+    unnamed run having taken trial 0 first, where import keeps the named run's 0 and numbers
+    the other 1. Collect numbers them so now, whichever comes first."""
+    store = tmp_path / "store"
+    with collecting(store, sample_by="agent") as (endpoint, log, summary):
+        tracer, provider = sdk_tracer(endpoint)
+        with tracer.start_as_current_span("workflow"):
+            for said in order:
+                trial = {"tcbreplay.trial": 0} if said == "named" else {}
+                with tracer.start_as_current_span("invoke_agent shop", attributes={
+                    "gen_ai.operation.name": "invoke_agent", "tcbreplay.sample_id": "s1",
+                    **trial,
+                }):  # fmt: skip
+                    chat_span(tracer, said, "Done.")
+        provider.shutdown()
+    assert (summary[0].samples, summary[0].unstored) == (2, 0), log
+    received = store / "live" / "received.otlp.pb"
+    imported = cli("import", "--traces", received, "--run-id", "file", "--sample-by", "agent",
+                   "--store", store)  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    assert said_by_trial(store, "live") == said_by_trial(store, "file") == [(0, "named"), (1, "a")]
+    assert sorted(samples_of(store, "live")) == sorted(samples_of(store, "file"))
+    assert not [line for line in log if "not stored" in line], log
+
+
 def test_a_trace_of_no_model_call_tool_run_or_agent_is_left_out_and_said(tmp_path):
     """An instrumented service's every request is exported: its health checks were samples
     of no messages, scored as an agent that did nothing (import leaves them out)."""

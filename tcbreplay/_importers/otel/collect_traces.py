@@ -105,7 +105,10 @@ class TraceSamples:
             built = [otel_samples.build(g, self.sample_by, "received") for g in agents]
             claimed: dict[tuple[str, int], str] = {}
             taken: dict[tuple[str, int], str] = {}  # trials named here that others held
-            for b in built:  # all of them or none (a sample of another trace is not replaced)
+            # all of them or none (a sample of another trace is not replaced); the runs naming
+            # their trial first, so that those of this trace naming none take the trials they
+            # leave, as import numbers them
+            for b in sorted(built, key=lambda b: otel_samples.TRIAL not in b.group.root.attributes):
                 self._run.claim(b, claimed, taken)
             moved = self._run.give_up(taken, set(self._stale))
         except TcbReplayError as exc:
