@@ -233,6 +233,7 @@ def run_plan(
     progress: ProgressFn | None = None,
     retry_errors: bool = False,
     overwrite: bool = False,
+    overwrite_if: Callable[[Run], bool] | None = None,
     limit: int | None = None,
     sample_ids: Sequence[str] | None = None,
     budget: MaxErrors | None = None,
@@ -250,7 +251,9 @@ def run_plan(
     ``source`` of the runs this makes (None: recordings; ``replay``); ``shard`` and
     ``rate_windows``: see :func:`record_run`; ``named``: the run id was given (``--run-id``),
     not the recording's default. A stop is said by ``why_stopped``, with the hint
-    ``how_to_go_on`` gives (None: to record the failed samples again)."""
+    ``how_to_go_on`` gives (None: to record the failed samples again). ``overwrite_if``:
+    what the run to overwrite must still be, asked under the lock that deletes it (else it
+    is kept, and resumed or refused as a run that is not overwritten is)."""
     check_shard(shard)
     sample_ids = _once(sample_ids)
     if shard is not None:
@@ -271,7 +274,7 @@ def run_plan(
     kept = {SHARD_SELECTION: {**selection, "shards": shard[1]}} if shard else {SELECTION: asked}
     print_ = fingerprint
     if overwrite and store.run_dir(run_id).is_dir():  # a run, or a folder without a manifest
-        store.delete_run(run_id)
+        store.delete_run(run_id, only_if=overwrite_if)
     writer = None
     already = 0
     found: dict[str, Any] = {}  # a resumed run's status and fold mark, as the claim read them

@@ -48,7 +48,7 @@ from tcbreplay._replay.inputs import replay_inputs, stored_dataset
 from tcbreplay._replay.model import RecordedChatModel
 from tcbreplay._replay.recording import RecordedRun
 from tcbreplay._replay.sample import sample_runner
-from tcbreplay._replay.stopped import replaced_stop
+from tcbreplay._replay.stopped import replaced_stop, still_replaced
 from tcbreplay._replay.tools import RecordedOutputTool, stub_tools, unknown_tools_middleware
 from tcbreplay._store.files import check_unchanged
 from tcbreplay._store.run_dir import Run, validate_run_id
@@ -231,12 +231,13 @@ def replay_run(
     new_run_id = validate_run_id(new_run_id or f"{run_id}-replay-{print_[:8]}")
     if new_run_id == run_id:
         raise InputError(f"--run-id {new_run_id}: the replay needs a run id of its own")
+    replace_if = None
     if not overwrite:
         print_ = _former_fingerprint(store, new_run_id, basis, inputs) or print_
-        replaced = replaced_stop(store, new_run_id, run_id, print_)
-        if replaced is not None:  # (nothing the live model answered is lost: see the module)
-            warnings.warn(replaced, TcbReplayWarning, stacklevel=2)
-            overwrite = True
+        if replaced_stop(store, new_run_id, run_id, print_) is not None:
+            # (nothing the live model answered is lost: see the module; checked again, and
+            # said, under the lock that deletes the run)
+            overwrite, replace_if = True, still_replaced(run_id, print_)
     command = _command(run_id, new_run_id, store, system_prompt, tools, dataset, agent, then,
                        then_options, fork_at, recorded_tools, offline)  # fmt: skip
     block = {
@@ -283,6 +284,7 @@ def replay_run(
         options=opts,
         progress=progress,
         overwrite=overwrite,
+        overwrite_if=replace_if,
         limit=limit,
         sample_ids=sample_ids,
         simulated=simulated,

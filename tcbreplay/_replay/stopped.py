@@ -7,18 +7,25 @@ permission). The user's fix is most often in the command itself (``--then``, a
 refused on a run that exists. A run stopped so that holds no sample the live model answered
 holds nothing a replay cannot make again from the recording at no cost but time (samples in
 error, and samples the recording answered alone): the rerun replaces it, and says so in one
-line (:func:`replaced_stop`). A run holding any live answer is refused as before.
+line (:func:`replaced_stop`). A run holding any live answer is refused as before. The run
+is looked at before the replay starts, and again, as it is deleted, under the lock its
+writers take (:func:`still_replaced`): a rerun of its own command that came and went in
+between (its live model answering now) is kept, and the replay refused.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from tcbreplay._record.failures import PROCESS_DIED
 from tcbreplay._store.parquet import read_table
+from tcbreplay._store.run_dir import Run
 from tcbreplay._store.runs import Store
 from tcbreplay._words import count
+from tcbreplay.errors import TcbReplayWarning
 
 SOURCE = "replay"  # (as tcbreplay._replay.run names a replay's manifest source)
 
@@ -31,7 +38,27 @@ def replaced_stop(store: Store, run_id: str, parent_run_id: str, fingerprint: st
     refused as before)."""
     if not store.exists(run_id):
         return None
-    run = store.open_run(run_id, writing=True)
+    return _replaced(store.open_run(run_id, writing=True), parent_run_id, fingerprint)
+
+
+def still_replaced(parent_run_id: str, fingerprint: str) -> Callable[[Run], bool]:
+    """What :meth:`~tcbreplay._store.runs.Store.delete_run` asks of the run under its lock
+    before deleting it: whether it is still the run :func:`replaced_stop` said the replay
+    replaces (a warning says so then)."""
+
+    def check(run: Run) -> bool:
+        run.check(writing=True)
+        said = _replaced(run, parent_run_id, fingerprint)
+        if said is not None:
+            warnings.warn(said, TcbReplayWarning, stacklevel=2)
+        return said is not None
+
+    return check
+
+
+def _replaced(run: Run, parent_run_id: str, fingerprint: str) -> str | None:
+    """:func:`replaced_stop` of the run as it is now."""
+    run_id = run.run_id
     manifest = run.manifest
     stopped = manifest.get("stopped")
     if (

@@ -14,6 +14,7 @@ import difflib
 import fcntl
 import os
 import shutil
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -235,9 +236,15 @@ class Store:
             f"run {path.name!r} already exists in {self.root}", hint="choose another --run-id"
         )
 
-    def delete_run(self, run_id: str) -> None:
+    def delete_run(self, run_id: str, only_if: Callable[[Run], bool] | None = None) -> bool:
         """Remove a run directory (refused while another process writes or reads it), a
-        folder of that name that holds no manifest, or a symbolic link of that name.
+        folder of that name that holds no manifest, or a symbolic link of that name; whether
+        it was removed.
+
+        ``only_if``: asked of the run under the lock writers take, which this holds until the
+        run is gone, so that what it answers holds still when the run is removed (a check
+        made before taking the lock may be out of date: a writer may have come and gone);
+        False leaves the run as it is.
 
         The folder is renamed in one step to a hidden name that no view reads, then removed:
         a deletion cut short (kill -9) leaves only that folder, which the next creation or
@@ -245,17 +252,18 @@ class Store:
         """
         path = self.run_dir(run_id)
         if is_remote(path):
-            self._delete_remote(path, run_id)
-            return
+            return self._delete_remote(path, run_id, only_if)
         if not path.is_dir():
             self.open_run(run_id)  # not found: the error names the runs there are
         if path.is_symlink():  # no run (Run.check): the link goes, not what it points to
             with writing(path, hint=WRITABLE_HINT):
                 path.unlink()
-            return
+            return True
         self.sweep()
         lock = take_lock(path / LOCK)  # refused while another process writes it
         try:
+            if only_if is not None and not only_if(Run(path)):
+                return False
             refuse_shards(path)
             with dir_lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB) as held:
                 if not held:
@@ -267,8 +275,11 @@ class Store:
                 discard_folder(path)
         finally:
             release_lock(lock)
+        return True
 
-    def _delete_remote(self, path: Path, run_id: str) -> None:
+    def _delete_remote(
+        self, path: Path, run_id: str, only_if: Callable[[Run], bool] | None
+    ) -> bool:
         """:meth:`delete_run` on object storage: refused while another process writes the run
         (not while one reads it: readers take no lock there); its manifest is removed first."""
         with objects.failures(path):
@@ -276,9 +287,12 @@ class Store:
                 self.open_run(run_id)  # not found: the error names the runs there are
             lock: Lock = take_lock(path / LOCK)
         try:
+            if only_if is not None and not only_if(Run(path)):
+                return False
             discard_folder(path)
         finally:
             release_lock(lock)
+        return True
 
     def sweep(self) -> None:
         """Remove what deletions cut short left behind (their hidden folders)."""

@@ -16,7 +16,7 @@ from helpers import cli
 
 from tcbreplay._replay.run import replay_run
 from tcbreplay._store.runs import Store
-from tcbreplay.errors import RecordError
+from tcbreplay.errors import RecordError, TcbReplayError
 
 TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
 ADD = {"id": "add", "input": "What is 25 plus 4.5?",
@@ -189,6 +189,55 @@ def test_a_stopped_replay_holding_a_live_answer_is_not_replaced(parent):
     assert refused.exit_code == 2, refused.output
     assert refused.stderr.startswith("Error: run 'again' exists with other inputs"), refused.stderr
     assert "Warning" not in refused.stderr
+
+
+def test_a_stopped_replay_answered_live_by_a_rerun_before_its_deletion_is_kept(
+    parent, tmp_path, monkeypatch
+):
+    """Reported: the replacement of a stopped replay checked the run, then deleted it in a
+    later step; a rerun of the stopped command that began and ended between the two (its
+    live model answering now) was deleted with the answers it got. The check is made again
+    under the lock that deletes the run: the rerun's run is kept, and the replacement is
+    refused as a run of other inputs is, without saying it replaced anything."""
+    import warnings
+
+    import tcbreplay._replay.run as replay_run_module
+
+    (tmp_path / "terse.txt").write_text("Be terse.")
+    no_model = {"type": "invalid_request_error", "code": "model_not_found", "message": "No model"}
+
+    def replay(url: str):
+        return replay_run(Store(parent), "r", new_run_id="again",
+                          system_prompt=tmp_path / "terse.txt", then="openai:gpt-4o-mini",
+                          then_options={"base_url": url}, options={"workers": 1})  # fmt: skip
+
+    with openai_server.OpenAIServer(SCRIPT) as old, openai_server.OpenAIServer(SCRIPT) as fixed:
+        old.inject(openai_server.Fault.error_body(no_model))
+        with pytest.raises(RecordError):
+            replay(old.url)  # stopped: its live model answered nothing
+        old._rules.clear()  # (the model is there now)
+        check = replay_run_module.replaced_stop
+        reruns = []
+
+        def then_a_rerun(*args):
+            said = check(*args)
+            if not reruns:  # the stopped command, run again in between (once: it checks too)
+                reruns.append(None)
+                reruns[0] = replay(old.url)
+            return said
+
+        monkeypatch.setattr(replay_run_module, "replaced_stop", then_a_rerun)
+        with warnings.catch_warnings(record=True) as seen, pytest.raises(TcbReplayError) as no:
+            warnings.simplefilter("always")
+            replay(fixed.url)
+    assert reruns and reruns[0].run_id == "again", no.value
+    assert str(no.value).startswith("run 'again' exists with other inputs"), no.value
+    assert not [w for w in seen if "replaced by this replay" in str(w.message)]
+    assert fixed.requests == []
+    manifest = json.loads((parent / "again" / "manifest.json").read_text())
+    assert f"base_url={old.url}" in manifest["replay"]["command"]
+    samples = Store(parent).open_run("again").recorded_ids()
+    assert sorted(samples.values()) == ["error", "ok", "ok", "ok"]
 
 
 def test_a_replay_whose_process_died_says_to_run_it_again(parent, monkeypatch):

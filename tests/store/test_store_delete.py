@@ -246,6 +246,29 @@ def test_folders_of_deletions_are_read_by_no_view_and_removed_later(two_runs, tm
     assert list(root.iterdir()) == []
 
 
+def test_a_deletion_asks_its_condition_under_the_writers_lock(two_runs):
+    """``only_if`` is asked with the run's writer lock held (no writer can come between its
+    answer and the deletion); False keeps the run as it was, True deletes it."""
+    root, run_id = two_runs
+    store = Store(root)
+    before = without_lock(snapshot(root))
+    asked = []
+
+    def holding(answer: bool):
+        def only_if(run) -> bool:
+            with pytest.raises(RunLockedError):  # (what a writer starting now meets)
+                take_lock(run.dir / LOCK)
+            asked.append(run.run_id)
+            return answer
+
+        return only_if
+
+    assert store.delete_run(run_id, only_if=holding(False)) is False
+    assert without_lock(snapshot(root)) == before
+    assert store.delete_run(run_id, only_if=holding(True)) is True
+    assert asked == [run_id, run_id] and not store.exists(run_id)
+
+
 def test_overwrite_of_a_run_folder_linked_from_outside_removes_the_link_only(
     two_runs, other_dataset, tmp_path
 ):
