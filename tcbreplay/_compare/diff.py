@@ -34,7 +34,7 @@ from tcbreplay._store.files import written_dataset_sha256
 from tcbreplay._store.parquet import read_table
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.runs import Store
-from tcbreplay._store.views import shown_status
+from tcbreplay._store.tables import shown_status
 from tcbreplay._words import count
 from tcbreplay.errors import InputError
 

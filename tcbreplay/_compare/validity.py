@@ -32,7 +32,7 @@ from tcbreplay._compare.scored_runs import load_scores
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.runs import Store
 from tcbreplay._store.schema import DEFAULT_SCORER
-from tcbreplay._store.views import stored_scorings
+from tcbreplay._store.tables import stored_scorings
 from tcbreplay.errors import InputError
 
 HIGHER, LOWER, LATER = "higher", "lower", "later"

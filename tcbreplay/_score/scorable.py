@@ -14,7 +14,7 @@ from tcbreplay._store.objects import is_remote
 from tcbreplay._store.run_dir import Run
 from tcbreplay._store.schema import JOURNAL, JOURNAL_CHUNKS, counted_as
 from tcbreplay._store.shards import SELECTION, finish_hint, shard_command, shard_progress
-from tcbreplay._store.views import shown_status
+from tcbreplay._store.tables import shown_status
 from tcbreplay._words import count
 from tcbreplay.errors import StoreError
 

@@ -30,7 +30,7 @@ from tcbreplay._report.charts import (
     tp_normalised,
 )
 from tcbreplay._report.intervals import _CHUNK_CELLS, metric_intervals
-from tcbreplay._report.page import script_json
+from tcbreplay._report.payloads import script_json
 from tcbreplay._score.metrics import explain_sample
 from tcbreplay._score.run import score_run
 from tcbreplay._store.runs import Store
