@@ -236,8 +236,11 @@ def test_reading_outside_the_run_folders_fails(scene, trick):
             assert SECRET not in str(info.value), query
         # and the views still answer
         assert run_sql(store, "select count(*) as n from samples").records() == [{"n": n_samples}]
-    # only a run folder linked from outside is left out (with a warning)
-    left_out = {str(w.message).split(":")[0] for w in caught}
+    # only a run folder linked from outside is left out (with a warning); a socket another
+    # test left open, collected meanwhile, is no warning of this query's
+    left_out = {
+        str(w.message).split(":")[0] for w in caught if not issubclass(w.category, ResourceWarning)
+    }
     assert left_out <= {"left out run 'gamma'"}, left_out
 
 
