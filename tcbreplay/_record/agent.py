@@ -53,6 +53,16 @@ class SampleState:
     # and tools) where it failed and no call was answered after it (see keep_failed_call)
     failed_call: tuple[list[Any], Any, Any] | None = None
 
+    def call_answered(self, call: tuple[list[Any], Any, Any]) -> None:
+        """Count an answered model call of an agent of one's own and keep what its request
+        was sent (its system contents, format and tools)."""
+        sent, asked, tools = call
+        self.answered += 1
+        self.systems.append(sent)
+        self.formats.append(asked)
+        self.tools.append(tools)
+        self.failed_call = None
+
     def keep_failed_call(self) -> None:
         """Keep what the call a sample in error failed at was sent beside the answered calls'
         (the last of each list), as a recording keeps its request: replay and serve compare

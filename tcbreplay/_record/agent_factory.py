@@ -119,7 +119,7 @@ def _call_watcher(system_prompt: str, source: str, names: list[str]) -> Any:
     from tcbreplay._record.agent import current_sample
     from tcbreplay._record.call_tools import sent_tools
     from tcbreplay._record.formats import asked_format
-    from tcbreplay._record.policed_model import outside_policy
+    from tcbreplay._record.policed_model import attempt_under_way, outside_policy
 
     class Watcher(BaseCallbackHandler):
         run_inline = True  # (a count and a list: no thread for them)
@@ -157,17 +157,20 @@ def _call_watcher(system_prompt: str, source: str, names: list[str]) -> Any:
             self.tools[run_id] = sent_tools(params, names)
 
         def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
-            sent = self.sent.pop(run_id, [])
-            asked = self.formats.pop(run_id, None)
-            tools = self.tools.pop(run_id, None)
+            call = (self.sent.pop(run_id, []), self.formats.pop(run_id, None),
+                    self.tools.pop(run_id, None))  # fmt: skip
             state = current_sample.get(None)
-            if state is not None:
-                state.answered += 1
-                state.prompt = system_prompt
-                state.systems.append(sent)
-                state.formats.append(asked)
-                state.tools.append(tools)
-                state.failed_call = None
+            if state is None:
+                return
+            state.prompt = system_prompt
+            attempt = attempt_under_way()
+            if attempt is not None:
+                # a policed model's: its reply is an answer once the policy takes it (an
+                # empty reply retried, one cut off at the token limit, one past
+                # --call-timeout are none), see tcbreplay._record.policed_model.Attempt
+                attempt.replied = call
+            else:
+                state.call_answered(call)
 
         def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
             if run_id not in self.sent:  # (no chat model's call)

@@ -30,13 +30,40 @@ from tcbreplay._record.agent import (
     CallPolicy,
     CallTimeout,
     ModelAttempts,
+    SampleState,
     _check_reply,
 )
 from tcbreplay.errors import TcbReplayWarning
 
+
+class Attempt:
+    """One attempt at a policed model's call, as its callbacks see it: the request of the
+    call it made (its system contents, format and tools, which the ``--agent`` watcher sets
+    once the call has a reply), kept apart until the reply is taken as the call's answer
+    (:meth:`SampleState.call_answered`) or refused (an empty reply retried, one cut off at
+    the token limit: the call the sample failed at, unless one is answered after it)."""
+
+    __slots__ = ("replied",)
+
+    def __init__(self) -> None:
+        self.replied: tuple[list[Any], Any, Any] | None = None
+
+    def taken(self, state: SampleState | None) -> None:
+        """Its reply is the call's answer: counted and kept as an answered call's."""
+        if state is not None and self.replied is not None:
+            state.call_answered(self.replied)
+
+    def refused(self, state: SampleState | None) -> None:
+        """Its reply, if it came, is no answer: kept as the call the sample failed at."""
+        if state is not None and self.replied is not None:
+            state.failed_call = self.replied
+
+
 # set while a call of a policed model is under way (its callbacks see it): a model call the
 # graph makes otherwise is of a model it made itself (see :func:`outside_policy`)
-_policed: contextvars.ContextVar[bool] = contextvars.ContextVar("tcbreplay_policed", default=False)
+_policed: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar(
+    "tcbreplay_policed", default=None
+)
 
 
 def under_policy(chat_model: Any, policy: CallPolicy, source: str = "--agent") -> Any:
@@ -56,7 +83,13 @@ def under_policy(chat_model: Any, policy: CallPolicy, source: str = "--agent") -
 
 def outside_policy() -> bool:
     """Whether a model call starting now (seen by a callback) is none of a policed model's."""
-    return not _policed.get()
+    return _policed.get() is None
+
+
+def attempt_under_way() -> Attempt | None:
+    """The policed model's attempt whose call a callback sees now, if any (a call of a model
+    the graph made itself: None)."""
+    return _policed.get()
 
 
 def _policed_methods(cls: type, policy: CallPolicy, source: str) -> dict[str, Any]:
@@ -104,19 +137,22 @@ async def _acall(policy: CallPolicy, model: Any, call: Callable[[], Awaitable[An
     while True:
         await policy.limiter.acquire()
         t0 = time.perf_counter()
-        token = _policed.set(True)
+        attempt = Attempt()
+        token = _policed.set(attempt)
         deadline = asyncio.timeout(policy.call_timeout)
         try:
             async with deadline:
                 message = await call()
             _check_answer(message, model)
         except Exception as caught:
+            attempt.refused(attempts.state)
             delay = attempts.failed(caught, deadline.expired())
             await policy.clock.sleep(delay)
             continue
         finally:
             _policed.reset(token)
         attempts.answered(message, time.perf_counter() - t0)
+        attempt.taken(attempts.state)
         return message
 
 
@@ -125,16 +161,19 @@ def _call(policy: CallPolicy, model: Any, call: Callable[[], Any]) -> Any:
     while True:
         policy.limiter.acquire_blocking()
         t0 = time.perf_counter()
-        token = _policed.set(True)
+        attempt = Attempt()
+        token = _policed.set(attempt)
         try:
             message = _within(policy.call_timeout, call)
             _check_answer(message, model)
         except Exception as caught:
+            attempt.refused(attempts.state)
             policy.clock.sleep_blocking(attempts.failed(caught))
             continue
         finally:
             _policed.reset(token)
         attempts.answered(message, time.perf_counter() - t0)
+        attempt.taken(attempts.state)
         return message
 
 
@@ -162,12 +201,14 @@ async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, 
         loop = asyncio.get_running_loop()
         ends = None if policy.call_timeout is None else loop.time() + policy.call_timeout
         chunks = stream()
-        token = _policed.set(True)
+        attempt = Attempt()
+        token = _policed.set(attempt)
         deadline = asyncio.timeout_at(ends)
         try:
             async with deadline:
                 first = await anext(chunks)
         except StopAsyncIteration:
+            attempt.taken(attempts.state)
             return
         except Exception as caught:
             with contextlib.suppress(Exception):  # (the failed stream's connection let go)
@@ -182,7 +223,7 @@ async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, 
     yield first
     try:
         while True:
-            token = _policed.set(True)
+            token = _policed.set(attempt)
             deadline = asyncio.timeout_at(ends)
             try:
                 async with deadline:
@@ -198,6 +239,7 @@ async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, 
     finally:
         await chunks.aclose()
     attempts.answered(whole, time.perf_counter() - t0)
+    attempt.taken(attempts.state)
 
 
 def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator[Any]:
@@ -206,10 +248,12 @@ def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator
         policy.limiter.acquire_blocking()
         t0 = time.perf_counter()
         chunks = stream()
-        token = _policed.set(True)
+        attempt = Attempt()
+        token = _policed.set(attempt)
         try:
             first = next(chunks)
         except StopIteration:
+            attempt.taken(attempts.state)
             return
         except Exception as caught:
             _close(chunks)
@@ -222,7 +266,7 @@ def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator
     yield first
     try:
         while True:
-            token = _policed.set(True)
+            token = _policed.set(attempt)
             try:
                 chunk = next(chunks)
             except StopIteration:
@@ -236,6 +280,7 @@ def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator
     finally:
         _close(chunks)
     attempts.answered(whole, time.perf_counter() - t0)
+    attempt.taken(attempts.state)
 
 
 def _close(chunks: Iterator[Any]) -> None:

@@ -498,6 +498,33 @@ def test_arguments_that_are_no_json_object_are_the_agents_and_stored(
     assert (scored["status"], scored["n_agent"], scored["tsa"]) == ("ok", 0, 0.0)
 
 
+@pytest.mark.parametrize("agent", ["react_graph", "sync_graph"], ids=["async", "sync"])
+def test_an_agent_of_ones_own_stops_at_empty_replies_as_the_built_in_one(dataset, tmp_path, agent):
+    """--agent's empty replies (no content, no tool call), retried, were each counted as an
+    answered call: a first sample failing on them did not stop the run as one no call of
+    which was answered, and every sample after it spent its retries on them too."""
+    from openai.types.chat import ChatCompletion
+
+    empty = ChatCompletion.model_validate({
+        "id": "chatcmpl-empty", "object": "chat.completion", "created": 1,
+        "model": "gpt-4o-mini", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": ""}}],
+    }).model_dump(mode="json", exclude_none=True)  # fmt: skip
+    with OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(Fault.json_body(empty))
+        result = cli("record", "--model", MODEL, "--model-option", f"base_url={server.url}",
+                     "--dataset", dataset, "--tools", TOOLS, "--system-prompt", PROMPT,
+                     "--workers", 1, "--retries", 1, "--backoff", 0,
+                     "--agent", f"replay_fixtures:{agent}",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert error.startswith("Error: recording of r stopped: no model call succeeded: the first "
+                            "sample failed after its retries (EmptyModelResponse: ")  # fmt: skip
+    assert "the provider answered with empty replies" in error
+    assert len(server.requests) == 2  # the first sample's call, retried once
+
+
 def test_a_stop_on_empty_replies_does_not_blame_the_network():
     from tcbreplay._record.failures import _unanswered_fix
 

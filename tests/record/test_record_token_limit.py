@@ -410,6 +410,28 @@ def test_an_agents_own_model_refuses_a_reply_at_the_token_limit_once():
     assert isinstance(state.model_error, TokenLimitReply)
 
 
+@pytest.mark.parametrize("agent", ["react_graph", "sync_graph"], ids=["async", "sync"])
+def test_an_agent_of_ones_own_stops_at_replies_at_the_token_limit(dataset, tmp_path, agent):
+    """--agent's call cut at the token limit was counted as answered: a first sample cut
+    off so did not stop the run, and every sample after it was cut off too, where the
+    built-in agent stops at the first."""
+    with openai_server.OpenAIServer(SCRIPT, ANSWERS) as server:
+        server.inject(openai_server.Fault.at_token_limit())
+        result = cli("record", "--model", "openai:gpt-4o-mini",
+                     "--model-option", f"base_url={server.url}",
+                     "--model-option", "max_tokens=5", "--dataset", dataset,
+                     "--tools", TOOLS, "--system-prompt", PROMPT, "--workers", 1,
+                     "--agent", f"replay_fixtures:{agent}",
+                     "--store", tmp_path / "traces", "--run-id", "r", "--quiet")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    error = next(line for line in result.output.splitlines() if line.startswith("Error:"))
+    assert error.startswith(
+        "Error: recording of r stopped: the model stopped at its token limit in the first "
+        "sample (max_tokens=5, finish reason length)"
+    )
+    assert len(server.requests) == 1
+
+
 def test_a_reply_at_the_token_limit_an_older_recording_stored_replays_as_it_was(
     dataset, tmp_path, monkeypatch
 ):

@@ -21,12 +21,14 @@ ANSWER = '{"reply": "Hello!"}'
 
 
 def record(
-    folder: Path, retries: int, agent: str = "answers_in_a_schema", script: list | None = None
-) -> tuple[Path, list[dict]]:
+    folder: Path, retries: int, agent: str = "answers_in_a_schema", script: list | None = None,
+    fault: tuple[Fault, int] | None = None,
+) -> tuple[Path, list[dict]]:  # fmt: skip
     """A store holding ``failed``, a run of one sample recorded with ChatOpenAI by
     ``replay_fixtures:AGENT`` (by default: a first call with the run's tools; a last one with
     none and a response_format; ``script``: the server's turns before its answer) with
-    ``retries``, the first reply at turn 1 an HTML page; and the bodies of its requests."""
+    ``retries``, the first reply at turn 1 an HTML page (``fault``: another reply, at another
+    turn); and the bodies of its requests."""
     from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
     from tcbreplay._record.models import parse_model
     from tcbreplay._record.options import RecordOptions
@@ -42,7 +44,8 @@ def record(
         OpenAIServer({HELLO: script or []}, answers={HELLO: ANSWER}) as server,
     ):
         patch.setenv("OPENAI_API_KEY", "sk-fake-recording-7f3a9c")
-        server.inject(Fault.not_json(), turn=1, times=1)
+        reply, turn = fault or (Fault.not_json(), 1)
+        server.inject(reply, turn=turn, times=1)
         record_run(
             inputs, parse_model("openai:gpt-4o-mini", {"base_url": server.url}),
             Store(folder / "traces"), run_id="failed", agent=f"replay_fixtures:{agent}",
@@ -133,3 +136,46 @@ def test_the_system_of_a_call_that_failed_is_kept(tmp_path):
     assert kept(root) == {"tcbreplay_system": sent}
     summary = replay_run(root, "failed", new_run_id="again")
     assert (summary.divergences, summary.recorded_errors) == ([], 1)
+
+
+def empty_reply() -> dict:
+    """A Chat Completions body with no content and no tool calls, as the openai SDK types it."""
+    from openai.types.chat import ChatCompletion
+
+    body = ChatCompletion.model_validate({
+        "id": "chatcmpl-empty", "object": "chat.completion", "created": 1,
+        "model": "gpt-4o-mini", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": ""}}],
+    })  # fmt: skip
+    return body.model_dump(mode="json", exclude_none=True)
+
+
+def test_an_empty_reply_retried_is_no_call_of_its_own(tmp_path):
+    """An agent whose system message changes at each turn, whose first reply was empty (no
+    content, no tool call) and retried: the recording kept the empty reply as an answered
+    call, its calls' system messages shifted by one, and the replay of the run diverged at
+    ``system`` at turn 1."""
+    script = [[("add_numbers", {"a": 3, "b": 2})]]
+    empty = (Fault.json_body(empty_reply()), 0)
+    root, bodies = record(tmp_path, retries=1, agent="prompt_per_turn", script=script,
+                          fault=empty)  # fmt: skip
+    sent = [[b["messages"][0]["content"]] for b in bodies]
+    assert len(sent) == 3 and sent[0] == sent[1] != sent[2]
+    assert kept(root) == {"tcbreplay_system": sent[1:]}
+    summary = replay_run(root, "failed", new_run_id="again")
+    assert (summary.ok, summary.divergences, summary.turns_served) == (1, [], 2)
+
+
+def test_a_call_cut_at_the_token_limit_is_kept_as_the_one_it_failed_at(tmp_path):
+    """A reply cut off at the token limit is no answer, not retried: the call is kept as the
+    one the sample failed at, and the replay ends there in the recorded error."""
+    script = [[("add_numbers", {"a": 3, "b": 2})]]
+    cut = (Fault.at_token_limit(), 1)
+    root, bodies = record(tmp_path, retries=1, agent="prompt_per_turn", script=script,
+                          fault=cut)  # fmt: skip
+    sent = [[b["messages"][0]["content"]] for b in bodies]
+    assert len(sent) == 2 and sent[0] != sent[1]
+    assert kept(root) == {"tcbreplay_system": sent}
+    summary = replay_run(root, "failed", new_run_id="again")
+    assert (summary.divergences, summary.error_types) == ([], {"TokenLimitReply": 1})
+    assert (summary.recorded_errors, summary.turns_served) == (1, 1)
