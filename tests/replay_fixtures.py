@@ -425,3 +425,31 @@ NumberReply.__name__ = NumberReply.__qualname__ = "Reply"  # (the same name, ano
 # as answers_structured and answers_a_number, the schema a pydantic model
 answers_in_a_model = structured_graph(Reply)
 answers_a_number_model = structured_graph(NumberReply)
+
+
+def agent_with_response_format(schema):
+    """A factory of LangChain's ``create_agent`` given ``schema`` as its ``response_format``
+    (its AutoStrategy: the provider's answer format where the model's profile says it has
+    one, else the schema as a tool)."""
+
+    def factory(model, tools, system_prompt):
+        from langchain.agents import create_agent
+
+        return create_agent(model, tools, system_prompt=system_prompt, response_format=schema)
+
+    return factory
+
+
+responds_in_a_model = agent_with_response_format(Reply)
+responds_in_a_schema = agent_with_response_format({"title": "Reply", **REPLY_SCHEMA})
+
+
+def responds_by_provider_strategy(model, tools, system_prompt):
+    """``create_agent`` asking for a :class:`Reply` in the provider's answer format, whatever
+    the model's profile says (``ProviderStrategy``)."""
+    from langchain.agents import create_agent
+    from langchain.agents.structured_output import ProviderStrategy
+
+    return create_agent(
+        model, tools, system_prompt=system_prompt, response_format=ProviderStrategy(Reply)
+    )

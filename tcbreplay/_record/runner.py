@@ -39,6 +39,7 @@ from tcbreplay._record.models import (
     build_chat_model,
     check_credentials,
     effective_settings,
+    model_profile,
 )
 from tcbreplay._record.options import ProgressFn, RecordOptions
 from tcbreplay._record.plan import AgentPlan, runnable_tools
@@ -192,7 +193,12 @@ def record_run(
     fields: dict[str, Any] = {"libraries": _library_versions()}
     if factory is not None:
         fields[AGENT_FIELD] = factory[1]
-    model = {**choice.to_dict(), "effective_settings": effective_settings(choice, chat_model)}
+    model = {
+        **choice.to_dict(),
+        "effective_settings": effective_settings(choice, chat_model),
+        # (not in the fingerprint: the same inputs and model are the same run)
+        "profile": model_profile(chat_model),
+    }
     named = run_id is not None if named is None else named
     run_id = validate_run_id(default_run_id(inputs, choice, agent) if run_id is None else run_id)
     code = user_code(inputs, None if factory is None else factory[1])

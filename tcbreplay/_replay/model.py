@@ -94,6 +94,22 @@ class RecordedChatModel(BaseChatModel):
         recording = RecordedRun.load(store_.open_run(run_id))
         return cls(recording=recording, live=live, fork_at=fork_at, offline=offline)
 
+    def _resolve_model_profile(self) -> Any:
+        # the recorded model's profile, which create_agent reads to choose how it asks for
+        # a response_format (ProviderStrategy where it says structured_output); None for a
+        # run recorded before tcbreplay kept it
+        profile = self.recording.model.get("profile")
+        return dict(profile) if isinstance(profile, dict) else None
+
+    @property
+    def model_name(self) -> str | None:
+        """The recorded model's name, as its chat model gave it (create_agent reads it with
+        the profile: Gemini's before 3 take no answer format beside tools); None for a run
+        recorded before tcbreplay kept the profile, which keeps the choice it made then."""
+        model = self.recording.model
+        name = model.get("name")
+        return name if "profile" in model and isinstance(name, str) else None
+
     @property
     def _llm_type(self) -> str:
         return "tcbreplay-recorded"
@@ -104,13 +120,19 @@ class RecordedChatModel(BaseChatModel):
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> RecordedChatModel:
         """A copy of the model whose requests carry these tools (and the sampling settings
-        among ``kwargs``). Copies are kept: agents bind their tools before every call."""
+        among ``kwargs``; a ``response_format`` as the recorded run's model class binds it,
+        see :func:`tcbreplay._replay.structured.bound_format`). Copies are kept: agents bind
+        their tools before every call."""
         from langchain_core.utils.function_calling import convert_to_openai_function
 
         # (and the class: see tcbreplay._record.policed_model, whose copies keep this cache)
         key = (type(self), tuple(id(t) for t in tools), repr(sorted(kwargs.items())))
         copy = self.bound.get(key)
         if copy is None:
+            if "response_format" in kwargs:  # (create_agent's ProviderStrategy binds one)
+                from tcbreplay._replay.structured import bound_format
+
+                kwargs = bound_format(self.recording.model, kwargs)
             schemas = [convert_to_openai_function(t) for t in tools]
             copy = self.bound[key] = self.model_copy(
                 update={

@@ -1,10 +1,11 @@
 """The recorded model's ``with_structured_output``: what the recorded run's own chat model class
 binds to a call for a schema (OpenAI's ``response_format``, Gemini's ``response_json_schema``,
 Anthropic's ``output_config``, as ``method="json_schema"`` or its default asks), and a parser
-of the recorded answer's text. The class itself is asked (made with a placeholder key: it sends
-nothing), so that the replaying agent's request asks for the very format the recording's
-asked for, and a request asking for another diverges where it differs
-(:mod:`tcbreplay._record.formats`).
+of the recorded answer's text; and a ``response_format`` given to its ``bind_tools``
+(``create_agent``'s ``ProviderStrategy``), as that class binds it. The class itself is
+asked (made with a placeholder key: it sends nothing), so that the replaying agent's
+request asks for the very format the recording's asked for, and a request asking for
+another diverges where it differs (:mod:`tcbreplay._record.formats`).
 
 A run whose model is no provider LangChain makes (sim, an import, a replay), or a method that
 binds the schema as a tool (``function_calling``): None, and the schema is bound as a tool,
@@ -47,6 +48,29 @@ def provider_format(
     if asked_format(bound) is None:  # (the schema as a tool: the recorded model binds it)
         return None
     return bound, _parser(schema)
+
+
+def bound_format(model: Mapping[str, Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` of a ``bind_tools`` call, their ``response_format`` as the chat model of
+    ``model`` (a run manifest's) binds it: ``create_agent``'s ``ProviderStrategy`` gives its
+    own form, which ChatOpenAI rewrites before sending (its description beside the schema,
+    its title dropped); as given where LangChain makes no model of that provider."""
+    provider, name = model.get("provider"), model.get("name")
+    given = kwargs.get("response_format")
+    if given is None or not isinstance(provider, str) or not isinstance(name, str):
+        return dict(kwargs)
+    if provider == "sim":
+        return dict(kwargs)
+    form = _form_model(json.dumps([provider, name, model.get("settings") or {}],
+                                  sort_keys=True))  # fmt: skip
+    if form is None:
+        return dict(kwargs)
+    asked = {key: kwargs[key] for key in ("response_format", "strict") if key in kwargs}
+    try:
+        bound = form.bind_tools([], **asked)
+    except (ValueError, TypeError):  # (compared as given: it diverges where it differs)
+        return dict(kwargs)
+    return {**kwargs, "response_format": getattr(bound, "kwargs", {}).get("response_format", given)}
 
 
 @functools.lru_cache(maxsize=8)

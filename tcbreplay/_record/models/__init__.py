@@ -213,6 +213,17 @@ def effective_settings(choice: ModelChoice, chat_model: Any) -> dict[str, Any]:
     return out
 
 
+def model_profile(chat_model: Any) -> dict[str, Any] | None:
+    """The chat model's profile as LangChain reports it (``model.profile``: what the model
+    can do, which ``create_agent`` reads to choose how to ask for a ``response_format``),
+    its JSON values only; None when it reports none. A replay's recorded model reports it
+    (see :class:`tcbreplay._replay.model.RecordedChatModel`)."""
+    profile = getattr(chat_model, "profile", None)
+    if not isinstance(profile, Mapping):
+        return None
+    return {str(key): value for key, value in profile.items() if _json_safe(value)}
+
+
 def _parse_value(key: str, text: str) -> Any:
     """An option's value: JSON when it parses as JSON, else the text itself."""
     try:
