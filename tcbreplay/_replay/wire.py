@@ -279,6 +279,28 @@ def refuse_unanswered(
                             f"conversation; a result follows the {call} it answers")  # fmt: skip
 
 
+def refuse_calls_left(
+    entries: list[Entry], places: Callable[[], list[str]], call: str, result: str
+) -> None:
+    """Refuse a conversation that goes on (a message other than a ``result`` comes) before
+    each ``call`` of an assistant message is answered, as the APIs refuse it: a malformed
+    request, not one that differs from a recording. Calls the request ends without answering
+    are the recording's to say (its next turn answers them, or the request differs from it)."""
+    left: dict[str, None] = {}  # the calls of the last assistant message not yet answered
+    made = 0  # the message that made them
+    for k, (role, _, call_id, calls) in enumerate(entries):
+        if role == "tool":
+            left.pop(str(call_id), None)
+            continue
+        if left:
+            at = places()
+            ids = ", ".join(map(repr, left))
+            raise WireError(f"{at[made]}: {call} ids {ids} have no {result} before {at[k]}; "
+                            f"each {call} of a message is answered by a {result} before the "
+                            "conversation goes on")  # fmt: skip
+        left, made = dict.fromkeys(calls), k
+
+
 def _refuse_older_answers(entries: list[Entry], places: Callable[[], list[str]]) -> None:
     """Refuse a tool message that answers a call of an assistant message before the last one
     before it, as Chat Completions refuses it (a tool message follows the assistant message
@@ -383,6 +405,7 @@ class OpenAIWire(Wire):
             specs.append(checked_schema(spec, f"functions[{k}]", "parameters"))
         refuse_unanswered(entries, places, "tool_call_id", "tool call")
         _refuse_older_answers(entries, places)
+        refuse_calls_left(entries, places, "tool call", "tool message")
         options = body.get("stream_options")
         return WireRequest(
             messages=messages,

@@ -32,6 +32,7 @@ from tcbreplay._replay.wire import (
     dumps_json,
     listed_messages,
     read_units,
+    refuse_calls_left,
     refuse_settings,
     refuse_unanswered,
 )
@@ -164,6 +165,7 @@ class AnthropicWire(Wire):
                           "parameters": tool.get("input_schema") or {}})  # fmt: skip
         refuse_unanswered(entries, places, "tool_use_id", "tool_use")
         _refuse_older_answers(body["messages"])
+        refuse_calls_left(entries, places, "tool_use", "tool_result")
         params = canonical_params(body)
         asked, as_recorded = _output_config(body.get("output_config"))
         if asked is not None:

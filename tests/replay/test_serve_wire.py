@@ -301,8 +301,7 @@ def test_a_409_points_into_the_responses_request_as_sent(root):
 def test_a_409_points_into_the_anthropic_request_as_sent(root):
     """Each tool_result block is a message of its own in the canonical form: the path said
     ``messages[3]`` for the second block of the client's ``messages[2]``, and for a second
-    result left out after the first (where it would go: ``messages[2].content[1]``); left
-    out with messages after it, ``messages[3].call`` (the next message of the body)."""
+    result left out after the first (where it would go: ``messages[2].content[1]``)."""
     import anthropic
 
     def results(*given: tuple[str, str]) -> list[dict[str, Any]]:
@@ -323,19 +322,11 @@ def test_a_409_points_into_the_anthropic_request_as_sent(root):
                 client.messages.create(messages=[*asked, {"role": "user", "content": sent}],
                                        **kwargs)  # fmt: skip
             said.append(caught.value.body["error"])
-        went_on = [{"role": "user", "content": results(("c1", '{"result": 5}'))},
-                   {"role": "assistant", "content": "Done."},
-                   {"role": "user", "content": "And 6 times 7?"}]  # fmt: skip
-        with pytest.raises(anthropic.ConflictError) as caught:
-            client.messages.create(messages=[*asked, *went_on], **kwargs)
-        said.append(caught.value.body["error"])
     assert said[0]["divergence"]["path"] == "messages[2].content[1].content.result"
     assert said[1]["divergence"]["path"] == "messages[2].content[0].tool_use_id"
     assert (said[2]["divergence"]["path"], said[2]["divergence"]["replayed"]) == (
         "messages[2].content[1]", None)  # fmt: skip
     assert said[3]["divergence"]["path"] == "messages[2].content[0].content.result"
-    assert (said[4]["divergence"]["path"], said[4]["divergence"]["replayed"]) == (
-        "messages[2].content[1]", None)  # fmt: skip
     assert "tool results in another order than the calls of messages[1]: messages[2].content[0] " \
         "answers c2 (multiply_numbers)" in said[1]["message"]  # fmt: skip
 
@@ -493,15 +484,18 @@ def test_an_openai_tool_message_answering_an_older_call_gets_400(root):
     )
 
 
-def test_every_result_of_a_wave_left_out_gets_409_at_the_message_of_them(root):
-    """Left out with messages after it, the whole wave's results were said at
-    ``messages[2].call`` (Anthropic) or ``messages[3].call`` (OpenAI, counting the system
-    message), a field no message has; they are said where they would be: the message after
-    the model's calls (``messages[2]``), or, after some results, the next OpenAI message."""
+def test_calls_left_unanswered_as_the_conversation_goes_on_get_400(root):
+    """A conversation that went on (a user or assistant message) before each call of the
+    model's turn was answered got a 409 at the message where the results were missing, as a
+    difference from the recording; both APIs answer it 400 (``invalid_request_error``:
+    Anthropic's tool_use ids without tool_result blocks in the next message, Chat
+    Completions' tool_call_ids without a tool message), and so does serve, naming the
+    model's message, the ids left unanswered and the message that went on."""
     import anthropic
     import openai
 
     went_on = [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "And 6?"}]
+    one = {"type": "tool_result", "tool_use_id": "c1", "content": '{"result": 5}'}
     with serve_run(root, "valid") as server:
         client = anthropic_client(server.url)
         kwargs = {"model": "m", "max_tokens": 100, "system": SYSTEM, "tools": anthropic_tools()}
@@ -513,20 +507,40 @@ def test_every_result_of_a_wave_left_out_gets_409_at_the_message_of_them(root):
             [*asked, went_on[1]],
             [*asked, *went_on],
             [*asked, {"role": "user", "content": [{"type": "text", "text": "And 6?"}]}],
+            [*asked, {"role": "user", "content": [one, {"type": "text", "text": "And 6?"}]}],
+            [*asked, {"role": "user", "content": [one]}, *went_on],
         ]:
-            with pytest.raises(anthropic.ConflictError) as caught:
+            with pytest.raises(anthropic.BadRequestError) as caught:
                 client.messages.create(messages=sent, **kwargs)
-            said.append(caught.value.body["error"]["divergence"])
+            error = caught.value.body["error"]
+            said.append((error["type"], error["message"]))
         chat = openai_client(server.url)
         first = first_turn_openai(chat)
-        one = {"role": "tool", "tool_call_id": "c1", "content": '{"result": 5}'}
-        for sent in [[*first, *went_on], [*first, one, *went_on]]:
-            with pytest.raises(openai.ConflictError) as caught:
+        result = {"role": "tool", "tool_call_id": "c1", "content": '{"result": 5}'}
+        for sent in [[*first, *went_on], [*first, result, *went_on]]:
+            with pytest.raises(openai.BadRequestError) as caught:
                 chat.chat.completions.create(model="m", messages=sent, tools=openai_tools())
-            said.append(caught.value.body["divergence"])
-    assert [(d["path"], d["replayed"]) for d in said] == [
-        ("messages[2]", None), ("messages[2]", None), ("messages[2]", None),
-        ("messages[3]", None), ("messages[4]", None)]  # fmt: skip
+            said.append((caught.value.body["type"], caught.value.body["message"]))
+
+    def claude(ids: str, at: str) -> tuple[str, str]:
+        return ("invalid_request_error", f"messages[1]: tool_use ids {ids} have no tool_result "
+                f"before {at}; each tool_use of a message is answered by a tool_result before "
+                "the conversation goes on")  # fmt: skip
+
+    def gpt(ids: str, at: str) -> tuple[str, str]:
+        return ("invalid_request_error", f"messages[2]: tool call ids {ids} have no tool "
+                f"message before {at}; each tool call of a message is answered by a tool "
+                "message before the conversation goes on")  # fmt: skip
+
+    assert said == [
+        claude("'c1', 'c2'", "messages[2]"),
+        claude("'c1', 'c2'", "messages[2]"),
+        claude("'c1', 'c2'", "messages[2]"),
+        claude("'c2'", "messages[2].content[1]"),
+        claude("'c2'", "messages[3]"),
+        gpt("'c1', 'c2'", "messages[3]"),
+        gpt("'c2'", "messages[4]"),
+    ]
 
 
 def test_a_base_url_ending_in_v1_given_to_a_client_that_adds_it_is_said_so(root):
