@@ -23,7 +23,8 @@ the turn's tool-call arguments or text, before its finish reason, and closes),
 overloaded; streamed: one event holding it), ``Fault.at_token_limit`` (the turn's text or
 calls' arguments cut half-way, finish reason ``length``), ``Fault.with_arguments`` (the
 turn's calls with these arguments, as the model wrote them), ``Fault.json_body`` (a body of
-JSON, not events, whether streamed or not, as a gateway may answer a request for a stream).
+JSON, not events, whether streamed or not, as a gateway may answer a request for a stream),
+``Fault.empty`` (no content and no tool call, finish reason ``stop``, streamed or not).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class Fault:
     """One way to answer a request badly; build with the class methods."""
 
     # "cut" | "error_event" | "not_json" | "no_choices" | "error_body" | "length" | "arguments"
-    # | "json_body"
+    # | "json_body" | "empty"
     kind: str
     text: str = ""  # the page (not_json), the arguments (arguments), the error (error_body)
 
@@ -85,6 +86,12 @@ class Fault:
         """A 200 whose body is ``body`` as JSON (``Content-Type: application/json``), to a
         request for a stream too: no events."""
         return cls("json_body", json.dumps(dict(body)))
+
+    @classmethod
+    def empty(cls) -> Fault:
+        """A reply with no content and no tool call, ``"finish_reason": "stop"`` (streamed:
+        its chunks carry empty text)."""
+        return cls("empty")
 
     @classmethod
     def with_arguments(cls, text: str) -> Fault:
@@ -157,6 +164,10 @@ class OpenAIServer:
                     return
                 if fault is not None and fault.kind == "no_choices":
                     completion["choices"] = []
+                if fault is not None and fault.kind == "empty":
+                    choice = completion["choices"][0]
+                    choice["message"] = {"role": "assistant", "content": "", "refusal": None}
+                    choice["finish_reason"] = "stop"
                 if fault is not None and fault.kind == "length":
                     choice = completion["choices"][0]
                     choice["finish_reason"] = "length"

@@ -155,9 +155,37 @@ def prompt_per_turn(model, tools, system_prompt):
     return react_graph(model, tools, system_prompt, answer)
 
 
-def sync_graph(model, tools, system_prompt):
+def streams_its_model(model, tools, system_prompt):
+    """:func:`react_graph` whose model node streams the model (``astream``) and answers with
+    the chunks put together, as a graph showing its tokens as they come does."""
+    from langchain_core.messages import message_chunk_to_message
+
+    async def answer(bound, messages):
+        whole = None
+        async for chunk in bound.astream(messages):
+            whole = chunk if whole is None else whole + chunk
+        return message_chunk_to_message(whole)
+
+    return react_graph(model, tools, system_prompt, answer)
+
+
+def streams_its_model_sync(model, tools, system_prompt):
+    """:func:`sync_graph` whose model node streams the model (``stream``)."""
+    from langchain_core.messages import message_chunk_to_message
+
+    def answer(bound, messages):
+        whole = None
+        for chunk in bound.stream(messages):
+            whole = chunk if whole is None else whole + chunk
+        return message_chunk_to_message(whole)
+
+    return sync_graph(model, tools, system_prompt, answer)
+
+
+def sync_graph(model, tools, system_prompt, answer=None):
     """:func:`react_graph` whose model node is a plain function calling the model with
-    ``invoke`` (LangGraph runs it in a thread), as LangGraph's own examples write it."""
+    ``invoke`` (LangGraph runs it in a thread), as LangGraph's own examples write it.
+    ``answer(bound, messages)``: how the node asks the bound model (by default, ``invoke``)."""
     from langchain_core.messages import SystemMessage
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
@@ -166,7 +194,8 @@ def sync_graph(model, tools, system_prompt):
 
     def call_model(state: MessagesState) -> dict:
         prompt = [SystemMessage(system_prompt)] if system_prompt else []
-        return {"messages": [bound.invoke(prompt + state["messages"])]}
+        ask = answer or (lambda bound, messages: bound.invoke(messages))
+        return {"messages": [ask(bound, prompt + state["messages"])]}
 
     graph = StateGraph(MessagesState)
     graph.add_node("model", call_model)

@@ -343,11 +343,14 @@ def _streams(model: Any) -> bool:
     )
 
 
-def _check_reply(response: Any, model: Any) -> None:
+def _check_reply(response: Any, model: Any, streamed: bool = False) -> None:
     """Refuse a reply of ``model`` that is no answer of the model: one cut off mid-stream,
     one the model stopped at its token limit or with its context window full, one with no
-    content and no tool calls."""
-    streamed = _streams(model)
+    content and no tool calls (``streamed``: the reply was streamed, whatever the model's
+    settings say, as a call of its ``astream`` is; never said of a replay's recorded turns,
+    which are stored whole)."""
+    recorded = getattr(model, "serves_recorded_turns", False)
+    streamed = (streamed and not recorded) or _streams(model)
     for message in getattr(response, "result", None) or []:
         if getattr(message, "type", None) != "ai":
             continue

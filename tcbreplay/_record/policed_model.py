@@ -13,6 +13,12 @@ retries are). A stream is retried until its first chunk; a synchronous call (a g
 that is a plain function, run by LangGraph in a thread) waits by blocking its thread, and
 ``--call-timeout`` gives up on it while it goes on in another (a synchronous ``stream``
 cannot be cut short: said once).
+
+A streamed reply is checked once its stream ends, its chunks put together, as an invoked
+one is. Chunks that hold nothing yet (no text, no part of a tool call) are kept back until
+one does, so that an empty reply, handed on in no part, is retried as an invoked one; a
+chunk handed on is the graph's and cannot be taken back, so a reply refused after that (at
+the token limit, cut off) is the call's failure, raised at the stream's end, not retried.
 """
 
 from __future__ import annotations
@@ -104,7 +110,9 @@ def _policed_methods(cls: type, policy: CallPolicy, source: str) -> dict[str, An
         return _call(policy, self, lambda: base_invoke(self, input, config, **kwargs))
 
     async def astream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        async for chunk in _astream(policy, lambda: base_astream(self, input, config, **kwargs)):
+        async for chunk in _astream(
+            policy, self, lambda: base_astream(self, input, config, **kwargs)
+        ):
             yield chunk
 
     def stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
@@ -118,18 +126,19 @@ def _policed_methods(cls: type, policy: CallPolicy, source: str) -> dict[str, An
                 ),
                 stacklevel=2,
             )
-        yield from _stream(policy, lambda: base_stream(self, input, config, **kwargs))
+        yield from _stream(policy, self, lambda: base_stream(self, input, config, **kwargs))
 
     return {"ainvoke": ainvoke, "invoke": invoke, "astream": astream, "stream": stream}
 
 
-def _check_answer(message: Any, model: Any) -> None:
+def _check_answer(message: Any, model: Any, streamed: bool = False) -> None:
     """Refuse what is no answer of ``model`` as the built-in agent does: a reply cut off
     mid-stream, or with no content and no tool calls (retried), or at the model's token
-    limit (not)."""
+    limit (not); ``streamed``: ``message`` is a stream's chunks put together."""
     from langchain.agents.middleware.types import ModelResponse
+    from langchain_core.messages import message_chunk_to_message
 
-    _check_reply(ModelResponse(result=[message]), model)
+    _check_reply(ModelResponse(result=[message_chunk_to_message(message)]), model, streamed)
 
 
 async def _acall(policy: CallPolicy, model: Any, call: Callable[[], Awaitable[Any]]) -> Any:
@@ -193,7 +202,9 @@ def _within(timeout: float | None, call: Callable[[], Any]) -> Any:
         raise CallTimeout(f"model call did not answer within {timeout:g} s") from None
 
 
-async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, None]]) -> Any:
+async def _astream(
+    policy: CallPolicy, model: Any, stream: Callable[[], AsyncGenerator[Any, None]]
+) -> Any:
     attempts = ModelAttempts(policy)
     while True:
         await policy.limiter.acquire()
@@ -202,85 +213,109 @@ async def _astream(policy: CallPolicy, stream: Callable[[], AsyncGenerator[Any, 
         ends = None if policy.call_timeout is None else loop.time() + policy.call_timeout
         chunks = stream()
         attempt = Attempt()
-        token = _policed.set(attempt)
-        deadline = asyncio.timeout_at(ends)
+        whole: Any = None
+        held: list[Any] | None = []  # chunks that say nothing yet (None: one was handed on)
+        delay: float | None = None
         try:
-            async with deadline:
-                first = await anext(chunks)
-        except StopAsyncIteration:
-            attempt.taken(attempts.state)
-            return
-        except Exception as caught:
-            with contextlib.suppress(Exception):  # (the failed stream's connection let go)
-                await chunks.aclose()
-            delay = attempts.failed(caught, deadline.expired())
-            await policy.clock.sleep(delay)
-            continue
+            while True:
+                token = _policed.set(attempt)
+                deadline = asyncio.timeout_at(ends)
+                try:
+                    async with deadline:
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except Exception as caught:  # (a stream handed on in part is not retried)
+                    delay = attempts.failed(caught, deadline.expired(), last=held is None)
+                    break
+                finally:
+                    _policed.reset(token)
+                whole = chunk if whole is None else whole + chunk
+                if held is not None and not _says_something(chunk):
+                    held.append(chunk)
+                    continue
+                for kept in held or ():
+                    yield kept
+                held = None
+                yield chunk
+            if delay is None and whole is not None:
+                delay = _checked(attempts, attempt, whole, model, handed_on=held is None)
         finally:
-            _policed.reset(token)
-        break
-    whole = first
-    yield first
-    try:
-        while True:
-            token = _policed.set(attempt)
-            deadline = asyncio.timeout_at(ends)
-            try:
-                async with deadline:
-                    chunk = await anext(chunks)
-            except StopAsyncIteration:
-                break
-            except Exception as caught:  # (a stream under way is not retried)
-                attempts.failed(caught, deadline.expired(), last=True)
-            finally:
-                _policed.reset(token)
-            whole = whole + chunk
-            yield chunk
-    finally:
-        await chunks.aclose()
-    attempts.answered(whole, time.perf_counter() - t0)
+            with contextlib.suppress(Exception):  # (the stream's connection let go)
+                await chunks.aclose()
+        if delay is None:
+            break
+        await policy.clock.sleep(delay)
+    for kept in held or ():  # (a reply of no text that is an answer: the model's own failure)
+        yield kept
+    if whole is not None:
+        attempts.answered(whole, time.perf_counter() - t0)
     attempt.taken(attempts.state)
 
 
-def _stream(policy: CallPolicy, stream: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+def _stream(policy: CallPolicy, model: Any, stream: Callable[[], Iterator[Any]]) -> Iterator[Any]:
     attempts = ModelAttempts(policy)
     while True:
         policy.limiter.acquire_blocking()
         t0 = time.perf_counter()
         chunks = stream()
         attempt = Attempt()
-        token = _policed.set(attempt)
+        whole: Any = None
+        held: list[Any] | None = []  # chunks that say nothing yet (None: one was handed on)
+        delay: float | None = None
         try:
-            first = next(chunks)
-        except StopIteration:
-            attempt.taken(attempts.state)
-            return
-        except Exception as caught:
-            _close(chunks)
-            policy.clock.sleep_blocking(attempts.failed(caught))
-            continue
+            while True:
+                token = _policed.set(attempt)
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except Exception as caught:  # (a stream handed on in part is not retried)
+                    delay = attempts.failed(caught, last=held is None)
+                    break
+                finally:
+                    _policed.reset(token)
+                whole = chunk if whole is None else whole + chunk
+                if held is not None and not _says_something(chunk):
+                    held.append(chunk)
+                    continue
+                yield from held or ()
+                held = None
+                yield chunk
+            if delay is None and whole is not None:
+                delay = _checked(attempts, attempt, whole, model, handed_on=held is None)
         finally:
-            _policed.reset(token)
-        break
-    whole = first
-    yield first
-    try:
-        while True:
-            token = _policed.set(attempt)
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                break
-            except Exception as caught:  # (a stream under way is not retried)
-                attempts.failed(caught, last=True)
-            finally:
-                _policed.reset(token)
-            whole = whole + chunk
-            yield chunk
-    finally:
-        _close(chunks)
-    attempts.answered(whole, time.perf_counter() - t0)
+            _close(chunks)
+        if delay is None:
+            break
+        policy.clock.sleep_blocking(delay)
+    yield from held or ()  # (a reply of no text that is an answer: the model's own failure)
+    if whole is not None:
+        attempts.answered(whole, time.perf_counter() - t0)
     attempt.taken(attempts.state)
+
+
+def _says_something(chunk: Any) -> bool:
+    """Whether a streamed chunk holds any of the reply (its text, a part of a tool call):
+    until one does, the stream can be begun anew without the graph knowing."""
+    if not hasattr(chunk, "content"):  # (no message chunk: handed on as it is)
+        return True
+    return bool(chunk.content or getattr(chunk, "tool_call_chunks", None))
+
+
+def _checked(
+    attempts: ModelAttempts, attempt: Attempt, whole: Any, model: Any, handed_on: bool
+) -> float | None:
+    """None when a stream's whole reply is an answer (see :func:`_check_answer`); otherwise,
+    refused, the seconds to wait before streaming it again: retried as an invoked reply is
+    (an empty one) while none of its chunks was handed on, and else raised, the call's
+    failure (the graph holds chunks of it that cannot be taken back)."""
+    try:
+        _check_answer(whole, model, streamed=True)
+    except Exception as caught:
+        attempt.refused(attempts.state)
+        return attempts.failed(caught, last=handed_on)
+    return None
 
 
 def _close(chunks: Iterator[Any]) -> None:
