@@ -195,8 +195,11 @@ class Scorer:
                 self._last = time.monotonic()
 
     def keep(self, keep_s: float) -> None:
-        """Stay ``keep_s`` seconds idle from now on (a later scoring's ``--ray-keep``)."""
+        """Stay ``keep_s`` seconds idle from now on (a later scoring's ``--ray-keep``): the
+        scoring's parts come after this call, so a scorer idle that long already does not
+        leave before them."""
         self._keep_s = keep_s
+        self._last = time.monotonic()
 
     def pid(self) -> int:
         """The scorer's process."""
