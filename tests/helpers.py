@@ -263,3 +263,22 @@ def chat_answer(url: str, body: dict) -> str | tuple[int, str]:
     except openai.APIStatusError as exc:
         return exc.status_code, str(exc.body.get("message") if isinstance(exc.body, dict)
                                     else exc.body)  # fmt: skip
+
+
+# two samples the loopback servers of the record tests script: an addition the add_numbers
+# tool answers, and a greeting no tool does
+ADD, GREET = "What is 25 plus 4.5?", "Hi there!"
+
+
+def add_and_greet(folder: Path) -> Path:
+    """A dataset file in ``folder`` of the two samples :data:`ADD` and :data:`GREET`."""
+    import json
+
+    path = folder / "dataset.json"
+    entries = [
+        {"id": "add", "input": ADD,
+         "target": [{"name": "add_numbers", "args": {"a": 25, "b": 4.5}}]},
+        {"id": "greet", "input": GREET, "target": []},
+    ]  # fmt: skip
+    path.write_text(json.dumps(entries))
+    return path

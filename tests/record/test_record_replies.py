@@ -14,7 +14,7 @@ from pathlib import Path
 import anthropic_server
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli
+from helpers import ADD, GREET, add_and_greet, cli
 from openai_server import Fault, OpenAIServer
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -29,24 +29,13 @@ pytest.importorskip("langchain_openai")
 MODEL = "openai:gpt-4o-mini"
 TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
 PROMPT = BENCHMARKS["tool-call"].system_prompt
-ADD, GREET = "What is 25 plus 4.5?", "Hi there!"
 SCRIPT = {ADD: [[("add_numbers", {"a": 25.0, "b": 4.5})]], GREET: []}
 ANSWERS = {ADD: "The total is 29.5.", GREET: "Hello! How can I help?"}
 
 
 @pytest.fixture
 def dataset(tmp_path) -> Path:
-    path = tmp_path / "dataset.json"
-    entries = [
-        {
-            "id": "add",
-            "input": ADD,
-            "target": [{"name": "add_numbers", "args": {"a": 25, "b": 4.5}}],
-        },
-        {"id": "greet", "input": GREET, "target": []},
-    ]
-    path.write_text(json.dumps(entries))
-    return path
+    return add_and_greet(tmp_path)
 
 
 @pytest.fixture(autouse=True)

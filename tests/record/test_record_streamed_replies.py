@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli
+from helpers import ADD, GREET, add_and_greet, cli
 from openai_server import Fault, OpenAIServer
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS
@@ -20,7 +20,6 @@ pytest.importorskip("langchain_openai")
 MODEL = "openai:gpt-4o-mini"
 TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
 PROMPT = BENCHMARKS["tool-call"].system_prompt
-ADD, GREET = "What is 25 plus 4.5?", "Hi there!"
 SCRIPT = {ADD: [[("add_numbers", {"a": 25.0, "b": 4.5})]], GREET: []}
 ANSWERS = {ADD: "The total is 29.5.", GREET: "Hello! How can I help?"}
 # the graph's model node streams its model: asynchronously (astream), or in a thread (stream)
@@ -31,14 +30,7 @@ STREAMING = pytest.mark.parametrize(
 
 @pytest.fixture
 def dataset(tmp_path) -> Path:
-    path = tmp_path / "dataset.json"
-    entries = [
-        {"id": "add", "input": ADD,
-         "target": [{"name": "add_numbers", "args": {"a": 25, "b": 4.5}}]},
-        {"id": "greet", "input": GREET, "target": []},
-    ]  # fmt: skip
-    path.write_text(json.dumps(entries))
-    return path
+    return add_and_greet(tmp_path)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import gemini_server
 import openai_server
 import pyarrow.parquet as pq
 import pytest
-from helpers import cli
+from helpers import ADD, GREET, add_and_greet, cli
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._record.models import parse_model
@@ -23,7 +23,6 @@ from tcbreplay._store.runs import Store
 
 TOOLS = "tcbreplay._inputs.benchmarks.tool_call.tools:TOOLS"
 PROMPT = BENCHMARKS["tool-call"].system_prompt
-ADD, GREET = "What is 25 plus 4.5?", "Hi there!"
 SCRIPT = {ADD: [[("add_numbers", {"a": 25.0, "b": 4.5})]], GREET: []}
 ANSWERS = {ADD: "The total is 29.5.", GREET: "Hello! How can I help you today?"}
 
@@ -39,14 +38,7 @@ PROVIDERS = {
 
 @pytest.fixture
 def dataset(tmp_path) -> Path:
-    path = tmp_path / "dataset.json"
-    entries = [
-        {"id": "add", "input": ADD,
-         "target": [{"name": "add_numbers", "args": {"a": 25, "b": 4.5}}]},
-        {"id": "greet", "input": GREET, "target": []},
-    ]  # fmt: skip
-    path.write_text(json.dumps(entries))
-    return path
+    return add_and_greet(tmp_path)
 
 
 @pytest.fixture(autouse=True)
