@@ -282,3 +282,29 @@ def add_and_greet(folder: Path) -> Path:
     ]  # fmt: skip
     path.write_text(json.dumps(entries))
     return path
+
+
+def ask_gemini(url: str, key: str, model: str, question: str, **config: object) -> str:
+    """The text google-genai is answered at ``url`` for ``question``, sent with the tool-call
+    benchmark's prompt and tools and these settings (``response_mime_type``,
+    ``response_json_schema``, ...) as a GenerateContentConfig's."""
+    from google import genai
+    from google.genai import types
+    from langchain_core.utils.function_calling import convert_to_openai_function
+
+    from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
+
+    client = genai.Client(api_key=key, http_options={"base_url": url})
+    prompt = BENCHMARKS["tool-call"].system_prompt.read_text()
+    declared = [
+        types.FunctionDeclaration(
+            name=f["name"], description=f["description"], parameters_json_schema=f["parameters"]
+        )
+        for f in map(convert_to_openai_function, load_inputs("tool-call").toolset.tools)
+    ]
+    settings = types.GenerateContentConfig(
+        system_instruction=prompt, tools=[types.Tool(function_declarations=declared)],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        temperature=0.7, **config,
+    )  # fmt: skip
+    return client.models.generate_content(model=model, contents=question, config=settings).text

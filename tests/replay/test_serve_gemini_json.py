@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from gemini_server import GeminiServer
+from helpers import ask_gemini
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
 from tcbreplay._replay.serve import serve_run
@@ -49,24 +50,7 @@ def root(tmp_path_factory) -> Path:
 
 def ask(url: str, mime: str | None) -> str:
     """The text google-genai is answered for the sample's question, asking for ``mime``."""
-    from google import genai
-    from google.genai import types
-    from langchain_core.utils.function_calling import convert_to_openai_function
-
-    client = genai.Client(api_key=KEY, http_options={"base_url": url})
-    prompt = BENCHMARKS["tool-call"].system_prompt.read_text()
-    declared = [
-        types.FunctionDeclaration(
-            name=f["name"], description=f["description"], parameters_json_schema=f["parameters"]
-        )
-        for f in map(convert_to_openai_function, load_inputs("tool-call").toolset.tools)
-    ]
-    config = types.GenerateContentConfig(
-        system_instruction=prompt, tools=[types.Tool(function_declarations=declared)],
-        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-        temperature=0.7, response_mime_type=mime,
-    )  # fmt: skip
-    return client.models.generate_content(model=MODEL, contents=HELLO, config=config).text
+    return ask_gemini(url, KEY, MODEL, HELLO, response_mime_type=mime)
 
 
 def test_json_asked_of_a_run_recorded_without_it_gets_400_naming_the_field(root):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from gemini_server import GeminiServer
-from helpers import record_greeting
+from helpers import ask_gemini, record_greeting
 from replay_fixtures import REPLY_SCHEMA
 
 from tcbreplay._inputs.benchmarks import BENCHMARKS, load_inputs
@@ -53,24 +53,7 @@ def recorded(tmp_path_factory) -> tuple[Path, list[dict]]:
 def ask(url: str, **config: object) -> str:
     """The text google-genai is answered for the sample's question, with the run's tools
     and these settings (``response_json_schema``, ``response_schema``)."""
-    from google import genai
-    from google.genai import types
-    from langchain_core.utils.function_calling import convert_to_openai_function
-
-    client = genai.Client(api_key=KEY, http_options={"base_url": url})
-    prompt = BENCHMARKS["tool-call"].system_prompt.read_text()
-    declared = [
-        types.FunctionDeclaration(
-            name=f["name"], description=f["description"], parameters_json_schema=f["parameters"]
-        )
-        for f in map(convert_to_openai_function, load_inputs("tool-call").toolset.tools)
-    ]
-    settings = types.GenerateContentConfig(
-        system_instruction=prompt, tools=[types.Tool(function_declarations=declared)],
-        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-        temperature=0.7, **config,
-    )  # fmt: skip
-    return client.models.generate_content(model=MODEL, contents=HELLO, config=settings).text
+    return ask_gemini(url, KEY, MODEL, HELLO, **config)
 
 
 def refused(url: str, **config: object) -> tuple[int, str]:
